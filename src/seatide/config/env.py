@@ -1,0 +1,97 @@
+"""The ``env`` block: job-wide settings, declared once with their defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from seatide.plugin.options import BOOL, INT, STRING, Option, OptionError, enum, flatten, read_options
+
+ENV_OPTIONS: tuple[Option, ...] = (
+    Option("job.name", STRING, "SeaTide", "name shown in lists and the UI"),
+    Option("job.mode", enum("BATCH", "STREAMING"), "BATCH",
+           "BATCH runs bounded sources to their end; STREAMING keeps running"),
+    Option("parallelism", INT, 1, "readers per source and the default for every plugin"),
+    Option("checkpoint.interval", INT, None,
+           "ms between micro-batches; every committed micro-batch is a checkpoint. "
+           "STREAMING default 10000; BATCH without it runs as one plain Spark job"),
+    Option("checkpoint.timeout", INT, 600000, "ms a checkpoint may take before it counts as failed"),
+    Option("micro-batch.max-rows", INT, 1_000_000,
+           "BATCH with checkpoints: at most this many rows per micro-batch (each batch costs ~0.35 s)"),
+    Option("job.retry.times", INT, 3, "new attempts after a failure before the job is FAILED"),
+    Option("job.retry.interval.seconds", INT, 3, "wait before each new attempt"),
+    Option("state-cleanup-delay", INT, None,
+           "seconds after the end before the job's state is cleaned up (default: the coordinator's, 60)"),
+    Option("spark.master", STRING, "local[*]", "Spark master URL"),
+    # Accepted so SeaTunnel job files run unchanged; they do not change what SeaTide does.
+    Option("read_limit.rows_per_second", INT, None, "accepted for compatibility; not enforced"),
+    Option("read_limit.bytes_per_second", INT, None, "accepted for compatibility; not enforced"),
+    Option("shade.identifier", STRING, None, "accepted for compatibility; configs are read as written"),
+    Option("savemode.execute.location", STRING, None, "accepted for compatibility"),
+    Option("print.execution.plan", BOOL, False, "log Spark's physical plan of each pipeline"),
+)
+
+STREAMING_DEFAULT_INTERVAL_MS = 10_000
+
+
+@dataclass(frozen=True)
+class JobEnv:
+    name: str
+    mode: str
+    parallelism: int
+    checkpoint_interval_ms: int | None
+    checkpoint_timeout_ms: int
+    micro_batch_max_rows: int
+    retry_times: int
+    retry_interval_s: int
+    state_cleanup_delay_s: int | None
+    print_plan: bool
+    spark_conf: dict[str, str]
+
+    @property
+    def streaming(self) -> bool:
+        return self.mode == "STREAMING"
+
+    @property
+    def micro_batch(self) -> bool:
+        """Checkpointed execution: every STREAMING job, and BATCH jobs with an interval."""
+        return self.streaming or self.checkpoint_interval_ms is not None
+
+    @property
+    def trigger_interval_ms(self) -> int:
+        return self.checkpoint_interval_ms or STREAMING_DEFAULT_INTERVAL_MS
+
+
+def read_env(block: Mapping[str, Any]) -> JobEnv:
+    """Validate the env block; ``spark.*`` keys pass through to Spark as strings."""
+    flat = flatten(block)
+    spark = {k: _spark_value(v) for k, v in flat.items()
+             if k.startswith("spark.") and not isinstance(v, Mapping)}
+    rest = {k: v for k, v in block.items() if k != "spark"}
+    opts = read_options(rest, [o for o in ENV_OPTIONS if o.key != "spark.master"])
+    spark.setdefault("spark.master", "local[*]")
+    for key in ("parallelism", "micro-batch.max-rows", "checkpoint.timeout"):
+        if opts[key] is not None and opts[key] < 1:
+            raise OptionError(key, f"option '{key}' must be at least 1, got {opts[key]}")
+    interval = opts["checkpoint.interval"]
+    if interval is not None and interval < 1:
+        raise OptionError("checkpoint.interval", "option 'checkpoint.interval' must be a positive "
+                          f"number of milliseconds, got {interval}")
+    if opts["job.retry.times"] < 0:
+        raise OptionError("job.retry.times", "option 'job.retry.times' must be 0 or more")
+    return JobEnv(
+        name=opts["job.name"], mode=opts["job.mode"], parallelism=opts["parallelism"],
+        checkpoint_interval_ms=(interval if interval is not None
+                                else STREAMING_DEFAULT_INTERVAL_MS if opts["job.mode"] == "STREAMING"
+                                else None),
+        checkpoint_timeout_ms=opts["checkpoint.timeout"],
+        micro_batch_max_rows=opts["micro-batch.max-rows"],
+        retry_times=opts["job.retry.times"], retry_interval_s=opts["job.retry.interval.seconds"],
+        state_cleanup_delay_s=opts["state-cleanup-delay"], print_plan=opts["print.execution.plan"],
+        spark_conf=spark)
+
+
+def _spark_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

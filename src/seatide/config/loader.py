@@ -1,0 +1,214 @@
+"""Job files -> a validated ``JobConfig``, or one clear ``ConfigError``.
+
+Everything a job file can get wrong is caught here, before Spark starts: unparsable
+text, undefined variables, unknown sections, plugins or options, wrong types, and
+(via ``seatide.plan``) links that name nothing, cycles and unread outputs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from seatide.config.env import JobEnv, read_env
+from seatide.config.hocon import SECTIONS, BlockSite, mark_plugin_blocks, substitute, unmark
+from seatide.plugin.base import Plugin
+from seatide.plugin.options import INT, STRING, STRING_LIST, Option, OptionError, read_options
+from seatide.plugin.registry import lookup, names
+
+
+class ConfigError(Exception):
+    """A job file is invalid. ``str()`` is the whole message a user sees."""
+
+    def __init__(self, source: str, message: str, plugin: str | None = None,
+                 option: str | None = None, line: int | None = None):
+        self.source, self.plugin, self.option, self.line = source, plugin, option, line
+        where = source
+        if plugin:
+            where += f": {plugin}"
+        if line:
+            where += f" (line {line})"
+        super().__init__(f"{where}: {message}")
+
+
+# Keys every plugin understands: how plugins are linked, and a per-plugin parallelism.
+LINK_OPTIONS: tuple[Option, ...] = (
+    Option("plugin_output", STRING, None, "name other plugins use to read this plugin's output",
+           aliases=("result_table_name",)),
+    Option("plugin_input", STRING_LIST, None, "names of the outputs this plugin reads",
+           aliases=("source_table_name",)),
+    Option("parallelism", INT, None, "overrides env.parallelism for this plugin"),
+    Option("plugin_name", STRING, None, "the plugin, in JSON job files"),
+)
+_LINK_KEYS = {name for option in LINK_OPTIONS for name in option.names()}
+
+
+@dataclass
+class PluginSpec:
+    """One plugin block of a job, validated and instantiated."""
+
+    kind: str
+    index: int
+    name: str
+    line: int | None
+    output: str | None
+    inputs: list[str]
+    plugin: Plugin
+    block: dict = field(repr=False, default_factory=dict)
+
+    @property
+    def plugin_id(self) -> str:
+        return f"{self.kind}[{self.index}]"
+
+    @property
+    def label(self) -> str:
+        return f"{self.plugin_id} {self.name}"
+
+
+@dataclass
+class JobConfig:
+    source_name: str
+    text: str
+    env: JobEnv
+    sources: list[PluginSpec]
+    transforms: list[PluginSpec]
+    sinks: list[PluginSpec]
+
+    @property
+    def plugins(self) -> list[PluginSpec]:
+        return [*self.sources, *self.transforms, *self.sinks]
+
+
+def load_job_file(path: str, variables: dict[str, str] | None = None) -> JobConfig:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise ConfigError(path, f"cannot read the job file: {exc.strerror or exc}") from None
+    return load_job_text(text, variables, source_name=path)
+
+
+def load_job_text(text: str, variables: dict[str, str] | None = None,
+                  source_name: str = "<job>") -> JobConfig:
+    from seatide.plan.dag import check_links  # plan depends on config, not the reverse
+
+    tree, sites = _parse(text, variables or {}, source_name)
+    unknown = [k for k in tree.keys() if k not in SECTIONS]
+    if unknown:
+        raise ConfigError(source_name, f"unknown section '{unknown[0]}' "
+                          f"(a job has {', '.join(SECTIONS)})")
+    env_block = tree.get("env", {}) or {}
+    try:
+        env = read_env(env_block)
+    except OptionError as exc:
+        raise ConfigError(source_name, exc.message, plugin="env", option=exc.option) from None
+    specs = {kind: _read_section(tree.get(kind), kind, sites, env, source_name)
+             for kind in ("source", "transform", "sink")}
+    if not specs["source"]:
+        raise ConfigError(source_name, "the job has no source: add a source { ... } block")
+    if not specs["sink"]:
+        raise ConfigError(source_name, "the job has no sink: add a sink { ... } block")
+    job = JobConfig(source_name, text, env, specs["source"], specs["transform"], specs["sink"])
+    check_links(job)
+    return job
+
+
+def _parse(text: str, variables: dict[str, str], source_name: str):
+    from pyhocon import ConfigFactory
+    from pyhocon.exceptions import ConfigException
+
+    marked, sites = mark_plugin_blocks(substitute(text, variables))
+    try:
+        tree = ConfigFactory.parse_string(marked)
+    except ConfigException as exc:
+        message = str(exc).replace(_mark_prefix(), "")
+        missing = _undefined_variable(message)
+        if missing:
+            raise ConfigError(source_name, f"variable ${{{missing}}} is not defined: pass "
+                              f"-i {missing}=VALUE or define it in the file") from None
+        raise ConfigError(source_name, f"cannot parse the file: {message}") from None
+    except Exception as exc:  # pyparsing errors carry line and column
+        raise ConfigError(source_name, f"cannot parse the file: {_parse_message(exc)}") from None
+    if not isinstance(tree, Mapping):
+        raise ConfigError(source_name, "a job file must be an object with env, source, transform, sink")
+    return tree, {(s.section, s.index): s for s in sites}
+
+
+def _mark_prefix() -> str:
+    return "__seatide_block_"
+
+
+def _undefined_variable(message: str) -> str | None:
+    import re
+    match = re.search(r"Cannot resolve variable \$\{([^}]+)\}", message)
+    return match.group(1) if match else None
+
+
+def _parse_message(exc: Exception) -> str:
+    line = getattr(exc, "lineno", None)
+    col = getattr(exc, "col", None)
+    msg = getattr(exc, "msg", None) or str(exc)
+    if line:
+        return f"{msg} at line {line}, column {col}"
+    return msg
+
+
+def _read_section(block: Any, kind: str, sites: dict, env: JobEnv, source_name: str) -> list[PluginSpec]:
+    if block is None:
+        return []
+    entries: list[tuple[str, Mapping, int | None]] = []
+    if isinstance(block, Mapping):
+        for key, body in block.items():
+            marked = unmark(key)
+            site: BlockSite | None = sites.get(marked) if marked else None
+            name = site.name if site else key
+            entries.append((name, body, site.line if site else None))
+    elif isinstance(block, list):  # JSON style: [{"plugin_name": "FakeSource", ...}]
+        for i, body in enumerate(block):
+            if not isinstance(body, Mapping) or "plugin_name" not in body:
+                raise ConfigError(source_name, "each entry needs a \"plugin_name\"",
+                                  plugin=f"{kind}[{i}]")
+            entries.append((str(body["plugin_name"]), body, None))
+    else:
+        raise ConfigError(source_name, f"'{kind}' must hold plugin blocks such as "
+                          f"{_example(kind)} {{ ... }}")
+    return [_read_plugin(kind, i, name, body, line, env, source_name)
+            for i, (name, body, line) in enumerate(entries)]
+
+
+def _example(kind: str) -> str:
+    return {"source": "FakeSource", "transform": "Sql", "sink": "Console"}[kind]
+
+
+def _read_plugin(kind: str, index: int, name: str, body: Any, line: int | None,
+                 env: JobEnv, source_name: str) -> PluginSpec:
+    label = f"{kind}[{index}] {name}"
+    if not isinstance(body, Mapping):
+        raise ConfigError(source_name, f"a plugin block must be an object: {name} {{ ... }}",
+                          plugin=label, line=line)
+    cls = lookup(kind, name)
+    if cls is None:
+        known = names(kind)
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" Did you mean {close[0]}?" if close else ""
+        raise ConfigError(source_name, f"unknown {kind} plugin '{name}'.{hint} "
+                          f"Known {kind} plugins: {', '.join(known)}", plugin=f"{kind}[{index}]",
+                          line=line)
+    try:
+        links = read_options({k: v for k, v in body.items() if k in _LINK_KEYS}, LINK_OPTIONS)
+        opts = read_options(body, cls.options, ignore=_LINK_KEYS)
+        parallelism = links["parallelism"] or env.parallelism
+        if parallelism < 1:
+            raise OptionError("parallelism", "option 'parallelism' must be at least 1")
+        plugin = cls(opts, parallelism)
+    except OptionError as exc:
+        raise ConfigError(source_name, exc.message, plugin=label, option=exc.option, line=line) from None
+    return PluginSpec(kind=kind, index=index, name=cls.plugin_name, line=line,
+                      output=links["plugin_output"], inputs=links["plugin_input"] or [],
+                      plugin=plugin, block=dict(body))
+
+
+def job_source_label(path: str) -> str:
+    return os.path.basename(path)

@@ -1,0 +1,180 @@
+"""The job DAG and its pipelines.
+
+Plugins are linked by name (``plugin_output`` / ``plugin_input``) or, with neither,
+each transform or sink reads the output of the plugin written before it. The DAG's
+connected components are its pipelines: each runs as one Spark query with its own
+checkpoint directory, and finishes, fails and restores on its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from seatide.config.loader import ConfigError, JobConfig, PluginSpec
+from seatide.plugin.rowkind import RowKind
+
+
+@dataclass
+class Pipeline:
+    pipeline_id: int                       # 1-based, in order of the first source
+    sources: list[PluginSpec]
+    transforms: list[PluginSpec]           # topological order
+    sinks: list[PluginSpec]
+    inputs: dict[str, list[str]] = field(default_factory=dict)  # plugin_id -> input plugin_ids
+
+    @property
+    def plugins(self) -> list[PluginSpec]:
+        return [*self.sources, *self.transforms, *self.sinks]
+
+    def fingerprint(self) -> str:
+        """What a checkpoint of this pipeline depends on: its sources, in order, and their options.
+
+        A checkpoint taken under one fingerprint cannot restore a pipeline with another
+        (Spark would read offsets of the wrong source).
+        """
+        shape = [[s.name, _canonical(s.block)] for s in self.sources]
+        return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass
+class Plan:
+    job: JobConfig
+    pipelines: list[Pipeline]
+
+    def pipeline(self, pipeline_id: int) -> Pipeline:
+        return next(p for p in self.pipelines if p.pipeline_id == pipeline_id)
+
+
+def _canonical(block: dict) -> dict:
+    ignored = {"plugin_output", "result_table_name", "plugin_input", "source_table_name", "parallelism"}
+    return {k: v for k, v in sorted(block.items()) if k not in ignored}
+
+
+def resolve_inputs(job: JobConfig) -> dict[str, list[PluginSpec]]:
+    """plugin_id -> the plugins it reads, or ConfigError for a link that names nothing."""
+    by_output: dict[str, PluginSpec] = {}
+    for spec in job.plugins:
+        if spec.output is None:
+            continue
+        if spec.kind == "sink":
+            raise _error(job, spec, "a sink has no output; remove plugin_output", "plugin_output")
+        if spec.output in by_output:
+            other = by_output[spec.output]
+            raise _error(job, spec, f"plugin_output '{spec.output}' is already used by {other.label}; "
+                         "output names must be unique", "plugin_output")
+        by_output[spec.output] = spec
+    inputs: dict[str, list[PluginSpec]] = {}
+    previous: PluginSpec | None = None
+    for spec in job.plugins:
+        if spec.kind != "source":
+            if spec.inputs:
+                resolved = []
+                for name in spec.inputs:
+                    if name not in by_output:
+                        known = ", ".join(sorted(by_output)) or "none"
+                        raise _error(job, spec, f"plugin_input '{name}' names nothing "
+                                     f"(outputs defined: {known})", "plugin_input")
+                    resolved.append(by_output[name])
+                inputs[spec.plugin_id] = resolved
+            elif previous is None:
+                raise _error(job, spec, "nothing to read: no plugin before it has an output",
+                             "plugin_input")
+            else:
+                inputs[spec.plugin_id] = [previous]
+            if spec.kind == "transform" and len(inputs[spec.plugin_id]) != 1:
+                raise _error(job, spec, "a transform reads exactly one input", "plugin_input")
+        if spec.kind != "sink":
+            previous = spec
+    return inputs
+
+
+def check_links(job: JobConfig) -> Plan:
+    """Validate the DAG: links, cycles, unread outputs, row kinds each sink can apply."""
+    inputs = resolve_inputs(job)
+    order = _topological(job, inputs)
+    read = {i.plugin_id for ins in inputs.values() for i in ins}
+    for spec in job.plugins:
+        if spec.kind != "sink" and spec.plugin_id not in read:
+            raise _error(job, spec, "its output is read by nothing: link a transform or sink to it "
+                         "with plugin_input, or remove it", "plugin_output")
+    kinds = _row_kinds(order, inputs)
+    for sink in job.sinks:
+        extra = kinds[sink.plugin_id] - sink.plugin.accepted_row_kinds
+        if extra:
+            names = ", ".join(k.name for k in sorted(extra))
+            raise _error(job, sink, f"{sink.name} cannot apply {names} rows, which its input may "
+                         f"carry; {sink.plugin.row_kind_hint}", "plugin_input")
+    return Plan(job, _pipelines(job, inputs, order))
+
+
+def build_plan(job: JobConfig) -> Plan:
+    return check_links(job)
+
+
+def _topological(job: JobConfig, inputs: dict[str, list[PluginSpec]]) -> list[PluginSpec]:
+    state: dict[str, int] = {}    # 1 visiting, 2 done
+    order: list[PluginSpec] = []
+    by_id = {s.plugin_id: s for s in job.plugins}
+
+    def visit(spec: PluginSpec, path: list[str]) -> None:
+        mark = state.get(spec.plugin_id)
+        if mark == 2:
+            return
+        if mark == 1:
+            cycle = path[path.index(spec.plugin_id):] + [spec.plugin_id]
+            labels = " -> ".join(by_id[p].label for p in cycle)
+            raise _error(job, spec, f"plugins form a cycle: {labels}", "plugin_input")
+        state[spec.plugin_id] = 1
+        for upstream in inputs.get(spec.plugin_id, []):
+            visit(upstream, path + [spec.plugin_id])
+        state[spec.plugin_id] = 2
+        order.append(spec)
+
+    for spec in job.plugins:
+        visit(spec, [])
+    return order
+
+
+def _row_kinds(order: list[PluginSpec], inputs: dict[str, list[PluginSpec]]) -> dict[str, frozenset[RowKind]]:
+    kinds: dict[str, frozenset[RowKind]] = {}
+    for spec in order:
+        if spec.kind == "source":
+            kinds[spec.plugin_id] = spec.plugin.row_kinds()
+            continue
+        upstream = frozenset().union(*(kinds[i.plugin_id] for i in inputs[spec.plugin_id]))
+        kinds[spec.plugin_id] = (spec.plugin.row_kinds(upstream) if spec.kind == "transform" else upstream)
+    return kinds
+
+
+def _pipelines(job: JobConfig, inputs: dict[str, list[PluginSpec]], order: list[PluginSpec]) -> list[Pipeline]:
+    parent = {s.plugin_id: s.plugin_id for s in job.plugins}
+
+    def root(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for pid, ups in inputs.items():
+        for up in ups:
+            parent[root(pid)] = root(up.plugin_id)
+    groups: dict[str, list[PluginSpec]] = {}
+    for spec in order:
+        groups.setdefault(root(spec.plugin_id), []).append(spec)
+    ordered = sorted(groups.values(), key=lambda g: min(s.index for s in g if s.kind == "source"))
+    pipelines = []
+    for number, group in enumerate(ordered, start=1):
+        ids = {s.plugin_id for s in group}
+        pipelines.append(Pipeline(
+            pipeline_id=number,
+            sources=sorted((s for s in group if s.kind == "source"), key=lambda s: s.index),
+            transforms=[s for s in group if s.kind == "transform"],
+            sinks=sorted((s for s in group if s.kind == "sink"), key=lambda s: s.index),
+            inputs={pid: [u.plugin_id for u in ups] for pid, ups in inputs.items() if pid in ids}))
+    return pipelines
+
+
+def _error(job: JobConfig, spec: PluginSpec, message: str, option: str) -> ConfigError:
+    return ConfigError(job.source_name, message, plugin=spec.label, option=option, line=spec.line)

@@ -1,0 +1,142 @@
+"""Plugin contracts: sources, transforms and sinks.
+
+A job is a DAG of plugins. Each plugin class declares its options once (``options``),
+is built from a validated ``Options`` mapping, and may check cross-option rules in
+``check``. At run time the Spark driver calls:
+
+* ``Source.read(ctx)`` once per pipeline start, for a DataFrame of the source's rows plus
+  the hidden ``__row_kind`` column. With ``ctx.micro_batch`` it must be a streaming
+  DataFrame (``spark.readStream``) whose offsets let Spark replay a batch exactly.
+* ``Transform.apply(df, ctx)`` once per pipeline start, on batch and streaming
+  DataFrames alike; it must carry ``__row_kind`` through.
+* ``Sink.writer(ctx)`` once per pipeline start, then ``SinkWriter.write_batch`` for each
+  micro-batch (a plain batch job is one batch, id 0). The runtime guarantees that a batch
+  whose commit was recorded is never handed to the writer again; a writer makes its batch
+  replaceable by recording an *intent* (what it is about to publish) before publishing,
+  so that ``abort_batch`` can undo a publish that crashed before its commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, ClassVar, TextIO
+
+from seatide.plugin.options import Option, OptionError, Options
+from seatide.plugin.rowkind import INSERT_ONLY, RowKind
+
+if TYPE_CHECKING:  # pyspark is heavy; plugins import it lazily where they use it
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+
+@dataclass(frozen=True)
+class ReadContext:
+    spark: "SparkSession"
+    micro_batch: bool          # return a streaming DataFrame (checkpointed job)
+    unbounded: bool            # STREAMING job: keep the stream open after the data ends
+    parallelism: int
+    max_rows_per_batch: int    # bound for one micro-batch (BATCH jobs with checkpoints)
+    read_interval_ms: int      # STREAMING: how often new data may be admitted
+    plugin_id: str             # unique within the job, e.g. "source[0]"
+
+
+@dataclass(frozen=True)
+class TransformContext:
+    spark: "SparkSession"
+    input_name: str            # table name the input is known by (Sql's FROM)
+    output_name: str
+    micro_batch: bool
+
+
+@dataclass
+class Batch:
+    """One micro-batch handed to a sink writer."""
+
+    batch_id: int
+    transaction_id: str                       # stable across replays of this batch
+    previous_state: dict                      # state committed with the batch before (e.g. running counts)
+    record_intent: Callable[[dict], None]     # durably note what is about to be published
+
+
+@dataclass(frozen=True)
+class SinkContext:
+    spark: "SparkSession"
+    job_id: str
+    pipeline_id: int
+    plugin_id: str
+    micro_batch: bool
+    unbounded: bool
+    stdout: TextIO
+
+
+class Plugin:
+    """A named, option-declaring piece of a job (``FakeSource { ... }``)."""
+
+    kind: ClassVar[str] = ""
+    plugin_name: ClassVar[str] = ""
+    options: ClassVar[tuple[Option, ...]] = ()
+    doc: ClassVar[str] = ""
+
+    def __init__(self, opts: Options, parallelism: int = 1):
+        self.opts = opts
+        self.parallelism = parallelism
+        self.check()
+
+    def check(self) -> None:
+        """Cross-option validation; raise ``self.invalid(option, message)``."""
+
+    @staticmethod
+    def invalid(option: str, message: str) -> OptionError:
+        return OptionError(option, message)
+
+
+class Source(Plugin):
+    kind = "source"
+
+    def schema(self) -> "StructType | None":
+        """The row type when known before running (None: discovered at run time)."""
+        return None
+
+    def row_kinds(self) -> frozenset[RowKind]:
+        """Kinds this source may emit; sinks are checked against them at validation."""
+        return INSERT_ONLY
+
+    def read(self, ctx: ReadContext) -> "DataFrame":
+        raise NotImplementedError
+
+
+class Transform(Plugin):
+    kind = "transform"
+
+    def row_kinds(self, upstream: frozenset[RowKind]) -> frozenset[RowKind]:
+        return upstream
+
+    def apply(self, df: "DataFrame", ctx: TransformContext) -> "DataFrame":
+        raise NotImplementedError
+
+
+class SinkWriter:
+    def write_batch(self, df: "DataFrame", batch: Batch) -> dict:
+        """Write one batch; return the state to commit with it (``{"rows": n, ...}``)."""
+        raise NotImplementedError
+
+    def abort_batch(self, batch_id: int, intent: dict) -> None:
+        """Undo what a crashed, uncommitted attempt of this batch published (per its intent)."""
+
+    def end_of_data(self, state: dict) -> None:
+        """Called once when a bounded pipeline has written everything; ``state`` is the last committed."""
+
+
+class Sink(Plugin):
+    kind = "sink"
+    accepted_row_kinds: ClassVar[frozenset[RowKind]] = INSERT_ONLY
+    # How to get rid of kinds this sink cannot apply; shown in the validation message.
+    row_kind_hint: ClassVar[str] = (
+        "put FilterRowKind { exclude_kinds = [...] } or RowKindExtractor {} before it")
+
+    def writer(self, ctx: SinkContext) -> SinkWriter:
+        raise NotImplementedError
+
+
+__all__ = ["Batch", "Plugin", "ReadContext", "Sink", "SinkContext", "SinkWriter", "Source",
+           "Transform", "TransformContext"]

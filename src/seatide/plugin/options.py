@@ -1,0 +1,247 @@
+"""Declared plugin options: each option is declared once, with its type, default and doc.
+
+A plugin lists its options as ``Option`` values. Validation (``read_options``) turns
+the plugin's raw config block into an ``Options`` mapping or raises ``OptionError``
+naming the option and what is wrong with it. Option keys are dotted (``row.num``);
+HOCON turns ``row.num = 1`` into nested objects, so lookup walks both forms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+
+class OptionError(ValueError):
+    """A plugin option is missing, unknown or of the wrong type."""
+
+    def __init__(self, option: str, message: str):
+        super().__init__(message)
+        self.option = option
+        self.message = message
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "<required>"
+
+
+REQUIRED: Any = _Required()
+
+
+def _describe(value: Any) -> str:
+    text = repr(value) if not isinstance(value, str) else f'"{value}"'
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@dataclass(frozen=True)
+class OptionType:
+    """A value type: a name for messages and a function that coerces or raises ValueError."""
+
+    name: str
+    coerce: Callable[[Any], Any]
+
+    def __call__(self, value: Any) -> Any:
+        return self.coerce(value)
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        return int(value.strip())
+    raise ValueError
+
+
+def _float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        return float(value.strip())
+    raise ValueError
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError
+
+
+def _str(value: Any) -> str:
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise ValueError
+
+
+def _str_list(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    if isinstance(value, list):
+        return [_str(item) for item in value]
+    raise ValueError
+
+
+def _mapping(value: Any) -> dict:
+    if isinstance(value, Mapping):
+        return _plain(value)
+    raise ValueError
+
+
+def _list(value: Any) -> list:
+    if isinstance(value, list):
+        return _plain(value)
+    raise ValueError
+
+
+def _any(value: Any) -> Any:
+    return _plain(value)
+
+
+def _plain(value: Any) -> Any:
+    """pyhocon's ConfigTree is an OrderedDict subclass; hand plugins plain dicts."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+INT = OptionType("integer", _int)
+FLOAT = OptionType("number", _float)
+BOOL = OptionType("boolean (true or false)", _bool)
+STRING = OptionType("string", _str)
+STRING_LIST = OptionType("list of strings", _str_list)
+OBJECT = OptionType("object", _mapping)
+LIST = OptionType("list", _list)
+ANY = OptionType("value", _any)
+
+
+def enum(*choices: str) -> OptionType:
+    upper = {c.upper(): c for c in choices}
+
+    def coerce(value: Any) -> str:
+        text = _str(value).strip()
+        if text.upper() not in upper:
+            raise ValueError
+        return upper[text.upper()]
+
+    return OptionType("one of " + ", ".join(choices), coerce)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One declared option: ``key`` is the dotted name users write."""
+
+    key: str
+    type: OptionType
+    default: Any = None
+    doc: str = ""
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def names(self) -> tuple[str, ...]:
+        return (self.key, *self.aliases)
+
+
+class Options(Mapping[str, Any]):
+    """Validated option values of one plugin, defaults filled in."""
+
+    def __init__(self, values: dict[str, Any], given: set[str]):
+        self._values = values
+        self._given = given
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def given(self, key: str) -> bool:
+        """True when the user wrote the option (as opposed to its default)."""
+        return key in self._given
+
+    def __repr__(self) -> str:
+        return f"Options({self._values!r})"
+
+
+def flatten(block: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Dotted path -> value for every leaf; an object is also kept under its own path."""
+    flat: dict[str, Any] = {}
+    for key, value in block.items():
+        path = f"{prefix}{key}"
+        flat[path] = value
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, path + "."))
+    return flat
+
+
+def read_options(block: Mapping[str, Any], declared: Iterable[Option],
+                 ignore: Iterable[str] = ()) -> Options:
+    """Validate a raw config block against declared options.
+
+    Raises ``OptionError`` for the first unknown, missing or mistyped option.
+    ``ignore`` names keys handled elsewhere (plugin links such as ``plugin_output``).
+    """
+    declared = list(declared)
+    flat = flatten(block)
+    values: dict[str, Any] = {}
+    given: set[str] = set()
+    covered: set[str] = set(ignore)
+    for option in declared:
+        name = next((n for n in option.names() if n in flat), None)
+        if name is None:
+            if option.required:
+                raise OptionError(option.key, f"required option '{option.key}' is missing"
+                                  + (f" ({option.doc})" if option.doc else ""))
+            values[option.key] = option.default
+            continue
+        raw = flat[name]
+        covered.add(name)
+        try:
+            values[option.key] = option.type(raw)
+        except (ValueError, TypeError):
+            raise OptionError(option.key, f"option '{name}' must be {option.type.name}, "
+                              f"got {_describe(_plain(raw))}") from None
+        given.add(option.key)
+    for path, value in flat.items():
+        if isinstance(value, Mapping) and value:
+            continue  # an intermediate object; its leaves are checked
+        if not _is_covered(path, covered):
+            known = ", ".join(sorted(o.key for o in declared)) or "none"
+            raise OptionError(path, f"unknown option '{path}' (known options: {known})")
+    return Options(values, given)
+
+
+def _is_covered(path: str, covered: set[str]) -> bool:
+    # Keys inside an object-valued option (``schema.fields.id``) belong to that option.
+    return path in covered or any(path.startswith(c + ".") for c in covered if c)
+
+
+def option_table(declared: Iterable[Option]) -> list[tuple[str, str, str, str]]:
+    """(key, type, default, doc) rows, for `seatide plugins` and docs."""
+    rows = []
+    for option in declared:
+        default = "required" if option.required else repr(option.default)
+        rows.append((option.key, option.type.name, default, option.doc))
+    return rows
+
+
+__all__ = [
+    "ANY", "BOOL", "FLOAT", "INT", "LIST", "OBJECT", "REQUIRED", "STRING", "STRING_LIST",
+    "Option", "OptionError", "OptionType", "Options", "enum", "flatten", "option_table",
+    "read_options",
+]
