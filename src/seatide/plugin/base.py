@@ -69,6 +69,13 @@ class SinkContext:
     stdout: TextIO
 
 
+class PermanentError(Exception):
+    """A failure no retry can fix (a violated Assert rule, a field that does not exist).
+
+    The runtime fails the pipeline at once with this message instead of retrying the job.
+    """
+
+
 class Plugin:
     """A named, option-declaring piece of a job (``FakeSource { ... }``)."""
 
@@ -138,5 +145,5 @@ class Sink(Plugin):
         raise NotImplementedError
 
 
-__all__ = ["Batch", "Plugin", "ReadContext", "Sink", "SinkContext", "SinkWriter", "Source",
+__all__ = ["Batch", "PermanentError", "Plugin", "ReadContext", "Sink", "SinkContext", "SinkWriter", "Source",
            "Transform", "TransformContext"]

@@ -1,0 +1,102 @@
+"""reconcile_cleanup: terminal jobs' cleanup and history expiry, driven by the store.
+
+A terminal job's result is written DIRTY with a due time, in the same transaction as
+its status. Whichever coordinator leads when it is due cleans up: it puts down any
+driver left over, removes what the job no longer needs (a FINISHED job's checkpoints;
+a CANCELED, FAILED or SAVEPOINT_DONE job keeps them so it can be resumed), and marks
+the result CLEAN. It never touches a newer incarnation of the same job id. A failed
+cleanup is retried with backoff. History expiry later drops the job's rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+
+from sqlalchemy import and_, select, update
+
+from seatide.store import schema as s
+from seatide.store.db import Store, record_event
+from seatide.store.jobs import forget_job
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 60.0
+
+
+def due_results(store: Store, now: float) -> list:
+    with store.read() as conn:
+        dirty = conn.execute(select(s.job_results).where(and_(
+            s.job_results.c.cleanup == "DIRTY", s.job_results.c.next_cleanup_at <= now))).all()
+        expired = conn.execute(select(s.job_results).where(and_(
+            s.job_results.c.cleanup == "CLEAN", s.job_results.c.expires_at <= now))).all()
+    return [*dirty, *expired]
+
+
+def reconcile_cleanup(store: Store, epoch: int, actor: str, result, kill_attempt) -> None:
+    """One idempotent cleanup or expiry step for one job result."""
+    try:
+        if result.cleanup == "DIRTY":
+            _clean(store, epoch, actor, result, kill_attempt)
+        else:
+            _expire(store, epoch, actor, result)
+    except Exception as exc:
+        if result.cleanup != "DIRTY":
+            raise
+        tries = result.cleanup_tries + 1
+        delay = min(MAX_BACKOFF_S, 2.0 ** tries)
+        log.warning("cleanup of job %s failed (try %s), again in %.0f s: %s", result.job_id, tries, delay, exc)
+        with store.leader_tx(epoch) as conn:
+            conn.execute(update(s.job_results).where(_key(result)).values(
+                cleanup_tries=tries, next_cleanup_at=time.time() + delay))
+            record_event(conn, "CLEANUP_RETRY", actor, result.job_id, result.incarnation, epoch,
+                         tries=tries, error=str(exc))
+
+
+def _key(result):
+    return and_(s.job_results.c.job_id == result.job_id, s.job_results.c.incarnation == result.incarnation)
+
+
+def _pipeline_dirs(store: Store, result) -> list[str]:
+    with store.read() as conn:
+        return [row.checkpoint_dir for row in conn.execute(select(s.pipelines.c.checkpoint_dir).where(and_(
+            s.pipelines.c.job_id == result.job_id, s.pipelines.c.incarnation == result.incarnation)))]
+
+
+def _is_current(conn, result) -> bool:
+    current = conn.execute(select(s.jobs.c.incarnation).where(s.jobs.c.job_id == result.job_id)).scalar()
+    return current == result.incarnation
+
+
+def _clean(store: Store, epoch: int, actor: str, result, kill_attempt) -> None:
+    with store.read() as conn:
+        current = _is_current(conn, result)
+        leftovers = conn.execute(select(s.attempts).where(and_(
+            s.attempts.c.job_id == result.job_id, s.attempts.c.incarnation == result.incarnation,
+            s.attempts.c.ended_at.is_(None), s.attempts.c.pid.isnot(None)))).all()
+    for attempt in leftovers:
+        kill_attempt(attempt)
+    removed = []
+    if current and result.status == "FINISHED":
+        for path in _pipeline_dirs(store, result):
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+                removed.append(path)
+    with store.leader_tx(epoch) as conn:
+        conn.execute(update(s.job_results).where(and_(_key(result), s.job_results.c.cleanup == "DIRTY"))
+                     .values(cleanup="CLEAN", cleaned_at=time.time()))
+        record_event(conn, "CLEANUP_DONE", actor, result.job_id, result.incarnation, epoch,
+                     removed=removed, newer_incarnation=not current)
+
+
+def _expire(store: Store, epoch: int, actor: str, result) -> None:
+    with store.read() as conn:
+        current = _is_current(conn, result)
+    if current:
+        for path in _pipeline_dirs(store, result):
+            shutil.rmtree(path, ignore_errors=True)
+    with store.leader_tx(epoch) as conn:
+        forget_job(conn, result.job_id, result.incarnation)
+        record_event(conn, "HISTORY_EXPIRED", actor, result.job_id, result.incarnation, epoch)

@@ -1,0 +1,137 @@
+"""Applying reconcile decisions: one fenced transaction per job, compare-and-set on what was read.
+
+The decision was made on a snapshot; inside the transaction the job row is read again
+and the effects apply only if its incarnation, status and current attempt are still
+what the decision saw. Otherwise nothing changes and the next tick decides afresh.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from sqlalchemy import and_, func, insert, select, update
+from sqlalchemy.engine import Connection
+
+from seatide.coordinator import reconcile as r
+from seatide.store import schema as s
+from seatide.store.db import Store, record_event
+from seatide.store.states import PIPELINE_TERMINAL, check_attempt, check_job, check_pipeline
+
+log = logging.getLogger(__name__)
+
+
+class Applier:
+    def __init__(self, store: Store, node_id: str, history_expire_s: float):
+        self.store = store
+        self.actor = f"coordinator:{node_id}"
+        self.history_expire_s = history_expire_s
+
+    def apply(self, epoch: int, snap: r.Snapshot, actions: list) -> list:
+        """Apply in one leader transaction; returns attempts whose drivers should be killed."""
+        kills = []
+        with self.store.leader_tx(epoch) as conn:
+            job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == snap.job.job_id)).first()
+            if (job is None or job.incarnation != snap.job.incarnation or job.status != snap.job.status
+                    or job.current_attempt != snap.job.current_attempt):
+                return []
+            ctx = _Ctx(conn, job, epoch, self.actor, time.time())
+            for action in actions:
+                handler = getattr(self, "_" + type(action).__name__)
+                result = handler(ctx, snap, action)
+                if result:
+                    kills.append(result)
+        return kills
+
+    # -- one method per effect ---------------------------------------------------------------
+    def _SetStatus(self, ctx: "_Ctx", snap, action: r.SetStatus) -> None:
+        ctx.set_status(action.status)
+
+    def _CreateAttempt(self, ctx: "_Ctx", snap, action: r.CreateAttempt) -> None:
+        job = ctx.job
+        number = (ctx.conn.execute(select(func.max(s.attempts.c.number)).where(and_(
+            s.attempts.c.job_id == job.job_id, s.attempts.c.incarnation == job.incarnation))).scalar() or 0) + 1
+        attempt_id = ctx.conn.execute(insert(s.attempts).values(
+            job_id=job.job_id, incarnation=job.incarnation, number=number, worker_id=action.worker_id,
+            state="ASSIGNED", created_at=ctx.now, kill_requested=False)).inserted_primary_key[0]
+        ctx.update(current_attempt=attempt_id, next_attempt_at=None)
+        ctx.set_status("SCHEDULED")
+        ctx.event("ATTEMPT_ASSIGNED", attempt=attempt_id, number=number, worker=action.worker_id)
+
+    def _MarkAttemptLost(self, ctx: "_Ctx", snap, action: r.MarkAttemptLost):
+        attempt = snap.attempt
+        check_attempt(attempt.state, "LOST")
+        done = ctx.conn.execute(update(s.attempts).where(and_(
+            s.attempts.c.attempt_id == attempt.attempt_id, s.attempts.c.state == attempt.state))
+            .values(state="LOST", kill_requested=True, error=action.reason)).rowcount
+        if done:
+            ctx.event("ATTEMPT_LOST", attempt=attempt.attempt_id, reason=action.reason)
+            return attempt
+        return None
+
+    def _RequestKill(self, ctx: "_Ctx", snap, action: r.RequestKill):
+        ctx.conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == snap.attempt.attempt_id)
+                         .values(kill_requested=True))
+        ctx.event("ATTEMPT_KILL_REQUESTED", attempt=snap.attempt.attempt_id, reason=action.reason)
+        return snap.attempt
+
+    def _ScheduleRetry(self, ctx: "_Ctx", snap, action: r.ScheduleRetry) -> None:
+        ctx.set_status("FAILING", error=action.cause)
+        ctx.update(retries_used=ctx.job.retries_used + 1, next_attempt_at=action.at)
+        ctx.set_status("PENDING")
+        ctx.event("RETRY_SCHEDULED", retry=ctx.job.retries_used + 1, of=ctx.job.max_retries,
+                  at=action.at, cause=action.cause)
+
+    def _EndPipelines(self, ctx: "_Ctx", snap, action: r.EndPipelines) -> None:
+        job = ctx.job
+        rows = ctx.conn.execute(select(s.pipelines).where(and_(
+            s.pipelines.c.job_id == job.job_id, s.pipelines.c.incarnation == job.incarnation))).all()
+        for row in rows:
+            if row.status in PIPELINE_TERMINAL:
+                continue
+            check_pipeline(row.status, action.status)
+            ctx.conn.execute(update(s.pipelines).where(and_(
+                s.pipelines.c.job_id == job.job_id, s.pipelines.c.incarnation == job.incarnation,
+                s.pipelines.c.pipeline_id == row.pipeline_id)).values(
+                status=action.status, finished_at=ctx.now, error=action.error))
+            ctx.event(f"PIPELINE_{action.status}", pipeline=row.pipeline_id, error=action.error)
+
+    def _Finish(self, ctx: "_Ctx", snap, action: r.Finish) -> None:
+        """Terminal status and a dirty job result, in one transaction (JobResultStore)."""
+        job = ctx.job
+        ctx.set_status(action.status, error=action.error)
+        ctx.update(finished_at=ctx.now)
+        ctx.conn.execute(insert(s.job_results).values(
+            job_id=job.job_id, incarnation=job.incarnation, status=action.status, cleanup="DIRTY",
+            cleanup_due_at=ctx.now + job.cleanup_delay_s, cleanup_tries=0,
+            next_cleanup_at=ctx.now + job.cleanup_delay_s,
+            expires_at=ctx.now + self.history_expire_s, created_at=ctx.now))
+
+
+class _Ctx:
+    """The job row inside the transaction, kept current as effects change it."""
+
+    def __init__(self, conn: Connection, job, epoch: int, actor: str, now: float):
+        self.conn, self.job, self.epoch, self.actor, self.now = conn, job, epoch, actor, now
+
+    def update(self, **values) -> None:
+        values["updated_at"] = self.now
+        self.conn.execute(update(s.jobs).where(s.jobs.c.job_id == self.job.job_id).values(**values))
+        self.job = self.conn.execute(select(s.jobs).where(s.jobs.c.job_id == self.job.job_id)).first()
+
+    def set_status(self, new: str, error: str | None = None) -> None:
+        old = self.job.status
+        if old == new:
+            return
+        check_job(old, new)
+        values = {"status": new}
+        if error is not None:
+            values["error_msg"] = error
+        self.update(**values)
+        self.event(f"JOB_{new}", previous=old, error=error)
+
+    def event(self, kind: str, **detail) -> None:
+        record_event(self.conn, kind, self.actor, self.job.job_id, self.job.incarnation, self.epoch, **detail)
+
+
+__all__ = ["Applier"]

@@ -1,0 +1,118 @@
+"""The leader lease: elect, keep, resign — each one short transaction.
+
+The lease is one row (node, epoch, expiry). A coordinator takes it only when it has
+expired, and taking it raises the epoch, so epochs order leaders. The holder renews it
+every ``renew_interval``; if a renewal does not land before the lease would expire, the
+holder stops acting as leader on its own (and every leader write is fenced by epoch in
+the store anyway, so a paused leader that wakes up changes nothing).
+
+Tests wait on ``gained`` / ``lost`` instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import and_, select, update
+
+from seatide.store import schema as s
+from seatide.store.db import Store, record_event
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LeaseSettings:
+    ttl: float = 2.0              # a dead leader is replaced within about ttl + renew_interval
+    renew_interval: float = 0.5
+
+
+class LeaderLease:
+    def __init__(self, store: Store, node_id: str, url: str | None, settings: LeaseSettings = LeaseSettings()):
+        self.store = store
+        self.node_id = node_id
+        self.url = url
+        self.settings = settings
+        self.epoch: int | None = None
+        self._valid_until = 0.0
+        self.gained = threading.Event()
+        self.lost = threading.Event()
+
+    @property
+    def is_leader(self) -> bool:
+        # Our own clock bounds how long we may act: stop before others may take over.
+        return self.epoch is not None and time.time() < self._valid_until
+
+    def tick(self) -> bool:
+        """Renew or try to take the lease; returns whether we hold it now."""
+        try:
+            if self.epoch is not None and self._renew():
+                return True
+            if self.epoch is not None:
+                self._drop("renewal refused")
+            return self._try_elect()
+        except Exception as exc:
+            log.warning("lease tick failed: %s", exc)
+            if self.epoch is not None and time.time() >= self._valid_until:
+                self._drop("could not renew in time")
+            return self.is_leader
+
+    def _renew(self) -> bool:
+        started = time.time()
+        with self.store.write() as conn:
+            done = conn.execute(update(s.leader_lease).where(and_(
+                s.leader_lease.c.id == 1, s.leader_lease.c.node_id == self.node_id,
+                s.leader_lease.c.epoch == self.epoch, s.leader_lease.c.expires_at >= started))
+                .values(expires_at=started + self.settings.ttl)).rowcount == 1
+        if done:
+            self._valid_until = started + self.settings.ttl
+        return done
+
+    def _try_elect(self) -> bool:
+        started = time.time()
+        with self.store.write() as conn:
+            row = conn.execute(select(s.leader_lease).where(s.leader_lease.c.id == 1)).first()
+            if row.expires_at >= started and row.node_id != self.node_id:
+                return False
+            epoch = row.epoch + 1
+            taken = conn.execute(update(s.leader_lease).where(and_(
+                s.leader_lease.c.id == 1, s.leader_lease.c.epoch == row.epoch)).values(
+                node_id=self.node_id, epoch=epoch, expires_at=started + self.settings.ttl,
+                url=self.url, acquired_at=started)).rowcount == 1
+            if taken:
+                record_event(conn, "LEADER_ELECTED", f"coordinator:{self.node_id}", epoch=epoch,
+                             previous=row.node_id, url=self.url)
+        if taken:
+            self.epoch = epoch
+            self._valid_until = started + self.settings.ttl
+            self.lost.clear()
+            self.gained.set()
+            log.info("became leader with epoch %s", epoch)
+        return taken
+
+    def _drop(self, why: str) -> None:
+        log.warning("lost leadership (epoch %s): %s", self.epoch, why)
+        self.epoch = None
+        self._valid_until = 0.0
+        self.gained.clear()
+        self.lost.set()
+
+    def resign(self) -> None:
+        """Give the lease up at once so another coordinator need not wait for the expiry."""
+        if self.epoch is None:
+            return
+        try:
+            with self.store.write() as conn:
+                conn.execute(update(s.leader_lease).where(and_(
+                    s.leader_lease.c.id == 1, s.leader_lease.c.epoch == self.epoch))
+                    .values(expires_at=0.0))
+        finally:
+            self._drop("resigned")
+
+
+def current_leader(store: Store):
+    with store.read() as conn:
+        return conn.execute(select(s.leader_lease).where(s.leader_lease.c.id == 1)).first()

@@ -1,0 +1,176 @@
+"""reconcile_job: the leader's decision for one job, as a pure function of stored state.
+
+Reconciliation is level-based: it looks at what the store says now (the job's status
+and desired state, its current attempt, its pipelines, the workers' heartbeats) and
+returns the next idempotent steps, whatever event woke it and whichever process ran
+it last. A leader that takes over after a failover runs exactly this; there is no
+separate "restore" path. Effects are applied by ``effects.apply`` in one fenced
+transaction per job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, PIPELINE_TERMINAL, final_job_status
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    driver_heartbeat: float = 10.0     # a RUNNING driver silent this long is hung
+    worker_heartbeat: float = 10.0     # a worker silent this long is gone (its drivers die with it)
+    launch: float = 60.0               # ASSIGNED/LAUNCHING this long without a driver heartbeat
+    cancel_grace: float = 30.0         # a driver asked to stop gets this long before it is killed
+
+
+@dataclass
+class Snapshot:
+    job: Any
+    attempt: Any | None
+    pipelines: list[Any]
+    workers: dict[str, Any]            # node_id -> node row (workers only)
+    load: dict[str, int] = field(default_factory=dict)   # node_id -> live attempts
+    now: float = 0.0
+
+
+# -- effects (applied by effects.py) --------------------------------------------------------
+@dataclass(frozen=True)
+class SetStatus:
+    status: str
+
+
+@dataclass(frozen=True)
+class CreateAttempt:
+    worker_id: str
+
+
+@dataclass(frozen=True)
+class MarkAttemptLost:
+    reason: str
+
+
+@dataclass(frozen=True)
+class RequestKill:
+    reason: str
+
+
+@dataclass(frozen=True)
+class ScheduleRetry:
+    at: float
+    cause: str
+
+
+@dataclass(frozen=True)
+class EndPipelines:
+    status: str          # what every not-yet-ended pipeline becomes
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Finish:
+    status: str
+    error: str | None = None
+
+
+def reconcile_job(snap: Snapshot, timeouts: Timeouts) -> list:
+    job, attempt, now = snap.job, snap.attempt, snap.now
+    live = attempt is not None and attempt.state in ATTEMPT_LIVE
+    if job.status in JOB_TERMINAL:
+        # Terminal is forever; only a leftover driver may still need putting down.
+        if live and lost_reason(snap, timeouts):
+            return [MarkAttemptLost("job already ended: " + lost_reason(snap, timeouts))]
+        return []
+
+    statuses = [p.status for p in snap.pipelines]
+    if statuses and all(s in PIPELINE_TERMINAL for s in statuses):
+        error = next((p.error for p in snap.pipelines if p.status == "FAILED" and p.error), None)
+        return [Finish(final_job_status(statuses, job.desired == "SAVEPOINT"), error)]
+
+    if live:
+        return _while_attempt_lives(snap, timeouts)
+
+    if attempt is not None and not process_gone(snap, timeouts):
+        return []   # never start a driver while the previous one may still run
+
+    if job.desired == "CANCEL":
+        return [EndPipelines("CANCELED"), Finish("CANCELED")]
+    if job.desired == "SAVEPOINT" and attempt is not None:
+        # The driver ended before it could stop cleanly: each pipeline's latest
+        # completed checkpoint is a consistent point to resume from.
+        return [EndPipelines("SAVEPOINT_DONE"), Finish("SAVEPOINT_DONE")]
+    if attempt is not None and job.status not in ("CREATED", "PENDING"):
+        cause = attempt.error or f"attempt {attempt.attempt_id} ended {attempt.state}"
+        if job.retries_used < job.max_retries:
+            return [ScheduleRetry(now + job.retry_interval_s, cause)]
+        message = f"failed after {job.retries_used} retries: {cause}" if job.max_retries else cause
+        return [EndPipelines("FAILED", message), Finish("FAILED", message)]
+    if job.status == "CREATED":
+        return [SetStatus("PENDING")]
+    if job.status == "PENDING" and now >= (job.next_attempt_at or 0.0):
+        worker = choose_worker(snap, timeouts)
+        if worker is not None:
+            return [CreateAttempt(worker)]
+    return []
+
+
+def _while_attempt_lives(snap: Snapshot, timeouts: Timeouts) -> list:
+    job, attempt, now = snap.job, snap.attempt, snap.now
+    reason = lost_reason(snap, timeouts)
+    if reason:
+        return [MarkAttemptLost(reason)]
+    if job.desired == "CANCEL":
+        if job.status != "CANCELING":
+            return [SetStatus("CANCELING")]
+        if now - job.updated_at > timeouts.cancel_grace:
+            return [MarkAttemptLost(f"driver did not stop within {timeouts.cancel_grace:.0f} s of the cancel")]
+        return []
+    if job.desired == "SAVEPOINT" and job.status not in ("DOING_SAVEPOINT", "CANCELING"):
+        return [SetStatus("DOING_SAVEPOINT")]
+    if job.status == "SCHEDULED" and attempt.state == "RUNNING":
+        return [SetStatus("RUNNING")]
+    return []
+
+
+def worker_alive(node: Any | None, now: float, timeouts: Timeouts) -> bool:
+    return node is not None and not node.stopped and now - node.heartbeat_at <= timeouts.worker_heartbeat
+
+
+def lost_reason(snap: Snapshot, timeouts: Timeouts) -> str | None:
+    """Why the live attempt can no longer be trusted to make progress, if it cannot."""
+    attempt, now = snap.attempt, snap.now
+    node = snap.workers.get(attempt.worker_id)
+    if not worker_alive(node, now, timeouts):
+        return f"worker {attempt.worker_id} lost (no heartbeat for {timeouts.worker_heartbeat:.0f} s)"
+    if attempt.state == "RUNNING" and now - (attempt.heartbeat_at or 0) > timeouts.driver_heartbeat:
+        return f"driver pid {attempt.pid} hung (no heartbeat for {timeouts.driver_heartbeat:.0f} s)"
+    if attempt.state in ("ASSIGNED", "LAUNCHING") and now - attempt.created_at > timeouts.launch:
+        return f"driver did not start within {timeouts.launch:.0f} s"
+    return None
+
+
+def process_gone(snap: Snapshot, timeouts: Timeouts) -> bool:
+    """True once the ended attempt's driver process surely no longer runs.
+
+    Its worker reaped it (``ended_at``), or the worker is gone (drivers die with their
+    worker) and the driver has stopped heartbeating (a driver whose attempt was fenced
+    off exits at its next heartbeat).
+    """
+    attempt, now = snap.attempt, snap.now
+    if attempt.ended_at is not None:
+        return True
+    if attempt.pid is None and attempt.state not in ATTEMPT_LIVE and attempt.launched_at is None:
+        return True   # never launched
+    node = snap.workers.get(attempt.worker_id)
+    silent = now - (attempt.heartbeat_at or attempt.created_at) > min(3.0, timeouts.driver_heartbeat)
+    return not worker_alive(node, now, timeouts) and silent
+
+
+def choose_worker(snap: Snapshot, timeouts: Timeouts) -> str | None:
+    candidates = [n for n in snap.workers.values()
+                  if worker_alive(n, snap.now, timeouts) and snap.load.get(n.node_id, 0) < n.slots]
+    if snap.job.pinned_worker:
+        candidates = [n for n in candidates if n.node_id == snap.job.pinned_worker]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda n: (snap.load.get(n.node_id, 0), n.node_id)).node_id

@@ -1,0 +1,151 @@
+"""A coordinator: competes for the lease; while it leads, reconciles every job each tick.
+
+The loop is the whole of leadership: take or renew the lease, read the store, decide
+per job (``reconcile_job``), apply the decisions fenced by epoch, run due cleanups.
+A new leader after a failover does nothing different from the old one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+
+from sqlalchemy import and_, func, insert, select, update
+
+from seatide.coordinator.cleanup import due_results, reconcile_cleanup
+from seatide.coordinator.effects import Applier
+from seatide.coordinator.lease import LeaderLease, LeaseSettings
+from seatide.coordinator.reconcile import Snapshot, Timeouts, reconcile_job
+from seatide.store import schema as s
+from seatide.store.db import NotLeader, Store
+from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
+
+log = logging.getLogger(__name__)
+
+
+def register_node(store: Store, node_id: str, role: str, url: str | None = None, slots: int = 0) -> None:
+    now = time.time()
+    with store.write() as conn:
+        values = dict(role=role, host=socket.gethostname(), pid=os.getpid(), url=url, slots=slots,
+                      started_at=now, heartbeat_at=now, stopped=False)
+        if conn.execute(update(s.nodes).where(s.nodes.c.node_id == node_id).values(**values)).rowcount == 0:
+            conn.execute(insert(s.nodes).values(node_id=node_id, **values))
+
+
+def node_heartbeat(store: Store, node_id: str, stopped: bool = False) -> None:
+    with store.write() as conn:
+        conn.execute(update(s.nodes).where(s.nodes.c.node_id == node_id)
+                     .values(heartbeat_at=time.time(), stopped=stopped))
+
+
+def kill_if_reachable(attempt) -> bool:
+    """SIGKILL a driver on this host, after checking the pid still is that driver."""
+    if attempt.pid is None:
+        return False
+    try:
+        with open(f"/proc/{attempt.pid}/cmdline", "rb") as handle:
+            argv = handle.read().split(b"\0")
+    except OSError:
+        return False
+    if b"driver" not in argv or str(attempt.attempt_id).encode() not in argv:
+        return False
+    try:
+        os.kill(attempt.pid, signal.SIGKILL)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+class Coordinator:
+    def __init__(self, store: Store, node_id: str | None = None, url: str | None = None,
+                 lease: LeaseSettings = LeaseSettings(), timeouts: Timeouts = Timeouts(),
+                 history_expire_s: float = 1440 * 60, tick: float = 0.25):
+        self.store = store
+        self.node_id = node_id or f"coordinator-{socket.gethostname()}-{os.getpid()}"
+        self.url = url
+        self.lease = LeaderLease(store, self.node_id, url, lease)
+        self.timeouts = timeouts
+        self.tick = tick
+        self.applier = Applier(store, self.node_id, history_expire_s)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="coordinator", daemon=True)
+        self._host = socket.gethostname()
+
+    def start(self) -> "Coordinator":
+        register_node(self.store, self.node_id, "coordinator", self.url)
+        self._thread.start()
+        return self
+
+    def stop(self, resign: bool = True) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        if resign:
+            try:
+                self.lease.resign()
+                node_heartbeat(self.store, self.node_id, stopped=True)
+            except Exception as exc:
+                log.warning("could not resign cleanly: %s", exc)
+
+    def _loop(self) -> None:
+        last_beat = 0.0
+        while not self._stop.is_set():
+            started = time.time()
+            try:
+                if started - last_beat >= 1.0:
+                    node_heartbeat(self.store, self.node_id)
+                    last_beat = started
+                if self.lease.tick():
+                    self.reconcile_all()
+            except NotLeader:
+                log.info("fenced: another coordinator leads now")
+            except Exception:
+                log.exception("reconcile tick failed")
+            self._stop.wait(max(0.0, self.tick - (time.time() - started)))
+
+    def reconcile_all(self) -> None:
+        epoch = self.lease.epoch
+        if epoch is None:
+            return
+        now = time.time()
+        for snap in self._snapshots(now):
+            if not self.lease.is_leader:
+                return
+            actions = reconcile_job(snap, self.timeouts)
+            if actions:
+                log.info("job %s: %s", snap.job.job_id, actions)
+                for attempt in self.applier.apply(epoch, snap, actions):
+                    self._kill_unless_worker_can(attempt, snap)
+        for result in due_results(self.store, now):
+            if not self.lease.is_leader:
+                return
+            reconcile_cleanup(self.store, epoch, self.applier.actor, result, kill_if_reachable)
+
+    def _kill_unless_worker_can(self, attempt, snap: Snapshot) -> None:
+        # A live worker kills its own drivers; a lost one cannot, so kill if it is on this host.
+        node = snap.workers.get(attempt.worker_id)
+        if node is not None and node.host == self._host:
+            kill_if_reachable(attempt)
+
+    def _snapshots(self, now: float) -> list[Snapshot]:
+        with self.store.read() as conn:
+            workers = {n.node_id: n for n in conn.execute(select(s.nodes).where(s.nodes.c.role == "worker"))}
+            load = dict(conn.execute(select(s.attempts.c.worker_id, func.count()).where(
+                s.attempts.c.state.in_(sorted(ATTEMPT_LIVE))).group_by(s.attempts.c.worker_id)).all())
+            live_jobs = {row.job_id for row in conn.execute(select(s.attempts.c.job_id).where(
+                s.attempts.c.state.in_(sorted(ATTEMPT_LIVE))))}
+            jobs = [j for j in conn.execute(select(s.jobs).order_by(s.jobs.c.created_at))
+                    if j.status not in JOB_TERMINAL or j.job_id in live_jobs]
+            snaps = []
+            for job in jobs:
+                attempt = None
+                if job.current_attempt is not None:
+                    attempt = conn.execute(select(s.attempts).where(
+                        s.attempts.c.attempt_id == job.current_attempt)).first()
+                pipes = conn.execute(select(s.pipelines).where(and_(
+                    s.pipelines.c.job_id == job.job_id, s.pipelines.c.incarnation == job.incarnation))).all()
+                snaps.append(Snapshot(job, attempt, list(pipes), workers, load, now))
+        return snaps

@@ -1,0 +1,142 @@
+"""The Spark driver: one process per attempt of one job.
+
+    python -m seatide.runtime.driver driver --store URL --job-id J --attempt A
+
+It reads its job and attempt from the store, heartbeats from its first second, runs
+every pipeline that has not already ended (each as its own Spark query, concurrently),
+records each committed batch, end of data and pipeline end the moment it happens, and
+exits 0 when every pipeline has ended, 1 when the attempt failed and may be retried.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from typing import TextIO
+
+from seatide.store.states import PIPELINE_TERMINAL
+
+log = logging.getLogger("seatide.driver")
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: TextIO = sys.stdout,
+                poll_interval: float = 0.5) -> int:
+    """Run the attempt's unfinished pipelines in ``spark`` until each has ended."""
+    from seatide.config.loader import load_job_text
+    from seatide.plan.dag import build_plan
+    from seatide.runtime.pipeline_run import PipelineRun
+    from seatide.store.jobs import job_view
+
+    reporter = heartbeat.reporter
+    with store.read() as conn:
+        view = job_view(conn, job_id)
+    job = view.job
+    config = load_job_text(job.config, json.loads(job.variables), source_name=f"job {job_id}")
+    plan = build_plan(config)
+    runs = []
+    for row in view.pipelines:
+        if row.status in PIPELINE_TERMINAL:
+            log.info("pipeline %s already %s; skipped", row.pipeline_id, row.status)
+            continue
+        run = PipelineRun(spark, plan.pipeline(row.pipeline_id), config.env, job_id, row.checkpoint_dir,
+                          reporter, stdout)
+        runs.append(run)
+    for run in runs:
+        run.start()
+    return _supervise(runs, reporter, heartbeat, poll_interval)
+
+
+def _supervise(runs, reporter, heartbeat, poll_interval: float) -> int:
+    retryable_error = None
+    pending = list(runs)
+    while pending:
+        desired = heartbeat.desired
+        if desired in ("CANCEL", "SAVEPOINT") or retryable_error:
+            for run in pending:
+                run.request_stop("CANCEL" if retryable_error else desired)
+        for run in list(pending):
+            outcome = run.poll()
+            if outcome.status == "RUNNING":
+                continue
+            pending.remove(run)
+            pipeline_id = run.pipeline.pipeline_id
+            if outcome.status == "FAILED" and not outcome.permanent:
+                retryable_error = retryable_error or f"pipeline {pipeline_id}: {outcome.error}"
+            elif outcome.status == "FAILED":
+                reporter.pipeline_status(pipeline_id, "FAILED", outcome.error)
+                for other in pending:      # the job will be FAILED: stop the rest now
+                    other.request_stop("CANCEL")
+            elif outcome.status in ("CANCELED", "SAVEPOINT_DONE") and not retryable_error:
+                reporter.pipeline_status(pipeline_id, outcome.status)
+        if pending:
+            time.sleep(poll_interval)
+    if retryable_error:
+        reporter.end_attempt(succeeded=False, error=retryable_error)
+        return EXIT_FAILED
+    reporter.end_attempt(succeeded=True)
+    return EXIT_OK
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="seatide driver")
+    parser.add_argument("role", choices=["driver"])
+    parser.add_argument("--store", required=True)
+    parser.add_argument("--job-id", required=True)
+    parser.add_argument("--attempt", type=int, required=True)
+    parser.add_argument("--heartbeat-interval", type=float, default=1.0)
+    parser.add_argument("--self-fence-after", type=float, default=10.0)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from seatide.runtime.heartbeat import FENCED_EXIT_CODE, Heartbeat
+    from seatide.runtime.reporter import AttemptReporter
+    from seatide.store.db import AttemptFenced, open_store
+    from seatide.store.jobs import load_job
+
+    store = open_store(args.store)
+    with store.read() as conn:
+        job = load_job(conn, args.job_id)
+    if job is None:
+        log.error("job %s does not exist", args.job_id)
+        return FENCED_EXIT_CODE
+    reporter = AttemptReporter(store, args.job_id, job.incarnation, args.attempt)
+    try:
+        reporter.mark_running(os.getpid())
+    except AttemptFenced as exc:
+        log.error("%s", exc)
+        return FENCED_EXIT_CODE
+    heartbeat = Heartbeat(reporter, args.heartbeat_interval, args.self_fence_after).start()
+    try:
+        from seatide.config.loader import load_job_text
+        env = load_job_text(job.config, json.loads(job.variables)).env
+        from seatide.runtime.session import build_session
+        spark = build_session(f"seatide-{args.job_id}", env.spark_conf)
+        code = run_attempt(spark, store, args.job_id, args.attempt, heartbeat)
+    except AttemptFenced as exc:
+        log.error("%s", exc)
+        return FENCED_EXIT_CODE
+    except Exception as exc:
+        log.exception("attempt %s failed", args.attempt)
+        try:
+            reporter.end_attempt(succeeded=False, error=f"{type(exc).__name__}: {exc}"[:4000])
+        except Exception:
+            pass
+        return EXIT_FAILED
+    finally:
+        heartbeat.stop()
+    sys.stdout.flush()
+    os._exit(code)  # don't wait for Spark's non-daemon threads
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,308 @@
+"""One pipeline of one attempt, on Spark.
+
+Checkpointed pipelines (STREAMING, or BATCH with ``checkpoint.interval``) run as one
+Structured Streaming query whose ``foreachBatch`` writes every sink exactly once per
+micro-batch and then records the batch as a checkpoint in the store. Other BATCH
+pipelines run as plain Spark jobs: one batch, id 0, through the same exactly-once path.
+
+Checkpoint directory of a pipeline::
+
+    <dir>/spark/          Spark's checkpoint (offsets, commits, state)
+    <dir>/sinks/<id>/     each sink's commit log (runtime/commit_log.py)
+    <dir>/seatide.json    lineage id and fingerprint of the pipeline that wrote it
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import TextIO
+
+from seatide.config.env import JobEnv
+from seatide.plan.dag import Pipeline
+from seatide.plugin.base import PermanentError, ReadContext, SinkContext, TransformContext
+from seatide.plugin.rowkind import ROW_KIND_COLUMN
+from seatide.runtime.commit_log import SinkCommitLog, read_json, write_exactly_once, write_json_atomic
+from seatide.runtime.reporter import AttemptReporter
+
+log = logging.getLogger(__name__)
+
+_SINK_TAG = "__seatide_sink"
+
+
+@dataclass
+class Outcome:
+    status: str                 # RUNNING FINISHED FAILED CANCELED SAVEPOINT_DONE
+    error: str | None = None
+    permanent: bool = False     # no retry can fix it (bad data, bad SQL)
+
+
+def describe_error(exc: BaseException) -> tuple[str, bool]:
+    """A one-paragraph message for errorMsg, and whether the failure is permanent."""
+    from pyspark.errors import AnalysisException
+
+    permanent = isinstance(exc, (PermanentError, AnalysisException))
+    text = str(exc).strip() or type(exc).__name__
+    if not isinstance(exc, PermanentError):
+        text = f"{type(exc).__name__}: {text}"
+    return text[:4000], permanent
+
+
+class PipelineRun:
+    def __init__(self, spark, pipeline: Pipeline, env: JobEnv, job_id: str, checkpoint_dir: str,
+                 reporter: AttemptReporter, stdout: TextIO):
+        self.spark = spark
+        self.pipeline = pipeline
+        self.env = env
+        self.job_id = job_id
+        self.dir = checkpoint_dir
+        self.reporter = reporter
+        self.stdout = stdout
+        self.query = None
+        self.thread: threading.Thread | None = None
+        self.outcome = Outcome("RUNNING")
+        self.failure: BaseException | None = None   # the Python exception behind a failed batch
+        self.stop_requested: str | None = None      # CANCEL | SAVEPOINT
+        self._counted_batch = -1
+        self.writers: dict[str, object] = {}
+        self.lineage = ""
+
+    # -- building ------------------------------------------------------------------------
+    def _prepare_dir(self) -> None:
+        os.makedirs(self.dir, exist_ok=True)
+        meta_path = os.path.join(self.dir, "seatide.json")
+        meta = read_json(meta_path)
+        if meta is None:
+            meta = {"lineage": secrets.token_hex(4), "fingerprint": self.pipeline.fingerprint(),
+                    "job_id": self.job_id, "pipeline_id": self.pipeline.pipeline_id}
+            write_json_atomic(meta_path, meta)
+        self.lineage = meta["lineage"]
+
+    def _frames(self) -> list[tuple[object, object]]:
+        """(sink spec, DataFrame it writes) for each sink of the pipeline."""
+        env, micro = self.env, self.env.micro_batch
+        frames: dict[str, object] = {}
+        outputs: dict[str, str] = {}
+        for spec in self.pipeline.sources:
+            ctx = ReadContext(spark=self.spark, micro_batch=micro, unbounded=env.streaming,
+                              parallelism=spec.plugin.parallelism,
+                              max_rows_per_batch=env.micro_batch_max_rows,
+                              read_interval_ms=env.trigger_interval_ms, plugin_id=spec.plugin_id)
+            frames[spec.plugin_id] = spec.plugin.read(ctx)
+            outputs[spec.plugin_id] = spec.output or spec.name
+        for spec in self.pipeline.transforms:
+            upstream = self.pipeline.inputs[spec.plugin_id][0]
+            ctx = TransformContext(spark=self.spark, input_name=outputs[upstream],
+                                   output_name=spec.output or spec.name, micro_batch=micro)
+            frames[spec.plugin_id] = spec.plugin.apply(frames[upstream], ctx)
+            outputs[spec.plugin_id] = spec.output or spec.name
+        result = []
+        for sink in self.pipeline.sinks:
+            inputs = [frames[i] for i in self.pipeline.inputs[sink.plugin_id]]
+            df = inputs[0]
+            for other in inputs[1:]:
+                df = df.unionByName(other)
+            result.append((sink, df))
+        return result
+
+    def _open_writers(self, sinks: list) -> None:
+        for sink, _ in sinks:
+            ctx = SinkContext(spark=self.spark, job_id=self.job_id, pipeline_id=self.pipeline.pipeline_id,
+                              plugin_id=sink.plugin_id, micro_batch=self.env.micro_batch,
+                              unbounded=self.env.streaming, stdout=self.stdout)
+            self.writers[sink.plugin_id] = sink.plugin.writer(ctx)
+
+    def _commit_log(self, plugin_id: str) -> SinkCommitLog:
+        return SinkCommitLog(os.path.join(self.dir, "sinks", plugin_id))
+
+    def _transaction_id(self, batch_id: int) -> str:
+        return f"T_{self.job_id}_{self.pipeline.pipeline_id}_{self.lineage}_{batch_id}"
+
+    # -- running -------------------------------------------------------------------------
+    def start(self) -> None:
+        self._prepare_dir()
+        self.reporter.pipeline_status(self.pipeline.pipeline_id, "RUNNING")
+        try:
+            sinks = self._frames()
+            self._open_writers(sinks)
+            if self.env.micro_batch:
+                self._start_query(sinks)
+            else:
+                self.thread = threading.Thread(target=self._run_plain_batch, args=(sinks,),
+                                               name=f"pipeline-{self.pipeline.pipeline_id}", daemon=True)
+                self.thread.start()
+        except Exception as exc:  # building the plan failed: bad SQL, missing field, ...
+            log.exception("pipeline %s failed to start", self.pipeline.pipeline_id)
+            self._fail(exc)
+
+    def _write_sinks(self, sinks: list, batch_id: int) -> int:
+        rows = 0
+        for sink, df in sinks:
+            result = write_exactly_once(self.writers[sink.plugin_id], self._commit_log(sink.plugin_id), df,
+                                        batch_id, self._transaction_id(batch_id),
+                                        before_commit=self.reporter.fence)
+            if not result.replayed:
+                rows += int(result.state.get("rows", 0))
+        return rows
+
+    def _run_plain_batch(self, sinks: list) -> None:
+        group = f"seatide-{self.job_id}-{self.pipeline.pipeline_id}"
+        self.spark.sparkContext.setJobGroup(group, f"pipeline {self.pipeline.pipeline_id}", True)
+        started = time.time()
+        try:
+            rows = self._write_sinks(sinks, 0)
+            if self.stop_requested:
+                self.outcome = Outcome("CANCELED")
+                return
+            self.reporter.batch_committed(self.pipeline.pipeline_id, 0, rows,
+                                          int((time.time() - started) * 1000), None,
+                                          self.pipeline.fingerprint())
+            self._finish()
+        except Exception as exc:
+            if self.stop_requested:
+                self.outcome = Outcome("CANCELED")
+            else:
+                self._fail(exc)
+
+    def _start_query(self, sinks: list) -> None:
+        env = self.env
+        if len(sinks) == 1:
+            query_df = sinks[0][1]
+        else:
+            query_df = _tag_union(sinks)
+
+        def on_batch(batch_df, batch_id: int) -> None:
+            try:
+                self._on_batch(sinks, batch_df, batch_id)
+            except BaseException as exc:
+                self.failure = exc
+                raise
+
+        writer = (query_df.writeStream.foreachBatch(on_batch)
+                  .option("checkpointLocation", os.path.join(self.dir, "spark"))
+                  .queryName(f"seatide-{self.job_id}-{self.pipeline.pipeline_id}"))
+        if env.streaming:
+            writer = writer.trigger(processingTime=f"{env.trigger_interval_ms} milliseconds")
+        else:
+            writer = writer.trigger(availableNow=True)
+        try:
+            self.query = writer.outputMode("append").start()
+        except Exception as exc:
+            if "append output mode not supported" not in str(exc).lower() and "OUTPUT_MODE" not in str(exc):
+                raise
+            # A stateful SQL transform (aggregation without watermark): emit updated rows.
+            self.query = writer.outputMode("update").start()
+
+    def _on_batch(self, sinks: list, batch_df, batch_id: int) -> None:
+        started = time.time()
+        if len(sinks) == 1:
+            per_sink = [(sinks[0][0], batch_df)]
+        else:
+            batch_df = batch_df.persist()
+            per_sink = [(sink, batch_df.where(f"{_SINK_TAG} = {i}").select(f"__p{i}.*"))
+                        for i, (sink, _) in enumerate(sinks)]
+        try:
+            rows = self._write_sinks(per_sink, batch_id)
+        finally:
+            if len(sinks) > 1:
+                batch_df.unpersist()
+        self.reporter.batch_committed(self.pipeline.pipeline_id, batch_id, rows,
+                                      int((time.time() - started) * 1000), self._offsets(batch_id),
+                                      self.pipeline.fingerprint())
+
+    def _offsets(self, batch_id: int) -> dict | None:
+        path = os.path.join(self.dir, "spark", "offsets", str(batch_id))
+        try:
+            with open(path) as handle:
+                lines = handle.read().splitlines()
+        except OSError:
+            return None
+        sources = [json.loads(line) if line.strip() not in ("", "-") else None for line in lines[2:]]
+        return {"batch": batch_id, "sources": sources}
+
+    # -- observing -----------------------------------------------------------------------
+    def poll(self) -> Outcome:
+        """Advance what can be observed from the outside; returns the current outcome."""
+        if self.outcome.status != "RUNNING":
+            return self.outcome
+        if self.query is None:
+            return self.outcome
+        self._report_progress()
+        if self.query.isActive:
+            return self.outcome
+        exc = self.query.exception()
+        if exc is not None:
+            self._fail(self.failure or exc)
+        elif self.stop_requested:
+            self.outcome = Outcome("SAVEPOINT_DONE" if self.stop_requested == "SAVEPOINT" else "CANCELED")
+        else:
+            self._report_progress()
+            self._finish()
+        return self.outcome
+
+    def _report_progress(self) -> None:
+        for progress in self.query.recentProgress:
+            batch_id = progress.batchId
+            if batch_id > self._counted_batch:
+                self.reporter.rows_read(self.pipeline.pipeline_id, batch_id, int(progress.numInputRows))
+                self._counted_batch = batch_id
+
+    def _finish(self) -> None:
+        """End of data: last sink checks (e.g. Assert's MIN_ROW), then durable completion."""
+        try:
+            for sink in self.pipeline.sinks:
+                self.writers[sink.plugin_id].end_of_data(self._commit_log(sink.plugin_id).latest_state())
+        except Exception as exc:
+            self._fail(exc)
+            return
+        for source in self.pipeline.sources:
+            self.reporter.source_ended(self.pipeline.pipeline_id, source.plugin_id)
+        self.reporter.pipeline_status(self.pipeline.pipeline_id, "FINISHED")
+        self.outcome = Outcome("FINISHED")
+
+    def _fail(self, exc: BaseException) -> None:
+        error, permanent = describe_error(exc)
+        if not permanent:
+            log.error("pipeline %s failed: %s", self.pipeline.pipeline_id,
+                      "".join(traceback.format_exception(exc))[-4000:])
+        self.outcome = Outcome("FAILED", error=error, permanent=permanent)
+
+    # -- stopping ------------------------------------------------------------------------
+    def request_stop(self, mode: str) -> None:
+        """CANCEL stops now; SAVEPOINT lets the running micro-batch commit first."""
+        if self.stop_requested or self.outcome.status != "RUNNING":
+            return
+        self.stop_requested = mode
+        if self.query is not None:
+            if mode == "SAVEPOINT":
+                _wait_until_idle(self.query, timeout_s=max(30.0, self.env.checkpoint_timeout_ms / 1000))
+            self.query.stop()
+        elif self.thread is not None:
+            self.spark.sparkContext.cancelJobGroup(f"seatide-{self.job_id}-{self.pipeline.pipeline_id}")
+
+
+def _wait_until_idle(query, timeout_s: float) -> None:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline and query.isActive and query.status.get("isTriggerActive"):
+        time.sleep(0.1)
+
+
+def _tag_union(sinks: list):
+    """One streaming DataFrame for several sinks: each sink's rows packed in its own struct."""
+    from pyspark.sql import functions as F
+
+    tagged = [df.select(F.lit(i).alias(_SINK_TAG), F.struct(*[F.col(c) for c in df.columns]).alias(f"__p{i}"))
+              for i, (_, df) in enumerate(sinks)]
+    union = tagged[0]
+    for other in tagged[1:]:
+        union = union.unionByName(other, allowMissingColumns=True)
+    return union
+
+
+__all__ = ["Outcome", "PipelineRun", "ROW_KIND_COLUMN"]

@@ -1,0 +1,124 @@
+"""What a driver writes to the store, each write fenced by its attempt.
+
+If the attempt is no longer the job's current live attempt (the leader declared it lost
+and started another), every method raises ``AttemptFenced`` and the driver stops: a
+zombie driver cannot record progress, complete a pipeline or commit a batch.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from sqlalchemy import and_, func, insert, select, update
+
+from seatide.store import schema as s
+from seatide.store.db import Store, record_event
+from seatide.store.states import check_attempt, check_pipeline
+
+
+class AttemptReporter:
+    def __init__(self, store: Store, job_id: str, incarnation: int, attempt_id: int):
+        self.store = store
+        self.job_id = job_id
+        self.incarnation = incarnation
+        self.attempt_id = attempt_id
+        self.actor = f"driver:{attempt_id}"
+
+    def _tx(self):
+        return self.store.attempt_tx(self.job_id, self.attempt_id)
+
+    def _pipeline_where(self, pipeline_id: int):
+        return and_(s.pipelines.c.job_id == self.job_id, s.pipelines.c.incarnation == self.incarnation,
+                    s.pipelines.c.pipeline_id == pipeline_id)
+
+    # -- attempt -------------------------------------------------------------------------
+    def mark_running(self, pid: int) -> None:
+        with self._tx() as conn:
+            state = self._attempt_state(conn)
+            if state != "RUNNING":
+                check_attempt(state, "RUNNING")
+                conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == self.attempt_id)
+                             .values(state="RUNNING", pid=pid, heartbeat_at=time.time()))
+
+    def heartbeat(self) -> str:
+        """Prove liveness; returns the job's desired state (RUN, CANCEL, SAVEPOINT)."""
+        with self._tx() as conn:
+            conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == self.attempt_id)
+                         .values(heartbeat_at=time.time()))
+            return conn.execute(select(s.jobs.c.desired).where(s.jobs.c.job_id == self.job_id)).scalar()
+
+    def fence(self) -> None:
+        """Raise ``AttemptFenced`` unless this attempt is still current (before a commit point)."""
+        with self._tx():
+            pass
+
+    def end_attempt(self, succeeded: bool, error: str | None = None) -> None:
+        new = "SUCCEEDED" if succeeded else "FAILED"
+        with self._tx() as conn:
+            check_attempt(self._attempt_state(conn), new)
+            conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == self.attempt_id)
+                         .values(state=new, error=error))   # ended_at: set by the worker that reaps it
+            record_event(conn, f"ATTEMPT_{new}", self.actor, self.job_id, self.incarnation,
+                         attempt=self.attempt_id, error=error)
+
+    def _attempt_state(self, conn) -> str:
+        return conn.execute(select(s.attempts.c.state).where(s.attempts.c.attempt_id == self.attempt_id)).scalar()
+
+    # -- pipelines -----------------------------------------------------------------------
+    def pipeline_status(self, pipeline_id: int, new: str, error: str | None = None) -> None:
+        with self._tx() as conn:
+            old = conn.execute(select(s.pipelines.c.status).where(self._pipeline_where(pipeline_id))).scalar()
+            if old == new:
+                return
+            check_pipeline(old, new)
+            now = time.time()
+            values: dict = {"status": new, "error": error}
+            values["started_at" if new == "RUNNING" else "finished_at"] = now
+            conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(**values))
+            record_event(conn, f"PIPELINE_{new}", self.actor, self.job_id, self.incarnation,
+                         pipeline=pipeline_id, attempt=self.attempt_id, error=error)
+
+    def source_ended(self, pipeline_id: int, plugin_id: str) -> None:
+        with self._tx() as conn:
+            key = and_(s.source_ends.c.job_id == self.job_id, s.source_ends.c.incarnation == self.incarnation,
+                       s.source_ends.c.pipeline_id == pipeline_id, s.source_ends.c.plugin_id == plugin_id)
+            if conn.execute(select(s.source_ends.c.plugin_id).where(key)).first() is None:
+                conn.execute(insert(s.source_ends).values(
+                    job_id=self.job_id, incarnation=self.incarnation, pipeline_id=pipeline_id,
+                    plugin_id=plugin_id, ended_at=time.time()))
+
+    def pipeline_idle(self, pipeline_id: int, idle: bool) -> None:
+        with self._tx() as conn:
+            conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(idle=idle))
+
+    def rows_read(self, pipeline_id: int, batch_id: int, rows: int) -> None:
+        """Count a batch's input rows once, however often its progress is reported."""
+        with self._tx() as conn:
+            where = and_(self._pipeline_where(pipeline_id),
+                         (s.pipelines.c.read_batch_id.is_(None)) | (s.pipelines.c.read_batch_id < batch_id))
+            conn.execute(update(s.pipelines).where(where).values(
+                rows_read=s.pipelines.c.rows_read + rows, read_batch_id=batch_id))
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def batch_committed(self, pipeline_id: int, batch_id: int, rows: int, duration_ms: int,
+                        offsets: dict | None, fingerprint: str, kind: str = "CHECKPOINT") -> int | None:
+        """Record a committed micro-batch as the job's next checkpoint (once per batch)."""
+        with self._tx() as conn:
+            seen = conn.execute(select(s.checkpoints.c.checkpoint_id).where(and_(
+                s.checkpoints.c.job_id == self.job_id, s.checkpoints.c.incarnation == self.incarnation,
+                s.checkpoints.c.pipeline_id == pipeline_id, s.checkpoints.c.batch_id == batch_id))).scalar()
+            if seen is not None:
+                return seen
+            newest = conn.execute(select(func.max(s.checkpoints.c.checkpoint_id)).where(
+                s.checkpoints.c.job_id == self.job_id)).scalar() or 0
+            checkpoint_id = newest + 1
+            conn.execute(insert(s.checkpoints).values(
+                job_id=self.job_id, incarnation=self.incarnation, checkpoint_id=checkpoint_id,
+                pipeline_id=pipeline_id, batch_id=batch_id, kind=kind, status="COMPLETED",
+                created_at=time.time(), duration_ms=duration_ms, rows=rows,
+                source_offsets=json.dumps(offsets) if offsets is not None else None,
+                fingerprint=fingerprint, attempt_id=self.attempt_id, restored=False))
+            conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(
+                rows_written=s.pipelines.c.rows_written + rows, last_batch_id=batch_id, idle=False))
+            return checkpoint_id

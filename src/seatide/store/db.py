@@ -1,0 +1,160 @@
+"""Opening the store, transactions, and the two fences every state write passes.
+
+* ``leader_tx(epoch)`` — a coordinator write: in the same transaction it checks that the
+  lease still carries this epoch and has not expired. A paused or partitioned old
+  leader gets ``NotLeader`` and changes nothing.
+* ``attempt_tx(job_id, attempt_id)`` — a driver write: it checks that the attempt is
+  still the job's current, live attempt. A zombie driver gets ``AttemptFenced``.
+
+On SQLite every write transaction is ``BEGIN IMMEDIATE`` (writers queue on the file
+lock instead of failing on upgrade); on PostgreSQL the fence row is locked ``FOR UPDATE``
+so the check and the write are one serial step against a new leader or attempt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from typing import Iterator
+
+from sqlalchemy import create_engine, event, insert, select
+from sqlalchemy.engine import Connection, Engine
+
+from seatide.store import schema as s
+
+
+class NotLeader(Exception):
+    """The writer's lease epoch is no longer current."""
+
+
+class AttemptFenced(Exception):
+    """The writer's attempt is no longer the job's current attempt."""
+
+
+class StoreUnavailable(Exception):
+    """The store URL cannot be opened; the message says which and why."""
+
+
+LIVE_ATTEMPT_STATES = ("ASSIGNED", "LAUNCHING", "RUNNING")
+
+
+def normalize_url(url: str) -> str:
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def default_store_url(data_dir: str) -> str:
+    return f"sqlite:///{os.path.join(os.path.abspath(data_dir), 'state.db')}"
+
+
+class Store:
+    def __init__(self, url: str):
+        self.url = normalize_url(url)
+        self.is_sqlite = self.url.startswith("sqlite")
+        self.engine = self._open(self.url)
+
+    def _open(self, url: str) -> Engine:
+        if self.is_sqlite:
+            path = url.split("///", 1)[1] if "///" in url else ""
+            if path and path != ":memory:":
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
+
+            @event.listens_for(engine, "connect")
+            def _on_connect(dbapi_conn, _record):
+                dbapi_conn.isolation_level = None          # we issue BEGIN ourselves
+                cur = dbapi_conn.cursor()
+                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute("PRAGMA synchronous=NORMAL")
+                cur.execute("PRAGMA busy_timeout=60000")
+                cur.close()
+
+            @event.listens_for(engine, "begin")
+            def _on_begin(conn):
+                mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
+                conn.exec_driver_sql(f"BEGIN {mode}")
+
+            return engine
+        return create_engine(url, pool_pre_ping=True, pool_size=4, max_overflow=8)
+
+    # -- transactions ------------------------------------------------------------------
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn:
+            with conn.begin():
+                yield conn
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn:
+            if self.is_sqlite:
+                conn = conn.execution_options(sqlite_begin="IMMEDIATE")
+            with conn.begin():
+                yield conn
+
+    @contextlib.contextmanager
+    def leader_tx(self, epoch: int) -> Iterator[Connection]:
+        with self.write() as conn:
+            query = select(s.leader_lease.c.epoch, s.leader_lease.c.expires_at).where(s.leader_lease.c.id == 1)
+            if not self.is_sqlite:
+                query = query.with_for_update()
+            row = conn.execute(query).first()
+            if row is None or row.epoch != epoch or row.expires_at < time.time():
+                raise NotLeader(f"epoch {epoch} is no longer the leader")
+            yield conn
+
+    @contextlib.contextmanager
+    def attempt_tx(self, job_id: str, attempt_id: int) -> Iterator[Connection]:
+        with self.write() as conn:
+            check_attempt_current(conn, job_id, attempt_id, lock=not self.is_sqlite)
+            yield conn
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def check_attempt_current(conn: Connection, job_id: str, attempt_id: int, lock: bool = False) -> None:
+    query = select(s.jobs.c.current_attempt).where(s.jobs.c.job_id == job_id)
+    if lock:
+        query = query.with_for_update()
+    current = conn.execute(query).scalar()
+    state = conn.execute(select(s.attempts.c.state).where(s.attempts.c.attempt_id == attempt_id)).scalar()
+    if current != attempt_id or state not in LIVE_ATTEMPT_STATES:
+        raise AttemptFenced(f"attempt {attempt_id} of job {job_id} is no longer current "
+                            f"(current {current}, state {state})")
+
+
+def record_event(conn: Connection, kind: str, actor: str, job_id: str | None = None,
+                 incarnation: int | None = None, epoch: int | None = None, **detail) -> None:
+    """Append to the event log, in the caller's transaction (so the log never lies)."""
+    conn.execute(insert(s.events).values(
+        at=time.time(), job_id=job_id, incarnation=incarnation, kind=kind,
+        detail=json.dumps(detail, default=str), epoch=epoch, actor=actor))
+
+
+def open_store(url: str) -> Store:
+    """Open and migrate; a clear ``StoreUnavailable`` instead of a driver traceback."""
+    from seatide.store.migrations import migrate
+
+    try:
+        store = Store(url)
+        migrate(store)
+    except StoreUnavailable:
+        raise
+    except Exception as exc:  # sqlalchemy/psycopg errors: say which store and why
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise StoreUnavailable(f"cannot open the state store {redact(url)}: {reason}") from None
+    return store
+
+
+def redact(url: str) -> str:
+    """Hide a password in a store URL."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        user = creds.split(":", 1)[0]
+        return f"{scheme}://{user}:***@{host}" if ":" in creds else url
+    return url

@@ -1,0 +1,159 @@
+"""User intent (submit, stop) and read models of jobs.
+
+Submitting and stopping write *desired* state; any process may do it (the REST API of
+any coordinator, ``seatide run``, the CLI straight on a store). Only the leader moves a
+job's *status*, in ``seatide.coordinator``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import and_, delete, insert, select, update
+from sqlalchemy.engine import Connection
+
+from seatide.store import schema as s
+from seatide.store.db import Store, record_event
+from seatide.store.states import JOB_TERMINAL
+
+DEFAULT_CLEANUP_DELAY_S = 60.0
+
+
+class JobRefused(Exception):
+    """A request about a job cannot be honoured; the message says why and what to do."""
+
+
+class JobNotFound(JobRefused):
+    pass
+
+
+def new_job_id() -> str:
+    # Sortable by time, unique without coordination (like SeaTunnel's numeric ids).
+    return f"{int(time.time() * 1000)}{secrets.randbelow(1000):03d}"
+
+
+def checkpoint_root(data_dir: str, job_id: str) -> str:
+    return os.path.join(os.path.abspath(data_dir), "checkpoints", job_id)
+
+
+def submit_job(store: Store, *, text: str, variables: dict[str, str], config, plan, data_dir: str,
+               job_id: str | None = None, name: str | None = None, pinned_worker: str | None = None,
+               cleanup_delay_s: float | None = None, actor: str = "client") -> str:
+    """Record a validated job as CREATED; the leader takes it from there.
+
+    A job id may be reused once its previous run has ended and been cleaned up; the new
+    run is the id's next incarnation. While cleanup is pending the id is refused.
+    """
+    job_id = job_id or new_job_id()
+    env = config.env
+    now = time.time()
+    delay = cleanup_delay_s if env.state_cleanup_delay_s is None else env.state_cleanup_delay_s
+    values = dict(
+        name=name or env.name, config=text, variables=json.dumps(variables), mode=env.mode,
+        desired="RUN", status="CREATED", retries_used=0, max_retries=env.retry_times,
+        retry_interval_s=float(env.retry_interval_s), next_attempt_at=None, current_attempt=None,
+        pinned_worker=pinned_worker, restored_from=None, restore=None, error_msg=None,
+        cleanup_delay_s=float(DEFAULT_CLEANUP_DELAY_S if delay is None else delay),
+        created_at=now, updated_at=now, finished_at=None)
+    with store.write() as conn:
+        existing = conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
+        if existing is None:
+            incarnation = 1
+            conn.execute(insert(s.jobs).values(job_id=job_id, incarnation=1, **values))
+        else:
+            _refuse_reuse(conn, existing)
+            incarnation = existing.incarnation + 1
+            conn.execute(update(s.jobs).where(s.jobs.c.job_id == job_id)
+                         .values(incarnation=incarnation, **values))
+        root = checkpoint_root(data_dir, job_id)
+        for pipeline in plan.pipelines:
+            conn.execute(insert(s.pipelines).values(
+                job_id=job_id, incarnation=incarnation, pipeline_id=pipeline.pipeline_id,
+                status="CREATED", fingerprint=pipeline.fingerprint(),
+                checkpoint_dir=os.path.join(root, str(pipeline.pipeline_id)),
+                rows_read=0, rows_written=0, idle=False))
+        record_event(conn, "JOB_SUBMITTED", actor, job_id, incarnation, name=values["name"],
+                     pipelines=len(plan.pipelines), mode=env.mode)
+    return job_id
+
+
+def _refuse_reuse(conn: Connection, existing) -> None:
+    if existing.status not in JOB_TERMINAL:
+        raise JobRefused(f"job {existing.job_id} is already {existing.status}; cancel it first or "
+                         "submit under another id")
+    result = conn.execute(select(s.job_results).where(and_(
+        s.job_results.c.job_id == existing.job_id,
+        s.job_results.c.incarnation == existing.incarnation))).first()
+    if result is not None and result.cleanup != "CLEAN":
+        wait = max(0, int(result.next_cleanup_at - time.time()))
+        raise JobRefused(f"job id {existing.job_id} ended {existing.status} and its cleanup is still "
+                         f"pending (due in about {wait} s); submit under another id or wait for the cleanup")
+
+
+def request_stop(store: Store, job_id: str, savepoint: bool = False, actor: str = "client") -> str:
+    """Ask for a cancel or a stop-with-savepoint; returns the job's status at the time."""
+    desired = "SAVEPOINT" if savepoint else "CANCEL"
+    with store.write() as conn:
+        job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
+        if job is None:
+            raise JobNotFound(f"no job with id {job_id}")
+        if job.status in JOB_TERMINAL:
+            raise JobRefused(f"job {job_id} has already ended ({job.status})")
+        if job.desired == "CANCEL" and savepoint:
+            raise JobRefused(f"job {job_id} is being canceled; a savepoint can no longer be taken")
+        if job.desired != desired:
+            conn.execute(update(s.jobs).where(s.jobs.c.job_id == job_id)
+                         .values(desired=desired, updated_at=time.time()))
+            record_event(conn, "STOP_REQUESTED", actor, job_id, job.incarnation, savepoint=savepoint)
+        return job.status
+
+
+# -- read models -------------------------------------------------------------------------
+@dataclass
+class JobView:
+    job: Any
+    attempt: Any | None
+    pipelines: list[Any] = field(default_factory=list)
+    checkpoints: dict[str, Any] = field(default_factory=dict)
+
+
+def load_job(conn: Connection, job_id: str):
+    return conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
+
+
+def job_view(conn: Connection, job_id: str) -> JobView | None:
+    job = load_job(conn, job_id)
+    if job is None:
+        return None
+    attempt = None
+    if job.current_attempt is not None:
+        attempt = conn.execute(select(s.attempts).where(
+            s.attempts.c.attempt_id == job.current_attempt)).first()
+    pipes = conn.execute(select(s.pipelines).where(and_(
+        s.pipelines.c.job_id == job_id, s.pipelines.c.incarnation == job.incarnation))
+        .order_by(s.pipelines.c.pipeline_id)).all()
+    return JobView(job, attempt, list(pipes))
+
+
+def list_jobs(conn: Connection, statuses: set[str] | None = None) -> list:
+    query = select(s.jobs).order_by(s.jobs.c.created_at)
+    if statuses:
+        query = query.where(s.jobs.c.status.in_(sorted(statuses)))
+    return list(conn.execute(query).all())
+
+
+def job_events(conn: Connection, job_id: str, limit: int = 200) -> list:
+    return list(conn.execute(select(s.events).where(s.events.c.job_id == job_id)
+                             .order_by(s.events.c.seq.desc()).limit(limit)).all())[::-1]
+
+
+def forget_job(conn: Connection, job_id: str, incarnation: int) -> None:
+    """Drop a job's history rows (after history expiry); events stay as the audit trail."""
+    for table in (s.pipelines, s.source_ends, s.attempts, s.checkpoints, s.job_results):
+        conn.execute(delete(table).where(and_(table.c.job_id == job_id, table.c.incarnation == incarnation)))
+    conn.execute(delete(s.jobs).where(and_(s.jobs.c.job_id == job_id, s.jobs.c.incarnation == incarnation)))

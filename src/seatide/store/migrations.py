@@ -1,0 +1,55 @@
+"""Versioned schema migrations, applied in order, once, by whichever process opens the store first.
+
+Each migration is a function of a connection, run in one transaction together with
+the version row that records it; concurrent openers serialize on a lock (SQLite's
+write lock, a PostgreSQL advisory lock), so a migration never runs twice.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from sqlalchemy import insert, inspect, select, text
+from sqlalchemy.engine import Connection
+
+from seatide.store import schema as s
+
+_ADVISORY_KEY = 0x5EA71DE
+
+
+def _v1_initial(conn: Connection) -> None:
+    s.metadata.create_all(conn)
+    conn.execute(insert(s.leader_lease).values(id=1, node_id=None, epoch=0, expires_at=0.0))
+
+
+MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
+    (1, "initial schema", _v1_initial),
+]
+
+LATEST = MIGRATIONS[-1][0]
+
+
+def current_version(conn: Connection) -> int:
+    if not inspect(conn).has_table("schema_version"):
+        return 0
+    return conn.execute(select(s.schema_version.c.version).order_by(s.schema_version.c.version.desc())
+                        ).scalar() or 0
+
+
+def migrate(store) -> int:
+    with store.write() as conn:
+        if not store.is_sqlite:
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_KEY})
+        version = current_version(conn)
+        if version > LATEST:
+            raise RuntimeError(f"the store has schema version {version}, newer than this SeaTide "
+                               f"({LATEST}); upgrade SeaTide")
+        for number, _name, apply in MIGRATIONS:
+            if number > version:
+                apply(conn)
+                if number == 1:
+                    s.schema_version.create(conn, checkfirst=True)
+                conn.execute(insert(s.schema_version).values(version=number, applied_at=time.time()))
+                version = number
+    return version

@@ -1,0 +1,177 @@
+"""A worker: registers, heartbeats, launches a driver per attempt assigned to it, supervises it.
+
+Launching is idempotent: an attempt is claimed with a compare-and-set from ASSIGNED to
+LAUNCHING, so however often or concurrently it is seen, one process starts. Drivers die
+with their worker (``PR_SET_PDEATHSIG``), so a lost worker leaves no driver behind; the
+coordinator counts on that before it starts a replacement attempt elsewhere.
+
+The worker records a driver's exit the moment it reaps it (``ended_at``: the process is
+surely gone), and kills its drivers whose attempt the leader declared lost.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import and_, select, update
+
+from seatide.coordinator.service import node_heartbeat, register_node
+from seatide.store import schema as s
+from seatide.store.db import Store, record_event
+from seatide.store.states import ATTEMPT_LIVE
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@dataclass
+class DriverSettings:
+    heartbeat_interval: float = 1.0
+    self_fence_after: float = 10.0
+
+
+class Worker:
+    def __init__(self, store: Store, store_url: str, data_dir: str, node_id: str | None = None,
+                 slots: int = 2, poll: float = 0.25, inherit_stdout: bool = False,
+                 driver: DriverSettings = DriverSettings()):
+        self.store = store
+        self.store_url = store_url
+        self.data_dir = os.path.abspath(data_dir)
+        self.node_id = node_id or f"worker-{socket.gethostname()}-{os.getpid()}"
+        self.slots = slots
+        self.poll = poll
+        self.inherit_stdout = inherit_stdout
+        self.driver = driver
+        self.children: dict[int, subprocess.Popen] = {}     # attempt_id -> driver process
+        self._stop = threading.Event()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def run(self) -> None:
+        """The worker loop; drivers die with the thread that runs it, so keep it long-lived."""
+        register_node(self.store, self.node_id, "worker", slots=self.slots)
+        last_beat = 0.0
+        while not self._stop.is_set():
+            try:
+                if time.time() - last_beat >= 1.0:
+                    node_heartbeat(self.store, self.node_id)
+                    last_beat = time.time()
+                self.step()
+            except Exception:
+                log.exception("worker step failed")
+            self._stop.wait(self.poll)
+        self._shutdown()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _shutdown(self) -> None:
+        for attempt_id, proc in list(self.children.items()):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            self._reaped(attempt_id, proc.returncode)
+        try:
+            node_heartbeat(self.store, self.node_id, stopped=True)
+        except Exception:
+            pass
+
+    # -- one pass ----------------------------------------------------------------------------
+    def step(self) -> None:
+        with self.store.read() as conn:
+            mine = conn.execute(select(s.attempts).where(and_(
+                s.attempts.c.worker_id == self.node_id, s.attempts.c.ended_at.is_(None)))).all()
+        for attempt in mine:
+            if attempt.state == "ASSIGNED":
+                self._launch(attempt)
+            elif attempt.kill_requested or attempt.state not in ATTEMPT_LIVE:
+                self._kill(attempt)
+        for attempt_id, proc in list(self.children.items()):
+            if proc.poll() is not None:
+                self._reaped(attempt_id, proc.returncode)
+
+    def _claim(self, attempt) -> bool:
+        with self.store.write() as conn:
+            claimed = conn.execute(update(s.attempts).where(and_(
+                s.attempts.c.attempt_id == attempt.attempt_id, s.attempts.c.worker_id == self.node_id,
+                s.attempts.c.state == "ASSIGNED")).values(state="LAUNCHING", launched_at=time.time())).rowcount
+            if claimed:
+                record_event(conn, "DRIVER_LAUNCHING", f"worker:{self.node_id}", attempt.job_id,
+                             attempt.incarnation, attempt=attempt.attempt_id)
+        return claimed == 1
+
+    def _launch(self, attempt) -> None:
+        if attempt.attempt_id in self.children or not self._claim(attempt):
+            return
+        log_dir = os.path.join(self.data_dir, "logs", attempt.job_id)
+        os.makedirs(log_dir, exist_ok=True)
+        log_path = os.path.join(log_dir, f"attempt-{attempt.attempt_id}.log")
+        command = [sys.executable, "-m", "seatide.runtime.driver", "driver", "--store", self.store_url,
+                   "--job-id", attempt.job_id, "--attempt", str(attempt.attempt_id),
+                   "--heartbeat-interval", str(self.driver.heartbeat_interval),
+                   "--self-fence-after", str(self.driver.self_fence_after)]
+        with open(log_path, "ab") as log_file:
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                    stdout=None if self.inherit_stdout else log_file, stderr=log_file,
+                                    preexec_fn=_die_with_parent, env=_driver_env())
+        self.children[attempt.attempt_id] = proc
+        with self.store.write() as conn:
+            conn.execute(update(s.attempts).where(and_(
+                s.attempts.c.attempt_id == attempt.attempt_id, s.attempts.c.pid.is_(None)))
+                .values(pid=proc.pid))
+        log.info("launched driver pid %s for job %s attempt %s", proc.pid, attempt.job_id, attempt.attempt_id)
+
+    def _kill(self, attempt) -> None:
+        proc = self.children.get(attempt.attempt_id)
+        if proc is not None and proc.poll() is None:
+            log.warning("killing driver pid %s of attempt %s (%s)", proc.pid, attempt.attempt_id,
+                        attempt.error or attempt.state)
+            proc.kill()
+        elif proc is None and attempt.pid is not None and attempt.state not in ATTEMPT_LIVE:
+            # Not our child (we restarted?) or already gone: nothing to reap, record it.
+            from seatide.coordinator.service import kill_if_reachable
+            kill_if_reachable(attempt)
+            self._reaped(attempt.attempt_id, None)
+
+    def _reaped(self, attempt_id: int, code: int | None) -> None:
+        """The driver process is gone: record it, and fail the attempt if it ended silently."""
+        self.children.pop(attempt_id, None)
+        now = time.time()
+        with self.store.write() as conn:
+            attempt = conn.execute(select(s.attempts).where(s.attempts.c.attempt_id == attempt_id)).first()
+            if attempt is None or attempt.ended_at is not None:
+                return
+            values: dict = {"ended_at": now, "exit_code": code}
+            if attempt.state in ATTEMPT_LIVE:
+                values.update(state="FAILED", error=attempt.error or _exit_message(code))
+            conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == attempt_id).values(**values))
+            record_event(conn, "DRIVER_EXITED", f"worker:{self.node_id}", attempt.job_id, attempt.incarnation,
+                         attempt=attempt_id, exit_code=code)
+
+
+def _exit_message(code: int | None) -> str:
+    if code is not None and code < 0:
+        return f"driver process killed by signal {signal.Signals(-code).name}"
+    return f"driver process exited with code {code} before reporting its end"
+
+
+def _driver_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
