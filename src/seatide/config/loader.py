@@ -8,7 +8,6 @@ text, undefined variables, unknown sections, plugins or options, wrong types, an
 from __future__ import annotations
 
 import difflib
-import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -133,7 +132,16 @@ def _parse(text: str, variables: dict[str, str], source_name: str):
         raise ConfigError(source_name, f"cannot parse the file: {_parse_message(exc)}") from None
     if not isinstance(tree, Mapping):
         raise ConfigError(source_name, "a job file must be an object with env, source, transform, sink")
-    return tree, {(s.section, s.index): s for s in sites}
+    return _plain(tree), {(s.section, s.index): s for s in sites}
+
+
+def _plain(value: Any) -> Any:
+    """pyhocon's ConfigTree (an OrderedDict that raises on missing keys) -> plain dicts, order kept."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _mark_prefix() -> str:
@@ -209,6 +217,3 @@ def _read_plugin(kind: str, index: int, name: str, body: Any, line: int | None,
                       output=links["plugin_output"], inputs=links["plugin_input"] or [],
                       plugin=plugin, block=dict(body))
 
-
-def job_source_label(path: str) -> str:
-    return os.path.basename(path)

@@ -94,7 +94,7 @@ class LeaderLease:
         return taken
 
     def _drop(self, why: str) -> None:
-        log.warning("lost leadership (epoch %s): %s", self.epoch, why)
+        (log.info if why == "resigned" else log.warning)("lost leadership (epoch %s): %s", self.epoch, why)
         self.epoch = None
         self._valid_until = 0.0
         self.gained.clear()

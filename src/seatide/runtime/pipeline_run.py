@@ -72,6 +72,8 @@ class PipelineRun:
         self._counted_batch = -1
         self.writers: dict[str, object] = {}
         self.lineage = ""
+        self._observations: list = []
+        self._wrote = False
 
     # -- building ------------------------------------------------------------------------
     def _prepare_dir(self) -> None:
@@ -94,7 +96,7 @@ class PipelineRun:
                               parallelism=spec.plugin.parallelism,
                               max_rows_per_batch=env.micro_batch_max_rows,
                               read_interval_ms=env.trigger_interval_ms, plugin_id=spec.plugin_id)
-            frames[spec.plugin_id] = spec.plugin.read(ctx)
+            frames[spec.plugin_id] = self._observed(spec.plugin.read(ctx))
             outputs[spec.plugin_id] = spec.output or spec.name
         for spec in self.pipeline.transforms:
             upstream = self.pipeline.inputs[spec.plugin_id][0]
@@ -110,6 +112,17 @@ class PipelineRun:
                 df = df.unionByName(other)
             result.append((sink, df))
         return result
+
+    def _observed(self, df):
+        """Plain batch: count a source's rows as they pass (micro-batches report numInputRows)."""
+        if self.env.micro_batch:
+            return df
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        observation = Observation(f"rows_read_{self.pipeline.pipeline_id}_{len(self._observations)}")
+        self._observations.append(observation)
+        return df.observe(observation, F.count(F.lit(1)).alias("rows"))
 
     def _open_writers(self, sinks: list) -> None:
         for sink, _ in sinks:
@@ -149,6 +162,7 @@ class PipelineRun:
                                         before_commit=self.reporter.fence)
             if not result.replayed:
                 rows += int(result.state.get("rows", 0))
+                self._wrote = True
         return rows
 
     def _run_plain_batch(self, sinks: list) -> None:
@@ -160,6 +174,9 @@ class PipelineRun:
             if self.stop_requested:
                 self.outcome = Outcome("CANCELED")
                 return
+            if self._wrote:   # an observation is only filled by an action that ran
+                read = sum(int(o.get.get("rows", 0)) for o in self._observations)
+                self.reporter.rows_read(self.pipeline.pipeline_id, 0, read)
             self.reporter.batch_committed(self.pipeline.pipeline_id, 0, rows,
                                           int((time.time() - started) * 1000), None,
                                           self.pipeline.fingerprint())

@@ -1,0 +1,87 @@
+"""REST API under /api/v1, served by every coordinator (leader or not).
+
+Reads come from the store; writes record desired state (submit, stop) that the leader
+acts on. Endpoint names follow SeaTunnel's REST API v2 where they fit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, HTTPException
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from seatide.config.loader import ConfigError, load_job_text
+from seatide.plan.dag import build_plan
+from seatide.store.db import Store
+from seatide.store.jobs import JobNotFound, JobRefused, request_stop, submit_job
+from seatide.store.states import JOB_TERMINAL
+from seatide.store.views import job_info, job_rows, overview
+
+
+class SubmitJob(BaseModel):
+    config: str = Field(description="the job file's text (HOCON or JSON)")
+    jobId: str | None = None
+    jobName: str | None = None
+    variables: dict[str, str] = Field(default_factory=dict, description="values for ${name} in the config")
+
+
+class StopJob(BaseModel):
+    jobId: str
+    isStopWithSavePoint: bool = False
+
+
+def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float | None = None) -> FastAPI:
+    app = FastAPI(title="SeaTide", version="1", docs_url="/api/v1/docs", openapi_url="/api/v1/openapi.json")
+
+    @app.exception_handler(JobRefused)
+    async def refused(_request, exc: JobRefused):
+        code = 404 if isinstance(exc, JobNotFound) else 409
+        return JSONResponse(status_code=code, content={"error": str(exc)})
+
+    @app.get("/api/v1/overview")
+    def get_overview() -> dict[str, Any]:
+        with store.read() as conn:
+            info = overview(conn)
+        info["servedBy"] = node_id
+        return info
+
+    @app.post("/api/v1/submit-job")
+    def post_submit(body: SubmitJob) -> dict[str, Any]:
+        try:
+            config = load_job_text(body.config, body.variables, source_name="submitted job")
+        except ConfigError as exc:
+            raise HTTPException(status_code=400, detail=str(exc)) from None
+        job_id = submit_job(store, text=body.config, variables=body.variables, config=config,
+                            plan=build_plan(config), data_dir=data_dir, job_id=body.jobId,
+                            name=body.jobName, cleanup_delay_s=cleanup_delay_s, actor=f"api:{node_id}")
+        return {"jobId": job_id, "jobName": body.jobName or config.env.name}
+
+    @app.get("/api/v1/job-info/{job_id}")
+    def get_job_info(job_id: str) -> dict[str, Any]:
+        with store.read() as conn:
+            info = job_info(conn, job_id)
+        if info is None:
+            raise HTTPException(status_code=404, detail=f"no job with id {job_id}")
+        return info
+
+    @app.get("/api/v1/running-jobs")
+    def get_running() -> list[dict[str, Any]]:
+        with store.read() as conn:
+            return job_rows(conn, exclude=set(JOB_TERMINAL))
+
+    @app.get("/api/v1/finished-jobs/{state}")
+    def get_finished(state: str) -> list[dict[str, Any]]:
+        wanted = set(JOB_TERMINAL) if state.upper() == "ALL" else {state.upper()}
+        if not wanted <= JOB_TERMINAL:
+            raise HTTPException(status_code=400, detail=f"state must be one of {', '.join(sorted(JOB_TERMINAL))} or all")
+        with store.read() as conn:
+            return job_rows(conn, statuses=wanted)
+
+    @app.post("/api/v1/stop-job")
+    def post_stop(body: StopJob) -> dict[str, Any]:
+        request_stop(store, body.jobId, savepoint=body.isStopWithSavePoint, actor=f"api:{node_id}")
+        return {"jobId": body.jobId}
+
+    return app

@@ -1,0 +1,159 @@
+"""``seatide submit|list|status|cancel|savepoint``: talk to a cluster, or straight to a store."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+
+from seatide.cli.main import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, default_data_dir, parse_variables
+
+
+class Refused(Exception):
+    def __init__(self, message: str, code: int = EXIT_FAILED):
+        super().__init__(message)
+        self.code = code
+
+
+class HttpClient:
+    def __init__(self, base: str):
+        self.base = base.rstrip("/")
+
+    def call(self, method: str, path: str, body: dict | None = None):
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.base + "/api/v1" + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            payload = json.loads(exc.read() or b"{}")
+            message = payload.get("detail") or payload.get("error") or str(exc)
+            raise Refused(message, EXIT_BAD_CONFIG if exc.code == 400 else EXIT_FAILED) from None
+        except urllib.error.URLError as exc:
+            raise Refused(f"cannot reach the cluster at {self.base}: {exc.reason}") from None
+
+
+class StoreClient:
+    """The same calls, answered from the store directly (no coordinator needed to read or ask)."""
+
+    def __init__(self, url: str, data_dir: str):
+        from seatide.store.db import open_store
+
+        self.store = open_store(url)
+        self.data_dir = data_dir
+
+    def call(self, method: str, path: str, body: dict | None = None):
+        from seatide.config.loader import ConfigError, load_job_text
+        from seatide.plan.dag import build_plan
+        from seatide.store.jobs import JobRefused, request_stop, submit_job
+        from seatide.store.states import JOB_TERMINAL
+        from seatide.store.views import job_info, job_rows
+
+        try:
+            if path == "/submit-job":
+                try:
+                    config = load_job_text(body["config"], body.get("variables") or {}, body.get("source", "job"))
+                except ConfigError as exc:
+                    raise Refused(str(exc), EXIT_BAD_CONFIG) from None
+                job_id = submit_job(self.store, text=body["config"], variables=body.get("variables") or {},
+                                    config=config, plan=build_plan(config), data_dir=self.data_dir,
+                                    job_id=body.get("jobId"), name=body.get("jobName"), actor="cli")
+                return {"jobId": job_id}
+            if path == "/stop-job":
+                request_stop(self.store, body["jobId"], body.get("isStopWithSavePoint", False), actor="cli")
+                return {"jobId": body["jobId"]}
+            with self.store.read() as conn:
+                if path.startswith("/job-info/"):
+                    info = job_info(conn, path.rsplit("/", 1)[1])
+                    if info is None:
+                        raise Refused(f"no job with id {path.rsplit('/', 1)[1]}")
+                    return info
+                if path == "/jobs":
+                    return job_rows(conn)
+                if path == "/running-jobs":
+                    return job_rows(conn, exclude=set(JOB_TERMINAL))
+        except JobRefused as exc:
+            raise Refused(str(exc)) from None
+        raise Refused(f"unsupported call {method} {path}")
+
+
+def _client(args):
+    from seatide.store.db import StoreUnavailable, default_store_url
+
+    if args.cluster:
+        return HttpClient(args.cluster)
+    data_dir = os.path.abspath(args.data_dir or default_data_dir())
+    try:
+        return StoreClient(args.store or default_store_url(data_dir), data_dir)
+    except StoreUnavailable as exc:
+        raise Refused(str(exc)) from None
+
+
+def client_command(args) -> int:
+    try:
+        client = _client(args)
+        return _COMMANDS[args.command](client, args)
+    except Refused as exc:
+        print(f"seatide: {exc}", file=sys.stderr)
+        return exc.code
+
+
+def _submit(client, args) -> int:
+    try:
+        with open(args.config, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise Refused(f"{args.config}: cannot read the job file: {exc.strerror}", EXIT_BAD_CONFIG) from None
+    result = client.call("POST", "/submit-job", {"config": text, "jobId": args.job_id, "jobName": args.job_name,
+                                                 "variables": parse_variables(args.variables),
+                                                 "source": args.config})
+    print(result["jobId"])
+    return EXIT_OK
+
+
+def _list(client, args) -> int:
+    path = "/jobs" if isinstance(client, StoreClient) else "/running-jobs"
+    rows = client.call("GET", path)
+    if isinstance(client, HttpClient):
+        rows = rows + client.call("GET", "/finished-jobs/all")
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    print(f"{'JOB ID':<22}{'STATUS':<16}{'CREATED':<21}NAME")
+    for row in rows:
+        print(f"{row['jobId']:<22}{row['jobStatus']:<16}{row['createTime'] or '':<21}{row['jobName']}")
+    return EXIT_OK
+
+
+def _status(client, args) -> int:
+    info = client.call("GET", f"/job-info/{args.job_id}")
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return EXIT_OK
+    ckpt = info["checkpoint"]
+    print(f"Job {info['jobId']} ({info['jobName']}): {info['jobStatus']}")
+    print(f"  created {info['createTime']}  finished {info['finishedTime'] or '-'}  retries {info['retriesUsed']}")
+    print(f"  rows read {info['metrics']['SourceReceivedCount']:,}  written {info['metrics']['SinkWriteCount']:,}")
+    print(f"  checkpoints {ckpt['completed']} (last #{ckpt['lastCheckpointId'] or '-'}, "
+          f"{ckpt['secondsSinceLastCheckpoint'] if ckpt['secondsSinceLastCheckpoint'] is not None else '-'} s ago)"
+          f"  health {ckpt['health'] or '-'}")
+    for p in info["pipelines"]:
+        print(f"  pipeline {p['pipelineId']}: {p['status']}  read {p['rowsRead']:,}  written {p['rowsWritten']:,}")
+    if info["errorMsg"]:
+        print(f"  error: {info['errorMsg']}")
+    return EXIT_OK
+
+
+def _stop(client, args, savepoint: bool) -> int:
+    client.call("POST", "/stop-job", {"jobId": args.job_id, "isStopWithSavePoint": savepoint})
+    print(f"{'savepoint' if savepoint else 'cancel'} requested for job {args.job_id}")
+    return EXIT_OK
+
+
+_COMMANDS = {
+    "submit": _submit, "list": _list, "status": _status,
+    "cancel": lambda c, a: _stop(c, a, False), "savepoint": lambda c, a: _stop(c, a, True),
+}

@@ -1,0 +1,79 @@
+"""``seatide cluster coordinator|worker``: the long-running processes of a cluster."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+
+from seatide.cli.main import EXIT_FAILED, EXIT_OK, default_data_dir
+
+
+def _store_url(args) -> tuple[str, str]:
+    from seatide.store.db import default_store_url
+
+    data_dir = os.path.abspath(args.data_dir or default_data_dir())
+    return (args.store or default_store_url(data_dir)), data_dir
+
+
+def cluster_command(args) -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from seatide.store.db import StoreUnavailable, open_store
+
+    url, data_dir = _store_url(args)
+    try:
+        store = open_store(url)
+    except StoreUnavailable as exc:
+        print(f"seatide: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.role == "coordinator":
+        return _coordinator(args, store, data_dir)
+    return _worker(args, store, url, data_dir)
+
+
+def _timeouts(args):
+    from seatide.coordinator.reconcile import Timeouts
+
+    return Timeouts(driver_heartbeat=args.driver_heartbeat_timeout, worker_heartbeat=args.worker_heartbeat_timeout)
+
+
+def _coordinator(args, store, data_dir: str) -> int:
+    import uvicorn
+
+    from seatide.api.rest import create_app
+    from seatide.coordinator.lease import LeaseSettings
+    from seatide.coordinator.service import Coordinator
+
+    url = f"http://{args.host}:{args.port}"
+    coordinator = Coordinator(store, node_id=args.node_id, url=url,
+                              lease=LeaseSettings(ttl=args.lease_ttl, renew_interval=args.lease_renew),
+                              timeouts=_timeouts(args), history_expire_s=args.history_job_expire_minutes * 60)
+    app = create_app(store, data_dir, coordinator.node_id, cleanup_delay_s=args.state_cleanup_delay)
+    coordinator.start()
+    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning"))
+    try:
+        server.run()
+    finally:
+        coordinator.stop()
+    return EXIT_OK
+
+
+def _worker(args, store, url: str, data_dir: str) -> int:
+    from seatide.worker.agent import DriverSettings, Worker
+
+    worker = Worker(store, url, data_dir, node_id=args.node_id, slots=args.slots,
+                    driver=DriverSettings(heartbeat_interval=args.heartbeat_interval,
+                                          self_fence_after=args.driver_heartbeat_timeout))
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        worker.stop()
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    worker.run()     # in the main thread: drivers die with it (PR_SET_PDEATHSIG)
+    return EXIT_OK

@@ -1,0 +1,111 @@
+"""``seatide``: run jobs locally, run a cluster, talk to one.
+
+Exit codes: 0 the job FINISHED (or the request succeeded), 1 the job FAILED or a
+request was refused, 2 a bad config or bad arguments, 130 stopped with Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def default_data_dir() -> str:
+    return os.environ.get("SEATIDE_DATA_DIR") or os.path.join(os.path.expanduser("~"), ".seatide")
+
+
+def parse_variables(pairs: list[str] | None) -> dict[str, str]:
+    variables = {}
+    for pair in pairs or []:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise SystemExit(_usage_error(f"-i expects name=value, got '{pair}'"))
+        variables[name.strip()] = value
+    return variables
+
+
+def _usage_error(message: str) -> int:
+    print(f"seatide: {message}", file=sys.stderr)
+    return EXIT_BAD_CONFIG
+
+
+def _add_store_args(parser: argparse.ArgumentParser, cluster: bool = True) -> None:
+    if cluster:
+        parser.add_argument("--cluster", default=os.environ.get("SEATIDE_CLUSTER"),
+                            help="coordinator URL (or SEATIDE_CLUSTER), e.g. http://127.0.0.1:8080")
+    parser.add_argument("--store", default=os.environ.get("SEATIDE_STORE"),
+                        help="state store URL (or SEATIDE_STORE): sqlite:///path or postgresql://...")
+    parser.add_argument("--data-dir", default=None, help="data directory (default ~/.seatide or SEATIDE_DATA_DIR)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="seatide", description="SeaTunnel-style data integration on Spark")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a job here and wait for its end")
+    run.add_argument("config")
+    run.add_argument("-i", dest="variables", action="append", metavar="NAME=VALUE")
+    run.add_argument("--job-id")
+    run.add_argument("--data-dir", default=None)
+
+    submit = sub.add_parser("submit", help="submit a job to a cluster")
+    submit.add_argument("config")
+    submit.add_argument("-i", dest="variables", action="append", metavar="NAME=VALUE")
+    submit.add_argument("--job-id")
+    submit.add_argument("--job-name")
+    _add_store_args(submit)
+
+    for name, help_text in (("list", "list jobs"), ("status", "show a job"), ("cancel", "cancel a job"),
+                            ("savepoint", "stop a job with a savepoint")):
+        cmd = sub.add_parser(name, help=help_text)
+        if name != "list":
+            cmd.add_argument("job_id")
+        cmd.add_argument("--json", action="store_true", help="print JSON")
+        _add_store_args(cmd)
+
+    cluster = sub.add_parser("cluster", help="run a cluster process")
+    roles = cluster.add_subparsers(dest="role", required=True)
+    coord = roles.add_parser("coordinator", help="serve REST and compete for leadership")
+    coord.add_argument("--host", default="127.0.0.1")
+    coord.add_argument("--port", type=int, default=8080)
+    _cluster_common(coord)
+    coord.add_argument("--lease-ttl", type=float, default=2.0)
+    coord.add_argument("--lease-renew", type=float, default=0.5)
+    coord.add_argument("--state-cleanup-delay", type=float, default=None,
+                       help="seconds before a terminal job is cleaned up (default 60; a job's env may override)")
+    coord.add_argument("--history-job-expire-minutes", type=float, default=1440)
+    worker = roles.add_parser("worker", help="launch and supervise drivers")
+    _cluster_common(worker)
+    worker.add_argument("--slots", type=int, default=2)
+    return parser
+
+
+def _cluster_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", default=os.environ.get("SEATIDE_STORE"))
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--node-id", default=None)
+    parser.add_argument("--driver-heartbeat-timeout", type=float, default=10.0)
+    parser.add_argument("--worker-heartbeat-timeout", type=float, default=10.0)
+    parser.add_argument("--heartbeat-interval", type=float, default=1.0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            from seatide.cli.run import run_command
+            return run_command(args)
+        if args.command == "cluster":
+            from seatide.cli.cluster import cluster_command
+            return cluster_command(args)
+        from seatide.cli.client import client_command
+        return client_command(args)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
