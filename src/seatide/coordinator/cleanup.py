@@ -17,6 +17,7 @@ import time
 
 from sqlalchemy import and_, select, update
 
+from seatide import failpoints
 from seatide.store import schema as s
 from seatide.store.db import Store, record_event
 from seatide.store.jobs import forget_job
@@ -71,6 +72,7 @@ def _is_current(conn, result) -> bool:
 
 
 def _clean(store: Store, epoch: int, actor: str, result, kill_attempt) -> None:
+    failpoints.hit("coordinator.before_cleanup")
     with store.read() as conn:
         current = _is_current(conn, result)
         leftovers = conn.execute(select(s.attempts).where(and_(

@@ -13,6 +13,7 @@ import time
 from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.engine import Connection
 
+from seatide import failpoints
 from seatide.coordinator import reconcile as r
 from seatide.store import schema as s
 from seatide.store.db import Store, record_event
@@ -30,6 +31,7 @@ class Applier:
     def apply(self, epoch: int, snap: r.Snapshot, actions: list) -> list:
         """Apply in one leader transaction; returns attempts whose drivers should be killed."""
         kills = []
+        finished = any(isinstance(a, r.Finish) for a in actions)
         with self.store.leader_tx(epoch) as conn:
             job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == snap.job.job_id)).first()
             if (job is None or job.incarnation != snap.job.incarnation or job.status != snap.job.status
@@ -41,6 +43,8 @@ class Applier:
                 result = handler(ctx, snap, action)
                 if result:
                     kills.append(result)
+        if finished:
+            failpoints.hit("coordinator.after_terminal_status")
         return kills
 
     # -- one method per effect ---------------------------------------------------------------

@@ -292,13 +292,15 @@ class PipelineRun:
 
     # -- stopping ------------------------------------------------------------------------
     def request_stop(self, mode: str) -> None:
-        """CANCEL stops now; SAVEPOINT lets the running micro-batch commit first."""
+        """Stop after the running micro-batch commits (SAVEPOINT waits longer than CANCEL)."""
         if self.stop_requested or self.outcome.status != "RUNNING":
             return
         self.stop_requested = mode
         if self.query is not None:
-            if mode == "SAVEPOINT":
-                _wait_until_idle(self.query, timeout_s=max(30.0, self.env.checkpoint_timeout_ms / 1000))
+            # Let a running micro-batch commit, so the sink's output ends on a batch boundary;
+            # a cancel waits briefly (the coordinator kills a driver that takes too long).
+            timeout = self.env.checkpoint_timeout_ms / 1000 if mode == "SAVEPOINT" else 10.0
+            _wait_until_idle(self.query, timeout_s=timeout)
             self.query.stop()
         elif self.thread is not None:
             self.spark.sparkContext.cancelJobGroup(f"seatide-{self.job_id}-{self.pipeline.pipeline_id}")

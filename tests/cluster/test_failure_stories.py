@@ -1,0 +1,256 @@
+"""The failure stories the control plane must survive, with real processes and SIGKILL.
+
+Each test runs on SQLite and on PostgreSQL (see conftest). After each, the invariants
+are checked: never two drivers for one job at any sampled moment, no terminal job ever
+moved again, and exactly-once output where the job writes any.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from sqlalchemy import select
+
+from seatide.store import schema as s
+from tests.cluster.harness import Cluster, DriverWatch, assert_never_resurrected, driver_pids, http, wait_for
+from tests.cluster.jobs import assert_exactly, batch_job, streaming_job, written_ids
+
+pytestmark = pytest.mark.cluster
+
+
+def _result(cluster: Cluster, job_id: str):
+    with cluster.store.read() as conn:
+        return conn.execute(select(s.job_results).where(s.job_results.c.job_id == job_id)).first()
+
+
+def _running_ids(cluster: Cluster) -> list[str]:
+    return [j["jobId"] for j in http("GET", cluster.any_coordinator().url + "/api/v1/running-jobs")[1]]
+
+
+def _new_leader(cluster: Cluster, old_epoch: int, timeout: float = 15.0):
+    return wait_for(lambda: (lambda l: l if l.epoch > old_epoch and l.expires_at > time.time() else None)(
+        cluster.leader()), timeout, message=f"a leader with epoch > {old_epoch}")
+
+
+def test_terminal_job_is_never_restarted_by_new_leader(cluster: Cluster, tmp_path):
+    """Story 1: the leader dies right after writing the terminal status, before cleanup."""
+    cluster.cleanup_delay = 3.0
+    # The first leader is armed to die right after it commits a terminal status.
+    c1 = cluster.coordinator("c1", env={"SEATIDE_FAILPOINTS": "coordinator.after_terminal_status=kill"})
+    wait_for(lambda: cluster.leader().node_id == "c1", 15, message="c1 leads")
+    cluster.coordinator("c2")
+    cluster.worker("w1")
+    out = str(tmp_path / "out")
+    with DriverWatch("story1") as watch:
+        cluster.submit(batch_job(out, rows=100), "story1")
+        wait_for(lambda: not c1.alive, 120, message="c1 to die at the failpoint")
+        assert cluster.job("story1").status == "FINISHED"
+        assert _result(cluster, "story1").cleanup == "DIRTY"
+        _new_leader(cluster, 1)
+        wait_for(lambda: _result(cluster, "story1").cleanup == "CLEAN", 30, message="cleanup by c2")
+    assert cluster.job("story1").status == "FINISHED"
+    assert len(cluster.attempts("story1")) == 1, "the finished job was started again"
+    assert "story1" not in _running_ids(cluster)
+    assert not os.path.exists(os.path.join(cluster.data_dir, "checkpoints", "story1", "1"))
+    assert watch.max_seen <= 1
+    assert_never_resurrected(cluster, "story1")
+    assert_exactly(written_ids(out + "/p0"), range(100))
+
+
+def test_cleanup_survives_two_leader_deaths_in_the_delay_window(cluster: Cluster, tmp_path):
+    """Story 2: leader dies inside the cleanup delay, the next one too; the third cleans up."""
+    cluster.cleanup_delay = 8.0
+    coordinators = [cluster.coordinator(name) for name in ("c1", "c2", "c3")]
+    cluster.worker("w1")
+    out = str(tmp_path / "out")
+    cluster.submit(batch_job(out, rows=50), "story2")
+    cluster.wait_status("story2", "FINISHED")
+    due = _result(cluster, "story2").cleanup_due_at
+    for _ in range(2):
+        lease = cluster.leader()
+        assert time.time() < due, "the delay window passed before the leaders could be killed"
+        cluster.leader_proc().kill()
+        _new_leader(cluster, lease.epoch)
+    assert _result(cluster, "story2").cleanup == "DIRTY"
+    wait_for(lambda: _result(cluster, "story2").cleanup == "CLEAN", due - time.time() + 20,
+             message="the third leader's cleanup")
+    survivors = [c for c in coordinators if c.alive]
+    assert len(survivors) == 1 and cluster.leader().node_id == survivors[0].name
+    assert driver_pids("story2") == []
+    assert not os.path.exists(os.path.join(cluster.data_dir, "checkpoints", "story2", "1"))
+    assert cluster.job("story2").status == "FINISHED" and len(cluster.attempts("story2")) == 1
+    assert_never_resurrected(cluster, "story2")
+
+
+def _committed_rows(cluster: Cluster, job_id: str) -> tuple[int, int]:
+    with cluster.store.read() as conn:
+        rows = conn.execute(select(s.pipelines).where(s.pipelines.c.job_id == job_id)).all()
+    return sum(p.rows_written for p in rows), sum(p.status == "FINISHED" for p in rows)
+
+
+def test_bounded_job_finishes_exactly_once_across_leader_kills(cluster: Cluster, tmp_path):
+    """Story 3: 5 pipelines x 1,000 rows; the leader is killed at ~25% and again mid-way."""
+    for name in ("c1", "c2", "c3"):
+        cluster.coordinator(name)
+    cluster.worker("w1", slots=1)
+    out = str(tmp_path / "out")
+    with DriverWatch("story3") as watch:
+        cluster.submit(batch_job(out, rows=1000, pipelines=5, rows_per_batch=50), "story3")
+        wait_for(lambda: _committed_rows(cluster, "story3")[0] >= 1250, 240, message="a quarter committed")
+        epoch = cluster.leader().epoch
+        cluster.leader_proc().kill()
+        _new_leader(cluster, epoch)
+        wait_for(lambda: 1 <= _committed_rows(cluster, "story3")[1] < 5, 240,
+                 message="some pipelines finished, others not")
+        epoch = cluster.leader().epoch
+        cluster.leader_proc().kill()
+        _new_leader(cluster, epoch)
+        cluster.wait_status("story3", {"FINISHED", "FAILED", "CANCELED"}, timeout=300)
+    assert cluster.job("story3").status == "FINISHED", cluster.job("story3").error_msg
+    ids = sum((written_ids(f"{out}/p{p}") for p in range(5)), start=written_ids(out + "/none"))
+    assert_exactly(ids, range(5000))
+    assert watch.max_seen <= 1
+    assert_never_resurrected(cluster, "story3")
+
+
+def _last_checkpoint(cluster: Cluster, job_id: str) -> int:
+    return cluster.job_info(job_id)["checkpoint"]["lastCheckpointId"] or 0
+
+
+def test_streaming_job_keeps_checkpointing_after_leader_kill(cluster: Cluster, tmp_path):
+    """Story 4: a streaming job stays RUNNING; its checkpoint id grows within 3 intervals."""
+    cluster.coordinator("c1")
+    cluster.coordinator("c2")
+    cluster.worker("w1")
+    out = str(tmp_path / "out")
+    with DriverWatch("story4") as watch:
+        cluster.submit(streaming_job(out, interval_ms=1000), "story4")
+        cluster.wait_status("story4", "RUNNING", timeout=120)
+        wait_for(lambda: _last_checkpoint(cluster, "story4") >= 2, 120, message="checkpoints")
+        epoch = cluster.leader().epoch
+        cluster.leader_proc().kill()
+        killed_at = time.time()
+        before = _last_checkpoint(cluster, "story4")
+        wait_for(lambda: _last_checkpoint(cluster, "story4") > before, 3 * 1.0 + 2, interval=0.1,
+                 message="a new checkpoint within three intervals")
+        _new_leader(cluster, epoch)
+        assert cluster.job("story4").status == "RUNNING"
+        assert time.time() - killed_at < 15
+    assert watch.max_seen <= 1
+    assert len(cluster.attempts("story4")) == 1
+
+
+def test_job_moves_to_another_worker_when_its_worker_dies(cluster: Cluster, tmp_path):
+    """Story 5a: the worker is killed (its driver dies with it); the job resumes elsewhere."""
+    cluster.coordinator("c1")
+    w1 = cluster.worker("w1")
+    out = str(tmp_path / "out")
+    with DriverWatch("story5") as watch:
+        cluster.submit(batch_job(out, rows=2000, rows_per_batch=100), "story5")
+        wait_for(lambda: _committed_rows(cluster, "story5")[0] >= 400, 180, message="progress on w1")
+        cluster.worker("w2")
+        w1.kill()
+        wait_for(lambda: driver_pids("story5") == [] or len(cluster.attempts("story5")) > 1, 10,
+                 message="the driver to die with its worker")
+        cluster.wait_status("story5", {"FINISHED", "FAILED"}, timeout=300)
+    job = cluster.job("story5")
+    assert job.status == "FINISHED", job.error_msg
+    attempts = cluster.attempts("story5")
+    assert attempts[0].worker_id == "w1" and attempts[-1].worker_id == "w2"
+    assert_exactly(written_ids(out + "/p0"), range(2000))
+    assert watch.max_seen <= 1
+    assert_never_resurrected(cluster, "story5")
+
+
+def test_job_without_retries_fails_for_good_when_its_worker_dies(cluster: Cluster, tmp_path):
+    """Story 5b: job.retry.times = 0: FAILED, and never restarted after later failovers."""
+    cluster.coordinator("c1")
+    cluster.coordinator("c2")
+    w1 = cluster.worker("w1")
+    cluster.worker("w2")
+    out = str(tmp_path / "out")
+    cluster.submit(streaming_job(out, retries=0), "story5b")
+    cluster.wait_status("story5b", "RUNNING", timeout=120)
+    victim = w1 if cluster.attempts("story5b")[0].worker_id == "w1" else next(p for p in cluster.procs if p.name == "w2")
+    victim.kill()
+    job = cluster.wait_status("story5b", {"FAILED"}, timeout=60)
+    assert "lost" in (job.error_msg or "")
+    for _ in range(2):
+        epoch = cluster.leader().epoch
+        cluster.leader_proc().kill()
+        cluster.coordinator(f"c{epoch + 10}")
+        _new_leader(cluster, epoch)
+    cluster.leader_has_reconciled(1.5)
+    assert cluster.job("story5b").status == "FAILED"
+    assert len(cluster.attempts("story5b")) == 1
+    assert driver_pids("story5b") == []
+    assert_never_resurrected(cluster, "story5b")
+
+
+def test_new_leader_reattaches_to_running_driver(cluster: Cluster, tmp_path):
+    """Story 6: after a failover: the same driver, no second driver, no restart."""
+    cluster.coordinator("c1")
+    cluster.coordinator("c2")
+    cluster.worker("w1")
+    out = str(tmp_path / "out")
+    with DriverWatch("story6") as watch:
+        cluster.submit(streaming_job(out), "story6")
+        cluster.wait_status("story6", "RUNNING", timeout=120)
+        pid = wait_for(lambda: driver_pids("story6"), 30)[0]
+        for _ in range(2):
+            epoch = cluster.leader().epoch
+            cluster.leader_proc().kill()
+            cluster.coordinator(f"c{epoch + 10}")
+            _new_leader(cluster, epoch)
+        before = _last_checkpoint(cluster, "story6")
+        wait_for(lambda: _last_checkpoint(cluster, "story6") > before, 10, message="progress after failovers")
+    assert driver_pids("story6") == [pid]
+    assert len(cluster.attempts("story6")) == 1
+    assert cluster.job("story6").status == "RUNNING"
+    assert watch.max_seen == 1
+
+
+def test_hung_driver_is_killed_and_replaced(cluster: Cluster, tmp_path):
+    """Story 7: a driver that is alive but silent (SIGSTOP) is detected, killed and replaced."""
+    cluster.timeouts["driver"] = 5.0
+    cluster.coordinator("c1")
+    cluster.worker("w1")
+    out = str(tmp_path / "out")
+    with DriverWatch("story7") as watch:
+        cluster.submit(streaming_job(out), "story7")
+        cluster.wait_status("story7", "RUNNING", timeout=120)
+        wait_for(lambda: _last_checkpoint(cluster, "story7") >= 1, 60, message="a first checkpoint")
+        pid = driver_pids("story7")[0]
+        os.kill(pid, signal.SIGSTOP)
+        stopped_at = time.time()
+        wait_for(lambda: len(cluster.attempts("story7")) >= 2, 5.0 + 5, interval=0.1,
+                 message="a replacement attempt")
+        replaced_after = time.time() - stopped_at
+        assert not os.path.exists(f"/proc/{pid}") or _is_zombie(pid), "the hung driver was not killed"
+        new_pid = wait_for(lambda: [p for p in driver_pids("story7") if p != pid], 30)[0]
+        before = _last_checkpoint(cluster, "story7")
+        wait_for(lambda: _last_checkpoint(cluster, "story7") > before, 90, message="the new driver checkpoints")
+        cluster.cancel("story7")
+        cluster.wait_status("story7", "CANCELED", timeout=60)
+    lost = cluster.attempts("story7")[0]
+    assert lost.state == "LOST" and "hung" in lost.error
+    assert new_pid != pid and replaced_after <= 5.0 + 5
+    assert watch.max_seen <= 1
+    assert_exactly_prefix(written_ids(out))
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split()[2] == "Z"
+    except OSError:
+        return True
+
+
+def assert_exactly_prefix(ids) -> None:
+    """A stream stopped at any point has written ids 0..n-1, each once."""
+    assert ids, "nothing written"
+    assert_exactly(ids, range(max(ids) + 1))
