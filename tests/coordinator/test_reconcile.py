@@ -1,0 +1,127 @@
+"""reconcile_job decisions, as a pure function of stored state."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from seatide.coordinator import reconcile as r
+from seatide.store.states import IllegalTransition, check_job, final_job_status
+
+NOW = 1_000_000.0
+T = r.Timeouts(driver_heartbeat=10, worker_heartbeat=10, launch=60, cancel_grace=30)
+
+
+def job(**kw):
+    base = dict(job_id="j", incarnation=1, status="RUNNING", desired="RUN", retries_used=0, max_retries=3,
+                retry_interval_s=3.0, next_attempt_at=None, current_attempt=7, pinned_worker=None,
+                updated_at=NOW - 1)
+    return SimpleNamespace(**{**base, **kw})
+
+
+def attempt(**kw):
+    base = dict(attempt_id=7, worker_id="w1", state="RUNNING", pid=42, created_at=NOW - 20, launched_at=NOW - 20,
+                heartbeat_at=NOW - 1, ended_at=None, error=None, kill_requested=False)
+    return SimpleNamespace(**{**base, **kw})
+
+
+def worker(node_id="w1", beat=NOW - 1, slots=2, stopped=False):
+    return SimpleNamespace(node_id=node_id, heartbeat_at=beat, slots=slots, stopped=stopped, host="h")
+
+
+def pipe(pid=1, status="RUNNING", error=None):
+    return SimpleNamespace(pipeline_id=pid, status=status, error=error)
+
+
+def decide(j, a, pipes, workers=None, load=None):
+    workers = {w.node_id: w for w in (workers if workers is not None else [worker()])}
+    return r.reconcile_job(r.Snapshot(j, a, pipes, workers, load or {}, NOW), T)
+
+
+def test_terminal_job_is_left_alone():
+    assert decide(job(status="FINISHED"), attempt(state="SUCCEEDED", ended_at=NOW), [pipe(status="FINISHED")]) == []
+
+
+def test_job_finishes_when_every_pipeline_has_ended():
+    actions = decide(job(), attempt(), [pipe(1, "FINISHED"), pipe(2, "FINISHED")])
+    assert actions == [r.Finish("FINISHED", None)]
+
+
+def test_failed_pipeline_fails_the_job_with_its_error():
+    actions = decide(job(), attempt(), [pipe(1, "FINISHED"), pipe(2, "FAILED", "Assert failed")])
+    assert actions == [r.Finish("FAILED", "Assert failed")]
+
+
+def test_unfinished_pipelines_keep_the_job_running():
+    assert decide(job(), attempt(), [pipe(1, "FINISHED"), pipe(2, "RUNNING")]) == []
+
+
+def test_silent_driver_is_declared_lost():
+    actions = decide(job(), attempt(heartbeat_at=NOW - 11), [pipe()])
+    assert len(actions) == 1 and isinstance(actions[0], r.MarkAttemptLost) and "hung" in actions[0].reason
+
+
+def test_lost_worker_loses_its_attempt():
+    actions = decide(job(), attempt(), [pipe()], workers=[worker(beat=NOW - 11)])
+    assert isinstance(actions[0], r.MarkAttemptLost) and "worker w1 lost" in actions[0].reason
+
+
+def test_no_new_attempt_while_the_old_driver_may_still_run():
+    # Lost, but its worker is alive and has not reaped the process yet.
+    assert decide(job(), attempt(state="LOST", ended_at=None), [pipe()]) == []
+
+
+def test_retry_after_the_old_driver_is_gone():
+    actions = decide(job(), attempt(state="LOST", ended_at=NOW - 1, error="driver hung"), [pipe()])
+    assert actions == [r.ScheduleRetry(NOW + 3.0, "driver hung")]
+
+
+def test_out_of_retries_fails_the_job_with_the_cause():
+    actions = decide(job(retries_used=3), attempt(state="FAILED", ended_at=NOW, error="boom"), [pipe()])
+    assert isinstance(actions[-1], r.Finish) and actions[-1].status == "FAILED" and "boom" in actions[-1].error
+
+
+def test_zero_retries_fails_at_once():
+    actions = decide(job(max_retries=0), attempt(state="LOST", ended_at=NOW, error="worker w1 lost"), [pipe()])
+    assert actions[-1] == r.Finish("FAILED", "worker w1 lost")
+
+
+def test_pending_job_waits_for_its_retry_time_then_gets_a_worker():
+    pending = job(status="PENDING", next_attempt_at=NOW + 1)
+    assert decide(pending, attempt(state="FAILED", ended_at=NOW - 1), [pipe()]) == []
+    pending.next_attempt_at = NOW - 1
+    assert decide(pending, attempt(state="FAILED", ended_at=NOW - 1), [pipe()]) == [r.CreateAttempt("w1")]
+
+
+def test_scheduling_respects_slots_and_pins():
+    new = job(status="PENDING", current_attempt=None)
+    workers = [worker("w1"), worker("w2", slots=1)]
+    assert decide(new, None, [pipe(status="CREATED")], workers, load={"w1": 2}) == [r.CreateAttempt("w2")]
+    new.pinned_worker = "w1"
+    assert decide(new, None, [pipe(status="CREATED")], workers, load={"w1": 2}) == []
+
+
+def test_cancel_goes_through_canceling_and_ends_canceled_without_a_driver():
+    assert decide(job(desired="CANCEL"), attempt(), [pipe()]) == [r.SetStatus("CANCELING")]
+    done = decide(job(status="CANCELING", desired="CANCEL"), attempt(state="SUCCEEDED", ended_at=NOW), [pipe()])
+    assert done == [r.EndPipelines("CANCELED"), r.Finish("CANCELED")]
+
+
+def test_driver_that_ignores_a_cancel_is_put_down():
+    actions = decide(job(status="CANCELING", desired="CANCEL", updated_at=NOW - 31), attempt(), [pipe()])
+    assert isinstance(actions[0], r.MarkAttemptLost)
+
+
+def test_final_status_rule():
+    assert final_job_status(["FINISHED", "FAILED", "CANCELED"], True) == "FAILED"
+    assert final_job_status(["FINISHED", "CANCELED"], True) == "CANCELED"
+    assert final_job_status(["SAVEPOINT_DONE", "FINISHED"], True) == "SAVEPOINT_DONE"
+    assert final_job_status(["FINISHED"], False) == "FINISHED"
+
+
+def test_terminal_status_has_no_way_out():
+    for terminal in ("FINISHED", "FAILED", "CANCELED", "SAVEPOINT_DONE"):
+        for other in ("RUNNING", "PENDING", "CREATED"):
+            with pytest.raises(IllegalTransition):
+                check_job(terminal, other)
