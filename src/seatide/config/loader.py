@@ -138,10 +138,15 @@ def _parse(text: str, variables: dict[str, str], source_name: str):
 def _plain(value: Any) -> Any:
     """pyhocon's ConfigTree (an OrderedDict that raises on missing keys) -> plain dicts, order kept."""
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {_unquote(str(k)): _plain(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
+
+
+def _unquote(key: str) -> str:
+    # pyhocon keeps the quotes of a quoted key that holds a dot ("job.mode")
+    return key[1:-1] if len(key) >= 2 and key[0] == key[-1] == '"' else key
 
 
 def _mark_prefix() -> str:
