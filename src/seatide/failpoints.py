@@ -7,6 +7,8 @@ reaches ``hit("name")`` the action runs:
 * ``hang``      stop making progress forever (a hung process that is still alive)
 * ``sleep:S``   pause S seconds
 * ``raise``     raise ``FailpointError`` (a failure the code must handle)
+* ``once:ACTION:PATH``  do ACTION only if PATH does not exist yet (and create it): a crash
+  that a retried attempt does not repeat
 
 Unset, ``hit`` costs one dict lookup.
 """
@@ -38,6 +40,13 @@ def hit(name: str) -> None:
     action = _POINTS.get(name)
     if action is None:
         return
+    if action.startswith("once:"):
+        _, inner, marker = action.split(":", 2)
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+        action = inner
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(60)

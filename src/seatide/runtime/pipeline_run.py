@@ -24,6 +24,7 @@ import traceback
 from dataclasses import dataclass
 from typing import TextIO
 
+from seatide import failpoints
 from seatide.config.env import JobEnv
 from seatide.plan.dag import Pipeline
 from seatide.plugin.base import PermanentError, ReadContext, SinkContext, TransformContext
@@ -163,6 +164,7 @@ class PipelineRun:
             if not result.replayed:
                 rows += int(result.state.get("rows", 0))
                 self._wrote = True
+                failpoints.hit("driver.after_sink_commit")
         return rows
 
     def _run_plain_batch(self, sinks: list) -> None:

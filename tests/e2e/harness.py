@@ -1,0 +1,152 @@
+"""Run real jobs in the shared SparkSession, through the real control-plane code.
+
+A job is submitted to a real SQLite store; a real ``Coordinator`` (driven tick by tick
+here instead of by its thread) schedules it on a registered worker node; the attempt is
+claimed as a worker claims it; and the driver's own ``run_attempt`` runs it in this
+process's SparkSession. Only the process boundary is skipped, so these tests share the
+session's start-up cost. (Process-level behaviour is covered in tests/cluster.)
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import select, update
+
+from seatide.config.loader import load_job_text
+from seatide.coordinator.service import Coordinator, register_node
+from seatide.plan.dag import build_plan
+from seatide.runtime.driver import run_attempt
+from seatide.runtime.heartbeat import Heartbeat
+from seatide.runtime.reporter import AttemptReporter
+from seatide.store import schema as s
+from seatide.store.db import AttemptFenced, default_store_url, open_store
+from seatide.store.jobs import submit_job
+from seatide.store.states import JOB_TERMINAL
+
+WORKER = "in-process-worker"
+
+
+class Fenced(Exception):
+    pass
+
+
+def _raise_fenced() -> None:
+    raise Fenced("attempt fenced")
+
+
+@dataclass
+class JobRun:
+    job_id: str
+    status: str
+    error: str | None
+    exit_codes: list[int]
+    stdout: str
+    store: object
+
+    def job(self):
+        with self.store.read() as conn:
+            return conn.execute(select(s.jobs).where(s.jobs.c.job_id == self.job_id)).first()
+
+    def pipelines(self) -> list:
+        with self.store.read() as conn:
+            return list(conn.execute(select(s.pipelines).where(s.pipelines.c.job_id == self.job_id)
+                                     .order_by(s.pipelines.c.pipeline_id)))
+
+    def checkpoints(self) -> list:
+        with self.store.read() as conn:
+            return list(conn.execute(select(s.checkpoints).where(s.checkpoints.c.job_id == self.job_id)
+                                     .order_by(s.checkpoints.c.checkpoint_id)))
+
+    def attempts(self) -> list:
+        with self.store.read() as conn:
+            return list(conn.execute(select(s.attempts).where(s.attempts.c.job_id == self.job_id)))
+
+
+class InProcessCluster:
+    def __init__(self, spark, data_dir: str):
+        self.spark = spark
+        self.data_dir = data_dir
+        self.store = open_store(default_store_url(data_dir))
+        self.coordinator = Coordinator(self.store, node_id="in-process-coordinator")
+        register_node(self.store, WORKER, "worker", slots=4)
+
+    def _tick(self) -> None:
+        from seatide.coordinator.service import node_heartbeat
+
+        node_heartbeat(self.store, WORKER)
+        assert self.coordinator.lease.tick()
+        self.coordinator.reconcile_all()
+
+    def submit(self, text: str, variables: dict | None = None, job_id: str | None = None) -> str:
+        config = load_job_text(text, variables or {})
+        return submit_job(self.store, text=text, variables=variables or {}, config=config, plan=build_plan(config),
+                          data_dir=self.data_dir, job_id=job_id, actor="test")
+
+    def run(self, text: str, variables: dict | None = None, job_id: str | None = None,
+            max_attempts: int = 5, before_attempt=None, stop_after=None) -> JobRun:
+        """Submit and run to a terminal status; ``stop_after(store, job_id)`` may request a stop."""
+        job_id = self.submit(text, variables, job_id)
+        return self.drive(job_id, max_attempts, before_attempt, stop_after)
+
+    def drive(self, job_id: str, max_attempts: int = 5, before_attempt=None, stop_after=None) -> JobRun:
+        out = io.StringIO()
+        codes = []
+        deadline = time.time() + 600
+        while time.time() < deadline:
+            self._tick()
+            job = self._job(job_id)
+            if job.status in JOB_TERMINAL:
+                return JobRun(job_id, job.status, job.error_msg, codes, out.getvalue(), self.store)
+            attempt = self._claim(job_id)
+            if attempt is None:
+                time.sleep(0.2)
+                continue
+            assert len(codes) < max_attempts, f"more than {max_attempts} attempts"
+            if before_attempt is not None:
+                before_attempt(attempt)
+            codes.append(self._run_attempt(job, attempt, out, stop_after))
+        raise AssertionError(f"job {job_id} did not end")
+
+    def _job(self, job_id: str):
+        with self.store.read() as conn:
+            return conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
+
+    def _claim(self, job_id: str):
+        with self.store.write() as conn:
+            attempt = conn.execute(select(s.attempts).where(
+                (s.attempts.c.job_id == job_id) & (s.attempts.c.state == "ASSIGNED"))).first()
+            if attempt is None:
+                return None
+            conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == attempt.attempt_id)
+                         .values(state="LAUNCHING", launched_at=time.time()))
+            return attempt
+
+    def _run_attempt(self, job, attempt, out, stop_after) -> int:
+        reporter = AttemptReporter(self.store, job.job_id, job.incarnation, attempt.attempt_id)
+        reporter.mark_running(pid=0)
+        heartbeat = Heartbeat(reporter, interval=0.5, on_fenced=_raise_fenced).start()
+        stopper = None
+        if stop_after is not None:
+            import threading
+            stopper = threading.Thread(target=stop_after, args=(self.store, job.job_id), daemon=True)
+            stopper.start()
+        try:
+            code = run_attempt(self.spark, self.store, job.job_id, attempt.attempt_id, heartbeat, stdout=out,
+                               poll_interval=0.2)
+        except (Fenced, AttemptFenced):
+            code = 75
+        finally:
+            heartbeat.stop()
+            if stopper is not None:
+                stopper.join(timeout=60)
+        # the "worker" reaps the in-process driver
+        with self.store.write() as conn:
+            values = {"ended_at": time.time(), "exit_code": code}
+            state = conn.execute(select(s.attempts.c.state).where(s.attempts.c.attempt_id == attempt.attempt_id)).scalar()
+            if state in ("LAUNCHING", "RUNNING"):
+                values.update(state="FAILED", error=f"driver ended with code {code}")
+            conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == attempt.attempt_id).values(**values))
+        return code
