@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import os
+import secrets
 
 import pytest
+from sqlalchemy import create_engine, text
 
 
 @pytest.fixture(scope="session")
@@ -21,3 +22,21 @@ def data_dir(tmp_path):
     path = tmp_path / "seatide"
     path.mkdir()
     return str(path)
+
+
+PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path):
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/state.db"
+        return
+    name = f"seatide_{secrets.token_hex(4)}"
+    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    yield f"postgresql://postgres@127.0.0.1:5432/{name}"
+    with admin.connect() as conn:
+        conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    admin.dispose()

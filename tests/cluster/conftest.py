@@ -2,30 +2,9 @@
 
 from __future__ import annotations
 
-import secrets
-
 import pytest
-from sqlalchemy import create_engine, text
 
 from tests.cluster.harness import Cluster
-
-PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request, tmp_path):
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/state.db"
-        return
-    name = f"seatide_{secrets.token_hex(4)}"
-    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f"CREATE DATABASE {name}"))
-    yield f"postgresql://postgres@127.0.0.1:5432/{name}"
-    with admin.connect() as conn:
-        conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-    admin.dispose()
-
 
 @pytest.fixture
 def cluster(store_url, tmp_path, request):

@@ -43,7 +43,7 @@ class AttemptReporter:
 
     def heartbeat(self) -> str:
         """Prove liveness; returns the job's desired state (RUN, CANCEL, SAVEPOINT)."""
-        with self._tx() as conn:
+        with self.store.attempt_tx(self.job_id, self.attempt_id, job_may_be_terminal=True) as conn:
             conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == self.attempt_id)
                          .values(heartbeat_at=time.time()))
             return conn.execute(select(s.jobs.c.desired).where(s.jobs.c.job_id == self.job_id)).scalar()
@@ -55,7 +55,7 @@ class AttemptReporter:
 
     def end_attempt(self, succeeded: bool, error: str | None = None) -> None:
         new = "SUCCEEDED" if succeeded else "FAILED"
-        with self._tx() as conn:
+        with self.store.attempt_tx(self.job_id, self.attempt_id, job_may_be_terminal=True) as conn:
             check_attempt(self._attempt_state(conn), new)
             conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == self.attempt_id)
                          .values(state=new, error=error))   # ended_at: set by the worker that reaps it

@@ -107,24 +107,37 @@ class Store:
             yield conn
 
     @contextlib.contextmanager
-    def attempt_tx(self, job_id: str, attempt_id: int) -> Iterator[Connection]:
+    def attempt_tx(self, job_id: str, attempt_id: int, job_may_be_terminal: bool = False) -> Iterator[Connection]:
         with self.write() as conn:
-            check_attempt_current(conn, job_id, attempt_id, lock=not self.is_sqlite)
+            check_attempt_current(conn, job_id, attempt_id, lock=not self.is_sqlite,
+                                  job_may_be_terminal=job_may_be_terminal)
             yield conn
 
     def dispose(self) -> None:
         self.engine.dispose()
 
 
-def check_attempt_current(conn: Connection, job_id: str, attempt_id: int, lock: bool = False) -> None:
-    query = select(s.jobs.c.current_attempt).where(s.jobs.c.job_id == job_id)
+def check_attempt_current(conn: Connection, job_id: str, attempt_id: int, lock: bool = False,
+                          job_may_be_terminal: bool = False) -> None:
+    """Raise ``AttemptFenced`` unless the attempt is the job's current, live attempt.
+
+    Reports about a job that has already ended (or been cleaned up) are late: they are
+    refused too, so nothing can move a terminal job — except the attempt recording its
+    own end (``job_may_be_terminal``).
+    """
+    from seatide.store.states import JOB_TERMINAL
+
+    query = select(s.jobs.c.current_attempt, s.jobs.c.status).where(s.jobs.c.job_id == job_id)
     if lock:
         query = query.with_for_update()
-    current = conn.execute(query).scalar()
+    job = conn.execute(query).first()
     state = conn.execute(select(s.attempts.c.state).where(s.attempts.c.attempt_id == attempt_id)).scalar()
-    if current != attempt_id or state not in LIVE_ATTEMPT_STATES:
+    if job is None or job.current_attempt != attempt_id or state not in LIVE_ATTEMPT_STATES:
         raise AttemptFenced(f"attempt {attempt_id} of job {job_id} is no longer current "
-                            f"(current {current}, state {state})")
+                            f"(current {job.current_attempt if job else 'none: job cleaned up'}, state {state})")
+    if job.status in JOB_TERMINAL and not job_may_be_terminal:
+        raise AttemptFenced(f"job {job_id} has already ended ({job.status}); late report from attempt "
+                            f"{attempt_id} dropped")
 
 
 def record_event(conn: Connection, kind: str, actor: str, job_id: str | None = None,

@@ -153,7 +153,11 @@ class Worker:
         now = time.time()
         with self.store.write() as conn:
             attempt = conn.execute(select(s.attempts).where(s.attempts.c.attempt_id == attempt_id)).first()
-            if attempt is None or attempt.ended_at is not None:
+            if attempt is None:
+                log.info("driver of attempt %s exited (code %s) after its job was cleaned up; nothing to record",
+                         attempt_id, code)
+                return
+            if attempt.ended_at is not None:
                 return
             values: dict = {"ended_at": now, "exit_code": code}
             if attempt.state in ATTEMPT_LIVE:

@@ -1,0 +1,183 @@
+"""Assert sink: every rule passes and fails with a message naming rule, field and value."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pytest
+
+from seatide.config.loader import ConfigError, load_job_text
+from seatide.connectors.assertion import AssertionFailed
+from seatide.connectors.assertion.sink import AssertSink
+from seatide.plugin.base import Batch
+from seatide.plugin.options import OptionError, read_options
+from seatide.plugin.rowkind import ROW_KIND_COLUMN
+from seatide.runtime.commit_log import SinkCommitLog, write_exactly_once
+
+DDL = (f"name string, age int, note string, tags array<int>, attrs map<string,int>, day date, "
+       f"price decimal(10,2), {ROW_KIND_COLUMN} tinyint")
+GOOD = [("alice", 23, None, [1, 2], {"a": 1}, dt.date(2024, 1, 2), 1.5, 0),
+        ("bob", 23, None, [1, 2], {"a": 1}, dt.date(2024, 1, 2), 1.5, 0)]
+
+
+def assert_sink(rules: dict) -> AssertSink:
+    return AssertSink(read_options({"rules": rules}, AssertSink.options))
+
+
+def frame(spark, rows=GOOD):
+    from pyspark.sql import functions as F
+
+    df = spark.createDataFrame(rows, DDL.replace("decimal(10,2)", "double"))
+    return df.withColumn("price", F.col("price").cast("decimal(10,2)"))
+
+
+def check(spark, rules, rows=GOOD, previous=None):
+    batch = Batch(0, "txn-0", previous or {}, lambda intent: None)
+    return assert_sink(rules).writer(None).write_batch(frame(spark, rows), batch)
+
+
+def field(name, *value_rules, field_type=None):
+    rule = {"field_name": name, "field_value": list(value_rules)}
+    return {"field_rules": [rule | ({"field_type": field_type} if field_type else {})]}
+
+
+def bad(row_index: int, **changes):
+    keys = ["name", "age", "note", "tags", "attrs", "day", "price", ROW_KIND_COLUMN]
+    rows = [list(r) for r in GOOD]
+    for key, value in changes.items():
+        rows[row_index][keys.index(key)] = value
+    return [tuple(r) for r in rows]
+
+
+CASES = [  # rules, rows that break them, words of the message
+    (field("name", {"rule_type": "NOT_NULL"}), bad(1, name=None), "field 'name' rule NOT_NULL: value null"),
+    (field("note", {"rule_type": "NULL"}), bad(0, note="x"), "field 'note' rule NULL: value \"x\""),
+    (field("age", {"rule_type": "MIN", "rule_value": 18}), bad(1, age=12), "field 'age' rule MIN 18: value 12"),
+    (field("age", {"rule_type": "MAX", "rule_value": 100}), bad(0, age=120),
+     "Assert failed: field 'age' rule MAX 100: value 120"),
+    (field("age", {"rule_type": "MAX", "rule_value": 100}), bad(0, age=None), "rule MAX 100: value null"),
+    (field("name", {"rule_type": "MIN_LENGTH", "rule_value": 3}), bad(1, name="bo"),
+     "rule MIN_LENGTH 3: value \"bo\" (length 2)"),
+    (field("name", {"rule_type": "MAX_LENGTH", "rule_value": 5}), bad(0, name="alexandra"),
+     "rule MAX_LENGTH 5: value \"alexandra\" (length 9)"),
+    (field("tags", {"rule_type": "MAX_LENGTH", "rule_value": 2}), bad(0, tags=[1, 2, 3]), "(length 3)"),
+    (field("age", {"rule_type": "NOT_NULL", "equals_to": 23}), bad(1, age=24), "rule equals_to 23: value 24"),
+    (field("tags", {"equals_to": [1, 2]}), bad(0, tags=[2, 1]), "rule equals_to [1, 2]: value [2, 1]"),
+    (field("attrs", {"equals_to": {"a": 1}}), bad(1, attrs={"a": 2}), "rule equals_to {\"a\": 1}"),
+    (field("day", {"equals_to": "2024-01-02"}), bad(1, day=dt.date(2024, 1, 3)), "value 2024-01-03"),
+    (field("price", {"equals_to": 1.5}, field_type="decimal(10, 2)"), bad(0, price=9.0), "value 9.00"),
+    (field("age", field_type="bigint"), None, "field 'age' rule field_type bigint: type is int"),
+]
+
+
+@pytest.mark.parametrize("rules, broken, words", CASES)
+def test_each_rule_passes_good_rows_and_names_the_offending_value(spark, rules, broken, words):
+    if broken is not None:
+        assert check(spark, rules) == {"rows": 2, "total_rows": 2}
+    with pytest.raises(AssertionFailed) as failure:
+        check(spark, rules, broken or GOOD)
+    assert words in str(failure.value)
+
+
+def spark_jobs(spark, group, action) -> int:
+    context = spark.sparkContext
+    context.setJobGroup(group, group)
+    try:
+        action()
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    return len(context.statusTracker().getJobIdsForGroup(group))
+
+
+def test_all_field_rules_of_a_batch_cost_what_counting_it_costs(spark):
+    from pyspark.sql import functions as F
+
+    rules = {"field_rules": [
+        {"field_name": "name", "field_value": [{"rule_type": "NOT_NULL"}, {"rule_type": "MIN_LENGTH", "rule_value": 3}]},
+        {"field_name": "age", "field_type": "int", "field_value": [{"rule_type": "MIN", "rule_value": 1},
+                                                                   {"rule_type": "MAX", "rule_value": 99}]},
+    ]}
+    counting = spark_jobs(spark, "seatide-count", lambda: frame(spark).agg(F.count(F.lit(1))).collect())
+    asserting = spark_jobs(spark, "seatide-assert", lambda: check(spark, rules))
+    assert asserting == counting
+
+
+def test_row_counts_survive_replays_and_restarts(spark, data_dir):
+    sink = assert_sink({"row_rules": [{"rule_type": "MAX_ROW", "rule_value": 5},
+                                      {"rule_type": "MIN_ROW", "rule_value": 4}]})
+    log = SinkCommitLog(os.path.join(data_dir, "sinks", "sink[0]"))
+    write_exactly_once(sink.writer(None), log, frame(spark), 0, "txn-0")
+    write_exactly_once(sink.writer(None), log, frame(spark), 0, "txn-0")          # replay: not counted
+    with pytest.raises(AssertionFailed, match="row rule MIN_ROW 4: 2 rows"):
+        sink.writer(None).end_of_data(log.latest_state())
+    restarted = sink.writer(None)
+    write_exactly_once(restarted, log, frame(spark), 1, "txn-1")
+    restarted.end_of_data(log.latest_state())                                       # 4 rows: fine
+    with pytest.raises(AssertionFailed, match="row rule MAX_ROW 5: 6 rows"):
+        write_exactly_once(sink.writer(None), log, frame(spark), 2, "txn-2")
+    assert log.committed(2) is None
+
+
+def test_min_row_with_no_batch_at_all_fails(spark):
+    writer = assert_sink({"row_rules": [{"rule_type": "MIN_ROW", "rule_value": 1}]}).writer(None)
+    with pytest.raises(AssertionFailed, match="MIN_ROW 1: 0 rows"):
+        writer.end_of_data({})
+
+
+def test_catalog_table_column_rule_compares_names_and_types(spark):
+    columns = [{"name": n, "type": t} for n, t in [("name", "string"), ("age", "int"), ("note", "string"),
+               ("tags", "array<int>"), ("attrs", "map<string, int>"), ("day", "date"), ("price", "decimal(10,2)")]]
+    assert check(spark, {"catalog_table_rule": {"column_rule": columns}})["rows"] == 2
+    wrong = columns[:-1] + [{"name": "cost", "type": "double"}]
+    wrong[1] = {"name": "age", "type": "bigint", "nullable": False}
+    with pytest.raises(AssertionFailed) as failure:
+        check(spark, {"catalog_table_rule": {"column_rule": wrong}})
+    assert "missing 'cost'; unexpected 'price'; 'age' is int, expected bigint" in str(failure.value)
+
+
+@pytest.mark.parametrize("rules, path, words", [
+    ({"row_rules": [{"rule_type": "MOST_ROW", "rule_value": 1}]}, "rules.row_rules[0].rule_type", "MOST_ROW"),
+    ({"row_rules": [{"rule_type": "MAX_ROW"}]}, "rules.row_rules[0].rule_value", "needs a number"),
+    (field("age", {"rule_type": "MIN"}), "rules.field_rules[0].field_value[0].rule_value", "rule MIN needs"),
+    (field("age", {"rule_type": "MIN_ROW", "rule_value": 1}), "rules.field_rules[0].field_value[0].rule_type",
+     "belongs in row_rules"),
+    (field("age", {"rule_value": 1}), "rules.field_rules[0].field_value[0]", "needs rule_type"),
+    (field("age", field_type="integr"), "rules.field_rules[0].field_type", "unknown type 'integr'"),
+    ({"catalog_table_rule": {"primary_key_rule": {"primary_key_columns": ["id"]}}},
+     "rules.catalog_table_rule.primary_key_rule", "no primary key"),
+    ({"tables_configs": []}, "rules.tables_configs", "multi-table"),
+    ({"field_rule": []}, "rules.field_rule", "unknown key"),
+])
+def test_malformed_rules_are_refused_at_construction(rules, path, words):
+    with pytest.raises(OptionError) as error:
+        assert_sink(rules)
+    assert error.value.option == path and words in str(error.value)
+
+
+def test_rules_from_a_seatunnel_job_file(spark, data_dir):
+    job = load_job_text(f"""
+        source {{ LocalFile {{ path = "{data_dir}", file_format_type = text }} }}
+        sink {{
+          Assert {{
+            rules = {{
+              row_rules = [{{ rule_type = MAX_ROW, rule_value = 10 }}, {{ rule_type = MIN_ROW, rule_value = 1 }}]
+              field_rules = [{{
+                field_name = name
+                field_type = string
+                field_value = [{{ rule_type = NOT_NULL }}, {{ rule_type = MIN_LENGTH, rule_value = 3 }}]
+              }}, {{
+                field_name = note
+                field_value = [{{ rule_type = NULL }}]
+              }}]
+            }}
+          }}
+        }}
+    """)
+    writer = job.sinks[0].plugin.writer(None)
+    assert writer.write_batch(frame(spark), Batch(0, "t", {}, lambda i: None))["total_rows"] == 2
+    with pytest.raises(ConfigError, match=r"rules.field_rules\[0\].field_value\[0\].rule_type"):
+        load_job_text(f"""
+            source {{ LocalFile {{ path = "{data_dir}", file_format_type = text }} }}
+            sink {{ Assert {{ rules {{ field_rules = [{{ field_name = a, field_value = [{{ rule_type = BIG }}] }}] }} }} }}
+        """)
