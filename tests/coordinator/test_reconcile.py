@@ -16,7 +16,7 @@ T = r.Timeouts(driver_heartbeat=10, worker_heartbeat=10, launch=60, cancel_grace
 def job(**kw):
     base = dict(job_id="j", incarnation=1, status="RUNNING", desired="RUN", retries_used=0, max_retries=3,
                 retry_interval_s=3.0, next_attempt_at=None, current_attempt=7, pinned_worker=None,
-                updated_at=NOW - 1)
+                updated_at=NOW - 1, stale_after_s=None, on_stale="restart", stale_since=None)
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -30,13 +30,13 @@ def worker(node_id="w1", beat=NOW - 1, slots=2, stopped=False):
     return SimpleNamespace(node_id=node_id, heartbeat_at=beat, slots=slots, stopped=stopped, host="h")
 
 
-def pipe(pid=1, status="RUNNING", error=None):
-    return SimpleNamespace(pipeline_id=pid, status=status, error=error)
+def pipe(pid=1, status="RUNNING", error=None, idle=False):
+    return SimpleNamespace(pipeline_id=pid, status=status, error=error, idle=idle)
 
 
-def decide(j, a, pipes, workers=None, load=None):
+def decide(j, a, pipes, workers=None, load=None, last_checkpoint_at=None):
     workers = {w.node_id: w for w in (workers if workers is not None else [worker()])}
-    return r.reconcile_job(r.Snapshot(j, a, pipes, workers, load or {}, NOW), T)
+    return r.reconcile_job(r.Snapshot(j, a, pipes, workers, load or {}, NOW, last_checkpoint_at), T)
 
 
 def test_terminal_job_is_left_alone():
@@ -125,3 +125,27 @@ def test_terminal_status_has_no_way_out():
         for other in ("RUNNING", "PENDING", "CREATED"):
             with pytest.raises(IllegalTransition):
                 check_job(terminal, other)
+
+
+@pytest.mark.parametrize("policy, expected", [
+    ("warn", [r.FlagStale]),
+    ("restart", [r.FlagStale, r.MarkAttemptLost]),
+    ("fail", [r.FlagStale, r.MarkAttemptLost, r.EndPipelines, r.Finish]),
+])
+def test_stale_checkpoints_apply_the_jobs_policy(policy, expected):
+    streaming = job(stale_after_s=30, on_stale=policy)
+    actions = decide(streaming, attempt(launched_at=NOW - 100), [pipe()], last_checkpoint_at=NOW - 31)
+    assert [type(a) for a in actions] == expected
+    if policy == "fail":
+        assert actions[-1].status == "FAILED" and "checkpoint stale" in actions[-1].error
+
+
+def test_idle_stream_or_fresh_checkpoint_is_not_stale():
+    streaming = job(stale_after_s=30)
+    assert decide(streaming, attempt(launched_at=NOW - 100), [pipe(idle=True)], last_checkpoint_at=NOW - 300) == []
+    assert decide(streaming, attempt(launched_at=NOW - 100), [pipe()], last_checkpoint_at=NOW - 29) == []
+    # a new attempt gets a full window to make its first checkpoint
+    assert decide(streaming, attempt(launched_at=NOW - 10), [pipe()], last_checkpoint_at=NOW - 300) == []
+    # flagged once; the flag clears with the next checkpoint or attempt
+    assert decide(job(stale_after_s=30, stale_since=NOW - 5), attempt(launched_at=NOW - 100), [pipe()],
+                  last_checkpoint_at=NOW - 300) == []

@@ -15,7 +15,16 @@ ENV_OPTIONS: tuple[Option, ...] = (
     Option("checkpoint.interval", INT, None,
            "ms between micro-batches; every committed micro-batch is a checkpoint. "
            "STREAMING default 10000; BATCH without it runs as one plain Spark job"),
-    Option("checkpoint.timeout", INT, 600000, "ms a checkpoint may take before it counts as failed"),
+    Option("checkpoint.timeout", INT, 60000, "ms a checkpoint may take before it counts as failed"),
+    Option("checkpoint.stale-after", INT, None,
+           "ms without a completed checkpoint (while data is pending) before a STREAMING job is "
+           "CHECKPOINT_STALE; default max(checkpoint.interval, checkpoint.timeout) x 3"),
+    Option("checkpoint.on-stale", enum("warn", "restart", "fail"), "restart",
+           "what a stale job gets: warn (flag only), restart (a new attempt from the latest "
+           "checkpoint), fail"),
+    Option("checkpoint.retained", INT, 100, "how many recent micro-batches stay recoverable"),
+    Option("restore.fallback", enum("fail", "fresh"), "fail",
+           "when a resume finds no usable checkpoint: fail (refuse), or fresh (start over, with a warning event)"),
     Option("micro-batch.max-rows", INT, 1_000_000,
            "BATCH with checkpoints: at most this many rows per micro-batch (each batch costs ~0.35 s)"),
     Option("job.retry.times", INT, 3, "new attempts after a failure before the job is FAILED"),
@@ -45,6 +54,10 @@ class JobEnv:
     retry_times: int
     retry_interval_s: int
     state_cleanup_delay_s: int | None
+    stale_after_ms: int | None
+    on_stale: str
+    checkpoints_retained: int
+    restore_fallback: str
     print_plan: bool
     spark_conf: dict[str, str]
 
@@ -61,6 +74,15 @@ class JobEnv:
     def trigger_interval_ms(self) -> int:
         return self.checkpoint_interval_ms or STREAMING_DEFAULT_INTERVAL_MS
 
+    @property
+    def stale_after_s(self) -> float | None:
+        """STREAMING only: a bounded job ends by itself; its progress is the progress display's."""
+        if not self.streaming:
+            return None
+        if self.stale_after_ms is not None:
+            return self.stale_after_ms / 1000
+        return max(self.trigger_interval_ms, self.checkpoint_timeout_ms) * 3 / 1000
+
 
 def read_env(block: Mapping[str, Any]) -> JobEnv:
     """Validate the env block; ``spark.*`` keys pass through to Spark as strings."""
@@ -70,7 +92,8 @@ def read_env(block: Mapping[str, Any]) -> JobEnv:
     rest = {k: v for k, v in block.items() if k != "spark"}
     opts = read_options(rest, [o for o in ENV_OPTIONS if o.key != "spark.master"])
     spark.setdefault("spark.master", "local[*]")
-    for key in ("parallelism", "micro-batch.max-rows", "checkpoint.timeout"):
+    for key in ("parallelism", "micro-batch.max-rows", "checkpoint.timeout", "checkpoint.retained",
+                "checkpoint.stale-after"):
         if opts[key] is not None and opts[key] < 1:
             raise OptionError(key, f"option '{key}' must be at least 1, got {opts[key]}")
     interval = opts["checkpoint.interval"]
@@ -87,7 +110,9 @@ def read_env(block: Mapping[str, Any]) -> JobEnv:
         checkpoint_timeout_ms=opts["checkpoint.timeout"],
         micro_batch_max_rows=opts["micro-batch.max-rows"],
         retry_times=opts["job.retry.times"], retry_interval_s=opts["job.retry.interval.seconds"],
-        state_cleanup_delay_s=opts["state-cleanup-delay"], print_plan=opts["print.execution.plan"],
+        state_cleanup_delay_s=opts["state-cleanup-delay"], stale_after_ms=opts["checkpoint.stale-after"],
+        on_stale=opts["checkpoint.on-stale"], checkpoints_retained=opts["checkpoint.retained"],
+        restore_fallback=opts["restore.fallback"], print_plan=opts["print.execution.plan"],
         spark_conf=spark)
 
 

@@ -58,7 +58,7 @@ class Applier:
         attempt_id = ctx.conn.execute(insert(s.attempts).values(
             job_id=job.job_id, incarnation=job.incarnation, number=number, worker_id=action.worker_id,
             state="ASSIGNED", created_at=ctx.now, kill_requested=False)).inserted_primary_key[0]
-        ctx.update(current_attempt=attempt_id, next_attempt_at=None)
+        ctx.update(current_attempt=attempt_id, next_attempt_at=None, stale_since=None)
         ctx.set_status("SCHEDULED")
         ctx.event("ATTEMPT_ASSIGNED", attempt=attempt_id, number=number, worker=action.worker_id)
 
@@ -78,6 +78,11 @@ class Applier:
                          .values(kill_requested=True))
         ctx.event("ATTEMPT_KILL_REQUESTED", attempt=snap.attempt.attempt_id, reason=action.reason)
         return snap.attempt
+
+    def _FlagStale(self, ctx: "_Ctx", snap, action: r.FlagStale) -> None:
+        ctx.update(stale_since=ctx.now)
+        ctx.event("CHECKPOINT_STALE", seconds=round(action.seconds, 1), policy=action.policy,
+                  attempt=snap.attempt.attempt_id)
 
     def _ScheduleRetry(self, ctx: "_Ctx", snap, action: r.ScheduleRetry) -> None:
         ctx.set_status("FAILING", error=action.cause)

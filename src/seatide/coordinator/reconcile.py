@@ -32,6 +32,7 @@ class Snapshot:
     workers: dict[str, Any]            # node_id -> node row (workers only)
     load: dict[str, int] = field(default_factory=dict)   # node_id -> live attempts
     now: float = 0.0
+    last_checkpoint_at: float | None = None             # newest completed checkpoint of this incarnation
 
 
 # -- effects (applied by effects.py) --------------------------------------------------------
@@ -53,6 +54,12 @@ class MarkAttemptLost:
 @dataclass(frozen=True)
 class RequestKill:
     reason: str
+
+
+@dataclass(frozen=True)
+class FlagStale:
+    seconds: float       # since the last checkpoint (or since the attempt started)
+    policy: str
 
 
 @dataclass(frozen=True)
@@ -129,7 +136,35 @@ def _while_attempt_lives(snap: Snapshot, timeouts: Timeouts) -> list:
         return [SetStatus("DOING_SAVEPOINT")]
     if job.status == "SCHEDULED" and attempt.state == "RUNNING":
         return [SetStatus("RUNNING")]
+    if job.status == "RUNNING" and job.stale_since is None:
+        stale_for = checkpoint_stale_for(snap)
+        if stale_for is not None:
+            return _on_stale(job, stale_for)
     return []
+
+
+def checkpoint_stale_for(snap: Snapshot) -> float | None:
+    """Seconds without a checkpoint while data is pending, once past the job's window."""
+    job, attempt = snap.job, snap.attempt
+    if job.stale_after_s is None or attempt is None or attempt.state != "RUNNING":
+        return None
+    running = [p for p in snap.pipelines if p.status == "RUNNING"]
+    if not running or all(p.idle for p in running):
+        return None   # caught up with its sources: IDLE, not stale
+    since = max(snap.last_checkpoint_at or 0.0, attempt.launched_at or attempt.created_at)
+    age = snap.now - since
+    return age if age > job.stale_after_s else None
+
+
+def _on_stale(job, stale_for: float) -> list:
+    reason = (f"checkpoint stale: no checkpoint completed for {stale_for:.0f} s while data is pending "
+              f"(checkpoint.stale-after {job.stale_after_s:.0f} s, on-stale {job.on_stale})")
+    actions: list = [FlagStale(stale_for, job.on_stale)]
+    if job.on_stale == "restart":
+        actions.append(MarkAttemptLost(reason))
+    elif job.on_stale == "fail":
+        actions += [MarkAttemptLost(reason), EndPipelines("FAILED", reason), Finish("FAILED", reason)]
+    return actions
 
 
 def worker_alive(node: Any | None, now: float, timeouts: Timeouts) -> bool:

@@ -147,5 +147,8 @@ class Coordinator:
                         s.attempts.c.attempt_id == job.current_attempt)).first()
                 pipes = conn.execute(select(s.pipelines).where(and_(
                     s.pipelines.c.job_id == job.job_id, s.pipelines.c.incarnation == job.incarnation))).all()
-                snaps.append(Snapshot(job, attempt, list(pipes), workers, load, now))
+                last = conn.execute(select(func.max(s.checkpoints.c.created_at)).where(and_(
+                    s.checkpoints.c.job_id == job.job_id, s.checkpoints.c.incarnation == job.incarnation,
+                    s.checkpoints.c.status == "COMPLETED"))).scalar()
+                snaps.append(Snapshot(job, attempt, list(pipes), workers, load, now, last))
         return snaps

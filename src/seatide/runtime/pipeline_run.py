@@ -75,6 +75,9 @@ class PipelineRun:
         self.lineage = ""
         self._observations: list = []
         self._wrote = False
+        self._idle = False
+        self._trigger_since: float | None = None
+        self._timed_out_batch = -1
 
     # -- building ------------------------------------------------------------------------
     def _prepare_dir(self) -> None:
@@ -254,6 +257,7 @@ class PipelineRun:
             return self.outcome
         self._report_progress()
         if self.query.isActive:
+            self._watch_trigger()
             return self.outcome
         exc = self.query.exception()
         if exc is not None:
@@ -264,6 +268,26 @@ class PipelineRun:
             self._report_progress()
             self._finish()
         return self.outcome
+
+    def _watch_trigger(self) -> None:
+        """Report idleness (caught up with the sources) and micro-batches past checkpoint.timeout."""
+        status = self.query.status
+        idle = not status.get("isDataAvailable", True) and not status.get("isTriggerActive", False)
+        if idle != self._idle:
+            self.reporter.pipeline_idle(self.pipeline.pipeline_id, idle)
+            self._idle = idle
+        now = time.time()
+        if not status.get("isTriggerActive", False):
+            self._trigger_since = None
+            return
+        if self._trigger_since is None:
+            self._trigger_since = now
+        running_for = now - self._trigger_since
+        batch_id = self._counted_batch + 1
+        if running_for * 1000 > self.env.checkpoint_timeout_ms and self._timed_out_batch != batch_id:
+            self._timed_out_batch = batch_id
+            self.reporter.checkpoint_failed(self.pipeline.pipeline_id, batch_id, running_for,
+                                            self.pipeline.fingerprint())
 
     def _report_progress(self) -> None:
         for progress in self.query.recentProgress:

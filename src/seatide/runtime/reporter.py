@@ -107,7 +107,8 @@ class AttemptReporter:
         with self._tx() as conn:
             seen = conn.execute(select(s.checkpoints.c.checkpoint_id).where(and_(
                 s.checkpoints.c.job_id == self.job_id, s.checkpoints.c.incarnation == self.incarnation,
-                s.checkpoints.c.pipeline_id == pipeline_id, s.checkpoints.c.batch_id == batch_id))).scalar()
+                s.checkpoints.c.pipeline_id == pipeline_id, s.checkpoints.c.batch_id == batch_id,
+                s.checkpoints.c.status == "COMPLETED", s.checkpoints.c.kind == kind))).scalar()
             if seen is not None:
                 return seen
             newest = conn.execute(select(func.max(s.checkpoints.c.checkpoint_id)).where(
@@ -121,4 +122,18 @@ class AttemptReporter:
                 fingerprint=fingerprint, attempt_id=self.attempt_id, restored=False))
             conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(
                 rows_written=s.pipelines.c.rows_written + rows, last_batch_id=batch_id, idle=False))
+            conn.execute(update(s.jobs).where(s.jobs.c.job_id == self.job_id).values(stale_since=None))
             return checkpoint_id
+
+    def checkpoint_failed(self, pipeline_id: int, batch_id: int, seconds: float, fingerprint: str) -> None:
+        """A micro-batch ran past checkpoint.timeout: count a failed checkpoint (it may still commit later)."""
+        with self._tx() as conn:
+            newest = conn.execute(select(func.max(s.checkpoints.c.checkpoint_id)).where(
+                s.checkpoints.c.job_id == self.job_id)).scalar() or 0
+            conn.execute(insert(s.checkpoints).values(
+                job_id=self.job_id, incarnation=self.incarnation, checkpoint_id=newest + 1,
+                pipeline_id=pipeline_id, batch_id=batch_id, kind="CHECKPOINT", status="FAILED",
+                created_at=time.time(), duration_ms=int(seconds * 1000), rows=0, source_offsets=None,
+                fingerprint=fingerprint, attempt_id=self.attempt_id, restored=False))
+            record_event(conn, "CHECKPOINT_TIMED_OUT", self.actor, self.job_id, self.incarnation,
+                         pipeline=pipeline_id, batch=batch_id, seconds=round(seconds, 1))

@@ -63,6 +63,10 @@ jobs = Table(
     Column("restore", Text),                              # JSON: how the next attempt restores
     Column("error_msg", Text),
     Column("cleanup_delay_s", Float, nullable=False),
+    Column("checkpoint_interval_ms", Integer),            # None: a plain batch job
+    Column("stale_after_s", Float),                       # STREAMING: checkpoints older than this are stale
+    Column("on_stale", String(8), nullable=False, default="restart"),   # warn | restart | fail
+    Column("stale_since", Float),                         # set while flagged CHECKPOINT_STALE
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Column("finished_at", Float),

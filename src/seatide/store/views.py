@@ -23,35 +23,91 @@ def iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _checkpoint_key(job):
+    return and_(s.checkpoints.c.job_id == job.job_id, s.checkpoints.c.incarnation == job.incarnation)
+
+
 def checkpoint_stats(conn: Connection, job) -> dict:
-    key = and_(s.checkpoints.c.job_id == job.job_id, s.checkpoints.c.incarnation == job.incarnation)
-    completed = conn.execute(select(func.count()).where(and_(key, s.checkpoints.c.status == "COMPLETED"))).scalar()
-    failed = conn.execute(select(func.count()).where(and_(key, s.checkpoints.c.status == "FAILED"))).scalar()
+    key = _checkpoint_key(job)
+    counts = dict(conn.execute(select(s.checkpoints.c.status, func.count()).where(key)
+                               .group_by(s.checkpoints.c.status)).all())
+    restored = conn.execute(select(func.count()).where(and_(key, s.checkpoints.c.restored.is_(True)))).scalar()
     latest = conn.execute(select(s.checkpoints).where(and_(key, s.checkpoints.c.status == "COMPLETED"))
                           .order_by(s.checkpoints.c.checkpoint_id.desc()).limit(1)).first()
-    return {"completed": completed or 0, "failed": failed or 0, "latest": latest}
+    return {"completed": counts.get("COMPLETED", 0), "failed": counts.get("FAILED", 0),
+            "restored": restored or 0, "latest": latest}
 
 
-def checkpoint_health(job, pipelines, latest, stale_after_s: float | None, now: float) -> str | None:
-    """HEALTHY, IDLE (caught up with its sources) or CHECKPOINT_STALE; None when not running."""
-    if job.status in JOB_TERMINAL or job.status not in ("RUNNING", "DOING_SAVEPOINT"):
+def checkpoint_health(job, pipelines, latest, now: float) -> str | None:
+    """HEALTHY, IDLE (caught up with its sources) or CHECKPOINT_STALE; None unless running.
+
+    The leader flags staleness (``stale_since``) within one reconcile tick; a reader
+    computes the same verdict from the same stored facts in between.
+    """
+    if job.status not in ("RUNNING", "DOING_SAVEPOINT"):
         return None
     running = [p for p in pipelines if p.status == "RUNNING"]
     if running and all(p.idle for p in running):
         return "IDLE"
-    if stale_after_s is None:
+    if job.stale_since is not None:
+        return "CHECKPOINT_STALE"
+    if job.stale_after_s is None:
         return "HEALTHY"
-    since = now - (latest.created_at if latest is not None else job.updated_at)
-    return "CHECKPOINT_STALE" if since > stale_after_s else "HEALTHY"
+    since = latest.created_at if latest is not None else job.updated_at
+    return "CHECKPOINT_STALE" if now - since > job.stale_after_s else "HEALTHY"
 
 
-def job_info(conn: Connection, job_id: str, stale_after_s: float | None = None) -> dict | None:
+def _checkpoint_row(c) -> dict:
+    return {"checkpointId": c.checkpoint_id, "pipelineId": c.pipeline_id, "batchId": c.batch_id,
+            "kind": c.kind, "status": c.status, "time": iso(c.created_at), "durationMs": c.duration_ms,
+            "rows": c.rows, "restored": bool(c.restored)}
+
+
+def checkpoint_summary(conn: Connection, job, pipelines, now: float) -> dict:
+    stats = checkpoint_stats(conn, job)
+    latest = stats["latest"]
+    return {
+        "lastCheckpointId": latest.checkpoint_id if latest is not None else None,
+        "lastCheckpointTime": iso(latest.created_at) if latest is not None else None,
+        "lastCheckpointDurationMs": latest.duration_ms if latest is not None else None,
+        "lastCheckpointRows": latest.rows if latest is not None else None,
+        "secondsSinceLastCheckpoint": round(now - latest.created_at, 1) if latest is not None else None,
+        "completed": stats["completed"], "failed": stats["failed"], "restored": stats["restored"],
+        "health": checkpoint_health(job, pipelines, latest, now),
+        "staleAfterSeconds": job.stale_after_s, "onStale": job.on_stale,
+    }
+
+
+def checkpoint_report(conn: Connection, job_id: str, limit: int = 100) -> dict | None:
+    """Counts, the latest, per-pipeline figures and the history (newest first) of a job's checkpoints."""
+    view = job_view(conn, job_id)
+    if view is None:
+        return None
+    job, now = view.job, time.time()
+    history = conn.execute(select(s.checkpoints).where(_checkpoint_key(job))
+                           .order_by(s.checkpoints.c.checkpoint_id.desc()).limit(limit)).all()
+    per_pipeline = []
+    for p in view.pipelines:
+        rows = conn.execute(select(s.checkpoints).where(and_(_checkpoint_key(job),
+                            s.checkpoints.c.pipeline_id == p.pipeline_id, s.checkpoints.c.status == "COMPLETED"))
+                            .order_by(s.checkpoints.c.checkpoint_id.desc()).limit(1)).first()
+        counts = dict(conn.execute(select(s.checkpoints.c.status, func.count()).where(and_(
+            _checkpoint_key(job), s.checkpoints.c.pipeline_id == p.pipeline_id)).group_by(s.checkpoints.c.status)).all())
+        per_pipeline.append({
+            "pipelineId": p.pipeline_id, "status": p.status, "idle": bool(p.idle),
+            "completed": counts.get("COMPLETED", 0), "failed": counts.get("FAILED", 0),
+            "latest": _checkpoint_row(rows) if rows is not None else None,
+            "secondsSinceLastCheckpoint": round(now - rows.created_at, 1) if rows is not None else None})
+    summary = checkpoint_summary(conn, job, view.pipelines, now)
+    return {"jobId": job_id, "jobStatus": job.status, **summary, "pipelines": per_pipeline,
+            "history": [_checkpoint_row(c) for c in history]}
+
+
+def job_info(conn: Connection, job_id: str) -> dict | None:
     view = job_view(conn, job_id)
     if view is None:
         return None
     job, attempt, now = view.job, view.attempt, time.time()
-    stats = checkpoint_stats(conn, job)
-    latest = stats["latest"]
     return {
         "jobId": job.job_id,
         "jobName": job.name,
@@ -76,14 +132,7 @@ def job_info(conn: Connection, job_id: str, stale_after_s: float | None = None) 
             "SourceReceivedCount": sum(p.rows_read for p in view.pipelines),
             "SinkWriteCount": sum(p.rows_written for p in view.pipelines),
         },
-        "checkpoint": {
-            "lastCheckpointId": latest.checkpoint_id if latest is not None else None,
-            "lastCheckpointTime": iso(latest.created_at) if latest is not None else None,
-            "secondsSinceLastCheckpoint": round(now - latest.created_at, 1) if latest is not None else None,
-            "completed": stats["completed"],
-            "failed": stats["failed"],
-            "health": checkpoint_health(job, view.pipelines, latest, stale_after_s, now),
-        },
+        "checkpoint": checkpoint_summary(conn, job, view.pipelines, now),
     }
 
 
@@ -95,9 +144,12 @@ def job_rows(conn: Connection, statuses: set[str] | None = None, exclude: set[st
             continue
         if exclude is not None and job.status in exclude:
             continue
-        rows.append({"jobId": job.job_id, "jobName": job.name, "jobStatus": job.status,
-                     "createTime": iso(job.created_at), "finishedTime": iso(job.finished_at),
-                     "errorMsg": job.error_msg})
+        row = {"jobId": job.job_id, "jobName": job.name, "jobStatus": job.status,
+               "createTime": iso(job.created_at), "finishedTime": iso(job.finished_at), "errorMsg": job.error_msg}
+        if job.status not in JOB_TERMINAL:
+            pipes = job_view(conn, job.job_id).pipelines
+            row["checkpoint"] = checkpoint_summary(conn, job, pipes, time.time())
+        rows.append(row)
     return rows
 
 
