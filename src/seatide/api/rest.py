@@ -17,7 +17,8 @@ from seatide.plan.dag import build_plan
 from seatide.store.db import Store
 from seatide.store.jobs import JobNotFound, JobRefused, request_stop, submit_job
 from seatide.store.states import JOB_TERMINAL
-from seatide.store.views import job_info, job_rows, overview
+from seatide.store.restore import resume_job
+from seatide.store.views import checkpoint_report, job_info, job_rows, overview
 
 
 class SubmitJob(BaseModel):
@@ -25,6 +26,13 @@ class SubmitJob(BaseModel):
     jobId: str | None = None
     jobName: str | None = None
     variables: dict[str, str] = Field(default_factory=dict, description="values for ${name} in the config")
+
+
+class ResumeJob(BaseModel):
+    fromSavepoint: int | None = Field(default=None, description="a savepoint id (default: latest checkpoints)")
+    fallback: str | None = Field(default=None, description="fail (default) or fresh")
+    config: str | None = Field(default=None, description="a changed job file (default: the job's own)")
+    variables: dict[str, str] | None = None
 
 
 class StopJob(BaseModel):
@@ -78,6 +86,46 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
             raise HTTPException(status_code=400, detail=f"state must be one of {', '.join(sorted(JOB_TERMINAL))} or all")
         with store.read() as conn:
             return job_rows(conn, statuses=wanted)
+
+    @app.get("/api/v1/jobs/{job_id}/checkpoints")
+    def get_checkpoints(job_id: str, limit: int = 100) -> dict[str, Any]:
+        with store.read() as conn:
+            report = checkpoint_report(conn, job_id, limit)
+        if report is None:
+            raise HTTPException(status_code=404, detail=f"no job with id {job_id}")
+        return report
+
+    @app.post("/api/v1/jobs/{job_id}/resume")
+    def post_resume(job_id: str, body: ResumeJob) -> dict[str, Any]:
+        text, variables = _job_text(job_id, body)
+        try:
+            config = load_job_text(text, variables, source_name=f"job {job_id}")
+        except ConfigError as exc:
+            raise HTTPException(status_code=400, detail=str(exc)) from None
+        if body.fallback not in (None, "fail", "fresh"):
+            raise HTTPException(status_code=400, detail="fallback must be fail or fresh")
+        resume_job(store, job_id, plan=build_plan(config), text=text, variables=variables,
+                   savepoint_id=body.fromSavepoint, fallback=body.fallback, actor=f"api:{node_id}")
+        return {"jobId": job_id}
+
+    def _job_text(job_id: str, body: ResumeJob) -> tuple[str, dict]:
+        import json
+
+        from seatide.store.jobs import load_job
+        with store.read() as conn:
+            job = load_job(conn, job_id)
+        if job is None:
+            raise JobNotFound(f"no job with id {job_id}")
+        variables = body.variables if body.variables is not None else json.loads(job.variables)
+        return (body.config or job.config), variables
+
+    @app.get("/metrics")
+    def get_metrics():
+        from fastapi.responses import PlainTextResponse
+
+        from seatide.api.metrics import render
+        with store.read() as conn:
+            return PlainTextResponse(render(conn), media_type="text/plain; version=0.0.4")
 
     @app.post("/api/v1/stop-job")
     def post_stop(body: StopJob) -> dict[str, Any]:

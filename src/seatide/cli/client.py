@@ -50,7 +50,7 @@ class StoreClient:
         from seatide.plan.dag import build_plan
         from seatide.store.jobs import JobRefused, request_stop, submit_job
         from seatide.store.states import JOB_TERMINAL
-        from seatide.store.views import job_info, job_rows
+        from seatide.store.views import checkpoint_report, job_info, job_rows
 
         try:
             if path == "/submit-job":
@@ -62,6 +62,8 @@ class StoreClient:
                                     config=config, plan=build_plan(config), data_dir=self.data_dir,
                                     job_id=body.get("jobId"), name=body.get("jobName"), actor="cli")
                 return {"jobId": job_id}
+            if path.endswith("/resume"):
+                return self._resume(path.split("/")[2], body)
             if path == "/stop-job":
                 request_stop(self.store, body["jobId"], body.get("isStopWithSavePoint", False), actor="cli")
                 return {"jobId": body["jobId"]}
@@ -73,11 +75,39 @@ class StoreClient:
                     return info
                 if path == "/jobs":
                     return job_rows(conn)
+                if path.endswith("/checkpoints"):
+                    report = checkpoint_report(conn, path.split("/")[2], int(body.get("limit", 100)) if body else 100)
+                    if report is None:
+                        raise Refused(f"no job with id {path.split('/')[2]}")
+                    return report
                 if path == "/running-jobs":
                     return job_rows(conn, exclude=set(JOB_TERMINAL))
         except JobRefused as exc:
             raise Refused(str(exc)) from None
         raise Refused(f"unsupported call {method} {path}")
+
+
+    def _resume(self, job_id: str, body: dict) -> dict:
+        import json as _json
+
+        from seatide.config.loader import ConfigError, load_job_text
+        from seatide.plan.dag import build_plan
+        from seatide.store.jobs import load_job
+        from seatide.store.restore import resume_job
+
+        with self.store.read() as conn:
+            job = load_job(conn, job_id)
+        if job is None:
+            raise Refused(f"no job with id {job_id}")
+        text = body.get("config") or job.config
+        variables = body.get("variables") if body.get("variables") is not None else _json.loads(job.variables)
+        try:
+            config = load_job_text(text, variables, source_name=f"job {job_id}")
+        except ConfigError as exc:
+            raise Refused(str(exc), EXIT_BAD_CONFIG) from None
+        resume_job(self.store, job_id, plan=build_plan(config), text=text, variables=variables,
+                   savepoint_id=body.get("fromSavepoint"), fallback=body.get("fallback"), actor="cli")
+        return {"jobId": job_id}
 
 
 def _client(args):
@@ -153,7 +183,44 @@ def _stop(client, args, savepoint: bool) -> int:
     return EXIT_OK
 
 
+def _resume(client, args) -> int:
+    body = {"fromSavepoint": args.savepoint, "fallback": args.fallback,
+            "variables": parse_variables(args.variables) if args.variables else None}
+    if args.config:
+        try:
+            with open(args.config, encoding="utf-8") as handle:
+                body["config"] = handle.read()
+        except OSError as exc:
+            raise Refused(f"{args.config}: cannot read the job file: {exc.strerror}", EXIT_BAD_CONFIG) from None
+    result = client.call("POST", f"/jobs/{args.job_id}/resume", body)
+    print(f"job {result['jobId']} resumed")
+    return EXIT_OK
+
+
+def _checkpoints(client, args) -> int:
+    path = f"/jobs/{args.job_id}/checkpoints"
+    report = client.call("GET", path + (f"?limit={args.limit}" if isinstance(client, HttpClient) else ""),
+                         None if isinstance(client, HttpClient) else {"limit": args.limit})
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return EXIT_OK
+    age = report["secondsSinceLastCheckpoint"]
+    print(f"Job {report['jobId']}: {report['jobStatus']}  health {report['health'] or '-'}")
+    print(f"  checkpoints: {report['completed']} completed, {report['failed']} failed, {report['restored']} restored;"
+          f" last #{report['lastCheckpointId'] or '-'} {'' if age is None else f'{age} s ago'}")
+    for p in report["pipelines"]:
+        latest = p["latest"] or {}
+        print(f"  pipeline {p['pipelineId']} {p['status']}{' (idle)' if p['idle'] else ''}: "
+              f"{p['completed']} completed, {p['failed']} failed, last batch {latest.get('batchId', '-')}")
+    print(f"  {'ID':>6} {'KIND':<11}{'STATUS':<10}{'PIPELINE':>8} {'BATCH':>6} {'ROWS':>10} {'MS':>7}  TIME")
+    for c in report["history"]:
+        print(f"  {c['checkpointId']:>6} {c['kind']:<11}{c['status']:<10}{c['pipelineId']:>8} {c['batchId']:>6} "
+              f"{c['rows']:>10} {c['durationMs']:>7}  {c['time']}")
+    return EXIT_OK
+
+
 _COMMANDS = {
     "submit": _submit, "list": _list, "status": _status,
     "cancel": lambda c, a: _stop(c, a, False), "savepoint": lambda c, a: _stop(c, a, True),
+    "resume": _resume, "checkpoints": _checkpoints,
 }

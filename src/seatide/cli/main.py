@@ -66,6 +66,22 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--json", action="store_true", help="print JSON")
         _add_store_args(cmd)
 
+    resume = sub.add_parser("resume", help="resume a stopped, failed or killed job from its checkpoints")
+    resume.add_argument("job_id")
+    resume.add_argument("--from", dest="savepoint", type=int, metavar="SAVEPOINT_ID",
+                        help="restore from this savepoint instead of the latest checkpoints")
+    resume.add_argument("--fallback", choices=["fail", "fresh"], default=None,
+                        help="when a checkpoint is missing or does not fit: fail (default) or start over")
+    resume.add_argument("--config", default=None, help="a changed job file (default: the job's own)")
+    resume.add_argument("-i", dest="variables", action="append", metavar="NAME=VALUE")
+    _add_store_args(resume)
+
+    checkpoints = sub.add_parser("checkpoints", help="a job's checkpoint health and history")
+    checkpoints.add_argument("job_id")
+    checkpoints.add_argument("--json", action="store_true")
+    checkpoints.add_argument("--limit", type=int, default=20)
+    _add_store_args(checkpoints)
+
     cluster = sub.add_parser("cluster", help="run a cluster process")
     roles = cluster.add_subparsers(dest="role", required=True)
     coord = roles.add_parser("coordinator", help="serve REST and compete for leadership")
@@ -98,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             from seatide.cli.run import run_command
             return run_command(args)
+        if args.command == "resume" and not args.cluster and not args.store:
+            from seatide.cli.run import resume_command   # local mode: in the foreground, like run
+            return resume_command(args)
         if args.command == "cluster":
             from seatide.cli.cluster import cluster_command
             return cluster_command(args)

@@ -33,6 +33,36 @@ def run_command(args) -> int:
     return LocalRun(data_dir).run(text, variables, config, job_id=args.job_id, source=args.config)
 
 
+def resume_command(args) -> int:
+    import json
+
+    from seatide.config.loader import ConfigError, load_job_text
+    from seatide.store.jobs import load_job
+
+    data_dir = os.path.abspath(args.data_dir or default_data_dir())
+    local = LocalRun(data_dir)
+    with local.store.read() as conn:
+        job = load_job(conn, args.job_id)
+    if job is None:
+        print(f"seatide: no job with id {args.job_id} in {data_dir}", file=sys.stderr)
+        return EXIT_FAILED
+    variables = parse_variables(args.variables) if args.variables else json.loads(job.variables)
+    try:
+        if args.config:
+            with open(args.config, encoding="utf-8") as handle:
+                text = handle.read()
+        else:
+            text = job.config
+        config = load_job_text(text, variables, source_name=args.config or f"job {args.job_id}")
+    except OSError as exc:
+        print(f"seatide: {args.config}: cannot read the job file: {exc.strerror}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    except ConfigError as exc:
+        print(f"seatide: invalid job: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    return local.resume(args.job_id, text, variables, config, args.savepoint, args.fallback)
+
+
 class LocalRun:
     def __init__(self, data_dir: str):
         from seatide.coordinator.service import Coordinator
@@ -48,12 +78,26 @@ class LocalRun:
 
     def run(self, text: str, variables: dict, config, job_id: str | None, source: str) -> int:
         from seatide.plan.dag import build_plan
-        from seatide.store.jobs import JobRefused, submit_job
+        from seatide.store.jobs import submit_job
+
+        return self._start(lambda: submit_job(
+            self.store, text=text, variables=variables, config=config, plan=build_plan(config),
+            data_dir=self.data_dir, job_id=job_id, pinned_worker=self.worker.node_id, actor="seatide-run"), source)
+
+    def resume(self, job_id: str, text: str, variables: dict, config, savepoint_id: int | None,
+               fallback: str | None) -> int:
+        from seatide.plan.dag import build_plan
+        from seatide.store.restore import resume_job
+
+        return self._start(lambda: resume_job(
+            self.store, job_id, plan=build_plan(config), text=text, variables=variables, savepoint_id=savepoint_id,
+            fallback=fallback, pinned_worker=self.worker.node_id, actor="seatide-resume"), f"resume of {job_id}")
+
+    def _start(self, record_job, source: str) -> int:
+        from seatide.store.jobs import JobRefused
 
         try:
-            job_id = submit_job(self.store, text=text, variables=variables, config=config,
-                                plan=build_plan(config), data_dir=self.data_dir, job_id=job_id,
-                                pinned_worker=self.worker.node_id, actor="seatide-run")
+            job_id = record_job()
         except JobRefused as exc:
             print(f"seatide: {exc}", file=sys.stderr)
             return EXIT_FAILED

@@ -14,6 +14,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import sys
 import time
 from typing import TextIO
@@ -53,8 +54,10 @@ def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: T
 
 
 def _supervise(runs, reporter, heartbeat, poll_interval: float) -> int:
+    """Poll the pipelines until each has ended; pass on stop requests; record how each ended."""
     retryable_error = None
     pending = list(runs)
+    savepointed = []
     while pending:
         desired = heartbeat.desired
         if desired in ("CANCEL", "SAVEPOINT") or retryable_error:
@@ -72,15 +75,38 @@ def _supervise(runs, reporter, heartbeat, poll_interval: float) -> int:
                 reporter.pipeline_status(pipeline_id, "FAILED", outcome.error)
                 for other in pending:      # the job will be FAILED: stop the rest now
                     other.request_stop("CANCEL")
-            elif outcome.status in ("CANCELED", "SAVEPOINT_DONE") and not retryable_error:
-                reporter.pipeline_status(pipeline_id, outcome.status)
+            elif outcome.status == "SAVEPOINT_DONE" and not retryable_error:
+                savepointed.append(run)    # recorded together, once every pipeline has stopped
+            elif outcome.status == "CANCELED" and not retryable_error:
+                reporter.pipeline_status(pipeline_id, "CANCELED")
         if pending:
             time.sleep(poll_interval)
     if retryable_error:
         reporter.end_attempt(succeeded=False, error=retryable_error)
         return EXIT_FAILED
+    if savepointed:
+        _take_savepoint(savepointed, reporter)
     reporter.end_attempt(succeeded=True)
     return EXIT_OK
+
+
+def _take_savepoint(runs, reporter) -> None:
+    """Every stopped pipeline's checkpoint, copied under one savepoint id, then SAVEPOINT_DONE."""
+    from seatide.runtime.pipeline_run import last_committed_batch
+    from seatide.store.restore import savepoint_dir
+
+    batches = {run.pipeline.pipeline_id: last_committed_batch(os.path.join(run.dir, "spark")) for run in runs}
+
+    def copy(savepoint_id: int) -> None:
+        for run in runs:
+            target = savepoint_dir(run.dir, savepoint_id)
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(run.dir, target)
+
+    savepoint_id = reporter.savepoint({k: (-1 if v is None else v) for k, v in batches.items()}, copy)
+    log.info("savepoint %s taken of pipelines %s", savepoint_id, sorted(batches))
+    for run in runs:
+        reporter.pipeline_status(run.pipeline.pipeline_id, "SAVEPOINT_DONE")
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -120,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         from seatide.config.loader import load_job_text
         env = load_job_text(job.config, json.loads(job.variables)).env
         from seatide.runtime.session import build_session
-        spark = build_session(f"seatide-{args.job_id}", env.spark_conf)
+        conf = {"spark.sql.streaming.minBatchesToRetain": str(env.checkpoints_retained), **env.spark_conf}
+        spark = build_session(f"seatide-{args.job_id}", conf)
         code = run_attempt(spark, store, args.job_id, args.attempt, heartbeat)
     except AttemptFenced as exc:
         log.error("%s", exc)

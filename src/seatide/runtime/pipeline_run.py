@@ -81,6 +81,7 @@ class PipelineRun:
 
     # -- building ------------------------------------------------------------------------
     def _prepare_dir(self) -> None:
+        """Create the checkpoint directory, or check that the one there belongs to this pipeline."""
         os.makedirs(self.dir, exist_ok=True)
         meta_path = os.path.join(self.dir, "seatide.json")
         meta = read_json(meta_path)
@@ -88,7 +89,15 @@ class PipelineRun:
             meta = {"lineage": secrets.token_hex(4), "fingerprint": self.pipeline.fingerprint(),
                     "job_id": self.job_id, "pipeline_id": self.pipeline.pipeline_id}
             write_json_atomic(meta_path, meta)
+        elif meta.get("fingerprint") != self.pipeline.fingerprint():
+            # Never restore offsets of other sources, and never start over silently.
+            raise PermanentError(
+                f"pipeline {self.pipeline.pipeline_id}: the checkpoint in {self.dir} was written for different "
+                "sources; resume with the original config, or start over with --fallback fresh")
         self.lineage = meta["lineage"]
+        last = last_committed_batch(os.path.join(self.dir, "spark"))
+        if last is not None:
+            self.reporter.pipeline_restored(self.pipeline.pipeline_id, last)
 
     def _frames(self) -> list[tuple[object, object]]:
         """(sink spec, DataFrame it writes) for each sink of the pipeline."""
@@ -143,9 +152,9 @@ class PipelineRun:
 
     # -- running -------------------------------------------------------------------------
     def start(self) -> None:
-        self._prepare_dir()
         self.reporter.pipeline_status(self.pipeline.pipeline_id, "RUNNING")
         try:
+            self._prepare_dir()
             sinks = self._frames()
             self._open_writers(sinks)
             if self.env.micro_batch:
@@ -237,6 +246,8 @@ class PipelineRun:
         self.reporter.batch_committed(self.pipeline.pipeline_id, batch_id, rows,
                                       int((time.time() - started) * 1000), self._offsets(batch_id),
                                       self.pipeline.fingerprint())
+        for sink, _ in sinks:    # Spark keeps checkpoint.retained batches recoverable; so do sinks
+            self._commit_log(sink.plugin_id).prune(batch_id - self.env.checkpoints_retained)
 
     def _offsets(self, batch_id: int) -> dict | None:
         path = os.path.join(self.dir, "spark", "offsets", str(batch_id))
@@ -330,6 +341,16 @@ class PipelineRun:
             self.query.stop()
         elif self.thread is not None:
             self.spark.sparkContext.cancelJobGroup(f"seatide-{self.job_id}-{self.pipeline.pipeline_id}")
+
+
+def last_committed_batch(spark_dir: str) -> int | None:
+    """The newest batch in a Spark checkpoint's commit log, if any."""
+    try:
+        names = os.listdir(os.path.join(spark_dir, "commits"))
+    except FileNotFoundError:
+        return None
+    batches = [int(n) for n in names if n.isdigit()]
+    return max(batches) if batches else None
 
 
 def _wait_until_idle(query, timeout_s: float) -> None:

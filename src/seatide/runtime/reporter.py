@@ -88,6 +88,31 @@ class AttemptReporter:
                     job_id=self.job_id, incarnation=self.incarnation, pipeline_id=pipeline_id,
                     plugin_id=plugin_id, ended_at=time.time()))
 
+    def pipeline_restored(self, pipeline_id: int, from_batch: int) -> None:
+        """The pipeline starts from an existing checkpoint (its next batch is ``from_batch + 1``)."""
+        with self._tx() as conn:
+            conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(
+                restores=s.pipelines.c.restores + 1))
+            record_event(conn, "CHECKPOINT_RESTORED", self.actor, self.job_id, self.incarnation,
+                         pipeline=pipeline_id, batch=from_batch, attempt=self.attempt_id)
+
+    def savepoint(self, pipelines: dict[int, int], copy) -> int:
+        """Record a savepoint of stopped pipelines ({pipeline: last batch}); ``copy(id)`` makes its copy."""
+        with self._tx() as conn:
+            savepoint_id = (conn.execute(select(func.max(s.checkpoints.c.checkpoint_id)).where(
+                s.checkpoints.c.job_id == self.job_id)).scalar() or 0) + 1
+            started = time.time()
+            copy(savepoint_id)
+            conn.execute(insert(s.checkpoints).values(
+                job_id=self.job_id, incarnation=self.incarnation, checkpoint_id=savepoint_id, pipeline_id=0,
+                batch_id=max(pipelines.values(), default=-1), kind="SAVEPOINT", status="COMPLETED",
+                created_at=time.time(), duration_ms=int((time.time() - started) * 1000), rows=0,
+                source_offsets=json.dumps({"pipelines": {str(k): v for k, v in pipelines.items()}}),
+                fingerprint="", attempt_id=self.attempt_id))
+            record_event(conn, "SAVEPOINT_COMPLETED", self.actor, self.job_id, self.incarnation,
+                         savepoint=savepoint_id, pipelines=pipelines)
+            return savepoint_id
+
     def pipeline_idle(self, pipeline_id: int, idle: bool) -> None:
         with self._tx() as conn:
             conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(idle=idle))
@@ -119,7 +144,7 @@ class AttemptReporter:
                 pipeline_id=pipeline_id, batch_id=batch_id, kind=kind, status="COMPLETED",
                 created_at=time.time(), duration_ms=duration_ms, rows=rows,
                 source_offsets=json.dumps(offsets) if offsets is not None else None,
-                fingerprint=fingerprint, attempt_id=self.attempt_id, restored=False))
+                fingerprint=fingerprint, attempt_id=self.attempt_id))
             conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(
                 rows_written=s.pipelines.c.rows_written + rows, last_batch_id=batch_id, idle=False))
             conn.execute(update(s.jobs).where(s.jobs.c.job_id == self.job_id).values(stale_since=None))
@@ -134,6 +159,6 @@ class AttemptReporter:
                 job_id=self.job_id, incarnation=self.incarnation, checkpoint_id=newest + 1,
                 pipeline_id=pipeline_id, batch_id=batch_id, kind="CHECKPOINT", status="FAILED",
                 created_at=time.time(), duration_ms=int(seconds * 1000), rows=0, source_offsets=None,
-                fingerprint=fingerprint, attempt_id=self.attempt_id, restored=False))
+                fingerprint=fingerprint, attempt_id=self.attempt_id))
             record_event(conn, "CHECKPOINT_TIMED_OUT", self.actor, self.job_id, self.incarnation,
                          pipeline=pipeline_id, batch=batch_id, seconds=round(seconds, 1))

@@ -87,6 +87,7 @@ pipelines = Table(
     Column("last_batch_id", BigInteger),                  # newest batch whose sinks committed
     Column("read_batch_id", BigInteger),                  # newest batch counted in rows_read
     Column("idle", Boolean, nullable=False, default=False),
+    Column("restores", Integer, nullable=False, default=0),   # starts from an existing checkpoint
     Column("error", Text),
 )
 
@@ -135,7 +136,6 @@ checkpoints = Table(
     Column("source_offsets", Text),
     Column("fingerprint", String(64), nullable=False),
     Column("attempt_id", BigInteger, nullable=False),
-    Column("restored", Boolean, nullable=False, default=False),
 )
 Index("ix_checkpoints_pipeline", checkpoints.c.job_id, checkpoints.c.incarnation,
       checkpoints.c.pipeline_id, checkpoints.c.batch_id)

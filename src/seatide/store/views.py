@@ -31,7 +31,8 @@ def checkpoint_stats(conn: Connection, job) -> dict:
     key = _checkpoint_key(job)
     counts = dict(conn.execute(select(s.checkpoints.c.status, func.count()).where(key)
                                .group_by(s.checkpoints.c.status)).all())
-    restored = conn.execute(select(func.count()).where(and_(key, s.checkpoints.c.restored.is_(True)))).scalar()
+    restored = conn.execute(select(func.sum(s.pipelines.c.restores)).where(and_(
+        s.pipelines.c.job_id == job.job_id, s.pipelines.c.incarnation == job.incarnation))).scalar()
     latest = conn.execute(select(s.checkpoints).where(and_(key, s.checkpoints.c.status == "COMPLETED"))
                           .order_by(s.checkpoints.c.checkpoint_id.desc()).limit(1)).first()
     return {"completed": counts.get("COMPLETED", 0), "failed": counts.get("FAILED", 0),
@@ -60,7 +61,7 @@ def checkpoint_health(job, pipelines, latest, now: float) -> str | None:
 def _checkpoint_row(c) -> dict:
     return {"checkpointId": c.checkpoint_id, "pipelineId": c.pipeline_id, "batchId": c.batch_id,
             "kind": c.kind, "status": c.status, "time": iso(c.created_at), "durationMs": c.duration_ms,
-            "rows": c.rows, "restored": bool(c.restored)}
+            "rows": c.rows}
 
 
 def checkpoint_summary(conn: Connection, job, pipelines, now: float) -> dict:

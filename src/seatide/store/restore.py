@@ -1,0 +1,222 @@
+"""Resuming a job: a new incarnation that continues from checkpoints (or a savepoint).
+
+``resume_job`` is user intent, like a submission: any process may call it. It checks,
+before anything runs, that every pipeline still to run has a checkpoint that exists, is
+readable and was written for the same pipeline (a fingerprint of its sources, in
+order). What happens otherwise is explicit: ``restore.fallback = fail`` (default)
+refuses with a message per pipeline; ``fresh`` starts those pipelines over and says so
+in the event log. Nothing ever falls back silently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import and_, insert, select, update
+
+from seatide.runtime.commit_log import read_json
+from seatide.store import schema as s
+from seatide.store.db import Store, record_event
+from seatide.store.jobs import JobNotFound, JobRefused
+from seatide.store.states import ATTEMPT_LIVE
+
+RESUMABLE = ("CANCELED", "FAILED", "SAVEPOINT_DONE")
+# A worker or driver silent this long is surely gone (cf. the coordinator's timeouts).
+SILENT_FOR_GONE_S = 10.0
+
+
+class RestoreRefused(JobRefused):
+    """The checkpoint to resume from is missing, unreadable or does not fit the job."""
+
+
+@dataclass
+class PipelinePlan:
+    pipeline_id: int
+    checkpoint_dir: str
+    fingerprint: str
+    finished: bool
+    problem: str | None = None      # why its checkpoint cannot be used
+
+
+def savepoint_dir(checkpoint_dir: str, savepoint_id: int) -> str:
+    """<root>/savepoints/<id>/<pipeline> beside <root>/<pipeline>."""
+    root, pipeline = os.path.split(checkpoint_dir.rstrip("/"))
+    return os.path.join(root, "savepoints", str(savepoint_id), pipeline)
+
+
+def inspect_checkpoint(path: str, fingerprint: str, had_checkpoints: bool) -> str | None:
+    """None when ``path`` can restore a pipeline with ``fingerprint``; else what is wrong."""
+    if not os.path.isdir(path):
+        return (f"its checkpoint directory {path} is missing" if had_checkpoints else None)
+    try:
+        meta = read_json(os.path.join(path, "seatide.json"))
+    except (OSError, ValueError) as exc:
+        return f"its checkpoint metadata in {path} is unreadable ({exc})"
+    if meta is None:
+        return f"{path} holds no SeaTide checkpoint (seatide.json is missing)" if had_checkpoints else None
+    if meta.get("fingerprint") != fingerprint:
+        return ("its checkpoint was written for a different pipeline (the sources or their options "
+                "changed: a source added, removed, reordered or reconfigured)")
+    if had_checkpoints and not os.path.isdir(os.path.join(path, "spark", "offsets")):
+        return f"its checkpoint in {path} has no Spark offsets log"
+    return None
+
+
+def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, savepoint_id: int | None = None,
+               fallback: str | None = None, pinned_worker: str | None = None, actor: str = "client") -> str:
+    """Start the job's next incarnation from its latest checkpoints, or from a savepoint."""
+    fallback = fallback or plan.job.env.restore_fallback
+    with store.read() as conn:
+        job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
+        if job is None:
+            raise JobNotFound(f"no job with id {job_id}")
+        _check_resumable(conn, job)
+        old = {p.pipeline_id: p for p in conn.execute(select(s.pipelines).where(and_(
+            s.pipelines.c.job_id == job_id, s.pipelines.c.incarnation == job.incarnation)))}
+        completed = {row.pipeline_id for row in conn.execute(select(s.checkpoints.c.pipeline_id).where(and_(
+            s.checkpoints.c.job_id == job_id, s.checkpoints.c.status == "COMPLETED",
+            s.checkpoints.c.kind == "CHECKPOINT")).distinct())}
+        savepoint = _savepoint(conn, job_id, savepoint_id) if savepoint_id is not None else None
+    pipelines = _plan_pipelines(plan, old, completed, savepoint)
+    problems = [p for p in pipelines if p.problem]
+    if problems and fallback != "fresh":
+        lines = "; ".join(f"pipeline {p.pipeline_id}: {p.problem}" for p in problems)
+        raise RestoreRefused(f"cannot resume job {job_id}: {lines}. Fix the cause (restore the checkpoint "
+                             "directory, or resume with the job's original config), or start those pipelines "
+                             "over explicitly with --fallback fresh (restore.fallback = fresh)")
+    return _new_incarnation(store, job, plan, text, variables, pipelines, savepoint, fallback, pinned_worker, actor)
+
+
+def _check_resumable(conn, job) -> None:
+    if job.status == "FINISHED":
+        raise JobRefused(f"job {job.job_id} FINISHED; there is nothing to resume (submit it again to rerun it)")
+    if job.status in RESUMABLE:
+        return
+    attempt = None
+    if job.current_attempt is not None:
+        attempt = conn.execute(select(s.attempts).where(s.attempts.c.attempt_id == job.current_attempt)).first()
+    if attempt is None or attempt.state not in ATTEMPT_LIVE or _surely_gone(conn, attempt):
+        return   # killed: nothing runs it any more
+    raise JobRefused(f"job {job.job_id} is {job.status} with a live driver (attempt {attempt.attempt_id}); "
+                     "a running job recovers by itself. Cancel it or stop it with a savepoint first")
+
+
+def _surely_gone(conn, attempt) -> bool:
+    worker = conn.execute(select(s.nodes).where(s.nodes.c.node_id == attempt.worker_id)).first()
+    now = time.time()
+    if worker is not None and worker.host == socket.gethostname():
+        return not _alive(worker.pid) and not (attempt.pid and _alive(attempt.pid))
+    silent = now - max(attempt.heartbeat_at or 0, worker.heartbeat_at if worker else 0)
+    return silent > SILENT_FOR_GONE_S
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def _savepoint(conn, job_id: str, savepoint_id: int):
+    row = conn.execute(select(s.checkpoints).where(and_(
+        s.checkpoints.c.job_id == job_id, s.checkpoints.c.checkpoint_id == savepoint_id,
+        s.checkpoints.c.kind == "SAVEPOINT"))).first()
+    if row is None:
+        raise RestoreRefused(f"job {job_id} has no savepoint {savepoint_id}; `seatide checkpoints {job_id}` "
+                             "lists its savepoints")
+    return row
+
+
+def _plan_pipelines(plan, old: dict, completed: set[int], savepoint) -> list[PipelinePlan]:
+    result = []
+    saved = json.loads(savepoint.source_offsets) if savepoint is not None else {}
+    for pipeline in plan.pipelines:
+        previous = old.get(pipeline.pipeline_id)
+        fingerprint = pipeline.fingerprint()
+        if previous is None:
+            result.append(PipelinePlan(pipeline.pipeline_id, "", fingerprint, False,
+                                       "it is new: the job had no such pipeline"))
+            continue
+        entry = PipelinePlan(pipeline.pipeline_id, previous.checkpoint_dir, fingerprint,
+                             previous.status == "FINISHED" and savepoint is None)
+        if previous.fingerprint != fingerprint:
+            entry.problem = ("its sources changed since the checkpoint was taken (a source added, removed, "
+                             "reordered or reconfigured)")
+        elif not entry.finished:
+            if savepoint is not None:
+                source = savepoint_dir(previous.checkpoint_dir, savepoint.checkpoint_id)
+                had = str(pipeline.pipeline_id) in saved.get("pipelines", {})
+                entry.problem = inspect_checkpoint(source, fingerprint, had)
+            else:
+                entry.problem = inspect_checkpoint(previous.checkpoint_dir, fingerprint,
+                                                   pipeline.pipeline_id in completed)
+        result.append(entry)
+    gone = sorted(set(old) - {p.pipeline_id for p in plan.pipelines})
+    if gone:
+        result[0].problem = (result[0].problem or "") + f" (pipelines {gone} of the job are missing)"
+    return result
+
+
+def _set_aside(path: str, why: str) -> str | None:
+    if not os.path.exists(path):
+        return None
+    target = f"{path}.{why}-{int(time.time() * 1000)}"
+    os.rename(path, target)
+    return target
+
+
+def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepoint, fallback, pinned_worker,
+                     actor) -> str:
+    fresh, restored = [], []
+    for p in pipelines:
+        if p.finished:
+            continue
+        if p.problem:            # fallback == fresh: start over, explicitly, and keep the old copy
+            fresh.append({"pipeline": p.pipeline_id, "problem": p.problem,
+                          "setAside": _set_aside(p.checkpoint_dir, "discarded")})
+        elif savepoint is not None:
+            _set_aside(p.checkpoint_dir, "replaced")
+            shutil.copytree(savepoint_dir(p.checkpoint_dir, savepoint.checkpoint_id), p.checkpoint_dir)
+            restored.append(p.pipeline_id)
+        else:
+            restored.append(p.pipeline_id)
+    env = plan.job.env
+    now = time.time()
+    incarnation = job.incarnation + 1
+    source = f"savepoint {savepoint.checkpoint_id}" if savepoint is not None else f"{job.job_id}@{job.incarnation}"
+    with store.write() as conn:
+        current = conn.execute(select(s.jobs.c.incarnation).where(s.jobs.c.job_id == job.job_id)).scalar()
+        if current != job.incarnation:
+            raise JobRefused(f"job {job.job_id} changed while resuming; try again")
+        conn.execute(update(s.jobs).where(s.jobs.c.job_id == job.job_id).values(
+            incarnation=incarnation, config=text, variables=json.dumps(variables), mode=env.mode, desired="RUN",
+            status="CREATED", retries_used=0, max_retries=env.retry_times,
+            retry_interval_s=float(env.retry_interval_s), next_attempt_at=None, current_attempt=None,
+            pinned_worker=pinned_worker, restored_from=source,
+            restore=json.dumps({"from": source, "fallback": fallback, "fresh": fresh}), error_msg=None,
+            checkpoint_interval_ms=env.checkpoint_interval_ms, stale_after_s=env.stale_after_s,
+            on_stale=env.on_stale, stale_since=None, updated_at=now, finished_at=None))
+        for p in pipelines:
+            conn.execute(insert(s.pipelines).values(
+                job_id=job.job_id, incarnation=incarnation, pipeline_id=p.pipeline_id,
+                status="FINISHED" if p.finished else "CREATED", fingerprint=p.fingerprint,
+                checkpoint_dir=p.checkpoint_dir, rows_read=0, rows_written=0, idle=False,
+                finished_at=now if p.finished else None))
+        record_event(conn, "JOB_RESUMED", actor, job.job_id, incarnation, previous_status=job.status,
+                     previous_incarnation=job.incarnation, restored_from=source, pipelines_restored=restored)
+        for entry in fresh:
+            record_event(conn, "RESTORE_FALLBACK_FRESH", actor, job.job_id, incarnation, level="WARNING", **entry)
+    return job.job_id
+
+
+def latest_savepoint_id(store: Store, job_id: str) -> int | None:
+    with store.read() as conn:
+        return conn.execute(select(s.checkpoints.c.checkpoint_id).where(and_(
+            s.checkpoints.c.job_id == job_id, s.checkpoints.c.kind == "SAVEPOINT"))
+            .order_by(s.checkpoints.c.checkpoint_id.desc()).limit(1)).scalar()
