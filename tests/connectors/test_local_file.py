@@ -113,6 +113,18 @@ def test_csv_header_is_skipped_or_names_the_fields(spark, data_dir, log):
     assert named.columns == ["id", "s", ROW_KIND_COLUMN] and rows_of(named) == [("1", "a|b"), ("2", "c")]
 
 
+def test_date_and_datetime_formats_shape_text_values(spark, data_dir, log):
+    out = os.path.join(data_dir, "dates")
+    df = frame(spark, [(dt.date(2024, 1, 2), dt.datetime(2024, 1, 2, 3, 4, 5))], "d date, t timestamp_ntz")
+    write(make_sink(path=out, file_format_type="csv", date_format="dd.MM.yyyy",
+                    datetime_format="yyyyMMddHHmmss"), df, log)
+    [name] = data_files(out)
+    assert open(os.path.join(out, name)).read() == "02.01.2024,20240102030405\n"
+    got = make_source(path=out, file_format_type="csv", date_format="dd.MM.yyyy", datetime_format="yyyyMMddHHmmss",
+                      schema={"fields": {"d": "date", "t": "timestamp"}}).read(read_ctx(spark))
+    assert rows_of(got) == [(dt.date(2024, 1, 2), dt.datetime(2024, 1, 2, 3, 4, 5))]
+
+
 def test_text_without_schema_is_one_content_field_and_skips_header_lines(spark, data_dir):
     src = os.path.join(data_dir, "in")
     os.makedirs(src)
@@ -285,18 +297,21 @@ def test_source_filters_files_and_projects_columns(spark, data_dir):
     src = os.path.join(data_dir, "mixed")
     os.makedirs(os.path.join(src, "day1"))
     os.makedirs(os.path.join(src, ".seatide-staging", "t"))
-    files = {"day1/abc1.csv": "1,a\n", "day1/abd2.csv": "2,b\n", "abc3.txt": "3,c\n",
+    files = {"day1/abc1.csv": "1,a\n", "day1/abd2.csv": "2,b\n", "abc3.txt": "3,c\n", "top.csv": "4,d\n",
              ".seatide-staging/t/abc9.csv": "9,z\n", "_abc8.csv": "8,y\n"}
     for name, text in files.items():
         with open(os.path.join(src, name), "w") as handle:
             handle.write(text)
-    fields = {"schema": {"fields": {"id": "int", "s": "string"}}}
-    by_name = make_source(path=src, file_format_type="csv", file_filter_pattern="abc.*", read_columns=["s"], **fields)
+    every = {"schema": {"fields": {"id": "int", "s": "string"}}, "parse_partition_from_path": False}
+    by_name = make_source(path=src, file_format_type="csv", file_filter_pattern="abc.*", read_columns=["s"], **every)
     assert rows_of(by_name.read(read_ctx(spark))) == [("a",), ("c",)]
-    by_ext = make_source(path=src, file_format_type="csv", filename_extension="csv", **fields)
-    assert rows_of(by_ext.read(read_ctx(spark))) == [(1, "a"), (2, "b")]
-    by_path = make_source(path=src, file_format_type="csv", file_filter_pattern=src + "/day1/.*2\\.csv", **fields)
+    by_ext = make_source(path=src, file_format_type="csv", filename_extension="csv", **every)
+    assert rows_of(by_ext.read(read_ctx(spark))) == [(1, "a"), (2, "b"), (4, "d")]
+    by_path = make_source(path=src, file_format_type="csv", file_filter_pattern=src + "/day1/.*2\\.csv", **every)
     assert rows_of(by_path.read(read_ctx(spark))) == [(2, "b")]
+    top_only = make_source(path=src, file_format_type="csv", filename_extension=".csv",
+                           schema={"fields": {"id": "int", "s": "string"}})   # day1 is no key=value dir
+    assert rows_of(top_only.read(read_ctx(spark))) == [(4, "d")]
 
 
 def test_micro_batch_source_streams_files_in_bounded_batches(spark, data_dir, log):
@@ -304,7 +319,7 @@ def test_micro_batch_source_streams_files_in_bounded_batches(spark, data_dir, lo
 
     out = os.path.join(data_dir, "stream_in")
     sink = make_sink(path=out, file_format_type="csv", have_partition=True, partition_by=["p"])
-    for batch_id in range(3):
+    for batch_id in range(2):
         write(sink, frame(spark, [(batch_id * 2 + 1, 10), (batch_id * 2 + 2, 20)], "id int, p int"), log, batch_id)
     with open(os.path.join(out, "p=10", "skip_me.txt"), "w") as handle:
         handle.write("99\n")
@@ -320,8 +335,8 @@ def test_micro_batch_source_streams_files_in_bounded_batches(spark, data_dir, lo
              .start())
     query.awaitTermination()
     rows = sorted(r for b in batches for r in b)
-    assert rows == [(1, 10, 0), (2, 20, 0), (3, 10, 0), (4, 20, 0), (5, 10, 0), (6, 20, 0)]
-    assert len([b for b in batches if b]) == 6
+    assert rows == [(1, 10, 0), (2, 20, 0), (3, 10, 0), (4, 20, 0)]
+    assert len([b for b in batches if b]) == 4
 
 
 def test_job_file_builds_local_file_plugins_from_hocon(data_dir):
@@ -358,3 +373,30 @@ def test_job_file_builds_local_file_plugins_from_hocon(data_dir):
         load_job_text(f'source {{ LocalFile {{ path = "{data_dir}", file_format_type = orc }} }}\n'
                       f'sink {{ LocalFile {{ path = "{data_dir}/o", file_format_type = parquet, '
                       'compress_codec = brotli } }')
+
+
+def test_stream_restarted_after_a_crash_writes_every_row_once(spark, data_dir, log):
+    """File stream -> LocalFile sink through the commit log; Spark replays the crashed batch."""
+    src, out = os.path.join(data_dir, "src"), os.path.join(data_dir, "dst")
+    for batch_id in range(2):
+        write(make_sink(path=src, file_format_type="json"), frame(spark, partitions=1),
+              SinkCommitLog(os.path.join(data_dir, "src_log")), batch_id)
+    sink = make_sink(path=out, file_format_type="csv", custom_filename=True, file_name_expression="${uuid}")
+    source = make_source(path=src, file_format_type="json", schema={"fields": FIELDS})
+
+    def run(writer):
+        def each_batch(batch_df, batch_id):
+            write_exactly_once(writer, log, batch_df, batch_id, f"txn-{batch_id}")
+        query = (source.read(read_ctx(spark, micro_batch=True, max_rows=1)).writeStream
+                 .trigger(availableNow=True).option("checkpointLocation", os.path.join(data_dir, "ck"))
+                 .foreachBatch(each_batch).start())
+        query.awaitTermination()
+
+    crashing = CrashingWriter(sink.spec(), publish_before_crash=1)   # batch 1 dies after its intent
+    with pytest.raises(Exception, match="simulated crash"):
+        run(crashing)
+    assert log.committed(0) is not None and log.intent(1) is not None and log.committed(1) is None
+    run(sink.writer(None))
+    got = make_source(path=out, file_format_type="csv", schema={"fields": FIELDS}).read(read_ctx(spark))
+    assert rows_of(got) == sorted(ROWS + ROWS, key=repr)
+    assert not os.path.exists(os.path.join(out, ".seatide-staging"))

@@ -1,0 +1,195 @@
+"""Checking one batch against the Assert rules with a single Spark aggregation.
+
+Schema-level rules (a field exists, ``field_type``, ``catalog_table_rule.column_rule``) are
+checked against the DataFrame's schema without touching data. Every value rule becomes two
+aggregates over the batch — how many rows break it, and one such row's value — and all of
+them, plus the row count, are computed in one pass.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from seatide.connectors.assertion.rules import FieldRule, Rules, ValueRule
+from seatide.connectors.console import format_value
+from seatide.plugin.rowkind import user_columns
+from seatide.plugin.types import type_name
+
+
+class AssertionFailed(Exception):
+    """A rule of an Assert sink does not hold; ``str()`` names the rule, field and a value."""
+
+    def __init__(self, message: str, rule: str = "", field: str | None = None):
+        super().__init__(f"Assert failed: {message}")
+        self.rule = rule
+        self.field = field
+
+
+@dataclass(frozen=True)
+class _Check:
+    field: str
+    label: str          # "MAX 100", "equals_to 23"
+    fail: Any           # Column: true for a row that breaks the rule
+    shown: Any          # Column: what to show of such a row
+    length: bool        # the shown value is (value, length)
+
+
+def _col(name: str):
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def check_schema(schema, rules: Rules) -> None:
+    """Rules that only need the batch's schema; raises AssertionFailed."""
+    columns = {f.name: f.dataType for f in schema.fields if f.name in user_columns(schema.names)}
+    for rule in rules.field_rules:
+        if rule.field_name not in columns:
+            raise AssertionFailed(f"field '{rule.field_name}' ({rule.path}.field_name) is not in the "
+                                  f"input (fields: {', '.join(columns)})", "field_name", rule.field_name)
+        actual = columns[rule.field_name]
+        if rule.field_type is not None and not _same_type(actual, rule.field_type):
+            raise AssertionFailed(f"field '{rule.field_name}' rule field_type {type_name(rule.field_type)}: "
+                                  f"type is {type_name(actual)}", "field_type", rule.field_name)
+    if rules.column_rules is not None:
+        _check_columns(columns, rules)
+
+
+def _same_type(actual, expected) -> bool:
+    from pyspark.sql import types as T
+
+    if isinstance(actual, T.DecimalType) and isinstance(expected, T.DecimalType):
+        # As SeaTunnel: values of the declared scale that fit the declared precision.
+        return actual.scale == expected.scale and actual.precision <= expected.precision
+    return actual == expected
+
+
+def _check_columns(columns: dict, rules: Rules) -> None:
+    expected = {c.name: c.data_type for c in rules.column_rules}
+    problems = [f"missing '{n}'" for n in expected if n not in columns]
+    problems += [f"unexpected '{n}'" for n in columns if n not in expected]
+    problems += [f"'{n}' is {type_name(columns[n])}, expected {type_name(t)}"
+                 for n, t in expected.items() if n in columns and not _same_type(columns[n], t)]
+    if problems:
+        raise AssertionFailed("catalog_table_rule column_rule: " + "; ".join(problems), "column_rule")
+
+
+def _checks(df, rules: Rules) -> list[_Check]:
+    types = {f.name: f.dataType for f in df.schema.fields}
+    checks = []
+    for rule in rules.field_rules:
+        for value_rule in rule.values:
+            checks.extend(_value_checks(rule, value_rule, types[rule.field_name]))
+    return checks
+
+
+def _value_checks(rule: FieldRule, value_rule: ValueRule, data_type) -> list[_Check]:
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    column, name, kind = _col(rule.field_name), rule.field_name, value_rule.rule_type
+    checks = []
+    if kind in ("MIN", "MAX"):
+        if not isinstance(data_type, T.NumericType):
+            raise AssertionFailed(f"field '{name}' rule {kind} needs a numeric field; its type is "
+                                  f"{type_name(data_type)} (use MIN_LENGTH/MAX_LENGTH or equals_to)", kind, name)
+        beyond = column < value_rule.rule_value if kind == "MIN" else column > value_rule.rule_value
+        checks.append(_Check(name, f"{kind} {_number(value_rule.rule_value)}", column.isNull() | beyond,
+                             column, False))
+    elif kind in ("MIN_LENGTH", "MAX_LENGTH"):
+        length = _length(column, data_type)
+        beyond = length < value_rule.rule_value if kind == "MIN_LENGTH" else length > value_rule.rule_value
+        checks.append(_Check(name, f"{kind} {_number(value_rule.rule_value)}", beyond,
+                             F.struct(column.alias("v"), length.alias("n")), True))
+    elif kind in ("NOT_NULL", "NULL"):
+        checks.append(_Check(name, kind, column.isNull() if kind == "NOT_NULL" else column.isNotNull(),
+                             column, False))
+    if value_rule.has_equals:
+        expected = expected_value(value_rule.equals_to, data_type)
+        same = _comparable(column, data_type).eqNullSafe(_comparable(expected, data_type))
+        checks.append(_Check(name, f"equals_to {format_value(value_rule.equals_to)}",
+                             column.isNotNull() & ~same, column, False))
+    return checks
+
+
+def _length(column, data_type):
+    """SeaTunnel's length: of the value as a string, a null counting as empty."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, (T.ArrayType, T.MapType)):
+        return F.coalesce(F.size(column), F.lit(0))
+    text = column if isinstance(data_type, (T.StringType, T.BinaryType)) else column.cast("string")
+    return F.coalesce(F.length(text), F.lit(0))
+
+
+def _comparable(column, data_type):
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    # Spark cannot compare maps; their entries, sorted, compare the same way SeaTunnel does.
+    return F.array_sort(F.map_entries(column)) if isinstance(data_type, T.MapType) else column
+
+
+def expected_value(value: Any, data_type):
+    """``equals_to`` as a Spark value of the field's type (rows may be written as lists)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, (T.ArrayType, T.MapType, T.StructType)):
+        return F.from_json(F.lit(json.dumps(_json_shape(value, data_type))), data_type)
+    if isinstance(data_type, T.BinaryType):
+        return F.unbase64(F.lit(str(value)))
+    if isinstance(data_type, T.BooleanType) and isinstance(value, bool):
+        return F.lit(value)
+    return F.lit(str(value) if not isinstance(value, (int, float)) or isinstance(data_type, T.DecimalType)
+                 else value).cast(data_type)
+
+
+def _json_shape(value: Any, data_type) -> Any:
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.StructType) and isinstance(value, list):
+        return {f.name: _json_shape(v, f.dataType) for f, v in zip(data_type.fields, value)}
+    if isinstance(data_type, T.StructType) and isinstance(value, dict):
+        return {f.name: _json_shape(value.get(f.name), f.dataType) for f in data_type.fields}
+    if isinstance(data_type, T.ArrayType) and isinstance(value, list):
+        return [_json_shape(v, data_type.elementType) for v in value]
+    if isinstance(data_type, T.MapType) and isinstance(value, dict):
+        return {k: _json_shape(v, data_type.valueType) for k, v in value.items()}
+    return value
+
+
+def check_batch(df, rules: Rules) -> int:
+    """Check every value rule over ``df`` in one pass; return its row count."""
+    from pyspark.sql import functions as F
+
+    check_schema(df.schema, rules)
+    checks = _checks(df, rules)
+    aggregates = [F.count(F.lit(1)).alias("rows")]
+    for i, check in enumerate(checks):
+        aggregates.append(F.count_if(check.fail).alias(f"c{i}"))
+        sample = F.when(check.fail, F.struct(check.shown.alias("v")))
+        aggregates.append(F.first(sample, ignorenulls=True).alias(f"s{i}"))
+    result = df.agg(*aggregates).collect()[0]
+    for i, check in enumerate(checks):
+        failing = result[f"c{i}"]
+        if failing:
+            raise AssertionFailed(_failure(check, result[f"s{i}"]["v"], failing, result["rows"]),
+                                  check.label.split(" ")[0], check.field)
+    return int(result["rows"])
+
+
+def _failure(check: _Check, sample: Any, failing: int, rows: int) -> str:
+    if check.length:
+        shown = f"{format_value(sample['v'])} (length {sample['n']})"
+    else:
+        shown = format_value(sample)
+    return (f"field '{check.field}' rule {check.label}: value {shown} "
+            f"({failing} of {rows} rows in the batch break it)")

@@ -1,0 +1,211 @@
+"""The LocalFile sink's writer: one micro-batch, published exactly once.
+
+Protocol for one batch (see ``seatide.runtime.commit_log``):
+
+1. Spark writes the batch into ``<path>/.seatide-staging/<transaction id>/`` (same
+   filesystem as the output, hidden from Spark readers because it starts with ``.``).
+2. The final name of every file is fixed from the transaction id, and the list is recorded
+   as the batch's intent *before* anything moves.
+3. Files are moved into place with ``os.replace``; the staging directory is removed.
+4. The runtime then records the batch's commit. If it crashes before that, the replay
+   first calls ``abort_batch`` with the intent, which deletes what was published.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from datetime import datetime
+
+from seatide.connectors.file import formats
+from seatide.connectors.file.naming import partition_dir
+from seatide.connectors.file.paths import STAGING_DIR, is_hidden, spark_uri
+from seatide.connectors.file.sink import FileSinkSpec
+from seatide.plugin.base import Batch, SinkWriter
+from seatide.plugin.rowkind import ROW_KIND_COLUMN
+
+_PARTITION_ALIAS = "__seatide_p"   # Spark partitions by these copies; names map back to fields
+
+
+def _col(name: str):
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+class LocalFileWriter(SinkWriter):
+    def __init__(self, spec: FileSinkSpec):
+        self.spec = spec
+        self._save_modes_done = False
+        self._header_size = 0   # bytes of a header line; a file no bigger holds no rows
+
+    # --- one batch ---------------------------------------------------------------------
+
+    def write_batch(self, df, batch: Batch) -> dict:
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        if not batch.previous_state and not self._save_modes_done:
+            self._apply_save_modes()   # only before the first batch ever committed
+        self._save_modes_done = True
+        staging = self._staging(batch.transaction_id)
+        shutil.rmtree(staging, ignore_errors=True)    # a crashed attempt's half-written files
+        observation = Observation(f"seatide_file_rows_{uuid.uuid4().hex}")
+        prepared = self._prepare(df)
+        self._header_size = self._header_bytes(prepared.columns)
+        prepared = prepared.observe(observation, F.count(F.lit(1)).alias("rows"))
+        self._spark_write(prepared, staging)
+        rows = int(observation.get["rows"])
+        moves = self._final_names(staging, batch.transaction_id, rows)
+        files = [dst for _, dst in moves]
+        batch.record_intent({"files": files, "staging": staging})
+        for src, dst in moves:
+            self._publish_file(src, dst)
+        self._remove_staging(staging)
+        total = int(batch.previous_state.get("total_rows", 0)) + rows
+        return {"rows": rows, "files": files, "total_rows": total}
+
+    def abort_batch(self, batch_id: int, intent: dict) -> None:
+        for path in intent.get("files", []):
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                pass
+            self._prune_empty_dirs(os.path.dirname(path))
+        staging = intent.get("staging")
+        if staging and os.path.dirname(staging) == os.path.join(self.spec.root, STAGING_DIR):
+            self._remove_staging(staging)
+
+    # --- steps -------------------------------------------------------------------------
+
+    def _prepare(self, df):
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        spec = self.spec
+        df = df.drop(ROW_KIND_COLUMN)
+        columns = list(spec.sink_columns or df.columns)
+        for option, names in (("sink_columns", columns), ("partition_by", spec.partition_by)):
+            missing = [c for c in names if c not in df.columns]
+            if missing:
+                raise ValueError(f"LocalFile sink: {option} names {', '.join(missing)}, which the "
+                                 f"input does not have (fields: {', '.join(df.columns)})")
+        kept = [c for c in columns if spec.partition_fields_in_file or c not in spec.partition_by]
+        types = {f.name: f.dataType for f in df.schema.fields}
+        data = []
+        for name in kept:
+            column, kind = _col(name), types[name]
+            if spec.file_format in ("text", "csv"):   # Spark's CSV writer takes no nested values
+                if isinstance(kind, (T.ArrayType, T.MapType, T.StructType)):
+                    column = F.to_json(column)
+                elif isinstance(kind, T.BinaryType):
+                    column = F.base64(column)
+            data.append(column.alias(name))
+        aliases = [_col(k).alias(f"{_PARTITION_ALIAS}{i}") for i, k in enumerate(spec.partition_by)]
+        out = df.select(*data, *aliases)
+        return out.coalesce(1) if spec.single_file else out
+
+    def _header_bytes(self, columns: list[str]) -> int:
+        options = self.spec.spark_options
+        if options.get("header") != "true":
+            return 0
+        names = [c for c in columns if not c.startswith(_PARTITION_ALIAS)]
+        line = options["sep"].join(names) + options["lineSep"]   # unquoted: never more than Spark's
+        return len(line.encode(options["encoding"]))
+
+    def _spark_write(self, df, staging: str) -> None:
+        writer = df.write.mode("overwrite").options(**self.spec.spark_options)
+        if self.spec.partition_by:
+            writer = writer.partitionBy(*[f"{_PARTITION_ALIAS}{i}" for i in range(len(self.spec.partition_by))])
+        writer.format(formats.SPARK_FORMAT[self.spec.file_format]).save(spark_uri(staging))
+
+    def _final_names(self, staging: str, transaction_id: str, rows: int) -> list[tuple[str, str]]:
+        """(staged file, final path) pairs, in a stable order; none for an empty batch by default."""
+        staged = self._staged_files(staging)
+        if rows == 0:
+            staged = staged[:1] if self.spec.empty_file_when_no_data else []
+        else:   # Spark writes a file for every task, even one that got no rows
+            staged = [f for f in staged if not self._without_rows(os.path.join(staging, *f))]
+        base = self.spec.namer.base(transaction_id, datetime.now())
+        moves = []
+        for index, (relative_dir, name) in enumerate(staged):
+            target_dir = self._target_dir(relative_dir)
+            suffix = formats.final_suffix(self.spec.file_format, name, self.spec.extension)
+            final = os.path.join(target_dir, f"{base}_{index}{suffix}")
+            moves.append((os.path.join(staging, relative_dir, name), final))
+        return moves
+
+    def _staged_files(self, staging: str) -> list[tuple[str, str]]:
+        found = []
+        for directory, dirs, files in os.walk(staging):
+            dirs[:] = sorted(d for d in dirs if d.startswith(_PARTITION_ALIAS) or not is_hidden(d))
+            relative = os.path.relpath(directory, staging)
+            found.extend(("" if relative == "." else relative, f) for f in files if not is_hidden(f))
+        return sorted(found)
+
+    def _without_rows(self, path: str) -> bool:
+        """True for a staged file that certainly holds no rows (unsure: False)."""
+        fmt = self.spec.file_format
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            return pq.read_metadata(path).num_rows == 0
+        if fmt == "orc":
+            import pyarrow.orc as orc
+
+            return orc.ORCFile(path).nrows == 0
+        if self.spec.spark_options.get("compression", "none") != "none":
+            return False
+        return os.path.getsize(path) <= self._header_size
+
+    def _target_dir(self, relative_dir: str) -> str:
+        if not self.spec.partition_by or not relative_dir:
+            return self.spec.root
+        values = [part.split("=", 1)[1] for part in relative_dir.split(os.sep)]
+        return os.path.join(self.spec.root, partition_dir(
+            self.spec.partition_expression, list(self.spec.partition_by), values))
+
+    def _publish_file(self, src: str, dst: str) -> None:
+        """One step of the publish; tests override it to crash half-way."""
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        os.replace(src, dst)
+
+    # --- housekeeping ------------------------------------------------------------------
+
+    def _staging(self, transaction_id: str) -> str:
+        name = "".join(ch if ch.isalnum() or ch in "._=-" else "_" for ch in transaction_id)
+        return os.path.join(self.spec.root, STAGING_DIR, name)
+
+    def _remove_staging(self, staging: str) -> None:
+        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            os.rmdir(os.path.dirname(staging))   # only when no other batch is staging
+        except OSError:
+            pass
+
+    def _prune_empty_dirs(self, directory: str) -> None:
+        root = self.spec.root
+        while directory.startswith(root + os.sep):
+            try:
+                os.rmdir(directory)
+            except OSError:
+                return
+            directory = os.path.dirname(directory)
+
+    def _apply_save_modes(self) -> None:
+        root, spec = self.spec.root, self.spec
+        if spec.schema_save_mode == "ERROR_WHEN_SCHEMA_NOT_EXIST" and not os.path.isdir(root):
+            raise FileNotFoundError(f"LocalFile sink: schema_save_mode is ERROR_WHEN_SCHEMA_NOT_EXIST "
+                                    f"and path {root} does not exist; create it or choose "
+                                    "CREATE_SCHEMA_WHEN_NOT_EXIST")
+        os.makedirs(root, exist_ok=True)
+        data = sorted(name for name in os.listdir(root) if not is_hidden(name))
+        if spec.schema_save_mode == "RECREATE_SCHEMA" or spec.data_save_mode == "DROP_DATA":
+            for name in data:
+                target = os.path.join(root, name)
+                shutil.rmtree(target) if os.path.isdir(target) else os.remove(target)
+        elif spec.data_save_mode == "ERROR_WHEN_DATA_EXISTS" and data:
+            raise FileExistsError(f"LocalFile sink: data_save_mode is ERROR_WHEN_DATA_EXISTS and "
+                                  f"path {root} already holds data ({', '.join(data[:3])}); "
+                                  "empty it or choose APPEND_DATA or DROP_DATA")
