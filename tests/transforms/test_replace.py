@@ -103,3 +103,9 @@ def test_bad_options_name_plugin_and_option(options, option, message):
         load_job_text(job_text(f"Replace {{ replace_field = name, {options} }}"))
     assert err.value.plugin == "transform[0] Replace" and err.value.option == option
     assert message in str(err.value)
+
+
+def test_pattern_only_java_rejects_is_caught_before_the_query_runs(names, ctx):
+    transform = replace('pattern = "(?P<n>a)", replacement = b, is_regex = true')   # Python syntax
+    with pytest.raises(TransformInputError, match="Replace: pattern is not a valid Java regular expression"):
+        transform.apply(names, ctx)

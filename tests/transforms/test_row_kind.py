@@ -62,8 +62,6 @@ def test_extractor_refuses_an_existing_field(changes, ctx):
 
 def test_row_kind_transforms_on_a_stream(stream):
     records = [{"id": 1, "kind": 0}, {"id": 2, "kind": 3}]
-    from seatide.transforms.row_kind import FilterRowKind  # noqa: F401  (registered)
-
     rows = stream.run(records, "id int", transform_from("FilterRowKind { include_kinds = [DELETE] }"))
     assert rows == [(2, D)]
 

@@ -8,7 +8,6 @@ import threading
 import pytest
 
 from seatide.config.loader import ConfigError, load_job_text
-from seatide.plugin.base import TransformContext
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
 from seatide.transforms.fields import TransformInputError
 from tests.transforms.conftest import frame, job_text, rows_of, transform_from
@@ -178,6 +177,8 @@ def test_row_kinds_pass_validation_only_for_aggregates(spark):
     ("select 'x from fake", "quote opened at character 8 is never closed"),
     ("select (id from fake", "'(' never closed"),
     ("delete from fake", "must be a SELECT query"),
+    ("select 1", "the query reads no table"),
+    ("with t as (select 1 as x) select x from t", "the query reads no table"),
     ("select DATEADD(t, 1, 'FORTNIGHT') from fake", "DATEADD: unknown unit 'FORTNIGHT'"),
     ("select REGEXP_LIKE(s, 'a', 'q') from fake", "unknown flag 'q'"),
     ("select MULTI_IF(a, 1) from fake", "MULTI_IF takes condition"),
@@ -193,3 +194,14 @@ def test_missing_query_option_is_reported():
     with pytest.raises(ConfigError) as err:
         load_job_text(job_text('Sql { plugin_input = "fake" }'))
     assert err.value.option == "query" and "required option 'query' is missing" in str(err.value)
+
+
+def test_rewrites_never_touch_literals_or_comments():
+    from seatide.transforms.sql_functions import rewrite_calls
+    from seatide.transforms.sql_text import normalize_literals, table_refs, tokenize
+
+    query = "select 'CONCAT(a)' as s, /* LCASE(DATEADD(x)) */ DATEADD(t, 1, 'days') from fake"
+    text = rewrite_calls(normalize_literals(tokenize(query)))
+    assert text == "select 'CONCAT(a)' as s, /* LCASE(DATEADD(x)) */ timestampadd(DAY, 1, t) from fake"
+    refs, _ = table_refs(tokenize("select EXTRACT(YEAR FROM created), trim(BOTH 'x' FROM s) from `fake` f"))
+    assert [(r.name, r.has_alias) for r in refs] == [("fake", True)]
