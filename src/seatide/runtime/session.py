@@ -17,6 +17,7 @@ DEFAULT_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.streaming.noDataMicroBatches.enabled": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.timeType.enabled": "true",          # SeaTunnel's `time` type
     "spark.driver.extraJavaOptions": f"{_JAVA_OPTIONS} -Dlog4j2.configurationFile=file:{_LOG_CONFIG}",
     "spark.executor.extraJavaOptions": _JAVA_OPTIONS,
 }
