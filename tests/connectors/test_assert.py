@@ -10,7 +10,7 @@ import pytest
 from seatide.config.loader import ConfigError, load_job_text
 from seatide.connectors.assertion import AssertionFailed
 from seatide.connectors.assertion.sink import AssertSink
-from seatide.plugin.base import Batch
+from seatide.plugin.base import Batch, PermanentError
 from seatide.plugin.options import OptionError, read_options
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
 from seatide.runtime.commit_log import SinkCommitLog, write_exactly_once
@@ -114,9 +114,10 @@ def test_row_counts_survive_replays_and_restarts(spark, data_dir):
     restarted = sink.writer(None)
     write_exactly_once(restarted, log, frame(spark), 1, "txn-1")
     restarted.end_of_data(log.latest_state())                                       # 4 rows: fine
-    with pytest.raises(AssertionFailed, match="row rule MAX_ROW 5: 6 rows"):
+    with pytest.raises(AssertionFailed, match="row rule MAX_ROW 5: 6 rows") as failure:
         write_exactly_once(sink.writer(None), log, frame(spark), 2, "txn-2")
     assert log.committed(2) is None
+    assert isinstance(failure.value, PermanentError)   # the runtime fails the job, no retries
 
 
 def test_min_row_with_no_batch_at_all_fails(spark):

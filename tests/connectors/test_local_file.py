@@ -9,6 +9,7 @@ from decimal import Decimal
 import pytest
 
 from seatide.config.loader import ConfigError, load_job_text
+from seatide.connectors.file.errors import LocalFileError
 from seatide.connectors.file.sink import LocalFileSink
 from seatide.connectors.file.source import LocalFileSource
 from seatide.connectors.file.writer import LocalFileWriter
@@ -258,7 +259,7 @@ def test_data_save_modes_apply_before_the_first_batch_only(spark, data_dir, log)
     os.makedirs(os.path.join(out, "old"))
     open(os.path.join(out, "old", "x.csv"), "w").close()
     refusing = make_sink(path=out, file_format_type="csv", data_save_mode="ERROR_WHEN_DATA_EXISTS")
-    with pytest.raises(FileExistsError, match="ERROR_WHEN_DATA_EXISTS"):
+    with pytest.raises(LocalFileError, match="ERROR_WHEN_DATA_EXISTS"):
         write(refusing, frame(spark), log)
     dropping = make_sink(path=out, file_format_type="csv", data_save_mode="DROP_DATA")
     write(dropping, frame(spark, partitions=1), log)
@@ -291,6 +292,13 @@ def test_source_rejects_bad_options_with_the_option_named(data_dir):
     with pytest.raises(OptionError, match="read_columns names nope"):
         make_source(path=data_dir, file_format_type="csv", read_columns=["nope"],
                     schema={"fields": {"a": "int"}})
+
+
+def test_missing_path_or_unreadable_schema_fail_the_job_permanently(spark, data_dir):
+    with pytest.raises(LocalFileError, match="does not exist"):
+        make_source(path=os.path.join(data_dir, "nowhere"), file_format_type="orc").read(read_ctx(spark))
+    with pytest.raises(LocalFileError, match="no parquet files under .* declare schema"):
+        make_source(path=data_dir, file_format_type="parquet").read(read_ctx(spark, micro_batch=True))
 
 
 def test_source_filters_files_and_projects_columns(spark, data_dir):

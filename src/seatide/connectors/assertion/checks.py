@@ -14,12 +14,15 @@ from typing import Any
 
 from seatide.connectors.assertion.rules import FieldRule, Rules, ValueRule
 from seatide.connectors.console import format_value
+from seatide.plugin.base import PermanentError
 from seatide.plugin.rowkind import user_columns
 from seatide.plugin.types import type_name
 
 
-class AssertionFailed(Exception):
-    """A rule of an Assert sink does not hold; ``str()`` names the rule, field and a value."""
+class AssertionFailed(PermanentError):
+    """A rule of an Assert sink does not hold; ``str()`` names the rule, field and a value.
+
+    Permanent: the runtime fails the job with this message instead of retrying it."""
 
     def __init__(self, message: str, rule: str = "", field: str | None = None):
         super().__init__(f"Assert failed: {message}")

@@ -175,4 +175,4 @@ class LocalFileSink(Sink):
     def writer(self, ctx: SinkContext) -> SinkWriter:
         from seatide.connectors.file.writer import LocalFileWriter
 
-        return LocalFileWriter(self.spec())
+        return LocalFileWriter(self.spec(), ctx.plugin_id if ctx is not None else "")

@@ -6,6 +6,7 @@ import os
 import re
 
 from seatide.connectors.file import formats
+from seatide.connectors.file.errors import LocalFileError
 from seatide.connectors.file.listing import FileFilter, list_files, total_bytes
 from seatide.connectors.file.paths import local_path, spark_uri
 from seatide.connectors.file.reading import FileReadPlan
@@ -169,10 +170,10 @@ class LocalFileSource(Source):
         from pyspark.sql import functions as F
 
         if not os.path.exists(self.root):
-            raise FileNotFoundError(f"LocalFile source: path {self.root} does not exist")
+            raise LocalFileError(f"LocalFile source: path {self.root} does not exist")
         files = list_files(self.root, self.filter, recursive=self.plan.recursive)
         if not files and self._declared is None and self.opts["file_format_type"] in ("parquet", "orc"):
-            raise FileNotFoundError(
+            raise LocalFileError(
                 f"LocalFile source: no {self.opts['file_format_type']} files under {self.root} to "
                 "read the schema from; add files or declare schema { fields { ... } }")
         df = self._stream(ctx, files) if ctx.micro_batch else self._batch(ctx, files)
@@ -180,9 +181,9 @@ class LocalFileSource(Source):
         if wanted:
             missing = [c for c in wanted if c not in df.columns]
             if missing:
-                raise ValueError(f"LocalFile source: read_columns names {', '.join(missing)}, which "
-                                 f"the files do not have (fields: {', '.join(df.columns)})")
-            df = df.select(*[df[c] for c in wanted])
+                raise LocalFileError(f"LocalFile source: read_columns names {', '.join(missing)}, "
+                                     f"which the files do not have (fields: {', '.join(df.columns)})")
+            df = df.select(*[F.col("`" + c.replace("`", "``") + "`") for c in wanted])
         return df.withColumn(ROW_KIND_COLUMN, F.lit(int(RowKind.INSERT)).cast("tinyint"))
 
     def _reader(self, spark_reader):

@@ -19,6 +19,7 @@ import uuid
 from datetime import datetime
 
 from seatide.connectors.file import formats
+from seatide.connectors.file.errors import LocalFileError
 from seatide.connectors.file.naming import partition_dir
 from seatide.connectors.file.paths import STAGING_DIR, is_hidden, spark_uri
 from seatide.connectors.file.sink import FileSinkSpec
@@ -35,8 +36,9 @@ def _col(name: str):
 
 
 class LocalFileWriter(SinkWriter):
-    def __init__(self, spec: FileSinkSpec):
+    def __init__(self, spec: FileSinkSpec, plugin_id: str = ""):
         self.spec = spec
+        self.plugin_id = plugin_id   # two sinks of one pipeline share transaction ids, not staging
         self._save_modes_done = False
         self._header_size = 0   # bytes of a header line; a file no bigger holds no rows
 
@@ -89,7 +91,7 @@ class LocalFileWriter(SinkWriter):
         for option, names in (("sink_columns", columns), ("partition_by", spec.partition_by)):
             missing = [c for c in names if c not in df.columns]
             if missing:
-                raise ValueError(f"LocalFile sink: {option} names {', '.join(missing)}, which the "
+                raise LocalFileError(f"LocalFile sink: {option} names {', '.join(missing)}, which the "
                                  f"input does not have (fields: {', '.join(df.columns)})")
         kept = [c for c in columns if spec.partition_fields_in_file or c not in spec.partition_by]
         types = {f.name: f.dataType for f in df.schema.fields}
@@ -174,7 +176,8 @@ class LocalFileWriter(SinkWriter):
     # --- housekeeping ------------------------------------------------------------------
 
     def _staging(self, transaction_id: str) -> str:
-        name = "".join(ch if ch.isalnum() or ch in "._=-" else "_" for ch in transaction_id)
+        text = f"{transaction_id}_{self.plugin_id}" if self.plugin_id else transaction_id
+        name = "".join(ch if ch.isalnum() or ch in "._=-" else "_" for ch in text)
         return os.path.join(self.spec.root, STAGING_DIR, name)
 
     def _remove_staging(self, staging: str) -> None:
@@ -196,7 +199,7 @@ class LocalFileWriter(SinkWriter):
     def _apply_save_modes(self) -> None:
         root, spec = self.spec.root, self.spec
         if spec.schema_save_mode == "ERROR_WHEN_SCHEMA_NOT_EXIST" and not os.path.isdir(root):
-            raise FileNotFoundError(f"LocalFile sink: schema_save_mode is ERROR_WHEN_SCHEMA_NOT_EXIST "
+            raise LocalFileError(f"LocalFile sink: schema_save_mode is ERROR_WHEN_SCHEMA_NOT_EXIST "
                                     f"and path {root} does not exist; create it or choose "
                                     "CREATE_SCHEMA_WHEN_NOT_EXIST")
         os.makedirs(root, exist_ok=True)
@@ -206,6 +209,6 @@ class LocalFileWriter(SinkWriter):
                 target = os.path.join(root, name)
                 shutil.rmtree(target) if os.path.isdir(target) else os.remove(target)
         elif spec.data_save_mode == "ERROR_WHEN_DATA_EXISTS" and data:
-            raise FileExistsError(f"LocalFile sink: data_save_mode is ERROR_WHEN_DATA_EXISTS and "
+            raise LocalFileError(f"LocalFile sink: data_save_mode is ERROR_WHEN_DATA_EXISTS and "
                                   f"path {root} already holds data ({', '.join(data[:3])}); "
                                   "empty it or choose APPEND_DATA or DROP_DATA")
