@@ -49,7 +49,10 @@ def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: T
                           reporter, stdout)
         runs.append(run)
     for run in runs:
+        # One query's sources start their Python workers at a time: Spark gives a starting
+        # Python worker 10 s to connect back, which several at once on a busy host can miss.
         run.start()
+        run.wait_started()
     return _supervise(runs, reporter, heartbeat, poll_interval)
 
 

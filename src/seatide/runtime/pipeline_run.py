@@ -74,7 +74,7 @@ class PipelineRun:
         self.writers: dict[str, object] = {}
         self.lineage = ""
         self._observations: list = []
-        self._wrote = False
+        self._rows_read: int | None = None
         self._idle = False
         self._trigger_since: float | None = None
         self._timed_out_batch = -1
@@ -147,8 +147,9 @@ class PipelineRun:
     def _commit_log(self, plugin_id: str) -> SinkCommitLog:
         return SinkCommitLog(os.path.join(self.dir, "sinks", plugin_id))
 
-    def _transaction_id(self, batch_id: int) -> str:
-        return f"T_{self.job_id}_{self.pipeline.pipeline_id}_{self.lineage}_{batch_id}"
+    def _transaction_id(self, batch_id: int, sink_index: int) -> str:
+        # Stable across replays of the batch; distinct per sink (two sinks may share a path).
+        return f"T_{self.job_id}_{self.pipeline.pipeline_id}_{sink_index}_{self.lineage}_{batch_id}"
 
     # -- running -------------------------------------------------------------------------
     def start(self) -> None:
@@ -171,11 +172,13 @@ class PipelineRun:
         rows = 0
         for sink, df in sinks:
             result = write_exactly_once(self.writers[sink.plugin_id], self._commit_log(sink.plugin_id), df,
-                                        batch_id, self._transaction_id(batch_id),
+                                        batch_id, self._transaction_id(batch_id, sink.index),
                                         before_commit=self.reporter.fence)
             if not result.replayed:
                 rows += int(result.state.get("rows", 0))
-                self._wrote = True
+                if self._rows_read is None and self._observations:
+                    # the first action fills the source observations; later sinks run the sources again
+                    self._rows_read = sum(int(o.get.get("rows", 0)) for o in self._observations)
                 failpoints.hit("driver.after_sink_commit")
         return rows
 
@@ -188,9 +191,8 @@ class PipelineRun:
             if self.stop_requested:
                 self.outcome = Outcome("CANCELED")
                 return
-            if self._wrote:   # an observation is only filled by an action that ran
-                read = sum(int(o.get.get("rows", 0)) for o in self._observations)
-                self.reporter.rows_read(self.pipeline.pipeline_id, 0, read)
+            if self._rows_read is not None:   # None: every sink had committed already (a rerun)
+                self.reporter.rows_read(self.pipeline.pipeline_id, 0, self._rows_read)
             self.reporter.batch_committed(self.pipeline.pipeline_id, 0, rows,
                                           int((time.time() - started) * 1000), None,
                                           self.pipeline.fingerprint())
@@ -301,11 +303,22 @@ class PipelineRun:
                                             self.pipeline.fingerprint())
 
     def _report_progress(self) -> None:
+        # With several sinks the query is a union of one branch per sink, and Spark counts a
+        # source's rows once per branch that scans it.
+        branches = max(1, len(self.pipeline.sinks))
         for progress in self.query.recentProgress:
             batch_id = progress.batchId
             if batch_id > self._counted_batch:
-                self.reporter.rows_read(self.pipeline.pipeline_id, batch_id, int(progress.numInputRows))
+                self.reporter.rows_read(self.pipeline.pipeline_id, batch_id, int(progress.numInputRows) // branches)
                 self._counted_batch = batch_id
+
+    def wait_started(self, timeout_s: float = 60.0) -> None:
+        """Until the query has planned its first batch (its sources' Python workers are up)."""
+        deadline = time.time() + timeout_s
+        while self.query is not None and self.query.isActive and time.time() < deadline:
+            if self.query.recentProgress or self.query.status.get("message", "").startswith("Waiting"):
+                return
+            time.sleep(0.1)
 
     def _finish(self) -> None:
         """End of data: last sink checks (e.g. Assert's MIN_ROW), then durable completion."""
