@@ -75,8 +75,8 @@ def test_json_job_files():
     (job(source='LocalFile { path = "/x" }'), ["source[0] LocalFile", "required option 'file_format_type'"]),
     (job(sink="Console { log.print.data = maybe }"), ["sink[0] Console", "'log.print.data' must be boolean"]),
     (job(sink='Console { plugin_input = "nope" }'), ["sink[0] Console", "plugin_input 'nope' names nothing"]),
-    (job(transform='Sql { plugin_input = "b", plugin_output = "a", query = "select 1" }\n'
-                   '  Sql { plugin_input = "a", plugin_output = "b", query = "select 1" }',
+    (job(transform='Sql { plugin_input = "b", plugin_output = "a", query = "select * from b" }\n'
+                   '  Sql { plugin_input = "a", plugin_output = "b", query = "select * from a" }',
          sink='Console { plugin_input = "a" }'), ["cycle"]),
     ("env { job.mode = BATCH\nsource {", ["job.conf", "cannot parse"]),
     (job(env="job.mode = SOMETIMES"), ["env", "'job.mode' must be one of BATCH, STREAMING"]),
