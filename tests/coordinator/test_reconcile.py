@@ -30,8 +30,8 @@ def worker(node_id="w1", beat=NOW - 1, slots=2, stopped=False):
     return SimpleNamespace(node_id=node_id, heartbeat_at=beat, slots=slots, stopped=stopped, host="h")
 
 
-def pipe(pid=1, status="RUNNING", error=None, idle=False):
-    return SimpleNamespace(pipeline_id=pid, status=status, error=error, idle=idle)
+def pipe(pid=1, status="RUNNING", error=None, idle=False, started_at=NOW - 60):
+    return SimpleNamespace(pipeline_id=pid, status=status, error=error, idle=idle, started_at=started_at)
 
 
 def decide(j, a, pipes, workers=None, load=None, last_checkpoint_at=None):
@@ -144,8 +144,11 @@ def test_idle_stream_or_fresh_checkpoint_is_not_stale():
     streaming = job(stale_after_s=30)
     assert decide(streaming, attempt(launched_at=NOW - 100), [pipe(idle=True)], last_checkpoint_at=NOW - 300) == []
     assert decide(streaming, attempt(launched_at=NOW - 100), [pipe()], last_checkpoint_at=NOW - 29) == []
-    # a new attempt gets a full window to make its first checkpoint
-    assert decide(streaming, attempt(launched_at=NOW - 10), [pipe()], last_checkpoint_at=NOW - 300) == []
+    # a new attempt gets a full window from when its pipelines started
+    assert decide(streaming, attempt(launched_at=NOW - 100), [pipe(started_at=NOW - 10)],
+                  last_checkpoint_at=NOW - 300) == []
+    assert decide(streaming, attempt(launched_at=NOW - 100), [pipe(started_at=NOW - 200)],
+                  last_checkpoint_at=NOW - 300) == []   # pipelines not yet started by this attempt
     # flagged once; the flag clears with the next checkpoint or attempt
     assert decide(job(stale_after_s=30, stale_since=NOW - 5), attempt(launched_at=NOW - 100), [pipe()],
                   last_checkpoint_at=NOW - 300) == []

@@ -151,7 +151,12 @@ def checkpoint_stale_for(snap: Snapshot) -> float | None:
     running = [p for p in snap.pipelines if p.status == "RUNNING"]
     if not running or all(p.idle for p in running):
         return None   # caught up with its sources: IDLE, not stale
-    since = max(snap.last_checkpoint_at or 0.0, attempt.launched_at or attempt.created_at)
+    # The window opens when the pipelines (re)started, not when the driver process did:
+    # starting Spark is not a stalled checkpoint.
+    started = max((p.started_at or 0.0) for p in running)
+    if started < (attempt.launched_at or attempt.created_at):
+        return None   # this attempt has not started its pipelines yet
+    since = max(snap.last_checkpoint_at or 0.0, started)
     age = snap.now - since
     return age if age > job.stale_after_s else None
 

@@ -171,6 +171,7 @@ class PipelineRun:
     def _write_sinks(self, sinks: list, batch_id: int) -> int:
         rows = 0
         for sink, df in sinks:
+            failpoints.hit("driver.before_sink_write")
             result = write_exactly_once(self.writers[sink.plugin_id], self._commit_log(sink.plugin_id), df,
                                         batch_id, self._transaction_id(batch_id, sink.index),
                                         before_commit=self.reporter.fence)

@@ -69,6 +69,10 @@ class AttemptReporter:
     def pipeline_status(self, pipeline_id: int, new: str, error: str | None = None) -> None:
         with self._tx() as conn:
             old = conn.execute(select(s.pipelines.c.status).where(self._pipeline_where(pipeline_id))).scalar()
+            if old == new == "RUNNING":     # started again by a new attempt
+                conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id))
+                             .values(started_at=time.time(), idle=False))
+                return
             if old == new:
                 return
             check_pipeline(old, new)
