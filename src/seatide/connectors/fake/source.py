@@ -1,0 +1,260 @@
+"""FakeSource: rows made up from a schema, for demos, tests and benchmarks (SeaTunnel's options).
+
+Every column is a Spark SQL expression over the global row number ``__g`` (see ``values``),
+so rows are made by the JVM and a replayed split yields identical rows. Where the row
+numbers come from depends on how the job runs:
+
+* plain BATCH: ``spark.range`` — no Python data source, no per-row Python;
+* micro-batch (STREAMING, or BATCH with checkpoints): a Python streaming source admits
+  split descriptors batch by batch (``split_stream``), expanded with ``explode(sequence)``.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING
+
+from pyspark.sql import types as T
+
+from seatide.connectors.fake.layout import SplitLayout
+from seatide.connectors.fake.options import (DATE_TIME_PARTS, FAKE_OPTIONS, FRACTIONAL_MAX,
+                                             INTEGER_BOUNDS)
+from seatide.connectors.fake.rows import ExplicitRow, RowValueError, parse_rows
+from seatide.connectors.fake.sql import ident
+from seatide.connectors.fake.values import ROW_NUMBER, FloatRange, IntRange, ValueExpressions, ValueSettings
+from seatide.plugin.base import ReadContext, Source
+from seatide.plugin.registry import register
+from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
+from seatide.plugin.types import SchemaError, parse_row, type_name
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+# A full micro-batch holds about this many units, so that it runs as several Spark tasks.
+UNITS_PER_BATCH = 4
+_ROW = "__fake_row"
+_REGISTERED: "weakref.WeakSet[SparkSession]" = weakref.WeakSet()
+
+
+@register
+class FakeSource(Source):
+    """Generates ``row.num`` rows per parallel reader from ``schema.fields``, or emits the
+    explicit ``rows`` from every reader. Values are deterministic: a pure function of the
+    field and the global row number, so replays and reruns produce the same rows.
+    ``sequence.field`` numbers rows 0..N-1 across all readers and splits."""
+
+    plugin_name = "FakeSource"
+    options = FAKE_OPTIONS
+    doc = __doc__ or ""
+
+    # -- validation ----------------------------------------------------------------------
+    def check(self) -> None:
+        try:
+            self._schema = parse_row(self.opts["schema.fields"])
+        except SchemaError as exc:
+            raise self.invalid("schema.fields", f"schema.fields: {exc}") from None
+        if not self._schema.fields:
+            raise self.invalid("schema.fields", "schema.fields is empty: list at least one "
+                               "field, e.g. fields { id = bigint }")
+        for key in ("row.num", "split.read-interval", "map.size", "array.size", "bytes.length",
+                    "string.length"):
+            self._at_least(key, 0)
+        self._at_least("split.num", 1)
+        self._settings = ValueSettings(
+            integers={name: self._int_range(name, *bounds) for name, bounds in INTEGER_BOUNDS.items()},
+            fractions={name: self._float_range(name, high) for name, high in FRACTIONAL_MAX.items()},
+            string_length=self.opts["string.length"],
+            string_template=self._template("string", self.opts["string.template"]),
+            bytes_length=self.opts["bytes.length"],
+            array_size=self.opts["array.size"],
+            map_size=self.opts["map.size"],
+            date_parts={key.split(".")[1]: self._part_template(key, low, high)
+                        for key, low, high in DATE_TIME_PARTS},
+        )
+        self._check_map_keys(self._schema)
+        self._rows = self._explicit_rows()
+        self._sequence = self._sequence_field()
+
+    def _at_least(self, key: str, low: int) -> None:
+        if self.opts[key] < low:
+            raise self.invalid(key, f"option '{key}' must be at least {low}, got {self.opts[key]}")
+
+    def _template(self, name: str, values: list | None) -> tuple | None:
+        mode_key = f"{name}.fake.mode"
+        if self.opts[mode_key] == "template" and not values:
+            raise self.invalid(mode_key, f"{mode_key} = template needs {name}.template: "
+                               f"give a list of values, e.g. {name}.template = [...]")
+        if values is not None and not values:
+            raise self.invalid(f"{name}.template", f"{name}.template is empty: give at least one value")
+        return tuple(values) if values else None
+
+    def _int_range(self, name: str, low_bound: int, high_bound: int) -> IntRange:
+        low, high = self.opts[f"{name}.min"], self.opts[f"{name}.max"]
+        for key, value in ((f"{name}.min", low), (f"{name}.max", high)):
+            if not low_bound <= value <= high_bound:
+                raise self.invalid(key, f"{key} = {value} is out of range for {name} "
+                                   f"({low_bound}..{high_bound})")
+        if low > high:
+            raise self.invalid(f"{name}.min", f"{name}.min ({low}) is greater than {name}.max "
+                               f"({high}): make {name}.min <= {name}.max")
+        template = self._template(name, self.opts[f"{name}.template"])
+        if template:
+            template = tuple(self._whole(f"{name}.template", v, low_bound, high_bound) for v in template)
+        return IntRange(low, high, template)
+
+    def _float_range(self, name: str, high_bound: float) -> FloatRange:
+        low, high = self.opts[f"{name}.min"], self.opts[f"{name}.max"]
+        for key, value in ((f"{name}.min", low), (f"{name}.max", high)):
+            if not -high_bound <= value <= high_bound:
+                raise self.invalid(key, f"{key} = {value} is out of range for {name} "
+                                   f"(-{high_bound}..{high_bound})")
+        if low > high:
+            raise self.invalid(f"{name}.min", f"{name}.min ({low}) is greater than {name}.max "
+                               f"({high}): make {name}.min <= {name}.max")
+        template = self._template(name, self.opts[f"{name}.template"])
+        if template:
+            template = tuple(self._number(f"{name}.template", v, high_bound) for v in template)
+        return FloatRange(low, high, template)
+
+    def _whole(self, key: str, value, low: int, high: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise self.invalid(key, f"{key} holds {value!r}: every value must be a whole number "
+                               f"in {low}..{high}")
+        return value
+
+    def _number(self, key: str, value, bound: float) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not -bound <= value <= bound:
+            raise self.invalid(key, f"{key} holds {value!r}: every value must be a number "
+                               f"in -{bound}..{bound}")
+        return float(value)
+
+    def _part_template(self, key: str, low: int, high: int) -> tuple[int, ...] | None:
+        values = self.opts[key]
+        if values is None:
+            return None
+        if not values:
+            raise self.invalid(key, f"{key} is empty: give at least one value in {low}..{high}")
+        return tuple(self._whole(key, v, low, high) for v in values)
+
+    def _check_map_keys(self, data_type: T.DataType) -> None:
+        if isinstance(data_type, T.StructType):
+            for f in data_type.fields:
+                self._check_map_keys(f.dataType)
+        elif isinstance(data_type, T.ArrayType):
+            self._check_map_keys(data_type.elementType)
+        elif isinstance(data_type, T.MapType):
+            if isinstance(data_type.keyType, (T.NullType, T.MapType)):
+                raise self.invalid("schema.fields", f"map<{type_name(data_type.keyType)}, ...> cannot "
+                                   "be generated: map keys must not be null or maps")
+            self._check_map_keys(data_type.keyType)
+            self._check_map_keys(data_type.valueType)
+
+    def _explicit_rows(self) -> list[ExplicitRow] | None:
+        rows = self.opts["rows"]
+        if rows is None:
+            return None
+        if not rows:
+            raise self.invalid("rows", "rows is empty: list at least one { kind = INSERT, fields = [...] } "
+                               "or remove rows to generate data")
+        try:
+            return parse_rows(rows, self._schema)
+        except RowValueError as exc:
+            raise self.invalid("rows", str(exc)) from None
+
+    def _sequence_field(self) -> str | None:
+        name = self.opts["sequence.field"]
+        if name is None:
+            return None
+        field = next((f for f in self._schema.fields if f.name == name), None)
+        if field is None:
+            raise self.invalid("sequence.field", f"sequence.field names '{name}', which is not in "
+                               f"schema.fields ({', '.join(self._schema.names)})")
+        if not isinstance(field.dataType, T.LongType):
+            raise self.invalid("sequence.field", f"sequence.field '{name}' is "
+                               f"{type_name(field.dataType)}; it must be a bigint field")
+        return name
+
+    # -- contract ----------------------------------------------------------------------
+    def schema(self) -> T.StructType:
+        return self._schema
+
+    def row_kinds(self) -> frozenset[RowKind]:
+        if self._rows is None:
+            return frozenset({RowKind.INSERT})
+        return frozenset(row.kind for row in self._rows)
+
+    def layout(self, readers: int, max_rows_per_batch: int) -> SplitLayout:
+        rows = len(self._rows) if self._rows is not None else self.opts["row.num"]
+        return SplitLayout(readers, rows, self.opts["split.num"],
+                           max(1, max_rows_per_batch // UNITS_PER_BATCH))
+
+    def read(self, ctx: ReadContext) -> "DataFrame":
+        spark = ctx.spark
+        if _has_time(self._schema):
+            # Spark 4.3 keeps TIME behind a flag; enabling it only allows the type.
+            spark.conf.set("spark.sql.timeType.enabled", "true")
+        layout = self.layout(ctx.parallelism, ctx.max_rows_per_batch)
+        numbers = (self._streamed_numbers(ctx, layout) if ctx.micro_batch
+                   else self._ranged_numbers(spark, layout))
+        return self.rows_from(numbers)
+
+    def rows_from(self, numbers: "DataFrame") -> "DataFrame":
+        """The source's rows for a DataFrame of global row numbers (column ``__g``)."""
+        if self._rows is None:
+            values = ValueExpressions(self._settings)
+            columns = [f"{self._field_sql(f, values)} AS {ident(f.name)}" for f in self._schema.fields]
+            return numbers.selectExpr(*columns, f"CAST(0 AS TINYINT) AS {ident(ROW_KIND_COLUMN)}")
+        with_row = numbers.selectExpr(ROW_NUMBER, f"{self._rows_sql()} AS {_ROW}")
+        columns = [f"{ROW_NUMBER if f.name == self._sequence else f'{_ROW}.c{i}'} AS {ident(f.name)}"
+                   for i, f in enumerate(self._schema.fields)]
+        return with_row.selectExpr(*columns, f"{_ROW}.kind AS {ident(ROW_KIND_COLUMN)}")
+
+    def _field_sql(self, field: T.StructField, values: ValueExpressions) -> str:
+        return ROW_NUMBER if field.name == self._sequence else values.field(field.dataType, field.name)
+
+    def _rows_sql(self) -> str:
+        structs = []
+        for row in self._rows:
+            parts = [f"'c{i}', {v}" for i, v in enumerate(row.values)]
+            parts.append(f"'kind', CAST({int(row.kind)} AS TINYINT)")
+            structs.append(f"named_struct({', '.join(parts)})")
+        index = f"CAST(pmod({ROW_NUMBER}, {len(self._rows)}L) AS INT) + 1"
+        return f"element_at(array({', '.join(structs)}), {index})"
+
+    # -- row numbers ---------------------------------------------------------------------
+    @staticmethod
+    def _ranged_numbers(spark: "SparkSession", layout: SplitLayout) -> "DataFrame":
+        # At least one partition per core: values depend only on the row number, so the
+        # partitioning is free to follow the machine rather than readers x splits.
+        slots = max(layout.readers * layout.splits_per_reader, spark.sparkContext.defaultParallelism)
+        partitions = max(1, min(slots, layout.total_rows))
+        return spark.range(0, layout.total_rows, 1, numPartitions=partitions).withColumnRenamed("id", ROW_NUMBER)
+
+    def _streamed_numbers(self, ctx: ReadContext, layout: SplitLayout) -> "DataFrame":
+        from seatide.connectors.fake.split_stream import SOURCE_NAME, FakeSplitSource, stream_options
+
+        spark = ctx.spark
+        if spark not in _REGISTERED:
+            spark.dataSource.register(FakeSplitSource)
+            _REGISTERED.add(spark)
+        options = stream_options(
+            layout, max_rows=ctx.max_rows_per_batch, unbounded=ctx.unbounded,
+            interval_ms=self.opts["split.read-interval"],
+            partitions=max(layout.readers, spark.sparkContext.defaultParallelism))
+        splits = spark.readStream.format(SOURCE_NAME).options(**options).load()
+        return splits.selectExpr(f"explode(sequence(start, stop - 1)) AS {ROW_NUMBER}")
+
+
+def _has_time(data_type: T.DataType) -> bool:
+    if isinstance(data_type, T.TimeType):
+        return True
+    if isinstance(data_type, T.StructType):
+        return any(_has_time(f.dataType) for f in data_type.fields)
+    if isinstance(data_type, T.ArrayType):
+        return _has_time(data_type.elementType)
+    if isinstance(data_type, T.MapType):
+        return _has_time(data_type.keyType) or _has_time(data_type.valueType)
+    return False
+
+
+__all__ = ["FakeSource"]
