@@ -199,6 +199,7 @@ def test_new_leader_reattaches_to_running_driver(cluster: Cluster, tmp_path):
     with DriverWatch("story6") as watch:
         cluster.submit(streaming_job(out), "story6")
         cluster.wait_status("story6", "RUNNING", timeout=120)
+        wait_for(lambda: _last_checkpoint(cluster, "story6") >= 1, 120, message="a first checkpoint")
         pid = wait_for(lambda: driver_pids("story6"), 30)[0]
         for _ in range(2):
             epoch = cluster.leader().epoch
@@ -206,7 +207,7 @@ def test_new_leader_reattaches_to_running_driver(cluster: Cluster, tmp_path):
             cluster.coordinator(f"c{epoch + 10}")
             _new_leader(cluster, epoch)
         before = _last_checkpoint(cluster, "story6")
-        wait_for(lambda: _last_checkpoint(cluster, "story6") > before, 10, message="progress after failovers")
+        wait_for(lambda: _last_checkpoint(cluster, "story6") > before, 30, message="progress after failovers")
     assert driver_pids("story6") == [pid]
     assert len(cluster.attempts("story6")) == 1
     assert cluster.job("story6").status == "RUNNING"

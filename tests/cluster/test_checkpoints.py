@@ -1,0 +1,191 @@
+"""Checkpoints as a product: resume after a forced stop, savepoints, refusals, staleness policies.
+
+Real coordinator, worker and driver processes on SQLite and PostgreSQL, killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from tests.cluster.harness import Cluster, DriverWatch, assert_never_resurrected, driver_pids, http, wait_for
+from tests.cluster.jobs import assert_exactly, batch_job, streaming_job, written_ids
+
+pytestmark = pytest.mark.cluster
+
+
+def _checkpoint(cluster: Cluster, job_id: str) -> dict:
+    return cluster.job_info(job_id)["checkpoint"]
+
+
+def _last_id(cluster: Cluster, job_id: str) -> int:
+    return _checkpoint(cluster, job_id)["lastCheckpointId"] or 0
+
+
+def _resume(cluster: Cluster, job_id: str, **body):
+    return http("POST", cluster.any_coordinator().url + f"/api/v1/jobs/{job_id}/resume", body)
+
+
+def _written(cluster: Cluster, job_id: str) -> int:
+    return cluster.job_info(job_id)["metrics"]["SinkWriteCount"]
+
+
+def _stop_and_check_prefix(cluster: Cluster, job_id: str, out: str) -> int:
+    cluster.cancel(job_id)
+    cluster.wait_status(job_id, "CANCELED", timeout=90)
+    ids = written_ids(out)
+    assert ids, "nothing written"
+    assert_exactly(ids, range(max(ids) + 1))
+    return max(ids) + 1
+
+
+def test_streaming_job_comes_back_by_itself_after_every_process_is_killed(cluster: Cluster, tmp_path):
+    out = str(tmp_path / "out")
+    cluster.coordinator("c1")
+    cluster.worker("w1")
+    cluster.submit(streaming_job(out), "killall")
+    wait_for(lambda: _last_id(cluster, "killall") >= 3, 180, message="three checkpoints")
+    for proc in cluster.procs:
+        proc.kill()
+    wait_for(lambda: driver_pids("killall") == [], 10, message="the driver to die with its worker")
+    before = _last_id(cluster, "killall")
+    with DriverWatch("killall") as watch:
+        cluster.coordinator("c2")
+        cluster.worker("w2")
+        wait_for(lambda: any(a.worker_id == "w2" and a.state == "RUNNING" for a in cluster.attempts("killall")),
+                 120, message="a new attempt running on w2")
+        wait_for(lambda: _last_id(cluster, "killall") > before + 1, 120, message="checkpoints continuing")
+        assert cluster.job("killall").status == "RUNNING"
+        assert _checkpoint(cluster, "killall")["restored"] >= 1
+        _stop_and_check_prefix(cluster, "killall", out)
+    assert watch.max_seen <= 1
+    assert_never_resurrected(cluster, "killall")
+
+
+def test_cancel_then_resume_finishes_with_no_duplicate_and_no_gap(cluster: Cluster, tmp_path):
+    out = str(tmp_path / "out")
+    cluster.coordinator("c1")
+    cluster.worker("w1")
+    cluster.submit(batch_job(out, rows=3000, rows_per_batch=100), "cancel-resume")
+    wait_for(lambda: _written(cluster, "cancel-resume") >= 600, 180, message="some batches committed")
+    cluster.cancel("cancel-resume")
+    cluster.wait_status("cancel-resume", "CANCELED", timeout=90)
+    partial = written_ids(out + "/p0")
+    assert 0 < len(partial) < 3000
+    assert_exactly(partial, range(len(partial)))
+    status, body = _resume(cluster, "cancel-resume")
+    assert status == 200, body
+    job = cluster.wait_status("cancel-resume", {"FINISHED", "FAILED"}, timeout=240)
+    assert job.status == "FINISHED", job.error_msg
+    assert job.incarnation == 2 and job.restored_from == "cancel-resume@1"
+    assert_exactly(written_ids(out + "/p0"), range(3000))
+    kinds = [e.kind for e in cluster.events("cancel-resume")]
+    assert "JOB_RESUMED" in kinds and "CHECKPOINT_RESTORED" in kinds
+
+
+def test_resume_without_its_checkpoint_is_refused_and_fresh_fallback_starts_over(cluster: Cluster, tmp_path):
+    out = str(tmp_path / "out")
+    cluster.coordinator("c1")
+    cluster.worker("w1")
+    cluster.submit(batch_job(out, rows=2000, rows_per_batch=100), "lost-ckpt")
+    wait_for(lambda: _written(cluster, "lost-ckpt") >= 300, 180, message="some batches committed")
+    cluster.cancel("lost-ckpt")
+    cluster.wait_status("lost-ckpt", "CANCELED", timeout=90)
+    shutil.rmtree(os.path.join(cluster.data_dir, "checkpoints", "lost-ckpt", "1"))
+    status, body = _resume(cluster, "lost-ckpt")
+    assert status == 409, body
+    message = body["error"]
+    assert "pipeline 1" in message and "missing" in message and "--fallback fresh" in message
+    assert cluster.job("lost-ckpt").status == "CANCELED" and cluster.job("lost-ckpt").incarnation == 1
+    status, body = _resume(cluster, "lost-ckpt", fallback="fresh")
+    assert status == 200, body
+    job = cluster.wait_status("lost-ckpt", {"FINISHED", "FAILED"}, timeout=240)
+    assert job.status == "FINISHED", job.error_msg
+    assert "RESTORE_FALLBACK_FRESH" in [e.kind for e in cluster.events("lost-ckpt")]
+    assert set(written_ids(out + "/p0")) == set(range(2000))
+
+
+def test_resume_with_an_added_source_is_refused(cluster: Cluster, tmp_path):
+    out = str(tmp_path / "out")
+    cluster.coordinator("c1")
+    cluster.worker("w1")
+    original = streaming_job(out)
+    cluster.submit(original, "changed")
+    wait_for(lambda: _last_id(cluster, "changed") >= 1, 180, message="a checkpoint")
+    cluster.cancel("changed")
+    cluster.wait_status("changed", "CANCELED", timeout=90)
+    # the same pipeline now reads a second source (the sink unions both)
+    changed = original.replace('sequence.field = "id"', 'sequence.field = "id"\n    plugin_output = "a"', 1)
+    changed = changed.replace("\n}\nsink {", """
+  FakeSource {
+    plugin_output = "b"
+    row.num = 10
+    schema = { fields { id = bigint, name = string } }
+  }
+}
+sink {""", 1)
+    changed = changed.replace("LocalFile {", 'LocalFile {\n    plugin_input = ["a", "b"]\n   ', 1)
+    status, body = _resume(cluster, "changed", config=changed)
+    assert status in (400, 409), body
+    text = body.get("error") or body.get("detail")
+    assert "pipeline 1" in text and "sources changed" in text and "--fallback fresh" in text, text
+    assert cluster.job("changed").incarnation == 1
+
+
+def test_savepoint_then_resume_continues_exactly_where_it_stopped(cluster: Cluster, tmp_path):
+    out = str(tmp_path / "out")
+    cluster.coordinator("c1")
+    cluster.worker("w1")
+    cluster.submit(streaming_job(out), "sp")
+    wait_for(lambda: _last_id(cluster, "sp") >= 2, 180, message="two checkpoints")
+    status, body = http("POST", cluster.any_coordinator().url + "/api/v1/stop-job",
+                        {"jobId": "sp", "isStopWithSavePoint": True})
+    assert status == 200, body
+    cluster.wait_status("sp", "SAVEPOINT_DONE", timeout=120)
+    report = http("GET", cluster.any_coordinator().url + "/api/v1/jobs/sp/checkpoints")[1]
+    savepoints = [c for c in report["history"] if c["kind"] == "SAVEPOINT"]
+    assert len(savepoints) == 1
+    stopped = written_ids(out)
+    assert_exactly(stopped, range(len(stopped)))
+    status, body = _resume(cluster, "sp", fromSavepoint=savepoints[0]["checkpointId"])
+    assert status == 200, body
+    cluster.wait_status("sp", "RUNNING", timeout=120)
+    wait_for(lambda: len(written_ids(out)) > len(stopped) + 20, 120, message="rows after the savepoint")
+    total = _stop_and_check_prefix(cluster, "sp", out)
+    assert total > len(stopped)
+    assert cluster.job("sp").restored_from == f"savepoint {savepoints[0]['checkpointId']}"
+
+
+@pytest.mark.parametrize("policy", ["warn", "restart", "fail"])
+def test_blocked_sink_is_flagged_stale_and_its_policy_applies(cluster: Cluster, tmp_path, policy):
+    out = str(tmp_path / "out")
+    marker = str(tmp_path / "hung-once")
+    cluster.coordinator("c1")
+    cluster._spawn("w1", ["cluster", "worker", "--node-id", "w1", *cluster._common()],
+                   env={"SEATIDE_FAILPOINTS": f"driver.before_sink_write=once:hang:{marker}"})
+    wait_for(lambda: cluster._node_alive("w1"), 30)
+    job = streaming_job(out).replace("job.retry.times = 3", "job.retry.times = 3\n  checkpoint.stale-after = 6000\n"
+                                     f"  checkpoint.on-stale = {policy}")
+    cluster.submit(job, "stale")
+    cluster.wait_status("stale", "RUNNING", timeout=120)
+    wait_for(lambda: os.path.exists(marker), 120, message="the sink to block")
+    flagged = wait_for(lambda: "CHECKPOINT_STALE" in [e.kind for e in cluster.events("stale")], 6 + 10,
+                       message="the stale flag")
+    assert flagged
+    if policy == "warn":
+        assert cluster.job("stale").status == "RUNNING"
+        assert _checkpoint(cluster, "stale")["health"] == "CHECKPOINT_STALE"
+        assert len(cluster.attempts("stale")) == 1
+    elif policy == "restart":
+        wait_for(lambda: len(cluster.attempts("stale")) >= 2, 30, message="a new attempt")
+        wait_for(lambda: _last_id(cluster, "stale") >= 1, 120, message="checkpoints from the new attempt")
+        assert cluster.job("stale").status == "RUNNING"
+        assert cluster.attempts("stale")[0].state == "LOST"
+        assert "checkpoint stale" in cluster.attempts("stale")[0].error
+        wait_for(lambda: _checkpoint(cluster, "stale")["health"] in ("HEALTHY", "IDLE"), 30)
+    else:
+        job_row = cluster.wait_status("stale", "FAILED", timeout=30)
+        assert "checkpoint stale" in job_row.error_msg
+        wait_for(lambda: driver_pids("stale") == [], 30, message="the blocked driver to be killed")
