@@ -34,7 +34,7 @@ def stream_ctx(spark, parallelism: int, max_rows: int) -> ReadContext:
 
 
 def run_available_now(df, checkpoint: str, batches: dict, fail_on_batch: int | None = None):
-    """Run a micro-batch query to its end; ``batches[id]`` = its rows by id (a replay overwrites)."""
+    """Run a micro-batch query to its end; ``batches[id]`` = its rows, sorted (a replay overwrites)."""
     def each_batch(batch_df, batch_id):
         batches[batch_id] = sorted(batch_df.collect())
         if batch_id == fail_on_batch:
@@ -119,6 +119,22 @@ def test_templates_pick_only_listed_values(spark):
     # Day 31 does not exist in February: it is kept to the month's last day.
     assert {r.day for r in rows} == {dt.date(2020, 2, 29)}
     assert {(r.at.hour, r.at.minute, r.at.second) for r in rows} == {(7, 30, 0), (7, 45, 0)}
+
+
+def test_long_strings_wide_decimals_and_extreme_ranges(spark):
+    source = fake("""
+        row.num = 30
+        string.length = 40
+        bigint.min = -9000000000000000000
+        bigint.max = 9000000000000000000
+        double.min = -1.7976931348623157e308
+        schema = { fields { s = string, d = "decimal(38, 20)", b = bigint, x = double } }
+    """)
+    rows = source.read(batch_ctx(spark)).collect()
+    assert all(len(r.s) == 40 and set(r.s) <= set("0123456789ABCDEF") for r in rows)
+    assert all(len(r.d.as_tuple().digits) <= 38 and r.d.as_tuple().exponent == -20 for r in rows)
+    assert all(-9e18 <= r.b <= 9e18 for r in rows) and min(r.b for r in rows) < 0 < max(r.b for r in rows)
+    assert min(r.x for r in rows) < 0 < max(r.x for r in rows)
 
 
 def test_two_reads_give_identical_rows(spark):
