@@ -159,7 +159,12 @@ class Cluster:
             return conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
 
     def job_info(self, job_id: str) -> dict:
-        return http("GET", self.any_coordinator().url + f"/api/v1/job-info/{job_id}")[1]
+        """From the REST API of a live coordinator, else from the same read model on the store."""
+        if any(p.url and p.alive for p in self.procs):
+            return http("GET", self.any_coordinator().url + f"/api/v1/job-info/{job_id}")[1]
+        from seatide.store.views import job_info
+        with self.store.read() as conn:
+            return job_info(conn, job_id)
 
     def wait_status(self, job_id: str, statuses: set[str] | str, timeout: float = 180.0):
         wanted = {statuses} if isinstance(statuses, str) else statuses

@@ -73,6 +73,7 @@ def test_checkpointed_batch_job_runs_in_bounded_micro_batches(local, tmp_path):
     batches = [c.batch_id for c in run.checkpoints()]
     assert len(batches) >= 4 and batches == sorted(batches)
     assert [c.checkpoint_id for c in run.checkpoints()] == list(range(1, len(batches) + 1))
+    assert run.pipelines()[0].rows_read == 2000
     assert all(c.rows <= 500 for c in run.checkpoints())
 
 
@@ -159,8 +160,9 @@ sink {{
 """
     run = local.run(text)
     assert run.status == "FINISHED", run.error
-    assert len(run.pipelines()) == 1
+    (pipeline,) = run.pipelines()
     assert parquet_ids(a) == list(range(300)) and parquet_ids(b) == list(range(300))
+    assert (pipeline.rows_read, pipeline.rows_written) == (300, 600)
     assert pq.read_table(next(os.path.join(r, f) for r, _, fs in os.walk(b) for f in fs
                               if f.endswith(".parquet"))).column_names == ["id"]
 

@@ -127,13 +127,19 @@ class PipelineRun:
         return result
 
     def _observed(self, df):
-        """Plain batch: count a source's rows as they pass (micro-batches report numInputRows)."""
-        if self.env.micro_batch:
-            return df
+        """Count a source's rows as they pass, in the same pass that moves them.
+
+        Spark's numInputRows would count what the source's reader returned (FakeSource
+        returns split descriptors, not rows); a named observation counts the rows.
+        """
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        observation = Observation(f"rows_read_{self.pipeline.pipeline_id}_{len(self._observations)}")
+        name = f"seatide_rows_read_{self.pipeline.pipeline_id}_{len(self._observations)}"
+        if self.env.micro_batch:   # reported per micro-batch in the query's progress
+            self._observations.append(name)
+            return df.observe(name, F.count(F.lit(1)).alias("rows"))
+        observation = Observation(name)
         self._observations.append(observation)
         return df.observe(observation, F.count(F.lit(1)).alias("rows"))
 
@@ -177,7 +183,7 @@ class PipelineRun:
                                         before_commit=self.reporter.fence)
             if not result.replayed:
                 rows += int(result.state.get("rows", 0))
-                if self._rows_read is None and self._observations:
+                if self._rows_read is None and self._observations and not self.env.micro_batch:
                     # the first action fills the source observations; later sinks run the sources again
                     self._rows_read = sum(int(o.get.get("rows", 0)) for o in self._observations)
                 failpoints.hit("driver.after_sink_commit")
@@ -304,13 +310,12 @@ class PipelineRun:
                                             self.pipeline.fingerprint())
 
     def _report_progress(self) -> None:
-        # With several sinks the query is a union of one branch per sink, and Spark counts a
-        # source's rows once per branch that scans it.
-        branches = max(1, len(self.pipeline.sinks))
         for progress in self.query.recentProgress:
             batch_id = progress.batchId
             if batch_id > self._counted_batch:
-                self.reporter.rows_read(self.pipeline.pipeline_id, batch_id, int(progress.numInputRows) // branches)
+                metrics = progress.observedMetrics or {}
+                rows = sum(int(metrics[name]["rows"]) for name in self._observations if name in metrics)
+                self.reporter.rows_read(self.pipeline.pipeline_id, batch_id, rows)
                 self._counted_batch = batch_id
 
     def wait_started(self, timeout_s: float = 60.0) -> None:
