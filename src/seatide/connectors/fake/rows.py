@@ -20,6 +20,7 @@ from pyspark.sql import types as T
 
 from seatide.connectors.fake.options import INTEGER_BOUNDS
 from seatide.connectors.fake.sql import double_lit, sql_type, string_lit, typed_null
+from seatide.plugin.options import FLOAT, INT
 from seatide.plugin.rowkind import RowKind
 
 
@@ -125,21 +126,11 @@ def _text(value: Any) -> str:
 
 
 def _integer(value: Any) -> int:
-    if isinstance(value, bool):
-        raise TypeError
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        return int(value.strip())
-    raise TypeError
+    return INT.coerce(value)   # the same rule as an integer option
 
 
 def _float(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise TypeError
-    number = float(value)
+    number = FLOAT.coerce(value)
     if not math.isfinite(number):
         raise ValueError
     return number
