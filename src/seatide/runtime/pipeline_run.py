@@ -319,12 +319,19 @@ class PipelineRun:
                 self._counted_batch = batch_id
 
     def wait_started(self, timeout_s: float = 60.0) -> None:
-        """Until the query has planned its first batch (its sources' Python workers are up)."""
+        """Until the query's sources are up (their Python workers answered), then note the start.
+
+        The checkpoint-staleness window opens here: warming up Spark and a Python data
+        source is start-up, not a stalled checkpoint.
+        """
         deadline = time.time() + timeout_s
         while self.query is not None and self.query.isActive and time.time() < deadline:
-            if self.query.recentProgress or self.query.status.get("message", "").startswith("Waiting"):
-                return
+            message = self.query.status.get("message", "")
+            if self.query.recentProgress or not message.startswith(("Initializing", "Getting offsets")):
+                break
             time.sleep(0.1)
+        if self.query is not None and self.outcome.status == "RUNNING":
+            self.reporter.pipeline_status(self.pipeline.pipeline_id, "RUNNING")
 
     def _finish(self) -> None:
         """End of data: last sink checks (e.g. Assert's MIN_ROW), then durable completion."""
