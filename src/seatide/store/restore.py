@@ -208,6 +208,10 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
                 status="FINISHED" if p.finished else "CREATED", fingerprint=p.fingerprint,
                 checkpoint_dir=p.checkpoint_dir, rows_read=0, rows_written=0, idle=False,
                 finished_at=now if p.finished else None))
+        # A killed incarnation's attempt never recorded its end; it is surely gone (checked above).
+        conn.execute(update(s.attempts).where(and_(
+            s.attempts.c.job_id == job.job_id, s.attempts.c.incarnation == job.incarnation,
+            s.attempts.c.state.in_(sorted(ATTEMPT_LIVE)))).values(state="LOST", error="gone; superseded by a resume"))
         record_event(conn, "JOB_RESUMED", actor, job.job_id, incarnation, previous_status=job.status,
                      previous_incarnation=job.incarnation, restored_from=source, pipelines_restored=restored)
         for entry in fresh:

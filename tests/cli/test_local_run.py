@@ -1,0 +1,88 @@
+"""`seatide run` and `seatide resume` in local mode, as a user runs them: real processes, real signals."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.cluster.harness import driver_pids, wait_for
+from tests.cluster.jobs import assert_exactly, batch_job, written_ids
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SEATIDE = [sys.executable, "-m", "seatide.cli.main"]
+
+pytestmark = pytest.mark.cluster
+
+
+def seatide(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([*SEATIDE, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def test_example_job_runs_and_prints_statistics(tmp_path):
+    result = seatide("run", "examples/batch_fake_to_console.conf", "--data-dir", str(tmp_path / "d"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Job Statistic Information" in result.stdout and "FINISHED" in result.stdout
+    rows = [line for line in result.stdout.splitlines() if line.startswith("rowIndex=")]
+    assert rows and all("kind=+I" in line for line in rows)
+    assert re.search(r"Total Write Count\s+: " + str(len(rows)) + r"\b", result.stdout)
+
+
+def _committed(data_dir: str, job_id: str) -> int:
+    from seatide.store.db import default_store_url, open_store
+    from seatide.store.views import job_info
+
+    store = open_store(default_store_url(data_dir))
+    try:
+        with store.read() as conn:
+            info = job_info(conn, job_id)
+        return info["metrics"]["SinkWriteCount"] if info else 0
+    finally:
+        store.dispose()
+
+
+def _start_run(tmp_path, job_id: str, rows: int = 4000):
+    conf = tmp_path / "job.conf"
+    out = str(tmp_path / "out")
+    conf.write_text(batch_job(out, rows=rows, rows_per_batch=200))
+    data_dir = str(tmp_path / "d")
+    proc = subprocess.Popen([*SEATIDE, "run", str(conf), "--job-id", job_id, "--data-dir", data_dir],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    wait_for(lambda: _committed(data_dir, job_id) >= 400, 180, message="some batches committed")
+    return proc, out + "/p0", data_dir
+
+
+def test_ctrl_c_stops_cleanly_and_resume_finishes_the_job(tmp_path):
+    proc, out, data_dir = _start_run(tmp_path, "ctrlc")
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-3000:]
+    assert f"seatide resume ctrlc --data-dir {data_dir}" in stderr
+    partial = written_ids(out)
+    assert_exactly(partial, range(len(partial)))
+    resumed = seatide("resume", "ctrlc", "--data-dir", data_dir)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert_exactly(written_ids(out), range(4000))
+
+
+def test_killed_local_run_resumes_from_its_checkpoint(tmp_path):
+    proc, out, data_dir = _start_run(tmp_path, "killed")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    wait_for(lambda: driver_pids("killed") == [], 15, message="the driver to die with seatide run")
+    before = written_ids(out)
+    resumed = seatide("resume", "killed", "--data-dir", data_dir)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert_exactly(written_ids(out), range(4000))
+    assert len(before) > 0
+    from seatide.store.db import default_store_url, open_store
+    from seatide.store.views import job_info
+    store = open_store(default_store_url(data_dir))
+    with store.read() as conn:
+        info = job_info(conn, "killed")
+    assert info["jobStatus"] == "FINISHED" and info["incarnation"] == 2 and info["checkpoint"]["restored"] >= 1
+    store.dispose()
