@@ -15,6 +15,10 @@ from tests.cluster.jobs import assert_exactly, batch_job, streaming_job, written
 
 pytestmark = pytest.mark.cluster
 
+# Refusals and staleness decisions are store-agnostic code paths already covered on both
+# stores by the tests above and in test_failure_stories; these run on SQLite to keep CI short.
+sqlite_only = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+
 
 def _checkpoint(cluster: Cluster, job_id: str) -> dict:
     return cluster.job_info(job_id)["checkpoint"]
@@ -107,6 +111,7 @@ def test_resume_without_its_checkpoint_is_refused_and_fresh_fallback_starts_over
     assert set(written_ids(out + "/p0")) == set(range(2000))
 
 
+@sqlite_only
 def test_resume_with_an_added_source_is_refused(cluster: Cluster, tmp_path):
     out = str(tmp_path / "out")
     cluster.coordinator("c1")
@@ -158,6 +163,7 @@ def test_savepoint_then_resume_continues_exactly_where_it_stopped(cluster: Clust
     assert cluster.job("sp").restored_from == f"savepoint {savepoints[0]['checkpointId']}"
 
 
+@sqlite_only
 @pytest.mark.parametrize("policy", ["warn", "restart", "fail"])
 def test_blocked_sink_is_flagged_stale_and_its_policy_applies(cluster: Cluster, tmp_path, policy):
     out = str(tmp_path / "out")
