@@ -78,7 +78,11 @@ class Store:
                 conn.exec_driver_sql(f"BEGIN {mode}")
 
             return engine
-        return create_engine(url, pool_pre_ping=True, pool_size=4, max_overflow=8)
+        # A process paused inside a transaction (SIGSTOP, a long GC) must not hold the lease
+        # row's lock forever: the server ends such a session and releases its locks.
+        options = "-c idle_in_transaction_session_timeout=5000 -c lock_timeout=10000"
+        return create_engine(url, pool_pre_ping=True, pool_size=4, max_overflow=8,
+                             connect_args={"options": options})
 
     # -- transactions ------------------------------------------------------------------
     @contextlib.contextmanager
