@@ -202,8 +202,20 @@ class Cluster:
         return "\n".join(out)
 
 
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def driver_pids(job_id: str | None = None) -> list[int]:
-    """Driver processes on this machine (optionally of one job), from /proc."""
+    """Driver processes on this machine (optionally of one job), from /proc.
+
+    A driver's own short-lived fork (it forks to start its JVM) carries the driver's
+    command line until it execs; it is the same driver, so children of drivers are not counted.
+    """
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -215,7 +227,7 @@ def driver_pids(job_id: str | None = None) -> list[int]:
             continue
         if b"seatide.runtime.driver" in argv and (job_id is None or job_id.encode() in argv):
             pids.append(int(entry))
-    return pids
+    return [pid for pid in pids if _parent(pid) not in pids]
 
 
 class DriverWatch:

@@ -85,11 +85,11 @@ class Applier:
                   attempt=snap.attempt.attempt_id)
 
     def _ScheduleRetry(self, ctx: "_Ctx", snap, action: r.ScheduleRetry) -> None:
+        retry = ctx.job.retries_used + 1
         ctx.set_status("FAILING", error=action.cause)
-        ctx.update(retries_used=ctx.job.retries_used + 1, next_attempt_at=action.at)
+        ctx.update(retries_used=retry, next_attempt_at=action.at)
         ctx.set_status("PENDING")
-        ctx.event("RETRY_SCHEDULED", retry=ctx.job.retries_used + 1, of=ctx.job.max_retries,
-                  at=action.at, cause=action.cause)
+        ctx.event("RETRY_SCHEDULED", retry=retry, of=ctx.job.max_retries, at=action.at, cause=action.cause)
 
     def _EndPipelines(self, ctx: "_Ctx", snap, action: r.EndPipelines) -> None:
         job = ctx.job
