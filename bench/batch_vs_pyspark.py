@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/batch_vs_pyspark.py [--rows 10000000] [--rounds 3]
 
-Job: FakeSource (id bigint, name string, value double) -> LocalFile parquet. Each round
+Job: FakeSource (id bigint, name string, value double) -> LocalFile parquet (snappy, Spark's
+default, so both write the same files). Each round
 runs `seatide run` (a fresh process: CLI, embedded coordinator and worker, driver, Spark)
 and then the hand-written program (a fresh process: Spark); wall time of each command.
 Prints every round, the medians and the ratio SeaTide / hand-written (target <= 1.15).
@@ -34,7 +35,7 @@ source {{
     schema = {{ fields {{ id = bigint, name = string, value = double }} }}
   }}
 }}
-sink {{ LocalFile {{ path = "{out}", file_format_type = "parquet" }} }}
+sink {{ LocalFile {{ path = "{out}", file_format_type = "parquet", compress_codec = "snappy" }} }}
 """
 
 

@@ -74,6 +74,7 @@ class LocalRun:
         self.store = open_store(self.store_url)
         self.worker = Worker(self.store, self.store_url, data_dir, slots=1, inherit_stdout=True)
         self.coordinator = Coordinator(self.store)
+        self.coordinator.on_effects = self.worker.wake
         self._worker_thread = threading.Thread(target=self.worker.run, name="worker", daemon=True)
 
     def run(self, text: str, variables: dict, config, job_id: str | None, source: str) -> int:
@@ -134,7 +135,7 @@ class LocalRun:
                 display.update(summary)
                 if summary["status"] in JOB_TERMINAL:
                     break
-                time.sleep(0.5)
+                time.sleep(0.2)
         except KeyboardInterrupt:
             display.close()
             print(resume_hint(job_id, self.data_dir), file=sys.stderr)

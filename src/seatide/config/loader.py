@@ -114,6 +114,16 @@ def load_job_text(text: str, variables: dict[str, str] | None = None,
     return job
 
 
+def load_job_env(text: str, variables: dict[str, str] | None = None) -> JobEnv:
+    """Only the env block of a job (no plugins loaded): what a driver's SparkSession needs."""
+    tree, _ = _parse(text, variables or {}, "<job>")
+    return read_env(tree.get("env", {}) or {})
+
+
+def spark_conf_for(env: JobEnv) -> dict[str, str]:
+    return {"spark.sql.streaming.minBatchesToRetain": str(env.checkpoints_retained), **env.spark_conf}
+
+
 def _parse(text: str, variables: dict[str, str], source_name: str):
     from pyhocon import ConfigFactory
     from pyhocon.exceptions import ConfigException

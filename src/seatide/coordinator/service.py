@@ -72,6 +72,8 @@ class Coordinator:
         self.tick = tick
         self.applier = Applier(store, self.node_id, history_expire_s)
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        self.on_effects = None           # called after a tick that changed something (local mode wakes its worker)
         self._thread = threading.Thread(target=self._loop, name="coordinator", daemon=True)
         self._host = socket.gethostname()
 
@@ -80,8 +82,13 @@ class Coordinator:
         self._thread.start()
         return self
 
+    def wake(self) -> None:
+        """Reconcile now rather than at the next tick (something was just written)."""
+        self._wake.set()
+
     def stop(self, resign: bool = True) -> None:
         self._stop.set()
+        self._wake.set()
         self._thread.join(timeout=10)
         if resign:
             try:
@@ -104,7 +111,8 @@ class Coordinator:
                 log.info("fenced: another coordinator leads now")
             except Exception:
                 log.exception("reconcile tick failed")
-            self._stop.wait(max(0.0, self.tick - (time.time() - started)))
+            self._wake.wait(max(0.0, self.tick - (time.time() - started)))
+            self._wake.clear()
 
     def reconcile_all(self) -> None:
         epoch = self.lease.epoch
@@ -119,6 +127,9 @@ class Coordinator:
                 log.info("job %s: %s", snap.job.job_id, actions)
                 for attempt in self.applier.apply(epoch, snap, actions):
                     self._kill_unless_worker_can(attempt, snap)
+                self._wake.set()           # one step at a time: take the next one at once
+                if self.on_effects is not None:
+                    self.on_effects()
         for result in due_results(self.store, now):
             if not self.lease.is_leader:
                 return

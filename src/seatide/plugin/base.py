@@ -111,6 +111,10 @@ class Source(Plugin):
     def read(self, ctx: ReadContext) -> "DataFrame":
         raise NotImplementedError
 
+    def planned_rows(self, ctx: ReadContext) -> int | None:
+        """Rows a plain BATCH read will return, when known without reading (saves counting them)."""
+        return None
+
 
 class Transform(Plugin):
     kind = "transform"

@@ -27,7 +27,7 @@ EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: TextIO = sys.stdout,
-                poll_interval: float = 0.5) -> int:
+                poll_interval: float = 0.2) -> int:
     """Run the attempt's unfinished pipelines in ``spark`` until each has ended."""
     from seatide.config.loader import load_job_text
     from seatide.plan.dag import build_plan
@@ -123,10 +123,23 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _start_session_early(app_name: str):
+    """Start Spark (~7 s) in a thread while the driver reads its job; None if the worker gave no conf."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from seatide.runtime.session import SPARK_CONF_ENV, build_session
+
+    conf = os.environ.get(SPARK_CONF_ENV)
+    if not conf:
+        return None
+    return ThreadPoolExecutor(max_workers=1).submit(build_session, app_name, json.loads(conf))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    early_session = _start_session_early(f"seatide-{args.job_id}")
     from seatide.runtime.heartbeat import FENCED_EXIT_CODE, Heartbeat
     from seatide.runtime.reporter import AttemptReporter
     from seatide.store.db import AttemptFenced, open_store
@@ -146,11 +159,13 @@ def main(argv: list[str] | None = None) -> int:
         return FENCED_EXIT_CODE
     heartbeat = Heartbeat(reporter, args.heartbeat_interval, args.self_fence_after).start()
     try:
-        from seatide.config.loader import load_job_text
-        env = load_job_text(job.config, json.loads(job.variables)).env
-        from seatide.runtime.session import build_session
-        conf = {"spark.sql.streaming.minBatchesToRetain": str(env.checkpoints_retained), **env.spark_conf}
-        spark = build_session(f"seatide-{args.job_id}", conf)
+        if early_session is not None:
+            spark = early_session.result()
+        else:
+            from seatide.config.loader import load_job_env, spark_conf_for
+            from seatide.runtime.session import build_session
+            spark = build_session(f"seatide-{args.job_id}",
+                                  spark_conf_for(load_job_env(job.config, json.loads(job.variables))))
         code = run_attempt(spark, store, args.job_id, args.attempt, heartbeat)
     except AttemptFenced as exc:
         log.error("%s", exc)

@@ -74,6 +74,7 @@ class PipelineRun:
         self.writers: dict[str, object] = {}
         self.lineage = ""
         self._observations: list = []
+        self._planned_rows = 0              # rows of sources that know their count up front
         self._rows_read: int | None = None
         self._idle = False
         self._trigger_since: float | None = None
@@ -109,7 +110,12 @@ class PipelineRun:
                               parallelism=spec.plugin.parallelism,
                               max_rows_per_batch=env.micro_batch_max_rows,
                               read_interval_ms=env.trigger_interval_ms, plugin_id=spec.plugin_id)
-            frames[spec.plugin_id] = self._observed(spec.plugin.read(ctx))
+            planned = spec.plugin.planned_rows(ctx) if not micro else None
+            if planned is None:
+                frames[spec.plugin_id] = self._observed(spec.plugin.read(ctx))
+            else:
+                frames[spec.plugin_id] = spec.plugin.read(ctx)
+                self._planned_rows += planned
             outputs[spec.plugin_id] = spec.output or spec.name
         for spec in self.pipeline.transforms:
             upstream = self.pipeline.inputs[spec.plugin_id][0]
@@ -183,9 +189,9 @@ class PipelineRun:
                                         before_commit=self.reporter.fence)
             if not result.replayed:
                 rows += int(result.state.get("rows", 0))
-                if self._rows_read is None and self._observations and not self.env.micro_batch:
+                if self._rows_read is None and not self.env.micro_batch:
                     # the first action fills the source observations; later sinks run the sources again
-                    self._rows_read = sum(int(o.get.get("rows", 0)) for o in self._observations)
+                    self._rows_read = self._planned_rows + sum(int(o.get.get("rows", 0)) for o in self._observations)
                 failpoints.hit("driver.after_sink_commit")
         return rows
 

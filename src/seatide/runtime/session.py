@@ -9,6 +9,9 @@ import sys
 # and cost nothing noticeable for SeaTide's short-lived drivers.
 _JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 _LOG_CONFIG = os.path.join(os.path.dirname(__file__), "log4j2.properties")
+# The worker hands a driver its job's Spark settings here (not on the command line, where
+# `ps` would show any secret among them).
+SPARK_CONF_ENV = "SEATIDE_SPARK_CONF"
 
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",

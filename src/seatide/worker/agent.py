@@ -12,6 +12,7 @@ surely gone), and kills its drivers whose attempt the leader declared lost.
 from __future__ import annotations
 
 import ctypes
+import json
 import logging
 import os
 import signal
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from sqlalchemy import and_, select, update
 
 from seatide.coordinator.service import node_heartbeat, register_node
+from seatide.runtime.session import SPARK_CONF_ENV
 from seatide.store import schema as s
 from seatide.store.db import Store, record_event
 from seatide.store.states import ATTEMPT_LIVE
@@ -59,6 +61,7 @@ class Worker:
         self.driver = driver
         self.children: dict[int, subprocess.Popen] = {}     # attempt_id -> driver process
         self._stop = threading.Event()
+        self._wake = threading.Event()
 
     # -- lifecycle ---------------------------------------------------------------------------
     def run(self) -> None:
@@ -73,11 +76,17 @@ class Worker:
                 self.step()
             except Exception:
                 log.exception("worker step failed")
-            self._stop.wait(self.poll)
+            self._wake.wait(self.poll)
+            self._wake.clear()
         self._shutdown()
+
+    def wake(self) -> None:
+        """Look for work now (local mode: the embedded coordinator just assigned an attempt)."""
+        self._wake.set()
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
 
     def _shutdown(self) -> None:
         for attempt_id, proc in list(self.children.items()):
@@ -127,13 +136,34 @@ class Worker:
         with open(log_path, "ab") as log_file:
             proc = subprocess.Popen(command, stdin=subprocess.DEVNULL,
                                     stdout=None if self.inherit_stdout else log_file, stderr=log_file,
-                                    preexec_fn=_die_with_parent, env=_driver_env())
+                                    preexec_fn=_die_with_parent, env=self._driver_env(attempt.job_id))
         self.children[attempt.attempt_id] = proc
         with self.store.write() as conn:
             conn.execute(update(s.attempts).where(and_(
                 s.attempts.c.attempt_id == attempt.attempt_id, s.attempts.c.pid.is_(None)))
                 .values(pid=proc.pid))
         log.info("launched driver pid %s for job %s attempt %s", proc.pid, attempt.job_id, attempt.attempt_id)
+
+    def _driver_env(self, job_id: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PYSPARK_PYTHON"] = sys.executable
+        env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        conf = self._spark_conf(job_id)
+        if conf is not None:   # lets the driver start its JVM while it reads the rest of the job
+            env[SPARK_CONF_ENV] = json.dumps(conf)
+        return env
+
+    def _spark_conf(self, job_id: str) -> dict | None:
+        from seatide.config.loader import ConfigError, load_job_env, spark_conf_for
+        from seatide.plugin.options import OptionError
+
+        with self.store.read() as conn:
+            job = conn.execute(select(s.jobs.c.config, s.jobs.c.variables).where(s.jobs.c.job_id == job_id)).first()
+        try:
+            return spark_conf_for(load_job_env(job.config, json.loads(job.variables)))
+        except (ConfigError, OptionError):
+            return None   # the driver reports the config error itself
 
     def _kill(self, attempt) -> None:
         proc = self.children.get(attempt.attempt_id)
@@ -173,9 +203,3 @@ def _exit_message(code: int | None) -> str:
     return f"driver process exited with code {code} before reporting its end"
 
 
-def _driver_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYSPARK_PYTHON"] = sys.executable
-    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    return env

@@ -198,6 +198,13 @@ class FakeSource(Source):
                    else self._ranged_numbers(spark, layout))
         return self.rows_from(numbers)
 
+    def planned_rows(self, ctx: ReadContext) -> int | None:
+        if ctx.micro_batch:
+            return None
+        if self._rows is not None:
+            return len(self._rows) * ctx.parallelism
+        return self.layout(ctx.parallelism, ctx.max_rows_per_batch).total_rows
+
     def rows_from(self, numbers: "DataFrame") -> "DataFrame":
         """The source's rows for a DataFrame of global row numbers (column ``__g``)."""
         if self._rows is None:

@@ -53,12 +53,17 @@ class LocalFileWriter(SinkWriter):
         self._save_modes_done = True
         staging = self._staging(batch.transaction_id)
         shutil.rmtree(staging, ignore_errors=True)    # a crashed attempt's half-written files
-        observation = Observation(f"seatide_file_rows_{uuid.uuid4().hex}")
         prepared = self._prepare(df)
         self._header_size = self._header_bytes(prepared.columns)
-        prepared = prepared.observe(observation, F.count(F.lit(1)).alias("rows"))
-        self._spark_write(prepared, staging)
-        rows = int(observation.get["rows"])
+        if self.spec.file_format in ("parquet", "orc"):
+            # Their footers hold exact row counts: counting while writing would cost a
+            # per-row aggregation (~10% of a 10M-row write).
+            self._spark_write(prepared, staging)
+            rows = self._footer_rows(staging)
+        else:
+            observation = Observation(f"seatide_file_rows_{uuid.uuid4().hex}")
+            self._spark_write(prepared.observe(observation, F.count(F.lit(1)).alias("rows")), staging)
+            rows = int(observation.get["rows"])
         moves = self._final_names(staging, batch.transaction_id, rows)
         files = [dst for _, dst in moves]
         batch.record_intent({"files": files, "staging": staging})
@@ -145,6 +150,18 @@ class LocalFileWriter(SinkWriter):
             relative = os.path.relpath(directory, staging)
             found.extend(("" if relative == "." else relative, f) for f in files if not is_hidden(f))
         return sorted(found)
+
+    def _footer_rows(self, staging: str) -> int:
+        total = 0
+        for relative_dir, name in self._staged_files(staging):
+            path = os.path.join(staging, relative_dir, name)
+            if self.spec.file_format == "parquet":
+                import pyarrow.parquet as pq
+                total += pq.read_metadata(path).num_rows
+            else:
+                import pyarrow.orc as orc
+                total += orc.ORCFile(path).nrows
+        return total
 
     def _without_rows(self, path: str) -> bool:
         """True for a staged file that certainly holds no rows (unsure: False)."""
