@@ -165,7 +165,8 @@ def _insert_kind():
 def _row_changing(df: "DataFrame") -> bool:
     """Whether Spark's analyzed plan has an operator that merges, splits or joins rows."""
     tree = df._jdf.queryExecution().analyzed().treeString()
-    operators = {m.group(1) for m in re.finditer(r"^[\s:+\-|]*([A-Za-z]\w*)", tree, re.MULTILINE)}
+    # a streaming plan marks each of its operators with "~"
+    operators = {m.group(1) for m in re.finditer(r"^[\s:+\-|~]*([A-Za-z]\w*)", tree, re.MULTILINE)}
     return bool(operators & _ROW_CHANGING)
 
 
