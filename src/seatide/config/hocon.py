@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 SECTIONS = ("env", "source", "transform", "sink")
 _PLUGIN_SECTIONS = ("source", "transform", "sink")
-_MARK = "__seatide_block_"
+BLOCK_MARK = "__seatide_block_"
 _VARIABLE = re.compile(r"\$\{(?!\?)([A-Za-z_][A-Za-z0-9_.\-]*)(?::([^}]*))?\}")
 _UNQUOTED_STOP = set(' \t\r\n{}[],:="#+`^?!@*&\\$')
 
@@ -82,7 +82,7 @@ def mark_plugin_blocks(text: str) -> tuple[str, list[BlockSite]]:
                 start, end, name = last_key
                 sites.append(BlockSite(section, counters[section], name, line))
                 out.append(text[copied:start])
-                out.append(f'"{_MARK}{section}_{counters[section]}"')
+                out.append(f'"{BLOCK_MARK}{section}_{counters[section]}"')
                 copied = end
                 counters[section] += 1
             stack.append(key)
@@ -127,7 +127,7 @@ def _section_of(stack: list[str | None]) -> str | None:
 
 def unmark(key: str) -> tuple[str, int] | None:
     """``__seatide_block_source_2`` -> ("source", 2)."""
-    if not key.startswith(_MARK):
+    if not key.startswith(BLOCK_MARK):
         return None
-    section, _, index = key[len(_MARK):].rpartition("_")
+    section, _, index = key[len(BLOCK_MARK):].rpartition("_")
     return section, int(index)

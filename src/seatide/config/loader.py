@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from seatide.config.env import JobEnv, read_env
-from seatide.config.hocon import SECTIONS, BlockSite, mark_plugin_blocks, substitute, unmark
+from seatide.config.hocon import BLOCK_MARK, SECTIONS, BlockSite, mark_plugin_blocks, substitute, unmark
 from seatide.plugin.base import Plugin
-from seatide.plugin.options import INT, STRING, STRING_LIST, Option, OptionError, read_options
+from seatide.plugin.options import INT, STRING, STRING_LIST, Option, OptionError, plain, read_options
 from seatide.plugin.registry import lookup, names
 
 
@@ -132,7 +132,7 @@ def _parse(text: str, variables: dict[str, str], source_name: str):
     try:
         tree = ConfigFactory.parse_string(marked)
     except ConfigException as exc:
-        message = str(exc).replace(_mark_prefix(), "")
+        message = str(exc).replace(BLOCK_MARK, "")
         missing = _undefined_variable(message)
         if missing:
             raise ConfigError(source_name, f"variable ${{{missing}}} is not defined: pass "
@@ -142,25 +142,7 @@ def _parse(text: str, variables: dict[str, str], source_name: str):
         raise ConfigError(source_name, f"cannot parse the file: {_parse_message(exc)}") from None
     if not isinstance(tree, Mapping):
         raise ConfigError(source_name, "a job file must be an object with env, source, transform, sink")
-    return _plain(tree), {(s.section, s.index): s for s in sites}
-
-
-def _plain(value: Any) -> Any:
-    """pyhocon's ConfigTree (an OrderedDict that raises on missing keys) -> plain dicts, order kept."""
-    if isinstance(value, Mapping):
-        return {_unquote(str(k)): _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _unquote(key: str) -> str:
-    # pyhocon keeps the quotes of a quoted key that holds a dot ("job.mode")
-    return key[1:-1] if len(key) >= 2 and key[0] == key[-1] == '"' else key
-
-
-def _mark_prefix() -> str:
-    return "__seatide_block_"
+    return plain(tree), {(s.section, s.index): s for s in sites}
 
 
 def _undefined_variable(message: str) -> str | None:

@@ -73,12 +73,6 @@ class Applier:
             return attempt
         return None
 
-    def _RequestKill(self, ctx: "_Ctx", snap, action: r.RequestKill):
-        ctx.conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == snap.attempt.attempt_id)
-                         .values(kill_requested=True))
-        ctx.event("ATTEMPT_KILL_REQUESTED", attempt=snap.attempt.attempt_id, reason=action.reason)
-        return snap.attempt
-
     def _FlagStale(self, ctx: "_Ctx", snap, action: r.FlagStale) -> None:
         ctx.update(stale_since=ctx.now)
         ctx.event("CHECKPOINT_STALE", seconds=round(action.seconds, 1), policy=action.policy,

@@ -111,8 +111,3 @@ class LeaderLease:
                     .values(expires_at=0.0))
         finally:
             self._drop("resigned")
-
-
-def current_leader(store: Store):
-    with store.read() as conn:
-        return conn.execute(select(s.leader_lease).where(s.leader_lease.c.id == 1)).first()

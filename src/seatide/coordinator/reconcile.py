@@ -52,11 +52,6 @@ class MarkAttemptLost:
 
 
 @dataclass(frozen=True)
-class RequestKill:
-    reason: str
-
-
-@dataclass(frozen=True)
 class FlagStale:
     seconds: float       # since the last checkpoint (or since the attempt started)
     policy: str

@@ -108,10 +108,15 @@ def _any(value: Any) -> Any:
 def _plain(value: Any) -> Any:
     """pyhocon's ConfigTree is an OrderedDict subclass; hand plugins plain dicts."""
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {_unquote(str(k)): _plain(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
+
+
+def _unquote(key: str) -> str:
+    # pyhocon keeps the quotes of a quoted key that holds a dot ("job.mode")
+    return key[1:-1] if len(key) >= 2 and key[0] == key[-1] == '"' else key
 
 
 INT = OptionType("integer", _int)
@@ -243,5 +248,7 @@ def option_table(declared: Iterable[Option]) -> list[tuple[str, str, str, str]]:
 __all__ = [
     "ANY", "BOOL", "FLOAT", "INT", "LIST", "OBJECT", "REQUIRED", "STRING", "STRING_LIST",
     "Option", "OptionError", "OptionType", "Options", "enum", "flatten", "option_table",
-    "read_options",
+    "read_options", "plain",
 ]
+
+plain = _plain

@@ -141,18 +141,6 @@ def job_view(conn: Connection, job_id: str) -> JobView | None:
     return JobView(job, attempt, list(pipes))
 
 
-def list_jobs(conn: Connection, statuses: set[str] | None = None) -> list:
-    query = select(s.jobs).order_by(s.jobs.c.created_at)
-    if statuses:
-        query = query.where(s.jobs.c.status.in_(sorted(statuses)))
-    return list(conn.execute(query).all())
-
-
-def job_events(conn: Connection, job_id: str, limit: int = 200) -> list:
-    return list(conn.execute(select(s.events).where(s.events.c.job_id == job_id)
-                             .order_by(s.events.c.seq.desc()).limit(limit)).all())[::-1]
-
-
 def forget_job(conn: Connection, job_id: str, incarnation: int) -> None:
     """Drop a job's history rows (after history expiry); events stay as the audit trail."""
     for table in (s.pipelines, s.source_ends, s.attempts, s.checkpoints, s.job_results):
