@@ -1,0 +1,1 @@
+"""Jdbc source and sink (PostgreSQL, MySQL, MariaDB): SeaTunnel's Jdbc connector on Spark."""

@@ -1,0 +1,90 @@
+"""JDBC URLs, understood in Python: which database, where, and a DB-API connection to it.
+
+Spark reads and writes through the JDBC driver named by the URL; SeaTide's own code
+(exactly-once commit records, checkpointed split reads, change data capture, table
+creation) talks to the same database from Python with the native client of its dialect:
+psycopg for PostgreSQL, PyMySQL for MySQL and MariaDB. ``JdbcUrl`` is the one place that
+turns SeaTunnel's ``url`` / ``base-url`` option into both.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, unquote
+
+POSTGRESQL = "postgresql"
+MYSQL = "mysql"          # MySQL and MariaDB speak the same protocol and SQL for what SeaTide does
+
+_SCHEMES = {"postgresql": POSTGRESQL, "mysql": MYSQL, "mariadb": MYSQL}
+DEFAULT_PORTS = {POSTGRESQL: 5432, MYSQL: 3306}
+DEFAULT_DRIVERS = {POSTGRESQL: "org.postgresql.Driver", MYSQL: "org.mariadb.jdbc.Driver"}
+# Jars Debian installs (libpostgresql-jdbc-java, libmariadb-java); scripts/setup installs both.
+DRIVER_JARS = {POSTGRESQL: "/usr/share/java/postgresql.jar", MYSQL: "/usr/share/java/mariadb-java-client.jar"}
+
+_URL = re.compile(r"^jdbc:(?P<scheme>[a-zA-Z0-9]+)://(?P<hosts>[^/?]*)(?:/(?P<database>[^?]*))?(?:\?(?P<query>.*))?$")
+
+
+class JdbcUrlError(ValueError):
+    """A URL SeaTide cannot use; the message says what a usable one looks like."""
+
+
+@dataclass(frozen=True)
+class JdbcUrl:
+    text: str                      # the URL as written (what Spark's JDBC reader and writer get)
+    dialect: str                   # POSTGRESQL or MYSQL
+    host: str
+    port: int
+    database: str | None
+    params: dict = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str) -> "JdbcUrl":
+        match = _URL.match(text.strip())
+        if not match or match.group("scheme").lower() not in _SCHEMES:
+            raise JdbcUrlError(
+                f"'{text}' is not a JDBC URL SeaTide can use: expected jdbc:postgresql://host:5432/db, "
+                "jdbc:mysql://host:3306/db or jdbc:mariadb://host:3306/db")
+        dialect = _SCHEMES[match.group("scheme").lower()]
+        first_host = match.group("hosts").split(",")[0] or "localhost"
+        host, _, port = first_host.rpartition(":") if ":" in first_host else (first_host, "", "")
+        try:
+            port_number = int(port) if port else DEFAULT_PORTS[dialect]
+        except ValueError:
+            raise JdbcUrlError(f"'{text}': the port '{port}' is not a number") from None
+        database = unquote(match.group("database")) if match.group("database") else None
+        params = dict(parse_qsl(match.group("query") or "", keep_blank_values=True))
+        return cls(text.strip(), dialect, host.strip("[]"), port_number, database or None, params)
+
+    @property
+    def default_driver(self) -> str:
+        return DEFAULT_DRIVERS[self.dialect]
+
+    @property
+    def driver_jar(self) -> str:
+        return DRIVER_JARS[self.dialect]
+
+    def with_database(self, database: str | None) -> "JdbcUrl":
+        return JdbcUrl(self.text, self.dialect, self.host, self.port, database, self.params)
+
+    def connect(self, user: str | None = None, password: str | None = None, *, autocommit: bool = False,
+                database: str | None = None, **extra):
+        """A DB-API connection with the dialect's native Python client."""
+        database = database or self.database
+        if self.dialect == POSTGRESQL:
+            import psycopg
+
+            kwargs = {"host": self.host, "port": self.port, "dbname": database or "postgres",
+                      "user": user or self.params.get("user") or "postgres", "autocommit": autocommit}
+            secret = password if password is not None else self.params.get("password")
+            if secret:
+                kwargs["password"] = secret
+            return psycopg.connect(**kwargs, **extra)
+        import pymysql
+
+        return pymysql.connect(host=self.host, port=self.port, user=user or self.params.get("user") or "root",
+                               password=password if password is not None else self.params.get("password", ""),
+                               database=database, autocommit=autocommit, **extra)
+
+
+__all__ = ["DEFAULT_DRIVERS", "DRIVER_JARS", "JdbcUrl", "JdbcUrlError", "MYSQL", "POSTGRESQL"]
