@@ -38,6 +38,8 @@ class ReadContext:
     max_rows_per_batch: int    # bound for one micro-batch (BATCH jobs with checkpoints)
     read_interval_ms: int      # STREAMING: how often new data may be admitted
     plugin_id: str             # unique within the job, e.g. "source[0]"
+    job_id: str = ""           # names what a source creates outside Spark (a replication slot)
+    pipeline_id: int = 0
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,10 @@ class Batch:
     transaction_id: str                       # stable across replays of this batch
     previous_state: dict                      # state committed with the batch before (e.g. running counts)
     record_intent: Callable[[dict], None]     # durably note what is about to be published
+    # Raises when this attempt is no longer the job's current one. A sink that commits in
+    # its own system (a database transaction) calls it right before that commit, so a
+    # zombie driver's batch is never committed.
+    fence: Callable[[], None] = lambda: None
 
 
 @dataclass(frozen=True)
@@ -73,7 +79,25 @@ class PermanentError(Exception):
     """A failure no retry can fix (a violated Assert rule, a field that does not exist).
 
     The runtime fails the pipeline at once with this message instead of retrying the job.
+    Code that runs in Spark's Python workers (a data source's reader) cannot raise it to
+    the driver as such: it raises ``PermanentError`` all the same, and the message carries
+    ``PERMANENT_MARK`` so the driver recognises it inside Spark's wrapping exception.
     """
+
+    def __init__(self, message: str):
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        return self.args[0] if self.args else ""
+
+
+# Put in front of a PermanentError's text when it crosses a Python worker (see above).
+PERMANENT_MARK = "[seatide:permanent] "
+
+
+def permanent_in_worker(message: str) -> PermanentError:
+    """A PermanentError for code running in Spark's Python workers (readers on executors)."""
+    return PermanentError(PERMANENT_MARK + message)
 
 
 class Plugin:
@@ -115,6 +139,13 @@ class Source(Plugin):
         """Rows a plain BATCH read will return, when known without reading (saves counting them)."""
         return None
 
+    def release(self, job_id: str) -> None:
+        """Drop what the source created outside Spark for ``job_id`` (a replication slot).
+
+        Called by the leader's cleanup once the job's checkpoints are removed for good, so
+        nothing can resume from them any more; must be idempotent.
+        """
+
 
 class Transform(Plugin):
     kind = "transform"
@@ -149,5 +180,5 @@ class Sink(Plugin):
         raise NotImplementedError
 
 
-__all__ = ["Batch", "PermanentError", "Plugin", "ReadContext", "Sink", "SinkContext", "SinkWriter", "Source",
+__all__ = ["Batch", "PERMANENT_MARK", "PermanentError", "permanent_in_worker", "Plugin", "ReadContext", "Sink", "SinkContext", "SinkWriter", "Source",
            "Transform", "TransformContext"]

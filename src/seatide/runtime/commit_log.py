@@ -110,7 +110,8 @@ def write_exactly_once(writer: SinkWriter, log: SinkCommitLog, df, batch_id: int
         writer.abort_batch(batch_id, leftover)
     batch = Batch(batch_id=batch_id, transaction_id=transaction_id,
                   previous_state=log.latest_state(before=batch_id),
-                  record_intent=lambda intent: log.record_intent(batch_id, intent))
+                  record_intent=lambda intent: log.record_intent(batch_id, intent),
+                  fence=before_commit or (lambda: None))
     state = writer.write_batch(df, batch)
     if before_commit is not None:
         before_commit()

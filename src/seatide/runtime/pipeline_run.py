@@ -27,7 +27,7 @@ from typing import TextIO
 from seatide import failpoints
 from seatide.config.env import JobEnv
 from seatide.plan.dag import Pipeline
-from seatide.plugin.base import PermanentError, ReadContext, SinkContext, TransformContext
+from seatide.plugin.base import PERMANENT_MARK, PermanentError, ReadContext, SinkContext, TransformContext
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
 from seatide.runtime.commit_log import SinkCommitLog, read_json, write_exactly_once, write_json_atomic
 from seatide.runtime.reporter import AttemptReporter
@@ -50,6 +50,10 @@ def describe_error(exc: BaseException) -> tuple[str, bool]:
 
     permanent = isinstance(exc, (PermanentError, AnalysisException))
     text = str(exc).strip() or type(exc).__name__
+    if PERMANENT_MARK in text:
+        # raised in a Python worker: keep the message, drop Spark's wrapping and traceback
+        text = text.split(PERMANENT_MARK, 1)[1].split("\n")[0].strip()
+        return text[:4000], True
     if not isinstance(exc, PermanentError):
         text = f"{type(exc).__name__}: {text}"
     return text[:4000], permanent
@@ -109,7 +113,8 @@ class PipelineRun:
             ctx = ReadContext(spark=self.spark, micro_batch=micro, unbounded=env.streaming,
                               parallelism=spec.plugin.parallelism,
                               max_rows_per_batch=env.micro_batch_max_rows,
-                              read_interval_ms=env.trigger_interval_ms, plugin_id=spec.plugin_id)
+                              read_interval_ms=env.trigger_interval_ms, plugin_id=spec.plugin_id,
+                              job_id=self.job_id, pipeline_id=self.pipeline.pipeline_id)
             planned = spec.plugin.planned_rows(ctx) if not micro else None
             if planned is None:
                 frames[spec.plugin_id] = self._observed(spec.plugin.read(ctx))

@@ -13,6 +13,16 @@ _LOG_CONFIG = os.path.join(os.path.dirname(__file__), "log4j2.properties")
 # `ps` would show any secret among them).
 SPARK_CONF_ENV = "SEATIDE_SPARK_CONF"
 
+# JDBC drivers from Debian (libpostgresql-jdbc-java, libmariadb-java). On the JVM's own class
+# path, java.sql.DriverManager finds them on the driver as well as in executors; spark.jars
+# would reach executors only through a class loader DriverManager does not consult.
+JDBC_JARS = ("/usr/share/java/postgresql.jar", "/usr/share/java/mariadb-java-client.jar")
+
+
+def _jdbc_class_path() -> str:
+    return os.pathsep.join(jar for jar in JDBC_JARS if os.path.exists(jar))
+
+
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -23,6 +33,8 @@ DEFAULT_CONF = {
     "spark.sql.timeType.enabled": "true",          # SeaTunnel's `time` type
     "spark.driver.extraJavaOptions": f"{_JAVA_OPTIONS} -Dlog4j2.configurationFile=file:{_LOG_CONFIG}",
     "spark.executor.extraJavaOptions": _JAVA_OPTIONS,
+    "spark.driver.extraClassPath": _jdbc_class_path(),
+    "spark.executor.extraClassPath": _jdbc_class_path(),
 }
 
 
