@@ -9,6 +9,9 @@ reaches ``hit("name")`` the action runs:
 * ``raise``     raise ``FailpointError`` (a failure the code must handle)
 * ``once:ACTION:PATH``  do ACTION only if PATH does not exist yet (and create it): a crash
   that a retried attempt does not repeat
+* ``gate:N:PATH``  let the first N hits in this process pass, then hold every later hit until
+  PATH exists (or the caller's ``released()`` says to go on, e.g. a stop was requested). Tests
+  use it to hold a job mid-way for as long as they need, on a fast machine or a slow one.
 
 Unset, ``hit`` costs one dict lookup.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from typing import Callable
 
 
 class FailpointError(RuntimeError):
@@ -34,11 +38,15 @@ def _parse(spec: str) -> dict[str, str]:
 
 
 _POINTS = _parse(os.environ.get("SEATIDE_FAILPOINTS", ""))
+_HITS: dict[str, int] = {}
 
 
-def hit(name: str) -> None:
+def hit(name: str, released: Callable[[], bool] | None = None) -> None:
     action = _POINTS.get(name)
     if action is None:
+        return
+    if action.startswith("gate:"):
+        _gate(name, action, released)
         return
     if action.startswith("once:"):
         _, inner, marker = action.split(":", 2)
@@ -57,3 +65,13 @@ def hit(name: str) -> None:
         time.sleep(float(action.split(":", 1)[1]))
     elif action == "raise":
         raise FailpointError(f"failpoint {name}")
+
+
+def _gate(name: str, action: str, released: Callable[[], bool] | None) -> None:
+    _, passes, path = action.split(":", 2)
+    count = _HITS.get(name, 0)
+    _HITS[name] = count + 1
+    if count < int(passes):
+        return
+    while not os.path.exists(path) and not (released is not None and released()):
+        time.sleep(0.05)

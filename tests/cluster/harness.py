@@ -44,6 +44,17 @@ def wait_for(condition, timeout: float, interval: float = 0.2, message: str = "c
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {message} (last: {last!r})")
 
 
+def batch_gate(path: str, passes: int) -> dict:
+    """Environment that lets a driver commit ``passes`` micro-batches, then holds it until
+    ``path`` exists or the job is stopped: a job that is surely mid-way, however fast the host."""
+    return {"SEATIDE_FAILPOINTS": f"driver.batch_start=gate:{passes}:{path}"}
+
+
+def open_gate(path: str) -> None:
+    with open(path, "w"):
+        pass
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -116,8 +127,9 @@ class Cluster:
         wait_for(lambda: http("GET", url + "/api/v1/overview")[0] == 200, 30, message=f"{name} serving")
         return proc
 
-    def worker(self, name: str = "w1", slots: int = 2) -> Proc:
-        proc = self._spawn(name, ["cluster", "worker", "--node-id", name, "--slots", str(slots), *self._common()])
+    def worker(self, name: str = "w1", slots: int = 2, env: dict | None = None) -> Proc:
+        proc = self._spawn(name, ["cluster", "worker", "--node-id", name, "--slots", str(slots), *self._common()],
+                           env=env)
         wait_for(lambda: self._node_alive(name), 30, message=f"worker {name} registered")
         return proc
 

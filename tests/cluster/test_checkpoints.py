@@ -10,7 +10,8 @@ import shutil
 
 import pytest
 
-from tests.cluster.harness import Cluster, DriverWatch, assert_never_resurrected, driver_pids, http, wait_for
+from tests.cluster.harness import (Cluster, DriverWatch, assert_never_resurrected, batch_gate, driver_pids, http,
+                                   open_gate, wait_for)
 from tests.cluster.jobs import assert_exactly, batch_job, streaming_job, written_ids
 
 pytestmark = pytest.mark.cluster
@@ -70,15 +71,15 @@ def test_streaming_job_comes_back_by_itself_after_every_process_is_killed(cluste
 
 def test_cancel_then_resume_finishes_with_no_duplicate_and_no_gap(cluster: Cluster, tmp_path):
     out = str(tmp_path / "out")
+    gate = str(tmp_path / "gate")
     cluster.coordinator("c1")
-    cluster.worker("w1")
+    cluster.worker("w1", env=batch_gate(gate, passes=6))
     cluster.submit(batch_job(out, rows=3000, rows_per_batch=100), "cancel-resume")
-    wait_for(lambda: _written(cluster, "cancel-resume") >= 600, 180, message="some batches committed")
-    cluster.cancel("cancel-resume")
+    wait_for(lambda: _written(cluster, "cancel-resume") >= 600, 180, message="six batches committed")
+    cluster.cancel("cancel-resume")     # the seventh batch is held at its start until the cancel
     cluster.wait_status("cancel-resume", "CANCELED", timeout=90)
-    partial = written_ids(out + "/p0")
-    assert 0 < len(partial) < 3000
-    assert_exactly(partial, range(len(partial)))
+    assert_exactly(written_ids(out + "/p0"), range(600))   # it stopped at the next batch boundary
+    open_gate(gate)
     status, body = _resume(cluster, "cancel-resume")
     assert status == 200, body
     job = cluster.wait_status("cancel-resume", {"FINISHED", "FAILED"}, timeout=240)
@@ -91,12 +92,14 @@ def test_cancel_then_resume_finishes_with_no_duplicate_and_no_gap(cluster: Clust
 
 def test_resume_without_its_checkpoint_is_refused_and_fresh_fallback_starts_over(cluster: Cluster, tmp_path):
     out = str(tmp_path / "out")
+    gate = str(tmp_path / "gate")
     cluster.coordinator("c1")
-    cluster.worker("w1")
+    cluster.worker("w1", env=batch_gate(gate, passes=3))
     cluster.submit(batch_job(out, rows=2000, rows_per_batch=100), "lost-ckpt")
     wait_for(lambda: _written(cluster, "lost-ckpt") >= 300, 180, message="some batches committed")
     cluster.cancel("lost-ckpt")
     cluster.wait_status("lost-ckpt", "CANCELED", timeout=90)
+    open_gate(gate)
     shutil.rmtree(os.path.join(cluster.data_dir, "checkpoints", "lost-ckpt", "1"))
     status, body = _resume(cluster, "lost-ckpt")
     assert status == 409, body

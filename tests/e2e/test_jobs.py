@@ -77,6 +77,31 @@ def test_checkpointed_batch_job_runs_in_bounded_micro_batches(local, tmp_path):
     assert all(c.rows <= 500 for c in run.checkpoints())
 
 
+def test_cancel_takes_effect_at_the_next_batch_boundary(local, tmp_path, monkeypatch):
+    from seatide import failpoints
+
+    out = str(tmp_path / "out")
+    # three batches commit; the fourth is held at its start until the cancel arrives
+    monkeypatch.setitem(failpoints._POINTS, "driver.batch_start", f"gate:3:{tmp_path / 'gate'}")
+    monkeypatch.setattr(failpoints, "_HITS", {})
+
+    def cancel_after_three_batches(store, job_id):
+        from seatide.store.views import job_info
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            with store.read() as conn:
+                if job_info(conn, job_id)["metrics"]["SinkWriteCount"] >= 300:
+                    break
+            time.sleep(0.1)
+        request_stop(store, job_id, savepoint=False, actor="test")
+
+    run = local.run(fake_to_parquet(out, rows=2000, split_num=20,
+                                    extra_env="checkpoint.interval = 1000\nmicro-batch.max-rows = 100"),
+                    stop_after=cancel_after_three_batches)
+    assert run.status == "CANCELED", run.error
+    assert parquet_ids(out) == list(range(300)), "no batch after the one running when the cancel came"
+
+
 def test_replayed_micro_batch_writes_nothing_twice(local, tmp_path):
     """Sinks committed batch N, then the driver died before Spark's commit: N is replayed."""
     out = str(tmp_path / "out")

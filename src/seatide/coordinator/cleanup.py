@@ -6,10 +6,15 @@ driver left over, removes what the job no longer needs (a FINISHED job's checkpo
 a CANCELED, FAILED or SAVEPOINT_DONE job keeps them so it can be resumed), and marks
 the result CLEAN. It never touches a newer incarnation of the same job id. A failed
 cleanup is retried with backoff. History expiry later drops the job's rows.
+
+Whenever a job's checkpoints go for good, so does what its sources hold outside Spark for
+it (``Source.release``: a replication slot and its publication), in the same step and
+before the step is recorded, so a failed release is retried with it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -82,6 +87,7 @@ def _clean(store: Store, epoch: int, actor: str, result, kill_attempt) -> None:
         kill_attempt(attempt)
     removed = []
     if current and result.status == "FINISHED":
+        _release_sources(store, result)
         for path in _pipeline_dirs(store, result):
             if os.path.isdir(path):
                 shutil.rmtree(path)
@@ -93,10 +99,29 @@ def _clean(store: Store, epoch: int, actor: str, result, kill_attempt) -> None:
                      removed=removed, newer_incarnation=not current)
 
 
+def _release_sources(store: Store, result) -> None:
+    """Let each source drop what it created outside Spark for this job (idempotent)."""
+    from seatide.config.loader import ConfigError, load_job_text
+
+    with store.read() as conn:
+        job = conn.execute(select(s.jobs.c.config, s.jobs.c.variables).where(
+            s.jobs.c.job_id == result.job_id)).first()
+    if job is None:
+        return
+    try:
+        config = load_job_text(job.config, json.loads(job.variables or "{}"), source_name=f"job {result.job_id}")
+    except ConfigError as exc:   # e.g. a plugin this version no longer has: nothing of it to release
+        log.warning("job %s: sources not released, its config no longer loads: %s", result.job_id, exc)
+        return
+    for spec in config.sources:
+        spec.plugin.release(result.job_id)
+
+
 def _expire(store: Store, epoch: int, actor: str, result) -> None:
     with store.read() as conn:
         current = _is_current(conn, result)
     if current:
+        _release_sources(store, result)
         for path in _pipeline_dirs(store, result):
             shutil.rmtree(path, ignore_errors=True)
     with store.leader_tx(epoch) as conn:

@@ -37,6 +37,14 @@ log = logging.getLogger(__name__)
 _SINK_TAG = "__seatide_sink"
 
 
+class StopAtBatchBoundary(Exception):
+    """Raised instead of starting a micro-batch once a stop was requested.
+
+    Spark does not commit a batch whose foreachBatch raised, so a resumed job replays it:
+    nothing is lost, and the stopped job's output ends on the last committed batch.
+    """
+
+
 @dataclass
 class Outcome:
     status: str                 # RUNNING FINISHED FAILED CANCELED SAVEPOINT_DONE
@@ -251,6 +259,11 @@ class PipelineRun:
             self.query = writer.outputMode("update").start()
 
     def _on_batch(self, sinks: list, batch_df, batch_id: int) -> None:
+        failpoints.hit("driver.batch_start", released=lambda: self.stop_requested is not None)
+        if self.stop_requested:
+            # Availably-now batches follow each other without a pause: without this check a
+            # cancelled bounded job would go on committing until its data ran out.
+            raise StopAtBatchBoundary(f"pipeline {self.pipeline.pipeline_id} stopped before batch {batch_id}")
         started = time.time()
         if len(sinks) == 1:
             per_sink = [(sinks[0][0], batch_df)]
@@ -291,7 +304,7 @@ class PipelineRun:
             self._watch_trigger()
             return self.outcome
         exc = self.query.exception()
-        if exc is not None:
+        if exc is not None and not isinstance(self.failure, StopAtBatchBoundary):
             self._fail(self.failure or exc)
         elif self.stop_requested:
             self.outcome = Outcome("SAVEPOINT_DONE" if self.stop_requested == "SAVEPOINT" else "CANCELED")
