@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from seatide.config.loader import ConfigError, load_job_text
 from seatide.plan.dag import build_plan
 from seatide.store.db import Store
-from seatide.store.jobs import JobNotFound, JobRefused, request_stop, submit_job
+from seatide.store.jobs import BadJobId, JobNotFound, JobRefused, request_stop, submit_job
 from seatide.store.states import JOB_TERMINAL
 from seatide.store.restore import resume_job
 from seatide.store.views import checkpoint_report, job_info, job_rows, overview
@@ -45,7 +45,7 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
 
     @app.exception_handler(JobRefused)
     async def refused(_request, exc: JobRefused):
-        code = 404 if isinstance(exc, JobNotFound) else 409
+        code = 404 if isinstance(exc, JobNotFound) else 400 if isinstance(exc, BadJobId) else 409
         return JSONResponse(status_code=code, content={"error": str(exc)})
 
     @app.get("/api/v1/overview")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -32,13 +33,33 @@ class JobNotFound(JobRefused):
     pass
 
 
+class BadJobId(JobRefused):
+    """A job id that is not a plain name (the REST API answers 400)."""
+
+
+# Job ids name directories (checkpoints, logs): a plain name, never a path.
+JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def check_job_id(job_id: str) -> str:
+    if not isinstance(job_id, str) or not JOB_ID_PATTERN.match(job_id) or job_id in (".", ".."):
+        shown = repr(job_id) if len(str(job_id)) <= 60 else repr(str(job_id)[:57]) + "..."
+        raise BadJobId(f"job id {shown} is not allowed: use 1 to 128 letters, digits, '.', '_' or '-', "
+                       "starting with a letter or digit")
+    return job_id
+
+
 def new_job_id() -> str:
     # Sortable by time, unique without coordination (like SeaTunnel's numeric ids).
     return f"{int(time.time() * 1000)}{secrets.randbelow(1000):03d}"
 
 
 def checkpoint_root(data_dir: str, job_id: str) -> str:
-    return os.path.join(os.path.abspath(data_dir), "checkpoints", job_id)
+    root = os.path.join(os.path.abspath(data_dir), "checkpoints")
+    path = os.path.normpath(os.path.join(root, check_job_id(job_id)))
+    if os.path.dirname(path) != root:   # belt and braces: never a directory outside the root
+        raise BadJobId(f"job id {job_id!r} does not name a directory under {root}")
+    return path
 
 
 def submit_job(store: Store, *, text: str, variables: dict[str, str], config, plan, data_dir: str,
@@ -49,7 +70,7 @@ def submit_job(store: Store, *, text: str, variables: dict[str, str], config, pl
     A job id may be reused once its previous run has ended and been cleaned up; the new
     run is the id's next incarnation. While cleanup is pending the id is refused.
     """
-    job_id = job_id or new_job_id()
+    job_id = check_job_id(job_id) if job_id is not None else new_job_id()
     env = config.env
     now = time.time()
     delay = cleanup_delay_s if env.state_cleanup_delay_s is None else env.state_cleanup_delay_s
