@@ -1,0 +1,270 @@
+"""Change data capture jobs as a user runs them: `seatide run` processes, a driver killed with
+SIGKILL mid-stream, positions lost while a job is stopped, slots removed when a job ends for good.
+
+Sources are private servers with logical decoding / binlog on (tests/connectors/cdc_servers.py,
+cdc_mysql_server.py); targets are the machine's PostgreSQL and MariaDB through the Jdbc sink.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+
+import pytest
+
+from tests.cli.test_local_run import ROOT, SEATIDE, seatide
+from tests.cluster.harness import Cluster, driver_pids, wait_for
+from tests.databases.jobs import MARIADB_URL, PG_URL, mariadb_connect, pg_connect
+
+pytestmark = pytest.mark.cluster
+
+
+def _job(source: str, sink: str) -> str:
+    return f"""
+env {{
+  job.mode = "STREAMING"
+  checkpoint.interval = 1000
+  job.retry.times = 3
+  job.retry.interval.seconds = 1
+}}
+source {{
+{source}
+}}
+sink {{
+{sink}
+}}
+"""
+
+
+def _postgres_cdc(server, table: str) -> str:
+    return f"""  Postgres-CDC {{
+    base-url = "{server.url}"
+    username = "postgres"
+    password = ""
+    database-names = ["postgres"]
+    schema-names = ["public"]
+    table-names = ["postgres.public.{table}"]
+  }}"""
+
+
+def _mysql_cdc(server, table: str) -> str:
+    return f"""  MySQL-CDC {{
+    base-url = "{server.url}"
+    username = "{server.user}"
+    password = "{server.password}"
+    database-names = ["test"]
+    table-names = ["test.{table}"]
+    server-id = 5400
+  }}"""
+
+
+def _jdbc_sink(url: str, user: str, table: str) -> str:
+    return f"""  Jdbc {{
+    url = "{url}"
+    user = "{user}"
+    password = ""
+    database = "test"
+    table = "{table}"
+    generate_sink_sql = true
+    primary_keys = ["id"]
+  }}"""
+
+
+class Replica:
+    """A source table and the target table a CDC job keeps identical to it."""
+
+    def __init__(self, execute_source, read_source, read_target):
+        self.execute_source, self._read_source, self._read_target = execute_source, read_source, read_target
+
+    def same(self) -> bool:
+        try:
+            return self._read_source() == self._read_target()
+        except Exception:   # the target table is not created yet
+            return False
+
+    def apply(self, *statements: str) -> None:
+        self.execute_source(*statements)
+
+
+def _rows(cursor) -> list[tuple]:
+    return sorted((int(i), str(n), float(a)) for i, n, a in cursor.fetchall())
+
+
+@pytest.fixture
+def postgres_to_mariadb(private_postgres):
+    table = f"cdc_{secrets.token_hex(4)}"
+    with private_postgres.connect() as conn:
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, name varchar(40), amount numeric(10, 2))")
+        conn.execute(f"INSERT INTO {table} SELECT g, 'n' || g, g * 0.5 FROM generate_series(0, 99) AS g")
+
+    def execute(*statements):
+        with private_postgres.connect() as conn:
+            for statement in statements:
+                conn.execute(statement)
+
+    def read_source():
+        with private_postgres.connect() as conn:
+            return _rows(conn.execute(f"SELECT id, name, amount FROM {table}"))
+
+    def read_target():
+        with mariadb_connect() as db, db.cursor() as cur:
+            cur.execute(f"SELECT id, name, amount FROM {table}")
+            return _rows(cur)
+
+    job = _job(_postgres_cdc(private_postgres, table), _jdbc_sink(MARIADB_URL, "root", table))
+    yield job, table, Replica(execute, read_source, read_target)
+    with mariadb_connect() as db, db.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+@pytest.fixture
+def mariadb_to_postgres(private_mariadb):
+    table = f"cdc_{secrets.token_hex(4)}"
+    private_mariadb.execute(
+        f"CREATE TABLE {table} (id int PRIMARY KEY, name varchar(40), amount decimal(10, 2))",
+        f"INSERT INTO {table} SELECT seq, concat('n', seq), seq * 0.5 FROM seq_0_to_99")
+
+    def read_source():
+        with private_mariadb.connect() as db, db.cursor() as cur:
+            cur.execute(f"SELECT id, name, amount FROM {table}")
+            return _rows(cur)
+
+    def read_target():
+        with pg_connect() as pg:
+            return _rows(pg.execute(f"SELECT id, name, amount FROM {table}"))
+
+    job = _job(_mysql_cdc(private_mariadb, table), _jdbc_sink(PG_URL, "postgres", table))
+    yield job, table, Replica(private_mariadb.execute, read_source, read_target)
+    with pg_connect() as pg:
+        pg.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def _start(tmp_path, job: str, job_id: str):
+    conf = tmp_path / f"{job_id}.conf"
+    conf.write_text(job)
+    data_dir = str(tmp_path / "d")
+    proc = subprocess.Popen([*SEATIDE, "run", str(conf), "--job-id", job_id, "--data-dir", data_dir],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    return proc, data_dir
+
+
+def _stop(proc) -> tuple[str, str]:
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-3000:]
+    return out, err
+
+
+def _job_row(data_dir: str, job_id: str):
+    from seatide.store.db import default_store_url, open_store
+    from seatide.store.views import job_info
+
+    store = open_store(default_store_url(data_dir))
+    try:
+        with store.read() as conn:
+            return job_info(conn, job_id)
+    finally:
+        store.dispose()
+
+
+def _kill_driver_then_change_and_converge(tmp_path, job, table, replica, job_id):
+    proc, data_dir = _start(tmp_path, job, job_id)
+    try:
+        wait_for(replica.same, 240, message="the snapshot copied")
+        replica.apply(f"INSERT INTO {table} (id, name, amount) VALUES " +
+                      ", ".join(f"({i}, 'n{i}', {i}.25)" for i in range(100, 150)),
+                      f"UPDATE {table} SET name = concat(name, '-u') WHERE id % 10 = 0",
+                      f"DELETE FROM {table} WHERE id % 7 = 0 AND id < 100")
+        wait_for(replica.same, 120, message="inserts, updates and deletes applied")
+        first = driver_pids(job_id)
+        assert len(first) == 1
+        os.kill(first[0], signal.SIGKILL)
+        replica.apply(f"INSERT INTO {table} (id, name, amount) VALUES " +
+                      ", ".join(f"({i}, 'm{i}', {i}.75)" for i in range(150, 200)),
+                      f"UPDATE {table} SET amount = amount + 1 WHERE id % 3 = 0",
+                      f"DELETE FROM {table} WHERE id BETWEEN 100 AND 110")
+        wait_for(lambda: driver_pids(job_id) not in ([], first), 120, message="a new driver")
+        wait_for(replica.same, 180, message="the target identical to the source after the restart")
+        info = _job_row(data_dir, job_id)
+        assert info["jobStatus"] == "RUNNING" and info["checkpoint"]["restored"] >= 1
+    finally:
+        if proc.poll() is None:
+            _stop(proc)
+
+
+def test_postgres_cdc_keeps_a_mariadb_replica_identical_across_a_driver_kill(tmp_path, postgres_to_mariadb):
+    job, table, replica = postgres_to_mariadb
+    _kill_driver_then_change_and_converge(tmp_path, job, table, replica, "pgcdc")
+
+
+def test_mysql_cdc_keeps_a_postgres_replica_identical_across_a_driver_kill(tmp_path, mariadb_to_postgres):
+    job, table, replica = mariadb_to_postgres
+    _kill_driver_then_change_and_converge(tmp_path, job, table, replica, "mycdc")
+
+
+def _resume_fails_naming(data_dir: str, job_id: str, *expected: str) -> None:
+    resumed = seatide("resume", job_id, "--data-dir", data_dir)
+    assert resumed.returncode == 1, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    info = _job_row(data_dir, job_id)
+    assert info["jobStatus"] == "FAILED"
+    for text in (*expected, "startup.mode", "--fallback fresh"):
+        assert text in info["errorMsg"], info["errorMsg"]
+        assert text in resumed.stdout + resumed.stderr
+
+
+def test_resume_after_the_slot_was_dropped_fails_loudly(tmp_path, private_postgres, postgres_to_mariadb):
+    job, table, replica = postgres_to_mariadb
+    proc, data_dir = _start(tmp_path, job, "pglost")
+    wait_for(replica.same, 240, message="the snapshot copied")
+    _stop(proc)
+    with private_postgres.connect() as conn:
+        slots = [r[0] for r in conn.execute("SELECT slot_name FROM pg_replication_slots").fetchall()
+                 if r[0].startswith("seatide_pglost")]
+        assert len(slots) == 1, slots
+        conn.execute("SELECT pg_drop_replication_slot(%s)", (slots[0],))
+    replica.apply(f"INSERT INTO {table} VALUES (500, 'lost?', 1)")
+    _resume_fails_naming(data_dir, "pglost", slots[0])
+
+
+def test_resume_after_the_binlog_was_purged_fails_loudly(tmp_path, private_mariadb, mariadb_to_postgres):
+    job, table, replica = mariadb_to_postgres
+    proc, data_dir = _start(tmp_path, job, "mylost")
+    wait_for(replica.same, 240, message="the snapshot copied")
+    _stop(proc)
+    replica.apply(f"INSERT INTO {table} VALUES (500, 'lost?', 1)")
+    with private_mariadb.connect() as db, db.cursor() as cur:
+        cur.execute("SHOW BINARY LOGS")
+        old = [row[0] for row in cur.fetchall()]
+        cur.execute("FLUSH BINARY LOGS")
+        cur.execute("SHOW BINARY LOGS")
+        newest = cur.fetchall()[-1][0]
+        cur.execute(f"PURGE BINARY LOGS TO '{newest}'")
+    _resume_fails_naming(data_dir, "mylost", old[-1])
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_cdc_job_cancelled_for_good_leaves_no_slot_behind(cluster: Cluster, private_postgres, postgres_to_mariadb):
+    job, table, replica = postgres_to_mariadb
+
+    def slots():
+        with private_postgres.connect() as conn:
+            return [r[0] for r in conn.execute("SELECT slot_name FROM pg_replication_slots").fetchall()
+                    if r[0].startswith("seatide_gone")]
+
+    def publications():
+        with private_postgres.connect() as conn:
+            return [r[0] for r in conn.execute("SELECT pubname FROM pg_publication").fetchall()
+                    if r[0].startswith("seatide_gone")]
+
+    cluster.cleanup_delay = 0.5
+    cluster.coordinator("c1", extra=["--history-job-expire-minutes", "0.02"])
+    cluster.worker("w1")
+    cluster.submit(job, "gone")
+    wait_for(replica.same, 240, message="the snapshot copied")
+    assert slots() and publications()
+    cluster.cancel("gone")
+    cluster.wait_status("gone", "CANCELED", timeout=90)
+    wait_for(lambda: not slots() and not publications(), 60, message="slot and publication dropped")
+    assert "HISTORY_EXPIRED" in [e.kind for e in cluster.events("gone")]
