@@ -1,0 +1,291 @@
+"""The Jdbc sink's writer: one micro-batch, committed exactly once in one database transaction.
+
+Protocol for one batch:
+
+1. If ``seatide_sink_commits`` holds the batch's transaction id, the batch was committed
+   by an earlier attempt (whose driver may have died before the runtime's own commit log
+   heard of it): nothing is written.
+2. Before the sink's first batch ever: the save modes (create, recreate, empty the table...).
+3. Spark's executors append the batch to the staging table (Spark's JDBC writer, batched),
+   every row tagged with a stage id unique to this attempt, its row kind and a sequence
+   number that orders changes to one key.
+4. The driver, in ONE transaction: inserts the commit record (its primary key makes a
+   racing attempt of the same batch wait, then fail), applies this attempt's staged rows
+   to the target set-wise, deletes the batch's staged rows, asks ``batch.fence()`` whether
+   this driver is still the job's current attempt, and commits.
+
+Rows staged by attempts that never committed are harmless (only the committing attempt's
+stage id is applied) and are deleted with the batch, or pruned once the sink moves on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+
+from seatide.connectors.jdbc.commit_record import CommitRecords
+from seatide.connectors.jdbc.dialect import (STAGE_BATCH, STAGE_ID, STAGE_KIND, STAGE_SEQ, STAGE_SINK, Dialect,
+                                             UnsupportedType)
+from seatide.connectors.jdbc.query import QueryError
+from seatide.connectors.jdbc.sink import JdbcSinkSpec
+from seatide.plugin.base import Batch, PermanentError, SinkContext, SinkWriter
+from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
+
+log = logging.getLogger(__name__)
+
+
+class JdbcSinkError(PermanentError):
+    """A table or field that contradicts the options; the message says what to change."""
+
+
+class JdbcWriter(SinkWriter):
+    def __init__(self, spec: JdbcSinkSpec, ctx: SinkContext):
+        self.spec = spec
+        self.dialect = Dialect(spec.url.dialect)
+        self.sink_id = f"{ctx.job_id}/{ctx.pipeline_id}/{ctx.plugin_id}"
+        self.retained = ctx.checkpoints_retained
+        self.database = spec.database
+        schema = spec.table[0] if spec.table and len(spec.table) > 1 else None
+        self.records = CommitRecords(self.dialect, schema)
+        self._ready = False       # commit table made, save modes applied, staging table made
+        self._target_columns: dict[str, str] = {}   # lower-case name -> the target's spelling
+
+    # --- one batch ---------------------------------------------------------------------
+
+    def write_batch(self, df, batch: Batch) -> dict:
+        with self._connection() as conn:
+            cursor = conn.cursor()
+            if not self._ready:
+                self.records.create(cursor)
+                conn.commit()
+            done = self.records.rows_of(cursor, batch.transaction_id)
+            conn.rollback()
+            if done is not None:     # committed in the database, not yet in the runtime's log
+                return {"rows": done, "replayed": True}
+            if not self._ready:
+                self._prepare(conn, self._rename(df), first=not self.records.any_for(cursor, self.sink_id))
+                self._ready = True
+            df = self._rename(df)
+            stage_id = uuid.uuid4().hex
+            rows = self._stage(df, batch, stage_id)
+            self._commit(conn, df, batch, stage_id, rows)
+            self._prune(conn, batch)
+        return {"rows": rows}
+
+    def end_of_data(self, state: dict) -> None:
+        """A bounded pipeline is done: its staged leftovers (attempts that never committed) go."""
+        if not self._ready:
+            return
+        with self._connection() as conn:
+            conn.cursor().execute(f"DELETE FROM {self._stage_name} WHERE {self.dialect.quote(STAGE_SINK)} = %s",
+                                  (self.sink_id,))
+            conn.commit()
+
+    # --- steps -------------------------------------------------------------------------
+
+    def _rename(self, df):
+        """Field names as written to the database: field_ide, then the target's own spelling."""
+        ide, known = self.spec.field_ide, self._target_columns
+        renames = {}
+        for name in df.columns:
+            new = name.upper() if ide == "UPPERCASE" else name.lower() if ide == "LOWERCASE" else name
+            if known and new not in known.values():
+                new = known.get(new.lower(), new)
+            if new != name and name != ROW_KIND_COLUMN:
+                renames[name] = new
+        return df.withColumnsRenamed(renames) if renames else df
+
+    def _prepare(self, conn, df, first: bool) -> None:
+        cursor = conn.cursor()
+        spec, dialect = self.spec, self.dialect
+        if spec.table is None:
+            self._stage_table = (self._stage_key("q", spec.query.head + str(df.schema)),)
+            self._execute(cursor, dialect.create_stage_for(self._stage_table, self._user_schema(df)))
+            conn.commit()
+            return
+        if first:   # only before the sink's first batch ever, as SeaTunnel does before the job starts
+            self._apply_save_modes(conn, df)
+        if not dialect.table_exists(cursor, spec.table):
+            raise JdbcSinkError(f"Jdbc sink: table {'.'.join(spec.table)} does not exist (schema_save_mode is "
+                                f"{spec.schema_save_mode}); create it or use CREATE_SCHEMA_WHEN_NOT_EXIST")
+        existing = dialect.columns(cursor, spec.table)
+        self._target_columns = {c.lower(): c for c in existing}
+        renamed = self._rename(df)
+        fields = [c for c in renamed.columns if c != ROW_KIND_COLUMN]
+        missing = [c for c in fields if c not in existing]
+        if missing:
+            raise JdbcSinkError(f"Jdbc sink: table {'.'.join(spec.table)} has no column {', '.join(missing)} "
+                                f"(its columns: {', '.join(existing)}); add the columns or drop the fields")
+        keys_missing = [k for k in spec.primary_keys if k not in fields]
+        if keys_missing:
+            raise JdbcSinkError(f"Jdbc sink: primary_keys names {', '.join(keys_missing)}, which the input "
+                                f"does not have (fields: {', '.join(fields)})")
+        # One staging table per target and field list, with the target's column types.
+        self._stage_table = (*spec.table[:-1], self._stage_key("s", repr((spec.table, fields))))
+        select = f"SELECT {', '.join(dialect.quote(c) for c in fields)} FROM {self._target} WHERE 1 = 0"
+        self._execute(cursor, dialect.create_stage(self._stage_table, select))
+        conn.commit()
+
+    def _apply_save_modes(self, conn, df) -> None:
+        cursor = conn.cursor()
+        spec, dialect = self.spec, self.dialect
+        exists = dialect.table_exists(cursor, spec.table)
+        mode = spec.schema_save_mode
+        if mode == "ERROR_WHEN_SCHEMA_NOT_EXIST" and not exists:
+            raise JdbcSinkError(f"Jdbc sink: schema_save_mode is ERROR_WHEN_SCHEMA_NOT_EXIST and table "
+                                f"{'.'.join(spec.table)} does not exist; create it or choose CREATE_SCHEMA_WHEN_NOT_EXIST")
+        if mode == "RECREATE_SCHEMA" and exists:
+            cursor.execute(f"DROP TABLE {self._target}")
+            exists = False
+        if mode in ("RECREATE_SCHEMA", "CREATE_SCHEMA_WHEN_NOT_EXIST") and not exists:
+            try:
+                ddl = dialect.create_table(spec.table, self._user_schema(df), list(spec.primary_keys),
+                                           with_key=spec.create_index)
+            except UnsupportedType as exc:
+                raise JdbcSinkError(f"Jdbc sink: cannot create table {'.'.join(spec.table)}: {exc}") from None
+            cursor.execute(ddl)
+            conn.commit()
+            return
+        if not exists:
+            return
+        data_mode = spec.data_save_mode
+        if data_mode == "DROP_DATA":
+            cursor.execute(f"DELETE FROM {self._target}")
+        elif data_mode == "CUSTOM_PROCESSING":
+            self._execute(cursor, spec.custom_sql)
+        elif data_mode == "ERROR_WHEN_DATA_EXISTS":
+            cursor.execute(f"SELECT 1 FROM {self._target} LIMIT 1")
+            if cursor.fetchone() is not None:
+                raise JdbcSinkError(f"Jdbc sink: data_save_mode is ERROR_WHEN_DATA_EXISTS and table "
+                                    f"{'.'.join(spec.table)} has rows; empty it or choose APPEND_DATA or DROP_DATA")
+        conn.commit()
+
+    def _stage(self, df, batch: Batch, stage_id: str) -> int:
+        """Spark's executors append the batch to the staging table; returns its row count."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        kind = F.col(ROW_KIND_COLUMN) if ROW_KIND_COLUMN in df.columns else F.lit(int(RowKind.INSERT))
+        fields = [F.col(self._spark_name(c)) for c in df.columns if c != ROW_KIND_COLUMN]
+        staged = df.select(*fields, F.lit(stage_id).alias(STAGE_ID), F.lit(batch.batch_id).cast("bigint").alias(STAGE_BATCH),
+                           F.lit(self.sink_id).alias(STAGE_SINK), kind.cast("smallint").alias(STAGE_KIND),
+                           F.monotonically_increasing_id().alias(STAGE_SEQ))
+        observation = Observation(f"seatide_jdbc_rows_{stage_id}")
+        staged = staged.observe(observation, F.count(F.lit(1)).alias("rows"))
+        options = {**self.spec.properties, "url": self.dialect.spark_url(self.spec.url, self.database),
+                   "driver": self.spec.driver, "dbtable": self._stage_name,
+                   "batchsize": str(self.spec.batch_size)}
+        if self.spec.user is not None:
+            options["user"] = self.spec.user
+        if self.spec.password is not None:
+            options["password"] = self.spec.password
+        staged.write.format("jdbc").options(**options).mode("append").save()
+        return int(observation.get["rows"])
+
+    def _commit(self, conn, df, batch: Batch, stage_id: str, rows: int) -> None:
+        cursor = conn.cursor()
+        try:
+            self.records.insert(cursor, batch.transaction_id, self.sink_id, batch.batch_id, rows)
+        except Exception as exc:
+            conn.rollback()
+            if self.records.rows_of(conn.cursor(), batch.transaction_id) is not None:
+                conn.rollback()
+                log.warning("batch %s was committed by another attempt meanwhile", batch.transaction_id)
+                return
+            raise exc
+        columns = [c for c in df.columns if c != ROW_KIND_COLUMN]
+        for statement in self._apply_statements(columns, stage_id):
+            self._execute(cursor, statement)
+        cursor.execute(f"DELETE FROM {self._stage_name} WHERE {self.dialect.quote(STAGE_SINK)} = %s AND "
+                       f"{self.dialect.quote(STAGE_BATCH)} = %s", (self.sink_id, batch.batch_id))
+        try:
+            batch.fence()    # a zombie driver's batch must not commit
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
+
+    def _apply_statements(self, columns: list[str], stage_id: str) -> list[str]:
+        spec, d = self.spec, self.dialect
+        stage = self._stage_name
+        if spec.query is not None:
+            try:
+                return [spec.query.over([d.quote(c) for c in columns], stage, d.only(stage_id))]
+            except QueryError as exc:
+                raise JdbcSinkError(f"Jdbc sink: option 'query': {exc}") from None
+        keys, target = list(spec.primary_keys), self._target
+        if not keys:
+            return [d.insert_staged(target, stage, columns, stage_id)]
+        changes = [d.delete_staged(target, stage, columns, keys, stage_id)]
+        if spec.enable_upsert:
+            changes.append(d.upsert_staged(target, stage, columns, keys, (int(RowKind.INSERT), int(RowKind.UPDATE_AFTER)),
+                                           stage_id))
+        else:
+            changes.append(d.update_last(target, stage, columns, keys, int(RowKind.UPDATE_AFTER), stage_id))
+            changes.append(d.insert_last(target, stage, columns, keys, int(RowKind.INSERT), stage_id))
+        return changes
+
+    def _prune(self, conn, batch: Batch) -> None:
+        suffix = f"_{batch.batch_id}"
+        lineage = batch.transaction_id[:-len(suffix)] if batch.transaction_id.endswith(suffix) else batch.transaction_id
+        cursor = conn.cursor()
+        self.records.prune(cursor, self.sink_id, lineage, batch.batch_id - self.retained)
+        # staged rows of older batches belong to attempts that never committed
+        cursor.execute(f"DELETE FROM {self._stage_name} WHERE {self.dialect.quote(STAGE_SINK)} = %s AND "
+                       f"{self.dialect.quote(STAGE_BATCH)} < %s", (self.sink_id, batch.batch_id))
+        conn.commit()
+
+    # --- housekeeping ------------------------------------------------------------------
+
+    def _connection(self):
+        spec = self.spec
+        conn = spec.url.connect(spec.user, spec.password, database=self.database,
+                                connect_timeout=spec.connect_timeout)
+        return _Closing(conn)
+
+    @staticmethod
+    def _execute(cursor, sql: str) -> None:
+        cursor.execute(sql)   # no parameters: neither client then reads % in the SQL as a placeholder
+
+    @staticmethod
+    def _stage_key(kind: str, text: str) -> str:
+        return f"seatide_stage_{kind}{hashlib.sha1(text.encode()).hexdigest()[:16]}"
+
+    @property
+    def _stage_name(self) -> str:
+        return self.dialect.qualified(self._stage_table)
+
+    @property
+    def _target(self) -> str:
+        return self.dialect.qualified(self.spec.table)
+
+    @staticmethod
+    def _spark_name(name: str) -> str:
+        return "`" + name.replace("`", "``") + "`"
+
+    @staticmethod
+    def _user_schema(df):
+        from pyspark.sql import types as T
+
+        return T.StructType([f for f in df.schema.fields if f.name != ROW_KIND_COLUMN])
+
+
+class _Closing:
+    """Closes a DB-API connection on exit, rolling back what was not committed."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def __enter__(self):
+        return self.conn
+
+    def __exit__(self, *exc):
+        try:
+            self.conn.rollback()
+        finally:
+            self.conn.close()
+        return False
+
+
+__all__ = ["JdbcSinkError", "JdbcWriter"]
