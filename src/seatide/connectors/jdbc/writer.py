@@ -6,27 +6,29 @@ Protocol for one batch:
    by an earlier attempt (whose driver may have died before the runtime's own commit log
    heard of it): nothing is written.
 2. Before the sink's first batch ever: the save modes (create, recreate, empty the table...).
-3. Spark's executors append the batch to the staging table (Spark's JDBC writer, batched),
-   every row tagged with a stage id unique to this attempt, its row kind and a sequence
+3. Spark's executors append the batch to a staging table of this attempt's own
+   (``seatide_stage_<sink>_<batch>_<attempt>``, next to the target, with the target's column
+   types), with Spark's batched JDBC writer; keyed sinks add each row's kind and a sequence
    number that orders changes to one key.
 4. The driver, in ONE transaction: inserts the commit record (its primary key makes a
-   racing attempt of the same batch wait, then fail), applies this attempt's staged rows
-   to the target set-wise, deletes the batch's staged rows, asks ``batch.fence()`` whether
-   this driver is still the job's current attempt, and commits.
+   racing attempt of the same batch wait, then fail), applies the staged rows to the target
+   set-wise, asks ``batch.fence()`` whether this driver is still the job's current attempt,
+   and commits. The staging table is dropped with it (PostgreSQL: inside the transaction).
 
-Rows staged by attempts that never committed are harmless (only the committing attempt's
-stage id is applied) and are deleted with the batch, or pruned once the sink moves on.
+Staging tables of attempts that never committed are never applied; each commit drops every
+staging table the sink has left (a zombie still staging into one then fails).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import uuid
 
 from seatide.connectors.jdbc.commit_record import CommitRecords
-from seatide.connectors.jdbc.dialect import (STAGE_BATCH, STAGE_ID, STAGE_KIND, STAGE_SEQ, STAGE_SINK, Dialect,
-                                             UnsupportedType)
+from seatide.connectors.jdbc.dialect import STAGE_KIND, STAGE_SEQ, Dialect, UnsupportedType
+from seatide.connectors.jdbc.url import POSTGRESQL
 from seatide.connectors.jdbc.query import QueryError
 from seatide.connectors.jdbc.sink import JdbcSinkSpec
 from seatide.plugin.base import Batch, PermanentError, SinkContext, SinkWriter
@@ -48,7 +50,9 @@ class JdbcWriter(SinkWriter):
         self.database = spec.database
         schema = spec.table[0] if spec.table and len(spec.table) > 1 else None
         self.records = CommitRecords(self.dialect, schema)
-        self._ready = False       # commit table made, save modes applied, staging table made
+        self._ready = False       # commit table made, save modes applied, target checked
+        self._stage_prefix = f"seatide_stage_{hashlib.sha1(self.sink_id.encode()).hexdigest()[:12]}_"
+        self._stage_schema = spec.table[:-1] if spec.table else ()
         self._target_columns: dict[str, str] = {}   # lower-case name -> the target's spelling
 
     # --- one batch ---------------------------------------------------------------------
@@ -65,22 +69,25 @@ class JdbcWriter(SinkWriter):
                 return {"rows": done, "replayed": True}
             if not self._ready:
                 self._prepare(conn, self._rename(df), first=not self.records.any_for(cursor, self.sink_id))
+                self._drop_stages(conn)     # what crashed attempts left
                 self._ready = True
             df = self._rename(df)
-            stage_id = uuid.uuid4().hex
-            rows = self._stage(df, batch, stage_id)
-            self._commit(conn, df, batch, stage_id, rows)
+            stage = (*self._stage_schema, f"{self._stage_prefix}{batch.batch_id}_{uuid.uuid4().hex[:8]}")
+            started = time.perf_counter()
+            self._create_stage(conn, df, stage)
+            rows = self._stage(df, stage)
+            staged = time.perf_counter()
+            self._commit(conn, df, batch, stage, rows)
+            self._drop_stages(conn)
             self._prune(conn, batch)
+            log.info("Jdbc sink %s: batch %s, %d rows staged in %.2f s, applied and committed in %.2f s",
+                     self.sink_id, batch.batch_id, rows, staged - started, time.perf_counter() - staged)
         return {"rows": rows}
 
     def end_of_data(self, state: dict) -> None:
-        """A bounded pipeline is done: its staged leftovers (attempts that never committed) go."""
-        if not self._ready:
-            return
+        """A bounded pipeline is done: staging tables of attempts that never committed go."""
         with self._connection() as conn:
-            conn.cursor().execute(f"DELETE FROM {self._stage_name} WHERE {self.dialect.quote(STAGE_SINK)} = %s",
-                                  (self.sink_id,))
-            conn.commit()
+            self._drop_stages(conn)
 
     # --- steps -------------------------------------------------------------------------
 
@@ -100,9 +107,6 @@ class JdbcWriter(SinkWriter):
         cursor = conn.cursor()
         spec, dialect = self.spec, self.dialect
         if spec.table is None:
-            self._stage_table = (self._stage_key("q", spec.query.head + str(df.schema)),)
-            self._execute(cursor, dialect.create_stage_for(self._stage_table, self._user_schema(df)))
-            conn.commit()
             return
         if first:   # only before the sink's first batch ever, as SeaTunnel does before the job starts
             self._apply_save_modes(conn, df)
@@ -121,10 +125,16 @@ class JdbcWriter(SinkWriter):
         if keys_missing:
             raise JdbcSinkError(f"Jdbc sink: primary_keys names {', '.join(keys_missing)}, which the input "
                                 f"does not have (fields: {', '.join(fields)})")
-        # One staging table per target and field list, with the target's column types.
-        self._stage_table = (*spec.table[:-1], self._stage_key("s", repr((spec.table, fields))))
-        select = f"SELECT {', '.join(dialect.quote(c) for c in fields)} FROM {self._target} WHERE 1 = 0"
-        self._execute(cursor, dialect.create_stage(self._stage_table, select))
+
+    def _create_stage(self, conn, df, stage: tuple[str, ...]) -> None:
+        """This attempt's staging table: the target's column types for the input's fields."""
+        dialect, fields = self.dialect, [c for c in df.columns if c != ROW_KIND_COLUMN]
+        if self.spec.table is None:
+            ddl = dialect.create_stage_for(stage, self._user_schema(df))
+        else:
+            select = f"SELECT {', '.join(dialect.quote(c) for c in fields)} FROM {self._target} WHERE 1 = 0"
+            ddl = dialect.create_stage(stage, select, changes=bool(self.spec.primary_keys))
+        self._execute(conn.cursor(), ddl)
         conn.commit()
 
     def _apply_save_modes(self, conn, df) -> None:
@@ -161,20 +171,20 @@ class JdbcWriter(SinkWriter):
                                     f"{'.'.join(spec.table)} has rows; empty it or choose APPEND_DATA or DROP_DATA")
         conn.commit()
 
-    def _stage(self, df, batch: Batch, stage_id: str) -> int:
+    def _stage(self, df, stage: tuple[str, ...]) -> int:
         """Spark's executors append the batch to the staging table; returns its row count."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        kind = F.col(ROW_KIND_COLUMN) if ROW_KIND_COLUMN in df.columns else F.lit(int(RowKind.INSERT))
-        fields = [F.col(self._spark_name(c)) for c in df.columns if c != ROW_KIND_COLUMN]
-        staged = df.select(*fields, F.lit(stage_id).alias(STAGE_ID), F.lit(batch.batch_id).cast("bigint").alias(STAGE_BATCH),
-                           F.lit(self.sink_id).alias(STAGE_SINK), kind.cast("smallint").alias(STAGE_KIND),
-                           F.monotonically_increasing_id().alias(STAGE_SEQ))
-        observation = Observation(f"seatide_jdbc_rows_{stage_id}")
-        staged = staged.observe(observation, F.count(F.lit(1)).alias("rows"))
-        options = {**self.spec.properties, "url": self.dialect.spark_url(self.spec.url, self.database),
-                   "driver": self.spec.driver, "dbtable": self._stage_name,
+        columns = [F.col(self._spark_name(c)) for c in df.columns if c != ROW_KIND_COLUMN]
+        if self.spec.primary_keys:
+            kind = F.col(ROW_KIND_COLUMN) if ROW_KIND_COLUMN in df.columns else F.lit(int(RowKind.INSERT))
+            columns += [kind.cast("smallint").alias(STAGE_KIND), F.monotonically_increasing_id().alias(STAGE_SEQ)]
+        observation = Observation(f"seatide_jdbc_rows_{stage[-1]}")
+        staged = df.select(*columns).observe(observation, F.count(F.lit(1)).alias("rows"))
+        options = {**self.dialect.staging_properties(), **self.spec.properties,
+                   "url": self.dialect.spark_url(self.spec.url, self.database),
+                   "driver": self.spec.driver, "dbtable": self.dialect.qualified(stage),
                    "batchsize": str(self.spec.batch_size)}
         if self.spec.user is not None:
             options["user"] = self.spec.user
@@ -183,22 +193,22 @@ class JdbcWriter(SinkWriter):
         staged.write.format("jdbc").options(**options).mode("append").save()
         return int(observation.get["rows"])
 
-    def _commit(self, conn, df, batch: Batch, stage_id: str, rows: int) -> None:
+    def _commit(self, conn, df, batch: Batch, stage: tuple[str, ...], rows: int) -> None:
         cursor = conn.cursor()
         try:
             self.records.insert(cursor, batch.transaction_id, self.sink_id, batch.batch_id, rows)
-        except Exception as exc:
+        except Exception:
             conn.rollback()
             if self.records.rows_of(conn.cursor(), batch.transaction_id) is not None:
                 conn.rollback()
                 log.warning("batch %s was committed by another attempt meanwhile", batch.transaction_id)
                 return
-            raise exc
+            raise
         columns = [c for c in df.columns if c != ROW_KIND_COLUMN]
-        for statement in self._apply_statements(columns, stage_id):
+        for statement in self._apply_statements(columns, self.dialect.qualified(stage)):
             self._execute(cursor, statement)
-        cursor.execute(f"DELETE FROM {self._stage_name} WHERE {self.dialect.quote(STAGE_SINK)} = %s AND "
-                       f"{self.dialect.quote(STAGE_BATCH)} = %s", (self.sink_id, batch.batch_id))
+        if self.dialect.name == POSTGRESQL:   # DDL is transactional there; MySQL's DROP would commit
+            cursor.execute(f"DROP TABLE {self.dialect.qualified(stage)}")
         try:
             batch.fence()    # a zombie driver's batch must not commit
         except BaseException:
@@ -206,34 +216,39 @@ class JdbcWriter(SinkWriter):
             raise
         conn.commit()
 
-    def _apply_statements(self, columns: list[str], stage_id: str) -> list[str]:
+    def _apply_statements(self, columns: list[str], stage: str) -> list[str]:
         spec, d = self.spec, self.dialect
-        stage = self._stage_name
         if spec.query is not None:
             try:
-                return [spec.query.over([d.quote(c) for c in columns], stage, d.only(stage_id))]
+                return [spec.query.over([d.quote(c) for c in columns], stage, "1 = 1")]
             except QueryError as exc:
                 raise JdbcSinkError(f"Jdbc sink: option 'query': {exc}") from None
         keys, target = list(spec.primary_keys), self._target
         if not keys:
-            return [d.insert_staged(target, stage, columns, stage_id)]
-        changes = [d.delete_staged(target, stage, columns, keys, stage_id)]
+            return [d.insert_staged(target, stage, columns)]
+        changes = [d.delete_staged(target, stage, columns, keys)]
         if spec.enable_upsert:
-            changes.append(d.upsert_staged(target, stage, columns, keys, (int(RowKind.INSERT), int(RowKind.UPDATE_AFTER)),
-                                           stage_id))
+            changes.append(d.upsert_staged(target, stage, columns, keys, (int(RowKind.INSERT), int(RowKind.UPDATE_AFTER))))
         else:
-            changes.append(d.update_last(target, stage, columns, keys, int(RowKind.UPDATE_AFTER), stage_id))
-            changes.append(d.insert_last(target, stage, columns, keys, int(RowKind.INSERT), stage_id))
+            changes.append(d.update_last(target, stage, columns, keys, int(RowKind.UPDATE_AFTER)))
+            changes.append(d.insert_last(target, stage, columns, keys, int(RowKind.INSERT)))
         return changes
+
+    def _drop_stages(self, conn) -> None:
+        """Drop every staging table this sink has left (attempts that crashed or were replaced)."""
+        cursor = conn.cursor()
+        cursor.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = "
+                       + ("%s" if self._stage_schema else self._current_schema), self._stage_schema or None)
+        for (name,) in cursor.fetchall():
+            if name.startswith(self._stage_prefix):
+                cursor.execute(f"DROP TABLE IF EXISTS {self.dialect.qualified((*self._stage_schema, name))}")
+        conn.commit()
 
     def _prune(self, conn, batch: Batch) -> None:
         suffix = f"_{batch.batch_id}"
         lineage = batch.transaction_id[:-len(suffix)] if batch.transaction_id.endswith(suffix) else batch.transaction_id
         cursor = conn.cursor()
         self.records.prune(cursor, self.sink_id, lineage, batch.batch_id - self.retained)
-        # staged rows of older batches belong to attempts that never committed
-        cursor.execute(f"DELETE FROM {self._stage_name} WHERE {self.dialect.quote(STAGE_SINK)} = %s AND "
-                       f"{self.dialect.quote(STAGE_BATCH)} < %s", (self.sink_id, batch.batch_id))
         conn.commit()
 
     # --- housekeeping ------------------------------------------------------------------
@@ -248,13 +263,9 @@ class JdbcWriter(SinkWriter):
     def _execute(cursor, sql: str) -> None:
         cursor.execute(sql)   # no parameters: neither client then reads % in the SQL as a placeholder
 
-    @staticmethod
-    def _stage_key(kind: str, text: str) -> str:
-        return f"seatide_stage_{kind}{hashlib.sha1(text.encode()).hexdigest()[:16]}"
-
     @property
-    def _stage_name(self) -> str:
-        return self.dialect.qualified(self._stage_table)
+    def _current_schema(self) -> str:
+        return "current_schema()" if self.dialect.name == POSTGRESQL else "DATABASE()"
 
     @property
     def _target(self) -> str:
