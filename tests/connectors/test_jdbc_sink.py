@@ -317,3 +317,16 @@ sink {{ Jdbc {{ url = "{url}", user = "{user}", table = "{table}", primary_keys 
     replay = _rerun_same_checkpoint(local, run.job(), pipeline)
     assert replay.status == "FINISHED", replay.error
     assert query(db, f"SELECT COUNT(*), MIN(name), MAX(name) FROM {table}") == [(900, "untouched", "untouched")]
+
+
+def test_mysql_connector_class_from_seatunnel_configs_runs_on_the_bundled_driver(spark, db, tmp_path):
+    if "mariadb" not in db[0]:
+        pytest.skip("the bundled MariaDB driver stands in for MySQL's")
+    table = table_name()
+    url = db[0].replace("jdbc:mariadb:", "jdbc:mysql:")
+    writer = make_sink((url, db[1]), table=table, driver="com.mysql.cj.jdbc.Driver").writer(context(spark, table))
+    assert writer.driver == "org.mariadb.jdbc.Driver"
+    write(writer, tmp_path, inserts(spark, [1, 2]), 0)
+    assert query(db, f"SELECT COUNT(*) FROM {table}") == [(2,)]
+    with pytest.raises(JdbcSinkError, match="option 'driver'"):
+        make_sink(db, table=table, driver="org.example.NoSuchDriver").writer(context(spark, table))

@@ -37,6 +37,10 @@ from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
 log = logging.getLogger(__name__)
 
 
+# Driver classes SeaTunnel configs name, and the bundled class that serves the same databases.
+_STAND_INS = {"org.mariadb.jdbc.Driver": ("com.mysql.cj.jdbc.Driver", "com.mysql.jdbc.Driver")}
+
+
 class JdbcSinkError(PermanentError):
     """A table or field that contradicts the options; the message says what to change."""
 
@@ -54,6 +58,22 @@ class JdbcWriter(SinkWriter):
         self._stage_prefix = f"seatide_stage_{hashlib.sha1(self.sink_id.encode()).hexdigest()[:12]}_"
         self._stage_schema = spec.table[:-1] if spec.table else ()
         self._target_columns: dict[str, str] = {}   # lower-case name -> the target's spelling
+        self.driver = self._loadable_driver(ctx.spark)
+
+    def _loadable_driver(self, spark) -> str:
+        """The ``driver`` class, or the dialect's bundled one when the named class is not installed.
+
+        SeaTunnel configs name MySQL's Connector/J (com.mysql.cj.jdbc.Driver); SeaTide ships
+        MariaDB's, which speaks to MySQL too, so such a job runs unchanged.
+        """
+        wanted, bundled = self.spec.driver, self.spec.url.default_driver
+        if spark is None or _jvm_has_class(spark, wanted):
+            return wanted
+        if wanted in _STAND_INS.get(bundled, ()) and _jvm_has_class(spark, bundled):
+            log.warning("Jdbc sink: driver %s is not installed; using %s for %s", wanted, bundled, self.spec.url.text)
+            return bundled
+        raise JdbcSinkError(f"Jdbc sink: option 'driver': class {wanted} is not on the class path; use "
+                            f"{bundled} or add the driver's jar to SeaTide's JDBC jars")
 
     # --- one batch ---------------------------------------------------------------------
 
@@ -184,7 +204,7 @@ class JdbcWriter(SinkWriter):
         staged = df.select(*columns).observe(observation, F.count(F.lit(1)).alias("rows"))
         options = {**self.dialect.staging_properties(), **self.spec.properties,
                    "url": self.dialect.spark_url(self.spec.url, self.database),
-                   "driver": self.spec.driver, "dbtable": self.dialect.qualified(stage),
+                   "driver": self.driver, "dbtable": self.dialect.qualified(stage),
                    "batchsize": str(self.spec.batch_size)}
         if self.spec.user is not None:
             options["user"] = self.spec.user
@@ -280,6 +300,14 @@ class JdbcWriter(SinkWriter):
         from pyspark.sql import types as T
 
         return T.StructType([f for f in df.schema.fields if f.name != ROW_KIND_COLUMN])
+
+
+def _jvm_has_class(spark, name: str) -> bool:
+    try:
+        spark.sparkContext._jvm.java.lang.Class.forName(name)
+        return True
+    except Exception:
+        return False
 
 
 class _Closing:
