@@ -155,6 +155,18 @@ def test_changes_apply_by_key_with_the_last_change_per_key_winning(spark, db, tm
     assert query(db, f"SELECT id, name FROM {table} ORDER BY id") == [(1, "a2"), (3, "c"), (5, "new5"), (6, "back6")]
 
 
+def test_upsert_into_a_table_without_a_key_on_primary_keys_is_refused(spark, db, tmp_path):
+    table = table_name()
+    execute(db, f"CREATE TABLE {table} (id BIGINT, name VARCHAR(20))")
+    writer = make_sink(db, table=table, primary_keys=["id"]).writer(context(spark, table))
+    with pytest.raises(JdbcSinkError, match=r"no primary key or unique index on \(id\)"):
+        write(writer, tmp_path, inserts(spark, [1]), 0)
+    execute(db, f"CREATE UNIQUE INDEX {table}_id ON {table} (id)")    # a unique index serves as well
+    write(make_sink(db, table=table, primary_keys=["id"]).writer(context(spark, table)), tmp_path,
+          inserts(spark, [1, 1]), 0)
+    assert query(db, f"SELECT id, name FROM {table}") == [(1, "n1")]
+
+
 def test_without_upsert_inserts_insert_and_updates_update_after(spark, db, tmp_path):
     table = table_name()
     execute(db, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, name VARCHAR(20))",

@@ -168,6 +168,20 @@ class Dialect:
                        + " ORDER BY ordinal_position", table[::-1])
         return [row[0] for row in cursor.fetchall()]
 
+    def unique_keys(self, cursor, table: tuple[str, ...]) -> list[frozenset[str]]:
+        """Column sets of the table's primary key and unique indexes (what an upsert can match on)."""
+        if self.name == POSTGRESQL:
+            cursor.execute("SELECT i.indexrelid, a.attname FROM pg_index i JOIN pg_attribute a ON "
+                           "a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+                           "WHERE i.indrelid = to_regclass(%s) AND i.indisunique", (self.qualified(table),))
+        else:
+            cursor.execute("SELECT index_name, column_name FROM information_schema.statistics WHERE non_unique = 0 "
+                           "AND " + self._where_table(table), table[::-1])
+        found: dict = {}
+        for index, column in cursor.fetchall():
+            found.setdefault(index, set()).add(column)
+        return [frozenset(columns) for columns in found.values()]
+
     def _where_table(self, table: tuple[str, ...]) -> str:
         current = "current_schema()" if self.name == POSTGRESQL else "DATABASE()"
         return "table_name = %s AND table_schema = " + ("%s" if len(table) > 1 else current)

@@ -145,12 +145,23 @@ class JdbcWriter(SinkWriter):
         if keys_missing:
             raise JdbcSinkError(f"Jdbc sink: primary_keys names {', '.join(keys_missing)}, which the input "
                                 f"does not have (fields: {', '.join(fields)})")
+        # Without a matching unique index PostgreSQL refuses ON CONFLICT, and MySQL's ON DUPLICATE
+        # KEY would quietly insert a second row for the key.
+        if spec.primary_keys and spec.enable_upsert \
+                and frozenset(spec.primary_keys) not in dialect.unique_keys(cursor, spec.table):
+            keys = ", ".join(spec.primary_keys)
+            raise JdbcSinkError(f"Jdbc sink: table {'.'.join(spec.table)} has no primary key or unique index on "
+                                f"({keys}), which upserts by primary_keys need; add one (ALTER TABLE ... ADD "
+                                f"PRIMARY KEY ({keys})) or set enable_upsert = false")
 
     def _create_stage(self, conn, df, stage: tuple[str, ...]) -> None:
         """This attempt's staging table: the target's column types for the input's fields."""
         dialect, fields = self.dialect, [c for c in df.columns if c != ROW_KIND_COLUMN]
         if self.spec.table is None:
-            ddl = dialect.create_stage_for(stage, self._user_schema(df))
+            try:
+                ddl = dialect.create_stage_for(stage, self._user_schema(df))
+            except UnsupportedType as exc:
+                raise JdbcSinkError(f"Jdbc sink: cannot stage the input for query: {exc}") from None
         else:
             select = f"SELECT {', '.join(dialect.quote(c) for c in fields)} FROM {self._target} WHERE 1 = 0"
             ddl = dialect.create_stage(stage, select, changes=bool(self.spec.primary_keys))
