@@ -342,3 +342,15 @@ def test_mysql_connector_class_from_seatunnel_configs_runs_on_the_bundled_driver
     assert query(db, f"SELECT COUNT(*) FROM {table}") == [(2,)]
     with pytest.raises(JdbcSinkError, match="option 'driver'"):
         make_sink(db, table=table, driver="org.example.NoSuchDriver").writer(context(spark, table))
+
+
+def test_field_ide_renames_fields_and_keys(spark, db, tmp_path):
+    table = table_name()
+    writer = make_sink(db, table=table, primary_keys=["id"], field_ide="UPPERCASE").writer(context(spark, table))
+    write(writer, tmp_path, frame(spark, [(1, "a", RowKind.INSERT), (1, "b", RowKind.UPDATE_AFTER)],
+                                  "id bigint, name string"), 0)
+    here = "current_schema()" if "postgresql" in db[0] else "DATABASE()"
+    columns = query(db, f"SELECT column_name FROM information_schema.columns WHERE table_name = '{table}' "
+                        f"AND table_schema = {here} ORDER BY ordinal_position")
+    assert columns == [("ID",), ("NAME",)]
+    assert query(db, f'SELECT * FROM {table}') == [(1, "b")]

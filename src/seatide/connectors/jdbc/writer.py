@@ -113,15 +113,21 @@ class JdbcWriter(SinkWriter):
 
     def _rename(self, df):
         """Field names as written to the database: field_ide, then the target's own spelling."""
-        ide, known = self.spec.field_ide, self._target_columns
-        renames = {}
-        for name in df.columns:
-            new = name.upper() if ide == "UPPERCASE" else name.lower() if ide == "LOWERCASE" else name
-            if known and new not in known.values():
-                new = known.get(new.lower(), new)
-            if new != name and name != ROW_KIND_COLUMN:
-                renames[name] = new
+        renames = {name: self._column(name) for name in df.columns if name != ROW_KIND_COLUMN}
+        renames = {k: v for k, v in renames.items() if k != v}
         return df.withColumnsRenamed(renames) if renames else df
+
+    def _column(self, field: str) -> str:
+        ide, known = self.spec.field_ide, self._target_columns
+        name = field.upper() if ide == "UPPERCASE" else field.lower() if ide == "LOWERCASE" else field
+        if known and name not in known.values():
+            name = known.get(name.lower(), name)
+        return name
+
+    @property
+    def keys(self) -> list[str]:
+        """primary_keys as columns of the target (field_ide and the target's spelling applied)."""
+        return [self._column(k) for k in self.spec.primary_keys]
 
     def _prepare(self, conn, df, first: bool) -> None:
         cursor = conn.cursor()
@@ -141,15 +147,15 @@ class JdbcWriter(SinkWriter):
         if missing:
             raise JdbcSinkError(f"Jdbc sink: table {'.'.join(spec.table)} has no column {', '.join(missing)} "
                                 f"(its columns: {', '.join(existing)}); add the columns or drop the fields")
-        keys_missing = [k for k in spec.primary_keys if k not in fields]
+        keys_missing = [k for k in self.keys if k not in fields]
         if keys_missing:
             raise JdbcSinkError(f"Jdbc sink: primary_keys names {', '.join(keys_missing)}, which the input "
                                 f"does not have (fields: {', '.join(fields)})")
         # Without a matching unique index PostgreSQL refuses ON CONFLICT, and MySQL's ON DUPLICATE
         # KEY would quietly insert a second row for the key.
-        if spec.primary_keys and spec.enable_upsert \
-                and frozenset(spec.primary_keys) not in dialect.unique_keys(cursor, spec.table):
-            keys = ", ".join(spec.primary_keys)
+        if self.keys and spec.enable_upsert \
+                and frozenset(self.keys) not in dialect.unique_keys(cursor, spec.table):
+            keys = ", ".join(self.keys)
             raise JdbcSinkError(f"Jdbc sink: table {'.'.join(spec.table)} has no primary key or unique index on "
                                 f"({keys}), which upserts by primary_keys need; add one (ALTER TABLE ... ADD "
                                 f"PRIMARY KEY ({keys})) or set enable_upsert = false")
@@ -181,7 +187,7 @@ class JdbcWriter(SinkWriter):
             exists = False
         if mode in ("RECREATE_SCHEMA", "CREATE_SCHEMA_WHEN_NOT_EXIST") and not exists:
             try:
-                ddl = dialect.create_table(spec.table, self._user_schema(df), list(spec.primary_keys),
+                ddl = dialect.create_table(spec.table, self._user_schema(df), self.keys,
                                            with_key=spec.create_index)
             except UnsupportedType as exc:
                 raise JdbcSinkError(f"Jdbc sink: cannot create table {'.'.join(spec.table)}: {exc}") from None
@@ -254,7 +260,7 @@ class JdbcWriter(SinkWriter):
                 return [spec.query.over([d.quote(c) for c in columns], stage, "1 = 1")]
             except QueryError as exc:
                 raise JdbcSinkError(f"Jdbc sink: option 'query': {exc}") from None
-        keys, target = list(spec.primary_keys), self._target
+        keys, target = self.keys, self._target
         if not keys:
             return [d.insert_staged(target, stage, columns)]
         changes = [d.delete_staged(target, stage, columns, keys)]
