@@ -73,6 +73,8 @@ class SinkContext:
     micro_batch: bool
     unbounded: bool
     stdout: TextIO
+    # checkpoint.retained: a sink that records batches in its own system keeps this many
+    checkpoints_retained: int = 100
 
 
 class PermanentError(Exception):

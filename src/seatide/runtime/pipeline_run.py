@@ -166,7 +166,8 @@ class PipelineRun:
         for sink, _ in sinks:
             ctx = SinkContext(spark=self.spark, job_id=self.job_id, pipeline_id=self.pipeline.pipeline_id,
                               plugin_id=sink.plugin_id, micro_batch=self.env.micro_batch,
-                              unbounded=self.env.streaming, stdout=self.stdout)
+                              unbounded=self.env.streaming, stdout=self.stdout,
+                              checkpoints_retained=self.env.checkpoints_retained)
             self.writers[sink.plugin_id] = sink.plugin.writer(ctx)
 
     def _commit_log(self, plugin_id: str) -> SinkCommitLog:

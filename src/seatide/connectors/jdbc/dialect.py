@@ -1,0 +1,230 @@
+"""What differs between PostgreSQL and MySQL/MariaDB for the Jdbc sink.
+
+Quoting, column types for tables created from the input schema (the type tables of
+SeaTunnel's PostgreSql and Mysql pages, read from SeaTunnel type to column), the URL
+Spark's JDBC writer gets, and the set-wise statements that apply one staged batch to the
+target: ``INSERT ... SELECT`` for plain inserts, and for keyed changes the last change per
+key (``ROW_NUMBER() OVER (PARTITION BY key ORDER BY seq DESC)``) upserted with the
+dialect's own statement or deleted.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pyspark.sql import types as T
+
+from seatide.connectors.jdbc.url import MYSQL, POSTGRESQL, JdbcUrl
+from seatide.plugin.types import type_name
+
+# Columns a keyed sink's staging rows carry besides the input's own (see writer.py). Rows of
+# an insert-only sink carry none: every byte staged is a byte Spark's executors send twice.
+STAGE_KIND = "__seatide_kind"    # RowKind value
+STAGE_SEQ = "__seatide_seq"      # order of changes within the batch (later wins per key)
+
+
+class UnsupportedType(ValueError):
+    """A field whose type the dialect has no column type for."""
+
+
+@dataclass(frozen=True)
+class Dialect:
+    name: str   # POSTGRESQL or MYSQL
+
+    # -- names -------------------------------------------------------------------------
+    def quote(self, name: str) -> str:
+        if self.name == MYSQL:
+            return "`" + name.replace("`", "``") + "`"
+        return '"' + name.replace('"', '""') + '"'
+
+    def qualified(self, parts: tuple[str, ...]) -> str:
+        return ".".join(self.quote(p) for p in parts)
+
+    # -- Spark ---------------------------------------------------------------------------
+    def spark_url(self, url: JdbcUrl, database: str | None) -> str:
+        """The URL for Spark's JDBC writer, pointing at ``database``.
+
+        Spark picks its MySQL dialect (backtick quoting) only for URLs starting
+        ``jdbc:mysql``; MariaDB Connector/J 2.x accepts that scheme as its own, so a
+        ``jdbc:mariadb://`` URL is handed over as ``jdbc:mysql://``.
+        """
+        text = url.text
+        if self.name == MYSQL:
+            text = re.sub(r"^jdbc:mariadb:", "jdbc:mysql:", text, flags=re.IGNORECASE)
+        if database and database != url.database:
+            text = re.sub(r"^(jdbc:[a-zA-Z0-9]+://[^/?]*)(/[^?]*)?", lambda m: f"{m.group(1)}/{database}", text)
+        return text
+
+    # -- types ---------------------------------------------------------------------------
+    def column_type(self, data_type: T.DataType, key: bool = False) -> str:
+        """Column type for a field of the input; ``key``: part of the primary key."""
+        mapped = (_pg_type if self.name == POSTGRESQL else _mysql_type)(data_type, key)
+        if mapped is None:
+            raise UnsupportedType(
+                f"{type_name(data_type)} has no {self.label} column type in SeaTide; cast the field "
+                "(e.g. to_json(...) in a Sql transform) or create the table yourself")
+        return mapped
+
+    @property
+    def label(self) -> str:
+        return "PostgreSQL" if self.name == POSTGRESQL else "MySQL/MariaDB"
+
+    def create_table(self, table: tuple[str, ...], schema: T.StructType, keys: list[str],
+                     with_key: bool = True) -> str:
+        columns = [f"{self.quote(f.name)} {self.column_type(f.dataType, f.name in keys)}"
+                   + (" NOT NULL" if f.name in keys and with_key else "")
+                   for f in schema.fields]
+        if keys and with_key:
+            columns.append(f"PRIMARY KEY ({', '.join(self.quote(k) for k in keys)})")
+        return f"CREATE TABLE {self.qualified(table)} ({', '.join(columns)})"
+
+    def create_stage(self, stage: tuple[str, ...], columns_from: str, changes: bool) -> str:
+        """A staging table with the target's column types (``columns_from`` selects none of its rows)."""
+        extra = [f"{self.quote(STAGE_KIND)} SMALLINT", f"{self.quote(STAGE_SEQ)} BIGINT"] if changes else []
+        if self.name == POSTGRESQL:
+            # UNLOGGED: staged rows need no crash safety (a crashed batch is staged again) and
+            # skipping the WAL makes the extra copy cheap.
+            create = f"CREATE UNLOGGED TABLE {self.qualified(stage)} AS {columns_from} WITH NO DATA"
+            return create + "".join(f"; ALTER TABLE {self.qualified(stage)} ADD COLUMN {c}" for c in extra)
+        return f"CREATE TABLE {self.qualified(stage)} {'(' + ', '.join(extra) + ') ' if extra else ''}AS {columns_from}"
+
+    def create_stage_for(self, stage: tuple[str, ...], schema: T.StructType) -> str:
+        """A staging table for ``query`` mode, where no target table gives the column types."""
+        columns = [f"{self.quote(f.name)} {self.column_type(f.dataType)}" for f in schema.fields]
+        unlogged = "UNLOGGED " if self.name == POSTGRESQL else ""
+        return f"CREATE {unlogged}TABLE {self.qualified(stage)} ({', '.join(columns)})"
+
+    def staging_properties(self) -> dict:
+        """JDBC properties that let the driver send a batch of INSERTs as multi-row statements.
+
+        Measured with PostgreSQL, 1M rows of three fields from two partitions: 2-2.5x faster.
+        """
+        if self.name == POSTGRESQL:
+            return {"reWriteBatchedInserts": "true"}
+        return {"rewriteBatchedStatements": "true"}
+
+    # -- applying a staged batch -----------------------------------------------------------
+    def insert_staged(self, target: str, stage: str, columns: list[str]) -> str:
+        cols = ", ".join(self.quote(c) for c in columns)
+        return f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {stage}"
+
+    def last_changes(self, stage: str, columns: list[str], keys: list[str]) -> str:
+        """Per key, the batch's last change that is not an UPDATE_BEFORE (which is dropped)."""
+        cols = ", ".join(self.quote(c) for c in columns)
+        partition = ", ".join(self.quote(k) for k in keys)
+        return (f"SELECT {cols}, {self.quote(STAGE_KIND)} AS seatide_kind, ROW_NUMBER() OVER "
+                f"(PARTITION BY {partition} ORDER BY {self.quote(STAGE_SEQ)} DESC) AS seatide_rank "
+                f"FROM {stage} WHERE {self.quote(STAGE_KIND)} <> 1")
+
+    def upsert_staged(self, target: str, stage: str, columns: list[str], keys: list[str],
+                      kinds: tuple[int, ...]) -> str:
+        """Insert-or-update the keys whose last change is one of ``kinds``."""
+        cols = ", ".join(self.quote(c) for c in columns)
+        chosen = (f"INSERT INTO {target} ({cols}) SELECT {cols} FROM ({self.last_changes(stage, columns, keys)}) "
+                  f"seatide_last WHERE seatide_rank = 1 AND seatide_kind IN ({', '.join(map(str, kinds))})")
+        others = [c for c in columns if c not in keys]
+        if self.name == POSTGRESQL:
+            conflict = ", ".join(self.quote(k) for k in keys)
+            if not others:
+                return f"{chosen} ON CONFLICT ({conflict}) DO NOTHING"
+            sets = ", ".join(f"{self.quote(c)} = EXCLUDED.{self.quote(c)}" for c in others)
+            return f"{chosen} ON CONFLICT ({conflict}) DO UPDATE SET {sets}"
+        sets = ", ".join(f"{self.quote(c)} = VALUES({self.quote(c)})" for c in (others or keys[:1]))
+        return f"{chosen} ON DUPLICATE KEY UPDATE {sets}"
+
+    def insert_last(self, target: str, stage: str, columns: list[str], keys: list[str], kind: int) -> str:
+        """Plain INSERT of the keys whose last change is ``kind`` (enable_upsert = false)."""
+        cols = ", ".join(self.quote(c) for c in columns)
+        return (f"INSERT INTO {target} ({cols}) SELECT {cols} FROM ({self.last_changes(stage, columns, keys)}) "
+                f"seatide_last WHERE seatide_rank = 1 AND seatide_kind = {kind}")
+
+    def update_last(self, target: str, stage: str, columns: list[str], keys: list[str], kind: int) -> str:
+        """Plain UPDATE of the keys whose last change is ``kind`` (enable_upsert = false)."""
+        others = [c for c in columns if c not in keys] or keys[:1]
+        last = f"({self.last_changes(stage, columns, keys)}) s"
+        match = " AND ".join(f"t.{self.quote(k)} = s.{self.quote(k)}" for k in keys)
+        if self.name == POSTGRESQL:
+            sets = ", ".join(f"{self.quote(c)} = s.{self.quote(c)}" for c in others)
+            return f"UPDATE {target} t SET {sets} FROM {last} WHERE s.seatide_rank = 1 AND s.seatide_kind = {kind} AND {match}"
+        sets = ", ".join(f"t.{self.quote(c)} = s.{self.quote(c)}" for c in others)
+        return f"UPDATE {target} t JOIN {last} ON {match} SET {sets} WHERE s.seatide_rank = 1 AND s.seatide_kind = {kind}"
+
+    def delete_staged(self, target: str, stage: str, columns: list[str], keys: list[str]) -> str:
+        """Delete the keys whose last change is a DELETE."""
+        last = f"({self.last_changes(stage, columns, keys)}) s"
+        match = " AND ".join(f"t.{self.quote(k)} = s.{self.quote(k)}" for k in keys)
+        if self.name == POSTGRESQL:
+            return f"DELETE FROM {target} t USING {last} WHERE s.seatide_rank = 1 AND s.seatide_kind = 3 AND {match}"
+        return f"DELETE t FROM {target} t JOIN {last} ON {match} WHERE s.seatide_rank = 1 AND s.seatide_kind = 3"
+
+    # -- catalog -----------------------------------------------------------------------------
+    def table_exists(self, cursor, table: tuple[str, ...]) -> bool:
+        cursor.execute("SELECT 1 FROM information_schema.tables WHERE " + self._where_table(table), table[::-1])
+        return cursor.fetchone() is not None
+
+    def columns(self, cursor, table: tuple[str, ...]) -> list[str]:
+        cursor.execute("SELECT column_name FROM information_schema.columns WHERE " + self._where_table(table)
+                       + " ORDER BY ordinal_position", table[::-1])
+        return [row[0] for row in cursor.fetchall()]
+
+    def unique_keys(self, cursor, table: tuple[str, ...]) -> list[frozenset[str]]:
+        """Column sets of the table's primary key and unique indexes (what an upsert can match on)."""
+        if self.name == POSTGRESQL:
+            cursor.execute("SELECT i.indexrelid, a.attname FROM pg_index i JOIN pg_attribute a ON "
+                           "a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+                           "WHERE i.indrelid = to_regclass(%s) AND i.indisunique", (self.qualified(table),))
+        else:
+            cursor.execute("SELECT index_name, column_name FROM information_schema.statistics WHERE non_unique = 0 "
+                           "AND " + self._where_table(table), table[::-1])
+        found: dict = {}
+        for index, column in cursor.fetchall():
+            found.setdefault(index, set()).add(column)
+        return [frozenset(columns) for columns in found.values()]
+
+    def _where_table(self, table: tuple[str, ...]) -> str:
+        current = "current_schema()" if self.name == POSTGRESQL else "DATABASE()"
+        return "table_name = %s AND table_schema = " + ("%s" if len(table) > 1 else current)
+
+
+def _pg_type(t: T.DataType, key: bool) -> str | None:
+    simple = {T.BooleanType: "BOOLEAN", T.ByteType: "SMALLINT", T.ShortType: "SMALLINT",
+              T.IntegerType: "INTEGER", T.LongType: "BIGINT", T.FloatType: "REAL",
+              T.DoubleType: "DOUBLE PRECISION", T.StringType: "TEXT", T.BinaryType: "BYTEA",
+              T.DateType: "DATE", T.TimestampNTZType: "TIMESTAMP", T.TimestampType: "TIMESTAMPTZ"}
+    for cls, name in simple.items():
+        if isinstance(t, cls):
+            return name
+    if isinstance(t, T.DecimalType):
+        return f"NUMERIC({t.precision},{t.scale})"
+    if type(t).__name__ == "TimeType":
+        return "TIME"
+    if isinstance(t, T.ArrayType) and not isinstance(t.elementType, (T.ArrayType, T.MapType, T.StructType)):
+        inner = _pg_type(t.elementType, False)
+        return f"{inner}[]" if inner else None
+    return None
+
+
+def _mysql_type(t: T.DataType, key: bool) -> str | None:
+    # TEXT and BLOB columns cannot be (part of) a primary key without a prefix length.
+    simple = {T.BooleanType: "BOOLEAN", T.ByteType: "TINYINT", T.ShortType: "SMALLINT",
+              T.IntegerType: "INT", T.LongType: "BIGINT", T.FloatType: "FLOAT", T.DoubleType: "DOUBLE",
+              T.StringType: "VARCHAR(255)" if key else "LONGTEXT",
+              T.BinaryType: "VARBINARY(255)" if key else "LONGBLOB",
+              T.DateType: "DATE", T.TimestampNTZType: "DATETIME(6)", T.TimestampType: "DATETIME(6)"}
+    for cls, name in simple.items():
+        if isinstance(t, cls):
+            return name
+    if isinstance(t, T.DecimalType):
+        return f"DECIMAL({t.precision},{t.scale})"
+    if type(t).__name__ == "TimeType":
+        return "TIME(6)"
+    return None
+
+
+def dialect_of(url: JdbcUrl) -> Dialect:
+    return Dialect(url.dialect)
+
+
+__all__ = ["Dialect", "STAGE_KIND", "STAGE_SEQ", "UnsupportedType",
+           "dialect_of"]

@@ -1,0 +1,158 @@
+"""Jdbc sink: SeaTunnel's JDBC sink for PostgreSQL, MySQL and MariaDB, exactly once per micro-batch.
+
+Spark's executors append each micro-batch to a staging table next to the target; the
+driver then applies the staged rows to the target and records the batch's transaction id
+in ``seatide_sink_commits``, in one database transaction (see writer.py). No XA, and no
+primary key needed: a replayed batch finds its record and writes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from seatide.connectors.jdbc.query import InsertQuery, QueryError, parse_insert
+from seatide.connectors.jdbc.url import JdbcUrl, JdbcUrlError
+from seatide.plugin.base import Sink, SinkContext, SinkWriter
+from seatide.plugin.options import BOOL, INT, OBJECT, REQUIRED, STRING, STRING_LIST, Option, enum
+from seatide.plugin.registry import register
+from seatide.plugin.rowkind import ALL_KINDS, INSERT_ONLY
+
+SCHEMA_SAVE_MODES = ("RECREATE_SCHEMA", "CREATE_SCHEMA_WHEN_NOT_EXIST", "ERROR_WHEN_SCHEMA_NOT_EXIST", "IGNORE")
+DATA_SAVE_MODES = ("DROP_DATA", "APPEND_DATA", "CUSTOM_PROCESSING", "ERROR_WHEN_DATA_EXISTS")
+_COMPAT = "accepted for compatibility; "
+
+
+@dataclass(frozen=True)
+class JdbcSinkSpec:
+    """Everything the writer needs, resolved from the options once."""
+
+    url: JdbcUrl
+    driver: str
+    user: str | None
+    password: str | None
+    properties: dict
+    database: str | None                # database connected to (default: the URL's)
+    table: tuple[str, ...] | None       # (schema or database, name) or (name,); None in query mode
+    query: InsertQuery | None
+    primary_keys: tuple[str, ...]
+    enable_upsert: bool
+    batch_size: int
+    schema_save_mode: str
+    data_save_mode: str
+    custom_sql: str | None
+    create_index: bool
+    field_ide: str
+    connect_timeout: int
+
+
+@register
+class JdbcSink(Sink):
+    """Writes rows into a PostgreSQL, MySQL or MariaDB table, each micro-batch in one transaction."""
+
+    plugin_name = "Jdbc"
+    row_kind_hint = ("set primary_keys so updates and deletes can be applied by key, or put "
+                     "FilterRowKind { exclude_kinds = [...] } or RowKindExtractor {} before it")
+    options = (
+        Option("url", STRING, REQUIRED, "JDBC URL: jdbc:postgresql://host:5432/db, jdbc:mysql://host:3306/db "
+               "or jdbc:mariadb://host:3306/db"),
+        Option("driver", STRING, None, "JDBC driver class Spark's executors load (default: "
+               "org.postgresql.Driver / org.mariadb.jdbc.Driver by the URL)"),
+        Option("user", STRING, None, "database user"),
+        Option("password", STRING, None, "database password"),
+        Option("query", STRING, None, "INSERT INTO t (a, b) VALUES (?, ?): one ? per input field, in order; "
+               "run as one INSERT ... SELECT over the staged batch (table is used when both are given)"),
+        Option("compatible_mode", STRING, None, _COMPAT + "the dialect follows the URL"),
+        Option("database", STRING, None, "database to write into (default: the URL's)"),
+        Option("table", STRING, None, "target table; schema.table on PostgreSQL"),
+        Option("generate_sink_sql", BOOL, False, _COMPAT + "SeaTide generates the statements whenever table is given"),
+        Option("primary_keys", STRING_LIST, None, "key fields: updates and deletes are applied by them"),
+        Option("enable_upsert", BOOL, True, "with primary_keys: INSERT and UPDATE_AFTER upsert; false: INSERT "
+               "inserts (a duplicate key fails the batch) and UPDATE_AFTER updates"),
+        Option("support_upsert_by_query_primary_key_exist", BOOL, False,
+               _COMPAT + "both dialects have a native upsert, which SeaTide always uses"),
+        Option("batch_size", INT, 1000, "rows per JDBC batch when Spark's executors stage a batch"),
+        Option("connection_check_timeout_sec", INT, 30, "seconds to wait when the driver connects"),
+        Option("max_retries", INT, 0, _COMPAT + "a failed batch is retried whole by the runtime"),
+        Option("is_exactly_once", BOOL, False, _COMPAT + "SeaTide is always exactly once, without XA"),
+        Option("xa_data_source_class_name", STRING, None, _COMPAT + "XA is not used"),
+        Option("max_commit_attempts", INT, 3, _COMPAT + "a failed commit fails the batch, which is replayed"),
+        Option("transaction_timeout_sec", INT, -1, _COMPAT + "a batch's transaction lasts as long as it needs"),
+        Option("auto_commit", BOOL, True, _COMPAT + "every batch is committed as one transaction"),
+        Option("field_ide", enum("ORIGINAL", "UPPERCASE", "LOWERCASE"), "ORIGINAL",
+               "write field names as they are, in upper or in lower case"),
+        Option("properties", OBJECT, None, "extra JDBC connection properties for Spark's executors"),
+        Option("schema_save_mode", enum(*SCHEMA_SAVE_MODES), "CREATE_SCHEMA_WHEN_NOT_EXIST",
+               "before the first batch: RECREATE_SCHEMA drops and creates the table from the input; "
+               "CREATE_SCHEMA_WHEN_NOT_EXIST creates it when missing; ERROR_WHEN_SCHEMA_NOT_EXIST fails "
+               "when it is missing; IGNORE does nothing"),
+        Option("data_save_mode", enum(*DATA_SAVE_MODES), "APPEND_DATA",
+               "before the first batch: DROP_DATA empties the table; APPEND_DATA keeps its rows; "
+               "CUSTOM_PROCESSING runs custom_sql; ERROR_WHEN_DATA_EXISTS fails when it has rows"),
+        Option("custom_sql", STRING, None, "with data_save_mode CUSTOM_PROCESSING: SQL run before the first batch"),
+        Option("use_copy_statement", BOOL, False, _COMPAT + "batches are staged with batched INSERTs"),
+        Option("create_index", BOOL, True, "give a table created from the input its primary key (primary_keys)"),
+    )
+
+    def __init__(self, opts, parallelism: int = 1):
+        super().__init__(opts, parallelism)
+        # Keys let every change be applied; without them only inserts have a meaning.
+        self.accepted_row_kinds = ALL_KINDS if self.keys and self.table else INSERT_ONLY
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(self.opts["primary_keys"] or ())
+
+    def check(self) -> None:
+        opts = self.opts
+        try:
+            self.url = JdbcUrl.parse(opts["url"])
+        except JdbcUrlError as exc:
+            raise self.invalid("url", f"option 'url': {exc}") from None
+        self.table = self._table()
+        self.query = None
+        if self.table is None:
+            if not opts["query"]:
+                raise self.invalid("table", "give table (with database, optionally primary_keys) or query "
+                                   "(INSERT INTO t (a, b) VALUES (?, ?)) to say where rows go")
+            try:
+                self.query = parse_insert(opts["query"])
+            except QueryError as exc:
+                raise self.invalid("query", f"option 'query': {exc}") from None
+        if opts["data_save_mode"] == "CUSTOM_PROCESSING" and not (opts["custom_sql"] or "").strip():
+            raise self.invalid("custom_sql", "data_save_mode is CUSTOM_PROCESSING but custom_sql is empty: "
+                               "give the SQL to run before the first batch")
+        if opts["batch_size"] < 1:
+            raise self.invalid("batch_size", "option 'batch_size' must be 1 or more rows")
+        if self.keys and self.table and opts["enable_upsert"] and not opts["create_index"] \
+                and opts["schema_save_mode"] == "RECREATE_SCHEMA":
+            raise self.invalid("create_index", "create_index = false leaves the recreated table without the "
+                               "primary key that upserts by primary_keys need; keep create_index or set "
+                               "enable_upsert = false")
+
+    def _table(self) -> tuple[str, ...] | None:
+        text = (self.opts["table"] or "").strip()
+        if not text:
+            return None
+        if "${" in text:
+            raise self.invalid("table", f"option 'table': {text!r} uses a variable; SeaTide writes one table "
+                               "per sink, so name it literally")
+        parts = tuple(p.strip().strip('"`') for p in text.split("."))
+        if len(parts) > 2 or not all(parts):
+            raise self.invalid("table", f"option 'table': {text!r} must be name or schema.name")
+        return parts
+
+    def spec(self) -> JdbcSinkSpec:
+        opts = self.opts
+        return JdbcSinkSpec(
+            url=self.url, driver=opts["driver"] or self.url.default_driver, user=opts["user"],
+            password=opts["password"], database=opts["database"] or self.url.database, properties={k: str(v) for k, v in (opts["properties"] or {}).items()},
+            table=self.table, query=self.query, primary_keys=self.keys if self.table else (),
+            enable_upsert=opts["enable_upsert"], batch_size=opts["batch_size"],
+            schema_save_mode=opts["schema_save_mode"], data_save_mode=opts["data_save_mode"],
+            custom_sql=opts["custom_sql"], create_index=opts["create_index"], field_ide=opts["field_ide"],
+            connect_timeout=opts["connection_check_timeout_sec"])
+
+    def writer(self, ctx: SinkContext) -> SinkWriter:
+        from seatide.connectors.jdbc.writer import JdbcWriter
+
+        return JdbcWriter(self.spec(), ctx)
