@@ -33,7 +33,7 @@ class ReadColumn:
     spark_type: T.DataType        # SeaTunnel's type for it
     convert: str | None = None    # native value -> Spark value step, None when pyarrow takes it as is
     db_expr: str | None = None    # select-list expression over the quoted column, None: the column
-    spark_fix: str | None = None  # Spark SQL over Spark's JDBC column ({c}) when a cast is not enough
+    spark_fix: str | None = None  # Spark SQL over Spark's JDBC column ({c}) where a cast is not enough
 
 
 def quote(dialect: str, name: str) -> str:
@@ -53,13 +53,11 @@ def select_list(dialect: str, columns: list[ReadColumn]) -> str:
 def spark_column(column: ReadColumn, spark_type: T.DataType) -> str:
     """Spark SQL giving SeaTunnel's value from Spark's JDBC reader column of ``spark_type``."""
     name = "`" + column.name.replace("`", "``") + "`"
+    if column.spark_fix:
+        return f"{column.spark_fix.format(c=name)} AS {name}"
     if spark_type == column.spark_type:
         return name
-    if column.spark_fix:
-        expr = column.spark_fix.format(c=name)
-    else:
-        expr = f"CAST({name} AS {column.spark_type.simpleString()})"
-    return f"{expr} AS {name}"
+    return f"CAST({name} AS {column.spark_type.simpleString()}) AS {name}"
 
 
 # -- PostgreSQL: psycopg's type OIDs --------------------------------------------------------
