@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 _REGISTERED: "weakref.WeakSet[SparkSession]" = weakref.WeakSet()
+_TASKS_PER_SLOT = 2
 _NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DecimalType, T.FloatType, T.DoubleType)
 
 
@@ -157,21 +158,22 @@ class JdbcSource(Source):
     def _select_sql(self) -> str:
         return f"SELECT {select_list(self.url.dialect, self._columns)} FROM ({self._bounded_sql()}) seatide_t"
 
-    def _plan_sql(self) -> str:
+    def _plan_sql(self, *, count: bool = True) -> str:
+        rows = "COUNT(*)" if count else "NULL"
         if self.partition is None:
-            return f"SELECT NULL, NULL, COUNT(*) FROM ({self._bounded_sql()}) seatide_t"
+            return f"SELECT NULL, NULL, {rows} FROM ({self._bounded_sql()}) seatide_t"
         quoted = quote(self.url.dialect, self.partition.name)
-        return f"SELECT MIN({quoted}), MAX({quoted}), COUNT(*) FROM ({self._bounded_sql()}) seatide_t"
+        return f"SELECT MIN({quoted}), MAX({quoted}), {rows} FROM ({self._bounded_sql()}) seatide_t"
 
     def _split_options(self) -> dict:
         return {"column": self.partition.name if self.partition else None,
                 "kind": _kind(self.partition) or NUMBER}
 
-    def plan(self) -> SplitPlan:
-        """Measure the query now and cut it into splits."""
+    def plan(self, *, count: bool = True) -> SplitPlan:
+        """Measure the query now and cut it into splits (by partition_num alone without ``count``)."""
         with self.url.connect(self.opts["user"], self.opts["password"], autocommit=True) as conn:
             cursor = conn.cursor()
-            cursor.execute(self._plan_sql())
+            cursor.execute(self._plan_sql(count=count))
             lower, upper, rows = cursor.fetchone()
         return plan_splits(lower=lower, upper=upper, rows=int(rows or 0), split_size=self.opts["split.size"],
                            partition_num=self.opts["partition_num"], **self._split_options())
@@ -194,11 +196,15 @@ class JdbcSource(Source):
         if self.opts["fetch_size"]:
             options["fetchsize"] = str(self.opts["fetch_size"])
         options.update({str(k): str(v) for k, v in (self.opts["properties"] or {}).items()})
-        plan = self.plan() if self.partition is not None else None
-        if plan is not None and plan.count > 1:
+        # Spark's reader streams each range, so splits of split.size rows would only add
+        # per-task cost (and counting the rows a query of its own): without partition_num,
+        # Spark gets a few ranges per task slot.
+        plan = self.plan(count=False) if self.partition is not None else None
+        if plan is not None and plan.upper > plan.lower:
             lower, upper = plan.spark_bounds()
+            count = self.opts["partition_num"] or _TASKS_PER_SLOT * _task_slots(ctx)
             options.update(partitionColumn=self.partition.name, lowerBound=lower, upperBound=upper,
-                           numPartitions=str(plan.count))
+                           numPartitions=str(min(count, plan.upper - plan.lower + 1)))
         df = ctx.spark.read.format("jdbc").options(**options).load()
         return self._as_seatunnel_types(df)
 
@@ -221,9 +227,13 @@ class JdbcSource(Source):
             quoted_column=quote(self.url.dialect, self.partition.name) if self.partition else None,
             converts=[c.convert for c in self._columns], split_size=self.opts["split.size"],
             partition_num=self.opts["partition_num"], fetch_size=self.opts["fetch_size"],
-            max_rows=ctx.max_rows_per_batch, **self._split_options())
+            max_rows=ctx.max_rows_per_batch, tasks=_task_slots(ctx), **self._split_options())
         rows = spark.readStream.format(SOURCE_NAME).schema(self.schema()).options(**options).load()
         return rows.selectExpr("*", f"CAST(0 AS TINYINT) AS `{ROW_KIND_COLUMN}`")
+
+
+def _task_slots(ctx: ReadContext) -> int:
+    return max(ctx.parallelism, ctx.spark.sparkContext.defaultParallelism)
 
 
 def _kind(column: ReadColumn | None) -> str | None:

@@ -69,21 +69,21 @@ CONVERTERS = {
 def stream_options(*, url: str, user: str | None, password: str | None, select_sql: str,
                    plan_sql: str, quoted_column: str | None, column: str | None, kind: str,
                    converts: list[str | None], split_size: int, partition_num: int | None,
-                   fetch_size: int, max_rows: int) -> dict[str, str]:
+                   fetch_size: int, max_rows: int, tasks: int) -> dict[str, str]:
     """Options for ``spark.readStream.format(SOURCE_NAME)`` (Spark passes options as strings)."""
     return {"spec": json.dumps({
         "url": url, "user": user, "password": password, "select_sql": select_sql,
         "plan_sql": plan_sql, "quoted_column": quoted_column, "column": column, "kind": kind,
         "converts": converts, "split_size": split_size, "partition_num": partition_num,
-        "fetch_size": fetch_size, "max_rows": max_rows})}
+        "fetch_size": fetch_size, "max_rows": max_rows, "tasks": max(1, tasks)})}
 
 
 class SplitRange(InputPartition):
-    """Split ``index`` of ``plan``: one Spark task."""
+    """Splits ``first..stop-1`` of ``plan``: one Spark task, one range query."""
 
-    def __init__(self, plan: SplitPlan, index: int):
-        super().__init__(index)
-        self.plan, self.index = plan, index
+    def __init__(self, plan: SplitPlan, first: int, stop: int):
+        super().__init__((first, stop))
+        self.plan, self.first, self.stop = plan, first, stop
 
 
 class JdbcSplitSource(DataSource):
@@ -97,8 +97,12 @@ class JdbcSplitSource(DataSource):
 
 class JdbcSplitReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, spec: dict, schema):
+        from pyspark.sql.pandas.types import to_arrow_schema
+
         self.spec = spec
-        self.schema = schema
+        # Made here, where offsets are planned, and pickled to the tasks: the module that
+        # makes it imports pandas, seconds of work that every Python worker would repeat.
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
         self._plan: SplitPlan | None = None
 
     # -- offsets ---------------------------------------------------------------------------
@@ -140,7 +144,15 @@ class JdbcSplitReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> list[SplitRange]:
         plan = SplitPlan.from_json(end["plan"])
-        return [SplitRange(plan, i) for i in range(int(start["next"]), int(end["next"]))]
+        begin, stop = int(start["next"]), int(end["next"])
+        count = stop - begin
+        if count <= 0:
+            return []
+        # A task per split would pay Spark's and the database's per-task cost hundreds of times
+        # (split.size is small); a batch's splits are cut into one contiguous run per task slot.
+        tasks = min(count, self.spec["tasks"])
+        bounds = [begin + i * count // tasks for i in range(tasks + 1)]
+        return [SplitRange(plan, bounds[i], bounds[i + 1]) for i in range(tasks)]
 
     def commit(self, end: dict) -> None:
         """Nothing buffered: a split is read from the database when its batch runs."""
@@ -148,12 +160,10 @@ class JdbcSplitReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- rows ------------------------------------------------------------------------------
     def read(self, partition: SplitRange) -> Iterator:
         import pyarrow as pa
-        from pyspark.sql.pandas.types import to_arrow_schema
 
-        spec = self.spec
-        arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
+        spec, arrow_schema = self.spec, self.arrow_schema
         converts = [CONVERTERS[name] if name else None for name in spec["converts"]]
-        condition = partition.plan.condition(partition.index, spec["quoted_column"] or "")
+        condition = partition.plan.condition(partition.first, partition.stop, spec["quoted_column"] or "")
         sql = spec["select_sql"] + (f" WHERE {condition}" if condition else "")
         fetch = spec["fetch_size"] or DEFAULT_FETCH_ROWS
         for rows in _fetch(spec, sql, fetch):

@@ -38,14 +38,17 @@ class SplitPlan:
     def rows_per_split(self) -> int:
         return max(1, math.ceil(self.rows / self.count)) if self.count else 1
 
-    def condition(self, index: int, quoted_column: str) -> str:
-        """The SQL predicate selecting split ``index`` (empty when there is no column)."""
+    def condition(self, first: int, stop: int, quoted_column: str) -> str:
+        """The SQL predicate selecting splits ``first..stop-1`` (empty when there is no column).
+
+        Neighbouring splits are one contiguous range, so a Spark task reads several with one query.
+        """
         if self.column is None:
             return ""
-        low, high = self.bound(index), self.bound(index + 1)
+        low, high = self.bound(first), self.bound(stop)
         parts = [f"{quoted_column} >= {self.literal(low)}", f"{quoted_column} < {self.literal(high)}"]
         text = " AND ".join(parts)
-        if index == 0:
+        if first == 0:
             text = f"({text}) OR {quoted_column} IS NULL"
         return text
 
