@@ -3,11 +3,15 @@ checkpointed split-by-split reads that resume without reading a split twice, and
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import math
 import secrets
 
 import pytest
 
 from seatide.config.loader import ConfigError, load_job_text
+from seatide.connectors.jdbc.splits import DATE, NUMBER, SplitPlan, plan_splits
 from seatide.connectors.jdbc.url import JdbcUrl
 from seatide.plugin.base import ReadContext
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
@@ -180,3 +184,22 @@ def test_unknown_dialect_url_is_refused():
         load_job_text('source { Jdbc { url = "jdbc:oracle:thin:@h:1521/x", query = "select 1" } }\n'
                       "sink { Console {} }")
     assert info.value.option == "url"
+
+
+# -- split planning ------------------------------------------------------------------------
+@pytest.mark.parametrize("lower, upper, rows, partition_num, expected_count", [
+    (1, 1000, 1000, None, 10), (1, 1000, 1000, 7, 7), (5, 7, 900, None, 3), (-3.5, 2.5, 10, 4, 4)])
+def test_split_plan_covers_every_value_once(lower, upper, rows, partition_num, expected_count):
+    plan = plan_splits("id", NUMBER, lower, upper, rows, split_size=100, partition_num=partition_num)
+    assert plan.count == expected_count                     # never wider than the value range
+    covered = [v for i in range(plan.count) for v in range(plan.bound(i), plan.bound(i + 1))]
+    assert covered == list(range(math.floor(lower), math.ceil(upper) + 1))
+    assert SplitPlan.from_json(json.loads(json.dumps(plan.to_json()))) == plan
+
+
+def test_date_plan_bounds_are_dates_and_first_split_takes_nulls():
+    plan = plan_splits("day", DATE, dt.date(2024, 1, 1), dt.date(2024, 1, 10), 10, split_size=5, partition_num=None)
+    assert plan.count == 2 and plan.spark_bounds() == ("2024-01-01", "2024-01-11")
+    assert plan.condition(0, 1, '"day"') == ("(\"day\" >= DATE '2024-01-01' AND \"day\" < DATE '2024-01-06') "
+                                             "OR \"day\" IS NULL")
+    assert plan.condition(1, 2, '"day"') == "\"day\" >= DATE '2024-01-06' AND \"day\" < DATE '2024-01-11'"
