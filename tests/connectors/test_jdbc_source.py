@@ -96,8 +96,8 @@ def test_parallel_read_applies_where_condition_and_query(spark, table):
                           "split.size = 20")
     df = query.read(batch_ctx(spark))
     assert df.columns == ["id", "name", ROW_KIND_COLUMN]
-    # Without partition_num, Spark's reader gets two ranges per task slot (2 cores), whatever split.size
-    assert df.rdd.getNumPartitions() == 4
+    # Without partition_num, Spark's reader gets one range per task slot (2 cores), whatever split.size
+    assert df.rdd.getNumPartitions() == 2
     assert sorted(r.id for r in df.collect()) == list(range(3, ROWS + 1, 3))
 
 
@@ -105,7 +105,7 @@ def test_table_path_splits_by_primary_key_and_bounds_limit_the_rows(spark, table
     dialect, name = table
     source = jdbc(dialect, f'table_path = "{name}"\nsplit.size = 100')
     assert source.partition.name == "id"
-    assert source.read(batch_ctx(spark)).rdd.getNumPartitions() == 4
+    assert source.read(batch_ctx(spark)).rdd.getNumPartitions() == 2
     bounded = jdbc(dialect, f'table_path = "{name}"\npartition_column = day\npartition_lower_bound = "2024-01-11"\n'
                             'partition_upper_bound = "2024-01-20"\npartition_num = 2')
     ids = sorted(r.id for r in bounded.read(batch_ctx(spark)).collect())

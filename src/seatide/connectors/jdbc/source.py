@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 _REGISTERED: "weakref.WeakSet[SparkSession]" = weakref.WeakSet()
-_TASKS_PER_SLOT = 2
+_TASKS_PER_SLOT = 1
 _NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DecimalType, T.FloatType, T.DoubleType)
 
 
@@ -198,7 +198,7 @@ class JdbcSource(Source):
         options.update({str(k): str(v) for k, v in (self.opts["properties"] or {}).items()})
         # Spark's reader streams each range, so splits of split.size rows would only add
         # per-task cost (and counting the rows a query of its own): without partition_num,
-        # Spark gets a few ranges per task slot.
+        # Spark gets one range per task slot, as a hand-written spark.read.jdbc would.
         plan = self.plan(count=False) if self.partition is not None else None
         if plan is not None and plan.upper > plan.lower:
             lower, upper = plan.spark_bounds()
