@@ -1,0 +1,266 @@
+"""Jdbc source: SeaTunnel's Jdbc connector (PostgreSQL, MySQL, MariaDB) on Spark.
+
+Two ways to read, chosen by how the job runs:
+
+* plain BATCH (no checkpoints): Spark's own JDBC reader, in parallel ranges of the
+  partition column (partitionColumn / lowerBound / upperBound / numPartitions);
+* micro-batch (checkpointed BATCH, STREAMING): ``split_reader``, split by split, so a
+  restarted job resumes after the last committed split. A Jdbc source is bounded: in a
+  STREAMING job it reads its splits and then stays idle.
+
+Column types are asked of the database once, on the driver (``read_types.describe``);
+both ways deliver SeaTunnel's type for every column.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING
+
+from pyspark.sql import types as T
+
+from seatide.connectors.jdbc.read_types import (ReadColumn, UnsupportedColumnType, describe, quote,
+                                                select_list, spark_column)
+from seatide.connectors.jdbc.source_options import JDBC_SOURCE_OPTIONS, MYSQL_DRIVER_ALIASES
+from seatide.connectors.jdbc.splits import DATE, NUMBER, SplitPlan, plan_splits
+from seatide.connectors.jdbc.url import MYSQL, POSTGRESQL, JdbcUrl, JdbcUrlError
+from seatide.plugin.base import ReadContext, Source
+from seatide.plugin.registry import register
+from seatide.plugin.rowkind import ROW_KIND_COLUMN
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+_REGISTERED: "weakref.WeakSet[SparkSession]" = weakref.WeakSet()
+_TASKS_PER_SLOT = 1
+_NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DecimalType, T.FloatType, T.DoubleType)
+
+
+@register
+class JdbcSource(Source):
+    """Reads the rows of ``query`` (or of ``table_path``) from PostgreSQL, MySQL or MariaDB,
+    split by value ranges of ``partition_column``."""
+
+    plugin_name = "Jdbc"
+    options = JDBC_SOURCE_OPTIONS
+    doc = __doc__ or ""
+
+    # -- validation ----------------------------------------------------------------------
+    def check(self) -> None:
+        try:
+            self.url = JdbcUrl.parse(self.opts["url"])
+        except JdbcUrlError as exc:
+            raise self.invalid("url", str(exc)) from None
+        if self.opts["table_list"] is not None:
+            raise self.invalid("table_list", "table_list (several tables in one source) is not supported: "
+                               "write one Jdbc source per table, each with table_path or query")
+        if not self.opts["query"] and not self.opts["table_path"]:
+            raise self.invalid("query", "the Jdbc source needs `query` (a SELECT) or `table_path` "
+                               "(e.g. table_path = \"public.orders\")")
+        where = (self.opts["where_condition"] or "").strip()
+        if where and not where.lower().startswith("where "):
+            raise self.invalid("where_condition", f"where_condition must start with `where`, e.g. "
+                               f"where_condition = \"where id > 100\"; got \"{where}\"")
+        for key, low in (("partition_num", 1), ("split.size", 1), ("fetch_size", 0)):
+            if self.opts[key] is not None and self.opts[key] < low:
+                raise self.invalid(key, f"option '{key}' must be at least {low}, got {self.opts[key]}")
+        self.driver = self._driver()
+        self.base_sql = self._base_sql(where)
+        self._columns: list[ReadColumn] | None = None
+        try:
+            self._columns = describe(self.url, self.opts["user"], self.opts["password"], self.base_sql)
+        except UnsupportedColumnType as exc:
+            raise self.invalid("query", str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - an unreachable database is checked again at read time
+            if _is_sql_error(exc):
+                raise self.invalid("query" if self.opts["query"] else "table_path",
+                                   f"the database rejected the Jdbc source's query: {_first_line(exc)}") from None
+        if self._columns is not None:
+            self._resolve_partition_column()
+
+    def _driver(self) -> str:
+        driver = self.opts["driver"] or self.url.default_driver
+        if self.url.dialect == MYSQL and driver in MYSQL_DRIVER_ALIASES:
+            return self.url.default_driver
+        return driver
+
+    def _base_sql(self, where: str) -> str:
+        if self.opts["query"]:
+            sql = self.opts["query"].strip().rstrip(";")
+            return f"SELECT * FROM ({sql}) seatide_w {where}" if where else sql
+        return f"SELECT * FROM {self._table()} {where}".strip()
+
+    def _table(self) -> str:
+        parts = [p.strip().strip('"`') for p in self.opts["table_path"].split(".")]
+        if self.url.dialect == POSTGRESQL and len(parts) == 3:
+            parts = parts[1:]            # db.schema.table: the database is the URL's
+        if not 1 <= len(parts) <= 2 or not all(parts):
+            raise self.invalid("table_path", f"table_path \"{self.opts['table_path']}\" is not a table name: "
+                               "write db.table (MySQL) or db.schema.table / schema.table (PostgreSQL)")
+        return ".".join(quote(self.url.dialect, p) for p in parts)
+
+    def _resolve_partition_column(self) -> None:
+        by_name = {c.name: c for c in self._columns}
+        name = self.opts["partition_column"]
+        if name is None and self.opts["table_path"]:
+            name = next((k for k in self._primary_key() if _kind(by_name.get(k)) is not None), None)
+        if name is None:
+            self.partition = None
+            return
+        column = by_name.get(name)
+        if column is None:
+            raise self.invalid("partition_column", f"partition_column '{name}' is not a column of the query "
+                               f"(columns: {', '.join(by_name)})")
+        if _kind(column) is None:
+            raise self.invalid("partition_column", f"partition_column '{name}' is {column.db_type}; it must be "
+                               "a numeric or date column (SeaTide splits by value ranges of it)")
+        self.partition = column
+
+    def _primary_key(self) -> list[str]:
+        parts = [p.strip().strip('"`') for p in self.opts["table_path"].split(".")]
+        with self.url.connect(self.opts["user"], self.opts["password"], autocommit=True) as conn:
+            cursor = conn.cursor()
+            if self.url.dialect == POSTGRESQL:
+                cursor.execute("SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+                               "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s::regclass AND i.indisprimary "
+                               "ORDER BY array_position(i.indkey, a.attnum)", (self._table(),))
+            else:
+                schema = parts[-2] if len(parts) >= 2 else None
+                cursor.execute("SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE "
+                               "TABLE_SCHEMA = COALESCE(%s, DATABASE()) AND TABLE_NAME = %s AND "
+                               "CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION", (schema, parts[-1]))
+            return [row[0] for row in cursor.fetchall()]
+
+    # -- contract ----------------------------------------------------------------------
+    def schema(self) -> T.StructType | None:
+        if self._columns is None:
+            return None
+        return T.StructType([T.StructField(c.name, c.spark_type, True) for c in self._columns])
+
+    def read(self, ctx: ReadContext) -> "DataFrame":
+        if self._columns is None:          # the database was unreachable when the job was loaded
+            self._columns = describe(self.url, self.opts["user"], self.opts["password"], self.base_sql)
+            self._resolve_partition_column()
+        return self._streamed(ctx) if ctx.micro_batch else self._parallel(ctx)
+
+    # -- SQL the two readers share -----------------------------------------------------
+    def _bounded_sql(self) -> str:
+        """The base query, kept to partition_lower_bound..partition_upper_bound when given."""
+        column, low, high = self.partition, self.opts["partition_lower_bound"], self.opts["partition_upper_bound"]
+        if column is None or (low is None and high is None):
+            return self.base_sql
+        quoted = quote(self.url.dialect, column.name)
+        literal = (lambda v: f"DATE '{v}'") if _kind(column) == DATE else (lambda v: str(v))
+        limits = ([f"{quoted} >= {literal(low)}"] if low is not None else []) + \
+                 ([f"{quoted} <= {literal(high)}"] if high is not None else [])
+        return f"SELECT * FROM ({self.base_sql}) seatide_b WHERE {' AND '.join(limits)}"
+
+    def _select_sql(self) -> str:
+        return f"SELECT {select_list(self.url.dialect, self._columns)} FROM ({self._bounded_sql()}) seatide_t"
+
+    def _plan_sql(self, *, count: bool = True) -> str:
+        rows = "COUNT(*)" if count else "NULL"
+        if self.partition is None:
+            return f"SELECT NULL, NULL, {rows} FROM ({self._bounded_sql()}) seatide_t"
+        quoted = quote(self.url.dialect, self.partition.name)
+        return f"SELECT MIN({quoted}), MAX({quoted}), {rows} FROM ({self._bounded_sql()}) seatide_t"
+
+    def _split_options(self) -> dict:
+        return {"column": self.partition.name if self.partition else None,
+                "kind": _kind(self.partition) or NUMBER}
+
+    def plan(self, *, count: bool = True) -> SplitPlan:
+        """Measure the query now and cut it into splits (by partition_num alone without ``count``)."""
+        with self.url.connect(self.opts["user"], self.opts["password"], autocommit=True) as conn:
+            cursor = conn.cursor()
+            cursor.execute(self._plan_sql(count=count))
+            lower, upper, rows = cursor.fetchone()
+        return plan_splits(lower=lower, upper=upper, rows=int(rows or 0), split_size=self.opts["split.size"],
+                           partition_num=self.opts["partition_num"], **self._split_options())
+
+    # -- plain BATCH: Spark's JDBC reader ----------------------------------------------
+    def spark_url(self) -> str:
+        # Spark picks its MySQL dialect (backtick quoting) only for jdbc:mysql URLs; MariaDB
+        # Connector/J accepts those too.
+        text = self.url.text
+        if self.url.dialect == MYSQL and text.lower().startswith("jdbc:mariadb:"):
+            return "jdbc:mysql:" + text[len("jdbc:mariadb:"):]
+        return text
+
+    def _parallel(self, ctx: ReadContext) -> "DataFrame":
+        options = {"url": self.spark_url(), "driver": self.driver,
+                   "dbtable": f"({self._select_sql()}) seatide_src"}
+        for key in ("user", "password"):
+            if self.opts[key] is not None:
+                options[key] = self.opts[key]
+        if self.opts["fetch_size"]:
+            options["fetchsize"] = str(self.opts["fetch_size"])
+        options.update({str(k): str(v) for k, v in (self.opts["properties"] or {}).items()})
+        # Spark's reader streams each range, so splits of split.size rows would only add
+        # per-task cost (and counting the rows a query of its own): without partition_num,
+        # Spark gets one range per task slot, as a hand-written spark.read.jdbc would.
+        plan = self.plan(count=False) if self.partition is not None else None
+        if plan is not None and plan.upper > plan.lower:
+            lower, upper = plan.spark_bounds()
+            count = self.opts["partition_num"] or _TASKS_PER_SLOT * _task_slots(ctx)
+            options.update(partitionColumn=self.partition.name, lowerBound=lower, upperBound=upper,
+                           numPartitions=str(min(count, plan.upper - plan.lower + 1)))
+        df = ctx.spark.read.format("jdbc").options(**options).load()
+        return self._as_seatunnel_types(df)
+
+    def _as_seatunnel_types(self, df: "DataFrame") -> "DataFrame":
+        spark_types = {f.name: f.dataType for f in df.schema.fields}
+        columns = [spark_column(c, spark_types[c.name]) for c in self._columns]
+        return df.selectExpr(*columns, f"CAST(0 AS TINYINT) AS `{ROW_KIND_COLUMN}`")
+
+    # -- micro-batch: split by split ---------------------------------------------------
+    def _streamed(self, ctx: ReadContext) -> "DataFrame":
+        from seatide.connectors.jdbc.split_reader import SOURCE_NAME, JdbcSplitSource, stream_options
+
+        spark = ctx.spark
+        if spark not in _REGISTERED:
+            spark.dataSource.register(JdbcSplitSource)
+            _REGISTERED.add(spark)
+        options = stream_options(
+            url=self.url.text, user=self.opts["user"], password=self.opts["password"],
+            select_sql=self._select_sql(), plan_sql=self._plan_sql(),
+            quoted_column=quote(self.url.dialect, self.partition.name) if self.partition else None,
+            converts=[c.convert for c in self._columns], split_size=self.opts["split.size"],
+            partition_num=self.opts["partition_num"], fetch_size=self.opts["fetch_size"],
+            max_rows=ctx.max_rows_per_batch, tasks=_task_slots(ctx), **self._split_options())
+        rows = spark.readStream.format(SOURCE_NAME).schema(self.schema()).options(**options).load()
+        return rows.selectExpr("*", f"CAST(0 AS TINYINT) AS `{ROW_KIND_COLUMN}`")
+
+
+def _task_slots(ctx: ReadContext) -> int:
+    return max(ctx.parallelism, ctx.spark.sparkContext.defaultParallelism)
+
+
+def _kind(column: ReadColumn | None) -> str | None:
+    if column is None:
+        return None
+    if isinstance(column.spark_type, _NUMERIC):
+        return NUMBER
+    if isinstance(column.spark_type, T.DateType):
+        return DATE
+    return None
+
+
+def _is_sql_error(exc: Exception) -> bool:
+    """True for an error in the SQL itself (the database answered), not for an unreachable one."""
+    name = type(exc).__name__
+    module = type(exc).__module__
+    if module.startswith("psycopg"):
+        return name not in ("OperationalError", "InterfaceError")
+    if module.startswith("pymysql"):
+        # PyMySQL raises OperationalError for SQL errors too; client codes (2000+) mean no connection.
+        code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
+        return name != "InterfaceError" and code < 2000
+    return False
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+__all__ = ["JdbcSource"]

@@ -1,0 +1,205 @@
+"""Jdbc source on real PostgreSQL and MariaDB: parallel reads with Spark's JDBC reader,
+checkpointed split-by-split reads that resume without reading a split twice, and option checks."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import secrets
+
+import pytest
+
+from seatide.config.loader import ConfigError, load_job_text
+from seatide.connectors.jdbc.splits import DATE, NUMBER, SplitPlan, plan_splits
+from seatide.connectors.jdbc.url import JdbcUrl
+from seatide.plugin.base import ReadContext
+from seatide.plugin.rowkind import ROW_KIND_COLUMN
+
+URLS = {"postgresql": "jdbc:postgresql://127.0.0.1:5432/test?user=postgres",
+        "mariadb": "jdbc:mariadb://127.0.0.1:3306/test?user=root"}
+ROWS = 300
+
+
+def execute(dialect: str, *statements: str) -> None:
+    with JdbcUrl.parse(URLS[dialect]).connect(autocommit=True) as conn:
+        cursor = conn.cursor()
+        for statement in statements:
+            cursor.execute(statement)
+
+
+@pytest.fixture(params=sorted(URLS))
+def table(request):
+    """A table of ROWS rows (id 1..ROWS, day, name, amount) of its own, dropped afterwards."""
+    dialect = request.param
+    name = f"jdbc_source_{secrets.token_hex(4)}"
+    if dialect == "postgresql":
+        day, numbers = "DATE '2024-01-01' + g % 50", f"generate_series(1, {ROWS}) g"
+    else:
+        day, numbers = "DATE_ADD('2024-01-01', INTERVAL g % 50 DAY)", f"(SELECT seq AS g FROM seq_1_to_{ROWS}) s"
+    execute(dialect, f"CREATE TABLE {name} (id int PRIMARY KEY, day date, name varchar(20), amount decimal(10,2))",
+            f"INSERT INTO {name} SELECT g, {day}, concat('n', g), g / 4.0 FROM {numbers}")
+    yield dialect, name
+    execute(dialect, f"DROP TABLE IF EXISTS {name}")
+
+
+def jdbc(dialect: str, body: str, parallelism: int = 2):
+    job = load_job_text(f"env {{ parallelism = {parallelism} }}\n"
+                        f"source {{ Jdbc {{\nurl = \"{URLS[dialect]}\"\n{body}\n}} }}\nsink {{ Console {{}} }}")
+    return job.sources[0].plugin
+
+
+def batch_ctx(spark) -> ReadContext:
+    return ReadContext(spark, micro_batch=False, unbounded=False, parallelism=2,
+                       max_rows_per_batch=1_000_000, read_interval_ms=1000, plugin_id="source[0]")
+
+
+def stream_ctx(spark, max_rows: int) -> ReadContext:
+    return ReadContext(spark, micro_batch=True, unbounded=False, parallelism=2,
+                       max_rows_per_batch=max_rows, read_interval_ms=1000, plugin_id="source[0]")
+
+
+def run_available_now(df, checkpoint: str, batches: dict, fail_on_batch: int | None = None):
+    """Run a micro-batch query to its end; ``batches[id]`` = its ids, sorted (a replay overwrites)."""
+    def each_batch(batch_df, batch_id):
+        batches[batch_id] = sorted(r.id for r in batch_df.collect())
+        if batch_id == fail_on_batch:
+            raise RuntimeError("injected failure before the batch commits")
+
+    query = (df.writeStream.trigger(availableNow=True).option("checkpointLocation", checkpoint)
+             .foreachBatch(each_batch).start())
+    query.awaitTermination()
+
+
+def all_ids(batches: dict) -> list[int]:
+    return sorted(i for ids in batches.values() for i in ids)
+
+
+# -- parallel (plain BATCH) ---------------------------------------------------------------
+def test_parallel_read_splits_by_partition_column_and_returns_every_row_once(spark, table):
+    dialect, name = table
+    df = jdbc(dialect, f'table_path = "{name}"\npartition_column = "id"\npartition_num = 4').read(batch_ctx(spark))
+    assert df.rdd.getNumPartitions() == 4
+    rows = df.collect()
+    assert sorted(r.id for r in rows) == list(range(1, ROWS + 1))
+    assert {r[ROW_KIND_COLUMN] for r in rows} == {0}
+    by_id = {r.id: r for r in rows}
+    assert by_id[7].name == "n7" and str(by_id[7].amount) == "1.75"
+
+
+def test_parallel_read_applies_where_condition_and_query(spark, table):
+    dialect, name = table
+    where = jdbc(dialect, f'table_path = "{name}"\nwhere_condition = "where id > 250"\npartition_column = id\n'
+                          "partition_num = 3")
+    assert sorted(r.id for r in where.read(batch_ctx(spark)).collect()) == list(range(251, ROWS + 1))
+    query = jdbc(dialect, f'query = "select id, name from {name} where id % 3 = 0"\npartition_column = "id"\n'
+                          "split.size = 20")
+    df = query.read(batch_ctx(spark))
+    assert df.columns == ["id", "name", ROW_KIND_COLUMN]
+    # Without partition_num, Spark's reader gets one range per task slot (2 cores), whatever split.size
+    assert df.rdd.getNumPartitions() == 2
+    assert sorted(r.id for r in df.collect()) == list(range(3, ROWS + 1, 3))
+
+
+def test_table_path_splits_by_primary_key_and_bounds_limit_the_rows(spark, table):
+    dialect, name = table
+    source = jdbc(dialect, f'table_path = "{name}"\nsplit.size = 100')
+    assert source.partition.name == "id"
+    assert source.read(batch_ctx(spark)).rdd.getNumPartitions() == 2
+    bounded = jdbc(dialect, f'table_path = "{name}"\npartition_column = day\npartition_lower_bound = "2024-01-11"\n'
+                            'partition_upper_bound = "2024-01-20"\npartition_num = 2')
+    ids = sorted(r.id for r in bounded.read(batch_ctx(spark)).collect())
+    assert ids == [i for i in range(1, ROWS + 1) if 10 <= i % 50 <= 19]
+
+
+# -- checkpointed (split by split) --------------------------------------------------------
+def test_checkpointed_read_returns_every_row_once_in_bounded_batches(spark, table, tmp_path):
+    dialect, name = table
+    source = jdbc(dialect, f'table_path = "{name}"\nsplit.size = 25')
+    batches: dict[int, list] = {}
+    run_available_now(source.read(stream_ctx(spark, max_rows=60)), str(tmp_path / "ck"), batches)
+    assert all_ids(batches) == list(range(1, ROWS + 1))
+    assert len(batches) == 6                         # 12 splits of 25 rows, 2 splits per batch
+    assert max(len(ids) for ids in batches.values()) <= 60
+
+
+def test_restart_reads_only_the_splits_after_the_last_commit(spark, table, tmp_path):
+    dialect, name = table
+    body = f'table_path = "{name}"\npartition_column = "id"\nsplit.size = 50'
+    checkpoint = str(tmp_path / "ck")
+    batches: dict[int, list] = {}
+    with pytest.raises(Exception, match="injected failure"):
+        run_available_now(jdbc(dialect, body).read(stream_ctx(spark, max_rows=50)), checkpoint, batches,
+                          fail_on_batch=2)
+    committed = {k: v for k, v in batches.items() if k < 2}
+    failed_attempt = batches.pop(2)
+    # Rows that arrive after the plan was fixed: beyond its upper bound, and inside a split not yet read.
+    execute(dialect, f"INSERT INTO {name} (id, name) VALUES ({ROWS + 1}, 'late'), ({ROWS + 500}, 'later')",
+            f"DELETE FROM {name} WHERE id = 290")
+    resumed: dict[int, list] = {}
+    run_available_now(jdbc(dialect, body).read(stream_ctx(spark, max_rows=50)), checkpoint, resumed)
+    assert min(resumed) == 2 and resumed[2] == failed_attempt      # the failed batch is replayed as it was
+    ids = all_ids({**committed, **resumed})
+    assert ids == [i for i in range(1, ROWS + 1) if i != 290]       # no split read twice, plan unchanged
+    assert len(resumed) == 4
+
+
+def test_streaming_job_reads_its_splits_then_idles(spark, table, tmp_path):
+    dialect, name = table
+    df = jdbc(dialect, f'table_path = "{name}"\nsplit.size = 100').read(
+        ReadContext(spark, micro_batch=True, unbounded=True, parallelism=2, max_rows_per_batch=1000,
+                    read_interval_ms=100, plugin_id="source[0]"))
+    seen: list[int] = []
+    query = (df.writeStream.option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="100 milliseconds")
+             .foreachBatch(lambda batch, _: seen.extend(r.id for r in batch.collect())).start())
+    try:
+        query.processAllAvailable()
+        assert sorted(seen) == list(range(1, ROWS + 1))
+        query.processAllAvailable()                  # nothing new: the source is bounded
+        assert len(seen) == ROWS
+    finally:
+        query.stop()
+
+
+# -- option checks through the job loader ---------------------------------------------
+@pytest.mark.parametrize("body, option, text", [
+    ('user = "x"', "query", "needs `query`"),
+    ('query = "select 1 as a"\ntable_list = [{ table_path = "a.b" }]', "table_list", "one Jdbc source per table"),
+    ('query = "select 1 as a"\nwhere_condition = "id > 1"', "where_condition", "must start with `where`"),
+    ('query = "select 1 as a, \'x\' as s"\npartition_column = "s"', "partition_column", "numeric or date"),
+    ('query = "select 1 as a"\npartition_column = "nope"', "partition_column", "not a column"),
+    ('query = "select * from no_such_table_jdbc_source"', "query", "rejected"),
+    ('query = "select 1 as a"\nsplit.size = 0', "split.size", "at least 1"),
+])
+@pytest.mark.parametrize("dialect", sorted(URLS))
+def test_bad_options_are_refused_with_the_option_named(dialect, body, option, text):
+    with pytest.raises(ConfigError) as info:
+        jdbc(dialect, body)
+    assert info.value.option == option
+    assert text in str(info.value)
+
+
+def test_unknown_dialect_url_is_refused():
+    with pytest.raises(ConfigError, match="jdbc:postgresql://host:5432/db") as info:
+        load_job_text('source { Jdbc { url = "jdbc:oracle:thin:@h:1521/x", query = "select 1" } }\n'
+                      "sink { Console {} }")
+    assert info.value.option == "url"
+
+
+# -- split planning ------------------------------------------------------------------------
+@pytest.mark.parametrize("lower, upper, rows, partition_num, expected_count", [
+    (1, 1000, 1000, None, 10), (1, 1000, 1000, 7, 7), (5, 7, 900, None, 3), (-3.5, 2.5, 10, 4, 4)])
+def test_split_plan_covers_every_value_once(lower, upper, rows, partition_num, expected_count):
+    plan = plan_splits("id", NUMBER, lower, upper, rows, split_size=100, partition_num=partition_num)
+    assert plan.count == expected_count                     # never wider than the value range
+    covered = [v for i in range(plan.count) for v in range(plan.bound(i), plan.bound(i + 1))]
+    assert covered == list(range(math.floor(lower), math.ceil(upper) + 1))
+    assert SplitPlan.from_json(json.loads(json.dumps(plan.to_json()))) == plan
+
+
+def test_date_plan_bounds_are_dates_and_first_split_takes_nulls():
+    plan = plan_splits("day", DATE, dt.date(2024, 1, 1), dt.date(2024, 1, 10), 10, split_size=5, partition_num=None)
+    assert plan.count == 2 and plan.spark_bounds() == ("2024-01-01", "2024-01-11")
+    assert plan.condition(0, 1, '"day"') == ("(\"day\" >= DATE '2024-01-01' AND \"day\" < DATE '2024-01-06') "
+                                             "OR \"day\" IS NULL")
+    assert plan.condition(1, 2, '"day"') == "\"day\" >= DATE '2024-01-06' AND \"day\" < DATE '2024-01-11'"
