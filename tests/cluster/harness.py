@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 
 from seatide.store import schema as s
-from seatide.store.db import open_store
+from seatide.store.db import normalize_url, open_store
 from seatide.store.states import JOB_TERMINAL
 
 SEATIDE = [sys.executable, "-m", "seatide.cli.main"]
@@ -199,7 +199,7 @@ class Cluster:
         for proc in self.procs:
             if proc.alive:
                 proc.kill(signal.SIGKILL)
-        for pid in driver_pids():
+        for pid in driver_pids(store_url=self.store_url):   # never another run's drivers
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -222,8 +222,8 @@ def _parent(pid: int) -> int | None:
         return None
 
 
-def driver_pids(job_id: str | None = None) -> list[int]:
-    """Driver processes on this machine (optionally of one job), from /proc.
+def driver_pids(job_id: str | None = None, store_url: str | None = None) -> list[int]:
+    """Driver processes on this machine (optionally of one job, of one store), from /proc.
 
     A driver's own short-lived fork (it forks to start its JVM) carries the driver's
     command line until it execs; it is the same driver, so children of drivers are not counted.
@@ -237,7 +237,10 @@ def driver_pids(job_id: str | None = None) -> list[int]:
                 argv = handle.read().split(b"\0")
         except OSError:
             continue
-        if b"seatide.runtime.driver" in argv and (job_id is None or job_id.encode() in argv):
+        args = [arg.decode(errors="replace") for arg in argv]
+        if "seatide.runtime.driver" not in args or (job_id is not None and job_id not in args):
+            continue
+        if store_url is None or normalize_url(store_url) in [normalize_url(arg) for arg in args]:
             pids.append(int(entry))
     return [pid for pid in pids if _parent(pid) not in pids]
 

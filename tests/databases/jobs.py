@@ -59,6 +59,7 @@ env {{
   job.name = "pg-to-mariadb"
   job.mode = "BATCH"
   checkpoint.interval = 1000
+  micro-batch.max-rows = {rows_per_split}
   job.retry.times = 3
   job.retry.interval.seconds = 1
 }}

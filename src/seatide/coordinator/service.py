@@ -21,7 +21,7 @@ from seatide.coordinator.effects import Applier
 from seatide.coordinator.lease import LeaderLease, LeaseSettings
 from seatide.coordinator.reconcile import Snapshot, Timeouts, reconcile_job
 from seatide.store import schema as s
-from seatide.store.db import NotLeader, Store
+from seatide.store.db import NotLeader, Store, normalize_url
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
 
 log = logging.getLogger(__name__)
@@ -42,22 +42,40 @@ def node_heartbeat(store: Store, node_id: str, stopped: bool = False) -> None:
                      .values(heartbeat_at=time.time(), stopped=stopped))
 
 
-def kill_if_reachable(attempt) -> bool:
-    """SIGKILL a driver on this host, after checking the pid still is that driver."""
+def kill_if_reachable(attempt, store_url: str) -> bool:
+    """SIGKILL a driver on this host, after checking the pid still is that driver.
+
+    The pid must run ``seatide.runtime.driver`` for this store, job and attempt: a pid
+    reused by another process, or a driver of another SeaTide installation on the same
+    host (attempt ids are only unique within one store), is never touched.
+    """
     if attempt.pid is None:
         return False
     try:
         with open(f"/proc/{attempt.pid}/cmdline", "rb") as handle:
-            argv = handle.read().split(b"\0")
+            argv = [arg.decode(errors="replace") for arg in handle.read().split(b"\0")]
     except OSError:
         return False
-    if b"driver" not in argv or str(attempt.attempt_id).encode() not in argv:
+    if not is_driver_of(argv, store_url, attempt.job_id, attempt.attempt_id):
         return False
     try:
         os.kill(attempt.pid, signal.SIGKILL)
         return True
     except ProcessLookupError:
         return False
+
+
+def is_driver_of(argv: list[str], store_url: str, job_id: str, attempt_id: int) -> bool:
+    """Whether a command line is the driver of this attempt (see worker/agent.py's launch)."""
+    if "seatide.runtime.driver" not in argv:
+        return False
+
+    def value(flag: str) -> str | None:
+        return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
+
+    store = value("--store")
+    return (store is not None and normalize_url(store) == normalize_url(store_url)
+            and value("--job-id") == job_id and value("--attempt") == str(attempt_id))
 
 
 class Coordinator:
@@ -133,13 +151,14 @@ class Coordinator:
         for result in due_results(self.store, now):
             if not self.lease.is_leader:
                 return
-            reconcile_cleanup(self.store, epoch, self.applier.actor, result, kill_if_reachable)
+            reconcile_cleanup(self.store, epoch, self.applier.actor, result,
+                              lambda attempt: kill_if_reachable(attempt, self.store.url))
 
     def _kill_unless_worker_can(self, attempt, snap: Snapshot) -> None:
         # A live worker kills its own drivers; a lost one cannot, so kill if it is on this host.
         node = snap.workers.get(attempt.worker_id)
         if node is not None and node.host == self._host:
-            kill_if_reachable(attempt)
+            kill_if_reachable(attempt, self.store.url)
 
     def _snapshots(self, now: float) -> list[Snapshot]:
         with self.store.read() as conn:

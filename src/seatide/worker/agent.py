@@ -174,7 +174,7 @@ class Worker:
         elif proc is None and attempt.pid is not None and attempt.state not in ATTEMPT_LIVE:
             # Not our child (we restarted?) or already gone: nothing to reap, record it.
             from seatide.coordinator.service import kill_if_reachable
-            kill_if_reachable(attempt)
+            kill_if_reachable(attempt, self.store_url)
             self._reaped(attempt.attempt_id, None)
 
     def _reaped(self, attempt_id: int, code: int | None) -> None:
