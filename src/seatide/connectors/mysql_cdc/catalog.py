@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from zoneinfo import ZoneInfo
 
 import pymysql
@@ -72,12 +73,28 @@ class ServerConfig:
 class CapturedTable:
     database: str
     table: str
-    columns: tuple[Column, ...]
+    described: tuple[tuple, ...]  # information_schema rows: name, DATA_TYPE, COLUMN_TYPE, precision, scale
     key: tuple[str, ...]          # primary key (or table-names-config's); empty: none
+    time_zone: str = "UTC"
 
     @property
     def name(self) -> str:
         return f"{self.database}.{self.table}"
+
+    @cached_property
+    def columns(self) -> tuple[Column, ...]:
+        zone = ZoneInfo(self.time_zone)
+        return tuple(column(*row, zone) for row in self.described)
+
+    # The driver describes the tables once, when the job starts; workers get the
+    # description with the data source's options, so every batch sees the same layout.
+    def to_json(self) -> list:
+        return [self.database, self.table, [list(r) for r in self.described], list(self.key), self.time_zone]
+
+    @classmethod
+    def from_json(cls, data: list) -> "CapturedTable":
+        database, table, described, key, zone = data
+        return cls(database, table, tuple(tuple(r) for r in described), tuple(key), zone)
 
 
 class CatalogError(Exception):
@@ -97,15 +114,17 @@ def captured_table(conn, config: ServerConfig, database: str, table: str) -> Cap
                     "AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
                     (database, table))
         primary = tuple(r[0] for r in cur.fetchall())
-    zone = config.zone
-    columns = tuple(column(r[0], r[1], r[2], r[3], r[4], zone) for r in rows)
+    described = tuple((r[0], r[1], r[2], None if r[3] is None else int(r[3]),
+                       None if r[4] is None else int(r[4])) for r in rows)
+    captured = CapturedTable(database, table, described, (), config.time_zone)
+    columns = captured.columns
     configured = tuple(config.keys.get(f"{database}.{table}", ()))
     names = {c.name for c in columns}
     missing = [k for k in configured if k not in names]
     if missing:
         raise CatalogError(f"table-names-config gives primaryKeys {list(configured)} for {database}.{table}, "
                            f"but it has no column {missing[0]} (columns: {', '.join(sorted(names))})")
-    return CapturedTable(database, table, columns, primary or configured)
+    return replace(captured, key=primary or configured)
 
 
 def binlog_settings(conn) -> dict[str, str]:

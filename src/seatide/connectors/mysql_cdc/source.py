@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from seatide.connectors.jdbc.url import MYSQL, JdbcUrl, JdbcUrlError
-from seatide.connectors.mysql_cdc.catalog import (CatalogError, ServerConfig, captured_table, check_binlog)
+from seatide.connectors.mysql_cdc.catalog import CapturedTable, CatalogError, ServerConfig, captured_table, check_binlog
 from seatide.connectors.mysql_cdc.columns import UnsupportedColumn
 from seatide.connectors.mysql_cdc.options import MYSQL_CDC_OPTIONS, SERVER_ID_RANGE
 from seatide.connectors.mysql_cdc.position import BinlogPosition
@@ -147,8 +147,8 @@ class MySqlCdcSource(Source):
             max_retries=self.opts["connect.max-retries"], split_size=self.opts["snapshot.split.size"],
             fetch_size=self.opts["snapshot.fetch.size"])
 
-    def discover_schema(self, config: ServerConfig) -> "StructType":
-        """The Spark schema of the captured tables (they must agree), checked against the server."""
+    def discover(self, config: ServerConfig) -> "tuple[list[CapturedTable], StructType]":
+        """The captured tables and their Spark schema (they must agree), checked against the server."""
         from pyspark.sql import types as T
 
         try:
@@ -168,7 +168,7 @@ class MySqlCdcSource(Source):
                                      "one source emits one row type, so capture tables of different "
                                      "shapes with one MySQL-CDC source each")
         fields = [T.StructField(c.name, c.spark_type, True) for c in first.columns]
-        return T.StructType(fields + [T.StructField(ROW_KIND_COLUMN, T.ByteType(), True)])
+        return tables, T.StructType(fields + [T.StructField(ROW_KIND_COLUMN, T.ByteType(), True)])
 
     def read(self, ctx: ReadContext) -> "DataFrame":
         from seatide.connectors.mysql_cdc.stream import SOURCE_NAME, MySqlCdcDataSource, stream_options
@@ -177,7 +177,7 @@ class MySqlCdcSource(Source):
             raise PermanentError("MySQL-CDC reads an endless change stream and runs only in STREAMING "
                                  "jobs: set env { job.mode = \"STREAMING\" }")
         config = self.server_config()
-        schema = self.discover_schema(config)
+        tables, schema = self.discover(config)
         spark = ctx.spark
         if spark not in _REGISTERED:
             spark.dataSource.register(MySqlCdcDataSource)
@@ -186,7 +186,7 @@ class MySqlCdcSource(Source):
         if self.opts["startup.mode"] == "specific":
             specific = BinlogPosition.of(self.opts["startup.specific-offset.file"],
                                          self.opts["startup.specific-offset.pos"])
-        options = stream_options(config, schema.json(), self.opts["startup.mode"], specific)
+        options = stream_options(config, tables, schema.json(), self.opts["startup.mode"], specific)
         return spark.readStream.format(SOURCE_NAME).options(**options).load()
 
 

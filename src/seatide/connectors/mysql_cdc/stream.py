@@ -15,8 +15,7 @@ from typing import Iterator
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 
 from seatide.connectors.mysql_cdc.binlog import BinlogRange, read_range
-from seatide.connectors.mysql_cdc.catalog import (CapturedTable, ServerConfig, binlog_files, captured_table,
-                                                  current_position)
+from seatide.connectors.mysql_cdc.catalog import CapturedTable, ServerConfig, binlog_files, current_position
 from seatide.connectors.mysql_cdc.position import (BINLOG, SNAPSHOT, START, BinlogPosition, StreamOffset,
                                                    lost_position_message)
 from seatide.connectors.mysql_cdc.snapshot import SnapshotSplit, read_split, split_table
@@ -25,9 +24,10 @@ from seatide.plugin.base import permanent_in_worker
 SOURCE_NAME = "seatide_mysql_cdc"
 
 
-def stream_options(config: ServerConfig, schema_ddl: str, startup_mode: str,
+def stream_options(config: ServerConfig, tables: list[CapturedTable], schema_json: str, startup_mode: str,
                    specific: BinlogPosition | None) -> dict[str, str]:
-    return {"config": config.to_json(), "schema": schema_ddl, "startup_mode": startup_mode,
+    return {"config": config.to_json(), "tables": json.dumps([t.to_json() for t in tables]),
+            "schema": schema_json, "startup_mode": startup_mode,
             "specific": json.dumps([specific.file, specific.pos] if specific else None)}
 
 
@@ -48,6 +48,7 @@ class MySqlCdcDataSource(DataSource):
 class MySqlCdcReader(DataSourceStreamReader):
     def __init__(self, options):
         self.config_json = options["config"]
+        self.tables_json = options["tables"]
         self.startup_mode = options["startup_mode"]
         self.specific = json.loads(options.get("specific") or "null")
         self._checked_start = False
@@ -56,8 +57,8 @@ class MySqlCdcReader(DataSourceStreamReader):
     def _config(self) -> ServerConfig:
         return ServerConfig.from_json(self.config_json)
 
-    def _tables(self, conn, config: ServerConfig) -> list[CapturedTable]:
-        return [captured_table(conn, config, db, table) for db, table in config.tables]
+    def _tables(self) -> list[CapturedTable]:
+        return [CapturedTable.from_json(t) for t in json.loads(self.tables_json)]
 
     # -- offsets (Spark's driver side) ------------------------------------------------------
     def initialOffset(self) -> dict:
@@ -96,8 +97,8 @@ class MySqlCdcReader(DataSourceStreamReader):
         if begin.phase == SNAPSHOT:
             config = self._config()
             with config.connect() as conn:
-                tables = self._tables(conn, config)
-                return [split for i, t in enumerate(tables) for split in split_table(conn, i, t, config.split_size)]
+                return [split for i, t in enumerate(self._tables())
+                        for split in split_table(conn, i, t, config.split_size)]
         if stop.position <= begin.position:
             return []
         return [BinlogRange(begin.position, stop.position)]
@@ -107,9 +108,7 @@ class MySqlCdcReader(DataSourceStreamReader):
 
     # -- rows (Spark's Python workers) ------------------------------------------------------
     def read(self, partition) -> Iterator:
-        config = self._config()
-        with config.connect() as conn:
-            tables = self._tables(conn, config)
+        config, tables = self._config(), self._tables()
         if isinstance(partition, SnapshotSplit):
             yield from read_split(config, tables[partition.table], partition)
         else:

@@ -1,0 +1,153 @@
+"""End-to-end latency of MySQL-CDC: commit in MariaDB -> the row printed by the job's sink.
+
+    PYTHONPATH=src .venv/bin/python bench/cdc_latency_mysql.py [--rate 1000] [--seconds 30]
+
+Starts a private MariaDB with the binlog on (as the tests do), runs a real STREAMING job
+with ``seatide run`` (MySQL-CDC -> Console, checkpoint.interval 1 s), then commits
+``rate`` changes per second for ``seconds`` — half inserts, half updates, each stamped
+with a unique sequence number in column ``n`` — in transactions of 10 changes every
+10 ms. A change's latency is the time from its COMMIT returning to its line appearing on
+the job's stdout. Prints p50, p99 and max, and the rate actually achieved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, os.path.join(ROOT, "tests", "connectors"))
+
+from cdc_mysql_server import start_private_mariadb, stop_private_mariadb  # noqa: E402
+
+TABLE = "bench_cdc.changes"
+CHANGES_PER_TX = 10
+SNAPSHOT_ROWS = 1000
+LINE = re.compile(r"kind=(\+I|\+U) : (\d+), (-?\d+),")
+
+JOB = """
+env {{ job.mode = "STREAMING", checkpoint.interval = 1000 }}
+source {{ MySQL-CDC {{
+  base-url = "{url}", username = "root", password = "", table-names = ["{table}"]
+  startup.mode = "initial", server-id = 6601
+}} }}
+sink {{ Console {{}} }}
+"""
+
+
+class Arrivals:
+    """Sequence number -> when its line reached us, read from the job's stdout."""
+
+    def __init__(self, stream):
+        self.seen: dict[int, float] = {}
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            match = LINE.search(line)
+            if match:
+                now = time.monotonic()
+                with self.lock:
+                    self.seen.setdefault(int(match.group(3)), now)
+
+    def count_at_least(self, low: int) -> int:
+        with self.lock:
+            return sum(1 for seq in self.seen if seq >= low)
+
+
+def wait_for(condition, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out after {seconds:.0f} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def drive(server, rate: int, seconds: float, first_seq: int) -> tuple[dict[int, float], float]:
+    """Commit ``rate`` changes/s; returns seq -> commit time and the seconds it took."""
+    committed: dict[int, float] = {}
+    ticks = int(rate * seconds / CHANGES_PER_TX)
+    period = CHANGES_PER_TX / rate
+    seq, next_id = first_seq, 10 ** 6
+    with server.connect(database=None, autocommit=False) as conn, conn.cursor() as cur:
+        start = time.monotonic()
+        for tick in range(ticks):
+            delay = start + tick * period - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            batch = []
+            for i in range(CHANGES_PER_TX):
+                seq += 1
+                if i % 2 == 0:
+                    next_id += 1
+                    cur.execute(f"INSERT INTO {TABLE} VALUES (%s, %s, 'x')", (next_id, seq))
+                else:
+                    cur.execute(f"UPDATE {TABLE} SET n = %s WHERE id = %s", (seq, 1 + seq % SNAPSHOT_ROWS))
+                batch.append(seq)
+            conn.commit()
+            now = time.monotonic()
+            committed.update((s, now) for s in batch)
+        return committed, time.monotonic() - start
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rate", type=int, default=1000, help="changes per second")
+    parser.add_argument("--seconds", type=float, default=30.0)
+    args = parser.parse_args()
+    workdir = tempfile.mkdtemp(prefix="seatide-cdc-bench-")
+    server, mariadb = start_private_mariadb(workdir)
+    job = None
+    try:
+        server.execute("CREATE DATABASE bench_cdc",
+                       f"CREATE TABLE {TABLE} (id BIGINT PRIMARY KEY, n BIGINT, note VARCHAR(16))",
+                       f"INSERT INTO {TABLE} SELECT seq, -seq, 'snap' FROM seq_1_to_{SNAPSHOT_ROWS}")
+        job_file = os.path.join(workdir, "job.conf")
+        with open(job_file, "w") as handle:
+            handle.write(JOB.format(url=server.url, table=TABLE))
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        job = subprocess.Popen([sys.executable, "-m", "seatide.cli.main", "run", job_file,
+                                "--data-dir", os.path.join(workdir, "seatide")],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+        arrivals = Arrivals(job.stdout)
+        started = time.monotonic()
+        # Snapshot rows carry n = -id: the job is live once the last of them is printed.
+        wait_for(lambda: -SNAPSHOT_ROWS in arrivals.seen, 180, "the snapshot to reach the sink")
+        print(f"job live (snapshot of {SNAPSHOT_ROWS} rows printed) after {time.monotonic() - started:.1f} s")
+        committed, took = drive(server, args.rate, args.seconds, first_seq=0)
+        wait_for(lambda: arrivals.count_at_least(1) >= len(committed), 120, "every change to reach the sink")
+        latencies = [arrivals.seen[s] - t for s, t in committed.items()]
+        print(f"changes: {len(committed)} in {took:.1f} s ({len(committed) / took:.0f}/s achieved, "
+              f"target {args.rate}/s), checkpoint.interval 1 s")
+        print(f"latency commit -> sink output: p50 {percentile(latencies, 0.50):.3f} s, "
+              f"p99 {percentile(latencies, 0.99):.3f} s, max {max(latencies):.3f} s, "
+              f"mean {statistics.fmean(latencies):.3f} s")
+    finally:
+        if job is not None and job.poll() is None:
+            job.send_signal(signal.SIGINT)
+            try:
+                job.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                job.kill()
+                job.wait()
+        stop_private_mariadb(mariadb)
+        subprocess.run(["rm", "-rf", workdir], check=False)
+
+
+if __name__ == "__main__":
+    main()
