@@ -217,3 +217,89 @@ def test_option_errors_name_the_option(extra, option, fragment):
         load_job_text(text)
     assert error.value.option == option
     assert fragment in str(error.value)
+
+
+def test_values_from_either_client_convert_to_the_mapped_type():
+    from zoneinfo import ZoneInfo
+
+    from seatide.connectors.mysql_cdc.columns import UnsupportedColumn, column
+
+    utc, berlin = ZoneInfo("UTC"), ZoneInfo("Europe/Berlin")
+
+    def col(data_type, column_type, precision=None, scale=None, zone=utc):
+        return column("c", data_type, column_type, precision, scale, zone)
+
+    # Unsigned integers logged without column metadata arrive as two's complement.
+    assert col("bigint", "bigint(20) unsigned").seatunnel_type == "decimal(20,0)"
+    assert col("bigint", "bigint(20) unsigned").convert(-1) == Decimal(2 ** 64 - 1)
+    assert (col("tinyint", "tinyint(3) unsigned").seatunnel_type, col("tinyint", "tinyint unsigned").convert(-56)) \
+        == ("smallint", 200)
+    assert col("int", "int(10) unsigned").seatunnel_type == "bigint"
+    # BIT(1) as PyMySQL's bytes or the binlog's string of bits; wider BITs become bytes.
+    assert col("bit", "bit(1)").convert("1") is True and col("bit", "bit(1)").convert(b"\x00") is False
+    assert col("bit", "bit(12)").convert("000000000101") == b"\x00\x05"
+    # ENUM and SET as an index / bit mask when the server logs no metadata.
+    assert col("enum", "enum('red','gr''een','blue')").convert(2) == "gr'een"
+    assert col("set", "set('a','b','c')").convert(5) == "a,c"
+    # TIMESTAMP arrives in UTC and is shown in server-time-zone; DATETIME is left alone.
+    noon = dt.datetime(2024, 1, 1, 12, 0)
+    assert col("timestamp", "timestamp", zone=berlin).convert(noon) == dt.datetime(2024, 1, 1, 13, 0)
+    assert col("datetime", "datetime", zone=berlin).convert(noon) == noon
+    assert col("time", "time").convert(dt.timedelta(hours=-838, minutes=-59)) == "-838:59:00"
+    assert col("decimal", "decimal(65,2)", 65, 2).seatunnel_type == "string"
+    assert col("date", "date").convert("0000-00-00") is None
+    with pytest.raises(UnsupportedColumn, match="vector"):
+        col("vector", "vector(3)")
+
+
+def test_binlog_positions_order_by_file_sequence_then_position():
+    from seatide.connectors.mysql_cdc.position import BINLOG, BinlogPosition, StreamOffset
+
+    assert BinlogPosition.of("binlog.000010", 4) > BinlogPosition.of("binlog.000009", 99_999)
+    offset = StreamOffset.at(BinlogPosition.of("binlog.000002", 1234))
+    assert StreamOffset.from_json(offset.to_json()) == offset and offset.phase == BINLOG
+
+
+def test_specific_and_earliest_starts_read_sharded_tables_and_replay_identically(private_mariadb, cdc_database):
+    """The reader's own calls, without Spark: offsets, partitions and rows of one binlog range."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from seatide.connectors.mysql_cdc.position import BinlogPosition
+    from seatide.connectors.mysql_cdc.stream import MySqlCdcReader, stream_options
+
+    server = private_mariadb
+    shards = [f"{cdc_database}.shard1", f"{cdc_database}.shard2"]
+    for shard in shards:
+        server.execute(TABLE_DDL.format(name=shard))
+    insert(server, shards[0], [1])                          # before the start position
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("SHOW MASTER STATUS")
+        file, pos = cur.fetchone()[:2]
+    insert(server, shards[0], [2])
+    insert(server, shards[1], [3])
+    server.execute(f"UPDATE {shards[1]} SET name = 'three' WHERE id = 3", f"DELETE FROM {shards[0]} WHERE id = 1")
+
+    def changes(mode_options: str) -> tuple[MySqlCdcReader, dict, dict, list]:
+        plugin = source(server, shards, mode_options + "\nserver-id = 5403")
+        tables, schema = plugin.discover(plugin.server_config())
+        specific = (plugin.opts["startup.specific-offset.file"], plugin.opts["startup.specific-offset.pos"])
+        reader = MySqlCdcReader(stream_options(plugin.server_config(), tables, schema.json(), plugin.opts["startup.mode"],
+                                               BinlogPosition.of(*specific) if specific[0] else None))
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, ReadAllAvailable())
+        return reader, start, end, read_all(reader, start, end)
+
+    def read_all(reader, start, end) -> list:
+        return [(row["id"], row["name"], RowKind(row[ROW_KIND_COLUMN]))
+                for part in reader.partitions(start, end) for batch in reader.read(part)
+                for row in batch.to_pylist()]
+
+    reader, start, end, rows = changes(f'startup.mode = "specific"\nstartup.specific-offset.file = "{file}"\n'
+                                       f"startup.specific-offset.pos = {pos}")
+    assert rows == [(2, "row 2", RowKind.INSERT), (3, "row 3", RowKind.INSERT),
+                    (3, "row 3", RowKind.UPDATE_BEFORE), (3, "three", RowKind.UPDATE_AFTER),
+                    (1, "row 1", RowKind.DELETE)]
+    assert read_all(reader, start, end) == rows             # a replayed batch yields the same rows
+    assert reader.latestOffset(end, ReadAllAvailable()) == end    # nothing new: no batch
+    _, _, _, everything = changes('startup.mode = "earliest"')
+    assert everything[0] == (1, "row 1", RowKind.INSERT) and everything[1:] == rows

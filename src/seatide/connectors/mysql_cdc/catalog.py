@@ -65,7 +65,7 @@ class ServerConfig:
 
     @property
     def replication_settings(self) -> dict:
-        return {"host": self.host, "port": self.port, "user": self.user, "passwd": self.password,
+        return {"host": self.host, "port": self.port, "user": self.user, "password": self.password,
                 "connect_timeout": max(1, int(self.connect_timeout_s))}
 
 
