@@ -123,7 +123,7 @@ def main() -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         job = subprocess.Popen([sys.executable, "-m", "seatide.cli.main", "run", job_file,
                                 "--data-dir", os.path.join(workdir, "seatide")],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+                               stdout=subprocess.PIPE, stderr=open(os.environ.get("CDC_BENCH_JOB_LOG", os.devnull), "w"), text=True, env=env)
         arrivals = Arrivals(job.stdout)
         started = time.monotonic()
         # Snapshot rows carry n = -id: the job is live once the last of them is printed.

@@ -52,6 +52,12 @@ class MySqlCdcReader(DataSourceStreamReader):
         self.startup_mode = options["startup_mode"]
         self.specific = json.loads(options.get("specific") or "null")
         self._checked_start = False
+        self._conn = None      # the driver side's connection, kept across micro-batches
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_conn"] = None  # a connection never travels to a worker
+        return state
 
     # Built where needed, never pickled: Columns hold conversion functions.
     def _config(self) -> ServerConfig:
@@ -74,15 +80,25 @@ class MySqlCdcReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict, limit) -> dict:
         offset = StreamOffset.from_json(start)
-        config = self._config()
-        with config.connect() as conn:
-            if offset.phase == BINLOG and not self._checked_start:
-                self._check_available(conn, offset.position)
-                self._checked_start = True
-            end = current_position(conn)
+        conn = self._connection()
+        if offset.phase == BINLOG and not self._checked_start:
+            self._check_available(conn, offset.position)
+            self._checked_start = True
+        end = current_position(conn)
         if offset.phase == BINLOG and end <= offset.position:
             return start
         return StreamOffset.at(end).to_json()
+
+    def _connection(self):
+        """One connection for the per-trigger position query (a new one costs a TLS set-up)."""
+        if self._conn is not None:
+            try:
+                self._conn.ping(reconnect=False)
+                return self._conn
+            except Exception:  # gone: the server restarted or closed an idle connection
+                self._conn = None
+        self._conn = self._config().connect()
+        return self._conn
 
     def _check_available(self, conn, position: BinlogPosition) -> None:
         """A purged start file means lost changes: fail for good rather than skip them."""
@@ -105,6 +121,11 @@ class MySqlCdcReader(DataSourceStreamReader):
 
     def commit(self, end: dict) -> None:
         """Nothing to release: the server keeps binlogs by its own expiry, not by our progress."""
+
+    def stop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     # -- rows (Spark's Python workers) ------------------------------------------------------
     def read(self, partition) -> Iterator:
