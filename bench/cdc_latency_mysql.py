@@ -65,6 +65,24 @@ class Arrivals:
             return sum(1 for seq in self.seen if seq >= low)
 
 
+class JobLog:
+    """The job's stderr (progress lines): kept in CDC_BENCH_JOB_LOG if set; notes the highest
+    attempt number, since a retried driver's restart lands in the latencies."""
+
+    def __init__(self, stream):
+        self.attempts = 1
+        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _read(self, stream) -> None:
+        with open(os.environ.get("CDC_BENCH_JOB_LOG", os.devnull), "w") as log:
+            for line in stream:
+                log.write(line)
+                match = re.search(r"attempt (\d+)", line)
+                if match:
+                    self.attempts = max(self.attempts, int(match.group(1)))
+
+
 def wait_for(condition, seconds: float, what: str) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
@@ -123,8 +141,8 @@ def main() -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         job = subprocess.Popen([sys.executable, "-m", "seatide.cli.main", "run", job_file,
                                 "--data-dir", os.path.join(workdir, "seatide")],
-                               stdout=subprocess.PIPE, stderr=open(os.environ.get("CDC_BENCH_JOB_LOG", os.devnull), "w"), text=True, env=env)
-        arrivals = Arrivals(job.stdout)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        arrivals, job_log = Arrivals(job.stdout), JobLog(job.stderr)
         started = time.monotonic()
         # Snapshot rows carry n = -id: the job is live once the last of them is printed.
         wait_for(lambda: -SNAPSHOT_ROWS in arrivals.seen, 180, "the snapshot to reach the sink")
@@ -137,6 +155,8 @@ def main() -> None:
         print(f"latency commit -> sink output: p50 {percentile(latencies, 0.50):.3f} s, "
               f"p99 {percentile(latencies, 0.99):.3f} s, max {max(latencies):.3f} s, "
               f"mean {statistics.fmean(latencies):.3f} s")
+        print(f"driver attempts: {job_log.attempts} (more than 1: the job was retried, and the restart "
+              "is part of the latencies)")
     finally:
         if job is not None and job.poll() is None:
             job.send_signal(signal.SIGINT)
@@ -146,7 +166,10 @@ def main() -> None:
                 job.kill()
                 job.wait()
         stop_private_mariadb(mariadb)
-        subprocess.run(["rm", "-rf", workdir], check=False)
+        if os.environ.get("CDC_BENCH_KEEP"):
+            print(f"kept {workdir} (the job's data directory is {workdir}/seatide)")
+        else:
+            subprocess.run(["rm", "-rf", workdir], check=False)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,11 @@ def split_table(conn, index: int, table: CapturedTable, split_size: int) -> list
            f"FROM {quote(table.database)}.{quote(table.table)}) AS k "
            f"WHERE __rn > 1 AND MOD(__rn - 1, %s) = 0 ORDER BY {keys}")
     with conn.cursor() as cur:
-        cur.execute(sql, (split_size,))
+        try:
+            cur.execute(sql, (split_size,))
+        except pymysql.err.ProgrammingError:
+            # No window functions (MySQL before 8.0): read the table as one split.
+            return [SnapshotSplit(index, None, None)]
         bounds = [tuple(row) for row in cur.fetchall()]
     edges = [None, *bounds, None]
     return [SnapshotSplit(index, edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
