@@ -8,6 +8,7 @@ with ``seatide run`` (MySQL-CDC -> Console, checkpoint.interval 1 s), then commi
 with a unique sequence number in column ``n`` — in transactions of 10 changes every
 10 ms. A change's latency is the time from its COMMIT returning to its line appearing on
 the job's stdout. Prints p50, p99 and max, and the rate actually achieved.
+``--in-process`` measures the connector without the control plane (see its help).
 """
 
 from __future__ import annotations
@@ -44,21 +45,25 @@ sink {{ Console {{}} }}
 
 
 class Arrivals:
-    """Sequence number -> when its line reached us, read from the job's stdout."""
+    """Sequence number -> when its row reached the sink's output."""
 
-    def __init__(self, stream):
+    def __init__(self):
         self.seen: dict[int, float] = {}
         self.lock = threading.Lock()
-        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self.thread.start()
 
-    def _read(self, stream) -> None:
-        for line in stream:
-            match = LINE.search(line)
-            if match:
-                now = time.monotonic()
-                with self.lock:
-                    self.seen.setdefault(int(match.group(3)), now)
+    def note(self, seq: int) -> None:
+        now = time.monotonic()
+        with self.lock:
+            self.seen.setdefault(seq, now)
+
+    def follow(self, stream) -> None:
+        """Read the job's stdout (Console lines) in a thread."""
+        def read() -> None:
+            for line in stream:
+                match = LINE.search(line)
+                if match:
+                    self.note(int(match.group(3)))
+        threading.Thread(target=read, daemon=True).start()
 
     def count_at_least(self, low: int) -> int:
         with self.lock:
@@ -118,6 +123,24 @@ def drive(server, rate: int, seconds: float, first_seq: int) -> tuple[dict[int, 
         return committed, time.monotonic() - start
 
 
+def in_process_query(job_text: str, workdir: str, arrivals: Arrivals):
+    from seatide.config.loader import load_job_text
+    from seatide.plugin.base import ReadContext
+    from seatide.runtime.session import build_session
+
+    spark = build_session("cdc-latency", {"spark.master": "local[2]"})
+    plugin = load_job_text(job_text).sources[0].plugin
+    df = plugin.read(ReadContext(spark, micro_batch=True, unbounded=True, parallelism=2,
+                                 max_rows_per_batch=1_000_000, read_interval_ms=1000, plugin_id="source[0]"))
+
+    def sink(batch_df, batch_id) -> None:
+        for row in batch_df.select("n").toLocalIterator():
+            arrivals.note(row.n)
+
+    return (df.writeStream.trigger(processingTime="1 second").foreachBatch(sink)
+            .option("checkpointLocation", os.path.join(workdir, "checkpoint")).start())
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -127,26 +150,35 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rate", type=int, default=1000, help="changes per second")
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--in-process", action="store_true",
+                        help="no control plane: the source in this process's SparkSession, a foreachBatch "
+                             "sink that pulls rows to the driver, a 1 s trigger")
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="seatide-cdc-bench-")
     server, mariadb = start_private_mariadb(workdir)
-    job = None
+    job = query = job_log = None
     try:
         server.execute("CREATE DATABASE bench_cdc",
                        f"CREATE TABLE {TABLE} (id BIGINT PRIMARY KEY, n BIGINT, note VARCHAR(16))",
                        f"INSERT INTO {TABLE} SELECT seq, -seq, 'snap' FROM seq_1_to_{SNAPSHOT_ROWS}")
-        job_file = os.path.join(workdir, "job.conf")
-        with open(job_file, "w") as handle:
-            handle.write(JOB.format(url=server.url, table=TABLE))
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        job = subprocess.Popen([sys.executable, "-m", "seatide.cli.main", "run", job_file,
-                                "--data-dir", os.path.join(workdir, "seatide")],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        arrivals, job_log = Arrivals(job.stdout), JobLog(job.stderr)
+        job_text = JOB.format(url=server.url, table=TABLE)
+        arrivals = Arrivals()
         started = time.monotonic()
-        # Snapshot rows carry n = -id: the job is live once the last of them is printed.
-        wait_for(lambda: -SNAPSHOT_ROWS in arrivals.seen, 180, "the snapshot to reach the sink")
-        print(f"job live (snapshot of {SNAPSHOT_ROWS} rows printed) after {time.monotonic() - started:.1f} s")
+        if args.in_process:
+            query = in_process_query(job_text, workdir, arrivals)
+        else:
+            job_file = os.path.join(workdir, "job.conf")
+            with open(job_file, "w") as handle:
+                handle.write(job_text)
+            env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+            job = subprocess.Popen([sys.executable, "-m", "seatide.cli.main", "run", job_file,
+                                    "--data-dir", os.path.join(workdir, "seatide")],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+            arrivals.follow(job.stdout)
+            job_log = JobLog(job.stderr)
+        # Snapshot rows carry n = -id: the job is live once the last of them is out.
+        wait_for(lambda: -SNAPSHOT_ROWS in arrivals.seen, 300, "the snapshot to reach the sink")
+        print(f"job live (snapshot of {SNAPSHOT_ROWS} rows out) after {time.monotonic() - started:.1f} s")
         committed, took = drive(server, args.rate, args.seconds, first_seq=0)
         wait_for(lambda: arrivals.count_at_least(1) >= len(committed), 120, "every change to reach the sink")
         latencies = [arrivals.seen[s] - t for s, t in committed.items()]
@@ -155,9 +187,12 @@ def main() -> None:
         print(f"latency commit -> sink output: p50 {percentile(latencies, 0.50):.3f} s, "
               f"p99 {percentile(latencies, 0.99):.3f} s, max {max(latencies):.3f} s, "
               f"mean {statistics.fmean(latencies):.3f} s")
-        print(f"driver attempts: {job_log.attempts} (more than 1: the job was retried, and the restart "
-              "is part of the latencies)")
+        if job_log is not None:
+            print(f"driver attempts: {job_log.attempts} (more than 1: the job was retried, and the restart "
+                  "is part of the latencies)")
     finally:
+        if query is not None:
+            query.stop()
         if job is not None and job.poll() is None:
             job.send_signal(signal.SIGINT)
             try:

@@ -22,7 +22,7 @@ from pyspark.sql import types as T
 
 from seatide.plugin.types import parse_type
 
-# SeaTunnel type name -> Arrow type, for the types this connector produces.
+# Spark type -> the Arrow type a reader must yield for it (decimals are built from p and s).
 _ARROW = {
     T.BooleanType(): pa.bool_(), T.ByteType(): pa.int8(), T.ShortType(): pa.int16(),
     T.IntegerType(): pa.int32(), T.LongType(): pa.int64(), T.FloatType(): pa.float32(),
@@ -30,6 +30,10 @@ _ARROW = {
     T.DateType(): pa.date32(), T.TimestampNTZType(): pa.timestamp("us"),
 }
 _UNSIGNED_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "integer": 32, "bigint": 64}
+# (integer type, unsigned) -> SeaTunnel type wide enough for every value; the rest are int.
+_INTEGER_TYPES = {("tinyint", False): "tinyint", ("tinyint", True): "smallint",
+                  ("smallint", False): "smallint", ("bigint", False): "bigint",
+                  ("int", True): "bigint", ("integer", True): "bigint", ("bigint", True): "decimal(20,0)"}
 _TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json"}
 _BYTES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "geometry", "point",
           "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
@@ -69,11 +73,7 @@ def column(name: str, data_type: str, column_type: str, precision: int | None, s
     if (base == "bit" and width in (None, 1)) or (base == "tinyint" and width == 1):
         return Column(name, column_type, "boolean", _to_bool)
     if base in _UNSIGNED_BITS:
-        name_for = {("tinyint", False): "tinyint", ("tinyint", True): "smallint",
-                    ("smallint", False): "smallint", ("bigint", False): "bigint",
-                    ("int", True): "bigint", ("integer", True): "bigint",
-                    ("bigint", True): "decimal(20,0)"}
-        seatunnel = name_for.get((base, unsigned), "int")
+        seatunnel = _INTEGER_TYPES.get((base, unsigned), "int")
         bits = _UNSIGNED_BITS[base] if unsigned else 0
         return Column(name, column_type, seatunnel, _to_int(bits, seatunnel == "decimal(20,0)"))
     if base == "year":
