@@ -72,7 +72,8 @@ class StreamOffset:
 
 def lost_position_message(position: BinlogPosition, first_available: str | None) -> str:
     available = f" (the oldest binlog on the server is {first_available})" if first_available else ""
-    return (f"MySQL-CDC: the checkpoint resumes from binlog position {position}, but the server "
+    return (f"MySQL-CDC: the stream resumes from binlog position {position} (its checkpoint, or "
+            f"startup.specific-offset on a first start), but the server "
             f"no longer has binlog file {position.file}{available}: it was purged, so the changes "
             "made since the checkpoint are lost and resuming would skip them. Start over with a "
             "fresh checkpoint and startup.mode = \"initial\" to take a new snapshot "
