@@ -154,7 +154,7 @@ def main() -> None:
                         help="no control plane: the source in this process's SparkSession, a foreachBatch "
                              "sink that pulls rows to the driver, a 1 s trigger")
     args = parser.parse_args()
-    workdir = tempfile.mkdtemp(prefix="seatide-cdc-bench-")
+    workdir = tempfile.mkdtemp(prefix="seatide-mysql-cdc-bench-")
     server, mariadb = start_private_mariadb(workdir)
     job = query = job_log = None
     try:
