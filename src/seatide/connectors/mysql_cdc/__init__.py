@@ -1,0 +1,1 @@
+"""MySQL-CDC: a consistent-enough snapshot of MySQL/MariaDB tables, then their binlog changes."""

@@ -1,0 +1,49 @@
+"""Rows -> Arrow record batches whose types match the Spark schema exactly."""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator, Sequence
+
+import pyarrow as pa
+
+from seatide.connectors.mysql_cdc.columns import Column
+from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
+
+ARROW_BATCH_ROWS = 8192
+
+
+class BatchBuilder:
+    """Collects converted rows column by column and cuts a RecordBatch every ``ARROW_BATCH_ROWS``."""
+
+    def __init__(self, columns: Sequence[Column]):
+        self.columns = columns
+        self.names = [c.name for c in columns] + [ROW_KIND_COLUMN]
+        self.types = [c.arrow_type for c in columns] + [pa.int8()]
+        self._reset()
+
+    def _reset(self) -> None:
+        self._values: list[list] = [[] for _ in self.names]
+
+    def add(self, raw: Sequence, kind: RowKind) -> pa.RecordBatch | None:
+        """Add one row as the client gave it; returns a full batch when one is ready."""
+        for target, col, value in zip(self._values, self.columns, raw):
+            target.append(col.convert(value))
+        self._values[-1].append(int(kind))
+        return self.flush() if len(self._values[-1]) >= ARROW_BATCH_ROWS else None
+
+    def flush(self) -> pa.RecordBatch | None:
+        if not self._values[-1]:
+            return None
+        arrays = [pa.array(values, type=t) for values, t in zip(self._values, self.types)]
+        self._reset()
+        return pa.RecordBatch.from_arrays(arrays, names=self.names)
+
+
+def record_batches(builder: BatchBuilder, rows: Iterable[tuple[Sequence, RowKind]]) -> Iterator[pa.RecordBatch]:
+    for raw, kind in rows:
+        batch = builder.add(raw, kind)
+        if batch is not None:
+            yield batch
+    last = builder.flush()
+    if last is not None:
+        yield last

@@ -1,0 +1,162 @@
+"""What the server holds: connections, captured tables and their columns, binlog state.
+
+Everything here runs wherever it is needed — the Spark driver (schema, start position) and
+Spark's Python workers (snapshot splits, binlog reads) — from one ``ServerConfig`` that
+travels to the workers as JSON in the data source's options.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
+from zoneinfo import ZoneInfo
+
+import pymysql
+
+from seatide.connectors.mysql_cdc.columns import Column, column
+from seatide.connectors.mysql_cdc.position import BinlogPosition
+
+# Errors that a new connection may cure: can't connect, server gone away, lost connection.
+_TRANSIENT = {2003, 2006, 2013}
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str
+    port: int
+    user: str
+    password: str
+    tables: tuple[tuple[str, str], ...]            # (database, table)
+    keys: dict = field(default_factory=dict)       # "db.table" -> [key columns] from table-names-config
+    server_id: int = 0
+    time_zone: str = "UTC"
+    connect_timeout_s: float = 30.0
+    max_retries: int = 3
+    split_size: int = 8096
+    fetch_size: int = 1024
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "ServerConfig":
+        data = json.loads(text)
+        data["tables"] = tuple(tuple(t) for t in data["tables"])
+        return cls(**data)
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.time_zone)
+
+    def connect(self, **extra) -> pymysql.Connection:
+        """A connection, retried ``max_retries`` times when the server cannot be reached."""
+        for attempt in range(self.max_retries + 1):
+            try:
+                return pymysql.connect(host=self.host, port=self.port, user=self.user,
+                                       password=self.password, autocommit=True, charset="utf8mb4",
+                                       connect_timeout=max(1, int(self.connect_timeout_s)), **extra)
+            except pymysql.err.OperationalError as exc:
+                if exc.args[0] not in _TRANSIENT or attempt == self.max_retries:
+                    raise
+                time.sleep(min(2.0, 0.2 * 2 ** attempt))
+        raise AssertionError("unreachable")
+
+    @property
+    def replication_settings(self) -> dict:
+        return {"host": self.host, "port": self.port, "user": self.user, "password": self.password,
+                "connect_timeout": max(1, int(self.connect_timeout_s))}
+
+
+@dataclass(frozen=True)
+class CapturedTable:
+    database: str
+    table: str
+    described: tuple[tuple, ...]  # information_schema rows: name, DATA_TYPE, COLUMN_TYPE, precision, scale
+    key: tuple[str, ...]          # primary key (or table-names-config's); empty: none
+    time_zone: str = "UTC"
+
+    @property
+    def name(self) -> str:
+        return f"{self.database}.{self.table}"
+
+    @cached_property
+    def columns(self) -> tuple[Column, ...]:
+        zone = ZoneInfo(self.time_zone)
+        return tuple(column(*row, zone) for row in self.described)
+
+    # The driver describes the tables once, when the job starts; workers get the
+    # description with the data source's options, so every batch sees the same layout.
+    def to_json(self) -> list:
+        return [self.database, self.table, [list(r) for r in self.described], list(self.key), self.time_zone]
+
+    @classmethod
+    def from_json(cls, data: list) -> "CapturedTable":
+        database, table, described, key, zone = data
+        return cls(database, table, tuple(tuple(r) for r in described), tuple(key), zone)
+
+
+class CatalogError(Exception):
+    """The server or a table is not usable for CDC; the message says how to fix it."""
+
+
+def captured_table(conn, config: ServerConfig, database: str, table: str) -> CapturedTable:
+    with conn.cursor() as cur:
+        cur.execute("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, NUMERIC_PRECISION, NUMERIC_SCALE "
+                    "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+                    "ORDER BY ORDINAL_POSITION", (database, table))
+        rows = cur.fetchall()
+        if not rows:
+            raise CatalogError(f"table {database}.{table} does not exist on {config.host}:{config.port} "
+                               "(or the user may not see it): check table-names")
+        cur.execute("SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s "
+                    "AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
+                    (database, table))
+        primary = tuple(r[0] for r in cur.fetchall())
+    described = tuple((r[0], r[1], r[2], None if r[3] is None else int(r[3]),
+                       None if r[4] is None else int(r[4])) for r in rows)
+    captured = CapturedTable(database, table, described, (), config.time_zone)
+    columns = captured.columns
+    configured = tuple(config.keys.get(f"{database}.{table}", ()))
+    names = {c.name for c in columns}
+    missing = [k for k in configured if k not in names]
+    if missing:
+        raise CatalogError(f"table-names-config gives primaryKeys {list(configured)} for {database}.{table}, "
+                           f"but it has no column {missing[0]} (columns: {', '.join(sorted(names))})")
+    return replace(captured, key=primary or configured)
+
+
+def binlog_settings(conn) -> dict[str, str]:
+    with conn.cursor() as cur:
+        cur.execute("SHOW VARIABLES WHERE Variable_name IN ('log_bin', 'binlog_format', 'binlog_row_image')")
+        return {name.lower(): str(value) for name, value in cur.fetchall()}
+
+
+def check_binlog(conn, where: str) -> None:
+    settings = binlog_settings(conn)
+    wanted = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL"}
+    wrong = [f"{k} = {settings.get(k, 'unset')}" for k, v in wanted.items() if settings.get(k, "").upper() != v]
+    if wrong:
+        raise CatalogError(f"MySQL-CDC needs the binary log on the server {where} with log_bin = ON, "
+                           f"binlog_format = ROW and binlog_row_image = FULL, but it has {', '.join(wrong)}: "
+                           "start the server with --log-bin --binlog-format=ROW --binlog-row-image=FULL")
+
+
+def current_position(conn) -> BinlogPosition:
+    """Where the binlog ends now: after the last committed transaction."""
+    with conn.cursor() as cur:
+        try:
+            cur.execute("SHOW MASTER STATUS")
+        except pymysql.err.ProgrammingError:     # MySQL 8.4 renamed it
+            cur.execute("SHOW BINARY LOG STATUS")
+        row = cur.fetchone()
+    if not row:
+        raise CatalogError("the server reports no binlog position: binary logging is off (start it with --log-bin)")
+    return BinlogPosition.of(row[0], row[1])
+
+
+def binlog_files(conn) -> list[str]:
+    with conn.cursor() as cur:
+        cur.execute("SHOW BINARY LOGS")
+        return [r[0] for r in cur.fetchall()]

@@ -1,0 +1,81 @@
+"""Binlog positions and the stream's offsets.
+
+A position is a binlog file and a byte position in it (``binlog.000007:1234``). We chose
+file and position over GTID sets: they mean the same on MySQL and MariaDB (whose GTIDs
+differ in form and meaning), every server with ``log_bin`` has them without GTID mode,
+and they order trivially, which a micro-batch needs to read exactly ``[start, end)``.
+
+An offset is what Spark checkpoints for each micro-batch, as JSON:
+
+* ``{"phase": "snapshot"}`` — nothing read yet; the next batch reads the tables' snapshot
+  and ends at the binlog position taken *before* that read;
+* ``{"phase": "start", "mode": "latest"}`` — nothing read; the next batch ends at the
+  current position and holds no rows;
+* ``{"phase": "binlog", "file": F, "pos": P}`` — everything before ``F:P`` is delivered.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+SNAPSHOT = "snapshot"
+START = "start"
+BINLOG = "binlog"
+
+
+@dataclass(frozen=True, order=True)
+class BinlogPosition:
+    """A point in the binlog. Orders by file sequence number, then by byte position."""
+
+    sequence: int
+    pos: int
+    file: str
+
+    @classmethod
+    def of(cls, file: str, pos: int) -> "BinlogPosition":
+        suffix = file.rsplit(".", 1)[-1]
+        return cls(int(suffix) if suffix.isdigit() else 0, int(pos), file)
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.pos}"
+
+
+@dataclass(frozen=True)
+class StreamOffset:
+    phase: str
+    position: BinlogPosition | None = None
+    mode: str = ""
+
+    def to_json(self) -> dict:
+        if self.phase == BINLOG:
+            return {"phase": BINLOG, "file": self.position.file, "pos": self.position.pos}
+        if self.phase == START:
+            return {"phase": START, "mode": self.mode}
+        return {"phase": self.phase}
+
+    @classmethod
+    def from_json(cls, data: dict | str) -> "StreamOffset":
+        if isinstance(data, str):
+            data = json.loads(data)
+        phase = data.get("phase")
+        if phase == BINLOG:
+            return cls(BINLOG, BinlogPosition.of(data["file"], data["pos"]))
+        if phase in (SNAPSHOT, START):
+            return cls(phase, mode=data.get("mode", ""))
+        raise ValueError(f"MySQL-CDC: the checkpoint holds an offset this version cannot read: {data!r}")
+
+    @classmethod
+    def at(cls, position: BinlogPosition) -> "StreamOffset":
+        return cls(BINLOG, position)
+
+
+def lost_position_message(position: BinlogPosition, first_available: str | None) -> str:
+    available = f" (the oldest binlog on the server is {first_available})" if first_available else ""
+    return (f"MySQL-CDC: the stream resumes from binlog position {position} (its checkpoint, or "
+            f"startup.specific-offset on a first start), but the server "
+            f"no longer has binlog file {position.file}{available}: it was purged, so the changes "
+            "made since the checkpoint are lost and resuming would skip them. Start over with a "
+            "fresh checkpoint and startup.mode = \"initial\" to take a new snapshot "
+            "(`seatide resume JOB_ID --fallback fresh` starts over), and keep binlogs longer "
+            "(expire_logs_days / binlog_expire_logs_seconds) than a job may be stopped.")

@@ -1,0 +1,204 @@
+"""MySQL-CDC: a snapshot of MySQL/MariaDB tables, then every change from their binlog.
+
+Only STREAMING jobs: a change stream has no end. Rows carry ``__row_kind`` (snapshot rows
+and inserts INSERT; updates UPDATE_BEFORE then UPDATE_AFTER; deletes DELETE). The schema
+is read from the server when the job starts, with SeaTunnel's type mapping (``columns``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import weakref
+from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from seatide.connectors.jdbc.url import MYSQL, JdbcUrl, JdbcUrlError
+from seatide.connectors.mysql_cdc.catalog import CapturedTable, CatalogError, ServerConfig, captured_table, check_binlog
+from seatide.connectors.mysql_cdc.columns import UnsupportedColumn
+from seatide.connectors.mysql_cdc.options import MYSQL_CDC_OPTIONS, SERVER_ID_RANGE
+from seatide.connectors.mysql_cdc.position import BinlogPosition
+from seatide.plugin.base import PermanentError, ReadContext, Source
+from seatide.plugin.registry import register
+from seatide.plugin.rowkind import ALL_KINDS, ROW_KIND_COLUMN, RowKind
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+_REGISTERED: "weakref.WeakSet[SparkSession]" = weakref.WeakSet()
+
+
+@register
+class MySqlCdcSource(Source):
+    """Captures ``table-names`` from a MySQL or MariaDB server with ``log_bin`` on, ROW format
+    and FULL row images: first a snapshot (``startup.mode = initial``), then the binlog."""
+
+    plugin_name = "MySQL-CDC"
+    options = MYSQL_CDC_OPTIONS
+    doc = __doc__ or ""
+
+    # -- validation ----------------------------------------------------------------------
+    def check(self) -> None:
+        try:
+            self._url = JdbcUrl.parse(self.opts["base-url"])
+        except JdbcUrlError as exc:
+            raise self.invalid("base-url", f"base-url: {exc}") from None
+        if self._url.dialect != MYSQL:
+            raise self.invalid("base-url", f"base-url '{self._url.text}' is not a MySQL or MariaDB "
+                               "URL: MySQL-CDC reads jdbc:mysql://host:3306/db or jdbc:mariadb://...")
+        self._tables = self._table_names()
+        self._keys = self._table_keys()
+        self._check_modes()
+        self._server_id = self._parse_server_id()
+        try:
+            ZoneInfo(self.opts["server-time-zone"])
+        except (ZoneInfoNotFoundError, ValueError):
+            raise self.invalid("server-time-zone", f"server-time-zone '{self.opts['server-time-zone']}' "
+                               "is not a known time zone: use an IANA name such as UTC or "
+                               "Europe/Berlin") from None
+        for key in ("snapshot.split.size", "snapshot.fetch.size", "connect.timeout.ms"):
+            if self.opts[key] < 1:
+                raise self.invalid(key, f"option '{key}' must be at least 1, got {self.opts[key]}")
+        if self.opts["connect.max-retries"] < 0:
+            raise self.invalid("connect.max-retries", "option 'connect.max-retries' must be at least 0")
+
+    def _table_names(self) -> tuple[tuple[str, str], ...]:
+        names = self.opts["table-names"]
+        if not names:
+            raise self.invalid("table-names", "table-names is empty: list the tables to capture "
+                               "as database.table, e.g. table-names = [\"shop.orders\"]")
+        databases = self.opts["database-names"]
+        tables = []
+        for name in names:
+            parts = name.split(".")
+            if len(parts) != 2 or not all(parts):
+                raise self.invalid("table-names", f"table-names holds '{name}': write each table as "
+                                   "database.table, e.g. \"shop.orders\"")
+            if databases and parts[0] not in databases:
+                raise self.invalid("table-names", f"table '{name}' is in database '{parts[0]}', which "
+                                   f"database-names ({', '.join(databases)}) does not list: add it there "
+                                   "or remove database-names")
+            tables.append((parts[0], parts[1]))
+        return tuple(tables)
+
+    def _table_keys(self) -> dict[str, list[str]]:
+        keys: dict[str, list[str]] = {}
+        known = {f"{db}.{t}" for db, t in self._tables}
+        for entry in self.opts["table-names-config"] or []:
+            if not isinstance(entry, dict) or not isinstance(entry.get("table"), str):
+                raise self.invalid("table-names-config", "each entry of table-names-config must be "
+                                   "{ table = \"db.table\", primaryKeys = [\"id\"] }")
+            table, primary = entry["table"], entry.get("primaryKeys", [])
+            if table not in known:
+                raise self.invalid("table-names-config", f"table-names-config names '{table}', which is "
+                                   f"not in table-names ({', '.join(sorted(known))})")
+            if not isinstance(primary, list) or not all(isinstance(k, str) for k in primary):
+                raise self.invalid("table-names-config", f"primaryKeys of '{table}' must be a list of "
+                                   "column names, e.g. primaryKeys = [\"id\"]")
+            keys[table] = primary
+        return keys
+
+    def _check_modes(self) -> None:
+        mode = self.opts["startup.mode"]
+        if mode == "specific":
+            for key in ("startup.specific-offset.file", "startup.specific-offset.pos"):
+                if self.opts[key] is None:
+                    raise self.invalid(key, f"startup.mode = specific needs {key}: give the binlog "
+                                       "file and position to start from (SHOW MASTER STATUS shows them)")
+        if self.opts["stop.mode"] != "never":
+            raise self.invalid("stop.mode", f"stop.mode = {self.opts['stop.mode']} is not supported: a "
+                               "MySQL-CDC stream runs until the job is cancelled (stop.mode = never)")
+        if self.opts["format"] != "DEFAULT":
+            raise self.invalid("format", "format = COMPATIBLE_DEBEZIUM_JSON is not supported: SeaTide "
+                               "emits rows with a row kind (format = DEFAULT)")
+        debezium = self.opts["debezium"] or {}
+        if str(_nested(debezium, "include.schema.changes")).lower() == "true":
+            raise self.invalid("debezium", "debezium.include.schema.changes = true is not supported: "
+                               "SeaTide does not follow schema changes; restart from a fresh "
+                               "checkpoint after changing a captured table")
+
+    def _parse_server_id(self) -> int:
+        text = self.opts["server-id"]
+        if text is None:
+            return random.randint(*SERVER_ID_RANGE)
+        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(text))
+        if not match:
+            raise self.invalid("server-id", f"server-id '{text}' is neither a number (5400) nor a "
+                               "range (5400-5408)")
+        first, last = int(match.group(1)), int(match.group(2) or match.group(1))
+        if not 1 <= first <= last < 1 << 32:
+            raise self.invalid("server-id", f"server-id '{text}': ids must be 1..4294967295 and a "
+                               "range must run from low to high")
+        # One binlog reader per job: the range's first id is the one used.
+        return first
+
+    # -- contract ----------------------------------------------------------------------
+    def row_kinds(self) -> frozenset[RowKind]:
+        return ALL_KINDS
+
+    def server_config(self) -> ServerConfig:
+        return ServerConfig(
+            host=self._url.host, port=self._url.port, user=self.opts["username"],
+            password=self.opts["password"], tables=self._tables, keys=self._keys,
+            server_id=self._server_id, time_zone=self.opts["server-time-zone"],
+            connect_timeout_s=self.opts["connect.timeout.ms"] / 1000.0,
+            max_retries=self.opts["connect.max-retries"], split_size=self.opts["snapshot.split.size"],
+            fetch_size=self.opts["snapshot.fetch.size"])
+
+    def discover(self, config: ServerConfig) -> "tuple[list[CapturedTable], StructType]":
+        """The captured tables and their Spark schema (they must agree), checked against the server."""
+        from pyspark.sql import types as T
+
+        try:
+            with config.connect() as conn:
+                check_binlog(conn, f"{config.host}:{config.port}")
+                tables = [captured_table(conn, config, db, t) for db, t in config.tables]
+        except (CatalogError, UnsupportedColumn) as exc:
+            raise PermanentError(f"MySQL-CDC: {exc}") from None
+        except Exception as exc:  # pymysql's errors: access denied, unknown host, ...
+            raise PermanentError(f"MySQL-CDC: cannot read the captured tables from {config.host}:"
+                                 f"{config.port} as {config.user}: {exc}") from None
+        first = tables[0]
+        shape = [(c.name, c.seatunnel_type) for c in first.columns]
+        for other in tables[1:]:
+            if [(c.name, c.seatunnel_type) for c in other.columns] != shape:
+                raise PermanentError(f"MySQL-CDC: {other.name} and {first.name} have different columns; "
+                                     "one source emits one row type, so capture tables of different "
+                                     "shapes with one MySQL-CDC source each")
+        fields = [T.StructField(c.name, c.spark_type, True) for c in first.columns]
+        return tables, T.StructType(fields + [T.StructField(ROW_KIND_COLUMN, T.ByteType(), True)])
+
+    def read(self, ctx: ReadContext) -> "DataFrame":
+        from seatide.connectors.mysql_cdc.stream import SOURCE_NAME, MySqlCdcDataSource, stream_options
+
+        if not ctx.micro_batch or not ctx.unbounded:
+            raise PermanentError("MySQL-CDC reads an endless change stream and runs only in STREAMING "
+                                 "jobs: set env { job.mode = \"STREAMING\" }")
+        config = self.server_config()
+        tables, schema = self.discover(config)
+        spark = ctx.spark
+        if spark not in _REGISTERED:
+            spark.dataSource.register(MySqlCdcDataSource)
+            _REGISTERED.add(spark)
+        specific = None
+        if self.opts["startup.mode"] == "specific":
+            specific = BinlogPosition.of(self.opts["startup.specific-offset.file"],
+                                         self.opts["startup.specific-offset.pos"])
+        options = stream_options(config, tables, schema.json(), self.opts["startup.mode"], specific)
+        return spark.readStream.format(SOURCE_NAME).options(**options).load()
+
+
+def _nested(block: dict, dotted: str):
+    if dotted in block:
+        return block[dotted]
+    value = block
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+__all__ = ["MySqlCdcSource"]

@@ -1,0 +1,136 @@
+"""MySQL-CDC as a Python streaming data source: offsets are binlog positions (see ``position``).
+
+The first micro-batch of ``startup.mode = initial`` reads the snapshot (``snapshot``) and
+ends at the binlog position taken just before; every later micro-batch reads the binlog
+between its start and end positions (``binlog``), so a replayed batch yields the same
+changes. The driver side asks the server where the binlog ends now; the workers read.
+Classes live in an importable module because Spark's Python workers unpickle them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Iterator
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader
+
+from seatide.connectors.mysql_cdc.binlog import BinlogRange, read_range
+from seatide.connectors.mysql_cdc.catalog import CapturedTable, ServerConfig, binlog_files, current_position
+from seatide.connectors.mysql_cdc.position import (BINLOG, SNAPSHOT, START, BinlogPosition, StreamOffset,
+                                                   lost_position_message)
+from seatide.connectors.mysql_cdc.snapshot import SnapshotSplit, read_split, split_table
+from seatide.plugin.base import permanent_in_worker
+
+SOURCE_NAME = "seatide_mysql_cdc"
+
+
+def stream_options(config: ServerConfig, tables: list[CapturedTable], schema_json: str, startup_mode: str,
+                   specific: BinlogPosition | None) -> dict[str, str]:
+    return {"config": config.to_json(), "tables": json.dumps([t.to_json() for t in tables]),
+            "schema": schema_json, "startup_mode": startup_mode,
+            "specific": json.dumps([specific.file, specific.pos] if specific else None)}
+
+
+class MySqlCdcDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self):
+        from pyspark.sql.types import StructType
+
+        return StructType.fromJson(json.loads(self.options["schema"]))
+
+    def streamReader(self, schema) -> "MySqlCdcReader":
+        return MySqlCdcReader(self.options)
+
+
+class MySqlCdcReader(DataSourceStreamReader):
+    def __init__(self, options):
+        self.config_json = options["config"]
+        self.tables_json = options["tables"]
+        self.startup_mode = options["startup_mode"]
+        self.specific = json.loads(options.get("specific") or "null")
+        self._checked_start = False
+        self._conn = None      # the driver side's connection, kept across micro-batches
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_conn"] = None  # a connection never travels to a worker
+        return state
+
+    # Built where needed, never pickled: Columns hold conversion functions.
+    def _config(self) -> ServerConfig:
+        return ServerConfig.from_json(self.config_json)
+
+    def _tables(self) -> list[CapturedTable]:
+        return [CapturedTable.from_json(t) for t in json.loads(self.tables_json)]
+
+    # -- offsets (Spark's driver side) ------------------------------------------------------
+    def initialOffset(self) -> dict:
+        mode = self.startup_mode
+        if mode == "initial":
+            return StreamOffset(SNAPSHOT).to_json()
+        if mode == "latest":
+            return StreamOffset(START, mode="latest").to_json()
+        if mode == "specific":
+            return StreamOffset.at(BinlogPosition.of(*self.specific)).to_json()
+        with self._config().connect() as conn:          # earliest
+            return StreamOffset.at(BinlogPosition.of(binlog_files(conn)[0], 4)).to_json()
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        offset = StreamOffset.from_json(start)
+        conn = self._connection()
+        if offset.phase == BINLOG and not self._checked_start:
+            self._check_available(conn, offset.position)
+            self._checked_start = True
+        end = current_position(conn)
+        if offset.phase == BINLOG and end <= offset.position:
+            return start
+        return StreamOffset.at(end).to_json()
+
+    def _connection(self):
+        """One connection for the per-trigger position query (a new one costs a TLS set-up)."""
+        if self._conn is not None:
+            try:
+                self._conn.ping(reconnect=False)
+                return self._conn
+            except Exception:  # gone: the server restarted or closed an idle connection
+                self._conn = None
+        self._conn = self._config().connect()
+        return self._conn
+
+    def _check_available(self, conn, position: BinlogPosition) -> None:
+        """A purged start file means lost changes: fail for good rather than skip them."""
+        files = binlog_files(conn)
+        if position.file not in files:
+            raise permanent_in_worker(lost_position_message(position, files[0] if files else None))
+
+    def partitions(self, start: dict, end: dict) -> list:
+        begin, stop = StreamOffset.from_json(start), StreamOffset.from_json(end)
+        if begin.phase == START:
+            return []
+        if begin.phase == SNAPSHOT:
+            config = self._config()
+            with config.connect() as conn:
+                return [split for i, t in enumerate(self._tables())
+                        for split in split_table(conn, i, t, config.split_size)]
+        if stop.position <= begin.position:
+            return []
+        return [BinlogRange(begin.position, stop.position)]
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release: the server keeps binlogs by its own expiry, not by our progress."""
+
+    def stop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    # -- rows (Spark's Python workers) ------------------------------------------------------
+    def read(self, partition) -> Iterator:
+        config, tables = self._config(), self._tables()
+        if isinstance(partition, SnapshotSplit):
+            yield from read_split(config, tables[partition.table], partition)
+        else:
+            yield from read_range(config, tables, partition)

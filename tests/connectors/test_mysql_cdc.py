@@ -1,0 +1,305 @@
+"""MySQL-CDC against a private MariaDB with the binlog on: snapshot then changes replicate
+exactly (applied by row kind to a replica), a restart from the checkpoint misses nothing,
+a purged binlog position fails the resume with a way out, and bad options are refused."""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+import time
+from decimal import Decimal
+
+import pytest
+from pyspark.sql import types as T
+
+from cdc_mysql_server import private_mariadb  # noqa: F401  (session fixture)
+from seatide.config.loader import ConfigError, load_job_text
+from seatide.plugin.base import PERMANENT_MARK, PermanentError, ReadContext
+from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
+
+DEADLINE_S = 60.0
+
+TABLE_DDL = """CREATE TABLE {name} (
+  id INT PRIMARY KEY, name VARCHAR(40), amount DECIMAL(10,2), flag TINYINT(1), small TINYINT UNSIGNED,
+  big BIGINT UNSIGNED, score DOUBLE, ts TIMESTAMP(6) NULL, happened DATETIME, day DATE,
+  data BLOB, tag ENUM('red','green','blue'), doc JSON, span TIME)"""
+
+
+def source(server, tables: list[str], extra: str = ""):
+    names = ", ".join(f'"{t}"' for t in tables)
+    job = load_job_text(
+        'env { job.mode = "STREAMING" }\n'
+        f'source {{ MySQL-CDC {{ base-url = "{server.url}", username = "root", password = "", '
+        f'table-names = [{names}]\n{extra}\n}} }}\nsink {{ Console {{}} }}')
+    return job.sources[0].plugin
+
+
+def stream_ctx(spark, unbounded: bool = True) -> ReadContext:
+    return ReadContext(spark, micro_batch=True, unbounded=unbounded, parallelism=2,
+                       max_rows_per_batch=100_000, read_interval_ms=200, plugin_id="source[0]")
+
+
+class Replica:
+    """The captured table rebuilt from emitted rows, applied by kind and keyed by id."""
+
+    def __init__(self):
+        self.rows: dict[int, dict] = {}
+        self.kinds: set[RowKind] = set()
+
+    def apply(self, batch_df, batch_id):
+        for row in batch_df.collect():        # one binlog partition: collect keeps binlog order
+            values = row.asDict()
+            kind = RowKind(values.pop(ROW_KIND_COLUMN))
+            self.kinds.add(kind)
+            if kind in (RowKind.INSERT, RowKind.UPDATE_AFTER):
+                self.rows[values["id"]] = values
+            else:
+                self.rows.pop(values["id"], None)
+
+
+def expected_rows(server, table: str) -> dict[int, dict]:
+    """The source table as the connector should present it (TIMESTAMP in UTC, types mapped)."""
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("SET time_zone = '+00:00'")
+        cur.execute(f"SELECT id, name, amount, flag, small, big, score, ts, happened, day, data, tag, doc, span "
+                    f"FROM {table}")
+        rows = {}
+        for (id_, name, amount, flag, small, big, score, ts, happened, day, data, tag, doc, span) in cur.fetchall():
+            rows[id_] = {"id": id_, "name": name, "amount": amount, "flag": None if flag is None else bool(flag),
+                         "small": small, "big": None if big is None else Decimal(big), "score": score,
+                         "ts": ts, "happened": happened, "day": day,
+                         "data": None if data is None else bytearray(data), "tag": tag, "doc": doc,
+                         "span": None if span is None else _span(span)}
+        return rows
+
+
+def _span(delta: dt.timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    return f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def wait_until(condition, what: str, query=None):
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        if query is not None and query.exception() is not None:
+            raise AssertionError(f"the stream failed while waiting for {what}: {query.exception()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def start(df, replica: Replica, checkpoint: str):
+    return (df.writeStream.trigger(processingTime="200 milliseconds").option("checkpointLocation", checkpoint)
+            .foreachBatch(replica.apply).start())
+
+
+@pytest.fixture
+def cdc_database(private_mariadb):
+    name = f"mysql_cdc_{secrets.token_hex(4)}"
+    private_mariadb.execute(f"CREATE DATABASE {name}")
+    yield name
+    private_mariadb.execute(f"DROP DATABASE {name}")
+
+
+def insert(server, table: str, ids) -> None:
+    values = []
+    for i in ids:
+        values.append(f"({i}, 'row {i}', {i}.25, {i % 2}, {200 + i % 50}, {18446744073709551000 + i % 600}, "
+                      f"{i} / 3, '2024-03-0{1 + i % 9} 10:00:0{i % 10}.123456', '2024-05-06 07:08:09', "
+                      f"'2024-01-{10 + i % 19}', x'00ff{i % 256:02x}', '{('red', 'green', 'blue')[i % 3]}', "
+                      f"'{{\"n\": {i}}}', '{i % 24}:30:15')")
+    server.execute(f"INSERT INTO {table} VALUES " + ", ".join(values))
+
+
+@pytest.mark.spark
+def test_snapshot_then_changes_replicate_and_restart_misses_nothing(spark, private_mariadb, cdc_database, tmp_path):
+    server, table = private_mariadb, f"{cdc_database}.items"
+    server.execute(TABLE_DDL.format(name=table))
+    insert(server, table, range(1, 41))
+    plugin = source(server, [table], "snapshot.split.size = 12\nsnapshot.fetch.size = 5\nserver-id = 5401")
+    df = plugin.read(stream_ctx(spark))
+    types = {f.name: f.dataType for f in df.schema.fields}
+    assert types == {"id": T.IntegerType(), "name": T.StringType(), "amount": T.DecimalType(10, 2),
+                     "flag": T.BooleanType(), "small": T.ShortType(), "big": T.DecimalType(20, 0),
+                     "score": T.DoubleType(), "ts": T.TimestampNTZType(), "happened": T.TimestampNTZType(),
+                     "day": T.DateType(), "data": T.BinaryType(), "tag": T.StringType(),
+                     "doc": T.StringType(), "span": T.StringType(), ROW_KIND_COLUMN: T.ByteType()}
+    checkpoint = str(tmp_path / "checkpoint")
+    replica = Replica()
+    query = start(df, replica, checkpoint)
+    try:
+        wait_until(lambda: len(replica.rows) == 40, "the snapshot", query)
+        # Changes while the stream runs: inserts, updates (also of the key), deletes, NULLs.
+        insert(server, table, range(41, 61))
+        server.execute(f"UPDATE {table} SET name = CONCAT(name, ' updated'), amount = amount * 2 WHERE id % 3 = 0",
+                       f"UPDATE {table} SET id = 1000 WHERE id = 2",
+                       f"DELETE FROM {table} WHERE id % 7 = 0",
+                       f"UPDATE {table} SET ts = NULL, doc = NULL, data = NULL WHERE id = 5")
+        wait_until(lambda: replica.rows == expected_rows(server, table), "the changes", query)
+        assert replica.kinds == set(RowKind)
+    finally:
+        query.stop()
+    # Changes while the job is stopped arrive after a restart from the checkpoint.
+    server.execute(f"DELETE FROM {table} WHERE id < 10", f"UPDATE {table} SET flag = 1 - flag WHERE id > 30")
+    insert(server, table, range(100, 110))
+    restarted = start(plugin.read(stream_ctx(spark)), replica, checkpoint)
+    try:
+        wait_until(lambda: replica.rows == expected_rows(server, table), "the changes made while stopped", restarted)
+        insert(server, table, [500])
+        wait_until(lambda: 500 in replica.rows, "a change after the restart", restarted)
+        assert replica.rows == expected_rows(server, table)
+    finally:
+        restarted.stop()
+
+
+@pytest.mark.spark
+def test_resume_after_binlog_purge_fails_naming_the_lost_position(spark, private_mariadb, cdc_database, tmp_path):
+    server, table = private_mariadb, f"{cdc_database}.purged"
+    server.execute(TABLE_DDL.format(name=table))
+    plugin = source(server, [table], 'startup.mode = "latest"\nserver-id = 5402')
+    checkpoint = str(tmp_path / "checkpoint")
+    replica = Replica()
+    query = start(plugin.read(stream_ctx(spark)), replica, checkpoint)
+    try:
+        wait_until(lambda: query.lastProgress is not None, "the first batch", query)
+        insert(server, table, [1])
+        wait_until(lambda: 1 in replica.rows, "the insert", query)
+    finally:
+        query.stop()
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("SHOW MASTER STATUS")
+        lost_file = cur.fetchone()[0]
+        cur.execute("FLUSH BINARY LOGS")
+        insert(server, table, [2])          # a change the resumed job would have to read
+        cur.execute("FLUSH BINARY LOGS")
+        cur.execute("SHOW MASTER STATUS")
+        cur.execute(f"PURGE BINARY LOGS TO '{cur.fetchone()[0]}'")
+    resumed = start(plugin.read(stream_ctx(spark)), replica, checkpoint)
+    try:
+        with pytest.raises(Exception) as failure:
+            resumed.awaitTermination(DEADLINE_S)
+            raise AssertionError("the resumed stream kept running over a purged binlog")
+    finally:
+        resumed.stop()
+    message = str(failure.value)
+    assert PERMANENT_MARK in message
+    assert f"binlog position {lost_file}:" in message
+    assert 'startup.mode = "initial"' in message and "--fallback fresh" in message
+    assert 2 not in replica.rows
+
+
+def test_batch_jobs_are_refused(spark):
+    plugin = source(type("S", (), {"url": "jdbc:mysql://127.0.0.1:1/test"})(), ["db.t"])
+    with pytest.raises(PermanentError, match="STREAMING"):
+        plugin.read(stream_ctx(spark, unbounded=False))
+
+
+@pytest.mark.parametrize("extra, option, fragment", [
+    ('base-url = "jdbc:postgresql://h/db"', "base-url", "not a MySQL or MariaDB URL"),
+    ('table-names = ["orders"]', "table-names", "database.table"),
+    ('database-names = ["other"]', "table-names", "database-names"),
+    ('startup.mode = "specific"', "startup.specific-offset.file", "binlog file and position"),
+    ('startup.mode = "sometime"', "startup.mode", "initial"),
+    ('stop.mode = "latest"', "stop.mode", "not supported"),
+    ('server-id = "12-abc"', "server-id", "range (5400-5408)"),
+    ('server-id = "9-3"', "server-id", "low to high"),
+    ('server-time-zone = "Mars/Olympus"', "server-time-zone", "IANA"),
+    ('snapshot.split.size = 0', "snapshot.split.size", "at least 1"),
+    ('table-names-config = [{ table = "db.other", primaryKeys = ["id"] }]', "table-names-config", "not in table-names"),
+    ('format = "COMPATIBLE_DEBEZIUM_JSON"', "format", "not supported"),
+    ('debezium { include.schema.changes = true }', "debezium", "schema changes"),
+])
+def test_option_errors_name_the_option(extra, option, fragment):
+    text = ('env { job.mode = "STREAMING" }\n'
+            'source { MySQL-CDC { base-url = "jdbc:mysql://127.0.0.1:3306/db", username = "root", '
+            f'password = "", table-names = ["db.t"]\n{extra}\n}} }}\nsink {{ Console {{}} }}')
+    with pytest.raises(ConfigError) as error:
+        load_job_text(text)
+    assert error.value.option == option
+    assert fragment in str(error.value)
+
+
+def test_values_from_either_client_convert_to_the_mapped_type():
+    from zoneinfo import ZoneInfo
+
+    from seatide.connectors.mysql_cdc.columns import UnsupportedColumn, column
+
+    utc, berlin = ZoneInfo("UTC"), ZoneInfo("Europe/Berlin")
+
+    def col(data_type, column_type, precision=None, scale=None, zone=utc):
+        return column("c", data_type, column_type, precision, scale, zone)
+
+    # Unsigned integers logged without column metadata arrive as two's complement.
+    assert col("bigint", "bigint(20) unsigned").seatunnel_type == "decimal(20,0)"
+    assert col("bigint", "bigint(20) unsigned").convert(-1) == Decimal(2 ** 64 - 1)
+    assert (col("tinyint", "tinyint(3) unsigned").seatunnel_type, col("tinyint", "tinyint unsigned").convert(-56)) \
+        == ("smallint", 200)
+    assert col("int", "int(10) unsigned").seatunnel_type == "bigint"
+    # BIT(1) as PyMySQL's bytes or the binlog's string of bits; wider BITs become bytes.
+    assert col("bit", "bit(1)").convert("1") is True and col("bit", "bit(1)").convert(b"\x00") is False
+    assert col("bit", "bit(12)").convert("000000000101") == b"\x00\x05"
+    # ENUM and SET as an index / bit mask when the server logs no metadata.
+    assert col("enum", "enum('red','gr''een','blue')").convert(2) == "gr'een"
+    assert col("set", "set('a','b','c')").convert(5) == "a,c"
+    # TIMESTAMP arrives in UTC and is shown in server-time-zone; DATETIME is left alone.
+    noon = dt.datetime(2024, 1, 1, 12, 0)
+    assert col("timestamp", "timestamp", zone=berlin).convert(noon) == dt.datetime(2024, 1, 1, 13, 0)
+    assert col("datetime", "datetime", zone=berlin).convert(noon) == noon
+    assert col("time", "time").convert(dt.timedelta(hours=-838, minutes=-59)) == "-838:59:00"
+    assert col("decimal", "decimal(65,2)", 65, 2).seatunnel_type == "string"
+    assert col("date", "date").convert("0000-00-00") is None
+    with pytest.raises(UnsupportedColumn, match="vector"):
+        col("vector", "vector(3)")
+
+
+def test_binlog_positions_order_by_file_sequence_then_position():
+    from seatide.connectors.mysql_cdc.position import BINLOG, BinlogPosition, StreamOffset
+
+    assert BinlogPosition.of("binlog.000010", 4) > BinlogPosition.of("binlog.000009", 99_999)
+    offset = StreamOffset.at(BinlogPosition.of("binlog.000002", 1234))
+    assert StreamOffset.from_json(offset.to_json()) == offset and offset.phase == BINLOG
+
+
+def test_specific_and_earliest_starts_read_sharded_tables_and_replay_identically(private_mariadb, cdc_database):
+    """The reader's own calls, without Spark: offsets, partitions and rows of one binlog range."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from seatide.connectors.mysql_cdc.position import BinlogPosition
+    from seatide.connectors.mysql_cdc.stream import MySqlCdcReader, stream_options
+
+    server = private_mariadb
+    shards = [f"{cdc_database}.shard1", f"{cdc_database}.shard2"]
+    for shard in shards:
+        server.execute(TABLE_DDL.format(name=shard))
+    insert(server, shards[0], [1])                          # before the start position
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("SHOW MASTER STATUS")
+        file, pos = cur.fetchone()[:2]
+    insert(server, shards[0], [2])
+    insert(server, shards[1], [3])
+    server.execute(f"UPDATE {shards[1]} SET name = 'three' WHERE id = 3", f"DELETE FROM {shards[0]} WHERE id = 1")
+
+    def changes(mode_options: str) -> tuple[MySqlCdcReader, dict, dict, list]:
+        plugin = source(server, shards, mode_options + "\nserver-id = 5403")
+        tables, schema = plugin.discover(plugin.server_config())
+        specific = (plugin.opts["startup.specific-offset.file"], plugin.opts["startup.specific-offset.pos"])
+        reader = MySqlCdcReader(stream_options(plugin.server_config(), tables, schema.json(), plugin.opts["startup.mode"],
+                                               BinlogPosition.of(*specific) if specific[0] else None))
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, ReadAllAvailable())
+        return reader, start, end, read_all(reader, start, end)
+
+    def read_all(reader, start, end) -> list:
+        return [(row["id"], row["name"], RowKind(row[ROW_KIND_COLUMN]))
+                for part in reader.partitions(start, end) for batch in reader.read(part)
+                for row in batch.to_pylist()]
+
+    reader, start, end, rows = changes(f'startup.mode = "specific"\nstartup.specific-offset.file = "{file}"\n'
+                                       f"startup.specific-offset.pos = {pos}")
+    assert rows == [(2, "row 2", RowKind.INSERT), (3, "row 3", RowKind.INSERT),
+                    (3, "row 3", RowKind.UPDATE_BEFORE), (3, "three", RowKind.UPDATE_AFTER),
+                    (1, "row 1", RowKind.DELETE)]
+    assert read_all(reader, start, end) == rows             # a replayed batch yields the same rows
+    assert reader.latestOffset(end, ReadAllAvailable()) == end    # nothing new: no batch
+    _, _, _, everything = changes('startup.mode = "earliest"')
+    assert everything[0] == (1, "row 1", RowKind.INSERT) and everything[1:] == rows
