@@ -175,7 +175,7 @@ def test_row_kinds_pass_validation_only_for_aggregates(spark):
 @pytest.mark.parametrize("query, message", [
     ("", "option 'query' is empty"),
     ("select 'x from fake", "quote opened at character 8 is never closed"),
-    ("select (id from fake", "'(' never closed"),
+    ("select (id from fake", "Expecting ) at line 1, column 15"),
     ("delete from fake", "must be a SELECT query"),
     ("select 1", "the query reads no table"),
     ("with t as (select 1 as x) select x from t", "the query reads no table"),
@@ -196,12 +196,13 @@ def test_missing_query_option_is_reported():
     assert err.value.option == "query" and "required option 'query' is missing" in str(err.value)
 
 
-def test_rewrites_never_touch_literals_or_comments():
-    from seatide.transforms.sql_functions import rewrite_calls
-    from seatide.transforms.sql_text import normalize_literals, table_refs, tokenize
+def test_translation_never_touches_literals_or_comments():
+    from seatide.transforms.sql_dialect import parse_query, to_spark
+    from seatide.transforms.sql_functions import translate_calls
+    from seatide.transforms.sql_tree import input_tables
 
     query = "select 'CONCAT(a)' as s, /* LCASE(DATEADD(x)) */ DATEADD(t, 1, 'days') from fake"
-    text = rewrite_calls(normalize_literals(tokenize(query)))
-    assert text == "select 'CONCAT(a)' as s, /* LCASE(DATEADD(x)) */ timestampadd(DAY, 1, t) from fake"
-    refs, _ = table_refs(tokenize("select EXTRACT(YEAR FROM created), trim(BOTH 'x' FROM s) from `fake` f"))
-    assert [(r.name, r.has_alias) for r in refs] == [("fake", True)]
+    text = to_spark(translate_calls(parse_query(query), {}))
+    assert text == "SELECT 'CONCAT(a)' AS s /* LCASE(DATEADD(x)) */, TIMESTAMPADD(DAY, 1, t) FROM fake"
+    tree = parse_query("select EXTRACT(YEAR FROM created), trim(BOTH 'x' FROM s) from `fake` f")
+    assert [(r.name, r.node.alias) for r in input_tables(tree)] == [("fake", "f")]

@@ -1,134 +1,137 @@
-"""SeaTunnel SQL functions -> Spark SQL: the calls whose name or meaning differ.
+"""SeaTunnel's SQL function library on Spark SQL: each documented function and what it becomes.
 
-SeaTunnel's Sql transform documents an H2-flavoured function set. Most names exist in
-Spark with the same meaning; this module rewrites the calls that do not, so a SeaTunnel
-query runs unchanged:
+SeaTunnel's Sql transform documents an H2-flavoured function set (``sql-functions.md``).
+Each entry of ``FUNCTIONS`` gives a SeaTunnel function its meaning on Spark, as a tree
+rewrite of the call:
 
-* missing in Spark: ``MULTI_IF``, ``DAYNAME``/``MONTHNAME`` (full English names),
-  ``DAY_OF_MONTH``/``DAY_OF_WEEK``/``DAY_OF_YEAR``, ``WEEK``, ``FORMATDATETIME``,
-  ``PARSEDATETIME``, ``IS_DATE``, ``HEXTORAW``/``RAWTOHEX``, ``INSERT``, numeric ``TRUNC``;
-* same name, other meaning: ``CONCAT``/``CONCAT_WS`` skip NULLs, ``LTRIM/RTRIM/TRIM(s, chars)``
-  (Spark reads the arguments the other way round), ``INSTR`` with a start,
-  ``REGEXP_REPLACE/LIKE/SUBSTR`` with flags, position, occurrence or group,
-  ``DATEADD``/``TIMESTAMPADD``/``DATEDIFF`` with a unit string, ``DATE_TRUNC(value, unit)``,
-  ``TO_DATE(s, format)`` (a timestamp), ``TO_CHAR(value)``, ``FROM_UNIXTIME`` with a zone,
-  ``EXTRACT`` fields (``DOW`` counts from Sunday = 0, ``EPOCH``, ``ISODOW``, ...);
-* type names in ``CAST``/``TRY_CAST``: ``BYTES`` and ``VARCHAR``.
+* ``NATIVE`` - Spark has the function with the same arguments, NULL handling and result
+  type: the call passes through unchanged (and runs as a JVM expression);
+* a template - Spark SQL with ``{0}``, ``{1}``... for the arguments, one per argument count
+  (``LOG(x)`` is ``ln``, ``LOG(b, x)`` is Spark's own); a count not listed is an error when
+  the function is SeaTunnel's alone, and passes through when Spark has a form of its own;
+* a function - for variadic calls and arguments read at translation (units, regex flags).
 
-Not supported (Spark reports them as unknown): ``TRIM_SCALE``. Rewrites run on tokens, so
-text inside literals and comments is never touched.
+Calls are translated innermost first. A call to a name neither SeaTunnel, Spark nor the
+job's UDFs know is an error naming it and the closest known name.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Callable
+import difflib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable, Union
 
-from seatide.transforms.sql_text import SqlSyntaxError, Token, significant, tokenize
+from sqlglot import exp
 
-Rule = Callable[[list[str]], "str | None"]
+from seatide.transforms.spark_builtins import SPARK_FUNCTIONS
+from seatide.transforms.sql_dialect import SeaTunnel, SqlSyntaxError
+
+
+class SqlFunctionError(SqlSyntaxError):
+    """A call that SeaTunnel's function library does not define that way."""
+
+
+Args = list[exp.Expression]
+Rewrite = Callable[[Args], "exp.Expression | None"]
+NATIVE: dict[int, str] = {}
+
+
+@dataclass(frozen=True)
+class Function:
+    family: str
+    forms: Union[dict[int, str], Rewrite] = field(default_factory=dict)
+    spark_has_it: bool = True      # other argument counts pass to Spark's function of that name
+    status: str = "supported"      # for the docs: supported / differs: ... / not supported: ...
+
+
+# --- templates -----------------------------------------------------------------------------
+
+@lru_cache(maxsize=None)
+def _template(text: str) -> exp.Expression:
+    # {0} -> a placeholder column __arg0, replaced by the argument's tree (never re-read as text)
+    import re
+
+    return SeaTunnel().parse(re.sub(r"\{(\d+)\}", r"__arg\1", "SELECT " + text))[0].expressions[0]
+
+
+def fill(text: str, args: Args) -> exp.Expression:
+    def put(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column) and not node.table and node.name.startswith("__arg"):
+            return args[int(node.name[5:])].copy()
+        return node
+
+    return _template(text).copy().transform(put)
+
+
+def _string(arg: exp.Expression) -> str | None:
+    return arg.this if isinstance(arg, exp.Literal) and arg.is_string else None
+
+
+def _call(name: str, args: Args) -> exp.Expression:
+    return exp.Anonymous(this=name, expressions=[a.copy() for a in args])
+
+
+# --- SeaTunnel functions whose meaning needs more than a template ----------------------------
+
+def _concat(args: Args) -> exp.Expression | None:
+    """NULL arguments are skipped, not poisoning the result (all NULL: '')."""
+    if not args:
+        return None
+    parts = [a if _string(a) is not None else fill("coalesce(CAST({0} AS STRING), '')", [a])
+             for a in args]
+    return _call("concat", parts)
+
+
+def _concat_ws(args: Args) -> exp.Expression | None:
+    if len(args) < 2:
+        return None
+    rest = [a if _string(a) is not None else fill("CAST({0} AS STRING)", [a]) for a in args[1:]]
+    return _call("concat_ws", [fill("coalesce({0}, '')", [args[0]]), *rest])
+
 
 _UNITS = ("YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND",
           "MILLISECOND", "MICROSECOND")
 
 
-class SqlRewriteError(SqlSyntaxError):
-    """A SeaTunnel function call that cannot be expressed in Spark SQL."""
-
-
-def rewrite_calls(tokens: list[Token]) -> str:
-    """Rewrite every SeaTunnel-only call in ``tokens`` (innermost first); return the text."""
-    out: list[str] = []
-    prev: Token | None = None
-    i, n = 0, len(tokens)
-    while i < n:
-        token = tokens[i]
-        paren = _next_significant(tokens, i + 1)
-        if (token.kind == "ident" and paren is not None and tokens[paren].text == "("
-                and tokens[paren].kind == "op" and not (prev is not None and prev.text == ".")):
-            close = _matching(tokens, paren)
-            args = [rewrite_calls(arg).strip() for arg in _split_args(tokens[paren + 1:close])]
-            rule = _RULES.get(token.upper)
-            text = rule(args) if rule else None
-            out.append(text if text is not None else f"{token.text}({', '.join(args)})")
-            prev, i = tokens[close], close + 1
-            continue
-        out.append(token.text)
-        prev = token if token.kind != "ws" else prev
-        i += 1
-    return "".join(out)
-
-
-def _next_significant(tokens: list[Token], i: int) -> int | None:
-    while i < len(tokens) and tokens[i].kind == "ws":
-        i += 1
-    return i if i < len(tokens) else None
-
-
-def _matching(tokens: list[Token], open_idx: int) -> int:
-    depth = 0
-    for i in range(open_idx, len(tokens)):
-        if tokens[i].kind == "op" and tokens[i].text == "(":
-            depth += 1
-        elif tokens[i].kind == "op" and tokens[i].text == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-    raise SqlSyntaxError("a '(' is never closed with ')'")
-
-
-def _split_args(tokens: list[Token]) -> list[list[Token]]:
-    if not significant(tokens):
-        return []
-    args: list[list[Token]] = [[]]
-    depth = 0
-    for token in tokens:
-        if token.kind == "op" and token.text in "()":
-            depth += 1 if token.text == "(" else -1
-        if token.kind == "op" and token.text == "," and depth == 0:
-            args.append([])
-            continue
-        args[-1].append(token)
-    return args
-
-
-# --- argument helpers -------------------------------------------------------------------
-
-def _string_value(arg: str) -> str | None:
-    """The value of ``arg`` when it is one Spark string literal (as normalized upstream)."""
-    tokens = [t for t in tokenize(arg) if t.kind != "ws"]
-    if len(tokens) != 1 or tokens[0].kind != "str":
-        return None
-    return re.sub(r"\\(.)", r"\1", tokens[0].text[1:-1], flags=re.DOTALL)
-
-
-def _spark_string(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _as_text(arg: str) -> str:
-    return arg if _string_value(arg) is not None else f"CAST({arg} AS STRING)"
-
-
-def _unit(arg: str, function: str) -> str | None:
-    value = _string_value(arg)
+def _unit(arg: exp.Expression, function: str) -> str | None:
+    value = _string(arg)
     if value is None:
         return None
     unit = value.strip().upper()
     if unit not in _UNITS and unit.endswith("S") and unit[:-1] in _UNITS:
         unit = unit[:-1]
     if unit not in _UNITS:
-        raise SqlRewriteError(f"{function}: unknown unit '{value}' (use one of {', '.join(_UNITS)})")
+        raise SqlFunctionError(f"{function}: unknown unit '{value}' (use one of {', '.join(_UNITS)})")
     return unit
 
 
-def _with_flags(regex: str, flags_arg: str, function: str) -> str:
-    """Java's inline flags for H2's flag letters: i, c (case-sensitive), n (dotall), m."""
-    if flags_arg.strip().upper() == "NULL":
+def _dateadd(args: Args) -> exp.Expression | None:
+    unit = _unit(args[2], "DATEADD") if len(args) == 3 else None
+    return fill(f"timestampadd({unit}, {{1}}, {{0}})", args) if unit else None
+
+
+def _datediff(args: Args) -> exp.Expression | None:
+    unit = _unit(args[2], "DATEDIFF") if len(args) == 3 else None
+    if not unit:
+        return None
+    # H2 counts crossed unit boundaries: the difference of both values truncated to the unit
+    return fill(f"timestampdiff({unit}, date_trunc('{unit}', {{0}}), date_trunc('{unit}', {{1}}))", args)
+
+
+def _date_trunc(args: Args) -> exp.Expression | None:
+    if len(args) == 2 and _string(args[1]) is not None and _string(args[0]) is None:
+        return fill("date_trunc({1}, {0})", args)
+    return None
+
+
+def _flags(regex: exp.Expression, flags_arg: exp.Expression, function: str) -> exp.Expression:
+    """H2's flag letters (i, c, n, m) as Java inline flags in front of the regex."""
+    if isinstance(flags_arg, exp.Null):
         return regex
-    flags = _string_value(flags_arg)
+    flags = _string(flags_arg)
     if flags is None:
-        raise SqlRewriteError(f"{function}: the flags argument must be a string literal such as 'i'")
+        raise SqlFunctionError(f"{function}: the flags argument must be a string literal such as 'i'")
     inline: set[str] = set()
     for flag in flags:
         if flag == "i":
@@ -138,171 +141,219 @@ def _with_flags(regex: str, flags_arg: str, function: str) -> str:
         elif flag in "nm":
             inline.add("s" if flag == "n" else "m")
         else:
-            raise SqlRewriteError(f"{function}: unknown flag '{flag}' (flags are i, c, n, m)")
+            raise SqlFunctionError(f"{function}: unknown flag '{flag}' (flags are i, c, n, m)")
     if not inline:
         return regex
     prefix = "(?" + "".join(sorted(inline)) + ")"
-    value = _string_value(regex)
-    return _spark_string(prefix + value) if value is not None else f"concat('{prefix}', {regex})"
+    value = _string(regex)
+    return exp.Literal.string(prefix + value) if value is not None else \
+        _call("concat", [exp.Literal.string(prefix), regex])
 
 
-# --- rules: each returns Spark SQL text, or None to keep the call as written ------------
-
-def _concat(args: list[str]) -> str | None:
-    if not args:
-        return None
-    parts = [a if _string_value(a) is not None else f"coalesce(CAST({a} AS STRING), '')" for a in args]
-    return f"concat({', '.join(parts)})"
-
-
-def _concat_ws(args: list[str]) -> str | None:
-    if len(args) < 2:
-        return None
-    return f"concat_ws(coalesce({args[0]}, ''), {', '.join(_as_text(a) for a in args[1:])})"
-
-
-def _trim(side: str) -> Rule:
-    return lambda a: f"trim({side} {a[1]} FROM {a[0]})" if len(a) == 2 else None
-
-
-def _regexp_replace(a: list[str]) -> str | None:
-    if len(a) != 4 or _string_value(a[3]) is None:
+def _regexp_replace(args: Args) -> exp.Expression | None:
+    if len(args) != 4 or (_string(args[3]) is None and not isinstance(args[3], exp.Null)):
         return None               # Spark's own 4th argument is a position number
-    return f"regexp_replace({a[0]}, {_with_flags(a[1], a[3], 'REGEXP_REPLACE')}, {a[2]})"
+    return _call("regexp_replace", [args[0], _flags(args[1], args[3], "REGEXP_REPLACE"), args[2]])
 
 
-def _regexp_like(a: list[str]) -> str | None:
-    if len(a) != 3:
+def _regexp_like(args: Args) -> exp.Expression | None:
+    if len(args) != 3:
         return None
-    return f"regexp_like({a[0]}, {_with_flags(a[1], a[2], 'REGEXP_LIKE')})"
+    return _call("regexp_like", [args[0], _flags(args[1], args[2], "REGEXP_LIKE")])
 
 
-def _regexp_substr(a: list[str]) -> str | None:
-    if len(a) <= 2:
+def _regexp_substr(args: Args) -> exp.Expression | None:
+    if len(args) <= 2:
         return None
-    position = a[2] if len(a) > 2 else "1"
-    occurrence = a[3] if len(a) > 3 else "1"
-    regex = _with_flags(a[1], a[4], "REGEXP_SUBSTR") if len(a) > 4 else a[1]
-    group = a[5] if len(a) > 5 else "0"
-    return (f"try_element_at(regexp_extract_all(substring({a[0]}, {position}), {regex}, {group}), "
-            f"{occurrence})")
+    one, zero = exp.Literal.number(1), exp.Literal.number(0)
+    position = args[2]
+    occurrence = args[3] if len(args) > 3 else one
+    regex = _flags(args[1], args[4], "REGEXP_SUBSTR") if len(args) > 4 else args[1]
+    group = args[5] if len(args) > 5 else zero
+    return fill("try_element_at(regexp_extract_all(substring({0}, {1}), {2}, {3}), {4})",
+                [args[0], position, regex, group, occurrence])
 
 
-def _truncate(a: list[str]) -> str | None:
-    if len(a) == 2 and _string_value(a[1]) is not None:
+def _truncate(args: Args) -> exp.Expression | None:
+    if len(args) == 2 and _string(args[1]) is not None:
         return None               # Spark's TRUNC(date, 'MM')
-    digits = f", {a[1]}" if len(a) == 2 else ""
-    return f"(CASE WHEN {a[0]} >= 0 THEN floor({a[0]}{digits}) ELSE ceil({a[0]}{digits}) END)"
-
-
-def _dateadd(a: list[str]) -> str | None:
-    unit = _unit(a[2], "DATEADD") if len(a) == 3 else None
-    return f"timestampadd({unit}, {a[1]}, {a[0]})" if unit else None
-
-
-def _datediff(a: list[str]) -> str | None:
-    unit = _unit(a[2], "DATEDIFF") if len(a) == 3 else None
-    if not unit:
-        return None
-    # H2 counts crossed unit boundaries: difference of the values truncated to the unit.
-    return f"timestampdiff({unit}, date_trunc('{unit}', {a[0]}), date_trunc('{unit}', {a[1]}))"
-
-
-def _date_trunc(a: list[str]) -> str | None:
-    if len(a) == 2 and _string_value(a[1]) is not None and _string_value(a[0]) is None:
-        return f"date_trunc({a[1]}, {a[0]})"
+    if len(args) == 1:
+        return fill("(CASE WHEN {0} >= 0 THEN floor({0}) ELSE ceil({0}) END)", args)
+    if len(args) == 2:
+        return fill("(CASE WHEN {0} >= 0 THEN floor({0}, {1}) ELSE ceil({0}, {1}) END)", args)
     return None
 
 
-def _from_unixtime(a: list[str]) -> str | None:
-    if len(a) != 3:
+def _from_unixtime(args: Args) -> exp.Expression | None:
+    if len(args) != 3:
         return None
-    utc = f"timestampadd(SECOND, CAST({a[0]} AS BIGINT), TIMESTAMP_NTZ'1970-01-01 00:00:00')"
-    return f"date_format(convert_timezone('UTC', {a[2]}, {utc}), {a[1]})"
+    return fill("date_format(convert_timezone('UTC', {2}, timestampadd(SECOND, CAST({0} AS BIGINT), "
+                "TIMESTAMP_NTZ '1970-01-01 00:00:00')), {1})", args)
 
 
+def _multi_if(args: Args) -> exp.Expression:
+    if len(args) < 3 or len(args) % 2 == 0:
+        raise SqlFunctionError("MULTI_IF takes condition, value pairs and a final default value "
+                               "(an odd number of arguments, at least 3)")
+    ifs = [exp.If(this=args[i].copy(), true=args[i + 1].copy()) for i in range(0, len(args) - 1, 2)]
+    return exp.Paren(this=exp.Case(ifs=ifs, default=args[-1].copy()))
+
+
+S, N, D, C = "string", "numeric", "date and time", "system"
+
+FUNCTIONS: dict[str, Function] = {
+    # string
+    "ASCII": Function(S, NATIVE),
+    "BIT_LENGTH": Function(S, {1: "CAST(bit_length({0}) AS BIGINT)"}),
+    "CHAR_LENGTH": Function(S, {1: "CAST(char_length({0}) AS BIGINT)"}),
+    "LENGTH": Function(S, {1: "CAST(char_length({0}) AS BIGINT)"}),
+    "OCTET_LENGTH": Function(S, {1: "CAST(octet_length({0}) AS BIGINT)"}),
+    "CHAR": Function(S, {1: "chr({0})"}),
+    "CHR": Function(S, {1: "chr({0})"}),
+    "CONCAT": Function(S, _concat),
+    "CONCAT_WS": Function(S, _concat_ws),
+    "HEXTORAW": Function(S, {1: "decode(unhex({0}), 'UTF-16BE')"}, spark_has_it=False),
+    "RAWTOHEX": Function(S, {1: "lower(hex(encode({0}, 'UTF-16BE')))"}, spark_has_it=False,
+                         status="differs: BYTES are read as text first (4 hex digits a character)"),
+    "INSERT": Function(S, {4: "overlay({0}, {3}, {1}, {2})"}, spark_has_it=False),
+    "LOWER": Function(S, NATIVE), "LCASE": Function(S, NATIVE),
+    "UPPER": Function(S, NATIVE), "UCASE": Function(S, NATIVE),
+    "LEFT": Function(S, NATIVE), "RIGHT": Function(S, NATIVE),
+    "LOCATE": Function(S, NATIVE, status="differs: a negative start finds nothing (0) instead of "
+                                         "searching from the right"),
+    "INSTR": Function(S, {3: "locate({1}, {0}, {2})"}),
+    "POSITION": Function(S, NATIVE),
+    "LPAD": Function(S, NATIVE), "RPAD": Function(S, NATIVE),
+    "LTRIM": Function(S, {2: "trim(LEADING {1} FROM {0})"}),
+    "RTRIM": Function(S, {2: "trim(TRAILING {1} FROM {0})"}),
+    "TRIM": Function(S, NATIVE),
+    "REGEXP_REPLACE": Function(S, _regexp_replace),
+    "REGEXP_LIKE": Function(S, _regexp_like),
+    "REGEXP_SUBSTR": Function(S, _regexp_substr),
+    "REPEAT": Function(S, NATIVE), "REPLACE": Function(S, NATIVE), "SOUNDEX": Function(S, NATIVE),
+    "SPACE": Function(S, NATIVE), "SUBSTRING": Function(S, NATIVE), "SUBSTR": Function(S, NATIVE),
+    "TO_CHAR": Function(S, {1: "CAST({0} AS STRING)", 2: "date_format({0}, {1})"},
+                        status="differs: with a format, formats dates and timestamps only "
+                               "(Java DateTimeFormatter patterns), not numbers"),
+    "TRANSLATE": Function(S, NATIVE),
+    # numeric: the trigonometric, exponential and logarithmic functions return DOUBLE in Spark too
+    "ABS": Function(N, NATIVE),
+    **{name: Function(N, NATIVE) for name in (
+        "ACOS", "ASIN", "ATAN", "COS", "COSH", "COT", "SIN", "SINH", "TAN", "TANH", "EXP", "LN",
+        "LOG10", "RADIANS", "SQRT", "PI", "POWER", "RAND", "RANDOM", "ROUND")},
+    "MOD": Function(N, NATIVE, status="differs: a zero divisor gives NULL, not an error"),
+    "CEIL": Function(N, NATIVE, status="differs: FLOAT/DOUBLE arguments give BIGINT (Spark's type)"),
+    "CEILING": Function(N, NATIVE, status="differs: FLOAT/DOUBLE arguments give BIGINT (Spark's type)"),
+    "FLOOR": Function(N, NATIVE, status="differs: FLOAT/DOUBLE arguments give BIGINT (Spark's type)"),
+    "LOG": Function(N, {1: "ln({0})"}),
+    "SIGN": Function(N, {1: "CAST(signum({0}) AS INT)"}),
+    "TRUNC": Function(N, _truncate),
+    "TRUNCATE": Function(N, _truncate, spark_has_it=False),
+    # date and time
+    "CURRENT_DATE": Function(D, NATIVE), "CURRENT_TIME": Function(D, NATIVE),
+    "CURRENT_TIMESTAMP": Function(D, NATIVE), "NOW": Function(D, NATIVE),
+    "DATEADD": Function(D, _dateadd), "TIMESTAMPADD": Function(D, _dateadd),
+    "DATEDIFF": Function(D, _datediff),
+    "DATE_TRUNC": Function(D, _date_trunc),
+    "DAYNAME": Function(D, {1: "date_format({0}, 'EEEE')"}, spark_has_it=False),
+    "DAY_OF_MONTH": Function(D, {1: "dayofmonth({0})"}, spark_has_it=False),
+    "DAY_OF_WEEK": Function(D, {1: "(weekday({0}) + 1)"}, spark_has_it=False),
+    "DAY_OF_YEAR": Function(D, {1: "dayofyear({0})"}, spark_has_it=False),
+    "EXTRACT": Function(D, NATIVE),
+    "FORMATDATETIME": Function(D, {2: "date_format({0}, {1})"}, spark_has_it=False),
+    "HOUR": Function(D, NATIVE), "MINUTE": Function(D, NATIVE), "MONTH": Function(D, NATIVE),
+    "MONTHNAME": Function(D, {1: "date_format({0}, 'MMMM')"}, spark_has_it=False),
+    "IS_DATE": Function(D, {2: "(try_to_timestamp({0}, {1}) IS NOT NULL)"}, spark_has_it=False),
+    "PARSEDATETIME": Function(D, {2: "to_timestamp_ntz({0}, {1})"}, spark_has_it=False,
+                              status="differs: a TIMESTAMP without time zone"),
+    "TO_DATE": Function(D, {2: "to_timestamp_ntz({0}, {1})"},
+                        status="differs: a TIMESTAMP without time zone"),
+    "QUARTER": Function(D, NATIVE), "SECOND": Function(D, NATIVE),
+    "WEEK": Function(D, {1: "weekofyear({0})"}, spark_has_it=False,
+                     status="differs: ISO weeks (Monday first), not the system locale's"),
+    "YEAR": Function(D, NATIVE),
+    "FROM_UNIXTIME": Function(D, _from_unixtime),
+    # system
+    "CAST": Function(C, NATIVE), "CONVERT": Function(C, NATIVE),
+    "COALESCE": Function(C, NATIVE), "IFNULL": Function(C, NATIVE), "NULLIF": Function(C, NATIVE),
+    "NVL": Function(C, NATIVE), "CASE": Function(C, NATIVE), "UUID": Function(C, NATIVE),
+    "MULTI_IF": Function(C, _multi_if, spark_has_it=False),
+}
+
+# EXTRACT fields whose Spark meaning or type differs from SeaTunnel's (an INT, EPOCH numeric)
 _EXTRACT = {
-    "DOW": "(extract(DOW FROM {x}) - 1)",
-    "DAYOFWEEK": "(extract(DOW FROM {x}) - 1)",
-    "ISODOW": "extract(DOW_ISO FROM {x})",
-    "ISOYEAR": "extract(YEAROFWEEK FROM {x})",
-    "EPOCH": "(unix_micros(CAST({x} AS TIMESTAMP)) / 1000000)",
-    "CENTURY": "CAST(ceil(year({x}) / 100) AS INT)",
-    "DECADE": "CAST(floor(year({x}) / 10) AS INT)",
-    "MILLENNIUM": "CAST(ceil(year({x}) / 1000) AS INT)",
-    "MILLISECONDS": "(extract(SECOND FROM {x}) * 1000)",
-    "MICROSECONDS": "CAST(extract(SECOND FROM {x}) * 1000000 AS BIGINT)",
+    "SECOND": "second({0})",
+    "DOW": "(extract(DOW FROM {0}) - 1)",
+    "DAYOFWEEK": "(extract(DOW FROM {0}) - 1)",
+    "DAY_OF_WEEK": "(extract(DOW FROM {0}) - 1)",
+    "ISODOW": "extract(DOW_ISO FROM {0})",
+    "ISO_DAY_OF_WEEK": "extract(DOW_ISO FROM {0})",
+    "ISOYEAR": "extract(YEAROFWEEK FROM {0})",
+    "ISO_WEEK_YEAR": "extract(YEAROFWEEK FROM {0})",
+    "ISO_WEEK": "extract(WEEK FROM {0})",
+    "DAY_OF_YEAR": "extract(DOY FROM {0})",
+    "EPOCH": "(unix_micros(CAST({0} AS TIMESTAMP)) / 1000000)",
+    "CENTURY": "CAST(ceil(year({0}) / 100) AS INT)",
+    "DECADE": "CAST(floor(year({0}) / 10) AS INT)",
+    "MILLENNIUM": "CAST(ceil(year({0}) / 1000) AS INT)",
+    "MILLISECOND": "(CAST(floor(extract(SECOND FROM {0}) * 1000) AS INT) % 1000)",
+    "MICROSECOND": "(CAST(floor(extract(SECOND FROM {0}) * 1000000) AS INT) % 1000000)",
+    "NANOSECOND": "(CAST(floor(extract(SECOND FROM {0}) * 1000000) AS BIGINT) % 1000000 * 1000)",
 }
+_EXTRACT["MILLISECONDS"], _EXTRACT["MICROSECONDS"] = _EXTRACT["MILLISECOND"], _EXTRACT["MICROSECOND"]
 
 
-def _extract(a: list[str]) -> str | None:
-    match = re.fullmatch(r"\s*(\w+)\s+FROM\s+(.+)", a[0], re.IGNORECASE | re.DOTALL) if len(a) == 1 else None
-    if not match or match.group(1).upper() not in _EXTRACT:
+def translate_calls(tree: exp.Expression, udfs: dict[str, str]) -> exp.Expression:
+    """Give every call in ``tree`` its SeaTunnel meaning on Spark (innermost first).
+
+    ``udfs`` maps a UDF's SQL name (upper case) to the name it is registered under in Spark.
+    """
+    for node in reversed(list(tree.walk())):      # children before their parents
+        new = _translate(node, udfs)
+        if new is not None and new is not node:
+            if node is tree:
+                tree = new
+            else:
+                node.replace(new)
+    return tree
+
+
+def _translate(node: exp.Expression, udfs: dict[str, str]) -> exp.Expression | None:
+    if isinstance(node, exp.Extract):
+        template = _EXTRACT.get(node.this.name.upper())
+        return fill(template, [node.expression]) if template else None
+    if not isinstance(node, exp.Anonymous):
         return None
-    return _EXTRACT[match.group(1).upper()].format(x=match.group(2).strip())
+    name = node.name.upper()
+    if name in udfs:
+        return exp.Anonymous(this=udfs[name], expressions=node.expressions)
+    args = list(node.expressions)
+    function = FUNCTIONS.get(name)
+    if function is None:
+        if node.name.lower() not in SPARK_FUNCTIONS:
+            raise SqlFunctionError(_unknown(node.name, udfs))
+        return None
+    if callable(function.forms):
+        return function.forms(args)
+    template = function.forms.get(len(args))
+    if template is not None:
+        return fill(template, args)
+    if function.forms and not function.spark_has_it:
+        counts = " or ".join(str(n) for n in sorted(function.forms))
+        raise SqlFunctionError(f"{name} takes {counts} argument{'s' if counts != '1' else ''}, "
+                               f"not {len(args)}")
+    return None
 
 
-_TYPE_NAMES = {"BYTES": "BINARY", "VARCHAR": "STRING", "TEXT": "STRING"}
+def known_names(udfs: dict[str, str] = {}) -> list[str]:     # noqa: B006 - read only
+    return sorted(set(FUNCTIONS) | {n.upper() for n in SPARK_FUNCTIONS} | set(udfs))
 
 
-def _cast(function: str) -> Rule:
-    def rule(a: list[str]) -> str | None:
-        match = re.fullmatch(r"(.*\S)\s+AS\s+([A-Za-z_]\w*)\s*(\(.*\))?\s*", a[0], re.IGNORECASE | re.DOTALL) \
-            if len(a) == 1 else None
-        if not match or match.group(2).upper() not in _TYPE_NAMES:
-            return None
-        return f"{function}({match.group(1)} AS {_TYPE_NAMES[match.group(2).upper()]})"
-    return rule
+def _unknown(name: str, udfs: dict[str, str]) -> str:
+    close = difflib.get_close_matches(name.upper(), known_names(udfs), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else \
+        "; see docs/sql.md for SeaTunnel's functions, or declare a Python UDF (option 'udfs')"
+    return f"unknown function {name}{hint}"
 
 
-def _multi_if(a: list[str]) -> str | None:
-    if len(a) < 3 or len(a) % 2 == 0:
-        raise SqlRewriteError("MULTI_IF takes condition, value pairs and a final default value "
-                              "(an odd number of arguments, at least 3)")
-    pairs = " ".join(f"WHEN {a[i]} THEN {a[i + 1]}" for i in range(0, len(a) - 1, 2))
-    return f"(CASE {pairs} ELSE {a[-1]} END)"
-
-
-def _fixed(template: str, arity: int) -> Rule:
-    return lambda a: template.format(*a) if len(a) == arity else None
-
-
-_RULES: dict[str, Rule] = {
-    "CONCAT": _concat,
-    "CONCAT_WS": _concat_ws,
-    "INSERT": _fixed("overlay({0}, {3}, {1}, {2})", 4),
-    "INSTR": _fixed("locate({1}, {0}, {2})", 3),
-    "TRIM": _trim("BOTH"),
-    "LTRIM": _trim("LEADING"),
-    "RTRIM": _trim("TRAILING"),
-    "REGEXP_REPLACE": _regexp_replace,
-    "REGEXP_LIKE": _regexp_like,
-    "REGEXP_SUBSTR": _regexp_substr,
-    "HEXTORAW": _fixed("decode(unhex({0}), 'UTF-16BE')", 1),
-    "RAWTOHEX": _fixed("lower(hex(encode({0}, 'UTF-16BE')))", 1),
-    "TO_CHAR": _fixed("CAST({0} AS STRING)", 1),
-    "TRUNC": _truncate,
-    "TRUNCATE": _truncate,
-    "DATEADD": _dateadd,
-    "TIMESTAMPADD": _dateadd,
-    "DATEDIFF": _datediff,
-    "DATE_TRUNC": _date_trunc,
-    "DAYNAME": _fixed("date_format({0}, 'EEEE')", 1),
-    "MONTHNAME": _fixed("date_format({0}, 'MMMM')", 1),
-    "DAY_OF_MONTH": _fixed("dayofmonth({0})", 1),
-    "DAY_OF_WEEK": _fixed("(weekday({0}) + 1)", 1),
-    "DAY_OF_YEAR": _fixed("dayofyear({0})", 1),
-    "WEEK": _fixed("weekofyear({0})", 1),
-    "EXTRACT": _extract,
-    "FORMATDATETIME": _fixed("date_format({0}, {1})", 2),
-    "PARSEDATETIME": _fixed("to_timestamp_ntz({0}, {1})", 2),
-    "TO_DATE": _fixed("to_timestamp_ntz({0}, {1})", 2),
-    "IS_DATE": _fixed("(try_to_timestamp({0}, {1}) IS NOT NULL)", 2),
-    "FROM_UNIXTIME": _from_unixtime,
-    "CAST": _cast("CAST"),
-    "TRY_CAST": _cast("TRY_CAST"),
-    "MULTI_IF": _multi_if,
-}
-
-
-__all__ = ["SqlRewriteError", "rewrite_calls"]
+__all__ = ["FUNCTIONS", "Function", "SqlFunctionError", "known_names", "translate_calls"]
