@@ -106,9 +106,23 @@ def _unit(arg: exp.Expression, function: str) -> str | None:
     return unit
 
 
+# Calendar units keep the value's type (DATE stays DATE, TIMESTAMP stays TIMESTAMP), as in H2;
+# clock units turn a DATE into a TIMESTAMP.
+_ADD_CALENDAR = {
+    "YEAR": "({0} + make_ym_interval({1}, 0))",
+    "QUARTER": "({0} + make_ym_interval(0, {1} * 3))",
+    "MONTH": "({0} + make_ym_interval(0, {1}))",
+    "WEEK": "({0} + make_interval(0, 0, {1}))",
+    "DAY": "({0} + make_interval(0, 0, 0, {1}))",
+}
+
+
 def _dateadd(args: Args) -> exp.Expression | None:
     unit = _unit(args[2], "DATEADD") if len(args) == 3 else None
-    return fill(f"timestampadd({unit}, {{1}}, {{0}})", args) if unit else None
+    if not unit:
+        return None
+    template = _ADD_CALENDAR.get(unit, f"CAST(timestampadd({unit}, {{1}}, {{0}}) AS TIMESTAMP_NTZ)")
+    return fill(template, args)
 
 
 def _datediff(args: Args) -> exp.Expression | None:
@@ -121,7 +135,7 @@ def _datediff(args: Args) -> exp.Expression | None:
 
 def _date_trunc(args: Args) -> exp.Expression | None:
     if len(args) == 2 and _string(args[1]) is not None and _string(args[0]) is None:
-        return fill("date_trunc({1}, {0})", args)
+        return fill("CAST(date_trunc({1}, {0}) AS TIMESTAMP_NTZ)", args)
     return None
 
 
@@ -250,8 +264,11 @@ FUNCTIONS: dict[str, Function] = {
     "TRUNC": Function(N, _truncate),
     "TRUNCATE": Function(N, _truncate, spark_has_it=False),
     # date and time
-    "CURRENT_DATE": Function(D, NATIVE), "CURRENT_TIME": Function(D, NATIVE),
-    "CURRENT_TIMESTAMP": Function(D, NATIVE), "NOW": Function(D, NATIVE),
+    "CURRENT_DATE": Function(D, NATIVE),
+    "CURRENT_TIME": Function(D, {0: "date_format(localtimestamp(), 'HH:mm:ss')"},
+                             status="differs: a STRING HH:mm:ss (Spark here has no TIME values)"),
+    "CURRENT_TIMESTAMP": Function(D, {0: "localtimestamp()"}),
+    "NOW": Function(D, {0: "localtimestamp()"}),
     "DATEADD": Function(D, _dateadd), "TIMESTAMPADD": Function(D, _dateadd),
     "DATEDIFF": Function(D, _datediff),
     "DATE_TRUNC": Function(D, _date_trunc),
@@ -319,6 +336,11 @@ def translate_calls(tree: exp.Expression, udfs: dict[str, str]) -> exp.Expressio
 
 
 def _translate(node: exp.Expression, udfs: dict[str, str]) -> exp.Expression | None:
+    if isinstance(node, exp.Cast):
+        _seatunnel_type(node.to)
+        return None
+    if isinstance(node, exp.CurrentTimestamp):
+        return fill("localtimestamp()", [])
     if isinstance(node, exp.Extract):
         template = _EXTRACT.get(node.this.name.upper())
         return fill(template, [node.expression]) if template else None
@@ -343,6 +365,17 @@ def _translate(node: exp.Expression, udfs: dict[str, str]) -> exp.Expression | N
         raise SqlFunctionError(f"{name} takes {counts} argument{'s' if counts != '1' else ''}, "
                                f"not {len(args)}")
     return None
+
+
+def _seatunnel_type(to: exp.DataType) -> None:
+    """SeaTunnel's TIMESTAMP has no time zone: Spark's TIMESTAMP_NTZ."""
+    if to.this == exp.DataType.Type.TIMESTAMPTZ:       # how sqlglot reads Spark's TIMESTAMP
+        to.set("this", exp.DataType.Type.TIMESTAMPNTZ)
+    elif to.this == exp.DataType.Type.TIME:
+        # Spark runs with its TIME type disabled (UNSUPPORTED_TIME_TYPE); sqlglot would
+        # silently write TIMESTAMP instead, so refuse rather than change the meaning
+        raise SqlFunctionError("CAST to TIME is not supported: Spark SQL here has no TIME "
+                               "values; cast to STRING (HH:mm:ss) or TIMESTAMP instead")
 
 
 def known_names(udfs: dict[str, str] = {}) -> list[str]:     # noqa: B006 - read only
