@@ -49,11 +49,15 @@ class Udf:
 
     def spark_function(self):
         """The function as Spark registers it (built on the driver, once per pipeline start)."""
+        import warnings
+
         from pyspark.sql.functions import pandas_udf, udf
 
         if self.vectorised:
             return pandas_udf(self.function, self.returns)
-        return udf(self.function, self.returns)
+        with warnings.catch_warnings():   # PySpark warns that plain hints name no Arrow eval type
+            warnings.simplefilter("ignore", UserWarning)
+            return udf(self.function, self.returns)
 
     def registered_name(self) -> str:
         # unique per declaration, so two jobs' MASK functions in one SparkSession never clash
