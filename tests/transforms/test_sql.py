@@ -197,12 +197,12 @@ def test_missing_query_option_is_reported():
 
 
 def test_translation_never_touches_literals_or_comments():
-    from seatide.transforms.sql_dialect import parse_query, to_spark
-    from seatide.transforms.sql_functions import translate_calls
-    from seatide.transforms.sql_tree import input_tables
+    from seatide.sql.dialect import parse_query, to_spark
+    from seatide.sql.functions import translate_calls
+    from seatide.sql.tree import input_tables
 
     query = "select 'CONCAT(a)' as s, /* LCASE(DATEADD(x)) */ DATEADD(t, 1, 'days') from fake"
     text = to_spark(translate_calls(parse_query(query), {}))
-    assert text == "SELECT 'CONCAT(a)' AS s /* LCASE(DATEADD(x)) */, TIMESTAMPADD(DAY, 1, t) FROM fake"
+    assert text == "SELECT 'CONCAT(a)' AS s /* LCASE(DATEADD(x)) */, (t + MAKE_INTERVAL(0, 0, 0, 1)) FROM fake"
     tree = parse_query("select EXTRACT(YEAR FROM created), trim(BOTH 'x' FROM s) from `fake` f")
     assert [(r.name, r.node.alias) for r in input_tables(tree)] == [("fake", "f")]

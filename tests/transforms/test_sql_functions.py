@@ -307,3 +307,21 @@ def test_unknown_function_exits_2_before_spark_starts(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2, out.stdout + out.stderr
     assert "unknown function LOWR; did you mean LOWER?" in out.stdout + out.stderr
+
+
+def test_a_job_without_sql_never_loads_the_parser():
+    import subprocess
+    import sys
+
+    code = """
+import sys
+from seatide.config.loader import load_job_text
+load_job_text('env { job.mode = BATCH }\\nsource { FakeSource { schema = { fields { id = bigint } } } }\\n'
+              'sink { Console {} }')
+assert 'sqlglot' not in sys.modules, 'sqlglot loaded for a job without Sql'
+load_job_text('env { job.mode = BATCH }\\nsource { FakeSource { schema = { fields { id = bigint } } } }\\n'
+              'transform { Sql { query = "select id from fake" } }\\nsink { Console {} }')
+assert 'sqlglot' in sys.modules
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr

@@ -23,9 +23,9 @@ class Sql(Transform):
     The query reads the input by the name it is known by (``plugin_input``, e.g.
     ``select id, upper(name) as name from fake where id > 0``); with a single table in the
     query, that table is the input whatever it is called. The query is read with
-    SeaTunnel's lexical rules (``sql_dialect``) and its calls get SeaTunnel's meaning
-    (``sql_functions``); the rest is Spark SQL, so joins, aggregates and window functions
-    work too. Python functions named in ``udfs`` become SQL functions (``sql_udf``).
+    SeaTunnel's lexical rules (``seatide.sql.dialect``) and its calls get SeaTunnel's meaning
+    (``seatide.sql.functions``); the rest is Spark SQL, so joins, aggregates and window functions
+    work too. Python functions named in ``udfs`` become SQL functions (``seatide.sql.udf``).
     Reading and translating happen once, in ``check`` (validation, before Spark starts)
     and ``apply`` (once per pipeline start); jobs without a Sql transform never load sqlglot.
 
@@ -53,10 +53,10 @@ class Sql(Transform):
     )
 
     def check(self) -> None:
-        from seatide.transforms.sql_dialect import SqlSyntaxError, parse_query
-        from seatide.transforms.sql_functions import translate_calls
-        from seatide.transforms.sql_tree import input_tables, merges_rows, names_row_kind
-        from seatide.transforms.sql_udf import UdfError, load_udfs
+        from seatide.sql.dialect import SqlSyntaxError, parse_query
+        from seatide.sql.functions import translate_calls
+        from seatide.sql.tree import input_tables, merges_rows, names_row_kind
+        from seatide.sql.udf import UdfError, load_udfs
 
         text = self.opts["query"].strip().rstrip(";").strip()
         if not text:
@@ -87,7 +87,7 @@ class Sql(Transform):
         return upstream
 
     def apply(self, df: "DataFrame", ctx: TransformContext) -> "DataFrame":
-        from seatide.transforms.sql_tree import point_tables_at
+        from seatide.sql.tree import point_tables_at
 
         view = f"__seatide_sql_{uuid.uuid4().hex}"
         tree = self._tree.copy()
@@ -111,8 +111,8 @@ class Sql(Transform):
 
     def _with_row_kinds(self, tree: "exp.Expression", source: "_Input") -> "DataFrame":
         """Analyze the query so that its output carries the right row kind (see the class doc)."""
-        from seatide.transforms.sql_dialect import to_spark
-        from seatide.transforms.sql_tree import add_row_kind_to_selects
+        from seatide.sql.dialect import to_spark
+        from seatide.sql.tree import add_row_kind_to_selects
 
         if self._merges:
             if not self._names_row_kind:   # hide the kind from DISTINCT *, GROUP BY ALL
@@ -127,7 +127,7 @@ class Sql(Transform):
         return source.analyze(to_spark(add_row_kind_to_selects(tree)), carrying=True)
 
     def _input_refs(self, tree: "exp.Expression", input_name: str):
-        from seatide.transforms.sql_tree import input_tables
+        from seatide.sql.tree import input_tables
 
         external = input_tables(tree)
         mine = [r for r in external if r.name.lower() == (input_name or "").lower()]
@@ -150,7 +150,7 @@ def _query_types() -> tuple:
 def _check_types(udfs) -> None:
     from sqlglot import ParseError, exp
 
-    from seatide.transforms.sql_udf import UdfError
+    from seatide.sql.udf import UdfError
 
     for udf in udfs.values():
         try:

@@ -10,7 +10,7 @@ Spark SQL's in a few places that change meaning, not just spelling:
 * type names ``BYTES``, ``LONG`` and ``BYTE`` in ``CAST``, and ``CONVERT(value AS type)``.
 
 Everything else is Spark SQL, so the dialect derives from sqlglot's Spark dialect. Function
-calls are parsed by name only (no sqlglot function semantics): ``sql_functions`` decides
+calls are parsed by name only (no sqlglot function semantics): ``seatide.sql.functions`` decides
 what each SeaTunnel function means, and the tree is written back as Spark SQL.
 
 This module imports sqlglot; import it only where a Sql transform is in the job, so jobs
@@ -42,7 +42,7 @@ class SeaTunnel(Spark):
 
     class Parser(Spark.Parser):
         # Every call by name stays an exp.Anonymous: its meaning is SeaTunnel's, decided in
-        # sql_functions, not sqlglot's idea of what a same-named function does elsewhere.
+        # seatide.sql.functions, not sqlglot's idea of what a same-named function does elsewhere.
         FUNCTIONS: dict = {}
         TRIM_PATTERN_FIRST = False
         FUNCTION_PARSERS = {

@@ -24,8 +24,8 @@ from typing import Callable, Union
 
 from sqlglot import exp
 
-from seatide.transforms.spark_builtins import SPARK_FUNCTIONS
-from seatide.transforms.sql_dialect import SeaTunnel, SqlSyntaxError
+from seatide.sql.spark_builtins import SPARK_FUNCTIONS
+from seatide.sql.dialect import SeaTunnel, SqlSyntaxError
 
 
 class SqlFunctionError(SqlSyntaxError):

@@ -3,7 +3,7 @@
 Generated from ``SHOW SYSTEM FUNCTIONS`` and each function's class (aggregate and window
 functions merge rows; every other function maps one row to one value or, for generators
 such as ``explode``, to several rows that each still come from one input row). Regenerate
-with ``python -m seatide.transforms.spark_builtins`` in an environment with Spark when
+with ``python -m seatide.sql.spark_builtins`` in an environment with Spark when
 PySpark is upgraded.
 """
 

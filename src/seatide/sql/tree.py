@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
-from seatide.transforms.spark_builtins import ROW_MERGING
+from seatide.sql.spark_builtins import ROW_MERGING
 
 
 @dataclass(frozen=True)
