@@ -325,3 +325,14 @@ assert 'sqlglot' in sys.modules
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
+
+
+def test_docs_give_every_documented_function_a_status():
+    import re
+
+    from seatide.sql.functions import FUNCTIONS
+
+    with open(os.path.join(EXAMPLES, "..", "docs", "sql.md")) as handle:
+        rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([A-Z0-9_ ]+)` \| ([^|]+) \|", handle.read(), re.M)}
+    assert set(FUNCTIONS) - {n.replace(" WHEN", "") for n in rows} == set()
+    assert all(status.strip().startswith(("supported", "differs", "not supported")) for status in rows.values())

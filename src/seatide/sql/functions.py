@@ -254,15 +254,20 @@ FUNCTIONS: dict[str, Function] = {
     "ABS": Function(N, NATIVE),
     **{name: Function(N, NATIVE) for name in (
         "ACOS", "ASIN", "ATAN", "COS", "COSH", "COT", "SIN", "SINH", "TAN", "TANH", "EXP", "LN",
-        "LOG10", "RADIANS", "SQRT", "PI", "POWER", "RAND", "RANDOM", "ROUND")},
+        "LOG10", "RADIANS", "SQRT", "PI", "POWER", "ROUND")},
+    "RAND": Function(N, NATIVE, status="differs: a seed makes this call's sequence repeatable; it "
+                                       "does not reseed the session"),
+    "RANDOM": Function(N, NATIVE, status="differs: a seed makes this call's sequence repeatable; it "
+                                         "does not reseed the session"),
     "MOD": Function(N, NATIVE, status="differs: a zero divisor gives NULL, not an error"),
     "CEIL": Function(N, NATIVE, status="differs: FLOAT/DOUBLE arguments give BIGINT (Spark's type)"),
     "CEILING": Function(N, NATIVE, status="differs: FLOAT/DOUBLE arguments give BIGINT (Spark's type)"),
     "FLOOR": Function(N, NATIVE, status="differs: FLOAT/DOUBLE arguments give BIGINT (Spark's type)"),
     "LOG": Function(N, {1: "ln({0})"}),
     "SIGN": Function(N, {1: "CAST(signum({0}) AS INT)"}),
-    "TRUNC": Function(N, _truncate),
-    "TRUNCATE": Function(N, _truncate, spark_has_it=False),
+    "TRUNC": Function(N, _truncate, status="differs: FLOAT/DOUBLE without digits give BIGINT"),
+    "TRUNCATE": Function(N, _truncate, spark_has_it=False,
+                         status="differs: FLOAT/DOUBLE without digits give BIGINT"),
     # date and time
     "CURRENT_DATE": Function(D, NATIVE),
     "CURRENT_TIME": Function(D, {0: "date_format(localtimestamp(), 'HH:mm:ss')"},
@@ -291,7 +296,8 @@ FUNCTIONS: dict[str, Function] = {
     "YEAR": Function(D, NATIVE),
     "FROM_UNIXTIME": Function(D, _from_unixtime),
     # system
-    "CAST": Function(C, NATIVE), "CONVERT": Function(C, NATIVE),
+    "CAST": Function(C, NATIVE, status="differs: TIME is refused (Spark here has no TIME values)"),
+    "CONVERT": Function(C, NATIVE, status="differs: TIME is refused (Spark here has no TIME values)"),
     "COALESCE": Function(C, NATIVE), "IFNULL": Function(C, NATIVE), "NULLIF": Function(C, NATIVE),
     "NVL": Function(C, NATIVE), "CASE": Function(C, NATIVE), "UUID": Function(C, NATIVE),
     "MULTI_IF": Function(C, _multi_if, spark_has_it=False),
