@@ -188,6 +188,15 @@ def _regexp_substr(args: Args) -> exp.Expression | None:
                 [args[0], position, regex, group, occurrence])
 
 
+# H2's LOCATE with a start: a negative start searches backwards from that many characters
+# before the end (Java's lastIndexOf), by a forward search in the reversed strings; 0 is 1.
+_LOCATE_FROM = (
+    "(CASE WHEN {2} < 0 THEN (CASE WHEN locate(reverse({0}), reverse({1}), "
+    "greatest(1, -{2} - char_length({0}) + 1)) = 0 THEN 0 ELSE char_length({1}) - "
+    "locate(reverse({0}), reverse({1}), greatest(1, -{2} - char_length({0}) + 1)) "
+    "- char_length({0}) + 2 END) ELSE locate({0}, {1}, greatest({2}, 1)) END)")
+
+
 def _truncate(args: Args) -> exp.Expression | None:
     if len(args) == 2 and _string(args[1]) is not None:
         return None               # Spark's TRUNC(date, 'MM')
@@ -233,9 +242,8 @@ FUNCTIONS: dict[str, Function] = {
     "LOWER": Function(S, NATIVE), "LCASE": Function(S, NATIVE),
     "UPPER": Function(S, NATIVE), "UCASE": Function(S, NATIVE),
     "LEFT": Function(S, NATIVE), "RIGHT": Function(S, NATIVE),
-    "LOCATE": Function(S, NATIVE, status="differs: a negative start finds nothing (0) instead of "
-                                         "searching from the right"),
-    "INSTR": Function(S, {3: "locate({1}, {0}, {2})"}),
+    "LOCATE": Function(S, {3: _LOCATE_FROM}),
+    "INSTR": Function(S, {3: _LOCATE_FROM.replace("{0}", "{x}").replace("{1}", "{0}").replace("{x}", "{1}")}),
     "POSITION": Function(S, NATIVE),
     "LPAD": Function(S, NATIVE), "RPAD": Function(S, NATIVE),
     "LTRIM": Function(S, {2: "trim(LEADING {1} FROM {0})"}),
@@ -350,8 +358,8 @@ def _translate(node: exp.Expression, udfs: dict[str, str]) -> exp.Expression | N
     if isinstance(node, exp.Extract):
         template = _EXTRACT.get(node.this.name.upper())
         return fill(template, [node.expression]) if template else None
-    if not isinstance(node, exp.Anonymous):
-        return None
+    if not isinstance(node, exp.Anonymous) or node.find_ancestor(exp.Hint):
+        return None               # optimizer hints (/*+ REPARTITION(2) */) are not calls
     name = node.name.upper()
     if name in udfs:
         return exp.Anonymous(this=udfs[name], expressions=node.expressions)
