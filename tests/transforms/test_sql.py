@@ -198,7 +198,7 @@ def test_missing_query_option_is_reported():
 
 def test_translation_never_touches_literals_or_comments():
     from seatide.sql.dialect import parse_query, to_spark
-    from seatide.sql.functions import translate_calls
+    from seatide.sql.translate import translate_calls
     from seatide.sql.tree import input_tables
 
     query = "select 'CONCAT(a)' as s, /* LCASE(DATEADD(x)) */ DATEADD(t, 1, 'days') from fake"

@@ -269,6 +269,16 @@ def test_udf_example_job_validates():
     assert sql._udfs["WITH_TAX"].vectorised and not sql._udfs["MASK"].vectorised
 
 
+def test_mod_by_zero_fails_as_in_seatunnel(spark, ctx):
+    from seatide.plugin.rowkind import RowKind
+    from tests.transforms.conftest import frame, transform_from
+
+    df = frame(spark, [(7, 0, RowKind.INSERT)], "a int, b int")
+    out = transform_from('Sql { plugin_input = "fake", query = "select MOD(a, b) as m from fake" }').apply(df, ctx)
+    with pytest.raises(Exception, match="MOD: the divisor is 0"):
+        out.collect()
+
+
 @pytest.mark.parametrize("query, option, message", [
     ("select CONCTA(name, 'x') from fake", "query", "unknown function CONCTA; did you mean CONCAT?"),
     ("select FORMATDATETIM(d, 'yyyy') from fake", "query",

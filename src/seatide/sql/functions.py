@@ -11,20 +11,17 @@ rewrite of the call:
   the function is SeaTunnel's alone, and passes through when Spark has a form of its own;
 * a function - for variadic calls and arguments read at translation (units, regex flags).
 
-Calls are translated innermost first. A call to a name neither SeaTunnel, Spark nor the
-job's UDFs know is an error naming it and the closest known name.
+``seatide.sql.translate`` applies this library to a query's tree.
 """
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Union
 
 from sqlglot import exp
 
-from seatide.sql.spark_builtins import SPARK_FUNCTIONS
 from seatide.sql.dialect import SeaTunnel, SqlSyntaxError
 
 
@@ -267,7 +264,9 @@ FUNCTIONS: dict[str, Function] = {
                                        "does not reseed the session"),
     "RANDOM": Function(N, NATIVE, status="differs: a seed makes this call's sequence repeatable; it "
                                          "does not reseed the session"),
-    "MOD": Function(N, NATIVE, status="differs: a zero divisor gives NULL, not an error"),
+    "MOD": Function(N, {2: "(CASE WHEN {1} = 0 THEN raise_error('MOD: the divisor is 0; SeaTunnel MOD "
+                           "fails on it (choose a value with CASE WHEN divisor = 0 THEN ... END)') "
+                           "ELSE {0} % {1} END)"}),
     "CEIL": Function(N, NATIVE, status="differs: FLOAT/DOUBLE arguments give BIGINT (Spark's type)"),
     "CEILING": Function(N, NATIVE, status="differs: FLOAT/DOUBLE arguments give BIGINT (Spark's type)"),
     "FLOOR": Function(N, NATIVE, status="differs: FLOAT/DOUBLE arguments give BIGINT (Spark's type)"),
@@ -312,7 +311,7 @@ FUNCTIONS: dict[str, Function] = {
 }
 
 # EXTRACT fields whose Spark meaning or type differs from SeaTunnel's (an INT, EPOCH numeric)
-_EXTRACT = {
+EXTRACT_FIELDS = {
     "SECOND": "second({0})",
     "DOW": "(extract(DOW FROM {0}) - 1)",
     "DAYOFWEEK": "(extract(DOW FROM {0}) - 1)",
@@ -331,76 +330,8 @@ _EXTRACT = {
     "MICROSECOND": "(CAST(floor(extract(SECOND FROM {0}) * 1000000) AS INT) % 1000000)",
     "NANOSECOND": "(CAST(floor(extract(SECOND FROM {0}) * 1000000) AS BIGINT) % 1000000 * 1000)",
 }
-_EXTRACT["MILLISECONDS"], _EXTRACT["MICROSECONDS"] = _EXTRACT["MILLISECOND"], _EXTRACT["MICROSECOND"]
+EXTRACT_FIELDS["MILLISECONDS"] = EXTRACT_FIELDS["MILLISECOND"]
+EXTRACT_FIELDS["MICROSECONDS"] = EXTRACT_FIELDS["MICROSECOND"]
 
 
-def translate_calls(tree: exp.Expression, udfs: dict[str, str]) -> exp.Expression:
-    """Give every call in ``tree`` its SeaTunnel meaning on Spark (innermost first).
-
-    ``udfs`` maps a UDF's SQL name (upper case) to the name it is registered under in Spark.
-    """
-    for node in reversed(list(tree.walk())):      # children before their parents
-        new = _translate(node, udfs)
-        if new is not None and new is not node:
-            if node is tree:
-                tree = new
-            else:
-                node.replace(new)
-    return tree
-
-
-def _translate(node: exp.Expression, udfs: dict[str, str]) -> exp.Expression | None:
-    if isinstance(node, exp.Cast):
-        _seatunnel_type(node.to)
-        return None
-    if isinstance(node, exp.CurrentTimestamp):
-        return fill("localtimestamp()", [])
-    if isinstance(node, exp.Extract):
-        template = _EXTRACT.get(node.this.name.upper())
-        return fill(template, [node.expression]) if template else None
-    if not isinstance(node, exp.Anonymous) or node.find_ancestor(exp.Hint):
-        return None               # optimizer hints (/*+ REPARTITION(2) */) are not calls
-    name = node.name.upper()
-    if name in udfs:
-        return exp.Anonymous(this=udfs[name], expressions=node.expressions)
-    args = list(node.expressions)
-    function = FUNCTIONS.get(name)
-    if function is None:
-        if node.name.lower() not in SPARK_FUNCTIONS:
-            raise SqlFunctionError(_unknown(node.name, udfs))
-        return None
-    if callable(function.forms):
-        return function.forms(args)
-    template = function.forms.get(len(args))
-    if template is not None:
-        return fill(template, args)
-    if function.forms and not function.spark_has_it:
-        counts = " or ".join(str(n) for n in sorted(function.forms))
-        raise SqlFunctionError(f"{name} takes {counts} argument{'s' if counts != '1' else ''}, "
-                               f"not {len(args)}")
-    return None
-
-
-def _seatunnel_type(to: exp.DataType) -> None:
-    """SeaTunnel's TIMESTAMP has no time zone: Spark's TIMESTAMP_NTZ."""
-    if to.this == exp.DataType.Type.TIMESTAMPTZ:       # how sqlglot reads Spark's TIMESTAMP
-        to.set("this", exp.DataType.Type.TIMESTAMPNTZ)
-    elif to.this == exp.DataType.Type.TIME:
-        # Spark runs with its TIME type disabled (UNSUPPORTED_TIME_TYPE); sqlglot would
-        # silently write TIMESTAMP instead, so refuse rather than change the meaning
-        raise SqlFunctionError("CAST to TIME is not supported: Spark SQL here has no TIME "
-                               "values; cast to STRING (HH:mm:ss) or TIMESTAMP instead")
-
-
-def known_names(udfs: dict[str, str] = {}) -> list[str]:     # noqa: B006 - read only
-    return sorted(set(FUNCTIONS) | {n.upper() for n in SPARK_FUNCTIONS} | set(udfs))
-
-
-def _unknown(name: str, udfs: dict[str, str]) -> str:
-    close = difflib.get_close_matches(name.upper(), known_names(udfs), n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]}?" if close else \
-        "; see docs/sql.md for SeaTunnel's functions, or declare a Python UDF (option 'udfs')"
-    return f"unknown function {name}{hint}"
-
-
-__all__ = ["FUNCTIONS", "Function", "SqlFunctionError", "known_names", "translate_calls"]
+__all__ = ["EXTRACT_FIELDS", "FUNCTIONS", "Function", "SqlFunctionError", "fill"]

@@ -54,7 +54,7 @@ class Sql(Transform):
 
     def check(self) -> None:
         from seatide.sql.dialect import SqlSyntaxError, parse_query
-        from seatide.sql.functions import translate_calls
+        from seatide.sql.translate import translate_calls
         from seatide.sql.tree import input_tables, merges_rows, names_row_kind
         from seatide.sql.udf import UdfError, load_udfs
 

@@ -1,0 +1,88 @@
+"""Translate a parsed SeaTunnel query: every call gets its meaning from ``seatide.sql.functions``.
+
+Calls are rewritten innermost first, so a template's arguments are already Spark SQL.
+CAST types and EXTRACT fields get SeaTunnel's meaning too. A call to a name that neither
+SeaTunnel's library, Spark's built-in functions nor the transform's UDFs know is an error
+naming it and the closest known name (at validation, before Spark starts).
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from sqlglot import exp
+
+from seatide.sql.functions import EXTRACT_FIELDS, FUNCTIONS, SqlFunctionError, fill
+from seatide.sql.spark_builtins import SPARK_FUNCTIONS
+
+
+def translate_calls(tree: exp.Expression, udfs: dict[str, str]) -> exp.Expression:
+    """Give every call in ``tree`` its SeaTunnel meaning on Spark (innermost first).
+
+    ``udfs`` maps a UDF's SQL name (upper case) to the name it is registered under in Spark.
+    """
+    for node in reversed(list(tree.walk())):      # children before their parents
+        new = _translate(node, udfs)
+        if new is not None and new is not node:
+            if node is tree:
+                tree = new
+            else:
+                node.replace(new)
+    return tree
+
+
+def _translate(node: exp.Expression, udfs: dict[str, str]) -> exp.Expression | None:
+    if isinstance(node, exp.Cast):
+        _seatunnel_type(node.to)
+        return None
+    if isinstance(node, exp.CurrentTimestamp):
+        return fill("localtimestamp()", [])
+    if isinstance(node, exp.Extract):
+        template = EXTRACT_FIELDS.get(node.this.name.upper())
+        return fill(template, [node.expression]) if template else None
+    if not isinstance(node, exp.Anonymous) or node.find_ancestor(exp.Hint):
+        return None               # optimizer hints (/*+ REPARTITION(2) */) are not calls
+    name = node.name.upper()
+    if name in udfs:
+        return exp.Anonymous(this=udfs[name], expressions=node.expressions)
+    args = list(node.expressions)
+    function = FUNCTIONS.get(name)
+    if function is None:
+        if node.name.lower() not in SPARK_FUNCTIONS:
+            raise SqlFunctionError(_unknown(node.name, udfs))
+        return None
+    if callable(function.forms):
+        return function.forms(args)
+    template = function.forms.get(len(args))
+    if template is not None:
+        return fill(template, args)
+    if function.forms and not function.spark_has_it:
+        counts = " or ".join(str(n) for n in sorted(function.forms))
+        raise SqlFunctionError(f"{name} takes {counts} argument{'s' if counts != '1' else ''}, "
+                               f"not {len(args)}")
+    return None
+
+
+def _seatunnel_type(to: exp.DataType) -> None:
+    """SeaTunnel's TIMESTAMP has no time zone: Spark's TIMESTAMP_NTZ."""
+    if to.this == exp.DataType.Type.TIMESTAMPTZ:       # how sqlglot reads Spark's TIMESTAMP
+        to.set("this", exp.DataType.Type.TIMESTAMPNTZ)
+    elif to.this == exp.DataType.Type.TIME:
+        # Spark runs with its TIME type disabled (UNSUPPORTED_TIME_TYPE); sqlglot would
+        # silently write TIMESTAMP instead, so refuse rather than change the meaning
+        raise SqlFunctionError("CAST to TIME is not supported: Spark SQL here has no TIME "
+                               "values; cast to STRING (HH:mm:ss) or TIMESTAMP instead")
+
+
+def known_names(udfs: dict[str, str] = {}) -> list[str]:     # noqa: B006 - read only
+    return sorted(set(FUNCTIONS) | {n.upper() for n in SPARK_FUNCTIONS} | set(udfs))
+
+
+def _unknown(name: str, udfs: dict[str, str]) -> str:
+    close = difflib.get_close_matches(name.upper(), known_names(udfs), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else \
+        "; see docs/sql.md for SeaTunnel's functions, or declare a Python UDF (option 'udfs')"
+    return f"unknown function {name}{hint}"
+
+
+__all__ = ["known_names", "translate_calls"]
