@@ -62,6 +62,12 @@ def test_subquery_and_cte_projections_keep_row_kinds(people, ctx):
     assert rows_of(cte) == [("Joy Ding", I), ("May Ding", UB)]
 
 
+def test_a_subquery_in_an_expression_keeps_row_kinds(people, ctx):
+    transform = sql("select id from fake where age = (select max(age) from fake)")
+    assert transform.row_kinds(frozenset(RowKind)) == frozenset(RowKind)
+    assert rows_of(transform.apply(people, ctx)) == [(3, UA)]
+
+
 def test_query_may_choose_the_row_kind_itself(people, ctx):
     out = sql("select id, cast(0 as tinyint) as __row_kind from fake where id = 4").apply(people, ctx)
     assert rows_of(out) == [(4, I)]
@@ -188,6 +194,28 @@ def test_bad_queries_fail_validation_naming_plugin_and_option(query, message):
         load_job_text(job_text(f'Sql {{ plugin_input = "fake", query = """{query}""" }}'))
     assert err.value.plugin == "transform[0] Sql" and err.value.option == "query"
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize("query, merges", [
+    ("select id, upper(name) from fake where id > 1", False),
+    ("select id, part from fake LATERAL VIEW EXPLODE(SPLIT(name, ' ')) AS part", False),
+    ("select id from fake where id in (select max(id) from fake)", False),
+    ("select id, (select count(*) from fake) as n from fake", False),
+    ("select n from (select upper(name) as n from fake) t", False),
+    ("select name, count(*) from fake group by name", True),
+    ("select distinct name from fake", True),
+    ("select count(*) from fake", True),
+    ("select id, row_number() over (order by id) from fake", True),
+    ("select a.id from fake a join fake b on a.id = b.id", True),
+    ("select id from fake union all select id from fake", True),
+    ("select n from (select name as n, count(*) as c from fake group by name) t", True),
+    ("with g as (select max(id) as m from fake) select m from g", True),
+])
+def test_row_merging_is_read_from_the_query_tree(query, merges):
+    from seatide.sql.dialect import parse_query
+    from seatide.sql.tree import merges_rows
+
+    assert merges_rows(parse_query(query)) is merges
 
 
 def test_missing_query_option_is_reported():

@@ -51,8 +51,18 @@ def point_tables_at(refs: list[TableRef], view: str) -> None:
 
 
 def merges_rows(tree: exp.Expression) -> bool:
-    """Whether an output row may stand for several input rows, or for none of them alone."""
-    for node in tree.walk():
+    """Whether an output row may stand for several input rows, or for none of them alone.
+
+    Only the relations the rows flow through count: a subquery inside an expression
+    (``WHERE id IN (SELECT max(id) ...)``) filters or computes a value per row, so its
+    aggregate does not make the query's rows merged.
+    """
+    def expression_subquery(node: exp.Expression) -> bool:
+        return isinstance(node, exp.Select) and not _is_relation(node)
+
+    for node in tree.walk(prune=expression_subquery):
+        if expression_subquery(node):
+            continue
         if isinstance(node, (exp.Group, exp.Window, exp.Join, exp.SetOperation, exp.Pivot,
                              exp.AggFunc)):
             return True
