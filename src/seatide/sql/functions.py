@@ -277,8 +277,7 @@ FUNCTIONS: dict[str, Function] = {
                          status="differs: FLOAT/DOUBLE without digits give BIGINT"),
     # date and time
     "CURRENT_DATE": Function(D, NATIVE),
-    "CURRENT_TIME": Function(D, {0: "date_format(localtimestamp(), 'HH:mm:ss')"},
-                             status="differs: a STRING HH:mm:ss (Spark here has no TIME values)"),
+    "CURRENT_TIME": Function(D, NATIVE),
     "CURRENT_TIMESTAMP": Function(D, {0: "localtimestamp()"}),
     "NOW": Function(D, {0: "localtimestamp()"}),
     "DATEADD": Function(D, _dateadd), "TIMESTAMPADD": Function(D, _dateadd),
@@ -303,8 +302,7 @@ FUNCTIONS: dict[str, Function] = {
     "YEAR": Function(D, NATIVE),
     "FROM_UNIXTIME": Function(D, _from_unixtime),
     # system
-    "CAST": Function(C, NATIVE, status="differs: TIME is refused (Spark here has no TIME values)"),
-    "CONVERT": Function(C, NATIVE, status="differs: TIME is refused (Spark here has no TIME values)"),
+    "CAST": Function(C, NATIVE), "CONVERT": Function(C, NATIVE),
     "COALESCE": Function(C, NATIVE), "IFNULL": Function(C, NATIVE), "NULLIF": Function(C, NATIVE),
     "NVL": Function(C, NATIVE), "CASE": Function(C, NATIVE), "UUID": Function(C, NATIVE),
     "MULTI_IF": Function(C, _multi_if, spark_has_it=False),

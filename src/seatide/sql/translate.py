@@ -64,14 +64,11 @@ def _translate(node: exp.Expression, udfs: dict[str, str]) -> exp.Expression | N
 
 
 def _seatunnel_type(to: exp.DataType) -> None:
-    """SeaTunnel's TIMESTAMP has no time zone: Spark's TIMESTAMP_NTZ."""
+    """SeaTunnel's TIMESTAMP has no time zone (Spark's TIMESTAMP_NTZ); TIME is Spark's TIME."""
     if to.this == exp.DataType.Type.TIMESTAMPTZ:       # how sqlglot reads Spark's TIMESTAMP
         to.set("this", exp.DataType.Type.TIMESTAMPNTZ)
-    elif to.this == exp.DataType.Type.TIME:
-        # Spark runs with its TIME type disabled (UNSUPPORTED_TIME_TYPE); sqlglot would
-        # silently write TIMESTAMP instead, so refuse rather than change the meaning
-        raise SqlFunctionError("CAST to TIME is not supported: Spark SQL here has no TIME "
-                               "values; cast to STRING (HH:mm:ss) or TIMESTAMP instead")
+    elif to.this == exp.DataType.Type.TIME:            # sqlglot would write Spark's TIMESTAMP
+        to.replace(exp.DataType(this=exp.DataType.Type.USERDEFINED, kind="TIME"))
 
 
 def known_names(udfs: dict[str, str] = {}) -> list[str]:     # noqa: B006 - read only
