@@ -134,7 +134,9 @@ def test_numeric_functions_return_seatunnel_types(local):
         "sqrt": "SQRT(16)", "sqrt_null": "SQRT(nothing)", "pi": "PI()", "pow": "POWER(2, 10)",
         "rand": "RAND()", "random": "RANDOM()", "round": "ROUND(dec, 1)", "round_d": "ROUND(d)",
         "sign_neg": "SIGN(i)", "sign_zero": "SIGN(0.0)", "sign_pos": "SIGN(d)", "trunc": "TRUNC(7.89, 1)",
-        "truncate": "TRUNCATE(-7.89)", "trunc_dec": "TRUNC(dec)",
+        "truncate": "TRUNCATE(-7.89)", "trunc_dec": "TRUNC(dec)", "ceil_d": "CEIL(d)", "floor_d": "FLOOR(d)",
+        "ceiling_d": "CEILING(d)", "trunc_d": "TRUNC(d)", "truncate_f": "TRUNCATE(f)", "ceil_f": "CEIL(f)",
+        "ceil_i": "CEIL(i)", "ceil_expr": "CEIL(d + 1)",
     }
     unit = [{"rule_type": "MIN", "rule_value": 0}, {"rule_type": "MAX", "rule_value": 1}]
     expect = {
@@ -150,11 +152,14 @@ def test_numeric_functions_return_seatunnel_types(local):
         "random": ("double", unit), "round": ("decimal(10, 1)", "12.3"), "round_d": ("double", 1.0),
         "sign_neg": ("int", -1), "sign_zero": ("int", 0), "sign_pos": ("int", 1),
         "trunc": ("decimal(3, 1)", "7.8"), "truncate": ("decimal(2, 0)", "-7"),
-        "trunc_dec": ("decimal(9, 0)", "12"),
+        "trunc_dec": ("decimal(9, 0)", "12"), "ceil_d": ("double", 1.0), "floor_d": ("double", 0.0),
+        "ceiling_d": ("double", 1.0), "trunc_d": ("double", 0.0), "truncate_f": ("float", -2.0),
+        "ceil_f": ("float", -2.0), "ceil_i": ("int", -7),
+        "ceil_expr": ("bigint", 2),      # a computed argument: Spark's type (documented)
     }
     query = f"select {select_list(expect, calls)} from fake"
-    fields = {"i": "int", "d": "double", "dec": "decimal(10, 2)", "nothing": "int"}
-    run_ok(local, sql_job(fields, [-7, 0.5, "12.34", None], query, expect))
+    fields = {"i": "int", "d": "double", "dec": "decimal(10, 2)", "f": "float", "nothing": "int"}
+    run_ok(local, sql_job(fields, [-7, 0.5, "12.34", -2.5, None], query, expect))
 
 
 def test_date_and_time_functions(local):

@@ -220,6 +220,8 @@ def _multi_if(args: Args) -> exp.Expression:
 
 
 S, N, D, C = "string", "numeric", "date and time", "system"
+_ROUNDING_TYPE = ("differs: keeps the type of an input field; of a computed FLOAT/DOUBLE/integer "
+                  "argument (a + 1) gives Spark's BIGINT")
 
 FUNCTIONS: dict[str, Function] = {
     # string
@@ -267,14 +269,14 @@ FUNCTIONS: dict[str, Function] = {
     "MOD": Function(N, {2: "(CASE WHEN {1} = 0 THEN raise_error('MOD: the divisor is 0; SeaTunnel MOD "
                            "fails on it (choose a value with CASE WHEN divisor = 0 THEN ... END)') "
                            "ELSE {0} % {1} END)"}),
-    "CEIL": Function(N, NATIVE, status="differs: FLOAT/DOUBLE arguments give BIGINT (Spark's type)"),
-    "CEILING": Function(N, NATIVE, status="differs: FLOAT/DOUBLE arguments give BIGINT (Spark's type)"),
-    "FLOOR": Function(N, NATIVE, status="differs: FLOAT/DOUBLE arguments give BIGINT (Spark's type)"),
+    "CEIL": Function(N, NATIVE, status=_ROUNDING_TYPE),
+    "CEILING": Function(N, NATIVE, status=_ROUNDING_TYPE),
+    "FLOOR": Function(N, NATIVE, status=_ROUNDING_TYPE),
     "LOG": Function(N, {1: "ln({0})"}),
     "SIGN": Function(N, {1: "CAST(signum({0}) AS INT)"}),
-    "TRUNC": Function(N, _truncate, status="differs: FLOAT/DOUBLE without digits give BIGINT"),
+    "TRUNC": Function(N, _truncate, status=_ROUNDING_TYPE),
     "TRUNCATE": Function(N, _truncate, spark_has_it=False,
-                         status="differs: FLOAT/DOUBLE without digits give BIGINT"),
+                         status=_ROUNDING_TYPE),
     # date and time
     "CURRENT_DATE": Function(D, NATIVE),
     "CURRENT_TIME": Function(D, NATIVE),

@@ -16,13 +16,18 @@ from seatide.sql.functions import EXTRACT_FIELDS, FUNCTIONS, SqlFunctionError, f
 from seatide.sql.spark_builtins import SPARK_FUNCTIONS
 
 
-def translate_calls(tree: exp.Expression, udfs: dict[str, str]) -> exp.Expression:
+def translate_calls(tree: exp.Expression, udfs: dict[str, str],
+                    field_types: dict[str, str] | None = None) -> exp.Expression:
     """Give every call in ``tree`` its SeaTunnel meaning on Spark (innermost first).
 
     ``udfs`` maps a UDF's SQL name (upper case) to the name it is registered under in Spark.
+    ``field_types`` (input field name, lower case -> Spark type), known once the input is,
+    lets rounding functions keep a field's type (see ``_keeps_type``).
     """
     for node in reversed(list(tree.walk())):      # children before their parents
         new = _translate(node, udfs)
+        if field_types:
+            new = _keeps_type(node, new, field_types)
         if new is not None and new is not node:
             if node is tree:
                 tree = new
@@ -61,6 +66,32 @@ def _translate(node: exp.Expression, udfs: dict[str, str]) -> exp.Expression | N
         raise SqlFunctionError(f"{name} takes {counts} argument{'s' if counts != '1' else ''}, "
                                f"not {len(args)}")
     return None
+
+
+_ROUNDING = ("CEIL", "CEILING", "FLOOR", "TRUNC", "TRUNCATE")
+_KEPT_TYPES = ("double", "float", "int", "smallint", "tinyint")
+
+
+def _keeps_type(node: exp.Expression, new: exp.Expression | None,
+                field_types: dict[str, str]) -> exp.Expression | None:
+    """CEIL/FLOOR/TRUNC of a FLOAT, DOUBLE, INT, SMALLINT or TINYINT field keep its type.
+
+    SeaTunnel returns the argument's type; Spark returns BIGINT for them. Only a plain
+    input field's type is known before Spark analyzes the query, so a computed argument
+    keeps Spark's type.
+    """
+    if isinstance(node, (exp.Ceil, exp.Floor)):
+        args, plain = [node.this], not node.args.get("decimals")
+    elif isinstance(node, exp.Anonymous) and node.name.upper() in _ROUNDING:
+        args = list(node.expressions)
+        plain = len(args) == 1
+    else:
+        return new
+    arg = args[0] if args else None
+    kind = field_types.get(arg.name.lower()) if isinstance(arg, exp.Column) else None
+    if not plain or kind not in _KEPT_TYPES:
+        return new
+    return exp.Cast(this=(new if new is not None else node).copy(), to=exp.DataType.build(kind))
 
 
 def _seatunnel_type(to: exp.DataType) -> None:

@@ -72,7 +72,8 @@ class Sql(Transform):
             if not isinstance(tree, _query_types()):
                 raise self.invalid("query", "Sql: option 'query' must be a SELECT query "
                                             f"(it starts with '{text.split()[0]}')")
-            self._tree = translate_calls(tree, {n: u.registered_name() for n, u in self._udfs.items()})
+            self._parsed = tree.copy()       # translated again in apply, knowing the input's types
+            self._tree = translate_calls(tree, self._udf_names())
         except SqlSyntaxError as exc:
             raise self.invalid("query", f"Sql: cannot read the query: {exc}") from None
         if not input_tables(self._tree):
@@ -81,16 +82,21 @@ class Sql(Transform):
         self._names_row_kind = names_row_kind(self._tree)
         self._merges = merges_rows(self._tree)
 
+    def _udf_names(self) -> dict[str, str]:
+        return {name: udf.registered_name() for name, udf in self._udfs.items()}
+
     def row_kinds(self, upstream):
         if self._merges and not self._names_row_kind:
             return INSERT_ONLY
         return upstream
 
     def apply(self, df: "DataFrame", ctx: TransformContext) -> "DataFrame":
+        from seatide.sql.translate import translate_calls
         from seatide.sql.tree import point_tables_at
 
         view = f"__seatide_sql_{uuid.uuid4().hex}"
-        tree = self._tree.copy()
+        field_types = {f.name.lower(): f.dataType.simpleString() for f in df.schema.fields}
+        tree = translate_calls(self._parsed.copy(), self._udf_names(), field_types)
         point_tables_at(self._input_refs(tree, ctx.input_name), view)
         df.createOrReplaceTempView(view)
         functions = self._register_udfs(df.sparkSession)
