@@ -3,8 +3,8 @@
 Generated from ``SHOW SYSTEM FUNCTIONS`` and each function's class (aggregate and window
 functions merge rows; every other function maps one row to one value or, for generators
 such as ``explode``, to several rows that each still come from one input row). Regenerate
-with ``python -m seatide.sql.spark_builtins`` in an environment with Spark when
-PySpark is upgraded.
+with ``python -m seatide.sql.spark_builtins`` in an environment with Spark when PySpark is
+upgraded, and paste its two lines below.
 """
 
 from __future__ import annotations
@@ -115,6 +115,8 @@ def _generate() -> None:  # pragma: no cover - a maintenance tool, run by hand
     load = spark._jvm.java.lang.Class.forName
     merging = [load("org.apache.spark.sql.catalyst.expressions.aggregate.AggregateFunction"),
                load("org.apache.spark.sql.catalyst.expressions.WindowFunction")]
+    # syntax entries and generators whose DESCRIBE output misleads the class check above
+    not_merging = {"case", "collations", "json_tuple", "stack", "sql_keywords"}
     names, merge = [], []
     for (name,) in spark.sql("SHOW SYSTEM FUNCTIONS").collect():
         if not name.replace("_", "").isalnum():
@@ -123,7 +125,7 @@ def _generate() -> None:  # pragma: no cover - a maintenance tool, run by hand
         info = spark.sql(f"DESCRIBE FUNCTION `{name}`").collect()
         cls = next((r[0].split(":", 1)[1].strip() for r in info if r[0].startswith("Class:")), "")
         try:
-            if any(m.isAssignableFrom(load(cls)) for m in merging):
+            if name not in not_merging and any(m.isAssignableFrom(load(cls)) for m in merging):
                 merge.append(name)
         except Exception:  # noqa: BLE001 - a function without a JVM class merges nothing
             pass

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 _PY_TYPES = {str: "string", int: "bigint", float: "double", bool: "boolean", bytes: "binary",
-             datetime.date: "date", datetime.datetime: "timestamp",
+             datetime.date: "date", datetime.datetime: "timestamp_ntz",
              decimal.Decimal: "decimal(38, 18)"}
 _NAME = re.compile(r"[A-Za-z_]\w*\Z")
 
@@ -58,11 +58,6 @@ class Udf:
         with warnings.catch_warnings():   # PySpark warns that plain hints name no Arrow eval type
             warnings.simplefilter("ignore", UserWarning)
             return udf(self.function, self.returns)
-
-    def registered_name(self) -> str:
-        # unique per declaration, so two jobs' MASK functions in one SparkSession never clash
-        digest = hashlib.sha1(f"{self.where}|{self.returns}".encode()).hexdigest()[:12]
-        return f"__seatide_udf_{self.name.lower()}_{digest}"
 
 
 def load_udfs(entries: list[Any]) -> dict[str, Udf]:

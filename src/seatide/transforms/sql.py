@@ -38,8 +38,9 @@ class Sql(Transform):
 
     Isolation: the input is registered as a temporary view with a name unique to each
     ``apply`` (``__seatide_sql_<uuid>``), the query's tables are pointed at that view
-    (aliased by the name the query used, so ``fake.id`` still resolves), and the view and
-    the UDFs are dropped once Spark has analyzed the query. Pipelines running at once in
+    (aliased by the name the query used, so ``fake.id`` still resolves), UDFs are
+    registered under names unique to the ``apply`` too, and both are dropped once Spark
+    has analyzed the query. Pipelines running at once in
     one SparkSession therefore never see each other's tables or functions.
     """
 
@@ -73,7 +74,7 @@ class Sql(Transform):
                 raise self.invalid("query", "Sql: option 'query' must be a SELECT query "
                                             f"(it starts with '{text.split()[0]}')")
             self._parsed = tree.copy()       # translated again in apply, knowing the input's types
-            self._tree = translate_calls(tree, self._udf_names())
+            self._tree = translate_calls(tree, self._udf_names("check"))
         except SqlSyntaxError as exc:
             raise self.invalid("query", f"Sql: cannot read the query: {exc}") from None
         if not input_tables(self._tree):
@@ -82,8 +83,9 @@ class Sql(Transform):
         self._names_row_kind = names_row_kind(self._tree)
         self._merges = merges_rows(self._tree)
 
-    def _udf_names(self) -> dict[str, str]:
-        return {name: udf.registered_name() for name, udf in self._udfs.items()}
+    def _udf_names(self, suffix: str) -> dict[str, str]:
+        """SQL name -> the name Spark knows the UDF by while this query is analyzed."""
+        return {name: f"__seatide_udf_{name.lower()}_{suffix}" for name in self._udfs}
 
     def row_kinds(self, upstream):
         if self._merges and not self._names_row_kind:
@@ -94,26 +96,22 @@ class Sql(Transform):
         from seatide.sql.translate import translate_calls
         from seatide.sql.tree import point_tables_at
 
-        view = f"__seatide_sql_{uuid.uuid4().hex}"
+        unique = uuid.uuid4().hex
+        view = f"__seatide_sql_{unique}"
+        udf_names = self._udf_names(unique)
         field_types = {f.name.lower(): f.dataType.simpleString() for f in df.schema.fields}
-        tree = translate_calls(self._parsed.copy(), self._udf_names(), field_types)
+        tree = translate_calls(self._parsed.copy(), udf_names, field_types)
         point_tables_at(self._input_refs(tree, ctx.input_name), view)
         df.createOrReplaceTempView(view)
-        functions = self._register_udfs(df.sparkSession)
+        for name, udf in self._udfs.items():
+            df.sparkSession.udf.register(udf_names[name], udf.spark_function())
         try:
             out = self._with_row_kinds(tree, _Input(df, ctx.input_name, view))
         finally:
             df.sparkSession.catalog.dropTempView(view)
-            for name in functions:
-                df.sparkSession.sql(f"DROP TEMPORARY FUNCTION IF EXISTS {name}")
+            for registered in udf_names.values():
+                df.sparkSession.sql(f"DROP TEMPORARY FUNCTION IF EXISTS {registered}")
         return _row_kind_last(out)
-
-    def _register_udfs(self, spark) -> list[str]:
-        names = []
-        for udf in self._udfs.values():
-            spark.udf.register(udf.registered_name(), udf.spark_function())
-            names.append(udf.registered_name())
-        return names
 
     def _with_row_kinds(self, tree: "exp.Expression", source: "_Input") -> "DataFrame":
         """Analyze the query so that its output carries the right row kind (see the class doc)."""
