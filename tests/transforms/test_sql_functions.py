@@ -76,7 +76,7 @@ def test_string_functions(local):
         "len_null": "LENGTH(nothing)", "octets": "OCTET_LENGTH('é')", "chr": "CHAR(65) || CHR(66)",
         "concat": "CONCAT(nothing, name, nothing, '_')", "concat_nulls": "CONCAT(nothing, nothing)",
         "concat_ws": "CONCAT_WS(nothing, 'a', nothing, 'b')", "concat_ws2": "CONCAT_WS(',', name, '_')",
-        "hextoraw": "HEXTORAW('0041')", "rawtohex": "RAWTOHEX('A')", "ins": "INSERT(name, 1, 1, 'T')",
+        "hextoraw": "HEXTORAW('0041')", "rawtohex": "RAWTOHEX('A')", "rawtohex_bytes": "RAWTOHEX(raw)", "ins": "INSERT(name, 1, 1, 'T')",
         "low": "LOWER(name) || LCASE('X')", "up": "UPPER(name) || UCASE('y')",
         "lft": "LEFT(name, 3)", "rgt": "RIGHT(name, 4)", "loc": "LOCATE('o', 'Hello World')",
         "loc_from": "LOCATE('o', 'Hello World', 6)", "instr": "INSTR('Hello World', 'o', 6)",
@@ -104,7 +104,7 @@ def test_string_functions(local):
         "ascii": ("int", 72), "bits": ("bigint", 24), "chars": ("bigint", 8), "len_null": ("bigint", NULL),
         "octets": ("bigint", 2), "chr": ("string", "AB"), "concat": ("string", "Joy Ding_"),
         "concat_nulls": ("string", ""), "concat_ws": ("string", "ab"), "concat_ws2": ("string", "Joy Ding,_"),
-        "hextoraw": ("string", "A"), "rawtohex": ("string", "0041"), "ins": ("string", "Toy Ding"),
+        "hextoraw": ("string", "A"), "rawtohex": ("string", "0041"), "rawtohex_bytes": ("string", "00ff41"), "ins": ("string", "Toy Ding"),
         "low": ("string", "joy dingx"), "up": ("string", "JOY DINGY"), "lft": ("string", "Joy"),
         "rgt": ("string", "Ding"), "loc": ("int", 5), "loc_from": ("int", 8), "instr": ("int", 8),
         "pos": ("int", 7), "loc_back": ("int", 8), "loc_back5": ("int", 5), "instr_back": ("int", 10),
@@ -121,7 +121,8 @@ def test_string_functions(local):
         "backslash": ("string", "a\\b"),
     }
     query = f"select {select_list(expect, calls)} from fake"
-    run_ok(local, sql_job({"name": "string", "nothing": "string"}, ["Joy Ding", None], query, expect))
+    fields = {"name": "string", "nothing": "string", "raw": "bytes"}
+    run_ok(local, sql_job(fields, ["Joy Ding", None, "AP9B"], query, expect))
 
 
 def test_numeric_functions_return_seatunnel_types(local):

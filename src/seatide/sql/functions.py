@@ -236,7 +236,7 @@ FUNCTIONS: dict[str, Function] = {
     "CONCAT_WS": Function(S, _concat_ws),
     "HEXTORAW": Function(S, {1: "decode(unhex({0}), 'UTF-16BE')"}, spark_has_it=False),
     "RAWTOHEX": Function(S, {1: "lower(hex(encode({0}, 'UTF-16BE')))"}, spark_has_it=False,
-                         status="differs: BYTES are read as text first (4 hex digits a character)"),
+                         status="differs: a computed BYTES value (not an input field) is read as text first"),
     "INSERT": Function(S, {4: "overlay({0}, {3}, {1}, {2})"}, spark_has_it=False),
     "LOWER": Function(S, NATIVE), "LCASE": Function(S, NATIVE),
     "UPPER": Function(S, NATIVE), "UCASE": Function(S, NATIVE),

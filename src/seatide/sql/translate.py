@@ -27,6 +27,7 @@ def translate_calls(tree: exp.Expression, udfs: dict[str, str],
     for node in reversed(list(tree.walk())):      # children before their parents
         new = _translate(node, udfs)
         if field_types:
+            new = _bytes_to_hex(node, new, field_types)
             new = _keeps_type(node, new, field_types)
         if new is not None and new is not node:
             if node is tree:
@@ -92,6 +93,17 @@ def _keeps_type(node: exp.Expression, new: exp.Expression | None,
     if not plain or kind not in _KEPT_TYPES:
         return new
     return exp.Cast(this=(new if new is not None else node).copy(), to=exp.DataType.build(kind))
+
+
+def _bytes_to_hex(node: exp.Expression, new: exp.Expression | None,
+                  field_types: dict[str, str]) -> exp.Expression | None:
+    """RAWTOHEX of a BYTES field: two hex digits a byte (text gets four a character)."""
+    if not (isinstance(node, exp.Anonymous) and node.name.upper() == "RAWTOHEX"
+            and len(node.expressions) == 1 and isinstance(node.expressions[0], exp.Column)):
+        return new
+    if field_types.get(node.expressions[0].name.lower()) != "binary":
+        return new
+    return fill("lower(hex({0}))", list(node.expressions))
 
 
 def _seatunnel_type(to: exp.DataType) -> None:
