@@ -62,6 +62,12 @@ def test_subquery_and_cte_projections_keep_row_kinds(people, ctx):
     assert rows_of(cte) == [("Joy Ding", I), ("May Ding", UB)]
 
 
+def test_a_subquery_in_an_expression_keeps_row_kinds(people, ctx):
+    transform = sql("select id from fake where age = (select max(age) from fake)")
+    assert transform.row_kinds(frozenset(RowKind)) == frozenset(RowKind)
+    assert rows_of(transform.apply(people, ctx)) == [(3, UA)]
+
+
 def test_query_may_choose_the_row_kind_itself(people, ctx):
     out = sql("select id, cast(0 as tinyint) as __row_kind from fake where id = 4").apply(people, ctx)
     assert rows_of(out) == [(4, I)]
@@ -175,7 +181,7 @@ def test_row_kinds_pass_validation_only_for_aggregates(spark):
 @pytest.mark.parametrize("query, message", [
     ("", "option 'query' is empty"),
     ("select 'x from fake", "quote opened at character 8 is never closed"),
-    ("select (id from fake", "'(' never closed"),
+    ("select (id from fake", "Expecting ) at line 1, column 15"),
     ("delete from fake", "must be a SELECT query"),
     ("select 1", "the query reads no table"),
     ("with t as (select 1 as x) select x from t", "the query reads no table"),
@@ -190,18 +196,41 @@ def test_bad_queries_fail_validation_naming_plugin_and_option(query, message):
     assert message in str(err.value)
 
 
+@pytest.mark.parametrize("query, merges", [
+    ("select id, upper(name) from fake where id > 1", False),
+    ("select id, part from fake LATERAL VIEW EXPLODE(SPLIT(name, ' ')) AS part", False),
+    ("select id from fake where id in (select max(id) from fake)", False),
+    ("select id, (select count(*) from fake) as n from fake", False),
+    ("select n from (select upper(name) as n from fake) t", False),
+    ("select name, count(*) from fake group by name", True),
+    ("select distinct name from fake", True),
+    ("select count(*) from fake", True),
+    ("select id, row_number() over (order by id) from fake", True),
+    ("select a.id from fake a join fake b on a.id = b.id", True),
+    ("select id from fake union all select id from fake", True),
+    ("select n from (select name as n, count(*) as c from fake group by name) t", True),
+    ("with g as (select max(id) as m from fake) select m from g", True),
+])
+def test_row_merging_is_read_from_the_query_tree(query, merges):
+    from seatide.sql.dialect import parse_query
+    from seatide.sql.tree import merges_rows
+
+    assert merges_rows(parse_query(query)) is merges
+
+
 def test_missing_query_option_is_reported():
     with pytest.raises(ConfigError) as err:
         load_job_text(job_text('Sql { plugin_input = "fake" }'))
     assert err.value.option == "query" and "required option 'query' is missing" in str(err.value)
 
 
-def test_rewrites_never_touch_literals_or_comments():
-    from seatide.transforms.sql_functions import rewrite_calls
-    from seatide.transforms.sql_text import normalize_literals, table_refs, tokenize
+def test_translation_never_touches_literals_or_comments():
+    from seatide.sql.dialect import parse_query, to_spark
+    from seatide.sql.translate import translate_calls
+    from seatide.sql.tree import input_tables
 
     query = "select 'CONCAT(a)' as s, /* LCASE(DATEADD(x)) */ DATEADD(t, 1, 'days') from fake"
-    text = rewrite_calls(normalize_literals(tokenize(query)))
-    assert text == "select 'CONCAT(a)' as s, /* LCASE(DATEADD(x)) */ timestampadd(DAY, 1, t) from fake"
-    refs, _ = table_refs(tokenize("select EXTRACT(YEAR FROM created), trim(BOTH 'x' FROM s) from `fake` f"))
-    assert [(r.name, r.has_alias) for r in refs] == [("fake", True)]
+    text = to_spark(translate_calls(parse_query(query), {}))
+    assert text == "SELECT 'CONCAT(a)' AS s /* LCASE(DATEADD(x)) */, (t + MAKE_INTERVAL(0, 0, 0, 1)) FROM fake"
+    tree = parse_query("select EXTRACT(YEAR FROM created), trim(BOTH 'x' FROM s) from `fake` f")
+    assert [(r.name, r.node.alias) for r in input_tables(tree)] == [("fake", "f")]

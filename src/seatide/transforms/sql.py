@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import re
 import uuid
 from typing import TYPE_CHECKING
 
 from seatide.plugin.base import Transform, TransformContext
-from seatide.plugin.options import REQUIRED, STRING, Option
+from seatide.plugin.options import LIST, REQUIRED, STRING, Option
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import INSERT_ONLY, ROW_KIND_COLUMN, RowKind
 from seatide.transforms.fields import TransformInputError, column, describe_fields
-from seatide.transforms.sql_functions import rewrite_calls
-from seatide.transforms.sql_text import (SqlSyntaxError, TableRef, Token, add_row_kind_to_selects,
-                                         normalize_literals, render, replace_tables, significant,
-                                         table_refs, tokenize)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-
-# Analyzed-plan operators after which an output row no longer stands for one input row.
-_ROW_CHANGING = {"Aggregate", "Window", "Distinct", "Deduplicate", "DeduplicateWithinWatermark",
-                 "Join", "Union", "Intersect", "Except", "Expand", "Pivot", "Unpivot"}
+    from sqlglot import exp
 
 
 @register
@@ -30,84 +22,118 @@ class Sql(Transform):
 
     The query reads the input by the name it is known by (``plugin_input``, e.g.
     ``select id, upper(name) as name from fake where id > 0``); with a single table in the
-    query, that table is the input whatever it is called. SeaTunnel's functions whose
-    names or meanings differ from Spark's are rewritten (see ``sql_functions``); string
-    literals keep backslashes as written, and "double quotes" name fields, as in SeaTunnel.
-    Everything else is Spark SQL, so joins, aggregates and window functions work too.
+    query, that table is the input whatever it is called. The query is read with
+    SeaTunnel's lexical rules (``seatide.sql.dialect``) and its calls get SeaTunnel's meaning
+    (``seatide.sql.functions``); the rest is Spark SQL, so joins, aggregates and window functions
+    work too. Python functions named in ``udfs`` become SQL functions (``seatide.sql.udf``).
+    Reading and translating happen once, in ``check`` (validation, before Spark starts)
+    and ``apply`` (once per pipeline start); jobs without a Sql transform never load sqlglot.
 
     Row kinds: a query that maps each input row to output rows (projection, filter,
     LATERAL VIEW) keeps each row's kind: ``SELECT *`` carries it as a hidden field and
     other select lists get it added. A query whose rows no longer stand for one input
-    row (GROUP BY, DISTINCT, window, join, union) emits INSERT rows and does not see the
-    row kind at all. A query that names ``__row_kind`` itself decides the kind.
+    row (GROUP BY, DISTINCT, aggregate or window function, join, set operation) emits
+    INSERT rows and does not see the row kind at all. A query that names ``__row_kind``
+    itself decides the kind. Which case applies is read from the query's tree.
 
     Isolation: the input is registered as a temporary view with a name unique to each
-    ``apply`` (``__seatide_sql_<uuid>``), the query's FROM target is rewritten to that
-    view (aliased by the name the query used, so ``fake.id`` still resolves), and the view
-    is dropped once Spark has analyzed the query. Pipelines running at once in one
-    SparkSession therefore never see each other's tables, whatever their names.
+    ``apply`` (``__seatide_sql_<uuid>``), the query's tables are pointed at that view
+    (aliased by the name the query used, so ``fake.id`` still resolves), UDFs are
+    registered under names unique to the ``apply`` too, and both are dropped once Spark
+    has analyzed the query. Pipelines running at once in
+    one SparkSession therefore never see each other's tables or functions.
     """
 
     plugin_name = "Sql"
     options = (
         Option("query", STRING, REQUIRED,
                "the SQL query; its FROM names the input table (plugin_input)"),
+        Option("udfs", LIST, [],
+               "Python functions usable as SQL functions: \"module:function\", "
+               "\"path/file.py:function\", or { function, name, returns } (see docs/sql.md)"),
     )
 
     def check(self) -> None:
+        from seatide.sql.dialect import SqlSyntaxError, parse_query
+        from seatide.sql.translate import translate_calls
+        from seatide.sql.tree import input_tables, merges_rows, names_row_kind
+        from seatide.sql.udf import UdfError, load_udfs
+
         text = self.opts["query"].strip().rstrip(";").strip()
         if not text:
             raise self.invalid("query", "Sql: option 'query' is empty; write a query such as "
                                         "select * from my_input where id > 0")
         try:
-            tokens = normalize_literals(tokenize(text))
-            self._spark_query = rewrite_calls(tokens)
-            spark_tokens = tokenize(self._spark_query)
+            self._udfs = load_udfs(self.opts["udfs"])
+            _check_types(self._udfs)
+        except UdfError as exc:
+            raise self.invalid("udfs", f"Sql: {exc}") from None
+        try:
+            tree = parse_query(text)
+            if not isinstance(tree, _query_types()):
+                raise self.invalid("query", "Sql: option 'query' must be a SELECT query "
+                                            f"(it starts with '{text.split()[0]}')")
+            self._parsed = tree.copy()       # translated again in apply, knowing the input's types
+            self._tree = translate_calls(tree, self._udf_names("check"))
         except SqlSyntaxError as exc:
             raise self.invalid("query", f"Sql: cannot read the query: {exc}") from None
-        first = next((spark_tokens[i] for i in significant(spark_tokens)), None)
-        if first is None or not (first.is_word("SELECT", "WITH") or first.text == "("):
-            raise self.invalid("query", "Sql: option 'query' must be a SELECT query "
-                                        f"(it starts with '{first.text if first else ''}')")
-        refs, ctes = table_refs(spark_tokens)
-        if not [r for r in refs if r.name.lower() not in ctes]:
+        if not input_tables(self._tree):
             raise self.invalid("query", "Sql: the query reads no table; read the input with "
                                         "FROM <its plugin_input name>")
-        self._names_row_kind = _mentions_row_kind(spark_tokens)
-        self._aggregates = _top_level_aggregate(spark_tokens)
+        self._names_row_kind = names_row_kind(self._tree)
+        self._merges = merges_rows(self._tree)
+
+    def _udf_names(self, suffix: str) -> dict[str, str]:
+        """SQL name -> the name Spark knows the UDF by while this query is analyzed."""
+        return {name: f"__seatide_udf_{name.lower()}_{suffix}" for name in self._udfs}
 
     def row_kinds(self, upstream):
-        if self._aggregates and not self._names_row_kind:
+        if self._merges and not self._names_row_kind:
             return INSERT_ONLY
         return upstream
 
     def apply(self, df: "DataFrame", ctx: TransformContext) -> "DataFrame":
-        view = f"__seatide_sql_{uuid.uuid4().hex}"
-        tokens = tokenize(self._spark_query)
-        query = replace_tables(tokens, self._input_refs(tokens, ctx.input_name), view)
+        from seatide.sql.translate import translate_calls
+        from seatide.sql.tree import point_tables_at
+
+        unique = uuid.uuid4().hex
+        view = f"__seatide_sql_{unique}"
+        udf_names = self._udf_names(unique)
+        field_types = {f.name.lower(): f.dataType.simpleString() for f in df.schema.fields}
+        tree = translate_calls(self._parsed.copy(), udf_names, field_types)
+        point_tables_at(self._input_refs(tree, ctx.input_name), view)
         df.createOrReplaceTempView(view)
+        for name, udf in self._udfs.items():
+            df.sparkSession.udf.register(udf_names[name], udf.spark_function())
         try:
-            out = self._with_row_kinds(query, _Input(df, ctx.input_name, view))
+            out = self._with_row_kinds(tree, _Input(df, ctx.input_name, view))
         finally:
             df.sparkSession.catalog.dropTempView(view)
+            for registered in udf_names.values():
+                df.sparkSession.sql(f"DROP TEMPORARY FUNCTION IF EXISTS {registered}")
         return _row_kind_last(out)
 
-    def _with_row_kinds(self, query: list[Token], source: "_Input") -> "DataFrame":
-        """Analyze ``query`` so that its output carries the right row kind (see the class doc)."""
-        out = source.analyze(render(query))
-        changing = _row_changing(out)
-        if ROW_KIND_COLUMN in out.columns and (self._names_row_kind or not changing):
-            return out             # carried by SELECT *, or chosen by the query itself
-        if changing:
+    def _with_row_kinds(self, tree: "exp.Expression", source: "_Input") -> "DataFrame":
+        """Analyze the query so that its output carries the right row kind (see the class doc)."""
+        from seatide.sql.dialect import to_spark
+        from seatide.sql.tree import add_row_kind_to_selects
+
+        if self._merges:
             if not self._names_row_kind:   # hide the kind from DISTINCT *, GROUP BY ALL
                 source.df.drop(ROW_KIND_COLUMN).createOrReplaceTempView(source.view)
-                out = source.analyze(render(query))
+            out = source.analyze(to_spark(tree))
+            if ROW_KIND_COLUMN in out.columns and self._names_row_kind:
+                return out
             return out.withColumn(ROW_KIND_COLUMN, _insert_kind())
-        return source.analyze(render(add_row_kind_to_selects(query)), carrying=True)
+        out = source.analyze(to_spark(tree))
+        if ROW_KIND_COLUMN in out.columns:
+            return out             # carried by SELECT *, or chosen by the query itself
+        return source.analyze(to_spark(add_row_kind_to_selects(tree)), carrying=True)
 
-    def _input_refs(self, tokens: list[Token], input_name: str) -> list[TableRef]:
-        refs, ctes = table_refs(tokens)
-        external = [r for r in refs if r.name.lower() not in ctes]
+    def _input_refs(self, tree: "exp.Expression", input_name: str):
+        from seatide.sql.tree import input_tables
+
+        external = input_tables(tree)
         mine = [r for r in external if r.name.lower() == (input_name or "").lower()]
         if mine:
             return mine
@@ -117,6 +143,25 @@ class Sql(Transform):
         read = ", ".join(names) if names else "no table"
         raise TransformInputError("query", f"Sql: the query must read its input with FROM "
                                   f"{input_name}; it reads {read}")
+
+
+def _query_types() -> tuple:
+    from sqlglot import exp
+
+    return (exp.Select, exp.SetOperation, exp.Subquery)
+
+
+def _check_types(udfs) -> None:
+    from sqlglot import ParseError, exp
+
+    from seatide.sql.udf import UdfError
+
+    for udf in udfs.values():
+        try:
+            exp.DataType.build(udf.returns, dialect="spark")
+        except (ParseError, ValueError):
+            raise UdfError(f"UDF {udf.name} ({udf.where}): '{udf.returns}' is not a Spark SQL "
+                           "type (write e.g. string, bigint, double, decimal(10, 2))") from None
 
 
 class _Input:
@@ -160,30 +205,3 @@ def _insert_kind():
     from pyspark.sql import functions as F
 
     return F.lit(int(RowKind.INSERT)).cast("tinyint")
-
-
-def _row_changing(df: "DataFrame") -> bool:
-    """Whether Spark's analyzed plan has an operator that merges, splits or joins rows."""
-    tree = df._jdf.queryExecution().analyzed().treeString()
-    # a streaming plan marks each of its operators with "~"
-    operators = {m.group(1) for m in re.finditer(r"^[\s:+\-|~]*([A-Za-z]\w*)", tree, re.MULTILINE)}
-    return bool(operators & _ROW_CHANGING)
-
-
-def _mentions_row_kind(tokens: list[Token]) -> bool:
-    return any(t.kind in ("ident", "qid") and t.text.strip("`") == ROW_KIND_COLUMN for t in tokens)
-
-
-def _top_level_aggregate(tokens: list[Token]) -> bool:
-    """GROUP BY or SELECT DISTINCT in the outer query: its rows are all INSERT."""
-    depth = 0
-    sig = [tokens[i] for i in significant(tokens)]
-    for pos, token in enumerate(sig):
-        if token.kind == "op" and token.text in "()":
-            depth += 1 if token.text == "(" else -1
-        elif depth == 0 and pos + 1 < len(sig):
-            nxt = sig[pos + 1]
-            if (token.is_word("GROUP") and nxt.is_word("BY")) or \
-                    (token.is_word("SELECT") and nxt.is_word("DISTINCT")):
-                return True
-    return False

@@ -1,0 +1,128 @@
+"""Translate a parsed SeaTunnel query: every call gets its meaning from ``seatide.sql.functions``.
+
+Calls are rewritten innermost first, so a template's arguments are already Spark SQL.
+CAST types and EXTRACT fields get SeaTunnel's meaning too. A call to a name that neither
+SeaTunnel's library, Spark's built-in functions nor the transform's UDFs know is an error
+naming it and the closest known name (at validation, before Spark starts).
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from sqlglot import exp
+
+from seatide.sql.functions import EXTRACT_FIELDS, FUNCTIONS, SqlFunctionError, fill
+from seatide.sql.spark_builtins import SPARK_FUNCTIONS
+
+
+def translate_calls(tree: exp.Expression, udfs: dict[str, str],
+                    field_types: dict[str, str] | None = None) -> exp.Expression:
+    """Give every call in ``tree`` its SeaTunnel meaning on Spark (innermost first).
+
+    ``udfs`` maps a UDF's SQL name (upper case) to the name it is registered under in Spark.
+    ``field_types`` (input field name, lower case -> Spark type), known once the input is,
+    lets rounding functions keep a field's type (see ``_keeps_type``).
+    """
+    for node in reversed(list(tree.walk())):      # children before their parents
+        new = _translate(node, udfs)
+        if field_types:
+            new = _bytes_to_hex(node, new, field_types)
+            new = _keeps_type(node, new, field_types)
+        if new is not None and new is not node:
+            if node is tree:
+                tree = new
+            else:
+                node.replace(new)
+    return tree
+
+
+def _translate(node: exp.Expression, udfs: dict[str, str]) -> exp.Expression | None:
+    if isinstance(node, exp.Cast):
+        _seatunnel_type(node.to)
+        return None
+    if isinstance(node, exp.CurrentTimestamp):
+        return fill("localtimestamp()", [])
+    if isinstance(node, exp.Extract):
+        template = EXTRACT_FIELDS.get(node.this.name.upper())
+        return fill(template, [node.expression]) if template else None
+    if not isinstance(node, exp.Anonymous) or node.find_ancestor(exp.Hint):
+        return None               # optimizer hints (/*+ REPARTITION(2) */) are not calls
+    name = node.name.upper()
+    if name in udfs:
+        return exp.Anonymous(this=udfs[name], expressions=node.expressions)
+    args = list(node.expressions)
+    function = FUNCTIONS.get(name)
+    if function is None:
+        if node.name.lower() not in SPARK_FUNCTIONS:
+            raise SqlFunctionError(_unknown(node.name, udfs))
+        return None
+    if callable(function.forms):
+        return function.forms(args)
+    template = function.forms.get(len(args))
+    if template is not None:
+        return fill(template, args)
+    if function.forms and not function.spark_has_it:
+        counts = " or ".join(str(n) for n in sorted(function.forms))
+        raise SqlFunctionError(f"{name} takes {counts} argument{'s' if counts != '1' else ''}, "
+                               f"not {len(args)}")
+    return None
+
+
+_ROUNDING = ("CEIL", "CEILING", "FLOOR", "TRUNC", "TRUNCATE")
+_KEPT_TYPES = ("double", "float", "int", "smallint", "tinyint")
+
+
+def _keeps_type(node: exp.Expression, new: exp.Expression | None,
+                field_types: dict[str, str]) -> exp.Expression | None:
+    """CEIL/FLOOR/TRUNC of a FLOAT, DOUBLE, INT, SMALLINT or TINYINT field keep its type.
+
+    SeaTunnel returns the argument's type; Spark returns BIGINT for them. Only a plain
+    input field's type is known before Spark analyzes the query, so a computed argument
+    keeps Spark's type.
+    """
+    if isinstance(node, (exp.Ceil, exp.Floor)):
+        args, plain = [node.this], not node.args.get("decimals")
+    elif isinstance(node, exp.Anonymous) and node.name.upper() in _ROUNDING:
+        args = list(node.expressions)
+        plain = len(args) == 1
+    else:
+        return new
+    arg = args[0] if args else None
+    kind = field_types.get(arg.name.lower()) if isinstance(arg, exp.Column) else None
+    if not plain or kind not in _KEPT_TYPES:
+        return new
+    return exp.Cast(this=(new if new is not None else node).copy(), to=exp.DataType.build(kind))
+
+
+def _bytes_to_hex(node: exp.Expression, new: exp.Expression | None,
+                  field_types: dict[str, str]) -> exp.Expression | None:
+    """RAWTOHEX of a BYTES field: two hex digits a byte (text gets four a character)."""
+    if not (isinstance(node, exp.Anonymous) and node.name.upper() == "RAWTOHEX"
+            and len(node.expressions) == 1 and isinstance(node.expressions[0], exp.Column)):
+        return new
+    if field_types.get(node.expressions[0].name.lower()) != "binary":
+        return new
+    return fill("lower(hex({0}))", list(node.expressions))
+
+
+def _seatunnel_type(to: exp.DataType) -> None:
+    """SeaTunnel's TIMESTAMP has no time zone (Spark's TIMESTAMP_NTZ); TIME is Spark's TIME."""
+    if to.this == exp.DataType.Type.TIMESTAMPTZ:       # how sqlglot reads Spark's TIMESTAMP
+        to.set("this", exp.DataType.Type.TIMESTAMPNTZ)
+    elif to.this == exp.DataType.Type.TIME:            # sqlglot would write Spark's TIMESTAMP
+        to.replace(exp.DataType(this=exp.DataType.Type.USERDEFINED, kind="TIME"))
+
+
+def known_names(udfs: dict[str, str] = {}) -> list[str]:     # noqa: B006 - read only
+    return sorted(set(FUNCTIONS) | {n.upper() for n in SPARK_FUNCTIONS} | set(udfs))
+
+
+def _unknown(name: str, udfs: dict[str, str]) -> str:
+    close = difflib.get_close_matches(name.upper(), known_names(udfs), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else \
+        "; see docs/sql.md for SeaTunnel's functions, or declare a Python UDF (option 'udfs')"
+    return f"unknown function {name}{hint}"
+
+
+__all__ = ["known_names", "translate_calls"]
