@@ -60,6 +60,11 @@ def test_rows_as_objects_hocon_strings_json_strings_and_inside_generics():
     assert parse_type("row<c_int int, c_string string, c_row row<c_int int>>") == ROW
 
 
+def test_type_name_spells_decimals_in_full():
+    assert type_name(T.DecimalType(38, 18)) == "decimal(38,18)"
+    assert type_name(T.MapType(T.StringType(), T.DecimalType(2, 1))) == "map<string, decimal(2,1)>"
+
+
 def test_type_name_round_trips_through_the_parser():
     for data_type in (ROW, T.MapType(T.StringType(), ROW), T.ArrayType(T.DecimalType(38, 18)), T.TimeType(6),
                       T.MapType(T.StringType(), T.ArrayType(T.TimestampNTZType()))):
@@ -148,3 +153,37 @@ def test_schema_mistakes_name_the_option(block, option, words):
 def test_unknown_keys_inside_schema_are_reported_like_other_options():
     opts = read_options({"schema": {"fields": {"id": "int"}, "colour": "red"}}, schema_options(), strict=False)
     assert [(u.key, u.closest) for u in opts.unknown] == [("schema.colour", "schema.columns")]
+
+
+FULL_SCHEMA = """
+    schema {
+      table = "FakeDatabase.FakeTable"
+      columns = [
+        { name = id, type = bigint, nullable = false, defaultValue = 0, comment = "primary key id" },
+        { name = name, type = "string", nullable = true, comment = "name" },
+        { name = at, type = time }
+      ]
+      primaryKey { name = "id", columnNames = [id] }
+      constraintKeys = [
+        { constraintName = "unique_name", constraintType = UNIQUE_KEY,
+          constraintColumns = [{ columnName = "name", sortType = ASC }] }
+      ]
+    }
+"""
+
+
+def test_fake_source_and_local_file_read_the_full_schema_form(tmp_path):
+    from seatide.config.loader import load_job_text
+
+    text = (f"source {{\n FakeSource {{ plugin_output = a\n {FULL_SCHEMA} }}\n"
+            f" LocalFile {{ plugin_output = b, path = \"{tmp_path}\", file_format_type = json\n {FULL_SCHEMA} }}\n}}\n"
+            "sink { Console { plugin_input = a }\n Console { plugin_input = b } }")
+    config = load_job_text(text)
+    assert config.warnings == []
+    for spec in config.sources:
+        schema = spec.plugin.declared_schema()
+        assert schema.struct.names == ["id", "name", "at"] and schema.struct["at"].dataType == T.TimeType(6)
+        assert not schema.struct["id"].nullable
+        assert schema.primary_key == PrimaryKey("id", ("id",)) and schema.table == "FakeDatabase.FakeTable"
+        assert schema.constraint_keys[0] == ConstraintKey("unique_name", "UNIQUE_KEY", (("name", "ASC"),))
+    assert config.sources[0].plugin.schema() == config.sources[0].plugin.declared_schema().struct

@@ -162,11 +162,11 @@ def same_type(actual: T.DataType, expected: T.DataType) -> bool:
 
 def type_name(data_type: T.DataType) -> str:
     """Spark type -> SeaTunnel name, for messages and Assert's field_type."""
+    if isinstance(data_type, T.DecimalType):   # before the names: bare `decimal` hides (38,18)
+        return f"decimal({data_type.precision},{data_type.scale})"
     for name, candidate in _SIMPLE.items():
         if candidate == data_type:
             return name
-    if isinstance(data_type, T.DecimalType):
-        return f"decimal({data_type.precision},{data_type.scale})"
     if isinstance(data_type, T.ArrayType):
         return f"array<{type_name(data_type.elementType)}>"
     if isinstance(data_type, T.MapType):
