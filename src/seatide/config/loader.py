@@ -1,8 +1,10 @@
 """Job files -> a validated ``JobConfig``, or one clear ``ConfigError``.
 
 Everything a job file can get wrong is caught here, before Spark starts: unparsable
-text, undefined variables, unknown sections, plugins or options, wrong types, and
-(via ``seatide.plan``) links that name nothing, cycles and unread outputs.
+text, undefined variables, unknown sections or plugins, wrong types, missing options, and
+(via ``seatide.plan``) links that name nothing, cycles and unread outputs. Unknown option
+keys are warnings (``JobConfig.warnings``), as SeaTunnel ignores them, unless the load is
+strict (``--strict`` or ``env { strict = true }``).
 """
 
 from __future__ import annotations
