@@ -56,8 +56,8 @@ def mark_plugin_blocks(text: str) -> tuple[str, list[BlockSite], KeyLines]:
     sites: list[BlockSite] = []
     keys: KeyLines = {}
     stack: list[str | None] = []     # key that opened each enclosing {
-    # (start, end, text, line, quoted) of the latest key-like token
-    last_key: tuple[int, int, str, int, bool] | None = None
+    # (start, end, text, line) of the latest key-like token
+    last_key: tuple[int, int, str, int] | None = None
     counters = {s: 0 for s in _PLUGIN_SECTIONS}
     i, n, line, copied = 0, len(text), 1, 0
     while i < n:
@@ -80,7 +80,7 @@ def mark_plugin_blocks(text: str) -> tuple[str, list[BlockSite], KeyLines]:
             j = i + 1
             while j < n and text[j] != '"':
                 j += 2 if text[j] == "\\" else 1
-            last_key = (i, j + 1, text[i + 1:j], line, True)
+            last_key = (i, j + 1, text[i + 1:j], line)
             i = j + 1
             continue
         if ch == "{":
@@ -123,7 +123,7 @@ def mark_plugin_blocks(text: str) -> tuple[str, list[BlockSite], KeyLines]:
         if j == i:
             i += 1
             continue
-        last_key = (i, j, text[i:j], line, False)
+        last_key = (i, j, text[i:j], line)
         i = j
     out.append(text[copied:])
     return "".join(out), sites, keys
@@ -131,7 +131,7 @@ def mark_plugin_blocks(text: str) -> tuple[str, list[BlockSite], KeyLines]:
 
 def _note_key(keys: KeyLines, stack: list[str | None], token: tuple) -> None:
     """Record the line of a key in env or in a plugin block (keys inside lists are skipped)."""
-    _, _, name, line, _ = token
+    _, _, name, line = token
     path = list(stack)
     if path and path[0] is None:      # the whole file wrapped in { }
         path = path[1:]
