@@ -71,7 +71,8 @@ def test_json_job_files():
 
 @pytest.mark.parametrize("text, expected", [
     (job(source="FakeSourc { }"), ["job.conf", "source[0]", "unknown source plugin 'FakeSourc'", "line 3"]),
-    (job(sink='Console { colour = "red" }'), ["sink[0] Console", "unknown option 'colour'", "known options"]),
+    (job(sink='Console { colour = "red" }', env="strict = true"),
+     ["sink[0] Console", "(line 9)", "unknown option 'colour'", "known options"]),
     (job(source='LocalFile { path = "/x" }'), ["source[0] LocalFile", "required option 'file_format_type'"]),
     (job(sink="Console { log.print.data = maybe }"), ["sink[0] Console", "'log.print.data' must be boolean"]),
     (job(sink='Console { plugin_input = "nope" }'), ["sink[0] Console", "plugin_input 'nope' names nothing"]),
@@ -94,7 +95,7 @@ def test_each_mistake_gets_one_clear_message(text, expected):
 def test_bad_config_exits_2_without_traceback(tmp_path):
     path = tmp_path / "bad.conf"
     path.write_text(job(sink='Console { colour = "red" }'))
-    result = subprocess.run([sys.executable, "-m", "seatide.cli.main", "run", str(path),
+    result = subprocess.run([sys.executable, "-m", "seatide.cli.main", "run", str(path), "--strict",
                              "--data-dir", str(tmp_path / "d")], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "unknown option 'colour'" in result.stderr and "Traceback" not in result.stderr

@@ -182,3 +182,18 @@ def test_rules_from_a_seatunnel_job_file(spark, data_dir):
             source {{ LocalFile {{ path = "{data_dir}", file_format_type = text }} }}
             sink {{ Assert {{ rules {{ field_rules = [{{ field_name = a, field_value = [{{ rule_type = BIG }}] }}] }} }} }}
         """)
+
+
+def test_types_compare_by_names_and_types_not_spark_nullability(spark):
+    # Literal maps and named_struct are non-nullable inside; the declared types are nullable.
+    df = spark.sql(f"select map('k', 'v') as m, named_struct('x', 1, 'y', array(1)) as r, "
+                   f"CAST(0 AS TINYINT) AS {ROW_KIND_COLUMN}")
+    rules = {"field_rules": [{"field_name": "m", "field_type": "map<string, string>"},
+                             {"field_name": "r", "field_type": {"x": "int", "y": "array<int>"}}],
+             "catalog_table_rule": {"column_rule": [{"name": "m", "type": "map<string,string>"},
+                                                    {"name": "r", "type": "{x = int, y = \"array<int>\"}"}]}}
+    batch = Batch(0, "txn-0", {}, lambda intent: None)
+    assert assert_sink(rules).writer(None).write_batch(df, batch)["rows"] == 1
+    renamed = {"field_rules": [{"field_name": "r", "field_type": {"z": "int", "y": "array<int>"}}]}
+    with pytest.raises(AssertionFailed, match="rule field_type row<z int, y array<int>>: type is row<x int"):
+        assert_sink(renamed).writer(None).write_batch(df, batch)

@@ -286,7 +286,7 @@ def test_sink_rejects_bad_options_with_the_option_named(data_dir, block, option,
 def test_source_rejects_bad_options_with_the_option_named(data_dir):
     with pytest.raises(OptionError, match="json needs a schema") as error:
         make_source(path=data_dir, file_format_type="json")
-    assert error.value.option == "schema"
+    assert error.value.option == "schema.fields"
     with pytest.raises(OptionError, match="not a regular expression"):
         make_source(path=data_dir, file_format_type="orc", file_filter_pattern="(")
     with pytest.raises(OptionError, match="read_columns names nope"):

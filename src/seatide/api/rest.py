@@ -26,6 +26,8 @@ class SubmitJob(BaseModel):
     jobId: str | None = None
     jobName: str | None = None
     variables: dict[str, str] = Field(default_factory=dict, description="values for ${name} in the config")
+    source: str | None = Field(default=None, description="the job file's name, for messages")
+    strict: bool = Field(default=False, description="refuse unknown keys instead of warning about them")
 
 
 class ResumeJob(BaseModel):
@@ -33,6 +35,8 @@ class ResumeJob(BaseModel):
     fallback: str | None = Field(default=None, description="fail (default) or fresh")
     config: str | None = Field(default=None, description="a changed job file (default: the job's own)")
     variables: dict[str, str] | None = None
+    source: str | None = Field(default=None, description="the changed job file's name, for messages")
+    strict: bool = Field(default=False, description="refuse unknown keys instead of warning about them")
 
 
 class StopJob(BaseModel):
@@ -58,13 +62,15 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
     @app.post("/api/v1/submit-job")
     def post_submit(body: SubmitJob) -> dict[str, Any]:
         try:
-            config = load_job_text(body.config, body.variables, source_name="submitted job")
+            config = load_job_text(body.config, body.variables, source_name=body.source or "submitted job",
+                                   strict=body.strict)
         except ConfigError as exc:
             raise HTTPException(status_code=400, detail=str(exc)) from None
         job_id = submit_job(store, text=body.config, variables=body.variables, config=config,
                             plan=build_plan(config), data_dir=data_dir, job_id=body.jobId,
                             name=body.jobName, cleanup_delay_s=cleanup_delay_s, actor=f"api:{node_id}")
-        return {"jobId": job_id, "jobName": body.jobName or config.env.name}
+        return {"jobId": job_id, "jobName": body.jobName or config.env.name,
+                "warnings": [str(w) for w in config.warnings]}
 
     @app.get("/api/v1/job-info/{job_id}")
     def get_job_info(job_id: str) -> dict[str, Any]:
@@ -99,14 +105,15 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
     def post_resume(job_id: str, body: ResumeJob) -> dict[str, Any]:
         text, variables = _job_text(job_id, body)
         try:
-            config = load_job_text(text, variables, source_name=f"job {job_id}")
+            config = load_job_text(text, variables, source_name=body.source or f"job {job_id}",
+                                   strict=body.strict)
         except ConfigError as exc:
             raise HTTPException(status_code=400, detail=str(exc)) from None
         if body.fallback not in (None, "fail", "fresh"):
             raise HTTPException(status_code=400, detail="fallback must be fail or fresh")
         resume_job(store, job_id, plan=build_plan(config), text=text, variables=variables,
                    savepoint_id=body.fromSavepoint, fallback=body.fallback, actor=f"api:{node_id}")
-        return {"jobId": job_id}
+        return {"jobId": job_id, "warnings": [str(w) for w in config.warnings]}
 
     def _job_text(job_id: str, body: ResumeJob) -> tuple[str, dict]:
         import json

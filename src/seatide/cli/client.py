@@ -8,7 +8,8 @@ import sys
 import urllib.error
 import urllib.request
 
-from seatide.cli.main import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, default_data_dir, parse_variables
+from seatide.cli.main import (EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, default_data_dir, parse_variables,
+                              print_config_warnings)
 
 
 class Refused(Exception):
@@ -55,13 +56,14 @@ class StoreClient:
         try:
             if path == "/submit-job":
                 try:
-                    config = load_job_text(body["config"], body.get("variables") or {}, body.get("source", "job"))
+                    config = load_job_text(body["config"], body.get("variables") or {}, body.get("source") or "job",
+                                           strict=bool(body.get("strict")))
                 except ConfigError as exc:
                     raise Refused(str(exc), EXIT_BAD_CONFIG) from None
                 job_id = submit_job(self.store, text=body["config"], variables=body.get("variables") or {},
                                     config=config, plan=build_plan(config), data_dir=self.data_dir,
                                     job_id=body.get("jobId"), name=body.get("jobName"), actor="cli")
-                return {"jobId": job_id}
+                return {"jobId": job_id, "warnings": [str(w) for w in config.warnings]}
             if path.endswith("/resume"):
                 return self._resume(path.split("/")[2], body)
             if path == "/stop-job":
@@ -102,12 +104,13 @@ class StoreClient:
         text = body.get("config") or job.config
         variables = body.get("variables") if body.get("variables") is not None else _json.loads(job.variables)
         try:
-            config = load_job_text(text, variables, source_name=f"job {job_id}")
+            config = load_job_text(text, variables, source_name=body.get("source") or f"job {job_id}",
+                                   strict=bool(body.get("strict")))
         except ConfigError as exc:
             raise Refused(str(exc), EXIT_BAD_CONFIG) from None
         resume_job(self.store, job_id, plan=build_plan(config), text=text, variables=variables,
                    savepoint_id=body.get("fromSavepoint"), fallback=body.get("fallback"), actor="cli")
-        return {"jobId": job_id}
+        return {"jobId": job_id, "warnings": [str(w) for w in config.warnings]}
 
 
 def _client(args):
@@ -139,7 +142,8 @@ def _submit(client, args) -> int:
         raise Refused(f"{args.config}: cannot read the job file: {exc.strerror}", EXIT_BAD_CONFIG) from None
     result = client.call("POST", "/submit-job", {"config": text, "jobId": args.job_id, "jobName": args.job_name,
                                                  "variables": parse_variables(args.variables),
-                                                 "source": args.config})
+                                                 "source": args.config, "strict": args.strict})
+    print_config_warnings(result.get("warnings") or [])
     print(result["jobId"])
     return EXIT_OK
 
@@ -185,14 +189,17 @@ def _stop(client, args, savepoint: bool) -> int:
 
 def _resume(client, args) -> int:
     body = {"fromSavepoint": args.savepoint, "fallback": args.fallback,
-            "variables": parse_variables(args.variables) if args.variables else None}
+            "variables": parse_variables(args.variables) if args.variables else None,
+            "strict": args.strict}
     if args.config:
+        body["source"] = args.config
         try:
             with open(args.config, encoding="utf-8") as handle:
                 body["config"] = handle.read()
         except OSError as exc:
             raise Refused(f"{args.config}: cannot read the job file: {exc.strerror}", EXIT_BAD_CONFIG) from None
     result = client.call("POST", f"/jobs/{args.job_id}/resume", body)
+    print_config_warnings(result.get("warnings") or [])
     print(f"job {result['jobId']} resumed")
     return EXIT_OK
 

@@ -41,6 +41,17 @@ def _add_store_args(parser: argparse.ArgumentParser, cluster: bool = True) -> No
     parser.add_argument("--data-dir", default=None, help="data directory (default ~/.seatide or SEATIDE_DATA_DIR)")
 
 
+def _add_strict_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--strict", action="store_true",
+                        help="refuse the job if it has keys no option declares (default: warn and ignore them)")
+
+
+def print_config_warnings(warnings) -> None:
+    """Unknown keys a lenient load ignored: one line each, on stderr."""
+    for warning in warnings:
+        print(f"seatide: warning: {warning}", file=sys.stderr)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="seatide", description="SeaTunnel-style data integration on Spark")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -50,12 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-i", dest="variables", action="append", metavar="NAME=VALUE")
     run.add_argument("--job-id")
     run.add_argument("--data-dir", default=None)
+    _add_strict_arg(run)
 
     submit = sub.add_parser("submit", help="submit a job to a cluster")
     submit.add_argument("config")
     submit.add_argument("-i", dest="variables", action="append", metavar="NAME=VALUE")
     submit.add_argument("--job-id")
     submit.add_argument("--job-name")
+    _add_strict_arg(submit)
     _add_store_args(submit)
 
     for name, help_text in (("list", "list jobs"), ("status", "show a job"), ("cancel", "cancel a job"),
@@ -74,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="when a checkpoint is missing or does not fit: fail (default) or start over")
     resume.add_argument("--config", default=None, help="a changed job file (default: the job's own)")
     resume.add_argument("-i", dest="variables", action="append", metavar="NAME=VALUE")
+    _add_strict_arg(resume)
     _add_store_args(resume)
 
     checkpoints = sub.add_parser("checkpoints", help="a job's checkpoint health and history")

@@ -14,7 +14,8 @@ import threading
 import time
 from datetime import datetime
 
-from seatide.cli.main import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, default_data_dir, parse_variables
+from seatide.cli.main import (EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, default_data_dir,
+                              parse_variables, print_config_warnings)
 from seatide.cli.progress import ProgressDisplay
 
 
@@ -23,10 +24,11 @@ def run_command(args) -> int:
 
     variables = parse_variables(args.variables)
     try:
-        config = load_job_file(args.config, variables)
+        config = load_job_file(args.config, variables, strict=args.strict)
     except ConfigError as exc:
         print(f"seatide: invalid job: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    print_config_warnings(config.warnings)
     with open(args.config, encoding="utf-8") as handle:
         text = handle.read()
     data_dir = os.path.abspath(args.data_dir or default_data_dir())
@@ -53,13 +55,15 @@ def resume_command(args) -> int:
                 text = handle.read()
         else:
             text = job.config
-        config = load_job_text(text, variables, source_name=args.config or f"job {args.job_id}")
+        config = load_job_text(text, variables, source_name=args.config or f"job {args.job_id}",
+                               strict=args.strict)
     except OSError as exc:
         print(f"seatide: {args.config}: cannot read the job file: {exc.strerror}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     except ConfigError as exc:
         print(f"seatide: invalid job: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    print_config_warnings(config.warnings)
     return local.resume(args.job_id, text, variables, config, args.savepoint, args.fallback)
 
 

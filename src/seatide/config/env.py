@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from seatide.plugin.options import BOOL, INT, STRING, Option, OptionError, enum, flatten, read_options
+from seatide.plugin.options import (BOOL, INT, STRING, Option, OptionError, UnknownOption, enum, flatten,
+                                    read_options)
 
 ENV_OPTIONS: tuple[Option, ...] = (
     Option("job.name", STRING, "SeaTide", "name shown in lists and the UI"),
@@ -38,6 +39,9 @@ ENV_OPTIONS: tuple[Option, ...] = (
     Option("shade.identifier", STRING, None, "accepted for compatibility; configs are read as written"),
     Option("savemode.execute.location", STRING, None, "accepted for compatibility"),
     Option("print.execution.plan", BOOL, False, "log Spark's physical plan of each pipeline"),
+    Option("strict", BOOL, False,
+           "SeaTide: unknown keys in env and plugin blocks are errors (as with --strict) "
+           "instead of warnings"),
 )
 
 STREAMING_DEFAULT_INTERVAL_MS = 10_000
@@ -60,6 +64,8 @@ class JobEnv:
     restore_fallback: str
     print_plan: bool
     spark_conf: dict[str, str]
+    strict: bool = False
+    unknown: tuple[UnknownOption, ...] = ()    # env keys nobody declared (lenient reads only)
 
     @property
     def streaming(self) -> bool:
@@ -84,13 +90,20 @@ class JobEnv:
         return max(self.trigger_interval_ms, self.checkpoint_timeout_ms) * 3 / 1000
 
 
-def read_env(block: Mapping[str, Any]) -> JobEnv:
-    """Validate the env block; ``spark.*`` keys pass through to Spark as strings."""
+def read_env(block: Mapping[str, Any], strict: bool = False) -> JobEnv:
+    """Validate the env block; ``spark.*`` keys pass through to Spark as strings.
+
+    Unknown keys are kept in ``JobEnv.unknown`` unless ``strict`` (the CLI's ``--strict``)
+    or the block's own ``strict = true`` makes the first of them an error.
+    """
     flat = flatten(block)
     spark = {k: _spark_value(v) for k, v in flat.items()
              if k.startswith("spark.") and not isinstance(v, Mapping)}
     rest = {k: v for k, v in block.items() if k != "spark"}
-    opts = read_options(rest, [o for o in ENV_OPTIONS if o.key != "spark.master"])
+    declared = [o for o in ENV_OPTIONS if o.key != "spark.master"]
+    opts = read_options(rest, declared, strict=False)
+    if opts.unknown and (strict or opts["strict"]):
+        read_options(rest, declared, strict=True)     # raises for the first unknown key
     spark.setdefault("spark.master", "local[*]")
     for key in ("parallelism", "micro-batch.max-rows", "checkpoint.timeout", "checkpoint.retained",
                 "checkpoint.stale-after"):
@@ -113,7 +126,7 @@ def read_env(block: Mapping[str, Any]) -> JobEnv:
         state_cleanup_delay_s=opts["state-cleanup-delay"], stale_after_ms=opts["checkpoint.stale-after"],
         on_stale=opts["checkpoint.on-stale"], checkpoints_retained=opts["checkpoint.retained"],
         restore_fallback=opts["restore.fallback"], print_plan=opts["print.execution.plan"],
-        spark_conf=spark)
+        spark_conf=spark, strict=strict or opts["strict"], unknown=opts.unknown)
 
 
 def _spark_value(value: Any) -> str:

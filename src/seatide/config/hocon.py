@@ -25,6 +25,12 @@ class BlockSite:
     line: int
 
 
+# (scope, dotted key) -> line of the key. Scope is "env" or a plugin id ("sink[0]"); the
+# dotted key is as flatten() spells it ("schema.fields.id"), so unknown options can be
+# cited by the line the user wrote them on.
+KeyLines = dict[tuple[str, str], int]
+
+
 def substitute(text: str, variables: dict[str, str]) -> str:
     """Replace ``${name}`` / ``${name:default}`` for names given with ``-i name=value``.
 
@@ -43,12 +49,15 @@ def substitute(text: str, variables: dict[str, str]) -> str:
     return _VARIABLE.sub(repl, text)
 
 
-def mark_plugin_blocks(text: str) -> tuple[str, list[BlockSite]]:
-    """Rename plugin block keys to unique keys; return the new text and the block sites."""
+def mark_plugin_blocks(text: str) -> tuple[str, list[BlockSite], KeyLines]:
+    """Rename plugin block keys to unique keys; return the new text, the block sites and
+    the line of every key written in ``env`` and in plugin blocks."""
     out: list[str] = []
     sites: list[BlockSite] = []
+    keys: KeyLines = {}
     stack: list[str | None] = []     # key that opened each enclosing {
-    last_key: tuple[int, int, str] | None = None   # (start, end, text) of the latest key token
+    # (start, end, text, line) of the latest key-like token
+    last_key: tuple[int, int, str, int] | None = None
     counters = {s: 0 for s in _PLUGIN_SECTIONS}
     i, n, line, copied = 0, len(text), 1, 0
     while i < n:
@@ -71,7 +80,7 @@ def mark_plugin_blocks(text: str) -> tuple[str, list[BlockSite]]:
             j = i + 1
             while j < n and text[j] != '"':
                 j += 2 if text[j] == "\\" else 1
-            last_key = (i, j + 1, text[i + 1:j])
+            last_key = (i, j + 1, text[i + 1:j], line)
             i = j + 1
             continue
         if ch == "{":
@@ -79,12 +88,15 @@ def mark_plugin_blocks(text: str) -> tuple[str, list[BlockSite]]:
             section = _section_of(stack)
             if section and last_key:
                 # a plugin block directly inside source/transform/sink
-                start, end, name = last_key
+                start, end, name = last_key[:3]
+                key = f"{BLOCK_MARK}{section}_{counters[section]}"
                 sites.append(BlockSite(section, counters[section], name, line))
                 out.append(text[copied:start])
-                out.append(f'"{BLOCK_MARK}{section}_{counters[section]}"')
+                out.append(f'"{key}"')
                 copied = end
                 counters[section] += 1
+            elif last_key:
+                _note_key(keys, stack, last_key)
             stack.append(key)
             last_key = None
             i += 1
@@ -95,7 +107,9 @@ def mark_plugin_blocks(text: str) -> tuple[str, list[BlockSite]]:
             last_key = None
             i += 1
             continue
-        if ch in "[],=:":
+        if ch in "[],=:+":
+            if ch in "=:+" and last_key:
+                _note_key(keys, stack, last_key)
             if ch in "[],":
                 last_key = None
             i += 1
@@ -109,10 +123,28 @@ def mark_plugin_blocks(text: str) -> tuple[str, list[BlockSite]]:
         if j == i:
             i += 1
             continue
-        last_key = (i, j, text[i:j])
+        last_key = (i, j, text[i:j], line)
         i = j
     out.append(text[copied:])
-    return "".join(out), sites
+    return "".join(out), sites, keys
+
+
+def _note_key(keys: KeyLines, stack: list[str | None], token: tuple) -> None:
+    """Record the line of a key in env or in a plugin block (keys inside lists are skipped)."""
+    _, _, name, line = token
+    path = list(stack)
+    if path and path[0] is None:      # the whole file wrapped in { }
+        path = path[1:]
+    if not path or None in path:
+        return
+    if path[0] == "env":
+        scope, inner = "env", path[1:]
+    elif path[0] in _PLUGIN_SECTIONS and len(path) >= 2 and path[1].startswith(BLOCK_MARK):
+        section, index = unmark(path[1])
+        scope, inner = f"{section}[{index}]", path[2:]
+    else:
+        return
+    keys[(scope, ".".join([*inner, name]))] = line
 
 
 def _section_of(stack: list[str | None]) -> str | None:

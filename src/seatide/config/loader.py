@@ -1,8 +1,10 @@
 """Job files -> a validated ``JobConfig``, or one clear ``ConfigError``.
 
 Everything a job file can get wrong is caught here, before Spark starts: unparsable
-text, undefined variables, unknown sections, plugins or options, wrong types, and
-(via ``seatide.plan``) links that name nothing, cycles and unread outputs.
+text, undefined variables, unknown sections or plugins, wrong types, missing options, and
+(via ``seatide.plan``) links that name nothing, cycles and unread outputs. Unknown option
+keys are warnings (``JobConfig.warnings``), as SeaTunnel ignores them, unless the load is
+strict (``--strict`` or ``env { strict = true }``).
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from seatide.config.env import JobEnv, read_env
-from seatide.config.hocon import BLOCK_MARK, SECTIONS, BlockSite, mark_plugin_blocks, substitute, unmark
+from seatide.config.hocon import BLOCK_MARK, SECTIONS, BlockSite, KeyLines, mark_plugin_blocks, substitute, unmark
 from seatide.plugin.base import Plugin
-from seatide.plugin.options import INT, STRING, STRING_LIST, Option, OptionError, plain, read_options
+from seatide.plugin.options import (INT, STRING, STRING_LIST, Option, OptionError, UnknownOption, plain,
+                                    read_options)
 from seatide.plugin.registry import lookup, names
 
 
@@ -30,6 +33,20 @@ class ConfigError(Exception):
         if line:
             where += f" (line {line})"
         super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class ConfigWarning:
+    """An unknown key that a lenient load ignored; ``str()`` is the line a user sees."""
+
+    source: str
+    plugin: str                # "env" or a plugin label ("sink[0] Console")
+    line: int | None           # the key's own line when the scanner saw it, else its block's
+    unknown: UnknownOption
+
+    def __str__(self) -> str:
+        where = f"{self.source}: {self.plugin}" + (f" (line {self.line})" if self.line else "")
+        return f"{where}: {self.unknown.describe()}"
 
 
 # Keys every plugin understands: how plugins are linked, and a per-plugin parallelism.
@@ -74,49 +91,56 @@ class JobConfig:
     sources: list[PluginSpec]
     transforms: list[PluginSpec]
     sinks: list[PluginSpec]
+    # Unknown keys ignored by a lenient load, in file order; the CLI prints them.
+    warnings: list[ConfigWarning] = field(default_factory=list)
 
     @property
     def plugins(self) -> list[PluginSpec]:
         return [*self.sources, *self.transforms, *self.sinks]
 
 
-def load_job_file(path: str, variables: dict[str, str] | None = None) -> JobConfig:
+def load_job_file(path: str, variables: dict[str, str] | None = None, strict: bool = False) -> JobConfig:
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
     except OSError as exc:
         raise ConfigError(path, f"cannot read the job file: {exc.strerror or exc}") from None
-    return load_job_text(text, variables, source_name=path)
+    return load_job_text(text, variables, source_name=path, strict=strict)
 
 
 def load_job_text(text: str, variables: dict[str, str] | None = None,
-                  source_name: str = "<job>") -> JobConfig:
+                  source_name: str = "<job>", strict: bool = False) -> JobConfig:
+    """Parse and validate a job. Unknown option keys are warnings (``JobConfig.warnings``)
+    unless ``strict`` or ``env { strict = true }``, which make the first one an error."""
     from seatide.plan.dag import check_links  # plan depends on config, not the reverse
 
-    tree, sites = _parse(text, variables or {}, source_name)
+    tree, sites, keys = _parse(text, variables or {}, source_name)
     unknown = [k for k in tree.keys() if k not in SECTIONS]
     if unknown:
         raise ConfigError(source_name, f"unknown section '{unknown[0]}' "
                           f"(a job has {', '.join(SECTIONS)})")
     env_block = tree.get("env", {}) or {}
     try:
-        env = read_env(env_block)
+        env = read_env(env_block, strict=strict)
     except OptionError as exc:
-        raise ConfigError(source_name, exc.message, plugin="env", option=exc.option) from None
-    specs = {kind: _read_section(tree.get(kind), kind, sites, env, source_name)
-             for kind in ("source", "transform", "sink")}
+        raise ConfigError(source_name, exc.message, plugin="env", option=exc.option,
+                          line=keys.get(("env", exc.option))) from None
+    reading = _Reading(source_name, env, sites, keys)
+    reading.warnings += [ConfigWarning(source_name, "env", keys.get(("env", u.key)), u) for u in env.unknown]
+    specs = {kind: reading.section(tree.get(kind), kind) for kind in ("source", "transform", "sink")}
     if not specs["source"]:
         raise ConfigError(source_name, "the job has no source: add a source { ... } block")
     if not specs["sink"]:
         raise ConfigError(source_name, "the job has no sink: add a sink { ... } block")
-    job = JobConfig(source_name, text, env, specs["source"], specs["transform"], specs["sink"])
+    job = JobConfig(source_name, text, env, specs["source"], specs["transform"], specs["sink"],
+                    warnings=reading.warnings)
     check_links(job)
     return job
 
 
 def load_job_env(text: str, variables: dict[str, str] | None = None) -> JobEnv:
     """Only the env block of a job (no plugins loaded): what a driver's SparkSession needs."""
-    tree, _ = _parse(text, variables or {}, "<job>")
+    tree, _, _ = _parse(text, variables or {}, "<job>")
     return read_env(tree.get("env", {}) or {})
 
 
@@ -128,7 +152,7 @@ def _parse(text: str, variables: dict[str, str], source_name: str):
     from pyhocon import ConfigFactory
     from pyhocon.exceptions import ConfigException
 
-    marked, sites = mark_plugin_blocks(substitute(text, variables))
+    marked, sites, keys = mark_plugin_blocks(substitute(text, variables))
     try:
         tree = ConfigFactory.parse_string(marked)
     except ConfigException as exc:
@@ -142,7 +166,7 @@ def _parse(text: str, variables: dict[str, str], source_name: str):
         raise ConfigError(source_name, f"cannot parse the file: {_parse_message(exc)}") from None
     if not isinstance(tree, Mapping):
         raise ConfigError(source_name, "a job file must be an object with env, source, transform, sink")
-    return plain(tree), {(s.section, s.index): s for s in sites}
+    return plain(tree), {(s.section, s.index): s for s in sites}, keys
 
 
 def _undefined_variable(message: str) -> str | None:
@@ -160,57 +184,68 @@ def _parse_message(exc: Exception) -> str:
     return msg
 
 
-def _read_section(block: Any, kind: str, sites: dict, env: JobEnv, source_name: str) -> list[PluginSpec]:
-    if block is None:
-        return []
-    entries: list[tuple[str, Mapping, int | None]] = []
-    if isinstance(block, Mapping):
-        for key, body in block.items():
-            marked = unmark(key)
-            site: BlockSite | None = sites.get(marked) if marked else None
-            name = site.name if site else key
-            entries.append((name, body, site.line if site else None))
-    elif isinstance(block, list):  # JSON style: [{"plugin_name": "FakeSource", ...}]
-        for i, body in enumerate(block):
-            if not isinstance(body, Mapping) or "plugin_name" not in body:
-                raise ConfigError(source_name, "each entry needs a \"plugin_name\"",
-                                  plugin=f"{kind}[{i}]")
-            entries.append((str(body["plugin_name"]), body, None))
-    else:
-        raise ConfigError(source_name, f"'{kind}' must hold plugin blocks such as "
-                          f"{_example(kind)} {{ ... }}")
-    return [_read_plugin(kind, i, name, body, line, env, source_name)
-            for i, (name, body, line) in enumerate(entries)]
+class _Reading:
+    """One load's plugin sections: where keys are (for messages) and the warnings so far."""
+
+    def __init__(self, source_name: str, env: JobEnv, sites: dict, keys: KeyLines):
+        self.source_name, self.env, self.sites, self.keys = source_name, env, sites, keys
+        self.warnings: list[ConfigWarning] = []
+
+    def section(self, block: Any, kind: str) -> list[PluginSpec]:
+        source_name = self.source_name
+        if block is None:
+            return []
+        entries: list[tuple[str, Mapping, int | None]] = []
+        if isinstance(block, Mapping):
+            for key, body in block.items():
+                marked = unmark(key)
+                site: BlockSite | None = self.sites.get(marked) if marked else None
+                name = site.name if site else key
+                entries.append((name, body, site.line if site else None))
+        elif isinstance(block, list):  # JSON style: [{"plugin_name": "FakeSource", ...}]
+            for i, body in enumerate(block):
+                if not isinstance(body, Mapping) or "plugin_name" not in body:
+                    raise ConfigError(source_name, "each entry needs a \"plugin_name\"",
+                                      plugin=f"{kind}[{i}]")
+                entries.append((str(body["plugin_name"]), body, None))
+        else:
+            raise ConfigError(source_name, f"'{kind}' must hold plugin blocks such as "
+                              f"{_example(kind)} {{ ... }}")
+        return [self.plugin(kind, i, name, body, line) for i, (name, body, line) in enumerate(entries)]
+
+    def plugin(self, kind: str, index: int, name: str, body: Any, line: int | None) -> PluginSpec:
+        source_name, env = self.source_name, self.env
+        label = f"{kind}[{index}] {name}"
+        if not isinstance(body, Mapping):
+            raise ConfigError(source_name, f"a plugin block must be an object: {name} {{ ... }}",
+                              plugin=label, line=line)
+        cls = lookup(kind, name)
+        if cls is None:
+            known = names(kind)
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" Did you mean {close[0]}?" if close else ""
+            raise ConfigError(source_name, f"unknown {kind} plugin '{name}'.{hint} "
+                              f"Known {kind} plugins: {', '.join(known)}", plugin=f"{kind}[{index}]",
+                              line=line)
+        scope = f"{kind}[{index}]"
+        try:
+            links = read_options({k: v for k, v in body.items() if k in _LINK_KEYS}, LINK_OPTIONS)
+            opts = read_options(body, cls.options, ignore=_LINK_KEYS, strict=env.strict)
+            parallelism = links["parallelism"] or env.parallelism
+            if parallelism < 1:
+                raise OptionError("parallelism", "option 'parallelism' must be at least 1")
+            plugin = cls(opts, parallelism)
+        except OptionError as exc:
+            raise ConfigError(source_name, exc.message, plugin=label, option=exc.option,
+                              line=self.keys.get((scope, exc.option), line)) from None
+        self.warnings += [ConfigWarning(source_name, label, self.keys.get((scope, u.key), line), u)
+                          for u in opts.unknown]
+        return PluginSpec(kind=kind, index=index, name=cls.plugin_name, line=line,
+                          output=links["plugin_output"], inputs=links["plugin_input"] or [],
+                          plugin=plugin, block=dict(body))
 
 
 def _example(kind: str) -> str:
     return {"source": "FakeSource", "transform": "Sql", "sink": "Console"}[kind]
 
-
-def _read_plugin(kind: str, index: int, name: str, body: Any, line: int | None,
-                 env: JobEnv, source_name: str) -> PluginSpec:
-    label = f"{kind}[{index}] {name}"
-    if not isinstance(body, Mapping):
-        raise ConfigError(source_name, f"a plugin block must be an object: {name} {{ ... }}",
-                          plugin=label, line=line)
-    cls = lookup(kind, name)
-    if cls is None:
-        known = names(kind)
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f" Did you mean {close[0]}?" if close else ""
-        raise ConfigError(source_name, f"unknown {kind} plugin '{name}'.{hint} "
-                          f"Known {kind} plugins: {', '.join(known)}", plugin=f"{kind}[{index}]",
-                          line=line)
-    try:
-        links = read_options({k: v for k, v in body.items() if k in _LINK_KEYS}, LINK_OPTIONS)
-        opts = read_options(body, cls.options, ignore=_LINK_KEYS)
-        parallelism = links["parallelism"] or env.parallelism
-        if parallelism < 1:
-            raise OptionError("parallelism", "option 'parallelism' must be at least 1")
-        plugin = cls(opts, parallelism)
-    except OptionError as exc:
-        raise ConfigError(source_name, exc.message, plugin=label, option=exc.option, line=line) from None
-    return PluginSpec(kind=kind, index=index, name=cls.plugin_name, line=line,
-                      output=links["plugin_output"], inputs=links["plugin_input"] or [],
-                      plugin=plugin, block=dict(body))
 

@@ -28,6 +28,8 @@ if TYPE_CHECKING:  # pyspark is heavy; plugins import it lazily where they use i
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from seatide.plugin.schema import Schema
+
 
 @dataclass(frozen=True)
 class ReadContext:
@@ -128,6 +130,10 @@ class Source(Plugin):
 
     def schema(self) -> "StructType | None":
         """The row type when known before running (None: discovered at run time)."""
+        return None
+
+    def declared_schema(self) -> "Schema | None":
+        """The job's ``schema { ... }`` block with table name and keys (plugin.schema), if any."""
         return None
 
     def row_kinds(self) -> frozenset[RowKind]:

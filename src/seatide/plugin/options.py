@@ -8,6 +8,7 @@ HOCON turns ``row.num = 1`` into nested objects, so lookup walks both forms.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
@@ -159,12 +160,29 @@ class Option:
         return (self.key, *self.aliases)
 
 
-class Options(Mapping[str, Any]):
-    """Validated option values of one plugin, defaults filled in."""
+@dataclass(frozen=True)
+class UnknownOption:
+    """A key no declared option claims, kept (not raised) when options are read leniently."""
 
-    def __init__(self, values: dict[str, Any], given: set[str]):
+    key: str                 # dotted, as written ("colour", "schema.colour")
+    closest: str | None      # the most similar declared option name, if any is similar
+
+    def describe(self) -> str:
+        hint = f" (did you mean '{self.closest}'?)" if self.closest else ""
+        return f"unknown option '{self.key}' ignored{hint}"
+
+
+class Options(Mapping[str, Any]):
+    """Validated option values of one plugin, defaults filled in.
+
+    ``unknown`` lists the keys nobody declared, in the order written (lenient reads only).
+    """
+
+    def __init__(self, values: dict[str, Any], given: set[str],
+                 unknown: tuple[UnknownOption, ...] = ()):
         self._values = values
         self._given = given
+        self.unknown = unknown
 
     def __getitem__(self, key: str) -> Any:
         return self._values[key]
@@ -195,10 +213,12 @@ def flatten(block: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def read_options(block: Mapping[str, Any], declared: Iterable[Option],
-                 ignore: Iterable[str] = ()) -> Options:
+                 ignore: Iterable[str] = (), strict: bool = True) -> Options:
     """Validate a raw config block against declared options.
 
-    Raises ``OptionError`` for the first unknown, missing or mistyped option.
+    Raises ``OptionError`` for the first missing or mistyped option, and, when ``strict``,
+    for the first unknown one; otherwise unknown keys are returned in ``Options.unknown``
+    (SeaTunnel ignores keys it does not know, and real job files carry some).
     ``ignore`` names keys handled elsewhere (plugin links such as ``plugin_output``).
     """
     declared = list(declared)
@@ -222,13 +242,29 @@ def read_options(block: Mapping[str, Any], declared: Iterable[Option],
             raise OptionError(option.key, f"option '{name}' must be {option.type.name}, "
                               f"got {_describe(_plain(raw))}") from None
         given.add(option.key)
+    unknown: list[UnknownOption] = []
     for path, value in flat.items():
         if isinstance(value, Mapping) and value:
             continue  # an intermediate object; its leaves are checked
         if not _is_covered(path, covered):
-            known = ", ".join(sorted(o.key for o in declared)) or "none"
-            raise OptionError(path, f"unknown option '{path}' (known options: {known})")
-    return Options(values, given)
+            closest = closest_name(path, [n for o in declared for n in o.names()])
+            if strict:
+                known = ", ".join(sorted(o.key for o in declared)) or "none"
+                hint = f"; did you mean '{closest}'?" if closest else ""
+                raise OptionError(path, f"unknown option '{path}'{hint} (known options: {known})")
+            unknown.append(UnknownOption(path, closest))
+    return Options(values, given, tuple(unknown))
+
+
+def closest_name(name: str, known: Iterable[str]) -> str | None:
+    """The known name most like ``name`` (a typo's intended option), or None."""
+    known = list(known)
+    match = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    if not match:   # compare case-insensitively too: SeaTunnel users mix camelCase and snake_case
+        lowered = {k.lower().replace("_", "").replace("-", ""): k for k in known}
+        key = name.lower().replace("_", "").replace("-", "")
+        match = [lowered[m] for m in difflib.get_close_matches(key, list(lowered), n=1, cutoff=0.6)]
+    return match[0] if match else None
 
 
 def _is_covered(path: str, covered: set[str]) -> bool:
@@ -247,8 +283,8 @@ def option_table(declared: Iterable[Option]) -> list[tuple[str, str, str, str]]:
 
 __all__ = [
     "ANY", "BOOL", "FLOAT", "INT", "LIST", "OBJECT", "REQUIRED", "STRING", "STRING_LIST",
-    "Option", "OptionError", "OptionType", "Options", "enum", "flatten", "option_table",
-    "read_options", "plain",
+    "Option", "OptionError", "OptionType", "Options", "UnknownOption", "closest_name", "enum",
+    "flatten", "option_table", "read_options", "plain",
 ]
 
 plain = _plain

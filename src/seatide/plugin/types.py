@@ -1,8 +1,20 @@
 """SeaTunnel type names -> Spark types.
 
-SeaTunnel schemas are written as ``fields { id = bigint, price = "decimal(10, 2)",
-tags = "array<string>", attrs = "map<string, int>", point { x = double, y = double } }``.
-A nested object is a row (Spark struct).
+The grammar (SeaTunnel's ``concept/schema-feature.md``), case-insensitive, spaces anywhere
+between tokens::
+
+    type    := simple | decimal | array | map | row
+    simple  := string | boolean | tinyint | smallint | int | bigint | float | double
+             | bytes | date | time | timestamp | timestamp_tz | null   (and a few aliases)
+               optionally with a display length, as SQL writes it: int(11), varchar(255)
+    decimal := decimal(p, s) | decimal(p)          p in 1..38, 0 <= s <= p
+    array   := array<type>
+    map     := map<type, type>
+    row     := an object { name = type, ... }      (in HOCON, or as a string of HOCON or JSON)
+             | row<name type, ...>                 (the form ``type_name`` prints)
+
+A row written as a string may sit inside ``array<...>`` and ``map<...>``:
+``"map<string, {c_int = int, c_row = {c_int = int}}>"`` or its JSON spelling.
 """
 
 from __future__ import annotations
@@ -20,7 +32,7 @@ _SIMPLE = {
     "float": T.FloatType(),
     "double": T.DoubleType(),
     "decimal": T.DecimalType(38, 18),
-    "string": T.StringType(), "varchar": T.StringType(), "text": T.StringType(),
+    "string": T.StringType(), "varchar": T.StringType(), "char": T.StringType(), "text": T.StringType(),
     "boolean": T.BooleanType(), "bool": T.BooleanType(),
     "bytes": T.BinaryType(), "binary": T.BinaryType(),
     "date": T.DateType(),
@@ -29,6 +41,12 @@ _SIMPLE = {
     "timestamp_tz": T.TimestampType(),
     "null": T.NullType(),
 }
+_NAMES = ("string, boolean, tinyint, smallint, int, bigint, float, double, decimal(p, s), bytes, "
+          "date, time, timestamp, timestamp_tz, null, array<t>, map<k, v>, or an object for a row")
+_SIZED = re.compile(r"(tinyint|smallint|int|integer|bigint|varchar|char|string)\s*\(\s*\d+\s*\)")
+_DECIMAL = re.compile(r"decimal\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
+_GENERIC = re.compile(r"(array|map|row)\s*<(.*)>", re.IGNORECASE | re.DOTALL)
+MAX_PRECISION = 38
 
 
 class SchemaError(ValueError):
@@ -36,7 +54,7 @@ class SchemaError(ValueError):
 
 
 def parse_type(spec: Any) -> T.DataType:
-    """Parse one SeaTunnel type: a name, ``decimal(p,s)``, ``array<t>``, ``map<k,v>`` or an object (row)."""
+    """Parse one SeaTunnel type (see the module doc for the grammar)."""
     if isinstance(spec, Mapping):
         return parse_row(spec)
     if not isinstance(spec, str):
@@ -45,49 +63,110 @@ def parse_type(spec: Any) -> T.DataType:
     lower = text.lower()
     if lower in _SIMPLE:
         return _SIMPLE[lower]
-    match = re.fullmatch(r"decimal\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)", lower)
+    if _SIZED.fullmatch(lower):
+        return _SIMPLE[lower.split("(")[0].strip()]
+    match = _DECIMAL.fullmatch(lower)
     if match:
-        precision, scale = int(match.group(1)), int(match.group(2))
-        if not 1 <= precision <= 38 or scale > precision:
-            raise SchemaError(f"decimal({precision},{scale}) is out of range: precision 1..38, scale <= precision")
-        return T.DecimalType(precision, scale)
-    match = re.fullmatch(r"array\s*<(.*)>", text, flags=re.IGNORECASE | re.DOTALL)
+        return _decimal(int(match.group(1)), int(match.group(2) or 0))
+    if text.startswith("{"):
+        return parse_row(_object(text))
+    match = _GENERIC.fullmatch(text)
     if match:
-        return T.ArrayType(parse_type(match.group(1)))
-    match = re.fullmatch(r"map\s*<(.*)>", text, flags=re.IGNORECASE | re.DOTALL)
-    if match:
-        key, value = _split_top_level(match.group(1))
-        return T.MapType(parse_type(key), parse_type(value))
-    known = ", ".join(sorted({"tinyint", "smallint", "int", "bigint", "float", "double", "decimal(p,s)",
-                              "string", "boolean", "bytes", "date", "time", "timestamp", "null",
-                              "array<t>", "map<k,v>"}))
-    raise SchemaError(f"unknown type '{text}' (known: {known}, or an object for a nested row)")
+        kind, inner = match.group(1).lower(), match.group(2)
+        if kind == "array":
+            return T.ArrayType(parse_type(inner))
+        if kind == "map":
+            parts = split_top_level(inner)
+            if len(parts) != 2:
+                raise SchemaError(f"'{text}': a map needs a key and a value type, e.g. map<string, int>")
+            return T.MapType(parse_type(parts[0]), parse_type(parts[1]))
+        return _row_of_pairs(text, inner)
+    raise SchemaError(f"unknown type '{text}' (known: {_NAMES})")
 
 
 def parse_row(fields: Mapping[str, Any]) -> T.StructType:
-    """``{name = type, ...}`` -> StructType, in the order written."""
-    return T.StructType([T.StructField(str(name), parse_type(spec), True) for name, spec in fields.items()])
+    """``{name = type, ...}`` -> StructType, in the order written; every field nullable."""
+    structure = []
+    for name, spec in fields.items():
+        try:
+            structure.append(T.StructField(str(name), parse_type(spec), True))
+        except SchemaError as exc:
+            raise SchemaError(f"field '{name}': {exc}") from None
+    return T.StructType(structure)
 
 
-def _split_top_level(text: str) -> tuple[str, str]:
-    depth = 0
+def _decimal(precision: int, scale: int) -> T.DecimalType:
+    if not 1 <= precision <= MAX_PRECISION or scale > precision:
+        raise SchemaError(f"decimal({precision}, {scale}) is out of range: precision 1..{MAX_PRECISION}, "
+                          "scale 0..precision")
+    return T.DecimalType(precision, scale)
+
+
+def _object(text: str) -> Mapping[str, Any]:
+    """A row written as a string: HOCON (``{a = int}``) or JSON (``{"a": "int"}``)."""
+    from pyhocon import ConfigFactory
+
+    try:
+        tree = ConfigFactory.parse_string(text)
+    except Exception as exc:  # pyhocon raises several unrelated types for bad text
+        raise SchemaError(f"'{text}' is not an object of fields such as {{a = int, b = string}} ({exc})") from None
+    from seatide.plugin.options import plain
+
+    return plain(tree)
+
+
+def _row_of_pairs(text: str, inner: str) -> T.StructType:
+    fields = []
+    for part in split_top_level(inner):
+        name, _, spec = part.strip().partition(" ")
+        if not spec.strip():
+            raise SchemaError(f"'{text}': each row field is 'name type', e.g. row<a int, b string>")
+        fields.append(T.StructField(name.strip("`\""), parse_type(spec), True))
+    return T.StructType(fields)
+
+
+def split_top_level(text: str) -> list[str]:
+    """Split on commas outside <>, (), {}, [] and quotes: the arguments of map<...> and row<...>."""
+    parts, depth, start, quote = [], 0, 0, None
     for i, ch in enumerate(text):
-        if ch in "<(":
+        if quote:
+            if ch == quote and text[i - 1] != "\\":
+                quote = None
+        elif ch in "\"'`":
+            quote = ch
+        elif ch in "<({[":
             depth += 1
-        elif ch in ">)":
+        elif ch in ">)}]":
             depth -= 1
         elif ch == "," and depth == 0:
-            return text[:i].strip(), text[i + 1:].strip()
-    raise SchemaError(f"map<{text}> needs a key and a value type: map<string, int>")
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return parts
+
+
+def same_type(actual: T.DataType, expected: T.DataType) -> bool:
+    """Equal as SeaTunnel compares types: by field names and types, not Spark's nullability
+    flags; a decimal matches one of the same scale and at least its precision."""
+    if isinstance(actual, T.DecimalType) and isinstance(expected, T.DecimalType):
+        return actual.scale == expected.scale and actual.precision <= expected.precision
+    if isinstance(actual, T.ArrayType) and isinstance(expected, T.ArrayType):
+        return same_type(actual.elementType, expected.elementType)
+    if isinstance(actual, T.MapType) and isinstance(expected, T.MapType):
+        return same_type(actual.keyType, expected.keyType) and same_type(actual.valueType, expected.valueType)
+    if isinstance(actual, T.StructType) and isinstance(expected, T.StructType):
+        return (actual.names == expected.names
+                and all(same_type(a.dataType, e.dataType) for a, e in zip(actual.fields, expected.fields)))
+    return actual == expected
 
 
 def type_name(data_type: T.DataType) -> str:
     """Spark type -> SeaTunnel name, for messages and Assert's field_type."""
+    if isinstance(data_type, T.DecimalType):   # before the names: bare `decimal` hides (38,18)
+        return f"decimal({data_type.precision},{data_type.scale})"
     for name, candidate in _SIMPLE.items():
         if candidate == data_type:
             return name
-    if isinstance(data_type, T.DecimalType):
-        return f"decimal({data_type.precision},{data_type.scale})"
     if isinstance(data_type, T.ArrayType):
         return f"array<{type_name(data_type.elementType)}>"
     if isinstance(data_type, T.MapType):

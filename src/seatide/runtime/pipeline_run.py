@@ -210,6 +210,7 @@ class PipelineRun:
         return rows
 
     def _run_plain_batch(self, sinks: list) -> None:
+        _activate_session(self.spark)
         group = f"seatide-{self.job_id}-{self.pipeline.pipeline_id}"
         self.spark.sparkContext.setJobGroup(group, f"pipeline {self.pipeline.pipeline_id}", True)
         started = time.time()
@@ -392,6 +393,16 @@ class PipelineRun:
             self.query.stop()
         elif self.thread is not None:
             self.spark.sparkContext.cancelJobGroup(f"seatide-{self.job_id}-{self.pipeline.pipeline_id}")
+
+
+def _activate_session(spark) -> None:
+    """Make ``spark`` the JVM thread's active session.
+
+    A JVM thread without one analyses plans under the fallback SQL conf, not the session's:
+    spark.sql.timeType.enabled and the session time zone are then ignored, and an
+    aggregation over a TIME column fails with UNSUPPORTED_TIME_TYPE.
+    """
+    spark._jvm.org.apache.spark.sql.classic.SparkSession.setActiveSession(spark._jsparkSession)
 
 
 def last_committed_batch(spark_dir: str) -> int | None:

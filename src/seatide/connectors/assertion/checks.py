@@ -16,7 +16,7 @@ from seatide.connectors.assertion.rules import FieldRule, Rules, ValueRule
 from seatide.connectors.console import format_value
 from seatide.plugin.base import PermanentError
 from seatide.plugin.rowkind import user_columns
-from seatide.plugin.types import type_name
+from seatide.plugin.types import same_type, type_name
 
 
 class AssertionFailed(PermanentError):
@@ -65,12 +65,9 @@ def check_schema(schema, rules: Rules) -> None:
 
 
 def _same_type(actual, expected) -> bool:
-    from pyspark.sql import types as T
-
-    if isinstance(actual, T.DecimalType) and isinstance(expected, T.DecimalType):
-        # As SeaTunnel: values of the declared scale that fit the declared precision.
-        return actual.scale == expected.scale and actual.precision <= expected.precision
-    return actual == expected
+    # As SeaTunnel: by field names and types, ignoring Spark's nullability flags; a decimal
+    # of the declared scale that fits the declared precision passes.
+    return same_type(actual, expected)
 
 
 def _check_columns(columns: dict, rules: Rules) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from seatide.plugin.options import FLOAT, INT, LIST, OBJECT, REQUIRED, STRING, STRING_LIST, Option, enum
+from seatide.plugin.options import FLOAT, INT, LIST, STRING, STRING_LIST, Option, enum
+from seatide.plugin.schema import schema_options
 
 FAKE_MODE = enum("range", "template")
 
@@ -54,10 +55,7 @@ def _numeric_options() -> list[Option]:
 
 
 FAKE_OPTIONS: tuple[Option, ...] = (
-    Option("schema.fields", OBJECT, REQUIRED,
-           "the row type: fields { id = bigint, price = \"decimal(10, 2)\", tags = \"array<string>\", "
-           "point { x = double } }"),
-    Option("schema.table", STRING, None, "table name (accepted for SeaTunnel compatibility)"),
+    *schema_options(),   # schema.fields or schema.columns is required (checked by the source)
     Option("rows", LIST, None,
            "explicit rows instead of generated ones: [{ kind = INSERT, fields = [...] }, ...]; "
            "every parallel reader emits exactly these rows"),

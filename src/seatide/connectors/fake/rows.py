@@ -22,6 +22,7 @@ from seatide.connectors.fake.options import INTEGER_BOUNDS
 from seatide.connectors.fake.sql import double_lit, sql_type, string_lit, typed_null
 from seatide.plugin.options import FLOAT, INT
 from seatide.plugin.rowkind import RowKind
+from seatide.plugin.types import MAX_PRECISION
 
 
 class RowValueError(ValueError):
@@ -139,11 +140,16 @@ def _float(value: Any) -> float:
 def _decimal(value: Any, data_type: T.DecimalType, where: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise TypeError
-    number = decimal.Decimal(str(value).strip())
-    if not number.is_finite():
-        raise ValueError
-    rounded = number.quantize(decimal.Decimal(1).scaleb(-data_type.scale), rounding=decimal.ROUND_HALF_UP)
-    whole_digits = len(str(abs(rounded.to_integral_value(rounding=decimal.ROUND_DOWN))).lstrip("0"))
+    # Python's default context keeps 28 digits: too few for decimal(38, s), whose values
+    # would fail to quantize although they fit.
+    with decimal.localcontext() as context:
+        context.prec = 2 * MAX_PRECISION
+        number = decimal.Decimal(str(value).strip())
+        if not number.is_finite():
+            raise ValueError
+        rounded = number.quantize(decimal.Decimal(1).scaleb(-data_type.scale), rounding=decimal.ROUND_HALF_UP)
+    whole = rounded.copy_abs().to_integral_value(rounding=decimal.ROUND_DOWN)
+    whole_digits = 0 if whole == 0 else whole.adjusted() + 1
     if whole_digits > data_type.precision - data_type.scale:
         raise RowValueError(f"{where}: {value} does not fit {data_type.simpleString()} "
                             f"(at most {data_type.precision - data_type.scale} digits before the point)")

@@ -25,7 +25,8 @@ from seatide.connectors.fake.values import ROW_NUMBER, FloatRange, IntRange, Val
 from seatide.plugin.base import ReadContext, Source
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
-from seatide.plugin.types import SchemaError, parse_row, type_name
+from seatide.plugin.schema import Schema, read_schema
+from seatide.plugin.types import type_name
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -49,13 +50,11 @@ class FakeSource(Source):
 
     # -- validation ----------------------------------------------------------------------
     def check(self) -> None:
-        try:
-            self._schema = parse_row(self.opts["schema.fields"])
-        except SchemaError as exc:
-            raise self.invalid("schema.fields", f"schema.fields: {exc}") from None
-        if not self._schema.fields:
-            raise self.invalid("schema.fields", "schema.fields is empty: list at least one "
-                               "field, e.g. fields { id = bigint }")
+        self._declared = read_schema(self.opts)
+        if self._declared is None:
+            raise self.invalid("schema.fields", "FakeSource needs a schema: schema { fields { id = bigint } } "
+                               "or schema { columns = [{ name = id, type = bigint }] }")
+        self._schema = self._declared.struct
         for key in ("row.num", "split.read-interval", "map.size", "array.size", "bytes.length",
                     "string.length"):
             self._at_least(key, 0)
@@ -177,6 +176,9 @@ class FakeSource(Source):
     # -- contract ----------------------------------------------------------------------
     def schema(self) -> T.StructType:
         return self._schema
+
+    def declared_schema(self) -> Schema:
+        return self._declared
 
     def row_kinds(self) -> frozenset[RowKind]:
         if self._rows is None:

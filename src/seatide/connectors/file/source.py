@@ -11,10 +11,10 @@ from seatide.connectors.file.listing import FileFilter, list_files, total_bytes
 from seatide.connectors.file.paths import local_path, spark_uri
 from seatide.connectors.file.reading import FileReadPlan
 from seatide.plugin.base import ReadContext, Source
-from seatide.plugin.options import BOOL, INT, OBJECT, REQUIRED, STRING, STRING_LIST, Option, enum
+from seatide.plugin.options import BOOL, INT, REQUIRED, STRING, STRING_LIST, Option, enum
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
-from seatide.plugin.types import SchemaError, parse_row, parse_type
+from seatide.plugin.schema import Schema, read_schema, schema_options
 
 # Micro-batch sizing: Spark bounds a file stream's batch by files, not rows, so rows per
 # file are estimated from file sizes with deliberately small bytes-per-row figures (a
@@ -43,9 +43,10 @@ class LocalFileSource(Source):
     options = (
         Option("path", STRING, REQUIRED, "directory or file to read (/dir or file:///dir)"),
         Option("file_format_type", enum(*formats.FORMATS), REQUIRED, "text, csv, json, parquet or orc"),
-        Option("schema", OBJECT, None,
-               "schema { fields { name = type, ... } }: needed for json, optional for text and csv "
-               "(without it each line is one 'content' field), read from the files for parquet/orc"),
+        # schema { fields { name = type, ... } } or schema { columns = [...] }: needed for json,
+        # optional for text and csv (without it each line is one 'content' field), read from
+        # the files for parquet/orc
+        *schema_options(),
         Option("read_columns", STRING_LIST, None, "fields to keep, in this order (default all)"),
         Option("field_delimiter", STRING, None, "text: field separator (default \\001); csv: (default ,)",
                aliases=("delimiter",)),
@@ -81,7 +82,7 @@ class LocalFileSource(Source):
         fmt = opts["file_format_type"]
         self._declared = self._read_schema()
         if fmt == "json" and self._declared is None:
-            raise self.invalid("schema", "file_format_type json needs a schema: "
+            raise self.invalid("schema.fields", "file_format_type json needs a schema: "
                                "schema { fields { name = string, age = int } }")
         self._check_values()
         self.plan = self._plan()
@@ -93,19 +94,11 @@ class LocalFileSource(Source):
         self._check_read_columns()
 
     def _read_schema(self):
-        block = self.opts["schema"]
-        if block is None:
-            return None
-        unknown = sorted(set(block) - {"fields", "columns", "table", "primaryKey", "constraintKeys"})
-        if unknown or not ({"fields", "columns"} & set(block)):
-            raise self.invalid("schema", "option 'schema' must hold fields { name = type, ... }"
-                               + (f" (unknown key '{unknown[0]}')" if unknown else ""))
-        try:
-            if "fields" in block:
-                return parse_row(block["fields"])
-            return _columns_schema(block["columns"])
-        except (SchemaError, KeyError, TypeError) as exc:
-            raise self.invalid("schema", f"option 'schema': {exc}") from None
+        self._catalog = read_schema(self.opts)
+        return self._catalog.struct if self._catalog is not None else None
+
+    def declared_schema(self) -> Schema | None:
+        return self._catalog
 
     def _check_values(self) -> None:
         opts = self.opts
@@ -222,13 +215,6 @@ class LocalFileSource(Source):
         per_row = _BYTES_PER_ROW.get(self.opts["file_format_type"], _DEFAULT_BYTES_PER_ROW)
         rows_per_file = max(1.0, total_bytes(files) / len(files) / per_row)
         return max(1, int(ctx.max_rows_per_batch // rows_per_file))
-
-
-def _columns_schema(columns: list):
-    from pyspark.sql import types as T
-
-    return T.StructType([T.StructField(str(c["name"]), parse_type(c["type"]), bool(c.get("nullable", True)))
-                         for c in columns])
 
 
 def _has_partition_dirs(root: str) -> bool:

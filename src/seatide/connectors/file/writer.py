@@ -103,6 +103,9 @@ class LocalFileWriter(SinkWriter):
         data = []
         for name in kept:
             column, kind = _col(name), types[name]
+            if isinstance(kind, T.NullType):
+                # No file format stores Spark's VOID; a string column holds the same nulls.
+                column = column.cast("string")
             if spec.file_format in ("text", "csv"):   # Spark's CSV writer takes no nested values
                 if isinstance(kind, (T.ArrayType, T.MapType, T.StructType)):
                     column = F.to_json(column)
