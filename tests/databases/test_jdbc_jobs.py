@@ -26,6 +26,7 @@ def tables():
 
 
 def _checkpoints(data_dir: str, job_id: str) -> int:
+    """Checkpoints the job has completed; fails at once if the job ended instead."""
     from seatide.store.db import default_store_url, open_store
     from seatide.store.views import job_info
 
@@ -33,9 +34,12 @@ def _checkpoints(data_dir: str, job_id: str) -> int:
     try:
         with store.read() as conn:
             info = job_info(conn, job_id)
-        return (info["checkpoint"]["completed"] or 0) if info else 0
     finally:
         store.dispose()
+    if info is None:
+        return 0
+    assert info["jobStatus"] not in ("FAILED", "FINISHED", "CANCELED"), info.get("errorMsg")
+    return info["checkpoint"]["completed"] or 0
 
 
 def test_killed_local_run_resumes_and_writes_every_row_once(tmp_path, tables):
@@ -62,8 +66,12 @@ def test_worker_killed_mid_job_the_job_finishes_on_another_worker_exactly_once(c
     cluster.coordinator("c1")
     w1 = cluster.worker("w1", env=batch_gate(gate, passes=3))
     cluster.submit(pg_to_mariadb_job(tables), "pg2maria")
-    wait_for(lambda: (cluster.job_info("pg2maria")["checkpoint"]["completed"] or 0) >= 3, 240,
-             message="three batches committed")
+    def committed() -> int:
+        info = cluster.job_info("pg2maria")
+        assert info["jobStatus"] not in ("FAILED", "FINISHED", "CANCELED"), info.get("errorMsg")
+        return info["checkpoint"]["completed"] or 0
+
+    wait_for(lambda: committed() >= 3, 240, message="three batches committed")
     with DriverWatch("pg2maria") as watch:
         w1.kill()
         wait_for(lambda: driver_pids("pg2maria") == [], 15, message="the driver to die with its worker")

@@ -40,8 +40,10 @@ class CommitRecords:
         row = cursor.fetchone()
         return None if row is None else int(row[0])
 
-    def any_for(self, cursor, sink_id: str) -> bool:
-        cursor.execute(f"SELECT 1 FROM {self.table} WHERE sink_id = %s LIMIT 1", (sink_id,))
+    def any_for(self, cursor, sink_id: str, lineage: str) -> bool:
+        """Whether this lineage of the sink has committed a batch (a job id may be used again)."""
+        cursor.execute(f"SELECT 1 FROM {self.table} WHERE sink_id = %s AND LEFT(transaction_id, %s) = %s LIMIT 1",
+                       (sink_id, len(lineage), lineage))
         return cursor.fetchone() is not None
 
     def insert(self, cursor, transaction_id: str, sink_id: str, batch_id: int, rows: int) -> None:

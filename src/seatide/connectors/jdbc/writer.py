@@ -88,7 +88,8 @@ class JdbcWriter(SinkWriter):
             if done is not None:     # committed in the database, not yet in the runtime's log
                 return {"rows": done, "replayed": True}
             if not self._ready:
-                self._prepare(conn, self._rename(df), first=not self.records.any_for(cursor, self.sink_id))
+                first = not self.records.any_for(cursor, self.sink_id, _lineage(batch))
+                self._prepare(conn, self._rename(df), first=first)
                 self._drop_stages(conn)     # what crashed attempts left
                 self._ready = True
             df = self._rename(df)
@@ -282,10 +283,8 @@ class JdbcWriter(SinkWriter):
         conn.commit()
 
     def _prune(self, conn, batch: Batch) -> None:
-        suffix = f"_{batch.batch_id}"
-        lineage = batch.transaction_id[:-len(suffix)] if batch.transaction_id.endswith(suffix) else batch.transaction_id
         cursor = conn.cursor()
-        self.records.prune(cursor, self.sink_id, lineage, batch.batch_id - self.retained)
+        self.records.prune(cursor, self.sink_id, _lineage(batch), batch.batch_id - self.retained)
         conn.commit()
 
     # --- housekeeping ------------------------------------------------------------------
@@ -342,6 +341,14 @@ class _Closing:
         finally:
             self.conn.close()
         return False
+
+
+
+
+def _lineage(batch: Batch) -> str:
+    """The transaction id without its batch number: one run of the pipeline's checkpoint."""
+    suffix = f"_{batch.batch_id}"
+    return batch.transaction_id[:-len(suffix)] if batch.transaction_id.endswith(suffix) else batch.transaction_id
 
 
 __all__ = ["JdbcSinkError", "JdbcWriter"]
