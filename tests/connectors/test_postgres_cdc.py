@@ -1,0 +1,232 @@
+"""Postgres-CDC on a private PostgreSQL with wal_level = logical: snapshot then changes applied
+by row kind reproduce the table; restarts from the checkpoint miss nothing; the slot moves
+only after a batch commits; a lost slot fails the resume; release() leaves nothing behind."""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+import time
+from decimal import Decimal
+
+import pytest
+
+from seatide.config.loader import ConfigError, load_job_text
+from seatide.connectors.postgres_cdc import slot
+from seatide.plugin.base import PERMANENT_MARK, PermanentError, ReadContext
+from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
+
+from cdc_servers import private_postgres  # noqa: F401  (fixture; tests/connectors is on sys.path)
+
+
+def job_text(url: str, table: str, extra: str = "", mode: str = "STREAMING") -> str:
+    return (f'env {{ job.mode = "{mode}" }}\n'
+            f'source {{ Postgres-CDC {{ base-url = "{url}", username = "postgres", password = "",\n'
+            f'  table-names = ["{table}"]\n{extra} }} }}\nsink {{ Console {{}} }}')
+
+
+def cdc_source(url: str, table: str, extra: str = ""):
+    return load_job_text(job_text(url, table, extra)).sources[0].plugin
+
+
+def stream_ctx(spark, job_id: str, max_rows: int = 10_000) -> ReadContext:
+    return ReadContext(spark, micro_batch=True, unbounded=True, parallelism=1, max_rows_per_batch=max_rows,
+                       read_interval_ms=300, plugin_id="source[0]", job_id=job_id, pipeline_id=0)
+
+
+@pytest.fixture
+def shop(private_postgres):  # noqa: F811
+    """A fresh database with a table of REPLICA IDENTITY FULL and several column types."""
+    name = f"pg_cdc_{secrets.token_hex(3)}"
+    with private_postgres.connect() as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    conn = private_postgres.connect(name)
+    conn.execute("CREATE TABLE items (id int PRIMARY KEY, name text, price numeric(10,2), "
+                 "born timestamp, tags text[], flag bool, big bigint)")
+    conn.execute("ALTER TABLE items REPLICA IDENTITY FULL")
+    conn.execute("INSERT INTO items SELECT g, 'item ' || g, g * 1.5, timestamp '2024-01-01' + g * interval '1 s', "
+                 "ARRAY['a', 'b,' || g], g % 2 = 0, g * 1000000000 FROM generate_series(1, 25) g")
+    url = f"jdbc:postgresql://127.0.0.1:{private_postgres.port}/{name}"
+    yield conn, url, name
+    conn.close()
+    with private_postgres.connect() as admin:
+        for slot_name, in admin.execute("SELECT slot_name FROM pg_replication_slots WHERE database = %s",
+                                        (name,)).fetchall():
+            admin.execute("SELECT pg_drop_replication_slot(%s)", (slot_name,))
+        admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def table_rows(conn) -> dict:
+    rows = conn.execute("SELECT id, name, price, born, tags, flag, big FROM items").fetchall()
+    return {r[0]: tuple(r) for r in rows}
+
+
+class Replica:
+    """Applies emitted rows by kind, keyed by id, as an upsert/delete-by-key sink would."""
+
+    def __init__(self):
+        self.rows: dict = {}
+        self.kinds: list[int] = []
+
+    def apply(self, batch_df, batch_id):
+        for row in batch_df.collect():
+            values = row.asDict()
+            kind = values.pop(ROW_KIND_COLUMN)
+            self.kinds.append(kind)
+            if kind in (RowKind.INSERT, RowKind.UPDATE_AFTER):
+                self.rows[values["id"]] = tuple(values.values())
+            else:
+                self.rows.pop(values["id"], None)
+
+
+def start(spark, source, job_id: str, checkpoint: str, replica: Replica):
+    df = source.read(stream_ctx(spark, job_id))
+    return (df.writeStream.foreachBatch(replica.apply).option("checkpointLocation", checkpoint)
+            .trigger(processingTime="300 milliseconds").start())
+
+
+def wait_until(condition, query=None, timeout: float = 40.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if query is not None and query.exception() is not None:
+            raise query.exception()
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def change_rows(conn, start_id: int):
+    conn.execute("INSERT INTO items VALUES (%s, 'new', 9.99, '2025-05-05 05:05:05.123456', '{x,NULL}', "
+                 "true, -1)", (start_id,))
+    conn.execute("UPDATE items SET name = 'renamed', price = price + 1 WHERE id %% 3 = 0")
+    conn.execute("UPDATE items SET id = id + 1000 WHERE id = 2")          # a key change
+    conn.execute("DELETE FROM items WHERE id %% 5 = 0")
+
+
+def test_snapshot_then_changes_reproduce_the_table_across_a_restart(spark, shop, tmp_path):
+    conn, url, db = shop
+    source = cdc_source(url, f"{db}.public.items", "snapshot.split.size = 7")
+    replica, checkpoint, job = Replica(), str(tmp_path / "cp"), f"j{secrets.token_hex(3)}"
+    query = start(spark, source, job, checkpoint, replica)
+    try:
+        wait_until(lambda: len(replica.rows) == 25, query, what="the snapshot")
+        assert set(replica.kinds) == {RowKind.INSERT}
+        change_rows(conn, 100)
+        expected = table_rows(conn)
+        wait_until(lambda: replica.rows == expected, query, what="the changes")
+        assert {RowKind.UPDATE_BEFORE, RowKind.UPDATE_AFTER, RowKind.DELETE} <= set(replica.kinds)
+        assert replica.rows[100][2:5] == (Decimal("9.99"), dt.datetime(2025, 5, 5, 5, 5, 5, 123456), ["x", None])
+    finally:
+        query.stop()
+    change_rows(conn, 200)                          # while the query is stopped
+    query = start(spark, cdc_source(url, f"{db}.public.items"), job, checkpoint, replica)
+    try:
+        conn.execute("INSERT INTO items VALUES (300, 'after restart', 1, NULL, NULL, NULL, NULL)")
+        expected = table_rows(conn)
+        wait_until(lambda: replica.rows == expected, query, what="the changes after the restart")
+    finally:
+        query.stop()
+
+
+def test_slot_advances_only_after_the_batch_commits(spark, shop, tmp_path):
+    conn, url, db = shop
+    conn.execute("ALTER TABLE items REPLICA IDENTITY DEFAULT")
+    source = cdc_source(url, f"{db}.public.items", 'startup.mode = "latest"')
+    name = slot.default_name("adv", 0, "source[0]")
+    committed: list[tuple[int, int | None]] = []   # (batch, slot position seen inside the batch)
+    peeked: list[int] = []
+
+    def each_batch(batch_df, batch_id):
+        rows = batch_df.collect()
+        if rows:
+            # inside the batch: the changes are delivered but not committed, so still peekable
+            peeked.append(len(slot.peek(conn, name)))
+            committed.append((batch_id, slot.state(conn, name).confirmed_lsn))
+    df = source.read(stream_ctx(spark, "adv"))
+    query = (df.writeStream.foreachBatch(each_batch).option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(processingTime="300 milliseconds").start())
+    try:
+        wait_until(lambda: slot.state(conn, name) is not None, query, what="the slot")
+        created_at = slot.state(conn, name).confirmed_lsn
+        conn.execute("DELETE FROM items WHERE id <= 3")
+        wait_until(lambda: committed, query, what="the first change batch")
+        assert peeked[0] > 0 and committed[0][1] == created_at   # not advanced while the batch ran
+        wait_until(lambda: slot.state(conn, name).confirmed_lsn > created_at, query, what="the advance")
+        assert slot.peek(conn, name) == []           # confirmed: the slot forgot them
+    finally:
+        query.stop()
+
+
+def test_resume_after_the_slot_is_dropped_fails_naming_the_position(spark, shop, tmp_path):
+    conn, url, db = shop
+    source = cdc_source(url, f"{db}.public.items")
+    replica, checkpoint = Replica(), str(tmp_path / "cp")
+    query = start(spark, source, "lost", checkpoint, replica)
+    try:
+        wait_until(lambda: len(replica.rows) == 25, query, what="the snapshot")
+    finally:
+        query.stop()
+    name = slot.default_name("lost", 0, "source[0]")
+    conn.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+    query = start(spark, source, "lost", checkpoint, replica)
+    try:
+        query.awaitTermination(60)
+        error = str(query.exception())
+    finally:
+        query.stop()
+    assert PERMANENT_MARK in error
+    assert f"replication slot '{name}'" in error and "no longer exists" in error
+    assert "LSN " in error and 'startup.mode = "initial"' in error and "--fallback fresh" in error
+    assert slot.state(conn, name) is None           # failed, never silently re-created
+
+
+def test_release_drops_slot_and_publication_and_is_idempotent(spark, shop, tmp_path):
+    conn, url, db = shop
+    source = cdc_source(url, f"{db}.public.items", 'startup.mode = "latest"')
+    df = source.read(stream_ctx(spark, "rel"))
+    query = (df.writeStream.foreachBatch(lambda d, i: None).option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(processingTime="300 milliseconds").start())
+    name = slot.default_name("rel", 0, "source[0]")
+    try:
+        wait_until(lambda: slot.state(conn, name) is not None, query, what="the slot")
+    finally:
+        query.stop()
+    assert conn.execute("SELECT count(*) FROM pg_publication WHERE pubname = %s", (name,)).fetchone()[0] == 1
+    source.release("rel")
+    source.release("rel")
+    assert slot.state(conn, name) is None
+    assert conn.execute("SELECT count(*) FROM pg_publication WHERE pubname = %s", (name,)).fetchone()[0] == 0
+
+
+def test_batch_jobs_and_missing_tables_are_refused_clearly(spark, shop):
+    conn, url, db = shop
+    batch = load_job_text(job_text(url, f"{db}.public.items", mode="BATCH")).sources[0].plugin
+    with pytest.raises(PermanentError, match='job.mode = "STREAMING"'):
+        batch.read(ReadContext(spark, micro_batch=False, unbounded=False, parallelism=1,
+                               max_rows_per_batch=100, read_interval_ms=100, plugin_id="source[0]"))
+    with pytest.raises(PermanentError, match=r"table public.nothing does not exist"):
+        cdc_source(url, f"{db}.public.nothing").read(stream_ctx(spark, "x"))
+
+
+@pytest.mark.parametrize("extra, option, message", [
+    ('decoding.plugin.name = "wal2json"', "decoding.plugin.name", "only pgoutput"),
+    ('startup.mode = "earliest"', "startup.mode", '"initial"'),
+    ('startup.mode = "sometimes"', "startup.mode", "one of initial, latest"),
+    ('slot.name = "Bad-Name"', "slot.name", "lower-case letters"),
+    ('database-names = ["a", "b"]', "database-names", "one database"),
+    ("snapshot.split.size = 0", "snapshot.split.size", "at least 1"),
+    ('format = "COMPATIBLE_DEBEZIUM_JSON"', "format", "not supported"),
+    ("debezium { snapshot.mode = never }", "debezium", "no Debezium engine"),
+])
+def test_option_errors_name_the_option(extra, option, message):
+    with pytest.raises(ConfigError) as caught:
+        load_job_text(job_text("jdbc:postgresql://127.0.0.1:5432/shop", "shop.public.items", extra))
+    assert caught.value.option == option and message in str(caught.value)
+
+
+def test_option_errors_for_urls_and_tables():
+    with pytest.raises(ConfigError, match="not a PostgreSQL URL"):
+        load_job_text(job_text("jdbc:mysql://127.0.0.1:3306/shop", "shop.public.items"))
+    with pytest.raises(ConfigError, match="one source reads one database"):
+        load_job_text(job_text("jdbc:postgresql://127.0.0.1:5432/shop", "other.public.items"))
