@@ -174,7 +174,7 @@ class PostgresCdcSource(Source):
         from seatide.plugin.types import parse_type
 
         fields = [T.StructField(c.name, parse_type(c.seatunnel), True) for c in table.columns]
-        return T.StructType([*fields, T.StructField(ROW_KIND_COLUMN, T.ByteType(), False)])
+        return T.StructType([*fields, T.StructField(ROW_KIND_COLUMN, T.ByteType(), True)])
 
     def release(self, job_id: str) -> None:
         """Drop the job's slot and publication; nothing to do when they are already gone."""

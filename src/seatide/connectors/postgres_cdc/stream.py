@@ -77,6 +77,7 @@ class PostgresCdcReader(DataSourceStreamReader):
         self.max_rows = max(1, int(config["max_rows"]))
         self._conn = None
         self._checked = False
+        self._initial: dict | None = None
         self._pending: dict[tuple[int, int], list] = {}   # (start, end) -> rows, from latestOffset
 
     def __getstate__(self) -> dict:
@@ -90,10 +91,13 @@ class PostgresCdcReader(DataSourceStreamReader):
 
     # -- position ------------------------------------------------------------------------
     def initialOffset(self) -> dict:
-        lsn = slot.create_fresh(self._db(), self.slot, self.tables)
-        self._checked = True
-        snapshot = {"table": 0, "after": None} if self.config["startup_mode"] == "initial" else None
-        return {"lsn": lsn, "snapshot": snapshot, "splits": []}
+        # Spark may ask more than once while it starts the query; the slot is made once.
+        if self._initial is None:
+            lsn = slot.create_fresh(self._db(), self.slot, self.tables)
+            snapshot = {"table": 0, "after": None} if self.config["startup_mode"] == "initial" else None
+            self._initial = {"lsn": lsn, "snapshot": snapshot, "splits": []}
+            self._checked = True
+        return self._initial
 
     def _check_position(self, offset: dict) -> None:
         """A query resumed from a checkpoint fails, never skips, when the slot lost its place."""

@@ -59,13 +59,15 @@ def column_type(seatunnel: str) -> ColumnType:
 
     if seatunnel.startswith("array<"):
         element = column_type(seatunnel[6:-1])
-        return ColumnType(seatunnel, pa.list_(element.arrow),
+        # Spark names a list's item field "element"; Arrow's default is "item"
+        return ColumnType(seatunnel, pa.list_(pa.field("element", element.arrow)),
                           lambda text, c=element.convert: [None if v is None else c(v) for v in parse_array(text)])
     if seatunnel.startswith("decimal("):
         precision, scale = (int(p) for p in seatunnel[8:-1].split(","))
         return ColumnType(seatunnel, pa.decimal128(precision, scale), _decimal(scale))
     arrow, convert = {
-        "boolean": (pa.bool_(), lambda v: v == "t"),
+        # pgoutput writes t/f (boolout); bool::text in a snapshot query says true/false
+        "boolean": (pa.bool_(), lambda v: v in ("t", "true")),
         "bytes": (pa.binary(), _bytea),
         "int": (pa.int32(), int), "bigint": (pa.int64(), int),
         "float": (pa.float32(), float), "double": (pa.float64(), float),
