@@ -3,14 +3,16 @@
 Offsets are JSON:
 
 * ``lsn`` — the stream's position: the end of the last commit admitted (at first the
-  slot's consistent point). Changes of transactions ending after it are still to come.
+  slot's consistent point; null in the initial offset, before the slot exists). Changes of
+  transactions ending after it are still to come.
 * ``snapshot`` — ``{"table": i, "after": key}`` while the snapshot runs (the next split of
   table ``i`` starts after ``key``), null once every table is read.
 * ``splits`` — the snapshot splits of the batch ending at this offset, so that a replayed
   batch reads exactly the same key ranges (the rows are read again, see the docs page).
 
-The reader runs in a Python process Spark keeps beside the driver. ``initialOffset``
-(only for a query without a checkpoint) creates the publication and the slot;
+The reader runs in a Python process Spark keeps beside the driver. Planning the first
+batch of a query without a checkpoint creates the publication and the slot (not
+``initialOffset``: Spark calls it again to replay a first batch that never committed);
 ``commit(end)`` — Spark's word that every batch up to ``end`` is committed — is the only
 place the slot moves.
 """
@@ -77,7 +79,6 @@ class PostgresCdcReader(DataSourceStreamReader):
         self.max_rows = max(1, int(config["max_rows"]))
         self._conn = None
         self._checked = False
-        self._initial: dict | None = None
         self._pending: dict[tuple[int, int], list] = {}   # (start, end) -> rows, from latestOffset
 
     def __getstate__(self) -> dict:
@@ -91,17 +92,21 @@ class PostgresCdcReader(DataSourceStreamReader):
 
     # -- position ------------------------------------------------------------------------
     def initialOffset(self) -> dict:
-        # Spark may ask more than once while it starts the query; the slot is made once.
-        if self._initial is None:
-            lsn = slot.create_fresh(self._db(), self.slot, self.tables)
-            snapshot = {"table": 0, "after": None} if self.config["startup_mode"] == "initial" else None
-            self._initial = {"lsn": lsn, "snapshot": snapshot, "splits": []}
-            self._checked = True
-        return self._initial
+        # No slot yet: Spark asks for the initial offset again whenever it replays the first
+        # batch, so it must be the same every time and create nothing (see latestOffset).
+        snapshot = {"table": 0, "after": None} if self.config["startup_mode"] == "initial" else None
+        return {"lsn": None, "snapshot": snapshot, "splits": []}
+
+    def _start_slot(self, start: dict) -> dict:
+        """The first batch's planning: create the publication and the slot (replacing any left
+        by an earlier start that never logged a batch, so nothing can depend on them)."""
+        lsn = slot.create_fresh(self._db(), self.slot, self.tables)
+        self._checked = True
+        return {**start, "lsn": lsn}
 
     def _check_position(self, offset: dict) -> None:
         """A query resumed from a checkpoint fails, never skips, when the slot lost its place."""
-        if self._checked:
+        if self._checked or offset["lsn"] is None:
             return
         try:
             slot.check_position(self._db(), self.slot, offset["lsn"])
@@ -116,6 +121,9 @@ class PostgresCdcReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict, limit=None) -> dict:
         self._check_position(start)
+        if start["lsn"] is None:
+            begun = self._start_slot(start)
+            return self._next_splits(begun) if begun["snapshot"] is not None else begun
         if start["snapshot"] is not None:
             return self._next_splits(start)
         rows, end_lsn = self._changes_after(start["lsn"], upto_lsn=None)
@@ -191,7 +199,7 @@ class PostgresCdcReader(DataSourceStreamReader):
         self._check_position(start)
         if end["splits"]:
             return [SnapshotSplit(*split) for split in end["splits"]]
-        if end["lsn"] <= start["lsn"]:
+        if start["lsn"] is None or end["lsn"] <= start["lsn"]:
             return []
         rows = self._pending.pop((start["lsn"], end["lsn"]), None)
         if rows is None:      # a replay after a restart: decode the same range again
