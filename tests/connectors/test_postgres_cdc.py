@@ -243,3 +243,35 @@ def test_option_errors_for_urls_and_tables():
         load_job_text(job_text("jdbc:mysql://127.0.0.1:3306/shop", "shop.public.items"))
     with pytest.raises(ConfigError, match="one source reads one database"):
         load_job_text(job_text("jdbc:postgresql://127.0.0.1:5432/shop", "other.public.items"))
+
+
+def test_types_map_to_spark_alike_in_snapshot_and_changes(spark, shop, tmp_path):
+    conn, url, db = shop
+    conn.execute("CREATE TABLE typed (id int2 PRIMARY KEY, f4 float4, n numeric, b bytea, d date, t time, "
+                 "tz timestamptz, j jsonb, u uuid, ints int4[], flags bool[])")
+    row = ("1.5, 12.345, '\\x00ff', '2024-02-29', '13:14:15.5', '2024-01-01 12:00:00+02', "
+           "'{\"a\": 1}', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{1,NULL,3}', '{t,f}'")
+    conn.execute(f"INSERT INTO typed VALUES (1, {row})")
+    source = cdc_source(url, f"{db}.public.typed")
+    rows: list = []
+    df = source.read(stream_ctx(spark, "types"))
+    assert [f.dataType.simpleString() for f in df.schema.fields] == [
+        "int", "float", "decimal(38,18)", "binary", "date", "time(6)", "timestamp",
+        "string", "string", "array<int>", "array<boolean>", "tinyint"]
+    query = (df.writeStream.foreachBatch(lambda d, i: rows.extend(d.collect()))
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="300 milliseconds").start())
+    try:
+        wait_until(lambda: len(rows) == 1, query, what="the snapshot row")
+        conn.execute(f"INSERT INTO typed VALUES (2, {row})")
+        wait_until(lambda: len(rows) == 2, query, what="the change row")
+    finally:
+        query.stop()
+    snapshot, change = (r.asDict() for r in rows)
+    assert snapshot.pop(ROW_KIND_COLUMN) == RowKind.INSERT and change.pop(ROW_KIND_COLUMN) == RowKind.INSERT
+    assert snapshot.pop("id") == 1 and change.pop("id") == 2
+    assert snapshot == change
+    assert snapshot["f4"] == 1.5 and snapshot["n"] == Decimal("12.345") and snapshot["b"] == bytearray(b"\x00\xff")
+    assert snapshot["d"] == dt.date(2024, 2, 29) and snapshot["t"] == dt.time(13, 14, 15, 500000)
+    assert snapshot["tz"] == dt.datetime(2024, 1, 1, 10, 0)      # the session time zone is UTC
+    assert snapshot["ints"] == [1, None, 3] and snapshot["flags"] == [True, False]
+    assert snapshot["j"] == '{"a": 1}' and snapshot["u"] == "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"

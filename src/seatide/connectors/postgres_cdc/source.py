@@ -137,6 +137,7 @@ class PostgresCdcSource(Source):
             "max_rows": ctx.max_rows_per_batch,
         }
         spark = ctx.spark
+        config["spark_time_zone"] = spark.conf.get("spark.sql.session.timeZone")
         if any(c.seatunnel == "time" for c in tables[0].columns):
             spark.conf.set("spark.sql.timeType.enabled", "true")   # Spark 4.3 keeps TIME behind a flag
         from seatide.connectors.postgres_cdc.stream import SOURCE_NAME, PostgresCdcSource as Stream

@@ -207,7 +207,7 @@ class PostgresCdcReader(DataSourceStreamReader):
         return [ChangeSplit(rows)] if rows else []
 
     def read(self, partition) -> Iterator:
-        builder = _RowBatches(self.tables, self.config["columns"])
+        builder = _RowBatches(self.tables, self.config["columns"], self.config["spark_time_zone"])
         if isinstance(partition, ChangeSplit):
             for kind, table, values in partition.rows:
                 yield from builder.add(kind, table, values)
@@ -244,10 +244,10 @@ class PostgresCdcReader(DataSourceStreamReader):
 class _RowBatches:
     """Text values by column name -> Arrow record batches in the output schema's column order."""
 
-    def __init__(self, tables: list[CapturedTable], names: list[str]):
+    def __init__(self, tables: list[CapturedTable], names: list[str], spark_time_zone: str):
         self.names = names
         first = tables[0]
-        self.types = {c.name: column_type(c.seatunnel) for c in first.columns}
+        self.types = {c.name: column_type(c.seatunnel, spark_time_zone) for c in first.columns}
         self.columns: list[list] = [[] for _ in range(len(names) + 1)]
 
     def add(self, kind: int, table: int, values: dict) -> Iterator:

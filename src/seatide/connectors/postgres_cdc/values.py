@@ -54,11 +54,13 @@ class ColumnType:
     convert: Callable[[str], object]
 
 
-def column_type(seatunnel: str) -> ColumnType:
+def column_type(seatunnel: str, session_time_zone: str = "UTC") -> ColumnType:
+    """``session_time_zone``: Spark's spark.sql.session.timeZone, which Spark expects on
+    Arrow timestamps with a time zone."""
     import pyarrow as pa
 
     if seatunnel.startswith("array<"):
-        element = column_type(seatunnel[6:-1])
+        element = column_type(seatunnel[6:-1], session_time_zone)
         # Spark names a list's item field "element"; Arrow's default is "item"
         return ColumnType(seatunnel, pa.list_(pa.field("element", element.arrow)),
                           lambda text, c=element.convert: [None if v is None else c(v) for v in parse_array(text)])
@@ -73,8 +75,8 @@ def column_type(seatunnel: str) -> ColumnType:
         "float": (pa.float32(), float), "double": (pa.float64(), float),
         "string": (pa.string(), str),
         "timestamp": (pa.timestamp("us"), _timestamp),
-        "timestamp_tz": (pa.timestamp("us", tz="UTC"), _timestamp_tz),
-        "time": (pa.time64("us"), dt.time.fromisoformat),
+        "timestamp_tz": (pa.timestamp("us", tz=session_time_zone), _timestamp_tz),
+        "time": (pa.time64("ns"), dt.time.fromisoformat),    # what Spark expects for TIME(6)
         "date": (pa.date32(), _date),
     }[seatunnel]
     return ColumnType(seatunnel, arrow, convert)
