@@ -122,6 +122,10 @@ def peek(conn, name: str, *, upto_lsn: int | None = None, upto_changes: int | No
     return [row[0] for row in rows]
 
 
+def flushed_lsn(conn) -> int:
+    return parse_lsn(conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()[0])
+
+
 def advance(conn, name: str, lsn: int) -> None:
     """Confirm everything up to ``lsn``: the server may now recycle the WAL before it."""
     found = state(conn, name)
