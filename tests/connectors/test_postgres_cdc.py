@@ -53,7 +53,7 @@ def shop(private_postgres):  # noqa: F811
     with private_postgres.connect() as admin:
         for slot_name, in admin.execute("SELECT slot_name FROM pg_replication_slots WHERE database = %s",
                                         (name,)).fetchall():
-            admin.execute("SELECT pg_drop_replication_slot(%s)", (slot_name,))
+            slot.drop(admin, slot_name)    # waits while a stopped query's last peek finishes
         admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
