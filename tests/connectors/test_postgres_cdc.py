@@ -291,3 +291,46 @@ def test_types_map_to_spark_alike_in_snapshot_and_changes(spark, shop, tmp_path)
     assert snapshot["tz"] == dt.datetime(2024, 1, 1, 10, 0)      # the session time zone is UTC
     assert snapshot["ints"] == [1, None, 3] and snapshot["flags"] == [True, False]
     assert snapshot["j"] == '{"a": 1}' and snapshot["u"] == "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"
+
+
+def reader_for(source, job_id: str):
+    """The stream reader alone (no Spark): what the source hands Spark, for offset-level checks."""
+    from seatide.connectors.postgres_cdc.stream import PostgresCdcReader
+
+    tables = source._describe()
+    return PostgresCdcReader({
+        "host": source.url.host, "port": source.url.port, "database": source.database, "user": "postgres",
+        "password": "", "connect_timeout_ms": 5000, "time_zone": "UTC", "spark_time_zone": "UTC",
+        "tables": [t.to_json() for t in tables], "columns": [c.name for c in tables[0].columns],
+        "slot": slot.default_name(job_id, 0, "source[0]"), "startup_mode": source.opts["startup.mode"],
+        "split_size": 10, "fetch_size": 10, "max_rows": 1000})
+
+
+def read_rows(reader, start, end) -> list[dict]:
+    return [row for part in reader.partitions(start, end) for batch in reader.read(part)
+            for row in batch.to_pylist()]
+
+
+def test_key_changes_without_full_identity_and_truncate_and_an_outrun_checkpoint(shop):
+    conn, url, db = shop
+    conn.execute("ALTER TABLE items REPLICA IDENTITY DEFAULT")
+    reader = reader_for(cdc_source(url, f"{db}.public.items", 'startup.mode = "latest"'), "keys")
+    try:
+        first = reader.latestOffset(reader.initialOffset())          # creates the slot
+        conn.execute("UPDATE items SET id = 500, name = 'moved' WHERE id = 7")
+        conn.execute("TRUNCATE items")
+        second = reader.latestOffset(first)
+        rows = read_rows(reader, first, second)
+        assert [(r[ROW_KIND_COLUMN], r["id"], r["name"]) for r in rows] == [
+            (RowKind.UPDATE_BEFORE, 7, None), (RowKind.UPDATE_AFTER, 500, "moved")]  # truncate: no rows
+        reader.commit(second)
+        conn.execute("INSERT INTO items (id) VALUES (1)")
+        third = reader.latestOffset(second)
+        reader.commit(third)
+    finally:
+        reader.stop()
+    stale = reader_for(cdc_source(url, f"{db}.public.items", 'startup.mode = "latest"'), "keys")
+    with pytest.raises(PermanentError, match="has already moved on") as caught:
+        stale.latestOffset(first)                                    # a checkpoint older than the slot
+    assert str(caught.value).startswith(PERMANENT_MARK) and slot.format_lsn(first["lsn"]) in str(caught.value)
+    stale.stop()
