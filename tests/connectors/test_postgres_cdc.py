@@ -175,12 +175,14 @@ def test_slot_advances_only_after_the_batch_commits(spark, shop, tmp_path):
         # WAL of tables the source does not read moves an idle stream's position along (an
         # empty batch per 16 MB), and the slot follows when Spark confirms it
         moved_from = slot.state(conn, name).confirmed_lsn
+        targets = []
         for table in ("other1", "other2"):
-            before = stream_lsn(query)
             conn.execute(f"CREATE TABLE {table} AS SELECT g, repeat('x', 200) AS pad "
                          "FROM generate_series(1, 90000) g")
-            wait_until(lambda: stream_lsn(query) > before, query, what="an idle batch")
-        wait_until(lambda: slot.state(conn, name).confirmed_lsn - moved_from >= 16 << 20, query,
+            targets.append(slot.flushed_lsn(conn))
+            wait_until(lambda: stream_lsn(query) >= targets[-1], query, what="an idle batch")
+        assert targets[0] - moved_from >= 16 << 20
+        wait_until(lambda: slot.state(conn, name).confirmed_lsn >= targets[0], query,
                    what="the idle slot to move past unrelated WAL")
     finally:
         query.stop()
