@@ -177,10 +177,11 @@ def test_slot_advances_only_after_the_batch_commits(spark, shop, tmp_path):
         moved_from = slot.state(conn, name).confirmed_lsn
         targets = []
         for table in ("other1", "other2"):
+            before = slot.flushed_lsn(conn)      # only an idle batch moves the stream past this
             conn.execute(f"CREATE TABLE {table} AS SELECT g, repeat('x', 200) AS pad "
                          "FROM generate_series(1, 90000) g")
-            targets.append(slot.flushed_lsn(conn))
-            wait_until(lambda: stream_lsn(query) >= targets[-1], query, what="an idle batch")
+            wait_until(lambda: stream_lsn(query) > before, query, what="an idle batch")
+            targets.append(stream_lsn(query))
         assert targets[0] - moved_from >= 16 << 20
         wait_until(lambda: slot.state(conn, name).confirmed_lsn >= targets[0], query,
                    what="the idle slot to move past unrelated WAL")
