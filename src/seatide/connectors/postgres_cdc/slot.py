@@ -1,7 +1,7 @@
 """The replication slot and publication a Postgres-CDC source reads through.
 
 Naming rule: ``seatide_<job id>_<pipeline id>_<plugin id>`` (lower case, every character
-outside a-z, 0-9 and _ becomes _, e.g. ``seatide_1764130000123_0_source0``), unless
+outside a-z, 0-9 and _ becomes _, e.g. ``seatide_1764130000123_1_source0``), unless
 ``slot.name`` names the slot. The publication has the slot's name. Names longer than
 PostgreSQL's 63 characters keep their first 54 and end with a hash of the whole.
 
