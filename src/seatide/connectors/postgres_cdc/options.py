@@ -1,0 +1,61 @@
+"""Postgres-CDC's options: SeaTunnel's names and defaults; what SeaTide does not do is refused here."""
+
+from __future__ import annotations
+
+from seatide.plugin.options import ANY, BOOL, FLOAT, INT, LIST, OBJECT, REQUIRED, STRING, STRING_LIST, Option, enum
+
+STARTUP_MODE = enum("initial", "latest", "earliest", "specific", "timestamp")
+
+# Options SeaTunnel has that SeaTide accepts but refuses with a reason when set away from
+# their defaults: key -> why.
+UNSUPPORTED = {
+    "debezium": "SeaTide decodes pgoutput itself; there is no Debezium engine to pass properties to",
+    "format": "only the DEFAULT row format is produced (COMPATIBLE_DEBEZIUM_JSON is not)",
+}
+
+PG_CDC_OPTIONS: tuple[Option, ...] = (
+    Option("base-url", STRING, REQUIRED,
+           "JDBC URL of the server, e.g. jdbc:postgresql://localhost:5432/shop"),
+    Option("username", STRING, REQUIRED, "user to connect as; needs the REPLICATION attribute "
+           "(or superuser) and the right to create publications on the captured tables"),
+    Option("password", STRING, REQUIRED, "password of username (may be empty with trust auth)"),
+    Option("database-names", STRING_LIST, None,
+           "the database to capture (one: a replication slot belongs to one database); "
+           "default: the database of table-names or base-url"),
+    Option("schema-names", STRING_LIST, None,
+           "schema for table names written without one (first entry); default public"),
+    Option("table-names", STRING_LIST, REQUIRED,
+           "tables to capture: database.schema.table (schema.table and table also work); several "
+           "tables must have the same columns, since one source emits one row type"),
+    Option("table-names-config", LIST, None,
+           "per-table settings: [{ table = \"db.schema.t\", primaryKeys = [\"id\"] }] gives a key to "
+           "a table without a primary key (used to split its snapshot)"),
+    Option("startup.mode", STARTUP_MODE, "initial",
+           "initial: snapshot the tables, then stream changes from the slot's start; "
+           "latest: only changes made after the job starts. earliest/specific/timestamp: not supported"),
+    Option("slot.name", STRING, None,
+           "replication slot (and publication) name; default seatide_<job>_<pipeline>_<source> "
+           "(see the docs page); must be unique per source on the server"),
+    Option("decoding.plugin.name", STRING, "pgoutput",
+           "logical decoding plugin; only pgoutput (built into PostgreSQL 10+) is supported"),
+    Option("snapshot.split.size", INT, 8096, "rows per snapshot split (split by the table's key)"),
+    Option("snapshot.fetch.size", INT, 1024, "rows fetched per round trip while reading a snapshot split"),
+    Option("server-time-zone", STRING, "UTC",
+           "session time zone on the server; timestamptz values keep their instant whatever it is"),
+    Option("connect.timeout.ms", INT, 30000, "how long to wait for a connection to the server"),
+    Option("connect.max-retries", INT, 3, "accepted; SeaTide's job retries cover reconnecting"),
+    Option("connection.pool.size", INT, 20, "accepted; each reader opens one connection at a time"),
+    Option("chunk-key.even-distribution.factor.upper-bound", FLOAT, 100.0,
+           "accepted; snapshot splits follow the key order (keyset pages), so no distribution is estimated"),
+    Option("chunk-key.even-distribution.factor.lower-bound", FLOAT, 0.05, "accepted; see the upper bound"),
+    Option("sample-sharding.threshold", INT, 1000, "accepted; no sampling is needed for keyset splits"),
+    Option("inverse-sampling.rate", INT, 1000, "accepted; no sampling is needed for keyset splits"),
+    Option("exactly_once", BOOL, False,
+           "accepted; changes are replayed from the slot until the batch's checkpoint commits, and "
+           "exactly-once output is the sink's part"),
+    Option("format", STRING, "DEFAULT", "DEFAULT only: rows with the table's columns and __row_kind"),
+    Option("debezium", OBJECT, None, "not supported: " + UNSUPPORTED["debezium"]),
+    Option("startup.specific-offset.file", STRING, None, "not supported (startup.mode specific)"),
+    Option("startup.specific-offset.pos", ANY, None, "not supported (startup.mode specific)"),
+    Option("startup.timestamp", INT, None, "not supported (startup.mode timestamp)"),
+)

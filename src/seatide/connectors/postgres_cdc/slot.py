@@ -1,0 +1,133 @@
+"""The replication slot and publication a Postgres-CDC source reads through.
+
+Naming rule: ``seatide_<job id>_<pipeline id>_<plugin id>`` (lower case, every character
+outside a-z, 0-9 and _ becomes _, e.g. ``seatide_1764130000123_1_source0``), unless
+``slot.name`` names the slot. The publication has the slot's name. Names longer than
+PostgreSQL's 63 characters keep their first 54 and end with a hash of the whole.
+
+Changes are read with the SQL-level ``pg_logical_slot_peek_binary_changes``, which never
+moves the slot; the slot moves (``pg_replication_slot_advance``) only when Spark says the
+batch holding those changes is committed, so a restarted query can always read them again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from dataclasses import dataclass
+
+from psycopg import errors, sql
+
+from seatide.connectors.postgres_cdc.pgoutput import format_lsn, parse_lsn
+
+PREFIX = "seatide_"
+_MAX_NAME = 63
+
+
+def _clean(text: str) -> str:
+    return re.sub(r"[^a-z0-9_]", "_", text.lower())
+
+
+def job_prefix(job_id: str) -> str:
+    return f"{PREFIX}{_clean(job_id or 'local')}_"
+
+
+def default_name(job_id: str, pipeline_id: int, plugin_id: str) -> str:
+    name = f"{job_prefix(job_id)}{pipeline_id}_{_clean(plugin_id).replace('_', '').strip('_')}"
+    name = re.sub(r"_+$", "", name)
+    if len(name) > _MAX_NAME:
+        name = name[:54] + "_" + hashlib.sha1(name.encode()).hexdigest()[:8]
+    return name
+
+
+@dataclass(frozen=True)
+class SlotState:
+    confirmed_lsn: int | None
+    wal_status: str | None
+
+
+class LostPosition(Exception):
+    """The slot cannot return the changes after a checkpoint's position any more."""
+
+
+def create_fresh(conn, name: str, tables: list) -> int:
+    """Drop whatever this name had, then create the publication and the slot.
+
+    Returns the slot's consistent point: every transaction committed after it is decoded.
+    """
+    drop(conn, name)
+    conn.execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(
+        sql.Identifier(name), sql.SQL(", ").join(t.ident() for t in tables)))
+    row = conn.execute("SELECT lsn::text FROM pg_create_logical_replication_slot(%s, 'pgoutput')",
+                       (name,)).fetchone()
+    return parse_lsn(row[0])
+
+
+def drop(conn, name: str, wait_s: float = 10.0) -> None:
+    """Drop the slot and the publication called ``name`` if they exist (idempotent).
+
+    A slot is busy while a peek runs on it; wait for that to end rather than fail.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                         "WHERE slot_name = %s", (name,))
+            break
+        except errors.ObjectInUse:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    conn.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(name)))
+
+
+def names_of_job(conn, job_id: str) -> list[str]:
+    """Slots and publications named by the default rule for ``job_id``."""
+    pattern = job_prefix(job_id).replace("_", r"\_") + "%"
+    rows = conn.execute("SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE %s "
+                        "UNION SELECT pubname FROM pg_publication WHERE pubname LIKE %s",
+                        (pattern, pattern)).fetchall()
+    return sorted(row[0] for row in rows)
+
+
+def state(conn, name: str) -> SlotState | None:
+    row = conn.execute("SELECT confirmed_flush_lsn::text, wal_status FROM pg_replication_slots "
+                       "WHERE slot_name = %s", (name,)).fetchone()
+    if row is None:
+        return None
+    return SlotState(parse_lsn(row[0]) if row[0] else None, row[1])
+
+
+def check_position(conn, name: str, lsn: int) -> None:
+    """Raise LostPosition unless the slot can still return every change after ``lsn``."""
+    found = state(conn, name)
+    if found is None:
+        raise LostPosition(f"replication slot '{name}' no longer exists")
+    if found.wal_status == "lost":
+        raise LostPosition(f"the server removed the WAL that replication slot '{name}' needs "
+                           "(wal_status = lost; see max_slot_wal_keep_size)")
+    if found.confirmed_lsn is not None and found.confirmed_lsn > lsn:
+        raise LostPosition(f"replication slot '{name}' has already moved on to LSN "
+                           f"{format_lsn(found.confirmed_lsn)} (the checkpoint is older than the slot)")
+
+
+def peek(conn, name: str, *, upto_lsn: int | None = None, upto_changes: int | None = None) -> list[bytes]:
+    """pgoutput messages from the slot's confirmed position on, without moving the slot."""
+    rows = conn.execute(
+        "SELECT data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, %s, "
+        "'proto_version', '1', 'publication_names', %s)",
+        (name, format_lsn(upto_lsn) if upto_lsn is not None else None, upto_changes,
+         sql.Identifier(name).as_string(conn))).fetchall()
+    return [row[0] for row in rows]
+
+
+def flushed_lsn(conn) -> int:
+    return parse_lsn(conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()[0])
+
+
+def advance(conn, name: str, lsn: int) -> None:
+    """Confirm everything up to ``lsn``: the server may now recycle the WAL before it."""
+    found = state(conn, name)
+    if found is not None and (found.confirmed_lsn is None or found.confirmed_lsn < lsn):
+        conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (name, format_lsn(lsn)))

@@ -1,0 +1,277 @@
+"""The Spark streaming reader of Postgres-CDC: snapshot splits first, then the slot's changes.
+
+Offsets are JSON:
+
+* ``lsn`` — the stream's position: the end of the last commit admitted (at first the
+  slot's consistent point; null in the initial offset, before the slot exists). Changes of
+  transactions ending after it are still to come.
+* ``snapshot`` — ``{"table": i, "after": key}`` while the snapshot runs (the next split of
+  table ``i`` starts after ``key``), null once every table is read.
+* ``splits`` — the snapshot splits of the batch ending at this offset, so that a replayed
+  batch reads exactly the same key ranges (the rows are read again, see the docs page).
+
+The reader runs in a Python process Spark keeps beside the driver. Planning the first
+batch of a query without a checkpoint creates the publication and the slot (not
+``initialOffset``: Spark calls it again to replay a first batch that never committed);
+``commit(end)`` — Spark's word that every batch up to ``end`` is committed — is the only
+place the slot moves.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Iterator
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+from seatide.connectors.postgres_cdc import slot
+from seatide.connectors.postgres_cdc.pgoutput import UNCHANGED_TOAST, decode_transactions, format_lsn
+from seatide.connectors.postgres_cdc.tables import CapturedTable, next_boundary, page_query
+from seatide.connectors.postgres_cdc.values import column_type
+from seatide.plugin.base import permanent_in_worker
+from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
+
+SOURCE_NAME = "seatide_postgres_cdc"
+_ARROW_BATCH_ROWS = 8192
+# WAL without changes for us after which an idle stream moves its position (one empty batch).
+IDLE_ADVANCE_BYTES = 16 << 20
+
+
+def connect(config: dict, autocommit: bool = True):
+    import psycopg
+
+    conn = psycopg.connect(host=config["host"], port=config["port"], dbname=config["database"],
+                           user=config["user"], password=config["password"] or None,
+                           connect_timeout=max(1, config["connect_timeout_ms"] // 1000),
+                           autocommit=autocommit)
+    conn.execute("SELECT set_config('TimeZone', %s, false), set_config('bytea_output', 'hex', false), "
+                 "set_config('DateStyle', 'ISO', false), set_config('extra_float_digits', '3', false)",
+                 (config["time_zone"],))
+    return conn
+
+
+class SnapshotSplit(InputPartition):
+    def __init__(self, table: int, after: list | None, upto: list | None):
+        super().__init__((table, after, upto))
+        self.table, self.after, self.upto = table, after, upto
+
+
+class ChangeSplit(InputPartition):
+    """Decoded changes of one batch: (kind, table index, column -> text) triples."""
+
+    def __init__(self, rows: list):
+        super().__init__(len(rows))
+        self.rows = rows
+
+
+class PostgresCdcSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def streamReader(self, schema) -> "PostgresCdcReader":
+        return PostgresCdcReader(json.loads(self.options["config"]))
+
+
+class PostgresCdcReader(DataSourceStreamReader):
+    def __init__(self, config: dict):
+        self.config = config
+        self.tables = [CapturedTable.from_json(t) for t in config["tables"]]
+        self.slot = config["slot"]
+        self.max_rows = max(1, int(config["max_rows"]))
+        self._conn = None
+        self._checked = False
+        self._pending: dict[tuple[int, int], list] = {}   # (start, end) -> rows, from latestOffset
+
+    def __getstate__(self) -> dict:
+        # Spark pickles the reader to run read() in its workers: no connection, no buffers.
+        return {**self.__dict__, "_conn": None, "_pending": {}}
+
+    def _db(self):
+        if self._conn is None or self._conn.closed:
+            self._conn = connect(self.config)
+        return self._conn
+
+    # -- position ------------------------------------------------------------------------
+    def initialOffset(self) -> dict:
+        # No slot yet: Spark asks for the initial offset again whenever it replays the first
+        # batch, so it must be the same every time and create nothing (see latestOffset).
+        snapshot = {"table": 0, "after": None} if self.config["startup_mode"] == "initial" else None
+        return {"lsn": None, "snapshot": snapshot, "splits": []}
+
+    def _start_slot(self, start: dict) -> dict:
+        """The first batch's planning: create the publication and the slot (replacing any left
+        by an earlier start that never logged a batch, so nothing can depend on them)."""
+        lsn = slot.create_fresh(self._db(), self.slot, self.tables)
+        self._checked = True
+        return {**start, "lsn": lsn}
+
+    def _check_position(self, offset: dict) -> None:
+        """A query resumed from a checkpoint fails, never skips, when the slot lost its place."""
+        if self._checked or offset["lsn"] is None:
+            return
+        try:
+            slot.check_position(self._db(), self.slot, offset["lsn"])
+        except slot.LostPosition as exc:
+            raise permanent_in_worker(
+                f"Postgres-CDC cannot resume: the checkpoint's position is LSN {format_lsn(offset['lsn'])} "
+                f"of replication slot '{self.slot}', but {exc}. The changes after that position cannot "
+                "be read again, and skipping them would lose data. Start from a fresh checkpoint with "
+                "startup.mode = \"initial\" to snapshot the tables again (`seatide resume --fallback "
+                "fresh` starts the job over).") from None
+        self._checked = True
+
+    def latestOffset(self, start: dict, limit=None) -> dict:
+        self._check_position(start)
+        if start["lsn"] is None:
+            begun = self._start_slot(start)
+            return self._next_splits(begun) if begun["snapshot"] is not None else begun
+        if start["snapshot"] is not None:
+            return self._next_splits(start)
+        flushed = slot.flushed_lsn(self._db())
+        rows, end_lsn = self._changes_after(start["lsn"], upto_lsn=None)
+        if end_lsn == start["lsn"]:
+            # Nothing for our tables, but WAL grew (other tables, other databases): every peek
+            # decodes from the slot's position, so move past it. Safe: the peek read to the end
+            # of WAL, and a transaction committing later ends after ``flushed``.
+            if flushed - start["lsn"] >= IDLE_ADVANCE_BYTES:
+                return {"lsn": flushed, "snapshot": None, "splits": []}
+            return start
+        self._pending[(start["lsn"], end_lsn)] = rows
+        return {"lsn": end_lsn, "snapshot": None, "splits": []}
+
+    def _next_splits(self, start: dict) -> dict:
+        table, after = start["snapshot"]["table"], start["snapshot"]["after"]
+        size = max(1, int(self.config["split_size"]))
+        splits: list = []
+        while len(splits) * size < self.max_rows and table < len(self.tables):
+            upto = next_boundary(self._db(), self.tables[table], after, size)
+            splits.append([table, after, upto])
+            table, after = (table, upto) if upto is not None else (table + 1, None)
+        snapshot = {"table": table, "after": after} if table < len(self.tables) else None
+        return {"lsn": start["lsn"], "snapshot": snapshot, "splits": splits}
+
+    def _changes_after(self, lsn: int, upto_lsn: int | None) -> tuple[list, int]:
+        """Rows of the transactions that end after ``lsn`` (up to ``upto_lsn``), and their end."""
+        # The peek starts at the slot's confirmed position, which trails ``lsn`` by the batches
+        # Spark has not confirmed yet; when that alone fills the cap, look further.
+        cap = None if upto_lsn is not None else self.max_rows * 3
+        while True:
+            transactions = decode_transactions(
+                slot.peek(self._db(), self.slot, upto_lsn=upto_lsn, upto_changes=cap))
+            fresh = [t for t in transactions if t.end_lsn > lsn and (upto_lsn is None or t.end_lsn <= upto_lsn)]
+            if fresh or cap is None or sum(len(t.changes) + 2 for t in transactions) < cap:
+                break
+            cap = None
+        rows: list = []
+        end = lsn
+        for transaction in fresh:
+            for change in transaction.changes:
+                rows += self._rows_of(change)
+            end = transaction.end_lsn
+            if upto_lsn is None and len(rows) >= self.max_rows:
+                break
+        return rows, end
+
+    def _rows_of(self, change) -> list:
+        index = self._table_index(change.relation)
+        if index is None:
+            return []
+        if change.op == "I":
+            return [(int(RowKind.INSERT), index, change.new)]
+        if change.op == "D":
+            return [(int(RowKind.DELETE), index, change.old or {})]
+        old = change.old
+        new = {k: (old or {}).get(k) if v is UNCHANGED_TOAST else v for k, v in change.new.items()}
+        rows = []
+        if old is not None:     # FULL identity, or a key that changed
+            rows.append((int(RowKind.UPDATE_BEFORE), index, old))
+        rows.append((int(RowKind.UPDATE_AFTER), index, new))
+        return rows
+
+    def _table_index(self, relation) -> int | None:
+        for i, table in enumerate(self.tables):
+            if (table.schema, table.name) == (relation.schema, relation.name):
+                known = {c.name for c in table.columns}
+                added = [c.name for c in relation.columns if c.name not in known]
+                if added:
+                    raise permanent_in_worker(
+                        f"Postgres-CDC: table {table.qualified} gained columns {added} while the job "
+                        "ran; schema changes are not followed. Start the job from a fresh checkpoint "
+                        "to capture the new columns.")
+                return i
+        return None
+
+    # -- batches -------------------------------------------------------------------------
+    def partitions(self, start: dict, end: dict) -> list:
+        self._check_position(start)
+        if end["splits"]:
+            return [SnapshotSplit(*split) for split in end["splits"]]
+        if start["lsn"] is None or end["lsn"] <= start["lsn"]:
+            return []
+        rows = self._pending.pop((start["lsn"], end["lsn"]), None)
+        if rows is None:      # a replay after a restart: decode the same range again
+            rows, _ = self._changes_after(start["lsn"], upto_lsn=end["lsn"])
+        return [ChangeSplit(rows)] if rows else []
+
+    def read(self, partition) -> Iterator:
+        builder = _RowBatches(self.tables, self.config["columns"], self.config["spark_time_zone"])
+        if isinstance(partition, ChangeSplit):
+            for kind, table, values in partition.rows:
+                yield from builder.add(kind, table, values)
+        else:
+            table = self.tables[partition.table]
+            conn = connect(self.config, autocommit=False)
+            try:
+                with conn.cursor(name="seatide_snapshot") as cursor:
+                    cursor.itersize = max(1, int(self.config["fetch_size"]))
+                    cursor.execute(page_query(table, partition.after, partition.upto))
+                    names = [c.name for c in table.columns]
+                    for record in cursor:
+                        yield from builder.add(int(RowKind.INSERT), partition.table, dict(zip(names, record)))
+            finally:
+                conn.close()
+        yield from builder.flush()
+
+    def commit(self, end: dict) -> None:
+        """Spark committed every batch up to ``end``: let the slot forget the changes before it.
+
+        During the snapshot the slot stays at its consistent point: the changes after it are
+        still to be streamed once the snapshot ends.
+        """
+        self._pending = {k: v for k, v in self._pending.items() if k[0] >= end["lsn"]}
+        if end["snapshot"] is None:
+            slot.advance(self._db(), self.slot, end["lsn"])
+
+    def stop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+class _RowBatches:
+    """Text values by column name -> Arrow record batches in the output schema's column order."""
+
+    def __init__(self, tables: list[CapturedTable], names: list[str], spark_time_zone: str):
+        self.names = names
+        first = tables[0]
+        self.types = {c.name: column_type(c.seatunnel, spark_time_zone) for c in first.columns}
+        self.columns: list[list] = [[] for _ in range(len(names) + 1)]
+
+    def add(self, kind: int, table: int, values: dict) -> Iterator:
+        for column, name in zip(self.columns, self.names):
+            text = values.get(name)
+            column.append(None if text is None or text is UNCHANGED_TOAST else self.types[name].convert(text))
+        self.columns[-1].append(kind)
+        if len(self.columns[-1]) >= _ARROW_BATCH_ROWS:
+            yield from self.flush()
+
+    def flush(self) -> Iterator:
+        import pyarrow as pa
+
+        if not self.columns[-1]:
+            return
+        arrays = [pa.array(values, self.types[name].arrow) for values, name in zip(self.columns, self.names)]
+        arrays.append(pa.array(self.columns[-1], pa.int8()))
+        yield pa.RecordBatch.from_arrays(arrays, names=[*self.names, ROW_KIND_COLUMN])
+        self.columns = [[] for _ in range(len(self.names) + 1)]

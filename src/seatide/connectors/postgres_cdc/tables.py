@@ -1,0 +1,130 @@
+"""The captured tables: names resolved against the server, their columns, keys and snapshot pages.
+
+A snapshot split is a page of a table in key order: rows with key > ``after`` and
+<= ``upto`` (either end open). Keys travel as text and are cast back to the key columns'
+types, so offsets stay plain JSON. A table without a key is one split.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from psycopg import sql
+
+from seatide.connectors.postgres_cdc.values import UnsupportedType, seatunnel_type
+
+
+class TableError(ValueError):
+    """A table that cannot be captured; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class TableColumn:
+    name: str
+    typname: str
+    sql_type: str          # format_type(): what a key's text is cast back to
+    seatunnel: str
+
+
+@dataclass(frozen=True)
+class CapturedTable:
+    schema: str
+    name: str
+    columns: tuple[TableColumn, ...]
+    keys: tuple[str, ...]
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+    def ident(self) -> sql.Composable:
+        return sql.Identifier(self.schema, self.name)
+
+    def to_json(self) -> dict:
+        return {"schema": self.schema, "name": self.name, "keys": list(self.keys),
+                "columns": [[c.name, c.typname, c.sql_type, c.seatunnel] for c in self.columns]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "CapturedTable":
+        return cls(data["schema"], data["name"], tuple(TableColumn(*c) for c in data["columns"]),
+                   tuple(data["keys"]))
+
+
+def split_name(text: str, database: str, default_schema: str) -> tuple[str, str, str]:
+    """database.schema.table, schema.table or table -> (database, schema, table)."""
+    parts = [p.strip().strip('"') for p in text.split(".")]
+    if len(parts) == 3:
+        return parts[0], parts[1], parts[2]
+    if len(parts) == 2:
+        return database, parts[0], parts[1]
+    if len(parts) == 1 and parts[0]:
+        return database, default_schema, parts[0]
+    raise TableError(f"'{text}' is not a table name: write database.schema.table")
+
+
+_COLUMNS = """
+SELECT a.attname, t.typname, a.atttypmod, format_type(a.atttypid, a.atttypmod)
+FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"""
+_PRIMARY_KEY = """
+SELECT a.attname FROM pg_index i
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+WHERE i.indrelid = %s::regclass AND i.indisprimary
+ORDER BY array_position(i.indkey::int2[], a.attnum)"""
+
+
+def describe(conn, schema: str, name: str, keys: list[str] | None) -> CapturedTable:
+    regclass = sql.Identifier(schema, name).as_string(conn)
+    exists = conn.execute("SELECT to_regclass(%s)", (regclass,)).fetchone()[0]
+    if exists is None:
+        raise TableError(f"table {schema}.{name} does not exist in database "
+                         f"{conn.info.dbname}: check table-names")
+    columns = []
+    for column, typname, typmod, sql_type in conn.execute(_COLUMNS, (regclass,)).fetchall():
+        try:
+            columns.append(TableColumn(column, typname, sql_type, seatunnel_type(typname, typmod)))
+        except UnsupportedType as exc:
+            raise TableError(f"column {schema}.{name}.{column}: {exc}; leave the table out or "
+                             "change the column's type") from None
+    primary = [row[0] for row in conn.execute(_PRIMARY_KEY, (regclass,)).fetchall()]
+    chosen = keys or primary
+    missing = [k for k in chosen if k not in {c.name for c in columns}]
+    if missing:
+        raise TableError(f"table-names-config gives primaryKeys {missing} for {schema}.{name}, "
+                         f"which has no such column")
+    return CapturedTable(schema, name, tuple(columns), tuple(chosen))
+
+
+def _key_row(table: CapturedTable) -> sql.Composable:
+    return sql.SQL("ROW({})").format(sql.SQL(", ").join(sql.Identifier(k) for k in table.keys))
+
+
+def _key_literal(table: CapturedTable, values: list[str]) -> sql.Composable:
+    types = {c.name: c.sql_type for c in table.columns}
+    return sql.SQL("ROW({})").format(sql.SQL(", ").join(
+        sql.SQL("{}::{}").format(sql.Literal(v), sql.SQL(types[k])) for k, v in zip(table.keys, values)))
+
+
+def next_boundary(conn, table: CapturedTable, after: list[str] | None, size: int) -> list[str] | None:
+    """The key of the ``size``-th row after ``after``; None when fewer rows remain (last page)."""
+    if not table.keys:
+        return None
+    where = sql.SQL("WHERE {} > {}").format(_key_row(table), _key_literal(table, after)) if after else sql.SQL("")
+    query = sql.SQL("SELECT {} FROM {} {} ORDER BY {} OFFSET {} LIMIT 1").format(
+        sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(k)) for k in table.keys),
+        table.ident(), where, sql.SQL(", ").join(sql.Identifier(k) for k in table.keys), sql.Literal(size - 1))
+    row = conn.execute(query).fetchone()
+    return list(row) if row else None
+
+
+def page_query(table: CapturedTable, after: list[str] | None, upto: list[str] | None) -> sql.Composable:
+    """Every column as text, for the rows of one snapshot split."""
+    conditions = []
+    if after:
+        conditions.append(sql.SQL("{} > {}").format(_key_row(table), _key_literal(table, after)))
+    if upto:
+        conditions.append(sql.SQL("{} <= {}").format(_key_row(table), _key_literal(table, upto)))
+    where = sql.SQL(" WHERE ") + sql.SQL(" AND ").join(conditions) if conditions else sql.SQL("")
+    return sql.SQL("SELECT {} FROM {}{}").format(
+        sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c.name)) for c in table.columns),
+        table.ident(), where)
