@@ -7,6 +7,10 @@ import secrets
 import pytest
 from sqlalchemy import create_engine, text
 
+# Private database servers with logical decoding / binlog on, started once per run when a
+# test asks for them (change data capture).
+pytest_plugins = ["tests.connectors.cdc_servers", "tests.connectors.cdc_mysql_server"]
+
 
 @pytest.fixture(scope="session")
 def spark():

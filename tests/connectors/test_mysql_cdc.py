@@ -12,7 +12,6 @@ from decimal import Decimal
 import pytest
 from pyspark.sql import types as T
 
-from cdc_mysql_server import private_mariadb  # noqa: F401  (session fixture)
 from seatide.config.loader import ConfigError, load_job_text
 from seatide.plugin.base import PERMANENT_MARK, PermanentError, ReadContext
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind

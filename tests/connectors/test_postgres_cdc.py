@@ -17,7 +17,6 @@ from seatide.connectors.postgres_cdc import slot
 from seatide.plugin.base import PERMANENT_MARK, PermanentError, ReadContext
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
 
-from cdc_servers import private_postgres  # noqa: F401  (fixture; tests/connectors is on sys.path)
 
 
 def job_text(url: str, table: str, extra: str = "", mode: str = "STREAMING") -> str:
