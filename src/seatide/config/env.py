@@ -11,11 +11,15 @@ ENV_OPTIONS: tuple[Option, ...] = (
     Option("job.name", STRING, "SeaTide", "name shown in lists and the UI"),
     Option("job.mode", enum("BATCH", "STREAMING"), "BATCH",
            "BATCH runs bounded sources to their end; STREAMING keeps running"),
-    Option("parallelism", INT, 1, "readers per source and the default for every plugin"),
+    # The execution.* aliases are the legacy Flink-style names of SeaTunnel 1.x job files.
+    Option("parallelism", INT, 1, "readers per source and the default for every plugin",
+           aliases=("execution.parallelism",)),
     Option("checkpoint.interval", INT, None,
            "ms between micro-batches; every committed micro-batch is a checkpoint. "
-           "STREAMING default 10000; BATCH without it runs as one plain Spark job"),
-    Option("checkpoint.timeout", INT, 60000, "ms a checkpoint may take before it counts as failed"),
+           "STREAMING default 10000; BATCH without it runs as one plain Spark job",
+           aliases=("execution.checkpoint.interval",)),
+    Option("checkpoint.timeout", INT, 60000, "ms a checkpoint may take before it counts as failed",
+           aliases=("execution.checkpoint.timeout",)),
     Option("checkpoint.stale-after", INT, None,
            "ms without a completed checkpoint (while data is pending) before a STREAMING job is "
            "CHECKPOINT_STALE; default max(checkpoint.interval, checkpoint.timeout) x 3"),

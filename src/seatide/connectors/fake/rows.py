@@ -142,7 +142,9 @@ def _decimal(value: Any, data_type: T.DecimalType, where: str) -> str:
     number = decimal.Decimal(str(value).strip())
     if not number.is_finite():
         raise ValueError
-    rounded = number.quantize(decimal.Decimal(1).scaleb(-data_type.scale), rounding=decimal.ROUND_HALF_UP)
+    # Python's default context holds 28 digits; decimal(38, s) needs up to 38.
+    rounded = number.quantize(decimal.Decimal(1).scaleb(-data_type.scale), rounding=decimal.ROUND_HALF_UP,
+                              context=decimal.Context(prec=80))
     whole_digits = len(str(abs(rounded.to_integral_value(rounding=decimal.ROUND_DOWN))).lstrip("0"))
     if whole_digits > data_type.precision - data_type.scale:
         raise RowValueError(f"{where}: {value} does not fit {data_type.simpleString()} "
