@@ -173,3 +173,8 @@ def test_legacy_execution_env_keys_map_onto_seatide_env():
     env = read_env({"execution.parallelism": 3, "execution.checkpoint.interval": 5000,
                     "execution.checkpoint.timeout": 9000})
     assert (env.parallelism, env.checkpoint_interval_ms, env.checkpoint_timeout_ms) == (3, 5000, 9000)
+
+
+def test_jars_env_key_adds_to_spark_jars():
+    env = read_env({"jars": "file:///opt/a.jar;file:///opt/b.jar", "spark": {"jars": "/opt/c.jar"}})
+    assert env.spark_conf["spark.jars"] == "/opt/c.jar,file:///opt/a.jar,file:///opt/b.jar"

@@ -36,6 +36,9 @@ ENV_OPTIONS: tuple[Option, ...] = (
     Option("state-cleanup-delay", INT, None,
            "seconds after the end before the job's state is cleaned up (default: the coordinator's, 60)"),
     Option("spark.master", STRING, "local[*]", "Spark master URL"),
+    Option("jars", STRING, None,
+           "third-party jars for the job's Spark session, separated by ';' (SeaTunnel's form) or ','; "
+           "added to spark.jars"),
     # Accepted so SeaTunnel job files run unchanged; they do not change what SeaTide does.
     Option("read_limit.rows_per_second", INT, None, "accepted for compatibility; not enforced"),
     Option("read_limit.bytes_per_second", INT, None, "accepted for compatibility; not enforced"),
@@ -96,6 +99,11 @@ def read_env(block: Mapping[str, Any]) -> JobEnv:
     rest = {k: v for k, v in block.items() if k != "spark"}
     opts = read_options(rest, [o for o in ENV_OPTIONS if o.key != "spark.master"])
     spark.setdefault("spark.master", "local[*]")
+    if opts["jars"]:
+        jars = [j.strip() for j in opts["jars"].replace(";", ",").split(",") if j.strip()]
+        if spark.get("spark.jars"):
+            jars.insert(0, spark["spark.jars"])
+        spark["spark.jars"] = ",".join(jars)
     for key in ("parallelism", "micro-batch.max-rows", "checkpoint.timeout", "checkpoint.retained",
                 "checkpoint.stale-after"):
         if opts[key] is not None and opts[key] < 1:
