@@ -10,7 +10,9 @@ from __future__ import annotations
 import string
 
 from seatide.config.env import read_env
-from seatide.config.loader import load_job_text
+import pytest
+
+from seatide.config.loader import ConfigError, load_job_text
 from seatide.plugin.base import Batch, ReadContext, TransformContext
 
 
@@ -178,3 +180,9 @@ def test_legacy_execution_env_keys_map_onto_seatide_env():
 def test_jars_env_key_adds_to_spark_jars():
     env = read_env({"jars": "file:///opt/a.jar;file:///opt/b.jar", "spark": {"jars": "/opt/c.jar"}})
     assert env.spark_conf["spark.jars"] == "/opt/c.jar,file:///opt/a.jar,file:///opt/b.jar"
+
+
+def test_unfilled_sink_placeholder_in_a_quoted_path_is_refused():
+    with pytest.raises(ConfigError, match=r"holds the sink placeholder \$\{table_name\}"):
+        load_job_text('source { FakeSource { schema = { fields { a = int } } } }\n'
+                      'sink { LocalFile { path = "/tmp/out/${table_name}", file_format_type = csv } }')
