@@ -12,11 +12,15 @@ ENV_OPTIONS: tuple[Option, ...] = (
     Option("job.name", STRING, "SeaTide", "name shown in lists and the UI"),
     Option("job.mode", enum("BATCH", "STREAMING"), "BATCH",
            "BATCH runs bounded sources to their end; STREAMING keeps running"),
-    Option("parallelism", INT, 1, "readers per source and the default for every plugin"),
+    # The execution.* aliases are the legacy Flink-style names of SeaTunnel 1.x job files.
+    Option("parallelism", INT, 1, "readers per source and the default for every plugin",
+           aliases=("execution.parallelism",)),
     Option("checkpoint.interval", INT, None,
            "ms between micro-batches; every committed micro-batch is a checkpoint. "
-           "STREAMING default 10000; BATCH without it runs as one plain Spark job"),
-    Option("checkpoint.timeout", INT, 60000, "ms a checkpoint may take before it counts as failed"),
+           "STREAMING default 10000; BATCH without it runs as one plain Spark job",
+           aliases=("execution.checkpoint.interval",)),
+    Option("checkpoint.timeout", INT, 60000, "ms a checkpoint may take before it counts as failed",
+           aliases=("execution.checkpoint.timeout",)),
     Option("checkpoint.stale-after", INT, None,
            "ms without a completed checkpoint (while data is pending) before a STREAMING job is "
            "CHECKPOINT_STALE; default max(checkpoint.interval, checkpoint.timeout) x 3"),
@@ -33,6 +37,9 @@ ENV_OPTIONS: tuple[Option, ...] = (
     Option("state-cleanup-delay", INT, None,
            "seconds after the end before the job's state is cleaned up (default: the coordinator's, 60)"),
     Option("spark.master", STRING, "local[*]", "Spark master URL"),
+    Option("jars", STRING, None,
+           "third-party jars for the job's Spark session, separated by ';' (SeaTunnel's form) or ','; "
+           "added to spark.jars"),
     # Accepted so SeaTunnel job files run unchanged; they do not change what SeaTide does.
     Option("read_limit.rows_per_second", INT, None, "accepted for compatibility; not enforced"),
     Option("read_limit.bytes_per_second", INT, None, "accepted for compatibility; not enforced"),
@@ -105,6 +112,11 @@ def read_env(block: Mapping[str, Any], strict: bool = False) -> JobEnv:
     if opts.unknown and (strict or opts["strict"]):
         read_options(rest, declared, strict=True)     # raises for the first unknown key
     spark.setdefault("spark.master", "local[*]")
+    if opts["jars"]:
+        jars = [j.strip() for j in opts["jars"].replace(";", ",").split(",") if j.strip()]
+        if spark.get("spark.jars"):
+            jars.insert(0, spark["spark.jars"])
+        spark["spark.jars"] = ",".join(jars)
     for key in ("parallelism", "micro-batch.max-rows", "checkpoint.timeout", "checkpoint.retained",
                 "checkpoint.stale-after"):
         if opts[key] is not None and opts[key] < 1:
