@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pyspark.sql import types as T
 
 from seatide.connectors.fake.options import DEFAULT_YEAR
-from seatide.connectors.fake.sql import (LONG_MAX, double_lit, ident, long_lit, sql_type, string_lit,
-                                         typed_null)
+from seatide.connectors.fake.sql import LONG_MAX, double_lit, long_lit, sql_type, string_lit
 
 ROW_NUMBER = "__g"          # the column holding the global row number
 _LETTER_CHUNK = 7            # letters taken from one 64-bit hash (one per low byte)

@@ -3,7 +3,8 @@ Flink CDC's own machinery are accepted so jobs load unchanged; their docs say so
 
 from __future__ import annotations
 
-from seatide.plugin.options import BOOL, FLOAT, INT, LIST, OBJECT, REQUIRED, STRING, STRING_LIST, Option, enum
+from seatide.connectors.cdc_tuning import SNAPSHOT_TUNING
+from seatide.plugin.options import BOOL, INT, LIST, OBJECT, REQUIRED, STRING, STRING_LIST, Option, enum
 
 STARTUP_MODES = enum("initial", "earliest", "latest", "specific")
 STOP_MODES = enum("never", "latest", "specific")
@@ -45,13 +46,7 @@ MYSQL_CDC_OPTIONS: tuple[Option, ...] = (
            "the time zone TIMESTAMP columns are shown in (an IANA name such as Europe/Berlin or UTC)"),
     Option("connect.timeout.ms", INT, 30000, "how long to wait for a connection to the server"),
     Option("connect.max-retries", INT, 3, "how often to retry a failed connection before failing"),
-    Option("connection.pool.size", INT, 20, "accepted; SeaTide opens one connection per task, not a pool"),
-    Option("chunk-key.even-distribution.factor.upper-bound", FLOAT, 100.0,
-           "accepted; splits are cut at exact row counts, so key distribution does not matter"),
-    Option("chunk-key.even-distribution.factor.lower-bound", FLOAT, 0.05,
-           "accepted; splits are cut at exact row counts, so key distribution does not matter"),
-    Option("sample-sharding.threshold", INT, 1000, "accepted; no sampling is needed (see above)"),
-    Option("inverse-sampling.rate", INT, 1000, "accepted; no sampling is needed (see above)"),
+    *SNAPSHOT_TUNING,
     Option("exactly_once", BOOL, False,
            "accepted; a replayed micro-batch re-reads the same binlog range, and SeaTide's sinks "
            "commit each batch once, whatever this says"),

@@ -7,7 +7,6 @@ is read from the server when the job starts, with SeaTunnel's type mapping (``co
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import weakref

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from seatide.plugin.options import ANY, BOOL, FLOAT, INT, LIST, OBJECT, REQUIRED, STRING, STRING_LIST, Option, enum
+from seatide.connectors.cdc_tuning import SNAPSHOT_TUNING
+from seatide.plugin.options import ANY, BOOL, INT, LIST, OBJECT, REQUIRED, STRING, STRING_LIST, Option, enum
 
 STARTUP_MODE = enum("initial", "latest", "earliest", "specific", "timestamp")
 
@@ -44,12 +45,7 @@ PG_CDC_OPTIONS: tuple[Option, ...] = (
            "session time zone on the server; timestamptz values keep their instant whatever it is"),
     Option("connect.timeout.ms", INT, 30000, "how long to wait for a connection to the server"),
     Option("connect.max-retries", INT, 3, "accepted; SeaTide's job retries cover reconnecting"),
-    Option("connection.pool.size", INT, 20, "accepted; each reader opens one connection at a time"),
-    Option("chunk-key.even-distribution.factor.upper-bound", FLOAT, 100.0,
-           "accepted; snapshot splits follow the key order (keyset pages), so no distribution is estimated"),
-    Option("chunk-key.even-distribution.factor.lower-bound", FLOAT, 0.05, "accepted; see the upper bound"),
-    Option("sample-sharding.threshold", INT, 1000, "accepted; no sampling is needed for keyset splits"),
-    Option("inverse-sampling.rate", INT, 1000, "accepted; no sampling is needed for keyset splits"),
+    *SNAPSHOT_TUNING,
     Option("exactly_once", BOOL, False,
            "accepted; changes are replayed from the slot until the batch's checkpoint commits, and "
            "exactly-once output is the sink's part"),

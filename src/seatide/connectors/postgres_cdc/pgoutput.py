@@ -120,7 +120,7 @@ def decode_transactions(messages) -> list[Transaction]:
 def _relation(buf: _Buffer) -> Relation:
     oid = buf.take(">i")
     schema, name = buf.cstring(), buf.cstring()
-    _identity = buf.byte()
+    buf.byte()          # replica identity setting: the key columns' flags below say the same
     count = buf.take(">h")
     columns = []
     for _ in range(count):
