@@ -36,8 +36,8 @@ class TransformTestSink(Sink):
     plugin_name = "TransformTestSink"
     options = (Option("accepts", STRING_LIST, ["INSERT"], "row kinds this sink can apply"),)
 
-    def __init__(self, opts, parallelism=1):
-        super().__init__(opts, parallelism)
+    def __init__(self, opts, parallelism=1, env=None):
+        super().__init__(opts, parallelism, env)
         self.accepted_row_kinds = frozenset(RowKind.parse(k) for k in opts["accepts"])
 
 

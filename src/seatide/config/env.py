@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from seatide.plugin.options import (BOOL, INT, STRING, Option, OptionError, UnknownOption, enum, flatten,
+from seatide.plugin.options import (BOOL, INT, LIST, STRING, Option, OptionError, UnknownOption, enum, flatten,
                                     read_options)
 
 ENV_OPTIONS: tuple[Option, ...] = (
@@ -45,6 +45,9 @@ ENV_OPTIONS: tuple[Option, ...] = (
     Option("read_limit.bytes_per_second", INT, None, "accepted for compatibility; not enforced"),
     Option("shade.identifier", STRING, None, "accepted for compatibility; configs are read as written"),
     Option("savemode.execute.location", STRING, None, "accepted for compatibility"),
+    Option("sql.udfs", LIST, [],
+           "SeaTide: Python functions usable as SQL functions in every Sql transform of the job "
+           "(entries as in Sql's udfs; a transform's own udfs win on a name clash)"),
     Option("print.execution.plan", BOOL, False, "log Spark's physical plan of each pipeline"),
     Option("strict", BOOL, False,
            "SeaTide: unknown keys in env and plugin blocks are errors (as with --strict) "
@@ -72,6 +75,7 @@ class JobEnv:
     print_plan: bool
     spark_conf: dict[str, str]
     strict: bool = False
+    sql_udfs: tuple = ()                       # sql.udfs entries as written, checked by read_env
     unknown: tuple[UnknownOption, ...] = ()    # env keys nobody declared (lenient reads only)
 
     @property
@@ -127,6 +131,9 @@ def read_env(block: Mapping[str, Any], strict: bool = False) -> JobEnv:
                           f"number of milliseconds, got {interval}")
     if opts["job.retry.times"] < 0:
         raise OptionError("job.retry.times", "option 'job.retry.times' must be 0 or more")
+    sql_udfs = tuple(opts["sql.udfs"])
+    if sql_udfs:
+        _check_udfs(sql_udfs)
     return JobEnv(
         name=opts["job.name"], mode=opts["job.mode"], parallelism=opts["parallelism"],
         checkpoint_interval_ms=(interval if interval is not None
@@ -138,7 +145,17 @@ def read_env(block: Mapping[str, Any], strict: bool = False) -> JobEnv:
         state_cleanup_delay_s=opts["state-cleanup-delay"], stale_after_ms=opts["checkpoint.stale-after"],
         on_stale=opts["checkpoint.on-stale"], checkpoints_retained=opts["checkpoint.retained"],
         restore_fallback=opts["restore.fallback"], print_plan=opts["print.execution.plan"],
-        spark_conf=spark, strict=strict or opts["strict"], unknown=opts.unknown)
+        spark_conf=spark, strict=strict or opts["strict"], unknown=opts.unknown, sql_udfs=sql_udfs)
+
+
+def _check_udfs(entries: tuple) -> None:
+    """Load the job-wide UDFs once at load time, so a bad entry fails before Spark starts."""
+    from seatide.sql.udf import UdfError, check_types, load_udfs
+
+    try:
+        check_types(load_udfs(list(entries)))
+    except UdfError as exc:
+        raise OptionError("sql.udfs", f"env option 'sql.udfs': {exc}") from None
 
 
 def _spark_value(value: Any) -> str:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # pyspark is heavy; plugins import it lazily where they use i
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from seatide.config.env import JobEnv
     from seatide.plugin.schema import Schema
 
 
@@ -112,9 +113,10 @@ class Plugin:
     options: ClassVar[tuple[Option, ...]] = ()
     doc: ClassVar[str] = ""
 
-    def __init__(self, opts: Options, parallelism: int = 1):
+    def __init__(self, opts: Options, parallelism: int = 1, env: "JobEnv | None" = None):
         self.opts = opts
         self.parallelism = parallelism
+        self.env = env           # the job's env block, for job-wide settings (Sql: sql.udfs)
         self.check()
 
     def check(self) -> None:

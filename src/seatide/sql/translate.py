@@ -12,8 +12,11 @@ import difflib
 
 from sqlglot import exp
 
+from seatide.sql.crypto import CRYPTO_FUNCTIONS
 from seatide.sql.functions import EXTRACT_FIELDS, FUNCTIONS, SqlFunctionError, fill
 from seatide.sql.spark_builtins import SPARK_FUNCTIONS
+
+LIBRARY = {**FUNCTIONS, **CRYPTO_FUNCTIONS}     # SeaTunnel's reference, then the Zeta UDFs
 
 
 def translate_calls(tree: exp.Expression, udfs: dict[str, str],
@@ -52,7 +55,7 @@ def _translate(node: exp.Expression, udfs: dict[str, str]) -> exp.Expression | N
     if name in udfs:
         return exp.Anonymous(this=udfs[name], expressions=node.expressions)
     args = list(node.expressions)
-    function = FUNCTIONS.get(name)
+    function = LIBRARY.get(name)
     if function is None:
         if node.name.lower() not in SPARK_FUNCTIONS:
             raise SqlFunctionError(_unknown(node.name, udfs))
@@ -115,7 +118,7 @@ def _seatunnel_type(to: exp.DataType) -> None:
 
 
 def known_names(udfs: dict[str, str] = {}) -> list[str]:     # noqa: B006 - read only
-    return sorted(set(FUNCTIONS) | {n.upper() for n in SPARK_FUNCTIONS} | set(udfs))
+    return sorted(set(LIBRARY) | {n.upper() for n in SPARK_FUNCTIONS} | set(udfs))
 
 
 def _unknown(name: str, udfs: dict[str, str]) -> str:

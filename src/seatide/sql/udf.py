@@ -1,6 +1,7 @@
 """Python functions as SQL functions of a Sql transform: SeaTide's answer to SeaTunnel's Java UDFs.
 
-A job names each function by where it lives, in the Sql transform's ``udfs`` option:
+A job names each function by where it lives, in the Sql transform's ``udfs`` option or,
+for every Sql transform of the job, in the env's ``sql.udfs`` (same entries):
 
 * ``"package.module:function"`` - an importable module (on PYTHONPATH or installed);
 * ``"path/to/file.py:function"`` - a Python file (relative paths from the working directory);
@@ -144,4 +145,16 @@ def _returns_from_hint(function: Callable[..., Any], where: str, vectorised: boo
                    f"{{ function = \"{where}\", returns = \"double\" }}")
 
 
-__all__ = ["Udf", "UdfError", "load_udfs"]
+def check_types(udfs: dict[str, Udf]) -> None:
+    """Each declared result type must be one Spark SQL can read."""
+    from sqlglot import ParseError, exp
+
+    for udf in udfs.values():
+        try:
+            exp.DataType.build(udf.returns, dialect="spark")
+        except (ParseError, ValueError):
+            raise UdfError(f"UDF {udf.name} ({udf.where}): '{udf.returns}' is not a Spark SQL "
+                           "type (write e.g. string, bigint, double, decimal(10, 2))") from None
+
+
+__all__ = ["Udf", "UdfError", "check_types", "load_udfs"]

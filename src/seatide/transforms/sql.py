@@ -25,7 +25,8 @@ class Sql(Transform):
     query, that table is the input whatever it is called. The query is read with
     SeaTunnel's lexical rules (``seatide.sql.dialect``) and its calls get SeaTunnel's meaning
     (``seatide.sql.functions``); the rest is Spark SQL, so joins, aggregates and window functions
-    work too. Python functions named in ``udfs`` become SQL functions (``seatide.sql.udf``).
+    work too. Python functions named in ``udfs`` (or the env's ``sql.udfs``, for every Sql
+transform of the job) become SQL functions (``seatide.sql.udf``).
     Reading and translating happen once, in ``check`` (validation, before Spark starts)
     and ``apply`` (once per pipeline start); jobs without a Sql transform never load sqlglot.
 
@@ -57,17 +58,20 @@ class Sql(Transform):
         from seatide.sql.dialect import SqlSyntaxError, parse_query
         from seatide.sql.translate import translate_calls
         from seatide.sql.tree import input_tables, merges_rows, names_row_kind
-        from seatide.sql.udf import UdfError, load_udfs
+        from seatide.sql.udf import UdfError, check_types, load_udfs
 
         text = self.opts["query"].strip().rstrip(";").strip()
         if not text:
             raise self.invalid("query", "Sql: option 'query' is empty; write a query such as "
                                         "select * from my_input where id > 0")
         try:
-            self._udfs = load_udfs(self.opts["udfs"])
-            _check_types(self._udfs)
+            own = load_udfs(self.opts["udfs"])
+            check_types(own)
         except UdfError as exc:
             raise self.invalid("udfs", f"Sql: {exc}") from None
+        # env's sql.udfs were checked when the env was read; the transform's own win a clash
+        job_wide = load_udfs(list(self.env.sql_udfs)) if self.env and self.env.sql_udfs else {}
+        self._udfs = {**job_wide, **own}
         try:
             tree = parse_query(text)
             if not isinstance(tree, _query_types()):
@@ -93,6 +97,7 @@ class Sql(Transform):
         return upstream
 
     def apply(self, df: "DataFrame", ctx: TransformContext) -> "DataFrame":
+        from seatide.sql.crypto import register_python_functions
         from seatide.sql.translate import translate_calls
         from seatide.sql.tree import point_tables_at
 
@@ -105,6 +110,7 @@ class Sql(Transform):
         df.createOrReplaceTempView(view)
         for name, udf in self._udfs.items():
             df.sparkSession.udf.register(udf_names[name], udf.spark_function())
+        register_python_functions(df.sparkSession, tree)     # DES_ENC/DES_DEC: not dropped
         try:
             out = self._with_row_kinds(tree, _Input(df, ctx.input_name, view))
         finally:
@@ -149,19 +155,6 @@ def _query_types() -> tuple:
     from sqlglot import exp
 
     return (exp.Select, exp.SetOperation, exp.Subquery)
-
-
-def _check_types(udfs) -> None:
-    from sqlglot import ParseError, exp
-
-    from seatide.sql.udf import UdfError
-
-    for udf in udfs.values():
-        try:
-            exp.DataType.build(udf.returns, dialect="spark")
-        except (ParseError, ValueError):
-            raise UdfError(f"UDF {udf.name} ({udf.where}): '{udf.returns}' is not a Spark SQL "
-                           "type (write e.g. string, bigint, double, decimal(10, 2))") from None
 
 
 class _Input:
