@@ -115,11 +115,21 @@ def test_crypto_calls_without_a_usable_key_fail_validation(call, message):
     assert err.value.option == "query" and message in str(err.value)
 
 
+def test_decrypting_what_is_not_ciphertext_fails_naming_the_function(spark, ctx):
+    from seatide.plugin.rowkind import RowKind
+    from tests.transforms.conftest import frame, transform_from
+
+    df = frame(spark, [("bm90IGNpcGhlcg==", RowKind.INSERT)], "c string")
+    out = transform_from('Sql { plugin_input = "fake", query = "select DES_DEC(c, \'12345678\') as p from fake" }').apply(df, ctx)
+    with pytest.raises(Exception, match="DES_DEC: 'bm90IGNpcGhlcg==' is not DES ciphertext"):
+        out.collect()
+
+
 def _udfs() -> str:
     return os.path.abspath(os.path.join(EXAMPLES, "udfs", "text_udfs.py"))
 
 
-def test_env_udfs_reach_every_sql_transform_and_its_own_win(local):
+def test_env_udfs_reach_the_sql_transform_and_its_own_win(local):
     env = (f'env {{ job.mode = "BATCH", sql.udfs = ["{_udfs()}:mask", '
            f'{{ function = "{_udfs()}:with_tax", returns = "double", name = TAXED }}] }}')
     own = 'udfs = [{ function = "json:dumps", returns = "string", name = TAXED }]'
@@ -146,3 +156,13 @@ def test_bad_env_udfs_fail_validation(udfs, message):
     with pytest.raises(ConfigError) as err:
         load_job_text(text.replace('env { job.mode = "BATCH" }', f"env {{ sql.udfs = {udfs} }}"))
     assert err.value.option == "sql.udfs" and err.value.plugin == "env" and message in str(err.value)
+
+
+def test_docs_give_every_crypto_function_a_status():
+    import re
+
+    from seatide.sql.crypto import CRYPTO_FUNCTIONS
+
+    with open(os.path.join(EXAMPLES, "..", "docs", "sql.md")) as handle:
+        rows = dict(re.findall(r"^\| `([A-Z0-9_]+)` \| ([^|]+) \|", handle.read(), re.M))
+    assert set(CRYPTO_FUNCTIONS) | {"SM4_ENC", "SM4_DEC"} <= set(rows)

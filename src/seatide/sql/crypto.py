@@ -87,8 +87,6 @@ def _keyless(template: str) -> dict[int, str]:
 
 
 _E = "beyond the reference (Zeta UDFs)"
-_NO_SM4 = ("not supported: neither Spark nor pycryptodome has SM4; declare a Python UDF "
-           "(option 'udfs') with an SM4 library such as gmssl")
 CRYPTO_FUNCTIONS: dict[str, Function] = {
     "AES_ENC": Function(_E, _aes("AES_ENC", _AES_ENC), spark_has_it=False),
     "AES_DEC": Function(_E, _aes("AES_DEC", _AES_DEC), spark_has_it=False),
@@ -103,7 +101,7 @@ CRYPTO_FUNCTIONS: dict[str, Function] = {
                            spark_has_it=False),
     "BASE64_DEC": Function(_E, _keyless("decode(unbase64({0}), 'UTF-8')"), spark_has_it=False),
 }
-# SM4_ENC / SM4_DEC are left out: see _NO_SM4 (docs/sql.md gives the status)
+# SM4_ENC / SM4_DEC are left out: neither Spark nor pycryptodome has SM4 (a Python UDF can add it)
 
 
 # --- DES in Python (Spark has no DES) --------------------------------------------------------
