@@ -161,6 +161,14 @@ class Transform(Plugin):
     def row_kinds(self, upstream: frozenset[RowKind]) -> frozenset[RowKind]:
         return upstream
 
+    def catalog(self, upstream: "Schema") -> "Schema":
+        """The table this transform outputs, given its input's (plan.catalog).
+
+        By default the table stays as it is: fields may be added, none is dropped or renamed.
+        Transforms that drop or rename fields narrow it with ``plan.catalog.keep_fields``.
+        """
+        return upstream
+
     def apply(self, df: "DataFrame", ctx: TransformContext) -> "DataFrame":
         raise NotImplementedError
 
@@ -183,6 +191,11 @@ class Sink(Plugin):
     # How to get rid of kinds this sink cannot apply; shown in the validation message.
     row_kind_hint: ClassVar[str] = (
         "put FilterRowKind { exclude_kinds = [...] } or RowKindExtractor {} before it")
+
+    def __init__(self, opts: Options, parallelism: int = 1, catalog: "Schema | None" = None):
+        # The table the sink receives (plan.catalog), None when unknown; set before check().
+        self.catalog = catalog
+        super().__init__(opts, parallelism)
 
     def writer(self, ctx: SinkContext) -> SinkWriter:
         raise NotImplementedError

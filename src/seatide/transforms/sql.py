@@ -92,6 +92,12 @@ class Sql(Transform):
             return INSERT_ONLY
         return upstream
 
+    def catalog(self, upstream):
+        from seatide.plan.catalog import shape_unknown
+
+        # The output fields are known only once Spark analyses the code: keep the table name only.
+        return shape_unknown(upstream)
+
     def apply(self, df: "DataFrame", ctx: TransformContext) -> "DataFrame":
         from seatide.sql.translate import translate_calls
         from seatide.sql.tree import point_tables_at

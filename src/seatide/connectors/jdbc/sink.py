@@ -93,8 +93,8 @@ class JdbcSink(Sink):
         Option("create_index", BOOL, True, "give a table created from the input its primary key (primary_keys)"),
     )
 
-    def __init__(self, opts, parallelism: int = 1):
-        super().__init__(opts, parallelism)
+    def __init__(self, opts, parallelism: int = 1, catalog=None):
+        super().__init__(opts, parallelism, catalog)
         # Keys let every change be applied; without them only inserts have a meaning.
         self.accepted_row_kinds = ALL_KINDS if self.keys and self.table else INSERT_ONLY
 
@@ -133,9 +133,6 @@ class JdbcSink(Sink):
         text = (self.opts["table"] or "").strip()
         if not text:
             return None
-        if "${" in text:
-            raise self.invalid("table", f"option 'table': {text!r} uses a variable; SeaTide writes one table "
-                               "per sink, so name it literally")
         parts = tuple(p.strip().strip('"`') for p in text.split("."))
         if len(parts) > 2 or not all(parts):
             raise self.invalid("table", f"option 'table': {text!r} must be name or schema.name")
