@@ -42,7 +42,7 @@ RULES = """
 """
 
 
-def run_job(spark, text: str, ctx: SinkContext | None = None) -> list[dict]:
+def run_job(spark, text: str, ctx: SinkContext | None = None, transaction: str = "txn-0") -> list[dict]:
     """Runs a one-source job in process as the runtime does: writer first, then the batch."""
     job = load_job_text(text)
     read = ReadContext(spark, micro_batch=False, unbounded=False, parallelism=1,
@@ -53,7 +53,7 @@ def run_job(spark, text: str, ctx: SinkContext | None = None) -> list[dict]:
     states = []
     for spec in job.sinks:
         writer = spec.plugin.writer(ctx)
-        states.append(writer.write_batch(df, Batch(0, "txn-0", {}, lambda intent: None)))
+        states.append(writer.write_batch(df, Batch(0, transaction, {}, lambda intent: None)))
         writer.end_of_data(states[-1])
     return states
 
@@ -158,6 +158,8 @@ def pg_tables():
     yield names
     for name in names:
         conn.cursor().execute(f'DROP TABLE IF EXISTS public."{name}"')
+        conn.cursor().execute("DELETE FROM public.seatide_sink_commits WHERE transaction_id LIKE %s",
+                              (f"T_{name.removeprefix('orders_')}_%",))
     conn.close()
 
 
@@ -178,8 +180,9 @@ def test_placeholders_name_a_jdbc_table_and_its_keys(spark, pg_tables):
     sink = job.sinks[0].plugin
     assert sink.table == ("public", f"orders_{suffix}") and sink.keys == ("id",)
     assert sink.opts["database"] == "shop_ignored"
-    ctx = SinkContext(spark, "job-cat", 1, "sink[0]", micro_batch=False, unbounded=False, stdout=None)
-    run_job(spark, text.replace('database = "${database_name}_ignored"', ""), ctx)
+    # Job and transaction ids of its own: the sink's commit records in `test` outlive the table.
+    ctx = SinkContext(spark, f"job-{suffix}", 1, "sink[0]", micro_batch=False, unbounded=False, stdout=None)
+    run_job(spark, text.replace('database = "${database_name}_ignored"', ""), ctx, f"T_{suffix}_0")
     conn = JdbcUrl.parse("jdbc:postgresql://127.0.0.1:5432/test").connect("postgres", autocommit=True)
     try:
         cursor = conn.cursor()

@@ -244,7 +244,9 @@ class _Reading:
             parallelism = links["parallelism"] or env.parallelism
             if parallelism < 1:
                 raise OptionError("parallelism", "option 'parallelism' must be at least 1")
-            plugin = cls(opts, parallelism, catalog=catalog) if kind == "sink" else cls(opts, parallelism)
+            plugin = cls(opts, parallelism)
+            if kind == "sink":
+                plugin.catalog = catalog     # after construction: sinks may override __init__
         except OptionError as exc:
             raise ConfigError(source_name, exc.message, plugin=label, option=exc.option,
                               line=self.keys.get((scope, exc.option), line)) from None

@@ -87,7 +87,7 @@ def sink_catalogs(sources: list["PluginSpec"], transforms: list["PluginSpec"],
         elif names:
             result.append(catalog(by_output.get(names[0])))
         else:
-            result.append(catalog(ordered[-1]))
+            result.append(catalog(ordered[-1]) if ordered else None)
     return result
 
 

@@ -192,10 +192,9 @@ class Sink(Plugin):
     row_kind_hint: ClassVar[str] = (
         "put FilterRowKind { exclude_kinds = [...] } or RowKindExtractor {} before it")
 
-    def __init__(self, opts: Options, parallelism: int = 1, catalog: "Schema | None" = None):
-        # The table the sink receives (plan.catalog), None when unknown; set before check().
-        self.catalog = catalog
-        super().__init__(opts, parallelism)
+    # The table the sink receives (plan.catalog), None when unknown. The loader sets it once
+    # the sink is built; its options already have their placeholders filled from it.
+    catalog: "Schema | None" = None
 
     def writer(self, ctx: SinkContext) -> SinkWriter:
         raise NotImplementedError

@@ -93,8 +93,8 @@ class JdbcSink(Sink):
         Option("create_index", BOOL, True, "give a table created from the input its primary key (primary_keys)"),
     )
 
-    def __init__(self, opts, parallelism: int = 1, catalog=None):
-        super().__init__(opts, parallelism, catalog)
+    def __init__(self, opts, parallelism: int = 1):
+        super().__init__(opts, parallelism)
         # Keys let every change be applied; without them only inserts have a meaning.
         self.accepted_row_kinds = ALL_KINDS if self.keys and self.table else INSERT_ONLY
 
