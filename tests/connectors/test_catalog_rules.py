@@ -194,3 +194,25 @@ def test_placeholders_name_a_jdbc_table_and_its_keys(spark, pg_tables):
         assert [r[0] for r in cursor.fetchall()] == ["id"]
     finally:
         conn.close()
+
+
+def test_the_jdbc_source_declares_its_table_and_primary_key(spark, pg_tables, tmp_path):
+    name = f"src_catalog_rules_{secrets.token_hex(4)}"
+    pg_tables.append(name)
+    conn = JdbcUrl.parse("jdbc:postgresql://127.0.0.1:5432/test").connect("postgres", autocommit=True)
+    try:
+        conn.cursor().execute(f'CREATE TABLE public."{name}" (a int, b int, v text, '
+                              f'CONSTRAINT "pk_{name}" PRIMARY KEY (b, a))')
+        conn.cursor().execute(f'INSERT INTO public."{name}" VALUES (1, 2, \'x\')')
+    finally:
+        conn.close()
+    job = load_job_text(f"""
+    source {{ Jdbc {{ url = "jdbc:postgresql://127.0.0.1:5432/test", driver = "org.postgresql.Driver",
+                     user = postgres, table_path = "public.{name}" }} }}
+    sink {{
+      Assert {{ rules {{ catalog_table_rule {{
+        primary_key_rule {{ primary_key_name = "pk_{name}", primary_key_columns = [b, a] }} }} }} }}
+      LocalFile {{ path = "{tmp_path}/${{table_full_name}}/${{primary_key}}", file_format_type = csv }}
+    }}""")
+    job.sinks[0].plugin.writer(None)        # passes: the key, in key order, under its name
+    assert str(job.sinks[1].plugin.root) == f"{tmp_path}/test.public.{name}/b,a"
