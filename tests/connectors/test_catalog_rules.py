@@ -148,6 +148,8 @@ def test_a_placeholder_the_catalog_cannot_fill_is_a_validation_error(tmp_path):
     job = load_job_text(bare + f'sink {{ LocalFile {{ path = "{tmp_path}/${{table_name:fallback}}", '
                                'file_format_type = csv } }')
     assert str(job.sinks[0].plugin.root) == f"{tmp_path}/fallback"
+    with pytest.raises(ConfigError, match=r"'\$\{tablename\}' holds a \$\{\.\.\.\} that is not a sink placeholder"):
+        load_job_text(bare + 'sink { Jdbc { url = "jdbc:postgresql://127.0.0.1:5432/test", table = "${tablename}" } }')
 
 
 @pytest.fixture

@@ -133,11 +133,9 @@ def _values(match: re.Match, catalog: "Schema | None", where: str) -> list[str]:
                              "or a transform dropped or renamed one of its fields",
                "field_names": "the upstream field names are known only at run time (after a Sql "
                               "transform, say)"}.get(name, "the upstream table has no name (schema.table)")
-    raise OptionError(where, f"option '{where}': the placeholder {match.group(0)} cannot be filled: {why}; "
-                      f"write the value, or give a default: ${{{name}:value}}" if name in
-                      ("database_name", "schema_name", "table_name") else
-                      f"option '{where}': the placeholder {match.group(0)} cannot be filled: {why}; "
-                      "write the value instead")
+    fix = (f"write the value, or give a default: ${{{name}:value}}"
+           if name in ("database_name", "schema_name", "table_name") else "write the value instead")
+    raise OptionError(where, f"option '{where}': the placeholder {match.group(0)} cannot be filled: {why}; {fix}")
 
 
 def _lookup(name: str, catalog: "Schema") -> list[str]:

@@ -160,7 +160,10 @@ class JdbcSource(Source):
         columns = tuple(Column(c.name, c.spark_type) for c in self._columns)
         if not self.opts["table_path"] or self.opts["query"]:
             return Schema(columns)
-        name, key = self._primary_key()
+        try:
+            name, key = self._primary_key()
+        except Exception:  # noqa: BLE001 - catalogs it cannot read: the table is still named, unkeyed
+            name, key = "", []
         names = {c.name for c in columns}
         primary = PrimaryKey(name, tuple(key)) if key and set(key) <= names else None
         return Schema(columns, self._catalog_table(), primary_key=primary)
