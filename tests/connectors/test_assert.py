@@ -131,7 +131,7 @@ def test_catalog_table_column_rule_compares_names_and_types(spark):
                ("tags", "array<int>"), ("attrs", "map<string, int>"), ("day", "date"), ("price", "decimal(10,2)")]]
     assert check(spark, {"catalog_table_rule": {"column_rule": columns}})["rows"] == 2
     wrong = columns[:-1] + [{"name": "cost", "type": "double"}]
-    wrong[1] = {"name": "age", "type": "bigint", "nullable": False}
+    wrong[1] = {"name": "age", "type": "bigint"}
     with pytest.raises(AssertionFailed) as failure:
         check(spark, {"catalog_table_rule": {"column_rule": wrong}})
     assert "missing 'cost'; unexpected 'price'; 'age' is int, expected bigint" in str(failure.value)
@@ -145,8 +145,13 @@ def test_catalog_table_column_rule_compares_names_and_types(spark):
      "belongs in row_rules"),
     (field("age", {"rule_value": 1}), "rules.field_rules[0].field_value[0]", "needs rule_type"),
     (field("age", field_type="integr"), "rules.field_rules[0].field_type", "unknown type 'integr'"),
-    ({"catalog_table_rule": {"primary_key_rule": {"primary_key_columns": ["id"]}}},
-     "rules.catalog_table_rule.primary_key_rule", "no primary key"),
+    ({"catalog_table_rule": {"primary_key_rule": {"primary_key_name": "pk"}}},
+     "rules.catalog_table_rule.primary_key_rule.primary_key_columns", "list the key's columns"),
+    ({"catalog_table_rule": {"constraint_key_rule": [{"constraint_key_name": "uk", "constraint_key_type": "UNIQ",
+                                                      "constraint_key_columns": ["id"]}]}},
+     "rules.catalog_table_rule.constraint_key_rule[0].constraint_key_type", "not one of INDEX_KEY, UNIQUE_KEY"),
+    ({"catalog_table_rule": {"column_rule": [{"name": "id", "type": "int", "column_length": -1}]}},
+     "rules.catalog_table_rule.column_rule[0].column_length", "whole number"),
     ({"tables_configs": []}, "rules.tables_configs", "multi-table"),
     ({"field_rule": []}, "rules.field_rule", "unknown key"),
 ])

@@ -127,7 +127,10 @@ def load_job_text(text: str, variables: dict[str, str] | None = None,
                           line=keys.get(("env", exc.option))) from None
     reading = _Reading(source_name, env, sites, keys)
     reading.warnings += [ConfigWarning(source_name, "env", keys.get(("env", u.key)), u) for u in env.unknown]
-    specs = {kind: reading.section(tree.get(kind), kind) for kind in ("source", "transform", "sink")}
+    specs = {kind: reading.section(tree.get(kind), kind) for kind in ("source", "transform")}
+    # Sinks last: each gets the catalog of the table it receives (plan.catalog).
+    reading.upstream = (specs["source"], specs["transform"])
+    specs["sink"] = reading.section(tree.get("sink"), "sink")
     if not specs["source"]:
         raise ConfigError(source_name, "the job has no source: add a source { ... } block")
     if not specs["sink"]:
@@ -190,6 +193,7 @@ class _Reading:
     def __init__(self, source_name: str, env: JobEnv, sites: dict, keys: KeyLines):
         self.source_name, self.env, self.sites, self.keys = source_name, env, sites, keys
         self.warnings: list[ConfigWarning] = []
+        self.upstream: tuple[list[PluginSpec], list[PluginSpec]] = ([], [])   # sources, transforms
 
     def section(self, block: Any, kind: str) -> list[PluginSpec]:
         source_name = self.source_name
@@ -230,11 +234,19 @@ class _Reading:
         scope = f"{kind}[{index}]"
         try:
             links = read_options({k: v for k, v in body.items() if k in _LINK_KEYS}, LINK_OPTIONS)
-            opts = read_options(body, cls.options, ignore=_LINK_KEYS, strict=env.strict)
+            catalog, given = None, body
+            if kind == "sink":
+                from seatide.plan.catalog import fill_placeholders, sink_catalogs
+
+                catalog = sink_catalogs(*self.upstream, [links["plugin_input"] or []])[0]
+                given = fill_placeholders({k: v for k, v in body.items() if k not in _LINK_KEYS}, catalog)
+            opts = read_options(given, cls.options, ignore=_LINK_KEYS, strict=env.strict)
             parallelism = links["parallelism"] or env.parallelism
             if parallelism < 1:
                 raise OptionError("parallelism", "option 'parallelism' must be at least 1")
             plugin = cls(opts, parallelism, env)
+            if kind == "sink":
+                plugin.catalog = catalog     # after construction: sinks may override __init__
         except OptionError as exc:
             raise ConfigError(source_name, exc.message, plugin=label, option=exc.option,
                               line=self.keys.get((scope, exc.option), line)) from None

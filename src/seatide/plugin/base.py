@@ -163,6 +163,14 @@ class Transform(Plugin):
     def row_kinds(self, upstream: frozenset[RowKind]) -> frozenset[RowKind]:
         return upstream
 
+    def catalog(self, upstream: "Schema") -> "Schema":
+        """The table this transform outputs, given its input's (plan.catalog).
+
+        By default the table stays as it is: fields may be added, none is dropped or renamed.
+        Transforms that drop or rename fields narrow it with ``plan.catalog.keep_fields``.
+        """
+        return upstream
+
     def apply(self, df: "DataFrame", ctx: TransformContext) -> "DataFrame":
         raise NotImplementedError
 
@@ -185,6 +193,10 @@ class Sink(Plugin):
     # How to get rid of kinds this sink cannot apply; shown in the validation message.
     row_kind_hint: ClassVar[str] = (
         "put FilterRowKind { exclude_kinds = [...] } or RowKindExtractor {} before it")
+
+    # The table the sink receives (plan.catalog), None when unknown. The loader sets it once
+    # the sink is built; its options already have their placeholders filled from it.
+    catalog: "Schema | None" = None
 
     def writer(self, ctx: SinkContext) -> SinkWriter:
         raise NotImplementedError

@@ -146,6 +146,12 @@ class DynamicCompile(Transform):
         except SchemaError as exc:
             raise self.invalid("output_schema", f"DynamicCompile: output_schema.fields: {exc}") from None
 
+    def catalog(self, upstream):
+        from seatide.plan.catalog import shape_unknown
+
+        # The output fields are known only once Spark analyses the code: keep the table name only.
+        return shape_unknown(upstream)
+
     def apply(self, df: "DataFrame", ctx: TransformContext) -> "DataFrame":
         from pyspark.sql import types as T
 

@@ -41,6 +41,16 @@ class Filter(Transform):
             raise self.invalid(key, f"Filter: {key} is empty; list at least one field")
         dedupe_check("Filter", key, self.opts[key])
 
+    def catalog(self, upstream):
+        from seatide.plan.catalog import keep_fields
+
+        if self.opts.given("include_fields"):
+            keep = self.opts["include_fields"]
+        else:
+            dropped = set(self.opts["exclude_fields"])
+            keep = [c.name for c in upstream.columns if c.name not in dropped]
+        return keep_fields(upstream, {name: name for name in keep})
+
     def apply(self, df: "DataFrame", ctx: TransformContext) -> "DataFrame":
         if self.opts.given("include_fields"):
             keep = self.opts["include_fields"]

@@ -42,6 +42,12 @@ class FieldMapper(Transform):
                                    "for the row kind; map the field to another name")
         dedupe_check("FieldMapper", "field_mapper", list(mapping.values()))
 
+    def catalog(self, upstream):
+        from seatide.plan.catalog import keep_fields
+
+        # A renamed key field loses the key: the sink's table is keyed by other names.
+        return keep_fields(upstream, {dst: src for src, dst in self.opts["field_mapper"].items()})
+
     def apply(self, df: "DataFrame", ctx: TransformContext) -> "DataFrame":
         mapping: dict[str, str] = self.opts["field_mapper"]
         require_fields("FieldMapper", "field_mapper", mapping, df)

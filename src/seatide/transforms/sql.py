@@ -96,6 +96,12 @@ transform of the job) become SQL functions (``seatide.sql.udf``).
             return INSERT_ONLY
         return upstream
 
+    def catalog(self, upstream):
+        from seatide.plan.catalog import shape_unknown
+
+        # The output fields are known only once Spark analyses the code: keep the table name only.
+        return shape_unknown(upstream)
+
     def apply(self, df: "DataFrame", ctx: TransformContext) -> "DataFrame":
         from seatide.sql.crypto import register_python_functions
         from seatide.sql.translate import translate_calls

@@ -9,7 +9,13 @@ Layout (SeaTunnel's)::
         field_type = int
         field_value = [{ rule_type = NOT_NULL }, { rule_type = MAX, rule_value = 100 }, { equals_to = 23 }]
       }]
-      catalog_table_rule { column_rule = [{ name = id, type = bigint }] }
+      catalog_table_rule {
+        primary_key_rule { primary_key_name = pk, primary_key_columns = [id] }
+        constraint_key_rule = [{ constraint_key_name = uk, constraint_key_type = UNIQUE_KEY,
+          constraint_key_columns = [{ constraint_key_column_name = name, constraint_key_sort_type = ASC }] }]
+        column_rule = [{ name = id, type = bigint, nullable = false, column_length = 0,
+                         default_value = "0", comment = "key" }]
+      }
     }
 
 Every error names the exact place, e.g. ``rules.field_rules[1].field_value[0].rule_value``.
@@ -30,10 +36,12 @@ _UNSUPPORTED = {
     "tables_configs": "multi-table asserts are not supported: SeaTide's Assert checks one input table",
 }
 _UNSUPPORTED_CATALOG = {
-    "primary_key_rule": "SeaTide's rows carry no primary key",
-    "constraint_key_rule": "SeaTide's rows carry no constraint keys",
-    "table_identifier_rule": "SeaTide's rows carry no table identifier",
+    "table_identifier_rule": "it is not part of SeaTunnel's documented Assert options; compare the "
+                             "table name with a sink placeholder instead",
 }
+_CATALOG_KEYS = ("primary_key_rule", "constraint_key_rule", "column_rule")
+CONSTRAINT_TYPES = ("INDEX_KEY", "UNIQUE_KEY", "KEY")
+SORT_TYPES = ("ASC", "DESC")
 
 
 class RuleError(ValueError):
@@ -70,9 +78,31 @@ class RowRule:
 
 @dataclass(frozen=True)
 class ColumnRule:
+    """A column_rule entry; the attributes after data_type are compared only when given."""
+
     path: str
     name: str
     data_type: Any
+    given: tuple[str, ...] = ()      # which of nullable, column_length, default_value, comment
+    nullable: bool = True
+    length: int = 0
+    default: Any = None
+    comment: str | None = None
+
+
+@dataclass(frozen=True)
+class PrimaryKeyRule:
+    path: str
+    name: str | None                 # None: any name
+    columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ConstraintKeyRule:
+    path: str
+    name: str
+    kind: str
+    columns: tuple[tuple[str, str], ...]    # (column, ASC | DESC)
 
 
 @dataclass(frozen=True)
@@ -80,6 +110,14 @@ class Rules:
     row_rules: tuple[RowRule, ...]
     field_rules: tuple[FieldRule, ...]
     column_rules: tuple[ColumnRule, ...] | None    # None: no catalog_table_rule.column_rule
+    primary_key: PrimaryKeyRule | None = None
+    constraint_keys: tuple[ConstraintKeyRule, ...] | None = None   # None: no constraint_key_rule
+
+    @property
+    def needs_catalog(self) -> bool:
+        """Whether a rule compares what only the catalog knows (keys, column attributes)."""
+        return (self.primary_key is not None or self.constraint_keys is not None
+                or any(c.given for c in self.column_rules or ()))
 
 
 def parse_rules(block: Any, path: str = "rules") -> Rules:
@@ -93,10 +131,10 @@ def parse_rules(block: Any, path: str = "rules") -> Rules:
                  for i, r in enumerate(_list(block.get("row_rules", []), f"{path}.row_rules")))
     fields = tuple(_field_rule(r, f"{path}.field_rules[{i}]")
                    for i, r in enumerate(_list(block.get("field_rules", []), f"{path}.field_rules")))
-    columns = None
+    columns, key, constraints = None, None, None
     if "catalog_table_rule" in block:
-        columns = _catalog_rule(block["catalog_table_rule"], f"{path}.catalog_table_rule")
-    return Rules(rows, fields, columns)
+        columns, key, constraints = _catalog_rule(block["catalog_table_rule"], f"{path}.catalog_table_rule")
+    return Rules(rows, fields, columns, key, constraints)
 
 
 def _row_rule(raw: Any, path: str) -> RowRule:
@@ -138,27 +176,84 @@ def _value_rule(raw: Any, path: str) -> ValueRule:
     return ValueRule(path, rule_type, value, has_equals, raw.get("equals_to"))
 
 
-def _catalog_rule(raw: Any, path: str) -> tuple[ColumnRule, ...]:
+def _catalog_rule(raw: Any, path: str):
     raw = _mapping(raw, path)
     for key in raw:
         if key in _UNSUPPORTED_CATALOG:
             raise RuleError(f"{path}.{key}", f"not supported: {_UNSUPPORTED_CATALOG[key]}; remove it "
-                            "(column_rule is supported)")
-        if key != "column_rule":
-            raise RuleError(f"{path}.{key}", "unknown key (supported: column_rule)")
+                            f"(supported: {', '.join(_CATALOG_KEYS)})")
+        if key not in _CATALOG_KEYS:
+            raise RuleError(f"{path}.{key}", f"unknown key (supported: {', '.join(_CATALOG_KEYS)})")
+    columns = None
+    if "column_rule" in raw:
+        columns = tuple(_column_rule(c, f"{path}.column_rule[{i}]")
+                        for i, c in enumerate(_list(raw["column_rule"], f"{path}.column_rule")))
+    key = _primary_key_rule(raw["primary_key_rule"], f"{path}.primary_key_rule") \
+        if "primary_key_rule" in raw else None
+    constraints = None
+    if "constraint_key_rule" in raw:
+        constraints = tuple(_constraint_rule(c, f"{path}.constraint_key_rule[{i}]") for i, c in
+                            enumerate(_list(raw["constraint_key_rule"], f"{path}.constraint_key_rule")))
+    return columns, key, constraints
+
+
+def _column_rule(raw: Any, where: str) -> ColumnRule:
+    column = _mapping(raw, where)
+    _only(column, where, ("name", "type", "nullable", "column_length", "default_value", "comment"))
+    for key in ("name", "type"):
+        if column.get(key) in (None, ""):
+            raise RuleError(f"{where}.{key}", "missing: a column rule needs name and type")
+    try:
+        data_type = parse_type(column["type"])
+    except SchemaError as exc:
+        raise RuleError(f"{where}.type", str(exc)) from None
+    nullable, length = column.get("nullable", True), column.get("column_length", 0)
+    if not isinstance(nullable, bool):
+        raise RuleError(f"{where}.nullable", f"must be true or false, got {nullable!r}")
+    if isinstance(length, bool) or not isinstance(length, int) or length < 0:
+        raise RuleError(f"{where}.column_length", f"must be a whole number >= 0, got {length!r}")
+    comment = column.get("comment")
+    given = tuple(k for k in ("nullable", "column_length", "default_value", "comment") if k in column)
+    return ColumnRule(where, str(column["name"]), data_type, given, nullable, length,
+                      column.get("default_value"), None if comment is None else str(comment))
+
+
+def _primary_key_rule(raw: Any, path: str) -> PrimaryKeyRule:
+    raw = _mapping(raw, path)
+    _only(raw, path, ("primary_key_name", "primary_key_columns"))
+    columns = raw.get("primary_key_columns")
+    if not isinstance(columns, list) or not columns:
+        raise RuleError(f"{path}.primary_key_columns", "missing: list the key's columns, e.g. [id]")
+    name = raw.get("primary_key_name")
+    return PrimaryKeyRule(path, None if name is None else str(name), tuple(str(c) for c in columns))
+
+
+def _constraint_rule(raw: Any, path: str) -> ConstraintKeyRule:
+    raw = _mapping(raw, path)
+    _only(raw, path, ("constraint_key_name", "constraint_key_type", "constraint_key_columns"))
+    if raw.get("constraint_key_name") in (None, ""):
+        raise RuleError(f"{path}.constraint_key_name", "missing: name the constraint key")
+    kind = str(raw.get("constraint_key_type", "KEY")).strip().upper()
+    if kind not in CONSTRAINT_TYPES:
+        raise RuleError(f"{path}.constraint_key_type", f"'{raw['constraint_key_type']}' is not one of "
+                        f"{', '.join(CONSTRAINT_TYPES)}")
     columns = []
-    for i, column in enumerate(_list(raw.get("column_rule", []), f"{path}.column_rule")):
-        where = f"{path}.column_rule[{i}]"
-        column = _mapping(column, where)
-        _only(column, where, ("name", "type", "nullable", "column_length", "default_value", "comment"))
-        for key in ("name", "type"):
-            if column.get(key) in (None, ""):
-                raise RuleError(f"{where}.{key}", "missing: a column rule needs name and type")
-        try:
-            columns.append(ColumnRule(where, str(column["name"]), parse_type(column["type"])))
-        except SchemaError as exc:
-            raise RuleError(f"{where}.type", str(exc)) from None
-    return tuple(columns)
+    raw_columns = raw.get("constraint_key_columns")
+    if not isinstance(raw_columns, list) or not raw_columns:
+        raise RuleError(f"{path}.constraint_key_columns", "missing: list the key's columns, e.g. "
+                        "[{ constraint_key_column_name = id, constraint_key_sort_type = ASC }]")
+    for j, column in enumerate(raw_columns):
+        at = f"{path}.constraint_key_columns[{j}]"
+        column = _mapping(column, at)
+        _only(column, at, ("constraint_key_column_name", "constraint_key_sort_type"))
+        if column.get("constraint_key_column_name") in (None, ""):
+            raise RuleError(f"{at}.constraint_key_column_name", "missing: name the column")
+        sort = str(column.get("constraint_key_sort_type", "ASC")).strip().upper()
+        if sort not in SORT_TYPES:
+            raise RuleError(f"{at}.constraint_key_sort_type", f"must be ASC or DESC, got "
+                            f"'{column['constraint_key_sort_type']}'")
+        columns.append((str(column["constraint_key_column_name"]), sort))
+    return ConstraintKeyRule(path, str(raw["constraint_key_name"]), kind, tuple(columns))
 
 
 def _rule_type(raw: dict, path: str, allowed: tuple[str, ...]) -> str | None:

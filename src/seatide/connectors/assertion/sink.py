@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from seatide.connectors.assertion.catalog import check_catalog
 from seatide.connectors.assertion.checks import AssertionFailed, check_batch
 from seatide.connectors.assertion.rules import RowRule, Rules, RuleError, parse_rules
 from seatide.plugin.base import Batch, Sink, SinkContext, SinkWriter
@@ -19,8 +20,10 @@ class AssertSink(Sink):
     committed with each batch, so MAX_ROW fails as soon as it is exceeded and MIN_ROW is
     checked when a bounded job has written everything — both stay right across restarts.
     A STREAMING job never ends, so its MIN_ROW rules are never checked. Rows of every kind
-    count, as in SeaTunnel. ``catalog_table_rule`` supports ``column_rule`` (names and
-    types; nullable, length, default and comment are accepted but not compared).
+    count, as in SeaTunnel. ``catalog_table_rule`` compares column_rule's names and types
+    with each batch, and primary_key_rule, constraint_key_rule and column_rule's nullable,
+    column_length, default_value and comment once, before any row, with the catalog of the
+    table the sink receives (``self.catalog``, see plan.catalog).
     """
 
     plugin_name = "Assert"
@@ -29,7 +32,10 @@ class AssertSink(Sink):
         Option("rules", OBJECT, REQUIRED,
                "row_rules = [{rule_type = MIN_ROW|MAX_ROW, rule_value = n}], field_rules = "
                "[{field_name, field_type, field_value = [{rule_type, rule_value, equals_to}]}], "
-               "catalog_table_rule { column_rule = [{name, type}] }"),
+               "catalog_table_rule { primary_key_rule { primary_key_name, primary_key_columns }, "
+               "constraint_key_rule = [{constraint_key_name, constraint_key_type, constraint_key_columns = "
+               "[{constraint_key_column_name, constraint_key_sort_type}]}], column_rule = [{name, type, "
+               "nullable, column_length, default_value, comment}] }"),
     )
 
     def check(self) -> None:
@@ -39,6 +45,7 @@ class AssertSink(Sink):
             raise self.invalid(exc.path, f"option {exc}") from None
 
     def writer(self, ctx: SinkContext) -> SinkWriter:
+        check_catalog(self.catalog, self.rules)     # once per pipeline start, before any row
         return AssertWriter(self.rules)
 
 

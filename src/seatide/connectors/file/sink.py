@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from seatide.connectors.file import formats
@@ -102,12 +101,6 @@ class LocalFileSink(Sink):
 
     def check(self) -> None:
         opts = self.opts
-        for key in ("path", "tmp_path"):
-            placeholder = _catalog_placeholder(opts[key])
-            if placeholder:
-                raise self.invalid(key, f"option '{key}' holds the sink placeholder ${{{placeholder}}}, "
-                                   "which SeaTide does not fill yet (sinks get no upstream table "
-                                   f"metadata); write the name, or a job variable given with -i")
         try:
             self.root = local_path(opts["path"])
         except ValueError as exc:
@@ -185,13 +178,3 @@ class LocalFileSink(Sink):
         return LocalFileWriter(self.spec(), ctx.plugin_id if ctx is not None else "")
 
 
-# SeaTunnel's sink placeholders (concept/sink-options-placeholders.md): names of upstream
-# catalog metadata. A quoted HOCON string keeps them literally, so without this check a
-# file would be written under a directory named "${table_name}".
-_CATALOG_PLACEHOLDER = re.compile(r"\$\{(database_name|schema_name|table_name|schema_full_name|"
-                                  r"table_full_name|primary_key|unique_key|field_names)(?::[^}]*)?\}")
-
-
-def _catalog_placeholder(value: str | None) -> str | None:
-    match = _CATALOG_PLACEHOLDER.search(value or "")
-    return match.group(1) if match else None

@@ -133,9 +133,10 @@ class JdbcSink(Sink):
         text = (self.opts["table"] or "").strip()
         if not text:
             return None
-        if "${" in text:
-            raise self.invalid("table", f"option 'table': {text!r} uses a variable; SeaTide writes one table "
-                               "per sink, so name it literally")
+        if "${" in text:   # sink placeholders are filled by now (plan.catalog); this one is not one
+            raise self.invalid("table", f"option 'table': {text!r} holds a ${{...}} that is not a sink "
+                               "placeholder (${database_name}, ${schema_name}, ${table_name}, ...) "
+                               "nor a job variable; name the table, or pass the variable with -i")
         parts = tuple(p.strip().strip('"`') for p in text.split("."))
         if len(parts) > 2 or not all(parts):
             raise self.invalid("table", f"option 'table': {text!r} must be name or schema.name")

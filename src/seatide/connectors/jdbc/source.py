@@ -31,6 +31,8 @@ from seatide.plugin.rowkind import ROW_KIND_COLUMN
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from seatide.plugin.schema import Schema
+
 _REGISTERED: "weakref.WeakSet[SparkSession]" = weakref.WeakSet()
 _TASKS_PER_SLOT = 1
 _NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DecimalType, T.FloatType, T.DoubleType)
@@ -103,7 +105,7 @@ class JdbcSource(Source):
         by_name = {c.name: c for c in self._columns}
         name = self.opts["partition_column"]
         if name is None and self.opts["table_path"]:
-            name = next((k for k in self._primary_key() if _kind(by_name.get(k)) is not None), None)
+            name = next((k for k in self._primary_key()[1] if _kind(by_name.get(k)) is not None), None)
         if name is None:
             self.partition = None
             return
@@ -116,22 +118,56 @@ class JdbcSource(Source):
                                "a numeric or date column (SeaTide splits by value ranges of it)")
         self.partition = column
 
-    def _primary_key(self) -> list[str]:
+    def _primary_key(self) -> tuple[str, list[str]]:
+        """(constraint name, columns in key order) of table_path's primary key; ("", []) if none."""
+        if getattr(self, "_key", None) is not None:
+            return self._key
         parts = [p.strip().strip('"`') for p in self.opts["table_path"].split(".")]
         with self.url.connect(self.opts["user"], self.opts["password"], autocommit=True) as conn:
             cursor = conn.cursor()
             if self.url.dialect == POSTGRESQL:
-                cursor.execute("SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
-                               "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s::regclass AND i.indisprimary "
-                               "ORDER BY array_position(i.indkey, a.attnum)", (self._table(),))
+                cursor.execute("SELECT c.conname, a.attname FROM pg_constraint c JOIN pg_attribute a "
+                               "ON a.attrelid = c.conrelid AND a.attnum = ANY(c.conkey) WHERE c.conrelid = "
+                               "%s::regclass AND c.contype = 'p' ORDER BY array_position(c.conkey, a.attnum)",
+                               (self._table(),))
             else:
                 schema = parts[-2] if len(parts) >= 2 else None
-                cursor.execute("SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE "
-                               "TABLE_SCHEMA = COALESCE(%s, DATABASE()) AND TABLE_NAME = %s AND "
+                cursor.execute("SELECT CONSTRAINT_NAME, COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE "
+                               "WHERE TABLE_SCHEMA = COALESCE(%s, DATABASE()) AND TABLE_NAME = %s AND "
                                "CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION", (schema, parts[-1]))
-            return [row[0] for row in cursor.fetchall()]
+            rows = cursor.fetchall()
+        self._key = (rows[0][0] if rows else "", [row[1] for row in rows])
+        return self._key
+
+    def _catalog_table(self) -> str:
+        """table_path as SeaTunnel's catalog names it: database.schema.table on PostgreSQL, database.table on MySQL."""
+        parts = [p.strip().strip('"`') for p in self.opts["table_path"].split(".")]
+        if self.url.dialect == POSTGRESQL:
+            parts = [self.url.database or "", "public", *parts][-3:] if len(parts) == 1 else \
+                ([self.url.database or "", *parts] if len(parts) == 2 else parts)
+        elif len(parts) == 1 and self.url.database:
+            parts = [self.url.database, *parts]
+        return ".".join(p for p in parts if p)
 
     # -- contract ----------------------------------------------------------------------
+    def declared_schema(self) -> "Schema | None":
+        """The table's columns, name and primary key, read from the database at load time (sinks'
+        catalog); after a query only the columns are known."""
+        from seatide.plugin.schema import Column, PrimaryKey, Schema
+
+        if self._columns is None:
+            return None
+        columns = tuple(Column(c.name, c.spark_type) for c in self._columns)
+        if not self.opts["table_path"] or self.opts["query"]:
+            return Schema(columns)
+        try:
+            name, key = self._primary_key()
+        except Exception:  # noqa: BLE001 - catalogs it cannot read: the table is still named, unkeyed
+            name, key = "", []
+        names = {c.name for c in columns}
+        primary = PrimaryKey(name, tuple(key)) if key and set(key) <= names else None
+        return Schema(columns, self._catalog_table(), primary_key=primary)
+
     def schema(self) -> T.StructType | None:
         if self._columns is None:
             return None
