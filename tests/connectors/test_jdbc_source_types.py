@@ -37,7 +37,7 @@ PG_COLUMNS = {
     "f8": ("float8", "2.25", "double", 2.25),
     "af8": ("float8[]", "'{3.5}'", "array<double>", [3.5]),
     "n": ("numeric(10,3)", "12.345", "decimal(10,3)", Decimal("12.345")),
-    "nn": ("numeric", "99.5", "decimal", Decimal("99.5")),
+    "nn": ("numeric", "99.5", "decimal(38,18)", Decimal("99.5")),
     "c": ("char(3)", "'ab'", "string", "ab "),
     "v": ("varchar(10)", "'vv'", "string", "vv"),
     "t": ("text", "'tt'", "string", "tt"),
