@@ -224,7 +224,8 @@ class JdbcSource(Source):
         return text
 
     def _parallel(self, ctx: ReadContext) -> "DataFrame":
-        options = {"url": self.spark_url(), "driver": self.driver,
+        # SeaTunnel's TIMESTAMP has no time zone: read it as such, rather than cast every value
+        options = {"url": self.spark_url(), "driver": self.driver, "preferTimestampNTZ": "true",
                    "dbtable": f"({self._select_sql()}) seatide_src"}
         for key in ("user", "password"):
             if self.opts[key] is not None:
