@@ -25,6 +25,7 @@ import threading
 import time
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, ROOT)   # tests.cluster.harness, which the server fixtures use
 sys.path.insert(0, os.path.join(ROOT, "tests", "connectors"))
 
 from cdc_mysql_server import start_private_mariadb, stop_private_mariadb  # noqa: E402

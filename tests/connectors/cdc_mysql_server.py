@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -18,6 +17,8 @@ from dataclasses import dataclass
 
 import pymysql
 import pytest
+
+from tests.cluster.harness import free_port
 
 STARTUP_DEADLINE_S = 60.0
 
@@ -44,11 +45,6 @@ class PrivateMariaDB:
                 cur.execute(statement)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 def start_private_mariadb(workdir: str) -> tuple[PrivateMariaDB, subprocess.Popen]:
     """Install a data directory under ``workdir`` and start mariadbd on it; wait until it answers."""
@@ -60,7 +56,7 @@ def start_private_mariadb(workdir: str) -> tuple[PrivateMariaDB, subprocess.Pope
         capture_output=True, text=True)
     if install.returncode != 0:
         raise RuntimeError(f"mariadb-install-db failed:\n{install.stdout}\n{install.stderr}")
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         ["mariadbd", "--no-defaults", f"--datadir={datadir}", "--user=root",
          f"--socket={workdir}/mariadbd.sock", f"--pid-file={workdir}/mariadbd.pid",

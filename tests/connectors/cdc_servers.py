@@ -11,17 +11,13 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 
 import pytest
 
+from tests.cluster.harness import free_port
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _postgres_bin() -> str:
@@ -38,7 +34,7 @@ class PrivatePostgres:
         self.bin = _postgres_bin()
         self.root = tempfile.mkdtemp(prefix="seatide-pgcdc-")
         self.data = os.path.join(self.root, "data")
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"jdbc:postgresql://127.0.0.1:{self.port}/postgres"
 
     def _as_postgres(self, *args: str) -> None:

@@ -18,6 +18,7 @@ is built from a validated ``Options`` mapping, and may check cross-option rules 
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, ClassVar, TextIO
 
@@ -157,6 +158,17 @@ class Source(Plugin):
         """
 
 
+_PYTHON_SOURCES: "weakref.WeakKeyDictionary[SparkSession, set[str]]" = weakref.WeakKeyDictionary()
+
+
+def use_python_data_source(spark: "SparkSession", source_class: type) -> None:
+    """Register a PySpark Python data source with ``spark`` once (registering costs ~2 s)."""
+    names = _PYTHON_SOURCES.setdefault(spark, set())
+    if source_class.name() not in names:
+        spark.dataSource.register(source_class)
+        names.add(source_class.name())
+
+
 class Transform(Plugin):
     kind = "transform"
 
@@ -202,5 +214,5 @@ class Sink(Plugin):
         raise NotImplementedError
 
 
-__all__ = ["Batch", "PERMANENT_MARK", "PermanentError", "permanent_in_worker", "Plugin", "ReadContext", "Sink", "SinkContext", "SinkWriter", "Source",
+__all__ = ["use_python_data_source", "Batch", "PERMANENT_MARK", "PermanentError", "permanent_in_worker", "Plugin", "ReadContext", "Sink", "SinkContext", "SinkWriter", "Source",
            "Transform", "TransformContext"]

@@ -11,7 +11,6 @@ numbers come from depends on how the job runs:
 
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING
 
 from pyspark.sql import types as T
@@ -22,7 +21,7 @@ from seatide.connectors.fake.options import (DATE_TIME_PARTS, FAKE_OPTIONS, FRAC
 from seatide.connectors.fake.rows import ExplicitRow, RowValueError, parse_rows
 from seatide.connectors.fake.sql import ident
 from seatide.connectors.fake.values import ROW_NUMBER, FloatRange, IntRange, ValueExpressions, ValueSettings
-from seatide.plugin.base import ReadContext, Source
+from seatide.plugin.base import ReadContext, Source, use_python_data_source
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
 from seatide.plugin.schema import Schema, read_schema
@@ -34,8 +33,6 @@ if TYPE_CHECKING:
 # A full micro-batch holds about this many units, so that it runs as several Spark tasks.
 UNITS_PER_BATCH = 4
 _ROW = "__fake_row"
-_REGISTERED: "weakref.WeakSet[SparkSession]" = weakref.WeakSet()
-
 
 @register
 class FakeSource(Source):
@@ -243,9 +240,7 @@ class FakeSource(Source):
         from seatide.connectors.fake.split_stream import SOURCE_NAME, FakeSplitSource, stream_options
 
         spark = ctx.spark
-        if spark not in _REGISTERED:
-            spark.dataSource.register(FakeSplitSource)
-            _REGISTERED.add(spark)
+        use_python_data_source(spark, FakeSplitSource)
         options = stream_options(
             layout, max_rows=ctx.max_rows_per_batch, unbounded=ctx.unbounded,
             interval_ms=self.opts["split.read-interval"],

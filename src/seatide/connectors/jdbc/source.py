@@ -14,7 +14,6 @@ both ways deliver SeaTunnel's type for every column.
 
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING
 
 from pyspark.sql import types as T
@@ -24,16 +23,15 @@ from seatide.connectors.jdbc.read_types import (ReadColumn, UnsupportedColumnTyp
 from seatide.connectors.jdbc.source_options import JDBC_SOURCE_OPTIONS, MYSQL_DRIVER_ALIASES
 from seatide.connectors.jdbc.splits import DATE, NUMBER, SplitPlan, plan_splits
 from seatide.connectors.jdbc.url import MYSQL, POSTGRESQL, JdbcUrl, JdbcUrlError
-from seatide.plugin.base import ReadContext, Source
+from seatide.plugin.base import ReadContext, Source, use_python_data_source
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
     from seatide.plugin.schema import Schema
 
-_REGISTERED: "weakref.WeakSet[SparkSession]" = weakref.WeakSet()
 _TASKS_PER_SLOT = 1
 _NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DecimalType, T.FloatType, T.DoubleType)
 
@@ -255,9 +253,7 @@ class JdbcSource(Source):
         from seatide.connectors.jdbc.split_reader import SOURCE_NAME, JdbcSplitSource, stream_options
 
         spark = ctx.spark
-        if spark not in _REGISTERED:
-            spark.dataSource.register(JdbcSplitSource)
-            _REGISTERED.add(spark)
+        use_python_data_source(spark, JdbcSplitSource)
         options = stream_options(
             url=self.url.text, user=self.opts["user"], password=self.opts["password"],
             select_sql=self._select_sql(), plan_sql=self._plan_sql(),

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 import re
-import weakref
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -18,15 +17,13 @@ from seatide.connectors.mysql_cdc.catalog import CapturedTable, CatalogError, Se
 from seatide.connectors.mysql_cdc.columns import UnsupportedColumn
 from seatide.connectors.mysql_cdc.options import MYSQL_CDC_OPTIONS, SERVER_ID_RANGE
 from seatide.connectors.mysql_cdc.position import BinlogPosition
-from seatide.plugin.base import PermanentError, ReadContext, Source
+from seatide.plugin.base import PermanentError, ReadContext, Source, use_python_data_source
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ALL_KINDS, ROW_KIND_COLUMN, RowKind
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
-
-_REGISTERED: "weakref.WeakSet[SparkSession]" = weakref.WeakSet()
 
 
 @register
@@ -178,9 +175,7 @@ class MySqlCdcSource(Source):
         config = self.server_config()
         tables, schema = self.discover(config)
         spark = ctx.spark
-        if spark not in _REGISTERED:
-            spark.dataSource.register(MySqlCdcDataSource)
-            _REGISTERED.add(spark)
+        use_python_data_source(spark, MySqlCdcDataSource)
         specific = None
         if self.opts["startup.mode"] == "specific":
             specific = BinlogPosition.of(self.opts["startup.specific-offset.file"],

@@ -11,21 +11,19 @@ from __future__ import annotations
 
 import json
 import re
-import weakref
 from typing import TYPE_CHECKING
 
 from seatide.connectors.jdbc.url import POSTGRESQL, JdbcUrl, JdbcUrlError
 from seatide.connectors.postgres_cdc import slot
 from seatide.connectors.postgres_cdc.options import PG_CDC_OPTIONS, UNSUPPORTED
 from seatide.connectors.postgres_cdc.tables import TableError, describe, split_name
-from seatide.plugin.base import PermanentError, ReadContext, Source
+from seatide.plugin.base import PermanentError, ReadContext, Source, use_python_data_source
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ALL_KINDS, ROW_KIND_COLUMN, RowKind
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
-_REGISTERED: "weakref.WeakSet[SparkSession]" = weakref.WeakSet()
 _SLOT_NAME = re.compile(r"[a-z0-9_]{1,63}")
 
 
@@ -142,9 +140,7 @@ class PostgresCdcSource(Source):
             spark.conf.set("spark.sql.timeType.enabled", "true")   # Spark 4.3 keeps TIME behind a flag
         from seatide.connectors.postgres_cdc.stream import SOURCE_NAME, PostgresCdcSource as Stream
 
-        if spark not in _REGISTERED:
-            spark.dataSource.register(Stream)
-            _REGISTERED.add(spark)
+        use_python_data_source(spark, Stream)
         return spark.readStream.format(SOURCE_NAME).schema(schema).option("config", json.dumps(config)).load()
 
     def _describe(self) -> list:
