@@ -90,12 +90,6 @@ class PermanentError(Exception):
     ``PERMANENT_MARK`` so the driver recognises it inside Spark's wrapping exception.
     """
 
-    def __init__(self, message: str):
-        super().__init__(message)
-
-    def __str__(self) -> str:
-        return self.args[0] if self.args else ""
-
 
 # Put in front of a PermanentError's text when it crosses a Python worker (see above).
 PERMANENT_MARK = "[seatide:permanent] "

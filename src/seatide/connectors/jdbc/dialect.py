@@ -10,7 +10,6 @@ dialect's own statement or deleted.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from pyspark.sql import types as T
@@ -40,21 +39,6 @@ class Dialect:
 
     def qualified(self, parts: tuple[str, ...]) -> str:
         return ".".join(self.quote(p) for p in parts)
-
-    # -- Spark ---------------------------------------------------------------------------
-    def spark_url(self, url: JdbcUrl, database: str | None) -> str:
-        """The URL for Spark's JDBC writer, pointing at ``database``.
-
-        Spark picks its MySQL dialect (backtick quoting) only for URLs starting
-        ``jdbc:mysql``; MariaDB Connector/J 2.x accepts that scheme as its own, so a
-        ``jdbc:mariadb://`` URL is handed over as ``jdbc:mysql://``.
-        """
-        text = url.text
-        if self.name == MYSQL:
-            text = re.sub(r"^jdbc:mariadb:", "jdbc:mysql:", text, flags=re.IGNORECASE)
-        if database and database != url.database:
-            text = re.sub(r"^(jdbc:[a-zA-Z0-9]+://[^/?]*)(/[^?]*)?", lambda m: f"{m.group(1)}/{database}", text)
-        return text
 
     # -- types ---------------------------------------------------------------------------
     def column_type(self, data_type: T.DataType, key: bool = False) -> str:

@@ -145,7 +145,7 @@ class JdbcSink(Sink):
     def spec(self) -> JdbcSinkSpec:
         opts = self.opts
         return JdbcSinkSpec(
-            url=self.url, driver=opts["driver"] or self.url.default_driver, user=opts["user"],
+            url=self.url, driver=self.url.driver_class(opts["driver"]), user=opts["user"],
             password=opts["password"], database=opts["database"] or self.url.database, properties={k: str(v) for k, v in (opts["properties"] or {}).items()},
             table=self.table, query=self.query, primary_keys=self.keys if self.table else (),
             enable_upsert=opts["enable_upsert"], batch_size=opts["batch_size"],

@@ -20,9 +20,9 @@ from pyspark.sql import types as T
 
 from seatide.connectors.jdbc.read_types import (ReadColumn, UnsupportedColumnType, describe, quote,
                                                 select_list, spark_column)
-from seatide.connectors.jdbc.source_options import JDBC_SOURCE_OPTIONS, MYSQL_DRIVER_ALIASES
+from seatide.connectors.jdbc.source_options import JDBC_SOURCE_OPTIONS
 from seatide.connectors.jdbc.splits import DATE, NUMBER, SplitPlan, plan_splits
-from seatide.connectors.jdbc.url import MYSQL, POSTGRESQL, JdbcUrl, JdbcUrlError
+from seatide.connectors.jdbc.url import POSTGRESQL, JdbcUrl, JdbcUrlError
 from seatide.plugin.base import ReadContext, Source, use_python_data_source
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
@@ -64,7 +64,7 @@ class JdbcSource(Source):
         for key, low in (("partition_num", 1), ("split.size", 1), ("fetch_size", 0)):
             if self.opts[key] is not None and self.opts[key] < low:
                 raise self.invalid(key, f"option '{key}' must be at least {low}, got {self.opts[key]}")
-        self.driver = self._driver()
+        self.driver = self.url.driver_class(self.opts["driver"])
         self.base_sql = self._base_sql(where)
         self._columns: list[ReadColumn] | None = None
         try:
@@ -77,12 +77,6 @@ class JdbcSource(Source):
                                    f"the database rejected the Jdbc source's query: {_first_line(exc)}") from None
         if self._columns is not None:
             self._resolve_partition_column()
-
-    def _driver(self) -> str:
-        driver = self.opts["driver"] or self.url.default_driver
-        if self.url.dialect == MYSQL and driver in MYSQL_DRIVER_ALIASES:
-            return self.url.default_driver
-        return driver
 
     def _base_sql(self, where: str) -> str:
         if self.opts["query"]:
@@ -213,17 +207,9 @@ class JdbcSource(Source):
                            partition_num=self.opts["partition_num"], **self._split_options())
 
     # -- plain BATCH: Spark's JDBC reader ----------------------------------------------
-    def spark_url(self) -> str:
-        # Spark picks its MySQL dialect (backtick quoting) only for jdbc:mysql URLs; MariaDB
-        # Connector/J accepts those too.
-        text = self.url.text
-        if self.url.dialect == MYSQL and text.lower().startswith("jdbc:mariadb:"):
-            return "jdbc:mysql:" + text[len("jdbc:mariadb:"):]
-        return text
-
     def _parallel(self, ctx: ReadContext) -> "DataFrame":
         # SeaTunnel's TIMESTAMP has no time zone: read it as such, rather than cast every value
-        options = {"url": self.spark_url(), "driver": self.driver, "preferTimestampNTZ": "true",
+        options = {"url": self.url.for_spark(), "driver": self.driver, "preferTimestampNTZ": "true",
                    "dbtable": f"({self._select_sql()}) seatide_src"}
         for key in ("user", "password"):
             if self.opts[key] is not None:

@@ -51,7 +51,4 @@ JDBC_SOURCE_OPTIONS: tuple[Option, ...] = (
     Option("split.inverse-sampling.rate", INT, 1000, "accepted; SeaTide does not sample"),
 )
 
-# MySQL Connector/J is not shipped; MariaDB Connector/J speaks to MySQL and MariaDB alike.
-MYSQL_DRIVER_ALIASES = {"com.mysql.cj.jdbc.Driver", "com.mysql.jdbc.Driver"}
-
-__all__ = ["ACCEPTED_WITHOUT_EFFECT", "JDBC_SOURCE_OPTIONS", "MYSQL_DRIVER_ALIASES"]
+__all__ = ["ACCEPTED_WITHOUT_EFFECT", "JDBC_SOURCE_OPTIONS"]

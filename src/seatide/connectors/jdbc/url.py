@@ -1,6 +1,7 @@
 """JDBC URLs, understood in Python: which database, where, and a DB-API connection to it.
 
-Spark reads and writes through the JDBC driver named by the URL; SeaTide's own code
+Spark reads and writes through the JDBC driver named by the URL (the jars are on the JVM's
+class path, see runtime/session.py); SeaTide's own code
 (exactly-once commit records, checkpointed split reads, change data capture, table
 creation) talks to the same database from Python with the native client of its dialect:
 psycopg for PostgreSQL, PyMySQL for MySQL and MariaDB. ``JdbcUrl`` is the one place that
@@ -19,8 +20,9 @@ MYSQL = "mysql"          # MySQL and MariaDB speak the same protocol and SQL for
 _SCHEMES = {"postgresql": POSTGRESQL, "mysql": MYSQL, "mariadb": MYSQL}
 DEFAULT_PORTS = {POSTGRESQL: 5432, MYSQL: 3306}
 DEFAULT_DRIVERS = {POSTGRESQL: "org.postgresql.Driver", MYSQL: "org.mariadb.jdbc.Driver"}
-# Jars Debian installs (libpostgresql-jdbc-java, libmariadb-java); scripts/setup installs both.
-DRIVER_JARS = {POSTGRESQL: "/usr/share/java/postgresql.jar", MYSQL: "/usr/share/java/mariadb-java-client.jar"}
+# SeaTunnel job files name MySQL's Connector/J, which SeaTide does not ship; MariaDB's
+# Connector/J speaks to MySQL and MariaDB alike, so it stands in for these classes.
+MYSQL_CONNECTOR_J = frozenset({"com.mysql.cj.jdbc.Driver", "com.mysql.jdbc.Driver"})
 
 _URL = re.compile(r"^jdbc:(?P<scheme>[a-zA-Z0-9]+)://(?P<hosts>[^/?]*)(?:/(?P<database>[^?]*))?(?:\?(?P<query>.*))?$")
 
@@ -60,12 +62,25 @@ class JdbcUrl:
     def default_driver(self) -> str:
         return DEFAULT_DRIVERS[self.dialect]
 
-    @property
-    def driver_jar(self) -> str:
-        return DRIVER_JARS[self.dialect]
+    def driver_class(self, named: str | None) -> str:
+        """The JDBC driver class to load for the ``driver`` option (the dialect's when unset)."""
+        if not named or (self.dialect == MYSQL and named in MYSQL_CONNECTOR_J):
+            return self.default_driver
+        return named
 
-    def with_database(self, database: str | None) -> "JdbcUrl":
-        return JdbcUrl(self.text, self.dialect, self.host, self.port, database, self.params)
+    def for_spark(self, database: str | None = None) -> str:
+        """The URL to give Spark's JDBC reader and writer (pointing at ``database`` if given).
+
+        Spark picks its MySQL dialect (backtick quoting) only for URLs starting ``jdbc:mysql``;
+        MariaDB Connector/J 2.x accepts that scheme as its own, so ``jdbc:mariadb://`` is
+        handed over as ``jdbc:mysql://``.
+        """
+        text = self.text
+        if self.dialect == MYSQL:
+            text = re.sub(r"^jdbc:mariadb:", "jdbc:mysql:", text, flags=re.IGNORECASE)
+        if database and database != self.database:
+            text = re.sub(r"^(jdbc:[a-zA-Z0-9]+://[^/?]*)(/[^?]*)?", lambda m: f"{m.group(1)}/{database}", text)
+        return text
 
     def connect(self, user: str | None = None, password: str | None = None, *, autocommit: bool = False,
                 database: str | None = None, **extra):
@@ -87,4 +102,4 @@ class JdbcUrl:
                                database=database, autocommit=autocommit, **extra)
 
 
-__all__ = ["DEFAULT_DRIVERS", "DRIVER_JARS", "JdbcUrl", "JdbcUrlError", "MYSQL", "POSTGRESQL"]
+__all__ = ["DEFAULT_DRIVERS", "MYSQL_CONNECTOR_J", "JdbcUrl", "JdbcUrlError", "MYSQL", "POSTGRESQL"]

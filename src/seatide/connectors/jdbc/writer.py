@@ -38,9 +38,6 @@ log = logging.getLogger(__name__)
 
 
 # Driver classes SeaTunnel configs name, and the bundled class that serves the same databases.
-_STAND_INS = {"org.mariadb.jdbc.Driver": ("com.mysql.cj.jdbc.Driver", "com.mysql.jdbc.Driver")}
-
-
 class JdbcSinkError(PermanentError):
     """A table or field that contradicts the options; the message says what to change."""
 
@@ -61,19 +58,12 @@ class JdbcWriter(SinkWriter):
         self.driver = self._loadable_driver(ctx.spark)
 
     def _loadable_driver(self, spark) -> str:
-        """The ``driver`` class, or the dialect's bundled one when the named class is not installed.
-
-        SeaTunnel configs name MySQL's Connector/J (com.mysql.cj.jdbc.Driver); SeaTide ships
-        MariaDB's, which speaks to MySQL too, so such a job runs unchanged.
-        """
-        wanted, bundled = self.spec.driver, self.spec.url.default_driver
-        if spark is None or _jvm_has_class(spark, wanted):
-            return wanted
-        if wanted in _STAND_INS.get(bundled, ()) and _jvm_has_class(spark, bundled):
-            log.warning("Jdbc sink: driver %s is not installed; using %s for %s", wanted, bundled, self.spec.url.text)
-            return bundled
-        raise JdbcSinkError(f"Jdbc sink: option 'driver': class {wanted} is not on the class path; use "
-                            f"{bundled} or add the driver's jar to SeaTide's JDBC jars")
+        """The ``driver`` class (MySQL's Connector/J names stand for the bundled MariaDB driver)."""
+        driver = self.spec.driver       # already resolved by the sink (url.driver_class)
+        if spark is None or _jvm_has_class(spark, driver):
+            return driver
+        raise JdbcSinkError(f"Jdbc sink: option 'driver': class {driver} is not on the class path; use "
+                            f"{self.spec.url.default_driver} or add the driver's jar to SeaTide's JDBC jars")
 
     # --- one batch ---------------------------------------------------------------------
 
@@ -221,7 +211,7 @@ class JdbcWriter(SinkWriter):
         observation = Observation(f"seatide_jdbc_rows_{stage[-1]}")
         staged = df.select(*columns).observe(observation, F.count(F.lit(1)).alias("rows"))
         options = {**self.dialect.staging_properties(), **self.spec.properties,
-                   "url": self.dialect.spark_url(self.spec.url, self.database),
+                   "url": self.spec.url.for_spark(self.database),
                    "driver": self.driver, "dbtable": self.dialect.qualified(stage),
                    "batchsize": str(self.spec.batch_size)}
         if self.spec.user is not None:
