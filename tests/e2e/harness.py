@@ -110,6 +110,10 @@ class InProcessCluster:
             codes.append(self._run_attempt(job, attempt, out, stop_after))
         raise AssertionError(f"job {job_id} did not end")
 
+    def events(self, job_id: str) -> list:
+        with self.store.read() as conn:
+            return list(conn.execute(select(s.events).where(s.events.c.job_id == job_id).order_by(s.events.c.seq)))
+
     def _job(self, job_id: str):
         with self.store.read() as conn:
             return conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()

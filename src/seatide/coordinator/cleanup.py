@@ -49,14 +49,16 @@ def reconcile_cleanup(store: Store, epoch: int, actor: str, result, kill_attempt
         else:
             _expire(store, epoch, actor, result)
     except Exception as exc:
-        if result.cleanup != "DIRTY":
-            raise
+        # A failed step (a source's server unreachable, say) is retried with backoff, for
+        # this job only: cleanup by its due time, expiry by its expiry time.
         tries = result.cleanup_tries + 1
         delay = min(MAX_BACKOFF_S, 2.0 ** tries)
-        log.warning("cleanup of job %s failed (try %s), again in %.0f s: %s", result.job_id, tries, delay, exc)
+        step = "cleanup" if result.cleanup == "DIRTY" else "history expiry"
+        log.warning("%s of job %s failed (try %s), again in %.0f s: %s", step, result.job_id, tries, delay, exc)
+        again = {"next_cleanup_at": time.time() + delay} if result.cleanup == "DIRTY" else \
+            {"expires_at": time.time() + delay}
         with store.leader_tx(epoch) as conn:
-            conn.execute(update(s.job_results).where(_key(result)).values(
-                cleanup_tries=tries, next_cleanup_at=time.time() + delay))
+            conn.execute(update(s.job_results).where(_key(result)).values(cleanup_tries=tries, **again))
             record_event(conn, "CLEANUP_RETRY", actor, result.job_id, result.incarnation, epoch,
                          tries=tries, error=str(exc))
 
