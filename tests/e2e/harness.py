@@ -15,15 +15,13 @@ from dataclasses import dataclass
 
 from sqlalchemy import select, update
 
-from seatide.config.loader import load_job_text
+from seatide import intents
 from seatide.coordinator.service import Coordinator, register_node
-from seatide.plan.dag import build_plan
 from seatide.runtime.driver import run_attempt
 from seatide.runtime.heartbeat import Heartbeat
 from seatide.runtime.reporter import AttemptReporter
 from seatide.store import schema as s
 from seatide.store.db import AttemptFenced, default_store_url, open_store
-from seatide.store.jobs import submit_job
 from seatide.store.states import JOB_TERMINAL
 
 WORKER = "in-process-worker"
@@ -81,9 +79,8 @@ class InProcessCluster:
         self.coordinator.reconcile_all()
 
     def submit(self, text: str, variables: dict | None = None, job_id: str | None = None) -> str:
-        config = load_job_text(text, variables or {})
-        return submit_job(self.store, text=text, variables=variables or {}, config=config, plan=build_plan(config),
-                          data_dir=self.data_dir, job_id=job_id, actor="test")
+        return intents.submit(self.store, self.data_dir, text=text, variables=variables, job_id=job_id,
+                              actor="test").job_id
 
     def run(self, text: str, variables: dict | None = None, job_id: str | None = None,
             max_attempts: int = 5, before_attempt=None, stop_after=None) -> JobRun:

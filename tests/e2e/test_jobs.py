@@ -253,9 +253,7 @@ def test_stateful_sql_resumes_from_its_state(local, tmp_path):
     """A streaming aggregation, canceled and resumed: its counts continue from the checkpointed state."""
     import json as _json
 
-    from seatide.config.loader import load_job_text
-    from seatide.plan.dag import build_plan
-    from seatide.store.restore import resume_job
+    from seatide import intents
 
     out = str(tmp_path / "out")
     text = f"""
@@ -292,8 +290,7 @@ sink {{ LocalFile {{ plugin_input = "agg", path = "{out}", file_format_type = "j
     assert first.status == "CANCELED"
     before = latest_row()
     assert before["n"] == before["top"] + 1
-    config = load_job_text(text)
-    resume_job(local.store, first.job_id, plan=build_plan(config), text=text, variables={}, actor="test")
+    intents.resume(local.store, first.job_id, actor="test")
     second = local.drive(first.job_id, stop_after=cancel_after(3))
     assert second.status == "CANCELED"
     after = latest_row()

@@ -1,7 +1,8 @@
 """REST API under /api/v1, served by every coordinator (leader or not).
 
-Reads come from the store; writes record desired state (submit, stop) that the leader
-acts on. Endpoint names follow SeaTunnel's REST API v2 where they fit.
+Reads come from the store; writes are intents (``seatide.intents``) that record desired
+state for the leader to act on. Endpoint names follow SeaTunnel's REST API v2 where
+they fit.
 """
 
 from __future__ import annotations
@@ -9,16 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI, HTTPException
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, Field
 
-from seatide.config.loader import ConfigError, load_job_text
-from seatide.plan.dag import build_plan
+from seatide import intents
+from seatide.intents import Refusal, RefusalKind
 from seatide.store.db import Store
-from seatide.store.jobs import BadJobId, JobNotFound, JobRefused, request_stop, submit_job
 from seatide.store.states import JOB_TERMINAL
-from seatide.store.restore import resume_job
 from seatide.store.views import checkpoint_report, job_info, job_rows, overview
+
+HTTP_STATUS = {RefusalKind.BAD_REQUEST: 400, RefusalKind.NOT_FOUND: 404, RefusalKind.CONFLICT: 409}
 
 
 class SubmitJob(BaseModel):
@@ -47,10 +48,19 @@ class StopJob(BaseModel):
 def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float | None = None) -> FastAPI:
     app = FastAPI(title="SeaTide", version="1", docs_url="/api/v1/docs", openapi_url="/api/v1/openapi.json")
 
-    @app.exception_handler(JobRefused)
-    async def refused(_request, exc: JobRefused):
-        code = 404 if isinstance(exc, JobNotFound) else 400 if isinstance(exc, BadJobId) else 409
-        return JSONResponse(status_code=code, content={"error": str(exc)})
+    @app.exception_handler(Refusal)
+    async def refused(_request, exc: Refusal):
+        return JSONResponse(status_code=HTTP_STATUS[exc.kind], content={"error": str(exc)})
+
+    def submitted(body: SubmitJob) -> dict[str, Any]:
+        accepted = intents.submit(store, data_dir, text=body.config, variables=body.variables, source=body.source,
+                                  job_id=body.jobId, name=body.jobName, strict=body.strict,
+                                  actor=f"api:{node_id}", cleanup_delay_s=cleanup_delay_s)
+        return {"jobId": accepted.job_id, "jobName": accepted.job_name, "warnings": accepted.warnings}
+
+    def stopped(body: StopJob) -> dict[str, Any]:
+        intents.stop(store, body.jobId, savepoint=body.isStopWithSavePoint, actor=f"api:{node_id}")
+        return {"jobId": body.jobId}
 
     @app.get("/api/v1/overview")
     def get_overview() -> dict[str, Any]:
@@ -61,16 +71,12 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
 
     @app.post("/api/v1/submit-job")
     def post_submit(body: SubmitJob) -> dict[str, Any]:
-        try:
-            config = load_job_text(body.config, body.variables, source_name=body.source or "submitted job",
-                                   strict=body.strict)
-        except ConfigError as exc:
-            raise HTTPException(status_code=400, detail=str(exc)) from None
-        job_id = submit_job(store, text=body.config, variables=body.variables, config=config,
-                            plan=build_plan(config), data_dir=data_dir, job_id=body.jobId,
-                            name=body.jobName, cleanup_delay_s=cleanup_delay_s, actor=f"api:{node_id}")
-        return {"jobId": job_id, "jobName": body.jobName or config.env.name,
-                "warnings": [str(w) for w in config.warnings]}
+        return submitted(body)
+
+    @app.post("/api/v1/submit-jobs")
+    def post_submit_many(bodies: list[SubmitJob]) -> list[dict[str, Any]]:
+        # One by one, like SeaTunnel: a refusal names the job it stopped at; earlier ones stay submitted.
+        return [submitted(body) for body in bodies]
 
     @app.get("/api/v1/job-info/{job_id}")
     def get_job_info(job_id: str) -> dict[str, Any]:
@@ -103,40 +109,27 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
 
     @app.post("/api/v1/jobs/{job_id}/resume")
     def post_resume(job_id: str, body: ResumeJob) -> dict[str, Any]:
-        text, variables = _job_text(job_id, body)
-        try:
-            config = load_job_text(text, variables, source_name=body.source or f"job {job_id}",
-                                   strict=body.strict)
-        except ConfigError as exc:
-            raise HTTPException(status_code=400, detail=str(exc)) from None
-        if body.fallback not in (None, "fail", "fresh"):
-            raise HTTPException(status_code=400, detail="fallback must be fail or fresh")
-        resume_job(store, job_id, plan=build_plan(config), text=text, variables=variables,
-                   savepoint_id=body.fromSavepoint, fallback=body.fallback, actor=f"api:{node_id}")
-        return {"jobId": job_id, "warnings": [str(w) for w in config.warnings]}
+        accepted = intents.resume(store, job_id, text=body.config, variables=body.variables, source=body.source,
+                                  strict=body.strict, savepoint_id=body.fromSavepoint, fallback=body.fallback,
+                                  actor=f"api:{node_id}")
+        return {"jobId": accepted.job_id, "warnings": accepted.warnings}
 
-    def _job_text(job_id: str, body: ResumeJob) -> tuple[str, dict]:
-        import json
-
-        from seatide.store.jobs import load_job
-        with store.read() as conn:
-            job = load_job(conn, job_id)
-        if job is None:
-            raise JobNotFound(f"no job with id {job_id}")
-        variables = body.variables if body.variables is not None else json.loads(job.variables)
-        return (body.config or job.config), variables
+    @app.post("/api/v1/jobs/{job_id}/savepoint")
+    def post_savepoint(job_id: str) -> dict[str, Any]:
+        return stopped(StopJob(jobId=job_id, isStopWithSavePoint=True))
 
     @app.get("/metrics")
     def get_metrics():
-        from fastapi.responses import PlainTextResponse
-
         from seatide.api.metrics import render
         with store.read() as conn:
             return PlainTextResponse(render(conn), media_type="text/plain; version=0.0.4")
 
     @app.post("/api/v1/stop-job")
     def post_stop(body: StopJob) -> dict[str, Any]:
-        request_stop(store, body.jobId, savepoint=body.isStopWithSavePoint, actor=f"api:{node_id}")
-        return {"jobId": body.jobId}
+        return stopped(body)
+
+    @app.post("/api/v1/stop-jobs")
+    def post_stop_many(bodies: list[StopJob]) -> list[dict[str, Any]]:
+        return [stopped(body) for body in bodies]
 
     return app

@@ -8,14 +8,8 @@ import sys
 import urllib.error
 import urllib.request
 
-from seatide.cli.main import (EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, default_data_dir, parse_variables,
-                              print_config_warnings)
-
-
-class Refused(Exception):
-    def __init__(self, message: str, code: int = EXIT_FAILED):
-        super().__init__(message)
-        self.code = code
+from seatide.cli.args import (EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, CommandRefused as Refused, default_data_dir,
+                              parse_variables, print_config_warnings, read_job_file)
 
 
 class HttpClient:
@@ -47,27 +41,25 @@ class StoreClient:
         self.data_dir = data_dir
 
     def call(self, method: str, path: str, body: dict | None = None):
-        from seatide.config.loader import ConfigError, load_job_text
-        from seatide.plan.dag import build_plan
-        from seatide.store.jobs import JobRefused, request_stop, submit_job
+        from seatide import intents
         from seatide.store.states import JOB_TERMINAL
         from seatide.store.views import checkpoint_report, job_info, job_rows
 
         try:
             if path == "/submit-job":
-                try:
-                    config = load_job_text(body["config"], body.get("variables") or {}, body.get("source") or "job",
-                                           strict=bool(body.get("strict")))
-                except ConfigError as exc:
-                    raise Refused(str(exc), EXIT_BAD_CONFIG) from None
-                job_id = submit_job(self.store, text=body["config"], variables=body.get("variables") or {},
-                                    config=config, plan=build_plan(config), data_dir=self.data_dir,
-                                    job_id=body.get("jobId"), name=body.get("jobName"), actor="cli")
-                return {"jobId": job_id, "warnings": [str(w) for w in config.warnings]}
+                accepted = intents.submit(self.store, self.data_dir, text=body["config"],
+                                          variables=body.get("variables"), source=body.get("source") or "job",
+                                          job_id=body.get("jobId"), name=body.get("jobName"),
+                                          strict=bool(body.get("strict")), actor="cli")
+                return {"jobId": accepted.job_id, "warnings": accepted.warnings}
             if path.endswith("/resume"):
-                return self._resume(path.split("/")[2], body)
+                accepted = intents.resume(self.store, path.split("/")[2], text=body.get("config"),
+                                          variables=body.get("variables"), source=body.get("source"),
+                                          strict=bool(body.get("strict")), savepoint_id=body.get("fromSavepoint"),
+                                          fallback=body.get("fallback"), actor="cli")
+                return {"jobId": accepted.job_id, "warnings": accepted.warnings}
             if path == "/stop-job":
-                request_stop(self.store, body["jobId"], body.get("isStopWithSavePoint", False), actor="cli")
+                intents.stop(self.store, body["jobId"], savepoint=body.get("isStopWithSavePoint", False), actor="cli")
                 return {"jobId": body["jobId"]}
             with self.store.read() as conn:
                 if path.startswith("/job-info/"):
@@ -84,33 +76,10 @@ class StoreClient:
                     return report
                 if path == "/running-jobs":
                     return job_rows(conn, exclude=set(JOB_TERMINAL))
-        except JobRefused as exc:
-            raise Refused(str(exc)) from None
+        except intents.Refusal as exc:
+            raise Refused(str(exc), EXIT_BAD_CONFIG if exc.kind is intents.RefusalKind.BAD_REQUEST
+                          else EXIT_FAILED) from None
         raise Refused(f"unsupported call {method} {path}")
-
-
-    def _resume(self, job_id: str, body: dict) -> dict:
-        import json as _json
-
-        from seatide.config.loader import ConfigError, load_job_text
-        from seatide.plan.dag import build_plan
-        from seatide.store.jobs import load_job
-        from seatide.store.restore import resume_job
-
-        with self.store.read() as conn:
-            job = load_job(conn, job_id)
-        if job is None:
-            raise Refused(f"no job with id {job_id}")
-        text = body.get("config") or job.config
-        variables = body.get("variables") if body.get("variables") is not None else _json.loads(job.variables)
-        try:
-            config = load_job_text(text, variables, source_name=body.get("source") or f"job {job_id}",
-                                   strict=bool(body.get("strict")))
-        except ConfigError as exc:
-            raise Refused(str(exc), EXIT_BAD_CONFIG) from None
-        resume_job(self.store, job_id, plan=build_plan(config), text=text, variables=variables,
-                   savepoint_id=body.get("fromSavepoint"), fallback=body.get("fallback"), actor="cli")
-        return {"jobId": job_id, "warnings": [str(w) for w in config.warnings]}
 
 
 def _client(args):
@@ -135,12 +104,7 @@ def client_command(args) -> int:
 
 
 def _submit(client, args) -> int:
-    try:
-        with open(args.config, encoding="utf-8") as handle:
-            text = handle.read()
-    except OSError as exc:
-        raise Refused(f"{args.config}: cannot read the job file: {exc.strerror}", EXIT_BAD_CONFIG) from None
-    result = client.call("POST", "/submit-job", {"config": text, "jobId": args.job_id, "jobName": args.job_name,
+    result = client.call("POST", "/submit-job", {"config": read_job_file(args.config), "jobId": args.job_id, "jobName": args.job_name,
                                                  "variables": parse_variables(args.variables),
                                                  "source": args.config, "strict": args.strict})
     print_config_warnings(result.get("warnings") or [])
@@ -193,11 +157,7 @@ def _resume(client, args) -> int:
             "strict": args.strict}
     if args.config:
         body["source"] = args.config
-        try:
-            with open(args.config, encoding="utf-8") as handle:
-                body["config"] = handle.read()
-        except OSError as exc:
-            raise Refused(f"{args.config}: cannot read the job file: {exc.strerror}", EXIT_BAD_CONFIG) from None
+        body["config"] = read_job_file(args.config)
     result = client.call("POST", f"/jobs/{args.job_id}/resume", body)
     print_config_warnings(result.get("warnings") or [])
     print(f"job {result['jobId']} resumed")

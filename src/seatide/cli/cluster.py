@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 
-from seatide.cli.main import EXIT_FAILED, EXIT_OK, default_data_dir
+from seatide.cli.args import EXIT_FAILED, EXIT_OK, default_data_dir
 
 
 def _store_url(args) -> tuple[str, str]:

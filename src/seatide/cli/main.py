@@ -10,26 +10,7 @@ import argparse
 import os
 import sys
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
-
-
-def default_data_dir() -> str:
-    return os.environ.get("SEATIDE_DATA_DIR") or os.path.join(os.path.expanduser("~"), ".seatide")
-
-
-def parse_variables(pairs: list[str] | None) -> dict[str, str]:
-    variables = {}
-    for pair in pairs or []:
-        name, sep, value = pair.partition("=")
-        if not sep or not name.strip():
-            raise SystemExit(_usage_error(f"-i expects name=value, got '{pair}'"))
-        variables[name.strip()] = value
-    return variables
-
-
-def _usage_error(message: str) -> int:
-    print(f"seatide: {message}", file=sys.stderr)
-    return EXIT_BAD_CONFIG
+from seatide.cli.args import EXIT_INTERRUPTED, CommandRefused
 
 
 def _add_store_args(parser: argparse.ArgumentParser, cluster: bool = True) -> None:
@@ -44,12 +25,6 @@ def _add_store_args(parser: argparse.ArgumentParser, cluster: bool = True) -> No
 def _add_strict_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict", action="store_true",
                         help="refuse the job if it has keys no option declares (default: warn and ignore them)")
-
-
-def print_config_warnings(warnings) -> None:
-    """Unknown keys a lenient load ignored: one line each, on stderr."""
-    for warning in warnings:
-        print(f"seatide: warning: {warning}", file=sys.stderr)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
             return cluster_command(args)
         from seatide.cli.client import client_command
         return client_command(args)
+    except CommandRefused as exc:
+        print(f"seatide: {exc}", file=sys.stderr)
+        return exc.code
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
 

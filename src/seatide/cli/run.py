@@ -14,57 +14,30 @@ import threading
 import time
 from datetime import datetime
 
-from seatide.cli.main import (EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, default_data_dir,
-                              parse_variables, print_config_warnings)
+from seatide.cli.args import (EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, default_data_dir,
+                              parse_variables, print_config_warnings, read_job_file)
 from seatide.cli.progress import ProgressDisplay
 
 
 def run_command(args) -> int:
-    from seatide.config.loader import ConfigError, load_job_file
+    from seatide import intents
 
-    variables = parse_variables(args.variables)
-    try:
-        config = load_job_file(args.config, variables, strict=args.strict)
-    except ConfigError as exc:
+    text, variables = read_job_file(args.config), parse_variables(args.variables)
+    try:   # before the data directory and its store are made: a bad job leaves nothing behind
+        intents.check(text, variables, source=args.config, strict=args.strict)
+    except intents.Refusal as exc:
         print(f"seatide: invalid job: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    print_config_warnings(config.warnings)
-    with open(args.config, encoding="utf-8") as handle:
-        text = handle.read()
     data_dir = os.path.abspath(args.data_dir or default_data_dir())
-    return LocalRun(data_dir).run(text, variables, config, job_id=args.job_id, source=args.config)
+    return LocalRun(data_dir).run(text, variables, source=args.config, job_id=args.job_id, strict=args.strict)
 
 
 def resume_command(args) -> int:
-    import json
-
-    from seatide.config.loader import ConfigError, load_job_text
-    from seatide.store.jobs import load_job
-
     data_dir = os.path.abspath(args.data_dir or default_data_dir())
-    local = LocalRun(data_dir)
-    with local.store.read() as conn:
-        job = load_job(conn, args.job_id)
-    if job is None:
-        print(f"seatide: no job with id {args.job_id} in {data_dir}", file=sys.stderr)
-        return EXIT_FAILED
-    variables = parse_variables(args.variables) if args.variables else json.loads(job.variables)
-    try:
-        if args.config:
-            with open(args.config, encoding="utf-8") as handle:
-                text = handle.read()
-        else:
-            text = job.config
-        config = load_job_text(text, variables, source_name=args.config or f"job {args.job_id}",
-                               strict=args.strict)
-    except OSError as exc:
-        print(f"seatide: {args.config}: cannot read the job file: {exc.strerror}", file=sys.stderr)
-        return EXIT_BAD_CONFIG
-    except ConfigError as exc:
-        print(f"seatide: invalid job: {exc}", file=sys.stderr)
-        return EXIT_BAD_CONFIG
-    print_config_warnings(config.warnings)
-    return local.resume(args.job_id, text, variables, config, args.savepoint, args.fallback)
+    return LocalRun(data_dir).resume(
+        args.job_id, text=read_job_file(args.config) if args.config else None,
+        variables=parse_variables(args.variables) if args.variables else None, source=args.config,
+        strict=args.strict, savepoint_id=args.savepoint, fallback=args.fallback)
 
 
 class LocalRun:
@@ -81,42 +54,44 @@ class LocalRun:
         self.coordinator.on_effects = self.worker.wake
         self._worker_thread = threading.Thread(target=self.worker.run, name="worker", daemon=True)
 
-    def run(self, text: str, variables: dict, config, job_id: str | None, source: str) -> int:
-        from seatide.plan.dag import build_plan
-        from seatide.store.jobs import submit_job
+    def run(self, text: str, variables: dict, *, source: str, job_id: str | None = None,
+            strict: bool = False) -> int:
+        from seatide import intents
 
-        return self._start(lambda: submit_job(
-            self.store, text=text, variables=variables, config=config, plan=build_plan(config),
-            data_dir=self.data_dir, job_id=job_id, pinned_worker=self.worker.node_id, actor="seatide-run"), source)
+        return self._start(lambda: intents.submit(
+            self.store, self.data_dir, text=text, variables=variables, source=source, job_id=job_id,
+            strict=strict, pinned_worker=self.worker.node_id, actor="seatide-run"), source)
 
-    def resume(self, job_id: str, text: str, variables: dict, config, savepoint_id: int | None,
-               fallback: str | None) -> int:
-        from seatide.plan.dag import build_plan
-        from seatide.store.restore import resume_job
+    def resume(self, job_id: str, *, text: str | None, variables: dict | None, source: str | None,
+               strict: bool = False, savepoint_id: int | None = None, fallback: str | None = None) -> int:
+        from seatide import intents
 
-        return self._start(lambda: resume_job(
-            self.store, job_id, plan=build_plan(config), text=text, variables=variables, savepoint_id=savepoint_id,
-            fallback=fallback, pinned_worker=self.worker.node_id, actor="seatide-resume"), f"resume of {job_id}")
+        return self._start(lambda: intents.resume(
+            self.store, job_id, text=text, variables=variables, source=source, strict=strict,
+            savepoint_id=savepoint_id, fallback=fallback, pinned_worker=self.worker.node_id,
+            actor="seatide-resume"), source or f"resume of {job_id}")
 
     def _start(self, record_job, source: str) -> int:
-        from seatide.store.jobs import JobRefused
+        from seatide.intents import Refusal, RefusalKind
 
         try:
-            job_id = record_job()
-        except JobRefused as exc:
-            print(f"seatide: {exc}", file=sys.stderr)
-            return EXIT_FAILED
+            accepted = record_job()
+        except Refusal as exc:
+            bad_config = exc.kind is RefusalKind.BAD_REQUEST
+            print(f"seatide: {'invalid job: ' if bad_config else ''}{exc}", file=sys.stderr)
+            return EXIT_BAD_CONFIG if bad_config else EXIT_FAILED
+        print_config_warnings(accepted.warnings)
         self._worker_thread.start()
         self.coordinator.start()
         try:
-            return self._follow(job_id, source)
+            return self._follow(accepted.job_id, source)
         finally:
             self.worker.stop()
             self._worker_thread.join(timeout=30)
             self.coordinator.stop()
 
     def _follow(self, job_id: str, source: str) -> int:
-        from seatide.store.jobs import request_stop
+        from seatide import intents
         from seatide.store.states import JOB_TERMINAL
 
         display = ProgressDisplay(job_id, source)
@@ -130,7 +105,10 @@ class LocalRun:
                 raise KeyboardInterrupt
             interrupted = True
             display.note("stopping the job (Ctrl-C again to leave at once)...")
-            request_stop(self.store, job_id, savepoint=False, actor="seatide-run")
+            try:
+                intents.stop(self.store, job_id, actor="seatide-run")
+            except intents.Refusal:      # it ended meanwhile: the loop below sees its end
+                pass
 
         signal.signal(signal.SIGINT, on_interrupt)
         try:

@@ -1,0 +1,115 @@
+"""What a user may ask of SeaTide: submit a job, stop it (cancel or savepoint), resume it.
+
+Each intent exists once, here. The REST API of every coordinator, the CLI talking
+straight to a store and local mode (``seatide run``) all call these functions: check the
+request, record it in the store as desired state, answer with the job id or a precise
+refusal. Only the leader acts on what is recorded (``seatide.coordinator``).
+
+A ``Refusal`` carries its kind; each surface maps kinds once (HTTP status, exit code).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from seatide.config.loader import ConfigError, load_job_text
+from seatide.plan.dag import build_plan
+from seatide.store.db import Store
+from seatide.store.jobs import BadJobId, JobNotFound, JobRefused, load_job, request_stop, submit_job
+from seatide.store.restore import resume_job
+
+FALLBACKS = ("fail", "fresh")
+
+
+class RefusalKind(enum.Enum):
+    BAD_REQUEST = "bad request"     # the request itself is wrong: a config, an id, an option
+    NOT_FOUND = "not found"         # no such job
+    CONFLICT = "conflict"           # the job's state forbids it now (already running, ended, ...)
+
+
+class Refusal(Exception):
+    """An intent that was not recorded; ``str()`` says why and what to do instead."""
+
+    def __init__(self, kind: RefusalKind, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Accepted:
+    job_id: str
+    job_name: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    status: str | None = None       # the job's status when a stop was asked
+
+
+def check(text: str, variables: dict[str, str] | None = None, *, source: str | None = None,
+          strict: bool = False):
+    """Validate a job without recording anything: its ``JobConfig``, or a BAD_REQUEST refusal."""
+    return _load(text, variables or {}, source or "submitted job", strict)
+
+
+def submit(store: Store, data_dir: str, *, text: str, variables: dict[str, str] | None = None,
+           source: str | None = None, job_id: str | None = None, name: str | None = None,
+           strict: bool = False, actor: str, pinned_worker: str | None = None,
+           cleanup_delay_s: float | None = None) -> Accepted:
+    """Validate a job file's text and record the job as CREATED."""
+    variables = variables or {}
+    config = check(text, variables, source=source, strict=strict)
+    with _refusals():
+        job_id = submit_job(store, text=text, variables=variables, config=config, plan=build_plan(config),
+                            data_dir=data_dir, job_id=job_id, name=name, pinned_worker=pinned_worker,
+                            cleanup_delay_s=cleanup_delay_s, actor=actor)
+    return Accepted(job_id, name or config.env.name, [str(w) for w in config.warnings])
+
+
+def stop(store: Store, job_id: str, *, savepoint: bool = False, actor: str) -> Accepted:
+    """Ask for a cancel, or a stop with a savepoint, taken at the next batch boundary."""
+    with _refusals():
+        status = request_stop(store, job_id, savepoint=savepoint, actor=actor)
+    return Accepted(job_id, status=status)
+
+
+def resume(store: Store, job_id: str, *, text: str | None = None, variables: dict[str, str] | None = None,
+           source: str | None = None, strict: bool = False, savepoint_id: int | None = None,
+           fallback: str | None = None, actor: str, pinned_worker: str | None = None) -> Accepted:
+    """Start a stopped, failed or killed job's next incarnation from its checkpoints.
+
+    ``text`` and ``variables`` default to the job's own; a changed config must still fit
+    the checkpoints (``seatide.store.restore`` checks, and ``fallback`` says what then)."""
+    if fallback not in (None, *FALLBACKS):
+        raise Refusal(RefusalKind.BAD_REQUEST, f"fallback must be one of {', '.join(FALLBACKS)}, not {fallback!r}")
+    with store.read() as conn:
+        job = load_job(conn, job_id)
+    if job is None:
+        raise Refusal(RefusalKind.NOT_FOUND, f"no job with id {job_id}")
+    text = text or job.config
+    variables = variables if variables is not None else json.loads(job.variables)
+    config = _load(text, variables, source or f"job {job_id}", strict)
+    with _refusals():
+        resume_job(store, job_id, plan=build_plan(config), text=text, variables=variables,
+                   savepoint_id=savepoint_id, fallback=fallback, pinned_worker=pinned_worker, actor=actor)
+    return Accepted(job_id, job.name, [str(w) for w in config.warnings])
+
+
+def _load(text: str, variables: dict[str, str], source: str, strict: bool):
+    if not isinstance(text, str) or not text.strip():
+        raise Refusal(RefusalKind.BAD_REQUEST, f"{source}: the job config is empty")
+    try:
+        return load_job_text(text, variables, source_name=source, strict=strict)
+    except ConfigError as exc:
+        raise Refusal(RefusalKind.BAD_REQUEST, str(exc)) from None
+
+
+@contextmanager
+def _refusals():
+    """The store's refusals as intent refusals, by kind."""
+    try:
+        yield
+    except JobRefused as exc:
+        kind = (RefusalKind.NOT_FOUND if isinstance(exc, JobNotFound)
+                else RefusalKind.BAD_REQUEST if isinstance(exc, BadJobId) else RefusalKind.CONFLICT)
+        raise Refusal(kind, str(exc)) from None
