@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, HTTPException
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from seatide import intents
+from seatide.api.metrics import CoordinatorMetrics, RequestTimer
 from seatide.intents import Refusal, RefusalKind
 from seatide.store.db import Store
 from seatide.store.states import JOB_TERMINAL
@@ -45,8 +46,11 @@ class StopJob(BaseModel):
     isStopWithSavePoint: bool = False
 
 
-def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float | None = None) -> FastAPI:
+def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float | None = None,
+               metrics: CoordinatorMetrics | None = None) -> FastAPI:
     app = FastAPI(title="SeaTide", version="1", docs_url="/api/v1/docs", openapi_url="/api/v1/openapi.json")
+    app.state.metrics = metrics = metrics or CoordinatorMetrics(store, node_id)
+    app.add_middleware(RequestTimer, histogram=metrics.api_request)
 
     @app.exception_handler(Refusal)
     async def refused(_request, exc: Refusal):
@@ -119,10 +123,9 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
         return stopped(StopJob(jobId=job_id, isStopWithSavePoint=True))
 
     @app.get("/metrics")
-    def get_metrics():
-        from seatide.api.metrics import render
-        with store.read() as conn:
-            return PlainTextResponse(render(conn), media_type="text/plain; version=0.0.4")
+    def get_metrics(request: Request) -> Response:
+        body, content_type = metrics.exposition(request.headers.get("accept"))
+        return Response(body, media_type=content_type)
 
     @app.post("/api/v1/stop-job")
     def post_stop(body: StopJob) -> dict[str, Any]:

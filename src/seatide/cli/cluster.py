@@ -43,6 +43,7 @@ def _timeouts(args):
 def _coordinator(args, store, data_dir: str) -> int:
     import uvicorn
 
+    from seatide.api.metrics import CoordinatorMetrics
     from seatide.api.rest import create_app
     from seatide.coordinator.lease import LeaseSettings
     from seatide.coordinator.service import Coordinator
@@ -51,7 +52,9 @@ def _coordinator(args, store, data_dir: str) -> int:
     coordinator = Coordinator(store, node_id=args.node_id, url=url,
                               lease=LeaseSettings(ttl=args.lease_ttl, renew_interval=args.lease_renew),
                               timeouts=_timeouts(args), history_expire_s=args.history_job_expire_minutes * 60)
-    app = create_app(store, data_dir, coordinator.node_id, cleanup_delay_s=args.state_cleanup_delay)
+    metrics = CoordinatorMetrics(store, coordinator.node_id)
+    coordinator.observe_tick = metrics.reconcile_tick.observe
+    app = create_app(store, data_dir, coordinator.node_id, cleanup_delay_s=args.state_cleanup_delay, metrics=metrics)
     coordinator.start()
     server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning"))
     try:

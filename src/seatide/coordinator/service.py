@@ -92,6 +92,7 @@ class Coordinator:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self.on_effects = None           # called after a tick that changed something (local mode wakes its worker)
+        self.observe_tick = lambda seconds: None   # how long each reconcile pass took (metrics)
         self._thread = threading.Thread(target=self._loop, name="coordinator", daemon=True)
         self._host = socket.gethostname()
 
@@ -124,13 +125,20 @@ class Coordinator:
                     node_heartbeat(self.store, self.node_id)
                     last_beat = started
                 if self.lease.tick():
-                    self.reconcile_all()
+                    self._reconcile_timed()
             except NotLeader:
                 log.info("fenced: another coordinator leads now")
             except Exception:
                 log.exception("reconcile tick failed")
             self._wake.wait(max(0.0, self.tick - (time.time() - started)))
             self._wake.clear()
+
+    def _reconcile_timed(self) -> None:
+        began = time.perf_counter()
+        try:
+            self.reconcile_all()
+        finally:     # a pass cut short (fenced, store error) took time too
+            self.observe_tick(time.perf_counter() - began)
 
     def reconcile_all(self) -> None:
         epoch = self.lease.epoch
