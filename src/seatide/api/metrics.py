@@ -33,8 +33,11 @@ log = logging.getLogger(__name__)
 HEALTH = ("HEALTHY", "IDLE", "CHECKPOINT_STALE")
 # A reconcile pass or a read is usually milliseconds: finer low buckets than the library's default.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-JOB = ("job", "job_name")
-PIPELINE = ("job", "job_name", "pipeline")
+# ``job_id``, not ``job``: Prometheus gives every scraped series its own ``job`` label (the scrape
+# job), and a series' own ``job`` would be renamed ``exported_job`` under the default honor_labels.
+JOB = ("job_id", "job_name")
+PIPELINE = ("job_id", "job_name", "pipeline")
+CHECKPOINTS = ("job_id", "pipeline")
 
 
 @dataclass(frozen=True)
@@ -62,15 +65,15 @@ FAMILIES = {f.name: f for f in (
     Family("seatide_job_rows_written_total", CounterMetricFamily,
            "Rows committed by the job's sinks in its current incarnation.", JOB),
     Family("seatide_checkpoint_age_seconds", GaugeMetricFamily,
-           "Seconds since a running pipeline's last completed checkpoint.", ("job", "pipeline")),
+           "Seconds since a running pipeline's last completed checkpoint.", CHECKPOINTS),
     Family("seatide_checkpoint_last_duration_seconds", GaugeMetricFamily,
-           "How long a pipeline's last completed checkpoint took.", ("job", "pipeline")),
+           "How long a pipeline's last completed checkpoint took.", CHECKPOINTS),
     Family("seatide_checkpoints_completed_total", CounterMetricFamily,
-           "Completed checkpoints of a pipeline.", ("job", "pipeline")),
+           "Completed checkpoints of a pipeline.", CHECKPOINTS),
     Family("seatide_checkpoints_failed_total", CounterMetricFamily,
-           "Checkpoints of a pipeline that failed or timed out.", ("job", "pipeline")),
+           "Checkpoints of a pipeline that failed or timed out.", CHECKPOINTS),
     Family("seatide_checkpoints_restored_total", CounterMetricFamily,
-           "Starts of a pipeline from an existing checkpoint.", ("job", "pipeline")),
+           "Starts of a pipeline from an existing checkpoint.", CHECKPOINTS),
     Family("seatide_job_checkpoints_completed_total", CounterMetricFamily,
            "Completed checkpoints of the job, all pipelines.", JOB),
     Family("seatide_job_checkpoints_failed_total", CounterMetricFamily,
@@ -79,9 +82,9 @@ FAMILIES = {f.name: f for f in (
            "1 for a running job's checkpoint health (HEALTHY, IDLE, CHECKPOINT_STALE), 0 for the others.",
            (*JOB, "health")),
     Family("seatide_job_attempts_total", CounterMetricFamily,
-           "Attempts (driver runs) of the job's current incarnation.", ("job",)),
+           "Attempts (driver runs) of the job's current incarnation.", ("job_id",)),
     Family("seatide_job_restarts_total", CounterMetricFamily,
-           "Retries of the job's current incarnation after a failed or lost attempt.", ("job",)),
+           "Retries of the job's current incarnation after a failed or lost attempt.", ("job_id",)),
     Family("seatide_leader_epoch", GaugeMetricFamily, "The leader lease's epoch; it grows with each election."),
     Family("seatide_leader_changes_total", CounterMetricFamily,
            "Leader elections recorded in the store's event log."),
