@@ -17,6 +17,7 @@ import pytest
 
 from tests.cluster.harness import Cluster, batch_gate, http, open_gate, wait_for
 from tests.cluster.jobs import batch_job
+from tests.cluster.prometheus import Prometheus
 from tests.exposition import Scrape
 
 pytestmark = pytest.mark.cluster
@@ -44,6 +45,8 @@ class Run:
     finished: Scrape        # after the gate opened and the job finished
     finished_info: dict
     epoch: int
+    dashboard: dict[str, list]    # each dashboard query, as a real Prometheus answered it mid-way
+    rows_series: list[dict]       # seatide_job_rows_read_total's label sets, as Prometheus stored them
 
 
 def _age(got: Scrape) -> float:
@@ -55,10 +58,12 @@ def run(tmp_path_factory) -> Run:
     tmp = tmp_path_factory.mktemp("metrics")
     cluster = Cluster(f"sqlite:///{tmp}/state.db", str(tmp / "data"))
     gate = str(tmp / "gate")
+    prometheus = None
     try:
         leader = cluster.coordinator("c1")
         cluster.leader_proc()
         other = cluster.coordinator("c2")
+        prometheus = Prometheus(str(tmp / "prometheus"), [p.url.split("//")[1] for p in (leader, other)])
         cluster.worker("w1", env=batch_gate(gate, passes=PASSES))
         cluster.submit(batch_job(str(tmp / "out"), rows=ROWS, rows_per_batch=PER_BATCH), JOB_ID)
         # Rows read are reported from Spark's progress events, a little after the commit: wait for both.
@@ -70,15 +75,22 @@ def run(tmp_path_factory) -> Run:
         age = _age(held)
         held_later = wait_for(lambda: (lambda later: later if _age(later) >= age + 1.0 else None)(scrape(leader.url)),
                               30, message="the checkpoint age to grow by a second")
+        # rate() needs two samples of the running job's series from each coordinator.
+        wait_for(lambda: len(prometheus.query("count_over_time(seatide_checkpoint_age_seconds[1m]) >= 2")) == 2,
+                 30, message="prometheus to scrape both coordinators twice")
+        dashboard = {query: prometheus.query(grafana_to_promql(query)) for query in dashboard_queries()}
+        rows_series = [series["metric"] for series in prometheus.query("seatide_job_rows_read_total")]
         assert cluster.job_info(JOB_ID)["checkpoint"]["lastCheckpointId"] == held_info["checkpoint"]["lastCheckpointId"]
         open_gate(gate)
         cluster.wait_status(JOB_ID, "FINISHED", timeout=180)
         yield Run(held, held_later, held_info, other_held, scrape(leader.url), cluster.job_info(JOB_ID),
-                  cluster.leader().epoch)
+                  cluster.leader().epoch, dashboard, rows_series)
     except BaseException:
         print(cluster.logs())
         raise
     finally:
+        if prometheus is not None:
+            prometheus.stop()
         cluster.stop_all()
 
 
@@ -172,6 +184,13 @@ def dashboard_queries() -> list[str]:
     return queries
 
 
+def grafana_to_promql(expr: str) -> str:
+    """The dashboard's variables as Grafana fills them: all jobs, a rate window of four scrapes."""
+    expr = expr.replace("$__rate_interval", "4s").replace("$job_id", ".*")
+    assert "$" not in expr, f"a Grafana variable this test does not fill: {expr}"
+    return expr
+
+
 def test_promql_metric_names_are_found_and_functions_labels_are_not():
     assert promql_metric_names(
         'histogram_quantile(0.99, sum by (le, route) (rate(seatide_api_request_seconds_bucket{job_id=~"$job_id"}'
@@ -195,3 +214,15 @@ def test_every_series_served_is_documented(run: Run):
     undocumented = {name for name in run.held.families if f"`{name}" not in doc}
     assert not undocumented, f"series missing from docs/metrics.md: {sorted(undocumented)}"
     assert all(help_text for _type, help_text in run.held.families.values())
+
+
+def test_every_query_of_the_grafana_dashboard_returns_data_from_a_real_prometheus(run: Run):
+    empty = [query for query, result in run.dashboard.items() if not result]
+    assert not empty, f"dashboard queries with no data while a job ran: {empty}"
+    assert len(run.dashboard) >= 20
+
+
+def test_the_job_id_label_survives_prometheus_own_job_label(run: Run):
+    assert len(run.rows_series) == 2      # one per coordinator
+    for labels in run.rows_series:
+        assert labels["job"] == "seatide" and labels["job_id"] == JOB_ID and "exported_job" not in labels
