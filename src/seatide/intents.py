@@ -17,8 +17,11 @@ from dataclasses import dataclass, field
 
 from seatide.config.loader import ConfigError, load_job_text
 from seatide.plan.dag import build_plan
+from seatide.secrets import mask_message, secret_values
 from seatide.store.db import Store
-from seatide.store.jobs import BadJobId, JobNotFound, JobRefused, load_job, request_stop, submit_job
+from seatide.store.jobs import (MAX_JOB_NAME, BadJobId, JobNotFound, JobRefused, check_job_id, load_job, request_stop,
+                                submit_job)
+from seatide.store.paths import PathOutsideRoot
 from seatide.store.restore import resume_job
 
 FALLBACKS = ("fail", "fresh")
@@ -59,6 +62,9 @@ def submit(store: Store, data_dir: str, *, text: str, variables: dict[str, str] 
     """Validate a job file's text and record the job as CREATED."""
     variables = variables or {}
     config = check(text, variables, source=source, strict=strict)
+    if len(name or config.env.name) > MAX_JOB_NAME:
+        raise Refusal(RefusalKind.BAD_REQUEST, f"the job name is {len(name or config.env.name)} characters long; "
+                      f"use at most {MAX_JOB_NAME} (jobName, or job.name in env)")
     with _refusals():
         job_id = submit_job(store, text=text, variables=variables, config=config, plan=build_plan(config),
                             data_dir=data_dir, job_id=job_id, name=name, pinned_worker=pinned_worker,
@@ -69,7 +75,7 @@ def submit(store: Store, data_dir: str, *, text: str, variables: dict[str, str] 
 def stop(store: Store, job_id: str, *, savepoint: bool = False, actor: str) -> Accepted:
     """Ask for a cancel, or a stop with a savepoint, taken at the next batch boundary."""
     with _refusals():
-        status = request_stop(store, job_id, savepoint=savepoint, actor=actor)
+        status = request_stop(store, check_job_id(job_id), savepoint=savepoint, actor=actor)
     return Accepted(job_id, status=status)
 
 
@@ -82,6 +88,8 @@ def resume(store: Store, job_id: str, *, text: str | None = None, variables: dic
     the checkpoints (``seatide.store.restore`` checks, and ``fallback`` says what then)."""
     if fallback not in (None, *FALLBACKS):
         raise Refusal(RefusalKind.BAD_REQUEST, f"fallback must be one of {', '.join(FALLBACKS)}, not {fallback!r}")
+    with _refusals():
+        check_job_id(job_id)
     with store.read() as conn:
         job = load_job(conn, job_id)
     if job is None:
@@ -101,7 +109,8 @@ def _load(text: str, variables: dict[str, str], source: str, strict: bool):
     try:
         return load_job_text(text, variables, source_name=source, strict=strict)
     except ConfigError as exc:
-        raise Refusal(RefusalKind.BAD_REQUEST, str(exc)) from None
+        # A message may quote a value ("must be an int, got ..."): never a secret of the job.
+        raise Refusal(RefusalKind.BAD_REQUEST, mask_message(str(exc), secret_values(text, variables))) from None
 
 
 @contextmanager
@@ -109,6 +118,8 @@ def _refusals():
     """The store's refusals as intent refusals, by kind."""
     try:
         yield
+    except PathOutsideRoot as exc:
+        raise Refusal(RefusalKind.BAD_REQUEST, str(exc)) from None
     except JobRefused as exc:
         kind = (RefusalKind.NOT_FOUND if isinstance(exc, JobNotFound)
                 else RefusalKind.BAD_REQUEST if isinstance(exc, BadJobId) else RefusalKind.CONFLICT)

@@ -9,17 +9,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from seatide import intents
+from seatide.api.auth import TokenAuth
+from seatide.api.limits import DEFAULT_MAX_REQUEST_BYTES, BodySizeLimit
 from seatide.api.metrics import CoordinatorMetrics, RequestTimer
 from seatide.intents import Refusal, RefusalKind
 from seatide.store.db import Store
 from seatide.store.states import JOB_TERMINAL
 from seatide.store.views import checkpoint_report, job_info, job_rows, overview
 
+# Ids and counts the store holds in 64-bit integers: larger ones are refused (422), not overflowed.
+MAX_ID = 2**62
 HTTP_STATUS = {RefusalKind.BAD_REQUEST: 400, RefusalKind.NOT_FOUND: 404, RefusalKind.CONFLICT: 409}
 
 
@@ -33,7 +38,8 @@ class SubmitJob(BaseModel):
 
 
 class ResumeJob(BaseModel):
-    fromSavepoint: int | None = Field(default=None, description="a savepoint id (default: latest checkpoints)")
+    fromSavepoint: int | None = Field(default=None, ge=1, le=MAX_ID,
+                                      description="a savepoint id (default: latest checkpoints)")
     fallback: str | None = Field(default=None, description="fail (default) or fresh")
     config: str | None = Field(default=None, description="a changed job file (default: the job's own)")
     variables: dict[str, str] | None = None
@@ -47,14 +53,23 @@ class StopJob(BaseModel):
 
 
 def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float | None = None,
-               metrics: CoordinatorMetrics | None = None) -> FastAPI:
+               metrics: CoordinatorMetrics | None = None, *, api_token: str | None = None,
+               auth_reads: bool = False, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> FastAPI:
     app = FastAPI(title="SeaTide", version="1", docs_url="/api/v1/docs", openapi_url="/api/v1/openapi.json")
     app.state.metrics = metrics = metrics or CoordinatorMetrics(store, node_id)
     app.add_middleware(RequestTimer, histogram=metrics.api_request)
+    app.add_middleware(BodySizeLimit, max_bytes=max_request_bytes)
+    if api_token:    # added last, so it runs first: an unauthorised body is never read
+        app.add_middleware(TokenAuth, token=api_token, auth_reads=auth_reads)
 
     @app.exception_handler(Refusal)
     async def refused(_request, exc: Refusal):
         return JSONResponse(status_code=HTTP_STATUS[exc.kind], content={"error": str(exc)})
+
+    @app.exception_handler(RequestValidationError)
+    async def malformed(_request, exc: RequestValidationError):
+        # FastAPI's default answer echoes the whole input back, a job config's passwords included.
+        return JSONResponse(status_code=422, content={"error": "invalid request: " + validation_message(exc)})
 
     def submitted(body: SubmitJob) -> dict[str, Any]:
         accepted = intents.submit(store, data_dir, text=body.config, variables=body.variables, source=body.source,
@@ -104,7 +119,7 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
             return job_rows(conn, statuses=wanted)
 
     @app.get("/api/v1/jobs/{job_id}/checkpoints")
-    def get_checkpoints(job_id: str, limit: int = 100) -> dict[str, Any]:
+    def get_checkpoints(job_id: str, limit: int = Query(100, ge=1, le=10_000)) -> dict[str, Any]:
         with store.read() as conn:
             report = checkpoint_report(conn, job_id, limit)
         if report is None:
@@ -136,3 +151,12 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
         return [stopped(body) for body in bodies]
 
     return app
+
+
+def validation_message(exc: RequestValidationError) -> str:
+    """One line per problem, each naming where it is ("body.jobId: ...")."""
+    problems = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error.get("loc", ()))
+        problems.append(f"{where}: {error.get('msg', 'invalid')}")
+    return "; ".join(problems[:10]) or "the request does not match the API"

@@ -13,22 +13,37 @@ from seatide.cli.args import (EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, CommandRefu
 
 
 class HttpClient:
-    def __init__(self, base: str):
+    def __init__(self, base: str, token: str | None = None):
         self.base = base.rstrip("/")
+        self.token = token
 
     def call(self, method: str, path: str, body: dict | None = None):
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.base + "/api/v1" + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(self.base + "/api/v1" + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as exc:
-            payload = json.loads(exc.read() or b"{}")
-            message = payload.get("detail") or payload.get("error") or str(exc)
-            raise Refused(message, EXIT_BAD_CONFIG if exc.code == 400 else EXIT_FAILED) from None
+            if exc.code == 401:
+                raise Refused(self._unauthorised()) from None
+            try:
+                payload = json.loads(exc.read() or b"{}")
+            except ValueError:
+                payload = {}
+            message = (payload.get("detail") or payload.get("error") if isinstance(payload, dict) else None) or str(exc)
+            raise Refused(message, EXIT_BAD_CONFIG if exc.code in (400, 413, 422) else EXIT_FAILED) from None
         except urllib.error.URLError as exc:
             raise Refused(f"cannot reach the cluster at {self.base}: {exc.reason}") from None
+
+    def _unauthorised(self) -> str:
+        if self.token:
+            return (f"the cluster at {self.base} refused the API token (401): check SEATIDE_API_TOKEN or the "
+                    "file given with --api-token-file against the coordinator's")
+        return (f"the cluster at {self.base} requires an API token (401): set SEATIDE_API_TOKEN or pass "
+                "--api-token-file PATH")
 
 
 class StoreClient:
@@ -86,7 +101,11 @@ def _client(args):
     from seatide.store.db import StoreUnavailable, default_store_url
 
     if args.cluster:
-        return HttpClient(args.cluster)
+        from seatide.api.auth import TokenError, load_token
+        try:
+            return HttpClient(args.cluster, load_token(args.api_token_file))
+        except TokenError as exc:
+            raise Refused(str(exc)) from None
     data_dir = os.path.abspath(args.data_dir or default_data_dir())
     try:
         return StoreClient(args.store or default_store_url(data_dir), data_dir)

@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 
-from seatide.cli.args import EXIT_FAILED, EXIT_OK, default_data_dir
+from seatide.cli.args import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, default_data_dir
 
 
 def _store_url(args) -> tuple[str, str]:
@@ -43,18 +43,32 @@ def _timeouts(args):
 def _coordinator(args, store, data_dir: str) -> int:
     import uvicorn
 
+    from seatide.api.auth import TokenError, load_token
     from seatide.api.metrics import CoordinatorMetrics
     from seatide.api.rest import create_app
     from seatide.coordinator.lease import LeaseSettings
     from seatide.coordinator.service import Coordinator
 
+    try:
+        token = load_token(args.api_token_file)
+    except TokenError as exc:
+        print(f"seatide: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    if args.auth_reads and not token:
+        print("seatide: --auth-reads needs an API token: pass --api-token-file PATH or set SEATIDE_API_TOKEN",
+              file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    if args.max_request_bytes < 1:
+        print("seatide: --max-request-bytes must be at least 1", file=sys.stderr)
+        return EXIT_BAD_CONFIG
     url = f"http://{args.host}:{args.port}"
     coordinator = Coordinator(store, node_id=args.node_id, url=url,
                               lease=LeaseSettings(ttl=args.lease_ttl, renew_interval=args.lease_renew),
                               timeouts=_timeouts(args), history_expire_s=args.history_job_expire_minutes * 60)
     metrics = CoordinatorMetrics(store, coordinator.node_id)
     coordinator.observe_tick = metrics.reconcile_tick.observe
-    app = create_app(store, data_dir, coordinator.node_id, cleanup_delay_s=args.state_cleanup_delay, metrics=metrics)
+    app = create_app(store, data_dir, coordinator.node_id, cleanup_delay_s=args.state_cleanup_delay, metrics=metrics,
+                     api_token=token, auth_reads=args.auth_reads, max_request_bytes=args.max_request_bytes)
     coordinator.start()
     server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning"))
     try:

@@ -17,9 +17,16 @@ def _add_store_args(parser: argparse.ArgumentParser, cluster: bool = True) -> No
     if cluster:
         parser.add_argument("--cluster", default=os.environ.get("SEATIDE_CLUSTER"),
                             help="coordinator URL (or SEATIDE_CLUSTER), e.g. http://127.0.0.1:8080")
+        _add_token_arg(parser)
     parser.add_argument("--store", default=os.environ.get("SEATIDE_STORE"),
                         help="state store URL (or SEATIDE_STORE): sqlite:///path or postgresql://...")
     parser.add_argument("--data-dir", default=None, help="data directory (default ~/.seatide or SEATIDE_DATA_DIR)")
+
+
+def _add_token_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--api-token-file", default=None, metavar="PATH",
+                        help="file holding the coordinator's API token (default: SEATIDE_API_TOKEN); "
+                             "see docs/security.md")
 
 
 def _add_strict_arg(parser: argparse.ArgumentParser) -> None:
@@ -82,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
     coord.add_argument("--state-cleanup-delay", type=float, default=None,
                        help="seconds before a terminal job is cleaned up (default 60; a job's env may override)")
     coord.add_argument("--history-job-expire-minutes", type=float, default=1440)
+    _add_token_arg(coord)
+    coord.add_argument("--auth-reads", action="store_true",
+                       help="reads (GET), /metrics and the UI need the API token too")
+    coord.add_argument("--max-request-bytes", type=int, default=4 * 1024 * 1024,
+                       help="larger request bodies are refused with 413 (default 4 MiB)")
     worker = roles.add_parser("worker", help="launch and supervise drivers")
     _cluster_common(worker)
     worker.add_argument("--slots", type=int, default=2)

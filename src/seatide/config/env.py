@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from seatide.plugin.options import (BOOL, INT, LIST, STRING, Option, OptionError, UnknownOption, enum, flatten,
+from seatide.plugin.options import (BOOL, INT, LIST, STRING, STRING_LIST, Option, OptionError, UnknownOption, enum, flatten,
                                     read_options)
 
 ENV_OPTIONS: tuple[Option, ...] = (
@@ -48,6 +48,9 @@ ENV_OPTIONS: tuple[Option, ...] = (
     Option("sql.udfs", LIST, [],
            "SeaTide: Python functions usable as SQL functions in every Sql transform of the job "
            "(entries as in Sql's udfs; a transform's own udfs win on a name clash)"),
+    Option("secret.variables", STRING_LIST, [],
+           "SeaTide: names of variables (-i name=value) whose values are secret and masked in every "
+           "output, like options named password, token, secret_key (docs/security.md)"),
     Option("print.execution.plan", BOOL, False, "log Spark's physical plan of each pipeline"),
     Option("strict", BOOL, False,
            "SeaTide: unknown keys in env and plugin blocks are errors (as with --strict) "
@@ -55,6 +58,7 @@ ENV_OPTIONS: tuple[Option, ...] = (
 )
 
 STREAMING_DEFAULT_INTERVAL_MS = 10_000
+MAX_INT = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,9 @@ def read_env(block: Mapping[str, Any], strict: bool = False) -> JobEnv:
                 "checkpoint.stale-after"):
         if opts[key] is not None and opts[key] < 1:
             raise OptionError(key, f"option '{key}' must be at least 1, got {opts[key]}")
+    for option in ENV_OPTIONS:    # the store keeps them in 32-bit columns
+        if option.type is INT and opts[option.key] is not None and opts[option.key] > MAX_INT:
+            raise OptionError(option.key, f"option '{option.key}' must be at most {MAX_INT}, got {opts[option.key]}")
     interval = opts["checkpoint.interval"]
     if interval is not None and interval < 1:
         raise OptionError("checkpoint.interval", "option 'checkpoint.interval' must be a positive "

@@ -147,6 +147,12 @@ def load_job_env(text: str, variables: dict[str, str] | None = None) -> JobEnv:
     return read_env(tree.get("env", {}) or {})
 
 
+def parse_job_tree(text: str, variables: dict[str, str] | None = None) -> dict:
+    """The job's parsed tree, variables filled in, nothing validated (plugin blocks under
+    unique keys, so two blocks of one plugin stay apart); ``ConfigError`` if it does not parse."""
+    return _parse(text, variables or {}, "<job>")[0]
+
+
 def spark_conf_for(env: JobEnv) -> dict[str, str]:
     return {"spark.sql.streaming.minBatchesToRetain": str(env.checkpoints_retained), **env.spark_conf}
 

@@ -110,10 +110,13 @@ def _release_sources(store: Store, result) -> None:
             s.jobs.c.job_id == result.job_id)).first()
     if job is None:
         return
+    variables = json.loads(job.variables or "{}")
     try:
-        config = load_job_text(job.config, json.loads(job.variables or "{}"), source_name=f"job {result.job_id}")
+        config = load_job_text(job.config, variables, source_name=f"job {result.job_id}")
     except ConfigError as exc:   # e.g. a plugin this version no longer has: nothing of it to release
-        log.warning("job %s: sources not released, its config no longer loads: %s", result.job_id, exc)
+        from seatide.secrets import mask_message, secret_values
+        log.warning("job %s: sources not released, its config no longer loads: %s", result.job_id,
+                    mask_message(str(exc), secret_values(job.config, variables)))
         return
     for spec in config.sources:
         spec.plugin.release(result.job_id)

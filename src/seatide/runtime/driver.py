@@ -135,6 +135,16 @@ def _start_session_early(app_name: str):
     return ThreadPoolExecutor(max_workers=1).submit(build_session, app_name, json.loads(conf))
 
 
+def _mask_logs(job) -> frozenset[str]:
+    """The job's secret values, masked from here on in every line this driver logs."""
+    from seatide.secrets import MaskingFilter, secret_values
+
+    secrets = secret_values(job.config, json.loads(job.variables))
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(MaskingFilter(secrets))
+    return secrets
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
@@ -151,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     if job is None:
         log.error("job %s does not exist", args.job_id)
         return FENCED_EXIT_CODE
-    reporter = AttemptReporter(store, args.job_id, job.incarnation, args.attempt)
+    secrets = _mask_logs(job)
+    reporter = AttemptReporter(store, args.job_id, job.incarnation, args.attempt, secrets)
     try:
         reporter.mark_running(os.getpid())
     except AttemptFenced as exc:

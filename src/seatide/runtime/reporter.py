@@ -12,14 +12,18 @@ import time
 
 from sqlalchemy import and_, func, insert, select, update
 
+from seatide.secrets import mask_message
 from seatide.store import schema as s
 from seatide.store.db import Store, record_event
 from seatide.store.states import check_attempt, check_pipeline
 
 
 class AttemptReporter:
-    def __init__(self, store: Store, job_id: str, incarnation: int, attempt_id: int):
+    def __init__(self, store: Store, job_id: str, incarnation: int, attempt_id: int,
+                 secrets: frozenset[str] = frozenset()):
         self.store = store
+        # Spark's messages may quote options (a JDBC URL, a password): errors are stored masked.
+        self.secrets = secrets
         self.job_id = job_id
         self.incarnation = incarnation
         self.attempt_id = attempt_id
@@ -55,6 +59,7 @@ class AttemptReporter:
 
     def end_attempt(self, succeeded: bool, error: str | None = None) -> None:
         new = "SUCCEEDED" if succeeded else "FAILED"
+        error = mask_message(error, self.secrets)
         with self.store.attempt_tx(self.job_id, self.attempt_id, job_may_be_terminal=True) as conn:
             check_attempt(self._attempt_state(conn), new)
             conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == self.attempt_id)
@@ -76,6 +81,7 @@ class AttemptReporter:
             if old == new:
                 return
             check_pipeline(old, new)
+            error = mask_message(error, self.secrets)
             now = time.time()
             values: dict = {"status": new, "error": error}
             values["started_at" if new == "RUNNING" else "finished_at"] = now

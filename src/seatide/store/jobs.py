@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 
 from seatide.store import schema as s
 from seatide.store.db import Store, record_event
+from seatide.store.paths import PathOutsideRoot, under
 from seatide.store.states import JOB_TERMINAL
 
 DEFAULT_CLEANUP_DELAY_S = 60.0
@@ -37,14 +38,16 @@ class BadJobId(JobRefused):
     """A job id that is not a plain name (the REST API answers 400)."""
 
 
-# Job ids name directories (checkpoints, logs): a plain name, never a path.
-JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# Job ids name directories (checkpoints, logs): a plain name, never a path. At most 64
+# characters, the width of the store's job_id columns.
+JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+MAX_JOB_NAME = 256      # the width of jobs.name
 
 
 def check_job_id(job_id: str) -> str:
     if not isinstance(job_id, str) or not JOB_ID_PATTERN.match(job_id) or job_id in (".", ".."):
         shown = repr(job_id) if len(str(job_id)) <= 60 else repr(str(job_id)[:57]) + "..."
-        raise BadJobId(f"job id {shown} is not allowed: use 1 to 128 letters, digits, '.', '_' or '-', "
+        raise BadJobId(f"job id {shown} is not allowed: use 1 to 64 letters, digits, '.', '_' or '-', "
                        "starting with a letter or digit")
     return job_id
 
@@ -55,11 +58,10 @@ def new_job_id() -> str:
 
 
 def checkpoint_root(data_dir: str, job_id: str) -> str:
-    root = os.path.join(os.path.abspath(data_dir), "checkpoints")
-    path = os.path.normpath(os.path.join(root, check_job_id(job_id)))
-    if os.path.dirname(path) != root:   # belt and braces: never a directory outside the root
-        raise BadJobId(f"job id {job_id!r} does not name a directory under {root}")
-    return path
+    try:
+        return under(os.path.join(data_dir, "checkpoints"), check_job_id(job_id))
+    except PathOutsideRoot as exc:    # belt and braces: check_job_id already refuses such ids
+        raise BadJobId(f"job id {job_id!r}: {exc}") from None
 
 
 def submit_job(store: Store, *, text: str, variables: dict[str, str], config, plan, data_dir: str,

@@ -23,6 +23,7 @@ from seatide.runtime.commit_log import read_json
 from seatide.store import schema as s
 from seatide.store.db import Store, record_event
 from seatide.store.jobs import JobNotFound, JobRefused
+from seatide.store.paths import under
 from seatide.store.states import ATTEMPT_LIVE
 
 RESUMABLE = ("CANCELED", "FAILED", "SAVEPOINT_DONE")
@@ -46,7 +47,7 @@ class PipelinePlan:
 def savepoint_dir(checkpoint_dir: str, savepoint_id: int) -> str:
     """<root>/savepoints/<id>/<pipeline> beside <root>/<pipeline>."""
     root, pipeline = os.path.split(checkpoint_dir.rstrip("/"))
-    return os.path.join(root, "savepoints", str(savepoint_id), pipeline)
+    return under(root, "savepoints", str(int(savepoint_id)), pipeline)
 
 
 def inspect_checkpoint(path: str, fingerprint: str, had_checkpoints: bool) -> str | None:

@@ -29,6 +29,7 @@ from seatide.coordinator.service import node_heartbeat, register_node
 from seatide.runtime.session import SPARK_CONF_ENV
 from seatide.store import schema as s
 from seatide.store.db import Store, record_event
+from seatide.store.paths import driver_log_path
 from seatide.store.states import ATTEMPT_LIVE
 
 log = logging.getLogger(__name__)
@@ -126,9 +127,8 @@ class Worker:
     def _launch(self, attempt) -> None:
         if attempt.attempt_id in self.children or not self._claim(attempt):
             return
-        log_dir = os.path.join(self.data_dir, "logs", attempt.job_id)
-        os.makedirs(log_dir, exist_ok=True)
-        log_path = os.path.join(log_dir, f"attempt-{attempt.attempt_id}.log")
+        log_path = driver_log_path(self.data_dir, attempt.job_id, attempt.attempt_id)
+        os.makedirs(os.path.dirname(log_path), exist_ok=True)
         command = [sys.executable, "-m", "seatide.runtime.driver", "driver", "--store", self.store_url,
                    "--job-id", attempt.job_id, "--attempt", str(attempt.attempt_id),
                    "--heartbeat-interval", str(self.driver.heartbeat_interval),
