@@ -7,10 +7,6 @@ import json
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 
 
-class _TooLarge(Exception):
-    pass
-
-
 class BodySizeLimit:
     """ASGI middleware: 413 when Content-Length, or the bytes actually sent, pass ``max_bytes``."""
 
@@ -27,26 +23,24 @@ class BodySizeLimit:
             await self._refuse(send)
             return
         seen = 0
-        started = False
+        refused = False
 
         async def counted_receive():
-            nonlocal seen
+            # The app may catch what its body reader raises (FastAPI answers 400): so answer
+            # 413 here, tell the app the client left, and drop whatever it sends after.
+            nonlocal seen, refused
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.max_bytes:
-                raise _TooLarge
-            return message
-
-        async def tracked_send(message):
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, counted_receive, tracked_send)
-        except _TooLarge:
-            if not started:
+            if seen > self.max_bytes and not refused:
+                refused = True
                 await self._refuse(send)
+            return {"type": "http.disconnect"} if refused else message
+
+        async def guarded_send(message):
+            if not refused:
+                await send(message)
+
+        await self.app(scope, counted_receive, guarded_send)
 
     async def _refuse(self, send) -> None:
         body = json.dumps({"error": f"the request body is larger than the limit of {self.max_bytes} bytes "

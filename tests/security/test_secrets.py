@@ -1,0 +1,115 @@
+"""Which options hold secrets, and masking them in messages, log lines and config text."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from seatide.secrets import MASK, MaskingFilter, is_secret_key, mask_config_text, mask_message, secret_values
+from tests.security.doc_options import documented_option_names
+
+PASSWORD = "S3cret-Jdbc-Pass-9"
+TENANT = "ACME-tenant-7731"
+
+JOB = f"""
+# the operator's comment stays
+env {{
+  job.mode = BATCH
+  secret.variables = [tenant]
+}}
+source {{
+  Jdbc {{
+    url = "jdbc:postgresql://127.0.0.1:5432/db_${{tenant}}?user=u&password=InUrl-Pass-1"
+    driver = "org.postgresql.Driver"
+    user = postgres
+    password = "{PASSWORD}"
+    query = "select 1 as id"
+  }}
+  FakeSource {{ schema {{ fields {{ password = string }} }} }}
+}}
+sink {{
+  Jdbc {{ url = "jdbc:postgresql://u:InUserinfo-2@h/db", password = ${{pw}}, "fs.s3a.secret.key" = abc,
+         access_key = "ab", partition_key = id }}
+}}
+"""
+VARIABLES = {"tenant": TENANT, "pw": "From-Variable-3", "db_password": "Named-Like-One-4", "region": "eu-west-1"}
+
+
+def test_every_credential_named_option_in_seatunnels_docs_is_secret_and_no_other():
+    names = documented_option_names()
+    assert len(names) > 500        # the docs were read
+    assert {n for n in names if is_secret_key(n)} == {
+        "password", "fs.s3a.access.key", "fs.s3a.secret.key", "fs.oss.accessKeySecret"}
+    # The look-alikes in those docs stay readable: columns, rules, providers, ids, paths.
+    for name in ("primary_keys", "primary_key_columns", "constraint_key_name", "UNIQUE_KEY", "INDEX_KEY",
+                 "chunk-key.even-distribution.factor.lower-bound", "fs.oss.accessKeyId",
+                 "fs.s3a.aws.credentials.provider", "kerberosKeytabFilePath"):
+        assert name in names and not is_secret_key(name), name
+
+
+@pytest.mark.parametrize("name", ["password", "passwd", "db_password", "api_token", "client_secret", "key",
+                                  "access_key", "secret_key", "private_key", "api_key", "accessKeySecret",
+                                  "credential", "ssl.key.password", "auth", "sasl.jaas.config"])
+def test_credential_names_are_secret(name):
+    assert is_secret_key(name)
+
+
+@pytest.mark.parametrize("name", ["partition_key", "sort_key", "key_column", "primary_key", "primary_keys",
+                                  "rowkey_column", "hash_key_parse_mode", "password_file", "secret_name",
+                                  "auth_type", "secret.variables", "token_url", "ssl.key.location", "keytab"])
+def test_names_that_merely_mention_a_secret_are_not(name):
+    assert not is_secret_key(name)
+
+
+def test_secret_values_are_the_credential_options_and_the_secret_variables():
+    values = secret_values(JOB, VARIABLES)
+    assert {PASSWORD, TENANT, "From-Variable-3", "Named-Like-One-4", "InUrl-Pass-1", "InUserinfo-2", "abc",
+            "ab"} <= values
+    assert "eu-west-1" not in values and "string" not in values and "id" not in values and "tenant" not in values
+
+
+def test_config_text_keeps_its_layout_and_masks_every_secret():
+    shown = mask_config_text(JOB, VARIABLES)
+    for secret in (PASSWORD, "InUrl-Pass-1", "InUserinfo-2", TENANT):
+        assert secret not in shown
+    assert f'password = "{MASK}"' in shown and f'"fs.s3a.secret.key" = {MASK}' in shown
+    assert f'access_key = "{MASK}"' in shown
+    assert "# the operator's comment stays" in shown
+    assert "password = ${pw}" in shown                    # a reference shows no value
+    assert "password = string" in shown                   # a column's type, not a credential
+    assert "partition_key = id" in shown and "secret.variables = [tenant]" in shown
+
+
+def test_config_text_that_does_not_parse_is_masked_line_by_line():
+    shown = mask_config_text('source { Jdbc { password = "Broken-Pass-5", url = "x" ', {})
+    assert "Broken-Pass-5" not in shown and f'password = "{MASK}"' in shown
+
+
+def test_messages_lose_secret_values_url_passwords_and_password_pairs():
+    values = secret_values(JOB, VARIABLES)
+    message = (f'FATAL: database "db_{TENANT}" does not exist; url jdbc:postgresql://x:Other-6@h/db?password=q7&u=1;'
+               f" password={PASSWORD} 'token': 'zz-8' duplicate key: 5")
+    masked = mask_message(message, values)
+    for secret in (TENANT, "Other-6", "q7", PASSWORD, "zz-8"):
+        assert secret not in masked
+    assert "duplicate key: 5" in masked and 'database "db_' in masked
+
+
+def test_log_lines_and_their_tracebacks_are_masked(caplog):
+    logger = logging.getLogger("seatide.test.masking")
+    handler = logging.StreamHandler()
+    lines = []
+    handler.emit = lambda record: lines.append(logging.Formatter().format(record))
+    handler.addFilter(MaskingFilter({PASSWORD}))
+    logger.addHandler(handler)
+    try:
+        logger.error("connect failed with %s", PASSWORD)
+        try:
+            raise RuntimeError(f"driver said {PASSWORD}")
+        except RuntimeError:
+            logger.exception("attempt failed")
+    finally:
+        logger.removeHandler(handler)
+    assert len(lines) == 2 and all(PASSWORD not in line for line in lines)
+    assert MASK in lines[0] and "RuntimeError: driver said ******" in lines[1]
