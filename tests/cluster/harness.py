@@ -124,7 +124,8 @@ class Cluster:
         proc = self._spawn(name, ["cluster", "coordinator", "--port", str(port), "--node-id", name,
                                   "--state-cleanup-delay", str(self.cleanup_delay),
                                   *self._common(), *(extra or [])], url, env)
-        wait_for(lambda: http("GET", url + "/api/v1/overview")[0] == 200, 30, message=f"{name} serving")
+        # 401: serving, with reads behind the API token (--auth-reads)
+        wait_for(lambda: http("GET", url + "/api/v1/overview")[0] in (200, 401), 30, message=f"{name} serving")
         return proc
 
     def worker(self, name: str = "w1", slots: int = 2, env: dict | None = None) -> Proc:
