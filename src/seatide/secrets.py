@@ -76,11 +76,15 @@ def secret_values(text: str, variables: Mapping[str, str] | None = None) -> froz
     filled in) and the values of its secret variables. A config that does not parse still
     has its credential-named variables found."""
     variables = dict(variables or {})
-    tree = _tree(text, variables)
+    return _values_of(_tree(text, variables), variables)
+
+
+def _values_of(tree: dict | None, variables: dict[str, str]) -> frozenset[str]:
     found: set[str] = set()
     if tree is not None:
         _collect(tree, [], found)
-    names = secret_variable_names(tree.get("env") if tree else None, variables)
+    env = tree.get("env") if tree else None
+    names = secret_variable_names(env if isinstance(env, Mapping) else None, variables)
     found |= {str(variables[n]) for n in names if n in variables}
     return frozenset(v for v in found if v)
 
@@ -100,8 +104,9 @@ def mask_config_text(text: str, variables: Mapping[str, str] | None = None) -> s
     replaced by ``******``. A file that does not parse has the values of credential-named
     keys masked line by line instead."""
     variables = dict(variables or {})
-    values = secret_values(text, variables)
-    if _tree(text, variables) is None:
+    tree = _tree(text, variables)
+    values = _values_of(tree, variables)
+    if tree is None:
         return mask_message(text, values)
     text = _mask_embedded(text)
     for value in sorted(values, key=len, reverse=True):

@@ -8,20 +8,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import urllib.error
+import urllib.request
 
 import pytest
 from sqlalchemy import select
 
 from seatide.store import schema as s
-from tests.cluster.harness import SEATIDE, http, wait_for
-import urllib.request
-
-TOKEN = "cluster-t0ken-5150"
-JOB = """
-env { job.mode = BATCH }
-source { FakeSource { row.num = 3, schema = { fields { id = bigint } } } }
-sink { Console {} }
-"""
+from tests.cluster.harness import SEATIDE
+from tests.security.test_rest_guards import JOB, TOKEN
 
 
 @pytest.fixture

@@ -113,3 +113,9 @@ def test_log_lines_and_their_tracebacks_are_masked(caplog):
         logger.removeHandler(handler)
     assert len(lines) == 2 and all(PASSWORD not in line for line in lines)
     assert MASK in lines[0] and "RuntimeError: driver said ******" in lines[1]
+
+
+@pytest.mark.parametrize("text", ["env = 5", "[1, 2]", "", "a = ${missing}", "env { secret.variables = 3 }"])
+def test_odd_configs_mask_without_failing(text):
+    assert secret_values(text, {"db_password": "Odd-Pass-6"}) == {"Odd-Pass-6"}
+    assert "Odd-Pass-6" not in mask_config_text(text + " Odd-Pass-6", {"db_password": "Odd-Pass-6"})
