@@ -145,8 +145,22 @@ def _mask_logs(job) -> frozenset[str]:
     return secrets
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> None:
     args = _parse(sys.argv[1:] if argv is None else argv)
+    code = EXIT_FAILED
+    try:
+        code = _drive(args)
+    except BaseException:
+        log.exception("driver of attempt %s failed", args.attempt)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Exit for certain, on every path: Spark's non-daemon threads (and a JVM that is
+        # stuck) must not keep a driver alive after it has reported its end.
+        os._exit(code)
+
+
+def _drive(args) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     early_session = _start_session_early(f"seatide-{args.job_id}")
@@ -169,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", exc)
         return FENCED_EXIT_CODE
     heartbeat = Heartbeat(reporter, args.heartbeat_interval, args.self_fence_after).start()
+    code = EXIT_FAILED
     try:
         if early_session is not None:
             spark = early_session.result()
@@ -180,19 +195,17 @@ def main(argv: list[str] | None = None) -> int:
         code = run_attempt(spark, store, args.job_id, args.attempt, heartbeat)
     except AttemptFenced as exc:
         log.error("%s", exc)
-        return FENCED_EXIT_CODE
+        code = FENCED_EXIT_CODE
     except Exception as exc:
         log.exception("attempt %s failed", args.attempt)
         try:
             reporter.end_attempt(succeeded=False, error=f"{type(exc).__name__}: {exc}"[:4000])
         except Exception:
-            pass
-        return EXIT_FAILED
+            log.exception("attempt %s: its failure could not be recorded; the worker will", args.attempt)
     finally:
         heartbeat.stop()
-    sys.stdout.flush()
-    os._exit(code)  # don't wait for Spark's non-daemon threads
+    return code
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -46,6 +46,9 @@ class Heartbeat:
         return self
 
     def beat(self) -> None:
+        if self.reporter.ended:   # the attempt's end is recorded: nothing left to prove
+            self._stop.set()
+            return
         try:
             self.desired = self.reporter.heartbeat() or "RUN"
             self._last_ok = time.time()

@@ -12,6 +12,7 @@ import time
 
 from sqlalchemy import and_, func, insert, select, update
 
+from seatide import failpoints
 from seatide.secrets import mask_message
 from seatide.store import schema as s
 from seatide.store.db import Store, record_event
@@ -28,6 +29,7 @@ class AttemptReporter:
         self.incarnation = incarnation
         self.attempt_id = attempt_id
         self.actor = f"driver:{attempt_id}"
+        self.ended = False     # set once this driver has recorded how its attempt ended
 
     def _tx(self):
         return self.store.attempt_tx(self.job_id, self.attempt_id)
@@ -58,14 +60,18 @@ class AttemptReporter:
             pass
 
     def end_attempt(self, succeeded: bool, error: str | None = None) -> None:
+        """The driver's own word on how its attempt ended; the worker records the process exit."""
         new = "SUCCEEDED" if succeeded else "FAILED"
         error = mask_message(error, self.secrets)
+        failpoints.hit("driver.before_end_attempt")
         with self.store.attempt_tx(self.job_id, self.attempt_id, job_may_be_terminal=True) as conn:
             check_attempt(self._attempt_state(conn), new)
             conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == self.attempt_id)
                          .values(state=new, error=error))   # ended_at: set by the worker that reaps it
             record_event(conn, f"ATTEMPT_{new}", self.actor, self.job_id, self.incarnation,
                          attempt=self.attempt_id, error=error)
+        self.ended = True
+        failpoints.hit("driver.after_end_attempt")
 
     def _attempt_state(self, conn) -> str:
         return conn.execute(select(s.attempts.c.state).where(s.attempts.c.attempt_id == self.attempt_id)).scalar()

@@ -46,6 +46,9 @@ def _die_with_parent() -> None:
 class DriverSettings:
     heartbeat_interval: float = 1.0
     self_fence_after: float = 10.0
+    # A driver that has reported its attempt's end still stops Spark and flushes its log;
+    # it is killed only if it has not exited this long after its report.
+    exit_grace: float = 30.0
 
 
 class Worker:
@@ -61,6 +64,7 @@ class Worker:
         self.inherit_stdout = inherit_stdout
         self.driver = driver
         self.children: dict[int, subprocess.Popen] = {}     # attempt_id -> driver process
+        self._reported_end: dict[int, float] = {}             # attempt_id -> when we saw its end
         self._stop = threading.Event()
         self._wake = threading.Event()
 
@@ -90,7 +94,16 @@ class Worker:
         self._wake.set()
 
     def _shutdown(self) -> None:
+        """Drivers of ended jobs may finish reporting their end; the others die now."""
+        ending = self._children_of_ended_jobs()
+        deadline = time.time() + self.driver.exit_grace
         for attempt_id, proc in list(self.children.items()):
+            if proc.poll() is None and attempt_id in ending:
+                try:
+                    proc.wait(timeout=max(0.0, deadline - time.time()))
+                except subprocess.TimeoutExpired:
+                    log.warning("driver pid %s of attempt %s did not exit within %.0f s of its job's end",
+                                proc.pid, attempt_id, self.driver.exit_grace)
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
@@ -108,8 +121,10 @@ class Worker:
         for attempt in mine:
             if attempt.state == "ASSIGNED":
                 self._launch(attempt)
-            elif attempt.kill_requested or attempt.state not in ATTEMPT_LIVE:
+            elif attempt.kill_requested:
                 self._kill(attempt)
+            elif attempt.state not in ATTEMPT_LIVE:
+                self._await_exit(attempt)
         for attempt_id, proc in list(self.children.items()):
             if proc.poll() is not None:
                 self._reaped(attempt_id, proc.returncode)
@@ -165,11 +180,37 @@ class Worker:
         except (ConfigError, OptionError):
             return None   # the driver reports the config error itself
 
-    def _kill(self, attempt) -> None:
+    def _children_of_ended_jobs(self) -> set[int]:
+        from seatide.store.states import JOB_TERMINAL
+
+        if not self.children:
+            return set()
+        try:
+            with self.store.read() as conn:
+                rows = conn.execute(select(s.attempts.c.attempt_id, s.attempts.c.state, s.jobs.c.status).select_from(
+                    s.attempts.join(s.jobs, s.attempts.c.job_id == s.jobs.c.job_id)).where(
+                    s.attempts.c.attempt_id.in_(list(self.children)))).all()
+        except Exception:
+            log.exception("cannot read the children's jobs; their drivers are killed")
+            return set()
+        return {row.attempt_id for row in rows if row.status in JOB_TERMINAL or row.state not in ATTEMPT_LIVE}
+
+    def _await_exit(self, attempt) -> None:
+        """The driver reported its attempt's end: let it exit by itself, within the grace."""
+        proc = self.children.get(attempt.attempt_id)
+        if proc is None or proc.poll() is not None:
+            self._kill(attempt)      # not ours, or gone: record it
+            return
+        seen = self._reported_end.setdefault(attempt.attempt_id, time.time())
+        if time.time() - seen > self.driver.exit_grace:
+            self._kill(attempt, f"it did not exit within {self.driver.exit_grace:.0f} s of reporting "
+                                f"its attempt {attempt.state}")
+
+    def _kill(self, attempt, why: str | None = None) -> None:
         proc = self.children.get(attempt.attempt_id)
         if proc is not None and proc.poll() is None:
             log.warning("killing driver pid %s of attempt %s (%s)", proc.pid, attempt.attempt_id,
-                        attempt.error or attempt.state)
+                        why or attempt.error or attempt.state)
             proc.kill()
         elif proc is None and attempt.pid is not None and attempt.state not in ATTEMPT_LIVE:
             # Not our child (we restarted?) or already gone: nothing to reap, record it.
@@ -180,6 +221,7 @@ class Worker:
     def _reaped(self, attempt_id: int, code: int | None) -> None:
         """The driver process is gone: record it, and fail the attempt if it ended silently."""
         self.children.pop(attempt_id, None)
+        self._reported_end.pop(attempt_id, None)
         now = time.time()
         with self.store.write() as conn:
             attempt = conn.execute(select(s.attempts).where(s.attempts.c.attempt_id == attempt_id)).first()
