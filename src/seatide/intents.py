@@ -99,7 +99,8 @@ def _load(text: str, variables: dict[str, str], source: str, strict: bool):
     if not isinstance(text, str) or not text.strip():
         raise Refusal(RefusalKind.BAD_REQUEST, f"{source}: the job config is empty")
     try:
-        return load_job_text(text, variables, source_name=source, strict=strict)
+        # Intents record a job; its driver runs it. AES-shaded secrets are checked here, decrypted there.
+        return load_job_text(text, variables, source_name=source, strict=strict, runs_here=False)
     except ConfigError as exc:
         raise Refusal(RefusalKind.BAD_REQUEST, str(exc)) from None
 
