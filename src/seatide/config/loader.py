@@ -151,6 +151,24 @@ def load_job_text(text: str, variables: dict[str, str] | None = None,
     return job
 
 
+def load_job_outline(text: str, variables: dict[str, str] | None = None,
+                     source_name: str = "<job>") -> tuple[dict, list[PluginSpec]]:
+    """The env block as written and each plugin with its links, no plugin instantiated.
+
+    For reads of a job that was validated when it was submitted (its DAG in an API
+    answer): nothing is decrypted, no database is reached, no SQL is parsed.
+    """
+    tree, sites, keys = _parse(text, variables or {}, source_name)
+    reading = _Reading(source_name, None, None, sites, keys)
+    specs = []
+    for kind in ("source", "transform", "sink"):
+        for index, (name, body, line) in enumerate(reading.entries(tree.get(kind), kind)):
+            links = read_options({k: v for k, v in body.items() if k in _LINK_KEYS}, LINK_OPTIONS)
+            specs.append(PluginSpec(kind=kind, index=index, name=name, line=line, output=links["plugin_output"],
+                                    inputs=links["plugin_input"] or [], plugin=None, block=dict(body)))
+    return tree.get("env") or {}, specs
+
+
 def load_job_env(text: str, variables: dict[str, str] | None = None) -> JobEnv:
     """Only the env block of a job (no plugins loaded): what a driver's SparkSession needs."""
     tree, _, _ = _parse(text, variables or {}, "<job>")
@@ -206,6 +224,10 @@ class _Reading:
         self.upstream: tuple[list[PluginSpec], list[PluginSpec]] = ([], [])   # sources, transforms
 
     def section(self, block: Any, kind: str) -> list[PluginSpec]:
+        return [self.plugin(kind, i, name, body, line) for i, (name, body, line) in enumerate(self.entries(block, kind))]
+
+    def entries(self, block: Any, kind: str) -> list[tuple[str, Mapping, int | None]]:
+        """(plugin name as written, block, line) of each plugin of a section, in file order."""
         source_name = self.source_name
         if block is None:
             return []
@@ -225,7 +247,7 @@ class _Reading:
         else:
             raise ConfigError(source_name, f"'{kind}' must hold plugin blocks such as "
                               f"{_example(kind)} {{ ... }}")
-        return [self.plugin(kind, i, name, body, line) for i, (name, body, line) in enumerate(entries)]
+        return entries
 
     def plugin(self, kind: str, index: int, name: str, body: Any, line: int | None) -> PluginSpec:
         source_name, env = self.source_name, self.env
