@@ -107,7 +107,8 @@ def _load(text: str, variables: dict[str, str], source: str, strict: bool):
     if not isinstance(text, str) or not text.strip():
         raise Refusal(RefusalKind.BAD_REQUEST, f"{source}: the job config is empty")
     try:
-        return load_job_text(text, variables, source_name=source, strict=strict)
+        # Intents record a job; its driver runs it. AES-shaded secrets are checked here, decrypted there.
+        return load_job_text(text, variables, source_name=source, strict=strict, runs_here=False)
     except ConfigError as exc:
         # A message may quote a value ("must be an int, got ..."): never a secret of the job.
         raise Refusal(RefusalKind.BAD_REQUEST, mask_message(str(exc), secret_values(text, variables))) from None

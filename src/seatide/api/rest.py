@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi import Body, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
@@ -18,6 +18,8 @@ from seatide import intents
 from seatide.api.auth import TokenAuth
 from seatide.api.limits import DEFAULT_MAX_REQUEST_BYTES, BodySizeLimit
 from seatide.api.metrics import CoordinatorMetrics, RequestTimer
+from seatide.api.seatunnel_v2 import seatunnel_router
+from seatide.config.shade import ShadeError, encrypt_config
 from seatide.intents import Refusal, RefusalKind
 from seatide.store.db import Store
 from seatide.store.states import JOB_TERMINAL
@@ -142,6 +144,13 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
         body, content_type = metrics.exposition(request.headers.get("accept"))
         return Response(body, media_type=content_type)
 
+    @app.post("/api/v1/encrypt-config")
+    def post_encrypt_config(config: dict = Body(...)) -> dict[str, Any]:
+        try:
+            return encrypt_config(config)
+        except ShadeError as exc:
+            raise HTTPException(status_code=400, detail=str(exc)) from None
+
     @app.post("/api/v1/stop-job")
     def post_stop(body: StopJob) -> dict[str, Any]:
         return stopped(body)
@@ -150,6 +159,7 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
     def post_stop_many(bodies: list[StopJob]) -> list[dict[str, Any]]:
         return [stopped(body) for body in bodies]
 
+    app.include_router(seatunnel_router(store, data_dir, node_id, cleanup_delay_s))   # SeaTunnel's API at the root
     return app
 
 

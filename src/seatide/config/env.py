@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from seatide.plugin.options import (BOOL, INT, LIST, STRING, STRING_LIST, Option, OptionError, UnknownOption, enum, flatten,
-                                    read_options)
+from seatide.plugin.options import (BOOL, INT, LIST, STRING, STRING_LIST, Option, OptionError, UnknownOption,
+                                    enum, flatten, read_options)
 
 ENV_OPTIONS: tuple[Option, ...] = (
     Option("job.name", STRING, "SeaTide", "name shown in lists and the UI"),
@@ -43,7 +43,13 @@ ENV_OPTIONS: tuple[Option, ...] = (
     # Accepted so SeaTunnel job files run unchanged; they do not change what SeaTide does.
     Option("read_limit.rows_per_second", INT, None, "accepted for compatibility; not enforced"),
     Option("read_limit.bytes_per_second", INT, None, "accepted for compatibility; not enforced"),
-    Option("shade.identifier", STRING, None, "accepted for compatibility; configs are read as written"),
+    Option("shade.identifier", STRING, None,
+           "default, base64 or aes256 (SeaTide's): the encryption of username, password, auth, token, "
+           "access_key, secret_key and shade.options in source and sink blocks (seatide.config.shade)"),
+    Option("shade.options", STRING_LIST, [], "more option keys the shade covers (dotted keys reach nested ones)"),
+    Option("shade.key-file", STRING, None,
+           "SeaTide: the aes256 key file (32 bytes: raw, hex or Base64) where the job runs; "
+           "default: the SEATIDE_SHADE_KEY_FILE environment variable"),
     Option("savemode.execute.location", STRING, None, "accepted for compatibility"),
     Option("sql.udfs", LIST, [],
            "SeaTide: Python functions usable as SQL functions in every Sql transform of the job "

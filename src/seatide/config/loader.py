@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from seatide.config.env import JobEnv, read_env
 from seatide.config.hocon import BLOCK_MARK, SECTIONS, BlockSite, KeyLines, mark_plugin_blocks, substitute, unmark
+from seatide.config.shade import Shade, ShadeError, read_shade
 from seatide.plugin.base import Plugin
 from seatide.plugin.options import (INT, STRING, STRING_LIST, Option, OptionError, UnknownOption, plain,
                                     read_options)
@@ -109,9 +110,13 @@ def load_job_file(path: str, variables: dict[str, str] | None = None, strict: bo
 
 
 def load_job_text(text: str, variables: dict[str, str] | None = None,
-                  source_name: str = "<job>", strict: bool = False) -> JobConfig:
+                  source_name: str = "<job>", strict: bool = False, runs_here: bool = True) -> JobConfig:
     """Parse and validate a job. Unknown option keys are warnings (``JobConfig.warnings``)
-    unless ``strict`` or ``env { strict = true }``, which make the first one an error."""
+    unless ``strict`` or ``env { strict = true }``, which make the first one an error.
+
+    Options encrypted under ``shade.identifier`` are decrypted before validation; with
+    ``runs_here`` false (a submission checked by a process that will not run the job) an
+    aes256 value is only checked, never decrypted (``seatide.config.shade``)."""
     from seatide.plan.dag import check_links  # plan depends on config, not the reverse
 
     tree, sites, keys = _parse(text, variables or {}, source_name)
@@ -121,11 +126,16 @@ def load_job_text(text: str, variables: dict[str, str] | None = None,
                           f"(a job has {', '.join(SECTIONS)})")
     env_block = tree.get("env", {}) or {}
     try:
+        shade = read_shade(env_block, runs_here=runs_here)
+    except ShadeError as exc:
+        raise ConfigError(source_name, str(exc), plugin="env", option=exc.option,
+                          line=keys.get(("env", exc.option))) from None
+    try:
         env = read_env(env_block, strict=strict)
     except OptionError as exc:
         raise ConfigError(source_name, exc.message, plugin="env", option=exc.option,
                           line=keys.get(("env", exc.option))) from None
-    reading = _Reading(source_name, env, sites, keys)
+    reading = _Reading(source_name, env, shade, sites, keys)
     reading.warnings += [ConfigWarning(source_name, "env", keys.get(("env", u.key)), u) for u in env.unknown]
     specs = {kind: reading.section(tree.get(kind), kind) for kind in ("source", "transform")}
     # Sinks last: each gets the catalog of the table it receives (plan.catalog).
@@ -139,6 +149,24 @@ def load_job_text(text: str, variables: dict[str, str] | None = None,
                     warnings=reading.warnings)
     check_links(job)
     return job
+
+
+def load_job_outline(text: str, variables: dict[str, str] | None = None,
+                     source_name: str = "<job>") -> tuple[dict, list[PluginSpec]]:
+    """The env block as written and each plugin with its links, no plugin instantiated.
+
+    For reads of a job that was validated when it was submitted (its DAG in an API
+    answer): nothing is decrypted, no database is reached, no SQL is parsed.
+    """
+    tree, sites, keys = _parse(text, variables or {}, source_name)
+    reading = _Reading(source_name, None, None, sites, keys)
+    specs = []
+    for kind in ("source", "transform", "sink"):
+        for index, (name, body, line) in enumerate(reading.entries(tree.get(kind), kind)):
+            links = read_options({k: v for k, v in body.items() if k in _LINK_KEYS}, LINK_OPTIONS)
+            specs.append(PluginSpec(kind=kind, index=index, name=name, line=line, output=links["plugin_output"],
+                                    inputs=links["plugin_input"] or [], plugin=None, block=dict(body)))
+    return tree.get("env") or {}, specs
 
 
 def load_job_env(text: str, variables: dict[str, str] | None = None) -> JobEnv:
@@ -196,12 +224,16 @@ def _parse_message(exc: Exception) -> str:
 class _Reading:
     """One load's plugin sections: where keys are (for messages) and the warnings so far."""
 
-    def __init__(self, source_name: str, env: JobEnv, sites: dict, keys: KeyLines):
-        self.source_name, self.env, self.sites, self.keys = source_name, env, sites, keys
+    def __init__(self, source_name: str, env: JobEnv, shade: Shade, sites: dict, keys: KeyLines):
+        self.source_name, self.env, self.shade, self.sites, self.keys = source_name, env, shade, sites, keys
         self.warnings: list[ConfigWarning] = []
         self.upstream: tuple[list[PluginSpec], list[PluginSpec]] = ([], [])   # sources, transforms
 
     def section(self, block: Any, kind: str) -> list[PluginSpec]:
+        return [self.plugin(kind, i, name, body, line) for i, (name, body, line) in enumerate(self.entries(block, kind))]
+
+    def entries(self, block: Any, kind: str) -> list[tuple[str, Mapping, int | None]]:
+        """(plugin name as written, block, line) of each plugin of a section, in file order."""
         source_name = self.source_name
         if block is None:
             return []
@@ -221,7 +253,7 @@ class _Reading:
         else:
             raise ConfigError(source_name, f"'{kind}' must hold plugin blocks such as "
                               f"{_example(kind)} {{ ... }}")
-        return [self.plugin(kind, i, name, body, line) for i, (name, body, line) in enumerate(entries)]
+        return entries
 
     def plugin(self, kind: str, index: int, name: str, body: Any, line: int | None) -> PluginSpec:
         source_name, env = self.source_name, self.env
@@ -240,12 +272,14 @@ class _Reading:
         scope = f"{kind}[{index}]"
         try:
             links = read_options({k: v for k, v in body.items() if k in _LINK_KEYS}, LINK_OPTIONS)
-            catalog, given = None, body
+            # Decrypted for the plugin only: the block kept in the spec (and fingerprinted) is as written.
+            given = self.shade.reveal(body, label) if kind != "transform" else body
+            catalog = None
             if kind == "sink":
                 from seatide.plan.catalog import fill_placeholders, sink_catalogs
 
                 catalog = sink_catalogs(*self.upstream, [links["plugin_input"] or []])[0]
-                given = fill_placeholders({k: v for k, v in body.items() if k not in _LINK_KEYS}, catalog)
+                given = fill_placeholders({k: v for k, v in given.items() if k not in _LINK_KEYS}, catalog)
             opts = read_options(given, cls.options, ignore=_LINK_KEYS, strict=env.strict)
             parallelism = links["parallelism"] or env.parallelism
             if parallelism < 1:
@@ -253,8 +287,9 @@ class _Reading:
             plugin = cls(opts, parallelism, env)
             if kind == "sink":
                 plugin.catalog = catalog     # after construction: sinks may override __init__
-        except OptionError as exc:
-            raise ConfigError(source_name, exc.message, plugin=label, option=exc.option,
+        except (OptionError, ShadeError) as exc:
+            message = exc.message if isinstance(exc, OptionError) else str(exc).removeprefix(f"{label}: ")
+            raise ConfigError(source_name, message, plugin=label, option=exc.option,
                               line=self.keys.get((scope, exc.option), line)) from None
         self.warnings += [ConfigWarning(source_name, label, self.keys.get((scope, u.key), line), u)
                           for u in opts.unknown]

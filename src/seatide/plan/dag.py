@@ -54,37 +54,51 @@ def _canonical(block: dict) -> dict:
 
 def resolve_inputs(job: JobConfig) -> dict[str, list[PluginSpec]]:
     """plugin_id -> the plugins it reads, or ConfigError for a link that names nothing."""
+    return _link(job.plugins, lambda spec, message, option: _error(job, spec, message, option))
+
+
+def outline_pipelines(plugins: list[PluginSpec]) -> list[Pipeline]:
+    """The pipelines of a validated job's plugins (``load_job_outline``), in file order;
+    nothing is checked again and no plugin needs to be instantiated."""
+
+    def refused(spec: PluginSpec, message: str, option: str) -> ConfigError:
+        return ConfigError("job", message, plugin=spec.label, option=option)
+
+    return _pipelines(plugins, _link(plugins, refused), plugins)
+
+
+def _link(plugins: list[PluginSpec], error) -> dict[str, list[PluginSpec]]:
+    """plugin_id -> the plugins it reads: by plugin_input, or else the plugin before it."""
     by_output: dict[str, PluginSpec] = {}
-    for spec in job.plugins:
+    for spec in plugins:
         if spec.output is None:
             continue
         if spec.kind == "sink":
-            raise _error(job, spec, "a sink has no output; remove plugin_output", "plugin_output")
+            raise error(spec, "a sink has no output; remove plugin_output", "plugin_output")
         if spec.output in by_output:
             other = by_output[spec.output]
-            raise _error(job, spec, f"plugin_output '{spec.output}' is already used by {other.label}; "
-                         "output names must be unique", "plugin_output")
+            raise error(spec, f"plugin_output '{spec.output}' is already used by {other.label}; "
+                        "output names must be unique", "plugin_output")
         by_output[spec.output] = spec
     inputs: dict[str, list[PluginSpec]] = {}
     previous: PluginSpec | None = None
-    for spec in job.plugins:
+    for spec in plugins:
         if spec.kind != "source":
             if spec.inputs:
                 resolved = []
                 for name in spec.inputs:
                     if name not in by_output:
                         known = ", ".join(sorted(by_output)) or "none"
-                        raise _error(job, spec, f"plugin_input '{name}' names nothing "
-                                     f"(outputs defined: {known})", "plugin_input")
+                        raise error(spec, f"plugin_input '{name}' names nothing "
+                                    f"(outputs defined: {known})", "plugin_input")
                     resolved.append(by_output[name])
                 inputs[spec.plugin_id] = resolved
             elif previous is None:
-                raise _error(job, spec, "nothing to read: no plugin before it has an output",
-                             "plugin_input")
+                raise error(spec, "nothing to read: no plugin before it has an output", "plugin_input")
             else:
                 inputs[spec.plugin_id] = [previous]
             if spec.kind == "transform" and len(inputs[spec.plugin_id]) != 1:
-                raise _error(job, spec, "a transform reads exactly one input", "plugin_input")
+                raise error(spec, "a transform reads exactly one input", "plugin_input")
         if spec.kind != "sink":
             previous = spec
     return inputs
@@ -106,7 +120,7 @@ def check_links(job: JobConfig) -> Plan:
             names = ", ".join(k.name for k in sorted(extra))
             raise _error(job, sink, f"{sink.name} cannot apply {names} rows, which its input may "
                          f"carry; {sink.plugin.row_kind_hint}", "plugin_input")
-    return Plan(job, _pipelines(job, inputs, order))
+    return Plan(job, _pipelines(job.plugins, inputs, order))
 
 
 def build_plan(job: JobConfig) -> Plan:
@@ -148,8 +162,9 @@ def _row_kinds(order: list[PluginSpec], inputs: dict[str, list[PluginSpec]]) -> 
     return kinds
 
 
-def _pipelines(job: JobConfig, inputs: dict[str, list[PluginSpec]], order: list[PluginSpec]) -> list[Pipeline]:
-    parent = {s.plugin_id: s.plugin_id for s in job.plugins}
+def _pipelines(plugins: list[PluginSpec], inputs: dict[str, list[PluginSpec]],
+               order: list[PluginSpec]) -> list[Pipeline]:
+    parent = {s.plugin_id: s.plugin_id for s in plugins}
 
     def root(x: str) -> str:
         while parent[x] != x:

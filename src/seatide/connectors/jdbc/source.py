@@ -273,8 +273,10 @@ def _is_sql_error(exc: Exception) -> bool:
         return name not in ("OperationalError", "InterfaceError")
     if module.startswith("pymysql"):
         # PyMySQL raises OperationalError for SQL errors too; client codes (2000+) mean no connection.
+        # Access denied (1044, 1045) is a login, as with psycopg: checked again where the job runs,
+        # which alone may decrypt an aes256-shaded password (seatide.config.shade).
         code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
-        return name != "InterfaceError" and code < 2000
+        return name != "InterfaceError" and code < 2000 and code not in (1044, 1045)
     return False
 
 

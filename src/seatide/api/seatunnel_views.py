@@ -1,0 +1,175 @@
+"""Jobs and the cluster in the shapes of SeaTunnel's REST API v2 (``seatunnel_v2``).
+
+Field names and JSON types follow SeaTunnel's documentation (seatunnel-engine/rest-api-v2.md),
+which is not always consistent (a job id is a number in one answer and a string in the
+next; ``metrics`` is an object in one list and a string in another): a client written
+against that page must find each field where, and as, the page shows it. Fields that mean
+nothing in SeaTide carry an honest value of the same type; docs/compatibility.md lists them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from importlib import metadata
+
+from sqlalchemy import func, select
+from sqlalchemy.engine import Connection
+
+from seatide.config.loader import ConfigError, load_job_outline
+from seatide.plan.dag import outline_pipelines
+from seatide.plugin.options import flatten
+from seatide.store import schema as s
+from seatide.store.jobs import job_view
+from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
+from seatide.store.views import iso
+from seatide.store.views import overview as seatide_overview
+
+_KIND_TITLE = {"source": "Source", "transform": "Transform", "sink": "Sink"}
+LONG_MAX = 2**63 - 1
+
+
+def as_long(job_id: str) -> int | str:
+    """A job id as SeaTunnel's long where it is one (SeaTide's generated ids are), else as given."""
+    if job_id.isdigit() and str(int(job_id)) == job_id and int(job_id) <= LONG_MAX:
+        return int(job_id)
+    return job_id
+
+
+def version() -> str:
+    try:
+        return metadata.version("seatide")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def overview(conn: Connection, tags: dict[str, str]) -> dict[str, str]:
+    """Counts over the cluster; with a tag filter, workers that match it (SeaTide's carry no tags)."""
+    cluster = seatide_overview(conn)
+    workers = [] if tags else cluster["workers"]
+    busy = dict(conn.execute(select(s.attempts.c.worker_id, func.count())
+                             .where(s.attempts.c.state.in_(ATTEMPT_LIVE)).group_by(s.attempts.c.worker_id)).all())
+    total = sum(w["slots"] for w in workers)
+    used = sum(min(busy.get(w["nodeId"], 0), w["slots"]) for w in workers)
+    counts = dict(conn.execute(select(s.jobs.c.status, func.count()).group_by(s.jobs.c.status)).all())
+    return {
+        "projectVersion": version(),
+        "gitCommitAbbrev": "unknown",
+        "totalSlot": str(total),
+        "unassignedSlot": str(total - used),
+        "works": str(len(workers)),
+        "runningJobs": str(sum(n for status, n in counts.items() if status not in JOB_TERMINAL)),
+        "finishedJobs": str(counts.get("FINISHED", 0)),
+        "failedJobs": str(counts.get("FAILED", 0)),
+        "cancelledJobs": str(counts.get("CANCELED", 0)),
+    }
+
+
+def job_info(conn: Connection, job_id: str, running_job_metrics: bool = False) -> dict | None:
+    """``/job-info/:jobId``: running jobs add env, jars and savepoint origin; ended ones the end."""
+    view = job_view(conn, job_id)
+    if view is None:
+        return None
+    job = view.job
+    env, dag = _env_and_dag(job)
+    info = {"jobId": job.job_id, "jobName": job.name, "jobStatus": job.status, "createTime": iso(job.created_at),
+            "jobDag": dag,
+            "metrics": (_running_job_metrics(job, view.pipelines) if running_job_metrics
+                        else _metrics(view.pipelines))}
+    if job.status in JOB_TERMINAL:
+        info.update(finishedTime=iso(job.finished_at), errorMsg=job.error_msg)
+    else:
+        info.update(envOptions=env, pluginJarsUrls=_jars(env), isStartWithSavePoint=job.restored_from is not None)
+    return info
+
+
+def running_jobs(conn: Connection) -> list[dict]:
+    rows = []
+    for job_id in _job_ids(conn, lambda status: status not in JOB_TERMINAL):
+        view = job_view(conn, job_id)
+        job = view.job
+        env, dag = _env_and_dag(job)
+        rows.append({"jobId": job.job_id, "jobName": job.name, "jobStatus": job.status, "envOptions": env,
+                     "createTime": iso(job.created_at), "jobDag": dag, "pluginJarsUrls": _jars(env),
+                     "isStartWithSavePoint": job.restored_from is not None, "metrics": _metrics(view.pipelines)})
+    return rows
+
+
+def finished_jobs(conn: Connection, statuses: set[str]) -> list[dict]:
+    rows = []
+    for job_id in _job_ids(conn, lambda status: status in statuses):
+        view = job_view(conn, job_id)
+        job = view.job
+        rows.append({"jobId": job.job_id, "jobName": job.name, "jobStatus": job.status, "errorMsg": job.error_msg,
+                     "createTime": iso(job.created_at), "finishTime": iso(job.finished_at),
+                     "jobDag": _env_and_dag(job)[1],
+                     # The page shows this one metrics field as a string: the object, as JSON text.
+                     "metrics": json.dumps(_metrics(view.pipelines))})
+    return rows
+
+
+def _job_ids(conn: Connection, wanted) -> list[str]:
+    rows = conn.execute(select(s.jobs.c.job_id, s.jobs.c.status).order_by(s.jobs.c.created_at)).all()
+    return [row.job_id for row in rows if wanted(row.status)]
+
+
+def _metrics(pipelines) -> dict[str, str]:
+    return {"sourceReceivedCount": str(sum(p.rows_read for p in pipelines)),
+            "sinkWriteCount": str(sum(p.rows_written for p in pipelines))}
+
+
+def _running_job_metrics(job, pipelines) -> dict:
+    """The deprecated ``/running-job/:jobId``'s metrics: counts and rates; bytes are not measured."""
+    read, written = sum(p.rows_read for p in pipelines), sum(p.rows_written for p in pipelines)
+    seconds = max((job.finished_at or time.time()) - job.created_at, 1e-3)
+    return {"SourceReceivedCount": str(read), "SourceReceivedQPS": f"{read / seconds:.2f}",
+            "SourceReceivedBytes": "0", "SourceReceivedBytesPerSeconds": "0",
+            "SinkWriteCount": str(written), "SinkWriteQPS": f"{written / seconds:.2f}",
+            "SinkWriteBytes": "0", "SinkWriteBytesPerSeconds": "0",
+            **{name: {} for name in ("TableSourceReceivedCount", "TableSourceReceivedBytes",
+                                     "TableSourceReceivedBytesPerSeconds", "TableSourceReceivedQPS",
+                                     "TableSinkWriteCount", "TableSinkWriteQPS", "TableSinkWriteBytes",
+                                     "TableSinkWriteBytesPerSeconds")}}
+
+
+def _env_and_dag(job) -> tuple[dict, dict]:
+    """The env options (dotted keys) and the DAG, read from the job's stored config."""
+    try:
+        env_block, specs = load_job_outline(job.config, json.loads(job.variables or "{}"),
+                                            source_name=f"job {job.job_id}")
+    except (ConfigError, ValueError):      # validated at submit; unreadable now only if SeaTide changed
+        env_block, specs = {}, []
+    env = {key: value for key, value in flatten(env_block).items() if not isinstance(value, dict)}
+    return env, _dag(job, env, specs)
+
+
+def _jars(env: dict) -> list[str]:
+    return [j.strip() for j in str(env.get("jars") or "").replace(";", ",").split(",") if j.strip()]
+
+
+def _dag(job, env: dict, specs) -> dict:
+    """Plugins as vertices (numbered in file order) and each pipeline's edges."""
+    vertex = {spec.plugin_id: number for number, spec in enumerate(specs, start=1)}
+    try:
+        pipelines = outline_pipelines(specs)
+    except ConfigError:
+        pipelines = []
+    return {
+        "jobId": job.job_id,
+        # A list on the page (an object at the top level): the env options one entry each.
+        "envOptions": [{key: value} for key, value in env.items()],
+        "vertexInfoMap": [{"vertexId": vertex[spec.plugin_id], "type": spec.kind,
+                           "vertexName": f"{_KIND_TITLE[spec.kind]}[{spec.index}]-{spec.name}",
+                           "tablePaths": _table_paths(spec)} for spec in specs],
+        "pipelineEdges": {str(p.pipeline_id): [{"inputVertexId": vertex[up], "targetVertexId": vertex[target]}
+                                               for target, ups in p.inputs.items() for up in ups]
+                          for p in pipelines},
+    }
+
+
+def _table_paths(spec) -> list[str]:
+    written = [spec.block.get(key) for key in ("table_path", "table", "path")]
+    named = [str(t) for t in written if isinstance(t, str) and t]
+    if named:
+        return named
+    return list(spec.inputs) if spec.kind == "sink" else [spec.output] if spec.output else []
