@@ -171,8 +171,8 @@ def test_bad_requests_are_4xx_in_seatunnels_error_shape(http):
 
 
 def test_what_seatide_does_not_serve_says_so(http):
-    _refused(http.post("/update-tags", json={"tag1": "dev_1"}), 501, "workers carry no tags")
-    _refused(http.post("/submit-job/upload"), 501, "POST /submit-job")
+    _refused(http.post("/update-tags", json={"tag1": "dev_1"}), 404, "workers carry no tags")
+    _refused(http.post("/submit-job/upload"), 404, "POST /submit-job")
 
 
 def test_logs_list_is_empty_before_any_attempt_and_log_names_are_checked(http):

@@ -4,7 +4,7 @@ Paths, query parameters, bodies and answers follow SeaTunnel's documentation
 (seatunnel-engine/rest-api-v2.md), so scripts written for SeaTunnel work unchanged.
 Writes are intents (``seatide.intents``), as for SeaTide's own API under /api/v1; reads
 are shaped by ``seatunnel_views``. A refusal is SeaTunnel's ``{"status": "fail",
-"message": ...}`` with a 4xx status; what SeaTide cannot honour is a 501 saying so.
+"message": ...}`` with a 4xx status; what SeaTide cannot honour is a 404 saying so (never a 5xx: a 5xx means SeaTide broke).
 
 Job ids: SeaTunnel's are numbers (long), SeaTide's are names. SeaTide's generated ids are
 numeric, so where the page shows a number (``submit-job``, ``stop-job``) a numeric id is
@@ -170,12 +170,12 @@ def seatunnel_router(store: Store, data_dir: str, node_id: str, cleanup_delay_s:
 
     @router.post("/update-tags")
     def post_update_tags():
-        return fail(501, "SeaTide does not serve /update-tags: its workers carry no tags, and work is placed "
+        return fail(404, "SeaTide does not serve /update-tags: its workers carry no tags, and work is placed "
                          "by free slots (seatide cluster worker --slots)")
 
     @router.post("/submit-job/upload")
     def post_submit_job_upload():
-        return fail(501, "SeaTide does not serve /submit-job/upload: send the config as the JSON body of "
+        return fail(404, "SeaTide does not serve /submit-job/upload: send the config as the JSON body of "
                          "POST /submit-job, or its file text to POST /api/v1/submit-job")
 
     @router.get("/logs")
