@@ -19,12 +19,18 @@ from sqlalchemy import and_, func, insert, select, update
 from seatide.coordinator.cleanup import due_results, reconcile_cleanup
 from seatide.coordinator.effects import Applier
 from seatide.coordinator.lease import LeaderLease, LeaseSettings
-from seatide.coordinator.reconcile import Snapshot, Timeouts, reconcile_job
+from seatide.coordinator.reconcile import CreateAttempt, Snapshot, Timeouts, reconcile_job
 from seatide.store import schema as s
-from seatide.store.db import NotLeader, Store, normalize_url
+from seatide.store.db import NotLeader, Store, normalize_url, record_event
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
 
 log = logging.getLogger(__name__)
+
+# A job whose reconcile step raised is retried after this, doubling per failure.
+RECONCILE_BACKOFF_S = 0.5
+RECONCILE_BACKOFF_MAX_S = 60.0
+# What a decision reads of a job: everything but its config text and variables.
+SNAPSHOT_JOB_COLUMNS = [c for c in s.jobs.c if c.name not in ("config", "variables")]
 
 
 def register_node(store: Store, node_id: str, role: str, url: str | None = None, slots: int = 0) -> None:
@@ -95,6 +101,7 @@ class Coordinator:
         self.observe_tick = lambda seconds: None   # how long each reconcile pass took (metrics)
         self._thread = threading.Thread(target=self._loop, name="coordinator", daemon=True)
         self._host = socket.gethostname()
+        self._backoff: dict[str, tuple[int, float]] = {}   # job id -> (failures in a row, retry at)
 
     def start(self) -> "Coordinator":
         register_node(self.store, self.node_id, "coordinator", self.url)
@@ -145,22 +152,56 @@ class Coordinator:
         if epoch is None:
             return
         now = time.time()
-        for snap in self._snapshots(now):
+        snaps, load = self._snapshots(now)
+        for snap in snaps:
             if not self.lease.is_leader:
                 return
-            actions = reconcile_job(snap, self.timeouts)
-            if actions:
-                log.info("job %s: %s", snap.job.job_id, actions)
-                for attempt in self.applier.apply(epoch, snap, actions):
-                    self._kill_unless_worker_can(attempt, snap)
-                self._wake.set()           # one step at a time: take the next one at once
-                if self.on_effects is not None:
-                    self.on_effects()
+            if self._backoff.get(snap.job.job_id, (0, 0.0))[1] > now:
+                continue
+            try:
+                self._reconcile_one(epoch, snap, load)
+            except NotLeader:
+                raise
+            except Exception as exc:
+                self._isolate(epoch, snap.job, exc, now)
+            else:
+                self._backoff.pop(snap.job.job_id, None)
         for result in due_results(self.store, now):
             if not self.lease.is_leader:
                 return
             reconcile_cleanup(self.store, epoch, self.applier.actor, result,
                               lambda attempt: kill_if_reachable(attempt, self.store.url))
+
+    def _reconcile_one(self, epoch: int, snap: Snapshot, load: dict[str, int]) -> None:
+        actions = reconcile_job(snap, self.timeouts)
+        if not actions:
+            return
+        log.info("job %s: %s", snap.job.job_id, actions)
+        for attempt in self.applier.apply(epoch, snap, actions):
+            self._kill_unless_worker_can(attempt, snap)
+        for action in actions:
+            # The tick's later decisions see this worker's new attempt: no over-assignment.
+            if isinstance(action, CreateAttempt):
+                load[action.worker_id] = load.get(action.worker_id, 0) + 1
+        self._wake.set()           # one step at a time: take the next one at once
+        if self.on_effects is not None:
+            self.on_effects()
+
+    def _isolate(self, epoch: int, job, exc: Exception, now: float) -> None:
+        """One job's failure (an illegal transition, a bad row) must not stop the tick for the
+        others: record it, and back off this job alone (doubling, up to a minute)."""
+        failures, _ = self._backoff.get(job.job_id, (0, 0.0))
+        delay = min(RECONCILE_BACKOFF_MAX_S, RECONCILE_BACKOFF_S * 2 ** failures)
+        self._backoff[job.job_id] = (failures + 1, now + delay)
+        log.exception("job %s: reconcile failed (retrying in %.1f s)", job.job_id, delay)
+        try:
+            with self.store.leader_tx(epoch) as conn:
+                record_event(conn, "RECONCILE_ERROR", self.applier.actor, job.job_id, job.incarnation, epoch,
+                             level="ERROR", error=f"{type(exc).__name__}: {exc}"[:2000], retry_in=round(delay, 1))
+        except NotLeader:
+            raise
+        except Exception:
+            log.exception("job %s: the reconcile error could not be recorded", job.job_id)
 
     def _kill_unless_worker_can(self, attempt, snap: Snapshot) -> None:
         # A live worker kills its own drivers; a lost one cannot, so kill if it is on this host.
@@ -168,25 +209,36 @@ class Coordinator:
         if node is not None and node.host == self._host:
             kill_if_reachable(attempt, self.store.url)
 
-    def _snapshots(self, now: float) -> list[Snapshot]:
+    def _snapshots(self, now: float) -> tuple[list[Snapshot], dict[str, int]]:
+        """Every job the leader must look at, read in a fixed number of indexed queries
+        (never one per job, never the jobs' config text)."""
         with self.store.read() as conn:
             workers = {n.node_id: n for n in conn.execute(select(s.nodes).where(s.nodes.c.role == "worker"))}
-            load = dict(conn.execute(select(s.attempts.c.worker_id, func.count()).where(
-                s.attempts.c.state.in_(sorted(ATTEMPT_LIVE))).group_by(s.attempts.c.worker_id)).all())
-            live_jobs = {row.job_id for row in conn.execute(select(s.attempts.c.job_id).where(
-                s.attempts.c.state.in_(sorted(ATTEMPT_LIVE))))}
-            jobs = [j for j in conn.execute(select(s.jobs).order_by(s.jobs.c.created_at))
-                    if j.status not in JOB_TERMINAL or j.job_id in live_jobs]
-            snaps = []
-            for job in jobs:
-                attempt = None
-                if job.current_attempt is not None:
-                    attempt = conn.execute(select(s.attempts).where(
-                        s.attempts.c.attempt_id == job.current_attempt)).first()
-                pipes = conn.execute(select(s.pipelines).where(and_(
-                    s.pipelines.c.job_id == job.job_id, s.pipelines.c.incarnation == job.incarnation))).all()
-                last = conn.execute(select(func.max(s.checkpoints.c.created_at)).where(and_(
-                    s.checkpoints.c.job_id == job.job_id, s.checkpoints.c.incarnation == job.incarnation,
-                    s.checkpoints.c.status == "COMPLETED"))).scalar()
-                snaps.append(Snapshot(job, attempt, list(pipes), workers, load, now, last))
-        return snaps
+            live = conn.execute(select(s.attempts.c.job_id, s.attempts.c.worker_id).where(
+                s.attempts.c.state.in_(sorted(ATTEMPT_LIVE)))).all()
+            load: dict[str, int] = {}
+            for row in live:
+                load[row.worker_id] = load.get(row.worker_id, 0) + 1
+            live_jobs = sorted({row.job_id for row in live})
+            active = s.jobs.c.status.notin_(sorted(JOB_TERMINAL))
+            if live_jobs:
+                active = active | s.jobs.c.job_id.in_(live_jobs)
+            jobs = conn.execute(select(*SNAPSHOT_JOB_COLUMNS).where(active).order_by(s.jobs.c.created_at)).all()
+            if not jobs:
+                return [], load
+            ids = [job.job_id for job in jobs]
+            current = [job.current_attempt for job in jobs if job.current_attempt is not None]
+            attempts = ({a.attempt_id: a for a in conn.execute(
+                select(s.attempts).where(s.attempts.c.attempt_id.in_(current)))} if current else {})
+            pipelines: dict[tuple[str, int], list] = {}
+            for p in conn.execute(select(s.pipelines).where(s.pipelines.c.job_id.in_(ids))
+                                  .order_by(s.pipelines.c.pipeline_id)):
+                pipelines.setdefault((p.job_id, p.incarnation), []).append(p)
+            last = {(row.job_id, row.incarnation): row.at for row in conn.execute(
+                select(s.checkpoints.c.job_id, s.checkpoints.c.incarnation,
+                       func.max(s.checkpoints.c.created_at).label("at"))
+                .where(and_(s.checkpoints.c.job_id.in_(ids), s.checkpoints.c.status == "COMPLETED"))
+                .group_by(s.checkpoints.c.job_id, s.checkpoints.c.incarnation))}
+        snaps = [Snapshot(job, attempts.get(job.current_attempt), pipelines.get((job.job_id, job.incarnation), []),
+                          workers, load, now, last.get((job.job_id, job.incarnation))) for job in jobs]
+        return snaps, load

@@ -23,8 +23,15 @@ def _v1_initial(conn: Connection) -> None:
     conn.execute(insert(s.leader_lease).values(id=1, node_id=None, epoch=0, expires_at=0.0))
 
 
+def _v2_tick_indexes(conn: Connection) -> None:
+    # A store made by version 1 lacks them; a new one already has them from create_all.
+    for index in (s.jobs_status_index, s.attempts_state_index):
+        index.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial schema", _v1_initial),
+    (2, "indexes for the reconcile tick: jobs by status, attempts by state", _v2_tick_indexes),
 ]
 
 LATEST = MIGRATIONS[-1][0]

@@ -120,6 +120,8 @@ attempts = Table(
     UniqueConstraint("job_id", "incarnation", "number", name="uq_attempt_number"),
 )
 Index("ix_attempts_worker_state", attempts.c.worker_id, attempts.c.state)
+# The leader reads live attempts (by state) and unfinished jobs (by status) every tick.
+attempts_state_index = Index("ix_attempts_state", attempts.c.state)
 
 checkpoints = Table(
     "checkpoints", metadata,
@@ -137,6 +139,7 @@ checkpoints = Table(
     Column("fingerprint", String(64), nullable=False),
     Column("attempt_id", BigInteger, nullable=False),
 )
+jobs_status_index = Index("ix_jobs_status", jobs.c.status)
 Index("ix_checkpoints_pipeline", checkpoints.c.job_id, checkpoints.c.incarnation,
       checkpoints.c.pipeline_id, checkpoints.c.batch_id)
 
