@@ -198,3 +198,42 @@ def test_blocked_sink_is_flagged_stale_and_its_policy_applies(cluster: Cluster, 
         job_row = cluster.wait_status("stale", "FAILED", timeout=30)
         assert "checkpoint stale" in job_row.error_msg
         wait_for(lambda: driver_pids("stale") == [], 30, message="the blocked driver to be killed")
+
+
+def test_a_savepoint_is_copied_outside_any_store_transaction(cluster: Cluster, tmp_path):
+    """While the driver copies a savepoint (held there by a gate), the store stays writable,
+    the job's row included: the id is reserved as PENDING first, COMPLETED after the copy."""
+    import threading
+
+    from sqlalchemy import select, update
+
+    from seatide.store import schema as s
+
+    gate = str(tmp_path / "copy-gate")
+    cluster.coordinator("c1")
+    cluster.worker("w1", env={"SEATIDE_FAILPOINTS": f"driver.savepoint_copy=gate:0:{gate}"})
+    cluster.submit(streaming_job(str(tmp_path / "out")), "sp-copy")
+    wait_for(lambda: _last_id(cluster, "sp-copy") >= 1, 180, message="a checkpoint")
+    status, body = http("POST", cluster.any_coordinator().url + "/api/v1/stop-job",
+                        {"jobId": "sp-copy", "isStopWithSavePoint": True})
+    assert status == 200, body
+
+    def pending():
+        with cluster.store.read() as conn:
+            return conn.execute(select(s.checkpoints).where(
+                s.checkpoints.c.job_id == "sp-copy", s.checkpoints.c.kind == "SAVEPOINT")).first()
+
+    row = wait_for(pending, 120, message="the savepoint reserved while its copy is held")
+    assert row.status == "PENDING"
+    wrote = threading.Event()
+
+    def touch_job_row():
+        with cluster.store.write() as conn:
+            conn.execute(update(s.jobs).where(s.jobs.c.job_id == "sp-copy").values(updated_at=s.jobs.c.updated_at))
+        wrote.set()
+
+    threading.Thread(target=touch_job_row, daemon=True).start()
+    assert wrote.wait(10), "the job's row stayed locked while the savepoint was being copied"
+    open(gate, "w").close()
+    cluster.wait_status("sp-copy", "SAVEPOINT_DONE", timeout=120)
+    assert pending().status == "COMPLETED"

@@ -19,6 +19,7 @@ import sys
 import time
 from typing import TextIO
 
+from seatide import failpoints
 from seatide.store.states import PIPELINE_TERMINAL
 
 log = logging.getLogger("seatide.driver")
@@ -101,6 +102,7 @@ def _take_savepoint(runs, reporter) -> None:
     batches = {run.pipeline.pipeline_id: last_committed_batch(os.path.join(run.dir, "spark")) for run in runs}
 
     def copy(savepoint_id: int) -> None:
+        failpoints.hit("driver.savepoint_copy")
         for run in runs:
             target = savepoint_dir(run.dir, savepoint_id)
             shutil.rmtree(target, ignore_errors=True)

@@ -113,21 +113,30 @@ class AttemptReporter:
                          pipeline=pipeline_id, batch=from_batch, attempt=self.attempt_id)
 
     def savepoint(self, pipelines: dict[int, int], copy) -> int:
-        """Record a savepoint of stopped pipelines ({pipeline: last batch}); ``copy(id)`` makes its copy."""
+        """Record a savepoint of stopped pipelines ({pipeline: last batch}); ``copy(id)`` makes its copy.
+
+        Two short transactions around the copy, never the copy inside one (it would hold the
+        store's write lock, or the job's row lock, for as long as the disk takes): the id is
+        reserved as PENDING, the copy made, then the savepoint COMPLETED. A savepoint left
+        PENDING by a crash is never restored from."""
         with self._tx() as conn:
             savepoint_id = (conn.execute(select(func.max(s.checkpoints.c.checkpoint_id)).where(
                 s.checkpoints.c.job_id == self.job_id)).scalar() or 0) + 1
-            started = time.time()
-            copy(savepoint_id)
             conn.execute(insert(s.checkpoints).values(
                 job_id=self.job_id, incarnation=self.incarnation, checkpoint_id=savepoint_id, pipeline_id=0,
-                batch_id=max(pipelines.values(), default=-1), kind="SAVEPOINT", status="COMPLETED",
-                created_at=time.time(), duration_ms=int((time.time() - started) * 1000), rows=0,
+                batch_id=max(pipelines.values(), default=-1), kind="SAVEPOINT", status="PENDING",
+                created_at=time.time(), duration_ms=0, rows=0,
                 source_offsets=json.dumps({"pipelines": {str(k): v for k, v in pipelines.items()}}),
                 fingerprint="", attempt_id=self.attempt_id))
+        started = time.time()
+        copy(savepoint_id)
+        with self._tx() as conn:
+            conn.execute(update(s.checkpoints).where(and_(
+                s.checkpoints.c.job_id == self.job_id, s.checkpoints.c.checkpoint_id == savepoint_id))
+                .values(status="COMPLETED", duration_ms=int((time.time() - started) * 1000)))
             record_event(conn, "SAVEPOINT_COMPLETED", self.actor, self.job_id, self.incarnation,
                          savepoint=savepoint_id, pipelines=pipelines)
-            return savepoint_id
+        return savepoint_id
 
     def pipeline_idle(self, pipeline_id: int, idle: bool) -> None:
         with self._tx() as conn:

@@ -127,7 +127,7 @@ def _alive(pid: int) -> bool:
 def _savepoint(conn, job_id: str, savepoint_id: int):
     row = conn.execute(select(s.checkpoints).where(and_(
         s.checkpoints.c.job_id == job_id, s.checkpoints.c.checkpoint_id == savepoint_id,
-        s.checkpoints.c.kind == "SAVEPOINT"))).first()
+        s.checkpoints.c.kind == "SAVEPOINT", s.checkpoints.c.status == "COMPLETED"))).first()
     if row is None:
         raise RestoreRefused(f"job {job_id} has no savepoint {savepoint_id}; `seatide checkpoints {job_id}` "
                              "lists its savepoints")
@@ -223,5 +223,6 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
 def latest_savepoint_id(store: Store, job_id: str) -> int | None:
     with store.read() as conn:
         return conn.execute(select(s.checkpoints.c.checkpoint_id).where(and_(
-            s.checkpoints.c.job_id == job_id, s.checkpoints.c.kind == "SAVEPOINT"))
+            s.checkpoints.c.job_id == job_id, s.checkpoints.c.kind == "SAVEPOINT",
+            s.checkpoints.c.status == "COMPLETED"))
             .order_by(s.checkpoints.c.checkpoint_id.desc()).limit(1)).scalar()
