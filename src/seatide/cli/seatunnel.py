@@ -239,20 +239,27 @@ def _print_json(value) -> int:
 
 
 def _shade(args) -> int:
-    """--encrypt / --decrypt -c FILE: print the config with its secret options (en|de)crypted
-    by the file's env ``shade.identifier``. When both are given, --encrypt wins, as in SeaTunnel."""
+    """--encrypt / --decrypt -c FILE: print the job, in SeaTunnel's JSON form (a job file SeaTide
+    runs as it is), with the options its ``shade.identifier`` covers encrypted or in clear.
+    When both flags are given, --encrypt wins, as in SeaTunnel."""
     if not args.config:
         raise UsageError(f"{'--encrypt' if args.encrypt else '--decrypt'} needs the job file: -c JOB.conf")
     from seatide.cli.args import read_job_file
+    from seatide.config.loader import ConfigError, job_as_json
 
-    try:
-        from seatide.config.shade import decrypt_config, encrypt_config
+    try:   # config encryption lives in seatide.config.shade; this is its one use here
+        from seatide.config.shade import ShadeError, decrypt_config, encrypt_config
     except ImportError:
-        raise CommandRefused("config encryption is not in this build of SeaTide (seatide.config.shade)",
+        raise CommandRefused("config encryption (seatide.config.shade) is not in this build of SeaTide",
                              EXIT_FAILED) from None
-    text = read_job_file(args.config)
-    shaded = (encrypt_config if args.encrypt else decrypt_config)(text)
-    print(shaded if isinstance(shaded, str) else json.dumps(shaded, indent=2))
+    try:
+        tree = job_as_json(read_job_file(args.config), parse_variables(args.variables), args.config)
+        shaded = (encrypt_config if args.encrypt else decrypt_config)(tree)
+    except ConfigError as exc:
+        raise CommandRefused(str(exc), EXIT_BAD_CONFIG) from None
+    except ShadeError as exc:
+        raise CommandRefused(f"{args.config}: {exc}", EXIT_BAD_CONFIG) from None
+    print(json.dumps(shaded, indent=2, ensure_ascii=False))
     return EXIT_OK
 
 
