@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 
-from seatide.cli.args import EXIT_INTERRUPTED, CommandRefused
+from seatide.cli.args import run_command_line
 
 
 def _add_store_args(parser: argparse.ArgumentParser, cluster: bool = True) -> None:
@@ -146,27 +146,24 @@ def _cluster_common(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        if args.command == "check":
-            from seatide.cli.check import check_command
-            return check_command(args)
-        if args.command == "run":
-            from seatide.cli.run import run_command
-            return run_command(args)
-        if args.command == "resume" and not args.cluster and not args.store:
-            from seatide.cli.run import resume_command   # local mode: in the foreground, like run
-            return resume_command(args)
-        if args.command == "cluster":
-            from seatide.cli.cluster import cluster_command
-            return cluster_command(args)
-        from seatide.cli.client import client_command
-        return client_command(args)
-    except CommandRefused as exc:
-        print(f"seatide: {exc}", file=sys.stderr)
-        return exc.code
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+    return run_command_line("seatide", lambda: _dispatch(args))
 
+
+def _dispatch(args) -> int:
+    if args.command == "check":
+        from seatide.cli.check import check_command
+        return check_command(args)
+    if args.command == "run":
+        from seatide.cli.run import run_command
+        return run_command(args)
+    if args.command == "resume" and not args.cluster and not args.store:
+        from seatide.cli.run import resume_command   # local mode: in the foreground, like run
+        return resume_command(args)
+    if args.command == "cluster":
+        from seatide.cli.cluster import cluster_command
+        return cluster_command(args)
+    from seatide.cli.client import client_command
+    return client_command(args)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -23,8 +23,7 @@ import os
 import sys
 from types import SimpleNamespace
 
-from seatide.cli.args import (EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CommandRefused,
-                              parse_variables)
+from seatide.cli.args import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, CommandRefused, parse_variables, run_command_line
 
 # Flags of other seatunnel.sh versions (the Spark and Flink starters) and what to use here.
 OTHER_FLAGS = {
@@ -106,14 +105,7 @@ def split_variables(values: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    try:
-        args = _parse(argv)
-        return _dispatch(args)
-    except CommandRefused as exc:
-        print(f"seatide-seatunnel: {exc}", file=sys.stderr)
-        return exc.code
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+    return run_command_line("seatide-seatunnel", lambda: _dispatch(_parse(argv)))
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
