@@ -21,6 +21,17 @@ class CommandRefused(Exception):
         self.code = code
 
 
+def run_command_line(prog: str, command) -> int:
+    """Run ``command()`` for its exit code: a refusal is one line on stderr and its code, Ctrl-C 130."""
+    try:
+        return command()
+    except CommandRefused as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
 def default_data_dir() -> str:
     return os.environ.get("SEATIDE_DATA_DIR") or os.path.join(os.path.expanduser("~"), ".seatide")
 

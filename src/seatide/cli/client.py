@@ -58,7 +58,7 @@ class StoreClient:
     def call(self, method: str, path: str, body: dict | None = None):
         from seatide import intents
         from seatide.store.states import JOB_TERMINAL
-        from seatide.store.views import checkpoint_report, job_info, job_rows
+        from seatide.store.views import checkpoint_report, job_info, job_rows, overview
 
         try:
             if path == "/submit-job":
@@ -77,6 +77,8 @@ class StoreClient:
                 intents.stop(self.store, body["jobId"], savepoint=body.get("isStopWithSavePoint", False), actor="cli")
                 return {"jobId": body["jobId"]}
             with self.store.read() as conn:
+                if path == "/overview":
+                    return overview(conn)
                 if path.startswith("/job-info/"):
                     info = job_info(conn, path.rsplit("/", 1)[1])
                     if info is None:
@@ -97,45 +99,69 @@ class StoreClient:
         raise Refused(f"unsupported call {method} {path}")
 
 
-def _client(args):
+def open_client(cluster: str | None, store: str | None, data_dir: str | None, token_file: str | None = None):
+    """A coordinator's REST API if ``cluster`` is given (with the API token of ``token_file`` or
+    SEATIDE_API_TOKEN), else the store (default: the data directory's)."""
     from seatide.store.db import StoreUnavailable, default_store_url
 
-    if args.cluster:
+    if cluster:
         from seatide.api.auth import TokenError, load_token
         try:
-            return HttpClient(args.cluster, load_token(args.api_token_file))
+            return HttpClient(cluster, load_token(token_file))
         except TokenError as exc:
             raise Refused(str(exc)) from None
-    data_dir = os.path.abspath(args.data_dir or default_data_dir())
+    data_dir = os.path.abspath(data_dir or default_data_dir())
     try:
-        return StoreClient(args.store or default_store_url(data_dir), data_dir)
+        return StoreClient(store or default_store_url(data_dir), data_dir)
     except StoreUnavailable as exc:
         raise Refused(str(exc)) from None
 
 
 def client_command(args) -> int:
     try:
-        client = _client(args)
+        client = open_client(args.cluster, args.store, args.data_dir, args.api_token_file)
         return _COMMANDS[args.command](client, args)
     except Refused as exc:
         print(f"seatide: {exc}", file=sys.stderr)
         return exc.code
 
 
-def _submit(client, args) -> int:
-    result = client.call("POST", "/submit-job", {"config": read_job_file(args.config), "jobId": args.job_id, "jobName": args.job_name,
-                                                 "variables": parse_variables(args.variables),
-                                                 "source": args.config, "strict": args.strict})
+def submit_job(client, path: str, variables: dict[str, str], *, job_id: str | None = None,
+               name: str | None = None, strict: bool = False) -> str:
+    """Submit the job file at ``path``; print its config warnings; return the job id."""
+    result = client.call("POST", "/submit-job", {"config": read_job_file(path), "jobId": job_id, "jobName": name,
+                                                 "variables": variables, "source": path, "strict": strict})
     print_config_warnings(result.get("warnings") or [])
-    print(result["jobId"])
+    return result["jobId"]
+
+
+def resume_job(client, job_id: str, *, path: str | None = None, variables: dict[str, str] | None = None,
+               savepoint_id: int | None = None, fallback: str | None = None, strict: bool = False) -> str:
+    """Resume a job, with a changed job file at ``path`` if given; print config warnings."""
+    body = {"fromSavepoint": savepoint_id, "fallback": fallback, "variables": variables, "strict": strict}
+    if path:
+        body["source"] = path
+        body["config"] = read_job_file(path)
+    result = client.call("POST", f"/jobs/{job_id}/resume", body)
+    print_config_warnings(result.get("warnings") or [])
+    return result["jobId"]
+
+
+def all_jobs(client) -> list[dict]:
+    """Every job the cluster or store knows, running and finished."""
+    if isinstance(client, StoreClient):
+        return client.call("GET", "/jobs")
+    return client.call("GET", "/running-jobs") + client.call("GET", "/finished-jobs/all")
+
+
+def _submit(client, args) -> int:
+    print(submit_job(client, args.config, parse_variables(args.variables), job_id=args.job_id,
+                     name=args.job_name, strict=args.strict))
     return EXIT_OK
 
 
 def _list(client, args) -> int:
-    path = "/jobs" if isinstance(client, StoreClient) else "/running-jobs"
-    rows = client.call("GET", path)
-    if isinstance(client, HttpClient):
-        rows = rows + client.call("GET", "/finished-jobs/all")
+    rows = all_jobs(client)
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
@@ -171,15 +197,10 @@ def _stop(client, args, savepoint: bool) -> int:
 
 
 def _resume(client, args) -> int:
-    body = {"fromSavepoint": args.savepoint, "fallback": args.fallback,
-            "variables": parse_variables(args.variables) if args.variables else None,
-            "strict": args.strict}
-    if args.config:
-        body["source"] = args.config
-        body["config"] = read_job_file(args.config)
-    result = client.call("POST", f"/jobs/{args.job_id}/resume", body)
-    print_config_warnings(result.get("warnings") or [])
-    print(f"job {result['jobId']} resumed")
+    job_id = resume_job(client, args.job_id, path=args.config,
+                        variables=parse_variables(args.variables) if args.variables else None,
+                        savepoint_id=args.savepoint, fallback=args.fallback, strict=args.strict)
+    print(f"job {job_id} resumed")
     return EXIT_OK
 
 

@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 
-from seatide.cli.args import EXIT_INTERRUPTED, CommandRefused
+from seatide.cli.args import run_command_line
 
 
 def _add_store_args(parser: argparse.ArgumentParser, cluster: bool = True) -> None:
@@ -34,14 +34,49 @@ def _add_strict_arg(parser: argparse.ArgumentParser) -> None:
                         help="refuse the job if it has keys no option declares (default: warn and ignore them)")
 
 
+def version_line() -> str:
+    """``seatide X.Y.Z (PySpark a.b.c, Python x.y.z)``, from the installed packages' metadata
+    (PySpark is not imported: that would cost seconds)."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    def of(package: str) -> str:
+        try:
+            return version(package)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return f"seatide {of('seatide')} (PySpark {of('pyspark')}, Python {platform.python_version()})"
+
+
+class _VersionAction(argparse.Action):
+    """``--version`` computed only when asked for."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the versions of SeaTide, PySpark and Python, and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="seatide", description="SeaTunnel-style data integration on Spark")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True)
+
+    check = sub.add_parser("check", help="validate a job and print its DAG and pipelines, without running it")
+    check.add_argument("config")
+    check.add_argument("-i", dest="variables", action="append", metavar="NAME=VALUE")
+    check.add_argument("--json", action="store_true", help="print the plan as JSON")
+    _add_strict_arg(check)
 
     run = sub.add_parser("run", help="run a job here and wait for its end")
     run.add_argument("config")
     run.add_argument("-i", dest="variables", action="append", metavar="NAME=VALUE")
     run.add_argument("--job-id")
+    run.add_argument("--job-name", help="the job's name (default: env job.name)")
     run.add_argument("--data-dir", default=None)
     _add_strict_arg(run)
 
@@ -111,24 +146,24 @@ def _cluster_common(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        if args.command == "run":
-            from seatide.cli.run import run_command
-            return run_command(args)
-        if args.command == "resume" and not args.cluster and not args.store:
-            from seatide.cli.run import resume_command   # local mode: in the foreground, like run
-            return resume_command(args)
-        if args.command == "cluster":
-            from seatide.cli.cluster import cluster_command
-            return cluster_command(args)
-        from seatide.cli.client import client_command
-        return client_command(args)
-    except CommandRefused as exc:
-        print(f"seatide: {exc}", file=sys.stderr)
-        return exc.code
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+    return run_command_line("seatide", lambda: _dispatch(args))
 
+
+def _dispatch(args) -> int:
+    if args.command == "check":
+        from seatide.cli.check import check_command
+        return check_command(args)
+    if args.command == "run":
+        from seatide.cli.run import run_command
+        return run_command(args)
+    if args.command == "resume" and not args.cluster and not args.store:
+        from seatide.cli.run import resume_command   # local mode: in the foreground, like run
+        return resume_command(args)
+    if args.command == "cluster":
+        from seatide.cli.cluster import cluster_command
+        return cluster_command(args)
+    from seatide.cli.client import client_command
+    return client_command(args)
 
 if __name__ == "__main__":
     sys.exit(main())

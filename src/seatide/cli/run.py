@@ -29,7 +29,8 @@ def run_command(args) -> int:
         print(f"seatide: invalid job: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     data_dir = os.path.abspath(args.data_dir or default_data_dir())
-    return LocalRun(data_dir).run(text, variables, source=args.config, job_id=args.job_id, strict=args.strict)
+    return LocalRun(data_dir).run(text, variables, source=args.config, job_id=args.job_id, name=args.job_name,
+                                  strict=args.strict)
 
 
 def resume_command(args) -> int:
@@ -55,12 +56,12 @@ class LocalRun:
         self._worker_thread = threading.Thread(target=self.worker.run, name="worker", daemon=True)
 
     def run(self, text: str, variables: dict, *, source: str, job_id: str | None = None,
-            strict: bool = False) -> int:
+            name: str | None = None, strict: bool = False) -> int:
         from seatide import intents
 
         return self._start(lambda: intents.submit(
             self.store, self.data_dir, text=text, variables=variables, source=source, job_id=job_id,
-            strict=strict, pinned_worker=self.worker.node_id, actor="seatide-run"), source)
+            name=name, strict=strict, pinned_worker=self.worker.node_id, actor="seatide-run"), source)
 
     def resume(self, job_id: str, *, text: str | None, variables: dict | None, source: str | None,
                strict: bool = False, savepoint_id: int | None = None, fallback: str | None = None) -> int:

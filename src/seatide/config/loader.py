@@ -181,6 +181,20 @@ def parse_job_tree(text: str, variables: dict[str, str] | None = None) -> dict:
     return _parse(text, variables or {}, "<job>")[0]
 
 
+def job_as_json(text: str, variables: dict[str, str] | None = None, source_name: str = "<job>") -> dict:
+    """The job in SeaTunnel's JSON form, nothing validated: each plugin section a list of
+    blocks naming their ``plugin_name``, so two blocks of one plugin and their order survive
+    a round trip through JSON (``ConfigError`` if the text does not parse)."""
+    tree, sites, _ = _parse(text, variables or {}, source_name)
+    out = dict(tree)
+    for kind in ("source", "transform", "sink"):
+        section = tree.get(kind)
+        if isinstance(section, Mapping):
+            out[kind] = [{"plugin_name": sites[unmark(key)].name if unmark(key) in sites else key, **body}
+                         for key, body in section.items()]
+    return out
+
+
 def spark_conf_for(env: JobEnv) -> dict[str, str]:
     return {"spark.sql.streaming.minBatchesToRetain": str(env.checkpoints_retained), **env.spark_conf}
 
