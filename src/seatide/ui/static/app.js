@@ -92,7 +92,7 @@ function overviewView() {
     leader.replaceChildren(lead
       ? el("div", {}, el("b", {text: "Leader "}), el("span", {id: "leader-node", text: lead.nodeId}),
           el("span", {text: `  · epoch `}), el("b", {id: "leader-epoch", text: lead.epoch}),
-          el("span", {class: "muted", text: `  · ${lead.url || ""} · since ${lead.since} UTC · lease renews within ${lead.leaseExpiresInSeconds} s`}))
+          el("span", {class: "muted", text: `  · ${lead.url || ""} · since ${lead.since} UTC · lease valid ${lead.leaseExpiresInSeconds} s more`}))
       : el("div", {}, el("b", {text: "No leader right now "}),
           el("span", {class: "muted", text: `(last epoch ${cluster.epoch}); a coordinator takes the lease within its TTL`})),
       el("div", {class: "muted", text: `This page is served by ${info.servedBy}.`}));
@@ -208,22 +208,28 @@ function dagSvg(plan, statusOf) {
     `<path d="M0,0 L8,4 L0,8 z" fill="#8996a3"/></marker></defs>${body}</svg>`;
 }
 
-// A small line chart of one series over time; failed checkpoints are red dots.
-function chartSvg(points, color) {
+// A small line chart over time, one line per pipeline; failed checkpoints are red dots.
+const PALETTE = ["#0b6bcb", "#1f8a4c", "#9b6ed0", "#b7791f", "#2a9d9f", "#d1497b"];
+
+function chartSvg(series) {
   const W = 520, H = 150, L = 52, R = 10, T = 10, B = 24;
-  if (!points.length) return `<svg width="${W}" height="${H}"><text x="${L}" y="${H / 2}" fill="#6b7785">no checkpoint yet</text></svg>`;
-  const t0 = points[0].t, t1 = Math.max(points[points.length - 1].t, t0 + 1);
-  const vmax = Math.max(1, ...points.map((p) => p.v));
-  const x = (t) => L + (W - L - R) * (t - t0) / (t1 - t0), y = (v) => H - B - (H - T - B) * v / vmax;
-  const ok = points.filter((p) => !p.failed);
-  const line = ok.map((p) => `${x(p.t).toFixed(1)},${y(p.v).toFixed(1)}`).join(" ");
-  const dots = points.map((p) => `<circle cx="${x(p.t).toFixed(1)}" cy="${y(p.v).toFixed(1)}" r="${p.failed ? 3.5 : 2.2}" fill="${p.failed ? "#c0392b" : color}"/>`).join("");
+  const all = series.flatMap((s) => s.points);
+  if (!all.length) return `<svg width="${W}" height="${H}"><text x="${L}" y="${H / 2}" fill="#6b7785">no checkpoint yet</text></svg>`;
+  const t0 = Math.min(...all.map((p) => p.t)), t1 = Math.max(...all.map((p) => p.t), t0 + 1);
+  const vmax = Math.max(1, ...all.map((p) => p.v));
+  const x = (t) => (L + (W - L - R) * (t - t0) / (t1 - t0)).toFixed(1), y = (v) => (H - B - (H - T - B) * v / vmax).toFixed(1);
   const clock = (t) => new Date(t).toISOString().slice(11, 19);
+  const lines = series.map((s, i) => {
+    const color = PALETTE[i % PALETTE.length];
+    const ok = s.points.filter((p) => !p.failed).map((p) => `${x(p.t)},${y(p.v)}`).join(" ");
+    const dots = s.points.map((p) => `<circle cx="${x(p.t)}" cy="${y(p.v)}" r="${p.failed ? 3.5 : 2.2}" fill="${p.failed ? "#c0392b" : color}"/>`).join("");
+    const legend = series.length > 1 ? `<text x="${W - R}" y="${T + 12 * (i + 1)}" text-anchor="end" fill="${color}">${escapeXml(s.name)}</text>` : "";
+    return `<polyline class="series" stroke="${color}" points="${ok}"/>${dots}${legend}`;
+  }).join("");
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}">` +
     `<line class="axis" x1="${L}" y1="${H - B}" x2="${W - R}" y2="${H - B}"/><line class="axis" x1="${L}" y1="${T}" x2="${L}" y2="${H - B}"/>` +
     `<text x="${L - 6}" y="${T + 8}" text-anchor="end">${fmtNumber(vmax)}</text><text x="${L - 6}" y="${H - B}" text-anchor="end">0</text>` +
-    `<text x="${L}" y="${H - 6}">${clock(t0)}</text><text x="${W - R}" y="${H - 6}" text-anchor="end">${clock(t1)} UTC</text>` +
-    `<polyline class="series" stroke="${color}" points="${line}"/>${dots}</svg>`;
+    `<text x="${L}" y="${H - 6}">${clock(t0)}</text><text x="${W - R}" y="${H - 6}" text-anchor="end">${clock(t1)} UTC</text>${lines}</svg>`;
 }
 
 function eventClass(kind) {
@@ -236,7 +242,7 @@ function eventClass(kind) {
 
 function eventDetail(detail) {
   if (detail === null || typeof detail !== "object") return String(detail ?? "");
-  return Object.entries(detail).map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join("  ");
+  return Object.entries(detail).filter(([, v]) => v !== null).map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join("  ");
 }
 
 function summaryItem(label, value, id) {
@@ -302,7 +308,7 @@ function jobView(jobId) {
     resume.disabled = !ended;
     const cp = info.checkpoint;
     summary.replaceChildren(
-      summaryItem("Name", info.jobName), summaryItem("Mode", info.jobMode), summaryItem("Incarnation", info.incarnation),
+      summaryItem("Name", info.jobName), summaryItem("Mode", info.jobMode), summaryItem("Incarnation", info.incarnation, "incarnation"),
       summaryItem("Created (UTC)", info.createTime), summaryItem("Duration", fmtSeconds(info.durationSeconds)),
       summaryItem("Rows in", fmtNumber(info.rowsRead)), summaryItem("Rows out", fmtNumber(info.rowsWritten)),
       summaryItem("Rows/s", fmtNumber(info.rowsPerSecond)), summaryItem("Retries used", info.retriesUsed),
@@ -338,9 +344,11 @@ function jobView(jobId) {
 
   function renderCheckpoints(report) {
     const history = [...report.history].reverse();
-    const points = (value) => history.map((c) => ({t: Date.parse(c.time.replace(" ", "T") + "Z"), v: value(c), failed: c.status !== "COMPLETED"}));
-    charts.innerHTML = `<figure>${chartSvg(points((c) => c.durationMs), "#0b6bcb")}<figcaption>checkpoint duration (ms)</figcaption></figure>` +
-      `<figure>${chartSvg(points((c) => c.rows), "#1f8a4c")}<figcaption>rows per checkpoint</figcaption></figure>`;
+    const ids = [...new Set(history.map((c) => c.pipelineId))].sort((a, b) => a - b);
+    const series = (value) => ids.map((id) => ({name: `pipeline ${id}`, points: history.filter((c) => c.pipelineId === id)
+      .map((c) => ({t: Date.parse(c.time.replace(" ", "T") + "Z"), v: value(c), failed: c.status !== "COMPLETED"}))}));
+    charts.innerHTML = `<figure>${chartSvg(series((c) => c.durationMs))}<figcaption>checkpoint duration (ms)</figcaption></figure>` +
+      `<figure>${chartSvg(series((c) => c.rows))}<figcaption>rows per checkpoint</figcaption></figure>`;
     keepOptions(savepoints, report.history.filter((c) => c.kind === "SAVEPOINT" && c.status === "COMPLETED")
       .map((c) => [String(c.checkpointId), `savepoint ${c.checkpointId} (${c.time})`]));
   }
