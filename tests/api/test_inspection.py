@@ -114,6 +114,8 @@ def test_events_of_an_unknown_job_are_404_and_a_bad_id_or_paging_is_4xx(api):
         assert "is not allowed" in response.json()["error"]
     assert http.get("/api/v1/jobs/nope/events", params={"limit": 0}).status_code == 422
     assert http.get("/api/v1/jobs/nope/events", params={"after": -1}).status_code == 422
+    assert http.get("/api/v1/jobs/nope/events", params={"after": 2**64}).status_code == 422
+    assert http.get("/api/v1/jobs/nope/logs", params={"attempt": 2**64}).status_code == 422
 
 
 # -- driver logs -------------------------------------------------------------------------

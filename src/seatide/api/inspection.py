@@ -26,13 +26,15 @@ from seatide.store.paths import driver_log_path
 from seatide.store.views import job_events, log_attempt, nodes_report
 
 DEFAULT_TAIL_LINES = 200
+# Ids and offsets beyond what the store (64-bit integers) holds are refused (422), as in rest.py.
+BIGINT = 2**62
 
 
 def inspection_router(store: Store, data_dir: str) -> APIRouter:
     router = APIRouter(prefix="/api/v1")
 
     @router.get("/jobs/{job_id}/events")
-    def get_events(job_id: str, after: int = Query(0, ge=0, description="return events after this seq"),
+    def get_events(job_id: str, after: int = Query(0, ge=0, le=BIGINT, description="return events after this seq"),
                    limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
         """The job's event log, oldest first; page on with ``after`` = the last ``seq`` seen."""
         with store.read() as conn:
@@ -44,9 +46,9 @@ def inspection_router(store: Store, data_dir: str) -> APIRouter:
 
     @router.get("/jobs/{job_id}/logs")
     def get_logs(job_id: str,
-                 attempt: int | None = Query(None, ge=1, description="an attempt id (default: current or last)"),
+                 attempt: int | None = Query(None, ge=1, le=BIGINT, description="an attempt id (default: current or last)"),
                  tail: int | None = Query(None, ge=1, le=100_000, description="the last N lines"),
-                 offset: int | None = Query(None, ge=0, description="a byte offset to read from"),
+                 offset: int | None = Query(None, ge=0, le=BIGINT, description="a byte offset to read from"),
                  limit: int = Query(65536, ge=1, le=MAX_READ_BYTES, description="bytes to read from offset"),
                  ) -> dict[str, Any]:
         """The driver log of one attempt: its last ``tail`` lines (default 200), or the bytes
@@ -69,6 +71,9 @@ def inspection_router(store: Store, data_dir: str) -> APIRouter:
                 f"no driver log for attempt {row.attempt_id} of job {job_id} in this coordinator's data "
                 f"directory (logs/{job_id}/attempt-{row.attempt_id}.log); worker {row.worker_id} writes it "
                 "in its own, which is readable here only when the data directory is shared")) from None
+        except OSError as exc:
+            raise Refusal(RefusalKind.NOT_FOUND, f"the driver log of attempt {row.attempt_id} of job {job_id} "
+                                                 f"cannot be read here: {exc.strerror}") from None
         return {"jobId": job_id, "attemptId": row.attempt_id, "worker": row.worker_id, "attemptState": row.state,
                 "offset": page.offset, "nextOffset": page.next_offset, "size": page.size,
                 "truncated": page.truncated, "text": page.text}
@@ -106,8 +111,9 @@ def _plan_shape(job_id: str, text: str, variables: str) -> tuple[list[dict], str
     within an incarnation and loading one may reach a database (a Jdbc catalog)."""
     try:
         plan = build_plan(intents.check(text, json.loads(variables), source=f"job {job_id}"))
-    except (Refusal, ConfigError) as exc:
-        return [], mask_message(str(exc), secret_values(text, json.loads(variables)))
+    except Exception as exc:  # noqa: BLE001 - a plan that cannot be drawn (a plugin changed since submission?) is reported, never a 500
+        why = str(exc) if isinstance(exc, (Refusal, ConfigError)) else f"job {job_id}: the plan cannot be drawn: {exc}"
+        return [], mask_message(why, secret_values(text, json.loads(variables)))
     return [{"pipelineId": p.pipeline_id,
              "plugins": [{"id": spec.plugin_id, "kind": spec.kind, "name": spec.name, "line": spec.line,
                           "output": spec.output, "inputs": p.inputs.get(spec.plugin_id, [])}
