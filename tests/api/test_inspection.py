@@ -261,3 +261,16 @@ def test_the_ui_page_and_its_assets_are_served(api):
     for asset in ("/ui/app.js", "/ui/style.css"):
         assert http.get(asset).status_code == 200, asset
     assert http.get("/ui/../rest.py").status_code == 404
+
+
+def test_the_ui_files_load_without_the_token_even_when_reads_need_it(tmp_path):
+    data_dir = str(tmp_path / "data")
+    os.makedirs(data_dir)
+    store = open_store(default_store_url(data_dir))
+    http = TestClient(create_app(store, data_dir, "c1", api_token="ui-token", auth_reads=True))
+    try:
+        assert http.get("/").status_code == 200 and http.get("/ui/app.js").status_code == 200
+        assert http.get("/api/v1/nodes").status_code == 401     # the data still needs it
+        assert http.get("/api/v1/nodes", headers={"Authorization": "Bearer ui-token"}).status_code == 200
+    finally:
+        store.dispose()

@@ -396,7 +396,7 @@ function jobView(jobId) {
     if (planFor !== info.incarnation) {
       plan = await api("GET", `${path}/plan`);
       planFor = info.incarnation;
-      config.textContent = plan.config;
+      config.textContent = info.config;
     }
     const statusOf = (id) => (info.pipelines.find((p) => p.pipelineId === id) || {}).status;
     dag.innerHTML = plan.error ? "" : dagSvg(plan, statusOf);
