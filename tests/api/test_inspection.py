@@ -10,17 +10,15 @@ import os
 import time
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import insert, update
 
-from seatide.api.rest import create_app
 from seatide.coordinator.lease import LeaderLease
 from seatide.coordinator.service import node_heartbeat, register_node
 from seatide.store import schema as s
-from seatide.store.db import default_store_url, open_store
 from seatide.store.paths import driver_log_path
+from tests.security.test_rest_guards import JOB as SIMPLE, app_on  # noqa: F401  (app_on: the fixture)
 
-JOB = """
+TWO_PIPELINES = """
 env { job.mode = BATCH, job.name = "two-pipelines" }
 source {
   FakeSource { plugin_output = "a", row.num = 3, schema = { fields { id = bigint } } }
@@ -42,20 +40,10 @@ sink {
 }
 """
 
-SIMPLE = """
-env { job.mode = BATCH }
-source { FakeSource { row.num = 3, schema = { fields { id = bigint } } } }
-sink { Console {} }
-"""
-
-
 @pytest.fixture
-def api(tmp_path):
-    data_dir = str(tmp_path / "data")
-    os.makedirs(data_dir)
-    store = open_store(default_store_url(data_dir))
-    yield TestClient(create_app(store, data_dir, "c1")), store, data_dir
-    store.dispose()
+def api(app_on):
+    """(client, store, data dir): in-process REST on a fresh SQLite store."""
+    return app_on(), app_on.store, app_on.data_dir
 
 
 def _submit(http, job_id: str, config: str = SIMPLE) -> None:
@@ -92,7 +80,7 @@ def test_events_are_the_jobs_log_oldest_first_paged_by_seq(api):
     body = http.get("/api/v1/jobs/ev-1/events").json()
     assert [e["kind"] for e in body["events"]] == ["JOB_SUBMITTED", "STOP_REQUESTED"]
     first, second = body["events"]
-    assert first["seq"] < second["seq"] and first["actor"] == "api:c1"
+    assert first["seq"] < second["seq"] and first["actor"] == "api:test-node"
     assert first["detail"]["pipelines"] == 1 and second["detail"] == {"savepoint": False}
     assert body["nextAfter"] == second["seq"] and body["more"] is False
 
@@ -189,7 +177,7 @@ def test_log_refusals_say_what_is_missing(api):
 # -- plan and config ---------------------------------------------------------------------
 def test_plan_groups_plugins_by_pipeline(api):
     http, _, _ = api
-    _submit(http, "plan-1", JOB)
+    _submit(http, "plan-1", TWO_PIPELINES)
     body = http.get("/api/v1/jobs/plan-1/plan").json()
     assert body["error"] is None and body["jobName"] == "two-pipelines" and body["mode"] == "BATCH"
     shape = [[(p["id"], p["name"], p["inputs"]) for p in pipe["plugins"]] for pipe in body["pipelines"]]
@@ -263,14 +251,8 @@ def test_the_ui_page_and_its_assets_are_served(api):
     assert http.get("/ui/../rest.py").status_code == 404
 
 
-def test_the_ui_files_load_without_the_token_even_when_reads_need_it(tmp_path):
-    data_dir = str(tmp_path / "data")
-    os.makedirs(data_dir)
-    store = open_store(default_store_url(data_dir))
-    http = TestClient(create_app(store, data_dir, "c1", api_token="ui-token", auth_reads=True))
-    try:
-        assert http.get("/").status_code == 200 and http.get("/ui/app.js").status_code == 200
-        assert http.get("/api/v1/nodes").status_code == 401     # the data still needs it
-        assert http.get("/api/v1/nodes", headers={"Authorization": "Bearer ui-token"}).status_code == 200
-    finally:
-        store.dispose()
+def test_the_ui_files_load_without_the_token_even_when_reads_need_it(app_on):
+    http = app_on(api_token="ui-token", auth_reads=True)
+    assert http.get("/").status_code == 200 and http.get("/ui/app.js").status_code == 200
+    assert http.get("/api/v1/nodes").status_code == 401     # the data still needs it
+    assert http.get("/api/v1/nodes", headers={"Authorization": "Bearer ui-token"}).status_code == 200
