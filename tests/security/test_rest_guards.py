@@ -30,7 +30,7 @@ def app_on(tmp_path):
     def make(**options):
         return TestClient(create_app(store, data_dir, "test-node", **options), raise_server_exceptions=False)
 
-    make.data_dir = data_dir
+    make.data_dir, make.store = data_dir, store
     yield make
     store.dispose()
 

@@ -3,8 +3,9 @@
 One app-wide ASGI middleware, keyed on the HTTP method, not on routes: every mutating
 call (POST, PUT, PATCH, DELETE) on any path, SeaTide's /api/v1 and the SeaTunnel-compatible
 paths at the root alike, needs ``Authorization: Bearer <token>``. Reads (GET, HEAD,
-OPTIONS), ``/metrics`` and the UI's files stay open unless ``auth_reads``. Tokens are
-compared in constant time.
+OPTIONS) and ``/metrics`` stay open unless ``auth_reads``. The UI's files (the page and its
+script, no data) are always open: the page asks the operator for the token and sends it on
+every API call. Tokens are compared in constant time.
 
 Where the token comes from (``load_token``): ``--api-token-file PATH`` first, then
 ``SEATIDE_API_TOKEN``. A token file that is missing, empty, or readable by every user of
@@ -20,6 +21,10 @@ import stat
 
 TOKEN_ENV = "SEATIDE_API_TOKEN"
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def _ui_file(path: str) -> bool:
+    return path == "/" or path.startswith("/ui/")
 
 
 class TokenError(Exception):
@@ -71,7 +76,7 @@ class TokenAuth:
         await send({"type": "http.response.body", "body": body})
 
     def _allowed(self, scope) -> bool:
-        if scope["method"] in READ_METHODS and not self.auth_reads:
+        if scope["method"] in READ_METHODS and (not self.auth_reads or _ui_file(scope["path"])):
             return True
         given = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
         return hmac.compare_digest(given, self.expected)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from seatide import intents
 from seatide.api.auth import TokenAuth
+from seatide.api.inspection import inspection_router
 from seatide.api.limits import DEFAULT_MAX_REQUEST_BYTES, BodySizeLimit
 from seatide.api.metrics import CoordinatorMetrics, RequestTimer
 from seatide.api.seatunnel_v2 import seatunnel_router
@@ -24,6 +25,7 @@ from seatide.intents import Refusal, RefusalKind
 from seatide.store.db import Store
 from seatide.store.states import JOB_TERMINAL
 from seatide.store.views import checkpoint_report, job_info, job_rows, overview
+from seatide.ui import mount_ui
 
 # Ids and counts the store holds in 64-bit integers: larger ones are refused (422), not overflowed.
 MAX_ID = 2**62
@@ -160,6 +162,8 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
         return [stopped(body) for body in bodies]
 
     app.include_router(seatunnel_router(store, data_dir, node_id, cleanup_delay_s))   # SeaTunnel's API at the root
+    app.include_router(inspection_router(store, data_dir))   # events, driver logs, plan, nodes
+    mount_ui(app)
     return app
 
 

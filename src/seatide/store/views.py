@@ -15,8 +15,11 @@ from sqlalchemy.engine import Connection
 
 from seatide.secrets import mask_config_text, mask_message, secret_values
 from seatide.store import schema as s
-from seatide.store.jobs import job_view
-from seatide.store.states import JOB_TERMINAL
+from seatide.store.jobs import job_view, load_job
+from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
+
+# A node whose heartbeat is older than this is shown as silent (the default worker heartbeat timeout).
+NODE_SILENT_AFTER_S = 10.0
 
 
 def iso(ts: float | None) -> str | None:
@@ -138,17 +141,81 @@ def job_info(conn: Connection, job_id: str) -> dict | None:
             "attemptId": attempt.attempt_id, "number": attempt.number, "worker": attempt.worker_id,
             "state": attempt.state, "pid": attempt.pid, "heartbeatTime": iso(attempt.heartbeat_at),
             "error": masked(attempt.error)},
+        "attempts": [{**_attempt_row(a), "error": masked(a.error)} for a in job_attempts(conn, job)],
         "metrics": {
             "SourceReceivedCount": sum(p.rows_read for p in view.pipelines),
             "SinkWriteCount": sum(p.rows_written for p in view.pipelines),
         },
+        **progress(job, sum(p.rows_read for p in view.pipelines), sum(p.rows_written for p in view.pipelines), now),
         "checkpoint": checkpoint_summary(conn, job, view.pipelines, now),
         "config": mask_config_text(job.config, variables),
     }
 
 
+def progress(job, rows_read: int, rows_written: int, now: float) -> dict:
+    """Rows in and out, how long the job has run, and its rate: rows written per second since submission."""
+    duration = max(0.0, (job.finished_at or now) - job.created_at)
+    return {"rowsRead": rows_read, "rowsWritten": rows_written, "durationSeconds": round(duration, 1),
+            "rowsPerSecond": round(rows_written / duration, 1) if duration > 0 else None}
+
+
+def job_attempts(conn: Connection, job) -> list:
+    """The attempts of the job's current incarnation, oldest first."""
+    return conn.execute(select(s.attempts).where(and_(
+        s.attempts.c.job_id == job.job_id, s.attempts.c.incarnation == job.incarnation))
+        .order_by(s.attempts.c.attempt_id)).all()
+
+
+def _attempt_row(a) -> dict:
+    return {"attemptId": a.attempt_id, "number": a.number, "worker": a.worker_id, "state": a.state,
+            "pid": a.pid, "createTime": iso(a.created_at), "launchTime": iso(a.launched_at),
+            "heartbeatTime": iso(a.heartbeat_at), "endTime": iso(a.ended_at), "exitCode": a.exit_code,
+            "error": a.error}
+
+
+def log_attempt(conn: Connection, job_id: str, attempt_id: int | None = None):
+    """The attempt whose driver log to show: the one asked for (if it is this job's), else the
+    job's current attempt, else its newest. None when there is none."""
+    query = select(s.attempts).where(s.attempts.c.job_id == job_id)
+    if attempt_id is not None:
+        return conn.execute(query.where(s.attempts.c.attempt_id == attempt_id)).first()
+    job = load_job(conn, job_id)
+    if job is not None and job.current_attempt is not None:
+        current = conn.execute(query.where(s.attempts.c.attempt_id == job.current_attempt)).first()
+        if current is not None:
+            return current
+    return conn.execute(query.order_by(s.attempts.c.attempt_id.desc()).limit(1)).first()
+
+
+def job_events(conn: Connection, job_id: str, after: int = 0, limit: int = 100) -> list[dict] | None:
+    """A job's event log (every incarnation), oldest first, from the event after ``after``.
+
+    None when neither the job nor any event of it exists. Events outlive the job's other
+    rows (history expiry keeps them as the audit trail), so a forgotten job still has them.
+    """
+    job = load_job(conn, job_id)
+    rows = conn.execute(select(s.events).where(and_(s.events.c.job_id == job_id, s.events.c.seq > after))
+                        .order_by(s.events.c.seq).limit(limit)).all()
+    if not rows and job is None and conn.execute(
+            select(s.events.c.seq).where(s.events.c.job_id == job_id).limit(1)).first() is None:
+        return None
+    # Masked by whoever wrote them; masked again here for events written before that.
+    secrets = secret_values(job.config, json.loads(job.variables or "{}")) if job is not None else frozenset()
+    return [{"seq": e.seq, "time": iso(e.at), "at": e.at, "kind": e.kind, "incarnation": e.incarnation,
+             "epoch": e.epoch, "actor": e.actor, "detail": _detail(mask_message(e.detail, secrets))} for e in rows]
+
+
+def _detail(text: str):
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text     # written by hand or by an older version: shown as it is
+
+
 def job_rows(conn: Connection, statuses: set[str] | None = None, exclude: set[str] | None = None) -> list[dict]:
     query = select(s.jobs).order_by(s.jobs.c.created_at)
+    totals = _row_totals(conn)
+    now = time.time()
     rows = []
     for job in conn.execute(query):
         if statuses is not None and job.status not in statuses:
@@ -156,12 +223,21 @@ def job_rows(conn: Connection, statuses: set[str] | None = None, exclude: set[st
         if exclude is not None and job.status in exclude:
             continue
         row = {"jobId": job.job_id, "jobName": job.name, "jobStatus": job.status,
-               "createTime": iso(job.created_at), "finishedTime": iso(job.finished_at), "errorMsg": job.error_msg}
+               "createTime": iso(job.created_at), "finishedTime": iso(job.finished_at), "errorMsg": job.error_msg,
+               **progress(job, *totals.get((job.job_id, job.incarnation), (0, 0)), now)}
         if job.status not in JOB_TERMINAL:
             pipes = job_view(conn, job.job_id).pipelines
-            row["checkpoint"] = checkpoint_summary(conn, job, pipes, time.time())
+            row["checkpoint"] = checkpoint_summary(conn, job, pipes, now)
         rows.append(row)
     return rows
+
+
+def _row_totals(conn: Connection) -> dict[tuple[str, int], tuple[int, int]]:
+    """(job id, incarnation) -> rows read and written over its pipelines, in one query."""
+    p = s.pipelines.c
+    query = select(p.job_id, p.incarnation, func.sum(p.rows_read), func.sum(p.rows_written)).group_by(
+        p.job_id, p.incarnation)
+    return {(job_id, inc): (int(read or 0), int(written or 0)) for job_id, inc, read, written in conn.execute(query)}
 
 
 def overview(conn: Connection) -> dict:
@@ -169,12 +245,47 @@ def overview(conn: Connection) -> dict:
     now = time.time()
     counts = dict(conn.execute(select(s.jobs.c.status, func.count()).group_by(s.jobs.c.status)).all())
     nodes = conn.execute(select(s.nodes).where(s.nodes.c.stopped.is_(False))).all()
-    alive = [n for n in nodes if now - n.heartbeat_at < 10]
+    alive = [n for n in nodes if now - n.heartbeat_at < NODE_SILENT_AFTER_S]
+    leader = _leader(lease, now)
     return {
-        "leader": None if lease is None or lease.node_id is None or lease.expires_at < now else {
-            "nodeId": lease.node_id, "url": lease.url, "epoch": lease.epoch},
+        "leader": None if leader is None else {k: leader[k] for k in ("nodeId", "url", "epoch")},
         "jobs": {"total": sum(counts.values()), **{k.lower(): v for k, v in counts.items()},
                  "running": sum(v for k, v in counts.items() if k not in JOB_TERMINAL)},
         "workers": [{"nodeId": n.node_id, "host": n.host, "slots": n.slots} for n in alive if n.role == "worker"],
         "coordinators": [{"nodeId": n.node_id, "url": n.url} for n in alive if n.role == "coordinator"],
     }
+
+
+def _leader(lease, now: float) -> dict | None:
+    """The lease holder while its lease runs; None between leaders."""
+    if lease is None or lease.node_id is None or lease.expires_at < now:
+        return None
+    return {"nodeId": lease.node_id, "url": lease.url, "epoch": lease.epoch,
+            "since": iso(lease.acquired_at), "leaseExpiresInSeconds": round(lease.expires_at - now, 1)}
+
+
+def nodes_report(conn: Connection) -> dict:
+    """Every registered coordinator and worker with its heartbeat, the leader and its epoch.
+
+    A node is ALIVE while it heartbeats, SILENT once its heartbeat is older than
+    ``NODE_SILENT_AFTER_S`` (paused, partitioned or killed), STOPPED after a clean shutdown.
+    """
+    now = time.time()
+    lease = conn.execute(select(s.leader_lease).where(s.leader_lease.c.id == 1)).first()
+    leader = _leader(lease, now)
+    a = s.attempts.c
+    load = dict(conn.execute(select(a.worker_id, func.count()).where(and_(
+        a.ended_at.is_(None), a.state.in_(ATTEMPT_LIVE))).group_by(a.worker_id)).all())
+    report: dict = {"leader": leader, "epoch": lease.epoch if lease is not None else 0,
+                    "coordinators": [], "workers": []}
+    for n in conn.execute(select(s.nodes).order_by(s.nodes.c.node_id)):
+        silent_for = now - n.heartbeat_at
+        state = "STOPPED" if n.stopped else "SILENT" if silent_for >= NODE_SILENT_AFTER_S else "ALIVE"
+        node = {"nodeId": n.node_id, "host": n.host, "pid": n.pid, "url": n.url, "state": state,
+                "startTime": iso(n.started_at), "heartbeatTime": iso(n.heartbeat_at),
+                "secondsSinceHeartbeat": round(silent_for, 1)}
+        if n.role == "worker":
+            report["workers"].append({**node, "slots": n.slots, "runningAttempts": load.get(n.node_id, 0)})
+        else:
+            report["coordinators"].append({**node, "leader": leader is not None and leader["nodeId"] == n.node_id})
+    return report
