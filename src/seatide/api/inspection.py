@@ -22,19 +22,19 @@ from seatide.plan.dag import build_plan
 from seatide.secrets import mask_message, secret_values
 from seatide.store.db import Store
 from seatide.store.jobs import BadJobId, check_job_id, load_job
+from seatide.api.limits import MAX_ID
 from seatide.store.paths import driver_log_path
 from seatide.store.views import job_events, log_attempt, nodes_report
 
 DEFAULT_TAIL_LINES = 200
 # Ids and offsets beyond what the store (64-bit integers) holds are refused (422), as in rest.py.
-BIGINT = 2**62
 
 
 def inspection_router(store: Store, data_dir: str) -> APIRouter:
     router = APIRouter(prefix="/api/v1")
 
     @router.get("/jobs/{job_id}/events")
-    def get_events(job_id: str, after: int = Query(0, ge=0, le=BIGINT, description="return events after this seq"),
+    def get_events(job_id: str, after: int = Query(0, ge=0, le=MAX_ID, description="return events after this seq"),
                    limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
         """The job's event log, oldest first; page on with ``after`` = the last ``seq`` seen."""
         with store.read() as conn:
@@ -46,9 +46,9 @@ def inspection_router(store: Store, data_dir: str) -> APIRouter:
 
     @router.get("/jobs/{job_id}/logs")
     def get_logs(job_id: str,
-                 attempt: int | None = Query(None, ge=1, le=BIGINT, description="an attempt id (default: current or last)"),
+                 attempt: int | None = Query(None, ge=1, le=MAX_ID, description="an attempt id (default: current or last)"),
                  tail: int | None = Query(None, ge=1, le=100_000, description="the last N lines"),
-                 offset: int | None = Query(None, ge=0, le=BIGINT, description="a byte offset to read from"),
+                 offset: int | None = Query(None, ge=0, le=MAX_ID, description="a byte offset to read from"),
                  limit: int = Query(65536, ge=1, le=MAX_READ_BYTES, description="bytes to read from offset"),
                  ) -> dict[str, Any]:
         """The driver log of one attempt: its last ``tail`` lines (default 200), or the bytes

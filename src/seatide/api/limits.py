@@ -1,10 +1,16 @@
-"""Request bodies have a size limit: a huge body is refused (413) before it is read whole."""
+"""What a request may carry: a body of bounded size (a huge one is refused, 413, before it
+is read whole), ids within the store's integer range, and one HTTP status per refusal kind."""
 
 from __future__ import annotations
 
 import json
 
+from seatide.intents import RefusalKind
+
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
+# Ids and offsets a request may name: above this they cannot exist (BIGINT columns).
+MAX_ID = 2**62
+HTTP_STATUS = {RefusalKind.BAD_REQUEST: 400, RefusalKind.NOT_FOUND: 404, RefusalKind.CONFLICT: 409}
 
 
 class BodySizeLimit:

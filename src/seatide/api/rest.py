@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from seatide import intents
 from seatide.api.auth import TokenAuth
 from seatide.api.inspection import inspection_router
-from seatide.api.limits import DEFAULT_MAX_REQUEST_BYTES, BodySizeLimit
+from seatide.api.limits import DEFAULT_MAX_REQUEST_BYTES, HTTP_STATUS, MAX_ID, BodySizeLimit
 from seatide.api.metrics import CoordinatorMetrics, RequestTimer
 from seatide.api.seatunnel_v2 import seatunnel_router
 from seatide.config.shade import ShadeError, encrypt_config
@@ -28,8 +28,6 @@ from seatide.store.views import checkpoint_report, job_info, job_rows, overview
 from seatide.ui import mount_ui
 
 # Ids and counts the store holds in 64-bit integers: larger ones are refused (422), not overflowed.
-MAX_ID = 2**62
-HTTP_STATUS = {RefusalKind.BAD_REQUEST: 400, RefusalKind.NOT_FOUND: 404, RefusalKind.CONFLICT: 409}
 
 
 class SubmitJob(BaseModel):

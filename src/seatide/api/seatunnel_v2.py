@@ -28,15 +28,16 @@ from sqlalchemy import select
 
 from seatide import intents
 from seatide.api import seatunnel_views as views
+from seatide.api.limits import HTTP_STATUS
 from seatide.api.seatunnel_monitoring import system_monitoring
 from seatide.config.shade import ShadeError, encrypt_config
 from seatide.intents import Refusal, RefusalKind
 from seatide.store import schema as s
 from seatide.store.db import Store
 from seatide.store.jobs import BadJobId, check_job_id
+from seatide.store.paths import driver_log_path
 from seatide.store.states import JOB_TERMINAL
 
-HTTP_STATUS = {RefusalKind.BAD_REQUEST: 400, RefusalKind.NOT_FOUND: 404, RefusalKind.CONFLICT: 409}
 FINISHED_STATES = frozenset(JOB_TERMINAL | {"UNKNOWABLE"})   # SeaTide never loses track: UNKNOWABLE is empty
 _LOG_NAME = re.compile(r"^job-(?P<job>.+)-attempt-(?P<attempt>\d+)\.log$")
 
@@ -221,8 +222,7 @@ def seatunnel_router(store: Store, data_dir: str, node_id: str, cleanup_delay_s:
             return PlainTextResponse(handle.read())
 
     def _log_path(job_id: str, attempt_id: int) -> str:
-        # Where a worker writes its driver's output (seatide.worker.agent); job ids are plain names.
-        return os.path.join(data_dir, "logs", job_id, f"attempt-{attempt_id}.log")
+        return driver_log_path(data_dir, job_id, attempt_id)
 
     return router
 
