@@ -237,3 +237,42 @@ def test_a_savepoint_is_copied_outside_any_store_transaction(cluster: Cluster, t
     open(gate, "w").close()
     cluster.wait_status("sp-copy", "SAVEPOINT_DONE", timeout=120)
     assert pending().status == "COMPLETED"
+
+
+@sqlite_only
+def test_resume_moves_no_directory_itself_and_a_driver_killed_mid_way_finishes_the_move(cluster: Cluster, tmp_path):
+    """Resume is a compare-and-set and nothing else; the new incarnation's driver puts the
+    savepoint in place, and a driver killed half-way leaves it for the next attempt to finish."""
+    out = str(tmp_path / "out")
+    killed_once = str(tmp_path / "killed-once")
+    cluster.coordinator("c1")
+    first = cluster.worker("w1")
+    cluster.submit(streaming_job(out), "prep")
+    wait_for(lambda: _last_id(cluster, "prep") >= 2, 180, message="two checkpoints")
+    status, body = http("POST", cluster.any_coordinator().url + "/api/v1/stop-job",
+                        {"jobId": "prep", "isStopWithSavePoint": True})
+    assert status == 200, body
+    cluster.wait_status("prep", "SAVEPOINT_DONE", timeout=120)
+    stopped = written_ids(out)
+    first.kill()                        # no driver can start while the resume is checked
+    wait_for(lambda: not first.alive, 10, message="w1 gone")
+    root = os.path.join(cluster.data_dir, "checkpoints", "prep")
+
+    def tree() -> list:
+        return sorted((path, os.path.getmtime(path)) for path, _, _ in os.walk(root))
+
+    before = tree()
+    savepoint = next(c for c in http("GET", cluster.any_coordinator().url + "/api/v1/jobs/prep/checkpoints")[1]
+                     ["history"] if c["kind"] == "SAVEPOINT")
+    status, body = _resume(cluster, "prep", fromSavepoint=savepoint["checkpointId"])
+    assert status == 200, body
+    assert tree() == before, "the resume itself moved or copied checkpoint directories"
+    cluster.worker("w2", env={"SEATIDE_FAILPOINTS": f"driver.checkpoint_staged=once:kill:{killed_once}"})
+    wait_for(lambda: len(written_ids(out)) > len(stopped) + 20, 240, message="rows after the savepoint")
+    assert os.path.exists(killed_once), "the first driver was not killed mid-way"
+    assert len(cluster.attempts("prep")) >= 2
+    prepared = [e for e in cluster.events("prep") if e.kind == "CHECKPOINT_PREPARED"]
+    assert len(prepared) == 1, [e.detail for e in prepared]
+    assert len([n for n in os.listdir(root) if n.startswith("1.replaced-")]) == 1
+    assert not [n for n in os.listdir(root) if ".restoring-" in n]
+    _stop_and_check_prefix(cluster, "prep", out)

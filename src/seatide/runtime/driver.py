@@ -41,11 +41,14 @@ def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: T
     job = view.job
     config = load_job_text(job.config, json.loads(job.variables), source_name=f"job {job_id}")
     plan = build_plan(config)
+    prepare = json.loads(job.restore or "{}").get("prepare", {})
     runs = []
     for row in view.pipelines:
         if row.status in PIPELINE_TERMINAL:
             log.info("pipeline %s already %s; skipped", row.pipeline_id, row.status)
             continue
+        if str(row.pipeline_id) in prepare:
+            _prepare_checkpoint(reporter, row, job.incarnation, prepare[str(row.pipeline_id)])
         run = PipelineRun(spark, plan.pipeline(row.pipeline_id), config.env, job_id, row.checkpoint_dir,
                           reporter, stdout)
         runs.append(run)
@@ -55,6 +58,18 @@ def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: T
         run.start()
         run.wait_started()
     return _supervise(runs, reporter, heartbeat, poll_interval)
+
+
+def _prepare_checkpoint(reporter, row, incarnation: int, source: str | None) -> None:
+    """What the resume decided for this pipeline's checkpoint, done now (once per incarnation)."""
+    from seatide.store.restore import prepare_checkpoint
+
+    reporter.fence()      # only the current attempt moves checkpoint directories
+    done = prepare_checkpoint(row.checkpoint_dir, incarnation, source)
+    if done is not None:
+        log.info("pipeline %s: checkpoint %s (old one set aside as %s)", row.pipeline_id,
+                 f"restored from {source}" if source else "started over", done["set_aside"])
+        reporter.checkpoint_prepared(row.pipeline_id, **done)
 
 
 def _supervise(runs, reporter, heartbeat, poll_interval: float) -> int:

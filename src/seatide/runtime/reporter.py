@@ -104,6 +104,12 @@ class AttemptReporter:
                     job_id=self.job_id, incarnation=self.incarnation, pipeline_id=pipeline_id,
                     plugin_id=plugin_id, ended_at=time.time()))
 
+    def checkpoint_prepared(self, pipeline_id: int, source: str | None, set_aside: str | None) -> None:
+        """The resume's checkpoint move for this pipeline is done (see store.restore.prepare_checkpoint)."""
+        with self._tx() as conn:
+            record_event(conn, "CHECKPOINT_PREPARED", self.actor, self.job_id, self.incarnation,
+                         pipeline=pipeline_id, source=source, setAside=set_aside, attempt=self.attempt_id)
+
     def pipeline_restored(self, pipeline_id: int, from_batch: int) -> None:
         """The pipeline starts from an existing checkpoint (its next batch is ``from_batch + 1``)."""
         with self._tx() as conn:

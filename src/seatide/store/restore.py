@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import and_, insert, select, update
 
-from seatide.runtime.commit_log import read_json
+from seatide import failpoints
+from seatide.runtime.commit_log import read_json, write_json_atomic
 from seatide.store import schema as s
 from seatide.store.db import Store, record_event
 from seatide.store.jobs import JobNotFound, JobRefused
@@ -172,18 +173,48 @@ def _set_aside(path: str, why: str) -> str | None:
     return target
 
 
+PREPARED_MARK = "seatide-restore.json"
+
+
+def prepare_checkpoint(checkpoint_dir: str, incarnation: int, source: str | None) -> dict | None:
+    """Put a resumed pipeline's checkpoint in place: a copy of ``source`` (a savepoint), or
+    an empty directory when it starts over (``source`` None). The old one is set aside.
+
+    The resume only recorded what to do (its compare-and-set comes first, no file touched);
+    the incarnation's driver does it here, before the pipeline starts. Idempotent: a marker
+    says it is done for this incarnation; a crash half-way leaves a staging copy that the
+    next attempt throws away and makes again, or an old directory already set aside.
+    Returns what was done (for the event log), None when it was done before."""
+    mark = os.path.join(checkpoint_dir, PREPARED_MARK)
+    done = read_json(mark) if os.path.exists(mark) else None
+    if done is not None and done.get("incarnation") == incarnation:
+        return None
+    staging = f"{checkpoint_dir}.restoring-{incarnation}"
+    shutil.rmtree(staging, ignore_errors=True)
+    if source is not None:
+        shutil.copytree(source, staging)
+    else:
+        os.makedirs(staging)
+    write_json_atomic(os.path.join(staging, PREPARED_MARK), {"incarnation": incarnation, "from": source})
+    failpoints.hit("driver.checkpoint_staged")
+    set_aside = _set_aside(checkpoint_dir, "replaced" if source is not None else "discarded")
+    os.rename(staging, checkpoint_dir)
+    return {"source": source, "set_aside": set_aside}
+
+
 def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepoint, fallback, pinned_worker,
                      actor) -> str:
-    fresh, restored = [], []
+    # Only decisions here: the driver of the new incarnation moves the directories
+    # (``prepare_checkpoint``), after this compare-and-set has made the resume real.
+    fresh, restored, prepare = [], [], {}
     for p in pipelines:
         if p.finished:
             continue
         if p.problem:            # fallback == fresh: start over, explicitly, and keep the old copy
-            fresh.append({"pipeline": p.pipeline_id, "problem": p.problem,
-                          "setAside": _set_aside(p.checkpoint_dir, "discarded")})
+            fresh.append({"pipeline": p.pipeline_id, "problem": p.problem})
+            prepare[str(p.pipeline_id)] = None
         elif savepoint is not None:
-            _set_aside(p.checkpoint_dir, "replaced")
-            shutil.copytree(savepoint_dir(p.checkpoint_dir, savepoint.checkpoint_id), p.checkpoint_dir)
+            prepare[str(p.pipeline_id)] = savepoint_dir(p.checkpoint_dir, savepoint.checkpoint_id)
             restored.append(p.pipeline_id)
         else:
             restored.append(p.pipeline_id)
@@ -200,7 +231,8 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
             status="CREATED", retries_used=0, max_retries=env.retry_times,
             retry_interval_s=float(env.retry_interval_s), next_attempt_at=None, current_attempt=None,
             pinned_worker=pinned_worker, restored_from=source,
-            restore=json.dumps({"from": source, "fallback": fallback, "fresh": fresh}), error_msg=None,
+            restore=json.dumps({"from": source, "fallback": fallback, "fresh": fresh, "prepare": prepare}),
+            error_msg=None,
             checkpoint_interval_ms=env.checkpoint_interval_ms, stale_after_s=env.stale_after_s,
             on_stale=env.on_stale, stale_since=None, updated_at=now, finished_at=None))
         for p in pipelines:
