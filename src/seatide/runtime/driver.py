@@ -16,6 +16,7 @@ import logging
 import os
 import shutil
 import sys
+import threading
 import time
 from typing import TextIO
 
@@ -72,6 +73,19 @@ def _prepare_checkpoint(reporter, row, incarnation: int, source: str | None) -> 
         reporter.checkpoint_prepared(row.pipeline_id, **done)
 
 
+def stop_in_parallel(runs, mode: str) -> None:
+    """Ask every pipeline to stop at once: each waits for its running micro-batch to commit,
+    so one after another would take their sum, and a job with many pipelines would outlast
+    the cancel grace and be killed mid-batch."""
+    waiting = [run for run in runs if not run.stop_requested]
+    threads = [threading.Thread(target=run.request_stop, args=(mode,), daemon=True,
+                                name=f"stop-pipeline-{run.pipeline.pipeline_id}") for run in waiting]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def _supervise(runs, reporter, heartbeat, poll_interval: float) -> int:
     """Poll the pipelines until each has ended; pass on stop requests; record how each ended."""
     retryable_error = None
@@ -80,8 +94,7 @@ def _supervise(runs, reporter, heartbeat, poll_interval: float) -> int:
     while pending:
         desired = heartbeat.desired
         if desired in ("CANCEL", "SAVEPOINT") or retryable_error:
-            for run in pending:
-                run.request_stop("CANCEL" if retryable_error else desired)
+            stop_in_parallel(pending, "CANCEL" if retryable_error else desired)
         for run in list(pending):
             outcome = run.poll()
             if outcome.status == "RUNNING":
@@ -92,8 +105,7 @@ def _supervise(runs, reporter, heartbeat, poll_interval: float) -> int:
                 retryable_error = retryable_error or f"pipeline {pipeline_id}: {outcome.error}"
             elif outcome.status == "FAILED":
                 reporter.pipeline_status(pipeline_id, "FAILED", outcome.error)
-                for other in pending:      # the job will be FAILED: stop the rest now
-                    other.request_stop("CANCEL")
+                stop_in_parallel(pending, "CANCEL")   # the job will be FAILED: stop the rest now
             elif outcome.status == "SAVEPOINT_DONE" and not retryable_error:
                 savepointed.append(run)    # recorded together, once every pipeline has stopped
             elif outcome.status == "CANCELED" and not retryable_error:
