@@ -155,3 +155,11 @@ def test_aes256_key_file_errors_say_how_to_fix_them(tmp_path):
     hex_key.write_text(bytes(range(32)).hex() + "\n")
     assert json.dumps(encrypt_config({"env": {"shade.identifier": "aes256", "shade.key-file": str(hex_key)},
                                       "source": [{"plugin_name": "Jdbc", "password": "p"}]}))
+
+
+@pytest.mark.parametrize("tree", [{"env": [None]}, {"env": 3}, ["env"]])
+def test_a_config_or_env_that_is_not_an_object_is_refused_not_crashed_on(tree):
+    # Found by schemathesis: POST /encrypt-config {"env": [null]} answered 500.
+    for change in (encrypt_config, decrypt_config):
+        with pytest.raises(ShadeError, match="object"):
+            change(tree)

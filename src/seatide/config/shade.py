@@ -163,14 +163,24 @@ def read_shade(env: Mapping[str, Any], *, runs_here: bool = True) -> Shade:
 
 def encrypt_config(tree: Mapping[str, Any]) -> dict:
     """The job tree with the options its shade covers encrypted (env kept as written)."""
-    shade = read_shade(tree.get("env") or {})
+    shade = read_shade(_env_of(tree))
     return _each_block(tree, lambda block, where: shade.hide(block, where))
 
 
 def decrypt_config(tree: Mapping[str, Any]) -> dict:
     """The job tree with the options its shade covers in clear."""
-    shade = read_shade(tree.get("env") or {})
+    shade = read_shade(_env_of(tree))
     return _each_block(tree, lambda block, where: shade.reveal(block, where))
+
+
+def _env_of(tree: Mapping[str, Any]) -> Mapping[str, Any]:
+    if not isinstance(tree, Mapping):
+        raise ShadeError("a job config is an object with env, source, transform and sink")
+    env = tree.get("env") or {}
+    if not isinstance(env, Mapping):
+        raise ShadeError(f"env must be an object (like {{\"shade.identifier\": \"base64\"}}), "
+                         f"not {type(env).__name__}")
+    return env
 
 
 def _each_block(tree: Mapping[str, Any], change) -> dict:
