@@ -53,10 +53,11 @@ class Outcome:
 
 
 def describe_error(exc: BaseException) -> tuple[str, bool]:
-    """A one-paragraph message for errorMsg, and whether the failure is permanent."""
-    from pyspark.errors import AnalysisException
+    """A one-paragraph message for errorMsg, and whether the failure is permanent (by its
+    cause, see ``runtime.failures``)."""
+    from seatide.runtime.failures import permanent_cause
 
-    permanent = isinstance(exc, (PermanentError, AnalysisException))
+    permanent = isinstance(exc, PermanentError) or permanent_cause(exc) is not None
     text = str(exc).strip() or type(exc).__name__
     if PERMANENT_MARK in text:
         # raised in a Python worker: keep the message, drop Spark's wrapping and traceback

@@ -1,0 +1,49 @@
+"""Whether a failure is worth a retry, judged by its cause.
+
+A retry helps when the world was in the way (a database that refused a connection, a
+deadlock, a full disk, an executor lost); it cannot help when the job itself is wrong (a
+column that does not exist, a value that does not cast, a feature not supported). Spark
+and JDBC drivers name the cause with a SQLSTATE, whose class (first two characters) says
+which of the two it is; the exception's Python class does not (an AnalysisException may
+be a missing column or an unreachable catalog, and a division by zero in the data is not
+an AnalysisException at all).
+"""
+
+from __future__ import annotations
+
+import re
+
+# SQLSTATE classes no retry can fix: the job or its data is wrong.
+PERMANENT_CLASSES = {
+    "0A": "a feature is not supported",
+    "21": "a cardinality violation",
+    "22": "a value in the data is invalid for its operation",
+    "23": "an integrity constraint was violated",
+    "42": "the query is wrong (syntax, a name, a type)",
+}
+# Everything else is retried: 08 connection, 40 rollback (deadlock, serialization),
+# 53 insufficient resources, 57 operator intervention, 58 system error, XX internal.
+
+_SQLSTATE_IN_TEXT = re.compile(r"SQLSTATE:?\s*([0-9A-Z]{5})")
+
+
+def sqlstate_of(exc: BaseException) -> str | None:
+    """The SQLSTATE Spark (or the JDBC driver under it) gave this failure, if any."""
+    getter = getattr(exc, "getSqlState", None)
+    if callable(getter):
+        try:
+            state = getter()
+        except Exception:   # a Py4J error whose Java side is gone
+            state = None
+        if state:
+            return str(state)
+    found = _SQLSTATE_IN_TEXT.search(str(exc))
+    return found.group(1) if found else None
+
+
+def permanent_cause(exc: BaseException) -> str | None:
+    """Why no retry can fix ``exc`` (for the error message), or None when a retry may."""
+    state = sqlstate_of(exc)
+    if state is None:
+        return None
+    return PERMANENT_CLASSES.get(state[:2])
