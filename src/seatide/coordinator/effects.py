@@ -28,7 +28,7 @@ class Applier:
         self.actor = f"coordinator:{node_id}"
         self.history_expire_s = history_expire_s
 
-    def apply(self, epoch: int, snap: r.Snapshot, actions: list) -> list:
+    def apply(self, epoch: int, snap: r.Snapshot, actions: list[r.Action]) -> list:
         """Apply in one leader transaction; returns attempts whose drivers should be killed."""
         kills = []
         finished = any(isinstance(a, r.Finish) for a in actions)
@@ -39,19 +39,39 @@ class Applier:
                 return []
             ctx = _Ctx(conn, job, epoch, self.actor, time.time())
             for action in actions:
-                handler = getattr(self, "_" + type(action).__name__)
-                result = handler(ctx, snap, action)
-                if result:
-                    kills.append(result)
+                killed = self._apply_one(ctx, snap, action)
+                if killed is not None:
+                    kills.append(killed)
         if finished:
             failpoints.hit("coordinator.after_terminal_status")
         return kills
 
+    def _apply_one(self, ctx: "_Ctx", snap, action: r.Action):
+        """The one place each decision becomes writes; returns an attempt whose driver must die."""
+        match action:
+            case r.SetStatus():
+                self._set_status(ctx, snap, action)
+            case r.CreateAttempt():
+                self._create_attempt(ctx, snap, action)
+            case r.MarkAttemptLost():
+                return self._mark_attempt_lost(ctx, snap, action)
+            case r.FlagStale():
+                self._flag_stale(ctx, snap, action)
+            case r.ScheduleRetry():
+                self._schedule_retry(ctx, snap, action)
+            case r.EndPipelines():
+                self._end_pipelines(ctx, snap, action)
+            case r.Finish():
+                self._finish(ctx, snap, action)
+            case _:
+                raise TypeError(f"no effect for {action!r}")
+        return None
+
     # -- one method per effect ---------------------------------------------------------------
-    def _SetStatus(self, ctx: "_Ctx", snap, action: r.SetStatus) -> None:
+    def _set_status(self, ctx: "_Ctx", snap, action: r.SetStatus) -> None:
         ctx.set_status(action.status)
 
-    def _CreateAttempt(self, ctx: "_Ctx", snap, action: r.CreateAttempt) -> None:
+    def _create_attempt(self, ctx: "_Ctx", snap, action: r.CreateAttempt) -> None:
         job = ctx.job
         number = (ctx.conn.execute(select(func.max(s.attempts.c.number)).where(and_(
             s.attempts.c.job_id == job.job_id, s.attempts.c.incarnation == job.incarnation))).scalar() or 0) + 1
@@ -62,7 +82,7 @@ class Applier:
         ctx.set_status("SCHEDULED")
         ctx.event("ATTEMPT_ASSIGNED", attempt=attempt_id, number=number, worker=action.worker_id)
 
-    def _MarkAttemptLost(self, ctx: "_Ctx", snap, action: r.MarkAttemptLost):
+    def _mark_attempt_lost(self, ctx: "_Ctx", snap, action: r.MarkAttemptLost):
         attempt = snap.attempt
         check_attempt(attempt.state, "LOST")
         done = ctx.conn.execute(update(s.attempts).where(and_(
@@ -73,19 +93,19 @@ class Applier:
             return attempt
         return None
 
-    def _FlagStale(self, ctx: "_Ctx", snap, action: r.FlagStale) -> None:
+    def _flag_stale(self, ctx: "_Ctx", snap, action: r.FlagStale) -> None:
         ctx.update(stale_since=ctx.now)
         ctx.event("CHECKPOINT_STALE", seconds=round(action.seconds, 1), policy=action.policy,
                   attempt=snap.attempt.attempt_id)
 
-    def _ScheduleRetry(self, ctx: "_Ctx", snap, action: r.ScheduleRetry) -> None:
+    def _schedule_retry(self, ctx: "_Ctx", snap, action: r.ScheduleRetry) -> None:
         retry = ctx.job.retries_used + 1
         ctx.set_status("FAILING", error=action.cause)
         ctx.update(retries_used=retry, next_attempt_at=action.at)
         ctx.set_status("PENDING")
         ctx.event("RETRY_SCHEDULED", retry=retry, of=ctx.job.max_retries, at=action.at, cause=action.cause)
 
-    def _EndPipelines(self, ctx: "_Ctx", snap, action: r.EndPipelines) -> None:
+    def _end_pipelines(self, ctx: "_Ctx", snap, action: r.EndPipelines) -> None:
         job = ctx.job
         rows = ctx.conn.execute(select(s.pipelines).where(and_(
             s.pipelines.c.job_id == job.job_id, s.pipelines.c.incarnation == job.incarnation))).all()
@@ -99,7 +119,7 @@ class Applier:
                 status=action.status, finished_at=ctx.now, error=action.error))
             ctx.event(f"PIPELINE_{action.status}", pipeline=row.pipeline_id, error=action.error)
 
-    def _Finish(self, ctx: "_Ctx", snap, action: r.Finish) -> None:
+    def _finish(self, ctx: "_Ctx", snap, action: r.Finish) -> None:
         """Terminal status and a dirty job result, in one transaction (JobResultStore)."""
         job = ctx.job
         ctx.set_status(action.status, error=action.error)

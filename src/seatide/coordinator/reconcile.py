@@ -75,7 +75,11 @@ class Finish:
     error: str | None = None
 
 
-def reconcile_job(snap: Snapshot, timeouts: Timeouts) -> list:
+# What ``reconcile_job`` may decide: effects.Applier handles each one, by a match on this union.
+Action = SetStatus | CreateAttempt | MarkAttemptLost | FlagStale | ScheduleRetry | EndPipelines | Finish
+
+
+def reconcile_job(snap: Snapshot, timeouts: Timeouts) -> list[Action]:
     job, attempt, now = snap.job, snap.attempt, snap.now
     live = attempt is not None and attempt.state in ATTEMPT_LIVE
     if job.status in JOB_TERMINAL:
