@@ -175,12 +175,15 @@ def test_blocked_sink_is_flagged_stale_and_its_policy_applies(cluster: Cluster, 
     cluster._spawn("w1", ["cluster", "worker", "--node-id", "w1", *cluster._common()],
                    env={"SEATIDE_FAILPOINTS": f"driver.before_sink_write=once:hang:{marker}"})
     wait_for(lambda: cluster._node_alive("w1"), 30)
-    job = streaming_job(out).replace("job.retry.times = 3", "job.retry.times = 3\n  checkpoint.stale-after = 10000\n"
+    # A restarted attempt must start Spark and commit its first batch inside the window, which
+    # on a loaded machine takes longer than flagging the blocked one needs: a wider window there.
+    window_ms = 25000 if policy == "restart" else 10000
+    job = streaming_job(out).replace("job.retry.times = 3", f"job.retry.times = 3\n  checkpoint.stale-after = {window_ms}\n"
                                      f"  checkpoint.on-stale = {policy}")
     cluster.submit(job, "stale")
     cluster.wait_status("stale", "RUNNING", timeout=120)
     wait_for(lambda: os.path.exists(marker), 120, message="the sink to block")
-    flagged = wait_for(lambda: "CHECKPOINT_STALE" in [e.kind for e in cluster.events("stale")], 10 + 10,
+    flagged = wait_for(lambda: "CHECKPOINT_STALE" in [e.kind for e in cluster.events("stale")], window_ms / 1000 + 10,
                        message="the stale flag")
     assert flagged
     if policy == "warn":
