@@ -40,6 +40,7 @@ def _get(cluster: Cluster, path: str):
     return answer
 
 
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)   # the store is the savepoint test's subject
 def test_a_job_submitted_at_the_root_runs_to_finished(cluster: Cluster, tmp_path):
     out = str(tmp_path / "out")
     cluster.coordinator("c1")
