@@ -10,6 +10,8 @@ import sys
 import time
 
 import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
 from sqlalchemy import insert, select, text, update
 
 from seatide.coordinator.service import Coordinator, register_node
@@ -77,6 +79,8 @@ def test_a_store_made_before_alembic_is_adopted_with_its_running_job_intact(stor
     store = open_store(store_url)
     with store.read() as conn:
         assert current_revision(conn) == head()
+        # the upgraded schema is the one a fresh store gets from schema.py, column for column
+        assert compare_metadata(MigrationContext.configure(conn), s.metadata) == []
         assert [r.version for r in conn.execute(select(s.schema_version).order_by(s.schema_version.c.version))] \
             == [1, 2, ALEMBIC_MANAGED]
         upgraded = conn.execute(select(s.events).where(s.events.c.kind == "SCHEMA_UPGRADED")).one()
