@@ -18,9 +18,10 @@ docs/operations.md, "Retention"):
 * **Attempt logs** (``<data_dir>/logs/<job>/attempt-<id>.log``) of attempts that are no longer
   live, once unwritten for ``attempt_logs_days``.
 
-Pruning runs in the leader every ``every_s`` (not every tick), removes at most ``budget``
-rows or files per kind per run (a backlog is worked off over the next ticks, never in one
-long transaction), and every delete is fenced by the leader's epoch. It decides from what
+Pruning runs in the leader every ``every_s`` (not every tick). It removes ``batch`` rows per
+transaction and spends at most ``slice_s`` per kind per run; a backlog (a store upgraded after
+a month) is worked off over the next ticks, never in one long transaction, and never keeps
+the leader from renewing its lease. Every delete is fenced by the leader's epoch. It decides from what
 it reads, like ``reconcile_job``: a new leader prunes exactly what the old one would have.
 """
 
@@ -56,7 +57,10 @@ class RetentionRules:
     set_aside_days: float = 7.0
     attempt_logs_days: float = 7.0
     every_s: float = 60.0          # how often the leader prunes
-    budget: int = 5000             # rows (or files) per kind per run
+    batch: int = 1000              # rows (or files) removed per transaction
+    # Each kind of pruning stops after this long in a run (the rest waits for the next tick): the
+    # leader renews its lease on the same thread, so a run must stay well inside the lease ttl.
+    slice_s: float = 0.2
 
 
 @dataclass
@@ -65,7 +69,19 @@ class Pruned:
     events: int = 0
     directories: int = 0
     logs: int = 0
-    more: bool = False             # a budget was used up: run again soon
+    more: bool = False             # stopped at its time slice: run again at the next tick
+
+
+class Slice:
+    """The time one kind of pruning may take in a run; the first step is always allowed."""
+
+    def __init__(self, seconds: float):
+        self.deadline = time.monotonic() + seconds
+        self.started = False
+
+    def go(self) -> bool:
+        first, self.started = not self.started, True
+        return first or time.monotonic() < self.deadline
 
 
 class Pruner:
@@ -85,17 +101,16 @@ class Pruner:
         return done
 
     def run(self, epoch: int, now: float) -> Pruned:
+        rules = self.rules
         done = Pruned()
-        done.checkpoints, more_rows = prune_checkpoints(self.store, epoch, self.rules.budget)
-        done.events, more_events = prune_events(self.store, epoch, now, self.rules)
-        done.directories = done.logs = 0
+        done.checkpoints, more_rows = prune_checkpoints(self.store, epoch, rules, Slice(rules.slice_s))
+        done.events, more_events = prune_events(self.store, epoch, now, rules, Slice(rules.slice_s))
         if self.data_dir is not None:
             self._fence(epoch)        # files are removed only while this epoch leads
-            done.directories = remove_paths(set_aside_directories(self.store, self.data_dir, now, self.rules)
-                                            [:self.rules.budget])
-            done.logs = remove_paths(ended_attempt_logs(self.store, self.data_dir, now, self.rules)
-                                     [:self.rules.budget])
-        done.more = more_rows or more_events
+            done.directories = remove_paths(set_aside_directories(self.store, self.data_dir, now, rules)
+                                            [:rules.batch])
+            done.logs = remove_paths(ended_attempt_logs(self.store, self.data_dir, now, rules)[:rules.batch])
+        done.more = more_rows or more_events or rules.batch in (done.directories, done.logs)
         if done.checkpoints or done.events or done.directories or done.logs:
             log.info("retention: pruned %s", done)
         return done
@@ -106,81 +121,100 @@ class Pruner:
 
 
 # -- checkpoint rows -----------------------------------------------------------------------
-def prune_checkpoints(store: Store, epoch: int, budget: int) -> tuple[int, bool]:
-    """Remove checkpoint rows beyond each pipeline's retention; (rows removed, budget used up)."""
-    c = s.checkpoints
+def prune_checkpoints(store: Store, epoch: int, rules: RetentionRules, budget: Slice) -> tuple[int, bool]:
+    """Remove checkpoint rows beyond each pipeline's retention; (rows removed, stopped short)."""
+    p = s.pipelines
     retained = func.coalesce(s.jobs.c.checkpoints_retained, DEFAULT_CHECKPOINTS_RETAINED)
     with store.read() as conn:
-        over = conn.execute(
-            select(c.c.job_id, c.c.incarnation, c.c.pipeline_id, retained.label("keep"))
-            .join(s.jobs, s.jobs.c.job_id == c.c.job_id).where(c.c.kind == "CHECKPOINT")
-            .group_by(c.c.job_id, c.c.incarnation, c.c.pipeline_id, retained)
-            .having(func.count() > retained)).all()
+        # One row per pipeline of every incarnation still in the store (not a scan of checkpoints).
+        pipelines = conn.execute(select(p.c.job_id, p.c.incarnation, p.c.pipeline_id, retained.label("keep"))
+                                 .join(s.jobs, s.jobs.c.job_id == p.c.job_id)
+                                 .order_by(p.c.job_id, p.c.incarnation, p.c.pipeline_id)).all()
     removed = 0
-    for row in over:
-        if removed >= budget:
-            return removed, True
-        removed += _prune_pipeline(store, epoch, row, budget - removed)
-    return removed, removed >= budget
+    for row in pipelines:
+        while True:
+            doomed = _beyond_retention(store, row, rules.batch)
+            if not doomed:
+                break
+            if not budget.go():
+                return removed, True
+            removed += _remove_checkpoints(store, epoch, row, doomed)
+            if len(doomed) < rules.batch:
+                break
+    return removed, False
 
 
-def _prune_pipeline(store: Store, epoch: int, row, budget: int) -> int:
+def _pipeline_key(row):
     c = s.checkpoints
-    key = and_(c.c.job_id == row.job_id, c.c.incarnation == row.incarnation, c.c.pipeline_id == row.pipeline_id,
-               c.c.kind == "CHECKPOINT")
-    with store.leader_tx(epoch) as conn:
-        # Keep the newest `keep` rows, and the newest COMPLETED one even when newer ones failed.
+    return and_(c.c.job_id == row.job_id, c.c.incarnation == row.incarnation, c.c.pipeline_id == row.pipeline_id,
+                c.c.kind == "CHECKPOINT")
+
+
+def _beyond_retention(store: Store, row, limit: int) -> list[int]:
+    """The oldest rows past the pipeline's newest ``keep``, sparing its newest COMPLETED one (the row
+    a resume looks for, even when newer ones failed). Index lookups only, whatever the backlog."""
+    c = s.checkpoints
+    key = _pipeline_key(row)
+    with store.read() as conn:
         nth = conn.execute(select(c.c.checkpoint_id).where(key).order_by(c.c.checkpoint_id.desc())
                            .offset(max(int(row.keep), 1) - 1).limit(1)).scalar()
-        completed = conn.execute(select(func.max(c.c.checkpoint_id)).where(
-            and_(key, c.c.status == "COMPLETED"))).scalar()
+        if nth is None:
+            return []
+        completed = conn.execute(select(c.c.checkpoint_id).where(and_(key, c.c.status == "COMPLETED"))
+                                 .order_by(c.c.checkpoint_id.desc()).limit(1)).scalar()
         older = and_(key, c.c.checkpoint_id < nth)
         if completed is not None:
             older = and_(older, c.c.checkpoint_id != completed)
-        doomed = conn.execute(select(c.c.checkpoint_id, c.c.status).where(older)
-                              .order_by(c.c.checkpoint_id).limit(budget)).all()
-        if not doomed:
-            return 0
-        conn.execute(delete(c).where(and_(key, c.c.checkpoint_id.in_([d.checkpoint_id for d in doomed]))))
-        p = s.pipelines
+        return list(conn.execute(select(c.c.checkpoint_id).where(older).order_by(c.c.checkpoint_id)
+                                 .limit(limit)).scalars())
+
+
+def _remove_checkpoints(store: Store, epoch: int, row, ids: list[int]) -> int:
+    c, p = s.checkpoints, s.pipelines
+    # By primary key: the rows were chosen by pipeline already, and a planner given the pipeline
+    # too may walk the pipeline's whole index (seconds, on a month-old backlog in SQLite).
+    where = and_(c.c.job_id == row.job_id, c.c.incarnation == row.incarnation, c.c.checkpoint_id.in_(ids))
+    with store.leader_tx(epoch) as conn:
+        # Counted from what this transaction removes, so a repeated step cannot count twice.
+        statuses = [r.status for r in conn.execute(select(c.c.status).where(where))]
+        conn.execute(delete(c).where(where))
         conn.execute(update(p).where(and_(p.c.job_id == row.job_id, p.c.incarnation == row.incarnation,
                                           p.c.pipeline_id == row.pipeline_id)).values(
-            pruned_completed=p.c.pruned_completed + sum(d.status == "COMPLETED" for d in doomed),
-            pruned_failed=p.c.pruned_failed + sum(d.status == "FAILED" for d in doomed)))
-    return len(doomed)
+            pruned_completed=p.c.pruned_completed + statuses.count("COMPLETED"),
+            pruned_failed=p.c.pruned_failed + statuses.count("FAILED")))
+    return len(statuses)
 
 
 # -- events --------------------------------------------------------------------------------
-def prune_events(store: Store, epoch: int, now: float, rules: RetentionRules) -> tuple[int, bool]:
+def prune_events(store: Store, epoch: int, now: float, rules: RetentionRules, budget: Slice) -> tuple[int, bool]:
     e = s.events
     job_cutoff = now - rules.events_days * DAY_S
     with store.read() as conn:
         crowded = [r.job_id for r in conn.execute(
             select(e.c.job_id).where(e.c.job_id.isnot(None)).group_by(e.c.job_id)
             .having(func.count() > rules.events_per_job))]
+        oldest_kept = {job_id: conn.execute(select(e.c.seq).where(e.c.job_id == job_id).order_by(e.c.seq.desc())
+                                            .offset(rules.events_per_job - 1).limit(1)).scalar()
+                       for job_id in crowded}
+    wheres = [and_(e.c.job_id == job_id, e.c.seq < seq, e.c.at < job_cutoff) for job_id, seq in oldest_kept.items()]
+    wheres.append(and_(e.c.job_id.is_(None), e.c.kind != "LEADER_ELECTED",
+                       e.c.at < now - rules.global_events_days * DAY_S))
     removed = 0
-    for job_id in crowded:
-        if removed >= rules.budget:
-            return removed, True
-        with store.leader_tx(epoch) as conn:
-            oldest_kept = conn.execute(select(e.c.seq).where(e.c.job_id == job_id).order_by(e.c.seq.desc())
-                                       .offset(rules.events_per_job - 1).limit(1)).scalar()
-            removed += _delete_events(conn, and_(e.c.job_id == job_id, e.c.seq < oldest_kept, e.c.at < job_cutoff),
-                                      rules.budget - removed)
-    with store.leader_tx(epoch) as conn:
-        removed += _delete_events(conn, and_(e.c.job_id.is_(None), e.c.kind != "LEADER_ELECTED",
-                                             e.c.at < now - rules.global_events_days * DAY_S),
-                                  rules.budget - removed)
-    return removed, removed >= rules.budget
-
-
-def _delete_events(conn, where, budget: int) -> int:
-    if budget <= 0:
-        return 0
-    seqs = [r.seq for r in conn.execute(select(s.events.c.seq).where(where).order_by(s.events.c.seq).limit(budget))]
-    if seqs:
-        conn.execute(delete(s.events).where(s.events.c.seq.in_(seqs)))
-    return len(seqs)
+    for where in wheres:
+        while True:
+            with store.read() as conn:
+                seqs = list(conn.execute(select(e.c.seq).where(where).order_by(e.c.seq).limit(rules.batch))
+                            .scalars())
+            if not seqs:
+                break
+            if not budget.go():
+                return removed, True
+            with store.leader_tx(epoch) as conn:
+                # by primary key alone: events never change once written
+                removed += conn.execute(delete(e).where(e.c.seq.in_(seqs))).rowcount
+            if len(seqs) < rules.batch:
+                break
+    return removed, False
 
 
 # -- files ---------------------------------------------------------------------------------
