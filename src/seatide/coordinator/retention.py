@@ -4,8 +4,8 @@ A STREAMING job with a 1 s checkpoint interval commits 2.6 million micro-batches
 without pruning its checkpoint rows alone grow the store by gigabytes. The rules (also in
 docs/operations.md, "Retention"):
 
-* **Checkpoint rows** (kind CHECKPOINT), per job incarnation and pipeline: the newest
-  ``checkpoint.retained`` of the job (``DEFAULT_CHECKPOINTS_RETAINED`` for jobs submitted
+* **Checkpoint rows** (kind CHECKPOINT), per job incarnation and pipeline: those of the newest
+  ``checkpoint.retained`` batches of the job (``DEFAULT_CHECKPOINTS_RETAINED`` for jobs submitted
   before the column existed), and always the newest COMPLETED one, the row a resume looks
   for. Savepoints are never pruned. Pruned rows are added to the pipeline's
   ``pruned_completed`` / ``pruned_failed``, so counts and counters never go down.
@@ -151,21 +151,25 @@ def _pipeline_key(row):
 
 
 def _beyond_retention(store: Store, row, limit: int) -> list[int]:
-    """The oldest rows past the pipeline's newest ``keep``, sparing its newest COMPLETED one (the row
-    a resume looks for, even when newer ones failed). Index lookups only, whatever the backlog."""
+    """The oldest rows past the pipeline's newest ``keep`` batches, sparing its newest COMPLETED one
+    (the row a resume looks for, even when newer ones failed).
+
+    Ordered by batch id, so every query walks the (job, incarnation, pipeline, batch) index from
+    one end: a few rows read whatever the backlog, on either store, even before the planner has
+    statistics for the table."""
     c = s.checkpoints
     key = _pipeline_key(row)
     with store.read() as conn:
-        nth = conn.execute(select(c.c.checkpoint_id).where(key).order_by(c.c.checkpoint_id.desc())
+        nth = conn.execute(select(c.c.batch_id).where(key).order_by(c.c.batch_id.desc())
                            .offset(max(int(row.keep), 1) - 1).limit(1)).scalar()
         if nth is None:
             return []
         completed = conn.execute(select(c.c.checkpoint_id).where(and_(key, c.c.status == "COMPLETED"))
-                                 .order_by(c.c.checkpoint_id.desc()).limit(1)).scalar()
-        older = and_(key, c.c.checkpoint_id < nth)
+                                 .order_by(c.c.batch_id.desc()).limit(1)).scalar()
+        older = and_(key, c.c.batch_id < nth)
         if completed is not None:
             older = and_(older, c.c.checkpoint_id != completed)
-        return list(conn.execute(select(c.c.checkpoint_id).where(older).order_by(c.c.checkpoint_id)
+        return list(conn.execute(select(c.c.checkpoint_id).where(older).order_by(c.c.batch_id)
                                  .limit(limit)).scalars())
 
 
