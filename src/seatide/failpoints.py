@@ -49,7 +49,7 @@ def hit(name: str, released: Callable[[], bool] | None = None) -> None:
         _gate(name, action, released)
         return
     if action.startswith("once:"):
-        _, inner, marker = action.split(":", 2)
+        inner, marker = action[len("once:"):].rsplit(":", 1)    # ACTION may hold a colon (sleep:S)
         try:
             os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
         except FileExistsError:

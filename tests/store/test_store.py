@@ -14,7 +14,7 @@ from seatide.runtime.reporter import AttemptReporter
 from seatide.store import schema as s
 from seatide.store.db import AttemptFenced, open_store
 from seatide.store.jobs import JobRefused, request_stop, submit_job
-from seatide.store.migrations import LATEST, current_version
+from seatide.store.migrations import ALEMBIC_MANAGED, current_revision, head
 
 JOB = """
 source { LocalFile { path = "/tmp/in", file_format_type = "parquet" } }
@@ -38,8 +38,8 @@ def submit(store, tmp_path, job_id="j1"):
 def test_migrations_apply_once_and_record_their_version(store, store_url):
     again = open_store(store_url)     # a second opener finds the schema current
     with again.read() as conn:
-        assert current_version(conn) == LATEST
-        assert conn.execute(select(s.schema_version)).all()[-1].version == LATEST
+        assert current_revision(conn) == head()
+        assert conn.execute(select(s.schema_version)).all()[-1].version == ALEMBIC_MANAGED
         assert len(conn.execute(select(s.leader_lease)).all()) == 1
     again.dispose()
 
@@ -49,7 +49,7 @@ def test_submission_records_job_and_pipelines(store, tmp_path):
     with store.read() as conn:
         job = conn.execute(select(s.jobs)).one()
         pipes = conn.execute(select(s.pipelines)).all()
-        events = [e.kind for e in conn.execute(select(s.events))]
+        events = [e.kind for e in conn.execute(select(s.events).where(s.events.c.job_id == "j1"))]
     assert (job.status, job.desired, job.incarnation, job.max_retries) == ("CREATED", "RUN", 1, 3)
     assert [(p.pipeline_id, p.status) for p in pipes] == [(1, "CREATED")]
     assert pipes[0].checkpoint_dir.endswith("checkpoints/j1/1")

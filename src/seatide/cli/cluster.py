@@ -64,7 +64,8 @@ def _coordinator(args, store, data_dir: str) -> int:
     url = f"http://{args.host}:{args.port}"
     coordinator = Coordinator(store, node_id=args.node_id, url=url,
                               lease=LeaseSettings(ttl=args.lease_ttl, renew_interval=args.lease_renew),
-                              timeouts=_timeouts(args), history_expire_s=args.history_job_expire_minutes * 60)
+                              timeouts=_timeouts(args), history_expire_s=args.history_job_expire_minutes * 60,
+                              data_dir=data_dir)
     metrics = CoordinatorMetrics(store, coordinator.node_id)
     coordinator.observe_tick = metrics.reconcile_tick.observe
     app = create_app(store, data_dir, coordinator.node_id, cleanup_delay_s=args.state_cleanup_delay, metrics=metrics,

@@ -51,7 +51,7 @@ class LocalRun:
         self.store_url = default_store_url(data_dir)
         self.store = open_store(self.store_url)
         self.worker = Worker(self.store, self.store_url, data_dir, slots=1, inherit_stdout=True)
-        self.coordinator = Coordinator(self.store)
+        self.coordinator = Coordinator(self.store, data_dir=data_dir)
         self.coordinator.on_effects = self.worker.wake
         self._worker_thread = threading.Thread(target=self.worker.run, name="worker", daemon=True)
 

@@ -19,6 +19,7 @@ from sqlalchemy import and_, func, insert, select, update
 from seatide.coordinator.cleanup import due_results, reconcile_cleanup
 from seatide.coordinator.effects import Applier
 from seatide.coordinator.lease import LeaderLease, LeaseSettings
+from seatide.coordinator.retention import Pruner, RetentionRules
 from seatide.coordinator.reconcile import CreateAttempt, Snapshot, Timeouts, reconcile_job
 from seatide.store import schema as s
 from seatide.store.db import NotLeader, Store, normalize_url, record_event
@@ -87,7 +88,8 @@ def is_driver_of(argv: list[str], store_url: str, job_id: str, attempt_id: int) 
 class Coordinator:
     def __init__(self, store: Store, node_id: str | None = None, url: str | None = None,
                  lease: LeaseSettings = LeaseSettings(), timeouts: Timeouts = Timeouts(),
-                 history_expire_s: float = 1440 * 60, tick: float = 0.25):
+                 history_expire_s: float = 1440 * 60, tick: float = 0.25, data_dir: str | None = None,
+                 retention: RetentionRules = RetentionRules()):
         self.store = store
         self.node_id = node_id or f"coordinator-{socket.gethostname()}-{os.getpid()}"
         self.url = url
@@ -95,6 +97,8 @@ class Coordinator:
         self.timeouts = timeouts
         self.tick = tick
         self.applier = Applier(store, self.node_id, history_expire_s)
+        # data_dir: where set-aside checkpoint directories and attempt logs are pruned (None: rows only)
+        self.pruner = Pruner(store, data_dir, retention)
         self._stop = threading.Event()
         self._wake = threading.Event()
         self.on_effects = None           # called after a tick that changed something (local mode wakes its worker)
@@ -171,6 +175,17 @@ class Coordinator:
                 return
             reconcile_cleanup(self.store, epoch, self.applier.actor, result,
                               lambda attempt: kill_if_reachable(attempt, self.store.url))
+        if self.lease.is_leader:
+            self._prune(epoch, now)
+
+    def _prune(self, epoch: int, now: float) -> None:
+        try:
+            self.pruner.maybe_run(epoch, now)
+        except NotLeader:
+            raise
+        except Exception:     # retention is housekeeping: it must never stop the reconcile loop
+            log.exception("retention pruning failed; retrying at its next run")
+            self.pruner.next_at = now + self.pruner.rules.every_s
 
     def _reconcile_one(self, epoch: int, snap: Snapshot, load: dict[str, int]) -> None:
         actions = reconcile_job(snap, self.timeouts)

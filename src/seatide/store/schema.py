@@ -12,6 +12,8 @@ from sqlalchemy import (BigInteger, Boolean, Column, Float, Integer, MetaData, S
 
 metadata = MetaData()
 
+# Before Alembic: the version of the schema. Kept so that a SeaTide older than Alembic refuses
+# a store upgraded by a newer one (it reads a version above its own); see store.migrations.
 schema_version = Table(
     "schema_version", metadata,
     Column("version", Integer, primary_key=True),
@@ -67,6 +69,7 @@ jobs = Table(
     Column("stale_after_s", Float),                       # STREAMING: checkpoints older than this are stale
     Column("on_stale", String(8), nullable=False, default="restart"),   # warn | restart | fail
     Column("stale_since", Float),                         # set while flagged CHECKPOINT_STALE
+    Column("checkpoints_retained", Integer),              # checkpoint.retained; None: the default
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Column("finished_at", Float),
@@ -88,6 +91,9 @@ pipelines = Table(
     Column("read_batch_id", BigInteger),                  # newest batch counted in rows_read
     Column("idle", Boolean, nullable=False, default=False),
     Column("restores", Integer, nullable=False, default=0),   # starts from an existing checkpoint
+    # Checkpoint rows removed by retention: the completed / failed counts include them.
+    Column("pruned_completed", BigInteger, nullable=False, default=0, server_default="0"),
+    Column("pruned_failed", BigInteger, nullable=False, default=0, server_default="0"),
     Column("error", Text),
 )
 
@@ -170,3 +176,4 @@ events = Table(
     Column("actor", String(128), nullable=False),
 )
 Index("ix_events_job", events.c.job_id, events.c.seq)
+Index("ix_events_at", events.c.at)      # retention prunes by age

@@ -20,9 +20,12 @@ from seatide.store import schema as s
 @dataclass
 class PipelineStats:
     row: Any                                  # the pipelines row of the job's current incarnation
-    completed: int = 0                        # checkpoints by status
+    completed: int = 0                        # checkpoints by status (rows, plus those retention pruned)
     failed: int = 0
     latest: Any | None = None                 # the newest COMPLETED checkpoint (created_at, duration_ms)
+
+    def __post_init__(self):
+        self.completed, self.failed = self.row.pruned_completed, self.row.pruned_failed
 
 
 @dataclass
@@ -70,7 +73,7 @@ def store_stats(conn: Connection) -> StoreStats:
             .group_by(c.c.job_id, c.c.pipeline_id, c.c.status)):
         stats = pipelines.get((job_id, pipeline_id))
         if stats is not None and status in ("COMPLETED", "FAILED"):
-            setattr(stats, status.lower(), count)
+            setattr(stats, status.lower(), getattr(stats, status.lower()) + count)
 
     newest = (select(c.c.job_id, c.c.incarnation, func.max(c.c.checkpoint_id).label("checkpoint_id"))
               .join(s.jobs, _current(c)).where(c.c.status == "COMPLETED")

@@ -36,12 +36,15 @@ def checkpoint_stats(conn: Connection, job) -> dict:
     key = _checkpoint_key(job)
     counts = dict(conn.execute(select(s.checkpoints.c.status, func.count()).where(key)
                                .group_by(s.checkpoints.c.status)).all())
-    restored = conn.execute(select(func.sum(s.pipelines.c.restores)).where(and_(
-        s.pipelines.c.job_id == job.job_id, s.pipelines.c.incarnation == job.incarnation))).scalar()
+    p = s.pipelines
+    restored, pruned_completed, pruned_failed = conn.execute(
+        select(func.sum(p.c.restores), func.sum(p.c.pruned_completed), func.sum(p.c.pruned_failed))
+        .where(and_(p.c.job_id == job.job_id, p.c.incarnation == job.incarnation))).first()
     latest = conn.execute(select(s.checkpoints).where(and_(key, s.checkpoints.c.status == "COMPLETED"))
                           .order_by(s.checkpoints.c.checkpoint_id.desc()).limit(1)).first()
-    return {"completed": counts.get("COMPLETED", 0), "failed": counts.get("FAILED", 0),
-            "restored": restored or 0, "latest": latest}
+    # Rows pruned by retention still count (coordinator/retention.py).
+    return {"completed": counts.get("COMPLETED", 0) + (pruned_completed or 0),
+            "failed": counts.get("FAILED", 0) + (pruned_failed or 0), "restored": restored or 0, "latest": latest}
 
 
 def checkpoint_health(job, pipelines, latest, now: float) -> str | None:
@@ -101,7 +104,8 @@ def checkpoint_report(conn: Connection, job_id: str, limit: int = 100) -> dict |
             _checkpoint_key(job), s.checkpoints.c.pipeline_id == p.pipeline_id)).group_by(s.checkpoints.c.status)).all())
         per_pipeline.append({
             "pipelineId": p.pipeline_id, "status": p.status, "idle": bool(p.idle),
-            "completed": counts.get("COMPLETED", 0), "failed": counts.get("FAILED", 0),
+            "completed": counts.get("COMPLETED", 0) + p.pruned_completed,
+            "failed": counts.get("FAILED", 0) + p.pruned_failed,
             "latest": _checkpoint_row(rows) if rows is not None else None,
             "secondsSinceLastCheckpoint": round(now - rows.created_at, 1) if rows is not None else None})
     summary = checkpoint_summary(conn, job, view.pipelines, now)

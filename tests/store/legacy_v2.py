@@ -1,0 +1,189 @@
+"""A store exactly as SeaTide built it before Alembic (``schema_version`` 2, commit d2d1c06).
+
+The tables below are that version's ``store/schema.py``, frozen: the upgrade tests build
+an old store with them (version 1's ``create_all``, version 2's indexes, the
+``schema_version`` rows) and record a job in it the way that version did, then open it
+with today's code. Never edit them to follow the current schema; that is the point.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import (BigInteger, Boolean, Column, Float, Integer, MetaData, String, Table, Text,
+                        UniqueConstraint, Index, create_engine, insert)
+metadata = MetaData()
+
+schema_version = Table(
+    "schema_version", metadata,
+    Column("version", Integer, primary_key=True),
+    Column("applied_at", Float, nullable=False),
+)
+
+# One row (id = 1). The epoch only ever grows; every leader write checks it.
+leader_lease = Table(
+    "leader_lease", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("node_id", String(128)),
+    Column("epoch", BigInteger, nullable=False),
+    Column("expires_at", Float, nullable=False),
+    Column("url", String(256)),
+    Column("acquired_at", Float),
+)
+
+nodes = Table(
+    "nodes", metadata,
+    Column("node_id", String(128), primary_key=True),
+    Column("role", String(16), nullable=False),          # coordinator | worker
+    Column("host", String(256), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("url", String(256)),
+    Column("slots", Integer, nullable=False, default=0),
+    Column("started_at", Float, nullable=False),
+    Column("heartbeat_at", Float, nullable=False),
+    Column("stopped", Boolean, nullable=False, default=False),
+)
+
+# One row per job id: its current incarnation. A resume starts a new incarnation.
+jobs = Table(
+    "jobs", metadata,
+    Column("job_id", String(64), primary_key=True),
+    Column("incarnation", Integer, nullable=False),
+    Column("name", String(256), nullable=False),
+    Column("config", Text, nullable=False),
+    Column("variables", Text, nullable=False, default="{}"),
+    Column("mode", String(16), nullable=False),
+    Column("desired", String(16), nullable=False),        # RUN | CANCEL | SAVEPOINT
+    Column("status", String(24), nullable=False),
+    Column("retries_used", Integer, nullable=False, default=0),
+    Column("max_retries", Integer, nullable=False),
+    Column("retry_interval_s", Float, nullable=False),
+    Column("next_attempt_at", Float),
+    Column("current_attempt", BigInteger),
+    Column("pinned_worker", String(128)),                 # local mode: the run's own worker
+    Column("restored_from", String(128)),
+    Column("restore", Text),                              # JSON: how the next attempt restores
+    Column("error_msg", Text),
+    Column("cleanup_delay_s", Float, nullable=False),
+    Column("checkpoint_interval_ms", Integer),            # None: a plain batch job
+    Column("stale_after_s", Float),                       # STREAMING: checkpoints older than this are stale
+    Column("on_stale", String(8), nullable=False, default="restart"),   # warn | restart | fail
+    Column("stale_since", Float),                         # set while flagged CHECKPOINT_STALE
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("finished_at", Float),
+)
+
+pipelines = Table(
+    "pipelines", metadata,
+    Column("job_id", String(64), primary_key=True),
+    Column("incarnation", Integer, primary_key=True),
+    Column("pipeline_id", Integer, primary_key=True),
+    Column("status", String(16), nullable=False),         # CREATED RUNNING FINISHED FAILED CANCELED
+    Column("fingerprint", String(64), nullable=False),
+    Column("checkpoint_dir", Text, nullable=False),
+    Column("started_at", Float),
+    Column("finished_at", Float),
+    Column("rows_read", BigInteger, nullable=False, default=0),
+    Column("rows_written", BigInteger, nullable=False, default=0),
+    Column("last_batch_id", BigInteger),                  # newest batch whose sinks committed
+    Column("read_batch_id", BigInteger),                  # newest batch counted in rows_read
+    Column("idle", Boolean, nullable=False, default=False),
+    Column("restores", Integer, nullable=False, default=0),   # starts from an existing checkpoint
+    Column("error", Text),
+)
+
+# A source's end of data, written the moment it happens.
+source_ends = Table(
+    "source_ends", metadata,
+    Column("job_id", String(64), primary_key=True),
+    Column("incarnation", Integer, primary_key=True),
+    Column("pipeline_id", Integer, primary_key=True),
+    Column("plugin_id", String(64), primary_key=True),
+    Column("ended_at", Float, nullable=False),
+)
+
+attempts = Table(
+    "attempts", metadata,
+    Column("attempt_id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("job_id", String(64), nullable=False),
+    Column("incarnation", Integer, nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("worker_id", String(128)),
+    Column("state", String(16), nullable=False),
+    Column("pid", Integer),
+    Column("created_at", Float, nullable=False),
+    Column("launched_at", Float),
+    Column("heartbeat_at", Float),
+    Column("ended_at", Float),
+    Column("exit_code", Integer),
+    Column("error", Text),
+    Column("kill_requested", Boolean, nullable=False, default=False),
+    UniqueConstraint("job_id", "incarnation", "number", name="uq_attempt_number"),
+)
+Index("ix_attempts_worker_state", attempts.c.worker_id, attempts.c.state)
+# The leader reads live attempts (by state) and unfinished jobs (by status) every tick.
+attempts_state_index = Index("ix_attempts_state", attempts.c.state)
+
+checkpoints = Table(
+    "checkpoints", metadata,
+    Column("job_id", String(64), primary_key=True),
+    Column("incarnation", Integer, primary_key=True),
+    Column("checkpoint_id", BigInteger, primary_key=True),   # per job, strictly growing
+    Column("pipeline_id", Integer, nullable=False),
+    Column("batch_id", BigInteger, nullable=False),
+    Column("kind", String(16), nullable=False),              # CHECKPOINT | SAVEPOINT
+    Column("status", String(16), nullable=False),            # COMPLETED | FAILED
+    Column("created_at", Float, nullable=False),
+    Column("duration_ms", Integer, nullable=False),
+    Column("rows", BigInteger, nullable=False),
+    Column("source_offsets", Text),
+    Column("fingerprint", String(64), nullable=False),
+    Column("attempt_id", BigInteger, nullable=False),
+)
+jobs_status_index = Index("ix_jobs_status", jobs.c.status)
+Index("ix_checkpoints_pipeline", checkpoints.c.job_id, checkpoints.c.incarnation,
+      checkpoints.c.pipeline_id, checkpoints.c.batch_id)
+
+# In the manner of Flink's JobResultStore: written with the terminal status.
+job_results = Table(
+    "job_results", metadata,
+    Column("job_id", String(64), primary_key=True),
+    Column("incarnation", Integer, primary_key=True),
+    Column("status", String(24), nullable=False),
+    Column("cleanup", String(8), nullable=False),          # DIRTY | CLEAN
+    Column("cleanup_due_at", Float, nullable=False),
+    Column("cleanup_tries", Integer, nullable=False, default=0),
+    Column("next_cleanup_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("cleaned_at", Float),
+)
+
+events = Table(
+    "events", metadata,
+    Column("seq", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("at", Float, nullable=False),
+    Column("job_id", String(64)),
+    Column("incarnation", Integer),
+    Column("kind", String(48), nullable=False),
+    Column("detail", Text, nullable=False, default="{}"),
+    Column("epoch", BigInteger),
+    Column("actor", String(128), nullable=False),
+)
+Index("ix_events_job", events.c.job_id, events.c.seq)
+
+
+def build_v2_store(url: str) -> None:
+    """What ``migrate`` of version 2 did on an empty database: migration 1 (create_all and the
+    lease row, then the version table), migration 2 (the tick indexes), one version row each."""
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        metadata.create_all(conn)
+        conn.execute(insert(leader_lease).values(id=1, node_id=None, epoch=0, expires_at=0.0))
+        schema_version.create(conn, checkfirst=True)
+        conn.execute(insert(schema_version).values(version=1, applied_at=time.time()))
+        for index in (jobs_status_index, attempts_state_index):
+            index.create(conn, checkfirst=True)
+        conn.execute(insert(schema_version).values(version=2, applied_at=time.time()))
+    engine.dispose()
