@@ -29,9 +29,24 @@ def _v2_tick_indexes(conn: Connection) -> None:
         index.create(conn, checkfirst=True)
 
 
+def _v3_progress_watchdog(conn: Connection) -> None:
+    # The progress watchdog's columns; a new store already has them from create_all.
+    present = {(t, c["name"]) for t in ("jobs", "attempts") for c in inspect(conn).get_columns(t)}
+    for table, name in (("jobs", "progress_timeout_s"), ("jobs", "on_hung"), ("jobs", "hung_since"),
+                        ("attempts", "progress_at"), ("attempts", "tasks_done")):
+        if (table, name) not in present:
+            column = s.metadata.tables[table].c[name]
+            default = f" DEFAULT '{column.server_default.arg}'" if column.server_default is not None else ""
+            not_null = " NOT NULL" if not column.nullable else ""
+            conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {name} "
+                              f"{column.type.compile(dialect=conn.dialect)}{not_null}{default}"))
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial schema", _v1_initial),
     (2, "indexes for the reconcile tick: jobs by status, attempts by state", _v2_tick_indexes),
+    (3, "progress watchdog: jobs.progress_timeout_s, on_hung, hung_since; attempts.progress_at, tasks_done",
+     _v3_progress_watchdog),
 ]
 
 LATEST = MIGRATIONS[-1][0]
