@@ -163,8 +163,8 @@ def stuck(**kw):
 
 
 def driver(**kw):
-    """An attempt launched 100 s ago."""
-    return attempt(**{"launched_at": NOW - 100, **kw})
+    """An attempt launched 100 s ago whose driver started its pipelines (first progress) 90 s ago."""
+    return attempt(**{"launched_at": NOW - 100, "progress_at": NOW - 90, **kw})
 
 
 def started(pid=1, ago=90.0, **kw):
@@ -207,12 +207,15 @@ def test_a_completed_task_or_a_committed_batch_is_progress():
                   last_checkpoint_at=NOW - 29) == []
 
 
-def test_the_hang_window_opens_when_this_attempts_pipelines_start():
-    # Starting Spark is not a hang: a pipeline started 20 s ago has 10 s left.
-    assert decide(stuck(), driver(), [started(ago=20)]) == []
+def test_the_hang_window_opens_when_the_driver_has_started_its_pipelines():
+    # Starting Spark and the queries is not a hang: no progress report yet, no verdict.
+    assert decide(stuck(), driver(progress_at=None), [started(ago=300)]) == []
     # Pipelines last started by an earlier attempt: this one is still starting up.
     assert decide(stuck(), driver(), [started(ago=200)]) == []
-    assert [type(a) for a in decide(stuck(), driver(), [started(ago=31)])] == [r.FlagHung, r.MarkAttemptLost]
+    # Started 20 s ago: 10 s left; 31 s ago: hung.
+    assert decide(stuck(), driver(progress_at=NOW - 20), [started(ago=25)]) == []
+    assert [type(a) for a in decide(stuck(), driver(progress_at=NOW - 31), [started(ago=35)])] == [
+        r.FlagHung, r.MarkAttemptLost]
 
 
 def test_an_idle_stream_a_watchdog_turned_off_or_a_flagged_job_gets_nothing_more():

@@ -183,12 +183,15 @@ def checkpoint_stale_for(snap: Snapshot) -> float | None:
 
 def hung_for(snap: Snapshot) -> float | None:
     """Seconds without a committed batch and without a completed Spark task, once past
-    ``job.progress-timeout``: the driver heartbeats, but its work is stuck."""
+    ``job.progress-timeout``: the driver heartbeats, but its work is stuck.
+
+    The window opens at the attempt's first progress report, which its driver makes once
+    every pipeline has started (``runtime/progress.py``): start-up is not a hang.
+    """
     timeout = snap.job.progress_timeout_s
-    started = _window_opened(snap) if timeout else None
-    if started is None:
+    if not timeout or _window_opened(snap) is None or snap.attempt.progress_at is None:
         return None
-    age = snap.now - max(snap.last_checkpoint_at or 0.0, snap.attempt.progress_at or 0.0, started)
+    age = snap.now - max(snap.last_checkpoint_at or 0.0, snap.attempt.progress_at)
     return age if age > timeout else None
 
 

@@ -60,6 +60,7 @@ def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: T
         run.start()
         run.wait_started()
     progress = ProgressSampler(TaskProgress(spark), reporter.task_progress)
+    progress.begin()
     return _supervise(runs, reporter, heartbeat, poll_interval, progress)
 
 

@@ -63,17 +63,30 @@ class ProgressSampler:
         self._last_count = 0
         self._next_at = 0.0
 
+    def begin(self) -> None:
+        """Every pipeline of the attempt has started: the watchdog's window opens now.
+
+        Starting Spark and a query (seconds, more on a loaded host) is start-up, not a hang;
+        the leader does not judge an attempt that has not reported its first progress."""
+        self._take(always=True)
+
     def sample(self) -> None:
+        self._take(always=False)
+
+    def _take(self, always: bool) -> None:
         now = time.monotonic()
-        if now < self._next_at:
+        if now < self._next_at and not always:
             return
         self._next_at = now + self.interval
         try:
             count = self.progress.completed_tasks()
-            if count != self._last_count:
+            if always or count != self._last_count:
                 self.report(count)
                 self._last_count = count
         except AttemptFenced:
             raise
         except Exception as exc:   # a store or Py4J hiccup: the next sample tries again
             log.warning("task progress not recorded: %s", exc)
+            if always:
+                self._next_at = 0.0
+                self._last_count = -1       # report at the next sample, whatever the count
