@@ -64,10 +64,10 @@ def test_plain_batch_job_whose_task_hangs_is_failed_saying_what_hung(cluster: Cl
     assert '"policy": "fail"' in event.detail
     [attempt] = cluster.attempts("hung-batch")     # failed at once: no retry for a hang under fail
     assert attempt.state == "LOST" and attempt.error.startswith("job hung")
-    # alive but stuck: flagged 4 s after the pipeline started, no task completed, while the
-    # driver's heartbeat (1 s interval, 6 s timeout here) was still fresh
-    assert event.at - pipeline_row(cluster, "hung-batch").started_at >= 4
-    assert attempt.tasks_done is None
+    # alive but stuck: flagged 4 s after the driver started its pipeline (its first progress
+    # report, of no task), while its heartbeat (1 s interval, 6 s timeout here) was still fresh
+    assert attempt.tasks_done == 0
+    assert event.at - attempt.progress_at >= 4
     assert event.at - attempt.heartbeat_at < 3
     wait_for(lambda: driver_pids("hung-batch") == [], 30, message="the hung driver to be killed")
     assert written_ids(out) == {}
