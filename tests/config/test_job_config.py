@@ -33,6 +33,15 @@ def test_env_defaults_and_spark_keys():
     assert streaming.checkpoint_interval_ms == 10000 and streaming.micro_batch
 
 
+def test_the_progress_watchdog_is_on_for_every_mode_by_default_and_off_with_zero():
+    for mode in ("BATCH", "STREAMING"):
+        env = load_job_text(job(env=f"job.mode = {mode}")).env
+        assert (env.progress_timeout_s, env.on_hung) == (600.0, "restart")
+    env = load_job_text(job(env="job.progress-timeout = 4000\njob.on-hung = fail")).env
+    assert (env.progress_timeout_s, env.on_hung) == (4.0, "fail")
+    assert load_job_text(job(env="job.progress-timeout = 0")).env.progress_timeout_s is None
+
+
 def test_duplicate_plugin_blocks_are_kept_in_order():
     text = job(source=f'{SOURCE}\n  LocalFile {{ path = "/tmp/b", file_format_type = "json", '
                       'schema = { fields { a = int } }, plugin_output = "b" }',
@@ -82,6 +91,8 @@ def test_json_job_files():
     ("env { job.mode = BATCH\nsource {", ["job.conf", "cannot parse"]),
     (job(env="job.mode = SOMETIMES"), ["env", "'job.mode' must be one of BATCH, STREAMING"]),
     (job(env="parallelism = zero"), ["env", "'parallelism' must be integer"]),
+    (job(env="job.progress-timeout = -1"), ["env", "'job.progress-timeout' must be 0 or more, got -1"]),
+    (job(env="job.on-hung = reboot"), ["env", "'job.on-hung' must be one of warn, restart, fail"]),
     (job(source='LocalFile { path = ${missing}, file_format_type = parquet }'),
      ["variable ${missing} is not defined", "-i missing=VALUE"]),
     ("env {}\nsink { Console {} }", ["no source"]),

@@ -16,13 +16,15 @@ T = r.Timeouts(driver_heartbeat=10, worker_heartbeat=10, launch=60, cancel_grace
 def job(**kw):
     base = dict(job_id="j", incarnation=1, status="RUNNING", desired="RUN", retries_used=0, max_retries=3,
                 retry_interval_s=3.0, next_attempt_at=None, current_attempt=7, pinned_worker=None,
-                updated_at=NOW - 1, stale_after_s=None, on_stale="restart", stale_since=None)
+                updated_at=NOW - 1, stale_after_s=None, on_stale="restart", stale_since=None,
+                progress_timeout_s=None, on_hung="restart", hung_since=None)
     return SimpleNamespace(**{**base, **kw})
 
 
 def attempt(**kw):
     base = dict(attempt_id=7, worker_id="w1", state="RUNNING", pid=42, created_at=NOW - 20, launched_at=NOW - 20,
-                heartbeat_at=NOW - 1, ended_at=None, error=None, kill_requested=False)
+                heartbeat_at=NOW - 1, ended_at=None, error=None, kill_requested=False, progress_at=None,
+                tasks_done=None)
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -152,3 +154,84 @@ def test_idle_stream_or_fresh_checkpoint_is_not_stale():
     # flagged once; the flag clears with the next checkpoint or attempt
     assert decide(job(stale_after_s=30, stale_since=NOW - 5), attempt(launched_at=NOW - 100), [pipe()],
                   last_checkpoint_at=NOW - 300) == []
+
+
+# -- the progress watchdog: alive but stuck ---------------------------------------------------
+def stuck(**kw):
+    """A job with a 30 s progress timeout."""
+    return job(progress_timeout_s=30.0, **kw)
+
+
+def driver(**kw):
+    """An attempt launched 100 s ago whose driver started its pipelines (first progress) 90 s ago."""
+    return attempt(**{"launched_at": NOW - 100, "progress_at": NOW - 90, **kw})
+
+
+def started(pid=1, ago=90.0, **kw):
+    """A pipeline this attempt started ``ago`` seconds ago."""
+    return pipe(pid, started_at=NOW - ago, **kw)
+
+
+@pytest.mark.parametrize("policy, expected", [
+    ("warn", [r.FlagHung]),
+    ("restart", [r.FlagHung, r.MarkAttemptLost]),
+    ("fail", [r.FlagHung, r.MarkAttemptLost, r.EndPipelines, r.Finish]),
+])
+@pytest.mark.parametrize("mode", ["BATCH", "BATCH with checkpoints", "STREAMING"])
+def test_no_batch_and_no_task_progress_flags_the_job_hung_and_applies_its_policy(policy, expected, mode):
+    # BATCH without checkpoints never commits until its end; the others committed 40 s ago.
+    last_checkpoint = None if mode == "BATCH" else NOW - 40
+    actions = decide(stuck(on_hung=policy), driver(progress_at=NOW - 31, tasks_done=12),
+                     [started()], last_checkpoint_at=last_checkpoint)
+    assert [type(a) for a in actions] == expected
+    assert actions[0] == r.FlagHung(31.0, policy)
+    if policy != "warn":
+        assert "hung" in actions[1].reason
+    if policy == "fail":
+        assert actions[2] == r.EndPipelines("FAILED", actions[1].reason)
+        assert actions[-1].status == "FAILED"
+
+
+def test_the_failure_says_what_hung_and_for_how_long():
+    actions = decide(stuck(on_hung="fail"), driver(attempt_id=7, progress_at=NOW - 45, tasks_done=12),
+                     [started(1), pipe(2, status="FINISHED")])
+    message = actions[-1].error
+    assert message.startswith("job hung: pipeline 1 of attempt 7 ")
+    assert "for 45 s (12 tasks done)" in message
+    assert "job.progress-timeout 30 s, on-hung fail" in message
+
+
+def test_a_completed_task_or_a_committed_batch_is_progress():
+    assert decide(stuck(), driver(progress_at=NOW - 29), [started()]) == []
+    assert decide(stuck(), driver(progress_at=NOW - 300), [started()],
+                  last_checkpoint_at=NOW - 29) == []
+
+
+def test_the_hang_window_opens_when_the_driver_has_started_its_pipelines():
+    # Starting Spark and the queries is not a hang: no progress report yet, no verdict.
+    assert decide(stuck(), driver(progress_at=None), [started(ago=300)]) == []
+    # Pipelines last started by an earlier attempt: this one is still starting up.
+    assert decide(stuck(), driver(), [started(ago=200)]) == []
+    # Started 20 s ago: 10 s left; 31 s ago: hung.
+    assert decide(stuck(), driver(progress_at=NOW - 20), [started(ago=25)]) == []
+    assert [type(a) for a in decide(stuck(), driver(progress_at=NOW - 31), [started(ago=35)])] == [
+        r.FlagHung, r.MarkAttemptLost]
+
+
+def test_an_idle_stream_a_watchdog_turned_off_or_a_flagged_job_gets_nothing_more():
+    assert decide(stuck(), driver(), [started(idle=True)]) == []
+    assert decide(job(progress_timeout_s=None), driver(), [started()]) == []
+    assert decide(stuck(hung_since=NOW - 5, on_hung="warn"), driver(), [started()]) == []
+    # not while starting, stopping or taking a savepoint
+    for status, desired in (("SCHEDULED", "RUN"), ("CANCELING", "CANCEL"), ("DOING_SAVEPOINT", "SAVEPOINT")):
+        actions = decide(stuck(status=status, desired=desired), driver(), [started()])
+        assert not any(isinstance(a, r.FlagHung) for a in actions)
+
+
+def test_a_stale_and_hung_stream_is_flagged_for_each_once():
+    both = dict(stale_after_s=30.0, on_hung="warn", on_stale="warn")
+    first = decide(stuck(**both), driver(), [started()], last_checkpoint_at=NOW - 60)
+    assert first == [r.FlagStale(60.0, "warn")]
+    second = decide(stuck(stale_since=NOW, **both), driver(), [started()],
+                    last_checkpoint_at=NOW - 60)
+    assert second == [r.FlagHung(60.0, "warn")]

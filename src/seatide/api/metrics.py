@@ -30,7 +30,7 @@ from seatide.store.views import checkpoint_health
 
 log = logging.getLogger(__name__)
 
-HEALTH = ("HEALTHY", "IDLE", "CHECKPOINT_STALE")
+HEALTH = ("HEALTHY", "IDLE", "CHECKPOINT_STALE", "HUNG")
 # A reconcile pass or a read is usually milliseconds: finer low buckets than the library's default.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 # ``job_id``, not ``job``: Prometheus gives every scraped series its own ``job`` label (the scrape
@@ -79,7 +79,7 @@ FAMILIES = {f.name: f for f in (
     Family("seatide_job_checkpoints_failed_total", CounterMetricFamily,
            "Failed or timed-out checkpoints of the job, all pipelines.", JOB),
     Family("seatide_job_checkpoint_health", GaugeMetricFamily,
-           "1 for a running job's checkpoint health (HEALTHY, IDLE, CHECKPOINT_STALE), 0 for the others.",
+           "1 for a running job's checkpoint health (HEALTHY, IDLE, CHECKPOINT_STALE, HUNG), 0 for the others.",
            (*JOB, "health")),
     Family("seatide_job_attempts_total", CounterMetricFamily,
            "Attempts (driver runs) of the job's current incarnation.", ("job_id",)),

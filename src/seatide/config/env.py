@@ -34,6 +34,12 @@ ENV_OPTIONS: tuple[Option, ...] = (
            "BATCH with checkpoints: at most this many rows per micro-batch (each batch costs ~0.35 s)"),
     Option("job.retry.times", INT, 3, "new attempts after a failure before the job is FAILED"),
     Option("job.retry.interval.seconds", INT, 3, "wait before each new attempt"),
+    Option("job.progress-timeout", INT, 600_000,
+           "SeaTide: ms without a committed batch and without a completed Spark task before a running "
+           "job is HUNG (its tasks deadlocked while the driver lives); 0 turns the watchdog off"),
+    Option("job.on-hung", enum("warn", "restart", "fail"), "restart",
+           "SeaTide: what a HUNG job gets: warn (flag only), restart (a new attempt from the latest "
+           "checkpoint, counted against job.retry.times), fail"),
     Option("state-cleanup-delay", INT, None,
            "seconds after the end before the job's state is cleaned up (default: the coordinator's, 60)"),
     Option("spark.master", STRING, "local[*]", "Spark master URL"),
@@ -85,6 +91,8 @@ class JobEnv:
     print_plan: bool
     spark_conf: dict[str, str]
     strict: bool = False
+    progress_timeout_ms: int = 600_000
+    on_hung: str = "restart"
     sql_udfs: tuple = ()                       # sql.udfs entries as written, checked by read_env
     unknown: tuple[UnknownOption, ...] = ()    # env keys nobody declared (lenient reads only)
 
@@ -109,6 +117,11 @@ class JobEnv:
         if self.stale_after_ms is not None:
             return self.stale_after_ms / 1000
         return max(self.trigger_interval_ms, self.checkpoint_timeout_ms) * 3 / 1000
+
+    @property
+    def progress_timeout_s(self) -> float | None:
+        """Every mode: a bounded job that hangs never ends by itself. None: the watchdog is off."""
+        return self.progress_timeout_ms / 1000 if self.progress_timeout_ms > 0 else None
 
 
 def read_env(block: Mapping[str, Any], strict: bool = False) -> JobEnv:
@@ -142,8 +155,9 @@ def read_env(block: Mapping[str, Any], strict: bool = False) -> JobEnv:
     if interval is not None and interval < 1:
         raise OptionError("checkpoint.interval", "option 'checkpoint.interval' must be a positive "
                           f"number of milliseconds, got {interval}")
-    if opts["job.retry.times"] < 0:
-        raise OptionError("job.retry.times", "option 'job.retry.times' must be 0 or more")
+    for key in ("job.retry.times", "job.progress-timeout"):
+        if opts[key] < 0:
+            raise OptionError(key, f"option '{key}' must be 0 or more, got {opts[key]}")
     sql_udfs = tuple(opts["sql.udfs"])
     if sql_udfs:
         _check_udfs(sql_udfs)
@@ -158,7 +172,8 @@ def read_env(block: Mapping[str, Any], strict: bool = False) -> JobEnv:
         state_cleanup_delay_s=opts["state-cleanup-delay"], stale_after_ms=opts["checkpoint.stale-after"],
         on_stale=opts["checkpoint.on-stale"], checkpoints_retained=opts["checkpoint.retained"],
         restore_fallback=opts["restore.fallback"], print_plan=opts["print.execution.plan"],
-        spark_conf=spark, strict=strict or opts["strict"], unknown=opts.unknown, sql_udfs=sql_udfs)
+        spark_conf=spark, strict=strict or opts["strict"], unknown=opts.unknown, sql_udfs=sql_udfs,
+        progress_timeout_ms=opts["job.progress-timeout"], on_hung=opts["job.on-hung"])
 
 
 def _check_udfs(entries: tuple) -> None:

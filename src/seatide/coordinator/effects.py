@@ -57,6 +57,8 @@ class Applier:
                 return self._mark_attempt_lost(ctx, snap, action)
             case r.FlagStale():
                 self._flag_stale(ctx, snap, action)
+            case r.FlagHung():
+                self._flag_hung(ctx, snap, action)
             case r.ScheduleRetry():
                 self._schedule_retry(ctx, snap, action)
             case r.EndPipelines():
@@ -78,7 +80,7 @@ class Applier:
         attempt_id = ctx.conn.execute(insert(s.attempts).values(
             job_id=job.job_id, incarnation=job.incarnation, number=number, worker_id=action.worker_id,
             state="ASSIGNED", created_at=ctx.now, kill_requested=False)).inserted_primary_key[0]
-        ctx.update(current_attempt=attempt_id, next_attempt_at=None, stale_since=None)
+        ctx.update(current_attempt=attempt_id, next_attempt_at=None, stale_since=None, hung_since=None)
         ctx.set_status("SCHEDULED")
         ctx.event("ATTEMPT_ASSIGNED", attempt=attempt_id, number=number, worker=action.worker_id)
 
@@ -97,6 +99,12 @@ class Applier:
         ctx.update(stale_since=ctx.now)
         ctx.event("CHECKPOINT_STALE", seconds=round(action.seconds, 1), policy=action.policy,
                   attempt=snap.attempt.attempt_id)
+
+    def _flag_hung(self, ctx: "_Ctx", snap, action: r.FlagHung) -> None:
+        attempt = snap.attempt
+        ctx.update(hung_since=ctx.now)
+        ctx.event("JOB_HUNG", seconds=round(action.seconds, 1), policy=action.policy,
+                  attempt=attempt.attempt_id, tasks_done=attempt.tasks_done)
 
     def _schedule_retry(self, ctx: "_Ctx", snap, action: r.ScheduleRetry) -> None:
         retry = ctx.job.retries_used + 1

@@ -58,6 +58,12 @@ class FlagStale:
 
 
 @dataclass(frozen=True)
+class FlagHung:
+    seconds: float       # without a committed batch or a completed Spark task
+    policy: str
+
+
+@dataclass(frozen=True)
 class ScheduleRetry:
     at: float
     cause: str
@@ -76,7 +82,8 @@ class Finish:
 
 
 # What ``reconcile_job`` may decide: effects.Applier handles each one, by a match on this union.
-Action = SetStatus | CreateAttempt | MarkAttemptLost | FlagStale | ScheduleRetry | EndPipelines | Finish
+Action = (SetStatus | CreateAttempt | MarkAttemptLost | FlagStale | FlagHung | ScheduleRetry | EndPipelines
+          | Finish)
 
 
 def reconcile_job(snap: Snapshot, timeouts: Timeouts) -> list[Action]:
@@ -139,36 +146,77 @@ def _while_attempt_lives(snap: Snapshot, timeouts: Timeouts) -> list:
         stale_for = checkpoint_stale_for(snap)
         if stale_for is not None:
             return _on_stale(job, stale_for)
+    if job.status == "RUNNING" and job.hung_since is None:
+        hung = hung_for(snap)
+        if hung is not None:
+            return _on_hung(snap, hung)
     return []
+
+
+def _window_opened(snap: Snapshot) -> float | None:
+    """When this attempt's pipelines (re)started, while they have data pending; else None.
+
+    Staleness and hangs are counted from there, not from the driver's launch: starting
+    Spark is not a stalled checkpoint, and a pipeline caught up with its sources (IDLE)
+    is waiting, not stuck.
+    """
+    attempt = snap.attempt
+    if attempt is None or attempt.state != "RUNNING":
+        return None
+    running = [p for p in snap.pipelines if p.status == "RUNNING"]
+    if not running or all(p.idle for p in running):
+        return None
+    started = max((p.started_at or 0.0) for p in running)
+    if started < (attempt.launched_at or attempt.created_at):
+        return None   # this attempt has not started its pipelines yet
+    return started
 
 
 def checkpoint_stale_for(snap: Snapshot) -> float | None:
     """Seconds without a checkpoint while data is pending, once past the job's window."""
-    job, attempt = snap.job, snap.attempt
-    if job.stale_after_s is None or attempt is None or attempt.state != "RUNNING":
+    started = _window_opened(snap) if snap.job.stale_after_s is not None else None
+    if started is None:
         return None
-    running = [p for p in snap.pipelines if p.status == "RUNNING"]
-    if not running or all(p.idle for p in running):
-        return None   # caught up with its sources: IDLE, not stale
-    # The window opens when the pipelines (re)started, not when the driver process did:
-    # starting Spark is not a stalled checkpoint.
-    started = max((p.started_at or 0.0) for p in running)
-    if started < (attempt.launched_at or attempt.created_at):
-        return None   # this attempt has not started its pipelines yet
-    since = max(snap.last_checkpoint_at or 0.0, started)
-    age = snap.now - since
-    return age if age > job.stale_after_s else None
+    age = snap.now - max(snap.last_checkpoint_at or 0.0, started)
+    return age if age > snap.job.stale_after_s else None
+
+
+def hung_for(snap: Snapshot) -> float | None:
+    """Seconds without a committed batch and without a completed Spark task, once past
+    ``job.progress-timeout``: the driver heartbeats, but its work is stuck.
+
+    The window opens at the attempt's first progress report, which its driver makes once
+    every pipeline has started (``runtime/progress.py``): start-up is not a hang.
+    """
+    timeout = snap.job.progress_timeout_s
+    if not timeout or _window_opened(snap) is None or snap.attempt.progress_at is None:
+        return None
+    age = snap.now - max(snap.last_checkpoint_at or 0.0, snap.attempt.progress_at)
+    return age if age > timeout else None
 
 
 def _on_stale(job, stale_for: float) -> list:
     reason = (f"checkpoint stale: no checkpoint completed for {stale_for:.0f} s while data is pending "
               f"(checkpoint.stale-after {job.stale_after_s:.0f} s, on-stale {job.on_stale})")
-    actions: list = [FlagStale(stale_for, job.on_stale)]
-    if job.on_stale == "restart":
-        actions.append(MarkAttemptLost(reason))
-    elif job.on_stale == "fail":
-        actions += [MarkAttemptLost(reason), EndPipelines("FAILED", reason), Finish("FAILED", reason)]
-    return actions
+    return [FlagStale(stale_for, job.on_stale), *_policy(job.on_stale, reason)]
+
+
+def _on_hung(snap: Snapshot, hung: float) -> list:
+    job, attempt = snap.job, snap.attempt
+    stuck = ", ".join(str(p.pipeline_id) for p in snap.pipelines if p.status == "RUNNING" and not p.idle)
+    reason = (f"job hung: pipeline {stuck} of attempt {attempt.attempt_id} committed no batch and completed "
+              f"no Spark task for {hung:.0f} s ({attempt.tasks_done or 0} tasks done) while its driver kept "
+              f"heartbeating (job.progress-timeout {job.progress_timeout_s:g} s, on-hung {job.on_hung})")
+    return [FlagHung(hung, job.on_hung), *_policy(job.on_hung, reason)]
+
+
+def _policy(policy: str, reason: str) -> list:
+    """warn: the flag alone; restart: a new attempt (the retry path); fail: FAILED now."""
+    if policy == "restart":
+        return [MarkAttemptLost(reason)]
+    if policy == "fail":
+        return [MarkAttemptLost(reason), EndPipelines("FAILED", reason), Finish("FAILED", reason)]
+    return []
 
 
 def worker_alive(node: Any | None, now: float, timeouts: Timeouts) -> bool:

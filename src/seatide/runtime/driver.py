@@ -34,6 +34,7 @@ def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: T
     from seatide.config.loader import load_job_text
     from seatide.plan.dag import build_plan
     from seatide.runtime.pipeline_run import PipelineRun
+    from seatide.runtime.progress import ProgressSampler, TaskProgress
     from seatide.store.jobs import job_view
 
     reporter = heartbeat.reporter
@@ -58,7 +59,9 @@ def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: T
         # Python worker 10 s to connect back, which several at once on a busy host can miss.
         run.start()
         run.wait_started()
-    return _supervise(runs, reporter, heartbeat, poll_interval)
+    progress = ProgressSampler(TaskProgress(spark), reporter.task_progress)
+    progress.begin()
+    return _supervise(runs, reporter, heartbeat, poll_interval, progress)
 
 
 def _prepare_checkpoint(reporter, row, incarnation: int, source: str | None) -> None:
@@ -86,12 +89,16 @@ def stop_in_parallel(runs, mode: str) -> None:
         thread.join()
 
 
-def _supervise(runs, reporter, heartbeat, poll_interval: float) -> int:
-    """Poll the pipelines until each has ended; pass on stop requests; record how each ended."""
+def _supervise(runs, reporter, heartbeat, poll_interval: float, progress) -> int:
+    """Poll the pipelines until each has ended; pass on stop requests; record how each ended.
+
+    Each round also samples Spark's task progress: the heartbeat thread proves the driver
+    lives, this loop proves its work moves (a stuck loop is as hung as a stuck task)."""
     retryable_error = None
     pending = list(runs)
     savepointed = []
     while pending:
+        progress.sample()
         desired = heartbeat.desired
         if desired in ("CANCEL", "SAVEPOINT") or retryable_error:
             stop_in_parallel(pending, "CANCEL" if retryable_error else desired)

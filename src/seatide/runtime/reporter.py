@@ -54,6 +54,20 @@ class AttemptReporter:
                          .values(heartbeat_at=time.time()))
             return conn.execute(select(s.jobs.c.desired).where(s.jobs.c.job_id == self.job_id)).scalar()
 
+    def task_progress(self, tasks_done: int) -> None:
+        """Spark tasks completed so far (written only when the count moved): work, not just life.
+
+        Progress ends a HUNG flag, as a committed batch ends a stale one."""
+        with self._tx() as conn:
+            now = time.time()
+            conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == self.attempt_id)
+                         .values(progress_at=now, tasks_done=tasks_done))
+            self._clear_hung(conn)
+
+    def _clear_hung(self, conn) -> None:
+        conn.execute(update(s.jobs).where(and_(s.jobs.c.job_id == self.job_id, s.jobs.c.hung_since.isnot(None)))
+                     .values(hung_since=None))
+
     def fence(self) -> None:
         """Raise ``AttemptFenced`` unless this attempt is still current (before a commit point)."""
         with self._tx():
@@ -179,6 +193,7 @@ class AttemptReporter:
             conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(
                 rows_written=s.pipelines.c.rows_written + rows, last_batch_id=batch_id, idle=False))
             conn.execute(update(s.jobs).where(s.jobs.c.job_id == self.job_id).values(stale_since=None))
+            self._clear_hung(conn)
             return checkpoint_id
 
     def checkpoint_failed(self, pipeline_id: int, batch_id: int, seconds: float, fingerprint: str) -> None:

@@ -83,7 +83,8 @@ def submit_job(store: Store, *, text: str, variables: dict[str, str], config, pl
         pinned_worker=pinned_worker, restored_from=None, restore=None, error_msg=None,
         cleanup_delay_s=float(DEFAULT_CLEANUP_DELAY_S if delay is None else delay),
         checkpoint_interval_ms=env.checkpoint_interval_ms, stale_after_s=env.stale_after_s,
-        on_stale=env.on_stale, stale_since=None, checkpoints_retained=env.checkpoints_retained, created_at=now,
+        on_stale=env.on_stale, stale_since=None, checkpoints_retained=env.checkpoints_retained,
+        progress_timeout_s=env.progress_timeout_s, on_hung=env.on_hung, hung_since=None, created_at=now,
         updated_at=now, finished_at=None)
     with store.write() as conn:
         existing = conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()

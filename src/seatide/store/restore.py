@@ -234,7 +234,8 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
             restore=json.dumps({"from": source, "fallback": fallback, "fresh": fresh, "prepare": prepare}),
             error_msg=None,
             checkpoint_interval_ms=env.checkpoint_interval_ms, stale_after_s=env.stale_after_s,
-            on_stale=env.on_stale, stale_since=None, checkpoints_retained=env.checkpoints_retained, updated_at=now,
+            on_stale=env.on_stale, stale_since=None, checkpoints_retained=env.checkpoints_retained,
+            progress_timeout_s=env.progress_timeout_s, on_hung=env.on_hung, hung_since=None, updated_at=now,
             finished_at=None))
         for p in pipelines:
             conn.execute(insert(s.pipelines).values(

@@ -70,6 +70,9 @@ jobs = Table(
     Column("on_stale", String(8), nullable=False, default="restart"),   # warn | restart | fail
     Column("stale_since", Float),                         # set while flagged CHECKPOINT_STALE
     Column("checkpoints_retained", Integer),              # checkpoint.retained; None: the default
+    Column("progress_timeout_s", Float),                  # no batch and no task progress this long: HUNG (None: off)
+    Column("on_hung", String(8), nullable=False, default="restart", server_default="restart"),  # warn | restart | fail
+    Column("hung_since", Float),                          # set while flagged HUNG
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Column("finished_at", Float),
@@ -119,6 +122,8 @@ attempts = Table(
     Column("created_at", Float, nullable=False),
     Column("launched_at", Float),
     Column("heartbeat_at", Float),
+    Column("progress_at", Float),                         # when the driver last saw a Spark task complete
+    Column("tasks_done", BigInteger),                     # Spark tasks completed by this attempt's driver
     Column("ended_at", Float),
     Column("exit_code", Integer),
     Column("error", Text),

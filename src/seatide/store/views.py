@@ -48,16 +48,19 @@ def checkpoint_stats(conn: Connection, job) -> dict:
 
 
 def checkpoint_health(job, pipelines, latest, now: float) -> str | None:
-    """HEALTHY, IDLE (caught up with its sources) or CHECKPOINT_STALE; None unless running.
+    """HEALTHY, IDLE (caught up with its sources), CHECKPOINT_STALE or HUNG; None unless running.
 
     The leader flags staleness (``stale_since``) within one reconcile tick; a reader
-    computes the same verdict from the same stored facts in between.
+    computes the same verdict from the same stored facts in between. HUNG (no batch and no
+    task progress for ``job.progress-timeout``) is the leader's flag (``hung_since``) alone.
     """
     if job.status not in ("RUNNING", "DOING_SAVEPOINT"):
         return None
     running = [p for p in pipelines if p.status == "RUNNING"]
     if running and all(p.idle for p in running):
         return "IDLE"
+    if job.hung_since is not None:
+        return "HUNG"
     if job.stale_since is not None:
         return "CHECKPOINT_STALE"
     if job.stale_after_s is None:
@@ -84,6 +87,8 @@ def checkpoint_summary(conn: Connection, job, pipelines, now: float) -> dict:
         "completed": stats["completed"], "failed": stats["failed"], "restored": stats["restored"],
         "health": checkpoint_health(job, pipelines, latest, now),
         "staleAfterSeconds": job.stale_after_s, "onStale": job.on_stale,
+        "progressTimeoutSeconds": job.progress_timeout_s, "onHung": job.on_hung,
+        "hungSince": iso(job.hung_since),
     }
 
 
@@ -144,6 +149,7 @@ def job_info(conn: Connection, job_id: str) -> dict | None:
         "currentAttempt": None if attempt is None else {
             "attemptId": attempt.attempt_id, "number": attempt.number, "worker": attempt.worker_id,
             "state": attempt.state, "pid": attempt.pid, "heartbeatTime": iso(attempt.heartbeat_at),
+            "progressTime": iso(attempt.progress_at), "tasksCompleted": attempt.tasks_done,
             "error": masked(attempt.error)},
         "attempts": [{**_attempt_row(a), "error": masked(a.error)} for a in job_attempts(conn, job)],
         "metrics": {

@@ -134,6 +134,11 @@ class FakeSplitReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: UnitRange) -> Iterator:
         import pyarrow as pa
 
+        from seatide import failpoints
+
+        # Inside the Spark task, in the executor's Python worker: a task that deadlocks
+        # while its driver lives and heartbeats (tests of the progress watchdog).
+        failpoints.hit("source.fake.read_partition")
         columns: tuple[list, list, list, list] = ([], [], [], [])
         for unit in partition.layout.units(partition.begin, partition.end):
             for column, value in zip(columns, (unit.index, unit.reader, unit.start, unit.stop)):

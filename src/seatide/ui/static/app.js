@@ -233,7 +233,7 @@ function chartSvg(series) {
 }
 
 function eventClass(kind) {
-  if (/FAIL|STALE|LOST|TIMED_OUT|KILL/.test(kind)) return "k-fail";
+  if (/FAIL|STALE|HUNG|LOST|TIMED_OUT|KILL/.test(kind)) return "k-fail";
   if (/RETRY|RESTART|STOP_REQUESTED|CANCEL/.test(kind)) return "k-retry";
   if (/RESUME|RESTORE|FALLBACK|LEADER/.test(kind)) return "k-resume";
   if (/FINISHED|COMPLETED|RUNNING|SUBMITTED/.test(kind)) return "k-ok";

@@ -1,0 +1,76 @@
+"""The watchdog's stored facts: task progress from the driver, the HUNG flag, and migration 3."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from sqlalchemy import delete, inspect, select, text, update
+
+from seatide.runtime.reporter import AttemptReporter
+from seatide.store import schema as s
+from seatide.store.db import AttemptFenced, open_store
+from seatide.store.migrations import current_revision, head
+from seatide.store.views import job_info
+from tests.store.test_store import _attempt, store, submit  # noqa: F401  (store is a fixture)
+
+WATCHDOG_COLUMNS = {"jobs": ["progress_timeout_s", "on_hung", "hung_since"], "attempts": ["progress_at", "tasks_done"]}
+
+
+def test_task_progress_is_recorded_and_ends_the_hung_flag(store, tmp_path):
+    submit(store, tmp_path)
+    reporter = AttemptReporter(store, "j1", 1, _attempt(store, "j1"))
+    with store.write() as conn:
+        conn.execute(update(s.jobs).values(status="RUNNING", hung_since=time.time() - 5))
+    before = time.time()
+    reporter.task_progress(12)
+    with store.read() as conn:
+        attempt = conn.execute(select(s.attempts)).one()
+        assert attempt.tasks_done == 12 and attempt.progress_at >= before
+        assert conn.execute(select(s.jobs.c.hung_since)).scalar() is None
+        info = job_info(conn, "j1")
+    assert info["currentAttempt"]["tasksCompleted"] == 12
+    assert info["checkpoint"]["onHung"] == "restart"
+    assert info["checkpoint"]["progressTimeoutSeconds"] == 600.0    # the 10 min default
+
+
+def test_a_committed_batch_ends_the_hung_flag_too(store, tmp_path):
+    submit(store, tmp_path)
+    reporter = AttemptReporter(store, "j1", 1, _attempt(store, "j1"))
+    with store.write() as conn:
+        conn.execute(update(s.jobs).values(status="RUNNING", hung_since=time.time() - 5))
+    reporter.batch_committed(1, 0, 10, 5, None, "f")
+    with store.read() as conn:
+        assert conn.execute(select(s.jobs.c.hung_since)).scalar() is None
+
+
+def test_a_replaced_attempt_cannot_report_progress(store, tmp_path):
+    submit(store, tmp_path)
+    old = _attempt(store, "j1")
+    with store.write() as conn:
+        conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == old).values(state="LOST"))
+    _attempt(store, "j1", number=2)
+    with pytest.raises(AttemptFenced):
+        AttemptReporter(store, "j1", 1, old).task_progress(3)
+    with store.read() as conn:
+        assert [a.tasks_done for a in conn.execute(select(s.attempts))] == [None, None]
+
+
+def test_a_store_before_the_watchdog_gains_its_columns_and_keeps_its_jobs(store, store_url, tmp_path):
+    submit(store, tmp_path)
+    with store.write() as conn:    # back to what revision 0003 made
+        for table, columns in WATCHDOG_COLUMNS.items():
+            for column in columns:
+                conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+        conn.execute(text("UPDATE alembic_version SET version_num = '0003'"))
+    store.dispose()
+    upgraded = open_store(store_url)
+    with upgraded.read() as conn:
+        assert current_revision(conn) == head() == "0004"
+        for table, columns in WATCHDOG_COLUMNS.items():
+            assert set(columns) <= {c["name"] for c in inspect(conn).get_columns(table)}
+        job = conn.execute(select(s.jobs)).one()
+    # A job submitted before the upgrade keeps running as it did: no watchdog, the default policy.
+    assert (job.job_id, job.status, job.progress_timeout_s, job.on_hung, job.hung_since) == (
+        "j1", "CREATED", None, "restart", None)
+    upgraded.dispose()
