@@ -152,3 +152,13 @@ def test_idle_stream_or_fresh_checkpoint_is_not_stale():
     # flagged once; the flag clears with the next checkpoint or attempt
     assert decide(job(stale_after_s=30, stale_since=NOW - 5), attempt(launched_at=NOW - 100), [pipe()],
                   last_checkpoint_at=NOW - 300) == []
+
+
+def test_savepoint_asked_while_the_job_waits_for_its_retry_ends_through_doing_savepoint():
+    # Found by the simulation (seed 4): PENDING -> SAVEPOINT_DONE is no transition, so the
+    # decision raised on every tick and the job never ended.
+    ended = attempt(state="FAILED", ended_at=NOW - 5)
+    actions = decide(job(status="PENDING", desired="SAVEPOINT", retries_used=1), ended, [pipe(status="CREATED")])
+    assert actions == [r.SetStatus("DOING_SAVEPOINT"), r.EndPipelines("SAVEPOINT_DONE"), r.Finish("SAVEPOINT_DONE")]
+    check_job("PENDING", "DOING_SAVEPOINT")        # both steps are transitions of the table
+    check_job("DOING_SAVEPOINT", "SAVEPOINT_DONE")
