@@ -128,6 +128,10 @@ def _expire(store: Store, epoch: int, actor: str, result) -> None:
         _release_sources(store, result)
         for path in _pipeline_dirs(store, result):
             shutil.rmtree(path, ignore_errors=True)
+            # Savepoints and set-aside copies live beside the pipelines, under the job's root.
+            root = os.path.dirname(path.rstrip("/"))
+            if os.path.basename(root) == result.job_id:
+                shutil.rmtree(root, ignore_errors=True)
     with store.leader_tx(epoch) as conn:
         forget_job(conn, result.job_id, result.incarnation)
         record_event(conn, "HISTORY_EXPIRED", actor, result.job_id, result.incarnation, epoch)
