@@ -59,3 +59,12 @@ def test_cli_refuses_a_budget_below_one(capsys):
         simulate.main(["--seed", "1", "--steps", "0"])
     assert exit_info.value.code == 2
     assert "--steps and --runs must be at least 1" in capsys.readouterr().err
+
+
+def test_resume_of_a_job_whose_pipelines_all_finished_is_refused():
+    # Seed 136 found it: a savepoint asked as the data ran out ends SAVEPOINT_DONE with every
+    # pipeline FINISHED; resuming it made an incarnation with nothing to run that could never
+    # end (CREATED -> FINISHED is no transition). Such a resume is now refused.
+    run = simulate.run_once(136, CI_STEPS)
+    assert run.violations == [], "\n".join(run.violations)
+    assert any("resume batch-a: resume refused (CONFLICT)" in line for line in run.trace)

@@ -85,6 +85,10 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
             s.checkpoints.c.kind == "CHECKPOINT")).distinct())}
         savepoint = _savepoint(conn, job_id, savepoint_id) if savepoint_id is not None else None
     pipelines = _plan_pipelines(plan, old, completed, savepoint)
+    if all(p.finished for p in pipelines):
+        # e.g. a stop with savepoint that came after the data ran out: the job's work is done
+        raise JobRefused(f"job {job_id} ended {job.status} with every pipeline FINISHED; there is nothing "
+                         "to resume (submit it again to rerun it)")
     problems = [p for p in pipelines if p.problem]
     if problems and fallback != "fresh":
         lines = "; ".join(f"pipeline {p.pipeline_id}: {p.problem}" for p in problems)
