@@ -129,9 +129,12 @@ class SimDriver:
             if self.reporter is None:
                 return self._start(now)
             if now - self.last_beat >= 1.0:
-                self.last_beat = now
-                self.heartbeat.beat()
-                return f"heartbeat -> {self.heartbeat.desired}"
+                # The heartbeat is its own thread: when one is due, either may go first.
+                if roll < 0.5:
+                    self.last_beat = now
+                    self.heartbeat.beat()
+                    return f"heartbeat -> {self.heartbeat.desired}"
+                roll = (roll - 0.5) * 2
             return self._next(roll)
         except AttemptFenced as exc:
             self.exit(FENCED_EXIT_CODE)

@@ -42,6 +42,7 @@ class Run:
     actions: list[tuple] = field(default_factory=list)
     trace: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
+    settled: bool = False        # reached the quiet phase (no violation among the fault steps)
 
 
 def choose(world: World, rng: random.Random) -> tuple:
@@ -88,7 +89,7 @@ def injected(bug: str | None):
 
 
 def run_once(seed: int, steps: int, actions: list[tuple] | None = None, bug: str | None = None,
-             split_commit: bool = False) -> Run:
+             split_commit: bool = False, settle: bool = True) -> Run:
     """One run: ``steps`` drawn from ``seed`` (or the given ``actions``), then settle and expire."""
     run = Run(seed)
     rng = random.Random(seed)
@@ -105,7 +106,8 @@ def run_once(seed: int, steps: int, actions: list[tuple] | None = None, bug: str
                 world.check.published_once(world.ledger.published)
                 if world.check.violations:
                     break
-            if not world.check.violations:
+            if not world.check.violations and settle:
+                run.settled = True
                 _settle_and_expire(world, run)
         finally:
             run.violations = list(world.check.violations)
@@ -157,15 +159,18 @@ def _settle(world: World, rng: random.Random, problems) -> list[str]:
 
 
 def shrink(run: Run, steps: int, budget_s: float, bug: str | None, split_commit: bool) -> Run:
-    """Drop chunks of the failing steps while the run still fails, within ``budget_s``."""
+    """Drop chunks of the failing steps while the run still fails, within ``budget_s``.
+
+    A violation among the fault steps is looked for there only: trials skip the quiet phase."""
     best = run
+    settle = run.settled
     deadline = time.monotonic() + budget_s
     chunk = max(1, len(best.actions) // 2)
     while chunk >= 1 and time.monotonic() < deadline:
         start, progressed = 0, False
         while start < len(best.actions) and time.monotonic() < deadline:
             candidate = best.actions[:start] + best.actions[start + chunk:]
-            trial = run_once(run.seed, steps, candidate, bug, split_commit)
+            trial = run_once(run.seed, steps, candidate, bug, split_commit, settle)
             if trial.violations:
                 best, progressed = trial, True
             else:
