@@ -16,9 +16,11 @@ import json
 import os
 import shutil
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Callable, Iterator
 
 from seatide.runtime.commit_log import read_json, write_json_atomic
+from seatide.runtime.driver import _prepare_checkpoint as prepare_checkpoint
 from seatide.runtime.heartbeat import FENCED_EXIT_CODE, Heartbeat
 from seatide.runtime.reporter import AttemptReporter
 from seatide.store.db import AttemptFenced, Store
@@ -161,6 +163,8 @@ class SimDriver:
         self.heartbeat.beat()
         self.last_beat = now
         self.bounded = job.mode == "BATCH"
+        self.incarnation = job.incarnation
+        self.prepare = json.loads(job.restore or "{}").get("prepare", {})   # what a resume left to do
         plan = build_plan(load_job_text(job.config, json.loads(job.variables), source_name=job.job_id))
         for row in view.pipelines:
             if row.status not in PIPELINE_TERMINAL:
@@ -169,6 +173,9 @@ class SimDriver:
         return f"running (attempt {self.attempt_id}, incarnation {job.incarnation})"
 
     def _start_pipeline(self, pipe: Pipe) -> str:
+        if str(pipe.pipeline_id) in self.prepare:     # the real driver's step: a savepoint copied into place
+            row = SimpleNamespace(pipeline_id=pipe.pipeline_id, checkpoint_dir=pipe.dir)
+            prepare_checkpoint(self.reporter, row, self.incarnation, self.prepare[str(pipe.pipeline_id)])
         meta_path = os.path.join(pipe.dir, "seatide.json")
         meta = read_json(meta_path)
         if meta is None:

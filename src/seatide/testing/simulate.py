@@ -64,7 +64,7 @@ def choose(world: World, rng: random.Random) -> tuple:
     if r < 0.94:
         drivers = [n for n in names if world.procs[n].kind == "driver"] or names
         return (rng.choice(("duplicate", "delay", "deliver")), rng.choice(drivers), rng.random(), dt)
-    return (rng.choice(("cancel", "savepoint", "resume", "submit")), rng.choice(JOB_IDS), 0.0, dt)
+    return (rng.choice(("cancel", "savepoint", "resume", "submit")), rng.choice(JOB_IDS), rng.random(), dt)
 
 
 def _hurt(world: World, name: str, how: str) -> bool:

@@ -17,6 +17,7 @@ from seatide import clock, intents
 from seatide.coordinator.lease import LeaseSettings
 from seatide.coordinator.service import Coordinator, node_heartbeat, register_node
 from seatide.store.db import AttemptFenced, NotLeader, open_store
+from seatide.store.restore import latest_savepoint_id
 from seatide.store.states import IllegalTransition
 from seatide.testing.invariants import Invariants
 from seatide.testing.processes import (FIRST_PID, Ledger, ProcessStore, SimDriver, SimLauncher, SimProcess,
@@ -145,7 +146,7 @@ class World:
         kind, target, value, dt = action
         self.t += dt
         if kind in ("submit", "cancel", "savepoint", "resume"):
-            return self.user(kind, target)
+            return self.user(kind, target, from_savepoint=value < 0.5)
         if kind == "deliver":
             return self._deliver(value)
         proc = self.procs.get(target)
@@ -268,13 +269,15 @@ class World:
         return f"late {what} accepted"
 
     # -- users ---------------------------------------------------------------------------
-    def user(self, kind: str, job_id: str) -> str:
+    def user(self, kind: str, job_id: str, from_savepoint: bool = False) -> str:
         try:
             if kind == "submit":
                 intents.submit(self.client, self.data_dir, text=job_text(job_id), job_id=job_id, actor="sim")
                 self.submitted.append(job_id)
             elif kind == "resume":
-                intents.resume(self.client, job_id, actor="sim")
+                savepoint = latest_savepoint_id(self.client, job_id) if from_savepoint else None
+                intents.resume(self.client, job_id, savepoint_id=savepoint, actor="sim")
+                return f"resume accepted (from {'savepoint %s' % savepoint if savepoint else 'checkpoints'})"
             else:
                 intents.stop(self.client, job_id, savepoint=kind == "savepoint", actor="sim")
             return f"{kind} accepted"
