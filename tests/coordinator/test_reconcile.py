@@ -235,3 +235,13 @@ def test_a_stale_and_hung_stream_is_flagged_for_each_once():
     second = decide(stuck(stale_since=NOW, **both), driver(), [started()],
                     last_checkpoint_at=NOW - 60)
     assert second == [r.FlagHung(60.0, "warn")]
+
+
+def test_savepoint_asked_while_the_job_waits_for_its_retry_ends_through_doing_savepoint():
+    # Found by the simulation (seed 4): PENDING -> SAVEPOINT_DONE is no transition, so the
+    # decision raised on every tick and the job never ended.
+    ended = attempt(state="FAILED", ended_at=NOW - 5)
+    actions = decide(job(status="PENDING", desired="SAVEPOINT", retries_used=1), ended, [pipe(status="CREATED")])
+    assert actions == [r.SetStatus("DOING_SAVEPOINT"), r.EndPipelines("SAVEPOINT_DONE"), r.Finish("SAVEPOINT_DONE")]
+    check_job("PENDING", "DOING_SAVEPOINT")        # both steps are transitions of the table
+    check_job("DOING_SAVEPOINT", "SAVEPOINT_DONE")

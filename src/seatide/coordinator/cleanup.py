@@ -18,11 +18,10 @@ import json
 import logging
 import os
 import shutil
-import time
 
 from sqlalchemy import and_, select, update
 
-from seatide import failpoints
+from seatide import clock, failpoints
 from seatide.store import schema as s
 from seatide.store.db import Store, record_event
 from seatide.store.jobs import forget_job
@@ -55,8 +54,8 @@ def reconcile_cleanup(store: Store, epoch: int, actor: str, result, kill_attempt
         delay = min(MAX_BACKOFF_S, 2.0 ** tries)
         step = "cleanup" if result.cleanup == "DIRTY" else "history expiry"
         log.warning("%s of job %s failed (try %s), again in %.0f s: %s", step, result.job_id, tries, delay, exc)
-        again = {"next_cleanup_at": time.time() + delay} if result.cleanup == "DIRTY" else \
-            {"expires_at": time.time() + delay}
+        again = {"next_cleanup_at": clock.now() + delay} if result.cleanup == "DIRTY" else \
+            {"expires_at": clock.now() + delay}
         with store.leader_tx(epoch) as conn:
             conn.execute(update(s.job_results).where(_key(result)).values(cleanup_tries=tries, **again))
             record_event(conn, "CLEANUP_RETRY", actor, result.job_id, result.incarnation, epoch,
@@ -96,7 +95,7 @@ def _clean(store: Store, epoch: int, actor: str, result, kill_attempt) -> None:
                 removed.append(path)
     with store.leader_tx(epoch) as conn:
         conn.execute(update(s.job_results).where(and_(_key(result), s.job_results.c.cleanup == "DIRTY"))
-                     .values(cleanup="CLEAN", cleaned_at=time.time()))
+                     .values(cleanup="CLEAN", cleaned_at=clock.now()))
         record_event(conn, "CLEANUP_DONE", actor, result.job_id, result.incarnation, epoch,
                      removed=removed, newer_incarnation=not current)
 
@@ -129,6 +128,10 @@ def _expire(store: Store, epoch: int, actor: str, result) -> None:
         _release_sources(store, result)
         for path in _pipeline_dirs(store, result):
             shutil.rmtree(path, ignore_errors=True)
+            # Savepoints and set-aside copies live beside the pipelines, under the job's root.
+            root = os.path.dirname(path.rstrip("/"))
+            if os.path.basename(root) == result.job_id:
+                shutil.rmtree(root, ignore_errors=True)
     with store.leader_tx(epoch) as conn:
         forget_job(conn, result.job_id, result.incarnation)
         record_event(conn, "HISTORY_EXPIRED", actor, result.job_id, result.incarnation, epoch)

@@ -8,12 +8,11 @@ what the decision saw. Otherwise nothing changes and the next tick decides afres
 from __future__ import annotations
 
 import logging
-import time
 
 from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.engine import Connection
 
-from seatide import failpoints
+from seatide import clock, failpoints
 from seatide.coordinator import reconcile as r
 from seatide.store import schema as s
 from seatide.store.db import Store, record_event
@@ -37,7 +36,7 @@ class Applier:
             if (job is None or job.incarnation != snap.job.incarnation or job.status != snap.job.status
                     or job.current_attempt != snap.job.current_attempt):
                 return []
-            ctx = _Ctx(conn, job, epoch, self.actor, time.time())
+            ctx = _Ctx(conn, job, epoch, self.actor, clock.now())
             for action in actions:
                 killed = self._apply_one(ctx, snap, action)
                 if killed is not None:

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import dataclass
 
 from sqlalchemy import and_, select, update
 
+from seatide import clock
 from seatide.store import schema as s
 from seatide.store.db import Store, record_event
 
@@ -44,7 +44,7 @@ class LeaderLease:
     @property
     def is_leader(self) -> bool:
         # Our own clock bounds how long we may act: stop before others may take over.
-        return self.epoch is not None and time.time() < self._valid_until
+        return self.epoch is not None and clock.now() < self._valid_until
 
     def tick(self) -> bool:
         """Renew or try to take the lease; returns whether we hold it now."""
@@ -56,12 +56,12 @@ class LeaderLease:
             return self._try_elect()
         except Exception as exc:
             log.warning("lease tick failed: %s", exc)
-            if self.epoch is not None and time.time() >= self._valid_until:
+            if self.epoch is not None and clock.now() >= self._valid_until:
                 self._drop("could not renew in time")
             return self.is_leader
 
     def _renew(self) -> bool:
-        started = time.time()
+        started = clock.now()
         with self.store.write() as conn:
             done = conn.execute(update(s.leader_lease).where(and_(
                 s.leader_lease.c.id == 1, s.leader_lease.c.node_id == self.node_id,
@@ -72,7 +72,7 @@ class LeaderLease:
         return done
 
     def _try_elect(self) -> bool:
-        started = time.time()
+        started = clock.now()
         with self.store.write() as conn:
             row = conn.execute(select(s.leader_lease).where(s.leader_lease.c.id == 1)).first()
             if row.expires_at >= started and row.node_id != self.node_id:

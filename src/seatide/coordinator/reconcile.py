@@ -111,7 +111,9 @@ def reconcile_job(snap: Snapshot, timeouts: Timeouts) -> list[Action]:
     if job.desired == "SAVEPOINT" and attempt is not None:
         # The driver ended before it could stop cleanly: each pipeline's latest
         # completed checkpoint is a consistent point to resume from.
-        return [EndPipelines("SAVEPOINT_DONE"), Finish("SAVEPOINT_DONE")]
+        # A job waiting for its retry (PENDING) passes through DOING_SAVEPOINT like any other.
+        via = [] if job.status == "DOING_SAVEPOINT" else [SetStatus("DOING_SAVEPOINT")]
+        return [*via, EndPipelines("SAVEPOINT_DONE"), Finish("SAVEPOINT_DONE")]
     if attempt is not None and job.status not in ("CREATED", "PENDING"):
         cause = attempt.error or f"attempt {attempt.attempt_id} ended {attempt.state}"
         if job.retries_used < job.max_retries:

@@ -13,9 +13,11 @@ import signal
 import socket
 import threading
 import time
+from typing import Iterator
 
 from sqlalchemy import and_, func, insert, select, update
 
+from seatide import clock
 from seatide.coordinator.cleanup import due_results, reconcile_cleanup
 from seatide.coordinator.effects import Applier
 from seatide.coordinator.lease import LeaderLease, LeaseSettings
@@ -35,7 +37,7 @@ SNAPSHOT_JOB_COLUMNS = [c for c in s.jobs.c if c.name not in ("config", "variabl
 
 
 def register_node(store: Store, node_id: str, role: str, url: str | None = None, slots: int = 0) -> None:
-    now = time.time()
+    now = clock.now()
     with store.write() as conn:
         values = dict(role=role, host=socket.gethostname(), pid=os.getpid(), url=url, slots=slots,
                       started_at=now, heartbeat_at=now, stopped=False)
@@ -46,7 +48,7 @@ def register_node(store: Store, node_id: str, role: str, url: str | None = None,
 def node_heartbeat(store: Store, node_id: str, stopped: bool = False) -> None:
     with store.write() as conn:
         conn.execute(update(s.nodes).where(s.nodes.c.node_id == node_id)
-                     .values(heartbeat_at=time.time(), stopped=stopped))
+                     .values(heartbeat_at=clock.now(), stopped=stopped))
 
 
 def kill_if_reachable(attempt, store_url: str) -> bool:
@@ -130,7 +132,7 @@ class Coordinator:
     def _loop(self) -> None:
         last_beat = 0.0
         while not self._stop.is_set():
-            started = time.time()
+            started = clock.now()
             try:
                 if started - last_beat >= 1.0:
                     node_heartbeat(self.store, self.node_id)
@@ -141,7 +143,7 @@ class Coordinator:
                 log.info("fenced: another coordinator leads now")
             except Exception:
                 log.exception("reconcile tick failed")
-            self._wake.wait(max(0.0, self.tick - (time.time() - started)))
+            self._wake.wait(max(0.0, self.tick - (clock.now() - started)))
             self._wake.clear()
 
     def _reconcile_timed(self) -> None:
@@ -152,12 +154,19 @@ class Coordinator:
             self.observe_tick(time.perf_counter() - began)
 
     def reconcile_all(self) -> None:
+        for _ in self.reconcile_steps():
+            pass
+
+    def reconcile_steps(self) -> Iterator[None]:
+        """One reconcile pass, yielding after the snapshot and after each job and cleanup step:
+        the simulation runs other processes between them, as threads and hosts would."""
         epoch = self.lease.epoch
         if epoch is None:
             return
-        now = time.time()
+        now = clock.now()
         snaps, load = self._snapshots(now)
         for snap in snaps:
+            yield
             if not self.lease.is_leader:
                 return
             if self._backoff.get(snap.job.job_id, (0, 0.0))[1] > now:
@@ -171,6 +180,7 @@ class Coordinator:
             else:
                 self._backoff.pop(snap.job.job_id, None)
         for result in due_results(self.store, now):
+            yield
             if not self.lease.is_leader:
                 return
             reconcile_cleanup(self.store, epoch, self.applier.actor, result,

@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from typing import Callable
 
+from seatide import clock
 from seatide.store.db import AttemptFenced
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ class Heartbeat:
         self.desired = "RUN"
         self.fenced = False
         self._stop = threading.Event()
-        self._last_ok = time.time()
+        self._last_ok = clock.now()
         self._thread = threading.Thread(target=self._loop, name="heartbeat", daemon=True)
 
     def start(self) -> "Heartbeat":
@@ -51,12 +51,12 @@ class Heartbeat:
             return
         try:
             self.desired = self.reporter.heartbeat() or "RUN"
-            self._last_ok = time.time()
+            self._last_ok = clock.now()
         except AttemptFenced:
             self._fence()
         except Exception as exc:  # store unreachable: keep trying until the self-fence deadline
             log.warning("heartbeat failed: %s", exc)
-            if time.time() - self._last_ok > self.self_fence_after:
+            if clock.now() - self._last_ok > self.self_fence_after:
                 self._fence()
 
     def _fence(self) -> None:

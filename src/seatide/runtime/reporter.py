@@ -8,11 +8,10 @@ zombie driver cannot record progress, complete a pipeline or commit a batch.
 from __future__ import annotations
 
 import json
-import time
 
 from sqlalchemy import and_, func, insert, select, update
 
-from seatide import failpoints
+from seatide import clock, failpoints
 from seatide.secrets import mask_message
 from seatide.store import schema as s
 from seatide.store.db import Store, record_event
@@ -45,13 +44,13 @@ class AttemptReporter:
             if state != "RUNNING":
                 check_attempt(state, "RUNNING")
                 conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == self.attempt_id)
-                             .values(state="RUNNING", pid=pid, heartbeat_at=time.time()))
+                             .values(state="RUNNING", pid=pid, heartbeat_at=clock.now()))
 
     def heartbeat(self) -> str:
         """Prove liveness; returns the job's desired state (RUN, CANCEL, SAVEPOINT)."""
         with self.store.attempt_tx(self.job_id, self.attempt_id, job_may_be_terminal=True) as conn:
             conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == self.attempt_id)
-                         .values(heartbeat_at=time.time()))
+                         .values(heartbeat_at=clock.now()))
             return conn.execute(select(s.jobs.c.desired).where(s.jobs.c.job_id == self.job_id)).scalar()
 
     def task_progress(self, tasks_done: int) -> None:
@@ -59,7 +58,7 @@ class AttemptReporter:
 
         Progress ends a HUNG flag, as a committed batch ends a stale one."""
         with self._tx() as conn:
-            now = time.time()
+            now = clock.now()
             conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == self.attempt_id)
                          .values(progress_at=now, tasks_done=tasks_done))
             self._clear_hung(conn)
@@ -96,13 +95,13 @@ class AttemptReporter:
             old = conn.execute(select(s.pipelines.c.status).where(self._pipeline_where(pipeline_id))).scalar()
             if old == new == "RUNNING":     # started again by a new attempt
                 conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id))
-                             .values(started_at=time.time(), idle=False))
+                             .values(started_at=clock.now(), idle=False))
                 return
             if old == new:
                 return
             check_pipeline(old, new)
             error = mask_message(error, self.secrets)
-            now = time.time()
+            now = clock.now()
             values: dict = {"status": new, "error": error}
             values["started_at" if new == "RUNNING" else "finished_at"] = now
             conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(**values))
@@ -116,7 +115,7 @@ class AttemptReporter:
             if conn.execute(select(s.source_ends.c.plugin_id).where(key)).first() is None:
                 conn.execute(insert(s.source_ends).values(
                     job_id=self.job_id, incarnation=self.incarnation, pipeline_id=pipeline_id,
-                    plugin_id=plugin_id, ended_at=time.time()))
+                    plugin_id=plugin_id, ended_at=clock.now()))
 
     def checkpoint_prepared(self, pipeline_id: int, source: str | None, set_aside: str | None) -> None:
         """The resume's checkpoint move for this pipeline is done (see store.restore.prepare_checkpoint)."""
@@ -145,15 +144,15 @@ class AttemptReporter:
             conn.execute(insert(s.checkpoints).values(
                 job_id=self.job_id, incarnation=self.incarnation, checkpoint_id=savepoint_id, pipeline_id=0,
                 batch_id=max(pipelines.values(), default=-1), kind="SAVEPOINT", status="PENDING",
-                created_at=time.time(), duration_ms=0, rows=0,
+                created_at=clock.now(), duration_ms=0, rows=0,
                 source_offsets=json.dumps({"pipelines": {str(k): v for k, v in pipelines.items()}}),
                 fingerprint="", attempt_id=self.attempt_id))
-        started = time.time()
+        started = clock.now()
         copy(savepoint_id)
         with self._tx() as conn:
             conn.execute(update(s.checkpoints).where(and_(
                 s.checkpoints.c.job_id == self.job_id, s.checkpoints.c.checkpoint_id == savepoint_id))
-                .values(status="COMPLETED", duration_ms=int((time.time() - started) * 1000)))
+                .values(status="COMPLETED", duration_ms=int((clock.now() - started) * 1000)))
             record_event(conn, "SAVEPOINT_COMPLETED", self.actor, self.job_id, self.incarnation,
                          savepoint=savepoint_id, pipelines=pipelines)
         return savepoint_id
@@ -187,7 +186,7 @@ class AttemptReporter:
             conn.execute(insert(s.checkpoints).values(
                 job_id=self.job_id, incarnation=self.incarnation, checkpoint_id=checkpoint_id,
                 pipeline_id=pipeline_id, batch_id=batch_id, kind=kind, status="COMPLETED",
-                created_at=time.time(), duration_ms=duration_ms, rows=rows,
+                created_at=clock.now(), duration_ms=duration_ms, rows=rows,
                 source_offsets=json.dumps(offsets) if offsets is not None else None,
                 fingerprint=fingerprint, attempt_id=self.attempt_id))
             conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(
@@ -204,7 +203,7 @@ class AttemptReporter:
             conn.execute(insert(s.checkpoints).values(
                 job_id=self.job_id, incarnation=self.incarnation, checkpoint_id=newest + 1,
                 pipeline_id=pipeline_id, batch_id=batch_id, kind="CHECKPOINT", status="FAILED",
-                created_at=time.time(), duration_ms=int(seconds * 1000), rows=0, source_offsets=None,
+                created_at=clock.now(), duration_ms=int(seconds * 1000), rows=0, source_offsets=None,
                 fingerprint=fingerprint, attempt_id=self.attempt_id))
             record_event(conn, "CHECKPOINT_TIMED_OUT", self.actor, self.job_id, self.incarnation,
                          pipeline=pipeline_id, batch=batch_id, seconds=round(seconds, 1))

@@ -16,12 +16,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import time
 from typing import Iterator
 
 from sqlalchemy import create_engine, event, insert, select
 from sqlalchemy.engine import Connection, Engine
 
+from seatide import clock
 from seatide.store import schema as s
 
 
@@ -106,7 +106,7 @@ class Store:
             if not self.is_sqlite:
                 query = query.with_for_update()
             row = conn.execute(query).first()
-            if row is None or row.epoch != epoch or row.expires_at < time.time():
+            if row is None or row.epoch != epoch or row.expires_at < clock.now():
                 raise NotLeader(f"epoch {epoch} is no longer the leader")
             yield conn
 
@@ -148,7 +148,7 @@ def record_event(conn: Connection, kind: str, actor: str, job_id: str | None = N
                  incarnation: int | None = None, epoch: int | None = None, **detail) -> None:
     """Append to the event log, in the caller's transaction (so the log never lies)."""
     conn.execute(insert(s.events).values(
-        at=time.time(), job_id=job_id, incarnation=incarnation, kind=kind,
+        at=clock.now(), job_id=job_id, incarnation=incarnation, kind=kind,
         detail=json.dumps(detail, default=str), epoch=epoch, actor=actor))
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import and_, delete, insert, select, update
 from sqlalchemy.engine import Connection
 
+from seatide import clock
 from seatide.store import schema as s
 from seatide.store.db import Store, record_event
 from seatide.store.paths import PathOutsideRoot, under
@@ -74,7 +75,7 @@ def submit_job(store: Store, *, text: str, variables: dict[str, str], config, pl
     """
     job_id = check_job_id(job_id) if job_id is not None else new_job_id()
     env = config.env
-    now = time.time()
+    now = clock.now()
     delay = cleanup_delay_s if env.state_cleanup_delay_s is None else env.state_cleanup_delay_s
     values = dict(
         name=name or env.name, config=text, variables=json.dumps(variables), mode=env.mode,
@@ -116,7 +117,7 @@ def _refuse_reuse(conn: Connection, existing) -> None:
         s.job_results.c.job_id == existing.job_id,
         s.job_results.c.incarnation == existing.incarnation))).first()
     if result is not None and result.cleanup != "CLEAN":
-        wait = max(0, int(result.next_cleanup_at - time.time()))
+        wait = max(0, int(result.next_cleanup_at - clock.now()))
         raise JobRefused(f"job id {existing.job_id} ended {existing.status} and its cleanup is still "
                          f"pending (due in about {wait} s); submit under another id or wait for the cleanup")
 
@@ -134,7 +135,7 @@ def request_stop(store: Store, job_id: str, savepoint: bool = False, actor: str 
             raise JobRefused(f"job {job_id} is being canceled; a savepoint can no longer be taken")
         if job.desired != desired:
             conn.execute(update(s.jobs).where(s.jobs.c.job_id == job_id)
-                         .values(desired=desired, updated_at=time.time()))
+                         .values(desired=desired, updated_at=clock.now()))
             record_event(conn, "STOP_REQUESTED", actor, job_id, job.incarnation, savepoint=savepoint)
         return job.status
 
@@ -167,7 +168,10 @@ def job_view(conn: Connection, job_id: str) -> JobView | None:
 
 
 def forget_job(conn: Connection, job_id: str, incarnation: int) -> None:
-    """Drop a job's history rows (after history expiry); events stay as the audit trail."""
+    """Drop a job's history rows (after history expiry); events stay as the audit trail.
+
+    Older incarnations go with it: one resumed before it had ended (killed, or never
+    started) has no job result of its own whose expiry would drop its rows."""
     for table in (s.pipelines, s.source_ends, s.attempts, s.checkpoints, s.job_results):
-        conn.execute(delete(table).where(and_(table.c.job_id == job_id, table.c.incarnation == incarnation)))
+        conn.execute(delete(table).where(and_(table.c.job_id == job_id, table.c.incarnation <= incarnation)))
     conn.execute(delete(s.jobs).where(and_(s.jobs.c.job_id == job_id, s.jobs.c.incarnation == incarnation)))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import and_, insert, select, update
 
-from seatide import failpoints
+from seatide import clock, failpoints
 from seatide.runtime.commit_log import read_json, write_json_atomic
 from seatide.store import schema as s
 from seatide.store.db import Store, record_event
@@ -85,6 +85,10 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
             s.checkpoints.c.kind == "CHECKPOINT")).distinct())}
         savepoint = _savepoint(conn, job_id, savepoint_id) if savepoint_id is not None else None
     pipelines = _plan_pipelines(plan, old, completed, savepoint)
+    if all(p.finished for p in pipelines):
+        # e.g. a stop with savepoint that came after the data ran out: the job's work is done
+        raise JobRefused(f"job {job_id} ended {job.status} with every pipeline FINISHED; there is nothing "
+                         "to resume (submit it again to rerun it)")
     problems = [p for p in pipelines if p.problem]
     if problems and fallback != "fresh":
         lines = "; ".join(f"pipeline {p.pipeline_id}: {p.problem}" for p in problems)
@@ -110,7 +114,7 @@ def _check_resumable(conn, job) -> None:
 
 def _surely_gone(conn, attempt) -> bool:
     worker = conn.execute(select(s.nodes).where(s.nodes.c.node_id == attempt.worker_id)).first()
-    now = time.time()
+    now = clock.now()
     if worker is not None and worker.host == socket.gethostname():
         return not _alive(worker.pid) and not (attempt.pid and _alive(attempt.pid))
     silent = now - max(attempt.heartbeat_at or 0, worker.heartbeat_at if worker else 0)
@@ -219,7 +223,7 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
         else:
             restored.append(p.pipeline_id)
     env = plan.job.env
-    now = time.time()
+    now = clock.now()
     incarnation = job.incarnation + 1
     source = f"savepoint {savepoint.checkpoint_id}" if savepoint is not None else f"{job.job_id}@{job.incarnation}"
     with store.write() as conn:

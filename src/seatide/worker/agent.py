@@ -20,11 +20,11 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass
 
 from sqlalchemy import and_, select, update
 
+from seatide import clock
 from seatide.coordinator.service import node_heartbeat, register_node
 from seatide.runtime.session import SPARK_CONF_ENV
 from seatide.store import schema as s
@@ -42,6 +42,16 @@ def _die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+class ProcessLauncher:
+    """Starts driver processes. The deterministic simulation passes its own, a simulated
+    process table whose objects answer ``pid``, ``poll()``, ``kill()``, ``wait()`` and
+    ``returncode`` as a ``subprocess.Popen`` does."""
+
+    def start(self, command: list[str], log_file, env: dict[str, str], inherit_stdout: bool):
+        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=None if inherit_stdout else log_file,
+                                stderr=log_file, preexec_fn=_die_with_parent, env=env)
+
+
 @dataclass
 class DriverSettings:
     heartbeat_interval: float = 1.0
@@ -54,7 +64,7 @@ class DriverSettings:
 class Worker:
     def __init__(self, store: Store, store_url: str, data_dir: str, node_id: str | None = None,
                  slots: int = 2, poll: float = 0.25, inherit_stdout: bool = False,
-                 driver: DriverSettings = DriverSettings()):
+                 driver: DriverSettings = DriverSettings(), launcher: ProcessLauncher | None = None):
         self.store = store
         self.store_url = store_url
         self.data_dir = os.path.abspath(data_dir)
@@ -63,6 +73,7 @@ class Worker:
         self.poll = poll
         self.inherit_stdout = inherit_stdout
         self.driver = driver
+        self.launcher = launcher or ProcessLauncher()
         self.children: dict[int, subprocess.Popen] = {}     # attempt_id -> driver process
         self._reported_end: dict[int, float] = {}             # attempt_id -> when we saw its end
         self._stop = threading.Event()
@@ -75,9 +86,9 @@ class Worker:
         last_beat = 0.0
         while not self._stop.is_set():
             try:
-                if time.time() - last_beat >= 1.0:
+                if clock.now() - last_beat >= 1.0:
                     node_heartbeat(self.store, self.node_id)
-                    last_beat = time.time()
+                    last_beat = clock.now()
                 self.step()
             except Exception:
                 log.exception("worker step failed")
@@ -96,11 +107,11 @@ class Worker:
     def _shutdown(self) -> None:
         """Drivers of ended jobs may finish reporting their end; the others die now."""
         ending = self._children_of_ended_jobs()
-        deadline = time.time() + self.driver.exit_grace
+        deadline = clock.now() + self.driver.exit_grace
         for attempt_id, proc in list(self.children.items()):
             if proc.poll() is None and attempt_id in ending:
                 try:
-                    proc.wait(timeout=max(0.0, deadline - time.time()))
+                    proc.wait(timeout=max(0.0, deadline - clock.now()))
                 except subprocess.TimeoutExpired:
                     log.warning("driver pid %s of attempt %s did not exit within %.0f s of its job's end",
                                 proc.pid, attempt_id, self.driver.exit_grace)
@@ -133,7 +144,7 @@ class Worker:
         with self.store.write() as conn:
             claimed = conn.execute(update(s.attempts).where(and_(
                 s.attempts.c.attempt_id == attempt.attempt_id, s.attempts.c.worker_id == self.node_id,
-                s.attempts.c.state == "ASSIGNED")).values(state="LAUNCHING", launched_at=time.time())).rowcount
+                s.attempts.c.state == "ASSIGNED")).values(state="LAUNCHING", launched_at=clock.now())).rowcount
             if claimed:
                 record_event(conn, "DRIVER_LAUNCHING", f"worker:{self.node_id}", attempt.job_id,
                              attempt.incarnation, attempt=attempt.attempt_id)
@@ -149,9 +160,7 @@ class Worker:
                    "--heartbeat-interval", str(self.driver.heartbeat_interval),
                    "--self-fence-after", str(self.driver.self_fence_after)]
         with open(log_path, "ab") as log_file:
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL,
-                                    stdout=None if self.inherit_stdout else log_file, stderr=log_file,
-                                    preexec_fn=_die_with_parent, env=self._driver_env(attempt.job_id))
+            proc = self.launcher.start(command, log_file, self._driver_env(attempt.job_id), self.inherit_stdout)
         self.children[attempt.attempt_id] = proc
         with self.store.write() as conn:
             conn.execute(update(s.attempts).where(and_(
@@ -201,8 +210,8 @@ class Worker:
         if proc is None or proc.poll() is not None:
             self._kill(attempt)      # not ours, or gone: record it
             return
-        seen = self._reported_end.setdefault(attempt.attempt_id, time.time())
-        if time.time() - seen > self.driver.exit_grace:
+        seen = self._reported_end.setdefault(attempt.attempt_id, clock.now())
+        if clock.now() - seen > self.driver.exit_grace:
             self._kill(attempt, f"it did not exit within {self.driver.exit_grace:.0f} s of reporting "
                                 f"its attempt {attempt.state}")
 
@@ -222,7 +231,7 @@ class Worker:
         """The driver process is gone: record it, and fail the attempt if it ended silently."""
         self.children.pop(attempt_id, None)
         self._reported_end.pop(attempt_id, None)
-        now = time.time()
+        now = clock.now()
         with self.store.write() as conn:
             attempt = conn.execute(select(s.attempts).where(s.attempts.c.attempt_id == attempt_id)).first()
             if attempt is None:

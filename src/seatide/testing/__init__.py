@@ -1,0 +1,1 @@
+"""Tools that prove the control plane: the deterministic simulation (``simulate``)."""

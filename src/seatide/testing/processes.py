@@ -1,0 +1,302 @@
+"""Simulated processes around the real control-plane code: a store each process can be cut
+off from, a process table the worker launches into, and a driver that makes the real
+driver's reports (``AttemptReporter``, ``Heartbeat``) one step at a time.
+
+A simulated driver does what ``runtime.driver`` does, minus Spark: it marks its attempt
+RUNNING, heartbeats (and fences itself when it cannot), starts each unfinished pipeline
+(restoring from its checkpoint directory), commits micro-batches through an exactly-once
+sink (fence, then publish under a commit file, then record the batch), ends a BATCH
+pipeline's source after a few batches, obeys cancel and savepoint, and reports its end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Callable, Iterator
+
+from seatide.runtime.commit_log import read_json, write_json_atomic
+from seatide.runtime.driver import _prepare_checkpoint as prepare_checkpoint
+from seatide.runtime.heartbeat import FENCED_EXIT_CODE, Heartbeat
+from seatide.runtime.reporter import AttemptReporter
+from seatide.store.db import AttemptFenced, Store
+from seatide.store.jobs import job_view
+from seatide.store.restore import savepoint_dir
+from seatide.store.states import PIPELINE_TERMINAL
+
+BATCHES_PER_BOUNDED_PIPELINE = 4
+# Simulated pids lie above Linux's pid_max: no real process can ever be mistaken for one.
+FIRST_PID = 5_000_000
+
+
+class StorePartitioned(ConnectionError):
+    """The simulated process is cut off from the store."""
+
+
+class ProcessStore(Store):
+    """One process's connection to the shared store; every call raises while it is partitioned."""
+
+    def __init__(self, shared: Store):       # shares the engine: one SQLite file, one pool
+        self.url, self.is_sqlite, self.engine = shared.url, shared.is_sqlite, shared.engine
+        self.partitioned = False
+
+    def _reach(self) -> None:
+        if self.partitioned:
+            raise StorePartitioned("store unreachable (simulated partition)")
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator:
+        self._reach()
+        with super().read() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator:
+        self._reach()
+        with super().write() as conn:
+            yield conn
+
+
+class SimProcess:
+    """A driver process as the worker sees it: the subset of ``subprocess.Popen`` it uses."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            self.returncode = -9
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        return self.returncode
+
+
+@dataclass
+class Ledger:
+    """What the simulated sinks published: (lineage, pipeline, batch) -> attempts that published it."""
+    published: dict[tuple[str, int, int], list[int]] = field(default_factory=dict)
+
+    def publish(self, lineage: str, pipeline_id: int, batch_id: int, attempt_id: int) -> None:
+        self.published.setdefault((lineage, pipeline_id, batch_id), []).append(attempt_id)
+
+
+@dataclass
+class Pipe:
+    pipeline_id: int
+    dir: str
+    lineage: str
+    source: str                  # plugin id of its source
+    next_batch: int
+
+
+class SimDriver:
+    """One attempt's driver; ``step`` makes its next report. ``world`` supplies the store view,
+    the ledger, the check made before a publish and how a report is remembered for replay."""
+
+    def __init__(self, world, proc: SimProcess, store: ProcessStore, job_id: str, attempt_id: int):
+        self.world, self.proc, self.store = world, proc, store
+        self.job_id, self.attempt_id = job_id, attempt_id
+        self.reporter: AttemptReporter | None = None
+        self.heartbeat: Heartbeat | None = None
+        self.bounded = True
+        self.pipes: list[Pipe] = []
+        self.to_start: list[Pipe] = []
+        self.unpublished: tuple[Pipe, int] | None = None   # fenced, not yet published (split commit)
+        self.uncommitted: tuple[Pipe, int] | None = None   # published, not yet recorded in the store
+        self.stopping: list[Pipe] | None = None
+        self.savepoint_taken = False
+        self.exit_code: int | None = None
+        self.last_beat = 0.0
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.returncode is None
+
+    def exit(self, code: int) -> None:
+        self.exit_code = code if self.exit_code is None else self.exit_code
+
+    def step(self, roll: float, now: float) -> str:
+        if self.exit_code is not None:
+            self.proc.returncode = self.exit_code
+            return f"exits {self.exit_code}"
+        try:
+            if self.reporter is None:
+                return self._start(now)
+            if now - self.last_beat >= 1.0:
+                # The heartbeat is its own thread: when one is due, either may go first.
+                if roll < 0.5:
+                    self.last_beat = now
+                    self.heartbeat.beat()
+                    return f"heartbeat -> {self.heartbeat.desired}"
+                roll = (roll - 0.5) * 2
+            return self._next(roll)
+        except AttemptFenced as exc:
+            self.exit(FENCED_EXIT_CODE)
+            return f"fenced: {exc}"
+        except StorePartitioned:
+            # A report that cannot be written fails the query; its end cannot be recorded either.
+            self.exit(1)
+            return "store unreachable: fails"
+
+    # -- start-up ------------------------------------------------------------------------
+    def _start(self, now: float) -> str:
+        from seatide.config.loader import load_job_text
+        from seatide.plan.dag import build_plan
+
+        with self.store.read() as conn:
+            view = job_view(conn, self.job_id)
+        if view is None:
+            self.exit(FENCED_EXIT_CODE)
+            return "job gone"
+        job = view.job
+        self.reporter = AttemptReporter(self.store, self.job_id, job.incarnation, self.attempt_id)
+        self.reporter.mark_running(self.proc.pid)
+        self.heartbeat = Heartbeat(self.reporter, 1.0, 10.0, on_fenced=lambda: self.exit(FENCED_EXIT_CODE))
+        self.heartbeat.beat()
+        self.last_beat = now
+        self.bounded = job.mode == "BATCH"
+        self.incarnation = job.incarnation
+        self.prepare = json.loads(job.restore or "{}").get("prepare", {})   # what a resume left to do
+        plan = build_plan(load_job_text(job.config, json.loads(job.variables), source_name=job.job_id))
+        for row in view.pipelines:
+            if row.status not in PIPELINE_TERMINAL:
+                source = plan.pipeline(row.pipeline_id).sources[0].plugin_id
+                self.to_start.append(Pipe(row.pipeline_id, row.checkpoint_dir, "", source, 0))
+        return f"running (attempt {self.attempt_id}, incarnation {job.incarnation})"
+
+    def _start_pipeline(self, pipe: Pipe) -> str:
+        if str(pipe.pipeline_id) in self.prepare:     # the real driver's step: a savepoint copied into place
+            row = SimpleNamespace(pipeline_id=pipe.pipeline_id, checkpoint_dir=pipe.dir)
+            prepare_checkpoint(self.reporter, row, self.incarnation, self.prepare[str(pipe.pipeline_id)])
+        meta_path = os.path.join(pipe.dir, "seatide.json")
+        meta = read_json(meta_path)
+        if meta is None:
+            meta = {"lineage": self.world.new_lineage(self.job_id), "fingerprint": self._fingerprint(pipe)}
+            write_json_atomic(meta_path, meta)
+        pipe.lineage = meta["lineage"]
+        last = last_batch(os.path.join(pipe.dir, "spark", "commits"))
+        if last is not None:
+            self.reporter.pipeline_restored(pipe.pipeline_id, last)
+            pipe.next_batch = last + 1
+        self.reporter.pipeline_status(pipe.pipeline_id, "RUNNING")
+        self.to_start.remove(pipe)
+        self.pipes.append(pipe)
+        return f"pipeline {pipe.pipeline_id} RUNNING from batch {pipe.next_batch}"
+
+    def _fingerprint(self, pipe: Pipe) -> str:
+        with self.store.read() as conn:
+            return next(p.fingerprint for p in job_view(conn, self.job_id).pipelines
+                        if p.pipeline_id == pipe.pipeline_id)
+
+    # -- one report at a time ------------------------------------------------------------
+    def _next(self, roll: float) -> str:
+        if self.to_start:
+            return self._start_pipeline(self.to_start[0])
+        if self.unpublished is not None:
+            return self._publish(*self.unpublished)
+        if self.uncommitted is not None:
+            return self._record_batch(*self.uncommitted)
+        desired = self.heartbeat.desired
+        if desired in ("CANCEL", "SAVEPOINT") or self.stopping is not None:
+            return self._stop(desired)
+        if not self.pipes:
+            self.reporter.end_attempt(succeeded=True)
+            self.exit(0)
+            return "every pipeline ended: attempt SUCCEEDED"
+        if roll < 0.015:
+            self.reporter.end_attempt(succeeded=False, error="simulated task failure")
+            self.exit(1)
+            return "task failure: attempt FAILED"
+        pipe = self.pipes[int(roll * len(self.pipes)) % len(self.pipes)]
+        if self.bounded and pipe.next_batch >= BATCHES_PER_BOUNDED_PIPELINE:
+            self.reporter.source_ended(pipe.pipeline_id, pipe.source)
+            report = _bind(self.reporter.pipeline_status, pipe.pipeline_id, "FINISHED")
+            report()
+            self.world.remember(self, f"pipeline_status({pipe.pipeline_id}, FINISHED)", report)
+            self.pipes.remove(pipe)
+            return f"pipeline {pipe.pipeline_id} FINISHED"
+        self.reporter.fence()
+        if self.world.split_commit:
+            self.unpublished = (pipe, pipe.next_batch)
+            return f"pipeline {pipe.pipeline_id} batch {pipe.next_batch}: fence passed"
+        return self._publish(pipe, pipe.next_batch)
+
+    def _publish(self, pipe: Pipe, batch: int) -> str:
+        """The sink's commit: publish under a commit file unless a replay finds it there."""
+        self.unpublished = None
+        commit = os.path.join(pipe.dir, "sinks", "sim", "commit", f"{batch}.json")
+        self.uncommitted = (pipe, batch)
+        if os.path.exists(commit):
+            return f"pipeline {pipe.pipeline_id} batch {batch}: replayed, already published"
+        self.world.before_publish(self.job_id, self.attempt_id, pipe.pipeline_id, batch)
+        self.world.ledger.publish(pipe.lineage, pipe.pipeline_id, batch, self.attempt_id)
+        write_json_atomic(commit, {"attempt": self.attempt_id})
+        return f"pipeline {pipe.pipeline_id} batch {batch}: published"
+
+    def _record_batch(self, pipe: Pipe, batch: int) -> str:
+        report = _bind(self.reporter.batch_committed, pipe.pipeline_id, batch, 10, 5, {"batch": batch}, "fp")
+        report()
+        self.world.remember(self, f"batch_committed({pipe.pipeline_id}, {batch})", report)
+        for log in ("offsets", "commits"):          # Spark's own log: the batch is done
+            write_json_atomic(os.path.join(pipe.dir, "spark", log, str(batch)), {})
+        self.uncommitted = None
+        pipe.next_batch = batch + 1
+        return f"pipeline {pipe.pipeline_id} batch {batch}: recorded"
+
+    def _stop(self, desired: str) -> str:
+        if self.stopping is None:
+            self.stopping = list(self.pipes)
+            self.savepoint = desired == "SAVEPOINT"
+        if self.savepoint and not self.savepoint_taken:
+            batches = {p.pipeline_id: p.next_batch - 1 for p in self.stopping}
+            saved = self.reporter.savepoint(batches, self._copy)
+            self.savepoint_taken = True
+            return f"savepoint {saved} of {sorted(batches)}"
+        if self.stopping:
+            pipe = self.stopping.pop(0)
+            status = "SAVEPOINT_DONE" if self.savepoint else "CANCELED"
+            self.reporter.pipeline_status(pipe.pipeline_id, status)
+            self.pipes.remove(pipe)
+            return f"pipeline {pipe.pipeline_id} {status}"
+        self.reporter.end_attempt(succeeded=True)
+        self.exit(0)
+        return "stopped on request: attempt SUCCEEDED"
+
+    def _copy(self, savepoint_id: int) -> None:
+        for pipe in self.stopping:
+            target = savepoint_dir(pipe.dir, savepoint_id)
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(pipe.dir, target)
+
+
+class SimLauncher:
+    """The worker's launcher: a driver "process" in the simulated process table."""
+
+    def __init__(self, world, worker_name: str):
+        self.world, self.worker_name = world, worker_name
+
+    def start(self, command: list[str], log_file, env: dict[str, str], inherit_stdout: bool) -> SimProcess:
+        job_id = command[command.index("--job-id") + 1]
+        attempt_id = int(command[command.index("--attempt") + 1])
+        return self.world.start_driver(self.worker_name, job_id, attempt_id)
+
+
+def last_batch(commits_dir: str) -> int | None:
+    try:
+        names = os.listdir(commits_dir)
+    except FileNotFoundError:
+        return None
+    batches = [int(n) for n in names if n.isdigit()]
+    return max(batches) if batches else None
+
+
+def _bind(fn: Callable, *args) -> Callable[[], object]:
+    return lambda: fn(*args)

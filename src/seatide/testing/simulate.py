@@ -1,0 +1,227 @@
+"""Deterministic simulation of the control plane.
+
+    python -m seatide.testing.simulate --seed N --steps S [--runs R]
+
+Each run builds a cluster (three coordinators, two workers, BATCH and STREAMING jobs) of
+the real control-plane code on a real SQLite store in a temporary directory, with a
+simulated clock and process table (``world``). A scheduler seeded with ``random.Random``
+picks every step: advance a process (a leader's or follower's tick, one reconcile step,
+a worker step, a driver's next report), crash, pause, partition or skew a process,
+repeat or delay a report, cancel, savepoint, resume or submit a job. The invariants
+(``invariants``) are checked after every step. Then faults stop, the cluster settles and
+must converge; every job is cancelled, cleaned up and expired, and nothing may remain.
+
+A failing seed replays exactly; its trace is shrunk (steps dropped while it still fails,
+within a time budget) and printed. The last line is
+``simulate: seed=N steps=S runs=R violations=V``; the exit code is 0 only when V is 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import random
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from seatide.store import db
+from seatide.testing.world import HISTORY_EXPIRE_S, JOB_IDS, World, quiet_logs
+
+SETTLE_MAX_S = 240.0
+SETTLE_DT = 0.25
+FAULTS = ("crash", "pause", "partition", "skew", "jump")
+RECOVERIES = {"restart": "crashed", "unpause": "paused", "heal": "partitioned"}
+BUGS = ("skip-attempt-fence",)
+
+
+@dataclass
+class Run:
+    seed: int
+    actions: list[tuple] = field(default_factory=list)
+    trace: list[str] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    settled: bool = False        # reached the quiet phase (no violation among the fault steps)
+
+
+def choose(world: World, rng: random.Random) -> tuple:
+    """The next action, drawn from the seed and the world as it is now."""
+    dt = round(rng.uniform(0.0, 0.12), 4)
+    names = list(world.procs)
+    r = rng.random()
+    if r < 0.72:
+        runnable = [n for n in names if world.procs[n].runnable]
+        return ("advance", rng.choice(runnable) if runnable else names[0], rng.random(), dt)
+    if r < 0.80:
+        kind = rng.choice(FAULTS)
+        value = rng.uniform(-6.0, 6.0) if kind == "skew" else rng.uniform(0.0, 15.0)
+        return (kind, rng.choice(names), round(value, 3), dt)
+    if r < 0.88:
+        kind = rng.choice(sorted(RECOVERIES))
+        hurt = [n for n in names if _hurt(world, n, RECOVERIES[kind])]
+        return (kind, rng.choice(hurt) if hurt else names[0], 0.0, dt)
+    if r < 0.94:
+        drivers = [n for n in names if world.procs[n].kind == "driver"] or names
+        return (rng.choice(("duplicate", "delay", "deliver")), rng.choice(drivers), rng.random(), dt)
+    return (rng.choice(("cancel", "savepoint", "resume", "submit")), rng.choice(JOB_IDS), rng.random(), dt)
+
+
+def _hurt(world: World, name: str, how: str) -> bool:
+    proc = world.procs[name]
+    return proc.store.partitioned if how == "partitioned" else getattr(proc, how)
+
+
+@contextlib.contextmanager
+def injected(bug: str | None):
+    """A deliberately broken control plane, to prove the invariants catch it (tests only)."""
+    if bug is None:
+        yield
+        return
+    if bug != "skip-attempt-fence":
+        raise ValueError(f"unknown bug {bug!r}; one of {', '.join(BUGS)}")
+    real = db.check_attempt_current
+    db.check_attempt_current = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        db.check_attempt_current = real
+
+
+def run_once(seed: int, steps: int, actions: list[tuple] | None = None, bug: str | None = None,
+             split_commit: bool = False, settle: bool = True) -> Run:
+    """One run: ``steps`` drawn from ``seed`` (or the given ``actions``), then settle and expire."""
+    run = Run(seed)
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory(prefix="seatide-sim-") as data_dir, injected(bug):
+        world = World(data_dir, split_commit=split_commit)
+        try:
+            planned = actions if actions is not None else [None] * steps
+            for number, action in enumerate(planned):
+                action = action or choose(world, rng)
+                run.actions.append(action)
+                outcome = world.apply(action)
+                run.trace.append(f"{number:5d} t+{world.t - 1_000_000.0:7.2f} {_show(action)}: {outcome}")
+                world.check.after_step()
+                world.check.published_once(world.ledger.published)
+                if world.check.violations:
+                    break
+            if not world.check.violations and settle:
+                run.settled = True
+                _settle_and_expire(world, run)
+        finally:
+            run.violations = list(world.check.violations)
+            world.close()
+    return run
+
+
+def _show(action: tuple) -> str:
+    kind, target, value, _ = action
+    return f"{kind} {target}" + (f" {value:+.2f}" if kind in ("skew", "jump") else "")
+
+
+def _settle_and_expire(world: World, run: Run) -> None:
+    rng = random.Random(0)
+    world.quiet()
+    run.trace.append("----- faults stop: settle -----")
+    problems = _settle(world, rng, lambda: world.check.converged(world.t))
+    if world.check.violations:      # found while settling; what did not converge follows from it
+        return
+    for problem in problems:
+        world.check.fail(f"did not converge once faults stopped: {problem}")
+    if world.check.violations:
+        return
+    for job_id in JOB_IDS:
+        world.user("cancel", job_id)
+    problems = _settle(world, rng, lambda: [p for p in world.check.converged(world.t) if "RUNNING" in p or
+                                             "still" in p])
+    if world.check.violations:
+        return
+    for problem in problems:
+        world.check.fail(f"did not end after a cancel: {problem}")
+    until = world.t + HISTORY_EXPIRE_S + 10.0
+    while world.t < until:
+        world.round(rng, 0.5)
+        world.check.after_step()
+    world.check.nothing_left(sorted(set(world.submitted)), world.data_dir)
+
+
+def _settle(world: World, rng: random.Random, problems) -> list[str]:
+    deadline = world.t + SETTLE_MAX_S
+    while True:
+        for _ in range(20):
+            world.round(rng, SETTLE_DT)
+            world.check.after_step()
+            world.check.published_once(world.ledger.published)
+        left = problems()
+        if not left or world.t >= deadline or world.check.violations:
+            return left
+
+
+def shrink(run: Run, steps: int, budget_s: float, bug: str | None, split_commit: bool) -> Run:
+    """Drop chunks of the failing steps while the run still fails, within ``budget_s``.
+
+    A violation among the fault steps is looked for there only: trials skip the quiet phase."""
+    best = run
+    settle = run.settled
+    deadline = time.monotonic() + budget_s
+    chunk = max(1, len(best.actions) // 2)
+    while chunk >= 1 and time.monotonic() < deadline:
+        start, progressed = 0, False
+        while start < len(best.actions) and time.monotonic() < deadline:
+            candidate = best.actions[:start] + best.actions[start + chunk:]
+            trial = run_once(run.seed, steps, candidate, bug, split_commit, settle)
+            if trial.violations:
+                best, progressed = trial, True
+            else:
+                start += chunk
+        if not progressed:
+            chunk //= 2
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m seatide.testing.simulate",
+                                     description="Deterministic simulation of the SeaTide control plane.")
+    parser.add_argument("--seed", type=int, required=True, help="first seed; run i uses seed + i")
+    parser.add_argument("--steps", type=int, required=True, help="fault-phase steps per run")
+    parser.add_argument("--runs", type=int, default=1, help="how many seeds to run (default 1)")
+    parser.add_argument("--shrink-seconds", type=float, default=60.0,
+                        help="time to spend shrinking a failing trace (default 60; 0: print it whole)")
+    parser.add_argument("--split-commit", action="store_true",
+                        help="let other processes run between a driver's fence and its publish "
+                             "(today's sink protocol, issue 9 item 1)")
+    parser.add_argument("--inject-bug", choices=BUGS, help="break the control plane on purpose (tests)")
+    args = parser.parse_args(argv)
+    if args.steps < 1 or args.runs < 1:
+        parser.error("--steps and --runs must be at least 1")
+    quiet_logs()
+    violations, began = 0, time.monotonic()
+    for seed in range(args.seed, args.seed + args.runs):
+        run = run_once(seed, args.steps, bug=args.inject_bug, split_commit=args.split_commit)
+        if not run.violations:
+            continue
+        violations += len(run.violations)
+        _report(run, args)
+    minutes = (time.monotonic() - began) / 60
+    print(f"# {args.runs} runs in {minutes * 60:.1f} s: {args.runs / max(minutes, 1e-9):.1f} runs per minute",
+          file=sys.stderr)
+    print(f"simulate: seed={args.seed} steps={args.steps} runs={args.runs} violations={violations}")
+    return 0 if violations == 0 else 1
+
+
+def _report(run: Run, args) -> None:
+    print(f"seed {run.seed}: {len(run.violations)} violation(s):")
+    for violation in run.violations:
+        print(f"  - {violation}")
+    shrunk = shrink(run, args.steps, args.shrink_seconds, args.inject_bug, args.split_commit) \
+        if args.shrink_seconds > 0 else run
+    print(f"trace of seed {run.seed} ({len(shrunk.actions)} of {len(run.actions)} fault steps kept; "
+          f"replay: --seed {run.seed} --steps {args.steps}):")
+    for line in shrunk.trace:
+        print("  " + line)
+    print(f"  => {shrunk.violations[0]}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

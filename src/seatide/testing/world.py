@@ -1,0 +1,305 @@
+"""The simulated cluster: real coordinators, workers and reporters on one real SQLite store,
+with one simulated clock (skewable per process), a simulated process table, and faults
+applied as steps.
+
+An action is plain data, ``(kind, target, value, dt)``, so a run is its list of actions
+and replays exactly: the scheduler in ``simulate`` draws them from a seeded generator, a
+shrunk trace replays a subset of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+
+from seatide import clock, intents
+from seatide.coordinator.lease import LeaseSettings
+from seatide.coordinator.service import Coordinator, node_heartbeat, register_node
+from seatide.store.db import AttemptFenced, NotLeader, open_store
+from seatide.store.restore import latest_savepoint_id
+from seatide.store.states import IllegalTransition
+from seatide.testing.invariants import Invariants
+from seatide.testing.processes import (FIRST_PID, Ledger, ProcessStore, SimDriver, SimLauncher, SimProcess,
+                                       StorePartitioned)
+from seatide.worker.agent import Worker
+
+COORDINATORS = ("c0", "c1", "c2")
+WORKERS = ("w0", "w1")
+JOB_IDS = ("batch-a", "batch-b", "stream-a", "batch-c", "stream-b")
+HISTORY_EXPIRE_S = 30.0
+START = 1_000_000.0           # simulated Unix time at the start of every run
+
+_ENV = ("job.mode = {mode}, checkpoint.interval = 1000, checkpoint.stale-after = 15000, "
+        "job.retry.times = 2, job.retry.interval.seconds = 1, state-cleanup-delay = 3")
+# Two sources, two sinks, linked in pairs: two pipelines per job.
+JOB_TEXT = """
+env {{ {env} }}
+source {{
+  FakeSource {{ plugin_output = "a", row.num = 10, schema = {{ fields {{ id = bigint }} }} }}
+  FakeSource {{ plugin_output = "b", row.num = 10, schema = {{ fields {{ id = bigint }} }} }}
+}}
+sink {{
+  Console {{ plugin_input = "a" }}
+  Console {{ plugin_input = "b" }}
+}}
+"""
+
+
+def job_text(job_id: str) -> str:
+    mode = "STREAMING" if job_id.startswith("stream") else "BATCH"
+    return JOB_TEXT.format(env=_ENV.format(mode=mode))
+
+
+class Proc:
+    def __init__(self, name: str, kind: str, store: ProcessStore):
+        self.name, self.kind, self.store = name, kind, store
+        self.obj = None
+        self.skew = 0.0
+        self.paused = False
+        self.crashed = False
+        self.reconciling = None       # a coordinator's reconcile pass in progress
+        self.last_beat = -1e9
+
+    @property
+    def runnable(self) -> bool:
+        if self.kind == "driver":
+            return self.obj.alive and not self.paused
+        return not self.crashed and not self.paused
+
+
+class World:
+    def __init__(self, data_dir: str, split_commit: bool = False):
+        self.data_dir = data_dir
+        self.split_commit = split_commit
+        self.t = START
+        self.current: Proc | None = None
+        self._previous_clock = clock.use(self.now)
+        self.shared = open_store(f"sqlite:///{os.path.join(data_dir, 'state.db')}")
+        self.client = ProcessStore(self.shared)            # users' requests: never cut off
+        self.check = Invariants(ProcessStore(self.shared))
+        self.ledger = Ledger()
+        self.procs: dict[str, Proc] = {}
+        self.reports: dict[str, tuple[str, object]] = {}   # driver -> its last report (for duplicates)
+        self.delayed: list[tuple[str, str, object]] = []  # (driver, report, call) arriving late
+        self.submitted: list[str] = []
+        self.lineages = 0
+        self.next_pid = FIRST_PID
+        for name in COORDINATORS:
+            self._start(self._proc(name, "coordinator"))
+        for name in WORKERS:
+            self._start(self._proc(name, "worker"))
+        for job_id in JOB_IDS[:3]:
+            self.user("submit", job_id)
+
+    def close(self) -> None:
+        clock.use(self._previous_clock)
+        self.shared.dispose()
+
+    def now(self) -> float:
+        return self.t + (self.current.skew if self.current is not None else 0.0)
+
+    # -- processes -----------------------------------------------------------------------
+    def _proc(self, name: str, kind: str) -> Proc:
+        proc = self.procs[name] = Proc(name, kind, ProcessStore(self.shared))
+        return proc
+
+    def _start(self, proc: Proc) -> None:
+        self.current = proc
+        try:
+            proc.crashed, proc.reconciling, proc.last_beat = False, None, -1e9
+            if proc.kind == "coordinator":
+                proc.obj = Coordinator(proc.store, node_id=proc.name, lease=LeaseSettings(),
+                                       history_expire_s=HISTORY_EXPIRE_S)
+                register_node(proc.store, proc.name, "coordinator")
+            else:
+                proc.obj = Worker(proc.store, proc.store.url, self.data_dir, node_id=proc.name, slots=2,
+                                  launcher=SimLauncher(self, proc.name))
+                register_node(proc.store, proc.name, "worker", slots=2)
+        except StorePartitioned:
+            proc.crashed = True       # it cannot start without its store; a later restart may
+        finally:
+            self.current = None
+
+    def start_driver(self, worker: str, job_id: str, attempt_id: int) -> SimProcess:
+        process = SimProcess(self.next_pid)
+        self.next_pid += 1
+        proc = self._proc(f"d{attempt_id}", "driver")
+        proc.skew = self.procs[worker].skew          # same host, same clock
+        proc.obj = SimDriver(self, process, proc.store, job_id, attempt_id)
+        proc.worker = worker
+        return process
+
+    def new_lineage(self, job_id: str) -> str:
+        self.lineages += 1
+        return f"{job_id}#{self.lineages}"
+
+    # -- what drivers call back ----------------------------------------------------------
+    def before_publish(self, job_id: str, attempt_id: int, pipeline_id: int, batch_id: int) -> None:
+        self.check.publish_allowed(job_id, attempt_id, pipeline_id, batch_id)
+
+    def remember(self, driver: SimDriver, what: str, call) -> None:
+        self.reports[f"d{driver.attempt_id}"] = (what, call)
+
+    # -- one action ----------------------------------------------------------------------
+    def apply(self, action: tuple) -> str:
+        kind, target, value, dt = action
+        self.t += dt
+        if kind in ("submit", "cancel", "savepoint", "resume"):
+            return self.user(kind, target, from_savepoint=value < 0.5)
+        if kind == "deliver":
+            return self._deliver(value)
+        proc = self.procs.get(target)
+        if proc is None:
+            return "no such process"
+        if kind == "advance":
+            return self.advance(proc, value) if proc.runnable else "not runnable"
+        return self._fault(kind, proc, value)
+
+    def _fault(self, kind: str, proc: Proc, value: float) -> str:
+        if kind == "crash":
+            return self._crash(proc)
+        if kind == "restart":
+            if not proc.crashed or proc.kind == "driver":
+                return "not crashed"
+            self._start(proc)
+            return "restarted"
+        if kind in ("pause", "unpause"):
+            proc.paused = kind == "pause"
+        elif kind in ("partition", "heal"):
+            proc.store.partitioned = kind == "partition"
+        elif kind == "skew":
+            proc.skew = value
+        elif kind == "jump":
+            proc.skew += value
+        elif kind in ("duplicate", "delay"):
+            report = self.reports.get(proc.name)
+            if report is None:
+                return "no report to repeat"
+            if kind == "delay":
+                self.delayed.append((proc.name, *report))
+                return f"{report[0]} will arrive again later"
+            return self._deliver_one(proc.name, *report)
+        return "done"
+
+    def _crash(self, proc: Proc) -> str:
+        if proc.kind == "driver":
+            proc.obj.proc.kill()
+            return "killed"
+        proc.crashed, proc.reconciling, proc.paused = True, None, False
+        if proc.kind == "worker":       # its drivers die with it (PR_SET_PDEATHSIG)
+            for other in self.procs.values():
+                if other.kind == "driver" and getattr(other, "worker", None) == proc.name:
+                    other.obj.proc.kill()
+        return "crashed"
+
+    def advance(self, proc: Proc, roll: float) -> str:
+        self.current = proc
+        try:
+            if proc.kind == "coordinator":
+                return self._coordinator_step(proc)
+            if proc.kind == "worker":
+                return self._worker_step(proc)
+            return self._driver_step(proc, roll)
+        finally:
+            self.current = None
+
+    def _coordinator_step(self, proc: Proc) -> str:
+        coordinator: Coordinator = proc.obj
+        try:
+            if proc.reconciling is None:
+                if self.now() - proc.last_beat >= 1.0:
+                    node_heartbeat(proc.store, proc.name)
+                    proc.last_beat = self.now()
+                if not coordinator.lease.tick():
+                    return "follower"
+                proc.reconciling = coordinator.reconcile_steps()
+            next(proc.reconciling)
+            return f"leader (epoch {coordinator.lease.epoch}): reconcile step"
+        except StopIteration:
+            proc.reconciling = None
+            return f"leader (epoch {coordinator.lease.epoch}): pass done"
+        except (StorePartitioned, NotLeader) as exc:
+            proc.reconciling = None
+            return f"{type(exc).__name__}: {exc}"
+        except Exception as exc:
+            proc.reconciling = None
+            self.check.fail(f"coordinator {proc.name} raised {type(exc).__name__}: {exc}")
+            return f"raised {exc!r}"
+
+    def _worker_step(self, proc: Proc) -> str:
+        try:
+            if self.now() - proc.last_beat >= 1.0:
+                node_heartbeat(proc.store, proc.name)
+                proc.last_beat = self.now()
+            proc.obj.step()
+            return "step"
+        except StorePartitioned as exc:
+            return str(exc)
+        except Exception as exc:
+            self.check.fail(f"worker {proc.name} raised {type(exc).__name__}: {exc}")
+            return f"raised {exc!r}"
+
+    def _driver_step(self, proc: Proc, roll: float) -> str:
+        try:
+            return proc.obj.step(roll, self.now())
+        except Exception as exc:
+            self.check.fail(f"driver {proc.name} raised {type(exc).__name__}: {exc}")
+            proc.obj.exit(1)
+            return f"raised {exc!r}"
+
+    def _deliver(self, index: float) -> str:
+        if not self.delayed:
+            return "nothing delayed"
+        driver, what, call = self.delayed.pop(int(index * len(self.delayed)) % len(self.delayed))
+        return self._deliver_one(driver, what, call)
+
+    def _deliver_one(self, driver: str, what: str, call) -> str:
+        """A report arrives again: accepted only from the job's current, live attempt."""
+        sim: SimDriver = self.procs[driver].obj
+        why = self.check.current_attempt(sim.job_id, sim.attempt_id)
+        try:
+            call()
+        except (AttemptFenced, IllegalTransition) as exc:
+            return f"late {what} refused: {type(exc).__name__}"
+        except StorePartitioned:
+            return f"late {what} lost: its driver is cut off from the store"
+        if why is not None:
+            self.check.fail(f"late {what} of attempt {sim.attempt_id} (job {sim.job_id}) accepted though {why}")
+        return f"late {what} accepted"
+
+    # -- users ---------------------------------------------------------------------------
+    def user(self, kind: str, job_id: str, from_savepoint: bool = False) -> str:
+        try:
+            if kind == "submit":
+                intents.submit(self.client, self.data_dir, text=job_text(job_id), job_id=job_id, actor="sim")
+                self.submitted.append(job_id)
+            elif kind == "resume":
+                savepoint = latest_savepoint_id(self.client, job_id) if from_savepoint else None
+                intents.resume(self.client, job_id, savepoint_id=savepoint, actor="sim")
+                return f"resume accepted (from {'savepoint %s' % savepoint if savepoint else 'checkpoints'})"
+            else:
+                intents.stop(self.client, job_id, savepoint=kind == "savepoint", actor="sim")
+            return f"{kind} accepted"
+        except intents.Refusal as exc:
+            return f"{kind} refused ({exc.kind.name})"
+
+    # -- after faults ----------------------------------------------------------------------
+    def quiet(self) -> None:
+        """Faults stop: every process back, clocks agree, late reports dropped."""
+        self.delayed.clear()
+        for proc in list(self.procs.values()):
+            proc.paused, proc.skew, proc.store.partitioned = False, 0.0, False
+            if proc.crashed:
+                self._start(proc)
+
+    def round(self, rng: random.Random, dt: float) -> None:
+        """Every process takes one step, in a fixed order."""
+        self.t += dt
+        for proc in list(self.procs.values()):
+            if proc.runnable:
+                self.advance(proc, rng.random())
+
+
+def quiet_logs() -> None:
+    logging.getLogger("seatide").setLevel(logging.CRITICAL)
