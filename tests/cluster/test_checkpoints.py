@@ -183,9 +183,8 @@ def test_blocked_sink_is_flagged_stale_and_its_policy_applies(cluster: Cluster, 
     cluster.submit(job, "stale")
     cluster.wait_status("stale", "RUNNING", timeout=120)
     wait_for(lambda: os.path.exists(marker), 120, message="the sink to block")
-    flagged = wait_for(lambda: "CHECKPOINT_STALE" in [e.kind for e in cluster.events("stale")], window_ms / 1000 + 10,
-                       message="the stale flag")
-    assert flagged
+    wait_for(lambda: "CHECKPOINT_STALE" in [e.kind for e in cluster.events("stale")], window_ms / 1000 + 10,
+             message="the stale flag")
     if policy == "warn":
         assert cluster.job("stale").status == "RUNNING"
         assert _checkpoint(cluster, "stale")["health"] == "CHECKPOINT_STALE"

@@ -226,19 +226,17 @@ def test_hung_driver_is_killed_and_replaced(cluster: Cluster, tmp_path):
         wait_for(lambda: _last_checkpoint(cluster, "story7") >= 1, 60, message="a first checkpoint")
         pid = driver_pids("story7")[0]
         os.kill(pid, signal.SIGSTOP)
-        stopped_at = time.time()
+        # replaced within the hung-driver timeout (5 s) and one more for the leader to act
         wait_for(lambda: len(cluster.attempts("story7")) >= 2, 5.0 + 5, interval=0.1,
                  message="a replacement attempt")
-        replaced_after = time.time() - stopped_at
         assert not os.path.exists(f"/proc/{pid}") or _is_zombie(pid), "the hung driver was not killed"
-        new_pid = wait_for(lambda: [p for p in driver_pids("story7") if p != pid], 30)[0]
+        wait_for(lambda: [p for p in driver_pids("story7") if p != pid], 30, message="a new driver")
         before = _last_checkpoint(cluster, "story7")
         wait_for(lambda: _last_checkpoint(cluster, "story7") > before, 90, message="the new driver checkpoints")
         cluster.cancel("story7")
         cluster.wait_status("story7", "CANCELED", timeout=60)
     lost = cluster.attempts("story7")[0]
     assert lost.state == "LOST" and "hung" in lost.error
-    assert new_pid != pid and replaced_after <= 5.0 + 5
     assert watch.max_seen <= 1
     assert_exactly_prefix(written_ids(out))
 

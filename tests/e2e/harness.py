@@ -13,7 +13,7 @@ import io
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from seatide import intents
 from seatide.coordinator.service import Coordinator, register_node
@@ -23,6 +23,7 @@ from seatide.runtime.reporter import AttemptReporter
 from seatide.store import schema as s
 from seatide.store.db import AttemptFenced, default_store_url, open_store
 from seatide.store.states import JOB_TERMINAL
+from seatide.worker.agent import Worker
 
 WORKER = "in-process-worker"
 
@@ -69,6 +70,8 @@ class InProcessCluster:
         self.data_dir = data_dir
         self.store = open_store(default_store_url(data_dir))
         self.coordinator = Coordinator(self.store, node_id="in-process-coordinator")
+        # The real worker's claim and reaping; only the launch differs (the driver runs here).
+        self.worker = Worker(self.store, default_store_url(data_dir), data_dir, node_id=WORKER, slots=4)
         register_node(self.store, WORKER, "worker", slots=4)
 
     def _tick(self) -> None:
@@ -116,14 +119,11 @@ class InProcessCluster:
             return conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
 
     def _claim(self, job_id: str):
-        with self.store.write() as conn:
+        """The worker's own claim (a compare-and-set from ASSIGNED), for the in-process driver."""
+        with self.store.read() as conn:
             attempt = conn.execute(select(s.attempts).where(
                 (s.attempts.c.job_id == job_id) & (s.attempts.c.state == "ASSIGNED"))).first()
-            if attempt is None:
-                return None
-            conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == attempt.attempt_id)
-                         .values(state="LAUNCHING", launched_at=time.time()))
-            return attempt
+        return attempt if attempt is not None and self.worker.claim(attempt) else None
 
     def _run_attempt(self, job, attempt, out, stop_after) -> int:
         reporter = AttemptReporter(self.store, job.job_id, job.incarnation, attempt.attempt_id)
@@ -143,11 +143,5 @@ class InProcessCluster:
             heartbeat.stop()
             if stopper is not None:
                 stopper.join(timeout=60)
-        # the "worker" reaps the in-process driver
-        with self.store.write() as conn:
-            values = {"ended_at": time.time(), "exit_code": code}
-            state = conn.execute(select(s.attempts.c.state).where(s.attempts.c.attempt_id == attempt.attempt_id)).scalar()
-            if state in ("LAUNCHING", "RUNNING"):
-                values.update(state="FAILED", error=f"driver ended with code {code}")
-            conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == attempt.attempt_id).values(**values))
+        self.worker.record_exit(attempt.attempt_id, code)   # the worker's own reaping
         return code

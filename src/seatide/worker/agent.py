@@ -118,7 +118,7 @@ class Worker:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            self._reaped(attempt_id, proc.returncode)
+            self.record_exit(attempt_id, proc.returncode)
         try:
             node_heartbeat(self.store, self.node_id, stopped=True)
         except Exception:
@@ -138,9 +138,9 @@ class Worker:
                 self._await_exit(attempt)
         for attempt_id, proc in list(self.children.items()):
             if proc.poll() is not None:
-                self._reaped(attempt_id, proc.returncode)
+                self.record_exit(attempt_id, proc.returncode)
 
-    def _claim(self, attempt) -> bool:
+    def claim(self, attempt) -> bool:
         with self.store.write() as conn:
             claimed = conn.execute(update(s.attempts).where(and_(
                 s.attempts.c.attempt_id == attempt.attempt_id, s.attempts.c.worker_id == self.node_id,
@@ -151,7 +151,7 @@ class Worker:
         return claimed == 1
 
     def _launch(self, attempt) -> None:
-        if attempt.attempt_id in self.children or not self._claim(attempt):
+        if attempt.attempt_id in self.children or not self.claim(attempt):
             return
         log_path = driver_log_path(self.data_dir, attempt.job_id, attempt.attempt_id)
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
@@ -225,9 +225,9 @@ class Worker:
             # Not our child (we restarted?) or already gone: nothing to reap, record it.
             from seatide.coordinator.service import kill_if_reachable
             kill_if_reachable(attempt, self.store_url)
-            self._reaped(attempt.attempt_id, None)
+            self.record_exit(attempt.attempt_id, None)
 
-    def _reaped(self, attempt_id: int, code: int | None) -> None:
+    def record_exit(self, attempt_id: int, code: int | None) -> None:
         """The driver process is gone: record it, and fail the attempt if it ended silently."""
         self.children.pop(attempt_id, None)
         self._reported_end.pop(attempt_id, None)
