@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import and_, select, update
 
-from seatide import clock
+from seatide import clock, failpoints
 from seatide.store import schema as s
 from seatide.store.db import Store, record_event
 
@@ -61,6 +61,7 @@ class LeaderLease:
             return self.is_leader
 
     def _renew(self) -> bool:
+        failpoints.hit("coordinator.before_lease_renew")
         started = clock.now()
         with self.store.write() as conn:
             done = conn.execute(update(s.leader_lease).where(and_(

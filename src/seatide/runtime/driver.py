@@ -219,6 +219,7 @@ def _drive(args) -> int:
         log.error("%s", exc)
         return FENCED_EXIT_CODE
     heartbeat = Heartbeat(reporter, args.heartbeat_interval, args.self_fence_after).start()
+    failpoints.hit("driver.after_first_heartbeat")
     code = EXIT_FAILED
     try:
         if early_session is not None:

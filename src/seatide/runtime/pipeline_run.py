@@ -370,6 +370,7 @@ class PipelineRun:
             return
         for source in self.pipeline.sources:
             self.reporter.source_ended(self.pipeline.pipeline_id, source.plugin_id)
+        failpoints.hit("driver.before_pipeline_end")
         self.reporter.pipeline_status(self.pipeline.pipeline_id, "FINISHED")
         self.outcome = Outcome("FINISHED")
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import and_, select, update
 
-from seatide import clock
+from seatide import clock, failpoints
 from seatide.coordinator.service import node_heartbeat, register_node
 from seatide.runtime.session import SPARK_CONF_ENV
 from seatide.store import schema as s
@@ -153,6 +153,7 @@ class Worker:
     def _launch(self, attempt) -> None:
         if attempt.attempt_id in self.children or not self.claim(attempt):
             return
+        failpoints.hit("worker.after_claim")
         log_path = driver_log_path(self.data_dir, attempt.job_id, attempt.attempt_id)
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
         command = [sys.executable, "-m", "seatide.runtime.driver", "driver", "--store", self.store_url,
@@ -162,6 +163,7 @@ class Worker:
         with open(log_path, "ab") as log_file:
             proc = self.launcher.start(command, log_file, self._driver_env(attempt.job_id), self.inherit_stdout)
         self.children[attempt.attempt_id] = proc
+        failpoints.hit("worker.after_launch")
         with self.store.write() as conn:
             conn.execute(update(s.attempts).where(and_(
                 s.attempts.c.attempt_id == attempt.attempt_id, s.attempts.c.pid.is_(None)))

@@ -1,0 +1,111 @@
+"""Every failpoint armed: a crash (and, where a process survives it, an error) at each step
+that writes state or has a side effect, in real coordinators, workers and drivers.
+
+One run arms them all at once, each firing once (``once:ACTION:MARKER``), so a single job
+meets a crash of its worker after the claim, of the next worker after the launch, of its
+drivers at their first heartbeat, after a sink commit and before a pipeline end, and of
+leaders at a lease renewal, at the terminal status and before cleanup. It must still end
+FINISHED, cleaned up, with every row written once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+from sqlalchemy import select
+
+from seatide.store import schema as s
+from tests.cluster.harness import Cluster, wait_for
+from tests.cluster.jobs import assert_exactly, batch_job, written_ids
+
+pytestmark = pytest.mark.cluster
+
+SOURCE = os.path.join(os.path.dirname(__file__), "..", "..", "src", "seatide")
+
+# process that dies -> failpoints it holds
+KILLS = {
+    "worker": ["worker.after_claim", "worker.after_launch"],
+    "driver": ["driver.after_first_heartbeat", "driver.after_sink_commit", "driver.before_pipeline_end"],
+    "coordinator": ["coordinator.before_lease_renew", "coordinator.after_terminal_status",
+                    "coordinator.before_cleanup"],
+}
+# a failure the process survives: the step is retried (the job's retries, the lease's next
+# renewal, cleanup's backoff)
+ERRORS = ["driver.before_pipeline_end", "driver.after_sink_commit", "coordinator.before_lease_renew",
+          "coordinator.before_cleanup"]
+
+
+def _armed(action: str, points: list[str], markers: str) -> dict:
+    return {"SEATIDE_FAILPOINTS": ",".join(f"{p}=once:{action}:{markers}/{p}" for p in points)}
+
+
+def _cleaned(cluster: Cluster, job_id: str) -> bool:
+    with cluster.store.read() as conn:
+        result = conn.execute(select(s.job_results).where(s.job_results.c.job_id == job_id)).first()
+    return result is not None and result.cleanup == "CLEAN"
+
+
+def _run_through(cluster: Cluster, tmp_path, envs: list[tuple[str, dict]], job_id: str) -> None:
+    cluster.cleanup_delay = 2.0
+    for name, env in envs:       # coordinators first: the harness waits for each to serve
+        if name.startswith("c"):
+            cluster.coordinator(name, env=env)
+    for name, env in envs:
+        if name.startswith("w"):
+            cluster.worker(name, env=env)
+    out = str(tmp_path / "out")
+    # every crash below costs the job an attempt: enough retries for all of them
+    cluster.submit(batch_job(out, rows=400, rows_per_batch=100, retries=10), job_id)
+    job = cluster.wait_status(job_id, {"FINISHED", "FAILED"}, timeout=420)
+    assert job.status == "FINISHED", job.error_msg
+    wait_for(lambda: _cleaned(cluster, job_id), 120, message="the job's cleanup")
+    assert_exactly(written_ids(out + "/p0"), range(400))
+    assert not os.path.exists(os.path.join(cluster.data_dir, "checkpoints", job_id, "1"))
+
+
+def test_a_crash_at_every_failpoint_still_finishes_the_job_once(cluster: Cluster, tmp_path):
+    markers = str(tmp_path / "fired")
+    os.makedirs(markers)
+    points = [p for group in KILLS.values() for p in group]
+    everything = _armed("kill", points, markers)
+    # The first leader is not armed at its lease renewal (it would die before it served);
+    # the leaders after it are, and die in turn at their first renewal, at the terminal
+    # status and before cleanup; a spare of each role is left to finish.
+    first = _armed("kill", [p for p in points if p != "coordinator.before_lease_renew"], markers)
+    envs = [("c1", first), ("c2", everything), ("c3", everything), ("c4", everything),
+            ("w1", everything), ("w2", everything), ("w3", everything)]
+    _run_through(cluster, tmp_path, envs, job_id="crashes")
+    assert sorted(os.listdir(markers)) == sorted(points), "a failpoint was never reached"
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_an_error_at_every_failpoint_that_can_raise_is_retried(cluster: Cluster, tmp_path):
+    markers = str(tmp_path / "fired")
+    os.makedirs(markers)
+    armed = _armed("raise", ERRORS, markers)
+    _run_through(cluster, tmp_path, [("c1", armed), ("w1", armed)], job_id="errors")
+    assert sorted(os.listdir(markers)) == sorted(ERRORS)
+    kinds = [e.kind for e in cluster.events("errors")]
+    assert "RETRY_SCHEDULED" in kinds      # the driver's failures were retried, not fatal
+
+
+def test_every_failpoint_in_the_code_is_armed_here():
+    """A failpoint added to the code without a test that arms it fails this test."""
+    in_code = set()
+    for root, _, files in os.walk(SOURCE):
+        for name in files:
+            if name.endswith(".py"):
+                with open(os.path.join(root, name), encoding="utf-8") as handle:
+                    in_code |= set(re.findall(r'failpoints\.hit\("([a-z_.]+)"', handle.read()))
+    tests_dir = os.path.join(os.path.dirname(__file__), "..")
+    armed_anywhere = set()
+    for root, _, files in os.walk(tests_dir):
+        for name in files:
+            if name.endswith(".py"):
+                with open(os.path.join(root, name), encoding="utf-8") as handle:
+                    text = handle.read()
+                armed_anywhere |= {p for p in in_code if p in text}
+    assert in_code - armed_anywhere == set()
+    assert len(in_code) >= 15, sorted(in_code)
