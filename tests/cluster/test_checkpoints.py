@@ -37,6 +37,16 @@ def _written(cluster: Cluster, job_id: str) -> int:
     return cluster.job_info(job_id)["metrics"]["SinkWriteCount"]
 
 
+def _run_then_savepoint(cluster: Cluster, out: str, job_id: str) -> None:
+    """A stream that has checkpointed twice, stopped with a savepoint."""
+    cluster.submit(streaming_job(out), job_id)
+    wait_for(lambda: _last_id(cluster, job_id) >= 2, 180, message="two checkpoints")
+    status, body = http("POST", cluster.any_coordinator().url + "/api/v1/stop-job",
+                        {"jobId": job_id, "isStopWithSavePoint": True})
+    assert status == 200, body
+    cluster.wait_status(job_id, "SAVEPOINT_DONE", timeout=120)
+
+
 def _stop_and_check_prefix(cluster: Cluster, job_id: str, out: str) -> int:
     cluster.cancel(job_id)
     cluster.wait_status(job_id, "CANCELED", timeout=90)
@@ -146,12 +156,7 @@ def test_savepoint_then_resume_continues_exactly_where_it_stopped(cluster: Clust
     out = str(tmp_path / "out")
     cluster.coordinator("c1")
     cluster.worker("w1")
-    cluster.submit(streaming_job(out), "sp")
-    wait_for(lambda: _last_id(cluster, "sp") >= 2, 180, message="two checkpoints")
-    status, body = http("POST", cluster.any_coordinator().url + "/api/v1/stop-job",
-                        {"jobId": "sp", "isStopWithSavePoint": True})
-    assert status == 200, body
-    cluster.wait_status("sp", "SAVEPOINT_DONE", timeout=120)
+    _run_then_savepoint(cluster, out, "sp")
     report = http("GET", cluster.any_coordinator().url + "/api/v1/jobs/sp/checkpoints")[1]
     savepoints = [c for c in report["history"] if c["kind"] == "SAVEPOINT"]
     assert len(savepoints) == 1
@@ -249,12 +254,7 @@ def test_resume_moves_no_directory_itself_and_a_driver_killed_mid_way_finishes_t
     killed_once = str(tmp_path / "killed-once")
     cluster.coordinator("c1")
     first = cluster.worker("w1")
-    cluster.submit(streaming_job(out), "prep")
-    wait_for(lambda: _last_id(cluster, "prep") >= 2, 180, message="two checkpoints")
-    status, body = http("POST", cluster.any_coordinator().url + "/api/v1/stop-job",
-                        {"jobId": "prep", "isStopWithSavePoint": True})
-    assert status == 200, body
-    cluster.wait_status("prep", "SAVEPOINT_DONE", timeout=120)
+    _run_then_savepoint(cluster, out, "prep")
     stopped = written_ids(out)
     first.kill()                        # no driver can start while the resume is checked
     wait_for(lambda: not first.alive, 10, message="w1 gone")
