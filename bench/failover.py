@@ -84,15 +84,15 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         url, drop = store_url(args.store, tmp)
-        cluster = Cluster(url, f"{tmp}/data", timeouts={"driver": 6.0, "worker": 4.0})
+        cluster = Cluster(url, f"{tmp}/data")     # the fault tests' timeouts (tests/cluster/harness.py)
         try:
             samples = leader_failover(cluster, args.kills)
             print(f"leader failover ({args.store}, {len(samples)} kills): median {statistics.median(samples):.2f} s, "
                   f"max {max(samples):.2f} s  samples={[round(x, 2) for x in samples]}")
             if not args.skip_worker:
                 running, checkpoint = worker_loss(cluster, tmp)
-                print(f"worker loss ({args.store}, worker heartbeat timeout 4 s): job running again after "
-                      f"{running:.1f} s, first new checkpoint after {checkpoint:.1f} s")
+                print(f"worker loss ({args.store}, worker heartbeat timeout {cluster.timeouts['worker']:g} s): "
+                      f"job running again after {running:.1f} s, first new checkpoint after {checkpoint:.1f} s")
         finally:
             cluster.stop_all()
             drop()

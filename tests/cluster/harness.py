@@ -95,7 +95,10 @@ class Proc:
 class Cluster:
     store_url: str
     data_dir: str
-    timeouts: dict = field(default_factory=lambda: {"driver": 6.0, "worker": 4.0})
+    # Short, and within the margins Timeouts.check asserts (a driver fences itself within
+    # 3 + 0.5 + 1 s, before it may be declared hung or its worker lost).
+    timeouts: dict = field(default_factory=lambda: {"driver": 6.0, "worker": 5.0, "self_fence": 3.0,
+                                                    "interval": 0.5})
     cleanup_delay: float = 60.0
     procs: list[Proc] = field(default_factory=list)
 
@@ -116,7 +119,10 @@ class Cluster:
     def _common(self) -> list[str]:
         return ["--store", self.store_url, "--data-dir", self.data_dir,
                 "--driver-heartbeat-timeout", str(self.timeouts["driver"]),
-                "--worker-heartbeat-timeout", str(self.timeouts["worker"])]
+                "--worker-heartbeat-timeout", str(self.timeouts["worker"]),
+                "--driver-self-fence-after", str(self.timeouts["self_fence"]),
+                "--heartbeat-interval", str(self.timeouts["interval"]),
+                "--worker-heartbeat-interval", str(self.timeouts["interval"])]
 
     def coordinator(self, name: str = "c1", extra: list[str] | None = None, env: dict | None = None) -> Proc:
         port = free_port()

@@ -10,7 +10,7 @@ from seatide.coordinator import reconcile as r
 from seatide.store.states import IllegalTransition, check_job, final_job_status
 
 NOW = 1_000_000.0
-T = r.Timeouts(driver_heartbeat=10, worker_heartbeat=10, launch=60, cancel_grace=30)
+T = r.Timeouts(driver_hung_after=10, worker_lost_after=10, launch=60, cancel_grace=30)
 
 
 def job(**kw):
@@ -72,6 +72,16 @@ def test_lost_worker_loses_its_attempt():
 def test_no_new_attempt_while_the_old_driver_may_still_run():
     # Lost, but its worker is alive and has not reaped the process yet.
     assert decide(job(), attempt(state="LOST", ended_at=None), [pipe()]) == []
+
+
+def test_a_cut_off_hosts_driver_is_not_replaced_before_it_has_fenced_itself():
+    # Its worker is lost, but the driver heartbeated 4 s ago: it may still run until it
+    # notices (self-fence 6 s + heartbeat 1 s + margin), so no new attempt yet.
+    lost_host = [worker(beat=NOW - 11)]
+    lost = attempt(state="LOST", heartbeat_at=NOW - 4, error="worker w1 lost")
+    assert decide(job(), lost, [pipe()], workers=lost_host) == []
+    lost.heartbeat_at = NOW - T.driver_stops_within - 0.1
+    assert decide(job(), lost, [pipe()], workers=lost_host) == [r.ScheduleRetry(NOW + 3.0, "worker w1 lost")]
 
 
 def test_retry_after_the_old_driver_is_gone():

@@ -23,6 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 from sqlalchemy.exc import SQLAlchemyError
 
+from seatide.store.clock import read_store_now
 from seatide.store.db import Store
 from seatide.store.states import JOB_TERMINAL, JOB_TRANSITIONS, PIPELINE_TERMINAL
 from seatide.store.stats import JobStats, StoreStats, store_stats
@@ -108,13 +109,14 @@ class StoreCollector:
         try:
             with self.store.read() as conn:
                 stats = store_stats(conn)
+                now = read_store_now(conn)     # the lease is judged by the store's clock
         except SQLAlchemyError as exc:
             # A scrape during a store outage says so instead of failing: the histograms still count.
             log.warning("metrics: the store did not answer: %s", exc)
             families["seatide_store_up"].add_metric([], 0)
             return [families["seatide_store_up"]]
         families["seatide_store_up"].add_metric([], 1)
-        _fill(families, stats, self.node_id, time.time())
+        _fill(families, stats, self.node_id, now)
         return list(families.values())
 
 

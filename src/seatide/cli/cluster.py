@@ -21,8 +21,12 @@ def _store_url(args) -> tuple[str, str]:
 def cluster_command(args) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from seatide.store.clock import skew_wall_clock_for_tests
     from seatide.store.db import StoreUnavailable, open_store
 
+    skew_wall_clock_for_tests()
+    timeouts = _timeouts(args)       # before the store: a bad combination costs no connection
+    logging.getLogger("seatide.timeouts").info("timeouts: %s", timeouts.described())
     url, data_dir = _store_url(args)
     try:
         store = open_store(url)
@@ -30,23 +34,26 @@ def cluster_command(args) -> int:
         print(f"seatide: {exc}", file=sys.stderr)
         return EXIT_FAILED
     if args.role == "coordinator":
-        return _coordinator(args, store, data_dir)
-    return _worker(args, store, url, data_dir)
+        return _coordinator(args, store, data_dir, timeouts)
+    return _worker(args, store, url, data_dir, timeouts)
 
 
 def _timeouts(args):
-    from seatide.coordinator.reconcile import Timeouts
+    from seatide.cli.args import CommandRefused
+    from seatide.timeouts import TimeoutsError, timeouts_from_flags
 
-    return Timeouts(driver_heartbeat=args.driver_heartbeat_timeout, worker_heartbeat=args.worker_heartbeat_timeout)
+    try:
+        return timeouts_from_flags(vars(args)).check()
+    except TimeoutsError as exc:
+        raise CommandRefused(f"{exc}; see docs/operations.md", EXIT_BAD_CONFIG) from None
 
 
-def _coordinator(args, store, data_dir: str) -> int:
+def _coordinator(args, store, data_dir: str, timeouts) -> int:
     import uvicorn
 
     from seatide.api.auth import TokenError, load_token
     from seatide.api.metrics import CoordinatorMetrics
     from seatide.api.rest import create_app
-    from seatide.coordinator.lease import LeaseSettings
     from seatide.coordinator.service import Coordinator
 
     try:
@@ -62,13 +69,12 @@ def _coordinator(args, store, data_dir: str) -> int:
         print("seatide: --max-request-bytes must be at least 1", file=sys.stderr)
         return EXIT_BAD_CONFIG
     url = f"http://{args.host}:{args.port}"
-    coordinator = Coordinator(store, node_id=args.node_id, url=url,
-                              lease=LeaseSettings(ttl=args.lease_ttl, renew_interval=args.lease_renew),
-                              timeouts=_timeouts(args), history_expire_s=args.history_job_expire_minutes * 60,
-                              data_dir=data_dir)
+    coordinator = Coordinator(store, node_id=args.node_id, url=url, timeouts=timeouts,
+                              history_expire_s=args.history_job_expire_minutes * 60, data_dir=data_dir)
     metrics = CoordinatorMetrics(store, coordinator.node_id)
     coordinator.observe_tick = metrics.reconcile_tick.observe
-    app = create_app(store, data_dir, coordinator.node_id, cleanup_delay_s=args.state_cleanup_delay, metrics=metrics,
+    app = create_app(store, data_dir, coordinator.node_id, cleanup_delay_s=timeouts.state_cleanup_delay,
+                     metrics=metrics,
                      api_token=token, auth_reads=args.auth_reads, max_request_bytes=args.max_request_bytes)
     coordinator.start()
     server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning"))
@@ -79,12 +85,10 @@ def _coordinator(args, store, data_dir: str) -> int:
     return EXIT_OK
 
 
-def _worker(args, store, url: str, data_dir: str) -> int:
-    from seatide.worker.agent import DriverSettings, Worker
+def _worker(args, store, url: str, data_dir: str, timeouts) -> int:
+    from seatide.worker.agent import Worker
 
-    worker = Worker(store, url, data_dir, node_id=args.node_id, slots=args.slots,
-                    driver=DriverSettings(heartbeat_interval=args.heartbeat_interval,
-                                          self_fence_after=args.driver_heartbeat_timeout))
+    worker = Worker(store, url, data_dir, node_id=args.node_id, slots=args.slots, timeouts=timeouts)
     stop = threading.Event()
 
     def on_signal(signum, frame):

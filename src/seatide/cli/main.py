@@ -119,10 +119,6 @@ def build_parser() -> argparse.ArgumentParser:
     coord.add_argument("--host", default="127.0.0.1")
     coord.add_argument("--port", type=int, default=8080)
     _cluster_common(coord)
-    coord.add_argument("--lease-ttl", type=float, default=2.0)
-    coord.add_argument("--lease-renew", type=float, default=0.5)
-    coord.add_argument("--state-cleanup-delay", type=float, default=None,
-                       help="seconds before a terminal job is cleaned up (default 60; a job's env may override)")
     coord.add_argument("--history-job-expire-minutes", type=float, default=1440)
     _add_token_arg(coord)
     coord.add_argument("--auth-reads", action="store_true",
@@ -139,9 +135,17 @@ def _cluster_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", default=os.environ.get("SEATIDE_STORE"))
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--node-id", default=None)
-    parser.add_argument("--driver-heartbeat-timeout", type=float, default=10.0)
-    parser.add_argument("--worker-heartbeat-timeout", type=float, default=10.0)
-    parser.add_argument("--heartbeat-interval", type=float, default=1.0)
+    _add_timeout_args(parser)
+
+
+def _add_timeout_args(parser: argparse.ArgumentParser) -> None:
+    """Every timeout, on every cluster process: some margins join a worker's and the leader's."""
+    from seatide.timeouts import SETTINGS, Timeouts
+
+    group = parser.add_argument_group("timeouts (seconds; see docs/operations.md)")
+    for setting in SETTINGS:
+        group.add_argument(setting.flag, dest=setting.name, type=float, default=None, metavar="S",
+                           help=f"{setting.doc} (default {getattr(Timeouts, setting.name):g})")
 
 
 def main(argv: list[str] | None = None) -> int:

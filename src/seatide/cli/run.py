@@ -45,13 +45,15 @@ class LocalRun:
     def __init__(self, data_dir: str):
         from seatide.coordinator.service import Coordinator
         from seatide.store.db import default_store_url, open_store
+        from seatide.timeouts import Timeouts
         from seatide.worker.agent import Worker
 
+        timeouts = Timeouts().check()     # local mode runs with the defaults
         self.data_dir = data_dir
         self.store_url = default_store_url(data_dir)
         self.store = open_store(self.store_url)
-        self.worker = Worker(self.store, self.store_url, data_dir, slots=1, inherit_stdout=True)
-        self.coordinator = Coordinator(self.store, data_dir=data_dir)
+        self.worker = Worker(self.store, self.store_url, data_dir, slots=1, inherit_stdout=True, timeouts=timeouts)
+        self.coordinator = Coordinator(self.store, timeouts=timeouts, data_dir=data_dir)
         self.coordinator.on_effects = self.worker.wake
         self._worker_thread = threading.Thread(target=self.worker.run, name="worker", daemon=True)
 

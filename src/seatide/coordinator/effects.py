@@ -12,7 +12,7 @@ import logging
 from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.engine import Connection
 
-from seatide import clock, failpoints
+from seatide import failpoints
 from seatide.coordinator import reconcile as r
 from seatide.store import schema as s
 from seatide.store.db import Store, record_event
@@ -36,7 +36,7 @@ class Applier:
             if (job is None or job.incarnation != snap.job.incarnation or job.status != snap.job.status
                     or job.current_attempt != snap.job.current_attempt):
                 return []
-            ctx = _Ctx(conn, job, epoch, self.actor, clock.now())
+            ctx = _Ctx(conn, job, epoch, self.actor, snap.now)    # the store's clock, read this tick
             for action in actions:
                 killed = self._apply_one(ctx, snap, action)
                 if killed is not None:

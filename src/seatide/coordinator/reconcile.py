@@ -14,14 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, PIPELINE_TERMINAL, final_job_status
-
-
-@dataclass(frozen=True)
-class Timeouts:
-    driver_heartbeat: float = 10.0     # a RUNNING driver silent this long is hung
-    worker_heartbeat: float = 10.0     # a worker silent this long is gone (its drivers die with it)
-    launch: float = 60.0               # ASSIGNED/LAUNCHING this long without a driver heartbeat
-    cancel_grace: float = 30.0         # a driver asked to stop gets this long before it is killed
+from seatide.timeouts import Timeouts   # every timeout and its margins: seatide/timeouts.py
 
 
 @dataclass
@@ -222,7 +215,7 @@ def _policy(policy: str, reason: str) -> list:
 
 
 def worker_alive(node: Any | None, now: float, timeouts: Timeouts) -> bool:
-    return node is not None and not node.stopped and now - node.heartbeat_at <= timeouts.worker_heartbeat
+    return node is not None and not node.stopped and now - node.heartbeat_at <= timeouts.worker_lost_after
 
 
 def lost_reason(snap: Snapshot, timeouts: Timeouts) -> str | None:
@@ -230,9 +223,9 @@ def lost_reason(snap: Snapshot, timeouts: Timeouts) -> str | None:
     attempt, now = snap.attempt, snap.now
     node = snap.workers.get(attempt.worker_id)
     if not worker_alive(node, now, timeouts):
-        return f"worker {attempt.worker_id} lost (no heartbeat for {timeouts.worker_heartbeat:.0f} s)"
-    if attempt.state == "RUNNING" and now - (attempt.heartbeat_at or 0) > timeouts.driver_heartbeat:
-        return f"driver pid {attempt.pid} hung (no heartbeat for {timeouts.driver_heartbeat:.0f} s)"
+        return f"worker {attempt.worker_id} lost (no heartbeat for {timeouts.worker_lost_after:.0f} s)"
+    if attempt.state == "RUNNING" and now - (attempt.heartbeat_at or 0) > timeouts.driver_hung_after:
+        return f"driver pid {attempt.pid} hung (no heartbeat for {timeouts.driver_hung_after:.0f} s)"
     if attempt.state in ("ASSIGNED", "LAUNCHING") and now - attempt.created_at > timeouts.launch:
         return f"driver did not start within {timeouts.launch:.0f} s"
     return None
@@ -242,8 +235,8 @@ def process_gone(snap: Snapshot, timeouts: Timeouts) -> bool:
     """True once the ended attempt's driver process surely no longer runs.
 
     Its worker reaped it (``ended_at``), or the worker is gone (drivers die with their
-    worker) and the driver has stopped heartbeating (a driver whose attempt was fenced
-    off exits at its next heartbeat).
+    worker) and the driver has been silent long enough to have fenced itself off (a driver
+    cut off from the store with its worker may outlive it until then).
     """
     attempt, now = snap.attempt, snap.now
     if attempt.ended_at is not None:
@@ -251,7 +244,7 @@ def process_gone(snap: Snapshot, timeouts: Timeouts) -> bool:
     if attempt.pid is None and attempt.state not in ATTEMPT_LIVE and attempt.launched_at is None:
         return True   # never launched
     node = snap.workers.get(attempt.worker_id)
-    silent = now - (attempt.heartbeat_at or attempt.created_at) > min(3.0, timeouts.driver_heartbeat)
+    silent = now - (attempt.heartbeat_at or attempt.created_at) > timeouts.driver_stops_within
     return not worker_alive(node, now, timeouts) and silent
 
 

@@ -20,10 +20,11 @@ from sqlalchemy import and_, func, insert, select, update
 from seatide import clock
 from seatide.coordinator.cleanup import due_results, reconcile_cleanup
 from seatide.coordinator.effects import Applier
-from seatide.coordinator.lease import LeaderLease, LeaseSettings
+from seatide.coordinator.lease import LeaderLease
 from seatide.coordinator.retention import Pruner, RetentionRules
 from seatide.coordinator.reconcile import CreateAttempt, Snapshot, Timeouts, reconcile_job
 from seatide.store import schema as s
+from seatide.store.clock import read_store_now, store_now
 from seatide.store.db import NotLeader, Store, normalize_url, record_event
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
 
@@ -37,8 +38,8 @@ SNAPSHOT_JOB_COLUMNS = [c for c in s.jobs.c if c.name not in ("config", "variabl
 
 
 def register_node(store: Store, node_id: str, role: str, url: str | None = None, slots: int = 0) -> None:
-    now = clock.now()
     with store.write() as conn:
+        now = read_store_now(conn)      # heartbeats are judged by the store's clock
         values = dict(role=role, host=socket.gethostname(), pid=os.getpid(), url=url, slots=slots,
                       started_at=now, heartbeat_at=now, stopped=False)
         if conn.execute(update(s.nodes).where(s.nodes.c.node_id == node_id).values(**values)).rowcount == 0:
@@ -48,7 +49,7 @@ def register_node(store: Store, node_id: str, role: str, url: str | None = None,
 def node_heartbeat(store: Store, node_id: str, stopped: bool = False) -> None:
     with store.write() as conn:
         conn.execute(update(s.nodes).where(s.nodes.c.node_id == node_id)
-                     .values(heartbeat_at=clock.now(), stopped=stopped))
+                     .values(heartbeat_at=store_now(conn), stopped=stopped))
 
 
 def kill_if_reachable(attempt, store_url: str) -> bool:
@@ -89,14 +90,13 @@ def is_driver_of(argv: list[str], store_url: str, job_id: str, attempt_id: int) 
 
 class Coordinator:
     def __init__(self, store: Store, node_id: str | None = None, url: str | None = None,
-                 lease: LeaseSettings = LeaseSettings(), timeouts: Timeouts = Timeouts(),
-                 history_expire_s: float = 1440 * 60, tick: float = 0.25, data_dir: str | None = None,
-                 retention: RetentionRules = RetentionRules()):
+                 timeouts: Timeouts = Timeouts(), history_expire_s: float = 1440 * 60, tick: float = 0.25,
+                 data_dir: str | None = None, retention: RetentionRules = RetentionRules()):
         self.store = store
         self.node_id = node_id or f"coordinator-{socket.gethostname()}-{os.getpid()}"
         self.url = url
-        self.lease = LeaderLease(store, self.node_id, url, lease)
-        self.timeouts = timeouts
+        self.timeouts = timeouts.check()
+        self.lease = LeaderLease(store, self.node_id, url, timeouts)
         self.tick = tick
         self.applier = Applier(store, self.node_id, history_expire_s)
         # data_dir: where set-aside checkpoint directories and attempt logs are pruned (None: rows only)
@@ -134,7 +134,7 @@ class Coordinator:
         while not self._stop.is_set():
             started = clock.now()
             try:
-                if started - last_beat >= 1.0:
+                if started - last_beat >= self.timeouts.worker_heartbeat_interval:
                     node_heartbeat(self.store, self.node_id)
                     last_beat = started
                 if self.lease.tick():
@@ -163,7 +163,10 @@ class Coordinator:
         epoch = self.lease.epoch
         if epoch is None:
             return
-        now = clock.now()
+        with self.store.read() as conn:
+            # The leader compares heartbeats (stamped by the store) with the store's time,
+            # not its own: a leader whose clock is off does not declare live workers lost.
+            now = read_store_now(conn)
         snaps, load = self._snapshots(now)
         for snap in snaps:
             yield

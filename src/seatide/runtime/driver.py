@@ -22,6 +22,7 @@ from typing import TextIO
 
 from seatide import failpoints
 from seatide.store.states import PIPELINE_TERMINAL
+from seatide.timeouts import Timeouts
 
 log = logging.getLogger("seatide.driver")
 
@@ -154,8 +155,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--store", required=True)
     parser.add_argument("--job-id", required=True)
     parser.add_argument("--attempt", type=int, required=True)
-    parser.add_argument("--heartbeat-interval", type=float, default=1.0)
-    parser.add_argument("--self-fence-after", type=float, default=10.0)
+    parser.add_argument("--heartbeat-interval", type=float, default=Timeouts.driver_heartbeat_interval)
+    parser.add_argument("--self-fence-after", type=float, default=Timeouts.driver_self_fence_after)
     return parser.parse_args(argv)
 
 

@@ -5,6 +5,13 @@ brings back the job's desired state (so a cancel or savepoint request reaches th
 driver within one interval). If the attempt was fenced off, or the store could not be
 reached for ``self_fence_after`` seconds, the driver can no longer prove it is the
 current attempt and stops itself (``on_fenced``) rather than risk running twice.
+
+The leader replaces a silent driver only after ``driver_hung_after``, which
+``Timeouts.check`` keeps at least ``self_fence_after + interval + margin``. So the
+self-fence deadline is counted on the monotonic clock from the *start* of the last
+heartbeat that landed (the store's heartbeat time is no earlier), and watched by its
+own thread: a heartbeat stuck in a store call (a held lock, a dead TCP peer) does not
+keep the driver running past it.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from typing import Callable
 
 from seatide import clock
 from seatide.store.db import AttemptFenced
+from seatide.timeouts import Timeouts
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +36,8 @@ def exit_fenced() -> None:
 
 
 class Heartbeat:
-    def __init__(self, reporter, interval: float = 1.0, self_fence_after: float = 10.0,
+    def __init__(self, reporter, interval: float = Timeouts.driver_heartbeat_interval,
+                 self_fence_after: float = Timeouts.driver_self_fence_after,
                  on_fenced: Callable[[], None] = exit_fenced):
         self.reporter = reporter
         self.interval = interval
@@ -37,29 +46,44 @@ class Heartbeat:
         self.desired = "RUN"
         self.fenced = False
         self._stop = threading.Event()
-        self._last_ok = clock.now()
+        self._fence_once = threading.Lock()
+        self._last_ok = clock.monotonic()
         self._thread = threading.Thread(target=self._loop, name="heartbeat", daemon=True)
+        self._deadline = threading.Thread(target=self._watch_deadline, name="self-fence", daemon=True)
 
     def start(self) -> "Heartbeat":
         self.beat()
         self._thread.start()
+        self._deadline.start()
         return self
 
     def beat(self) -> None:
         if self.reporter.ended:   # the attempt's end is recorded: nothing left to prove
             self._stop.set()
             return
+        began = clock.monotonic()
         try:
             self.desired = self.reporter.heartbeat() or "RUN"
-            self._last_ok = clock.now()
+            self._last_ok = began
         except AttemptFenced:
             self._fence()
         except Exception as exc:  # store unreachable: keep trying until the self-fence deadline
             log.warning("heartbeat failed: %s", exc)
-            if clock.now() - self._last_ok > self.self_fence_after:
-                self._fence()
+            self._check_deadline()
+
+    def _watch_deadline(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._check_deadline()
+
+    def _check_deadline(self) -> None:
+        silent = clock.monotonic() - self._last_ok
+        if silent > self.self_fence_after and not self.reporter.ended:
+            log.error("no heartbeat landed for %.1f s (self-fence after %.1f s)", silent, self.self_fence_after)
+            self._fence()
 
     def _fence(self) -> None:
+        if not self._fence_once.acquire(blocking=False):
+            return       # the other thread is fencing already
         self.fenced = True
         self._stop.set()
         self.on_fenced()

@@ -14,6 +14,7 @@ from sqlalchemy import and_, func, insert, select, update
 from seatide import clock, failpoints
 from seatide.secrets import mask_message
 from seatide.store import schema as s
+from seatide.store.clock import store_now
 from seatide.store.db import Store, record_event
 from seatide.store.states import check_attempt, check_pipeline
 
@@ -44,13 +45,13 @@ class AttemptReporter:
             if state != "RUNNING":
                 check_attempt(state, "RUNNING")
                 conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == self.attempt_id)
-                             .values(state="RUNNING", pid=pid, heartbeat_at=clock.now()))
+                             .values(state="RUNNING", pid=pid, heartbeat_at=store_now(conn)))
 
     def heartbeat(self) -> str:
         """Prove liveness; returns the job's desired state (RUN, CANCEL, SAVEPOINT)."""
         with self.store.attempt_tx(self.job_id, self.attempt_id, job_may_be_terminal=True) as conn:
             conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == self.attempt_id)
-                         .values(heartbeat_at=clock.now()))
+                         .values(heartbeat_at=store_now(conn)))   # judged by the store's clock
             return conn.execute(select(s.jobs.c.desired).where(s.jobs.c.job_id == self.job_id)).scalar()
 
     def task_progress(self, tasks_done: int) -> None:

@@ -1,8 +1,8 @@
 """Opening the store, transactions, and the two fences every state write passes.
 
 * ``leader_tx(epoch)`` — a coordinator write: in the same transaction it checks that the
-  lease still carries this epoch and has not expired. A paused or partitioned old
-  leader gets ``NotLeader`` and changes nothing.
+  lease still carries this epoch and has not expired by the store's clock. A paused or
+  partitioned old leader gets ``NotLeader`` and changes nothing.
 * ``attempt_tx(job_id, attempt_id)`` — a driver write: it checks that the attempt is
   still the job's current, live attempt. A zombie driver gets ``AttemptFenced``.
 
@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from seatide import clock
 from seatide.store import schema as s
+from seatide.store.clock import read_store_now
 
 
 class NotLeader(Exception):
@@ -106,7 +107,8 @@ class Store:
             if not self.is_sqlite:
                 query = query.with_for_update()
             row = conn.execute(query).first()
-            if row is None or row.epoch != epoch or row.expires_at < clock.now():
+            # The store's time once the row is ours (a lock wait may have passed since the query began).
+            if row is None or row.epoch != epoch or row.expires_at < read_store_now(conn):
                 raise NotLeader(f"epoch {epoch} is no longer the leader")
             yield conn
 

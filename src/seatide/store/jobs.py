@@ -23,8 +23,7 @@ from seatide.store import schema as s
 from seatide.store.db import Store, record_event
 from seatide.store.paths import PathOutsideRoot, under
 from seatide.store.states import JOB_TERMINAL
-
-DEFAULT_CLEANUP_DELAY_S = 60.0
+from seatide.timeouts import Timeouts
 
 
 class JobRefused(Exception):
@@ -82,7 +81,7 @@ def submit_job(store: Store, *, text: str, variables: dict[str, str], config, pl
         desired="RUN", status="CREATED", retries_used=0, max_retries=env.retry_times,
         retry_interval_s=float(env.retry_interval_s), next_attempt_at=None, current_attempt=None,
         pinned_worker=pinned_worker, restored_from=None, restore=None, error_msg=None,
-        cleanup_delay_s=float(DEFAULT_CLEANUP_DELAY_S if delay is None else delay),
+        cleanup_delay_s=float(Timeouts.state_cleanup_delay if delay is None else delay),
         checkpoint_interval_ms=env.checkpoint_interval_ms, stale_after_s=env.stale_after_s,
         on_stale=env.on_stale, stale_since=None, checkpoints_retained=env.checkpoints_retained,
         progress_timeout_s=env.progress_timeout_s, on_hung=env.on_hung, hung_since=None, created_at=now,

@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 
 from seatide.secrets import mask_config_text, mask_message, secret_values
 from seatide.store import schema as s
+from seatide.store.clock import read_store_now
 from seatide.store.jobs import job_view, load_job
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
 
@@ -252,7 +253,7 @@ def _row_totals(conn: Connection) -> dict[tuple[str, int], tuple[int, int]]:
 
 def overview(conn: Connection) -> dict:
     lease = conn.execute(select(s.leader_lease).where(s.leader_lease.c.id == 1)).first()
-    now = time.time()
+    now = read_store_now(conn)     # the lease and heartbeats are stamped by the store's clock
     counts = dict(conn.execute(select(s.jobs.c.status, func.count()).group_by(s.jobs.c.status)).all())
     nodes = conn.execute(select(s.nodes).where(s.nodes.c.stopped.is_(False))).all()
     alive = [n for n in nodes if now - n.heartbeat_at < NODE_SILENT_AFTER_S]
@@ -280,7 +281,7 @@ def nodes_report(conn: Connection) -> dict:
     A node is ALIVE while it heartbeats, SILENT once its heartbeat is older than
     ``NODE_SILENT_AFTER_S`` (paused, partitioned or killed), STOPPED after a clean shutdown.
     """
-    now = time.time()
+    now = read_store_now(conn)     # the lease and heartbeats are stamped by the store's clock
     lease = conn.execute(select(s.leader_lease).where(s.leader_lease.c.id == 1)).first()
     leader = _leader(lease, now)
     a = s.attempts.c

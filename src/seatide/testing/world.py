@@ -14,7 +14,6 @@ import os
 import random
 
 from seatide import clock, intents
-from seatide.coordinator.lease import LeaseSettings
 from seatide.coordinator.service import Coordinator, node_heartbeat, register_node
 from seatide.store.db import AttemptFenced, NotLeader, open_store
 from seatide.store.restore import latest_savepoint_id
@@ -109,8 +108,7 @@ class World:
         try:
             proc.crashed, proc.reconciling, proc.last_beat = False, None, -1e9
             if proc.kind == "coordinator":
-                proc.obj = Coordinator(proc.store, node_id=proc.name, lease=LeaseSettings(),
-                                       history_expire_s=HISTORY_EXPIRE_S)
+                proc.obj = Coordinator(proc.store, node_id=proc.name, history_expire_s=HISTORY_EXPIRE_S)
                 register_node(proc.store, proc.name, "coordinator")
             else:
                 proc.obj = Worker(proc.store, proc.store.url, self.data_dir, node_id=proc.name, slots=2,

@@ -20,7 +20,6 @@ import socket
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
 
 from sqlalchemy import and_, select, update
 
@@ -28,9 +27,11 @@ from seatide import clock, failpoints
 from seatide.coordinator.service import node_heartbeat, register_node
 from seatide.runtime.session import SPARK_CONF_ENV
 from seatide.store import schema as s
+from seatide.store.clock import store_now
 from seatide.store.db import Store, record_event
 from seatide.store.paths import driver_log_path
 from seatide.store.states import ATTEMPT_LIVE
+from seatide.timeouts import Timeouts
 
 log = logging.getLogger(__name__)
 
@@ -52,19 +53,10 @@ class ProcessLauncher:
                                 stderr=log_file, preexec_fn=_die_with_parent, env=env)
 
 
-@dataclass
-class DriverSettings:
-    heartbeat_interval: float = 1.0
-    self_fence_after: float = 10.0
-    # A driver that has reported its attempt's end still stops Spark and flushes its log;
-    # it is killed only if it has not exited this long after its report.
-    exit_grace: float = 30.0
-
-
 class Worker:
     def __init__(self, store: Store, store_url: str, data_dir: str, node_id: str | None = None,
                  slots: int = 2, poll: float = 0.25, inherit_stdout: bool = False,
-                 driver: DriverSettings = DriverSettings(), launcher: ProcessLauncher | None = None):
+                 timeouts: Timeouts = Timeouts(), launcher: ProcessLauncher | None = None):
         self.store = store
         self.store_url = store_url
         self.data_dir = os.path.abspath(data_dir)
@@ -72,7 +64,9 @@ class Worker:
         self.slots = slots
         self.poll = poll
         self.inherit_stdout = inherit_stdout
-        self.driver = driver
+        # driver_exit_grace: a driver that has reported its attempt's end still stops Spark
+        # and flushes its log; it is killed only if it has not exited that long after.
+        self.timeouts = timeouts.check()
         self.launcher = launcher or ProcessLauncher()
         self.children: dict[int, subprocess.Popen] = {}     # attempt_id -> driver process
         self._reported_end: dict[int, float] = {}             # attempt_id -> when we saw its end
@@ -86,7 +80,7 @@ class Worker:
         last_beat = 0.0
         while not self._stop.is_set():
             try:
-                if clock.now() - last_beat >= 1.0:
+                if clock.now() - last_beat >= self.timeouts.worker_heartbeat_interval:
                     node_heartbeat(self.store, self.node_id)
                     last_beat = clock.now()
                 self.step()
@@ -107,14 +101,14 @@ class Worker:
     def _shutdown(self) -> None:
         """Drivers of ended jobs may finish reporting their end; the others die now."""
         ending = self._children_of_ended_jobs()
-        deadline = clock.now() + self.driver.exit_grace
+        deadline = clock.now() + self.timeouts.driver_exit_grace
         for attempt_id, proc in list(self.children.items()):
             if proc.poll() is None and attempt_id in ending:
                 try:
                     proc.wait(timeout=max(0.0, deadline - clock.now()))
                 except subprocess.TimeoutExpired:
                     log.warning("driver pid %s of attempt %s did not exit within %.0f s of its job's end",
-                                proc.pid, attempt_id, self.driver.exit_grace)
+                                proc.pid, attempt_id, self.timeouts.driver_exit_grace)
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
@@ -144,7 +138,8 @@ class Worker:
         with self.store.write() as conn:
             claimed = conn.execute(update(s.attempts).where(and_(
                 s.attempts.c.attempt_id == attempt.attempt_id, s.attempts.c.worker_id == self.node_id,
-                s.attempts.c.state == "ASSIGNED")).values(state="LAUNCHING", launched_at=clock.now())).rowcount
+                s.attempts.c.state == "ASSIGNED")).values(state="LAUNCHING",
+                                                          launched_at=store_now(conn))).rowcount
             if claimed:
                 record_event(conn, "DRIVER_LAUNCHING", f"worker:{self.node_id}", attempt.job_id,
                              attempt.incarnation, attempt=attempt.attempt_id)
@@ -158,8 +153,8 @@ class Worker:
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
         command = [sys.executable, "-m", "seatide.runtime.driver", "driver", "--store", self.store_url,
                    "--job-id", attempt.job_id, "--attempt", str(attempt.attempt_id),
-                   "--heartbeat-interval", str(self.driver.heartbeat_interval),
-                   "--self-fence-after", str(self.driver.self_fence_after)]
+                   "--heartbeat-interval", str(self.timeouts.driver_heartbeat_interval),
+                   "--self-fence-after", str(self.timeouts.driver_self_fence_after)]
         with open(log_path, "ab") as log_file:
             proc = self.launcher.start(command, log_file, self._driver_env(attempt.job_id), self.inherit_stdout)
         self.children[attempt.attempt_id] = proc
@@ -213,8 +208,8 @@ class Worker:
             self._kill(attempt)      # not ours, or gone: record it
             return
         seen = self._reported_end.setdefault(attempt.attempt_id, clock.now())
-        if clock.now() - seen > self.driver.exit_grace:
-            self._kill(attempt, f"it did not exit within {self.driver.exit_grace:.0f} s of reporting "
+        if clock.now() - seen > self.timeouts.driver_exit_grace:
+            self._kill(attempt, f"it did not exit within {self.timeouts.driver_exit_grace:.0f} s of reporting "
                                 f"its attempt {attempt.state}")
 
     def _kill(self, attempt, why: str | None = None) -> None:
