@@ -52,6 +52,7 @@ def pipeline_row(cluster: Cluster, job_id: str):
         return conn.execute(select(s.pipelines).where(s.pipelines.c.job_id == job_id)).one()
 
 
+@sqlite_only   # the store side of the watchdog is tested on both stores in tests/store
 def test_plain_batch_job_whose_task_hangs_is_failed_saying_what_hung(cluster: Cluster, tmp_path):
     out = str(tmp_path / "out")
     cluster.coordinator("c1")

@@ -44,6 +44,7 @@ def _written(cluster: Cluster, job_id: str) -> int:
     return cluster.job_info(job_id)["metrics"]["SinkWriteCount"]
 
 
+@sqlite_only   # the flags map onto intents; the stores are covered by the intents' own tests
 def test_async_submit_then_status_list_metrics_and_cancel(cluster: Cluster, tmp_path):
     out = str(tmp_path / "out")
     _gated_cluster(cluster, tmp_path)
