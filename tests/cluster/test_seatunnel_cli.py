@@ -118,6 +118,16 @@ def test_waiting_submit_exits_by_the_job_result(cluster: Cluster, tmp_path):
     assert re.search(r"Status\s+: FAILED", failed.stdout) and "FAILED" in failed.stderr.splitlines()[-1]
 
 
+def _job_line(proc) -> str:
+    """The job id from the follower's "Job ID (name)" line; warnings may come first (e.g. no
+    coordinator leads yet when it starts following)."""
+    for line in proc.stderr:
+        found = re.match(r"Job (\S+) \(", line)
+        if found:
+            return found.group(1)
+    raise AssertionError("seatide-seatunnel never named the job it follows")
+
+
 @sqlite_only
 @pytest.mark.parametrize("close_job, expected", [("true", "CANCELED"), ("false", "RUNNING")])
 def test_ctrl_c_while_waiting_cancels_the_job_unless_close_job_false(cluster: Cluster, tmp_path, close_job,
@@ -126,7 +136,7 @@ def test_ctrl_c_while_waiting_cancels_the_job_unless_close_job_false(cluster: Cl
     proc = subprocess.Popen([*SEATUNNEL, "-c", _conf(tmp_path, str(tmp_path / "out"), rows=2000, rows_per_batch=200),
                              "-cj", close_job, "-cn", cluster.any_coordinator().url],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    job_id = re.match(r"Job (\S+) \(", proc.stderr.readline()).group(1)
+    job_id = _job_line(proc)
     wait_for(lambda: _written(cluster, job_id) >= 400, 180, message="two batches committed")
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
