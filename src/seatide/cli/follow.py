@@ -7,6 +7,7 @@ line and statistics, and exits by the job's result.
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from datetime import datetime, timezone
@@ -25,6 +26,9 @@ def follow_job(client, job_id: str, source: str, *, cancel_on_interrupt: bool = 
 
     _warn_without_leader(client)
     display = ProgressDisplay(job_id, source)
+    # Ctrl-C must reach us even when our parent ignored SIGINT (a script that started us in
+    # the background: POSIX shells ignore it for `&` jobs, and Python then keeps it ignored).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         while True:
             summary = summary_of(client.call("GET", f"/job-info/{job_id}"))
@@ -40,6 +44,8 @@ def follow_job(client, job_id: str, source: str, *, cancel_on_interrupt: bool = 
         else:
             print(f"job {job_id} keeps running (-cj false)", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGINT, previous)
     display.close()
     print_statistics(summary)
     if summary["status"] in ("FINISHED", "SAVEPOINT_DONE"):
