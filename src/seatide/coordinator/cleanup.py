@@ -10,6 +10,11 @@ cleanup is retried with backoff. History expiry later drops the job's rows.
 Whenever a job's checkpoints go for good, so does what its sources hold outside Spark for
 it (``Source.release``: a replication slot and its publication), in the same step and
 before the step is recorded, so a failed release is retried with it.
+
+Like ``reconcile_job``, one step is a pure decision (``decide_cleanup``) over what was read
+(``CleanupView``), giving effects as data; ``apply_cleanup`` carries them out in order. Every
+effect is idempotent, so a step cut short by a crash is simply decided and applied again.
+The store write that ends a step (``MarkClean``, ``Forget``) comes last.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import json
 import logging
 import os
 import shutil
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from sqlalchemy import and_, select, update
 
@@ -25,6 +32,7 @@ from seatide import clock, failpoints
 from seatide.store import schema as s
 from seatide.store.db import Store, record_event
 from seatide.store.jobs import forget_job
+from seatide.store.states import CleanupState, JobStatus
 
 log = logging.getLogger(__name__)
 
@@ -34,27 +42,88 @@ MAX_BACKOFF_S = 60.0
 def due_results(store: Store, now: float) -> list:
     with store.read() as conn:
         dirty = conn.execute(select(s.job_results).where(and_(
-            s.job_results.c.cleanup == "DIRTY", s.job_results.c.next_cleanup_at <= now))).all()
+            s.job_results.c.cleanup == CleanupState.DIRTY, s.job_results.c.next_cleanup_at <= now))).all()
         expired = conn.execute(select(s.job_results).where(and_(
-            s.job_results.c.cleanup == "CLEAN", s.job_results.c.expires_at <= now))).all()
+            s.job_results.c.cleanup == CleanupState.CLEAN, s.job_results.c.expires_at <= now))).all()
     return [*dirty, *expired]
 
 
-def reconcile_cleanup(store: Store, epoch: int, actor: str, result, kill_attempt) -> None:
+# -- what one step reads ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CleanupView:
+    result: Any                       # the job_results row
+    current: bool                     # the result is the job id's current incarnation
+    leftovers: tuple = ()             # its attempts whose driver may still run
+    checkpoint_dirs: tuple[str, ...] = ()
+    existing_dirs: tuple[str, ...] = ()   # those of checkpoint_dirs on disk when read
+
+
+# -- effects ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class KillAttempt:
+    attempt: Any
+
+
+@dataclass(frozen=True)
+class ReleaseSources:
+    """Sources drop what they created outside Spark for the job (slots, publications)."""
+
+
+@dataclass(frozen=True)
+class RemoveCheckpoints:
+    paths: tuple[str, ...]
+    with_job_root: bool = False       # savepoints and set-aside copies, beside the pipelines
+
+
+@dataclass(frozen=True)
+class MarkClean:
+    removed: tuple[str, ...]
+    newer_incarnation: bool
+
+
+@dataclass(frozen=True)
+class Forget:
+    """History expiry: the job's rows go."""
+
+
+CleanupEffect = KillAttempt | ReleaseSources | RemoveCheckpoints | MarkClean | Forget
+
+
+def decide_cleanup(view: CleanupView) -> list[CleanupEffect]:
+    """The effects of one cleanup (DIRTY result) or expiry (CLEAN result past its expiry)."""
+    result = view.result
+    if result.cleanup == CleanupState.DIRTY:
+        effects: list[CleanupEffect] = [KillAttempt(attempt) for attempt in view.leftovers]
+        removed: tuple[str, ...] = ()
+        if view.current and result.status == JobStatus.FINISHED:
+            removed = view.existing_dirs
+            effects += [ReleaseSources(), RemoveCheckpoints(removed)]
+        return [*effects, MarkClean(removed, newer_incarnation=not view.current)]
+    if not view.current:      # a newer incarnation owns the checkpoints now: only the rows go
+        return [Forget()]
+    return [ReleaseSources(), RemoveCheckpoints(view.checkpoint_dirs, with_job_root=True), Forget()]
+
+
+# -- one step --------------------------------------------------------------------------
+
+def reconcile_cleanup(store: Store, epoch: int, actor: str, result,
+                      kill_attempt: Callable[[Any], None]) -> None:
     """One idempotent cleanup or expiry step for one job result."""
     try:
-        if result.cleanup == "DIRTY":
-            _clean(store, epoch, actor, result, kill_attempt)
-        else:
-            _expire(store, epoch, actor, result)
+        if result.cleanup == CleanupState.DIRTY:
+            failpoints.hit("coordinator.before_cleanup")
+        effects = decide_cleanup(read_cleanup_view(store, result))
+        apply_cleanup(store, epoch, actor, result, effects, kill_attempt)
     except Exception as exc:
         # A failed step (a source's server unreachable, say) is retried with backoff, for
         # this job only: cleanup by its due time, expiry by its expiry time.
         tries = result.cleanup_tries + 1
         delay = min(MAX_BACKOFF_S, 2.0 ** tries)
-        step = "cleanup" if result.cleanup == "DIRTY" else "history expiry"
+        step = "cleanup" if result.cleanup == CleanupState.DIRTY else "history expiry"
         log.warning("%s of job %s failed (try %s), again in %.0f s: %s", step, result.job_id, tries, delay, exc)
-        again = {"next_cleanup_at": clock.now() + delay} if result.cleanup == "DIRTY" else \
+        again = {"next_cleanup_at": clock.now() + delay} if result.cleanup == CleanupState.DIRTY else \
             {"expires_at": clock.now() + delay}
         with store.leader_tx(epoch) as conn:
             conn.execute(update(s.job_results).where(_key(result)).values(cleanup_tries=tries, **again))
@@ -62,42 +131,57 @@ def reconcile_cleanup(store: Store, epoch: int, actor: str, result, kill_attempt
                          tries=tries, error=str(exc))
 
 
+def read_cleanup_view(store: Store, result) -> CleanupView:
+    with store.read() as conn:
+        current = conn.execute(select(s.jobs.c.incarnation).where(
+            s.jobs.c.job_id == result.job_id)).scalar() == result.incarnation
+        leftovers = () if result.cleanup != CleanupState.DIRTY else tuple(conn.execute(
+            select(s.attempts).where(and_(
+                s.attempts.c.job_id == result.job_id, s.attempts.c.incarnation == result.incarnation,
+                s.attempts.c.ended_at.is_(None), s.attempts.c.pid.isnot(None)))).all())
+        dirs = tuple(row.checkpoint_dir for row in conn.execute(
+            select(s.pipelines.c.checkpoint_dir).where(and_(
+                s.pipelines.c.job_id == result.job_id, s.pipelines.c.incarnation == result.incarnation))))
+    return CleanupView(result, current, leftovers, dirs, tuple(d for d in dirs if os.path.isdir(d)))
+
+
+def apply_cleanup(store: Store, epoch: int, actor: str, result, effects: list[CleanupEffect],
+                  kill_attempt: Callable[[Any], None]) -> None:
+    for effect in effects:
+        match effect:
+            case KillAttempt(attempt):
+                kill_attempt(attempt)
+            case ReleaseSources():
+                _release_sources(store, result)
+            case RemoveCheckpoints(paths, with_job_root):
+                _remove_checkpoints(result, paths, with_job_root)
+            case MarkClean(removed, newer):
+                with store.leader_tx(epoch) as conn:
+                    conn.execute(update(s.job_results).where(and_(
+                        _key(result), s.job_results.c.cleanup == CleanupState.DIRTY))
+                        .values(cleanup=CleanupState.CLEAN, cleaned_at=clock.now()))
+                    record_event(conn, "CLEANUP_DONE", actor, result.job_id, result.incarnation, epoch,
+                                 removed=list(removed), newer_incarnation=newer)
+            case Forget():
+                with store.leader_tx(epoch) as conn:
+                    forget_job(conn, result.job_id, result.incarnation)
+                    record_event(conn, "HISTORY_EXPIRED", actor, result.job_id, result.incarnation, epoch)
+
+
 def _key(result):
     return and_(s.job_results.c.job_id == result.job_id, s.job_results.c.incarnation == result.incarnation)
 
 
-def _pipeline_dirs(store: Store, result) -> list[str]:
-    with store.read() as conn:
-        return [row.checkpoint_dir for row in conn.execute(select(s.pipelines.c.checkpoint_dir).where(and_(
-            s.pipelines.c.job_id == result.job_id, s.pipelines.c.incarnation == result.incarnation)))]
-
-
-def _is_current(conn, result) -> bool:
-    current = conn.execute(select(s.jobs.c.incarnation).where(s.jobs.c.job_id == result.job_id)).scalar()
-    return current == result.incarnation
-
-
-def _clean(store: Store, epoch: int, actor: str, result, kill_attempt) -> None:
-    failpoints.hit("coordinator.before_cleanup")
-    with store.read() as conn:
-        current = _is_current(conn, result)
-        leftovers = conn.execute(select(s.attempts).where(and_(
-            s.attempts.c.job_id == result.job_id, s.attempts.c.incarnation == result.incarnation,
-            s.attempts.c.ended_at.is_(None), s.attempts.c.pid.isnot(None)))).all()
-    for attempt in leftovers:
-        kill_attempt(attempt)
-    removed = []
-    if current and result.status == "FINISHED":
-        _release_sources(store, result)
-        for path in _pipeline_dirs(store, result):
+def _remove_checkpoints(result, paths: tuple[str, ...], with_job_root: bool) -> None:
+    for path in paths:
+        if not with_job_root:     # a cleanup that cannot remove them fails, and is retried
             if os.path.isdir(path):
                 shutil.rmtree(path)
-                removed.append(path)
-    with store.leader_tx(epoch) as conn:
-        conn.execute(update(s.job_results).where(and_(_key(result), s.job_results.c.cleanup == "DIRTY"))
-                     .values(cleanup="CLEAN", cleaned_at=clock.now()))
-        record_event(conn, "CLEANUP_DONE", actor, result.job_id, result.incarnation, epoch,
-                     removed=removed, newer_incarnation=not current)
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        root = os.path.dirname(path.rstrip("/"))
+        if os.path.basename(root) == result.job_id:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def _release_sources(store: Store, result) -> None:
@@ -119,19 +203,3 @@ def _release_sources(store: Store, result) -> None:
         return
     for spec in config.sources:
         spec.plugin.release(result.job_id)
-
-
-def _expire(store: Store, epoch: int, actor: str, result) -> None:
-    with store.read() as conn:
-        current = _is_current(conn, result)
-    if current:
-        _release_sources(store, result)
-        for path in _pipeline_dirs(store, result):
-            shutil.rmtree(path, ignore_errors=True)
-            # Savepoints and set-aside copies live beside the pipelines, under the job's root.
-            root = os.path.dirname(path.rstrip("/"))
-            if os.path.basename(root) == result.job_id:
-                shutil.rmtree(root, ignore_errors=True)
-    with store.leader_tx(epoch) as conn:
-        forget_job(conn, result.job_id, result.incarnation)
-        record_event(conn, "HISTORY_EXPIRED", actor, result.job_id, result.incarnation, epoch)

@@ -2,9 +2,15 @@
 
 A write that is not in its table is a bug, not a condition to handle: ``check_*`` raises
 ``IllegalTransition``. Terminal states have no way out; a resume is a new incarnation.
+
+Each machine's states are one ``StrEnum``: a member is its own name as a string, so it is
+stored, compared with what the store gives back and shown exactly as before, while a typo in
+code is an ``AttributeError`` at once instead of a state no table knows.
 """
 
 from __future__ import annotations
+
+from enum import StrEnum
 
 
 class IllegalTransition(AssertionError):
@@ -12,52 +18,101 @@ class IllegalTransition(AssertionError):
 
 
 # -- jobs (SeaTunnel's names) ----------------------------------------------------------
-JOB_TERMINAL = frozenset({"FAILED", "CANCELED", "FINISHED", "SAVEPOINT_DONE"})
+class JobStatus(StrEnum):
+    CREATED = "CREATED"
+    PENDING = "PENDING"
+    SCHEDULED = "SCHEDULED"
+    RUNNING = "RUNNING"
+    FAILING = "FAILING"
+    DOING_SAVEPOINT = "DOING_SAVEPOINT"
+    CANCELING = "CANCELING"
+    FAILED = "FAILED"
+    CANCELED = "CANCELED"
+    FINISHED = "FINISHED"
+    SAVEPOINT_DONE = "SAVEPOINT_DONE"
+
+
+J = JobStatus
+JOB_TERMINAL = frozenset({J.FAILED, J.CANCELED, J.FINISHED, J.SAVEPOINT_DONE})
 JOB_TRANSITIONS: dict[str, frozenset[str]] = {
-    "CREATED": frozenset({"PENDING", "CANCELED"}),
-    "PENDING": frozenset({"SCHEDULED", "CANCELING", "CANCELED", "FAILED", "DOING_SAVEPOINT"}),
-    "SCHEDULED": frozenset({"RUNNING", "FAILING", "CANCELING", "DOING_SAVEPOINT"} | JOB_TERMINAL),
-    "RUNNING": frozenset({"FAILING", "CANCELING", "DOING_SAVEPOINT"} | JOB_TERMINAL),
-    "FAILING": frozenset({"PENDING", "FAILED", "CANCELING", "CANCELED", "DOING_SAVEPOINT"}),
-    "DOING_SAVEPOINT": frozenset({"FAILING", "CANCELING"} | JOB_TERMINAL),
-    "CANCELING": frozenset({"CANCELED", "FAILED", "FINISHED"}),
+    J.CREATED: frozenset({J.PENDING, J.CANCELED}),
+    J.PENDING: frozenset({J.SCHEDULED, J.CANCELING, J.CANCELED, J.FAILED, J.DOING_SAVEPOINT}),
+    J.SCHEDULED: frozenset({J.RUNNING, J.FAILING, J.CANCELING, J.DOING_SAVEPOINT} | JOB_TERMINAL),
+    J.RUNNING: frozenset({J.FAILING, J.CANCELING, J.DOING_SAVEPOINT} | JOB_TERMINAL),
+    J.FAILING: frozenset({J.PENDING, J.FAILED, J.CANCELING, J.CANCELED, J.DOING_SAVEPOINT}),
+    J.DOING_SAVEPOINT: frozenset({J.FAILING, J.CANCELING} | JOB_TERMINAL),
+    J.CANCELING: frozenset({J.CANCELED, J.FAILED, J.FINISHED}),
     **{state: frozenset() for state in JOB_TERMINAL},
 }
-JOB_ACTIVE = frozenset({"SCHEDULED", "RUNNING", "DOING_SAVEPOINT", "CANCELING"})
+JOB_ACTIVE = frozenset({J.SCHEDULED, J.RUNNING, J.DOING_SAVEPOINT, J.CANCELING})
+
 
 # -- desired state, written by users (any process), acted on by the leader ---------------
-DESIRED = ("RUN", "CANCEL", "SAVEPOINT")
+class Desired(StrEnum):
+    RUN = "RUN"
+    CANCEL = "CANCEL"
+    SAVEPOINT = "SAVEPOINT"
+
+
+DESIRED = tuple(Desired)
+
 
 # -- pipelines -------------------------------------------------------------------------
-# SAVEPOINT_DONE: stopped after a committed batch on request; a resume restarts it.
-PIPELINE_TERMINAL = frozenset({"FINISHED", "FAILED", "CANCELED", "SAVEPOINT_DONE"})
+class PipelineStatus(StrEnum):
+    CREATED = "CREATED"
+    RUNNING = "RUNNING"
+    FINISHED = "FINISHED"
+    FAILED = "FAILED"
+    CANCELED = "CANCELED"
+    SAVEPOINT_DONE = "SAVEPOINT_DONE"   # stopped after a committed batch on request; a resume restarts it
+
+
+P = PipelineStatus
+PIPELINE_TERMINAL = frozenset({P.FINISHED, P.FAILED, P.CANCELED, P.SAVEPOINT_DONE})
 PIPELINE_TRANSITIONS: dict[str, frozenset[str]] = {
-    "CREATED": frozenset({"RUNNING"} | PIPELINE_TERMINAL),
-    "RUNNING": frozenset({"CREATED"} | PIPELINE_TERMINAL),   # CREATED: its attempt was lost
+    P.CREATED: frozenset({P.RUNNING} | PIPELINE_TERMINAL),
+    P.RUNNING: frozenset({P.CREATED} | PIPELINE_TERMINAL),   # CREATED: its attempt was lost
     **{state: frozenset() for state in PIPELINE_TERMINAL},
 }
 
+
 # -- attempts --------------------------------------------------------------------------
-ATTEMPT_LIVE = frozenset({"ASSIGNED", "LAUNCHING", "RUNNING"})
+class AttemptState(StrEnum):
+    ASSIGNED = "ASSIGNED"
+    LAUNCHING = "LAUNCHING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    LOST = "LOST"
+
+
+A = AttemptState
+ATTEMPT_LIVE = frozenset({A.ASSIGNED, A.LAUNCHING, A.RUNNING})
 ATTEMPT_TRANSITIONS: dict[str, frozenset[str]] = {
-    "ASSIGNED": frozenset({"LAUNCHING", "LOST", "FAILED"}),
-    "LAUNCHING": frozenset({"RUNNING", "SUCCEEDED", "FAILED", "LOST"}),
-    "RUNNING": frozenset({"SUCCEEDED", "FAILED", "LOST"}),
-    "SUCCEEDED": frozenset(),
-    "FAILED": frozenset(),
-    "LOST": frozenset(),
+    A.ASSIGNED: frozenset({A.LAUNCHING, A.LOST, A.FAILED}),
+    A.LAUNCHING: frozenset({A.RUNNING, A.SUCCEEDED, A.FAILED, A.LOST}),
+    A.RUNNING: frozenset({A.SUCCEEDED, A.FAILED, A.LOST}),
+    A.SUCCEEDED: frozenset(),
+    A.FAILED: frozenset(),
+    A.LOST: frozenset(),
 }
 
 
-def final_job_status(pipeline_statuses: list[str], savepoint_requested: bool) -> str:
+# -- a terminal job's result: cleaned up once, then expired --------------------------------
+class CleanupState(StrEnum):
+    DIRTY = "DIRTY"     # its cleanup is due at next_cleanup_at
+    CLEAN = "CLEAN"     # cleaned; its history expires at expires_at
+
+
+def final_job_status(pipeline_statuses: list[str], savepoint_requested: bool) -> JobStatus:
     """A job's end from its pipelines: FAILED > CANCELED > SAVEPOINT_DONE > FINISHED."""
-    if "FAILED" in pipeline_statuses:
-        return "FAILED"
-    if "CANCELED" in pipeline_statuses:
-        return "CANCELED"
+    if P.FAILED in pipeline_statuses:
+        return J.FAILED
+    if P.CANCELED in pipeline_statuses:
+        return J.CANCELED
     if savepoint_requested:
-        return "SAVEPOINT_DONE"
-    return "FINISHED"
+        return J.SAVEPOINT_DONE
+    return J.FINISHED
 
 
 def _check(table: dict[str, frozenset[str]], what: str, old: str, new: str) -> None:
