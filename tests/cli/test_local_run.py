@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from tests.cluster.harness import batch_gate, driver_pids, wait_for
-from tests.cluster.jobs import assert_exactly, batch_job, written_ids
+from seatide.testing.cluster import batch_gate, driver_pids, wait_for
+from seatide.testing.jobs import assert_exactly, batch_job, written_ids
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEATIDE = [sys.executable, "-m", "seatide.cli.main"]

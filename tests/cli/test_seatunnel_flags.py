@@ -18,8 +18,8 @@ import tomllib
 import pytest
 
 from seatide.cli.seatunnel import split_variables
-from tests.cluster.harness import batch_gate, wait_for
-from tests.cluster.jobs import assert_exactly, batch_job, written_ids
+from seatide.testing.cluster import batch_gate, wait_for
+from seatide.testing.jobs import assert_exactly, batch_job, written_ids
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEATUNNEL = [sys.executable, "-m", "seatide.cli.seatunnel"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cluster.harness import Cluster
+from seatide.testing.cluster import Cluster
 
 @pytest.fixture
 def cluster(store_url, tmp_path, request):

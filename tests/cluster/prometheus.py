@@ -9,7 +9,7 @@ import subprocess
 import urllib.parse
 import urllib.request
 
-from tests.cluster.harness import free_port, wait_for
+from seatide.testing.cluster import free_port, wait_for
 
 
 class Prometheus:

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import select
 
 from seatide.store import schema as s
-from tests.cluster.harness import SEATIDE
+from seatide.testing.cluster import SEATIDE
 from tests.security.test_rest_guards import JOB, TOKEN
 
 

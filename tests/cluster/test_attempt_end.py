@@ -16,8 +16,8 @@ from sqlalchemy import select
 from seatide.store import schema as s
 from seatide.store.db import default_store_url, open_store
 from tests.cli.test_local_run import ROOT, SEATIDE
-from tests.cluster.harness import wait_for
-from tests.cluster.jobs import batch_job
+from seatide.testing.cluster import wait_for
+from seatide.testing.jobs import batch_job
 
 pytestmark = pytest.mark.cluster
 

@@ -10,9 +10,9 @@ import shutil
 
 import pytest
 
-from tests.cluster.harness import (Cluster, DriverWatch, assert_never_resurrected, batch_gate, driver_pids, http,
+from seatide.testing.cluster import (Cluster, DriverWatch, assert_never_resurrected, batch_gate, driver_pids, http,
                                    open_gate, wait_for)
-from tests.cluster.jobs import assert_exactly, batch_job, streaming_job, written_ids
+from seatide.testing.jobs import assert_exactly, batch_job, streaming_job, written_ids
 
 pytestmark = pytest.mark.cluster
 

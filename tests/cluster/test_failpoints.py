@@ -17,8 +17,8 @@ import pytest
 from sqlalchemy import select
 
 from seatide.store import schema as s
-from tests.cluster.harness import Cluster, wait_for
-from tests.cluster.jobs import assert_exactly, batch_job, written_ids
+from seatide.testing.cluster import Cluster, wait_for
+from seatide.testing.jobs import assert_exactly, batch_job, written_ids
 
 pytestmark = pytest.mark.cluster
 
@@ -109,3 +109,28 @@ def test_every_failpoint_in_the_code_is_armed_here():
                 armed_anywhere |= {p for p in in_code if p in text}
     assert in_code - armed_anywhere == set()
     assert len(in_code) >= 15, sorted(in_code)
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_worker_restarted_under_its_name_ends_what_its_earlier_process_launched(cluster: Cluster, tmp_path):
+    """Found by the chaos runner: a worker killed between its claim and recording the driver's
+    pid, then restarted under the same node id, left the attempt LAUNCHING with no pid. Nothing
+    ever recorded its exit, so the job waited forever for a driver that had died with it
+    (the leader starts no driver while the previous one may still run)."""
+    markers = str(tmp_path / "fired")
+    os.makedirs(markers)
+    # A launch timeout far past the test's wait: the attempt must end because the worker
+    # came back, not because its launch timed out.
+    cluster.coordinator("c1", extra=["--launch-timeout", "900"])
+    w1 = cluster.worker("w1", env=_armed("kill", ["worker.after_claim"], markers))
+    out = str(tmp_path / "out")
+    cluster.submit(batch_job(out, rows=200, rows_per_batch=100), "orphan")
+    wait_for(lambda: not w1.alive, 120, message="w1 killed right after its claim")
+    cluster.restart(w1)
+    job = cluster.wait_status("orphan", {"FINISHED", "FAILED"}, timeout=300)
+    assert job.status == "FINISHED", job.error_msg
+    first = cluster.attempts("orphan")[0]
+    # Ended by the restarted worker: as FAILED if it came back within the worker timeout,
+    # else the leader had already declared it LOST; either way its exit is now recorded.
+    assert first.ended_at is not None and first.pid is None, first
+    assert_exactly(written_ids(out + "/p0"), range(200))

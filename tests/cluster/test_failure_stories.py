@@ -15,8 +15,8 @@ import pytest
 from sqlalchemy import select
 
 from seatide.store import schema as s
-from tests.cluster.harness import Cluster, DriverWatch, assert_never_resurrected, driver_pids, http, wait_for
-from tests.cluster.jobs import assert_exactly, batch_job, streaming_job, written_ids
+from seatide.testing.cluster import Cluster, DriverWatch, assert_never_resurrected, driver_pids, http, wait_for
+from seatide.testing.jobs import assert_exactly, batch_job, streaming_job, written_ids
 
 pytestmark = pytest.mark.cluster
 

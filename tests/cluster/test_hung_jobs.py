@@ -18,8 +18,8 @@ import pytest
 from sqlalchemy import select
 
 from seatide.store import schema as s
-from tests.cluster.harness import Cluster, driver_pids, open_gate, wait_for
-from tests.cluster.jobs import assert_exactly, batch_job, streaming_job, written_ids
+from seatide.testing.cluster import Cluster, driver_pids, open_gate, wait_for
+from seatide.testing.jobs import assert_exactly, batch_job, streaming_job, written_ids
 from tests.cluster.test_metrics import scrape
 
 pytestmark = pytest.mark.cluster

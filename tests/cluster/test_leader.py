@@ -14,8 +14,8 @@ from seatide.store.clock import CLOCK_SKEW_ENV
 from seatide.store.db import NotLeader, open_store, record_event
 from seatide.timeouts import Timeouts
 from seatide.store.states import JOB_TERMINAL
-from tests.cluster.harness import Cluster, http, wait_for
-from tests.cluster.jobs import batch_job
+from seatide.testing.cluster import Cluster, http, wait_for
+from seatide.testing.jobs import batch_job
 
 
 def test_epochs_grow_and_an_old_epoch_cannot_write(store_url):

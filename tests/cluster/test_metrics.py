@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.cluster.harness import Cluster, batch_gate, http, open_gate, wait_for
-from tests.cluster.jobs import batch_job
+from seatide.testing.cluster import Cluster, batch_gate, http, open_gate, wait_for
+from seatide.testing.jobs import batch_job
 from tests.cluster.prometheus import Prometheus
 from tests.exposition import Scrape
 

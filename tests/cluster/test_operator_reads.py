@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from tests.cluster.harness import Cluster, http
-from tests.cluster.jobs import batch_job
+from seatide.testing.cluster import Cluster, http
+from seatide.testing.jobs import batch_job
 
 pytestmark = [pytest.mark.cluster, pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)]
 

@@ -10,8 +10,8 @@ import pytest
 
 from tests.api import seatunnel_shapes as shapes
 from tests.api.seatunnel_shapes import check_shape
-from tests.cluster.harness import Cluster, http, wait_for
-from tests.cluster.jobs import assert_exactly, written_ids
+from seatide.testing.cluster import Cluster, http, wait_for
+from seatide.testing.jobs import assert_exactly, written_ids
 
 pytestmark = pytest.mark.cluster
 

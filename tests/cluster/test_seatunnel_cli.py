@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from tests.cluster.harness import Cluster, batch_gate, open_gate, wait_for
-from tests.cluster.jobs import assert_exactly, batch_job, written_ids
+from seatide.testing.cluster import Cluster, batch_gate, open_gate, wait_for
+from seatide.testing.jobs import assert_exactly, batch_job, written_ids
 
 pytestmark = pytest.mark.cluster
 sqlite_only = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pymysql
 import pytest
 
-from tests.cluster.harness import free_port
+from seatide.testing.cluster import free_port
 
 STARTUP_DEADLINE_S = 60.0
 

@@ -8,67 +8,9 @@ when tests fail. ``PrivatePostgres`` is also used by ``bench/cdc_latency.py``.
 
 from __future__ import annotations
 
-import glob
-import os
-import shutil
-import subprocess
-import tempfile
-
 import pytest
 
-from tests.cluster.harness import free_port
-
-
-
-def _postgres_bin() -> str:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    if not found:
-        raise RuntimeError("no PostgreSQL server binaries under /usr/lib/postgresql/*/bin")
-    return os.path.dirname(found[-1])
-
-
-class PrivatePostgres:
-    """A PostgreSQL server with logical decoding on, owned by the ``postgres`` OS user."""
-
-    def __init__(self):
-        self.bin = _postgres_bin()
-        self.root = tempfile.mkdtemp(prefix="seatide-pgcdc-")
-        self.data = os.path.join(self.root, "data")
-        self.port = free_port()
-        self.url = f"jdbc:postgresql://127.0.0.1:{self.port}/postgres"
-
-    def _as_postgres(self, *args: str) -> None:
-        # initdb and postgres refuse to run as root
-        command = list(args) if os.geteuid() != 0 else ["runuser", "-u", "postgres", "--", *args]
-        subprocess.run(command, check=True, capture_output=True, timeout=120)
-
-    def start(self) -> "PrivatePostgres":
-        if os.geteuid() == 0:
-            shutil.chown(self.root, "postgres", "postgres")
-        self._as_postgres(os.path.join(self.bin, "initdb"), "-D", self.data, "-U", "postgres",
-                          "--auth=trust", "-E", "UTF8", "--no-sync")
-        settings = {"wal_level": "logical", "max_replication_slots": "20", "max_wal_senders": "10",
-                    "port": str(self.port), "listen_addresses": "'127.0.0.1'",
-                    "unix_socket_directories": f"'{self.root}'", "fsync": "off",
-                    "shared_buffers": "32MB", "max_connections": "50"}
-        with open(os.path.join(self.data, "postgresql.conf"), "a", encoding="utf-8") as conf:
-            conf.writelines(f"{key} = {value}\n" for key, value in settings.items())
-        self._as_postgres(os.path.join(self.bin, "pg_ctl"), "-D", self.data, "-l",
-                          os.path.join(self.root, "server.log"), "-w", "-t", "60", "start")
-        return self
-
-    def stop(self) -> None:
-        try:
-            self._as_postgres(os.path.join(self.bin, "pg_ctl"), "-D", self.data, "-m", "immediate", "-w", "stop")
-        except subprocess.CalledProcessError:
-            pass  # never started, or already gone
-        shutil.rmtree(self.root, ignore_errors=True)
-
-    def connect(self, dbname: str = "postgres"):
-        import psycopg
-
-        return psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname=dbname,
-                               autocommit=True)
+from seatide.testing.servers import PrivatePostgres  # noqa: F401  (bench/cdc_latency.py imports it from here)
 
 
 @pytest.fixture(scope="session")

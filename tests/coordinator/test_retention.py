@@ -20,8 +20,8 @@ from seatide.store.db import NotLeader, open_store
 from seatide.store.jobs import request_stop
 from seatide.store.stats import store_stats
 from seatide.store.views import checkpoint_report
-from tests.cluster.harness import wait_for
-from tests.cluster.jobs import assert_exactly, streaming_job, written_ids
+from seatide.testing.cluster import wait_for
+from seatide.testing.jobs import assert_exactly, streaming_job, written_ids
 
 RETAINED = 20
 JOB = f"""

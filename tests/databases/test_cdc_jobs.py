@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from tests.cli.test_local_run import ROOT, SEATIDE, seatide
-from tests.cluster.harness import Cluster, driver_pids, wait_for
+from seatide.testing.cluster import Cluster, driver_pids, wait_for
 from tests.databases.jobs import MARIADB_URL, PG_URL, mariadb_connect, pg_connect
 
 pytestmark = pytest.mark.cluster

@@ -20,7 +20,7 @@ from seatide.config.shade import KEY_FILE_ENV, encrypt_config
 from seatide.store import schema as s
 from seatide.store.db import default_store_url, open_store
 from tests.cli.test_local_run import ROOT, SEATIDE
-from tests.cluster.jobs import assert_exactly, written_ids
+from seatide.testing.jobs import assert_exactly, written_ids
 from tests.databases.jobs import MARIADB_URL, PG_URL, mariadb_connect, pg_connect
 
 pytestmark = pytest.mark.cluster

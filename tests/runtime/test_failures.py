@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from seatide.runtime.pipeline_run import describe_error
-from tests.cluster.harness import free_port
+from seatide.testing.cluster import free_port
 
 
 def _failure(action) -> BaseException:

@@ -15,8 +15,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.cluster.harness import Cluster, batch_gate
-from tests.cluster.jobs import batch_job
+from seatide.testing.cluster import Cluster, batch_gate
+from seatide.testing.jobs import batch_job
 
 pytestmark = pytest.mark.cluster
 
@@ -166,6 +166,6 @@ def test_operator_submits_watches_and_cancels_a_job_in_the_browser(cluster: Clus
 
 
 def _all_jobs(url: str) -> list[dict]:
-    from tests.cluster.harness import http
+    from seatide.testing.cluster import http
 
     return http("GET", url + "/api/v1/running-jobs")[1] + http("GET", url + "/api/v1/finished-jobs/all")[1]

@@ -113,7 +113,7 @@ class World:
             else:
                 proc.obj = Worker(proc.store, proc.store.url, self.data_dir, node_id=proc.name, slots=2,
                                   launcher=SimLauncher(self, proc.name))
-                register_node(proc.store, proc.name, "worker", slots=2)
+                proc.obj.register()
         except StorePartitioned:
             proc.crashed = True       # it cannot start without its store; a later restart may
         finally:

@@ -76,7 +76,7 @@ class Worker:
     # -- lifecycle ---------------------------------------------------------------------------
     def run(self) -> None:
         """The worker loop; drivers die with the thread that runs it, so keep it long-lived."""
-        register_node(self.store, self.node_id, "worker", slots=self.slots)
+        self.register()
         last_beat = 0.0
         while not self._stop.is_set():
             try:
@@ -117,6 +117,29 @@ class Worker:
             node_heartbeat(self.store, self.node_id, stopped=True)
         except Exception:
             pass
+
+    def register(self) -> None:
+        register_node(self.store, self.node_id, "worker", slots=self.slots)
+        self._end_orphans()
+
+    def _end_orphans(self) -> None:
+        """Attempts an earlier process of this worker launched end now, as failed.
+
+        Their drivers died with that process (``PR_SET_PDEATHSIG``), or are put down here;
+        nobody else would ever record their exit, and a job waits for that before it retries.
+        """
+        from seatide.coordinator.service import kill_if_reachable
+
+        with self.store.read() as conn:
+            orphans = conn.execute(select(s.attempts).where(and_(
+                s.attempts.c.worker_id == self.node_id, s.attempts.c.ended_at.is_(None),
+                s.attempts.c.state != "ASSIGNED"))).all()
+        for attempt in orphans:
+            kill_if_reachable(attempt, self.store_url)
+            log.warning("attempt %s of job %s was launched by an earlier process of this worker: ended",
+                        attempt.attempt_id, attempt.job_id)
+            self.record_exit(attempt.attempt_id, None,
+                             error="its worker restarted; the driver ended with the worker's earlier process")
 
     # -- one pass ----------------------------------------------------------------------------
     def step(self) -> None:
@@ -218,13 +241,14 @@ class Worker:
             log.warning("killing driver pid %s of attempt %s (%s)", proc.pid, attempt.attempt_id,
                         why or attempt.error or attempt.state)
             proc.kill()
-        elif proc is None and attempt.pid is not None and attempt.state not in ATTEMPT_LIVE:
-            # Not our child (we restarted?) or already gone: nothing to reap, record it.
+        elif proc is None and attempt.state not in ATTEMPT_LIVE:
+            # Not our child (we restarted) or already gone: nothing to reap, record it. A
+            # pid never recorded means the launch was cut short: no driver to put down.
             from seatide.coordinator.service import kill_if_reachable
             kill_if_reachable(attempt, self.store_url)
             self.record_exit(attempt.attempt_id, None)
 
-    def record_exit(self, attempt_id: int, code: int | None) -> None:
+    def record_exit(self, attempt_id: int, code: int | None, error: str | None = None) -> None:
         """The driver process is gone: record it, and fail the attempt if it ended silently."""
         self.children.pop(attempt_id, None)
         self._reported_end.pop(attempt_id, None)
@@ -239,7 +263,7 @@ class Worker:
                 return
             values: dict = {"ended_at": now, "exit_code": code}
             if attempt.state in ATTEMPT_LIVE:
-                values.update(state="FAILED", error=attempt.error or _exit_message(code))
+                values.update(state="FAILED", error=attempt.error or error or _exit_message(code))
             conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == attempt_id).values(**values))
             record_event(conn, "DRIVER_EXITED", f"worker:{self.node_id}", attempt.job_id, attempt.incarnation,
                          attempt=attempt_id, exit_code=code)

@@ -1,0 +1,300 @@
+"""A real cluster for fault tests and the chaos runner: coordinator and worker processes on a real store.
+
+Processes are started with the ``seatide`` CLI and killed with real signals. Tests wait
+on conditions read from the store or the REST API (``wait_for``), never on fixed sleeps.
+``DriverWatch`` samples the process table while a test runs, so the invariant "never
+two drivers for one job" is checked at every moment it could have been broken.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+
+from sqlalchemy import select
+
+from seatide.store import schema as s
+from seatide.store.db import normalize_url, open_store
+from seatide.store.states import JOB_TERMINAL
+
+SEATIDE = [sys.executable, "-m", "seatide.cli.main"]
+
+
+def wait_for(condition, timeout: float, interval: float = 0.2, message: str = "condition"):
+    """Poll ``condition`` until it returns a truthy value; fail with ``message`` at the deadline."""
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            last = condition()
+        except (urllib.error.URLError, ConnectionError, OSError):
+            last = None
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {message} (last: {last!r})")
+
+
+def batch_gate(path: str, passes: int) -> dict:
+    """Environment that lets a driver commit ``passes`` micro-batches, then holds it until
+    ``path`` exists or the job is stopped: a job that is surely mid-way, however fast the host."""
+    return {"SEATIDE_FAILPOINTS": f"driver.batch_start=gate:{passes}:{path}"}
+
+
+def open_gate(path: str) -> None:
+    with open(path, "w"):
+        pass
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def http(method: str, url: str, body: dict | None = None, timeout: float = 30.0):
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+@dataclass
+class Proc:
+    name: str
+    popen: subprocess.Popen
+    url: str | None = None
+    log_path: str = ""
+    args: list[str] = field(default_factory=list)
+    env: dict | None = None
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        try:
+            os.kill(self.popen.pid, sig)
+        except ProcessLookupError:
+            pass
+        if sig == signal.SIGKILL:
+            self.popen.wait(timeout=30)
+
+    @property
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+
+@dataclass
+class Cluster:
+    store_url: str
+    data_dir: str
+    # Short, and within the margins Timeouts.check asserts (a driver fences itself within
+    # 3 + 0.5 + 1 s, before it may be declared hung or its worker lost).
+    timeouts: dict = field(default_factory=lambda: {"driver": 6.0, "worker": 5.0, "self_fence": 3.0,
+                                                    "interval": 0.5})
+    cleanup_delay: float = 60.0
+    procs: list[Proc] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.store = open_store(self.store_url)
+        os.makedirs(os.path.join(self.data_dir, "proc-logs"), exist_ok=True)
+
+    def _spawn(self, name: str, args: list[str], url: str | None = None, env: dict | None = None) -> Proc:
+        log_path = os.path.join(self.data_dir, "proc-logs", f"{name}.log")
+        with open(log_path, "ab") as log:
+            popen = subprocess.Popen(SEATIDE + args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+        proc = Proc(name, popen, url, log_path, args, env)
+        self.procs.append(proc)
+        return proc
+
+    def restart(self, proc: Proc) -> Proc:
+        """The same process again (same name, arguments and port), without waiting for it."""
+        self.procs.remove(proc)
+        return self._spawn(proc.name, proc.args, proc.url, proc.env)
+
+    def _common(self) -> list[str]:
+        return ["--store", self.store_url, "--data-dir", self.data_dir,
+                "--driver-heartbeat-timeout", str(self.timeouts["driver"]),
+                "--worker-heartbeat-timeout", str(self.timeouts["worker"]),
+                "--driver-self-fence-after", str(self.timeouts["self_fence"]),
+                "--heartbeat-interval", str(self.timeouts["interval"]),
+                "--worker-heartbeat-interval", str(self.timeouts["interval"])]
+
+    def coordinator(self, name: str = "c1", extra: list[str] | None = None, env: dict | None = None,
+                    wait: bool = True) -> Proc:
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        proc = self._spawn(name, ["cluster", "coordinator", "--port", str(port), "--node-id", name,
+                                  "--state-cleanup-delay", str(self.cleanup_delay),
+                                  *self._common(), *(extra or [])], url, env)
+        # 401: serving, with reads behind the API token (--auth-reads)
+        if wait:
+            wait_for(lambda: http("GET", url + "/api/v1/overview")[0] in (200, 401), 30, message=f"{name} serving")
+        return proc
+
+    def worker(self, name: str = "w1", slots: int = 2, env: dict | None = None) -> Proc:
+        proc = self._spawn(name, ["cluster", "worker", "--node-id", name, "--slots", str(slots), *self._common()],
+                           env=env)
+        wait_for(lambda: self._node_alive(name), 30, message=f"worker {name} registered")
+        return proc
+
+    def _node_alive(self, node_id: str) -> bool:
+        with self.store.read() as conn:
+            row = conn.execute(select(s.nodes).where(s.nodes.c.node_id == node_id)).first()
+        return row is not None and time.time() - row.heartbeat_at < 2
+
+    def leader(self):
+        with self.store.read() as conn:
+            return conn.execute(select(s.leader_lease).where(s.leader_lease.c.id == 1)).first()
+
+    def leader_proc(self) -> Proc:
+        lease = wait_for(lambda: (lambda l: l if l.node_id and l.expires_at > time.time() else None)(self.leader()),
+                         15, message="a leader")
+        return next(p for p in self.procs if p.name == lease.node_id and p.alive)
+
+    def leader_has_reconciled(self, seconds: float = 1.0) -> None:
+        """Wait until the current leader has held the lease (and so reconciled) for ``seconds``."""
+        start = self.leader()
+        wait_for(lambda: (lambda l: l.epoch == start.epoch and l.expires_at >= start.expires_at + seconds)(
+            self.leader()), seconds + 10, message="the leader to keep its lease")
+
+    def cancel(self, job_id: str) -> None:
+        status, body = http("POST", self.any_coordinator().url + "/api/v1/stop-job", {"jobId": job_id})
+        assert status == 200, body
+
+    def any_coordinator(self) -> Proc:
+        return next(p for p in self.procs if p.url and p.alive)
+
+    def submit(self, config: str, job_id: str, variables: dict | None = None) -> str:
+        status, body = http("POST", self.any_coordinator().url + "/api/v1/submit-job",
+                            {"config": config, "jobId": job_id, "variables": variables or {}})
+        assert status == 200, body
+        return body["jobId"]
+
+    def job(self, job_id: str):
+        with self.store.read() as conn:
+            return conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
+
+    def job_info(self, job_id: str) -> dict:
+        """From the REST API of a live coordinator, else from the same read model on the store."""
+        if any(p.url and p.alive for p in self.procs):
+            return http("GET", self.any_coordinator().url + f"/api/v1/job-info/{job_id}")[1]
+        from seatide.store.views import job_info
+        with self.store.read() as conn:
+            return job_info(conn, job_id)
+
+    def wait_status(self, job_id: str, statuses: set[str] | str, timeout: float = 180.0):
+        wanted = {statuses} if isinstance(statuses, str) else statuses
+        return wait_for(lambda: (lambda j: j if j is not None and j.status in wanted else None)(self.job(job_id)),
+                        timeout, message=f"job {job_id} in {sorted(wanted)}")
+
+    def attempts(self, job_id: str) -> list:
+        with self.store.read() as conn:
+            return list(conn.execute(select(s.attempts).where(s.attempts.c.job_id == job_id)
+                                     .order_by(s.attempts.c.attempt_id)))
+
+    def events(self, job_id: str | None = None) -> list:
+        with self.store.read() as conn:
+            query = select(s.events).order_by(s.events.c.seq)
+            if job_id is not None:
+                query = query.where(s.events.c.job_id == job_id)
+            return list(conn.execute(query))
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.alive:
+                proc.kill(signal.SIGKILL)
+        for pid in driver_pids(store_url=self.store_url):   # never another run's drivers
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.store.dispose()
+
+    def logs(self) -> str:
+        out = []
+        for proc in self.procs:
+            with open(proc.log_path, errors="replace") as handle:
+                out.append(f"===== {proc.name} =====\n" + handle.read()[-6000:])
+        return "\n".join(out)
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def driver_pids(job_id: str | None = None, store_url: str | None = None) -> list[int]:
+    """Driver processes on this machine (optionally of one job, of one store), from /proc.
+
+    A driver's own short-lived fork (it forks to start its JVM) carries the driver's
+    command line until it execs; it is the same driver, so children of drivers are not counted.
+    """
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                argv = handle.read().split(b"\0")
+        except OSError:
+            continue
+        args = [arg.decode(errors="replace") for arg in argv]
+        if "seatide.runtime.driver" not in args or (job_id is not None and job_id not in args):
+            continue
+        if store_url is None or normalize_url(store_url) in [normalize_url(arg) for arg in args]:
+            pids.append(int(entry))
+    return [pid for pid in pids if _parent(pid) not in pids]
+
+
+class DriverWatch:
+    """Samples the process table in the background: the most drivers one job ever had at once."""
+
+    def __init__(self, job_id: str, interval: float = 0.05):
+        self.job_id = job_id
+        self.interval = interval
+        self.max_seen = 0
+        self.pids_seen: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "DriverWatch":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            pids = driver_pids(self.job_id)
+            self.pids_seen.update(pids)
+            self.max_seen = max(self.max_seen, len(pids))
+            self._stop.wait(self.interval)
+
+
+def assert_never_resurrected(cluster: Cluster, job_id: str) -> None:
+    """Once an incarnation reached a terminal status, no later event moved its status."""
+    ended: dict[int, str] = {}
+    for event in cluster.events(job_id):
+        if not event.kind.startswith("JOB_") or event.kind == "JOB_SUBMITTED":
+            continue
+        status = event.kind[4:]
+        assert event.incarnation not in ended, (
+            f"job {job_id} incarnation {event.incarnation} moved to {status} after ending {ended[event.incarnation]}")
+        if status in JOB_TERMINAL:
+            ended[event.incarnation] = status
