@@ -120,10 +120,10 @@ class Chaos:
                            os.path.join(self.cluster.data_dir, "out", f"job{i}"))
             if mode == "BATCH":
                 pipelines = 1 + self.rng.randrange(2)
-                rows = self.rng.choice((2000, 4000))
+                rows = self.rng.choice((600, 1200))
                 job.rows = rows * pipelines
                 # one sink directory per pipeline: p0, p1 under the job's output
-                config = batch_job(job.out, rows=rows, pipelines=pipelines, rows_per_batch=rows // 10,
+                config = batch_job(job.out, rows=rows, pipelines=pipelines, rows_per_batch=rows // 6,
                                    retries=100, name=job.job_id)
             else:
                 config = streaming_job(job.out, splits=100_000, rows_per_split=ROWS_PER_SPLIT, interval_ms=1000,
@@ -135,17 +135,19 @@ class Chaos:
             self.jobs.append(job)
 
     def _inject_until(self, end: float) -> None:
-        faults = [self._kill_leader, self._kill_follower, self._pause_leader, self._kill_worker,
-                  self._pause_worker, self._kill_driver, self._pause_driver, self._kill_everything,
-                  self._cancel_job, self._savepoint_job]
+        # (fault, weight): single faults often, everything at once now and then
+        faults = [(self._kill_leader, 3), (self._kill_follower, 2), (self._pause_leader, 2), (self._kill_worker, 3),
+                  (self._pause_worker, 2), (self._kill_driver, 3), (self._pause_driver, 2),
+                  (self._kill_everything, 1), (self._cancel_job, 2), (self._savepoint_job, 2)]
         if self.store_server is not None:
-            faults.append(self._restart_store)
+            faults.append((self._restart_store, 2))
         while time.time() < end:
             self._run_due()
-            self._wait(self.rng.uniform(0.5, 3.0))
+            # Room between faults for processes to come back: a restart costs seconds here.
+            self._wait(self.rng.uniform(1.0, 5.0))
             if time.time() >= end:
                 break
-            fault = self.rng.choice(faults)
+            fault = self.rng.choices([f for f, _ in faults], weights=[w for _, w in faults])[0]
             try:
                 fault()
             except Exception as exc:     # a fault that found nothing to act on (all busy restarting)

@@ -1,0 +1,26 @@
+"""The chaos runner, short and with a fixed seed: real processes, real faults, real checks.
+
+CI runs it on SQLite and on a PostgreSQL server of its own, which the run stops and restarts.
+Longer runs are for operators (README, "Chaos"); any seed must end with no violation.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.mark.parametrize("store", ["sqlite", "private-postgres"])
+def test_a_short_chaos_run_ends_with_no_violation(store, tmp_path):
+    run = subprocess.run([sys.executable, "-m", "seatide.testing.chaos", "--seed", "7", "--duration", "25",
+                          "--store", store, "--data-dir", str(tmp_path), "--jobs", "3"],
+                         capture_output=True, text=True, timeout=900)
+    last = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else ""
+    assert last.startswith("chaos: seed=7 "), run.stdout[-3000:] + run.stderr[-3000:]
+    assert run.returncode == 0 and last.endswith("violations=0"), run.stdout[-6000:]
+    faults = int(last.split("faults=")[1].split()[0])
+    assert faults >= 3, last          # it did inject
