@@ -48,6 +48,19 @@ def _timeouts(args):
         raise CommandRefused(f"{exc}; see docs/operations.md", EXIT_BAD_CONFIG) from None
 
 
+def _spark_settings(pairs: list[str]) -> dict[str, str]:
+    from seatide.cli.args import CommandRefused
+
+    settings = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip().startswith("spark."):
+            raise CommandRefused(f"--spark-conf {pair!r}: expected KEY=VALUE with a spark.* key, "
+                                 "e.g. --spark-conf spark.master=spark://host:7077", EXIT_BAD_CONFIG)
+        settings[key.strip()] = value.strip()
+    return settings
+
+
 def _coordinator(args, store, data_dir: str, timeouts) -> int:
     import uvicorn
 
@@ -88,7 +101,8 @@ def _coordinator(args, store, data_dir: str, timeouts) -> int:
 def _worker(args, store, url: str, data_dir: str, timeouts) -> int:
     from seatide.worker.agent import Worker
 
-    worker = Worker(store, url, data_dir, node_id=args.node_id, slots=args.slots, timeouts=timeouts)
+    worker = Worker(store, url, data_dir, node_id=args.node_id, slots=args.slots, timeouts=timeouts,
+                    spark_conf=_spark_settings(args.spark_conf))
     stop = threading.Event()
 
     def on_signal(signum, frame):
