@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 import seatide
+from seatide.runtime.session import WORKER_SPARK_CONF_ENV
 from tests.cluster.harness import open_gate, wait_for
 from tests.cluster.jobs import assert_exactly, written_ids
 from tests.spark_cluster.standalone import StandaloneCluster
@@ -36,6 +37,7 @@ def seatide_home(name: str) -> str:
     """Where the executor running this row imported SeaTide from."""
     import os
     import seatide
+from seatide.runtime.session import WORKER_SPARK_CONF_ENV
     return os.path.abspath(seatide.__file__)
 '''
 
@@ -47,10 +49,10 @@ def spark_cluster(tmp_path_factory):
     cluster.stop()
 
 
-def _env_block(cluster: StandaloneCluster, gate: str, mode: str) -> str:
+def _env_block(cluster: StandaloneCluster, gate: str, mode: str, master: bool = True) -> str:
     return f"""
   job.mode = {mode}
-  spark.master = "{cluster.url}"
+  {f'spark.master = "{cluster.url}"' if master else ""}
   spark.executor.memory = "512m"
   spark.executorEnv.SEATIDE_FAILPOINTS = "source.fake.read_partition=gate:0:{gate}"
   parallelism = 2
@@ -90,7 +92,7 @@ sink {{
 
 def streaming_job(cluster, tmp_path, gate: str) -> str:
     return f"""
-env {{{_env_block(cluster, gate, "STREAMING")}}}
+env {{{_env_block(cluster, gate, "STREAMING", master=False)}}}
 source {{
   FakeSource {{
     row.num = 100000
@@ -106,12 +108,13 @@ sink {{
 """
 
 
-def _start(tmp_path, job_text: str, job_id: str) -> tuple[subprocess.Popen, str]:
+def _start(tmp_path, job_text: str, job_id: str, env: dict | None = None) -> tuple[subprocess.Popen, str]:
     conf = tmp_path / "job.conf"
     conf.write_text(job_text)
     data_dir = str(tmp_path / "d")
     proc = subprocess.Popen([*SEATIDE, "run", str(conf), "--job-id", job_id, "--data-dir", data_dir],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            env=dict(os.environ, **(env or {})))
     return proc, data_dir
 
 
@@ -172,7 +175,10 @@ def test_batch_job_on_a_standalone_cluster_survives_a_dead_spark_worker(spark_cl
 
 def test_streaming_job_on_a_standalone_cluster_survives_a_dead_spark_worker(spark_cluster, tmp_path):
     gate = str(tmp_path / "gate")
-    proc, data_dir = _start(tmp_path, streaming_job(spark_cluster, tmp_path, gate), "sc-stream")
+    # the job file names no master: the worker's setting sends it to the cluster (what
+    # `seatide cluster worker --spark-conf spark.master=...` hands each of its drivers)
+    proc, data_dir = _start(tmp_path, streaming_job(spark_cluster, tmp_path, gate), "sc-stream",
+                            env={WORKER_SPARK_CONF_ENV: json.dumps({"spark.master": spark_cluster.url})})
     try:
         _kill_worker_mid_read(spark_cluster, gate)
         # the job goes on with one worker: batches keep committing after the loss

@@ -26,6 +26,7 @@ def cluster_command(args) -> int:
 
     skew_wall_clock_for_tests()
     timeouts = _timeouts(args)       # before the store: a bad combination costs no connection
+    spark_conf = _spark_settings(args.spark_conf) if args.role == "worker" else {}
     logging.getLogger("seatide.timeouts").info("timeouts: %s", timeouts.described())
     url, data_dir = _store_url(args)
     try:
@@ -35,7 +36,7 @@ def cluster_command(args) -> int:
         return EXIT_FAILED
     if args.role == "coordinator":
         return _coordinator(args, store, data_dir, timeouts)
-    return _worker(args, store, url, data_dir, timeouts)
+    return _worker(args, store, url, data_dir, timeouts, spark_conf)
 
 
 def _timeouts(args):
@@ -98,11 +99,11 @@ def _coordinator(args, store, data_dir: str, timeouts) -> int:
     return EXIT_OK
 
 
-def _worker(args, store, url: str, data_dir: str, timeouts) -> int:
+def _worker(args, store, url: str, data_dir: str, timeouts, spark_conf: dict[str, str]) -> int:
     from seatide.worker.agent import Worker
 
     worker = Worker(store, url, data_dir, node_id=args.node_id, slots=args.slots, timeouts=timeouts,
-                    spark_conf=_spark_settings(args.spark_conf))
+                    spark_conf=spark_conf)
     stop = threading.Event()
 
     def on_signal(signum, frame):
