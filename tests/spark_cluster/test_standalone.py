@@ -31,6 +31,7 @@ SEATIDE = [sys.executable, "-m", "seatide.cli.main"]
 SEATIDE_FILE = os.path.abspath(seatide.__file__)
 
 pytestmark = pytest.mark.cluster
+STREAM_ROWS = 100_000      # per reader (parallelism 2), 10 per split
 
 UDF = '''
 def seatide_home(name: str) -> str:
@@ -95,8 +96,8 @@ def streaming_job(cluster, tmp_path, gate: str) -> str:
 env {{{_env_block(cluster, gate, "STREAMING", master=False)}}}
 source {{
   FakeSource {{
-    row.num = 100000
-    split.num = 10000
+    row.num = {STREAM_ROWS}
+    split.num = {STREAM_ROWS // 10}
     split.read-interval = 100
     sequence.field = "id"
     schema = {{ fields {{ id = bigint, name = string }} }}
@@ -190,4 +191,7 @@ def test_streaming_job_on_a_standalone_cluster_survives_a_dead_spark_worker(spar
     assert proc.returncode == 130, stderr[-4000:]
     ids = written_ids(str(tmp_path / "out"))
     assert len(ids) >= 200
-    assert_exactly(ids, range(max(ids) + 1))
+    # ids of reader r are r * STREAM_ROWS + 0, 1, ...; both readers admit split by split, so
+    # a stop leaves the same prefix of each reader's ids, every one exactly once
+    per_reader = max(i % STREAM_ROWS for i in ids) + 1
+    assert_exactly(ids, [r * STREAM_ROWS + i for r in range(2) for i in range(per_reader)])
