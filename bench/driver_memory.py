@@ -11,7 +11,9 @@ Spark's Python workers) and samples every process's RSS with psutil every 0.25 s
 * running: the peak while it writes ``--rows`` rows in one micro-batch.
 
 The numbers are for the driver's process tree (the Python driver, its JVM, Python workers
-the JVM starts) and, apart, for the `seatide run` process. Writes JSON to --out.
+the JVM starts): RSS of each part and PSS of the whole (what the tree really costs: forked
+Python workers share pages), and, apart, the RSS of the `seatide run` process. Writes JSON
+to --out.
 """
 
 from __future__ import annotations
@@ -58,21 +60,21 @@ def _driver(job_id: str) -> psutil.Process | None:
 
 
 def _tree_rss(root: psutil.Process) -> dict:
-    python = java = pyworkers = 0
+    """RSS by part of the driver's tree, and PSS of all of it: Spark's Python workers are forked
+    from one daemon and share most pages, so their RSS summed counts those pages many times."""
+    rss = {"driver_python_mb": 0.0, "driver_jvm_mb": 0.0, "python_workers_mb": 0.0}
+    pss = 0.0
     for proc in [root, *root.children(recursive=True)]:
         try:
-            rss = proc.memory_info().rss
+            info = proc.memory_full_info()
             name = os.path.basename((proc.cmdline() or [""])[0])
         except psutil.Error:
             continue
-        if proc.pid == root.pid:
-            python += rss
-        elif name == "java":
-            java += rss
-        else:
-            pyworkers += rss
-    return {"driver_python_mb": python / MB, "driver_jvm_mb": java / MB, "python_workers_mb": pyworkers / MB,
-            "total_mb": (python + java + pyworkers) / MB}
+        part = ("driver_python_mb" if proc.pid == root.pid else "driver_jvm_mb" if name == "java"
+                else "python_workers_mb")
+        rss[part] += info.rss / MB
+        pss += info.pss / MB
+    return {**rss, "total_rss_mb": sum(rss.values()), "total_pss_mb": pss}
 
 
 def _wait(condition, timeout: float, what: str):
@@ -107,7 +109,7 @@ def main() -> None:
         samples: list[float] = []
 
         def steady():
-            samples.append(_tree_rss(driver)["total_mb"])
+            samples.append(_tree_rss(driver)["total_pss_mb"])
             recent = samples[-12:]
             return len(recent) == 12 and max(recent) - min(recent) < 2 and any(
                 os.path.basename((c.cmdline() or [""])[0]) == "java" for c in driver.children())
@@ -121,7 +123,7 @@ def main() -> None:
                 now = _tree_rss(driver)
             except psutil.Error:
                 break
-            if now["total_mb"] > peak["total_mb"]:
+            if now["total_pss_mb"] > peak["total_pss_mb"]:
                 peak = now
             time.sleep(0.25)
         run.wait()
