@@ -65,3 +65,9 @@ def test_a_bad_spark_conf_flag_is_refused_before_the_store_is_opened(tmp_path):
     assert result.returncode == 2
     assert "--spark-conf 'master=spark://x:7077': expected KEY=VALUE with a spark.* key" in result.stderr
     assert not os.path.exists(tmp_path / "state.db")
+
+
+def test_driver_java_options_add_to_ours_from_worker_and_job(monkeypatch):
+    monkeypatch.setenv(WORKER_SPARK_CONF_ENV, json.dumps({"spark.driver.extraJavaOptions": "-Dworker=1"}))
+    options = session_conf({"spark.driver.extraJavaOptions": "-Djob=1"})["spark.driver.extraJavaOptions"]
+    assert "-Dlog4j2.configurationFile=" in options and options.endswith("-Dworker=1 -Djob=1")

@@ -80,10 +80,11 @@ def worker_conf() -> dict[str, str]:
 
 def session_conf(conf: dict[str, str] | None = None) -> dict[str, str]:
     """SeaTide's defaults, then the worker's settings, then the job's env (the job wins)."""
-    conf = conf or {}
-    merged = {**DEFAULT_CONF, **worker_conf(), **conf}
-    if "spark.driver.extraJavaOptions" in conf:
-        merged["spark.driver.extraJavaOptions"] = f"{DEFAULT_CONF['spark.driver.extraJavaOptions']} {conf['spark.driver.extraJavaOptions']}"
+    conf, worker = conf or {}, worker_conf()
+    merged = {**DEFAULT_CONF, **worker, **conf}
+    # The driver's JVM options add up: ours carry the log configuration and the fast-start flags.
+    key = "spark.driver.extraJavaOptions"
+    merged[key] = " ".join([DEFAULT_CONF[key]] + [layer[key] for layer in (worker, conf) if key in layer])
     return {**executor_conf(merged), **merged}
 
 
