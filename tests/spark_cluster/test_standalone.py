@@ -38,7 +38,6 @@ def seatide_home(name: str) -> str:
     """Where the executor running this row imported SeaTide from."""
     import os
     import seatide
-from seatide.runtime.session import WORKER_SPARK_CONF_ENV
     return os.path.abspath(seatide.__file__)
 '''
 
