@@ -133,8 +133,15 @@ def _held_worker(cluster: StandaloneCluster) -> int | None:
     return None
 
 
-def _kill_worker_mid_read(cluster: StandaloneCluster, gate: str) -> None:
-    index = wait_for(lambda: _held_worker(cluster), 300, message="a read task held on a Spark worker") - 1
+def _held_or_exited(cluster: StandaloneCluster, run: subprocess.Popen) -> int | None:
+    if run.poll() is not None:      # a job refused or failed at start: say why now, not at the deadline
+        raise AssertionError(f"seatide run exited {run.returncode} before a read was held:\n"
+                             f"{run.stderr.read()[-4000:]}")
+    return _held_worker(cluster)
+
+
+def _kill_worker_mid_read(cluster: StandaloneCluster, gate: str, run: subprocess.Popen) -> None:
+    index = wait_for(lambda: _held_or_exited(cluster, run), 300, message="a read task held on a Spark worker") - 1
     cluster.kill_worker(index)
     wait_for(lambda: len(cluster.alive_workers()) == 1, 60, message="the master to see the worker gone")
     open_gate(gate)
@@ -157,7 +164,7 @@ def test_batch_job_on_a_standalone_cluster_survives_a_dead_spark_worker(spark_cl
     gate = str(tmp_path / "gate")
     proc, _ = _start(tmp_path, batch_job(spark_cluster, tmp_path, gate), "sc-batch")
     try:
-        _kill_worker_mid_read(spark_cluster, gate)
+        _kill_worker_mid_read(spark_cluster, gate, proc)
         stdout, stderr = proc.communicate(timeout=240)
     finally:
         proc.kill()
@@ -180,7 +187,7 @@ def test_streaming_job_on_a_standalone_cluster_survives_a_dead_spark_worker(spar
     proc, data_dir = _start(tmp_path, streaming_job(spark_cluster, tmp_path, gate), "sc-stream",
                             env={WORKER_SPARK_CONF_ENV: json.dumps({"spark.master": spark_cluster.url})})
     try:
-        _kill_worker_mid_read(spark_cluster, gate)
+        _kill_worker_mid_read(spark_cluster, gate, proc)
         # the job goes on with one worker: batches keep committing after the loss
         wait_for(lambda: _committed(data_dir, "sc-stream") >= 200, 300, message="batches after the worker died")
         proc.send_signal(signal.SIGINT)
