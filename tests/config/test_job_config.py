@@ -28,7 +28,7 @@ def test_env_defaults_and_spark_keys():
     env = config.env
     assert (env.name, env.mode, env.parallelism, env.retry_times, env.retry_interval_s) == ("x", "BATCH", 1, 3, 3)
     assert env.checkpoint_interval_ms is None and not env.micro_batch
-    assert env.spark_conf == {"spark.executor.memory": "1g", "spark.master": "local[*]"}
+    assert env.spark_conf == {"spark.executor.memory": "1g"}   # spark.master: session.DEFAULT_CONF or the worker's
     streaming = load_job_text(job(env="job.mode = STREAMING")).env
     assert streaming.checkpoint_interval_ms == 10000 and streaming.micro_batch
 

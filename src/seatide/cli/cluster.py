@@ -26,6 +26,7 @@ def cluster_command(args) -> int:
 
     skew_wall_clock_for_tests()
     timeouts = _timeouts(args)       # before the store: a bad combination costs no connection
+    spark_conf = _spark_settings(args.spark_conf) if args.role == "worker" else {}
     logging.getLogger("seatide.timeouts").info("timeouts: %s", timeouts.described())
     url, data_dir = _store_url(args)
     try:
@@ -35,7 +36,7 @@ def cluster_command(args) -> int:
         return EXIT_FAILED
     if args.role == "coordinator":
         return _coordinator(args, store, data_dir, timeouts)
-    return _worker(args, store, url, data_dir, timeouts)
+    return _worker(args, store, url, data_dir, timeouts, spark_conf)
 
 
 def _timeouts(args):
@@ -46,6 +47,19 @@ def _timeouts(args):
         return timeouts_from_flags(vars(args)).check()
     except TimeoutsError as exc:
         raise CommandRefused(f"{exc}; see docs/operations.md", EXIT_BAD_CONFIG) from None
+
+
+def _spark_settings(pairs: list[str]) -> dict[str, str]:
+    from seatide.cli.args import CommandRefused
+
+    settings = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip().startswith("spark."):
+            raise CommandRefused(f"--spark-conf {pair!r}: expected KEY=VALUE with a spark.* key, "
+                                 "e.g. --spark-conf spark.master=spark://host:7077", EXIT_BAD_CONFIG)
+        settings[key.strip()] = value.strip()
+    return settings
 
 
 def _coordinator(args, store, data_dir: str, timeouts) -> int:
@@ -85,10 +99,11 @@ def _coordinator(args, store, data_dir: str, timeouts) -> int:
     return EXIT_OK
 
 
-def _worker(args, store, url: str, data_dir: str, timeouts) -> int:
+def _worker(args, store, url: str, data_dir: str, timeouts, spark_conf: dict[str, str]) -> int:
     from seatide.worker.agent import Worker
 
-    worker = Worker(store, url, data_dir, node_id=args.node_id, slots=args.slots, timeouts=timeouts)
+    worker = Worker(store, url, data_dir, node_id=args.node_id, slots=args.slots, timeouts=timeouts,
+                    spark_conf=spark_conf)
     stop = threading.Event()
 
     def on_signal(signum, frame):

@@ -128,6 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
     worker = roles.add_parser("worker", help="launch and supervise drivers")
     _cluster_common(worker)
     worker.add_argument("--slots", type=int, default=2)
+    worker.add_argument("--spark-conf", dest="spark_conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting for every driver this worker launches, under the job's env "
+                             "(which wins), e.g. spark.master=spark://host:7077; repeat for more "
+                             "(see docs/spark-cluster.md)")
     return parser
 
 

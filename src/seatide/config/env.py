@@ -42,7 +42,9 @@ ENV_OPTIONS: tuple[Option, ...] = (
            "checkpoint, counted against job.retry.times), fail"),
     Option("state-cleanup-delay", INT, None,
            "seconds after the end before the job's state is cleaned up (default: the coordinator's, 60)"),
-    Option("spark.master", STRING, "local[*]", "Spark master URL"),
+    Option("spark.master", STRING, "local[*]",
+           "Spark master URL; spark://host:port runs executors on a standalone cluster "
+           "(docs/spark-cluster.md). Default: the worker's --spark-conf spark.master, else local[*]"),
     Option("jars", STRING, None,
            "third-party jars for the job's Spark session, separated by ';' (SeaTunnel's form) or ','; "
            "added to spark.jars"),
@@ -138,7 +140,6 @@ def read_env(block: Mapping[str, Any], strict: bool = False) -> JobEnv:
     opts = read_options(rest, declared, strict=False)
     if opts.unknown and (strict or opts["strict"]):
         read_options(rest, declared, strict=True)     # raises for the first unknown key
-    spark.setdefault("spark.master", "local[*]")
     if opts["jars"]:
         jars = [j.strip() for j in opts["jars"].replace(";", ",").split(",") if j.strip()]
         if spark.get("spark.jars"):

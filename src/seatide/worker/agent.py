@@ -25,7 +25,7 @@ from sqlalchemy import and_, select, update
 
 from seatide import clock, failpoints
 from seatide.coordinator.service import node_heartbeat, register_node
-from seatide.runtime.session import SPARK_CONF_ENV
+from seatide.runtime.session import SPARK_CONF_ENV, WORKER_SPARK_CONF_ENV
 from seatide.store import schema as s
 from seatide.store.clock import store_now
 from seatide.store.db import Store, record_event
@@ -56,7 +56,8 @@ class ProcessLauncher:
 class Worker:
     def __init__(self, store: Store, store_url: str, data_dir: str, node_id: str | None = None,
                  slots: int = 2, poll: float = 0.25, inherit_stdout: bool = False,
-                 timeouts: Timeouts = Timeouts(), launcher: ProcessLauncher | None = None):
+                 timeouts: Timeouts = Timeouts(), launcher: ProcessLauncher | None = None,
+                 spark_conf: dict[str, str] | None = None):
         self.store = store
         self.store_url = store_url
         self.data_dir = os.path.abspath(data_dir)
@@ -68,6 +69,7 @@ class Worker:
         # and flushes its log; it is killed only if it has not exited that long after.
         self.timeouts = timeouts.check()
         self.launcher = launcher or ProcessLauncher()
+        self.spark_conf = dict(spark_conf or {})    # --spark-conf: defaults under each job's env
         self.children: dict[int, subprocess.Popen] = {}     # attempt_id -> driver process
         self._reported_end: dict[int, float] = {}             # attempt_id -> when we saw its end
         self._stop = threading.Event()
@@ -193,6 +195,8 @@ class Worker:
         env["PYSPARK_PYTHON"] = sys.executable
         env["PYSPARK_DRIVER_PYTHON"] = sys.executable
         env.setdefault("PYTHONUNBUFFERED", "1")
+        if self.spark_conf:
+            env[WORKER_SPARK_CONF_ENV] = json.dumps(self.spark_conf)
         conf = self._spark_conf(job_id)
         if conf is not None:   # lets the driver start its JVM while it reads the rest of the job
             env[SPARK_CONF_ENV] = json.dumps(conf)
