@@ -31,6 +31,17 @@ KILLS = {
     "coordinator": ["coordinator.before_lease_renew", "coordinator.after_terminal_status",
                     "coordinator.before_cleanup"],
 }
+# process that hangs (alive, silent or stuck) -> failpoints it holds. A hung worker stops
+# heartbeating (its loop holds the heartbeat); a hung driver either stops heartbeating (the
+# heartbeat thread) or keeps heartbeating with its work stuck (the progress watchdog's case);
+# a hung leader stops renewing its lease.
+HANGS = {
+    "worker": ["worker.after_claim", "worker.after_launch"],
+    "driver": ["driver.after_first_heartbeat", "driver.before_sink_write", "driver.after_sink_commit",
+               "driver.before_pipeline_end", "driver.after_end_attempt"],
+    "coordinator": ["coordinator.before_lease_renew", "coordinator.after_terminal_status",
+                    "coordinator.before_cleanup"],
+}
 # a failure the process survives: the step is retried (the job's retries, the lease's next
 # renewal, cleanup's backoff)
 ERRORS = ["driver.before_pipeline_end", "driver.after_sink_commit", "coordinator.before_lease_renew",
@@ -47,7 +58,8 @@ def _cleaned(cluster: Cluster, job_id: str) -> bool:
     return result is not None and result.cleanup == "CLEAN"
 
 
-def _run_through(cluster: Cluster, tmp_path, envs: list[tuple[str, dict]], job_id: str) -> None:
+def _run_through(cluster: Cluster, tmp_path, envs: list[tuple[str, dict]], job_id: str,
+                 env_extra: tuple[str, ...] = ()) -> None:
     cluster.cleanup_delay = 2.0
     for name, env in envs:       # coordinators first: the harness waits for each to serve
         if name.startswith("c"):
@@ -57,7 +69,7 @@ def _run_through(cluster: Cluster, tmp_path, envs: list[tuple[str, dict]], job_i
             cluster.worker(name, env=env)
     out = str(tmp_path / "out")
     # every crash below costs the job an attempt: enough retries for all of them
-    cluster.submit(batch_job(out, rows=400, rows_per_batch=100, retries=10), job_id)
+    cluster.submit(batch_job(out, rows=400, rows_per_batch=100, retries=10, env_extra=env_extra), job_id)
     job = cluster.wait_status(job_id, {"FINISHED", "FAILED"}, timeout=420)
     assert job.status == "FINISHED", job.error_msg
     wait_for(lambda: _cleaned(cluster, job_id), 120, message="the job's cleanup")
@@ -77,6 +89,19 @@ def test_a_crash_at_every_failpoint_still_finishes_the_job_once(cluster: Cluster
     envs = [("c1", first), ("c2", everything), ("c3", everything), ("c4", everything),
             ("w1", everything), ("w2", everything), ("w3", everything)]
     _run_through(cluster, tmp_path, envs, job_id="crashes")
+    assert sorted(os.listdir(markers)) == sorted(points), "a failpoint was never reached"
+
+
+def test_a_hang_at_every_failpoint_is_routed_around_and_the_job_finishes_once(cluster: Cluster, tmp_path):
+    markers = str(tmp_path / "fired")
+    os.makedirs(markers)
+    points = [p for group in HANGS.values() for p in group]
+    everything = _armed("hang", points, markers)
+    first = _armed("hang", [p for p in points if p != "coordinator.before_lease_renew"], markers)
+    envs = [("c1", first), ("c2", everything), ("c3", everything), ("c4", everything),
+            ("w1", everything), ("w2", everything), ("w3", everything)]
+    # A driver stuck with its heartbeat going is seen by the progress watchdog, restarted.
+    _run_through(cluster, tmp_path, envs, job_id="hangs", env_extra=("job.progress-timeout = 8000",))
     assert sorted(os.listdir(markers)) == sorted(points), "a failpoint was never reached"
 
 

@@ -139,13 +139,13 @@ class Cluster:
                                   *self._common(), *(extra or [])], url, env)
         # 401: serving, with reads behind the API token (--auth-reads)
         if wait:
-            wait_for(lambda: http("GET", url + "/api/v1/overview")[0] in (200, 401), 30, message=f"{name} serving")
+            wait_for(lambda: http("GET", url + "/api/v1/overview")[0] in (200, 401), 90, message=f"{name} serving")
         return proc
 
     def worker(self, name: str = "w1", slots: int = 2, env: dict | None = None) -> Proc:
         proc = self._spawn(name, ["cluster", "worker", "--node-id", name, "--slots", str(slots), *self._common()],
                            env=env)
-        wait_for(lambda: self._node_alive(name), 30, message=f"worker {name} registered")
+        wait_for(lambda: self._node_alive(name), 90, message=f"worker {name} registered")
         return proc
 
     def _node_alive(self, node_id: str) -> bool:

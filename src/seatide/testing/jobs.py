@@ -8,10 +8,10 @@ from collections import Counter
 
 
 def batch_job(out: str, rows: int = 100, pipelines: int = 1, rows_per_batch: int | None = None,
-              retries: int = 3, name: str = "batch") -> str:
+              retries: int = 3, name: str = "batch", env_extra: tuple[str, ...] = ()) -> str:
     """FakeSource -> LocalFile (JSON) per pipeline; ids of pipeline p are p*rows .. p*rows+rows-1."""
     env = [f'job.name = "{name}"', "job.mode = BATCH", f"job.retry.times = {retries}",
-           "job.retry.interval.seconds = 1"]
+           "job.retry.interval.seconds = 1", *env_extra]
     if rows_per_batch:
         env += ["checkpoint.interval = 1000", f"micro-batch.max-rows = {rows_per_batch}"]
     sources, transforms = [], []
