@@ -49,20 +49,21 @@ ROWS_PER_BATCH = 10
 # fleet that falls behind on a loaded machine is measured, not restarted.
 JOB_TEXT = """
 env {{ job.mode = {mode}, job.name = "{name}", checkpoint.interval = {interval_ms},
-      checkpoint.stale-after = 600000, job.retry.times = 3, job.retry.interval.seconds = 1 }}
+      checkpoint.retained = {retained}, checkpoint.stale-after = 600000,
+      job.retry.times = 3, job.retry.interval.seconds = 1 }}
 source {{ FakeSource {{ plugin_output = "rows", row.num = 10, schema = {{ fields {{ id = bigint }} }} }} }}
 sink {{ Console {{ plugin_input = "rows" }} }}
 """
 
 
-def fleet_job_text(mode: str = "STREAMING", interval_ms: int = 1000, name: str = "fleet") -> str:
-    return JOB_TEXT.format(mode=mode, interval_ms=interval_ms, name=name)
+def fleet_job_text(mode: str = "STREAMING", interval_ms: int = 1000, name: str = "fleet", retained: int = 100) -> str:
+    return JOB_TEXT.format(mode=mode, interval_ms=interval_ms, name=name, retained=retained)
 
 
 def submit_fleet_jobs(store: Store, data_dir: str, count: int, *, streaming: bool = True,
-                      interval_ms: int = 1000, prefix: str = "fleet") -> list[str]:
+                      interval_ms: int = 1000, retained: int = 100, prefix: str = "fleet") -> list[str]:
     """Record ``count`` jobs through the store's own submit (the config is parsed once, not per job)."""
-    text = fleet_job_text("STREAMING" if streaming else "BATCH", interval_ms, prefix)
+    text = fleet_job_text("STREAMING" if streaming else "BATCH", interval_ms, prefix, retained)
     config = load_job_text(text, {}, source_name=prefix)
     plan = build_plan(config)
     return [submit_job(store, text=text, variables={}, config=config, plan=plan, data_dir=data_dir,
@@ -222,8 +223,9 @@ class Fleet:
         self._thread: threading.Thread | None = None
         self.workers = [Worker(store, store.url, data_dir, node_id=f"{prefix}{i}", slots=slots, timeouts=timeouts,
                                launcher=FleetLauncher(self)) for i in range(workers)]
+        for worker in self.workers:
+            worker.beats = True        # heartbeat between launches too, as in Worker.run
         self._worker_due = 0.0
-        self._node_beat_due = 0.0
 
     def plan_of(self, text: str):
         if text not in self._plans:
@@ -234,9 +236,8 @@ class Fleet:
         process = SimProcess(self.next_pid)
         self.next_pid += 1
         driver = FleetDriver(self, process, job_id, attempt_id)
-        self.drivers.append(driver)
+        self.drivers.append(driver)      # started by the loop, as a process starts after its fork
         self.stats.started += 1
-        driver.start(clock.now())
         return process
 
     # -- the loop ------------------------------------------------------------------------
@@ -247,25 +248,33 @@ class Fleet:
     def round(self) -> float:
         """Every due heartbeat, then every due piece of work, then the workers; returns the
         seconds until something is due next."""
-        now = clock.now()
+        began = now = clock.now()
         self.drivers = [d for d in self.drivers if d.alive]
         for driver in self.drivers:
             if driver.heartbeat is not None and now >= driver.next_beat and driver.alive:
                 driver.beat(now)
+        # Work (starts, batches) for at most half a heartbeat interval, then heartbeats again:
+        # what is left stays due and goes first next round.
+        budget = self.timeouts.driver_heartbeat_interval / 2
         for driver in self.drivers:
-            if driver.alive and driver.heartbeat is not None and clock.now() >= driver.next_work:
-                driver.work(clock.now())
+            now = clock.now()
+            if now - began > budget:
+                break
+            if not driver.alive:
+                continue
+            if driver.reporter is None:
+                driver.start(now)
+            elif driver.heartbeat is not None and now >= driver.next_work:
+                driver.work(now)
         now = clock.now()
-        if now >= self._node_beat_due:
-            for worker in self.workers:
-                node_heartbeat(self.store, worker.node_id)
-            self._node_beat_due = now + self.timeouts.worker_heartbeat_interval
+        for worker in self.workers:
+            worker.beat_if_due()
         if now >= self._worker_due:
             for worker in self.workers:
                 worker.step()      # claims new attempts (launching drivers), records exits, kills
             self._worker_due = now + 0.25
-        due = [self._worker_due, self._node_beat_due]
-        due += [min(d.next_beat, d.next_work) for d in self.drivers if d.alive and d.heartbeat is not None]
+        due = [self._worker_due, now + self.timeouts.worker_heartbeat_interval]
+        due += [min(d.next_beat, d.next_work) if d.heartbeat is not None else 0.0 for d in self.drivers if d.alive]
         return max(0.0, min(due) - clock.now())
 
     def run(self) -> None:
@@ -304,10 +313,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--slots", type=int, default=300, help="slots per worker")
     parser.add_argument("--stats-file", help="where to write the fleet's counters (JSON), every second and at exit")
+    parser.add_argument("--timeouts", default="{}",
+                        help='JSON of Timeouts fields, e.g. {"driver_heartbeat_interval": 2}; give the coordinator the same')
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     store = open_store(args.store)
-    fleet = Fleet(store, args.data_dir, workers=args.workers, slots=args.slots)
+    fleet = Fleet(store, args.data_dir, workers=args.workers, slots=args.slots,
+                  timeouts=Timeouts(**json.loads(args.timeouts)))
     signal.signal(signal.SIGTERM, lambda *_: fleet._stop.set())
     signal.signal(signal.SIGINT, lambda *_: fleet._stop.set())
     fleet.start()
