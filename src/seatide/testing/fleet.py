@@ -253,10 +253,12 @@ class Fleet:
         for driver in self.drivers:
             if driver.heartbeat is not None and now >= driver.next_beat and driver.alive:
                 driver.beat(now)
-        # Work (starts, batches) for at most half a heartbeat interval, then heartbeats again:
-        # what is left stays due and goes first next round.
+        # Work for at most half a heartbeat interval, then heartbeats again: starts first, then
+        # the most overdue batches, so when the store cannot keep up every driver slows alike.
         budget = self.timeouts.driver_heartbeat_interval / 2
-        for driver in self.drivers:
+        due = sorted((d for d in self.drivers if d.reporter is None or (d.heartbeat is not None and now >= d.next_work)),
+                     key=lambda d: -1.0 if d.reporter is None else d.next_work)
+        for driver in due:
             now = clock.now()
             if now - began > budget:
                 break
@@ -264,7 +266,7 @@ class Fleet:
                 continue
             if driver.reporter is None:
                 driver.start(now)
-            elif driver.heartbeat is not None and now >= driver.next_work:
+            else:
                 driver.work(now)
         now = clock.now()
         for worker in self.workers:
