@@ -44,14 +44,14 @@ def test_twenty_jobs_converge_on_a_real_coordinator(tmp_path):
     coordinator = Coordinator(store, node_id="c-fleet", tick=0.1).start()
     fleet = Fleet(store, data_dir, workers=2, slots=10, bounded_batches=3).start()
     try:
-        wait_until(lambda: set(_statuses(store, batch).values()) == {"FINISHED"}, 15, "every BATCH job FINISHED")
-
-        def streams_fresh():
-            statuses, newest = _statuses(store, stream), _newest_checkpoints(store, stream)
-            now = time.time()
-            return (set(statuses.values()) == {"RUNNING"} and len(newest) == len(stream)
-                    and all(now - at < 2.0 for at in newest.values()))
-        wait_until(streams_fresh, 10, "every STREAMING job RUNNING with a checkpoint under 2 s old")
+        # Deadlines, not expectations: on a quiet machine this takes a few seconds.
+        wait_until(lambda: set(_statuses(store, batch).values()) == {"FINISHED"}, 60, "every BATCH job FINISHED")
+        wait_until(lambda: set(_statuses(store, stream).values()) == {"RUNNING"}, 30, "every STREAMING job RUNNING")
+        seen = wait_until(lambda: (lambda n: n if len(n) == len(stream) else None)(_newest_checkpoints(store, stream)),
+                          30, "a checkpoint of every STREAMING job")
+        # Fresh: every streaming job completes another checkpoint after the ones just seen.
+        wait_until(lambda: all(at > seen[j] for j, at in _newest_checkpoints(store, stream).items()), 30,
+                   "a newer checkpoint of every STREAMING job")
 
         with store.read() as conn:
             rows = dict(conn.execute(select(s.pipelines.c.job_id, s.pipelines.c.rows_written)
@@ -63,8 +63,9 @@ def test_twenty_jobs_converge_on_a_real_coordinator(tmp_path):
         for job_id in stream[:5]:
             intents.stop(store, job_id, actor="test")
         intents.stop(store, stream[5], savepoint=True, actor="test")
-        wait_until(lambda: set(_statuses(store, stream[:5]).values()) == {"CANCELED"}, 10, "cancels to land")
-        wait_until(lambda: _statuses(store, [stream[5]])[stream[5]] == "SAVEPOINT_DONE", 10, "the savepoint")
+        wait_until(lambda: set(_statuses(store, stream[:5]).values()) == {"CANCELED"}, 30, "cancels to land")
+        wait_until(lambda: _statuses(store, [stream[5]])[stream[5]] == "SAVEPOINT_DONE", 30, "the savepoint")
+        assert set(_statuses(store, stream[6:]).values()) == {"RUNNING"}, "the others run on"
         assert fleet.stats.errors == 0 and fleet.stats.fenced == 0
         assert fleet.stats.started == 20
     finally:
