@@ -10,8 +10,10 @@ drivers that report through the real reporter and heartbeat). A real coordinator
 reconcile loop, retention pruning every 10 s) and the REST app run in this process, as in
 ``seatide cluster coordinator``. Once every job runs, for ``--seconds``:
 
-* every reconcile pass is timed (the ``seatide_reconcile_tick_seconds`` hook): p50, p99, max;
-* ``GET /api/v1/running-jobs`` and ``GET /api/v1/job-info/{id}`` are called in turn, in-process
+* every reconcile pass of the first half is timed (the ``seatide_reconcile_tick_seconds`` hook), with no
+  API calls (they share the coordinator's process): p50, p99, max; and, as the same run's baseline,
+  20 passes of a leader with no jobs (``idle_tick``), with the load average;
+* in the second half ``GET /api/v1/running-jobs`` and ``GET /api/v1/job-info/{id}`` are called in turn, in-process
   through the real ASGI app: p50, p99;
 * the store's used bytes and rows are read at both ends: growth per hour of streaming, scaled
   from the checkpoint rate the fleet reached to the 1 s per job the jobs ask for.
@@ -42,6 +44,12 @@ from sqlalchemy import create_engine, func, select, text  # noqa: E402
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 WORKERS = 4
+
+
+def _die_with_parent() -> None:
+    import ctypes
+    import signal
+    ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)     # PR_SET_PDEATHSIG: no fleet outlives the bench
 
 
 def percentile(samples: list[float], q: float) -> float | None:
@@ -106,6 +114,22 @@ def read_stats(path: str) -> dict:
 
 
 # -- one measurement -----------------------------------------------------------------------
+def idle_tick_ms(store, passes: int = 20) -> dict:
+    """The same run's baseline: reconcile passes of a leader with no jobs (store round trips and
+    the machine's load, nothing that grows with jobs)."""
+    from seatide.coordinator.service import Coordinator
+
+    leader = Coordinator(store, node_id="c-baseline")
+    samples = []
+    if leader.lease.tick():
+        for _ in range(passes):
+            began = time.perf_counter()
+            leader.reconcile_all()
+            samples.append(time.perf_counter() - began)
+        leader.lease.resign()
+    return summary_ms(samples)
+
+
 def bench_timeouts(heartbeat: float):
     """The default timeouts with every driver and worker interval scaled by ``heartbeat`` (s)."""
     from seatide.timeouts import Timeouts
@@ -134,6 +158,7 @@ def measure(kind: str, jobs: int, seconds: float, profile: str | None, heartbeat
     fleet = None
     coordinator = None
     try:
+        idle_tick = idle_tick_ms(store)
         began = time.monotonic()
         ids = submit_fleet_jobs(store, tmp, jobs, streaming=True, interval_ms=1000, retained=10, prefix="scale")
         submit_s = time.monotonic() - began
@@ -141,7 +166,8 @@ def measure(kind: str, jobs: int, seconds: float, profile: str | None, heartbeat
         env = {**os.environ, "PYTHONPATH": os.path.join(ROOT, "src")}
         fleet = subprocess.Popen([sys.executable, "-m", "seatide.testing.fleet", "--store", url, "--data-dir", tmp,
                                   "--workers", str(WORKERS), "--slots", str(jobs // WORKERS + 1),
-                                  "--stats-file", stats_path, "--timeouts", json.dumps(asdict(timeouts))], env=env)
+                                  "--stats-file", stats_path, "--timeouts", json.dumps(asdict(timeouts))], env=env,
+                                 preexec_fn=_die_with_parent)
         coordinator = Coordinator(store, node_id="c-bench", data_dir=tmp, timeouts=timeouts,
                                   retention=RetentionRules(every_s=10.0))
         ticks: list[float] = []
@@ -164,7 +190,12 @@ def measure(kind: str, jobs: int, seconds: float, profile: str | None, heartbeat
         time.sleep(min(15.0, seconds / 2))
         ticks.clear()
         size0, rows0, stats0, t0 = used_bytes(store), row_counts(store), read_stats(stats_path), time.monotonic()
+        load0 = os.getloadavg()[0]
         profiler = _start_profile(profile)
+        # First half: reconcile passes alone (the API shares the coordinator's process and GIL:
+        # hammering it would time the API, not the tick). Second half: the API.
+        time.sleep(seconds / 2)
+        tick_samples = list(ticks)
         running_lat, info_lat = [], []
         rng = random.Random(7)
         end = t0 + seconds
@@ -182,13 +213,14 @@ def measure(kind: str, jobs: int, seconds: float, profile: str | None, heartbeat
             time.sleep(0.05)
         _stop_profile(profiler, profile, f"{kind}-{jobs}")
         elapsed = time.monotonic() - t0
-        tick_samples = list(ticks)
         size1, rows1, stats1 = used_bytes(store), row_counts(store), read_stats(stats_path)
         batches = stats1.get("batches", 0) - stats0.get("batches", 0)
         rate = batches / elapsed / jobs          # checkpoints per second per job actually reached
         scale = (1.0 / rate) if rate > 0 else float("nan")   # to the 1 s per job asked for
         return {
             "store": kind, "jobs": jobs, "seconds": round(elapsed, 1), "driver_heartbeat_s": heartbeat,
+            "load_avg_1m": [round(load0, 1), round(os.getloadavg()[0], 1)],
+            "idle_tick": idle_tick,
             "submit_s": round(submit_s, 1), "all_running_s": round(all_running_s, 1),
             "tick": summary_ms(tick_samples),
             "running_jobs": summary_ms(running_lat), "job_info": summary_ms(info_lat),
@@ -296,7 +328,8 @@ def main() -> int:
                 results.append({"store": kind, "jobs": jobs, "error": f"{type(exc).__name__}: {exc}"})
                 continue
             results.append(result)
-            print(f"   tick p50/p99 {result['tick']['p50_ms']}/{result['tick']['p99_ms']} ms, "
+            print(f"   load {result['load_avg_1m']}, idle tick p50 {result['idle_tick']['p50_ms']} ms, "
+                  f"tick p50/p99 {result['tick']['p50_ms']}/{result['tick']['p99_ms']} ms, "
                   f"running-jobs {result['running_jobs']['p50_ms']}/{result['running_jobs']['p99_ms']} ms, "
                   f"job-info {result['job_info']['p50_ms']}/{result['job_info']['p99_ms']} ms, "
                   f"{result['checkpoints_per_job_per_s']} ckpt/job/s, "
