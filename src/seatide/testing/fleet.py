@@ -12,8 +12,8 @@ checkpoint interval fence, count the rows read and record the committed batch. A
 pipelines end after ``bounded_batches`` batches (end of data, then FINISHED); cancel and
 stop-with-savepoint are obeyed as the real driver obeys them.
 
-Everything runs round-robin on one thread (the machine has two cores): heartbeats first,
-then work that is due, then one step of each worker. When the store cannot keep up the
+Each worker steps on its own thread, as it would in its own process; the drivers run
+round-robin on one more (the machine has two cores): heartbeats first, then work that is due. When the store cannot keep up the
 drivers checkpoint less often than asked; ``FleetStats`` counts what really happened, so
 a benchmark reports the rate it reached rather than the one it asked for.
 """
@@ -220,12 +220,12 @@ class Fleet:
         self.next_pid = FIRST_PID
         self._plans: dict[str, object] = {}
         self._stop = threading.Event()
+        self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.workers = [Worker(store, store.url, data_dir, node_id=f"{prefix}{i}", slots=slots, timeouts=timeouts,
                                launcher=FleetLauncher(self)) for i in range(workers)]
         for worker in self.workers:
             worker.beats = True        # heartbeat between launches too, as in Worker.run
-        self._worker_due = 0.0
 
     def plan_of(self, text: str):
         if text not in self._plans:
@@ -233,11 +233,12 @@ class Fleet:
         return self._plans[text]
 
     def launch(self, job_id: str, attempt_id: int) -> SimProcess:
-        process = SimProcess(self.next_pid)
-        self.next_pid += 1
-        driver = FleetDriver(self, process, job_id, attempt_id)
-        self.drivers.append(driver)      # started by the loop, as a process starts after its fork
-        self.stats.started += 1
+        with self._lock:                 # called from the workers' threads
+            process = SimProcess(self.next_pid)
+            self.next_pid += 1
+            driver = FleetDriver(self, process, job_id, attempt_id)
+            self.drivers.append(driver)      # started by the loop, as a process starts after its fork
+            self.stats.started += 1
         return process
 
     # -- the loop ------------------------------------------------------------------------
@@ -249,14 +250,16 @@ class Fleet:
         """Every due heartbeat, then every due piece of work, then the workers; returns the
         seconds until something is due next."""
         began = now = clock.now()
-        self.drivers = [d for d in self.drivers if d.alive]
-        for driver in self.drivers:
+        with self._lock:
+            self.drivers = [d for d in self.drivers if d.alive]
+            drivers = list(self.drivers)
+        for driver in drivers:
             if driver.heartbeat is not None and now >= driver.next_beat and driver.alive:
                 driver.beat(now)
         # Work for at most half a heartbeat interval, then heartbeats again: starts first, then
         # the most overdue batches, so when the store cannot keep up every driver slows alike.
         budget = self.timeouts.driver_heartbeat_interval / 2
-        due = sorted((d for d in self.drivers if d.reporter is None or (d.heartbeat is not None and now >= d.next_work)),
+        due = sorted((d for d in drivers if d.reporter is None or (d.heartbeat is not None and now >= d.next_work)),
                      key=lambda d: -1.0 if d.reporter is None else d.next_work)
         for driver in due:
             now = clock.now()
@@ -268,19 +271,27 @@ class Fleet:
                 driver.start(now)
             else:
                 driver.work(now)
-        now = clock.now()
-        for worker in self.workers:
-            worker.beat_if_due()
-        if now >= self._worker_due:
-            for worker in self.workers:
-                worker.step()      # claims new attempts (launching drivers), records exits, kills
-            self._worker_due = now + 0.25
-        due = [self._worker_due, now + self.timeouts.worker_heartbeat_interval]
-        due += [min(d.next_beat, d.next_work) if d.heartbeat is not None else 0.0 for d in self.drivers if d.alive]
+        due = [clock.now() + 0.05]
+        due += [min(d.next_beat, d.next_work) if d.heartbeat is not None else 0.0 for d in drivers if d.alive]
         return max(0.0, min(due) - clock.now())
+
+    def _work_as(self, worker: Worker) -> None:
+        """One worker's loop, on its own thread as it would be in its own process: a worker
+        claiming hundreds of attempts does not hold up the drivers' heartbeats or the others."""
+        while not self._stop.is_set():
+            try:
+                worker.beat_if_due()
+                worker.step()      # claims new attempts (launching drivers), records exits, kills
+            except Exception:
+                log.exception("fleet worker %s: step failed", worker.node_id)
+            self._stop.wait(0.25)
 
     def run(self) -> None:
         self.register()
+        threads = [threading.Thread(target=self._work_as, args=(w,), name=f"fleet-{w.node_id}", daemon=True)
+                   for w in self.workers]
+        for thread in threads:
+            thread.start()
         while not self._stop.is_set():
             try:
                 wait = self.round()
@@ -288,6 +299,8 @@ class Fleet:
                 log.exception("fleet round failed")
                 wait = 0.25
             self._stop.wait(min(wait, 0.05))
+        for thread in threads:
+            thread.join(timeout=30)
 
     def start(self) -> "Fleet":
         self._thread = threading.Thread(target=self.run, name="fleet", daemon=True)
