@@ -47,10 +47,11 @@ def populate(url: str, jobs: int, checkpoints: int, data_dir: str) -> None:
     ids = submit_fleet_jobs(store, data_dir, jobs, retained=checkpoints, prefix="reads")
     register_node(store, "w-reads", "worker", slots=jobs + 1)
     now = time.time()
+    # Rows are built outside the transactions: PostgreSQL ends a session idle in one for 5 s.
+    rows = [dict(job_id=j, incarnation=1, number=1, worker_id="w-reads", state="RUNNING", pid=1, created_at=now,
+                 launched_at=now, heartbeat_at=now, kill_requested=False) for j in ids]
     with store.write() as conn:
-        conn.execute(insert(s.attempts), [dict(job_id=j, incarnation=1, number=1, worker_id="w-reads", state="RUNNING",
-                                               pid=1, created_at=now, launched_at=now, heartbeat_at=now,
-                                               kill_requested=False) for j in ids])
+        conn.execute(insert(s.attempts), rows)
         attempts = dict(conn.execute(s.attempts.select().with_only_columns(s.attempts.c.job_id,
                                                                             s.attempts.c.attempt_id)).all())
         for j in ids:
@@ -58,11 +59,13 @@ def populate(url: str, jobs: int, checkpoints: int, data_dir: str) -> None:
                                                                            current_attempt=attempts[j]))
         conn.execute(update(s.pipelines).values(status="RUNNING", started_at=now, rows_read=10 * checkpoints,
                                                 rows_written=10 * checkpoints, last_batch_id=checkpoints - 1))
-        conn.execute(insert(s.checkpoints), [dict(
-            job_id=j, incarnation=1, checkpoint_id=b + 1, pipeline_id=0, batch_id=b, kind="CHECKPOINT",
-            status="COMPLETED", created_at=now - checkpoints + b, duration_ms=5, rows=10,
-            source_offsets='{"batch": %d}' % b, fingerprint="fp", attempt_id=attempts[j])
-            for j in ids for b in range(checkpoints)])
+    for chunk in range(0, len(ids), 100):
+        rows = [dict(job_id=j, incarnation=1, checkpoint_id=b + 1, pipeline_id=0, batch_id=b, kind="CHECKPOINT",
+                     status="COMPLETED", created_at=now - checkpoints + b, duration_ms=5, rows=10,
+                     source_offsets='{"batch": %d}' % b, fingerprint="fp", attempt_id=attempts[j])
+                for j in ids[chunk:chunk + 100] for b in range(checkpoints)]
+        with store.write() as conn:
+            conn.execute(insert(s.checkpoints), rows)
     store.dispose()
 
 
