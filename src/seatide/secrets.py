@@ -13,6 +13,7 @@ driver's log lines, and the config text wherever it is shown.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -134,10 +135,18 @@ class MaskingFilter(logging.Filter):
 
 
 def _tree(text: str, variables: dict[str, str]) -> dict | None:
+    """The job's parsed tree, read-only: only read here (``_collect``, ``_values_of``)."""
+    return _parsed(text, tuple(sorted(variables.items())))
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed(text: str, variables: tuple[tuple[str, str], ...]) -> dict | None:
+    # Parsing HOCON takes milliseconds to a tenth of a second; job-info masks the same stored
+    # config on every request (twice), so a job's tree is parsed once per process, not per read.
     from seatide.config.loader import ConfigError, parse_job_tree
 
     try:
-        return parse_job_tree(text, variables)
+        return parse_job_tree(text, dict(variables))
     except ConfigError:
         return None
 

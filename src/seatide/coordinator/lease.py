@@ -37,6 +37,7 @@ class LeaderLease:
         self.timeouts = timeouts
         self.epoch: int | None = None
         self._valid_until = 0.0          # monotonic
+        self._renewed_at = 0.0           # monotonic: when the last renewal (or election) began
         self.gained = threading.Event()
         self.lost = threading.Event()
 
@@ -59,9 +60,27 @@ class LeaderLease:
                 self._drop("could not renew in time")
             return self.is_leader
 
+    def renew_if_due(self) -> bool:
+        """Within a long reconcile pass: renew once ``lease_renew`` has passed since the last
+        renewal began, so a pass over thousands of jobs (or a burst of changes) never outlasts
+        the lease. Returns whether we still lead, with the same epoch: it never elects (a pass
+        begun under one epoch ends when that epoch does)."""
+        if self.epoch is None:
+            return False
+        if clock.monotonic() - self._renewed_at >= self.timeouts.lease_renew:
+            try:
+                if not self._renew():
+                    self._drop("renewal refused")
+            except Exception as exc:
+                log.warning("lease renewal failed: %s", exc)
+                if clock.monotonic() >= self._valid_until:
+                    self._drop("could not renew in time")
+        return self.is_leader
+
     def _renew(self) -> bool:
         failpoints.hit("coordinator.before_lease_renew")
         began = clock.monotonic()
+        self._renewed_at = began
         with self.store.write() as conn:
             now = store_now(conn)
             done = conn.execute(update(s.leader_lease).where(and_(
@@ -89,6 +108,7 @@ class LeaderLease:
                              previous=row.node_id, url=self.url)
         if taken:
             self.epoch = epoch
+            self._renewed_at = began
             self._valid_until = began + self.timeouts.lease_ttl
             self.lost.clear()
             self.gained.set()

@@ -170,7 +170,7 @@ class Coordinator:
         snaps, load = self._snapshots(now)
         for snap in snaps:
             yield
-            if not self.lease.is_leader:
+            if not self.lease.renew_if_due():     # a long pass keeps its lease (same epoch) or stops
                 return
             if self._backoff.get(snap.job.job_id, (0, 0.0))[1] > now:
                 continue
@@ -262,11 +262,14 @@ class Coordinator:
             for p in conn.execute(select(s.pipelines).where(s.pipelines.c.job_id.in_(ids))
                                   .order_by(s.pipelines.c.pipeline_id)):
                 pipelines.setdefault((p.job_id, p.incarnation), []).append(p)
+            # Per job a correlated max: one seek in ix_checkpoints_completed_at, not a walk over
+            # every retained checkpoint row of every running job.
+            c, j = s.checkpoints.c, s.jobs.c
+            newest = (select(func.max(c.created_at)).where(and_(
+                c.job_id == j.job_id, c.incarnation == j.incarnation, c.status == "COMPLETED")).scalar_subquery())
             last = {(row.job_id, row.incarnation): row.at for row in conn.execute(
-                select(s.checkpoints.c.job_id, s.checkpoints.c.incarnation,
-                       func.max(s.checkpoints.c.created_at).label("at"))
-                .where(and_(s.checkpoints.c.job_id.in_(ids), s.checkpoints.c.status == "COMPLETED"))
-                .group_by(s.checkpoints.c.job_id, s.checkpoints.c.incarnation))}
+                select(j.job_id, j.incarnation, newest.label("at")).where(j.job_id.in_(ids)))
+                if row.at is not None}
         snaps = [Snapshot(job, attempts.get(job.current_attempt), pipelines.get((job.job_id, job.incarnation), []),
                           workers, load, now, last.get((job.job_id, job.incarnation))) for job in jobs]
         return snaps, load

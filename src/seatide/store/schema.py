@@ -153,6 +153,12 @@ checkpoints = Table(
 jobs_status_index = Index("ix_jobs_status", jobs.c.status)
 Index("ix_checkpoints_pipeline", checkpoints.c.job_id, checkpoints.c.incarnation,
       checkpoints.c.pipeline_id, checkpoints.c.batch_id)
+# The newest COMPLETED checkpoint of a job (tick: its time; API: its row) is one seek per job,
+# and counts by status an index-only walk (Alembic revision 0005).
+Index("ix_checkpoints_status", checkpoints.c.job_id, checkpoints.c.incarnation, checkpoints.c.status,
+      checkpoints.c.checkpoint_id)
+Index("ix_checkpoints_completed_at", checkpoints.c.job_id, checkpoints.c.incarnation, checkpoints.c.status,
+      checkpoints.c.created_at)
 
 # In the manner of Flink's JobResultStore: written with the terminal status.
 job_results = Table(

@@ -10,7 +10,7 @@ import json
 import time
 from datetime import datetime, timezone
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import and_, func, select, tuple_
 from sqlalchemy.engine import Connection
 
 from seatide.secrets import mask_config_text, mask_message, secret_values
@@ -34,18 +34,48 @@ def _checkpoint_key(job):
 
 
 def checkpoint_stats(conn: Connection, job) -> dict:
-    key = _checkpoint_key(job)
-    counts = dict(conn.execute(select(s.checkpoints.c.status, func.count()).where(key)
-                               .group_by(s.checkpoints.c.status)).all())
-    p = s.pipelines
-    restored, pruned_completed, pruned_failed = conn.execute(
-        select(func.sum(p.c.restores), func.sum(p.c.pruned_completed), func.sum(p.c.pruned_failed))
-        .where(and_(p.c.job_id == job.job_id, p.c.incarnation == job.incarnation))).first()
-    latest = conn.execute(select(s.checkpoints).where(and_(key, s.checkpoints.c.status == "COMPLETED"))
-                          .order_by(s.checkpoints.c.checkpoint_id.desc()).limit(1)).first()
-    # Rows pruned by retention still count (coordinator/retention.py).
-    return {"completed": counts.get("COMPLETED", 0) + (pruned_completed or 0),
-            "failed": counts.get("FAILED", 0) + (pruned_failed or 0), "restored": restored or 0, "latest": latest}
+    return checkpoint_stats_of(conn, [job])[(job.job_id, job.incarnation)]
+
+
+def checkpoint_stats_of(conn: Connection, jobs: list) -> dict[tuple[str, int], dict]:
+    """``checkpoint_stats`` of many jobs' current incarnations in four queries, whatever their
+    number (the running-jobs list must not read per job). Each query walks an index by job:
+    the counts ``ix_checkpoints_status``, the newest COMPLETED id one seek per job."""
+    if not jobs:
+        return {}
+    c, p = s.checkpoints, s.pipelines
+    wanted = {(job.job_id, job.incarnation) for job in jobs}
+    ids = sorted({job.job_id for job in jobs})
+    counts: dict[tuple[str, int], dict[str, int]] = {}
+    for job_id, incarnation, status, n in conn.execute(
+            select(c.c.job_id, c.c.incarnation, c.c.status, func.count()).where(c.c.job_id.in_(ids))
+            .group_by(c.c.job_id, c.c.incarnation, c.c.status)):
+        counts.setdefault((job_id, incarnation), {})[status] = n
+    sums = {(r.job_id, r.incarnation): r for r in conn.execute(
+        select(p.c.job_id, p.c.incarnation, func.sum(p.c.restores).label("restored"),
+               func.sum(p.c.pruned_completed).label("pruned_completed"),
+               func.sum(p.c.pruned_failed).label("pruned_failed"))
+        .where(p.c.job_id.in_(ids)).group_by(p.c.job_id, p.c.incarnation))}
+    j, newer = s.jobs, c.alias("newest")
+    newest_id = (select(func.max(newer.c.checkpoint_id)).where(and_(
+        newer.c.job_id == j.c.job_id, newer.c.incarnation == j.c.incarnation, newer.c.status == "COMPLETED"))
+        .scalar_subquery())
+    newest = [(job_id, incarnation, cid) for job_id, incarnation, cid in conn.execute(
+        select(j.c.job_id, j.c.incarnation, newest_id).where(j.c.job_id.in_(ids)))
+        if cid is not None and (job_id, incarnation) in wanted]
+    latest = {}
+    if newest:
+        latest = {(r.job_id, r.incarnation): r for r in conn.execute(select(c).where(
+            tuple_(c.c.job_id, c.c.incarnation, c.c.checkpoint_id).in_(newest)))}
+    stats = {}
+    for key in wanted:
+        status_counts, sum_row = counts.get(key, {}), sums.get(key)
+        # Rows pruned by retention still count (coordinator/retention.py).
+        stats[key] = {
+            "completed": status_counts.get("COMPLETED", 0) + ((sum_row.pruned_completed if sum_row else 0) or 0),
+            "failed": status_counts.get("FAILED", 0) + ((sum_row.pruned_failed if sum_row else 0) or 0),
+            "restored": (sum_row.restored if sum_row else 0) or 0, "latest": latest.get(key)}
+    return stats
 
 
 def checkpoint_health(job, pipelines, latest, now: float) -> str | None:
@@ -76,8 +106,9 @@ def _checkpoint_row(c) -> dict:
             "rows": c.rows}
 
 
-def checkpoint_summary(conn: Connection, job, pipelines, now: float) -> dict:
-    stats = checkpoint_stats(conn, job)
+def checkpoint_summary(conn: Connection, job, pipelines, now: float, stats: dict | None = None) -> dict:
+    """What the API shows of a job's checkpoints; ``stats`` when already read (``checkpoint_stats_of``)."""
+    stats = checkpoint_stats(conn, job) if stats is None else stats
     latest = stats["latest"]
     return {
         "lastCheckpointId": latest.checkpoint_id if latest is not None else None,
@@ -223,31 +254,50 @@ def _detail(text: str):
         return text     # written by hand or by an older version: shown as it is
 
 
+# What a list row reads of a job: everything but its config text and variables.
+LIST_JOB_COLUMNS = [c for c in s.jobs.c if c.name not in ("config", "variables")]
+
+
 def job_rows(conn: Connection, statuses: set[str] | None = None, exclude: set[str] | None = None) -> list[dict]:
-    query = select(s.jobs).order_by(s.jobs.c.created_at)
-    totals = _row_totals(conn)
+    """Jobs by status, oldest first; running ones with their checkpoint summary. A fixed
+    number of queries however many jobs are listed (never one per job)."""
+    query = select(*LIST_JOB_COLUMNS).order_by(s.jobs.c.created_at)
+    if statuses is not None:
+        query = query.where(s.jobs.c.status.in_(sorted(statuses)))
+    if exclude is not None:
+        query = query.where(s.jobs.c.status.notin_(sorted(exclude)))
+    jobs = conn.execute(query).all()
+    if not jobs:
+        return []
+    ids = sorted({job.job_id for job in jobs})
+    totals = _row_totals(conn, ids)
+    live = [job for job in jobs if job.status not in JOB_TERMINAL]
+    pipelines: dict[tuple[str, int], list] = {}
+    stats: dict[tuple[str, int], dict] = {}
+    if live:
+        live_ids = sorted({job.job_id for job in live})
+        for p in conn.execute(select(s.pipelines).where(s.pipelines.c.job_id.in_(live_ids))
+                              .order_by(s.pipelines.c.pipeline_id)):
+            pipelines.setdefault((p.job_id, p.incarnation), []).append(p)
+        stats = checkpoint_stats_of(conn, live)
     now = time.time()
     rows = []
-    for job in conn.execute(query):
-        if statuses is not None and job.status not in statuses:
-            continue
-        if exclude is not None and job.status in exclude:
-            continue
+    for job in jobs:
+        key = (job.job_id, job.incarnation)
         row = {"jobId": job.job_id, "jobName": job.name, "jobStatus": job.status,
                "createTime": iso(job.created_at), "finishedTime": iso(job.finished_at), "errorMsg": job.error_msg,
-               **progress(job, *totals.get((job.job_id, job.incarnation), (0, 0)), now)}
+               **progress(job, *totals.get(key, (0, 0)), now)}
         if job.status not in JOB_TERMINAL:
-            pipes = job_view(conn, job.job_id).pipelines
-            row["checkpoint"] = checkpoint_summary(conn, job, pipes, now)
+            row["checkpoint"] = checkpoint_summary(conn, job, pipelines.get(key, []), now, stats[key])
         rows.append(row)
     return rows
 
 
-def _row_totals(conn: Connection) -> dict[tuple[str, int], tuple[int, int]]:
+def _row_totals(conn: Connection, ids: list[str]) -> dict[tuple[str, int], tuple[int, int]]:
     """(job id, incarnation) -> rows read and written over its pipelines, in one query."""
     p = s.pipelines.c
-    query = select(p.job_id, p.incarnation, func.sum(p.rows_read), func.sum(p.rows_written)).group_by(
-        p.job_id, p.incarnation)
+    query = select(p.job_id, p.incarnation, func.sum(p.rows_read), func.sum(p.rows_written)).where(
+        p.job_id.in_(ids)).group_by(p.job_id, p.incarnation)
     return {(job_id, inc): (int(read or 0), int(written or 0)) for job_id, inc, read, written in conn.execute(query)}
 
 

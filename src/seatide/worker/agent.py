@@ -36,6 +36,7 @@ from seatide.timeouts import Timeouts
 log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
+SPARK_CONF_CACHE = 256      # distinct job texts whose Spark settings a worker remembers
 
 
 def _die_with_parent() -> None:
@@ -74,23 +75,32 @@ class Worker:
         self._reported_end: dict[int, float] = {}             # attempt_id -> when we saw its end
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._last_beat = 0.0
+        self.beats = False        # heartbeat from step() too: set by run(), or by a harness driving step()
+        self._spark_confs: dict[tuple[str, str], dict | None] = {}   # (config, variables) -> conf
 
     # -- lifecycle ---------------------------------------------------------------------------
     def run(self) -> None:
         """The worker loop; drivers die with the thread that runs it, so keep it long-lived."""
         self.register()
-        last_beat = 0.0
+        self.beats = True
         while not self._stop.is_set():
             try:
-                if clock.now() - last_beat >= self.timeouts.worker_heartbeat_interval:
-                    node_heartbeat(self.store, self.node_id)
-                    last_beat = clock.now()
+                self.beat_if_due()
                 self.step()
             except Exception:
                 log.exception("worker step failed")
             self._wake.wait(self.poll)
             self._wake.clear()
         self._shutdown()
+
+    def beat_if_due(self) -> None:
+        """Heartbeat unless one landed within the interval. Also called between launches: a
+        step that starts hundreds of drivers must not leave the worker silent long enough
+        to be declared lost."""
+        if self.beats and clock.now() - self._last_beat >= self.timeouts.worker_heartbeat_interval:
+            node_heartbeat(self.store, self.node_id)
+            self._last_beat = clock.now()
 
     def wake(self) -> None:
         """Look for work now (local mode: the embedded coordinator just assigned an attempt)."""
@@ -151,6 +161,7 @@ class Worker:
         for attempt in mine:
             if attempt.state == "ASSIGNED":
                 self._launch(attempt)
+                self.beat_if_due()
             elif attempt.kill_requested:
                 self._kill(attempt)
             elif attempt.state not in ATTEMPT_LIVE:
@@ -208,10 +219,19 @@ class Worker:
 
         with self.store.read() as conn:
             job = conn.execute(select(s.jobs.c.config, s.jobs.c.variables).where(s.jobs.c.job_id == job_id)).first()
-        try:
-            return spark_conf_for(load_job_env(job.config, json.loads(job.variables)))
-        except (ConfigError, OptionError):
-            return None   # the driver reports the config error itself
+        # Parsing HOCON takes ~0.1 s: once per distinct job text, not once per launch (a worker
+        # given hundreds of attempts of a few job files would otherwise spend its step parsing).
+        key = (job.config, job.variables)
+        if key not in self._spark_confs:
+            try:
+                conf = spark_conf_for(load_job_env(job.config, json.loads(job.variables)))
+            except (ConfigError, OptionError):
+                conf = None   # the driver reports the config error itself
+            if len(self._spark_confs) >= SPARK_CONF_CACHE:
+                self._spark_confs.pop(next(iter(self._spark_confs)))
+            self._spark_confs[key] = conf
+        conf = self._spark_confs[key]
+        return dict(conf) if conf is not None else None
 
     def _children_of_ended_jobs(self) -> set[int]:
         from seatide.store.states import JOB_TERMINAL

@@ -1,0 +1,73 @@
+"""The running-jobs list reads a fixed number of queries however many jobs run, and each
+row says what the one-job view says of that job."""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import event, func, select, update
+
+from seatide.store import schema as s
+from seatide.store.db import open_store
+from seatide.store.jobs import job_view
+from seatide.store.states import JOB_TERMINAL
+from seatide.store.views import checkpoint_summary, job_rows
+from seatide.testing.fleet import submit_fleet_jobs
+
+
+def _run_with_checkpoints(store, ids, batches: int) -> None:
+    """Jobs RUNNING with a RUNNING pipeline and ``batches`` checkpoints (one FAILED), as a driver leaves them."""
+    now = time.time()
+    with store.write() as conn:
+        conn.execute(update(s.jobs).where(s.jobs.c.job_id.in_(ids)).values(status="RUNNING"))
+        conn.execute(update(s.pipelines).where(s.pipelines.c.job_id.in_(ids))
+                     .values(status="RUNNING", started_at=now, rows_written=batches, restores=1, pruned_completed=2))
+        for job_id in ids:
+            for batch in range(batches):
+                conn.execute(s.checkpoints.insert().values(
+                    job_id=job_id, incarnation=1, checkpoint_id=batch + 1, pipeline_id=0, batch_id=batch,
+                    kind="CHECKPOINT", status="FAILED" if batch == 1 else "COMPLETED", created_at=now + batch,
+                    duration_ms=batch, rows=batch, source_offsets=None, fingerprint="fp", attempt_id=1))
+
+
+def _selects(store, call) -> int:
+    statements = []
+
+    def count(_conn, _cursor, statement, *_args):
+        statements.append(statement)
+    event.listen(store.engine, "before_cursor_execute", count)
+    try:
+        call()
+    finally:
+        event.remove(store.engine, "before_cursor_execute", count)
+    return len([q for q in statements if q.lstrip().upper().startswith("SELECT")])
+
+
+def test_running_jobs_take_the_same_queries_for_one_job_or_twenty_and_match_the_job_view(store_url, tmp_path):
+    store = open_store(store_url)
+    try:
+        first = submit_fleet_jobs(store, str(tmp_path), 1, prefix="one")
+        _run_with_checkpoints(store, first, 3)
+        with store.read() as conn:
+            one = _selects(store, lambda: job_rows(conn, exclude=set(JOB_TERMINAL)))
+        more = submit_fleet_jobs(store, str(tmp_path), 19, prefix="more")
+        _run_with_checkpoints(store, more, 4)
+        with store.read() as conn:
+            twenty = _selects(store, lambda: job_rows(conn, exclude=set(JOB_TERMINAL)))
+            rows = job_rows(conn, exclude=set(JOB_TERMINAL))
+            assert conn.execute(select(func.count()).select_from(s.checkpoints)).scalar() == 3 + 19 * 4
+            now = time.time()
+            for row in rows:
+                view = job_view(conn, row["jobId"])
+                expected = checkpoint_summary(conn, view.job, view.pipelines, now)
+                got = row["checkpoint"]
+                for key in ("lastCheckpointId", "lastCheckpointTime", "completed", "failed", "restored", "health"):
+                    assert got[key] == expected[key], (row["jobId"], key)
+        assert one == twenty, f"{one} queries for one job, {twenty} for twenty"
+        assert len(rows) == 20
+        by_id = {row["jobId"]: row["checkpoint"] for row in rows}
+        # 4 batches, the second FAILED: newest COMPLETED is id 4; 3 completed + 2 pruned, 1 failed
+        assert (by_id["more-00000"]["lastCheckpointId"], by_id["more-00000"]["completed"],
+                by_id["more-00000"]["failed"], by_id["more-00000"]["restored"]) == (4, 5, 1, 1)
+    finally:
+        store.dispose()
