@@ -7,6 +7,11 @@ coordinator counts on that before it starts a replacement attempt elsewhere.
 
 The worker records a driver's exit the moment it reaps it (``ended_at``: the process is
 surely gone), and kills its drivers whose attempt the leader declared lost.
+
+With liveness locks the worker holds ``worker-<node id>`` for its life (taken before it
+registers), so the leader sees its death at once. If the lock is ever lost while the
+worker lives (its PostgreSQL lock session ended), the leader may already be replacing its
+drivers: the worker kills them, takes the lock again and registers afresh.
 """
 
 from __future__ import annotations
@@ -29,9 +34,10 @@ from seatide.runtime.session import SPARK_CONF_ENV
 from seatide.store import schema as s
 from seatide.store.clock import store_now
 from seatide.store.db import Store, record_event
+from seatide.store.liveness import Liveness, worker_lock
 from seatide.store.paths import driver_log_path
 from seatide.store.states import ATTEMPT_LIVE
-from seatide.timeouts import Timeouts
+from seatide.timeouts import LIVENESS_TAKE_WITHIN_S, Timeouts
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +47,10 @@ _PR_SET_PDEATHSIG = 1
 def _die_with_parent() -> None:
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class WorkerRefused(Exception):
+    """The worker cannot start; the message says why and what to do."""
 
 
 class ProcessLauncher:
@@ -56,8 +66,10 @@ class ProcessLauncher:
 class Worker:
     def __init__(self, store: Store, store_url: str, data_dir: str, node_id: str | None = None,
                  slots: int = 2, poll: float = 0.25, inherit_stdout: bool = False,
-                 timeouts: Timeouts = Timeouts(), launcher: ProcessLauncher | None = None):
+                 timeouts: Timeouts = Timeouts(), launcher: ProcessLauncher | None = None,
+                 liveness: Liveness | None = None):
         self.store = store
+        self.liveness = liveness          # None: judged by heartbeats alone
         self.store_url = store_url
         self.data_dir = os.path.abspath(data_dir)
         self.node_id = node_id or f"worker-{socket.gethostname()}-{os.getpid()}"
@@ -76,10 +88,12 @@ class Worker:
     # -- lifecycle ---------------------------------------------------------------------------
     def run(self) -> None:
         """The worker loop; drivers die with the thread that runs it, so keep it long-lived."""
-        register_node(self.store, self.node_id, "worker", slots=self.slots)
+        self._take_liveness_lock()
+        register_node(self.store, self.node_id, "worker", slots=self.slots, liveness=self.liveness is not None)
         last_beat = 0.0
         while not self._stop.is_set():
             try:
+                self._check_liveness_lock()
                 if clock.now() - last_beat >= self.timeouts.worker_heartbeat_interval:
                     node_heartbeat(self.store, self.node_id)
                     last_beat = clock.now()
@@ -89,6 +103,35 @@ class Worker:
             self._wake.wait(self.poll)
             self._wake.clear()
         self._shutdown()
+        if self.liveness is not None:    # we stopped (and said so): nothing to watch any more
+            self.liveness.release(worker_lock(self.node_id))
+
+    def _take_liveness_lock(self) -> None:
+        if self.liveness is None:
+            return
+        deadline = clock.monotonic() + LIVENESS_TAKE_WITHIN_S
+        while not self.liveness.hold(worker_lock(self.node_id)):
+            if clock.monotonic() >= deadline:
+                raise WorkerRefused(f"another worker with node id {self.node_id!r} is running on this store (it "
+                                    f"holds the worker's liveness lock); stop it, or give this one another "
+                                    f"--node-id")
+            self._stop.wait(0.05)
+
+    def _check_liveness_lock(self) -> None:
+        """Our lock is gone while we live: to the leader we are dead, and our attempts are
+        being replaced. Kill our drivers (the leader counts on them being gone), then come
+        back as a fresh worker."""
+        if self.liveness is None or self.liveness.holds(worker_lock(self.node_id)):
+            return
+        log.error("worker %s lost its liveness lock: killing its %d driver(s) and registering again",
+                  self.node_id, len(self.children))
+        for attempt_id, proc in list(self.children.items()):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            self.record_exit(attempt_id, proc.returncode)
+        self._take_liveness_lock()
+        register_node(self.store, self.node_id, "worker", slots=self.slots, liveness=True)
 
     def wake(self) -> None:
         """Look for work now (local mode: the embedded coordinator just assigned an attempt)."""
