@@ -227,7 +227,7 @@ def lost_reason(snap: Snapshot, timeouts: Timeouts) -> str | None:
     attempt, now = snap.attempt, snap.now
     node = snap.workers.get(attempt.worker_id)
     if attempt.worker_id in snap.dead_workers:
-        return f"worker {attempt.worker_id} died (its liveness lock was released)"
+        return f"worker {attempt.worker_id} lost: it died (its liveness lock was released)"
     if not worker_alive(node, snap, timeouts):
         return f"worker {attempt.worker_id} lost (no heartbeat for {timeouts.worker_lost_after:.0f} s)"
     if attempt.state == "RUNNING" and now - (attempt.heartbeat_at or 0) > timeouts.driver_hung_after:
