@@ -169,7 +169,13 @@ def main() -> None:
     parser.add_argument("--worker-kills", type=int, default=3)
     parser.add_argument("--worker-stores", default="postgresql", help="stores for the worker runs ('' to skip)")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "failover"))
+    parser.add_argument("--plot-only", metavar="JSON", help="draw the plot of an earlier run's JSON, and stop")
     args = parser.parse_args()
+    if args.plot_only:
+        with open(args.plot_only) as handle:
+            out = args.plot_only.removesuffix(".json") + ".png"
+            print(f"wrote {out}" if plot(json.load(handle), out) else "matplotlib is not installed")
+        return
     results: dict = {"leader": {}, "worker": {}, "settings": {
         "lease_ttl_s": 2.0, "lease_renew_s": 0.5, "worker_lost_after_s": 5.0,   # the harness's
         "checkpoint_interval_ms": 1000, "retry_interval_s": 1.0, "cores": os.cpu_count(),
