@@ -214,3 +214,14 @@ def test_a_free_worker_lock_is_seen_and_a_held_one_is_not(store_url, tmp_path):
         holder.close()
         watcher.close()
         store.dispose()
+
+
+def test_a_second_worker_with_a_running_workers_node_id_is_refused(cluster: Cluster):
+    cluster.worker("w1")
+    twin = cluster._spawn("w1-twin", ["cluster", "worker", "--node-id", "w1", *cluster._common()])
+    assert twin.popen.wait(timeout=60) == 2
+    with open(twin.log_path) as handle:
+        assert "another worker with node id 'w1' is running on this store" in handle.read()
+    with cluster.store.read() as conn:      # the running one is untouched, and still says it holds its lock
+        row = conn.execute(select(s.nodes).where(s.nodes.c.node_id == "w1")).one()
+    assert row.liveness and row.pid != twin.popen.pid
