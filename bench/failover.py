@@ -97,7 +97,7 @@ def worker_loss(cluster: Cluster, tmp: str, kills: int) -> list[dict]:
     job_id = "bench-worker-loss"
     cluster.coordinator("c1")
     cluster.worker("w0", slots=1)
-    cluster.submit(streaming_job(f"{tmp}/out", interval_ms=1000, retries=kills + 5), job_id)
+    cluster.submit(streaming_job(f"{tmp}/out", interval_ms=1000, retries=kills + 5), job_id, timeout=60)
     samples = []
     for i in range(1, kills + 1):
         cluster.wait_status(job_id, "RUNNING", timeout=300)

@@ -169,7 +169,8 @@ def test_a_killed_workers_job_is_replaced_before_its_heartbeat_would_time_out(cl
     w1 = cluster.worker("w1")
     out = str(tmp_path / "out")
     with DriverWatch("instant-w") as watch:
-        cluster.submit(batch_job(out, rows=1500, rows_per_batch=100), "instant-w")
+        # A coordinator's first submit loads the planner: seconds on a loaded machine.
+        cluster.submit(batch_job(out, rows=1500, rows_per_batch=100), "instant-w", timeout=60)
         wait_for(lambda: _rows_written(cluster, "instant-w") >= 300, 180, message="progress on w1")
         cluster.worker("w2")
         first = cluster.attempts("instant-w")[0]
