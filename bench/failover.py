@@ -93,31 +93,41 @@ def _last_checkpoint(cluster: Cluster, job_id: str) -> int:
     return cluster.job_info(job_id)["checkpoint"]["lastCheckpointId"] or 0
 
 
-def worker_loss(cluster: Cluster, tmp: str, kills: int) -> list[dict]:
+def worker_loss(cluster: Cluster, tmp: str, kills: int, until: str) -> list[dict]:
+    """Per kill: seconds to the replacement attempt assigned, RUNNING, and (``until`` =
+    committing) to its first checkpoint."""
     job_id = "bench-worker-loss"
     cluster.coordinator("c1")
     cluster.worker("w0", slots=1)
     cluster.submit(streaming_job(f"{tmp}/out", interval_ms=1000, retries=kills + 5), job_id, timeout=60)
     samples = []
     for i in range(1, kills + 1):
-        cluster.wait_status(job_id, "RUNNING", timeout=300)
-        wait_for(lambda: _last_checkpoint(cluster, job_id) >= 2 and any(
-            a.state == "RUNNING" for a in cluster.attempts(job_id)), 300, message="checkpoints")
+        if until == "committing":
+            wait_for(lambda: _last_checkpoint(cluster, job_id) >= 2 and any(
+                a.state == "RUNNING" for a in cluster.attempts(job_id)), 300, message="checkpoints")
+        else:
+            wait_for(lambda: any(a.state == "RUNNING" for a in cluster.attempts(job_id)), 300,
+                     message="a running attempt")
         cluster.worker(f"w{i}", slots=1)
         current = [a for a in cluster.attempts(job_id) if a.state == "RUNNING"][-1]
         victim = next(p for p in cluster.procs if p.name == current.worker_id)
         before = _last_checkpoint(cluster, job_id)
         victim.kill()
         killed = time.time()
+        wait_for(lambda: any(a.attempt_id > current.attempt_id for a in cluster.attempts(job_id)), 300,
+                 interval=0.02, message="a new attempt")
+        sample = {"assigned": time.time() - killed}
         wait_for(lambda: any(a.state == "RUNNING" and a.attempt_id > current.attempt_id
-                             for a in cluster.attempts(job_id)), 300, interval=0.05, message="a new attempt")
-        running = time.time() - killed
-        # The killed driver may have completed a checkpoint in its last instant: wait for one
-        # that the new attempt made.
-        wait_for(lambda: _last_checkpoint(cluster, job_id) > before and any(
-            c["attemptId"] > current.attempt_id for c in _checkpoints(cluster, job_id)), 300, interval=0.05,
-            message="a checkpoint of the new attempt")
-        samples.append({"running": running, "committing": time.time() - killed})
+                             for a in cluster.attempts(job_id)), 300, interval=0.05, message="a new attempt RUNNING")
+        sample["running"] = time.time() - killed
+        if until == "committing":
+            # The killed driver may have completed a checkpoint in its last instant: wait for one
+            # that the new attempt made.
+            wait_for(lambda: _last_checkpoint(cluster, job_id) > before and any(
+                c["attemptId"] > current.attempt_id for c in _checkpoints(cluster, job_id)), 300, interval=0.05,
+                message="a checkpoint of the new attempt")
+            sample["committing"] = time.time() - killed
+        samples.append(sample)
     return samples
 
 
@@ -142,9 +152,11 @@ def plot(results: dict, path: str) -> bool:
     except ImportError:
         return False
     rows = [(f"leader\n{store}", results["leader"][store]) for store in results["leader"]]
-    rows += [(f"worker\n{store}", {mode: [s["committing"] for s in samples]
-                                   for mode, samples in results["worker"][store].items()})
-             for store in results["worker"]]
+    for store, modes in results["worker"].items():
+        for key in ("assigned", "running", "committing"):
+            if all(key in s for samples in modes.values() for s in samples):
+                rows.append((f"worker {store}\n{key}", {mode: [s[key] for s in samples]
+                                                        for mode, samples in modes.items()}))
     fig, ax = plt.subplots(figsize=(2.2 * len(rows) + 2, 4))
     width = 0.38
     for offset, mode, color in ((-width / 2, "before", "#b0b0b0"), (width / 2, "after", "#2a7ab9")):
@@ -155,7 +167,7 @@ def plot(results: dict, path: str) -> bool:
             ax.scatter([i + offset] * len(r[1].get(mode, [])), r[1].get(mode, []), s=10, color="black", zorder=3)
     ax.set_xticks(range(len(rows)), [r[0] for r in rows])
     ax.set_ylabel("seconds from SIGKILL (median, dots: samples)")
-    ax.set_title("SIGKILL -> new leader serving / job committing again")
+    ax.set_title("SIGKILL -> new leader serving / replacement attempt assigned, running, committing")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -169,6 +181,8 @@ def main() -> None:
     parser.add_argument("--worker-kills", type=int, default=3)
     parser.add_argument("--worker-stores", default="postgresql", help="stores for the worker runs ('' to skip)")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "failover"))
+    parser.add_argument("--worker-until", choices=["committing", "running"], default="committing",
+                        help="running: stop each worker sample once the new attempt runs (no checkpoint wait)")
     parser.add_argument("--plot-only", metavar="JSON", help="draw the plot of an earlier run's JSON, and stop")
     args = parser.parse_args()
     if args.plot_only:
@@ -199,20 +213,21 @@ def main() -> None:
             with tempfile.TemporaryDirectory(prefix="seatide-bench-") as tmp:
                 cluster, drop = _cluster(store, tmp, env)
                 try:
-                    samples = worker_loss(cluster, tmp, args.worker_kills)
+                    samples = worker_loss(cluster, tmp, args.worker_kills, args.worker_until)
                 finally:
                     cluster.stop_all()
                     drop()
             results["worker"][store][mode] = [{k: round(v, 3) for k, v in s.items()} for s in samples]
-            print(f"worker SIGKILL -> job committing again ({store}, {mode}): median "
-                  f"{_median([s['committing'] for s in samples]):.2f} s (attempt RUNNING: median "
-                  f"{_median([s['running'] for s in samples]):.2f} s), samples {results['worker'][store][mode]}",
-                  flush=True)
+            medians = {key: _median([s[key] for s in samples]) for key in samples[0]}
+            print(f"worker SIGKILL -> replacement ({store}, {mode}): medians {medians}, "
+                  f"samples {results['worker'][store][mode]}", flush=True)
     summary = {}
     for store, modes in results["leader"].items():
         summary[f"leader_{store}"] = {m: _median(v) for m, v in modes.items()}
     for store, modes in results["worker"].items():
-        summary[f"worker_{store}"] = {m: _median([s["committing"] for s in v]) for m, v in modes.items()}
+        key = "committing" if args.worker_until == "committing" else "running"
+        summary[f"worker_{store}_{key}"] = {m: _median([s[key] for s in v]) for m, v in modes.items()}
+        summary[f"worker_{store}_assigned"] = {m: _median([s["assigned"] for s in v]) for m, v in modes.items()}
     for key, value in summary.items():
         if value.get("before") and value.get("after") is not None:
             value["ratio_after_before"] = round(value["after"] / value["before"], 3)
