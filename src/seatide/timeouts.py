@@ -19,6 +19,11 @@ from dataclasses import dataclass, fields
 # trip, a process that has decided to exit but not yet exited.
 FENCE_MARGIN_S = 1.0
 
+# A process taking its liveness lock at start-up retries this long: a leader's probe of a
+# file lock holds it for an instant (store/liveness.py). Past it, another live process
+# holds the lock (a second worker with the same node id), and the start is refused.
+LIVENESS_TAKE_WITHIN_S = 2.0
+
 
 class TimeoutsError(ValueError):
     """A combination of timeouts that safety cannot rest on; the message says which and why."""
@@ -67,6 +72,17 @@ class Timeouts:
     cancel_grace: float = 30.0
     driver_exit_grace: float = 30.0
     state_cleanup_delay: float = 60.0
+
+    @property
+    def liveness_keepalives(self) -> tuple[int, int, int]:
+        """TCP keepalives (idle, interval, count) of a PostgreSQL liveness-lock session.
+
+        The server frees the lock of a silent peer once these fail: that must never come
+        before the lease or the heartbeat would have timed out, or a partitioned but alive
+        process would be replaced on the strength of a lock alone. So the server waits at
+        least twice the longer of them, and never less than a minute."""
+        idle = int(max(60.0, 2 * max(self.lease_ttl, self.worker_lost_after)))
+        return idle, 10, 6
 
     @property
     def driver_stops_within(self) -> float:

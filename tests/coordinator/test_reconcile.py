@@ -36,9 +36,10 @@ def pipe(pid=1, status="RUNNING", error=None, idle=False, started_at=NOW - 60):
     return SimpleNamespace(pipeline_id=pid, status=status, error=error, idle=idle, started_at=started_at)
 
 
-def decide(j, a, pipes, workers=None, load=None, last_checkpoint_at=None):
+def decide(j, a, pipes, workers=None, load=None, last_checkpoint_at=None, dead=()):
     workers = {w.node_id: w for w in (workers if workers is not None else [worker()])}
-    return r.reconcile_job(r.Snapshot(j, a, pipes, workers, load or {}, NOW, last_checkpoint_at), T)
+    return r.reconcile_job(r.Snapshot(j, a, pipes, workers, load or {}, NOW, last_checkpoint_at,
+                                      frozenset(dead)), T)
 
 
 def test_terminal_job_is_left_alone():
@@ -82,6 +83,26 @@ def test_a_cut_off_hosts_driver_is_not_replaced_before_it_has_fenced_itself():
     assert decide(job(), lost, [pipe()], workers=lost_host) == []
     lost.heartbeat_at = NOW - T.driver_stops_within - 0.1
     assert decide(job(), lost, [pipe()], workers=lost_host) == [r.ScheduleRetry(NOW + 3.0, "worker w1 lost")]
+
+
+def test_a_dead_worker_loses_its_attempt_at_once_though_its_heartbeat_is_fresh():
+    actions = decide(job(), attempt(), [pipe()], dead={"w1"})
+    assert len(actions) == 1 and isinstance(actions[0], r.MarkAttemptLost)
+    assert "worker w1 lost: it died (its liveness lock was released)" == actions[0].reason
+    assert decide(job(), attempt(), [pipe()], dead={"w2"}) == []      # another worker's death
+
+
+def test_a_dead_workers_attempt_is_retried_without_waiting_for_its_driver_to_fence_itself():
+    # Its driver heartbeated a moment ago, but it died with its worker (PR_SET_PDEATHSIG).
+    lost = attempt(state="LOST", heartbeat_at=NOW - 0.5, error="worker w1 lost: it died")
+    assert decide(job(), lost, [pipe()], dead={"w1"}) == [r.ScheduleRetry(NOW + 3.0, "worker w1 lost: it died")]
+    assert decide(job(), lost, [pipe()]) == []     # by heartbeats alone it must still wait
+
+
+def test_a_dead_worker_gets_no_new_attempt():
+    pending = job(status="PENDING", current_attempt=None, next_attempt_at=NOW - 1)
+    assert decide(pending, None, [], workers=[worker("w1"), worker("w2")], dead={"w1"}) == [r.CreateAttempt("w2")]
+    assert decide(pending, None, [], workers=[worker("w1")], dead={"w1"}) == []
 
 
 def test_retry_after_the_old_driver_is_gone():

@@ -15,6 +15,8 @@ from seatide.store.views import job_info
 from tests.store.test_store import _attempt, store, submit  # noqa: F401  (store is a fixture)
 
 WATCHDOG_COLUMNS = {"jobs": ["progress_timeout_s", "on_hung", "hung_since"], "attempts": ["progress_at", "tasks_done"]}
+# Added by later revisions (0006 liveness locks): gone too in a store at 0003.
+LATER_COLUMNS = {"leader_lease": ["liveness"], "nodes": ["liveness"]}
 
 
 def test_task_progress_is_recorded_and_ends_the_hung_flag(store, tmp_path):
@@ -59,7 +61,7 @@ def test_a_replaced_attempt_cannot_report_progress(store, tmp_path):
 def test_a_store_before_the_watchdog_gains_its_columns_and_keeps_its_jobs(store, store_url, tmp_path):
     submit(store, tmp_path)
     with store.write() as conn:    # back to what revision 0003 made
-        for table, columns in WATCHDOG_COLUMNS.items():
+        for table, columns in {**WATCHDOG_COLUMNS, **LATER_COLUMNS}.items():
             for column in columns:
                 conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
         conn.execute(text("UPDATE alembic_version SET version_num = '0003'"))

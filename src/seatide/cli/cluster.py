@@ -82,9 +82,12 @@ def _coordinator(args, store, data_dir: str, timeouts) -> int:
     if args.max_request_bytes < 1:
         print("seatide: --max-request-bytes must be at least 1", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    from seatide.store.liveness import liveness_for
+
     url = f"http://{args.host}:{args.port}"
     coordinator = Coordinator(store, node_id=args.node_id, url=url, timeouts=timeouts,
-                              history_expire_s=args.history_job_expire_minutes * 60, data_dir=data_dir)
+                              history_expire_s=args.history_job_expire_minutes * 60, data_dir=data_dir,
+                              liveness=liveness_for(store, timeouts))
     metrics = CoordinatorMetrics(store, coordinator.node_id)
     coordinator.observe_tick = metrics.reconcile_tick.observe
     app = create_app(store, data_dir, coordinator.node_id, cleanup_delay_s=timeouts.state_cleanup_delay,
@@ -100,10 +103,11 @@ def _coordinator(args, store, data_dir: str, timeouts) -> int:
 
 
 def _worker(args, store, url: str, data_dir: str, timeouts, spark_conf: dict[str, str]) -> int:
-    from seatide.worker.agent import Worker
+    from seatide.store.liveness import liveness_for
+    from seatide.worker.agent import Worker, WorkerRefused
 
     worker = Worker(store, url, data_dir, node_id=args.node_id, slots=args.slots, timeouts=timeouts,
-                    spark_conf=spark_conf)
+                    spark_conf=spark_conf, liveness=liveness_for(store, timeouts))
     stop = threading.Event()
 
     def on_signal(signum, frame):
@@ -112,5 +116,9 @@ def _worker(args, store, url: str, data_dir: str, timeouts, spark_conf: dict[str
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    worker.run()     # in the main thread: drivers die with it (PR_SET_PDEATHSIG)
+    try:
+        worker.run()     # in the main thread: drivers die with it (PR_SET_PDEATHSIG)
+    except WorkerRefused as exc:
+        print(f"seatide: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
     return EXIT_OK

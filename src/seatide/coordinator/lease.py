@@ -10,6 +10,16 @@ so it stops no later than the store would let another take over (and every leade
 write is fenced by epoch and expiry in the store anyway, so a paused leader that wakes
 up changes nothing).
 
+With liveness locks (``store/liveness.py``) a crash is seen at once. The leader also
+holds the leader lock and says so in the lease row (``liveness``). A follower tries that
+lock every tick; it may take the lease before it expires only when it now holds the lock
+*and* the row says the holder held it: then the holder is dead. The takeover is the same
+fenced transaction with a new epoch; only "expired" became "expired, or its holder's lock
+is mine". A paused or partitioned leader still holds its lock, so the expiry stays the
+backstop for it. A leader whose own lock is gone (its PostgreSQL lock session ended)
+steps down at once: a follower may already be taking over. Every leader write stays
+fenced by epoch (``leader_tx``), which orders it before or after such a takeover.
+
 Tests wait on ``gained`` / ``lost`` instead of sleeping.
 """
 
@@ -24,14 +34,18 @@ from seatide import clock, failpoints
 from seatide.store import schema as s
 from seatide.store.clock import store_now
 from seatide.store.db import Store, record_event
+from seatide.store.liveness import LEADER, Liveness
 from seatide.timeouts import Timeouts
 
 log = logging.getLogger(__name__)
 
 
 class LeaderLease:
-    def __init__(self, store: Store, node_id: str, url: str | None, timeouts: Timeouts = Timeouts()):
+    def __init__(self, store: Store, node_id: str, url: str | None, timeouts: Timeouts = Timeouts(),
+                 liveness: Liveness | None = None):
         self.store = store
+        self.liveness = liveness       # None: the lease alone (the simulation, SEATIDE_LIVENESS_LOCKS=0)
+        self._locked = False           # we hold the leader liveness lock
         self.node_id = node_id
         self.url = url
         self.timeouts = timeouts
@@ -49,6 +63,11 @@ class LeaderLease:
     def tick(self) -> bool:
         """Renew or try to take the lease; returns whether we hold it now."""
         try:
+            if self.epoch is not None and self._locked and not self.liveness.holds(LEADER):
+                # Our lock session ended: to everyone else we look dead, and a follower may be
+                # taking over now. Stop acting; a later tick competes again like any follower.
+                self._step_down("its leader liveness lock was lost")
+                return False
             if self.epoch is not None and self._renew():
                 return True
             if self.epoch is not None:
@@ -77,8 +96,28 @@ class LeaderLease:
                     self._drop("could not renew in time")
         return self.is_leader
 
+    def _take_lock(self) -> bool:
+        """Try the leader liveness lock (without waiting); whether we hold it now."""
+        if self.liveness is not None and not self._locked:
+            try:
+                self._locked = self.liveness.hold(LEADER)
+            except Exception as exc:    # the lock is an accelerator: the lease works without it
+                log.warning("leader liveness lock unavailable: %s", exc)
+        return self._locked
+
+    def _release_lock(self) -> None:
+        if self._locked:
+            self._locked = False
+            try:
+                self.liveness.release(LEADER)
+            except Exception as exc:
+                log.warning("could not release the leader liveness lock: %s", exc)
+
     def _renew(self) -> bool:
         failpoints.hit("coordinator.before_lease_renew")
+        # A leader that took over by expiry from a paused holder (who kept the lock) picks
+        # the lock up once it is free, and says so with this renewal.
+        self._take_lock()
         began = clock.monotonic()
         self._renewed_at = began
         with self.store.write() as conn:
@@ -86,26 +125,35 @@ class LeaderLease:
             done = conn.execute(update(s.leader_lease).where(and_(
                 s.leader_lease.c.id == 1, s.leader_lease.c.node_id == self.node_id,
                 s.leader_lease.c.epoch == self.epoch, s.leader_lease.c.expires_at >= now))
-                .values(expires_at=now + self.timeouts.lease_ttl)).rowcount == 1
+                .values(expires_at=now + self.timeouts.lease_ttl, liveness=self._locked)).rowcount == 1
         if done:
             self._valid_until = began + self.timeouts.lease_ttl
         return done
 
     def _try_elect(self) -> bool:
+        locked = self._take_lock()
         began = clock.monotonic()
         with self.store.write() as conn:
             query = select(s.leader_lease, store_now(conn).label("now")).where(s.leader_lease.c.id == 1)
             row = conn.execute(query).first()
-            if row.expires_at >= row.now and row.node_id != self.node_id:
+            # The holder held the leader lock and now we do: it has died (or lost its lock
+            # session, and steps down on its next tick; its writes are fenced by epoch).
+            holder_dead = locked and row.liveness
+            if row.expires_at >= row.now and row.node_id != self.node_id and not holder_dead:
+                # A live holder without the lock (it took over by expiry from a paused leader
+                # that still held it): leave the lock to it rather than sit on it.
+                self._release_lock()
                 return False
             epoch = row.epoch + 1
             taken = conn.execute(update(s.leader_lease).where(and_(
                 s.leader_lease.c.id == 1, s.leader_lease.c.epoch == row.epoch)).values(
                 node_id=self.node_id, epoch=epoch, expires_at=row.now + self.timeouts.lease_ttl,
-                url=self.url, acquired_at=row.now)).rowcount == 1
+                url=self.url, acquired_at=row.now, liveness=locked)).rowcount == 1
             if taken:
+                early = row.expires_at >= row.now and row.node_id != self.node_id
                 record_event(conn, "LEADER_ELECTED", f"coordinator:{self.node_id}", epoch=epoch,
-                             previous=row.node_id, url=self.url)
+                             previous=row.node_id, url=self.url,
+                             why="holder's liveness lock released" if early else "lease expired")
         if taken:
             self.epoch = epoch
             self._renewed_at = began
@@ -119,11 +167,18 @@ class LeaderLease:
         (log.info if why == "resigned" else log.warning)("lost leadership (epoch %s): %s", self.epoch, why)
         self.epoch = None
         self._valid_until = 0.0
+        # Only the leader keeps the lock: a follower holding it could take over from the next
+        # leader the moment it is elected.
+        self._release_lock()
         self.gained.clear()
         self.lost.set()
 
     def resign(self) -> None:
         """Give the lease up at once so another coordinator need not wait for the expiry."""
+        self._step_down("resigned")
+
+    def _step_down(self, why: str) -> None:
+        """Stop leading now, and expire our epoch's lease so another need not wait for it."""
         if self.epoch is None:
             return
         try:
@@ -132,4 +187,4 @@ class LeaderLease:
                     s.leader_lease.c.id == 1, s.leader_lease.c.epoch == self.epoch))
                     .values(expires_at=0.0))
         finally:
-            self._drop("resigned")
+            self._drop(why)

@@ -26,6 +26,9 @@ class Snapshot:
     load: dict[str, int] = field(default_factory=dict)   # node_id -> live attempts
     now: float = 0.0
     last_checkpoint_at: float | None = None             # newest completed checkpoint of this incarnation
+    # Workers whose liveness lock was free when the snapshot was read: dead now, whatever
+    # their last heartbeat says, and their drivers with them (store/liveness.py).
+    dead_workers: frozenset[str] = frozenset()
 
 
 # -- effects (applied by effects.py) --------------------------------------------------------
@@ -214,15 +217,18 @@ def _policy(policy: str, reason: str) -> list:
     return []
 
 
-def worker_alive(node: Any | None, now: float, timeouts: Timeouts) -> bool:
-    return node is not None and not node.stopped and now - node.heartbeat_at <= timeouts.worker_lost_after
+def worker_alive(node: Any | None, snap: Snapshot, timeouts: Timeouts) -> bool:
+    return (node is not None and not node.stopped and node.node_id not in snap.dead_workers
+            and snap.now - node.heartbeat_at <= timeouts.worker_lost_after)
 
 
 def lost_reason(snap: Snapshot, timeouts: Timeouts) -> str | None:
     """Why the live attempt can no longer be trusted to make progress, if it cannot."""
     attempt, now = snap.attempt, snap.now
     node = snap.workers.get(attempt.worker_id)
-    if not worker_alive(node, now, timeouts):
+    if attempt.worker_id in snap.dead_workers:
+        return f"worker {attempt.worker_id} lost: it died (its liveness lock was released)"
+    if not worker_alive(node, snap, timeouts):
         return f"worker {attempt.worker_id} lost (no heartbeat for {timeouts.worker_lost_after:.0f} s)"
     if attempt.state == "RUNNING" and now - (attempt.heartbeat_at or 0) > timeouts.driver_hung_after:
         return f"driver pid {attempt.pid} hung (no heartbeat for {timeouts.driver_hung_after:.0f} s)"
@@ -234,23 +240,26 @@ def lost_reason(snap: Snapshot, timeouts: Timeouts) -> str | None:
 def process_gone(snap: Snapshot, timeouts: Timeouts) -> bool:
     """True once the ended attempt's driver process surely no longer runs.
 
-    Its worker reaped it (``ended_at``), or the worker is gone (drivers die with their
-    worker) and the driver has been silent long enough to have fenced itself off (a driver
-    cut off from the store with its worker may outlive it until then).
+    Its worker reaped it (``ended_at``), or its worker died (its liveness lock is free: the
+    process is gone, and its drivers died with it by ``PR_SET_PDEATHSIG``), or the worker
+    is silent and the driver has been silent long enough to have fenced itself off (a
+    driver cut off from the store with its worker may outlive it until then).
     """
     attempt, now = snap.attempt, snap.now
     if attempt.ended_at is not None:
         return True
     if attempt.pid is None and attempt.state not in ATTEMPT_LIVE and attempt.launched_at is None:
         return True   # never launched
+    if attempt.worker_id in snap.dead_workers:
+        return True
     node = snap.workers.get(attempt.worker_id)
     silent = now - (attempt.heartbeat_at or attempt.created_at) > timeouts.driver_stops_within
-    return not worker_alive(node, now, timeouts) and silent
+    return not worker_alive(node, snap, timeouts) and silent
 
 
 def choose_worker(snap: Snapshot, timeouts: Timeouts) -> str | None:
     candidates = [n for n in snap.workers.values()
-                  if worker_alive(n, snap.now, timeouts) and snap.load.get(n.node_id, 0) < n.slots]
+                  if worker_alive(n, snap, timeouts) and snap.load.get(n.node_id, 0) < n.slots]
     if snap.job.pinned_worker:
         candidates = [n for n in candidates if n.node_id == snap.job.pinned_worker]
     if not candidates:

@@ -26,6 +26,7 @@ from seatide.coordinator.reconcile import CreateAttempt, Snapshot, Timeouts, rec
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now, store_now
 from seatide.store.db import NotLeader, Store, normalize_url, record_event
+from seatide.store.liveness import Liveness, worker_lock
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
 
 log = logging.getLogger(__name__)
@@ -37,11 +38,13 @@ RECONCILE_BACKOFF_MAX_S = 60.0
 SNAPSHOT_JOB_COLUMNS = [c for c in s.jobs.c if c.name not in ("config", "variables")]
 
 
-def register_node(store: Store, node_id: str, role: str, url: str | None = None, slots: int = 0) -> None:
+def register_node(store: Store, node_id: str, role: str, url: str | None = None, slots: int = 0,
+                  liveness: bool = False) -> None:
+    """liveness: the node holds its liveness lock (taken before this call) for its life."""
     with store.write() as conn:
         now = read_store_now(conn)      # heartbeats are judged by the store's clock
         values = dict(role=role, host=socket.gethostname(), pid=os.getpid(), url=url, slots=slots,
-                      started_at=now, heartbeat_at=now, stopped=False)
+                      started_at=now, heartbeat_at=now, stopped=False, liveness=liveness)
         if conn.execute(update(s.nodes).where(s.nodes.c.node_id == node_id).values(**values)).rowcount == 0:
             conn.execute(insert(s.nodes).values(node_id=node_id, **values))
 
@@ -91,12 +94,16 @@ def is_driver_of(argv: list[str], store_url: str, job_id: str, attempt_id: int) 
 class Coordinator:
     def __init__(self, store: Store, node_id: str | None = None, url: str | None = None,
                  timeouts: Timeouts = Timeouts(), history_expire_s: float = 1440 * 60, tick: float = 0.25,
-                 data_dir: str | None = None, retention: RetentionRules = RetentionRules()):
+                 data_dir: str | None = None, retention: RetentionRules = RetentionRules(),
+                 liveness: Liveness | None = None):
         self.store = store
         self.node_id = node_id or f"coordinator-{socket.gethostname()}-{os.getpid()}"
         self.url = url
         self.timeouts = timeouts.check()
-        self.lease = LeaderLease(store, self.node_id, url, timeouts)
+        # Liveness locks (store/liveness.py): a dead leader or worker is seen at once. None:
+        # by lease and heartbeat timeouts only (the simulation; SEATIDE_LIVENESS_LOCKS=0).
+        self.liveness = liveness
+        self.lease = LeaderLease(store, self.node_id, url, timeouts, liveness)
         self.tick = tick
         self.applier = Applier(store, self.node_id, history_expire_s)
         # data_dir: where set-aside checkpoint directories and attempt logs are pruned (None: rows only)
@@ -108,6 +115,7 @@ class Coordinator:
         self._thread = threading.Thread(target=self._loop, name="coordinator", daemon=True)
         self._host = socket.gethostname()
         self._backoff: dict[str, tuple[int, float]] = {}   # job id -> (failures in a row, retry at)
+        self._dead_logged: set[str] = set()                 # dead workers already logged (log once)
 
     def start(self) -> "Coordinator":
         register_node(self.store, self.node_id, "coordinator", self.url)
@@ -270,6 +278,29 @@ class Coordinator:
             last = {(row.job_id, row.incarnation): row.at for row in conn.execute(
                 select(j.job_id, j.incarnation, newest.label("at")).where(j.job_id.in_(ids)))
                 if row.at is not None}
+        dead = self._dead_workers(workers, now)
         snaps = [Snapshot(job, attempts.get(job.current_attempt), pipelines.get((job.job_id, job.incarnation), []),
-                          workers, load, now, last.get((job.job_id, job.incarnation))) for job in jobs]
+                          workers, load, now, last.get((job.job_id, job.incarnation)), dead) for job in jobs]
         return snaps, load
+
+    def _dead_workers(self, workers: dict, now: float) -> frozenset[str]:
+        """Workers that hold a liveness lock by their row, whose lock is free now: they died.
+
+        Read after the node rows, so a worker registered in them had taken its lock before
+        (it takes the lock, then registers). Only workers not yet lost by heartbeat are asked.
+        """
+        if self.liveness is None:
+            return frozenset()
+        watched = {worker_lock(n.node_id): n.node_id for n in workers.values()
+                   if n.liveness and not n.stopped and now - n.heartbeat_at <= self.timeouts.worker_lost_after}
+        if not watched:
+            return frozenset()
+        try:
+            free = self.liveness.free_among(watched)
+        except Exception as exc:    # an accelerator only: the heartbeats still judge them
+            log.warning("cannot read the workers' liveness locks: %s", exc)
+            return frozenset()
+        for name in free - self._dead_logged:
+            log.warning("worker %s died: its liveness lock is free", watched[name])
+        self._dead_logged = set(free)
+        return frozenset(watched[name] for name in free)

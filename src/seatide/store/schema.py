@@ -7,7 +7,7 @@ kept only in a process's memory. Times are Unix seconds (floats).
 
 from __future__ import annotations
 
-from sqlalchemy import (BigInteger, Boolean, Column, Float, Integer, MetaData, String, Table, Text,
+from sqlalchemy import (BigInteger, Boolean, Column, Float, Integer, MetaData, String, Table, Text, false,
                         UniqueConstraint, Index)
 
 metadata = MetaData()
@@ -29,6 +29,9 @@ leader_lease = Table(
     Column("expires_at", Float, nullable=False),
     Column("url", String(256)),
     Column("acquired_at", Float),
+    # The holder also holds the leader liveness lock: once that lock is free, the holder is
+    # dead and a follower holding the lock may take over before the expiry (lease.py).
+    Column("liveness", Boolean, nullable=False, default=False, server_default=false()),
 )
 
 nodes = Table(
@@ -42,6 +45,9 @@ nodes = Table(
     Column("started_at", Float, nullable=False),
     Column("heartbeat_at", Float, nullable=False),
     Column("stopped", Boolean, nullable=False, default=False),
+    # Holds its liveness lock for its life: once that lock is free, the node is dead
+    # (store/liveness.py). False: judged by its heartbeat alone.
+    Column("liveness", Boolean, nullable=False, default=False, server_default=false()),
 )
 
 # One row per job id: its current incarnation. A resume starts a new incarnation.

@@ -175,9 +175,9 @@ class Cluster:
     def any_coordinator(self) -> Proc:
         return next(p for p in self.procs if p.url and p.alive)
 
-    def submit(self, config: str, job_id: str, variables: dict | None = None) -> str:
+    def submit(self, config: str, job_id: str, variables: dict | None = None, timeout: float = 30.0) -> str:
         status, body = http("POST", self.any_coordinator().url + "/api/v1/submit-job",
-                            {"config": config, "jobId": job_id, "variables": variables or {}})
+                            {"config": config, "jobId": job_id, "variables": variables or {}}, timeout=timeout)
         assert status == 200, body
         return body["jobId"]
 

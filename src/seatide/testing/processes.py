@@ -61,6 +61,46 @@ class ProcessStore(Store):
             yield conn
 
 
+class SimLocks:
+    """The liveness locks of the simulated world (``store/liveness.py``): lock name -> the
+    process holding it. A crash frees its locks at once, as the OS closes a dead process's
+    files; a pause or a cut-off store does not (a flock stays held), so those are still
+    left to the lease and heartbeat timeouts."""
+
+    def __init__(self):
+        self.owners: dict[str, str] = {}
+
+    def view(self, process: str) -> "SimLiveness":
+        return SimLiveness(self, process)
+
+    def crash(self, process: str) -> None:
+        for name in [n for n, owner in self.owners.items() if owner == process]:
+            del self.owners[name]
+
+
+class SimLiveness:
+    """One process's handle on ``SimLocks``, answering as ``store.liveness.Liveness`` does."""
+
+    def __init__(self, locks: SimLocks, process: str):
+        self.locks, self.process = locks, process
+
+    def hold(self, name: str) -> bool:
+        return self.locks.owners.setdefault(name, self.process) == self.process
+
+    def holds(self, name: str) -> bool:
+        return self.locks.owners.get(name) == self.process
+
+    def release(self, name: str) -> None:
+        if self.holds(name):
+            del self.locks.owners[name]
+
+    def free_among(self, names) -> set[str]:
+        return {name for name in names if name not in self.locks.owners}
+
+    def close(self) -> None:
+        self.locks.crash(self.process)
+
+
 class SimProcess:
     """A driver process as the worker sees it: the subset of ``subprocess.Popen`` it uses."""
 

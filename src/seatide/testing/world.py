@@ -19,8 +19,9 @@ from seatide.store.db import AttemptFenced, NotLeader, open_store
 from seatide.store.restore import latest_savepoint_id
 from seatide.store.states import IllegalTransition
 from seatide.testing.invariants import Invariants
-from seatide.testing.processes import (FIRST_PID, Ledger, ProcessStore, SimDriver, SimLauncher, SimProcess,
-                                       StorePartitioned)
+from seatide.store.liveness import worker_lock
+from seatide.testing.processes import (FIRST_PID, Ledger, ProcessStore, SimDriver, SimLauncher, SimLocks,
+                                       SimProcess, StorePartitioned)
 from seatide.worker.agent import Worker
 
 COORDINATORS = ("c0", "c1", "c2")
@@ -68,9 +69,11 @@ class Proc:
 
 
 class World:
-    def __init__(self, data_dir: str, split_commit: bool = False):
+    def __init__(self, data_dir: str, split_commit: bool = False, liveness_locks: bool = True):
         self.data_dir = data_dir
         self.split_commit = split_commit
+        # Liveness locks, as a cluster runs by default; off: lease and heartbeats alone.
+        self.locks = SimLocks() if liveness_locks else None
         self.t = START
         self.current: Proc | None = None
         self._previous_clock = clock.use(self.now)
@@ -107,12 +110,16 @@ class World:
         self.current = proc
         try:
             proc.crashed, proc.reconciling, proc.last_beat = False, None, -1e9
+            liveness = self.locks.view(proc.name) if self.locks is not None else None
             if proc.kind == "coordinator":
-                proc.obj = Coordinator(proc.store, node_id=proc.name, history_expire_s=HISTORY_EXPIRE_S)
+                proc.obj = Coordinator(proc.store, node_id=proc.name, history_expire_s=HISTORY_EXPIRE_S,
+                                       liveness=liveness)
                 register_node(proc.store, proc.name, "coordinator")
             else:
                 proc.obj = Worker(proc.store, proc.store.url, self.data_dir, node_id=proc.name, slots=2,
-                                  launcher=SimLauncher(self, proc.name))
+                                  launcher=SimLauncher(self, proc.name), liveness=liveness)
+                if liveness is not None:     # taken before it registers, as Worker.run does
+                    assert liveness.hold(worker_lock(proc.name)), f"{proc.name}'s lock outlived its crash"
                 proc.obj.register()
         except StorePartitioned:
             proc.crashed = True       # it cannot start without its store; a later restart may
@@ -185,6 +192,8 @@ class World:
             proc.obj.proc.kill()
             return "killed"
         proc.crashed, proc.reconciling, proc.paused = True, None, False
+        if self.locks is not None:      # the OS frees a dead process's locks at once
+            self.locks.crash(proc.name)
         if proc.kind == "worker":       # its drivers die with it (PR_SET_PDEATHSIG)
             for other in self.procs.values():
                 if other.kind == "driver" and getattr(other, "worker", None) == proc.name:

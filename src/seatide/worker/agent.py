@@ -7,6 +7,11 @@ coordinator counts on that before it starts a replacement attempt elsewhere.
 
 The worker records a driver's exit the moment it reaps it (``ended_at``: the process is
 surely gone), and kills its drivers whose attempt the leader declared lost.
+
+With liveness locks the worker holds ``worker-<node id>`` for its life (taken before it
+registers), so the leader sees its death at once. If the lock is ever lost while the
+worker lives (its PostgreSQL lock session ended), the leader may already be replacing its
+drivers: the worker kills them, takes the lock again and registers afresh.
 """
 
 from __future__ import annotations
@@ -29,9 +34,10 @@ from seatide.runtime.session import SPARK_CONF_ENV, WORKER_SPARK_CONF_ENV
 from seatide.store import schema as s
 from seatide.store.clock import store_now
 from seatide.store.db import Store, record_event
+from seatide.store.liveness import Liveness, worker_lock
 from seatide.store.paths import driver_log_path
 from seatide.store.states import ATTEMPT_LIVE
-from seatide.timeouts import Timeouts
+from seatide.timeouts import LIVENESS_TAKE_WITHIN_S, Timeouts
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +48,10 @@ SPARK_CONF_CACHE = 256      # distinct job texts whose Spark settings a worker r
 def _die_with_parent() -> None:
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class WorkerRefused(Exception):
+    """The worker cannot start; the message says why and what to do."""
 
 
 class ProcessLauncher:
@@ -58,8 +68,9 @@ class Worker:
     def __init__(self, store: Store, store_url: str, data_dir: str, node_id: str | None = None,
                  slots: int = 2, poll: float = 0.25, inherit_stdout: bool = False,
                  timeouts: Timeouts = Timeouts(), launcher: ProcessLauncher | None = None,
-                 spark_conf: dict[str, str] | None = None):
+                 spark_conf: dict[str, str] | None = None, liveness: Liveness | None = None):
         self.store = store
+        self.liveness = liveness          # None: judged by heartbeats alone
         self.store_url = store_url
         self.data_dir = os.path.abspath(data_dir)
         self.node_id = node_id or f"worker-{socket.gethostname()}-{os.getpid()}"
@@ -82,10 +93,12 @@ class Worker:
     # -- lifecycle ---------------------------------------------------------------------------
     def run(self) -> None:
         """The worker loop; drivers die with the thread that runs it, so keep it long-lived."""
+        self._take_liveness_lock()
         self.register()
         self.beats = True
         while not self._stop.is_set():
             try:
+                self._check_liveness_lock()
                 self.beat_if_due()
                 self.step()
             except Exception:
@@ -93,6 +106,35 @@ class Worker:
             self._wake.wait(self.poll)
             self._wake.clear()
         self._shutdown()
+        if self.liveness is not None:    # we stopped (and said so): nothing to watch any more
+            self.liveness.release(worker_lock(self.node_id))
+
+    def _take_liveness_lock(self) -> None:
+        if self.liveness is None:
+            return
+        deadline = clock.monotonic() + LIVENESS_TAKE_WITHIN_S
+        while not self.liveness.hold(worker_lock(self.node_id)):
+            if clock.monotonic() >= deadline:
+                raise WorkerRefused(f"another worker with node id {self.node_id!r} is running on this store (it "
+                                    f"holds the worker's liveness lock); stop it, or give this one another "
+                                    f"--node-id")
+            self._stop.wait(0.05)
+
+    def _check_liveness_lock(self) -> None:
+        """Our lock is gone while we live: to the leader we are dead, and our attempts are
+        being replaced. Kill our drivers (the leader counts on them being gone), then come
+        back as a fresh worker."""
+        if self.liveness is None or self.liveness.holds(worker_lock(self.node_id)):
+            return
+        log.error("worker %s lost its liveness lock: killing its %d driver(s) and registering again",
+                  self.node_id, len(self.children))
+        for attempt_id, proc in list(self.children.items()):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            self.record_exit(attempt_id, proc.returncode)
+        self._take_liveness_lock()
+        register_node(self.store, self.node_id, "worker", slots=self.slots, liveness=True)
 
     def beat_if_due(self) -> None:
         """Heartbeat unless one landed within the interval. Also called between launches: a
@@ -131,7 +173,7 @@ class Worker:
             pass
 
     def register(self) -> None:
-        register_node(self.store, self.node_id, "worker", slots=self.slots)
+        register_node(self.store, self.node_id, "worker", slots=self.slots, liveness=self.liveness is not None)
         self._end_orphans()
 
     def _end_orphans(self) -> None:

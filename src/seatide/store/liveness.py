@@ -1,0 +1,246 @@
+"""Liveness locks: a lock a process holds for its whole life, so that its death is seen at once.
+
+The leader holds ``leader``; each worker holds ``worker-<node id>``. When a process dies,
+its operating system closes its files and sockets, and with them its locks:
+
+* SQLite: ``flock`` on a file in ``<db>.locks/`` beside the database, on an fd open for
+  the process's life (never inherited by drivers: Python opens fds non-inheritable).
+* PostgreSQL: a session-level advisory lock, on a connection of its own kept open for
+  the process's life (never pooled, never in a transaction, so no pool recycling and no
+  ``idle_in_transaction_session_timeout`` ends it).
+
+A free lock therefore means "its holder is gone" — at once, not after a timeout. A
+*paused* or *partitioned* process still holds its lock: the lease and the heartbeats
+stay the backstop for those (``coordinator/lease.py``, ``coordinator/reconcile.py``).
+
+On PostgreSQL a lock is also freed when the server ends the session of a live process
+(a server restart, ``pg_terminate_backend``, TCP keepalives failing). The holder checks
+its own lock every tick and acts as if it had died (the leader steps down, a worker kills
+its drivers); and the lock session's keepalives are set so the server never gives up on
+a silent peer before its heartbeat would have timed out anyway (``timeouts.py``).
+
+Nothing here decides anything: the lease and the reconcile loop read these locks.
+``liveness_for`` builds the one a process uses; ``SEATIDE_LIVENESS_LOCKS=0`` turns them off
+(lease and heartbeats only, as before: the benchmark's baseline).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import logging
+import os
+import re
+import threading
+import zlib
+from typing import Iterable, Protocol
+
+from seatide.timeouts import Timeouts
+
+log = logging.getLogger(__name__)
+
+LIVENESS_ENV = "SEATIDE_LIVENESS_LOCKS"
+LEADER = "leader"
+# The first half of every SeaTide advisory lock key: other users of advisory locks in the
+# same database pick their own (the second half is a hash of the lock's name).
+ADVISORY_CLASS = 0x5EA7
+
+
+def worker_lock(node_id: str) -> str:
+    return f"worker-{node_id}"
+
+
+class Liveness(Protocol):
+    def hold(self, name: str) -> bool:
+        """Take the lock without waiting and keep it; True if this process holds it now."""
+
+    def holds(self, name: str) -> bool:
+        """Whether this process still holds it (False once the PostgreSQL session is gone)."""
+
+    def release(self, name: str) -> None:
+        ...
+
+    def free_among(self, names: Iterable[str]) -> set[str]:
+        """Which of these locks nobody holds now: their holders have died."""
+
+    def close(self) -> None:
+        ...
+
+
+def liveness_for(store, timeouts: Timeouts) -> Liveness | None:
+    """The liveness locks for this store, or None when ``SEATIDE_LIVENESS_LOCKS=0``."""
+    if os.environ.get(LIVENESS_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+        log.info("liveness locks off (%s=0): deaths are seen by lease and heartbeat timeouts only", LIVENESS_ENV)
+        return None
+    if store.is_sqlite:
+        path = store.url.split("///", 1)[1] if "///" in store.url else ""
+        if not path or path == ":memory:":
+            return None          # an in-memory store has one process: nobody to watch
+        return FileLocks(os.path.abspath(path) + ".locks")
+    return AdvisoryLocks(store.url, timeouts)
+
+
+class FileLocks:
+    """``flock`` on one file per lock in ``directory``."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        os.makedirs(directory, exist_ok=True)
+        self._fds: dict[str, int] = {}
+        self._mutex = threading.Lock()      # local mode: a coordinator and a worker thread share one
+
+    def path(self, name: str) -> str:
+        safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+        if safe != name:        # two names must never share a file
+            safe += f"-{zlib.crc32(name.encode()):08x}"
+        return os.path.join(self.directory, safe)
+
+    def hold(self, name: str) -> bool:
+        with self._mutex:
+            if name in self._fds:
+                return True
+            fd = os.open(self.path(name), os.O_RDWR | os.O_CREAT, 0o644)
+            if not _flock(fd, fcntl.LOCK_EX):
+                os.close(fd)
+                return False
+            self._fds[name] = fd
+            return True
+
+    def holds(self, name: str) -> bool:
+        return name in self._fds     # an open fd keeps its flock: only our own release drops it
+
+    def release(self, name: str) -> None:
+        with self._mutex:
+            fd = self._fds.pop(name, None)
+            if fd is not None:
+                os.close(fd)          # closing the only fd of the open file releases the flock
+
+    def free_among(self, names: Iterable[str]) -> set[str]:
+        free = set()
+        for name in names:
+            if name in self._fds:
+                continue
+            try:
+                fd = os.open(self.path(name), os.O_RDONLY)
+            except FileNotFoundError:
+                free.add(name)        # never held (or removed): nobody holds it
+                continue
+            try:
+                # A shared probe: it fails while the holder keeps its exclusive lock, and if it
+                # succeeds it is dropped at once (a holder starting up just then retries).
+                if _flock(fd, fcntl.LOCK_SH):
+                    free.add(name)
+            finally:
+                os.close(fd)
+        return free
+
+    def close(self) -> None:
+        for name in list(self._fds):
+            self.release(name)
+
+
+def _flock(fd: int, kind: int) -> bool:
+    try:
+        fcntl.flock(fd, kind | fcntl.LOCK_NB)
+        return True
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return False
+        raise
+
+
+class AdvisoryLocks:
+    """Session-level advisory locks on one dedicated PostgreSQL connection."""
+
+    def __init__(self, url: str, timeouts: Timeouts):
+        self.url = "postgresql://" + url.split("://", 1)[1]
+        idle, interval, count = timeouts.liveness_keepalives
+        # The lock lives exactly as long as this session: no server-side timeout may end an
+        # idle one, and the server gives up on a silent peer only after its heartbeat would
+        # have timed out anyway (see Timeouts.liveness_keepalives).
+        self.options = (f"-c idle_session_timeout=0 -c idle_in_transaction_session_timeout=0 "
+                        f"-c statement_timeout=5000 -c tcp_keepalives_idle={idle} "
+                        f"-c tcp_keepalives_interval={interval} -c tcp_keepalives_count={count}")
+        self._conn = None
+        self._held: set[str] = set()
+        self._mutex = threading.Lock()
+
+    @staticmethod
+    def key(name: str) -> tuple[int, int]:
+        return ADVISORY_CLASS, zlib.crc32(name.encode()) & 0x7FFFFFFF
+
+    def _connection(self):
+        import psycopg
+
+        if self._conn is None or self._conn.closed:
+            # A new session holds nothing: whatever the old one held is gone.
+            self._held.clear()
+            self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5, options=self.options)
+        return self._conn
+
+    def _query(self, sql: str, params=()):
+        try:
+            return self._connection().execute(sql, params).fetchall()
+        except Exception:
+            self._drop_connection()
+            raise
+
+    def _drop_connection(self) -> None:
+        self._held.clear()
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+        self._conn = None
+
+    def hold(self, name: str) -> bool:
+        with self._mutex:
+            if name in self._held:
+                return True
+            if self._query("SELECT pg_try_advisory_lock(%s, %s)", self.key(name))[0][0]:
+                self._held.add(name)
+            return name in self._held
+
+    def holds(self, name: str) -> bool:
+        with self._mutex:
+            if name not in self._held:
+                return False
+            classid, objid = self.key(name)
+            try:
+                rows = self._query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                                   "AND pid = pg_backend_pid() AND classid::bigint = %s AND objid::bigint = %s AND objsubid = 2",
+                                   (classid, objid))
+            except Exception as exc:
+                log.warning("liveness lock %s: its session is gone (%s)", name, exc)
+                return False
+            if rows[0][0] == 0:
+                self._held.discard(name)
+            return name in self._held
+
+    def release(self, name: str) -> None:
+        with self._mutex:
+            if name not in self._held:
+                return
+            self._held.discard(name)
+            try:
+                self._query("SELECT pg_advisory_unlock(%s, %s)", self.key(name))
+            except Exception as exc:    # the session is closed then, which releases it too
+                log.warning("liveness lock %s: release failed (%s); its session was closed", name, exc)
+
+    def free_among(self, names: Iterable[str]) -> set[str]:
+        names = [n for n in names if n not in self._held]
+        if not names:
+            return set()
+        keys = {self.key(n)[1]: n for n in names}
+        with self._mutex:
+            # Read pg_locks rather than try the locks: a probe never stands in a holder's way.
+            rows = self._query("SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                               "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                               "AND classid::bigint = %s AND objsubid = 2 AND objid::bigint = ANY(%s)",
+                               (ADVISORY_CLASS, list(keys)))
+        held = {int(row[0]) for row in rows}
+        return {name for objid, name in keys.items() if objid not in held}
+
+    def close(self) -> None:
+        with self._mutex:
+            self._drop_connection()
