@@ -88,7 +88,8 @@ def _coordinator(args, store, data_dir: str, timeouts) -> int:
 def _worker(args, store, url: str, data_dir: str, timeouts) -> int:
     from seatide.worker.agent import Worker
 
-    worker = Worker(store, url, data_dir, node_id=args.node_id, slots=args.slots, timeouts=timeouts)
+    worker = Worker(store, url, data_dir, node_id=args.node_id, slots=args.slots, timeouts=timeouts,
+                    warm_drivers=args.warm_drivers)
     stop = threading.Event()
 
     def on_signal(signum, frame):
