@@ -134,9 +134,10 @@ class Cluster:
         wait_for(lambda: http("GET", url + "/api/v1/overview")[0] in (200, 401), 30, message=f"{name} serving")
         return proc
 
-    def worker(self, name: str = "w1", slots: int = 2, env: dict | None = None) -> Proc:
-        proc = self._spawn(name, ["cluster", "worker", "--node-id", name, "--slots", str(slots), *self._common()],
-                           env=env)
+    def worker(self, name: str = "w1", slots: int = 2, env: dict | None = None,
+               extra: list[str] | None = None) -> Proc:
+        proc = self._spawn(name, ["cluster", "worker", "--node-id", name, "--slots", str(slots), *self._common(),
+                                  *(extra or [])], env=env)
         wait_for(lambda: self._node_alive(name), 30, message=f"worker {name} registered")
         return proc
 
@@ -168,8 +169,9 @@ class Cluster:
         return next(p for p in self.procs if p.url and p.alive)
 
     def submit(self, config: str, job_id: str, variables: dict | None = None) -> str:
+        # 30 s: a coordinator's first submit imports the job's plugins, which takes seconds at load 15+
         status, body = http("POST", self.any_coordinator().url + "/api/v1/submit-job",
-                            {"config": config, "jobId": job_id, "variables": variables or {}})
+                            {"config": config, "jobId": job_id, "variables": variables or {}}, timeout=30)
         assert status == 200, body
         return body["jobId"]
 

@@ -1,0 +1,100 @@
+"""A worker's warm drivers, with real processes: a job runs in a driver started before it
+was submitted, the pool refills, a job with other Spark settings gets a cold driver, and
+warm drivers never outlive their worker or stay dead."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+from seatide.coordinator.service import is_driver_of
+from seatide.store.paths import driver_log_path
+from tests.cluster.harness import Cluster, batch_gate, driver_pids, open_gate, wait_for
+from tests.cluster.jobs import assert_exactly, batch_job, written_ids
+from tests.cluster.warm import ready_warm_pid, warm_pids
+
+pytestmark = pytest.mark.cluster
+
+
+def _only_attempt(cluster: Cluster, job_id: str):
+    attempts = cluster.attempts(job_id)
+    assert len(attempts) == 1, attempts
+    return attempts[0]
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_job_runs_in_the_warm_driver_started_before_its_submit_and_the_pool_refills(cluster, tmp_path):
+    gate = str(tmp_path / "gate")
+    cluster.coordinator()
+    worker = cluster.worker("w1", env=batch_gate(gate, 0))    # holds each driver at its first batch
+    warm = ready_warm_pid(worker)
+    submitted_at = time.time()
+    out = str(tmp_path / "out")
+    cluster.submit(batch_job(out, rows=200, rows_per_batch=100), "warm1")
+    # Held mid-way: the warm driver is now the attempt's driver to anyone reading the process table.
+    wait_for(lambda: driver_pids("warm1") == [warm], 60, message="the warm driver named as job warm1's")
+    attempt = wait_for(lambda: (lambda a: a if a.pid else None)(_only_attempt(cluster, "warm1")), 30,
+                       message="the attempt's pid")
+    assert attempt.pid == warm
+    assert psutil.Process(warm).create_time() < submitted_at
+    assert is_driver_of(psutil.Process(warm).cmdline(), cluster.store_url, "warm1", attempt.attempt_id)
+    # The pool refills while the first warm driver is busy.
+    second = ready_warm_pid(worker, other_than={warm})
+    open_gate(gate)
+    cluster.wait_status("warm1", "FINISHED")
+    assert_exactly(written_ids(out + "/p0"), range(200))
+    attempt = wait_for(lambda: (lambda a: a if a.ended_at else None)(_only_attempt(cluster, "warm1")), 60,
+                       message="the worker to record the warm driver's exit")
+    assert (attempt.state, attempt.exit_code) == ("SUCCEEDED", 0)
+    assert not _alive(warm)
+    log_text = open(driver_log_path(cluster.data_dir, "warm1", attempt.attempt_id), errors="replace").read()
+    assert f"warm driver pid {warm} takes job warm1 attempt {attempt.attempt_id}" in log_text
+    # ... and the replacement runs the next job.
+    cluster.submit(batch_job(str(tmp_path / "out2"), rows=50), "warm2")
+    cluster.wait_status("warm2", "FINISHED")
+    assert _only_attempt(cluster, "warm2").pid == second
+    assert_exactly(written_ids(str(tmp_path / "out2") + "/p0"), range(50))
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_job_with_its_own_spark_master_gets_a_cold_driver(cluster, tmp_path):
+    cluster.coordinator()
+    worker = cluster.worker("w1")
+    warm = ready_warm_pid(worker)
+    out = str(tmp_path / "out")
+    config = batch_job(out, rows=50).replace("env {\n", 'env {\n  spark.master = "local[1]"\n', 1)
+    cluster.submit(config, "cold1")
+    cluster.wait_status("cold1", "FINISHED")
+    attempt = wait_for(lambda: (lambda a: a if a.ended_at else None)(_only_attempt(cluster, "cold1")), 60,
+                       message="the worker to record the cold driver's exit")
+    assert attempt.pid != warm and attempt.exit_code == 0
+    assert warm_pids(worker) == [warm]           # the warm driver was left alone, still idle
+    assert_exactly(written_ids(out + "/p0"), range(50))
+    with open(worker.log_path, errors="replace") as handle:
+        assert "gets a cold driver: spark.master is 'local[1]'" in handle.read()
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_warm_driver_killed_idle_is_replaced_and_none_outlive_their_worker(cluster):
+    cluster.coordinator()
+    worker = cluster.worker("w1")
+    first = ready_warm_pid(worker)
+    os.kill(first, signal.SIGKILL)
+    second = ready_warm_pid(worker, other_than={first})
+    assert warm_pids(worker) == [second]
+    family = [second, *(p.pid for p in psutil.Process(second).children(recursive=True))]
+    assert len(family) >= 2, "a ready warm driver runs its JVM as a child"
+    worker.kill(signal.SIGKILL)
+    wait_for(lambda: not any(_alive(pid) for pid in family), 30,
+             message=f"the dead worker's warm driver and its JVM ({family}) gone")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
