@@ -36,8 +36,8 @@ log = logging.getLogger(__name__)
 
 # An idle warm driver that took longer than this to acknowledge its attempt is treated as
 # having taken it anyway: it is the attempt's driver now, and its heartbeat (or its exit)
-# tells the truth about it from here on.
-HAND_OVER_ACK_TIMEOUT = 5.0
+# tells the truth about it from here on. Short: the worker's loop (and its heartbeat) waits.
+HAND_OVER_ACK_TIMEOUT = 2.0
 MAX_RESTART_BACKOFF = 60.0
 
 
