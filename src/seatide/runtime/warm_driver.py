@@ -64,11 +64,8 @@ def await_attempt(args) -> Future | None:
     """Warm up, then wait for the attempt. Fills ``args.job_id`` and ``args.attempt`` and returns
     the session (a future: it may still be starting) with the job's runtime settings applied;
     None if the worker closed our stdin without giving us an attempt."""
-    from seatide.runtime.session import build_session
-
     taken = threading.Event()
-    session = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warm-session").submit(
-        build_session, "seatide-warm-driver", warm_session_conf())
+    session = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warm-session").submit(_warm_session)
     session.add_done_callback(lambda done: _session_done(done, args.ready_fd, taken))
     log.info("warm driver pid %s: starting Spark, waiting for an attempt", os.getpid())
     line = sys.stdin.buffer.readline()
@@ -83,6 +80,46 @@ def await_attempt(args) -> Future | None:
     log.info("warm driver pid %s takes job %s attempt %s (session %s)", os.getpid(), args.job_id,
              args.attempt, "ready" if session.done() else "still starting")
     return _with_runtime_conf(session, order.get("runtime_conf") or {})
+
+
+def _warm_session():
+    """A session with the default settings, and what every attempt's first query pays
+    once per process done already: SeaTide's modules imported, a Python data source
+    registered and read through a streaming query (Python workers, the streaming source
+    runner, py4j's callback server for foreachBatch, the JVM's first compilations)."""
+    from seatide.runtime.session import build_session
+
+    spark = build_session("seatide-warm-driver", warm_session_conf())
+    try:
+        _first_query(spark)
+    except Exception:      # a cold path for the attempt, not a reason to give up the session
+        log.warning("warm driver pid %s: the warm-up query failed; the attempt pays its first "
+                    "query itself", os.getpid(), exc_info=True)
+    return spark
+
+
+def _first_query(spark) -> None:
+    import shutil
+    import tempfile
+
+    import seatide.config.loader  # noqa: F401  what run_attempt imports first
+    import seatide.plan.dag  # noqa: F401
+    import seatide.runtime.pipeline_run  # noqa: F401
+    from seatide.connectors.fake.layout import SplitLayout
+    from seatide.connectors.fake.split_stream import SOURCE_NAME, FakeSplitSource, stream_options
+    from seatide.plugin.base import use_python_data_source
+
+    use_python_data_source(spark, FakeSplitSource)     # registered once per session: the job's too
+    layout = SplitLayout(readers=1, rows_per_reader=1, splits_per_reader=1, unit_rows=1)
+    options = stream_options(layout, max_rows=1, unbounded=False, interval_ms=0, partitions=1)
+    scratch = tempfile.mkdtemp(prefix="seatide-warm-")
+    try:
+        query = (spark.readStream.format(SOURCE_NAME).options(**options).load()
+                 .writeStream.foreachBatch(lambda frame, batch_id: frame.count())
+                 .option("checkpointLocation", scratch).trigger(availableNow=True).start())
+        query.awaitTermination()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _session_done(done: Future, ready_fd: int | None, taken: threading.Event) -> None:
