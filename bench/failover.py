@@ -81,10 +81,11 @@ def main() -> None:
     parser.add_argument("--store", choices=["sqlite", "postgresql"], default="sqlite")
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--skip-worker", action="store_true")
+    parser.add_argument("--warm-drivers", type=int, default=0, help="each worker's warm pool (default 0: cold)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         url, drop = store_url(args.store, tmp)
-        cluster = Cluster(url, f"{tmp}/data")     # the fault tests' timeouts (tests/cluster/harness.py)
+        cluster = Cluster(url, f"{tmp}/data", warm_drivers=args.warm_drivers)   # the fault tests' timeouts
         try:
             samples = leader_failover(cluster, args.kills)
             print(f"leader failover ({args.store}, {len(samples)} kills): median {statistics.median(samples):.2f} s, "

@@ -20,6 +20,11 @@ from tests.cluster.warm import ready_warm_pid, warm_pids
 pytestmark = pytest.mark.cluster
 
 
+@pytest.fixture(autouse=True)
+def warm_pool(cluster):
+    cluster.warm_drivers = 1
+
+
 def _only_attempt(cluster: Cluster, job_id: str):
     attempts = cluster.attempts(job_id)
     assert len(attempts) == 1, attempts
