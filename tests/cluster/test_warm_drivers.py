@@ -13,7 +13,7 @@ import pytest
 
 from seatide.coordinator.service import is_driver_of
 from seatide.store.paths import driver_log_path
-from tests.cluster.harness import Cluster, DriverWatch, batch_gate, open_gate, wait_for
+from tests.cluster.harness import DriverWatch, batch_gate, open_gate, wait_for
 from tests.cluster.jobs import assert_exactly, batch_job, written_ids
 from tests.cluster.warm import ready_warm_pid, warm_pids
 
