@@ -12,7 +12,7 @@ Worker: seconds from SIGKILL of the worker running a STREAMING job (checkpoint e
 1 s) to the job's first checkpoint completed after the kill — its pipelines restored and
 committing again — and to its replacement attempt RUNNING. One job is killed
 ``--worker-kills`` times (a fresh worker joins before each kill); median reported.
-Timeouts are the fault tests' (tests/cluster/harness.py: worker lost after 5 s).
+Timeouts are the fault tests' (seatide/testing/cluster.py: worker lost after 5 s).
 
 "before" runs every process with SEATIDE_LIVENESS_LOCKS=0, "after" with the locks, on
 the same machine in the same run; the ratio after/before is the result. Writes
@@ -34,8 +34,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from sqlalchemy import create_engine, text  # noqa: E402
 
-from tests.cluster.harness import Cluster, http, wait_for  # noqa: E402
-from tests.cluster.jobs import streaming_job  # noqa: E402
+from seatide.testing.cluster import Cluster, http, wait_for  # noqa: E402
+from seatide.testing.jobs import streaming_job  # noqa: E402
 
 MODES = {"before": {"SEATIDE_LIVENESS_LOCKS": "0"}, "after": {"SEATIDE_LIVENESS_LOCKS": "1"}}
 
@@ -64,9 +64,9 @@ class ModeCluster(Cluster):
         return super()._spawn(name, args, url, {**self.mode_env, **(env or {})})
 
 
-def _cluster(kind: str, tmp: str, env: dict) -> tuple[ModeCluster, callable]:
+def _cluster(kind: str, tmp: str, env: dict, warm_drivers: int = 0) -> tuple[ModeCluster, callable]:
     url, drop = store_url(kind, tmp)
-    cluster = ModeCluster(url, f"{tmp}/data")
+    cluster = ModeCluster(url, f"{tmp}/data", warm_drivers=warm_drivers)
     cluster.mode_env = env
     return cluster, drop
 
@@ -183,6 +183,8 @@ def main() -> None:
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "failover"))
     parser.add_argument("--worker-until", choices=["committing", "running"], default="committing",
                         help="running: stop each worker sample once the new attempt runs (no checkpoint wait)")
+    parser.add_argument("--warm-drivers", type=int, default=0,
+                        help="each worker's warm pool in the worker runs (default 0: cold drivers)")
     parser.add_argument("--plot-only", metavar="JSON", help="draw the plot of an earlier run's JSON, and stop")
     args = parser.parse_args()
     if args.plot_only:
@@ -211,7 +213,7 @@ def main() -> None:
         results["worker"][store] = {}
         for mode, env in MODES.items():
             with tempfile.TemporaryDirectory(prefix="seatide-bench-") as tmp:
-                cluster, drop = _cluster(store, tmp, env)
+                cluster, drop = _cluster(store, tmp, env, args.warm_drivers)
                 try:
                     samples = worker_loss(cluster, tmp, args.worker_kills, args.worker_until)
                 finally:

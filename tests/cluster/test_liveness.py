@@ -18,8 +18,8 @@ from seatide.store import schema as s
 from seatide.store.db import NotLeader, open_store
 from seatide.store.liveness import AdvisoryLocks, liveness_for, worker_lock
 from seatide.timeouts import Timeouts
-from tests.cluster.harness import Cluster, DriverWatch, assert_never_resurrected, driver_pids, wait_for
-from tests.cluster.jobs import batch_job
+from seatide.testing.cluster import Cluster, DriverWatch, assert_never_resurrected, driver_pids, wait_for
+from seatide.testing.jobs import batch_job
 
 pytestmark = pytest.mark.cluster
 

@@ -17,7 +17,7 @@ import urllib.request
 
 import pyspark
 
-from tests.cluster.harness import free_port, wait_for
+from seatide.testing.cluster import free_port, wait_for
 
 SPARK_HOME = os.path.dirname(pyspark.__file__)
 # Small and quick to start: two JVMs share a 2-core machine with the driver and other tests.

@@ -20,8 +20,8 @@ import pytest
 
 import seatide
 from seatide.runtime.session import WORKER_SPARK_CONF_ENV
-from tests.cluster.harness import open_gate, wait_for
-from tests.cluster.jobs import assert_exactly, written_ids
+from seatide.testing.cluster import open_gate, wait_for
+from seatide.testing.jobs import assert_exactly, written_ids
 from tests.spark_cluster.standalone import StandaloneCluster
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

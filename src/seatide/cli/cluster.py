@@ -107,7 +107,8 @@ def _worker(args, store, url: str, data_dir: str, timeouts, spark_conf: dict[str
     from seatide.worker.agent import Worker, WorkerRefused
 
     worker = Worker(store, url, data_dir, node_id=args.node_id, slots=args.slots, timeouts=timeouts,
-                    spark_conf=spark_conf, liveness=liveness_for(store, timeouts))
+                    spark_conf=spark_conf, liveness=liveness_for(store, timeouts),
+                    warm_drivers=args.warm_drivers)
     stop = threading.Event()
 
     def on_signal(signum, frame):

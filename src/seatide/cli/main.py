@@ -34,6 +34,16 @@ def _add_strict_arg(parser: argparse.ArgumentParser) -> None:
                         help="refuse the job if it has keys no option declares (default: warn and ignore them)")
 
 
+def _warm_drivers(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of drivers: pass 0 or more (0 disables the pool)")
+    return count
+
+
 def version_line() -> str:
     """``seatide X.Y.Z (PySpark a.b.c, Python x.y.z)``, from the installed packages' metadata
     (PySpark is not imported: that would cost seconds)."""
@@ -132,6 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a Spark setting for every driver this worker launches, under the job's env "
                              "(which wins), e.g. spark.master=spark://host:7077; repeat for more "
                              "(see docs/spark-cluster.md)")
+    worker.add_argument("--warm-drivers", type=_warm_drivers, default=1, metavar="N",
+                        help="driver processes kept started, Spark session and all, so an attempt "
+                             "skips the start-up (default 1; 0: start every driver cold). "
+                             "Each holds a JVM; see docs/operations.md")
     return parser
 
 

@@ -6,6 +6,11 @@ It reads its job and attempt from the store, heartbeats from its first second, r
 every pipeline that has not already ended (each as its own Spark query, concurrently),
 records each committed batch, end of data and pipeline end the moment it happens, and
 exits 0 when every pipeline has ended, 1 when the attempt failed and may be retried.
+
+    python -m seatide.runtime.driver warm --store URL ... --ready-fd N
+
+starts a warm driver instead (runtime/warm_driver.py): it starts Spark first and is given
+its attempt later by its worker, then runs it exactly as above.
 """
 
 from __future__ import annotations
@@ -151,12 +156,13 @@ def _take_savepoint(runs, reporter) -> None:
 
 def _parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="seatide driver")
-    parser.add_argument("role", choices=["driver"])
+    parser.add_argument("role", choices=["driver", "warm"])
     parser.add_argument("--store", required=True)
     parser.add_argument("--job-id", required=True)
     parser.add_argument("--attempt", type=int, required=True)
     parser.add_argument("--heartbeat-interval", type=float, default=Timeouts.driver_heartbeat_interval)
     parser.add_argument("--self-fence-after", type=float, default=Timeouts.driver_self_fence_after)
+    parser.add_argument("--ready-fd", type=int, default=None, help="warm drivers: tell the worker here")
     return parser.parse_args(argv)
 
 
@@ -186,7 +192,15 @@ def main(argv: list[str] | None = None) -> None:
     args = _parse(sys.argv[1:] if argv is None else argv)
     code = EXIT_FAILED
     try:
-        code = _drive(args)
+        session = None
+        if args.role == "warm":
+            _configure_logging()
+            from seatide.runtime.warm_driver import await_attempt
+            session = await_attempt(args)
+            if session is None:
+                code = EXIT_OK
+                return
+        code = _drive(args, session)
     except BaseException:
         log.exception("driver of attempt %s failed", args.attempt)
     finally:
@@ -197,10 +211,15 @@ def main(argv: list[str] | None = None) -> None:
         os._exit(code)
 
 
-def _drive(args) -> int:
+def _configure_logging() -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    early_session = _start_session_early(f"seatide-{args.job_id}")
+
+
+def _drive(args, warm_session=None) -> int:
+    """Run the attempt; ``warm_session``: a warm driver's session (a future), else start one."""
+    _configure_logging()
+    early_session = warm_session or _start_session_early(f"seatide-{args.job_id}")
     from seatide.runtime.heartbeat import FENCED_EXIT_CODE, Heartbeat
     from seatide.runtime.reporter import AttemptReporter
     from seatide.store.db import AttemptFenced, open_store

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass, field
 
 # Measured on a 2-core machine: C1-only JIT and the serial GC start Spark ~30% faster
 # and cost nothing noticeable for SeaTide's short-lived drivers.
@@ -96,3 +97,69 @@ def build_session(app_name: str, conf: dict[str, str] | None = None):
     for key, value in session_conf(conf).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+# Spark's static SQL settings (StaticSQLConf of PySpark 4.3): fixed when the session starts,
+# like spark.master or memory. tests/runtime/test_warm_session_fit.py compares this list
+# with the JVM's, so an upgrade that adds one fails a test instead of a job.
+STATIC_SQL_CONF = frozenset({
+    "spark.python.sql.dataFrameDebugging.enabled", "spark.sql.artifact.copyFromLocalToFs.allowDestLocal",
+    "spark.sql.avro.schemaUrlAllowedSchemes", "spark.sql.broadcastExchange.maxThreadThreshold",
+    "spark.sql.cache.serializer", "spark.sql.catalog.spark_catalog.defaultDatabase",
+    "spark.sql.catalogImplementation", "spark.sql.codegen.cache.maxEntries", "spark.sql.codegen.comments",
+    "spark.sql.debug", "spark.sql.defaultUrlStreamHandlerFactory.enabled", "spark.sql.event.truncate.length",
+    "spark.sql.extensions", "spark.sql.extensions.test.loadFromCp", "spark.sql.filesourceTableRelationCacheSize",
+    "spark.sql.globalTempDatabase", "spark.sql.hive.thriftServer.http.sniHostCheckEnabled",
+    "spark.sql.hive.thriftServer.singleSession", "spark.sql.kafka.disallowedOptions",
+    "spark.sql.legacy.hive.thriftServer.allowSettingSystemProperties",
+    "spark.sql.legacy.sessionInitWithConfigDefaults", "spark.sql.metadataCacheTTLSeconds",
+    "spark.sql.queryExecutionListeners", "spark.sql.reflect.allowList", "spark.sql.restrictedMode.enabled",
+    "spark.sql.resultQueryStage.maxThreadThreshold", "spark.sql.shuffleExchange.maxThreadThreshold",
+    "spark.sql.sources.disabledJdbcConnProviderList", "spark.sql.sources.schemaStringLengthThreshold",
+    "spark.sql.streaming.streamingQueryListeners", "spark.sql.streaming.ui.enabled",
+    "spark.sql.streaming.ui.enabledCustomMetricList", "spark.sql.streaming.ui.retainedProgressUpdates",
+    "spark.sql.streaming.ui.retainedQueries", "spark.sql.subquery.maxThreadThreshold",
+    "spark.sql.ui.retainedExecutions", "spark.sql.warehouse.dir",
+})
+
+
+@dataclass(frozen=True)
+class WarmFit:
+    """How a job's Spark settings meet a warm driver's session (see ``warm_session_fit``)."""
+
+    runtime_conf: dict[str, str] = field(default_factory=dict)   # set on the warm session first
+    cold_because: str | None = None                              # None: a warm driver may run it
+
+
+def warm_session_fit(conf: dict[str, str] | None, warm_conf: dict[str, str]) -> WarmFit:
+    """Whether a job whose Spark settings are ``conf`` (``spark_conf_for``) may run in a warm
+    driver, whose session ``build_session`` built with ``warm_conf`` (the settings of a job
+    that sets none: ``runtime.warm_driver.warm_session_conf``) over ``DEFAULT_CONF``.
+
+    * A setting equal to the warm session's changes nothing.
+    * A runtime SQL setting (``spark.sql.*`` and not in ``STATIC_SQL_CONF``) goes into
+      ``runtime_conf``: the warm driver sets it with ``spark.conf.set`` before the attempt
+      runs, which is what ``build_session`` would have done for a cold driver.
+    * Anything else differs in a way a running JVM cannot take: ``spark.master``, memory,
+      jars and class paths, Java options, static SQL settings, any other ``spark.*``. The job
+      gets a cold driver started with its settings, and ``cold_because`` names the first one.
+
+    >>> warm = {"spark.master": "local[*]"}
+    >>> warm_session_fit({"spark.sql.shuffle.partitions": "8"}, warm).runtime_conf
+    {'spark.sql.shuffle.partitions': '8'}
+    >>> warm_session_fit({"spark.master": "local[4]"}, warm).cold_because
+    "spark.master is 'local[4]', the warm session's is 'local[*]'"
+    """
+    session = {**DEFAULT_CONF, **warm_conf}
+    runtime: dict[str, str] = {}
+    for key, value in sorted((conf or {}).items()):
+        value = str(value)
+        if session.get(key) == value:
+            continue
+        if key.startswith("spark.sql.") and key not in STATIC_SQL_CONF:
+            runtime[key] = value
+            continue
+        warm = session.get(key)
+        return WarmFit(cold_because=f"{key} is {value!r}, the warm session's is "
+                                    f"{'unset' if warm is None else repr(warm)}")
+    return WarmFit(runtime_conf=runtime)

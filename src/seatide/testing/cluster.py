@@ -102,6 +102,9 @@ class Cluster:
     timeouts: dict = field(default_factory=lambda: {"driver": 6.0, "worker": 5.0, "self_fence": 3.0,
                                                     "interval": 0.5})
     cleanup_delay: float = 60.0
+    # Workers start every driver cold unless a test asks for warm ones:
+    # on a 2-core host an idle warm JVM per worker competes with the job a test is timing.
+    warm_drivers: int = 0
     procs: list[Proc] = field(default_factory=list)
 
     def __post_init__(self):
@@ -142,9 +145,10 @@ class Cluster:
             wait_for(lambda: http("GET", url + "/api/v1/overview")[0] in (200, 401), 90, message=f"{name} serving")
         return proc
 
-    def worker(self, name: str = "w1", slots: int = 2, env: dict | None = None) -> Proc:
-        proc = self._spawn(name, ["cluster", "worker", "--node-id", name, "--slots", str(slots), *self._common()],
-                           env=env)
+    def worker(self, name: str = "w1", slots: int = 2, env: dict | None = None,
+               extra: list[str] | None = None) -> Proc:
+        proc = self._spawn(name, ["cluster", "worker", "--node-id", name, "--slots", str(slots), *self._common(),
+                                  "--warm-drivers", str(self.warm_drivers), *(extra or [])], env=env)
         wait_for(lambda: self._node_alive(name), 90, message=f"worker {name} registered")
         return proc
 

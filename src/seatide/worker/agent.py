@@ -5,6 +5,9 @@ LAUNCHING, so however often or concurrently it is seen, one process starts. Driv
 with their worker (``PR_SET_PDEATHSIG``), so a lost worker leaves no driver behind; the
 coordinator counts on that before it starts a replacement attempt elsewhere.
 
+A worker may keep warm drivers (``worker/warm_pool.py``): it claims the attempt the same
+way, then hands it to one instead of starting a process.
+
 The worker records a driver's exit the moment it reaps it (``ended_at``: the process is
 surely gone), and kills its drivers whose attempt the leader declared lost.
 
@@ -30,7 +33,7 @@ from sqlalchemy import and_, select, update
 
 from seatide import clock, failpoints
 from seatide.coordinator.service import node_heartbeat, register_node
-from seatide.runtime.session import SPARK_CONF_ENV, WORKER_SPARK_CONF_ENV
+from seatide.runtime.session import SPARK_CONF_ENV, WORKER_SPARK_CONF_ENV, warm_session_fit
 from seatide.store import schema as s
 from seatide.store.clock import store_now
 from seatide.store.db import Store, record_event
@@ -38,6 +41,8 @@ from seatide.store.liveness import Liveness, worker_lock
 from seatide.store.paths import driver_log_path
 from seatide.store.states import ATTEMPT_LIVE
 from seatide.timeouts import LIVENESS_TAKE_WITHIN_S, Timeouts
+from seatide.runtime.warm_driver import warm_session_conf
+from seatide.worker.warm_pool import WarmPool, warm_command
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +73,8 @@ class Worker:
     def __init__(self, store: Store, store_url: str, data_dir: str, node_id: str | None = None,
                  slots: int = 2, poll: float = 0.25, inherit_stdout: bool = False,
                  timeouts: Timeouts = Timeouts(), launcher: ProcessLauncher | None = None,
-                 spark_conf: dict[str, str] | None = None, liveness: Liveness | None = None):
+                 spark_conf: dict[str, str] | None = None, liveness: Liveness | None = None,
+                 warm_drivers: int = 0):
         self.store = store
         self.liveness = liveness          # None: judged by heartbeats alone
         self.store_url = store_url
@@ -89,6 +95,10 @@ class Worker:
         self._last_beat = 0.0
         self.beats = False        # heartbeat from step() too: set by run(), or by a harness driving step()
         self._spark_confs: dict[tuple[str, str], dict | None] = {}   # (config, variables) -> conf
+        # warm_drivers: idle drivers kept started (0: every attempt starts a cold one)
+        self.warm_pool = WarmPool(warm_drivers, warm_command(
+            store_url, self.timeouts.driver_heartbeat_interval, self.timeouts.driver_self_fence_after),
+            self._driver_env(None, worker_conf=False))
 
     # -- lifecycle ---------------------------------------------------------------------------
     def run(self) -> None:
@@ -101,6 +111,7 @@ class Worker:
                 self._check_liveness_lock()
                 self.beat_if_due()
                 self.step()
+                self.warm_pool.refill()      # in this thread: warm drivers die with it too
             except Exception:
                 log.exception("worker step failed")
             self._wake.wait(self.poll)
@@ -154,6 +165,7 @@ class Worker:
 
     def _shutdown(self) -> None:
         """Drivers of ended jobs may finish reporting their end; the others die now."""
+        self.warm_pool.close()
         ending = self._children_of_ended_jobs()
         deadline = clock.now() + self.timeouts.driver_exit_grace
         for attempt_id, proc in list(self.children.items()):
@@ -233,8 +245,11 @@ class Worker:
                    "--job-id", attempt.job_id, "--attempt", str(attempt.attempt_id),
                    "--heartbeat-interval", str(self.timeouts.driver_heartbeat_interval),
                    "--self-fence-after", str(self.timeouts.driver_self_fence_after)]
-        with open(log_path, "ab") as log_file:
-            proc = self.launcher.start(command, log_file, self._driver_env(attempt.job_id), self.inherit_stdout)
+        conf = self._spark_conf(attempt.job_id)
+        proc = self._hand_to_warm_driver(attempt, conf, log_path)
+        if proc is None:
+            with open(log_path, "ab") as log_file:
+                proc = self.launcher.start(command, log_file, self._driver_env(conf), self.inherit_stdout)
         self.children[attempt.attempt_id] = proc
         failpoints.hit("worker.after_launch")
         with self.store.write() as conn:
@@ -243,14 +258,26 @@ class Worker:
                 .values(pid=proc.pid))
         log.info("launched driver pid %s for job %s attempt %s", proc.pid, attempt.job_id, attempt.attempt_id)
 
-    def _driver_env(self, job_id: str) -> dict[str, str]:
+    def _hand_to_warm_driver(self, attempt, conf: dict | None, log_path: str):
+        """A warm driver's process, now running the claimed attempt; None: start a cold one."""
+        if not self.warm_pool.size or conf is None:      # None: a config error the driver reports
+            return None
+        fit = warm_session_fit({**self.spark_conf, **conf}, warm_session_conf())
+        if fit.cold_because is not None:
+            log.info("job %s attempt %s gets a cold driver: %s", attempt.job_id, attempt.attempt_id,
+                     fit.cold_because)
+            return None
+        return self.warm_pool.take(attempt.job_id, attempt.attempt_id, fit.runtime_conf, log_path)
+
+    def _driver_env(self, conf: dict | None, worker_conf: bool = True) -> dict[str, str]:
+        """A driver's environment; ``worker_conf``: with this worker's ``--spark-conf`` (a warm
+        driver's session is the default one: a job that needs the worker's settings goes cold)."""
         env = dict(os.environ)
         env["PYSPARK_PYTHON"] = sys.executable
         env["PYSPARK_DRIVER_PYTHON"] = sys.executable
         env.setdefault("PYTHONUNBUFFERED", "1")
-        if self.spark_conf:
+        if worker_conf and self.spark_conf:
             env[WORKER_SPARK_CONF_ENV] = json.dumps(self.spark_conf)
-        conf = self._spark_conf(job_id)
         if conf is not None:   # lets the driver start its JVM while it reads the rest of the job
             env[SPARK_CONF_ENV] = json.dumps(conf)
         return env

@@ -1,0 +1,185 @@
+"""A warm driver: a driver process started before its attempt exists.
+
+    python -m seatide.runtime.driver warm --store URL --job-id ~~~~ --attempt 0000 --ready-fd N
+
+It imports SeaTide and PySpark and builds a SparkSession with the default settings while
+it waits, so the attempt it is given later skips the 7-10 s a cold driver spends there.
+Once given its attempt it is an ordinary driver (``driver._drive``): same heartbeat,
+self-fence, failpoints, reports and exit codes; and it exits after that one attempt.
+
+The protocol with its worker (``worker/warm_pool.py``):
+
+* stdout and stderr are one pipe the worker reads: into the worker's log while idle, into
+  the attempt's log file (``store.paths.driver_log_path``) from the hand-over on. The
+  worker owns the relay, so the JVM's output (it inherited the pipe at start) follows too.
+* ``--ready-fd``: one byte ``R`` when the session is up; one byte ``A`` when an attempt was
+  taken and the command line names it (below).
+* stdin: one JSON line ``{"job_id", "attempt", "runtime_conf"}``, the attempt the worker
+  claimed for us with the usual compare-and-set. End of file instead: the worker is gone
+  or shrinks its pool; we exit 0.
+
+The command line is how a process is known as an attempt's driver (``coordinator.service
+.is_driver_of``, the fault tests' process watch). A warm driver starts with placeholder
+values of fixed width after ``--job-id`` and ``--attempt`` and overwrites them in place,
+in the memory the kernel shows as ``/proc/PID/cmdline``, before it acknowledges: from then
+on it is that attempt's driver to everyone who looks.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import os
+import sys
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+log = logging.getLogger("seatide.driver")
+
+# Job ids are at most 64 characters (store.jobs); "~" is not allowed in one, so an idle
+# warm driver never looks like the driver of a real job.
+JOB_ID_SLOT = "~" * 64
+ATTEMPT_SLOT = "0" * 20
+READY, TAKEN = b"R", b"A"
+
+
+def warm_session_conf() -> dict[str, str]:
+    """The Spark settings of a job that sets none: what a warm session is built with."""
+    from seatide.config.env import read_env
+    from seatide.config.loader import spark_conf_for
+
+    return spark_conf_for(read_env({}))
+
+
+def placeholder_args() -> list[str]:
+    return ["--job-id", JOB_ID_SLOT, "--attempt", ATTEMPT_SLOT]
+
+
+def fits_command_line(job_id: str, attempt_id: int) -> bool:
+    return len(job_id.encode()) <= len(JOB_ID_SLOT) and len(str(attempt_id)) <= len(ATTEMPT_SLOT)
+
+
+def await_attempt(args) -> Future | None:
+    """Warm up, then wait for the attempt. Fills ``args.job_id`` and ``args.attempt`` and returns
+    the session (a future: it may still be starting) with the job's runtime settings applied;
+    None if the worker closed our stdin without giving us an attempt."""
+    taken = threading.Event()
+    session = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warm-session").submit(_warm_session)
+    session.add_done_callback(lambda done: _session_done(done, args.ready_fd, taken))
+    log.info("warm driver pid %s: starting Spark, waiting for an attempt", os.getpid())
+    line = sys.stdin.buffer.readline()
+    if not line:
+        log.info("warm driver pid %s: the worker closed the pool's pipe; exiting", os.getpid())
+        return None
+    taken.set()
+    order = json.loads(line)
+    args.job_id, args.attempt = order["job_id"], int(order["attempt"])
+    name_attempt_in_command_line(args.job_id, args.attempt)
+    _signal(args.ready_fd, TAKEN)
+    log.info("warm driver pid %s takes job %s attempt %s (session %s)", os.getpid(), args.job_id,
+             args.attempt, "ready" if session.done() else "still starting")
+    return _with_runtime_conf(session, order.get("runtime_conf") or {})
+
+
+def _warm_session():
+    """A session with the default settings, and what every attempt's first query pays
+    once per process done already: SeaTide's modules imported, a Python data source
+    registered and read through a streaming query (Python workers, the streaming source
+    runner, py4j's callback server for foreachBatch, the JVM's first compilations)."""
+    from seatide.runtime.session import build_session
+
+    spark = build_session("seatide-warm-driver", warm_session_conf())
+    try:
+        _first_query(spark)
+    except Exception:      # a cold path for the attempt, not a reason to give up the session
+        log.warning("warm driver pid %s: the warm-up query failed; the attempt pays its first "
+                    "query itself", os.getpid(), exc_info=True)
+    return spark
+
+
+def _first_query(spark) -> None:
+    import shutil
+    import tempfile
+
+    import seatide.config.loader  # noqa: F401  what run_attempt imports first
+    import seatide.plan.dag  # noqa: F401
+    import seatide.runtime.pipeline_run  # noqa: F401
+    from seatide.connectors.fake.layout import SplitLayout
+    from seatide.connectors.fake.split_stream import SOURCE_NAME, FakeSplitSource, stream_options
+    from seatide.plugin.base import use_python_data_source
+
+    use_python_data_source(spark, FakeSplitSource)     # registered once per session: the job's too
+    layout = SplitLayout(readers=1, rows_per_reader=1, splits_per_reader=1, unit_rows=1)
+    options = stream_options(layout, max_rows=1, unbounded=False, interval_ms=0, partitions=1)
+    scratch = tempfile.mkdtemp(prefix="seatide-warm-")
+    try:
+        query = (spark.readStream.format(SOURCE_NAME).options(**options).load()
+                 .writeStream.foreachBatch(lambda frame, batch_id: frame.count())
+                 .option("checkpointLocation", scratch).trigger(availableNow=True).start())
+        query.awaitTermination()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _session_done(done: Future, ready_fd: int | None, taken: threading.Event) -> None:
+    if done.exception() is None:
+        log.info("warm driver pid %s: Spark is ready", os.getpid())
+        _signal(ready_fd, READY)
+    elif not taken.is_set():
+        # Idle and useless: exit, the worker starts another (with backoff). Once an attempt
+        # is taken, the attempt sees the error from the session future instead.
+        log.error("warm driver pid %s: Spark did not start: %s", os.getpid(), done.exception())
+        sys.stderr.flush()
+        os._exit(1)
+
+
+def _signal(fd: int | None, byte: bytes) -> None:
+    if fd is None:
+        return
+    try:
+        os.write(fd, byte)
+    except OSError:
+        pass      # the worker is gone; PR_SET_PDEATHSIG ends us
+
+
+def _with_runtime_conf(session: Future, conf: dict[str, str]) -> Future:
+    """The session, once ``conf`` (settings a running session takes) is set on it."""
+    configured: Future = Future()
+
+    def apply(done: Future) -> None:
+        try:
+            spark = done.result()
+            for key, value in conf.items():
+                spark.conf.set(key, value)
+            configured.set_result(spark)
+        except BaseException as exc:
+            configured.set_exception(exc)
+
+    session.add_done_callback(apply)
+    return configured
+
+
+def name_attempt_in_command_line(job_id: str, attempt_id: int) -> None:
+    """Write the attempt over the placeholders of our command line (/proc/self/cmdline).
+
+    The kernel reads a process's command line from its own memory, between ``arg_start``
+    and ``arg_end`` (fields 48 and 49 of /proc/self/stat); CPython copied argv at start
+    and never reads that memory again, so it is ours to overwrite. Values shorter than a
+    slot are padded with NUL bytes, which readers see as empty arguments after the value.
+    """
+    start, end = _argument_area()
+    area = ctypes.string_at(start, end - start)
+    for flag, slot, value in (("--job-id", JOB_ID_SLOT, job_id), ("--attempt", ATTEMPT_SLOT, str(attempt_id))):
+        marker = f"\0{flag}\0{slot}\0".encode()
+        at = area.find(marker)
+        if at < 0 or len(value.encode()) > len(slot):
+            raise RuntimeError(f"warm driver: no room for {flag} {value} in the command line")
+        offset = at + len(flag) + 2
+        ctypes.memmove(start + offset, value.encode().ljust(len(slot), b"\0"), len(slot))
+
+
+def _argument_area() -> tuple[int, int]:
+    with open("/proc/self/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()    # fields[0] is field 3, the state
+    return int(fields[48 - 3]), int(fields[49 - 3])

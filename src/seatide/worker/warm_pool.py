@@ -1,0 +1,193 @@
+"""A worker's pool of warm drivers: driver processes that started Python, PySpark, SeaTide
+and a SparkSession with the default settings before any attempt needed them.
+
+The worker still claims each attempt with its compare-and-set (ASSIGNED -> LAUNCHING);
+only then does it hand the attempt to a warm driver, instead of starting a process. So
+one driver per attempt, fencing, the driver's heartbeat and self-fence, its exit code and
+the worker's ``record_exit`` are those of a cold driver. The driver side of the protocol,
+and why the command line changes at the hand-over, is in ``runtime/warm_driver.py``.
+
+* Warm drivers die with their worker (``PR_SET_PDEATHSIG``, and end of file on stdin).
+  They must be started from the worker's long-lived loop thread, as cold drivers are.
+* A warm driver runs one attempt and exits; the pool starts a replacement at once. One
+  that dies idle is replaced too, after a backoff if they keep dying (a broken Spark
+  must not turn the worker into a fork loop).
+* A job whose Spark settings a running session cannot take gets a cold driver
+  (``runtime.session.warm_session_fit``).
+* Warm drivers are not slots: they run nothing until given an attempt, but each holds a
+  JVM (about 300-500 MB resident), which is what ``--warm-drivers`` trades for start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import subprocess
+import sys
+import threading
+from typing import IO
+
+from seatide import clock
+from seatide.runtime.warm_driver import READY, TAKEN, fits_command_line, placeholder_args
+
+log = logging.getLogger(__name__)
+
+# An idle warm driver that took longer than this to acknowledge its attempt is treated as
+# having taken it anyway: it is the attempt's driver now, and its heartbeat (or its exit)
+# tells the truth about it from here on. Short: the worker's loop (and its heartbeat) waits.
+HAND_OVER_ACK_TIMEOUT = 2.0
+MAX_RESTART_BACKOFF = 60.0
+
+
+class WarmDriver:
+    """One warm driver process and the relay that copies its output where it belongs."""
+
+    def __init__(self, proc: subprocess.Popen, signals_fd: int):
+        self.proc = proc
+        self.pid = proc.pid
+        self.started_at = clock.now()
+        self.ready = False
+        self._signals_fd = signals_fd
+        self._sink: IO[bytes] | None = None           # None: the worker's log, while idle
+        self._lock = threading.Lock()
+        threading.Thread(target=self._relay, name=f"warm-driver-{proc.pid}-log", daemon=True).start()
+
+    def _relay(self) -> None:
+        """Until every holder of the pipe (the driver and its JVM) is gone."""
+        for line in iter(self.proc.stdout.readline, b""):
+            with self._lock:
+                sink = self._sink
+                if sink is None:
+                    log.info("warm driver pid %s: %s", self.pid, line.decode(errors="replace").rstrip())
+                else:
+                    sink.write(line)
+        with self._lock:
+            if self._sink is not None:
+                self._sink.close()
+        self.proc.stdout.close()
+
+    def read_signals(self, timeout: float = 0.0) -> bytes:
+        """The bytes the driver sent on its signal pipe (READY, TAKEN), waiting up to ``timeout``."""
+        if self._signals_fd < 0:
+            return b""
+        readable, _, _ = select.select([self._signals_fd], [], [], timeout)
+        if not readable:
+            return b""
+        data = os.read(self._signals_fd, 16)
+        if not data:                       # the driver is gone
+            os.close(self._signals_fd)
+            self._signals_fd = -1
+        if READY in data:
+            self.ready = True
+        return data
+
+    def hand_over(self, job_id: str, attempt_id: int, runtime_conf: dict[str, str], log_path: str) -> bool:
+        """Give the driver its attempt. False: it was already gone and has not seen the attempt."""
+        sink = open(log_path, "ab", buffering=0)
+        with self._lock:
+            self._sink = sink        # from here on its output is the attempt's log
+        order = json.dumps({"job_id": job_id, "attempt": attempt_id, "runtime_conf": runtime_conf})
+        try:
+            self.proc.stdin.write(order.encode() + b"\n")
+            self.proc.stdin.close()
+        except OSError:                    # BrokenPipeError: it died idle, it never read the order
+            with self._lock:
+                self._sink = None
+            sink.close()
+            return False
+        deadline = clock.now() + HAND_OVER_ACK_TIMEOUT
+        while TAKEN not in self.read_signals(max(0.0, deadline - clock.now())):
+            if self._signals_fd < 0 or clock.now() >= deadline:
+                log.warning("warm driver pid %s did not acknowledge attempt %s; it is the attempt's driver "
+                            "all the same", self.pid, attempt_id)
+                break
+        return True
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.close_signals()
+
+    def close_signals(self) -> None:
+        if self._signals_fd >= 0:
+            os.close(self._signals_fd)
+            self._signals_fd = -1
+
+
+class WarmPool:
+    """Keeps ``size`` idle warm drivers; ``take`` hands one out, ``refill`` replaces it."""
+
+    def __init__(self, size: int, command: list[str], env: dict[str, str]):
+        if size < 0:
+            raise ValueError(f"--warm-drivers must be 0 or more, not {size}")
+        self.size = size
+        self.command = command           # a driver's command line up to the attempt's flags
+        self.env = env
+        self.idle: list[WarmDriver] = []
+        self._deaths_in_a_row = 0
+        self._next_start = 0.0
+
+    def refill(self) -> None:
+        """Drop idle drivers that died, note those now ready, start what is missing. Call it
+        from the worker's loop thread only: PR_SET_PDEATHSIG follows the starting thread."""
+        for driver in list(self.idle):
+            driver.read_signals()
+            if driver.ready:
+                self._deaths_in_a_row = 0
+            if driver.proc.poll() is not None:
+                self.idle.remove(driver)
+                driver.kill()
+                self._deaths_in_a_row += 1
+                delay = min(MAX_RESTART_BACKOFF, 2.0 ** (self._deaths_in_a_row - 1))
+                self._next_start = clock.now() + delay
+                log.warning("warm driver pid %s exited while idle (code %s); another starts in %.0f s",
+                            driver.pid, driver.proc.returncode, delay)
+        while len(self.idle) < self.size and clock.now() >= self._next_start:
+            self.idle.append(self._start())
+
+    def take(self, job_id: str, attempt_id: int, runtime_conf: dict[str, str], log_path: str):
+        """Hand a claimed attempt to an idle warm driver (a ready one first, else the oldest):
+        its ``subprocess.Popen``, or None when no warm driver could take it."""
+        if not fits_command_line(job_id, attempt_id):
+            return None
+        for driver in sorted(self.idle, key=lambda d: (not d.ready, d.started_at)):
+            self.idle.remove(driver)
+            if driver.proc.poll() is None and driver.hand_over(job_id, attempt_id, runtime_conf, log_path):
+                driver.close_signals()     # from here on the worker supervises it as any driver
+                log.info("warm driver pid %s (started %.1f s ago, %s) runs job %s attempt %s", driver.pid,
+                         clock.now() - driver.started_at, "ready" if driver.ready else "still warming",
+                         job_id, attempt_id)
+                return driver.proc
+            driver.kill()
+        return None
+
+    def close(self) -> None:
+        """The worker stops: idle warm drivers have nothing to finish."""
+        for driver in self.idle:
+            driver.kill()
+        self.idle.clear()
+
+    def _start(self) -> WarmDriver:
+        from seatide.worker.agent import _die_with_parent
+
+        signals_read, signals_write = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                [*self.command, *placeholder_args(), "--ready-fd", str(signals_write)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                pass_fds=(signals_write,), preexec_fn=_die_with_parent, env=self.env)
+        except BaseException:
+            os.close(signals_read)
+            raise
+        finally:
+            os.close(signals_write)
+        log.info("warm driver pid %s starting", proc.pid)
+        return WarmDriver(proc, signals_read)
+
+
+def warm_command(store_url: str, heartbeat_interval: float, self_fence_after: float) -> list[str]:
+    return [sys.executable, "-m", "seatide.runtime.driver", "warm", "--store", store_url,
+            "--heartbeat-interval", str(heartbeat_interval), "--self-fence-after", str(self_fence_after)]

@@ -1,0 +1,108 @@
+"""A worker's warm drivers, with real processes: a job runs in a driver started before it
+was submitted, the pool refills, a job with other Spark settings gets a cold driver, and
+warm drivers never outlive their worker or stay dead."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+from seatide.coordinator.service import is_driver_of
+from seatide.store.paths import driver_log_path
+from seatide.testing.cluster import DriverWatch, batch_gate, open_gate, wait_for
+from seatide.testing.jobs import assert_exactly, batch_job, written_ids
+from tests.cluster.warm import ready_warm_pid, warm_pids
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(autouse=True)
+def warm_pool(cluster):
+    cluster.warm_drivers = 1
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_job_runs_in_the_warm_driver_started_before_its_submit_and_the_pool_refills(cluster, tmp_path):
+    gate = str(tmp_path / "gate")
+    cluster.coordinator()
+    worker = cluster.worker("w1", env=batch_gate(gate, 0))    # holds each driver at its first batch
+    warm = ready_warm_pid(worker)
+    submitted_at = time.time()
+    out = str(tmp_path / "out")
+    with DriverWatch("warm1") as watch:
+        cluster.submit(batch_job(out, rows=200, rows_per_batch=100), "warm1")
+        first = wait_for(lambda: (lambda a: a[0] if a and a[0].pid else None)(cluster.attempts("warm1")), 120,
+                         message="the first attempt's pid")
+        assert first.pid == warm
+        assert psutil.Process(warm).create_time() < submitted_at
+        # Held at its first batch, it is the attempt's driver to anyone reading the process table.
+        # (At load 20+ Spark may fail the attempt before the gate, "Python worker failed to
+        # connect back", and the job's retry runs it: then there is nothing left to read.)
+        try:
+            argv = psutil.Process(warm).cmdline()
+        except psutil.NoSuchProcess:
+            argv = None
+        if argv is not None:
+            assert is_driver_of(argv, cluster.store_url, "warm1", first.attempt_id), argv
+        open_gate(gate)
+        cluster.wait_status("warm1", "FINISHED")
+    assert watch.max_seen <= 1
+    assert_exactly(written_ids(out + "/p0"), range(200))
+    attempts = wait_for(lambda: (lambda a: a if all(x.ended_at for x in a) else None)(cluster.attempts("warm1")),
+                        60, message="the worker to record the warm drivers' exits")
+    assert (attempts[-1].state, attempts[-1].exit_code) == ("SUCCEEDED", 0)
+    assert not _alive(warm)
+    log_text = open(driver_log_path(cluster.data_dir, "warm1", first.attempt_id), errors="replace").read()
+    assert f"warm driver pid {warm} takes job warm1 attempt {first.attempt_id}" in log_text
+    # The pool refilled: a driver started after the hand-over runs the next job.
+    used = {a.pid for a in attempts}
+    refill = ready_warm_pid(worker, other_than=used)
+    assert psutil.Process(refill).create_time() > submitted_at
+    cluster.submit(batch_job(str(tmp_path / "out2"), rows=50), "warm2")
+    cluster.wait_status("warm2", "FINISHED")
+    assert cluster.attempts("warm2")[0].pid == refill
+    assert_exactly(written_ids(str(tmp_path / "out2") + "/p0"), range(50))
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_job_with_its_own_spark_master_gets_a_cold_driver(cluster, tmp_path):
+    cluster.coordinator()
+    worker = cluster.worker("w1")
+    warm = ready_warm_pid(worker)
+    out = str(tmp_path / "out")
+    config = batch_job(out, rows=50).replace("env {\n", 'env {\n  spark.master = "local[1]"\n', 1)
+    cluster.submit(config, "cold1")
+    cluster.wait_status("cold1", "FINISHED")
+    attempts = wait_for(lambda: (lambda a: a if all(x.ended_at for x in a) else None)(cluster.attempts("cold1")),
+                        60, message="the worker to record the cold driver's exit")
+    assert warm not in {a.pid for a in attempts} and attempts[-1].exit_code == 0
+    assert warm_pids(worker) == [warm]           # the warm driver was left alone, still idle
+    assert_exactly(written_ids(out + "/p0"), range(50))
+    with open(worker.log_path, errors="replace") as handle:
+        assert "gets a cold driver: spark.master is 'local[1]'" in handle.read()
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_warm_driver_killed_idle_is_replaced_and_none_outlive_their_worker(cluster):
+    cluster.coordinator()
+    worker = cluster.worker("w1")
+    first = ready_warm_pid(worker)
+    os.kill(first, signal.SIGKILL)
+    second = ready_warm_pid(worker, other_than={first})
+    assert warm_pids(worker) == [second]
+    family = [second, *(p.pid for p in psutil.Process(second).children(recursive=True))]
+    assert len(family) >= 2, "a ready warm driver runs its JVM as a child"
+    worker.kill(signal.SIGKILL)
+    wait_for(lambda: not any(_alive(pid) for pid in family), 30,
+             message=f"the dead worker's warm driver and its JVM ({family}) gone")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
