@@ -168,8 +168,10 @@ class Cluster:
         return next(p for p in self.procs if p.url and p.alive)
 
     def submit(self, config: str, job_id: str, variables: dict | None = None) -> str:
+        # A coordinator's first submit imports the config and SQL machinery (8-10 s on a loaded
+        # 2-core machine): more than the 5 s that suit the other requests.
         status, body = http("POST", self.any_coordinator().url + "/api/v1/submit-job",
-                            {"config": config, "jobId": job_id, "variables": variables or {}})
+                            {"config": config, "jobId": job_id, "variables": variables or {}}, timeout=60)
         assert status == 200, body
         return body["jobId"]
 
