@@ -280,6 +280,7 @@ def test_resume_moves_no_directory_itself_and_a_driver_killed_mid_way_finishes_t
     _stop_and_check_prefix(cluster, "prep", out)
 
 
+@sqlite_only   # the decision's store writes run on both stores in tests/runtime/test_sink_decision.py
 def test_driver_killed_after_its_sink_decision_has_the_batch_published_by_the_next_attempt(cluster: Cluster,
                                                                                            tmp_path):
     """SIGKILL between the decision (the store write) and the publish: the replacement rolls the
@@ -292,7 +293,7 @@ def test_driver_killed_after_its_sink_decision_has_the_batch_published_by_the_ne
     cluster.coordinator("c1")
     cluster.worker("w1", env={"SEATIDE_FAILPOINTS": f"sink.after_decision=once:kill:{killed_once}"})
     cluster.submit(batch_job(out, rows=400, rows_per_batch=100, retries=5), "decided")
-    job = cluster.wait_status("decided", {"FINISHED", "FAILED"}, timeout=300)
+    job = cluster.wait_status("decided", {"FINISHED", "FAILED"}, timeout=600)
     assert job.status == "FINISHED", job.error_msg
     assert os.path.exists(killed_once), "no driver was killed after its decision"
     assert_exactly(written_ids(out + "/p0"), range(400))

@@ -245,8 +245,9 @@ def write_exactly_once(writer: SinkWriter, log: SinkCommitLog, df, batch_id: int
 def publish(writer: SinkWriter, log: SinkCommitLog, decisions: SinkDecisions, batch_id: int,
             transaction_id: str, manifest: dict) -> dict:
     """Publish a decided batch (again): idempotent, whoever decided it. Returns its state."""
-    writer.publish(manifest["publish"])
-    log.commit(batch_id, manifest["state"])
+    if log.committed(batch_id) is None:    # else only the mark was missing (a crash just before it)
+        writer.publish(manifest["publish"])
+        log.commit(batch_id, manifest["state"])
     decisions.published(batch_id, transaction_id)
     return manifest["state"]
 
