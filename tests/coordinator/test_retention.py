@@ -43,8 +43,11 @@ def leader(store_url, tmp_path):
 
 
 def _running_attempt(coordinator, store, data_dir, job_id: str) -> AttemptReporter:
-    register_node(store, "w-retention", "worker", slots=2)
     intents.submit(store, data_dir, text=JOB, job_id=job_id, actor="test")
+    # After the submit, which may take longer than the lease or a worker's heartbeat timeout on a
+    # loaded machine (its first config parse imports the SQL machinery): a fresh lease, a live worker.
+    assert coordinator.lease.tick()
+    register_node(store, "w-retention", "worker", slots=2)
     attempt = wait_for(lambda: coordinator.reconcile_all() or _current_attempt(store, job_id), 30,
                        interval=0.05, message="an attempt assigned")
     with store.write() as conn:      # claimed, as a worker claims it
