@@ -71,7 +71,7 @@ def main() -> None:
                 out = os.path.join(tmp, f"{name}-{round_no}")
                 conf = os.path.join(tmp, f"{name}-{round_no}.conf")
                 with open(conf, "w") as handle:
-                    handle.write(JOB.format(per_reader=args.rows // 4, per_batch=args.rows_per_batch, out=out))
+                    handle.write(JOB.format(per_reader=args.rows // 2, per_batch=args.rows_per_batch, out=out))
                 times[name].append(timed_run(src, conf, os.path.join(tmp, f"data-{name}-{round_no}")))
                 assert count_rows(out) == args.rows, f"{name} wrote the wrong number of rows"
             print(f"round {round_no}: this {times['this'][-1]:.1f} s, baseline {times['baseline'][-1]:.1f} s",
