@@ -278,3 +278,31 @@ def test_resume_moves_no_directory_itself_and_a_driver_killed_mid_way_finishes_t
     assert len([n for n in os.listdir(root) if n.startswith("1.replaced-")]) == 1
     assert not [n for n in os.listdir(root) if ".restoring-" in n]
     _stop_and_check_prefix(cluster, "prep", out)
+
+
+@sqlite_only   # the decision's store writes run on both stores in tests/runtime/test_sink_decision.py
+def test_driver_killed_after_its_sink_decision_has_the_batch_published_by_the_next_attempt(cluster: Cluster,
+                                                                                           tmp_path):
+    """SIGKILL between the decision (the store write) and the publish: the replacement rolls the
+    decided batch forward instead of redoing it, and every row is written once."""
+    from sqlalchemy import select
+
+    from seatide.store import schema as s
+
+    out, killed_once = str(tmp_path / "out"), str(tmp_path / "killed")
+    cluster.coordinator("c1")
+    cluster.worker("w1", env={"SEATIDE_FAILPOINTS": f"sink.after_decision=once:kill:{killed_once}"})
+    cluster.submit(batch_job(out, rows=400, rows_per_batch=100, retries=5), "decided")
+    job = cluster.wait_status("decided", {"FINISHED", "FAILED"}, timeout=600)
+    assert job.status == "FINISHED", job.error_msg
+    assert os.path.exists(killed_once), "no driver was killed after its decision"
+    assert_exactly(written_ids(out + "/p0"), range(400))
+    attempts = cluster.attempts("decided")
+    assert len(attempts) >= 2
+    with cluster.store.read() as conn:
+        decided = conn.execute(select(s.sink_manifests).where(s.sink_manifests.c.job_id == "decided")
+                               .order_by(s.sink_manifests.c.batch_id)).all()
+    # The killed attempt's decision of the first batch stands and was published by a later one.
+    assert decided[0].attempt_id == attempts[0].attempt_id and decided[0].status == "PUBLISHED"
+    assert all(m.status == "PUBLISHED" for m in decided)
+    assert len({m.batch_id for m in decided}) == len(decided)

@@ -33,7 +33,7 @@ def frame(spark, rows=GOOD):
 
 
 def check(spark, rules, rows=GOOD, previous=None):
-    batch = Batch(0, "txn-0", previous or {}, lambda intent: None)
+    batch = Batch(0, "txn-0", previous or {})
     return assert_sink(rules).writer(None).write_batch(frame(spark, rows), batch)
 
 
@@ -181,7 +181,7 @@ def test_rules_from_a_seatunnel_job_file(spark, data_dir):
         }}
     """)
     writer = job.sinks[0].plugin.writer(None)
-    assert writer.write_batch(frame(spark), Batch(0, "t", {}, lambda i: None))["total_rows"] == 2
+    assert writer.write_batch(frame(spark), Batch(0, "t", {}))["total_rows"] == 2
     with pytest.raises(ConfigError, match=r"rules.field_rules\[0\].field_value\[0\].rule_type"):
         load_job_text(f"""
             source {{ LocalFile {{ path = "{data_dir}", file_format_type = text }} }}
@@ -197,7 +197,7 @@ def test_types_compare_by_names_and_types_not_spark_nullability(spark):
                              {"field_name": "r", "field_type": {"x": "int", "y": "array<int>"}}],
              "catalog_table_rule": {"column_rule": [{"name": "m", "type": "map<string,string>"},
                                                     {"name": "r", "type": "{x = int, y = \"array<int>\"}"}]}}
-    batch = Batch(0, "txn-0", {}, lambda intent: None)
+    batch = Batch(0, "txn-0", {})
     assert assert_sink(rules).writer(None).write_batch(df, batch)["rows"] == 1
     renamed = {"field_rules": [{"field_name": "r", "field_type": {"z": "int", "y": "array<int>"}}]}
     with pytest.raises(AssertionFailed, match="rule field_type row<z int, y array<int>>: type is row<x int"):

@@ -53,7 +53,7 @@ def run_job(spark, text: str, ctx: SinkContext | None = None, transaction: str =
     states = []
     for spec in job.sinks:
         writer = spec.plugin.writer(ctx)
-        states.append(writer.write_batch(df, Batch(0, transaction, {}, lambda intent: None)))
+        states.append(writer.write_batch(df, Batch(0, transaction, {})))
         writer.end_of_data(states[-1])
     return states
 

@@ -20,7 +20,7 @@ def context(spark, out) -> SinkContext:
 
 
 def batch(batch_id, previous=None) -> Batch:
-    return Batch(batch_id, f"txn-{batch_id}", previous or {}, lambda intent: None)
+    return Batch(batch_id, f"txn-{batch_id}", previous or {})
 
 
 def test_console_prints_every_row_with_its_kind(spark):

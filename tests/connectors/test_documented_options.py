@@ -27,7 +27,7 @@ def run_job(spark, text: str):
     df = df.cache()
     for spec in job.sinks:
         writer = spec.plugin.writer(None)
-        state = writer.write_batch(df, Batch(0, "txn-0", {}, lambda intent: None))
+        state = writer.write_batch(df, Batch(0, "txn-0", {}))
         writer.end_of_data(state)
     return df.collect()
 

@@ -271,8 +271,7 @@ def test_save_modes_before_the_first_batch(spark, db, tmp_path):
 def _batch(batch_id: int):
     from seatide.plugin.base import Batch
 
-    return Batch(batch_id=batch_id, transaction_id=txn("j5", batch_id, "X"), previous_state={},
-                 record_intent=lambda intent: None)
+    return Batch(batch_id=batch_id, transaction_id=txn("j5", batch_id, "X"), previous_state={})
 
 
 def test_query_mode_runs_the_users_insert_once_per_row(spark, db, tmp_path):

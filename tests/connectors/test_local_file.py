@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import threading
+import time
 from decimal import Decimal
 
 import pytest
 
+from seatide import failpoints
 from seatide.config.loader import ConfigError, load_job_text
 from seatide.connectors.file.errors import LocalFileError
+from seatide.connectors.file.paths import STAGING_DIR
 from seatide.connectors.file.sink import LocalFileSink
 from seatide.connectors.file.source import LocalFileSource
 from seatide.connectors.file.writer import LocalFileWriter
 from seatide.plugin.base import Batch, ReadContext
 from seatide.plugin.options import OptionError, read_options
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
-from seatide.runtime.commit_log import SinkCommitLog, write_exactly_once
+from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, write_exactly_once, write_json_atomic
 
 ROWS = [
     (1, "alice", 3.5, True, dt.date(2024, 1, 2), dt.datetime(2024, 1, 2, 3, 4, 5), Decimal("10.25"), 10),
@@ -52,6 +56,13 @@ def read_ctx(spark, micro_batch=False, max_rows=1_000_000) -> ReadContext:
 
 def write(sink, df, log, batch_id=0):
     return write_exactly_once(sink.writer(None), log, df, batch_id, f"txn-{batch_id}")
+
+
+def wait_until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
 
 
 def data_files(root):
@@ -216,31 +227,75 @@ class CrashingWriter(LocalFileWriter):
         super()._publish_file(src, dst)
 
 
-def test_batch_that_crashed_mid_publish_is_undone_then_written_once(spark, data_dir, log):
+def published_files(root):
+    return [f for f in data_files(root) if not f.startswith(STAGING_DIR)]
+
+
+def test_batch_that_crashed_mid_publish_is_rolled_forward_once(spark, data_dir, log):
     out = os.path.join(data_dir, "crash")
     sink = make_sink(path=out, file_format_type="csv", custom_filename=True,
                      file_name_expression="${transactionId}_${uuid}")   # names differ per attempt
     crashing = CrashingWriter(sink.spec(), publish_before_crash=1)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        write_exactly_once(crashing, log, frame(spark, partitions=3), 0, "txn-0")
-    published = [f for f in data_files(out) if not f.startswith(".seatide-staging")]
-    assert len(published) == 1 and len(log.intent(0)["files"]) >= 2
-    result = write_exactly_once(sink.writer(None), log, frame(spark, partitions=3), 0, "txn-0")
-    assert sorted(data_files(out)) == sorted(os.path.relpath(f, out) for f in result.state["files"])
+        write_exactly_once(crashing, log, frame(spark, partitions=3), 0, "txn-0", staging_tag="1")
+    decided = FileDecisions(log).decided(0, "txn-0")
+    assert len(published_files(out)) == 1 and len(decided["state"]["files"]) >= 2
+    # The replay redoes nothing: it publishes the decided files (uuid names and all) once.
+    result = write_exactly_once(sink.writer(None), log, frame(spark, partitions=3), 0, "txn-0", staging_tag="2")
+    assert result.replayed and result.state == decided["state"]
+    assert published_files(out) == sorted(os.path.relpath(f, out) for f in decided["state"]["files"])
+    assert not os.path.exists(os.path.join(out, STAGING_DIR))
     got = make_source(path=out, file_format_type="csv", schema={"fields": FIELDS}).read(read_ctx(spark))
     assert rows_of(got) == sorted(ROWS, key=repr)
+    assert FileDecisions(log).unpublished() == []
 
 
-def test_batch_published_but_not_committed_is_replaced_on_replay(spark, data_dir, log):
-    out = os.path.join(data_dir, "uncommitted")
+def test_staged_but_undecided_batch_is_discarded_and_redone(spark, data_dir, log):
+    out = os.path.join(data_dir, "undecided")
     sink = make_sink(path=out, file_format_type="json", custom_filename=True, file_name_expression="x_${uuid}")
-    batch = Batch(0, "txn-0", {}, lambda intent: log.record_intent(0, intent))
-    first = sink.writer(None).write_batch(frame(spark), batch)          # crash: no commit follows
-    result = write_exactly_once(sink.writer(None), log, frame(spark), 0, "txn-0")
-    assert not (set(first["files"]) & set(result.state["files"]))
+    staged = sink.writer(None).stage_batch(frame(spark), Batch(0, "txn-0", {}, staging_tag="1"))  # then a crash
+    assert published_files(out) == [] and os.path.isdir(os.path.join(out, STAGING_DIR))
+    result = write_exactly_once(sink.writer(None), log, frame(spark), 0, "txn-0", staging_tag="2")
+    assert not result.replayed and not (set(staged.state["files"]) & set(result.state["files"]))
     assert data_files(out) == sorted(os.path.relpath(f, out) for f in result.state["files"])
     got = make_source(path=out, file_format_type="json", schema={"fields": FIELDS}).read(read_ctx(spark))
     assert got.count() == 3
+
+
+def test_reader_sees_no_file_of_a_batch_held_before_its_decision(spark, data_dir, log, monkeypatch, tmp_path):
+    out = os.path.join(data_dir, "held")
+    gate = tmp_path / "decide"
+    monkeypatch.setitem(failpoints._POINTS, "sink.before_decision", f"gate:0:{gate}")
+    monkeypatch.setitem(failpoints._HITS, "sink.before_decision", 0)
+    sink = make_sink(path=out, file_format_type="csv")
+    outcome = {}
+    writer = threading.Thread(target=lambda: outcome.update(result=write(sink, frame(spark, partitions=2), log)))
+    writer.start()
+    try:
+        wait_until(lambda: failpoints._HITS["sink.before_decision"] == 1, 120, "the batch staged, held before its decision")
+        staged = [f for f in data_files(out) if f.startswith(STAGING_DIR) and f.endswith(".csv")]
+        assert staged, "the batch is staged"
+        assert published_files(out) == [], "a reader of the output sees an undecided batch"
+        assert FileDecisions(log).decided(0, "txn-0") is None and log.committed(0) is None
+    finally:
+        gate.touch()
+        writer.join(120)
+    assert sorted(os.path.relpath(f, out) for f in outcome["result"].state["files"]) == published_files(out)
+    assert len(published_files(out)) == 2
+
+
+def test_files_published_by_an_older_seatide_before_its_commit_are_undone(spark, data_dir, log):
+    """A checkpoint written before the decision existed: its intent lists what to remove."""
+    out = os.path.join(data_dir, "legacy")
+    os.makedirs(out)
+    stray = os.path.join(out, "txn-0_0.csv")
+    with open(stray, "w") as handle:
+        handle.write("99\n")
+    write_json_atomic(os.path.join(log.root, "intent", "0.json"), {"files": [stray], "staging": None})
+    result = write(make_sink(path=out, file_format_type="csv"), frame(spark), log)
+    assert log.intent(0) is None
+    got = make_source(path=out, file_format_type="csv", schema={"fields": FIELDS}).read(read_ctx(spark))
+    assert rows_of(got) == sorted(ROWS, key=repr) and result.state["rows"] == 3
 
 
 def test_empty_batch_publishes_nothing_unless_asked(spark, data_dir, log):
@@ -400,10 +455,11 @@ def test_stream_restarted_after_a_crash_writes_every_row_once(spark, data_dir, l
                  .foreachBatch(each_batch).start())
         query.awaitTermination()
 
-    crashing = CrashingWriter(sink.spec(), publish_before_crash=1)   # batch 1 dies after its intent
+    crashing = CrashingWriter(sink.spec(), publish_before_crash=1)   # batch 1 dies after its decision
     with pytest.raises(Exception, match="simulated crash"):
         run(crashing)
-    assert log.committed(0) is not None and log.intent(1) is not None and log.committed(1) is None
+    assert log.committed(0) is not None and FileDecisions(log).decided(1, "txn-1") is not None
+    assert log.committed(1) is None
     run(sink.writer(None))
     got = make_source(path=out, file_format_type="csv", schema={"fields": FIELDS}).read(read_ctx(spark))
     assert rows_of(got) == sorted(ROWS + ROWS, key=repr)

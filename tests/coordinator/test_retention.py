@@ -43,8 +43,11 @@ def leader(store_url, tmp_path):
 
 
 def _running_attempt(coordinator, store, data_dir, job_id: str) -> AttemptReporter:
-    register_node(store, "w-retention", "worker", slots=2)
     intents.submit(store, data_dir, text=JOB, job_id=job_id, actor="test")
+    # After the submit, which may take longer than the lease or a worker's heartbeat timeout on a
+    # loaded machine (its first config parse imports the SQL machinery): a fresh lease, a live worker.
+    assert coordinator.lease.tick()
+    register_node(store, "w-retention", "worker", slots=2)
     attempt = wait_for(lambda: coordinator.reconcile_all() or _current_attempt(store, job_id), 30,
                        interval=0.05, message="an attempt assigned")
     with store.write() as conn:      # claimed, as a worker claims it
@@ -199,3 +202,24 @@ def test_a_job_resumed_after_pruning_continues_with_no_duplicate_and_no_gap(spar
     ids = written_ids(out)
     assert len(ids) > written, "the resumed job wrote more"
     assert_exactly(ids, range(max(ids) + 1))
+
+
+def test_published_sink_manifests_beyond_retention_go_and_an_unpublished_decision_stays(leader):
+    coordinator, store, data_dir = leader
+    driver = _running_attempt(coordinator, store, data_dir, "se-files")
+    for batch in range(RETAINED + 40):
+        for plugin in ("sink[0]", "sink[1]"):
+            driver.decide_batch(1, plugin, batch, f"T{batch}", {"publish": {}, "state": {"rows": 1}})
+            if not (plugin == "sink[0]" and batch == 3):     # decided, never published (a crash)
+                driver.batch_published(1, plugin, f"T{batch}")
+    assert coordinator.lease.tick()
+    done = Pruner(store, data_dir, RetentionRules(slice_s=5.0)).run(coordinator.lease.epoch, time.time())
+    m = s.sink_manifests
+    assert done.manifests == 2 * 40 - 1
+    for plugin in ("sink[0]", "sink[1]"):
+        with store.read() as conn:
+            left = conn.execute(select(m.c.batch_id, m.c.status).where(m.c.plugin_id == plugin)
+                                .order_by(m.c.batch_id)).all()
+        published = [b for b, status in left if status == "PUBLISHED"]
+        assert published == list(range(40, RETAINED + 40)), plugin
+        assert [b for b, status in left if status == "DECIDED"] == ([3] if plugin == "sink[0]" else [])

@@ -9,6 +9,10 @@ docs/operations.md, "Retention"):
   before the column existed), and always the newest COMPLETED one, the row a resume looks
   for. Savepoints are never pruned. Pruned rows are added to the pipeline's
   ``pruned_completed`` / ``pruned_failed``, so counts and counters never go down.
+* **Sink manifests** (a file sink's commit decision per batch, ``runtime/commit_log.py``), per
+  job incarnation, pipeline and sink: PUBLISHED ones beyond the newest ``checkpoint.retained``
+  batches. A DECIDED one is never pruned: the next attempt must still publish it. All of a
+  job's go with its history (``forget_job``).
 * **Events** of a job: the newest ``events_per_job`` and every event of the last
   ``events_days``. Events of no job (leader elections, schema upgrades) after
   ``global_events_days``, except LEADER_ELECTED (the leader-change counter counts them; one
@@ -66,6 +70,7 @@ class RetentionRules:
 @dataclass
 class Pruned:
     checkpoints: int = 0
+    manifests: int = 0
     events: int = 0
     directories: int = 0
     logs: int = 0
@@ -104,14 +109,15 @@ class Pruner:
         rules = self.rules
         done = Pruned()
         done.checkpoints, more_rows = prune_checkpoints(self.store, epoch, rules, Slice(rules.slice_s))
+        done.manifests, more_manifests = prune_manifests(self.store, epoch, rules, Slice(rules.slice_s))
         done.events, more_events = prune_events(self.store, epoch, now, rules, Slice(rules.slice_s))
         if self.data_dir is not None:
             self._fence(epoch)        # files are removed only while this epoch leads
             done.directories = remove_paths(set_aside_directories(self.store, self.data_dir, now, rules)
                                             [:rules.batch])
             done.logs = remove_paths(ended_attempt_logs(self.store, self.data_dir, now, rules)[:rules.batch])
-        done.more = more_rows or more_events or rules.batch in (done.directories, done.logs)
-        if done.checkpoints or done.events or done.directories or done.logs:
+        done.more = more_rows or more_manifests or more_events or rules.batch in (done.directories, done.logs)
+        if done.checkpoints or done.manifests or done.events or done.directories or done.logs:
             log.info("retention: pruned %s", done)
         return done
 
@@ -194,6 +200,39 @@ def _remove_checkpoints(store: Store, epoch: int, row, ids: list[int]) -> int:
             pruned_completed=p.c.pruned_completed + statuses.count("COMPLETED"),
             pruned_failed=p.c.pruned_failed + statuses.count("FAILED")))
     return len(statuses)
+
+
+# -- sink manifests ------------------------------------------------------------------------
+def prune_manifests(store: Store, epoch: int, rules: RetentionRules, budget: Slice) -> tuple[int, bool]:
+    """Remove PUBLISHED manifests beyond each sink's retention; (rows removed, stopped short)."""
+    m = s.sink_manifests
+    retained = func.coalesce(s.jobs.c.checkpoints_retained, DEFAULT_CHECKPOINTS_RETAINED)
+    with store.read() as conn:
+        sinks = conn.execute(
+            select(m.c.job_id, m.c.incarnation, m.c.pipeline_id, m.c.plugin_id, retained.label("keep"))
+            .join(s.jobs, s.jobs.c.job_id == m.c.job_id).where(m.c.status == "PUBLISHED")
+            .group_by(m.c.job_id, m.c.incarnation, m.c.pipeline_id, m.c.plugin_id, s.jobs.c.checkpoints_retained)
+            .having(func.count() > retained).order_by(m.c.job_id, m.c.incarnation, m.c.pipeline_id)).all()
+    removed = 0
+    for row in sinks:
+        key = and_(m.c.job_id == row.job_id, m.c.incarnation == row.incarnation, m.c.pipeline_id == row.pipeline_id,
+                   m.c.plugin_id == row.plugin_id, m.c.status == "PUBLISHED")
+        while True:
+            with store.read() as conn:
+                nth = conn.execute(select(m.c.batch_id).where(key).order_by(m.c.batch_id.desc())
+                                   .offset(max(int(row.keep), 1) - 1).limit(1)).scalar()
+                doomed = [] if nth is None else list(conn.execute(
+                    select(m.c.transaction_id).where(and_(key, m.c.batch_id < nth)).order_by(m.c.batch_id)
+                    .limit(rules.batch)).scalars())
+            if not doomed:
+                break
+            if not budget.go():
+                return removed, True
+            with store.leader_tx(epoch) as conn:
+                removed += conn.execute(delete(m).where(and_(key, m.c.transaction_id.in_(doomed)))).rowcount
+            if len(doomed) < rules.batch:
+                break
+    return removed, False
 
 
 # -- events --------------------------------------------------------------------------------

@@ -11,9 +11,11 @@ is built from a validated ``Options`` mapping, and may check cross-option rules 
   DataFrames alike; it must carry ``__row_kind`` through.
 * ``Sink.writer(ctx)`` once per pipeline start, then ``SinkWriter.write_batch`` for each
   micro-batch (a plain batch job is one batch, id 0). The runtime guarantees that a batch
-  whose commit was recorded is never handed to the writer again; a writer makes its batch
-  replaceable by recording an *intent* (what it is about to publish) before publishing,
-  so that ``abort_batch`` can undo a publish that crashed before its commit.
+  whose commit was recorded is never handed to the writer again. A writer that publishes
+  files (``publishes_files``) instead stages the batch (``stage_batch``), the runtime
+  records the commit decision in the store, fenced by the driver's attempt, and only then
+  calls ``publish`` (again, after a crash: it must be idempotent). See
+  ``seatide.runtime.commit_log``.
 """
 
 from __future__ import annotations
@@ -61,11 +63,21 @@ class Batch:
     batch_id: int
     transaction_id: str                       # stable across replays of this batch
     previous_state: dict                      # state committed with the batch before (e.g. running counts)
-    record_intent: Callable[[dict], None]     # durably note what is about to be published
     # Raises when this attempt is no longer the job's current one. A sink that commits in
     # its own system (a database transaction) calls it right before that commit, so a
     # zombie driver's batch is never committed.
     fence: Callable[[], None] = lambda: None
+    # Names this attempt's own staging area (its attempt id): a zombie driver still staging
+    # the same batch never writes into the files its replacement is about to decide on.
+    staging_tag: str = ""
+
+
+@dataclass(frozen=True)
+class StagedBatch:
+    """A batch staged out of readers' sight, ready for its commit decision."""
+
+    publish: dict     # JSON: what ``SinkWriter.publish`` needs to make it visible (files to move)
+    state: dict       # JSON: the state to commit with the batch (``{"rows": n, ...}``)
 
 
 @dataclass(frozen=True)
@@ -182,12 +194,25 @@ class Transform(Plugin):
 
 
 class SinkWriter:
+    # True: the writer stages files, the runtime decides, then ``publish`` makes them visible.
+    # False: ``write_batch`` commits the batch in the sink's own system (a database transaction).
+    publishes_files: ClassVar[bool] = False
+
     def write_batch(self, df: "DataFrame", batch: Batch) -> dict:
-        """Write one batch; return the state to commit with it (``{"rows": n, ...}``)."""
+        """Write and commit one batch; return the state to commit with it (``{"rows": n, ...}``)."""
+        raise NotImplementedError
+
+    def stage_batch(self, df: "DataFrame", batch: Batch) -> StagedBatch:
+        """Write one batch where no reader sees it and fix its final names (``publishes_files``)."""
+        raise NotImplementedError
+
+    def publish(self, publish: dict) -> None:
+        """Make a decided batch visible; idempotent, as a crash may leave it half done and a
+        later attempt (or a zombie that decided in time) publishes it again."""
         raise NotImplementedError
 
     def abort_batch(self, batch_id: int, intent: dict) -> None:
-        """Undo what a crashed, uncommitted attempt of this batch published (per its intent)."""
+        """Undo what an older SeaTide published before its commit (per its intent file)."""
 
     def end_of_data(self, state: dict) -> None:
         """Called once when a bounded pipeline has written everything; ``state`` is the last committed."""
@@ -208,5 +233,5 @@ class Sink(Plugin):
         raise NotImplementedError
 
 
-__all__ = ["use_python_data_source", "Batch", "PERMANENT_MARK", "PermanentError", "permanent_in_worker", "Plugin", "ReadContext", "Sink", "SinkContext", "SinkWriter", "Source",
+__all__ = ["use_python_data_source", "Batch", "StagedBatch", "PERMANENT_MARK", "PermanentError", "permanent_in_worker", "Plugin", "ReadContext", "Sink", "SinkContext", "SinkWriter", "Source",
            "Transform", "TransformContext"]

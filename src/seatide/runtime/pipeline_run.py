@@ -29,7 +29,8 @@ from seatide.config.env import JobEnv
 from seatide.plan.dag import Pipeline
 from seatide.plugin.base import PERMANENT_MARK, PermanentError, ReadContext, SinkContext, TransformContext
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
-from seatide.runtime.commit_log import SinkCommitLog, read_json, write_exactly_once, write_json_atomic
+from seatide.runtime.commit_log import (SinkCommitLog, StoreDecisions, read_json, roll_forward, write_exactly_once,
+                                        write_json_atomic)
 from seatide.runtime.reporter import AttemptReporter
 
 log = logging.getLogger(__name__)
@@ -169,10 +170,19 @@ class PipelineRun:
                               plugin_id=sink.plugin_id, micro_batch=self.env.micro_batch,
                               unbounded=self.env.streaming, stdout=self.stdout,
                               checkpoints_retained=self.env.checkpoints_retained)
-            self.writers[sink.plugin_id] = sink.plugin.writer(ctx)
+            self.writers[sink.plugin_id] = writer = sink.plugin.writer(ctx)
+            # Batches an earlier attempt decided but did not finish publishing (it crashed, or
+            # was replaced just after its decision) are published before anything else runs.
+            rolled = roll_forward(writer, self._commit_log(sink.plugin_id), self._decisions(sink.plugin_id))
+            if rolled:
+                log.info("pipeline %s sink %s: published decided batches %s", self.pipeline.pipeline_id,
+                         sink.plugin_id, rolled)
 
     def _commit_log(self, plugin_id: str) -> SinkCommitLog:
         return SinkCommitLog(os.path.join(self.dir, "sinks", plugin_id))
+
+    def _decisions(self, plugin_id: str) -> StoreDecisions:
+        return StoreDecisions(self.reporter, self.pipeline.pipeline_id, plugin_id)
 
     def _transaction_id(self, batch_id: int, sink_index: int) -> str:
         # Stable across replays of the batch; distinct per sink (two sinks may share a path).
@@ -201,7 +211,8 @@ class PipelineRun:
             failpoints.hit("driver.before_sink_write")
             result = write_exactly_once(self.writers[sink.plugin_id], self._commit_log(sink.plugin_id), df,
                                         batch_id, self._transaction_id(batch_id, sink.index),
-                                        before_commit=self.reporter.fence)
+                                        decisions=self._decisions(sink.plugin_id),
+                                        staging_tag=str(self.reporter.attempt_id))
             if not result.replayed:
                 rows += int(result.state.get("rows", 0))
                 if self._rows_read is None and not self.env.micro_batch:

@@ -170,6 +170,56 @@ class AttemptReporter:
             conn.execute(update(s.pipelines).where(where).values(
                 rows_read=s.pipelines.c.rows_read + rows, read_batch_id=batch_id))
 
+    # -- sink commit decisions (runtime.commit_log) --------------------------------------
+    def _manifest_where(self, pipeline_id: int, plugin_id: str, transaction_id: str):
+        m = s.sink_manifests
+        return and_(m.c.job_id == self.job_id, m.c.incarnation == self.incarnation, m.c.pipeline_id == pipeline_id,
+                    m.c.plugin_id == plugin_id, m.c.transaction_id == transaction_id)
+
+    def decide_batch(self, pipeline_id: int, plugin_id: str, batch_id: int, transaction_id: str,
+                     manifest: dict) -> dict:
+        """A file sink's commit point for one batch; returns the manifest that stands decided.
+
+        Fenced like every other write of this driver: once another attempt is current, this
+        raises ``AttemptFenced`` and the batch publishes nothing. A batch decided already (by
+        an earlier try) keeps its first decision, which the caller then publishes."""
+        m = s.sink_manifests
+        with self._tx() as conn:
+            where = self._manifest_where(pipeline_id, plugin_id, transaction_id)
+            earlier = conn.execute(select(m.c.manifest).where(where)).scalar()
+            if earlier is not None:
+                return json.loads(earlier)
+            conn.execute(insert(m).values(
+                job_id=self.job_id, incarnation=self.incarnation, pipeline_id=pipeline_id, plugin_id=plugin_id,
+                transaction_id=transaction_id, batch_id=batch_id, attempt_id=self.attempt_id, status="DECIDED",
+                manifest=json.dumps(manifest), decided_at=clock.now(), published_at=None))
+        return manifest
+
+    def decided_manifest(self, pipeline_id: int, plugin_id: str, transaction_id: str) -> tuple[str, dict] | None:
+        """(status, manifest) of a decided batch, or None when it was never decided."""
+        m = s.sink_manifests
+        with self.store.read() as conn:
+            row = conn.execute(select(m.c.status, m.c.manifest).where(
+                self._manifest_where(pipeline_id, plugin_id, transaction_id))).first()
+        return None if row is None else (row.status, json.loads(row.manifest))
+
+    def unpublished_manifests(self, pipeline_id: int, plugin_id: str) -> list[tuple[int, str, dict]]:
+        """(batch, transaction id, manifest) of this incarnation's decided, unpublished batches."""
+        m = s.sink_manifests
+        with self.store.read() as conn:
+            rows = conn.execute(select(m.c.batch_id, m.c.transaction_id, m.c.manifest).where(and_(
+                m.c.job_id == self.job_id, m.c.incarnation == self.incarnation, m.c.pipeline_id == pipeline_id,
+                m.c.plugin_id == plugin_id, m.c.status == "DECIDED")).order_by(m.c.batch_id)).all()
+        return [(r.batch_id, r.transaction_id, json.loads(r.manifest)) for r in rows]
+
+    def batch_published(self, pipeline_id: int, plugin_id: str, transaction_id: str) -> None:
+        """The decided batch's files are in place (bookkeeping: a roll-forward is then a no-op)."""
+        m = s.sink_manifests
+        with self._tx() as conn:
+            conn.execute(update(m).where(and_(self._manifest_where(pipeline_id, plugin_id, transaction_id),
+                                              m.c.status == "DECIDED"))
+                         .values(status="PUBLISHED", published_at=clock.now()))
+
     # -- checkpoints ---------------------------------------------------------------------
     def batch_committed(self, pipeline_id: int, batch_id: int, rows: int, duration_ms: int,
                         offsets: dict | None, fingerprint: str, kind: str = "CHECKPOINT") -> int | None:

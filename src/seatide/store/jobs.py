@@ -171,6 +171,6 @@ def forget_job(conn: Connection, job_id: str, incarnation: int) -> None:
 
     Older incarnations go with it: one resumed before it had ended (killed, or never
     started) has no job result of its own whose expiry would drop its rows."""
-    for table in (s.pipelines, s.source_ends, s.attempts, s.checkpoints, s.job_results):
+    for table in (s.pipelines, s.source_ends, s.attempts, s.checkpoints, s.sink_manifests, s.job_results):
         conn.execute(delete(table).where(and_(table.c.job_id == job_id, table.c.incarnation <= incarnation)))
     conn.execute(delete(s.jobs).where(and_(s.jobs.c.job_id == job_id, s.jobs.c.incarnation == incarnation)))

@@ -166,6 +166,27 @@ Index("ix_checkpoints_status", checkpoints.c.job_id, checkpoints.c.incarnation, 
 Index("ix_checkpoints_completed_at", checkpoints.c.job_id, checkpoints.c.incarnation, checkpoints.c.status,
       checkpoints.c.created_at)
 
+# A file sink's commit decision for one micro-batch (runtime.commit_log): the staged files and
+# their final names, plus the sink's state after the batch. Inserted by the driver in a write
+# fenced by its attempt, so a replaced (zombie) driver can never decide; the files are
+# published after, and a decided batch is rolled forward by whichever attempt finds it.
+sink_manifests = Table(
+    "sink_manifests", metadata,
+    Column("job_id", String(64), primary_key=True),
+    Column("incarnation", Integer, primary_key=True),
+    Column("pipeline_id", Integer, primary_key=True),
+    Column("plugin_id", String(64), primary_key=True),
+    Column("transaction_id", String(255), primary_key=True),   # the batch in its checkpoint lineage
+    Column("batch_id", BigInteger, nullable=False),
+    Column("attempt_id", BigInteger, nullable=False),          # the attempt that decided
+    Column("status", String(16), nullable=False),              # DECIDED | PUBLISHED
+    Column("manifest", Text, nullable=False),                  # JSON: {"publish": ..., "state": ...}
+    Column("decided_at", Float, nullable=False),
+    Column("published_at", Float),
+)
+Index("ix_sink_manifests_batch", sink_manifests.c.job_id, sink_manifests.c.incarnation,
+      sink_manifests.c.pipeline_id, sink_manifests.c.plugin_id, sink_manifests.c.batch_id)
+
 # In the manner of Flink's JobResultStore: written with the terminal status.
 job_results = Table(
     "job_results", metadata,

@@ -179,7 +179,9 @@ class Cluster:
     def any_coordinator(self) -> Proc:
         return next(p for p in self.procs if p.url and p.alive)
 
-    def submit(self, config: str, job_id: str, variables: dict | None = None, timeout: float = 30.0) -> str:
+    def submit(self, config: str, job_id: str, variables: dict | None = None, timeout: float = 60.0) -> str:
+        # A coordinator's first submit imports the config and SQL machinery (8-10 s on a loaded
+        # 2-core machine): more than suits the other requests.
         status, body = http("POST", self.any_coordinator().url + "/api/v1/submit-job",
                             {"config": config, "jobId": job_id, "variables": variables or {}}, timeout=timeout)
         assert status == 200, body

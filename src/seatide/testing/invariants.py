@@ -2,7 +2,8 @@
 ledger) after every simulated step, and once more when faults have stopped.
 
 * a terminal status never changes;
-* a job has at most one live attempt, and only its current attempt publishes or reports;
+* a job has at most one live attempt, and only its current attempt decides a sink batch or
+  reports; nothing is published that was not decided;
 * every committed batch is published once and recorded once;
 * no write carries a stale epoch (the event log's epochs never go back);
 * a CANCELED incarnation never gets another attempt;
@@ -105,11 +106,22 @@ class Invariants:
             return f"it is {state}"
         return None
 
-    def publish_allowed(self, job_id: str, attempt_id: int, pipeline_id: int, batch_id: int) -> None:
+    def decision_allowed(self, job_id: str, attempt_id: int, pipeline_id: int, batch_id: int) -> None:
+        """Called right after a decision was written (a simulated step is atomic)."""
         why = self.current_attempt(job_id, attempt_id)
         if why is not None:
-            self.fail(f"attempt {attempt_id} published batch {batch_id} of job {job_id} pipeline {pipeline_id} "
+            self.fail(f"attempt {attempt_id} decided batch {batch_id} of job {job_id} pipeline {pipeline_id} "
                       f"though {why}")
+
+    def publish_decided(self, job_id: str, pipeline_id: int, transaction_id: str) -> int | None:
+        """The attempt whose decision is about to be published; a violation when there is none."""
+        m = s.sink_manifests.c
+        with self.store.read() as conn:
+            decided = conn.execute(select(m.attempt_id).where(and_(
+                m.job_id == job_id, m.pipeline_id == pipeline_id, m.transaction_id == transaction_id))).scalar()
+        if decided is None:
+            self.fail(f"batch {transaction_id} of job {job_id} pipeline {pipeline_id} published without a decision")
+        return decided
 
     def published_once(self, published: dict) -> None:
         for (lineage, pipeline_id, batch_id), attempts in published.items():
@@ -136,7 +148,8 @@ class Invariants:
         return problems
 
     def nothing_left(self, job_ids: list[str], data_dir: str) -> None:
-        tables = (s.jobs, s.pipelines, s.attempts, s.checkpoints, s.job_results, s.source_ends)
+        tables = (s.jobs, s.pipelines, s.attempts, s.checkpoints, s.job_results, s.source_ends,
+                  s.sink_manifests)
         with self.store.read() as conn:
             for job_id in job_ids:
                 left = [t.name for t in tables if conn.execute(

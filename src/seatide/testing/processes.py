@@ -5,8 +5,11 @@ driver's reports (``AttemptReporter``, ``Heartbeat``) one step at a time.
 A simulated driver does what ``runtime.driver`` does, minus Spark: it marks its attempt
 RUNNING, heartbeats (and fences itself when it cannot), starts each unfinished pipeline
 (restoring from its checkpoint directory), commits micro-batches through an exactly-once
-sink (fence, then publish under a commit file, then record the batch), ends a BATCH
-pipeline's source after a few batches, obeys cancel and savepoint, and reports its end.
+sink with the real protocol of ``runtime.commit_log`` (the decision is the fenced store write
+``AttemptReporter.decide_batch``; the publish comes after it and, with ``split_commit``,
+after other processes have run; a decided batch is rolled forward by whoever finds it, at
+pipeline start or on replay), then records the batch, ends a BATCH pipeline's source after a
+few batches, obeys cancel and savepoint, and reports its end.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from seatide.store.states import PIPELINE_TERMINAL
 BATCHES_PER_BOUNDED_PIPELINE = 4
 # Simulated pids lie above Linux's pid_max: no real process can ever be mistaken for one.
 FIRST_PID = 5_000_000
+SINK = "sim"        # the plugin id of every simulated pipeline's one sink
 
 
 class StorePartitioned(ConnectionError):
@@ -149,7 +153,7 @@ class SimDriver:
         self.bounded = True
         self.pipes: list[Pipe] = []
         self.to_start: list[Pipe] = []
-        self.unpublished: tuple[Pipe, int] | None = None   # fenced, not yet published (split commit)
+        self.unpublished: tuple[Pipe, int] | None = None   # decided, not yet published (split commit)
         self.uncommitted: tuple[Pipe, int] | None = None   # published, not yet recorded in the store
         self.stopping: list[Pipe] | None = None
         self.savepoint_taken = False
@@ -227,9 +231,13 @@ class SimDriver:
             self.reporter.pipeline_restored(pipe.pipeline_id, last)
             pipe.next_batch = last + 1
         self.reporter.pipeline_status(pipe.pipeline_id, "RUNNING")
+        # As runtime.commit_log.roll_forward at a real pipeline's start.
+        rolled = [self._publish(pipe, batch, record=False)
+                  for batch, _, _ in self.reporter.unpublished_manifests(pipe.pipeline_id, SINK)]
         self.to_start.remove(pipe)
         self.pipes.append(pipe)
-        return f"pipeline {pipe.pipeline_id} RUNNING from batch {pipe.next_batch}"
+        return f"pipeline {pipe.pipeline_id} RUNNING from batch {pipe.next_batch}" + "".join(
+            f"; {r}" for r in rolled)
 
     def _fingerprint(self, pipe: Pipe) -> str:
         with self.store.read() as conn:
@@ -263,23 +271,42 @@ class SimDriver:
             self.world.remember(self, f"pipeline_status({pipe.pipeline_id}, FINISHED)", report)
             self.pipes.remove(pipe)
             return f"pipeline {pipe.pipeline_id} FINISHED"
-        self.reporter.fence()
-        if self.world.split_commit:
-            self.unpublished = (pipe, pipe.next_batch)
-            return f"pipeline {pipe.pipeline_id} batch {pipe.next_batch}: fence passed"
-        return self._publish(pipe, pipe.next_batch)
+        return self._commit(pipe, pipe.next_batch)
 
-    def _publish(self, pipe: Pipe, batch: int) -> str:
-        """The sink's commit: publish under a commit file unless a replay finds it there."""
-        self.unpublished = None
-        commit = os.path.join(pipe.dir, "sinks", "sim", "commit", f"{batch}.json")
-        self.uncommitted = (pipe, batch)
-        if os.path.exists(commit):
+    def _commit(self, pipe: Pipe, batch: int) -> str:
+        """One batch through the sink: skipped if published, rolled forward if decided, else decided."""
+        if os.path.exists(self._commit_file(pipe, batch)):
+            self.uncommitted = (pipe, batch)
             return f"pipeline {pipe.pipeline_id} batch {batch}: replayed, already published"
-        self.world.before_publish(self.job_id, self.attempt_id, pipe.pipeline_id, batch)
-        self.world.ledger.publish(pipe.lineage, pipe.pipeline_id, batch, self.attempt_id)
-        write_json_atomic(commit, {"attempt": self.attempt_id})
-        return f"pipeline {pipe.pipeline_id} batch {batch}: published"
+        if self.reporter.decided_manifest(pipe.pipeline_id, SINK, _transaction(pipe, batch)) is not None:
+            return self._publish(pipe, batch) + " (rolled forward)"
+        decided = self.reporter.decide_batch(pipe.pipeline_id, SINK, batch, _transaction(pipe, batch),
+                                             {"publish": {}, "state": {"attempt": self.attempt_id}})
+        self.world.after_decision(self.job_id, self.attempt_id, pipe.pipeline_id, batch)
+        if self.world.split_commit:   # other processes may run before the publish
+            self.unpublished = (pipe, batch)
+            return f"pipeline {pipe.pipeline_id} batch {batch}: decided by attempt {decided['state']['attempt']}"
+        return self._publish(pipe, batch)
+
+    @staticmethod
+    def _commit_file(pipe: Pipe, batch: int) -> str:
+        return os.path.join(pipe.dir, "sinks", SINK, "commit", f"{batch}.json")
+
+    def _publish(self, pipe: Pipe, batch: int, record: bool = True) -> str:
+        """Publish a decided batch, idempotently (the commit file stands for its files in place);
+        whoever publishes it, a zombie that decided in time or its replacement, it appears once."""
+        self.unpublished = None
+        if record:
+            self.uncommitted = (pipe, batch)
+        commit = self._commit_file(pipe, batch)
+        outcome = "already published"
+        if not os.path.exists(commit):
+            decided = self.world.before_publish(self.job_id, pipe.pipeline_id, _transaction(pipe, batch))
+            self.world.ledger.publish(pipe.lineage, pipe.pipeline_id, batch, decided)
+            write_json_atomic(commit, {"attempt": decided})
+            outcome = f"published (decided by attempt {decided})"
+        self.reporter.batch_published(pipe.pipeline_id, SINK, _transaction(pipe, batch))
+        return f"pipeline {pipe.pipeline_id} batch {batch}: {outcome}"
 
     def _record_batch(self, pipe: Pipe, batch: int) -> str:
         report = _bind(self.reporter.batch_committed, pipe.pipeline_id, batch, 10, 5, {"batch": batch}, "fp")
@@ -336,6 +363,10 @@ def last_batch(commits_dir: str) -> int | None:
         return None
     batches = [int(n) for n in names if n.isdigit()]
     return max(batches) if batches else None
+
+
+def _transaction(pipe: Pipe, batch: int) -> str:
+    return f"{pipe.lineage}:{batch}"     # stable across replays of the batch, as the real driver's
 
 
 def _bind(fn: Callable, *args) -> Callable[[], object]:

@@ -189,8 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shrink-seconds", type=float, default=60.0,
                         help="time to spend shrinking a failing trace (default 60; 0: print it whole)")
     parser.add_argument("--split-commit", action="store_true",
-                        help="let other processes run between a driver's fence and its publish "
-                             "(today's sink protocol, issue 9 item 1)")
+                        help="let other processes run between a driver's sink decision and its publish "
+                             "(as real threads and processes may; issue 9 item 1)")
     parser.add_argument("--inject-bug", choices=BUGS, help="break the control plane on purpose (tests)")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.runs < 1:

@@ -140,8 +140,12 @@ class World:
         return f"{job_id}#{self.lineages}"
 
     # -- what drivers call back ----------------------------------------------------------
-    def before_publish(self, job_id: str, attempt_id: int, pipeline_id: int, batch_id: int) -> None:
-        self.check.publish_allowed(job_id, attempt_id, pipeline_id, batch_id)
+    def after_decision(self, job_id: str, attempt_id: int, pipeline_id: int, batch_id: int) -> None:
+        self.check.decision_allowed(job_id, attempt_id, pipeline_id, batch_id)
+
+    def before_publish(self, job_id: str, pipeline_id: int, transaction_id: str) -> int | None:
+        """The attempt that decided the batch about to be published (a violation if none did)."""
+        return self.check.publish_decided(job_id, pipeline_id, transaction_id)
 
     def remember(self, driver: SimDriver, what: str, call) -> None:
         self.reports[f"d{driver.attempt_id}"] = (what, call)

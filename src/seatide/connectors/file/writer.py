@@ -1,14 +1,18 @@
-"""The LocalFile sink's writer: one micro-batch, published exactly once.
+"""The LocalFile sink's writer: one micro-batch, visible only once it is decided.
 
-Protocol for one batch (see ``seatide.runtime.commit_log``):
+Protocol for one batch (the runtime's half is in ``seatide.runtime.commit_log``):
 
-1. Spark writes the batch into ``<path>/.seatide-staging/<transaction id>/`` (same
-   filesystem as the output, hidden from Spark readers because it starts with ``.``).
-2. The final name of every file is fixed from the transaction id, and the list is recorded
-   as the batch's intent *before* anything moves.
-3. Files are moved into place with ``os.replace``; the staging directory is removed.
-4. The runtime then records the batch's commit. If it crashes before that, the replay
-   first calls ``abort_batch`` with the intent, which deletes what was published.
+1. ``stage_batch``: Spark writes the batch into
+   ``<path>/.seatide-staging/<transaction id>/<attempt>/`` (same filesystem as the output,
+   hidden from Spark readers because it starts with ``.``; one directory per attempt, so a
+   zombie driver still writing the batch never touches its replacement's files). Staging
+   left by an undecided attempt of the batch is deleted first. The final name of every file
+   is fixed from the transaction id.
+2. The runtime records the commit decision (the moves and the state) in the store, fenced
+   by the driver's attempt. Until then no file of the batch is in the output.
+3. ``publish``: files are moved into place with ``os.replace`` and the staging directory is
+   removed. It is idempotent: a file already moved is left alone, so a crash half-way, or
+   a zombie that decided in time racing its replacement's roll-forward, publishes once.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from seatide.connectors.file.errors import LocalFileError
 from seatide.connectors.file.naming import partition_dir
 from seatide.connectors.file.paths import STAGING_DIR, is_hidden, spark_uri
 from seatide.connectors.file.sink import FileSinkSpec
-from seatide.plugin.base import Batch, SinkWriter
+from seatide.plugin.base import Batch, SinkWriter, StagedBatch
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
 
 _PARTITION_ALIAS = "__seatide_p"   # Spark partitions by these copies; names map back to fields
@@ -44,15 +48,20 @@ class LocalFileWriter(SinkWriter):
 
     # --- one batch ---------------------------------------------------------------------
 
-    def write_batch(self, df, batch: Batch) -> dict:
+    publishes_files = True
+
+    def stage_batch(self, df, batch: Batch) -> StagedBatch:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         if not batch.previous_state and not self._save_modes_done:
             self._apply_save_modes()   # only before the first batch ever committed
         self._save_modes_done = True
-        staging = self._staging(batch.transaction_id)
-        shutil.rmtree(staging, ignore_errors=True)    # a crashed attempt's half-written files
+        # Every staging of this batch left so far is undecided (a decided one is rolled
+        # forward instead of staged again): a crashed or replaced attempt's half-written files.
+        batch_dir = self._staging(batch.transaction_id)
+        shutil.rmtree(batch_dir, ignore_errors=True)
+        staging = os.path.join(batch_dir, batch.staging_tag or "0")
         prepared = self._prepare(df)
         self._header_size = self._header_bytes(prepared.columns)
         if self.spec.file_format in ("parquet", "orc"):
@@ -66,12 +75,16 @@ class LocalFileWriter(SinkWriter):
             rows = int(observation.get["rows"])
         moves = self._final_names(staging, batch.transaction_id, rows)
         files = [dst for _, dst in moves]
-        batch.record_intent({"files": files, "staging": staging})
-        for src, dst in moves:
-            self._publish_file(src, dst)
-        self._remove_staging(staging)
         total = int(batch.previous_state.get("total_rows", 0)) + rows
-        return {"rows": rows, "files": files, "total_rows": total}
+        return StagedBatch(publish={"moves": [list(m) for m in moves], "staging": batch_dir},
+                           state={"rows": rows, "files": files, "total_rows": total})
+
+    def publish(self, publish: dict) -> None:
+        for src, dst in publish["moves"]:
+            self._publish_file(src, dst)
+        staging = publish.get("staging")
+        if staging and os.path.dirname(staging) == os.path.join(self.spec.root, STAGING_DIR):
+            self._remove_staging(staging)
 
     def abort_batch(self, batch_id: int, intent: dict) -> None:
         for path in intent.get("files", []):
@@ -189,9 +202,16 @@ class LocalFileWriter(SinkWriter):
             self.spec.partition_expression, list(self.spec.partition_by), values))
 
     def _publish_file(self, src: str, dst: str) -> None:
-        """One step of the publish; tests override it to crash half-way."""
+        """One step of the publish, idempotent; tests override it to crash half-way."""
         os.makedirs(os.path.dirname(dst), exist_ok=True)
-        os.replace(src, dst)
+        try:
+            os.replace(src, dst)
+        except FileNotFoundError:
+            if not os.path.exists(dst):   # neither staged nor published: the decided data is gone
+                raise LocalFileError(
+                    f"LocalFile sink: the decided batch's staged file {src} is gone and {dst} was never "
+                    f"published; something removed {os.path.join(self.spec.root, STAGING_DIR)} while the "
+                    "job ran. Restore the file or resume the job from an earlier savepoint") from None
 
     # --- housekeeping ------------------------------------------------------------------
 

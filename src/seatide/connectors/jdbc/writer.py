@@ -17,6 +17,13 @@ Protocol for one batch:
 
 Staging tables of attempts that never committed are never applied; each commit drops every
 staging table the sink has left (a zombie still staging into one then fails).
+
+The database transaction is the batch's commit point (LocalFile's is a store decision, see
+``runtime.commit_log``). A zombie driver that passes ``batch.fence()`` just before it is
+replaced commits the batch once, with the rows of the offsets Spark logged for it; the
+replacement's replay then finds the record and writes nothing. No store decision could
+close that window (the database cannot make its commit depend on the store); see
+docs/connectors/jdbc-sink.md, "Zombie drivers".
 """
 
 from __future__ import annotations
