@@ -17,6 +17,8 @@ from tests.store.test_store import _attempt, store, submit  # noqa: F401  (store
 WATCHDOG_COLUMNS = {"jobs": ["progress_timeout_s", "on_hung", "hung_since"], "attempts": ["progress_at", "tasks_done"]}
 # Added by later revisions (0006 liveness locks): gone too in a store at 0003.
 LATER_COLUMNS = {"leader_lease": ["liveness"], "nodes": ["liveness"]}
+LATER_INDEXES = ["ix_checkpoints_status", "ix_checkpoints_completed_at"]    # 0005 scale indexes
+LATER_TABLES = ["sink_manifests"]                                           # 0007 sink decisions
 
 
 def test_task_progress_is_recorded_and_ends_the_hung_flag(store, tmp_path):
@@ -64,6 +66,10 @@ def test_a_store_before_the_watchdog_gains_its_columns_and_keeps_its_jobs(store,
         for table, columns in {**WATCHDOG_COLUMNS, **LATER_COLUMNS}.items():
             for column in columns:
                 conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+        for index in LATER_INDEXES:
+            conn.execute(text(f"DROP INDEX {index}"))
+        for table in LATER_TABLES:
+            conn.execute(text(f"DROP TABLE {table}"))
         conn.execute(text("UPDATE alembic_version SET version_num = '0003'"))
     store.dispose()
     upgraded = open_store(store_url)
