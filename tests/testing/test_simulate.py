@@ -70,3 +70,19 @@ def test_resume_of_a_job_whose_pipelines_all_finished_is_refused():
     run = simulate.run_once(136, CI_STEPS)
     assert run.violations == [], "\n".join(run.violations)
     assert any("resume batch-a: resume refused (CONFLICT)" in line for line in run.trace)
+
+
+def test_history_stamped_by_a_leader_clock_running_ahead_still_expires_before_the_end():
+    # Seed 2 (400 steps, before liveness locks changed its draws) found it: a leader whose clock
+    # had jumped 31 s ahead cancelled two jobs, so their history expired 31 s later by the true
+    # clock, after the quiet phase had stopped waiting. The control plane is right (a deadline
+    # stamped by a clock running ahead comes due late by as much, then expires); the quiet
+    # phase must wait out the largest skew any process ran with.
+    ahead = 45.0                    # more than the quiet phase's margin past HISTORY_EXPIRE_S
+    jumps = [("jump", name, ahead, 0.01) for name in ("c0", "c1", "c2")]
+    ticks = [("advance", name, 0.0, 0.05) for _ in range(40) for name in ("c0", "c1", "c2")]
+    run = simulate.run_once(0, len(jumps) + 1 + len(ticks),
+                            actions=[*jumps, ("cancel", "batch-a", 0.9, 0.01), *ticks])
+    assert any("cancel batch-a: cancel accepted" in line for line in run.trace)
+    assert run.settled
+    assert run.violations == [], "\n".join(run.violations)

@@ -87,6 +87,9 @@ class World:
         self.submitted: list[str] = []
         self.lineages = 0
         self.next_pid = FIRST_PID
+        # The furthest any process's clock ran ahead of the true one: a deadline it stamped
+        # (a history expiry, a cleanup retry) comes due that much later by the true clock.
+        self.most_ahead = 0.0
         for name in COORDINATORS:
             self._start(self._proc(name, "coordinator"))
         for name in WORKERS:
@@ -181,6 +184,8 @@ class World:
             proc.skew = value
         elif kind == "jump":
             proc.skew += value
+        if kind in ("skew", "jump"):
+            self.most_ahead = max(self.most_ahead, proc.skew)
         elif kind in ("duplicate", "delay"):
             report = self.reports.get(proc.name)
             if report is None:
