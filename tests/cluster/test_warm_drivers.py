@@ -69,6 +69,7 @@ def test_a_job_runs_in_the_warm_driver_started_before_its_submit_and_the_pool_re
 
 
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@pytest.mark.soak     # the rule itself: tests/runtime/test_warm_session_fit.py
 def test_a_job_with_its_own_spark_master_gets_a_cold_driver(cluster, tmp_path):
     cluster.coordinator()
     worker = cluster.worker("w1")

@@ -180,6 +180,7 @@ def test_batch_job_on_a_standalone_cluster_survives_a_dead_spark_worker(spark_cl
     assert homes == {SEATIDE_FILE}
 
 
+@pytest.mark.soak     # CI runs the BATCH case on the same cluster
 def test_streaming_job_on_a_standalone_cluster_survives_a_dead_spark_worker(spark_cluster, tmp_path):
     gate = str(tmp_path / "gate")
     # the job file names no master: the worker's setting sends it to the cluster (what

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.cluster
 
 @pytest.mark.parametrize("store", ["sqlite", "private-postgres"])
 def test_a_short_chaos_run_ends_with_no_violation(store, tmp_path):
-    run = subprocess.run([sys.executable, "-m", "seatide.testing.chaos", "--seed", "7", "--duration", "25",
+    run = subprocess.run([sys.executable, "-m", "seatide.testing.chaos", "--seed", "7", "--duration", "15",
                           "--store", store, "--data-dir", str(tmp_path), "--jobs", "3"],
                          capture_output=True, text=True, timeout=900)
     last = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else ""

@@ -20,6 +20,13 @@ def _quiet():
     simulate.quiet_logs()
 
 
+def test_a_resume_from_a_savepoint_that_a_finished_pipeline_is_not_in_keeps_it_finished():
+    """Seed 24: a pipeline finished, a savepoint of the other one followed, and a resume from
+    that savepoint sent the finished pipeline to a savepoint directory it never had."""
+    run = simulate.run_once(24, 400)
+    assert run.violations == [], "\n".join([*run.violations, *run.trace[-40:]])
+
+
 @pytest.mark.parametrize("seed", CI_SEEDS)
 def test_control_plane_keeps_its_invariants_under_seeded_faults(seed):
     run = simulate.run_once(seed, CI_STEPS)

@@ -149,16 +149,18 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint) -> list[Pip
             result.append(PipelinePlan(pipeline.pipeline_id, "", fingerprint, False,
                                        "it is new: the job had no such pipeline"))
             continue
+        in_savepoint = savepoint is not None and str(pipeline.pipeline_id) in saved.get("pipelines", {})
+        # A pipeline the savepoint does not hold had finished before it was taken: its output
+        # is complete, and there is nothing of it to restore (found by the simulation, seed 24).
         entry = PipelinePlan(pipeline.pipeline_id, previous.checkpoint_dir, fingerprint,
-                             previous.status == "FINISHED" and savepoint is None)
+                             previous.status == "FINISHED" and not in_savepoint)
         if previous.fingerprint != fingerprint:
             entry.problem = ("its sources changed since the checkpoint was taken (a source added, removed, "
                              "reordered or reconfigured)")
         elif not entry.finished:
             if savepoint is not None:
                 source = savepoint_dir(previous.checkpoint_dir, savepoint.checkpoint_id)
-                had = str(pipeline.pipeline_id) in saved.get("pipelines", {})
-                entry.problem = inspect_checkpoint(source, fingerprint, had)
+                entry.problem = inspect_checkpoint(source, fingerprint, in_savepoint)
             else:
                 entry.problem = inspect_checkpoint(previous.checkpoint_dir, fingerprint,
                                                    pipeline.pipeline_id in completed)
