@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
 import statistics
 import subprocess
 import sys
@@ -26,7 +25,6 @@ import tempfile
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 FAR = 1e7   # seconds: no timeout fires while measuring
 
 
@@ -120,20 +118,9 @@ def measure(url: str, data_dir: str) -> dict:
 
 
 def _make_store(kind: str, tmp: str, tag: str):
-    from sqlalchemy import create_engine, text
+    from seatide.testing.stores import scratch_store
 
-    if kind == "sqlite":
-        return f"sqlite:///{tmp}/{tag}.db", lambda: None
-    name = f"scale_reads_{tag}_{secrets.token_hex(3)}"
-    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f"CREATE DATABASE {name}"))
-
-    def drop():
-        with admin.connect() as conn:
-            conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        admin.dispose()
-    return f"postgresql://postgres@127.0.0.1:5432/{name}", drop
+    return scratch_store(kind, tmp, f"scale_reads_{tag}")
 
 
 def _child(src: str, *args: str) -> str:

@@ -29,7 +29,6 @@ import json
 import math
 import os
 import random
-import secrets
 import statistics
 import subprocess
 import sys
@@ -39,10 +38,9 @@ from dataclasses import asdict
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
-from sqlalchemy import create_engine, func, select, text  # noqa: E402
+from sqlalchemy import func, select, text  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 WORKERS = 4
 
 
@@ -71,18 +69,9 @@ def _r(x):
 
 # -- stores --------------------------------------------------------------------------------
 def make_store(kind: str, tmp: str):
-    if kind == "sqlite":
-        return f"sqlite:///{tmp}/state.db", lambda: None
-    name = f"scale_bench_{secrets.token_hex(3)}"
-    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f"CREATE DATABASE {name}"))
+    from seatide.testing.stores import scratch_store
 
-    def drop():
-        with admin.connect() as conn:
-            conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        admin.dispose()
-    return f"postgresql://postgres@127.0.0.1:5432/{name}", drop
+    return scratch_store(kind, tmp, "scale_bench")
 
 
 def used_bytes(store) -> int:

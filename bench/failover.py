@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
 import statistics
 import sys
 import tempfile
@@ -32,7 +31,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from sqlalchemy import create_engine, text  # noqa: E402
+
+from seatide.testing.stores import scratch_store  # noqa: E402
 
 from seatide.testing.cluster import Cluster, http, wait_for  # noqa: E402
 from seatide.testing.jobs import streaming_job  # noqa: E402
@@ -41,18 +41,7 @@ MODES = {"before": {"SEATIDE_LIVENESS_LOCKS": "0"}, "after": {"SEATIDE_LIVENESS_
 
 
 def store_url(kind: str, tmp: str) -> tuple[str, callable]:
-    if kind == "sqlite":
-        return f"sqlite:///{tmp}/state.db", lambda: None
-    name = f"seatide_bench_{secrets.token_hex(3)}"
-    admin = create_engine("postgresql+psycopg://postgres@127.0.0.1:5432/test", isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f"CREATE DATABASE {name}"))
-
-    def drop():
-        with admin.connect() as conn:
-            conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        admin.dispose()
-    return f"postgresql://postgres@127.0.0.1:5432/{name}", drop
+    return scratch_store(kind, tmp, "seatide_bench")
 
 
 class ModeCluster(Cluster):

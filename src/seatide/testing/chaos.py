@@ -22,7 +22,6 @@ The last line is ``chaos: seed=N faults=F jobs=J violations=V``; exit 0 only whe
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import signal
