@@ -16,7 +16,8 @@ from seatide import failpoints
 from seatide.coordinator import reconcile as r
 from seatide.store import schema as s
 from seatide.store.db import Store, record_event
-from seatide.store.states import PIPELINE_TERMINAL, check_attempt, check_job, check_pipeline
+from seatide.store.states import (PIPELINE_TERMINAL, AttemptState, CleanupState, JobStatus, check_attempt, check_job,
+                                  check_pipeline)
 
 log = logging.getLogger(__name__)
 
@@ -78,17 +79,17 @@ class Applier:
             s.attempts.c.job_id == job.job_id, s.attempts.c.incarnation == job.incarnation))).scalar() or 0) + 1
         attempt_id = ctx.conn.execute(insert(s.attempts).values(
             job_id=job.job_id, incarnation=job.incarnation, number=number, worker_id=action.worker_id,
-            state="ASSIGNED", created_at=ctx.now, kill_requested=False)).inserted_primary_key[0]
+            state=AttemptState.ASSIGNED, created_at=ctx.now, kill_requested=False)).inserted_primary_key[0]
         ctx.update(current_attempt=attempt_id, next_attempt_at=None, stale_since=None, hung_since=None)
-        ctx.set_status("SCHEDULED")
+        ctx.set_status(JobStatus.SCHEDULED)
         ctx.event("ATTEMPT_ASSIGNED", attempt=attempt_id, number=number, worker=action.worker_id)
 
     def _mark_attempt_lost(self, ctx: "_Ctx", snap, action: r.MarkAttemptLost):
         attempt = snap.attempt
-        check_attempt(attempt.state, "LOST")
+        check_attempt(attempt.state, AttemptState.LOST)
         done = ctx.conn.execute(update(s.attempts).where(and_(
             s.attempts.c.attempt_id == attempt.attempt_id, s.attempts.c.state == attempt.state))
-            .values(state="LOST", kill_requested=True, error=action.reason)).rowcount
+            .values(state=AttemptState.LOST, kill_requested=True, error=action.reason)).rowcount
         if done:
             ctx.event("ATTEMPT_LOST", attempt=attempt.attempt_id, reason=action.reason)
             return attempt
@@ -107,9 +108,9 @@ class Applier:
 
     def _schedule_retry(self, ctx: "_Ctx", snap, action: r.ScheduleRetry) -> None:
         retry = ctx.job.retries_used + 1
-        ctx.set_status("FAILING", error=action.cause)
+        ctx.set_status(JobStatus.FAILING, error=action.cause)
         ctx.update(retries_used=retry, next_attempt_at=action.at)
-        ctx.set_status("PENDING")
+        ctx.set_status(JobStatus.PENDING)
         ctx.event("RETRY_SCHEDULED", retry=retry, of=ctx.job.max_retries, at=action.at, cause=action.cause)
 
     def _end_pipelines(self, ctx: "_Ctx", snap, action: r.EndPipelines) -> None:
@@ -132,7 +133,7 @@ class Applier:
         ctx.set_status(action.status, error=action.error)
         ctx.update(finished_at=ctx.now)
         ctx.conn.execute(insert(s.job_results).values(
-            job_id=job.job_id, incarnation=job.incarnation, status=action.status, cleanup="DIRTY",
+            job_id=job.job_id, incarnation=job.incarnation, status=action.status, cleanup=CleanupState.DIRTY,
             cleanup_due_at=ctx.now + job.cleanup_delay_s, cleanup_tries=0,
             next_cleanup_at=ctx.now + job.cleanup_delay_s,
             expires_at=ctx.now + self.history_expire_s, created_at=ctx.now))

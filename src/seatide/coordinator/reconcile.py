@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, PIPELINE_TERMINAL, final_job_status
+from seatide.store.states import (ATTEMPT_LIVE, JOB_TERMINAL, PIPELINE_TERMINAL, AttemptState, Desired, JobStatus,
+                                  PipelineStatus, final_job_status)
 from seatide.timeouts import Timeouts   # every timeout and its margins: seatide/timeouts.py
 
 
@@ -34,7 +35,7 @@ class Snapshot:
 # -- effects (applied by effects.py) --------------------------------------------------------
 @dataclass(frozen=True)
 class SetStatus:
-    status: str
+    status: JobStatus
 
 
 @dataclass(frozen=True)
@@ -67,13 +68,13 @@ class ScheduleRetry:
 
 @dataclass(frozen=True)
 class EndPipelines:
-    status: str          # what every not-yet-ended pipeline becomes
+    status: PipelineStatus    # what every not-yet-ended pipeline becomes
     error: str | None = None
 
 
 @dataclass(frozen=True)
 class Finish:
-    status: str
+    status: JobStatus
     error: str | None = None
 
 
@@ -93,8 +94,8 @@ def reconcile_job(snap: Snapshot, timeouts: Timeouts) -> list[Action]:
 
     statuses = [p.status for p in snap.pipelines]
     if statuses and all(s in PIPELINE_TERMINAL for s in statuses):
-        error = next((p.error for p in snap.pipelines if p.status == "FAILED" and p.error), None)
-        return [Finish(final_job_status(statuses, job.desired == "SAVEPOINT"), error)]
+        error = next((p.error for p in snap.pipelines if p.status == PipelineStatus.FAILED and p.error), None)
+        return [Finish(final_job_status(statuses, job.desired == Desired.SAVEPOINT), error)]
 
     if live:
         return _while_attempt_lives(snap, timeouts)
@@ -102,23 +103,23 @@ def reconcile_job(snap: Snapshot, timeouts: Timeouts) -> list[Action]:
     if attempt is not None and not process_gone(snap, timeouts):
         return []   # never start a driver while the previous one may still run
 
-    if job.desired == "CANCEL":
-        return [EndPipelines("CANCELED"), Finish("CANCELED")]
-    if job.desired == "SAVEPOINT" and attempt is not None:
+    if job.desired == Desired.CANCEL:
+        return [EndPipelines(PipelineStatus.CANCELED), Finish(JobStatus.CANCELED)]
+    if job.desired == Desired.SAVEPOINT and attempt is not None:
         # The driver ended before it could stop cleanly: each pipeline's latest
         # completed checkpoint is a consistent point to resume from.
         # A job waiting for its retry (PENDING) passes through DOING_SAVEPOINT like any other.
-        via = [] if job.status == "DOING_SAVEPOINT" else [SetStatus("DOING_SAVEPOINT")]
-        return [*via, EndPipelines("SAVEPOINT_DONE"), Finish("SAVEPOINT_DONE")]
-    if attempt is not None and job.status not in ("CREATED", "PENDING"):
+        via = [] if job.status == JobStatus.DOING_SAVEPOINT else [SetStatus(JobStatus.DOING_SAVEPOINT)]
+        return [*via, EndPipelines(PipelineStatus.SAVEPOINT_DONE), Finish(JobStatus.SAVEPOINT_DONE)]
+    if attempt is not None and job.status not in (JobStatus.CREATED, JobStatus.PENDING):
         cause = attempt.error or f"attempt {attempt.attempt_id} ended {attempt.state}"
         if job.retries_used < job.max_retries:
             return [ScheduleRetry(now + job.retry_interval_s, cause)]
         message = f"failed after {job.retries_used} retries: {cause}" if job.max_retries else cause
-        return [EndPipelines("FAILED", message), Finish("FAILED", message)]
-    if job.status == "CREATED":
-        return [SetStatus("PENDING")]
-    if job.status == "PENDING" and now >= (job.next_attempt_at or 0.0):
+        return [EndPipelines(PipelineStatus.FAILED, message), Finish(JobStatus.FAILED, message)]
+    if job.status == JobStatus.CREATED:
+        return [SetStatus(JobStatus.PENDING)]
+    if job.status == JobStatus.PENDING and now >= (job.next_attempt_at or 0.0):
         worker = choose_worker(snap, timeouts)
         if worker is not None:
             return [CreateAttempt(worker)]
@@ -130,21 +131,21 @@ def _while_attempt_lives(snap: Snapshot, timeouts: Timeouts) -> list:
     reason = lost_reason(snap, timeouts)
     if reason:
         return [MarkAttemptLost(reason)]
-    if job.desired == "CANCEL":
-        if job.status != "CANCELING":
-            return [SetStatus("CANCELING")]
+    if job.desired == Desired.CANCEL:
+        if job.status != JobStatus.CANCELING:
+            return [SetStatus(JobStatus.CANCELING)]
         if now - job.updated_at > timeouts.cancel_grace:
             return [MarkAttemptLost(f"driver did not stop within {timeouts.cancel_grace:.0f} s of the cancel")]
         return []
-    if job.desired == "SAVEPOINT" and job.status not in ("DOING_SAVEPOINT", "CANCELING"):
-        return [SetStatus("DOING_SAVEPOINT")]
-    if job.status == "SCHEDULED" and attempt.state == "RUNNING":
-        return [SetStatus("RUNNING")]
-    if job.status == "RUNNING" and job.stale_since is None:
+    if job.desired == Desired.SAVEPOINT and job.status not in (JobStatus.DOING_SAVEPOINT, JobStatus.CANCELING):
+        return [SetStatus(JobStatus.DOING_SAVEPOINT)]
+    if job.status == JobStatus.SCHEDULED and attempt.state == AttemptState.RUNNING:
+        return [SetStatus(JobStatus.RUNNING)]
+    if job.status == JobStatus.RUNNING and job.stale_since is None:
         stale_for = checkpoint_stale_for(snap)
         if stale_for is not None:
             return _on_stale(job, stale_for)
-    if job.status == "RUNNING" and job.hung_since is None:
+    if job.status == JobStatus.RUNNING and job.hung_since is None:
         hung = hung_for(snap)
         if hung is not None:
             return _on_hung(snap, hung)
@@ -159,9 +160,9 @@ def _window_opened(snap: Snapshot) -> float | None:
     is waiting, not stuck.
     """
     attempt = snap.attempt
-    if attempt is None or attempt.state != "RUNNING":
+    if attempt is None or attempt.state != AttemptState.RUNNING:
         return None
-    running = [p for p in snap.pipelines if p.status == "RUNNING"]
+    running = [p for p in snap.pipelines if p.status == PipelineStatus.RUNNING]
     if not running or all(p.idle for p in running):
         return None
     started = max((p.started_at or 0.0) for p in running)
@@ -201,7 +202,7 @@ def _on_stale(job, stale_for: float) -> list:
 
 def _on_hung(snap: Snapshot, hung: float) -> list:
     job, attempt = snap.job, snap.attempt
-    stuck = ", ".join(str(p.pipeline_id) for p in snap.pipelines if p.status == "RUNNING" and not p.idle)
+    stuck = ", ".join(str(p.pipeline_id) for p in snap.pipelines if p.status == PipelineStatus.RUNNING and not p.idle)
     reason = (f"job hung: pipeline {stuck} of attempt {attempt.attempt_id} committed no batch and completed "
               f"no Spark task for {hung:.0f} s ({attempt.tasks_done or 0} tasks done) while its driver kept "
               f"heartbeating (job.progress-timeout {job.progress_timeout_s:g} s, on-hung {job.on_hung})")
@@ -213,7 +214,7 @@ def _policy(policy: str, reason: str) -> list:
     if policy == "restart":
         return [MarkAttemptLost(reason)]
     if policy == "fail":
-        return [MarkAttemptLost(reason), EndPipelines("FAILED", reason), Finish("FAILED", reason)]
+        return [MarkAttemptLost(reason), EndPipelines(PipelineStatus.FAILED, reason), Finish(JobStatus.FAILED, reason)]
     return []
 
 
@@ -230,9 +231,9 @@ def lost_reason(snap: Snapshot, timeouts: Timeouts) -> str | None:
         return f"worker {attempt.worker_id} lost: it died (its liveness lock was released)"
     if not worker_alive(node, snap, timeouts):
         return f"worker {attempt.worker_id} lost (no heartbeat for {timeouts.worker_lost_after:.0f} s)"
-    if attempt.state == "RUNNING" and now - (attempt.heartbeat_at or 0) > timeouts.driver_hung_after:
+    if attempt.state == AttemptState.RUNNING and now - (attempt.heartbeat_at or 0) > timeouts.driver_hung_after:
         return f"driver pid {attempt.pid} hung (no heartbeat for {timeouts.driver_hung_after:.0f} s)"
-    if attempt.state in ("ASSIGNED", "LAUNCHING") and now - attempt.created_at > timeouts.launch:
+    if attempt.state in (AttemptState.ASSIGNED, AttemptState.LAUNCHING) and now - attempt.created_at > timeouts.launch:
         return f"driver did not start within {timeouts.launch:.0f} s"
     return None
 
