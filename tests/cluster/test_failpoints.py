@@ -77,33 +77,31 @@ def _run_through(cluster: Cluster, tmp_path, envs: list[tuple[str, dict]], job_i
     assert not os.path.exists(os.path.join(cluster.data_dir, "checkpoints", job_id, "1"))
 
 
-def test_a_crash_at_every_failpoint_still_finishes_the_job_once(cluster: Cluster, tmp_path):
+def _at_every_failpoint(action: str, groups: dict, cluster: Cluster, tmp_path, job_id: str,
+                        env_extra: tuple[str, ...] = ()) -> None:
+    """Every point of ``groups`` armed with ``action`` (once each) in four coordinators and
+    three workers. The first leader is not armed at its lease renewal (it would stop before it
+    served); the leaders after it are, and stop in turn at their first renewal, at the terminal
+    status and before cleanup; a spare of each role is left to finish."""
     markers = str(tmp_path / "fired")
     os.makedirs(markers)
-    points = [p for group in KILLS.values() for p in group]
-    everything = _armed("kill", points, markers)
-    # The first leader is not armed at its lease renewal (it would die before it served);
-    # the leaders after it are, and die in turn at their first renewal, at the terminal
-    # status and before cleanup; a spare of each role is left to finish.
-    first = _armed("kill", [p for p in points if p != "coordinator.before_lease_renew"], markers)
+    points = [p for group in groups.values() for p in group]
+    everything = _armed(action, points, markers)
+    first = _armed(action, [p for p in points if p != "coordinator.before_lease_renew"], markers)
     envs = [("c1", first), ("c2", everything), ("c3", everything), ("c4", everything),
             ("w1", everything), ("w2", everything), ("w3", everything)]
-    _run_through(cluster, tmp_path, envs, job_id="crashes")
+    _run_through(cluster, tmp_path, envs, job_id=job_id, env_extra=env_extra)
     assert sorted(os.listdir(markers)) == sorted(points), "a failpoint was never reached"
+
+
+def test_a_crash_at_every_failpoint_still_finishes_the_job_once(cluster: Cluster, tmp_path):
+    _at_every_failpoint("kill", KILLS, cluster, tmp_path, "crashes")
 
 
 @pytest.mark.parametrize("store_url", ["sqlite", pytest.param("postgresql", marks=pytest.mark.soak)], indirect=True)
 def test_a_hang_at_every_failpoint_is_routed_around_and_the_job_finishes_once(cluster: Cluster, tmp_path):
-    markers = str(tmp_path / "fired")
-    os.makedirs(markers)
-    points = [p for group in HANGS.values() for p in group]
-    everything = _armed("hang", points, markers)
-    first = _armed("hang", [p for p in points if p != "coordinator.before_lease_renew"], markers)
-    envs = [("c1", first), ("c2", everything), ("c3", everything), ("c4", everything),
-            ("w1", everything), ("w2", everything), ("w3", everything)]
     # A driver stuck with its heartbeat going is seen by the progress watchdog, restarted.
-    _run_through(cluster, tmp_path, envs, job_id="hangs", env_extra=("job.progress-timeout = 30000",))
-    assert sorted(os.listdir(markers)) == sorted(points), "a failpoint was never reached"
+    _at_every_failpoint("hang", HANGS, cluster, tmp_path, "hangs", env_extra=("job.progress-timeout = 30000",))
 
 
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
