@@ -26,7 +26,7 @@ def pytest_runtest_makereport(item, call):
 # The fault stories run whole on SQLite in CI; on PostgreSQL they run with `-m soak`. What is
 # store-specific (the lease, liveness locks, crash at every failpoint, the store tests, the
 # chaos run's own PostgreSQL) runs on both in CI. Each story on PostgreSQL costs as much as
-# on SQLite (Spark start-up dominates), and together they held most of a 45-minute CI budget.
+# on SQLite (Spark start-up dominates): together about 14 minutes of CI time.
 SOAK_ON_POSTGRESQL = {"test_failure_stories.py", "test_checkpoints.py", "test_hung_jobs.py",
                       "test_attempt_end.py", "test_seatunnel_api.py", "test_seatunnel_cli.py",
                       "test_operator_reads.py", "test_warm_drivers.py"}
