@@ -20,10 +20,11 @@ import sys
 import tempfile
 import time
 
-import pyarrow.parquet as pq
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(os.path.dirname(HERE), "src")
+
+from batch_vs_pyspark import count_rows  # noqa: E402  (the same reader of parquet row counts)
 
 JOB = """
 env {{ job.name = "bench", job.mode = BATCH, parallelism = 2, checkpoint.interval = 1000,
@@ -38,15 +39,6 @@ source {{
 }}
 sink {{ LocalFile {{ path = "{out}", file_format_type = "parquet", compress_codec = "snappy" }} }}
 """
-
-
-def count_rows(path: str) -> int:
-    total = 0
-    for root, dirs, files in os.walk(path):
-        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
-        total += sum(pq.ParquetFile(os.path.join(root, f)).metadata.num_rows
-                     for f in files if f.endswith(".parquet"))
-    return total
 
 
 def timed_run(src: str, conf: str, data_dir: str) -> float:
