@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from seatide.testing.cluster import batch_gate, driver_pids, wait_for
-from seatide.testing.jobs import assert_exactly, batch_job, written_ids
+from seatide.testing.jobs import assert_exactly, batch_job, committed_rows, written_ids
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEATIDE = [sys.executable, "-m", "seatide.cli.main"]
@@ -32,19 +32,6 @@ def test_example_job_runs_and_prints_statistics(tmp_path):
     assert re.search(r"Total Write Count\s+: " + str(len(rows)) + r"\b", result.stdout)
 
 
-def _committed(data_dir: str, job_id: str) -> int:
-    from seatide.store.db import default_store_url, open_store
-    from seatide.store.views import job_info
-
-    store = open_store(default_store_url(data_dir))
-    try:
-        with store.read() as conn:
-            info = job_info(conn, job_id)
-        return info["metrics"]["SinkWriteCount"] if info else 0
-    finally:
-        store.dispose()
-
-
 def _start_run(tmp_path, job_id: str, rows: int = 4000):
     conf = tmp_path / "job.conf"
     out = str(tmp_path / "out")
@@ -55,7 +42,7 @@ def _start_run(tmp_path, job_id: str, rows: int = 4000):
     proc = subprocess.Popen([*SEATIDE, "run", str(conf), "--job-id", job_id, "--data-dir", data_dir],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                             env=dict(os.environ, **batch_gate(str(tmp_path / "gate"), passes=2)))
-    wait_for(lambda: _committed(data_dir, job_id) >= 400, 180, message="two batches committed")
+    wait_for(lambda: committed_rows(data_dir, job_id) >= 400, 180, message="two batches committed")
     return proc, out + "/p0", data_dir
 
 

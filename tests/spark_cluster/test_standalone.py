@@ -21,7 +21,7 @@ import pytest
 import seatide
 from seatide.runtime.session import WORKER_SPARK_CONF_ENV
 from seatide.testing.cluster import open_gate, wait_for
-from seatide.testing.jobs import assert_exactly, written_ids
+from seatide.testing.jobs import assert_exactly, committed_rows, written_ids
 from tests.spark_cluster.standalone import StandaloneCluster
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -147,19 +147,6 @@ def _kill_worker_mid_read(cluster: StandaloneCluster, gate: str, run: subprocess
     open_gate(gate)
 
 
-def _committed(data_dir: str, job_id: str) -> int:
-    from seatide.store.db import default_store_url, open_store
-    from seatide.store.views import job_info
-
-    store = open_store(default_store_url(data_dir))
-    try:
-        with store.read() as conn:
-            info = job_info(conn, job_id)
-        return info["metrics"]["SinkWriteCount"] if info else 0
-    finally:
-        store.dispose()
-
-
 def test_batch_job_on_a_standalone_cluster_survives_a_dead_spark_worker(spark_cluster, tmp_path):
     gate = str(tmp_path / "gate")
     proc, _ = _start(tmp_path, batch_job(spark_cluster, tmp_path, gate), "sc-batch")
@@ -190,7 +177,7 @@ def test_streaming_job_on_a_standalone_cluster_survives_a_dead_spark_worker(spar
     try:
         _kill_worker_mid_read(spark_cluster, gate, proc)
         # the job goes on with one worker: batches keep committing after the loss
-        wait_for(lambda: _committed(data_dir, "sc-stream") >= 200, 300, message="batches after the worker died")
+        wait_for(lambda: committed_rows(data_dir, "sc-stream") >= 200, 300, message="batches after the worker died")
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=120)
     finally:

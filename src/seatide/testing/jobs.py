@@ -82,3 +82,17 @@ def assert_exactly(ids: Counter, expected: range) -> None:
     assert not duplicates, f"duplicated ids: {sorted(duplicates.items())[:10]}"
     assert not missing, f"{len(missing)} missing ids, e.g. {sorted(missing)[:10]}"
     assert not extra, f"unexpected ids: {sorted(extra)[:10]}"
+
+
+def committed_rows(data_dir: str, job_id: str) -> int:
+    """Rows a local run's job has committed so far, read from its embedded store (0 before it exists)."""
+    from seatide.store.db import default_store_url, open_store
+    from seatide.store.views import job_info
+
+    store = open_store(default_store_url(data_dir))
+    try:
+        with store.read() as conn:
+            info = job_info(conn, job_id)
+        return info["metrics"]["SinkWriteCount"] if info else 0
+    finally:
+        store.dispose()
