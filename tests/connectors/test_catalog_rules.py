@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import os
 import secrets
+import tempfile
 
 import pytest
 
 from seatide.config.loader import ConfigError, load_job_text
 from seatide.connectors.assertion import AssertionFailed
 from seatide.connectors.jdbc.url import JdbcUrl
-from seatide.plugin.base import Batch, ReadContext, SinkContext, TransformContext
+from seatide.plugin.base import ReadContext, SinkContext, TransformContext
+from seatide.runtime.commit_log import SinkCommitLog, write_exactly_once
 
 SOURCE = """
 source { FakeSource {
@@ -43,7 +45,8 @@ RULES = """
 
 
 def run_job(spark, text: str, ctx: SinkContext | None = None, transaction: str = "txn-0") -> list[dict]:
-    """Runs a one-source job in process as the runtime does: writer first, then the batch."""
+    """Runs a one-source job in process as the runtime does: writer first, then the batch
+    through the commit protocol (a LocalFile sink stages, decides, then publishes)."""
     job = load_job_text(text)
     read = ReadContext(spark, micro_batch=False, unbounded=False, parallelism=1,
                        max_rows_per_batch=1_000_000, read_interval_ms=1, plugin_id="source[0]")
@@ -53,7 +56,8 @@ def run_job(spark, text: str, ctx: SinkContext | None = None, transaction: str =
     states = []
     for spec in job.sinks:
         writer = spec.plugin.writer(ctx)
-        states.append(writer.write_batch(df, Batch(0, transaction, {})))
+        log = SinkCommitLog(tempfile.mkdtemp(prefix="seatide-commit-log-"))
+        states.append(write_exactly_once(writer, log, df, 0, transaction).state)
         writer.end_of_data(states[-1])
     return states
 

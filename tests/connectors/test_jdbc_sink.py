@@ -16,7 +16,7 @@ from seatide.connectors.jdbc.writer import JdbcSinkError
 from seatide.plugin.base import SinkContext
 from seatide.plugin.options import OptionError, read_options
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
-from seatide.runtime.commit_log import SinkCommitLog, write_exactly_once
+from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, write_exactly_once
 
 pytestmark = pytest.mark.spark
 
@@ -86,9 +86,22 @@ def txn(job: str, batch: int, lineage: str = "L1") -> str:
     return f"T_{job}_1_0_{lineage}_{batch}"
 
 
+class FencedDecisions(FileDecisions):
+    """File decisions whose fence is the test's: a zombie's fence raises right before COMMIT."""
+
+    def __init__(self, log: SinkCommitLog, fence):
+        super().__init__(log)
+        self._fence = fence
+
+    def fence(self) -> None:
+        self._fence()
+
+
 def write(writer, log_dir, df, batch: int, fence=None):
     job = writer.sink_id.split("/")[0]
-    return write_exactly_once(writer, SinkCommitLog(str(log_dir)), df, batch, txn(job, batch), before_commit=fence)
+    log = SinkCommitLog(str(log_dir))
+    decisions = FencedDecisions(log, fence) if fence is not None else None
+    return write_exactly_once(writer, log, df, batch, txn(job, batch), decisions=decisions)
 
 
 def inserts(spark, ids):
