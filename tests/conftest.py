@@ -7,6 +7,12 @@ import secrets
 import pytest
 from sqlalchemy import create_engine, text
 
+from seatide.testing.cluster import mark_owner
+
+# The suite runs in several pytest processes (pytest-xdist) that reuse job ids: each counts
+# only the driver processes it started itself.
+mark_owner()
+
 # Private database servers with logical decoding / binlog on, started once per run when a
 # test asks for them (change data capture).
 pytest_plugins = ["tests.connectors.cdc_servers", "tests.connectors.cdc_mysql_server"]

@@ -243,12 +243,35 @@ def _parent(pid: int) -> int | None:
         return None
 
 
+# Test runs side by side (pytest-xdist workers, a chaos run next to the tests) reuse job ids.
+# Every process a run starts inherits this variable, drivers re-parented to init included, so
+# a run counts only its own drivers. Each process that looks sets its own mark first.
+OWNER_VAR = "SEATIDE_TEST_OWNER"
+
+
+def mark_owner() -> str:
+    """Marks this process (and all it starts from now on) as the owner of its drivers."""
+    os.environ[OWNER_VAR] = f"{os.getpid()}-{os.urandom(4).hex()}"
+    return os.environ[OWNER_VAR]
+
+
+def _owned(pid: str, mark: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return mark in handle.read().split(b"\0")
+    except OSError:
+        return False
+
+
 def driver_pids(job_id: str | None = None, store_url: str | None = None) -> list[int]:
-    """Driver processes on this machine (optionally of one job, of one store), from /proc.
+    """Driver processes on this machine (optionally of one job, of one store), from /proc;
+    only this run's own when it has marked itself (``mark_owner``).
 
     A driver's own short-lived fork (it forks to start its JVM) carries the driver's
     command line until it execs; it is the same driver, so children of drivers are not counted.
     """
+    owner = os.environ.get(OWNER_VAR)
+    mark = f"{OWNER_VAR}={owner}".encode() if owner else None
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -260,6 +283,8 @@ def driver_pids(job_id: str | None = None, store_url: str | None = None) -> list
             continue
         args = [arg.decode(errors="replace") for arg in argv]
         if "seatide.runtime.driver" not in args or (job_id is not None and job_id not in args):
+            continue
+        if mark is not None and not _owned(entry, mark):
             continue
         if store_url is None or normalize_url(store_url) in [normalize_url(arg) for arg in args]:
             pids.append(int(entry))
