@@ -21,7 +21,7 @@ from seatide.plan.dag import outline_pipelines
 from seatide.plugin.options import flatten
 from seatide.store import schema as s
 from seatide.store.jobs import job_view
-from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
+from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, JobStatus
 from seatide.store.views import iso
 from seatide.store.views import overview as seatide_overview
 
@@ -59,9 +59,9 @@ def overview(conn: Connection, tags: dict[str, str]) -> dict[str, str]:
         "unassignedSlot": str(total - used),
         "works": str(len(workers)),
         "runningJobs": str(sum(n for status, n in counts.items() if status not in JOB_TERMINAL)),
-        "finishedJobs": str(counts.get("FINISHED", 0)),
-        "failedJobs": str(counts.get("FAILED", 0)),
-        "cancelledJobs": str(counts.get("CANCELED", 0)),
+        "finishedJobs": str(counts.get(JobStatus.FINISHED, 0)),
+        "failedJobs": str(counts.get(JobStatus.FAILED, 0)),
+        "cancelledJobs": str(counts.get(JobStatus.CANCELED, 0)),
     }
 
 

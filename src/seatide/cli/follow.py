@@ -13,7 +13,7 @@ import time
 from datetime import datetime, timezone
 
 from seatide.cli.args import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CommandRefused
-from seatide.store.states import JOB_TERMINAL
+from seatide.store.states import JOB_TERMINAL, JobStatus
 
 POLL_S = 0.5
 
@@ -48,7 +48,7 @@ def follow_job(client, job_id: str, source: str, *, cancel_on_interrupt: bool = 
         signal.signal(signal.SIGINT, previous)
     display.close()
     print_statistics(summary)
-    if summary["status"] in ("FINISHED", "SAVEPOINT_DONE"):
+    if summary["status"] in (JobStatus.FINISHED, JobStatus.SAVEPOINT_DONE):
         return EXIT_OK
     print(f"seatide: job {job_id} {summary['status']}" + (f": {summary['error']}" if summary["error"] else ""),
           file=sys.stderr)
@@ -58,7 +58,7 @@ def follow_job(client, job_id: str, source: str, *, cancel_on_interrupt: bool = 
 def stop_jobs(client, job_ids: list[str], *, savepoint: bool, wait: bool) -> int:
     """Cancel (or savepoint) each job, then wait until each has stopped: 0 if every one
     ended CANCELED (SAVEPOINT_DONE), 1 if any was refused or ended otherwise."""
-    wanted = "SAVEPOINT_DONE" if savepoint else "CANCELED"
+    wanted = JobStatus.SAVEPOINT_DONE if savepoint else JobStatus.CANCELED
     asked, code = [], EXIT_OK
     for job_id in job_ids:      # one refusal does not keep the others running
         try:

@@ -17,6 +17,7 @@ from datetime import datetime
 from seatide.cli.args import (EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, default_data_dir,
                               parse_variables, print_config_warnings, read_job_file)
 from seatide.cli.progress import ProgressDisplay
+from seatide.store.states import JobStatus
 
 
 def run_command(args) -> int:
@@ -129,12 +130,12 @@ class LocalRun:
             signal.signal(signal.SIGINT, original)
         display.close()
         print_statistics(summary)
-        if summary["status"] == "FAILED":
+        if summary["status"] == JobStatus.FAILED:
             print(f"seatide: job {job_id} FAILED: {summary['error']}", file=sys.stderr)
-        if interrupted or summary["status"] == "CANCELED":
+        if interrupted or summary["status"] == JobStatus.CANCELED:
             print(resume_hint(job_id, self.data_dir), file=sys.stderr)
             return EXIT_INTERRUPTED
-        return EXIT_OK if summary["status"] in ("FINISHED", "SAVEPOINT_DONE") else EXIT_FAILED
+        return EXIT_OK if summary["status"] in (JobStatus.FINISHED, JobStatus.SAVEPOINT_DONE) else EXIT_FAILED
 
 
 def resume_hint(job_id: str, data_dir: str) -> str:

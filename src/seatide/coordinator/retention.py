@@ -43,7 +43,7 @@ from sqlalchemy import and_, delete, func, select, update
 from seatide.config.env import ENV_OPTIONS
 from seatide.store import schema as s
 from seatide.store.db import Store
-from seatide.store.states import ATTEMPT_LIVE
+from seatide.store.states import ATTEMPT_LIVE, JobStatus
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +198,7 @@ def _remove_checkpoints(store: Store, epoch: int, row, ids: list[int]) -> int:
         conn.execute(update(p).where(and_(p.c.job_id == row.job_id, p.c.incarnation == row.incarnation,
                                           p.c.pipeline_id == row.pipeline_id)).values(
             pruned_completed=p.c.pruned_completed + statuses.count("COMPLETED"),
-            pruned_failed=p.c.pruned_failed + statuses.count("FAILED")))
+            pruned_failed=p.c.pruned_failed + statuses.count(JobStatus.FAILED)))
     return len(statuses)
 
 

@@ -26,7 +26,7 @@ import time
 from typing import TextIO
 
 from seatide import failpoints
-from seatide.store.states import PIPELINE_TERMINAL
+from seatide.store.states import PIPELINE_TERMINAL, PipelineStatus
 from seatide.timeouts import Timeouts
 
 log = logging.getLogger("seatide.driver")
@@ -110,19 +110,19 @@ def _supervise(runs, reporter, heartbeat, poll_interval: float, progress) -> int
             stop_in_parallel(pending, "CANCEL" if retryable_error else desired)
         for run in list(pending):
             outcome = run.poll()
-            if outcome.status == "RUNNING":
+            if outcome.status == PipelineStatus.RUNNING:
                 continue
             pending.remove(run)
             pipeline_id = run.pipeline.pipeline_id
-            if outcome.status == "FAILED" and not outcome.permanent:
+            if outcome.status == PipelineStatus.FAILED and not outcome.permanent:
                 retryable_error = retryable_error or f"pipeline {pipeline_id}: {outcome.error}"
-            elif outcome.status == "FAILED":
-                reporter.pipeline_status(pipeline_id, "FAILED", outcome.error)
+            elif outcome.status == PipelineStatus.FAILED:
+                reporter.pipeline_status(pipeline_id, PipelineStatus.FAILED, outcome.error)
                 stop_in_parallel(pending, "CANCEL")   # the job will be FAILED: stop the rest now
-            elif outcome.status == "SAVEPOINT_DONE" and not retryable_error:
+            elif outcome.status == PipelineStatus.SAVEPOINT_DONE and not retryable_error:
                 savepointed.append(run)    # recorded together, once every pipeline has stopped
-            elif outcome.status == "CANCELED" and not retryable_error:
-                reporter.pipeline_status(pipeline_id, "CANCELED")
+            elif outcome.status == PipelineStatus.CANCELED and not retryable_error:
+                reporter.pipeline_status(pipeline_id, PipelineStatus.CANCELED)
         if pending:
             time.sleep(poll_interval)
     if retryable_error:
@@ -151,7 +151,7 @@ def _take_savepoint(runs, reporter) -> None:
     savepoint_id = reporter.savepoint({k: (-1 if v is None else v) for k, v in batches.items()}, copy)
     log.info("savepoint %s taken of pipelines %s", savepoint_id, sorted(batches))
     for run in runs:
-        reporter.pipeline_status(run.pipeline.pipeline_id, "SAVEPOINT_DONE")
+        reporter.pipeline_status(run.pipeline.pipeline_id, PipelineStatus.SAVEPOINT_DONE)
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:

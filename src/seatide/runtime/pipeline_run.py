@@ -32,6 +32,7 @@ from seatide.plugin.rowkind import ROW_KIND_COLUMN
 from seatide.runtime.commit_log import (SinkCommitLog, StoreDecisions, read_json, roll_forward, write_exactly_once,
                                         write_json_atomic)
 from seatide.runtime.reporter import AttemptReporter
+from seatide.store.states import Desired, PipelineStatus
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ class PipelineRun:
         self.stdout = stdout
         self.query = None
         self.thread: threading.Thread | None = None
-        self.outcome = Outcome("RUNNING")
+        self.outcome = Outcome(PipelineStatus.RUNNING)
         self.failure: BaseException | None = None   # the Python exception behind a failed batch
         self.stop_requested: str | None = None      # CANCEL | SAVEPOINT
         self._counted_batch = -1
@@ -190,7 +191,7 @@ class PipelineRun:
 
     # -- running -------------------------------------------------------------------------
     def start(self) -> None:
-        self.reporter.pipeline_status(self.pipeline.pipeline_id, "RUNNING")
+        self.reporter.pipeline_status(self.pipeline.pipeline_id, PipelineStatus.RUNNING)
         try:
             self._prepare_dir()
             sinks = self._frames()
@@ -229,7 +230,7 @@ class PipelineRun:
         try:
             rows = self._write_sinks(sinks, 0)
             if self.stop_requested:
-                self.outcome = Outcome("CANCELED")
+                self.outcome = Outcome(PipelineStatus.CANCELED)
                 return
             if self._rows_read is not None:   # None: every sink had committed already (a rerun)
                 self.reporter.rows_read(self.pipeline.pipeline_id, 0, self._rows_read)
@@ -239,7 +240,7 @@ class PipelineRun:
             self._finish()
         except Exception as exc:
             if self.stop_requested:
-                self.outcome = Outcome("CANCELED")
+                self.outcome = Outcome(PipelineStatus.CANCELED)
             else:
                 self._fail(exc)
 
@@ -309,7 +310,7 @@ class PipelineRun:
     # -- observing -----------------------------------------------------------------------
     def poll(self) -> Outcome:
         """Advance what can be observed from the outside; returns the current outcome."""
-        if self.outcome.status != "RUNNING":
+        if self.outcome.status != PipelineStatus.RUNNING:
             return self.outcome
         if self.query is None:
             return self.outcome
@@ -321,7 +322,8 @@ class PipelineRun:
         if exc is not None and not isinstance(self.failure, StopAtBatchBoundary):
             self._fail(self.failure or exc)
         elif self.stop_requested:
-            self.outcome = Outcome("SAVEPOINT_DONE" if self.stop_requested == "SAVEPOINT" else "CANCELED")
+            self.outcome = Outcome(PipelineStatus.SAVEPOINT_DONE if self.stop_requested == Desired.SAVEPOINT
+                                   else PipelineStatus.CANCELED)
         else:
             self._report_progress()
             self._finish()
@@ -368,8 +370,8 @@ class PipelineRun:
             if self.query.recentProgress or not message.startswith(("Initializing", "Getting offsets")):
                 break
             time.sleep(0.1)
-        if self.query is not None and self.outcome.status == "RUNNING":
-            self.reporter.pipeline_status(self.pipeline.pipeline_id, "RUNNING")
+        if self.query is not None and self.outcome.status == PipelineStatus.RUNNING:
+            self.reporter.pipeline_status(self.pipeline.pipeline_id, PipelineStatus.RUNNING)
 
     def _finish(self) -> None:
         """End of data: last sink checks (e.g. Assert's MIN_ROW), then durable completion."""
@@ -382,20 +384,20 @@ class PipelineRun:
         for source in self.pipeline.sources:
             self.reporter.source_ended(self.pipeline.pipeline_id, source.plugin_id)
         failpoints.hit("driver.before_pipeline_end")
-        self.reporter.pipeline_status(self.pipeline.pipeline_id, "FINISHED")
-        self.outcome = Outcome("FINISHED")
+        self.reporter.pipeline_status(self.pipeline.pipeline_id, PipelineStatus.FINISHED)
+        self.outcome = Outcome(PipelineStatus.FINISHED)
 
     def _fail(self, exc: BaseException) -> None:
         error, permanent = describe_error(exc)
         if not permanent:
             log.error("pipeline %s failed: %s", self.pipeline.pipeline_id,
                       "".join(traceback.format_exception(exc))[-4000:])
-        self.outcome = Outcome("FAILED", error=error, permanent=permanent)
+        self.outcome = Outcome(PipelineStatus.FAILED, error=error, permanent=permanent)
 
     # -- stopping ------------------------------------------------------------------------
     def request_stop(self, mode: str) -> None:
         """Stop after the running micro-batch commits (SAVEPOINT waits longer than CANCEL)."""
-        if self.stop_requested or self.outcome.status != "RUNNING":
+        if self.stop_requested or self.outcome.status != PipelineStatus.RUNNING:
             return
         self.stop_requested = mode
         if self.query is not None:

@@ -16,7 +16,7 @@ from seatide.secrets import mask_message
 from seatide.store import schema as s
 from seatide.store.clock import store_now
 from seatide.store.db import Store, record_event
-from seatide.store.states import check_attempt, check_pipeline
+from seatide.store.states import AttemptState, PipelineStatus, check_attempt, check_pipeline
 
 
 class AttemptReporter:
@@ -42,10 +42,10 @@ class AttemptReporter:
     def mark_running(self, pid: int) -> None:
         with self._tx() as conn:
             state = self._attempt_state(conn)
-            if state != "RUNNING":
-                check_attempt(state, "RUNNING")
+            if state != AttemptState.RUNNING:
+                check_attempt(state, AttemptState.RUNNING)
                 conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == self.attempt_id)
-                             .values(state="RUNNING", pid=pid, heartbeat_at=store_now(conn)))
+                             .values(state=AttemptState.RUNNING, pid=pid, heartbeat_at=store_now(conn)))
 
     def heartbeat(self) -> str:
         """Prove liveness; returns the job's desired state (RUN, CANCEL, SAVEPOINT)."""
@@ -75,7 +75,7 @@ class AttemptReporter:
 
     def end_attempt(self, succeeded: bool, error: str | None = None) -> None:
         """The driver's own word on how its attempt ended; the worker records the process exit."""
-        new = "SUCCEEDED" if succeeded else "FAILED"
+        new = AttemptState.SUCCEEDED if succeeded else AttemptState.FAILED
         error = mask_message(error, self.secrets)
         failpoints.hit("driver.before_end_attempt")
         with self.store.attempt_tx(self.job_id, self.attempt_id, job_may_be_terminal=True) as conn:
@@ -94,7 +94,7 @@ class AttemptReporter:
     def pipeline_status(self, pipeline_id: int, new: str, error: str | None = None) -> None:
         with self._tx() as conn:
             old = conn.execute(select(s.pipelines.c.status).where(self._pipeline_where(pipeline_id))).scalar()
-            if old == new == "RUNNING":     # started again by a new attempt
+            if old == new == PipelineStatus.RUNNING:     # started again by a new attempt
                 conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id))
                              .values(started_at=clock.now(), idle=False))
                 return
@@ -104,7 +104,7 @@ class AttemptReporter:
             error = mask_message(error, self.secrets)
             now = clock.now()
             values: dict = {"status": new, "error": error}
-            values["started_at" if new == "RUNNING" else "finished_at"] = now
+            values["started_at" if new == PipelineStatus.RUNNING else "finished_at"] = now
             conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(**values))
             record_event(conn, f"PIPELINE_{new}", self.actor, self.job_id, self.incarnation,
                          pipeline=pipeline_id, attempt=self.attempt_id, error=error)

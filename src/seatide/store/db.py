@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection, Engine
 from seatide import clock
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now
+from seatide.store.states import ATTEMPT_LIVE
 
 
 class NotLeader(Exception):
@@ -38,7 +39,6 @@ class StoreUnavailable(Exception):
     """The store URL cannot be opened; the message says which and why."""
 
 
-LIVE_ATTEMPT_STATES = ("ASSIGNED", "LAUNCHING", "RUNNING")
 
 
 def normalize_url(url: str) -> str:
@@ -138,7 +138,7 @@ def check_attempt_current(conn: Connection, job_id: str, attempt_id: int, lock: 
         query = query.with_for_update()
     job = conn.execute(query).first()
     state = conn.execute(select(s.attempts.c.state).where(s.attempts.c.attempt_id == attempt_id)).scalar()
-    if job is None or job.current_attempt != attempt_id or state not in LIVE_ATTEMPT_STATES:
+    if job is None or job.current_attempt != attempt_id or state not in ATTEMPT_LIVE:
         raise AttemptFenced(f"attempt {attempt_id} of job {job_id} is no longer current "
                             f"(current {job.current_attempt if job else 'none: job cleaned up'}, state {state})")
     if job.status in JOB_TERMINAL and not job_may_be_terminal:

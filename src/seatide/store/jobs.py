@@ -22,7 +22,7 @@ from seatide import clock
 from seatide.store import schema as s
 from seatide.store.db import Store, record_event
 from seatide.store.paths import PathOutsideRoot, under
-from seatide.store.states import JOB_TERMINAL
+from seatide.store.states import JOB_TERMINAL, Desired, JobStatus, PipelineStatus
 from seatide.timeouts import Timeouts
 
 
@@ -78,7 +78,7 @@ def submit_job(store: Store, *, text: str, variables: dict[str, str], config, pl
     delay = cleanup_delay_s if env.state_cleanup_delay_s is None else env.state_cleanup_delay_s
     values = dict(
         name=name or env.name, config=text, variables=json.dumps(variables), mode=env.mode,
-        desired="RUN", status="CREATED", retries_used=0, max_retries=env.retry_times,
+        desired=Desired.RUN, status=JobStatus.CREATED, retries_used=0, max_retries=env.retry_times,
         retry_interval_s=float(env.retry_interval_s), next_attempt_at=None, current_attempt=None,
         pinned_worker=pinned_worker, restored_from=None, restore=None, error_msg=None,
         cleanup_delay_s=float(Timeouts.state_cleanup_delay if delay is None else delay),
@@ -100,7 +100,7 @@ def submit_job(store: Store, *, text: str, variables: dict[str, str], config, pl
         for pipeline in plan.pipelines:
             conn.execute(insert(s.pipelines).values(
                 job_id=job_id, incarnation=incarnation, pipeline_id=pipeline.pipeline_id,
-                status="CREATED", fingerprint=pipeline.fingerprint(),
+                status=PipelineStatus.CREATED, fingerprint=pipeline.fingerprint(),
                 checkpoint_dir=os.path.join(root, str(pipeline.pipeline_id)),
                 rows_read=0, rows_written=0, idle=False))
         record_event(conn, "JOB_SUBMITTED", actor, job_id, incarnation, name=values["name"],

@@ -25,9 +25,9 @@ from seatide.store import schema as s
 from seatide.store.db import Store, record_event
 from seatide.store.jobs import JobNotFound, JobRefused
 from seatide.store.paths import under
-from seatide.store.states import ATTEMPT_LIVE
+from seatide.store.states import ATTEMPT_LIVE, AttemptState, JobStatus, PipelineStatus
 
-RESUMABLE = ("CANCELED", "FAILED", "SAVEPOINT_DONE")
+RESUMABLE = (JobStatus.CANCELED, JobStatus.FAILED, JobStatus.SAVEPOINT_DONE)
 # A worker or driver silent this long is surely gone (cf. the coordinator's timeouts).
 SILENT_FOR_GONE_S = 10.0
 
@@ -99,7 +99,7 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
 
 
 def _check_resumable(conn, job) -> None:
-    if job.status == "FINISHED":
+    if job.status == JobStatus.FINISHED:
         raise JobRefused(f"job {job.job_id} FINISHED; there is nothing to resume (submit it again to rerun it)")
     if job.status in RESUMABLE:
         return
@@ -153,7 +153,7 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint) -> list[Pip
         # A pipeline the savepoint does not hold had finished before it was taken: its output
         # is complete, and there is nothing of it to restore (found by the simulation, seed 24).
         entry = PipelinePlan(pipeline.pipeline_id, previous.checkpoint_dir, fingerprint,
-                             previous.status == "FINISHED" and not in_savepoint)
+                             previous.status == PipelineStatus.FINISHED and not in_savepoint)
         if previous.fingerprint != fingerprint:
             entry.problem = ("its sources changed since the checkpoint was taken (a source added, removed, "
                              "reordered or reconfigured)")
@@ -234,7 +234,7 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
             raise JobRefused(f"job {job.job_id} changed while resuming; try again")
         conn.execute(update(s.jobs).where(s.jobs.c.job_id == job.job_id).values(
             incarnation=incarnation, config=text, variables=json.dumps(variables), mode=env.mode, desired="RUN",
-            status="CREATED", retries_used=0, max_retries=env.retry_times,
+            status=JobStatus.CREATED, retries_used=0, max_retries=env.retry_times,
             retry_interval_s=float(env.retry_interval_s), next_attempt_at=None, current_attempt=None,
             pinned_worker=pinned_worker, restored_from=source,
             restore=json.dumps({"from": source, "fallback": fallback, "fresh": fresh, "prepare": prepare}),
@@ -246,13 +246,13 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
         for p in pipelines:
             conn.execute(insert(s.pipelines).values(
                 job_id=job.job_id, incarnation=incarnation, pipeline_id=p.pipeline_id,
-                status="FINISHED" if p.finished else "CREATED", fingerprint=p.fingerprint,
+                status=PipelineStatus.FINISHED if p.finished else PipelineStatus.CREATED, fingerprint=p.fingerprint,
                 checkpoint_dir=p.checkpoint_dir, rows_read=0, rows_written=0, idle=False,
                 finished_at=now if p.finished else None))
         # A killed incarnation's attempt never recorded its end; it is surely gone (checked above).
         conn.execute(update(s.attempts).where(and_(
             s.attempts.c.job_id == job.job_id, s.attempts.c.incarnation == job.incarnation,
-            s.attempts.c.state.in_(sorted(ATTEMPT_LIVE)))).values(state="LOST", error="gone; superseded by a resume"))
+            s.attempts.c.state.in_(sorted(ATTEMPT_LIVE)))).values(state=AttemptState.LOST, error="gone; superseded by a resume"))
         record_event(conn, "JOB_RESUMED", actor, job.job_id, incarnation, previous_status=job.status,
                      previous_incarnation=job.incarnation, restored_from=source, pipelines_restored=restored)
         for entry in fresh:

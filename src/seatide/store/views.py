@@ -17,7 +17,7 @@ from seatide.secrets import mask_config_text, mask_message, secret_values
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now
 from seatide.store.jobs import job_view, load_job
-from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
+from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, JobStatus, PipelineStatus
 
 # A node whose heartbeat is older than this is shown as silent (the default worker heartbeat timeout).
 NODE_SILENT_AFTER_S = 10.0
@@ -73,7 +73,7 @@ def checkpoint_stats_of(conn: Connection, jobs: list) -> dict[tuple[str, int], d
         # Rows pruned by retention still count (coordinator/retention.py).
         stats[key] = {
             "completed": status_counts.get("COMPLETED", 0) + ((sum_row.pruned_completed if sum_row else 0) or 0),
-            "failed": status_counts.get("FAILED", 0) + ((sum_row.pruned_failed if sum_row else 0) or 0),
+            "failed": status_counts.get(JobStatus.FAILED, 0) + ((sum_row.pruned_failed if sum_row else 0) or 0),
             "restored": (sum_row.restored if sum_row else 0) or 0, "latest": latest.get(key)}
     return stats
 
@@ -85,9 +85,9 @@ def checkpoint_health(job, pipelines, latest, now: float) -> str | None:
     computes the same verdict from the same stored facts in between. HUNG (no batch and no
     task progress for ``job.progress-timeout``) is the leader's flag (``hung_since``) alone.
     """
-    if job.status not in ("RUNNING", "DOING_SAVEPOINT"):
+    if job.status not in (JobStatus.RUNNING, JobStatus.DOING_SAVEPOINT):
         return None
-    running = [p for p in pipelines if p.status == "RUNNING"]
+    running = [p for p in pipelines if p.status == PipelineStatus.RUNNING]
     if running and all(p.idle for p in running):
         return "IDLE"
     if job.hung_since is not None:
@@ -142,7 +142,7 @@ def checkpoint_report(conn: Connection, job_id: str, limit: int = 100) -> dict |
         per_pipeline.append({
             "pipelineId": p.pipeline_id, "status": p.status, "idle": bool(p.idle),
             "completed": counts.get("COMPLETED", 0) + p.pruned_completed,
-            "failed": counts.get("FAILED", 0) + p.pruned_failed,
+            "failed": counts.get(JobStatus.FAILED, 0) + p.pruned_failed,
             "latest": _checkpoint_row(rows) if rows is not None else None,
             "secondsSinceLastCheckpoint": round(now - rows.created_at, 1) if rows is not None else None})
     summary = checkpoint_summary(conn, job, view.pipelines, now)

@@ -39,7 +39,7 @@ from seatide.store.clock import store_now
 from seatide.store.db import Store, record_event
 from seatide.store.liveness import Liveness, worker_lock
 from seatide.store.paths import driver_log_path
-from seatide.store.states import ATTEMPT_LIVE
+from seatide.store.states import ATTEMPT_LIVE, AttemptState
 from seatide.timeouts import LIVENESS_TAKE_WITHIN_S, Timeouts
 from seatide.runtime.warm_driver import warm_session_conf
 from seatide.worker.warm_pool import WarmPool, warm_command
@@ -199,7 +199,7 @@ class Worker:
         with self.store.read() as conn:
             orphans = conn.execute(select(s.attempts).where(and_(
                 s.attempts.c.worker_id == self.node_id, s.attempts.c.ended_at.is_(None),
-                s.attempts.c.state != "ASSIGNED"))).all()
+                s.attempts.c.state != AttemptState.ASSIGNED))).all()
         for attempt in orphans:
             kill_if_reachable(attempt, self.store_url)
             log.warning("attempt %s of job %s was launched by an earlier process of this worker: ended",
@@ -213,7 +213,7 @@ class Worker:
             mine = conn.execute(select(s.attempts).where(and_(
                 s.attempts.c.worker_id == self.node_id, s.attempts.c.ended_at.is_(None)))).all()
         for attempt in mine:
-            if attempt.state == "ASSIGNED":
+            if attempt.state == AttemptState.ASSIGNED:
                 self._launch(attempt)
                 self.beat_if_due()
             elif attempt.kill_requested:
@@ -228,7 +228,7 @@ class Worker:
         with self.store.write() as conn:
             claimed = conn.execute(update(s.attempts).where(and_(
                 s.attempts.c.attempt_id == attempt.attempt_id, s.attempts.c.worker_id == self.node_id,
-                s.attempts.c.state == "ASSIGNED")).values(state="LAUNCHING",
+                s.attempts.c.state == AttemptState.ASSIGNED)).values(state=AttemptState.LAUNCHING,
                                                           launched_at=store_now(conn))).rowcount
             if claimed:
                 record_event(conn, "DRIVER_LAUNCHING", f"worker:{self.node_id}", attempt.job_id,
@@ -356,7 +356,7 @@ class Worker:
                 return
             values: dict = {"ended_at": now, "exit_code": code}
             if attempt.state in ATTEMPT_LIVE:
-                values.update(state="FAILED", error=attempt.error or error or _exit_message(code))
+                values.update(state=AttemptState.FAILED, error=attempt.error or error or _exit_message(code))
             conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == attempt_id).values(**values))
             record_event(conn, "DRIVER_EXITED", f"worker:{self.node_id}", attempt.job_id, attempt.incarnation,
                          attempt=attempt_id, exit_code=code)
