@@ -3,14 +3,17 @@
 Starts coordinators and workers as real processes on a real store, runs a mix of BATCH and
 STREAMING jobs (LocalFile sinks, sequence ids), and, from the seed, kills and pauses leaders,
 followers, workers and drivers (sometimes all at once), cancels, savepoints and resumes jobs,
-and, with ``--store private-postgres``, stops and restarts the store itself. Then it lets
-everything settle and checks, against the store and the sink output:
+and, with ``--store private-postgres``, stops and restarts the store itself and (as root, see
+``chaos_partition.py``) cuts one worker and its drivers off from the store, in a network
+namespace, for longer than the leader takes to replace them. Then it lets everything settle
+and checks, against the store and the sink output:
 
 * a terminal status never changes (a resume is a new incarnation);
 * a job never has two live attempts (sampled all along);
 * every row of a BATCH job is written exactly once; a STREAMING job's rows once each, with
   no gap below the highest;
 * no event carries an epoch older than one already written (a fenced write is refused);
+* a driver cut off from the store decides (so publishes) nothing after its attempt ended;
 * every BATCH job FINISHES, every STREAMING job is RUNNING with fresh checkpoints.
 
 The schedule of faults comes from the seed alone; what the processes do in between is up to
@@ -37,8 +40,10 @@ from sqlalchemy import select
 
 from seatide.store import schema as s
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, JobStatus
+from seatide.testing.chaos_partition import CUT_WORKER, CutWorker
 from seatide.testing.cluster import Cluster, Proc, driver_pids, http, wait_for
 from seatide.testing.jobs import batch_job, streaming_job, written_ids
+from seatide.testing.partition import Partition, PartitionUnavailable, unavailable
 
 ROWS_PER_SPLIT = 10
 
@@ -64,6 +69,7 @@ class ChaosReport:
     seed: int
     faults: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
+    measured: list[str] = field(default_factory=list)     # timings worth a line of their own
     jobs: int = 0
 
     def line(self) -> str:
@@ -72,13 +78,15 @@ class ChaosReport:
 
 class Chaos:
     def __init__(self, seed: int, duration: float, store_url: str, data_dir: str, coordinators: int = 2,
-                 workers: int = 2, jobs: int = 3, store_server=None, log: Callable[[str], None] = print):
+                 workers: int = 2, jobs: int = 3, store_server=None, cut_worker: CutWorker | None = None,
+                 log: Callable[[str], None] = print):
         self.rng = random.Random(seed)
         self.duration = duration
         self.cluster = Cluster(store_url, data_dir)
         self.cluster.cleanup_delay = 600.0     # outputs and events stay until checked
         self.store_server = store_server       # a PrivatePostgres we may stop and start
         self.store_down = False
+        self.cut_worker = cut_worker           # one more worker, which chaos may cut off from the store
         self.paused: set[int] = set()          # SIGSTOPped pids: they answer nothing until continued
         self.n_coordinators, self.n_workers, self.n_jobs = coordinators, workers, jobs
         self.jobs: list[ChaosJob] = []
@@ -113,6 +121,8 @@ class Chaos:
             self.cluster.coordinator(f"c{i + 1}")
         for i in range(self.n_workers):
             self.cluster.worker(f"w{i + 1}", slots=2)
+        if self.cut_worker is not None:     # besides the others: never the only one able to run jobs
+            self.cut_worker.start(self.cluster)
         for i in range(self.n_jobs):
             mode = "STREAMING" if i % 3 == 2 else "BATCH"
             job = ChaosJob(f"chaos-{self.report.seed}-{i}", mode,
@@ -140,6 +150,8 @@ class Chaos:
                   (self._kill_everything, 1), (self._cancel_job, 2), (self._savepoint_job, 2)]
         if self.store_server is not None:
             faults.append((self._restart_store, 2))
+        if self.cut_worker is not None:
+            faults.append((self._partition_worker, 3))
         while time.time() < end:
             self._run_due()
             # Room between faults for processes to come back: a restart costs seconds here.
@@ -153,7 +165,10 @@ class Chaos:
                 self.log(f"chaos: {fault.__name__} skipped: {exc}")
 
     def _heal(self) -> None:
-        """Everything back: due restarts and resumes now, paused processes continued, store up."""
+        """Everything back: due restarts and resumes now, paused processes continued, store up.
+        A partition lasts its whole time, though: it is there to outlast the replacement."""
+        while self.cut_worker is not None and self.cut_worker.partition.is_cut:
+            self._wait(0.1)
         if self.store_down:
             self.store_server.start_server()
             self.store_down = False
@@ -186,6 +201,7 @@ class Chaos:
 
         try:
             wait_for(converged, timeout, interval=1.0, message="every job to converge")
+            self.report.measured.append(f"converged {time.time() - settle_began:.1f} s after the heal")
         except AssertionError as exc:
             for job in self.jobs:
                 row = self.cluster.job(job.job_id)
@@ -281,7 +297,8 @@ class Chaos:
         self._pause(worker.popen.pid, f"worker {worker.name}", self.rng.uniform(0.5, 8.0))
 
     def _drivers(self) -> list[int]:
-        return sorted(driver_pids(store_url=self.cluster.store_url))
+        urls = (self.cluster.store_url, *self.cluster.other_store_urls)
+        return sorted({pid for url in urls for pid in driver_pids(store_url=url)})
 
     def _kill_driver(self) -> None:
         drivers = self._drivers()
@@ -320,6 +337,19 @@ class Chaos:
                 self.store_server.start_server()
                 self.store_down = False
         self._later(seconds, "store start", start)
+
+    def _partition_worker(self) -> None:
+        if self.cut_worker.partition.is_cut:
+            raise LookupError("the worker is cut off already")
+        needed = CutWorker.seconds_needed(self.cluster.timeouts)
+        seconds = self.rng.uniform(needed + 1.0, needed + 4.0)
+        self._fault(f"partition {CUT_WORKER} and its drivers from the store for {seconds:.1f} s")
+        self.cut_worker.cut(seconds)
+
+        def heal() -> None:
+            self.cut_worker.heal()
+            self._fault(f"partition of {CUT_WORKER} healed")
+        self._later(seconds, "heal the partition", heal)
 
     def _running_job(self) -> ChaosJob:
         candidates = [j for j in self.jobs if not j.stopped]
@@ -378,6 +408,8 @@ class Chaos:
                 with self.cluster.store.read() as conn:
                     rows = conn.execute(select(s.attempts.c.job_id, s.attempts.c.attempt_id).where(
                         s.attempts.c.state.in_(ATTEMPT_LIVE))).all()
+                    if self.cut_worker is not None:
+                        self.cut_worker.sample(conn, time.time())
             except Exception:       # the store restarting under us
                 continue
             live = Counter(row.job_id for row in rows)
@@ -408,6 +440,10 @@ class Chaos:
                     self._violation(job, f"{len(gaps)} rows missing below the highest, e.g. {sorted(gaps)[:10]}")
             self._check_events(job)
         self._check_epochs()
+        if self.cut_worker is not None:
+            for text in self.cut_worker.violations(self.cluster):
+                self._violation(None, text)
+            self.report.measured.extend(self.cut_worker.measured(self.cluster))
 
     def _check_events(self, job: ChaosJob) -> None:
         ended: dict[int, str] = {}
@@ -468,30 +504,51 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--coordinators", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--jobs", type=int, default=3, help="every third is STREAMING, the rest BATCH")
+    parser.add_argument("--no-partition", action="store_true",
+                        help="with private-postgres: no extra worker in a network namespace, no partition fault")
     args = parser.parse_args(argv)
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="seatide-chaos-")
-    server = None
+    server = partition = cut_worker = None
     if args.store == "sqlite":
         store_url = f"sqlite:///{os.path.join(data_dir, 'state.db')}"
     elif args.store == "private-postgres":
         from seatide.testing.servers import PrivatePostgres
 
-        server = PrivatePostgres().start()
+        partition = None if args.no_partition else _partition(args.seed)
+        server = PrivatePostgres(also_listen_on=partition and partition.host_address,
+                                 also_trust=partition and str(partition.subnet)).start()
         store_url = f"postgresql://postgres@127.0.0.1:{server.port}/postgres"
+        cut_worker = partition and CutWorker.inside(partition, store_url)
     else:
         store_url = args.store
     try:
         chaos = Chaos(args.seed, args.duration, store_url, data_dir, args.coordinators, args.workers,
-                      args.jobs, store_server=server)
+                      args.jobs, store_server=server, cut_worker=cut_worker)
         report = chaos.run() if server is None else _run_with_store(chaos)
         if report.violations:
             print("violations:", *("  " + v for v in report.violations), sep="\n")
             print(chaos.explain())
+        for line in report.measured:
+            print(f"chaos: {line}")
         print(report.line())
         return 0 if not report.violations else 1
     finally:
         if server is not None:
             server.stop()
+        if partition is not None:
+            partition.close()
+
+
+def _partition(seed: int) -> Partition | None:
+    """A partition for the cut worker, or None (and one line saying why) on a machine without."""
+    why = unavailable()
+    if why is None:
+        try:
+            return Partition(seed).create()
+        except PartitionUnavailable as exc:
+            why = str(exc)
+    print(f"chaos: no partition fault: {why}")
+    return None
 
 
 def _run_with_store(chaos: Chaos) -> ChaosReport:

@@ -79,6 +79,7 @@ class Proc:
     log_path: str = ""
     args: list[str] = field(default_factory=list)
     env: dict | None = None
+    wrap: list[str] = field(default_factory=list)   # e.g. ``ip netns exec NS``: a restart keeps it
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         try:
@@ -106,27 +107,31 @@ class Cluster:
     # on a 2-core host an idle warm JVM per worker competes with the job a test is timing.
     warm_drivers: int = 0
     procs: list[Proc] = field(default_factory=list)
+    # Other URLs of the same store some workers were given (one reached through a partition):
+    # their drivers carry that URL, and stop_all must find them too.
+    other_store_urls: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         self.store = open_store(self.store_url)
         os.makedirs(os.path.join(self.data_dir, "proc-logs"), exist_ok=True)
 
-    def _spawn(self, name: str, args: list[str], url: str | None = None, env: dict | None = None) -> Proc:
+    def _spawn(self, name: str, args: list[str], url: str | None = None, env: dict | None = None,
+               wrap: list[str] | None = None) -> Proc:
         log_path = os.path.join(self.data_dir, "proc-logs", f"{name}.log")
         with open(log_path, "ab") as log:
-            popen = subprocess.Popen(SEATIDE + args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            popen = subprocess.Popen([*(wrap or []), *SEATIDE, *args], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
-        proc = Proc(name, popen, url, log_path, args, env)
+        proc = Proc(name, popen, url, log_path, args, env, list(wrap or []))
         self.procs.append(proc)
         return proc
 
     def restart(self, proc: Proc) -> Proc:
         """The same process again (same name, arguments and port), without waiting for it."""
         self.procs.remove(proc)
-        return self._spawn(proc.name, proc.args, proc.url, proc.env)
+        return self._spawn(proc.name, proc.args, proc.url, proc.env, proc.wrap)
 
-    def _common(self) -> list[str]:
-        return ["--store", self.store_url, "--data-dir", self.data_dir,
+    def _common(self, store_url: str | None = None) -> list[str]:
+        return ["--store", store_url or self.store_url, "--data-dir", self.data_dir,
                 "--driver-heartbeat-timeout", str(self.timeouts["driver"]),
                 "--worker-heartbeat-timeout", str(self.timeouts["worker"]),
                 "--driver-self-fence-after", str(self.timeouts["self_fence"]),
@@ -146,9 +151,12 @@ class Cluster:
         return proc
 
     def worker(self, name: str = "w1", slots: int = 2, env: dict | None = None,
-               extra: list[str] | None = None) -> Proc:
-        proc = self._spawn(name, ["cluster", "worker", "--node-id", name, "--slots", str(slots), *self._common(),
-                                  "--warm-drivers", str(self.warm_drivers), *(extra or [])], env=env)
+               extra: list[str] | None = None, wrap: list[str] | None = None, store_url: str | None = None) -> Proc:
+        """``wrap`` prefixes its command (run it in a network namespace); ``store_url``: the
+        store as this worker reaches it, when not as the cluster does (add it to other_store_urls)."""
+        proc = self._spawn(name, ["cluster", "worker", "--node-id", name, "--slots", str(slots),
+                                  *self._common(store_url), "--warm-drivers", str(self.warm_drivers),
+                                  *(extra or [])], env=env, wrap=wrap)
         wait_for(lambda: self._node_alive(name), 90, message=f"worker {name} registered")
         return proc
 
@@ -220,7 +228,8 @@ class Cluster:
         for proc in self.procs:
             if proc.alive:
                 proc.kill(signal.SIGKILL)
-        for pid in driver_pids(store_url=self.store_url):   # never another run's drivers
+        pids = {pid for url in (self.store_url, *self.other_store_urls) for pid in driver_pids(store_url=url)}
+        for pid in pids:   # never another run's drivers
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:

@@ -25,7 +25,10 @@ def _postgres_bin() -> str:
 class PrivatePostgres:
     """A PostgreSQL server with logical decoding on, owned by the ``postgres`` OS user."""
 
-    def __init__(self):
+    def __init__(self, also_listen_on: str | None = None, also_trust: str | None = None):
+        """``also_listen_on``: one more address to accept TCP on (a partition's host end), and
+        ``also_trust``: the network allowed in from there (its /30), without a password."""
+        self.also_listen_on, self.also_trust = also_listen_on, also_trust
         self.bin = _postgres_bin()
         self.root = tempfile.mkdtemp(prefix="seatide-pgcdc-")
         self.data = os.path.join(self.root, "data")
@@ -42,12 +45,16 @@ class PrivatePostgres:
             shutil.chown(self.root, "postgres", "postgres")
         self._as_postgres(os.path.join(self.bin, "initdb"), "-D", self.data, "-U", "postgres",
                           "--auth=trust", "-E", "UTF8", "--no-sync")
+        listen = ",".join(a for a in ("127.0.0.1", self.also_listen_on) if a)
         settings = {"wal_level": "logical", "max_replication_slots": "20", "max_wal_senders": "10",
-                    "port": str(self.port), "listen_addresses": "'127.0.0.1'",
+                    "port": str(self.port), "listen_addresses": f"'{listen}'",
                     "unix_socket_directories": f"'{self.root}'", "fsync": "off",
                     "shared_buffers": "32MB", "max_connections": "50"}
         with open(os.path.join(self.data, "postgresql.conf"), "a", encoding="utf-8") as conf:
             conf.writelines(f"{key} = {value}\n" for key, value in settings.items())
+        if self.also_trust:
+            with open(os.path.join(self.data, "pg_hba.conf"), "a", encoding="utf-8") as hba:
+                hba.write(f"host all all {self.also_trust} trust\n")
         self.start_server()
         return self
 
