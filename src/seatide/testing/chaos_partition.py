@@ -19,6 +19,7 @@ to every job converged.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 
@@ -98,27 +99,41 @@ class CutWorker:
 
     def violations(self, cluster) -> list[str]:
         found = []
-        ended = {row.attempt_id: (cut, row) for cut, row in self.cut_off_attempts(cluster)}
+        cut_off = {row.attempt_id: row for _, row in self.cut_off_attempts(cluster)}
         for key, (attempt_id, decided_at) in sorted(self.decisions.items()):
-            if attempt_id not in ended:
+            if attempt_id not in cut_off:
                 continue
-            cut, row = ended[attempt_id]
-            if row.ended_at is None:
+            row = cut_off[attempt_id]
+            ended = replaced_at(cluster, row)
+            if ended is None:
                 found.append(f"{row.job_id}: attempt {attempt_id} was cut off from the store and never ended")
-            elif decided_at > row.ended_at + DECISION_SLACK_S:
-                found.append(f"{row.job_id}: attempt {attempt_id} decided batch {key[4]} {decided_at - row.ended_at:.1f} "
-                             f"s after it was ended (cut off from the store)")
+            elif decided_at > ended + DECISION_SLACK_S:
+                found.append(f"{row.job_id}: attempt {attempt_id}, cut off from the store, decided batch {key[4]} "
+                             f"{decided_at - ended:.1f} s after it was replaced")
         return found
 
     def measured(self, cluster) -> list[str]:
-        """One line per cut-off attempt: when it was replaced and the replacement ran."""
+        """One line per cut-off attempt: when it was ended, and when a later attempt of its job
+        was first seen RUNNING (the first replacement may itself die to another fault)."""
         lines = []
         for cut, row in self.cut_off_attempts(cluster):
-            replacement = next((a for a in cluster.attempts(row.job_id) if a.attempt_id > row.attempt_id), None)
-            ended = f"{row.ended_at - cut.began:.1f} s" if row.ended_at else "never"
-            running = (self.running_since.get(replacement.attempt_id) if replacement else None)
-            lines.append(f"partition: {row.job_id} attempt {row.attempt_id} ({row.state}) ended {ended} after the cut; "
-                         f"replacement {replacement.attempt_id if replacement else None} on "
-                         f"{replacement.worker_id if replacement else None} RUNNING "
-                         f"{f'{running - cut.began:.1f} s' if running else 'never seen'} after the cut")
+            later = [(self.running_since[a.attempt_id], a) for a in cluster.attempts(row.job_id)
+                     if a.attempt_id > row.attempt_id and a.attempt_id in self.running_since]
+            ended = replaced_at(cluster, row)
+            ended = f"{ended - cut.began:.1f} s" if ended else "never"
+            running = "no later attempt seen RUNNING"
+            if later:
+                since, first = min(later, key=lambda pair: pair[0])
+                running = f"attempt {first.attempt_id} on {first.worker_id} RUNNING {since - cut.began:.1f} s after the cut"
+            lines.append(f"partition: {row.job_id} attempt {row.attempt_id} ({row.state}) ended {ended} after "
+                         f"the cut; {running}")
         return lines
+
+
+def replaced_at(cluster, attempt) -> float | None:
+    """When the attempt stopped being one that may commit: the leader declared it LOST (its
+    ``ended_at`` comes only when its worker, healed, records the driver's exit), or it ended."""
+    for event in cluster.events(attempt.job_id):
+        if event.kind == "ATTEMPT_LOST" and json.loads(event.detail).get("attempt") == attempt.attempt_id:
+            return event.at
+    return attempt.ended_at
