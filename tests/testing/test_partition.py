@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import select
 
 from seatide.store import schema as s
-from seatide.testing.chaos_partition import CUT_WORKER, CutWorker, replaced_at
+from seatide.testing.chaos_partition import CUT_WORKER, Cut, CutWorker, replaced_at
 from seatide.testing.cluster import Cluster, assert_never_resurrected, open_gate, wait_for
 from seatide.testing.jobs import assert_exactly, batch_job, written_ids
 from seatide.testing.partition import Partition, unavailable
@@ -101,6 +101,15 @@ def test_a_cut_off_driver_is_replaced_and_publishes_nothing_after_the_heal(parti
                 s.sink_manifests.c.attempt_id == first.attempt_id)).all()
         # Its first batch passed the gate before the cut; the one it held staged is not its to decide.
         assert len(by_zombie) == 1 and by_zombie[0].decided_at < lost_at, by_zombie
+        # The chaos runner's sampler and invariant see the same, from the same rows.
+        with cluster.store.read() as conn:
+            cut.sample(conn, 0.0)
+        assert [attempt for attempt, _ in cut.decisions.values()] == [first.attempt_id]
+        cut.cuts.append(Cut(began=lost_at - 5.0, seconds=10.0))
+        assert cut.violations(cluster) == []
+        # ... and would name a decision the zombie made after its replacement, had the store let it.
+        cut.decisions[("cut", 1, 0, "sink", "forged")] = (first.attempt_id, lost_at + 2.0)
+        assert any("decided batch forged" in v for v in cut.violations(cluster)), cut.violations(cluster)
         assert_exactly(written_ids(out), range(600))
         assert_never_resurrected(cluster, job_id)
     finally:

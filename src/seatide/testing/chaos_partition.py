@@ -115,7 +115,8 @@ class CutWorker:
     def measured(self, cluster) -> list[str]:
         """One line per cut-off attempt: when it was ended, and when a later attempt of its job
         was first seen RUNNING (the first replacement may itself die to another fault)."""
-        lines = []
+        lines = [f"partition: {len(self.cuts)} cut(s); {len(self.decisions)} decision(s) by {CUT_WORKER}'s "
+                 f"attempts sampled"]
         for cut, row in self.cut_off_attempts(cluster):
             later = [(self.running_since[a.attempt_id], a) for a in cluster.attempts(row.job_id)
                      if a.attempt_id > row.attempt_id and a.attempt_id in self.running_since]
