@@ -114,7 +114,9 @@ class Partition:
         """The command run inside the namespace (``ip netns exec`` execs it: same pid)."""
         return ["ip", "netns", "exec", self.netns, *argv]
 
-    # Spark binds the address the host name resolves to, absent in the namespace: loopback instead.
+    # Spark binds the address the host name resolves to; where that is a LAN address it does
+    # not exist in the namespace. Here (host name -> 127.0.0.1) Spark starts without it too,
+    # measured: a local session inside the namespace in 17.5 s without, 15.1 s with.
     env = {"SPARK_LOCAL_IP": "127.0.0.1"}
 
     def cut(self) -> None:
