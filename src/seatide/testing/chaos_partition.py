@@ -23,7 +23,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from sqlalchemy import and_, select
+from sqlalchemy import select
 
 from seatide.store import schema as s
 from seatide.store.states import AttemptState
@@ -94,8 +94,9 @@ class CutWorker:
         """(cut, attempt) for every attempt of the worker live when a cut began."""
         with cluster.store.read() as conn:
             attempts = list(conn.execute(select(s.attempts).where(s.attempts.c.worker_id == CUT_WORKER)))
-        return [(cut, row) for cut in self.cuts for row in attempts
-                if row.created_at < cut.began and (row.ended_at is None or row.ended_at > cut.began)]
+        ended = {row.attempt_id: replaced_at(cluster, row) for row in attempts}
+        return [(cut, row) for cut in self.cuts for row in attempts if row.created_at < cut.began
+                and (ended[row.attempt_id] is None or ended[row.attempt_id] > cut.began)]
 
     def violations(self, cluster) -> list[str]:
         found = []
@@ -125,7 +126,8 @@ class CutWorker:
             running = "no later attempt seen RUNNING"
             if later:
                 since, first = min(later, key=lambda pair: pair[0])
-                running = f"attempt {first.attempt_id} on {first.worker_id} RUNNING {since - cut.began:.1f} s after the cut"
+                running = (f"attempt {first.attempt_id} on {first.worker_id} RUNNING "
+                           f"{since - cut.began:.1f} s after the cut")
             lines.append(f"partition: {row.job_id} attempt {row.attempt_id} ({row.state}) ended {ended} after "
                          f"the cut; {running}")
         return lines

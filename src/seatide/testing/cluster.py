@@ -228,8 +228,8 @@ class Cluster:
         for proc in self.procs:
             if proc.alive:
                 proc.kill(signal.SIGKILL)
-        pids = {pid for url in (self.store_url, *self.other_store_urls) for pid in driver_pids(store_url=url)}
-        for pid in pids:   # never another run's drivers
+        urls = (self.store_url, *self.other_store_urls)
+        for pid in {pid for url in urls for pid in driver_pids(store_url=url)}:   # never another run's drivers
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
