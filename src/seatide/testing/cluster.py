@@ -119,8 +119,8 @@ class Cluster:
                wrap: list[str] | None = None) -> Proc:
         log_path = os.path.join(self.data_dir, "proc-logs", f"{name}.log")
         with open(log_path, "ab") as log:
-            popen = subprocess.Popen([*(wrap or []), *SEATIDE, *args], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+            popen = subprocess.Popen([*(wrap or []), *SEATIDE, *args], stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
         proc = Proc(name, popen, url, log_path, args, env, list(wrap or []))
         self.procs.append(proc)
         return proc
