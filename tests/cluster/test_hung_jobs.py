@@ -86,7 +86,7 @@ def test_checkpointed_batch_job_whose_task_hangs_is_restarted_and_finishes_exact
     assert os.path.exists(marker), "the first attempt's task never reached the failpoint"
     [event] = hung_events(cluster, "hung-checkpointed")
     assert '"policy": "restart"' in event.detail
-    first, second = cluster.attempts("hung-checkpointed")
+    first, second = cluster.ended_attempts("hung-checkpointed")
     assert first.state == "LOST" and first.error.startswith("job hung")
     assert second.state == "SUCCEEDED"
     assert_exactly(written_ids(out), range(400))

@@ -114,5 +114,5 @@ def test_a_leader_whose_clock_runs_ahead_judges_heartbeats_by_the_store_and_runs
     cluster.worker("w1")
     cluster.submit(batch_job(str(tmp_path / "out"), rows=50), "skewed-leader")
     assert cluster.wait_status("skewed-leader", JOB_TERMINAL, timeout=180).status == "FINISHED"
-    assert [(a.state, a.error) for a in cluster.attempts("skewed-leader")] == [("SUCCEEDED", None)]
+    assert [(a.state, a.error) for a in cluster.ended_attempts("skewed-leader")] == [("SUCCEEDED", None)]
     assert not [e for e in cluster.events() if e.kind == "ATTEMPT_LOST"]

@@ -32,7 +32,7 @@ def test_a_finished_jobs_events_driver_log_and_the_nodes_read_from_any_coordinat
         answers.append(body["events"])
     assert answers[0] == answers[1][:len(answers[0])]    # the same log (a late event may have landed in between)
 
-    (attempt,) = cluster.attempts("reads-1")
+    (attempt,) = cluster.ended_attempts("reads-1")
     path = os.path.join(cluster.data_dir, "logs", "reads-1", f"attempt-{attempt.attempt_id}.log")
     with open(path, "rb") as handle:
         on_disk = handle.read()

@@ -24,7 +24,7 @@ from sqlalchemy import select
 
 from seatide.store import schema as s
 from seatide.store.db import normalize_url, open_store
-from seatide.store.states import JOB_TERMINAL
+from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
 
 SEATIDE = [sys.executable, "-m", "seatide.cli.main"]
 
@@ -216,6 +216,13 @@ class Cluster:
         with self.store.read() as conn:
             return list(conn.execute(select(s.attempts).where(s.attempts.c.job_id == job_id)
                                      .order_by(s.attempts.c.attempt_id)))
+
+    def ended_attempts(self, job_id: str, timeout: float = 60.0) -> list:
+        """The job's attempts once none is live. A job ends when its pipelines have; its
+        driver reports its own end just after (``driver.before_end_attempt``), so a test that
+        reads attempts right at the job's end would race that report."""
+        return wait_for(lambda: (lambda a: a if a and not any(x.state in ATTEMPT_LIVE for x in a) else None)(
+            self.attempts(job_id)), timeout, message=f"job {job_id}'s attempts to end")
 
     def events(self, job_id: str | None = None) -> list:
         with self.store.read() as conn:
