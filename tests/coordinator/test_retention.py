@@ -139,8 +139,12 @@ def test_set_aside_directories_and_ended_attempt_logs_go_after_their_age(leader)
     driver = _running_attempt(coordinator, store, data_dir, "se-files")
     root = os.path.join(data_dir, "checkpoints", "se-files")
     old_ms, young_ms = int((time.time() - 8 * DAY_S) * 1000), int((time.time() - 3600) * 1000)
-    for name in (f"1.discarded-{old_ms}", f"2.replaced-{old_ms}", f"1.replaced-{young_ms}", "1", "savepoints"):
+    for name in (f"1.discarded-{old_ms}", f"2.replaced-{old_ms}", f"1.replaced-{young_ms}", "1", "savepoints",
+                 "2.restoring-3", "1.restoring-4"):
         os.makedirs(os.path.join(root, name, "spark"))
+    # A resume's staging copy: abandoned for a week (its driver died, the job was cancelled), or fresh.
+    old_s = time.time() - 8 * DAY_S
+    os.utime(os.path.join(root, "2.restoring-3"), (old_s, old_s))
     logs = os.path.join(data_dir, "logs", "se-files")
     os.makedirs(logs)
     old = time.time() - 8 * DAY_S
@@ -160,8 +164,8 @@ def test_set_aside_directories_and_ended_attempt_logs_go_after_their_age(leader)
     assert coordinator.lease.tick()
     done = Pruner(store, data_dir, RetentionRules()).run(coordinator.lease.epoch, time.time())
 
-    assert (done.directories, done.logs) == (2, 2)
-    assert sorted(os.listdir(root)) == ["1", f"1.replaced-{young_ms}", "savepoints"]
+    assert (done.directories, done.logs) == (3, 2)
+    assert sorted(os.listdir(root)) == ["1", f"1.replaced-{young_ms}", "1.restoring-4", "savepoints"]
     assert sorted(os.listdir(logs)) == sorted(["attempt-900002.log", f"attempt-{driver.attempt_id}.log"])
     assert not os.path.exists(gone_job), "an emptied job log directory goes too"
 

@@ -19,6 +19,9 @@ docs/operations.md, "Retention"):
   per failover).
 * **Set-aside checkpoint directories** (``<dir>.discarded-<ms>``, ``<dir>.replaced-<ms>``, left
   by a resume, see ``store/restore.py``) after ``set_aside_days``, by the time in their name.
+  A resume's staging copy (``<dir>.restoring-<incarnation>``) left by a driver that died
+  half-way and was never followed (the job was cancelled) after ``set_aside_days`` without a
+  write: always safe, since a driver that prepares the checkpoint makes its staging copy anew.
 * **Attempt logs** (``<data_dir>/logs/<job>/attempt-<id>.log``) of attempts that are no longer
   live, once unwritten for ``attempt_logs_days``.
 
@@ -50,6 +53,7 @@ log = logging.getLogger(__name__)
 DAY_S = 86400.0
 DEFAULT_CHECKPOINTS_RETAINED = next(o.default for o in ENV_OPTIONS if o.key == "checkpoint.retained")
 SET_ASIDE = re.compile(r"\.(discarded|replaced)-(\d+)$")
+RESTORING = re.compile(r"\.restoring-(\d+)$")
 ATTEMPT_LOG = re.compile(r"^attempt-(\d+)\.log$")
 
 
@@ -269,7 +273,8 @@ def prune_events(store: Store, epoch: int, now: float, rules: RetentionRules, bu
 
 # -- files ---------------------------------------------------------------------------------
 def set_aside_directories(store: Store, data_dir: str, now: float, rules: RetentionRules) -> list[str]:
-    """Set-aside checkpoint directories older than the rule, by the time in their name."""
+    """Set-aside checkpoint directories older than the rule, by the time in their name, and
+    abandoned staging copies of a resume, by their last write."""
     with store.read() as conn:
         roots = {os.path.dirname(d.rstrip("/")) for (d,) in conn.execute(
             select(s.pipelines.c.checkpoint_dir).distinct())}
@@ -282,8 +287,12 @@ def set_aside_directories(store: Store, data_dir: str, now: float, rules: Retent
         if not os.path.isdir(root):
             continue
         for entry in os.scandir(root):
+            if not entry.is_dir(follow_symlinks=False):
+                continue
             match = SET_ASIDE.search(entry.name)
-            if match and int(match.group(2)) < cutoff_ms and entry.is_dir(follow_symlinks=False):
+            if match and int(match.group(2)) < cutoff_ms:
+                found.append(entry.path)
+            elif RESTORING.search(entry.name) and entry.stat(follow_symlinks=False).st_mtime * 1000 < cutoff_ms:
                 found.append(entry.path)
     return found
 
