@@ -34,10 +34,17 @@ def test_leftover_drivers_are_put_down_before_anything_is_removed():
 
 
 def test_a_newer_incarnation_s_checkpoints_are_never_touched():
-    view = CleanupView(result("FINISHED"), current=False, checkpoint_dirs=DIRS, existing_dirs=DIRS)
+    view = CleanupView(result("FINISHED"), current=False, checkpoint_dirs=DIRS, existing_dirs=DIRS,
+                       current_dirs=DIRS)
     assert decide_cleanup(view) == [MarkClean((), newer_incarnation=True)]
-    expired = CleanupView(result("FINISHED", "CLEAN"), current=False, checkpoint_dirs=DIRS)
+    expired = CleanupView(result("FINISHED", "CLEAN"), current=False, checkpoint_dirs=DIRS, current_dirs=DIRS)
     assert decide_cleanup(expired) == [Forget()]
+
+
+def test_an_old_run_of_a_reused_id_takes_the_directories_only_it_used_when_it_expires():
+    newer = ("/data/j1/pipeline-1.run-2", "/data/j1/pipeline-2.run-2")
+    expired = CleanupView(result("CANCELED", "CLEAN"), current=False, checkpoint_dirs=DIRS, current_dirs=newer)
+    assert decide_cleanup(expired) == [RemoveCheckpoints(DIRS), Forget()]
 
 
 def test_history_expiry_removes_everything_of_the_current_incarnation_then_its_rows():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -77,6 +78,18 @@ def test_job_id_reuse_is_refused_while_running_or_cleanup_is_pending(store, tmp_
     submit(store, tmp_path)
     with store.read() as conn:
         assert conn.execute(select(s.jobs.c.incarnation)).scalar() == 2
+
+
+def test_a_reused_job_id_starts_in_checkpoint_directories_of_its_own(store, tmp_path):
+    """A stopped run keeps its checkpoints for a resume; a new run under its id must not
+    restore them: it is a new job that happens to have the same name."""
+    submit(store, tmp_path)
+    _end(store, "j1", "CANCELED", "CLEAN")
+    submit(store, tmp_path)
+    with store.read() as conn:
+        dirs = dict(conn.execute(select(s.pipelines.c.incarnation, s.pipelines.c.checkpoint_dir)).all())
+    assert dirs[1] != dirs[2]
+    assert os.path.dirname(dirs[1]) == os.path.dirname(dirs[2])    # one job root: expiry removes both
 
 
 def test_stop_requests_are_refused_for_ended_or_unknown_jobs(store, tmp_path):

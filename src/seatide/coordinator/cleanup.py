@@ -57,6 +57,7 @@ class CleanupView:
     leftovers: tuple = ()             # its attempts whose driver may still run
     checkpoint_dirs: tuple[str, ...] = ()
     existing_dirs: tuple[str, ...] = ()   # those of checkpoint_dirs on disk when read
+    current_dirs: tuple[str, ...] = ()    # the job id's current incarnation's (a resume shares them)
 
 
 # -- effects ---------------------------------------------------------------------------
@@ -101,8 +102,11 @@ def decide_cleanup(view: CleanupView) -> list[CleanupEffect]:
             removed = view.existing_dirs
             effects += [ReleaseSources(), RemoveCheckpoints(removed)]
         return [*effects, MarkClean(removed, newer_incarnation=not view.current)]
-    if not view.current:      # a newer incarnation owns the checkpoints now: only the rows go
-        return [Forget()]
+    if not view.current:
+        # A newer incarnation owns the directories it shares (a resume's); those only this
+        # one used (a reused id's new run starts in its own) go with its rows.
+        unused = tuple(d for d in view.checkpoint_dirs if d not in view.current_dirs)
+        return [RemoveCheckpoints(unused), Forget()] if unused else [Forget()]
     return [ReleaseSources(), RemoveCheckpoints(view.checkpoint_dirs, with_job_root=True), Forget()]
 
 
@@ -133,16 +137,20 @@ def reconcile_cleanup(store: Store, epoch: int, actor: str, result,
 
 def read_cleanup_view(store: Store, result) -> CleanupView:
     with store.read() as conn:
-        current = conn.execute(select(s.jobs.c.incarnation).where(
-            s.jobs.c.job_id == result.job_id)).scalar() == result.incarnation
+        newest = conn.execute(select(s.jobs.c.incarnation).where(s.jobs.c.job_id == result.job_id)).scalar()
+        current = newest == result.incarnation
         leftovers = () if result.cleanup != CleanupState.DIRTY else tuple(conn.execute(
             select(s.attempts).where(and_(
                 s.attempts.c.job_id == result.job_id, s.attempts.c.incarnation == result.incarnation,
                 s.attempts.c.ended_at.is_(None), s.attempts.c.pid.isnot(None)))).all())
-        dirs = tuple(row.checkpoint_dir for row in conn.execute(
-            select(s.pipelines.c.checkpoint_dir).where(and_(
-                s.pipelines.c.job_id == result.job_id, s.pipelines.c.incarnation == result.incarnation))))
-    return CleanupView(result, current, leftovers, dirs, tuple(d for d in dirs if os.path.isdir(d)))
+        dirs = _checkpoint_dirs(conn, result.job_id, result.incarnation)
+        current_dirs = dirs if current or newest is None else _checkpoint_dirs(conn, result.job_id, newest)
+    return CleanupView(result, current, leftovers, dirs, tuple(d for d in dirs if os.path.isdir(d)), current_dirs)
+
+
+def _checkpoint_dirs(conn, job_id: str, incarnation: int) -> tuple[str, ...]:
+    return tuple(row.checkpoint_dir for row in conn.execute(select(s.pipelines.c.checkpoint_dir).where(and_(
+        s.pipelines.c.job_id == job_id, s.pipelines.c.incarnation == incarnation))))
 
 
 def apply_cleanup(store: Store, epoch: int, actor: str, result, effects: list[CleanupEffect],

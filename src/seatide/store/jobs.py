@@ -64,13 +64,22 @@ def checkpoint_root(data_dir: str, job_id: str) -> str:
         raise BadJobId(f"job id {job_id!r}: {exc}") from None
 
 
+def pipeline_checkpoint_dir(root: str, pipeline_id: int, incarnation: int) -> str:
+    """A submitted run's pipeline directory: ``<root>/<pipeline>``, or ``<pipeline>.run-<n>``
+    for a reused id's incarnation n (a resume keeps its incarnation's directories instead)."""
+    name = str(pipeline_id) if incarnation == 1 else f"{pipeline_id}.run-{incarnation}"
+    return os.path.join(root, name)
+
+
 def submit_job(store: Store, *, text: str, variables: dict[str, str], config, plan, data_dir: str,
                job_id: str | None = None, name: str | None = None, pinned_worker: str | None = None,
                cleanup_delay_s: float | None = None, actor: str = "client") -> str:
     """Record a validated job as CREATED; the leader takes it from there.
 
     A job id may be reused once its previous run has ended and been cleaned up; the new
-    run is the id's next incarnation. While cleanup is pending the id is refused.
+    run is the id's next incarnation. While cleanup is pending the id is refused. A reused
+    id starts from nothing: its pipelines get checkpoint directories of their own, since
+    a stopped run's are kept (for a resume) and would otherwise be restored silently.
     """
     job_id = check_job_id(job_id) if job_id is not None else new_job_id()
     env = config.env
@@ -101,7 +110,7 @@ def submit_job(store: Store, *, text: str, variables: dict[str, str], config, pl
             conn.execute(insert(s.pipelines).values(
                 job_id=job_id, incarnation=incarnation, pipeline_id=pipeline.pipeline_id,
                 status=PipelineStatus.CREATED, fingerprint=pipeline.fingerprint(),
-                checkpoint_dir=os.path.join(root, str(pipeline.pipeline_id)),
+                checkpoint_dir=pipeline_checkpoint_dir(root, pipeline.pipeline_id, incarnation),
                 rows_read=0, rows_written=0, idle=False))
         record_event(conn, "JOB_SUBMITTED", actor, job_id, incarnation, name=values["name"],
                      pipelines=len(plan.pipelines), mode=env.mode)
