@@ -13,7 +13,7 @@ import pytest
 
 from seatide.coordinator.service import is_driver_of
 from seatide.store.paths import driver_log_path
-from seatide.testing.cluster import DriverWatch, batch_gate, open_gate, wait_for
+from seatide.testing.cluster import DriverWatch, batch_gate, open_gate, started_since_boot, wait_for
 from seatide.testing.jobs import assert_exactly, batch_job, written_ids
 from tests.cluster.warm import ready_warm_pid, warm_pids
 
@@ -29,15 +29,6 @@ def _since_boot() -> float:
     return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
-def _started_at(pid: int) -> float:
-    """When the process started, in seconds since boot, to a clock tick. psutil's
-    create_time() adds the boot time, which the kernel gives in whole seconds: up to 1 s
-    early, enough to date a process started just after a moment before it."""
-    with open(f"/proc/{pid}/stat") as handle:
-        ticks = int(handle.read().rsplit(")", 1)[1].split()[19])      # field 22: starttime
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 def test_a_job_runs_in_the_warm_driver_started_before_its_submit_and_the_pool_refills(cluster, tmp_path):
     gate = str(tmp_path / "gate")
@@ -51,7 +42,7 @@ def test_a_job_runs_in_the_warm_driver_started_before_its_submit_and_the_pool_re
         first = wait_for(lambda: (lambda a: a[0] if a and a[0].pid else None)(cluster.attempts("warm1")), 120,
                          message="the first attempt's pid")
         assert first.pid == warm
-        assert _started_at(warm) < submitted_at
+        assert started_since_boot(warm) < submitted_at
         # Held at its first batch, it is the attempt's driver to anyone reading the process table.
         # (At load 20+ Spark may fail the attempt before the gate, "Python worker failed to
         # connect back", and the job's retry runs it: then there is nothing left to read.)
@@ -74,7 +65,7 @@ def test_a_job_runs_in_the_warm_driver_started_before_its_submit_and_the_pool_re
     # The pool refilled: a driver started after the hand-over runs the next job.
     used = {a.pid for a in attempts}
     refill = ready_warm_pid(worker, other_than=used)
-    assert _started_at(refill) > submitted_at
+    assert started_since_boot(refill) > submitted_at
     cluster.submit(batch_job(str(tmp_path / "out2"), rows=50), "warm2")
     cluster.wait_status("warm2", "FINISHED")
     assert cluster.attempts("warm2")[0].pid == refill

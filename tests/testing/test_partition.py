@@ -19,7 +19,7 @@ from sqlalchemy import select
 
 from seatide.store import schema as s
 from seatide.testing.chaos_partition import CUT_WORKER, Cut, CutWorker, replaced_at
-from seatide.testing.cluster import Cluster, assert_never_resurrected, open_gate, wait_for
+from seatide.testing.cluster import Cluster, assert_never_resurrected, exited, open_gate, wait_for
 from seatide.testing.jobs import assert_exactly, batch_job, written_ids
 from seatide.testing.partition import Partition, unavailable
 
@@ -95,7 +95,7 @@ def test_a_cut_off_driver_is_replaced_and_publishes_nothing_after_the_heal(parti
         partition.heal()
         open_gate(gate)
         os.kill(first.pid, signal.SIGCONT)
-        wait_for(lambda: _exited(first.pid), 60, message="the woken zombie driver to exit")
+        wait_for(lambda: exited(first.pid), 60, message="the woken zombie driver to exit")
         with cluster.store.read() as conn:
             by_zombie = conn.execute(select(s.sink_manifests).where(
                 s.sink_manifests.c.attempt_id == first.attempt_id)).all()
@@ -114,12 +114,3 @@ def test_a_cut_off_driver_is_replaced_and_publishes_nothing_after_the_heal(parti
         assert_never_resurrected(cluster, job_id)
     finally:
         cluster.stop_all()
-
-
-def _exited(pid: int) -> bool:
-    """Gone, or exited and not yet reaped by its worker (state Z)."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True

@@ -41,7 +41,7 @@ from sqlalchemy import select
 from seatide.store import schema as s
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, JobStatus
 from seatide.testing.chaos_partition import CUT_WORKER, CutWorker
-from seatide.testing.cluster import Cluster, Proc, driver_pids, http, wait_for
+from seatide.testing.cluster import Cluster, Proc, http, wait_for
 from seatide.testing.jobs import batch_job, streaming_job, written_ids
 from seatide.testing.partition import Partition, PartitionUnavailable, unavailable
 
@@ -297,8 +297,7 @@ class Chaos:
         self._pause(worker.popen.pid, f"worker {worker.name}", self.rng.uniform(0.5, 8.0))
 
     def _drivers(self) -> list[int]:
-        urls = (self.cluster.store_url, *self.cluster.other_store_urls)
-        return sorted({pid for url in urls for pid in driver_pids(store_url=url)})
+        return sorted(self.cluster.driver_pids())
 
     def _kill_driver(self) -> None:
         drivers = self._drivers()

@@ -217,6 +217,10 @@ class Cluster:
             return list(conn.execute(select(s.attempts).where(s.attempts.c.job_id == job_id)
                                      .order_by(s.attempts.c.attempt_id)))
 
+    def driver_pids(self) -> list[int]:
+        """Drivers of this cluster's store, however their worker reached it."""
+        return driver_pids(store_url=(self.store_url, *self.other_store_urls))
+
     def ended_attempts(self, job_id: str, timeout: float = 60.0) -> list:
         """The job's attempts once none is live. A job ends when its pipelines have; its
         driver reports its own end just after (``driver.before_end_attempt``), so a test that
@@ -235,8 +239,7 @@ class Cluster:
         for proc in self.procs:
             if proc.alive:
                 proc.kill(signal.SIGKILL)
-        urls = (self.store_url, *self.other_store_urls)
-        for pid in {pid for url in urls for pid in driver_pids(store_url=url)}:   # never another run's drivers
+        for pid in self.driver_pids():   # never another run's drivers
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -251,11 +254,34 @@ class Cluster:
         return "\n".join(out)
 
 
-def _parent(pid: int) -> int | None:
+def proc_stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat from the third (the state) on; None once the process is
+    gone. The second, the name in parentheses, may hold spaces: split after its ')'."""
     try:
         with open(f"/proc/{pid}/stat") as handle:
-            return int(handle.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
+            return handle.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def exited(pid: int) -> bool:
+    """Gone, or exited and not yet reaped by its parent (state Z)."""
+    fields = proc_stat(pid)
+    return fields is None or fields[0] == "Z"
+
+
+def started_since_boot(pid: int) -> float:
+    """When the process started, in seconds since boot, to a clock tick (field 22). psutil's
+    create_time() adds the boot time, which the kernel gives in whole seconds: up to 1 s
+    early, enough to date a process started just after a moment before it."""
+    return int(proc_stat(pid)[22 - 3]) / os.sysconf("SC_CLK_TCK")
+
+
+def _parent(pid: int) -> int | None:
+    fields = proc_stat(pid)
+    try:
+        return int(fields[1]) if fields else None
+    except ValueError:
         return None
 
 
@@ -279,15 +305,17 @@ def _owned(pid: str, mark: bytes) -> bool:
         return False
 
 
-def driver_pids(job_id: str | None = None, store_url: str | None = None) -> list[int]:
-    """Driver processes on this machine (optionally of one job, of one store), from /proc;
-    only this run's own when it has marked itself (``mark_owner``).
+def driver_pids(job_id: str | None = None, store_url: str | tuple[str, ...] | None = None) -> list[int]:
+    """Driver processes on this machine (optionally of one job, of one store given by one URL
+    or several), from /proc; only this run's own when it has marked itself (``mark_owner``).
 
     A driver's own short-lived fork (it forks to start its JVM) carries the driver's
     command line until it execs; it is the same driver, so children of drivers are not counted.
     """
     owner = os.environ.get(OWNER_VAR)
     mark = f"{OWNER_VAR}={owner}".encode() if owner else None
+    urls = None if store_url is None else {normalize_url(u) for u in ((store_url,) if isinstance(store_url, str)
+                                                                        else store_url)}
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -302,7 +330,7 @@ def driver_pids(job_id: str | None = None, store_url: str | None = None) -> list
             continue
         if mark is not None and not _owned(entry, mark):
             continue
-        if store_url is None or normalize_url(store_url) in [normalize_url(arg) for arg in args]:
+        if urls is None or urls.intersection(normalize_url(arg) for arg in args):
             pids.append(int(entry))
     return [pid for pid in pids if _parent(pid) not in pids]
 
