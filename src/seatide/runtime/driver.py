@@ -192,15 +192,15 @@ def main(argv: list[str] | None = None) -> None:
     args = _parse(sys.argv[1:] if argv is None else argv)
     code = EXIT_FAILED
     try:
-        session = None
+        warm = None
         if args.role == "warm":
             _configure_logging()
             from seatide.runtime.warm_driver import await_attempt
-            session = await_attempt(args)
-            if session is None:
+            warm = await_attempt(args)
+            if warm is None:
                 code = EXIT_OK
                 return
-        code = _drive(args, session)
+        code = _drive(args, *(warm or ()))
     except BaseException:
         log.exception("driver of attempt %s failed", args.attempt)
     finally:
@@ -216,16 +216,18 @@ def _configure_logging() -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-def _drive(args, warm_session=None) -> int:
-    """Run the attempt; ``warm_session``: a warm driver's session (a future), else start one."""
+def _drive(args, warm_store=None, warm_session=None) -> int:
+    """Run the attempt; ``warm_store``, ``warm_session``: a warm driver's (futures), else open
+    the store and start a session now."""
     _configure_logging()
     early_session = warm_session or _start_session_early(f"seatide-{args.job_id}")
     from seatide.runtime.heartbeat import FENCED_EXIT_CODE, Heartbeat
     from seatide.runtime.reporter import AttemptReporter
+    from seatide.runtime.warm_driver import signal_started_on_first_commit
     from seatide.store.db import AttemptFenced, open_store
     from seatide.store.jobs import load_job
 
-    store = open_store(args.store)
+    store = warm_store.result() if warm_store is not None else open_store(args.store)
     with store.read() as conn:
         job = load_job(conn, args.job_id)
     if job is None:
@@ -239,6 +241,7 @@ def _drive(args, warm_session=None) -> int:
         log.error("%s", exc)
         return FENCED_EXIT_CODE
     heartbeat = Heartbeat(reporter, args.heartbeat_interval, args.self_fence_after).start()
+    signal_started_on_first_commit(args, reporter)
     failpoints.hit("driver.after_first_heartbeat")
     code = EXIT_FAILED
     try:

@@ -8,6 +8,7 @@ zombie driver cannot record progress, complete a pipeline or commit a batch.
 from __future__ import annotations
 
 import json
+import threading
 
 from sqlalchemy import and_, func, insert, select, update
 
@@ -30,6 +31,7 @@ class AttemptReporter:
         self.attempt_id = attempt_id
         self.actor = f"driver:{attempt_id}"
         self.ended = False     # set once this driver has recorded how its attempt ended
+        self.first_commit = threading.Event()     # set once a batch is committed (a warm driver says so)
 
     def _tx(self):
         return self.store.attempt_tx(self.job_id, self.attempt_id)
@@ -230,6 +232,7 @@ class AttemptReporter:
                 s.checkpoints.c.pipeline_id == pipeline_id, s.checkpoints.c.batch_id == batch_id,
                 s.checkpoints.c.status == "COMPLETED", s.checkpoints.c.kind == kind))).scalar()
             if seen is not None:
+                self.first_commit.set()
                 return seen
             newest = conn.execute(select(func.max(s.checkpoints.c.checkpoint_id)).where(
                 s.checkpoints.c.job_id == self.job_id)).scalar() or 0
@@ -244,7 +247,8 @@ class AttemptReporter:
                 rows_written=s.pipelines.c.rows_written + rows, last_batch_id=batch_id, idle=False))
             conn.execute(update(s.jobs).where(s.jobs.c.job_id == self.job_id).values(stale_since=None))
             self._clear_hung(conn)
-            return checkpoint_id
+        self.first_commit.set()
+        return checkpoint_id
 
     def checkpoint_failed(self, pipeline_id: int, batch_id: int, seconds: float, fingerprint: str) -> None:
         """A micro-batch ran past checkpoint.timeout: count a failed checkpoint (it may still commit later)."""

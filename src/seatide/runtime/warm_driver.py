@@ -13,7 +13,10 @@ The protocol with its worker (``worker/warm_pool.py``):
   the attempt's log file (``store.paths.driver_log_path``) from the hand-over on. The
   worker owns the relay, so the JVM's output (it inherited the pipe at start) follows too.
 * ``--ready-fd``: one byte ``R`` when the session is up; one byte ``A`` when an attempt was
-  taken and the command line names it (below).
+  taken and the command line names it (below); one byte ``S`` once the attempt's first batch
+  is committed: its start-up is over, and the worker may start the replacement warm driver
+  without taking CPU from it (on 2 cores a JVM starting beside the attempt slowed its first
+  batch 1.5-2x).
 * stdin: one JSON line ``{"job_id", "attempt", "runtime_conf"}``, the attempt the worker
   claimed for us with the usual compare-and-set. End of file instead: the worker is gone
   or shrinks its pool; we exit 0.
@@ -41,7 +44,7 @@ log = logging.getLogger("seatide.driver")
 # warm driver never looks like the driver of a real job.
 JOB_ID_SLOT = "~" * 64
 ATTEMPT_SLOT = "0" * 20
-READY, TAKEN = b"R", b"A"
+READY, TAKEN, STARTED = b"R", b"A", b"S"
 
 
 def warm_session_conf() -> dict[str, str]:
@@ -60,13 +63,17 @@ def fits_command_line(job_id: str, attempt_id: int) -> bool:
     return len(job_id.encode()) <= len(JOB_ID_SLOT) and len(str(attempt_id)) <= len(ATTEMPT_SLOT)
 
 
-def await_attempt(args) -> Future | None:
+def await_attempt(args) -> tuple[Future, Future] | None:
     """Warm up, then wait for the attempt. Fills ``args.job_id`` and ``args.attempt`` and returns
-    the session (a future: it may still be starting) with the job's runtime settings applied;
-    None if the worker closed our stdin without giving us an attempt."""
+    the open store and the session (futures: they may still be starting), the session with the
+    job's runtime settings applied; None if the worker closed our stdin without giving us an
+    attempt."""
     taken = threading.Event()
-    session = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warm-session").submit(_warm_session)
-    session.add_done_callback(lambda done: _session_done(done, args.ready_fd, taken))
+    warming = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warm-up")
+    store = warming.submit(_open_store, args.store)     # first: the attempt needs it first
+    session = warming.submit(_warm_session)
+    for future in (store, session):
+        future.add_done_callback(lambda done: _warmed(done, args.ready_fd, taken, signal=done is session))
     log.info("warm driver pid %s: starting Spark, waiting for an attempt", os.getpid())
     line = sys.stdin.buffer.readline()
     if not line:
@@ -79,59 +86,100 @@ def await_attempt(args) -> Future | None:
     _signal(args.ready_fd, TAKEN)
     log.info("warm driver pid %s takes job %s attempt %s (session %s)", os.getpid(), args.job_id,
              args.attempt, "ready" if session.done() else "still starting")
-    return _with_runtime_conf(session, order.get("runtime_conf") or {})
+    return store, _with_runtime_conf(session, order.get("runtime_conf") or {})
+
+
+def _open_store(store_url: str):
+    """The state store, open and its schema checked (imports SQLAlchemy's schema and the
+    migrations: about 1 s on a busy host), and a job config parsed and planned."""
+    import seatide.runtime.pipeline_run  # noqa: F401  what run_attempt imports next
+    from seatide.plan.warm_up import plan_sample_job
+    from seatide.store.db import open_store
+
+    store = open_store(store_url)
+    plan_sample_job()
+    return store
 
 
 def _warm_session():
-    """A session with the default settings, and what every attempt's first query pays
-    once per process done already: SeaTide's modules imported, a Python data source
-    registered and read through a streaming query (Python workers, the streaming source
-    runner, py4j's callback server for foreachBatch, the JVM's first compilations)."""
+    """A session with the default settings, and what every attempt's start pays once per
+    process done already: a micro-batch pipeline run end to end in Spark."""
     from seatide.runtime.session import build_session
 
     spark = build_session("seatide-warm-driver", warm_session_conf())
     try:
-        _first_query(spark)
+        _first_pipeline(spark)
     except Exception:      # a cold path for the attempt, not a reason to give up the session
         log.warning("warm driver pid %s: the warm-up query failed; the attempt pays its first "
                     "query itself", os.getpid(), exc_info=True)
     return spark
 
 
-def _first_query(spark) -> None:
+def _first_pipeline(spark) -> None:
+    """A micro-batch pipeline as an attempt runs one: a Python data source read by a streaming
+    query (Python workers, the streaming source runner), rows counted by an observation, a
+    SQL transform over a temporary view, and each batch written as JSON and parquet files from
+    ``foreachBatch`` (py4j's callback server, the writers' code paths). On a warm session an
+    attempt's first batch then costs what its later ones do, not 2-4x more."""
     import shutil
     import tempfile
 
-    import seatide.config.loader  # noqa: F401  what run_attempt imports first
-    import seatide.plan.dag  # noqa: F401
-    import seatide.runtime.pipeline_run  # noqa: F401
+    from pyspark.sql import functions as F
+
     from seatide.connectors.fake.layout import SplitLayout
     from seatide.connectors.fake.split_stream import SOURCE_NAME, FakeSplitSource, stream_options
     from seatide.plugin.base import use_python_data_source
 
     use_python_data_source(spark, FakeSplitSource)     # registered once per session: the job's too
-    layout = SplitLayout(readers=1, rows_per_reader=1, splits_per_reader=1, unit_rows=1)
-    options = stream_options(layout, max_rows=1, unbounded=False, interval_ms=0, partitions=1)
+    # As many partitions as a job's source gets: each runs in a Python worker of its own, and
+    # a worker started now is one the attempt's first batch need not start.
+    partitions = spark.sparkContext.defaultParallelism
+    layout = SplitLayout(readers=1, rows_per_reader=partitions, splits_per_reader=partitions, unit_rows=1)
+    options = stream_options(layout, max_rows=partitions, unbounded=False, interval_ms=0, partitions=partitions)
     scratch = tempfile.mkdtemp(prefix="seatide-warm-")
+
+    def write(frame, batch_id: int) -> None:
+        frame.createOrReplaceTempView("seatide_warm_up")
+        rows = frame.sparkSession.sql("select * from seatide_warm_up")
+        for file_format in ("json", "parquet"):
+            rows.write.mode("overwrite").format(file_format).save(os.path.join(scratch, file_format, str(batch_id)))
+
     try:
-        query = (spark.readStream.format(SOURCE_NAME).options(**options).load()
-                 .writeStream.foreachBatch(lambda frame, batch_id: frame.count())
-                 .option("checkpointLocation", scratch).trigger(availableNow=True).start())
+        frame = spark.readStream.format(SOURCE_NAME).options(**options).load()
+        query = (frame.observe("seatide_warm_up_rows", F.count(F.lit(1)).alias("rows"))
+                 .writeStream.foreachBatch(write).option("checkpointLocation", os.path.join(scratch, "spark"))
+                 .trigger(availableNow=True).start())
         query.awaitTermination()
     finally:
+        spark.catalog.dropTempView("seatide_warm_up")
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _session_done(done: Future, ready_fd: int | None, taken: threading.Event) -> None:
+def _warmed(done: Future, ready_fd: int | None, taken: threading.Event, signal: bool) -> None:
+    """One warm-up step ended (the store; then the session, which makes us READY)."""
     if done.exception() is None:
-        log.info("warm driver pid %s: Spark is ready", os.getpid())
-        _signal(ready_fd, READY)
+        if signal:
+            log.info("warm driver pid %s: Spark is ready", os.getpid())
+            _signal(ready_fd, READY)
     elif not taken.is_set():
         # Idle and useless: exit, the worker starts another (with backoff). Once an attempt
-        # is taken, the attempt sees the error from the session future instead.
-        log.error("warm driver pid %s: Spark did not start: %s", os.getpid(), done.exception())
+        # is taken, the attempt sees the error from the future instead.
+        log.error("warm driver pid %s: %s: %s", os.getpid(),
+                  "Spark did not start" if signal else "the store did not open", done.exception())
         sys.stderr.flush()
         os._exit(1)
+
+
+def signal_started_on_first_commit(args, reporter) -> None:
+    """Tell the worker (``STARTED``) once the attempt's first batch is committed."""
+    if args.ready_fd is None:
+        return
+
+    def wait() -> None:
+        reporter.first_commit.wait()
+        _signal(args.ready_fd, STARTED)
+
+    threading.Thread(target=wait, name="warm-started", daemon=True).start()
 
 
 def _signal(fd: int | None, byte: bytes) -> None:
