@@ -10,11 +10,14 @@ import time
 
 import psutil
 import pytest
+from sqlalchemy import func, select
 
 from seatide.coordinator.service import is_driver_of
+from seatide.store import schema as s
 from seatide.store.paths import driver_log_path
 from seatide.testing.cluster import DriverWatch, batch_gate, open_gate, started_since_boot, wait_for
 from seatide.testing.jobs import assert_exactly, batch_job, written_ids
+from seatide.worker.warm_pool import REFILL_HELD_AT_MOST_S
 from tests.cluster.warm import ready_warm_pid, warm_pids
 
 pytestmark = pytest.mark.cluster
@@ -66,6 +69,13 @@ def test_a_job_runs_in_the_warm_driver_started_before_its_submit_and_the_pool_re
     used = {a.pid for a in attempts}
     refill = ready_warm_pid(worker, other_than=used)
     assert started_since_boot(refill) > submitted_at
+    # ... but only once the taken driver had committed its first batch (its start-up was over),
+    # or had held the refill back for as long as the pool allows.
+    refill_started = time.time() - (_since_boot() - started_since_boot(refill))
+    with cluster.store.read() as conn:
+        first_commit = conn.execute(select(func.min(s.checkpoints.c.created_at)).where(
+            s.checkpoints.c.job_id == "warm1")).scalar()
+    assert refill_started >= min(first_commit, first.launched_at + REFILL_HELD_AT_MOST_S) - 0.05
     cluster.submit(batch_job(str(tmp_path / "out2"), rows=50), "warm2")
     cluster.wait_status("warm2", "FINISHED")
     assert cluster.attempts("warm2")[0].pid == refill

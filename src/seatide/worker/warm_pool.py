@@ -30,7 +30,7 @@ import threading
 from typing import IO
 
 from seatide import clock
-from seatide.runtime.warm_driver import READY, TAKEN, fits_command_line, placeholder_args
+from seatide.runtime.warm_driver import READY, STARTED, TAKEN, fits_command_line, placeholder_args
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,11 @@ log = logging.getLogger(__name__)
 # tells the truth about it from here on. Short: the worker's loop (and its heartbeat) waits.
 HAND_OVER_ACK_TIMEOUT = 2.0
 MAX_RESTART_BACKOFF = 60.0
+# A warm driver that took an attempt holds back the refill until its first batch is committed
+# (STARTED), it exits, or this long: a JVM starting beside the attempt's start-up would take
+# half the CPU of a 2-core host from it. A stream that commits nothing yet must not leave the
+# pool empty for good.
+REFILL_HELD_AT_MOST_S = 20.0
 
 
 class WarmDriver:
@@ -49,6 +54,8 @@ class WarmDriver:
         self.pid = proc.pid
         self.started_at = clock.now()
         self.ready = False
+        self.started = False         # the attempt it took has committed its first batch
+        self.taken_at: float | None = None
         self._signals_fd = signals_fd
         self._sink: IO[bytes] | None = None           # None: the worker's log, while idle
         self._lock = threading.Lock()
@@ -81,6 +88,8 @@ class WarmDriver:
             self._signals_fd = -1
         if READY in data:
             self.ready = True
+        if STARTED in data:
+            self.started = True
         return data
 
     def hand_over(self, job_id: str, attempt_id: int, runtime_conf: dict[str, str], log_path: str) -> bool:
@@ -111,6 +120,10 @@ class WarmDriver:
         self.proc.wait()
         self.close_signals()
 
+    @property
+    def signals_closed(self) -> bool:
+        return self._signals_fd < 0
+
     def close_signals(self) -> None:
         if self._signals_fd >= 0:
             os.close(self._signals_fd)
@@ -127,6 +140,7 @@ class WarmPool:
         self.command = command           # a driver's command line up to the attempt's flags
         self.env = env
         self.idle: list[WarmDriver] = []
+        self.starting: list[WarmDriver] = []     # taken, their attempt not yet started (see above)
         self._deaths_in_a_row = 0
         self._next_start = 0.0
 
@@ -145,7 +159,12 @@ class WarmPool:
                 self._next_start = clock.now() + delay
                 log.warning("warm driver pid %s exited while idle (code %s); another starts in %.0f s",
                             driver.pid, driver.proc.returncode, delay)
-        while len(self.idle) < self.size and clock.now() >= self._next_start:
+        for driver in list(self.starting):
+            driver.read_signals()
+            if driver.started or driver.signals_closed or clock.now() - driver.taken_at >= REFILL_HELD_AT_MOST_S:
+                self.starting.remove(driver)
+                driver.close_signals()
+        while len(self.idle) < self.size and not self.starting and clock.now() >= self._next_start:
             self.idle.append(self._start())
 
     def take(self, job_id: str, attempt_id: int, runtime_conf: dict[str, str], log_path: str):
@@ -156,7 +175,10 @@ class WarmPool:
         for driver in sorted(self.idle, key=lambda d: (not d.ready, d.started_at)):
             self.idle.remove(driver)
             if driver.proc.poll() is None and driver.hand_over(job_id, attempt_id, runtime_conf, log_path):
-                driver.close_signals()     # from here on the worker supervises it as any driver
+                # From here on the worker supervises it as any driver; the pool only listens
+                # for STARTED, to refill.
+                driver.taken_at = clock.now()
+                self.starting.append(driver)
                 log.info("warm driver pid %s (started %.1f s ago, %s) runs job %s attempt %s", driver.pid,
                          clock.now() - driver.started_at, "ready" if driver.ready else "still warming",
                          job_id, attempt_id)
@@ -169,6 +191,9 @@ class WarmPool:
         for driver in self.idle:
             driver.kill()
         self.idle.clear()
+        for driver in self.starting:     # the worker's own: it stops them as any driver
+            driver.close_signals()
+        self.starting.clear()
 
     def _start(self) -> WarmDriver:
         from seatide.worker.agent import _die_with_parent
