@@ -7,7 +7,7 @@ they fit.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from fastapi import Body, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -54,11 +54,40 @@ class StopJob(BaseModel):
     isStopWithSavePoint: bool = False
 
 
+class WakeOnWrite:
+    """ASGI middleware: after a request that changed something (a submit, stop, resume, ...),
+    call ``wake`` so this process's coordinator reconciles now, not at its next tick. Only
+    an accelerator: the tick finds every change anyway."""
+
+    def __init__(self, app, wake: Callable[[], None]):
+        self.app = app
+        self.wake = wake
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        status = 500
+
+        async def send_noting_status(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        await self.app(scope, receive, send_noting_status)
+        if status < 400:
+            self.wake()
+
+
 def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float | None = None,
                metrics: CoordinatorMetrics | None = None, *, api_token: str | None = None,
-               auth_reads: bool = False, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> FastAPI:
+               auth_reads: bool = False, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+               on_write: Callable[[], None] | None = None) -> FastAPI:
     app = FastAPI(title="SeaTide", version="1", docs_url="/api/v1/docs", openapi_url="/api/v1/openapi.json")
     app.state.metrics = metrics = metrics or CoordinatorMetrics(store, node_id)
+    if on_write is not None:
+        app.add_middleware(WakeOnWrite, wake=on_write)
     app.add_middleware(RequestTimer, histogram=metrics.api_request)
     app.add_middleware(BodySizeLimit, max_bytes=max_request_bytes)
     if api_token:    # added last, so it runs first: an unauthorised body is never read

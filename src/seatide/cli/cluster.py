@@ -69,6 +69,7 @@ def _coordinator(args, store, data_dir: str, timeouts) -> int:
     from seatide.api.metrics import CoordinatorMetrics
     from seatide.api.rest import create_app
     from seatide.coordinator.service import Coordinator
+    from seatide.plan.warm_up import plan_sample_job_soon
 
     try:
         token = load_token(args.api_token_file)
@@ -91,9 +92,10 @@ def _coordinator(args, store, data_dir: str, timeouts) -> int:
     metrics = CoordinatorMetrics(store, coordinator.node_id)
     coordinator.observe_tick = metrics.reconcile_tick.observe
     app = create_app(store, data_dir, coordinator.node_id, cleanup_delay_s=timeouts.state_cleanup_delay,
-                     metrics=metrics,
+                     metrics=metrics, on_write=coordinator.wake,
                      api_token=token, auth_reads=args.auth_reads, max_request_bytes=args.max_request_bytes)
     coordinator.start()
+    plan_sample_job_soon()
     server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning"))
     try:
         server.run()
