@@ -15,7 +15,9 @@ committing again — and to its replacement attempt RUNNING. One job is killed
 Timeouts are the fault tests' (seatide/testing/cluster.py: worker lost after 5 s).
 
 "before" runs every process with SEATIDE_LIVENESS_LOCKS=0, "after" with the locks, on
-the same machine in the same run; the ratio after/before is the result. Writes
+the same machine in the same run; the ratio after/before is the result. With
+``--worker-compare warm`` the worker runs compare instead "cold" (no warm drivers) with
+"warm" (one warm driver per worker, ready before each kill), both with the locks. Writes
 ``<out>.json`` and, when matplotlib is installed (``pip install -e .[bench]``), ``<out>.png``.
 """
 
@@ -36,8 +38,13 @@ from seatide.testing.stores import scratch_store  # noqa: E402
 
 from seatide.testing.cluster import Cluster, http, wait_for  # noqa: E402
 from seatide.testing.jobs import streaming_job  # noqa: E402
+from tests.cluster.warm import ready_warm_pid  # noqa: E402
 
 MODES = {"before": {"SEATIDE_LIVENESS_LOCKS": "0"}, "after": {"SEATIDE_LIVENESS_LOCKS": "1"}}
+# --worker-compare warm: mode -> warm drivers per worker, liveness locks on in both
+WARM_MODES = {"cold": 0, "warm": 1}
+LABELS = {"before": "lease + heartbeats only", "after": "liveness locks",
+          "cold": "cold driver (locks)", "warm": "warm driver (locks)"}
 
 
 def store_url(kind: str, tmp: str) -> tuple[str, callable]:
@@ -49,8 +56,8 @@ class ModeCluster(Cluster):
 
     mode_env: dict = {}
 
-    def _spawn(self, name, args, url=None, env=None):
-        return super()._spawn(name, args, url, {**self.mode_env, **(env or {})})
+    def _spawn(self, name, args, url=None, env=None, **more):
+        return super()._spawn(name, args, url, {**self.mode_env, **(env or {})}, **more)
 
 
 def _cluster(kind: str, tmp: str, env: dict, warm_drivers: int = 0) -> tuple[ModeCluster, callable]:
@@ -97,7 +104,9 @@ def worker_loss(cluster: Cluster, tmp: str, kills: int, until: str) -> list[dict
         else:
             wait_for(lambda: any(a.state == "RUNNING" for a in cluster.attempts(job_id)), 300,
                      message="a running attempt")
-        cluster.worker(f"w{i}", slots=1)
+        spare = cluster.worker(f"w{i}", slots=1)
+        if cluster.warm_drivers:      # the spare's warm driver is up before the kill, as in a steady fleet
+            ready_warm_pid(spare, timeout=300)
         current = [a for a in cluster.attempts(job_id) if a.state == "RUNNING"][-1]
         victim = next(p for p in cluster.procs if p.name == current.worker_id)
         before = _last_checkpoint(cluster, job_id)
@@ -147,11 +156,13 @@ def plot(results: dict, path: str) -> bool:
                 rows.append((f"worker {store}\n{key}", {mode: [s[key] for s in samples]
                                                         for mode, samples in modes.items()}))
     fig, ax = plt.subplots(figsize=(2.2 * len(rows) + 2, 4))
-    width = 0.38
-    for offset, mode, color in ((-width / 2, "before", "#b0b0b0"), (width / 2, "after", "#2a7ab9")):
+    modes = [m for m in LABELS if any(m in r[1] for r in rows)]
+    colors = ["#b0b0b0", "#2a7ab9", "#e08a2c", "#4a9a4a"]
+    width = 0.8 / len(modes)
+    for index, mode in enumerate(modes):
+        offset = (index - (len(modes) - 1) / 2) * width
         medians = [statistics.median(r[1][mode]) if r[1].get(mode) else 0 for r in rows]
-        ax.bar([i + offset for i in range(len(rows))], medians, width,
-               label={"before": "lease + heartbeats only", "after": "liveness locks"}[mode], color=color)
+        ax.bar([i + offset for i in range(len(rows))], medians, width, label=LABELS[mode], color=colors[index])
         for i, r in enumerate(rows):
             ax.scatter([i + offset] * len(r[1].get(mode, [])), r[1].get(mode, []), s=10, color="black", zorder=3)
     ax.set_xticks(range(len(rows)), [r[0] for r in rows])
@@ -174,6 +185,8 @@ def main() -> None:
                         help="running: stop each worker sample once the new attempt runs (no checkpoint wait)")
     parser.add_argument("--warm-drivers", type=int, default=0,
                         help="each worker's warm pool in the worker runs (default 0: cold drivers)")
+    parser.add_argument("--worker-compare", choices=["locks", "warm"], default="locks",
+                        help="worker runs: liveness locks vs none (cold drivers), or cold vs warm drivers (locks)")
     parser.add_argument("--plot-only", metavar="JSON", help="draw the plot of an earlier run's JSON, and stop")
     args = parser.parse_args()
     if args.plot_only:
@@ -200,9 +213,12 @@ def main() -> None:
                   f"of {len(samples)}, samples {results['leader'][store][mode]}", flush=True)
     for store in [s for s in args.worker_stores.split(",") if s]:
         results["worker"][store] = {}
-        for mode, env in MODES.items():
+        worker_modes = ({mode: (env, args.warm_drivers) for mode, env in MODES.items()}
+                        if args.worker_compare == "locks" else
+                        {mode: (MODES["after"], warm) for mode, warm in WARM_MODES.items()})
+        for mode, (env, warm_drivers) in worker_modes.items():
             with tempfile.TemporaryDirectory(prefix="seatide-bench-") as tmp:
-                cluster, drop = _cluster(store, tmp, env, args.warm_drivers)
+                cluster, drop = _cluster(store, tmp, env, warm_drivers)
                 try:
                     samples = worker_loss(cluster, tmp, args.worker_kills, args.worker_until)
                 finally:
@@ -222,6 +238,8 @@ def main() -> None:
     for key, value in summary.items():
         if value.get("before") and value.get("after") is not None:
             value["ratio_after_before"] = round(value["after"] / value["before"], 3)
+        if value.get("cold") and value.get("warm") is not None:
+            value["ratio_warm_cold"] = round(value["warm"] / value["cold"], 3)
     results["summary"] = summary
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out + ".json", "w") as handle:
