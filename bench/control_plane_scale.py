@@ -202,6 +202,7 @@ def measure(kind: str, jobs: int, seconds: float, profile: str | None, heartbeat
             time.sleep(0.05)
         _stop_profile(profiler, profile, f"{kind}-{jobs}")
         elapsed = time.monotonic() - t0
+        losses = list(coordinator.lease.losses)
         size1, rows1, stats1 = used_bytes(store), row_counts(store), read_stats(stats_path)
         batches = stats1.get("batches", 0) - stats0.get("batches", 0)
         rate = batches / elapsed / jobs          # checkpoints per second per job actually reached
@@ -212,6 +213,7 @@ def measure(kind: str, jobs: int, seconds: float, profile: str | None, heartbeat
             "idle_tick": idle_tick,
             "submit_s": round(submit_s, 1), "all_running_s": round(all_running_s, 1),
             "tick": summary_ms(tick_samples),
+            "lease_losses": lease_losses(losses, coordinator.lease.losses_total),
             "running_jobs": summary_ms(running_lat), "job_info": summary_ms(info_lat),
             "checkpoints_per_job_per_s": round(rate, 3),
             "heartbeat_lag_max_s": round(stats1.get("heartbeat_lag_max_s", 0.0), 2),
@@ -235,6 +237,16 @@ def measure(kind: str, jobs: int, seconds: float, profile: str | None, heartbeat
             coordinator.stop()
         store.dispose()
         drop()
+
+
+def lease_losses(losses: list, total: int) -> dict:
+    """The leader's lease losses over the whole run (ramp included): how many, and why."""
+    causes: dict[str, int] = {}
+    for loss in losses:
+        key = f"{loss.why} while {loss.doing or 'idle'}"
+        causes[key] = causes.get(key, 0) + 1
+    return {"total": total, "by_cause": causes,
+            "max_since_renewal_s": max((loss.since_renewal_s for loss in losses), default=None)}
 
 
 def _start_profile(kind: str | None):
@@ -317,6 +329,7 @@ def main() -> int:
                 results.append({"store": kind, "jobs": jobs, "error": f"{type(exc).__name__}: {exc}"})
                 continue
             results.append(result)
+            print(f"   lease losses {result['lease_losses']}", flush=True)
             print(f"   load {result['load_avg_1m']}, idle tick p50 {result['idle_tick']['p50_ms']} ms, "
                   f"tick p50/p99 {result['tick']['p50_ms']}/{result['tick']['p99_ms']} ms, "
                   f"running-jobs {result['running_jobs']['p50_ms']}/{result['running_jobs']['p99_ms']} ms, "

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
+from dataclasses import dataclass
 
 from sqlalchemy import and_, select, update
 
@@ -38,6 +40,16 @@ from seatide.store.liveness import LEADER, Liveness
 from seatide.timeouts import Timeouts
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LeaseLoss:
+    """Why a leader stopped leading (not counting resignations): what an operator, and the
+    scale bench, need to tell a slow loop from a store that refused or failed."""
+    epoch: int
+    why: str                   # "renewal refused", "could not renew in time", "its leader liveness lock was lost"
+    since_renewal_s: float     # since the last renewal (or election) that landed began, on our monotonic clock
+    doing: str                 # what the holder's loop was doing (``LeaderLease.doing``)
 
 
 class LeaderLease:
@@ -54,6 +66,9 @@ class LeaderLease:
         self._renewed_at = 0.0           # monotonic: when the last renewal (or election) began
         self.gained = threading.Event()
         self.lost = threading.Event()
+        self.doing = ""                  # set by the holder's loop as it goes: recorded with a loss
+        self.losses: deque[LeaseLoss] = deque(maxlen=100)   # the newest losses
+        self.losses_total = 0
 
     @property
     def is_leader(self) -> bool:
@@ -164,7 +179,16 @@ class LeaderLease:
         return taken
 
     def _drop(self, why: str) -> None:
-        (log.info if why == "resigned" else log.warning)("lost leadership (epoch %s): %s", self.epoch, why)
+        if why == "resigned":
+            log.info("lost leadership (epoch %s): %s", self.epoch, why)
+        else:
+            # _valid_until is counted from when the last renewal that landed began
+            renewed = self._valid_until - self.timeouts.lease_ttl
+            loss = LeaseLoss(self.epoch, why, round(clock.monotonic() - renewed, 3), self.doing)
+            self.losses.append(loss)
+            self.losses_total += 1
+            log.warning("lost leadership (epoch %s): %s; its last renewal began %.2f s ago, while %s",
+                        loss.epoch, why, loss.since_renewal_s, loss.doing or "idle")
         self.epoch = None
         self._valid_until = 0.0
         # Only the leader keeps the lock: a follower holding it could take over from the next

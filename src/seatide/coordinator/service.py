@@ -143,14 +143,17 @@ class Coordinator:
             started = clock.now()
             try:
                 if started - last_beat >= self.timeouts.worker_heartbeat_interval:
+                    self.lease.doing = "the node heartbeat"
                     node_heartbeat(self.store, self.node_id)
                     last_beat = started
+                self.lease.doing = "the lease tick"
                 if self.lease.tick():
                     self._reconcile_timed()
             except NotLeader:
                 log.info("fenced: another coordinator leads now")
             except Exception:
                 log.exception("reconcile tick failed")
+            self.lease.doing = "waiting for the next tick"
             self._wake.wait(max(0.0, self.tick - (clock.now() - started)))
             self._wake.clear()
 
@@ -171,6 +174,7 @@ class Coordinator:
         epoch = self.lease.epoch
         if epoch is None:
             return
+        self.lease.doing = "reading the snapshot"
         with self.store.read() as conn:
             # The leader compares heartbeats (stamped by the store) with the store's time,
             # not its own: a leader whose clock is off does not declare live workers lost.
@@ -182,6 +186,7 @@ class Coordinator:
                 return
             if self._backoff.get(snap.job.job_id, (0, 0.0))[1] > now:
                 continue
+            self.lease.doing = "deciding a job"
             try:
                 self._reconcile_one(epoch, snap, load)
             except NotLeader:
@@ -190,18 +195,26 @@ class Coordinator:
                 self._isolate(epoch, snap.job, exc, now)
             else:
                 self._backoff.pop(snap.job.job_id, None)
+        # Every step renews when due, the cleanups' and pruning's too: only the per-job loop did,
+        # and a pass that spent a lease ttl past it (a thousand jobs' pruning, a slow cleanup)
+        # lost the lease. A step that does not return still loses it: renewal is the loop's.
+        if not self.lease.renew_if_due():
+            return
+        self.lease.doing = "reading due cleanups"
         for result in due_results(self.store, now):
             yield
-            if not self.lease.is_leader:
+            if not self.lease.renew_if_due():
                 return
+            self.lease.doing = "a cleanup step"
             reconcile_cleanup(self.store, epoch, self.applier.actor, result,
                               lambda attempt: kill_if_reachable(attempt, self.store.url))
-        if self.lease.is_leader:
+        if self.lease.renew_if_due():
+            self.lease.doing = "retention pruning"
             self._prune(epoch, now)
 
     def _prune(self, epoch: int, now: float) -> None:
         try:
-            self.pruner.maybe_run(epoch, now)
+            self.pruner.maybe_run(epoch, now, self.lease.renew_if_due)
         except NotLeader:
             raise
         except Exception:     # retention is housekeeping: it must never stop the reconcile loop
