@@ -213,7 +213,7 @@ def measure(kind: str, jobs: int, seconds: float, profile: str | None, heartbeat
             "idle_tick": idle_tick,
             "submit_s": round(submit_s, 1), "all_running_s": round(all_running_s, 1),
             "tick": summary_ms(tick_samples),
-            "lease_losses": lease_losses(losses, coordinator.lease.losses_total),
+            "lease_losses": lease_losses(losses, coordinator.lease.losses_total, coordinator.lease.widest_gap),
             "running_jobs": summary_ms(running_lat), "job_info": summary_ms(info_lat),
             "checkpoints_per_job_per_s": round(rate, 3),
             "heartbeat_lag_max_s": round(stats1.get("heartbeat_lag_max_s", 0.0), 2),
@@ -239,14 +239,16 @@ def measure(kind: str, jobs: int, seconds: float, profile: str | None, heartbeat
         drop()
 
 
-def lease_losses(losses: list, total: int) -> dict:
-    """The leader's lease losses over the whole run (ramp included): how many, and why."""
+def lease_losses(losses: list, total: int, widest_gap: tuple) -> dict:
+    """The leader's lease losses over the whole run (ramp included): how many, and why; and the
+    widest gap between two renewals that landed (how close to the ttl it came)."""
     causes: dict[str, int] = {}
     for loss in losses:
-        key = f"{loss.why} while {loss.doing or 'idle'}"
+        key = f"{loss.why}; slowest step since the last renewal: {loss.slowest_step or 'none'}"
         causes[key] = causes.get(key, 0) + 1
     return {"total": total, "by_cause": causes,
-            "max_since_renewal_s": max((loss.since_renewal_s for loss in losses), default=None)}
+            "max_since_renewal_s": max((loss.since_renewal_s for loss in losses), default=None),
+            "widest_renewal_gap_s": widest_gap[0], "slowest_step_in_it": f"{widest_gap[1]} ({widest_gap[2]} s)"}
 
 
 def _start_profile(kind: str | None):

@@ -143,17 +143,17 @@ class Coordinator:
             started = clock.now()
             try:
                 if started - last_beat >= self.timeouts.worker_heartbeat_interval:
-                    self.lease.doing = "the node heartbeat"
+                    self.lease.step("the node heartbeat")
                     node_heartbeat(self.store, self.node_id)
                     last_beat = started
-                self.lease.doing = "the lease tick"
+                self.lease.step("the lease tick")
                 if self.lease.tick():
                     self._reconcile_timed()
             except NotLeader:
                 log.info("fenced: another coordinator leads now")
             except Exception:
                 log.exception("reconcile tick failed")
-            self.lease.doing = "waiting for the next tick"
+            self.lease.step("waiting for the next tick")
             self._wake.wait(max(0.0, self.tick - (clock.now() - started)))
             self._wake.clear()
 
@@ -174,7 +174,7 @@ class Coordinator:
         epoch = self.lease.epoch
         if epoch is None:
             return
-        self.lease.doing = "reading the snapshot"
+        self.lease.step("reading the snapshot")
         with self.store.read() as conn:
             # The leader compares heartbeats (stamped by the store) with the store's time,
             # not its own: a leader whose clock is off does not declare live workers lost.
@@ -186,7 +186,7 @@ class Coordinator:
                 return
             if self._backoff.get(snap.job.job_id, (0, 0.0))[1] > now:
                 continue
-            self.lease.doing = "deciding a job"
+            self.lease.step("deciding a job")
             try:
                 self._reconcile_one(epoch, snap, load)
             except NotLeader:
@@ -200,16 +200,16 @@ class Coordinator:
         # lost the lease. A step that does not return still loses it: renewal is the loop's.
         if not self.lease.renew_if_due():
             return
-        self.lease.doing = "reading due cleanups"
+        self.lease.step("reading due cleanups")
         for result in due_results(self.store, now):
             yield
             if not self.lease.renew_if_due():
                 return
-            self.lease.doing = "a cleanup step"
+            self.lease.step("a cleanup step")
             reconcile_cleanup(self.store, epoch, self.applier.actor, result,
                               lambda attempt: kill_if_reachable(attempt, self.store.url))
         if self.lease.renew_if_due():
-            self.lease.doing = "retention pruning"
+            self.lease.step("retention pruning")
             self._prune(epoch, now)
 
     def _prune(self, epoch: int, now: float) -> None:
