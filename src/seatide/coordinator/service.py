@@ -276,18 +276,19 @@ class Coordinator:
             jobs = conn.execute(select(*SNAPSHOT_JOB_COLUMNS).where(active).order_by(j.created_at)).all()
             if not jobs:
                 return [], load
+            # .all(): one fetch of every row; iterating fetches them one call each (psycopg)
             attempts = {row.attempt_id: row for row in conn.execute(
-                select(s.attempts).join(s.jobs, j.current_attempt == a.attempt_id).where(active))}
+                select(s.attempts).join(s.jobs, j.current_attempt == a.attempt_id).where(active)).all()}
             pipelines: dict[tuple[str, int], list] = {}
             for row in conn.execute(select(s.pipelines).join(s.jobs, j.job_id == p.job_id).where(active)
-                                    .order_by(p.pipeline_id)):
+                                    .order_by(p.pipeline_id)).all():
                 pipelines.setdefault((row.job_id, row.incarnation), []).append(row)
             # Per job a correlated max: one seek in ix_checkpoints_completed_at, not a walk over
             # every retained checkpoint row of every running job.
             newest = (select(func.max(c.created_at)).where(and_(
                 c.job_id == j.job_id, c.incarnation == j.incarnation, c.status == "COMPLETED")).scalar_subquery())
             last = {(row.job_id, row.incarnation): row.at for row in conn.execute(
-                select(j.job_id, j.incarnation, newest.label("at")).where(active))
+                select(j.job_id, j.incarnation, newest.label("at")).where(active)).all()
                 if row.at is not None}
         dead = self._dead_workers(workers, now)
         snaps = [Snapshot(job, attempts.get(job.current_attempt), pipelines.get((job.job_id, job.incarnation), []),

@@ -55,21 +55,21 @@ def checkpoint_stats_of(conn: Connection, jobs: list, where=None) -> dict[tuple[
     for job_id, incarnation, status, n in conn.execute(
             select(c.c.job_id, c.c.incarnation, c.c.status, func.count())
             .join(j, and_(j.c.job_id == c.c.job_id, j.c.incarnation == c.c.incarnation)).where(where)
-            .group_by(c.c.job_id, c.c.incarnation, c.c.status)):
+            .group_by(c.c.job_id, c.c.incarnation, c.c.status)).all():
         counts.setdefault((job_id, incarnation), {})[status] = n
     sums = {(r.job_id, r.incarnation): r for r in conn.execute(
         select(p.c.job_id, p.c.incarnation, func.sum(p.c.restores).label("restored"),
                func.sum(p.c.pruned_completed).label("pruned_completed"),
                func.sum(p.c.pruned_failed).label("pruned_failed"))
         .join(j, and_(j.c.job_id == p.c.job_id, j.c.incarnation == p.c.incarnation)).where(where)
-        .group_by(p.c.job_id, p.c.incarnation))}
+        .group_by(p.c.job_id, p.c.incarnation)).all()}
     newer = c.alias("newest")
     newest_id = (select(func.max(newer.c.checkpoint_id)).where(and_(
         newer.c.job_id == j.c.job_id, newer.c.incarnation == j.c.incarnation, newer.c.status == "COMPLETED"))
         .scalar_subquery())
     latest = {(r.job_id, r.incarnation): r for r in conn.execute(
         select(c).join(j, and_(j.c.job_id == c.c.job_id, j.c.incarnation == c.c.incarnation))
-        .where(where, c.c.checkpoint_id == newest_id))
+        .where(where, c.c.checkpoint_id == newest_id)).all()
         if (r.job_id, r.incarnation) in wanted}
     stats = {}
     for key in wanted:
@@ -282,7 +282,7 @@ def job_rows(conn: Connection, statuses: set[str] | None = None, exclude: set[st
     if live:
         live_where = and_(where, j.status.notin_(sorted(JOB_TERMINAL)))
         for p in conn.execute(select(s.pipelines).join(s.jobs, j.job_id == s.pipelines.c.job_id).where(live_where)
-                              .order_by(s.pipelines.c.pipeline_id)):
+                              .order_by(s.pipelines.c.pipeline_id)).all():
             pipelines.setdefault((p.job_id, p.incarnation), []).append(p)
         stats = checkpoint_stats_of(conn, live, live_where)
     now = time.time()
@@ -304,7 +304,7 @@ def _row_totals(conn: Connection, where) -> dict[tuple[str, int], tuple[int, int
     p = s.pipelines.c
     query = select(p.job_id, p.incarnation, func.sum(p.rows_read), func.sum(p.rows_written)).join(
         s.jobs, s.jobs.c.job_id == p.job_id).where(where).group_by(p.job_id, p.incarnation)
-    return {(job_id, inc): (int(read or 0), int(written or 0)) for job_id, inc, read, written in conn.execute(query)}
+    return {(job_id, inc): (int(read or 0), int(written or 0)) for job_id, inc, read, written in conn.execute(query).all()}
 
 
 def overview(conn: Connection) -> dict:
