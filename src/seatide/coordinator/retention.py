@@ -28,9 +28,10 @@ docs/operations.md, "Retention"):
 Pruning runs in the leader every ``every_s`` (not every tick). It removes ``batch`` rows per
 transaction and spends at most ``slice_s`` per kind per run; a backlog (a store upgraded after
 a month) is worked off over the next ticks, never in one long transaction, and never keeps
-the leader from renewing its lease: between any two steps it renews when due (``still_leading``, the
-leader's ``renew_if_due``), and stops once it no longer leads. Every delete is fenced by the leader's epoch. It decides from what
-it reads, like ``reconcile_job``: a new leader prunes exactly what the old one would have.
+the leader from renewing its lease: between any two steps it renews when due (``still_leading``,
+the leader's ``renew_if_due``), and stops once it no longer leads. Every delete is fenced by the
+leader's epoch. It decides from what it reads, like ``reconcile_job``: a new leader prunes
+exactly what the old one would have.
 """
 
 from __future__ import annotations

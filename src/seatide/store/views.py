@@ -304,7 +304,8 @@ def _row_totals(conn: Connection, where) -> dict[tuple[str, int], tuple[int, int
     p = s.pipelines.c
     query = select(p.job_id, p.incarnation, func.sum(p.rows_read), func.sum(p.rows_written)).join(
         s.jobs, s.jobs.c.job_id == p.job_id).where(where).group_by(p.job_id, p.incarnation)
-    return {(job_id, inc): (int(read or 0), int(written or 0)) for job_id, inc, read, written in conn.execute(query).all()}
+    return {(job_id, inc): (int(read or 0), int(written or 0))
+            for job_id, inc, read, written in conn.execute(query).all()}
 
 
 def overview(conn: Connection) -> dict:
