@@ -130,14 +130,15 @@ def bench_timeouts(heartbeat: float):
                     worker_lost_after=10 * heartbeat, launch=900.0).check()
 
 
-def measure(kind: str, jobs: int, seconds: float, profile: str | None, heartbeat: float = 1.0) -> dict:
+def measure(kind: str, jobs: int, seconds: float, profile: str | None, heartbeat: float = 1.0,
+            ramp_timeout: float | None = None) -> dict:
     from fastapi.testclient import TestClient
 
     from seatide.api.rest import create_app
     from seatide.coordinator.retention import RetentionRules
     from seatide.coordinator.service import Coordinator
     from seatide.store import schema as s
-    from seatide.store.db import open_store
+    from seatide.store.db import Store, open_store
     from seatide.testing.fleet import submit_fleet_jobs
 
     timeouts = bench_timeouts(heartbeat)
@@ -146,6 +147,7 @@ def measure(kind: str, jobs: int, seconds: float, profile: str | None, heartbeat
     store = open_store(url)
     fleet = None
     coordinator = None
+    readers = None
     try:
         idle_tick = idle_tick_ms(store)
         began = time.monotonic()
@@ -162,17 +164,23 @@ def measure(kind: str, jobs: int, seconds: float, profile: str | None, heartbeat
         ticks: list[float] = []
         coordinator.observe_tick = ticks.append
         coordinator.start()
-        client = TestClient(create_app(store, tmp, coordinator.node_id))
+        readers = Store(store.url)      # as `seatide cluster coordinator` wires it: the API's own pool
+        client = TestClient(create_app(readers, tmp, coordinator.node_id))
 
         def running() -> int:
             with store.read() as conn:
                 return conn.execute(select(func.count()).select_from(s.jobs)
                                     .where(s.jobs.c.status == "RUNNING")).scalar()
 
-        deadline = time.monotonic() + 120 + jobs * 0.5
+        deadline = time.monotonic() + (120 + jobs * 0.5 if ramp_timeout is None else ramp_timeout)
         while running() < jobs:
             if time.monotonic() > deadline or fleet.poll() is not None:
-                raise RuntimeError(f"only {running()} of {jobs} jobs running before the deadline")
+                # The leader's lease losses still count: an overloaded ramp is where they happen.
+                return {"store": kind, "jobs": jobs, "driver_heartbeat_s": heartbeat,
+                        "error": f"only {running()} of {jobs} jobs running before the deadline",
+                        "load_avg_1m": round(os.getloadavg()[0], 1),
+                        "lease_losses": lease_losses(list(coordinator.lease.losses), coordinator.lease.losses_total,
+                                                     coordinator.lease.widest_gap)}
             time.sleep(0.5)
         all_running_s = time.monotonic() - began - submit_s
         # Let every job pass its retention (10 batches) so pruning is in its steady state.
@@ -202,6 +210,7 @@ def measure(kind: str, jobs: int, seconds: float, profile: str | None, heartbeat
             time.sleep(0.05)
         _stop_profile(profiler, profile, f"{kind}-{jobs}")
         elapsed = time.monotonic() - t0
+        losses = list(coordinator.lease.losses)
         size1, rows1, stats1 = used_bytes(store), row_counts(store), read_stats(stats_path)
         batches = stats1.get("batches", 0) - stats0.get("batches", 0)
         rate = batches / elapsed / jobs          # checkpoints per second per job actually reached
@@ -212,6 +221,7 @@ def measure(kind: str, jobs: int, seconds: float, profile: str | None, heartbeat
             "idle_tick": idle_tick,
             "submit_s": round(submit_s, 1), "all_running_s": round(all_running_s, 1),
             "tick": summary_ms(tick_samples),
+            "lease_losses": lease_losses(losses, coordinator.lease.losses_total, coordinator.lease.widest_gap),
             "running_jobs": summary_ms(running_lat), "job_info": summary_ms(info_lat),
             "checkpoints_per_job_per_s": round(rate, 3),
             "heartbeat_lag_max_s": round(stats1.get("heartbeat_lag_max_s", 0.0), 2),
@@ -233,8 +243,22 @@ def measure(kind: str, jobs: int, seconds: float, profile: str | None, heartbeat
                 fleet.wait()
         if coordinator is not None:
             coordinator.stop()
+        if readers is not None:
+            readers.dispose()
         store.dispose()
         drop()
+
+
+def lease_losses(losses: list, total: int, widest_gap: tuple) -> dict:
+    """The leader's lease losses over the whole run (ramp included): how many, and why; and the
+    widest gap between two renewals that landed (how close to the ttl it came)."""
+    causes: dict[str, int] = {}
+    for loss in losses:
+        key = f"{loss.why}; slowest step since the last renewal: {loss.slowest_step or 'none'}"
+        causes[key] = causes.get(key, 0) + 1
+    return {"total": total, "by_cause": causes,
+            "max_since_renewal_s": max((loss.since_renewal_s for loss in losses), default=None),
+            "widest_renewal_gap_s": widest_gap[0], "slowest_step_in_it": f"{widest_gap[1]} ({widest_gap[2]} s)"}
 
 
 def _start_profile(kind: str | None):
@@ -296,6 +320,9 @@ def main() -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     parser.add_argument("--heartbeat", type=float, default=1.0,
                         help="driver and worker heartbeat interval, s (timeouts scale with it; default 1 as shipped)")
+    parser.add_argument("--ramp-timeout", type=float,
+                        help="seconds for every job to reach RUNNING (default 120 + 0.5 per job); past it the "
+                             "point records an error and the leader's lease losses so far")
     args = parser.parse_args()
     counts = [int(x) for x in args.jobs.split(",")]
     if args.quick:
@@ -311,12 +338,17 @@ def main() -> int:
         for jobs in counts:
             print(f"== {kind}, {jobs} jobs ==", flush=True)
             try:
-                result = measure(kind, jobs, args.seconds, "cprofile" if args.profile else None, args.heartbeat)
+                result = measure(kind, jobs, args.seconds, "cprofile" if args.profile else None, args.heartbeat,
+                                 args.ramp_timeout)
             except Exception as exc:
                 print(f"   failed: {type(exc).__name__}: {exc}", flush=True)
                 results.append({"store": kind, "jobs": jobs, "error": f"{type(exc).__name__}: {exc}"})
                 continue
             results.append(result)
+            if "error" in result:
+                print(f"   failed: {result['error']}; lease losses {result['lease_losses']}", flush=True)
+                continue
+            print(f"   lease losses {result['lease_losses']}", flush=True)
             print(f"   load {result['load_avg_1m']}, idle tick p50 {result['idle_tick']['p50_ms']} ms, "
                   f"tick p50/p99 {result['tick']['p50_ms']}/{result['tick']['p99_ms']} ms, "
                   f"running-jobs {result['running_jobs']['p50_ms']}/{result['running_jobs']['p99_ms']} ms, "

@@ -70,6 +70,7 @@ def _coordinator(args, store, data_dir: str, timeouts) -> int:
     from seatide.api.rest import create_app
     from seatide.coordinator.service import Coordinator
     from seatide.plan.warm_up import plan_sample_job_soon
+    from seatide.store.db import Store
 
     try:
         token = load_token(args.api_token_file)
@@ -89,9 +90,13 @@ def _coordinator(args, store, data_dir: str, timeouts) -> int:
     coordinator = Coordinator(store, node_id=args.node_id, url=url, timeouts=timeouts,
                               history_expire_s=args.history_job_expire_minutes * 60, data_dir=data_dir,
                               liveness=liveness_for(store, timeouts))
-    metrics = CoordinatorMetrics(store, coordinator.node_id)
+    # The API and metrics read through a connection pool of their own: concurrent requests
+    # (up to the server's thread pool) holding every connection of a shared pool would make
+    # the leader's renewal wait for one, past its lease.
+    readers = Store(store.url)
+    metrics = CoordinatorMetrics(readers, coordinator.node_id)
     coordinator.observe_tick = metrics.reconcile_tick.observe
-    app = create_app(store, data_dir, coordinator.node_id, cleanup_delay_s=timeouts.state_cleanup_delay,
+    app = create_app(readers, data_dir, coordinator.node_id, cleanup_delay_s=timeouts.state_cleanup_delay,
                      metrics=metrics, on_write=coordinator.wake,
                      api_token=token, auth_reads=args.auth_reads, max_request_bytes=args.max_request_bytes)
     coordinator.start()
@@ -101,6 +106,7 @@ def _coordinator(args, store, data_dir: str, timeouts) -> int:
         server.run()
     finally:
         coordinator.stop()
+        readers.dispose()
     return EXIT_OK
 
 

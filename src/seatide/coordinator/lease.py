@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
+from dataclasses import dataclass
 
 from sqlalchemy import and_, select, update
 
@@ -38,6 +40,17 @@ from seatide.store.liveness import LEADER, Liveness
 from seatide.timeouts import Timeouts
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LeaseLoss:
+    """Why a leader stopped leading (not counting resignations): what an operator, and the
+    scale bench, need to tell a slow loop from a store that refused or failed."""
+    epoch: int
+    why: str                   # "renewal refused", "could not renew in time", "its leader liveness lock was lost"
+    since_renewal_s: float     # since the last renewal (or election) that landed began, on our monotonic clock
+    slowest_step: str          # the holder loop's longest step since then (``LeaderLease.step``)
+    slowest_step_s: float
 
 
 class LeaderLease:
@@ -54,6 +67,13 @@ class LeaderLease:
         self._renewed_at = 0.0           # monotonic: when the last renewal (or election) began
         self.gained = threading.Event()
         self.lost = threading.Event()
+        self.losses: deque[LeaseLoss] = deque(maxlen=100)   # the newest losses
+        self.losses_total = 0
+        self._step = ("", 0.0)           # the holder loop's step in progress, and when it began
+        self._slowest = ("", 0.0)        # its longest step since the last renewal that landed
+        # The longest time between two renewals that landed, and the slowest step within it: how
+        # close to the ttl the loop came, even when it did not lose the lease.
+        self.widest_gap: tuple[float, str, float] = (0.0, "", 0.0)
 
     @property
     def is_leader(self) -> bool:
@@ -96,6 +116,25 @@ class LeaderLease:
                     self._drop("could not renew in time")
         return self.is_leader
 
+    def step(self, doing: str) -> None:
+        """The holder's loop begins a step (what it is doing): a loss records the slowest step
+        since the last renewal that landed, which is what kept the loop from renewing."""
+        now = clock.monotonic()
+        name, began = self._step
+        if name and now - began > self._slowest[1]:
+            self._slowest = (name, now - began)
+        self._step = (doing, now)
+
+    def _landed(self, began: float) -> None:
+        """A renewal (or election) that began at ``began`` landed: the lease runs a ttl from then."""
+        self.step(self._step[0])
+        if self._valid_until:
+            gap = began - (self._valid_until - self.timeouts.lease_ttl)
+            if gap > self.widest_gap[0]:
+                self.widest_gap = (round(gap, 3), self._slowest[0], round(self._slowest[1], 3))
+        self._slowest = ("", 0.0)
+        self._valid_until = began + self.timeouts.lease_ttl
+
     def _take_lock(self) -> bool:
         """Try the leader liveness lock (without waiting); whether we hold it now."""
         if self.liveness is not None and not self._locked:
@@ -127,7 +166,7 @@ class LeaderLease:
                 s.leader_lease.c.epoch == self.epoch, s.leader_lease.c.expires_at >= now))
                 .values(expires_at=now + self.timeouts.lease_ttl, liveness=self._locked)).rowcount == 1
         if done:
-            self._valid_until = began + self.timeouts.lease_ttl
+            self._landed(began)
         return done
 
     def _try_elect(self) -> bool:
@@ -157,14 +196,26 @@ class LeaderLease:
         if taken:
             self.epoch = epoch
             self._renewed_at = began
-            self._valid_until = began + self.timeouts.lease_ttl
+            self._landed(began)
             self.lost.clear()
             self.gained.set()
             log.info("became leader with epoch %s", epoch)
         return taken
 
     def _drop(self, why: str) -> None:
-        (log.info if why == "resigned" else log.warning)("lost leadership (epoch %s): %s", self.epoch, why)
+        if why == "resigned":
+            log.info("lost leadership (epoch %s): %s", self.epoch, why)
+        else:
+            # _valid_until is counted from when the last renewal that landed began
+            renewed = self._valid_until - self.timeouts.lease_ttl
+            self.step(self._step[0])
+            loss = LeaseLoss(self.epoch, why, round(clock.monotonic() - renewed, 3), self._slowest[0],
+                             round(self._slowest[1], 3))
+            self.losses.append(loss)
+            self.losses_total += 1
+            log.warning("lost leadership (epoch %s): %s; the last renewal that landed began %.2f s ago, "
+                        "the slowest step since: %s (%.2f s)", loss.epoch, why, loss.since_renewal_s,
+                        loss.slowest_step or "none", loss.slowest_step_s)
         self.epoch = None
         self._valid_until = 0.0
         # Only the leader keeps the lock: a follower holding it could take over from the next

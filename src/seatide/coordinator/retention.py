@@ -28,8 +28,10 @@ docs/operations.md, "Retention"):
 Pruning runs in the leader every ``every_s`` (not every tick). It removes ``batch`` rows per
 transaction and spends at most ``slice_s`` per kind per run; a backlog (a store upgraded after
 a month) is worked off over the next ticks, never in one long transaction, and never keeps
-the leader from renewing its lease. Every delete is fenced by the leader's epoch. It decides from what
-it reads, like ``reconcile_job``: a new leader prunes exactly what the old one would have.
+the leader from renewing its lease: between any two steps it renews when due (``still_leading``,
+the leader's ``renew_if_due``), and stops once it no longer leads. Every delete is fenced by the
+leader's epoch. It decides from what it reads, like ``reconcile_job``: a new leader prunes
+exactly what the old one would have.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import re
 import shutil
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from sqlalchemy import and_, delete, func, select, update
 
@@ -67,7 +70,7 @@ class RetentionRules:
     every_s: float = 60.0          # how often the leader prunes
     batch: int = 1000              # rows (or files) removed per transaction
     # Each kind of pruning stops after this long in a run (the rest waits for the next tick): the
-    # leader renews its lease on the same thread, so a run must stay well inside the lease ttl.
+    # reconcile pass it is part of must stay short (the tick's latency).
     slice_s: float = 0.2
 
 
@@ -82,13 +85,17 @@ class Pruned:
 
 
 class Slice:
-    """The time one kind of pruning may take in a run; the first step is always allowed."""
+    """The time one kind of pruning may take in a run; the first step is always allowed while
+    the leader still leads (``still_leading`` renews its lease when due)."""
 
-    def __init__(self, seconds: float):
+    def __init__(self, seconds: float, still_leading: Callable[[], bool] = lambda: True):
         self.deadline = time.monotonic() + seconds
         self.started = False
+        self.still_leading = still_leading
 
     def go(self) -> bool:
+        if not self.still_leading():
+            return False
         first, self.started = not self.started, True
         return first or time.monotonic() < self.deadline
 
@@ -102,20 +109,22 @@ class Pruner:
         self.rules = rules
         self.next_at = 0.0
 
-    def maybe_run(self, epoch: int, now: float) -> Pruned | None:
+    def maybe_run(self, epoch: int, now: float, still_leading: Callable[[], bool] = lambda: True) -> Pruned | None:
         if now < self.next_at:
             return None
-        done = self.run(epoch, now)
+        done = self.run(epoch, now, still_leading)
         self.next_at = now if done.more else now + self.rules.every_s
         return done
 
-    def run(self, epoch: int, now: float) -> Pruned:
+    def run(self, epoch: int, now: float, still_leading: Callable[[], bool] = lambda: True) -> Pruned:
+        """still_leading: called between steps (the leader's ``renew_if_due``); once it says no,
+        the run stops where it is (``more``) and the next leader carries on."""
         rules = self.rules
         done = Pruned()
-        done.checkpoints, more_rows = prune_checkpoints(self.store, epoch, rules, Slice(rules.slice_s))
-        done.manifests, more_manifests = prune_manifests(self.store, epoch, rules, Slice(rules.slice_s))
-        done.events, more_events = prune_events(self.store, epoch, now, rules, Slice(rules.slice_s))
-        if self.data_dir is not None:
+        done.checkpoints, more_rows = prune_checkpoints(self.store, epoch, rules, Slice(rules.slice_s, still_leading))
+        done.manifests, more_manifests = prune_manifests(self.store, epoch, rules, Slice(rules.slice_s, still_leading))
+        done.events, more_events = prune_events(self.store, epoch, now, rules, Slice(rules.slice_s, still_leading))
+        if self.data_dir is not None and still_leading():
             self._fence(epoch)        # files are removed only while this epoch leads
             done.directories = remove_paths(set_aside_directories(self.store, self.data_dir, now, rules)
                                             [:rules.batch])

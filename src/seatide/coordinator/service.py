@@ -143,14 +143,17 @@ class Coordinator:
             started = clock.now()
             try:
                 if started - last_beat >= self.timeouts.worker_heartbeat_interval:
+                    self.lease.step("the node heartbeat")
                     node_heartbeat(self.store, self.node_id)
                     last_beat = started
+                self.lease.step("the lease tick")
                 if self.lease.tick():
                     self._reconcile_timed()
             except NotLeader:
                 log.info("fenced: another coordinator leads now")
             except Exception:
                 log.exception("reconcile tick failed")
+            self.lease.step("waiting for the next tick")
             self._wake.wait(max(0.0, self.tick - (clock.now() - started)))
             self._wake.clear()
 
@@ -171,6 +174,7 @@ class Coordinator:
         epoch = self.lease.epoch
         if epoch is None:
             return
+        self.lease.step("reading the snapshot")
         with self.store.read() as conn:
             # The leader compares heartbeats (stamped by the store) with the store's time,
             # not its own: a leader whose clock is off does not declare live workers lost.
@@ -182,6 +186,7 @@ class Coordinator:
                 return
             if self._backoff.get(snap.job.job_id, (0, 0.0))[1] > now:
                 continue
+            self.lease.step("deciding a job")
             try:
                 self._reconcile_one(epoch, snap, load)
             except NotLeader:
@@ -190,18 +195,26 @@ class Coordinator:
                 self._isolate(epoch, snap.job, exc, now)
             else:
                 self._backoff.pop(snap.job.job_id, None)
+        # Every step renews when due, the cleanups' and pruning's too: only the per-job loop did,
+        # and a pass that spent a lease ttl past it (a thousand jobs' pruning, a slow cleanup)
+        # lost the lease. A step that does not return still loses it: renewal is the loop's.
+        if not self.lease.renew_if_due():
+            return
+        self.lease.step("reading due cleanups")
         for result in due_results(self.store, now):
             yield
-            if not self.lease.is_leader:
+            if not self.lease.renew_if_due():
                 return
+            self.lease.step("a cleanup step")
             reconcile_cleanup(self.store, epoch, self.applier.actor, result,
                               lambda attempt: kill_if_reachable(attempt, self.store.url))
-        if self.lease.is_leader:
+        if self.lease.renew_if_due():
+            self.lease.step("retention pruning")
             self._prune(epoch, now)
 
     def _prune(self, epoch: int, now: float) -> None:
         try:
-            self.pruner.maybe_run(epoch, now)
+            self.pruner.maybe_run(epoch, now, self.lease.renew_if_due)
         except NotLeader:
             raise
         except Exception:     # retention is housekeeping: it must never stop the reconcile loop
@@ -247,36 +260,35 @@ class Coordinator:
 
     def _snapshots(self, now: float) -> tuple[list[Snapshot], dict[str, int]]:
         """Every job the leader must look at, read in a fixed number of indexed queries
-        (never one per job, never the jobs' config text)."""
+        (never one per job, never the jobs' config text).
+
+        Each query names the jobs by the same condition (joined), not by a list of their ids:
+        a thousand bound ids cost more to render and parse than the rows cost to read."""
+        j, a, p, c = s.jobs.c, s.attempts.c, s.pipelines.c, s.checkpoints.c
+        live_attempt = a.state.in_(sorted(ATTEMPT_LIVE))
+        # Not ended, or ended with a driver that may still run (to put it down).
+        active = j.status.notin_(sorted(JOB_TERMINAL)) | j.job_id.in_(select(a.job_id).where(live_attempt))
         with self.store.read() as conn:
             workers = {n.node_id: n for n in conn.execute(select(s.nodes).where(s.nodes.c.role == "worker"))}
-            live = conn.execute(select(s.attempts.c.job_id, s.attempts.c.worker_id).where(
-                s.attempts.c.state.in_(sorted(ATTEMPT_LIVE)))).all()
             load: dict[str, int] = {}
-            for row in live:
-                load[row.worker_id] = load.get(row.worker_id, 0) + 1
-            live_jobs = sorted({row.job_id for row in live})
-            active = s.jobs.c.status.notin_(sorted(JOB_TERMINAL))
-            if live_jobs:
-                active = active | s.jobs.c.job_id.in_(live_jobs)
-            jobs = conn.execute(select(*SNAPSHOT_JOB_COLUMNS).where(active).order_by(s.jobs.c.created_at)).all()
+            for row in conn.execute(select(a.worker_id, func.count()).where(live_attempt).group_by(a.worker_id)):
+                load[row.worker_id] = row[1]
+            jobs = conn.execute(select(*SNAPSHOT_JOB_COLUMNS).where(active).order_by(j.created_at)).all()
             if not jobs:
                 return [], load
-            ids = [job.job_id for job in jobs]
-            current = [job.current_attempt for job in jobs if job.current_attempt is not None]
-            attempts = ({a.attempt_id: a for a in conn.execute(
-                select(s.attempts).where(s.attempts.c.attempt_id.in_(current)))} if current else {})
+            # .all(): one fetch of every row; iterating fetches them one call each (psycopg)
+            attempts = {row.attempt_id: row for row in conn.execute(
+                select(s.attempts).join(s.jobs, j.current_attempt == a.attempt_id).where(active)).all()}
             pipelines: dict[tuple[str, int], list] = {}
-            for p in conn.execute(select(s.pipelines).where(s.pipelines.c.job_id.in_(ids))
-                                  .order_by(s.pipelines.c.pipeline_id)):
-                pipelines.setdefault((p.job_id, p.incarnation), []).append(p)
+            for row in conn.execute(select(s.pipelines).join(s.jobs, j.job_id == p.job_id).where(active)
+                                    .order_by(p.pipeline_id)).all():
+                pipelines.setdefault((row.job_id, row.incarnation), []).append(row)
             # Per job a correlated max: one seek in ix_checkpoints_completed_at, not a walk over
             # every retained checkpoint row of every running job.
-            c, j = s.checkpoints.c, s.jobs.c
             newest = (select(func.max(c.created_at)).where(and_(
                 c.job_id == j.job_id, c.incarnation == j.incarnation, c.status == "COMPLETED")).scalar_subquery())
             last = {(row.job_id, row.incarnation): row.at for row in conn.execute(
-                select(j.job_id, j.incarnation, newest.label("at")).where(j.job_id.in_(ids)))
+                select(j.job_id, j.incarnation, newest.label("at")).where(active)).all()
                 if row.at is not None}
         dead = self._dead_workers(workers, now)
         snaps = [Snapshot(job, attempts.get(job.current_attempt), pipelines.get((job.job_id, job.incarnation), []),

@@ -10,7 +10,7 @@ import json
 import time
 from datetime import datetime, timezone
 
-from sqlalchemy import and_, func, select, tuple_
+from sqlalchemy import and_, func, select, true
 from sqlalchemy.engine import Connection
 
 from seatide.secrets import mask_config_text, mask_message, secret_values
@@ -37,36 +37,40 @@ def checkpoint_stats(conn: Connection, job) -> dict:
     return checkpoint_stats_of(conn, [job])[(job.job_id, job.incarnation)]
 
 
-def checkpoint_stats_of(conn: Connection, jobs: list) -> dict[tuple[str, int], dict]:
+def checkpoint_stats_of(conn: Connection, jobs: list, where=None) -> dict[tuple[str, int], dict]:
     """``checkpoint_stats`` of many jobs' current incarnations in four queries, whatever their
     number (the running-jobs list must not read per job). Each query walks an index by job:
-    the counts ``ix_checkpoints_status``, the newest COMPLETED id one seek per job."""
+    the counts ``ix_checkpoints_status``, the newest COMPLETED id one seek per job.
+
+    where: the condition on ``jobs`` that selected them, when there is one: each query joins
+    the jobs by it rather than bind a thousand ids (rendering and parsing those lists cost
+    more than reading the rows)."""
     if not jobs:
         return {}
-    c, p = s.checkpoints, s.pipelines
+    c, p, j = s.checkpoints, s.pipelines, s.jobs
     wanted = {(job.job_id, job.incarnation) for job in jobs}
-    ids = sorted({job.job_id for job in jobs})
+    if where is None:
+        where = j.c.job_id.in_(sorted({job.job_id for job in jobs}))
     counts: dict[tuple[str, int], dict[str, int]] = {}
     for job_id, incarnation, status, n in conn.execute(
-            select(c.c.job_id, c.c.incarnation, c.c.status, func.count()).where(c.c.job_id.in_(ids))
-            .group_by(c.c.job_id, c.c.incarnation, c.c.status)):
+            select(c.c.job_id, c.c.incarnation, c.c.status, func.count())
+            .join(j, and_(j.c.job_id == c.c.job_id, j.c.incarnation == c.c.incarnation)).where(where)
+            .group_by(c.c.job_id, c.c.incarnation, c.c.status)).all():
         counts.setdefault((job_id, incarnation), {})[status] = n
     sums = {(r.job_id, r.incarnation): r for r in conn.execute(
         select(p.c.job_id, p.c.incarnation, func.sum(p.c.restores).label("restored"),
                func.sum(p.c.pruned_completed).label("pruned_completed"),
                func.sum(p.c.pruned_failed).label("pruned_failed"))
-        .where(p.c.job_id.in_(ids)).group_by(p.c.job_id, p.c.incarnation))}
-    j, newer = s.jobs, c.alias("newest")
+        .join(j, and_(j.c.job_id == p.c.job_id, j.c.incarnation == p.c.incarnation)).where(where)
+        .group_by(p.c.job_id, p.c.incarnation)).all()}
+    newer = c.alias("newest")
     newest_id = (select(func.max(newer.c.checkpoint_id)).where(and_(
         newer.c.job_id == j.c.job_id, newer.c.incarnation == j.c.incarnation, newer.c.status == "COMPLETED"))
         .scalar_subquery())
-    newest = [(job_id, incarnation, cid) for job_id, incarnation, cid in conn.execute(
-        select(j.c.job_id, j.c.incarnation, newest_id).where(j.c.job_id.in_(ids)))
-        if cid is not None and (job_id, incarnation) in wanted]
-    latest = {}
-    if newest:
-        latest = {(r.job_id, r.incarnation): r for r in conn.execute(select(c).where(
-            tuple_(c.c.job_id, c.c.incarnation, c.c.checkpoint_id).in_(newest)))}
+    latest = {(r.job_id, r.incarnation): r for r in conn.execute(
+        select(c).join(j, and_(j.c.job_id == c.c.job_id, j.c.incarnation == c.c.incarnation))
+        .where(where, c.c.checkpoint_id == newest_id)).all()
+        if (r.job_id, r.incarnation) in wanted}
     stats = {}
     for key in wanted:
         status_counts, sum_row = counts.get(key, {}), sums.get(key)
@@ -260,26 +264,27 @@ LIST_JOB_COLUMNS = [c for c in s.jobs.c if c.name not in ("config", "variables")
 
 def job_rows(conn: Connection, statuses: set[str] | None = None, exclude: set[str] | None = None) -> list[dict]:
     """Jobs by status, oldest first; running ones with their checkpoint summary. A fixed
-    number of queries however many jobs are listed (never one per job)."""
-    query = select(*LIST_JOB_COLUMNS).order_by(s.jobs.c.created_at)
+    number of queries however many jobs are listed (never one per job), each naming the
+    jobs by the same condition (never by a list of their ids)."""
+    j = s.jobs.c
+    where = true()
     if statuses is not None:
-        query = query.where(s.jobs.c.status.in_(sorted(statuses)))
+        where = and_(where, j.status.in_(sorted(statuses)))
     if exclude is not None:
-        query = query.where(s.jobs.c.status.notin_(sorted(exclude)))
-    jobs = conn.execute(query).all()
+        where = and_(where, j.status.notin_(sorted(exclude)))
+    jobs = conn.execute(select(*LIST_JOB_COLUMNS).where(where).order_by(j.created_at)).all()
     if not jobs:
         return []
-    ids = sorted({job.job_id for job in jobs})
-    totals = _row_totals(conn, ids)
+    totals = _row_totals(conn, where)
     live = [job for job in jobs if job.status not in JOB_TERMINAL]
     pipelines: dict[tuple[str, int], list] = {}
     stats: dict[tuple[str, int], dict] = {}
     if live:
-        live_ids = sorted({job.job_id for job in live})
-        for p in conn.execute(select(s.pipelines).where(s.pipelines.c.job_id.in_(live_ids))
-                              .order_by(s.pipelines.c.pipeline_id)):
+        live_where = and_(where, j.status.notin_(sorted(JOB_TERMINAL)))
+        for p in conn.execute(select(s.pipelines).join(s.jobs, j.job_id == s.pipelines.c.job_id).where(live_where)
+                              .order_by(s.pipelines.c.pipeline_id)).all():
             pipelines.setdefault((p.job_id, p.incarnation), []).append(p)
-        stats = checkpoint_stats_of(conn, live)
+        stats = checkpoint_stats_of(conn, live, live_where)
     now = time.time()
     rows = []
     for job in jobs:
@@ -293,12 +298,14 @@ def job_rows(conn: Connection, statuses: set[str] | None = None, exclude: set[st
     return rows
 
 
-def _row_totals(conn: Connection, ids: list[str]) -> dict[tuple[str, int], tuple[int, int]]:
-    """(job id, incarnation) -> rows read and written over its pipelines, in one query."""
+def _row_totals(conn: Connection, where) -> dict[tuple[str, int], tuple[int, int]]:
+    """(job id, incarnation) -> rows read and written over its pipelines, of the jobs ``where``
+    selects, in one query."""
     p = s.pipelines.c
-    query = select(p.job_id, p.incarnation, func.sum(p.rows_read), func.sum(p.rows_written)).where(
-        p.job_id.in_(ids)).group_by(p.job_id, p.incarnation)
-    return {(job_id, inc): (int(read or 0), int(written or 0)) for job_id, inc, read, written in conn.execute(query)}
+    query = select(p.job_id, p.incarnation, func.sum(p.rows_read), func.sum(p.rows_written)).join(
+        s.jobs, s.jobs.c.job_id == p.job_id).where(where).group_by(p.job_id, p.incarnation)
+    return {(job_id, inc): (int(read or 0), int(written or 0))
+            for job_id, inc, read, written in conn.execute(query).all()}
 
 
 def overview(conn: Connection) -> dict:

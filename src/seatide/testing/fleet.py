@@ -249,7 +249,7 @@ class Fleet:
     def round(self) -> float:
         """Every due heartbeat, then every due piece of work, then the workers; returns the
         seconds until something is due next."""
-        began = now = clock.now()
+        now = clock.now()
         with self._lock:
             self.drivers = [d for d in self.drivers if d.alive]
             drivers = list(self.drivers)
@@ -258,6 +258,9 @@ class Fleet:
                 driver.beat(now)
         # Work for at most half a heartbeat interval, then heartbeats again: starts first, then
         # the most overdue batches, so when the store cannot keep up every driver slows alike.
+        # Counted from after the heartbeats: when they alone fill a round (hundreds of drivers
+        # on a loaded machine) a budget counted from the round's start let no driver start.
+        began = clock.now()
         budget = self.timeouts.driver_heartbeat_interval / 2
         due = sorted((d for d in drivers if d.reporter is None or (d.heartbeat is not None and now >= d.next_work)),
                      key=lambda d: -1.0 if d.reporter is None else d.next_work)
