@@ -34,7 +34,7 @@ def submitted_run(cluster: Cluster, worker, tmp: str, round_no: int, rows: int) 
     out = os.path.join(tmp, f"seatide-{round_no}")
     job_id = f"warm-batch-{round_no}"
     started = time.perf_counter()
-    cluster.submit(JOB.format(per_reader=rows // 2, out=out), job_id)
+    cluster.submit(JOB.format(per_reader=rows // 2, out=out, checkpointing=""), job_id)
     wait_for(lambda: cluster.job(job_id).status in ("FINISHED", "FAILED", "CANCELED"), 1800, interval=0.05,
              message=f"{job_id} to end")
     seconds = time.perf_counter() - started

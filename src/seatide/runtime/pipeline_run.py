@@ -29,6 +29,7 @@ from seatide.config.env import JobEnv
 from seatide.plan.dag import Pipeline
 from seatide.plugin.base import PERMANENT_MARK, PermanentError, ReadContext, SinkContext, TransformContext
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
+from seatide.runtime.batch_clock import BatchClock
 from seatide.runtime.commit_log import (SinkCommitLog, StoreDecisions, read_json, roll_forward, write_exactly_once,
                                         write_json_atomic)
 from seatide.runtime.reporter import AttemptReporter
@@ -92,7 +93,7 @@ class PipelineRun:
         self._planned_rows = 0              # rows of sources that know their count up front
         self._rows_read: int | None = None
         self._idle = False
-        self._trigger_since: float | None = None
+        self._batch_clock = BatchClock()
         self._timed_out_batch = -1
 
     # -- building ------------------------------------------------------------------------
@@ -336,14 +337,10 @@ class PipelineRun:
         if idle != self._idle:
             self.reporter.pipeline_idle(self.pipeline.pipeline_id, idle)
             self._idle = idle
-        now = time.time()
-        if not status.get("isTriggerActive", False):
-            self._trigger_since = None
-            return
-        if self._trigger_since is None:
-            self._trigger_since = now
-        running_for = now - self._trigger_since
         batch_id = self._counted_batch + 1
+        running_for = self._batch_clock.running_for(status.get("isTriggerActive", False), batch_id, time.time())
+        if running_for is None:
+            return
         if running_for * 1000 > self.env.checkpoint_timeout_ms and self._timed_out_batch != batch_id:
             self._timed_out_batch = batch_id
             self.reporter.checkpoint_failed(self.pipeline.pipeline_id, batch_id, running_for,

@@ -1,0 +1,51 @@
+"""What the data-plane benches share: SeaTide vs a hand-written program, case by case,
+written to ``bench/results/<name>.json`` and drawn to ``<name>.png`` (matplotlib, the
+``bench`` extra: ``pip install -e .[bench]``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def write_results(name: str, payload: dict) -> str:
+    os.makedirs(RESULTS, exist_ok=True)
+    path = os.path.join(RESULTS, name + ".json")
+    with open(path, "w") as handle:
+        json.dump(payload, handle, indent=2)
+    return path
+
+
+def pyplot():
+    """matplotlib's pyplot without a display, or None when the bench extra is not installed."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def draw_pairs(ax, labels: list[str], seatide: list[float], hand: list[float], ylabel: str,
+               goals: list[float | None] | None = None) -> None:
+    """Side-by-side bars per case, each pair annotated with SeaTide / hand-written."""
+    width = 0.38
+    xs = range(len(labels))
+    ax.bar([x - width / 2 for x in xs], seatide, width, label="SeaTide", color="#2b7bba")
+    ax.bar([x + width / 2 for x in xs], hand, width, label="hand-written PySpark", color="#aaaaaa")
+    for x, s, h, goal in zip(xs, seatide, hand, goals or [None] * len(labels)):
+        note = f"{s / h:.2f}x" + (f"\n(goal ≤ {goal}x)" if goal else "")
+        ax.annotate(note, (x, max(s, h)), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(list(xs), labels, fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.margins(y=0.2)
+    ax.legend(fontsize=8)
