@@ -19,7 +19,7 @@ import sys
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from pyspark.sql import SparkSession  # noqa: E402
+from handwritten_session import handwritten_session  # noqa: E402
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition  # noqa: E402
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxRows,  # noqa: E402
                                               SupportsTriggerAvailableNow)
@@ -81,12 +81,7 @@ def main():
     parser.add_argument("--checkpointed", metavar="CHECKPOINT_DIR")
     parser.add_argument("--max-rows", type=int, default=1_000_000, help="rows per micro-batch")
     args = parser.parse_args()
-    spark = (SparkSession.builder.appName("handwritten").master("local[*]")
-             .config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = handwritten_session("handwritten")
     parts = spark.sparkContext.defaultParallelism
     if args.checkpointed is None:
         (spark.range(0, args.rows, 1, numPartitions=parts).selectExpr(*COLUMNS)

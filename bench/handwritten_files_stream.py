@@ -14,18 +14,13 @@ import sys
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from pyspark.sql import SparkSession  # noqa: E402
+from handwritten_session import handwritten_session  # noqa: E402
 
 source, out, checkpoint, interval_ms = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 stopping = []
 for signum in (signal.SIGINT, signal.SIGTERM):
     signal.signal(signum, lambda *_: stopping.append(True))
-spark = (SparkSession.builder.appName("handwritten-stream").master("local[*]")
-         .config("spark.ui.enabled", "false")
-         .config("spark.sql.shuffle.partitions", "2")
-         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-         .getOrCreate())
-spark.sparkContext.setLogLevel("ERROR")
+spark = handwritten_session("handwritten-stream")
 schema = spark.read.parquet(source).schema
 query = (spark.readStream.schema(schema).parquet(source)
          .writeStream.format("parquet").option("path", out).option("checkpointLocation", checkpoint)

@@ -13,12 +13,7 @@ from seatide.coordinator.service import Coordinator
 from seatide.store import schema as s
 from seatide.store.db import default_store_url, open_store
 from seatide.testing.cluster import wait_for
-
-JOB = """
-env { job.mode = BATCH }
-source { FakeSource { row.num = 3, schema = { fields { id = bigint } } } }
-sink { Console {} }
-"""
+from seatide.testing.jobs import CONSOLE_JOB as JOB
 
 
 def _status(store, job_id):

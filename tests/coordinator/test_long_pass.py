@@ -14,14 +14,10 @@ from seatide import failpoints, intents
 from seatide.coordinator.service import Coordinator
 from seatide.store import schema as s
 from seatide.store.db import NotLeader, open_store
+from seatide.testing.jobs import CONSOLE_JOB as JOB
 from seatide.timeouts import Timeouts
 
 TTL = 1.0
-JOB = """
-env { job.mode = BATCH }
-source { FakeSource { row.num = 3, schema = { fields { id = bigint } } } }
-sink { Console {} }
-"""
 
 
 @pytest.fixture

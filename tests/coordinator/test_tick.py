@@ -13,12 +13,7 @@ from seatide import intents
 from seatide.coordinator.service import Coordinator, register_node
 from seatide.store import schema as s
 from seatide.store.db import open_store
-
-JOB = """
-env { job.mode = BATCH }
-source { FakeSource { row.num = 3, schema = { fields { id = bigint } } } }
-sink { Console {} }
-"""
+from seatide.testing.jobs import CONSOLE_JOB as JOB
 
 
 @pytest.fixture

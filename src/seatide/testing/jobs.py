@@ -6,6 +6,13 @@ import json
 import os
 from collections import Counter
 
+# Three rows to the console: a valid job for tests about the control plane, not its rows.
+CONSOLE_JOB = """
+env { job.mode = BATCH }
+source { FakeSource { row.num = 3, schema = { fields { id = bigint } } } }
+sink { Console {} }
+"""
+
 
 def batch_job(out: str, rows: int = 100, pipelines: int = 1, rows_per_batch: int | None = None,
               retries: int = 3, name: str = "batch", env_extra: tuple[str, ...] = ()) -> str:
