@@ -268,7 +268,7 @@ class Coordinator:
         live_attempt = a.state.in_(sorted(ATTEMPT_LIVE))
         # Not ended, or ended with a driver that may still run (to put it down).
         active = j.status.notin_(sorted(JOB_TERMINAL)) | j.job_id.in_(select(a.job_id).where(live_attempt))
-        with self.store.read() as conn:
+        with self.store.snapshot() as conn:
             workers = {n.node_id: n for n in conn.execute(select(s.nodes).where(s.nodes.c.role == "worker"))}
             load: dict[str, int] = {}
             for row in conn.execute(select(a.worker_id, func.count()).where(live_attempt).group_by(a.worker_id)):

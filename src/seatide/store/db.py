@@ -93,6 +93,18 @@ class Store:
                 yield conn
 
     @contextlib.contextmanager
+    def snapshot(self) -> Iterator[Connection]:
+        """A read whose statements all see one moment of the store. SQLite's read transaction
+        does already (WAL); PostgreSQL's default, READ COMMITTED, gives each statement its own
+        moment, so a leader reading jobs, then their attempts, then their pipelines could see
+        a job whose attempt or pipelines changed in between."""
+        with self.engine.connect() as conn:
+            if not self.is_sqlite:
+                conn = conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                yield conn
+
+    @contextlib.contextmanager
     def write(self) -> Iterator[Connection]:
         with self.engine.connect() as conn:
             if self.is_sqlite:
