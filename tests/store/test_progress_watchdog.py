@@ -48,6 +48,22 @@ def test_a_committed_batch_ends_the_hung_flag_too(store, tmp_path):
         assert conn.execute(select(s.jobs.c.hung_since)).scalar() is None
 
 
+def test_progress_after_the_job_finished_is_taken_and_the_attempt_can_still_end(store, tmp_path):
+    """Found in CI: the leader finished the job on its last pipeline's end, the driver's next
+    progress sample was refused as late, and the driver exited fenced without recording
+    that its attempt SUCCEEDED."""
+    submit(store, tmp_path)
+    reporter = AttemptReporter(store, "j1", 1, _attempt(store, "j1"))
+    with store.write() as conn:
+        conn.execute(update(s.attempts).values(state="RUNNING"))
+        conn.execute(update(s.jobs).values(status="FINISHED"))
+    reporter.task_progress(7)
+    reporter.end_attempt(succeeded=True)
+    with store.read() as conn:
+        attempt = conn.execute(select(s.attempts)).one()
+    assert (attempt.tasks_done, attempt.state) == (7, "SUCCEEDED")
+
+
 def test_a_replaced_attempt_cannot_report_progress(store, tmp_path):
     submit(store, tmp_path)
     old = _attempt(store, "j1")

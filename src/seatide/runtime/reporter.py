@@ -59,8 +59,11 @@ class AttemptReporter:
     def task_progress(self, tasks_done: int) -> None:
         """Spark tasks completed so far (written only when the count moved): work, not just life.
 
-        Progress ends a HUNG flag, as a committed batch ends a stale one."""
-        with self._tx() as conn:
+        Progress ends a HUNG flag, as a committed batch ends a stale one. Like a heartbeat, it
+        is still taken once the job has ended: the leader marks the job FINISHED as soon as
+        its last pipeline ends, and the driver's next progress sample must not turn that into
+        a fenced exit before the driver records its own attempt's end."""
+        with self.store.attempt_tx(self.job_id, self.attempt_id, job_may_be_terminal=True) as conn:
             now = clock.now()
             conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == self.attempt_id)
                          .values(progress_at=now, tasks_done=tasks_done))
