@@ -73,7 +73,7 @@ def main() -> None:
     samples: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         url, drop = store_url(args.store, tmp)
-        cluster = Cluster(url, f"{tmp}/data")
+        cluster = Cluster(url, f"{tmp}/data", plan_warm_up=True)
         try:
             cluster.coordinator("c1")
             for index in range(args.runs):

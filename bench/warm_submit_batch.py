@@ -72,7 +72,7 @@ def main() -> None:
     args = parser.parse_args()
     result = {"rows": args.rows, "seatide_s": [], "handwritten_s": [], "load_1min": []}
     with tempfile.TemporaryDirectory() as tmp:
-        cluster = Cluster(f"sqlite:///{tmp}/store.db", f"{tmp}/data", warm_drivers=1)
+        cluster = Cluster(f"sqlite:///{tmp}/store.db", f"{tmp}/data", warm_drivers=1, plan_warm_up=True)
         try:
             cluster.coordinator("c1")
             worker = cluster.worker("w1", slots=1)

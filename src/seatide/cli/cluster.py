@@ -100,7 +100,8 @@ def _coordinator(args, store, data_dir: str, timeouts) -> int:
                      metrics=metrics, on_write=coordinator.wake,
                      api_token=token, auth_reads=args.auth_reads, max_request_bytes=args.max_request_bytes)
     coordinator.start()
-    plan_sample_job_soon()
+    if args.plan_warm_up:
+        plan_sample_job_soon()
     server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning"))
     try:
         server.run()

@@ -135,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="reads (GET), /metrics and the UI need the API token too")
     coord.add_argument("--max-request-bytes", type=int, default=4 * 1024 * 1024,
                        help="larger request bodies are refused with 413 (default 4 MiB)")
+    coord.add_argument("--no-plan-warm-up", dest="plan_warm_up", action="store_false",
+                       help="do not plan a sample job at start (the first submit then pays the imports)")
     worker = roles.add_parser("worker", help="launch and supervise drivers")
     _cluster_common(worker)
     worker.add_argument("--slots", type=int, default=2)

@@ -106,6 +106,9 @@ class Cluster:
     # Workers start every driver cold unless a test asks for warm ones:
     # on a 2-core host an idle warm JVM per worker competes with the job a test is timing.
     warm_drivers: int = 0
+    # Coordinators skip planning a sample job at start (--no-plan-warm-up) unless a test or
+    # bench times a first submit: a second of CPU per coordinator, and a suite starts hundreds.
+    plan_warm_up: bool = False
     procs: list[Proc] = field(default_factory=list)
     # Other URLs of the same store some workers were given (one reached through a partition):
     # their drivers carry that URL, and stop_all must find them too.
@@ -144,7 +147,8 @@ class Cluster:
         url = f"http://127.0.0.1:{port}"
         proc = self._spawn(name, ["cluster", "coordinator", "--port", str(port), "--node-id", name,
                                   "--state-cleanup-delay", str(self.cleanup_delay),
-                                  *self._common(), *(extra or [])], url, env)
+                                  *self._common(), *([] if self.plan_warm_up else ["--no-plan-warm-up"]),
+                                  *(extra or [])], url, env)
         # 401: serving, with reads behind the API token (--auth-reads)
         if wait:
             wait_for(lambda: http("GET", url + "/api/v1/overview")[0] in (200, 401), 90, message=f"{name} serving")
