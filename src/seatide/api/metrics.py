@@ -184,6 +184,19 @@ class CoordinatorMetrics:
         return encode(self.registry), content_type
 
 
+class ResponseStatus:
+    """An ASGI ``send`` that notes the status of the response it passes on (500 until one starts)."""
+
+    def __init__(self, send):
+        self.code = 500
+        self._send = send
+
+    async def __call__(self, message):
+        if message["type"] == "http.response.start":
+            self.code = message["status"]
+        await self._send(message)
+
+
 class RequestTimer:
     """ASGI middleware: each HTTP request's latency by method, route template and status.
 
@@ -199,16 +212,9 @@ class RequestTimer:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        began, status = time.perf_counter(), 500
-
-        async def send_noting_status(message):
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
+        began, status = time.perf_counter(), ResponseStatus(send)
         try:
-            await self.app(scope, receive, send_noting_status)
+            await self.app(scope, receive, status)
         finally:
             route = getattr(scope.get("route"), "path", None) or "unmatched"
-            self.histogram.labels(scope["method"], route, str(status)).observe(time.perf_counter() - began)
+            self.histogram.labels(scope["method"], route, str(status.code)).observe(time.perf_counter() - began)

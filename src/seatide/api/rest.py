@@ -18,7 +18,7 @@ from seatide import intents
 from seatide.api.auth import TokenAuth
 from seatide.api.inspection import inspection_router
 from seatide.api.limits import DEFAULT_MAX_REQUEST_BYTES, HTTP_STATUS, MAX_ID, BodySizeLimit
-from seatide.api.metrics import CoordinatorMetrics, RequestTimer
+from seatide.api.metrics import CoordinatorMetrics, RequestTimer, ResponseStatus
 from seatide.api.seatunnel_v2 import seatunnel_router
 from seatide.config.shade import ShadeError, encrypt_config
 from seatide.intents import Refusal, RefusalKind
@@ -67,16 +67,9 @@ class WakeOnWrite:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
-        status = 500
-
-        async def send_noting_status(message):
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        await self.app(scope, receive, send_noting_status)
-        if status < 400:
+        status = ResponseStatus(send)
+        await self.app(scope, receive, status)
+        if status.code < 400:
             self.wake()
 
 
