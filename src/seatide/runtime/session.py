@@ -7,6 +7,8 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from seatide.runtime import class_archive
+
 # Measured on a 2-core machine: C1-only JIT and the serial GC start Spark ~30% faster
 # and cost nothing noticeable for SeaTide's short-lived drivers.
 _JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -85,7 +87,10 @@ def session_conf(conf: dict[str, str] | None = None) -> dict[str, str]:
     merged = {**DEFAULT_CONF, **worker, **conf}
     # The driver's JVM options add up: ours carry the log configuration and the fast-start flags.
     key = "spark.driver.extraJavaOptions"
-    merged[key] = " ".join([DEFAULT_CONF[key]] + [layer[key] for layer in (worker, conf) if key in layer])
+    # The class archive comes before the job's own options: a job may still turn it off
+    # (-Xshare:off) or point it elsewhere.
+    merged[key] = " ".join(filter(None, [DEFAULT_CONF[key], class_archive.java_options()]
+                                  + [layer[key] for layer in (worker, conf) if key in layer]))
     return {**executor_conf(merged), **merged}
 
 
