@@ -85,3 +85,22 @@ def test_a_failed_build_says_why_and_leaves_nothing_behind(monkeypatch, tmp_path
     with pytest.raises(RuntimeError, match="was not written"):
         class_archive.build(timeout=240)
     assert [name for name in os.listdir(tmp_path) if name.endswith(".jsa") or ".partial" in name] == []
+
+
+def test_a_build_removes_this_installations_stale_archives_and_leaves_others(monkeypatch, tmp_path):
+    monkeypatch.setenv(class_archive.DIR_ENV, str(tmp_path))
+    mine = class_archive._installation()
+    stale = tmp_path / f"spark-driver-{mine}-0000.jsa"
+    killed = tmp_path / f"spark-driver-{mine}-0000.jsa.partial-12345"
+    other = tmp_path / "spark-driver-ffffffff-0000.jsa"        # another virtual environment's
+    for path in (stale, killed, other):
+        path.write_bytes(b"x")
+
+    def dump(argv, **kwargs):       # the child's JVM writes the archive it is given
+        with open(argv[-1], "wb") as handle:
+            handle.write(b"archive")
+        return subprocess.CompletedProcess(argv, 0, b"")
+
+    monkeypatch.setattr(subprocess, "run", dump)
+    built = class_archive.build()
+    assert sorted(os.listdir(tmp_path)) == sorted(["build.lock", os.path.basename(built), other.name])

@@ -6,9 +6,9 @@ loaded into an archive (``-XX:ArchiveClassesAtExit``) that later JVMs map instea
 (``-XX:SharedArchiveFile``). Measured on a 2-core machine: a session's start and first
 query cost its JVM 17 s of CPU without the archive and 8 s with it.
 
-The archive fits one Java, one Spark distribution and one class path: its name is a key
+The archive fits one Java, one Spark installation and one class path: its name is a key
 over all three, so an upgrade simply leaves the old archive unused (and the next build
-removes it). A JVM that cannot use the archive (a job that changes the driver's class
+removes it; other installations' archives are left alone). A JVM that cannot use the archive (a job that changes the driver's class
 path, say) starts as it would without it: the JVM checks the archive itself and falls back
 silently. ``seatide jvm-archive`` builds it (``scripts/setup`` does, and the worker's
 systemd unit before it starts); until then drivers start without it.
@@ -63,13 +63,24 @@ def _stamp(path: str) -> list:
     return [path, st.st_size, st.st_mtime_ns]
 
 
-def key() -> str:
-    """What the archive depends on: the JVM, Spark's jars and our extra class path."""
+def _spark_jars() -> str:
     from pyspark.find_spark_home import _find_spark_home
 
+    return os.path.realpath(os.path.join(_find_spark_home(), "jars"))
+
+
+def _installation() -> str:
+    """Names the Spark installation: several (two virtual environments, say) share the
+    cache directory, each with archives of its own, since an archive records the paths of
+    the jars it was built from."""
+    return hashlib.sha256(_spark_jars().encode()).hexdigest()[:8]
+
+
+def key() -> str:
+    """What the archive depends on: the JVM, Spark's jars and our extra class path."""
     from seatide.runtime.session import JDBC_JARS
 
-    jars = os.path.join(_find_spark_home(), "jars")
+    jars = _spark_jars()
     try:
         spark_jars = sorted((e.name, e.stat().st_size) for e in os.scandir(jars))
     except OSError:
@@ -80,7 +91,7 @@ def key() -> str:
 
 
 def archive_path() -> str:
-    return os.path.join(archive_dir(), f"spark-driver-{key()}.jsa")
+    return os.path.join(archive_dir(), f"spark-driver-{_installation()}-{key()}.jsa")
 
 
 def java_options() -> str:
@@ -109,6 +120,9 @@ def build(force: bool = False, timeout: float = 900.0) -> str:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if os.path.isfile(path) and not force:
             return path
+        # Under the lock no other build runs: a partial archive here is a killed build's.
+        for leftover in glob.glob(os.path.join(archive_dir(), f"spark-driver-{_installation()}-*.jsa.partial-*")):
+            _remove(leftover)
         partial = f"{path}.partial-{os.getpid()}"
         env = {**os.environ, ENABLED_ENV: "0"}      # the dumping JVM must not map an old archive
         done = subprocess.run([sys.executable, "-m", "seatide.runtime.class_archive", partial], env=env,
@@ -119,9 +133,10 @@ def build(force: bool = False, timeout: float = 900.0) -> str:
             tail = done.stdout.decode(errors="replace")[-2000:]
             raise RuntimeError(f"the JVM class archive was not written (exit {done.returncode}):\n{tail}")
         os.replace(partial, path)
-        for stale in glob.glob(os.path.join(archive_dir(), "spark-driver-*.jsa*")):
-            if stale != path and not stale.endswith(f".partial-{os.getpid()}"):
-                _remove(stale)    # another Java, Spark or class path: never mapped again
+        # This installation's archives for another Java, Spark or class path: never mapped again.
+        for stale in glob.glob(os.path.join(archive_dir(), f"spark-driver-{_installation()}-*.jsa")):
+            if stale != path:
+                _remove(stale)
         return path
 
 
