@@ -239,14 +239,40 @@ def test_a_completed_task_or_a_committed_batch_is_progress():
 
 
 def test_the_hang_window_opens_when_the_driver_has_started_its_pipelines():
-    # Starting Spark and the queries is not a hang: no progress report yet, no verdict.
-    assert decide(stuck(), driver(progress_at=None), [started(ago=300)]) == []
+    # Starting Spark and the queries is not a hang: no progress report yet, no verdict
+    # (until the start-up itself has taken too long: the next test).
+    assert decide(stuck(), driver(progress_at=None, launched_at=NOW - 55), [started(ago=300)]) == []
     # Pipelines last started by an earlier attempt: this one is still starting up.
     assert decide(stuck(), driver(), [started(ago=200)]) == []
     # Started 20 s ago: 10 s left; 31 s ago: hung.
     assert decide(stuck(), driver(progress_at=NOW - 20), [started(ago=25)]) == []
     assert [type(a) for a in decide(stuck(), driver(progress_at=NOW - 31), [started(ago=35)])] == [
         r.FlagHung, r.MarkAttemptLost]
+
+
+@pytest.mark.parametrize("policy, expected", [
+    ("warn", [r.FlagHung]),
+    ("restart", [r.FlagHung, r.MarkAttemptLost]),
+    ("fail", [r.FlagHung, r.MarkAttemptLost, r.EndPipelines, r.Finish]),
+])
+def test_a_driver_stuck_in_its_start_up_while_heartbeating_is_hung_too(policy, expected):
+    """Found by the hang at every failpoint: a driver hung after its first heartbeat, its
+    heartbeat thread going, held its job forever (the hang window never opened)."""
+    starting = driver(progress_at=None, launched_at=NOW - 61)
+    actions = decide(stuck(on_hung=policy), starting, [started(ago=300)])
+    assert [type(a) for a in actions] == expected
+    assert actions[0] == r.FlagHung(61.0, policy)
+    if policy != "warn":
+        assert actions[1].reason.startswith("job hung: attempt 7 started no pipeline in 61 s since its launch")
+    # Never sooner than the launch timeout (60 s here), whatever the progress timeout...
+    assert decide(stuck(), driver(progress_at=None, launched_at=NOW - 59), [started(ago=300)]) == []
+    # ...nor sooner than the progress timeout when that is longer.
+    patient = job(progress_timeout_s=600.0)
+    assert decide(patient, driver(progress_at=None, launched_at=NOW - 599), [started(ago=900)]) == []
+    assert decide(patient, driver(progress_at=None, launched_at=NOW - 601), [started(ago=900)])[0] == \
+        r.FlagHung(601.0, "restart")
+    # Without a progress timeout, no verdict at all.
+    assert decide(job(), driver(progress_at=None, launched_at=NOW - 3600), [started(ago=3600)]) == []
 
 
 def test_an_idle_stream_a_watchdog_turned_off_or_a_flagged_job_gets_nothing_more():

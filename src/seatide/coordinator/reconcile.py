@@ -149,6 +149,9 @@ def _while_attempt_lives(snap: Snapshot, timeouts: Timeouts) -> list:
         hung = hung_for(snap)
         if hung is not None:
             return _on_hung(snap, hung)
+        starting = stuck_starting_for(snap, timeouts)
+        if starting is not None:
+            return _on_stuck_start(snap, starting)
     return []
 
 
@@ -192,6 +195,29 @@ def hung_for(snap: Snapshot) -> float | None:
         return None
     age = snap.now - max(snap.last_checkpoint_at or 0.0, snap.attempt.progress_at)
     return age if age > timeout else None
+
+
+def stuck_starting_for(snap: Snapshot, timeouts: Timeouts) -> float | None:
+    """Seconds since its launch of a running attempt whose driver heartbeats but has not
+    started its pipelines (it has made no first progress report), once past
+    ``job.progress-timeout``, and never sooner than the launch timeout.
+
+    ``hung_for`` leaves start-up alone, and a driver stuck in it with its heartbeat thread
+    going (a deadlock while planning, a source that never answers its schema call) would
+    otherwise hold its job forever: the fault tests' hang after the first heartbeat."""
+    timeout, attempt = snap.job.progress_timeout_s, snap.attempt
+    if not timeout or attempt is None or attempt.state != AttemptState.RUNNING or attempt.progress_at is not None:
+        return None
+    age = snap.now - (attempt.launched_at or attempt.created_at)
+    return age if age > max(timeout, timeouts.launch) else None
+
+
+def _on_stuck_start(snap: Snapshot, starting: float) -> list:
+    job, attempt = snap.job, snap.attempt
+    reason = (f"job hung: attempt {attempt.attempt_id} started no pipeline in {starting:.0f} s since its launch "
+              f"while its driver kept heartbeating (job.progress-timeout {job.progress_timeout_s:g} s, "
+              f"on-hung {job.on_hung})")
+    return [FlagHung(starting, job.on_hung), *_policy(job.on_hung, reason)]
 
 
 def _on_stale(job, stale_for: float) -> list:
