@@ -258,19 +258,21 @@ def test_the_hang_window_opens_when_the_driver_has_started_its_pipelines():
 def test_a_driver_stuck_in_its_start_up_while_heartbeating_is_hung_too(policy, expected):
     """Found by the hang at every failpoint: a driver hung after its first heartbeat, its
     heartbeat thread going, held its job forever (the hang window never opened)."""
-    starting = driver(progress_at=None, launched_at=NOW - 61)
-    actions = decide(stuck(on_hung=policy), starting, [started(ago=300)])
+    limit = r.STARTUP_JUDGED_AFTER_S
+    starting = driver(progress_at=None, launched_at=NOW - limit - 1)
+    actions = decide(stuck(on_hung=policy), starting, [started(ago=limit + 300)])
     assert [type(a) for a in actions] == expected
-    assert actions[0] == r.FlagHung(61.0, policy)
+    assert actions[0] == r.FlagHung(limit + 1, policy)
     if policy != "warn":
-        assert actions[1].reason.startswith("job hung: attempt 7 started no pipeline in 61 s since its launch")
-    # Never sooner than the launch timeout (60 s here), whatever the progress timeout...
-    assert decide(stuck(), driver(progress_at=None, launched_at=NOW - 59), [started(ago=300)]) == []
+        assert actions[1].reason.startswith(f"job hung: attempt 7 started no pipeline in {limit + 1:.0f} s since")
+    # Never sooner than the start-up bound, however short the progress timeout: a loaded
+    # host takes minutes to start Spark and a few queries...
+    assert decide(stuck(), driver(progress_at=None, launched_at=NOW - limit + 1), [started(ago=900)]) == []
     # ...nor sooner than the progress timeout when that is longer.
-    patient = job(progress_timeout_s=600.0)
-    assert decide(patient, driver(progress_at=None, launched_at=NOW - 599), [started(ago=900)]) == []
-    assert decide(patient, driver(progress_at=None, launched_at=NOW - 601), [started(ago=900)])[0] == \
-        r.FlagHung(601.0, "restart")
+    patient = job(progress_timeout_s=limit * 2)
+    assert decide(patient, driver(progress_at=None, launched_at=NOW - limit * 2 + 1), [started(ago=9999)]) == []
+    assert decide(patient, driver(progress_at=None, launched_at=NOW - limit * 2 - 1), [started(ago=9999)])[0] == \
+        r.FlagHung(limit * 2 + 1, "restart")
     # Without a progress timeout, no verdict at all.
     assert decide(job(), driver(progress_at=None, launched_at=NOW - 3600), [started(ago=3600)]) == []
 

@@ -149,7 +149,7 @@ def _while_attempt_lives(snap: Snapshot, timeouts: Timeouts) -> list:
         hung = hung_for(snap)
         if hung is not None:
             return _on_hung(snap, hung)
-        starting = stuck_starting_for(snap, timeouts)
+        starting = stuck_starting_for(snap)
         if starting is not None:
             return _on_stuck_start(snap, starting)
     return []
@@ -197,19 +197,26 @@ def hung_for(snap: Snapshot) -> float | None:
     return age if age > timeout else None
 
 
-def stuck_starting_for(snap: Snapshot, timeouts: Timeouts) -> float | None:
+# A start-up is judged no sooner than this, whatever job.progress-timeout says: Spark's
+# start on a loaded host, then each pipeline's query started in turn with up to 60 s for its
+# sources (PipelineRun.wait_started). Measured at load 10 on 2 cores: over 60 s for one
+# pipeline, so a shorter bound restarted healthy drivers, which only started over.
+STARTUP_JUDGED_AFTER_S = 600.0
+
+
+def stuck_starting_for(snap: Snapshot) -> float | None:
     """Seconds since its launch of a running attempt whose driver heartbeats but has not
     started its pipelines (it has made no first progress report), once past
-    ``job.progress-timeout``, and never sooner than the launch timeout.
+    ``job.progress-timeout`` and ``STARTUP_JUDGED_AFTER_S``.
 
     ``hung_for`` leaves start-up alone, and a driver stuck in it with its heartbeat thread
     going (a deadlock while planning, a source that never answers its schema call) would
-    otherwise hold its job forever: the fault tests' hang after the first heartbeat."""
+    otherwise hold its job forever: found by the fault tests' hang after the first heartbeat."""
     timeout, attempt = snap.job.progress_timeout_s, snap.attempt
     if not timeout or attempt is None or attempt.state != AttemptState.RUNNING or attempt.progress_at is not None:
         return None
     age = snap.now - (attempt.launched_at or attempt.created_at)
-    return age if age > max(timeout, timeouts.launch) else None
+    return age if age > max(timeout, STARTUP_JUDGED_AFTER_S) else None
 
 
 def _on_stuck_start(snap: Snapshot, starting: float) -> list:
