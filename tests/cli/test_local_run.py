@@ -32,7 +32,7 @@ def test_example_job_runs_and_prints_statistics(tmp_path):
     assert re.search(r"Total Write Count\s+: " + str(len(rows)) + r"\b", result.stdout)
 
 
-def _start_run(tmp_path, job_id: str, rows: int = 4000):
+def _start_run(tmp_path, job_id: str, rows: int = 1000):
     conf = tmp_path / "job.conf"
     out = str(tmp_path / "out")
     conf.write_text(batch_job(out, rows=rows, rows_per_batch=200))
@@ -55,7 +55,7 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes_the_job(tmp_path):
     assert_exactly(written_ids(out), range(400))
     resumed = seatide("resume", "ctrlc", "--data-dir", data_dir)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert_exactly(written_ids(out), range(4000))
+    assert_exactly(written_ids(out), range(1000))
 
 
 def test_killed_local_run_resumes_from_its_checkpoint(tmp_path):
@@ -66,7 +66,7 @@ def test_killed_local_run_resumes_from_its_checkpoint(tmp_path):
     assert_exactly(written_ids(out), range(400))
     resumed = seatide("resume", "killed", "--data-dir", data_dir)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert_exactly(written_ids(out), range(4000))
+    assert_exactly(written_ids(out), range(1000))
     from seatide.store.db import default_store_url, open_store
     from seatide.store.views import job_info
     store = open_store(default_store_url(data_dir))

@@ -90,7 +90,7 @@ def _local_job_id(stderr_line: str) -> str:
 def test_local_run_ctrl_c_then_restore_with_r_and_the_read_flags(tmp_path):
     conf = tmp_path / "job.conf"
     out = str(tmp_path / "out")
-    conf.write_text(batch_job(out, rows=2000, rows_per_batch=200).replace('"batch"', "${jobname}"))
+    conf.write_text(batch_job(out, rows=800, rows_per_batch=200).replace('"batch"', "${jobname}"))
     data_dir = str(tmp_path / "d")
     local = ["-m", "local", "--data-dir", data_dir]
     proc = subprocess.Popen([*SEATUNNEL, "-c", str(conf), "-i", 'jobname="nightly"', "-n", "nightly-copy", *local],
@@ -116,9 +116,9 @@ def test_local_run_ctrl_c_then_restore_with_r_and_the_read_flags(tmp_path):
     restored = seatunnel("-r", job_id, "-c", str(conf), "-i", 'jobname="nightly"', *local)
     assert restored.returncode == 0, restored.stderr[-3000:]
     assert re.search(r"Status\s+: FINISHED", restored.stdout)
-    assert_exactly(written_ids(out + "/p0"), range(2000))
+    assert_exactly(written_ids(out + "/p0"), range(800))
     metrics = json.loads(seatunnel("--metrics", job_id, *local).stdout)
-    assert metrics["jobStatus"] == "FINISHED" and metrics["SinkWriteCount"] == 1600   # the second incarnation's
+    assert metrics["jobStatus"] == "FINISHED" and metrics["SinkWriteCount"] == 400   # the second incarnation's
     assert seatunnel("-j", "no-such-job", *local).returncode == 1
 
 

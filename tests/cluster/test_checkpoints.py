@@ -84,7 +84,7 @@ def test_cancel_then_resume_finishes_with_no_duplicate_and_no_gap(cluster: Clust
     gate = str(tmp_path / "gate")
     cluster.coordinator("c1")
     cluster.worker("w1", env=batch_gate(gate, passes=6))
-    cluster.submit(batch_job(out, rows=3000, rows_per_batch=100), "cancel-resume")
+    cluster.submit(batch_job(out, rows=1000, rows_per_batch=100), "cancel-resume")
     wait_for(lambda: _written(cluster, "cancel-resume") >= 600, 180, message="six batches committed")
     cluster.cancel("cancel-resume")     # the seventh batch is held at its start until the cancel
     cluster.wait_status("cancel-resume", "CANCELED", timeout=90)
@@ -95,7 +95,7 @@ def test_cancel_then_resume_finishes_with_no_duplicate_and_no_gap(cluster: Clust
     job = cluster.wait_status("cancel-resume", {"FINISHED", "FAILED"}, timeout=240)
     assert job.status == "FINISHED", job.error_msg
     assert job.incarnation == 2 and job.restored_from == "cancel-resume@1"
-    assert_exactly(written_ids(out + "/p0"), range(3000))
+    assert_exactly(written_ids(out + "/p0"), range(1000))
     kinds = [e.kind for e in cluster.events("cancel-resume")]
     assert "JOB_RESUMED" in kinds and "CHECKPOINT_RESTORED" in kinds
 
@@ -105,7 +105,7 @@ def test_resume_without_its_checkpoint_is_refused_and_fresh_fallback_starts_over
     gate = str(tmp_path / "gate")
     cluster.coordinator("c1")
     cluster.worker("w1", env=batch_gate(gate, passes=3))
-    cluster.submit(batch_job(out, rows=2000, rows_per_batch=100), "lost-ckpt")
+    cluster.submit(batch_job(out, rows=600, rows_per_batch=100), "lost-ckpt")
     wait_for(lambda: _written(cluster, "lost-ckpt") >= 300, 180, message="some batches committed")
     cluster.cancel("lost-ckpt")
     cluster.wait_status("lost-ckpt", "CANCELED", timeout=90)
@@ -121,7 +121,7 @@ def test_resume_without_its_checkpoint_is_refused_and_fresh_fallback_starts_over
     job = cluster.wait_status("lost-ckpt", {"FINISHED", "FAILED"}, timeout=240)
     assert job.status == "FINISHED", job.error_msg
     assert "RESTORE_FALLBACK_FRESH" in [e.kind for e in cluster.events("lost-ckpt")]
-    assert set(written_ids(out + "/p0")) == set(range(2000))
+    assert set(written_ids(out + "/p0")) == set(range(600))
 
 
 @sqlite_only

@@ -15,7 +15,8 @@ import pytest
 from sqlalchemy import select
 
 from seatide.store import schema as s
-from seatide.testing.cluster import Cluster, DriverWatch, assert_never_resurrected, driver_pids, exited, http, wait_for
+from seatide.testing.cluster import (Cluster, DriverWatch, assert_never_resurrected, batch_gate, driver_pids, exited,
+                                     http, wait_for)
 from seatide.testing.jobs import assert_exactly, batch_job, streaming_job, written_ids
 
 pytestmark = pytest.mark.cluster
@@ -146,10 +147,12 @@ def test_streaming_job_keeps_checkpointing_after_leader_kill(cluster: Cluster, t
 def test_job_moves_to_another_worker_when_its_worker_dies(cluster: Cluster, tmp_path):
     """Story 5a: the worker is killed (its driver dies with it); the job resumes elsewhere."""
     cluster.coordinator("c1")
-    w1 = cluster.worker("w1")
+    # w1's driver commits four batches of eight, then holds the fifth: surely mid-way when
+    # w1 is killed, however fast the host.
+    w1 = cluster.worker("w1", env=batch_gate(str(tmp_path / "never-opened"), passes=4))
     out = str(tmp_path / "out")
     with DriverWatch("story5") as watch:
-        cluster.submit(batch_job(out, rows=2000, rows_per_batch=100), "story5")
+        cluster.submit(batch_job(out, rows=800, rows_per_batch=100), "story5")
         wait_for(lambda: _committed_rows(cluster, "story5")[0] >= 400, 180, message="progress on w1")
         cluster.worker("w2")
         w1.kill()
@@ -160,7 +163,7 @@ def test_job_moves_to_another_worker_when_its_worker_dies(cluster: Cluster, tmp_
     assert job.status == "FINISHED", job.error_msg
     attempts = cluster.attempts("story5")
     assert attempts[0].worker_id == "w1" and attempts[-1].worker_id == "w2"
-    assert_exactly(written_ids(out + "/p0"), range(2000))
+    assert_exactly(written_ids(out + "/p0"), range(800))
     assert watch.max_seen <= 1
     assert_never_resurrected(cluster, "story5")
 

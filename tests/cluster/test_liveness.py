@@ -18,7 +18,7 @@ from seatide.store import schema as s
 from seatide.store.db import NotLeader, open_store
 from seatide.store.liveness import AdvisoryLocks, liveness_for, worker_lock
 from seatide.timeouts import Timeouts
-from seatide.testing.cluster import Cluster, DriverWatch, assert_never_resurrected, driver_pids, wait_for
+from seatide.testing.cluster import Cluster, DriverWatch, assert_never_resurrected, batch_gate, driver_pids, wait_for
 from seatide.testing.jobs import batch_job
 
 pytestmark = pytest.mark.cluster
@@ -168,11 +168,13 @@ def test_a_killed_workers_job_is_replaced_before_its_heartbeat_would_time_out(cl
     worker_lost_after = 20.0
     cluster.timeouts["worker"] = worker_lost_after
     cluster.coordinator("c1")
-    w1 = cluster.worker("w1")
+    # w1's driver commits one batch, then holds the next: the job is surely running when
+    # w1 is killed, however fast the host.
+    w1 = cluster.worker("w1", env=batch_gate(str(tmp_path / "never-opened"), passes=1))
     out = str(tmp_path / "out")
     with DriverWatch("instant-w") as watch:
         # A coordinator's first submit loads the planner: seconds on a loaded machine.
-        cluster.submit(batch_job(out, rows=1500, rows_per_batch=100), "instant-w", timeout=60)
+        cluster.submit(batch_job(out, rows=300, rows_per_batch=100), "instant-w", timeout=60)
         wait_for(lambda: _rows_written(cluster, "instant-w") >= 100, 300, message="progress on w1")
         cluster.worker("w2")
         first = cluster.attempts("instant-w")[0]

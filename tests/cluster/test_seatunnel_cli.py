@@ -78,7 +78,7 @@ def test_async_submit_then_status_list_metrics_and_cancel(cluster: Cluster, tmp_
 def test_savepoint_then_restore_through_the_store_waits_for_the_end(cluster: Cluster, tmp_path):
     out = str(tmp_path / "out")
     gate = _gated_cluster(cluster, tmp_path)
-    conf = _conf(tmp_path, out, rows=2000, rows_per_batch=200)
+    conf = _conf(tmp_path, out, rows=800, rows_per_batch=200)
     at = ["--store", cluster.store_url]          # no coordinator URL: straight to the store
     job_id = seatunnel("-c", conf, "--async", *at).stdout.strip()
     wait_for(lambda: _written(cluster, job_id) >= 400, 180, message="two batches committed")
@@ -94,7 +94,7 @@ def test_savepoint_then_restore_through_the_store_waits_for_the_end(cluster: Clu
     assert re.search(r"Status\s+: FINISHED", restored.stdout)
     job = cluster.job(job_id)
     assert job.status == "FINISHED" and job.incarnation == 2
-    assert_exactly(written_ids(out + "/p0"), range(2000))
+    assert_exactly(written_ids(out + "/p0"), range(800))
     assert seatunnel("-s", job_id, *at).returncode == 1     # it has ended: nothing to savepoint
 
 
