@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import secrets
 
 import pytest
@@ -54,28 +52,3 @@ def store_url(request, tmp_path):
     admin.dispose()
 
 
-
-# Seconds each test took in a full run (those over 15 s; measured with the suite in two
-# processes on the 2-core machine): only their order depends on it, so it may go stale.
-DURATIONS = os.path.join(os.path.dirname(__file__), "durations.json")
-
-
-def pytest_collection_modifyitems(config, items):
-    """Order for pytest-xdist's worksteal, which gives each process one contiguous half of
-    this list and lets an idle one steal from the end of the other's. The long tests go to
-    the front of the halves, longest first, each to the half with less so far; what is left
-    to steal at the end is short tests, and no process ends the run alone with a long one
-    (the fault tests had gathered at the end: a tail of 10 minutes on one core)."""
-    with open(DURATIONS) as handle:
-        known = json.load(handle)
-
-    def seconds(item) -> float:        # a new test that starts processes counts as a minute
-        return known.get(item.nodeid, 60 if item.get_closest_marker("cluster") else 0)
-
-    halves: tuple[list, list] = ([], [])
-    totals = [0.0, 0.0]
-    for item in sorted(items, key=seconds, reverse=True):   # stable: short ones keep their order
-        half = 0 if totals[0] <= totals[1] else 1
-        halves[half].append(item)
-        totals[half] += seconds(item) or 0.5
-    items[:] = halves[0] + halves[1]

@@ -73,7 +73,9 @@ def _run_through(cluster: Cluster, tmp_path, envs: list[tuple[str, dict]], job_i
     out = str(tmp_path / "out")
     # every crash below costs the job an attempt: enough retries for all of them
     cluster.submit(batch_job(out, rows=400, rows_per_batch=100, retries=10, env_extra=env_extra), job_id)
-    job = cluster.wait_status(job_id, {"FINISHED", "FAILED"}, timeout=420)
+    # Each hang costs an attempt and its detection; at load 5-6 on 2 cores some attempts also
+    # lose a Python worker to Spark's 10 s connect-back limit and retry: minutes in all.
+    job = cluster.wait_status(job_id, {"FINISHED", "FAILED"}, timeout=600)
     assert job.status == "FINISHED", job.error_msg
     wait_for(lambda: _cleaned(cluster, job_id), 120, message="the job's cleanup")
     assert_exactly(written_ids(out + "/p0"), range(400))
