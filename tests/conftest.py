@@ -50,5 +50,3 @@ def store_url(request, tmp_path):
     with admin.connect() as conn:
         conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
     admin.dispose()
-
-
