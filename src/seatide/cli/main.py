@@ -194,6 +194,7 @@ def _dispatch(args) -> int:
     from seatide.cli.client import client_command
     return client_command(args)
 
+
 def _jvm_archive(args) -> int:
     from seatide.runtime import class_archive
 

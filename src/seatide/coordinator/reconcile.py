@@ -148,10 +148,15 @@ def _while_attempt_lives(snap: Snapshot, timeouts: Timeouts) -> list:
     if job.status == JobStatus.RUNNING and job.hung_since is None:
         hung = hung_for(snap)
         if hung is not None:
-            return _on_hung(snap, hung)
+            stuck = ", ".join(str(p.pipeline_id) for p in snap.pipelines
+                              if p.status == PipelineStatus.RUNNING and not p.idle)
+            return _on_hung(snap, hung, f"pipeline {stuck} of attempt {attempt.attempt_id} committed no batch and "
+                                        f"completed no Spark task for {hung:.0f} s ({attempt.tasks_done or 0} "
+                                        f"tasks done)")
         starting = stuck_starting_for(snap)
         if starting is not None:
-            return _on_stuck_start(snap, starting)
+            return _on_hung(snap, starting, f"attempt {attempt.attempt_id} started no pipeline in {starting:.0f} s "
+                                            f"since its launch")
     return []
 
 
@@ -219,26 +224,17 @@ def stuck_starting_for(snap: Snapshot) -> float | None:
     return age if age > max(timeout, STARTUP_JUDGED_AFTER_S) else None
 
 
-def _on_stuck_start(snap: Snapshot, starting: float) -> list:
-    job, attempt = snap.job, snap.attempt
-    reason = (f"job hung: attempt {attempt.attempt_id} started no pipeline in {starting:.0f} s since its launch "
-              f"while its driver kept heartbeating (job.progress-timeout {job.progress_timeout_s:g} s, "
-              f"on-hung {job.on_hung})")
-    return [FlagHung(starting, job.on_hung), *_policy(job.on_hung, reason)]
-
-
 def _on_stale(job, stale_for: float) -> list:
     reason = (f"checkpoint stale: no checkpoint completed for {stale_for:.0f} s while data is pending "
               f"(checkpoint.stale-after {job.stale_after_s:.0f} s, on-stale {job.on_stale})")
     return [FlagStale(stale_for, job.on_stale), *_policy(job.on_stale, reason)]
 
 
-def _on_hung(snap: Snapshot, hung: float) -> list:
-    job, attempt = snap.job, snap.attempt
-    stuck = ", ".join(str(p.pipeline_id) for p in snap.pipelines if p.status == PipelineStatus.RUNNING and not p.idle)
-    reason = (f"job hung: pipeline {stuck} of attempt {attempt.attempt_id} committed no batch and completed "
-              f"no Spark task for {hung:.0f} s ({attempt.tasks_done or 0} tasks done) while its driver kept "
-              f"heartbeating (job.progress-timeout {job.progress_timeout_s:g} s, on-hung {job.on_hung})")
+def _on_hung(snap: Snapshot, hung: float, what: str) -> list:
+    """The verdict on a driver that heartbeats while ``what`` (stuck work, or a start-up)."""
+    job = snap.job
+    reason = (f"job hung: {what} while its driver kept heartbeating "
+              f"(job.progress-timeout {job.progress_timeout_s:g} s, on-hung {job.on_hung})")
     return [FlagHung(hung, job.on_hung), *_policy(job.on_hung, reason)]
 
 
