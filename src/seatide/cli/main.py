@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 
 from seatide.cli.args import run_command_line
@@ -201,7 +202,11 @@ def _jvm_archive(args) -> int:
     if not class_archive.enabled():
         print(f"the JVM class archive is off ({class_archive.ENABLED_ENV}=0): nothing to build")
         return 0
-    path = class_archive.build(force=args.rebuild)
+    from seatide.cli.args import CommandRefused
+    try:
+        path = class_archive.build(force=args.rebuild)
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:   # drivers still start, only slower
+        raise CommandRefused(f"{exc}\ndrivers start without the archive until it is built") from exc
     print(f"{path} ({os.path.getsize(path) / 2**20:.0f} MiB): drivers map it at start")
     return 0
 
