@@ -1,4 +1,4 @@
-"""Fixtures for control-plane tests: each runs on SQLite and on PostgreSQL (the store_url fixture's two params)."""
+"""Fixtures for control-plane tests: each runs on SQLite and on PostgreSQL (the store_url fixture's two params) unless it names one store (tests/stores.py)."""
 
 from __future__ import annotations
 

@@ -13,12 +13,12 @@ import pytest
 from seatide.testing.cluster import (Cluster, DriverWatch, assert_never_resurrected, batch_gate, driver_pids, http,
                                    open_gate, wait_for)
 from seatide.testing.jobs import assert_exactly, batch_job, streaming_job, written_ids
+from tests.stores import postgresql_only, sqlite_only
 
 pytestmark = pytest.mark.cluster
 
 # Refusals and staleness decisions are store-agnostic code paths already covered on both
 # stores by the tests above and in test_failure_stories; these run on SQLite to keep CI short.
-sqlite_only = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 
 
 def _checkpoint(cluster: Cluster, job_id: str) -> dict:
@@ -56,6 +56,7 @@ def _stop_and_check_prefix(cluster: Cluster, job_id: str, out: str) -> int:
     return max(ids) + 1
 
 
+@postgresql_only   # the stores' liveness locks on restart: tests/cluster/test_liveness.py
 def test_streaming_job_comes_back_by_itself_after_every_process_is_killed(cluster: Cluster, tmp_path):
     out = str(tmp_path / "out")
     cluster.coordinator("c1")
@@ -79,6 +80,7 @@ def test_streaming_job_comes_back_by_itself_after_every_process_is_killed(cluste
     assert_never_resurrected(cluster, "killall")
 
 
+@sqlite_only
 def test_cancel_then_resume_finishes_with_no_duplicate_and_no_gap(cluster: Cluster, tmp_path):
     out = str(tmp_path / "out")
     gate = str(tmp_path / "gate")
@@ -100,6 +102,7 @@ def test_cancel_then_resume_finishes_with_no_duplicate_and_no_gap(cluster: Clust
     assert "JOB_RESUMED" in kinds and "CHECKPOINT_RESTORED" in kinds
 
 
+@postgresql_only
 def test_resume_without_its_checkpoint_is_refused_and_fresh_fallback_starts_over(cluster: Cluster, tmp_path):
     out = str(tmp_path / "out")
     gate = str(tmp_path / "gate")
@@ -152,6 +155,7 @@ sink {""", 1)
     assert cluster.job("changed").incarnation == 1
 
 
+@postgresql_only   # on SQLite: tests/cluster/test_seatunnel_api.py
 def test_savepoint_then_resume_continues_exactly_where_it_stopped(cluster: Cluster, tmp_path):
     out = str(tmp_path / "out")
     cluster.coordinator("c1")

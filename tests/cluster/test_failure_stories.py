@@ -1,6 +1,7 @@
 """The failure stories the control plane must survive, with real processes and SIGKILL.
 
-Each test runs on SQLite and on PostgreSQL (see conftest). After each, the invariants
+Stories 1 and 2 (leaders that die around a terminal status and its cleanup) run on SQLite
+and on PostgreSQL; the others on one store each (see tests/stores.py). After each, the invariants
 are checked: never two drivers for one job at any sampled moment, no terminal job ever
 moved again, and exactly-once output where the job writes any.
 """
@@ -18,6 +19,7 @@ from seatide.store import schema as s
 from seatide.testing.cluster import (Cluster, DriverWatch, assert_never_resurrected, batch_gate, driver_pids, exited,
                                      http, wait_for)
 from seatide.testing.jobs import assert_exactly, batch_job, streaming_job, written_ids
+from tests.stores import postgresql_only, sqlite_only
 
 pytestmark = pytest.mark.cluster
 
@@ -92,6 +94,7 @@ def _committed_rows(cluster: Cluster, job_id: str) -> tuple[int, int]:
     return sum(p.rows_written for p in rows), sum(p.status == "FINISHED" for p in rows)
 
 
+@postgresql_only
 def test_bounded_job_finishes_exactly_once_across_leader_kills(cluster: Cluster, tmp_path):
     """Story 3: 5 pipelines x 1,000 rows; the leader is killed at ~25% and again mid-way."""
     for name in ("c1", "c2", "c3"):
@@ -121,6 +124,7 @@ def _last_checkpoint(cluster: Cluster, job_id: str) -> int:
     return cluster.job_info(job_id)["checkpoint"]["lastCheckpointId"] or 0
 
 
+@sqlite_only
 def test_streaming_job_keeps_checkpointing_after_leader_kill(cluster: Cluster, tmp_path):
     """Story 4: a streaming job stays RUNNING; its checkpoint id grows within 3 intervals."""
     cluster.coordinator("c1")
@@ -144,6 +148,7 @@ def test_streaming_job_keeps_checkpointing_after_leader_kill(cluster: Cluster, t
     assert len(cluster.attempts("story4")) == 1
 
 
+@sqlite_only   # a killed worker seen through each store's lock: tests/cluster/test_liveness.py
 def test_job_moves_to_another_worker_when_its_worker_dies(cluster: Cluster, tmp_path):
     """Story 5a: the worker is killed (its driver dies with it); the job resumes elsewhere."""
     cluster.coordinator("c1")
@@ -168,6 +173,7 @@ def test_job_moves_to_another_worker_when_its_worker_dies(cluster: Cluster, tmp_
     assert_never_resurrected(cluster, "story5")
 
 
+@postgresql_only
 def test_job_without_retries_fails_for_good_when_its_worker_dies(cluster: Cluster, tmp_path):
     """Story 5b: job.retry.times = 0: FAILED, and never restarted after later failovers."""
     cluster.coordinator("c1")
@@ -193,6 +199,7 @@ def test_job_without_retries_fails_for_good_when_its_worker_dies(cluster: Cluste
     assert_never_resurrected(cluster, "story5b")
 
 
+@sqlite_only
 def test_new_leader_reattaches_to_running_driver(cluster: Cluster, tmp_path):
     """Story 6: after a failover: the same driver, no second driver, no restart."""
     cluster.coordinator("c1")
@@ -217,6 +224,7 @@ def test_new_leader_reattaches_to_running_driver(cluster: Cluster, tmp_path):
     assert watch.max_seen == 1
 
 
+@postgresql_only
 def test_hung_driver_is_killed_and_replaced(cluster: Cluster, tmp_path):
     """Story 7: a driver that is alive but silent (SIGSTOP) is detected, killed and replaced."""
     cluster.timeouts["driver"] = 5.0

@@ -21,12 +21,12 @@ from seatide.store import schema as s
 from seatide.testing.cluster import Cluster, driver_pids, open_gate, wait_for
 from seatide.testing.jobs import assert_exactly, batch_job, streaming_job, written_ids
 from tests.cluster.test_metrics import scrape
+from tests.stores import sqlite_only
 
 pytestmark = pytest.mark.cluster
 
 # The decisions are store-agnostic (tests/coordinator/test_reconcile.py covers every policy);
 # the plain BATCH story runs on both stores, the others on SQLite to keep CI short.
-sqlite_only = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 COLD_START_PROOF = "job.progress-timeout = 20000"     # micro-batch jobs: see the module's doc
 
 STALL = os.path.join(os.path.dirname(__file__), "stall.py")

@@ -65,7 +65,7 @@ def test_a_job_submitted_at_the_root_runs_to_finished(cluster: Cluster, tmp_path
         assert response.status == 200 and response.read()
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)   # savepoint/resume on both stores: test_checkpoints
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)   # on PostgreSQL: test_checkpoints
 def test_stop_with_savepoint_then_submit_with_is_start_with_savepoint_resumes(cluster: Cluster, tmp_path):
     out = str(tmp_path / "out")
     cluster.coordinator("c1")

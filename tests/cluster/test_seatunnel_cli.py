@@ -15,9 +15,9 @@ import pytest
 
 from seatide.testing.cluster import Cluster, batch_gate, open_gate, wait_for
 from seatide.testing.jobs import assert_exactly, batch_job, written_ids
+from tests.stores import sqlite_only
 
 pytestmark = pytest.mark.cluster
-sqlite_only = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEATUNNEL = [sys.executable, "-m", "seatide.cli.seatunnel"]

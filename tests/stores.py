@@ -1,0 +1,17 @@
+"""Which store a cluster test runs on.
+
+The ``store_url`` fixture runs a test on SQLite and on PostgreSQL. A cluster test runs on both
+only where the store's own mechanism is its subject: the leader's lease and lock, the
+liveness locks, a crash at every failpoint, a copy outside a store transaction, a leader that
+dies around a terminal status. The others (resume, savepoints, worker loss, hung drivers)
+decide the same way on either store, so each runs on one, and they are split between the two
+so that both stores carry whole jobs end to end. The stores' own code runs on both in
+tests/store, tests/coordinator and tests/runtime/test_sink_decision.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+sqlite_only = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+postgresql_only = pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
