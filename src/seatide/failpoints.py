@@ -13,6 +13,9 @@ reaches ``hit("name")`` the action runs:
   PATH exists (or the caller's ``released()`` says to go on, e.g. a stop was requested). Tests
   use it to hold a job mid-way for as long as they need, on a fast machine or a slow one.
 
+A point hit with a ``scope`` (a pipeline's id) can also be armed as ``name@scope``: that
+scope alone meets the action, e.g. one pipeline held while the others run to their end.
+
 Unset, ``hit`` costs one dict lookup.
 """
 
@@ -41,7 +44,9 @@ _POINTS = _parse(os.environ.get("SEATIDE_FAILPOINTS", ""))
 _HITS: dict[str, int] = {}
 
 
-def hit(name: str, released: Callable[[], bool] | None = None) -> None:
+def hit(name: str, released: Callable[[], bool] | None = None, scope: object = None) -> None:
+    if scope is not None and f"{name}@{scope}" in _POINTS:
+        name = f"{name}@{scope}"
     action = _POINTS.get(name)
     if action is None:
         return

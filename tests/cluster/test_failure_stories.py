@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from seatide.store import schema as s
 from seatide.testing.cluster import (Cluster, DriverWatch, assert_never_resurrected, batch_gate, driver_pids, exited,
-                                     http, wait_for)
+                                     http, open_gate, wait_for)
 from seatide.testing.jobs import assert_exactly, batch_job, streaming_job, written_ids
 from tests.stores import postgresql_only, sqlite_only
 
@@ -96,26 +96,30 @@ def _committed_rows(cluster: Cluster, job_id: str) -> tuple[int, int]:
 
 @postgresql_only
 def test_bounded_job_finishes_exactly_once_across_leader_kills(cluster: Cluster, tmp_path):
-    """Story 3: 5 pipelines x 1,000 rows; the leader is killed at ~25% and again mid-way."""
+    """Story 3: 5 pipelines x 200 rows; the leader is killed at ~25%, and again while four
+    pipelines have finished and the fifth is held mid-way (a gate on pipeline 4 alone, after
+    its first batch), so the second kill surely falls between pipeline ends."""
     for name in ("c1", "c2", "c3"):
         cluster.coordinator(name)
-    cluster.worker("w1", slots=1)
+    gate = str(tmp_path / "gate")
+    cluster.worker("w1", slots=1, env=batch_gate(gate, passes=1, pipeline=4))
     out = str(tmp_path / "out")
     with DriverWatch("story3") as watch:
-        cluster.submit(batch_job(out, rows=1000, pipelines=5, rows_per_batch=50), "story3")
-        wait_for(lambda: _committed_rows(cluster, "story3")[0] >= 1250, 240, message="a quarter committed")
+        cluster.submit(batch_job(out, rows=200, pipelines=5, rows_per_batch=50), "story3")
+        wait_for(lambda: _committed_rows(cluster, "story3")[0] >= 250, 240, message="a quarter committed")
         epoch = cluster.leader().epoch
         cluster.leader_proc().kill()
         _new_leader(cluster, epoch)
-        wait_for(lambda: 1 <= _committed_rows(cluster, "story3")[1] < 5, 240,
-                 message="some pipelines finished, others not")
+        wait_for(lambda: _committed_rows(cluster, "story3") == (850, 4), 240,
+                 message="pipelines 0-3 finished, pipeline 4 held after its first batch")
         epoch = cluster.leader().epoch
         cluster.leader_proc().kill()
         _new_leader(cluster, epoch)
+        open_gate(gate)
         cluster.wait_status("story3", {"FINISHED", "FAILED", "CANCELED"}, timeout=300)
     assert cluster.job("story3").status == "FINISHED", cluster.job("story3").error_msg
     ids = sum((written_ids(f"{out}/p{p}") for p in range(5)), start=written_ids(out + "/none"))
-    assert_exactly(ids, range(5000))
+    assert_exactly(ids, range(1000))
     assert watch.max_seen <= 1
     assert_never_resurrected(cluster, "story3")
 

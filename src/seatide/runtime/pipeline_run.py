@@ -275,7 +275,8 @@ class PipelineRun:
             self.query = writer.outputMode("update").start()
 
     def _on_batch(self, sinks: list, batch_df, batch_id: int) -> None:
-        failpoints.hit("driver.batch_start", released=lambda: self.stop_requested is not None)
+        failpoints.hit("driver.batch_start", released=lambda: self.stop_requested is not None,
+                       scope=self.pipeline.pipeline_id)
         if self.stop_requested:
             # Availably-now batches follow each other without a pause: without this check a
             # cancelled bounded job would go on committing until its data ran out.

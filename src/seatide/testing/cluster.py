@@ -44,10 +44,12 @@ def wait_for(condition, timeout: float, interval: float = 0.2, message: str = "c
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {message} (last: {last!r})")
 
 
-def batch_gate(path: str, passes: int) -> dict:
+def batch_gate(path: str, passes: int, pipeline: int | None = None) -> dict:
     """Environment that lets a driver commit ``passes`` micro-batches, then holds it until
-    ``path`` exists or the job is stopped: a job that is surely mid-way, however fast the host."""
-    return {"SEATIDE_FAILPOINTS": f"driver.batch_start=gate:{passes}:{path}"}
+    ``path`` exists or the job is stopped: a job that is surely mid-way, however fast the host.
+    With ``pipeline``, only that pipeline is counted and held; the others run freely."""
+    point = "driver.batch_start" if pipeline is None else f"driver.batch_start@{pipeline}"
+    return {"SEATIDE_FAILPOINTS": f"{point}=gate:{passes}:{path}"}
 
 
 def open_gate(path: str) -> None:
