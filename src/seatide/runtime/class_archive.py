@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 # SEATIDE_JVM_ARCHIVE=0 turns the archive off; SEATIDE_JVM_ARCHIVE_DIR moves it.
 ENABLED_ENV = "SEATIDE_JVM_ARCHIVE"
 DIR_ENV = "SEATIDE_JVM_ARCHIVE_DIR"
-FORMAT = 1          # bump when what the archive is built from changes
+FORMAT = 2          # bump when what the archive is built from changes (2: SeaTide's Spark home)
 # Quiet: a JVM that cannot map the archive (another class path) says so on stdout, and the
 # dump warns about every class it skips (signed jars, old class files): neither is news.
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
