@@ -19,7 +19,7 @@ from sqlalchemy import select
 from seatide.store import schema as s
 from seatide.testing.cluster import Cluster, wait_for
 from seatide.testing.jobs import assert_exactly, batch_job, written_ids
-from tests.stores import postgresql_only
+from tests.stores import postgresql_only, sqlite_only
 
 pytestmark = pytest.mark.cluster
 
@@ -103,10 +103,11 @@ def _at_every_failpoint(action: str, groups: dict, cluster: Cluster, tmp_path, j
              message="every failpoint reached")
 
 
-# Kill and error at every failpoint on both stores (the store_url fixture's two params): the
-# fencing and liveness paths differ between SQLite and PostgreSQL, and a SIGKILL is where
-# they differ. A hang is judged by leases and heartbeats, read the same way from either store
-# (a paused leader on each store: tests/cluster/test_liveness.py).
+# A kill at every failpoint on both stores (the store_url fixture's two params): the fencing
+# and liveness paths differ between SQLite and PostgreSQL, and a SIGKILL is where they differ.
+# A hang is judged by leases and heartbeats, read the same way from either store (a paused
+# leader on each store: tests/cluster/test_liveness.py), and an error is retried by the
+# process that met it: each runs on one store.
 def test_a_crash_at_every_failpoint_still_finishes_the_job_once(cluster: Cluster, tmp_path):
     _at_every_failpoint("kill", KILLS, cluster, tmp_path, "crashes")
 
@@ -117,6 +118,7 @@ def test_a_hang_at_every_failpoint_is_routed_around_and_the_job_finishes_once(cl
     _at_every_failpoint("hang", HANGS, cluster, tmp_path, "hangs", env_extra=("job.progress-timeout = 30000",))
 
 
+@sqlite_only
 def test_an_error_at_every_failpoint_that_can_raise_is_retried(cluster: Cluster, tmp_path):
     markers = str(tmp_path / "fired")
     os.makedirs(markers)
