@@ -19,8 +19,10 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from seatide.runtime import class_archive  # noqa: E402
+from bench.side_by_side import draw_alternating  # noqa: E402
 
 SAMPLE = """
 import json, os, time
@@ -52,24 +54,10 @@ def sample(archive: bool) -> dict:
 
 
 def plot(result: dict, path: str) -> bool:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.6))
-    for ax, measure, label in ((axes[0], "jvm_cpu_s", "JVM CPU seconds"), (axes[1], "wall_s", "seconds to the first result")):
-        for i, side in enumerate(("with", "without")):
-            values = [s[measure] for s in result[side]]
-            ax.bar(i, statistics.median(values), 0.6, color="#2a7ab9" if side == "with" else "#b0b0b0")
-            ax.scatter([i] * len(values), values, s=12, color="black", zorder=3)
-        ax.set_xticks([0, 1], ["with the archive", "without"])
-        ax.set_ylabel(label)
-    fig.suptitle(f"session start + one query: JVM CPU {result['cpu_ratio']:.2f}x, wall {result['wall_ratio']:.2f}x")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return True
+    return draw_alternating(path, {"with the archive": result["with"], "without": result["without"]},
+                            [("jvm_cpu_s", "JVM CPU seconds"), ("wall_s", "seconds to the first result")],
+                            f"session start + one query: JVM CPU {result['cpu_ratio']:.2f}x, "
+                            f"wall {result['wall_ratio']:.2f}x")
 
 
 def main() -> int:

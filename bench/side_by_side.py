@@ -49,3 +49,23 @@ def draw_pairs(ax, labels: list[str], seatide: list[float], hand: list[float], y
     ax.set_ylabel(ylabel)
     ax.margins(y=0.2)
     ax.legend(fontsize=8)
+
+
+def draw_alternating(path: str, samples: dict[str, list[dict]], measures: list[tuple[str, str]],
+                     title: str) -> bool:
+    """One panel per measure: a bar at each side's median, its samples as dots. ``samples``
+    maps each side's label to its samples, the first side drawn in SeaTide's colour."""
+    plt = pyplot()
+    if plt is None:
+        return False
+    fig, axes = plt.subplots(1, len(measures), figsize=(4 * len(measures), 3.6))
+    for ax, (key, label) in zip(axes, measures):
+        for i, values in enumerate([s[key] for s in side] for side in samples.values()):
+            ax.bar(i, statistics.median(values), 0.6, color="#2a7ab9" if i == 0 else "#b0b0b0")
+            ax.scatter([i] * len(values), values, s=12, color="black", zorder=3)
+        ax.set_xticks(range(len(samples)), list(samples))
+        ax.set_ylabel(label)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
