@@ -18,8 +18,8 @@ def test_the_home_links_every_entry_of_pyspark_but_its_python_zips(tmp_path, mon
     assert os.path.realpath(os.path.join(home, "jars")) == os.path.join(source, "jars")
     assert not os.path.exists(os.path.join(home, "python", "lib", "pyspark.zip"))
     assert spark_home.prepared() == home                        # made once, then reused
-    os.unlink(os.path.join(home, "bin"))                       # a damaged one is made again
-    assert os.path.isdir(os.path.join(spark_home.prepared(), "bin"))
+    os.unlink(os.path.join(home, "bin"))                       # a missing link is put back
+    assert spark_home.prepared() == home and os.path.isdir(os.path.join(home, "bin"))
     assert [n for n in os.listdir(tmp_path / "seatide") if n != os.path.basename(home)] == [], \
         "a staging directory was left behind"
 

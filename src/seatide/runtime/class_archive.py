@@ -64,9 +64,15 @@ def _stamp(path: str) -> list:
 
 
 def _spark_jars() -> str:
-    from pyspark.find_spark_home import _find_spark_home
+    return os.path.realpath(_class_path_jars())
 
-    return os.path.realpath(os.path.join(_find_spark_home(), "jars"))
+
+def _class_path_jars() -> str:
+    """Spark's jars as the driver's class path names them: through the Spark home its
+    sessions run from (an archive records those paths)."""
+    from seatide.runtime import spark_home
+
+    return os.path.join(spark_home.effective(), "jars")
 
 
 def _installation() -> str:
@@ -85,7 +91,7 @@ def key() -> str:
         spark_jars = sorted((e.name, e.stat().st_size) for e in os.scandir(jars))
     except OSError:
         spark_jars = []
-    parts = {"format": FORMAT, "java": _stamp(_java()), "spark": [jars, spark_jars],
+    parts = {"format": FORMAT, "java": _stamp(_java()), "spark": [jars, spark_jars, _class_path_jars()],
              "class_path": [_stamp(jar) for jar in JDBC_JARS]}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
 

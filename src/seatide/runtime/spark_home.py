@@ -11,7 +11,7 @@ and a small checkpointed job starts 7-8 of them.
 SeaTide's Spark home is the same installation through symbolic links, without ``python/``:
 the zips Spark names do not exist, Python passes over them, and the processes import the
 installed package (the same PySpark the driver runs). It lives in SeaTide's cache directory,
-one per installation, and is made once, atomically (a directory renamed into place).
+one per installation, made once, atomically (a directory renamed into place).
 A SPARK_HOME set by the user is left alone.
 """
 
@@ -43,36 +43,41 @@ def _wanted(source: str) -> list[str]:
 
 
 def prepared() -> str:
-    """The directory to use as SPARK_HOME, made on first use."""
+    """The directory to use as SPARK_HOME, made on first use.
+
+    Its name is a key over the installation's path and entries, so an upgrade that changes
+    them gets a new directory and never touches one a running driver may be using. A link
+    that went missing is put back; nothing there is ever replaced."""
     source = pyspark_home()
-    name = "spark-home-" + hashlib.sha256(source.encode()).hexdigest()[:8]
-    home = os.path.join(cache_dir(), name)
     wanted = _wanted(source)
-    if os.path.isdir(home) and sorted(os.listdir(home)) == wanted:
-        return home
-    os.makedirs(cache_dir(), exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=name + ".", dir=cache_dir())
-    os.chmod(staging, 0o755)
+    key = hashlib.sha256("\0".join([source, *wanted]).encode()).hexdigest()[:12]
+    home = os.path.join(cache_dir(), f"spark-home-{key}")
+    if not os.path.isdir(home):
+        os.makedirs(cache_dir(), exist_ok=True)
+        staging = tempfile.mkdtemp(prefix=f"spark-home-{key}.", dir=cache_dir())
+        os.chmod(staging, 0o755)
+        for entry in wanted:
+            os.symlink(os.path.join(source, entry), os.path.join(staging, entry))
+        try:
+            os.rename(staging, home)
+        except OSError:          # another process made it first: a rename onto it fails
+            shutil.rmtree(staging, ignore_errors=True)
     for entry in wanted:
-        os.symlink(os.path.join(source, entry), os.path.join(staging, entry))
-    try:
-        os.rename(staging, home)
-    except OSError:
-        # Another process made it first (rename onto a non-empty directory fails), or an
-        # earlier installation's links are there: replace those, keep a fresh one.
-        if not (os.path.isdir(home) and sorted(os.listdir(home)) == wanted):
-            shutil.rmtree(home, ignore_errors=True)
+        link = os.path.join(home, entry)
+        if not os.path.lexists(link):
             try:
-                os.rename(staging, home)
-                return home
-            except OSError:
+                os.symlink(os.path.join(source, entry), link)
+            except FileExistsError:
                 pass
-        shutil.rmtree(staging, ignore_errors=True)
     return home
+
+
+def effective() -> str:
+    """The Spark home this process's sessions run from: SPARK_HOME when set, else ours."""
+    return os.environ.get("SPARK_HOME") or prepared()
 
 
 def use() -> None:
     """Point this process (and the JVM and Python workers it starts) at SeaTide's Spark home,
     unless SPARK_HOME is set already."""
-    if not os.environ.get("SPARK_HOME"):
-        os.environ["SPARK_HOME"] = prepared()
+    os.environ["SPARK_HOME"] = effective()
