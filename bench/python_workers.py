@@ -37,7 +37,28 @@ TICK = os.sysconf("SC_CLK_TCK")
 SPARK_PYTHON = (b"pyspark.daemon", b"python_streaming_source_runner")
 
 
-def _spark_python_cpu(seen: dict[int, float]) -> None:
+def _stat(pid: int | str) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        fields = _stat(pid)
+        if fields is None:
+            return False
+        pid = int(fields[1])
+    return False
+
+
+def _spark_python_cpu(seen: dict[int, float], run_pid: int) -> None:
+    """CPU so far of each Spark-started Python process under ``run_pid`` (a shared machine
+    runs other jobs' workers too)."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -45,11 +66,11 @@ def _spark_python_cpu(seen: dict[int, float]) -> None:
             with open(f"/proc/{entry}/cmdline", "rb") as handle:
                 if not any(marker in handle.read() for marker in SPARK_PYTHON):
                     continue
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+        except OSError:
             continue
-        seen[int(entry)] = (int(fields[11]) + int(fields[12])) / TICK
+        fields = _stat(entry)
+        if fields is not None and (int(entry) in seen or _descends_from(int(entry), run_pid)):
+            seen[int(entry)] = (int(fields[11]) + int(fields[12])) / TICK
 
 
 def sample(own_home: bool, tmp: str, index: int) -> dict:
@@ -66,7 +87,7 @@ def sample(own_home: bool, tmp: str, index: int) -> dict:
     run = subprocess.Popen([*SEATIDE, "run", conf, "--data-dir", os.path.join(tmp, f"d{index}")],
                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     while run.poll() is None:
-        _spark_python_cpu(seen)
+        _spark_python_cpu(seen, run.pid)
         time.sleep(0.05)
     wall = time.perf_counter() - started
     if run.returncode != 0 or len(written_ids(out + "/p0")) != 400:
