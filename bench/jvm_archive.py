@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 
@@ -22,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from seatide.runtime import class_archive  # noqa: E402
-from bench.side_by_side import draw_alternating  # noqa: E402
+from bench.side_by_side import alternate, draw_alternating, median_of, write_json  # noqa: E402
 
 SAMPLE = """
 import json, os, time
@@ -68,23 +67,16 @@ def main() -> int:
     if not os.path.isfile(class_archive.archive_path()):
         print("no class archive: build it first (.venv/bin/seatide jvm-archive)", file=sys.stderr)
         return 2
-    with_archive, without = [], []
-    for round_no in range(args.rounds):
-        for archive, samples in ((True, with_archive), (False, without)) if round_no % 2 == 0 else \
-                ((False, without), (True, with_archive)):
-            samples.append(sample(archive))
-            print(f"round {round_no + 1} archive={'on ' if archive else 'off'} {samples[-1]}", flush=True)
-    median = lambda side, key: statistics.median(s[key] for s in side)  # noqa: E731
+    samples = alternate(args.rounds, {"archive on": lambda: sample(True), "archive off": lambda: sample(False)})
+    with_archive, without = samples["archive on"], samples["archive off"]
     result = {"with": with_archive, "without": without, "load_avg": os.getloadavg(),
-              "cpu_ratio": median(with_archive, "jvm_cpu_s") / median(without, "jvm_cpu_s"),
-              "wall_ratio": median(with_archive, "wall_s") / median(without, "wall_s")}
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out + ".json", "w") as handle:
-        json.dump(result, handle, indent=1)
+              "cpu_ratio": median_of(with_archive, "jvm_cpu_s") / median_of(without, "jvm_cpu_s"),
+              "wall_ratio": median_of(with_archive, "wall_s") / median_of(without, "wall_s")}
+    write_json(args.out + ".json", result)
     plotted = plot(result, args.out + ".png")
-    print(f"JVM CPU median {median(with_archive, 'jvm_cpu_s'):.1f} s with vs {median(without, 'jvm_cpu_s'):.1f} s "
-          f"without ({result['cpu_ratio']:.2f}x); wall {median(with_archive, 'wall_s'):.1f} vs "
-          f"{median(without, 'wall_s'):.1f} s ({result['wall_ratio']:.2f}x)" + ("; plot written" if plotted else ""))
+    print(f"JVM CPU median {median_of(with_archive, 'jvm_cpu_s'):.1f} s with vs {median_of(without, 'jvm_cpu_s'):.1f} s "
+          f"without ({result['cpu_ratio']:.2f}x); wall {median_of(with_archive, 'wall_s'):.1f} vs "
+          f"{median_of(without, 'wall_s'):.1f} s ({result['wall_ratio']:.2f}x)" + ("; plot written" if plotted else ""))
     return 0
 
 

@@ -16,9 +16,7 @@ reading, and the run's wall time is kept. Writes ``<out>.json`` and, with matplo
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from seatide.runtime import spark_home  # noqa: E402
 from seatide.testing.jobs import batch_job, written_ids  # noqa: E402
-from bench.side_by_side import draw_alternating  # noqa: E402
+from bench.side_by_side import alternate, draw_alternating, median_of, write_json  # noqa: E402
 
 SEATIDE = [sys.executable, "-m", "seatide.cli.main"]
 TICK = os.sysconf("SC_CLK_TCK")
@@ -108,24 +106,19 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "python_workers"))
     args = parser.parse_args()
-    ours, theirs = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        for round_no in range(args.rounds):
-            order = ((True, ours), (False, theirs)) if round_no % 2 == 0 else ((False, theirs), (True, ours))
-            for own_home, samples in order:
-                samples.append(sample(own_home, tmp, len(ours) + len(theirs)))
-                print(f"round {round_no + 1} {'seatide' if own_home else 'pyspark'} home {samples[-1]}", flush=True)
-    median = lambda side, key: statistics.median(s[key] for s in side)  # noqa: E731
+        count = iter(range(10 ** 6))
+        samples = alternate(args.rounds, {"seatide home": lambda: sample(True, tmp, next(count)),
+                                          "pyspark home": lambda: sample(False, tmp, next(count))})
+    ours, theirs = samples["seatide home"], samples["pyspark home"]
     result = {"seatide_home": ours, "pyspark_home": theirs, "load_avg": os.getloadavg(),
-              "cpu_ratio": median(ours, "python_cpu_s") / median(theirs, "python_cpu_s"),
-              "wall_ratio": median(ours, "wall_s") / median(theirs, "wall_s")}
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out + ".json", "w") as handle:
-        json.dump(result, handle, indent=1)
+              "cpu_ratio": median_of(ours, "python_cpu_s") / median_of(theirs, "python_cpu_s"),
+              "wall_ratio": median_of(ours, "wall_s") / median_of(theirs, "wall_s")}
+    write_json(args.out + ".json", result)
     plotted = plot(result, args.out + ".png")
-    print(f"Spark's Python processes: {median(ours, 'python_cpu_s'):.1f} s CPU from SeaTide's Spark home vs "
-          f"{median(theirs, 'python_cpu_s'):.1f} s from PySpark's ({result['cpu_ratio']:.2f}x); seatide run "
-          f"{median(ours, 'wall_s'):.1f} vs {median(theirs, 'wall_s'):.1f} s ({result['wall_ratio']:.2f}x)"
+    print(f"Spark's Python processes: {median_of(ours, 'python_cpu_s'):.1f} s CPU from SeaTide's Spark home vs "
+          f"{median_of(theirs, 'python_cpu_s'):.1f} s from PySpark's ({result['cpu_ratio']:.2f}x); seatide run "
+          f"{median_of(ours, 'wall_s'):.1f} vs {median_of(theirs, 'wall_s'):.1f} s ({result['wall_ratio']:.2f}x)"
           + ("; plot written" if plotted else ""))
     return 0
 

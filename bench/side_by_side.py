@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+from typing import Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
@@ -69,3 +70,25 @@ def draw_alternating(path: str, samples: dict[str, list[dict]], measures: list[t
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return True
+
+
+def alternate(rounds: int, sides: dict[str, Callable[[], dict]]) -> dict[str, list[dict]]:
+    """Samples of each side, round by round, the order reversed every other round so the
+    machine's load falls on every side alike."""
+    names = list(sides)
+    samples: dict[str, list[dict]] = {name: [] for name in names}
+    for round_no in range(rounds):
+        for name in names if round_no % 2 == 0 else names[::-1]:
+            samples[name].append(sides[name]())
+            print(f"round {round_no + 1} {name}: {samples[name][-1]}", flush=True)
+    return samples
+
+
+def median_of(samples: list[dict], key: str) -> float:
+    return statistics.median(s[key] for s in samples)
+
+
+def write_json(path: str, payload: dict) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as handle:
+        json.dump(payload, handle, indent=1)
