@@ -18,6 +18,7 @@ from seatide.store.db import default_store_url, open_store
 from tests.cli.test_local_run import ROOT, SEATIDE
 from seatide.testing.cluster import wait_for
 from seatide.testing.jobs import batch_job
+from tests.stores import sqlite_only
 
 pytestmark = pytest.mark.cluster
 
@@ -61,7 +62,7 @@ def test_local_run_lets_the_driver_report_its_end_after_the_job_finished(tmp_pat
     store.dispose()
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)   # the worker's decision, not the store's
+@sqlite_only   # the worker's decision, not the store's
 def test_worker_waits_for_a_driver_that_reported_its_end(cluster):
     """A driver held just after it reported SUCCEEDED is not killed by its worker; it exits
     by itself once released, and the exit is recorded as it happened (code 0)."""

@@ -149,7 +149,7 @@ def test_every_failpoint_in_the_code_is_armed_here():
     assert len(in_code) >= 15, sorted(in_code)
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@sqlite_only
 def test_a_worker_restarted_under_its_name_ends_what_its_earlier_process_launched(cluster: Cluster, tmp_path):
     """Found by the chaos runner: a worker killed between its claim and recording the driver's
     pid, then restarted under the same node id, left the attempt LAUNCHING with no pid. Nothing

@@ -12,8 +12,9 @@ import pytest
 
 from seatide.testing.cluster import Cluster, http
 from seatide.testing.jobs import batch_job
+from tests.stores import sqlite_only
 
-pytestmark = [pytest.mark.cluster, pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)]
+pytestmark = [pytest.mark.cluster, sqlite_only]
 
 
 def test_a_finished_jobs_events_driver_log_and_the_nodes_read_from_any_coordinator(cluster: Cluster, tmp_path):

@@ -12,6 +12,7 @@ from tests.api import seatunnel_shapes as shapes
 from tests.api.seatunnel_shapes import check_shape
 from seatide.testing.cluster import Cluster, http, wait_for
 from seatide.testing.jobs import assert_exactly, written_ids
+from tests.stores import sqlite_only
 
 pytestmark = pytest.mark.cluster
 
@@ -40,7 +41,7 @@ def _get(cluster: Cluster, path: str):
     return answer
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@sqlite_only
 def test_a_job_submitted_at_the_root_runs_to_finished(cluster: Cluster, tmp_path):
     out = str(tmp_path / "out")
     cluster.coordinator("c1")
@@ -65,7 +66,7 @@ def test_a_job_submitted_at_the_root_runs_to_finished(cluster: Cluster, tmp_path
         assert response.status == 200 and response.read()
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)   # on PostgreSQL: test_checkpoints
+@sqlite_only   # on PostgreSQL: test_checkpoints
 def test_stop_with_savepoint_then_submit_with_is_start_with_savepoint_resumes(cluster: Cluster, tmp_path):
     out = str(tmp_path / "out")
     cluster.coordinator("c1")

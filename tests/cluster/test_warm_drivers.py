@@ -19,6 +19,7 @@ from seatide.testing.cluster import DriverWatch, batch_gate, open_gate, started_
 from seatide.testing.jobs import assert_exactly, batch_job, written_ids
 from seatide.worker.warm_pool import REFILL_HELD_AT_MOST_S
 from tests.cluster.warm import ready_warm_pid, warm_pids
+from tests.stores import sqlite_only
 
 pytestmark = pytest.mark.cluster
 
@@ -32,7 +33,7 @@ def _since_boot() -> float:
     return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@sqlite_only
 def test_a_job_runs_in_the_warm_driver_started_before_its_submit_and_the_pool_refills(cluster, tmp_path):
     gate = str(tmp_path / "gate")
     cluster.coordinator()
@@ -82,7 +83,7 @@ def test_a_job_runs_in_the_warm_driver_started_before_its_submit_and_the_pool_re
     assert_exactly(written_ids(str(tmp_path / "out2") + "/p0"), range(50))
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@sqlite_only
 @pytest.mark.soak     # the rule itself: tests/runtime/test_warm_session_fit.py
 def test_a_job_with_its_own_spark_master_gets_a_cold_driver(cluster, tmp_path):
     cluster.coordinator()
@@ -101,7 +102,7 @@ def test_a_job_with_its_own_spark_master_gets_a_cold_driver(cluster, tmp_path):
         assert "gets a cold driver: spark.master is 'local[1]'" in handle.read()
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@sqlite_only
 def test_a_warm_driver_killed_idle_is_replaced_and_none_outlive_their_worker(cluster):
     cluster.coordinator()
     worker = cluster.worker("w1")

@@ -17,6 +17,7 @@ import pytest
 from tests.cli.test_local_run import ROOT, SEATIDE, seatide
 from seatide.testing.cluster import Cluster, driver_pids, wait_for
 from tests.databases.jobs import MARIADB_URL, PG_URL, mariadb_connect, pg_connect
+from tests.stores import sqlite_only
 
 pytestmark = pytest.mark.cluster
 
@@ -250,7 +251,7 @@ def test_resume_after_the_binlog_was_purged_fails_loudly(tmp_path, private_maria
     _resume_fails_naming(data_dir, "mylost", used)
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@sqlite_only
 def test_a_cdc_job_cancelled_for_good_leaves_no_slot_behind(cluster: Cluster, private_postgres, postgres_to_mariadb):
     job, table, replica = postgres_to_mariadb
 

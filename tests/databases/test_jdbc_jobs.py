@@ -12,6 +12,7 @@ import pytest
 from tests.cli.test_local_run import ROOT, SEATIDE, seatide
 from seatide.testing.cluster import Cluster, DriverWatch, batch_gate, driver_pids, wait_for
 from tests.databases.jobs import TablePair, assert_each_source_row_once, pg_to_mariadb_job
+from tests.stores import postgresql_only
 
 pytestmark = pytest.mark.cluster
 
@@ -60,7 +61,7 @@ def test_killed_local_run_resumes_and_writes_every_row_once(tmp_path, tables):
     assert_each_source_row_once(tables)
 
 
-@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+@postgresql_only
 def test_worker_killed_mid_job_the_job_finishes_on_another_worker_exactly_once(cluster: Cluster, tmp_path, tables):
     gate = str(tmp_path / "gate")
     cluster.coordinator("c1")
