@@ -44,8 +44,9 @@ def enabled() -> bool:
 def archive_dir() -> str:
     if os.environ.get(DIR_ENV):
         return os.environ[DIR_ENV]
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(cache, "seatide", "jvm")
+    from seatide.runtime import spark_home
+
+    return os.path.join(spark_home.cache_dir(), "jvm")
 
 
 def _java() -> str:

@@ -27,6 +27,7 @@ _LEFT_OUT = {"python"}
 
 
 def cache_dir() -> str:
+    """SeaTide's cache directory (this home, the class archive): $XDG_CACHE_HOME/seatide."""
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(cache, "seatide")
 
