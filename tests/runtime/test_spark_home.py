@@ -34,3 +34,12 @@ def test_python_workers_import_the_installed_pyspark_not_the_zip(spark):
     where = udf(lambda: __import__("pyspark").__file__)
     path = spark.range(1).select(where().alias("p")).first().p
     assert ".zip" not in path and path.startswith(spark_home.pyspark_home()), path
+
+
+def test_an_unwritable_cache_falls_back_to_pysparks_own_home(tmp_path, monkeypatch):
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("")                     # XDG_CACHE_HOME/seatide cannot be made under a file
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    spark_home.use()
+    assert os.environ["SPARK_HOME"] == spark_home.pyspark_home()

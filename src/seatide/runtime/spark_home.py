@@ -18,9 +18,12 @@ A SPARK_HOME set by the user is left alone.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import tempfile
+
+log = logging.getLogger(__name__)
 
 # Not linked: the Python code Spark would put before the installed package.
 _LEFT_OUT = {"python"}
@@ -74,8 +77,16 @@ def prepared() -> str:
 
 
 def effective() -> str:
-    """The Spark home this process's sessions run from: SPARK_HOME when set, else ours."""
-    return os.environ.get("SPARK_HOME") or prepared()
+    """The Spark home this process's sessions run from: SPARK_HOME when set, else ours, else
+    (a cache directory that cannot be written) PySpark's own: slower workers, same results."""
+    if os.environ.get("SPARK_HOME"):
+        return os.environ["SPARK_HOME"]
+    try:
+        return prepared()
+    except OSError as exc:
+        log.warning("SeaTide's Spark home could not be made in %s (%s): Spark's Python workers "
+                    "start from PySpark's own, about 1 s of CPU slower each", cache_dir(), exc)
+        return pyspark_home()
 
 
 def use() -> None:
