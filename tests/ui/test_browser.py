@@ -44,6 +44,12 @@ def text_of(browser, css: str) -> str:
     return browser.find_element(By.CSS_SELECTOR, css).text
 
 
+def click(browser, css: str, message: str) -> None:
+    """Click the element ``css`` names, finding it again if a re-render replaced it between
+    the find and the click (the jobs list and the detail page re-render every second)."""
+    wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, css).click() or True, 10, message)
+
+
 def go(browser, hash_route: str) -> None:
     browser.execute_script("window.location.hash = arguments[0]", hash_route)
 
@@ -114,7 +120,7 @@ def test_operator_submits_watches_and_cancels_a_job_in_the_browser(cluster: Clus
     wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, row), 5, "the filter to show the job")
 
     # Detail: DAG, attempts, checkpoint chart, events, masked config, driver log.
-    browser.find_element(By.CSS_SELECTOR, row + " a").click()
+    click(browser, row + " a", "the link to the job's page")
     wait(browser, lambda d: [g.get_attribute("data-plugin") for g in d.find_elements(By.CSS_SELECTOR, "#dag g.node")]
          == ["source[0]", "transform[0]", "sink[0]", "source[1]", "transform[1]", "sink[1]"], 15, "the DAG")
     assert len(browser.find_elements(By.CSS_SELECTOR, "#dag .pipeline-box")) == 2
@@ -128,7 +134,7 @@ def test_operator_submits_watches_and_cancels_a_job_in_the_browser(cluster: Clus
     screenshot("job")
 
     # Cancel through the confirmation dialog; the page follows the job to CANCELED.
-    browser.find_element(By.ID, "btn-cancel").click()
+    click(browser, "#btn-cancel", "the cancel button")
     confirm(browser, "Cancel job ui-orders?")
     wait(browser, lambda d: "CANCELED" in text_of(d, "#job-status"), 90, "CANCELED on the page")
     assert cluster.job("ui-orders").status == "CANCELED"
@@ -139,7 +145,7 @@ def test_operator_submits_watches_and_cancels_a_job_in_the_browser(cluster: Clus
     screenshot("job-canceled")
 
     # Resume from the latest checkpoints: a new incarnation, which the page follows.
-    browser.find_element(By.ID, "btn-resume").click()
+    click(browser, "#btn-resume", "the resume button")
     confirm(browser, "Resume job ui-orders from its latest checkpoints?")
     wait(browser, lambda d: "Resumed" in text_of(d, "#action-message"), 10, "the resume accepted")
     assert cluster.job("ui-orders").incarnation == 2
