@@ -82,7 +82,8 @@ def test_a_cut_off_hosts_driver_is_not_replaced_before_it_has_fenced_itself():
     lost = attempt(state="LOST", heartbeat_at=NOW - 4, error="worker w1 lost")
     assert decide(job(), lost, [pipe()], workers=lost_host) == []
     lost.heartbeat_at = NOW - T.driver_stops_within - 0.1
-    assert decide(job(), lost, [pipe()], workers=lost_host) == [r.ScheduleRetry(NOW + 3.0, "worker w1 lost")]
+    # Its worker is gone, which is not the job's failure: no retry interval.
+    assert decide(job(), lost, [pipe()], workers=lost_host) == [r.ScheduleRetry(NOW, "worker w1 lost")]
 
 
 def test_a_dead_worker_loses_its_attempt_at_once_though_its_heartbeat_is_fresh():
@@ -95,7 +96,7 @@ def test_a_dead_worker_loses_its_attempt_at_once_though_its_heartbeat_is_fresh()
 def test_a_dead_workers_attempt_is_retried_without_waiting_for_its_driver_to_fence_itself():
     # Its driver heartbeated a moment ago, but it died with its worker (PR_SET_PDEATHSIG).
     lost = attempt(state="LOST", heartbeat_at=NOW - 0.5, error="worker w1 lost: it died")
-    assert decide(job(), lost, [pipe()], dead={"w1"}) == [r.ScheduleRetry(NOW + 3.0, "worker w1 lost: it died")]
+    assert decide(job(), lost, [pipe()], dead={"w1"}) == [r.ScheduleRetry(NOW, "worker w1 lost: it died")]
     assert decide(job(), lost, [pipe()]) == []     # by heartbeats alone it must still wait
 
 
@@ -103,6 +104,17 @@ def test_a_dead_worker_gets_no_new_attempt():
     pending = job(status="PENDING", current_attempt=None, next_attempt_at=NOW - 1)
     assert decide(pending, None, [], workers=[worker("w1"), worker("w2")], dead={"w1"}) == [r.CreateAttempt("w2")]
     assert decide(pending, None, [], workers=[worker("w1")], dead={"w1"}) == []
+
+
+def test_the_retry_interval_applies_to_the_jobs_own_failures_not_to_a_lost_worker():
+    failed = attempt(state="FAILED", ended_at=NOW - 1, error="boom")
+    assert decide(job(), failed, [pipe()]) == [r.ScheduleRetry(NOW + 3.0, "boom")]
+    # The same failure after its worker died, or stopped: the job moves on at once.
+    assert decide(job(), failed, [pipe()], dead={"w1"}) == [r.ScheduleRetry(NOW, "boom")]
+    assert decide(job(), failed, [pipe()], workers=[worker(stopped=True)]) == [r.ScheduleRetry(NOW, "boom")]
+    # It still counts: out of retries is out of retries.
+    out = decide(job(retries_used=3), failed, [pipe()], dead={"w1"})
+    assert out[-1] == r.Finish("FAILED", "failed after 3 retries: boom")
 
 
 def test_retry_after_the_old_driver_is_gone():

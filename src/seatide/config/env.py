@@ -33,7 +33,7 @@ ENV_OPTIONS: tuple[Option, ...] = (
     Option("micro-batch.max-rows", INT, 1_000_000,
            "BATCH with checkpoints: at most this many rows per micro-batch (each batch costs ~0.35 s)"),
     Option("job.retry.times", INT, 3, "new attempts after a failure before the job is FAILED"),
-    Option("job.retry.interval.seconds", INT, 3, "wait before each new attempt"),
+    Option("job.retry.interval.seconds", INT, 3, "wait before each new attempt (none when the attempt's worker is gone)"),
     Option("job.progress-timeout", INT, 600_000,
            "SeaTide: ms without a committed batch and without a completed Spark task before a running "
            "job is HUNG (its tasks deadlocked while the driver lives); 0 turns the watchdog off"),

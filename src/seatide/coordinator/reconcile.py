@@ -114,7 +114,7 @@ def reconcile_job(snap: Snapshot, timeouts: Timeouts) -> list[Action]:
     if attempt is not None and job.status not in (JobStatus.CREATED, JobStatus.PENDING):
         cause = attempt.error or f"attempt {attempt.attempt_id} ended {attempt.state}"
         if job.retries_used < job.max_retries:
-            return [ScheduleRetry(now + job.retry_interval_s, cause)]
+            return [ScheduleRetry(now + retry_delay(snap, timeouts), cause)]
         message = f"failed after {job.retries_used} retries: {cause}" if job.max_retries else cause
         return [EndPipelines(PipelineStatus.FAILED, message), Finish(JobStatus.FAILED, message)]
     if job.status == JobStatus.CREATED:
@@ -285,6 +285,20 @@ def process_gone(snap: Snapshot, timeouts: Timeouts) -> bool:
     node = snap.workers.get(attempt.worker_id)
     silent = now - (attempt.heartbeat_at or attempt.created_at) > timeouts.driver_stops_within
     return not worker_alive(node, snap, timeouts) and silent
+
+
+def retry_delay(snap: Snapshot, timeouts: Timeouts) -> float:
+    """How long the ended attempt's job waits for its next one: ``job.retry.interval.seconds``,
+    unless the attempt's worker is gone (died, stopped or silent).
+
+    The interval keeps a job that fails by itself from retrying in a tight loop. A worker's
+    death is the host's failure, not the job's: its jobs move to a live worker at once, as a
+    Spark task moves off a lost executor. They still count against ``job.retry.times``, so
+    a job that takes its workers down with it still runs out of retries."""
+    worker = snap.attempt.worker_id
+    if worker in snap.dead_workers or not worker_alive(snap.workers.get(worker), snap, timeouts):
+        return 0.0
+    return snap.job.retry_interval_s
 
 
 def choose_worker(snap: Snapshot, timeouts: Timeouts) -> str | None:
