@@ -16,12 +16,15 @@ from seatide.testing.fleet import submit_fleet_jobs
 
 
 def _run_with_checkpoints(store, ids, batches: int) -> None:
-    """Jobs RUNNING with a RUNNING pipeline and ``batches`` checkpoints (one FAILED), as a driver leaves them."""
+    """Jobs RUNNING with a RUNNING pipeline and ``batches`` checkpoints (the second FAILED), as a
+    driver leaves them, two more COMPLETED ones pruned by retention: the rows, and the pipeline
+    row's totals (the newest, ``batches``, is COMPLETED)."""
     now = time.time()
     with store.write() as conn:
         conn.execute(update(s.jobs).where(s.jobs.c.job_id.in_(ids)).values(status="RUNNING"))
-        conn.execute(update(s.pipelines).where(s.pipelines.c.job_id.in_(ids))
-                     .values(status="RUNNING", started_at=now, rows_written=batches, restores=1, pruned_completed=2))
+        conn.execute(update(s.pipelines).where(s.pipelines.c.job_id.in_(ids)).values(
+            status="RUNNING", started_at=now, rows_written=batches, restores=1, checkpoints_completed=batches - 1 + 2,
+            checkpoints_failed=1, last_checkpoint_id=batches, last_checkpoint_at=now + batches - 1))
         for job_id in ids:
             for batch in range(batches):
                 conn.execute(s.checkpoints.insert().values(

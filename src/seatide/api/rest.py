@@ -129,18 +129,21 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
             raise HTTPException(status_code=404, detail=f"no job with id {job_id}")
         return info
 
-    @app.get("/api/v1/running-jobs")
-    def get_running() -> list[dict[str, Any]]:
+    # The lists are returned as JSONResponse, plain JSON values as they are: FastAPI's own
+    # validation and encoding of a return value cost 90 ms for a thousand jobs, more than the
+    # store's reads, and the rows are ours (views.job_rows), not a client's input.
+    @app.get("/api/v1/running-jobs", response_model=list[dict[str, Any]])
+    def get_running() -> JSONResponse:
         with store.read() as conn:
-            return job_rows(conn, exclude=set(JOB_TERMINAL))
+            return JSONResponse(job_rows(conn, exclude=set(JOB_TERMINAL)))
 
-    @app.get("/api/v1/finished-jobs/{state}")
-    def get_finished(state: str) -> list[dict[str, Any]]:
+    @app.get("/api/v1/finished-jobs/{state}", response_model=list[dict[str, Any]])
+    def get_finished(state: str) -> JSONResponse:
         wanted = set(JOB_TERMINAL) if state.upper() == "ALL" else {state.upper()}
         if not wanted <= JOB_TERMINAL:
             raise HTTPException(status_code=400, detail=f"state must be one of {', '.join(sorted(JOB_TERMINAL))} or all")
         with store.read() as conn:
-            return job_rows(conn, statuses=wanted)
+            return JSONResponse(job_rows(conn, statuses=wanted))
 
     @app.get("/api/v1/jobs/{job_id}/checkpoints")
     def get_checkpoints(job_id: str, limit: int = Query(100, ge=1, le=10_000)) -> dict[str, Any]:

@@ -7,8 +7,9 @@ docs/operations.md, "Retention"):
 * **Checkpoint rows** (kind CHECKPOINT), per job incarnation and pipeline: those of the newest
   ``checkpoint.retained`` batches of the job (``DEFAULT_CHECKPOINTS_RETAINED`` for jobs submitted
   before the column existed), and always the newest COMPLETED one, the row a resume looks
-  for. Savepoints are never pruned. Pruned rows are added to the pipeline's
-  ``pruned_completed`` / ``pruned_failed``, so counts and counters never go down.
+  for. Savepoints are never pruned. Counts and counters never go down: they are the
+  pipeline row's totals (``checkpoints_completed`` / ``checkpoints_failed``), which the driver
+  keeps and pruning leaves alone.
 * **Sink manifests** (a file sink's commit decision per batch, ``runtime/commit_log.py``), per
   job incarnation, pipeline and sink: PUBLISHED ones beyond the newest ``checkpoint.retained``
   batches. A DECIDED one is never pruned: the next attempt must still publish it. All of a
@@ -44,12 +45,12 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from sqlalchemy import and_, delete, func, select, update
+from sqlalchemy import and_, delete, func, select
 
 from seatide.config.env import ENV_OPTIONS
 from seatide.store import schema as s
 from seatide.store.db import Store
-from seatide.store.states import ATTEMPT_LIVE, JobStatus
+from seatide.store.states import ATTEMPT_LIVE
 
 log = logging.getLogger(__name__)
 
@@ -200,19 +201,12 @@ def _beyond_retention(store: Store, row, limit: int) -> list[int]:
 
 
 def _remove_checkpoints(store: Store, epoch: int, row, ids: list[int]) -> int:
-    c, p = s.checkpoints, s.pipelines
+    c = s.checkpoints
     # By primary key: the rows were chosen by pipeline already, and a planner given the pipeline
     # too may walk the pipeline's whole index (seconds, on a month-old backlog in SQLite).
     where = and_(c.c.job_id == row.job_id, c.c.incarnation == row.incarnation, c.c.checkpoint_id.in_(ids))
     with store.leader_tx(epoch) as conn:
-        # Counted from what this transaction removes, so a repeated step cannot count twice.
-        statuses = [r.status for r in conn.execute(select(c.c.status).where(where))]
-        conn.execute(delete(c).where(where))
-        conn.execute(update(p).where(and_(p.c.job_id == row.job_id, p.c.incarnation == row.incarnation,
-                                          p.c.pipeline_id == row.pipeline_id)).values(
-            pruned_completed=p.c.pruned_completed + statuses.count("COMPLETED"),
-            pruned_failed=p.c.pruned_failed + statuses.count(JobStatus.FAILED)))
-    return len(statuses)
+        return conn.execute(delete(c).where(where)).rowcount
 
 
 # -- sink manifests ------------------------------------------------------------------------

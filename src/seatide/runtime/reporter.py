@@ -159,6 +159,7 @@ class AttemptReporter:
             conn.execute(update(s.checkpoints).where(and_(
                 s.checkpoints.c.job_id == self.job_id, s.checkpoints.c.checkpoint_id == savepoint_id))
                 .values(status="COMPLETED", duration_ms=int((clock.now() - started) * 1000)))
+
             record_event(conn, "SAVEPOINT_COMPLETED", self.actor, self.job_id, self.incarnation,
                          savepoint=savepoint_id, pipelines=pipelines)
         return savepoint_id
@@ -239,15 +240,16 @@ class AttemptReporter:
                 return seen
             newest = conn.execute(select(func.max(s.checkpoints.c.checkpoint_id)).where(
                 s.checkpoints.c.job_id == self.job_id)).scalar() or 0
-            checkpoint_id = newest + 1
+            checkpoint_id, now = newest + 1, clock.now()
             conn.execute(insert(s.checkpoints).values(
                 job_id=self.job_id, incarnation=self.incarnation, checkpoint_id=checkpoint_id,
                 pipeline_id=pipeline_id, batch_id=batch_id, kind=kind, status="COMPLETED",
-                created_at=clock.now(), duration_ms=duration_ms, rows=rows,
+                created_at=now, duration_ms=duration_ms, rows=rows,
                 source_offsets=json.dumps(offsets) if offsets is not None else None,
                 fingerprint=fingerprint, attempt_id=self.attempt_id))
             conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(
-                rows_written=s.pipelines.c.rows_written + rows, last_batch_id=batch_id, idle=False))
+                rows_written=s.pipelines.c.rows_written + rows, last_batch_id=batch_id, idle=False,
+                **_completed(checkpoint_id, now)))
             conn.execute(update(s.jobs).where(s.jobs.c.job_id == self.job_id).values(stale_since=None))
             self._clear_hung(conn)
         self.first_commit.set()
@@ -263,5 +265,14 @@ class AttemptReporter:
                 pipeline_id=pipeline_id, batch_id=batch_id, kind="CHECKPOINT", status="FAILED",
                 created_at=clock.now(), duration_ms=int(seconds * 1000), rows=0, source_offsets=None,
                 fingerprint=fingerprint, attempt_id=self.attempt_id))
+            conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(
+                checkpoints_failed=s.pipelines.c.checkpoints_failed + 1))
             record_event(conn, "CHECKPOINT_TIMED_OUT", self.actor, self.job_id, self.incarnation,
                          pipeline=pipeline_id, batch=batch_id, seconds=round(seconds, 1))
+
+
+def _completed(checkpoint_id: int, created_at: float) -> dict:
+    """The pipeline row's totals after one more COMPLETED checkpoint (store/schema.py)."""
+    p = s.pipelines.c
+    return dict(checkpoints_completed=p.checkpoints_completed + 1, last_checkpoint_id=checkpoint_id,
+                last_checkpoint_at=created_at)

@@ -7,7 +7,7 @@ kept only in a process's memory. Times are Unix seconds (floats).
 
 from __future__ import annotations
 
-from sqlalchemy import (BigInteger, Boolean, Column, Float, Integer, MetaData, String, Table, Text, false,
+from sqlalchemy import (BigInteger, and_, Boolean, Column, Float, Integer, MetaData, String, Table, Text, false,
                         UniqueConstraint, Index)
 
 metadata = MetaData()
@@ -100,9 +100,18 @@ pipelines = Table(
     Column("read_batch_id", BigInteger),                  # newest batch counted in rows_read
     Column("idle", Boolean, nullable=False, default=False),
     Column("restores", Integer, nullable=False, default=0),   # starts from an existing checkpoint
-    # Checkpoint rows removed by retention: the completed / failed counts include them.
+    # Checkpoint rows removed by retention until revision 0008, which folded them into the
+    # totals below; no longer written.
     Column("pruned_completed", BigInteger, nullable=False, default=0, server_default="0"),
     Column("pruned_failed", BigInteger, nullable=False, default=0, server_default="0"),
+    # Every checkpoint this pipeline recorded, pruned rows included, and its newest COMPLETED
+    # one: kept by the driver's commit transaction, so lists and the leader's tick read one
+    # row per pipeline instead of counting and seeking checkpoint rows (revision 0008). A
+    # savepoint (its row says pipeline 0: it covers them all) is the job's, not counted here.
+    Column("checkpoints_completed", BigInteger, nullable=False, default=0, server_default="0"),
+    Column("checkpoints_failed", BigInteger, nullable=False, default=0, server_default="0"),
+    Column("last_checkpoint_id", BigInteger),
+    Column("last_checkpoint_at", Float),
     Column("error", Text),
 )
 
@@ -159,8 +168,12 @@ checkpoints = Table(
 jobs_status_index = Index("ix_jobs_status", jobs.c.status)
 Index("ix_checkpoints_pipeline", checkpoints.c.job_id, checkpoints.c.incarnation,
       checkpoints.c.pipeline_id, checkpoints.c.batch_id)
-# The newest COMPLETED checkpoint of a job (tick: its time; API: its row) is one seek per job,
-# and counts by status an index-only walk (Alembic revision 0005).
+# A job's newest COMPLETED checkpoint is one seek (Alembic revision 0005): what a resume and
+# retention ask. The tick and the lists read the pipeline rows' totals instead (revision 0008).
+# A job's savepoints (a handful, never pruned): the lists add them to the pipelines' totals
+# without walking the job's checkpoint rows (revision 0008). Partial: checkpoints pay nothing.
+Index("ix_checkpoints_savepoints", checkpoints.c.job_id, checkpoints.c.incarnation, checkpoints.c.checkpoint_id,
+      postgresql_where=checkpoints.c.kind == "SAVEPOINT", sqlite_where=checkpoints.c.kind == "SAVEPOINT")
 Index("ix_checkpoints_status", checkpoints.c.job_id, checkpoints.c.incarnation, checkpoints.c.status,
       checkpoints.c.checkpoint_id)
 Index("ix_checkpoints_completed_at", checkpoints.c.job_id, checkpoints.c.incarnation, checkpoints.c.status,
@@ -215,3 +228,8 @@ events = Table(
 )
 Index("ix_events_job", events.c.job_id, events.c.seq)
 Index("ix_events_at", events.c.at)      # retention prunes by age
+
+
+def of_current_incarnation(table):
+    """Join condition to ``jobs``: rows of ``table`` that belong to the job's current incarnation."""
+    return and_(table.c.job_id == jobs.c.job_id, table.c.incarnation == jobs.c.incarnation)

@@ -20,12 +20,16 @@ from seatide.store import schema as s
 @dataclass
 class PipelineStats:
     row: Any                                  # the pipelines row of the job's current incarnation
-    completed: int = 0                        # checkpoints by status (rows, plus those retention pruned)
-    failed: int = 0
     latest: Any | None = None                 # the newest COMPLETED checkpoint (created_at, duration_ms)
 
-    def __post_init__(self):
-        self.completed, self.failed = self.row.pruned_completed, self.row.pruned_failed
+    @property
+    def completed(self) -> int:
+        """Checkpoints recorded COMPLETED, rows retention pruned included (the row's total)."""
+        return self.row.checkpoints_completed
+
+    @property
+    def failed(self) -> int:
+        return self.row.checkpoints_failed
 
 
 @dataclass
@@ -48,45 +52,33 @@ class StoreStats:
     leader_changes: int
 
 
-def _current(table):
-    """Join condition: rows of a job's current incarnation only."""
-    return and_(table.c.job_id == s.jobs.c.job_id, table.c.incarnation == s.jobs.c.incarnation)
-
 
 JOB_COLUMNS = (s.jobs.c.job_id, s.jobs.c.incarnation, s.jobs.c.name, s.jobs.c.status, s.jobs.c.retries_used,
                s.jobs.c.stale_since, s.jobs.c.stale_after_s, s.jobs.c.hung_since, s.jobs.c.updated_at)
 
 
 def store_stats(conn: Connection) -> StoreStats:
-    """Seven queries, whatever the number of jobs."""
+    """Six queries, whatever the number of jobs."""
     jobs = {row.job_id: JobStats(row) for row in conn.execute(select(*JOB_COLUMNS).order_by(s.jobs.c.created_at))}
     pipelines: dict[tuple[str, int], PipelineStats] = {}
-    for row in conn.execute(select(s.pipelines).join(s.jobs, _current(s.pipelines))
+    for row in conn.execute(select(s.pipelines).join(s.jobs, s.of_current_incarnation(s.pipelines))
                             .order_by(s.pipelines.c.job_id, s.pipelines.c.pipeline_id)):
         if row.job_id in jobs:        # a job submitted between the two reads shows up next scrape
             pipelines[(row.job_id, row.pipeline_id)] = stats = PipelineStats(row)
             jobs[row.job_id].pipelines.append(stats)
 
-    c = s.checkpoints
-    for job_id, pipeline_id, status, count in conn.execute(
-            select(c.c.job_id, c.c.pipeline_id, c.c.status, func.count()).join(s.jobs, _current(c))
-            .group_by(c.c.job_id, c.c.pipeline_id, c.c.status)):
-        stats = pipelines.get((job_id, pipeline_id))
-        if stats is not None and status in ("COMPLETED", "FAILED"):
-            setattr(stats, status.lower(), getattr(stats, status.lower()) + count)
-
-    newest = (select(c.c.job_id, c.c.incarnation, func.max(c.c.checkpoint_id).label("checkpoint_id"))
-              .join(s.jobs, _current(c)).where(c.c.status == "COMPLETED")
-              .group_by(c.c.job_id, c.c.incarnation, c.c.pipeline_id).subquery())
-    for row in conn.execute(select(c.c.job_id, c.c.pipeline_id, c.c.created_at, c.c.duration_ms).join(
-            newest, and_(c.c.job_id == newest.c.job_id, c.c.incarnation == newest.c.incarnation,
-                         c.c.checkpoint_id == newest.c.checkpoint_id))):
+    c, p = s.checkpoints, s.pipelines
+    # Each pipeline's newest COMPLETED checkpoint by its primary key (the row's last_checkpoint_id).
+    for row in conn.execute(select(c.c.job_id, c.c.pipeline_id, c.c.created_at, c.c.duration_ms)
+                            .join(p, and_(p.c.job_id == c.c.job_id, p.c.incarnation == c.c.incarnation,
+                                          p.c.last_checkpoint_id == c.c.checkpoint_id))
+                            .join(s.jobs, s.of_current_incarnation(c))):
         stats = pipelines.get((row.job_id, row.pipeline_id))
         if stats is not None:
             stats.latest = row
 
     a = s.attempts
-    for job_id, count in conn.execute(select(a.c.job_id, func.count()).join(s.jobs, _current(a))
+    for job_id, count in conn.execute(select(a.c.job_id, func.count()).join(s.jobs, s.of_current_incarnation(a))
                                       .group_by(a.c.job_id)):
         if job_id in jobs:
             jobs[job_id].attempts = count

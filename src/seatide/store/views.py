@@ -38,9 +38,11 @@ def checkpoint_stats(conn: Connection, job) -> dict:
 
 
 def checkpoint_stats_of(conn: Connection, jobs: list, where=None) -> dict[tuple[str, int], dict]:
-    """``checkpoint_stats`` of many jobs' current incarnations in four queries, whatever their
-    number (the running-jobs list must not read per job). Each query walks an index by job:
-    the counts ``ix_checkpoints_status``, the newest COMPLETED id one seek per job.
+    """``checkpoint_stats`` of many jobs' current incarnations in three queries, whatever their
+    number (the running-jobs list must not read per job): the pipelines' totals
+    (``checkpoints_completed``...: store/schema.py), each job's newest checkpoint by its primary
+    key, and the job's savepoints (a partial index of a handful of rows). Nothing counts
+    checkpoint rows or walks a job's checkpoints.
 
     where: the condition on ``jobs`` that selected them, when there is one: each query joins
     the jobs by it rather than bind a thousand ids (rendering and parsing those lists cost
@@ -51,35 +53,31 @@ def checkpoint_stats_of(conn: Connection, jobs: list, where=None) -> dict[tuple[
     wanted = {(job.job_id, job.incarnation) for job in jobs}
     if where is None:
         where = j.c.job_id.in_(sorted({job.job_id for job in jobs}))
-    counts: dict[tuple[str, int], dict[str, int]] = {}
-    for job_id, incarnation, status, n in conn.execute(
-            select(c.c.job_id, c.c.incarnation, c.c.status, func.count())
-            .join(j, and_(j.c.job_id == c.c.job_id, j.c.incarnation == c.c.incarnation)).where(where)
-            .group_by(c.c.job_id, c.c.incarnation, c.c.status)).all():
-        counts.setdefault((job_id, incarnation), {})[status] = n
-    sums = {(r.job_id, r.incarnation): r for r in conn.execute(
-        select(p.c.job_id, p.c.incarnation, func.sum(p.c.restores).label("restored"),
-               func.sum(p.c.pruned_completed).label("pruned_completed"),
-               func.sum(p.c.pruned_failed).label("pruned_failed"))
-        .join(j, and_(j.c.job_id == p.c.job_id, j.c.incarnation == p.c.incarnation)).where(where)
-        .group_by(p.c.job_id, p.c.incarnation)).all()}
-    newer = c.alias("newest")
-    newest_id = (select(func.max(newer.c.checkpoint_id)).where(and_(
-        newer.c.job_id == j.c.job_id, newer.c.incarnation == j.c.incarnation, newer.c.status == "COMPLETED"))
-        .scalar_subquery())
-    latest = {(r.job_id, r.incarnation): r for r in conn.execute(
-        select(c).join(j, and_(j.c.job_id == c.c.job_id, j.c.incarnation == c.c.incarnation))
-        .where(where, c.c.checkpoint_id == newest_id)).all()
-        if (r.job_id, r.incarnation) in wanted}
+    totals = select(p.c.job_id, p.c.incarnation, func.sum(p.c.restores).label("restored"),
+                    func.sum(p.c.checkpoints_completed).label("completed"),
+                    func.sum(p.c.checkpoints_failed).label("failed"),
+                    func.max(p.c.last_checkpoint_id).label("latest_id")) \
+        .join(j, and_(j.c.job_id == p.c.job_id, j.c.incarnation == p.c.incarnation)).where(where) \
+        .group_by(p.c.job_id, p.c.incarnation)
+    found = {(r.job_id, r.incarnation): r for r in conn.execute(totals).all()}
+    newest = totals.subquery()
+    latest = {(r.job_id, r.incarnation): r for r in conn.execute(select(c).join(newest, and_(
+        c.c.job_id == newest.c.job_id, c.c.incarnation == newest.c.incarnation,
+        c.c.checkpoint_id == newest.c.latest_id))).all()}
+    savepoints: dict[tuple[str, int], list] = {}
+    for r in conn.execute(select(c).join(j, s.of_current_incarnation(c)).where(
+            where, c.c.kind == "SAVEPOINT", c.c.status == "COMPLETED")).all():
+        savepoints.setdefault((r.job_id, r.incarnation), []).append(r)
     stats = {}
     for key in wanted:
-        status_counts, sum_row = counts.get(key, {}), sums.get(key)
-        # Rows pruned by retention still count (coordinator/retention.py).
-        stats[key] = {
-            "completed": status_counts.get("COMPLETED", 0) + ((sum_row.pruned_completed if sum_row else 0) or 0),
-            "failed": status_counts.get(JobStatus.FAILED, 0) + ((sum_row.pruned_failed if sum_row else 0) or 0),
-            "restored": (sum_row.restored if sum_row else 0) or 0, "latest": latest.get(key)}
+        row, saved = found.get(key), savepoints.get(key, [])
+        newest_of = [r for r in (latest.get(key), *saved) if r is not None]
+        stats[key] = {"completed": int(row.completed or 0 if row else 0) + len(saved),
+                      "failed": int(row.failed or 0) if row else 0,
+                      "restored": int(row.restored or 0) if row else 0,
+                      "latest": max(newest_of, key=lambda r: r.checkpoint_id, default=None)}
     return stats
+
 
 
 def checkpoint_health(job, pipelines, latest, now: float) -> str | None:
@@ -138,17 +136,13 @@ def checkpoint_report(conn: Connection, job_id: str, limit: int = 100) -> dict |
                            .order_by(s.checkpoints.c.checkpoint_id.desc()).limit(limit)).all()
     per_pipeline = []
     for p in view.pipelines:
-        rows = conn.execute(select(s.checkpoints).where(and_(_checkpoint_key(job),
-                            s.checkpoints.c.pipeline_id == p.pipeline_id, s.checkpoints.c.status == "COMPLETED"))
-                            .order_by(s.checkpoints.c.checkpoint_id.desc()).limit(1)).first()
-        counts = dict(conn.execute(select(s.checkpoints.c.status, func.count()).where(and_(
-            _checkpoint_key(job), s.checkpoints.c.pipeline_id == p.pipeline_id)).group_by(s.checkpoints.c.status)).all())
+        latest = None if p.last_checkpoint_id is None else conn.execute(select(s.checkpoints).where(and_(
+            _checkpoint_key(job), s.checkpoints.c.checkpoint_id == p.last_checkpoint_id))).first()
         per_pipeline.append({
             "pipelineId": p.pipeline_id, "status": p.status, "idle": bool(p.idle),
-            "completed": counts.get("COMPLETED", 0) + p.pruned_completed,
-            "failed": counts.get(JobStatus.FAILED, 0) + p.pruned_failed,
-            "latest": _checkpoint_row(rows) if rows is not None else None,
-            "secondsSinceLastCheckpoint": round(now - rows.created_at, 1) if rows is not None else None})
+            "completed": p.checkpoints_completed, "failed": p.checkpoints_failed,
+            "latest": _checkpoint_row(latest) if latest is not None else None,
+            "secondsSinceLastCheckpoint": round(now - latest.created_at, 1) if latest is not None else None})
     summary = checkpoint_summary(conn, job, view.pipelines, now)
     return {"jobId": job_id, "jobStatus": job.status, **summary, "pipelines": per_pipeline,
             "history": [_checkpoint_row(c) for c in history]}
