@@ -138,6 +138,28 @@ def test_a_heartbeat_stuck_in_the_store_still_fences_the_driver_on_time(store_ur
         store.dispose()
 
 
+def test_a_heartbeat_that_meets_its_own_attempts_end_stops_without_fencing(store_url, tmp_path):
+    """Found in CI: a beat in flight while the driver recorded its attempt SUCCEEDED was
+    refused (the attempt is no longer live) and fenced the driver, whose real process would
+    then have exited 75 after a successful end."""
+    store = open_store(store_url)
+    reporter = _running_attempt(store, str(tmp_path))
+    fenced = threading.Event()
+    heartbeat = Heartbeat(reporter, interval=3600, self_fence_after=7200, on_fenced=fenced.set)
+    try:
+        reporter.end_attempt(succeeded=True)
+        reporter.ended = False        # the beat read `ended` before the end's write landed
+        heartbeat.beat()
+        assert not fenced.is_set() and not heartbeat.fenced
+        # Another attempt's fence is still a fence.
+        other = AttemptReporter(store, reporter.job_id, reporter.incarnation, reporter.attempt_id)
+        replaced = Heartbeat(other, interval=3600, self_fence_after=7200, on_fenced=fenced.set)
+        replaced.beat()
+        assert fenced.is_set() and replaced.fenced
+    finally:
+        store.dispose()
+
+
 def test_every_timeout_is_documented_with_its_flag_and_default():
     with open(os.path.join(ROOT, "docs", "operations.md"), encoding="utf-8") as handle:
         doc = handle.read()

@@ -66,6 +66,12 @@ class Heartbeat:
             self.desired = self.reporter.heartbeat() or "RUN"
             self._last_ok = began
         except AttemptFenced:
+            if self.reporter.ending:
+                # Our own end landed while this beat was in flight (the attempt is SUCCEEDED
+                # or FAILED by our word): nothing to fence. Had another attempt replaced us,
+                # the end's own write is refused and the driver exits fenced from there.
+                self._stop.set()
+                return
             self._fence()
         except Exception as exc:  # store unreachable: keep trying until the self-fence deadline
             log.warning("heartbeat failed: %s", exc)

@@ -31,6 +31,7 @@ class AttemptReporter:
         self.attempt_id = attempt_id
         self.actor = f"driver:{attempt_id}"
         self.ended = False     # set once this driver has recorded how its attempt ended
+        self.ending = False    # set as it starts recording it (heartbeat.py: not a fence)
         self.first_commit = threading.Event()     # set once a batch is committed (a warm driver says so)
 
     def _tx(self):
@@ -83,6 +84,7 @@ class AttemptReporter:
         new = AttemptState.SUCCEEDED if succeeded else AttemptState.FAILED
         error = mask_message(error, self.secrets)
         failpoints.hit("driver.before_end_attempt")
+        self.ending = True
         with self.store.attempt_tx(self.job_id, self.attempt_id, job_may_be_terminal=True) as conn:
             check_attempt(self._attempt_state(conn), new)
             conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == self.attempt_id)
