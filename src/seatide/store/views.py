@@ -269,7 +269,7 @@ def job_rows(conn: Connection, statuses: set[str] | None = None, exclude: set[st
     jobs = conn.execute(select(*LIST_JOB_COLUMNS).where(where).order_by(j.created_at)).all()
     if not jobs:
         return []
-    totals = _row_totals(conn, where)
+    totals = row_totals(conn, where)
     live = [job for job in jobs if job.status not in JOB_TERMINAL]
     pipelines: dict[tuple[str, int], list] = {}
     stats: dict[tuple[str, int], dict] = {}
@@ -292,7 +292,7 @@ def job_rows(conn: Connection, statuses: set[str] | None = None, exclude: set[st
     return rows
 
 
-def _row_totals(conn: Connection, where) -> dict[tuple[str, int], tuple[int, int]]:
+def row_totals(conn: Connection, where) -> dict[tuple[str, int], tuple[int, int]]:
     """(job id, incarnation) -> rows read and written over its pipelines, of the jobs ``where``
     selects, in one query."""
     p = s.pipelines.c
