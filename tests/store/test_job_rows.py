@@ -99,5 +99,11 @@ def test_seatunnels_running_jobs_list_takes_the_same_queries_for_one_job_or_twen
             info = one_by_one[row["jobId"]]
             assert (row["jobDag"], row["envOptions"], row["metrics"]) == (
                 info["jobDag"], info["envOptions"], info["metrics"])
+        assert rows[0]["jobDag"]["vertexInfoMap"] and rows[0]["envOptions"]
+        # Jobs recorded before their outline was stored (revision 0009) show the same, parsed.
+        with store.write() as conn:
+            conn.execute(update(s.jobs).values(outline=None))
+        with store.read() as conn:
+            assert seatunnel_views.running_jobs(conn) == rows
     finally:
         store.dispose()

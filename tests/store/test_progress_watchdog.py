@@ -15,8 +15,8 @@ from seatide.store.views import job_info
 from tests.store.test_store import _attempt, store, submit  # noqa: F401  (store is a fixture)
 
 WATCHDOG_COLUMNS = {"jobs": ["progress_timeout_s", "on_hung", "hung_since"], "attempts": ["progress_at", "tasks_done"]}
-# Added by later revisions (0006 liveness locks, 0008 checkpoint totals): gone too in a store at 0003.
-LATER_COLUMNS = {"leader_lease": ["liveness"], "nodes": ["liveness"],
+# Added by later revisions (0006 liveness locks, 0008 checkpoint totals, 0009 job outline): gone too in a store at 0003.
+LATER_COLUMNS = {"leader_lease": ["liveness"], "nodes": ["liveness"], "jobs": ["outline"],
                  "pipelines": ["checkpoints_completed", "checkpoints_failed", "last_checkpoint_id", "last_checkpoint_at"]}
 LATER_INDEXES = ["ix_checkpoints_status", "ix_checkpoints_completed_at",      # 0005 scale indexes
                  "ix_checkpoints_savepoints"]                               # 0008 checkpoint totals
@@ -81,7 +81,7 @@ def test_a_replaced_attempt_cannot_report_progress(store, tmp_path):
 def test_a_store_before_the_watchdog_gains_its_columns_and_keeps_its_jobs(store, store_url, tmp_path):
     submit(store, tmp_path)
     with store.write() as conn:    # back to what revision 0003 made
-        for table, columns in {**WATCHDOG_COLUMNS, **LATER_COLUMNS}.items():
+        for table, columns in [*WATCHDOG_COLUMNS.items(), *LATER_COLUMNS.items()]:
             for column in columns:
                 conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
         for index in LATER_INDEXES:

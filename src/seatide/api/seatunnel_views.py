@@ -11,22 +11,18 @@ from __future__ import annotations
 
 import json
 import time
-from functools import lru_cache
 from importlib import metadata
 
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
-from seatide.config.loader import ConfigError, load_job_outline
-from seatide.plan.dag import outline_pipelines
-from seatide.plugin.options import flatten
+from seatide.plan.outline import stored_outline
 from seatide.store import schema as s
 from seatide.store.jobs import job_view
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, JobStatus
 from seatide.store.views import iso, row_totals
 from seatide.store.views import overview as seatide_overview
 
-_KIND_TITLE = {"source": "Source", "transform": "Transform", "sink": "Sink"}
 LONG_MAX = 2**63 - 1
 
 
@@ -136,50 +132,10 @@ def _running_job_metrics(job, pipelines) -> dict:
 
 
 def _env_and_dag(job) -> tuple[dict, dict]:
-    """The env options (dotted keys) and the DAG, read from the job's stored config."""
-    env, dag = _outline(job.config, job.variables or "{}")
+    """The env options (dotted keys) and the DAG, from the job's stored outline (plan/outline.py)."""
+    env, dag = stored_outline(job.config, job.variables, job.outline)
     return env, {"jobId": job.job_id, **dag}
-
-
-@lru_cache(maxsize=4096)
-def _outline(config: str, variables: str) -> tuple[dict, dict]:
-    """The env options and the DAG but its job id, by the config text and variables: parsing
-    HOCON costs 35-50 ms a job, and a job's config never changes (a resume with another one
-    is another text). Callers must not change what they get: it is shared."""
-    try:
-        env_block, specs = load_job_outline(config, json.loads(variables), source_name="a stored job")
-    except (ConfigError, ValueError):      # validated at submit; unreadable now only if SeaTide changed
-        env_block, specs = {}, []
-    env = {key: value for key, value in flatten(env_block).items() if not isinstance(value, dict)}
-    return env, _dag(env, specs)
 
 
 def _jars(env: dict) -> list[str]:
     return [j.strip() for j in str(env.get("jars") or "").replace(";", ",").split(",") if j.strip()]
-
-
-def _dag(env: dict, specs) -> dict:
-    """Plugins as vertices (numbered in file order) and each pipeline's edges."""
-    vertex = {spec.plugin_id: number for number, spec in enumerate(specs, start=1)}
-    try:
-        pipelines = outline_pipelines(specs)
-    except ConfigError:
-        pipelines = []
-    return {
-        # A list on the page (an object at the top level): the env options one entry each.
-        "envOptions": [{key: value} for key, value in env.items()],
-        "vertexInfoMap": [{"vertexId": vertex[spec.plugin_id], "type": spec.kind,
-                           "vertexName": f"{_KIND_TITLE[spec.kind]}[{spec.index}]-{spec.name}",
-                           "tablePaths": _table_paths(spec)} for spec in specs],
-        "pipelineEdges": {str(p.pipeline_id): [{"inputVertexId": vertex[up], "targetVertexId": vertex[target]}
-                                               for target, ups in p.inputs.items() for up in ups]
-                          for p in pipelines},
-    }
-
-
-def _table_paths(spec) -> list[str]:
-    written = [spec.block.get(key) for key in ("table_path", "table", "path")]
-    named = [str(t) for t in written if isinstance(t, str) and t]
-    if named:
-        return named
-    return list(spec.inputs) if spec.kind == "sink" else [spec.output] if spec.output else []

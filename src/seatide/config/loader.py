@@ -94,6 +94,7 @@ class JobConfig:
     sinks: list[PluginSpec]
     # Unknown keys ignored by a lenient load, in file order; the CLI prints them.
     warnings: list[ConfigWarning] = field(default_factory=list)
+    env_block: dict = field(default_factory=dict, repr=False)    # the env block as written
 
     @property
     def plugins(self) -> list[PluginSpec]:
@@ -146,7 +147,7 @@ def load_job_text(text: str, variables: dict[str, str] | None = None,
     if not specs["sink"]:
         raise ConfigError(source_name, "the job has no sink: add a sink { ... } block")
     job = JobConfig(source_name, text, env, specs["source"], specs["transform"], specs["sink"],
-                    warnings=reading.warnings)
+                    warnings=reading.warnings, env_block=env_block)
     check_links(job)
     return job
 

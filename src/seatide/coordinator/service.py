@@ -34,8 +34,8 @@ log = logging.getLogger(__name__)
 # A job whose reconcile step raised is retried after this, doubling per failure.
 RECONCILE_BACKOFF_S = 0.5
 RECONCILE_BACKOFF_MAX_S = 60.0
-# What a decision reads of a job: everything but its config text and variables.
-SNAPSHOT_JOB_COLUMNS = [c for c in s.jobs.c if c.name not in ("config", "variables")]
+# What a decision reads of a job: everything but its config text, variables and outline.
+SNAPSHOT_JOB_COLUMNS = [c for c in s.jobs.c if c.name not in ("config", "variables", "outline")]
 
 
 def register_node(store: Store, node_id: str, role: str, url: str | None = None, slots: int = 0,

@@ -81,12 +81,15 @@ def submit_job(store: Store, *, text: str, variables: dict[str, str], config, pl
     id starts from nothing: its pipelines get checkpoint directories of their own, since
     a stopped run's are kept (for a resume) and would otherwise be restored silently.
     """
+    from seatide.plan.outline import outline_json   # the caller has the config's modules loaded
+
     job_id = check_job_id(job_id) if job_id is not None else new_job_id()
     env = config.env
     now = clock.now()
     delay = cleanup_delay_s if env.state_cleanup_delay_s is None else env.state_cleanup_delay_s
     values = dict(
-        name=name or env.name, config=text, variables=json.dumps(variables), mode=env.mode,
+        name=name or env.name, config=text, variables=json.dumps(variables), outline=outline_json(config),
+        mode=env.mode,
         desired=Desired.RUN, status=JobStatus.CREATED, retries_used=0, max_retries=env.retry_times,
         retry_interval_s=float(env.retry_interval_s), next_attempt_at=None, current_attempt=None,
         pinned_worker=pinned_worker, restored_from=None, restore=None, error_msg=None,

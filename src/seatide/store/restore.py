@@ -224,6 +224,8 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
             restored.append(p.pipeline_id)
         else:
             restored.append(p.pipeline_id)
+    from seatide.plan.outline import outline_json   # the caller has the config's modules loaded
+
     env = plan.job.env
     now = clock.now()
     incarnation = job.incarnation + 1
@@ -233,7 +235,8 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
         if current != job.incarnation:
             raise JobRefused(f"job {job.job_id} changed while resuming; try again")
         conn.execute(update(s.jobs).where(s.jobs.c.job_id == job.job_id).values(
-            incarnation=incarnation, config=text, variables=json.dumps(variables), mode=env.mode, desired="RUN",
+            incarnation=incarnation, config=text, variables=json.dumps(variables), outline=outline_json(plan.job),
+            mode=env.mode, desired="RUN",
             status=JobStatus.CREATED, retries_used=0, max_retries=env.retry_times,
             retry_interval_s=float(env.retry_interval_s), next_attempt_at=None, current_attempt=None,
             pinned_worker=pinned_worker, restored_from=source,

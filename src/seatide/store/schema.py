@@ -79,6 +79,7 @@ jobs = Table(
     Column("progress_timeout_s", Float),                  # no batch and no task progress this long: HUNG (None: off)
     Column("on_hung", String(8), nullable=False, default="restart", server_default="restart"),  # warn | restart | fail
     Column("hung_since", Float),                          # set while flagged HUNG
+    Column("outline", Text),                              # env options and DAG as JSON (plan/outline.py); None before 0009
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Column("finished_at", Float),

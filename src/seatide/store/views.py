@@ -252,8 +252,8 @@ def _detail(text: str):
         return text     # written by hand or by an older version: shown as it is
 
 
-# What a list row reads of a job: everything but its config text and variables.
-LIST_JOB_COLUMNS = [c for c in s.jobs.c if c.name not in ("config", "variables")]
+# What a list row reads of a job: everything but its config text, variables and outline.
+LIST_JOB_COLUMNS = [c for c in s.jobs.c if c.name not in ("config", "variables", "outline")]
 
 
 def job_rows(conn: Connection, statuses: set[str] | None = None, exclude: set[str] | None = None) -> list[dict]:
