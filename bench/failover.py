@@ -180,7 +180,8 @@ def main() -> None:
     parser.add_argument("--leader-kills", type=int, default=5)
     parser.add_argument("--worker-kills", type=int, default=3)
     parser.add_argument("--worker-stores", default="postgresql", help="stores for the worker runs ('' to skip)")
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "failover"))
+    parser.add_argument("--out", help="path without .json/.png (default: results/failover, or results/"
+                                      "failover_warm for --worker-compare warm: the README shows both)")
     parser.add_argument("--worker-until", choices=["committing", "running"], default="committing",
                         help="running: stop each worker sample once the new attempt runs (no checkpoint wait)")
     parser.add_argument("--warm-drivers", type=int, default=0,
@@ -189,6 +190,9 @@ def main() -> None:
                         help="worker runs: liveness locks vs none (cold drivers), or cold vs warm drivers (locks)")
     parser.add_argument("--plot-only", metavar="JSON", help="draw the plot of an earlier run's JSON, and stop")
     args = parser.parse_args()
+    if args.out is None:       # one file per kind of run: a warm comparison never replaces the leader plot
+        name = "failover_warm" if args.worker_compare == "warm" else "failover"
+        args.out = os.path.join(os.path.dirname(__file__), "results", name)
     if args.plot_only:
         with open(args.plot_only) as handle:
             out = args.plot_only.removesuffix(".json") + ".png"
