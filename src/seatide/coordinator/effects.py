@@ -18,6 +18,7 @@ from seatide.store import schema as s
 from seatide.store.db import Store, record_event
 from seatide.store.states import (PIPELINE_TERMINAL, AttemptState, CleanupState, JobStatus, check_attempt, check_job,
                                   check_pipeline)
+from seatide.store.wakeups import announce_assignment
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,7 @@ class Applier:
         ctx.update(current_attempt=attempt_id, next_attempt_at=None, stale_since=None, hung_since=None)
         ctx.set_status(JobStatus.SCHEDULED)
         ctx.event("ATTEMPT_ASSIGNED", attempt=attempt_id, number=number, worker=action.worker_id)
+        announce_assignment(ctx.conn, action.worker_id)      # the worker claims it now, not at its next poll
 
     def _mark_attempt_lost(self, ctx: "_Ctx", snap, action: r.MarkAttemptLost):
         attempt = snap.attempt

@@ -40,6 +40,7 @@ from seatide.store.db import Store, record_event
 from seatide.store.liveness import Liveness, worker_lock
 from seatide.store.paths import driver_log_path
 from seatide.store.states import ATTEMPT_LIVE, AttemptState
+from seatide.store.wakeups import AssignmentListener
 from seatide.timeouts import LIVENESS_TAKE_WITHIN_S, Timeouts
 from seatide.runtime.warm_driver import warm_session_conf
 from seatide.worker.warm_pool import WarmPool, warm_command
@@ -106,6 +107,16 @@ class Worker:
         self._take_liveness_lock()
         self.register()
         self.beats = True
+        # PostgreSQL: woken the moment the leader assigns us an attempt (store/wakeups.py).
+        listener = None if self.store.is_sqlite else AssignmentListener(
+            self.store_url, self.node_id, self._wake.set).start()
+        try:
+            self._loop()
+        finally:
+            if listener is not None:
+                listener.stop()
+
+    def _loop(self) -> None:
         while not self._stop.is_set():
             try:
                 self._check_liveness_lock()
