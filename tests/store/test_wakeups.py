@@ -53,3 +53,30 @@ def test_a_sqlite_store_announces_nothing(tmp_path):
             announce_assignment(conn, "w1")     # no NOTIFY in SQLite: polling only, and no error
     finally:
         store.dispose()
+
+
+def test_an_unreachable_store_pauses_wake_ups_with_one_warning_and_stops_cleanly(caplog, monkeypatch):
+    """Nothing listens on port 1: the listener says so once however often it retries, and
+    stops when told."""
+    import psycopg
+
+    from seatide.store import wakeups
+
+    tries = []
+    real_connect = psycopg.connect
+
+    def counted(*args, **kwargs):     # the real connect, counted
+        tries.append(1)
+        return real_connect(*args, **kwargs)
+
+    monkeypatch.setattr(psycopg, "connect", counted)
+    monkeypatch.setattr(wakeups, "RECONNECT_AFTER_S", 0.01)
+    caplog.set_level("WARNING", logger="seatide.store.wakeups")
+    listener = AssignmentListener("postgresql://postgres@127.0.0.1:1/test", "w1", lambda: None).start()
+    deadline = time.monotonic() + 20
+    while len(tries) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    listener.stop()
+    assert len(tries) >= 5 and not listener._thread.is_alive()
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "the worker polls until they resume" in warnings[0], warnings

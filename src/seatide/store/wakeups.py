@@ -13,7 +13,6 @@ stores keep polling.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from typing import Callable
@@ -53,17 +52,22 @@ class AssignmentListener:
     def _run(self) -> None:
         import psycopg
 
+        paused = False
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
+                    if paused:
+                        log.info("assignment wake-ups resumed")
+                        paused = False
                     self.on_assigned()     # whatever was announced while nobody listened
                     while not self._stop.is_set():
                         # Returns after a second without one: the stop flag is looked at.
                         for note in conn.notifies(timeout=1.0):
                             if note.payload == self.worker_id:
                                 self.on_assigned()
-            except Exception as exc:   # the poll still finds every attempt: warn, retry later
-                log.warning("assignment wake-ups paused (%s); polling only until they resume", exc)
-                with contextlib.suppress(Exception):
-                    self._stop.wait(RECONNECT_AFTER_S)
+            except Exception as exc:   # the poll still finds every attempt: say so once, retry later
+                if not paused:
+                    log.warning("assignment wake-ups paused (%s); the worker polls until they resume", exc)
+                    paused = True
+                self._stop.wait(RECONNECT_AFTER_S)
