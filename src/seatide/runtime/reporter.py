@@ -161,7 +161,6 @@ class AttemptReporter:
             conn.execute(update(s.checkpoints).where(and_(
                 s.checkpoints.c.job_id == self.job_id, s.checkpoints.c.checkpoint_id == savepoint_id))
                 .values(status="COMPLETED", duration_ms=int((clock.now() - started) * 1000)))
-
             record_event(conn, "SAVEPOINT_COMPLETED", self.actor, self.job_id, self.incarnation,
                          savepoint=savepoint_id, pipelines=pipelines)
         return savepoint_id

@@ -52,7 +52,6 @@ class StoreStats:
     leader_changes: int
 
 
-
 JOB_COLUMNS = (s.jobs.c.job_id, s.jobs.c.incarnation, s.jobs.c.name, s.jobs.c.status, s.jobs.c.retries_used,
                s.jobs.c.stale_since, s.jobs.c.stale_after_s, s.jobs.c.hung_since, s.jobs.c.updated_at)
 

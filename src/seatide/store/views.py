@@ -57,7 +57,7 @@ def checkpoint_stats_of(conn: Connection, jobs: list, where=None) -> dict[tuple[
                     func.sum(p.c.checkpoints_completed).label("completed"),
                     func.sum(p.c.checkpoints_failed).label("failed"),
                     func.max(p.c.last_checkpoint_id).label("latest_id")) \
-        .join(j, and_(j.c.job_id == p.c.job_id, j.c.incarnation == p.c.incarnation)).where(where) \
+        .join(j, s.of_current_incarnation(p)).where(where) \
         .group_by(p.c.job_id, p.c.incarnation)
     found = {(r.job_id, r.incarnation): r for r in conn.execute(totals).all()}
     newest = totals.subquery()
