@@ -92,6 +92,8 @@ def test_a_store_made_before_alembic_is_adopted_with_its_running_job_intact(stor
                 conn.execute(select(s.pipelines).order_by(s.pipelines.c.pipeline_id))] == [(1, 2, 0), (2, 2, 0)]
         report = checkpoint_report(conn, JOB_ID)
     assert (report["completed"], report["lastCheckpointId"]) == (6, 6)
+    # the newest checkpoint's duration and rows, copied to its pipeline row by revision 0010
+    assert (report["lastCheckpointDurationMs"], report["lastCheckpointRows"]) == (5, 10)
 
     # The old job goes on: its driver commits, the user cancels, the leader reconciles it to the end.
     driver = AttemptReporter(store, JOB_ID, 1, attempt)

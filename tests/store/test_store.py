@@ -16,6 +16,7 @@ from seatide.store import schema as s
 from seatide.store.db import AttemptFenced, open_store
 from seatide.store.jobs import JobRefused, request_stop, submit_job
 from seatide.store.migrations import ALEMBIC_MANAGED, current_revision, head
+from seatide.store.views import job_rows
 
 JOB = """
 source { LocalFile { path = "/tmp/in", file_format_type = "parquet" } }
@@ -148,3 +149,22 @@ def test_leader_writes_carry_their_epoch_in_the_event_log(store):
     with store.read() as conn:
         event = conn.execute(select(s.events).where(s.events.c.kind == "LEADER_ELECTED")).one()
     assert event.epoch == lease.epoch == 1
+
+
+def test_a_committed_checkpoint_is_the_pipelines_newest_with_its_duration_and_rows(store, tmp_path):
+    """The list reads a job's newest checkpoint from its pipeline rows (revision 0010): the
+    driver's commit keeps them there, and the one-job view agrees with the checkpoint rows."""
+    submit(store, tmp_path)
+    reporter = AttemptReporter(store, "j1", 1, _attempt(store, "j1"))
+    with store.write() as conn:
+        conn.execute(update(s.jobs).values(status="RUNNING"))
+    reporter.batch_committed(1, 0, 10, 5, None, "f")
+    reporter.batch_committed(1, 1, 17, 23, None, "f")
+    with store.read() as conn:
+        pipeline = conn.execute(select(s.pipelines).where(s.pipelines.c.pipeline_id == 1)).one()
+        newest = conn.execute(select(s.checkpoints).order_by(s.checkpoints.c.checkpoint_id.desc())).first()
+        summary = job_rows(conn)[0]["checkpoint"]
+    assert (pipeline.last_checkpoint_id, pipeline.last_checkpoint_duration_ms, pipeline.last_checkpoint_rows) == \
+        (newest.checkpoint_id, 23, 17)
+    assert (summary["lastCheckpointId"], summary["lastCheckpointDurationMs"], summary["lastCheckpointRows"],
+            summary["completed"]) == (2, 23, 17, 2)

@@ -250,7 +250,7 @@ class AttemptReporter:
                 fingerprint=fingerprint, attempt_id=self.attempt_id))
             conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(
                 rows_written=s.pipelines.c.rows_written + rows, last_batch_id=batch_id, idle=False,
-                **_completed(checkpoint_id, now)))
+                **_completed(checkpoint_id, now, duration_ms, rows)))
             conn.execute(update(s.jobs).where(s.jobs.c.job_id == self.job_id).values(stale_since=None))
             self._clear_hung(conn)
         self.first_commit.set()
@@ -272,8 +272,8 @@ class AttemptReporter:
                          pipeline=pipeline_id, batch=batch_id, seconds=round(seconds, 1))
 
 
-def _completed(checkpoint_id: int, created_at: float) -> dict:
+def _completed(checkpoint_id: int, created_at: float, duration_ms: int, rows: int) -> dict:
     """The pipeline row's totals after one more COMPLETED checkpoint (store/schema.py)."""
     p = s.pipelines.c
     return dict(checkpoints_completed=p.checkpoints_completed + 1, last_checkpoint_id=checkpoint_id,
-                last_checkpoint_at=created_at)
+                last_checkpoint_at=created_at, last_checkpoint_duration_ms=duration_ms, last_checkpoint_rows=rows)

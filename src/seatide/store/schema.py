@@ -113,6 +113,9 @@ pipelines = Table(
     Column("checkpoints_failed", BigInteger, nullable=False, default=0, server_default="0"),
     Column("last_checkpoint_id", BigInteger),
     Column("last_checkpoint_at", Float),
+    # ... and that checkpoint's duration and rows (revision 0010): a list shows them.
+    Column("last_checkpoint_duration_ms", BigInteger),
+    Column("last_checkpoint_rows", BigInteger),
     Column("error", Text),
 )
 
