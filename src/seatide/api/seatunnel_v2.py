@@ -28,6 +28,7 @@ from sqlalchemy import select
 
 from seatide import intents
 from seatide.api import seatunnel_views as views
+from seatide.api.encoding import ListResponse
 from seatide.api.limits import HTTP_STATUS
 from seatide.api.seatunnel_monitoring import system_monitoring
 from seatide.config.shade import ShadeError, encrypt_config
@@ -105,10 +106,10 @@ def seatunnel_router(store: Store, data_dir: str, node_id: str, cleanup_delay_s:
         with store.read() as conn:
             return views.overview(conn, dict(request.query_params))
 
-    @router.get("/running-jobs")
-    def get_running_jobs() -> list[dict]:
+    @router.get("/running-jobs", response_model=list[dict])
+    def get_running_jobs() -> ListResponse:
         with store.read() as conn:
-            return views.running_jobs(conn)
+            return ListResponse(views.running_jobs(conn))
 
     @router.get("/job-info/{job_id}")
     def get_job_info(job_id: str):
@@ -124,14 +125,14 @@ def seatunnel_router(store: Store, data_dir: str, node_id: str, cleanup_delay_s:
         # SeaTunnel's answer for a job it cannot find is {"jobId": ...}; the 404 says the same.
         return info if info is not None else JSONResponse(status_code=404, content={"jobId": job_id})
 
-    @router.get("/finished-jobs")
-    @router.get("/finished-jobs/{state}")
-    def get_finished_jobs(state: str | None = None) -> list[dict]:
+    @router.get("/finished-jobs", response_model=list[dict])
+    @router.get("/finished-jobs/{state}", response_model=list[dict])
+    def get_finished_jobs(state: str | None = None) -> ListResponse:
         wanted = FINISHED_STATES if state is None else {state.upper()}
         if not wanted <= FINISHED_STATES:
             raise Refusal(RefusalKind.BAD_REQUEST, f"state must be one of {', '.join(sorted(FINISHED_STATES))}")
         with store.read() as conn:
-            return views.finished_jobs(conn, set(wanted))
+            return ListResponse(views.finished_jobs(conn, set(wanted)))
 
     @router.get("/system-monitoring-information")
     def get_system_monitoring() -> list[dict[str, str]]:

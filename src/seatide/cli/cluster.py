@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -100,8 +101,13 @@ def _coordinator(args, store, data_dir: str, timeouts) -> int:
                      metrics=metrics, on_write=coordinator.wake,
                      api_token=token, auth_reads=args.auth_reads, max_request_bytes=args.max_request_bytes)
     coordinator.start()
+    # Everything imported and built at start lives as long as the process: out of the
+    # collector's sight, a full collection walks only what requests made (it took 25-85 ms, a
+    # slow request's tail at a thousand jobs, with the start-up heap in it).
     if args.plan_warm_up:
-        plan_sample_job_soon()
+        plan_sample_job_soon(then=gc.freeze)     # the config reader and plugins it imports too
+    else:
+        gc.freeze()
     server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning"))
     try:
         server.run()

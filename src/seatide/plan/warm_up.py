@@ -9,6 +9,7 @@ pay that while idle instead.
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +32,13 @@ def plan_sample_job() -> None:
         log.warning("warming up the job planner failed; the first job pays for it", exc_info=True)
 
 
-def plan_sample_job_soon() -> None:
-    """``plan_sample_job`` in a background thread: a server answers while it warms up."""
+def plan_sample_job_soon(then: Callable[[], None] | None = None) -> None:
+    """``plan_sample_job`` in a background thread, then ``then``: a server answers while it warms up."""
     import threading
 
-    threading.Thread(target=plan_sample_job, name="warm-up-planner", daemon=True).start()
+    def warm_up() -> None:
+        plan_sample_job()
+        if then is not None:
+            then()
+
+    threading.Thread(target=warm_up, name="warm-up-planner", daemon=True).start()
