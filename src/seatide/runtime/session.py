@@ -46,10 +46,21 @@ DEFAULT_CONF = {
 }
 
 
-def prepare_python_env() -> None:
+# "0" turns the Python zygote off (runtime/python_zygote.py): every runner then starts afresh.
+ZYGOTE_ENV = "SEATIDE_PYTHON_ZYGOTE"
+
+
+def prepare_python_env(master: str = "local[*]") -> None:
     """Python workers must run this interpreter, or Python data sources crash on executors;
-    and they start 4x faster from SeaTide's Spark home (see ``spark_home``)."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    and they start 4x faster from SeaTide's Spark home (see ``spark_home``). With a local
+    master, through this process's zygote, which forks streaming source runners already
+    started (python_zygote.py); executors elsewhere get the interpreter itself."""
+    python = sys.executable
+    if not runs_executors_elsewhere(master) and os.environ.get(ZYGOTE_ENV, "1") != "0":
+        from seatide.runtime import python_zygote
+
+        python = python_zygote.start()
+    os.environ["PYSPARK_PYTHON"] = python
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     spark_home.use()
 
@@ -97,11 +108,12 @@ def session_conf(conf: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def build_session(app_name: str, conf: dict[str, str] | None = None):
-    prepare_python_env()
+    settings = session_conf(conf)
+    prepare_python_env(settings["spark.master"])
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
-    for key, value in session_conf(conf).items():
+    for key, value in settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 

@@ -1,0 +1,257 @@
+"""A Python process that has imported PySpark, and forks a streaming source's runner on demand.
+
+Every streaming query with a Python data source makes Spark start a fresh interpreter on the
+driver, ``python -m pyspark.sql.streaming.python_streaming_source_runner``: no daemon, no
+reuse. Its imports (PySpark, pyarrow, numpy) cost 0.35-0.45 s of CPU on this 2-core machine,
+and they sit on the path from a query's start to its first batch: a warm driver's attempt,
+every restart, every pipeline of a job.
+
+With a zygote, Spark runs ``zygote_client.py`` instead of Python (``PYSPARK_PYTHON``). The
+client hands its standard streams, arguments, environment and working directory to this
+process, which forks: the child takes them over and runs the runner module, with its imports
+already done (10-20 ms instead of 0.4 s). For anything but the runner, or when the zygote
+cannot be reached, the client execs the real interpreter: the zygote only ever saves time.
+
+Rules that keep a forked runner what a fresh one would be:
+
+* the zygote imports modules only (the runner's own imports), starts no thread and opens
+  nothing a child could inherit but its listening socket, which the child closes;
+* the child takes the environment, path entries (``PYTHONPATH``) and directory the JVM gave
+  the client, and resets the signal dispositions the zygote changed;
+* lifetimes: the zygote exits when the driver that started it is gone (end of file on a
+  pipe only the driver holds: ``PR_SET_PDEATHSIG`` would follow the driver's thread that
+  started it, not the process), a child dies with the zygote (``PR_SET_PDEATHSIG``: the
+  zygote is one thread); a child whose client disconnects (the JVM killed the client,
+  meaning the runner) is killed; the client exits with the child's status.
+
+Used only when every executor is in the driver's JVM (a local master): elsewhere, Spark
+would send the client's path to executors on other hosts as their Python.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import json
+import logging
+import os
+import runpy
+import selectors
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import traceback
+from typing import NamedTuple
+
+log = logging.getLogger(__name__)
+
+# What Spark starts as a fresh process per streaming query (the rest goes through its daemon).
+FORKED_MODULES = ("pyspark.sql.streaming.python_streaming_source_runner",)
+
+_PR_SET_PDEATHSIG = 1
+_HEADER = struct.Struct("!I")
+_STATUS = struct.Struct("!i")
+
+
+def _die_with_parent() -> None:
+    """In a child of the zygote (one thread, so the signal follows the process)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _recv_exactly(conn: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("the client went away")
+        data += chunk
+    return data
+
+
+def _read_request(conn: socket.socket) -> tuple[dict, list[int]]:
+    """The length of the request, with the client's three standard streams; then the request."""
+    header, fds, _flags, _addr = socket.recv_fds(conn, _HEADER.size, 3)
+    if len(header) < _HEADER.size or len(fds) != 3:
+        for fd in fds:
+            os.close(fd)
+        raise ConnectionError("a malformed request")
+    return json.loads(_recv_exactly(conn, _HEADER.unpack(header)[0])), fds
+
+
+def _run_child(request: dict, fds: list[int], zygote: int, closing: list) -> None:
+    """In the forked child: become the process the client would have started. Never returns."""
+    code = 1
+    try:
+        for fd in closing:
+            os.close(fd)
+        _die_with_parent()
+        if os.getppid() != zygote:      # the zygote died before the line above: so do we
+            os._exit(1)
+        for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.set_wakeup_fd(-1)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        entries = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+        sys.path[:0] = [p for p in entries if p not in sys.path]
+        sys.argv = [request["module"], *request["args"]]
+        sys.modules.pop(request["module"], None)     # imported by the zygote; runs afresh as __main__
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(code)
+
+
+def serve(path: str, driver_fd: int) -> None:
+    """Listen on ``path`` (a Unix socket) and fork a runner per request, until ``driver_fd``
+    (the read end of the driver's pipe) reads end of file."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # a ^C for `seatide run` is the driver's to handle
+    for module in FORKED_MODULES:
+        __import__(module)          # what each child would import: the point of the zygote
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)     # wakes the selector through the pipe
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path + ".new")
+    listener.listen(16)
+    os.rename(path + ".new", path)          # clients connect only once we accept
+    children: dict[int, socket.socket] = {}
+    clients: dict[socket.socket, int] = {}
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, "accept")
+    selector.register(wake_r, selectors.EVENT_READ, "reap")
+    selector.register(driver_fd, selectors.EVENT_READ, "driver")
+    while True:
+        for key, _ in selector.select():
+            if key.data == "driver":        # the driver is gone; our children follow us
+                os._exit(0)
+            if key.data == "accept":
+                conn, _addr = listener.accept()
+                try:
+                    request, fds = _read_request(conn)
+                except (ConnectionError, ValueError, OSError):
+                    conn.close()
+                    continue
+                sys.stdout.flush()
+                sys.stderr.flush()
+                zygote = os.getpid()
+                pid = os.fork()
+                if pid == 0:
+                    _run_child(request, fds, zygote, [listener.fileno(), wake_r, wake_w, driver_fd,
+                                                      *(c.fileno() for c in clients), conn.fileno()])
+                for fd in fds:
+                    os.close(fd)
+                children[pid], clients[conn] = conn, pid
+                conn.sendall(_STATUS.pack(pid))
+                selector.register(conn, selectors.EVENT_READ, "client")
+            elif key.data == "reap":
+                os.read(wake_r, 512)
+                _reap(children, clients, selector)
+            else:       # a client spoke or hung up: the JVM ended it, so its runner goes too
+                conn = key.fileobj
+                pid = clients.pop(conn, None)
+                selector.unregister(conn)
+                conn.close()
+                if pid is not None and pid in children:
+                    del children[pid]
+                    _kill(pid)
+
+
+def _reap(children: dict, clients: dict, selector) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        conn = children.pop(pid, None)
+        if conn is None:
+            continue
+        clients.pop(conn, None)
+        selector.unregister(conn)
+        try:
+            conn.sendall(_STATUS.pack(os.waitstatus_to_exitcode(status)))
+        except OSError:
+            pass
+        conn.close()
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+class Zygote(NamedTuple):
+    client: str                     # the executable to use as PYSPARK_PYTHON
+    process: subprocess.Popen
+    driver_end: int                 # the pipe's write end: held, never written; closing it ends the zygote
+
+
+_this_process: Zygote | None = None
+
+
+def start() -> str:
+    """Start this process's zygote (once) and return its client, to use as ``PYSPARK_PYTHON``.
+
+    The client exists at once and starts the real interpreter until the zygote accepts
+    (after its imports, 0.4 s), so a session may be built right away."""
+    global _this_process
+    if _this_process is None:
+        directory = tempfile.mkdtemp(prefix="seatide-zygote-")
+        atexit.register(shutil.rmtree, directory, True)
+        _this_process = spawn(directory)
+        log.debug("python zygote pid %s, client %s", _this_process.process.pid, _this_process.client)
+    return _this_process.client
+
+
+def started() -> Zygote | None:
+    return _this_process
+
+
+def spawn(directory: str) -> Zygote:
+    """A zygote listening in ``directory``, and its client there."""
+    path, client = os.path.join(directory, "zygote.sock"), os.path.join(directory, "python")
+    write_client(client, path)
+    driver_fd, driver_end = os.pipe()
+    try:
+        process = subprocess.Popen([sys.executable, "-m", __name__, path, str(driver_fd)], pass_fds=[driver_fd],
+                                   stdin=subprocess.DEVNULL)
+    finally:
+        os.close(driver_fd)
+    return Zygote(client, process, driver_end)
+
+
+def write_client(client: str, path: str) -> None:
+    """The executable Spark runs as Python: a header naming the interpreter and the socket,
+    then ``zygote_client.py``."""
+    with open(os.path.join(os.path.dirname(__file__), "zygote_client.py")) as source:
+        body = source.read()
+    with open(client, "w") as out:
+        out.write(f"#!{sys.executable} -S\nREAL_PYTHON = {sys.executable!r}\nSOCKET = {path!r}\n{body}")
+    os.chmod(client, 0o755)
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1], int(sys.argv[2]))

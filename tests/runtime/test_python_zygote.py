@@ -1,0 +1,138 @@
+"""The Python zygote forks streaming source runners for Spark, and is never needed for one.
+
+The protocol tests play the JVM's part as Spark does for a simple Python worker: start the
+client with ``-m pyspark.sql.streaming.python_streaming_source_runner`` and the environment
+that names a socket to connect back to, then read the pid the runner sends first."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+
+import psutil
+import pytest
+
+from seatide.runtime import python_zygote
+from seatide.testing.cluster import wait_for
+
+RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
+
+
+@pytest.fixture
+def zygote(tmp_path):
+    zygote = python_zygote.spawn(str(tmp_path))
+    wait_for(lambda: os.path.exists(tmp_path / "zygote.sock"), 60, message="the zygote accepting")
+    yield zygote
+    os.close(zygote.driver_end)
+    zygote.process.wait(timeout=30)
+
+
+class FakeJvm:
+    """The JVM's end of a Python worker: a Unix socket the runner connects back to."""
+
+    def __init__(self, directory):
+        self.path = os.path.join(str(directory), "jvm.sock")
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(self.path)
+        self.server.listen(1)
+        self.server.settimeout(60)
+
+    def start_runner(self, client: str, cwd: str) -> subprocess.Popen:
+        env = {**os.environ, "PYTHON_WORKER_FACTORY_SOCK_PATH": self.path}
+        env.pop("PYTHON_WORKER_FACTORY_SECRET", None)
+        return subprocess.Popen([client, "-m", RUNNER], env=env, cwd=cwd, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+
+    def accept_runner(self) -> tuple[socket.socket, int]:
+        conn, _ = self.server.accept()
+        conn.settimeout(60)
+        data = b""
+        while len(data) < 4:
+            data += conn.recv(4 - len(data))
+        return conn, struct.unpack("!i", data)[0]
+
+
+def test_a_runner_is_forked_by_the_zygote_with_the_clients_environment_and_exits_as_it_does(zygote, tmp_path):
+    jvm = FakeJvm(tmp_path)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    client = jvm.start_runner(zygote.client, str(workdir))
+    conn, runner_pid = jvm.accept_runner()
+    runner = psutil.Process(runner_pid)
+    assert runner.ppid() == zygote.process.pid          # forked, not started afresh
+    assert runner_pid != client.pid
+    # It connected to the socket that only the client's environment names (the zygote's lacks it),
+    # so it runs with the client's environment.
+    assert "PYTHON_WORKER_FACTORY_SOCK_PATH" not in psutil.Process(zygote.process.pid).environ()
+    assert runner.cwd() == str(workdir)
+    conn.close()                 # the JVM hangs up: the runner fails reading, as a fresh one would
+    out, err = client.communicate(timeout=60)
+    assert client.returncode != 0
+    assert b"Traceback" in err or b"EOF" in err or client.returncode < 0, err
+    wait_for(lambda: not psutil.pid_exists(runner_pid) or runner.status() == psutil.STATUS_ZOMBIE, 30,
+             message="the runner gone")
+
+
+def test_killing_the_client_kills_its_runner(zygote, tmp_path):
+    """What the JVM does to a worker it stops is done to the runner."""
+    jvm = FakeJvm(tmp_path)
+    client = jvm.start_runner(zygote.client, str(tmp_path))
+    conn, runner_pid = jvm.accept_runner()
+    client.send_signal(signal.SIGKILL)
+    client.wait(timeout=30)
+    wait_for(lambda: not psutil.pid_exists(runner_pid) or psutil.Process(runner_pid).status() == psutil.STATUS_ZOMBIE,
+             30, message="the runner killed with its client")
+    conn.close()
+
+
+def test_without_a_zygote_the_client_is_the_interpreter_itself(zygote, tmp_path):
+    zygote.process.kill()
+    zygote.process.wait(timeout=30)
+    jvm = FakeJvm(tmp_path)
+    client = jvm.start_runner(zygote.client, str(tmp_path))
+    conn, runner_pid = jvm.accept_runner()
+    assert runner_pid == client.pid          # exec'd: the runner is the client's own process
+    conn.close()
+    client.communicate(timeout=60)
+    # and every other use of Python goes straight to the interpreter
+    done = subprocess.run([zygote.client, "-c", "import sys; print(sys.executable)"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.stdout.strip() == sys.executable
+
+
+def test_the_zygote_exits_when_its_driver_is_gone(tmp_path):
+    zygote = python_zygote.spawn(str(tmp_path))
+    wait_for(lambda: os.path.exists(tmp_path / "zygote.sock"), 60, message="the zygote accepting")
+    os.close(zygote.driver_end)          # what the driver's death does to the pipe
+    assert zygote.process.wait(timeout=30) == 0
+
+
+@pytest.mark.spark
+def test_the_sessions_streaming_queries_get_their_runner_from_the_zygote(spark, tmp_path):
+    """The shared session is local: its Python source's runner is a child of the zygote."""
+    from seatide.connectors.fake.layout import SplitLayout
+    from seatide.connectors.fake.split_stream import SOURCE_NAME, FakeSplitSource, stream_options
+    from seatide.plugin.base import use_python_data_source
+
+    zygote = python_zygote.started()
+    assert zygote is not None and os.environ["PYSPARK_PYTHON"] == zygote.client
+    wait_for(lambda: os.path.exists(os.path.join(os.path.dirname(zygote.client), "zygote.sock")), 60,
+             message="the zygote accepting")
+    use_python_data_source(spark, FakeSplitSource)
+    layout = SplitLayout(readers=1, rows_per_reader=4, splits_per_reader=2, unit_rows=1)
+    options = stream_options(layout, max_rows=2, unbounded=False, interval_ms=0, partitions=1)
+    forked, rows = [], []
+
+    def write(frame, batch_id):
+        forked.append(len(psutil.Process(zygote.process.pid).children()))
+        rows.append(frame.count())
+
+    query = (spark.readStream.format(SOURCE_NAME).options(**options).load().writeStream.foreachBatch(write)
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    query.awaitTermination()
+    assert sum(rows) == 4
+    assert forked and min(forked) >= 1, forked       # the runner serving the query was forked
