@@ -21,13 +21,19 @@ sink { LocalFile { plugin_input = "out", path = "/nonexistent/seatide-warm-up", 
 """
 
 
-def plan_sample_job() -> None:
-    """Read and plan ``SAMPLE_JOB`` as a submit would; a failure costs only the warm-up."""
+def sample_job():
+    """``SAMPLE_JOB`` read and planned as a submit does: (its config, its plan)."""
     from seatide import intents
     from seatide.plan.dag import build_plan
 
+    config = intents.check(SAMPLE_JOB, source="the warm-up job")
+    return config, build_plan(config)
+
+
+def plan_sample_job() -> None:
+    """Read and plan ``SAMPLE_JOB`` as a submit would; a failure costs only the warm-up."""
     try:
-        build_plan(intents.check(SAMPLE_JOB, source="the warm-up job"))
+        sample_job()
     except Exception:
         log.warning("warming up the job planner failed; the first job pays for it", exc_info=True)
 

@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import secrets
+import sys
 import threading
 import time
 import traceback
@@ -406,6 +407,15 @@ class PipelineRun:
             self.query.stop()
         elif self.thread is not None:
             self.spark.sparkContext.cancelJobGroup(f"seatide-{self.job_id}-{self.pipeline.pipeline_id}")
+
+
+def analyse_frames(spark, config, plan) -> None:
+    """Build every pipeline's DataFrames as an attempt does, and run nothing: a warm driver's
+    warm-up. Spark's analyzer runs interpreted the first times through a plan's shapes; the
+    sample job's frames took 0.48 s the first time and 0.17 s the second."""
+    for pipeline in plan.pipelines:
+        run = PipelineRun(spark, pipeline, config.env, "seatide-warm-up", "", None, sys.stdout)
+        run._frames()       # (the Sql transform drops the views it makes: none is left for the job)
 
 
 def _activate_session(spark) -> None:

@@ -106,9 +106,13 @@ def _warm_session():
     process done already: a micro-batch pipeline run end to end in Spark."""
     from seatide.runtime.session import build_session
 
+    from seatide.plan.warm_up import sample_job
+    from seatide.runtime.pipeline_run import analyse_frames
+
     spark = build_session("seatide-warm-driver", warm_session_conf())
     try:
         _first_pipeline(spark)
+        analyse_frames(spark, *sample_job())
     except Exception:      # a cold path for the attempt, not a reason to give up the session
         log.warning("warm driver pid %s: the warm-up query failed; the attempt pays its first "
                     "query itself", os.getpid(), exc_info=True)
