@@ -8,6 +8,9 @@ ready), submits a small BATCH job with checkpointing (FakeSource, 2 micro-batche
 times from the submit request to the job's first checkpoint in the store, then to
 FINISHED. Cold and warm alternate so load on the machine falls on both alike; the ratio
 warm/cold is the number that carries over to another machine.
+
+``--zygote-compare``: warm drivers with the Python zygote (runtime/python_zygote.py) against
+warm drivers without it (``SEATIDE_PYTHON_ZYGOTE=0``), alternating, instead of warm vs cold.
 """
 
 from __future__ import annotations
@@ -28,11 +31,16 @@ from seatide.testing.jobs import batch_job  # noqa: E402
 from tests.cluster.warm import ready_warm_pid  # noqa: E402
 
 
-def one_run(cluster: Cluster, tmp: str, index: int, warm: bool, patience: float) -> dict:
+# mode -> (a warm driver?, the worker's environment)
+MODES = {"cold": (False, None), "warm": (True, None), "warm-no-zygote": (True, {"SEATIDE_PYTHON_ZYGOTE": "0"})}
+
+
+def one_run(cluster: Cluster, tmp: str, index: int, mode: str, patience: float) -> dict:
     """One sample; a sample that outlasts ``patience`` (a host at load 25 can) is kept as TIMEOUT."""
-    name = f"{'warm' if warm else 'cold'}{index}"
-    sample = {"mode": "warm" if warm else "cold", "load_1min": round(os.getloadavg()[0], 1)}
-    worker = cluster.worker(f"w-{name}", extra=["--warm-drivers", "1" if warm else "0"])
+    warm, env = MODES[mode]
+    name = f"{mode}{index}"
+    sample = {"mode": mode, "load_1min": round(os.getloadavg()[0], 1)}
+    worker = cluster.worker(f"w-{name}", extra=["--warm-drivers", "1" if warm else "0"], env=env)
     try:
         if warm:
             ready_warm_pid(worker, timeout=patience)
@@ -51,15 +59,16 @@ def one_run(cluster: Cluster, tmp: str, index: int, warm: bool, patience: float)
     return sample
 
 
-def summary(store: str, samples: list[dict]) -> dict:
+def summary(store: str, samples: list[dict], modes=("cold", "warm")) -> dict:
     result = {"store": store, "samples": samples}
-    for mode in ("cold", "warm"):
+    for mode in modes:
         ok = [s for s in samples if s["mode"] == mode and s.get("status") == "FINISHED"]
         result[mode] = ({key: statistics.median(s[key] for s in ok) for key in ("first_batch_s", "finished_s")}
                         | {"samples": len(ok)}) if ok else None
-    if result["cold"] and result["warm"]:
-        result["warm_over_cold_first_batch"] = round(
-            result["warm"]["first_batch_s"] / result["cold"]["first_batch_s"], 2)
+    baseline, better = modes
+    if result[baseline] and result[better]:
+        result[f"{better}_over_{baseline}_first_batch".replace("-", "_")] = round(
+            result[better]["first_batch_s"] / result[baseline]["first_batch_s"], 2)
     return result
 
 
@@ -69,7 +78,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", default=None)
     parser.add_argument("--patience", type=float, default=900.0, help="seconds a sample may take")
+    parser.add_argument("--zygote-compare", action="store_true", help="warm with vs without the Python zygote")
     args = parser.parse_args()
+    modes = ("warm-no-zygote", "warm") if args.zygote_compare else ("cold", "warm")
     samples: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         url, drop = store_url(args.store, tmp)
@@ -77,16 +88,16 @@ def main() -> None:
         try:
             cluster.coordinator("c1")
             for index in range(args.runs):
-                for warm in (False, True):
-                    samples.append(one_run(cluster, tmp, index, warm, args.patience))
+                for mode in modes:
+                    samples.append(one_run(cluster, tmp, index, mode, args.patience))
                     print(samples[-1], flush=True)
                     if args.json:          # after every sample: a long run stopped early keeps its numbers
                         with open(args.json, "w") as handle:
-                            json.dump(summary(args.store, samples), handle, indent=2)
+                            json.dump(summary(args.store, samples, modes), handle, indent=2)
         finally:
             cluster.stop_all()
             drop()
-    print(json.dumps({k: v for k, v in summary(args.store, samples).items() if k != "samples"}, indent=2))
+    print(json.dumps({k: v for k, v in summary(args.store, samples, modes).items() if k != "samples"}, indent=2))
 
 
 if __name__ == "__main__":
