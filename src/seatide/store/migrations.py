@@ -16,7 +16,12 @@ Three kinds of store are opened:
 
 A new revision: ``alembic -c <ini with script_location=src/seatide/store/alembic> revision
 -m "what"``, or copy the newest file in ``versions/`` and chain ``down_revision``; add the
-same change to ``schema.py`` so fresh stores get it from ``create_all``.
+same change to ``schema.py`` so fresh stores get it from ``create_all``; set ``HEAD``.
+
+Alembic itself (and Mako, which it imports) is imported only to upgrade an older store: a
+store at ``HEAD`` is recognised, and a fresh one built and stamped, with plain SQL. Every
+SeaTide process opens the store as it starts (the CLI, coordinators, workers, each driver),
+and the import was 0.2 s of CPU of each.
 """
 
 from __future__ import annotations
@@ -25,10 +30,8 @@ import functools
 import os
 import time
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
+from typing import TYPE_CHECKING
+
 from sqlalchemy import insert, inspect, select, text
 from sqlalchemy.engine import Connection
 
@@ -43,13 +46,22 @@ LEGACY_REVISIONS = {1: "0001", 2: "0002"}
 # compares it with its own latest version (2) and refuses the store ("upgrade SeaTide")
 # instead of running against a schema it does not know.
 ALEMBIC_MANAGED = 3
+# The newest revision in versions/ (a test checks it against Alembic's own reading).
+HEAD = "0010"
+VERSION_TABLE = "alembic_version"
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
 
 
 class SchemaTooNew(RuntimeError):
     """The store was migrated by a newer SeaTide than this one."""
 
 
-def _config(conn: Connection | None = None) -> Config:
+def _config(conn: Connection | None = None) -> "Config":
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", SCRIPTS)
     config.attributes["connection"] = conn
@@ -57,16 +69,25 @@ def _config(conn: Connection | None = None) -> Config:
 
 
 @functools.cache
-def _scripts() -> ScriptDirectory:
+def _scripts() -> "ScriptDirectory":
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(_config())
 
 
 def head() -> str:
-    return _scripts().get_current_head()
+    return HEAD
 
 
 def current_revision(conn: Connection) -> str | None:
-    return MigrationContext.configure(conn).get_current_revision()
+    """The store's revision, as Alembic records it (None: not under Alembic)."""
+    if not inspect(conn).has_table(VERSION_TABLE):
+        return None
+    revisions = [r for (r,) in conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}"))]
+    if len(revisions) > 1:
+        raise RuntimeError(f"the store records {len(revisions)} schema revisions ({', '.join(revisions)}); "
+                           "SeaTide keeps one")
+    return revisions[0] if revisions else None
 
 
 def legacy_version(conn: Connection) -> int:
@@ -95,29 +116,46 @@ def migrate(store) -> str:
 
 
 def _upgrade(conn: Connection, before: str | None) -> None:
-    known = {script.revision for script in _scripts().walk_revisions()}
-    if before is not None and before not in known:
-        raise SchemaTooNew(f"the store has schema revision {before}, newer than this SeaTide (head {head()}); "
-                           "upgrade SeaTide")
-    config = _config(conn)
-    origin = before
-    if before is None:
-        legacy = legacy_version(conn)
-        if legacy == 0:
-            _create_fresh(conn)
-            command.stamp(config, "head")
-        elif legacy in LEGACY_REVISIONS:
-            command.stamp(config, LEGACY_REVISIONS[legacy])
-            origin = f"schema_version {legacy}"
-        else:
-            raise SchemaTooNew(f"the store has schema version {legacy}, newer than this SeaTide; upgrade SeaTide")
-    command.upgrade(config, "head")
+    legacy = legacy_version(conn) if before is None else None
+    if legacy == 0:                     # a new store: today's tables, stamped at HEAD, no Alembic
+        _create_fresh(conn)
+        _stamp(conn, HEAD)
+        origin = None
+    else:
+        origin = _alembic_upgrade(conn, before, legacy)
     if conn.execute(select(s.schema_version.c.version).where(
             s.schema_version.c.version == ALEMBIC_MANAGED)).first() is None:
         conn.execute(insert(s.schema_version).values(version=ALEMBIC_MANAGED, applied_at=time.time()))
     from seatide.store.db import record_event   # db imports this module lazily too
 
     record_event(conn, "SCHEMA_UPGRADED", "store", origin=origin or "new store", revision=head())
+
+
+def _alembic_upgrade(conn: Connection, before: str | None, legacy: int | None) -> str | None:
+    """An older store (or one from before Alembic) brought to head by the revisions; returns
+    where it came from when that was not a revision."""
+    from alembic import command
+
+    known = {script.revision for script in _scripts().walk_revisions()}
+    if before is not None and before not in known:
+        raise SchemaTooNew(f"the store has schema revision {before}, newer than this SeaTide (head {HEAD}); "
+                           "upgrade SeaTide")
+    config = _config(conn)
+    origin = before
+    if before is None:
+        if legacy not in LEGACY_REVISIONS:
+            raise SchemaTooNew(f"the store has schema version {legacy}, newer than this SeaTide; upgrade SeaTide")
+        command.stamp(config, LEGACY_REVISIONS[legacy])
+        origin = f"schema_version {legacy}"
+    command.upgrade(config, "head")
+    return origin
+
+
+def _stamp(conn: Connection, revision: str) -> None:
+    """What ``alembic stamp`` does to a store without a version table: the table and its row."""
+    conn.execute(text(f"CREATE TABLE {VERSION_TABLE} (version_num VARCHAR(32) NOT NULL, "
+                      f"CONSTRAINT {VERSION_TABLE}_pkc PRIMARY KEY (version_num))"))
+    conn.execute(text(f"INSERT INTO {VERSION_TABLE} (version_num) VALUES (:revision)"), {"revision": revision})
 
 
 def _create_fresh(conn: Connection) -> None:
