@@ -104,10 +104,9 @@ def _open_store(store_url: str):
 def _warm_session():
     """A session with the default settings, and what every attempt's start pays once per
     process done already: a micro-batch pipeline run end to end in Spark."""
-    from seatide.runtime.session import build_session
-
     from seatide.plan.warm_up import sample_job
     from seatide.runtime.pipeline_run import analyse_frames
+    from seatide.runtime.session import build_session
 
     spark = build_session("seatide-warm-driver", warm_session_conf())
     try:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import functools
 import os
 import time
-
 from typing import TYPE_CHECKING
 
 from sqlalchemy import insert, inspect, select, text

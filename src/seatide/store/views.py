@@ -50,6 +50,14 @@ class Checkpoint(NamedTuple):
     rows: int | None
 
 
+def pipeline_checkpoint(p) -> Checkpoint | None:
+    """A pipeline's newest COMPLETED checkpoint, from the facts its row keeps (revisions 0008, 0010)."""
+    if p.last_checkpoint_id is None:
+        return None
+    return Checkpoint(p.last_checkpoint_id, p.last_checkpoint_at, p.last_checkpoint_duration_ms,
+                      p.last_checkpoint_rows)
+
+
 def _stats(pipelines, savepoints: list) -> dict:
     """Savepoints are the job's own rows (the pipelines' totals leave them out): counted here,
     and the newest of them is the latest when it is newer than every pipeline's checkpoint.
@@ -62,8 +70,7 @@ def _stats(pipelines, savepoints: list) -> dict:
         restored += p.restores
         if p.last_checkpoint_id is not None and (newest is None or p.last_checkpoint_id > newest.last_checkpoint_id):
             newest = p
-    latest = None if newest is None else Checkpoint(newest.last_checkpoint_id, newest.last_checkpoint_at,
-                                                    newest.last_checkpoint_duration_ms, newest.last_checkpoint_rows)
+    latest = None if newest is None else pipeline_checkpoint(newest)
     for savepoint in savepoints:
         if latest is None or savepoint.checkpoint_id > latest.checkpoint_id:
             latest = savepoint
