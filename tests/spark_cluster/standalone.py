@@ -73,7 +73,13 @@ class StandaloneCluster:
 
     def state(self) -> dict:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.webui_port}/json", timeout=5) as response:
-            return json.loads(response.read())
+            body = response.read()
+        try:
+            return json.loads(body)
+        except ValueError:
+            # Seen once, while the master was starting: its UI served an HTML page at /json.
+            # Not serving yet, to wait_for: it polls again.
+            raise ConnectionError(f"the master's UI answered /json with {body[:60]!r}") from None
 
     def alive_workers(self) -> list[dict]:
         return [w for w in self.state()["workers"] if w["state"] == "ALIVE"]
