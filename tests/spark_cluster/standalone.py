@@ -62,8 +62,14 @@ class StandaloneCluster:
         self.master = self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                              "--port", str(self.port), "--webui-port", str(self.webui_port)])
         self.workers = [self._start_worker(index) for index in range(self._count)]
-        wait_for(lambda: len(self.alive_workers()) == self._count, timeout,
-                 message=f"{self._count} Spark workers registered at {self.url}\n{self.logs()}")
+        try:
+            wait_for(lambda: len(self.alive_workers()) == self._count, timeout,
+                     message=f"{self._count} Spark workers registered at {self.url}")
+        except Exception as exc:
+            # A fixture that fails in its set-up is not torn down: stop what we started here.
+            logs = self.logs()
+            self.stop()
+            raise AssertionError(f"{exc}\n{logs}") from exc
         return self
 
     def _start_worker(self, index: int) -> subprocess.Popen:
