@@ -12,7 +12,7 @@ import pytest
 
 import seatide
 from seatide import intents
-from seatide.runtime.session import WORKER_SPARK_CONF_ENV, ZYGOTE_ENV, executor_conf, session_conf
+from seatide.runtime.session import WORKER_SPARK_CONF_ENV, executor_conf, session_conf
 from seatide.store.db import default_store_url, open_store
 from seatide.worker.agent import Worker
 
@@ -51,32 +51,11 @@ def test_a_worker_hands_its_spark_conf_to_every_driver(tmp_path):
     job = 'env { job.mode = BATCH }\nsource { FakeSource { row.num = 1, schema = { fields { a = int } } } }\nsink { Console {} }\n'
     intents.submit(store, data_dir, text=job, job_id="handed", actor="test")
     worker = Worker(store, default_store_url(data_dir), data_dir, node_id="w", spark_conf={"spark.master": CLUSTER})
-    env = worker._driver_env(worker.launch_settings("handed"))
+    env = worker._driver_env("handed")
     assert json.loads(env[WORKER_SPARK_CONF_ENV]) == {"spark.master": CLUSTER}
     assert "spark.master" not in json.loads(env["SEATIDE_SPARK_CONF"])     # the job names none: the worker's applies
-    plain_worker = Worker(store, default_store_url(data_dir), data_dir, node_id="w2")
-    plain = plain_worker._driver_env(plain_worker.launch_settings("handed"))
+    plain = Worker(store, default_store_url(data_dir), data_dir, node_id="w2")._driver_env("handed")
     assert WORKER_SPARK_CONF_ENV not in plain or plain[WORKER_SPARK_CONF_ENV] == os.environ.get(WORKER_SPARK_CONF_ENV)
-    store.dispose()
-
-
-@pytest.mark.parametrize("env_block, zygote", [
-    ("job.mode = BATCH", False),                                  # plain BATCH: no streaming query
-    ("job.mode = BATCH, checkpoint.interval = 1000", True),        # micro-batches: streaming queries
-    ("job.mode = STREAMING", True),
-])
-def test_only_a_micro_batch_jobs_driver_starts_the_python_zygote(tmp_path, env_block, zygote):
-    data_dir = str(tmp_path)
-    store = open_store(default_store_url(data_dir))
-    job = ("env { " + env_block + " }\nsource { FakeSource { row.num = 1, schema = { fields { a = int } } } }\n"
-           "sink { Console {} }\n")
-    intents.submit(store, data_dir, text=job, job_id="z", actor="test")
-    worker = Worker(store, default_store_url(data_dir), data_dir, node_id="w")
-    settings = worker.launch_settings("z")
-    assert settings.micro_batch is zygote
-    env = worker._driver_env(settings)
-    assert env.get(ZYGOTE_ENV) == (os.environ.get(ZYGOTE_ENV) if zygote else "0")   # a micro-batch job's: as set
-    assert worker.launch_settings("z") is settings          # parsed once per job text
     store.dispose()
 
 

@@ -28,13 +28,12 @@ import socket
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
 
 from sqlalchemy import and_, select, update
 
 from seatide import clock, failpoints
 from seatide.coordinator.service import node_heartbeat, register_node
-from seatide.runtime.session import SPARK_CONF_ENV, WORKER_SPARK_CONF_ENV, ZYGOTE_ENV, warm_session_fit
+from seatide.runtime.session import SPARK_CONF_ENV, WORKER_SPARK_CONF_ENV, warm_session_fit
 from seatide.store import schema as s
 from seatide.store.clock import store_now
 from seatide.store.db import Store, record_event
@@ -50,17 +49,6 @@ log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
 SPARK_CONF_CACHE = 256      # distinct job texts whose Spark settings a worker remembers
-
-
-@dataclass(frozen=True)
-class LaunchSettings:
-    """What a worker reads from a job's env to launch its driver."""
-
-    spark_conf: dict | None = None     # None: a config error, which the driver reports itself
-    # Streaming queries (every micro-batch job) start a Python runner per source: only they
-    # use the Python zygote. A plain BATCH driver goes without it: one process and about
-    # 0.4 s of CPU fewer per attempt.
-    micro_batch: bool = True
 
 
 def _die_with_parent() -> None:
@@ -107,11 +95,11 @@ class Worker:
         self._wake = threading.Event()
         self._last_beat = 0.0
         self.beats = False        # heartbeat from step() too: set by run(), or by a harness driving step()
-        self._settings_by_text: dict[tuple[str, str], LaunchSettings] = {}   # (config, variables) -> settings
+        self._spark_confs: dict[tuple[str, str], dict | None] = {}   # (config, variables) -> conf
         # warm_drivers: idle drivers kept started (0: every attempt starts a cold one)
         self.warm_pool = WarmPool(warm_drivers, warm_command(
             store_url, self.timeouts.driver_heartbeat_interval, self.timeouts.driver_self_fence_after),
-            self._driver_env(LaunchSettings(), worker_conf=False))
+            self._driver_env(None, worker_conf=False))
 
     # -- lifecycle ---------------------------------------------------------------------------
     def run(self) -> None:
@@ -268,11 +256,11 @@ class Worker:
                    "--job-id", attempt.job_id, "--attempt", str(attempt.attempt_id),
                    "--heartbeat-interval", str(self.timeouts.driver_heartbeat_interval),
                    "--self-fence-after", str(self.timeouts.driver_self_fence_after)]
-        settings = self.launch_settings(attempt.job_id)
-        proc = self._hand_to_warm_driver(attempt, settings.spark_conf, log_path)
+        conf = self._spark_conf(attempt.job_id)
+        proc = self._hand_to_warm_driver(attempt, conf, log_path)
         if proc is None:
             with open(log_path, "ab") as log_file:
-                proc = self.launcher.start(command, log_file, self._driver_env(settings), self.inherit_stdout)
+                proc = self.launcher.start(command, log_file, self._driver_env(conf), self.inherit_stdout)
         self.children[attempt.attempt_id] = proc
         failpoints.hit("worker.after_launch")
         with self.store.write() as conn:
@@ -292,13 +280,10 @@ class Worker:
             return None
         return self.warm_pool.take(attempt.job_id, attempt.attempt_id, fit.runtime_conf, log_path)
 
-    def _driver_env(self, settings: LaunchSettings, worker_conf: bool = True) -> dict[str, str]:
+    def _driver_env(self, conf: dict | None, worker_conf: bool = True) -> dict[str, str]:
         """A driver's environment; ``worker_conf``: with this worker's ``--spark-conf`` (a warm
         driver's session is the default one: a job that needs the worker's settings goes cold)."""
-        conf = settings.spark_conf
         env = dict(os.environ)
-        if not settings.micro_batch:
-            env[ZYGOTE_ENV] = "0"
         env["PYSPARK_PYTHON"] = sys.executable
         env["PYSPARK_DRIVER_PYTHON"] = sys.executable
         env.setdefault("PYTHONUNBUFFERED", "1")
@@ -308,7 +293,7 @@ class Worker:
             env[SPARK_CONF_ENV] = json.dumps(conf)
         return env
 
-    def launch_settings(self, job_id: str) -> LaunchSettings:
+    def _spark_conf(self, job_id: str) -> dict | None:
         from seatide.config.loader import ConfigError, load_job_env, spark_conf_for
         from seatide.plugin.options import OptionError
 
@@ -317,16 +302,16 @@ class Worker:
         # Parsing HOCON takes ~0.1 s: once per distinct job text, not once per launch (a worker
         # given hundreds of attempts of a few job files would otherwise spend its step parsing).
         key = (job.config, job.variables)
-        if key not in self._settings_by_text:
+        if key not in self._spark_confs:
             try:
-                env = load_job_env(job.config, json.loads(job.variables))
-                settings = LaunchSettings(spark_conf_for(env), env.micro_batch)
+                conf = spark_conf_for(load_job_env(job.config, json.loads(job.variables)))
             except (ConfigError, OptionError):
-                settings = LaunchSettings()   # the driver reports the config error itself
-            if len(self._settings_by_text) >= SPARK_CONF_CACHE:
-                self._settings_by_text.pop(next(iter(self._settings_by_text)))
-            self._settings_by_text[key] = settings
-        return self._settings_by_text[key]
+                conf = None   # the driver reports the config error itself
+            if len(self._spark_confs) >= SPARK_CONF_CACHE:
+                self._spark_confs.pop(next(iter(self._spark_confs)))
+            self._spark_confs[key] = conf
+        conf = self._spark_confs[key]
+        return dict(conf) if conf is not None else None
 
     def _children_of_ended_jobs(self) -> set[int]:
         from seatide.store.states import JOB_TERMINAL
