@@ -41,8 +41,8 @@ class FakeJvm:
         self.server.listen(1)
         self.server.settimeout(60)
 
-    def start_runner(self, client: str, cwd: str) -> subprocess.Popen:
-        env = {**os.environ, "PYTHON_WORKER_FACTORY_SOCK_PATH": self.path}
+    def start_runner(self, client: str, cwd: str, **extra_env: str) -> subprocess.Popen:
+        env = {**os.environ, "PYTHON_WORKER_FACTORY_SOCK_PATH": self.path, **extra_env}
         env.pop("PYTHON_WORKER_FACTORY_SECRET", None)
         return subprocess.Popen([client, "-m", RUNNER], env=env, cwd=cwd, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
@@ -104,6 +104,28 @@ def test_without_a_zygote_the_client_is_the_interpreter_itself(zygote, tmp_path)
     assert done.stdout.strip() == sys.executable
 
 
+def test_a_client_whose_import_time_settings_differ_gets_the_interpreter_itself(zygote, tmp_path):
+    """PySpark reads PYSPARK_ENABLE_NAMEDTUPLE_PATCH when it is imported: the zygote's imports
+    were made without it, so a process that sets it must start afresh."""
+    assert "PYSPARK_ENABLE_NAMEDTUPLE_PATCH" in python_zygote.IMPORT_TIME_ENV
+    jvm = FakeJvm(tmp_path)
+    client = jvm.start_runner(zygote.client, str(tmp_path), PYSPARK_ENABLE_NAMEDTUPLE_PATCH="1")
+    conn, runner_pid = jvm.accept_runner()
+    assert runner_pid == client.pid          # refused by the zygote: exec'd the interpreter
+    assert psutil.Process(zygote.process.pid).children() == []
+    conn.close()
+    client.communicate(timeout=60)
+
+
+def test_the_client_forks_the_modules_the_zygote_forks():
+    """zygote_client.py is copied into an executable, not imported: its list is checked here."""
+    source = os.path.join(os.path.dirname(python_zygote.__file__), "zygote_client.py")
+    with open(source) as handle:
+        line = next(line for line in handle if line.startswith("FORKED_MODULES = "))
+    assert eval(line.split("=", 1)[1]) == python_zygote.FORKED_MODULES
+    assert "pyspark.daemon" in python_zygote.FORKED_MODULES
+
+
 def test_the_zygote_exits_when_its_driver_is_gone(tmp_path):
     zygote = python_zygote.spawn(str(tmp_path))
     wait_for(lambda: os.path.exists(tmp_path / "zygote.sock"), 60, message="the zygote accepting")
@@ -136,3 +158,32 @@ def test_the_sessions_streaming_queries_get_their_runner_from_the_zygote(spark, 
     query.awaitTermination()
     assert sum(rows) == 4
     assert forked and min(forked) >= 1, forked       # the runner serving the query was forked
+
+
+@pytest.mark.spark
+def test_the_sessions_python_worker_daemon_is_forked_by_the_zygote(spark):
+    """A Python UDF runs in a worker of Spark's daemon, which the zygote forked: its client,
+    a child of the JVM, waits on it instead of having become the interpreter."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType
+
+    zygote = python_zygote.started()
+    wait_for(lambda: os.path.exists(os.path.join(os.path.dirname(zygote.client), "zygote.sock")), 60,
+             message="the zygote accepting")
+    plus_one = F.udf(lambda v: v + 1, LongType())
+    assert [r[0] for r in spark.range(3).select(plus_one("id")).collect()] == [1, 2, 3]
+    jvm = psutil.Process(spark.sparkContext._gateway.proc.pid)
+
+    def command_lines() -> list[list[str]]:
+        lines = []
+        for child in jvm.children():       # some have ended (Hadoop's readlink, earlier runners)
+            try:
+                lines.append(child.cmdline())
+            except psutil.Error:
+                pass
+        return lines
+
+    clients = [line for line in command_lines() if line[-3:] == ["-m", "pyspark.daemon", "pyspark.worker"]]
+    assert clients, command_lines()
+    assert all(zygote.client in line for line in clients), clients
+    assert psutil.Process(zygote.process.pid).children(), "the zygote forked no daemon"

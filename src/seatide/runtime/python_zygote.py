@@ -1,28 +1,37 @@
-"""A Python process that has imported PySpark, and forks a streaming source's runner on demand.
+"""A Python process that has imported PySpark, and forks Spark's Python processes on demand.
 
-Every streaming query with a Python data source makes Spark start a fresh interpreter on the
-driver, ``python -m pyspark.sql.streaming.python_streaming_source_runner``: no daemon, no
-reuse. Its imports (PySpark, pyarrow, numpy) cost 0.35-0.45 s of CPU on this 2-core machine,
-and they sit on the path from a query's start to its first batch: a warm driver's attempt,
-every restart, every pipeline of a job.
+Spark starts fresh interpreters on the driver (with a local master, the executors too):
 
-With a zygote, Spark runs ``zygote_client.py`` instead of Python (``PYSPARK_PYTHON``). The
-client hands its standard streams, arguments, environment and working directory to this
-process, which forks: the child takes them over and runs the runner module, with its imports
-already done (10-20 ms instead of 0.4 s). For anything but the runner, or when the zygote
-cannot be reached, the client execs the real interpreter: the zygote only ever saves time.
+* per streaming query with a Python data source, ``python -m
+  pyspark.sql.streaming.python_streaming_source_runner`` (no daemon, no reuse);
+* per kind of Python work, a daemon, ``python -m pyspark.daemon <worker module>``, which forks
+  a worker per task: one for planning a Python data source (``create_data_source``,
+  ``plan_data_source_read``, ``lookup_data_sources``), one for reading it and running UDFs
+  (``pyspark.worker``), and so on. Each daemon imports PySpark first, and each worker it forks
+  imports its module, pyarrow and pandas after the fork.
 
-Rules that keep a forked runner what a fresh one would be:
+Those imports cost 0.2-0.5 s of CPU per process on this 2-core machine, several times per
+attempt, on the path from a query's start to its first batch. With a zygote, Spark runs
+``zygote_client.py`` instead of Python (``PYSPARK_PYTHON``). The client hands its standard
+streams, arguments, environment and working directory to this process, which forks: the child
+takes them over and runs the module with its imports already done, and a daemon's workers
+inherit them too. For anything else, or when the zygote cannot be reached, the client execs
+the real interpreter: the zygote only ever saves time.
 
-* the zygote imports modules only (the runner's own imports), starts no thread and opens
-  nothing a child could inherit but its listening socket, which the child closes;
+Rules that keep a forked process what a fresh one would be:
+
+* the zygote imports modules only (what the children would import), starts no thread of its
+  own and opens nothing a child could inherit but its listening socket, which the child closes;
 * the child takes the environment, path entries (``PYTHONPATH``) and directory the JVM gave
-  the client, and resets the signal dispositions the zygote changed;
+  the client, and resets the signal dispositions the zygote changed. PySpark reads a few
+  variables when a module is imported (``IMPORT_TIME_ENV``): a request whose values differ
+  from the zygote's is refused, and its client starts the real interpreter;
 * lifetimes: the zygote exits when the driver that started it is gone (end of file on a
   pipe only the driver holds: ``PR_SET_PDEATHSIG`` would follow the driver's thread that
   started it, not the process), a child dies with the zygote (``PR_SET_PDEATHSIG``: the
-  zygote is one thread); a child whose client disconnects (the JVM killed the client,
-  meaning the runner) is killed; the client exits with the child's status.
+  zygote is one thread); a child whose client disconnects (the JVM ended the process it
+  started) gets SIGTERM, on which a daemon ends its workers, as it would have; the client
+  exits with the child's status.
 
 Used only when every executor is in the driver's JVM (a local master): elsewhere, Spark
 would send the client's path to executors on other hosts as their Python.
@@ -49,8 +58,17 @@ from typing import NamedTuple
 
 log = logging.getLogger(__name__)
 
-# What Spark starts as a fresh process per streaming query (the rest goes through its daemon).
-FORKED_MODULES = ("pyspark.sql.streaming.python_streaming_source_runner",)
+# What Spark starts as fresh processes: a streaming query's runner, and the daemons. Kept
+# the same as zygote_client.py's list (tests/runtime/test_python_zygote.py checks it).
+FORKED_MODULES = ("pyspark.sql.streaming.python_streaming_source_runner", "pyspark.daemon")
+# What a daemon's workers import after their fork, imported here once instead. Optional:
+# a PySpark without one of them still gets its zygote.
+WORKER_MODULES = ("pyspark.worker", "pyspark.sql.worker.create_data_source",
+                  "pyspark.sql.worker.plan_data_source_read", "pyspark.sql.worker.lookup_data_sources",
+                  "pyspark.sql.worker.commit_data_source_write", "pyspark.sql.worker.write_into_data_source",
+                  "pyspark.sql.worker.data_source_pushdown_filters")
+# Read by PySpark's modules when they are imported: a forked child sees the zygote's values.
+IMPORT_TIME_ENV = ("PYSPARK_ENABLE_NAMEDTUPLE_PATCH", "SPARK_TESTING")
 
 _PR_SET_PDEATHSIG = 1
 _HEADER = struct.Struct("!I")
@@ -126,6 +144,11 @@ def serve(path: str, driver_fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # a ^C for `seatide run` is the driver's to handle
     for module in FORKED_MODULES:
         __import__(module)          # what each child would import: the point of the zygote
+    for module in WORKER_MODULES:
+        try:
+            __import__(module)
+        except ImportError:
+            log.debug("python zygote: no module %s to preload", module)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -151,6 +174,11 @@ def serve(path: str, driver_fd: int) -> None:
                 except (ConnectionError, ValueError, OSError):
                     conn.close()
                     continue
+                if not _imports_fit(request["env"]):
+                    for fd in fds:          # no status: the client starts the interpreter itself
+                        os.close(fd)
+                    conn.close()
+                    continue
                 sys.stdout.flush()
                 sys.stderr.flush()
                 zygote = os.getpid()
@@ -173,7 +201,7 @@ def serve(path: str, driver_fd: int) -> None:
                 conn.close()
                 if pid is not None and pid in children:
                     del children[pid]
-                    _kill(pid)
+                    _signal(pid, signal.SIGTERM)      # a daemon ends its workers on it
 
 
 def _reap(children: dict, clients: dict, selector) -> None:
@@ -196,9 +224,14 @@ def _reap(children: dict, clients: dict, selector) -> None:
         conn.close()
 
 
-def _kill(pid: int) -> None:
+def _imports_fit(env: dict) -> bool:
+    """Whether what we imported is what a process started with ``env`` would have imported."""
+    return all(env.get(name) == os.environ.get(name) for name in IMPORT_TIME_ENV)
+
+
+def _signal(pid: int, signum: int) -> None:
     try:
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, signum)
     except ProcessLookupError:
         pass
 

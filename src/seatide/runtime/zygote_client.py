@@ -4,7 +4,7 @@
 # header that sets REAL_PYTHON and SOCKET, and points PYSPARK_PYTHON at it. It runs with -S
 # (no site-packages: it needs the standard library only, and starts in a few milliseconds).
 #
-# ``-m <a module the zygote forks>``: hand our standard streams, arguments, environment and
+# ``-m <a module the zygote forks>`` (a streaming source's runner, a daemon): hand our standard streams, arguments, environment and
 # directory to the zygote, and exit as the forked runner does. Anything else, or no zygote
 # to talk to: become the real interpreter with the same arguments.
 
@@ -15,7 +15,7 @@ import socket
 import struct
 import sys
 
-FORKED_MODULES = ("pyspark.sql.streaming.python_streaming_source_runner",)
+FORKED_MODULES = ("pyspark.sql.streaming.python_streaming_source_runner", "pyspark.daemon")
 
 
 def _become_python():
