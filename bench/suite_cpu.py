@@ -35,7 +35,8 @@ SAMPLE_S = 0.3
 # session of a pytest process is the one named "seatide-tests" (tests/conftest.py).
 KINDS = [
     ("JVM launcher", lambda args, comm: comm == "java" and "launcher.Main" in args),
-    ("Spark standalone JVM", lambda args, comm: comm == "java" and (".deploy.master" in args or ".deploy.worker" in args)),
+    ("Spark standalone JVM",
+     lambda args, comm: comm == "java" and (".deploy.master" in args or ".deploy.worker" in args)),
     ("pytest's shared session JVM", lambda args, comm: comm == "java" and "spark.app.name=seatide-tests" in args),
     ("driver JVM", lambda args, comm: comm == "java" and "SparkSubmit" in args),
     ("other JVM", lambda args, comm: comm == "java"),

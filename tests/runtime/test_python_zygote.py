@@ -6,6 +6,7 @@ that names a socket to connect back to, then read the pid the runner sends first
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import socket
@@ -122,7 +123,7 @@ def test_the_client_forks_the_modules_the_zygote_forks():
     source = os.path.join(os.path.dirname(python_zygote.__file__), "zygote_client.py")
     with open(source) as handle:
         line = next(line for line in handle if line.startswith("FORKED_MODULES = "))
-    assert eval(line.split("=", 1)[1]) == python_zygote.FORKED_MODULES
+    assert ast.literal_eval(line.split("=", 1)[1].strip()) == python_zygote.FORKED_MODULES
     assert "pyspark.daemon" in python_zygote.FORKED_MODULES
 
 

@@ -4,9 +4,10 @@
 # header that sets REAL_PYTHON and SOCKET, and points PYSPARK_PYTHON at it. It runs with -S
 # (no site-packages: it needs the standard library only, and starts in a few milliseconds).
 #
-# ``-m <a module the zygote forks>`` (a streaming source's runner, a daemon): hand our standard streams, arguments, environment and
-# directory to the zygote, and exit as the forked runner does. Anything else, or no zygote
-# to talk to: become the real interpreter with the same arguments.
+# ``-m <a module the zygote forks>`` (a streaming source's runner, a daemon): hand our
+# standard streams, arguments, environment and directory to the zygote, and exit as the
+# forked process does. Anything else, or no zygote to talk to: become the real interpreter
+# with the same arguments.
 
 import json
 import os
