@@ -12,10 +12,25 @@ from typing import Callable
 
 _source: Callable[[], float] = time.time
 _monotonic: Callable[[], float] = time.monotonic
+# The clock of an SQLite store: its host's, which is every process's on that host (None). The
+# simulation runs its store on a clock of its own, so that a process whose clock is skewed
+# still stamps (and is judged by) the store's time, as on PostgreSQL.
+_store_source: Callable[[], float] | None = None
 
 
 def now() -> float:
     return _source()
+
+
+def store_now() -> float:
+    """An SQLite store's time (``store/clock.py`` reads it): this host's, unless simulated."""
+    return (_store_source or _source)()
+
+
+def use_store_clock(source: Callable[[], float] | None) -> None:
+    """Simulation only: the store's clock, apart from every process's (None: the host's)."""
+    global _store_source
+    _store_source = source
 
 
 def monotonic() -> float:

@@ -28,8 +28,9 @@ from typing import Any, Callable
 
 from sqlalchemy import and_, select, update
 
-from seatide import clock, failpoints
+from seatide import failpoints
 from seatide.store import schema as s
+from seatide.store.clock import read_store_now, store_now
 from seatide.store.db import Store, record_event
 from seatide.store.jobs import forget_job
 from seatide.store.states import CleanupState, JobStatus
@@ -127,9 +128,9 @@ def reconcile_cleanup(store: Store, epoch: int, actor: str, result,
         delay = min(MAX_BACKOFF_S, 2.0 ** tries)
         step = "cleanup" if result.cleanup == CleanupState.DIRTY else "history expiry"
         log.warning("%s of job %s failed (try %s), again in %.0f s: %s", step, result.job_id, tries, delay, exc)
-        again = {"next_cleanup_at": clock.now() + delay} if result.cleanup == CleanupState.DIRTY else \
-            {"expires_at": clock.now() + delay}
         with store.leader_tx(epoch) as conn:
+            retry_at = read_store_now(conn) + delay       # compared with the store's time by due_results
+            again = {"next_cleanup_at": retry_at} if result.cleanup == CleanupState.DIRTY else {"expires_at": retry_at}
             conn.execute(update(s.job_results).where(_key(result)).values(cleanup_tries=tries, **again))
             record_event(conn, "CLEANUP_RETRY", actor, result.job_id, result.incarnation, epoch,
                          tries=tries, error=str(exc))
@@ -167,7 +168,7 @@ def apply_cleanup(store: Store, epoch: int, actor: str, result, effects: list[Cl
                 with store.leader_tx(epoch) as conn:
                     conn.execute(update(s.job_results).where(and_(
                         _key(result), s.job_results.c.cleanup == CleanupState.DIRTY))
-                        .values(cleanup=CleanupState.CLEAN, cleaned_at=clock.now()))
+                        .values(cleanup=CleanupState.CLEAN, cleaned_at=store_now(conn)))
                     record_event(conn, "CLEANUP_DONE", actor, result.job_id, result.incarnation, epoch,
                                  removed=list(removed), newer_incarnation=newer)
             case Forget():

@@ -15,7 +15,7 @@ from sqlalchemy import and_, func, insert, select, update
 from seatide import clock, failpoints
 from seatide.secrets import mask_message
 from seatide.store import schema as s
-from seatide.store.clock import store_now
+from seatide.store.clock import read_store_now, store_now
 from seatide.store.db import Store, record_event
 from seatide.store.states import AttemptState, PipelineStatus, check_attempt, check_pipeline
 
@@ -65,9 +65,8 @@ class AttemptReporter:
         its last pipeline ends, and the driver's next progress sample must not turn that into
         a fenced exit before the driver records its own attempt's end."""
         with self.store.attempt_tx(self.job_id, self.attempt_id, job_may_be_terminal=True) as conn:
-            now = clock.now()
             conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == self.attempt_id)
-                         .values(progress_at=now, tasks_done=tasks_done))
+                         .values(progress_at=store_now(conn), tasks_done=tasks_done))
             self._clear_hung(conn)
 
     def _clear_hung(self, conn) -> None:
@@ -103,13 +102,13 @@ class AttemptReporter:
             old = conn.execute(select(s.pipelines.c.status).where(self._pipeline_where(pipeline_id))).scalar()
             if old == new == PipelineStatus.RUNNING:     # started again by a new attempt
                 conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id))
-                             .values(started_at=clock.now(), idle=False))
+                             .values(started_at=store_now(conn), idle=False))
                 return
             if old == new:
                 return
             check_pipeline(old, new)
             error = mask_message(error, self.secrets)
-            now = clock.now()
+            now = store_now(conn)
             values: dict = {"status": new, "error": error}
             values["started_at" if new == PipelineStatus.RUNNING else "finished_at"] = now
             conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(**values))
@@ -123,7 +122,7 @@ class AttemptReporter:
             if conn.execute(select(s.source_ends.c.plugin_id).where(key)).first() is None:
                 conn.execute(insert(s.source_ends).values(
                     job_id=self.job_id, incarnation=self.incarnation, pipeline_id=pipeline_id,
-                    plugin_id=plugin_id, ended_at=clock.now()))
+                    plugin_id=plugin_id, ended_at=store_now(conn)))
 
     def checkpoint_prepared(self, pipeline_id: int, source: str | None, set_aside: str | None) -> None:
         """The resume's checkpoint move for this pipeline is done (see store.restore.prepare_checkpoint)."""
@@ -152,15 +151,15 @@ class AttemptReporter:
             conn.execute(insert(s.checkpoints).values(
                 job_id=self.job_id, incarnation=self.incarnation, checkpoint_id=savepoint_id, pipeline_id=0,
                 batch_id=max(pipelines.values(), default=-1), kind="SAVEPOINT", status="PENDING",
-                created_at=clock.now(), duration_ms=0, rows=0,
+                created_at=store_now(conn), duration_ms=0, rows=0,
                 source_offsets=json.dumps({"pipelines": {str(k): v for k, v in pipelines.items()}}),
                 fingerprint="", attempt_id=self.attempt_id))
-        started = clock.now()
+        started = clock.monotonic()      # a duration: this process's own clock
         copy(savepoint_id)
         with self._tx() as conn:
             conn.execute(update(s.checkpoints).where(and_(
                 s.checkpoints.c.job_id == self.job_id, s.checkpoints.c.checkpoint_id == savepoint_id))
-                .values(status="COMPLETED", duration_ms=int((clock.now() - started) * 1000)))
+                .values(status="COMPLETED", duration_ms=int((clock.monotonic() - started) * 1000)))
             record_event(conn, "SAVEPOINT_COMPLETED", self.actor, self.job_id, self.incarnation,
                          savepoint=savepoint_id, pipelines=pipelines)
         return savepoint_id
@@ -199,7 +198,7 @@ class AttemptReporter:
             conn.execute(insert(m).values(
                 job_id=self.job_id, incarnation=self.incarnation, pipeline_id=pipeline_id, plugin_id=plugin_id,
                 transaction_id=transaction_id, batch_id=batch_id, attempt_id=self.attempt_id, status="DECIDED",
-                manifest=json.dumps(manifest), decided_at=clock.now(), published_at=None))
+                manifest=json.dumps(manifest), decided_at=store_now(conn), published_at=None))
         return manifest
 
     def decided_manifest(self, pipeline_id: int, plugin_id: str, transaction_id: str) -> tuple[str, dict] | None:
@@ -225,7 +224,7 @@ class AttemptReporter:
         with self._tx() as conn:
             conn.execute(update(m).where(and_(self._manifest_where(pipeline_id, plugin_id, transaction_id),
                                               m.c.status == "DECIDED"))
-                         .values(status="PUBLISHED", published_at=clock.now()))
+                         .values(status="PUBLISHED", published_at=store_now(conn)))
 
     # -- checkpoints ---------------------------------------------------------------------
     def batch_committed(self, pipeline_id: int, batch_id: int, rows: int, duration_ms: int,
@@ -241,7 +240,7 @@ class AttemptReporter:
                 return seen
             newest = conn.execute(select(func.max(s.checkpoints.c.checkpoint_id)).where(
                 s.checkpoints.c.job_id == self.job_id)).scalar() or 0
-            checkpoint_id, now = newest + 1, clock.now()
+            checkpoint_id, now = newest + 1, read_store_now(conn)
             conn.execute(insert(s.checkpoints).values(
                 job_id=self.job_id, incarnation=self.incarnation, checkpoint_id=checkpoint_id,
                 pipeline_id=pipeline_id, batch_id=batch_id, kind=kind, status="COMPLETED",
@@ -264,7 +263,7 @@ class AttemptReporter:
             conn.execute(insert(s.checkpoints).values(
                 job_id=self.job_id, incarnation=self.incarnation, checkpoint_id=newest + 1,
                 pipeline_id=pipeline_id, batch_id=batch_id, kind="CHECKPOINT", status="FAILED",
-                created_at=clock.now(), duration_ms=int(seconds * 1000), rows=0, source_offsets=None,
+                created_at=store_now(conn), duration_ms=int(seconds * 1000), rows=0, source_offsets=None,
                 fingerprint=fingerprint, attempt_id=self.attempt_id))
             conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(
                 checkpoints_failed=s.pipelines.c.checkpoints_failed + 1))

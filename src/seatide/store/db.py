@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from seatide import clock
 from seatide.store import schema as s
-from seatide.store.clock import read_store_now
+from seatide.store.clock import read_store_now, store_now
 from seatide.store.states import ATTEMPT_LIVE
 
 
@@ -160,9 +160,10 @@ def check_attempt_current(conn: Connection, job_id: str, attempt_id: int, lock: 
 
 def record_event(conn: Connection, kind: str, actor: str, job_id: str | None = None,
                  incarnation: int | None = None, epoch: int | None = None, **detail) -> None:
-    """Append to the event log, in the caller's transaction (so the log never lies)."""
+    """Append to the event log, in the caller's transaction (so the log never lies), at the
+    store's time (events are listed and pruned by it)."""
     conn.execute(insert(s.events).values(
-        at=clock.now(), job_id=job_id, incarnation=incarnation, kind=kind,
+        at=store_now(conn), job_id=job_id, incarnation=incarnation, kind=kind,
         detail=json.dumps(detail, default=str), epoch=epoch, actor=actor))
 
 

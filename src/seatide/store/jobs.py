@@ -18,8 +18,8 @@ from typing import Any
 from sqlalchemy import and_, delete, insert, select, update
 from sqlalchemy.engine import Connection
 
-from seatide import clock
 from seatide.store import schema as s
+from seatide.store.clock import read_store_now, store_now
 from seatide.store.db import Store, record_event
 from seatide.store.paths import PathOutsideRoot, under
 from seatide.store.states import JOB_TERMINAL, Desired, JobStatus, PipelineStatus
@@ -85,7 +85,6 @@ def submit_job(store: Store, *, text: str, variables: dict[str, str], config, pl
 
     job_id = check_job_id(job_id) if job_id is not None else new_job_id()
     env = config.env
-    now = clock.now()
     delay = cleanup_delay_s if env.state_cleanup_delay_s is None else env.state_cleanup_delay_s
     values = dict(
         name=name or env.name, config=text, variables=json.dumps(variables), outline=outline_json(config),
@@ -96,9 +95,10 @@ def submit_job(store: Store, *, text: str, variables: dict[str, str], config, pl
         cleanup_delay_s=float(Timeouts.state_cleanup_delay if delay is None else delay),
         checkpoint_interval_ms=env.checkpoint_interval_ms, stale_after_s=env.stale_after_s,
         on_stale=env.on_stale, stale_since=None, checkpoints_retained=env.checkpoints_retained,
-        progress_timeout_s=env.progress_timeout_s, on_hung=env.on_hung, hung_since=None, created_at=now,
-        updated_at=now, finished_at=None)
+        progress_timeout_s=env.progress_timeout_s, on_hung=env.on_hung, hung_since=None, finished_at=None)
     with store.write() as conn:
+        now = read_store_now(conn)       # stamps are the store's time (store/clock.py)
+        values.update(created_at=now, updated_at=now)
         existing = conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
         if existing is None:
             incarnation = 1
@@ -128,7 +128,7 @@ def _refuse_reuse(conn: Connection, existing) -> None:
         s.job_results.c.job_id == existing.job_id,
         s.job_results.c.incarnation == existing.incarnation))).first()
     if result is not None and result.cleanup != "CLEAN":
-        wait = max(0, int(result.next_cleanup_at - clock.now()))
+        wait = max(0, int(result.next_cleanup_at - read_store_now(conn)))
         raise JobRefused(f"job id {existing.job_id} ended {existing.status} and its cleanup is still "
                          f"pending (due in about {wait} s); submit under another id or wait for the cleanup")
 
@@ -146,7 +146,7 @@ def request_stop(store: Store, job_id: str, savepoint: bool = False, actor: str 
             raise JobRefused(f"job {job_id} is being canceled; a savepoint can no longer be taken")
         if job.desired != desired:
             conn.execute(update(s.jobs).where(s.jobs.c.job_id == job_id)
-                         .values(desired=desired, updated_at=clock.now()))
+                         .values(desired=desired, updated_at=store_now(conn)))
             record_event(conn, "STOP_REQUESTED", actor, job_id, job.incarnation, savepoint=savepoint)
         return job.status
 

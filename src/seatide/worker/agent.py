@@ -356,7 +356,6 @@ class Worker:
         """The driver process is gone: record it, and fail the attempt if it ended silently."""
         self.children.pop(attempt_id, None)
         self._reported_end.pop(attempt_id, None)
-        now = clock.now()
         with self.store.write() as conn:
             attempt = conn.execute(select(s.attempts).where(s.attempts.c.attempt_id == attempt_id)).first()
             if attempt is None:
@@ -365,7 +364,7 @@ class Worker:
                 return
             if attempt.ended_at is not None:
                 return
-            values: dict = {"ended_at": now, "exit_code": code}
+            values: dict = {"ended_at": store_now(conn), "exit_code": code}
             if attempt.state in ATTEMPT_LIVE:
                 values.update(state=AttemptState.FAILED, error=attempt.error or error or _exit_message(code))
             conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == attempt_id).values(**values))
