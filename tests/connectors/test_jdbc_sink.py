@@ -161,11 +161,41 @@ def test_changes_apply_by_key_with_the_last_change_per_key_winning(spark, db, tm
         (4, "old4", RowKind.DELETE),                                         # deletes an existing row
         (5, "old5", RowKind.UPDATE_BEFORE), (5, "new5", RowKind.UPDATE_AFTER),
         (6, "x", RowKind.DELETE), (6, "back6", RowKind.INSERT),              # re-inserted after delete
-        (7, "only-before", RowKind.UPDATE_BEFORE),                           # dropped
+        (7, "only-before", RowKind.UPDATE_BEFORE),                           # moved away: deleted
     ]
     result = write(writer, tmp_path, frame(spark, rows, "id bigint, name string"), 0)
     assert result.state["rows"] == len(rows)
     assert query(db, f"SELECT id, name FROM {table} ORDER BY id") == [(1, "a2"), (3, "c"), (5, "new5"), (6, "back6")]
+
+
+@pytest.mark.parametrize("upsert", [True, False], ids=["upsert", "plain"])
+def test_a_key_change_moves_the_row_instead_of_copying_it(spark, db, tmp_path, upsert):
+    """UPDATE t SET id = 500 WHERE id = 7 arrives as UPDATE_BEFORE(7), UPDATE_AFTER(500): the
+    UPDATE_BEFORE is the last change of key 7, so 7 is deleted (finding 1 of issue 22)."""
+    table = table_name()
+    execute(db, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, name VARCHAR(20))",
+            f"INSERT INTO {table} VALUES (7, 'seven'), (8, 'eight')")
+    writer = make_sink(db, table=table, primary_keys=["id"], enable_upsert=upsert).writer(context(spark, table))
+    rows = [(7, "seven", RowKind.UPDATE_BEFORE), (500, "seven", RowKind.UPDATE_AFTER),
+            (8, "eight", RowKind.UPDATE_BEFORE), (8, "eight!", RowKind.UPDATE_AFTER)]
+    write(writer, tmp_path, frame(spark, rows, "id bigint, name string"), 0)
+    assert query(db, f"SELECT id, name FROM {table} ORDER BY id") == [(8, "eight!"), (500, "seven")]
+
+
+def test_without_upsert_the_net_change_per_key_is_applied(spark, db, tmp_path):
+    """enable_upsert = false: a row inserted and updated in one batch lands with its last values,
+    and DELETE k, INSERT k of an existing k replaces it instead of failing on the duplicate key,
+    on every replay (finding 2 of issue 22)."""
+    table = table_name()
+    execute(db, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, name VARCHAR(20))",
+            f"INSERT INTO {table} VALUES (2, 'two'), (3, 'three')")
+    writer = make_sink(db, table=table, primary_keys=["id"], enable_upsert=False).writer(context(spark, table))
+    rows = [(1, "a", RowKind.INSERT), (1, "a", RowKind.UPDATE_BEFORE), (1, "b", RowKind.UPDATE_AFTER),
+            (2, "two", RowKind.DELETE), (2, "new two", RowKind.INSERT),
+            (3, "three", RowKind.UPDATE_BEFORE), (3, "three!", RowKind.UPDATE_AFTER),
+            (4, "d", RowKind.INSERT), (4, "d", RowKind.DELETE)]
+    write(writer, tmp_path, frame(spark, rows, "id bigint, name string"), 0)
+    assert query(db, f"SELECT id, name FROM {table} ORDER BY id") == [(1, "b"), (2, "new two"), (3, "three!")]
 
 
 def test_upsert_into_a_table_without_a_key_on_primary_keys_is_refused(spark, db, tmp_path):
@@ -180,17 +210,17 @@ def test_upsert_into_a_table_without_a_key_on_primary_keys_is_refused(spark, db,
     assert query(db, f"SELECT id, name FROM {table}") == [(1, "n1")]
 
 
-def test_without_upsert_inserts_insert_and_updates_update_after(spark, db, tmp_path):
+def test_without_upsert_updates_existing_keys_and_inserts_new_ones_without_a_unique_index(spark, db, tmp_path):
     table = table_name()
-    execute(db, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, name VARCHAR(20))",
+    execute(db, f"CREATE TABLE {table} (id BIGINT, name VARCHAR(20))",       # no key: no upserts possible
             f"INSERT INTO {table} VALUES (1, 'one')")
     writer = make_sink(db, table=table, primary_keys=["id"], enable_upsert=False).writer(context(spark, table))
     write(writer, tmp_path, frame(spark, [(1, "uno", RowKind.UPDATE_AFTER), (2, "two", RowKind.INSERT)],
                                   "id bigint, name string"), 0)
     assert query(db, f"SELECT id, name FROM {table} ORDER BY id") == [(1, "uno"), (2, "two")]
-    with pytest.raises(Exception):   # a plain INSERT of an existing key fails the batch ...
-        write(writer, tmp_path, frame(spark, [(2, "again", RowKind.INSERT)], "id bigint, name string"), 1)
-    assert query(db, f"SELECT COUNT(*) FROM seatide_sink_commits WHERE transaction_id = '{txn(table, 1)}'") == [(0,)]
+    # an INSERT of a key the target has (a change seen again) leaves one row with its values
+    write(writer, tmp_path, frame(spark, [(2, "again", RowKind.INSERT)], "id bigint, name string"), 1)
+    assert query(db, f"SELECT id, name FROM {table} ORDER BY id") == [(1, "uno"), (2, "again")]
 
 
 def test_changes_without_primary_keys_are_refused_when_the_job_is_loaded(db):

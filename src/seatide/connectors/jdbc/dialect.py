@@ -3,9 +3,12 @@
 Quoting, column types for tables created from the input schema (the type tables of
 SeaTunnel's PostgreSql and Mysql pages, read from SeaTunnel type to column), the URL
 Spark's JDBC writer gets, and the set-wise statements that apply one staged batch to the
-target: ``INSERT ... SELECT`` for plain inserts, and for keyed changes the last change per
-key (``ROW_NUMBER() OVER (PARTITION BY key ORDER BY seq DESC)``) upserted with the
-dialect's own statement or deleted.
+target: ``INSERT ... SELECT`` for plain inserts, and for keyed changes the net change per
+key, decided by its last change (``ROW_NUMBER() OVER (PARTITION BY key ORDER BY seq DESC)``):
+a key whose last change is INSERT or UPDATE_AFTER ends with that row (upserted with the
+dialect's own statement, or without upserts updated where the target has the key and
+inserted where it has not); one whose last change is DELETE or UPDATE_BEFORE ends without a
+row (deleted).
 """
 
 from __future__ import annotations
@@ -15,12 +18,16 @@ from dataclasses import dataclass
 from pyspark.sql import types as T
 
 from seatide.connectors.jdbc.url import MYSQL, POSTGRESQL, JdbcUrl
+from seatide.plugin.rowkind import RowKind
 from seatide.plugin.types import type_name
 
 # Columns a keyed sink's staging rows carry besides the input's own (see writer.py). Rows of
 # an insert-only sink carry none: every byte staged is a byte Spark's executors send twice.
 STAGE_KIND = "__seatide_kind"    # RowKind value
 STAGE_SEQ = "__seatide_seq"      # order of changes within the batch (later wins per key)
+# A key's last change in a batch decides its row: these kinds leave one, those remove it.
+_KEEPS_ROW = f"({int(RowKind.INSERT)}, {int(RowKind.UPDATE_AFTER)})"
+_REMOVES_ROW = f"({int(RowKind.UPDATE_BEFORE)}, {int(RowKind.DELETE)})"
 
 
 class UnsupportedType(ValueError):
@@ -94,19 +101,22 @@ class Dialect:
         return f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {stage}"
 
     def last_changes(self, stage: str, columns: list[str], keys: list[str]) -> str:
-        """Per key, the batch's last change that is not an UPDATE_BEFORE (which is dropped)."""
+        """Per key, the batch's changes ranked last first (``seatide_rank = 1``: the last one).
+
+        UPDATE_BEFORE rows are ranked too: when one is a key's last change, the key's row was
+        moved to another key (``UPDATE t SET id = 500 WHERE id = 7``), so the key is deleted.
+        """
         cols = ", ".join(self.quote(c) for c in columns)
         partition = ", ".join(self.quote(k) for k in keys)
         return (f"SELECT {cols}, {self.quote(STAGE_KIND)} AS seatide_kind, ROW_NUMBER() OVER "
                 f"(PARTITION BY {partition} ORDER BY {self.quote(STAGE_SEQ)} DESC) AS seatide_rank "
-                f"FROM {stage} WHERE {self.quote(STAGE_KIND)} <> 1")
+                f"FROM {stage}")
 
-    def upsert_staged(self, target: str, stage: str, columns: list[str], keys: list[str],
-                      kinds: tuple[int, ...]) -> str:
-        """Insert-or-update the keys whose last change is one of ``kinds``."""
+    def upsert_staged(self, target: str, stage: str, columns: list[str], keys: list[str]) -> str:
+        """Insert-or-update the keys whose last change leaves a row (INSERT or UPDATE_AFTER)."""
         cols = ", ".join(self.quote(c) for c in columns)
         chosen = (f"INSERT INTO {target} ({cols}) SELECT {cols} FROM ({self.last_changes(stage, columns, keys)}) "
-                  f"seatide_last WHERE seatide_rank = 1 AND seatide_kind IN ({', '.join(map(str, kinds))})")
+                  f"seatide_last WHERE seatide_rank = 1 AND seatide_kind IN {_KEEPS_ROW}")
         others = [c for c in columns if c not in keys]
         if self.name == POSTGRESQL:
             conflict = ", ".join(self.quote(k) for k in keys)
@@ -117,30 +127,39 @@ class Dialect:
         sets = ", ".join(f"{self.quote(c)} = VALUES({self.quote(c)})" for c in (others or keys[:1]))
         return f"{chosen} ON DUPLICATE KEY UPDATE {sets}"
 
-    def insert_last(self, target: str, stage: str, columns: list[str], keys: list[str], kind: int) -> str:
-        """Plain INSERT of the keys whose last change is ``kind`` (enable_upsert = false)."""
-        cols = ", ".join(self.quote(c) for c in columns)
-        return (f"INSERT INTO {target} ({cols}) SELECT {cols} FROM ({self.last_changes(stage, columns, keys)}) "
-                f"seatide_last WHERE seatide_rank = 1 AND seatide_kind = {kind}")
-
-    def update_last(self, target: str, stage: str, columns: list[str], keys: list[str], kind: int) -> str:
-        """Plain UPDATE of the keys whose last change is ``kind`` (enable_upsert = false)."""
+    def update_last(self, target: str, stage: str, columns: list[str], keys: list[str]) -> str:
+        """Plain UPDATE of the rows whose key's last change leaves a row (enable_upsert = false)."""
         others = [c for c in columns if c not in keys] or keys[:1]
         last = f"({self.last_changes(stage, columns, keys)}) s"
-        match = " AND ".join(f"t.{self.quote(k)} = s.{self.quote(k)}" for k in keys)
+        match = self._match(keys)
         if self.name == POSTGRESQL:
             sets = ", ".join(f"{self.quote(c)} = s.{self.quote(c)}" for c in others)
-            return f"UPDATE {target} t SET {sets} FROM {last} WHERE s.seatide_rank = 1 AND s.seatide_kind = {kind} AND {match}"
+            return (f"UPDATE {target} t SET {sets} FROM {last} "
+                    f"WHERE s.seatide_rank = 1 AND s.seatide_kind IN {_KEEPS_ROW} AND {match}")
         sets = ", ".join(f"t.{self.quote(c)} = s.{self.quote(c)}" for c in others)
-        return f"UPDATE {target} t JOIN {last} ON {match} SET {sets} WHERE s.seatide_rank = 1 AND s.seatide_kind = {kind}"
+        return (f"UPDATE {target} t JOIN {last} ON {match} SET {sets} "
+                f"WHERE s.seatide_rank = 1 AND s.seatide_kind IN {_KEEPS_ROW}")
+
+    def insert_missing(self, target: str, stage: str, columns: list[str], keys: list[str]) -> str:
+        """Plain INSERT of the keys whose last change leaves a row and that the target does not
+        have (enable_upsert = false; run after ``update_last``, which covered the others)."""
+        cols = ", ".join(self.quote(c) for c in columns)
+        return (f"INSERT INTO {target} ({cols}) SELECT {', '.join('s.' + self.quote(c) for c in columns)} "
+                f"FROM ({self.last_changes(stage, columns, keys)}) s WHERE s.seatide_rank = 1 AND "
+                f"s.seatide_kind IN {_KEEPS_ROW} AND NOT EXISTS (SELECT 1 FROM {target} t WHERE {self._match(keys)})")
 
     def delete_staged(self, target: str, stage: str, columns: list[str], keys: list[str]) -> str:
-        """Delete the keys whose last change is a DELETE."""
+        """Delete the keys whose last change removes their row (DELETE, or UPDATE_BEFORE of a key change)."""
         last = f"({self.last_changes(stage, columns, keys)}) s"
-        match = " AND ".join(f"t.{self.quote(k)} = s.{self.quote(k)}" for k in keys)
+        match = self._match(keys)
         if self.name == POSTGRESQL:
-            return f"DELETE FROM {target} t USING {last} WHERE s.seatide_rank = 1 AND s.seatide_kind = 3 AND {match}"
-        return f"DELETE t FROM {target} t JOIN {last} ON {match} WHERE s.seatide_rank = 1 AND s.seatide_kind = 3"
+            return (f"DELETE FROM {target} t USING {last} "
+                    f"WHERE s.seatide_rank = 1 AND s.seatide_kind IN {_REMOVES_ROW} AND {match}")
+        return (f"DELETE t FROM {target} t JOIN {last} ON {match} "
+                f"WHERE s.seatide_rank = 1 AND s.seatide_kind IN {_REMOVES_ROW}")
+
+    def _match(self, keys: list[str]) -> str:
+        return " AND ".join(f"t.{self.quote(k)} = s.{self.quote(k)}" for k in keys)
 
     # -- catalog -----------------------------------------------------------------------------
     def table_exists(self, cursor, table: tuple[str, ...]) -> bool:

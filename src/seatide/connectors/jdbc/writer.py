@@ -261,12 +261,15 @@ class JdbcWriter(SinkWriter):
         keys, target = self.keys, self._target
         if not keys:
             return [d.insert_staged(target, stage, columns)]
+        # The net change per key (dialect.py): deleted, then upserted, or without upserts
+        # updated where the target has the key and inserted where it has not, so neither an
+        # INSERT then UPDATE of a new key nor a DELETE then INSERT of an existing one depends
+        # on the kind of the key's last change alone.
         changes = [d.delete_staged(target, stage, columns, keys)]
         if spec.enable_upsert:
-            changes.append(d.upsert_staged(target, stage, columns, keys, (int(RowKind.INSERT), int(RowKind.UPDATE_AFTER))))
+            changes.append(d.upsert_staged(target, stage, columns, keys))
         else:
-            changes.append(d.update_last(target, stage, columns, keys, int(RowKind.UPDATE_AFTER)))
-            changes.append(d.insert_last(target, stage, columns, keys, int(RowKind.INSERT)))
+            changes += [d.update_last(target, stage, columns, keys), d.insert_missing(target, stage, columns, keys)]
         return changes
 
     def _drop_stages(self, conn) -> None:
