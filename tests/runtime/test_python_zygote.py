@@ -28,7 +28,7 @@ def zygote(tmp_path):
     zygote = python_zygote.spawn(str(tmp_path))
     wait_for(lambda: os.path.exists(tmp_path / "zygote.sock"), 60, message="the zygote accepting")
     yield zygote
-    os.close(zygote.driver_end)
+    zygote.process.terminate()
     zygote.process.wait(timeout=30)
 
 
@@ -127,11 +127,18 @@ def test_the_client_forks_the_modules_the_zygote_forks():
     assert "pyspark.daemon" in python_zygote.FORKED_MODULES
 
 
-def test_the_zygote_exits_when_its_driver_is_gone(tmp_path):
-    zygote = python_zygote.spawn(str(tmp_path))
-    wait_for(lambda: os.path.exists(tmp_path / "zygote.sock"), 60, message="the zygote accepting")
-    os.close(zygote.driver_end)          # what the driver's death does to the pipe
-    assert zygote.process.wait(timeout=30) == 0
+def test_the_zygote_exits_when_its_starter_exits(tmp_path):
+    """Its starter ends normally, once the zygote accepts: the zygote goes too."""
+    starter = subprocess.run(
+        [sys.executable, "-c", "import os, sys\n"
+         "from seatide.runtime import python_zygote\n"
+         "from seatide.testing.cluster import wait_for\n"
+         "zygote = python_zygote.spawn(sys.argv[1])\n"
+         "wait_for(lambda: os.path.exists(os.path.join(sys.argv[1], 'zygote.sock')), 60, message='accepting')\n"
+         "print(zygote.process.pid)\n", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert starter.returncode == 0, starter.stderr
+    zygote = psutil.Process(int(starter.stdout))
+    wait_for(lambda: _gone(zygote), 30, message="the zygote gone with its starter")
 
 
 @pytest.mark.spark
@@ -188,3 +195,75 @@ def test_the_sessions_python_worker_daemon_is_forked_by_the_zygote(spark):
     assert clients, command_lines()
     assert all(zygote.client in line for line in clients), clients
     assert psutil.Process(zygote.process.pid).children(), "the zygote forked no daemon"
+
+
+# A process that starts a zygote as a driver does (a real session, its zygote started from a
+# thread that then ends), runs a Python UDF that blocks, as a source blocked on its database
+# does, and reports the worker's pid in MARKER.
+BLOCKED_STARTER = """
+import os, sys, threading, time
+from seatide.runtime import python_zygote
+from seatide.runtime.session import build_session
+from seatide.testing.cluster import wait_for
+
+marker = sys.argv[1]
+started = []
+thread = threading.Thread(target=lambda: started.append(build_session("blocked", {"spark.master": "local[1]"})))
+thread.start()
+thread.join()
+spark = started[0]
+zygote = python_zygote.started()
+wait_for(lambda: os.path.exists(os.path.join(os.path.dirname(zygote.client), "zygote.sock")), 60,
+         message="the zygote accepting")
+print("zygote", zygote.process.pid, flush=True)
+
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType
+
+def blocked(value):
+    with open(marker + ".new", "w") as out:
+        out.write(str(os.getpid()))
+    os.rename(marker + ".new", marker)
+    time.sleep(3600)
+    return value
+
+spark.range(1).select(F.udf(blocked, LongType())("id")).collect()
+"""
+
+
+def _gone(process: psutil.Process) -> bool:
+    try:
+        return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.mark.cluster
+def test_a_zygote_and_everything_it_forked_die_with_the_process_that_started_it(tmp_path):
+    """SIGKILL the starter: the zygote goes, so do Spark's daemon it forked and the daemon's
+    worker, even one busy in a UDF that never reads from the JVM again."""
+    marker = str(tmp_path / "worker.pid")
+    starter = subprocess.Popen([sys.executable, "-c", BLOCKED_STARTER, marker], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
+    left: list[psutil.Process] = []
+    try:
+        line = starter.stdout.readline()
+        assert line.startswith("zygote "), line
+        zygote = psutil.Process(int(line.split()[1]))
+        worker_pid = int(wait_for(lambda: os.path.exists(marker) and open(marker).read(), 180,
+                                  message="the UDF running in a worker"))
+        left = [zygote, *zygote.children(recursive=True)]
+        assert worker_pid in {p.pid for p in left}, "the UDF's worker was not forked through the zygote"
+        assert zygote.ppid() == starter.pid
+        starter.kill()
+        starter.wait(timeout=30)
+        try:
+            wait_for(lambda: all(_gone(p) for p in left), 60, message="the zygote and its descendants gone")
+        except AssertionError:
+            alive = [f"{p.pid} {' '.join(p.cmdline()[-3:])}" for p in left if not _gone(p)]
+            raise AssertionError(f"outlived the process that started them: {alive}") from None
+    finally:
+        starter.kill()
+        for process in left:
+            if not _gone(process):
+                process.kill()

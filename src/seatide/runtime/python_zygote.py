@@ -26,10 +26,14 @@ Rules that keep a forked process what a fresh one would be:
   the client, and resets the signal dispositions the zygote changed. PySpark reads a few
   variables when a module is imported (``IMPORT_TIME_ENV``): a request whose values differ
   from the zygote's is refused, and its client starts the real interpreter;
-* lifetimes: the zygote exits when the driver that started it is gone (end of file on a
-  pipe only the driver holds: ``PR_SET_PDEATHSIG`` would follow the driver's thread that
-  started it, not the process), a child dies with the zygote (``PR_SET_PDEATHSIG``: the
-  zygote is one thread); a child whose client disconnects (the JVM ended the process it
+* lifetimes: nothing the zygote started outlives the process that started the zygote (its
+  starter, a driver). The zygote exits when its starter has exited, which a pidfd of the
+  starter tells it (``PR_SET_PDEATHSIG`` would follow the starter's *thread*, and a driver
+  starts Spark from a thread that may end; a pipe would stay open while anything the starter
+  forked holds its end). A child dies with the zygote, and whatever a child forks (a daemon's
+  workers) dies with that child (``PR_SET_PDEATHSIG`` at every fork, from the one thread that
+  forks): a worker busy in a UDF or blocked on a database never reads the end of its JVM, so
+  nothing else would end it. A child whose client disconnects (the JVM ended the process it
   started) gets SIGTERM, on which a daemon ends its workers, as it would have; the client
   exits with the child's status.
 
@@ -75,9 +79,26 @@ _HEADER = struct.Struct("!I")
 _STATUS = struct.Struct("!i")
 
 
-def _die_with_parent() -> None:
-    """In a child of the zygote (one thread, so the signal follows the process)."""
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+_libc = ctypes.CDLL("libc.so.6", use_errno=True)
+_forking_pid = 0       # set just before each fork in a child: its children's parent
+
+
+def _die_with_parent(parent: int) -> None:
+    """SIGKILL this process when ``parent``, which forked it from its one thread, exits;
+    at once if it already has (we were re-parented before asking)."""
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _before_fork() -> None:
+    global _forking_pid
+    _forking_pid = os.getpid()
+
+
+def _forks_die_with_their_parent() -> None:
+    """From now on, every process this one forks (a daemon's workers) dies with it."""
+    os.register_at_fork(before=_before_fork, after_in_child=lambda: _die_with_parent(_forking_pid))
 
 
 def _recv_exactly(conn: socket.socket, size: int) -> bytes:
@@ -106,9 +127,8 @@ def _run_child(request: dict, fds: list[int], zygote: int, closing: list) -> Non
     try:
         for fd in closing:
             os.close(fd)
-        _die_with_parent()
-        if os.getppid() != zygote:      # the zygote died before the line above: so do we
-            os._exit(1)
+        _die_with_parent(zygote)
+        _forks_die_with_their_parent()
         for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
             signal.signal(signum, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -138,9 +158,21 @@ def _run_child(request: dict, fds: list[int], zygote: int, closing: list) -> Non
         os._exit(code)
 
 
-def serve(path: str, driver_fd: int) -> None:
-    """Listen on ``path`` (a Unix socket) and fork a runner per request, until ``driver_fd``
-    (the read end of the driver's pipe) reads end of file."""
+def _watch(starter: int) -> int:
+    """A pidfd of ``starter``, our parent, readable once it has exited; exit now if it has."""
+    try:
+        pidfd = os.pidfd_open(starter)
+    except ProcessLookupError:
+        os._exit(0)
+    if os.getppid() != starter:     # it exited before we looked, and its pid was reused
+        os._exit(0)
+    return pidfd
+
+
+def serve(path: str, starter: int) -> None:
+    """Listen on ``path`` (a Unix socket) and fork a runner per request, until the process
+    ``starter`` has exited."""
+    starter_fd = _watch(starter)
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # a ^C for `seatide run` is the driver's to handle
     for module in FORKED_MODULES:
         __import__(module)          # what each child would import: the point of the zygote
@@ -162,10 +194,10 @@ def serve(path: str, driver_fd: int) -> None:
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ, "accept")
     selector.register(wake_r, selectors.EVENT_READ, "reap")
-    selector.register(driver_fd, selectors.EVENT_READ, "driver")
+    selector.register(starter_fd, selectors.EVENT_READ, "starter")
     while True:
         for key, _ in selector.select():
-            if key.data == "driver":        # the driver is gone; our children follow us
+            if key.data == "starter":       # the starter is gone; our children follow us
                 os._exit(0)
             if key.data == "accept":
                 conn, _addr = listener.accept()
@@ -184,7 +216,7 @@ def serve(path: str, driver_fd: int) -> None:
                 zygote = os.getpid()
                 pid = os.fork()
                 if pid == 0:
-                    _run_child(request, fds, zygote, [listener.fileno(), wake_r, wake_w, driver_fd,
+                    _run_child(request, fds, zygote, [listener.fileno(), wake_r, wake_w, starter_fd,
                                                       *(c.fileno() for c in clients), conn.fileno()])
                 for fd in fds:
                     os.close(fd)
@@ -238,8 +270,7 @@ def _signal(pid: int, signum: int) -> None:
 
 class Zygote(NamedTuple):
     client: str                     # the executable to use as PYSPARK_PYTHON
-    process: subprocess.Popen
-    driver_end: int                 # the pipe's write end: held, never written; closing it ends the zygote
+    process: subprocess.Popen       # SIGTERM or SIGKILL it to stop it and all it forked
 
 
 _this_process: Zygote | None = None
@@ -263,17 +294,22 @@ def started() -> Zygote | None:
     return _this_process
 
 
+def stop() -> None:
+    """Stop this process's zygote, and so all it forked, and wait for it (else it exits with
+    this process). Its client then starts the real interpreter."""
+    global _this_process
+    if _this_process is not None:
+        _this_process.process.terminate()
+        _this_process.process.wait(timeout=60)
+        _this_process = None
+
+
 def spawn(directory: str) -> Zygote:
     """A zygote listening in ``directory``, and its client there."""
     path, client = os.path.join(directory, "zygote.sock"), os.path.join(directory, "python")
     write_client(client, path)
-    driver_fd, driver_end = os.pipe()
-    try:
-        process = subprocess.Popen([sys.executable, "-m", __name__, path, str(driver_fd)], pass_fds=[driver_fd],
-                                   stdin=subprocess.DEVNULL)
-    finally:
-        os.close(driver_fd)
-    return Zygote(client, process, driver_end)
+    process = subprocess.Popen([sys.executable, "-m", __name__, path, str(os.getpid())], stdin=subprocess.DEVNULL)
+    return Zygote(client, process)
 
 
 def write_client(client: str, path: str) -> None:
