@@ -336,3 +336,33 @@ def test_key_changes_without_full_identity_and_truncate_and_an_outrun_checkpoint
         stale.latestOffset(first)                                    # a checkpoint older than the slot
     assert str(caught.value).startswith(PERMANENT_MARK) and slot.format_lsn(first["lsn"]) in str(caught.value)
     stale.stop()
+
+
+def test_large_numerics_keep_every_digit_and_what_does_not_fit_is_refused(shop):
+    """An unconstrained numeric is decimal(38, 18): 20 integer digits fit, in the snapshot and in
+    changes alike; a value with more, or NaN, fails the job naming the column, never becomes
+    null (finding 5 of issue 22)."""
+    conn, url, db = shop
+    conn.execute("CREATE TABLE amounts (id int PRIMARY KEY, n numeric, m numeric(30, 4))")
+    conn.execute("INSERT INTO amounts VALUES (1, 12345678901.5, 12345678901234567890123456.1234), "
+                 "(2, -99999999999999999999.999999999999999999, NULL), (3, 0.0000000000000000001, 1)")
+    reader = reader_for(cdc_source(url, f"{db}.public.amounts"), "numerics")
+    expected = {1: (Decimal("12345678901.500000000000000000"), Decimal("12345678901234567890123456.1234")),
+                2: (Decimal("-99999999999999999999.999999999999999999"), None),
+                3: (Decimal("0E-18"), Decimal("1.0000"))}         # 19 decimals rounded to the 18 kept
+    try:
+        first = reader.latestOffset(reader.initialOffset())
+        assert {r["id"]: (r["n"], r["m"]) for r in read_rows(reader, reader.initialOffset(), first)} == expected
+        conn.execute("INSERT INTO amounts SELECT id + 10, n, m FROM amounts")
+        second = reader.latestOffset(first)
+        changes = {r["id"] - 10: (r["n"], r["m"]) for r in read_rows(reader, first, second)}
+        assert changes == expected
+        reader.commit(second)
+        conn.execute("INSERT INTO amounts VALUES (20, 123456789012345678901, 1)")   # 21 integer digits
+        third = reader.latestOffset(second)
+        with pytest.raises(PermanentError) as caught:
+            read_rows(reader, second, third)
+        assert "public.amounts" in str(caught.value) and "column n" in str(caught.value)
+        assert "123456789012345678901" in str(caught.value) and "decimal(38, 18)" in str(caught.value)
+    finally:
+        reader.stop()

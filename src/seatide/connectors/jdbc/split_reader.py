@@ -22,6 +22,7 @@ from typing import Iterator
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
+from seatide.connectors.decimals import DecimalOverflow, decimal_converter
 from seatide.connectors.jdbc.splits import SplitPlan, plan_splits
 
 SOURCE_NAME = "seatide_jdbc_splits"
@@ -52,7 +53,6 @@ def _timedelta_to_time(value):
     return dt.time(seconds // 3600, seconds // 60 % 60, seconds % 60, micro)
 
 
-_DECIMAL_38_18 = Decimal(1).scaleb(-18)
 
 CONVERTERS = {
     "utc_wall_time": _utc_wall_time,
@@ -61,7 +61,7 @@ CONVERTERS = {
     "bit_to_bool": lambda v: None if v is None else any(v),
     "int_to_bool": lambda v: None if v is None else v != 0,
     "int_to_decimal": lambda v: None if v is None else Decimal(v),
-    "decimal_38_18": lambda v: None if v is None else Decimal(v).quantize(_DECIMAL_38_18),
+    "decimal_38_18": decimal_converter(38, 18),
     "text": lambda v: None if v is None else str(v),
 }
 
@@ -171,9 +171,21 @@ class JdbcSplitReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             arrays = []
             for values, convert, field in zip(columns, converts, arrow_schema):
                 if convert is not None:
-                    values = [convert(v) for v in values]
+                    values = _converted(values, convert, field.name)
                 arrays.append(pa.array(values, type=field.type))
             yield pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+
+
+def _converted(values, convert, column: str) -> list:
+    try:
+        return [convert(v) for v in values]
+    except DecimalOverflow as exc:
+        from seatide.plugin.base import permanent_in_worker
+
+        raise permanent_in_worker(
+            f"Jdbc source: column {column}: {exc}. SeaTide never turns such a value into null: "
+            f"cast the column in query (e.g. CAST({column} AS numeric(38, 6)) for fewer decimals, "
+            f"or CAST({column} AS text) for every digit)") from None
 
 
 def _fetch(spec: dict, sql: str, fetch: int) -> Iterator[list[tuple]]:

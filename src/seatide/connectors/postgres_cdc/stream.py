@@ -24,6 +24,7 @@ from typing import Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from seatide.connectors.decimals import DecimalOverflow
 from seatide.connectors.postgres_cdc import slot
 from seatide.connectors.postgres_cdc.pgoutput import UNCHANGED_TOAST, decode_transactions, format_lsn
 from seatide.connectors.postgres_cdc.tables import CapturedTable, next_boundary, page_query
@@ -253,7 +254,7 @@ class _RowBatches:
     """Text values by column name -> Arrow record batches in the output schema's column order."""
 
     def __init__(self, tables: list[CapturedTable], names: list[str], spark_time_zone: str):
-        self.names = names
+        self.names, self.tables = names, tables
         first = tables[0]
         self.types = {c.name: column_type(c.seatunnel, spark_time_zone) for c in first.columns}
         self.columns: list[list] = [[] for _ in range(len(names) + 1)]
@@ -261,10 +262,19 @@ class _RowBatches:
     def add(self, kind: int, table: int, values: dict) -> Iterator:
         for column, name in zip(self.columns, self.names):
             text = values.get(name)
-            column.append(None if text is None or text is UNCHANGED_TOAST else self.types[name].convert(text))
+            column.append(None if text is None or text is UNCHANGED_TOAST else self._convert(table, name, text))
         self.columns[-1].append(kind)
         if len(self.columns[-1]) >= _ARROW_BATCH_ROWS:
             yield from self.flush()
+
+    def _convert(self, table: int, name: str, text: str):
+        try:
+            return self.types[name].convert(text)
+        except DecimalOverflow as exc:
+            raise permanent_in_worker(
+                f"Postgres-CDC: table {self.tables[table].qualified} column {name}: {exc}. SeaTide never "
+                "turns such a value into null: give the column a precision Spark holds (numeric(p, s), "
+                "p <= 38) and restart the job from a fresh checkpoint, or change the value") from None
 
     def flush(self) -> Iterator:
         import pyarrow as pa

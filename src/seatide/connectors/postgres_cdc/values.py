@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from typing import Callable
+
+from seatide.connectors.decimals import decimal_converter
 
 # typname -> SeaTunnel type name (the page's type table; timestamptz and uuid are SeaTide's additions)
 _SCALARS = {
@@ -66,7 +67,7 @@ def column_type(seatunnel: str, session_time_zone: str = "UTC") -> ColumnType:
                           lambda text, c=element.convert: [None if v is None else c(v) for v in parse_array(text)])
     if seatunnel.startswith("decimal("):
         precision, scale = (int(p) for p in seatunnel[8:-1].split(","))
-        return ColumnType(seatunnel, pa.decimal128(precision, scale), _decimal(scale))
+        return ColumnType(seatunnel, pa.decimal128(precision, scale), decimal_converter(precision, scale))
     arrow, convert = {
         # pgoutput writes t/f (boolout); bool::text in a snapshot query says true/false
         "boolean": (pa.bool_(), lambda v: v in ("t", "true")),
@@ -80,17 +81,6 @@ def column_type(seatunnel: str, session_time_zone: str = "UTC") -> ColumnType:
         "date": (pa.date32(), _date),
     }[seatunnel]
     return ColumnType(seatunnel, arrow, convert)
-
-
-def _decimal(scale: int):
-    quantum = Decimal(1).scaleb(-scale)
-
-    def convert(text: str):
-        try:
-            return Decimal(text).quantize(quantum)
-        except InvalidOperation:   # NaN, or more digits than the Spark decimal holds
-            return None
-    return convert
 
 
 def _bytea(text: str) -> bytes:
