@@ -366,3 +366,22 @@ def test_large_numerics_keep_every_digit_and_what_does_not_fit_is_refused(shop):
         assert "123456789012345678901" in str(caught.value) and "decimal(38, 18)" in str(caught.value)
     finally:
         reader.stop()
+
+
+def test_a_table_without_a_replica_identity_is_refused_before_any_publication(spark, shop):
+    """A publication on a table without primary key or replica identity makes the application's
+    own UPDATE and DELETE fail; the source refuses such a table with the fix, before it creates
+    anything, even when table-names-config gives it primaryKeys (finding 4 of issue 22)."""
+    conn, url, db = shop
+    conn.execute("CREATE TABLE keyless (id int, name text)")
+    conn.execute("INSERT INTO keyless VALUES (1, 'a')")
+    for extra in ("", f'table-names-config = [{{ table = "{db}.public.keyless", primaryKeys = ["id"] }}]'):
+        source = cdc_source(url, f"{db}.public.keyless", extra)
+        with pytest.raises(PermanentError) as caught:
+            source.read(stream_ctx(spark, "keyless"))
+        message = str(caught.value)
+        assert "public.keyless" in message and "ALTER TABLE public.keyless REPLICA IDENTITY FULL" in message
+    assert conn.execute("SELECT count(*) FROM pg_publication").fetchone()[0] == 0
+    conn.execute("UPDATE keyless SET name = 'b'")             # the application is not disturbed
+    conn.execute("ALTER TABLE keyless REPLICA IDENTITY FULL")
+    assert cdc_source(url, f"{db}.public.keyless").read(stream_ctx(spark, "keyless")).isStreaming

@@ -30,7 +30,8 @@ PG_CDC_OPTIONS: tuple[Option, ...] = (
            "tables must have the same columns, since one source emits one row type"),
     Option("table-names-config", LIST, None,
            "per-table settings: [{ table = \"db.schema.t\", primaryKeys = [\"id\"] }] gives a key to "
-           "a table without a primary key (used to split its snapshot)"),
+           "a table without a primary key (used to split its snapshot); such a table still needs "
+           "REPLICA IDENTITY FULL, or the job refuses it"),
     Option("startup.mode", STARTUP_MODE, "initial",
            "initial: snapshot the tables, then stream changes from the slot's start; "
            "latest: only changes made after the job starts. earliest/specific/timestamp: not supported"),

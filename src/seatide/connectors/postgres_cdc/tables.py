@@ -32,6 +32,9 @@ class CapturedTable:
     name: str
     columns: tuple[TableColumn, ...]
     keys: tuple[str, ...]
+    # What an UPDATE or DELETE logs of the old row: "full" (every column), "key" (the primary
+    # key or the replica identity index).
+    identity: str = "key"
 
     @property
     def qualified(self) -> str:
@@ -41,13 +44,13 @@ class CapturedTable:
         return sql.Identifier(self.schema, self.name)
 
     def to_json(self) -> dict:
-        return {"schema": self.schema, "name": self.name, "keys": list(self.keys),
+        return {"schema": self.schema, "name": self.name, "keys": list(self.keys), "identity": self.identity,
                 "columns": [[c.name, c.typname, c.sql_type, c.seatunnel] for c in self.columns]}
 
     @classmethod
     def from_json(cls, data: dict) -> "CapturedTable":
         return cls(data["schema"], data["name"], tuple(TableColumn(*c) for c in data["columns"]),
-                   tuple(data["keys"]))
+                   tuple(data["keys"]), data.get("identity", "key"))
 
 
 def split_name(text: str, database: str, default_schema: str) -> tuple[str, str, str]:
@@ -71,6 +74,7 @@ SELECT a.attname FROM pg_index i
 JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
 WHERE i.indrelid = %s::regclass AND i.indisprimary
 ORDER BY array_position(i.indkey::int2[], a.attnum)"""
+_REPLICA_IDENTITY = "SELECT relreplident FROM pg_class WHERE oid = %s::regclass"
 
 
 def describe(conn, schema: str, name: str, keys: list[str] | None) -> CapturedTable:
@@ -92,7 +96,17 @@ def describe(conn, schema: str, name: str, keys: list[str] | None) -> CapturedTa
     if missing:
         raise TableError(f"table-names-config gives primaryKeys {missing} for {schema}.{name}, "
                          f"which has no such column")
-    return CapturedTable(schema, name, tuple(columns), tuple(chosen))
+    setting = conn.execute(_REPLICA_IDENTITY, (regclass,)).fetchone()[0]
+    if setting == "n" or (setting == "d" and not primary):
+        # A publication on such a table makes PostgreSQL refuse the application's own UPDATE
+        # and DELETE on it ("does not have a replica identity and publishes updates"), and
+        # primaryKeys in table-names-config change nothing about that: refuse before creating it.
+        raise TableError(
+            f"table {schema}.{name} has no primary key and no replica identity, so PostgreSQL cannot "
+            "log which row an UPDATE or DELETE changed; capturing it would make the application's own "
+            f"UPDATE and DELETE on it fail. Run ALTER TABLE {schema}.{name} REPLICA IDENTITY FULL (or add "
+            "a primary key) and start the job again")
+    return CapturedTable(schema, name, tuple(columns), tuple(chosen), "full" if setting == "f" else "key")
 
 
 def _key_row(table: CapturedTable) -> sql.Composable:
