@@ -14,8 +14,9 @@ from seatide.testing.cluster import mark_owner
 mark_owner()
 
 # Private database servers with logical decoding / binlog on, started once per run when a
-# test asks for them (change data capture).
-pytest_plugins = ["tests.connectors.cdc_servers", "tests.connectors.cdc_mysql_server"]
+# test asks for them (change data capture). At the end, a check that nothing the run started
+# outlives it (seatide/testing/leftovers.py).
+pytest_plugins = ["tests.connectors.cdc_servers", "tests.connectors.cdc_mysql_server", "seatide.testing.leftovers"]
 
 
 @pytest.fixture(scope="session")
@@ -24,7 +25,21 @@ def spark():
 
     session = build_session("seatide-tests", {"spark.master": "local[2]"})
     yield session
+    stop_session(session)
+
+
+def stop_session(session) -> None:
+    """Stop the session, its JVM (which exits when its stdin ends) and this process's Python
+    zygote, and wait for them: the run's end checks that nothing it started is left."""
+    from pyspark import SparkContext
+
+    from seatide.runtime import python_zygote
+
+    jvm = SparkContext._gateway.proc
     session.stop()
+    jvm.stdin.close()
+    jvm.wait(timeout=120)
+    python_zygote.stop()
 
 
 @pytest.fixture
