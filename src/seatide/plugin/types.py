@@ -47,6 +47,13 @@ _SIZED = re.compile(r"(tinyint|smallint|int|integer|bigint|varchar|char|string)\
 _DECIMAL = re.compile(r"decimal\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
 _GENERIC = re.compile(r"(array|map|row)\s*<(.*)>", re.IGNORECASE | re.DOTALL)
 MAX_PRECISION = 38
+# A field read from a database column keeps the column's declared type in its metadata (what
+# SeaTunnel calls the column's source type), so a sink writing into the same kind of database
+# can create the column alike: geometry(Point,4326) rather than the text that carries it.
+# Spark keeps a field's metadata while the field passes through unchanged and drops it as soon
+# as an expression computes the field, which is when the declared type stops being true.
+SOURCE_TYPE = "seatide.source_type"          # "geometry(Point,4326)", "int(10) unsigned"
+SOURCE_DIALECT = "seatide.source_dialect"    # "postgresql" or "mysql" (seatide.connectors.jdbc.url)
 
 
 class SchemaError(ValueError):
@@ -104,15 +111,15 @@ def _decimal(precision: int, scale: int) -> T.DecimalType:
 
 def _object(text: str) -> Mapping[str, Any]:
     """A row written as a string: HOCON (``{a = int}``) or JSON (``{"a": "int"}``)."""
-    from pyhocon import ConfigFactory
+    from seatide.config.hocon import HoconError, parse
 
     try:
-        tree = ConfigFactory.parse_string(text)
-    except Exception as exc:  # pyhocon raises several unrelated types for bad text
+        tree = parse(text).value
+    except HoconError as exc:
         raise SchemaError(f"'{text}' is not an object of fields such as {{a = int, b = string}} ({exc})") from None
-    from seatide.plugin.options import plain
-
-    return plain(tree)
+    if not isinstance(tree, Mapping):
+        raise SchemaError(f"'{text}' is not an object of fields such as {{a = int, b = string}}")
+    return tree
 
 
 def _row_of_pairs(text: str, inner: str) -> T.StructType:
@@ -174,3 +181,19 @@ def type_name(data_type: T.DataType) -> str:
     if isinstance(data_type, T.StructType):
         return "row<" + ", ".join(f"{f.name} {type_name(f.dataType)}" for f in data_type.fields) + ">"
     return data_type.simpleString()
+
+
+def source_metadata(dialect: str, declared: str | None) -> dict:
+    """Field metadata naming the database column type a field was read from (empty: unknown)."""
+    return {SOURCE_DIALECT: dialect, SOURCE_TYPE: declared} if declared else {}
+
+
+def declared_type(field: T.StructField, dialect: str) -> str | None:
+    """The column type ``field`` was read from, when it was read from a ``dialect`` database."""
+    metadata = field.metadata or {}
+    return metadata.get(SOURCE_TYPE) if metadata.get(SOURCE_DIALECT) == dialect else None
+
+
+def quote_field(name: str) -> str:
+    """A field name as Spark SQL and ``col()`` read it, whatever characters it holds."""
+    return "`" + name.replace("`", "``") + "`"

@@ -15,11 +15,14 @@ bytes of a MySQL BIT(n) from what the driver hands it, so the query casts it to 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import secrets
+from dataclasses import dataclass, replace
 
 from pyspark.sql import types as T
 
 from seatide.connectors.jdbc.url import MYSQL, POSTGRESQL
+from seatide.connectors.pg_types import (EWKT, EWKT_DIGITS, MONEY, MONEY_PRECISION, MONEY_SCALE, TEXT, PgType,
+                                         carriage, column_displays, is_portable, lookup, refusal)
 
 
 class UnsupportedColumnType(ValueError):
@@ -34,6 +37,8 @@ class ReadColumn:
     convert: str | None = None    # native value -> Spark value step, None when pyarrow takes it as is
     db_expr: str | None = None    # select-list expression over the quoted column, None: the column
     spark_fix: str | None = None  # Spark SQL over Spark's JDBC column ({c}) where a cast is not enough
+    source_type: str | None = None   # the column's type as the database declares it, when a table of
+                                     # the same kind of database can be created with it (see dialect.py)
 
 
 def quote(dialect: str, name: str) -> str:
@@ -60,55 +65,65 @@ def spark_column(column: ReadColumn, spark_type: T.DataType) -> str:
     return f"CAST({name} AS {column.spark_type.simpleString()}) AS {name}"
 
 
-# -- PostgreSQL: psycopg's type OIDs --------------------------------------------------------
-_PG_SCALARS: dict[int, tuple[str, T.DataType, str | None]] = {
-    16: ("bool", T.BooleanType(), None),
-    17: ("bytea", T.BinaryType(), None),
-    21: ("int2", T.ShortType(), None),
-    23: ("int4", T.IntegerType(), None),
-    20: ("int8", T.LongType(), None),
-    700: ("float4", T.FloatType(), None),
-    701: ("float8", T.DoubleType(), None),
-    1042: ("bpchar", T.StringType(), None),
-    1043: ("varchar", T.StringType(), None),
-    25: ("text", T.StringType(), None),
-    19: ("name", T.StringType(), None),
-    114: ("json", T.StringType(), None),        # psycopg is told to load these as text
-    3802: ("jsonb", T.StringType(), None),
-    2950: ("uuid", T.StringType(), None),
-    1114: ("timestamp", T.TimestampNTZType(), None),
-    1184: ("timestamptz", T.TimestampNTZType(), "utc_wall_time"),
-    1083: ("time", T.TimeType(6), None),
-    1266: ("timetz", T.TimeType(6), "utc_time_of_day"),
-    1082: ("date", T.DateType(), None),
+# -- PostgreSQL: decided from pg_type (seatide.connectors.pg_types) -------------------------
+_PG_SCALARS: dict[str, tuple[T.DataType, str | None]] = {
+    "bool": (T.BooleanType(), None),
+    "bytea": (T.BinaryType(), None),
+    "int2": (T.ShortType(), None),
+    "int4": (T.IntegerType(), None),
+    "int8": (T.LongType(), None),
+    "float4": (T.FloatType(), None),
+    "float8": (T.DoubleType(), None),
+    "bpchar": (T.StringType(), None),
+    "varchar": (T.StringType(), None),
+    "text": (T.StringType(), None),
+    "name": (T.StringType(), None),
+    "timestamp": (T.TimestampNTZType(), None),
+    "timestamptz": (T.TimestampNTZType(), "utc_wall_time"),
+    "time": (T.TimeType(6), None),
+    "timetz": (T.TimeType(6), "utc_time_of_day"),
+    "date": (T.DateType(), None),
 }
-# array OID -> element OID
-_PG_ARRAYS = {1000: 16, 1001: 17, 1005: 21, 1007: 23, 1016: 20, 1021: 700, 1022: 701,
-              1014: 1042, 1015: 1043, 1009: 25}
-_PG_TEXT_BY_NAME = ("geometry", "geography")   # PostGIS types have no fixed OID
-NUMERIC_OID = 1700
 DEFAULT_DECIMAL = T.DecimalType(38, 18)
-# psycopg OIDs whose values are loaded as plain text, so that they arrive as SeaTunnel strings
+# psycopg OIDs whose values are loaded as plain text (json, jsonb, uuid): the select list casts
+# them to text as well, which makes this a second guard for the split reader.
 PG_TEXT_OIDS = (114, 3802, 2950)
 
 
-def postgres_column(name: str, oid: int, display: str, precision: int | None, scale: int | None) -> ReadColumn:
-    if oid == NUMERIC_OID:
+def postgres_column(name: str, pg: PgType, precision: int | None, scale: int | None,
+                    display: str | None = None) -> ReadColumn:
+    """``display``: the column's type with its modifiers (format_type with the typmod)."""
+    display = display or pg.display
+    how = carriage(pg)
+    source = display if is_portable(pg) else None
+    if how is None:
+        raise UnsupportedColumnType(refusal(name, pg))
+    if how == TEXT:
+        return ReadColumn(name, display, T.StringType(), db_expr="{c}::text", source_type=source)
+    if how == EWKT:
+        return ReadColumn(name, display, T.StringType(), db_expr=f"ST_AsEWKT({{c}}, {EWKT_DIGITS})",
+                          source_type=source)
+    if how == MONEY:
+        return ReadColumn(name, display, T.DecimalType(MONEY_PRECISION, MONEY_SCALE),
+                          db_expr=f"{{c}}::numeric({MONEY_PRECISION},{MONEY_SCALE})", source_type=source)
+    if pg.is_array:
+        element = pg.element.name
+        if element == "numeric":
+            if precision and precision <= 38:
+                spark = T.DecimalType(precision, scale or 0)
+                return ReadColumn(name, display, T.ArrayType(spark), source_type=source)
+            # unconstrained: the server rounds each element to SeaTunnel's decimal(38,18)
+            return ReadColumn(name, display, T.ArrayType(DEFAULT_DECIMAL), db_expr="{c}::numeric(38,18)[]",
+                              source_type=source)
+        return ReadColumn(name, display, T.ArrayType(_PG_SCALARS[element][0]), source_type=source)
+    if pg.name == "numeric":
         if precision and precision <= 38:
-            return ReadColumn(name, display, T.DecimalType(precision, scale or 0))
-        return ReadColumn(name, display, DEFAULT_DECIMAL, "decimal_38_18")
-    if oid in _PG_SCALARS:
-        db_name, spark_type, convert = _PG_SCALARS[oid]
-        return ReadColumn(name, display, spark_type, convert,
-                          spark_fix="CAST({c} AS TIME(6))" if convert == "utc_time_of_day" else None)
-    if oid in _PG_ARRAYS:
-        _, element, _ = _PG_SCALARS[_PG_ARRAYS[oid]]
-        return ReadColumn(name, display, T.ArrayType(element))
-    if display.split("(")[0].lower() in _PG_TEXT_BY_NAME:
-        return ReadColumn(name, display, T.StringType(), "text", db_expr="ST_AsText({c})")
-    raise UnsupportedColumnType(
-        f"column '{name}' has PostgreSQL type {display}, which has no SeaTunnel type; cast it in "
-        "`query` to one that has (e.g. CAST(col AS text))")
+            return ReadColumn(name, display, T.DecimalType(precision, scale or 0), source_type=source)
+        return ReadColumn(name, display, DEFAULT_DECIMAL, "decimal_38_18", source_type=source)
+    spark_type, convert = _PG_SCALARS[pg.name]
+    return ReadColumn(name, display, spark_type, convert,
+                      spark_fix="CAST({c} AS TIME(6))" if convert == "utc_time_of_day" else None,
+                      source_type=source)
 
 
 # -- MySQL / MariaDB: PyMySQL's field descriptions ----------------------------------------
@@ -167,12 +182,20 @@ def mysql_column(name: str, type_code: int, length: int, scale: int, flags: int,
         kind = _STRING_TYPES[type_code]
         if charset == _BINARY_CHARSET and not flags & (_ENUM_FLAG | _SET_FLAG):
             return ReadColumn(name, "binary/blob", T.BinaryType())
-        # MySQL drops a CHAR's trailing spaces when it returns it; Spark pads CHAR(n) back.
-        fix = "rtrim({c})" if kind == "char" and not flags & (_ENUM_FLAG | _SET_FLAG) else None
+        # MySQL drops a CHAR's trailing spaces when it returns it (and ENUM and SET members have
+        # none: the server strips them when the column is defined); Spark pads CHAR(n) back.
+        fix = "rtrim({c})" if kind == "char" else None
         return ReadColumn(name, kind, T.StringType(), spark_fix=fix)
+    if type_code == 6:                                    # a NULL literal (MySQL; MariaDB says binary(0))
+        return ReadColumn(name, "null", T.NullType())
     raise UnsupportedColumnType(
-        f"column '{name}' has a MySQL type (code {type_code}) that has no SeaTunnel type; cast it "
-        "in `query` to one that has")
+        f"column '{name}' has MySQL type {_MYSQL_CODE_NAMES.get(type_code, f'number {type_code}')}, which has "
+        f"no SeaTunnel type; cast it in `query` to one that has, e.g. CAST({name} AS CHAR)")
+
+
+# Type codes a server may name that the mapping above does not take (storage formats, MySQL 9)
+_MYSQL_CODE_NAMES = {17: "TIMESTAMP2", 18: "DATETIME2", 19: "TIME2", 20: "TYPED_ARRAY", 242: "VECTOR",
+                     243: "INVALID", 244: "BOOL"}
 
 
 def describe(url, user: str | None, password: str | None, sql: str) -> list[ReadColumn]:
@@ -181,12 +204,40 @@ def describe(url, user: str | None, password: str | None, sql: str) -> list[Read
     with url.connect(user, password, autocommit=True) as conn:
         if url.dialect == POSTGRESQL:
             cursor = conn.execute(probe)
-            return [postgres_column(d.name, d.type_code, d.type_display, d.precision, d.scale)
-                    for d in cursor.description]
+            described = cursor.description
+            modifiers = [cursor.pgresult.fmod(i) for i in range(len(described))]
+            oids = [d.type_code for d in described]
+            types = lookup(conn, oids)
+            displays = column_displays(conn, oids, modifiers)
+            return [postgres_column(d.name, types[d.type_code], d.precision, d.scale, display)
+                    for d, display in zip(described, displays)]
         with conn.cursor() as cursor:
             cursor.execute(probe)
-            return [mysql_column(f.name, f.type_code, f.length, f.scale, f.flags, f.charsetnr)
-                    for f in cursor._result.fields]
+            fields = cursor._result.fields
+            declared = _mysql_declared_types(cursor, sql)
+        return [replace(mysql_column(f.name, f.type_code, f.length, f.scale, f.flags, f.charsetnr),
+                        source_type=declared.get(f.name)) for f in fields]
+
+
+def _mysql_declared_types(cursor, sql: str) -> dict[str, str]:
+    """Column name -> the column's declared MySQL type (``int(10) unsigned``, ``set('a','b')``).
+
+    A result set says too little for that (an ENUM's members, a display width), so the query's
+    columns are copied, without rows, into a temporary table the server then describes. Without
+    the privilege to create one, the types stay unknown: a table created from the rows then
+    takes SeaTunnel's mapping of the Spark types."""
+    import pymysql
+
+    table = f"seatide_types_{secrets.token_hex(4)}"
+    try:
+        cursor.execute(f"CREATE TEMPORARY TABLE {table} AS SELECT * FROM ({sql}) seatide_probe LIMIT 0")
+    except pymysql.MySQLError:
+        return {}
+    try:
+        cursor.execute(f"SHOW COLUMNS FROM {table}")
+        return {row[0]: row[1] for row in cursor.fetchall()}
+    finally:
+        cursor.execute(f"DROP TEMPORARY TABLE {table}")
 
 
 __all__ = ["ReadColumn", "UnsupportedColumnType", "describe", "mysql_column", "postgres_column",

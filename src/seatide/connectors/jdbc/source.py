@@ -26,6 +26,7 @@ from seatide.connectors.jdbc.url import POSTGRESQL, JdbcUrl, JdbcUrlError
 from seatide.plugin.base import ReadContext, Source, use_python_data_source
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
+from seatide.plugin.types import quote_field, source_metadata
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -163,7 +164,8 @@ class JdbcSource(Source):
     def schema(self) -> T.StructType | None:
         if self._columns is None:
             return None
-        return T.StructType([T.StructField(c.name, c.spark_type, True) for c in self._columns])
+        return T.StructType([T.StructField(c.name, c.spark_type, True, source_metadata(self.url.dialect, c.source_type))
+                             for c in self._columns])
 
     def read(self, ctx: ReadContext) -> "DataFrame":
         if self._columns is None:          # the database was unreachable when the job was loaded
@@ -230,9 +232,14 @@ class JdbcSource(Source):
         return self._as_seatunnel_types(df)
 
     def _as_seatunnel_types(self, df: "DataFrame") -> "DataFrame":
+        from pyspark.sql import functions as F
+
         spark_types = {f.name: f.dataType for f in df.schema.fields}
         columns = [spark_column(c, spark_types[c.name]) for c in self._columns]
-        return df.selectExpr(*columns, f"CAST(0 AS TINYINT) AS `{ROW_KIND_COLUMN}`")
+        typed = df.selectExpr(*columns)
+        # a cast drops a field's metadata: the declared column types go back on (see schema())
+        return typed.select(*[F.col(quote_field(f.name)).alias(f.name, metadata=f.metadata) for f in self.schema()],
+                            F.lit(0).cast("tinyint").alias(ROW_KIND_COLUMN))
 
     # -- micro-batch: split by split ---------------------------------------------------
     def _streamed(self, ctx: ReadContext) -> "DataFrame":
