@@ -385,3 +385,27 @@ def test_a_table_without_a_replica_identity_is_refused_before_any_publication(sp
     conn.execute("UPDATE keyless SET name = 'b'")             # the application is not disturbed
     conn.execute("ALTER TABLE keyless REPLICA IDENTITY FULL")
     assert cdc_source(url, f"{db}.public.keyless").read(stream_ctx(spark, "keyless")).isStreaming
+
+
+def test_unchanged_large_values_under_the_default_replica_identity_are_not_nulled(shop):
+    """pgoutput leaves out a TOASTed value an UPDATE did not change ('u'); under REPLICA IDENTITY
+    DEFAULT the old row does not carry it either. The change row must carry the value, not null
+    (which an upsert would write over the target's copy: finding 3 of issue 22)."""
+    conn, url, db = shop
+    conn.execute("CREATE TABLE docs (id int PRIMARY KEY, status text, body jsonb, note text)")
+    big = "(SELECT jsonb_build_object('pad', string_agg(md5(g::text || %s), '')) FROM generate_series(1, 300) g)"
+    conn.execute(f"INSERT INTO docs VALUES (1, 'new', {big}, 'n1'), (2, 'new', {big}, 'n2')", ("a", "b"))
+    reader = reader_for(cdc_source(url, f"{db}.public.docs", 'startup.mode = "latest"'), "toast")
+    try:
+        first = reader.latestOffset(reader.initialOffset())
+        conn.execute("UPDATE docs SET status = 'x' WHERE id = 1")
+        conn.execute("UPDATE docs SET status = 'y', note = NULL WHERE id = 2")
+        second = reader.latestOffset(first)
+        rows = read_rows(reader, first, second)
+    finally:
+        reader.stop()
+    stored = dict(conn.execute("SELECT id, body::text FROM docs").fetchall())
+    assert len(stored[1]) > 9000                          # stored out of line (TOAST)
+    after = {r["id"]: r for r in rows if r[ROW_KIND_COLUMN] == RowKind.UPDATE_AFTER}
+    assert after[1]["status"] == "x" and after[1]["body"] == stored[1]
+    assert after[2]["status"] == "y" and after[2]["body"] == stored[2] and after[2]["note"] is None

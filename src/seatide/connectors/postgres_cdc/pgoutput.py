@@ -10,10 +10,16 @@ unchanged TOASTed value (``'u'``) that pgoutput does not send again.
 
 from __future__ import annotations
 
+import enum
 import struct
 from dataclasses import dataclass, field
 
-UNCHANGED_TOAST = object()   # a value pgoutput left out because it did not change
+
+class _Marker(enum.Enum):
+    UNCHANGED_TOAST = "unchanged"   # an enum member: it stays itself when rows are pickled
+
+
+UNCHANGED_TOAST = _Marker.UNCHANGED_TOAST   # a value pgoutput left out because it did not change
 
 
 class PgOutputError(ValueError):

@@ -28,6 +28,7 @@ from seatide.connectors.decimals import DecimalOverflow
 from seatide.connectors.postgres_cdc import slot
 from seatide.connectors.postgres_cdc.pgoutput import UNCHANGED_TOAST, decode_transactions, format_lsn
 from seatide.connectors.postgres_cdc.tables import CapturedTable, next_boundary, page_query
+from seatide.connectors.postgres_cdc.unchanged import with_unchanged_values
 from seatide.connectors.postgres_cdc.values import column_type
 from seatide.plugin.base import permanent_in_worker
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
@@ -183,7 +184,10 @@ class PostgresCdcReader(DataSourceStreamReader):
         if change.op == "D":
             return [(int(RowKind.DELETE), index, change.old or {})]
         old = change.old
-        new = {k: (old or {}).get(k) if v is UNCHANGED_TOAST else v for k, v in change.new.items()}
+        # An unchanged large value comes from the old row when the old row is whole (REPLICA
+        # IDENTITY FULL); otherwise it stays marked and is read by key (unchanged.py).
+        whole = old if old is not None and not change.old_is_key_only else {}
+        new = {k: whole.get(k, v) if v is UNCHANGED_TOAST else v for k, v in change.new.items()}
         rows = []
         if old is not None:     # FULL identity, or a key that changed
             rows.append((int(RowKind.UPDATE_BEFORE), index, old))
@@ -218,7 +222,8 @@ class PostgresCdcReader(DataSourceStreamReader):
     def read(self, partition) -> Iterator:
         builder = _RowBatches(self.tables, self.config["columns"], self.config["spark_time_zone"])
         if isinstance(partition, ChangeSplit):
-            for kind, table, values in partition.rows:
+            rows = with_unchanged_values(partition.rows, self.tables, lambda: connect(self.config))
+            for kind, table, values in rows:
                 yield from builder.add(kind, table, values)
         else:
             table = self.tables[partition.table]

@@ -33,8 +33,9 @@ class CapturedTable:
     columns: tuple[TableColumn, ...]
     keys: tuple[str, ...]
     # What an UPDATE or DELETE logs of the old row: "full" (every column), "key" (the primary
-    # key or the replica identity index).
+    # key or the replica identity index, whose columns are ``identity_key``).
     identity: str = "key"
+    identity_key: tuple[str, ...] = ()
 
     @property
     def qualified(self) -> str:
@@ -45,12 +46,13 @@ class CapturedTable:
 
     def to_json(self) -> dict:
         return {"schema": self.schema, "name": self.name, "keys": list(self.keys), "identity": self.identity,
+                "identity_key": list(self.identity_key),
                 "columns": [[c.name, c.typname, c.sql_type, c.seatunnel] for c in self.columns]}
 
     @classmethod
     def from_json(cls, data: dict) -> "CapturedTable":
         return cls(data["schema"], data["name"], tuple(TableColumn(*c) for c in data["columns"]),
-                   tuple(data["keys"]), data.get("identity", "key"))
+                   tuple(data["keys"]), data.get("identity", "key"), tuple(data.get("identity_key", ())))
 
 
 def split_name(text: str, database: str, default_schema: str) -> tuple[str, str, str]:
@@ -75,6 +77,11 @@ JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
 WHERE i.indrelid = %s::regclass AND i.indisprimary
 ORDER BY array_position(i.indkey::int2[], a.attnum)"""
 _REPLICA_IDENTITY = "SELECT relreplident FROM pg_class WHERE oid = %s::regclass"
+_IDENTITY_INDEX = """
+SELECT a.attname FROM pg_index i
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+WHERE i.indrelid = %s::regclass AND i.indisreplident
+ORDER BY array_position(i.indkey::int2[], a.attnum)"""
 
 
 def describe(conn, schema: str, name: str, keys: list[str] | None) -> CapturedTable:
@@ -106,7 +113,26 @@ def describe(conn, schema: str, name: str, keys: list[str] | None) -> CapturedTa
             "log which row an UPDATE or DELETE changed; capturing it would make the application's own "
             f"UPDATE and DELETE on it fail. Run ALTER TABLE {schema}.{name} REPLICA IDENTITY FULL (or add "
             "a primary key) and start the job again")
-    return CapturedTable(schema, name, tuple(columns), tuple(chosen), "full" if setting == "f" else "key")
+    if setting == "f":
+        return CapturedTable(schema, name, tuple(columns), tuple(chosen), "full")
+    identity_key = primary if setting == "d" else [r[0] for r in conn.execute(_IDENTITY_INDEX, (regclass,)).fetchall()]
+    return CapturedTable(schema, name, tuple(columns), tuple(chosen), "key", tuple(identity_key))
+
+
+def current_values(conn, table: CapturedTable, keys: list[tuple[str, ...]], columns: list[str]) -> dict:
+    """The rows of ``table`` with these identity keys (text, as pgoutput sends them) now: key ->
+    {column: text}. A key whose row is gone is missing from the result."""
+    types = {c.name: c.sql_type for c in table.columns}
+    names = table.identity_key
+    wanted = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c in [*names, *columns])
+    literal = [sql.SQL("({})").format(sql.SQL(", ").join(
+        sql.SQL("{}::{}").format(sql.Literal(v), sql.SQL(types[k])) for k, v in zip(names, key))) for key in keys]
+    query = sql.SQL("SELECT {} FROM {} WHERE ({}) IN ({})").format(
+        wanted, table.ident(), sql.SQL(", ").join(sql.Identifier(k) for k in names), sql.SQL(", ").join(literal))
+    found = {}
+    for row in conn.execute(query).fetchall():
+        found[tuple(row[:len(names)])] = dict(zip(columns, row[len(names):]))
+    return found
 
 
 def _key_row(table: CapturedTable) -> sql.Composable:
