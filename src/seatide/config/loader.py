@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from seatide.config.env import JobEnv, read_env
-from seatide.config.hocon import BLOCK_MARK, SECTIONS, BlockSite, KeyLines, mark_plugin_blocks, substitute, unmark
+from seatide.config.job_text import SECTIONS, BlockSite, JobText, JobTextError, KeyLines, read_job_text, unmark
 from seatide.config.shade import Shade, ShadeError, read_shade
 from seatide.plugin.base import Plugin
-from seatide.plugin.options import (INT, STRING, STRING_LIST, Option, OptionError, UnknownOption, plain,
+from seatide.plugin.options import (INT, STRING, STRING_LIST, Option, OptionError, UnknownOption,
                                     read_options)
 from seatide.plugin.registry import lookup, names
 
@@ -95,6 +95,7 @@ class JobConfig:
     # Unknown keys ignored by a lenient load, in file order; the CLI prints them.
     warnings: list[ConfigWarning] = field(default_factory=list)
     env_block: dict = field(default_factory=dict, repr=False)    # the env block as written
+    parsed: JobText | None = field(default=None, repr=False)     # the one parse everything derives from
 
     @property
     def plugins(self) -> list[PluginSpec]:
@@ -120,7 +121,8 @@ def load_job_text(text: str, variables: dict[str, str] | None = None,
     aes256 value is only checked, never decrypted (``seatide.config.shade``)."""
     from seatide.plan.dag import check_links  # plan depends on config, not the reverse
 
-    tree, sites, keys = _parse(text, variables or {}, source_name)
+    parsed = _parse(text, variables or {}, source_name)
+    tree, keys = parsed.tree, parsed.keys
     unknown = [k for k in tree.keys() if k not in SECTIONS]
     if unknown:
         raise ConfigError(source_name, f"unknown section '{unknown[0]}' "
@@ -136,7 +138,7 @@ def load_job_text(text: str, variables: dict[str, str] | None = None,
     except OptionError as exc:
         raise ConfigError(source_name, exc.message, plugin="env", option=exc.option,
                           line=keys.get(("env", exc.option))) from None
-    reading = _Reading(source_name, env, shade, sites, keys)
+    reading = _Reading(source_name, env, shade, parsed.sites, keys)
     reading.warnings += [ConfigWarning(source_name, "env", keys.get(("env", u.key)), u) for u in env.unknown]
     specs = {kind: reading.section(tree.get(kind), kind) for kind in ("source", "transform")}
     # Sinks last: each gets the catalog of the table it receives (plan.catalog).
@@ -147,7 +149,7 @@ def load_job_text(text: str, variables: dict[str, str] | None = None,
     if not specs["sink"]:
         raise ConfigError(source_name, "the job has no sink: add a sink { ... } block")
     job = JobConfig(source_name, text, env, specs["source"], specs["transform"], specs["sink"],
-                    warnings=reading.warnings, env_block=env_block)
+                    warnings=reading.warnings, env_block=env_block, parsed=parsed)
     check_links(job)
     return job
 
@@ -159,8 +161,9 @@ def load_job_outline(text: str, variables: dict[str, str] | None = None,
     For reads of a job that was validated when it was submitted (its DAG in an API
     answer): nothing is decrypted, no database is reached, no SQL is parsed.
     """
-    tree, sites, keys = _parse(text, variables or {}, source_name)
-    reading = _Reading(source_name, None, None, sites, keys)
+    parsed = _parse(text, variables or {}, source_name)
+    tree = parsed.tree
+    reading = _Reading(source_name, None, None, parsed.sites, parsed.keys)
     specs = []
     for kind in ("source", "transform", "sink"):
         for index, (name, body, line) in enumerate(reading.entries(tree.get(kind), kind)):
@@ -172,21 +175,21 @@ def load_job_outline(text: str, variables: dict[str, str] | None = None,
 
 def load_job_env(text: str, variables: dict[str, str] | None = None) -> JobEnv:
     """Only the env block of a job (no plugins loaded): what a driver's SparkSession needs."""
-    tree, _, _ = _parse(text, variables or {}, "<job>")
-    return read_env(tree.get("env", {}) or {})
+    return read_env(_parse(text, variables or {}, "<job>").tree.get("env", {}) or {})
 
 
 def parse_job_tree(text: str, variables: dict[str, str] | None = None) -> dict:
     """The job's parsed tree, variables filled in, nothing validated (plugin blocks under
     unique keys, so two blocks of one plugin stay apart); ``ConfigError`` if it does not parse."""
-    return _parse(text, variables or {}, "<job>")[0]
+    return _parse(text, variables or {}, "<job>").tree
 
 
 def job_as_json(text: str, variables: dict[str, str] | None = None, source_name: str = "<job>") -> dict:
     """The job in SeaTunnel's JSON form, nothing validated: each plugin section a list of
     blocks naming their ``plugin_name``, so two blocks of one plugin and their order survive
     a round trip through JSON (``ConfigError`` if the text does not parse)."""
-    tree, sites, _ = _parse(text, variables or {}, source_name)
+    parsed = _parse(text, variables or {}, source_name)
+    tree, sites = parsed.tree, parsed.sites
     out = dict(tree)
     for kind in ("source", "transform", "sink"):
         section = tree.get(kind)
@@ -200,40 +203,14 @@ def spark_conf_for(env: JobEnv) -> dict[str, str]:
     return {"spark.sql.streaming.minBatchesToRetain": str(env.checkpoints_retained), **env.spark_conf}
 
 
-def _parse(text: str, variables: dict[str, str], source_name: str):
-    from pyhocon import ConfigFactory
-    from pyhocon.exceptions import ConfigException
-
-    marked, sites, keys = mark_plugin_blocks(substitute(text, variables))
+def _parse(text: str, variables: dict[str, str], source_name: str) -> JobText:
     try:
-        tree = ConfigFactory.parse_string(marked)
-    except ConfigException as exc:
-        message = str(exc).replace(BLOCK_MARK, "")
-        missing = _undefined_variable(message)
-        if missing:
-            raise ConfigError(source_name, f"variable ${{{missing}}} is not defined: pass "
-                              f"-i {missing}=VALUE or define it in the file") from None
-        raise ConfigError(source_name, f"cannot parse the file: {message}") from None
-    except Exception as exc:  # pyparsing errors carry line and column
-        raise ConfigError(source_name, f"cannot parse the file: {_parse_message(exc)}") from None
-    if not isinstance(tree, Mapping):
-        raise ConfigError(source_name, "a job file must be an object with env, source, transform, sink")
-    return plain(tree), {(s.section, s.index): s for s in sites}, keys
-
-
-def _undefined_variable(message: str) -> str | None:
-    import re
-    match = re.search(r"Cannot resolve variable \$\{([^}]+)\}", message)
-    return match.group(1) if match else None
-
-
-def _parse_message(exc: Exception) -> str:
-    line = getattr(exc, "lineno", None)
-    col = getattr(exc, "col", None)
-    msg = getattr(exc, "msg", None) or str(exc)
-    if line:
-        return f"{msg} at line {line}, column {col}"
-    return msg
+        return read_job_text(text, variables)
+    except JobTextError as exc:
+        if exc.undefined:
+            raise ConfigError(source_name, f"variable ${{{exc.undefined}}} is not defined: pass "
+                              f"-i {exc.undefined}=VALUE or define it in the file", line=exc.line) from None
+        raise ConfigError(source_name, f"cannot parse the file: {exc.reason}", line=exc.line) from None
 
 
 class _Reading:

@@ -107,17 +107,12 @@ def _any(value: Any) -> Any:
 
 
 def _plain(value: Any) -> Any:
-    """pyhocon's ConfigTree is an OrderedDict subclass; hand plugins plain dicts."""
+    """A copy of a parsed value in plain dicts and lists: a plugin's own, to change at will."""
     if isinstance(value, Mapping):
-        return {_unquote(str(k)): _plain(v) for k, v in value.items()}
+        return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
-
-
-def _unquote(key: str) -> str:
-    # pyhocon keeps the quotes of a quoted key that holds a dot ("job.mode")
-    return key[1:-1] if len(key) >= 2 and key[0] == key[-1] == '"' else key
 
 
 INT = OptionType("integer", _int)

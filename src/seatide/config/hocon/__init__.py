@@ -1,0 +1,54 @@
+"""A HOCON reader that gives what Typesafe Config (SeaTunnel's reader) gives.
+
+``parse`` returns plain Python values: dicts (in file order), lists, strings, ``None``,
+booleans, and numbers that remember their text (``values.HoconInt``/``HoconFloat``, so a
+string option written ``007`` stays ``007``). Durations and sizes stay text (``10 s``), as
+Typesafe Config keeps them until a getter asks. ``include`` is refused: a job is one text.
+
+Why not pyhocon: it drops ``""`` from lists, leaves ``\\uXXXX`` undecoded, turns ``true``
+into ``True`` inside a concatenation, reads ``10 seconds`` as a timedelta and ``007`` as 7,
+and accepts unquoted ``:`` where Typesafe Config refuses it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Collection, Mapping
+
+from seatide.config.hocon.resolve import BLOCK_MARK, UNDEFINED, Block, Builder, Pending, RawObj, Resolver, block_key
+from seatide.config.hocon.syntax import Arr, Concat, parse_document
+from seatide.config.hocon.values import HoconError, HoconFloat, HoconInt
+
+
+@dataclass(frozen=True)
+class Document:
+    """A parsed HOCON text.
+
+    ``lines`` maps the path of every key written outside lists (kept-apart keys under their
+    ``block_key``) to its line; ``blocks`` lists the kept-apart fields in file order."""
+
+    value: Any
+    lines: Mapping[tuple[str, ...], int]
+    blocks: tuple[Block, ...]
+
+
+def parse(text: str, apart: Collection[str] = (), environ: Mapping[str, str] | None = None) -> Document:
+    """Parse and resolve ``text``; ``HoconError`` says what is wrong and where.
+
+    Fields directly inside the top-level keys named in ``apart`` are kept apart from their
+    namesakes (``resolve.Builder``). Substitutions not defined in the text are read from
+    ``environ`` (default: the process environment), as Typesafe Config does."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    node = parse_document(text)
+    builder = Builder(apart)
+    if isinstance(node, Arr):      # a document may be a list; a job file never is
+        value = Resolver(RawObj(), environ).value(Pending(Concat([node], node.line), None))
+        return Document(value, {}, ())
+    root = builder.object(node, ())
+    value = Resolver(root, environ).value(root)
+    return Document(value, builder.lines, tuple(builder.blocks))
+
+
+__all__ = ["BLOCK_MARK", "UNDEFINED", "Block", "Document", "HoconError", "HoconFloat", "HoconInt", "block_key",
+           "parse"]

@@ -1,0 +1,266 @@
+"""The document's structure -> plain values: duplicate keys merged, substitutions resolved.
+
+Rules (HOCON spec, checked against Typesafe Config 1.4):
+
+* A later field replaces an earlier one, except that two objects merge, key by key.
+* ``a.b.c = 1`` is ``a { b { c = 1 } }``.
+* ``${path}`` is looked up in the whole document (a later definition counts), then in the
+  environment; ``${?path}`` may be undefined: the field is then not set (an earlier value
+  stays), a list element is dropped, and in a string it reads as nothing.
+* ``${path}`` inside the value of ``path`` itself means its previous value, so
+  ``a = ${a} [2]`` and ``a += 2`` append.
+* Parts of one value concatenate: strings as text (``true``, numbers as written), lists
+  into one list, objects merged; mixing an object or list with text is an error.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Collection, Mapping
+
+from seatide.config.hocon.lexer import Subst, Token
+from seatide.config.hocon.syntax import Arr, Concat, Field, Obj
+from seatide.config.hocon.values import HoconError, text_of
+
+BLOCK_MARK = "__seatide_block_"
+
+
+class _Undefined:
+    def __repr__(self) -> str:
+        return "<undefined>"
+
+
+UNDEFINED: Any = _Undefined()
+_MISSING: Any = object()
+
+
+def block_key(parent: str, index: int) -> str:
+    """The key a kept-apart field is stored under (see ``Builder``)."""
+    return f"{BLOCK_MARK}{parent}_{index}"
+
+
+@dataclass(frozen=True)
+class Block:
+    """A field kept apart from its namesakes: ``source { FakeSource {} FakeSource {} }``."""
+
+    parent: str
+    index: int        # position among the fields kept apart under the same parent
+    name: str         # the key as written
+    line: int
+
+
+class RawObj:
+    """An object while fields are still arriving: key -> raw value."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, Any] = {}
+
+
+@dataclass(eq=False)
+class Pending:
+    """A value with substitutions (or not yet concatenated), resolved once the document is read.
+    ``path`` is the field it was assigned to and ``prior`` that field's earlier raw value,
+    which a self-reference (``${path}`` inside it) stands for."""
+
+    concat: Concat
+    path: tuple[str, ...] | None
+    prior: Any = None
+
+
+@dataclass(eq=False)
+class Merge:
+    """A later value over an earlier one, resolved before deciding: objects merge, an
+    undefined later value keeps the earlier one, anything else replaces it."""
+
+    older: Any
+    newer: Any
+
+
+class Builder:
+    """Assigns fields in file order into one tree of ``RawObj``, recording each key's line.
+
+    Fields directly inside a top-level key listed in ``apart`` are not merged with their
+    namesakes but kept under ``block_key(parent, n)``: a job may hold two ``Console {}``
+    blocks (SeaTunnel's reader does the same)."""
+
+    def __init__(self, apart: Collection[str] = ()):
+        self.apart = frozenset(apart)
+        self.lines: dict[tuple[str, ...], int] = {}
+        self.blocks: list[Block] = []
+        self._counts: dict[str, int] = {}
+
+    def object(self, node: Obj, base: tuple[str, ...] | None, target: RawObj | None = None) -> RawObj:
+        target = target if target is not None else RawObj()
+        for field in node.fields:
+            self.assign(target, base, field)
+        return target
+
+    def assign(self, target: RawObj, base: tuple[str, ...] | None, field: Field) -> None:
+        obj, path = target, base
+        keys = list(field.path)
+        for i, key in enumerate(keys):
+            key = self._key(path, key, field.line)
+            path = None if path is None else (*path, key)
+            if path is not None:
+                self.lines[path] = field.line
+            if i < len(keys) - 1:
+                obj = _writable(obj, key)
+            else:
+                self._set(obj, key, path, field)
+
+    def _key(self, parent: tuple[str, ...] | None, key: str, line: int) -> str:
+        if parent is None or len(parent) != 1 or parent[0] not in self.apart:
+            return key
+        index = self._counts.get(parent[0], 0)
+        self._counts[parent[0]] = index + 1
+        self.blocks.append(Block(parent[0], index, key, line))
+        return block_key(parent[0], index)
+
+    def _set(self, obj: RawObj, key: str, path: tuple[str, ...] | None, field: Field) -> None:
+        concat = field.value
+        if field.append:     # a += x  is  a = ${?a} [x]
+            concat = Concat([Token("subst", Subst(path or (key,), True), "", field.line, field.col),
+                             Arr([field.value], field.line)], field.line)
+        objects = [p for p in concat.parts if not (isinstance(p, Token) and p.kind == "ws")]
+        if objects and all(isinstance(p, Obj) for p in objects):
+            into = _writable(obj, key)
+            for part in objects:
+                self.object(part, path, into)
+            return
+        prior = obj.items.get(key)
+        pending = Pending(concat, path or (key,), prior)
+        obj.items[key] = pending if prior is None or not _has_substitution(concat) else Merge(prior, pending)
+
+
+def _writable(obj: RawObj, key: str) -> RawObj:
+    """The object under ``key`` that later fields write into, made when there is none."""
+    child = obj.items.get(key)
+    if isinstance(child, RawObj):
+        return child
+    if isinstance(child, Merge) and isinstance(child.newer, RawObj):
+        return child.newer
+    fresh = RawObj()
+    obj.items[key] = Merge(child, fresh) if isinstance(child, (Pending, Merge)) else fresh
+    return fresh
+
+
+def _has_substitution(concat: Concat) -> bool:
+    return any(isinstance(p, Token) and p.kind == "subst" for p in concat.parts)
+
+
+class Resolver:
+    """Resolves a built tree; every value is resolved once, and a cycle is an error."""
+
+    def __init__(self, root: RawObj, environ: Mapping[str, str] | None = None):
+        self.root = root
+        self.environ = os.environ if environ is None else environ
+        self.memo: dict[int, tuple[Any, Any]] = {}
+        self.active: list[Pending] = []
+
+    def value(self, raw: Any) -> Any:
+        if isinstance(raw, RawObj):
+            if id(raw) not in self.memo:
+                resolved = {k: self.value(v) for k, v in raw.items.items()}
+                self._remember(raw, {k: v for k, v in resolved.items() if v is not UNDEFINED})
+            return self.memo[id(raw)][1]
+        if isinstance(raw, Merge):
+            newer = self.value(raw.newer)
+            if newer is UNDEFINED:
+                return self.value(raw.older) if raw.older is not None else UNDEFINED
+            if isinstance(newer, dict):
+                older = self.value(raw.older) if raw.older is not None else None
+                if isinstance(older, dict):
+                    return merge(older, newer)
+            return newer
+        if isinstance(raw, Pending):
+            if id(raw) in self.memo:
+                return self.memo[id(raw)][1]
+            if any(p is raw for p in self.active):
+                cycle = self.active[next(i for i, p in enumerate(self.active) if p is raw):]
+                names = ", ".join("${" + ".".join(p.path) + "}" for p in cycle if p.path)
+                raise HoconError(f"substitutions refer to each other in a cycle ({names})", raw.concat.line)
+            self.active.append(raw)
+            try:
+                self._remember(raw, self.concat(raw))
+            finally:
+                self.active.pop()
+            return self.memo[id(raw)][1]
+        return raw
+
+    def _remember(self, raw: Any, value: Any) -> None:
+        # Keyed by id, so the node is kept alive with its value: a freed node's id is reused.
+        self.memo[id(raw)] = (raw, value)
+
+    def lookup(self, path: tuple[str, ...]) -> Any:
+        node: Any = self.root
+        for key in path:
+            if isinstance(node, RawObj):
+                node = node.items.get(key, _MISSING)
+            else:
+                value = self.value(node)
+                node = value.get(key, _MISSING) if isinstance(value, dict) else _MISSING
+            if node is _MISSING:
+                return _MISSING
+        return self.value(node)
+
+    def substitution(self, token: Token, owner: Pending) -> Any:
+        subst: Subst = token.value
+        if owner.path is not None and subst.path == owner.path:      # ${a} inside a's own value
+            found = self.value(owner.prior) if owner.prior is not None else UNDEFINED
+        else:
+            found = self.lookup(subst.path)
+            if found is _MISSING:
+                name = ".".join(subst.path)
+                found = self.environ.get(name, UNDEFINED)
+        if found is UNDEFINED and not subst.optional:
+            name = ".".join(subst.path)
+            raise HoconError(f"substitution ${{{name}}} is not defined", token.line, token.col, undefined=name)
+        return found
+
+    def concat(self, pending: Pending) -> Any:
+        parts: list[tuple[bool, Any]] = []          # (is whitespace, value)
+        for part in pending.concat.parts:
+            if isinstance(part, Obj):
+                parts.append((False, self.value(Builder().object(part, None))))
+            elif isinstance(part, Arr):
+                items = [self.value(Pending(item, None)) for item in part.items]
+                parts.append((False, [v for v in items if v is not UNDEFINED]))
+            elif part.kind == "subst":
+                found = self.substitution(part, pending)
+                if found is not UNDEFINED:
+                    parts.append((False, found))
+            else:
+                parts.append((part.kind == "ws", part.value))
+        return _join(parts, pending.concat.line)
+
+
+def _join(parts: list[tuple[bool, Any]], line: int) -> Any:
+    values = [v for ws, v in parts if not ws]
+    if not values:
+        return UNDEFINED
+    if len(parts) == 1:
+        return parts[0][1]
+    structured = [v for v in values if isinstance(v, (dict, list))]
+    if structured:
+        if all(isinstance(v, dict) for v in values):
+            out: dict = {}
+            for v in values:
+                out = merge(out, v)
+            return out
+        if all(isinstance(v, list) for v in values):
+            return [item for v in values for item in v]
+        raise HoconError("a value joins an object or a list with text or with the other kind; put text "
+                         "in double quotes, or separate the values with a comma or a new line", line)
+    return "".join(v if ws else text_of(v) for ws, v in parts)
+
+
+def merge(older: dict, newer: dict) -> dict:
+    """``newer`` over ``older``: objects under the same key merge, anything else is replaced."""
+    out = dict(older)
+    for key, value in newer.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out

@@ -1,0 +1,87 @@
+"""Values a HOCON file holds beyond plain Python ones: numbers that remember how they were
+written, and the error every stage of the reader raises."""
+
+from __future__ import annotations
+
+_LONG = 1 << 63
+
+
+class HoconError(ValueError):
+    """Text that is not HOCON, or a substitution that cannot be resolved.
+
+    ``reason`` says what is wrong and how to fix it; ``line``/``col`` say where (None when
+    the whole document is at fault). ``undefined`` names a substitution nothing defines."""
+
+    def __init__(self, reason: str, line: int | None = None, col: int | None = None,
+                 undefined: str | None = None):
+        where = f" at line {line}, column {col}" if line and col else f" at line {line}" if line else ""
+        super().__init__(reason + where)
+        self.reason, self.line, self.col, self.undefined = reason, line, col, undefined
+
+
+class HoconInt(int):
+    """An integer as written: ``str()`` is its text (``007`` stays ``007``), as Typesafe
+    Config's ``getString`` gives it, so a string option written as a number keeps its digits.
+    Arithmetic, comparison, JSON and ``repr`` see a plain int."""
+
+    def __new__(cls, value: int, text: str):
+        self = super().__new__(cls, value)
+        self.text = text
+        return self
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __format__(self, spec: str) -> str:
+        return self.text if not spec else int(self).__format__(spec)
+
+    def __reduce__(self):
+        return (HoconInt, (int(self), self.text))
+
+
+class HoconFloat(float):
+    """A decimal number as written (``0.10``, ``1e3``); see ``HoconInt``."""
+
+    def __new__(cls, value: float, text: str):
+        self = super().__new__(cls, value)
+        self.text = text
+        return self
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __format__(self, spec: str) -> str:
+        return self.text if not spec else float(self).__format__(spec)
+
+    def __reduce__(self):
+        return (HoconFloat, (float(self), self.text))
+
+
+def number(text: str) -> HoconInt | HoconFloat | None:
+    """The number ``text`` spells in HOCON (JSON numbers, plus Java's ``5.`` and ``007``),
+    or None: then it reads as text, as ``1.2.3`` does. An integer beyond 64 bits is text too,
+    as in Typesafe Config."""
+    if not text or text == "-":
+        return None
+    if any(c in text for c in ".eE"):
+        try:
+            value = float(text)
+        except ValueError:
+            return None
+        return HoconFloat(value, text)
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    if not -_LONG <= value < _LONG:
+        return None
+    return HoconInt(value, text)
+
+
+def text_of(value) -> str:
+    """How a simple value reads inside a string concatenation (``true``, not ``True``)."""
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    return str(value)

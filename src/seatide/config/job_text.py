@@ -1,0 +1,114 @@
+"""A job's text, read once: variables filled in, HOCON parsed, where each key was written.
+
+Everything else a process derives from a job (its validated config and plan, its secrets,
+its outline, its Spark settings) starts from one ``JobText``. ``read_job_text`` parses a
+given (text, variables) once per process and hands the same tree to every caller, so the
+tree is read-only: code that needs to change a block copies it first.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+from seatide.config.hocon import BLOCK_MARK, HoconError, parse
+
+SECTIONS = ("env", "source", "transform", "sink")
+PLUGIN_SECTIONS = ("source", "transform", "sink")
+_VARIABLE = re.compile(r"\$\{(?!\?)([A-Za-z_][A-Za-z0-9_.\-]*)(?::([^}]*))?\}")
+
+
+@dataclass(frozen=True)
+class BlockSite:
+    section: str
+    index: int          # position within its section
+    name: str           # plugin name as written
+    line: int
+
+
+# (scope, dotted key) -> line of the key. Scope is "env" or a plugin id ("sink[0]"); the
+# dotted key is as flatten() spells it ("schema.fields.id"), so unknown options can be
+# cited by the line the user wrote them on.
+KeyLines = dict[tuple[str, str], int]
+
+
+class JobTextError(ValueError):
+    """The text does not parse; ``reason`` says why, ``line`` where (if known), ``undefined``
+    names a variable nothing defines."""
+
+    def __init__(self, reason: str, line: int | None = None, undefined: str | None = None):
+        super().__init__(reason)
+        self.reason, self.line, self.undefined = reason, line, undefined
+
+
+@dataclass(frozen=True)
+class JobText:
+    """One parse of a job: the tree (plugin blocks under unique keys, see ``unmark``), the
+    site of each plugin block and the line of each key in ``env`` and plugin blocks."""
+
+    text: str
+    variables: tuple[tuple[str, str], ...]
+    tree: dict
+    sites: Mapping[tuple[str, int], BlockSite]
+    keys: KeyLines
+
+    @property
+    def variable_map(self) -> dict[str, str]:
+        return dict(self.variables)
+
+
+def read_job_text(text: str, variables: Mapping[str, str] | None = None) -> JobText:
+    """The parsed job; ``JobTextError`` if it does not parse. Cached per process by text and
+    variables: submit, secrets, outline and the driver's settings share one parse."""
+    return _read(text, tuple(sorted((str(k), str(v)) for k, v in (variables or {}).items())))
+
+
+@functools.lru_cache(maxsize=256)
+def _read(text: str, variables: tuple[tuple[str, str], ...]) -> JobText:
+    try:
+        doc = parse(substitute(text, dict(variables)), apart=PLUGIN_SECTIONS)
+    except HoconError as exc:
+        raise JobTextError(exc.reason, exc.line, exc.undefined) from None
+    if not isinstance(doc.value, dict):
+        raise JobTextError("a job file must be an object with env, source, transform, sink")
+    sites = {(b.parent, b.index): BlockSite(b.parent, b.index, b.name, b.line) for b in doc.blocks}
+    return JobText(text, variables, doc.value, sites, _key_lines(doc.lines))
+
+
+def _key_lines(lines: Mapping[tuple[str, ...], int]) -> KeyLines:
+    keys: KeyLines = {}
+    for path, line in lines.items():
+        if path[0] == "env" and len(path) > 1:
+            keys[("env", ".".join(path[1:]))] = line
+        elif path[0] in PLUGIN_SECTIONS and len(path) > 2 and path[1].startswith(BLOCK_MARK):
+            section, index = unmark(path[1])
+            keys[(f"{section}[{index}]", ".".join(path[2:]))] = line
+    return keys
+
+
+def substitute(text: str, variables: dict[str, str]) -> str:
+    """Replace ``${name}`` / ``${name:default}`` for names given with ``-i name=value``.
+
+    Names not given and without a default are left for HOCON to resolve (a path in the
+    file or an environment variable); if it cannot, the loader reports the variable.
+    """
+
+    def repl(match: re.Match) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in variables:
+            return variables[name]
+        if default is not None:
+            return default
+        return match.group(0)
+
+    return _VARIABLE.sub(repl, text)
+
+
+def unmark(key: str) -> tuple[str, int] | None:
+    """``__seatide_block_source_2`` -> ("source", 2)."""
+    if not key.startswith(BLOCK_MARK):
+        return None
+    section, _, index = key[len(BLOCK_MARK):].rpartition("_")
+    return section, int(index)
