@@ -15,6 +15,7 @@ import pymysql
 from pyspark.sql.datasource import InputPartition
 
 from seatide.connectors.mysql_cdc.batches import BatchBuilder, record_batches
+from seatide.connectors.mysql_cdc.binlog_values import EMPTY_SET, prepare
 from seatide.connectors.mysql_cdc.catalog import CapturedTable, ServerConfig
 from seatide.connectors.mysql_cdc.position import BinlogPosition, lost_position_message
 from seatide.plugin.base import permanent_in_worker
@@ -57,17 +58,18 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
             table = captured.get((getattr(event, "schema", None), getattr(event, "table", None)))
             if table is None:
                 continue
-            width = len(table.columns)
+            if isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
+                prepare(event.columns)      # before .rows decodes them: see binlog_values
             if isinstance(event, WriteRowsEvent):
                 for row in event.rows:
-                    yield _values(row["values"], width, table), RowKind.INSERT
+                    yield _values(row["values"], row["none_sources"], table), RowKind.INSERT
             elif isinstance(event, UpdateRowsEvent):
                 for row in event.rows:
-                    yield _values(row["before_values"], width, table), RowKind.UPDATE_BEFORE
-                    yield _values(row["after_values"], width, table), RowKind.UPDATE_AFTER
+                    yield _values(row["before_values"], row["before_none_sources"], table), RowKind.UPDATE_BEFORE
+                    yield _values(row["after_values"], row["after_none_sources"], table), RowKind.UPDATE_AFTER
             elif isinstance(event, DeleteRowsEvent):
                 for row in event.rows:
-                    yield _values(row["values"], width, table), RowKind.DELETE
+                    yield _values(row["values"], row["none_sources"], table), RowKind.DELETE
     finally:
         stream.close()
 
@@ -81,13 +83,19 @@ def _events(stream, start: BinlogPosition) -> Iterator:
         raise
 
 
-def _values(values: dict, width: int, table: CapturedTable) -> list:
-    # Values come in column order; without binlog_row_metadata = FULL their names are
+def _values(values: dict, none_sources: dict, table: CapturedTable) -> list:
+    # Values come in column order; without binlog_row_metadata = FULL their names may be
     # placeholders, so we match them to the table's columns by position.
-    row = list(values.values())
-    if len(row) != width:
+    width = len(table.columns)
+    if len(values) != width:
         raise permanent_in_worker(
-            f"MySQL-CDC: a binlog row of {table.name} has {len(row)} columns but the table had "
+            f"MySQL-CDC: a binlog row of {table.name} has {len(values)} columns but the table had "
             f"{width} when the job started; schema changes are not supported: restart the job "
             "from a fresh checkpoint (startup.mode = \"initial\") after changing a table")
+    row = []
+    for (name, value), convert in zip(values.items(), table.binlog_converters):
+        if value is None:
+            row.append("" if none_sources.get(name) == EMPTY_SET else None)
+        else:
+            row.append(convert(value))
     return row

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 import pymysql
 
+from seatide.connectors.mysql_cdc.binlog_values import raw_converter
 from seatide.connectors.mysql_cdc.columns import Column, column
 from seatide.connectors.mysql_cdc.position import BinlogPosition
 
@@ -76,6 +77,7 @@ class CapturedTable:
     described: tuple[tuple, ...]  # information_schema rows: name, DATA_TYPE, COLUMN_TYPE, precision, scale
     key: tuple[str, ...]          # primary key (or table-names-config's); empty: none
     time_zone: str = "UTC"
+    charsets: tuple = ()          # each column's CHARACTER_SET_NAME (None: not a character column)
 
     @property
     def name(self) -> str:
@@ -86,15 +88,23 @@ class CapturedTable:
         zone = ZoneInfo(self.time_zone)
         return tuple(column(*row, zone) for row in self.described)
 
+    @cached_property
+    def binlog_converters(self) -> tuple:
+        """Per column: the binlog decoder's value -> the snapshot client's (``binlog_values``)."""
+        charsets = self.charsets or (None,) * len(self.described)
+        return tuple(raw_converter(row[1], charset) for row, charset in zip(self.described, charsets))
+
     # The driver describes the tables once, when the job starts; workers get the
     # description with the data source's options, so every batch sees the same layout.
     def to_json(self) -> list:
-        return [self.database, self.table, [list(r) for r in self.described], list(self.key), self.time_zone]
+        return [self.database, self.table, [list(r) for r in self.described], list(self.key), self.time_zone,
+                list(self.charsets)]
 
     @classmethod
     def from_json(cls, data: list) -> "CapturedTable":
-        database, table, described, key, zone = data
-        return cls(database, table, tuple(tuple(r) for r in described), tuple(key), zone)
+        database, table, described, key, zone, *charsets = data
+        return cls(database, table, tuple(tuple(r) for r in described), tuple(key), zone,
+                   tuple(charsets[0]) if charsets else ())
 
 
 class CatalogError(Exception):
@@ -103,9 +113,9 @@ class CatalogError(Exception):
 
 def captured_table(conn, config: ServerConfig, database: str, table: str) -> CapturedTable:
     with conn.cursor() as cur:
-        cur.execute("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, NUMERIC_PRECISION, NUMERIC_SCALE "
-                    "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
-                    "ORDER BY ORDINAL_POSITION", (database, table))
+        cur.execute("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, NUMERIC_PRECISION, NUMERIC_SCALE, "
+                    "CHARACTER_SET_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                    "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (database, table))
         rows = cur.fetchall()
         if not rows:
             raise CatalogError(f"table {database}.{table} does not exist on {config.host}:{config.port} "
@@ -116,7 +126,7 @@ def captured_table(conn, config: ServerConfig, database: str, table: str) -> Cap
         primary = tuple(r[0] for r in cur.fetchall())
     described = tuple((r[0], r[1], r[2], None if r[3] is None else int(r[3]),
                        None if r[4] is None else int(r[4])) for r in rows)
-    captured = CapturedTable(database, table, described, (), config.time_zone)
+    captured = CapturedTable(database, table, described, (), config.time_zone, tuple(r[5] for r in rows))
     columns = captured.columns
     configured = tuple(config.keys.get(f"{database}.{table}", ()))
     names = {c.name for c in columns}

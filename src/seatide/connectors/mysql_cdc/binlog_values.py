@@ -1,0 +1,76 @@
+"""Binlog values in the form the snapshot's client gives them, whatever the row metadata.
+
+The binlog decoder (mysql-replication) knows a column's charset and its ENUM and SET values
+only from the optional metadata a server logs with ``binlog_row_metadata = FULL``. MySQL 8
+logs MINIMAL by default and MariaDB NO_LOG; without the metadata the decoder reads every
+string and blob as strict UTF-8 (a ``mediumblob`` fails with UnicodeDecodeError, a latin1
+text too) and every ENUM and SET as None. So before a row event's rows are decoded, its
+columns are set up the same way under every setting:
+
+* string and blob columns decode as ISO-8859-1, which maps each byte to one character and
+  back: ``raw_value`` recovers the exact bytes and decodes text with the column's own charset
+  from ``information_schema`` (``CHARACTER_SET_NAME``; a binary column stays bytes);
+* ENUM columns yield their index and SET columns their bits, which ``columns.py`` turns into
+  the values listed in the column's type, as it does for an index from any client.
+
+An empty SET, which the decoder reports as None, becomes ''.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from pymysql.charset import charset_by_name
+
+_BYTE_FOR_BYTE = "iso-8859-1"   # no MySQL charset has this name, so the decoder uses the codec
+_TEXT_TYPES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json"}
+_BINARY_TYPES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
+EMPTY_SET = "empty set"         # the decoder's none_sources reason for an empty SET value
+MISSING = "cols bitmap"         # ... for a column the row image left out (binlog_row_image != FULL)
+
+
+def prepare(columns) -> None:
+    """Set up a row event's columns (mysql-replication's, shared with its table map) before
+    its rows are decoded."""
+    from pymysqlreplication.constants import FIELD_TYPE
+
+    strings = {FIELD_TYPE.VARCHAR, FIELD_TYPE.VAR_STRING, FIELD_TYPE.STRING, FIELD_TYPE.BLOB}
+    for column in columns:
+        if column.type in strings:
+            column.character_set_name = _BYTE_FOR_BYTE
+        elif column.type == FIELD_TYPE.ENUM:
+            column.enum_values = range(1 << 16)          # the value read is its own index
+        elif column.type == FIELD_TYPE.SET:
+            column.set_values = [1 << i for i in range(64)]   # members come back as their bits
+
+
+def raw_converter(data_type: str, charset: str | None) -> Callable[[Any], Any]:
+    """From the decoder's value of a column (``information_schema`` DATA_TYPE and charset) to
+    the value PyMySQL returns for it in the snapshot."""
+    base = data_type.lower()
+    if base in ("enum",):
+        return lambda v: v
+    if base == "set":
+        return lambda v: sum(v) if isinstance(v, (set, frozenset)) else v
+    if base in _TEXT_TYPES and charset and charset.lower() != "binary":
+        codec = _codec(charset)
+        return lambda v: _decoded(v, codec) if isinstance(v, str) else v
+    if base in _TEXT_TYPES or base in _BINARY_TYPES:
+        return lambda v: v.encode(_BYTE_FOR_BYTE) if isinstance(v, str) else v
+    return lambda v: v
+
+
+def _codec(charset: str) -> str:
+    found = charset_by_name(charset.lower())
+    encoding = found.encoding if found else charset
+    return {"binary": _BYTE_FOR_BYTE}.get(encoding, encoding)
+
+
+def _decoded(value: str, codec: str) -> str:
+    raw = value.encode(_BYTE_FOR_BYTE)
+    try:
+        return raw.decode(codec)
+    except UnicodeDecodeError:
+        if codec == "cp1252":      # MySQL's latin1 also has the five bytes cp1252 leaves undefined
+            return raw.decode(_BYTE_FOR_BYTE)
+        raise
