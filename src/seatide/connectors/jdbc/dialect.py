@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 
 from seatide.connectors.jdbc.url import MYSQL, POSTGRESQL, JdbcUrl
 from seatide.plugin.rowkind import RowKind
-from seatide.plugin.types import type_name
+from seatide.plugin.types import declared_type, type_name
 
 # Columns a keyed sink's staging rows carry besides the input's own (see writer.py). Rows of
 # an insert-only sink carry none: every byte staged is a byte Spark's executors send twice.
@@ -28,6 +28,10 @@ STAGE_SEQ = "__seatide_seq"      # order of changes within the batch (later wins
 # A key's last change in a batch decides its row: these kinds leave one, those remove it.
 _KEEPS_ROW = f"({int(RowKind.INSERT)}, {int(RowKind.UPDATE_AFTER)})"
 _REMOVES_ROW = f"({int(RowKind.UPDATE_BEFORE)}, {int(RowKind.DELETE)})"
+
+
+# How a timestamp inside an array is written into a MySQL JSON column
+_JSON_TIMESTAMP = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"
 
 
 class UnsupportedType(ValueError):
@@ -57,18 +61,42 @@ class Dialect:
                 "(e.g. to_json(...) in a Sql transform) or create the table yourself")
         return mapped
 
+    def field_type(self, field: T.StructField, key: bool = False) -> str:
+        """Column type for ``field``: the column type it was read from when that was a column of
+        this kind of database (SeaTunnel keeps a column's source type the same way), else the
+        mapping of its SeaTunnel type."""
+        return declared_type(field, self.name) or self.column_type(field.dataType, key)
+
     @property
     def label(self) -> str:
         return "PostgreSQL" if self.name == POSTGRESQL else "MySQL/MariaDB"
 
     def create_table(self, table: tuple[str, ...], schema: T.StructType, keys: list[str],
                      with_key: bool = True) -> str:
-        columns = [f"{self.quote(f.name)} {self.column_type(f.dataType, f.name in keys)}"
+        columns = [f"{self.quote(f.name)} {self.field_type(f, f.name in keys)}"
                    + (" NOT NULL" if f.name in keys and with_key else "")
                    for f in schema.fields]
         if keys and with_key:
             columns.append(f"PRIMARY KEY ({', '.join(self.quote(k) for k in keys)})")
         return f"CREATE TABLE {self.qualified(table)} ({', '.join(columns)})"
+
+    def staged_value(self, column, data_type: T.DataType):
+        """What Spark's JDBC writer stages for a field (a Spark Column). MySQL has no array
+        columns: an array goes as its JSON text (into the JSON column ``column_type`` gives).
+        PostgreSQL's driver cannot send an array of byte strings: it goes as the array's text
+        (``{"\\x0102",NULL}``), which the untyped string parameter (``staging_properties``)
+        lets the server read as bytea[]."""
+        from pyspark.sql import functions as F
+
+        if not isinstance(data_type, T.ArrayType):
+            return column
+        if self.name == MYSQL:   # every microsecond of a timestamp (Spark's default keeps milliseconds)
+            return F.to_json(column, {"timestampFormat": _JSON_TIMESTAMP, "timestampNTZFormat": _JSON_TIMESTAMP})
+        if isinstance(data_type.elementType, T.BinaryType):
+            element = lambda x: F.when(x.isNull(), F.lit("NULL")).otherwise(  # noqa: E731
+                F.concat(F.lit('"\\\\x'), F.lower(F.hex(x)), F.lit('"')))
+            return F.concat(F.lit("{"), F.array_join(F.transform(column, element), ","), F.lit("}"))
+        return column
 
     def create_stage(self, stage: tuple[str, ...], columns_from: str, changes: bool) -> str:
         """A staging table with the target's column types (``columns_from`` selects none of its rows)."""
@@ -87,12 +115,14 @@ class Dialect:
         return f"CREATE {unlogged}TABLE {self.qualified(stage)} ({', '.join(columns)})"
 
     def staging_properties(self) -> dict:
-        """JDBC properties that let the driver send a batch of INSERTs as multi-row statements.
-
-        Measured with PostgreSQL, 1M rows of three fields from two partitions: 2-2.5x faster.
+        """JDBC properties for staging: the driver sends a batch of INSERTs as multi-row statements
+        (measured with PostgreSQL, 1M rows of three fields from two partitions: 2-2.5x faster).
         """
         if self.name == POSTGRESQL:
-            return {"reWriteBatchedInserts": "true"}
+            # stringtype=unspecified: strings go untyped, so PostgreSQL reads each with the input
+            # function of its column (json, xml, inet, geometry, bit, interval, an enum, ...)
+            # instead of refusing a varchar for them.
+            return {"reWriteBatchedInserts": "true", "stringtype": "unspecified"}
         return {"rewriteBatchedStatements": "true"}
 
     # -- applying a staged batch -----------------------------------------------------------
@@ -222,6 +252,8 @@ def _mysql_type(t: T.DataType, key: bool) -> str | None:
         return f"DECIMAL({t.precision},{t.scale})"
     if type(t).__name__ == "TimeType":
         return "TIME(6)"
+    if isinstance(t, T.ArrayType) and _mysql_type(t.elementType, False) is not None:
+        return "JSON"       # staged as its JSON text (Dialect.staged_value)
     return None
 
 

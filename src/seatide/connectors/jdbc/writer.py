@@ -211,7 +211,8 @@ class JdbcWriter(SinkWriter):
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        columns = [F.col(self._spark_name(c)) for c in df.columns if c != ROW_KIND_COLUMN]
+        columns = [self.dialect.staged_value(F.col(self._spark_name(f.name)), f.dataType).alias(f.name)
+                   for f in df.schema.fields if f.name != ROW_KIND_COLUMN]
         if self.spec.primary_keys:
             kind = F.col(ROW_KIND_COLUMN) if ROW_KIND_COLUMN in df.columns else F.lit(int(RowKind.INSERT))
             columns += [kind.cast("smallint").alias(STAGE_KIND), F.monotonically_increasing_id().alias(STAGE_SEQ)]
