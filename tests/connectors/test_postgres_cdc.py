@@ -313,20 +313,19 @@ def read_rows(reader, start, end) -> list[dict]:
             for row in batch.to_pylist()]
 
 
-def test_key_changes_without_full_identity_and_truncate_and_an_outrun_checkpoint(shop):
+def test_key_changes_without_full_identity_and_an_outrun_checkpoint(shop):
     conn, url, db = shop
     conn.execute("ALTER TABLE items REPLICA IDENTITY DEFAULT")
     reader = reader_for(cdc_source(url, f"{db}.public.items", 'startup.mode = "latest"'), "keys")
     try:
         first = reader.latestOffset(reader.initialOffset())          # creates the slot
         conn.execute("UPDATE items SET id = 500, name = 'moved' WHERE id = 7")
-        conn.execute("TRUNCATE items")
         second = reader.latestOffset(first)
         rows = read_rows(reader, first, second)
         assert [(r[ROW_KIND_COLUMN], r["id"], r["name"]) for r in rows] == [
-            (RowKind.UPDATE_BEFORE, 7, None), (RowKind.UPDATE_AFTER, 500, "moved")]  # truncate: no rows
+            (RowKind.UPDATE_BEFORE, 7, None), (RowKind.UPDATE_AFTER, 500, "moved")]
         reader.commit(second)
-        conn.execute("INSERT INTO items (id) VALUES (1)")
+        conn.execute("INSERT INTO items (id) VALUES (9999)")
         third = reader.latestOffset(second)
         reader.commit(third)
     finally:
@@ -409,3 +408,21 @@ def test_unchanged_large_values_under_the_default_replica_identity_are_not_nulle
     after = {r["id"]: r for r in rows if r[ROW_KIND_COLUMN] == RowKind.UPDATE_AFTER}
     assert after[1]["status"] == "x" and after[1]["body"] == stored[1]
     assert after[2]["status"] == "y" and after[2]["body"] == stored[2] and after[2]["note"] is None
+
+
+def test_a_truncate_fails_the_stream_loudly_instead_of_being_skipped(shop):
+    """TRUNCATE has no row kind: skipped, the target would keep every deleted row (finding 8)."""
+    conn, url, db = shop
+    reader = reader_for(cdc_source(url, f"{db}.public.items", 'startup.mode = "latest"'), "trunc")
+    try:
+        first = reader.latestOffset(reader.initialOffset())
+        conn.execute("DELETE FROM items WHERE id = 1")
+        conn.execute("TRUNCATE items")
+        second = reader.latestOffset(first)
+        with pytest.raises(PermanentError) as caught:
+            read_rows(reader, first, second)
+    finally:
+        reader.stop()
+    message = str(caught.value)
+    assert message.startswith(PERMANENT_MARK) and "public.items was truncated" in message
+    assert "--fallback fresh" in message

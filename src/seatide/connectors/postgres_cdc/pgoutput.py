@@ -1,8 +1,8 @@
 """Decoding of pgoutput's binary messages (protocol version 1), as PostgreSQL documents them.
 
-``pg_logical_slot_peek_binary_changes`` returns one message per row; each decoding call
-starts a new pgoutput session, so a Relation message always precedes the first change of
-its table in the call's output and the decoder needs no state across calls.
+A replication session (``START_REPLICATION``) sends one message per CopyData; each session
+is a new pgoutput session, so a Relation message precedes the first change of its table in
+it, and a ``Decoder`` lives as long as one session.
 
 Tuple values arrive in PostgreSQL's text format (``'t'``), or as null (``'n'``) or as an
 unchanged TOASTed value (``'u'``) that pgoutput does not send again.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 class _Marker(enum.Enum):
@@ -52,12 +52,21 @@ class Change:
     old_is_key_only: bool = False
 
 
-@dataclass
-class Transaction:
+@dataclass(frozen=True)
+class Begin:
+    commit_lsn: int                   # where the transaction's commit record starts
     xid: int
+
+
+@dataclass(frozen=True)
+class Commit:
+    commit_lsn: int
     end_lsn: int                      # where the transaction's commit record ends: our position
-    changes: list[Change] = field(default_factory=list)
-    truncated: list[Relation] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Truncate:
+    relations: tuple[Relation, ...]
 
 
 class _Buffer:
@@ -86,41 +95,41 @@ class _Buffer:
         return value
 
 
-def decode_transactions(messages) -> list[Transaction]:
-    """Whole transactions from the rows of a peek, in commit order. Partial ones are dropped
-    (a peek returns whole transactions, so there are none unless the output was cut)."""
-    relations: dict[int, Relation] = {}
-    done: list[Transaction] = []
-    current: Transaction | None = None
-    for data in messages:
+class Decoder:
+    """Decodes one replication session's messages in order. Relation messages are remembered:
+    each session sends one before the first change of a table (and again when it changes)."""
+
+    def __init__(self):
+        self.relations: dict[int, Relation] = {}
+
+    def decode(self, data) -> Begin | Commit | Change | Truncate | None:
+        """One message; None for those that carry nothing for us (relations, types, origins)."""
         buf = _Buffer(bytes(data))
         tag = buf.byte()
         if tag == "B":
-            _final_lsn, _when, xid = buf.take(">qqi")
-            current = Transaction(xid=xid, end_lsn=0)
-        elif tag == "C":
-            _flags, _commit_lsn, end_lsn, _when = buf.take(">bqqq")
-            if current is not None:
-                current.end_lsn = end_lsn
-                done.append(current)
-            current = None
-        elif tag == "R":
+            commit_lsn, _when, xid = buf.take(">qqi")
+            return Begin(commit_lsn, xid)
+        if tag == "C":
+            _flags, commit_lsn, end_lsn, _when = buf.take(">bqqq")
+            return Commit(commit_lsn, end_lsn)
+        if tag == "R":
             relation = _relation(buf)
-            relations[relation.oid] = relation
-        elif tag in "IUD":
-            change = _change(tag, buf, relations)
-            if current is not None:
-                current.changes.append(change)
-        elif tag == "T":
+            self.relations[relation.oid] = relation
+            return None
+        if tag in "IUD":
+            return _change(tag, buf, self.relations)
+        if tag == "T":
             count, _options = buf.take(">ib")
             oids = [buf.take(">i") for _ in range(count)]
-            if current is not None:
-                current.truncated += [relations[o] for o in oids if o in relations]
-        elif tag in "OYM":
-            continue   # origin, type and logical messages carry no row data
-        else:
-            raise PgOutputError(f"unknown pgoutput message type {tag!r}")
-    return done
+            return Truncate(tuple(self.relations[o] for o in oids if o in self.relations))
+        if tag in "OYM":
+            return None   # origin, type and logical messages carry no row data
+        raise PgOutputError(f"unknown pgoutput message type {tag!r}")
+
+
+def message_tag(data) -> str:
+    """The kind of a message without decoding it ('B', 'C', 'I', 'U', 'D', ...)."""
+    return chr(data[0])
 
 
 def _relation(buf: _Buffer) -> Relation:

@@ -5,9 +5,11 @@ outside a-z, 0-9 and _ becomes _, e.g. ``seatide_1764130000123_1_source0``), unl
 ``slot.name`` names the slot. The publication has the slot's name. Names longer than
 PostgreSQL's 63 characters keep their first 54 and end with a hash of the whole.
 
-Changes are read with the SQL-level ``pg_logical_slot_peek_binary_changes``, which never
-moves the slot; the slot moves (``pg_replication_slot_advance``) only when Spark says the
-batch holding those changes is committed, so a restarted query can always read them again.
+Changes are streamed over a replication connection from each batch's own start
+(``replication``), which never confirms anything; the slot moves (``pg_replication_slot_advance``)
+only when Spark says the batch holding those changes is committed, so a restarted query can
+always read them again. A slot serves one connection at a time: the steps here wait while a
+stream that just ended still holds it.
 """
 
 from __future__ import annotations
@@ -67,19 +69,23 @@ def create_fresh(conn, name: str, tables: list) -> int:
 def drop(conn, name: str, wait_s: float = 10.0) -> None:
     """Drop the slot and the publication called ``name`` if they exist (idempotent).
 
-    A slot is busy while a peek runs on it; wait for that to end rather than fail.
+    A slot is busy while a stream or peek reads it; wait for that to end rather than fail.
     """
+    _when_free(lambda: conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                                    "WHERE slot_name = %s", (name,)), wait_s)
+    conn.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(name)))
+
+
+def _when_free(step, wait_s: float = 60.0):
+    """Run ``step``, again while the slot is held by a connection that is letting it go."""
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                         "WHERE slot_name = %s", (name,))
-            break
+            return step()
         except errors.ObjectInUse:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
-    conn.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(name)))
 
 
 def names_of_job(conn, job_id: str) -> list[str]:
@@ -113,12 +119,13 @@ def check_position(conn, name: str, lsn: int) -> None:
 
 
 def peek(conn, name: str, *, upto_lsn: int | None = None, upto_changes: int | None = None) -> list[bytes]:
-    """pgoutput messages from the slot's confirmed position on, without moving the slot."""
-    rows = conn.execute(
+    """pgoutput messages from the slot's confirmed position on, without moving the slot (for
+    looking at a slot; the stream reads with ``replication``)."""
+    rows = _when_free(lambda: conn.execute(
         "SELECT data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, %s, "
         "'proto_version', '1', 'publication_names', %s)",
         (name, format_lsn(upto_lsn) if upto_lsn is not None else None, upto_changes,
-         sql.Identifier(name).as_string(conn))).fetchall()
+         sql.Identifier(name).as_string(conn))).fetchall())
     return [row[0] for row in rows]
 
 
@@ -130,4 +137,5 @@ def advance(conn, name: str, lsn: int) -> None:
     """Confirm everything up to ``lsn``: the server may now recycle the WAL before it."""
     found = state(conn, name)
     if found is not None and (found.confirmed_lsn is None or found.confirmed_lsn < lsn):
-        conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (name, format_lsn(lsn)))
+        _when_free(lambda: conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)",
+                                        (name, format_lsn(lsn))))

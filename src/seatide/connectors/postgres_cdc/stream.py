@@ -9,12 +9,15 @@ Offsets are JSON:
   table ``i`` starts after ``key``), null once every table is read.
 * ``splits`` — the snapshot splits of the batch ending at this offset, so that a replayed
   batch reads exactly the same key ranges (the rows are read again, see the docs page).
+* ``changes`` — how many rows the changes of the batch ending here make at most (0: none,
+  the batch only moves the position).
 
 The reader runs in a Python process Spark keeps beside the driver. Planning the first
 batch of a query without a checkpoint creates the publication and the slot (not
-``initialOffset``: Spark calls it again to replay a first batch that never committed);
-``commit(end)`` — Spark's word that every batch up to ``end`` is committed — is the only
-place the slot moves.
+``initialOffset``: Spark calls it again to replay a first batch that never committed).
+Planning a change batch streams the slot from the batch's start to find its end
+(``changes.plan_batch``); the task reading it streams the same range again. ``commit(end)``
+— Spark's word that every batch up to ``end`` is committed — is the only place the slot moves.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from seatide.connectors.decimals import DecimalOverflow
 from seatide.connectors.postgres_cdc import slot
-from seatide.connectors.postgres_cdc.pgoutput import UNCHANGED_TOAST, decode_transactions, format_lsn
+from seatide.connectors.postgres_cdc.changes import plan_batch, read_changes
+from seatide.connectors.postgres_cdc.pgoutput import UNCHANGED_TOAST, format_lsn
 from seatide.connectors.postgres_cdc.tables import CapturedTable, next_boundary, page_query
 from seatide.connectors.postgres_cdc.unchanged import with_unchanged_values
 from seatide.connectors.postgres_cdc.values import column_type
@@ -58,12 +62,12 @@ class SnapshotSplit(InputPartition):
         self.table, self.after, self.upto = table, after, upto
 
 
-class ChangeSplit(InputPartition):
-    """Decoded changes of one batch: (kind, table index, column -> text) triples."""
+class ChangeRange(InputPartition):
+    """The changes of the transactions committed in ``(start, end]``, read by one task."""
 
-    def __init__(self, rows: list):
-        super().__init__(len(rows))
-        self.rows = rows
+    def __init__(self, start: int, end: int):
+        super().__init__((start, end))
+        self.start, self.end = start, end
 
 
 class PostgresCdcSource(DataSource):
@@ -83,11 +87,10 @@ class PostgresCdcReader(DataSourceStreamReader):
         self.max_rows = max(1, int(config["max_rows"]))
         self._conn = None
         self._checked = False
-        self._pending: dict[tuple[int, int], list] = {}   # (start, end) -> rows, from latestOffset
 
     def __getstate__(self) -> dict:
-        # Spark pickles the reader to run read() in its workers: no connection, no buffers.
-        return {**self.__dict__, "_conn": None, "_pending": {}}
+        # Spark pickles the reader to run read() in its workers: no connection.
+        return {**self.__dict__, "_conn": None}
 
     def _db(self):
         if self._conn is None or self._conn.closed:
@@ -131,16 +134,15 @@ class PostgresCdcReader(DataSourceStreamReader):
         if start["snapshot"] is not None:
             return self._next_splits(start)
         flushed = slot.flushed_lsn(self._db())
-        rows, end_lsn = self._changes_after(start["lsn"], upto_lsn=None)
-        if end_lsn == start["lsn"]:
-            # Nothing for our tables, but WAL grew (other tables, other databases): every peek
-            # decodes from the slot's position, so move past it. Safe: the peek read to the end
-            # of WAL, and a transaction committing later ends after ``flushed``.
-            if flushed - start["lsn"] >= IDLE_ADVANCE_BYTES:
-                return {"lsn": flushed, "snapshot": None, "splits": []}
+        end_lsn, changes = plan_batch(self.config, self.slot, start["lsn"], self.max_rows, flushed)
+        if changes == 0:
+            # Nothing for our tables, but WAL grew (other tables, other databases): a stream
+            # decodes from the slot's position, so move past it. Safe: the plan read to the
+            # WAL flushed before it began, and a transaction committing later ends after that.
+            if max(end_lsn, flushed) - start["lsn"] >= IDLE_ADVANCE_BYTES:
+                return {"lsn": max(end_lsn, flushed), "snapshot": None, "splits": [], "changes": 0}
             return start
-        self._pending[(start["lsn"], end_lsn)] = rows
-        return {"lsn": end_lsn, "snapshot": None, "splits": []}
+        return {"lsn": end_lsn, "snapshot": None, "splits": [], "changes": changes}
 
     def _next_splits(self, start: dict) -> dict:
         table, after = start["snapshot"]["table"], start["snapshot"]["after"]
@@ -153,76 +155,20 @@ class PostgresCdcReader(DataSourceStreamReader):
         snapshot = {"table": table, "after": after} if table < len(self.tables) else None
         return {"lsn": start["lsn"], "snapshot": snapshot, "splits": splits}
 
-    def _changes_after(self, lsn: int, upto_lsn: int | None) -> tuple[list, int]:
-        """Rows of the transactions that end after ``lsn`` (up to ``upto_lsn``), and their end."""
-        # The peek starts at the slot's confirmed position, which trails ``lsn`` by the batches
-        # Spark has not confirmed yet; when that alone fills the cap, look further.
-        cap = None if upto_lsn is not None else self.max_rows * 3
-        while True:
-            transactions = decode_transactions(
-                slot.peek(self._db(), self.slot, upto_lsn=upto_lsn, upto_changes=cap))
-            fresh = [t for t in transactions if t.end_lsn > lsn and (upto_lsn is None or t.end_lsn <= upto_lsn)]
-            if fresh or cap is None or sum(len(t.changes) + 2 for t in transactions) < cap:
-                break
-            cap = None
-        rows: list = []
-        end = lsn
-        for transaction in fresh:
-            for change in transaction.changes:
-                rows += self._rows_of(change)
-            end = transaction.end_lsn
-            if upto_lsn is None and len(rows) >= self.max_rows:
-                break
-        return rows, end
-
-    def _rows_of(self, change) -> list:
-        index = self._table_index(change.relation)
-        if index is None:
-            return []
-        if change.op == "I":
-            return [(int(RowKind.INSERT), index, change.new)]
-        if change.op == "D":
-            return [(int(RowKind.DELETE), index, change.old or {})]
-        old = change.old
-        # An unchanged large value comes from the old row when the old row is whole (REPLICA
-        # IDENTITY FULL); otherwise it stays marked and is read by key (unchanged.py).
-        whole = old if old is not None and not change.old_is_key_only else {}
-        new = {k: whole.get(k, v) if v is UNCHANGED_TOAST else v for k, v in change.new.items()}
-        rows = []
-        if old is not None:     # FULL identity, or a key that changed
-            rows.append((int(RowKind.UPDATE_BEFORE), index, old))
-        rows.append((int(RowKind.UPDATE_AFTER), index, new))
-        return rows
-
-    def _table_index(self, relation) -> int | None:
-        for i, table in enumerate(self.tables):
-            if (table.schema, table.name) == (relation.schema, relation.name):
-                known = {c.name for c in table.columns}
-                added = [c.name for c in relation.columns if c.name not in known]
-                if added:
-                    raise permanent_in_worker(
-                        f"Postgres-CDC: table {table.qualified} gained columns {added} while the job "
-                        "ran; schema changes are not followed. Start the job from a fresh checkpoint "
-                        "to capture the new columns.")
-                return i
-        return None
-
     # -- batches -------------------------------------------------------------------------
     def partitions(self, start: dict, end: dict) -> list:
         self._check_position(start)
         if end["splits"]:
             return [SnapshotSplit(*split) for split in end["splits"]]
-        if start["lsn"] is None or end["lsn"] <= start["lsn"]:
+        if start["lsn"] is None or end["lsn"] <= start["lsn"] or end.get("changes", 1) == 0:
             return []
-        rows = self._pending.pop((start["lsn"], end["lsn"]), None)
-        if rows is None:      # a replay after a restart: decode the same range again
-            rows, _ = self._changes_after(start["lsn"], upto_lsn=end["lsn"])
-        return [ChangeSplit(rows)] if rows else []
+        return [ChangeRange(start["lsn"], end["lsn"])]
 
     def read(self, partition) -> Iterator:
         builder = _RowBatches(self.tables, self.config["columns"], self.config["spark_time_zone"])
-        if isinstance(partition, ChangeSplit):
-            rows = with_unchanged_values(partition.rows, self.tables, lambda: connect(self.config))
+        if isinstance(partition, ChangeRange):
+            changes = read_changes(self.config, self.tables, self.slot, partition.start, partition.end)
+            rows = with_unchanged_values(changes, self.tables, lambda: connect(self.config))
             for kind, table, values in rows:
                 yield from builder.add(kind, table, values)
         else:
@@ -245,7 +191,6 @@ class PostgresCdcReader(DataSourceStreamReader):
         During the snapshot the slot stays at its consistent point: the changes after it are
         still to be streamed once the snapshot ends.
         """
-        self._pending = {k: v for k, v in self._pending.items() if k[0] >= end["lsn"]}
         if end["snapshot"] is None:
             slot.advance(self._db(), self.slot, end["lsn"])
 

@@ -1,0 +1,115 @@
+"""A micro-batch of changes: where it ends (planned on the driver) and its rows (read in a task).
+
+Both stream the slot from the batch's start (``replication.stream``): the plan counts the
+changes of whole transactions until there are ``max_rows`` or it has caught up with the WAL
+flushed when it began, and keeps nothing; the read decodes the same transactions again and
+yields their rows one by one. So neither holds more than a message at a time, whatever the
+backlog or the size of one transaction, and each batch costs its own changes: a backlog of
+N changes is read in time linear in N (the SQL peek this replaces started at the slot's
+confirmed position on every batch and read the whole backlog into memory).
+
+A transaction belongs to the batch ``(start, end]`` when its commit record starts before
+``end`` (every batch ends at the end of a commit record, or at a position no commit spans).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from seatide.connectors.postgres_cdc import replication
+from seatide.connectors.postgres_cdc.pgoutput import Begin, Change, Commit, Decoder, Truncate, message_tag
+from seatide.connectors.postgres_cdc.tables import CapturedTable
+from seatide.plugin.base import permanent_in_worker
+from seatide.plugin.rowkind import RowKind
+from seatide.connectors.postgres_cdc.pgoutput import UNCHANGED_TOAST
+
+
+def plan_batch(config: dict, slot_name: str, start: int, max_rows: int, flushed: int) -> tuple[int, int]:
+    """(end, changes): the end of the last whole transaction to read from ``start``, and how
+    many rows its changes make at most. ``end == start`` when there is nothing up to ``flushed``."""
+    changes, end, in_transaction = 0, start, False
+    for kind, item in replication.stream(config, slot_name, start):
+        if kind == "walend":
+            if item >= flushed and not in_transaction:
+                break
+            continue
+        tag = message_tag(item)
+        if tag == "B":
+            in_transaction = True
+        elif tag in "IUDT":
+            changes += 2 if tag == "U" else 1      # an update may carry its old row too
+        elif tag == "C":
+            commit = Decoder().decode(item)
+            in_transaction, end = False, commit.end_lsn
+            if changes >= max_rows or end >= flushed:
+                break
+    return end, changes
+
+
+def read_changes(config: dict, tables: list[CapturedTable], slot_name: str, start: int,
+                 end: int) -> Iterator[tuple[int, int, dict]]:
+    """(row kind, table index, column -> text) of every change in ``(start, end]``, in order."""
+    decoder, in_transaction = Decoder(), False
+    for kind, item in replication.stream(config, slot_name, start):
+        if kind == "walend":
+            if item >= end and not in_transaction:
+                return
+            continue
+        message = decoder.decode(item)
+        if isinstance(message, Begin):
+            if message.commit_lsn >= end:
+                return
+            in_transaction = True
+        elif isinstance(message, Change):
+            yield from rows_of(message, tables)
+        elif isinstance(message, Truncate):
+            truncated(message, tables)
+        elif isinstance(message, Commit):
+            in_transaction = False
+            if message.end_lsn >= end:
+                return
+
+
+def rows_of(change: Change, tables: list[CapturedTable]) -> list:
+    index = table_index(change.relation, tables)
+    if index is None:
+        return []
+    if change.op == "I":
+        return [(int(RowKind.INSERT), index, change.new)]
+    if change.op == "D":
+        return [(int(RowKind.DELETE), index, change.old or {})]
+    old = change.old
+    # An unchanged large value comes from the old row when the old row is whole (REPLICA
+    # IDENTITY FULL); otherwise it stays marked and is read by key (unchanged.py).
+    whole = old if old is not None and not change.old_is_key_only else {}
+    new = {k: whole.get(k, v) if v is UNCHANGED_TOAST else v for k, v in change.new.items()}
+    rows = []
+    if old is not None:     # FULL identity, or a key that changed
+        rows.append((int(RowKind.UPDATE_BEFORE), index, old))
+    rows.append((int(RowKind.UPDATE_AFTER), index, new))
+    return rows
+
+
+def truncated(message: Truncate, tables: list[CapturedTable]) -> None:
+    """A TRUNCATE has no row kind to carry it; rows the target keeps would be silently stale."""
+    names = [tables[i].qualified for i in (table_index(r, tables) for r in message.relations) if i is not None]
+    if names:
+        raise permanent_in_worker(
+            f"Postgres-CDC: {', '.join(names)} was truncated while the job ran. A TRUNCATE has no row kind, so "
+            "the sink cannot apply it, and skipping it would leave the deleted rows in the target. Empty the "
+            "target table yourself and start the job from a fresh checkpoint (`seatide resume --fallback "
+            "fresh`, startup.mode = \"initial\") to copy the table again")
+
+
+def table_index(relation, tables: list[CapturedTable]) -> int | None:
+    for i, table in enumerate(tables):
+        if (table.schema, table.name) == (relation.schema, relation.name):
+            known = {c.name for c in table.columns}
+            added = [c.name for c in relation.columns if c.name not in known]
+            if added:
+                raise permanent_in_worker(
+                    f"Postgres-CDC: table {table.qualified} gained columns {added} while the job "
+                    "ran; schema changes are not followed. Start the job from a fresh checkpoint "
+                    "to capture the new columns.")
+            return i
+    return None

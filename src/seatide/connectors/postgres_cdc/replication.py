@@ -1,0 +1,139 @@
+"""The slot's changes streamed over a replication connection, from any position on.
+
+``START_REPLICATION SLOT s LOGICAL <lsn>`` sends every transaction whose commit record
+starts at or after ``lsn`` (and after the slot's confirmed position), one pgoutput message
+per CopyData, decoding as it goes. So a batch reads from its own start, however far the
+slot lags behind, and stops when it has what it needs: the work per batch is its own
+changes, not the whole backlog as with the SQL peek (which always starts at the slot's
+confirmed position and materialises everything up to its limit on the server).
+
+psycopg 3 speaks the replication protocol through its low-level ``pgconn`` (simple query
+protocol, CopyBoth). We never confirm a position on this connection: status updates carry
+zero positions, which the server takes as "alive" without moving the slot; the slot moves
+only by ``slot.advance`` after Spark's commit. A slot serves one connection at a time, so
+opening a stream waits (with a deadline) while the previous one is still being released.
+"""
+
+from __future__ import annotations
+
+import select
+import struct
+import time
+from typing import Iterator
+
+from seatide.connectors.postgres_cdc.pgoutput import format_lsn
+
+# How long to wait for a slot that another (closing) connection still holds.
+SLOT_BUSY_WAIT_S = 60.0
+# Status updates keep a long read alive (the server drops a silent client after wal_sender_timeout).
+_STATUS_EVERY_S = 10.0
+_OBJECT_IN_USE = "55006"
+# Microseconds between the Unix epoch and PostgreSQL's (2000-01-01)
+_PG_EPOCH_US = 946_684_800_000_000
+
+
+class ReplicationError(RuntimeError):
+    """The server refused or ended the replication stream."""
+
+
+def connect_replication(config: dict):
+    import psycopg
+
+    return psycopg.connect(host=config["host"], port=config["port"], dbname=config["database"],
+                           user=config["user"], password=config["password"] or None,
+                           connect_timeout=max(1, config["connect_timeout_ms"] // 1000),
+                           autocommit=True, replication="database")
+
+
+def create_slot(conn, name: str, export_snapshot: bool) -> tuple[int, str | None]:
+    """Create a pgoutput slot on a replication connection: (consistent point, exported snapshot).
+
+    The snapshot (``export_snapshot``) shows the tables exactly as of the consistent point and
+    lives while ``conn`` stays open and runs nothing else."""
+    from seatide.connectors.postgres_cdc.pgoutput import parse_lsn
+
+    option = "(SNAPSHOT 'export')" if export_snapshot else "(SNAPSHOT 'nothing')"
+    result = _exec(conn, f'CREATE_REPLICATION_SLOT "{name}" LOGICAL pgoutput {option}')
+    return parse_lsn(result.get_value(0, 1).decode()), (result.get_value(0, 2) or b"").decode() or None
+
+
+def _exec(conn, command: str):
+    from psycopg import pq
+
+    result = conn.pgconn.exec_(command.encode())
+    if result.status not in (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK):
+        raise ReplicationError(f"{command}: {(result.error_message or b'').decode().strip()}")
+    return result
+
+
+def stream(config: dict, slot_name: str, start_lsn: int) -> Iterator[tuple[str, object]]:
+    """The slot's messages from ``start_lsn`` on: ``("data", pgoutput bytes)`` and, whenever the
+    server says how far it has read the WAL (``walend``), ``("walend", lsn)``. Runs until the
+    caller stops iterating; the connection is closed then."""
+    conn = _start(config, slot_name, start_lsn)
+    pgconn = conn.pgconn
+    last_status = time.monotonic()
+    try:
+        while True:
+            size, data = pgconn.get_copy_data(1)
+            if size == 0:
+                if time.monotonic() - last_status > _STATUS_EVERY_S:
+                    _send_status(pgconn)
+                    last_status = time.monotonic()
+                select.select([pgconn.socket], [], [], 1.0)
+                pgconn.consume_input()
+                continue
+            if size < 0:
+                result = pgconn.get_result()
+                message = (result.error_message or b"").decode().strip() if result is not None else ""
+                raise ReplicationError(f"the server ended the replication stream of slot '{slot_name}'"
+                                       + (f": {message}" if message else ""))
+            data = bytes(data)
+            if data[:1] == b"w":
+                yield "data", data[25:]
+            elif data[:1] == b"k":
+                wal_end, _when, reply = struct.unpack(">qqb", data[1:18])
+                yield "walend", wal_end
+                if reply:
+                    _send_status(pgconn)
+                    last_status = time.monotonic()
+    finally:
+        conn.close()
+
+
+def _start(config: dict, slot_name: str, start_lsn: int):
+    """A replication connection streaming the slot; waits while the slot is still held."""
+    from psycopg import pq
+
+    publication = slot_name.replace("'", "''")
+    command = (f'START_REPLICATION SLOT "{slot_name}" LOGICAL {format_lsn(start_lsn)} '
+               f"(proto_version '1', publication_names '\"{publication}\"')").encode()
+    deadline = time.monotonic() + SLOT_BUSY_WAIT_S
+    while True:
+        conn = connect_replication(config)
+        pgconn = conn.pgconn
+        pgconn.send_query(command)
+        result = None
+        while True:     # the first result is COPY_BOTH, or the error
+            pgconn.consume_input()
+            if not pgconn.is_busy():
+                result = pgconn.get_result()
+                break
+            select.select([pgconn.socket], [], [], 1.0)
+        if result is not None and result.status == pq.ExecStatus.COPY_BOTH:
+            pgconn.nonblocking = 1
+            return conn
+        state = result.error_field(pq.DiagnosticField.SQLSTATE) if result is not None else None
+        message = (result.error_message or b"").decode().strip() if result is not None else "no answer"
+        conn.close()
+        if state == _OBJECT_IN_USE.encode() and time.monotonic() < deadline:
+            time.sleep(0.1)      # the connection of the last read is still letting go of the slot
+            continue
+        raise ReplicationError(f"START_REPLICATION of slot '{slot_name}' at {format_lsn(start_lsn)}: {message}")
+
+
+def _send_status(pgconn) -> None:
+    """A standby status update with no positions: alive, and confirming nothing."""
+    now = int(time.time() * 1_000_000) - _PG_EPOCH_US
+    pgconn.put_copy_data(b"r" + struct.pack(">qqqqb", 0, 0, 0, now, 0))
+    pgconn.flush()
