@@ -158,7 +158,12 @@ def same_values(expected: dict, actual: dict, json_columns=()) -> dict:
     return wrong
 
 
-def test_postgresql_table_copies_into_postgresql_and_mariadb_equal_column_by_column(local, spark, tables):
+# plain BATCH reads with Spark's JDBC reader, checkpointed BATCH with the split reader
+READS = {"plain": "", "checkpointed": "checkpoint.interval = 1000"}
+
+
+@pytest.mark.parametrize("read", READS)
+def test_postgresql_table_copies_into_postgresql_and_mariadb_equal_column_by_column(local, spark, tables, read):
     source, same, created, into_mariadb = (tables("pg_types_src"), tables("pg_types_same"),
                                            tables("pg_types_created"), tables("pg_types_my"))
     with pg() as conn:
@@ -168,7 +173,7 @@ def test_postgresql_table_copies_into_postgresql_and_mariadb_equal_column_by_col
         conn.execute(f"CREATE TABLE {same} (id int PRIMARY KEY, {ddl})")
     sinks = (sink(PG_URL, same, "postgres", "ERROR_WHEN_SCHEMA_NOT_EXIST") + sink(PG_URL, created, "postgres")
              + sink(MY_URL, into_mariadb, "root"))
-    run = local.run(copy_job(PG_URL, "postgres", source, sinks))
+    run = local.run(copy_job(PG_URL, "postgres", source, sinks, READS[read]))
     assert run.status == "FINISHED", run.error
 
     assert pg_differences(source, same, PG_COLUMNS) == {}
@@ -182,7 +187,8 @@ def test_postgresql_table_copies_into_postgresql_and_mariadb_equal_column_by_col
     assert same_values(expected, read_back(spark, MY_URL, "root", into_mariadb), json_columns=arrays) == {}
 
 
-def test_mariadb_table_copies_into_mariadb_and_postgresql_equal_column_by_column(local, spark, tables):
+@pytest.mark.parametrize("read", READS)
+def test_mariadb_table_copies_into_mariadb_and_postgresql_equal_column_by_column(local, spark, tables, read):
     source, same, created, into_pg = (tables("my_types_src"), tables("my_types_same"), tables("my_types_created"),
                                       tables("my_types_pg"))
     with mariadb() as conn, conn.cursor() as cur:
@@ -191,7 +197,7 @@ def test_mariadb_table_copies_into_mariadb_and_postgresql_equal_column_by_column
         cur.execute(f"CREATE TABLE {same} (id int PRIMARY KEY, {ddl})")
     sinks = (sink(MY_URL, same, "root", "ERROR_WHEN_SCHEMA_NOT_EXIST") + sink(MY_URL, created, "root")
              + sink(PG_URL, into_pg, "postgres"))
-    run = local.run(copy_job(MY_URL, "root", source, sinks))
+    run = local.run(copy_job(MY_URL, "root", source, sinks, READS[read]))
     assert run.status == "FINISHED", run.error
 
     assert my_differences(source, same, MY_COLUMNS) == {}
@@ -200,3 +206,29 @@ def test_mariadb_table_copies_into_mariadb_and_postgresql_equal_column_by_column
 
     expected = read_back(spark, MY_URL, "root", source)
     assert same_values(expected, read_back(spark, PG_URL, "postgres", into_pg)) == {}
+
+
+def query_sink(url: str, table: str, user: str, columns) -> str:
+    names = ", ".join(("id", *columns))
+    marks = ", ".join("?" for _ in range(len(columns) + 1))
+    return (f'  Jdbc {{ plugin_input = "rows", url = "{url}", user = "{user}", password = "", '
+            f'query = "INSERT INTO {table} ({names}) VALUES ({marks})" }}\n')
+
+
+def test_a_sink_query_writes_every_type_into_columns_of_those_types(local, tables):
+    # SeaTunnel's jobs often write with `query` (INSERT ... VALUES (?, ...)) into typed columns
+    pg_source, pg_copy, my_source, my_copy = (tables("pg_q_src"), tables("pg_q_copy"), tables("my_q_src"),
+                                              tables("my_q_copy"))
+    with pg() as conn:
+        pg_extras(conn)
+        create_table(conn.cursor(), pg_source, PG_COLUMNS)
+        conn.execute(f"CREATE TABLE {pg_copy} (LIKE {pg_source})")
+    with mariadb() as conn, conn.cursor() as cur:
+        create_table(cur, my_source, MY_COLUMNS)
+        cur.execute(f"CREATE TABLE {my_copy} LIKE {my_source}")
+    for url, user, source, copy, columns in ((PG_URL, "postgres", pg_source, pg_copy, PG_COLUMNS),
+                                             (MY_URL, "root", my_source, my_copy, MY_COLUMNS)):
+        run = local.run(copy_job(url, user, source, query_sink(url, copy, user, columns)))
+        assert run.status == "FINISHED", run.error
+    assert pg_differences(pg_source, pg_copy, PG_COLUMNS) == {}
+    assert my_differences(my_source, my_copy, MY_COLUMNS) == {}

@@ -108,11 +108,21 @@ class Dialect:
             return create + "".join(f"; ALTER TABLE {self.qualified(stage)} ADD COLUMN {c}" for c in extra)
         return f"CREATE TABLE {self.qualified(stage)} {'(' + ', '.join(extra) + ') ' if extra else ''}AS {columns_from}"
 
-    def create_stage_for(self, stage: tuple[str, ...], schema: T.StructType) -> str:
-        """A staging table for ``query`` mode, where no target table gives the column types."""
-        columns = [f"{self.quote(f.name)} {self.column_type(f.dataType)}" for f in schema.fields]
-        unlogged = "UNLOGGED " if self.name == POSTGRESQL else ""
-        return f"CREATE {unlogged}TABLE {self.qualified(stage)} ({', '.join(columns)})"
+    def create_stage_for(self, stage: tuple[str, ...], schema: T.StructType, query=None) -> str:
+        """A staging table for ``query`` mode (an ``InsertQuery``), where no target table gives
+        the column types. PostgreSQL casts nothing on its own from a staged text into a json,
+        inet or geometry column, so a field the statement inserts as a whole ``?`` into a named
+        column is staged in that column's own type; the others in their SeaTunnel type's column."""
+        targets = query.marker_columns() if query is not None and self.name == POSTGRESQL else None
+        if targets is None:
+            columns = [f"{self.quote(f.name)} {self.column_type(f.dataType)}" for f in schema.fields]
+            unlogged = "UNLOGGED " if self.name == POSTGRESQL else ""
+            return f"CREATE {unlogged}TABLE {self.qualified(stage)} ({', '.join(columns)})"
+        table, filled = targets
+        columns = [f"t.{filled[i]} AS {self.quote(f.name)}" if i in filled
+                   else f"CAST(NULL AS {self.column_type(f.dataType)}) AS {self.quote(f.name)}"
+                   for i, f in enumerate(schema.fields)]
+        return f"CREATE UNLOGGED TABLE {self.qualified(stage)} AS SELECT {', '.join(columns)} FROM {table} t WITH NO DATA"
 
     def staging_properties(self) -> dict:
         """JDBC properties for staging: the driver sends a batch of INSERTs as multi-row statements

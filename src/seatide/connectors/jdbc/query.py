@@ -41,6 +41,48 @@ class InsertQuery:
         return f"{self.head} SELECT {values} FROM {source} WHERE {where}{self.tail}"
 
 
+    def marker_columns(self) -> tuple[str, dict[int, str]] | None:
+        """The target table and, for each ``?`` that is a whole VALUES item, the column it fills
+        (by its position in the column list): ``INSERT INTO t (a, b) VALUES (?, upper(?))`` ->
+        ``("t", {0: "a"})``. None when the statement names no columns."""
+        match = _TARGET.match(self.head)
+        if match is None:
+            return None
+        columns = [c.strip() for c in _split_top_level(match.group("columns"))]
+        items = _split_top_level("?".join(self.row))
+        filled, marker = {}, 0
+        for position, item in enumerate(items):
+            if item.strip() == "?" and position < len(columns):
+                filled[marker] = columns[position]
+            marker += _markers(item)
+        return match.group("table").strip(), filled
+
+
+_TARGET = re.compile(r"\s*insert\s+into\s+(?P<table>.+?)\s*\((?P<columns>.*)\)\s*$", re.IGNORECASE | re.DOTALL)
+
+
+def _split_top_level(text: str) -> list[str]:
+    """``text`` cut at the commas outside parentheses, quotes and identifiers."""
+    spans, items, depth, start = _code_spans(text), [], 0, 0
+    for i, ch in enumerate(text):
+        if not _in_code(i, spans):
+            continue
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    items.append(text[start:])
+    return items
+
+
+def _markers(text: str) -> int:
+    spans = _code_spans(text)
+    return sum(1 for i, ch in enumerate(text) if ch == "?" and _in_code(i, spans))
+
+
 def parse_insert(text: str) -> InsertQuery:
     sql = text.strip().rstrip(";").strip()
     if not re.match(r"insert\s+into\b", sql, re.IGNORECASE):

@@ -163,7 +163,7 @@ class JdbcWriter(SinkWriter):
         dialect, fields = self.dialect, [c for c in df.columns if c != ROW_KIND_COLUMN]
         if self.spec.table is None:
             try:
-                ddl = dialect.create_stage_for(stage, self._user_schema(df))
+                ddl = dialect.create_stage_for(stage, self._user_schema(df), self.spec.query)
             except UnsupportedType as exc:
                 raise JdbcSinkError(f"Jdbc sink: cannot stage the input for query: {exc}") from None
         else:
