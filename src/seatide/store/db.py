@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import sqlite3
+import time
 from typing import Iterator
 
 from sqlalchemy import create_engine, event, insert, select
@@ -39,6 +42,11 @@ class StoreUnavailable(Exception):
     """The store URL cannot be opened; the message says which and why."""
 
 
+log = logging.getLogger(__name__)
+
+# How long opening a store waits for another process that holds it while creating or
+# migrating it (and how long a SQLite writer waits for the file's write lock).
+OPEN_WAIT_S = 60.0
 
 
 def normalize_url(url: str) -> str:
@@ -62,15 +70,15 @@ class Store:
             path = url.split("///", 1)[1] if "///" in url else ""
             if path and path != ":memory:":
                 os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
+            engine = create_engine(url, connect_args={"timeout": OPEN_WAIT_S, "check_same_thread": False})
 
             @event.listens_for(engine, "connect")
             def _on_connect(dbapi_conn, _record):
                 dbapi_conn.isolation_level = None          # we issue BEGIN ourselves
                 cur = dbapi_conn.cursor()
-                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute(f"PRAGMA busy_timeout={int(OPEN_WAIT_S * 1000)}")
+                _use_wal(cur, url)
                 cur.execute("PRAGMA synchronous=NORMAL")
-                cur.execute("PRAGMA busy_timeout=60000")
                 cur.close()
 
             @event.listens_for(engine, "begin")
@@ -135,6 +143,25 @@ class Store:
         self.engine.dispose()
 
 
+def _use_wal(cur, url: str) -> None:
+    """Put the file in WAL mode (it stays so). While another process holds a fresh file's
+    lock (creating the store, or switching it to WAL itself) the switch fails at once,
+    without SQLite's busy wait: wait for that process, up to ``OPEN_WAIT_S``."""
+    deadline, told = time.monotonic() + OPEN_WAIT_S, False
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            if not told:
+                log.warning("the state store %s is locked by another process (creating it?): waiting for it, "
+                            "up to %.0f s", redact(url), OPEN_WAIT_S)
+                told = True
+            time.sleep(0.05)
+
+
 def check_attempt_current(conn: Connection, job_id: str, attempt_id: int, lock: bool = False,
                           job_may_be_terminal: bool = False) -> None:
     """Raise ``AttemptFenced`` unless the attempt is the job's current, live attempt.
@@ -177,9 +204,19 @@ def open_store(url: str) -> Store:
     except StoreUnavailable:
         raise
     except Exception as exc:  # sqlalchemy/psycopg errors: say which store and why
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        cause = getattr(exc, "orig", None) or exc
+        reason = str(cause).strip().splitlines()[0]
+        if _lock_wait_ended(cause):
+            reason = (f"another process held it for over {OPEN_WAIT_S:.0f} s while creating or migrating it, "
+                      f"or in a write that does not end ({reason}); start this one again once that process "
+                      "is done, or stop it")
         raise StoreUnavailable(f"cannot open the state store {redact(url)}: {reason}") from None
     return store
+
+
+def _lock_wait_ended(cause: BaseException) -> bool:
+    """SQLite's busy wait, or PostgreSQL's lock_timeout (SQLSTATE 55P03), ran out."""
+    return "database is locked" in str(cause) or getattr(cause, "sqlstate", None) == "55P03"
 
 
 def redact(url: str) -> str:

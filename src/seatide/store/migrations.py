@@ -3,7 +3,9 @@
 The revisions ship inside the package (``seatide/store/alembic/versions``); no
 alembic.ini is read at run time. ``migrate`` runs them in one transaction under a lock
 (SQLite's write lock, taken by ``BEGIN IMMEDIATE``; a PostgreSQL advisory lock), so two
-processes opening a store at once serialize and the second finds it current.
+processes opening a store at once serialize and the second finds it current. A process waits
+for another's creation or migration up to ``db.OPEN_WAIT_S``, then fails with a message
+saying so; never at once on a lock.
 
 Three kinds of store are opened:
 
@@ -27,6 +29,7 @@ and the import was 0.2 s of CPU of each.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import time
 from typing import TYPE_CHECKING
@@ -36,6 +39,8 @@ from sqlalchemy.engine import Connection
 
 from seatide import failpoints
 from seatide.store import schema as s
+
+log = logging.getLogger(__name__)
 
 ADVISORY_KEY = 0x5EA71DE
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "alembic")
@@ -105,13 +110,27 @@ def migrate(store) -> str:
     failpoints.hit("store.before_migration_lock")
     with store.write() as conn:
         if not store.is_sqlite:
-            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": ADVISORY_KEY})
+            _take_migration_lock(conn, store.url)
         failpoints.hit("store.migrate")
         before = current_revision(conn)
         if before == head():
             return before                # another process did it while we waited for the lock
         _upgrade(conn, before)
     return head()
+
+
+def _take_migration_lock(conn: Connection, url: str) -> None:
+    """PostgreSQL's advisory lock, waited for as long as a store's opening may wait
+    (``OPEN_WAIT_S``), not only as long as the session's ``lock_timeout``: another process
+    may be migrating a large store."""
+    from seatide.store.db import OPEN_WAIT_S, redact
+
+    if conn.execute(text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": ADVISORY_KEY}).scalar():
+        return
+    log.warning("another process is creating or migrating the state store %s: waiting for it, up to %.0f s",
+                redact(url), OPEN_WAIT_S)
+    conn.execute(text(f"SET LOCAL lock_timeout = {int(OPEN_WAIT_S * 1000)}"))
+    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": ADVISORY_KEY})
 
 
 def _upgrade(conn: Connection, before: str | None) -> None:
