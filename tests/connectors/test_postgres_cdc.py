@@ -241,7 +241,6 @@ def test_batch_jobs_and_missing_tables_are_refused_clearly(spark, shop):
 
 
 @pytest.mark.parametrize("extra, option, message", [
-    ('decoding.plugin.name = "wal2json"', "decoding.plugin.name", "only pgoutput"),
     ('startup.mode = "earliest"', "startup.mode", '"initial"'),
     ('startup.mode = "sometimes"', "startup.mode", "one of initial, latest"),
     ('slot.name = "Bad-Name"', "slot.name", "lower-case letters"),
@@ -426,3 +425,17 @@ def test_a_truncate_fails_the_stream_loudly_instead_of_being_skipped(shop):
     message = str(caught.value)
     assert message.startswith(PERMANENT_MARK) and "public.items was truncated" in message
     assert "--fallback fresh" in message
+
+
+@pytest.mark.parametrize("plugin", ["decoderbufs", "wal2json", "wal2json_rds_streaming", "pgoutput"])
+def test_any_decoding_plugin_is_accepted_with_a_warning_that_pgoutput_is_read(plugin):
+    """SeaTunnel's own jobs say decoderbufs or wal2json: the job means the same with pgoutput,
+    which needs no server plug-in, so it loads with a warning (item 3 of issue 23)."""
+    job = load_job_text(job_text("jdbc:postgresql://127.0.0.1:5432/shop", "shop.public.items",
+                                 f'decoding.plugin.name = "{plugin}"'))
+    warnings = [str(w) for w in job.warnings]
+    if plugin == "pgoutput":
+        assert warnings == []
+    else:
+        (warning,) = warnings
+        assert "decoding.plugin.name" in warning and plugin in warning and "pgoutput" in warning

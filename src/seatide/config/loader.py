@@ -17,7 +17,7 @@ from seatide.config.env import JobEnv, read_env
 from seatide.config.job_text import SECTIONS, BlockSite, JobText, JobTextError, KeyLines, read_job_text, unmark
 from seatide.config.shade import Shade, ShadeError, read_shade
 from seatide.plugin.base import Plugin
-from seatide.plugin.options import (INT, STRING, STRING_LIST, Option, OptionError, UnknownOption,
+from seatide.plugin.options import (INT, STRING, STRING_LIST, Option, OptionError, OptionNotice, UnknownOption,
                                     read_options)
 from seatide.plugin.registry import lookup, names
 
@@ -38,12 +38,13 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True)
 class ConfigWarning:
-    """An unknown key that a lenient load ignored; ``str()`` is the line a user sees."""
+    """An unknown key that a lenient load ignored, or a plugin's notice about a value it accepts;
+    ``str()`` is the line a user sees."""
 
     source: str
     plugin: str                # "env" or a plugin label ("sink[0] Console")
     line: int | None           # the key's own line when the scanner saw it, else its block's
-    unknown: UnknownOption
+    unknown: UnknownOption | OptionNotice
 
     def __str__(self) -> str:
         where = f"{self.source}: {self.plugin}" + (f" (line {self.line})" if self.line else "")
@@ -284,7 +285,7 @@ class _Reading:
             raise ConfigError(source_name, message, plugin=label, option=exc.option,
                               line=self.keys.get((scope, exc.option), line)) from None
         self.warnings += [ConfigWarning(source_name, label, self.keys.get((scope, u.key), line), u)
-                          for u in opts.unknown]
+                          for u in (*opts.unknown, *plugin.notices)]
         return PluginSpec(kind=kind, index=index, name=cls.plugin_name, line=line,
                           output=links["plugin_output"], inputs=links["plugin_input"] or [],
                           plugin=plugin, block=dict(body))

@@ -24,7 +24,7 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, ClassVar, TextIO
 
-from seatide.plugin.options import Option, OptionError, Options
+from seatide.plugin.options import Option, OptionError, OptionNotice, Options
 from seatide.plugin.rowkind import INSERT_ONLY, RowKind
 
 if TYPE_CHECKING:  # pyspark is heavy; plugins import it lazily where they use it
@@ -124,10 +124,15 @@ class Plugin:
         self.opts = opts
         self.parallelism = parallelism
         self.env = env           # the job's env block, for job-wide settings (Sql: sql.udfs)
+        self.notices: list[OptionNotice] = []   # warnings the job's load shows (``notice``)
         self.check()
 
     def check(self) -> None:
         """Cross-option validation; raise ``self.invalid(option, message)``."""
+
+    def notice(self, option: str, message: str) -> None:
+        """From ``check``: a value accepted but run differently, shown as a load warning."""
+        self.notices.append(OptionNotice(option, message))
 
     @staticmethod
     def invalid(option: str, message: str) -> OptionError:

@@ -167,6 +167,17 @@ class UnknownOption:
         return f"unknown option '{self.key}' ignored{hint}"
 
 
+@dataclass(frozen=True)
+class OptionNotice:
+    """A value a plugin accepts but runs differently from SeaTunnel, said as a load warning."""
+
+    key: str
+    message: str
+
+    def describe(self) -> str:
+        return self.message
+
+
 class Options(Mapping[str, Any]):
     """Validated option values of one plugin, defaults filled in.
 

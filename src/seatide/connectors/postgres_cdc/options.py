@@ -39,7 +39,8 @@ PG_CDC_OPTIONS: tuple[Option, ...] = (
            "replication slot (and publication) name; default seatide_<job>_<pipeline>_<source> "
            "(see the docs page); must be unique per source on the server"),
     Option("decoding.plugin.name", STRING, "pgoutput",
-           "logical decoding plugin; only pgoutput (built into PostgreSQL 10+) is supported"),
+           "logical decoding plugin; SeaTide always reads pgoutput (built into PostgreSQL 10+); any "
+           "other value (decoderbufs, wal2json...) is accepted with a warning"),
     Option("snapshot.split.size", INT, 8096, "rows per snapshot split (split by the table's key)"),
     Option("snapshot.fetch.size", INT, 1024, "rows fetched per round trip while reading a snapshot split"),
     Option("server-time-zone", STRING, "UTC",
