@@ -22,8 +22,6 @@ from seatide.store.db import normalize_url, open_store
 from seatide.store.migrations import ADVISORY_KEY, current_revision, head
 from seatide.testing.cluster import SEATIDE, free_port, http, wait_for
 
-pytestmark = pytest.mark.cluster
-
 # PostgreSQL sessions wait this long for any lock before their statement fails
 # (store/db.py); a migration may well take longer.
 STATEMENT_LOCK_TIMEOUT_S = 10
@@ -92,6 +90,7 @@ def _log_says(path: str, words: str) -> bool:
         return words in handle.read()
 
 
+@pytest.mark.cluster
 def test_processes_starting_on_a_fresh_sqlite_store_wait_while_it_is_being_created(tmp_path):
     path = tmp_path / "data" / "state.db"
     path.parent.mkdir()
@@ -113,6 +112,7 @@ def test_processes_starting_on_a_fresh_sqlite_store_wait_while_it_is_being_creat
             openers.stop()
 
 
+@pytest.mark.cluster
 @pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
 def test_processes_starting_on_a_fresh_postgres_store_wait_for_a_long_migration(store_url, tmp_path):
     engine = create_engine(normalize_url(store_url))
@@ -144,3 +144,26 @@ def _waiting_for_migration(engine, longer_than: float) -> int:
             " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
             " AND waitstart < clock_timestamp() - make_interval(secs => :s)"),
             {"key": ADVISORY_KEY, "s": longer_than}).scalar()
+
+
+def test_a_store_held_past_the_deadline_fails_with_a_clear_message(store_url, tmp_path, monkeypatch):
+    from seatide.store import db
+
+    monkeypatch.setattr(db, "OPEN_WAIT_S", 1.0)
+    if store_url.startswith("sqlite"):
+        holder = sqlite3.connect(store_url.split("///", 1)[1], isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+    else:
+        holder = create_engine(normalize_url(store_url)).connect()
+        holder.begin()
+        holder.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": ADVISORY_KEY})
+    try:
+        started = time.monotonic()
+        with pytest.raises(db.StoreUnavailable) as raised:
+            open_store(store_url)
+        assert time.monotonic() - started >= 1.0          # it waited before giving up
+        message = str(raised.value)
+        assert "another process held it for over 1 s while creating or migrating it" in message, message
+        assert "start this one again" in message
+    finally:
+        holder.close()
