@@ -75,7 +75,8 @@ class LocalFileSink(Sink):
                "with have_partition: also write the partition fields into the files"),
         Option("sink_columns", STRING_LIST, None, "fields to write, in this order (default all)"),
         Option("is_enable_transaction", BOOL, True,
-               "accepted for compatibility; SeaTide always commits each micro-batch atomically"),
+               "accepted for compatibility; each micro-batch is committed exactly once either way "
+               "(decided in the store, then its files moved into place one by one)"),
         Option("batch_size", INT, 1_000_000, "at most this many rows per file (0: no limit)"),
         Option("single_file_mode", BOOL, False,
                "one file per batch (per partition directory); batch_size is then ignored"),
