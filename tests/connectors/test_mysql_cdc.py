@@ -365,3 +365,32 @@ def test_every_type_reads_alike_in_snapshot_and_binlog_whatever_the_row_metadata
     assert {**before_update, ROW_KIND_COLUMN: RowKind.INSERT} == snapshot
     assert after_update == {**snapshot, "c_enum": "green", "c_set": "b,d", "c_mediumblob": b"\x00\xfe",
                             ROW_KIND_COLUMN: RowKind.UPDATE_AFTER}
+
+
+@pytest.mark.parametrize("image", ["MINIMAL", "NOBLOB"])
+def test_columns_a_session_leaves_out_of_the_row_image_are_read_by_key_not_nulled(private_mariadb, cdc_database,
+                                                                                  image):
+    """A session may log binlog_row_image = MINIMAL or NOBLOB whatever the server's default:
+    an UPDATE then logs only the columns it set. The change row must carry the others, not
+    nulls an upsert would write over the target (finding 9 of issue 22)."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from seatide.connectors.mysql_cdc.stream import MySqlCdcReader, stream_options
+
+    server, table = private_mariadb, f"{cdc_database}.imaged"
+    server.execute(TABLE_DDL.format(name=table))
+    plugin = source(server, [table], 'startup.mode = "latest"\nserver-id = 5405')
+    tables, schema = plugin.discover(plugin.server_config())
+    reader = MySqlCdcReader(stream_options(plugin.server_config(), tables, schema.json(), "latest", None))
+    start = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"SET SESSION binlog_row_image = '{image}'")
+        insert(type("S", (), {"execute": lambda self, *s: [cur.execute(x) for x in s]})(), table, [1, 2])
+        cur.execute(f"UPDATE {table} SET name = 'renamed' WHERE id = 1")
+        cur.execute(f"UPDATE {table} SET id = 20 WHERE id = 2")
+    end = reader.latestOffset(start, ReadAllAvailable())
+    rows = [row for part in reader.partitions(start, end) for batch in reader.read(part) for row in batch.to_pylist()]
+    expected = expected_rows(server, table)
+    after = {r["id"]: {k: v for k, v in r.items() if k != ROW_KIND_COLUMN}
+             for r in rows if r[ROW_KIND_COLUMN] == RowKind.UPDATE_AFTER}
+    assert after == expected and set(after) == {1, 20}

@@ -15,9 +15,10 @@ import pymysql
 from pyspark.sql.datasource import InputPartition
 
 from seatide.connectors.mysql_cdc.batches import BatchBuilder, record_batches
-from seatide.connectors.mysql_cdc.binlog_values import EMPTY_SET, prepare
+from seatide.connectors.mysql_cdc.binlog_values import EMPTY_SET, LEFT_OUT, prepare
 from seatide.connectors.mysql_cdc.catalog import CapturedTable, ServerConfig
 from seatide.connectors.mysql_cdc.position import BinlogPosition, lost_position_message
+from seatide.connectors.mysql_cdc.row_images import MISSING, RowCompleter
 from seatide.plugin.base import permanent_in_worker
 from seatide.plugin.rowkind import RowKind
 
@@ -42,6 +43,7 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
     captured = {(t.database, t.table): t for t in tables}
+    completer = RowCompleter(config)
     stream = BinLogStreamReader(
         connection_settings=config.replication_settings, server_id=config.server_id,
         resume_stream=True, log_file=part.start.file, log_pos=part.start.pos, blocking=False,
@@ -61,17 +63,24 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
             if isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
                 prepare(event.columns)      # before .rows decodes them: see binlog_values
             if isinstance(event, WriteRowsEvent):
-                for row in event.rows:
-                    yield _values(row["values"], row["none_sources"], table), RowKind.INSERT
+                inserted = [_values(row["values"], row["none_sources"], table) for row in event.rows]
+                for values in completer.complete(table, inserted):
+                    yield values, RowKind.INSERT
             elif isinstance(event, UpdateRowsEvent):
-                for row in event.rows:
-                    yield _values(row["before_values"], row["before_none_sources"], table), RowKind.UPDATE_BEFORE
-                    yield _values(row["after_values"], row["after_none_sources"], table), RowKind.UPDATE_AFTER
+                pairs = [(_values(row["before_values"], row["before_none_sources"], table),
+                          _values(row["after_values"], row["after_none_sources"], table)) for row in event.rows]
+                # a column an after image left out did not change: the before image may have it
+                afters = completer.complete(table, [[b if a is MISSING else a for b, a in zip(before, after)]
+                                                    for before, after in pairs])
+                for (before, _), after in zip(pairs, afters):
+                    yield _present(before), RowKind.UPDATE_BEFORE
+                    yield after, RowKind.UPDATE_AFTER
             elif isinstance(event, DeleteRowsEvent):
                 for row in event.rows:
-                    yield _values(row["values"], row["none_sources"], table), RowKind.DELETE
+                    yield _present(_values(row["values"], row["none_sources"], table)), RowKind.DELETE
     finally:
         stream.close()
+        completer.close()
 
 
 def _events(stream, start: BinlogPosition) -> Iterator:
@@ -95,7 +104,13 @@ def _values(values: dict, none_sources: dict, table: CapturedTable) -> list:
     row = []
     for (name, value), convert in zip(values.items(), table.binlog_converters):
         if value is None:
-            row.append("" if none_sources.get(name) == EMPTY_SET else None)
+            reason = none_sources.get(name)
+            row.append("" if reason == EMPTY_SET else MISSING if reason == LEFT_OUT else None)
         else:
             row.append(convert(value))
     return row
+
+
+def _present(values: list) -> list:
+    """A before image or deleted row: what it left out stays null (it is applied by key)."""
+    return [None if v is MISSING else v for v in values]

@@ -26,7 +26,7 @@ _BYTE_FOR_BYTE = "iso-8859-1"   # no MySQL charset has this name, so the decoder
 _TEXT_TYPES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json"}
 _BINARY_TYPES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
 EMPTY_SET = "empty set"         # the decoder's none_sources reason for an empty SET value
-MISSING = "cols bitmap"         # ... for a column the row image left out (binlog_row_image != FULL)
+LEFT_OUT = "cols bitmap"        # ... for a column the row image left out (binlog_row_image != FULL)
 
 
 def prepare(columns) -> None:
