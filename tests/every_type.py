@@ -155,6 +155,40 @@ def pg_extras(conn) -> None:
                 conn.execute(ddl)
 
 
+# How two PostgreSQL values are compared: by their text form (exact for every type here, also
+# those without an equality operator: json, xml, point), except where SeaTunnel's type keeps the
+# value but not its form: an unconstrained numeric travels as decimal(38,18) (99.5 comes back as
+# 99.500000000000000000, an equal number) and a timetz as its UTC time of day.
+COMPARED_AS = {"nn": "{c}::numeric", "tt": "timezone('UTC', {c})::text"}
+
+
+def pg_differences(conn, source: str, copy: str, columns) -> dict:
+    """Column -> rows (id, source value, copy value) where two PostgreSQL tables differ."""
+    wrong = {}
+    for column in ("id", *columns):
+        form = COMPARED_AS.get(column, "{c}::text")
+        left, right = form.format(c=f"s.{column}"), form.format(c=f"c.{column}")
+        rows = conn.execute(f"SELECT s.id, {left}, {right} FROM {source} s FULL JOIN {copy} c "
+                            f"USING (id) WHERE {left} IS DISTINCT FROM {right}").fetchall()
+        if rows:
+            wrong[column] = rows
+    return wrong
+
+
+def my_differences(cursor, source: str, copy: str, columns) -> dict:
+    """Column -> rows (id, source value, copy value) where two MySQL tables differ (<=>)."""
+    wrong = {}
+    for column in ("id", *columns):
+        cursor.execute(f"SELECT s.id, s.{column}, c.{column} FROM {source} s LEFT JOIN {copy} c USING (id) "
+                       f"WHERE NOT (s.{column} <=> c.{column})")
+        rows = cursor.fetchall()
+        cursor.execute(f"SELECT count(*) FROM {copy} c LEFT JOIN {source} s USING (id) WHERE s.id IS NULL")
+        extra = cursor.fetchone()[0]
+        if rows or (column == "id" and extra):
+            wrong[column] = rows or f"{extra} rows only in {copy}"
+    return wrong
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(4)}"
 
@@ -173,5 +207,5 @@ def insert_rows(cursor, name: str, columns: dict, ids) -> None:
         cursor.execute(f"INSERT INTO {name} (id, {', '.join(columns)}) VALUES ({i}, {values})")
 
 
-__all__ = ["MOOD", "MY_COLUMNS", "PG_COLUMNS", "POSINT", "SHORTV", "create_table", "insert_rows",
-           "pg_extras", "unique"]
+__all__ = ["COMPARED_AS", "MOOD", "MY_COLUMNS", "PG_COLUMNS", "POSINT", "SHORTV", "create_table", "insert_rows",
+           "my_differences", "pg_differences", "pg_extras", "unique"]

@@ -19,6 +19,7 @@ from seatide.connectors.jdbc.url import JdbcUrl
 from seatide.plugin.base import ReadContext
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
 from tests.e2e.harness import InProcessCluster
+from tests import every_type
 from tests.every_type import MY_COLUMNS, PG_COLUMNS, create_table, pg_extras, unique
 
 pytestmark = pytest.mark.spark
@@ -76,25 +77,9 @@ def read_back(spark, url: str, user: str, table: str) -> dict:
     return {row.id: {k: v for k, v in row.asDict().items() if k != ROW_KIND_COLUMN} for row in df.collect()}
 
 
-# How two PostgreSQL values are compared: by their text form (exact for every type here, also
-# those without an equality operator: json, xml, point), except where SeaTunnel's type keeps the
-# value but not its form: an unconstrained numeric travels as decimal(38,18) (99.5 comes back as
-# 99.500000000000000000, an equal number) and a timetz as its UTC time of day.
-COMPARED_AS = {"nn": "{c}::numeric", "tt": "timezone('UTC', {c})::text"}
-
-
 def pg_differences(source: str, copy: str, columns) -> dict:
-    """Columns whose values differ between two PostgreSQL tables (see COMPARED_AS)."""
     with pg() as conn:
-        wrong = {}
-        for column in ("id", *columns):
-            form = COMPARED_AS.get(column, "{c}::text")
-            left, right = form.format(c=f"s.{column}"), form.format(c=f"c.{column}")
-            rows = conn.execute(f"SELECT s.id, {left}, {right} FROM {source} s FULL JOIN {copy} c "
-                                f"USING (id) WHERE {left} IS DISTINCT FROM {right}").fetchall()
-            if rows:
-                wrong[column] = rows
-        return wrong
+        return every_type.pg_differences(conn, source, copy, columns)
 
 
 def pg_column_types(table: str) -> dict:
@@ -105,14 +90,7 @@ def pg_column_types(table: str) -> dict:
 
 def my_differences(source: str, copy: str, columns) -> dict:
     with mariadb() as conn, conn.cursor() as cur:
-        wrong = {}
-        for column in ("id", *columns):
-            cur.execute(f"SELECT s.id, s.{column}, c.{column} FROM {source} s LEFT JOIN {copy} c USING (id) "
-                        f"WHERE NOT (s.{column} <=> c.{column})")
-            rows = cur.fetchall()
-            if rows:
-                wrong[column] = rows
-        return wrong
+        return every_type.my_differences(cur, source, copy, columns)
 
 
 def my_column_types(table: str) -> dict:

@@ -206,7 +206,7 @@ class _RowBatches:
     def __init__(self, tables: list[CapturedTable], names: list[str], spark_time_zone: str):
         self.names, self.tables = names, tables
         first = tables[0]
-        self.types = {c.name: column_type(c.seatunnel, spark_time_zone) for c in first.columns}
+        self.types = {c.name: column_type(c.seatunnel, spark_time_zone, c.typname) for c in first.columns}
         self.columns: list[list] = [[] for _ in range(len(names) + 1)]
 
     def add(self, kind: int, table: int, values: dict) -> Iterator:

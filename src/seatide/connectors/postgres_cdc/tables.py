@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from psycopg import sql
 
+from seatide.connectors.pg_types import lookup
 from seatide.connectors.postgres_cdc.values import UnsupportedType, seatunnel_type
 
 
@@ -21,7 +22,7 @@ class TableError(ValueError):
 @dataclass(frozen=True)
 class TableColumn:
     name: str
-    typname: str
+    typname: str           # pg_type.typname of the column's type (a domain's base type)
     sql_type: str          # format_type(): what a key's text is cast back to
     seatunnel: str
 
@@ -67,9 +68,17 @@ def split_name(text: str, database: str, default_schema: str) -> tuple[str, str,
     raise TableError(f"'{text}' is not a table name: write database.schema.table")
 
 
+# Each column with its base type: a domain's values are its base type's, so a column of a
+# domain (of a domain...) is typed by the type at the bottom, with that domain's modifier.
 _COLUMNS = """
-SELECT a.attname, t.typname, a.atttypmod, format_type(a.atttypid, a.atttypmod)
-FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+SELECT a.attname, base.oid, base.typmod, format_type(a.atttypid, a.atttypmod)
+FROM pg_attribute a CROSS JOIN LATERAL (
+    WITH RECURSIVE chain(oid, typmod, depth) AS (
+        SELECT a.atttypid, a.atttypmod, 0
+        UNION ALL
+        SELECT t.typbasetype, t.typtypmod, chain.depth + 1 FROM chain JOIN pg_type t ON t.oid = chain.oid
+        WHERE t.typtype = 'd')
+    SELECT oid, typmod FROM chain ORDER BY depth DESC LIMIT 1) base
 WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"""
 _PRIMARY_KEY = """
 SELECT a.attname FROM pg_index i
@@ -91,9 +100,11 @@ def describe(conn, schema: str, name: str, keys: list[str] | None) -> CapturedTa
         raise TableError(f"table {schema}.{name} does not exist in database "
                          f"{conn.info.dbname}: check table-names")
     columns = []
-    for column, typname, typmod, sql_type in conn.execute(_COLUMNS, (regclass,)).fetchall():
+    described = conn.execute(_COLUMNS, (regclass,)).fetchall()
+    types = lookup(conn, [row[1] for row in described])
+    for column, oid, typmod, sql_type in described:
         try:
-            columns.append(TableColumn(column, typname, sql_type, seatunnel_type(typname, typmod)))
+            columns.append(TableColumn(column, types[oid].name, sql_type, seatunnel_type(types[oid], typmod)))
         except UnsupportedType as exc:
             raise TableError(f"column {schema}.{name}.{column}: {exc}; leave the table out or "
                              "change the column's type") from None

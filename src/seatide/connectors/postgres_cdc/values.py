@@ -11,20 +11,18 @@ from dataclasses import dataclass
 from typing import Callable
 
 from seatide.connectors.decimals import decimal_converter
+from seatide.connectors.pg_types import (EWKT, MONEY, MONEY_PRECISION, MONEY_SCALE, POSTGIS_TYPES, TEXT, PgType,
+                                         carriage, ewkt_from_hex_ewkb, money_text_to_plain)
 
-# typname -> SeaTunnel type name (the page's type table; timestamptz and uuid are SeaTide's additions)
+# typname -> SeaTunnel type name: the page's type table for the types it lists
+# (seatide.connectors.pg_types.NATIVE_TYPES; timestamptz is SeaTide's addition); how every
+# other type travels (text, EWKT, money) is decided in pg_types.carriage.
 _SCALARS = {
     "bool": "boolean", "bytea": "bytes",
     "int2": "int", "int4": "int", "int8": "bigint",
     "float4": "float", "float8": "double",
-    "bpchar": "string", "varchar": "string", "text": "string", "json": "string", "jsonb": "string",
-    "geometry": "string", "geography": "string", "uuid": "string",
-    "timestamp": "timestamp", "timestamptz": "timestamp_tz", "time": "time", "date": "date",
-}
-_ARRAYS = {
-    "_bool": "array<boolean>", "_int2": "array<int>", "_int4": "array<int>", "_int8": "array<bigint>",
-    "_float4": "array<float>", "_float8": "array<double>",
-    "_bpchar": "array<string>", "_varchar": "array<string>", "_text": "array<string>",
+    "bpchar": "string", "varchar": "string", "text": "string", "name": "string",
+    "timestamp": "timestamp", "timestamptz": "timestamp_tz", "time": "time", "timetz": "time", "date": "date",
 }
 
 
@@ -32,18 +30,28 @@ class UnsupportedType(ValueError):
     pass
 
 
-def seatunnel_type(typname: str, typmod: int) -> str:
-    """The SeaTunnel type of a column, from pg_type.typname and pg_attribute.atttypmod."""
-    if typname == "numeric":
-        if typmod < 4:
-            return "decimal(38, 18)"
-        precision, scale = ((typmod - 4) >> 16) & 0xFFFF, (typmod - 4) & 0xFFFF
-        return f"decimal({precision}, {scale})" if precision <= 38 else "decimal(38, 18)"
-    found = _SCALARS.get(typname) or _ARRAYS.get(typname)
-    if found is None:
-        known = ", ".join(sorted({*_SCALARS, *_ARRAYS, "numeric"}))
-        raise UnsupportedType(f"type {typname} is not supported (supported: {known})")
-    return found
+def seatunnel_type(pg: PgType, typmod: int) -> str:
+    """The SeaTunnel type of a column of type ``pg`` (its base type, for a domain) and
+    pg_attribute.atttypmod (the domain's typmod, for a domain)."""
+    how = carriage(pg)
+    if how is None:
+        raise UnsupportedType(f"type {pg.display} is a pseudo-type, which names no column type its values "
+                              "could be written back into")
+    if how in (TEXT, EWKT):
+        return "string"
+    if how == MONEY:
+        return f"decimal({MONEY_PRECISION}, {MONEY_SCALE})"
+    if pg.is_array:
+        element = pg.element.name
+        return f"array<{_numeric(typmod) if element == 'numeric' else _SCALARS[element]}>"
+    return _numeric(typmod) if pg.name == "numeric" else _SCALARS[pg.name]
+
+
+def _numeric(typmod: int) -> str:
+    if typmod < 4:
+        return "decimal(38, 18)"
+    precision, scale = ((typmod - 4) >> 16) & 0xFFFF, (typmod - 4) & 0xFFFF
+    return f"decimal({precision}, {scale})" if precision <= 38 else "decimal(38, 18)"
 
 
 @dataclass(frozen=True)
@@ -55,11 +63,20 @@ class ColumnType:
     convert: Callable[[str], object]
 
 
-def column_type(seatunnel: str, session_time_zone: str = "UTC") -> ColumnType:
+def column_type(seatunnel: str, session_time_zone: str = "UTC", typname: str | None = None) -> ColumnType:
     """``session_time_zone``: Spark's spark.sql.session.timeZone, which Spark expects on
-    Arrow timestamps with a time zone."""
+    Arrow timestamps with a time zone. ``typname``: the column's PostgreSQL type, for the
+    types whose text is not the SeaTunnel value's (PostGIS's hex EWKB, money, timetz)."""
     import pyarrow as pa
 
+    if typname in POSTGIS_TYPES:
+        return ColumnType(seatunnel, pa.string(), ewkt_from_hex_ewkb)
+    if typname == "money":
+        convert = decimal_converter(MONEY_PRECISION, MONEY_SCALE)
+        return ColumnType(seatunnel, pa.decimal128(MONEY_PRECISION, MONEY_SCALE),
+                          lambda text: convert(money_text_to_plain(text)))
+    if typname == "timetz":
+        return ColumnType(seatunnel, pa.time64("ns"), _utc_time_of_day)
     if seatunnel.startswith("array<"):
         element = column_type(seatunnel[6:-1], session_time_zone)
         # Spark names a list's item field "element"; Arrow's default is "item"
@@ -81,6 +98,13 @@ def column_type(seatunnel: str, session_time_zone: str = "UTC") -> ColumnType:
         "date": (pa.date32(), _date),
     }[seatunnel]
     return ColumnType(seatunnel, arrow, convert)
+
+
+def _utc_time_of_day(text: str) -> dt.time:
+    """A timetz (``10:11:12+03``) as its UTC time of day (07:11:12), as the Jdbc source reads it."""
+    value = dt.time.fromisoformat(text if len(text) < 3 or text[-3] not in "+-" else text + ":00")
+    moment = dt.datetime.combine(dt.date(2000, 1, 1), value).astimezone(dt.timezone.utc)
+    return moment.time()
 
 
 def _bytea(text: str) -> bytes:
