@@ -394,3 +394,26 @@ def test_columns_a_session_leaves_out_of_the_row_image_are_read_by_key_not_nulle
     after = {r["id"]: {k: v for k, v in r.items() if k != ROW_KIND_COLUMN}
              for r in rows if r[ROW_KIND_COLUMN] == RowKind.UPDATE_AFTER}
     assert after == expected and set(after) == {1, 20}
+
+
+def test_a_schema_change_that_keeps_the_column_count_fails_instead_of_shifting_values(private_mariadb, cdc_database):
+    """Dropping one column and adding another keeps the count: matched by position, values land
+    in the wrong columns. The table map's types (and names, when logged) are compared with the
+    description the job started with (finding 11 of issue 22)."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from seatide.connectors.mysql_cdc.stream import MySqlCdcReader, stream_options
+
+    server, table = private_mariadb, f"{cdc_database}.reshaped"
+    server.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, name VARCHAR(40), amount DECIMAL(10,2))")
+    plugin = source(server, [table], 'startup.mode = "latest"\nserver-id = 5406')
+    tables, schema = plugin.discover(plugin.server_config())
+    reader = MySqlCdcReader(stream_options(plugin.server_config(), tables, schema.json(), "latest", None))
+    start = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
+    server.execute(f"ALTER TABLE {table} DROP COLUMN name, ADD COLUMN note VARCHAR(40) AFTER amount",
+                   f"INSERT INTO {table} VALUES (1, 2.5, 'a note')")
+    end = reader.latestOffset(start, ReadAllAvailable())
+    with pytest.raises(PermanentError) as caught:
+        [batch for part in reader.partitions(start, end) for batch in reader.read(part)]
+    message = str(caught.value)
+    assert message.startswith(PERMANENT_MARK) and f"{table}" in message and "column 2 (name, varchar)" in message

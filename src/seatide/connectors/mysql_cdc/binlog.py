@@ -15,7 +15,7 @@ import pymysql
 from pyspark.sql.datasource import InputPartition
 
 from seatide.connectors.mysql_cdc.batches import BatchBuilder, record_batches
-from seatide.connectors.mysql_cdc.binlog_values import EMPTY_SET, LEFT_OUT, prepare
+from seatide.connectors.mysql_cdc.binlog_values import EMPTY_SET, LEFT_OUT, layout_difference, prepare
 from seatide.connectors.mysql_cdc.catalog import CapturedTable, ServerConfig
 from seatide.connectors.mysql_cdc.position import BinlogPosition, lost_position_message
 from seatide.connectors.mysql_cdc.row_images import MISSING, RowCompleter
@@ -44,6 +44,7 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
 
     captured = {(t.database, t.table): t for t in tables}
     completer = RowCompleter(config)
+    checked: set[int] = set()      # table ids whose layout was compared (an ALTER gets a new id)
     stream = BinLogStreamReader(
         connection_settings=config.replication_settings, server_id=config.server_id,
         resume_stream=True, log_file=part.start.file, log_pos=part.start.pos, blocking=False,
@@ -61,6 +62,9 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
             if table is None:
                 continue
             if isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
+                if event.table_id not in checked:
+                    _check_layout(table, event.table_map[event.table_id])
+                    checked.add(event.table_id)
                 prepare(event.columns)      # before .rows decodes them: see binlog_values
             if isinstance(event, WriteRowsEvent):
                 inserted = [_values(row["values"], row["none_sources"], table) for row in event.rows]
@@ -90,6 +94,16 @@ def _events(stream, start: BinlogPosition) -> Iterator:
         if exc.args and exc.args[0] == ER_MASTER_FATAL_ERROR_READING_BINLOG:
             raise permanent_in_worker(lost_position_message(start, None) + f" (server: {exc.args[1]})") from None
         raise
+
+
+def _check_layout(table: CapturedTable, layout) -> None:
+    difference = layout_difference(table.described, layout)
+    if difference:
+        raise permanent_in_worker(
+            f"MySQL-CDC: the table {table.name} changed while the job ran: in the binlog {difference}. "
+            "Matching its values to the columns the job started with would put them in the wrong "
+            "columns; schema changes are not followed. Restart the job from a fresh checkpoint "
+            "(startup.mode = \"initial\") after changing a captured table")
 
 
 def _values(values: dict, none_sources: dict, table: CapturedTable) -> list:

@@ -74,3 +74,35 @@ def _decoded(value: str, codec: str) -> str:
         if codec == "cp1252":      # MySQL's latin1 also has the five bytes cp1252 leaves undefined
             return raw.decode(_BYTE_FOR_BYTE)
         raise
+
+
+# information_schema DATA_TYPE -> the binlog column types a table map may give it. A type
+# not listed (one a server added) is not compared.
+_BINLOG_TYPES = {
+    "tinyint": {1}, "smallint": {2}, "mediumint": {9}, "int": {3}, "integer": {3}, "bigint": {8},
+    "float": {4}, "double": {5}, "real": {5}, "decimal": {246}, "numeric": {246},
+    "date": {10, 14}, "time": {11, 19}, "datetime": {12, 18}, "timestamp": {7, 17}, "year": {13},
+    "char": {254}, "binary": {254}, "varchar": {15, 253}, "varbinary": {15, 253},
+    "tinytext": {252}, "text": {252}, "mediumtext": {252}, "longtext": {252},
+    "tinyblob": {252}, "blob": {252}, "mediumblob": {252}, "longblob": {252}, "json": {245, 252},
+    "enum": {247, 254}, "set": {248, 254}, "bit": {16},
+    "geometry": {255}, "point": {255}, "linestring": {255}, "polygon": {255}, "multipoint": {255},
+    "multilinestring": {255}, "multipolygon": {255}, "geometrycollection": {255},
+}
+
+
+def layout_difference(described: tuple, layout) -> str | None:
+    """How a table map (mysql-replication's Table) differs from the columns the job started
+    with, or None. Types are compared always, names when the binlog logged them itself
+    (binlog_row_metadata = FULL): names the decoder looked up are the table's current ones."""
+    columns = layout.columns
+    if len(columns) != len(described):
+        return f"it has {len(columns)} columns, the table had {len(described)}"
+    for position, (row, column) in enumerate(zip(described, columns), start=1):
+        name, data_type = row[0], str(row[1]).lower()
+        expected = _BINLOG_TYPES.get(data_type)
+        if expected is not None and column.type not in expected:
+            return f"column {position} ({name}, {data_type}) now holds a value of another type"
+        if getattr(layout, "column_name_flag", False) and column.name and column.name != name:
+            return f"column {position} ({name}) is now called {column.name}"
+    return None
