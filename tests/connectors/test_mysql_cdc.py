@@ -417,3 +417,25 @@ def test_a_schema_change_that_keeps_the_column_count_fails_instead_of_shifting_v
         [batch for part in reader.partitions(start, end) for batch in reader.read(part)]
     message = str(caught.value)
     assert message.startswith(PERMANENT_MARK) and f"{table}" in message and "column 2 (name, varchar)" in message
+
+
+def test_a_truncate_fails_the_stream_loudly_instead_of_being_skipped(private_mariadb, cdc_database):
+    """TRUNCATE is logged as a statement, not as row deletes: skipped, the target would keep
+    every row (finding 8 of issue 22)."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from seatide.connectors.mysql_cdc.stream import MySqlCdcReader, stream_options
+
+    server, table = private_mariadb, f"{cdc_database}.emptied"
+    server.execute(TABLE_DDL.format(name=table))
+    plugin = source(server, [table], 'startup.mode = "latest"\nserver-id = 5407')
+    tables, schema = plugin.discover(plugin.server_config())
+    reader = MySqlCdcReader(stream_options(plugin.server_config(), tables, schema.json(), "latest", None))
+    start = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
+    insert(server, table, [1])
+    with server.connect(database=cdc_database) as conn, conn.cursor() as cur:
+        cur.execute("TRUNCATE emptied")
+    end = reader.latestOffset(start, ReadAllAvailable())
+    with pytest.raises(PermanentError) as caught:
+        [batch for part in reader.partitions(start, end) for batch in reader.read(part)]
+    assert f"{table} was truncated" in str(caught.value) and "--fallback fresh" in str(caught.value)

@@ -9,6 +9,7 @@ stop at the first event past ``end``, so a batch never waits for new changes.
 
 from __future__ import annotations
 
+import re
 from typing import Iterator, Sequence
 
 import pymysql
@@ -58,6 +59,9 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
             # A rotate event's position is in the file it ends, not in the one it names.
             if not isinstance(event, RotateEvent) and event.packet.log_pos and BinlogPosition.of(stream.log_file, event.packet.log_pos) > part.end:
                 return
+            if isinstance(event, QueryEvent):
+                _refuse_truncate(event, captured)
+                continue
             table = captured.get((getattr(event, "schema", None), getattr(event, "table", None)))
             if table is None:
                 continue
@@ -94,6 +98,26 @@ def _events(stream, start: BinlogPosition) -> Iterator:
         if exc.args and exc.args[0] == ER_MASTER_FATAL_ERROR_READING_BINLOG:
             raise permanent_in_worker(lost_position_message(start, None) + f" (server: {exc.args[1]})") from None
         raise
+
+
+_TRUNCATE = re.compile(r"\s*truncate\s+(?:table\s+)?(`[^`]+`|[\w$]+)(?:\s*\.\s*(`[^`]+`|[\w$]+))?", re.I)
+
+
+def _refuse_truncate(event, captured: dict) -> None:
+    """TRUNCATE is logged as a statement, not as deletes: skipped, a target would keep the rows."""
+    match = _TRUNCATE.match(event.query or "")
+    if not match:
+        return
+    schema = event.schema.decode() if isinstance(event.schema, bytes) else event.schema
+    first, second = (part.strip("`") if part else None for part in match.groups())
+    database, name = (first, second) if second else (schema, first)
+    table = captured.get((database, name))
+    if table is not None:
+        raise permanent_in_worker(
+            f"MySQL-CDC: {table.name} was truncated while the job ran. A TRUNCATE is logged as a statement "
+            "without rows, so no sink can apply it, and skipping it would leave the deleted rows in the "
+            "target. Empty the target table yourself and start the job from a fresh checkpoint "
+            "(`seatide resume --fallback fresh`, startup.mode = \"initial\") to copy the table again")
 
 
 def _check_layout(table: CapturedTable, layout) -> None:
