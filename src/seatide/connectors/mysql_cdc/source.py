@@ -20,6 +20,7 @@ from seatide.connectors.mysql_cdc.position import BinlogPosition
 from seatide.plugin.base import PermanentError, ReadContext, Source, use_python_data_source
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ALL_KINDS, ROW_KIND_COLUMN, RowKind
+from seatide.plugin.types import source_metadata
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -163,7 +164,8 @@ class MySqlCdcSource(Source):
                 raise PermanentError(f"MySQL-CDC: {other.name} and {first.name} have different columns; "
                                      "one source emits one row type, so capture tables of different "
                                      "shapes with one MySQL-CDC source each")
-        fields = [T.StructField(c.name, c.spark_type, True) for c in first.columns]
+        # each field names its column's type, for a Jdbc sink that creates a MySQL table
+        fields = [T.StructField(c.name, c.spark_type, True, source_metadata(MYSQL, c.column_type)) for c in first.columns]
         return tables, T.StructType(fields + [T.StructField(ROW_KIND_COLUMN, T.ByteType(), True)])
 
     def read(self, ctx: ReadContext) -> "DataFrame":

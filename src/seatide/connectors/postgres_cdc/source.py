@@ -169,9 +169,12 @@ class PostgresCdcSource(Source):
     def _spark_schema(table):
         from pyspark.sql import types as T
 
-        from seatide.plugin.types import parse_type
+        from seatide.connectors.jdbc.url import POSTGRESQL
+        from seatide.plugin.types import parse_type, source_metadata
 
-        fields = [T.StructField(c.name, parse_type(c.seatunnel), True) for c in table.columns]
+        # each field names its column's type, for a Jdbc sink that creates a PostgreSQL table
+        fields = [T.StructField(c.name, parse_type(c.seatunnel), True, source_metadata(POSTGRESQL, c.declared))
+                  for c in table.columns]
         return T.StructType([*fields, T.StructField(ROW_KIND_COLUMN, T.ByteType(), True)])
 
     def release(self, job_id: str) -> None:

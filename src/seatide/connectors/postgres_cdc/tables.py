@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from psycopg import sql
 
-from seatide.connectors.pg_types import lookup
+from seatide.connectors.pg_types import is_portable, lookup
 from seatide.connectors.postgres_cdc.values import UnsupportedType, seatunnel_type
 
 
@@ -25,6 +25,7 @@ class TableColumn:
     typname: str           # pg_type.typname of the column's type (a domain's base type)
     sql_type: str          # format_type(): what a key's text is cast back to
     seatunnel: str
+    declared: str | None = None   # the (base) type a table in another PostgreSQL database can declare
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class CapturedTable:
     def to_json(self) -> dict:
         return {"schema": self.schema, "name": self.name, "keys": list(self.keys), "identity": self.identity,
                 "identity_key": list(self.identity_key),
-                "columns": [[c.name, c.typname, c.sql_type, c.seatunnel] for c in self.columns]}
+                "columns": [[c.name, c.typname, c.sql_type, c.seatunnel, c.declared] for c in self.columns]}
 
     @classmethod
     def from_json(cls, data: dict) -> "CapturedTable":
@@ -71,7 +72,7 @@ def split_name(text: str, database: str, default_schema: str) -> tuple[str, str,
 # Each column with its base type: a domain's values are its base type's, so a column of a
 # domain (of a domain...) is typed by the type at the bottom, with that domain's modifier.
 _COLUMNS = """
-SELECT a.attname, base.oid, base.typmod, format_type(a.atttypid, a.atttypmod)
+SELECT a.attname, base.oid, base.typmod, format_type(a.atttypid, a.atttypmod), format_type(base.oid, base.typmod)
 FROM pg_attribute a CROSS JOIN LATERAL (
     WITH RECURSIVE chain(oid, typmod, depth) AS (
         SELECT a.atttypid, a.atttypmod, 0
@@ -102,9 +103,10 @@ def describe(conn, schema: str, name: str, keys: list[str] | None) -> CapturedTa
     columns = []
     described = conn.execute(_COLUMNS, (regclass,)).fetchall()
     types = lookup(conn, [row[1] for row in described])
-    for column, oid, typmod, sql_type in described:
+    for column, oid, typmod, sql_type, base_type in described:
         try:
-            columns.append(TableColumn(column, types[oid].name, sql_type, seatunnel_type(types[oid], typmod)))
+            columns.append(TableColumn(column, types[oid].name, sql_type, seatunnel_type(types[oid], typmod),
+                                       base_type if is_portable(types[oid]) else None))
         except UnsupportedType as exc:
             raise TableError(f"column {schema}.{name}.{column}: {exc}; leave the table out or "
                              "change the column's type") from None
