@@ -60,6 +60,7 @@ class PgType:
     kind: str                    # typtype: b base, c composite, d domain, e enum, p pseudo, r range
     element: "PgType | None" = None    # an array's element type
     builtin: bool = True         # a type every PostgreSQL database has (not an enum, domain, extension)
+    schema: str = "pg_catalog"   # where the type lives (an extension's functions live there too)
 
     @property
     def is_array(self) -> bool:
@@ -93,9 +94,11 @@ def refusal(column: str, t: PgType, way_out: str | None = None) -> str:
 
 
 _LOOKUP = """
-SELECT t.oid, t.typname, format_type(t.oid, NULL), t.typcategory, t.typtype, t.oid < 16384,
-       e.oid, e.typname, format_type(e.oid, NULL), e.typcategory, e.typtype, e.oid < 16384
-FROM pg_type t LEFT JOIN pg_type e ON e.oid = t.typelem AND t.typcategory = 'A'
+SELECT t.oid, t.typname, format_type(t.oid, NULL), t.typcategory, t.typtype, t.oid < 16384, tn.nspname,
+       e.oid, e.typname, format_type(e.oid, NULL), e.typcategory, e.typtype, e.oid < 16384, en.nspname
+FROM pg_type t JOIN pg_namespace tn ON tn.oid = t.typnamespace
+LEFT JOIN pg_type e ON e.oid = t.typelem AND t.typcategory = 'A'
+LEFT JOIN pg_namespace en ON en.oid = e.typnamespace
 WHERE t.oid = ANY(%s)"""
 
 
@@ -103,9 +106,16 @@ def lookup(conn, oids) -> dict[int, PgType]:
     """``pg_type``'s description of each OID (one query)."""
     found = {}
     for row in conn.execute(_LOOKUP, (sorted(set(oids)),)).fetchall():
-        element = PgType(row[6], row[7], row[8], row[9], row[10], None, row[11]) if row[6] else None
-        found[row[0]] = PgType(row[0], row[1], row[2], row[3], row[4], element, row[5])
+        element = PgType(*row[7:12], None, row[12], row[13]) if row[7] else None
+        found[row[0]] = PgType(*row[0:5], element, row[5], row[6])
     return found
+
+
+def ewkt_sql(t: PgType) -> str:
+    """SQL printing a PostGIS column (``{c}``) as EWKT with every digit, with the function of
+    the schema PostGIS was installed in (which need not be on the search path)."""
+    schema = '"' + t.schema.replace('"', '""') + '"'
+    return f"{schema}.ST_AsEWKT({{c}}, {EWKT_DIGITS})"
 
 
 def column_displays(conn, oids: list[int], modifiers: list[int]) -> list[str]:
@@ -232,5 +242,5 @@ def _number(value: float) -> str:
 
 
 __all__ = ["ARRAY_ELEMENTS", "EWKT", "EWKT_DIGITS", "MONEY", "MONEY_PRECISION", "MONEY_SCALE", "NATIVE",
-           "PgType", "TEXT", "carriage", "column_displays", "ewkt_from_hex_ewkb", "is_portable", "lookup", "money_text_to_plain",
+           "PgType", "TEXT", "carriage", "column_displays", "ewkt_sql", "ewkt_from_hex_ewkb", "is_portable", "lookup", "money_text_to_plain",
            "refusal"]

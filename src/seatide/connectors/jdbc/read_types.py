@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 from pyspark.sql import types as T
 
 from seatide.connectors.jdbc.url import MYSQL, POSTGRESQL
-from seatide.connectors.pg_types import (EWKT, EWKT_DIGITS, MONEY, MONEY_PRECISION, MONEY_SCALE, TEXT, PgType,
-                                         carriage, column_displays, is_portable, lookup, refusal)
+from seatide.connectors.pg_types import (EWKT, MONEY, MONEY_PRECISION, MONEY_SCALE, TEXT, PgType,
+                                         carriage, column_displays, ewkt_sql, is_portable, lookup, refusal)
 
 
 class UnsupportedColumnType(ValueError):
@@ -101,8 +101,7 @@ def postgres_column(name: str, pg: PgType, precision: int | None, scale: int | N
     if how == TEXT:
         return ReadColumn(name, display, T.StringType(), db_expr="{c}::text", source_type=source)
     if how == EWKT:
-        return ReadColumn(name, display, T.StringType(), db_expr=f"ST_AsEWKT({{c}}, {EWKT_DIGITS})",
-                          source_type=source)
+        return ReadColumn(name, display, T.StringType(), db_expr=ewkt_sql(pg), source_type=source)
     if how == MONEY:
         return ReadColumn(name, display, T.DecimalType(MONEY_PRECISION, MONEY_SCALE),
                           db_expr=f"{{c}}::numeric({MONEY_PRECISION},{MONEY_SCALE})", source_type=source)
