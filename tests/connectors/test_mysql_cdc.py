@@ -439,3 +439,30 @@ def test_a_truncate_fails_the_stream_loudly_instead_of_being_skipped(private_mar
     with pytest.raises(PermanentError) as caught:
         [batch for part in reader.partitions(start, end) for batch in reader.read(part)]
     assert f"{table} was truncated" in str(caught.value) and "--fallback fresh" in str(caught.value)
+
+
+def test_an_offset_of_another_server_fails_the_resume_instead_of_reading_its_file(private_mariadb, cdc_database):
+    """After a failover the same binlog file name holds other changes: offsets carry the server's
+    identity and a resume against another server fails naming both (finding 13 of issue 22)."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from seatide.connectors.mysql_cdc.stream import MySqlCdcReader, stream_options
+
+    server, table = private_mariadb, f"{cdc_database}.moved"
+    server.execute(TABLE_DDL.format(name=table))
+    plugin = source(server, [table], 'startup.mode = "latest"\nserver-id = 5408')
+    tables, schema = plugin.discover(plugin.server_config())
+
+    def reader():
+        return MySqlCdcReader(stream_options(plugin.server_config(), tables, schema.json(), "latest", None))
+
+    first = reader().latestOffset(reader().initialOffset(), ReadAllAvailable())
+    assert first["server"]
+    insert(server, table, [1])
+    assert reader().latestOffset(first, ReadAllAvailable())["server"] == first["server"]   # same server: resumes
+    elsewhere = {**first, "server": "another-server"}
+    with pytest.raises(PermanentError) as caught:
+        reader().latestOffset(elsewhere, ReadAllAvailable())
+    message = str(caught.value)
+    assert message.startswith(PERMANENT_MARK) and "another-server" in message and first["server"] in message
+    assert "--fallback fresh" in message

@@ -166,6 +166,20 @@ def current_position(conn) -> BinlogPosition:
     return BinlogPosition.of(row[0], row[1])
 
 
+def server_identity(conn) -> str:
+    """The server's own name: MySQL's server_uuid, else (MariaDB) its server_id."""
+    with conn.cursor() as cur:
+        try:
+            cur.execute("SELECT @@server_uuid")
+            uuid = cur.fetchone()[0]
+        except pymysql.err.MySQLError:      # MariaDB has no server_uuid
+            uuid = None
+        if uuid:
+            return str(uuid)
+        cur.execute("SELECT @@server_id")
+        return f"server_id:{cur.fetchone()[0]}"
+
+
 def binlog_files(conn) -> list[str]:
     with conn.cursor() as cur:
         cur.execute("SHOW BINARY LOGS")

@@ -11,7 +11,10 @@ An offset is what Spark checkpoints for each micro-batch, as JSON:
   and ends at the binlog position taken *before* that read;
 * ``{"phase": "start", "mode": "latest"}`` — nothing read; the next batch ends at the
   current position and holds no rows;
-* ``{"phase": "binlog", "file": F, "pos": P}`` — everything before ``F:P`` is delivered.
+* ``{"phase": "binlog", "file": F, "pos": P, "server": S}`` — everything before ``F:P`` of
+  server ``S`` is delivered. ``S`` names the server (MySQL's ``server_uuid``; MariaDB has
+  none, so ``server_id:<@@server_id>``): after a failover, a file of the same name on another
+  server holds other changes, so a position is only read on the server it came from.
 """
 
 from __future__ import annotations
@@ -46,10 +49,11 @@ class StreamOffset:
     phase: str
     position: BinlogPosition | None = None
     mode: str = ""
+    server: str | None = None      # whose binlog the position is in (None: an offset from before)
 
     def to_json(self) -> dict:
         if self.phase == BINLOG:
-            return {"phase": BINLOG, "file": self.position.file, "pos": self.position.pos}
+            return {"phase": BINLOG, "file": self.position.file, "pos": self.position.pos, "server": self.server}
         if self.phase == START:
             return {"phase": START, "mode": self.mode}
         return {"phase": self.phase}
@@ -60,14 +64,22 @@ class StreamOffset:
             data = json.loads(data)
         phase = data.get("phase")
         if phase == BINLOG:
-            return cls(BINLOG, BinlogPosition.of(data["file"], data["pos"]))
+            return cls(BINLOG, BinlogPosition.of(data["file"], data["pos"]), server=data.get("server"))
         if phase in (SNAPSHOT, START):
             return cls(phase, mode=data.get("mode", ""))
         raise ValueError(f"MySQL-CDC: the checkpoint holds an offset this version cannot read: {data!r}")
 
     @classmethod
-    def at(cls, position: BinlogPosition) -> "StreamOffset":
-        return cls(BINLOG, position)
+    def at(cls, position: BinlogPosition, server: str | None = None) -> "StreamOffset":
+        return cls(BINLOG, position, server=server)
+
+
+def other_server_message(position: BinlogPosition, recorded: str, found: str) -> str:
+    return (f"MySQL-CDC: the stream resumes from binlog position {position} of server {recorded}, but "
+            f"base-url now reaches server {found} (a failover, or another server behind the same "
+            "address). Its binlog file of that name holds other changes, so reading it would skip or "
+            "repeat changes. Start over with a fresh checkpoint and startup.mode = \"initial\" to take "
+            "a new snapshot from this server (`seatide resume JOB_ID --fallback fresh` starts over).")
 
 
 def lost_position_message(position: BinlogPosition, first_available: str | None) -> str:

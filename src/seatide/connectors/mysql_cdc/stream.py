@@ -15,9 +15,10 @@ from typing import Iterator
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 
 from seatide.connectors.mysql_cdc.binlog import BinlogRange, read_range
-from seatide.connectors.mysql_cdc.catalog import CapturedTable, ServerConfig, binlog_files, current_position
+from seatide.connectors.mysql_cdc.catalog import (CapturedTable, ServerConfig, binlog_files, current_position,
+                                                  server_identity)
 from seatide.connectors.mysql_cdc.position import (BINLOG, SNAPSHOT, START, BinlogPosition, StreamOffset,
-                                                   lost_position_message)
+                                                   lost_position_message, other_server_message)
 from seatide.connectors.mysql_cdc.snapshot import SnapshotSplit, read_split, split_table
 from seatide.plugin.base import permanent_in_worker
 
@@ -53,6 +54,7 @@ class MySqlCdcReader(DataSourceStreamReader):
         self.specific = json.loads(options.get("specific") or "null")
         self._checked_start = False
         self._conn = None      # the driver side's connection, kept across micro-batches
+        self._server: str | None = None    # the identity of the server base-url reaches
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -81,13 +83,15 @@ class MySqlCdcReader(DataSourceStreamReader):
     def latestOffset(self, start: dict, limit) -> dict:
         offset = StreamOffset.from_json(start)
         conn = self._connection()
+        if self._server is None:
+            self._server = server_identity(conn)
         if offset.phase == BINLOG and not self._checked_start:
-            self._check_available(conn, offset.position)
+            self._check_available(conn, offset)
             self._checked_start = True
         end = current_position(conn)
         if offset.phase == BINLOG and end <= offset.position:
             return start
-        return StreamOffset.at(end).to_json()
+        return StreamOffset.at(end, self._server).to_json()
 
     def _connection(self):
         """One connection for the per-trigger position query (a new one costs a TLS set-up)."""
@@ -100,8 +104,12 @@ class MySqlCdcReader(DataSourceStreamReader):
         self._conn = self._config().connect()
         return self._conn
 
-    def _check_available(self, conn, position: BinlogPosition) -> None:
-        """A purged start file means lost changes: fail for good rather than skip them."""
+    def _check_available(self, conn, offset: StreamOffset) -> None:
+        """A purged start file means lost changes, another server's file other changes: fail
+        for good rather than skip or repeat them."""
+        position = offset.position
+        if offset.server is not None and offset.server != self._server:
+            raise permanent_in_worker(other_server_message(position, offset.server, self._server))
         files = binlog_files(conn)
         if position.file not in files:
             raise permanent_in_worker(lost_position_message(position, files[0] if files else None))
