@@ -52,20 +52,28 @@ class Dialect:
         return ".".join(self.quote(p) for p in parts)
 
     # -- types ---------------------------------------------------------------------------
-    def column_type(self, data_type: T.DataType, key: bool = False) -> str:
-        """Column type for a field of the input; ``key``: part of the primary key."""
+    def column_type(self, data_type: T.DataType, key: bool = False, name: str = "field") -> str:
+        """Column type for a field (``name``) of the input; ``key``: part of the primary key."""
         mapped = (_pg_type if self.name == POSTGRESQL else _mysql_type)(data_type, key)
         if mapped is None:
-            raise UnsupportedType(
-                f"{type_name(data_type)} has no {self.label} column type in SeaTide; cast the field "
-                "(e.g. to_json(...) in a Sql transform) or create the table yourself")
+            way_out = (f"give it a type, e.g. CAST({name} AS string) in a Sql transform"
+                       if isinstance(data_type, T.NullType) else
+                       f"write it as JSON text, e.g. to_json({name}) in a Sql transform")
+            raise UnsupportedType(f"{type_name(data_type)} has no {self.label} column type in SeaTide; {way_out}, "
+                                  "or create the table yourself")
         return mapped
 
     def field_type(self, field: T.StructField, key: bool = False) -> str:
         """Column type for ``field``: the column type it was read from when that was a column of
         this kind of database (SeaTunnel keeps a column's source type the same way), else the
         mapping of its SeaTunnel type."""
-        return declared_type(field, self.name) or self.column_type(field.dataType, key)
+        declared = declared_type(field, self.name)
+        if declared:
+            return declared
+        try:
+            return self.column_type(field.dataType, key, field.name)
+        except UnsupportedType as exc:
+            raise UnsupportedType(f"field '{field.name}': {exc}") from None
 
     @property
     def label(self) -> str:
@@ -115,12 +123,12 @@ class Dialect:
         column is staged in that column's own type; the others in their SeaTunnel type's column."""
         targets = query.marker_columns() if query is not None and self.name == POSTGRESQL else None
         if targets is None:
-            columns = [f"{self.quote(f.name)} {self.column_type(f.dataType)}" for f in schema.fields]
+            columns = [f"{self.quote(f.name)} {self.column_type(f.dataType, name=f.name)}" for f in schema.fields]
             unlogged = "UNLOGGED " if self.name == POSTGRESQL else ""
             return f"CREATE {unlogged}TABLE {self.qualified(stage)} ({', '.join(columns)})"
         table, filled = targets
         columns = [f"t.{filled[i]} AS {self.quote(f.name)}" if i in filled
-                   else f"CAST(NULL AS {self.column_type(f.dataType)}) AS {self.quote(f.name)}"
+                   else f"CAST(NULL AS {self.column_type(f.dataType, name=f.name)}) AS {self.quote(f.name)}"
                    for i, f in enumerate(schema.fields)]
         return f"CREATE UNLOGGED TABLE {self.qualified(stage)} AS SELECT {', '.join(columns)} FROM {table} t WITH NO DATA"
 
