@@ -466,3 +466,38 @@ def test_an_offset_of_another_server_fails_the_resume_instead_of_reading_its_fil
     message = str(caught.value)
     assert message.startswith(PERMANENT_MARK) and "another-server" in message and first["server"] in message
     assert "--fallback fresh" in message
+
+
+def test_snapshot_and_backlog_are_cut_into_bounded_batches_at_transaction_boundaries(private_mariadb, cdc_database):
+    """micro-batch.max-rows bounds MySQL-CDC batches: the snapshot is read a few splits per batch,
+    and a binlog backlog ends each batch at a commit once it may hold max_rows rows, instead of
+    one batch of everything (finding 12 of issue 22)."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from seatide.connectors.mysql_cdc.stream import MySqlCdcReader, stream_options
+
+    server, table = private_mariadb, f"{cdc_database}.bounded"
+    server.execute(TABLE_DDL.format(name=table))
+    insert(server, table, range(1, 101))
+    plugin = source(server, [table], "snapshot.split.size = 10\nserver-id = 5409")
+    tables, schema = plugin.discover(plugin.server_config())
+    reader = MySqlCdcReader(stream_options(plugin.server_config(), tables, schema.json(), "initial", None, 30))
+
+    def batches(start) -> tuple[list[list], dict]:
+        out = []
+        while True:
+            end = reader.latestOffset(start, ReadAllAvailable())
+            if end == start:
+                return out, start
+            out.append([(r["id"], RowKind(r[ROW_KIND_COLUMN])) for part in reader.partitions(start, end)
+                        for batch in reader.read(part) for r in batch.to_pylist()])
+            start = end
+
+    snapshot, at = batches(reader.initialOffset())
+    assert sorted(i for rows in snapshot for i, _ in rows) == list(range(1, 101))
+    assert len(snapshot) >= 4 and max(len(rows) for rows in snapshot) <= 30
+    for first in range(200, 400, 20):                 # a backlog: 10 transactions of 20 rows
+        insert(server, table, range(first, first + 20))
+    backlog, _ = batches(at)
+    assert [i for rows in backlog for i, _ in rows] == list(range(200, 400))
+    assert len(backlog) >= 4 and max(len(rows) for rows in backlog) <= 30 + 20

@@ -7,14 +7,19 @@ and they order trivially, which a micro-batch needs to read exactly ``[start, en
 
 An offset is what Spark checkpoints for each micro-batch, as JSON:
 
-* ``{"phase": "snapshot"}`` — nothing read yet; the next batch reads the tables' snapshot
-  and ends at the binlog position taken *before* that read;
+* ``{"phase": "snapshot"}`` — nothing read yet; the next batch takes the binlog position
+  *before* it reads the tables, and reads them in batches of splits;
+* ``{"phase": "snapshot", "file": F, "pos": P, "server": S, "table": i, "after": k, "splits": [...]}``
+  — the snapshot is being read: the batch ending here read ``splits`` (``[table, lower,
+  upper]`` key ranges), the next one starts at key ``after`` of table ``i``; ``F:P`` is where
+  the binlog is streamed from once the snapshot is done;
 * ``{"phase": "start", "mode": "latest"}`` — nothing read; the next batch ends at the
   current position and holds no rows;
 * ``{"phase": "binlog", "file": F, "pos": P, "server": S}`` — everything before ``F:P`` of
-  server ``S`` is delivered. ``S`` names the server (MySQL's ``server_uuid``; MariaDB has
-  none, so ``server_id:<@@server_id>``): after a failover, a file of the same name on another
-  server holds other changes, so a position is only read on the server it came from.
+  server ``S`` is delivered (``splits`` too, when the batch ending here read the snapshot's
+  last splits). ``S`` names the server (MySQL's ``server_uuid``; MariaDB has none, so
+  ``server_id:<@@server_id>``): after a failover, a file of the same name on another server
+  holds other changes, so a position is only read on the server it came from.
 """
 
 from __future__ import annotations
@@ -50,28 +55,38 @@ class StreamOffset:
     position: BinlogPosition | None = None
     mode: str = ""
     server: str | None = None      # whose binlog the position is in (None: an offset from before)
+    table: int = 0                 # snapshot: the table and key the next splits start after
+    after: list | None = None
+    splits: tuple = ()             # the snapshot splits of the batch ending here
 
     def to_json(self) -> dict:
-        if self.phase == BINLOG:
-            return {"phase": BINLOG, "file": self.position.file, "pos": self.position.pos, "server": self.server}
         if self.phase == START:
             return {"phase": START, "mode": self.mode}
-        return {"phase": self.phase}
+        if self.position is None:
+            return {"phase": self.phase}
+        out = {"phase": self.phase, "file": self.position.file, "pos": self.position.pos, "server": self.server}
+        if self.phase == SNAPSHOT:
+            out.update(table=self.table, after=self.after)
+        if self.splits:
+            out["splits"] = [list(s) for s in self.splits]
+        return out
 
     @classmethod
     def from_json(cls, data: dict | str) -> "StreamOffset":
         if isinstance(data, str):
             data = json.loads(data)
         phase = data.get("phase")
-        if phase == BINLOG:
-            return cls(BINLOG, BinlogPosition.of(data["file"], data["pos"]), server=data.get("server"))
+        if phase in (BINLOG, SNAPSHOT) and "file" in data:
+            return cls(phase, BinlogPosition.of(data["file"], data["pos"]), server=data.get("server"),
+                       table=data.get("table", 0), after=data.get("after"),
+                       splits=tuple(tuple(s) for s in data.get("splits", ())))
         if phase in (SNAPSHOT, START):
             return cls(phase, mode=data.get("mode", ""))
         raise ValueError(f"MySQL-CDC: the checkpoint holds an offset this version cannot read: {data!r}")
 
     @classmethod
-    def at(cls, position: BinlogPosition, server: str | None = None) -> "StreamOffset":
-        return cls(BINLOG, position, server=server)
+    def at(cls, position: BinlogPosition, server: str | None = None, splits: tuple = ()) -> "StreamOffset":
+        return cls(BINLOG, position, server=server, splits=splits)
 
 
 def other_server_message(position: BinlogPosition, recorded: str, found: str) -> str:

@@ -1,10 +1,12 @@
-"""The initial snapshot: each table read as key ranges of about ``snapshot.split.size`` rows.
+"""The initial snapshot: each table read as key ranges of ``snapshot.split.size`` rows, a few
+per micro-batch (as many as ``micro-batch.max-rows`` allows), each range's end found when
+its batch is planned and kept in the batch's offset, so that a replay reads the same ranges.
 
 The binlog position is taken *before* the tables are read and the splits are separate
 statements (not one transaction), so a change committed while the snapshot runs may show
 in the snapshot and again as a binlog change after it. Applying rows by key (upsert,
 delete by key) absorbs the repeat; the end state is the source's. Snapshot rows are
-INSERTs. A replayed snapshot batch reads the tables again as they are then.
+INSERTs. A replayed snapshot batch reads its key ranges again as they are then.
 """
 
 from __future__ import annotations
@@ -31,23 +33,33 @@ def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def split_table(conn, index: int, table: CapturedTable, split_size: int) -> list[SnapshotSplit]:
-    """Cut a table at every ``split_size``-th key (a table without a key is one split)."""
+def next_upper(conn, table: CapturedTable, lower: list | None, split_size: int) -> list | None:
+    """The key that ends the split starting at ``lower`` (exclusive): the key ``split_size`` rows
+    on, in JSON form; None when fewer rows remain (the table's last split)."""
     if not table.key:
-        return [SnapshotSplit(index, None, None)]
+        return None                # a table without a key is one split
     keys = ", ".join(quote(k) for k in table.key)
-    sql = (f"SELECT {keys} FROM (SELECT {keys}, ROW_NUMBER() OVER (ORDER BY {keys}) AS __rn "
-           f"FROM {quote(table.database)}.{quote(table.table)}) AS k "
-           f"WHERE __rn > 1 AND MOD(__rn - 1, %s) = 0 ORDER BY {keys}")
+    where, params = "", []
+    if lower is not None:
+        where = f" WHERE ({keys}) >= (" + ", ".join(["%s"] * len(table.key)) + ")"
+        params = key_values(lower)
     with conn.cursor() as cur:
-        try:
-            cur.execute(sql, (split_size,))
-        except pymysql.err.ProgrammingError:
-            # No window functions (MySQL before 8.0): read the table as one split.
-            return [SnapshotSplit(index, None, None)]
-        bounds = [tuple(row) for row in cur.fetchall()]
-    edges = [None, *bounds, None]
-    return [SnapshotSplit(index, edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
+        cur.execute(f"SELECT {keys} FROM {quote(table.database)}.{quote(table.table)}{where} "
+                    f"ORDER BY {keys} LIMIT 1 OFFSET %s", [*params, split_size])
+        row = cur.fetchone()
+    return None if row is None else [_json_key(v) for v in row]
+
+
+def _json_key(value):
+    """A key value as JSON holds it (offsets are JSON): bytes as {"b": hex}, dates and decimals as
+    text, which MySQL compares with the column's type as it does a literal."""
+    if isinstance(value, (bytes, bytearray)):
+        return {"b": bytes(value).hex()}
+    return value if isinstance(value, (int, str, float)) else str(value)
+
+
+def key_values(key: list | None) -> list:
+    return [bytes.fromhex(v["b"]) if isinstance(v, dict) else v for v in key or []]
 
 
 def read_split(config: ServerConfig, table: CapturedTable, split: SnapshotSplit) -> Iterator:
@@ -57,10 +69,10 @@ def read_split(config: ServerConfig, table: CapturedTable, split: SnapshotSplit)
     where, params = [], []
     if split.lower is not None:
         where.append(f"{keys} >= {marks}")
-        params += split.lower
+        params += key_values(split.lower)
     if split.upper is not None:
         where.append(f"{keys} < {marks}")
-        params += split.upper
+        params += key_values(split.upper)
     sql = f"SELECT {columns} FROM {quote(table.database)}.{quote(table.table)}"
     if where:
         sql += " WHERE " + " AND ".join(where)

@@ -182,7 +182,8 @@ class MySqlCdcSource(Source):
         if self.opts["startup.mode"] == "specific":
             specific = BinlogPosition.of(self.opts["startup.specific-offset.file"],
                                          self.opts["startup.specific-offset.pos"])
-        options = stream_options(config, tables, schema.json(), self.opts["startup.mode"], specific)
+        options = stream_options(config, tables, schema.json(), self.opts["startup.mode"], specific,
+                                 ctx.max_rows_per_batch)
         return spark.readStream.format(SOURCE_NAME).options(**options).load()
 
 

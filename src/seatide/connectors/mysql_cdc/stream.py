@@ -1,9 +1,11 @@
 """MySQL-CDC as a Python streaming data source: offsets are binlog positions (see ``position``).
 
-The first micro-batch of ``startup.mode = initial`` reads the snapshot (``snapshot``) and
-ends at the binlog position taken just before; every later micro-batch reads the binlog
-between its start and end positions (``binlog``), so a replayed batch yields the same
-changes. The driver side asks the server where the binlog ends now; the workers read.
+The first micro-batches of ``startup.mode = initial`` read the snapshot (``snapshot``), a
+few key ranges each, and the last of them ends at the binlog position taken just before the
+first; every later micro-batch reads the binlog between its start and end positions
+(``binlog``), so a replayed batch yields the same changes. The driver side asks the server
+where the binlog ends now and cuts the batch at a commit once it may hold ``max_rows`` rows
+(``batch_end``); the workers read.
 Classes live in an importable module because Spark's Python workers unpickle them.
 """
 
@@ -19,17 +21,19 @@ from seatide.connectors.mysql_cdc.catalog import (CapturedTable, ServerConfig, b
                                                   server_identity)
 from seatide.connectors.mysql_cdc.position import (BINLOG, SNAPSHOT, START, BinlogPosition, StreamOffset,
                                                    lost_position_message, other_server_message)
-from seatide.connectors.mysql_cdc.snapshot import SnapshotSplit, read_split, split_table
+from seatide.connectors.mysql_cdc.batch_end import batch_end
+from seatide.connectors.mysql_cdc.snapshot import SnapshotSplit, next_upper, read_split
 from seatide.plugin.base import permanent_in_worker
 
 SOURCE_NAME = "seatide_mysql_cdc"
 
 
 def stream_options(config: ServerConfig, tables: list[CapturedTable], schema_json: str, startup_mode: str,
-                   specific: BinlogPosition | None) -> dict[str, str]:
+                   specific: BinlogPosition | None, max_rows: int = 1_000_000) -> dict[str, str]:
     return {"config": config.to_json(), "tables": json.dumps([t.to_json() for t in tables]),
             "schema": schema_json, "startup_mode": startup_mode,
-            "specific": json.dumps([specific.file, specific.pos] if specific else None)}
+            "specific": json.dumps([specific.file, specific.pos] if specific else None),
+            "max_rows": str(max(1, max_rows))}
 
 
 class MySqlCdcDataSource(DataSource):
@@ -52,6 +56,7 @@ class MySqlCdcReader(DataSourceStreamReader):
         self.tables_json = options["tables"]
         self.startup_mode = options["startup_mode"]
         self.specific = json.loads(options.get("specific") or "null")
+        self.max_rows = int(options.get("max_rows") or 1_000_000)
         self._checked_start = False
         self._conn = None      # the driver side's connection, kept across micro-batches
         self._server: str | None = None    # the identity of the server base-url reaches
@@ -85,13 +90,33 @@ class MySqlCdcReader(DataSourceStreamReader):
         conn = self._connection()
         if self._server is None:
             self._server = server_identity(conn)
+        if offset.phase == SNAPSHOT:
+            if offset.server is not None and offset.server != self._server:
+                raise permanent_in_worker(other_server_message(offset.position, offset.server, self._server))
+            return self._next_splits(conn, offset).to_json()
         if offset.phase == BINLOG and not self._checked_start:
             self._check_available(conn, offset)
             self._checked_start = True
         end = current_position(conn)
         if offset.phase == BINLOG and end <= offset.position:
             return start
+        if offset.phase == BINLOG:
+            end = batch_end(conn, offset.position, end, self._tables(), self.max_rows)
         return StreamOffset.at(end, self._server).to_json()
+
+    def _next_splits(self, conn, offset: StreamOffset) -> StreamOffset:
+        """The next snapshot batch: splits up to max_rows rows, from where the last one stopped.
+        The binlog position is taken before the first split is read (see ``snapshot``)."""
+        position = offset.position or current_position(conn)
+        tables, size = self._tables(), self._config().split_size
+        table, after, splits = offset.table, offset.after, []
+        while table < len(tables) and (not splits or len(splits) * size < self.max_rows):
+            upper = next_upper(conn, tables[table], after, size)
+            splits.append((table, after, upper))
+            table, after = (table, upper) if upper is not None else (table + 1, None)
+        if table >= len(tables):      # the snapshot's last batch: the binlog comes next
+            return StreamOffset.at(position, self._server, tuple(splits))
+        return StreamOffset(SNAPSHOT, position, server=self._server, table=table, after=after, splits=tuple(splits))
 
     def _connection(self):
         """One connection for the per-trigger position query (a new one costs a TLS set-up)."""
@@ -116,14 +141,9 @@ class MySqlCdcReader(DataSourceStreamReader):
 
     def partitions(self, start: dict, end: dict) -> list:
         begin, stop = StreamOffset.from_json(start), StreamOffset.from_json(end)
-        if begin.phase == START:
-            return []
-        if begin.phase == SNAPSHOT:
-            config = self._config()
-            with config.connect() as conn:
-                return [split for i, t in enumerate(self._tables())
-                        for split in split_table(conn, i, t, config.split_size)]
-        if stop.position <= begin.position:
+        if stop.splits:
+            return [SnapshotSplit(*split) for split in stop.splits]
+        if begin.phase != BINLOG or stop.position <= begin.position:
             return []
         return [BinlogRange(begin.position, stop.position)]
 
