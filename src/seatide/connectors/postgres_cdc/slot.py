@@ -53,17 +53,12 @@ class LostPosition(Exception):
     """The slot cannot return the changes after a checkpoint's position any more."""
 
 
-def create_fresh(conn, name: str, tables: list) -> int:
-    """Drop whatever this name had, then create the publication and the slot.
-
-    Returns the slot's consistent point: every transaction committed after it is decoded.
-    """
+def create_publication(conn, name: str, tables: list) -> None:
+    """Drop whatever this name had, then create the publication (the slot comes next, see
+    ``replication.create_slot``)."""
     drop(conn, name)
     conn.execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(
         sql.Identifier(name), sql.SQL(", ").join(t.ident() for t in tables)))
-    row = conn.execute("SELECT lsn::text FROM pg_create_logical_replication_slot(%s, 'pgoutput')",
-                       (name,)).fetchone()
-    return parse_lsn(row[0])
 
 
 def drop(conn, name: str, wait_s: float = 10.0) -> None:

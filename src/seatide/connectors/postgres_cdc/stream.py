@@ -28,7 +28,7 @@ from typing import Iterator
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from seatide.connectors.decimals import DecimalOverflow
-from seatide.connectors.postgres_cdc import slot
+from seatide.connectors.postgres_cdc import replication, slot
 from seatide.connectors.postgres_cdc.changes import plan_batch, read_changes
 from seatide.connectors.postgres_cdc.pgoutput import UNCHANGED_TOAST, format_lsn
 from seatide.connectors.postgres_cdc.tables import CapturedTable, next_boundary, page_query
@@ -57,9 +57,12 @@ def connect(config: dict, autocommit: bool = True):
 
 
 class SnapshotSplit(InputPartition):
-    def __init__(self, table: int, after: list | None, upto: list | None):
+    """Rows of table ``table`` with key in ``(after, upto]``, as of the snapshot ``export`` (the
+    one the slot exported at its consistent point; None: as of now)."""
+
+    def __init__(self, table: int, after: list | None, upto: list | None, export: str | None = None):
         super().__init__((table, after, upto))
-        self.table, self.after, self.upto = table, after, upto
+        self.table, self.after, self.upto, self.export = table, after, upto, export
 
 
 class ChangeRange(InputPartition):
@@ -87,10 +90,11 @@ class PostgresCdcReader(DataSourceStreamReader):
         self.max_rows = max(1, int(config["max_rows"]))
         self._conn = None
         self._checked = False
+        self._exporter = None     # the replication connection keeping the slot's snapshot alive
 
     def __getstate__(self) -> dict:
         # Spark pickles the reader to run read() in its workers: no connection.
-        return {**self.__dict__, "_conn": None}
+        return {**self.__dict__, "_conn": None, "_exporter": None}
 
     def _db(self):
         if self._conn is None or self._conn.closed:
@@ -106,10 +110,27 @@ class PostgresCdcReader(DataSourceStreamReader):
 
     def _start_slot(self, start: dict) -> dict:
         """The first batch's planning: create the publication and the slot (replacing any left
-        by an earlier start that never logged a batch, so nothing can depend on them)."""
-        lsn = slot.create_fresh(self._db(), self.slot, self.tables)
+        by an earlier start that never logged a batch, so nothing can depend on them).
+
+        With a snapshot to read, the slot exports the snapshot of its consistent point, and
+        the splits read the tables as of exactly that point: every change after it comes from
+        the stream, none before it (see the docs page). The export lives while the connection
+        that created the slot stays open and idle: until the snapshot's last batch is read."""
+        slot.create_publication(self._db(), self.slot, self.tables)
+        exporting = start["snapshot"] is not None
+        conn = replication.connect_replication(self.config)
+        lsn, export = replication.create_slot(conn, self.slot, exporting)
+        if exporting:
+            self._exporter = conn
+        else:
+            conn.close()
         self._checked = True
-        return {**start, "lsn": lsn}
+        return {**start, "lsn": lsn, "export": export}
+
+    def _end_export(self) -> None:
+        if self._exporter is not None:
+            self._exporter.close()
+            self._exporter = None
 
     def _check_position(self, offset: dict) -> None:
         """A query resumed from a checkpoint fails, never skips, when the slot lost its place."""
@@ -133,6 +154,7 @@ class PostgresCdcReader(DataSourceStreamReader):
             return self._next_splits(begun) if begun["snapshot"] is not None else begun
         if start["snapshot"] is not None:
             return self._next_splits(start)
+        self._end_export()          # the snapshot's last batch, which ends at ``start``, is read
         flushed = slot.flushed_lsn(self._db())
         end_lsn, changes = plan_batch(self.config, self.slot, start["lsn"], self.max_rows, flushed)
         if changes == 0:
@@ -153,13 +175,13 @@ class PostgresCdcReader(DataSourceStreamReader):
             splits.append([table, after, upto])
             table, after = (table, upto) if upto is not None else (table + 1, None)
         snapshot = {"table": table, "after": after} if table < len(self.tables) else None
-        return {"lsn": start["lsn"], "snapshot": snapshot, "splits": splits}
+        return {"lsn": start["lsn"], "snapshot": snapshot, "splits": splits, "export": start.get("export")}
 
     # -- batches -------------------------------------------------------------------------
     def partitions(self, start: dict, end: dict) -> list:
         self._check_position(start)
         if end["splits"]:
-            return [SnapshotSplit(*split) for split in end["splits"]]
+            return [SnapshotSplit(*split, end.get("export")) for split in end["splits"]]
         if start["lsn"] is None or end["lsn"] <= start["lsn"] or end.get("changes", 1) == 0:
             return []
         return [ChangeRange(start["lsn"], end["lsn"])]
@@ -175,6 +197,7 @@ class PostgresCdcReader(DataSourceStreamReader):
             table = self.tables[partition.table]
             conn = connect(self.config, autocommit=False)
             try:
+                as_of_slot(conn, partition.export, table)
                 with conn.cursor(name="seatide_snapshot") as cursor:
                     cursor.itersize = max(1, int(self.config["fetch_size"]))
                     cursor.execute(page_query(table, partition.after, partition.upto))
@@ -195,9 +218,38 @@ class PostgresCdcReader(DataSourceStreamReader):
             slot.advance(self._db(), self.slot, end["lsn"])
 
     def stop(self) -> None:
+        self._end_export()
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def as_of_slot(conn, export: str | None, table: CapturedTable) -> None:
+    """Make ``conn``'s transaction see the tables as of the slot's consistent point.
+
+    The export is gone when the driver that created the slot stopped before the snapshot was
+    read (a crash, a restart). Then a table with a key is read as it is now: a change after the
+    consistent point may show in the split and again in the stream, which applied by key ends
+    at the source's state. A table without a key has nothing to apply by, so such a row would
+    stay twice: refuse instead."""
+    from psycopg import errors
+
+    conn.commit()                       # end the transaction connect() started
+    if export is None:
+        return
+    try:
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        conn.execute(f"SET TRANSACTION SNAPSHOT '{export}'")
+        return
+    except (errors.InvalidParameterValue, errors.UndefinedObject, errors.ObjectNotInPrerequisiteState):
+        conn.rollback()
+    if not table.keys:
+        raise permanent_in_worker(
+            f"Postgres-CDC: the snapshot of {table.qualified} cannot be read as of the replication slot's "
+            "start any more (the driver that held it stopped while the snapshot was read), and the table "
+            "has no key to apply a row seen twice by. Empty the target table and start the job from a "
+            "fresh checkpoint (`seatide resume --fallback fresh`), or give the table a key (a primary key, "
+            "or primaryKeys in table-names-config)")
 
 
 class _RowBatches:
