@@ -501,3 +501,16 @@ def test_snapshot_and_backlog_are_cut_into_bounded_batches_at_transaction_bounda
     backlog, _ = batches(at)
     assert [i for rows in backlog for i, _ in rows] == list(range(200, 400))
     assert len(backlog) >= 4 and max(len(rows) for rows in backlog) <= 30 + 20
+
+
+def test_the_snapshot_position_comes_from_a_consistent_snapshot(private_mariadb, cdc_database):
+    """MariaDB names the binlog position of a consistent snapshot: what it returns is where the
+    binlog stands for reads from then on (finding 10 of issue 22, MySQL side)."""
+    from seatide.connectors.mysql_cdc.catalog import current_position, snapshot_position
+
+    private_mariadb.execute(f"CREATE TABLE {cdc_database}.t (id int PRIMARY KEY)",
+                            f"INSERT INTO {cdc_database}.t VALUES (1)")
+    with private_mariadb.connect() as conn, conn.cursor() as cur:
+        cur.execute("SHOW STATUS LIKE 'binlog_snapshot_position'")
+        assert cur.fetchone() is not None                    # the server offers it
+        assert snapshot_position(conn) == current_position(conn)

@@ -166,6 +166,33 @@ def current_position(conn) -> BinlogPosition:
     return BinlogPosition.of(row[0], row[1])
 
 
+def snapshot_position(conn) -> BinlogPosition:
+    """Where the binlog stands for a read starting now: every transaction before it is visible
+    to reads from now on, none after it.
+
+    ``SHOW MASTER STATUS`` alone can name a position past a transaction whose binlog event is
+    written but whose engine commit is not yet visible; a snapshot read then misses it and the
+    stream starts after it: lost. MariaDB reports the position of a consistent snapshot
+    (``binlog_snapshot_file/position``) and MySQL 8 one consistent with engine commits
+    (``performance_schema.log_status``); other servers fall back to ``SHOW MASTER STATUS``."""
+    with conn.cursor() as cur:
+        try:
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+            status = {str(k).lower(): v for k, v in cur.fetchall()}
+            cur.execute("COMMIT")
+            if status.get("binlog_snapshot_file"):
+                return BinlogPosition.of(status["binlog_snapshot_file"], int(status["binlog_snapshot_position"]))
+            cur.execute("SELECT LOCAL FROM performance_schema.log_status")
+            row = cur.fetchone()
+            local = json.loads(row[0]) if row and row[0] else None
+        except (pymysql.err.MySQLError, TypeError, ValueError):
+            local = None
+    if local and local.get("binary_log_file"):
+        return BinlogPosition.of(local["binary_log_file"], int(local["binary_log_position"]))
+    return current_position(conn)
+
+
 def server_identity(conn) -> str:
     """The server's own name: MySQL's server_uuid, else (MariaDB) its server_id."""
     with conn.cursor() as cur:

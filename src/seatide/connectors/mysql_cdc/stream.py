@@ -18,7 +18,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 
 from seatide.connectors.mysql_cdc.binlog import BinlogRange, read_range
 from seatide.connectors.mysql_cdc.catalog import (CapturedTable, ServerConfig, binlog_files, current_position,
-                                                  server_identity)
+                                                  server_identity, snapshot_position)
 from seatide.connectors.mysql_cdc.position import (BINLOG, SNAPSHOT, START, BinlogPosition, StreamOffset,
                                                    lost_position_message, other_server_message)
 from seatide.connectors.mysql_cdc.batch_end import batch_end
@@ -107,7 +107,7 @@ class MySqlCdcReader(DataSourceStreamReader):
     def _next_splits(self, conn, offset: StreamOffset) -> StreamOffset:
         """The next snapshot batch: splits up to max_rows rows, from where the last one stopped.
         The binlog position is taken before the first split is read (see ``snapshot``)."""
-        position = offset.position or current_position(conn)
+        position = offset.position or snapshot_position(conn)
         tables, size = self._tables(), self._config().split_size
         table, after, splits = offset.table, offset.after, []
         while table < len(tables) and (not splits or len(splits) * size < self.max_rows):
