@@ -486,3 +486,44 @@ def test_a_snapshot_replayed_after_its_export_is_gone_reads_keyed_tables_now_and
                 assert len(read_rows(again, start, planned)) == 25
         finally:
             again.stop()
+
+
+def test_a_latin1_database_decodes_changes_in_its_own_encoding(private_postgres):
+    """pgoutput sends text in the database's encoding, not UTF-8 (low finding of issue 22)."""
+    name = f"pg_latin_{secrets.token_hex(3)}"
+    with private_postgres.connect() as admin:
+        admin.execute(f"CREATE DATABASE {name} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+    url = f"jdbc:postgresql://127.0.0.1:{private_postgres.port}/{name}"
+    try:
+        with private_postgres.connect(name) as conn:
+            conn.execute("CREATE TABLE café (id int PRIMARY KEY, note text)")
+            reader = reader_for(cdc_source(url, f"{name}.public.café", 'startup.mode = "latest"'), "latin")
+            try:
+                first = reader.latestOffset(reader.initialOffset())
+                conn.execute("INSERT INTO café VALUES (1, 'crème brûlée')")
+                second = reader.latestOffset(first)
+                assert [(r["id"], r["note"]) for r in read_rows(reader, first, second)] == [(1, "crème brûlée")]
+            finally:
+                reader.stop()
+    finally:
+        with private_postgres.connect() as admin:
+            for slot_name, in admin.execute("SELECT slot_name FROM pg_replication_slots WHERE database = %s",
+                                            (name,)).fetchall():
+                slot.drop(admin, slot_name)
+            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def test_a_column_that_changes_type_while_the_job_runs_fails_it(shop):
+    """Converters are chosen when the job starts: a value of a new type must not be read with the
+    old one's (low finding of issue 22)."""
+    conn, url, db = shop
+    reader = reader_for(cdc_source(url, f"{db}.public.items", 'startup.mode = "latest"'), "retyped")
+    try:
+        first = reader.latestOffset(reader.initialOffset())
+        conn.execute("ALTER TABLE items ALTER COLUMN big TYPE text")
+        conn.execute("INSERT INTO items (id, big) VALUES (1000, 'not a number')")
+        second = reader.latestOffset(first)
+        with pytest.raises(PermanentError, match=r"column big changed type"):
+            read_rows(reader, first, second)
+    finally:
+        reader.stop()

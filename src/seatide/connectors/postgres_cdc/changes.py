@@ -49,7 +49,7 @@ def plan_batch(config: dict, slot_name: str, start: int, max_rows: int, flushed:
 def read_changes(config: dict, tables: list[CapturedTable], slot_name: str, start: int,
                  end: int) -> Iterator[tuple[int, int, dict]]:
     """(row kind, table index, column -> text) of every change in ``(start, end]``, in order."""
-    decoder, in_transaction = Decoder(), False
+    decoder, in_transaction = Decoder(tables[0].encoding), False
     for kind, item in replication.stream(config, slot_name, start):
         if kind == "walend":
             if item >= end and not in_transaction:
@@ -111,5 +111,12 @@ def table_index(relation, tables: list[CapturedTable]) -> int | None:
                     f"Postgres-CDC: table {table.qualified} gained columns {added} while the job "
                     "ran; schema changes are not followed. Start the job from a fresh checkpoint "
                     "to capture the new columns.")
+            started = dict(table.type_oids)
+            retyped = [c.name for c in relation.columns if started.get(c.name, c.type_oid) != c.type_oid]
+            if retyped:
+                raise permanent_in_worker(
+                    f"Postgres-CDC: in table {table.qualified} column {retyped[0]} changed type while the job "
+                    "ran (ALTER COLUMN ... TYPE); its values cannot be read with the type the job started "
+                    "with. Start the job from a fresh checkpoint to capture the table as it is now.")
             return i
     return None

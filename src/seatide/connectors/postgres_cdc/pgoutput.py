@@ -70,8 +70,8 @@ class Truncate:
 
 
 class _Buffer:
-    def __init__(self, data: bytes):
-        self.data, self.pos = data, 0
+    def __init__(self, data: bytes, encoding: str = "utf-8"):
+        self.data, self.pos, self.encoding = data, 0, encoding
 
     def take(self, fmt: str):
         values = struct.unpack_from(fmt, self.data, self.pos)
@@ -85,7 +85,7 @@ class _Buffer:
 
     def cstring(self) -> str:
         end = self.data.index(b"\0", self.pos)
-        value = self.data[self.pos:end].decode("utf-8")
+        value = self.data[self.pos:end].decode(self.encoding)
         self.pos = end + 1
         return value
 
@@ -99,12 +99,13 @@ class Decoder:
     """Decodes one replication session's messages in order. Relation messages are remembered:
     each session sends one before the first change of a table (and again when it changes)."""
 
-    def __init__(self):
+    def __init__(self, encoding: str = "utf-8"):
         self.relations: dict[int, Relation] = {}
+        self.encoding = encoding           # the database's: pgoutput sends text as stored
 
     def decode(self, data) -> Begin | Commit | Change | Truncate | None:
         """One message; None for those that carry nothing for us (relations, types, origins)."""
-        buf = _Buffer(bytes(data))
+        buf = _Buffer(bytes(data), self.encoding)
         tag = buf.byte()
         if tag == "B":
             commit_lsn, _when, xid = buf.take(">qqi")
@@ -173,7 +174,7 @@ def _tuple(buf: _Buffer, relation: Relation) -> dict:
             values[column.name] = UNCHANGED_TOAST
         elif kind == "t":
             length = buf.take(">i")
-            values[column.name] = buf.raw(length).decode("utf-8")
+            values[column.name] = buf.raw(length).decode(buf.encoding)
         else:
             raise PgOutputError(f"unknown tuple value kind {kind!r} (binary mode is not used)")
     return values

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from psycopg import sql
+from psycopg._encodings import pg2pyenc
 
 from seatide.connectors.pg_types import is_portable, lookup
 from seatide.connectors.postgres_cdc.values import UnsupportedType, seatunnel_type
@@ -38,6 +39,11 @@ class CapturedTable:
     # key or the replica identity index, whose columns are ``identity_key``).
     identity: str = "key"
     identity_key: tuple[str, ...] = ()
+    # Each column's type oid when the job started (pgoutput's Relation messages name them: a
+    # column whose type changed is not read with the old type's converter), and the
+    # database's encoding, which pgoutput's text is in.
+    type_oids: tuple[tuple[str, int], ...] = ()
+    encoding: str = "utf-8"
 
     @property
     def qualified(self) -> str:
@@ -48,13 +54,15 @@ class CapturedTable:
 
     def to_json(self) -> dict:
         return {"schema": self.schema, "name": self.name, "keys": list(self.keys), "identity": self.identity,
-                "identity_key": list(self.identity_key),
+                "identity_key": list(self.identity_key), "type_oids": [list(t) for t in self.type_oids],
+                "encoding": self.encoding,
                 "columns": [[c.name, c.typname, c.sql_type, c.seatunnel, c.declared] for c in self.columns]}
 
     @classmethod
     def from_json(cls, data: dict) -> "CapturedTable":
         return cls(data["schema"], data["name"], tuple(TableColumn(*c) for c in data["columns"]),
-                   tuple(data["keys"]), data.get("identity", "key"), tuple(data.get("identity_key", ())))
+                   tuple(data["keys"]), data.get("identity", "key"), tuple(data.get("identity_key", ())),
+                   tuple(tuple(t) for t in data.get("type_oids", ())), data.get("encoding", "utf-8"))
 
 
 def split_name(text: str, database: str, default_schema: str) -> tuple[str, str, str]:
@@ -87,6 +95,7 @@ JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
 WHERE i.indrelid = %s::regclass AND i.indisprimary
 ORDER BY array_position(i.indkey::int2[], a.attnum)"""
 _REPLICA_IDENTITY = "SELECT relreplident FROM pg_class WHERE oid = %s::regclass"
+_TYPE_OIDS = "SELECT attname, atttypid FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped"
 _IDENTITY_INDEX = """
 SELECT a.attname FROM pg_index i
 JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
@@ -126,10 +135,12 @@ def describe(conn, schema: str, name: str, keys: list[str] | None) -> CapturedTa
             "log which row an UPDATE or DELETE changed; capturing it would make the application's own "
             f"UPDATE and DELETE on it fail. Run ALTER TABLE {schema}.{name} REPLICA IDENTITY FULL (or add "
             "a primary key) and start the job again")
-    if setting == "f":
-        return CapturedTable(schema, name, tuple(columns), tuple(chosen), "full")
-    identity_key = primary if setting == "d" else [r[0] for r in conn.execute(_IDENTITY_INDEX, (regclass,)).fetchall()]
-    return CapturedTable(schema, name, tuple(columns), tuple(chosen), "key", tuple(identity_key))
+    identity_key = [] if setting == "f" else primary if setting == "d" else \
+        [r[0] for r in conn.execute(_IDENTITY_INDEX, (regclass,)).fetchall()]
+    oids = tuple((r[0], int(r[1])) for r in conn.execute(_TYPE_OIDS, (regclass,)).fetchall())
+    encoding = pg2pyenc(conn.execute("SHOW server_encoding").fetchone()[0].encode())
+    return CapturedTable(schema, name, tuple(columns), tuple(chosen), "full" if setting == "f" else "key",
+                         tuple(identity_key), oids, encoding)
 
 
 def current_values(conn, table: CapturedTable, keys: list[tuple[str, ...]], columns: list[str]) -> dict:
