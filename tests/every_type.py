@@ -193,12 +193,23 @@ def unique(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(4)}"
 
 
-def create_table(cursor, name: str, columns: dict, key: str = "id int PRIMARY KEY") -> None:
-    """``name`` with an id key and ``columns``: row 1 holds every literal, row 2 only nulls."""
+def create_table(cursor, name: str, columns: dict, rows: bool = True) -> None:
+    """``name`` with an id key and ``columns``: row 1 holds every literal, row 2 only nulls
+    (no rows when not ``rows``)."""
     ddl = ", ".join(f"{c} {spec[0]}" for c, spec in columns.items())
-    cursor.execute(f"CREATE TABLE {name} ({key}, {ddl})")
-    insert_rows(cursor, name, columns, [1])
-    cursor.execute(f"INSERT INTO {name} (id) VALUES (2)")
+    cursor.execute(f"CREATE TABLE {name} (id int PRIMARY KEY, {ddl})")
+    if rows:
+        insert_rows(cursor, name, columns, [1])
+        cursor.execute(f"INSERT INTO {name} (id) VALUES (2)")
+
+
+def change_rows(cursor, name: str, columns: dict) -> None:
+    """Changes of every kind to a table ``create_table`` made: rows 3 and 4 inserted, row 2's
+    nulls all set to values, row 1 deleted."""
+    insert_rows(cursor, name, columns, [3, 4])
+    values = ", ".join(f"{c} = {spec[1]}" for c, spec in columns.items() if spec[1] != "default")
+    cursor.execute(f"UPDATE {name} SET {values} WHERE id = 2")
+    cursor.execute(f"DELETE FROM {name} WHERE id = 1")
 
 
 def insert_rows(cursor, name: str, columns: dict, ids) -> None:
@@ -207,5 +218,5 @@ def insert_rows(cursor, name: str, columns: dict, ids) -> None:
         cursor.execute(f"INSERT INTO {name} (id, {', '.join(columns)}) VALUES ({i}, {values})")
 
 
-__all__ = ["COMPARED_AS", "MOOD", "MY_COLUMNS", "PG_COLUMNS", "POSINT", "SHORTV", "create_table", "insert_rows",
+__all__ = ["COMPARED_AS", "MOOD", "MY_COLUMNS", "PG_COLUMNS", "POSINT", "SHORTV", "change_rows", "create_table", "insert_rows",
            "my_differences", "pg_differences", "pg_extras", "unique"]

@@ -15,7 +15,7 @@ from seatide.store import schema as s
 from seatide.store.jobs import request_stop
 from seatide.store.states import JOB_TERMINAL
 from tests.e2e.harness import InProcessCluster
-from tests.every_type import (MY_COLUMNS, PG_COLUMNS, create_table, insert_rows, my_differences, pg_differences,
+from tests.every_type import (MY_COLUMNS, PG_COLUMNS, change_rows, create_table, my_differences, pg_differences,
                               pg_extras, unique)
 
 pytestmark = pytest.mark.spark
@@ -69,7 +69,8 @@ class Follower:
                 self.change()
                 self._converge("changes", ended)
         finally:
-            request_stop(store, job_id, actor="test")
+            if not ended():
+                request_stop(store, job_id, actor="test")
 
 
 def run_and_follow(spark, tmp_path, job: str, follower: Follower):
@@ -106,10 +107,7 @@ def test_postgres_cdc_carries_every_type_into_a_table_of_those_types(spark, priv
 
         def change():
             with private_postgres.connect(database) as conn:
-                insert_rows(conn.cursor(), "src", PG_COLUMNS, [3, 4])
-                values = ", ".join(f"{c} = {spec[1]}" for c, spec in PG_COLUMNS.items() if spec[1] != "default")
-                conn.execute(f"UPDATE src SET {values} WHERE id = 2")
-                conn.execute("DELETE FROM src WHERE id = 1")
+                change_rows(conn.cursor(), "src", PG_COLUMNS)
 
         url = f"jdbc:postgresql://127.0.0.1:{private_postgres.port}/{database}"
         source = (f'Postgres-CDC {{ base-url = "{url}", username = "postgres", password = "", '
@@ -145,10 +143,7 @@ def test_mysql_cdc_carries_every_type_into_a_table_of_those_types(spark, private
 
         def change():
             with private_mariadb.connect(database) as conn, conn.cursor() as cur:
-                insert_rows(cur, "src", MY_COLUMNS, [3, 4])
-                values = ", ".join(f"{c} = {spec[1]}" for c, spec in MY_COLUMNS.items())
-                cur.execute(f"UPDATE src SET {values} WHERE id = 2")
-                cur.execute("DELETE FROM src WHERE id = 1")
+                change_rows(cur, "src", MY_COLUMNS)
 
         url = f"jdbc:mariadb://127.0.0.1:{private_mariadb.port}/{database}"
         source = (f'MySQL-CDC {{ base-url = "{url}", username = "root", password = "", '

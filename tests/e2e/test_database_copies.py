@@ -147,8 +147,7 @@ def test_postgresql_table_copies_into_postgresql_and_mariadb_equal_column_by_col
     with pg() as conn:
         pg_extras(conn)
         create_table(conn.cursor(), source, PG_COLUMNS)
-        ddl = ", ".join(f"{c} {spec[0]}" for c, spec in PG_COLUMNS.items())
-        conn.execute(f"CREATE TABLE {same} (id int PRIMARY KEY, {ddl})")
+        create_table(conn.cursor(), same, PG_COLUMNS, rows=False)
     sinks = (sink(PG_URL, same, "postgres", "ERROR_WHEN_SCHEMA_NOT_EXIST") + sink(PG_URL, created, "postgres")
              + sink(MY_URL, into_mariadb, "root"))
     run = local.run(copy_job(PG_URL, "postgres", source, sinks, READS[read]))
@@ -171,8 +170,7 @@ def test_mariadb_table_copies_into_mariadb_and_postgresql_equal_column_by_column
                                       tables("my_types_pg"))
     with mariadb() as conn, conn.cursor() as cur:
         create_table(cur, source, MY_COLUMNS)
-        ddl = ", ".join(f"{c} {spec[0]}" for c, spec in MY_COLUMNS.items())
-        cur.execute(f"CREATE TABLE {same} (id int PRIMARY KEY, {ddl})")
+        create_table(cur, same, MY_COLUMNS, rows=False)
     sinks = (sink(MY_URL, same, "root", "ERROR_WHEN_SCHEMA_NOT_EXIST") + sink(MY_URL, created, "root")
              + sink(PG_URL, into_pg, "postgres"))
     run = local.run(copy_job(MY_URL, "root", source, sinks, READS[read]))
