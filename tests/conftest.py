@@ -15,8 +15,10 @@ mark_owner()
 
 # Private database servers with logical decoding / binlog on, started once per run when a
 # test asks for them (change data capture). At the end, a check that nothing the run started
-# outlives it (seatide/testing/leftovers.py).
-pytest_plugins = ["tests.connectors.cdc_servers", "tests.connectors.cdc_mysql_server", "seatide.testing.leftovers"]
+# outlives it (seatide/testing/leftovers.py); throughout, that only tests marked `cluster`
+# start SeaTide's own processes (seatide/testing/tiers.py: the fast tier, -m "not cluster").
+pytest_plugins = ["tests.connectors.cdc_servers", "tests.connectors.cdc_mysql_server", "seatide.testing.leftovers",
+                  "seatide.testing.tiers"]
 
 
 @pytest.fixture(scope="session")

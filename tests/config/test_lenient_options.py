@@ -139,6 +139,7 @@ def test_strict_submit_refuses_and_lenient_submit_warns(job_file, tmp_path, caps
     assert f"{job_file}: sink[0] Assert (line 38): unknown option 'common-options' ignored" in err
 
 
+@pytest.mark.cluster    # `seatide run`: a real driver
 def test_seatide_run_runs_the_job_and_prints_each_warning(job_file, tmp_path):
     result = subprocess.run([sys.executable, "-m", "seatide.cli.main", "run", job_file,
                              "--data-dir", str(tmp_path / "d")],
