@@ -10,6 +10,8 @@ import pytest
 from seatide.config.loader import ConfigError, load_job_text
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
 from seatide.transforms.fields import TransformInputError
+from seatide.transforms.lenient_json import with_readable
+from tests.e2e.harness import InProcessCluster
 from tests.transforms.conftest import frame, job_text, rows_of, transform_from
 
 I, UA = RowKind.INSERT, RowKind.UPDATE_AFTER
@@ -133,3 +135,63 @@ def test_bad_row_error_handle_way():
     with pytest.raises(ConfigError) as err:
         load_job_text(job_text(f"JsonPath {{ columns = [{col('$.a', 'a')}], row_error_handle_way = LOG }}"))
     assert err.value.option == "row_error_handle_way" and "one of FAIL, SKIP, SKIP_ROW" in str(err.value)
+
+
+# What SeaTunnel's reader makes of a JSON document written unquoted in a HOCON list: its
+# quoted pieces and unquoted words concatenate, so the quotes go (Typesafe Config does it too).
+UNQUOTED = ("{data:{c_string: this is a string,c_boolean: true,c_integer: 42,c_decimal: 10.55,"
+            "c_date:'2023-10-29',c_time:\"16:12:43.459\",c_list:[a b, 2,,]}}")
+
+
+@pytest.mark.parametrize(("text", "strict"), [
+    (UNQUOTED, '{"data":{"c_string":"this is a string","c_boolean":true,"c_integer":42,"c_decimal":10.55,'
+               '"c_date":"2023-10-29","c_time":"16:12:43.459","c_list":["a b",2]}}'),
+    ("{'a': 'it\\'s \"x\"', b: 007, c: 1.2.3, d: -, 'e f': \\u}", '{"a":"it\'s \\"x\\"","b":7,"c":"1.2.3","d":"-","e f":"\\\\u"}'),
+    ("[1,,2,]", "[1,2]"),
+    ("{a: 123456789012345678901234567890.5}", '{"a":123456789012345678901234567890.5}'),
+    ('{"strict": [1, 2]}', '{"strict": [1, 2]}'),
+    ("abc", None), ("{a: }", None), ("{a: 1", None), ("  ", None),
+])
+def test_the_lenient_forms_seatunnels_json_parser_accepts(spark, text, strict):
+    from pyspark.sql import functions as F
+
+    df, (_, _, name, is_json) = with_readable(spark.createDataFrame([(text,)], "t string"), F.col("t"), "j")
+    row = df.select(name, is_json).first()
+    assert (row[0] if row[1] else None) == strict
+
+
+def test_seatunnels_unquoted_json_documents_are_read_as_its_parser_reads_them(spark, ctx):
+    df = frame(spark, [(UNQUOTED, I), ('{"c_string": "strict"}', UA), ("not json", I)], "data string")
+    columns = ", ".join([col("$.data.c_string", "s"), col("$.data.c_boolean", "b", "boolean"),
+                         col("$.data.c_integer", "i", "int"), col("$.data.c_decimal", "d", "decimal(4,2)"),
+                         col("$.data.c_date", "day", "date"), col("$.data.c_list[1]", "second", "int")])
+    out = json_path(columns, "row_error_handle_way = SKIP").apply(df, ctx)
+    got = [r.asDict() for r in out.orderBy("data").collect()]
+    assert [(r["s"], r["b"], r["i"], r["d"], r["day"], r["second"]) for r in got] == [
+        (None, None, None, None, None, None),        # strict JSON without "data": a path that finds nothing
+        ("this is a string", True, 42, Decimal("10.55"), dt.date(2023, 10, 29), 2)]   # "not json" skipped
+
+
+def test_a_seatunnel_job_with_a_json_document_in_a_hocon_list_runs(spark, tmp_path):
+    """The form of SeaTunnel's own JsonPath test job: the JSON is written unquoted in the
+    FakeSource template, HOCON strips its quotes, JsonPath reads what is left."""
+    template = ('["{"data":{"c_string": "this is a string","c_boolean": "true","c_integer": "42",'
+                '"c_decimal": "10.55","c_date":"\'2023-10-29\'","c_time":\\"16:12:43.459\\"}}"]')
+    rule = "{{ field_name = {0}, field_type = \"{1}\", field_value = [{{ rule_type = NOT_NULL, equals_to = {2} }}] }}"
+    rules = ", ".join(rule.format(*r) for r in [
+        ("s", "string", '"this is a string"'), ("b", "boolean", "true"), ("i", "int", "42"),
+        ("d", "decimal(4,2)", "10.55"), ("day", "date", '"2023-10-29"'), ("t", "time", '"16:12:43.459"')])
+    path = ", ".join(f'{{ src_field = data, path = "$.data.{p}", dest_field = {d}, dest_type = "{t}" }}' for p, d, t in [
+        ("c_string", "s", "string"), ("c_boolean", "b", "boolean"), ("c_integer", "i", "int"),
+        ("c_decimal", "d", "decimal(4,2)"), ("c_date", "day", "date"), ("c_time", "t", "time")])
+    text = f"""
+env {{ job.mode = "BATCH" }}
+source {{ FakeSource {{ plugin_output = fake, row.num = 3, string.fake.mode = template
+    string.template = {template}
+    schema = {{ fields {{ data = string }} }} }} }}
+transform {{ JsonPath {{ plugin_input = fake, plugin_output = out, columns = [{path}] }} }}
+sink {{ Assert {{ plugin_input = out, rules {{ row_rules = [{{ rule_type = MIN_ROW, rule_value = 3 }}]
+    field_rules = [{rules}] }} }} }}
+"""
+    run = InProcessCluster(spark, str(tmp_path / "data")).run(text)
+    assert run.status == "FINISHED", run.error

@@ -12,6 +12,7 @@ from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
 from seatide.transforms.fields import (TransformInputError, column, dedupe_check, put_fields,
                                        require_fields)
+from seatide.transforms.lenient_json import with_readable
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -22,6 +23,7 @@ _PATH = re.compile(r"\$(?:\.[^.\[\]*]+|\[\d+\]|\[\*\]|\['[^']+'\])*")
 _COLUMN_KEYS = ("src_field", "path", "dest_field", "dest_type", "column_error_handle_way")
 _WAYS = ("FAIL", "SKIP", "SKIP_ROW")
 _SHOWN_CHARS = 200
+_HIDDEN = "__seatide_json_"       # working columns, dropped before the output
 
 
 @dataclass(frozen=True)
@@ -124,43 +126,51 @@ class JsonPath(Transform):
         from pyspark.sql import functions as F
 
         require_fields("JsonPath", "columns", {c.src_field for c in self._columns}, df)
-        texts = {src: self._json_text(df, src) for src in {c.src_field for c in self._columns}}
+        # Each source's JSON text and its "is JSON" flag as columns of their own: every extracted
+        # field reads them, and a column is computed once where an expression would be copied
+        texts, hidden = {}, []
+        for i, src in enumerate(sorted({c.src_field for c in self._columns})):
+            df, added = self._json_text(df, src, f"{_HIDDEN}{i}")
+            texts[src] = (column(added[-2]), column(added[-1]))
+            hidden += added
         row_way = self.opts["row_error_handle_way"]
         values: dict[str, Column] = {}
         drop_row = F.lit(False)
         for spec in self._columns:
-            text = texts[spec.src_field]
-            value, error = _extract(text, spec)
+            text, is_json = texts[spec.src_field]
+            value, error = _extract(text, is_json, spec)
             way = spec.on_error or ("FAIL" if row_way == "FAIL" else "SKIP_ROW")
             if way == "SKIP_ROW":
                 drop_row = drop_row | error
             elif way == "SKIP":
                 value = F.when(~error, value)
             else:
-                value = F.when(error, F.raise_error(_error_message(text, spec))).otherwise(value)
+                value = F.when(error, F.raise_error(_error_message(text, is_json, spec))).otherwise(value)
             values[spec.dest_field] = value
-        return put_fields(df.where(~drop_row), values)
+        return put_fields(df.where(~drop_row), values).drop(*hidden)
 
-    def _json_text(self, df: "DataFrame", src: str) -> "Column":
+    def _json_text(self, df: "DataFrame", src: str, name: str) -> tuple["DataFrame", list[str]]:
+        """``df`` with the source field as JSON text (column ``name``) and whether each row's
+        text is JSON (``name + "_is_json"``, last); returns the columns added."""
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
 
         data_type = df.schema[src].dataType
-        if isinstance(data_type, T.StringType):
-            return column(src)
-        if isinstance(data_type, T.BinaryType):
-            return column(src).cast("string")
+        if isinstance(data_type, (T.StringType, T.BinaryType)):
+            return with_readable(df, column(src).cast("string"), name)
         if isinstance(data_type, (T.ArrayType, T.MapType)):
-            return F.to_json(column(src))
-        if isinstance(data_type, T.StructType):
-            return _row_as_json_array(column(src), data_type)
-        raise TransformInputError(
-            "columns", f"JsonPath: src_field '{src}' is {data_type.simpleString()}; it must be "
-            "a string or bytes holding JSON, or an array, map or row")
+            text = F.to_json(column(src))
+        elif isinstance(data_type, T.StructType):
+            text = _row_as_json_array(column(src), data_type)
+        else:
+            raise TransformInputError(
+                "columns", f"JsonPath: src_field '{src}' is {data_type.simpleString()}; it must be "
+                "a string or bytes holding JSON, or an array, map or row")
+        return df.withColumns({name: text, f"{name}_is_json": F.lit(True)}), [name, f"{name}_is_json"]
 
 
-def _extract(text: "Column", spec: JsonColumn) -> tuple["Column", "Column"]:
-    """The converted value and a non-null flag: the row's text is not JSON or the value does not convert."""
+def _extract(text: "Column", is_json: "Column", spec: JsonColumn) -> tuple["Column", "Column"]:
+    """The converted value and an error flag: the row's text is not JSON or the value does not convert."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -171,17 +181,16 @@ def _extract(text: "Column", spec: JsonColumn) -> tuple["Column", "Column"]:
         value = F.from_json(raw, spec.dest_type)
     else:
         value = raw.try_cast(spec.dest_type)
-    not_json = F.get_json_object(text, "$").isNull()
-    error = text.isNotNull() & (not_json | (raw.isNotNull() & value.isNull()))
+    error = ~is_json | (raw.isNotNull() & value.isNull())
     return value, error
 
 
-def _error_message(text: "Column", spec: JsonColumn) -> "Column":
+def _error_message(text: "Column", is_json: "Column", spec: JsonColumn) -> "Column":
     from pyspark.sql import functions as F
 
     where = (f"JsonPath: field '{spec.dest_field}' (path {spec.path}, type {spec.type_name}) "
              f"from '{spec.src_field}': ")
-    problem = F.when(F.get_json_object(text, "$").isNull(), F.lit("the source is not valid JSON"))\
+    problem = F.when(~is_json, F.lit("the source is not valid JSON"))\
         .otherwise(F.lit(f"the value does not convert to {spec.type_name}"))
     hint = "; set row_error_handle_way = SKIP to drop such rows. Source: "
     return F.concat(F.lit(where), problem, F.lit(hint), F.substring(text, 1, _SHOWN_CHARS))
