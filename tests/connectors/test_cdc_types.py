@@ -1,8 +1,9 @@
 """Change data capture of every type: Postgres-CDC (PostGIS included) and MySQL-CDC over a table
 holding every type of SeaTunnel's pages and the issue's, written by the Jdbc sink into a table of
-the same definition, and into one the sink creates (schema_save_mode), equals the source column
-by column after the snapshot and after changes
-(inserts, an update that fills a row of nulls, a delete). Real jobs on the private CDC servers."""
+the same definition and into one the sink creates (schema_save_mode), equals the source column
+by column after the snapshot and after changes (inserts, an update that fills a row of nulls, a
+delete); a third sink's table in the other kind of database holds the same SeaTunnel values.
+Real jobs on the private CDC servers."""
 
 from __future__ import annotations
 
@@ -11,18 +12,20 @@ import time
 import pytest
 from sqlalchemy import select
 
+from seatide.connectors.jdbc.url import JdbcUrl
 from seatide.store import schema as s
 from seatide.store.jobs import request_stop
 from seatide.store.states import JOB_TERMINAL
 from tests.e2e.harness import InProcessCluster
-from tests.every_type import (MY_COLUMNS, PG_COLUMNS, change_rows, create_table, my_differences, pg_differences,
-                              pg_extras, unique)
+from tests.every_type import (MY_COLUMNS, PG_COLUMNS, PG_NOT_PORTABLE, change_rows, create_table, my_differences,
+                              pg_differences, pg_extras, read_back, same_values, unique)
 
 pytestmark = pytest.mark.spark
 
 DEADLINE_S = 120.0
-# the test's own PostgreSQL types, which a created table declares as the type that carries them
-PG_NOT_PORTABLE = {"en": "text", "ae": "text", "dm": "integer", "dv": "character varying(7)"}
+# The other kind of database, where a third sink creates its table: the shared test servers
+OTHER = {"postgresql": ("jdbc:mariadb://127.0.0.1:3306/test", "root"),
+         "mysql": ("jdbc:postgresql://127.0.0.1:5432/test", "postgres")}
 
 
 def streaming_job(source: str, sink: str) -> str:
@@ -30,11 +33,23 @@ def streaming_job(source: str, sink: str) -> str:
             f"source {{ {source} }}\nsink {{ {sink} }}\n")
 
 
-def jdbc_sinks(url: str, user: str) -> str:
-    """Into ``dst``, made by the test like the source, and into ``made``, which the sink creates."""
-    return "\n".join(f'Jdbc {{ url = "{url}", user = "{user}", password = "", table = "{table}", '
-                     f'primary_keys = ["id"], schema_save_mode = "{mode}" }}'
-                     for table, mode in (("dst", "ERROR_WHEN_SCHEMA_NOT_EXIST"), ("made", "CREATE_SCHEMA_WHEN_NOT_EXIST")))
+def jdbc_sinks(url: str, user: str, across: tuple[str, str, str]) -> str:
+    """Into ``dst``, made by the test like the source, into ``made``, which the sink creates, and
+    into a table the sink creates in the other kind of database (``across``: url, user, table)."""
+    targets = ((url, user, "dst", "ERROR_WHEN_SCHEMA_NOT_EXIST"), (url, user, "made", "CREATE_SCHEMA_WHEN_NOT_EXIST"),
+               (*across, "CREATE_SCHEMA_WHEN_NOT_EXIST"))
+    return "\n".join(f'Jdbc {{ url = "{u}", user = "{name}", password = "", table = "{table}", '
+                     f'primary_keys = ["id"], schema_save_mode = "{mode}" }}' for u, name, table, mode in targets)
+
+
+@pytest.fixture
+def across(request):
+    """A table name in the other kind of database, dropped afterwards: (url, user, table)."""
+    url, user = OTHER[request.param]
+    table = unique("cdc_across")
+    yield url, user, table
+    with JdbcUrl.parse(url).connect(user, autocommit=True) as conn:
+        conn.cursor().execute(f"DROP TABLE IF EXISTS {table}")
 
 
 class Follower:
@@ -80,7 +95,8 @@ def run_and_follow(spark, tmp_path, job: str, follower: Follower):
     assert run.status == "CANCELED", run.error
 
 
-def test_postgres_cdc_carries_every_type_into_a_table_of_those_types(spark, private_postgres, tmp_path):
+@pytest.mark.parametrize("across", ["postgresql"], indirect=True)
+def test_postgres_cdc_carries_every_type_into_a_table_of_those_types(spark, private_postgres, tmp_path, across):
     database = unique("pg_cdc_types")
     with private_postgres.connect() as admin:
         admin.execute(f"CREATE DATABASE {database}")
@@ -112,8 +128,12 @@ def test_postgres_cdc_carries_every_type_into_a_table_of_those_types(spark, priv
         url = f"jdbc:postgresql://127.0.0.1:{private_postgres.port}/{database}"
         source = (f'Postgres-CDC {{ base-url = "{url}", username = "postgres", password = "", '
                   f'table-names = ["{database}.public.src"] }}')
-        run_and_follow(spark, tmp_path, streaming_job(source, jdbc_sinks(url, "postgres")),
+        run_and_follow(spark, tmp_path, streaming_job(source, jdbc_sinks(url, "postgres", across)),
                        Follower(differences, change))
+        # across kinds the copy holds the same SeaTunnel values (arrays as JSON text in MariaDB)
+        arrays = [c for c, spec in PG_COLUMNS.items() if spec[2].startswith("array<")]
+        assert same_values(read_back(spark, url, "postgres", "src"), read_back(spark, *across),
+                           json_columns=arrays) == {}
     finally:
         with private_postgres.connect() as admin:
             for (slot_name,) in admin.execute("SELECT slot_name FROM pg_replication_slots WHERE database = %s",
@@ -122,7 +142,8 @@ def test_postgres_cdc_carries_every_type_into_a_table_of_those_types(spark, priv
             admin.execute(f"DROP DATABASE {database} WITH (FORCE)")
 
 
-def test_mysql_cdc_carries_every_type_into_a_table_of_those_types(spark, private_mariadb, tmp_path):
+@pytest.mark.parametrize("across", ["mysql"], indirect=True)
+def test_mysql_cdc_carries_every_type_into_a_table_of_those_types(spark, private_mariadb, tmp_path, across):
     database = unique("my_cdc_types")
     private_mariadb.execute(f"CREATE DATABASE {database}")
     try:
@@ -148,7 +169,8 @@ def test_mysql_cdc_carries_every_type_into_a_table_of_those_types(spark, private
         url = f"jdbc:mariadb://127.0.0.1:{private_mariadb.port}/{database}"
         source = (f'MySQL-CDC {{ base-url = "{url}", username = "root", password = "", '
                   f'table-names = ["{database}.src"], server-id = 5410 }}')
-        run_and_follow(spark, tmp_path, streaming_job(source, jdbc_sinks(url, "root")),
+        run_and_follow(spark, tmp_path, streaming_job(source, jdbc_sinks(url, "root", across)),
                        Follower(differences, change))
+        assert same_values(read_back(spark, url, "root", "src"), read_back(spark, *across)) == {}
     finally:
         private_mariadb.execute(f"DROP DATABASE {database}")

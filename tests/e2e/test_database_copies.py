@@ -6,29 +6,19 @@ the Jdbc source) across kinds."""
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
-import json
-from decimal import Decimal
-
 import pymysql
 import pytest
 
-from seatide.config.loader import load_job_text
 from seatide.connectors.jdbc.url import JdbcUrl
-from seatide.plugin.base import ReadContext
-from seatide.plugin.rowkind import ROW_KIND_COLUMN
 from tests.e2e.harness import InProcessCluster
 from tests import every_type
-from tests.every_type import MY_COLUMNS, PG_COLUMNS, create_table, pg_extras, unique
+from tests.every_type import (MY_COLUMNS, PG_COLUMNS, PG_NOT_PORTABLE, create_table, pg_extras, read_back,
+                              same_values, unique)
 
 pytestmark = pytest.mark.spark
 
 PG_URL = "jdbc:postgresql://127.0.0.1:5432/test"
 MY_URL = "jdbc:mariadb://127.0.0.1:3306/test"
-# the source's own test types, which another database cannot be expected to have: created as
-# the type that carries them (an enum's text) or as their base type (a domain)
-PG_NOT_PORTABLE = {"en": "text", "ae": "text", "dm": "integer", "dv": "character varying(7)"}
 
 
 def pg():
@@ -68,15 +58,6 @@ def copy_job(url: str, user: str, table: str, sinks: str, env: str = "") -> str:
             f'table_path = "{table}" }} }}\nsink {{\n{sinks}}}\n')
 
 
-def read_back(spark, url: str, user: str, table: str) -> dict:
-    """The table's rows as the Jdbc source gives them (SeaTunnel values), by id."""
-    job = load_job_text(f'source {{ Jdbc {{ url = "{url}", user = "{user}", table_path = "{table}" }} }}\n'
-                        'sink { Console {} }')
-    df = job.sources[0].plugin.read(ReadContext(spark, micro_batch=False, unbounded=False, parallelism=1,
-                                                max_rows_per_batch=100, read_interval_ms=1000, plugin_id="s"))
-    return {row.id: {k: v for k, v in row.asDict().items() if k != ROW_KIND_COLUMN} for row in df.collect()}
-
-
 def pg_differences(source: str, copy: str, columns) -> dict:
     with pg() as conn:
         return every_type.pg_differences(conn, source, copy, columns)
@@ -97,43 +78,6 @@ def my_column_types(table: str) -> dict:
     with mariadb() as conn, conn.cursor() as cur:
         cur.execute(f"SHOW COLUMNS FROM {table}")
         return {row[0]: row[1] for row in cur.fetchall()}
-
-
-def as_carried(value):
-    """A SeaTunnel array as it comes back from MySQL, which has no arrays: its JSON text (decimals
-    as numbers, bytes in base64, times in ISO form to the microsecond), parsed."""
-    def element(v):
-        if isinstance(v, (bytes, bytearray)):
-            return base64.b64encode(bytes(v)).decode()
-        if isinstance(v, Decimal):
-            return float(v)
-        if isinstance(v, dt.datetime):
-            return v.isoformat(timespec="microseconds")
-        if isinstance(v, dt.date):
-            return v.isoformat()
-        return v
-    return [element(v) for v in value] if isinstance(value, list) else value
-
-
-def same_values(expected: dict, actual: dict, json_columns=()) -> dict:
-    wrong = {}
-    for key, row in expected.items():
-        for column, value in row.items():
-            got = actual.get(key, {}).get(column)
-            if column in json_columns and got is not None:
-                got, value = json.loads(got), as_carried(value)
-            if isinstance(got, bytearray):
-                got = bytes(got)
-            if isinstance(value, bytearray):
-                value = bytes(value)
-            if isinstance(value, list) and isinstance(got, list):
-                value = [bytes(v) if isinstance(v, bytearray) else v for v in value]
-                got = [bytes(v) if isinstance(v, bytearray) else v for v in got]
-            if isinstance(value, Decimal) and isinstance(got, Decimal) and value == got:
-                continue
-            if got != value:
-                wrong[(key, column)] = (value, got)
-    return wrong
 
 
 # plain BATCH reads with Spark's JDBC reader, checkpointed BATCH with the split reader
