@@ -171,6 +171,9 @@ def test_mysql_cdc_carries_every_type_into_a_table_of_those_types(spark, private
                   f'table-names = ["{database}.src"], server-id = 5410 }}')
         run_and_follow(spark, tmp_path, streaming_job(source, jdbc_sinks(url, "root", across)),
                        Follower(differences, change))
-        assert same_values(read_back(spark, url, "root", "src"), read_back(spark, *across)) == {}
+        # MySQL-CDC gives TIME as a string (a duration, docs/connectors/mysql-cdc.md), the Jdbc source as a time
+        expected = {key: {**row, "tm": row["tm"] and row["tm"].isoformat()}
+                    for key, row in read_back(spark, url, "root", "src").items()}
+        assert same_values(expected, read_back(spark, *across)) == {}
     finally:
         private_mariadb.execute(f"DROP DATABASE {database}")
