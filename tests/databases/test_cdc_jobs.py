@@ -278,3 +278,33 @@ def test_a_cdc_job_cancelled_for_good_leaves_no_slot_behind(cluster: Cluster, pr
     # --history-job-expire-minutes), so it is waited for, not assumed to have happened already.
     wait_for(lambda: "HISTORY_EXPIRED" in [e.kind for e in cluster.events("gone")], 60,
              message="the job's history expired")
+
+
+def _check_endpoints(kind: str, private_postgres, private_mariadb):
+    from seatide.testing.cdc_check import mysql_endpoint, postgres_endpoint
+
+    if kind == "postgres":
+        return postgres_endpoint(private_postgres.port, "postgres"), mysql_endpoint(3306, "test")
+    return mysql_endpoint(private_mariadb.port, "test"), postgres_endpoint(5432, "test")
+
+
+def test_random_transactions_survive_driver_kills_without_upserts(tmp_path, private_postgres, private_mariadb):
+    """The randomized check with real processes (seatide.testing.cdc_job_check): seeded
+    transactions with key changes, deletes, large values and edge numerics while the job's
+    driver is SIGKILLed twice; enable_upsert = false; the target ends equal to the source."""
+    from seatide.testing.cdc_job_check import run_job_check
+
+    source, target = _check_endpoints("postgres", private_postgres, private_mariadb)
+    ran = run_job_check(source, target, upsert=False, seed=11, transactions=20, kills=2, workdir=str(tmp_path))
+    assert ran["kills"] >= 1
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("upsert", [True, False], ids=["upsert", "plain"])
+@pytest.mark.parametrize("kind", ["postgres", "mysql"])
+def test_many_random_transactions_survive_many_driver_kills(tmp_path, private_postgres, private_mariadb, kind, upsert):
+    from seatide.testing.cdc_job_check import run_job_check
+
+    source, target = _check_endpoints(kind, private_postgres, private_mariadb)
+    run_job_check(source, target, upsert=upsert, seed=3, transactions=150, kills=4, workdir=str(tmp_path),
+                  deadline_s=600)

@@ -294,7 +294,7 @@ def main() -> None:
     args = parser.parse_args()
     from seatide.runtime.session import build_session
     from seatide.testing.servers import PrivatePostgres
-    from tests.connectors.cdc_mysql_server import start_private_mariadb, stop_private_mariadb
+    from seatide.testing.servers import start_private_mariadb, stop_private_mariadb
 
     spark = build_session("seatide-cdc-check", {"spark.master": "local[2]"})
     postgres = PrivatePostgres().start()
