@@ -151,3 +151,66 @@ def test_seatide_run_runs_the_job_and_prints_each_warning(job_file, tmp_path):
         assert f"{job_file}: {plugin} (line {line}): unknown option '{key}' ignored" in text
         assert (f"did you mean '{closest}'?" in text) == bool(closest)
     assert "FINISHED" in result.stdout
+
+
+NESTED_JOB = """\
+env { job.mode = BATCH }
+source {
+  FakeSource {
+    plugin_output = fake
+    schema = { columns = [{ name = id, type = bigint, comennt = "the key" }] }
+    rows = [{ kind = INSERT, fields = [1], feilds = [2] }]
+  }
+}
+transform {
+  JsonPath {
+    plugin_input = fake
+    plugin_output = out
+    columns = [{ src_field = id, path = "$.a", dest_field = a, dest_typ = int }]
+  }
+}
+sink {
+  Assert {
+    plugin_input = out
+    rules {
+      row_rules = [{ rule_type = MIN_ROW, rule_value = 1, rule_valeu = 2 }]
+      field_rules = [{
+        field_name = id
+        field_valu = [{ rule_type = NOT_NULL }]
+      }]
+      catalog_table_rule { column_rule = [{ name = id, type = bigint, nulable = false }] }
+    }
+  }
+}
+"""
+
+NESTED_EXPECTED = [
+    ("source[0] FakeSource", 5, "schema.columns[0].comennt", "comment"),
+    ("source[0] FakeSource", 6, "rows[0].feilds", "fields"),
+    ("transform[0] JsonPath", 13, "columns[0].dest_typ", "dest_type"),
+    ("sink[0] Assert", 20, "rules.row_rules[0].rule_valeu", "rule_value"),
+    ("sink[0] Assert", 23, "rules.field_rules[0].field_valu", "field_value"),
+    ("sink[0] Assert", 25, "rules.catalog_table_rule.column_rule[0].nulable", "nullable"),
+]
+
+
+def test_unknown_keys_inside_nested_blocks_are_warnings_with_their_line_and_closest_key():
+    """SeaTunnel ignores a typo inside a rule, a column or a row as it does at the top."""
+    config = load_job_text(NESTED_JOB, source_name="nested.conf")
+    got = [(w.plugin, w.line, w.unknown.key, w.unknown.closest) for w in config.warnings]
+    assert got == NESTED_EXPECTED
+    assert str(config.warnings[4]) == ("nested.conf: sink[0] Assert (line 23): unknown option "
+                                       "'rules.field_rules[0].field_valu' ignored (did you mean 'field_value'?)")
+    # the rest of each block still counts
+    column = config.sources[0].plugin.declared_schema().columns[0]
+    assert (column.name, column.data_type.simpleString()) == ("id", "bigint")
+    rules = config.sinks[0].plugin.rules
+    assert (rules.row_rules[0].rule_type, rules.field_rules[0].field_name) == ("MIN_ROW", "id")
+
+
+def test_strict_refuses_the_first_unknown_nested_key_naming_its_line():
+    with pytest.raises(ConfigError) as info:
+        load_job_text(NESTED_JOB, source_name="nested.conf", strict=True)
+    assert info.value.line == 5
+    assert str(info.value).startswith("nested.conf: source[0] FakeSource (line 5): unknown key "
+                                      "'schema.columns[0].comennt'; did you mean 'comment'?")

@@ -153,12 +153,24 @@ def test_catalog_table_column_rule_compares_names_and_types(spark):
     ({"catalog_table_rule": {"column_rule": [{"name": "id", "type": "int", "column_length": -1}]}},
      "rules.catalog_table_rule.column_rule[0].column_length", "whole number"),
     ({"tables_configs": []}, "rules.tables_configs", "multi-table"),
-    ({"field_rule": []}, "rules.field_rule", "unknown key"),
 ])
 def test_malformed_rules_are_refused_at_construction(rules, path, words):
     with pytest.raises(OptionError) as error:
         assert_sink(rules)
     assert error.value.option == path and words in str(error.value)
+
+
+def test_an_unknown_key_in_rules_is_a_warning_and_refused_only_when_strict():
+    from seatide.config.env import read_env
+
+    sink = AssertSink(read_options({"rules": {"field_rule": [], "row_rules": [{"rule_type": "MIN_ROW",
+                                                                             "rule_value": 1, "rule_valu": 2}]}},
+                                   AssertSink.options))
+    assert [(n.key, n.closest) for n in sink.notices] == [("rules.field_rule", "field_rules"),
+                                                           ("rules.row_rules[0].rule_valu", "rule_value")]
+    with pytest.raises(OptionError) as error:
+        AssertSink(read_options({"rules": {"field_rule": []}}, AssertSink.options), env=read_env({}, strict=True))
+    assert error.value.option == "rules.field_rule" and "did you mean 'field_rules'?" in error.value.message
 
 
 def test_rules_from_a_seatunnel_job_file(spark, data_dir):

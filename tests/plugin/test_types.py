@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import types as T
 
-from seatide.plugin.options import OptionError, read_options
+from seatide.plugin.options import KeyCheck, OptionError, read_options
 from seatide.plugin.schema import ConstraintKey, PrimaryKey, read_schema, schema_options
 from seatide.plugin.types import SchemaError, parse_type, same_type, type_name
 
@@ -133,7 +133,6 @@ def test_schema_fields_form_and_table_names():
 @pytest.mark.parametrize("block, option, words", [
     ({"fields": {"a": "int"}, "columns": [{"name": "a", "type": "int"}]}, "schema.columns", "not both"),
     ({"columns": [{"name": "a"}]}, "schema.columns[0]", "needs 'type'"),
-    ({"columns": [{"name": "a", "type": "int", "colour": 1}]}, "schema.columns[0]", "unknown key 'colour'"),
     ({"columns": [{"name": "a", "type": "int"}, {"name": "a", "type": "int"}]}, "schema.columns", "declared twice"),
     ({"fields": {"a": "decimal(40, 2)"}}, "schema.fields", "precision 1..38"),
     ({"fields": {"a": "int"}, "primaryKey": {"name": "pk", "columnNames": ["b"]}}, "schema.primaryKey.columnNames",
@@ -148,6 +147,16 @@ def test_schema_mistakes_name_the_option(block, option, words):
     with pytest.raises(OptionError) as info:
         schema_of(block)
     assert info.value.option == option and words in info.value.message, info.value.message
+
+
+def test_an_unknown_key_of_a_column_is_kept_as_a_warning_or_refused_when_strict():
+    opts = read_options({"schema": {"columns": [{"name": "a", "type": "int", "colour": 1}]}}, schema_options())
+    lenient = KeyCheck()
+    assert read_schema(opts, check_keys=lenient).struct.names == ["a"]
+    assert [(u.key, u.closest) for u in lenient.unknown] == [("schema.columns[0].colour", None)]
+    with pytest.raises(OptionError) as info:
+        read_schema(opts, check_keys=KeyCheck(strict=True))
+    assert info.value.option == "schema.columns[0].colour"
 
 
 def test_unknown_keys_inside_schema_are_reported_like_other_options():

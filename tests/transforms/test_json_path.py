@@ -118,7 +118,6 @@ def test_json_path_on_a_stream(stream):
     (col("$.a[?(@.b)]", "a"), "is not a JSONPath SeaTide can evaluate"),
     (col("$.a", "a", "integr"), "columns[0].dest_type: unknown type 'integr'"),
     (col("$.a", "a", extra="column_error_handle_way = IGNORE"), "must be one of FAIL, SKIP, SKIP_ROW"),
-    (col("$.a", "a", extra="colour = red"), "unknown key 'colour'"),
     ('{ src_field = data, path = "$.a;$.b", dest_field = "a;b" }', "need the same number of ';'-separated items"),
     (col("$.a", "x") + ", " + col("$.b", "x"), "lists the output field 'x' more than once"),
     (col("$.a", "__row_kind"), "reserves for the row kind"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from seatide.plugin.options import (BOOL, INT, LIST, STRING, STRING_LIST, Option, OptionError, UnknownOption,
+from seatide.plugin.options import (BOOL, INT, LIST, STRING, STRING_LIST, KeyCheck, Option, OptionError, UnknownOption,
                                     enum, flatten, read_options)
 
 ENV_OPTIONS: tuple[Option, ...] = (
@@ -160,8 +160,9 @@ def read_env(block: Mapping[str, Any], strict: bool = False) -> JobEnv:
         if opts[key] < 0:
             raise OptionError(key, f"option '{key}' must be 0 or more, got {opts[key]}")
     sql_udfs = tuple(opts["sql.udfs"])
+    unknown = list(opts.unknown)
     if sql_udfs:
-        _check_udfs(sql_udfs)
+        _check_udfs(sql_udfs, KeyCheck(strict or opts["strict"], into=unknown))
     return JobEnv(
         name=opts["job.name"], mode=opts["job.mode"], parallelism=opts["parallelism"],
         checkpoint_interval_ms=(interval if interval is not None
@@ -173,16 +174,16 @@ def read_env(block: Mapping[str, Any], strict: bool = False) -> JobEnv:
         state_cleanup_delay_s=opts["state-cleanup-delay"], stale_after_ms=opts["checkpoint.stale-after"],
         on_stale=opts["checkpoint.on-stale"], checkpoints_retained=opts["checkpoint.retained"],
         restore_fallback=opts["restore.fallback"], print_plan=opts["print.execution.plan"],
-        spark_conf=spark, strict=strict or opts["strict"], unknown=opts.unknown, sql_udfs=sql_udfs,
+        spark_conf=spark, strict=strict or opts["strict"], unknown=tuple(unknown), sql_udfs=sql_udfs,
         progress_timeout_ms=opts["job.progress-timeout"], on_hung=opts["job.on-hung"])
 
 
-def _check_udfs(entries: tuple) -> None:
+def _check_udfs(entries: tuple, check_keys: KeyCheck) -> None:
     """Load the job-wide UDFs once at load time, so a bad entry fails before Spark starts."""
     from seatide.sql.udf import UdfError, check_types, load_udfs
 
     try:
-        check_types(load_udfs(list(entries)))
+        check_types(load_udfs(list(entries), check_keys, "sql.udfs"))
     except UdfError as exc:
         raise OptionError("sql.udfs", f"env option 'sql.udfs': {exc}") from None
 

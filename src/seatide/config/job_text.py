@@ -81,11 +81,19 @@ def _key_lines(lines: Mapping[tuple[str, ...], int]) -> KeyLines:
     keys: KeyLines = {}
     for path, line in lines.items():
         if path[0] == "env" and len(path) > 1:
-            keys[("env", ".".join(path[1:]))] = line
+            keys[("env", dotted(path[1:]))] = line
         elif path[0] in PLUGIN_SECTIONS and len(path) > 2 and path[1].startswith(BLOCK_MARK):
             section, index = unmark(path[1])
-            keys[(f"{section}[{index}]", ".".join(path[2:]))] = line
+            keys[(f"{section}[{index}]", dotted(path[2:]))] = line
     return keys
+
+
+def dotted(path: tuple[str, ...]) -> str:
+    """("rules", "field_rules", "[0]", "field_name") -> "rules.field_rules[0].field_name"."""
+    out = ""
+    for key in path:
+        out += key if key.startswith("[") or not out else "." + key
+    return out
 
 
 def substitute(text: str, variables: dict[str, str]) -> str:

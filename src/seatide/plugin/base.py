@@ -24,7 +24,7 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, ClassVar, TextIO
 
-from seatide.plugin.options import Option, OptionError, OptionNotice, Options
+from seatide.plugin.options import KeyCheck, Option, OptionError, OptionNotice, Options
 from seatide.plugin.rowkind import INSERT_ONLY, RowKind
 
 if TYPE_CHECKING:  # pyspark is heavy; plugins import it lazily where they use it
@@ -125,6 +125,8 @@ class Plugin:
         self.parallelism = parallelism
         self.env = env           # the job's env block, for job-wide settings (Sql: sql.udfs)
         self.notices: list[OptionNotice] = []   # warnings the job's load shows (``notice``)
+        # for blocks nested in option values: unknown keys warn (into notices), or fail when strict
+        self.check_keys = KeyCheck(strict=bool(env and env.strict), into=self.notices)
         self.check()
 
     def check(self) -> None:

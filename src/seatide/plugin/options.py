@@ -167,6 +167,30 @@ class UnknownOption:
         return f"unknown option '{self.key}' ignored{hint}"
 
 
+class KeyCheck:
+    """Checks the keys of blocks nested in an option's value (an Assert rule, a schema column,
+    a FakeSource row, a JsonPath column) by the rule top-level options follow: a key nobody
+    reads is a load warning naming the closest known key (SeaTunnel ignores it), or, under
+    strict mode, an ``OptionError``. Warnings go to ``into`` (a plugin's ``notices``)."""
+
+    def __init__(self, strict: bool = False, into: list | None = None):
+        self.strict = strict
+        self.unknown: list = into if into is not None else []
+
+    def __call__(self, block: Mapping[str, Any], known: Iterable[str], where: str) -> None:
+        """``where`` is the block's path as a user reads it (``rules.field_rules[0]``); an
+        unknown key is named by its full path, whose line the loader knows."""
+        known = list(known)
+        for key in block:
+            if key in known:
+                continue
+            path, closest = f"{where}.{key}", closest_name(str(key), known)
+            if self.strict:
+                hint = f"; did you mean '{closest}'?" if closest else ""
+                raise OptionError(path, f"unknown key '{path}'{hint} (known keys there: {', '.join(known)})")
+            self.unknown.append(UnknownOption(path, closest))
+
+
 @dataclass(frozen=True)
 class OptionNotice:
     """A value a plugin accepts but runs differently from SeaTunnel, said as a load warning."""
@@ -289,7 +313,7 @@ def option_table(declared: Iterable[Option]) -> list[tuple[str, str, str, str]]:
 
 __all__ = [
     "ANY", "BOOL", "FLOAT", "INT", "LIST", "OBJECT", "REQUIRED", "STRING", "STRING_LIST",
-    "Option", "OptionError", "OptionType", "Options", "UnknownOption", "closest_name", "enum",
+    "KeyCheck", "Option", "OptionError", "OptionType", "Options", "UnknownOption", "closest_name", "enum",
     "flatten", "option_table", "read_options", "plain",
 ]
 

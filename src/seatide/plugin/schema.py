@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 from pyspark.sql import types as T
 
-from seatide.plugin.options import BOOL, LIST, OBJECT, STRING, Option, OptionError, Options
+from seatide.plugin.options import BOOL, LIST, OBJECT, STRING, KeyCheck, Option, OptionError, Options
 from seatide.plugin.types import SchemaError, parse_row, parse_type
 
 CONSTRAINT_TYPES = ("INDEX_KEY", "UNIQUE_KEY", "KEY")
@@ -103,10 +103,11 @@ def schema_options(prefix: str = "schema") -> tuple[Option, ...]:
     )
 
 
-def read_schema(opts: Options, prefix: str = "schema") -> Schema | None:
+def read_schema(opts: Options, prefix: str = "schema", check_keys: KeyCheck | None = None) -> Schema | None:
     """The ``Schema`` the options declare, None if neither fields nor columns is given.
 
-    Raises ``OptionError`` naming the option at fault.
+    Raises ``OptionError`` naming the option at fault; unknown keys of a column go to
+    ``check_keys`` (``plugin.options.KeyCheck``), by default ignored as SeaTunnel does.
     """
     fields, columns = opts[f"{prefix}.fields"], opts[f"{prefix}.columns"]
     if fields is not None and columns is not None:
@@ -120,7 +121,8 @@ def read_schema(opts: Options, prefix: str = "schema") -> Schema | None:
             raise OptionError(f"{prefix}.fields", f"{prefix}.fields: {exc}") from None
         parsed = tuple(Column(f.name, f.dataType) for f in struct.fields)
     else:
-        parsed = tuple(_column(c, f"{prefix}.columns[{i}]") for i, c in enumerate(columns))
+        keys = check_keys or KeyCheck()
+        parsed = tuple(_column(c, f"{prefix}.columns[{i}]", keys) for i, c in enumerate(columns))
     if not parsed:
         raise OptionError(f"{prefix}.{'fields' if fields is not None else 'columns'}",
                           f"the schema has no fields: declare at least one, e.g. {prefix}.fields {{ id = bigint }}")
@@ -135,16 +137,13 @@ def read_schema(opts: Options, prefix: str = "schema") -> Schema | None:
                   key, constraints)
 
 
-def _column(raw: Any, where: str) -> Column:
+def _column(raw: Any, where: str, keys: KeyCheck) -> Column:
     if not isinstance(raw, Mapping):
         raise OptionError(where, f"{where} must be an object {{ name = id, type = bigint }}")
     for key in ("name", "type"):
         if raw.get(key) is None:
             raise OptionError(where, f"{where} needs '{key}' (a column is {{ name = id, type = bigint }})")
-    known = {"name", "type", "nullable", "defaultValue", "comment", "columnLength", "columnScale"}
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise OptionError(where, f"{where}: unknown key '{unknown[0]}' (known: {', '.join(sorted(known))})")
+    keys(raw, ("name", "type", "nullable", "defaultValue", "comment", "columnLength", "columnScale"), where)
     try:
         data_type = parse_type(raw["type"])
     except SchemaError as exc:

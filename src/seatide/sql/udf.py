@@ -30,6 +30,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from seatide.plugin.options import KeyCheck
+
 _PY_TYPES = {str: "string", int: "bigint", float: "double", bool: "boolean", bytes: "binary",
              datetime.date: "date", datetime.datetime: "timestamp_ntz",
              decimal.Decimal: "decimal(38, 18)"}
@@ -61,10 +63,13 @@ class Udf:
             return udf(self.function, self.returns)
 
 
-def load_udfs(entries: list[Any]) -> dict[str, Udf]:
+def load_udfs(entries: list[Any], check_keys: KeyCheck | None = None, where: str = "udfs") -> dict[str, Udf]:
+    """The UDFs of ``entries``; an entry's unknown keys go to ``check_keys``
+    (``plugin.options.KeyCheck``), by default ignored."""
+    keys = check_keys or KeyCheck()
     udfs: dict[str, Udf] = {}
-    for entry in entries:
-        udf = _load(entry)
+    for i, entry in enumerate(entries):
+        udf = _load(entry, keys, f"{where}[{i}]")
         if udf.name in udfs:
             raise UdfError(f"two UDFs are named {udf.name} ({udfs[udf.name].where} and {udf.where}); "
                            "give one another name with { function = ..., name = ... }")
@@ -72,15 +77,13 @@ def load_udfs(entries: list[Any]) -> dict[str, Udf]:
     return udfs
 
 
-def _load(entry: Any) -> Udf:
+def _load(entry: Any, keys: KeyCheck, where: str) -> Udf:
     if isinstance(entry, str):
         entry = {"function": entry}
     if not isinstance(entry, dict) or not isinstance(entry.get("function"), str):
         raise UdfError(f"each UDF is \"module:function\" or {{ function = \"module:function\", "
                        f"name = ..., returns = ... }}, not {entry!r}")
-    unknown = set(entry) - {"function", "name", "returns"}
-    if unknown:
-        raise UdfError(f"unknown UDF key(s) {', '.join(sorted(unknown))} (keys: function, name, returns)")
+    keys(entry, ("function", "name", "returns"), where)
     where = entry["function"]
     function = _import(where)
     name = str(entry.get("name") or function.__name__)

@@ -76,10 +76,7 @@ class JsonPath(Transform):
         if not isinstance(entry, dict):
             raise self.invalid("columns", f"JsonPath: {where} must be an object such as "
                                "{src_field = data, path = \"$.a\", dest_field = a}")
-        unknown = sorted(set(entry) - set(_COLUMN_KEYS))
-        if unknown:
-            raise self.invalid("columns", f"JsonPath: {where} has unknown key '{unknown[0]}' "
-                               f"(known: {', '.join(_COLUMN_KEYS)})")
+        self.check_keys(entry, _COLUMN_KEYS, where)
         for key in ("src_field", "path", "dest_field"):
             if not str(entry.get(key, "")).strip():
                 raise self.invalid("columns", f"JsonPath: {where}.{key} is missing or empty")

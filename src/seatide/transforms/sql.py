@@ -65,7 +65,7 @@ transform of the job) become SQL functions (``seatide.sql.udf``).
             raise self.invalid("query", "Sql: option 'query' is empty; write a query such as "
                                         "select * from my_input where id > 0")
         try:
-            own = load_udfs(self.opts["udfs"])
+            own = load_udfs(self.opts["udfs"], self.check_keys)
             check_types(own)
         except UdfError as exc:
             raise self.invalid("udfs", f"Sql: {exc}") from None

@@ -24,8 +24,9 @@ from seatide.config.hocon.values import HoconError, HoconFloat, HoconInt
 class Document:
     """A parsed HOCON text.
 
-    ``lines`` maps the path of every key written outside lists (kept-apart keys under their
-    ``block_key``) to its line; ``blocks`` lists the kept-apart fields in file order."""
+    ``lines`` maps the path of every key to its line (kept-apart keys under their
+    ``block_key``, a list's element as ``"[i]"``: ``("a", "[0]", "b")``); ``blocks`` lists
+    the kept-apart fields in file order."""
 
     value: Any
     lines: Mapping[tuple[str, ...], int]
@@ -46,7 +47,7 @@ def parse(text: str, apart: Collection[str] = (), environ: Mapping[str, str] | N
         value = Resolver(RawObj(), environ).value(Pending(Concat([node], node.line), None))
         return Document(value, {}, ())
     root = builder.object(node, ())
-    value = Resolver(root, environ).value(root)
+    value = Resolver(root, environ, builder.lines).value(root)
     return Document(value, builder.lines, tuple(builder.blocks))
 
 

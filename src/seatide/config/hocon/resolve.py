@@ -66,6 +66,7 @@ class Pending:
     concat: Concat
     path: tuple[str, ...] | None
     prior: Any = None
+    site: tuple[str, ...] | None = None     # where its keys are, for lines ("a", "[0]" in a list)
 
 
 @dataclass(eq=False)
@@ -84,9 +85,9 @@ class Builder:
     namesakes but kept under ``block_key(parent, n)``: a job may hold two ``Console {}``
     blocks (SeaTunnel's reader does the same)."""
 
-    def __init__(self, apart: Collection[str] = ()):
+    def __init__(self, apart: Collection[str] = (), lines: dict | None = None):
         self.apart = frozenset(apart)
-        self.lines: dict[tuple[str, ...], int] = {}
+        self.lines: dict[tuple[str, ...], int] = {} if lines is None else lines
         self.blocks: list[Block] = []
         self._counts: dict[str, int] = {}
 
@@ -129,7 +130,7 @@ class Builder:
                 self.object(part, path, into)
             return
         prior = obj.items.get(key)
-        pending = Pending(concat, path or (key,), prior)
+        pending = Pending(concat, path or (key,), prior, site=path)
         obj.items[key] = pending if prior is None or not _has_substitution(concat) else Merge(prior, pending)
 
 
@@ -152,8 +153,9 @@ def _has_substitution(concat: Concat) -> bool:
 class Resolver:
     """Resolves a built tree; every value is resolved once, and a cycle is an error."""
 
-    def __init__(self, root: RawObj, environ: Mapping[str, str] | None = None):
+    def __init__(self, root: RawObj, environ: Mapping[str, str] | None = None, lines: dict | None = None):
         self.root = root
+        self.nested = Builder(lines=lines)       # objects inside values; their keys' lines go to ``lines``
         self.environ = os.environ if environ is None else environ
         self.memo: dict[int, tuple[Any, Any]] = {}
         self.active: list[Pending] = []
@@ -220,11 +222,13 @@ class Resolver:
 
     def concat(self, pending: Pending) -> Any:
         parts: list[tuple[bool, Any]] = []          # (is whitespace, value)
+        site = pending.site
         for part in pending.concat.parts:
             if isinstance(part, Obj):
-                parts.append((False, self.value(Builder().object(part, None))))
+                parts.append((False, self.value(self.nested.object(part, site))))
             elif isinstance(part, Arr):
-                items = [self.value(Pending(item, None)) for item in part.items]
+                items = [self.value(Pending(item, None, site=None if site is None else (*site, f"[{i}]")))
+                         for i, item in enumerate(part.items)]
                 parts.append((False, [v for v in items if v is not UNDEFINED]))
             elif part.kind == "subst":
                 found = self.substitution(part, pending)

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from seatide.plugin.options import KeyCheck
 from seatide.plugin.types import SchemaError, parse_type
 
 VALUE_RULE_TYPES = ("NOT_NULL", "NULL", "MIN", "MAX", "MIN_LENGTH", "MAX_LENGTH")
@@ -120,35 +121,37 @@ class Rules:
                 or any(c.given for c in self.column_rules or ()))
 
 
-def parse_rules(block: Any, path: str = "rules") -> Rules:
+def parse_rules(block: Any, path: str = "rules", check_keys: KeyCheck | None = None) -> Rules:
+    """The rules of ``block``; keys nobody reads go to ``check_keys`` (warned about, or refused
+    under strict mode: ``plugin.options.KeyCheck``), by default ignored as SeaTunnel does."""
+    keys = check_keys or KeyCheck()
     block = _mapping(block, path)
     for key in block:
         if key in _UNSUPPORTED:
             raise RuleError(f"{path}.{key}", _UNSUPPORTED[key])
-        if key not in ("row_rules", "field_rules", "catalog_table_rule"):
-            raise RuleError(f"{path}.{key}", "unknown key (known: row_rules, field_rules, catalog_table_rule)")
-    rows = tuple(_row_rule(r, f"{path}.row_rules[{i}]")
+    keys(block, ("row_rules", "field_rules", "catalog_table_rule"), path)
+    rows = tuple(_row_rule(r, f"{path}.row_rules[{i}]", keys)
                  for i, r in enumerate(_list(block.get("row_rules", []), f"{path}.row_rules")))
-    fields = tuple(_field_rule(r, f"{path}.field_rules[{i}]")
+    fields = tuple(_field_rule(r, f"{path}.field_rules[{i}]", keys)
                    for i, r in enumerate(_list(block.get("field_rules", []), f"{path}.field_rules")))
     columns, key, constraints = None, None, None
     if "catalog_table_rule" in block:
-        columns, key, constraints = _catalog_rule(block["catalog_table_rule"], f"{path}.catalog_table_rule")
+        columns, key, constraints = _catalog_rule(block["catalog_table_rule"], f"{path}.catalog_table_rule", keys)
     return Rules(rows, fields, columns, key, constraints)
 
 
-def _row_rule(raw: Any, path: str) -> RowRule:
+def _row_rule(raw: Any, path: str, keys: KeyCheck) -> RowRule:
     raw = _mapping(raw, path)
-    _only(raw, path, ("rule_type", "rule_value"))
+    keys(raw, ("rule_type", "rule_value"), path)
     rule_type = _rule_type(raw, path, ROW_RULE_TYPES)
     if rule_type is None:
         raise RuleError(f"{path}.rule_type", "missing: a row rule needs rule_type MIN_ROW or MAX_ROW")
     return RowRule(path, rule_type, _rule_value(raw, path, rule_type))
 
 
-def _field_rule(raw: Any, path: str) -> FieldRule:
+def _field_rule(raw: Any, path: str, keys: KeyCheck) -> FieldRule:
     raw = _mapping(raw, path)
-    _only(raw, path, ("field_name", "field_type", "field_value"))
+    keys(raw, ("field_name", "field_type", "field_value"), path)
     name = raw.get("field_name")
     if not isinstance(name, str) or not name:
         raise RuleError(f"{path}.field_name", "missing: name the field the rules check")
@@ -158,14 +161,14 @@ def _field_rule(raw: Any, path: str) -> FieldRule:
             field_type = parse_type(raw["field_type"])
         except SchemaError as exc:
             raise RuleError(f"{path}.field_type", str(exc)) from None
-    values = tuple(_value_rule(v, f"{path}.field_value[{i}]")
+    values = tuple(_value_rule(v, f"{path}.field_value[{i}]", keys)
                    for i, v in enumerate(_list(raw.get("field_value", []), f"{path}.field_value")))
     return FieldRule(path, name, field_type, values)
 
 
-def _value_rule(raw: Any, path: str) -> ValueRule:
+def _value_rule(raw: Any, path: str, keys: KeyCheck) -> ValueRule:
     raw = _mapping(raw, path)
-    _only(raw, path, ("rule_type", "rule_value", "equals_to"))
+    keys(raw, ("rule_type", "rule_value", "equals_to"), path)
     rule_type = _rule_type(raw, path, VALUE_RULE_TYPES)
     has_equals = "equals_to" in raw
     if rule_type is None and not has_equals:
@@ -176,30 +179,29 @@ def _value_rule(raw: Any, path: str) -> ValueRule:
     return ValueRule(path, rule_type, value, has_equals, raw.get("equals_to"))
 
 
-def _catalog_rule(raw: Any, path: str):
+def _catalog_rule(raw: Any, path: str, keys: KeyCheck):
     raw = _mapping(raw, path)
     for key in raw:
         if key in _UNSUPPORTED_CATALOG:
             raise RuleError(f"{path}.{key}", f"not supported: {_UNSUPPORTED_CATALOG[key]}; remove it "
                             f"(supported: {', '.join(_CATALOG_KEYS)})")
-        if key not in _CATALOG_KEYS:
-            raise RuleError(f"{path}.{key}", f"unknown key (supported: {', '.join(_CATALOG_KEYS)})")
+    keys(raw, _CATALOG_KEYS, path)
     columns = None
     if "column_rule" in raw:
-        columns = tuple(_column_rule(c, f"{path}.column_rule[{i}]")
+        columns = tuple(_column_rule(c, f"{path}.column_rule[{i}]", keys)
                         for i, c in enumerate(_list(raw["column_rule"], f"{path}.column_rule")))
-    key = _primary_key_rule(raw["primary_key_rule"], f"{path}.primary_key_rule") \
+    key = _primary_key_rule(raw["primary_key_rule"], f"{path}.primary_key_rule", keys) \
         if "primary_key_rule" in raw else None
     constraints = None
     if "constraint_key_rule" in raw:
-        constraints = tuple(_constraint_rule(c, f"{path}.constraint_key_rule[{i}]") for i, c in
+        constraints = tuple(_constraint_rule(c, f"{path}.constraint_key_rule[{i}]", keys) for i, c in
                             enumerate(_list(raw["constraint_key_rule"], f"{path}.constraint_key_rule")))
     return columns, key, constraints
 
 
-def _column_rule(raw: Any, where: str) -> ColumnRule:
+def _column_rule(raw: Any, where: str, keys: KeyCheck) -> ColumnRule:
     column = _mapping(raw, where)
-    _only(column, where, ("name", "type", "nullable", "column_length", "default_value", "comment"))
+    keys(column, ("name", "type", "nullable", "column_length", "default_value", "comment"), where)
     for key in ("name", "type"):
         if column.get(key) in (None, ""):
             raise RuleError(f"{where}.{key}", "missing: a column rule needs name and type")
@@ -218,9 +220,9 @@ def _column_rule(raw: Any, where: str) -> ColumnRule:
                       column.get("default_value"), None if comment is None else str(comment))
 
 
-def _primary_key_rule(raw: Any, path: str) -> PrimaryKeyRule:
+def _primary_key_rule(raw: Any, path: str, keys: KeyCheck) -> PrimaryKeyRule:
     raw = _mapping(raw, path)
-    _only(raw, path, ("primary_key_name", "primary_key_columns"))
+    keys(raw, ("primary_key_name", "primary_key_columns"), path)
     columns = raw.get("primary_key_columns")
     if not isinstance(columns, list) or not columns:
         raise RuleError(f"{path}.primary_key_columns", "missing: list the key's columns, e.g. [id]")
@@ -228,9 +230,9 @@ def _primary_key_rule(raw: Any, path: str) -> PrimaryKeyRule:
     return PrimaryKeyRule(path, None if name is None else str(name), tuple(str(c) for c in columns))
 
 
-def _constraint_rule(raw: Any, path: str) -> ConstraintKeyRule:
+def _constraint_rule(raw: Any, path: str, keys: KeyCheck) -> ConstraintKeyRule:
     raw = _mapping(raw, path)
-    _only(raw, path, ("constraint_key_name", "constraint_key_type", "constraint_key_columns"))
+    keys(raw, ("constraint_key_name", "constraint_key_type", "constraint_key_columns"), path)
     if raw.get("constraint_key_name") in (None, ""):
         raise RuleError(f"{path}.constraint_key_name", "missing: name the constraint key")
     kind = str(raw.get("constraint_key_type", "KEY")).strip().upper()
@@ -245,7 +247,7 @@ def _constraint_rule(raw: Any, path: str) -> ConstraintKeyRule:
     for j, column in enumerate(raw_columns):
         at = f"{path}.constraint_key_columns[{j}]"
         column = _mapping(column, at)
-        _only(column, at, ("constraint_key_column_name", "constraint_key_sort_type"))
+        keys(column, ("constraint_key_column_name", "constraint_key_sort_type"), at)
         if column.get("constraint_key_column_name") in (None, ""):
             raise RuleError(f"{at}.constraint_key_column_name", "missing: name the column")
         sort = str(column.get("constraint_key_sort_type", "ASC")).strip().upper()
@@ -297,8 +299,3 @@ def _list(value: Any, path: str) -> list:
         raise RuleError(path, f"must be a list [ ... ], got {type(value).__name__}")
     return value
 
-
-def _only(raw: dict, path: str, allowed: tuple[str, ...]) -> None:
-    for key in raw:
-        if key not in allowed:
-            raise RuleError(f"{path}.{key}", f"unknown key (known: {', '.join(allowed)})")

@@ -40,7 +40,7 @@ class AssertSink(Sink):
 
     def check(self) -> None:
         try:
-            self.rules = parse_rules(self.opts["rules"])
+            self.rules = parse_rules(self.opts["rules"], check_keys=self.check_keys)
         except RuleError as exc:
             raise self.invalid(exc.path, f"option {exc}") from None
 

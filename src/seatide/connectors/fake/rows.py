@@ -20,7 +20,7 @@ from pyspark.sql import types as T
 
 from seatide.connectors.fake.options import INTEGER_BOUNDS
 from seatide.connectors.fake.sql import double_lit, sql_type, string_lit, typed_null
-from seatide.plugin.options import FLOAT, INT
+from seatide.plugin.options import FLOAT, INT, KeyCheck
 from seatide.plugin.rowkind import RowKind
 from seatide.plugin.types import MAX_PRECISION
 
@@ -39,15 +39,15 @@ _INTEGER_TYPES = {T.ByteType: "tinyint", T.ShortType: "smallint", T.IntegerType:
                   T.LongType: "bigint"}
 
 
-def parse_rows(rows: list, schema: T.StructType) -> list[ExplicitRow]:
+def parse_rows(rows: list, schema: T.StructType, check_keys: KeyCheck | None = None) -> list[ExplicitRow]:
+    """The explicit rows; a row's unknown keys go to ``check_keys`` (``plugin.options.KeyCheck``)."""
+    keys = check_keys or KeyCheck()
     parsed = []
     for i, row in enumerate(rows):
         where = f"rows[{i}]"
         if not isinstance(row, dict) or "fields" not in row:
             raise RowValueError(f"{where} must be an object {{ kind = INSERT, fields = [...] }}")
-        unknown = sorted(set(row) - {"kind", "fields"})
-        if unknown:
-            raise RowValueError(f"{where} has unknown key '{unknown[0]}' (a row has kind and fields)")
+        keys(row, ("kind", "fields"), where)
         try:
             kind = RowKind.parse(row.get("kind", "INSERT"))
         except ValueError as exc:

@@ -47,7 +47,7 @@ class FakeSource(Source):
 
     # -- validation ----------------------------------------------------------------------
     def check(self) -> None:
-        self._declared = read_schema(self.opts)
+        self._declared = read_schema(self.opts, check_keys=self.check_keys)
         if self._declared is None:
             raise self.invalid("schema.fields", "FakeSource needs a schema: schema { fields { id = bigint } } "
                                "or schema { columns = [{ name = id, type = bigint }] }")
@@ -153,7 +153,7 @@ class FakeSource(Source):
             raise self.invalid("rows", "rows is empty: list at least one { kind = INSERT, fields = [...] } "
                                "or remove rows to generate data")
         try:
-            return parse_rows(rows, self._schema)
+            return parse_rows(rows, self._schema, self.check_keys)
         except RowValueError as exc:
             raise self.invalid("rows", str(exc)) from None
 

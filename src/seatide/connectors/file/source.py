@@ -94,7 +94,7 @@ class LocalFileSource(Source):
         self._check_read_columns()
 
     def _read_schema(self):
-        self._catalog = read_schema(self.opts)
+        self._catalog = read_schema(self.opts, check_keys=self.check_keys)
         return self._catalog.struct if self._catalog is not None else None
 
     def declared_schema(self) -> Schema | None:
