@@ -117,3 +117,32 @@ def test_a_type_without_a_column_is_refused_naming_the_field(local, target, fiel
     assert run.status == "FAILED"
     way_out = f"CAST({field} AS string)" if field == "n" else f"to_json({field})"
     assert f"cannot create table {table}: field '{field}'" in run.error and way_out in run.error, run.error
+
+
+@pytest.mark.parametrize("kind, column", [("postgresql", "json"), ("postgresql", "point"),
+                                          ("mariadb", "longtext"), ("mariadb", "blob")])
+def test_a_declared_type_no_key_can_have_gives_way_in_a_created_key(local, kind, column):
+    # primary_keys may name a column the source had as a plain column: a json, text or blob
+    # column cannot be (part of) a key, so the created key column takes SeaTunnel's mapping
+    url, user = URLS[kind]
+    source, created = unique("key_src"), unique("key_made")
+    literal = {"json": "'{\"a\": 1}'", "point": "'(1,2)'", "longtext": "'k'", "blob": "'k'"}[column]
+    try:
+        with JdbcUrl.parse(url).connect(user, autocommit=True) as conn:
+            cursor = conn.cursor()
+            cursor.execute(f"CREATE TABLE {source} (id int, k {column})")
+            cursor.execute(f"INSERT INTO {source} VALUES (1, {literal})")
+        run = local.run(f'env {{ job.mode = BATCH\n job.retry.times = 0 }}\n'
+                        f'source {{ Jdbc {{ plugin_output = "rows", url = "{url}", user = "{user}", '
+                        f'table_path = "{source}" }} }}\n'
+                        f'sink {{ Jdbc {{ plugin_input = "rows", url = "{url}", user = "{user}", '
+                        f'table = "{created}", primary_keys = ["k"] }} }}\n')
+        assert run.status == "FINISHED", run.error
+        with JdbcUrl.parse(url).connect(user, autocommit=True) as conn:
+            cursor = conn.cursor()
+            cursor.execute(f"SELECT count(*) FROM {created}")
+            assert cursor.fetchone()[0] == 1
+    finally:
+        with JdbcUrl.parse(url).connect(user, autocommit=True) as conn:
+            for name in (source, created):
+                conn.cursor().execute(f"DROP TABLE IF EXISTS {name}")

@@ -30,6 +30,12 @@ _KEEPS_ROW = f"({int(RowKind.INSERT)}, {int(RowKind.UPDATE_AFTER)})"
 _REMOVES_ROW = f"({int(RowKind.UPDATE_BEFORE)}, {int(RowKind.DELETE)})"
 
 
+# Declared types that cannot be a primary key: PostgreSQL's without a btree operator class,
+# MySQL's that would need a prefix length
+_PG_UNKEYABLE = frozenset({"json", "xml", "point", "line", "lseg", "box", "path", "polygon", "circle"})
+_MYSQL_UNKEYABLE = frozenset({"tinytext", "text", "mediumtext", "longtext", "tinyblob", "blob", "mediumblob",
+                              "longblob", "json", "geometry", "point", "linestring", "polygon", "multipoint",
+                              "multilinestring", "multipolygon", "geometrycollection"})
 # How a timestamp inside an array is written into a MySQL JSON column
 _JSON_TIMESTAMP = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"
 
@@ -68,12 +74,18 @@ class Dialect:
         this kind of database (SeaTunnel keeps a column's source type the same way), else the
         mapping of its SeaTunnel type."""
         declared = declared_type(field, self.name)
-        if declared:
+        if declared and (not key or self._keyable(declared)):
             return declared
         try:
             return self.column_type(field.dataType, key, field.name)
         except UnsupportedType as exc:
             raise UnsupportedType(f"field '{field.name}': {exc}") from None
+
+    def _keyable(self, declared: str) -> bool:
+        """Whether a column of the declared type can be (part of) a primary key; one that cannot
+        takes SeaTunnel's mapping in a created key (a string becomes TEXT / VARCHAR(255))."""
+        base = declared.split("(")[0].strip().lower().removesuffix("[]")
+        return base not in (_PG_UNKEYABLE if self.name == POSTGRESQL else _MYSQL_UNKEYABLE)
 
     @property
     def label(self) -> str:
