@@ -527,3 +527,17 @@ def test_a_column_that_changes_type_while_the_job_runs_fails_it(shop):
             read_rows(reader, first, second)
     finally:
         reader.stop()
+
+
+def test_a_column_dropped_while_the_job_runs_fails_it_instead_of_nulling_it(shop):
+    conn, url, db = shop
+    reader = reader_for(cdc_source(url, f"{db}.public.items", 'startup.mode = "latest"'), "dropped")
+    try:
+        first = reader.latestOffset(reader.initialOffset())
+        conn.execute("ALTER TABLE items DROP COLUMN tags")
+        conn.execute("UPDATE items SET name = 'x' WHERE id = 1")
+        second = reader.latestOffset(first)
+        with pytest.raises(PermanentError, match=r"lost columns \['tags'\]"):
+            read_rows(reader, first, second)
+    finally:
+        reader.stop()

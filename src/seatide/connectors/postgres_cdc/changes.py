@@ -104,13 +104,15 @@ def truncated(message: Truncate, tables: list[CapturedTable]) -> None:
 def table_index(relation, tables: list[CapturedTable]) -> int | None:
     for i, table in enumerate(tables):
         if (table.schema, table.name) == (relation.schema, relation.name):
-            known = {c.name for c in table.columns}
+            known, now = {c.name for c in table.columns}, {c.name for c in relation.columns}
             added = [c.name for c in relation.columns if c.name not in known]
-            if added:
+            lost = [c.name for c in table.columns if c.name not in now]
+            if added or lost:
+                change = f"gained columns {added}" if added else f"lost columns {lost}"
                 raise permanent_in_worker(
-                    f"Postgres-CDC: table {table.qualified} gained columns {added} while the job "
-                    "ran; schema changes are not followed. Start the job from a fresh checkpoint "
-                    "to capture the new columns.")
+                    f"Postgres-CDC: table {table.qualified} {change} while the job ran; schema changes "
+                    "are not followed (their values would be missing or null in every later change). "
+                    "Start the job from a fresh checkpoint to capture the table as it is now.")
             started = dict(table.type_oids)
             retyped = [c.name for c in relation.columns if started.get(c.name, c.type_oid) != c.type_oid]
             if retyped:
