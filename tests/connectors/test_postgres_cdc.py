@@ -541,3 +541,27 @@ def test_a_column_dropped_while_the_job_runs_fails_it_instead_of_nulling_it(shop
             read_rows(reader, first, second)
     finally:
         reader.stop()
+
+
+def test_planning_a_batch_keeps_no_rows_and_a_lagging_slot_costs_no_rereads(shop):
+    """Finding 7 of issue 22: batches are planned from their own start over the replication
+    protocol and hand the task a position range, not rows, so the driver holds nothing of a
+    backlog; two batches planned before either is confirmed (as Spark does) split it exactly.
+    Time and memory over large backlogs: bench/cdc_backlog.py."""
+    import pickle
+
+    conn, url, db = shop
+    reader = reader_for(cdc_source(url, f"{db}.public.items", 'startup.mode = "latest"'), "backlog")
+    reader.max_rows = 300
+    try:
+        start = reader.latestOffset(reader.initialOffset())
+        for first in range(1000, 2000, 100):          # ten transactions of 100 rows
+            conn.execute("INSERT INTO items (id) SELECT g FROM generate_series(%s::int, %s::int) g", (first, first + 99))
+        one = reader.latestOffset(start)
+        two = reader.latestOffset(one)                # the slot still at ``start``
+        (part,) = reader.partitions(start, one)
+        assert len(pickle.dumps(part)) < 1000 and one["changes"] == 300
+        ids = [r["id"] for r in read_rows(reader, start, one)] + [r["id"] for r in read_rows(reader, one, two)]
+        assert ids == list(range(1000, 1600))
+    finally:
+        reader.stop()
