@@ -50,8 +50,7 @@ def batch_end(conn, start: BinlogPosition, end: BinlogPosition, tables: list[Cap
     file, pos = start.file, start.pos
     with conn.cursor() as cur:
         while True:
-            cur.execute("SHOW BINLOG EVENTS IN %s FROM %s LIMIT %s", (file, pos, _PAGE))
-            events = cur.fetchall()
+            events = _events(conn, cur, file, pos)
             if not events:
                 later = files[files.index(file) + 1:] if file in files else []
                 if not later or BinlogPosition.of(later[0], 4) >= end:
@@ -74,3 +73,18 @@ def batch_end(conn, start: BinlogPosition, end: BinlogPosition, tables: list[Cap
                 elif (kind == "Xid" or kind == "Query" and not info.upper().startswith("BEGIN")) and rows >= max_rows:
                     return here
                 pos = stop
+
+
+def _events(conn, cur, file: str, pos: int) -> list[tuple]:
+    """A page of SHOW BINLOG EVENTS, with ``Info`` read as bytes and decoded leniently: it holds
+    logged statements as the client sent them, and a client that inlines a binary value (MariaDB
+    Connector/J does, for a Jdbc sink writing bytes into any table of the server) makes it
+    invalid UTF-8, which PyMySQL would refuse to decode."""
+    unicode, conn.use_unicode = conn.use_unicode, False
+    try:
+        cur.execute("SHOW BINLOG EVENTS IN %s FROM %s LIMIT %s", (file, pos, _PAGE))
+        rows = cur.fetchall()
+    finally:
+        conn.use_unicode = unicode
+    return [tuple(v.decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else v for v in row)
+            for row in rows]
