@@ -113,7 +113,7 @@ def test_resume_without_its_checkpoint_is_refused_and_fresh_fallback_starts_over
     cluster.cancel("lost-ckpt")
     cluster.wait_status("lost-ckpt", "CANCELED", timeout=90)
     open_gate(gate)
-    shutil.rmtree(os.path.join(cluster.data_dir, "checkpoints", "lost-ckpt", "1"))
+    shutil.rmtree(cluster.checkpoint_dir("lost-ckpt"))
     status, body = _resume(cluster, "lost-ckpt")
     assert status == 409, body
     message = body["error"]
@@ -264,7 +264,7 @@ def test_resume_moves_no_directory_itself_and_a_driver_killed_mid_way_finishes_t
     stopped = written_ids(out)
     first.kill()                        # no driver can start while the resume is checked
     wait_for(lambda: not first.alive, 10, message="w1 gone")
-    root = os.path.join(cluster.data_dir, "checkpoints", "prep")
+    root = os.path.dirname(cluster.checkpoint_dir("prep"))      # the run's directory
 
     def tree() -> list:
         return sorted((path, os.path.getmtime(path)) for path, _, _ in os.walk(root))

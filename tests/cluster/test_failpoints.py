@@ -80,7 +80,7 @@ def _run_through(cluster: Cluster, tmp_path, envs: list[tuple[str, dict]], job_i
     assert job.status == "FINISHED", job.error_msg
     wait_for(lambda: _cleaned(cluster, job_id), 120, message="the job's cleanup")
     assert_exactly(written_ids(out + "/p0"), range(400))
-    assert not os.path.exists(os.path.join(cluster.data_dir, "checkpoints", job_id, "1"))
+    assert not os.path.exists(cluster.checkpoint_dir(job_id))
 
 
 def _at_every_failpoint(action: str, groups: dict, cluster: Cluster, tmp_path, job_id: str,

@@ -57,7 +57,7 @@ def test_terminal_job_is_never_restarted_by_new_leader(cluster: Cluster, tmp_pat
     assert cluster.job("story1").status == "FINISHED"
     assert len(cluster.attempts("story1")) == 1, "the finished job was started again"
     assert "story1" not in _running_ids(cluster)
-    assert not os.path.exists(os.path.join(cluster.data_dir, "checkpoints", "story1", "1"))
+    assert not os.path.exists(cluster.checkpoint_dir("story1"))
     assert watch.max_seen <= 1
     assert_never_resurrected(cluster, "story1")
     assert_exactly(written_ids(out + "/p0"), range(100))
@@ -83,7 +83,7 @@ def test_cleanup_survives_two_leader_deaths_in_the_delay_window(cluster: Cluster
     survivors = [c for c in coordinators if c.alive]
     assert len(survivors) == 1 and cluster.leader().node_id == survivors[0].name
     assert driver_pids("story2") == []
-    assert not os.path.exists(os.path.join(cluster.data_dir, "checkpoints", "story2", "1"))
+    assert not os.path.exists(cluster.checkpoint_dir("story2"))
     assert cluster.job("story2").status == "FINISHED" and len(cluster.attempts("story2")) == 1
     assert_never_resurrected(cluster, "story2")
 

@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from seatide.coordinator.cleanup import (CleanupView, Forget, KillAttempt, MarkClean, ReleaseSources,
+from seatide.coordinator.cleanup import (CleanupView, DecideExpiry, Forget, KillAttempt, MarkClean, ReleaseSources,
                                          RemoveCheckpoints, decide_cleanup)
 
 DIRS = ("/data/j1/pipeline-1", "/data/j1/pipeline-2")
@@ -50,5 +50,5 @@ def test_an_old_run_of_a_reused_id_takes_the_directories_only_it_used_when_it_ex
 def test_history_expiry_removes_everything_of_the_current_incarnation_then_its_rows():
     for status in ("FINISHED", "CANCELED"):
         view = CleanupView(result(status, "CLEAN"), current=True, checkpoint_dirs=DIRS)
-        assert decide_cleanup(view) == [ReleaseSources(), RemoveCheckpoints(DIRS, with_job_root=True),
+        assert decide_cleanup(view) == [DecideExpiry(), ReleaseSources(), RemoveCheckpoints(DIRS, with_job_root=True),
                                         Forget()], status

@@ -316,3 +316,18 @@ def test_savepoint_asked_while_the_job_waits_for_its_retry_ends_through_doing_sa
     assert actions == [r.SetStatus("DOING_SAVEPOINT"), r.EndPipelines("SAVEPOINT_DONE"), r.Finish("SAVEPOINT_DONE")]
     check_job("PENDING", "DOING_SAVEPOINT")        # both steps are transitions of the table
     check_job("DOING_SAVEPOINT", "SAVEPOINT_DONE")
+
+
+def test_a_resumed_incarnation_waits_for_every_earlier_driver_to_be_gone():
+    """Issue 21 finding 4: a resume marks the old incarnation's attempts LOST and asks their
+    workers to kill them; the new incarnation's first driver starts only once they are gone,
+    by the same rule as a retry (here the old driver's worker lives and has not reaped it)."""
+    resumed = job(incarnation=2, status="PENDING", current_attempt=None)
+    superseded = attempt(attempt_id=5, state="LOST", kill_requested=True, ended_at=None)
+    snap = r.Snapshot(resumed, None, [pipe(status="CREATED")], {"w1": worker()}, {}, NOW, None, frozenset(),
+                      (superseded,))
+    assert r.reconcile_job(snap, T) == []
+    reaped = attempt(attempt_id=5, state="LOST", kill_requested=True, ended_at=NOW - 0.1)
+    snap = r.Snapshot(resumed, None, [pipe(status="CREATED")], {"w1": worker()}, {}, NOW, None, frozenset(),
+                      (reaped,))
+    assert r.reconcile_job(snap, T) == [r.CreateAttempt("w1")]

@@ -137,7 +137,9 @@ def test_pruning_bounds_rows_and_events_and_keeps_what_a_resume_needs(leader):
 def test_set_aside_directories_and_ended_attempt_logs_go_after_their_age(leader):
     coordinator, store, data_dir = leader
     driver = _running_attempt(coordinator, store, data_dir, "se-files")
-    root = os.path.join(data_dir, "checkpoints", "se-files")
+    with store.read() as conn:       # the run's directory, beside its pipelines' (store/runs.py)
+        root = os.path.dirname(conn.execute(select(s.pipelines.c.checkpoint_dir).where(
+            s.pipelines.c.job_id == "se-files").limit(1)).scalar())
     old_ms, young_ms = int((time.time() - 8 * DAY_S) * 1000), int((time.time() - 3600) * 1000)
     for name in (f"1.discarded-{old_ms}", f"2.replaced-{old_ms}", f"1.replaced-{young_ms}", "1", "savepoints",
                  "2.restoring-3", "1.restoring-4"):

@@ -82,7 +82,7 @@ def test_only_the_current_attempt_decides_and_the_first_decision_stands(store, t
         first.decide_batch(1, SINK, 1, "T1", {"publish": {}, "state": {"rows": 2}})
     assert [(m.batch_id, m.status) for m in manifests(store)] == [(0, "DECIDED")]
     # the replacement finds the decided batch to roll forward, and marks it published
-    assert [b for b, _, _ in second.unpublished_manifests(1, SINK)] == [0]
+    assert [b for b, _, _ in second.unpublished_manifests(1, SINK, "T")] == [0]
     second.batch_published(1, SINK, "T0")
     assert [(m.batch_id, m.status) for m in manifests(store)] == [(0, "PUBLISHED")]
     with store.write() as conn:
@@ -122,7 +122,7 @@ def test_a_zombie_driver_held_before_its_decision_publishes_nothing(spark, store
     def zombie_batch():
         try:
             write_exactly_once(sink.writer(None), log, _frame(spark), 0, "T0",
-                               decisions=StoreDecisions(zombie, 1, SINK), staging_tag=str(zombie_id))
+                               decisions=StoreDecisions(zombie, 1, SINK, "T"), staging_tag=str(zombie_id))
         except BaseException as exc:
             outcome["error"] = exc
 
@@ -135,7 +135,7 @@ def test_a_zombie_driver_held_before_its_decision_publishes_nothing(spark, store
         monkeypatch.delitem(failpoints._POINTS, "sink.before_decision")
         replacement = AttemptReporter(store, "j1", 1, replacement_id)
         result = write_exactly_once(sink.writer(None), log, _frame(spark), 0, "T0",
-                                    decisions=StoreDecisions(replacement, 1, SINK), staging_tag=str(replacement_id))
+                                    decisions=StoreDecisions(replacement, 1, SINK, "T"), staging_tag=str(replacement_id))
         assert not result.replayed and result.state["rows"] == 3
     finally:
         gate.touch()
@@ -155,14 +155,14 @@ def test_a_decided_batch_whose_driver_died_is_published_at_the_next_start(spark,
     monkeypatch.setitem(failpoints._POINTS, "sink.after_decision", "raise")   # dies between decision and publish
     first = AttemptReporter(store, "j1", 1, new_attempt(store, "j1", 1))
     with pytest.raises(failpoints.FailpointError):
-        write_exactly_once(sink.writer(None), log, _frame(spark), 0, "T0", decisions=StoreDecisions(first, 1, SINK))
+        write_exactly_once(sink.writer(None), log, _frame(spark), 0, "T0", decisions=StoreDecisions(first, 1, SINK, "T"))
     assert _published_ids(out) == [] and log.committed(0) is None
     monkeypatch.delitem(failpoints._POINTS, "sink.after_decision")
     second = AttemptReporter(store, "j1", 1, new_attempt(store, "j1", 2))
-    assert roll_forward(sink.writer(None), log, StoreDecisions(second, 1, SINK)) == [0]
+    assert roll_forward(sink.writer(None), log, StoreDecisions(second, 1, SINK, "T")) == [0]
     assert _published_ids(out) == [1, 2, 3] and log.committed(0)["rows"] == 3
     assert not os.path.exists(os.path.join(out, STAGING_DIR))
     # the replay of the batch that follows writes nothing more
-    again = write_exactly_once(sink.writer(None), log, _frame(spark), 0, "T0", decisions=StoreDecisions(second, 1, SINK))
+    again = write_exactly_once(sink.writer(None), log, _frame(spark), 0, "T0", decisions=StoreDecisions(second, 1, SINK, "T"))
     assert again.replayed and _published_ids(out) == [1, 2, 3]
     assert [m.status for m in manifests(store)] == ["PUBLISHED"]

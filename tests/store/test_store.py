@@ -54,7 +54,7 @@ def test_submission_records_job_and_pipelines(store, tmp_path):
         events = [e.kind for e in conn.execute(select(s.events).where(s.events.c.job_id == "j1"))]
     assert (job.status, job.desired, job.incarnation, job.max_retries) == ("CREATED", "RUN", 1, 3)
     assert [(p.pipeline_id, p.status) for p in pipes] == [(1, "CREATED")]
-    assert pipes[0].checkpoint_dir.endswith("checkpoints/j1/1")
+    assert pipes[0].checkpoint_dir.endswith(f"checkpoints/j1/{job.run_id}/1")   # the run's own directory
     assert events == ["JOB_SUBMITTED"]
 
 
@@ -90,7 +90,9 @@ def test_a_reused_job_id_starts_in_checkpoint_directories_of_its_own(store, tmp_
     with store.read() as conn:
         dirs = dict(conn.execute(select(s.pipelines.c.incarnation, s.pipelines.c.checkpoint_dir)).all())
     assert dirs[1] != dirs[2]
-    assert os.path.dirname(dirs[1]) == os.path.dirname(dirs[2])    # one job root: expiry removes both
+    # One job root, a directory per run within it: each run's expiry removes its own.
+    assert os.path.dirname(os.path.dirname(dirs[1])) == os.path.dirname(os.path.dirname(dirs[2]))
+    assert os.path.dirname(dirs[1]) != os.path.dirname(dirs[2])
 
 
 def test_stop_requests_are_refused_for_ended_or_unknown_jobs(store, tmp_path):

@@ -7,6 +7,16 @@ a CANCELED, FAILED or SAVEPOINT_DONE job keeps them so it can be resumed), and m
 the result CLEAN. It never touches a newer incarnation of the same job id. A failed
 cleanup is retried with backoff. History expiry later drops the job's rows.
 
+Destructive steps are decided under the lease and touch only what the decider owns:
+
+* an expiry first marks its result EXPIRING in a leader transaction that checks, against
+  the job row it locks, that the result is still the job's current incarnation; from then a
+  resume is refused (``store/restore.py``), so no driver can start from a directory being
+  removed, and a view read before a resume is never acted on;
+* what it removes belongs to the result's run (``store/runs.py``): a run's directories,
+  slots and transaction ids are its own, so a slow or former leader's late removal reaches
+  only a run that is already dead, never a job id's next run.
+
 Whenever a job's checkpoints go for good, so does what its sources hold outside Spark for
 it (``Source.release``: a replication slot and its publication), in the same step and
 before the step is recorded, so a failed release is retried with it.
@@ -33,6 +43,7 @@ from seatide.store import schema as s
 from seatide.store.clock import read_store_now, store_now
 from seatide.store.db import Store, record_event
 from seatide.store.jobs import forget_job
+from seatide.store.runs import run_key
 from seatide.store.states import CleanupState, JobStatus
 
 log = logging.getLogger(__name__)
@@ -45,7 +56,8 @@ def due_results(store: Store, now: float) -> list:
         dirty = conn.execute(select(s.job_results).where(and_(
             s.job_results.c.cleanup == CleanupState.DIRTY, s.job_results.c.next_cleanup_at <= now))).all()
         expired = conn.execute(select(s.job_results).where(and_(
-            s.job_results.c.cleanup == CleanupState.CLEAN, s.job_results.c.expires_at <= now))).all()
+            s.job_results.c.cleanup.in_([CleanupState.CLEAN, CleanupState.EXPIRING]),
+            s.job_results.c.expires_at <= now))).all()
     return [*dirty, *expired]
 
 
@@ -59,6 +71,7 @@ class CleanupView:
     checkpoint_dirs: tuple[str, ...] = ()
     existing_dirs: tuple[str, ...] = ()   # those of checkpoint_dirs on disk when read
     current_dirs: tuple[str, ...] = ()    # the job id's current incarnation's (a resume shares them)
+    same_run: bool = True             # the job id's current incarnation is of the result's run
 
 
 # -- effects ---------------------------------------------------------------------------
@@ -80,6 +93,11 @@ class RemoveCheckpoints:
 
 
 @dataclass(frozen=True)
+class DecideExpiry:
+    """Mark the result EXPIRING, under the lease, if it is still the job's current incarnation."""
+
+
+@dataclass(frozen=True)
 class MarkClean:
     removed: tuple[str, ...]
     newer_incarnation: bool
@@ -90,7 +108,11 @@ class Forget:
     """History expiry: the job's rows go."""
 
 
-CleanupEffect = KillAttempt | ReleaseSources | RemoveCheckpoints | MarkClean | Forget
+CleanupEffect = KillAttempt | ReleaseSources | DecideExpiry | RemoveCheckpoints | MarkClean | Forget
+
+
+class ExpiryOverruled(Exception):
+    """The job moved on (a resume) between the view and the expiry's decision: nothing is done."""
 
 
 def decide_cleanup(view: CleanupView) -> list[CleanupEffect]:
@@ -103,12 +125,16 @@ def decide_cleanup(view: CleanupView) -> list[CleanupEffect]:
             removed = view.existing_dirs
             effects += [ReleaseSources(), RemoveCheckpoints(removed)]
         return [*effects, MarkClean(removed, newer_incarnation=not view.current)]
+    if not view.current and not view.same_run:
+        # A dead run (its job id was submitted again): nothing of it can be resumed any more,
+        # and all it left is its own (store/runs.py).
+        return [ReleaseSources(), RemoveCheckpoints(view.checkpoint_dirs, with_job_root=True), Forget()]
     if not view.current:
         # A newer incarnation owns the directories it shares (a resume's); those only this
-        # one used (a reused id's new run starts in its own) go with its rows.
+        # one used go with its rows.
         unused = tuple(d for d in view.checkpoint_dirs if d not in view.current_dirs)
         return [RemoveCheckpoints(unused), Forget()] if unused else [Forget()]
-    return [ReleaseSources(), RemoveCheckpoints(view.checkpoint_dirs, with_job_root=True), Forget()]
+    return [DecideExpiry(), ReleaseSources(), RemoveCheckpoints(view.checkpoint_dirs, with_job_root=True), Forget()]
 
 
 # -- one step --------------------------------------------------------------------------
@@ -121,6 +147,8 @@ def reconcile_cleanup(store: Store, epoch: int, actor: str, result,
             failpoints.hit("coordinator.before_cleanup")
         effects = decide_cleanup(read_cleanup_view(store, result))
         apply_cleanup(store, epoch, actor, result, effects, kill_attempt)
+    except ExpiryOverruled as exc:
+        log.info("history expiry of job %s skipped: %s", result.job_id, exc)
     except Exception as exc:
         # A failed step (a source's server unreachable, say) is retried with backoff, for
         # this job only: cleanup by its due time, expiry by its expiry time.
@@ -138,15 +166,19 @@ def reconcile_cleanup(store: Store, epoch: int, actor: str, result,
 
 def read_cleanup_view(store: Store, result) -> CleanupView:
     with store.read() as conn:
-        newest = conn.execute(select(s.jobs.c.incarnation).where(s.jobs.c.job_id == result.job_id)).scalar()
+        row = conn.execute(select(s.jobs.c.incarnation, s.jobs.c.run_id).where(
+            s.jobs.c.job_id == result.job_id)).first()
+        newest = row.incarnation if row is not None else None
         current = newest == result.incarnation
+        same_run = row is not None and row.run_id == result.run_id
         leftovers = () if result.cleanup != CleanupState.DIRTY else tuple(conn.execute(
             select(s.attempts).where(and_(
                 s.attempts.c.job_id == result.job_id, s.attempts.c.incarnation == result.incarnation,
                 s.attempts.c.ended_at.is_(None), s.attempts.c.pid.isnot(None)))).all())
         dirs = _checkpoint_dirs(conn, result.job_id, result.incarnation)
         current_dirs = dirs if current or newest is None else _checkpoint_dirs(conn, result.job_id, newest)
-    return CleanupView(result, current, leftovers, dirs, tuple(d for d in dirs if os.path.isdir(d)), current_dirs)
+    return CleanupView(result, current, leftovers, dirs, tuple(d for d in dirs if os.path.isdir(d)), current_dirs,
+                       same_run)
 
 
 def _checkpoint_dirs(conn, job_id: str, incarnation: int) -> tuple[str, ...]:
@@ -160,6 +192,8 @@ def apply_cleanup(store: Store, epoch: int, actor: str, result, effects: list[Cl
         match effect:
             case KillAttempt(attempt):
                 kill_attempt(attempt)
+            case DecideExpiry():
+                _decide_expiry(store, epoch, actor, result)
             case ReleaseSources():
                 _release_sources(store, result)
             case RemoveCheckpoints(paths, with_job_root):
@@ -181,7 +215,27 @@ def _key(result):
     return and_(s.job_results.c.job_id == result.job_id, s.job_results.c.incarnation == result.incarnation)
 
 
+def _decide_expiry(store: Store, epoch: int, actor: str, result) -> None:
+    """The expiry's commit point: in one leader transaction, with the job row locked against a
+    resume, check that the result is still the job's current incarnation and mark it EXPIRING.
+    A resume that got in first moved the incarnation on: the expiry is overruled."""
+    with store.leader_tx(epoch) as conn:
+        query = select(s.jobs.c.incarnation, s.jobs.c.run_id).where(s.jobs.c.job_id == result.job_id)
+        job = conn.execute(query if store.is_sqlite else query.with_for_update()).first()
+        if job is None or job.incarnation != result.incarnation or job.run_id != result.run_id:
+            raise ExpiryOverruled(f"incarnation {result.incarnation} is no longer the job's current one")
+        done = conn.execute(update(s.job_results).where(and_(
+            _key(result), s.job_results.c.cleanup.in_([CleanupState.CLEAN, CleanupState.EXPIRING])))
+            .values(cleanup=CleanupState.EXPIRING)).rowcount
+        if not done:
+            raise ExpiryOverruled("its result is gone")
+        record_event(conn, "EXPIRY_DECIDED", actor, result.job_id, result.incarnation, epoch)
+
+
 def _remove_checkpoints(result, paths: tuple[str, ...], with_job_root: bool) -> None:
+    """Remove pipeline directories; ``with_job_root``: the whole run's too (savepoints and
+    set-aside copies beside them). Every path is the result's own run's: a new run of the job
+    id lives in a directory of its own (``store/runs.py``), which this never reaches."""
     for path in paths:
         if not with_job_root:     # a cleanup that cannot remove them fails, and is retried
             if os.path.isdir(path):
@@ -189,17 +243,40 @@ def _remove_checkpoints(result, paths: tuple[str, ...], with_job_root: bool) -> 
             continue
         shutil.rmtree(path, ignore_errors=True)
         root = os.path.dirname(path.rstrip("/"))
-        if os.path.basename(root) == result.job_id:
-            shutil.rmtree(root, ignore_errors=True)
+        if result.run_id and os.path.basename(root) == result.run_id:
+            shutil.rmtree(root, ignore_errors=True)          # <job>/<run>: this run's alone
+            _remove_if_empty(os.path.dirname(root))          # <job>: only when no run is left in it
+        elif not result.run_id and os.path.basename(root) == result.job_id:
+            _remove_legacy_run(root, path)
+
+
+def _remove_legacy_run(job_root: str, path: str) -> None:
+    """A job submitted before runs kept its pipelines in the job's directory itself: take its
+    savepoints and set-aside copies, never a newer run's directory beside them."""
+    name = os.path.basename(path.rstrip("/"))
+    shutil.rmtree(os.path.join(job_root, "savepoints"), ignore_errors=True)
+    for entry in os.scandir(job_root) if os.path.isdir(job_root) else ():
+        if entry.name.startswith(name + ".") and entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+    _remove_if_empty(job_root)
+
+
+def _remove_if_empty(path: str) -> None:
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
 
 
 def _release_sources(store: Store, result) -> None:
     """Let each source drop what it created outside Spark for this job (idempotent)."""
     from seatide.config.loader import ConfigError, load_job_text
 
-    with store.read() as conn:
-        job = conn.execute(select(s.jobs.c.config, s.jobs.c.variables).where(
-            s.jobs.c.job_id == result.job_id)).first()
+    job = result       # the run's own config, kept with its result (a later run may have replaced the job row)
+    if result.config is None:      # a result from before revision 0011
+        with store.read() as conn:
+            job = conn.execute(select(s.jobs.c.config, s.jobs.c.variables).where(
+                s.jobs.c.job_id == result.job_id)).first()
     if job is None:
         return
     variables = json.loads(job.variables or "{}")
@@ -211,4 +288,4 @@ def _release_sources(store: Store, result) -> None:
                     mask_message(str(exc), secret_values(job.config, variables)))
         return
     for spec in config.sources:
-        spec.plugin.release(result.job_id)
+        spec.plugin.release(run_key(result.job_id, result.run_id))

@@ -1,8 +1,12 @@
 """Applying reconcile decisions: one fenced transaction per job, compare-and-set on what was read.
 
-The decision was made on a snapshot; inside the transaction the job row is read again
-and the effects apply only if its incarnation, status and current attempt are still
-what the decision saw. Otherwise nothing changes and the next tick decides afresh.
+The decision was made on a snapshot; inside the transaction the job row is read again,
+locked (``FOR UPDATE`` on PostgreSQL; SQLite's write lock is the whole store), and the
+effects apply only if its incarnation, status and current attempt are still what the
+decision saw. Otherwise nothing changes and the next tick decides afresh. Holding the lock
+to the commit is what makes it a compare-and-set: under READ COMMITTED a resume's new
+incarnation could otherwise land between the read and a ``Finish``, which would then end it.
+Every job write also names the incarnation it was decided for.
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ class Applier:
         kills = []
         finished = any(isinstance(a, r.Finish) for a in actions)
         with self.store.leader_tx(epoch) as conn:
-            job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == snap.job.job_id)).first()
+            query = select(s.jobs).where(s.jobs.c.job_id == snap.job.job_id)
+            job = conn.execute(query if self.store.is_sqlite else query.with_for_update()).first()
+            failpoints.hit("coordinator.apply_after_read")
             if (job is None or job.incarnation != snap.job.incarnation or job.status != snap.job.status
                     or job.current_attempt != snap.job.current_attempt):
                 return []
@@ -135,7 +141,8 @@ class Applier:
         ctx.set_status(action.status, error=action.error)
         ctx.update(finished_at=ctx.now)
         ctx.conn.execute(insert(s.job_results).values(
-            job_id=job.job_id, incarnation=job.incarnation, status=action.status, cleanup=CleanupState.DIRTY,
+            job_id=job.job_id, incarnation=job.incarnation, run_id=job.run_id, config=job.config,
+            variables=job.variables, status=action.status, cleanup=CleanupState.DIRTY,
             cleanup_due_at=ctx.now + job.cleanup_delay_s, cleanup_tries=0,
             next_cleanup_at=ctx.now + job.cleanup_delay_s,
             expires_at=ctx.now + self.history_expire_s, created_at=ctx.now))
@@ -149,8 +156,10 @@ class _Ctx:
 
     def update(self, **values) -> None:
         values["updated_at"] = self.now
-        self.conn.execute(update(s.jobs).where(s.jobs.c.job_id == self.job.job_id).values(**values))
-        self.job = self.conn.execute(select(s.jobs).where(s.jobs.c.job_id == self.job.job_id)).first()
+        where = and_(s.jobs.c.job_id == self.job.job_id, s.jobs.c.incarnation == self.job.incarnation)
+        if self.conn.execute(update(s.jobs).where(where).values(**values)).rowcount != 1:
+            raise RuntimeError(f"job {self.job.job_id} incarnation {self.job.incarnation} changed under its lock")
+        self.job = self.conn.execute(select(s.jobs).where(where)).first()
 
     def set_status(self, new: str, error: str | None = None) -> None:
         old = self.job.status

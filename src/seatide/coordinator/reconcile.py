@@ -30,6 +30,9 @@ class Snapshot:
     # Workers whose liveness lock was free when the snapshot was read: dead now, whatever
     # their last heartbeat says, and their drivers with them (store/liveness.py).
     dead_workers: frozenset[str] = frozenset()
+    # The job's other attempts whose drivers were launched and not yet reaped (an incarnation a
+    # resume superseded, a lost attempt being put down): no new driver starts beside them.
+    earlier: tuple = ()
 
 
 # -- effects (applied by effects.py) --------------------------------------------------------
@@ -102,6 +105,8 @@ def reconcile_job(snap: Snapshot, timeouts: Timeouts) -> list[Action]:
 
     if attempt is not None and not process_gone(snap, timeouts):
         return []   # never start a driver while the previous one may still run
+    if any(not attempt_gone(earlier, snap, timeouts) for earlier in snap.earlier):
+        return []   # nor while any earlier one may (a resume does not wait for them itself)
 
     if job.desired == Desired.CANCEL:
         return [EndPipelines(PipelineStatus.CANCELED), Finish(JobStatus.CANCELED)]
@@ -268,14 +273,19 @@ def lost_reason(snap: Snapshot, timeouts: Timeouts) -> str | None:
 
 
 def process_gone(snap: Snapshot, timeouts: Timeouts) -> bool:
-    """True once the ended attempt's driver process surely no longer runs.
+    """True once the ended current attempt's driver process surely no longer runs."""
+    return attempt_gone(snap.attempt, snap, timeouts)
+
+
+def attempt_gone(attempt: Any, snap: Snapshot, timeouts: Timeouts) -> bool:
+    """True once an ended attempt's driver process surely no longer runs.
 
     Its worker reaped it (``ended_at``), or its worker died (its liveness lock is free: the
     process is gone, and its drivers died with it by ``PR_SET_PDEATHSIG``), or the worker
     is silent and the driver has been silent long enough to have fenced itself off (a
     driver cut off from the store with its worker may outlive it until then).
     """
-    attempt, now = snap.attempt, snap.now
+    now = snap.now
     if attempt.ended_at is not None:
         return True
     if attempt.pid is None and attempt.state not in ATTEMPT_LIVE and attempt.launched_at is None:

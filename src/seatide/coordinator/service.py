@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Iterator
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import and_, func, insert, select, update
 
 from seatide import clock
 from seatide.coordinator.cleanup import due_results, reconcile_cleanup
@@ -27,7 +27,7 @@ from seatide.store import schema as s
 from seatide.store.clock import read_store_now, store_now
 from seatide.store.db import NotLeader, Store, normalize_url, record_event
 from seatide.store.liveness import Liveness, worker_lock
-from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
+from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, AttemptState
 
 log = logging.getLogger(__name__)
 
@@ -283,6 +283,13 @@ class Coordinator:
             for row in conn.execute(select(s.pipelines).join(s.jobs, j.job_id == p.job_id).where(active)
                                     .order_by(p.pipeline_id)).all():
                 pipelines.setdefault((row.job_id, row.incarnation), []).append(row)
+            # Drivers launched for a job and never reaped, other than its current attempt's (by the
+            # job's attempts index): a new driver waits for them (reconcile.attempt_gone).
+            earlier: dict[str, list] = {}
+            for row in conn.execute(select(s.attempts).join(s.jobs, j.job_id == a.job_id).where(and_(
+                    active, a.ended_at.is_(None), a.attempt_id != func.coalesce(j.current_attempt, -1),
+                    a.state != AttemptState.ASSIGNED))).all():
+                earlier.setdefault(row.job_id, []).append(row)
         dead = self._dead_workers(workers, now)
         snaps = []
         for job in jobs:
@@ -290,7 +297,8 @@ class Coordinator:
             # The newest completed checkpoint is on its pipeline's row (store/schema.py): no
             # checkpoint row is read, a seek per job once cost a quarter of the pass.
             last = max((r.last_checkpoint_at for r in rows if r.last_checkpoint_at is not None), default=None)
-            snaps.append(Snapshot(job, attempts.get(job.current_attempt), rows, workers, load, now, last, dead))
+            snaps.append(Snapshot(job, attempts.get(job.current_attempt), rows, workers, load, now, last, dead,
+                                  tuple(earlier.get(job.job_id, ()))))
         return snaps, load
 
     def _dead_workers(self, workers: dict, now: float) -> frozenset[str]:

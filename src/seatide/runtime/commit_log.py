@@ -135,6 +135,7 @@ class StoreDecisions:
     reporter: object       # runtime.reporter.AttemptReporter (kept loose: no store import here)
     pipeline_id: int
     plugin_id: str
+    transaction_prefix: str    # this lineage's transaction ids start so (its batch number follows)
 
     def decided(self, batch_id: int, transaction_id: str) -> dict | None:
         found = self.reporter.decided_manifest(self.pipeline_id, self.plugin_id, transaction_id)
@@ -147,7 +148,7 @@ class StoreDecisions:
         self.reporter.batch_published(self.pipeline_id, self.plugin_id, transaction_id)
 
     def unpublished(self) -> list[tuple[int, str, dict]]:
-        return self.reporter.unpublished_manifests(self.pipeline_id, self.plugin_id)
+        return self.reporter.unpublished_manifests(self.pipeline_id, self.plugin_id, self.transaction_prefix)
 
     def fence(self) -> None:
         self.reporter.fence()

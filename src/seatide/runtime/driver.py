@@ -42,6 +42,7 @@ def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: T
     from seatide.runtime.pipeline_run import PipelineRun
     from seatide.runtime.progress import ProgressSampler, TaskProgress
     from seatide.store.jobs import job_view
+    from seatide.store.runs import run_key
 
     reporter = heartbeat.reporter
     with store.read() as conn:
@@ -57,8 +58,9 @@ def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: T
             continue
         if str(row.pipeline_id) in prepare:
             _prepare_checkpoint(reporter, row, job.incarnation, prepare[str(row.pipeline_id)])
-        run = PipelineRun(spark, plan.pipeline(row.pipeline_id), config.env, job_id, row.checkpoint_dir,
-                          reporter, stdout)
+        # Names a pipeline gives outside the store (slots, sink transaction ids) are the run's.
+        run = PipelineRun(spark, plan.pipeline(row.pipeline_id), config.env, run_key(job_id, job.run_id),
+                          row.checkpoint_dir, reporter, stdout)
         runs.append(run)
     for run in runs:
         # One query's sources start their Python workers at a time: Spark gives a starting

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import secrets
 import sys
 import threading
 import time
@@ -34,6 +33,7 @@ from seatide.runtime.batch_clock import BatchClock
 from seatide.runtime.commit_log import (SinkCommitLog, StoreDecisions, read_json, roll_forward, write_exactly_once,
                                         write_json_atomic)
 from seatide.runtime.reporter import AttemptReporter
+from seatide.store.runs import new_lineage
 from seatide.store.states import Desired, PipelineStatus
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ class PipelineRun:
         meta_path = os.path.join(self.dir, "seatide.json")
         meta = read_json(meta_path)
         if meta is None:
-            meta = {"lineage": secrets.token_hex(4), "fingerprint": self.pipeline.fingerprint(),
+            meta = {"lineage": new_lineage(), "fingerprint": self.pipeline.fingerprint(),
                     "job_id": self.job_id, "pipeline_id": self.pipeline.pipeline_id}
             write_json_atomic(meta_path, meta)
         elif meta.get("fingerprint") != self.pipeline.fingerprint():
@@ -176,7 +176,7 @@ class PipelineRun:
             self.writers[sink.plugin_id] = writer = sink.plugin.writer(ctx)
             # Batches an earlier attempt decided but did not finish publishing (it crashed, or
             # was replaced just after its decision) are published before anything else runs.
-            rolled = roll_forward(writer, self._commit_log(sink.plugin_id), self._decisions(sink.plugin_id))
+            rolled = roll_forward(writer, self._commit_log(sink.plugin_id), self._decisions(sink))
             if rolled:
                 log.info("pipeline %s sink %s: published decided batches %s", self.pipeline.pipeline_id,
                          sink.plugin_id, rolled)
@@ -184,12 +184,18 @@ class PipelineRun:
     def _commit_log(self, plugin_id: str) -> SinkCommitLog:
         return SinkCommitLog(os.path.join(self.dir, "sinks", plugin_id))
 
-    def _decisions(self, plugin_id: str) -> StoreDecisions:
-        return StoreDecisions(self.reporter, self.pipeline.pipeline_id, plugin_id)
+    def _decisions(self, sink) -> StoreDecisions:
+        return StoreDecisions(self.reporter, self.pipeline.pipeline_id, sink.plugin_id,
+                              self._transaction_prefix(sink.index))
+
+    def _transaction_prefix(self, sink_index: int) -> str:
+        # The run (job_id is the run's key, store/runs.py) and the lineage: no other run, and no
+        # other branch of this pipeline's checkpoints, ever commits under these ids.
+        return f"T_{self.job_id}_{self.pipeline.pipeline_id}_{sink_index}_{self.lineage}_"
 
     def _transaction_id(self, batch_id: int, sink_index: int) -> str:
         # Stable across replays of the batch; distinct per sink (two sinks may share a path).
-        return f"T_{self.job_id}_{self.pipeline.pipeline_id}_{sink_index}_{self.lineage}_{batch_id}"
+        return f"{self._transaction_prefix(sink_index)}{batch_id}"
 
     # -- running -------------------------------------------------------------------------
     def start(self) -> None:
@@ -214,7 +220,7 @@ class PipelineRun:
             failpoints.hit("driver.before_sink_write")
             result = write_exactly_once(self.writers[sink.plugin_id], self._commit_log(sink.plugin_id), df,
                                         batch_id, self._transaction_id(batch_id, sink.index),
-                                        decisions=self._decisions(sink.plugin_id),
+                                        decisions=self._decisions(sink),
                                         staging_tag=str(self.reporter.attempt_id))
             if not result.replayed:
                 rows += int(result.state.get("rows", 0))

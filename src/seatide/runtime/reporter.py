@@ -177,10 +177,13 @@ class AttemptReporter:
                 rows_read=s.pipelines.c.rows_read + rows, read_batch_id=batch_id))
 
     # -- sink commit decisions (runtime.commit_log) --------------------------------------
+    # A decision is found by its transaction id, whichever incarnation made it: the id carries
+    # the run and the lineage (a branch of the pipeline's checkpoints), so a resumed incarnation
+    # continuing the same lineage rolls forward what the last one decided, and nothing else.
     def _manifest_where(self, pipeline_id: int, plugin_id: str, transaction_id: str):
         m = s.sink_manifests
-        return and_(m.c.job_id == self.job_id, m.c.incarnation == self.incarnation, m.c.pipeline_id == pipeline_id,
-                    m.c.plugin_id == plugin_id, m.c.transaction_id == transaction_id)
+        return and_(m.c.job_id == self.job_id, m.c.pipeline_id == pipeline_id, m.c.plugin_id == plugin_id,
+                    m.c.transaction_id == transaction_id)
 
     def decide_batch(self, pipeline_id: int, plugin_id: str, batch_id: int, transaction_id: str,
                      manifest: dict) -> dict:
@@ -209,14 +212,17 @@ class AttemptReporter:
                 self._manifest_where(pipeline_id, plugin_id, transaction_id))).first()
         return None if row is None else (row.status, json.loads(row.manifest))
 
-    def unpublished_manifests(self, pipeline_id: int, plugin_id: str) -> list[tuple[int, str, dict]]:
-        """(batch, transaction id, manifest) of this incarnation's decided, unpublished batches."""
+    def unpublished_manifests(self, pipeline_id: int, plugin_id: str,
+                              transaction_prefix: str) -> list[tuple[int, str, dict]]:
+        """(batch, transaction id, manifest) of the decided, unpublished batches of the lineage
+        whose transaction ids start with ``transaction_prefix``, by any incarnation."""
         m = s.sink_manifests
         with self.store.read() as conn:
             rows = conn.execute(select(m.c.batch_id, m.c.transaction_id, m.c.manifest).where(and_(
-                m.c.job_id == self.job_id, m.c.incarnation == self.incarnation, m.c.pipeline_id == pipeline_id,
-                m.c.plugin_id == plugin_id, m.c.status == "DECIDED")).order_by(m.c.batch_id)).all()
-        return [(r.batch_id, r.transaction_id, json.loads(r.manifest)) for r in rows]
+                m.c.job_id == self.job_id, m.c.pipeline_id == pipeline_id, m.c.plugin_id == plugin_id,
+                m.c.status == "DECIDED")).order_by(m.c.batch_id)).all()
+        return [(r.batch_id, r.transaction_id, json.loads(r.manifest)) for r in rows
+                if r.transaction_id.startswith(transaction_prefix)]
 
     def batch_published(self, pipeline_id: int, plugin_id: str, transaction_id: str) -> None:
         """The decided batch's files are in place (bookkeeping: a roll-forward is then a no-op)."""

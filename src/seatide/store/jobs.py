@@ -22,6 +22,7 @@ from seatide.store import schema as s
 from seatide.store.clock import read_store_now, store_now
 from seatide.store.db import Store, record_event
 from seatide.store.paths import PathOutsideRoot, under
+from seatide.store.runs import new_run_id, pipeline_dir, run_root
 from seatide.store.states import JOB_TERMINAL, Desired, JobStatus, PipelineStatus
 from seatide.timeouts import Timeouts
 
@@ -64,22 +65,16 @@ def checkpoint_root(data_dir: str, job_id: str) -> str:
         raise BadJobId(f"job id {job_id!r}: {exc}") from None
 
 
-def pipeline_checkpoint_dir(root: str, pipeline_id: int, incarnation: int) -> str:
-    """A submitted run's pipeline directory: ``<root>/<pipeline>``, or ``<pipeline>.run-<n>``
-    for a reused id's incarnation n (a resume keeps its incarnation's directories instead)."""
-    name = str(pipeline_id) if incarnation == 1 else f"{pipeline_id}.run-{incarnation}"
-    return os.path.join(root, name)
-
-
 def submit_job(store: Store, *, text: str, variables: dict[str, str], config, plan, data_dir: str,
                job_id: str | None = None, name: str | None = None, pinned_worker: str | None = None,
                cleanup_delay_s: float | None = None, actor: str = "client") -> str:
     """Record a validated job as CREATED; the leader takes it from there.
 
     A job id may be reused once its previous run has ended and been cleaned up; the new
-    run is the id's next incarnation. While cleanup is pending the id is refused. A reused
-    id starts from nothing: its pipelines get checkpoint directories of their own, since
-    a stopped run's are kept (for a resume) and would otherwise be restored silently.
+    run is the id's next incarnation, under a run id of its own (``store/runs.py``). While
+    cleanup is pending the id is refused. A new run starts from nothing: its pipelines get
+    checkpoint directories of their own, since a stopped run's are kept (for a resume) and
+    would otherwise be restored silently, and a dead run's late removal never reaches them.
     """
     from seatide.plan.outline import outline_json   # the caller has the config's modules loaded
 
@@ -98,7 +93,8 @@ def submit_job(store: Store, *, text: str, variables: dict[str, str], config, pl
         progress_timeout_s=env.progress_timeout_s, on_hung=env.on_hung, hung_since=None, finished_at=None)
     with store.write() as conn:
         now = read_store_now(conn)       # stamps are the store's time (store/clock.py)
-        values.update(created_at=now, updated_at=now)
+        run_id = new_run_id()
+        values.update(created_at=now, updated_at=now, run_id=run_id)
         existing = conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
         if existing is None:
             incarnation = 1
@@ -108,15 +104,15 @@ def submit_job(store: Store, *, text: str, variables: dict[str, str], config, pl
             incarnation = existing.incarnation + 1
             conn.execute(update(s.jobs).where(s.jobs.c.job_id == job_id)
                          .values(incarnation=incarnation, **values))
-        root = checkpoint_root(data_dir, job_id)
+        root = run_root(checkpoint_root(data_dir, job_id), run_id)
         for pipeline in plan.pipelines:
             conn.execute(insert(s.pipelines).values(
                 job_id=job_id, incarnation=incarnation, pipeline_id=pipeline.pipeline_id,
                 status=PipelineStatus.CREATED, fingerprint=pipeline.fingerprint(),
-                checkpoint_dir=pipeline_checkpoint_dir(root, pipeline.pipeline_id, incarnation),
+                checkpoint_dir=pipeline_dir(root, pipeline.pipeline_id),
                 rows_read=0, rows_written=0, idle=False))
         record_event(conn, "JOB_SUBMITTED", actor, job_id, incarnation, name=values["name"],
-                     pipelines=len(plan.pipelines), mode=env.mode)
+                     pipelines=len(plan.pipelines), mode=env.mode, run=run_id)
     return job_id
 
 
@@ -137,7 +133,8 @@ def request_stop(store: Store, job_id: str, savepoint: bool = False, actor: str 
     """Ask for a cancel or a stop-with-savepoint; returns the job's status at the time."""
     desired = "SAVEPOINT" if savepoint else "CANCEL"
     with store.write() as conn:
-        job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
+        query = select(s.jobs).where(s.jobs.c.job_id == job_id)
+        job = conn.execute(query if store.is_sqlite else query.with_for_update()).first()
         if job is None:
             raise JobNotFound(f"no job with id {job_id}")
         if job.status in JOB_TERMINAL:
@@ -145,7 +142,7 @@ def request_stop(store: Store, job_id: str, savepoint: bool = False, actor: str 
         if job.desired == "CANCEL" and savepoint:
             raise JobRefused(f"job {job_id} is being canceled; a savepoint can no longer be taken")
         if job.desired != desired:
-            conn.execute(update(s.jobs).where(s.jobs.c.job_id == job_id)
+            conn.execute(update(s.jobs).where(and_(s.jobs.c.job_id == job_id, s.jobs.c.incarnation == job.incarnation))
                          .values(desired=desired, updated_at=store_now(conn)))
             record_event(conn, "STOP_REQUESTED", actor, job_id, job.incarnation, savepoint=savepoint)
         return job.status

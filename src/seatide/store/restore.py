@@ -19,17 +19,18 @@ from dataclasses import dataclass
 
 from sqlalchemy import and_, insert, select, update
 
-from seatide import clock, failpoints
+from seatide import failpoints
 from seatide.runtime.commit_log import read_json, write_json_atomic
 from seatide.store import schema as s
+from seatide.store.clock import read_store_now
 from seatide.store.db import Store, record_event
 from seatide.store.jobs import JobNotFound, JobRefused
 from seatide.store.paths import under
-from seatide.store.states import ATTEMPT_LIVE, AttemptState, JobStatus, PipelineStatus
+from seatide.store.runs import new_lineage
+from seatide.store.states import ATTEMPT_LIVE, AttemptState, CleanupState, JobStatus, PipelineStatus
+from seatide.timeouts import Timeouts
 
 RESUMABLE = (JobStatus.CANCELED, JobStatus.FAILED, JobStatus.SAVEPOINT_DONE)
-# A worker or driver silent this long is surely gone (cf. the coordinator's timeouts).
-SILENT_FOR_GONE_S = 10.0
 
 
 class RestoreRefused(JobRefused):
@@ -70,14 +71,19 @@ def inspect_checkpoint(path: str, fingerprint: str, had_checkpoints: bool) -> st
 
 
 def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, savepoint_id: int | None = None,
-               fallback: str | None = None, pinned_worker: str | None = None, actor: str = "client") -> str:
-    """Start the job's next incarnation from its latest checkpoints, or from a savepoint."""
+               fallback: str | None = None, pinned_worker: str | None = None, actor: str = "client",
+               timeouts: Timeouts = Timeouts()) -> str:
+    """Start the job's next incarnation from its latest checkpoints, or from a savepoint.
+
+    The new incarnation's first driver starts only once every earlier attempt's driver is
+    surely gone, by the leader's rule for a retry (``coordinator/reconcile.py``): a resume
+    never adds a driver beside one that may still run."""
     fallback = fallback or plan.job.env.restore_fallback
     with store.read() as conn:
         job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
         if job is None:
             raise JobNotFound(f"no job with id {job_id}")
-        _check_resumable(conn, job)
+        _check_resumable(conn, job, timeouts)
         old = {p.pipeline_id: p for p in conn.execute(select(s.pipelines).where(and_(
             s.pipelines.c.job_id == job_id, s.pipelines.c.incarnation == job.incarnation)))}
         completed = {row.pipeline_id for row in conn.execute(select(s.checkpoints.c.pipeline_id).where(and_(
@@ -98,27 +104,33 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
     return _new_incarnation(store, job, plan, text, variables, pipelines, savepoint, fallback, pinned_worker, actor)
 
 
-def _check_resumable(conn, job) -> None:
+def _check_resumable(conn, job, timeouts: Timeouts) -> None:
+    """Refuse a resume that cannot be one: a FINISHED job, a job whose history is being
+    expired, and a job still run by a live driver (it recovers by itself).
+
+    Whether that driver is live is judged as the leader judges it, by heartbeats on the
+    store's clock (``Timeouts``). This is the answer to the user only: the leader still holds
+    the new incarnation's first driver until every earlier one is surely gone."""
     if job.status == JobStatus.FINISHED:
         raise JobRefused(f"job {job.job_id} FINISHED; there is nothing to resume (submit it again to rerun it)")
+    _refuse_if_expiring(conn, job)
     if job.status in RESUMABLE:
         return
     attempt = None
     if job.current_attempt is not None:
         attempt = conn.execute(select(s.attempts).where(s.attempts.c.attempt_id == job.current_attempt)).first()
-    if attempt is None or attempt.state not in ATTEMPT_LIVE or _surely_gone(conn, attempt):
+    if attempt is None or attempt.state not in ATTEMPT_LIVE or _silent(conn, attempt, timeouts):
         return   # killed: nothing runs it any more
     raise JobRefused(f"job {job.job_id} is {job.status} with a live driver (attempt {attempt.attempt_id}); "
                      "a running job recovers by itself. Cancel it or stop it with a savepoint first")
 
 
-def _surely_gone(conn, attempt) -> bool:
-    worker = conn.execute(select(s.nodes).where(s.nodes.c.node_id == attempt.worker_id)).first()
-    now = clock.now()
-    if worker is not None and worker.host == socket.gethostname():
-        return not _alive(worker.pid) and not (attempt.pid and _alive(attempt.pid))
-    silent = now - max(attempt.heartbeat_at or 0, worker.heartbeat_at if worker else 0)
-    return silent > SILENT_FOR_GONE_S
+def _refuse_if_expiring(conn, job) -> None:
+    cleanup = conn.execute(select(s.job_results.c.cleanup).where(and_(
+        s.job_results.c.job_id == job.job_id, s.job_results.c.incarnation == job.incarnation))).scalar()
+    if cleanup == CleanupState.EXPIRING:
+        raise JobRefused(f"job {job.job_id}'s history is expiring: its checkpoints are being removed and it can "
+                         "no longer be resumed; submit it again to rerun it")
 
 
 def _alive(pid: int) -> bool:
@@ -127,6 +139,21 @@ def _alive(pid: int) -> bool:
             return handle.read().split()[2] != "Z"
     except OSError:
         return False
+
+
+def _silent(conn, attempt, timeouts: Timeouts) -> bool:
+    """The worker reaped it; or both ran on this host and are gone from its process table; or
+    its worker is lost and its driver has been silent long enough to have fenced itself off
+    (both by the store's clock), as the leader's ``process_gone`` judges."""
+    if attempt.ended_at is not None:
+        return True
+    worker = conn.execute(select(s.nodes).where(s.nodes.c.node_id == attempt.worker_id)).first()
+    if worker is not None and worker.host == socket.gethostname():
+        # On this host the process table says it (``seatide run`` killed, resumed at once).
+        return not _alive(worker.pid) and not (attempt.pid and _alive(attempt.pid))
+    now = read_store_now(conn)
+    worker_lost = worker is None or worker.stopped or now - worker.heartbeat_at > timeouts.worker_lost_after
+    return worker_lost and now - (attempt.heartbeat_at or attempt.created_at) > timeouts.driver_stops_within
 
 
 def _savepoint(conn, job_id: str, savepoint_id: int):
@@ -199,6 +226,7 @@ def prepare_checkpoint(checkpoint_dir: str, incarnation: int, source: str | None
     shutil.rmtree(staging, ignore_errors=True)
     if source is not None:
         shutil.copytree(source, staging)
+        _branch(staging)
     else:
         os.makedirs(staging)
     write_json_atomic(os.path.join(staging, PREPARED_MARK), {"incarnation": incarnation, "from": source})
@@ -206,6 +234,16 @@ def prepare_checkpoint(checkpoint_dir: str, incarnation: int, source: str | None
     set_aside = _set_aside(checkpoint_dir, "replaced" if source is not None else "discarded")
     os.rename(staging, checkpoint_dir)
     return {"source": source, "set_aside": set_aside}
+
+
+def _branch(checkpoint_dir: str) -> None:
+    """A savepoint's copy continues under a lineage of its own: its batches after the savepoint
+    are planned again, maybe with other boundaries, and must never be taken for the batches the
+    old lineage committed there (their transaction ids carry the lineage)."""
+    path = os.path.join(checkpoint_dir, "seatide.json")
+    meta = read_json(path)
+    if meta is not None:
+        write_json_atomic(path, {**meta, "lineage": new_lineage(), "branched_from": meta.get("lineage")})
 
 
 def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepoint, fallback, pinned_worker,
@@ -227,14 +265,20 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
     from seatide.plan.outline import outline_json   # the caller has the config's modules loaded
 
     env = plan.job.env
-    now = clock.now()
     incarnation = job.incarnation + 1
     source = f"savepoint {savepoint.checkpoint_id}" if savepoint is not None else f"{job.job_id}@{job.incarnation}"
     with store.write() as conn:
-        current = conn.execute(select(s.jobs.c.incarnation).where(s.jobs.c.job_id == job.job_id)).scalar()
-        if current != job.incarnation:
+        # Compare-and-set on the row it locks: a leader's decision about the old incarnation
+        # (applied under the same lock, coordinator/effects.py) lands before this or not at all.
+        query = select(s.jobs.c.incarnation, s.jobs.c.status, s.jobs.c.current_attempt).where(
+            s.jobs.c.job_id == job.job_id)
+        current = conn.execute(query if store.is_sqlite else query.with_for_update()).first()
+        if current is None or tuple(current) != (job.incarnation, job.status, job.current_attempt):
             raise JobRefused(f"job {job.job_id} changed while resuming; try again")
-        conn.execute(update(s.jobs).where(s.jobs.c.job_id == job.job_id).values(
+        _refuse_if_expiring(conn, job)
+        now = read_store_now(conn)
+        conn.execute(update(s.jobs).where(and_(s.jobs.c.job_id == job.job_id,
+                                               s.jobs.c.incarnation == job.incarnation)).values(
             incarnation=incarnation, config=text, variables=json.dumps(variables), outline=outline_json(plan.job),
             mode=env.mode, desired="RUN",
             status=JobStatus.CREATED, retries_used=0, max_retries=env.retry_times,
@@ -252,10 +296,13 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
                 status=PipelineStatus.FINISHED if p.finished else PipelineStatus.CREATED, fingerprint=p.fingerprint,
                 checkpoint_dir=p.checkpoint_dir, rows_read=0, rows_written=0, idle=False,
                 finished_at=now if p.finished else None))
-        # A killed incarnation's attempt never recorded its end; it is surely gone (checked above).
+        # A killed incarnation's attempt never recorded its end. It is put down if its worker
+        # still sees it (kill_requested), and the leader starts the new incarnation's driver only
+        # once it is surely gone (reconcile.py: earlier attempts are waited for like a retry's).
         conn.execute(update(s.attempts).where(and_(
             s.attempts.c.job_id == job.job_id, s.attempts.c.incarnation == job.incarnation,
-            s.attempts.c.state.in_(sorted(ATTEMPT_LIVE)))).values(state=AttemptState.LOST, error="gone; superseded by a resume"))
+            s.attempts.c.state.in_(sorted(ATTEMPT_LIVE)))).values(
+            state=AttemptState.LOST, kill_requested=True, error="superseded by a resume"))
         record_event(conn, "JOB_RESUMED", actor, job.job_id, incarnation, previous_status=job.status,
                      previous_incarnation=job.incarnation, restored_from=source, pipelines_restored=restored)
         for entry in fresh:

@@ -55,6 +55,11 @@ jobs = Table(
     "jobs", metadata,
     Column("job_id", String(64), primary_key=True),
     Column("incarnation", Integer, nullable=False),
+    # The run: a job id's life from its submission to its history's expiry, across resumes. No
+    # later run shares it (store/runs.py): checkpoint directories, replication slots and sink
+    # transaction ids carry it, so nothing of a dead run is taken for a live one. None: a job
+    # submitted before revision 0011 (its names carry the job id alone, as they did then).
+    Column("run_id", String(32)),
     Column("name", String(256), nullable=False),
     Column("config", Text, nullable=False),
     Column("variables", Text, nullable=False, default="{}"),
@@ -148,6 +153,10 @@ attempts = Table(
     Column("error", Text),
     Column("kill_requested", Boolean, nullable=False, default=False),
     UniqueConstraint("job_id", "incarnation", "number", name="uq_attempt_number"),
+    # Attempt ids fence drivers: one must never come back. SQLite reuses a deleted row's id
+    # unless the table is AUTOINCREMENT (a forgotten job's attempts are deleted; a late report
+    # of its attempt 9 must not pass as a new run's attempt 9). PostgreSQL's sequence never does.
+    sqlite_autoincrement=True,
 )
 Index("ix_attempts_worker_state", attempts.c.worker_id, attempts.c.state)
 # The leader reads live attempts (by state) and unfinished jobs (by status) every tick.
@@ -209,8 +218,13 @@ job_results = Table(
     "job_results", metadata,
     Column("job_id", String(64), primary_key=True),
     Column("incarnation", Integer, primary_key=True),
+    Column("run_id", String(32)),                           # the job's run (None before 0011)
+    # The run's job text, so that its sources can release what they hold (a slot) when its
+    # history expires, even after a new run of the job id has replaced the job row.
+    Column("config", Text),
+    Column("variables", Text),
     Column("status", String(24), nullable=False),
-    Column("cleanup", String(8), nullable=False),          # DIRTY | CLEAN
+    Column("cleanup", String(8), nullable=False),          # DIRTY | CLEAN | EXPIRING
     Column("cleanup_due_at", Float, nullable=False),
     Column("cleanup_tries", Integer, nullable=False, default=0),
     Column("next_cleanup_at", Float, nullable=False),

@@ -100,8 +100,11 @@ ATTEMPT_TRANSITIONS: dict[str, frozenset[str]] = {
 
 # -- a terminal job's result: cleaned up once, then expired --------------------------------
 class CleanupState(StrEnum):
-    DIRTY = "DIRTY"     # its cleanup is due at next_cleanup_at
-    CLEAN = "CLEAN"     # cleaned; its history expires at expires_at
+    DIRTY = "DIRTY"         # its cleanup is due at next_cleanup_at
+    CLEAN = "CLEAN"         # cleaned; its history expires at expires_at
+    # Its expiry is decided (under the lease): what it removes is no longer the job's to use.
+    # A resume is refused from here on, so nothing can start from a directory being removed.
+    EXPIRING = "EXPIRING"
 
 
 def final_job_status(pipeline_statuses: list[str], savepoint_requested: bool) -> JobStatus:

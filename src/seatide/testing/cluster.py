@@ -218,6 +218,13 @@ class Cluster:
         return wait_for(lambda: (lambda j: j if j is not None and j.status in wanted else None)(self.job(job_id)),
                         timeout, message=f"job {job_id} in {sorted(wanted)}")
 
+    def checkpoint_dir(self, job_id: str, pipeline_id: int = 1) -> str:
+        """The pipeline's checkpoint directory in the job's current run (``store/runs.py``)."""
+        with self.store.read() as conn:
+            return conn.execute(select(s.pipelines.c.checkpoint_dir).where(
+                s.pipelines.c.job_id == job_id, s.pipelines.c.pipeline_id == pipeline_id)
+                .order_by(s.pipelines.c.incarnation.desc()).limit(1)).scalar()
+
     def attempts(self, job_id: str) -> list:
         with self.store.read() as conn:
             return list(conn.execute(select(s.attempts).where(s.attempts.c.job_id == job_id)

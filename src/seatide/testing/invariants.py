@@ -46,11 +46,13 @@ class Invariants:
             self._event_log(conn)
 
     def _terminal_is_forever(self, conn) -> None:
-        for job in conn.execute(select(s.jobs.c.job_id, s.jobs.c.incarnation, s.jobs.c.status)):
-            key = (job.job_id, job.incarnation)
+        # Keyed by run: a job id submitted again after its history expired is a new run, which
+        # starts again at incarnation 1 (store/runs.py); the dead run's incarnation stays ended.
+        for job in conn.execute(select(s.jobs.c.job_id, s.jobs.c.run_id, s.jobs.c.incarnation, s.jobs.c.status)):
+            key = (job.job_id, job.incarnation, job.run_id)
             was = self.terminal.get(key)
             if was is not None and job.status != was:
-                self.fail(f"job {key[0]} incarnation {key[1]} left terminal {was} for {job.status}")
+                self.fail(f"job {key[0]} incarnation {key[1]} (run {key[2]}) left terminal {was} for {job.status}")
             elif was is None and job.status in JOB_TERMINAL:
                 self.terminal[key] = job.status
             if job.status == "CANCELED" and key not in self.canceled:
@@ -63,6 +65,10 @@ class Invariants:
 
     @staticmethod
     def _attempts(conn, key) -> int:
+        """Attempts of the run's incarnation (none once the run is forgotten)."""
+        run = conn.execute(select(s.jobs.c.run_id).where(s.jobs.c.job_id == key[0])).scalar()
+        if run != key[2]:
+            return 0
         return conn.execute(select(func.count()).select_from(s.attempts).where(and_(
             s.attempts.c.job_id == key[0], s.attempts.c.incarnation == key[1]))).scalar()
 

@@ -233,7 +233,7 @@ class SimDriver:
         self.reporter.pipeline_status(pipe.pipeline_id, "RUNNING")
         # As runtime.commit_log.roll_forward at a real pipeline's start.
         rolled = [self._publish(pipe, batch, record=False)
-                  for batch, _, _ in self.reporter.unpublished_manifests(pipe.pipeline_id, SINK)]
+                  for batch, _, _ in self.reporter.unpublished_manifests(pipe.pipeline_id, SINK, f"{pipe.lineage}:")]
         self.to_start.remove(pipe)
         self.pipes.append(pipe)
         return f"pipeline {pipe.pipeline_id} RUNNING from batch {pipe.next_batch}" + "".join(

@@ -1,0 +1,52 @@
+"""Runs: a job id's life from its submission to its history's expiry, across resumes.
+
+A job id may be used again once its previous run has ended and been cleaned up; after its
+history expires its rows are gone. A later step of the dead run (an expiry by a slow or
+former leader, a zombie driver's report, a slot drop) must never reach the new run. So a
+run has an identity no later run shares (``jobs.run_id``, kept by a resume), and everything
+a run creates outside the store carries it:
+
+* its checkpoint directories: ``<data>/checkpoints/<job id>/<run id>/<pipeline>``;
+* the names its sources give what they create in other systems (replication slots and
+  publications) and the ids its sinks commit under: ``run_key`` stands where the job id
+  stood;
+* attempt ids, which fence drivers, are never reused by the store either (schema.py);
+* within a run, each branch of a pipeline's checkpoints (``new_lineage``: a fresh start, a
+  restore from a savepoint) commits under transaction ids of its own.
+
+A job submitted before revision 0011 has no run id: its key is its job id, as its names
+were then, so an upgrade finds its slots and directories where they are.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+from seatide.store.paths import under
+
+RUN_ID_BYTES = 6        # 48 random bits: a job id's runs never meet one another's
+
+
+def new_run_id() -> str:
+    return secrets.token_hex(RUN_ID_BYTES)
+
+
+def run_key(job_id: str, run_id: str | None) -> str:
+    """What a run's names are made of: its job id, and its run id when it has one."""
+    return f"{job_id}.{run_id}" if run_id else job_id
+
+
+def run_root(job_root: str, run_id: str) -> str:
+    """The run's checkpoint directory under the job's: no other run ever writes there."""
+    return under(job_root, run_id)
+
+
+def pipeline_dir(run_directory: str, pipeline_id: int) -> str:
+    return os.path.join(run_directory, str(pipeline_id))
+
+
+def new_lineage() -> str:
+    """A branch of a pipeline's checkpoints: a fresh directory, or a savepoint's restored copy.
+    Its batches' transaction ids carry it, so two branches never share one."""
+    return secrets.token_hex(8)
