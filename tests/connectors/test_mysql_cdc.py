@@ -33,6 +33,19 @@ def source(server, tables: list[str], extra: str = ""):
     return job.sources[0].plugin
 
 
+def reader_of(server, tables: list[str], extra: str, mode: str = "latest", max_rows: int = 1_000_000):
+    """The stream reader alone (no Spark), as the source hands it to Spark."""
+    from seatide.connectors.mysql_cdc.stream import MySqlCdcReader, stream_options
+
+    plugin = source(server, tables, f'startup.mode = "{mode}"\n{extra}')
+    found, schema = plugin.discover(plugin.server_config())
+    return MySqlCdcReader(stream_options(plugin.server_config(), found, schema.json(), mode, None, max_rows))
+
+
+def read_range(reader, start: dict, end: dict) -> list[dict]:
+    return [row for part in reader.partitions(start, end) for batch in reader.read(part) for row in batch.to_pylist()]
+
+
 def stream_ctx(spark, unbounded: bool = True) -> ReadContext:
     return ReadContext(spark, micro_batch=True, unbounded=unbounded, parallelism=2,
                        max_rows_per_batch=100_000, read_interval_ms=200, plugin_id="source[0]")
@@ -334,8 +347,6 @@ def test_every_type_reads_alike_in_snapshot_and_binlog_whatever_the_row_metadata
     of issue 23)."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from seatide.connectors.mysql_cdc.stream import MySqlCdcReader, stream_options
-
     server, table = private_mariadb, f"{cdc_database}.every_type"
     server.execute(EVERY_TYPE_DDL.format(name=table), f"INSERT INTO {table} VALUES ({EVERY_TYPE_ROW.format(id=1)})")
     with server.connect() as conn, conn.cursor() as cur:
@@ -343,13 +354,10 @@ def test_every_type_reads_alike_in_snapshot_and_binlog_whatever_the_row_metadata
         before = cur.fetchone()[0]
     server.execute(f"SET GLOBAL binlog_row_metadata = '{metadata}'")
     try:
-        plugin = source(server, [table], "server-id = 5404")
-        tables, schema = plugin.discover(plugin.server_config())
-        reader = MySqlCdcReader(stream_options(plugin.server_config(), tables, schema.json(), "initial", None))
+        reader = reader_of(server, [table], "server-id = 5404", "initial")
 
         def rows(start, end):
-            return [row for part in reader.partitions(start, end) for batch in reader.read(part)
-                    for row in batch.to_pylist()]
+            return read_range(reader, start, end)
 
         snapshot_end = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
         (snapshot,) = rows(reader.initialOffset(), snapshot_end)
@@ -375,13 +383,9 @@ def test_columns_a_session_leaves_out_of_the_row_image_are_read_by_key_not_nulle
     nulls an upsert would write over the target (finding 9 of issue 22)."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from seatide.connectors.mysql_cdc.stream import MySqlCdcReader, stream_options
-
     server, table = private_mariadb, f"{cdc_database}.imaged"
     server.execute(TABLE_DDL.format(name=table))
-    plugin = source(server, [table], 'startup.mode = "latest"\nserver-id = 5405')
-    tables, schema = plugin.discover(plugin.server_config())
-    reader = MySqlCdcReader(stream_options(plugin.server_config(), tables, schema.json(), "latest", None))
+    reader = reader_of(server, [table], "server-id = 5405")
     start = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
     with server.connect() as conn, conn.cursor() as cur:
         cur.execute(f"SET SESSION binlog_row_image = '{image}'")
@@ -389,7 +393,7 @@ def test_columns_a_session_leaves_out_of_the_row_image_are_read_by_key_not_nulle
         cur.execute(f"UPDATE {table} SET name = 'renamed' WHERE id = 1")
         cur.execute(f"UPDATE {table} SET id = 20 WHERE id = 2")
     end = reader.latestOffset(start, ReadAllAvailable())
-    rows = [row for part in reader.partitions(start, end) for batch in reader.read(part) for row in batch.to_pylist()]
+    rows = read_range(reader, start, end)
     expected = expected_rows(server, table)
     after = {r["id"]: {k: v for k, v in r.items() if k != ROW_KIND_COLUMN}
              for r in rows if r[ROW_KIND_COLUMN] == RowKind.UPDATE_AFTER}
@@ -402,19 +406,16 @@ def test_a_schema_change_that_keeps_the_column_count_fails_instead_of_shifting_v
     description the job started with (finding 11 of issue 22)."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from seatide.connectors.mysql_cdc.stream import MySqlCdcReader, stream_options
 
     server, table = private_mariadb, f"{cdc_database}.reshaped"
     server.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, name VARCHAR(40), amount DECIMAL(10,2))")
-    plugin = source(server, [table], 'startup.mode = "latest"\nserver-id = 5406')
-    tables, schema = plugin.discover(plugin.server_config())
-    reader = MySqlCdcReader(stream_options(plugin.server_config(), tables, schema.json(), "latest", None))
+    reader = reader_of(server, [table], "server-id = 5406")
     start = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
     server.execute(f"ALTER TABLE {table} DROP COLUMN name, ADD COLUMN note VARCHAR(40) AFTER amount",
                    f"INSERT INTO {table} VALUES (1, 2.5, 'a note')")
     end = reader.latestOffset(start, ReadAllAvailable())
     with pytest.raises(PermanentError) as caught:
-        [batch for part in reader.partitions(start, end) for batch in reader.read(part)]
+        read_range(reader, start, end)
     message = str(caught.value)
     assert message.startswith(PERMANENT_MARK) and f"{table}" in message and "column 2 (name, varchar)" in message
 
@@ -424,20 +425,17 @@ def test_a_truncate_fails_the_stream_loudly_instead_of_being_skipped(private_mar
     every row (finding 8 of issue 22)."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from seatide.connectors.mysql_cdc.stream import MySqlCdcReader, stream_options
 
     server, table = private_mariadb, f"{cdc_database}.emptied"
     server.execute(TABLE_DDL.format(name=table))
-    plugin = source(server, [table], 'startup.mode = "latest"\nserver-id = 5407')
-    tables, schema = plugin.discover(plugin.server_config())
-    reader = MySqlCdcReader(stream_options(plugin.server_config(), tables, schema.json(), "latest", None))
+    reader = reader_of(server, [table], "server-id = 5407")
     start = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
     insert(server, table, [1])
     with server.connect(database=cdc_database) as conn, conn.cursor() as cur:
         cur.execute("TRUNCATE emptied")
     end = reader.latestOffset(start, ReadAllAvailable())
     with pytest.raises(PermanentError) as caught:
-        [batch for part in reader.partitions(start, end) for batch in reader.read(part)]
+        read_range(reader, start, end)
     assert f"{table} was truncated" in str(caught.value) and "--fallback fresh" in str(caught.value)
 
 
@@ -446,15 +444,11 @@ def test_an_offset_of_another_server_fails_the_resume_instead_of_reading_its_fil
     identity and a resume against another server fails naming both (finding 13 of issue 22)."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from seatide.connectors.mysql_cdc.stream import MySqlCdcReader, stream_options
-
     server, table = private_mariadb, f"{cdc_database}.moved"
     server.execute(TABLE_DDL.format(name=table))
-    plugin = source(server, [table], 'startup.mode = "latest"\nserver-id = 5408')
-    tables, schema = plugin.discover(plugin.server_config())
 
     def reader():
-        return MySqlCdcReader(stream_options(plugin.server_config(), tables, schema.json(), "latest", None))
+        return reader_of(server, [table], "server-id = 5408")
 
     first = reader().latestOffset(reader().initialOffset(), ReadAllAvailable())
     assert first["server"]
@@ -474,14 +468,11 @@ def test_snapshot_and_backlog_are_cut_into_bounded_batches_at_transaction_bounda
     one batch of everything (finding 12 of issue 22)."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from seatide.connectors.mysql_cdc.stream import MySqlCdcReader, stream_options
 
     server, table = private_mariadb, f"{cdc_database}.bounded"
     server.execute(TABLE_DDL.format(name=table))
     insert(server, table, range(1, 101))
-    plugin = source(server, [table], "snapshot.split.size = 10\nserver-id = 5409")
-    tables, schema = plugin.discover(plugin.server_config())
-    reader = MySqlCdcReader(stream_options(plugin.server_config(), tables, schema.json(), "initial", None, 30))
+    reader = reader_of(server, [table], "snapshot.split.size = 10\nserver-id = 5409", "initial", 30)
 
     def batches(start) -> tuple[list[list], dict]:
         out = []

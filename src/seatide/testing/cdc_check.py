@@ -30,6 +30,7 @@ import secrets
 import shutil
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Context, Decimal
 
@@ -285,34 +286,49 @@ def mysql_endpoint(port: int, database: str) -> Endpoint:
                                             database=database, autocommit=True))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--transactions", type=int, default=300)
-    parser.add_argument("--source", default="postgres,mysql")
-    parser.add_argument("--sink", default="upsert,plain")
-    args = parser.parse_args()
-    from seatide.runtime.session import build_session
-    from seatide.testing.servers import PrivatePostgres
-    from seatide.testing.servers import start_private_mariadb, stop_private_mariadb
+@contextmanager
+def check_endpoints():
+    """For each source kind, (source on a private server of its own, target on the machine's
+    shared server of the other kind), as the tests pair them; the private servers stop after."""
+    from seatide.testing.servers import PrivatePostgres, start_private_mariadb, stop_private_mariadb
 
-    spark = build_session("seatide-cdc-check", {"spark.master": "local[2]"})
     postgres = PrivatePostgres().start()
     mariadb_dir = tempfile.mkdtemp(prefix="seatide-cdc-check-")
-    mariadb, process = start_private_mariadb(mariadb_dir)
+    process = None
     try:
-        endpoints = {"postgres": postgres_endpoint(postgres.port, "postgres"),
-                     "mysql": mysql_endpoint(mariadb.port, "test")}
-        for kind in args.source.split(","):
-            for mode in args.sink.split(","):
-                other = endpoints["mysql" if kind == "postgres" else "postgres"]
-                outcome = run_check(spark, endpoints[kind], other, upsert=mode == "upsert", seed=args.seed,
-                                    transactions=args.transactions, workdir=tempfile.mkdtemp(prefix="cdc-check-"))
-                print(f"{kind} -> {other.kind}, {mode}: target equals source; {outcome}", flush=True)
+        mariadb, process = start_private_mariadb(mariadb_dir)
+        yield {"postgres": (postgres_endpoint(postgres.port, "postgres"), mysql_endpoint(3306, "test")),
+               "mysql": (mysql_endpoint(mariadb.port, "test"), postgres_endpoint(5432, "test"))}
     finally:
-        stop_private_mariadb(process)
+        if process is not None:
+            stop_private_mariadb(process)
         shutil.rmtree(mariadb_dir, ignore_errors=True)
         postgres.stop()
+
+
+def arguments(doc: str, transactions: int) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--transactions", type=int, default=transactions)
+    parser.add_argument("--source", default="postgres,mysql")
+    parser.add_argument("--sink", default="upsert,plain")
+    return parser
+
+
+def main() -> None:
+    args = arguments(__doc__, 300).parse_args()
+    from seatide.runtime.session import build_session
+
+    spark = build_session("seatide-cdc-check", {"spark.master": "local[2]"})
+    try:
+        with check_endpoints() as endpoints:
+            for kind in args.source.split(","):
+                for mode in args.sink.split(","):
+                    source, target = endpoints[kind]
+                    outcome = run_check(spark, source, target, upsert=mode == "upsert", seed=args.seed,
+                                        transactions=args.transactions, workdir=tempfile.mkdtemp(prefix="cdc-check-"))
+                    print(f"{kind} -> {target.kind}, {mode}: target equals source; {outcome}", flush=True)
+    finally:
         spark.stop()
 
 

@@ -13,7 +13,6 @@ retry starts a new driver that resumes from the last checkpoint. A TRUNCATE fail
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import signal
@@ -22,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from seatide.testing.cdc_check import SOURCE_DDL, Endpoint, Workload, _difference
+from seatide.testing.cdc_check import SOURCE_DDL, Endpoint, Workload, _difference, arguments, check_endpoints
 from seatide.testing.cluster import driver_pids
 
 SEATIDE = [sys.executable, "-m", "seatide.cli.main"]
@@ -130,32 +129,17 @@ def _way_out(process, target: Endpoint, table: str, job_id: str, data_dir: str, 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--transactions", type=int, default=200)
+    parser = arguments(__doc__, 200)
     parser.add_argument("--kills", type=int, default=5)
-    parser.add_argument("--source", default="postgres,mysql")
-    parser.add_argument("--sink", default="upsert,plain")
     args = parser.parse_args()
-    from seatide.testing.cdc_check import mysql_endpoint, postgres_endpoint
-    from seatide.testing.servers import PrivatePostgres, start_private_mariadb, stop_private_mariadb
-
-    postgres = PrivatePostgres().start()
-    mariadb_dir = tempfile.mkdtemp(prefix="seatide-cdc-job-check-")
-    mariadb, process = start_private_mariadb(mariadb_dir)
-    try:
-        endpoints = {"postgres": postgres_endpoint(postgres.port, "postgres"),
-                     "mysql": mysql_endpoint(mariadb.port, "test")}
-        shared = {"postgres": mysql_endpoint(3306, "test"), "mysql": postgres_endpoint(5432, "test")}
+    with check_endpoints() as endpoints:
         for kind in args.source.split(","):
             for mode in args.sink.split(","):
-                ran = run_job_check(endpoints[kind], shared[kind], upsert=mode == "upsert", seed=args.seed,
+                source, target = endpoints[kind]
+                ran = run_job_check(source, target, upsert=mode == "upsert", seed=args.seed,
                                     transactions=args.transactions, kills=args.kills,
                                     workdir=tempfile.mkdtemp(prefix="cdc-job-check-"))
-                print(f"{kind} -> {shared[kind].kind}, {mode}: target equals source; {ran}", flush=True)
-    finally:
-        stop_private_mariadb(process)
-        postgres.stop()
+                print(f"{kind} -> {target.kind}, {mode}: target equals source; {ran}", flush=True)
 
 
 if __name__ == "__main__":
