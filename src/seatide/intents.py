@@ -105,7 +105,7 @@ def resume(store: Store, job_id: str, *, text: str | None = None, variables: dic
 
 def _load(text: str, variables: dict[str, str], source: str, strict: bool):
     if not isinstance(text, str) or not text.strip():
-        raise Refusal(RefusalKind.BAD_REQUEST, f"{source}: the job config is empty")
+        raise Refusal(RefusalKind.BAD_REQUEST, f"the job config is empty\n  in {source}")
     try:
         # Intents record a job; its driver runs it. AES-shaded secrets are checked here, decrypted there.
         return load_job_text(text, variables, source_name=source, strict=strict, runs_here=False)

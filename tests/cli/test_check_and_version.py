@@ -83,7 +83,8 @@ def test_check_prints_each_pipeline_with_plugin_lines_links_mode_and_warnings(tm
     assert one[1].split()[2:4] == ["line", "20"] and one[1].endswith("<- source[0] FakeSource")
     assert one[2].endswith("<- transform[0] Sql")
     assert [l.split()[0] for l in two] == ["source[1]", "sink[1]"] and two[1].endswith("<- source[1] FakeSource")
-    assert out[-2].startswith("1 warning") and "colour" in out[-1] and "sink[1] Console" in out[-1]
+    assert out[-3].startswith("1 warning") and out[-2] == "  unknown option 'colour' ignored"
+    assert out[-1].startswith("    in sink[1] Console, line 30 of ")
     assert not data_dir.exists(), "check must write nothing"
 
 
@@ -110,13 +111,17 @@ def test_check_of_a_streaming_job_without_checkpoint_interval_states_the_default
     assert report["checkpoint"]["intervalMs"] == 10000 and report["checkpoint"]["microBatchMaxRows"] is None
 
 
-def test_check_refuses_an_invalid_job_with_one_line_and_exit_2(tmp_path):
+def test_check_refuses_an_invalid_job_leading_with_the_reason_then_where_and_exit_2(tmp_path):
+    """The reason comes first, so a narrow terminal shows it; the plugin, line and file follow
+    on a line of their own (a job file's absolute path can be longer than the terminal)."""
     path = _job(tmp_path, TWO_PIPELINES.replace("Sql {", "Sqll {"))
+    assert os.path.isabs(path)
     result = seatide("check", path, "-i", "rows=10")
     assert result.returncode == 2 and result.stdout == ""
-    assert len(result.stderr.splitlines()) == 1
-    assert f"{path}: transform[0] (line 20): unknown transform plugin 'Sqll'" in result.stderr
-    assert "Did you mean Sql?" in result.stderr
+    reason, where = result.stderr.splitlines()
+    assert reason.startswith("seatide: invalid job: unknown transform plugin 'Sqll'. Did you mean Sql?")
+    assert path not in reason
+    assert where == f"  in transform[0], line 20 of {path}"
     as_json = json.loads(seatide("check", path, "-i", "rows=10", "--json").stdout)
     assert as_json["valid"] is False and "Sqll" in as_json["error"]
 

@@ -81,7 +81,7 @@ def test_json_job_files():
 @pytest.mark.parametrize("text, expected", [
     (job(source="FakeSourc { }"), ["job.conf", "source[0]", "unknown source plugin 'FakeSourc'", "line 3"]),
     (job(sink='Console { colour = "red" }', env="strict = true"),
-     ["sink[0] Console", "(line 9)", "unknown option 'colour'", "known options"]),
+     ["sink[0] Console", "line 9", "unknown option 'colour'", "known options"]),
     (job(source='LocalFile { path = "/x" }'), ["source[0] LocalFile", "required option 'file_format_type'"]),
     (job(sink="Console { log.print.data = maybe }"), ["sink[0] Console", "'log.print.data' must be boolean"]),
     (job(sink='Console { plugin_input = "nope" }'), ["sink[0] Console", "plugin_input 'nope' names nothing"]),

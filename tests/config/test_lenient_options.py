@@ -84,8 +84,8 @@ def test_unknown_keys_are_warnings_naming_file_line_plugin_and_closest_option(jo
     got = [(w.plugin, w.line, w.unknown.key, w.unknown.closest) for w in config.warnings]
     assert got == EXPECTED
     text = str(config.warnings[1])
-    assert text == (f"{job_file}: env (line 5): unknown option 'checkpoint.intervall' ignored "
-                    "(did you mean 'checkpoint.interval'?)")
+    assert text == ("unknown option 'checkpoint.intervall' ignored (did you mean 'checkpoint.interval'?)\n"
+                    f"  in env, line 5 of {job_file}")
     # the known options still take effect; the unknown ones change nothing
     assert config.env.checkpoint_interval_ms is None
     assert config.sources[0].plugin.opts["row.num"] == 4
@@ -97,11 +97,12 @@ def test_json_job_files_warn_with_the_plugin_when_no_line_is_known():
     config = load_job_text(text, source_name="job.json")
     assert [(w.plugin, w.unknown.key, w.unknown.closest) for w in config.warnings] == [
         ("env", "jobname", "job.name"), ("source[0] FakeSource", "row_num", "row.num")]
-    assert str(config.warnings[0]).startswith("job.json: env (line 1): unknown option 'jobname'")
+    assert str(config.warnings[0]).startswith("unknown option 'jobname' ignored (did you mean 'job.name'?)\n"
+                                              "  in env, line 1 of job.json")
 
 
 def test_wrong_values_and_missing_options_stay_errors_in_lenient_mode():
-    with pytest.raises(ConfigError, match=r"source\[0\] FakeSource \(line 3\): option 'row.num' must be integer"):
+    with pytest.raises(ConfigError, match=r"option 'row.num' must be integer.*\n  in source\[0\] FakeSource, line 3 "):
         load_job_text("env {}\nsource { FakeSource {\n row.num = lots\n schema { fields { id = int } } } }\n"
                       "sink { Console {} }")
     with pytest.raises(ConfigError, match="required option 'path' is missing"):
@@ -112,8 +113,9 @@ def test_strict_flag_refuses_the_first_unknown_key_with_exit_2(job_file, tmp_pat
     code = main(["run", job_file, "--strict", "--data-dir", str(tmp_path / "d")])
     err = capsys.readouterr().err
     assert code == 2
-    assert err.count("\n") == 1, err    # one message, no traceback
-    assert f"{job_file}: env (line 4): unknown option 'execution.planner'" in err
+    assert err.count("\n") == 2, err    # one message (reason, then where), no traceback
+    assert err.startswith("seatide: invalid job: unknown option 'execution.planner'")
+    assert f"\n  in env, line 4 of {job_file}\n" in err
 
 
 def test_strict_in_env_refuses_unknown_plugin_keys(job_file, tmp_path, capsys):
@@ -124,7 +126,7 @@ def test_strict_in_env_refuses_unknown_plugin_keys(job_file, tmp_path, capsys):
     code = main(["run", str(path), "--data-dir", str(tmp_path / "d")])
     err = capsys.readouterr().err
     assert code == 2
-    assert "source[0] FakeSource (line 11): unknown option 'rownum'; did you mean 'row.num'?" in err
+    assert "unknown option 'rownum'; did you mean 'row.num'?" in err and "in source[0] FakeSource, line 11 of" in err
     assert not (tmp_path / "d").exists() or not os.listdir(tmp_path / "d")   # nothing was submitted
 
 
@@ -136,7 +138,7 @@ def test_strict_submit_refuses_and_lenient_submit_warns(job_file, tmp_path, caps
     out, err = capsys.readouterr()
     assert out.strip() == "lenient-1"
     assert err.count("seatide: warning:") == len(EXPECTED)
-    assert f"{job_file}: sink[0] Assert (line 38): unknown option 'common-options' ignored" in err
+    assert f"unknown option 'common-options' ignored\n  in sink[0] Assert, line 38 of {job_file}" in err
 
 
 @pytest.mark.cluster    # `seatide run`: a real driver
@@ -145,11 +147,13 @@ def test_seatide_run_runs_the_job_and_prints_each_warning(job_file, tmp_path):
                              "--data-dir", str(tmp_path / "d")],
                             capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
-    warnings = [line for line in result.stderr.splitlines() if line.startswith("seatide: warning:")]
+    lines = result.stderr.splitlines()
+    warnings = [(line, lines[i + 1]) for i, line in enumerate(lines) if line.startswith("seatide: warning:")]
     assert len(warnings) == len(EXPECTED), result.stderr[-3000:]
-    for (plugin, line, key, closest), text in zip(EXPECTED, warnings):
-        assert f"{job_file}: {plugin} (line {line}): unknown option '{key}' ignored" in text
-        assert (f"did you mean '{closest}'?" in text) == bool(closest)
+    for (plugin, line, key, closest), (reason, where) in zip(EXPECTED, warnings):
+        assert reason.startswith(f"seatide: warning: unknown option '{key}' ignored")
+        assert where == f"  in {plugin}, line {line} of {job_file}"
+        assert (f"did you mean '{closest}'?" in reason) == bool(closest)
     assert "FINISHED" in result.stdout
 
 
@@ -199,8 +203,8 @@ def test_unknown_keys_inside_nested_blocks_are_warnings_with_their_line_and_clos
     config = load_job_text(NESTED_JOB, source_name="nested.conf")
     got = [(w.plugin, w.line, w.unknown.key, w.unknown.closest) for w in config.warnings]
     assert got == NESTED_EXPECTED
-    assert str(config.warnings[4]) == ("nested.conf: sink[0] Assert (line 23): unknown option "
-                                       "'rules.field_rules[0].field_valu' ignored (did you mean 'field_value'?)")
+    assert str(config.warnings[4]) == ("unknown option 'rules.field_rules[0].field_valu' ignored (did you mean "
+                                       "'field_value'?)\n  in sink[0] Assert, line 23 of nested.conf")
     # the rest of each block still counts
     column = config.sources[0].plugin.declared_schema().columns[0]
     assert (column.name, column.data_type.simpleString()) == ("id", "bigint")
@@ -212,5 +216,5 @@ def test_strict_refuses_the_first_unknown_nested_key_naming_its_line():
     with pytest.raises(ConfigError) as info:
         load_job_text(NESTED_JOB, source_name="nested.conf", strict=True)
     assert info.value.line == 5
-    assert str(info.value).startswith("nested.conf: source[0] FakeSource (line 5): unknown key "
-                                      "'schema.columns[0].comennt'; did you mean 'comment'?")
+    assert str(info.value).startswith("unknown key 'schema.columns[0].comennt'; did you mean 'comment'?")
+    assert str(info.value).endswith("\n  in source[0] FakeSource, line 5 of nested.conf")

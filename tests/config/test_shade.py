@@ -83,7 +83,7 @@ def test_a_value_that_does_not_decrypt_names_the_option_and_the_plugin(tmp_path)
     with pytest.raises(ConfigError) as err:
         load_job_text(_job("base64", "/not base64!"), source_name="job.conf")
     message = str(err.value)
-    assert "job.conf: sink[0] LocalFile" in message and "option 'path' does not decrypt" in message
+    assert "in sink[0] LocalFile, line 9 of job.conf" in message and "option 'path' does not decrypt" in message
     assert "/encrypt-config" in message
 
 

@@ -22,7 +22,8 @@ class CommandRefused(Exception):
 
 
 def run_command_line(prog: str, command) -> int:
-    """Run ``command()`` for its exit code: a refusal is one line on stderr and its code, Ctrl-C 130."""
+    """Run ``command()`` for its exit code: a refusal is its message on stderr (the reason, then
+    where, as ``config.loader.ConfigError`` lays it out) and its code, Ctrl-C 130."""
     try:
         return command()
     except CommandRefused as exc:
@@ -51,13 +52,13 @@ def read_job_file(path: str) -> str:
         with open(path, encoding="utf-8") as handle:
             return handle.read()
     except OSError as exc:
-        raise CommandRefused(f"{path}: cannot read the job file: {exc.strerror or exc}", EXIT_BAD_CONFIG) from None
+        raise CommandRefused(f"cannot read the job file: {exc.strerror or exc}\n  {path}", EXIT_BAD_CONFIG) from None
     except UnicodeDecodeError as exc:
-        raise CommandRefused(f"{path}: the job file is not UTF-8 text ({exc.reason} at byte {exc.start})",
+        raise CommandRefused(f"the job file is not UTF-8 text ({exc.reason} at byte {exc.start})\n  {path}",
                              EXIT_BAD_CONFIG) from None
 
 
 def print_config_warnings(warnings) -> None:
-    """Unknown keys a lenient load ignored: one line each, on stderr."""
+    """Unknown keys a lenient load ignored, on stderr: each its reason, then where."""
     for warning in warnings:
         print(f"seatide: warning: {warning}", file=sys.stderr)

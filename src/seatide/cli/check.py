@@ -85,7 +85,7 @@ def render(report: dict) -> str:
     if report["warnings"]:
         lines.append(f"{len(report['warnings'])} warning{'s' if len(report['warnings']) != 1 else ''} "
                      "(ignored keys; --strict makes them errors):")
-        lines += [f"  {w}" for w in report["warnings"]]
+        lines += ["  " + w.replace("\n", "\n  ") for w in report["warnings"]]     # reason, then where
     return "\n".join(lines)
 
 

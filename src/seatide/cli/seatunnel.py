@@ -237,7 +237,7 @@ def _shade(args) -> int:
     if not args.config:
         raise UsageError(f"{'--encrypt' if args.encrypt else '--decrypt'} needs the job file: -c JOB.conf")
     from seatide.cli.args import read_job_file
-    from seatide.config.loader import ConfigError, job_as_json
+    from seatide.config.loader import ConfigError, job_as_json, where
 
     try:   # config encryption lives in seatide.config.shade; this is its one use here
         from seatide.config.shade import ShadeError, decrypt_config, encrypt_config
@@ -250,7 +250,7 @@ def _shade(args) -> int:
     except ConfigError as exc:
         raise CommandRefused(str(exc), EXIT_BAD_CONFIG) from None
     except ShadeError as exc:
-        raise CommandRefused(f"{args.config}: {exc}", EXIT_BAD_CONFIG) from None
+        raise CommandRefused(f"{exc}\n  {where(args.config)}", EXIT_BAD_CONFIG) from None
     print(json.dumps(shaded, indent=2, ensure_ascii=False))
     return EXIT_OK
 

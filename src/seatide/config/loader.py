@@ -23,23 +23,32 @@ from seatide.plugin.registry import lookup, names
 
 
 class ConfigError(Exception):
-    """A job file is invalid. ``str()`` is the whole message a user sees."""
+    """A job file is invalid. ``str()`` is the whole message a user sees: the reason first,
+    then where on a line of its own (a job file's absolute path would push the reason off a
+    narrow terminal). ``reason`` is the first line alone."""
 
     def __init__(self, source: str, message: str, plugin: str | None = None,
                  option: str | None = None, line: int | None = None):
         self.source, self.plugin, self.option, self.line = source, plugin, option, line
-        where = source
-        if plugin:
-            where += f": {plugin}"
-        if line:
-            where += f" (line {line})"
-        super().__init__(f"{where}: {message}")
+        self.reason = message
+        super().__init__(f"{message}\n  {where(source, plugin, line)}")
+
+
+def where(source: str, plugin: str | None = None, line: int | None = None) -> str:
+    """``in sink[0] Console, line 9 of /jobs/orders.conf``: the second line of a message."""
+    if plugin and line:
+        return f"in {plugin}, line {line} of {source}"
+    if plugin:
+        return f"in {plugin} of {source}"
+    if line:
+        return f"at line {line} of {source}"
+    return f"in {source}"
 
 
 @dataclass(frozen=True)
 class ConfigWarning:
     """An unknown key that a lenient load ignored, or a plugin's notice about a value it accepts;
-    ``str()`` is the line a user sees."""
+    ``str()`` is what a user sees, laid out as a ``ConfigError`` is."""
 
     source: str
     plugin: str                # "env" or a plugin label ("sink[0] Console")
@@ -47,8 +56,7 @@ class ConfigWarning:
     unknown: UnknownOption | OptionNotice
 
     def __str__(self) -> str:
-        where = f"{self.source}: {self.plugin}" + (f" (line {self.line})" if self.line else "")
-        return f"{where}: {self.unknown.describe()}"
+        return f"{self.unknown.describe()}\n  {where(self.source, self.plugin, self.line)}"
 
 
 # Keys every plugin understands: how plugins are linked, and a per-plugin parallelism.
