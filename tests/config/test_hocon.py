@@ -24,6 +24,7 @@ SPEC_CASES = [
     # strings: quoted (JSON escapes), unquoted, triple-quoted (raw)
     ('a = ""', {"a": ""}),
     ('a = "\\u0041\\u00e9\\/\\b\\f\\n\\r\\t\\"\\\\"', {"a": 'Aé/\b\f\n\r\t"\\'}),
+    ('a = "\\ud83d\\ude00"', {"a": "\U0001f600"}),                 # a UTF-16 pair is one character
     ('a = """multi\nline "quotes" \\n raw"""', {"a": 'multi\nline "quotes" \\n raw'}),
     ('a = """x""""', {"a": 'x"'}),
     ('a = """"""', {"a": ""}),
@@ -123,6 +124,7 @@ def test_numbers_read_as_the_text_they_were_written_as(text, as_text, kind):
     ('x = 1\na = "\\x"', "\\x is not an escape", 2),
     ('a = "x\ny"', "may not span lines", 1),
     ('a = "\\u00e"', "four hex digits", 1),
+    ('a = "\\ud800"', "half of a UTF-16 pair", 1),
     ("a = x=y", "found '='", 1),
     ("a = jdbc:mysql://h:3306/db", "found ':'", 1),
     ("a = $abc", "'$' must start a substitution", 1),

@@ -118,11 +118,7 @@ class _Lexer:
             if ch == "\\":
                 code = text[self.i + 1:self.i + 2]
                 if code == "u":
-                    digits = text[self.i + 2:self.i + 6]
-                    if len(digits) < 4 or any(c not in "0123456789abcdefABCDEF" for c in digits):
-                        raise self.error("\\u must be followed by four hex digits, e.g. \\u00e9")
-                    parts.append(chr(int(digits, 16)))
-                    self.i += 6
+                    parts.append(self.unicode_escape())
                     continue
                 if code not in _ESCAPES:
                     raise self.error(f"\\{code} is not an escape in a quoted string (JSON escapes: "
@@ -132,6 +128,26 @@ class _Lexer:
                 continue
             parts.append(ch)
             self.i += 1
+
+    def unicode_escape(self) -> str:
+        """``\\uXXXX`` at ``self.i``; a UTF-16 pair written as two escapes (``\\ud83d\\ude00``)
+        is one character, as in Java's strings."""
+        start = self.i
+        unit = self._hex_unit(start)
+        if 0xD800 <= unit <= 0xDBFF and self.text.startswith("\\u", self.i):
+            low = self._hex_unit(self.i)
+            if 0xDC00 <= low <= 0xDFFF:
+                return chr(0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00))
+        if 0xD800 <= unit <= 0xDFFF:
+            raise self.error(f"\\u{unit:04x} is half of a UTF-16 pair, without its other half", start)
+        return chr(unit)
+
+    def _hex_unit(self, at: int) -> int:
+        digits = self.text[at + 2:at + 6]
+        if len(digits) < 4 or any(c not in "0123456789abcdefABCDEF" for c in digits):
+            raise self.error("\\u must be followed by four hex digits, e.g. \\u00e9", at)
+        self.i = at + 6
+        return int(digits, 16)
 
     def triple_quoted(self) -> None:
         start, text = self.i, self.text
