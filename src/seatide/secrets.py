@@ -13,11 +13,12 @@ driver's log lines, and the config text wherever it is shown.
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
 import re
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+if TYPE_CHECKING:
+    from seatide.config.job_text import JobText
 
 MASK = "******"
 
@@ -42,7 +43,9 @@ MIN_SEARCHED = 4
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _URL_USERINFO = re.compile(r"(?P<pre>://[^/\s:@]+:)(?P<value>[^/\s@]+)(?P<post>@)")
 _URL_PARAM = re.compile(r"(?P<pre>[?&;](?P<key>[A-Za-z][\w.\-]*)=)(?P<value>[^&;\s\"'#]+)(?P<post>)")
-_INLINE_PAIR = re.compile(r"""(?P<key>[A-Za-z][\w.\-]*)(?P<sep>["']?\s*[=:]\s*)(?P<q>["']?)(?P<value>[^\s&;,'"}\])]+)""")
+# key=value, key: value, "key": "value", key -> value (Scala's Map in Spark's lines), key => value
+_INLINE_PAIR = re.compile(r"""(?P<key>[A-Za-z][\w.\-]*)(?P<sep>["']?\s*(?:->|=>|[=:])\s*)(?P<q>["']?)"""
+                          r"""(?P<value>[^\s&;,'"}\])]+)""")
 
 
 def _words(name: str) -> list[str]:
@@ -77,11 +80,15 @@ def secret_values(text: str, variables: Mapping[str, str] | None = None) -> froz
     filled in) and the values of its secret variables. A config that does not parse still
     has its credential-named variables found."""
     variables = dict(variables or {})
-    return _values_of(_tree(text, variables), variables)
+    return secrets_of(_job(text, variables), variables)
 
 
-def _values_of(tree: dict | None, variables: dict[str, str]) -> frozenset[str]:
+def secrets_of(job: "JobText | None", variables: Mapping[str, str] | None = None) -> frozenset[str]:
+    """``secret_values`` of a job already parsed (``config.job_text``): the same parse the
+    loader validated and the outline was drawn from."""
+    variables = dict(job.variables) if job is not None else dict(variables or {})
     found: set[str] = set()
+    tree = job.tree if job is not None else None
     if tree is not None:
         _collect(tree, [], found)
     env = tree.get("env") if tree else None
@@ -91,31 +98,41 @@ def _values_of(tree: dict | None, variables: dict[str, str]) -> frozenset[str]:
 
 
 def mask_message(message: str | None, values: Iterable[str]) -> str | None:
-    """``message`` with every secret value, URL password and ``password=...`` pair masked."""
+    """``message`` with its secrets masked where they stand as values.
+
+    Always: a URL's password, a credential-named query parameter and a ``password=...`` (or
+    ``"token": "..."``) pair, whatever the value. Then each known secret value of at least
+    ``MIN_SEARCHED`` characters: an ordinary word (letters and ``_`` only, ``postgres``)
+    where it stands alone, never inside a name or a path (``postgres_cdc_table_1``,
+    ``/var/lib/postgres``); any other value (``S3cret-9``, a tenant ``ACME-7731``) wherever it
+    shows, since it cannot turn up inside a name by chance."""
     if not message:
         return message
-    for value in sorted(values, key=len, reverse=True):
-        if len(value) >= MIN_SEARCHED:
-            message = message.replace(value, MASK)
-    return _INLINE_PAIR.sub(_mask_pair, _mask_embedded(message))
+    message = _INLINE_PAIR.sub(_mask_pair, _mask_embedded(message))
+    return _mask_values(message, values, ordinary_alone=True)
 
 
 def mask_config_text(text: str, variables: Mapping[str, str] | None = None) -> str:
-    """The job file's text as written, comments and layout kept, with every secret value
-    replaced by ``******``. A file that does not parse has the values of credential-named
-    keys masked line by line instead."""
+    """The job file's text as written, comments and layout kept, with its secrets masked:
+    the value of every credential-named option, URL passwords and credential-named query
+    parameters, and distinctive secret values wherever they show. A value that merely equals
+    an ordinary-word password (``user = postgres``) stays. A file that does not parse is
+    masked as a message is."""
     variables = dict(variables or {})
-    tree = _tree(text, variables)
-    values = _values_of(tree, variables)
-    if tree is None:
-        return mask_message(text, values)
-    text = _mask_embedded(text)
-    for value in sorted(values, key=len, reverse=True):
-        for written in {value, json.dumps(value)[1:-1]}:
-            text = _whole_value(written).sub(lambda m: m.group("pre") + m.group("q") + MASK + m.group("q"), text)
-            if len(written) >= MIN_SEARCHED:
-                text = text.replace(written, MASK)
-    return text
+    job = _job(text, variables)
+    if job is None:
+        return mask_message(text, secrets_of(None, variables))
+    return mask_config(job)
+
+
+def mask_config(job: "JobText") -> str:
+    """``mask_config_text`` of a job already parsed."""
+    text = job.text
+    masked = sorted((span for path, spans in (job.spans or {}).items() if _names_secret(path) for span in spans),
+                    key=lambda span: span.start, reverse=True)
+    for span in masked:           # from the end, so earlier offsets stay true
+        text = text[:span.start] + span.quote + MASK + span.quote + text[span.end:]
+    return _mask_values(_mask_embedded(text), secrets_of(job), ordinary_alone=False)
 
 
 class MaskingFilter(logging.Filter):
@@ -134,21 +151,23 @@ class MaskingFilter(logging.Filter):
         return True
 
 
-def _tree(text: str, variables: dict[str, str]) -> dict | None:
-    """The job's parsed tree, read-only: only read here (``_collect``, ``_values_of``)."""
-    return _parsed(text, tuple(sorted(variables.items())))
-
-
-@functools.lru_cache(maxsize=512)
-def _parsed(text: str, variables: tuple[tuple[str, str], ...]) -> dict | None:
-    # Parsing HOCON takes milliseconds to a tenth of a second; job-info masks the same stored
-    # config on every request (twice), so a job's tree is parsed once per process, not per read.
-    from seatide.config.loader import ConfigError, parse_job_tree
+def _job(text: str, variables: dict[str, str]) -> "JobText | None":
+    """The job's one parse (``config.job_text.read_job_text``, cached per process), or None
+    when it does not parse."""
+    from seatide.config.job_text import JobTextError, read_job_text
 
     try:
-        return parse_job_tree(text, dict(variables))
-    except ConfigError:
+        return read_job_text(text, variables)
+    except JobTextError:
         return None
+
+
+def _names_secret(path: tuple[str, ...]) -> bool:
+    """Whether the value at ``path`` (a ``JobText`` span's) is a credential option's."""
+    from seatide.config.hocon import BLOCK_MARK
+
+    keys = [k for k in path if not k.startswith("[") and not k.startswith(BLOCK_MARK)]
+    return not _NOT_OPTIONS.intersection(keys) and bool(keys) and is_secret_key(".".join(keys[-4:]))
 
 
 def _collect(node: Any, path: list[str], found: set[str]) -> None:
@@ -173,11 +192,6 @@ def _embedded(text: str) -> Iterable[re.Match]:
     yield from (m for m in _URL_PARAM.finditer(text) if is_secret_key(m.group("key")))
 
 
-def _whole_value(value: str) -> re.Pattern:
-    """``value`` as the whole value of an assignment or a list item, quoted or not."""
-    return re.compile(r"(?P<pre>[=:\[,]\s*)(?P<q>\"?)" + re.escape(value) + r"(?P=q)(?=\s*(?:[,}\]\r\n#]|//|$))")
-
-
 def _mask_embedded(text: str) -> str:
     masked = lambda m: m.group("pre") + MASK + m.group("post")      # noqa: E731
     text = _URL_USERINFO.sub(masked, text)
@@ -190,3 +204,24 @@ def _mask_pair(match: re.Match) -> str:
     if not is_secret_key(key) or _words(key) == ["key"] or match.group("value") == MASK:
         return match.group(0)
     return key + match.group("sep") + match.group("q") + MASK
+
+
+def _mask_values(text: str, values: Iterable[str], ordinary_alone: bool) -> str:
+    """Each secret value of at least ``MIN_SEARCHED`` characters: a distinctive one wherever
+    it shows; an ordinary word only where it stands alone (``ordinary_alone``), else not."""
+    for value in sorted(values, key=len, reverse=True):
+        if len(value) < MIN_SEARCHED:
+            continue
+        if not _ORDINARY.fullmatch(value):
+            text = text.replace(value, MASK)
+        elif ordinary_alone:
+            text = re.sub(_ALONE_BEFORE + re.escape(value) + _ALONE_AFTER, MASK, text)
+    return text
+
+
+# An ordinary word: the kind of value that is also the name of a user, a database, a table.
+_ORDINARY = re.compile(r"[A-Za-z_]+")
+# Standing alone: not touching a name's characters, nor a . / \ - that joins it to more of a
+# name or a path (postgres.public, /var/lib/postgres/data, postgres-cdc), on either side.
+_ALONE_BEFORE = r"(?<![\w$./\\])(?<!\w-)"
+_ALONE_AFTER = r"(?![\w$])(?![./\\-]\w)"

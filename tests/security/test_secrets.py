@@ -119,3 +119,45 @@ def test_log_lines_and_their_tracebacks_are_masked(caplog):
 def test_odd_configs_mask_without_failing(text):
     assert secret_values(text, {"db_password": "Odd-Pass-6"}) == {"Odd-Pass-6"}
     assert "Odd-Pass-6" not in mask_config_text(text + " Odd-Pass-6", {"db_password": "Odd-Pass-6"})
+
+
+# The way SeaTunnel's own PostgreSQL jobs are written: the password is an ordinary word that
+# also names the user, the database, tables, files and columns.
+COMMON_WORD_JOB = """
+env { job.mode = BATCH }
+source {
+  Jdbc {
+    url = "jdbc:postgresql://postgres:postgres@pg-host:5432/postgres?password=postgres&user=postgres"
+    user = "postgres"
+    password = "postgres"
+    query = "select * from postgres_cdc_table_1"
+    table_path = "postgres.public.postgres_cdc_table_1"
+  }
+}
+sink { LocalFile { path = "/var/lib/postgres/out", file_name_expression = "postgrescdc_to_postgres" } }
+"""
+
+
+def test_a_common_word_password_is_masked_as_a_value_never_inside_names_or_paths():
+    values = secret_values(COMMON_WORD_JOB, {})
+    assert "postgres" in values
+    shown = mask_config_text(COMMON_WORD_JOB, {})
+    assert f'password = "{MASK}"' in shown
+    assert f"jdbc:postgresql://postgres:{MASK}@pg-host:5432/postgres?password={MASK}&user=postgres" in shown
+    for kept in ('user = "postgres"', '"select * from postgres_cdc_table_1"', '"postgres.public.postgres_cdc_table_1"',
+                 '"/var/lib/postgres/out"', '"postgrescdc_to_postgres"'):
+        assert kept in shown, kept
+    message = ("failed to read postgres.public.postgres_cdc_table_1 into /var/lib/postgres/out with "
+               "postgrescdc_to_postgres.conf (url jdbc:postgresql://postgres:postgres@h/db); password=postgres, "
+               "the password was 'postgres'")
+    masked = mask_message(message, values)
+    assert masked == ("failed to read postgres.public.postgres_cdc_table_1 into /var/lib/postgres/out with "
+                      f"postgrescdc_to_postgres.conf (url jdbc:postgresql://postgres:{MASK}@h/db); password={MASK}, "
+                      f"the password was '{MASK}'")
+
+
+def test_a_distinctive_secret_is_masked_wherever_it_shows_even_inside_a_name():
+    """A value with digits or signs cannot turn up inside a name by chance: a database name
+    built from a secret variable (db_${tenant}) is masked."""
+    masked = mask_message(f'database "db_{TENANT}" does not exist; file /data/{TENANT}.csv', {TENANT})
+    assert TENANT not in masked and 'database "db_******"' in masked

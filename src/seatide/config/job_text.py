@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from seatide.config.hocon import BLOCK_MARK, HoconError, parse
+from seatide.config.hocon import BLOCK_MARK, HoconError, Span, parse
 
 SECTIONS = ("env", "source", "transform", "sink")
 PLUGIN_SECTIONS = ("source", "transform", "sink")
@@ -46,13 +46,16 @@ class JobTextError(ValueError):
 @dataclass(frozen=True)
 class JobText:
     """One parse of a job: the tree (plugin blocks under unique keys, see ``unmark``), the
-    site of each plugin block and the line of each key in ``env`` and plugin blocks."""
+    site of each plugin block, the line of each key in ``env`` and plugin blocks, and where
+    each value written as text sits in ``text`` (``spans``, by the value's path; a value that
+    came from a ``-i`` variable has none)."""
 
     text: str
     variables: tuple[tuple[str, str], ...]
     tree: dict
     sites: Mapping[tuple[str, int], BlockSite]
     keys: KeyLines
+    spans: Mapping[tuple[str, ...], tuple[Span, ...]] = None
 
     @property
     def variable_map(self) -> dict[str, str]:
@@ -67,14 +70,31 @@ def read_job_text(text: str, variables: Mapping[str, str] | None = None) -> JobT
 
 @functools.lru_cache(maxsize=256)
 def _read(text: str, variables: tuple[tuple[str, str], ...]) -> JobText:
+    filled, replaced = _substitute(text, dict(variables))
     try:
-        doc = parse(substitute(text, dict(variables)), apart=PLUGIN_SECTIONS)
+        doc = parse(filled, apart=PLUGIN_SECTIONS)
     except HoconError as exc:
         raise JobTextError(exc.reason, exc.line, exc.undefined) from None
     if not isinstance(doc.value, dict):
         raise JobTextError("a job file must be an object with env, source, transform, sink")
     sites = {(b.parent, b.index): BlockSite(b.parent, b.index, b.name, b.line) for b in doc.blocks}
-    return JobText(text, variables, doc.value, sites, _key_lines(doc.lines))
+    return JobText(text, variables, doc.value, sites, _key_lines(doc.lines), _as_written(doc.spans, replaced))
+
+
+def _as_written(spans: Mapping[tuple[str, ...], list[Span]], replaced: list[tuple[int, int, int]]):
+    """Spans in the filled text -> spans in the text as written; one that touches a filled-in
+    variable is dropped (the text as written holds ``${name}`` there, not the value)."""
+    out: dict[tuple[str, ...], tuple[Span, ...]] = {}
+    for path, found in spans.items():
+        kept = []
+        for span in found:
+            if any(span.start < end and start < span.end for start, end, _ in replaced):
+                continue
+            shift = sum(delta for _, end, delta in replaced if end <= span.start)
+            kept.append(Span(span.start - shift, span.end - shift, span.quote))
+        if kept:
+            out[path] = tuple(kept)
+    return out
 
 
 def _key_lines(lines: Mapping[tuple[str, ...], int]) -> KeyLines:
@@ -102,16 +122,27 @@ def substitute(text: str, variables: dict[str, str]) -> str:
     Names not given and without a default are left for HOCON to resolve (a path in the
     file or an environment variable); if it cannot, the loader reports the variable.
     """
+    return _substitute(text, variables)[0]
 
-    def repl(match: re.Match) -> str:
+
+def _substitute(text: str, variables: dict[str, str]) -> tuple[str, list[tuple[int, int, int]]]:
+    """``substitute``, and where it filled in: (start, end, length change) in the new text."""
+    parts: list[str] = []
+    replaced: list[tuple[int, int, int]] = []
+    at, length = 0, 0
+    for match in _VARIABLE.finditer(text):
         name, default = match.group(1), match.group(2)
-        if name in variables:
-            return variables[name]
-        if default is not None:
-            return default
-        return match.group(0)
-
-    return _VARIABLE.sub(repl, text)
+        value = variables[name] if name in variables else default
+        if value is None:
+            continue
+        parts.append(text[at:match.start()])
+        start = length + match.start() - at
+        parts.append(value)
+        length = start + len(value)
+        replaced.append((start, length, len(value) - (match.end() - match.start())))
+        at = match.end()
+    parts.append(text[at:])
+    return "".join(parts), replaced
 
 
 def unmark(key: str) -> tuple[str, int] | None:

@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Collection, Mapping
 
-from seatide.config.hocon.resolve import BLOCK_MARK, UNDEFINED, Block, Builder, Pending, RawObj, Resolver, block_key
+from seatide.config.hocon.resolve import (BLOCK_MARK, UNDEFINED, Block, Builder, Pending, RawObj, Resolver, Span,
+                                          block_key)
 from seatide.config.hocon.syntax import Arr, Concat, parse_document
 from seatide.config.hocon.values import HoconError, HoconFloat, HoconInt
 
@@ -31,6 +32,7 @@ class Document:
     value: Any
     lines: Mapping[tuple[str, ...], int]
     blocks: tuple[Block, ...]
+    spans: Mapping[tuple[str, ...], list[Span]] = None      # values written as text (``Span``)
 
 
 def parse(text: str, apart: Collection[str] = (), environ: Mapping[str, str] | None = None) -> Document:
@@ -45,11 +47,11 @@ def parse(text: str, apart: Collection[str] = (), environ: Mapping[str, str] | N
     builder = Builder(apart)
     if isinstance(node, Arr):      # a document may be a list; a job file never is
         value = Resolver(RawObj(), environ).value(Pending(Concat([node], node.line), None))
-        return Document(value, {}, ())
+        return Document(value, {}, (), {})
     root = builder.object(node, ())
     value = Resolver(root, environ, builder.lines).value(root)
-    return Document(value, builder.lines, tuple(builder.blocks))
+    return Document(value, builder.lines, tuple(builder.blocks), builder.spans)
 
 
-__all__ = ["BLOCK_MARK", "UNDEFINED", "Block", "Document", "HoconError", "HoconFloat", "HoconInt", "block_key",
-           "parse"]
+__all__ = ["BLOCK_MARK", "UNDEFINED", "Block", "Document", "HoconError", "HoconFloat", "HoconInt", "Span",
+           "block_key", "parse"]

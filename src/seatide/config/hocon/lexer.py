@@ -30,7 +30,9 @@ class Token:
     text: str
     line: int
     col: int
-    quoted: bool = False
+    quoted: bool | str = False   # True, or '"""' for a triple-quoted string
+    start: int = -1          # offsets of the token in the text (a quoted one with its quotes)
+    end: int = -1
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,10 @@ class _Lexer:
         at = self.i if at is None else at
         return HoconError(message, self.line, at - self.line_start + 1)
 
-    def emit(self, kind: str, value: Any, text: str, start: int, quoted: bool = False) -> None:
-        self.out.append(Token(kind, value, text, self.line, start - self.line_start + 1, quoted))
+    def emit(self, kind: str, value: Any, text: str, start: int, quoted: bool | str = False,
+             end: int | None = None) -> None:
+        self.out.append(Token(kind, value, text, self.line, start - self.line_start + 1, quoted, start,
+                              self.i if end is None else end))
 
     def run(self) -> list[Token]:
         text, n = self.text, len(self.text)
@@ -157,7 +161,7 @@ class _Lexer:
         while text.startswith('"', end + 3):     # quotes just before the closing ones belong to the string
             end += 1
         value = text[self.i + 3:end]
-        self.emit("str", value, value, start, quoted=True)
+        self.emit("str", value, value, start, quoted='"""', end=end + 3)
         newlines = value.count("\n")
         if newlines:
             self.line += newlines

@@ -41,6 +41,17 @@ def block_key(parent: str, index: int) -> str:
 
 
 @dataclass(frozen=True)
+class Span:
+    """Where a value written as plain text sits: ``text[start:end]``, its quotes included
+    (``quote`` is one double quote, three, or empty). Lets a reader rewrite one value in place, the rest
+    of the text as written (``seatide.secrets`` masks passwords this way)."""
+
+    start: int
+    end: int
+    quote: str
+
+
+@dataclass(frozen=True)
 class Block:
     """A field kept apart from its namesakes: ``source { FakeSource {} FakeSource {} }``."""
 
@@ -88,6 +99,7 @@ class Builder:
     def __init__(self, apart: Collection[str] = (), lines: dict | None = None):
         self.apart = frozenset(apart)
         self.lines: dict[tuple[str, ...], int] = {} if lines is None else lines
+        self.spans: dict[tuple[str, ...], list[Span]] = {}
         self.blocks: list[Block] = []
         self._counts: dict[str, int] = {}
 
@@ -129,9 +141,25 @@ class Builder:
             for part in objects:
                 self.object(part, path, into)
             return
+        if path is not None:
+            self._note_spans(path, concat)
         prior = obj.items.get(key)
         pending = Pending(concat, path or (key,), prior, site=path)
         obj.items[key] = pending if prior is None or not _has_substitution(concat) else Merge(prior, pending)
+
+
+    def _note_spans(self, path: tuple[str, ...], concat: Concat) -> None:
+        """The span of a value written as text, or of each such element of a list."""
+        if len(concat.parts) == 1 and isinstance(concat.parts[0], Arr):
+            for i, item in enumerate(concat.parts[0].items):
+                self._note_spans((*path, f"[{i}]"), item)
+            return
+        if all(isinstance(p, Token) and p.kind != "subst" for p in concat.parts):
+            first, last = concat.parts[0], concat.parts[-1]
+            quote = ""
+            if first is last and first.quoted:
+                quote = '"' if first.quoted is True else first.quoted
+            self.spans.setdefault(path, []).append(Span(first.start, last.end, quote))
 
 
 def _writable(obj: RawObj, key: str) -> RawObj:
