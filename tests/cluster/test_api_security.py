@@ -140,8 +140,11 @@ def test_a_failed_jobs_secrets_appear_in_no_answer_event_status_or_log(cluster, 
     for proc in cluster.procs:
         with open(proc.log_path, errors="replace") as handle:
             seen[proc.name] = handle.read()
-    seen["driver log"] = "".join(_seatide_lines(path) for path in _driver_logs(cluster.data_dir))
+    # Every line of the driver's log: SeaTide's (Python logging) and the JVM's (log4j, Spark's
+    # task failures that quote the database's answer), written to the process's stdout/stderr
+    seen["driver log"] = "".join(_read(path) for path in _driver_logs(cluster.data_dir))
     assert "ERROR seatide" in seen["driver log"]      # the driver did log its failure
+    assert "nodb_******" in seen["driver log"]        # and a line quoted the database's name
     for where, text in seen.items():
         assert PASSWORD not in text and TENANT not in text, f"a secret in {where}: {text[:2000]}"
 
@@ -151,7 +154,30 @@ def _driver_logs(data_dir: str) -> list[str]:
     return [os.path.join(folder, f) for folder, _, files in os.walk(root) for f in files]
 
 
-def _seatide_lines(path: str) -> str:
-    """What SeaTide's own code logged (Python logging), not the JVM's lines beside it."""
+def _read(path: str) -> str:
     with open(path, errors="replace") as handle:
-        return "".join(line for line in handle if " seatide" in line or line.startswith(("Traceback", "  ", "py4j")))
+        return handle.read()
+
+
+PRINTING_JOB = """
+env { job.mode = BATCH, secret.variables = [tenant] }
+source {
+  FakeSource {
+    schema = { fields { name = string } }
+    rows = [{ kind = INSERT, fields = ["tenant ${tenant} in table orders_${tenant}"] }]
+  }
+}
+sink { Console {} }
+"""
+
+
+def test_what_a_driver_prints_reaches_its_log_masked(cluster):
+    """Console's rows go to the driver's stdout, not through Python logging: the worker masks
+    the driver's output on its way into the log file."""
+    cluster.coordinator()
+    cluster.worker()
+    job_id = cluster.submit(PRINTING_JOB, "printing-job", variables={"tenant": TENANT})
+    cluster.wait_status(job_id, "FINISHED", timeout=180)
+    log = "".join(_read(path) for path in _driver_logs(cluster.data_dir))
+    assert "tenant ****** in table orders_******" in log, log[-3000:]
+    assert TENANT not in log

@@ -43,6 +43,7 @@ from seatide.store.states import ATTEMPT_LIVE, AttemptState
 from seatide.store.wakeups import AssignmentListener
 from seatide.timeouts import LIVENESS_TAKE_WITHIN_S, Timeouts
 from seatide.runtime.warm_driver import warm_session_conf
+from seatide.worker.driver_log import DriverLog
 from seatide.worker.warm_pool import WarmPool, warm_command
 
 log = logging.getLogger(__name__)
@@ -65,9 +66,15 @@ class ProcessLauncher:
     process table whose objects answer ``pid``, ``poll()``, ``kill()``, ``wait()`` and
     ``returncode`` as a ``subprocess.Popen`` does."""
 
-    def start(self, command: list[str], log_file, env: dict[str, str], inherit_stdout: bool):
-        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=None if inherit_stdout else log_file,
-                                stderr=log_file, preexec_fn=_die_with_parent, env=env)
+    def start(self, command: list[str], log_file: DriverLog, env: dict[str, str], inherit_stdout: bool):
+        """The driver's output (its JVM's too) reaches ``log_file`` through a pipe, masked;
+        ``inherit_stdout`` leaves its stdout on this process's (``seatide run``'s terminal)."""
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                stdout=None if inherit_stdout else subprocess.PIPE,
+                                stderr=subprocess.PIPE if inherit_stdout else subprocess.STDOUT,
+                                preexec_fn=_die_with_parent, env=env)
+        log_file.copy(proc.stderr if inherit_stdout else proc.stdout, name=f"driver-{proc.pid}-log")
+        return proc
 
 
 class Worker:
@@ -257,10 +264,10 @@ class Worker:
                    "--heartbeat-interval", str(self.timeouts.driver_heartbeat_interval),
                    "--self-fence-after", str(self.timeouts.driver_self_fence_after)]
         conf = self._spark_conf(attempt.job_id)
-        proc = self._hand_to_warm_driver(attempt, conf, log_path)
+        log_file = self._driver_log(attempt.job_id, log_path)
+        proc = self._hand_to_warm_driver(attempt, conf, log_file)
         if proc is None:
-            with open(log_path, "ab") as log_file:
-                proc = self.launcher.start(command, log_file, self._driver_env(conf), self.inherit_stdout)
+            proc = self.launcher.start(command, log_file, self._driver_env(conf), self.inherit_stdout)
         self.children[attempt.attempt_id] = proc
         failpoints.hit("worker.after_launch")
         with self.store.write() as conn:
@@ -269,7 +276,17 @@ class Worker:
                 .values(pid=proc.pid))
         log.info("launched driver pid %s for job %s attempt %s", proc.pid, attempt.job_id, attempt.attempt_id)
 
-    def _hand_to_warm_driver(self, attempt, conf: dict | None, log_path: str):
+    def _driver_log(self, job_id: str, log_path: str) -> DriverLog:
+        """The attempt's log file, each line masked by the job's secrets (``driver_log``)."""
+        from seatide.secrets import secret_values
+
+        with self.store.read() as conn:
+            job = conn.execute(select(s.jobs.c.config, s.jobs.c.variables).where(s.jobs.c.job_id == job_id)).first()
+        # the same parse as the job's Spark settings (config.job_text caches it per job text)
+        secrets = secret_values(job.config, json.loads(job.variables)) if job is not None else frozenset()
+        return DriverLog(log_path, secrets)
+
+    def _hand_to_warm_driver(self, attempt, conf: dict | None, log_file: DriverLog):
         """A warm driver's process, now running the claimed attempt; None: start a cold one."""
         if not self.warm_pool.size or conf is None:      # None: a config error the driver reports
             return None
@@ -278,7 +295,7 @@ class Worker:
             log.info("job %s attempt %s gets a cold driver: %s", attempt.job_id, attempt.attempt_id,
                      fit.cold_because)
             return None
-        return self.warm_pool.take(attempt.job_id, attempt.attempt_id, fit.runtime_conf, log_path)
+        return self.warm_pool.take(attempt.job_id, attempt.attempt_id, fit.runtime_conf, log_file)
 
     def _driver_env(self, conf: dict | None, worker_conf: bool = True) -> dict[str, str]:
         """A driver's environment; ``worker_conf``: with this worker's ``--spark-conf`` (a warm

@@ -27,10 +27,10 @@ import select
 import subprocess
 import sys
 import threading
-from typing import IO
 
 from seatide import clock
 from seatide.runtime.warm_driver import READY, STARTED, TAKEN, fits_command_line, placeholder_args
+from seatide.worker.driver_log import DriverLog
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class WarmDriver:
         self.started = False         # the attempt it took has committed its first batch
         self.taken_at: float | None = None
         self._signals_fd = signals_fd
-        self._sink: IO[bytes] | None = None           # None: the worker's log, while idle
+        self._sink: DriverLog | None = None           # None: the worker's log, while idle
         self._lock = threading.Lock()
         threading.Thread(target=self._relay, name=f"warm-driver-{proc.pid}-log", daemon=True).start()
 
@@ -92,9 +92,9 @@ class WarmDriver:
             self.started = True
         return data
 
-    def hand_over(self, job_id: str, attempt_id: int, runtime_conf: dict[str, str], log_path: str) -> bool:
-        """Give the driver its attempt. False: it was already gone and has not seen the attempt."""
-        sink = open(log_path, "ab", buffering=0)
+    def hand_over(self, job_id: str, attempt_id: int, runtime_conf: dict[str, str], sink: DriverLog) -> bool:
+        """Give the driver its attempt, its output from now on to ``sink`` (the attempt's log,
+        masked). False: it was already gone and has not seen the attempt."""
         with self._lock:
             self._sink = sink        # from here on its output is the attempt's log
         order = json.dumps({"job_id": job_id, "attempt": attempt_id, "runtime_conf": runtime_conf})
@@ -167,14 +167,14 @@ class WarmPool:
         while len(self.idle) < self.size and not self.starting and clock.now() >= self._next_start:
             self.idle.append(self._start())
 
-    def take(self, job_id: str, attempt_id: int, runtime_conf: dict[str, str], log_path: str):
+    def take(self, job_id: str, attempt_id: int, runtime_conf: dict[str, str], attempt_log: DriverLog):
         """Hand a claimed attempt to an idle warm driver (a ready one first, else the oldest):
         its ``subprocess.Popen``, or None when no warm driver could take it."""
         if not fits_command_line(job_id, attempt_id):
             return None
         for driver in sorted(self.idle, key=lambda d: (not d.ready, d.started_at)):
             self.idle.remove(driver)
-            if driver.proc.poll() is None and driver.hand_over(job_id, attempt_id, runtime_conf, log_path):
+            if driver.proc.poll() is None and driver.hand_over(job_id, attempt_id, runtime_conf, attempt_log):
                 # From here on the worker supervises it as any driver; the pool only listens
                 # for STARTED, to refill.
                 driver.taken_at = clock.now()
