@@ -2,11 +2,12 @@
 
 Both stream the slot from the batch's start (``replication.stream``): the plan counts the
 changes of whole transactions until there are ``max_rows`` or it has caught up with the WAL
-flushed when it began, and keeps nothing; the read decodes the same transactions again and
-yields their rows one by one. So neither holds more than a message at a time, whatever the
-backlog or the size of one transaction, and each batch costs its own changes: a backlog of
-N changes is read in time linear in N (the SQL peek this replaces started at the slot's
-confirmed position on every batch and read the whole backlog into memory).
+flushed when it began, keeping their messages only while they take at most ``INLINE_BYTES``
+(then the task decodes those, and streams nothing); the read of a larger batch streams the
+same transactions again and yields their rows one by one. So no batch is held whole,
+whatever the backlog or the size of one transaction, and each batch costs its own changes: a
+backlog of N changes is read in time linear in N (the SQL peek this replaces started at the
+slot's confirmed position on every batch and read the whole backlog into memory).
 
 A transaction belongs to the batch ``(start, end]`` when its commit record starts before
 ``end`` (every batch ends at the end of a commit record, or at a position no commit spans).
@@ -14,43 +15,65 @@ A transaction belongs to the batch ``(start, end]`` when its commit record start
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterator
 
 from seatide.connectors.postgres_cdc import replication
-from seatide.connectors.postgres_cdc.pgoutput import Begin, Change, Commit, Decoder, Truncate, message_tag
+from seatide.connectors.postgres_cdc.pgoutput import (UNCHANGED_TOAST, Begin, Change, Commit, Decoder, Truncate,
+                                                      message_tag)
 from seatide.connectors.postgres_cdc.tables import CapturedTable
 from seatide.plugin.base import permanent_in_worker
 from seatide.plugin.rowkind import RowKind
-from seatide.connectors.postgres_cdc.pgoutput import UNCHANGED_TOAST
 
 
-def plan_batch(config: dict, slot_name: str, start: int, max_rows: int, flushed: int) -> tuple[int, int]:
-    """(end, changes): the end of the last whole transaction to read from ``start``, and how
-    many rows its changes make at most. ``end == start`` when there is nothing up to ``flushed``."""
-    changes, end, in_transaction = 0, start, False
+# A planned batch whose messages take at most this much is handed to its task as those
+# messages, sparing the task a second stream (the common, small batch); a larger one is
+# streamed again by the task, so no batch is ever held whole.
+INLINE_BYTES = 8 << 20
+
+
+@dataclass
+class BatchPlan:
+    end: int                          # the end of the last whole transaction (== start: nothing)
+    changes: int                      # rows its changes make at most
+    messages: list | None             # its pgoutput messages, when they fit INLINE_BYTES
+
+
+def plan_batch(config: dict, slot_name: str, start: int, max_rows: int, flushed: int) -> BatchPlan:
+    """Whole transactions from ``start`` until they hold ``max_rows`` rows or the stream has
+    caught up with ``flushed``."""
+    plan, in_transaction, size = BatchPlan(start, 0, []), False, 0
     for kind, item in replication.stream(config, slot_name, start):
         if kind == "walend":
             if item >= flushed and not in_transaction:
                 break
             continue
+        if plan.messages is not None:
+            size += len(item)
+            if size <= INLINE_BYTES:
+                plan.messages.append(item)
+            else:
+                plan.messages = None
         tag = message_tag(item)
         if tag == "B":
             in_transaction = True
         elif tag in "IUDT":
-            changes += 2 if tag == "U" else 1      # an update may carry its old row too
+            plan.changes += 2 if tag == "U" else 1      # an update may carry its old row too
         elif tag == "C":
-            commit = Decoder().decode(item)
-            in_transaction, end = False, commit.end_lsn
-            if changes >= max_rows or end >= flushed:
+            in_transaction, plan.end = False, Decoder().decode(item).end_lsn
+            if plan.changes >= max_rows or plan.end >= flushed:
                 break
-    return end, changes
+    return plan
 
 
-def read_changes(config: dict, tables: list[CapturedTable], slot_name: str, start: int,
-                 end: int) -> Iterator[tuple[int, int, dict]]:
-    """(row kind, table index, column -> text) of every change in ``(start, end]``, in order."""
+def read_changes(config: dict, tables: list[CapturedTable], slot_name: str, start: int, end: int,
+                 messages: list | None = None) -> Iterator[tuple[int, int, dict]]:
+    """(row kind, table index, column -> text) of every change in ``(start, end]``, in order:
+    from the planned ``messages``, or streamed again."""
+    source = (("data", m) for m in messages) if messages is not None else \
+        replication.stream(config, slot_name, start)
     decoder, in_transaction = Decoder(tables[0].encoding), False
-    for kind, item in replication.stream(config, slot_name, start):
+    for kind, item in source:
         if kind == "walend":
             if item >= end and not in_transaction:
                 return

@@ -127,7 +127,7 @@ def _start(config: dict, slot_name: str, start_lsn: int):
         message = (result.error_message or b"").decode().strip() if result is not None else "no answer"
         conn.close()
         if state == _OBJECT_IN_USE.encode() and time.monotonic() < deadline:
-            time.sleep(0.1)      # the connection of the last read is still letting go of the slot
+            time.sleep(0.02)     # the connection of the last read is still letting go of the slot
             continue
         raise ReplicationError(f"START_REPLICATION of slot '{slot_name}' at {format_lsn(start_lsn)}: {message}")
 

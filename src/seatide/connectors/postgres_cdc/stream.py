@@ -66,11 +66,12 @@ class SnapshotSplit(InputPartition):
 
 
 class ChangeRange(InputPartition):
-    """The changes of the transactions committed in ``(start, end]``, read by one task."""
+    """The changes of the transactions committed in ``(start, end]``, read by one task: from
+    ``messages`` when the plan kept them (a small batch), else streamed again."""
 
-    def __init__(self, start: int, end: int):
+    def __init__(self, start: int, end: int, messages: list | None = None):
         super().__init__((start, end))
-        self.start, self.end = start, end
+        self.start, self.end, self.messages = start, end, messages
 
 
 class PostgresCdcSource(DataSource):
@@ -91,10 +92,11 @@ class PostgresCdcReader(DataSourceStreamReader):
         self._conn = None
         self._checked = False
         self._exporter = None     # the replication connection keeping the slot's snapshot alive
+        self._planned: dict[tuple[int, int], list] = {}   # (start, end) -> messages of a small batch
 
     def __getstate__(self) -> dict:
-        # Spark pickles the reader to run read() in its workers: no connection.
-        return {**self.__dict__, "_conn": None, "_exporter": None}
+        # Spark pickles the reader to run read() in its workers: no connection, no messages.
+        return {**self.__dict__, "_conn": None, "_exporter": None, "_planned": {}}
 
     def _db(self):
         if self._conn is None or self._conn.closed:
@@ -156,15 +158,18 @@ class PostgresCdcReader(DataSourceStreamReader):
             return self._next_splits(start)
         self._end_export()          # the snapshot's last batch, which ends at ``start``, is read
         flushed = slot.flushed_lsn(self._db())
-        end_lsn, changes = plan_batch(self.config, self.slot, start["lsn"], self.max_rows, flushed)
-        if changes == 0:
+        plan = plan_batch(self.config, self.slot, start["lsn"], self.max_rows, flushed)
+        if plan.changes == 0:
             # Nothing for our tables, but WAL grew (other tables, other databases): a stream
             # decodes from the slot's position, so move past it. Safe: the plan read to the
             # WAL flushed before it began, and a transaction committing later ends after that.
-            if max(end_lsn, flushed) - start["lsn"] >= IDLE_ADVANCE_BYTES:
-                return {"lsn": max(end_lsn, flushed), "snapshot": None, "splits": [], "changes": 0}
+            if max(plan.end, flushed) - start["lsn"] >= IDLE_ADVANCE_BYTES:
+                return {"lsn": max(plan.end, flushed), "snapshot": None, "splits": [], "changes": 0}
             return start
-        return {"lsn": end_lsn, "snapshot": None, "splits": [], "changes": changes}
+        if plan.messages is not None:
+            # kept until the batch's partitions are made (Spark asks right after planning it)
+            self._planned = {**dict(list(self._planned.items())[-1:]), (start["lsn"], plan.end): plan.messages}
+        return {"lsn": plan.end, "snapshot": None, "splits": [], "changes": plan.changes}
 
     def _next_splits(self, start: dict) -> dict:
         table, after = start["snapshot"]["table"], start["snapshot"]["after"]
@@ -184,12 +189,14 @@ class PostgresCdcReader(DataSourceStreamReader):
             return [SnapshotSplit(*split, end.get("export")) for split in end["splits"]]
         if start["lsn"] is None or end["lsn"] <= start["lsn"] or end.get("changes", 1) == 0:
             return []
-        return [ChangeRange(start["lsn"], end["lsn"])]
+        # a replay after a restart has no planned messages: its task streams the range again
+        return [ChangeRange(start["lsn"], end["lsn"], self._planned.pop((start["lsn"], end["lsn"]), None))]
 
     def read(self, partition) -> Iterator:
         builder = _RowBatches(self.tables, self.config["columns"], self.config["spark_time_zone"])
         if isinstance(partition, ChangeRange):
-            changes = read_changes(self.config, self.tables, self.slot, partition.start, partition.end)
+            changes = read_changes(self.config, self.tables, self.slot, partition.start, partition.end,
+                                   partition.messages)
             rows = with_unchanged_values(changes, self.tables, lambda: connect(self.config))
             for kind, table, values in rows:
                 yield from builder.add(kind, table, values)
