@@ -181,3 +181,42 @@ def test_what_a_driver_prints_reaches_its_log_masked(cluster):
     log = "".join(_read(path) for path in _driver_logs(cluster.data_dir))
     assert "tenant ****** in table orders_******" in log, log[-3000:]
     assert TENANT not in log
+
+
+COMMON_WORD_JOB = """
+env { job.mode = BATCH, job.retry.times = 0 }
+source {
+  Jdbc {
+    url = "jdbc:postgresql://127.0.0.1:5432/test"
+    driver = "org.postgresql.Driver"
+    user = "postgres"
+    password = "postgres"
+    query = "select * from postgres_cdc_table_%s"
+  }
+}
+sink { Console {} }
+"""
+
+
+def test_a_common_word_password_leaves_names_readable(cluster):
+    """SeaTunnel's PostgreSQL jobs use 'postgres' as user and password, and their tables hold
+    the word: the server's refusal naming such a table reaches the user as the server wrote
+    it, and a job's config keeps its names while its password is masked."""
+    from seatide.connectors.jdbc.url import JdbcUrl
+
+    url = cluster.coordinator().url
+    status, body = call("POST", url + "/api/v1/submit-job", {"config": COMMON_WORD_JOB % "missing", "jobId": "m"})
+    assert status == 400 and 'relation \\"postgres_cdc_table_missing\\" does not exist' in body, body
+    with JdbcUrl.parse("jdbc:postgresql://127.0.0.1:5432/test?user=postgres").connect(autocommit=True) as conn:
+        with conn.cursor() as cursor:
+            cursor.execute("drop table if exists postgres_cdc_table_1")
+            cursor.execute("create table postgres_cdc_table_1 (id int primary key, note text)")
+            cursor.execute("insert into postgres_cdc_table_1 values (1, 'in postgres_cdc_table_1')")
+    cluster.worker()
+    job_id = cluster.submit(COMMON_WORD_JOB % "1", "common-word")
+    cluster.wait_status(job_id, "FINISHED", timeout=180)
+    info = json.loads(call("GET", url + f"/api/v1/job-info/{job_id}")[1])
+    assert 'password = "******"' in info["config"] and 'user = "postgres"' in info["config"]
+    assert "from postgres_cdc_table_1" in info["config"]
+    log = "".join(_read(path) for path in _driver_logs(cluster.data_dir))
+    assert "in postgres_cdc_table_1" in log and "******_cdc" not in log      # Console's row, as read
