@@ -196,7 +196,7 @@ def test_resume_after_binlog_purge_fails_naming_the_lost_position(spark, private
     message = str(failure.value)
     assert PERMANENT_MARK in message
     assert f"binlog position {lost_file}:" in message
-    assert 'startup.mode = "initial"' in message and "--fallback fresh" in message
+    assert 'startup.mode = "initial"' in message and "submit it again" in message
     assert 2 not in replica.rows
 
 
@@ -436,7 +436,7 @@ def test_a_truncate_fails_the_stream_loudly_instead_of_being_skipped(private_mar
     end = reader.latestOffset(start, ReadAllAvailable())
     with pytest.raises(PermanentError) as caught:
         read_range(reader, start, end)
-    assert f"{table} was truncated" in str(caught.value) and "--fallback fresh" in str(caught.value)
+    assert f"{table} was truncated" in str(caught.value) and "submit it again" in str(caught.value)
 
 
 def test_an_offset_of_another_server_fails_the_resume_instead_of_reading_its_file(private_mariadb, cdc_database):
@@ -459,7 +459,7 @@ def test_an_offset_of_another_server_fails_the_resume_instead_of_reading_its_fil
         reader().latestOffset(elsewhere, ReadAllAvailable())
     message = str(caught.value)
     assert message.startswith(PERMANENT_MARK) and "another-server" in message and first["server"] in message
-    assert "--fallback fresh" in message
+    assert "submit it again" in message
 
 
 def test_snapshot_and_backlog_are_cut_into_bounded_batches_at_transaction_boundaries(private_mariadb, cdc_database):

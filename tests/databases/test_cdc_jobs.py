@@ -210,7 +210,7 @@ def _resume_fails_naming(data_dir: str, job_id: str, *expected: str) -> None:
     assert resumed.returncode == 1, resumed.stdout[-2000:] + resumed.stderr[-2000:]
     info = _job_row(data_dir, job_id)
     assert info["jobStatus"] == "FAILED"
-    for text in (*expected, "startup.mode", "--fallback fresh"):
+    for text in (*expected, "startup.mode", "submit it again"):
         assert text in info["errorMsg"], info["errorMsg"]
         assert text in resumed.stdout + resumed.stderr
 

@@ -7,8 +7,8 @@ values, edge numerics); the job is what a user runs: `seatide run` of a STREAMIN
 CDC source into the Jdbc sink with ``primary_keys``, a checkpoint every second and small
 micro-batches. At points the seed picks, the job's driver process is SIGKILLed; the job's
 retry starts a new driver that resumes from the last checkpoint. A TRUNCATE fails the job
-(FAILED, with the way out); the check takes it: empties the target and runs `seatide resume
---fallback fresh`. At the end the target must equal the source.
+(FAILED, with the way out); the check takes it: empties the target and submits the job again
+as a new job. At the end the target must equal the source.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ def run_job_check(source: Endpoint, target: Endpoint, *, upsert: bool, seed: int
         out.write(_job(source, target, table, upsert))
     ran = {"seed": seed, "transactions": 0, "statements": 0, "kills": 0, "truncates": 0}
     kill_at = sorted(rng.sample(range(1, max(2, transactions)), min(kills, max(1, transactions - 1))))
+    job = {"id": job_id, "conf": conf, "data_dir": data_dir}
     process = _start([*SEATIDE, "run", conf, "--job-id", job_id, "--data-dir", data_dir])
 
     def same() -> bool:
@@ -71,7 +72,7 @@ def run_job_check(source: Endpoint, target: Endpoint, *, upsert: bool, seed: int
         deadline = time.monotonic() + deadline_s
         while not same():
             if process.poll() is not None:     # the job ended: a TRUNCATE failed it (or something else did)
-                process = _way_out(process, target, table, job_id, data_dir, ran)
+                process = _way_out(process, source, target, table, job, ran)
             if time.monotonic() > deadline:
                 raise AssertionError(f"seed {seed}: {what}: the target differs from the source after "
                                      f"{deadline_s} s: {_difference(target.rows(table), source.rows('items'))} ({ran})")
@@ -87,7 +88,7 @@ def run_job_check(source: Endpoint, target: Endpoint, *, upsert: bool, seed: int
                 ran["statements"] += len(statements)
             if kill_at and ran["transactions"] >= kill_at[0]:
                 kill_at.pop(0)
-                if _kill_driver(job_id):
+                if _kill_driver(job["id"]):
                     ran["kills"] += 1
         converge("the end")
         return ran
@@ -102,7 +103,17 @@ def run_job_check(source: Endpoint, target: Endpoint, *, upsert: bool, seed: int
 
 
 def _start(command: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    """The job's process; its output goes to a file beside its data (a pipe nobody reads while
+    it runs would fill and stall it), read back by ``_output``."""
+    log = os.path.join(command[command.index("--data-dir") + 1] + ".log")
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+    process.log = log
+    return process
+
+
+def _output(process) -> str:
+    with open(process.log, encoding="utf-8", errors="replace") as out:
+        return out.read()
 
 
 def _kill_driver(job_id: str) -> bool:
@@ -117,15 +128,20 @@ def _kill_driver(job_id: str) -> bool:
     return True
 
 
-def _way_out(process, target: Endpoint, table: str, job_id: str, data_dir: str, ran: dict):
+def _way_out(process, source: Endpoint, target: Endpoint, table: str, job: dict, ran: dict):
     """A job that ended before the check did must have failed on a TRUNCATE: take the way out
-    its message names (empty the target, resume with a fresh checkpoint)."""
-    error = process.stderr.read() if process.stderr else ""
-    if "was truncated" not in error:
+    its message names (empty the target, submit the job again as a new job); the failed job's
+    replication slot goes, as its cleanup would drop it."""
+    error = _output(process)
+    if "was truncated" not in error or "submit it again" not in error:
         raise AssertionError(f"the CDC job ended (exit {process.returncode}) without a TRUNCATE: {error[-3000:]}")
     ran["truncates"] += 1
     target.execute(f"DELETE FROM {table}")
-    return _start([*SEATIDE, "resume", job_id, "--fallback", "fresh", "--data-dir", data_dir])
+    if source.kind == "postgres":
+        source.execute(("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name LIKE %s",
+                        (f"seatide_{job['id']}%",)))
+    job["id"] = f"{job['id'].split('_')[0]}_{ran['truncates']}"
+    return _start([*SEATIDE, "run", job["conf"], "--job-id", job["id"], "--data-dir", job["data_dir"]])
 
 
 def main() -> None:

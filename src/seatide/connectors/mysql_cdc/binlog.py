@@ -15,6 +15,7 @@ from typing import Iterator, Sequence
 import pymysql
 from pyspark.sql.datasource import InputPartition
 
+from seatide.connectors.cdc_way_out import START_OVER
 from seatide.connectors.mysql_cdc.batches import BatchBuilder, record_batches
 from seatide.connectors.mysql_cdc.binlog_values import EMPTY_SET, LEFT_OUT, layout_difference, prepare
 from seatide.connectors.mysql_cdc.catalog import CapturedTable, ServerConfig
@@ -116,8 +117,7 @@ def _refuse_truncate(event, captured: dict) -> None:
         raise permanent_in_worker(
             f"MySQL-CDC: {table.name} was truncated while the job ran. A TRUNCATE is logged as a statement "
             "without rows, so no sink can apply it, and skipping it would leave the deleted rows in the "
-            "target. Empty the target table yourself and start the job from a fresh checkpoint "
-            "(`seatide resume --fallback fresh`, startup.mode = \"initial\") to copy the table again")
+            f"target. Empty the target table yourself and {START_OVER}")
 
 
 def _check_layout(table: CapturedTable, layout) -> None:
@@ -126,8 +126,7 @@ def _check_layout(table: CapturedTable, layout) -> None:
         raise permanent_in_worker(
             f"MySQL-CDC: the table {table.name} changed while the job ran: in the binlog {difference}. "
             "Matching its values to the columns the job started with would put them in the wrong "
-            "columns; schema changes are not followed. Restart the job from a fresh checkpoint "
-            "(startup.mode = \"initial\") after changing a captured table")
+            f"columns; schema changes are not followed. To capture the table as it is now, {START_OVER}")
 
 
 def _values(values: dict, none_sources: dict, table: CapturedTable) -> list:
@@ -137,8 +136,8 @@ def _values(values: dict, none_sources: dict, table: CapturedTable) -> list:
     if len(values) != width:
         raise permanent_in_worker(
             f"MySQL-CDC: a binlog row of {table.name} has {len(values)} columns but the table had "
-            f"{width} when the job started; schema changes are not supported: restart the job "
-            "from a fresh checkpoint (startup.mode = \"initial\") after changing a table")
+            f"{width} when the job started; schema changes are not followed. To capture the table as it is "
+            f"now, {START_OVER}")
     row = []
     for (name, value), convert in zip(values.items(), table.binlog_converters):
         if value is None:

@@ -27,6 +27,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from seatide.connectors.cdc_way_out import START_OVER
+
 SNAPSHOT = "snapshot"
 START = "start"
 BINLOG = "binlog"
@@ -93,8 +95,7 @@ def other_server_message(position: BinlogPosition, recorded: str, found: str) ->
     return (f"MySQL-CDC: the stream resumes from binlog position {position} of server {recorded}, but "
             f"base-url now reaches server {found} (a failover, or another server behind the same "
             "address). Its binlog file of that name holds other changes, so reading it would skip or "
-            "repeat changes. Start over with a fresh checkpoint and startup.mode = \"initial\" to take "
-            "a new snapshot from this server (`seatide resume JOB_ID --fallback fresh` starts over).")
+            f"repeat changes. To copy the tables from this server, {START_OVER}.")
 
 
 def lost_position_message(position: BinlogPosition, first_available: str | None) -> str:
@@ -102,7 +103,5 @@ def lost_position_message(position: BinlogPosition, first_available: str | None)
     return (f"MySQL-CDC: the stream resumes from binlog position {position} (its checkpoint, or "
             f"startup.specific-offset on a first start), but the server "
             f"no longer has binlog file {position.file}{available}: it was purged, so the changes "
-            "made since the checkpoint are lost and resuming would skip them. Start over with a "
-            "fresh checkpoint and startup.mode = \"initial\" to take a new snapshot "
-            "(`seatide resume JOB_ID --fallback fresh` starts over), and keep binlogs longer "
+            f"made since the checkpoint are lost and resuming would skip them: {START_OVER}. Keep binlogs longer "
             "(expire_logs_days / binlog_expire_logs_seconds) than a job may be stopped.")

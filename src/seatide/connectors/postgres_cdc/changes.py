@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
+from seatide.connectors.cdc_way_out import START_OVER
 from seatide.connectors.postgres_cdc import replication
 from seatide.connectors.postgres_cdc.pgoutput import (UNCHANGED_TOAST, Begin, Change, Commit, Decoder, Truncate,
                                                       message_tag)
@@ -120,8 +121,7 @@ def truncated(message: Truncate, tables: list[CapturedTable]) -> None:
         raise permanent_in_worker(
             f"Postgres-CDC: {', '.join(names)} was truncated while the job ran. A TRUNCATE has no row kind, so "
             "the sink cannot apply it, and skipping it would leave the deleted rows in the target. Empty the "
-            "target table yourself and start the job from a fresh checkpoint (`seatide resume --fallback "
-            "fresh`, startup.mode = \"initial\") to copy the table again")
+            f"target table yourself and {START_OVER}")
 
 
 def table_index(relation, tables: list[CapturedTable]) -> int | None:
@@ -134,14 +134,14 @@ def table_index(relation, tables: list[CapturedTable]) -> int | None:
                 change = f"gained columns {added}" if added else f"lost columns {lost}"
                 raise permanent_in_worker(
                     f"Postgres-CDC: table {table.qualified} {change} while the job ran; schema changes "
-                    "are not followed (their values would be missing or null in every later change). "
-                    "Start the job from a fresh checkpoint to capture the table as it is now.")
+                    "are not followed (their values would be missing or null in every later change). To "
+                    f"capture the table as it is now, {START_OVER}.")
             started = dict(table.type_oids)
             retyped = [c.name for c in relation.columns if started.get(c.name, c.type_oid) != c.type_oid]
             if retyped:
                 raise permanent_in_worker(
                     f"Postgres-CDC: in table {table.qualified} column {retyped[0]} changed type while the job "
                     "ran (ALTER COLUMN ... TYPE); its values cannot be read with the type the job started "
-                    "with. Start the job from a fresh checkpoint to capture the table as it is now.")
+                    f"with. To capture the table as it is now, {START_OVER}.")
             return i
     return None

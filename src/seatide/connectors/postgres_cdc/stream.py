@@ -27,6 +27,7 @@ from typing import Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from seatide.connectors.cdc_way_out import START_OVER
 from seatide.connectors.decimals import DecimalOverflow
 from seatide.connectors.postgres_cdc import replication, slot
 from seatide.connectors.postgres_cdc.changes import plan_batch, read_changes
@@ -144,9 +145,7 @@ class PostgresCdcReader(DataSourceStreamReader):
             raise permanent_in_worker(
                 f"Postgres-CDC cannot resume: the checkpoint's position is LSN {format_lsn(offset['lsn'])} "
                 f"of replication slot '{self.slot}', but {exc}. The changes after that position cannot "
-                "be read again, and skipping them would lose data. Start from a fresh checkpoint with "
-                "startup.mode = \"initial\" to snapshot the tables again (`seatide resume --fallback "
-                "fresh` starts the job over).") from None
+                f"be read again, and skipping them would lose data: {START_OVER}.") from None
         self._checked = True
 
     def latestOffset(self, start: dict, limit=None) -> dict:
@@ -254,9 +253,8 @@ def as_of_slot(conn, export: str | None, table: CapturedTable) -> None:
         raise permanent_in_worker(
             f"Postgres-CDC: the snapshot of {table.qualified} cannot be read as of the replication slot's "
             "start any more (the driver that held it stopped while the snapshot was read), and the table "
-            "has no key to apply a row seen twice by. Empty the target table and start the job from a "
-            "fresh checkpoint (`seatide resume --fallback fresh`), or give the table a key (a primary key, "
-            "or primaryKeys in table-names-config)")
+            f"has no key to apply a row seen twice by. Empty the target table and {START_OVER}; or give "
+            "the table a key (a primary key, or primaryKeys in table-names-config)")
 
 
 class _RowBatches:
