@@ -67,10 +67,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # Before -m selects. A soak test is deselected by "not cluster" too, and so is a test
     # that asks for the ``cluster`` fixture (real coordinators and workers, tests/cluster).
+    # A test that uses the shared session, even through another fixture, is a ``spark`` test.
     for item in items:
-        implied = item.get_closest_marker("soak") is not None or MARKER in getattr(item, "fixturenames", ())
-        if implied and item.get_closest_marker(MARKER) is None:
-            item.add_marker(MARKER)
+        fixtures = getattr(item, "fixturenames", ())
+        if item.get_closest_marker("soak") is not None or MARKER in fixtures:
+            if item.get_closest_marker(MARKER) is None:
+                item.add_marker(MARKER)
+        if "spark" in fixtures and item.get_closest_marker("spark") is None:
+            item.add_marker("spark")
 
 
 @pytest.hookimpl(hookwrapper=True)
