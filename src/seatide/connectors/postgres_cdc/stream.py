@@ -9,6 +9,7 @@ Offsets are JSON:
   table ``i`` starts after ``key``), null once every table is read.
 * ``splits`` — the snapshot splits of the batch ending at this offset, so that a replayed
   batch reads exactly the same key ranges (the rows are read again, see the docs page).
+* ``export`` — while the snapshot runs: the snapshot the slot exported, which the splits read.
 * ``changes`` — how many rows the changes of the batch ending here make at most (0: none,
   the batch only moves the position).
 
@@ -16,8 +17,9 @@ The reader runs in a Python process Spark keeps beside the driver. Planning the 
 batch of a query without a checkpoint creates the publication and the slot (not
 ``initialOffset``: Spark calls it again to replay a first batch that never committed).
 Planning a change batch streams the slot from the batch's start to find its end
-(``changes.plan_batch``); the task reading it streams the same range again. ``commit(end)``
-— Spark's word that every batch up to ``end`` is committed — is the only place the slot moves.
+(``changes.plan_batch``); the task reading it gets the planned messages of a small batch,
+or streams the same range again. ``commit(end)`` — Spark's word that every batch up to
+``end`` is committed — is the only place the slot moves.
 """
 
 from __future__ import annotations
