@@ -67,7 +67,7 @@ CASES = [  # rules, rows that break them, words of the message
     (field("attrs", {"equals_to": {"a": 1}}), bad(1, attrs={"a": 2}), "rule equals_to {\"a\": 1}"),
     (field("day", {"equals_to": "2024-01-02"}), bad(1, day=dt.date(2024, 1, 3)), "value 2024-01-03"),
     (field("price", {"equals_to": 1.5}, field_type="decimal(10, 2)"), bad(0, price=9.0), "value 9.00"),
-    (field("age", field_type="bigint"), None, "field 'age' rule field_type bigint: type is int"),
+    (field("age", field_type="bigint"), None, "field 'age' rule field_type bigint (the field is int): value 23"),
 ]
 
 
@@ -173,6 +173,18 @@ def test_an_unknown_key_in_rules_is_a_warning_and_refused_only_when_strict():
     assert error.value.option == "rules.field_rule" and "did you mean 'field_rules'?" in error.value.message
 
 
+def test_field_type_holds_for_null_values_of_any_type_as_in_seatunnel(spark):
+    """SeaTunnel checks each value's type, and NULL passes: a map's missing key (a string
+    field, every value NULL) meets field_type = null; one non-NULL value breaks it."""
+    df = spark.createDataFrame([("a", None), ("b", None)], "k string, missing string")
+    rules = {"field_rules": [{"field_name": "missing", "field_type": "null", "field_value": [{"rule_type": "NULL"}]},
+                             {"field_name": "missing", "field_type": "bigint"}]}
+    assert assert_sink(rules).writer(None).write_batch(df, Batch(0, "txn-0", {}))["rows"] == 2
+    with pytest.raises(AssertionFailed, match=r"field 'k' rule field_type null \(the field is string\): value \"a\""):
+        assert_sink({"field_rules": [{"field_name": "k", "field_type": "null"}]}).writer(None).write_batch(
+            df, Batch(0, "txn-0", {}))
+
+
 def test_rules_from_a_seatunnel_job_file(spark, data_dir):
     job = load_job_text(f"""
         source {{ LocalFile {{ path = "{data_dir}", file_format_type = text }} }}
@@ -212,5 +224,5 @@ def test_types_compare_by_names_and_types_not_spark_nullability(spark):
     batch = Batch(0, "txn-0", {})
     assert assert_sink(rules).writer(None).write_batch(df, batch)["rows"] == 1
     renamed = {"field_rules": [{"field_name": "r", "field_type": {"z": "int", "y": "array<int>"}}]}
-    with pytest.raises(AssertionFailed, match="rule field_type row<z int, y array<int>>: type is row<x int"):
+    with pytest.raises(AssertionFailed, match=r"rule field_type row<z int, y array<int>> \(the field is row<x int"):
         assert_sink(renamed).writer(None).write_batch(df, batch)

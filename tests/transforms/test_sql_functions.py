@@ -152,11 +152,11 @@ def test_numeric_functions_return_seatunnel_types(local):
         "pi": ("double", math.pi), "pow": ("double", 1024.0), "rand": ("double", unit),
         "random": ("double", unit), "round": ("decimal(10, 1)", "12.3"), "round_d": ("double", 1.0),
         "sign_neg": ("int", -1), "sign_zero": ("int", 0), "sign_pos": ("int", 1),
-        "trunc": ("decimal(3, 1)", "7.8"), "truncate": ("decimal(2, 0)", "-7"),
+        "trunc": ("double", 7.8), "truncate": ("double", -7.0),      # 7.89 is a DOUBLE in SeaTunnel
         "trunc_dec": ("decimal(9, 0)", "12"), "ceil_d": ("double", 1.0), "floor_d": ("double", 0.0),
         "ceiling_d": ("double", 1.0), "trunc_d": ("double", 0.0), "truncate_f": ("float", -2.0),
         "ceil_f": ("float", -2.0), "ceil_i": ("int", -7),
-        "ceil_expr": ("bigint", 2),      # a computed argument: Spark's type (documented)
+        "ceil_expr": ("double", 2.0),    # d + 1 is a DOUBLE: CEIL keeps it
     }
     query = f"select {select_list(expect, calls)} from fake"
     fields = {"i": "int", "d": "double", "dec": "decimal(10, 2)", "f": "float", "nothing": "int"}

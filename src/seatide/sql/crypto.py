@@ -7,9 +7,8 @@ UTF-8 bytes; ``_ENC`` writes Base64, ``_DEC`` reads Base64 or hex (hex when the 
 only hex digits, a whole number of cipher blocks long).
 
 Where Spark has the algorithm (AES, hex, Base64) the call becomes Spark SQL and runs in the
-JVM. DES is not in Spark: it runs as a vectorised pandas UDF (pycryptodome) registered under
-a fixed name; the function is the same for every query, so registering it again is harmless
-and it is never dropped (a concurrent query may be using it).
+JVM. DES is not in Spark: it runs as a vectorised pandas UDF (pycryptodome, registered by
+``sql.python_calls``).
 
 SeaTunnel's UDFs fall back to a built-in key when none is given; SeaTide cannot know that key,
 so the key argument is required (a validation error says so).
@@ -28,7 +27,6 @@ from seatide.sql.functions import Args, Function, SqlFunctionError, fill
 
 if TYPE_CHECKING:
     import pandas as pd
-    from pyspark.sql import SparkSession
 
 # Spark's base64 may break lines every 76 characters (MIME, spark.sql.chunkBase64String.enabled);
 # SeaTunnel's text is one line
@@ -157,28 +155,4 @@ def des_dec(data: "pd.Series", key: "pd.Series") -> "pd.Series":
     return _each(data, key, _decrypt, "DES_DEC")
 
 
-_PYTHON = {DES_ENC_UDF: des_enc, DES_DEC_UDF: des_dec}
-
-
-def register_python_functions(spark: "SparkSession", tree: exp.Expression) -> None:
-    """Register the Python-run functions a translated query calls (driver side, per apply)."""
-    called = {node.name.lower() for node in tree.find_all(exp.Anonymous)} & set(_PYTHON)
-    for name in sorted(called):
-        spark.udf.register(name, _vectorised(_PYTHON[name]))
-
-
-def _vectorised(function):
-    # PySpark reads the Series hints to choose a pandas UDF; they must be real types, and
-    # pandas is imported only here so that translating a query does not load it
-    import pandas as pd
-    from pyspark.sql.functions import pandas_udf
-
-    def run(data, key):
-        return function(data, key)
-
-    # set as objects: this module's postponed (string) annotations would not resolve
-    run.__annotations__ = {"data": pd.Series, "key": pd.Series, "return": pd.Series}
-    return pandas_udf(run, "string")
-
-
-__all__ = ["CRYPTO_FUNCTIONS", "register_python_functions"]
+__all__ = ["CRYPTO_FUNCTIONS", "DES_DEC_UDF", "DES_ENC_UDF", "des_dec", "des_enc"]

@@ -322,6 +322,7 @@ EXTRACT_FIELDS = {
     "ISO_WEEK_YEAR": "extract(YEAROFWEEK FROM {0})",
     "ISO_WEEK": "extract(WEEK FROM {0})",
     "DAY_OF_YEAR": "extract(DOY FROM {0})",
+    "DAYOFYEAR": "extract(DOY FROM {0})",
     "EPOCH": "(unix_micros(CAST({0} AS TIMESTAMP)) / 1000000)",
     "CENTURY": "CAST(ceil(year({0}) / 100) AS INT)",
     "DECADE": "CAST(floor(year({0}) / 10) AS INT)",

@@ -9,29 +9,36 @@ naming it and the closest known name (at validation, before Spark starts).
 from __future__ import annotations
 
 import difflib
+from typing import TYPE_CHECKING, Callable
 
 from sqlglot import exp
 
 from seatide.sql.crypto import CRYPTO_FUNCTIONS
 from seatide.sql.functions import EXTRACT_FIELDS, FUNCTIONS, SqlFunctionError, fill
 from seatide.sql.spark_builtins import SPARK_FUNCTIONS
+from seatide.sql.zeta_udfs import ZETA_UDFS
 
-LIBRARY = {**FUNCTIONS, **CRYPTO_FUNCTIONS}     # SeaTunnel's reference, then the Zeta UDFs
+# SeaTunnel's reference, its built-in Zeta UDFs, then the UDFs its deployments add
+LIBRARY = {**FUNCTIONS, **ZETA_UDFS, **CRYPTO_FUNCTIONS}
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import DataType
 
 
 def translate_calls(tree: exp.Expression, udfs: dict[str, str],
-                    field_types: dict[str, str] | None = None) -> exp.Expression:
+                    types: "Callable[[exp.Expression], DataType | None] | None" = None) -> exp.Expression:
     """Give every call in ``tree`` its SeaTunnel meaning on Spark (innermost first).
 
     ``udfs`` maps a UDF's SQL name (upper case) to the name it is registered under in Spark.
-    ``field_types`` (input field name, lower case -> Spark type), known once the input is,
-    lets rounding functions keep a field's type (see ``_keeps_type``).
+    ``types`` (an expression's Spark type, as far as the input's schema tells it:
+    ``sql.arithmetic.ExpressionTypes``), known once the input is, lets rounding functions keep
+    their argument's type (see ``_keeps_type``).
     """
     for node in reversed(list(tree.walk())):      # children before their parents
         new = _translate(node, udfs)
-        if field_types:
-            new = _bytes_to_hex(node, new, field_types)
-            new = _keeps_type(node, new, field_types)
+        if types is not None:
+            new = _bytes_to_hex(node, new, types)
+            new = _keeps_type(node, new, types)
         if new is not None and new is not node:
             if node is tree:
                 tree = new
@@ -72,39 +79,37 @@ def _translate(node: exp.Expression, udfs: dict[str, str]) -> exp.Expression | N
     return None
 
 
-_ROUNDING = ("CEIL", "CEILING", "FLOOR", "TRUNC", "TRUNCATE")
-_KEPT_TYPES = ("double", "float", "int", "smallint", "tinyint")
+_ROUNDING = ("CEIL", "CEILING", "FLOOR", "TRUNC", "TRUNCATE", "ROUND")
+_KEPT_TYPES = ("double", "float", "int", "smallint", "tinyint", "bigint")
 
 
 def _keeps_type(node: exp.Expression, new: exp.Expression | None,
-                field_types: dict[str, str]) -> exp.Expression | None:
-    """CEIL/FLOOR/TRUNC of a FLOAT, DOUBLE, INT, SMALLINT or TINYINT field keep its type.
-
-    SeaTunnel returns the argument's type; Spark returns BIGINT for them. Only a plain
-    input field's type is known before Spark analyzes the query, so a computed argument
-    keeps Spark's type.
+                types: "Callable[[exp.Expression], DataType | None]") -> exp.Expression | None:
+    """CEIL, FLOOR, TRUNC and ROUND of a FLOAT, DOUBLE or integer keep their argument's type,
+    with or without digits, as SeaTunnel's function page says; Spark returns BIGINT (or, with
+    digits, a DECIMAL). A decimal argument keeps Spark's type, which adjusts precision and scale
+    as the page says. An argument whose type ``types`` does not know keeps Spark's type.
     """
     if isinstance(node, (exp.Ceil, exp.Floor)):
-        args, plain = [node.this], not node.args.get("decimals")
+        args = [node.this]
     elif isinstance(node, exp.Anonymous) and node.name.upper() in _ROUNDING:
         args = list(node.expressions)
-        plain = len(args) == 1
     else:
         return new
-    arg = args[0] if args else None
-    kind = field_types.get(arg.name.lower()) if isinstance(arg, exp.Column) else None
-    if not plain or kind not in _KEPT_TYPES:
+    kind = types(args[0]) if args else None
+    if kind is None or kind.simpleString() not in _KEPT_TYPES:
         return new
-    return exp.Cast(this=(new if new is not None else node).copy(), to=exp.DataType.build(kind))
+    return exp.Cast(this=(new if new is not None else node).copy(), to=exp.DataType.build(kind.simpleString()))
 
 
 def _bytes_to_hex(node: exp.Expression, new: exp.Expression | None,
-                  field_types: dict[str, str]) -> exp.Expression | None:
+                  types: "Callable[[exp.Expression], DataType | None]") -> exp.Expression | None:
     """RAWTOHEX of a BYTES field: two hex digits a byte (text gets four a character)."""
     if not (isinstance(node, exp.Anonymous) and node.name.upper() == "RAWTOHEX"
-            and len(node.expressions) == 1 and isinstance(node.expressions[0], exp.Column)):
+            and len(node.expressions) == 1):
         return new
-    if field_types.get(node.expressions[0].name.lower()) != "binary":
+    kind = types(node.expressions[0])
+    if kind is None or kind.simpleString() != "binary":
         return new
     return fill("lower(hex({0}))", list(node.expressions))
 

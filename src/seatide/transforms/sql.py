@@ -103,20 +103,22 @@ transform of the job) become SQL functions (``seatide.sql.udf``).
         return shape_unknown(upstream)
 
     def apply(self, df: "DataFrame", ctx: TransformContext) -> "DataFrame":
-        from seatide.sql.crypto import register_python_functions
+        from seatide.sql.arithmetic import ExpressionTypes, seatunnel_numbers
+        from seatide.sql.python_calls import register_python_functions
         from seatide.sql.translate import translate_calls
         from seatide.sql.tree import point_tables_at
 
         unique = uuid.uuid4().hex
         view = f"__seatide_sql_{unique}"
         udf_names = self._udf_names(unique)
-        field_types = {f.name.lower(): f.dataType.simpleString() for f in df.schema.fields}
-        tree = translate_calls(self._parsed.copy(), udf_names, field_types)
+        types = ExpressionTypes(df.schema, ctx.input_name)
+        tree = seatunnel_numbers(self._parsed.copy(), types)
+        tree = translate_calls(tree, udf_names, types.of)
         point_tables_at(self._input_refs(tree, ctx.input_name), view)
         df.createOrReplaceTempView(view)
         for name, udf in self._udfs.items():
             df.sparkSession.udf.register(udf_names[name], udf.spark_function())
-        register_python_functions(df.sparkSession, tree)     # DES_ENC/DES_DEC: not dropped
+        register_python_functions(df.sparkSession, tree)     # DES, CHINESE_TO_NUM: never dropped
         try:
             out = self._with_row_kinds(tree, _Input(df, ctx.input_name, view))
         finally:

@@ -1,7 +1,9 @@
 """Checking one batch against the Assert rules with a single Spark aggregation.
 
-Schema-level rules (a field exists, ``field_type``, ``catalog_table_rule.column_rule``) are
-checked against the DataFrame's schema without touching data. Every value rule becomes two
+Schema-level rules (a field exists, ``catalog_table_rule.column_rule``) are checked against
+the DataFrame's schema without touching data. ``field_type`` holds when the field has that
+type, or else when every value is NULL (SeaTunnel checks each value's type, and NULL has
+every type). Every value rule becomes two
 aggregates over the batch — how many rows break it, and one such row's value — and all of
 them, plus the row count, are computed in one pass.
 """
@@ -56,10 +58,6 @@ def check_schema(schema, rules: Rules) -> None:
         if rule.field_name not in columns:
             raise AssertionFailed(f"field '{rule.field_name}' ({rule.path}.field_name) is not in the "
                                   f"input (fields: {', '.join(columns)})", "field_name", rule.field_name)
-        actual = columns[rule.field_name]
-        if rule.field_type is not None and not _same_type(actual, rule.field_type):
-            raise AssertionFailed(f"field '{rule.field_name}' rule field_type {type_name(rule.field_type)}: "
-                                  f"type is {type_name(actual)}", "field_type", rule.field_name)
     if rules.column_rules is not None:
         _check_columns(columns, rules)
 
@@ -84,6 +82,13 @@ def _checks(df, rules: Rules) -> list[_Check]:
     types = {f.name: f.dataType for f in df.schema.fields}
     checks = []
     for rule in rules.field_rules:
+        actual = types[rule.field_name]
+        if rule.field_type is not None and not _same_type(actual, rule.field_type):
+            # As SeaTunnel checks each value's type: NULL passes any field_type (a map's missing
+            # key is NULL, and its rule may say field_type = null), any other value breaks it.
+            column = _col(rule.field_name)
+            checks.append(_Check(rule.field_name, f"field_type {type_name(rule.field_type)} (the field is "
+                                 f"{type_name(actual)})", column.isNotNull(), column, False))
         for value_rule in rule.values:
             checks.extend(_value_checks(rule, value_rule, types[rule.field_name]))
     return checks
