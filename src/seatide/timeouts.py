@@ -24,6 +24,10 @@ FENCE_MARGIN_S = 1.0
 # holds the lock (a second worker with the same node id), and the start is refused.
 LIVENESS_TAKE_WITHIN_S = 2.0
 
+# A worker checks that it still holds its liveness lock this often, in a thread of its own,
+# and kills its drivers the moment it finds the lock gone (worker/agent.py).
+LIVENESS_CHECK_S = 0.25
+
 
 class TimeoutsError(ValueError):
     """A combination of timeouts that safety cannot rest on; the message says which and why."""
@@ -83,6 +87,15 @@ class Timeouts:
         least twice the longer of them, and never less than a minute."""
         idle = int(max(60.0, 2 * max(self.lease_ttl, self.worker_lost_after)))
         return idle, 10, 6
+
+    @property
+    def lock_death_confirm_after(self) -> float:
+        """How long a worker's liveness lock must stay free, with no heartbeat from the worker,
+        before the leader takes it as dead. A live worker whose lock session ended (a server
+        restart) finds out within ``LIVENESS_CHECK_S`` and kills its drivers: this leaves it
+        that and the margin, and gives each of its drivers a heartbeat interval to show it
+        outlived the lock (``reconcile.died_with_worker``)."""
+        return max(self.driver_heartbeat_interval, 2 * LIVENESS_CHECK_S) + FENCE_MARGIN_S
 
     @property
     def driver_stops_within(self) -> float:

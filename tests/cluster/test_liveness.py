@@ -11,9 +11,10 @@ import signal
 import time
 
 import pytest
-from sqlalchemy import insert, select, text
+from sqlalchemy import insert, select, text, update
 
 from seatide.coordinator.lease import LeaderLease
+from seatide.coordinator.service import Coordinator, register_node
 from seatide.store import schema as s
 from seatide.store.db import NotLeader, open_store
 from seatide.store.liveness import AdvisoryLocks, liveness_for, worker_lock
@@ -231,3 +232,38 @@ def test_a_second_worker_with_a_running_workers_node_id_is_refused(cluster: Clus
     with cluster.store.read() as conn:      # the running one is untouched, and still says it holds its lock
         row = conn.execute(select(s.nodes).where(s.nodes.c.node_id == "w1")).one()
     assert row.liveness and row.pid != twin.popen.pid
+
+
+def test_a_free_worker_lock_is_a_death_only_once_it_stayed_free_and_the_worker_silent(store_url):
+    """Issue 21 finding 1: a server restart frees a live worker's lock. The leader takes the lock
+    as a death only after it stayed free for ``lock_death_confirm_after`` with no heartbeat from
+    the worker since it was first seen free (a live worker kills its drivers and comes back
+    well within that)."""
+    store = open_store(store_url)
+    worker_locks, leader_locks = liveness_for(store, Timeouts()), liveness_for(store, Timeouts())
+    coordinator = Coordinator(store, node_id="c-dead", liveness=leader_locks)
+    confirm = Timeouts().lock_death_confirm_after
+    try:
+        assert worker_locks.hold(worker_lock("w-dead"))
+        register_node(store, "w-dead", "worker", slots=1, liveness=True)
+
+        def dead_at(now: float) -> dict:
+            with store.read() as conn:
+                workers = {n.node_id: n for n in conn.execute(select(s.nodes).where(s.nodes.c.role == "worker"))}
+            return coordinator._dead_workers(workers, now)
+
+        with store.read() as conn:
+            beat = conn.execute(select(s.nodes.c.heartbeat_at).where(s.nodes.c.node_id == "w-dead")).scalar()
+        assert dead_at(beat + 0.1) == {}
+        worker_locks.release(worker_lock("w-dead"))      # the session ended: the lock is free
+        first_seen = beat + 0.2
+        assert dead_at(first_seen) == {}
+        assert dead_at(first_seen + confirm - 0.05) == {}
+        assert dead_at(first_seen + confirm) == {"w-dead": first_seen}
+        with store.write() as conn:       # it came back: a heartbeat after its lock went free
+            conn.execute(update(s.nodes).where(s.nodes.c.node_id == "w-dead").values(heartbeat_at=first_seen + 0.5))
+        assert dead_at(first_seen + confirm + 0.1) == {}
+    finally:
+        worker_locks.close()
+        leader_locks.close()
+        store.dispose()

@@ -36,10 +36,12 @@ def pipe(pid=1, status="RUNNING", error=None, idle=False, started_at=NOW - 60):
     return SimpleNamespace(pipeline_id=pid, status=status, error=error, idle=idle, started_at=started_at)
 
 
-def decide(j, a, pipes, workers=None, load=None, last_checkpoint_at=None, dead=()):
+def decide(j, a, pipes, workers=None, load=None, last_checkpoint_at=None, dead=(), observed_since=0.0):
+    """``dead``: workers dead by their lock, its lock first seen free at NOW (or {worker: when})."""
     workers = {w.node_id: w for w in (workers if workers is not None else [worker()])}
+    dead = dead if isinstance(dead, dict) else dict.fromkeys(dead, NOW)
     return r.reconcile_job(r.Snapshot(j, a, pipes, workers, load or {}, NOW, last_checkpoint_at,
-                                      frozenset(dead)), T)
+                                      dead, observed_since=observed_since), T)
 
 
 def test_terminal_job_is_left_alone():
@@ -324,10 +326,47 @@ def test_a_resumed_incarnation_waits_for_every_earlier_driver_to_be_gone():
     by the same rule as a retry (here the old driver's worker lives and has not reaped it)."""
     resumed = job(incarnation=2, status="PENDING", current_attempt=None)
     superseded = attempt(attempt_id=5, state="LOST", kill_requested=True, ended_at=None)
-    snap = r.Snapshot(resumed, None, [pipe(status="CREATED")], {"w1": worker()}, {}, NOW, None, frozenset(),
+    snap = r.Snapshot(resumed, None, [pipe(status="CREATED")], {"w1": worker()}, {}, NOW, None, {},
                       (superseded,))
     assert r.reconcile_job(snap, T) == []
     reaped = attempt(attempt_id=5, state="LOST", kill_requested=True, ended_at=NOW - 0.1)
-    snap = r.Snapshot(resumed, None, [pipe(status="CREATED")], {"w1": worker()}, {}, NOW, None, frozenset(),
+    snap = r.Snapshot(resumed, None, [pipe(status="CREATED")], {"w1": worker()}, {}, NOW, None, {},
                       (reaped,))
     assert r.reconcile_job(snap, T) == [r.CreateAttempt("w1")]
+
+
+def test_a_driver_that_heartbeated_after_its_workers_lock_went_free_did_not_die_with_it():
+    """Issue 21 finding 1: a server restart frees a live worker's lock. Its driver heartbeating
+    after the lock was first seen free proves it outlived the lock: it is judged by its
+    heartbeats, and nothing replaces it."""
+    dead, workers = {"w1": NOW - 2.0}, [worker(beat=NOW - 3.0)]
+    # The worker is gone, so its running attempt is lost; its driver will find itself fenced.
+    beating = attempt(heartbeat_at=NOW - 0.5)
+    [lost_action] = decide(job(), beating, [pipe()], workers=workers, dead=dead)
+    assert isinstance(lost_action, r.MarkAttemptLost) and "outlived" in lost_action.reason
+    # But no replacement while that driver may still run: it is judged by its own silence.
+    lost = attempt(state="LOST", heartbeat_at=NOW - 0.5, error="worker w1 lost")
+    assert decide(job(), lost, [pipe()], workers=workers, dead=dead) == []
+    # A driver silent since the lock went free died with its worker: replaced at once.
+    gone = attempt(state="LOST", heartbeat_at=NOW - 2.5, error="worker w1 lost")
+    assert decide(job(), gone, [pipe()], workers=workers, dead=dead) == [r.ScheduleRetry(NOW, "worker w1 lost")]
+
+
+def test_silence_while_the_leader_could_not_see_the_store_is_not_counted():
+    """After the store's restart every heartbeat is as old as the outage: the leader counts
+    silence only from when it could watch again (``observed_since``)."""
+    outage_ended = NOW - 2.0
+    stale_beat = attempt(heartbeat_at=NOW - 30)
+    assert decide(job(), stale_beat, [pipe()], observed_since=outage_ended) == []
+    assert decide(job(), stale_beat, [pipe()], workers=[worker(beat=NOW - 30)], observed_since=outage_ended) == []
+    assert isinstance(decide(job(), stale_beat, [pipe()], observed_since=NOW - 11)[0], r.MarkAttemptLost)
+
+
+def test_an_attempt_the_stores_absence_ended_is_retried_without_charge():
+    """A stream lives through store restarts for months: an attempt that ended only because the
+    store was out of reach (its driver fenced itself off, its worker's lock session ended) is
+    retried even past job.retry.times, and the retry is not counted."""
+    outage = attempt(state="FAILED", ended_at=NOW - 1, error="killed by its worker", charged=False)
+    assert decide(job(retries_used=3), outage, [pipe()]) == [r.ScheduleRetry(NOW + 3.0, "killed by its worker", False)]
+    own = attempt(state="FAILED", ended_at=NOW - 1, error="boom", charged=True)
+    assert isinstance(decide(job(retries_used=3), own, [pipe()])[-1], r.Finish)

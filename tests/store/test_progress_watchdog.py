@@ -18,7 +18,7 @@ WATCHDOG_COLUMNS = {"jobs": ["progress_timeout_s", "on_hung", "hung_since"], "at
 # Added by later revisions (0006 liveness locks, 0008 checkpoint totals, 0009 job outline, 0010 newest
 # checkpoint's facts, 0011 runs): gone too in a store at 0003.
 LATER_COLUMNS = {"leader_lease": ["liveness"], "nodes": ["liveness"], "jobs": ["outline", "run_id"],
-                 "job_results": ["run_id", "config", "variables"],
+                 "job_results": ["run_id", "config", "variables"], "attempts": ["charged"],
                  "pipelines": ["checkpoints_completed", "checkpoints_failed", "last_checkpoint_id", "last_checkpoint_at",
                                "last_checkpoint_duration_ms", "last_checkpoint_rows"]}
 LATER_INDEXES = ["ix_checkpoints_status", "ix_checkpoints_completed_at",      # 0005 scale indexes

@@ -115,11 +115,12 @@ class Applier:
                   attempt=attempt.attempt_id, tasks_done=attempt.tasks_done)
 
     def _schedule_retry(self, ctx: "_Ctx", snap, action: r.ScheduleRetry) -> None:
-        retry = ctx.job.retries_used + 1
+        retry = ctx.job.retries_used + (1 if action.charged else 0)
         ctx.set_status(JobStatus.FAILING, error=action.cause)
         ctx.update(retries_used=retry, next_attempt_at=action.at)
         ctx.set_status(JobStatus.PENDING)
-        ctx.event("RETRY_SCHEDULED", retry=retry, of=ctx.job.max_retries, at=action.at, cause=action.cause)
+        ctx.event("RETRY_SCHEDULED", retry=retry, of=ctx.job.max_retries, at=action.at, cause=action.cause,
+                  charged=action.charged)
 
     def _end_pipelines(self, ctx: "_Ctx", snap, action: r.EndPipelines) -> None:
         job = ctx.job

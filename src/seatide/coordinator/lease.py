@@ -67,6 +67,9 @@ class LeaderLease:
         self._renewed_at = 0.0           # monotonic: when the last renewal (or election) began
         self.gained = threading.Event()
         self.lost = threading.Event()
+        # Set when a tick could not reach the store; the coordinator takes it back (a blind
+        # spot: silence seen across it is not counted against anyone, reconcile.age).
+        self.blind = False
         self.losses: deque[LeaseLoss] = deque(maxlen=100)   # the newest losses
         self.losses_total = 0
         self._step = ("", 0.0)           # the holder loop's step in progress, and when it began
@@ -95,6 +98,7 @@ class LeaderLease:
             return self._try_elect()
         except Exception as exc:
             log.warning("lease tick failed: %s", exc)
+            self.blind = True
             if self.epoch is not None and clock.monotonic() >= self._valid_until:
                 self._drop("could not renew in time")
             return self.is_leader

@@ -27,12 +27,32 @@ class Snapshot:
     load: dict[str, int] = field(default_factory=dict)   # node_id -> live attempts
     now: float = 0.0
     last_checkpoint_at: float | None = None             # newest completed checkpoint of this incarnation
-    # Workers whose liveness lock was free when the snapshot was read: dead now, whatever
-    # their last heartbeat says, and their drivers with them (store/liveness.py).
-    dead_workers: frozenset[str] = frozenset()
+    # Workers dead by their liveness lock (store/liveness.py), each with the store time its lock
+    # was first seen free: free since then, for long enough, and no heartbeat from the worker
+    # since (coordinator/service.py). Its drivers died with it, unless one of them heartbeated
+    # after that time (``died_with_worker``).
+    dead_workers: dict[str, float] = field(default_factory=dict)
     # The job's other attempts whose drivers were launched and not yet reaped (an incarnation a
     # resume superseded, a lost attempt being put down): no new driver starts beside them.
     earlier: tuple = ()
+    # The store time from which this leader has watched the store without a gap: silence
+    # before it (the store was down, or this coordinator cut off) is not counted against a
+    # heartbeat, a checkpoint or a launch. 0: no gap to allow for.
+    observed_since: float = 0.0
+
+
+def age(snap: Snapshot, stamp: float | None) -> float:
+    """Seconds since ``stamp`` (store time) that the leader could see: a blind spot (its own,
+    or the store's restart) is no evidence that anything stopped."""
+    return snap.now - max(stamp or 0.0, snap.observed_since)
+
+
+def died_with_worker(attempt: Any, snap: Snapshot) -> bool:
+    """The attempt's worker died (its lock), and the driver has not heartbeated since its lock
+    was first seen free: a driver that beats after that outlived the lock, so the lock alone
+    proves nothing about it."""
+    free_since = snap.dead_workers.get(attempt.worker_id)
+    return free_since is not None and (attempt.heartbeat_at or 0.0) < free_since
 
 
 # -- effects (applied by effects.py) --------------------------------------------------------
@@ -67,6 +87,7 @@ class FlagHung:
 class ScheduleRetry:
     at: float
     cause: str
+    charged: bool = True      # counts against job.retry.times (not when the store was out of reach)
 
 
 @dataclass(frozen=True)
@@ -118,8 +139,11 @@ def reconcile_job(snap: Snapshot, timeouts: Timeouts) -> list[Action]:
         return [*via, EndPipelines(PipelineStatus.SAVEPOINT_DONE), Finish(JobStatus.SAVEPOINT_DONE)]
     if attempt is not None and job.status not in (JobStatus.CREATED, JobStatus.PENDING):
         cause = attempt.error or f"attempt {attempt.attempt_id} ended {attempt.state}"
-        if job.retries_used < job.max_retries:
-            return [ScheduleRetry(now + retry_delay(snap, timeouts), cause)]
+        # An attempt the store's absence ended (a restart of its server, a failover) is not the
+        # job's failure: its retry is free, or a stream would run out of retries in a month.
+        charged = getattr(attempt, "charged", True)
+        if job.retries_used < job.max_retries or not charged:
+            return [ScheduleRetry(now + retry_delay(snap, timeouts), cause, charged)]
         message = f"failed after {job.retries_used} retries: {cause}" if job.max_retries else cause
         return [EndPipelines(PipelineStatus.FAILED, message), Finish(JobStatus.FAILED, message)]
     if job.status == JobStatus.CREATED:
@@ -139,7 +163,7 @@ def _while_attempt_lives(snap: Snapshot, timeouts: Timeouts) -> list:
     if job.desired == Desired.CANCEL:
         if job.status != JobStatus.CANCELING:
             return [SetStatus(JobStatus.CANCELING)]
-        if now - job.updated_at > timeouts.cancel_grace:
+        if age(snap, job.updated_at) > timeouts.cancel_grace:
             return [MarkAttemptLost(f"driver did not stop within {timeouts.cancel_grace:.0f} s of the cancel")]
         return []
     if job.desired == Desired.SAVEPOINT and job.status not in (JobStatus.DOING_SAVEPOINT, JobStatus.CANCELING):
@@ -189,8 +213,8 @@ def checkpoint_stale_for(snap: Snapshot) -> float | None:
     started = _window_opened(snap) if snap.job.stale_after_s is not None else None
     if started is None:
         return None
-    age = snap.now - max(snap.last_checkpoint_at or 0.0, started)
-    return age if age > snap.job.stale_after_s else None
+    stale = age(snap, max(snap.last_checkpoint_at or 0.0, started))
+    return stale if stale > snap.job.stale_after_s else None
 
 
 def hung_for(snap: Snapshot) -> float | None:
@@ -203,8 +227,8 @@ def hung_for(snap: Snapshot) -> float | None:
     timeout = snap.job.progress_timeout_s
     if not timeout or _window_opened(snap) is None or snap.attempt.progress_at is None:
         return None
-    age = snap.now - max(snap.last_checkpoint_at or 0.0, snap.attempt.progress_at)
-    return age if age > timeout else None
+    hung = age(snap, max(snap.last_checkpoint_at or 0.0, snap.attempt.progress_at))
+    return hung if hung > timeout else None
 
 
 # A start-up is judged no sooner than this, whatever job.progress-timeout says: Spark's
@@ -225,8 +249,8 @@ def stuck_starting_for(snap: Snapshot) -> float | None:
     timeout, attempt = snap.job.progress_timeout_s, snap.attempt
     if not timeout or attempt is None or attempt.state != AttemptState.RUNNING or attempt.progress_at is not None:
         return None
-    age = snap.now - (attempt.launched_at or attempt.created_at)
-    return age if age > max(timeout, STARTUP_JUDGED_AFTER_S) else None
+    starting = age(snap, attempt.launched_at or attempt.created_at)
+    return starting if starting > max(timeout, STARTUP_JUDGED_AFTER_S) else None
 
 
 def _on_stale(job, stale_for: float) -> list:
@@ -254,20 +278,23 @@ def _policy(policy: str, reason: str) -> list:
 
 def worker_alive(node: Any | None, snap: Snapshot, timeouts: Timeouts) -> bool:
     return (node is not None and not node.stopped and node.node_id not in snap.dead_workers
-            and snap.now - node.heartbeat_at <= timeouts.worker_lost_after)
+            and age(snap, node.heartbeat_at) <= timeouts.worker_lost_after)
 
 
 def lost_reason(snap: Snapshot, timeouts: Timeouts) -> str | None:
     """Why the live attempt can no longer be trusted to make progress, if it cannot."""
-    attempt, now = snap.attempt, snap.now
+    attempt = snap.attempt
     node = snap.workers.get(attempt.worker_id)
-    if attempt.worker_id in snap.dead_workers:
+    if died_with_worker(attempt, snap):
         return f"worker {attempt.worker_id} lost: it died (its liveness lock was released)"
+    if attempt.worker_id in snap.dead_workers:
+        return (f"worker {attempt.worker_id} lost: it died (its liveness lock was released) and driver pid "
+                f"{attempt.pid} outlived it; the driver stops itself, and is replaced once it is silent")
     if not worker_alive(node, snap, timeouts):
         return f"worker {attempt.worker_id} lost (no heartbeat for {timeouts.worker_lost_after:.0f} s)"
-    if attempt.state == AttemptState.RUNNING and now - (attempt.heartbeat_at or 0) > timeouts.driver_hung_after:
+    if attempt.state == AttemptState.RUNNING and age(snap, attempt.heartbeat_at) > timeouts.driver_hung_after:
         return f"driver pid {attempt.pid} hung (no heartbeat for {timeouts.driver_hung_after:.0f} s)"
-    if attempt.state in (AttemptState.ASSIGNED, AttemptState.LAUNCHING) and now - attempt.created_at > timeouts.launch:
+    if attempt.state in (AttemptState.ASSIGNED, AttemptState.LAUNCHING) and age(snap, attempt.created_at) > timeouts.launch:
         return f"driver did not start within {timeouts.launch:.0f} s"
     return None
 
@@ -280,20 +307,20 @@ def process_gone(snap: Snapshot, timeouts: Timeouts) -> bool:
 def attempt_gone(attempt: Any, snap: Snapshot, timeouts: Timeouts) -> bool:
     """True once an ended attempt's driver process surely no longer runs.
 
-    Its worker reaped it (``ended_at``), or its worker died (its liveness lock is free: the
-    process is gone, and its drivers died with it by ``PR_SET_PDEATHSIG``), or the worker
+    Its worker reaped it (``ended_at``), or its worker died (its liveness lock has been free,
+    and silent, long enough that a live worker would have killed its drivers and come back:
+    ``died_with_worker``; a dead one's drivers died with it by ``PR_SET_PDEATHSIG``), or the worker
     is silent and the driver has been silent long enough to have fenced itself off (a
     driver cut off from the store with its worker may outlive it until then).
     """
-    now = snap.now
     if attempt.ended_at is not None:
         return True
     if attempt.pid is None and attempt.state not in ATTEMPT_LIVE and attempt.launched_at is None:
         return True   # never launched
-    if attempt.worker_id in snap.dead_workers:
+    if died_with_worker(attempt, snap):
         return True
     node = snap.workers.get(attempt.worker_id)
-    silent = now - (attempt.heartbeat_at or attempt.created_at) > timeouts.driver_stops_within
+    silent = age(snap, attempt.heartbeat_at or attempt.created_at) > timeouts.driver_stops_within
     return not worker_alive(node, snap, timeouts) and silent
 
 

@@ -116,6 +116,10 @@ class Coordinator:
         self._host = socket.gethostname()
         self._backoff: dict[str, tuple[int, float]] = {}   # job id -> (failures in a row, retry at)
         self._dead_logged: set[str] = set()                 # dead workers already logged (log once)
+        # Observations, not facts: a new leader (or this one after a gap) starts them afresh,
+        # which only makes it wait longer before it replaces anything.
+        self._lock_free_since: dict[str, float] = {}        # worker -> store time its lock was first seen free
+        self._observing_since: float | None = None          # store time since which it reached the store without a gap
 
     def start(self) -> "Coordinator":
         register_node(self.store, self.node_id, "coordinator", self.url)
@@ -147,15 +151,25 @@ class Coordinator:
                     node_heartbeat(self.store, self.node_id)
                     last_beat = started
                 self.lease.step("the lease tick")
-                if self.lease.tick():
+                leading = self.lease.tick()
+                if self.lease.blind:
+                    self.lease.blind = False
+                    self.store_gap()
+                if leading:
                     self._reconcile_timed()
             except NotLeader:
                 log.info("fenced: another coordinator leads now")
             except Exception:
                 log.exception("reconcile tick failed")
+                self.store_gap()
             self.lease.step("waiting for the next tick")
             self._wake.wait(max(0.0, self.tick - (clock.now() - started)))
             self._wake.clear()
+
+    def store_gap(self) -> None:
+        """The store could not be reached (or this coordinator was cut off): heartbeats and
+        checkpoints missed meanwhile are not counted against anyone (``reconcile.age``)."""
+        self._observing_since = None
 
     def _reconcile_timed(self) -> None:
         began = time.perf_counter()
@@ -179,6 +193,8 @@ class Coordinator:
             # The leader compares heartbeats (stamped by the store) with the store's time,
             # not its own: a leader whose clock is off does not declare live workers lost.
             now = read_store_now(conn)
+        if self._observing_since is None:
+            self._observing_since = now
         snaps, load = self._snapshots(now)
         for snap in snaps:
             yield
@@ -298,27 +314,44 @@ class Coordinator:
             # checkpoint row is read, a seek per job once cost a quarter of the pass.
             last = max((r.last_checkpoint_at for r in rows if r.last_checkpoint_at is not None), default=None)
             snaps.append(Snapshot(job, attempts.get(job.current_attempt), rows, workers, load, now, last, dead,
-                                  tuple(earlier.get(job.job_id, ()))))
+                                  tuple(earlier.get(job.job_id, ())), self._observing_since))
         return snaps, load
 
-    def _dead_workers(self, workers: dict, now: float) -> frozenset[str]:
-        """Workers that hold a liveness lock by their row, whose lock is free now: they died.
+    def _dead_workers(self, workers: dict, now: float) -> dict[str, float]:
+        """Workers dead by their liveness lock, each with the store time its lock was first seen free.
+
+        A free lock alone is no death certificate: a restart of PostgreSQL (or a failover, or
+        ``pg_terminate_backend``) frees the lock of a live worker. Such a worker sees its lock
+        gone within ``LIVENESS_CHECK_S``, kills its drivers and takes the lock again
+        (worker/agent.py). So a worker is dead when its lock has stayed free for
+        ``Timeouts.lock_death_confirm_after`` since it was first seen free and the worker has not
+        heartbeated since; and an attempt's driver died with it only if it has not heartbeated
+        since either (``reconcile.died_with_worker``). docs/operations.md says why this is safe.
 
         Read after the node rows, so a worker registered in them had taken its lock before
         (it takes the lock, then registers). Only workers not yet lost by heartbeat are asked.
         """
         if self.liveness is None:
-            return frozenset()
-        watched = {worker_lock(n.node_id): n.node_id for n in workers.values()
+            return {}
+        watched = {worker_lock(n.node_id): n for n in workers.values()
                    if n.liveness and not n.stopped and now - n.heartbeat_at <= self.timeouts.worker_lost_after}
         if not watched:
-            return frozenset()
+            self._lock_free_since.clear()
+            return {}
         try:
             free = self.liveness.free_among(watched)
         except Exception as exc:    # an accelerator only: the heartbeats still judge them
             log.warning("cannot read the workers' liveness locks: %s", exc)
-            return frozenset()
-        for name in free - self._dead_logged:
-            log.warning("worker %s died: its liveness lock is free", watched[name])
-        self._dead_logged = set(free)
-        return frozenset(watched[name] for name in free)
+            return {}
+        since = {name: self._lock_free_since.get(name, now) for name in free}
+        self._lock_free_since = since
+        dead = {}
+        for name, first_free in since.items():
+            node = watched[name]
+            if now - first_free >= self.timeouts.lock_death_confirm_after and node.heartbeat_at < first_free:
+                dead[node.node_id] = first_free
+        for node_id in set(dead) - self._dead_logged:
+            log.warning("worker %s died: its liveness lock has been free for %.1f s and it has not heartbeated "
+                        "since", node_id, now - dead[node_id])
+        self._dead_logged = set(dead)
+        return dead

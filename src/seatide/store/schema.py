@@ -8,7 +8,7 @@ kept only in a process's memory. Times are Unix seconds (floats).
 from __future__ import annotations
 
 from sqlalchemy import (BigInteger, and_, Boolean, Column, Float, Integer, MetaData, String, Table, Text, false,
-                        UniqueConstraint, Index)
+                        true, UniqueConstraint, Index)
 
 metadata = MetaData()
 
@@ -152,6 +152,10 @@ attempts = Table(
     Column("exit_code", Integer),
     Column("error", Text),
     Column("kill_requested", Boolean, nullable=False, default=False),
+    # False: it ended because the store was out of its reach (its driver fenced itself off, or its
+    # worker killed it when its liveness lock's session ended), not by anything of the job's: its
+    # retry does not count against job.retry.times (revision 0011).
+    Column("charged", Boolean, nullable=False, default=True, server_default=true()),
     UniqueConstraint("job_id", "incarnation", "number", name="uq_attempt_number"),
     # Attempt ids fence drivers: one must never come back. SQLite reuses a deleted row's id
     # unless the table is AUTOINCREMENT (a forgotten job's attempts are deleted; a late report

@@ -73,6 +73,12 @@ class PrivatePostgres:
         self._as_postgres(os.path.join(self.bin, "pg_ctl"), "-D", self.data, "-l",
                           os.path.join(self.root, "server.log"), "-w", "-t", "60", "start")
 
+    def restart_server(self, mode: str = "fast") -> None:
+        """Restart as an operator or a managed failover would: every session ends (and with it
+        every advisory lock), the data stays. ``fast`` rolls back open transactions."""
+        self._as_postgres(os.path.join(self.bin, "pg_ctl"), "-D", self.data, "-m", mode, "-l",
+                          os.path.join(self.root, "server.log"), "-w", "-t", "60", "restart")
+
     def stop(self) -> None:
         self.stop_server()
         shutil.rmtree(self.root, ignore_errors=True)

@@ -227,7 +227,11 @@ class World:
                 if self.now() - proc.last_beat >= 1.0:
                     node_heartbeat(proc.store, proc.name)
                     proc.last_beat = self.now()
-                if not coordinator.lease.tick():
+                leading = coordinator.lease.tick()
+                if coordinator.lease.blind:        # as Coordinator._loop: a blind spot is not silence
+                    coordinator.lease.blind = False
+                    coordinator.store_gap()
+                if not leading:
                     return "follower"
                 proc.reconciling = coordinator.reconcile_steps()
             next(proc.reconciling)
@@ -237,6 +241,8 @@ class World:
             return f"leader (epoch {coordinator.lease.epoch}): pass done"
         except (StorePartitioned, NotLeader) as exc:
             proc.reconciling = None
+            if isinstance(exc, StorePartitioned):
+                coordinator.store_gap()
             return f"{type(exc).__name__}: {exc}"
         except Exception as exc:
             proc.reconciling = None

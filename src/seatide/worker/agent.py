@@ -33,6 +33,7 @@ from sqlalchemy import and_, select, update
 
 from seatide import clock, failpoints
 from seatide.coordinator.service import node_heartbeat, register_node
+from seatide.runtime.heartbeat import FENCED_EXIT_CODE
 from seatide.runtime.session import SPARK_CONF_ENV, WORKER_SPARK_CONF_ENV, warm_session_fit
 from seatide.store import schema as s
 from seatide.store.clock import store_now
@@ -41,7 +42,7 @@ from seatide.store.liveness import Liveness, worker_lock
 from seatide.store.paths import driver_log_path
 from seatide.store.states import ATTEMPT_LIVE, AttemptState
 from seatide.store.wakeups import AssignmentListener
-from seatide.timeouts import LIVENESS_TAKE_WITHIN_S, Timeouts
+from seatide.timeouts import LIVENESS_CHECK_S, LIVENESS_TAKE_WITHIN_S, Timeouts
 from seatide.runtime.warm_driver import warm_session_conf
 from seatide.worker.driver_log import DriverLog
 from seatide.worker.warm_pool import WarmPool, warm_command
@@ -49,6 +50,8 @@ from seatide.worker.warm_pool import WarmPool, warm_command
 log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
+OUTAGE_KILL = ("killed by its worker, whose liveness lock's store session ended (a restart or failover of the "
+               "store): not the job's failure, retried without counting against job.retry.times")
 SPARK_CONF_CACHE = 256      # distinct job texts whose Spark settings a worker remembers
 
 
@@ -100,6 +103,11 @@ class Worker:
         self._reported_end: dict[int, float] = {}             # attempt_id -> when we saw its end
         self._stop = threading.Event()
         self._wake = threading.Event()
+        # Set from the moment our liveness lock is found gone until we hold it again: no driver
+        # is launched meanwhile. ``_launching`` makes a launch and the kill sweep exclusive.
+        self._lock_lost = False
+        self._launching = threading.Lock()
+        self._killed_for_outage: set[int] = set()     # attempts whose drivers that kill ended
         self._last_beat = 0.0
         self.beats = False        # heartbeat from step() too: set by run(), or by a harness driving step()
         self._spark_confs: dict[tuple[str, str], dict | None] = {}   # (config, variables) -> conf
@@ -114,6 +122,8 @@ class Worker:
         self._take_liveness_lock()
         self.register()
         self.beats = True
+        if self.liveness is not None:    # its own thread: a busy or blocked loop must not delay it
+            threading.Thread(target=self._watch_liveness_lock, name="liveness-watch", daemon=True).start()
         # PostgreSQL: woken the moment the leader assigns us an attempt (store/wakeups.py).
         listener = None if self.store.is_sqlite else AssignmentListener(
             self.store_url, self.node_id, self._wake.set).start()
@@ -126,7 +136,6 @@ class Worker:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                self._check_liveness_lock()
                 self.beat_if_due()
                 self.step()
                 self.warm_pool.refill()      # in this thread: warm drivers die with it too
@@ -149,21 +158,40 @@ class Worker:
                                     f"--node-id")
             self._stop.wait(0.05)
 
-    def _check_liveness_lock(self) -> None:
-        """Our lock is gone while we live: to the leader we are dead, and our attempts are
-        being replaced. Kill our drivers (the leader counts on them being gone), then come
-        back as a fresh worker."""
-        if self.liveness is None or self.liveness.holds(worker_lock(self.node_id)):
+    def _watch_liveness_lock(self) -> None:
+        while not self._stop.wait(LIVENESS_CHECK_S):
+            try:
+                self.check_liveness_lock()
+            except Exception as exc:     # the store is still away: try again at the next check
+                log.warning("worker %s: its liveness lock is not back yet: %s", self.node_id, exc)
+
+    def check_liveness_lock(self) -> None:
+        """Our lock is gone while we live (its PostgreSQL session ended: a server restart, a
+        failover, ``pg_terminate_backend``). The leader takes a lock that stays free, without a
+        heartbeat from us, for ``Timeouts.lock_death_confirm_after`` as our death and replaces
+        our drivers: they die now, well within that (fail-stop), and no driver is launched
+        until we hold the lock again and have registered afresh."""
+        if self.liveness is None:
             return
-        log.error("worker %s lost its liveness lock: killing its %d driver(s) and registering again",
-                  self.node_id, len(self.children))
+        if not self._lock_lost:
+            if self.liveness.holds(worker_lock(self.node_id)):
+                return
+            with self._launching:
+                self._lock_lost = True
+                log.error("worker %s lost its liveness lock: killing its %d driver(s) and registering again",
+                          self.node_id, len(self.children))
+                for attempt_id, proc in list(self.children.items()):
+                    if proc.poll() is None:
+                        self._killed_for_outage.add(attempt_id)
+                        proc.kill()
         for attempt_id, proc in list(self.children.items()):
-            if proc.poll() is None:
-                proc.kill()
             proc.wait()
-            self.record_exit(attempt_id, proc.returncode)
+            # Needs the store: retried until it is back. Not the job's failure: not charged.
+            self.record_exit(attempt_id, proc.returncode, store_outage=True)
         self._take_liveness_lock()
         register_node(self.store, self.node_id, "worker", slots=self.slots, liveness=True)
+        self._lock_lost = False
+        log.info("worker %s holds its liveness lock again", self.node_id)
 
     def beat_if_due(self) -> None:
         """Heartbeat unless one landed within the interval. Also called between launches: a
@@ -254,6 +282,11 @@ class Worker:
         return claimed == 1
 
     def _launch(self, attempt) -> None:
+        with self._launching:      # never beside the kill sweep of a lost liveness lock
+            if not self._lock_lost:
+                self._launch_claimed(attempt)
+
+    def _launch_claimed(self, attempt) -> None:
         if attempt.attempt_id in self.children or not self.claim(attempt):
             return
         failpoints.hit("worker.after_claim")
@@ -369,24 +402,36 @@ class Worker:
             kill_if_reachable(attempt, self.store_url)
             self.record_exit(attempt.attempt_id, None)
 
-    def record_exit(self, attempt_id: int, code: int | None, error: str | None = None) -> None:
-        """The driver process is gone: record it, and fail the attempt if it ended silently."""
-        self.children.pop(attempt_id, None)
-        self._reported_end.pop(attempt_id, None)
+    def record_exit(self, attempt_id: int, code: int | None, error: str | None = None,
+                    store_outage: bool = False) -> None:
+        """The driver process is gone: record it, and fail the attempt if it ended silently.
+
+        A live attempt whose driver fenced itself off (the store was out of reach for its
+        self-fence), or that we killed because our lock's store session ended, ended by the
+        store's absence: its retry is not charged to the job."""
+        store_outage = store_outage or attempt_id in self._killed_for_outage
+        if store_outage and error is None:
+            error = OUTAGE_KILL
         with self.store.write() as conn:
-            attempt = conn.execute(select(s.attempts).where(s.attempts.c.attempt_id == attempt_id)).first()
-            if attempt is None:
+            query = select(s.attempts).where(s.attempts.c.attempt_id == attempt_id)
+            # Two threads may record the same exit (the loop and the liveness watch): once.
+            attempt = conn.execute(query if self.store.is_sqlite else query.with_for_update()).first()
+            if attempt is not None and attempt.ended_at is None:
+                values: dict = {"ended_at": store_now(conn), "exit_code": code}
+                if attempt.state in ATTEMPT_LIVE:
+                    values.update(state=AttemptState.FAILED, error=attempt.error or error or _exit_message(code))
+                    if store_outage or code == FENCED_EXIT_CODE:
+                        values["charged"] = False
+                conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == attempt_id).values(**values))
+                record_event(conn, "DRIVER_EXITED", f"worker:{self.node_id}", attempt.job_id, attempt.incarnation,
+                             attempt=attempt_id, exit_code=code)
+            elif attempt is None:
                 log.info("driver of attempt %s exited (code %s) after its job was cleaned up; nothing to record",
                          attempt_id, code)
-                return
-            if attempt.ended_at is not None:
-                return
-            values: dict = {"ended_at": store_now(conn), "exit_code": code}
-            if attempt.state in ATTEMPT_LIVE:
-                values.update(state=AttemptState.FAILED, error=attempt.error or error or _exit_message(code))
-            conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == attempt_id).values(**values))
-            record_event(conn, "DRIVER_EXITED", f"worker:{self.node_id}", attempt.job_id, attempt.incarnation,
-                         attempt=attempt_id, exit_code=code)
+        # Forgotten only once recorded: a write that failed (the store away) is made again.
+        self.children.pop(attempt_id, None)
+        self._reported_end.pop(attempt_id, None)
+        self._killed_for_outage.discard(attempt_id)
 
 
 def _exit_message(code: int | None) -> str:

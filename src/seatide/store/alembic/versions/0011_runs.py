@@ -14,6 +14,9 @@ above the highest one left before this upgrade are not known to it.)
 
 Jobs submitted before this revision keep ``run_id`` NULL and their names as they were.
 
+``attempts.charged``: an attempt that ended because the store was out of its reach (not by
+anything of the job's) is retried without counting against ``job.retry.times``.
+
 Revision ID: 0011
 Revises: 0010
 """
@@ -32,6 +35,7 @@ def upgrade() -> None:
     op.add_column("job_results", sa.Column("run_id", sa.String(32), nullable=True))
     op.add_column("job_results", sa.Column("config", sa.Text(), nullable=True))
     op.add_column("job_results", sa.Column("variables", sa.Text(), nullable=True))
+    op.add_column("attempts", sa.Column("charged", sa.Boolean(), nullable=False, server_default=sa.true()))
     if op.get_bind().dialect.name == "sqlite":
         with op.batch_alter_table("attempts", recreate="always",
                                   table_kwargs={"sqlite_autoincrement": True}) as batch:
@@ -44,3 +48,5 @@ def downgrade() -> None:
             batch.drop_column(name)
     with op.batch_alter_table("jobs") as batch:
         batch.drop_column("run_id")
+    with op.batch_alter_table("attempts") as batch:
+        batch.drop_column("charged")

@@ -1,0 +1,77 @@
+"""The store's server restarts under a running cluster (issue 21, finding 1).
+
+A PostgreSQL restart (or a managed failover, or ``pg_terminate_backend``) ends every session,
+and with them the liveness locks of processes that are alive. A free lock alone must never
+be taken as a worker's death while its drivers may still run: the job would get a second
+driver on another worker. One coordinator, two workers, a STREAMING job; the server is
+restarted (fast shutdown) three times while the process table is sampled: never two
+drivers for the job, checkpoints go on after each restart, every id is written once.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from seatide.testing.cluster import Cluster, DriverWatch, wait_for
+from seatide.testing.jobs import assert_exactly, streaming_job, written_ids
+from seatide.testing.servers import PrivatePostgres
+
+RESTARTS = 3
+
+
+@pytest.fixture
+def restartable_store(tmp_path):
+    server = PrivatePostgres().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _checkpoints(cluster: Cluster, job_id: str) -> int:
+    try:
+        return cluster.job_info(job_id)["checkpoint"]["lastCheckpointId"] or 0
+    except Exception:          # the store is restarting: no answer yet
+        return -1
+
+
+@pytest.mark.cluster
+def test_restarting_the_stores_server_never_gives_a_job_two_drivers(restartable_store, tmp_path, capsys):
+    url = f"postgresql://postgres@127.0.0.1:{restartable_store.port}/postgres"
+    cluster = Cluster(url, str(tmp_path / "data"))
+    out = str(tmp_path / "out")
+    try:
+        cluster.coordinator("c1")
+        cluster.worker("w1", extra=["--warm-drivers", "0"])
+        cluster.worker("w2", extra=["--warm-drivers", "1"])   # ready to take a replacement at once
+        cluster.submit(streaming_job(out, read_interval_ms=200), "restarts")
+        wait_for(lambda: _checkpoints(cluster, "restarts") >= 3, 240, message="three checkpoints")
+        back_after = []
+        with DriverWatch("restarts", interval=0.2) as watch:
+            for _ in range(RESTARTS):
+                before = _checkpoints(cluster, "restarts")
+                restartable_store.restart_server("fast")
+                restarted = time.monotonic()
+                wait_for(lambda: _checkpoints(cluster, "restarts") > before, 180, interval=0.1,
+                         message="a checkpoint after the restart")
+                back_after.append(time.monotonic() - restarted)
+        cluster.cancel("restarts")
+        cluster.wait_status("restarts", "CANCELED", timeout=120)
+        ids = written_ids(out)
+        assert ids, "nothing written"
+        assert_exactly(ids, range(max(ids) + 1))
+        assert watch.max_seen <= 1, f"{watch.max_seen} drivers of the job at once (pids {sorted(watch.pids_seen)})"
+        with capsys.disabled():
+            print(f"\nstore restart -> next checkpoint: {', '.join(f'{s:.1f} s' for s in back_after)}")
+            if os.environ.get("SEATIDE_TEST_EVENTS"):
+                for event in cluster.events("restarts"):
+                    print(f"{event.at:.1f} {event.kind} {event.actor} {event.detail[:200]}")
+                print(cluster.logs())
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop_all()
