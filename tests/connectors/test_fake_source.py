@@ -182,6 +182,17 @@ def test_explicit_rows_are_emitted_by_every_reader_with_their_kinds(spark):
     assert by_kind[RowKind.UPDATE_BEFORE][0].tags == {}
 
 
+def test_a_value_given_to_a_field_of_type_null_is_taken_and_the_field_is_null(spark):
+    """SeaTunnel's jobs give such fields values (a row written for every column); it takes
+    them and the field is NULL, at any depth."""
+    source = fake("""
+        schema = { fields { id = int, c_null = "null", c_row { x = int, n = "null" }, c_list = "array<null>" } }
+        rows = [{ kind = INSERT, fields = [1, "anything", {x = 2, n = 5}, [1, "b", null]] }]
+    """)
+    row = source.read(batch_ctx(spark)).collect()[0]
+    assert (row.id, row.c_null, row.c_row.x, row.c_row.n, row.c_list) == (1, None, 2, None, [None, None, None])
+
+
 def test_explicit_rows_with_only_inserts_report_insert_only():
     source = fake('schema = { fields { id = int } }\nrows = [{ kind = INSERT, fields = [1] }]')
     assert source.row_kinds() == frozenset({RowKind.INSERT})

@@ -64,8 +64,9 @@ def parse_rows(rows: list, schema: T.StructType, check_keys: KeyCheck | None = N
 
 
 def literal(value: Any, data_type: T.DataType, where: str) -> str:
-    """The SQL literal for ``value`` as ``data_type``; raises RowValueError naming ``where``."""
-    if value is None:
+    """The SQL literal for ``value`` as ``data_type``; raises RowValueError naming ``where``.
+    A field of type null is NULL whatever value a row gives it, as in SeaTunnel."""
+    if value is None or isinstance(data_type, T.NullType):
         return typed_null(data_type)
     try:
         return _literal(value, data_type, where)
@@ -109,8 +110,6 @@ def _literal(value: Any, data_type: T.DataType, where: str) -> str:
     if isinstance(data_type, (T.TimestampNTZType, T.TimestampType)):
         stamp = dt.datetime.fromisoformat(_text(value))
         return f"CAST({string_lit(stamp.isoformat(sep=' '))} AS {sql_type(data_type)})"
-    if isinstance(data_type, T.NullType):
-        raise RowValueError(f"{where}: a field of type null only holds null")
     if isinstance(data_type, T.ArrayType):
         return _array(value, data_type, where)
     if isinstance(data_type, T.MapType):
