@@ -9,6 +9,7 @@ import pytest
 
 from seatide.connectors.fake.source import FakeSource
 from seatide.plugin.registry import register
+from seatide.store.runs import run_key
 from tests.e2e.harness import InProcessCluster
 
 pytestmark = pytest.mark.spark
@@ -62,7 +63,7 @@ def test_a_finished_jobs_sources_are_released_at_its_cleanup(local):
     assert run.status == "FINISHED", run.error
     kinds = _tick_until(local, "done", "CLEANUP_DONE")
     assert "CLEANUP_RETRY" in kinds, "the first release failed and was retried"
-    assert RELEASES == ["done"]
+    assert RELEASES == [run_key("done", run.job().run_id)]    # the run's names, never a later run's
 
 
 def test_a_failed_jobs_sources_are_released_at_history_expiry_with_retries(local):
@@ -70,7 +71,8 @@ def test_a_failed_jobs_sources_are_released_at_history_expiry_with_retries(local
     FAILURES_LEFT["n"] = 1
     run = local.run(_job(max_row=5), job_id="failed")
     assert run.status == "FAILED"
+    run_id = run.job().run_id           # its rows go with its history
     _tick_until(local, "failed", "CLEANUP_DONE")
     assert RELEASES == [], "a failed job can still be resumed: nothing is released at cleanup"
     kinds = _tick_until(local, "failed", "HISTORY_EXPIRED")
-    assert kinds.count("CLEANUP_RETRY") == 1 and RELEASES == ["failed"]
+    assert kinds.count("CLEANUP_RETRY") == 1 and RELEASES == [run_key("failed", run_id)]
