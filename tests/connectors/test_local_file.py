@@ -169,10 +169,38 @@ def test_partition_dir_expression_and_partition_field_in_file(spark, data_dir, l
                      sink_columns=["p", "id"])
     write(sink, frame(spark), log)
     assert sorted({os.path.dirname(f) for f in data_files(out)}) == [
-        "region_10/ok-__HIVE_DEFAULT_PARTITION__", "region_10/ok-true", "region_20/ok-false"]
+        "region_10/ok-null", "region_10/ok-true", "region_20/ok-false"]
     got = make_source(path=out, file_format_type="json", parse_partition_from_path=False,
                       schema={"fields": {"p": "int", "id": "bigint"}}).read(read_ctx(spark))
     assert rows_of(got) == [(10, 1), (10, 3), (20, 2)]
+
+
+def test_partition_by_alone_partitions_with_values_written_as_seatunnel_writes_them(spark, data_dir, log):
+    """SeaTunnel partitions whenever partition_by is given (have_partition or not, as its own
+    jobs write it), and names a directory by the value's text: a timestamp as Java prints it,
+    a NULL as null, other characters as they are (Spark's writer would escape ':' as %3A)."""
+    out = os.path.join(data_dir, "seatunnel_parts")
+    rows = [(1, dt.datetime(2024, 1, 2, 3, 4, 5), "a b:c"), (2, dt.datetime(2024, 1, 2, 3, 4, 0, 235000), None),
+            (3, dt.datetime(2024, 1, 2, 3, 4), "x")]
+    sink = make_sink(path=out, file_format_type="text", partition_by=["at", "tag"],
+                     partition_dir_expression="${k0}=${v0}/${k1}=${v1}", is_partition_field_write_in_file=True)
+    write(sink, frame(spark, rows, "id int, at timestamp_ntz, tag string"), log)
+    files = data_files(out)
+    assert sorted({os.path.dirname(f) for f in files}) == [
+        "at=2024-01-02T03:04/tag=x", "at=2024-01-02T03:04:00.235/tag=null", "at=2024-01-02T03:04:05/tag=a b:c"]
+    with open(os.path.join(out, next(f for f in files if "tag=x" in f))) as handle:   # the fields stay in the file
+        assert handle.read().split("\001") == ["3", "2024-01-02T03:04:00.000", "x\n"]
+    default = make_sink(path=os.path.join(data_dir, "default_parts"), file_format_type="csv", partition_by=["p"],
+                        partition_dir_expression="${k0}=${v0}")
+    write(default, frame(spark), log, batch_id=1)
+    assert sorted({os.path.dirname(f) for f in data_files(os.path.join(data_dir, "default_parts"))}) == ["p=10", "p=20"]
+
+
+def test_a_partition_dir_expression_without_partition_by_writes_no_partitions(spark, data_dir, log):
+    """SeaTunnel's own file jobs set partition_dir_expression alone: it has nothing to fill."""
+    out = os.path.join(data_dir, "flat")
+    write(make_sink(path=out, file_format_type="json", partition_dir_expression="${k0}=${v0}"), frame(spark), log)
+    assert all(os.sep not in f for f in data_files(out)) and data_files(out)
 
 
 def test_custom_filename_expression_names_files_after_the_transaction(spark, data_dir, log):

@@ -137,6 +137,42 @@ def check_partition_expression(expression: str, partition_count: int) -> None:
         raise ValueError(f"'{expression}' must be a relative directory inside path, without '..'")
 
 
+# What Spark's writer names a directory whose partition value is NULL or ''; the values given to
+# it are SeaTunnel's text (never NULL: ``partition_text``), so only '' comes back as this.
+SPARK_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+
+def partition_text(column, data_type):
+    """The text SeaTunnel names a partition directory by (the value's Java ``toString``), as a
+    Spark column: a timestamp ``2024-01-02T03:04:05`` (seconds and fractions only when not
+    zero, the fraction in groups of three digits), a time alike, ``null`` for NULL; other
+    types as Spark writes them as text, which is Java's for numbers, dates and booleans."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, (T.TimestampNTZType, T.TimestampType, T.TimeType)):
+        date = "" if isinstance(data_type, T.TimeType) else "yyyy-MM-dd'T'"
+        micros = F.date_format(column, "SSSSSS").cast("int")
+        text = (F.when((F.date_format(column, "ss") == "00") & (micros == 0), F.date_format(column, date + "HH:mm"))
+                .when(micros == 0, F.date_format(column, date + "HH:mm:ss"))
+                .when(micros % 1000 == 0, F.date_format(column, date + "HH:mm:ss.SSS"))
+                .otherwise(F.date_format(column, date + "HH:mm:ss.SSSSSS")))
+    elif isinstance(data_type, (T.ArrayType, T.MapType, T.StructType)):
+        text = F.to_json(column)
+    else:
+        text = column.cast("string")
+    return F.coalesce(text, F.lit("null"))
+
+
+def partition_value(directory_name: str) -> str:
+    """A value back from the ``key=value`` directory name Spark's writer gave it (it escapes
+    ``:``, ``/``, ``%`` and the like as ``%XX``)."""
+    from urllib.parse import unquote
+
+    value = directory_name.split("=", 1)[1]
+    return "" if value == SPARK_DEFAULT_PARTITION else unquote(value)
+
+
 def partition_dir(expression: str | None, keys: list[str], values: list[str]) -> str:
     """Directory (relative to the sink's path) for one combination of partition values."""
     if expression is None:

@@ -65,14 +65,16 @@ class LocalFileSink(Sink):
         Option("filename_time_format", STRING, "yyyy.MM.dd",
                "Java SimpleDateFormat pattern for ${now}"),
         Option("filename_extension", STRING, None, "replaces the extension of every file (e.g. .dat)"),
-        Option("have_partition", BOOL, False, "write rows into directories by partition_by fields"),
-        Option("partition_by", STRING_LIST, None,
-               "with have_partition: the partition fields (ignored without it, as in SeaTunnel)"),
+        Option("have_partition", BOOL, False,
+               "write rows into directories by partition_by fields; SeaTunnel partitions whenever "
+               "partition_by is given, and so does SeaTide (true without partition_by is an error)"),
+        Option("partition_by", STRING_LIST, None, "the partition fields; rows go into directories by their values"),
         Option("partition_dir_expression", STRING, None,
-               "with have_partition: directory per partition using ${kN}/${vN} "
-               "(default ${k0}=${v0}/${k1}=${v1}/...)"),
+               "with partition_by: directory per partition using ${kN}/${vN} "
+               "(default ${k0}=${v0}/${k1}=${v1}/...); without partition_by it has nothing to fill "
+               "and is ignored, as in SeaTunnel"),
         Option("is_partition_field_write_in_file", BOOL, False,
-               "with have_partition: also write the partition fields into the files"),
+               "with partition_by: also write the partition fields into the files"),
         Option("sink_columns", STRING_LIST, None, "fields to write, in this order (default all)"),
         Option("is_enable_transaction", BOOL, True,
                "accepted for compatibility; each micro-batch is committed exactly once either way "
@@ -128,12 +130,12 @@ class LocalFileSink(Sink):
 
     def _check_partitions(self) -> None:
         opts = self.opts
-        if not opts["have_partition"]:
-            return
         fields = opts["partition_by"] or []
         if not fields:
-            raise self.invalid("partition_by", "have_partition is true but partition_by is empty: "
-                               "list the partition fields, e.g. partition_by = [\"age\"]")
+            if opts["have_partition"]:
+                raise self.invalid("partition_by", "have_partition is true but partition_by is empty: "
+                                   "list the partition fields, e.g. partition_by = [\"age\"]")
+            return
         expression = opts["partition_dir_expression"]
         if expression is not None:
             try:
@@ -161,7 +163,7 @@ class LocalFileSink(Sink):
                 spark_options["timestampFormat"] = spark_options["timestampNTZFormat"] = opts["datetime_format"]
         if opts["batch_size"] and not opts["single_file_mode"]:
             spark_options["maxRecordsPerFile"] = str(opts["batch_size"])
-        partitioned = opts["have_partition"]
+        partitioned = bool(opts["partition_by"])     # as SeaTunnel: partition_by alone partitions
         return FileSinkSpec(
             root=self.root, file_format=fmt, spark_options=spark_options, namer=self.namer(),
             extension=opts["filename_extension"],

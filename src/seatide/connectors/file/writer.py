@@ -24,7 +24,7 @@ from datetime import datetime
 
 from seatide.connectors.file import formats
 from seatide.connectors.file.errors import LocalFileError
-from seatide.connectors.file.naming import partition_dir
+from seatide.connectors.file.naming import partition_dir, partition_text, partition_value
 from seatide.connectors.file.paths import STAGING_DIR, is_hidden, spark_uri
 from seatide.connectors.file.sink import FileSinkSpec
 from seatide.plugin.base import Batch, SinkWriter, StagedBatch
@@ -125,7 +125,8 @@ class LocalFileWriter(SinkWriter):
                 elif isinstance(kind, T.BinaryType):
                     column = F.base64(column)
             data.append(column.alias(name))
-        aliases = [_col(k).alias(f"{_PARTITION_ALIAS}{i}") for i, k in enumerate(spec.partition_by)]
+        aliases = [partition_text(_col(k), types[k]).alias(f"{_PARTITION_ALIAS}{i}")
+                   for i, k in enumerate(spec.partition_by)]
         out = df.select(*data, *aliases)
         return out.coalesce(1) if spec.single_file else out
 
@@ -197,7 +198,7 @@ class LocalFileWriter(SinkWriter):
     def _target_dir(self, relative_dir: str) -> str:
         if not self.spec.partition_by or not relative_dir:
             return self.spec.root
-        values = [part.split("=", 1)[1] for part in relative_dir.split(os.sep)]
+        values = [partition_value(part) for part in relative_dir.split(os.sep)]
         return os.path.join(self.spec.root, partition_dir(
             self.spec.partition_expression, list(self.spec.partition_by), values))
 
