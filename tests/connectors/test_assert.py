@@ -153,6 +153,7 @@ def test_catalog_table_column_rule_compares_names_and_types(spark):
     ({"catalog_table_rule": {"column_rule": [{"name": "id", "type": "int", "column_length": -1}]}},
      "rules.catalog_table_rule.column_rule[0].column_length", "whole number"),
     ({"tables_configs": []}, "rules.tables_configs", "multi-table"),
+    ({"row_rules": [5]}, "rules.row_rules[0]", "must be an object { ... }, got a number"),
 ])
 def test_malformed_rules_are_refused_at_construction(rules, path, words):
     with pytest.raises(OptionError) as error:

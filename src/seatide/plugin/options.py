@@ -30,6 +30,19 @@ class _Required:
 REQUIRED: Any = _Required()
 
 
+def kind_of(value: Any) -> str:
+    """What a config value is, in the words of a job file (not Python's class names)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    return "a list" if isinstance(value, list) else "an object" if isinstance(value, Mapping) else type(value).__name__
+
+
 def _describe(value: Any) -> str:
     text = repr(value) if not isinstance(value, str) else f'"{value}"'
     return text if len(text) <= 60 else text[:57] + "..."
@@ -313,7 +326,7 @@ def option_table(declared: Iterable[Option]) -> list[tuple[str, str, str, str]]:
 
 __all__ = [
     "ANY", "BOOL", "FLOAT", "INT", "LIST", "OBJECT", "REQUIRED", "STRING", "STRING_LIST",
-    "KeyCheck", "Option", "OptionError", "OptionType", "Options", "UnknownOption", "closest_name", "enum",
+    "KeyCheck", "Option", "kind_of", "OptionError", "OptionType", "Options", "UnknownOption", "closest_name", "enum",
     "flatten", "option_table", "read_options", "plain",
 ]
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from seatide.plugin.options import KeyCheck
+from seatide.plugin.options import KeyCheck, kind_of
 from seatide.plugin.types import SchemaError, parse_type
 
 VALUE_RULE_TYPES = ("NOT_NULL", "NULL", "MIN", "MAX", "MIN_LENGTH", "MAX_LENGTH")
@@ -290,12 +290,12 @@ def _rule_value(raw: dict, path: str, rule_type: str) -> float | None:
 
 def _mapping(value: Any, path: str) -> dict:
     if not isinstance(value, dict):
-        raise RuleError(path, f"must be an object {{ ... }}, got {type(value).__name__}")
+        raise RuleError(path, f"must be an object {{ ... }}, got {kind_of(value)}")
     return value
 
 
 def _list(value: Any, path: str) -> list:
     if not isinstance(value, list):
-        raise RuleError(path, f"must be a list [ ... ], got {type(value).__name__}")
+        raise RuleError(path, f"must be a list [ ... ], got {kind_of(value)}")
     return value
 

@@ -20,7 +20,7 @@ from pyspark.sql import types as T
 
 from seatide.connectors.fake.options import INTEGER_BOUNDS
 from seatide.connectors.fake.sql import double_lit, sql_type, string_lit, typed_null
-from seatide.plugin.options import FLOAT, INT, KeyCheck
+from seatide.plugin.options import FLOAT, INT, KeyCheck, kind_of
 from seatide.plugin.rowkind import RowKind
 from seatide.plugin.types import MAX_PRECISION
 
@@ -54,7 +54,7 @@ def parse_rows(rows: list, schema: T.StructType, check_keys: KeyCheck | None = N
             raise RowValueError(f"{where}.kind: {exc}") from None
         values = row["fields"]
         if not isinstance(values, list) or len(values) != len(schema.fields):
-            got = len(values) if isinstance(values, list) else type(values).__name__
+            got = len(values) if isinstance(values, list) else kind_of(values)
             raise RowValueError(f"{where}.fields must list one value per schema field "
                                 f"({len(schema.fields)}: {', '.join(schema.names)}), got {got}")
         literals = tuple(literal(v, f.dataType, f"{where}.fields[{j}] ({f.name})")
