@@ -49,6 +49,9 @@ class JsonPath(Transform):
     so ``$[0]`` is its first field). Paths use the subset Spark evaluates: ``$.a.b``,
     ``$['a b']``, ``$.a[0]``, ``$.a[*].b``. A path that finds nothing gives NULL.
 
+    The JSON is read as SeaTunnel's parser reads it: strict JSON, and also keys and values
+    without quotes, single quotes and extra commas (``transforms/lenient_json.py``).
+
     Errors are source text that is not JSON and values that do not convert to
     ``dest_type``: ``FAIL`` stops the job naming the field and value, ``SKIP`` drops the
     row (``row_error_handle_way``) or nulls the field (``column_error_handle_way``), and
