@@ -19,13 +19,15 @@ class HoconError(ValueError):
         self.reason, self.line, self.col, self.undefined = reason, line, col, undefined
 
 
-class HoconInt(int):
-    """An integer as written: ``str()`` is its text (``007`` stays ``007``), as Typesafe
-    Config's ``getString`` gives it, so a string option written as a number keeps its digits.
-    Arithmetic, comparison, JSON and ``repr`` see a plain int."""
+class _AsWritten:
+    """A number as written: ``str()`` is its text (``007`` stays ``007``, ``0.10`` stays ``0.10``),
+    as Typesafe Config's ``getString`` gives it, so a string option written as a number keeps
+    its digits. Arithmetic, comparison, JSON and ``repr`` see the plain number."""
 
-    def __new__(cls, value: int, text: str):
-        self = super().__new__(cls, value)
+    _plain: type
+
+    def __new__(cls, value, text: str):
+        self = cls._plain.__new__(cls, value)
         self.text = text
         return self
 
@@ -33,28 +35,22 @@ class HoconInt(int):
         return self.text
 
     def __format__(self, spec: str) -> str:
-        return self.text if not spec else int(self).__format__(spec)
+        return self.text if not spec else self._plain(self).__format__(spec)
 
     def __reduce__(self):
-        return (HoconInt, (int(self), self.text))
+        return (type(self), (self._plain(self), self.text))
 
 
-class HoconFloat(float):
-    """A decimal number as written (``0.10``, ``1e3``); see ``HoconInt``."""
+class HoconInt(_AsWritten, int):
+    """An integer as written (``007``)."""
 
-    def __new__(cls, value: float, text: str):
-        self = super().__new__(cls, value)
-        self.text = text
-        return self
+    _plain = int
 
-    def __str__(self) -> str:
-        return self.text
 
-    def __format__(self, spec: str) -> str:
-        return self.text if not spec else float(self).__format__(spec)
+class HoconFloat(_AsWritten, float):
+    """A decimal number as written (``0.10``, ``1e3``)."""
 
-    def __reduce__(self):
-        return (HoconFloat, (float(self), self.text))
+    _plain = float
 
 
 def number(text: str) -> HoconInt | HoconFloat | None:
