@@ -349,8 +349,8 @@ class Worker:
 
         with self.store.read() as conn:
             job = conn.execute(select(s.jobs.c.config, s.jobs.c.variables).where(s.jobs.c.job_id == job_id)).first()
-        # Parsing HOCON takes ~0.1 s: once per distinct job text, not once per launch (a worker
-        # given hundreds of attempts of a few job files would otherwise spend its step parsing).
+        # Once per distinct job text, not once per launch (a worker given hundreds of attempts of
+        # a few job files would otherwise read and parse each text again).
         key = (job.config, job.variables)
         if key not in self._spark_confs:
             try:
