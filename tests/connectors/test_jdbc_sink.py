@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import io
 import secrets
+import threading
+import time
 from decimal import Decimal
 
 import pytest
@@ -334,9 +336,10 @@ def test_commit_records_are_pruned_past_the_retained_batches(spark, db, tmp_path
     for batch in range(5):
         write_exactly_once(writer, log, inserts(spark, [batch]), batch, f"T_prune_1_0_L_{batch}")
     kept = query(db, "SELECT batch_id FROM seatide_sink_commits WHERE sink_id = 'prune/1/sink[0]' ORDER BY batch_id")
-    assert kept == [(2,), (3,), (4,)]     # checkpoints_retained = 2
+    assert kept == [(-1,), (2,), (3,), (4,)]     # checkpoints_retained = 2; -1: the save modes, made once
     write_exactly_once(writer, SinkCommitLog(str(tmp_path / "fresh")), inserts(spark, [9]), 0, "T_prune_1_0_M_0")
-    kept = query(db, "SELECT transaction_id FROM seatide_sink_commits WHERE sink_id = 'prune/1/sink[0]'")
+    kept = query(db, "SELECT transaction_id FROM seatide_sink_commits WHERE sink_id = 'prune/1/sink[0]' "
+                     "AND batch_id >= 0")
     assert kept == [("T_prune_1_0_M_0",)]  # a fresh lineage drops the old one's records
 
 
@@ -396,3 +399,43 @@ def test_field_ide_renames_fields_and_keys(spark, db, tmp_path):
                         f"AND table_schema = {here} ORDER BY ordinal_position")
     assert columns == [("ID",), ("NAME",)]
     assert query(db, f'SELECT * FROM {table}') == [(1, "b")]
+
+
+def test_a_zombie_held_before_its_save_modes_never_empties_what_its_replacement_committed(spark, db, tmp_path,
+                                                                                      monkeypatch):
+    """Issue 21 finding 3: DROP_DATA runs before a sink's first batch. A zombie held just before
+    it wakes after its replacement applied it and committed batch 0: its DELETE must not land.
+    The save modes are recorded in the target database, in the transaction that applies them,
+    under a lock the two writers share: whoever comes second finds them done."""
+    from seatide import failpoints
+
+    table = table_name()
+    execute(db, f"CREATE TABLE {table} (id BIGINT, name VARCHAR(20))", f"INSERT INTO {table} VALUES (100, 'old')")
+    gate = tmp_path / "gate"
+    monkeypatch.setitem(failpoints._POINTS, "sink.save_modes", f"gate:0:{gate}")
+    monkeypatch.setitem(failpoints._HITS, "sink.save_modes", 0)
+    zombie = make_sink(db, table=table, data_save_mode="DROP_DATA").writer(context(spark, "zj"))
+    outcome: dict = {}
+
+    def zombie_batch():
+        try:
+            write(zombie, tmp_path / "zombie", inserts(spark, [1, 2]), 0)
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=zombie_batch)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 120
+        while failpoints._HITS["sink.save_modes"] < 1:
+            assert time.monotonic() < deadline, "the zombie never reached its save modes"
+            time.sleep(0.05)
+        monkeypatch.delitem(failpoints._POINTS, "sink.save_modes")
+        replacement = make_sink(db, table=table, data_save_mode="DROP_DATA").writer(context(spark, "zj"))
+        write(replacement, tmp_path / "replacement", inserts(spark, [1, 2]), 0)
+        assert query(db, f"SELECT id FROM {table} ORDER BY id") == [(1,), (2,)]
+    finally:
+        gate.touch()
+        thread.join(120)
+    assert "error" not in outcome, outcome
+    assert query(db, f"SELECT id FROM {table} ORDER BY id") == [(1,), (2,)], "the zombie's DROP_DATA landed"

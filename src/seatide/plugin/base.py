@@ -70,6 +70,13 @@ class Batch:
     # Names this attempt's own staging area (its attempt id): a zombie driver still staging
     # the same batch never writes into the files its replacement is about to decide on.
     staging_tag: str = ""
+    # ``decide_once(key, plan)``: record ``plan`` as the decision named ``key`` unless one stands
+    # already, and return the one that stands; fenced by the attempt like a batch's decision
+    # (raises once this attempt is no longer current). A destructive step before the first
+    # batch (a save mode) decides what it removes with it, so that a zombie repeating the step
+    # later removes only what was there then, never what its replacement has written since.
+    decide_once: Callable[[str, dict], dict] = lambda key, plan: plan
+    save_modes_key: str = ""      # the key of this sink's save-mode decision: once per run and origin
 
 
 @dataclass(frozen=True)

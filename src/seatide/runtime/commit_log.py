@@ -127,6 +127,9 @@ class SinkDecisions(Protocol):
     def fence(self) -> None:
         """Raise unless the writer may still commit (before a sink's own commit point)."""
 
+    def decide_once(self, key: str, plan: dict) -> dict:
+        """A decision named ``key`` that is not a batch's (a save mode's): the first stands."""
+
 
 @dataclass
 class StoreDecisions:
@@ -152,6 +155,10 @@ class StoreDecisions:
 
     def fence(self) -> None:
         self.reporter.fence()
+
+    def decide_once(self, key: str, plan: dict) -> dict:
+        # Batch -1: no batch's; its key never starts like a lineage's, so no roll-forward lists it.
+        return self.reporter.decide_batch(self.pipeline_id, self.plugin_id, -1, key, plan)
 
 
 @dataclass
@@ -201,6 +208,14 @@ class FileDecisions:
     def fence(self) -> None:
         pass
 
+    def decide_once(self, key: str, plan: dict) -> dict:
+        path = os.path.join(self.log.root, "decided", f"{key}.json")
+        earlier = read_json(path)
+        if earlier is not None:
+            return earlier
+        write_json_atomic(path, plan)
+        return plan
+
 
 # -- one batch ----------------------------------------------------------------------------
 @dataclass
@@ -211,12 +226,14 @@ class BatchResult:
 
 
 def write_exactly_once(writer: SinkWriter, log: SinkCommitLog, df, batch_id: int, transaction_id: str,
-                       decisions: SinkDecisions | None = None, staging_tag: str = "") -> BatchResult:
+                       decisions: SinkDecisions | None = None, staging_tag: str = "",
+                       save_modes_key: str | None = None) -> BatchResult:
     """Run one batch through a sink at most once, whatever crashed before (see the module doc).
 
     ``decisions`` records the commit decisions (the driver passes ``StoreDecisions``, fenced
     by its attempt); ``staging_tag`` names this attempt's own staging directory, so that a
-    zombie's files and its replacement's never mix."""
+    zombie's files and its replacement's never mix; ``save_modes_key`` names the sink's
+    save-mode decision (default: one per lineage of transaction ids)."""
     decisions = decisions if decisions is not None else FileDecisions(log)
     done = log.committed(batch_id)
     if done is not None:
@@ -228,9 +245,11 @@ def write_exactly_once(writer: SinkWriter, log: SinkCommitLog, df, batch_id: int
     leftover = log.intent(batch_id)
     if leftover is not None:
         writer.abort_batch(batch_id, leftover)
+    if save_modes_key is None:
+        save_modes_key = "S_" + transaction_id.rsplit("_", 1)[0]
     batch = Batch(batch_id=batch_id, transaction_id=transaction_id,
                   previous_state=log.latest_state(before=batch_id), fence=decisions.fence,
-                  staging_tag=staging_tag)
+                  staging_tag=staging_tag, decide_once=decisions.decide_once, save_modes_key=save_modes_key)
     if not writer.publishes_files:
         state = writer.write_batch(df, batch)      # commits in its own system
         decisions.fence()

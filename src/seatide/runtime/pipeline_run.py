@@ -90,6 +90,7 @@ class PipelineRun:
         self._counted_batch = -1
         self.writers: dict[str, object] = {}
         self.lineage = ""
+        self.origin = ""
         self._observations: list = []
         self._planned_rows = 0              # rows of sources that know their count up front
         self._rows_read: int | None = None
@@ -113,6 +114,9 @@ class PipelineRun:
                 f"pipeline {self.pipeline.pipeline_id}: the checkpoint in {self.dir} was written for different "
                 "sources; resume with the original config, or start over with --fallback fresh")
         self.lineage = meta["lineage"]
+        # The branch this one was restored from keeps its origin: a restore from a savepoint is
+        # not a fresh start, so the sinks' save modes (DROP_DATA...) are not made again.
+        self.origin = meta.get("origin", meta["lineage"])
         last = last_committed_batch(os.path.join(self.dir, "spark"))
         if last is not None:
             self.reporter.pipeline_restored(self.pipeline.pipeline_id, last)
@@ -221,6 +225,8 @@ class PipelineRun:
             result = write_exactly_once(self.writers[sink.plugin_id], self._commit_log(sink.plugin_id), df,
                                         batch_id, self._transaction_id(batch_id, sink.index),
                                         decisions=self._decisions(sink),
+                                        save_modes_key=f"S_{self.job_id}_{self.pipeline.pipeline_id}_{sink.index}_"
+                                                       f"{self.origin}",
                                         staging_tag=str(self.reporter.attempt_id))
             if not result.replayed:
                 rows += int(result.state.get("rows", 0))

@@ -243,7 +243,9 @@ def _branch(checkpoint_dir: str) -> None:
     path = os.path.join(checkpoint_dir, "seatide.json")
     meta = read_json(path)
     if meta is not None:
-        write_json_atomic(path, {**meta, "lineage": new_lineage(), "branched_from": meta.get("lineage")})
+        origin = meta.get("origin", meta.get("lineage"))      # where the run's output began: kept
+        write_json_atomic(path, {**meta, "lineage": new_lineage(), "branched_from": meta.get("lineage"),
+                                 "origin": origin})
 
 
 def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepoint, fallback, pinned_worker,

@@ -5,9 +5,10 @@ Protocol for one batch (the runtime's half is in ``seatide.runtime.commit_log``)
 1. ``stage_batch``: Spark writes the batch into
    ``<path>/.seatide-staging/<transaction id>/<attempt>/`` (same filesystem as the output,
    hidden from Spark readers because it starts with ``.``; one directory per attempt, so a
-   zombie driver still writing the batch never touches its replacement's files). Staging
-   left by an undecided attempt of the batch is deleted first. The final name of every file
-   is fixed from the transaction id.
+   zombie driver still writing the batch never touches its replacement's files). What this
+   attempt staged for the batch before is deleted first, and nothing else: another
+   attempt's staging is removed once the batch is decided (step 3). The final name of every
+   file is fixed from the transaction id.
 2. The runtime records the commit decision (the moves and the state) in the store, fenced
    by the driver's attempt. Until then no file of the batch is in the output.
 3. ``publish``: files are moved into place with ``os.replace`` and the staging directory is
@@ -22,6 +23,7 @@ import shutil
 import uuid
 from datetime import datetime
 
+from seatide import failpoints
 from seatide.connectors.file import formats
 from seatide.connectors.file.errors import LocalFileError
 from seatide.connectors.file.naming import partition_dir, partition_text, partition_value
@@ -55,13 +57,13 @@ class LocalFileWriter(SinkWriter):
         from pyspark.sql import functions as F
 
         if not batch.previous_state and not self._save_modes_done:
-            self._apply_save_modes()   # only before the first batch ever committed
+            self._apply_save_modes(batch)   # only before the first batch ever committed
         self._save_modes_done = True
-        # Every staging of this batch left so far is undecided (a decided one is rolled
-        # forward instead of staged again): a crashed or replaced attempt's half-written files.
+        # Only this attempt's own earlier try: another attempt's staging of the batch may be its
+        # replacement's, about to be decided (a zombie must never remove it).
         batch_dir = self._staging(batch.transaction_id)
-        shutil.rmtree(batch_dir, ignore_errors=True)
         staging = os.path.join(batch_dir, batch.staging_tag or "0")
+        shutil.rmtree(staging, ignore_errors=True)
         prepared = self._prepare(df)
         self._header_size = self._header_bytes(prepared.columns)
         if self.spec.file_format in ("parquet", "orc"):
@@ -228,6 +230,14 @@ class LocalFileWriter(SinkWriter):
         except OSError:
             pass
 
+    def _data_files(self) -> list[str]:
+        """Every file under the path a reader sees (not the hidden staging), sorted."""
+        found = []
+        for directory, dirs, files in os.walk(self.spec.root):
+            dirs[:] = [d for d in dirs if not is_hidden(d)]
+            found.extend(os.path.join(directory, name) for name in files if not is_hidden(name))
+        return sorted(found)
+
     def _prune_empty_dirs(self, directory: str) -> None:
         root = self.spec.root
         while directory.startswith(root + os.sep):
@@ -237,7 +247,11 @@ class LocalFileWriter(SinkWriter):
                 return
             directory = os.path.dirname(directory)
 
-    def _apply_save_modes(self) -> None:
+    def _apply_save_modes(self, batch: Batch) -> None:
+        """Before the sink's first batch. Emptying the path is decided once (``batch.decide_once``,
+        fenced by the attempt) with the list of files to remove, and removes only those: a
+        zombie that repeats the step after its replacement has written removes nothing of it."""
+        failpoints.hit("sink.save_modes")
         root, spec = self.spec.root, self.spec
         if spec.schema_save_mode == "ERROR_WHEN_SCHEMA_NOT_EXIST" and not os.path.isdir(root):
             raise LocalFileError(f"LocalFile sink: schema_save_mode is ERROR_WHEN_SCHEMA_NOT_EXIST "
@@ -246,9 +260,13 @@ class LocalFileWriter(SinkWriter):
         os.makedirs(root, exist_ok=True)
         data = sorted(name for name in os.listdir(root) if not is_hidden(name))
         if spec.schema_save_mode == "RECREATE_SCHEMA" or spec.data_save_mode == "DROP_DATA":
-            for name in data:
-                target = os.path.join(root, name)
-                shutil.rmtree(target) if os.path.isdir(target) else os.remove(target)
+            decided = batch.decide_once(batch.save_modes_key, {"remove": self._data_files()})
+            for path in decided["remove"]:
+                try:
+                    os.remove(path)
+                except FileNotFoundError:
+                    pass          # removed by the attempt that decided it
+                self._prune_empty_dirs(os.path.dirname(path))
         elif spec.data_save_mode == "ERROR_WHEN_DATA_EXISTS" and data:
             raise LocalFileError(f"LocalFile sink: data_save_mode is ERROR_WHEN_DATA_EXISTS and "
                                   f"path {root} already holds data ({', '.join(data[:3])}); "

@@ -51,8 +51,9 @@ class CommitRecords:
                        "VALUES (%s, %s, %s, %s)", (transaction_id, sink_id, batch_id, rows))
 
     def prune(self, cursor, sink_id: str, lineage: str, keep_from: int) -> None:
-        """Forget batches older than ``keep_from`` and those of other lineages (``lineage``: id prefix)."""
-        cursor.execute(f"DELETE FROM {self.table} WHERE sink_id = %s AND (batch_id < %s OR "
+        """Forget batches older than ``keep_from`` and those of other lineages (``lineage``: id prefix).
+        A record that is no batch's (batch -1: the sink's save modes, made once per run) stays."""
+        cursor.execute(f"DELETE FROM {self.table} WHERE sink_id = %s AND batch_id >= 0 AND (batch_id < %s OR "
                        "LEFT(transaction_id, %s) <> %s)", (sink_id, keep_from, len(lineage), lineage))
 
 

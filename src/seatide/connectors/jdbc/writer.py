@@ -33,8 +33,10 @@ import logging
 import time
 import uuid
 
+from seatide import failpoints
 from seatide.connectors.jdbc.commit_record import CommitRecords
 from seatide.connectors.jdbc.dialect import STAGE_KIND, STAGE_SEQ, Dialect, UnsupportedType
+from seatide.connectors.jdbc.named_lock import named_lock
 from seatide.connectors.jdbc.url import POSTGRESQL
 from seatide.connectors.jdbc.query import QueryError
 from seatide.connectors.jdbc.sink import JdbcSinkSpec
@@ -42,6 +44,9 @@ from seatide.plugin.base import Batch, PermanentError, SinkContext, SinkWriter
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
 
 log = logging.getLogger(__name__)
+
+# A writer waits this long for another writer of the sink that is making its save modes.
+SAVE_MODES_WAIT_S = 60.0
 
 
 # Driver classes SeaTunnel configs name, and the bundled class that serves the same databases.
@@ -85,8 +90,10 @@ class JdbcWriter(SinkWriter):
             if done is not None:     # committed in the database, not yet in the runtime's log
                 return {"rows": done, "replayed": True}
             if not self._ready:
+                # A branch that has committed batches (under a SeaTide that kept no save-mode
+                # record) made its save modes before them.
                 first = not self.records.any_for(cursor, self.sink_id, _lineage(batch))
-                self._prepare(conn, self._rename(df), first=first)
+                self._prepare(conn, self._rename(df), batch if first else None)
                 self._drop_stages(conn)     # what crashed attempts left
                 self._ready = True
             df = self._rename(df)
@@ -127,13 +134,13 @@ class JdbcWriter(SinkWriter):
         """primary_keys as columns of the target (field_ide and the target's spelling applied)."""
         return [self._column(k) for k in self.spec.primary_keys]
 
-    def _prepare(self, conn, df, first: bool) -> None:
+    def _prepare(self, conn, df, first: Batch | None) -> None:
         cursor = conn.cursor()
         spec, dialect = self.spec, self.dialect
         if spec.table is None:
             return
-        if first:   # only before the sink's first batch ever, as SeaTunnel does before the job starts
-            self._apply_save_modes(conn, df)
+        if first is not None:   # only before the sink's first batch ever, as SeaTunnel does before the job starts
+            self._save_modes_once(conn, df, first.save_modes_key)
         if not dialect.table_exists(cursor, spec.table):
             raise JdbcSinkError(f"Jdbc sink: table {'.'.join(spec.table)} does not exist (schema_save_mode is "
                                 f"{spec.schema_save_mode}); create it or use CREATE_SCHEMA_WHEN_NOT_EXIST")
@@ -171,6 +178,22 @@ class JdbcWriter(SinkWriter):
             ddl = dialect.create_stage(stage, select, changes=bool(self.spec.primary_keys))
         self._execute(conn.cursor(), ddl)
         conn.commit()
+
+    def _save_modes_once(self, conn, df, key: str) -> None:
+        """The save modes, made once per run of the sink however many drivers run it.
+
+        A zombie (a replaced driver that still runs) held before this step would otherwise
+        empty or drop the table after its replacement committed into it. Under a lock both
+        share in the target database, the first to come applies them and records ``key`` in
+        ``seatide_sink_commits``; whoever comes after finds the record and does nothing."""
+        failpoints.hit("sink.save_modes")
+        cursor = conn.cursor()
+        with named_lock(cursor, self.dialect.name, key, SAVE_MODES_WAIT_S):
+            conn.rollback()        # a snapshot taken before the lock (MySQL) would not see the record
+            if self.records.rows_of(cursor, key) is None:
+                self._apply_save_modes(conn, df)
+                self.records.insert(cursor, key, self.sink_id, -1, 0)
+            conn.commit()
 
     def _apply_save_modes(self, conn, df) -> None:
         cursor = conn.cursor()
