@@ -20,6 +20,7 @@ _LOADED = False
 BUILTIN: dict[str, dict[str, str]] = {
     "source": {
         "FakeSource": "seatide.connectors.fake.source",
+        "Iceberg": "seatide.connectors.iceberg.source",
         "Jdbc": "seatide.connectors.jdbc.source",
         "LocalFile": "seatide.connectors.file.source",
         "MySQL-CDC": "seatide.connectors.mysql_cdc.source",
@@ -40,6 +41,7 @@ BUILTIN: dict[str, dict[str, str]] = {
     "sink": {
         "Assert": "seatide.connectors.assertion.sink",
         "Console": "seatide.connectors.console",
+        "Iceberg": "seatide.connectors.iceberg.sink",
         "Jdbc": "seatide.connectors.jdbc.sink",
         "LocalFile": "seatide.connectors.file.sink",
     },

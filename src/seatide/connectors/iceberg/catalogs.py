@@ -1,0 +1,110 @@
+"""SeaTunnel's ``iceberg.catalog.config`` -> a pyiceberg catalog.
+
+* ``type = "hadoop"``: a warehouse directory (``hadoop_catalog.HadoopCatalog``).
+* ``type = "jdbc"``: Iceberg's JDBC catalog. Its properties (``uri = "jdbc:postgresql://..."``
+  or ``"jdbc:sqlite:/path"``, ``jdbc.user``, ``jdbc.password``, ``warehouse``) are read into
+  pyiceberg's SQL catalog, which keeps the same tables (``iceberg_tables``,
+  ``iceberg_namespace_properties``), so engines using Iceberg's JdbcCatalog with the same
+  ``catalog_name`` see the same tables.
+* ``type = "sql"``: pyiceberg's name for the same catalog, ``uri`` an SQLAlchemy URL.
+* ``type = "rest"``: pyiceberg's REST catalog, properties passed as they are.
+
+Other types (``hive``, ``glue``, ``nessie``...) are refused at load time, naming these.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote, urlsplit
+
+SUPPORTED = ("hadoop", "jdbc", "sql", "rest")
+
+
+class CatalogConfigError(ValueError):
+    """``iceberg.catalog.config`` cannot make a catalog; the message names the key."""
+
+
+def catalog_type(config: dict) -> str:
+    kind = str(config.get("type", config.get("catalog-type", ""))).strip().lower()
+    if not kind:
+        raise CatalogConfigError("iceberg.catalog.config needs a type: one of " + ", ".join(SUPPORTED))
+    if kind not in SUPPORTED:
+        raise CatalogConfigError(
+            f"iceberg.catalog.config: type = \"{kind}\" is not supported by SeaTide; use hadoop (a warehouse "
+            "directory), jdbc (Iceberg's JDBC catalog tables in PostgreSQL or SQLite) or rest")
+    return kind
+
+
+def check_config(config: dict) -> None:
+    """Raise ``CatalogConfigError`` for a config that cannot work, before anything runs."""
+    kind = catalog_type(config)
+    if kind == "hadoop":
+        from seatide.connectors.iceberg.hadoop_catalog import local_warehouse
+
+        if not config.get("warehouse"):
+            raise CatalogConfigError("iceberg.catalog.config: a hadoop catalog needs warehouse "
+                                     "(a directory, e.g. \"file:///data/warehouse\")")
+        try:
+            local_warehouse(config["warehouse"])
+        except ValueError as exc:
+            raise CatalogConfigError(f"iceberg.catalog.config.warehouse: {exc}") from None
+    elif kind in ("jdbc", "sql"):
+        if not config.get("uri"):
+            raise CatalogConfigError(f"iceberg.catalog.config: a {kind} catalog needs uri "
+                                     "(e.g. \"jdbc:postgresql://127.0.0.1:5432/db\" or \"jdbc:sqlite:/path/catalog.db\")")
+        sqlalchemy_url(config)
+    elif not config.get("uri"):
+        raise CatalogConfigError("iceberg.catalog.config: a rest catalog needs uri (the catalog's http(s) address)")
+
+
+def sqlalchemy_url(config: dict) -> str:
+    """The SQLAlchemy URL of a jdbc/sql catalog's database."""
+    uri = str(config["uri"]).strip()
+    if not uri.startswith("jdbc:"):
+        if "://" not in uri:
+            raise CatalogConfigError(f"iceberg.catalog.config.uri: {uri!r} is neither a JDBC URL nor an SQLAlchemy URL")
+        return uri
+    rest = uri[len("jdbc:"):]
+    if rest.startswith("sqlite:"):
+        path = rest[len("sqlite:"):]
+        if path.startswith("//"):
+            path = path[2:]
+        return "sqlite:///" + path.lstrip("/") if not path.startswith("/") else "sqlite:///" + path
+    if rest.startswith("postgresql:"):
+        parts = urlsplit(rest)
+        user = config.get("jdbc.user") or config.get("user")
+        password = config.get("jdbc.password") or config.get("password")
+        auth = ""
+        if user:
+            auth = quote(str(user), safe="") + (":" + quote(str(password), safe="") if password else "") + "@"
+        return f"postgresql+psycopg://{auth}{parts.netloc}{parts.path}"
+    raise CatalogConfigError(f"iceberg.catalog.config.uri: {uri!r}: SeaTide's JDBC catalog runs on PostgreSQL "
+                             "(jdbc:postgresql://host:port/db) or SQLite (jdbc:sqlite:/path)")
+
+
+def load_catalog(catalog_name: str, config: dict):
+    """The pyiceberg catalog for ``config`` (already checked by ``check_config``)."""
+    kind = catalog_type(config)
+    props = {str(k): str(v) for k, v in config.items() if k not in ("type", "catalog-type")}
+    if kind == "hadoop":
+        from seatide.connectors.iceberg.hadoop_catalog import HadoopCatalog
+
+        return HadoopCatalog(catalog_name, **props)
+    if kind in ("jdbc", "sql"):
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        props = {k: v for k, v in props.items() if not k.startswith("jdbc.") and k not in ("user", "password")}
+        props["uri"] = sqlalchemy_url(config)
+        if "warehouse" in props:
+            from seatide.connectors.iceberg.hadoop_catalog import local_warehouse
+
+            try:
+                props["warehouse"] = "file://" + local_warehouse(props["warehouse"])
+            except ValueError:
+                pass
+        return SqlCatalog(catalog_name, **props)
+    from pyiceberg.catalog.rest import RestCatalog
+
+    return RestCatalog(catalog_name, **props)
+
+
+__all__ = ["CatalogConfigError", "SUPPORTED", "catalog_type", "check_config", "load_catalog", "sqlalchemy_url"]

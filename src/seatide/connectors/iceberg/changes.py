@@ -1,0 +1,109 @@
+"""Changes (inserts, updates, deletes) applied to an Iceberg table by key, copy-on-write.
+
+For one micro-batch:
+
+1. The net change per key: the batch's last change of each key wins (rows keep their order
+   within the batch, as a CDC source emits them; a sequence number records it). A key whose
+   last change is an insert or an update's after-image is upserted, one whose last change is
+   a delete or an update's before-image (the key moved) is deleted.
+2. Candidate files: the branch head's data files whose key bounds may hold a changed key
+   (Iceberg's metrics prune the rest without opening them).
+3. Affected files: Spark reads the key columns of the candidates and keeps the files that
+   really hold a changed key. Only these are rewritten.
+4. Spark's executors write the affected files' rows minus the changed keys, plus the upserted
+   rows, as new files; the snapshot removes the affected files and adds the new ones.
+
+Readers of any engine see a plain table (no delete files), at the cost of rewriting every
+file a batch touches (docs/connectors/iceberg.md has the measurements).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from seatide.connectors.iceberg.datafiles import IcebergWriteError, file_uri, local_path
+from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
+
+_SEQ = "__seatide_seq"
+_RANK = "__seatide_rank"
+_FILE = "__seatide_file"
+# Up to this many changed keys are named one by one in the scan's filter; past it, their range.
+_IN_LIST_MAX = 2_000
+
+
+@dataclass
+class NetChanges:
+    net: object            # DataFrame: one row per changed key, its last change (kind column kept)
+    keys: object           # DataFrame: the changed keys
+    upserts: object        # DataFrame: the rows to write (no kind column)
+    changes: int           # rows of the batch
+
+
+def net_changes(df, keys: list[str]) -> NetChanges:
+    from pyspark import StorageLevel
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    ordered = df.withColumn(_SEQ, F.monotonically_increasing_id())
+    window = Window.partitionBy(*[F.col(k) for k in keys]).orderBy(F.col(_SEQ).desc())
+    net = (ordered.withColumn(_RANK, F.row_number().over(window)).filter(F.col(_RANK) == 1)
+           .drop(_RANK, _SEQ).persist(StorageLevel.MEMORY_AND_DISK))
+    changes = net.count()
+    upsert_kinds = [int(RowKind.INSERT), int(RowKind.UPDATE_AFTER)]
+    upserts = net.filter(F.col(ROW_KIND_COLUMN).isin(upsert_kinds)).drop(ROW_KIND_COLUMN)
+    return NetChanges(net=net, keys=net.select(*keys), upserts=upserts, changes=changes)
+
+
+def candidate_files(table, snapshot, keys: list[str], changed, case_sensitive: bool) -> list:
+    """The snapshot's data files that may hold one of the ``changed`` keys (by their bounds)."""
+    from pyiceberg.expressions import AlwaysTrue, And, GreaterThanOrEqual, In, LessThanOrEqual
+
+    if snapshot is None:
+        return []
+    expression = AlwaysTrue()
+    if len(keys) == 1:
+        key = keys[0]
+        values = [r[0] for r in changed.limit(_IN_LIST_MAX + 1).collect()]
+        if len(values) <= _IN_LIST_MAX:
+            expression = In(key, [v for v in values if v is not None]) if values else AlwaysTrue()
+        else:
+            from pyspark.sql import functions as F
+
+            low, high = changed.agg(F.min(key), F.max(key)).first()
+            expression = And(GreaterThanOrEqual(key, low), LessThanOrEqual(key, high))
+        if any(v is None for v in values):     # a NULL key: no bound excludes a file
+            expression = AlwaysTrue()
+    tasks = list(table.scan(row_filter=expression, snapshot_id=snapshot.snapshot_id,
+                            case_sensitive=case_sensitive).plan_files())
+    with_deletes = [t.file.file_path for t in tasks if t.delete_files]
+    if with_deletes:
+        raise IcebergWriteError(f"data file {with_deletes[0]} has delete files (merge-on-read, written by another "
+                                "engine); SeaTide applies changes copy-on-write only. Compact the table's deletes "
+                                "first (e.g. Spark's rewrite_data_files with delete-file-threshold=1)")
+    return [t.file for t in tasks]
+
+
+def affected_files(spark, candidates: list, keys: list[str], changed, struct) -> list:
+    """The candidates that hold at least one changed key (read: their key columns only)."""
+    from pyspark.sql import functions as F
+
+    if not candidates:
+        return []
+    by_path = {local_path(f.file_path): f for f in candidates}
+    key_struct = type(struct)([struct[k] for k in keys])
+    found = (spark.read.schema(key_struct).parquet(*[file_uri(p) for p in by_path])
+             .select(*keys, F.col("_metadata.file_path").alias(_FILE))
+             .join(changed.distinct(), on=keys, how="left_semi").select(_FILE).distinct().collect())
+    return [by_path[local_path(r[0])] for r in found]
+
+
+def rewritten_rows(spark, affected: list, keys: list[str], changed, upserts, struct):
+    """The affected files' rows without the changed keys, plus the upserted rows."""
+    if not affected:
+        return upserts
+    kept = (spark.read.schema(struct).parquet(*[file_uri(local_path(f.file_path)) for f in affected])
+            .join(changed.distinct(), on=keys, how="left_anti"))
+    return kept.unionByName(upserts.select(*struct.names))
+
+
+__all__ = ["NetChanges", "affected_files", "candidate_files", "net_changes", "rewritten_rows"]
