@@ -14,6 +14,7 @@ Other types (``hive``, ``glue``, ``nessie``...) are refused at load time, naming
 
 from __future__ import annotations
 
+import re
 from urllib.parse import quote, urlsplit
 
 SUPPORTED = ("hadoop", "jdbc", "sql", "rest")
@@ -21,6 +22,40 @@ SUPPORTED = ("hadoop", "jdbc", "sql", "rest")
 
 class CatalogConfigError(ValueError):
     """``iceberg.catalog.config`` cannot make a catalog; the message names the key."""
+
+
+def local_warehouse(warehouse: str) -> str:
+    """The directory of a ``file:`` or plain-path warehouse; ValueError for another scheme."""
+    text = str(warehouse).strip()
+    if text.startswith("file://"):
+        text = text[len("file://"):]
+    elif text.startswith("file:"):
+        text = text[len("file:"):]
+    elif re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", text):
+        raise ValueError(f"warehouse {warehouse} is not on the local filesystem; SeaTide's hadoop catalog "
+                         "takes a directory (/path or file:///path)")
+    if not text.startswith("/"):
+        raise ValueError(f"warehouse {warehouse} must be an absolute path (/path or file:///path)")
+    return text.rstrip("/") or "/"
+
+
+def flat_properties(block) -> dict[str, str]:
+    """A properties map as Iceberg reads it: HOCON reads ``write.format.default = orc`` (unquoted) as
+    nested objects, which become dotted keys again; values as text."""
+    from collections.abc import Mapping
+
+    out: dict[str, str] = {}
+
+    def walk(value, prefix: str) -> None:
+        for key, inner in value.items():
+            path = f"{prefix}{key}"
+            if isinstance(inner, Mapping):
+                walk(inner, path + ".")
+            else:
+                out[path] = "true" if inner is True else "false" if inner is False else str(inner)
+
+    walk(block or {}, "")
+    return out
 
 
 def catalog_type(config: dict) -> str:
@@ -38,8 +73,6 @@ def check_config(config: dict) -> None:
     """Raise ``CatalogConfigError`` for a config that cannot work, before anything runs."""
     kind = catalog_type(config)
     if kind == "hadoop":
-        from seatide.connectors.iceberg.hadoop_catalog import local_warehouse
-
         if not config.get("warehouse"):
             raise CatalogConfigError("iceberg.catalog.config: a hadoop catalog needs warehouse "
                                      "(a directory, e.g. \"file:///data/warehouse\")")
@@ -95,8 +128,6 @@ def load_catalog(catalog_name: str, config: dict):
         props = {k: v for k, v in props.items() if not k.startswith("jdbc.") and k not in ("user", "password")}
         props["uri"] = sqlalchemy_url(config)
         if "warehouse" in props:
-            from seatide.connectors.iceberg.hadoop_catalog import local_warehouse
-
             try:
                 props["warehouse"] = "file://" + local_warehouse(props["warehouse"])
             except ValueError:
@@ -107,4 +138,5 @@ def load_catalog(catalog_name: str, config: dict):
     return RestCatalog(catalog_name, **props)
 
 
-__all__ = ["CatalogConfigError", "SUPPORTED", "catalog_type", "check_config", "load_catalog", "sqlalchemy_url"]
+__all__ = ["CatalogConfigError", "SUPPORTED", "catalog_type", "check_config", "flat_properties", "load_catalog", "local_warehouse",
+           "sqlalchemy_url"]

@@ -37,23 +37,10 @@ from pyiceberg.table import CommitTableResponse, Table
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
 from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
 
+from seatide.connectors.iceberg.catalogs import local_warehouse
+
 _VERSION_FILE = re.compile(r"^v(\d+)(\.gz)?\.metadata\.json$")
 HINT = "version-hint.text"
-
-
-def local_warehouse(warehouse: str) -> str:
-    """The directory of a ``file:`` or plain-path warehouse; ValueError for another scheme."""
-    text = str(warehouse).strip()
-    if text.startswith("file://"):
-        text = text[len("file://"):]
-    elif text.startswith("file:"):
-        text = text[len("file:"):]
-    elif re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", text):
-        raise ValueError(f"warehouse {warehouse} is not on the local filesystem; SeaTide's hadoop catalog "
-                         "takes a directory (/path or file:///path)")
-    if not text.startswith("/"):
-        raise ValueError(f"warehouse {warehouse} must be an absolute path (/path or file:///path)")
-    return text.rstrip("/") or "/"
 
 
 class HadoopCatalog(MetastoreCatalog):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from seatide.connectors.iceberg.catalogs import CatalogConfigError, check_config
+from seatide.connectors.iceberg.catalogs import CatalogConfigError, check_config, flat_properties
 from seatide.plugin.base import Sink, SinkContext, SinkWriter
 from seatide.plugin.options import BOOL, INT, OBJECT, REQUIRED, STRING, Option, enum
 from seatide.plugin.registry import register
@@ -102,7 +102,7 @@ class IcebergSink(Sink):
 
     def check(self) -> None:
         opts = self.opts
-        config = dict(opts["iceberg.catalog.config"])
+        config = flat_properties(opts["iceberg.catalog.config"])
         try:
             check_config(config)
         except CatalogConfigError as exc:
@@ -113,7 +113,7 @@ class IcebergSink(Sink):
             raise self.invalid("iceberg.table.upsert-mode-enabled",
                                "iceberg.table.upsert-mode-enabled = true needs iceberg.table.primary-keys "
                                "(the columns a row is found by), e.g. iceberg.table.primary-keys = \"id\"")
-        props = dict(opts["iceberg.table.write-props"] or {})
+        props = flat_properties(opts["iceberg.table.write-props"])
         fmt = str(props.get("write.format.default", "parquet")).lower()
         if fmt not in FILE_FORMATS:
             raise self.invalid("iceberg.table.write-props",
@@ -135,10 +135,10 @@ class IcebergSink(Sink):
     def spec(self) -> IcebergSinkSpec:
         opts = self.opts
         return IcebergSinkSpec(
-            catalog_name=opts["catalog_name"], catalog_config=dict(opts["iceberg.catalog.config"]),
+            catalog_name=opts["catalog_name"], catalog_config=flat_properties(opts["iceberg.catalog.config"]),
             namespace=opts["namespace"], table=opts["table"],
-            write_props={str(k): str(v) for k, v in (opts["iceberg.table.write-props"] or {}).items()},
-            auto_create_props={str(k): str(v) for k, v in (opts["iceberg.table.auto-create-props"] or {}).items()},
+            write_props=flat_properties(opts["iceberg.table.write-props"]),
+            auto_create_props=flat_properties(opts["iceberg.table.auto-create-props"]),
             primary_keys=self.primary_keys, partition_keys=self.partition_keys,
             upsert=opts["iceberg.table.upsert-mode-enabled"],
             schema_evolution=opts["iceberg.table.schema-evolution-enabled"],

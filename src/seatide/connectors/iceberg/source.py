@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from seatide.connectors.iceberg.catalogs import CatalogConfigError, check_config, load_catalog
+from seatide.connectors.iceberg.catalogs import CatalogConfigError, check_config, flat_properties, load_catalog
 from seatide.plugin.base import PermanentError, ReadContext, Source, use_python_data_source
 from seatide.plugin.options import BOOL, INT, OBJECT, REQUIRED, STRING, Option, enum
 from seatide.plugin.registry import register
@@ -53,7 +53,7 @@ class IcebergSource(Source):
 
     def check(self) -> None:
         try:
-            check_config(dict(self.opts["iceberg.catalog.config"]))
+            check_config(flat_properties(self.opts["iceberg.catalog.config"]))
         except CatalogConfigError as exc:
             raise self.invalid("iceberg.catalog.config", str(exc)) from None
         opts = self.opts
@@ -81,7 +81,7 @@ class IcebergSource(Source):
     def _table(self):
         from pyiceberg.exceptions import NoSuchTableError
 
-        catalog = load_catalog(self.opts["catalog_name"], dict(self.opts["iceberg.catalog.config"]))
+        catalog = load_catalog(self.opts["catalog_name"], flat_properties(self.opts["iceberg.catalog.config"]))
         try:
             return catalog.load_table((self.opts["namespace"], self.opts["table"]))
         except NoSuchTableError as exc:
@@ -206,7 +206,7 @@ class IcebergSource(Source):
             current = table.metadata.current_snapshot()
             bounded_head = self._use_snapshot(table) if current is not None else None
         options = stream_options(
-            catalog_name=self.opts["catalog_name"], catalog=dict(self.opts["iceberg.catalog.config"]),
+            catalog_name=self.opts["catalog_name"], catalog=flat_properties(self.opts["iceberg.catalog.config"]),
             identifier=(self.opts["namespace"], self.opts["table"]), branch=None, initial=self._stream_start(table),
             bounded_head=bounded_head, max_rows=ctx.max_rows_per_batch, partitions=max(1, ctx.parallelism * 2),
             schema_json=struct.json())

@@ -1,0 +1,98 @@
+"""Shared pieces of the Iceberg tests: catalogs (a warehouse directory, SQLite, PostgreSQL), a sink
+writer on the shared SparkSession, change rows, and reading a table back with pyiceberg's scan."""
+
+from __future__ import annotations
+
+import io
+import secrets
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from seatide.connectors.iceberg.catalogs import load_catalog
+from seatide.connectors.iceberg.sink import IcebergSink
+from seatide.plugin.base import SinkContext
+from seatide.plugin.options import read_options
+from seatide.plugin.rowkind import ROW_KIND_COLUMN
+from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, write_exactly_once
+
+PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+@pytest.fixture(params=["hadoop", "jdbc-sqlite", "jdbc-postgresql"])
+def catalog_config(request, tmp_path):
+    """``iceberg.catalog.config`` of each kind SeaTide writes to."""
+    warehouse = f"file://{tmp_path}/warehouse"
+    if request.param == "hadoop":
+        yield {"type": "hadoop", "warehouse": warehouse}
+        return
+    if request.param == "jdbc-sqlite":
+        yield {"type": "jdbc", "uri": f"jdbc:sqlite:{tmp_path}/catalog.db", "warehouse": warehouse}
+        return
+    name = f"iceberg_{secrets.token_hex(4)}"
+    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    yield {"type": "jdbc", "uri": f"jdbc:postgresql://127.0.0.1:5432/{name}", "jdbc.user": "postgres",
+           "warehouse": warehouse}
+    with admin.connect() as conn:
+        conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    admin.dispose()
+
+
+def make_sink(config: dict, table: str = "t", **options) -> IcebergSink:
+    block = {"namespace": "ns", "table": table, "iceberg.catalog.config": config, **options}
+    return IcebergSink(read_options(block, IcebergSink.options))
+
+
+def context(spark, job: str = "job", plugin: str = "sink[0]") -> SinkContext:
+    return SinkContext(spark=spark, job_id=job, pipeline_id=1, plugin_id=plugin, micro_batch=True, unbounded=False,
+                       stdout=io.StringIO(), checkpoints_retained=2)
+
+
+def txn(batch: int, lineage: str = "L1", job: str = "job") -> str:
+    """The runtime's transaction id: run, pipeline, sink, lineage and batch."""
+    return f"T_{job}_1_0_{lineage}_{batch}"
+
+
+class FencedDecisions(FileDecisions):
+    """File decisions whose fence is the test's (a zombie's fence raises right before the commit)."""
+
+    def __init__(self, log: SinkCommitLog, fence):
+        super().__init__(log)
+        self._fence = fence
+
+    def fence(self) -> None:
+        self._fence()
+
+
+def write(writer, log_dir, df, batch: int, lineage: str = "L1", fence=None):
+    log = SinkCommitLog(str(log_dir))
+    decisions = FencedDecisions(log, fence) if fence is not None else None
+    return write_exactly_once(writer, log, df, batch, txn(batch, lineage), decisions=decisions)
+
+
+def changes(spark, rows: list[tuple], ddl: str):
+    """Rows whose last value is their RowKind, in order (one partition keeps the order)."""
+    from pyspark.sql import functions as F
+
+    df = spark.createDataFrame([(*r[:-1], int(r[-1])) for r in rows], f"{ddl}, _kind int").coalesce(1)
+    return df.withColumn(ROW_KIND_COLUMN, F.col("_kind").cast("tinyint")).drop("_kind")
+
+
+def table_of(config: dict, name: str = "ns.t"):
+    return load_catalog("default", config).load_table(name)
+
+
+def rows_of(config: dict, name: str = "ns.t", columns: tuple[str, ...] | None = None, **scan) -> list[tuple]:
+    """The table's rows by pyiceberg's own scan, sorted."""
+    arrow = table_of(config, name).scan(**scan).to_arrow()
+    names = list(columns or arrow.column_names)
+    return sorted(zip(*[arrow.column(c).to_pylist() for c in names])) if arrow.num_rows else []
+
+
+def batch_snapshots(config: dict, name: str = "ns.t") -> list[str]:
+    """The transaction ids of the table's snapshots, oldest first."""
+    table = table_of(config, name)
+    return [s.summary.additional_properties.get("seatide.transaction-id") for s in
+            sorted(table.metadata.snapshots, key=lambda s: s.sequence_number)]
