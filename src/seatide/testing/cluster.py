@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 
 from seatide.store import schema as s
+from seatide.store.clock import read_store_now
 from seatide.store.db import normalize_url, open_store
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
 
@@ -167,17 +168,21 @@ class Cluster:
         return proc
 
     def _node_alive(self, node_id: str) -> bool:
-        with self.store.read() as conn:
+        with self.store.read() as conn:      # heartbeats are the store's time: compared with it
             row = conn.execute(select(s.nodes).where(s.nodes.c.node_id == node_id)).first()
-        return row is not None and time.time() - row.heartbeat_at < 2
+            return row is not None and read_store_now(conn) - row.heartbeat_at < 2
 
     def leader(self):
         with self.store.read() as conn:
             return conn.execute(select(s.leader_lease).where(s.leader_lease.c.id == 1)).first()
 
+    def _store_now(self) -> float:
+        with self.store.read() as conn:
+            return read_store_now(conn)
+
     def leader_proc(self) -> Proc:
-        lease = wait_for(lambda: (lambda l: l if l.node_id and l.expires_at > time.time() else None)(self.leader()),
-                         15, message="a leader")
+        lease = wait_for(lambda: (lambda l: l if l.node_id and l.expires_at > self._store_now() else None)(
+            self.leader()), 15, message="a leader")
         return next(p for p in self.procs if p.name == lease.node_id and p.alive)
 
     def leader_has_reconciled(self, seconds: float = 1.0) -> None:

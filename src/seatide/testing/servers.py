@@ -26,13 +26,21 @@ def _postgres_bin() -> str:
     return os.path.dirname(found[-1])
 
 
+FAKETIME_LIB = next(iter(sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1"))), "libfaketime.so.1")
+
+
 class PrivatePostgres:
     """A PostgreSQL server with logical decoding on, owned by the ``postgres`` OS user."""
 
-    def __init__(self, also_listen_on: str | None = None, also_trust: str | None = None):
+    def __init__(self, also_listen_on: str | None = None, also_trust: str | None = None,
+                 clock_offset: str | None = None):
         """``also_listen_on``: one more address to accept TCP on (a partition's host end), and
-        ``also_trust``: the network allowed in from there (its /30), without a password."""
+        ``also_trust``: the network allowed in from there (its /30), without a password.
+        ``clock_offset``: run the server under Debian's libfaketime with its wall clock moved
+        by this much (``+8s``, ``-8s``): a store whose clock disagrees with SeaTide's hosts'
+        (its monotonic clock is left alone)."""
         self.also_listen_on, self.also_trust = also_listen_on, also_trust
+        self.clock_offset = clock_offset
         self.bin = _postgres_bin()
         self.root = tempfile.mkdtemp(prefix="seatide-pgcdc-")
         self.data = os.path.join(self.root, "data")
@@ -40,6 +48,9 @@ class PrivatePostgres:
         self.url = f"jdbc:postgresql://127.0.0.1:{self.port}/postgres"
 
     def _as_postgres(self, *args: str) -> None:
+        if self.clock_offset:     # pg_ctl's server inherits it
+            args = ("env", f"LD_PRELOAD={FAKETIME_LIB}", f"FAKETIME={self.clock_offset}",
+                    "FAKETIME_DONT_FAKE_MONOTONIC=1", "FAKETIME_NO_CACHE=1", *args)
         # initdb and postgres refuse to run as root
         command = list(args) if os.geteuid() != 0 else ["runuser", "-u", "postgres", "--", *args]
         subprocess.run(command, check=True, capture_output=True, timeout=120)

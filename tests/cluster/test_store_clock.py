@@ -1,0 +1,88 @@
+"""The control plane compares instants on one clock, the store's (issue 21, finding 2).
+
+The store is a private PostgreSQL whose clock runs 8 s ahead of (or behind) every SeaTide
+process (Debian's libfaketime on the server; inside the JVM it made Spark fail to start).
+A healthy STREAMING job checkpointing every second is never flagged stale, however the
+clocks disagree; once its sink hangs it is flagged within its window (+ 3 s), restarted by
+the default policy, and every id is still written once. Before, stamps written with each
+process's own clock opened the window 8 s early (a healthy job flagged stale at once, then
+restarted until it FAILED) or 8 s late (a stall seen only after window + 8 s).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from seatide.testing.cluster import Cluster, batch_gate, open_gate, wait_for
+from seatide.testing.jobs import assert_exactly, streaming_job, written_ids
+from seatide.testing.servers import PrivatePostgres
+
+WINDOW_S = 6.0
+HEALTHY_BATCHES = 12        # ~12 s of checkpoints every second before the sink hangs
+
+
+@pytest.fixture(params=["+8s", "-8s"], ids=["store-ahead", "store-behind"])
+def skewed_store(request):
+    server = PrivatePostgres(clock_offset=request.param).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _stale_flags(cluster: Cluster, job_id: str) -> int:
+    return sum(1 for e in cluster.events(job_id) if e.kind == "CHECKPOINT_STALE")
+
+
+@pytest.mark.cluster
+def test_a_stall_is_seen_on_time_and_a_healthy_job_never_whatever_the_stores_clock(skewed_store, tmp_path):
+    cluster = Cluster(f"postgresql://postgres@127.0.0.1:{skewed_store.port}/postgres", str(tmp_path / "data"))
+    out, gate = str(tmp_path / "out"), str(tmp_path / "gate")
+    job = streaming_job(out, read_interval_ms=200).replace(
+        "job.retry.times = 3", f"job.retry.times = 3\n  checkpoint.stale-after = {int(WINDOW_S * 1000)}")
+    try:
+        cluster.coordinator("c1")
+        # Each driver commits HEALTHY_BATCHES micro-batches, then its sink hangs (held until the gate opens).
+        cluster.worker("w1", env=batch_gate(gate, passes=HEALTHY_BATCHES))
+        cluster.submit(job, "skew")
+        first = wait_for(lambda: next(iter(cluster.attempts("skew")), None), 60, message="an attempt")
+        # Healthy: checkpoints every second, never flagged, until this attempt's sink hangs.
+        wait_for(lambda: (cluster.job_info("skew")["checkpoint"]["lastCheckpointId"] or 0) >= HEALTHY_BATCHES - 2,
+                 240, interval=0.1, message="the healthy checkpoints")
+        assert _stale_flags(cluster, "skew") == 0, "a healthy job was flagged stale"
+        seen_after = _stall_seen_after(cluster, "skew")
+        assert WINDOW_S - 1.5 <= seen_after <= WINDOW_S + 3.0, f"flagged {seen_after:.1f} s after the sink hung"
+        # The default policy restarts it: a new attempt checkpoints again.
+        wait_for(lambda: any(a.attempt_id != first.attempt_id and a.state == "RUNNING"
+                             for a in cluster.attempts("skew")), 120, message="a new attempt running")
+        assert "checkpoint stale" in cluster.attempts("skew")[0].error
+        open_gate(gate)
+        cluster.cancel("skew")
+        assert cluster.wait_status("skew", {"CANCELED", "FAILED"}, timeout=120).status == "CANCELED"
+        ids = written_ids(out)
+        assert ids, "nothing written"
+        assert_exactly(ids, range(max(ids) + 1))
+        print(f"\nstore clock {skewed_store.clock_offset}: stall flagged {seen_after:.1f} s after the sink hung "
+              f"(window {WINDOW_S:g} s)")
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop_all()
+
+
+def _stall_seen_after(cluster: Cluster, job_id: str) -> float:
+    """Seconds from the last checkpoint the test saw land (by its own clock) to the stale flag."""
+    deadline = time.monotonic() + 240
+    last_id, last_seen = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        checkpoint = cluster.job_info(job_id)["checkpoint"]["lastCheckpointId"] or 0
+        now = time.monotonic()
+        if checkpoint != last_id:
+            last_id, last_seen = checkpoint, now
+        if _stale_flags(cluster, job_id):
+            return now - last_seen
+        time.sleep(0.05)
+    raise AssertionError("the stalled job was never flagged stale")
