@@ -152,7 +152,7 @@ def test_catalog_table_column_rule_compares_names_and_types(spark):
      "rules.catalog_table_rule.constraint_key_rule[0].constraint_key_type", "not one of INDEX_KEY, UNIQUE_KEY"),
     ({"catalog_table_rule": {"column_rule": [{"name": "id", "type": "int", "column_length": -1}]}},
      "rules.catalog_table_rule.column_rule[0].column_length", "whole number"),
-    ({"tables_configs": []}, "rules.tables_configs", "multi-table"),
+    ({"tables_configs": [{"row_rules": []}]}, "rules.tables_configs[0].table_path", "name the table"),
     ({"row_rules": [5]}, "rules.row_rules[0]", "must be an object { ... }, got a number"),
 ])
 def test_malformed_rules_are_refused_at_construction(rules, path, words):

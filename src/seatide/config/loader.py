@@ -275,19 +275,24 @@ class _Reading:
             links = read_options({k: v for k, v in body.items() if k in _LINK_KEYS}, LINK_OPTIONS)
             # Decrypted for the plugin only: the block kept in the spec (and fingerprinted) is as written.
             given = self.shade.reveal(body, label) if kind != "transform" else body
-            catalog = None
-            if kind == "sink":
-                from seatide.plan.catalog import fill_placeholders, sink_catalogs
-
-                catalog = sink_catalogs(*self.upstream, [links["plugin_input"] or []])[0]
-                given = fill_placeholders({k: v for k, v in given.items() if k not in _LINK_KEYS}, catalog)
-            opts = read_options(given, cls.options, ignore=_LINK_KEYS, strict=env.strict)
             parallelism = links["parallelism"] or env.parallelism
             if parallelism < 1:
                 raise OptionError("parallelism", "option 'parallelism' must be at least 1")
-            plugin = cls(opts, parallelism, env)
-            if kind == "sink":
-                plugin.catalog = catalog     # after construction: sinks may override __init__
+
+            def build(options: Mapping, catalog=None) -> Plugin:
+                made = cls(read_options(options, cls.options, ignore=_LINK_KEYS, strict=env.strict), parallelism, env)
+                if kind == "sink":
+                    made.catalog = catalog     # after construction: sinks may override __init__
+                return made
+
+            if kind == "sink":   # built from the table(s) it receives, placeholders filled (plan.catalog)
+                from seatide.plan.catalog import build_sink, sink_tables
+
+                plugin = build_sink(cls, {k: v for k, v in given.items() if k not in _LINK_KEYS},
+                                    sink_tables(*self.upstream, links["plugin_input"] or []), build)
+            else:
+                plugin = build(given)
+            opts = plugin.opts
         except (OptionError, ShadeError) as exc:
             message = exc.message if isinstance(exc, OptionError) else str(exc).removeprefix(f"{label}: ")
             raise ConfigError(source_name, message, plugin=label, option=exc.option,

@@ -60,7 +60,8 @@ class ConsoleSink(Sink):
     options = (
         Option("log.print.data", BOOL, True, "print the rows (false: only count them)"),
         Option("log.print.delay.ms", INT, 0, "pause after each printed row, in milliseconds"),
-        Option("multi_table_sink_replica", INT, 1, "accepted for compatibility; SeaTide has one table per input"),
+        Option("multi_table_sink_replica", INT, 1, "accepted for compatibility; the tables of a multi-table input "
+               "are printed one after another, each line naming its table"),
     )
 
     def check(self) -> None:
@@ -68,14 +69,15 @@ class ConsoleSink(Sink):
             raise self.invalid("log.print.delay.ms", "option 'log.print.delay.ms' must be 0 or more milliseconds")
 
     def writer(self, ctx: SinkContext) -> SinkWriter:
-        return ConsoleWriter(ctx, self.opts["log.print.data"], self.opts["log.print.delay.ms"])
+        return ConsoleWriter(ctx, self.opts["log.print.data"], self.opts["log.print.delay.ms"], self.table_name)
 
 
 class ConsoleWriter(SinkWriter):
-    def __init__(self, ctx: SinkContext, print_data: bool, delay_ms: int):
+    def __init__(self, ctx: SinkContext, print_data: bool, delay_ms: int, table: str | None = None):
         self.ctx = ctx
         self.print_data = print_data
         self.delay_s = delay_ms / 1000
+        self.table = table           # one table of several: its lines name it
         self._announced = False
 
     def write_batch(self, df, batch: Batch) -> dict:
@@ -88,7 +90,8 @@ class ConsoleWriter(SinkWriter):
         columns = user_columns(df.columns)
         if not self._announced:
             types = {f.name: f.dataType for f in df.schema.fields}
-            out.write("output rowType: " + ", ".join(f"{c}<{type_name(types[c])}>" for c in columns) + "\n")
+            table = f"table {self.table} " if self.table else ""
+            out.write(f"{table}output rowType: " + ", ".join(f"{c}<{type_name(types[c])}>" for c in columns) + "\n")
             self._announced = True
         has_kind = ROW_KIND_COLUMN in df.columns
         count = 0
@@ -96,7 +99,8 @@ class ConsoleWriter(SinkWriter):
         for row in shown.toLocalIterator():
             kind = RowKind(row[ROW_KIND_COLUMN]) if has_kind else RowKind.INSERT
             fields = ", ".join(format_value(row[i]) for i in range(len(columns)))
-            out.write(f"rowIndex={first + count} kind={kind.short} : {fields}\n")
+            table = f"table={self.table} " if self.table else ""
+            out.write(f"{table}rowIndex={first + count} kind={kind.short} : {fields}\n")
             count += 1
             if self.delay_s:
                 out.flush()

@@ -1,15 +1,18 @@
-"""The catalog of the table a sink receives, and SeaTunnel's sink option placeholders.
+"""The catalog of the tables a sink receives, and SeaTunnel's sink option placeholders.
 
-A sink's catalog is the declared ``Schema`` of its upstream source (``Source.declared_schema``)
-carried through the transforms between them: each transform says what it does to the
-table with ``Transform.catalog`` (keep it, narrow or rename its fields, or lose its shape).
-A key survives only when all of its fields survive under the same names. A sink that reads
-several inputs, or a source that declares nothing, has no catalog (None).
+A sink's catalog is the schema of each table its upstream source reads (``Source.tables``:
+one for a single-table source, one per table for a multi-table one) carried through the
+transforms between them: each transform says what it does to a table with
+``Transform.catalog`` (keep it, narrow or rename its fields, or lose its shape). A key
+survives only when all of its fields survive under the same names. A sink that reads several
+inputs, or a source that declares nothing, has no catalog (None).
 
 The loader computes the catalog before it builds each sink, fills the placeholders of
-``concept/sink-options-placeholders.md`` (``${table_name}``, ``${primary_key}``, ...) in
-the sink's options from it, and hands it to the sink (``Sink.catalog``), so the sink
-validates the filled-in options and Assert can compare its catalog_table_rule.
+``concept/sink-options-placeholders.md`` (``${table_name}``, ``${primary_key}``, ...) in the
+sink's options from it, and hands it to the sink (``Sink.catalog``), so the sink validates the
+filled-in options and Assert can compare its catalog_table_rule. A sink of several tables is
+built once per table (``table_routes``), each from its own table's catalog
+(docs/design/multi-table.md).
 """
 
 from __future__ import annotations
@@ -53,9 +56,11 @@ def shape_unknown(schema: "Schema") -> "Schema":
     return replace(schema, columns=(), primary_key=None, constraint_keys=())
 
 
-def sink_catalogs(sources: list["PluginSpec"], transforms: list["PluginSpec"],
-                  sinks_inputs: list[list[str]]) -> list["Schema | None"]:
-    """The catalog of each sink, given the names in its ``plugin_input`` ([] = the plugin before it).
+def sink_tables(sources: list["PluginSpec"], transforms: list["PluginSpec"],
+                names: list[str]) -> "list[Schema] | None":
+    """The tables a sink receives, given the names in its ``plugin_input`` ([] = the plugin before
+    it): one schema per table, in the tag order of its multi-table source (one for a single-table
+    input); None when unknown (the source declares nothing, or the sink reads several inputs).
 
     Links that name nothing get None here; ``plan.dag.check_links`` reports them later.
     """
@@ -67,28 +72,58 @@ def sink_catalogs(sources: list["PluginSpec"], transforms: list["PluginSpec"],
             inputs[spec.plugin_id] = by_output.get(spec.inputs[0]) if len(spec.inputs) == 1 else None
         else:
             inputs[spec.plugin_id] = ordered[len(sources) + i - 1]
-    memo: dict[str, Schema | None] = {}
 
-    def catalog(spec: "PluginSpec | None", seen: frozenset[str] = frozenset()) -> "Schema | None":
+    def tables(spec: "PluginSpec | None", seen: frozenset[str] = frozenset()) -> "list[Schema] | None":
         if spec is None or spec.plugin_id in seen:        # a cycle: check_links reports it
             return None
-        if spec.plugin_id not in memo:
-            if spec.kind == "source":
-                memo[spec.plugin_id] = spec.plugin.declared_schema()
-            else:
-                upstream = catalog(inputs.get(spec.plugin_id), seen | {spec.plugin_id})
-                memo[spec.plugin_id] = None if upstream is None else spec.plugin.catalog(upstream)
-        return memo[spec.plugin_id]
+        if spec.kind == "source":
+            return spec.plugin.tables()        # a source asking its database asks it once
+        upstream = tables(inputs.get(spec.plugin_id), seen | {spec.plugin_id})
+        return None if upstream is None else [spec.plugin.catalog(table) for table in upstream]
 
-    result = []
-    for names in sinks_inputs:
-        if len(names) > 1:
-            result.append(None)
-        elif names:
-            result.append(catalog(by_output.get(names[0])))
-        else:
-            result.append(catalog(ordered[-1]) if ordered else None)
-    return result
+    if len(names) > 1:
+        return None
+    if names:
+        return tables(by_output.get(names[0]))
+    return tables(ordered[-1]) if ordered else None
+
+
+def sink_catalogs(sources: list["PluginSpec"], transforms: list["PluginSpec"],
+                  sinks_inputs: list[list[str]]) -> list["Schema | None"]:
+    """The catalog of each sink of a single-table input (None for several tables or unknown)."""
+    found = [sink_tables(sources, transforms, names) for names in sinks_inputs]
+    return [tables[0] if tables is not None and len(tables) == 1 else None for tables in found]
+
+
+def build_sink(cls, body: Mapping[str, Any], tables: "list[Schema] | None", build):
+    """The sink for ``body``: built from the one table it receives (its placeholders filled from
+    that table's catalog), or, for several tables, once per table, the first carrying every
+    table's route (``Sink.routes``). ``build(options, catalog)`` reads the options and makes
+    the plugin."""
+    if tables is None or len(tables) <= 1:
+        catalog = tables[0] if tables else None
+        return build(fill_placeholders(cls.table_defaults(body, catalog, False), catalog), catalog)
+    routes = table_routes(tables, body, build, defaults=lambda table: cls.table_defaults(body, table, True))
+    first = routes[0].sink
+    first.routes = routes
+    return first
+
+
+def table_routes(tables: "list[Schema]", body: Mapping[str, Any], build, defaults=None) -> list:
+    """The sink built once per table (``build(options, catalog)``), its options filled from that
+    table's catalog; an option error names the table it was filled for."""
+    from seatide.plugin.tables import TableRoute
+
+    routes = []
+    for index, table in enumerate(tables):
+        try:
+            given = defaults(table) if defaults is not None else body
+            sink = build(fill_placeholders(given, table), table)
+        except OptionError as exc:
+            raise OptionError(exc.option, f"{exc.message} (writing table {table.table})") from None
+        sink.table_name = table.table or f"table {index}"
+        routes.append(TableRoute(index, sink.table_name, table, sink))
+    return routes
 
 
 def fill_placeholders(body: Mapping[str, Any], catalog: "Schema | None") -> dict[str, Any]:
@@ -155,4 +190,5 @@ def _lookup(name: str, catalog: "Schema") -> list[str]:
     return [c.name for c in catalog.columns]
 
 
-__all__ = ["PLACEHOLDER", "fill_placeholders", "keep_fields", "shape_unknown", "sink_catalogs"]
+__all__ = ["PLACEHOLDER", "fill_placeholders", "keep_fields", "shape_unknown", "sink_catalogs", "sink_tables",
+           "build_sink", "table_routes"]

@@ -28,6 +28,21 @@ class Pipeline:
     def plugins(self) -> list[PluginSpec]:
         return [*self.sources, *self.transforms, *self.sinks]
 
+    @property
+    def multi_table(self) -> bool:
+        """Its source reads several tables: the pipeline routes each table's rows to its own
+        targets, one micro-batch at a time (docs/design/multi-table.md)."""
+        return any(s.plugin is not None and s.plugin.multi_table() for s in self.sources)
+
+    def chain(self, sink_id: str) -> list[PluginSpec]:
+        """The transforms between the source and ``sink_id``, in the order rows pass them."""
+        by_id = {s.plugin_id: s for s in self.plugins}
+        chain, current = [], self.inputs[sink_id][0]
+        while by_id[current].kind == "transform":
+            chain.append(by_id[current])
+            current = self.inputs[current][0]
+        return chain[::-1]
+
     def fingerprint(self) -> str:
         """What a checkpoint of this pipeline depends on: its sources, in order, and their options.
 
@@ -115,12 +130,40 @@ def check_links(job: JobConfig) -> Plan:
                          "with plugin_input, or remove it", "plugin_output")
     kinds = _row_kinds(order, inputs)
     for sink in job.sinks:
-        extra = kinds[sink.plugin_id] - sink.plugin.accepted_row_kinds
-        if extra:
-            names = ", ".join(k.name for k in sorted(extra))
-            raise _error(job, sink, f"{sink.name} cannot apply {names} rows, which its input may "
-                         f"carry; {sink.plugin.row_kind_hint}", "plugin_input")
-    return Plan(job, _pipelines(job.plugins, inputs, order))
+        for route in sink.plugin.routes or [None]:
+            plugin = route.sink if route is not None else sink.plugin
+            extra = kinds[sink.plugin_id] - plugin.accepted_row_kinds
+            if extra:
+                names = ", ".join(k.name for k in sorted(extra))
+                table = f" (writing table {route.name})" if route is not None else ""
+                raise _error(job, sink, f"{sink.name} cannot apply {names} rows, which its input may "
+                             f"carry{table}; {plugin.row_kind_hint}", "plugin_input")
+    plan = Plan(job, _pipelines(job.plugins, inputs, order))
+    for pipeline in plan.pipelines:
+        if pipeline.multi_table:
+            _check_multi_table(job, pipeline)
+    return plan
+
+
+def _check_multi_table(job: JobConfig, pipeline: Pipeline) -> None:
+    """What a pipeline routing several tables cannot do, refused before anything runs."""
+    source = next(s for s in pipeline.sources if s.plugin.multi_table())
+    if len(pipeline.sources) > 1:
+        other = next(s for s in pipeline.sources if s is not source)
+        raise _error(job, other, f"{source.label} reads several tables, and a pipeline with a multi-table "
+                     f"source has no other source; give {other.label} a sink of its own "
+                     "(plugin_output / plugin_input), so that it runs as a pipeline of its own", "plugin_input")
+    for spec in pipeline.transforms:
+        why = spec.plugin.per_table_refusal()
+        if why:
+            raise _error(job, spec, f"{spec.name} cannot run on the rows of {source.label}, which reads several "
+                         f"tables: SeaTide applies a transform to each table's rows one micro-batch at a time, "
+                         f"and {why}", "plugin_input")
+    for spec in [*pipeline.transforms, *pipeline.sinks]:
+        if len(pipeline.inputs[spec.plugin_id]) > 1:
+            raise _error(job, spec, f"{spec.label} reads several inputs, one of them the tables of {source.label}; "
+                         "a sink of a multi-table source reads that source alone (through transforms)",
+                         "plugin_input")
 
 
 def build_plan(job: JobConfig) -> Plan:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # pyspark is heavy; plugins import it lazily where they use i
 
     from seatide.config.env import JobEnv
     from seatide.plugin.schema import Schema
+    from seatide.plugin.tables import TableLayout, TableRoute, TableRows
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,30 @@ class Source(Plugin):
         """Rows a plain BATCH read will return, when known without reading (saves counting them)."""
         return None
 
+    # -- several tables (plugin.tables, docs/design/multi-table.md) ----------------------------
+    def multi_table(self) -> bool:
+        """True when the source reads several tables: ``read`` then returns tagged rows
+        (``plugin.tables``) and ``tables`` names them. Known from the options alone, no I/O."""
+        return False
+
+    def tables(self) -> "list[Schema] | None":
+        """One schema per table the source reads, in tag order (each named by ``Schema.table``);
+        may ask the database. A single-table source: its declared schema, if any."""
+        declared = self.declared_schema()
+        return None if declared is None else [declared]
+
+    def table_layout(self, ctx: ReadContext) -> "TableLayout":
+        """A multi-table source's tables as its rows carry them (called at run time, after ``read``)."""
+        raise NotImplementedError
+
+    def batch_rows(self, batch: "DataFrame", ctx: ReadContext) -> "TableRows":
+        """The rows of one micro-batch (or of the plain batch) of a multi-table source, from what
+        ``read`` returned for it: the tagged rows themselves by default; a source whose stream
+        carries split descriptors expands them here (a static DataFrame, read when written)."""
+        from seatide.plugin.tables import TableRows
+
+        return TableRows(batch)
+
     def release(self, job_id: str) -> None:
         """Drop what the source created outside Spark for ``job_id`` (a replication slot).
 
@@ -191,6 +216,11 @@ def use_python_data_source(spark: "SparkSession", source_class: type) -> None:
 
 class Transform(Plugin):
     kind = "transform"
+
+    def per_table_refusal(self) -> str | None:
+        """Why this transform cannot run on a multi-table input, where it is applied to each
+        table's rows one micro-batch at a time (None: it can)."""
+        return None
 
     def row_kinds(self, upstream: frozenset[RowKind]) -> frozenset[RowKind]:
         return upstream
@@ -243,8 +273,29 @@ class Sink(Plugin):
     # the sink is built; its options already have their placeholders filled from it.
     catalog: "Schema | None" = None
 
+    # A sink of a multi-table input: one route per table, each with the sink built for that
+    # table (options filled from its catalog); set by the loader on the first table's sink.
+    routes: "list[TableRoute] | None" = None
+    # Set on each sink built for one table of a multi-table input: that table's name.
+    table_name: str | None = None
+
+    @classmethod
+    def table_defaults(cls, body: dict, table: "Schema | None", multi_table: bool) -> dict:
+        """The sink's options as written, with what the sink takes from the table it receives
+        when they are left out (the Jdbc sink: ``table`` is ``${table_name}``), before the
+        placeholders are filled from ``table``."""
+        return body
+
     def writer(self, ctx: SinkContext) -> SinkWriter:
         raise NotImplementedError
+
+    def table_writer(self, ctx: SinkContext, routes: "list[TableRoute]") -> SinkWriter:
+        """One writer for every table of a multi-table input; ``write_batch``/``stage_batch`` get a
+        ``TableFrames``. By default the routes' own writers, composed so that one decision
+        covers every table (connectors.table_writers)."""
+        from seatide.connectors.table_writers import TableWriters
+
+        return TableWriters(ctx, routes)
 
 
 __all__ = ["use_python_data_source", "Batch", "StagedBatch", "PERMANENT_MARK", "PermanentError", "permanent_in_worker", "Plugin", "ReadContext", "Sink", "SinkContext", "SinkWriter", "Source",

@@ -33,6 +33,7 @@ from seatide.runtime.batch_clock import BatchClock
 from seatide.runtime.commit_log import (SinkCommitLog, StoreDecisions, read_json, roll_forward, write_exactly_once,
                                         write_json_atomic)
 from seatide.runtime.reporter import AttemptReporter
+from seatide.runtime.table_routing import RoutedPipeline
 from seatide.store.runs import new_lineage
 from seatide.store.states import Desired, PipelineStatus
 
@@ -97,6 +98,7 @@ class PipelineRun:
         self._idle = False
         self._batch_clock = BatchClock()
         self._timed_out_batch = -1
+        self.routed: RoutedPipeline | None = None    # a multi-table pipeline (runtime.table_routing)
 
     # -- building ------------------------------------------------------------------------
     def _prepare_dir(self) -> None:
@@ -121,17 +123,25 @@ class PipelineRun:
         if last is not None:
             self.reporter.pipeline_restored(self.pipeline.pipeline_id, last)
 
+    def _read_ctx(self, spec) -> ReadContext:
+        env = self.env
+        return ReadContext(spark=self.spark, micro_batch=env.micro_batch, unbounded=env.streaming,
+                           parallelism=spec.plugin.parallelism, max_rows_per_batch=env.micro_batch_max_rows,
+                           read_interval_ms=env.trigger_interval_ms, plugin_id=spec.plugin_id,
+                           job_id=self.job_id, pipeline_id=self.pipeline.pipeline_id)
+
     def _frames(self) -> list[tuple[object, object]]:
-        """(sink spec, DataFrame it writes) for each sink of the pipeline."""
-        env, micro = self.env, self.env.micro_batch
+        """(sink spec, DataFrame it writes) for each sink of the pipeline. A multi-table pipeline
+        reads its source once; every sink gets that one frame, taken apart per batch."""
+        if self.pipeline.multi_table:
+            self.routed = RoutedPipeline(self.spark, self.pipeline, self._read_ctx(self.pipeline.sources[0]))
+            stream = self.routed.read()
+            return [(sink, stream) for sink in self.pipeline.sinks]
+        micro = self.env.micro_batch
         frames: dict[str, object] = {}
         outputs: dict[str, str] = {}
         for spec in self.pipeline.sources:
-            ctx = ReadContext(spark=self.spark, micro_batch=micro, unbounded=env.streaming,
-                              parallelism=spec.plugin.parallelism,
-                              max_rows_per_batch=env.micro_batch_max_rows,
-                              read_interval_ms=env.trigger_interval_ms, plugin_id=spec.plugin_id,
-                              job_id=self.job_id, pipeline_id=self.pipeline.pipeline_id)
+            ctx = self._read_ctx(spec)
             planned = spec.plugin.planned_rows(ctx) if not micro else None
             if planned is None:
                 frames[spec.plugin_id] = self._observed(spec.plugin.read(ctx))
@@ -177,7 +187,9 @@ class PipelineRun:
                               plugin_id=sink.plugin_id, micro_batch=self.env.micro_batch,
                               unbounded=self.env.streaming, stdout=self.stdout,
                               checkpoints_retained=self.env.checkpoints_retained)
-            self.writers[sink.plugin_id] = writer = sink.plugin.writer(ctx)
+            routes = sink.plugin.routes if self.routed is not None else None
+            self.writers[sink.plugin_id] = writer = (sink.plugin.table_writer(ctx, routes) if routes
+                                                     else sink.plugin.writer(ctx))
             # Batches an earlier attempt decided but did not finish publishing (it crashed, or
             # was replaced just after its decision) are published before anything else runs.
             rolled = roll_forward(writer, self._commit_log(sink.plugin_id), self._decisions(sink))
@@ -242,7 +254,10 @@ class PipelineRun:
         self.spark.sparkContext.setJobGroup(group, f"pipeline {self.pipeline.pipeline_id}", True)
         started = time.time()
         try:
-            rows = self._write_sinks(sinks, 0)
+            if self.routed is not None:
+                rows = self._write_routed(sinks[0][1], 0)
+            else:
+                rows = self._write_sinks(sinks, 0)
             if self.stop_requested:
                 self.outcome = Outcome(PipelineStatus.CANCELED)
                 return
@@ -258,9 +273,21 @@ class PipelineRun:
             else:
                 self._fail(exc)
 
+    def _write_routed(self, batch_df, batch_id: int) -> int:
+        """One batch of a multi-table pipeline: every sink gets each table's rows (one decision each)."""
+        rows = self.routed.rows(batch_df)
+        try:
+            written = self._write_sinks([(sink, self.routed.frames(rows, sink)) for sink in self.pipeline.sinks],
+                                        batch_id)
+        finally:
+            self.routed.release(rows)
+        # Rows read: counted per table where the batch was counted, else what the first sink wrote.
+        self._rows_read = sum(rows.counts.values()) if rows.counts else written
+        return written
+
     def _start_query(self, sinks: list) -> None:
         env = self.env
-        if len(sinks) == 1:
+        if len(sinks) == 1 or self.routed is not None:
             query_df = sinks[0][1]
         else:
             query_df = _tag_union(sinks)
@@ -295,6 +322,11 @@ class PipelineRun:
             # cancelled bounded job would go on committing until its data ran out.
             raise StopAtBatchBoundary(f"pipeline {self.pipeline.pipeline_id} stopped before batch {batch_id}")
         started = time.time()
+        if self.routed is not None:
+            rows = self._write_routed(batch_df, batch_id)
+            self.reporter.rows_read(self.pipeline.pipeline_id, batch_id, self._rows_read)
+            self._record_batch(sinks, batch_id, rows, started)
+            return
         if len(sinks) == 1:
             per_sink = [(sinks[0][0], batch_df)]
         else:
@@ -306,6 +338,9 @@ class PipelineRun:
         finally:
             if len(sinks) > 1:
                 batch_df.unpersist()
+        self._record_batch(sinks, batch_id, rows, started)
+
+    def _record_batch(self, sinks: list, batch_id: int, rows: int, started: float) -> None:
         self.reporter.batch_committed(self.pipeline.pipeline_id, batch_id, rows,
                                       int((time.time() - started) * 1000), self._offsets(batch_id),
                                       self.pipeline.fingerprint())

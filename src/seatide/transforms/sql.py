@@ -96,6 +96,14 @@ transform of the job) become SQL functions (``seatide.sql.udf``).
             return INSERT_ONLY
         return upstream
 
+    def per_table_refusal(self) -> str | None:
+        if self._merges:
+            return ("this query merges rows (GROUP BY, DISTINCT, an aggregate or window function, a join or a "
+                    "set operation): its result over one micro-batch of a table is not its result over the "
+                    "table. SeaTunnel's Sql transform does not join or aggregate either; write the query per "
+                    "row (select, where), or read the table with a single-table source")
+        return None
+
     def catalog(self, upstream):
         from seatide.plan.catalog import shape_unknown
 

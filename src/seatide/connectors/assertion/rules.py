@@ -32,10 +32,6 @@ from seatide.plugin.types import SchemaError, parse_type
 VALUE_RULE_TYPES = ("NOT_NULL", "NULL", "MIN", "MAX", "MIN_LENGTH", "MAX_LENGTH")
 ROW_RULE_TYPES = ("MIN_ROW", "MAX_ROW")
 _NEEDS_VALUE = {"MIN", "MAX", "MIN_LENGTH", "MAX_LENGTH", "MIN_ROW", "MAX_ROW"}
-_UNSUPPORTED = {
-    "table-names": "multi-table asserts are not supported: SeaTide's Assert checks one input table",
-    "tables_configs": "multi-table asserts are not supported: SeaTide's Assert checks one input table",
-}
 _UNSUPPORTED_CATALOG = {
     "table_identifier_rule": "it is not part of SeaTunnel's documented Assert options; compare the "
                              "table name with a sink placeholder instead",
@@ -114,6 +110,19 @@ class Rules:
     primary_key: PrimaryKeyRule | None = None
     constraint_keys: tuple[ConstraintKeyRule, ...] | None = None   # None: no constraint_key_rule
 
+    # Several tables: each table's own rules (tables_configs, by table_path), and the tables that
+    # must have rows by the end (table-names).
+    tables: tuple[tuple[str, "Rules"], ...] = ()
+    table_names: tuple[str, ...] = ()
+
+    def for_table(self, name: str | None) -> "Rules | None":
+        """The tables_configs entry of table ``name`` (database.schema.table, or a shorter path that
+        ends it: ``table_path = "test.table1"`` matches ``test.table1`` and ``db.test.table1``)."""
+        for path, rules in self.tables:
+            if name and (name == path or name.endswith("." + path)):
+                return rules
+        return None
+
     @property
     def needs_catalog(self) -> bool:
         """Whether a rule compares what only the catalog knows (keys, column attributes)."""
@@ -126,10 +135,23 @@ def parse_rules(block: Any, path: str = "rules", check_keys: KeyCheck | None = N
     under strict mode: ``plugin.options.KeyCheck``), by default ignored as SeaTunnel does."""
     keys = check_keys or KeyCheck()
     block = _mapping(block, path)
-    for key in block:
-        if key in _UNSUPPORTED:
-            raise RuleError(f"{path}.{key}", _UNSUPPORTED[key])
-    keys(block, ("row_rules", "field_rules", "catalog_table_rule"), path)
+    keys(block, ("row_rules", "field_rules", "catalog_table_rule", "tables_configs", "table-names"), path)
+    tables = tuple(_table_rules(t, f"{path}.tables_configs[{i}]", keys)
+                   for i, t in enumerate(_list(block.get("tables_configs", []), f"{path}.tables_configs")))
+    names = tuple(str(n) for n in _list(block.get("table-names", []), f"{path}.table-names"))
+    return _rules(block, path, keys, tables, names)
+
+
+def _table_rules(raw: Any, path: str, keys: KeyCheck) -> tuple[str, Rules]:
+    raw = _mapping(raw, path)
+    if not isinstance(raw.get("table_path"), str) or not raw["table_path"]:
+        raise RuleError(f"{path}.table_path", "missing: name the table these rules check, e.g. "
+                        "table_path = \"test.table1\"")
+    keys(raw, ("table_path", "row_rules", "field_rules", "catalog_table_rule"), path)
+    return raw["table_path"], _rules({k: v for k, v in raw.items() if k != "table_path"}, path, keys, (), ())
+
+
+def _rules(block: dict, path: str, keys: KeyCheck, tables: tuple, names: tuple) -> Rules:
     rows = tuple(_row_rule(r, f"{path}.row_rules[{i}]", keys)
                  for i, r in enumerate(_list(block.get("row_rules", []), f"{path}.row_rules")))
     fields = tuple(_field_rule(r, f"{path}.field_rules[{i}]", keys)
@@ -137,7 +159,7 @@ def parse_rules(block: Any, path: str = "rules", check_keys: KeyCheck | None = N
     columns, key, constraints = None, None, None
     if "catalog_table_rule" in block:
         columns, key, constraints = _catalog_rule(block["catalog_table_rule"], f"{path}.catalog_table_rule", keys)
-    return Rules(rows, fields, columns, key, constraints)
+    return Rules(rows, fields, columns, key, constraints, tables, names)
 
 
 def _row_rule(raw: Any, path: str, keys: KeyCheck) -> RowRule:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from seatide.connectors.assertion.catalog import check_catalog
 from seatide.connectors.assertion.checks import AssertionFailed, check_batch
 from seatide.connectors.assertion.rules import RowRule, Rules, RuleError, parse_rules
+from seatide.connectors.table_writers import TableWriters
 from seatide.plugin.base import Batch, Sink, SinkContext, SinkWriter
 from seatide.plugin.options import OBJECT, REQUIRED, Option
 from seatide.plugin.registry import register
@@ -23,7 +26,10 @@ class AssertSink(Sink):
     count, as in SeaTunnel. ``catalog_table_rule`` compares column_rule's names and types
     with each batch, and primary_key_rule, constraint_key_rule and column_rule's nullable,
     column_length, default_value and comment once, before any row, with the catalog of the
-    table the sink receives (``self.catalog``, see plan.catalog).
+    table the sink receives (``self.catalog``, see plan.catalog). On several tables,
+    ``tables_configs`` gives each table (by ``table_path``) rules of its own, checked on its rows
+    alone; the top-level rules hold for every table (row rules count all their rows together), and
+    ``table-names`` lists tables that must have rows by the end.
     """
 
     plugin_name = "Assert"
@@ -35,7 +41,8 @@ class AssertSink(Sink):
                "catalog_table_rule { primary_key_rule { primary_key_name, primary_key_columns }, "
                "constraint_key_rule = [{constraint_key_name, constraint_key_type, constraint_key_columns = "
                "[{constraint_key_column_name, constraint_key_sort_type}]}], column_rule = [{name, type, "
-               "nullable, column_length, default_value, comment}] }"),
+               "nullable, column_length, default_value, comment}] }; several tables: tables_configs = "
+               "[{table_path, row_rules, field_rules, catalog_table_rule}], table-names = [...]"),
     )
 
     def check(self) -> None:
@@ -44,9 +51,29 @@ class AssertSink(Sink):
         except RuleError as exc:
             raise self.invalid(exc.path, f"option {exc}") from None
 
+    def table_rules(self) -> Rules:
+        """The rules this sink checks its input with. One input table: the rules and its own
+        tables_configs entry, if any. One table of a multi-table input (``table_name``): every
+        field rule and the table's entry, whose row rules count this table's rows alone (the
+        top-level row rules count every table's rows: ``AssertTables``)."""
+        rules = self.rules
+        name = self.table_name or (self.catalog.table if self.catalog is not None else None)
+        own = rules.for_table(name)
+        rows = () if self.table_name else rules.row_rules
+        if own is None:
+            return replace(rules, row_rules=rows, tables=())
+        catalog = own if own.needs_catalog or own.column_rules is not None else rules
+        return replace(own, row_rules=rows + own.row_rules, field_rules=rules.field_rules + own.field_rules,
+                       column_rules=catalog.column_rules, primary_key=catalog.primary_key,
+                       constraint_keys=catalog.constraint_keys)
+
     def writer(self, ctx: SinkContext) -> SinkWriter:
-        check_catalog(self.catalog, self.rules)     # once per pipeline start, before any row
-        return AssertWriter(self.rules)
+        rules = self.table_rules()
+        check_catalog(self.catalog, rules)     # once per pipeline start, before any row
+        return AssertWriter(rules)
+
+    def table_writer(self, ctx: SinkContext, routes) -> SinkWriter:
+        return AssertTables(ctx, routes, self.rules)
 
 
 class AssertWriter(SinkWriter):
@@ -63,10 +90,38 @@ class AssertWriter(SinkWriter):
         self._check_rows(int(state.get("total_rows", 0)), ("MIN_ROW", "MAX_ROW"))
 
     def _check_rows(self, total: int, kinds: tuple[str, ...]) -> None:
-        for rule in self.rules.row_rules:
-            if rule.rule_type in kinds and _breaks(rule, total):
-                raise AssertionFailed(f"row rule {rule.rule_type} {_number(rule.rule_value)}: "
-                                      f"{total} rows", rule.rule_type)
+        _check_rows(self.rules, total, kinds)
+
+
+class AssertTables(TableWriters):
+    """Assert over several tables: each table checked by its own writer (``table_rules``), the
+    top-level row rules against every table's rows together, and ``table-names`` at the end."""
+
+    def __init__(self, ctx: SinkContext, routes, rules: Rules):
+        super().__init__(ctx, routes)
+        self.rules = rules
+
+    def write_batch(self, frames, batch: Batch) -> dict:
+        state = super().write_batch(frames, batch)
+        state["total_rows"] = int(batch.previous_state.get("total_rows", 0)) + state["rows"]
+        _check_rows(self.rules, state["total_rows"], ("MAX_ROW",))
+        return state
+
+    def end_of_data(self, state: dict) -> None:
+        super().end_of_data(state)
+        _check_rows(self.rules, int(state.get("total_rows", 0)), ("MIN_ROW", "MAX_ROW"))
+        seen = {name for name, table in state.get("tables", {}).items() if int(table.get("total_rows", 0))}
+        missing = [n for n in self.rules.table_names if not any(s == n or s.endswith("." + n) for s in seen)]
+        if missing:
+            raise AssertionFailed(f"table-names: no rows of table {', '.join(missing)} reached the sink "
+                                  f"(tables with rows: {', '.join(sorted(seen)) or 'none'})", "table-names")
+
+
+def _check_rows(rules: Rules, total: int, kinds: tuple[str, ...]) -> None:
+    for rule in rules.row_rules:
+        if rule.rule_type in kinds and _breaks(rule, total):
+            raise AssertionFailed(f"row rule {rule.rule_type} {_number(rule.rule_value)}: {total} rows",
+                                  rule.rule_type)
 
 
 def _breaks(rule: RowRule, total: int) -> bool:

@@ -59,6 +59,11 @@ def _numeric_options() -> list[Option]:
 
 FAKE_OPTIONS: tuple[Option, ...] = (
     *schema_options(),   # schema.fields or schema.columns is required (checked by the source)
+    Option("tables_configs", LIST, None,
+           "several tables in one source: a list of FakeSource configs, each with its own schema "
+           "(schema.table names the table) and row options"),
+    Option("table-names", STRING_LIST, None,
+           "several tables of this block's schema and rows, one per name (database.table)"),
     Option("rows", LIST, None,
            "explicit rows instead of generated ones: [{ kind = INSERT, fields = [...] }, ...]; "
            "every parallel reader emits exactly these rows"),

@@ -11,6 +11,7 @@ numbers come from depends on how the job runs:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from pyspark.sql import types as T
@@ -25,6 +26,7 @@ from seatide.plugin.base import ReadContext, Source, use_python_data_source
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
 from seatide.plugin.schema import Schema, read_schema
+from seatide.plugin.tables import TableLayout, TableRows
 from seatide.plugin.types import type_name
 
 if TYPE_CHECKING:
@@ -47,6 +49,64 @@ class FakeSource(Source):
 
     # -- validation ----------------------------------------------------------------------
     def check(self) -> None:
+        self._tables: list[FakeSource] | None = None     # several tables: each one's own source
+        if self.opts["tables_configs"] is not None:
+            self._tables = self._configured_tables()
+            return
+        self._check_table()
+        if self.opts["table-names"] is not None:
+            self._tables = self._named_tables()
+
+    def _configured_tables(self) -> "list[FakeSource]":
+        from seatide.plugin.options import OptionError, read_options
+
+        configs = self.opts["tables_configs"]
+        if not configs:
+            raise self.invalid("tables_configs", "tables_configs is empty: list one FakeSource config per "
+                               "table, each with schema { table = \"db.name\", fields { ... } }")
+        if self.opts["table-names"] is not None:
+            raise self.invalid("table-names", "give tables_configs or table-names, not both")
+        tables = []
+        for i, config in enumerate(configs):
+            where = f"tables_configs[{i}]"
+            if not isinstance(config, dict):
+                raise self.invalid(where, f"{where} must be a FakeSource config {{ schema {{ ... }}, row.num = ... }}")
+            try:
+                options = read_options(config, FAKE_OPTIONS, strict=self.check_keys.strict)
+                table = FakeSource(options, self.parallelism, self.env)
+            except OptionError as exc:
+                raise self.invalid(f"{where}.{exc.option}", f"{where}: {exc.message}") from None
+            # unknown keys of the table's config warn as the outer ones do, under their full path
+            self.notices += [replace(n, key=f"{where}.{n.key}") for n in (*table.notices, *options.unknown)]
+            if table._tables is not None:
+                raise self.invalid(where, f"{where} holds tables_configs or table-names itself; list its tables "
+                                   "in the outer tables_configs")
+            if not table._declared.table:
+                raise self.invalid(f"{where}.schema.table", f"{where} names no table: give it schema "
+                                   "{ table = \"db.name\", ... }, so that sinks can tell the tables apart")
+            tables.append(table)
+        self._check_distinct([t._declared.table for t in tables], "tables_configs")
+        return tables
+
+    def _named_tables(self) -> "list[FakeSource]":
+        names = self.opts["table-names"]
+        if not names:
+            raise self.invalid("table-names", "table-names is empty: list the tables, e.g. [\"test.table1\"]")
+        self._check_distinct(names, "table-names")
+        tables = []
+        for name in names:
+            table = FakeSource.__new__(FakeSource)
+            table.__dict__.update(self.__dict__)
+            table._declared, table._tables = replace(self._declared, table=name), None
+            tables.append(table)
+        return tables
+
+    def _check_distinct(self, names: list[str], option: str) -> None:
+        twice = next((n for n in names if names.count(n) > 1), None)
+        if twice is not None:
+            raise self.invalid(option, f"{option} names table '{twice}' twice: each table once")
+
+    def _check_table(self) -> None:
         self._declared = read_schema(self.opts, check_keys=self.check_keys)
         if self._declared is None:
             raise self.invalid("schema.fields", "FakeSource needs a schema: schema { fields { id = bigint } } "
@@ -171,13 +231,36 @@ class FakeSource(Source):
         return name
 
     # -- contract ----------------------------------------------------------------------
-    def schema(self) -> T.StructType:
-        return self._schema
+    def _one(self) -> "FakeSource":
+        """The source that reads the one table (itself, or its only listed table)."""
+        return self._tables[0] if self._tables is not None and len(self._tables) == 1 else self
 
-    def declared_schema(self) -> Schema:
-        return self._declared
+    def schema(self) -> T.StructType | None:
+        one = self._one()
+        return None if one._tables is not None else one._schema
+
+    def declared_schema(self) -> Schema | None:
+        one = self._one()
+        return None if one._tables is not None else one._declared
+
+    def multi_table(self) -> bool:
+        return self._tables is not None and len(self._tables) > 1
+
+    def tables(self) -> list[Schema] | None:
+        if self.multi_table():
+            return [t._declared for t in self._tables]
+        return super().tables()
+
+    def table_layout(self, ctx: ReadContext) -> TableLayout:
+        return TableLayout.of((t._declared.table, t._schema) for t in self._tables)
+
+    def batch_rows(self, batch, ctx: ReadContext) -> TableRows:
+        # a union of each table's own frame, tagged with a literal: a table is read alone
+        return TableRows(batch, tables=tuple(range(len(self._tables))), separable=True)
 
     def row_kinds(self) -> frozenset[RowKind]:
+        if self._tables is not None:
+            return frozenset().union(*(t.row_kinds() for t in self._tables))
         if self._rows is None:
             return frozenset({RowKind.INSERT})
         return frozenset(row.kind for row in self._rows)
@@ -188,6 +271,11 @@ class FakeSource(Source):
                            max(1, max_rows_per_batch // UNITS_PER_BATCH))
 
     def read(self, ctx: ReadContext) -> "DataFrame":
+        if self._tables is not None:
+            if not self.multi_table():
+                return self._one().read(ctx)
+            layout = self.table_layout(ctx)
+            return layout.union([layout.tagged(t.read(ctx), i) for i, t in enumerate(self._tables)])
         spark = ctx.spark
         if _has_time(self._schema):
             # Spark 4.3 keeps TIME behind a flag; enabling it only allows the type.
@@ -200,6 +288,8 @@ class FakeSource(Source):
     def planned_rows(self, ctx: ReadContext) -> int | None:
         if ctx.micro_batch:
             return None
+        if self._tables is not None:
+            return sum(t.planned_rows(ctx) for t in self._tables)
         if self._rows is not None:
             return len(self._rows) * ctx.parallelism
         return self.layout(ctx.parallelism, ctx.max_rows_per_batch).total_rows

@@ -226,6 +226,12 @@ class Dialect:
         cursor.execute("SELECT 1 FROM information_schema.tables WHERE " + self._where_table(table), table[::-1])
         return cursor.fetchone() is not None
 
+    def create_schema(self, cursor, name: str) -> None:
+        """Create the schema (PostgreSQL) or database (MySQL) ``name`` unless it exists."""
+        cursor.execute("SELECT 1 FROM information_schema.schemata WHERE schema_name = %s", (name,))
+        if cursor.fetchone() is None:
+            cursor.execute(f"CREATE {'DATABASE' if self.name == MYSQL else 'SCHEMA'} {self.quote(name)}")
+
     def columns(self, cursor, table: tuple[str, ...]) -> list[str]:
         cursor.execute("SELECT column_name FROM information_schema.columns WHERE " + self._where_table(table)
                        + " ORDER BY ordinal_position", table[::-1])

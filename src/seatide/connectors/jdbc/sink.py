@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from seatide.connectors.jdbc.query import InsertQuery, QueryError, parse_insert
-from seatide.connectors.jdbc.url import JdbcUrl, JdbcUrlError
+from seatide.connectors.jdbc.url import POSTGRESQL, JdbcUrl, JdbcUrlError
 from seatide.plugin.base import Sink, SinkContext, SinkWriter
 from seatide.plugin.options import BOOL, INT, OBJECT, REQUIRED, STRING, STRING_LIST, Option, enum
 from seatide.plugin.registry import register
@@ -63,7 +63,12 @@ class JdbcSink(Sink):
                "run as one INSERT ... SELECT over the staged batch (table is used when both are given)"),
         Option("compatible_mode", STRING, None, _COMPAT + "the dialect follows the URL"),
         Option("database", STRING, None, "database to write into (default: the URL's)"),
-        Option("table", STRING, None, "target table; schema.table on PostgreSQL"),
+        Option("table", STRING, None, "target table; schema.table on PostgreSQL (default: the input table's "
+               "name, ${table_name}, when the input has a catalog)"),
+        Option("schema", STRING, None, "PostgreSQL: the target table's schema, in place of the one table names "
+               "(SeaTunnel's catalog option, which its multi-table jobs use)"),
+        Option("tablePrefix", STRING, None, "put in front of the target table's name (SeaTunnel's catalog option)"),
+        Option("tableSuffix", STRING, None, "put after the target table's name (SeaTunnel's catalog option)"),
         Option("generate_sink_sql", BOOL, False, _COMPAT + "SeaTide generates the statements whenever table is given"),
         Option("primary_keys", STRING_LIST, None, "key fields: updates and deletes are applied by them"),
         Option("enable_upsert", BOOL, True, "with primary_keys: INSERT and UPDATE_AFTER upsert; false: INSERT "
@@ -140,7 +145,52 @@ class JdbcSink(Sink):
         parts = tuple(p.strip().strip('"`') for p in text.split("."))
         if len(parts) > 2 or not all(parts):
             raise self.invalid("table", f"option 'table': {text!r} must be name or schema.name")
-        return parts
+        # SeaTunnel's naming options for multi-table jobs: the schema replaced, the name wrapped
+        name = f"{self.opts['tablePrefix'] or ''}{parts[-1]}{self.opts['tableSuffix'] or ''}"
+        schema = self.opts["schema"] or (parts[0] if len(parts) == 2 else None)
+        if self.opts["schema"] and self.url.dialect != POSTGRESQL:
+            raise self.invalid("schema", "option 'schema' names a PostgreSQL schema; on MySQL/MariaDB write "
+                               "the database in 'database'")
+        return (schema, name) if schema else (name,)
+
+    @classmethod
+    def table_defaults(cls, body: dict, table, multi_table: bool) -> dict:
+        """SeaTunnel's defaults from the input table (its JdbcSinkFactory): no ``table`` means the
+        input table's name; on a multi-table input, no ``primary_keys`` means the table's primary
+        key (else its first unique key), and on MySQL/MariaDB no ``database`` means the input
+        table's database (PostgreSQL keeps the URL's: a database there is another connection)."""
+        from seatide.plugin.options import OptionError
+
+        if table is None or not table.table:
+            return body
+        body = dict(body)
+        if multi_table and body.get("table") is None and body.get("query") is not None:
+            raise OptionError("query", "option 'query' writes one table, and this sink receives several; "
+                              "remove query and name the targets with table (default ${table_name})")
+        if body.get("table") is None and body.get("query") is None:
+            body["table"] = "${table_name}"
+        if not multi_table:
+            return body
+        if body.get("primary_keys") is None:
+            if table.primary_key is not None:
+                body["primary_keys"] = list(table.primary_key.columns)
+            else:
+                unique = next((k for k in table.constraint_keys if k.kind == "UNIQUE_KEY"), None)
+                if unique is not None:
+                    body["primary_keys"] = [c for c, _ in unique.columns]
+        if body.get("database") is None:
+            try:
+                url = JdbcUrl.parse(str(body.get("url", "")))
+            except JdbcUrlError:
+                return body        # check() reports the URL
+            if url.dialect != POSTGRESQL:
+                body["database"] = "${database_name" + (f":{url.database}}}" if url.database else "}")
+        return body
+
+    def table_writer(self, ctx: SinkContext, routes) -> SinkWriter:
+        from seatide.connectors.jdbc.writer import JdbcWriter
+
+        return JdbcWriter.for_routes(routes, ctx)
 
     def spec(self) -> JdbcSinkSpec:
         opts = self.opts

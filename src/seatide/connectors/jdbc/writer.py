@@ -24,6 +24,14 @@ replaced commits the batch once, with the rows of the offsets Spark logged for i
 replacement's replay then finds the record and writes nothing. No store decision could
 close that window (the database cannot make its commit depend on the store); see
 docs/connectors/jdbc-sink.md, "Zombie drivers".
+
+Several tables (a multi-table input, docs/design/multi-table.md): every target table is a
+``JdbcTarget``; the batch stages each table that has rows, then applies them all and inserts
+ONE commit record in one transaction. A MySQL/MariaDB connection writes into every database
+of its server, so that is one transaction for the whole batch; PostgreSQL's transactions
+stay within one database, so targets in several databases are one transaction (and one
+record) each: a replay skips the databases that committed and applies the others. Each
+table's save modes are made once per run under its own record.
 """
 
 from __future__ import annotations
@@ -31,43 +39,63 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-import uuid
+from dataclasses import dataclass, field
 
-from seatide import failpoints
 from seatide.connectors.jdbc.commit_record import CommitRecords
-from seatide.connectors.jdbc.dialect import STAGE_KIND, STAGE_SEQ, Dialect, UnsupportedType
-from seatide.connectors.jdbc.named_lock import named_lock
-from seatide.connectors.jdbc.url import POSTGRESQL
-from seatide.connectors.jdbc.query import QueryError
+from seatide.connectors.jdbc.dialect import Dialect
 from seatide.connectors.jdbc.sink import JdbcSinkSpec
-from seatide.plugin.base import Batch, PermanentError, SinkContext, SinkWriter
-from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
+from seatide.connectors.jdbc.target import SAVE_MODES_WAIT_S, JdbcSinkError, JdbcTarget
+from seatide.connectors.jdbc.url import MYSQL, POSTGRESQL
+from seatide.plugin.base import Batch, SinkContext, SinkWriter
+from seatide.plugin.rowkind import ROW_KIND_COLUMN
+from seatide.plugin.tables import TableFrames, TableRoute
 
 log = logging.getLogger(__name__)
 
-# A writer waits this long for another writer of the sink that is making its save modes.
-SAVE_MODES_WAIT_S = 60.0
 
+@dataclass
+class _Group:
+    """The targets written through one connection, in one transaction per batch."""
 
-# Driver classes SeaTunnel configs name, and the bundled class that serves the same databases.
-class JdbcSinkError(PermanentError):
-    """A table or field that contradicts the options; the message says what to change."""
+    database: str | None                          # the database connected to (None: the URL's)
+    targets: dict[int, JdbcTarget] = field(default_factory=dict)    # route index -> target
+    ready: bool = False                           # commit table made, save modes made, targets checked
+    records: CommitRecords | None = None
 
 
 class JdbcWriter(SinkWriter):
-    def __init__(self, spec: JdbcSinkSpec, ctx: SinkContext):
+    def __init__(self, spec: JdbcSinkSpec, ctx: SinkContext, routes: list[TableRoute] | None = None):
         self.spec = spec
         self.dialect = Dialect(spec.url.dialect)
         self.sink_id = f"{ctx.job_id}/{ctx.pipeline_id}/{ctx.plugin_id}"
         self.retained = ctx.checkpoints_retained
-        self.database = spec.database
-        schema = spec.table[0] if spec.table and len(spec.table) > 1 else None
-        self.records = CommitRecords(self.dialect, schema)
-        self._ready = False       # commit table made, save modes applied, target checked
-        self._stage_prefix = f"seatide_stage_{hashlib.sha1(self.sink_id.encode()).hexdigest()[:12]}_"
-        self._stage_schema = spec.table[:-1] if spec.table else ()
-        self._target_columns: dict[str, str] = {}   # lower-case name -> the target's spelling
         self.driver = self._loadable_driver(ctx.spark)
+        self.multi = routes is not None
+        prefix = f"seatide_stage_{hashlib.sha1(self.sink_id.encode()).hexdigest()[:12]}_"
+        self.groups: dict[str | None, _Group] = {}
+        if routes is None:
+            self._group(spec.database).targets[0] = JdbcTarget(spec, self.dialect, spec.table, self.driver, prefix)
+        for route in routes or []:
+            table_spec = route.sink.spec()
+            database, table = self._placed(table_spec)
+            self._group(database).targets[route.index] = JdbcTarget(table_spec, self.dialect, table, self.driver,
+                                                                    prefix, route.name, route.key)
+
+    @classmethod
+    def for_routes(cls, routes: list[TableRoute], ctx: SinkContext) -> "JdbcWriter":
+        return cls(routes[0].sink.spec(), ctx, routes)
+
+    def _group(self, database: str | None) -> _Group:
+        return self.groups.setdefault(database, _Group(database))
+
+    def _placed(self, spec: JdbcSinkSpec) -> tuple[str | None, tuple[str, ...]]:
+        """(database to connect to, the table as named through that connection) of one table.
+        MySQL/MariaDB: one connection to the URL's database, every table named with its own
+        database; PostgreSQL: a connection per database, tables named by schema."""
+        if self.dialect.name == MYSQL:
+            table = spec.table if len(spec.table) > 1 or not spec.database else (spec.database, *spec.table)
+            return self.spec.url.database, table
+        return spec.database, spec.table
 
     def _loadable_driver(self, spark) -> str:
         """The ``driver`` class (MySQL's Connector/J names stand for the bundled MariaDB driver)."""
@@ -80,194 +108,100 @@ class JdbcWriter(SinkWriter):
     # --- one batch ---------------------------------------------------------------------
 
     def write_batch(self, df, batch: Batch) -> dict:
-        with self._connection() as conn:
+        frames = df if isinstance(df, TableFrames) else TableFrames({0: df}, schema_of=lambda _i: df.schema)
+        done, rows = 0, 0
+        for group in self.groups.values():
+            committed, staged = self._write_group(group, frames, batch)
+            done, rows = done + committed, rows + staged
+        return {"rows": rows + done, "replayed": True} if done and not rows else {"rows": rows + done}
+
+    def _write_group(self, group: _Group, frames: TableFrames, batch: Batch) -> tuple[int, int]:
+        """(rows an earlier attempt committed, rows staged and committed now) of one group."""
+        with self._connection(group.database) as conn:
             cursor = conn.cursor()
-            if not self._ready:
-                self.records.create(cursor)
+            if group.records is None:
+                group.records = CommitRecords(self.dialect, self._home(group, batch))
+                group.records.create(cursor)
                 conn.commit()
-            done = self.records.rows_of(cursor, batch.transaction_id)
+            done = group.records.rows_of(cursor, batch.transaction_id)
             conn.rollback()
             if done is not None:     # committed in the database, not yet in the runtime's log
-                return {"rows": done, "replayed": True}
-            if not self._ready:
-                # A branch that has committed batches (under a SeaTide that kept no save-mode
-                # record) made its save modes before them.
-                first = not self.records.any_for(cursor, self.sink_id, _lineage(batch))
-                self._prepare(conn, self._rename(df), batch if first else None)
-                self._drop_stages(conn)     # what crashed attempts left
-                self._ready = True
-            df = self._rename(df)
-            stage = (*self._stage_schema, f"{self._stage_prefix}{batch.batch_id}_{uuid.uuid4().hex[:8]}")
+                return done, 0
+            if not group.ready:
+                self._prepare(conn, group, frames, batch)
+                self._drop_stages(conn, group)     # what crashed attempts left
+                group.ready = True
+            present = [(i, t) for i, t in group.targets.items() if i in frames.frames]
+            if not present:
+                return 0, 0
             started = time.perf_counter()
-            self._create_stage(conn, df, stage)
-            rows = self._stage(df, stage)
-            staged = time.perf_counter()
-            self._commit(conn, df, batch, stage, rows)
-            self._drop_stages(conn)
-            self._prune(conn, batch)
-            log.info("Jdbc sink %s: batch %s, %d rows staged in %.2f s, applied and committed in %.2f s",
-                     self.sink_id, batch.batch_id, rows, staged - started, time.perf_counter() - staged)
-        return {"rows": rows}
+            staged = []
+            for index, target in present:
+                df = target.rename(frames.frames[index])
+                stage = target.new_stage(batch.batch_id)
+                target.create_stage(conn, df, stage)
+                staged.append((target, df, stage, target.stage(df, stage, self.spec.url.for_spark(group.database))))
+            rows = sum(s[3] for s in staged)
+            applied = time.perf_counter()
+            self._commit(conn, group, batch, staged, rows)
+            self._drop_stages(conn, group)
+            self._prune(conn, group, batch)
+            log.info("Jdbc sink %s: batch %s, %d rows of %d table(s) staged in %.2f s, applied and committed "
+                     "in %.2f s", self.sink_id, batch.batch_id, rows, len(staged), applied - started,
+                     time.perf_counter() - applied)
+        return 0, rows
 
     def end_of_data(self, state: dict) -> None:
         """A bounded pipeline is done: staging tables of attempts that never committed go."""
-        with self._connection() as conn:
-            self._drop_stages(conn)
+        for group in self.groups.values():
+            with self._connection(group.database) as conn:
+                self._drop_stages(conn, group)
 
     # --- steps -------------------------------------------------------------------------
 
-    def _rename(self, df):
-        """Field names as written to the database: field_ide, then the target's own spelling."""
-        renames = {name: self._column(name) for name in df.columns if name != ROW_KIND_COLUMN}
-        renames = {k: v for k, v in renames.items() if k != v}
-        return df.withColumnsRenamed(renames) if renames else df
+    def _home(self, group: _Group, batch: Batch) -> str | None:
+        """Where the group's commit records live: next to the one target of a single-table sink;
+        for several tables, the connection's own database or schema, or (a MySQL URL without a
+        database) the first target's database as decided once, so that no later table moves it."""
+        if not self.multi:
+            table = group.targets[0].table
+            return table[0] if table and len(table) > 1 else None
+        if self.dialect.name == POSTGRESQL or group.database:
+            return None
+        first = next(iter(group.targets.values())).table
+        decided = batch.decide_once(f"{batch.save_modes_key}_commits", {"database": first[0]})
+        return decided["database"]
 
-    def _column(self, field: str) -> str:
-        ide, known = self.spec.field_ide, self._target_columns
-        name = field.upper() if ide == "UPPERCASE" else field.lower() if ide == "LOWERCASE" else field
-        if known and name not in known.values():
-            name = known.get(name.lower(), name)
-        return name
+    def _prepare(self, conn, group: _Group, frames: TableFrames, batch: Batch) -> None:
+        """Save modes and checks of every target of the group, before its first batch."""
+        for index, target in group.targets.items():
+            if self.multi:
+                key = f"{batch.save_modes_key}_{target.key}"
+            else:
+                # A branch that has committed batches (under a SeaTide that kept no save-mode
+                # record) made its save modes before them.
+                first = not group.records.any_for(conn.cursor(), self.sink_id, _lineage(batch))
+                key = batch.save_modes_key if first else None
+            target.prepare(conn, frames.schema_of(index), key, group.records, self.sink_id)
 
-    @property
-    def keys(self) -> list[str]:
-        """primary_keys as columns of the target (field_ide and the target's spelling applied)."""
-        return [self._column(k) for k in self.spec.primary_keys]
-
-    def _prepare(self, conn, df, first: Batch | None) -> None:
-        cursor = conn.cursor()
-        spec, dialect = self.spec, self.dialect
-        if spec.table is None:
-            return
-        if first is not None:   # only before the sink's first batch ever, as SeaTunnel does before the job starts
-            self._save_modes_once(conn, df, first.save_modes_key)
-        if not dialect.table_exists(cursor, spec.table):
-            raise JdbcSinkError(f"Jdbc sink: table {'.'.join(spec.table)} does not exist (schema_save_mode is "
-                                f"{spec.schema_save_mode}); create it or use CREATE_SCHEMA_WHEN_NOT_EXIST")
-        existing = dialect.columns(cursor, spec.table)
-        self._target_columns = {c.lower(): c for c in existing}
-        renamed = self._rename(df)
-        fields = [c for c in renamed.columns if c != ROW_KIND_COLUMN]
-        missing = [c for c in fields if c not in existing]
-        if missing:
-            raise JdbcSinkError(f"Jdbc sink: table {'.'.join(spec.table)} has no column {', '.join(missing)} "
-                                f"(its columns: {', '.join(existing)}); add the columns or drop the fields")
-        keys_missing = [k for k in self.keys if k not in fields]
-        if keys_missing:
-            raise JdbcSinkError(f"Jdbc sink: primary_keys names {', '.join(keys_missing)}, which the input "
-                                f"does not have (fields: {', '.join(fields)})")
-        # Without a matching unique index PostgreSQL refuses ON CONFLICT, and MySQL's ON DUPLICATE
-        # KEY would quietly insert a second row for the key.
-        if self.keys and spec.enable_upsert \
-                and frozenset(self.keys) not in dialect.unique_keys(cursor, spec.table):
-            keys = ", ".join(self.keys)
-            raise JdbcSinkError(f"Jdbc sink: table {'.'.join(spec.table)} has no primary key or unique index on "
-                                f"({keys}), which upserts by primary_keys need; add one (ALTER TABLE ... ADD "
-                                f"PRIMARY KEY ({keys})) or set enable_upsert = false")
-
-    def _create_stage(self, conn, df, stage: tuple[str, ...]) -> None:
-        """This attempt's staging table: the target's column types for the input's fields."""
-        dialect, fields = self.dialect, [c for c in df.columns if c != ROW_KIND_COLUMN]
-        if self.spec.table is None:
-            try:
-                ddl = dialect.create_stage_for(stage, self._user_schema(df), self.spec.query)
-            except UnsupportedType as exc:
-                raise JdbcSinkError(f"Jdbc sink: cannot stage the input for query: {exc}") from None
-        else:
-            select = f"SELECT {', '.join(dialect.quote(c) for c in fields)} FROM {self._target} WHERE 1 = 0"
-            ddl = dialect.create_stage(stage, select, changes=bool(self.spec.primary_keys))
-        self._execute(conn.cursor(), ddl)
-        conn.commit()
-
-    def _save_modes_once(self, conn, df, key: str) -> None:
-        """The save modes, made once per run of the sink however many drivers run it.
-
-        A zombie (a replaced driver that still runs) held before this step would otherwise
-        empty or drop the table after its replacement committed into it. Under a lock both
-        share in the target database, the first to come applies them and records ``key`` in
-        ``seatide_sink_commits``; whoever comes after finds the record and does nothing."""
-        failpoints.hit("sink.save_modes")
-        cursor = conn.cursor()
-        with named_lock(cursor, self.dialect.name, key, SAVE_MODES_WAIT_S):
-            conn.rollback()        # a snapshot taken before the lock (MySQL) would not see the record
-            if self.records.rows_of(cursor, key) is None:
-                self._apply_save_modes(conn, df)
-                self.records.insert(cursor, key, self.sink_id, -1, 0)
-            conn.commit()
-
-    def _apply_save_modes(self, conn, df) -> None:
-        cursor = conn.cursor()
-        spec, dialect = self.spec, self.dialect
-        exists = dialect.table_exists(cursor, spec.table)
-        mode = spec.schema_save_mode
-        if mode == "ERROR_WHEN_SCHEMA_NOT_EXIST" and not exists:
-            raise JdbcSinkError(f"Jdbc sink: schema_save_mode is ERROR_WHEN_SCHEMA_NOT_EXIST and table "
-                                f"{'.'.join(spec.table)} does not exist; create it or choose CREATE_SCHEMA_WHEN_NOT_EXIST")
-        if mode == "RECREATE_SCHEMA" and exists:
-            cursor.execute(f"DROP TABLE {self._target}")
-            exists = False
-        if mode in ("RECREATE_SCHEMA", "CREATE_SCHEMA_WHEN_NOT_EXIST") and not exists:
-            try:
-                ddl = dialect.create_table(spec.table, self._user_schema(df), self.keys,
-                                           with_key=spec.create_index)
-            except UnsupportedType as exc:
-                raise JdbcSinkError(f"Jdbc sink: cannot create table {'.'.join(spec.table)}: {exc}") from None
-            cursor.execute(ddl)
-            conn.commit()
-            return
-        if not exists:
-            return
-        data_mode = spec.data_save_mode
-        if data_mode == "DROP_DATA":
-            cursor.execute(f"DELETE FROM {self._target}")
-        elif data_mode == "CUSTOM_PROCESSING":
-            self._execute(cursor, spec.custom_sql)
-        elif data_mode == "ERROR_WHEN_DATA_EXISTS":
-            cursor.execute(f"SELECT 1 FROM {self._target} LIMIT 1")
-            if cursor.fetchone() is not None:
-                raise JdbcSinkError(f"Jdbc sink: data_save_mode is ERROR_WHEN_DATA_EXISTS and table "
-                                    f"{'.'.join(spec.table)} has rows; empty it or choose APPEND_DATA or DROP_DATA")
-        conn.commit()
-
-    def _stage(self, df, stage: tuple[str, ...]) -> int:
-        """Spark's executors append the batch to the staging table; returns its row count."""
-        from pyspark.sql import Observation
-        from pyspark.sql import functions as F
-
-        columns = [self.dialect.staged_value(F.col(self._spark_name(f.name)), f.dataType).alias(f.name)
-                   for f in df.schema.fields if f.name != ROW_KIND_COLUMN]
-        if self.spec.primary_keys:
-            kind = F.col(ROW_KIND_COLUMN) if ROW_KIND_COLUMN in df.columns else F.lit(int(RowKind.INSERT))
-            columns += [kind.cast("smallint").alias(STAGE_KIND), F.monotonically_increasing_id().alias(STAGE_SEQ)]
-        observation = Observation(f"seatide_jdbc_rows_{stage[-1]}")
-        staged = df.select(*columns).observe(observation, F.count(F.lit(1)).alias("rows"))
-        options = {**self.dialect.staging_properties(), **self.spec.properties,
-                   "url": self.spec.url.for_spark(self.database),
-                   "driver": self.driver, "dbtable": self.dialect.qualified(stage),
-                   "batchsize": str(self.spec.batch_size)}
-        if self.spec.user is not None:
-            options["user"] = self.spec.user
-        if self.spec.password is not None:
-            options["password"] = self.spec.password
-        staged.write.format("jdbc").options(**options).mode("append").save()
-        return int(observation.get["rows"])
-
-    def _commit(self, conn, df, batch: Batch, stage: tuple[str, ...], rows: int) -> None:
+    def _commit(self, conn, group: _Group, batch: Batch, staged: list, rows: int) -> None:
         cursor = conn.cursor()
         try:
-            self.records.insert(cursor, batch.transaction_id, self.sink_id, batch.batch_id, rows)
+            group.records.insert(cursor, batch.transaction_id, self.sink_id, batch.batch_id, rows)
         except Exception:
             conn.rollback()
-            if self.records.rows_of(conn.cursor(), batch.transaction_id) is not None:
+            if group.records.rows_of(conn.cursor(), batch.transaction_id) is not None:
                 conn.rollback()
                 log.warning("batch %s was committed by another attempt meanwhile", batch.transaction_id)
                 return
             raise
-        columns = [c for c in df.columns if c != ROW_KIND_COLUMN]
-        for statement in self._apply_statements(columns, self.dialect.qualified(stage)):
-            self._execute(cursor, statement)
-        if self.dialect.name == POSTGRESQL:   # DDL is transactional there; MySQL's DROP would commit
-            cursor.execute(f"DROP TABLE {self.dialect.qualified(stage)}")
+        for target, df, stage, _rows in staged:
+            columns = [c for c in df.columns if c != ROW_KIND_COLUMN]
+            quoted = self.dialect.qualified(stage)
+            for statement in target.apply_statements(columns, quoted):
+                cursor.execute(statement)   # no parameters: neither client then reads % in the SQL as a placeholder
+            if self.dialect.name == POSTGRESQL:   # DDL is transactional there; MySQL's DROP would commit
+                cursor.execute(f"DROP TABLE {quoted}")
         try:
             batch.fence()    # a zombie driver's batch must not commit
         except BaseException:
@@ -275,71 +209,30 @@ class JdbcWriter(SinkWriter):
             raise
         conn.commit()
 
-    def _apply_statements(self, columns: list[str], stage: str) -> list[str]:
-        spec, d = self.spec, self.dialect
-        if spec.query is not None:
-            try:
-                return [spec.query.over([d.quote(c) for c in columns], stage, "1 = 1")]
-            except QueryError as exc:
-                raise JdbcSinkError(f"Jdbc sink: option 'query': {exc}") from None
-        keys, target = self.keys, self._target
-        if not keys:
-            return [d.insert_staged(target, stage, columns)]
-        # The net change per key (dialect.py): deleted, then upserted, or without upserts
-        # updated where the target has the key and inserted where it has not, so neither an
-        # INSERT then UPDATE of a new key nor a DELETE then INSERT of an existing one depends
-        # on the kind of the key's last change alone.
-        changes = [d.delete_staged(target, stage, columns, keys)]
-        if spec.enable_upsert:
-            changes.append(d.upsert_staged(target, stage, columns, keys))
-        else:
-            changes += [d.update_last(target, stage, columns, keys), d.insert_missing(target, stage, columns, keys)]
-        return changes
-
-    def _drop_stages(self, conn) -> None:
+    def _drop_stages(self, conn, group: _Group) -> None:
         """Drop every staging table this sink has left (attempts that crashed or were replaced)."""
         cursor = conn.cursor()
-        cursor.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = "
-                       + ("%s" if self._stage_schema else self._current_schema), self._stage_schema or None)
-        for (name,) in cursor.fetchall():
-            if name.startswith(self._stage_prefix):
-                cursor.execute(f"DROP TABLE IF EXISTS {self.dialect.qualified((*self._stage_schema, name))}")
+        prefix = next(iter(group.targets.values())).stage_prefix
+        current = "current_schema()" if self.dialect.name == POSTGRESQL else "DATABASE()"
+        for schema in sorted({t.stage_schema for t in group.targets.values()}):
+            cursor.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = "
+                           + ("%s" if schema else current), schema or None)
+            for (name,) in cursor.fetchall():
+                if name.startswith(prefix):
+                    cursor.execute(f"DROP TABLE IF EXISTS {self.dialect.qualified((*schema, name))}")
         conn.commit()
 
-    def _prune(self, conn, batch: Batch) -> None:
-        cursor = conn.cursor()
-        self.records.prune(cursor, self.sink_id, _lineage(batch), batch.batch_id - self.retained)
+    def _prune(self, conn, group: _Group, batch: Batch) -> None:
+        group.records.prune(conn.cursor(), self.sink_id, _lineage(batch), batch.batch_id - self.retained)
         conn.commit()
 
     # --- housekeeping ------------------------------------------------------------------
 
-    def _connection(self):
+    def _connection(self, database: str | None):
         spec = self.spec
-        conn = spec.url.connect(spec.user, spec.password, database=self.database,
+        conn = spec.url.connect(spec.user, spec.password, database=database,
                                 connect_timeout=spec.connect_timeout)
         return _Closing(conn)
-
-    @staticmethod
-    def _execute(cursor, sql: str) -> None:
-        cursor.execute(sql)   # no parameters: neither client then reads % in the SQL as a placeholder
-
-    @property
-    def _current_schema(self) -> str:
-        return "current_schema()" if self.dialect.name == POSTGRESQL else "DATABASE()"
-
-    @property
-    def _target(self) -> str:
-        return self.dialect.qualified(self.spec.table)
-
-    @staticmethod
-    def _spark_name(name: str) -> str:
-        return "`" + name.replace("`", "``") + "`"
-
-    @staticmethod
-    def _user_schema(df):
-        from pyspark.sql import types as T
-
-        return T.StructType([f for f in df.schema.fields if f.name != ROW_KIND_COLUMN])
 
 
 def _jvm_has_class(spark, name: str) -> bool:
@@ -367,12 +260,10 @@ class _Closing:
         return False
 
 
-
-
 def _lineage(batch: Batch) -> str:
     """The transaction id without its batch number: one run of the pipeline's checkpoint."""
     suffix = f"_{batch.batch_id}"
     return batch.transaction_id[:-len(suffix)] if batch.transaction_id.endswith(suffix) else batch.transaction_id
 
 
-__all__ = ["JdbcSinkError", "JdbcWriter"]
+__all__ = ["JdbcSinkError", "JdbcWriter", "SAVE_MODES_WAIT_S"]

@@ -1,0 +1,241 @@
+"""One target table of the Jdbc sink: its save modes, its checks, its staging, its statements.
+
+A Jdbc sink writes one table, or, on a multi-table input, one table per input table (each
+from the sink built for that table, ``JdbcSinkSpec``). The writer (writer.py) holds the batch
+protocol and the transaction; a ``JdbcTarget`` knows everything about one table: how the
+input's fields are named in it, whether it exists and fits, how a batch is staged next to it
+and applied to it.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from seatide import failpoints
+from seatide.connectors.jdbc.commit_record import CommitRecords
+from seatide.connectors.jdbc.dialect import STAGE_KIND, STAGE_SEQ, Dialect, UnsupportedType
+from seatide.connectors.jdbc.named_lock import named_lock
+from seatide.connectors.jdbc.query import QueryError
+from seatide.connectors.jdbc.sink import JdbcSinkSpec
+from seatide.plugin.base import PermanentError
+from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
+
+# A writer waits this long for another writer of the sink that is making its save modes.
+SAVE_MODES_WAIT_S = 60.0
+
+
+class JdbcSinkError(PermanentError):
+    """A table or field that contradicts the options; the message says what to change."""
+
+
+class JdbcTarget:
+    def __init__(self, spec: JdbcSinkSpec, dialect: Dialect, table: tuple[str, ...] | None, driver: str,
+                 stage_prefix: str, source: str = "", key: str = ""):
+        self.spec = spec
+        self.dialect = dialect
+        self.table = table                    # as qualified in the writer's connection; None: query mode
+        self.driver = driver
+        self.stage_prefix = stage_prefix
+        self.source = source                  # the input table it receives (multi-table), for messages
+        self.key = key                        # the route's key (names its save-mode record)
+        self.stage_schema = table[:-1] if table else ()
+        self.target_columns: dict[str, str] = {}    # lower-case name -> the target's spelling
+        self.ready = False                    # checked against the database (save modes made)
+
+    @property
+    def label(self) -> str:
+        return ".".join(self.table) if self.table else "query"
+
+    @property
+    def quoted(self) -> str:
+        return self.dialect.qualified(self.table)
+
+    # --- names -------------------------------------------------------------------------
+
+    def rename(self, df):
+        """Field names as written to the database: field_ide, then the target's own spelling."""
+        renames = {name: self.column(name) for name in df.columns if name != ROW_KIND_COLUMN}
+        renames = {k: v for k, v in renames.items() if k != v}
+        return df.withColumnsRenamed(renames) if renames else df
+
+    def column(self, field: str) -> str:
+        ide, known = self.spec.field_ide, self.target_columns
+        name = field.upper() if ide == "UPPERCASE" else field.lower() if ide == "LOWERCASE" else field
+        if known and name not in known.values():
+            name = known.get(name.lower(), name)
+        return name
+
+    @property
+    def keys(self) -> list[str]:
+        """primary_keys as columns of the target (field_ide and the target's spelling applied)."""
+        return [self.column(k) for k in self.spec.primary_keys]
+
+    # --- before the first batch ----------------------------------------------------------
+
+    def prepare(self, conn, schema, save_modes_key: str | None, records: CommitRecords, sink_id: str) -> None:
+        """Make the save modes (once per run, when ``save_modes_key`` is given) and check that the
+        table exists and fits ``schema`` (the input's fields, Spark's StructType)."""
+        if self.table is None:
+            self.ready = True
+            return
+        cursor = conn.cursor()
+        if save_modes_key is not None:
+            self._save_modes_once(conn, schema, save_modes_key, records, sink_id)
+        dialect, label = self.dialect, self.label
+        if not dialect.table_exists(cursor, self.table):
+            raise JdbcSinkError(f"Jdbc sink: table {label} does not exist (schema_save_mode is "
+                                f"{self.spec.schema_save_mode}); create it or use CREATE_SCHEMA_WHEN_NOT_EXIST")
+        existing = dialect.columns(cursor, self.table)
+        self.target_columns = {c.lower(): c for c in existing}
+        fields = [self.column(f.name) for f in schema.fields if f.name != ROW_KIND_COLUMN]
+        missing = [c for c in fields if c not in existing]
+        if missing:
+            raise JdbcSinkError(f"Jdbc sink: table {label} has no column {', '.join(missing)} "
+                                f"(its columns: {', '.join(existing)}){self._for()}; add the columns or drop the fields")
+        keys_missing = [k for k in self.keys if k not in fields]
+        if keys_missing:
+            raise JdbcSinkError(f"Jdbc sink: primary_keys names {', '.join(keys_missing)}, which the input "
+                                f"does not have (fields: {', '.join(fields)}){self._for()}")
+        # Without a matching unique index PostgreSQL refuses ON CONFLICT, and MySQL's ON DUPLICATE
+        # KEY would quietly insert a second row for the key.
+        if self.keys and self.spec.enable_upsert \
+                and frozenset(self.keys) not in dialect.unique_keys(cursor, self.table):
+            keys = ", ".join(self.keys)
+            raise JdbcSinkError(f"Jdbc sink: table {label} has no primary key or unique index on "
+                                f"({keys}), which upserts by primary_keys need; add one (ALTER TABLE ... ADD "
+                                f"PRIMARY KEY ({keys})) or set enable_upsert = false")
+        self.ready = True
+
+    def _for(self) -> str:
+        return f" (input table {self.source})" if self.source else ""
+
+    def _save_modes_once(self, conn, schema, key: str, records: CommitRecords, sink_id: str) -> None:
+        """The save modes, made once per run of the sink however many drivers run it.
+
+        A zombie (a replaced driver that still runs) held before this step would otherwise
+        empty or drop the table after its replacement committed into it. Under a lock both
+        share in the target database, the first to come applies them and records ``key`` in
+        ``seatide_sink_commits``; whoever comes after finds the record and does nothing."""
+        failpoints.hit("sink.save_modes")
+        cursor = conn.cursor()
+        with named_lock(cursor, self.dialect.name, key, SAVE_MODES_WAIT_S):
+            conn.rollback()        # a snapshot taken before the lock (MySQL) would not see the record
+            if records.rows_of(cursor, key) is None:
+                self._apply_save_modes(conn, schema)
+                records.insert(cursor, key, sink_id, -1, 0)
+            conn.commit()
+
+    def _apply_save_modes(self, conn, schema) -> None:
+        from pyspark.sql import types as T
+
+        cursor = conn.cursor()
+        spec, dialect, label = self.spec, self.dialect, self.label
+        exists = dialect.table_exists(cursor, self.table)
+        mode = spec.schema_save_mode
+        if mode == "ERROR_WHEN_SCHEMA_NOT_EXIST" and not exists:
+            raise JdbcSinkError(f"Jdbc sink: schema_save_mode is ERROR_WHEN_SCHEMA_NOT_EXIST and table "
+                                f"{label} does not exist; create it or choose CREATE_SCHEMA_WHEN_NOT_EXIST")
+        if mode == "RECREATE_SCHEMA" and exists:
+            cursor.execute(f"DROP TABLE {self.quoted}")
+            exists = False
+        if mode in ("RECREATE_SCHEMA", "CREATE_SCHEMA_WHEN_NOT_EXIST") and not exists:
+            fields = T.StructType([f for f in schema.fields if f.name != ROW_KIND_COLUMN])
+            renamed = T.StructType([T.StructField(self.column(f.name), f.dataType, f.nullable, f.metadata)
+                                    for f in fields.fields])
+            try:
+                ddl = dialect.create_table(self.table, renamed, self.keys, with_key=spec.create_index)
+            except UnsupportedType as exc:
+                raise JdbcSinkError(f"Jdbc sink: cannot create table {label}{self._for()}: {exc}") from None
+            if len(self.table) > 1:     # as SeaTunnel's save mode, the schema (database) too
+                dialect.create_schema(cursor, self.table[0])
+            cursor.execute(ddl)
+            conn.commit()
+            return
+        if not exists:
+            return
+        data_mode = spec.data_save_mode
+        if data_mode == "DROP_DATA":
+            cursor.execute(f"DELETE FROM {self.quoted}")
+        elif data_mode == "CUSTOM_PROCESSING":
+            cursor.execute(spec.custom_sql)
+        elif data_mode == "ERROR_WHEN_DATA_EXISTS":
+            cursor.execute(f"SELECT 1 FROM {self.quoted} LIMIT 1")
+            if cursor.fetchone() is not None:
+                raise JdbcSinkError(f"Jdbc sink: data_save_mode is ERROR_WHEN_DATA_EXISTS and table "
+                                    f"{label} has rows; empty it or choose APPEND_DATA or DROP_DATA")
+        conn.commit()
+
+    # --- one batch ---------------------------------------------------------------------
+
+    def new_stage(self, batch_id: int) -> tuple[str, ...]:
+        return (*self.stage_schema, f"{self.stage_prefix}{batch_id}_{uuid.uuid4().hex[:8]}")
+
+    def create_stage(self, conn, df, stage: tuple[str, ...]) -> None:
+        """This attempt's staging table: the target's column types for the input's fields."""
+        dialect, fields = self.dialect, [c for c in df.columns if c != ROW_KIND_COLUMN]
+        if self.table is None:
+            try:
+                ddl = dialect.create_stage_for(stage, _user_schema(df), self.spec.query)
+            except UnsupportedType as exc:
+                raise JdbcSinkError(f"Jdbc sink: cannot stage the input for query: {exc}") from None
+        else:
+            select = f"SELECT {', '.join(dialect.quote(c) for c in fields)} FROM {self.quoted} WHERE 1 = 0"
+            ddl = dialect.create_stage(stage, select, changes=bool(self.spec.primary_keys))
+        conn.cursor().execute(ddl)
+        conn.commit()
+
+    def stage(self, df, stage: tuple[str, ...], url: str) -> int:
+        """Spark's executors append the batch to the staging table; returns its row count."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        columns = [self.dialect.staged_value(F.col(_spark_name(f.name)), f.dataType).alias(f.name)
+                   for f in df.schema.fields if f.name != ROW_KIND_COLUMN]
+        if self.spec.primary_keys:
+            kind = F.col(ROW_KIND_COLUMN) if ROW_KIND_COLUMN in df.columns else F.lit(int(RowKind.INSERT))
+            columns += [kind.cast("smallint").alias(STAGE_KIND), F.monotonically_increasing_id().alias(STAGE_SEQ)]
+        observation = Observation(f"seatide_jdbc_rows_{stage[-1]}")
+        staged = df.select(*columns).observe(observation, F.count(F.lit(1)).alias("rows"))
+        options = {**self.dialect.staging_properties(), **self.spec.properties,
+                   "url": url, "driver": self.driver, "dbtable": self.dialect.qualified(stage),
+                   "batchsize": str(self.spec.batch_size)}
+        if self.spec.user is not None:
+            options["user"] = self.spec.user
+        if self.spec.password is not None:
+            options["password"] = self.spec.password
+        staged.write.format("jdbc").options(**options).mode("append").save()
+        return int(observation.get["rows"])
+
+    def apply_statements(self, columns: list[str], stage: str) -> list[str]:
+        spec, d = self.spec, self.dialect
+        if spec.query is not None:
+            try:
+                return [spec.query.over([d.quote(c) for c in columns], stage, "1 = 1")]
+            except QueryError as exc:
+                raise JdbcSinkError(f"Jdbc sink: option 'query': {exc}") from None
+        keys, target = self.keys, self.quoted
+        if not keys:
+            return [d.insert_staged(target, stage, columns)]
+        # The net change per key (dialect.py): deleted, then upserted, or without upserts
+        # updated where the target has the key and inserted where it has not, so neither an
+        # INSERT then UPDATE of a new key nor a DELETE then INSERT of an existing one depends
+        # on the kind of the key's last change alone.
+        changes = [d.delete_staged(target, stage, columns, keys)]
+        if spec.enable_upsert:
+            changes.append(d.upsert_staged(target, stage, columns, keys))
+        else:
+            changes += [d.update_last(target, stage, columns, keys), d.insert_missing(target, stage, columns, keys)]
+        return changes
+
+
+def _spark_name(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _user_schema(df):
+    from pyspark.sql import types as T
+
+    return T.StructType([f for f in df.schema.fields if f.name != ROW_KIND_COLUMN])
+
+
+__all__ = ["JdbcSinkError", "JdbcTarget", "SAVE_MODES_WAIT_S"]

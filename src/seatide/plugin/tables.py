@@ -1,0 +1,188 @@
+"""Rows of several tables in one DataFrame: how a multi-table source tags its rows.
+
+A source that reads several tables (``table-names`` of a CDC source, ``table_list`` of a Jdbc
+source, ``tables_configs`` of FakeSource) returns one DataFrame of this shape::
+
+    __seatide_table   int        the table's index in the source's list (``TableLayout.names``)
+    __row_kind        tinyint    as for every source
+    __seatide_t0      struct     table 0's fields; null in rows of other tables
+    ...
+    __seatide_tN      struct     table N's fields
+
+Each table keeps its field names, types and metadata inside its struct. A Python reader tags
+its per-table Arrow batches with ``TableLayout.tag`` (the other tables' structs are all-null
+arrays: a validity bit per row); a source that builds rows with Spark unions per-table frames
+tagged with a literal index (``TableLayout.tagged``), so that filtering one table out of the
+union reads only that table (Spark prunes the other children). ``TableLayout.table_frame``
+takes one table's rows back out, as a sink writes them. See docs/design/multi-table.md.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Callable, Iterable
+
+from seatide.plugin.rowkind import ROW_KIND_COLUMN
+from seatide.plugin.types import quote_field
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+TABLE_COLUMN = "__seatide_table"
+_STRUCT = "__seatide_t"
+
+
+def struct_column(index: int) -> str:
+    """The column holding table ``index``'s fields."""
+    return f"{_STRUCT}{index}"
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """The tables of one multi-table source, in tag order."""
+
+    names: tuple[str, ...]                 # each table's full name (database.schema.table)
+    schemas_json: tuple[str, ...]          # each table's StructType (fields, no row kind) as JSON
+
+    @classmethod
+    def of(cls, tables: Iterable[tuple[str, "StructType"]]) -> "TableLayout":
+        names, schemas = [], []
+        for name, schema in tables:
+            names.append(name)
+            schemas.append(schema.json())
+        return cls(tuple(names), tuple(schemas))
+
+    # -- Spark (the driver) -------------------------------------------------------------------
+    @cached_property
+    def structs(self) -> tuple["StructType", ...]:
+        from pyspark.sql.types import StructType
+
+        return tuple(StructType.fromJson(json.loads(text)) for text in self.schemas_json)
+
+    def spark_schema(self) -> "StructType":
+        from pyspark.sql import types as T
+
+        return T.StructType([T.StructField(TABLE_COLUMN, T.IntegerType(), False),
+                             T.StructField(ROW_KIND_COLUMN, T.ByteType(), True),
+                             *[T.StructField(struct_column(i), s, True) for i, s in enumerate(self.structs)]])
+
+    def tagged(self, df: "DataFrame", index: int) -> "DataFrame":
+        """A frame of table ``index`` (its fields and ``__row_kind``) in the tagged shape."""
+        from pyspark.sql import functions as F
+
+        fields = [F.col(quote_field(f.name)) for f in self.structs[index].fields]
+        kind = F.col(ROW_KIND_COLUMN) if ROW_KIND_COLUMN in df.columns else F.lit(0)
+        columns = [F.lit(index).cast("int").alias(TABLE_COLUMN), kind.cast("tinyint").alias(ROW_KIND_COLUMN)]
+        for i, struct in enumerate(self.structs):
+            value = F.struct(*fields) if i == index else F.lit(None)
+            columns.append(value.cast(struct).alias(struct_column(i)))
+        return df.select(*columns)
+
+    def union(self, frames: list["DataFrame"]) -> "DataFrame":
+        """The per-table ``tagged`` frames as one frame (UNION ALL, in table order)."""
+        result = frames[0]
+        for frame in frames[1:]:
+            result = result.unionByName(frame)
+        return result
+
+    def table_frame(self, df: "DataFrame", index: int) -> "DataFrame":
+        """Table ``index``'s rows of a tagged frame: its fields (with their metadata) and ``__row_kind``."""
+        from pyspark.sql import functions as F
+
+        struct = struct_column(index)
+        fields = [F.col(f"{struct}.{quote_field(f.name)}").alias(f.name, metadata=f.metadata)
+                  for f in self.structs[index].fields]
+        return df.where(F.col(TABLE_COLUMN) == index).select(*fields, F.col(ROW_KIND_COLUMN))
+
+    # -- Arrow (Python readers, wherever they run) --------------------------------------------
+    @cached_property
+    def arrow_structs(self) -> tuple["pa.DataType", ...]:
+        """Each table's struct as Arrow types Spark expects (made where the layout is made and
+        pickled with it: computing them imports pandas, which a Python worker should not pay)."""
+        from pyspark.sql.pandas.types import to_arrow_type
+
+        return tuple(to_arrow_type(s, timezone="UTC") for s in self.structs)
+
+    def prepare_arrow(self) -> "TableLayout":
+        """Compute ``arrow_structs`` now (before the layout is pickled to the workers)."""
+        _ = self.arrow_structs
+        return self
+
+    def tag(self, batch: "pa.RecordBatch", index: int) -> "pa.RecordBatch":
+        """A record batch of table ``index`` (its fields, then ``__row_kind``) in the tagged shape."""
+        import pyarrow as pa
+
+        rows = batch.num_rows
+        struct_type = self.arrow_structs[index]
+        own = pa.StructArray.from_arrays(
+            [_as_type(batch.column(f.name), f.type) for f in struct_type], fields=list(struct_type))
+        arrays = [pa.array([index] * rows, pa.int32()), batch.column(ROW_KIND_COLUMN).cast(pa.int8())]
+        arrays += [own if i == index else pa.nulls(rows, t) for i, t in enumerate(self.arrow_structs)]
+        names = [TABLE_COLUMN, ROW_KIND_COLUMN, *[struct_column(i) for i in range(len(self.names))]]
+        return pa.RecordBatch.from_arrays(arrays, names=names)
+
+    # -- travel ---------------------------------------------------------------------------------
+    def to_json(self) -> str:
+        return json.dumps({"names": list(self.names), "schemas": list(self.schemas_json)})
+
+    @classmethod
+    def from_json(cls, text: str) -> "TableLayout":
+        data = json.loads(text)
+        return cls(tuple(data["names"]), tuple(data["schemas"]))
+
+
+
+def _as_type(array, wanted):
+    return array if array.type == wanted else array.cast(wanted)
+
+
+@dataclass(frozen=True)
+class TableRoute:
+    """Where a sink writes one table of a multi-table input."""
+
+    index: int             # the table's tag in the source (``TableLayout.names``)
+    name: str              # the source table's full name
+    catalog: object        # plugin.schema.Schema: the table as the sink receives it (after transforms)
+    sink: object           # plugin.base.Sink built for this table, its options filled from ``catalog``
+
+    @property
+    def key(self) -> str:
+        """A short name for the route that stays the same when tables are added or reordered."""
+        import hashlib
+
+        return "t" + hashlib.sha1(self.name.encode()).hexdigest()[:10]
+
+
+@dataclass
+class TableFrames:
+    """What a multi-table sink's writer gets for one batch: each table's rows (its fields and
+    ``__row_kind``, after the transforms), by route index. Tables without rows in the batch are
+    left out, except in a plain batch, where every table is given."""
+
+    frames: dict[int, "DataFrame"]
+    counts: dict[int, int] = field(default_factory=dict)     # rows per table before transforms, when known
+    # The fields a table's rows have as the sink gets them, for any route index (a table without
+    # rows in the batch too: its save modes are made before the first batch).
+    schema_of: "Callable[[int], StructType] | None" = None
+
+
+@dataclass
+class TableRows:
+    """The rows of one micro-batch (or of a plain batch) of a multi-table source.
+
+    ``frame`` is in the tagged shape. ``tables``: the indexes that may have rows (None: unknown,
+    the runtime counts them). ``separable``: filtering one table out of ``frame`` reads only that
+    table (a union of per-table frames); when False the runtime persists the batch before
+    taking tables out of it, so the source is read once."""
+
+    frame: "DataFrame"
+    tables: tuple[int, ...] | None = None
+    separable: bool = False
+    counts: dict[int, int] = field(default_factory=dict)     # rows per table, when counted
+
+
+__all__ = ["TABLE_COLUMN", "TableFrames", "TableLayout", "TableRoute", "TableRows", "struct_column"]

@@ -1,0 +1,74 @@
+"""A multi-table pipeline's micro-batch, table by table (docs/design/multi-table.md).
+
+The source reads all its tables in one query; its rows carry their table's index
+(``plugin.tables``). For each micro-batch (or the plain batch) the rows are taken apart here:
+each sink gets every table's rows, through the transforms between the source and the sink
+applied to that table alone, as a ``TableFrames`` for its one writer, which decides the batch
+once for every table. Only tables with rows in the batch are written; a table is read out of
+the batch with a filter on its tag, so a batch that cannot be filtered without reading the
+source again (CDC's interleaved rows) is persisted first and counted per table in one job.
+"""
+
+from __future__ import annotations
+
+from seatide.plan.dag import Pipeline
+from seatide.plugin.base import ReadContext, TransformContext
+from seatide.plugin.tables import TABLE_COLUMN, TableFrames, TableLayout, TableRows
+
+
+class RoutedPipeline:
+    def __init__(self, spark, pipeline: Pipeline, read_ctx: ReadContext):
+        self.spark = spark
+        self.pipeline = pipeline
+        self.source = pipeline.sources[0]           # plan.dag refuses a second source
+        self.ctx = read_ctx
+        self.layout: TableLayout | None = None
+        self._schemas: dict[tuple[str, int], object] = {}     # (sink, table) -> its rows' fields
+
+    def read(self):
+        """The source's one query (a stream when checkpointed, else the plain batch's rows)."""
+        df = self.source.plugin.read(self.ctx)
+        self.layout = self.source.plugin.table_layout(self.ctx)
+        return df
+
+    def rows(self, batch_df) -> TableRows:
+        """The batch's rows, ready to be read table by table (persisted and counted when needed)."""
+        rows = self.source.plugin.batch_rows(batch_df, self.ctx)
+        if not rows.separable:
+            rows.frame = rows.frame.persist()
+        if rows.tables is None:
+            counted = rows.frame.groupBy(TABLE_COLUMN).count().collect()
+            rows.counts = {int(r[0]): int(r[1]) for r in counted}
+            rows.tables = tuple(sorted(rows.counts))
+        return rows
+
+    def release(self, rows: TableRows) -> None:
+        if not rows.separable:
+            rows.frame.unpersist()
+
+    def frames(self, rows: TableRows, sink) -> TableFrames:
+        """Each table's rows for ``sink``, through the transforms before it."""
+        present = set(rows.tables or ())
+        frames = {route.index: self._through(rows.frame, route.index, sink)
+                  for route in sink.plugin.routes if route.index in present}
+
+        def schema_of(index: int):
+            if (sink.plugin_id, index) not in self._schemas:      # analysed once, not per batch
+                self._schemas[(sink.plugin_id, index)] = self._through(rows.frame, index, sink).schema
+            return self._schemas[(sink.plugin_id, index)]
+
+        return TableFrames(frames, {i: n for i, n in rows.counts.items() if i in frames}, schema_of)
+
+    def _through(self, frame, index: int, sink):
+        """Table ``index``'s rows of ``frame`` after the transforms between the source and ``sink``."""
+        df = self.layout.table_frame(frame, index)
+        upstream = self.source.output or self.source.name
+        for spec in self.pipeline.chain(sink.plugin_id):
+            ctx = TransformContext(spark=self.spark, input_name=upstream,
+                                   output_name=spec.output or spec.name, micro_batch=False)
+            df = spec.plugin.apply(df, ctx)
+            upstream = spec.output or spec.name
+        return df
+
+
+__all__ = ["RoutedPipeline"]
