@@ -38,13 +38,14 @@ def test_a_newer_incarnation_s_checkpoints_are_never_touched():
                        current_dirs=DIRS)
     assert decide_cleanup(view) == [MarkClean((), newer_incarnation=True)]
     expired = CleanupView(result("FINISHED", "CLEAN"), current=False, checkpoint_dirs=DIRS, current_dirs=DIRS)
-    assert decide_cleanup(expired) == [Forget()]
+    assert decide_cleanup(expired) == [Forget(whole_run=False)]     # the run's rows stay with the run
 
 
-def test_an_old_run_of_a_reused_id_takes_the_directories_only_it_used_when_it_expires():
-    newer = ("/data/j1/pipeline-1.run-2", "/data/j1/pipeline-2.run-2")
-    expired = CleanupView(result("CANCELED", "CLEAN"), current=False, checkpoint_dirs=DIRS, current_dirs=newer)
-    assert decide_cleanup(expired) == [RemoveCheckpoints(DIRS), Forget()]
+def test_an_old_run_of_a_reused_id_takes_everything_of_its_own_run_when_it_expires():
+    newer = ("/data/j1/run-b/1", "/data/j1/run-b/2")
+    expired = CleanupView(result("CANCELED", "CLEAN"), current=False, checkpoint_dirs=DIRS, current_dirs=newer,
+                          same_run=False)
+    assert decide_cleanup(expired) == [ReleaseSources(), RemoveCheckpoints(DIRS, with_job_root=True), Forget()]
 
 
 def test_history_expiry_removes_everything_of_the_current_incarnation_then_its_rows():

@@ -36,7 +36,7 @@ import shutil
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sqlalchemy import and_, select, update
+from sqlalchemy import and_, delete, select, update
 
 from seatide import failpoints
 from seatide.store import schema as s
@@ -105,7 +105,11 @@ class MarkClean:
 
 @dataclass(frozen=True)
 class Forget:
-    """History expiry: the job's rows go."""
+    """History expiry: the job's rows go. ``whole_run`` False: an earlier incarnation of a run
+    that a resume carries on; only its result goes, the run's rows stay for the run (its sink
+    decisions, savepoints and checkpoints are the later incarnation's to roll forward and
+    restore from) and go with the run's own expiry."""
+    whole_run: bool = True
 
 
 CleanupEffect = KillAttempt | ReleaseSources | DecideExpiry | RemoveCheckpoints | MarkClean | Forget
@@ -131,9 +135,10 @@ def decide_cleanup(view: CleanupView) -> list[CleanupEffect]:
         return [ReleaseSources(), RemoveCheckpoints(view.checkpoint_dirs, with_job_root=True), Forget()]
     if not view.current:
         # A newer incarnation owns the directories it shares (a resume's); those only this
-        # one used go with its rows.
+        # one used go now. The run's rows stay until the run expires (found by the simulation:
+        # an earlier incarnation's expiry took the run's save-mode decision with its rows).
         unused = tuple(d for d in view.checkpoint_dirs if d not in view.current_dirs)
-        return [RemoveCheckpoints(unused), Forget()] if unused else [Forget()]
+        return [RemoveCheckpoints(unused), Forget(whole_run=False)] if unused else [Forget(whole_run=False)]
     return [DecideExpiry(), ReleaseSources(), RemoveCheckpoints(view.checkpoint_dirs, with_job_root=True), Forget()]
 
 
@@ -205,9 +210,12 @@ def apply_cleanup(store: Store, epoch: int, actor: str, result, effects: list[Cl
                         .values(cleanup=CleanupState.CLEAN, cleaned_at=store_now(conn)))
                     record_event(conn, "CLEANUP_DONE", actor, result.job_id, result.incarnation, epoch,
                                  removed=list(removed), newer_incarnation=newer)
-            case Forget():
+            case Forget(whole_run):
                 with store.leader_tx(epoch) as conn:
-                    forget_job(conn, result.job_id, result.incarnation)
+                    if whole_run:
+                        forget_job(conn, result.job_id, result.incarnation)
+                    else:
+                        conn.execute(delete(s.job_results).where(_key(result)))
                     record_event(conn, "HISTORY_EXPIRED", actor, result.job_id, result.incarnation, epoch)
 
 

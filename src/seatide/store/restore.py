@@ -312,9 +312,14 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
     return job.job_id
 
 
-def latest_savepoint_id(store: Store, job_id: str) -> int | None:
+def savepoint_ids(store: Store, job_id: str) -> list[int]:
+    """The job's completed savepoints, oldest first."""
     with store.read() as conn:
-        return conn.execute(select(s.checkpoints.c.checkpoint_id).where(and_(
+        return list(conn.execute(select(s.checkpoints.c.checkpoint_id).where(and_(
             s.checkpoints.c.job_id == job_id, s.checkpoints.c.kind == "SAVEPOINT",
-            s.checkpoints.c.status == "COMPLETED"))
-            .order_by(s.checkpoints.c.checkpoint_id.desc()).limit(1)).scalar()
+            s.checkpoints.c.status == "COMPLETED")).order_by(s.checkpoints.c.checkpoint_id)).scalars())
+
+
+def latest_savepoint_id(store: Store, job_id: str) -> int | None:
+    ids = savepoint_ids(store, job_id)
+    return ids[-1] if ids else None

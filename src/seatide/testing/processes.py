@@ -69,7 +69,8 @@ class SimLocks:
     """The liveness locks of the simulated world (``store/liveness.py``): lock name -> the
     process holding it. A crash frees its locks at once, as the OS closes a dead process's
     files; a pause or a cut-off store does not (a flock stays held), so those are still
-    left to the lease and heartbeat timeouts."""
+    left to the lease and heartbeat timeouts. A restart of the store's server frees every
+    lock while every holder lives (PostgreSQL's sessions all end): ``restart_store``."""
 
     def __init__(self):
         self.owners: dict[str, str] = {}
@@ -80,6 +81,9 @@ class SimLocks:
     def crash(self, process: str) -> None:
         for name in [n for n, owner in self.owners.items() if owner == process]:
             del self.owners[name]
+
+    def restart_store(self) -> None:
+        self.owners.clear()
 
 
 class SimLiveness:
@@ -125,11 +129,23 @@ class SimProcess:
 
 @dataclass
 class Ledger:
-    """What the simulated sinks published: (lineage, pipeline, batch) -> attempts that published it."""
+    """What the simulated sinks published: (lineage, pipeline, batch) -> attempts that published it,
+    which run of which job each belongs to, and what save modes removed since."""
     published: dict[tuple[str, int, int], list[int]] = field(default_factory=dict)
+    runs: dict[tuple[str, int, int], tuple[str, str]] = field(default_factory=dict)     # -> (job, run)
+    removed: set[tuple[str, int, int]] = field(default_factory=set)
 
-    def publish(self, lineage: str, pipeline_id: int, batch_id: int, attempt_id: int) -> None:
-        self.published.setdefault((lineage, pipeline_id, batch_id), []).append(attempt_id)
+    def publish(self, lineage: str, pipeline_id: int, batch_id: int, attempt_id: int,
+                run: tuple[str, str] = ("", "")) -> None:
+        key = (lineage, pipeline_id, batch_id)
+        self.published.setdefault(key, []).append(attempt_id)
+        self.runs.setdefault(key, run)
+        self.removed.discard(key)
+
+    def output_of(self, job_id: str, pipeline_id: int) -> list[list]:
+        """What a save mode of the job's pipeline would find in its output now (JSON-able keys)."""
+        return sorted([*key] for key, (job, _) in self.runs.items()
+                      if job == job_id and key[1] == pipeline_id and key not in self.removed)
 
 
 @dataclass
@@ -157,6 +173,7 @@ class SimDriver:
         self.uncommitted: tuple[Pipe, int] | None = None   # published, not yet recorded in the store
         self.stopping: list[Pipe] | None = None
         self.savepoint_taken = False
+        self.save_modes_due: Pipe | None = None     # a pipeline whose sink makes its save modes next
         self.exit_code: int | None = None
         self.last_beat = 0.0
 
@@ -208,6 +225,7 @@ class SimDriver:
         self.last_beat = now
         self.bounded = job.mode == "BATCH"
         self.incarnation = job.incarnation
+        self.run_id = job.run_id
         self.prepare = json.loads(job.restore or "{}").get("prepare", {})   # what a resume left to do
         plan = build_plan(load_job_text(job.config, json.loads(job.variables), source_name=job.job_id))
         for row in view.pipelines:
@@ -220,6 +238,8 @@ class SimDriver:
         if str(pipe.pipeline_id) in self.prepare:     # the real driver's step: a savepoint copied into place
             row = SimpleNamespace(pipeline_id=pipe.pipeline_id, checkpoint_dir=pipe.dir)
             prepare_checkpoint(self.reporter, row, self.incarnation, self.prepare[str(pipe.pipeline_id)])
+        if self.save_modes_due is None:
+            self.save_modes_due = pipe       # before its first batch: its sink's save modes
         meta_path = os.path.join(pipe.dir, "seatide.json")
         meta = read_json(meta_path)
         if meta is None:
@@ -246,6 +266,9 @@ class SimDriver:
 
     # -- one report at a time ------------------------------------------------------------
     def _next(self, roll: float) -> str:
+        if self.save_modes_due is not None and self.save_modes_due.next_batch == 0:
+            return self._save_modes(self.save_modes_due)
+        self.save_modes_due = None
         if self.to_start:
             return self._start_pipeline(self.to_start[0])
         if self.unpublished is not None:
@@ -288,6 +311,18 @@ class SimDriver:
             return f"pipeline {pipe.pipeline_id} batch {batch}: decided by attempt {decided['state']['attempt']}"
         return self._publish(pipe, batch)
 
+    def _save_modes(self, pipe: Pipe) -> str:
+        """A DROP_DATA before the pipeline's first batch, as the LocalFile sink makes it: decided
+        once per run (fenced by the attempt) with the output it removes, which is all it removes.
+        A zombie that comes back to it later must remove nothing of what its run has published."""
+        self.save_modes_due = None
+        key = f"S_{self.job_id}_{self.run_id}_{pipe.pipeline_id}"
+        decided = self.reporter.decide_batch(pipe.pipeline_id, SINK, -1, key,
+                                             {"remove": self.world.ledger.output_of(self.job_id, pipe.pipeline_id)})
+        removed = [tuple(k) for k in decided["remove"]]
+        self.world.remove_output(self.job_id, self.run_id, removed)
+        return f"pipeline {pipe.pipeline_id}: save modes remove {len(removed)} batches of earlier runs"
+
     @staticmethod
     def _commit_file(pipe: Pipe, batch: int) -> str:
         return os.path.join(pipe.dir, "sinks", SINK, "commit", f"{batch}.json")
@@ -302,7 +337,7 @@ class SimDriver:
         outcome = "already published"
         if not os.path.exists(commit):
             decided = self.world.before_publish(self.job_id, pipe.pipeline_id, _transaction(pipe, batch))
-            self.world.ledger.publish(pipe.lineage, pipe.pipeline_id, batch, decided)
+            self.world.ledger.publish(pipe.lineage, pipe.pipeline_id, batch, decided, (self.job_id, self.run_id))
             write_json_atomic(commit, {"attempt": decided})
             outcome = f"published (decided by attempt {decided})"
         self.reporter.batch_published(pipe.pipeline_id, SINK, _transaction(pipe, batch))

@@ -1,13 +1,17 @@
 """Deterministic simulation of the control plane.
 
-    python -m seatide.testing.simulate --seed N --steps S [--runs R]
+    python -m seatide.testing.simulate --seed N --steps S [--runs R | --seconds T]
 
 Each run builds a cluster (three coordinators, two workers, BATCH and STREAMING jobs) of
 the real control-plane code on a real SQLite store in a temporary directory, with a
 simulated clock and process table (``world``). A scheduler seeded with ``random.Random``
 picks every step: advance a process (a leader's or follower's tick, one reconcile step,
 a worker step, a driver's next report), crash, pause, partition or skew a process,
-repeat or delay a report, cancel, savepoint, resume or submit a job. The invariants
+repeat or delay a report, restart the store's server (every liveness lock lost while its
+holder lives), cancel, savepoint, resume (from the latest checkpoints, the newest savepoint
+or an older one) or submit a job. Each process has its own clock; the store keeps the true
+time, as a PostgreSQL server does, so every stamp and comparison is on the store's clock
+while a skewed process's own durations run fast or slow. The invariants
 (``invariants``) are checked after every step. Then faults stop, the cluster settles and
 must converge; every job is cancelled, cleaned up and expired, and nothing may remain.
 
@@ -31,7 +35,8 @@ from seatide.testing.world import HISTORY_EXPIRE_S, JOB_IDS, World, quiet_logs
 
 SETTLE_MAX_S = 240.0
 SETTLE_DT = 0.25
-FAULTS = ("crash", "pause", "partition", "skew", "jump")
+# restart-store: the store's server restarts (every session and liveness lock lost; processes live)
+FAULTS = ("crash", "pause", "partition", "skew", "jump", "restart-store")
 RECOVERIES = {"restart": "crashed", "unpause": "paused", "heal": "partitioned"}
 BUGS = ("skip-attempt-fence",)
 
@@ -115,6 +120,20 @@ def run_once(seed: int, steps: int, actions: list[tuple] | None = None, bug: str
     return run
 
 
+def run_for(first_seed: int, steps: int, seconds: float) -> list[Run]:
+    """Seeds ``first_seed``, ``first_seed + 1``, ... of ``steps`` fault steps each, until ``seconds``
+    have passed (at least one run): how CI spends a time budget rather than a count. Each run
+    replays exactly from its seed; which seeds fit depends on the machine."""
+    runs, deadline = [], time.monotonic() + seconds
+    seed = first_seed
+    while not runs or time.monotonic() < deadline:
+        runs.append(run_once(seed, steps))
+        if runs[-1].violations:
+            break
+        seed += 1
+    return runs
+
+
 def _show(action: tuple) -> str:
     kind, target, value, _ = action
     return f"{kind} {target}" + (f" {value:+.2f}" if kind in ("skew", "jump") else "")
@@ -189,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, required=True, help="first seed; run i uses seed + i")
     parser.add_argument("--steps", type=int, required=True, help="fault-phase steps per run")
     parser.add_argument("--runs", type=int, default=1, help="how many seeds to run (default 1)")
+    parser.add_argument("--seconds", type=float, default=None,
+                        help="run seeds from --seed on until this many seconds have passed (instead of --runs)")
     parser.add_argument("--shrink-seconds", type=float, default=60.0,
                         help="time to spend shrinking a failing trace (default 60; 0: print it whole)")
     parser.add_argument("--split-commit", action="store_true",
@@ -199,17 +220,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps < 1 or args.runs < 1:
         parser.error("--steps and --runs must be at least 1")
     quiet_logs()
-    violations, began = 0, time.monotonic()
-    for seed in range(args.seed, args.seed + args.runs):
+    violations, began, runs = 0, time.monotonic(), 0
+    deadline = began + args.seconds if args.seconds is not None else None
+    seed = args.seed
+    while (runs < args.runs) if deadline is None else (runs == 0 or time.monotonic() < deadline):
         run = run_once(seed, args.steps, bug=args.inject_bug, split_commit=args.split_commit)
+        runs, seed = runs + 1, seed + 1
         if not run.violations:
             continue
         violations += len(run.violations)
         _report(run, args)
     minutes = (time.monotonic() - began) / 60
-    print(f"# {args.runs} runs in {minutes * 60:.1f} s: {args.runs / max(minutes, 1e-9):.1f} runs per minute",
+    print(f"# {runs} runs in {minutes * 60:.1f} s: {runs / max(minutes, 1e-9):.1f} runs per minute",
           file=sys.stderr)
-    print(f"simulate: seed={args.seed} steps={args.steps} runs={args.runs} violations={violations}")
+    print(f"simulate: seed={args.seed} steps={args.steps} runs={runs} violations={violations}")
     return 0 if violations == 0 else 1
 
 

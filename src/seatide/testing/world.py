@@ -16,7 +16,7 @@ import random
 from seatide import clock, intents
 from seatide.coordinator.service import Coordinator, node_heartbeat, register_node
 from seatide.store.db import AttemptFenced, NotLeader, open_store
-from seatide.store.restore import latest_savepoint_id
+from seatide.store.restore import savepoint_ids
 from seatide.store.states import IllegalTransition
 from seatide.testing.invariants import Invariants
 from seatide.store.liveness import worker_lock
@@ -77,6 +77,9 @@ class World:
         self.t = START
         self.current: Proc | None = None
         self._previous_clock = clock.use(self.now)
+        # The store keeps the true time, as a PostgreSQL server does, whatever each process's
+        # clock says: every stamp a process writes, and every comparison the leader makes, is on it.
+        clock.use_store_clock(lambda: self.t)
         self.shared = open_store(f"sqlite:///{os.path.join(data_dir, 'state.db')}")
         self.client = ProcessStore(self.shared)            # users' requests: never cut off
         self.check = Invariants(ProcessStore(self.shared))
@@ -99,6 +102,7 @@ class World:
 
     def close(self) -> None:
         clock.use(self._previous_clock)
+        clock.use_store_clock(None)
         self.shared.dispose()
 
     def now(self) -> float:
@@ -146,6 +150,14 @@ class World:
     def after_decision(self, job_id: str, attempt_id: int, pipeline_id: int, batch_id: int) -> None:
         self.check.decision_allowed(job_id, attempt_id, pipeline_id, batch_id)
 
+    def remove_output(self, job_id: str, run_id: str, keys: list[tuple]) -> None:
+        """A save mode removes published batches: never one its own run published."""
+        for key in keys:
+            if self.ledger.runs.get(key) == (job_id, run_id) and key not in self.ledger.removed:
+                self.check.fail(f"a save mode of job {job_id} (run {run_id}) removed batch {key[2]} of "
+                                f"pipeline {key[1]} that its own run had published")
+            self.ledger.removed.add(key)
+
     def before_publish(self, job_id: str, pipeline_id: int, transaction_id: str) -> int | None:
         """The attempt that decided the batch about to be published (a violation if none did)."""
         return self.check.publish_decided(job_id, pipeline_id, transaction_id)
@@ -158,7 +170,9 @@ class World:
         kind, target, value, dt = action
         self.t += dt
         if kind in ("submit", "cancel", "savepoint", "resume"):
-            return self.user(kind, target, from_savepoint=value < 0.5)
+            return self.user(kind, target, from_savepoint=value)
+        if kind == "restart-store":
+            return self.restart_store()
         if kind == "deliver":
             return self._deliver(value)
         proc = self.procs.get(target)
@@ -195,6 +209,15 @@ class World:
                 return f"{report[0]} will arrive again later"
             return self._deliver_one(proc.name, *report)
         return "done"
+
+    def restart_store(self) -> str:
+        """The store's server restarts: every session ends, and with it every liveness lock,
+        while every process lives. Leaders step down, workers kill their drivers (fail-stop),
+        and nobody may take a free lock alone as a death."""
+        if self.locks is None:
+            return "no liveness locks"
+        self.locks.restart_store()
+        return "every liveness lock freed"
 
     def _crash(self, proc: Proc) -> str:
         if proc.kind == "driver":
@@ -251,6 +274,7 @@ class World:
 
     def _worker_step(self, proc: Proc) -> str:
         try:
+            proc.obj.check_liveness_lock()     # its own thread in a real worker
             if self.now() - proc.last_beat >= 1.0:
                 node_heartbeat(proc.store, proc.name)
                 proc.last_beat = self.now()
@@ -291,13 +315,19 @@ class World:
         return f"late {what} accepted"
 
     # -- users ---------------------------------------------------------------------------
-    def user(self, kind: str, job_id: str, from_savepoint: bool = False) -> str:
+    def user(self, kind: str, job_id: str, from_savepoint: float = 1.0) -> str:
+        """``from_savepoint`` (a roll): below 0.25 resume from the newest savepoint, below 0.5 from
+        an older one when there is one, else from the latest checkpoints."""
         try:
             if kind == "submit":
                 intents.submit(self.client, self.data_dir, text=job_text(job_id), job_id=job_id, actor="sim")
                 self.submitted.append(job_id)
             elif kind == "resume":
-                savepoint = latest_savepoint_id(self.client, job_id) if from_savepoint else None
+                savepoint = None
+                if from_savepoint < 0.5:
+                    ids = savepoint_ids(self.client, job_id)
+                    older = ids[:-1] if from_savepoint >= 0.25 and len(ids) > 1 else ids[-1:]
+                    savepoint = older[int(from_savepoint * 1000) % len(older)] if older else None
                 intents.resume(self.client, job_id, savepoint_id=savepoint, actor="sim")
                 return f"resume accepted (from {'savepoint %s' % savepoint if savepoint else 'checkpoints'})"
             else:
