@@ -190,3 +190,110 @@ sink {{ LocalFile {{ path = "{out}", file_format_type = parquet }} }}
     run = local.run(text, stop_after=append_then_stop)
     assert run.status == "CANCELED", run.error
     assert parquet_rows(out) == [(i, f"n{i}") for i in range(9)]
+
+
+# -- change data capture into Iceberg ---------------------------------------------------------
+
+def cdc_into_iceberg(local, tmp_path, monkeypatch, source_block: str, source_rows, change) -> None:
+    """A STREAMING CDC job into an upserting Iceberg table: it crashes right after its first
+    catalog commit (the snapshot), resumes from its checkpoint, then applies ``change()``'s
+    inserts, updates and deletes. The job is stopped once the table equals the source, which
+    it must do; every snapshot belongs to one batch."""
+    config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
+    marker = crash_once_after_commit(monkeypatch, tmp_path)
+    text = f"""
+env {{ job.mode = STREAMING, checkpoint.interval = 500, job.retry.times = 3, job.retry.interval.seconds = 0 }}
+source {{ {source_block} }}
+sink {{ Iceberg {{ namespace = ns, table = t, iceberg.catalog.config = {hocon(config)},
+                  iceberg.table.primary-keys = "id", iceberg.table.upsert-mode-enabled = true }} }}
+"""
+    seen = {}
+
+    def table_rows():
+        try:
+            return {r[0]: r for r in rows_of(config)}
+        except Exception:     # not created yet
+            return None
+
+    def equal_then_stop(store, job_id):
+        # The harness starts this with each attempt and waits for it when the attempt ends: the
+        # first attempt's copy only waits for its crash.
+        deadline = time.monotonic() + 300
+        if not os.path.exists(marker):
+            while not os.path.exists(marker) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            return
+        while table_rows() != source_rows() and time.monotonic() < deadline:
+            time.sleep(0.3)
+        seen["snapshot"] = table_rows() == source_rows()
+        change()
+        while table_rows() != source_rows() and time.monotonic() < deadline:
+            time.sleep(0.3)
+        seen["changes"] = table_rows() == source_rows()
+        request_stop(store, job_id, savepoint=False, actor="test")
+
+    run = local.run(text, stop_after=equal_then_stop)
+    assert run.status == "CANCELED", run.error
+    assert os.path.exists(marker), "the job crashed once right after a commit"
+    assert seen == {"snapshot": True, "changes": True}, (table_rows(), source_rows())
+    marks = [m for m in batch_snapshots(config) if m]
+    assert len(marks) == len(set(marks)) >= 2, marks
+
+
+def test_postgres_cdc_into_iceberg_equals_the_source_across_a_crash(local, tmp_path, monkeypatch, private_postgres):
+    name = f"ice_cdc_{secrets.token_hex(3)}"
+    with private_postgres.connect() as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    conn = private_postgres.connect(name)
+    try:
+        conn.execute("CREATE TABLE items (id int PRIMARY KEY, name text, price numeric(10,2))")
+        conn.execute("ALTER TABLE items REPLICA IDENTITY FULL")
+        conn.execute("INSERT INTO items SELECT g, 'item ' || g, g * 1.5 FROM generate_series(1, 40) g")
+
+        def source_rows():
+            return {r[0]: tuple(r) for r in conn.execute("SELECT id, name, price FROM items").fetchall()}
+
+        def change():
+            conn.execute("INSERT INTO items VALUES (100, 'new', 9.99)")
+            conn.execute("UPDATE items SET name = 'renamed', price = price + 1 WHERE id % 3 = 0")
+            conn.execute("UPDATE items SET id = id + 1000 WHERE id = 2")      # the key moves
+            conn.execute("DELETE FROM items WHERE id % 5 = 0")
+
+        url = f"jdbc:postgresql://127.0.0.1:{private_postgres.port}/{name}"
+        block = (f'Postgres-CDC {{ base-url = "{url}", username = "postgres", password = "", '
+                 f'table-names = ["{name}.public.items"] }}')
+        cdc_into_iceberg(local, tmp_path, monkeypatch, block, source_rows, change)
+    finally:
+        conn.close()
+        from seatide.connectors.postgres_cdc import slot
+
+        with private_postgres.connect() as admin:
+            for slot_name, in admin.execute("SELECT slot_name FROM pg_replication_slots WHERE database = %s",
+                                            (name,)).fetchall():
+                slot.drop(admin, slot_name)
+            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def test_mysql_cdc_into_iceberg_equals_the_source_across_a_crash(local, tmp_path, monkeypatch, private_mariadb):
+    database = f"ice_cdc_{secrets.token_hex(3)}"
+    private_mariadb.execute(f"CREATE DATABASE {database}",
+                            f"CREATE TABLE {database}.items (id INT PRIMARY KEY, name VARCHAR(40), price DECIMAL(10,2))",
+                            *[f"INSERT INTO {database}.items VALUES ({i}, 'item {i}', {i * 1.5})" for i in range(1, 41)])
+
+    def source_rows():
+        with private_mariadb.connect() as conn, conn.cursor() as cur:
+            cur.execute(f"SELECT id, name, price FROM {database}.items")
+            return {r[0]: tuple(r) for r in cur.fetchall()}
+
+    def change():
+        private_mariadb.execute(f"INSERT INTO {database}.items VALUES (100, 'new', 9.99)",
+                                f"UPDATE {database}.items SET name = 'renamed', price = price + 1 WHERE id % 3 = 0",
+                                f"UPDATE {database}.items SET id = id + 1000 WHERE id = 2",
+                                f"DELETE FROM {database}.items WHERE id % 5 = 0")
+
+    block = (f'MySQL-CDC {{ base-url = "{private_mariadb.url}", username = "{private_mariadb.user}", '
+             f'password = "{private_mariadb.password}", table-names = ["{database}.items"] }}')
+    try:
+        cdc_into_iceberg(local, tmp_path, monkeypatch, block, source_rows, change)
+    finally:
+        private_mariadb.execute(f"DROP DATABASE {database}")
