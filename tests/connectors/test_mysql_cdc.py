@@ -308,9 +308,9 @@ def test_specific_and_earliest_starts_read_sharded_tables_and_replay_identically
 
     reader, start, end, rows = changes(f'startup.mode = "specific"\nstartup.specific-offset.file = "{file}"\n'
                                        f"startup.specific-offset.pos = {pos}")
-    assert rows == [(2, "row 2", RowKind.INSERT), (3, "row 3", RowKind.INSERT),
-                    (3, "row 3", RowKind.UPDATE_BEFORE), (3, "three", RowKind.UPDATE_AFTER),
-                    (1, "row 1", RowKind.DELETE)]
+    # each table's changes in binlog order (a batch holds one table's rows: plugin.tables)
+    assert rows == [(2, "row 2", RowKind.INSERT), (1, "row 1", RowKind.DELETE), (3, "row 3", RowKind.INSERT),
+                    (3, "row 3", RowKind.UPDATE_BEFORE), (3, "three", RowKind.UPDATE_AFTER)]
     assert read_all(reader, start, end) == rows             # a replayed batch yields the same rows
     assert reader.latestOffset(end, ReadAllAvailable()) == end    # nothing new: no batch
     _, _, _, everything = changes('startup.mode = "earliest"')
@@ -505,3 +505,37 @@ def test_the_snapshot_position_comes_from_a_consistent_snapshot(private_mariadb,
         cur.execute("SHOW STATUS LIKE 'binlog_snapshot_position'")
         assert cur.fetchone() is not None                    # the server offers it
         assert snapshot_position(conn) == current_position(conn)
+
+
+@pytest.mark.spark
+def test_tables_of_different_shapes_stream_through_one_binlog_reader_tagged_by_table(spark, private_mariadb,
+                                                                                     cdc_database, tmp_path):
+    """Several tables, each of its own columns, read by ONE binlog reader: each row carries its
+    table (plugin.tables), and each table read back out of the stream equals its source."""
+    server, items, notes = private_mariadb, f"{cdc_database}.items", f"{cdc_database}.notes"
+    server.execute(TABLE_DDL.format(name=items), f"CREATE TABLE {notes} (id INT PRIMARY KEY, body TEXT, at DATE)")
+    insert(server, items, range(1, 21))
+    server.execute(f"INSERT INTO {notes} VALUES (1, 'one', '2024-01-01'), (2, 'two', '2024-01-02')")
+    plugin = source(private_mariadb, [f"{items},{notes}"], "server-id = 5411\nsnapshot.split.size = 7")
+    assert plugin.multi_table() and [t.table for t in plugin.tables()] == [items, notes]
+    df = plugin.read(stream_ctx(spark))
+    layout = plugin.table_layout(None)
+    replicas = {0: Replica(), 1: Replica()}
+
+    def apply(batch_df, batch_id):
+        for index, replica in replicas.items():
+            replica.apply(layout.table_frame(batch_df, index), batch_id)
+
+    query = (df.writeStream.trigger(processingTime="200 milliseconds")
+             .option("checkpointLocation", str(tmp_path / "cp")).foreachBatch(apply).start())
+    try:
+        wait_until(lambda: len(replicas[0].rows) == 20 and len(replicas[1].rows) == 2, "both snapshots", query)
+        insert(server, items, [50])
+        server.execute(f"UPDATE {notes} SET body = 'edited' WHERE id = 1", f"DELETE FROM {items} WHERE id < 5",
+                       f"INSERT INTO {notes} VALUES (3, 'three', NULL)")
+        expected_notes = {1: {"id": 1, "body": "edited", "at": dt.date(2024, 1, 1)},
+                          2: {"id": 2, "body": "two", "at": dt.date(2024, 1, 2)}, 3: {"id": 3, "body": "three", "at": None}}
+        wait_until(lambda: replicas[0].rows == expected_rows(server, items) and replicas[1].rows == expected_notes,
+                   "the changes of both tables", query)
+    finally:
+        query.stop()

@@ -546,3 +546,45 @@ def test_any_decoding_plugin_is_accepted_with_a_warning_that_pgoutput_is_read(pl
     else:
         (warning,) = warnings
         assert "decoding.plugin.name" in warning and plugin in warning and "pgoutput" in warning
+
+
+def test_tables_of_different_shapes_stream_through_one_slot_tagged_by_table(spark, shop, tmp_path):
+    """Several tables, each of its own columns, through ONE slot and publication: each row carries
+    its table (plugin.tables), and each table read back out of the stream equals its source."""
+    conn, url, db = shop
+    conn.execute("CREATE TABLE notes (id int PRIMARY KEY, body text, at date)")
+    conn.execute("INSERT INTO notes SELECT g, 'note ' || g, date '2024-01-01' + g FROM generate_series(1, 9) g")
+    source = cdc_source(url, f"{db}.public.items,{db}.public.notes", "snapshot.split.size = 4")
+    assert source.multi_table()
+    assert [t.table for t in source.tables()] == [f"{db}.public.items", f"{db}.public.notes"]
+    assert source.tables()[1].primary_key.columns == ("id",)
+    job = f"j{secrets.token_hex(3)}"
+    df = source.read(stream_ctx(spark, job))
+    layout = source.table_layout(None)
+    replicas = {0: {}, 1: {}}
+
+    def apply(batch_df, _batch_id):
+        for index, rows in replicas.items():
+            for row in layout.table_frame(batch_df, index).collect():
+                values = row.asDict()
+                kind = values.pop(ROW_KIND_COLUMN)
+                if kind in (RowKind.INSERT, RowKind.UPDATE_AFTER):
+                    rows[values["id"]] = tuple(values.values())
+                else:
+                    rows.pop(values["id"], None)
+
+    query = (df.writeStream.foreachBatch(apply).option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(processingTime="300 milliseconds").start())
+    try:
+        wait_until(lambda: len(replicas[0]) == 25 and len(replicas[1]) == 9, query, what="both snapshots")
+        change_rows(conn, 101)
+        conn.execute("UPDATE notes SET body = 'edited' WHERE id < 4")
+        conn.execute("DELETE FROM notes WHERE id = 9")
+        expected_items = table_rows(conn)
+        expected_notes = {r[0]: tuple(r) for r in conn.execute("SELECT id, body, at FROM notes").fetchall()}
+        wait_until(lambda: replicas[0] == expected_items and replicas[1] == expected_notes, query,
+                   what="the changes of both tables", diff=lambda: _diff(replicas[1], expected_notes))
+    finally:
+        query.stop()
+    slots = conn.execute("SELECT count(*) FROM pg_replication_slots WHERE database = %s", (db,)).fetchone()[0]
+    assert slots == 1

@@ -66,7 +66,7 @@ class TableLayout:
     def spark_schema(self) -> "StructType":
         from pyspark.sql import types as T
 
-        return T.StructType([T.StructField(TABLE_COLUMN, T.IntegerType(), False),
+        return T.StructType([T.StructField(TABLE_COLUMN, T.IntegerType(), True),
                              T.StructField(ROW_KIND_COLUMN, T.ByteType(), True),
                              *[T.StructField(struct_column(i), s, True) for i, s in enumerate(self.structs)]])
 

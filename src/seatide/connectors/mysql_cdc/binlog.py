@@ -16,7 +16,7 @@ import pymysql
 from pyspark.sql.datasource import InputPartition
 
 from seatide.connectors.cdc_way_out import START_OVER
-from seatide.connectors.mysql_cdc.batches import BatchBuilder, record_batches
+from seatide.connectors.mysql_cdc.batches import BatchBuilder
 from seatide.connectors.mysql_cdc.binlog_values import EMPTY_SET, LEFT_OUT, layout_difference, prepare
 from seatide.connectors.mysql_cdc.catalog import CapturedTable, ServerConfig
 from seatide.connectors.mysql_cdc.position import BinlogPosition, lost_position_message
@@ -34,9 +34,25 @@ class BinlogRange(InputPartition):
         self.start, self.end = start, end
 
 
-def read_range(config: ServerConfig, tables: Sequence[CapturedTable], part: BinlogRange) -> Iterator:
-    builder = BatchBuilder(tables[0].columns)
-    yield from record_batches(builder, _changes(config, tables, part))
+def read_range(config: ServerConfig, tables: Sequence[CapturedTable], part: BinlogRange, tag=None) -> Iterator:
+    """Arrow batches of the changes in the range, one table's rows per batch (each table's rows in
+    binlog order); ``tag(batch, table index)`` puts a batch in the multi-table shape."""
+    builders: dict[int, BatchBuilder] = {}
+
+    def tagged(batch, index: int):
+        return batch if tag is None else tag(batch, index)
+
+    for index, values, kind in _changes(config, tables, part):
+        builder = builders.get(index)
+        if builder is None:
+            builder = builders[index] = BatchBuilder(tables[index].columns)
+        batch = builder.add(values, kind)
+        if batch is not None:
+            yield tagged(batch, index)
+    for index, builder in builders.items():
+        last = builder.flush()
+        if last is not None:
+            yield tagged(last, index)
 
 
 def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: BinlogRange) -> Iterator:
@@ -45,6 +61,7 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
     captured = {(t.database, t.table): t for t in tables}
+    index_of = {(t.database, t.table): i for i, t in enumerate(tables)}
     completer = RowCompleter(config)
     checked: set[int] = set()      # table ids whose layout was compared (an ALTER gets a new id)
     stream = BinLogStreamReader(
@@ -63,9 +80,11 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
             if isinstance(event, QueryEvent):
                 _refuse_truncate(event, captured)
                 continue
-            table = captured.get((getattr(event, "schema", None), getattr(event, "table", None)))
+            name = (getattr(event, "schema", None), getattr(event, "table", None))
+            table = captured.get(name)
             if table is None:
                 continue
+            index = index_of[name]
             if isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
                 if event.table_id not in checked:
                     _check_layout(table, event.table_map[event.table_id])
@@ -74,7 +93,7 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
             if isinstance(event, WriteRowsEvent):
                 inserted = [_values(row["values"], row["none_sources"], table) for row in event.rows]
                 for values in completer.complete(table, inserted):
-                    yield values, RowKind.INSERT
+                    yield index, values, RowKind.INSERT
             elif isinstance(event, UpdateRowsEvent):
                 pairs = [(_values(row["before_values"], row["before_none_sources"], table),
                           _values(row["after_values"], row["after_none_sources"], table)) for row in event.rows]
@@ -82,11 +101,11 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
                 afters = completer.complete(table, [[b if a is MISSING else a for b, a in zip(before, after)]
                                                     for before, after in pairs])
                 for (before, _), after in zip(pairs, afters):
-                    yield _present(before), RowKind.UPDATE_BEFORE
-                    yield after, RowKind.UPDATE_AFTER
+                    yield index, _present(before), RowKind.UPDATE_BEFORE
+                    yield index, after, RowKind.UPDATE_AFTER
             elif isinstance(event, DeleteRowsEvent):
                 for row in event.rows:
-                    yield _present(_values(row["values"], row["none_sources"], table)), RowKind.DELETE
+                    yield index, _present(_values(row["values"], row["none_sources"], table)), RowKind.DELETE
     finally:
         stream.close()
         completer.close()

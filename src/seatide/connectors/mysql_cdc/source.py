@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import random
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from seatide.connectors.cdc_tables import split_names
 from seatide.connectors.jdbc.url import MYSQL, JdbcUrl, JdbcUrlError
 from seatide.connectors.mysql_cdc.catalog import CapturedTable, CatalogError, ServerConfig, captured_table, check_binlog
 from seatide.connectors.mysql_cdc.columns import UnsupportedColumn
@@ -20,6 +22,8 @@ from seatide.connectors.mysql_cdc.position import BinlogPosition
 from seatide.plugin.base import PermanentError, ReadContext, Source, use_python_data_source
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ALL_KINDS, ROW_KIND_COLUMN, RowKind
+from seatide.plugin.schema import Column, PrimaryKey, Schema
+from seatide.plugin.tables import TableLayout
 from seatide.plugin.types import source_metadata
 
 if TYPE_CHECKING:
@@ -47,6 +51,8 @@ class MySqlCdcSource(Source):
                                "URL: MySQL-CDC reads jdbc:mysql://host:3306/db or jdbc:mariadb://...")
         self._tables = self._table_names()
         self._keys = self._table_keys()
+        self._catalog: list | None = None        # tables(), asked of the server once
+        self._layout: TableLayout | None = None
         self._check_modes()
         self._server_id = self._parse_server_id()
         try:
@@ -62,7 +68,7 @@ class MySqlCdcSource(Source):
             raise self.invalid("connect.max-retries", "option 'connect.max-retries' must be at least 0")
 
     def _table_names(self) -> tuple[tuple[str, str], ...]:
-        names = self.opts["table-names"]
+        names = split_names(self.opts["table-names"])
         if not names:
             raise self.invalid("table-names", "table-names is empty: list the tables to capture "
                                "as database.table, e.g. table-names = [\"shop.orders\"]")
@@ -144,29 +150,63 @@ class MySqlCdcSource(Source):
             max_retries=self.opts["connect.max-retries"], split_size=self.opts["snapshot.split.size"],
             fetch_size=self.opts["snapshot.fetch.size"])
 
-    def discover(self, config: ServerConfig) -> "tuple[list[CapturedTable], StructType]":
-        """The captured tables and their Spark schema (they must agree), checked against the server."""
+    def discover(self, config: ServerConfig, check: bool = True) -> "tuple[list[CapturedTable], StructType]":
+        """The captured tables (any number, each of its own shape: one binlog reader reads them
+        all) and the source's Spark schema, checked against the server."""
         from pyspark.sql import types as T
 
         try:
             with config.connect() as conn:
-                check_binlog(conn, f"{config.host}:{config.port}")
+                if check:
+                    check_binlog(conn, f"{config.host}:{config.port}")
                 tables = [captured_table(conn, config, db, t) for db, t in config.tables]
         except (CatalogError, UnsupportedColumn) as exc:
             raise PermanentError(f"MySQL-CDC: {exc}") from None
         except Exception as exc:  # pymysql's errors: access denied, unknown host, ...
             raise PermanentError(f"MySQL-CDC: cannot read the captured tables from {config.host}:"
                                  f"{config.port} as {config.user}: {exc}") from None
-        first = tables[0]
-        shape = [(c.name, c.seatunnel_type) for c in first.columns]
-        for other in tables[1:]:
-            if [(c.name, c.seatunnel_type) for c in other.columns] != shape:
-                raise PermanentError(f"MySQL-CDC: {other.name} and {first.name} have different columns; "
-                                     "one source emits one row type, so capture tables of different "
-                                     "shapes with one MySQL-CDC source each")
+        if self.multi_table():
+            self._layout = TableLayout.of((t.name, self._fields(t)) for t in tables)
+            return tables, self._layout.spark_schema()
+        return tables, T.StructType([*self._fields(tables[0]).fields,
+                                     T.StructField(ROW_KIND_COLUMN, T.ByteType(), True)])
+
+    @staticmethod
+    def _fields(table: CapturedTable) -> "StructType":
+        from pyspark.sql import types as T
+
         # each field names its column's type, for a Jdbc sink that creates a MySQL table
-        fields = [T.StructField(c.name, c.spark_type, True, source_metadata(MYSQL, c.column_type)) for c in first.columns]
-        return tables, T.StructType(fields + [T.StructField(ROW_KIND_COLUMN, T.ByteType(), True)])
+        return T.StructType([T.StructField(c.name, c.spark_type, True, source_metadata(MYSQL, c.column_type))
+                             for c in table.columns])
+
+    # -- tables ----------------------------------------------------------------------------
+    def multi_table(self) -> bool:
+        return len(self._tables) > 1
+
+    def tables(self) -> "list[Schema]":
+        """Each captured table as the server describes it (names and configured keys alone when
+        the server cannot be reached now: the job is checked again where it runs)."""
+        if self._catalog is None:
+            config = replace(self.server_config(), connect_timeout_s=min(5.0, self.opts["connect.timeout.ms"] / 1000),
+                             max_retries=0)
+            try:
+                described = self.discover(config, check=False)[0]
+            except Exception:  # noqa: BLE001 - unreachable or refused: the read says why, where it runs
+                described = None
+            if described is None:
+                self._catalog = [Schema((), f"{db}.{t}", primary_key=PrimaryKey("PRIMARY", tuple(k))
+                                        if (k := self._keys.get(f"{db}.{t}")) else None) for db, t in self._tables]
+            else:
+                self._catalog = [Schema(tuple(Column(f.name, f.dataType) for f in self._fields(t).fields), t.name,
+                                        primary_key=PrimaryKey("PRIMARY", t.key) if t.key else None)
+                                 for t in described]
+        return self._catalog
+
+    def declared_schema(self) -> "Schema | None":
+        return self.tables()[0] if not self.multi_table() else None
+
+    def table_layout(self, ctx: ReadContext) -> TableLayout:
+        return self._layout
 
     def read(self, ctx: ReadContext) -> "DataFrame":
         from seatide.connectors.mysql_cdc.stream import SOURCE_NAME, MySqlCdcDataSource, stream_options
@@ -183,7 +223,7 @@ class MySqlCdcSource(Source):
             specific = BinlogPosition.of(self.opts["startup.specific-offset.file"],
                                          self.opts["startup.specific-offset.pos"])
         options = stream_options(config, tables, schema.json(), self.opts["startup.mode"], specific,
-                                 ctx.max_rows_per_batch)
+                                 ctx.max_rows_per_batch, self._layout if self.multi_table() else None)
         return spark.readStream.format(SOURCE_NAME).options(**options).load()
 
 

@@ -24,16 +24,18 @@ from seatide.connectors.mysql_cdc.position import (BINLOG, SNAPSHOT, START, Binl
 from seatide.connectors.mysql_cdc.batch_end import batch_end
 from seatide.connectors.mysql_cdc.snapshot import SnapshotSplit, next_upper, read_split
 from seatide.plugin.base import permanent_in_worker
+from seatide.plugin.tables import TableLayout
 
 SOURCE_NAME = "seatide_mysql_cdc"
 
 
 def stream_options(config: ServerConfig, tables: list[CapturedTable], schema_json: str, startup_mode: str,
-                   specific: BinlogPosition | None, max_rows: int = 1_000_000) -> dict[str, str]:
+                   specific: BinlogPosition | None, max_rows: int = 1_000_000,
+                   layout: TableLayout | None = None) -> dict[str, str]:
     return {"config": config.to_json(), "tables": json.dumps([t.to_json() for t in tables]),
             "schema": schema_json, "startup_mode": startup_mode,
             "specific": json.dumps([specific.file, specific.pos] if specific else None),
-            "max_rows": str(max(1, max_rows))}
+            "max_rows": str(max(1, max_rows)), "layout": layout.to_json() if layout is not None else ""}
 
 
 class MySqlCdcDataSource(DataSource):
@@ -57,6 +59,8 @@ class MySqlCdcReader(DataSourceStreamReader):
         self.startup_mode = options["startup_mode"]
         self.specific = json.loads(options.get("specific") or "null")
         self.max_rows = int(options.get("max_rows") or 1_000_000)
+        # several tables: rows tagged by table (plugin.tables); Arrow types made here, not per task
+        self.layout = TableLayout.from_json(options["layout"]).prepare_arrow() if options.get("layout") else None
         self._checked_start = False
         self._conn = None      # the driver side's connection, kept across micro-batches
         self._server: str | None = None    # the identity of the server base-url reaches
@@ -158,7 +162,9 @@ class MySqlCdcReader(DataSourceStreamReader):
     # -- rows (Spark's Python workers) ------------------------------------------------------
     def read(self, partition) -> Iterator:
         config, tables = self._config(), self._tables()
+        tag = self.layout.tag if self.layout is not None else None
         if isinstance(partition, SnapshotSplit):
-            yield from read_split(config, tables[partition.table], partition)
+            for batch in read_split(config, tables[partition.table], partition):
+                yield batch if tag is None else tag(batch, partition.table)
         else:
-            yield from read_range(config, tables, partition)
+            yield from read_range(config, tables, partition, tag)

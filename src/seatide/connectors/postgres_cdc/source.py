@@ -16,15 +16,21 @@ from typing import TYPE_CHECKING
 from seatide.connectors.jdbc.url import POSTGRESQL, JdbcUrl, JdbcUrlError
 from seatide.connectors.postgres_cdc import slot
 from seatide.connectors.postgres_cdc.options import PG_CDC_OPTIONS, UNSUPPORTED
+from seatide.connectors.cdc_tables import split_names
 from seatide.connectors.postgres_cdc.tables import TableError, describe, split_name
 from seatide.plugin.base import PermanentError, ReadContext, Source, use_python_data_source
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ALL_KINDS, ROW_KIND_COLUMN, RowKind
+from seatide.plugin.schema import Column, PrimaryKey, Schema
+from seatide.plugin.tables import TableLayout
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 _SLOT_NAME = re.compile(r"[a-z0-9_]{1,63}")
+# Reading the tables' catalog when a job is loaded (its sinks' placeholders) waits this long at
+# most for the server: a submission is not held by an unreachable one (the driver reads again).
+_LOAD_TIMEOUT_S = 5
 
 
 @register
@@ -70,6 +76,8 @@ class PostgresCdcSource(Source):
                                "lower-case letters, digits and underscores")
         self.database, self.table_names = self._tables()
         self.keys = self._configured_keys()
+        self._catalog: list | None = None       # tables(), asked of the server once
+        self._layout: TableLayout | None = None
 
     def _tables(self) -> tuple[str, list[tuple[str, str]]]:
         databases = self.opts["database-names"] or []
@@ -79,7 +87,7 @@ class PostgresCdcSource(Source):
         default_db = (databases or [self.url.database or "postgres"])[0]
         default_schema = (self.opts["schema-names"] or ["public"])[0]
         names = []
-        for text in self.opts["table-names"]:
+        for text in split_names(self.opts["table-names"]):
             try:
                 database, schema, table = split_name(text, default_db, default_schema)
             except TableError as exc:
@@ -111,13 +119,47 @@ class PostgresCdcSource(Source):
     def row_kinds(self) -> frozenset[RowKind]:
         return ALL_KINDS
 
-    def connect(self):
+    def connect(self, timeout_s: int | None = None):
+        timeout = max(1, self.opts["connect.timeout.ms"] // 1000)
         return self.url.connect(self.opts["username"], self.opts["password"], autocommit=True,
-                                database=self.database,
-                                connect_timeout=max(1, self.opts["connect.timeout.ms"] // 1000))
+                                database=self.database, connect_timeout=min(timeout, timeout_s or timeout))
 
     def slot_name(self, ctx: ReadContext) -> str:
         return self.opts["slot.name"] or slot.default_name(ctx.job_id, ctx.pipeline_id, ctx.plugin_id)
+
+    # -- tables ----------------------------------------------------------------------------
+    def multi_table(self) -> bool:
+        return len(self.table_names) > 1
+
+    def _name(self, schema: str, table: str) -> str:
+        return f"{self.database}.{schema}.{table}"
+
+    def tables(self) -> "list[Schema]":
+        """Each captured table as the server describes it (names and configured keys alone when
+        the server cannot be reached now: the job is checked again where it runs)."""
+        if self._catalog is None:
+            try:
+                described = self._describe(check_wal=False, timeout_s=_LOAD_TIMEOUT_S)
+            except Exception:  # noqa: BLE001 - unreachable or refused: the read says why, where it runs
+                described = None
+            if described is None:
+                self._catalog = [Schema((), self._name(sc, t), primary_key=PrimaryKey("pk", tuple(k))
+                                        if (k := self.keys.get((sc, t))) else None) for sc, t in self.table_names]
+            else:
+                self._catalog = [self._schema_of(t) for t in described]
+        return self._catalog
+
+    def declared_schema(self) -> "Schema | None":
+        return self.tables()[0] if not self.multi_table() else None
+
+    def _schema_of(self, table) -> "Schema":
+        struct = self._fields(table)
+        columns = tuple(Column(f.name, f.dataType) for f in struct.fields)
+        key = PrimaryKey(f"pk_{table.name}", table.keys) if table.keys else None
+        return Schema(columns, self._name(table.schema, table.name), primary_key=key)
+
+    def table_layout(self, ctx: ReadContext) -> TableLayout:
+        return self._layout
 
     def read(self, ctx: ReadContext) -> "DataFrame":
         if not ctx.unbounded:
@@ -125,57 +167,62 @@ class PostgresCdcSource(Source):
                                  "STREAMING jobs: set env { job.mode = \"STREAMING\" } (use the Jdbc "
                                  "source for a one-off copy of a table)")
         tables = self._describe()
-        schema = self._spark_schema(tables[0])
+        if self.multi_table():
+            # one slot, one stream: each row tagged by its table (plugin.tables)
+            self._layout = TableLayout.of((self._name(t.schema, t.name), self._fields(t)) for t in tables)
+            schema = self._layout.spark_schema()
+        else:
+            schema = self._spark_schema(tables[0])
         config = {
             "host": self.url.host, "port": self.url.port, "database": self.database,
             "user": self.opts["username"], "password": self.opts["password"],
             "connect_timeout_ms": self.opts["connect.timeout.ms"], "time_zone": self.opts["server-time-zone"],
-            "tables": [t.to_json() for t in tables], "columns": [c.name for c in tables[0].columns],
+            "tables": [t.to_json() for t in tables],
             "slot": self.slot_name(ctx), "startup_mode": self.opts["startup.mode"],
             "split_size": self.opts["snapshot.split.size"], "fetch_size": self.opts["snapshot.fetch.size"],
             "max_rows": ctx.max_rows_per_batch,
+            "layout": self._layout.to_json() if self.multi_table() else None,
         }
         spark = ctx.spark
         config["spark_time_zone"] = spark.conf.get("spark.sql.session.timeZone")
-        if any(c.seatunnel == "time" for c in tables[0].columns):
+        if any(c.seatunnel == "time" for t in tables for c in t.columns):
             spark.conf.set("spark.sql.timeType.enabled", "true")   # Spark 4.3 keeps TIME behind a flag
         from seatide.connectors.postgres_cdc.stream import SOURCE_NAME, PostgresCdcSource as Stream
 
         use_python_data_source(spark, Stream)
         return spark.readStream.format(SOURCE_NAME).schema(schema).option("config", json.dumps(config)).load()
 
-    def _describe(self) -> list:
+    def _describe(self, check_wal: bool = True, timeout_s: int | None = None) -> list:
+        """The captured tables as the server has them now (any number, each of its own shape:
+        one slot decodes them all)."""
         try:
-            with self.connect() as conn:
+            with self.connect(timeout_s) as conn:
                 level = conn.execute("SHOW wal_level").fetchone()[0]
-                if level != "logical":
+                if check_wal and level != "logical":
                     raise PermanentError(
                         f"Postgres-CDC needs wal_level = logical on {self.url.host}:{self.url.port}, which "
                         f"has wal_level = {level}: run ALTER SYSTEM SET wal_level = logical and restart "
                         "the server (and allow replication slots: max_replication_slots >= 1)")
-                tables = [describe(conn, schema, name, self.keys.get((schema, name)))
-                          for schema, name in self.table_names]
+                return [describe(conn, schema, name, self.keys.get((schema, name)))
+                        for schema, name in self.table_names]
         except TableError as exc:
             raise PermanentError(f"Postgres-CDC: {exc}") from None
-        first = tables[0]
-        for other in tables[1:]:
-            if [(c.name, c.seatunnel) for c in other.columns] != [(c.name, c.seatunnel) for c in first.columns]:
-                raise PermanentError(
-                    f"Postgres-CDC: tables {first.qualified} and {other.qualified} have different columns; "
-                    "one source emits one row type, so read them with one Postgres-CDC source each")
-        return tables
 
     @staticmethod
-    def _spark_schema(table):
+    def _fields(table):
         from pyspark.sql import types as T
 
-        from seatide.connectors.jdbc.url import POSTGRESQL
         from seatide.plugin.types import parse_type, source_metadata
 
         # each field names its column's type, for a Jdbc sink that creates a PostgreSQL table
-        fields = [T.StructField(c.name, parse_type(c.seatunnel), True, source_metadata(POSTGRESQL, c.declared))
-                  for c in table.columns]
-        return T.StructType([*fields, T.StructField(ROW_KIND_COLUMN, T.ByteType(), True)])
+        return T.StructType([T.StructField(c.name, parse_type(c.seatunnel), True,
+                                           source_metadata(POSTGRESQL, c.declared)) for c in table.columns])
+
+    @classmethod
+    def _spark_schema(cls, table):
+        from pyspark.sql import types as T
+
+        return T.StructType([*cls._fields(table).fields, T.StructField(ROW_KIND_COLUMN, T.ByteType(), True)])
 
     def release(self, job_id: str) -> None:
         """Drop the job's slot and publication; nothing to do when they are already gone."""
