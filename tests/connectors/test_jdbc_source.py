@@ -164,7 +164,8 @@ def test_streaming_job_reads_its_splits_then_idles(spark, table, tmp_path):
 # -- option checks through the job loader ---------------------------------------------
 @pytest.mark.parametrize("body, option, text", [
     ('user = "x"', "query", "needs `query`"),
-    ('query = "select 1 as a"\ntable_list = [{ table_path = "a.b" }]', "table_list", "one Jdbc source per table"),
+    ('query = "select 1 as a"\ntable_list = [{ table_path = "a.b" }]', "query", "give table_list or query, not both"),
+    ('table_list = [{ query = "select 1 as a" }]', "table_list[0]", "needs table_path"),
     ('query = "select 1 as a"\nwhere_condition = "id > 1"', "where_condition", "must start with `where`"),
     ('query = "select 1 as a, \'x\' as s"\npartition_column = "s"', "partition_column", "numeric or date"),
     ('query = "select 1 as a"\npartition_column = "nope"', "partition_column", "not a column"),

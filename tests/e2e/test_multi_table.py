@@ -189,3 +189,54 @@ def test_jdbc_writes_each_table_to_its_placeholder_target_with_one_commit_record
         with connect() as conn:
             for table in ("orders", "customers"):
                 conn.cursor().execute(f"DROP TABLE IF EXISTS {prefix}{table}")
+
+
+# -- Jdbc source: table_list ------------------------------------------------------------------------
+
+@pytest.fixture
+def pg_tables():
+    """Three PostgreSQL tables of different shapes, dropped afterwards."""
+    suffix = secrets.token_hex(3)
+    names = [f"list_a_{suffix}", f"list_b_{suffix}", f"list_c_{suffix}"]
+    with pg_connect() as pg:
+        pg.execute(f"CREATE TABLE {names[0]} (id bigint PRIMARY KEY, name varchar(20), amount numeric(10, 2))")
+        pg.execute(f"INSERT INTO {names[0]} SELECT g, 'a' || g, g * 1.5 FROM generate_series(1, 57) g")
+        pg.execute(f"CREATE TABLE {names[1]} (k int PRIMARY KEY, born date)")
+        pg.execute(f"INSERT INTO {names[1]} SELECT g, date '2024-01-01' + g FROM generate_series(1, 23) g")
+        pg.execute(f"CREATE TABLE {names[2]} (id int PRIMARY KEY, flag boolean)")
+        pg.execute(f"INSERT INTO {names[2]} SELECT g, g % 2 = 0 FROM generate_series(1, 10) g")
+    yield names
+    with pg_connect() as pg:
+        for name in names:
+            pg.execute(f"DROP TABLE IF EXISTS {name}")
+    with mariadb_connect() as db, db.cursor() as cur:
+        for name in names:
+            cur.execute(f"DROP TABLE IF EXISTS copy_{name}")
+
+
+@pytest.mark.parametrize("env", ["", CHECKPOINTED.replace("16", "20")], ids=["plain", "checkpointed"])
+def test_jdbc_table_list_copies_each_table_with_its_own_query_into_its_own_target(local, pg_tables, env):
+    a, b, c = pg_tables
+    source = f"""Jdbc {{
+      url = "jdbc:postgresql://127.0.0.1:5432/test", user = "postgres", password = ""
+      split.size = 10
+      table_list = [
+        {{ table_path = "test.public.{a}" }},
+        {{ table_path = "public.{b}", query = "select k, born from {b} where k > 3", split.size = 5 }},
+        {{ table_path = "{c}", partition_column = "id", partition_num = 2 }}
+      ]
+    }}"""
+    sink = """Jdbc { url = "jdbc:mariadb://127.0.0.1:3306/test", user = "root", password = ""
+                     database = "test", tablePrefix = "copy_" }"""
+    run = local.run(job(source, sink, env))
+    assert run.status == "FINISHED", run.error
+    assert query(mariadb_connect, f"SELECT id, name, amount FROM copy_{a} ORDER BY id") == \
+        query(pg_connect, f"SELECT id, name, amount FROM {a} ORDER BY id")
+    assert query(mariadb_connect, f"SELECT k, born FROM copy_{b} ORDER BY k") == \
+        query(pg_connect, f"SELECT k, born FROM {b} WHERE k > 3 ORDER BY k")
+    assert query(mariadb_connect, f"SELECT id, flag FROM copy_{c} ORDER BY id") == \
+        [(i, int(i % 2 == 0)) for i in range(1, 11)]
+    # the catalog's primary key was taken for each created table
+    keys = query(mariadb_connect, "SELECT table_name, column_name FROM information_schema.key_column_usage "
+                 f"WHERE table_schema = 'test' AND table_name LIKE 'copy_list_%{a[-6:]}'")
+    assert sorted(keys) == sorted([(f"copy_{a}", "id"), (f"copy_{b}", "k"), (f"copy_{c}", "id")])

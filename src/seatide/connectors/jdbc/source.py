@@ -14,6 +14,7 @@ both ways deliver SeaTunnel's type for every column.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from pyspark.sql import types as T
@@ -24,8 +25,10 @@ from seatide.connectors.jdbc.source_options import JDBC_SOURCE_OPTIONS
 from seatide.connectors.jdbc.splits import DATE, NUMBER, SplitPlan, plan_splits
 from seatide.connectors.jdbc.url import POSTGRESQL, JdbcUrl, JdbcUrlError
 from seatide.plugin.base import ReadContext, Source, use_python_data_source
+from seatide.plugin.options import OptionError, read_options
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
+from seatide.plugin.tables import TableLayout, TableRows
 from seatide.plugin.types import quote_field, source_metadata
 
 if TYPE_CHECKING:
@@ -52,9 +55,10 @@ class JdbcSource(Source):
             self.url = JdbcUrl.parse(self.opts["url"])
         except JdbcUrlError as exc:
             raise self.invalid("url", str(exc)) from None
+        self._parts: list[JdbcSource] | None = None       # table_list: each table's own source
         if self.opts["table_list"] is not None:
-            raise self.invalid("table_list", "table_list (several tables in one source) is not supported: "
-                               "write one Jdbc source per table, each with table_path or query")
+            self._parts = self._listed_tables()
+            return
         if not self.opts["query"] and not self.opts["table_path"]:
             raise self.invalid("query", "the Jdbc source needs `query` (a SELECT) or `table_path` "
                                "(e.g. table_path = \"public.orders\")")
@@ -78,6 +82,43 @@ class JdbcSource(Source):
                                    f"the database rejected the Jdbc source's query: {_first_line(exc)}") from None
         if self._columns is not None:
             self._resolve_partition_column()
+
+    def _listed_tables(self) -> "list[JdbcSource]":
+        """table_list: one source per entry, from this block's options with the entry's on top
+        (its table_path, query, partition and split options), as SeaTunnel reads the list."""
+        entries = self.opts["table_list"]
+        if not entries:
+            raise self.invalid("table_list", "table_list is empty: list the tables, e.g. "
+                               "table_list = [{ table_path = \"testdb.table1\" }]")
+        for key in ("table_path", "query"):
+            if self.opts[key]:
+                raise self.invalid(key, f"give table_list or {key}, not both: put {key} in a table_list entry")
+        shared = {k: self.opts[k] for k in self.opts if self.opts.given(k) and k != "table_list"}
+        parts = []
+        for i, entry in enumerate(entries):
+            where = f"table_list[{i}]"
+            if not isinstance(entry, dict) or not entry.get("table_path"):
+                raise self.invalid(where, f"{where} needs table_path (and may give query, partition_column, "
+                                   "split.size...), e.g. { table_path = \"testdb.table1\" }")
+            try:
+                options = read_options({**shared, **entry}, JDBC_SOURCE_OPTIONS, strict=self.check_keys.strict)
+                part = JdbcSource(options, self.parallelism, self.env)
+            except OptionError as exc:
+                raise self.invalid(f"{where}.{exc.option}", f"{where}: {exc.message}") from None
+            self.notices += [replace(n, key=f"{where}.{n.key}") for n in (*part.notices, *options.unknown)]
+            parts.append(part)
+        names = [p._catalog_table() for p in parts]
+        twice = next((n for n in names if names.count(n) > 1), None)
+        if twice is not None:
+            raise self.invalid("table_list", f"table_list reads table {twice} twice: list each table once")
+        return parts
+
+    def _one(self) -> "JdbcSource":
+        """The source that reads the one table (itself, or its only table_list entry)."""
+        return self._parts[0] if self._parts is not None and len(self._parts) == 1 else self
+
+    def multi_table(self) -> bool:
+        return self._parts is not None and len(self._parts) > 1
 
     def _base_sql(self, where: str) -> str:
         if self.opts["query"]:
@@ -143,15 +184,27 @@ class JdbcSource(Source):
         return ".".join(p for p in parts if p)
 
     # -- contract ----------------------------------------------------------------------
+    def tables(self) -> "list[Schema] | None":
+        if self.multi_table():
+            return [p._table_schema(named=True) for p in self._parts]
+        return super().tables()
+
     def declared_schema(self) -> "Schema | None":
         """The table's columns, name and primary key, read from the database at load time (sinks'
-        catalog); after a query only the columns are known."""
+        catalog); after a query only the columns are known (a table_list entry's query keeps its
+        table_path's name)."""
+        one = self._one()
+        if one is not self:
+            return one._table_schema(named=True)
+        return self._table_schema(named=False)
+
+    def _table_schema(self, named: bool) -> "Schema | None":
         from seatide.plugin.schema import Column, PrimaryKey, Schema
 
         if self._columns is None:
-            return None
+            return Schema((), self._catalog_table()) if named else None
         columns = tuple(Column(c.name, c.spark_type) for c in self._columns)
-        if not self.opts["table_path"] or self.opts["query"]:
+        if not self.opts["table_path"] or (self.opts["query"] and not named):
             return Schema(columns)
         try:
             name, key = self._primary_key()
@@ -162,16 +215,73 @@ class JdbcSource(Source):
         return Schema(columns, self._catalog_table(), primary_key=primary)
 
     def schema(self) -> T.StructType | None:
-        if self._columns is None:
+        one = self._one()
+        if one is not self:
+            return one.schema()
+        if self._parts is not None or self._columns is None:
             return None
         return T.StructType([T.StructField(c.name, c.spark_type, True, source_metadata(self.url.dialect, c.source_type))
                              for c in self._columns])
 
+    def table_layout(self, ctx: ReadContext) -> TableLayout:
+        return TableLayout.of((p._catalog_table(), p.schema()) for p in self._parts)
+
     def read(self, ctx: ReadContext) -> "DataFrame":
+        if self._parts is not None:
+            if not self.multi_table():
+                return self._one().read(ctx)
+            for part in self._parts:
+                part._described()
+            if not ctx.micro_batch:      # each table by Spark's parallel reader, tagged (plugin.tables)
+                layout = self.table_layout(ctx)
+                return layout.union([layout.tagged(p._parallel(ctx), i) for i, p in enumerate(self._parts)])
+            return self._planned(ctx)
+        self._described()
+        return self._streamed(ctx) if ctx.micro_batch else self._parallel(ctx)
+
+    def _described(self) -> None:
         if self._columns is None:          # the database was unreachable when the job was loaded
             self._columns = describe(self.url, self.opts["user"], self.opts["password"], self.base_sql)
             self._resolve_partition_column()
-        return self._streamed(ctx) if ctx.micro_batch else self._parallel(ctx)
+
+    def batch_rows(self, batch: "DataFrame", ctx: ReadContext) -> TableRows:
+        """A micro-batch's split descriptors as the tables' rows, read by Spark's JDBC reader: one
+        partition per descriptor, a union of the tables (plain BATCH: the union ``read`` made)."""
+        layout = self.table_layout(ctx)
+        if not ctx.micro_batch:
+            return TableRows(batch, tables=tuple(range(len(self._parts))), separable=True)
+        runs: dict[int, list[str]] = {}
+        for table, predicate in batch.collect():          # a few descriptors, never rows
+            runs.setdefault(int(table), []).append(predicate or "1 = 1")
+        if not runs:
+            return TableRows(ctx.spark.createDataFrame([], layout.spark_schema()), tables=(), separable=True)
+        frames = [layout.tagged(self._parts[i]._predicated(ctx, predicates), i) for i, predicates in sorted(runs.items())]
+        return TableRows(layout.union(frames), tables=tuple(sorted(runs)), separable=True)
+
+    def _planned(self, ctx: ReadContext) -> "DataFrame":
+        """The stream of split descriptors of every table (connectors/jdbc/table_plans.py)."""
+        import json
+
+        from seatide.connectors.jdbc.table_plans import SOURCE_NAME, JdbcTablePlans
+
+        use_python_data_source(ctx.spark, JdbcTablePlans)
+        spec = {"url": self.url.text, "user": self.opts["user"], "password": self.opts["password"],
+                "max_rows": ctx.max_rows_per_batch, "tasks": _task_slots(ctx),
+                "tables": [{"plan_sql": p._plan_sql(), "split_size": p.opts["split.size"],
+                            "partition_num": p.opts["partition_num"],
+                            "quoted_column": quote(p.url.dialect, p.partition.name) if p.partition else None,
+                            **p._split_options()} for p in self._parts]}
+        return ctx.spark.readStream.format(SOURCE_NAME).option("spec", json.dumps(spec)).load()
+
+    def _predicated(self, ctx: ReadContext, predicates: list[str]) -> "DataFrame":
+        """The rows of the query's splits that ``predicates`` select, one Spark partition each."""
+        options = self._reader_options()
+        url, user, password = options.pop("url"), options.pop("user", None), options.pop("password", None)
+        properties = {**options, **({"user": user} if user is not None else {}),
+                      **({"password": password} if password is not None else {})}
+        df = ctx.spark.read.jdbc(url, f"({self._select_sql()}) seatide_src", predicates=predicates,
+                                 properties=properties)
+        return self._as_seatunnel_types(df)
 
     # -- SQL the two readers share -----------------------------------------------------
     def _bounded_sql(self) -> str:
@@ -209,16 +319,19 @@ class JdbcSource(Source):
                            partition_num=self.opts["partition_num"], **self._split_options())
 
     # -- plain BATCH: Spark's JDBC reader ----------------------------------------------
-    def _parallel(self, ctx: ReadContext) -> "DataFrame":
+    def _reader_options(self) -> dict:
         # SeaTunnel's TIMESTAMP has no time zone: read it as such, rather than cast every value
-        options = {"url": self.url.for_spark(), "driver": self.driver, "preferTimestampNTZ": "true",
-                   "dbtable": f"({self._select_sql()}) seatide_src"}
+        options = {"url": self.url.for_spark(), "driver": self.driver, "preferTimestampNTZ": "true"}
         for key in ("user", "password"):
             if self.opts[key] is not None:
                 options[key] = self.opts[key]
         if self.opts["fetch_size"]:
             options["fetchsize"] = str(self.opts["fetch_size"])
         options.update({str(k): str(v) for k, v in (self.opts["properties"] or {}).items()})
+        return options
+
+    def _parallel(self, ctx: ReadContext) -> "DataFrame":
+        options = {**self._reader_options(), "dbtable": f"({self._select_sql()}) seatide_src"}
         # Spark's reader streams each range, so splits of split.size rows would only add
         # per-task cost (and counting the rows a query of its own): without partition_num,
         # Spark gets one range per task slot, as a hand-written spark.read.jdbc would.

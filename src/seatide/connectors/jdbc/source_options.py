@@ -24,7 +24,9 @@ JDBC_SOURCE_OPTIONS: tuple[Option, ...] = (
     Option("query", STRING, None, "the SELECT to read; give this or table_path"),
     Option("table_path", STRING, None,
            "the table to read instead of a query: db.table (MySQL), db.schema.table or schema.table (PostgreSQL)"),
-    Option("table_list", LIST, None, "several tables in one source: not supported, use one Jdbc source per table"),
+    Option("table_list", LIST, None,
+           "several tables in one source: [{ table_path = \"db.t1\" }, { table_path = \"db.t2\", query = \"...\" }]; "
+           "each entry takes the block's options with its own (query, partition_column, split.size...) on top"),
     Option("where_condition", STRING, None, "row filter applied to the query or table, starting with `where`"),
     Option("partition_column", STRING, None,
            "numeric or date column to split the read by; default: the first numeric or date column "

@@ -1,0 +1,116 @@
+"""The checkpointed read of several Jdbc tables: a stream of split descriptors, rows read by Spark.
+
+Offsets are ``{"plans": [SplitPlan, ...], "next": [table, split]}``: every table's plan is
+measured (min, max, count of its partition column) the first time the stream starts, and then
+travels inside every offset Spark logs, so a resumed stream replays and continues with the same
+split bounds. A micro-batch admits whole splits, table after table, as many as fit its row limit
+(at least one).
+
+The stream's rows are the batch's split descriptors, a handful per batch: (table, the SQL
+predicate of a run of its splits), a table's admitted splits cut into one contiguous run per
+task slot. The rows themselves are read when the batch is written, by Spark's own JDBC reader,
+one partition per descriptor (``JdbcSource.batch_rows``): the JVM reads and converts every
+value, no row passes through Python.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Iterator
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+
+from seatide.connectors.jdbc.splits import SplitPlan, plan_splits
+
+SOURCE_NAME = "seatide_jdbc_table_plans"
+DESCRIPTORS = "table int, predicate string"
+
+
+class Descriptors(InputPartition):
+    def __init__(self, splits: list[tuple[int, str]]):
+        super().__init__(len(splits))
+        self.splits = splits
+
+
+class JdbcTablePlans(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return DESCRIPTORS
+
+    def streamReader(self, schema) -> "JdbcTablePlansReader":
+        return JdbcTablePlansReader(json.loads(self.options["spec"]))
+
+
+class JdbcTablePlansReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, spec: dict):
+        # {"url", "user", "password", "max_rows", "tasks",
+        #  "tables": [{"plan_sql", "column", "quoted_column", "kind", "split_size", "partition_num"}]}
+        self.spec = spec
+        self._plans: list[SplitPlan] | None = None
+
+    def initialOffset(self) -> dict:
+        if self._plans is None:
+            self._plans = [self._measure(table) for table in self.spec["tables"]]
+        return {"plans": [p.to_json() for p in self._plans], "next": [0, 0]}
+
+    def _measure(self, table: dict) -> SplitPlan:
+        from seatide.connectors.jdbc.url import JdbcUrl
+
+        url = JdbcUrl.parse(self.spec["url"])
+        with url.connect(self.spec["user"], self.spec["password"], autocommit=True) as conn:
+            cursor = conn.cursor()
+            cursor.execute(table["plan_sql"])
+            lower, upper, rows = cursor.fetchone()
+        return plan_splits(table["column"], table["kind"], lower, upper, int(rows or 0),
+                           split_size=table["split_size"], partition_num=table["partition_num"])
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.spec["max_rows"])
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Nothing to pin: the plans in the offsets already bound the stream."""
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        plans = [SplitPlan.from_json(p) for p in start["plans"]]
+        table, split = start["next"]
+        budget = None if isinstance(limit, ReadAllAvailable) else (
+            limit.max_rows if isinstance(limit, ReadMaxRows) else self.spec["max_rows"])
+        admitted = 0
+        while table < len(plans):
+            if split >= plans[table].count:
+                table, split = table + 1, 0
+                continue
+            if budget is not None and admitted and admitted + plans[table].rows_per_split() > budget:
+                break
+            admitted += plans[table].rows_per_split()
+            split += 1
+        return {"plans": start["plans"], "next": [table, split]}
+
+    def partitions(self, start: dict, end: dict) -> list[Descriptors]:
+        plans = [SplitPlan.from_json(p) for p in end["plans"]]
+        (table, split), (last_table, last_split) = start["next"], end["next"]
+        runs = []
+        while (table, split) < (last_table, last_split) and table < len(plans):
+            stop = plans[table].count if table < last_table else last_split
+            count = stop - split
+            if count > 0:
+                # a task per split would pay Spark's and the database's per-task cost for each
+                tasks = min(count, self.spec["tasks"])
+                bounds = [split + i * count // tasks for i in range(tasks + 1)]
+                column = self.spec["tables"][table]["quoted_column"] or ""
+                runs += [(table, plans[table].condition(bounds[i], bounds[i + 1], column)) for i in range(tasks)]
+            table, split = table + 1, 0
+        return [Descriptors(runs)] if runs else []
+
+    def commit(self, end: dict) -> None:
+        """Nothing buffered: a split's rows are read when its batch is written."""
+
+    def read(self, partition: Descriptors) -> Iterator[tuple]:
+        yield from partition.splits
+
+
+__all__ = ["DESCRIPTORS", "JdbcTablePlans", "JdbcTablePlansReader", "SOURCE_NAME"]
