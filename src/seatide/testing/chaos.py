@@ -3,13 +3,16 @@
 Starts coordinators and workers as real processes on a real store, runs a mix of BATCH and
 STREAMING jobs (LocalFile sinks, sequence ids), and, from the seed, kills and pauses leaders,
 followers, workers and drivers (sometimes all at once), cancels, savepoints and resumes jobs,
-and, with ``--store private-postgres``, stops and restarts the store itself and (as root, see
-``chaos_partition.py``) cuts one worker and its drivers off from the store, in a network
-namespace, for longer than the leader takes to replace them. Then it lets everything settle
+and, with ``--store private-postgres``, stops the store for seconds (an outage), restarts its
+server at once while every process lives (every session and liveness lock lost: a failover),
+and (as root, see ``chaos_partition.py``) cuts one worker and its drivers off from the store,
+in a network namespace, for longer than the leader takes to replace them. With
+``--store-clock-offset`` the private server's clock is moved (libfaketime) against every
+SeaTide process's. Then it lets everything settle
 and checks, against the store and the sink output:
 
 * a terminal status never changes (a resume is a new incarnation);
-* a job never has two live attempts (sampled all along);
+* a job never has two live attempts, nor two driver processes (both sampled all along);
 * every row of a BATCH job is written exactly once; a STREAMING job's rows once each, with
   no gap below the highest;
 * no event carries an epoch older than one already written (a fenced write is refused);
@@ -41,7 +44,7 @@ from sqlalchemy import select
 from seatide.store import schema as s
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, JobStatus
 from seatide.testing.chaos_partition import CUT_WORKER, CutWorker
-from seatide.testing.cluster import Cluster, Proc, http, wait_for
+from seatide.testing.cluster import Cluster, Proc, drivers_by_job, http, wait_for
 from seatide.testing.jobs import batch_job, streaming_job, written_ids
 from seatide.testing.partition import Partition, PartitionUnavailable, unavailable
 
@@ -79,7 +82,7 @@ class ChaosReport:
 class Chaos:
     def __init__(self, seed: int, duration: float, store_url: str, data_dir: str, coordinators: int = 2,
                  workers: int = 2, jobs: int = 3, store_server=None, cut_worker: CutWorker | None = None,
-                 log: Callable[[str], None] = print):
+                 log: Callable[[str], None] = print, first_faults: tuple[str, ...] = ()):
         self.rng = random.Random(seed)
         self.duration = duration
         self.cluster = Cluster(store_url, data_dir)
@@ -93,6 +96,7 @@ class Chaos:
         self.pending: list[Pending] = []
         self.report = ChaosReport(seed)
         self.log = log
+        self.first_faults = list(first_faults)     # by name, injected before the seeded draw
         self.began = 0.0
         self._sampler_stop = threading.Event()
 
@@ -149,7 +153,7 @@ class Chaos:
                   (self._pause_worker, 2), (self._kill_driver, 3), (self._pause_driver, 2),
                   (self._kill_everything, 1), (self._cancel_job, 2), (self._savepoint_job, 2)]
         if self.store_server is not None:
-            faults.append((self._restart_store, 2))
+            faults += [(self._restart_store, 2), (self._restart_store_server, 2)]
         if self.cut_worker is not None:
             faults.append((self._partition_worker, 3))
         while time.time() < end:
@@ -158,7 +162,12 @@ class Chaos:
             self._wait(self.rng.uniform(1.0, 5.0))
             if time.time() >= end:
                 break
-            fault = self.rng.choices([f for f, _ in faults], weights=[w for _, w in faults])[0]
+            named = {f.__name__.lstrip("_"): f for f, _ in faults}
+            first = self.first_faults.pop(0) if self.first_faults else None
+            if first is not None and first not in named:
+                raise ValueError(f"chaos: no fault {first!r} here; one of {', '.join(sorted(named))}")
+            fault = named[first] if first else self.rng.choices([f for f, _ in faults],
+                                                                  weights=[w for _, w in faults])[0]
             try:
                 fault()
             except Exception as exc:     # a fault that found nothing to act on (all busy restarting)
@@ -337,6 +346,13 @@ class Chaos:
                 self.store_down = False
         self._later(seconds, "store start", start)
 
+    def _restart_store_server(self) -> None:
+        """A fast restart (a failover): sessions and liveness locks go while every holder lives."""
+        if self.store_down:
+            raise LookupError("the store is down")
+        self._fault("store server restarted (fast) under live processes")
+        self.store_server.restart_server("fast")
+
     def _partition_worker(self) -> None:
         if self.cut_worker.partition.is_cut:
             raise LookupError("the worker is cut off already")
@@ -399,8 +415,11 @@ class Chaos:
             self.report.violations.append(message)
 
     def _sample_attempts(self) -> None:
-        """A job never has two live attempts, at any moment we look."""
+        """A job never has two live attempts, nor two driver processes, at any moment we look."""
         while not self._sampler_stop.wait(0.2):
+            for job_id, pids in drivers_by_job(self.cluster.store_urls()).items():
+                if len(pids) > 1:
+                    self._violation(None, f"{job_id}: {len(pids)} driver processes at once (pids {sorted(pids)})")
             if self.store_down:
                 continue
             try:
@@ -503,6 +522,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--coordinators", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--jobs", type=int, default=3, help="every third is STREAMING, the rest BATCH")
+    parser.add_argument("--first-faults", default="",
+                        help="comma-separated faults to inject first, in order (e.g. partition_worker,"
+                             "restart_store_server), before the seeded draw: CI makes sure they are exercised")
+    parser.add_argument("--store-clock-offset", default=None,
+                        help="with private-postgres: the server's clock moved by this much against SeaTide's "
+                             "(e.g. +8s, -8s; libfaketime)")
     parser.add_argument("--no-partition", action="store_true",
                         help="with private-postgres: no extra worker in a network namespace, no partition fault")
     args = parser.parse_args(argv)
@@ -515,14 +540,16 @@ def main(argv: list[str] | None = None) -> int:
 
         partition = None if args.no_partition else _partition(args.seed)
         server = PrivatePostgres(also_listen_on=partition and partition.host_address,
-                                 also_trust=partition and str(partition.subnet)).start()
+                                 also_trust=partition and str(partition.subnet),
+                                 clock_offset=args.store_clock_offset).start()
         store_url = f"postgresql://postgres@127.0.0.1:{server.port}/postgres"
         cut_worker = partition and CutWorker.inside(partition, store_url)
     else:
         store_url = args.store
     try:
         chaos = Chaos(args.seed, args.duration, store_url, data_dir, args.coordinators, args.workers,
-                      args.jobs, store_server=server, cut_worker=cut_worker)
+                      args.jobs, store_server=server, cut_worker=cut_worker,
+                      first_faults=tuple(f for f in args.first_faults.split(",") if f))
         report = chaos.run() if server is None else _run_with_store(chaos)
         if report.violations:
             print("violations:", *("  " + v for v in report.violations), sep="\n")

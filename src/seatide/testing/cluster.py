@@ -235,9 +235,13 @@ class Cluster:
             return list(conn.execute(select(s.attempts).where(s.attempts.c.job_id == job_id)
                                      .order_by(s.attempts.c.attempt_id)))
 
+    def store_urls(self) -> tuple[str, ...]:
+        """This cluster's store as each of its processes reaches it."""
+        return (self.store_url, *self.other_store_urls)
+
     def driver_pids(self) -> list[int]:
         """Drivers of this cluster's store, however their worker reached it."""
-        return driver_pids(store_url=(self.store_url, *self.other_store_urls))
+        return driver_pids(store_url=self.store_urls())
 
     def ended_attempts(self, job_id: str, timeout: float = 60.0) -> list:
         """The job's attempts once none is live. A job ends when its pipelines have; its
@@ -351,6 +355,22 @@ def driver_pids(job_id: str | None = None, store_url: str | tuple[str, ...] | No
         if urls is None or urls.intersection(normalize_url(arg) for arg in args):
             pids.append(int(entry))
     return [pid for pid in pids if _parent(pid) not in pids]
+
+
+def drivers_by_job(store_url: str | tuple[str, ...] | None = None) -> dict[str, list[int]]:
+    """Every driver process of these stores (as ``driver_pids``), by the job its command line
+    names (a warm driver names its attempt's job once it has one; an idle one names none)."""
+    by_job: dict[str, list[int]] = {}
+    for pid in driver_pids(store_url=store_url):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                args = [a.decode(errors="replace") for a in handle.read().split(b"\0")]
+        except OSError:
+            continue
+        job = args[args.index("--job-id") + 1] if "--job-id" in args[:-1] else ""
+        if job and not job.startswith("~"):          # an idle warm driver's placeholder (runtime/warm_driver.py)
+            by_job.setdefault(job, []).append(pid)
+    return by_job
 
 
 class DriverWatch:
