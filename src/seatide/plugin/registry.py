@@ -20,6 +20,7 @@ _LOADED = False
 BUILTIN: dict[str, dict[str, str]] = {
     "source": {
         "FakeSource": "seatide.connectors.fake.source",
+        "Hive": "seatide.connectors.hive.source",
         "Iceberg": "seatide.connectors.iceberg.source",
         "Jdbc": "seatide.connectors.jdbc.source",
         "LocalFile": "seatide.connectors.file.source",
@@ -41,6 +42,7 @@ BUILTIN: dict[str, dict[str, str]] = {
     "sink": {
         "Assert": "seatide.connectors.assertion.sink",
         "Console": "seatide.connectors.console",
+        "Hive": "seatide.connectors.hive.sink",
         "Iceberg": "seatide.connectors.iceberg.sink",
         "Jdbc": "seatide.connectors.jdbc.sink",
         "LocalFile": "seatide.connectors.file.sink",

@@ -1,0 +1,115 @@
+"""The Hive sink's writer: LocalFile's exactly-once protocol into a Hive table's directories.
+
+1. ``stage_batch``: the input is matched to the table (its column names, any case; its types),
+   then staged as LocalFile stages it, under ``<table location>/.seatide-staging/`` (hidden from
+   Hive and Spark), with the partition columns as directories ``key=value`` (Hive's escaping,
+   which Spark's writer shares; NULL as ``__HIVE_DEFAULT_PARTITION__``) and not in the files.
+   The manifest lists the moves and the batch's partitions.
+2. The runtime records the decision in the store, fenced by the driver's attempt.
+3. ``publish``: the files are moved into place (idempotent), then the partitions are added to
+   the metastore with ``ifNotExists`` (idempotent too). A crash anywhere in it is rolled
+   forward by the next attempt from the decision.
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import unquote
+
+from seatide.connectors.file import formats
+from seatide.connectors.file.naming import FileNamer
+from seatide.connectors.file.sink import FileSinkSpec
+from seatide.connectors.file.writer import LocalFileWriter
+from seatide.connectors.hive import metastore
+from seatide.connectors.hive.options import spark_type
+from seatide.plugin.base import Batch, PermanentError, StagedBatch
+from seatide.plugin.rowkind import ROW_KIND_COLUMN
+
+
+class HiveSinkError(PermanentError):
+    """The table and the input disagree; the message names the column and the way out."""
+
+
+def table_spec(table: metastore.HiveTable, codec: str) -> FileSinkSpec:
+    fmt = table.file_format
+    error = formats.codec_error(fmt, codec)
+    if error:
+        raise HiveSinkError(f"Hive sink: option 'compress_codec': {error}")
+    options = formats.writer_options(fmt, delimiter=table.field_delimiter, row_delimiter="\n", header=False,
+                                     codec=codec, encoding="UTF-8", quote_mode="NONE")
+    if fmt == "text":        # Hive's LazySimpleSerDe: \N for NULL, its date and timestamp text
+        options |= {"nullValue": "\\N", "dateFormat": "yyyy-MM-dd",
+                    "timestampFormat": "yyyy-MM-dd HH:mm:ss.SSSSSS", "timestampNTZFormat": "yyyy-MM-dd HH:mm:ss.SSSSSS"}
+    return FileSinkSpec(
+        root=table.location, file_format=fmt, spark_options=options, namer=FileNamer(None, "yyyy.MM.dd"),
+        extension=None, partition_by=tuple(k for k, _ in table.partition_keys), partition_expression=None,
+        partition_fields_in_file=False, sink_columns=tuple(c for c, _ in table.columns), max_rows_per_file=0,
+        single_file=False, empty_file_when_no_data=False, schema_save_mode="CREATE_SCHEMA_WHEN_NOT_EXIST",
+        data_save_mode="APPEND_DATA")
+
+
+class HiveWriter(LocalFileWriter):
+    def __init__(self, uris: list[str], table_name: str, codec: str, plugin_id: str = ""):
+        self.uris = uris
+        try:
+            with metastore.connect(uris) as client:
+                self.table = metastore.get_table(client, table_name)
+        except metastore.HiveError as exc:
+            raise HiveSinkError(f"Hive sink: {exc}") from None
+        super().__init__(table_spec(self.table, codec), plugin_id)
+
+    def stage_batch(self, df, batch: Batch) -> StagedBatch:
+        try:
+            df = self._as_table(df)
+        except metastore.HiveError as exc:
+            raise HiveSinkError(f"Hive sink: {exc}") from None
+        staged = super().stage_batch(df, batch)
+        root = self.spec.root
+        found = set()
+        for _, target in staged.publish["moves"]:
+            relative = os.path.relpath(os.path.dirname(target), root)
+            if self.spec.partition_by and relative != ".":
+                found.add(tuple(unquote(part.split("=", 1)[1]) for part in relative.split(os.sep)))
+        return StagedBatch(publish={**staged.publish, "partitions": [list(p) for p in sorted(found)]},
+                           state=staged.state)
+
+    def publish(self, publish: dict) -> None:
+        super().publish(publish)
+        if publish.get("partitions"):
+            with metastore.connect(self.uris) as client:
+                metastore.add_partitions(client, self.table, publish["partitions"])
+
+    def _target_dir(self, relative_dir: str) -> str:
+        """Spark's ``__seatide_pN=<escaped value>`` directories, named by the partition keys."""
+        if not self.spec.partition_by or not relative_dir:
+            return self.spec.root
+        parts = relative_dir.split(os.sep)
+        named = [f"{key}={part.split('=', 1)[1]}" for key, part in zip(self.spec.partition_by, parts)]
+        return os.path.join(self.spec.root, *named)
+
+    def _as_table(self, df):
+        """The input's columns as the table's: its names (matched in any case), types and order."""
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        by_name = {c.lower(): c for c in df.columns if c != ROW_KIND_COLUMN}
+        wanted = [*self.table.columns, *self.table.partition_keys]
+        missing = [name for name, _ in wanted if name.lower() not in by_name]
+        if missing:
+            raise HiveSinkError(f"Hive sink: table {self.table.database}.{self.table.name} has columns "
+                                f"{', '.join(missing)}, which the input does not have (fields: "
+                                f"{', '.join(by_name.values())})")
+        out = []
+        for name, hive_type in self.table.columns:
+            kind = spark_type(hive_type, name)
+            if self.table.file_format == "text" and isinstance(kind, (T.ArrayType, T.MapType, T.StructType)):
+                raise HiveSinkError(f"Hive sink: column {name} is {hive_type}; SeaTide writes text tables with "
+                                    "primitive columns only (store the table as parquet or orc)")
+            out.append(F.col(f"`{by_name[name.lower()]}`").cast(kind).alias(name))
+        for name, _ in self.table.partition_keys:
+            value = F.col(f"`{by_name[name.lower()]}`").cast("string")
+            out.append(F.coalesce(value, F.lit(metastore.DEFAULT_PARTITION)).alias(name))
+        return df.select(*out)
+
+
+__all__ = ["HiveSinkError", "HiveWriter", "table_spec"]
