@@ -15,7 +15,7 @@ from typing import Any
 
 from seatide.store.states import (ATTEMPT_LIVE, JOB_TERMINAL, PIPELINE_TERMINAL, AttemptState, Desired, JobStatus,
                                   PipelineStatus, final_job_status)
-from seatide.timeouts import Timeouts   # every timeout and its margins: seatide/timeouts.py
+from seatide.timeouts import STARTUP_JUDGED_AFTER_S, Timeouts   # every timeout and its margins: seatide/timeouts.py
 
 
 @dataclass
@@ -229,13 +229,6 @@ def hung_for(snap: Snapshot) -> float | None:
         return None
     hung = age(snap, max(snap.last_checkpoint_at or 0.0, snap.attempt.progress_at))
     return hung if hung > timeout else None
-
-
-# A start-up is judged no sooner than this, whatever job.progress-timeout says: Spark's
-# start on a loaded host, then each pipeline's query started in turn with up to 60 s for its
-# sources (PipelineRun.wait_started). Measured at load 10 on 2 cores: over 60 s for one
-# pipeline, so a shorter bound restarted healthy drivers, which only started over.
-STARTUP_JUDGED_AFTER_S = 600.0
 
 
 def stuck_starting_for(snap: Snapshot) -> float | None:

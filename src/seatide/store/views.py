@@ -17,12 +17,13 @@ from sqlalchemy.engine import Connection
 
 from seatide.secrets import mask_config_text, mask_message, secret_values
 from seatide.store import schema as s
+from seatide.timeouts import Timeouts
 from seatide.store.clock import read_store_now
 from seatide.store.jobs import job_view, load_job
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, JobStatus, PipelineStatus
 
-# A node whose heartbeat is older than this is shown as silent (the default worker heartbeat timeout).
-NODE_SILENT_AFTER_S = 10.0
+# A node whose heartbeat is older than this is shown as silent: the default worker heartbeat timeout.
+NODE_SILENT_AFTER_S = Timeouts.worker_lost_after
 
 
 def iso(ts: float | None) -> str | None:
