@@ -153,7 +153,7 @@ class Chaos:
                   (self._pause_worker, 2), (self._kill_driver, 3), (self._pause_driver, 2),
                   (self._kill_everything, 1), (self._cancel_job, 2), (self._savepoint_job, 2)]
         if self.store_server is not None:
-            faults += [(self._restart_store, 2), (self._restart_store_server, 2)]
+            faults += [(self._restart_store, 2), (self._restart_store_server, 2), (self._skew_store_clock, 1)]
         if self.cut_worker is not None:
             faults.append((self._partition_worker, 3))
         while time.time() < end:
@@ -351,6 +351,16 @@ class Chaos:
         if self.store_down:
             raise LookupError("the store is down")
         self._fault("store server restarted (fast) under live processes")
+        self.store_server.restart_server("fast")
+
+    def _skew_store_clock(self) -> None:
+        """The store's server comes back from a restart with its clock moved (libfaketime):
+        ahead of or behind every SeaTide process, or back in step."""
+        if self.store_down:
+            raise LookupError("the store is down")
+        offset = self.rng.choice(("+8s", "-8s", "+3s", "-3s", None))
+        self._fault(f"store server restarted with its clock {offset or 'in step'} against SeaTide's")
+        self.store_server.clock_offset = offset
         self.store_server.restart_server("fast")
 
     def _partition_worker(self) -> None:
