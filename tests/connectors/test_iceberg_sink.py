@@ -250,3 +250,25 @@ sink {{ Iceberg {{ table = t, {block} }} }}
         with pytest.raises((ConfigError, OptionError)) as info:
             load_job_text(job(block))
         assert message in str(info.value), (block, str(info.value))
+
+
+def test_maintenance_command_expires_snapshots_by_hand(tmp_path, capsys):
+    """``python -m seatide.connectors.iceberg.maintenance ... expire``, on a table other writers made."""
+    import json
+
+    import pyarrow as pa
+
+    from seatide.connectors.iceberg import maintenance
+
+    config = {"type": "hadoop", "warehouse": str(tmp_path)}
+    catalog = load_catalog("default", config)
+    catalog.create_namespace("ns")
+    table = catalog.create_table("ns.t", pa.schema([("id", pa.int64())]))
+    for i in range(5):
+        table.append(pa.table({"id": [i]}))
+    args = ["--catalog", json.dumps(config), "--table", "ns.t"]
+    assert maintenance.main([*args, "expire", "--older-than-ms", "0", "--retain-last", "2"]) == 0
+    assert "expired 3 snapshots" in capsys.readouterr().out
+    table = catalog.load_table("ns.t")
+    assert len(table.metadata.snapshots) == 2 and table.scan().to_arrow().num_rows == 5
+    assert maintenance.main(["--catalog", "{not json", "--table", "ns.t", "expire", "--older-than-ms", "0"]) == 2

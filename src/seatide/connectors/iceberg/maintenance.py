@@ -183,8 +183,8 @@ def _spark():
     return SparkSession.builder.master("local[2]").appName("seatide-iceberg-maintenance").getOrCreate()
 
 
+__all__ = ["expire_snapshots", "main", "rewrite_small_files"]
+
+
 if __name__ == "__main__":
     sys.exit(main())
-
-
-__all__ = ["expire_snapshots", "main", "rewrite_small_files"]

@@ -139,6 +139,9 @@ class IcebergWriter(SinkWriter):
             candidates = cow.candidate_files(table, head, keys, net.keys, self.spec.case_sensitive)
             affected = cow.affected_files(self.spark, candidates, keys, net.keys, struct)
             rows_out = cow.rewritten_rows(self.spark, affected, keys, net.keys, net.upserts, struct)
+            # The key shuffle leaves spark.sql.shuffle.partitions pieces: as many files as the batch
+            # rewrote (plus one for new keys) is enough, and keeps small batches from adding many files.
+            rows_out = rows_out.coalesce(max(1, min(len(affected) + 1, self.spark.sparkContext.defaultParallelism)))
             added = describe(metadata, write_files(self.spark, rows_out, metadata, directory, partition_columns))
         finally:
             net.net.unpersist()

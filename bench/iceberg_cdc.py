@@ -1,0 +1,253 @@
+"""CDC upserts into Iceberg: end-to-end latency and snapshots per hour, with and without maintenance.
+
+    .venv/bin/python bench/iceberg_cdc.py [--rate 1000] [--seconds 120] [--rows 50000]
+
+A private PostgreSQL (wal_level = logical) holds ``items(id, v)`` with ``--rows`` rows. A writer
+commits ``--rate`` changes per second in transactions of 50: 80% updates of random rows (each sets
+``v`` to a new, globally unique number), 10% inserts, 10% deletes. A Postgres-CDC source streams
+them, as a STREAMING job with ``checkpoint.interval = 1000`` reads it, into the Iceberg sink
+(hadoop catalog, primary key ``id``, upsert: copy-on-write) through the runtime's exactly-once
+path (``write_exactly_once``), one SparkSession.
+
+Latency of a change = the commit time of the Iceberg snapshot that first holds its ``v`` minus the
+time its source COMMIT returned (inserts and updates; a monitor reads each new snapshot's added
+files as it appears). Two runs, each on a fresh table: without maintenance, and with
+``expire-snapshots-older-than-ms = 60000, retain-last = 20, rewrite-every-commits = 30``.
+Prints p50/p99 latency, snapshots committed per hour, what the table holds at the end (snapshots,
+data files, metadata files); writes bench/results/iceberg_cdc.json and .png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests", "connectors"))
+sys.path.insert(0, os.path.dirname(__file__))
+
+from cdc_servers import PrivatePostgres  # noqa: E402
+from side_by_side import pyplot, write_results  # noqa: E402
+
+from seatide.config.loader import load_job_text  # noqa: E402
+from seatide.connectors.iceberg.catalogs import load_catalog  # noqa: E402
+from seatide.connectors.iceberg.sink import IcebergSink  # noqa: E402
+from seatide.plugin.base import ReadContext, SinkContext  # noqa: E402
+from seatide.plugin.options import read_options  # noqa: E402
+from seatide.runtime.commit_log import SinkCommitLog, write_exactly_once  # noqa: E402
+from seatide.runtime.session import build_session  # noqa: E402
+
+PER_COMMIT = 50
+MAINTENANCE = {"iceberg.maintenance.expire-snapshots-older-than-ms": 60_000, "iceberg.maintenance.retain-last": 20,
+               "iceberg.maintenance.rewrite-every-commits": 30}
+
+
+class Changes:
+    """The writer: ``rate`` changes per second; commit time of every (id, v) it wrote."""
+
+    def __init__(self, conn, table: str, rows: int, seed: int = 7):
+        self.conn, self.table, self.rng = conn, table, random.Random(seed)
+        self.live = list(range(rows))
+        self.next_id, self.next_v = rows, 1
+        self.committed: dict[int, float] = {}       # v -> commit time
+
+    def run(self, rate: int, seconds: float, stop: threading.Event) -> None:
+        period, begin, done = PER_COMMIT / rate, time.monotonic(), 0
+        cur = self.conn.cursor()
+        while not stop.is_set() and time.monotonic() - begin < seconds:
+            written = []
+            with self.conn.transaction():
+                for _ in range(PER_COMMIT):
+                    roll = self.rng.random()
+                    if roll < 0.1:
+                        cur.execute(f"INSERT INTO {self.table} VALUES (%s, %s)", (self.next_id, self.next_v))
+                        self.live.append(self.next_id)
+                        self.next_id += 1
+                    elif roll < 0.2 and len(self.live) > 1:
+                        victim = self.live.pop(self.rng.randrange(len(self.live)))
+                        cur.execute(f"DELETE FROM {self.table} WHERE id = %s", (victim,))
+                        continue
+                    else:
+                        cur.execute(f"UPDATE {self.table} SET v = %s WHERE id = %s",
+                                    (self.next_v, self.rng.choice(self.live)))
+                    written.append(self.next_v)
+                    self.next_v += 1
+            now = time.time()
+            for v in written:
+                self.committed[v] = now
+            done += 1
+            delay = begin + done * period - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+
+
+class Monitor:
+    """Reads each new snapshot's added files as it appears: the first snapshot holding a v."""
+
+    def __init__(self, config: dict):
+        self.config = config
+        self.seen: dict[int, float] = {}
+        self.processed: set[int] = set()
+        self.missed = 0
+
+    def poll(self) -> None:
+        import pyarrow.parquet as pq
+
+        table = load_catalog("default", self.config).load_table("bench.items")
+        metadata, snapshot, fresh = table.metadata, table.metadata.current_snapshot(), []
+        while snapshot is not None and snapshot.snapshot_id not in self.processed:
+            fresh.append(snapshot)
+            snapshot = metadata.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
+        for snapshot in reversed(fresh):
+            self.processed.add(snapshot.snapshot_id)
+            try:
+                manifests = snapshot.manifests(table.io)
+                for manifest in manifests:
+                    if manifest.added_snapshot_id != snapshot.snapshot_id:
+                        continue
+                    for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+                        if entry.status.value != 1:
+                            continue
+                        path = entry.data_file.file_path.removeprefix("file://")
+                        for v in pq.read_table(path, columns=["v"]).column("v").to_pylist():
+                            self.seen.setdefault(v, snapshot.timestamp_ms / 1000)
+            except FileNotFoundError:
+                self.missed += 1       # expired before the monitor read it
+
+    def loop(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                self.poll()
+            except Exception:          # a table being created, a metadata file being replaced
+                pass
+            time.sleep(0.3)
+
+
+def run_case(spark, server, tmp: str, name: str, rows: int, rate: int, seconds: float, maintenance: bool) -> dict:
+    conn = server.connect("bench")
+    table = f"items_{name}"
+    conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v bigint)")
+    conn.execute(f"ALTER TABLE {table} REPLICA IDENTITY FULL")
+    conn.execute(f"INSERT INTO {table} SELECT g, 0 FROM generate_series(0, {rows - 1}) g")
+    url = f"jdbc:postgresql://127.0.0.1:{server.port}/bench"
+    source = load_job_text(f'env {{ job.mode = "STREAMING" }}\nsource {{ Postgres-CDC {{ base-url = "{url}", '
+                           f'username = postgres, password = "", table-names = ["bench.public.{table}"] }} }}\n'
+                           "sink { Console {} }").sources[0].plugin
+    config = {"type": "hadoop", "warehouse": f"file://{tmp}/{name}/warehouse"}
+    options = {"namespace": "bench", "table": "items", "iceberg.catalog.config": config,
+               "iceberg.table.primary-keys": "id", "iceberg.table.upsert-mode-enabled": True,
+               **(MAINTENANCE if maintenance else {})}
+    sink = IcebergSink(read_options(options, IcebergSink.options))
+    ctx = SinkContext(spark=spark, job_id=f"bench-{name}", pipeline_id=1, plugin_id="sink[0]", micro_batch=True,
+                      unbounded=True, stdout=io.StringIO())
+    writer, log = sink.writer(ctx), SinkCommitLog(f"{tmp}/{name}/log")
+    lineage = f"T_bench-{name}_1_0_L_"
+    batches: list[tuple[int, float]] = []
+
+    def on_batch(df, batch_id):
+        started = time.perf_counter()
+        write_exactly_once(writer, log, df, batch_id, lineage + str(batch_id))
+        batches.append((batch_id, time.perf_counter() - started))
+
+    read = ReadContext(spark, micro_batch=True, unbounded=True, parallelism=1, max_rows_per_batch=100_000,
+                       read_interval_ms=1000, plugin_id="source[0]", job_id=f"bench-{name}", pipeline_id=0)
+    query = (source.read(read).writeStream.foreachBatch(on_batch).option("checkpointLocation", f"{tmp}/{name}/cp")
+             .trigger(processingTime="1000 milliseconds").start())
+    deadline = time.monotonic() + 300
+    while not batches and time.monotonic() < deadline:        # the snapshot of the table is in
+        if query.exception() is not None:
+            raise query.exception()
+        time.sleep(0.2)
+    monitor, stop = Monitor(config), threading.Event()
+    watcher = threading.Thread(target=monitor.loop, args=(stop,), daemon=True)
+    watcher.start()
+    changes = Changes(server.connect("bench"), table, rows)
+    first_batch = len(batches)
+    begun = time.monotonic()
+    changes.run(rate, seconds, threading.Event())
+    elapsed = time.monotonic() - begun
+    deadline = time.monotonic() + 120
+    while sum(v in monitor.seen for v in changes.committed) < len(changes.committed) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    stop.set()
+    watcher.join()
+    query.stop()
+    source.release(f"bench-{name}")
+    latencies = sorted(monitor.seen[v] - t for v, t in changes.committed.items() if v in monitor.seen)
+    committed_snapshots = len(batches) - first_batch
+    iceberg = load_catalog("default", config).load_table("bench.items")
+    meta_dir = f"{tmp}/{name}/warehouse/bench/items/metadata"
+    data_files = sum(len(files) for _, _, files in os.walk(f"{tmp}/{name}/warehouse/bench/items/data"))
+    pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] if latencies else None  # noqa: E731
+    result = {
+        "maintenance": maintenance, "rate": rate, "seconds": round(elapsed, 1), "table_rows": rows,
+        "changes": len(changes.committed), "measured": len(latencies), "missed_snapshots": monitor.missed,
+        "p50_s": pick(0.5), "p99_s": pick(0.99), "max_s": latencies[-1] if latencies else None,
+        "batches": committed_snapshots, "snapshots_per_hour": round(committed_snapshots / elapsed * 3600),
+        "batch_write_s_median": sorted(s for _, s in batches[first_batch:])[committed_snapshots // 2]
+        if committed_snapshots else None,
+        "snapshots_kept": len(iceberg.metadata.snapshots), "data_files_on_disk": data_files,
+        "live_data_files": len(list(iceberg.scan().plan_files())), "metadata_files": len(os.listdir(meta_dir)),
+        "load_average": os.getloadavg()[0],
+    }
+    print(f"{'with' if maintenance else 'without'} maintenance: {result['changes']} changes in {elapsed:.0f} s, "
+          f"p50 {result['p50_s']:.2f} s, p99 {result['p99_s']:.2f} s, {committed_snapshots} batches "
+          f"({result['snapshots_per_hour']}/h), kept {result['snapshots_kept']} snapshots, "
+          f"{data_files} data files on disk, {result['metadata_files']} metadata files "
+          f"(load {result['load_average']:.1f})", flush=True)
+    return result
+
+
+def plot(cases: list[dict], path: str) -> bool:
+    plt = pyplot()
+    if plt is None:
+        return False
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 4))
+    labels = ["no maintenance", "maintenance"]
+    left.bar([0, 1], [c["p50_s"] for c in cases], 0.35, label="p50")
+    left.bar([0.35, 1.35], [c["p99_s"] for c in cases], 0.35, label="p99")
+    left.set_xticks([0.17, 1.17], labels)
+    left.set_ylabel("end-to-end latency (s)")
+    left.legend()
+    right.bar([0, 1], [c["snapshots_kept"] for c in cases], 0.35, label="snapshots kept")
+    right.bar([0.35, 1.35], [c["data_files_on_disk"] for c in cases], 0.35, label="data files on disk")
+    right.set_xticks([0.17, 1.17], labels)
+    right.legend()
+    fig.suptitle(f"Postgres-CDC -> Iceberg upserts at {cases[0]['rate']} changes/s", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rate", type=int, default=1000)
+    parser.add_argument("--seconds", type=float, default=120.0)
+    parser.add_argument("--rows", type=int, default=50_000)
+    args = parser.parse_args()
+    server = PrivatePostgres().start()
+    spark = build_session("iceberg-cdc-bench", {"spark.master": "local[2]"})
+    try:
+        with server.connect() as admin:
+            admin.execute("CREATE DATABASE bench")
+        with tempfile.TemporaryDirectory() as tmp:
+            cases = [run_case(spark, server, tmp, name, args.rows, args.rate, args.seconds, maintenance)
+                     for name, maintenance in (("plain", False), ("maintained", True))]
+    finally:
+        spark.stop()
+        server.stop()
+    path = write_results("iceberg_cdc", {"command": "bench/iceberg_cdc.py " + " ".join(sys.argv[1:]),
+                                         "cases": cases})
+    png = path.removesuffix(".json") + ".png"
+    print(f"wrote {path}" + (f" and {png}" if plot(cases, png) else " (no plot: pip install -e .[bench])"))
+
+
+if __name__ == "__main__":
+    main()
