@@ -68,12 +68,9 @@ def without_retries(table):
     return table
 
 
-def commit_snapshot(table, branch: str | None, transaction_id: str, staging: str, added: list, removed: list,
-                    extra_summary: dict | None = None):
-    """Commit ``added``/``removed`` data files as one snapshot marked with ``transaction_id``.
-
-    Raises ``CommitFailedException`` when the branch moved since ``table`` was loaded."""
-    summary = {TRANSACTION_KEY: transaction_id, STAGING_KEY: staging, **(extra_summary or {})}
+def commit_files(table, branch: str | None, summary: dict, added: list, removed: list):
+    """Commit ``added``/``removed`` data files as one snapshot on ``branch`` with ``summary``, once:
+    ``CommitFailedException`` when the branch moved since ``table`` was loaded (no rebase)."""
     tx = without_retries(table).transaction()
     update = tx.update_snapshot(snapshot_properties=summary, branch=branch or "main")
     if removed:
@@ -88,9 +85,16 @@ def commit_snapshot(table, branch: str | None, transaction_id: str, staging: str
     return tx.commit_transaction()
 
 
+def commit_snapshot(table, branch: str | None, transaction_id: str, staging: str, added: list, removed: list,
+                    extra_summary: dict | None = None):
+    """A batch's snapshot: ``commit_files`` with the batch's mark in the summary."""
+    summary = {TRANSACTION_KEY: transaction_id, STAGING_KEY: staging, **(extra_summary or {})}
+    return commit_files(table, branch, summary, added, removed)
+
+
 def backoff(attempt: int) -> None:
     time.sleep(min(0.05 * (2 ** attempt), 2.0) * (0.5 + random.random()))
 
 
-__all__ = ["COMMIT_ATTEMPTS", "STAGING_KEY", "TRANSACTION_KEY", "backoff", "branch_head", "commit_snapshot",
-           "committed_snapshot", "lineage_and_batch", "without_retries"]
+__all__ = ["COMMIT_ATTEMPTS", "STAGING_KEY", "TRANSACTION_KEY", "backoff", "branch_head", "commit_files",
+           "commit_snapshot", "committed_snapshot", "lineage_and_batch", "without_retries"]

@@ -27,7 +27,7 @@ import sys
 import time
 import uuid
 
-from seatide.connectors.iceberg.commits import branch_head, without_retries
+from seatide.connectors.iceberg.commits import branch_head, commit_files, without_retries
 from seatide.connectors.iceberg.datafiles import data_root, describe, local_path, write_files
 
 log = logging.getLogger(__name__)
@@ -121,15 +121,7 @@ def rewrite_small_files(spark, catalog, identifier, branch: str | None, target_b
     directory = os.path.join(data_root(metadata), f"seatide-rewrite-{uuid.uuid4().hex}")
     added = describe(metadata, write_files(spark, rows.coalesce(int(pieces)), metadata, directory, columns))
     try:
-        tx = without_retries(table).transaction()
-        producer = tx.update_snapshot(snapshot_properties={"seatide.maintenance": "rewrite"},
-                                      branch=branch or "main").overwrite()
-        for data_file in small:
-            producer.delete_data_file(data_file)
-        for data_file in added:
-            producer.append_data_file(data_file)
-        producer.commit()
-        tx.commit_transaction()
+        commit_files(table, branch, {"seatide.maintenance": "rewrite"}, added, small)
     except CommitFailedException:
         import shutil
 

@@ -27,8 +27,8 @@ import time
 from seatide import failpoints
 from seatide.connectors.iceberg import changes as cow
 from seatide.connectors.iceberg.catalogs import load_catalog
-from seatide.connectors.iceberg.commits import (COMMIT_ATTEMPTS, STAGING_KEY, backoff, branch_head, commit_snapshot,
-                                                committed_snapshot)
+from seatide.connectors.iceberg.commits import (COMMIT_ATTEMPTS, STAGING_KEY, backoff, branch_head, commit_files,
+                                                commit_snapshot, committed_snapshot)
 from seatide.connectors.iceberg.datafiles import IcebergWriteError, conform, describe, staging_dir, write_files
 from seatide.connectors.iceberg.schema import UnsupportedIcebergType, arrow_schema, new_table_schema, spark_struct
 from seatide.connectors.iceberg.sink import IcebergSinkSpec
@@ -289,15 +289,7 @@ class IcebergWriter(SinkWriter):
             if not present:
                 return
             try:
-                from seatide.connectors.iceberg.commits import without_retries
-
-                tx = without_retries(table).transaction()
-                producer = tx.update_snapshot(snapshot_properties={"seatide.save-mode": "DROP_DATA"},
-                                              branch=self.spec.branch or "main").overwrite()
-                for data_file in present:
-                    producer.delete_data_file(data_file)
-                producer.commit()
-                tx.commit_transaction()
+                commit_files(table, self.spec.branch, {"seatide.save-mode": "DROP_DATA"}, [], present)
                 return
             except CommitFailedException:
                 backoff(attempt)
