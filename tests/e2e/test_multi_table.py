@@ -240,3 +240,87 @@ def test_jdbc_table_list_copies_each_table_with_its_own_query_into_its_own_targe
     keys = query(mariadb_connect, "SELECT table_name, column_name FROM information_schema.key_column_usage "
                  f"WHERE table_schema = 'test' AND table_name LIKE 'copy_list_%{a[-6:]}'")
     assert sorted(keys) == sorted([(f"copy_{a}", "id"), (f"copy_{b}", "k"), (f"copy_{c}", "id")])
+
+
+# -- SeaTunnel-shaped job files (tests/databases/seatunnel_jobs) -------------------------------------
+
+JOBS = os.path.join(os.path.dirname(__file__), "..", "databases", "seatunnel_jobs")
+
+
+def seatunnel_job(name: str) -> str:
+    with open(os.path.join(JOBS, name), encoding="utf-8") as handle:
+        return handle.read()
+
+
+def targets(config) -> dict[str, tuple]:
+    """Each input table's target (database connected to, table as qualified) of the first sink."""
+    sink = config.sinks[0].plugin
+    return {route.name: (route.sink.spec().database, route.sink.spec().table) for route in sink.routes}
+
+
+@pytest.fixture
+def shop_databases(private_mariadb):
+    """Two databases on the private MariaDB: a shop (member, purchase) and an audit one (Ledger)."""
+    shop, audit = f"shop_{secrets.token_hex(3)}", f"audit_{secrets.token_hex(3)}"
+    private_mariadb.execute(
+        f"CREATE DATABASE {shop}", f"CREATE DATABASE {audit}",
+        f"CREATE TABLE {shop}.member (id INT PRIMARY KEY, name VARCHAR(40), joined DATE)",
+        f"CREATE TABLE {shop}.purchase (id BIGINT PRIMARY KEY, member_id INT, total DECIMAL(10, 2))",
+        f"CREATE TABLE {audit}.Ledger (entry INT PRIMARY KEY, note TEXT)")
+    yield shop, audit
+    private_mariadb.execute(f"DROP DATABASE {shop}", f"DROP DATABASE {audit}")
+
+
+def test_seatunnel_mysql_cdc_jobs_resolve_each_tables_target_as_seatunnel_does(private_mariadb, shop_databases):
+    shop, audit = shop_databases
+    port = str(private_mariadb.port)
+    three = load_job_text(seatunnel_job("mysql_cdc_three_tables_to_mysql.conf"),
+                          {"cdc_port": port, "shop_db": shop, "audit_db": audit})
+    assert targets(three) == {f"{shop}.member": (f"{shop}_test", ("member_test",)),
+                              f"{shop}.purchase": (f"{shop}_test", ("purchase_test",)),
+                              f"{audit}.Ledger": (f"{audit}_test", ("Ledger_test",))}
+    assert [r.sink.spec().primary_keys for r in three.sinks[0].plugin.routes] == [("id",), ("id",), ("entry",)]
+    two = load_job_text(seatunnel_job("mysql_cdc_two_tables_to_mysql.conf"),
+                        {"cdc_port": port, "shop_db": shop, "target_db": "copies"})
+    assert targets(two) == {f"{shop}.member": ("copies", ("member",)), f"{shop}.purchase": ("copies", ("purchase",))}
+    assert [r.sink.spec().primary_keys for r in two.sinks[0].plugin.routes] == [("id",), ("id",)]
+
+
+def test_seatunnel_postgres_cdc_job_resolves_sink_prefixed_targets_in_its_schema(private_postgres):
+    shop = f"shop_{secrets.token_hex(3)}"
+    with private_postgres.connect() as admin:
+        admin.execute(f"CREATE DATABASE {shop}")
+    try:
+        with private_postgres.connect(shop) as conn:
+            conn.execute("CREATE TABLE member (id int PRIMARY KEY, name text)")
+            conn.execute("CREATE TABLE purchase (id bigint PRIMARY KEY, total numeric(10, 2))")
+        config = load_job_text(seatunnel_job("postgres_cdc_two_tables_to_postgres.conf"),
+                               {"cdc_port": str(private_postgres.port), "shop_db": shop, "target_schema": "copies"})
+        assert targets(config) == {f"{shop}.public.member": ("test", ("copies", "sink_member")),
+                                   f"{shop}.public.purchase": ("test", ("copies", "sink_purchase"))}
+    finally:
+        with private_postgres.connect() as admin:
+            admin.execute(f"DROP DATABASE {shop} WITH (FORCE)")
+
+
+def test_seatunnel_jdbc_table_list_job_copies_both_tables(local):
+    first, second = f"tl_one_{secrets.token_hex(3)}", f"tl_two_{secrets.token_hex(3)}"
+    with pg_connect() as pg:
+        pg.execute(f"CREATE TABLE {first} (id int PRIMARY KEY, label text)")
+        pg.execute(f"INSERT INTO {first} SELECT g, 'l' || g FROM generate_series(1, 40) g")
+        pg.execute(f"CREATE TABLE {second} (id int PRIMARY KEY, name text, extra text)")
+        pg.execute(f"INSERT INTO {second} SELECT g, 'n' || g, 'x' FROM generate_series(90, 130) g")
+    try:
+        run = local.run(seatunnel_job("jdbc_table_list_to_mysql.conf"), {"first_table": first, "second_table": second})
+        assert run.status == "FINISHED", run.error
+        assert query(mariadb_connect, f"SELECT id, label FROM {first} ORDER BY id") == \
+            [(i, f"l{i}") for i in range(1, 41)]
+        assert query(mariadb_connect, f"SELECT * FROM {second} ORDER BY id") == \
+            [(i, f"n{i}") for i in range(101, 131)]          # the entry's own query: two columns, id > 100
+    finally:
+        with pg_connect() as pg:
+            pg.execute(f"DROP TABLE {first}")
+            pg.execute(f"DROP TABLE {second}")
+        with mariadb_connect() as db, db.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {first}")
+            cur.execute(f"DROP TABLE IF EXISTS {second}")

@@ -121,8 +121,14 @@ class JdbcWriter(SinkWriter):
             cursor = conn.cursor()
             if group.records is None:
                 group.records = CommitRecords(self.dialect, self._home(group, batch))
+                if group.records.schema is not None:     # a database the save modes would create
+                    self.dialect.create_schema(cursor, group.records.schema)
                 group.records.create(cursor)
                 conn.commit()
+            if group.database is None and group.records.schema is not None and self.dialect.name == MYSQL:
+                # MariaDB resolves a multi-table DELETE's alias in the default database, so the
+                # connection needs one even though every table is named with its own
+                cursor.execute(f"USE {self.dialect.quote(group.records.schema)}")
             done = group.records.rows_of(cursor, batch.transaction_id)
             conn.rollback()
             if done is not None:     # committed in the database, not yet in the runtime's log
