@@ -146,3 +146,25 @@ def test_a_declared_type_no_key_can_have_gives_way_in_a_created_key(local, kind,
         with JdbcUrl.parse(url).connect(user, autocommit=True) as conn:
             for name in (source, created):
                 conn.cursor().execute(f"DROP TABLE IF EXISTS {name}")
+
+
+def test_a_string_keeps_its_length_across_databases_in_a_created_table():
+    """varchar(n)/char(n) read from one kind of database is created as VARCHAR(n)/CHAR(n) in the
+    other (the column's length travels in the field's metadata, as SeaTunnel's catalog carries it)."""
+    from pyspark.sql import types as T
+
+    from seatide.connectors.jdbc.dialect import Dialect
+    from seatide.plugin.types import source_metadata
+
+    schema = T.StructType([T.StructField("code", T.StringType(), True, source_metadata("postgresql", "character(5)")),
+                           T.StructField("name", T.StringType(), True,
+                                         source_metadata("postgresql", "character varying(40)")),
+                           T.StructField("note", T.StringType(), True, source_metadata("mysql", "varchar(300)")),
+                           T.StructField("huge", T.StringType(), True, source_metadata("postgresql", "varchar(20000)")),
+                           T.StructField("body", T.StringType(), True, source_metadata("postgresql", "text"))])
+    assert Dialect("mysql").create_table(("t",), schema, ["name"]) == (
+        "CREATE TABLE `t` (`code` CHAR(5), `name` VARCHAR(40) NOT NULL, `note` varchar(300), `huge` LONGTEXT, "
+        "`body` LONGTEXT, PRIMARY KEY (`name`))")
+    assert Dialect("postgresql").create_table(("t",), schema, []) == (
+        'CREATE TABLE "t" ("code" character(5), "name" character varying(40), "note" VARCHAR(300), '
+        '"huge" varchar(20000), "body" text)')

@@ -324,3 +324,24 @@ def test_seatunnel_jdbc_table_list_job_copies_both_tables(local):
         with mariadb_connect() as db, db.cursor() as cur:
             cur.execute(f"DROP TABLE IF EXISTS {first}")
             cur.execute(f"DROP TABLE IF EXISTS {second}")
+
+
+def test_every_placeholder_is_filled_per_table_with_defaults_where_a_table_has_no_value():
+    source = """FakeSource {
+      tables_configs = [
+        { schema { table = "sales.eu.orders", fields { id = bigint, code = string, total = double },
+                   primaryKey { name = pk, columnNames = [id] },
+                   constraintKeys = [{ constraintName = uk_code, constraintType = UNIQUE_KEY,
+                                       constraintColumns = [{ columnName = code }] }] } },
+        { schema { table = "audit.events", fields { seq = int, note = string } } }
+      ]
+    }"""
+    path = ("/out/${database_name}/${schema_name:none}/${table_name}/${schema_full_name}/${table_full_name}/"
+            "${primary_key:nokey}/${unique_key:nounique}/${field_names}")
+    config = load_job_text(job(source, f'LocalFile {{ path = "{path}" }}'))
+    roots = {route.name: route.sink.spec().root for route in config.sinks[0].plugin.routes}
+    assert roots == {
+        "sales.eu.orders": "/out/sales/eu/orders/sales.eu/sales.eu.orders/id/code/id,code,total",
+        "audit.events": "/out/audit/none/events/audit/audit.events/nokey/nounique/seq,note"}
+    with pytest.raises(ConfigError, match=r"\$\{primary_key\} cannot be filled.*\(writing table audit.events\)"):
+        load_job_text(job(source, 'LocalFile { path = "/out/${primary_key}" }'))

@@ -18,6 +18,8 @@ from seatide.config.hocon import BLOCK_MARK, HoconError, Span, parse
 SECTIONS = ("env", "source", "transform", "sink")
 PLUGIN_SECTIONS = ("source", "transform", "sink")
 _VARIABLE = re.compile(r"\$\{(?!\?)([A-Za-z_][A-Za-z0-9_.\-]*)(?::([^}]*))?\}")
+SINK_PLACEHOLDERS = frozenset({"database_name", "schema_name", "table_name", "schema_full_name", "table_full_name",
+                               "primary_key", "unique_key", "field_names"})
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,9 @@ def _substitute(text: str, variables: dict[str, str]) -> tuple[str, list[tuple[i
     at, length = 0, 0
     for match in _VARIABLE.finditer(text):
         name, default = match.group(1), match.group(2)
-        value = variables[name] if name in variables else default
+        # A sink placeholder's default (${table_name:orders}) is the sink's to use, per table
+        # (plan.catalog), unless the name is given as a variable.
+        value = variables[name] if name in variables else None if name in SINK_PLACEHOLDERS else default
         if value is None:
             continue
         parts.append(text[at:match.start()])

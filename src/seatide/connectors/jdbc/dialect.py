@@ -13,13 +13,14 @@ row (deleted).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pyspark.sql import types as T
 
 from seatide.connectors.jdbc.url import MYSQL, POSTGRESQL, JdbcUrl
 from seatide.plugin.rowkind import RowKind
-from seatide.plugin.types import declared_type, type_name
+from seatide.plugin.types import SOURCE_DIALECT, SOURCE_TYPE, declared_type, type_name
 
 # Columns a keyed sink's staging rows carry besides the input's own (see writer.py). Rows of
 # an insert-only sink carry none: every byte staged is a byte Spark's executors send twice.
@@ -36,6 +37,9 @@ _PG_UNKEYABLE = frozenset({"json", "xml", "point", "line", "lseg", "box", "path"
 _MYSQL_UNKEYABLE = frozenset({"tinytext", "text", "mediumtext", "longtext", "tinyblob", "blob", "mediumblob",
                               "longblob", "json", "geometry", "point", "linestring", "polygon", "multipoint",
                               "multilinestring", "multipolygon", "geometrycollection"})
+# char(n) / varchar(n) as either database declares it, and the longest VARCHAR an utf8mb4 MySQL row takes
+_SIZED_STRING = re.compile(r"(character varying|varchar|nvarchar|character|char|nchar)\s*\(\s*(\d+)\s*\)")
+_MYSQL_VARCHAR_MAX = 16383
 # How a timestamp inside an array is written into a MySQL JSON column
 _JSON_TIMESTAMP = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"
 
@@ -76,10 +80,28 @@ class Dialect:
         declared = declared_type(field, self.name)
         if declared and (not key or self._keyable(declared)):
             return declared
+        carried = self._string_of_length(field)
+        if carried:
+            return carried
         try:
             return self.column_type(field.dataType, key, field.name)
         except UnsupportedType as exc:
             raise UnsupportedType(f"field '{field.name}': {exc}") from None
+
+    def _string_of_length(self, field: T.StructField) -> str | None:
+        """A string read from a char(n)/varchar(n) column of the other kind of database keeps its
+        length (SeaTunnel's catalog carries a column's length across databases): VARCHAR(n), or
+        CHAR(n), where this database's column can hold that length."""
+        metadata = field.metadata or {}
+        if not isinstance(field.dataType, T.StringType) or metadata.get(SOURCE_DIALECT) in (None, self.name):
+            return None
+        match = _SIZED_STRING.fullmatch(str(metadata.get(SOURCE_TYPE, "")).strip().lower())
+        if not match:
+            return None
+        fixed, length = match.group(1) in ("char", "character", "nchar"), int(match.group(2))
+        if self.name == MYSQL and length > (255 if fixed else _MYSQL_VARCHAR_MAX):
+            return None
+        return f"{'CHAR' if fixed else 'VARCHAR'}({length})"
 
     def _keyable(self, declared: str) -> bool:
         """Whether a column of the declared type can be (part of) a primary key; one that cannot
