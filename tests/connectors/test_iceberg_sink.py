@@ -190,7 +190,9 @@ def test_maintenance_expires_snapshots_and_compacts_small_files(spark, tmp_path)
     config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
     writer = make_sink(config, **{"iceberg.maintenance.expire-snapshots-older-than-ms": 0,
                                   "iceberg.maintenance.retain-last": 2,
-                                  "iceberg.maintenance.rewrite-every-commits": 3}).writer(context(spark))
+                                  "iceberg.maintenance.rewrite-every-commits": 3,
+                                  "iceberg.table.write-props": {"write.metadata.previous-versions-max": "2"}}
+                       ).writer(context(spark))
     for batch in range(6):
         write(writer, tmp_path / "log", inserts(spark, [batch * 10, batch * 10 + 1]).coalesce(1), batch)
     table = table_of(config)
@@ -202,6 +204,8 @@ def test_maintenance_expires_snapshots_and_compacts_small_files(spark, tmp_path)
                if f.endswith(".parquet")]
     live = {t.file.file_path for s in table.metadata.snapshots for t in table.scan(snapshot_id=s.snapshot_id).plan_files()}
     assert sorted("file://" + p for p in on_disk) == sorted(live), "files only expired snapshots held are deleted"
+    versions = [n for n in os.listdir(f"{tmp_path}/warehouse/ns/t/metadata") if n.endswith(".metadata.json")]
+    assert len(versions) <= 4, versions                # the current one and the log's previous 2 (+ a hint race)
     # the replay mark survives expiry: the head carries the last batch
     assert write(writer, tmp_path / "log", inserts(spark, [99]), 5).replayed
 

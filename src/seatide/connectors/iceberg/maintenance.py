@@ -23,6 +23,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import time
 import uuid
@@ -63,6 +64,7 @@ def expire_snapshots(catalog, identifier, older_than_ms: int, retain_last: int) 
         log.info("Iceberg maintenance: %s changed while expiring; trying next time", identifier)
         return []
     _delete_unreferenced(table, expired, kept)
+    _prune_metadata_files(catalog.load_table(identifier))
     log.info("Iceberg maintenance: expired %d snapshots of %s", len(expired), ".".join(identifier))
     return [s.snapshot_id for s in expired]
 
@@ -89,6 +91,27 @@ def _delete_unreferenced(table, expired: list, kept: list) -> None:
             os.remove(local_path(path))
         except (FileNotFoundError, ValueError):
             pass
+
+
+_METADATA_VERSION = re.compile(r"^v?(\d+)[.-]")
+
+
+def _prune_metadata_files(table) -> int:
+    """Delete the table's metadata JSON files older than the oldest one its metadata log keeps
+    (``write.metadata.previous-versions-max``, 100 by default): one is written per commit."""
+    kept = [table.metadata_location, *(entry.metadata_file for entry in table.metadata.metadata_log)]
+    versions = [int(m.group(1)) for m in (_METADATA_VERSION.match(os.path.basename(p)) for p in kept) if m]
+    if not versions:
+        return 0
+    oldest = min(versions)
+    directory = os.path.dirname(local_path(table.metadata_location))
+    removed = 0
+    for name in os.listdir(directory):
+        match = _METADATA_VERSION.match(name)
+        if match and name.endswith(".metadata.json") and int(match.group(1)) < oldest:
+            os.remove(os.path.join(directory, name))
+            removed += 1
+    return removed
 
 
 def rewrite_small_files(spark, catalog, identifier, branch: str | None, target_bytes: int) -> tuple[int, int]:
