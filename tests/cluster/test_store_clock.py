@@ -15,12 +15,17 @@ import time
 
 import pytest
 
+from sqlalchemy import func, select
+
+from seatide.store import schema as s
 from seatide.testing.cluster import Cluster, batch_gate, open_gate, wait_for
 from seatide.testing.jobs import assert_exactly, streaming_job, written_ids
 from seatide.testing.servers import PrivatePostgres
 
-WINDOW_S = 6.0
-HEALTHY_BATCHES = 12        # ~12 s of checkpoints every second before the sink hangs
+# Wide enough that a loaded 2-core machine checkpoints well within it while healthy; the skew
+# (8 s) still shows as the stall flagged 8 s early or late.
+WINDOW_S = 20.0
+HEALTHY_BATCHES = 12        # checkpoints every second, then the sink hangs
 
 
 @pytest.fixture(params=["+8s", "-8s"], ids=["store-ahead", "store-behind"])
@@ -36,6 +41,13 @@ def _stale_flags(cluster: Cluster, job_id: str) -> int:
     return sum(1 for e in cluster.events(job_id) if e.kind == "CHECKPOINT_STALE")
 
 
+def _last_checkpoint(cluster: Cluster, job_id: str) -> int:
+    """From the store itself: the API of a coordinator on a loaded machine may answer late."""
+    with cluster.store.read() as conn:
+        return conn.execute(select(func.max(s.pipelines.c.last_checkpoint_id)).where(
+            s.pipelines.c.job_id == job_id)).scalar() or 0
+
+
 @pytest.mark.cluster
 def test_a_stall_is_seen_on_time_and_a_healthy_job_never_whatever_the_stores_clock(skewed_store, tmp_path):
     cluster = Cluster(f"postgresql://postgres@127.0.0.1:{skewed_store.port}/postgres", str(tmp_path / "data"))
@@ -49,7 +61,7 @@ def test_a_stall_is_seen_on_time_and_a_healthy_job_never_whatever_the_stores_clo
         cluster.submit(job, "skew")
         first = wait_for(lambda: next(iter(cluster.attempts("skew")), None), 60, message="an attempt")
         # Healthy: checkpoints every second, never flagged, until this attempt's sink hangs.
-        wait_for(lambda: (cluster.job_info("skew")["checkpoint"]["lastCheckpointId"] or 0) >= HEALTHY_BATCHES - 2,
+        wait_for(lambda: _last_checkpoint(cluster, "skew") >= HEALTHY_BATCHES - 2,
                  240, interval=0.1, message="the healthy checkpoints")
         assert _stale_flags(cluster, "skew") == 0, "a healthy job was flagged stale"
         seen_after = _stall_seen_after(cluster, "skew")
@@ -78,7 +90,7 @@ def _stall_seen_after(cluster: Cluster, job_id: str) -> float:
     deadline = time.monotonic() + 240
     last_id, last_seen = -1, time.monotonic()
     while time.monotonic() < deadline:
-        checkpoint = cluster.job_info(job_id)["checkpoint"]["lastCheckpointId"] or 0
+        checkpoint = _last_checkpoint(cluster, job_id)
         now = time.monotonic()
         if checkpoint != last_id:
             last_id, last_seen = checkpoint, now
