@@ -70,6 +70,10 @@ class TableWriters(SinkWriter):
             self.writers[route.index].publish(part)
             failpoints.hit("sink.table_published")     # a crash with some tables published, not all
 
+    def evolve(self, changes: list, behaviour: str) -> None:
+        for route in self.routes:
+            self.writers[route.index].evolve([c for c in changes if c.table == route.name], behaviour)
+
     def end_of_data(self, state: dict) -> None:
         tables = state.get("tables", {})
         for route in self.routes:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # pyspark is heavy; plugins import it lazily where they use i
 
     from seatide.config.env import JobEnv
     from seatide.plugin.schema import Schema
+    from seatide.plugin.evolution import TableChange
     from seatide.plugin.tables import TableLayout, TableRoute, TableRows
 
 
@@ -47,6 +48,11 @@ class ReadContext:
     plugin_id: str             # unique within the job, e.g. "source[0]"
     job_id: str = ""           # names what a source creates outside Spark (a replication slot)
     pipeline_id: int = 0
+    # Schema evolution (plugin/evolution.py): each table's shape the pipeline last ran with (table
+    # name -> StructType JSON, kept with its checkpoint), and what the stream showed of a table whose
+    # shape changed (table name -> the source's own form), when the query starts again for it.
+    known_tables: dict | None = None
+    seen: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -187,6 +193,15 @@ class Source(Plugin):
         """A multi-table source's tables as its rows carry them (called at run time, after ``read``)."""
         raise NotImplementedError
 
+    def schema_change_behavior(self) -> str | None:
+        """How a change of a read table's columns reaches the sinks (plugin/evolution.BEHAVIOURS);
+        None for a source whose tables do not change while it reads them."""
+        return None
+
+    def table_shapes(self) -> "dict[str, StructType]":
+        """After ``read``: each table's columns as read (retired ones included), by table name."""
+        return {}
+
     def batch_rows(self, batch: "DataFrame", ctx: ReadContext) -> "TableRows":
         """The rows of one micro-batch (or of the plain batch) of a multi-table source, from what
         ``read`` returned for it: the tagged rows themselves by default; a source whose stream
@@ -260,6 +275,13 @@ class SinkWriter:
 
     def end_of_data(self, state: dict) -> None:
         """Called once when a bounded pipeline has written everything; ``state`` is the last committed."""
+
+    def evolve(self, changes: "list[TableChange]", behaviour: str) -> None:
+        """Before the first batch after the source's tables changed (plugin/evolution.py): apply
+        ``changes`` as ``behaviour`` says, so that looking again finds them applied (a crash may
+        repeat the call). Called with no changes too, whenever the source follows schema changes:
+        the writer then writes the input's columns its target has, renamed columns under their new
+        names. By default nothing: a writer that writes whatever columns the rows have."""
 
 
 class Sink(Plugin):

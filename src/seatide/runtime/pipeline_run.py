@@ -28,7 +28,9 @@ from seatide import failpoints
 from seatide.config.env import JobEnv
 from seatide.plan.dag import Pipeline
 from seatide.plugin.base import PERMANENT_MARK, PermanentError, ReadContext, SinkContext, TransformContext
+from seatide.plugin.evolution import schema_change_in
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
+from seatide.runtime import schema_evolution
 from seatide.runtime.batch_clock import BatchClock
 from seatide.runtime.commit_log import (SinkCommitLog, StoreDecisions, read_json, roll_forward, write_exactly_once,
                                         write_json_atomic)
@@ -99,6 +101,9 @@ class PipelineRun:
         self._batch_clock = BatchClock()
         self._timed_out_batch = -1
         self.routed: RoutedPipeline | None = None    # a multi-table pipeline (runtime.table_routing)
+        self._known: dict | None = None     # the tables' shapes kept with the checkpoint (schema_evolution)
+        self._seen: dict | None = None      # a changed table's shape as the stream showed it
+        self._last_change: str | None = None
 
     # -- building ------------------------------------------------------------------------
     def _prepare_dir(self) -> None:
@@ -128,7 +133,8 @@ class PipelineRun:
         return ReadContext(spark=self.spark, micro_batch=env.micro_batch, unbounded=env.streaming,
                            parallelism=spec.plugin.parallelism, max_rows_per_batch=env.micro_batch_max_rows,
                            read_interval_ms=env.trigger_interval_ms, plugin_id=spec.plugin_id,
-                           job_id=self.job_id, pipeline_id=self.pipeline.pipeline_id)
+                           job_id=self.job_id, pipeline_id=self.pipeline.pipeline_id,
+                           known_tables=self._known, seen=self._seen)
 
     def _frames(self) -> list[tuple[object, object]]:
         """(sink spec, DataFrame it writes) for each sink of the pipeline. A multi-table pipeline
@@ -218,8 +224,15 @@ class PipelineRun:
         self.reporter.pipeline_status(self.pipeline.pipeline_id, PipelineStatus.RUNNING)
         try:
             self._prepare_dir()
+            self._known = schema_evolution.known_shapes(self.dir)
             sinks = self._frames()
             self._open_writers(sinks)
+            changes = schema_evolution.evolve(self.dir, [s.plugin for s in self.pipeline.sources],
+                                              list(self.writers.values()))
+            if changes:
+                log.info("pipeline %s: the sinks took the tables' changes: %s", self.pipeline.pipeline_id,
+                         "; ".join(c.describe() for c in changes))
+            self._seen = None
             if self.env.micro_batch:
                 self._start_query(sinks)
             else:
@@ -370,7 +383,9 @@ class PipelineRun:
             return self.outcome
         exc = self.query.exception()
         if exc is not None and not isinstance(self.failure, StopAtBatchBoundary):
-            self._fail(self.failure or exc)
+            change = None if self.stop_requested else schema_change_in(str(self.failure or exc))
+            if change is None or not self._restart_for(change):
+                self._fail(self.failure or exc)
         elif self.stop_requested:
             self.outcome = Outcome(PipelineStatus.SAVEPOINT_DONE if self.stop_requested == Desired.SAVEPOINT
                                    else PipelineStatus.CANCELED)
@@ -378,6 +393,21 @@ class PipelineRun:
             self._report_progress()
             self._finish()
         return self.outcome
+
+    def _restart_for(self, change: dict) -> bool:
+        """A source stopped the query because a table's shape changed (plugin/evolution.py): start
+        it again with the new shape, from the same checkpoint. False when the same change stops it
+        again at once (the new shape did not take)."""
+        key = json.dumps(change, sort_keys=True)
+        if key == self._last_change:
+            return False
+        self._last_change = key
+        log.info("pipeline %s: table %s changed; the query starts again with its new columns",
+                 self.pipeline.pipeline_id, change.get("table"))
+        self._seen = {change["table"]: change.get("seen")}
+        self.query, self.failure, self.writers, self.routed = None, None, {}, None
+        self.start()
+        return self.outcome.status == PipelineStatus.RUNNING
 
     def _watch_trigger(self) -> None:
         """Report idleness (caught up with the sources) and micro-batches past checkpoint.timeout."""

@@ -30,6 +30,7 @@ from seatide.connectors.file.naming import partition_dir, partition_text, partit
 from seatide.connectors.file.paths import STAGING_DIR, is_hidden, spark_uri
 from seatide.connectors.file.sink import FileSinkSpec
 from seatide.plugin.base import Batch, SinkWriter, StagedBatch
+from seatide.plugin.evolution import RENAME, RETIRED
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
 
 _PARTITION_ALIAS = "__seatide_p"   # Spark partitions by these copies; names map back to fields
@@ -47,6 +48,8 @@ class LocalFileWriter(SinkWriter):
         self.plugin_id = plugin_id   # two sinks of one pipeline share transaction ids, not staging
         self._save_modes_done = False
         self._header_size = 0   # bytes of a header line; a file no bigger holds no rows
+        self.behaviour: str | None = None      # the source's schema-change behaviour (plugin/evolution.py)
+        self.renames: dict[str, str] = {}      # new name -> old, for rows from before a rename
 
     # --- one batch ---------------------------------------------------------------------
 
@@ -101,12 +104,30 @@ class LocalFileWriter(SinkWriter):
 
     # --- steps -------------------------------------------------------------------------
 
+    def evolve(self, changes: list, behaviour: str) -> None:
+        """Files hold the columns their batch's rows have: under evolve and try_evolve, a renamed
+        column's older values go under its new name and dropped columns are left out; under lenient
+        and ignore every column read is written, dropped ones too (null in later rows)."""
+        self.behaviour = behaviour
+        if behaviour in ("evolve", "try_evolve"):
+            self.renames.update({c.new_name: c.column for c in changes if c.kind == RENAME})
+
+    def _evolved(self, df):
+        from pyspark.sql import functions as F
+
+        if self.behaviour not in ("evolve", "try_evolve"):
+            return df
+        for new, old in self.renames.items():
+            if old in df.columns:
+                df = df.withColumn(new, F.coalesce(_col(new), _col(old)) if new in df.columns else _col(old)).drop(old)
+        return df.drop(*[f.name for f in df.schema.fields if (f.metadata or {}).get(RETIRED)])
+
     def _prepare(self, df):
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
 
         spec = self.spec
-        df = df.drop(ROW_KIND_COLUMN)
+        df = self._evolved(df).drop(ROW_KIND_COLUMN)
         columns = list(spec.sink_columns or df.columns)
         for option, names in (("sink_columns", columns), ("partition_by", spec.partition_by)):
             missing = [c for c in names if c not in df.columns]

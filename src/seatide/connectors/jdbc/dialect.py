@@ -248,6 +248,13 @@ class Dialect:
         cursor.execute("SELECT 1 FROM information_schema.tables WHERE " + self._where_table(table), table[::-1])
         return cursor.fetchone() is not None
 
+    def retype(self, target: str, column: str, column_type: str) -> str:
+        """The statement that gives ``column`` of ``target`` another type, converting its values."""
+        if self.name == MYSQL:
+            return f"ALTER TABLE {target} MODIFY COLUMN {self.quote(column)} {column_type}"
+        return (f"ALTER TABLE {target} ALTER COLUMN {self.quote(column)} TYPE {column_type} "
+                f"USING {self.quote(column)}::{column_type}")
+
     def create_schema(self, cursor, name: str) -> None:
         """Create the schema (PostgreSQL) or database (MySQL) ``name`` unless it exists."""
         cursor.execute("SELECT 1 FROM information_schema.schemata WHERE schema_name = %s", (name,))

@@ -9,6 +9,7 @@ and applied to it.
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 from seatide import failpoints
@@ -18,7 +19,10 @@ from seatide.connectors.jdbc.named_lock import named_lock
 from seatide.connectors.jdbc.query import QueryError
 from seatide.connectors.jdbc.sink import JdbcSinkSpec
 from seatide.plugin.base import PermanentError
+from seatide.plugin.evolution import ADD, DROP, RENAME, RETYPE, TableChange, live_fields
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
+
+log = logging.getLogger(__name__)
 
 # A writer waits this long for another writer of the sink that is making its save modes.
 SAVE_MODES_WAIT_S = 60.0
@@ -41,6 +45,10 @@ class JdbcTarget:
         self.stage_schema = table[:-1] if table else ()
         self.target_columns: dict[str, str] = {}    # lower-case name -> the target's spelling
         self.ready = False                    # checked against the database (save modes made)
+        # Schema evolution (plugin/evolution.py): the source's behaviour, None when its tables do not
+        # change; and renamed columns (new name -> old) whose older rows still carry the old name.
+        self.behaviour: str | None = None
+        self.renames: dict[str, str] = {}
 
     @property
     def label(self) -> str:
@@ -53,10 +61,23 @@ class JdbcTarget:
     # --- names -------------------------------------------------------------------------
 
     def rename(self, df):
-        """Field names as written to the database: field_ide, then the target's own spelling."""
+        """Field names as written to the database: field_ide, then the target's own spelling. When
+        the source's tables evolve, a renamed column takes the values rows from before the rename
+        carry under the old name, and only the columns the target has are written."""
         renames = {name: self.column(name) for name in df.columns if name != ROW_KIND_COLUMN}
         renames = {k: v for k, v in renames.items() if k != v}
-        return df.withColumnsRenamed(renames) if renames else df
+        df = df.withColumnsRenamed(renames) if renames else df
+        if self.behaviour is None or not self.target_columns:
+            return df
+        from pyspark.sql import functions as F
+
+        for new, old in self.renames.items():
+            if old in df.columns:
+                merged = F.coalesce(F.col(_spark_name(new)), F.col(_spark_name(old))) if new in df.columns \
+                    else F.col(_spark_name(old))
+                df = df.withColumn(new, merged).drop(old)
+        kept = set(self.target_columns.values()) | {ROW_KIND_COLUMN}
+        return df.select(*[F.col(_spark_name(c)) for c in df.columns if c in kept])
 
     def column(self, field: str) -> str:
         ide, known = self.spec.field_ide, self.target_columns
@@ -89,7 +110,7 @@ class JdbcTarget:
         self.target_columns = {c.lower(): c for c in existing}
         fields = [self.column(f.name) for f in schema.fields if f.name != ROW_KIND_COLUMN]
         missing = [c for c in fields if c not in existing]
-        if missing:
+        if missing and self.behaviour is None:
             raise JdbcSinkError(f"Jdbc sink: table {label} has no column {', '.join(missing)} "
                                 f"(its columns: {', '.join(existing)}){self._for()}; add the columns or drop the fields")
         keys_missing = [k for k in self.keys if k not in fields]
@@ -139,7 +160,7 @@ class JdbcTarget:
             cursor.execute(f"DROP TABLE {self.quoted}")
             exists = False
         if mode in ("RECREATE_SCHEMA", "CREATE_SCHEMA_WHEN_NOT_EXIST") and not exists:
-            fields = T.StructType([f for f in schema.fields if f.name != ROW_KIND_COLUMN])
+            fields = T.StructType([f for f in live_fields(schema) if f.name != ROW_KIND_COLUMN])
             renamed = T.StructType([T.StructField(self.column(f.name), f.dataType, f.nullable, f.metadata)
                                     for f in fields.fields])
             try:
@@ -164,6 +185,48 @@ class JdbcTarget:
                 raise JdbcSinkError(f"Jdbc sink: data_save_mode is ERROR_WHEN_DATA_EXISTS and table "
                                     f"{label} has rows; empty it or choose APPEND_DATA or DROP_DATA")
         conn.commit()
+
+    # --- schema changes ------------------------------------------------------------------
+
+    def evolve(self, conn, change: TableChange, behaviour: str) -> None:
+        """Apply one change of the input table as ``behaviour`` says (plugin/evolution.py), unless
+        the target shows it applied already; a statement the database refuses fails the job naming
+        it, except under try_evolve (logged, and the target keeps its shape for that change)."""
+        cursor = conn.cursor()
+        if self.table is None or not self.dialect.table_exists(cursor, self.table):
+            return                       # the save modes create it from the new shape
+        existing = set(self.dialect.columns(cursor, self.table))
+        column, evolving = self.column(change.column), behaviour in ("evolve", "try_evolve")
+        q, target = self.dialect.quote, self.quoted
+        ddl = None
+        if change.kind == ADD and behaviour != "ignore" and column not in existing:
+            ddl = f"ALTER TABLE {target} ADD COLUMN {q(column)} {self.dialect.field_type(change.field)}"
+        elif change.kind == DROP and evolving and column in existing:
+            ddl = f"ALTER TABLE {target} DROP COLUMN {q(column)}"
+        elif change.kind == RENAME:
+            new = self.column(change.new_name)
+            if evolving:
+                self.renames[new] = column
+                if column in existing and new not in existing:
+                    ddl = f"ALTER TABLE {target} RENAME COLUMN {q(column)} TO {q(new)}"
+            elif behaviour == "lenient" and new not in existing:
+                ddl = f"ALTER TABLE {target} ADD COLUMN {q(new)} {self.dialect.field_type(change.field)}"
+        elif change.kind == RETYPE and column in existing and (evolving or behaviour == "lenient" and change.widens()):
+            ddl = self.dialect.retype(target, column, self.dialect.field_type(change.field))
+        if ddl is None:
+            return
+        try:
+            cursor.execute(ddl)
+            conn.commit()
+            log.info("Jdbc sink: %s: %s", self.label, ddl)
+        except Exception as exc:  # noqa: BLE001 - the database's own refusal, named below
+            conn.rollback()
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            if behaviour == "try_evolve":
+                log.warning("Jdbc sink: %s refused %s (%s); the table keeps its shape for it", self.label, ddl, reason)
+                return
+            raise JdbcSinkError(f"Jdbc sink: table {self.label} refused the schema change {change.describe()}: "
+                                f"{ddl}: {reason}") from None
 
     # --- one batch ---------------------------------------------------------------------
 

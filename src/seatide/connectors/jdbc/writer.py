@@ -157,6 +157,18 @@ class JdbcWriter(SinkWriter):
                      time.perf_counter() - applied)
         return 0, rows
 
+    def evolve(self, changes: list, behaviour: str) -> None:
+        """The source's table changes, applied to each target as ``behaviour`` says (target.py)."""
+        for group in self.groups.values():
+            for target in group.targets.values():
+                target.behaviour = behaviour
+            mine = [(t, c) for c in changes for t in group.targets.values() if not self.multi or t.source == c.table]
+            if not mine:
+                continue
+            with self._connection(group.database) as conn:
+                for target, change in mine:
+                    target.evolve(conn, change, behaviour)
+
     def end_of_data(self, state: dict) -> None:
         """A bounded pipeline is done: staging tables of attempts that never committed go."""
         for group in self.groups.values():

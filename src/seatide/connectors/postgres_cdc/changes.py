@@ -24,6 +24,7 @@ from seatide.connectors.postgres_cdc.pgoutput import (UNCHANGED_TOAST, Begin, Ch
                                                       message_tag)
 from seatide.connectors.postgres_cdc.tables import CapturedTable
 from seatide.plugin.base import permanent_in_worker
+from seatide.plugin.evolution import SchemaChanged
 from seatide.plugin.rowkind import RowKind
 
 
@@ -40,10 +41,16 @@ class BatchPlan:
     messages: list | None             # its pgoutput messages, when they fit INLINE_BYTES
 
 
-def plan_batch(config: dict, slot_name: str, start: int, max_rows: int, flushed: int) -> BatchPlan:
+def plan_batch(config: dict, slot_name: str, start: int, max_rows: int, flushed: int,
+               tables: list[CapturedTable] | None = None) -> BatchPlan:
     """Whole transactions from ``start`` until they hold ``max_rows`` rows or the stream has
-    caught up with ``flushed``."""
+    caught up with ``flushed``. A transaction in which a captured table has another shape than
+    ``tables`` say (its Relation message: columns added, dropped, renamed, retyped) starts a batch
+    of its own: the batch before it ends at the commit before it, and a batch that starts with it
+    stops the query (``shape_changed``), which the runtime starts again with the new shape."""
     plan, in_transaction, size = BatchPlan(start, 0, []), False, 0
+    at_commit = (0, 0)                                  # (changes, messages) at the last commit
+    decoder = Decoder(tables[0].encoding) if tables else None
     for kind, item in replication.stream(config, slot_name, start):
         if kind == "walend":
             if item >= flushed and not in_transaction:
@@ -58,19 +65,57 @@ def plan_batch(config: dict, slot_name: str, start: int, max_rows: int, flushed:
         tag = message_tag(item)
         if tag == "B":
             in_transaction = True
+        elif tag == "R" and decoder is not None:
+            decoder.decode(item)
+            changed = shape_changed(decoder.last_relation, tables, config.get("schema_changes"), config["database"])
+            if changed is not None:
+                if plan.end > start:            # the batch so far ends before this transaction
+                    plan.changes = at_commit[0]
+                    if plan.messages is not None:
+                        plan.messages = plan.messages[:at_commit[1]]
+                    return plan
+                raise changed
         elif tag in "IUDT":
             plan.changes += 2 if tag == "U" else 1      # an update may carry its old row too
         elif tag == "C":
             in_transaction, plan.end = False, Decoder().decode(item).end_lsn
+            at_commit = (plan.changes, len(plan.messages) if plan.messages is not None else 0)
             if plan.changes >= max_rows or plan.end >= flushed:
                 break
     return plan
+
+
+def shape_changed(relation, tables: list[CapturedTable], behaviour: str | None,
+                  database: str = "") -> Exception | None:
+    """The error to stop on when a captured table's Relation message names other columns (or other
+    types) than the table has in ``tables``; None when it is the same table, or not a captured one."""
+    table = next((t for t in tables if (t.schema, t.name) == (relation.schema, relation.name)), None)
+    if table is None:
+        return None
+    now = [(c.name, c.type_oid, c.typmod) for c in relation.columns]
+    if now == [(c.name, c.type_oid, c.typmod) for c in table.live]:
+        return None
+    known, seen = {c.name for c in table.live}, {c.name for c in relation.columns}
+    types = {c.name: (c.type_oid, c.typmod) for c in table.live}
+    retyped = [c.name for c in relation.columns if types.get(c.name, (c.type_oid, c.typmod)) != (c.type_oid, c.typmod)]
+    detail = (f"gained columns {sorted(seen - known)}" if seen - known else
+              f"lost columns {sorted(known - seen)}" if known - seen else
+              f"column {retyped[0] if retyped else '?'} changed type (ALTER COLUMN ... TYPE)")
+    if behaviour in (None, "exception"):
+        option = ("schema changes fail the job (schema.change.behavior = exception)" if behaviour
+                  else "schema changes are not followed")
+        return permanent_in_worker(
+            f"Postgres-CDC: in table {table.qualified}, {detail} while the job ran; {option}. Set "
+            f"schema.change.behavior = evolve (or lenient) to follow them, or, to capture the table as it is now, "
+            f"{START_OVER}.")
+    return SchemaChanged(f"{database}.{table.qualified}", [list(c) for c in now])
 
 
 def read_changes(config: dict, tables: list[CapturedTable], slot_name: str, start: int, end: int,
                  messages: list | None = None) -> Iterator[tuple[int, int, dict]]:
     """(row kind, table index, column -> text) of every change in ``(start, end]``, in order:
     from the planned ``messages``, or streamed again."""
+    behaviour = config.get("schema_changes")
     source = (("data", m) for m in messages) if messages is not None else \
         replication.stream(config, slot_name, start)
     decoder, in_transaction = Decoder(tables[0].encoding), False
@@ -85,7 +130,7 @@ def read_changes(config: dict, tables: list[CapturedTable], slot_name: str, star
                 return
             in_transaction = True
         elif isinstance(message, Change):
-            yield from rows_of(message, tables)
+            yield from rows_of(message, tables, behaviour, config["database"])
         elif isinstance(message, Truncate):
             truncated(message, tables)
         elif isinstance(message, Commit):
@@ -94,8 +139,8 @@ def read_changes(config: dict, tables: list[CapturedTable], slot_name: str, star
                 return
 
 
-def rows_of(change: Change, tables: list[CapturedTable]) -> list:
-    index = table_index(change.relation, tables)
+def rows_of(change: Change, tables: list[CapturedTable], behaviour: str | None = None, database: str = "") -> list:
+    index = table_index(change.relation, tables, behaviour, database)
     if index is None:
         return []
     if change.op == "I":
@@ -124,24 +169,19 @@ def truncated(message: Truncate, tables: list[CapturedTable]) -> None:
             f"target table yourself and {START_OVER}")
 
 
-def table_index(relation, tables: list[CapturedTable]) -> int | None:
+def table_index(relation, tables: list[CapturedTable], behaviour: str | None = None,
+                database: str = "") -> int | None:
+    """The index of the relation's table in ``tables`` (None: not captured). Its rows are read into
+    the columns the job has for the table by name: a row of another shape stops the query as the
+    planning does (``shape_changed``), except a row from before a change the job has already taken
+    in (its columns are all known: retired columns keep what a dropped or renamed one held)."""
     for i, table in enumerate(tables):
         if (table.schema, table.name) == (relation.schema, relation.name):
-            known, now = {c.name for c in table.columns}, {c.name for c in relation.columns}
-            added = [c.name for c in relation.columns if c.name not in known]
-            lost = [c.name for c in table.columns if c.name not in now]
-            if added or lost:
-                change = f"gained columns {added}" if added else f"lost columns {lost}"
-                raise permanent_in_worker(
-                    f"Postgres-CDC: table {table.qualified} {change} while the job ran; schema changes "
-                    "are not followed (their values would be missing or null in every later change). To "
-                    f"capture the table as it is now, {START_OVER}.")
-            started = dict(table.type_oids)
-            retyped = [c.name for c in relation.columns if started.get(c.name, c.type_oid) != c.type_oid]
-            if retyped:
-                raise permanent_in_worker(
-                    f"Postgres-CDC: in table {table.qualified} column {retyped[0]} changed type while the job "
-                    "ran (ALTER COLUMN ... TYPE); its values cannot be read with the type the job started "
-                    f"with. To capture the table as it is now, {START_OVER}.")
+            if behaviour in (None, "exception") or not {c.name for c in relation.columns} <= \
+                    {c.name for c in table.columns}:
+                changed = shape_changed(relation, tables, behaviour, database)
+                if changed is not None:
+                    raise changed
             return i
     return None
+

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from seatide.connectors.cdc_evolution import SCHEMA_CHANGE_OPTIONS
 from seatide.connectors.cdc_tuning import SNAPSHOT_TUNING
 from seatide.plugin.options import ANY, BOOL, INT, LIST, OBJECT, REQUIRED, STRING, STRING_LIST, Option, enum
 
@@ -10,7 +11,8 @@ STARTUP_MODE = enum("initial", "latest", "earliest", "specific", "timestamp")
 # Options SeaTunnel has that SeaTide accepts but refuses with a reason when set away from
 # their defaults: key -> why.
 UNSUPPORTED = {
-    "debezium": "SeaTide decodes pgoutput itself; there is no Debezium engine to pass properties to",
+    "debezium": "SeaTide decodes pgoutput itself; there is no Debezium engine to pass properties to "
+                "(include.schema.changes is read: see schema.change.behavior)",
     "format": "only the DEFAULT row format is produced (COMPATIBLE_DEBEZIUM_JSON is not)",
 }
 
@@ -26,8 +28,8 @@ PG_CDC_OPTIONS: tuple[Option, ...] = (
     Option("schema-names", STRING_LIST, None,
            "schema for table names written without one (first entry); default public"),
     Option("table-names", STRING_LIST, REQUIRED,
-           "tables to capture: database.schema.table (schema.table and table also work); several "
-           "tables must have the same columns, since one source emits one row type"),
+           "tables to capture: database.schema.table (schema.table and table also work); any number, "
+           "each of its own columns, read through one replication slot"),
     Option("table-names-config", LIST, None,
            "per-table settings: [{ table = \"db.schema.t\", primaryKeys = [\"id\"] }] gives a key to "
            "a table without a primary key (used to split its snapshot); such a table still needs "
@@ -48,6 +50,7 @@ PG_CDC_OPTIONS: tuple[Option, ...] = (
     Option("connect.timeout.ms", INT, 30000, "how long to wait for a connection to the server"),
     Option("connect.max-retries", INT, 3, "accepted; SeaTide's job retries cover reconnecting"),
     *SNAPSHOT_TUNING,
+    *SCHEMA_CHANGE_OPTIONS,
     Option("exactly_once", BOOL, False,
            "accepted; changes are replayed from the slot until the batch's checkpoint commits, and "
            "exactly-once output is the sink's part"),

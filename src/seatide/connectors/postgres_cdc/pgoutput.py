@@ -31,6 +31,7 @@ class Column:
     name: str
     type_oid: int
     is_key: bool
+    typmod: int = -1         # pg_attribute.atttypmod: varchar(40), numeric(10,2)...
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class Decoder:
 
     def __init__(self, encoding: str = "utf-8"):
         self.relations: dict[int, Relation] = {}
+        self.last_relation: Relation | None = None
         self.encoding = encoding           # the database's: pgoutput sends text as stored
 
     def decode(self, data) -> Begin | Commit | Change | Truncate | None:
@@ -115,7 +117,7 @@ class Decoder:
             return Commit(commit_lsn, end_lsn)
         if tag == "R":
             relation = _relation(buf)
-            self.relations[relation.oid] = relation
+            self.relations[relation.oid] = self.last_relation = relation
             return None
         if tag in "IUD":
             return _change(tag, buf, self.relations)
@@ -142,8 +144,8 @@ def _relation(buf: _Buffer) -> Relation:
     for _ in range(count):
         flags = buf.take(">b")
         column_name = buf.cstring()
-        type_oid, _typmod = buf.take(">ii")
-        columns.append(Column(column_name, type_oid, bool(flags & 1)))
+        type_oid, typmod = buf.take(">ii")
+        columns.append(Column(column_name, type_oid, bool(flags & 1), typmod))
     return Relation(oid, schema, name, tuple(columns))
 
 

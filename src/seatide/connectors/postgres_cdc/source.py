@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from seatide.connectors.jdbc.url import POSTGRESQL, JdbcUrl, JdbcUrlError
 from seatide.connectors.postgres_cdc import slot
 from seatide.connectors.postgres_cdc.options import PG_CDC_OPTIONS, UNSUPPORTED
 from seatide.connectors.cdc_tables import split_names
-from seatide.connectors.postgres_cdc.tables import TableError, describe, split_name
+from seatide.connectors.cdc_evolution import change_behaviour
+from seatide.connectors.postgres_cdc.tables import TableColumn, TableError, columns_of_relation, describe, split_name
 from seatide.plugin.base import PermanentError, ReadContext, Source, use_python_data_source
+from seatide.plugin.evolution import RETIRED, live_fields
+from seatide.plugin.options import OptionError
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ALL_KINDS, ROW_KIND_COLUMN, RowKind
 from seatide.plugin.schema import Column, PrimaryKey, Schema
@@ -26,11 +30,13 @@ from seatide.plugin.tables import TableLayout
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
 
 _SLOT_NAME = re.compile(r"[a-z0-9_]{1,63}")
 # Reading the tables' catalog when a job is loaded (its sinks' placeholders) waits this long at
 # most for the server: a submission is not held by an unreachable one (the driver reads again).
 _LOAD_TIMEOUT_S = 5
+_PG = "seatide.postgres_column"     # field metadata: the column as the stream reads it (TableColumn)
 
 
 @register
@@ -61,9 +67,16 @@ class PostgresCdcSource(Source):
             raise self.invalid("startup.mode", f"startup.mode = \"{mode}\" is not supported: a replication "
                                "slot starts where it is created, so use \"initial\" (snapshot, then "
                                "changes) or \"latest\" (changes from now on)")
+        debezium = self.opts["debezium"] or {}
         for key, why in UNSUPPORTED.items():
-            if self.opts[key] is not None and not (key == "format" and self.opts[key].upper() == "DEFAULT"):
+            allowed = (key == "format" and self.opts[key] is not None and self.opts[key].upper() == "DEFAULT") or \
+                (key == "debezium" and set(_flat(debezium)) <= {"include.schema.changes"})
+            if self.opts[key] is not None and not allowed:
                 raise self.invalid(key, f"option '{key}' is not supported: {why}; remove it")
+        try:
+            self.behaviour = change_behaviour(self.opts, _flat(debezium).get("include.schema.changes"))
+        except OptionError as exc:
+            raise self.invalid(exc.option, exc.message) from None
         for key in ("startup.specific-offset.file", "startup.specific-offset.pos", "startup.timestamp"):
             if self.opts[key] is not None:
                 raise self.invalid(key, f"option '{key}' is not supported: startup.mode is initial or latest")
@@ -161,12 +174,45 @@ class PostgresCdcSource(Source):
     def table_layout(self, ctx: ReadContext) -> TableLayout:
         return self._layout
 
+    # -- schema changes (plugin/evolution.py) ---------------------------------------------------
+    def schema_change_behavior(self) -> str:
+        return self.behaviour
+
+    def table_shapes(self) -> "dict[str, StructType]":
+        return {self._name(t.schema, t.name): self._fields(t) for t in self._read_tables}
+
+    def _as_read(self, tables: list, ctx: ReadContext) -> list:
+        """The tables with the columns the stream is at, which the server's description may be ahead
+        of: the shape the pipeline last ran with (kept with its checkpoint), or the one a Relation
+        message of the stream showed (``ctx.seen``), with the columns dropped since kept as retired."""
+        if self.behaviour == "exception":
+            return tables
+        shaped = []
+        with self.connect() as conn:
+            for table in tables:
+                name = self._name(table.schema, table.name)
+                known = _shape(ctx.known_tables, name)
+                columns = list(table.columns)
+                if ctx.seen and name in ctx.seen:
+                    columns = columns_of_relation(conn, table.qualified, ctx.seen[name])
+                elif known is not None:
+                    columns = [_column(f) for f in live_fields(known)]
+                if known is not None:
+                    live = {c.name for c in columns}
+                    columns += [replace(_column(f), retired=True) for f in known.fields if f.name not in live]
+                shaped.append(replace(table, columns=tuple(columns)))
+        return shaped
+
     def read(self, ctx: ReadContext) -> "DataFrame":
         if not ctx.unbounded:
             raise PermanentError("Postgres-CDC reads an unbounded stream of changes and supports only "
                                  "STREAMING jobs: set env { job.mode = \"STREAMING\" } (use the Jdbc "
                                  "source for a one-off copy of a table)")
-        tables = self._describe()
+        try:
+            tables = self._as_read(self._describe(), ctx)
+        except TableError as exc:
+            raise PermanentError(f"Postgres-CDC: {exc}") from None
+        self._read_tables = tables
         if self.multi_table():
             # one slot, one stream: each row tagged by its table (plugin.tables)
             self._layout = TableLayout.of((self._name(t.schema, t.name), self._fields(t)) for t in tables)
@@ -182,6 +228,7 @@ class PostgresCdcSource(Source):
             "split_size": self.opts["snapshot.split.size"], "fetch_size": self.opts["snapshot.fetch.size"],
             "max_rows": ctx.max_rows_per_batch,
             "layout": self._layout.to_json() if self.multi_table() else None,
+            "schema_changes": self.behaviour,
         }
         spark = ctx.spark
         config["spark_time_zone"] = spark.conf.get("spark.sql.session.timeZone")
@@ -214,9 +261,12 @@ class PostgresCdcSource(Source):
 
         from seatide.plugin.types import parse_type, source_metadata
 
-        # each field names its column's type, for a Jdbc sink that creates a PostgreSQL table
+        # each field names its column's type, for a Jdbc sink that creates a PostgreSQL table, and
+        # carries what the stream needs to read it again (its shape kept with the checkpoint)
         return T.StructType([T.StructField(c.name, parse_type(c.seatunnel), True,
-                                           source_metadata(POSTGRESQL, c.declared)) for c in table.columns])
+                                           {**source_metadata(POSTGRESQL, c.declared), _PG: json.dumps(c.to_json()),
+                                            **({RETIRED: True} if c.retired else {})})
+                             for c in table.columns])
 
     @classmethod
     def _spark_schema(cls, table):
@@ -230,6 +280,28 @@ class PostgresCdcSource(Source):
             names = [self.opts["slot.name"]] if self.opts["slot.name"] else slot.names_of_job(conn, job_id)
             for name in names:
                 slot.drop(conn, name)
+
+
+def _shape(known: dict | None, name: str):
+    from pyspark.sql.types import StructType
+
+    return StructType.fromJson(json.loads(known[name])) if known and name in known else None
+
+
+def _column(field) -> TableColumn:
+    return TableColumn(*json.loads(field.metadata[_PG]))
+
+
+def _flat(block: dict, prefix: str = "") -> dict:
+    """A nested option block's leaves by dotted path ({include: {schema.changes: true}} and
+    {include.schema.changes: true} alike)."""
+    flat = {}
+    for key, value in (block or {}).items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 __all__ = ["PostgresCdcSource"]

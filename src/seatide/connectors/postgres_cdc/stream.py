@@ -162,7 +162,7 @@ class PostgresCdcReader(DataSourceStreamReader):
             return self._next_splits(start)
         self._end_export()          # the snapshot's last batch, which ends at ``start``, is read
         flushed = slot.flushed_lsn(self._db())
-        plan = plan_batch(self.config, self.slot, start["lsn"], self.max_rows, flushed)
+        plan = plan_batch(self.config, self.slot, start["lsn"], self.max_rows, flushed, self.tables)
         if plan.changes == 0:
             # Nothing for our tables, but WAL grew (other tables, other databases): a stream
             # decodes from the slot's position, so move past it. Safe: the plan read to the

@@ -27,6 +27,13 @@ class TableColumn:
     sql_type: str          # format_type(): what a key's text is cast back to
     seatunnel: str
     declared: str | None = None   # the (base) type a table in another PostgreSQL database can declare
+    type_oid: int = 0      # pg_attribute.atttypid and atttypmod, as pgoutput's Relation messages name them
+    typmod: int = -1
+    retired: bool = False  # dropped or renamed since the job started: only rows from before carry it
+
+    def to_json(self) -> list:
+        return [self.name, self.typname, self.sql_type, self.seatunnel, self.declared, self.type_oid, self.typmod,
+                self.retired]
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,11 @@ class CapturedTable:
     def qualified(self) -> str:
         return f"{self.schema}.{self.name}"
 
+    @property
+    def live(self) -> tuple[TableColumn, ...]:
+        """The columns the table has (not the retired ones)."""
+        return tuple(c for c in self.columns if not c.retired)
+
     def ident(self) -> sql.Composable:
         return sql.Identifier(self.schema, self.name)
 
@@ -56,7 +68,7 @@ class CapturedTable:
         return {"schema": self.schema, "name": self.name, "keys": list(self.keys), "identity": self.identity,
                 "identity_key": list(self.identity_key), "type_oids": [list(t) for t in self.type_oids],
                 "encoding": self.encoding,
-                "columns": [[c.name, c.typname, c.sql_type, c.seatunnel, c.declared] for c in self.columns]}
+                "columns": [c.to_json() for c in self.columns]}
 
     @classmethod
     def from_json(cls, data: dict) -> "CapturedTable":
@@ -80,7 +92,8 @@ def split_name(text: str, database: str, default_schema: str) -> tuple[str, str,
 # Each column with its base type: a domain's values are its base type's, so a column of a
 # domain (of a domain...) is typed by the type at the bottom, with that domain's modifier.
 _COLUMNS = """
-SELECT a.attname, base.oid, base.typmod, format_type(a.atttypid, a.atttypmod), format_type(base.oid, base.typmod)
+SELECT a.attname, base.oid, base.typmod, format_type(a.atttypid, a.atttypmod), format_type(base.oid, base.typmod),
+       a.atttypid, a.atttypmod
 FROM pg_attribute a CROSS JOIN LATERAL (
     WITH RECURSIVE chain(oid, typmod, depth) AS (
         SELECT a.atttypid, a.atttypmod, 0
@@ -109,16 +122,8 @@ def describe(conn, schema: str, name: str, keys: list[str] | None) -> CapturedTa
     if exists is None:
         raise TableError(f"table {schema}.{name} does not exist in database "
                          f"{conn.info.dbname}: check table-names")
-    columns = []
     described = conn.execute(_COLUMNS, (regclass,)).fetchall()
-    types = lookup(conn, [row[1] for row in described])
-    for column, oid, typmod, sql_type, base_type in described:
-        try:
-            columns.append(TableColumn(column, types[oid].name, sql_type, seatunnel_type(types[oid], typmod),
-                                       base_type if is_portable(types[oid]) else None))
-        except UnsupportedType as exc:
-            raise TableError(f"column {schema}.{name}.{column}: {exc}; leave the table out or "
-                             "change the column's type") from None
+    columns = _columns(conn, f"{schema}.{name}", described)
     primary = [row[0] for row in conn.execute(_PRIMARY_KEY, (regclass,)).fetchall()]
     chosen = keys or primary
     missing = [k for k in chosen if k not in {c.name for c in columns}]
@@ -141,6 +146,41 @@ def describe(conn, schema: str, name: str, keys: list[str] | None) -> CapturedTa
     encoding = pg2pyenc(conn.execute("SHOW server_encoding").fetchone()[0].encode())
     return CapturedTable(schema, name, tuple(columns), tuple(chosen), "full" if setting == "f" else "key",
                          tuple(identity_key), oids, encoding)
+
+
+# A type as pgoutput names it (atttypid, atttypmod), with its base type as _COLUMNS finds it.
+_TYPE = """
+WITH RECURSIVE chain(oid, typmod, depth) AS (
+    SELECT %(oid)s::oid, %(typmod)s::int, 0
+    UNION ALL
+    SELECT t.typbasetype, t.typtypmod, chain.depth + 1 FROM chain JOIN pg_type t ON t.oid = chain.oid
+    WHERE t.typtype = 'd')
+SELECT oid, typmod, format_type(%(oid)s::oid, %(typmod)s::int), format_type(oid, typmod) FROM chain
+ORDER BY depth DESC LIMIT 1"""
+
+
+def _columns(conn, table: str, described: list[tuple]) -> list[TableColumn]:
+    """(name, base oid, base typmod, its type's text, the base type's text, atttypid, atttypmod) rows."""
+    types = lookup(conn, [row[1] for row in described])
+    columns = []
+    for column, oid, typmod, sql_type, base_type, type_oid, type_mod in described:
+        try:
+            columns.append(TableColumn(column, types[oid].name, sql_type, seatunnel_type(types[oid], typmod),
+                                       base_type if is_portable(types[oid]) else None, int(type_oid), int(type_mod)))
+        except UnsupportedType as exc:
+            raise TableError(f"column {table}.{column}: {exc}; leave the table out or "
+                             "change the column's type") from None
+    return columns
+
+
+def columns_of_relation(conn, table: str, relation: list[list]) -> list[TableColumn]:
+    """The columns a Relation message names ([name, type oid, typmod] each), described as
+    ``describe`` describes a table's: what a table looks like at that point of the stream."""
+    described = []
+    for name, oid, typmod in relation:
+        base_oid, base_mod, sql_type, base_type = conn.execute(_TYPE, {"oid": oid, "typmod": typmod}).fetchone()
+        described.append((name, base_oid, base_mod, sql_type, base_type, oid, typmod))
+    return _columns(conn, table, described)
 
 
 def current_values(conn, table: CapturedTable, keys: list[tuple[str, ...]], columns: list[str]) -> dict:
