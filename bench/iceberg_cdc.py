@@ -131,14 +131,17 @@ class Monitor:
 
 
 def run_case(spark, server, tmp: str, name: str, rows: int, rate: int, seconds: float, maintenance: bool) -> dict:
-    conn = server.connect("bench")
-    table = f"items_{name}"
+    database = f"bench_{name}"      # a database per case: each run starts from a source of its own
+    with server.connect() as admin:
+        admin.execute(f"CREATE DATABASE {database}")
+    conn = server.connect(database)
+    table = "items"
     conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v bigint)")
     conn.execute(f"ALTER TABLE {table} REPLICA IDENTITY FULL")
     conn.execute(f"INSERT INTO {table} SELECT g, 0 FROM generate_series(0, {rows - 1}) g")
-    url = f"jdbc:postgresql://127.0.0.1:{server.port}/bench"
+    url = f"jdbc:postgresql://127.0.0.1:{server.port}/{database}"
     source = load_job_text(f'env {{ job.mode = "STREAMING" }}\nsource {{ Postgres-CDC {{ base-url = "{url}", '
-                           f'username = postgres, password = "", table-names = ["bench.public.{table}"] }} }}\n'
+                           f'username = postgres, password = "", table-names = ["{database}.public.{table}"] }} }}\n'
                            "sink { Console {} }").sources[0].plugin
     config = {"type": "hadoop", "warehouse": f"file://{tmp}/{name}/warehouse"}
     options = {"namespace": "bench", "table": "items", "iceberg.catalog.config": config,
@@ -168,7 +171,7 @@ def run_case(spark, server, tmp: str, name: str, rows: int, rate: int, seconds: 
     monitor, stop = Monitor(config), threading.Event()
     watcher = threading.Thread(target=monitor.loop, args=(stop,), daemon=True)
     watcher.start()
-    changes = Changes(server.connect("bench"), table, rows)
+    changes = Changes(server.connect(database), table, rows)
     first_batch = len(batches)
     begun = time.monotonic()
     changes.run(rate, seconds, threading.Event())
@@ -235,8 +238,6 @@ def main() -> None:
     server = PrivatePostgres().start()
     spark = build_session("iceberg-cdc-bench", {"spark.master": "local[2]"})
     try:
-        with server.connect() as admin:
-            admin.execute("CREATE DATABASE bench")
         with tempfile.TemporaryDirectory() as tmp:
             cases = [run_case(spark, server, tmp, name, args.rows, args.rate, args.seconds, maintenance)
                      for name, maintenance in (("plain", False), ("maintained", True))]
