@@ -14,7 +14,8 @@ from seatide.connectors.iceberg.sink import IcebergSink
 from seatide.plugin.base import SinkContext
 from seatide.plugin.options import read_options
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
-from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, write_exactly_once
+from seatide.runtime.commit_log import SinkCommitLog, write_exactly_once
+from tests.connectors.test_jdbc_sink import FencedDecisions  # the fence is the test's
 
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -53,17 +54,6 @@ def context(spark, job: str = "job", plugin: str = "sink[0]") -> SinkContext:
 def txn(batch: int, lineage: str = "L1", job: str = "job") -> str:
     """The runtime's transaction id: run, pipeline, sink, lineage and batch."""
     return f"T_{job}_1_0_{lineage}_{batch}"
-
-
-class FencedDecisions(FileDecisions):
-    """File decisions whose fence is the test's (a zombie's fence raises right before the commit)."""
-
-    def __init__(self, log: SinkCommitLog, fence):
-        super().__init__(log)
-        self._fence = fence
-
-    def fence(self) -> None:
-        self._fence()
 
 
 def write(writer, log_dir, df, batch: int, lineage: str = "L1", fence=None):
