@@ -102,13 +102,13 @@ CHANGES = [
 ]
 
 
-def run_with_changes(local, job: str, ready, converged):
-    """Run the job until ``ready`` holds, make CHANGES one by one (each waited for through the
-    target), then wait for ``converged`` and stop the job."""
+def run_with_changes(local, job: str, ready, converged, statements: list[str] = CHANGES):
+    """Run the job until ``ready`` holds, make ``statements`` one by one, then wait for
+    ``converged`` and stop the job."""
     def drive(store, job_id):
         try:
             wait_for(ready, "the snapshot")
-            for statement in CHANGES:
+            for statement in statements:
                 drive.server_execute(statement)
             wait_for(converged, "the target to follow every change")
             drive.ok = True
@@ -240,3 +240,75 @@ def test_localfile_takes_new_columns_from_the_next_batch_on(local, shop, tmp_pat
     newest = [pq.read_table(f) for f in files() if "note" in pq.read_schema(f).names]
     assert [t.column_names for t in newest] == [["id", "name", "quantity", "price", "note", "op"]]
     assert newest[0].to_pylist()[-1]["note"] == "x" and newest[0].to_pylist()[-1]["quantity"] == 0
+
+
+@pytest.fixture
+def mysql_shop(private_mariadb):
+    name = f"evo_{secrets.token_hex(3)}"
+    private_mariadb.execute(
+        f"CREATE DATABASE {name}",
+        f"CREATE TABLE {name}.items (id INT PRIMARY KEY, name VARCHAR(20), qty INT, price DECIMAL(8, 2))",
+        f"INSERT INTO {name}.items SELECT seq, concat('item ', seq), seq, seq * 1.5 FROM seq_1_to_20")
+    yield private_mariadb, name
+    private_mariadb.execute(f"DROP DATABASE {name}")
+
+
+def test_mysql_cdc_with_seatunnels_switch_evolves_a_mariadb_target(local, mysql_shop):
+    """SeaTunnel's own way to turn schema evolution on (its schema-evolution page: MySQL-CDC with
+    debezium.include.schema.changes = true into a Jdbc MySQL sink), every change kind."""
+    server, db = mysql_shop
+    table = f"evo_{secrets.token_hex(3)}"
+    job = f"""
+env {{ job.mode = "STREAMING", checkpoint.interval = 500 }}
+source {{
+  MySQL-CDC {{
+    server-id = 5651
+    username = "root"
+    password = ""
+    table-names = ["{db}.items"]
+    base-url = "jdbc:mysql://127.0.0.1:{server.port}/{db}"
+    debezium = {{
+      include.schema.changes = true
+    }}
+  }}
+}}
+sink {{
+  jdbc {{
+    url = "jdbc:mysql://127.0.0.1:3306/test"
+    driver = "com.mysql.cj.jdbc.Driver"
+    user = "root"
+    password = ""
+    generate_sink_sql = true
+    database = test
+    table = {table}
+    primary_keys = ["id"]
+    is_exactly_once = true
+    xa_data_source_class_name = "com.mysql.cj.jdbc.MysqlXADataSource"
+  }}
+}}
+"""
+
+    def source_rows():
+        with server.connect(db) as conn, conn.cursor() as cur:
+            cur.execute("SELECT id, quantity, price, note FROM items")
+            return sorted(tuple(r) for r in cur.fetchall())
+
+    def execute(statement):
+        server.execute(statement.replace("items", f"{db}.items"))
+        time.sleep(0.6)
+
+    mysql_changes = [c.replace("ALTER COLUMN price TYPE numeric(12, 3)", "MODIFY COLUMN price DECIMAL(12, 3)")
+                      .replace("'n' || id", "concat('n', id)") for c in CHANGES]
+    drive = run_with_changes(
+        local, "", lambda: len(rows(mariadb_connect, f"SELECT id FROM {table}")) == 20,
+        lambda: columns(mariadb_connect, table, "test") == ["id", "quantity", "price", "note"]
+        and rows(mariadb_connect, f"SELECT id, quantity, price, note FROM {table}") == source_rows(), mysql_changes)
+    drive.server_execute, drive.ok = execute, False
+    try:
+        run = local.run(job, stop_after=drive)
+        assert drive.ok, run.error
+        got = dict((r[0], r) for r in rows(mariadb_connect, f"SELECT id, quantity, price, note FROM {table}"))
+        assert got[21] == (21, 7, Decimal("123456.789"), "new") and got[4] == (4, 104, Decimal("6.000"), "n4")
+    finally:
+        with mariadb_connect() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {table}")

@@ -30,8 +30,8 @@ _FIXED = {"tinyint": 1, "smallint": 2, "mediumint": 3, "int": 4, "integer": 4, "
 
 def row_image_bytes(table: CapturedTable) -> int:
     """A lower bound of the bytes one row image of ``table`` takes in a rows event."""
-    size = (len(table.described) + 7) // 8          # the null bitmap
-    for _name, data_type, _column_type, precision, _scale in (row[:5] for row in table.described):
+    size = (len(table.live) + 7) // 8          # the null bitmap
+    for _name, data_type, _column_type, precision, _scale in (row[:5] for row in table.live):
         base = str(data_type).lower()
         if base in ("decimal", "numeric"):
             size += max(1, int(precision or 10) * 4 // 9)
@@ -70,9 +70,24 @@ def batch_end(conn, start: BinlogPosition, end: BinlogPosition, tables: list[Cap
                     found = _ROWS.search(info)
                     if found and found.group(1) in row_bytes:
                         rows += (stop - at) / row_bytes[found.group(1)]
+                elif kind == "Query" and BinlogPosition.of(file, at) != start and _changes_a_table(info, captured):
+                    # a captured table's DDL starts a batch: rows before it and after it never share one
+                    return BinlogPosition.of(file, at)
                 elif (kind == "Xid" or kind == "Query" and not info.upper().startswith("BEGIN")) and rows >= max_rows:
                     return here
                 pos = stop
+
+
+_DDL = re.compile(r"\b(alter|rename|drop|create)\s+table\b", re.IGNORECASE)
+
+
+def _changes_a_table(statement: str, captured: dict) -> bool:
+    """Whether a logged statement is DDL naming a captured table (by its name, quoted or not)."""
+    if not _DDL.search(statement):
+        return False
+    text = statement.replace("`", "").lower()
+    return any(f"{db}.{table}".lower() in text or re.search(rf"\b{re.escape(table.lower())}\b", text)
+               for db, table in captured)
 
 
 def _events(conn, cur, file: str, pos: int) -> list[tuple]:

@@ -17,11 +17,12 @@ from pyspark.sql.datasource import InputPartition
 
 from seatide.connectors.cdc_way_out import START_OVER
 from seatide.connectors.mysql_cdc.batches import BatchBuilder
-from seatide.connectors.mysql_cdc.binlog_values import EMPTY_SET, LEFT_OUT, layout_difference, prepare
+from seatide.connectors.mysql_cdc.binlog_values import EMPTY_SET, LEFT_OUT, layout_difference, prepare, retyped_by_name
 from seatide.connectors.mysql_cdc.catalog import CapturedTable, ServerConfig
 from seatide.connectors.mysql_cdc.position import BinlogPosition, lost_position_message
 from seatide.connectors.mysql_cdc.row_images import MISSING, RowCompleter
 from seatide.plugin.base import permanent_in_worker
+from seatide.plugin.evolution import SchemaChanged
 from seatide.plugin.rowkind import RowKind
 
 # The server's answer when a replica asks for a binlog file it no longer has.
@@ -34,7 +35,8 @@ class BinlogRange(InputPartition):
         self.start, self.end = start, end
 
 
-def read_range(config: ServerConfig, tables: Sequence[CapturedTable], part: BinlogRange, tag=None) -> Iterator:
+def read_range(config: ServerConfig, tables: Sequence[CapturedTable], part: BinlogRange, tag=None,
+               behaviour: str | None = None) -> Iterator:
     """Arrow batches of the changes in the range, one table's rows per batch (each table's rows in
     binlog order); ``tag(batch, table index)`` puts a batch in the multi-table shape."""
     builders: dict[int, BatchBuilder] = {}
@@ -42,7 +44,7 @@ def read_range(config: ServerConfig, tables: Sequence[CapturedTable], part: Binl
     def tagged(batch, index: int):
         return batch if tag is None else tag(batch, index)
 
-    for index, values, kind in _changes(config, tables, part):
+    for index, values, kind in _changes(config, tables, part, behaviour):
         builder = builders.get(index)
         if builder is None:
             builder = builders[index] = BatchBuilder(tables[index].columns)
@@ -55,7 +57,8 @@ def read_range(config: ServerConfig, tables: Sequence[CapturedTable], part: Binl
             yield tagged(last, index)
 
 
-def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: BinlogRange) -> Iterator:
+def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: BinlogRange,
+             behaviour: str | None = None) -> Iterator:
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.event import QueryEvent, RotateEvent, XidEvent
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
@@ -64,6 +67,7 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
     index_of = {(t.database, t.table): i for i, t in enumerate(tables)}
     completer = RowCompleter(config)
     checked: set[int] = set()      # table ids whose layout was compared (an ALTER gets a new id)
+    by_name: dict[int, bool] = {}  # table id -> its rows are read by column name (not by position)
     stream = BinLogStreamReader(
         connection_settings=config.replication_settings, server_id=config.server_id,
         resume_stream=True, log_file=part.start.file, log_pos=part.start.pos, blocking=False,
@@ -87,16 +91,17 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
             index = index_of[name]
             if isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
                 if event.table_id not in checked:
-                    _check_layout(table, event.table_map[event.table_id])
+                    by_name[event.table_id] = _check_layout(table, event.table_map[event.table_id], behaviour)
                     checked.add(event.table_id)
+                named = by_name[event.table_id]
                 prepare(event.columns)      # before .rows decodes them: see binlog_values
             if isinstance(event, WriteRowsEvent):
-                inserted = [_values(row["values"], row["none_sources"], table) for row in event.rows]
+                inserted = [_values(row["values"], row["none_sources"], table, named) for row in event.rows]
                 for values in completer.complete(table, inserted):
                     yield index, values, RowKind.INSERT
             elif isinstance(event, UpdateRowsEvent):
-                pairs = [(_values(row["before_values"], row["before_none_sources"], table),
-                          _values(row["after_values"], row["after_none_sources"], table)) for row in event.rows]
+                pairs = [(_values(row["before_values"], row["before_none_sources"], table, named),
+                          _values(row["after_values"], row["after_none_sources"], table, named)) for row in event.rows]
                 # a column an after image left out did not change: the before image may have it
                 afters = completer.complete(table, [[b if a is MISSING else a for b, a in zip(before, after)]
                                                     for before, after in pairs])
@@ -105,7 +110,7 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
                     yield index, after, RowKind.UPDATE_AFTER
             elif isinstance(event, DeleteRowsEvent):
                 for row in event.rows:
-                    yield index, _present(_values(row["values"], row["none_sources"], table)), RowKind.DELETE
+                    yield index, _present(_values(row["values"], row["none_sources"], table, named)), RowKind.DELETE
     finally:
         stream.close()
         completer.close()
@@ -139,19 +144,39 @@ def _refuse_truncate(event, captured: dict) -> None:
             f"target. Empty the target table yourself and {START_OVER}")
 
 
-def _check_layout(table: CapturedTable, layout) -> None:
-    difference = layout_difference(table.described, layout)
-    if difference:
+def _check_layout(table: CapturedTable, layout, behaviour: str | None) -> bool:
+    """Whether rows of this table map are read by column name (True) or by position. A map that
+    matches the columns the job reads the table with is read by position; under a behaviour that
+    follows schema changes, one that names its columns (binlog_row_metadata = FULL) and names only
+    known ones (retired columns included) is read by name; any other stops the query (plugin/evolution.py)."""
+    difference = layout_difference(table.live, layout)
+    if not difference:
+        return False
+    if behaviour in (None, "exception"):
         raise permanent_in_worker(
             f"MySQL-CDC: the table {table.name} changed while the job ran: in the binlog {difference}. "
-            "Matching its values to the columns the job started with would put them in the wrong "
-            f"columns; schema changes are not followed. To capture the table as it is now, {START_OVER}")
+            "Matching its values to the columns the job started with would put them in the wrong columns; "
+            "schema changes are not followed (schema.change.behavior = exception, or no behaviour). Set "
+            f"schema.change.behavior = evolve (or lenient) to follow them, or, to capture the table as it is now, "
+            f"{START_OVER}")
+    if getattr(layout, "column_name_flag", False) and retyped_by_name(table.described, layout) is None:
+        return True
+    raise SchemaChanged(table.name, {"binlog": difference})
 
 
-def _values(values: dict, none_sources: dict, table: CapturedTable) -> list:
+def _values(values: dict, none_sources: dict, table: CapturedTable, named: bool = False) -> list:
     # Values come in column order; without binlog_row_metadata = FULL their names may be
-    # placeholders, so we match them to the table's columns by position.
-    width = len(table.columns)
+    # placeholders, so we match them to the table's columns by position, unless the table changed
+    # since the job read it (``named``: the binlog names each value's column).
+    if named:
+        row = []
+        for name, convert in table.converters_by_name.items():
+            value = values.get(name)
+            reason = none_sources.get(name) if name in values else None
+            row.append(("" if reason == EMPTY_SET else MISSING if reason == LEFT_OUT else None) if value is None
+                       else convert(value))
+        return row
+    width = len(table.live)
     if len(values) != width:
         raise permanent_in_worker(
             f"MySQL-CDC: a binlog row of {table.name} has {len(values)} columns but the table had "
@@ -164,7 +189,7 @@ def _values(values: dict, none_sources: dict, table: CapturedTable) -> list:
             row.append("" if reason == EMPTY_SET else MISSING if reason == LEFT_OUT else None)
         else:
             row.append(convert(value))
-    return row
+    return row + [None] * (len(table.described) - width)     # retired columns: none in a row of today
 
 
 def _present(values: list) -> list:

@@ -91,6 +91,31 @@ _BINLOG_TYPES = {
 }
 
 
+def retyped_by_name(described: tuple, layout) -> str | None:
+    """A column of a table map (named: binlog_row_metadata = FULL) whose type is not the one the
+    column of that name has in ``described``, or None."""
+    rows = {row[0]: row for row in described}
+    for column in layout.columns:
+        row = rows.get(column.name)
+        if row is None:
+            return f"column {column.name} is new"
+        difference = _type_difference(row, column)
+        if difference:
+            return f"column {column.name} {difference}"
+    return None
+
+
+def _type_difference(row: tuple, column) -> str | None:
+    data_type = str(row[1]).lower()
+    expected = _BINLOG_TYPES.get(data_type)
+    if expected is not None and column.type not in expected:
+        return f"({data_type}) now holds a value of another type"
+    if data_type in ("decimal", "numeric") and hasattr(column, "precision") and row[3] is not None \
+            and (column.precision, column.decimals) != (row[3], row[4]):
+        return f"is now decimal({column.precision},{column.decimals})"
+    return None
+
+
 def layout_difference(described: tuple, layout) -> str | None:
     """How a table map (mysql-replication's Table) differs from the columns the job started
     with, or None. Types are compared always, names when the binlog logged them itself
@@ -100,9 +125,9 @@ def layout_difference(described: tuple, layout) -> str | None:
         return f"it has {len(columns)} columns, the table had {len(described)}"
     for position, (row, column) in enumerate(zip(described, columns), start=1):
         name, data_type = row[0], str(row[1]).lower()
-        expected = _BINLOG_TYPES.get(data_type)
-        if expected is not None and column.type not in expected:
-            return f"column {position} ({name}, {data_type}) now holds a value of another type"
+        difference = _type_difference(row, column)
+        if difference:
+            return f"column {position} ({name}, {data_type}) {difference}"
         if getattr(layout, "column_name_flag", False) and column.name and column.name != name:
             return f"column {position} ({name}) is now called {column.name}"
     return None

@@ -78,10 +78,22 @@ class CapturedTable:
     key: tuple[str, ...]          # primary key (or table-names-config's); empty: none
     time_zone: str = "UTC"
     charsets: tuple = ()          # each column's CHARACTER_SET_NAME (None: not a character column)
+    # Columns dropped or renamed since the job started (schema evolution), last in ``described``:
+    # kept for rows from before the change, absent from the table itself.
+    retired: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
         return f"{self.database}.{self.table}"
+
+    @property
+    def live(self) -> tuple[tuple, ...]:
+        """``described`` without the retired columns: what the table has now."""
+        return tuple(row for row in self.described if row[0] not in self.retired)
+
+    @cached_property
+    def converters_by_name(self) -> dict:
+        return {row[0]: convert for row, convert in zip(self.described, self.binlog_converters)}
 
     @cached_property
     def columns(self) -> tuple[Column, ...]:
@@ -98,13 +110,13 @@ class CapturedTable:
     # description with the data source's options, so every batch sees the same layout.
     def to_json(self) -> list:
         return [self.database, self.table, [list(r) for r in self.described], list(self.key), self.time_zone,
-                list(self.charsets)]
+                list(self.charsets), list(self.retired)]
 
     @classmethod
     def from_json(cls, data: list) -> "CapturedTable":
-        database, table, described, key, zone, *charsets = data
+        database, table, described, key, zone, *rest = data
         return cls(database, table, tuple(tuple(r) for r in described), tuple(key), zone,
-                   tuple(charsets[0]) if charsets else ())
+                   tuple(rest[0]) if rest else (), tuple(rest[1]) if len(rest) > 1 else ())
 
 
 class CatalogError(Exception):

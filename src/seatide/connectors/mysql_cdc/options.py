@@ -4,6 +4,7 @@ Flink CDC's own machinery are accepted so jobs load unchanged; their docs say so
 from __future__ import annotations
 
 from seatide.connectors.cdc_tuning import SNAPSHOT_TUNING
+from seatide.connectors.cdc_evolution import SCHEMA_CHANGE_OPTIONS
 from seatide.plugin.options import BOOL, INT, LIST, OBJECT, REQUIRED, STRING, STRING_LIST, Option, enum
 
 STARTUP_MODES = enum("initial", "earliest", "latest", "specific")
@@ -52,6 +53,7 @@ MYSQL_CDC_OPTIONS: tuple[Option, ...] = (
            "commit each batch once, whatever this says"),
     Option("format", FORMATS, "DEFAULT", "DEFAULT only: rows with a __row_kind"),
     Option("debezium", OBJECT, None,
-           "Debezium properties; SeaTide does not run Debezium, so they are ignored, and "
-           "include.schema.changes = true is refused"),
+           "Debezium properties; SeaTide does not run Debezium, so they are ignored, except "
+           "include.schema.changes: true means schema.change.behavior = evolve, false ignore"),
+    *SCHEMA_CHANGE_OPTIONS,
 )

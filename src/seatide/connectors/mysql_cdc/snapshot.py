@@ -63,7 +63,7 @@ def key_values(key: list | None) -> list:
 
 
 def read_split(config: ServerConfig, table: CapturedTable, split: SnapshotSplit) -> Iterator:
-    columns = ", ".join(quote(c.name) for c in table.columns)
+    columns = ", ".join(quote(row[0]) for row in table.live)      # retired columns: null (see _rows)
     keys = "(" + ", ".join(quote(k) for k in table.key) + ")"
     marks = "(" + ", ".join(["%s"] * len(table.key)) + ")"
     where, params = [], []
@@ -81,15 +81,16 @@ def read_split(config: ServerConfig, table: CapturedTable, split: SnapshotSplit)
         with conn.cursor() as cur:
             cur.execute("SET time_zone = '+00:00'")    # TIMESTAMP values in UTC, as the binlog has them
             cur.execute(sql, params)
-            yield from record_batches(BatchBuilder(table.columns), _rows(cur, config.fetch_size))
+            retired = (None,) * (len(table.described) - len(table.live))
+            yield from record_batches(BatchBuilder(table.columns), _rows(cur, config.fetch_size, retired))
     finally:
         conn.close()
 
 
-def _rows(cur, fetch_size: int) -> Iterator:
+def _rows(cur, fetch_size: int, retired: tuple = ()) -> Iterator:
     while True:
         rows = cur.fetchmany(fetch_size)
         if not rows:
             return
         for row in rows:
-            yield row, RowKind.INSERT
+            yield row + retired, RowKind.INSERT

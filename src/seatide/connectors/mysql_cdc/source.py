@@ -7,12 +7,14 @@ is read from the server when the job starts, with SeaTunnel's type mapping (``co
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from seatide.connectors.cdc_evolution import change_behaviour
 from seatide.connectors.cdc_tables import split_names
 from seatide.connectors.jdbc.url import MYSQL, JdbcUrl, JdbcUrlError
 from seatide.connectors.mysql_cdc.catalog import CapturedTable, CatalogError, ServerConfig, captured_table, check_binlog
@@ -20,11 +22,15 @@ from seatide.connectors.mysql_cdc.columns import UnsupportedColumn
 from seatide.connectors.mysql_cdc.options import MYSQL_CDC_OPTIONS, SERVER_ID_RANGE
 from seatide.connectors.mysql_cdc.position import BinlogPosition
 from seatide.plugin.base import PermanentError, ReadContext, Source, use_python_data_source
+from seatide.plugin.evolution import RETIRED
+from seatide.plugin.options import OptionError
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ALL_KINDS, ROW_KIND_COLUMN, RowKind
 from seatide.plugin.schema import Column, PrimaryKey, Schema
 from seatide.plugin.tables import TableLayout
 from seatide.plugin.types import source_metadata
+
+_MYSQL = "seatide.mysql_column"     # field metadata: the column's description (name, types, charset)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -53,6 +59,8 @@ class MySqlCdcSource(Source):
         self._keys = self._table_keys()
         self._catalog: list | None = None        # tables(), asked of the server once
         self._layout: TableLayout | None = None
+        self._ctx: ReadContext | None = None      # read()'s: the shapes the pipeline ran with
+        self._read_tables: list = []
         self._check_modes()
         self._server_id = self._parse_server_id()
         try:
@@ -117,10 +125,10 @@ class MySqlCdcSource(Source):
             raise self.invalid("format", "format = COMPATIBLE_DEBEZIUM_JSON is not supported: SeaTide "
                                "emits rows with a row kind (format = DEFAULT)")
         debezium = self.opts["debezium"] or {}
-        if str(_nested(debezium, "include.schema.changes")).lower() == "true":
-            raise self.invalid("debezium", "debezium.include.schema.changes = true is not supported: "
-                               "SeaTide does not follow schema changes; restart from a fresh "
-                               "checkpoint after changing a captured table")
+        try:
+            self.behaviour = change_behaviour(self.opts, _nested(debezium, "include.schema.changes"))
+        except OptionError as exc:
+            raise self.invalid(exc.option, exc.message) from None
 
     def _parse_server_id(self) -> int:
         text = self.opts["server-id"]
@@ -150,6 +158,33 @@ class MySqlCdcSource(Source):
             max_retries=self.opts["connect.max-retries"], split_size=self.opts["snapshot.split.size"],
             fetch_size=self.opts["snapshot.fetch.size"])
 
+    # -- schema changes (plugin/evolution.py) ---------------------------------------------------
+    def schema_change_behavior(self) -> str:
+        return self.behaviour
+
+    def table_shapes(self) -> "dict[str, StructType]":
+        return {t.name: self._fields(t) for t in self._read_tables}
+
+    def _as_read(self, tables: list, ctx: ReadContext) -> list:
+        """The tables as the server has them now, and the columns dropped or renamed since the
+        shapes the pipeline last ran with, kept as retired: binlog rows from before still carry them."""
+        if self.behaviour == "exception" or not ctx.known_tables:
+            return tables
+        from pyspark.sql.types import StructType
+
+        shaped = []
+        for table in tables:
+            if table.name not in ctx.known_tables:
+                shaped.append(table)
+                continue
+            known = StructType.fromJson(json.loads(ctx.known_tables[table.name]))
+            live = {row[0] for row in table.described}
+            gone = [json.loads(f.metadata[_MYSQL]) for f in known.fields if f.name not in live and _MYSQL in f.metadata]
+            shaped.append(replace(table, described=(*table.described, *[tuple(g[:5]) for g in gone]),
+                                  charsets=(*(table.charsets or (None,) * len(table.described)), *[g[5] for g in gone]),
+                                  retired=tuple(g[0] for g in gone)))
+        return shaped
+
     def discover(self, config: ServerConfig, check: bool = True) -> "tuple[list[CapturedTable], StructType]":
         """The captured tables (any number, each of its own shape: one binlog reader reads them
         all) and the source's Spark schema, checked against the server."""
@@ -165,6 +200,8 @@ class MySqlCdcSource(Source):
         except Exception as exc:  # pymysql's errors: access denied, unknown host, ...
             raise PermanentError(f"MySQL-CDC: cannot read the captured tables from {config.host}:"
                                  f"{config.port} as {config.user}: {exc}") from None
+        tables = self._as_read(tables, self._ctx) if self._ctx is not None else tables
+        self._read_tables = tables
         if self.multi_table():
             self._layout = TableLayout.of((t.name, self._fields(t)) for t in tables)
             return tables, self._layout.spark_schema()
@@ -175,9 +212,13 @@ class MySqlCdcSource(Source):
     def _fields(table: CapturedTable) -> "StructType":
         from pyspark.sql import types as T
 
-        # each field names its column's type, for a Jdbc sink that creates a MySQL table
-        return T.StructType([T.StructField(c.name, c.spark_type, True, source_metadata(MYSQL, c.column_type))
-                             for c in table.columns])
+        # each field names its column's type, for a Jdbc sink that creates a MySQL table, and carries
+        # its description (its shape kept with the checkpoint: schema evolution)
+        charsets = table.charsets or (None,) * len(table.described)
+        return T.StructType([T.StructField(c.name, c.spark_type, True, {
+            **source_metadata(MYSQL, c.column_type), _MYSQL: json.dumps([*row[:5], charset]),
+            **({RETIRED: True} if c.name in table.retired else {})})
+            for c, row, charset in zip(table.columns, table.described, charsets)])
 
     # -- tables ----------------------------------------------------------------------------
     def multi_table(self) -> bool:
@@ -215,6 +256,7 @@ class MySqlCdcSource(Source):
             raise PermanentError("MySQL-CDC reads an endless change stream and runs only in STREAMING "
                                  "jobs: set env { job.mode = \"STREAMING\" }")
         config = self.server_config()
+        self._ctx = ctx
         tables, schema = self.discover(config)
         spark = ctx.spark
         use_python_data_source(spark, MySqlCdcDataSource)
@@ -223,7 +265,8 @@ class MySqlCdcSource(Source):
             specific = BinlogPosition.of(self.opts["startup.specific-offset.file"],
                                          self.opts["startup.specific-offset.pos"])
         options = stream_options(config, tables, schema.json(), self.opts["startup.mode"], specific,
-                                 ctx.max_rows_per_batch, self._layout if self.multi_table() else None)
+                                 ctx.max_rows_per_batch, self._layout if self.multi_table() else None,
+                                 self.behaviour)
         return spark.readStream.format(SOURCE_NAME).options(**options).load()
 
 

@@ -31,11 +31,12 @@ SOURCE_NAME = "seatide_mysql_cdc"
 
 def stream_options(config: ServerConfig, tables: list[CapturedTable], schema_json: str, startup_mode: str,
                    specific: BinlogPosition | None, max_rows: int = 1_000_000,
-                   layout: TableLayout | None = None) -> dict[str, str]:
+                   layout: TableLayout | None = None, behaviour: str | None = None) -> dict[str, str]:
     return {"config": config.to_json(), "tables": json.dumps([t.to_json() for t in tables]),
             "schema": schema_json, "startup_mode": startup_mode,
             "specific": json.dumps([specific.file, specific.pos] if specific else None),
-            "max_rows": str(max(1, max_rows)), "layout": layout.to_json() if layout is not None else ""}
+            "max_rows": str(max(1, max_rows)), "layout": layout.to_json() if layout is not None else "",
+            "schema_changes": behaviour or ""}
 
 
 class MySqlCdcDataSource(DataSource):
@@ -61,6 +62,7 @@ class MySqlCdcReader(DataSourceStreamReader):
         self.max_rows = int(options.get("max_rows") or 1_000_000)
         # several tables: rows tagged by table (plugin.tables); Arrow types made here, not per task
         self.layout = TableLayout.from_json(options["layout"]).prepare_arrow() if options.get("layout") else None
+        self.behaviour = options.get("schema_changes") or None
         self._checked_start = False
         self._conn = None      # the driver side's connection, kept across micro-batches
         self._server: str | None = None    # the identity of the server base-url reaches
@@ -167,4 +169,4 @@ class MySqlCdcReader(DataSourceStreamReader):
             for batch in read_split(config, tables[partition.table], partition):
                 yield batch if tag is None else tag(batch, partition.table)
         else:
-            yield from read_range(config, tables, partition, tag)
+            yield from read_range(config, tables, partition, tag, self.behaviour)
