@@ -247,3 +247,64 @@ def test_postgres_cdc_two_tables_into_sink_prefixed_tables_survive_a_driver_kill
     except Exception:
         _stop(proc, failed=True)
     _stop(proc)
+
+
+def _rows_or_none(sql: str) -> list | None:
+    try:
+        return _mysql_rows(mariadb_connect, sql)
+    except Exception:   # not created yet
+        return None
+
+
+def test_a_driver_killed_right_after_a_schema_change_applies_it_once_and_every_row_around_it(tmp_path, pg_shop):
+    """Two tables through one slot into MariaDB with schema.change.behavior = evolve: the driver is
+    SIGKILLed right after the sink altered a target, before the new shape was kept; the next
+    attempt finds the change applied and goes on: the rows before and after it land once."""
+    server, shop, _schema = pg_shop
+    prefix = f"evo{secrets.token_hex(2)}_"
+    job = f"""
+env {{ job.mode = "STREAMING", checkpoint.interval = 1000, job.retry.times = 3, job.retry.interval.seconds = 1 }}
+source {{
+  Postgres-CDC {{
+    base-url = "jdbc:postgresql://127.0.0.1:{server.port}/{shop}", username = "postgres", password = ""
+    table-names = ["{shop}.public.member", "{shop}.public.purchase"]
+    schema.change.behavior = "evolve"
+  }}
+}}
+sink {{ Jdbc {{ url = "{MARIADB_URL}", user = "root", password = "", database = "test", tablePrefix = "{prefix}" }} }}
+"""
+    conf = tmp_path / "evolve.conf"
+    conf.write_text(job)
+    killed = tmp_path / "killed"
+    proc = _run(tmp_path, str(conf), "mtevo", {}, {"SEATIDE_FAILPOINTS": f"driver.after_schema_change=once:kill:{killed}"})
+
+    def same() -> bool:
+        try:
+            with server.connect(shop) as src:
+                source = sorted(tuple(str(v) for v in r) for r in src.execute("SELECT id, name, level FROM member"))
+            return source == _mysql_rows(mariadb_connect, f"SELECT id, name, level FROM {prefix}member") and \
+                len(_mysql_rows(mariadb_connect, f"SELECT id FROM {prefix}purchase")) == 150
+        except Exception:   # the column or the table not there yet
+            return False
+
+    try:
+        wait_for(lambda: len(_rows_or_none(f"SELECT id FROM {prefix}member") or []) == 60, 240,
+                 message="the snapshot copied")
+        with server.connect(shop) as conn:
+            conn.execute("INSERT INTO member VALUES (61, 'before', '2024-05-05')")
+            conn.execute("ALTER TABLE member ADD COLUMN level int")
+            conn.execute("UPDATE member SET level = id % 3 WHERE id > 50")
+            conn.execute("INSERT INTO member VALUES (62, 'after', NULL, 9)")
+        wait_for(same, 240, message="the change and the rows around it applied after the kill")
+        assert killed.exists()
+        ids = _mysql_rows(mariadb_connect, f"SELECT id FROM {prefix}member")
+        assert len(ids) == len(set(ids)) == 62
+        assert _mysql_rows(mariadb_connect, "SELECT column_name FROM information_schema.columns WHERE "
+                           f"table_schema = 'test' AND table_name = '{prefix}member' AND column_name = 'level'") \
+            == [("level",)]
+    except Exception:
+        _stop(proc, failed=True)
+    _stop(proc)
+    with mariadb_connect() as db, db.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {prefix}member")
+        cur.execute(f"DROP TABLE IF EXISTS {prefix}purchase")

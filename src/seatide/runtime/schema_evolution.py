@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 
+from seatide import failpoints
 from seatide.plugin.base import PermanentError
 from seatide.plugin.evolution import changes_between
 from seatide.runtime.commit_log import read_json, write_json_atomic
@@ -48,6 +49,8 @@ def evolve(checkpoint_dir: str, sources: list, writers: list) -> list:
                              + "; ".join(c.describe() for c in changes))
     for writer in writers:
         writer.evolve(changes, behaviour)
+    if changes:
+        failpoints.hit("driver.after_schema_change")     # applied, not yet kept: a crash must not repeat it
     write_json_atomic(os.path.join(checkpoint_dir, SHAPES_FILE), {"tables": {**known, **shapes}})
     return changes
 
