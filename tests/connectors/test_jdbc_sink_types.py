@@ -149,8 +149,9 @@ def test_a_declared_type_no_key_can_have_gives_way_in_a_created_key(local, kind,
 
 
 def test_a_string_keeps_its_length_across_databases_in_a_created_table():
-    """varchar(n)/char(n) read from one kind of database is created as VARCHAR(n)/CHAR(n) in the
-    other (the column's length travels in the field's metadata, as SeaTunnel's catalog carries it)."""
+    """varchar(n)/char(n) read from one kind of database is created as VARCHAR(n) in the other (the
+    column's length travels in the field's metadata, as SeaTunnel's catalog carries it; a CHAR's
+    trailing spaces mean different things in the two)."""
     from pyspark.sql import types as T
 
     from seatide.connectors.jdbc.dialect import Dialect
@@ -163,7 +164,7 @@ def test_a_string_keeps_its_length_across_databases_in_a_created_table():
                            T.StructField("huge", T.StringType(), True, source_metadata("postgresql", "varchar(20000)")),
                            T.StructField("body", T.StringType(), True, source_metadata("postgresql", "text"))])
     assert Dialect("mysql").create_table(("t",), schema, ["name"]) == (
-        "CREATE TABLE `t` (`code` CHAR(5), `name` VARCHAR(40) NOT NULL, `note` varchar(300), `huge` LONGTEXT, "
+        "CREATE TABLE `t` (`code` VARCHAR(5), `name` VARCHAR(40) NOT NULL, `note` varchar(300), `huge` LONGTEXT, "
         "`body` LONGTEXT, PRIMARY KEY (`name`))")
     assert Dialect("postgresql").create_table(("t",), schema, []) == (
         'CREATE TABLE "t" ("code" character(5), "name" character varying(40), "note" VARCHAR(300), '

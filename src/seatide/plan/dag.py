@@ -34,6 +34,17 @@ class Pipeline:
         targets, one micro-batch at a time (docs/design/multi-table.md)."""
         return any(s.plugin is not None and s.plugin.multi_table() for s in self.sources)
 
+    def routed(self, micro_batch: bool) -> bool:
+        """Whether the pipeline runs table by table at batch time (runtime.table_routing): a
+        multi-table source, or one whose checkpointed stream carries split descriptors that each
+        batch expands (the Jdbc source: Spark's JDBC reader per split), when every transform can
+        run one micro-batch at a time."""
+        if self.multi_table:
+            return True
+        return micro_batch and len(self.sources) == 1 and self.sources[0].plugin.expands_batches() and \
+            all(len(ins) == 1 for ins in self.inputs.values()) and \
+            not any(t.plugin.per_table_refusal() for t in self.transforms)
+
     def chain(self, sink_id: str) -> list[PluginSpec]:
         """The transforms between the source and ``sink_id``, in the order rows pass them."""
         by_id = {s.plugin_id: s for s in self.plugins}

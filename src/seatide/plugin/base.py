@@ -53,6 +53,9 @@ class ReadContext:
     # shape changed (table name -> the source's own form), when the query starts again for it.
     known_tables: dict | None = None
     seen: dict | None = None
+    # The pipeline runs table by table at batch time (plan.dag.Pipeline.routed): a source that
+    # can (``expands_batches``) streams split descriptors, which ``batch_rows`` turns into rows.
+    expand_batches: bool = False
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,11 @@ class Source(Plugin):
         may ask the database. A single-table source: its declared schema, if any."""
         declared = self.declared_schema()
         return None if declared is None else [declared]
+
+    def expands_batches(self) -> bool:
+        """True when the source's checkpointed stream carries split descriptors that ``batch_rows``
+        turns into rows at batch time (the pipeline then runs table by table, as a multi-table one)."""
+        return False
 
     def table_layout(self, ctx: ReadContext) -> "TableLayout":
         """A multi-table source's tables as its rows carry them (called at run time, after ``read``)."""

@@ -35,7 +35,7 @@ from seatide.runtime.batch_clock import BatchClock
 from seatide.runtime.commit_log import (SinkCommitLog, StoreDecisions, read_json, roll_forward, write_exactly_once,
                                         write_json_atomic)
 from seatide.runtime.reporter import AttemptReporter
-from seatide.runtime.table_routing import RoutedPipeline
+from seatide.runtime.table_routing import OneTable, RoutedPipeline
 from seatide.store.runs import new_lineage
 from seatide.store.states import Desired, PipelineStatus
 
@@ -134,12 +134,13 @@ class PipelineRun:
                            parallelism=spec.plugin.parallelism, max_rows_per_batch=env.micro_batch_max_rows,
                            read_interval_ms=env.trigger_interval_ms, plugin_id=spec.plugin_id,
                            job_id=self.job_id, pipeline_id=self.pipeline.pipeline_id,
-                           known_tables=self._known, seen=self._seen)
+                           known_tables=self._known, seen=self._seen,
+                           expand_batches=self.pipeline.routed(env.micro_batch))
 
     def _frames(self) -> list[tuple[object, object]]:
         """(sink spec, DataFrame it writes) for each sink of the pipeline. A multi-table pipeline
         reads its source once; every sink gets that one frame, taken apart per batch."""
-        if self.pipeline.multi_table:
+        if self.pipeline.routed(self.env.micro_batch):
             self.routed = RoutedPipeline(self.spark, self.pipeline, self._read_ctx(self.pipeline.sources[0]))
             stream = self.routed.read()
             return [(sink, stream) for sink in self.pipeline.sinks]
@@ -194,8 +195,10 @@ class PipelineRun:
                               unbounded=self.env.streaming, stdout=self.stdout,
                               checkpoints_retained=self.env.checkpoints_retained)
             routes = sink.plugin.routes if self.routed is not None else None
-            self.writers[sink.plugin_id] = writer = (sink.plugin.table_writer(ctx, routes) if routes
-                                                     else sink.plugin.writer(ctx))
+            writer = sink.plugin.table_writer(ctx, routes) if routes else sink.plugin.writer(ctx)
+            if self.routed is not None and not routes:      # one table, routed: its writer takes its frame
+                writer = OneTable(writer)
+            self.writers[sink.plugin_id] = writer
             # Batches an earlier attempt decided but did not finish publishing (it crashed, or
             # was replaced just after its decision) are published before anything else runs.
             rolled = roll_forward(writer, self._commit_log(sink.plugin_id), self._decisions(sink))

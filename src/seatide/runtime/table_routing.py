@@ -12,8 +12,8 @@ source again (CDC's interleaved rows) is persisted first and counted per table i
 from __future__ import annotations
 
 from seatide.plan.dag import Pipeline
-from seatide.plugin.base import ReadContext, TransformContext
-from seatide.plugin.tables import TABLE_COLUMN, TableFrames, TableLayout, TableRows
+from seatide.plugin.base import Batch, ReadContext, SinkWriter, StagedBatch, TransformContext
+from seatide.plugin.tables import TABLE_COLUMN, TableFrames, TableLayout, TableRoute, TableRows
 
 
 class RoutedPipeline:
@@ -49,8 +49,9 @@ class RoutedPipeline:
     def frames(self, rows: TableRows, sink) -> TableFrames:
         """Each table's rows for ``sink``, through the transforms before it."""
         present = set(rows.tables or ())
+        routes = sink.plugin.routes or [TableRoute(0, self.layout.names[0], sink.plugin.catalog, sink.plugin)]
         frames = {route.index: self._through(rows.frame, route.index, sink)
-                  for route in sink.plugin.routes if route.index in present}
+                  for route in routes if route.index in present}
 
         def schema_of(index: int):
             if (sink.plugin_id, index) not in self._schemas:      # analysed once, not per batch
@@ -71,4 +72,38 @@ class RoutedPipeline:
         return df
 
 
-__all__ = ["RoutedPipeline"]
+class OneTable(SinkWriter):
+    """The writer of a single-table sink in a routed pipeline (a source that expands its batches):
+    it gets its table's frame, or, when the batch has no rows, an empty one."""
+
+    def __init__(self, writer: SinkWriter):
+        self.writer = writer
+        self.publishes_files = writer.publishes_files
+
+    def _frame(self, frames: TableFrames):
+        if 0 in frames.frames:
+            return frames.frames[0]
+        from pyspark.sql import SparkSession
+
+        return SparkSession.getActiveSession().createDataFrame([], frames.schema_of(0))
+
+    def write_batch(self, frames: TableFrames, batch: Batch) -> dict:
+        return self.writer.write_batch(self._frame(frames), batch)
+
+    def stage_batch(self, frames: TableFrames, batch: Batch) -> StagedBatch:
+        return self.writer.stage_batch(self._frame(frames), batch)
+
+    def publish(self, publish: dict) -> None:
+        self.writer.publish(publish)
+
+    def abort_batch(self, batch_id: int, intent: dict) -> None:
+        self.writer.abort_batch(batch_id, intent)
+
+    def end_of_data(self, state: dict) -> None:
+        self.writer.end_of_data(state)
+
+    def evolve(self, changes: list, behaviour: str) -> None:
+        self.writer.evolve(changes, behaviour)
+
+
+__all__ = ["OneTable", "RoutedPipeline"]

@@ -90,18 +90,16 @@ class Dialect:
 
     def _string_of_length(self, field: T.StructField) -> str | None:
         """A string read from a char(n)/varchar(n) column of the other kind of database keeps its
-        length (SeaTunnel's catalog carries a column's length across databases): VARCHAR(n), or
-        CHAR(n), where this database's column can hold that length."""
+        length (SeaTunnel's catalog carries a column's length across databases): VARCHAR(n) where
+        this database's column can hold that length. A char(n) too: the two databases disagree on
+        its trailing spaces (PostgreSQL keeps them, MySQL drops them), a VARCHAR keeps the value."""
         metadata = field.metadata or {}
         if not isinstance(field.dataType, T.StringType) or metadata.get(SOURCE_DIALECT) in (None, self.name):
             return None
         match = _SIZED_STRING.fullmatch(str(metadata.get(SOURCE_TYPE, "")).strip().lower())
-        if not match:
+        if not match or (self.name == MYSQL and int(match.group(2)) > _MYSQL_VARCHAR_MAX):
             return None
-        fixed, length = match.group(1) in ("char", "character", "nchar"), int(match.group(2))
-        if self.name == MYSQL and length > (255 if fixed else _MYSQL_VARCHAR_MAX):
-            return None
-        return f"{'CHAR' if fixed else 'VARCHAR'}({length})"
+        return f"VARCHAR({int(match.group(2))})"
 
     def _keyable(self, declared: str) -> bool:
         """Whether a column of the declared type can be (part of) a primary key; one that cannot

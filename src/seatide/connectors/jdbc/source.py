@@ -120,6 +120,12 @@ class JdbcSource(Source):
     def multi_table(self) -> bool:
         return self._parts is not None and len(self._parts) > 1
 
+    def expands_batches(self) -> bool:
+        return True
+
+    def _tables_read(self) -> "list[JdbcSource]":
+        return self._parts if self._parts is not None else [self]
+
     def _base_sql(self, where: str) -> str:
         if self.opts["query"]:
             sql = self.opts["query"].strip().rstrip(";")
@@ -224,7 +230,8 @@ class JdbcSource(Source):
                              for c in self._columns])
 
     def table_layout(self, ctx: ReadContext) -> TableLayout:
-        return TableLayout.of((p._catalog_table(), p.schema()) for p in self._parts)
+        return TableLayout.of((p._catalog_table() if p.opts["table_path"] else "query", p.schema())
+                              for p in self._tables_read())
 
     def read(self, ctx: ReadContext) -> "DataFrame":
         if self._parts is not None:
@@ -237,6 +244,8 @@ class JdbcSource(Source):
                 return layout.union([layout.tagged(p._parallel(ctx), i) for i, p in enumerate(self._parts)])
             return self._planned(ctx)
         self._described()
+        if ctx.micro_batch and ctx.expand_batches:
+            return self._planned(ctx)         # each batch's splits read by Spark's JDBC reader
         return self._streamed(ctx) if ctx.micro_batch else self._parallel(ctx)
 
     def _described(self) -> None:
@@ -247,15 +256,15 @@ class JdbcSource(Source):
     def batch_rows(self, batch: "DataFrame", ctx: ReadContext) -> TableRows:
         """A micro-batch's split descriptors as the tables' rows, read by Spark's JDBC reader: one
         partition per descriptor, a union of the tables (plain BATCH: the union ``read`` made)."""
-        layout = self.table_layout(ctx)
+        layout, parts = self.table_layout(ctx), self._tables_read()
         if not ctx.micro_batch:
-            return TableRows(batch, tables=tuple(range(len(self._parts))), separable=True)
+            return TableRows(batch, tables=tuple(range(len(parts))), separable=True)
         runs: dict[int, list[str]] = {}
         for table, predicate in batch.collect():          # a few descriptors, never rows
             runs.setdefault(int(table), []).append(predicate or "1 = 1")
         if not runs:
             return TableRows(ctx.spark.createDataFrame([], layout.spark_schema()), tables=(), separable=True)
-        frames = [layout.tagged(self._parts[i]._predicated(ctx, predicates), i) for i, predicates in sorted(runs.items())]
+        frames = [layout.tagged(parts[i]._predicated(ctx, predicates), i) for i, predicates in sorted(runs.items())]
         return TableRows(layout.union(frames), tables=tuple(sorted(runs)), separable=True)
 
     def _planned(self, ctx: ReadContext) -> "DataFrame":
@@ -270,7 +279,7 @@ class JdbcSource(Source):
                 "tables": [{"plan_sql": p._plan_sql(), "split_size": p.opts["split.size"],
                             "partition_num": p.opts["partition_num"],
                             "quoted_column": quote(p.url.dialect, p.partition.name) if p.partition else None,
-                            **p._split_options()} for p in self._parts]}
+                            **p._split_options()} for p in self._tables_read()]}
         return ctx.spark.readStream.format(SOURCE_NAME).option("spec", json.dumps(spec)).load()
 
     def _predicated(self, ctx: ReadContext, predicates: list[str]) -> "DataFrame":

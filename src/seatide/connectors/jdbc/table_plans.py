@@ -75,6 +75,7 @@ class JdbcTablePlansReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Nothing to pin: the plans in the offsets already bound the stream."""
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        start = _current(start)
         plans = [SplitPlan.from_json(p) for p in start["plans"]]
         table, split = start["next"]
         budget = None if isinstance(limit, ReadAllAvailable) else (
@@ -91,6 +92,7 @@ class JdbcTablePlansReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"plans": start["plans"], "next": [table, split]}
 
     def partitions(self, start: dict, end: dict) -> list[Descriptors]:
+        start, end = _current(start), _current(end)
         plans = [SplitPlan.from_json(p) for p in end["plans"]]
         (table, split), (last_table, last_split) = start["next"], end["next"]
         runs = []
@@ -111,6 +113,14 @@ class JdbcTablePlansReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: Descriptors) -> Iterator[tuple]:
         yield from partition.splits
+
+
+def _current(offset: dict) -> dict:
+    """An offset in this reader's form; one of the one-table reader that came before it (a
+    checkpoint it wrote: ``{"plan": ..., "next": n}``) is the same position."""
+    if "plans" in offset:
+        return offset
+    return {"plans": [offset["plan"]], "next": [0, int(offset["next"])]}
 
 
 __all__ = ["DESCRIPTORS", "JdbcTablePlans", "JdbcTablePlansReader", "SOURCE_NAME"]
