@@ -55,13 +55,22 @@ class Pipeline:
         return chain[::-1]
 
     def fingerprint(self) -> str:
-        """What a checkpoint of this pipeline depends on: its sources, in order, and their options.
+        """What a checkpoint of this pipeline depends on: its sources, in order, and their options,
+        but for a source's table list where its offsets name their tables (``Source.table_list_options``).
 
         A checkpoint taken under one fingerprint cannot restore a pipeline with another
         (Spark would read offsets of the wrong source).
         """
-        shape = [[s.name, _canonical(s.block)] for s in self.sources]
+        shape = [[s.name, _canonical(s.block, _table_lists(s))] for s in self.sources]
         return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
+
+    def fits(self, fingerprint: str | None) -> bool:
+        """Whether a checkpoint written under ``fingerprint`` restores this pipeline: its own, or the
+        one a version before table lists were left out wrote for these very options."""
+        if fingerprint == self.fingerprint():
+            return True
+        shape = [[s.name, _canonical(s.block)] for s in self.sources]
+        return fingerprint == hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -73,9 +82,19 @@ class Plan:
         return next(p for p in self.pipelines if p.pipeline_id == pipeline_id)
 
 
-def _canonical(block: dict) -> dict:
-    ignored = {"plugin_output", "result_table_name", "plugin_input", "source_table_name", "parallelism"}
+def _canonical(block: dict, also_ignored: tuple[str, ...] = ()) -> dict:
+    ignored = {"plugin_output", "result_table_name", "plugin_input", "source_table_name", "parallelism",
+               *also_ignored}
     return {k: v for k, v in sorted(block.items()) if k not in ignored}
+
+
+def _table_lists(spec: PluginSpec) -> tuple[str, ...]:
+    if spec.plugin is not None:
+        return type(spec.plugin).table_list_options
+    from seatide.plugin.registry import lookup
+
+    found = lookup("source", spec.name)
+    return getattr(found, "table_list_options", ()) if found is not None else ()
 
 
 def resolve_inputs(job: JobConfig) -> dict[str, list[PluginSpec]]:

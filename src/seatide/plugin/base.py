@@ -160,6 +160,11 @@ class Plugin:
 
 class Source(Plugin):
     kind = "source"
+    # Options a checkpoint survives a change of: the source finds in its own offsets which tables
+    # they cover, so a resume with tables added (or removed) reads each one from where it is
+    # (the CDC sources' table lists: docs/design/multi-table.md, "Tables added to a stopped job").
+    # Left out of the pipeline's fingerprint (plan.dag.Pipeline.fingerprint).
+    table_list_options: tuple[str, ...] = ()
 
     def schema(self) -> "StructType | None":
         """The row type when known before running (None: discovered at run time)."""

@@ -115,11 +115,16 @@ class PipelineRun:
             meta = {"lineage": new_lineage(), "fingerprint": self.pipeline.fingerprint(),
                     "job_id": self.job_id, "pipeline_id": self.pipeline.pipeline_id}
             write_json_atomic(meta_path, meta)
-        elif meta.get("fingerprint") != self.pipeline.fingerprint():
+        elif not self.pipeline.fits(meta.get("fingerprint")):
             # Never restore offsets of other sources, and never start over silently.
             raise PermanentError(
                 f"pipeline {self.pipeline.pipeline_id}: the checkpoint in {self.dir} was written for different "
                 "sources; resume with the original config, or start over with --fallback fresh")
+        elif meta.get("fingerprint") != self.pipeline.fingerprint():
+            # written before table lists were left out of it: kept in today's form, so that a
+            # later resume with tables added still finds its own
+            meta = {**meta, "fingerprint": self.pipeline.fingerprint()}
+            write_json_atomic(meta_path, meta)
         self.lineage = meta["lineage"]
         # The branch this one was restored from keeps its origin: a restore from a savepoint is
         # not a fresh start, so the sinks' save modes (DROP_DATA...) are not made again.

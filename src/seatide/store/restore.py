@@ -52,8 +52,11 @@ def savepoint_dir(checkpoint_dir: str, savepoint_id: int) -> str:
     return under(root, "savepoints", str(int(savepoint_id)), pipeline)
 
 
-def inspect_checkpoint(path: str, fingerprint: str, had_checkpoints: bool) -> str | None:
-    """None when ``path`` can restore a pipeline with ``fingerprint``; else what is wrong."""
+def inspect_checkpoint(path: str, fits, had_checkpoints: bool) -> str | None:
+    """None when ``path`` can restore a pipeline whose ``fits(fingerprint)`` accepts the checkpoint's
+    fingerprint (``plan.dag.Pipeline.fits``; a fingerprint: that one only); else what is wrong."""
+    if isinstance(fits, str):
+        fits = fits.__eq__
     if not os.path.isdir(path):
         return (f"its checkpoint directory {path} is missing" if had_checkpoints else None)
     try:
@@ -62,7 +65,7 @@ def inspect_checkpoint(path: str, fingerprint: str, had_checkpoints: bool) -> st
         return f"its checkpoint metadata in {path} is unreadable ({exc})"
     if meta is None:
         return f"{path} holds no SeaTide checkpoint (seatide.json is missing)" if had_checkpoints else None
-    if meta.get("fingerprint") != fingerprint:
+    if not fits(meta.get("fingerprint")):
         return ("its checkpoint was written for a different pipeline (the sources or their options "
                 "changed: a source added, removed, reordered or reconfigured)")
     if had_checkpoints and not os.path.isdir(os.path.join(path, "spark", "offsets")):
@@ -181,15 +184,15 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint) -> list[Pip
         # is complete, and there is nothing of it to restore (found by the simulation, seed 24).
         entry = PipelinePlan(pipeline.pipeline_id, previous.checkpoint_dir, fingerprint,
                              previous.status == PipelineStatus.FINISHED and not in_savepoint)
-        if previous.fingerprint != fingerprint:
+        if not pipeline.fits(previous.fingerprint):
             entry.problem = ("its sources changed since the checkpoint was taken (a source added, removed, "
                              "reordered or reconfigured)")
         elif not entry.finished:
             if savepoint is not None:
                 source = savepoint_dir(previous.checkpoint_dir, savepoint.checkpoint_id)
-                entry.problem = inspect_checkpoint(source, fingerprint, in_savepoint)
+                entry.problem = inspect_checkpoint(source, pipeline.fits, in_savepoint)
             else:
-                entry.problem = inspect_checkpoint(previous.checkpoint_dir, fingerprint,
+                entry.problem = inspect_checkpoint(previous.checkpoint_dir, pipeline.fits,
                                                    pipeline.pipeline_id in completed)
         result.append(entry)
     gone = sorted(set(old) - {p.pipeline_id for p in plan.pipelines})

@@ -15,7 +15,7 @@ A transaction belongs to the batch ``(start, end]`` when its commit record start
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
 from seatide.connectors.cdc_way_out import START_OVER
@@ -34,6 +34,27 @@ from seatide.plugin.rowkind import RowKind
 INLINE_BYTES = 8 << 20
 
 
+@dataclass(frozen=True)
+class Admitted:
+    """Which captured tables' changes a batch reads (the tables its start offset covers, by
+    ``schema.table``; None: every captured table), and, for a table added to a resumed job
+    (``since``: name -> its snapshot's point), only the transactions whose commit record starts at
+    or after that point: the ones before it are in the table's snapshot already."""
+
+    names: frozenset | None = None
+    since: dict = field(default_factory=dict)
+
+    def admits(self, schema: str, name: str, commit_lsn: int) -> bool:
+        qualified = f"{schema}.{name}"
+        if self.names is not None and qualified not in self.names:
+            return False
+        point = self.since.get(qualified)
+        return point is None or commit_lsn >= point
+
+
+EVERY_TABLE = Admitted()
+
+
 @dataclass
 class BatchPlan:
     end: int                          # the end of the last whole transaction (== start: nothing)
@@ -42,7 +63,7 @@ class BatchPlan:
 
 
 def plan_batch(config: dict, slot_name: str, start: int, max_rows: int, flushed: int,
-               tables: list[CapturedTable] | None = None) -> BatchPlan:
+               tables: list[CapturedTable] | None = None, admitted: Admitted = EVERY_TABLE) -> BatchPlan:
     """Whole transactions from ``start`` until they hold ``max_rows`` rows or the stream has
     caught up with ``flushed``. A transaction in which a captured table has another shape than
     ``tables`` say (its Relation message: columns added, dropped, renamed, retyped) starts a batch
@@ -51,6 +72,7 @@ def plan_batch(config: dict, slot_name: str, start: int, max_rows: int, flushed:
     plan, in_transaction, size = BatchPlan(start, 0, []), False, 0
     at_commit = (0, 0)                                  # (changes, messages) at the last commit
     decoder = Decoder(tables[0].encoding) if tables else None
+    commit_lsn = 0                                      # of the transaction being read
     for kind, item in replication.stream(config, slot_name, start):
         if kind == "walend":
             if item >= flushed and not in_transaction:
@@ -65,9 +87,14 @@ def plan_batch(config: dict, slot_name: str, start: int, max_rows: int, flushed:
         tag = message_tag(item)
         if tag == "B":
             in_transaction = True
+            if admitted.since:
+                commit_lsn = Decoder().decode(item).commit_lsn
         elif tag == "R" and decoder is not None:
             decoder.decode(item)
-            changed = shape_changed(decoder.last_relation, tables, config.get("schema_changes"), config["database"])
+            relation = decoder.last_relation
+            if not admitted.admits(relation.schema, relation.name, commit_lsn):
+                continue                        # not read: its shape then does not matter
+            changed = shape_changed(relation, tables, config.get("schema_changes"), config["database"])
             if changed is not None:
                 if plan.end > start:            # the batch so far ends before this transaction
                     plan.changes = at_commit[0]
@@ -112,13 +139,13 @@ def shape_changed(relation, tables: list[CapturedTable], behaviour: str | None,
 
 
 def read_changes(config: dict, tables: list[CapturedTable], slot_name: str, start: int, end: int,
-                 messages: list | None = None) -> Iterator[tuple[int, int, dict]]:
-    """(row kind, table index, column -> text) of every change in ``(start, end]``, in order:
-    from the planned ``messages``, or streamed again."""
+                 messages: list | None = None, admitted: Admitted = EVERY_TABLE) -> Iterator[tuple[int, int, dict]]:
+    """(row kind, table index, column -> text) of every change in ``(start, end]`` that ``admitted``
+    lets through, in order: from the planned ``messages``, or streamed again."""
     behaviour = config.get("schema_changes")
     source = (("data", m) for m in messages) if messages is not None else \
         replication.stream(config, slot_name, start)
-    decoder, in_transaction = Decoder(tables[0].encoding), False
+    decoder, in_transaction, commit_lsn = Decoder(tables[0].encoding), False, 0
     for kind, item in source:
         if kind == "walend":
             if item >= end and not in_transaction:
@@ -128,11 +155,13 @@ def read_changes(config: dict, tables: list[CapturedTable], slot_name: str, star
         if isinstance(message, Begin):
             if message.commit_lsn >= end:
                 return
-            in_transaction = True
+            in_transaction, commit_lsn = True, message.commit_lsn
         elif isinstance(message, Change):
-            yield from rows_of(message, tables, behaviour, config["database"])
+            if admitted.admits(message.relation.schema, message.relation.name, commit_lsn):
+                yield from rows_of(message, tables, behaviour, config["database"])
         elif isinstance(message, Truncate):
-            truncated(message, tables)
+            truncated(Truncate(tuple(r for r in message.relations
+                                     if admitted.admits(r.schema, r.name, commit_lsn))), tables)
         elif isinstance(message, Commit):
             in_transaction = False
             if message.end_lsn >= end:

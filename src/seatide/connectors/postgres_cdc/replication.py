@@ -45,15 +45,18 @@ def connect_replication(config: dict):
                            autocommit=True, replication="database")
 
 
-def create_slot(conn, name: str, export_snapshot: bool) -> tuple[int, str | None]:
+def create_slot(conn, name: str, export_snapshot: bool, temporary: bool = False) -> tuple[int, str | None]:
     """Create a pgoutput slot on a replication connection: (consistent point, exported snapshot).
 
-    The snapshot (``export_snapshot``) shows the tables exactly as of the consistent point and
-    lives while ``conn`` stays open and runs nothing else."""
+    The snapshot (``export_snapshot``) shows the tables exactly as of the consistent point (every
+    transaction whose commit record starts before it, none after) and lives while ``conn`` stays
+    open and runs nothing else. A ``temporary`` slot is dropped by the server when ``conn`` closes
+    (a newly added table's snapshot point: ``stream.PostgresCdcReader._begin_backfill``)."""
     from seatide.connectors.postgres_cdc.pgoutput import parse_lsn
 
     option = "(SNAPSHOT 'export')" if export_snapshot else "(SNAPSHOT 'nothing')"
-    result = _exec(conn, f'CREATE_REPLICATION_SLOT "{name}" LOGICAL pgoutput {option}')
+    kind = "TEMPORARY LOGICAL" if temporary else "LOGICAL"
+    result = _exec(conn, f'CREATE_REPLICATION_SLOT "{name}" {kind} pgoutput {option}')
     return parse_lsn(result.get_value(0, 1).decode()), (result.get_value(0, 2) or b"").decode() or None
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import secrets
 import time
 from dataclasses import dataclass
 
@@ -59,6 +60,19 @@ def create_publication(conn, name: str, tables: list) -> None:
     drop(conn, name)
     conn.execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(
         sql.Identifier(name), sql.SQL(", ").join(t.ident() for t in tables)))
+
+
+def set_publication_tables(conn, name: str, tables: list) -> None:
+    """Make the publication list exactly ``tables`` (tables added to or removed from table-names
+    of a resumed job). Changes are published as of where this commits in the WAL: a table added
+    here is snapshotted at a point after it (``stream``), and one removed is no longer decoded."""
+    conn.execute(sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(
+        sql.Identifier(name), sql.SQL(", ").join(t.ident() for t in tables)))
+
+
+def temporary_name(name: str) -> str:
+    """A name for a short-lived slot beside ``name`` (unique: a stopped driver's may linger)."""
+    return f"{PREFIX}tmp_{hashlib.sha1(name.encode()).hexdigest()[:12]}_{secrets.token_hex(4)}"
 
 
 def drop(conn, name: str, wait_s: float = 10.0) -> None:

@@ -46,6 +46,8 @@ class PostgresCdcSource(Source):
     plugin_name = "Postgres-CDC"
     options = PG_CDC_OPTIONS
     doc = __doc__ or ""
+    # Tables added to a stopped job are snapshotted on their own when it resumes (stream.py)
+    table_list_options = ("table-names", "table-names-config")
 
     # -- validation ----------------------------------------------------------------------
     def check(self) -> None:
@@ -229,6 +231,7 @@ class PostgresCdcSource(Source):
             "max_rows": ctx.max_rows_per_batch,
             "layout": self._layout.to_json() if self.multi_table() else None,
             "schema_changes": self.behaviour,
+            "legacy_tables": self._legacy_tables(ctx),
         }
         spark = ctx.spark
         config["spark_time_zone"] = spark.conf.get("spark.sql.session.timeZone")
@@ -238,6 +241,13 @@ class PostgresCdcSource(Source):
 
         use_python_data_source(spark, Stream)
         return spark.readStream.format(SOURCE_NAME).schema(schema).option("config", json.dumps(config)).load()
+
+    def _legacy_tables(self, ctx: ReadContext) -> list[str] | None:
+        """The tables an offset written before offsets named their tables covers: the ones the
+        pipeline ran with (its kept shapes, in the order they first appeared); None: today's."""
+        prefix = f"{self.database}."
+        known = [name[len(prefix):] for name in (ctx.known_tables or {}) if name.startswith(prefix)]
+        return known or None
 
     def _describe(self, check_wal: bool = True, timeout_s: int | None = None) -> list:
         """The captured tables as the server has them now (any number, each of its own shape:

@@ -12,6 +12,18 @@ Offsets are JSON:
 * ``export`` — while the snapshot runs: the snapshot the slot exported, which the splits read.
 * ``changes`` — how many rows the changes of the batch ending here make at most (0: none,
   the batch only moves the position).
+* ``tables`` — the tables the position covers (``schema.table``), in the order the snapshot
+  reads them; ``snapshot.table`` counts in it. Splits name their table.
+* ``backfill`` — while tables added to ``table-names`` of a resumed job are snapshotted:
+  ``{"tables": [...], "table": i, "after": key, "lsn": point, "export": snapshot}``, the
+  snapshot of a temporary slot created after the publication took them in, read as of its
+  consistent ``point`` while ``lsn`` stays where the other tables are.
+* ``since`` — ``{table: point}`` for tables added so: their changes are read only from
+  transactions whose commit starts at or after ``point`` (the earlier ones are in their
+  snapshot); an entry goes once ``lsn`` has passed it.
+
+An offset without ``tables`` (written before tables could be added) covers the tables the
+pipeline last ran with (``legacy_tables`` of the config), splits then count in that list.
 
 The reader runs in a Python process Spark keeps beside the driver. Planning the first
 batch of a query without a checkpoint creates the publication and the slot (not
@@ -32,7 +44,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from seatide.connectors.cdc_way_out import START_OVER
 from seatide.connectors.decimals import DecimalOverflow
 from seatide.connectors.postgres_cdc import replication, slot
-from seatide.connectors.postgres_cdc.changes import plan_batch, read_changes
+from seatide.connectors.postgres_cdc.changes import EVERY_TABLE, Admitted, plan_batch, read_changes
 from seatide.connectors.postgres_cdc.pgoutput import UNCHANGED_TOAST, format_lsn
 from seatide.connectors.postgres_cdc.tables import CapturedTable, next_boundary, page_query
 from seatide.connectors.postgres_cdc.unchanged import with_unchanged_values
@@ -73,9 +85,9 @@ class ChangeRange(InputPartition):
     """The changes of the transactions committed in ``(start, end]``, read by one task: from
     ``messages`` when the plan kept them (a small batch), else streamed again."""
 
-    def __init__(self, start: int, end: int, messages: list | None = None):
+    def __init__(self, start: int, end: int, messages: list | None = None, admitted: Admitted = EVERY_TABLE):
         super().__init__((start, end))
-        self.start, self.end, self.messages = start, end, messages
+        self.start, self.end, self.messages, self.admitted = start, end, messages, admitted
 
 
 class PostgresCdcSource(DataSource):
@@ -93,6 +105,9 @@ class PostgresCdcReader(DataSourceStreamReader):
         self.tables = [CapturedTable.from_json(t) for t in config["tables"]]
         # several tables: rows tagged by table (plugin.tables); Arrow types made here, not per task
         self.layout = TableLayout.from_json(config["layout"]).prepare_arrow() if config.get("layout") else None
+        self.names = [t.qualified for t in self.tables]
+        self.index = {name: i for i, name in enumerate(self.names)}
+        self.legacy = config.get("legacy_tables") or self.names
         self.slot = config["slot"]
         self.max_rows = max(1, int(config["max_rows"]))
         self._conn = None
@@ -114,7 +129,16 @@ class PostgresCdcReader(DataSourceStreamReader):
         # No slot yet: Spark asks for the initial offset again whenever it replays the first
         # batch, so it must be the same every time and create nothing (see latestOffset).
         snapshot = {"table": 0, "after": None} if self.config["startup_mode"] == "initial" else None
-        return {"lsn": None, "snapshot": snapshot, "splits": []}
+        return {"lsn": None, "snapshot": snapshot, "splits": [], "tables": self.names}
+
+    def _covered(self, offset: dict) -> list[str]:
+        return offset.get("tables") or self.legacy
+
+    def _split_table(self, split: list) -> int | None:
+        """The index in today's tables of a split's table (by name; by index in an older offset);
+        None when the table is no longer captured."""
+        name = split[0] if isinstance(split[0], str) else self.legacy[split[0]]
+        return self.index.get(name)
 
     def _start_slot(self, start: dict) -> dict:
         """The first batch's planning: create the publication and the slot (replacing any left
@@ -160,47 +184,119 @@ class PostgresCdcReader(DataSourceStreamReader):
             return self._next_splits(begun) if begun["snapshot"] is not None else begun
         if start["snapshot"] is not None:
             return self._next_splits(start)
+        if start.get("backfill") is not None:
+            return self._next_backfill(start)
         self._end_export()          # the snapshot's last batch, which ends at ``start``, is read
+        covered = self._covered(start)
+        if covered != self.names:
+            return self._retable(start, covered)
         flushed = slot.flushed_lsn(self._db())
-        plan = plan_batch(self.config, self.slot, start["lsn"], self.max_rows, flushed, self.tables)
+        plan = plan_batch(self.config, self.slot, start["lsn"], self.max_rows, flushed, self.tables,
+                          self._admitted(start))
         if plan.changes == 0:
             # Nothing for our tables, but WAL grew (other tables, other databases): a stream
             # decodes from the slot's position, so move past it. Safe: the plan read to the
             # WAL flushed before it began, and a transaction committing later ends after that.
             if max(plan.end, flushed) - start["lsn"] >= IDLE_ADVANCE_BYTES:
-                return {"lsn": max(plan.end, flushed), "snapshot": None, "splits": [], "changes": 0}
+                return self._streaming(start, max(plan.end, flushed), 0)
             return start
         if plan.messages is not None:
             # kept until the batch's partitions are made (Spark asks right after planning it)
             self._planned = {**dict(list(self._planned.items())[-1:]), (start["lsn"], plan.end): plan.messages}
-        return {"lsn": plan.end, "snapshot": None, "splits": [], "changes": plan.changes}
+        return self._streaming(start, plan.end, plan.changes)
+
+    def _streaming(self, start: dict, lsn: int, changes: int) -> dict:
+        offset = {"lsn": lsn, "snapshot": None, "splits": [], "changes": changes, "tables": self._covered(start)}
+        since = {name: point for name, point in (start.get("since") or {}).items() if point > lsn}
+        return {**offset, "since": since} if since else offset
+
+    def _admitted(self, start: dict) -> Admitted:
+        return Admitted(frozenset(self._covered(start)), dict(start.get("since") or {}))
 
     def _next_splits(self, start: dict) -> dict:
-        table, after = start["snapshot"]["table"], start["snapshot"]["after"]
+        """The initial snapshot's next splits, table after table of the offset's own list (a table
+        no longer captured is passed over; one added meanwhile waits for its own snapshot)."""
+        covered = self._covered(start)
+        found = self._splits(covered, start["snapshot"]["table"], start["snapshot"]["after"])
+        splits, table, after = found
+        snapshot = {"table": table, "after": after} if table < len(covered) else None
+        return {"lsn": start["lsn"], "snapshot": snapshot, "splits": splits, "export": start.get("export"),
+                "tables": covered}
+
+    def _splits(self, names: list[str], table: int, after) -> tuple[list, int, object]:
+        """Splits of ``names[table:]`` from key ``after`` on, up to a batch's rows: (splits, where
+        the next batch starts)."""
         size = max(1, int(self.config["split_size"]))
         splits: list = []
-        while len(splits) * size < self.max_rows and table < len(self.tables):
-            upto = next_boundary(self._db(), self.tables[table], after, size)
-            splits.append([table, after, upto])
+        while len(splits) * size < self.max_rows and table < len(names):
+            index = self.index.get(names[table])
+            if index is None:
+                table, after = table + 1, None
+                continue
+            upto = next_boundary(self._db(), self.tables[index], after, size)
+            splits.append([names[table], after, upto])
             table, after = (table, upto) if upto is not None else (table + 1, None)
-        snapshot = {"table": table, "after": after} if table < len(self.tables) else None
-        return {"lsn": start["lsn"], "snapshot": snapshot, "splits": splits, "export": start.get("export")}
+        return splits, table, after
+
+    # -- tables added to (or removed from) table-names of a resumed job ------------------------
+    def _retable(self, start: dict, covered: list[str]) -> dict:
+        """The stream is between batches, and the tables it covers are not today's: make the
+        publication list today's, and snapshot the added tables on their own. Removed tables are
+        no longer decoded nor read (from this offset on, their changes are left out by name)."""
+        added = [name for name in self.names if name not in covered]
+        kept = [name for name in covered if name in self.index]
+        slot.set_publication_tables(self._db(), self.slot, self.tables)
+        if not added:
+            return self._streaming({**start, "tables": kept}, start["lsn"], 0)
+        return self._begin_backfill({**start, "tables": kept}, added)
+
+    def _begin_backfill(self, start: dict, added: list[str]) -> dict:
+        """A temporary slot created now (after the publication took the added tables in) gives a
+        point and the snapshot exactly as of it: the added tables are read as of that snapshot,
+        and their changes streamed only from transactions committing after it (``since``), so
+        none is lost or read twice at the boundary. The other tables' position does not move
+        while the snapshot is read."""
+        conn = replication.connect_replication(self.config)
+        try:
+            point, export = replication.create_slot(conn, slot.temporary_name(self.slot), True, temporary=True)
+        except Exception:
+            conn.close()
+            raise
+        self._end_export()
+        self._exporter = conn
+        backfill = {"tables": added, "table": 0, "after": None, "lsn": point, "export": export}
+        return self._next_backfill({**start, "backfill": backfill})
+
+    def _next_backfill(self, start: dict) -> dict:
+        backfill = start["backfill"]
+        splits, table, after = self._splits(backfill["tables"], backfill["table"], backfill["after"])
+        base = {"lsn": start["lsn"], "snapshot": None, "splits": splits, "export": backfill["export"],
+                "tables": self._covered(start)}
+        if table < len(backfill["tables"]):
+            return {**base, "backfill": {**backfill, "table": table, "after": after},
+                    **({"since": start["since"]} if start.get("since") else {})}
+        # the snapshot's last batch: from here on the added tables are streamed with the others
+        joined = [*base["tables"], *[n for n in backfill["tables"] if n in self.index]]
+        since = {**(start.get("since") or {}), **{n: backfill["lsn"] for n in backfill["tables"]}}
+        return {**base, "tables": joined, "since": since}
 
     # -- batches -------------------------------------------------------------------------
     def partitions(self, start: dict, end: dict) -> list:
         self._check_position(start)
         if end["splits"]:
-            return [SnapshotSplit(*split, end.get("export")) for split in end["splits"]]
+            return [SnapshotSplit(index, after, upto, end.get("export")) for index, after, upto in
+                    ((self._split_table(split), split[1], split[2]) for split in end["splits"]) if index is not None]
         if start["lsn"] is None or end["lsn"] <= start["lsn"] or end.get("changes", 1) == 0:
             return []
         # a replay after a restart has no planned messages: its task streams the range again
-        return [ChangeRange(start["lsn"], end["lsn"], self._planned.pop((start["lsn"], end["lsn"]), None))]
+        return [ChangeRange(start["lsn"], end["lsn"], self._planned.pop((start["lsn"], end["lsn"]), None),
+                            self._admitted(start))]
 
     def read(self, partition) -> Iterator:
         builder = _RowBatches(self.tables, self.config["spark_time_zone"], self.layout)
         if isinstance(partition, ChangeRange):
             changes = read_changes(self.config, self.tables, self.slot, partition.start, partition.end,
-                                   partition.messages)
+                                   partition.messages, partition.admitted)
             rows = with_unchanged_values(changes, self.tables, lambda: connect(self.config))
             for kind, table, values in rows:
                 yield from builder.add(kind, table, values)
