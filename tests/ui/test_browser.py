@@ -159,7 +159,9 @@ def test_operator_submits_watches_and_cancels_a_job_in_the_browser(cluster: Clus
     browser.find_element(By.ID, "btn-submit").click()
     confirm(browser, "Submit this job")
     error = wait(browser, lambda d: d.find_element(By.ID, "submit-error"), 10, "the inline error")
-    assert "FakeSource (line 4): option 'row.num' must be integer" in error.text
+    # The reason first, then where: the plugin and the line of the pasted text.
+    assert "option 'row.num' must be integer, got \"many\"" in error.text
+    assert "source[0] FakeSource, line 4" in error.text
     bad = browser.find_element(By.CSS_SELECTOR, "#submit-error .bad-line")
     assert bad.get_attribute("data-line") == "4" and 'row.num = "many"' in bad.text
     screenshot("submit-error")

@@ -409,7 +409,8 @@ function jobView(jobId) {
 }
 
 // -- submit --------------------------------------------------------------------------------
-// The lines around a config error, the bad one marked (messages say "(line N)").
+// The lines around a config error, the bad one marked. Messages name the line either as
+// "(line N)" or, leading with the reason, as "..., line N of <source>".
 function excerpt(text, line) {
   const lines = text.split("\n");
   const first = Math.max(1, line - 3), last = Math.min(lines.length, line + 3);
@@ -452,7 +453,8 @@ function submitView() {
         (accepted.warnings.length ? `\nWarnings:\n${accepted.warnings.join("\n")}` : "")}));
       setTimeout(() => { location.hash = `#/jobs/${encodeURIComponent(accepted.jobId)}`; }, accepted.warnings.length ? 2500 : 400);
     } catch (error) {
-      const line = Number((/\(line (\d+)\)/.exec(error.message) || [])[1]);
+      const found = /\(line (\d+)\)|\bline (\d+) of /.exec(error.message) || [];
+      const line = Number(found[1] || found[2]);
       result.replaceChildren(el("div", {class: "message error", id: "submit-error"}, error.message,
         line ? excerpt(text, line) : ""));
       if (line) {   // put the cursor on the bad line
