@@ -218,3 +218,75 @@ def test_postgres_an_added_keyless_table_is_read_once_across_its_snapshot_point(
     assert sorted(snapshot) == [(RowKind.INSERT, i, "before") for i in range(1, 6)] + [(RowKind.INSERT, 6, "between")]
     assert changes == [(RowKind.UPDATE_AFTER, 2, "while stopped"), (RowKind.INSERT, 7, "after")]
     assert not conn.execute("SELECT slot_name FROM pg_replication_slots WHERE temporary").fetchall()
+
+
+# -- MySQL-CDC --------------------------------------------------------------------------------------
+
+@pytest.fixture
+def mysql_db(private_mariadb):
+    name = f"added_{secrets.token_hex(3)}"
+    private_mariadb.execute(f"CREATE DATABASE {name}",
+                            *[f"CREATE TABLE {name}.{t} (id INT PRIMARY KEY, v VARCHAR(40))" for t in ("a", "b")],
+                            *[f"INSERT INTO {name}.{t} SELECT seq, concat('{t}', seq) FROM seq_1_to_20" for t in ("a", "b")])
+    yield private_mariadb, name
+    private_mariadb.execute(f"DROP DATABASE {name}")
+
+
+def mysql_source(server, db: str, tables: list[str], extra: str = "snapshot.split.size = 4"):
+    names = ", ".join(f'"{db}.{t}"' for t in tables)
+    return load_job_text(
+        f'env {{ job.mode = "STREAMING" }}\nsource {{ MySQL-CDC {{ base-url = "{server.url}", username = "root", '
+        f'password = "", table-names = [{names}], {extra} }} }}\nsink {{ Console {{}} }}').sources[0].plugin
+
+
+def mysql_reader(server, db: str, tables: list[str], mode: str = "initial"):
+    from seatide.connectors.mysql_cdc.stream import MySqlCdcReader, stream_options
+
+    plugin = mysql_source(server, db, tables, f'startup.mode = "{mode}"')
+    found, schema = plugin.discover(plugin.server_config())
+    return MySqlCdcReader(stream_options(plugin.server_config(), found, schema.json(), mode, None, 1000))
+
+
+def mysql_read(reader, start, end) -> list[tuple]:
+    return [(row[ROW_KIND_COLUMN], row.get("id", row.get("at")), row.get("v", row.get("note")))
+            for part in reader.partitions(start, end) for batch in reader.read(part) for row in batch.to_pylist()]
+
+
+def test_mysql_an_added_keyless_table_skips_the_binlog_its_snapshot_holds(mysql_db):
+    """The binlog from the stream's position holds the new table's rows written while the job was
+    stopped; they are in the table's snapshot (taken after them), so the stream skips them: the
+    table has no key, a row read twice would stay twice. The old table goes on from its position.
+    (A change committed while a split is being read may show in both, as in a first snapshot:
+    applied by key it converges; docs/connectors/mysql-cdc.md.)"""
+    server, db = mysql_db
+    first = mysql_reader(server, db, ["a"], mode="latest")
+    try:
+        begun = first.latestOffset(first.initialOffset(), None)
+        server.execute(f"UPDATE {db}.a SET v = 'streamed' WHERE id = 1")
+        stopped = first.latestOffset(begun, None)
+    finally:
+        first.stop()
+    assert stopped["tables"] == [f"{db}.a"]
+    server.execute(f"CREATE TABLE {db}.journal (at INT, note VARCHAR(20))",
+                   f"INSERT INTO {db}.journal SELECT seq, 'before' FROM seq_1_to_5",
+                   f"UPDATE {db}.a SET v = 'while stopped' WHERE id = 2")
+    second = mysql_reader(server, db, ["a", "journal"])
+    try:
+        planned = second.latestOffset(stopped, None)
+        assert (planned["file"], planned["pos"]) == (stopped["file"], stopped["pos"])
+        assert planned["tables"] == [f"{db}.a", f"{db}.journal"]
+        snapshot = mysql_read(second, stopped, planned)
+        server.execute(f"INSERT INTO {db}.journal VALUES (6, 'after')")
+        changes, start = [], planned
+        while True:
+            end = second.latestOffset(start, None)
+            if end == start:
+                break
+            changes += mysql_read(second, start, end)
+            start = end
+    finally:
+        second.stop()
+    assert sorted(snapshot) == [(RowKind.INSERT, i, "before") for i in range(1, 6)]
+    assert changes == [(RowKind.UPDATE_BEFORE, 2, "a2"), (RowKind.UPDATE_AFTER, 2, "while stopped"),
+                       (RowKind.INSERT, 6, "after")]
+    assert "since" not in start                 # past the snapshot's point: nothing left to skip

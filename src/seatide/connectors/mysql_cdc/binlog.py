@@ -30,9 +30,15 @@ ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
 
 
 class BinlogRange(InputPartition):
-    def __init__(self, start: BinlogPosition, end: BinlogPosition):
+    """The changes in ``[start, end)`` of the tables ``covered`` (``database.table``; None: every
+    captured one); of a table in ``since``, only events ending after its ``[file, pos]`` (a table
+    added to a resumed job: the earlier ones are in its snapshot)."""
+
+    def __init__(self, start: BinlogPosition, end: BinlogPosition, covered=None, since: dict | None = None):
         super().__init__((str(start), str(end)))
         self.start, self.end = start, end
+        self.covered = frozenset(covered) if covered is not None else None
+        self.since = {name: BinlogPosition.of(*at) for name, at in (since or {}).items()}
 
 
 def read_range(config: ServerConfig, tables: Sequence[CapturedTable], part: BinlogRange, tag=None,
@@ -63,8 +69,10 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
     from pymysqlreplication.event import QueryEvent, RotateEvent, XidEvent
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-    captured = {(t.database, t.table): t for t in tables}
+    captured = {(t.database, t.table): t for t in tables
+                if part.covered is None or t.name in part.covered}
     index_of = {(t.database, t.table): i for i, t in enumerate(tables)}
+    since = {tuple(name.split(".", 1)): at for name, at in part.since.items()}
     completer = RowCompleter(config)
     checked: set[int] = set()      # table ids whose layout was compared (an ALTER gets a new id)
     by_name: dict[int, bool] = {}  # table id -> its rows are read by column name (not by position)
@@ -82,12 +90,15 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
             if not isinstance(event, RotateEvent) and event.packet.log_pos and BinlogPosition.of(stream.log_file, event.packet.log_pos) > part.end:
                 return
             if isinstance(event, QueryEvent):
-                _refuse_truncate(event, captured)
+                here = BinlogPosition.of(stream.log_file, event.packet.log_pos)
+                _refuse_truncate(event, {k: t for k, t in captured.items() if k not in since or here > since[k]})
                 continue
             name = (getattr(event, "schema", None), getattr(event, "table", None))
             table = captured.get(name)
             if table is None:
                 continue
+            if name in since and BinlogPosition.of(stream.log_file, event.packet.log_pos) <= since[name]:
+                continue        # a change the table's own snapshot, read after it, holds
             index = index_of[name]
             if isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
                 if event.table_id not in checked:

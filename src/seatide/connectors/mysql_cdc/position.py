@@ -17,7 +17,16 @@ An offset is what Spark checkpoints for each micro-batch, as JSON:
   current position and holds no rows;
 * ``{"phase": "binlog", "file": F, "pos": P, "server": S}`` — everything before ``F:P`` of
   server ``S`` is delivered (``splits`` too, when the batch ending here read the snapshot's
-  last splits). ``S`` names the server (MySQL's ``server_uuid``; MariaDB has none, so
+  last splits).
+
+Offsets with a position also name the tables they cover (``tables``, ``database.table``, in the
+order the snapshot reads them; ``table`` counts in it, splits name their table), so that a job
+resumed with tables added to ``table-names`` reads each from where it is: while the added tables
+are snapshotted, ``backfill`` is ``{"tables": [...], "table": i, "after": k, "file": F, "pos": P}``
+(``F:P`` taken before their first split, the stream's own position not moving); afterwards
+``since`` maps each to ``[F, P]``: its binlog events ending at or before ``F:P`` are in its
+snapshot and are skipped. An offset without ``tables`` (from before) covers the tables the
+pipeline last ran with. ``S`` names the server (MySQL's ``server_uuid``; MariaDB has none, so
   ``server_id:<@@server_id>``): after a failover, a file of the same name on another server
   holds other changes, so a position is only read on the server it came from.
 """
@@ -25,7 +34,7 @@ An offset is what Spark checkpoints for each micro-batch, as JSON:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from seatide.connectors.cdc_way_out import START_OVER
 
@@ -60,6 +69,9 @@ class StreamOffset:
     table: int = 0                 # snapshot: the table and key the next splits start after
     after: list | None = None
     splits: tuple = ()             # the snapshot splits of the batch ending here
+    tables: tuple | None = None    # the tables the position covers (None: an offset from before)
+    backfill: dict | None = None   # tables added to a resumed job, while their snapshot is read
+    since: dict = field(default_factory=dict)   # added table -> [file, pos] its changes start after
 
     def to_json(self) -> dict:
         if self.phase == START:
@@ -71,6 +83,12 @@ class StreamOffset:
             out.update(table=self.table, after=self.after)
         if self.splits:
             out["splits"] = [list(s) for s in self.splits]
+        if self.tables is not None:
+            out["tables"] = list(self.tables)
+        if self.backfill is not None:
+            out["backfill"] = self.backfill
+        if self.since:
+            out["since"] = self.since
         return out
 
     @classmethod
@@ -79,16 +97,22 @@ class StreamOffset:
             data = json.loads(data)
         phase = data.get("phase")
         if phase in (BINLOG, SNAPSHOT) and "file" in data:
+            tables = data.get("tables")
             return cls(phase, BinlogPosition.of(data["file"], data["pos"]), server=data.get("server"),
                        table=data.get("table", 0), after=data.get("after"),
-                       splits=tuple(tuple(s) for s in data.get("splits", ())))
+                       splits=tuple(tuple(s) for s in data.get("splits", ())),
+                       tables=tuple(tables) if tables is not None else None, backfill=data.get("backfill"),
+                       since=dict(data.get("since") or {}))
         if phase in (SNAPSHOT, START):
             return cls(phase, mode=data.get("mode", ""))
         raise ValueError(f"MySQL-CDC: the checkpoint holds an offset this version cannot read: {data!r}")
 
     @classmethod
-    def at(cls, position: BinlogPosition, server: str | None = None, splits: tuple = ()) -> "StreamOffset":
-        return cls(BINLOG, position, server=server, splits=splits)
+    def at(cls, position: BinlogPosition, server: str | None = None, splits: tuple = (),
+           tables: tuple | None = None, since: dict | None = None) -> "StreamOffset":
+        """A binlog position; ``since`` entries the position has passed are left out."""
+        since = {name: at for name, at in (since or {}).items() if BinlogPosition.of(*at) > position}
+        return cls(BINLOG, position, server=server, splits=splits, tables=tables, since=since)
 
 
 def other_server_message(position: BinlogPosition, recorded: str, found: str) -> str:

@@ -45,6 +45,9 @@ class MySqlCdcSource(Source):
     plugin_name = "MySQL-CDC"
     options = MYSQL_CDC_OPTIONS
     doc = __doc__ or ""
+    # Tables added to a stopped job are snapshotted on their own when it resumes (stream.py);
+    # database-names only checks table-names
+    table_list_options = ("table-names", "table-names-config", "database-names")
 
     # -- validation ----------------------------------------------------------------------
     def check(self) -> None:
@@ -266,8 +269,13 @@ class MySqlCdcSource(Source):
                                          self.opts["startup.specific-offset.pos"])
         options = stream_options(config, tables, schema.json(), self.opts["startup.mode"], specific,
                                  ctx.max_rows_per_batch, self._layout if self.multi_table() else None,
-                                 self.behaviour)
+                                 self.behaviour, _legacy_tables(ctx))
         return spark.readStream.format(SOURCE_NAME).options(**options).load()
+
+def _legacy_tables(ctx: ReadContext) -> list[str] | None:
+    """The tables an offset written before offsets named their tables covers: the ones the
+    pipeline ran with (its kept shapes, in the order they first appeared); None: today's."""
+    return [name for name in (ctx.known_tables or {}) if name.count(".") == 1] or None
 
 
 def _nested(block: dict, dotted: str):

@@ -31,12 +31,13 @@ SOURCE_NAME = "seatide_mysql_cdc"
 
 def stream_options(config: ServerConfig, tables: list[CapturedTable], schema_json: str, startup_mode: str,
                    specific: BinlogPosition | None, max_rows: int = 1_000_000,
-                   layout: TableLayout | None = None, behaviour: str | None = None) -> dict[str, str]:
+                   layout: TableLayout | None = None, behaviour: str | None = None,
+                   legacy_tables: list[str] | None = None) -> dict[str, str]:
     return {"config": config.to_json(), "tables": json.dumps([t.to_json() for t in tables]),
             "schema": schema_json, "startup_mode": startup_mode,
             "specific": json.dumps([specific.file, specific.pos] if specific else None),
             "max_rows": str(max(1, max_rows)), "layout": layout.to_json() if layout is not None else "",
-            "schema_changes": behaviour or ""}
+            "schema_changes": behaviour or "", "legacy_tables": json.dumps(legacy_tables)}
 
 
 class MySqlCdcDataSource(DataSource):
@@ -63,6 +64,9 @@ class MySqlCdcReader(DataSourceStreamReader):
         # several tables: rows tagged by table (plugin.tables); Arrow types made here, not per task
         self.layout = TableLayout.from_json(options["layout"]).prepare_arrow() if options.get("layout") else None
         self.behaviour = options.get("schema_changes") or None
+        self.names = [f"{t[0]}.{t[1]}" for t in json.loads(self.tables_json)]
+        self.index = {name: i for i, name in enumerate(self.names)}
+        self.legacy = json.loads(options.get("legacy_tables") or "null") or self.names
         self._checked_start = False
         self._conn = None      # the driver side's connection, kept across micro-batches
         self._server: str | None = None    # the identity of the server base-url reaches
@@ -103,26 +107,83 @@ class MySqlCdcReader(DataSourceStreamReader):
         if offset.phase == BINLOG and not self._checked_start:
             self._check_available(conn, offset)
             self._checked_start = True
+        if offset.phase == BINLOG and offset.backfill is not None:
+            return self._next_backfill(conn, offset).to_json()
+        covered = self._covered(offset)
+        if offset.phase == BINLOG and list(covered) != self.names:
+            return self._retable(conn, offset, covered).to_json()
         end = current_position(conn)
         if offset.phase == BINLOG and end <= offset.position:
             return start
         if offset.phase == BINLOG:
             end = batch_end(conn, offset.position, end, self._tables(), self.max_rows)
-        return StreamOffset.at(end, self._server).to_json()
+        return StreamOffset.at(end, self._server, tables=covered, since=offset.since).to_json()
+
+    def _covered(self, offset: StreamOffset) -> tuple[str, ...]:
+        """The tables an offset's position covers (a fresh start's: today's)."""
+        if offset.position is None:
+            return tuple(self.names)
+        return offset.tables if offset.tables is not None else tuple(self.legacy)
+
+    def _split_table(self, split: tuple) -> int | None:
+        """A split's table in today's list (by name; by index in an offset from before); None: no
+        longer captured."""
+        name = split[0] if isinstance(split[0], str) else self.legacy[split[0]]
+        return self.index.get(name)
+
+    def _splits(self, conn, names, table: int, after) -> tuple[tuple, int, object]:
+        """Splits of ``names[table:]`` from key ``after`` on, up to a batch's rows (a table no
+        longer captured is passed over): (splits, where the next batch starts)."""
+        tables, size = self._tables(), self._config().split_size
+        splits: list = []
+        while table < len(names) and (not splits or len(splits) * size < self.max_rows):
+            index = self.index.get(names[table])
+            if index is None:
+                table, after = table + 1, None
+                continue
+            upper = next_upper(conn, tables[index], after, size)
+            splits.append((names[table], after, upper))
+            table, after = (table, upper) if upper is not None else (table + 1, None)
+        return tuple(splits), table, after
 
     def _next_splits(self, conn, offset: StreamOffset) -> StreamOffset:
         """The next snapshot batch: splits up to max_rows rows, from where the last one stopped.
         The binlog position is taken before the first split is read (see ``snapshot``)."""
         position = offset.position or snapshot_position(conn)
-        tables, size = self._tables(), self._config().split_size
-        table, after, splits = offset.table, offset.after, []
-        while table < len(tables) and (not splits or len(splits) * size < self.max_rows):
-            upper = next_upper(conn, tables[table], after, size)
-            splits.append((table, after, upper))
-            table, after = (table, upper) if upper is not None else (table + 1, None)
-        if table >= len(tables):      # the snapshot's last batch: the binlog comes next
-            return StreamOffset.at(position, self._server, tuple(splits))
-        return StreamOffset(SNAPSHOT, position, server=self._server, table=table, after=after, splits=tuple(splits))
+        covered = self._covered(offset)
+        splits, table, after = self._splits(conn, covered, offset.table, offset.after)
+        if table >= len(covered):      # the snapshot's last batch: the binlog comes next
+            return StreamOffset.at(position, self._server, splits, tables=covered)
+        return StreamOffset(SNAPSHOT, position, server=self._server, table=table, after=after, splits=splits,
+                            tables=covered)
+
+    # -- tables added to (or removed from) table-names of a resumed job ------------------------
+    def _retable(self, conn, offset: StreamOffset, covered: tuple) -> StreamOffset:
+        """The stream is between batches and covers other tables than today's: removed ones are
+        no longer read (from this offset on), added ones are snapshotted on their own from a
+        binlog position taken now, the stream's position staying where the others are."""
+        kept = tuple(name for name in covered if name in self.index)
+        added = [name for name in self.names if name not in covered]
+        if not added:
+            return StreamOffset.at(offset.position, self._server, tables=kept, since=offset.since)
+        point = snapshot_position(conn)
+        backfill = {"tables": added, "table": 0, "after": None, "file": point.file, "pos": point.pos}
+        return self._next_backfill(conn, StreamOffset(BINLOG, offset.position, server=self._server, tables=kept,
+                                                      backfill=backfill, since=offset.since))
+
+    def _next_backfill(self, conn, offset: StreamOffset) -> StreamOffset:
+        """The added tables' next splits; with their last, they join the stream, each read from the
+        point taken before its snapshot on (``since``): changes up to it are in the snapshot, a
+        change after it and before its split was read comes twice and is applied by key, as in a
+        first snapshot (see ``snapshot``)."""
+        backfill = offset.backfill
+        splits, table, after = self._splits(conn, backfill["tables"], backfill["table"], backfill["after"])
+        if table < len(backfill["tables"]):
+            return StreamOffset(BINLOG, offset.position, server=self._server, splits=splits, tables=offset.tables,
+                                backfill={**backfill, "table": table, "after": after}, since=offset.since)
+        joined = (*offset.tables, *[name for name in backfill["tables"] if name in self.index])
+        since = {**offset.since, **{name: [backfill["file"], backfill["pos"]] for name in backfill["tables"]}}
+        return StreamOffset(BINLOG, offset.position, server=self._server, splits=splits, tables=joined, since=since)
 
     def _connection(self):
         """One connection for the per-trigger position query (a new one costs a TLS set-up)."""
@@ -148,10 +209,11 @@ class MySqlCdcReader(DataSourceStreamReader):
     def partitions(self, start: dict, end: dict) -> list:
         begin, stop = StreamOffset.from_json(start), StreamOffset.from_json(end)
         if stop.splits:
-            return [SnapshotSplit(*split) for split in stop.splits]
+            return [SnapshotSplit(index, lower, upper) for index, lower, upper in
+                    ((self._split_table(split), split[1], split[2]) for split in stop.splits) if index is not None]
         if begin.phase != BINLOG or stop.position <= begin.position:
             return []
-        return [BinlogRange(begin.position, stop.position)]
+        return [BinlogRange(begin.position, stop.position, self._covered(begin), begin.since)]
 
     def commit(self, end: dict) -> None:
         """Nothing to release: the server keeps binlogs by its own expiry, not by our progress."""
