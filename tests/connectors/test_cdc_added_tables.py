@@ -181,3 +181,24 @@ def test_mysql_an_added_keyless_table_skips_the_binlog_its_snapshot_holds(mysql_
     assert changes == [(RowKind.UPDATE_BEFORE, 2, "a2"), (RowKind.UPDATE_AFTER, 2, "while stopped"),
                        (RowKind.INSERT, 6, "after")]
     assert "since" not in start                 # past the snapshot's point: nothing left to skip
+
+
+# -- table lists are exact names ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("source, tables, extra, option", [
+    ("Postgres-CDC", '"shop.public.orders_.*"', "", "table-names"),
+    ("Postgres-CDC", '"shop.public.orders"', 'table-pattern = "shop\\\\.public\\\\.orders_.*"', "table-pattern"),
+    ("MySQL-CDC", '"shop.orders", "shop.*"', "", "table-names"),
+    ("MySQL-CDC", '"shop.orders"', 'table-pattern = "shop\\\\..*"', "table-pattern"),
+])
+def test_table_patterns_are_refused_at_check_with_the_way_to_add_a_table(source, tables, extra, option):
+    """SeaTunnel's CDC pages know exact table names only: a pattern (Flink CDC's regular expressions,
+    a table-pattern option) is refused by name, with how a table created later is captured."""
+    from seatide.config.loader import ConfigError
+
+    url = "jdbc:postgresql://127.0.0.1:1/shop" if source == "Postgres-CDC" else "jdbc:mysql://127.0.0.1:1/shop"
+    with pytest.raises(ConfigError) as refused:
+        load_job_text(f'env {{ job.mode = "STREAMING" }}\nsource {{ {source} {{ base-url = "{url}", username = "u", '
+                      f'password = "", table-names = [{tables}]\n{extra} }} }}\nsink {{ Console {{}} }}')
+    message = str(refused.value)
+    assert option in message and "exact" in message and "seatide resume JOB --config" in message

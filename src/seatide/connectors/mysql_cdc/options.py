@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from seatide.connectors.cdc_tuning import SNAPSHOT_TUNING
 from seatide.connectors.cdc_evolution import SCHEMA_CHANGE_OPTIONS
+from seatide.connectors.cdc_tables import PATTERN_OPTION
 from seatide.plugin.options import BOOL, INT, LIST, OBJECT, REQUIRED, STRING, STRING_LIST, Option, enum
 
 STARTUP_MODES = enum("initial", "earliest", "latest", "specific")
@@ -23,6 +24,7 @@ MYSQL_CDC_OPTIONS: tuple[Option, ...] = (
            "databases to capture; when given, every table in table-names must be in one of them"),
     Option("table-names", STRING_LIST, REQUIRED,
            "tables to capture as database.table; several tables must have the same columns"),
+    PATTERN_OPTION,
     Option("table-names-config", LIST, None,
            "per-table settings: [{ table = \"db.t\", primaryKeys = [\"id\"] }] gives the key of a "
            "table that has no primary key (used to split its snapshot)"),

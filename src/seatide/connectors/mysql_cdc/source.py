@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from seatide.connectors.cdc_evolution import change_behaviour
-from seatide.connectors.cdc_tables import split_names
+from seatide.connectors.cdc_tables import pattern_refusal, split_names
 from seatide.connectors.jdbc.url import MYSQL, JdbcUrl, JdbcUrlError
 from seatide.connectors.mysql_cdc.catalog import CapturedTable, CatalogError, ServerConfig, captured_table, check_binlog
 from seatide.connectors.mysql_cdc.columns import UnsupportedColumn
@@ -80,6 +80,9 @@ class MySqlCdcSource(Source):
 
     def _table_names(self) -> tuple[tuple[str, str], ...]:
         names = split_names(self.opts["table-names"])
+        refused = pattern_refusal(names, self.opts["table-pattern"])
+        if refused:
+            raise self.invalid("table-pattern" if self.opts["table-pattern"] is not None else "table-names", refused)
         if not names:
             raise self.invalid("table-names", "table-names is empty: list the tables to capture "
                                "as database.table, e.g. table-names = [\"shop.orders\"]")

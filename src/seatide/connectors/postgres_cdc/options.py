@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from seatide.connectors.cdc_evolution import SCHEMA_CHANGE_OPTIONS
+from seatide.connectors.cdc_tables import PATTERN_OPTION
 from seatide.connectors.cdc_tuning import SNAPSHOT_TUNING
 from seatide.plugin.options import ANY, BOOL, INT, LIST, OBJECT, REQUIRED, STRING, STRING_LIST, Option, enum
 
@@ -30,6 +31,7 @@ PG_CDC_OPTIONS: tuple[Option, ...] = (
     Option("table-names", STRING_LIST, REQUIRED,
            "tables to capture: database.schema.table (schema.table and table also work); any number, "
            "each of its own columns, read through one replication slot"),
+    PATTERN_OPTION,
     Option("table-names-config", LIST, None,
            "per-table settings: [{ table = \"db.schema.t\", primaryKeys = [\"id\"] }] gives a key to "
            "a table without a primary key (used to split its snapshot); such a table still needs "

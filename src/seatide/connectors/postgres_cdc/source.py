@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from seatide.connectors.jdbc.url import POSTGRESQL, JdbcUrl, JdbcUrlError
 from seatide.connectors.postgres_cdc import slot
 from seatide.connectors.postgres_cdc.options import PG_CDC_OPTIONS, UNSUPPORTED
-from seatide.connectors.cdc_tables import split_names
+from seatide.connectors.cdc_tables import pattern_refusal, split_names
 from seatide.connectors.cdc_evolution import change_behaviour
 from seatide.connectors.postgres_cdc.tables import TableColumn, TableError, columns_of_relation, describe, split_name
 from seatide.plugin.base import PermanentError, ReadContext, Source, use_python_data_source
@@ -102,6 +102,9 @@ class PostgresCdcSource(Source):
         default_db = (databases or [self.url.database or "postgres"])[0]
         default_schema = (self.opts["schema-names"] or ["public"])[0]
         names = []
+        refused = pattern_refusal(split_names(self.opts["table-names"]), self.opts["table-pattern"])
+        if refused:
+            raise self.invalid("table-pattern" if self.opts["table-pattern"] is not None else "table-names", refused)
         for text in split_names(self.opts["table-names"]):
             try:
                 database, schema, table = split_name(text, default_db, default_schema)
