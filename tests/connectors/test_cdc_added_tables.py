@@ -202,3 +202,25 @@ def test_table_patterns_are_refused_at_check_with_the_way_to_add_a_table(source,
                       f'password = "", table-names = [{tables}]\n{extra} }} }}\nsink {{ Console {{}} }}')
     message = str(refused.value)
     assert option in message and "exact" in message and "seatide resume JOB --config" in message
+
+
+def test_postgres_under_startup_mode_latest_an_added_table_is_read_from_then_on(pg_db):
+    """A job that took no snapshot of its tables takes none of an added one either: its changes
+    from the resume on, none from before."""
+    conn, url, db = pg_db
+    first = pg_reader(url, db, ["a"], "latest", mode="latest")
+    try:
+        stopped = first.latestOffset(first.initialOffset())
+    finally:
+        first.stop()
+    conn.execute("UPDATE b SET v = 'before it was added' WHERE id = 1")
+    second = pg_reader(url, db, ["a", "b"], "latest", mode="latest")
+    try:
+        added = second.latestOffset(stopped)
+        assert not added["splits"] and added["tables"] == ["public.a", "public.b"]
+        conn.execute("UPDATE b SET v = 'after' WHERE id = 2")
+        end = second.latestOffset(added)
+        changes = pg_read(second, added, end)
+    finally:
+        second.stop()
+    assert changes == [(RowKind.UPDATE_AFTER, 2, "after")]

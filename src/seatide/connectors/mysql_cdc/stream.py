@@ -167,6 +167,11 @@ class MySqlCdcReader(DataSourceStreamReader):
         if not added:
             return StreamOffset.at(offset.position, self._server, tables=kept, since=offset.since)
         point = snapshot_position(conn)
+        if self.startup_mode != "initial":
+            # no first snapshot for this job (latest, earliest, specific): an added table is
+            # read from now on, with none either
+            since = {**offset.since, **{name: [point.file, point.pos] for name in added}}
+            return StreamOffset(BINLOG, offset.position, server=self._server, tables=(*kept, *added), since=since)
         backfill = {"tables": added, "table": 0, "after": None, "file": point.file, "pos": point.pos}
         return self._next_backfill(conn, StreamOffset(BINLOG, offset.position, server=self._server, tables=kept,
                                                       backfill=backfill, since=offset.since))

@@ -248,6 +248,11 @@ class PostgresCdcReader(DataSourceStreamReader):
         slot.set_publication_tables(self._db(), self.slot, self.tables)
         if not added:
             return self._streaming({**start, "tables": kept}, start["lsn"], 0)
+        if self.config["startup_mode"] != "initial":
+            # startup.mode = latest: an added table too is read from now on, with no snapshot
+            point = slot.flushed_lsn(self._db())
+            since = {**(start.get("since") or {}), **{name: point for name in added}}
+            return {**self._streaming(start, start["lsn"], 0), "tables": [*kept, *added], "since": since}
         return self._begin_backfill({**start, "tables": kept}, added)
 
     def _begin_backfill(self, start: dict, added: list[str]) -> dict:
