@@ -72,10 +72,14 @@ def submit(store: Store, data_dir: str, *, text: str, variables: dict[str, str] 
     return Accepted(job_id, name or config.env.name, [str(w) for w in config.warnings])
 
 
-def stop(store: Store, job_id: str, *, savepoint: bool = False, actor: str) -> Accepted:
-    """Ask for a cancel, or a stop with a savepoint, taken at the next batch boundary."""
+def stop(store: Store, job_id: str, *, savepoint: bool = False, release: bool = False, actor: str) -> Accepted:
+    """Ask for a cancel, or a stop with a savepoint, taken at the next batch boundary.
+
+    ``release``: cancel and release: once the job has ended, what its sources hold on their
+    servers (a replication slot) is dropped, and it can then only be resumed fresh; also for a
+    job that has already ended (``coordinator/release.py``)."""
     with _refusals():
-        status = request_stop(store, check_job_id(job_id), savepoint=savepoint, actor=actor)
+        status = request_stop(store, check_job_id(job_id), savepoint=savepoint, release=release, actor=actor)
     return Accepted(job_id, status=status)
 
 

@@ -16,14 +16,15 @@ from tests.store.test_store import _attempt, store, submit  # noqa: F401  (store
 
 WATCHDOG_COLUMNS = {"jobs": ["progress_timeout_s", "on_hung", "hung_since"], "attempts": ["progress_at", "tasks_done"]}
 # Added by later revisions (0006 liveness locks, 0008 checkpoint totals, 0009 job outline, 0010 newest
-# checkpoint's facts, 0011 runs): gone too in a store at 0003.
-LATER_COLUMNS = {"leader_lease": ["liveness"], "nodes": ["liveness"], "jobs": ["outline", "run_id"],
+# checkpoint's facts, 0011 runs, 0012 source holds): gone too in a store at 0003.
+LATER_COLUMNS = {"leader_lease": ["liveness"], "nodes": ["liveness"], "jobs": ["outline", "run_id", "release", "released_at"],
                  "job_results": ["run_id", "config", "variables"], "attempts": ["charged"],
                  "pipelines": ["checkpoints_completed", "checkpoints_failed", "last_checkpoint_id", "last_checkpoint_at",
                                "last_checkpoint_duration_ms", "last_checkpoint_rows"]}
 LATER_INDEXES = ["ix_checkpoints_status", "ix_checkpoints_completed_at",      # 0005 scale indexes
-                 "ix_checkpoints_savepoints"]                               # 0008 checkpoint totals
-LATER_TABLES = ["sink_manifests"]                                           # 0007 sink decisions
+                 "ix_checkpoints_savepoints",                               # 0008 checkpoint totals
+                 "ix_jobs_release"]                                         # 0012 source holds
+LATER_TABLES = ["sink_manifests", "source_holds"]                           # 0007 sink decisions, 0012
 
 
 def test_task_progress_is_recorded_and_ends_the_hung_flag(store, tmp_path):
@@ -84,11 +85,11 @@ def test_a_replaced_attempt_cannot_report_progress(store, tmp_path):
 def test_a_store_before_the_watchdog_gains_its_columns_and_keeps_its_jobs(store, store_url, tmp_path):
     submit(store, tmp_path)
     with store.write() as conn:    # back to what revision 0003 made
+        for index in LATER_INDEXES:    # first: SQLite drops no column an index names
+            conn.execute(text(f"DROP INDEX {index}"))
         for table, columns in [*WATCHDOG_COLUMNS.items(), *LATER_COLUMNS.items()]:
             for column in columns:
                 conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
-        for index in LATER_INDEXES:
-            conn.execute(text(f"DROP INDEX {index}"))
         for table in LATER_TABLES:
             conn.execute(text(f"DROP TABLE {table}"))
         conn.execute(text("UPDATE alembic_version SET version_num = '0003'"))

@@ -39,6 +39,7 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 JOB = ("job_id", "job_name")
 PIPELINE = ("job_id", "job_name", "pipeline")
 CHECKPOINTS = ("job_id", "pipeline")
+SOURCE = ("job_id", "job_name", "pipeline", "source", "connector")
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,18 @@ FAMILIES = {f.name: f for f in (
            "Attempts (driver runs) of the job's current incarnation.", ("job_id",)),
     Family("seatide_job_restarts_total", CounterMetricFamily,
            "Retries of the job's current incarnation after a failed or lost attempt.", ("job_id",)),
+    Family("seatide_source_retained_bytes", GaugeMetricFamily,
+           "What a CDC source holds on its server, as the leader last measured it: WAL its replication slot "
+           "retains (Postgres-CDC), binlog bytes its position is behind (MySQL-CDC).", (*SOURCE, "holds")),
+    Family("seatide_source_retained_warning", GaugeMetricFamily,
+           "1 while a CDC source is past the retained-size warning threshold or its position is lost, else 0.",
+           SOURCE),
+    Family("seatide_source_position_lost", GaugeMetricFamily,
+           "1 when the server no longer has what the source needs to resume (slot wal_status lost, binlog "
+           "file purged), else 0.", SOURCE),
+    Family("seatide_source_retained_age_seconds", GaugeMetricFamily,
+           "Seconds since the source's holdings were last measured (grows while its database does not answer).",
+           SOURCE),
     Family("seatide_leader_epoch", GaugeMetricFamily, "The leader lease's epoch; it grows with each election."),
     Family("seatide_leader_changes_total", CounterMetricFamily,
            "Leader elections recorded in the store's event log."),
@@ -130,6 +143,13 @@ def _fill(families: dict, stats: StoreStats, node_id: str, now: float) -> None:
         _fill_job(add, job_stats, now)
     for status, count in counts.items():
         add("seatide_jobs", [status], count)
+    for h in stats.holds:
+        labels = (h.job_id, h.job_name, h.pipeline_id, h.plugin_id, h.connector)
+        if h.retained_bytes is not None:
+            add("seatide_source_retained_bytes", (*labels, h.holds or ""), h.retained_bytes)
+        add("seatide_source_retained_warning", labels, 1 if h.warned_at is not None else 0)
+        add("seatide_source_position_lost", labels, 1 if h.lost else 0)
+        add("seatide_source_retained_age_seconds", labels, max(0.0, now - h.measured_at))
     lease = stats.lease
     add("seatide_leader_epoch", [], lease.epoch if lease else 0)
     add("seatide_leader_changes_total", [], stats.leader_changes)

@@ -53,6 +53,9 @@ class ResumeJob(BaseModel):
 class StopJob(BaseModel):
     jobId: str
     isStopWithSavePoint: bool = False
+    release: bool = Field(default=False, description=(
+        "cancel and release: once the job has ended, drop what its sources hold (a Postgres-CDC replication "
+        "slot); the job can then only be resumed fresh. Also for a job already CANCELED or FAILED"))
 
 
 class WakeOnWrite:
@@ -103,8 +106,9 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
         return {"jobId": accepted.job_id, "jobName": accepted.job_name, "warnings": accepted.warnings}
 
     def stopped(body: StopJob) -> dict[str, Any]:
-        intents.stop(store, body.jobId, savepoint=body.isStopWithSavePoint, actor=f"api:{node_id}")
-        return {"jobId": body.jobId}
+        accepted = intents.stop(store, body.jobId, savepoint=body.isStopWithSavePoint, release=body.release,
+                                actor=f"api:{node_id}")
+        return {"jobId": body.jobId, **({"release": "REQUESTED", "jobStatus": accepted.status} if body.release else {})}
 
     @app.get("/api/v1/overview")
     def get_overview() -> dict[str, Any]:

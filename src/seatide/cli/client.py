@@ -74,7 +74,8 @@ class StoreClient:
                                           fallback=body.get("fallback"), actor="cli")
                 return {"jobId": accepted.job_id, "warnings": accepted.warnings}
             if path == "/stop-job":
-                intents.stop(self.store, body["jobId"], savepoint=body.get("isStopWithSavePoint", False), actor="cli")
+                intents.stop(self.store, body["jobId"], savepoint=body.get("isStopWithSavePoint", False),
+                             release=bool(body.get("release")), actor="cli")
                 return {"jobId": body["jobId"]}
             with self.store.read() as conn:
                 if path == "/overview":
@@ -185,14 +186,61 @@ def _status(client, args) -> int:
           f"  health {ckpt['health'] or '-'}")
     for p in info["pipelines"]:
         print(f"  pipeline {p['pipelineId']}: {p['status']}  read {p['rowsRead']:,}  written {p['rowsWritten']:,}")
+    for line in retained_lines(info):
+        print(f"  {line}")
     if info["errorMsg"]:
         print(f"  error: {info['errorMsg']}")
     return EXIT_OK
 
 
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def retained_lines(info: dict) -> list[str]:
+    """What the job's CDC sources hold on their servers, and its release, for ``status``."""
+    lines = []
+    for r in info.get("retained") or []:
+        what = "slot" if r["connector"] == "Postgres-CDC" else "binlog position"
+        size = human_bytes(r["retainedBytes"])
+        verb = "retains" if r["connector"] == "Postgres-CDC" else "behind by"
+        line = (f"{r['source']} {r['connector']} (pipeline {r['pipelineId']}): {what} {r['holds'] or '-'} {verb} {size}"
+                f" ({r['state'] or '-'}), measured {r['measuredTime'] or '-'}")
+        if r["lost"]:
+            line += "  LOST: the server no longer has what resuming needs"
+        if r["warning"]:
+            line += f"  WARNING: over the threshold since {r['warningSince']}"
+        if r["error"]:
+            line += f"  (last measurement failed: {r['error']})"
+        lines.append(line)
+    release = info.get("release")
+    if release:
+        done = release["state"] == "RELEASED"
+        lines.append(f"sources {'released ' + (release['time'] or '') if done else 'release ' + release['state']}: "
+                     f"it can only start fresh (seatide resume {info['jobId']} --fallback fresh)")
+    elif info.get("retainedWarning"):
+        lines.append(f"to free the server: resume the job, or seatide cancel {info['jobId']} --release")
+    return lines
+
+
 def _stop(client, args, savepoint: bool) -> int:
-    client.call("POST", "/stop-job", {"jobId": args.job_id, "isStopWithSavePoint": savepoint})
-    print(f"{'savepoint' if savepoint else 'cancel'} requested for job {args.job_id}")
+    release = bool(getattr(args, "release", False))
+    body = {"jobId": args.job_id, "isStopWithSavePoint": savepoint}
+    if release:
+        body["release"] = True
+    client.call("POST", "/stop-job", body)
+    if release:
+        print(f"cancel and release requested for job {args.job_id}: once it has ended, what its sources hold "
+              f"(a replication slot) is dropped, and it can then only start fresh (seatide resume {args.job_id} "
+              "--fallback fresh)")
+    else:
+        print(f"{'savepoint' if savepoint else 'cancel'} requested for job {args.job_id}")
     return EXIT_OK
 
 
@@ -227,7 +275,7 @@ def _checkpoints(client, args) -> int:
 
 
 _COMMANDS = {
-    "submit": _submit, "list": _list, "status": _status,
+    "submit": _submit, "list": _list, "status": _status, "job-info": _status,
     "cancel": lambda c, a: _stop(c, a, False), "savepoint": lambda c, a: _stop(c, a, True),
     "resume": _resume, "checkpoints": _checkpoints,
 }

@@ -88,9 +88,15 @@ def _coordinator(args, store, data_dir: str, timeouts) -> int:
     from seatide.store.liveness import liveness_for
 
     url = f"http://{args.host}:{args.port}"
+    from seatide.coordinator.source_watch import WatchRules
+    try:
+        watch = WatchRules.from_environment(args.retained_check_interval, args.retained_warn)
+    except ValueError as exc:
+        print(f"seatide: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
     coordinator = Coordinator(store, node_id=args.node_id, url=url, timeouts=timeouts,
                               history_expire_s=args.history_job_expire_minutes * 60, data_dir=data_dir,
-                              liveness=liveness_for(store, timeouts))
+                              liveness=liveness_for(store, timeouts), watch=watch)
     # The API and metrics read through a connection pool of their own: concurrent requests
     # (up to the server's thread pool) holding every connection of a shared pool would make
     # the leader's renewal wait for one, past its lease.

@@ -45,6 +45,15 @@ def _warm_drivers(text: str) -> int:
     return count
 
 
+def _size(text: str) -> int:
+    from seatide.coordinator.source_watch import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def version_line() -> str:
     """``seatide X.Y.Z (PySpark a.b.c, Python x.y.z)``, from the installed packages' metadata
     (PySpark is not imported: that would cost seconds)."""
@@ -99,11 +108,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_strict_arg(submit)
     _add_store_args(submit)
 
-    for name, help_text in (("list", "list jobs"), ("status", "show a job"), ("cancel", "cancel a job"),
-                            ("savepoint", "stop a job with a savepoint")):
+    for name, help_text in (("list", "list jobs"), ("status", "show a job"), ("job-info", "show a job (as status)"),
+                            ("cancel", "cancel a job"), ("savepoint", "stop a job with a savepoint")):
         cmd = sub.add_parser(name, help=help_text)
         if name != "list":
             cmd.add_argument("job_id")
+        if name == "cancel":
+            cmd.add_argument("--release", action="store_true",
+                             help="cancel and release: once the job has ended, drop what its sources hold on their "
+                                  "servers (a Postgres-CDC replication slot, so the server frees its WAL); the job "
+                                  "can then only start fresh (resume --fallback fresh). Also for a job already "
+                                  "CANCELED or FAILED")
         cmd.add_argument("--json", action="store_true", help="print JSON")
         _add_store_args(cmd)
 
@@ -134,6 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
     coord.add_argument("--port", type=int, default=8080)
     _cluster_common(coord)
     coord.add_argument("--history-job-expire-minutes", type=float, default=1440)
+    coord.add_argument("--retained-warn", type=_size, default=None, metavar="SIZE",
+                       help="warn when a CDC source's replication slot retains, or its binlog position is behind "
+                            "by, more than this (e.g. 512MiB; default SEATIDE_RETAINED_WARN_BYTES or 1GiB)")
+    coord.add_argument("--retained-check-interval", type=float, default=None, metavar="S",
+                       help="how often the leader measures what CDC sources hold on their servers "
+                            "(default SEATIDE_RETAINED_CHECK_INTERVAL or 60)")
     _add_token_arg(coord)
     coord.add_argument("--auth-reads", action="store_true",
                        help="reads (GET), /metrics and the UI need the API token too")

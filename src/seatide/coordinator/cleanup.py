@@ -200,7 +200,7 @@ def apply_cleanup(store: Store, epoch: int, actor: str, result, effects: list[Cl
             case DecideExpiry():
                 _decide_expiry(store, epoch, actor, result)
             case ReleaseSources():
-                _release_sources(store, result)
+                release_sources(store, result)
             case RemoveCheckpoints(paths, with_job_root):
                 _remove_checkpoints(result, paths, with_job_root)
             case MarkClean(removed, newer):
@@ -276,8 +276,9 @@ def _remove_if_empty(path: str) -> None:
         pass
 
 
-def _release_sources(store: Store, result) -> None:
-    """Let each source drop what it created outside Spark for this job (idempotent)."""
+def release_sources(store: Store, result) -> None:
+    """Let each source drop what it created outside Spark for this job (idempotent). ``result``:
+    a job result, or a jobs row (a release: coordinator/release.py), with its run's config."""
     from seatide.config.loader import ConfigError, load_job_text
 
     job = result       # the run's own config, kept with its result (a later run may have replaced the job row)

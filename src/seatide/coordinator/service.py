@@ -21,6 +21,8 @@ from seatide import clock
 from seatide.coordinator.cleanup import due_results, reconcile_cleanup
 from seatide.coordinator.effects import Applier
 from seatide.coordinator.lease import LeaderLease
+from seatide.coordinator.release import Releaser, due_releases
+from seatide.coordinator.source_watch import SourceWatch, WatchRules
 from seatide.coordinator.retention import Pruner, RetentionRules
 from seatide.coordinator.reconcile import CreateAttempt, Snapshot, Timeouts, reconcile_job
 from seatide.store import schema as s
@@ -91,11 +93,21 @@ def is_driver_of(argv: list[str], store_url: str, job_id: str, attempt_id: int) 
             and value("--job-id") == job_id and value("--attempt") == str(attempt_id))
 
 
+def _watch_rules() -> WatchRules:
+    """From the environment; a bad value there is a warning, not a coordinator that does not start
+    (``seatide cluster coordinator`` refuses it instead, before starting)."""
+    try:
+        return WatchRules.from_environment()
+    except ValueError as exc:
+        log.warning("%s; using the defaults", exc)
+        return WatchRules()
+
+
 class Coordinator:
     def __init__(self, store: Store, node_id: str | None = None, url: str | None = None,
                  timeouts: Timeouts = Timeouts(), history_expire_s: float = 1440 * 60, tick: float = 0.25,
                  data_dir: str | None = None, retention: RetentionRules = RetentionRules(),
-                 liveness: Liveness | None = None):
+                 liveness: Liveness | None = None, watch: WatchRules | None = None):
         self.store = store
         self.node_id = node_id or f"coordinator-{socket.gethostname()}-{os.getpid()}"
         self.url = url
@@ -108,6 +120,11 @@ class Coordinator:
         self.applier = Applier(store, self.node_id, history_expire_s)
         # data_dir: where set-aside checkpoint directories and attempt logs are pruned (None: rows only)
         self.pruner = Pruner(store, data_dir, retention)
+        self.releaser = Releaser(store, self.applier.actor)
+        # What CDC sources hold on their servers, measured while this coordinator leads (a thread
+        # of its own: a database that does not answer never holds a tick).
+        self.source_watch = SourceWatch(store, lambda: self.lease.epoch if self.lease.is_leader else None,
+                                        self.applier.actor, watch or _watch_rules())
         self._stop = threading.Event()
         self._wake = threading.Event()
         self.on_effects = None           # called after a tick that changed something (local mode wakes its worker)
@@ -124,6 +141,7 @@ class Coordinator:
     def start(self) -> "Coordinator":
         register_node(self.store, self.node_id, "coordinator", self.url)
         self._thread.start()
+        self.source_watch.start()
         return self
 
     def wake(self) -> None:
@@ -134,6 +152,7 @@ class Coordinator:
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout=10)
+        self.source_watch.stop()
         if resign:
             try:
                 self.lease.resign()
@@ -224,6 +243,15 @@ class Coordinator:
             self.lease.step("a cleanup step")
             reconcile_cleanup(self.store, epoch, self.applier.actor, result,
                               lambda attempt: kill_if_reachable(attempt, self.store.url))
+        if not self.lease.renew_if_due():
+            return
+        self.lease.step("reading due releases")
+        for job in due_releases(self.store):
+            yield
+            if not self.lease.renew_if_due():
+                return
+            self.lease.step("a release step")
+            self.releaser.step(epoch, job, now)
         if self.lease.renew_if_due():
             self.lease.step("retention pruning")
             self._prune(epoch, now)

@@ -110,6 +110,16 @@ class SinkContext:
     checkpoints_retained: int = 100
 
 
+@dataclass(frozen=True)
+class HeldPosition:
+    """What a source holds on its server for a job's run, measured now (``Source.held``)."""
+
+    holds: str                    # what it is: the replication slot's name, the binlog file:pos
+    retained_bytes: int | None    # WAL the server keeps for it, or binlog bytes it is behind; None: not known
+    lost: bool = False            # the server no longer has what resuming from it needs
+    state: str | None = None      # the server's word for it (a slot's wal_status), or why nothing is known
+
+
 class PermanentError(Exception):
     """A failure no retry can fix (a violated Assert rule, a field that does not exist).
 
@@ -223,6 +233,19 @@ class Source(Plugin):
 
         return TableRows(batch)
 
+    def held(self, job_id: str, pipeline_id: int, plugin_id: str, offset: dict | None,
+             timeout_s: float) -> HeldPosition | None:
+        """What the source holds on its server for ``job_id`` (a run key, as ``ReadContext.job_id``):
+        the WAL its replication slot keeps, how far its binlog position is behind the server.
+
+        Asked by the leader every so often while the job may still resume (running, or stopped
+        and not yet released or expired: coordinator/source_watch.py), with ``offset``, the
+        source's part of its pipeline's newest checkpoint (None before one). Must answer within
+        about ``timeout_s`` and may raise (the server is down): the error is shown, masked.
+        None (the default): the source holds nothing outside Spark.
+        """
+        return None
+
     def release(self, job_id: str) -> None:
         """Drop what the source created outside Spark for ``job_id`` (a replication slot).
 
@@ -333,5 +356,5 @@ class Sink(Plugin):
         return TableWriters(ctx, routes)
 
 
-__all__ = ["use_python_data_source", "Batch", "StagedBatch", "PERMANENT_MARK", "PermanentError", "permanent_in_worker", "Plugin", "ReadContext", "Sink", "SinkContext", "SinkWriter", "Source",
+__all__ = ["use_python_data_source", "Batch", "HeldPosition", "StagedBatch", "PERMANENT_MARK", "PermanentError", "permanent_in_worker", "Plugin", "ReadContext", "Sink", "SinkContext", "SinkWriter", "Source",
            "Transform", "TransformContext"]

@@ -90,7 +90,8 @@ def submit_job(store: Store, *, text: str, variables: dict[str, str], config, pl
         cleanup_delay_s=float(Timeouts.state_cleanup_delay if delay is None else delay),
         checkpoint_interval_ms=env.checkpoint_interval_ms, stale_after_s=env.stale_after_s,
         on_stale=env.on_stale, stale_since=None, checkpoints_retained=env.checkpoints_retained,
-        progress_timeout_s=env.progress_timeout_s, on_hung=env.on_hung, hung_since=None, finished_at=None)
+        progress_timeout_s=env.progress_timeout_s, on_hung=env.on_hung, hung_since=None, finished_at=None,
+        release=None, released_at=None)
     with store.write() as conn:
         now = read_store_now(conn)       # stamps are the store's time (store/clock.py)
         run_id = new_run_id()
@@ -129,23 +130,45 @@ def _refuse_reuse(conn: Connection, existing) -> None:
                          f"pending (due in about {wait} s); submit under another id or wait for the cleanup")
 
 
-def request_stop(store: Store, job_id: str, savepoint: bool = False, actor: str = "client") -> str:
-    """Ask for a cancel or a stop-with-savepoint; returns the job's status at the time."""
+def request_stop(store: Store, job_id: str, savepoint: bool = False, actor: str = "client",
+                 release: bool = False) -> str:
+    """Ask for a cancel or a stop-with-savepoint; returns the job's status at the time.
+
+    ``release``: cancel and release (coordinator/release.py): once the job has ended, the leader
+    drops what its sources hold (a replication slot) and the job can only be resumed fresh. Also
+    for a job that has ended already (CANCELED, FAILED, SAVEPOINT_DONE)."""
+    if release and savepoint:
+        raise JobRefused(f"job {job_id}: a stop with a savepoint keeps the job's position to resume from, and a "
+                         "release drops it; cancel with --release, or take the savepoint without it")
     desired = "SAVEPOINT" if savepoint else "CANCEL"
     with store.write() as conn:
         query = select(s.jobs).where(s.jobs.c.job_id == job_id)
         job = conn.execute(query if store.is_sqlite else query.with_for_update()).first()
         if job is None:
             raise JobNotFound(f"no job with id {job_id}")
+        key = and_(s.jobs.c.job_id == job_id, s.jobs.c.incarnation == job.incarnation)
         if job.status in JOB_TERMINAL:
-            raise JobRefused(f"job {job_id} has already ended ({job.status})")
-        if job.desired == "CANCEL" and savepoint:
+            if not release:
+                raise JobRefused(f"job {job_id} has already ended ({job.status})")
+            _check_releasable(conn, job)
+        elif job.desired == "CANCEL" and savepoint:
             raise JobRefused(f"job {job_id} is being canceled; a savepoint can no longer be taken")
-        if job.desired != desired:
-            conn.execute(update(s.jobs).where(and_(s.jobs.c.job_id == job_id, s.jobs.c.incarnation == job.incarnation))
-                         .values(desired=desired, updated_at=store_now(conn)))
-            record_event(conn, "STOP_REQUESTED", actor, job_id, job.incarnation, savepoint=savepoint)
+        elif job.desired != desired:
+            conn.execute(update(s.jobs).where(key).values(desired=desired, updated_at=store_now(conn)))
+            record_event(conn, "STOP_REQUESTED", actor, job_id, job.incarnation, savepoint=savepoint, release=release)
+        if release and job.release is None:
+            conn.execute(update(s.jobs).where(key).values(release="REQUESTED", updated_at=store_now(conn)))
+            record_event(conn, "RELEASE_REQUESTED", actor, job_id, job.incarnation, status=job.status)
         return job.status
+
+
+def _check_releasable(conn: Connection, job) -> None:
+    if job.status == JobStatus.FINISHED:
+        raise JobRefused(f"job {job.job_id} FINISHED: its cleanup released what its sources held; nothing to release")
+    cleanup = conn.execute(select(s.job_results.c.cleanup).where(and_(
+        s.job_results.c.job_id == job.job_id, s.job_results.c.incarnation == job.incarnation))).scalar()
+    if cleanup == "EXPIRING":
+        raise JobRefused(f"job {job.job_id}'s history is expiring: what its sources hold is being released with it")
 
 
 # -- read models -------------------------------------------------------------------------
@@ -180,6 +203,7 @@ def forget_job(conn: Connection, job_id: str, incarnation: int) -> None:
 
     Older incarnations go with it: one resumed before it had ended (killed, or never
     started) has no job result of its own whose expiry would drop its rows."""
-    for table in (s.pipelines, s.source_ends, s.attempts, s.checkpoints, s.sink_manifests, s.job_results):
+    for table in (s.pipelines, s.source_ends, s.attempts, s.checkpoints, s.sink_manifests, s.job_results,
+                  s.source_holds):
         conn.execute(delete(table).where(and_(table.c.job_id == job_id, table.c.incarnation <= incarnation)))
     conn.execute(delete(s.jobs).where(and_(s.jobs.c.job_id == job_id, s.jobs.c.incarnation == incarnation)))

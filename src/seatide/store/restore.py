@@ -94,6 +94,11 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
             s.checkpoints.c.kind == "CHECKPOINT")).distinct())}
         savepoint = _savepoint(conn, job_id, savepoint_id) if savepoint_id is not None else None
     pipelines = _plan_pipelines(plan, old, completed, savepoint)
+    if job.release is not None:
+        _refuse_released(job, fallback)
+        for p in pipelines:        # fallback fresh: every unfinished pipeline starts over
+            if not p.finished:
+                p.problem = "its sources were released (cancel and release): it starts over with a new snapshot"
     if all(p.finished for p in pipelines):
         # e.g. a stop with savepoint that came after the data ran out: the job's work is done
         raise JobRefused(f"job {job_id} ended {job.status} with every pipeline FINISHED; there is nothing "
@@ -126,6 +131,19 @@ def _check_resumable(conn, job, timeouts: Timeouts) -> None:
         return   # killed: nothing runs it any more
     raise JobRefused(f"job {job.job_id} is {job.status} with a live driver (attempt {attempt.attempt_id}); "
                      "a running job recovers by itself. Cancel it or stop it with a savepoint first")
+
+
+def _refuse_released(job, fallback: str) -> None:
+    """A released job (``coordinator/release.py``) resumes only fresh: its sources' positions are gone."""
+    if job.release == "RELEASING":
+        raise JobRefused(f"job {job.job_id}'s sources are being released right now; once that is done (seconds) it "
+                         f"can start over fresh: seatide resume {job.job_id} --fallback fresh")
+    if fallback != "fresh":
+        what = "were released" if job.release == "RELEASED" else "are being released (cancel and release)"
+        raise RestoreRefused(f"cannot resume job {job.job_id} from its checkpoints: its sources' positions {what} "
+                             "(a Postgres-CDC replication slot is dropped), so the changes since its last checkpoint "
+                             f"cannot be read again. Start it over with a new snapshot: seatide resume {job.job_id} "
+                             "--fallback fresh (REST: \"fallback\": \"fresh\")")
 
 
 def _refuse_if_expiring(conn, job) -> None:
@@ -275,10 +293,12 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
     with store.write() as conn:
         # Compare-and-set on the row it locks: a leader's decision about the old incarnation
         # (applied under the same lock, coordinator/effects.py) lands before this or not at all.
-        query = select(s.jobs.c.incarnation, s.jobs.c.status, s.jobs.c.current_attempt).where(
+        # ``release`` too: once the leader has decided a release, a resume waits for it to be done
+        # (coordinator/release.py), so the slot it drops is never the new incarnation's.
+        query = select(s.jobs.c.incarnation, s.jobs.c.status, s.jobs.c.current_attempt, s.jobs.c.release).where(
             s.jobs.c.job_id == job.job_id)
         current = conn.execute(query if store.is_sqlite else query.with_for_update()).first()
-        if current is None or tuple(current) != (job.incarnation, job.status, job.current_attempt):
+        if current is None or tuple(current) != (job.incarnation, job.status, job.current_attempt, job.release):
             raise JobRefused(f"job {job.job_id} changed while resuming; try again")
         _refuse_if_expiring(conn, job)
         now = read_store_now(conn)
@@ -294,7 +314,7 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
             checkpoint_interval_ms=env.checkpoint_interval_ms, stale_after_s=env.stale_after_s,
             on_stale=env.on_stale, stale_since=None, checkpoints_retained=env.checkpoints_retained,
             progress_timeout_s=env.progress_timeout_s, on_hung=env.on_hung, hung_since=None, updated_at=now,
-            finished_at=None))
+            finished_at=None, release=None, released_at=None))
         for p in pipelines:
             conn.execute(insert(s.pipelines).values(
                 job_id=job.job_id, incarnation=incarnation, pipeline_id=p.pipeline_id,

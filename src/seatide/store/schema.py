@@ -85,6 +85,11 @@ jobs = Table(
     Column("on_hung", String(8), nullable=False, default="restart", server_default="restart"),  # warn | restart | fail
     Column("hung_since", Float),                          # set while flagged HUNG
     Column("outline", Text),                              # env options and DAG as JSON (plan/outline.py); None before 0009
+    # Cancel and release (revision 0012): REQUESTED by a user, RELEASING once the leader decided
+    # it (under the lease), RELEASED once every source dropped what it held (a replication slot).
+    # From REQUESTED on, the job can only be resumed fresh (store/restore.py). None: not asked.
+    Column("release", String(12)),
+    Column("released_at", Float),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Column("finished_at", Float),
@@ -183,6 +188,8 @@ checkpoints = Table(
     Column("attempt_id", BigInteger, nullable=False),
 )
 jobs_status_index = Index("ix_jobs_status", jobs.c.status)
+# The leader looks for releases to carry out every tick: a handful of rows, never a scan of the jobs.
+Index("ix_jobs_release", jobs.c.release)
 Index("ix_checkpoints_pipeline", checkpoints.c.job_id, checkpoints.c.incarnation,
       checkpoints.c.pipeline_id, checkpoints.c.batch_id)
 # A job's newest COMPLETED checkpoint is one seek (Alembic revision 0005): what a resume and
@@ -216,6 +223,25 @@ sink_manifests = Table(
 )
 Index("ix_sink_manifests_batch", sink_manifests.c.job_id, sink_manifests.c.incarnation,
       sink_manifests.c.pipeline_id, sink_manifests.c.plugin_id, sink_manifests.c.batch_id)
+
+# What each CDC source of a job holds on its server, as the leader last measured it (revision
+# 0012, coordinator/source_watch.py): WAL a replication slot keeps, binlog a position is behind.
+# Replaced at each measurement; gone with a release or the job's history.
+source_holds = Table(
+    "source_holds", metadata,
+    Column("job_id", String(64), primary_key=True),
+    Column("pipeline_id", Integer, primary_key=True),
+    Column("plugin_id", String(64), primary_key=True),
+    Column("incarnation", Integer, nullable=False),
+    Column("connector", String(64), nullable=False),
+    Column("holds", String(255)),                          # the slot's name, or the binlog file:pos
+    Column("retained_bytes", BigInteger),                  # None: not known (no slot or position yet)
+    Column("lost", Boolean, nullable=False, default=False),   # the server no longer has what it needs
+    Column("state", String(64)),                           # wal_status, or what else the server said
+    Column("error", Text),                                 # why the last measurement failed (masked)
+    Column("measured_at", Float, nullable=False),
+    Column("warned_at", Float),                            # over the warning threshold since
+)
 
 # In the manner of Flink's JobResultStore: written with the terminal status.
 job_results = Table(

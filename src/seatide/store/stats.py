@@ -55,6 +55,7 @@ class StoreStats:
     jobs: list[JobStats]
     lease: Any | None
     leader_changes: int
+    holds: list = field(default_factory=list)    # source_holds rows with their job's name
 
 
 JOB_COLUMNS = (s.jobs.c.job_id, s.jobs.c.incarnation, s.jobs.c.name, s.jobs.c.status, s.jobs.c.retries_used,
@@ -62,7 +63,7 @@ JOB_COLUMNS = (s.jobs.c.job_id, s.jobs.c.incarnation, s.jobs.c.name, s.jobs.c.st
 
 
 def store_stats(conn: Connection) -> StoreStats:
-    """Five queries, whatever the number of jobs."""
+    """Six queries, whatever the number of jobs."""
     jobs = {row.job_id: JobStats(row) for row in conn.execute(select(*JOB_COLUMNS).order_by(s.jobs.c.created_at))}
     for row in conn.execute(select(s.pipelines).join(s.jobs, s.of_current_incarnation(s.pipelines))
                             .order_by(s.pipelines.c.job_id, s.pipelines.c.pipeline_id)):
@@ -79,4 +80,7 @@ def store_stats(conn: Connection) -> StoreStats:
     # Leader events carry no job id: the (job_id, seq) index finds them without a scan of the log.
     changes = conn.execute(select(func.count()).select_from(s.events).where(and_(
         s.events.c.job_id.is_(None), s.events.c.kind == "LEADER_ELECTED"))).scalar()
-    return StoreStats(list(jobs.values()), lease, changes or 0)
+    h = s.source_holds
+    holds = conn.execute(select(h, s.jobs.c.name.label("job_name")).join(s.jobs, s.jobs.c.job_id == h.c.job_id)
+                         .order_by(h.c.job_id, h.c.pipeline_id, h.c.plugin_id)).all()
+    return StoreStats(list(jobs.values()), lease, changes or 0, holds)

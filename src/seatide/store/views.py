@@ -202,8 +202,24 @@ def job_info(conn: Connection, job_id: str) -> dict | None:
         },
         **progress(job, sum(p.rows_read for p in view.pipelines), sum(p.rows_written for p in view.pipelines), now),
         "checkpoint": checkpoint_summary(job, checkpoint_stats(conn, job, view.pipelines), all_idle(view.pipelines), now),
+        **source_holds(conn, job, masked),
         "config": mask_config_text(job.config, variables),
     }
+
+
+def source_holds(conn: Connection, job, masked=lambda message: message) -> dict:
+    """What the job's CDC sources hold on their servers, as the leader last measured it
+    (coordinator/source_watch.py), and its release (coordinator/release.py)."""
+    h = s.source_holds.c
+    rows = conn.execute(select(s.source_holds).where(h.job_id == job.job_id)
+                        .order_by(h.pipeline_id, h.plugin_id)).all()
+    retained = [{
+        "pipelineId": r.pipeline_id, "source": r.plugin_id, "connector": r.connector, "holds": r.holds,
+        "retainedBytes": r.retained_bytes, "lost": bool(r.lost), "state": r.state, "error": masked(r.error),
+        "measuredTime": iso(r.measured_at), "warning": r.warned_at is not None, "warningSince": iso(r.warned_at),
+    } for r in rows]
+    return {"retained": retained, "retainedWarning": any(r["warning"] for r in retained),
+            "release": None if job.release is None else {"state": job.release, "time": iso(job.released_at)}}
 
 
 def progress(job, rows_read: int, rows_written: int, now: float) -> dict:

@@ -129,3 +129,19 @@ def lost_position_message(position: BinlogPosition, first_available: str | None)
             f"no longer has binlog file {position.file}{available}: it was purged, so the changes "
             f"made since the checkpoint are lost and resuming would skip them: {START_OVER}. Keep binlogs longer "
             "(expire_logs_days / binlog_expire_logs_seconds) than a job may be stopped.")
+
+
+def binlog_behind(position: BinlogPosition, logs: list[tuple[str, int]]) -> tuple[int | None, bool]:
+    """(binlog bytes from ``position`` to the server's end, whether its file is gone), given the
+    server's binlog files and sizes, oldest first (``SHOW BINARY LOGS``).
+
+    A file older than the server's oldest was purged: the changes after the position are lost
+    (None, True). A file the server does not list and that is not older: another server's
+    (a failover), nothing is known (None, False)."""
+    sizes = dict(logs)
+    if position.file not in sizes:
+        oldest = BinlogPosition.of(logs[0][0], 0) if logs else None
+        return None, oldest is not None and position.sequence < oldest.sequence
+    names = [name for name, _ in logs]
+    later = names[names.index(position.file) + 1:]
+    return max(0, sizes[position.file] - position.pos) + sum(sizes[name] for name in later), False

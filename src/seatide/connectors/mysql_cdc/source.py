@@ -20,8 +20,8 @@ from seatide.connectors.jdbc.url import MYSQL, JdbcUrl, JdbcUrlError
 from seatide.connectors.mysql_cdc.catalog import CapturedTable, CatalogError, ServerConfig, captured_table, check_binlog
 from seatide.connectors.mysql_cdc.columns import UnsupportedColumn
 from seatide.connectors.mysql_cdc.options import MYSQL_CDC_OPTIONS, SERVER_ID_RANGE
-from seatide.connectors.mysql_cdc.position import BinlogPosition
-from seatide.plugin.base import PermanentError, ReadContext, Source, use_python_data_source
+from seatide.connectors.mysql_cdc.position import BinlogPosition, StreamOffset, binlog_behind
+from seatide.plugin.base import HeldPosition, PermanentError, ReadContext, Source, use_python_data_source
 from seatide.plugin.evolution import RETIRED
 from seatide.plugin.options import OptionError
 from seatide.plugin.registry import register
@@ -274,6 +274,28 @@ class MySqlCdcSource(Source):
                                  ctx.max_rows_per_batch, self._layout if self.multi_table() else None,
                                  self.behaviour, _legacy_tables(ctx))
         return spark.readStream.format(SOURCE_NAME).options(**options).load()
+
+    def held(self, job_id: str, pipeline_id: int, plugin_id: str, offset: dict | None,
+             timeout_s: float) -> HeldPosition:
+        """How far the checkpoint's binlog position is behind the server, and whether its file is
+        gone. The server keeps its binlog by its own expiry whatever the job does: nothing is
+        held for the job, but a position older than the server's oldest file cannot be resumed."""
+        position = None
+        if offset:
+            try:
+                position = StreamOffset.from_json(offset).position
+            except (ValueError, KeyError, TypeError):
+                position = None
+        if position is None:
+            return HeldPosition("binlog", None, state="no binlog position yet")
+        config = replace(self.server_config(), connect_timeout_s=max(1.0, timeout_s), max_retries=0)
+        with config.connect(read_timeout=max(1, int(timeout_s))) as db, db.cursor() as cur:
+            cur.execute("SHOW BINARY LOGS")
+            logs = [(str(row[0]), int(row[1])) for row in cur.fetchall()]
+        behind, lost = binlog_behind(position, logs)
+        state = "purged" if lost else "behind" if behind is not None else "file not on this server"
+        return HeldPosition(str(position), behind, lost=lost, state=state)
+
 
 def _legacy_tables(ctx: ReadContext) -> list[str] | None:
     """The tables an offset written before offsets named their tables covers: the ones the

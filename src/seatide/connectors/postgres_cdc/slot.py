@@ -114,6 +114,18 @@ def state(conn, name: str) -> SlotState | None:
     return SlotState(parse_lsn(row[0]) if row[0] else None, row[1])
 
 
+def retained(conn, name: str) -> tuple[int | None, str | None] | None:
+    """(bytes of WAL the server keeps for slot ``name``, its wal_status); None: no such slot.
+
+    A slot keeps the WAL from its ``restart_lsn`` on (what decoding may still need), which is at
+    or before its ``confirmed_flush_lsn``: the retained size is measured from there."""
+    row = conn.execute("SELECT (pg_current_wal_lsn() - restart_lsn)::bigint, wal_status FROM pg_replication_slots "
+                       "WHERE slot_name = %s", (name,)).fetchone()
+    if row is None:
+        return None
+    return (max(0, int(row[0])) if row[0] is not None else None), row[1]
+
+
 def check_position(conn, name: str, lsn: int) -> None:
     """Raise LostPosition unless the slot can still return every change after ``lsn``."""
     found = state(conn, name)

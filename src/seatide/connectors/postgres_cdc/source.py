@@ -20,7 +20,7 @@ from seatide.connectors.postgres_cdc.options import PG_CDC_OPTIONS, UNSUPPORTED
 from seatide.connectors.cdc_tables import pattern_refusal, split_names
 from seatide.connectors.cdc_evolution import change_behaviour
 from seatide.connectors.postgres_cdc.tables import TableColumn, TableError, columns_of_relation, describe, split_name
-from seatide.plugin.base import PermanentError, ReadContext, Source, use_python_data_source
+from seatide.plugin.base import HeldPosition, PermanentError, ReadContext, Source, use_python_data_source
 from seatide.plugin.evolution import RETIRED, live_fields
 from seatide.plugin.options import OptionError
 from seatide.plugin.registry import register
@@ -286,6 +286,18 @@ class PostgresCdcSource(Source):
         from pyspark.sql import types as T
 
         return T.StructType([*cls._fields(table).fields, T.StructField(ROW_KIND_COLUMN, T.ByteType(), True)])
+
+    def held(self, job_id: str, pipeline_id: int, plugin_id: str, offset: dict | None,
+             timeout_s: float) -> HeldPosition:
+        """The WAL the source's replication slot keeps on the server (``pg_replication_slots``)."""
+        name = self.opts["slot.name"] or slot.default_name(job_id, pipeline_id, plugin_id)
+        with self.connect(max(1, int(timeout_s))) as conn:
+            conn.execute(f"SET statement_timeout = {max(1, int(timeout_s * 1000))}")
+            found = slot.retained(conn, name)
+        if found is None:
+            return HeldPosition(name, None, state="no slot")
+        size, wal_status = found
+        return HeldPosition(name, size, lost=wal_status == "lost", state=wal_status)
 
     def release(self, job_id: str) -> None:
         """Drop the job's slot and publication; nothing to do when they are already gone."""

@@ -30,6 +30,13 @@ const badge = (kind, value) => value ? el("span", {class: `badge ${kind}-${value
 const jobLink = (id) => el("a", {href: `#/jobs/${encodeURIComponent(id)}`, text: id});
 
 function fmtNumber(n) { return n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US"); }
+function fmtBytes(n) {
+  if (n === null || n === undefined) return "–";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+  return i ? `${n.toFixed(1)} ${units[i]}` : `${n} B`;
+}
 function fmtSeconds(s) {
   if (s === null || s === undefined) return "–";
   if (s < 60) return `${s.toFixed(1)} s`;
@@ -259,6 +266,11 @@ function jobView(jobId) {
   const fallback = el("select", {id: "resume-fallback"}, el("option", {value: "", text: "fallback: fail"}),
                       el("option", {value: "fresh", text: "fallback: start fresh"}));
   const cancel = el("button", {id: "btn-cancel", class: "danger", text: "Cancel"});
+  const release = el("button", {id: "btn-release", class: "danger", text: "Cancel and release"});
+  const held = el("tbody", {id: "retained-rows"});
+  const heldSection = el("div", {id: "retained", hidden: true}, el("h2", {text: "Held on source servers"}),
+    el("table", {id: "retained-table"}, el("thead", {}, el("tr", {}, ["Pipeline", "Source", "Holds", "Retained / behind",
+      "State", "Measured (UTC)", ""].map((n) => el("th", {text: n})))), held));
   const savepoint = el("button", {id: "btn-savepoint", text: "Stop with savepoint"});
   const resume = el("button", {id: "btn-resume", class: "primary", text: "Resume"});
   const dag = el("div", {id: "dag"}), pipes = el("tbody"), attempts = el("tbody");
@@ -269,8 +281,8 @@ function jobView(jobId) {
   const log = el("pre", {id: "log"}), logNote = el("div", {class: "muted"});
   const head = (...names) => el("thead", {}, el("tr", {}, names.map((n) => el("th", {text: n}))));
   const root = el("div", {}, title, notice,
-    el("div", {class: "actions"}, cancel, savepoint, el("span", {class: "muted", text: "│"}), savepoints, fallback, resume), outcome,
-    el("section", {class: "card"}, summary),
+    el("div", {class: "actions"}, cancel, release, savepoint, el("span", {class: "muted", text: "│"}), savepoints, fallback, resume), outcome,
+    el("section", {class: "card"}, summary), heldSection,
     el("h2", {text: "DAG"}), el("section", {class: "card"}, dag),
     el("div", {class: "two"},
       el("div", {}, el("h2", {text: "Pipelines"}), el("table", {id: "pipelines-table"},
@@ -288,6 +300,11 @@ function jobView(jobId) {
 
   cancel.addEventListener("click", () => confirmed(`Cancel job ${jobId}? Its pipelines stop at the next batch boundary.`,
     outcome, async () => { await api("POST", "/stop-job", {jobId}); return "Cancel requested."; }));
+  release.addEventListener("click", () => confirmed(`Cancel job ${jobId} and release what its sources hold `
+    + "on their servers (a Postgres-CDC replication slot is dropped, so the server frees the WAL it kept)? "
+    + "The job can then only restart fresh, with a new snapshot (resume with \"fallback: start fresh\").",
+    outcome, async () => { await api("POST", "/stop-job", {jobId, release: true});
+      return "Cancel and release requested: the job can now only restart fresh."; }));
   savepoint.addEventListener("click", () => confirmed(`Stop job ${jobId} with a savepoint?`, outcome,
     async () => { await api("POST", `${path}/savepoint`); return "Stop with savepoint requested."; }));
   resume.addEventListener("click", () => {
@@ -302,9 +319,13 @@ function jobView(jobId) {
 
   function renderInfo(report) {
     title.querySelector("#job-status").replaceChildren(badge("status", info.jobStatus), " ",
-      info.checkpoint.health ? badge("health", info.checkpoint.health) : "");
+      info.checkpoint.health ? badge("health", info.checkpoint.health) : "", " ",
+      info.retainedWarning ? el("span", {class: "badge health-RETAINED", id: "retained-warning", text: "RETAINED WAL/BINLOG"}) : "",
+      info.release ? el("span", {class: "badge status-CANCELED", id: "released", text: `RELEASE ${info.release.state}`}) : "");
     const ended = TERMINAL.includes(info.jobStatus);
     cancel.disabled = savepoint.disabled = ended;
+    release.disabled = info.jobStatus === "FINISHED" || Boolean(info.release);
+    renderHeld(info);
     resume.disabled = !ended;
     const cp = info.checkpoint;
     summary.replaceChildren(
@@ -330,6 +351,16 @@ function jobView(jobId) {
       el("td", {text: a.error ?? ""}))));
     if (!info.attempts.length) attempts.replaceChildren(el("tr", {}, el("td", {colspan: 8, class: "empty", text: "no attempt yet"})));
     keepOptions(logAttempt, info.attempts.map((a) => [String(a.attemptId), `attempt ${a.attemptId} (#${a.number}, ${a.worker})`]));
+  }
+
+  function renderHeld(info) {
+    heldSection.hidden = !info.retained.length;
+    held.replaceChildren(...info.retained.map((r) => el("tr", {class: r.warning ? "warning" : ""},
+      el("td", {text: r.pipelineId}), el("td", {text: `${r.source} ${r.connector}`}), el("td", {text: r.holds ?? "–"}),
+      el("td", {class: "num", text: fmtBytes(r.retainedBytes)}), el("td", {text: r.lost ? "LOST" : (r.state ?? "–")}),
+      el("td", {text: r.measuredTime ?? "–"}),
+      el("td", {class: r.error ? "error" : "", text: r.error ? `last measurement failed: ${r.error}`
+        : r.warning ? `over the warning threshold since ${r.warningSince}` : ""}))));
   }
 
   // Replace a select's options after the first (the default) without losing the choice.

@@ -1,0 +1,259 @@
+"""What each job's CDC sources hold on their servers: measured by the leader, kept in the store.
+
+A Postgres-CDC replication slot makes the server keep every WAL segment from the slot's
+``restart_lsn`` on, for as long as the slot exists: a job cancelled or failed keeps its slot (so
+it can resume) until its history expires, and the server's disk fills meanwhile. A MySQL-CDC
+position holds nothing on the server, but once the server's binlog expiry passes it the job
+can no longer resume. Both are shown per source (``Source.held``).
+
+Who measures: the leader, in a thread of its own beside the reconcile loop (``SourceWatch``),
+so a slow or unreachable database never holds a tick. Every ``every_s`` it asks each CDC
+source of each job that may still resume (not FINISHED, not released) with a short timeout,
+and replaces the job's ``source_holds`` rows in one transaction fenced by its epoch. Readers
+(job-info, the UI, /metrics) read those rows: any coordinator answers at once and the same,
+whatever the databases do. A failed measurement keeps the figures of the last good one and
+says why, masked (a message never carries a job's secret).
+
+Past ``warn_bytes`` (or once a position is lost) a source is flagged (``warned_at``) and a
+``SOURCE_RETAINED_WARNING`` event and log line are written once, when it crosses; the flag
+clears when it falls back under.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+from sqlalchemy import and_, delete, insert, select
+
+from seatide.store import schema as s
+from seatide.store.clock import store_now
+from seatide.store.db import NotLeader, Store, record_event
+from seatide.store.runs import run_key
+from seatide.store.states import JobStatus
+
+log = logging.getLogger(__name__)
+
+GIB = 1 << 30
+WARN_BYTES_ENV = "SEATIDE_RETAINED_WARN_BYTES"
+EVERY_ENV = "SEATIDE_RETAINED_CHECK_INTERVAL"
+
+
+@dataclass(frozen=True)
+class WatchRules:
+    every_s: float = 60.0          # how often the leader measures
+    warn_bytes: int = GIB          # retained WAL / binlog behind past this: a warning
+    timeout_s: float = 5.0         # per source: connecting and asking
+
+    @classmethod
+    def from_environment(cls, every_s: float | None = None, warn_bytes: int | None = None) -> "WatchRules":
+        """Flags first, then SEATIDE_RETAINED_CHECK_INTERVAL / SEATIDE_RETAINED_WARN_BYTES, then defaults."""
+        try:
+            every = every_s if every_s is not None else float(os.environ.get(EVERY_ENV) or cls.every_s)
+        except ValueError:
+            raise ValueError(f"{EVERY_ENV} = {os.environ.get(EVERY_ENV)!r} is not a number of seconds") from None
+        if every <= 0:
+            raise ValueError(f"the retained-size check interval must be more than 0 seconds, got {every:g}")
+        try:
+            warn = warn_bytes if warn_bytes is not None else parse_size(os.environ.get(WARN_BYTES_ENV) or str(cls.warn_bytes))
+        except ValueError as exc:
+            raise ValueError(f"{WARN_BYTES_ENV}: {exc}") from None
+        return cls(every_s=every, warn_bytes=warn)
+
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+          "mib": 1 << 20, "g": GIB, "gb": GIB, "gib": GIB, "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """``1073741824``, ``512MiB``, ``1 GiB``, ``2g`` (binary units) -> bytes; ValueError saying what is accepted."""
+    raw = str(text).strip().lower().replace(" ", "")
+    number = raw.rstrip("kmgtib")
+    unit = raw[len(number):]
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if unit not in _UNITS or value < 0:
+        raise ValueError(f"{text!r} is not a size: write bytes or a number with KiB, MiB, GiB or TiB, e.g. 1GiB")
+    return int(value * _UNITS[unit])
+
+
+@dataclass(frozen=True)
+class Measured:
+    pipeline_id: int
+    plugin_id: str
+    connector: str
+    holds: str | None = None
+    retained_bytes: int | None = None
+    lost: bool = False
+    state: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class JobSources:
+    """A job's sources that may hold something, loaded once per job text (a cache entry)."""
+    holding: list = field(default_factory=list)     # (pipeline id, index in pipeline, PluginSpec)
+    secrets: frozenset = frozenset()
+
+
+def load_sources(config_text: str, variables: dict, job_id: str) -> JobSources:
+    """The job's sources that implement ``Source.held``, each with its pipeline; none when the
+    config no longer loads (a plugin this version lacks: it holds nothing SeaTide can see)."""
+    from seatide.config.loader import ConfigError, load_job_text
+    from seatide.plan.dag import build_plan
+    from seatide.plugin.base import Source
+    from seatide.secrets import secret_values
+
+    secrets = secret_values(config_text, variables)
+    try:
+        plan = build_plan(load_job_text(config_text, variables, source_name=f"job {job_id}"))
+    except ConfigError:
+        return JobSources([], secrets)
+    holding = [(p.pipeline_id, index, spec) for p in plan.pipelines for index, spec in enumerate(p.sources)
+               if type(spec.plugin).held is not Source.held]
+    return JobSources(holding, secrets)
+
+
+def newest_offset(conn, job_id: str, pipeline_id: int, index: int) -> dict | None:
+    """The source's part of its pipeline's newest completed checkpoint, in any incarnation (a
+    resumed one continues from its predecessor's until it commits a batch)."""
+    c = s.checkpoints.c
+    text = conn.execute(select(c.source_offsets).where(and_(
+        c.job_id == job_id, c.pipeline_id == pipeline_id, c.kind == "CHECKPOINT", c.status == "COMPLETED"))
+        .order_by(c.checkpoint_id.desc()).limit(1)).scalar()
+    if not text:
+        return None
+    sources = json.loads(text).get("sources") or []
+    if index < len(sources) and isinstance(sources[index], dict):
+        return sources[index]
+    return None
+
+
+def measure_job(store: Store, job, sources: JobSources, timeout_s: float) -> list[Measured]:
+    from seatide.secrets import mask_message
+
+    key = run_key(job.job_id, job.run_id)
+    found = []
+    for pipeline_id, index, spec in sources.holding:
+        with store.read() as conn:
+            offset = newest_offset(conn, job.job_id, pipeline_id, index)
+        try:
+            held = spec.plugin.held(key, pipeline_id, spec.plugin_id, offset, timeout_s)
+        except Exception as exc:  # noqa: BLE001 - a database down or refusing: shown, never raised
+            message = mask_message(f"{type(exc).__name__}: {exc}".strip(), sources.secrets)
+            found.append(Measured(pipeline_id, spec.plugin_id, spec.name, error=message[:1000]))
+            continue
+        if held is not None:
+            found.append(Measured(pipeline_id, spec.plugin_id, spec.name, held.holds, held.retained_bytes,
+                                  held.lost, held.state))
+    return found
+
+
+def record_measurements(store: Store, epoch: int, actor: str, job, measured: list[Measured],
+                        warn_bytes: int) -> list[dict]:
+    """Replace the job's rows, fenced by ``epoch``, unless it moved on meanwhile (released, resumed
+    or forgotten). A failed measurement keeps the last figures. Returns the warnings raised now."""
+    h = s.source_holds
+    raised = []
+    with store.leader_tx(epoch) as conn:
+        now = store_now(conn)
+        current = conn.execute(select(s.jobs.c.incarnation, s.jobs.c.release, s.jobs.c.run_id).where(
+            s.jobs.c.job_id == job.job_id)).first()
+        if current is None or current.release is not None or current.run_id != job.run_id:
+            conn.execute(delete(h).where(h.c.job_id == job.job_id))
+            return []
+        before = {(r.pipeline_id, r.plugin_id): r for r in conn.execute(select(h).where(h.c.job_id == job.job_id))}
+        conn.execute(delete(h).where(h.c.job_id == job.job_id))
+        for m in measured:
+            last = before.get((m.pipeline_id, m.plugin_id))
+            measured_at = now
+            if m.error is not None and last is not None:      # keep what was last known, and when
+                m = Measured(m.pipeline_id, m.plugin_id, m.connector, last.holds, last.retained_bytes, last.lost,
+                             last.state, m.error)
+                measured_at = last.measured_at
+            over = m.lost or (m.retained_bytes is not None and m.retained_bytes >= warn_bytes)
+            warned_at = (last.warned_at if last is not None and last.warned_at is not None else now) if over else None
+            conn.execute(insert(h).values(
+                job_id=job.job_id, incarnation=current.incarnation, pipeline_id=m.pipeline_id, plugin_id=m.plugin_id,
+                connector=m.connector, holds=m.holds, retained_bytes=m.retained_bytes, lost=m.lost, state=m.state,
+                error=m.error, measured_at=measured_at, warned_at=warned_at))
+            if over and (last is None or last.warned_at is None):
+                detail = dict(pipeline=m.pipeline_id, source=m.plugin_id, connector=m.connector, holds=m.holds,
+                              retainedBytes=m.retained_bytes, warnBytes=warn_bytes, lost=m.lost, state=m.state)
+                record_event(conn, "SOURCE_RETAINED_WARNING", actor, job.job_id, current.incarnation, epoch,
+                             level="WARNING", **detail)
+                raised.append(detail)
+    for detail in raised:
+        log.warning("job %s: %s %s %s (%s bytes, warning at %s%s): resume it or release it "
+                    "(seatide cancel %s --release)", job.job_id, detail["source"], detail["connector"], detail["holds"],
+                    detail["retainedBytes"], warn_bytes, ", its position is lost" if detail["lost"] else "", job.job_id)
+    return raised
+
+
+def watched_jobs(store: Store) -> list:
+    """Jobs that may still resume: not FINISHED (its cleanup released its sources), not released."""
+    j = s.jobs.c
+    with store.read() as conn:
+        return conn.execute(select(j.job_id, j.incarnation, j.run_id, j.config, j.variables).where(and_(
+            j.status != JobStatus.FINISHED, j.release.is_(None))).order_by(j.created_at)).all()
+
+
+class SourceWatch:
+    """The leader's measuring thread. ``leading`` gives the epoch while this process leads (else None)."""
+
+    def __init__(self, store: Store, leading: Callable[[], int | None], actor: str, rules: WatchRules = WatchRules()):
+        self.store = store
+        self.leading = leading
+        self.actor = actor
+        self.rules = rules
+        self._sources: dict[tuple, JobSources] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="source-watch", daemon=True)
+
+    def start(self) -> "SourceWatch":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        # The first pass waits one interval: a local run's short job never pays for it.
+        while not self._stop.wait(self.rules.every_s):
+            try:
+                epoch = self.leading()
+                if epoch is not None:
+                    self.run(epoch)
+            except NotLeader:
+                pass
+            except Exception:  # housekeeping: it must never end the thread
+                log.exception("measuring what the jobs' sources hold failed; again in %.0f s", self.rules.every_s)
+
+    def run(self, epoch: int) -> int:
+        """One pass over every watched job; the number of jobs measured."""
+        jobs = watched_jobs(self.store)
+        keys = set()
+        measured = 0
+        for job in jobs:
+            if self._stop.is_set() or self.leading() != epoch:
+                break
+            key = (job.job_id, job.incarnation, job.run_id)
+            keys.add(key)
+            sources = self._sources.get(key)
+            if sources is None:
+                sources = self._sources[key] = load_sources(job.config, json.loads(job.variables or "{}"), job.job_id)
+            if not sources.holding:
+                continue
+            record_measurements(self.store, epoch, self.actor, job,
+                                measure_job(self.store, job, sources, self.rules.timeout_s), self.rules.warn_bytes)
+            measured += 1
+        for gone in set(self._sources) - keys:      # finished, released or forgotten: loaded no more
+            del self._sources[gone]
+        return measured
