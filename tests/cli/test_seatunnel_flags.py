@@ -56,6 +56,7 @@ def test_the_entry_point_is_declared_and_resolves_to_main():
     (["-cn", "seatunnel_default_cluster", "-l"], "-cn seatunnel_default_cluster: SeaTide clusters have no names"),
     (["-cj", "maybe", "-c", EXAMPLE], "argument -cj/--close-job: invalid choice: 'maybe'"),
     ([], "nothing to do: -c JOB.conf runs a job"),
+    (["-l", "--release"], "--release goes with -can"),
 ])
 def test_unsupported_or_wrong_flags_name_the_flag_and_exit_2(argv, message, tmp_path):
     result = seatunnel(*argv, "--data-dir", str(tmp_path / "d"))

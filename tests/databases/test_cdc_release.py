@@ -5,8 +5,8 @@ One scenario on a real cluster (coordinator, worker, drivers) with a private Pos
 source and the machine's MariaDB as the target: cancelled, the job's slot retains WAL that grows
 as the server writes, shown in job-info (REST and CLI) and /metrics, with a warning past a
 small threshold; `seatide cancel --release` drops the slot at once; a resume is refused, saying
-to start fresh; `--fallback fresh` snapshots again; a running job cancelled with release loses
-its slot as it ends.
+to start fresh; `--fallback fresh` snapshots again; a running job cancelled with release (`seatunnel.sh -can
+JOB --release`) loses its slot as it ends.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import pytest
 
 from seatide.testing.cluster import Cluster, http, wait_for
 from tests.cli.test_local_run import seatide
+from tests.cli.test_seatunnel_flags import seatunnel
 from tests.databases.jobs import mariadb_connect
 from tests.databases.test_cdc_jobs import postgres_to_mariadb  # noqa: F401  (a fixture)
 from tests.stores import sqlite_only
@@ -89,8 +90,8 @@ def test_a_cancelled_jobs_slot_is_shown_warned_about_and_released(cluster: Clust
     assert len(_slots(private_postgres, "hold")) == 1
     assert cluster.job_info("hold")["release"] is None
 
-    # A running job cancelled with release: it ends, then its slot goes.
-    status, body = http("POST", url + "/api/v1/stop-job", {"jobId": "hold", "release": True})
-    assert status == 200 and body["release"] == "REQUESTED", body
-    cluster.wait_status("hold", "CANCELED", timeout=90)
+    # A running job cancelled with release, in SeaTunnel's CLI form: it ends, then its slot goes.
+    cancelled = seatunnel("-can", "hold", "--release", "-cn", url)
+    assert cancelled.returncode == 0 and cancelled.stdout == "hold CANCELED\n", cancelled.stderr
     wait_for(lambda: not _slots(private_postgres, "hold"), 60, message="the running job's slot dropped")
+    assert cluster.job("hold").release in ("RELEASING", "RELEASED")

@@ -130,3 +130,27 @@ def test_measurements_warn_once_past_the_threshold_and_show_in_job_info_and_metr
     measure(10)
     with store.read() as conn:
         assert job_info(conn, "j1")["retainedWarning"] is False
+
+
+def test_a_mysql_source_is_measured_from_its_pipelines_newest_checkpoint_of_any_incarnation(store, tmp_path):
+    import time
+
+    from sqlalchemy import insert
+
+    from seatide.coordinator.source_watch import newest_offset
+
+    submit(store, tmp_path)
+    with store.write() as conn:
+        for checkpoint_id, incarnation, pipeline, kind, offsets in [
+                (1, 1, 1, "CHECKPOINT", {"batch": 0, "sources": [{"phase": "binlog", "file": "b.000001", "pos": 4}]}),
+                (2, 1, 1, "CHECKPOINT", {"batch": 1, "sources": [{"phase": "binlog", "file": "b.000002", "pos": 9}]}),
+                (3, 1, 0, "SAVEPOINT", {"pipelines": {"1": {}}}),           # a savepoint covers them all: not this
+                (4, 1, 2, "CHECKPOINT", {"batch": 7, "sources": [None]})]:  # another pipeline
+            conn.execute(insert(s.checkpoints).values(
+                job_id="j1", incarnation=incarnation, checkpoint_id=checkpoint_id, pipeline_id=pipeline, batch_id=0,
+                kind=kind, status="COMPLETED", created_at=time.time(), duration_ms=1, rows=0,
+                source_offsets=json.dumps(offsets), fingerprint="f", attempt_id=1))
+    with store.read() as conn:
+        assert newest_offset(conn, "j1", 1, 0) == {"phase": "binlog", "file": "b.000002", "pos": 9}
+        assert newest_offset(conn, "j1", 2, 0) is None and newest_offset(conn, "j1", 3, 0) is None
+        assert newest_offset(conn, "j1", 1, 1) is None

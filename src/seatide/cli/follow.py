@@ -55,14 +55,18 @@ def follow_job(client, job_id: str, source: str, *, cancel_on_interrupt: bool = 
     return EXIT_FAILED
 
 
-def stop_jobs(client, job_ids: list[str], *, savepoint: bool, wait: bool) -> int:
+def stop_jobs(client, job_ids: list[str], *, savepoint: bool, wait: bool, release: bool = False) -> int:
     """Cancel (or savepoint) each job, then wait until each has stopped: 0 if every one
-    ended CANCELED (SAVEPOINT_DONE), 1 if any was refused or ended otherwise."""
-    wanted = JobStatus.SAVEPOINT_DONE if savepoint else JobStatus.CANCELED
+    ended CANCELED (SAVEPOINT_DONE), 1 if any was refused or ended otherwise. ``release``:
+    cancel and release (a job that ended already, FAILED say, is released as it is)."""
+    wanted = {JobStatus.SAVEPOINT_DONE} if savepoint else {JobStatus.CANCELED}
+    if release:
+        wanted |= {JobStatus.FAILED, JobStatus.SAVEPOINT_DONE}
     asked, code = [], EXIT_OK
     for job_id in job_ids:      # one refusal does not keep the others running
         try:
-            client.call("POST", "/stop-job", {"jobId": job_id, "isStopWithSavePoint": savepoint})
+            body = {"jobId": job_id, "isStopWithSavePoint": savepoint, **({"release": True} if release else {})}
+            client.call("POST", "/stop-job", body)
             asked.append(job_id)
         except CommandRefused as exc:
             print(f"seatide: job {job_id}: {exc}", file=sys.stderr)
@@ -73,7 +77,7 @@ def stop_jobs(client, job_ids: list[str], *, savepoint: bool, wait: bool) -> int
             continue
         status = _wait_terminal(client, job_id)
         print(f"{job_id} {status}")
-        if status != wanted:
+        if status not in wanted:
             code = EXIT_FAILED
     return code
 

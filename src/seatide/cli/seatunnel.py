@@ -80,6 +80,9 @@ def build_parser(prog: str = "seatide-seatunnel") -> argparse.ArgumentParser:
                          help="file holding the coordinator's API token (default: SEATIDE_API_TOKEN)")
     seatide.add_argument("--data-dir", default=None, help="local: the data directory (default ~/.seatide)")
     seatide.add_argument("--strict", action="store_true", help="refuse unknown keys instead of warning")
+    seatide.add_argument("--release", action="store_true",
+                         help="with -can: cancel and release: drop what the jobs' CDC sources hold on their servers "
+                              "(a replication slot) once they have ended; they can then only start fresh")
     return p
 
 
@@ -142,6 +145,9 @@ def _dispatch(args) -> int:
     given = [flag for dest, flag in MANAGEMENT if getattr(args, dest)]
     if args.encrypt or args.decrypt:
         return _shade(args)
+    if args.release and not args.cancel:
+        raise UsageError("--release goes with -can: -can JOBID --release cancels the job and releases what its "
+                         "CDC sources hold")
     if len(given) > 1:
         raise UsageError(f"{' and '.join(given)} are separate commands; give one at a time")
     if given:
@@ -222,7 +228,7 @@ def _manage(args, flag: str) -> int:
                             for row in client.call("GET", "/running-jobs")])
     if flag == "-s":
         return follow.stop_jobs(client, [args.savepoint], savepoint=True, wait=not args.async_)
-    return follow.stop_jobs(client, args.cancel, savepoint=False, wait=not args.async_)
+    return follow.stop_jobs(client, args.cancel, savepoint=False, wait=not args.async_, release=args.release)
 
 
 def _print_json(value) -> int:
