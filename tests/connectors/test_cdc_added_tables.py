@@ -221,6 +221,12 @@ def test_postgres_under_startup_mode_latest_an_added_table_is_read_from_then_on(
         conn.execute("UPDATE b SET v = 'after' WHERE id = 2")
         end = second.latestOffset(added)
         changes = pg_read(second, added, end)
+        second.commit(end)
     finally:
         second.stop()
     assert changes == [(RowKind.UPDATE_AFTER, 2, "after")]
+    reordered = pg_reader(url, db, ["b", "a"], "latest", mode="latest")
+    try:
+        assert reordered.latestOffset(end) == end            # the same tables: nothing to add or remove
+    finally:
+        reordered.stop()

@@ -110,7 +110,7 @@ class MySqlCdcReader(DataSourceStreamReader):
         if offset.phase == BINLOG and offset.backfill is not None:
             return self._next_backfill(conn, offset).to_json()
         covered = self._covered(offset)
-        if offset.phase == BINLOG and list(covered) != self.names:
+        if offset.phase == BINLOG and set(covered) != set(self.names):     # added or removed, not reordered
             return self._retable(conn, offset, covered).to_json()
         end = current_position(conn)
         if offset.phase == BINLOG and end <= offset.position:

@@ -188,7 +188,7 @@ class PostgresCdcReader(DataSourceStreamReader):
             return self._next_backfill(start)
         self._end_export()          # the snapshot's last batch, which ends at ``start``, is read
         covered = self._covered(start)
-        if covered != self.names:
+        if set(covered) != set(self.names):        # tables added or removed (not just reordered)
             return self._retable(start, covered)
         flushed = slot.flushed_lsn(self._db())
         plan = plan_batch(self.config, self.slot, start["lsn"], self.max_rows, flushed, self.tables,
