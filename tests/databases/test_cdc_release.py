@@ -64,7 +64,7 @@ def test_a_cancelled_jobs_slot_is_shown_warned_about_and_released(cluster: Clust
     assert len(warnings) == 1 and slot[0] in warnings[0].detail
     with urllib.request.urlopen(url + "/metrics", timeout=30) as response:
         text = response.read().decode()
-    assert f'seatide_source_retained_bytes{{connector="Postgres-CDC",holds="{slot[0]}",job_id="hold"' in text
+    assert 'seatide_source_retained_bytes{connector="Postgres-CDC",job_id="hold"' in text
     assert 'seatide_source_retained_warning{connector="Postgres-CDC",job_id="hold"' in text
     shown = seatide("job-info", "hold", "--cluster", url)
     assert shown.returncode == 0 and slot[0] in shown.stdout and "WARNING" in shown.stdout, shown.stdout

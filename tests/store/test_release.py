@@ -124,7 +124,8 @@ def test_measurements_warn_once_past_the_threshold_and_show_in_job_info_and_metr
     assert held["error"].startswith("OperationalError")          # the last figures stay, with why they are old
     assert _kinds(store).count("SOURCE_RETAINED_WARNING") == 1
     text = CoordinatorMetrics(store, "c1").exposition(None)[0].decode()
-    assert 'seatide_source_retained_bytes{connector="Postgres-CDC",holds="seatide_j1_1_source0",job_id="j1"' in text
+    assert 'seatide_source_retained_bytes{connector="Postgres-CDC",job_id="j1",job_name="SeaTide",pipeline="1",' \
+           'source="source[0]"} 2500.0' in text
     assert 'seatide_source_retained_warning{connector="Postgres-CDC",job_id="j1",job_name="SeaTide",' \
            'pipeline="1",source="source[0]"} 1.0' in text
     measure(10)

@@ -89,7 +89,7 @@ FAMILIES = {f.name: f for f in (
            "Retries of the job's current incarnation after a failed or lost attempt.", ("job_id",)),
     Family("seatide_source_retained_bytes", GaugeMetricFamily,
            "What a CDC source holds on its server, as the leader last measured it: WAL its replication slot "
-           "retains (Postgres-CDC), binlog bytes its position is behind (MySQL-CDC).", (*SOURCE, "holds")),
+           "retains (Postgres-CDC), binlog bytes its position is behind (MySQL-CDC).", SOURCE),
     Family("seatide_source_retained_warning", GaugeMetricFamily,
            "1 while a CDC source is past the retained-size warning threshold or its position is lost, else 0.",
            SOURCE),
@@ -146,7 +146,7 @@ def _fill(families: dict, stats: StoreStats, node_id: str, now: float) -> None:
     for h in stats.holds:
         labels = (h.job_id, h.job_name, h.pipeline_id, h.plugin_id, h.connector)
         if h.retained_bytes is not None:
-            add("seatide_source_retained_bytes", (*labels, h.holds or ""), h.retained_bytes)
+            add("seatide_source_retained_bytes", labels, h.retained_bytes)
         add("seatide_source_retained_warning", labels, 1 if h.warned_at is not None else 0)
         add("seatide_source_position_lost", labels, 1 if h.lost else 0)
         add("seatide_source_retained_age_seconds", labels, max(0.0, now - h.measured_at))

@@ -240,8 +240,8 @@ function chartSvg(series) {
 }
 
 function eventClass(kind) {
-  if (/FAIL|STALE|HUNG|LOST|TIMED_OUT|KILL/.test(kind)) return "k-fail";
-  if (/RETRY|RESTART|STOP_REQUESTED|CANCEL/.test(kind)) return "k-retry";
+  if (/FAIL|STALE|HUNG|LOST|TIMED_OUT|KILL|WARNING/.test(kind)) return "k-fail";
+  if (/RETRY|RESTART|STOP_REQUESTED|CANCEL|RELEASE/.test(kind)) return "k-retry";
   if (/RESUME|RESTORE|FALLBACK|LEADER/.test(kind)) return "k-resume";
   if (/FINISHED|COMPLETED|RUNNING|SUBMITTED/.test(kind)) return "k-ok";
   return "";
