@@ -149,6 +149,21 @@ class IcebergSink(Sink):
             rewrite_every=opts["iceberg.maintenance.rewrite-every-commits"],
             rewrite_target_bytes=opts["iceberg.maintenance.rewrite-target-file-size-bytes"])
 
+    @classmethod
+    def table_defaults(cls, body: dict, table, multi_table: bool) -> dict:
+        """On a multi-table input, no ``iceberg.table.primary-keys`` means each table's own primary
+        key (none: its rows are appended), as SeaTunnel's Iceberg sink takes it from the table."""
+        if not multi_table or table is None or body.get("iceberg.table.primary-keys") is not None:
+            return body
+        if table.primary_key is None:
+            return body
+        return {**body, "iceberg.table.primary-keys": ",".join(table.primary_key.columns)}
+
+    def table_writer(self, ctx: SinkContext, routes) -> SinkWriter:
+        from seatide.connectors.iceberg.tables import IcebergTables
+
+        return IcebergTables(ctx, routes)
+
     def writer(self, ctx: SinkContext) -> SinkWriter:
         from seatide.connectors.iceberg.writer import IcebergWriter
 
