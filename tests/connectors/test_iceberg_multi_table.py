@@ -7,6 +7,7 @@ own primary key."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import time
 
@@ -32,13 +33,15 @@ def test_each_table_gets_its_own_iceberg_table_and_a_crash_between_tables_commit
         local, tmp_path, monkeypatch, kind):
     config = CATALOGS[kind](tmp_path)
     marker = tmp_path / "crashed"
-    # the first attempt dies with one table of a batch committed and the other not yet
+    # the first attempt dies with both tables of its first batch staged, before the decision; the
+    # second with one table of a batch committed and the other not yet
+    monkeypatch.setitem(failpoints._POINTS, "sink.before_decision", f"once:raise:{tmp_path / 'undecided'}")
     monkeypatch.setitem(failpoints._POINTS, "sink.table_published", f"once:raise:{marker}")
     sink = (f'Iceberg {{ namespace = "${{database_name}}_ns", table = "${{table_name}}", '
             f'iceberg.catalog.config = {hocon(config)} }}')
     run = local.run(job(two_tables(), sink, CHECKPOINTED))
     assert run.status == "FINISHED", run.error
-    assert marker.exists() and len(run.attempts()) == 2, "the first attempt died between two tables"
+    assert marker.exists() and len(run.attempts()) == 3, "an attempt died before a decision, one between two tables"
     assert [r[0] for r in rows_of(config, "shop_ns.orders", ("id",))] == list(range(30))
     assert [r[0] for r in rows_of(config, "shop_ns.customers", ("id",))] == list(range(20))
     # each table created from its own fields, its primary key as identifier fields
@@ -49,6 +52,12 @@ def test_each_table_gets_its_own_iceberg_table_and_a_crash_between_tables_commit
     assert len(orders) == len(set(orders)) > 1 and len(customers) == len(set(customers)) > 1, (orders, customers)
     # one decision per batch for both tables; each table's snapshot of a batch carries the batch's id
     assert len(decisions(run)) == len({d.batch_id for d in decisions(run)})
+    for name in ("shop_ns.orders", "shop_ns.customers"):     # staged files no decision took are removed
+        table = table_of(config, name)
+        referenced = {os.path.basename(s.summary.additional_properties["seatide.staging"])
+                      for s in table.metadata.snapshots}
+        data = table.metadata.location.removeprefix("file://") + "/data"
+        assert {d for d in os.listdir(data) if d.startswith("seatide-")} == referenced, name
     first = min(decisions(run), key=lambda d: d.batch_id)      # the batch the first attempt died in
     assert sorted(json.loads(first.manifest)["publish"]["tables"]) == ["shop_ns.customers", "shop_ns.orders"]
     decided = {d.transaction_id for d in decisions(run)}

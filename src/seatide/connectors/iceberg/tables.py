@@ -24,27 +24,112 @@ a target keeps its state through batches without its rows, so its save modes run
 from __future__ import annotations
 
 import json
+import logging
+import os
+import shutil
 from dataclasses import dataclass, replace
 from functools import reduce
 
 from seatide import failpoints
+from seatide.connectors.iceberg.commits import COMMIT_ATTEMPTS, backoff, branch_head, commit_snapshot, committed_snapshot
+from seatide.connectors.iceberg.datafiles import (IcebergWriteError, data_root, describe, local_path,
+                                                  staging_dir)
+from seatide.connectors.iceberg.schema import UnsupportedIcebergType
+from seatide.connectors.iceberg.writer import IcebergSinkError, IcebergWriter
 from seatide.plugin.base import Batch, SinkContext, SinkWriter, StagedBatch
 from seatide.plugin.tables import TableFrames, TableRoute
+
+log = logging.getLogger(__name__)
+
+
+class DecidedWriter(IcebergWriter):
+    """One target's writer: stages a batch, and commits it only once the runtime has decided it."""
+
+    def stage_part(self, df, batch: Batch) -> dict:
+        """Write the batch's data files for this table, commit nothing: what ``commit_part`` commits
+        (JSON: paths only; their footers are read again at the commit)."""
+        try:
+            if not self._ready:
+                self._prepare(df, batch)
+                self._ready = True
+            table = self._evolve(self.catalog.load_table(self.identifier), df)
+            added, removed, rows, directory = self._stage(df, table, batch, bool(self.spec.primary_keys))
+        except (IcebergWriteError, UnsupportedIcebergType) as exc:
+            raise IcebergSinkError(f"Iceberg sink {self.name}: {exc}") from None
+        return {"transaction_id": batch.transaction_id, "staging": directory, "rows": rows,
+                "added": [local_path(f.file_path) for f in added], "removed": [f.file_path for f in removed]}
+
+    def commit_part(self, part: dict) -> None:
+        """One snapshot with the decided files, carrying the batch's transaction id; nothing when the
+        table has it already (a replay, or a zombie that decided in time and committed first)."""
+        from pyiceberg.exceptions import CommitFailedException
+
+        transaction_id = part["transaction_id"]
+        for attempt in range(COMMIT_ATTEMPTS):
+            table = self.catalog.load_table(self.identifier)
+            if committed_snapshot(table.metadata, self.spec.branch, transaction_id) is not None:
+                log.info("Iceberg sink %s: %s is committed already", self.name, transaction_id)
+                self._drop_undecided_staging(table.metadata, part)
+                return
+            if not part["added"] and not part["removed"]:
+                return
+            removed = self._decided_removals(table, set(part["removed"]))
+            try:
+                added = describe(table.metadata, part["added"])
+            except FileNotFoundError as exc:
+                raise IcebergSinkError(f"Iceberg sink {self.name}: a data file of decided batch {transaction_id} "
+                                       f"is gone ({exc.filename}); was the table's data directory cleaned while "
+                                       "the job was stopped?") from None
+            try:
+                table = commit_snapshot(table, self.spec.branch, transaction_id, part["staging"], added, removed,
+                                        {"seatide.rows": str(part["rows"])})
+            except CommitFailedException as exc:
+                log.info("Iceberg sink %s: %s lost a commit race (%s); looking again", self.name, transaction_id, exc)
+                backoff(attempt)
+                continue
+            failpoints.hit("iceberg.after_commit")
+            self._drop_undecided_staging(table.metadata, part)
+            self._commits += 1
+            self._maintain(table)
+            return
+        raise RuntimeError(f"Iceberg sink {self.name}: {transaction_id} could not commit after {COMMIT_ATTEMPTS} "
+                           "attempts: other writers commit to the table too often")
+
+    def _decided_removals(self, table, paths: set[str]) -> list:
+        """The DataFiles a decided copy-on-write batch replaces, all still in the branch, or an error."""
+        if not paths:
+            return []
+        head = branch_head(table.metadata, self.spec.branch)
+        found = [t.file for t in table.scan(snapshot_id=head.snapshot_id).plan_files()
+                 if t.file.file_path in paths] if head is not None else []
+        if len(found) != len(paths):
+            raise IcebergSinkError(f"Iceberg sink {self.name}: {len(paths) - len(found)} data files a decided "
+                                   "batch rewrites are no longer in the table: another writer changed it between "
+                                   "the batch's decision and its commit; restore the table or resume the job "
+                                   "with --fallback fresh")
+        return found
+
+    def _drop_undecided_staging(self, metadata, part: dict) -> None:
+        """Other attempts' files of this batch (they died before the decision) are orphans."""
+        prefix = os.path.basename(staging_dir(metadata, part["transaction_id"], self.sink_key, "X"))[:-1]
+        root = data_root(metadata)
+        decided = os.path.basename(part["staging"])
+        for name in os.listdir(root) if os.path.isdir(root) else ():
+            if name.startswith(prefix) and name != decided:
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
 @dataclass
 class Target:
     name: str                  # namespace.table, the key of its part of the manifest and state
     routes: list[TableRoute]   # the source tables written into it
-    writer: object             # IcebergWriter, built from the first route's sink
+    writer: DecidedWriter      # built from the first route's sink
 
 
 class IcebergTables(SinkWriter):
     publishes_files = True     # the runtime's decision covers every table; each commit is a "publish"
 
     def __init__(self, ctx: SinkContext, routes: list[TableRoute]):
-        from seatide.connectors.iceberg.writer import IcebergWriter
-
         grouped: dict[str, list[TableRoute]] = {}
         for route in routes:
             spec = route.sink.spec()
@@ -55,7 +140,7 @@ class IcebergTables(SinkWriter):
         for group in grouped.values():
             spec = group[0].sink.spec()
             # its own plugin id: the staging directory of each target is its own
-            writer = IcebergWriter(spec, replace(ctx, plugin_id=f"{ctx.plugin_id}.{group[0].key}"))
+            writer = DecidedWriter(spec, replace(ctx, plugin_id=f"{ctx.plugin_id}.{group[0].key}"))
             self.targets[writer.name] = Target(writer.name, group, writer)
 
     def stage_batch(self, frames: TableFrames, batch: Batch) -> StagedBatch:

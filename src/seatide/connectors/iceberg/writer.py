@@ -29,8 +29,7 @@ from seatide.connectors.iceberg import changes as cow
 from seatide.connectors.iceberg.catalogs import load_catalog
 from seatide.connectors.iceberg.commits import (COMMIT_ATTEMPTS, STAGING_KEY, backoff, branch_head, commit_files,
                                                 commit_snapshot, committed_snapshot)
-from seatide.connectors.iceberg.datafiles import (IcebergWriteError, conform, describe, local_path, staging_dir,
-                                                  write_files)
+from seatide.connectors.iceberg.datafiles import IcebergWriteError, conform, describe, staging_dir, write_files
 from seatide.connectors.iceberg.schema import UnsupportedIcebergType, arrow_schema, new_table_schema, spark_struct
 from seatide.connectors.iceberg.sink import IcebergSinkSpec
 from seatide.plugin.base import Batch, PermanentError, SinkContext, SinkWriter
@@ -108,70 +107,6 @@ class IcebergWriter(SinkWriter):
                                f"{COMMIT_ATTEMPTS} attempts: other writers commit to the table too often")
         except (IcebergWriteError, UnsupportedIcebergType) as exc:
             raise IcebergSinkError(f"Iceberg sink {self.name}: {exc}") from None
-
-    # --- one table of a multi-table batch (tables.IcebergTables): staged, decided, then committed ---
-
-    def stage_part(self, df, batch: Batch) -> dict:
-        """Write the batch's data files for this table, commit nothing: what ``commit_part`` commits
-        once the runtime has decided the batch (JSON: paths only, the footers are read again)."""
-        try:
-            if not self._ready:
-                self._prepare(df, batch)
-                self._ready = True
-            table = self._evolve(self.catalog.load_table(self.identifier), df)
-            added, removed, rows, directory = self._stage(df, table, batch, bool(self.spec.primary_keys))
-        except (IcebergWriteError, UnsupportedIcebergType) as exc:
-            raise IcebergSinkError(f"Iceberg sink {self.name}: {exc}") from None
-        return {"transaction_id": batch.transaction_id, "staging": directory, "rows": rows,
-                "added": [local_path(f.file_path) for f in added], "removed": [f.file_path for f in removed]}
-
-    def commit_part(self, part: dict) -> None:
-        """One snapshot with the decided files, carrying the batch's transaction id; nothing when the
-        table has it already (a replay, or a zombie that decided in time and committed first)."""
-        from pyiceberg.exceptions import CommitFailedException
-
-        transaction_id = part["transaction_id"]
-        for attempt in range(COMMIT_ATTEMPTS):
-            table = self.catalog.load_table(self.identifier)
-            if committed_snapshot(table.metadata, self.spec.branch, transaction_id) is not None:
-                log.info("Iceberg sink %s: %s is committed already", self.name, transaction_id)
-                return
-            if not part["added"] and not part["removed"]:
-                return
-            removed = self._decided_removals(table, set(part["removed"]))
-            try:
-                added = describe(table.metadata, part["added"])
-            except FileNotFoundError as exc:
-                raise IcebergSinkError(f"Iceberg sink {self.name}: a data file of decided batch {transaction_id} "
-                                       f"is gone ({exc.filename}); was the table's data directory cleaned while "
-                                       "the job was stopped?") from None
-            try:
-                table = commit_snapshot(table, self.spec.branch, transaction_id, part["staging"], added, removed,
-                                        {"seatide.rows": str(part["rows"])})
-            except CommitFailedException as exc:
-                log.info("Iceberg sink %s: %s lost a commit race (%s); looking again", self.name, transaction_id, exc)
-                backoff(attempt)
-                continue
-            failpoints.hit("iceberg.after_commit")
-            self._commits += 1
-            self._maintain(table)
-            return
-        raise RuntimeError(f"Iceberg sink {self.name}: {transaction_id} could not commit after {COMMIT_ATTEMPTS} "
-                           "attempts: other writers commit to the table too often")
-
-    def _decided_removals(self, table, paths: set[str]) -> list:
-        """The DataFiles a decided copy-on-write batch replaces, all still in the branch, or an error."""
-        if not paths:
-            return []
-        head = branch_head(table.metadata, self.spec.branch)
-        found = [t.file for t in table.scan(snapshot_id=head.snapshot_id).plan_files()
-                 if t.file.file_path in paths] if head is not None else []
-        if len(found) != len(paths):
-            raise IcebergSinkError(f"Iceberg sink {self.name}: {len(paths) - len(found)} data files a decided "
-                                   "batch rewrites are no longer in the table: another writer changed it between "
-                                   "the batch's decision and its commit; restore the table or resume with "
-                                   "--fallback fresh")
-        return found
 
     def _state(self, batch: Batch, rows: int, snapshot_id: int | None, replayed: bool = False) -> dict:
         total = int(batch.previous_state.get("total_rows", 0)) + rows
