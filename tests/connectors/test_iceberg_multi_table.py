@@ -14,6 +14,7 @@ import time
 import pytest
 
 from seatide import failpoints
+from seatide.config.loader import ConfigError, load_job_text
 from seatide.store.jobs import request_stop
 from tests.connectors.iceberg_helpers import batch_snapshots, rows_of, table_of
 from tests.connectors.test_iceberg_jobs import CATALOGS, hocon
@@ -148,3 +149,26 @@ sink {{ Iceberg {{ namespace = "${{schema_name}}", table = "${{table_name}}",
                                             (name,)).fetchall():
                 slot.drop(admin, slot_name)
             admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def test_tables_named_alike_land_in_one_target_with_one_snapshot_per_batch(local, tmp_path):
+    config = CATALOGS["hadoop"](tmp_path)
+    source = """FakeSource {
+      table-names = ["test.shard1", "test.shard2"]
+      row.num = 3
+      schema = { fields { name = string, age = int } }
+    }"""
+    sink = f'Iceberg {{ namespace = "${{database_name}}", table = all, iceberg.catalog.config = {hocon(config)} }}'
+    run = local.run(job(source, sink))
+    assert run.status == "FINISHED", run.error
+    assert len(rows_of(config, "test.all")) == 6
+    assert len(batch_snapshots(config, "test.all")) == 1
+
+
+def test_upserts_into_a_table_without_a_key_are_refused_naming_the_table():
+    source = two_tables().replace("primaryKey { name = pk_customers, columnNames = [id] }", "")
+    sink = ('Iceberg { namespace = ns, table = "${table_name}", iceberg.table.upsert-mode-enabled = true, '
+            'iceberg.catalog.config = { type = hadoop, warehouse = "/tmp/unused" } }')
+    with pytest.raises(ConfigError, match="upsert-mode-enabled = true needs iceberg.table.primary-keys.*"
+                                          "writing table shop.customers"):
+        load_job_text(job(source, sink))
