@@ -34,15 +34,17 @@ def test_each_table_gets_its_own_iceberg_table_and_a_crash_between_tables_commit
         local, tmp_path, monkeypatch, kind):
     config = CATALOGS[kind](tmp_path)
     marker = tmp_path / "crashed"
-    # the first attempt dies with both tables of its first batch staged, before the decision; the
-    # second with one table of a batch committed and the other not yet
-    monkeypatch.setitem(failpoints._POINTS, "sink.before_decision", f"once:raise:{tmp_path / 'undecided'}")
+    # an attempt dies with one table of a batch committed and the other not yet; on the hadoop
+    # catalog (one attempt less elsewhere: CI time) the one before dies before its first decision
+    undecided = kind == "hadoop"
+    if undecided:
+        monkeypatch.setitem(failpoints._POINTS, "sink.before_decision", f"once:raise:{tmp_path / 'undecided'}")
     monkeypatch.setitem(failpoints._POINTS, "sink.table_published", f"once:raise:{marker}")
     sink = (f'Iceberg {{ namespace = "${{database_name}}_ns", table = "${{table_name}}", '
             f'iceberg.catalog.config = {hocon(config)} }}')
     run = local.run(job(two_tables(), sink, CHECKPOINTED))
     assert run.status == "FINISHED", run.error
-    assert marker.exists() and len(run.attempts()) == 3, "an attempt died before a decision, one between two tables"
+    assert marker.exists() and len(run.attempts()) == 2 + undecided, "attempts died where the failpoints are"
     assert [r[0] for r in rows_of(config, "shop_ns.orders", ("id",))] == list(range(30))
     assert [r[0] for r in rows_of(config, "shop_ns.customers", ("id",))] == list(range(20))
     # each table created from its own fields, its primary key as identifier fields
