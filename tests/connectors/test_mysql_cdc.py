@@ -405,8 +405,9 @@ def test_columns_a_session_leaves_out_of_the_row_image_are_read_by_key_not_nulle
 
 def test_a_schema_change_that_keeps_the_column_count_fails_instead_of_shifting_values(private_mariadb, cdc_database):
     """Dropping one column and adding another keeps the count: matched by position, values land
-    in the wrong columns. The table map's types (and names, when logged) are compared with the
-    description the job started with (finding 11 of issue 22)."""
+    in the wrong columns (finding 11 of issue 22). The ALTER TABLE statement in the binlog stops a
+    reader that does not follow changes, naming it (behind it, the table map's types and names are
+    compared with the columns the job reads)."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 
@@ -422,7 +423,56 @@ def test_a_schema_change_that_keeps_the_column_count_fails_instead_of_shifting_v
             read_range(reader, start, end)
             start = end
     message = str(caught.value)
-    assert message.startswith(PERMANENT_MARK) and f"{table}" in message and "column 2 (name, varchar)" in message
+    assert message.startswith(PERMANENT_MARK) and f"{table}" in message and "DROP COLUMN name" in message
+
+
+def test_each_alter_table_stops_the_read_at_its_place_and_the_rows_after_it_read_with_its_shape(
+        private_mariadb, cdc_database):
+    """Two statements already in the binlog when the reader meets the first (issue 24): each stops
+    the read once, the source applies that one to the shape kept (a rename keeps the column's id),
+    and the same range then reads on with it; the server, already past both, is not the shape."""
+    from dataclasses import replace
+
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from seatide.connectors.mysql_cdc.stream import MySqlCdcReader, stream_options
+    from seatide.plugin.evolution import COLUMN_ID, SchemaChanged, live_fields, schema_change_in
+
+    server, table = private_mariadb, f"{cdc_database}.altered"
+    server.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, name VARCHAR(9), qty INT)")
+    plugin = source(server, [table], 'startup.mode = "latest"\nserver-id = 5408\nschema.change.behavior = "evolve"')
+
+    def reader_with(ctx):
+        plugin._ctx = ctx
+        found, schema = plugin.discover(plugin.server_config())
+        options = stream_options(plugin.server_config(), found, schema.json(), "latest", None, 1000, None, "evolve")
+        return MySqlCdcReader(options), plugin.table_shapes()[table]
+
+    ctx = ReadContext(None, micro_batch=True, unbounded=True, parallelism=1, max_rows_per_batch=1000,
+                      read_interval_ms=200, plugin_id="source[0]")
+    reader, shape = reader_with(ctx)
+    start = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
+    server.execute(f"ALTER TABLE {table} RENAME COLUMN qty TO quantity, ADD note TEXT AFTER name",
+                   f"INSERT INTO {table} VALUES (1, 'a', 'x', 5)", f"ALTER TABLE {table} DROP COLUMN name",
+                   f"INSERT INTO {table} VALUES (2, 'y', 6)")
+    read = []
+    for _ in range(2):
+        while True:         # a batch before the statement (MariaDB's GTID event of it) reads nothing
+            end = reader.latestOffset(start, ReadAllAvailable())
+            try:
+                assert read_range(reader, start, end) == []
+            except SchemaChanged as exc:
+                seen = schema_change_in(str(exc))
+                break
+            start = end
+        ctx = replace(ctx, known_tables={table: shape.json()}, seen={seen["table"]: seen["seen"]})
+        reader, shape = reader_with(ctx)
+        live = [f.name for f in live_fields(shape)]
+        read.append((live, [{k: r[k] for k in live} for r in read_range(reader, start, end)]))
+        start = end
+    assert read == [(["id", "name", "note", "quantity"], [{"id": 1, "name": "a", "note": "x", "quantity": 5}]),
+                    (["id", "note", "quantity"], [{"id": 2, "note": "y", "quantity": 6}])]
+    assert {f.name: f.metadata[COLUMN_ID] for f in live_fields(shape)} == {"id": 1, "note": 4, "quantity": 3}
 
 
 def test_a_truncate_fails_the_stream_loudly_instead_of_being_skipped(private_mariadb, cdc_database):

@@ -253,12 +253,8 @@ def mysql_shop(private_mariadb):
     private_mariadb.execute(f"DROP DATABASE {name}")
 
 
-def test_mysql_cdc_with_seatunnels_switch_evolves_a_mariadb_target(local, mysql_shop):
-    """SeaTunnel's own way to turn schema evolution on (its schema-evolution page: MySQL-CDC with
-    debezium.include.schema.changes = true into a Jdbc MySQL sink), every change kind."""
-    server, db = mysql_shop
-    table = f"evo_{secrets.token_hex(3)}"
-    job = f"""
+def mysql_cdc_job(server, db: str, table: str) -> str:
+    return f"""
 env {{ job.mode = "STREAMING", checkpoint.interval = 500 }}
 source {{
   MySQL-CDC {{
@@ -288,27 +284,62 @@ sink {{
 }}
 """
 
-    def source_rows():
-        with server.connect(db) as conn, conn.cursor() as cur:
-            cur.execute("SELECT id, quantity, price, note FROM items")
-            return sorted(tuple(r) for r in cur.fetchall())
 
-    def execute(statement):
-        server.execute(statement.replace("items", f"{db}.items"))
-        time.sleep(0.6)
+MYSQL_CHANGES = [c.replace("ALTER COLUMN price TYPE numeric(12, 3)", "MODIFY COLUMN price DECIMAL(12, 3)")
+                 .replace("'n' || id", "concat('n', id)") for c in CHANGES]
 
-    mysql_changes = [c.replace("ALTER COLUMN price TYPE numeric(12, 3)", "MODIFY COLUMN price DECIMAL(12, 3)")
-                      .replace("'n' || id", "concat('n', id)") for c in CHANGES]
-    drive = run_with_changes(
-        local, "", lambda: len(rows(mariadb_connect, f"SELECT id FROM {table}")) == 20,
-        lambda: columns(mariadb_connect, table, "test") == ["id", "quantity", "price", "note"]
-        and rows(mariadb_connect, f"SELECT id, quantity, price, note FROM {table}") == source_rows(), mysql_changes)
-    drive.server_execute, drive.ok = execute, False
+
+# After every change, one row more: the target has it once the job has read past them all
+LAST = "INSERT INTO items (id, quantity, price, note) VALUES (99, 1, 1.5, 'last')"
+
+
+@pytest.mark.parametrize("source", ["mysql-cdc", "postgres-cdc"])
+def test_changes_made_back_to_back_reach_the_target_each_in_its_turn(local, request, source):
+    """The changes and the rows between them made at once, as a busy application (or a slow machine)
+    makes them: several changes are in the log before the job starts its query again, and each is
+    still applied in its turn with the rows around it (a rename stays a rename: the values under the
+    old name are not lost, and the columns keep their order). MySQL-CDC runs with SeaTunnel's own
+    switch (its schema-evolution page: debezium.include.schema.changes = true into a Jdbc MySQL sink)
+    and follows each ALTER TABLE statement of the binlog; Postgres-CDC each Relation message, which
+    comes with the first row of a transaction after a change."""
+    table = f"evo_{secrets.token_hex(3)}"
+    if source == "mysql-cdc":
+        server, db = request.getfixturevalue("mysql_shop")
+        connect, schema, job = mariadb_connect, "test", mysql_cdc_job(server, db, table)
+
+        def make_changes():
+            server.execute(*[s.replace("items", f"{db}.items") for s in [*MYSQL_CHANGES, LAST]])
+    else:
+        server, db = request.getfixturevalue("shop")
+        connect, schema = pg_connect, "public"
+        job = cdc_job(server, db, f'Jdbc {{ url = "jdbc:postgresql://127.0.0.1:5432/test", user = "postgres", '
+                                  f'password = "", table = "{table}", primary_keys = ["id"] }}', "evolve")
+
+        def make_changes():
+            with server.connect(db) as conn:
+                for statement in [*CHANGES, LAST]:
+                    conn.execute(statement)
+
+    def drive(store, job_id):
+        try:
+            wait_for(lambda: len(rows(connect, f"SELECT id FROM {table}")) == 20, "the snapshot")
+            make_changes()
+            wait_for(lambda: rows(connect, f"SELECT id FROM {table} WHERE id = 99") == [(99,)], "the last row")
+            drive.ok = True
+        finally:
+            request_stop(store, job_id, savepoint=False, actor="test")
+
+    drive.ok = False
     try:
         run = local.run(job, stop_after=drive)
         assert drive.ok, run.error
-        got = dict((r[0], r) for r in rows(mariadb_connect, f"SELECT id, quantity, price, note FROM {table}"))
-        assert got[21] == (21, 7, Decimal("123456.789"), "new") and got[4] == (4, 104, Decimal("6.000"), "n4")
+        assert run.status == "CANCELED", run.error
+        assert columns(connect, table, schema) == ["id", "quantity", "price", "note"]
+        got = dict((r[0], r) for r in rows(connect, f"SELECT id, quantity, price, note FROM {table}"))
+        assert got[4] == (4, 104, Decimal("6.000"), "n4")        # noted, renamed, then updated
+        assert got[10] == (10, 10, Decimal("15.000"), None)      # the renamed column's value from the snapshot
+        assert got[21] == (21, 7, Decimal("123456.789"), "new")
+        assert sorted(got) == [*range(1, 22), 99]
     finally:
-        with mariadb_connect() as conn, conn.cursor() as cur:
-            cur.execute(f"DROP TABLE IF EXISTS {table}")
+        with connect() as conn:
+            conn.cursor().execute(f"DROP TABLE IF EXISTS {table}")

@@ -19,6 +19,7 @@ from seatide.connectors.cdc_way_out import START_OVER
 from seatide.connectors.mysql_cdc.batches import BatchBuilder
 from seatide.connectors.mysql_cdc.binlog_values import EMPTY_SET, LEFT_OUT, layout_difference, prepare, retyped_by_name
 from seatide.connectors.mysql_cdc.catalog import CapturedTable, ServerConfig
+from seatide.connectors.mysql_cdc.ddl import UnknownDdl, altered_table, parse_alter
 from seatide.connectors.mysql_cdc.position import BinlogPosition, lost_position_message
 from seatide.connectors.mysql_cdc.row_images import MISSING, RowCompleter
 from seatide.plugin.base import permanent_in_worker
@@ -91,7 +92,9 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
                 return
             if isinstance(event, QueryEvent):
                 here = BinlogPosition.of(stream.log_file, event.packet.log_pos)
-                _refuse_truncate(event, {k: t for k, t in captured.items() if k not in since or here > since[k]})
+                current = {k: t for k, t in captured.items() if k not in since or here > since[k]}
+                _refuse_truncate(event, current)
+                _follow_alter(event, here, current, behaviour)
                 continue
             name = (getattr(event, "schema", None), getattr(event, "table", None))
             table = captured.get(name)
@@ -153,6 +156,35 @@ def _refuse_truncate(event, captured: dict) -> None:
             f"MySQL-CDC: {table.name} was truncated while the job ran. A TRUNCATE is logged as a statement "
             "without rows, so no sink can apply it, and skipping it would leave the deleted rows in the "
             f"target. Empty the target table yourself and {START_OVER}")
+
+
+def _follow_alter(event, here: BinlogPosition, captured: dict, behaviour: str | None) -> None:
+    """An ALTER TABLE of a captured table that its shape does not hold yet (past ``ddl_at``) stops
+    the query (``SchemaChanged`` with the statement), for the source to apply it to the shape it
+    reads the table with (shapes.py): each statement in its turn, at its place in the stream, with
+    the rows before it read with the shape before it and the rows after it with the one after it
+    (batch_end.py starts a batch at each). One that changes no column is passed over."""
+    schema = event.schema.decode() if isinstance(event.schema, bytes) else event.schema
+    statement = event.query or ""
+    target = altered_table(statement, schema or None)
+    table = captured.get(target) if target is not None else None
+    if table is None or (table.ddl_at is not None and here <= BinlogPosition.of(*table.ddl_at)):
+        return
+    try:
+        changes = parse_alter(statement, schema or None).changes
+    except UnknownDdl as exc:
+        raise permanent_in_worker(
+            f"MySQL-CDC: {table.name} was altered at binlog {here} by a statement whose effect on its columns "
+            f"SeaTide cannot tell ({exc}): {statement}. Reading on would put values in the wrong columns; "
+            f"{START_OVER}") from None
+    if not changes:
+        return
+    if behaviour in (None, "exception"):
+        raise permanent_in_worker(
+            f"MySQL-CDC: the table {table.name} changed while the job ran (at binlog {here}: {statement}) and "
+            "schema.change.behavior = exception. Set schema.change.behavior = evolve (or lenient) to follow "
+            f"its changes, or, to capture the table as it is now, {START_OVER}")
+    raise SchemaChanged(table.name, {"ddl": statement, "schema": schema, "at": [here.file, here.pos]})
 
 
 def _check_layout(table: CapturedTable, layout, behaviour: str | None) -> bool:

@@ -81,6 +81,10 @@ class CapturedTable:
     # Columns dropped or renamed since the job started (schema evolution), last in ``described``:
     # kept for rows from before the change, absent from the table itself.
     retired: tuple[str, ...] = ()
+    # Schema evolution (ddl.py, shapes.py): each described column's id (kept across renames), and
+    # the binlog position [file, pos] the shape is of: DDL statements up to it are in it already.
+    ids: tuple = ()
+    ddl_at: tuple | None = None
 
     @property
     def name(self) -> str:
@@ -110,13 +114,15 @@ class CapturedTable:
     # description with the data source's options, so every batch sees the same layout.
     def to_json(self) -> list:
         return [self.database, self.table, [list(r) for r in self.described], list(self.key), self.time_zone,
-                list(self.charsets), list(self.retired)]
+                list(self.charsets), list(self.retired), list(self.ids),
+                list(self.ddl_at) if self.ddl_at is not None else None]
 
     @classmethod
     def from_json(cls, data: list) -> "CapturedTable":
         database, table, described, key, zone, *rest = data
-        return cls(database, table, tuple(tuple(r) for r in described), tuple(key), zone,
-                   tuple(rest[0]) if rest else (), tuple(rest[1]) if len(rest) > 1 else ())
+        rest += [()] * (3 - len(rest)) + [None] * (4 - max(3, len(rest)))
+        return cls(database, table, tuple(tuple(r) for r in described), tuple(key), zone, tuple(rest[0]),
+                   tuple(rest[1]), tuple(rest[2]), tuple(rest[3]) if rest[3] is not None else None)
 
 
 class CatalogError(Exception):

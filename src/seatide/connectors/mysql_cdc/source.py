@@ -17,12 +17,16 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from seatide.connectors.cdc_evolution import change_behaviour
 from seatide.connectors.cdc_tables import pattern_refusal, split_names
 from seatide.connectors.jdbc.url import MYSQL, JdbcUrl, JdbcUrlError
-from seatide.connectors.mysql_cdc.catalog import CapturedTable, CatalogError, ServerConfig, captured_table, check_binlog
+from seatide.connectors.cdc_way_out import START_OVER
+from seatide.connectors.mysql_cdc.catalog import (CapturedTable, CatalogError, ServerConfig, captured_table,
+                                                  check_binlog, current_position)
 from seatide.connectors.mysql_cdc.columns import UnsupportedColumn
+from seatide.connectors.mysql_cdc.ddl import UnknownDdl
 from seatide.connectors.mysql_cdc.options import MYSQL_CDC_OPTIONS, SERVER_ID_RANGE
 from seatide.connectors.mysql_cdc.position import BinlogPosition, StreamOffset, binlog_behind
+from seatide.connectors.mysql_cdc.shapes import ShapeError, after_ddl, numbered
 from seatide.plugin.base import HeldPosition, PermanentError, ReadContext, Source, use_python_data_source
-from seatide.plugin.evolution import RETIRED
+from seatide.plugin.evolution import COLUMN_ID, RETIRED
 from seatide.plugin.options import OptionError
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ALL_KINDS, ROW_KIND_COLUMN, RowKind
@@ -31,6 +35,7 @@ from seatide.plugin.tables import TableLayout
 from seatide.plugin.types import source_metadata
 
 _MYSQL = "seatide.mysql_column"     # field metadata: the column's description (name, types, charset)
+_DDL_AT = "seatide.mysql_ddl_at"    # field metadata: the binlog position [file, pos] the table's shape is of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -172,8 +177,10 @@ class MySqlCdcSource(Source):
         return {t.name: self._fields(t) for t in self._read_tables}
 
     def _as_read(self, tables: list, ctx: ReadContext) -> list:
-        """The tables as the server has them now, and the columns dropped or renamed since the
-        shapes the pipeline last ran with, kept as retired: binlog rows from before still carry them."""
+        """The tables as the stream is at them: a table new to the pipeline as the server describes it
+        now; a known one with the shape kept with the checkpoint and, when the query starts again at
+        an ALTER TABLE of it (``ctx.seen``), that one statement applied (shapes.py). Never the
+        server's own description of a known table: it may be several changes further."""
         if self.behaviour == "exception" or not ctx.known_tables:
             return tables
         from pyspark.sql.types import StructType
@@ -183,12 +190,9 @@ class MySqlCdcSource(Source):
             if table.name not in ctx.known_tables:
                 shaped.append(table)
                 continue
-            known = StructType.fromJson(json.loads(ctx.known_tables[table.name]))
-            live = {row[0] for row in table.described}
-            gone = [json.loads(f.metadata[_MYSQL]) for f in known.fields if f.name not in live and _MYSQL in f.metadata]
-            shaped.append(replace(table, described=(*table.described, *[tuple(g[:5]) for g in gone]),
-                                  charsets=(*(table.charsets or (None,) * len(table.described)), *[g[5] for g in gone]),
-                                  retired=tuple(g[0] for g in gone)))
+            kept = _kept(table, StructType.fromJson(json.loads(ctx.known_tables[table.name])))
+            seen = (ctx.seen or {}).get(table.name)
+            shaped.append(kept if seen is None else _changed(kept, seen, table))
         return shaped
 
     def discover(self, config: ServerConfig, check: bool = True) -> "tuple[list[CapturedTable], StructType]":
@@ -200,7 +204,9 @@ class MySqlCdcSource(Source):
             with config.connect() as conn:
                 if check:
                     check_binlog(conn, f"{config.host}:{config.port}")
-                tables = [captured_table(conn, config, db, t) for db, t in config.tables]
+                # taken before the tables are described: a DDL statement after it is applied from the binlog
+                at = _position(conn)
+                tables = [numbered(captured_table(conn, config, db, t), at) for db, t in config.tables]
         except (CatalogError, UnsupportedColumn) as exc:
             raise PermanentError(f"MySQL-CDC: {exc}") from None
         except Exception as exc:  # pymysql's errors: access denied, unknown host, ...
@@ -221,10 +227,13 @@ class MySqlCdcSource(Source):
         # each field names its column's type, for a Jdbc sink that creates a MySQL table, and carries
         # its description (its shape kept with the checkpoint: schema evolution)
         charsets = table.charsets or (None,) * len(table.described)
+        ids = table.ids or (None,) * len(table.described)
+        at = {_DDL_AT: json.dumps(list(table.ddl_at))} if table.ddl_at is not None else {}
         return T.StructType([T.StructField(c.name, c.spark_type, True, {
             **source_metadata(MYSQL, c.column_type), _MYSQL: json.dumps([*row[:5], charset]),
+            **({COLUMN_ID: i} if i is not None else {}), **at,
             **({RETIRED: True} if c.name in table.retired else {})})
-            for c, row, charset in zip(table.columns, table.described, charsets)])
+            for c, row, charset, i in zip(table.columns, table.described, charsets, ids)])
 
     # -- tables ----------------------------------------------------------------------------
     def multi_table(self) -> bool:
@@ -295,6 +304,43 @@ class MySqlCdcSource(Source):
         behind, lost = binlog_behind(position, logs)
         state = "purged" if lost else "behind" if behind is not None else "file not on this server"
         return HeldPosition(str(position), behind, lost=lost, state=state)
+
+
+def _position(conn) -> list | None:
+    try:
+        at = current_position(conn)
+    except CatalogError:        # no binlog: the read says so where it checks
+        return None
+    return [at.file, at.pos]
+
+
+def _kept(server: CapturedTable, known: "StructType") -> CapturedTable:
+    """The table with the shape kept with the checkpoint (``server``: as described now, for its key)."""
+    fields = [f for f in known.fields if _MYSQL in (f.metadata or {})]
+    rows = [json.loads(f.metadata[_MYSQL]) for f in fields]
+    at = next((json.loads(f.metadata[_DDL_AT]) for f in fields if _DDL_AT in f.metadata), None)
+    return numbered(replace(server, described=tuple(tuple(r[:5]) for r in rows), charsets=tuple(r[5] for r in rows),
+                            retired=tuple(f.name for f in fields if f.metadata.get(RETIRED)),
+                            ids=tuple(f.metadata.get(COLUMN_ID) for f in fields),
+                            ddl_at=tuple(at) if at is not None else None), None)
+
+
+def _changed(kept: CapturedTable, seen: dict, server: CapturedTable) -> CapturedTable:
+    """The kept shape after the change the stream stopped at: an ALTER TABLE statement (binlog.py)."""
+    if not isinstance(seen, dict) or "ddl" not in seen:
+        detail = seen.get("binlog") if isinstance(seen, dict) else seen
+        raise PermanentError(
+            f"MySQL-CDC: the binlog rows of {kept.name} have other columns than its DDL statements read so far "
+            f"give it ({detail}), so their values cannot be matched to columns. This happens when the table was "
+            f"altered before the job's start position; {START_OVER}")
+    at = tuple(seen["at"])
+    try:
+        return after_ddl(kept, seen["ddl"], seen.get("schema"), at, server)
+    except (UnknownDdl, ShapeError) as exc:
+        raise PermanentError(
+            f"MySQL-CDC: cannot follow the change of {kept.name} at binlog {at[0]}:{at[1]}: {exc}. The statement: "
+            f"{seen['ddl']}. Its columns after it are not known, and reading on would put values in the wrong "
+            f"columns; {START_OVER}") from None
 
 
 def _legacy_tables(ctx: ReadContext) -> list[str] | None:
