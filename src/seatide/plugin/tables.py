@@ -14,7 +14,9 @@ its per-table Arrow batches with ``TableLayout.tag`` (the other tables' structs 
 arrays: a validity bit per row); a source that builds rows with Spark unions per-table frames
 tagged with a literal index (``TableLayout.tagged``), so that filtering one table out of the
 union reads only that table (Spark prunes the other children). ``TableLayout.table_frame``
-takes one table's rows back out, as a sink writes them. See docs/design/multi-table.md.
+takes one table's rows back out, as a sink writes them. A source whose tables are read apart
+anyway (the Jdbc source) gives them apart instead (``TableRows.per_table``): Spark analyses a
+union whole for every table taken out of it. See docs/design/multi-table.md.
 """
 
 from __future__ import annotations
@@ -98,6 +100,19 @@ class TableLayout:
                   for f in self.structs[index].fields]
         return df.where(F.col(TABLE_COLUMN) == index).select(*fields, F.col(ROW_KIND_COLUMN))
 
+    def rows_of(self, rows: "TableRows", index: int, spark) -> "DataFrame":
+        """Table ``index``'s rows of a batch, as ``table_frame`` gives them: from the tables the
+        source kept apart when it did (none in the batch: an empty frame of the table's fields),
+        else out of the tagged frame."""
+        if rows.per_table is None:
+            return self.table_frame(rows.frame, index)
+        if index in rows.per_table:
+            return rows.per_table[index]
+        from pyspark.sql import types as T
+
+        fields = [*self.structs[index].fields, T.StructField(ROW_KIND_COLUMN, T.ByteType(), True)]
+        return spark.createDataFrame([], T.StructType(fields))
+
     # -- Arrow (Python readers, wherever they run) --------------------------------------------
     @cached_property
     def arrow_structs(self) -> tuple["pa.DataType", ...]:
@@ -177,12 +192,18 @@ class TableRows:
     ``frame`` is in the tagged shape. ``tables``: the indexes that may have rows (None: unknown,
     the runtime counts them). ``separable``: filtering one table out of ``frame`` reads only that
     table (a union of per-table frames); when False the runtime persists the batch before
-    taking tables out of it, so the source is read once."""
+    taking tables out of it, so the source is read once.
 
-    frame: "DataFrame"
+    ``per_table``: each table's rows apart (its fields and ``__row_kind``), from a source that
+    reads its tables apart (the Jdbc source); ``frame`` is then None. Taking a table out of a
+    union of every table costs Spark an analysis of the whole union for each table, and again
+    when it plans the table's write: at 100 tables, minutes before the first row moved."""
+
+    frame: "DataFrame | None"
     tables: tuple[int, ...] | None = None
     separable: bool = False
     counts: dict[int, int] = field(default_factory=dict)     # rows per table, when counted
+    per_table: "dict[int, DataFrame] | None" = None
 
 
 __all__ = ["TABLE_COLUMN", "TableFrames", "TableLayout", "TableRoute", "TableRows", "struct_column"]

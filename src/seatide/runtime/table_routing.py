@@ -6,7 +6,8 @@ each sink gets every table's rows, through the transforms between the source and
 applied to that table alone, as a ``TableFrames`` for its one writer, which decides the batch
 once for every table. Only tables with rows in the batch are written; a table is read out of
 the batch with a filter on its tag, so a batch that cannot be filtered without reading the
-source again (CDC's interleaved rows) is persisted first and counted per table in one job.
+source again (CDC's interleaved rows) is persisted first and counted per table in one job. A
+source that reads its tables apart (the Jdbc source) gives them apart (``TableRows.per_table``).
 """
 
 from __future__ import annotations
@@ -50,19 +51,19 @@ class RoutedPipeline:
         """Each table's rows for ``sink``, through the transforms before it."""
         present = set(rows.tables or ())
         routes = sink.plugin.routes or [TableRoute(0, self.layout.names[0], sink.plugin.catalog, sink.plugin)]
-        frames = {route.index: self._through(rows.frame, route.index, sink)
+        frames = {route.index: self._through(rows, route.index, sink)
                   for route in routes if route.index in present}
 
         def schema_of(index: int):
             if (sink.plugin_id, index) not in self._schemas:      # analysed once, not per batch
-                self._schemas[(sink.plugin_id, index)] = self._through(rows.frame, index, sink).schema
+                self._schemas[(sink.plugin_id, index)] = self._through(rows, index, sink).schema
             return self._schemas[(sink.plugin_id, index)]
 
         return TableFrames(frames, {i: n for i, n in rows.counts.items() if i in frames}, schema_of)
 
-    def _through(self, frame, index: int, sink):
-        """Table ``index``'s rows of ``frame`` after the transforms between the source and ``sink``."""
-        df = self.layout.table_frame(frame, index)
+    def _through(self, rows: TableRows, index: int, sink):
+        """Table ``index``'s rows of the batch after the transforms between the source and ``sink``."""
+        df = self.layout.rows_of(rows, index, self.spark)
         upstream = self.source.output or self.source.name
         for spec in self.pipeline.chain(sink.plugin_id):
             ctx = TransformContext(spark=self.spark, input_name=upstream,

@@ -239,9 +239,10 @@ class JdbcSource(Source):
                 return self._one().read(ctx)
             for part in self._parts:
                 part._described()
-            if not ctx.micro_batch:      # each table by Spark's parallel reader, tagged (plugin.tables)
-                layout = self.table_layout(ctx)
-                return layout.union([layout.tagged(p._parallel(ctx), i) for i, p in enumerate(self._parts)])
+            if not ctx.micro_batch:      # one descriptor per table, each read by Spark's parallel reader
+                from seatide.connectors.jdbc.table_plans import DESCRIPTORS
+
+                return ctx.spark.createDataFrame([(i, None) for i in range(len(self._parts))], DESCRIPTORS)
             return self._planned(ctx)
         self._described()
         if ctx.micro_batch and ctx.expand_batches:
@@ -254,18 +255,19 @@ class JdbcSource(Source):
             self._resolve_partition_column()
 
     def batch_rows(self, batch: "DataFrame", ctx: ReadContext) -> TableRows:
-        """A micro-batch's split descriptors as the tables' rows, read by Spark's JDBC reader: one
-        partition per descriptor, a union of the tables (plain BATCH: the union ``read`` made)."""
-        layout, parts = self.table_layout(ctx), self._tables_read()
+        """A batch's descriptors as each table's rows apart (``TableRows.per_table``), read by
+        Spark's JDBC reader: in a micro-batch, one partition per split descriptor; in the plain
+        batch, every table by Spark's parallel reader. Never a union of the tables: taking each
+        table back out of one would cost an analysis of the whole union per table."""
+        parts = self._tables_read()
         if not ctx.micro_batch:
-            return TableRows(batch, tables=tuple(range(len(parts))), separable=True)
+            frames = {i: p._parallel(ctx) for i, p in enumerate(parts)}
+            return TableRows(None, tables=tuple(frames), separable=True, per_table=frames)
         runs: dict[int, list[str]] = {}
         for table, predicate in batch.collect():          # a few descriptors, never rows
             runs.setdefault(int(table), []).append(predicate or "1 = 1")
-        if not runs:
-            return TableRows(ctx.spark.createDataFrame([], layout.spark_schema()), tables=(), separable=True)
-        frames = [layout.tagged(parts[i]._predicated(ctx, predicates), i) for i, predicates in sorted(runs.items())]
-        return TableRows(layout.union(frames), tables=tuple(sorted(runs)), separable=True)
+        frames = {i: parts[i]._predicated(ctx, predicates) for i, predicates in sorted(runs.items())}
+        return TableRows(None, tables=tuple(frames), separable=True, per_table=frames)
 
     def _planned(self, ctx: ReadContext) -> "DataFrame":
         """The stream of split descriptors of every table (connectors/jdbc/table_plans.py)."""
