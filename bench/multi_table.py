@@ -330,7 +330,8 @@ def cdc(args) -> None:
 env {{ job.mode = "STREAMING", checkpoint.interval = {args.interval_ms} }}
 source {{ Postgres-CDC {{ base-url = "jdbc:postgresql://127.0.0.1:{server.port}/bench", username = "postgres",
                          password = "", table-names = [{", ".join(f'"bench.public.{n}"' for n in names)}] }} }}
-sink {{ Jdbc {{ url = "jdbc:mariadb://127.0.0.1:3306/{target}", user = "root", password = "", database = "{target}" }} }}
+sink {{ Jdbc {{ url = "jdbc:mariadb://127.0.0.1:3306/{target}", user = "root", password = "", database = "{target}",
+               primary_keys = ["id"] }} }}
 """
         stop = threading.Event()
         written = [0]
