@@ -343,3 +343,45 @@ def test_changes_made_back_to_back_reach_the_target_each_in_its_turn(local, requ
     finally:
         with connect() as conn:
             conn.cursor().execute(f"DROP TABLE IF EXISTS {table}")
+
+
+# A rename and a drop with no row of the table between them: pgoutput sends them as one Relation
+GAP = ["ALTER TABLE items ADD COLUMN note text", "UPDATE items SET note = 'n' || id WHERE id <= 5",
+       "ALTER TABLE items RENAME COLUMN qty TO quantity", "ALTER TABLE items DROP COLUMN name",
+       "UPDATE items SET quantity = quantity + 100 WHERE id BETWEEN 3 AND 8", LAST]
+
+
+def test_postgres_cdc_tells_a_rename_from_a_drop_when_two_changes_arrive_as_one_relation(local, shop):
+    """Two changes with no row between them reach Postgres-CDC as one Relation message, whose columns
+    name no identity: the job takes each column's attnum from the server's catalog (a rename keeps
+    it), so qty renamed to quantity next to name dropped stays a rename and no older value is nulled."""
+    server, db = shop
+    table = f"evo_{secrets.token_hex(3)}"
+    job = cdc_job(server, db, f'Jdbc {{ url = "jdbc:postgresql://127.0.0.1:5432/test", user = "postgres", '
+                              f'password = "", table = "{table}", primary_keys = ["id"] }}', "evolve")
+
+    def drive(store, job_id):
+        try:
+            wait_for(lambda: len(rows(pg_connect, f"SELECT id FROM {table}")) == 20, "the snapshot")
+            with server.connect(db) as conn:
+                for statement in GAP:
+                    conn.execute(statement)
+            wait_for(lambda: rows(pg_connect, f"SELECT id FROM {table} WHERE id = 99") == [(99,)], "the last row")
+            drive.ok = True
+        finally:
+            request_stop(store, job_id, savepoint=False, actor="test")
+
+    drive.ok = False
+    try:
+        run = local.run(job, stop_after=drive)
+        assert drive.ok, run.error
+        assert run.status == "CANCELED", run.error
+        assert columns(pg_connect, table, "public") == ["id", "quantity", "price", "note"]
+        got = dict((r[0], r) for r in rows(pg_connect, f"SELECT id, quantity, price, note FROM {table}"))
+        assert got[2] == (2, 2, Decimal("3.00"), "n2")             # renamed, never updated: kept
+        assert got[4] == (4, 104, Decimal("6.00"), "n4")
+        assert got[10] == (10, 10, Decimal("15.00"), None)
+        assert sorted(got) == [*range(1, 21), 99]
+    finally:
+        with pg_connect() as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {table}")

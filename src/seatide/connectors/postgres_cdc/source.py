@@ -19,9 +19,10 @@ from seatide.connectors.postgres_cdc import slot
 from seatide.connectors.postgres_cdc.options import PG_CDC_OPTIONS, UNSUPPORTED
 from seatide.connectors.cdc_tables import pattern_refusal, split_names
 from seatide.connectors.cdc_evolution import change_behaviour
+from seatide.connectors.postgres_cdc.shapes import ShapeError, catalog_columns, relation_ids
 from seatide.connectors.postgres_cdc.tables import TableColumn, TableError, columns_of_relation, describe, split_name
 from seatide.plugin.base import HeldPosition, PermanentError, ReadContext, Source, use_python_data_source
-from seatide.plugin.evolution import RETIRED, live_fields
+from seatide.plugin.evolution import COLUMN_ID, RETIRED, live_fields
 from seatide.plugin.options import OptionError
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ALL_KINDS, ROW_KIND_COLUMN, RowKind
@@ -199,14 +200,28 @@ class PostgresCdcSource(Source):
                 known = _shape(ctx.known_tables, name)
                 columns = list(table.columns)
                 if ctx.seen and name in ctx.seen:
-                    columns = columns_of_relation(conn, table.qualified, ctx.seen[name])
+                    columns = self._relation_columns(conn, table, ctx.seen[name], known)
                 elif known is not None:
                     columns = [_column(f) for f in live_fields(known)]
                 if known is not None:
-                    live = {c.name for c in columns}
-                    columns += [replace(_column(f), retired=True) for f in known.fields if f.name not in live]
+                    live, ids = {c.name for c in columns}, {c.attnum for c in columns}
+                    # a column renamed from keeps its values for rows from before, not its id
+                    columns += [replace(c, retired=True, attnum=None if c.attnum in ids else c.attnum)
+                                for c in map(_column, known.fields) if c.name not in live]
                 shaped.append(replace(table, columns=tuple(columns)))
         return shaped
+
+    @staticmethod
+    def _relation_columns(conn, table, relation: list[list], known) -> list[TableColumn]:
+        """The columns a Relation message showed, with their attnums (shapes.py)."""
+        kept = None if known is None else [(c.name, c.type_oid, c.typmod, c.attnum)
+                                            for c in map(_column, live_fields(known))]
+        catalog = catalog_columns(conn, table.ident().as_string(conn))
+        try:
+            ids = relation_ids(table.qualified, relation, catalog, kept)
+        except ShapeError as exc:
+            raise TableError(str(exc)) from None
+        return columns_of_relation(conn, table.qualified, relation, ids)
 
     def read(self, ctx: ReadContext) -> "DataFrame":
         if not ctx.unbounded:
@@ -278,7 +293,8 @@ class PostgresCdcSource(Source):
         # carries what the stream needs to read it again (its shape kept with the checkpoint)
         return T.StructType([T.StructField(c.name, parse_type(c.seatunnel), True,
                                            {**source_metadata(POSTGRESQL, c.declared), _PG: json.dumps(c.to_json()),
-                                            **({RETIRED: True} if c.retired else {})})
+                                            **({RETIRED: True} if c.retired else {}),
+                                            **({COLUMN_ID: c.attnum} if c.attnum is not None else {})})
                              for c in table.columns])
 
     @classmethod

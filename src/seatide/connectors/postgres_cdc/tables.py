@@ -30,10 +30,11 @@ class TableColumn:
     type_oid: int = 0      # pg_attribute.atttypid and atttypmod, as pgoutput's Relation messages name them
     typmod: int = -1
     retired: bool = False  # dropped or renamed since the job started: only rows from before carry it
+    attnum: int | None = None   # pg_attribute.attnum: kept by a rename (shapes.py); None in shapes kept before
 
     def to_json(self) -> list:
         return [self.name, self.typname, self.sql_type, self.seatunnel, self.declared, self.type_oid, self.typmod,
-                self.retired]
+                self.retired, self.attnum]
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def split_name(text: str, database: str, default_schema: str) -> tuple[str, str,
 # domain (of a domain...) is typed by the type at the bottom, with that domain's modifier.
 _COLUMNS = """
 SELECT a.attname, base.oid, base.typmod, format_type(a.atttypid, a.atttypmod), format_type(base.oid, base.typmod),
-       a.atttypid, a.atttypmod
+       a.atttypid, a.atttypmod, a.attnum
 FROM pg_attribute a CROSS JOIN LATERAL (
     WITH RECURSIVE chain(oid, typmod, depth) AS (
         SELECT a.atttypid, a.atttypmod, 0
@@ -160,26 +161,29 @@ ORDER BY depth DESC LIMIT 1"""
 
 
 def _columns(conn, table: str, described: list[tuple]) -> list[TableColumn]:
-    """(name, base oid, base typmod, its type's text, the base type's text, atttypid, atttypmod) rows."""
+    """(name, base oid, base typmod, its type's text, the base type's text, atttypid, atttypmod,
+    attnum) rows."""
     types = lookup(conn, [row[1] for row in described])
     columns = []
-    for column, oid, typmod, sql_type, base_type, type_oid, type_mod in described:
+    for column, oid, typmod, sql_type, base_type, type_oid, type_mod, attnum in described:
         try:
             columns.append(TableColumn(column, types[oid].name, sql_type, seatunnel_type(types[oid], typmod),
-                                       base_type if is_portable(types[oid]) else None, int(type_oid), int(type_mod)))
+                                       base_type if is_portable(types[oid]) else None, int(type_oid), int(type_mod),
+                                       attnum=None if attnum is None else int(attnum)))
         except UnsupportedType as exc:
             raise TableError(f"column {table}.{column}: {exc}; leave the table out or "
                              "change the column's type") from None
     return columns
 
 
-def columns_of_relation(conn, table: str, relation: list[list]) -> list[TableColumn]:
+def columns_of_relation(conn, table: str, relation: list[list], ids: list | None = None) -> list[TableColumn]:
     """The columns a Relation message names ([name, type oid, typmod] each), described as
-    ``describe`` describes a table's: what a table looks like at that point of the stream."""
+    ``describe`` describes a table's: what a table looks like at that point of the stream.
+    ``ids``: their attnums (shapes.relation_ids), where known."""
     described = []
-    for name, oid, typmod in relation:
+    for (name, oid, typmod), attnum in zip(relation, ids or [None] * len(relation)):
         base_oid, base_mod, sql_type, base_type = conn.execute(_TYPE, {"oid": oid, "typmod": typmod}).fetchone()
-        described.append((name, base_oid, base_mod, sql_type, base_type, oid, typmod))
+        described.append((name, base_oid, base_mod, sql_type, base_type, oid, typmod, attnum))
     return _columns(conn, table, described)
 
 
