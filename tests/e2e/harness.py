@@ -145,3 +145,19 @@ class InProcessCluster:
                 stopper.join(timeout=60)
         self.worker.record_exit(attempt.attempt_id, code)   # the worker's own reaping
         return code
+
+
+def wait_for(condition, what: str, deadline_s: float = 120.0) -> None:
+    """Poll ``condition`` until it returns True; an exception counts as not yet (a target
+    table not created yet). Fails naming ``what`` and the last answer at the deadline."""
+    deadline = time.monotonic() + deadline_s
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = condition()
+        except Exception as exc:   # noqa: BLE001 - not there yet
+            last = exc
+        if last is True:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")

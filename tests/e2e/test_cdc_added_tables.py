@@ -7,37 +7,16 @@ control plane and runtime in the shared SparkSession (tests/e2e/harness.py)."""
 from __future__ import annotations
 
 import secrets
-import time
 
 import pytest
 
 from seatide import intents
 from seatide.store.jobs import request_stop
 from tests.databases.jobs import mariadb_connect, pg_connect
-from tests.e2e.harness import InProcessCluster
+from tests.e2e.harness import wait_for
 
 pytestmark = pytest.mark.spark
 
-DEADLINE_S = 120.0
-
-
-@pytest.fixture
-def local(spark, tmp_path):
-    return InProcessCluster(spark, str(tmp_path / "data"))
-
-
-def wait_for(condition, what: str):
-    deadline = time.monotonic() + DEADLINE_S
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = condition()
-        except Exception as exc:   # noqa: BLE001 - a target not created yet
-            last = exc
-        if last is True:
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
 def stopping(when, changes, savepoint: bool = False):

@@ -10,7 +10,6 @@ import pymysql
 import pytest
 
 from seatide.connectors.jdbc.url import JdbcUrl
-from tests.e2e.harness import InProcessCluster
 from tests import every_type
 from tests.every_type import (MY_COLUMNS, PG_COLUMNS, PG_NOT_PORTABLE, create_table, pg_extras, read_back,
                               same_values, unique)
@@ -27,11 +26,6 @@ def pg():
 
 def mariadb():
     return pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", database="test", autocommit=True)
-
-
-@pytest.fixture
-def local(spark, tmp_path):
-    return InProcessCluster(spark, str(tmp_path / "data"))
 
 
 @pytest.fixture

@@ -9,14 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from seatide.store.jobs import request_stop
-from tests.e2e.harness import InProcessCluster
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture
-def local(spark, tmp_path):
-    return InProcessCluster(spark, str(tmp_path / "data"))
 
 
 def parquet_ids(path: str) -> list[int]:

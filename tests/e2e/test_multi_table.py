@@ -15,14 +15,8 @@ from seatide import failpoints
 from seatide.config.loader import ConfigError, load_job_text
 from seatide.store import schema as s
 from tests.databases.jobs import mariadb_connect, pg_connect
-from tests.e2e.harness import InProcessCluster
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture
-def local(spark, tmp_path):
-    return InProcessCluster(spark, str(tmp_path / "data"))
 
 
 def two_tables(rows1: int = 30, rows2: int = 20, splits: int = 3) -> str:

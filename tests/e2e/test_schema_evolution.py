@@ -14,16 +14,10 @@ import pytest
 
 from seatide.store.jobs import request_stop
 from tests.databases.jobs import mariadb_connect, pg_connect
-from tests.e2e.harness import InProcessCluster
+from tests.e2e.harness import wait_for
 
 pytestmark = pytest.mark.spark
 
-DEADLINE_S = 120.0
-
-
-@pytest.fixture
-def local(spark, tmp_path):
-    return InProcessCluster(spark, str(tmp_path / "data"))
 
 
 @pytest.fixture
@@ -59,20 +53,6 @@ sink {{ {sink} }}
 
 # Files take every row kind as a field: the changes stay visible as rows
 KINDS = 'RowKindExtractor { custom_field_name = "op" }'
-
-
-def wait_for(condition, what: str):
-    deadline = time.monotonic() + DEADLINE_S
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = condition()
-        except Exception as exc:   # noqa: BLE001 - a target not created yet
-            last = exc
-        if last is True:
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
 def columns(connect, table: str, schema: str) -> list[str]:

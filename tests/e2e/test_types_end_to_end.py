@@ -11,7 +11,6 @@ import os
 
 import pytest
 
-from tests.e2e.harness import InProcessCluster
 
 pytestmark = pytest.mark.spark
 
@@ -99,11 +98,6 @@ def assert_sink(name: str, rules: list[str], rows: int = 2) -> str:
 def job(source: str, transforms: str, sinks: str, env: str = "") -> str:
     return (f"env {{\n job.mode = BATCH\n job.retry.times = 0\n {env}\n}}\nsource {{ {source} }}\n"
             f"transform {{ {transforms} }}\nsink {{ {sinks} }}\n")
-
-
-@pytest.fixture
-def local(spark, tmp_path):
-    return InProcessCluster(spark, str(tmp_path / "data"))
 
 
 def finished(run) -> None:
