@@ -1,10 +1,17 @@
-"""Shared pieces of the Iceberg tests: catalogs (a warehouse directory, SQLite, PostgreSQL), a sink
-writer on the shared SparkSession, change rows, and reading a table back with pyiceberg's scan."""
+"""Shared pieces of the Iceberg tests: catalogs (a warehouse directory, SQLite, PostgreSQL, a REST
+catalog), a sink writer on the shared SparkSession, change rows, and reading a table back with
+pyiceberg's scan."""
 
 from __future__ import annotations
 
 import io
+import os
 import secrets
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -15,15 +22,62 @@ from seatide.plugin.base import SinkContext
 from seatide.plugin.options import read_options
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
 from seatide.runtime.commit_log import SinkCommitLog, write_exactly_once
+from seatide.testing.cluster import free_port
 from tests.connectors.test_jdbc_sink import FencedDecisions  # the fence is the test's
 
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+REST_STARTUP_DEADLINE_S = 60.0
 
 
-@pytest.fixture(params=["hadoop", "jdbc-sqlite", "jdbc-postgresql"])
+@dataclass(frozen=True)
+class RestServer:
+    url: str
+    root: str
+    process: subprocess.Popen
+
+    def config(self) -> dict:
+        """A ``type = "rest"`` catalog config with a warehouse of its own (the server's prefix)."""
+        return {"type": "rest", "uri": self.url, "warehouse": f"w{secrets.token_hex(5)}"}
+
+
+@pytest.fixture(scope="session")
+def iceberg_rest_server(tmp_path_factory):
+    """SeaTide's Iceberg REST catalog test server (seatide.testing.iceberg_rest), a process of its
+    own on a free port, shared by the session: each test takes its own warehouse name."""
+    root = str(tmp_path_factory.mktemp("iceberg-rest"))
+    port = free_port()
+    log = open(os.path.join(root, "server.log"), "wb")
+    process = subprocess.Popen([sys.executable, "-m", "seatide.testing.iceberg_rest", "--port", str(port),
+                                "--warehouse", os.path.join(root, "warehouse")], stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + REST_STARTUP_DEADLINE_S
+    try:
+        while True:
+            assert process.poll() is None, open(os.path.join(root, "server.log")).read()
+            try:
+                with urllib.request.urlopen(url + "/v1/config", timeout=2):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "the Iceberg REST catalog server did not answer in time"
+                time.sleep(0.05)
+        yield RestServer(url, root, process)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+@pytest.fixture(params=["hadoop", "jdbc-sqlite", "jdbc-postgresql", "rest"])
 def catalog_config(request, tmp_path):
     """``iceberg.catalog.config`` of each kind SeaTide writes to."""
     warehouse = f"file://{tmp_path}/warehouse"
+    if request.param == "rest":
+        yield request.getfixturevalue("iceberg_rest_server").config()
+        return
     if request.param == "hadoop":
         yield {"type": "hadoop", "warehouse": warehouse}
         return

@@ -56,11 +56,14 @@ def test_jdbc_catalog_keeps_icebergs_own_tables(spark, tmp_path):
     assert [r[:3] for r in rows] == [("lake", "ns", "t")] and rows[0][3].endswith(".metadata.json")
 
 
-def test_a_racing_attempt_of_the_same_batch_loses_and_commits_nothing(spark, tmp_path, monkeypatch):
+@pytest.mark.parametrize("kind", ["hadoop", "rest"])
+def test_a_racing_attempt_of_the_same_batch_loses_and_commits_nothing(spark, tmp_path, monkeypatch, request, kind):
     """Two attempts of batch 0 (a zombie and its replacement): the first is held after its check,
-    the second commits; the first's commit then fails on the moved head, it looks again, finds
-    the batch and writes nothing more. One snapshot, every row once."""
-    config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
+    the second commits; the first's commit then fails on the moved head (a REST catalog answers
+    409 to its assert-ref-snapshot-id), it looks again, finds the batch and writes nothing more.
+    One snapshot, every row once."""
+    config = ({"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"} if kind == "hadoop"
+              else request.getfixturevalue("iceberg_rest_server").config())
     gate = str(tmp_path / "gate")
     monkeypatch.setitem(failpoints._POINTS, "iceberg.before_commit", f"gate:0:{gate}")
     monkeypatch.setitem(failpoints._HITS, "iceberg.before_commit", 0)
