@@ -130,8 +130,11 @@ class PrivateMariaDB:
 
 
 
-def start_private_mariadb(workdir: str) -> tuple[PrivateMariaDB, subprocess.Popen]:
-    """Install a data directory under ``workdir`` and start mariadbd on it; wait until it answers."""
+def start_private_mariadb(workdir: str, server_id: int = 1,
+                          extra_args: tuple[str, ...] = ()) -> tuple[PrivateMariaDB, subprocess.Popen]:
+    """Install a data directory under ``workdir`` and start mariadbd on it; wait until it answers.
+    A replica needs its own ``server_id`` (and ``--log-slave-updates`` in ``extra_args`` to log what
+    it replicates)."""
     datadir = os.path.join(workdir, "data")
     log = os.path.join(workdir, "mariadbd.log")
     install = subprocess.run(
@@ -146,8 +149,8 @@ def start_private_mariadb(workdir: str) -> tuple[PrivateMariaDB, subprocess.Pope
          f"--socket={workdir}/mariadbd.sock", f"--pid-file={workdir}/mariadbd.pid",
          f"--port={port}", "--bind-address=127.0.0.1", f"--log-error={log}",
          f"--log-bin={workdir}/binlog", "--binlog-format=ROW", "--binlog-row-image=FULL",
-         "--binlog-row-metadata=FULL", "--server-id=1", "--innodb-buffer-pool-size=32M",
-         "--innodb-log-file-size=16M", "--performance-schema=OFF", "--skip-name-resolve"],
+         "--binlog-row-metadata=FULL", f"--server-id={server_id}", "--innodb-buffer-pool-size=32M",
+         "--innodb-log-file-size=16M", "--performance-schema=OFF", "--skip-name-resolve", *extra_args],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     import pymysql
 

@@ -9,7 +9,11 @@ size (``row_image_bytes``: every fixed-size column at its size, every other at o
 the count is never below the true one, and a batch never holds more than ``max_rows`` rows
 unless one transaction alone does (a transaction is never split). The batch ends after the
 first commit (``Xid``, or a ``COMMIT``/DDL statement) at which the count reaches ``max_rows``,
-or at the position the server reported, whichever comes first.
+or at the position the server reported, whichever comes first. A captured table's DDL starts a
+batch of its own: the batch before it ends where its transaction (its GTID event) starts.
+
+The same walk collects the GTIDs of the transactions the batch holds whole (``gtids``): the
+offset's GTID position moves by them (``gtid``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import re
 
 from seatide.connectors.mysql_cdc.catalog import CapturedTable, binlog_files
+from seatide.connectors.mysql_cdc.gtid import event_gtid, is_commit
 from seatide.connectors.mysql_cdc.position import BinlogPosition
 
 _PAGE = 2000                                        # events listed per round trip
@@ -41,13 +46,18 @@ def row_image_bytes(table: CapturedTable) -> int:
 
 
 def batch_end(conn, start: BinlogPosition, end: BinlogPosition, tables: list[CapturedTable],
-              max_rows: int) -> BinlogPosition:
-    """The end of the batch that starts at ``start``: ``end``, or an earlier commit's end."""
+              max_rows: int, gtid_kind: str | None = None, gtids: list | None = None) -> BinlogPosition:
+    """The end of the batch that starts at ``start``: ``end``, or an earlier commit's end. With a
+    ``gtid_kind``, the GTIDs of the transactions committed before that end are appended to
+    ``gtids``, in binlog order."""
+    gtids = gtids if gtids is not None else []
+    pending: str | None = None                      # the GTID of the transaction being walked
     captured = {(t.database, t.table): row_image_bytes(t) for t in tables}
     row_bytes: dict[str, int] = {}                  # table id -> its row image bound
     rows = 0.0
     files = binlog_files(conn)
     file, pos = start.file, start.pos
+    boundary = start                                # where the transaction being walked starts
     with conn.cursor() as cur:
         while True:
             events = _events(conn, cur, file, pos)
@@ -56,6 +66,8 @@ def batch_end(conn, start: BinlogPosition, end: BinlogPosition, tables: list[Cap
                 if not later or BinlogPosition.of(later[0], 4) >= end:
                     return end
                 file, pos = later[0], 4
+                if pending is None:
+                    boundary = BinlogPosition.of(file, pos)
                 continue
             for _log, at, kind, _server, stop, info in events:
                 here = BinlogPosition.of(file, stop)
@@ -70,11 +82,18 @@ def batch_end(conn, start: BinlogPosition, end: BinlogPosition, tables: list[Cap
                     found = _ROWS.search(info)
                     if found and found.group(1) in row_bytes:
                         rows += (stop - at) / row_bytes[found.group(1)]
-                elif kind == "Query" and BinlogPosition.of(file, at) != start and _changes_a_table(info, captured):
+                elif kind == "Query" and boundary != start and _changes_a_table(info, captured):
                     # a captured table's DDL starts a batch: rows before it and after it never share one
-                    return BinlogPosition.of(file, at)
-                elif (kind == "Xid" or kind == "Query" and not info.upper().startswith("BEGIN")) and rows >= max_rows:
-                    return here
+                    return boundary
+                if kind == "Gtid" and gtid_kind is not None:
+                    pending = event_gtid(gtid_kind, info)
+                elif is_commit(kind, info):
+                    if pending is not None:
+                        gtids.append(pending)
+                        pending = None
+                    boundary = here
+                    if rows >= max_rows:
+                        return here
                 pos = stop
 
 

@@ -33,11 +33,13 @@ ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
 class BinlogRange(InputPartition):
     """The changes in ``[start, end)`` of the tables ``covered`` (``database.table``; None: every
     captured one); of a table in ``since``, only events ending after its ``[file, pos]`` (a table
-    added to a resumed job: the earlier ones are in its snapshot)."""
+    added to a resumed job: the earlier ones are in its snapshot). ``server``: whose binlog the
+    positions are in."""
 
-    def __init__(self, start: BinlogPosition, end: BinlogPosition, covered=None, since: dict | None = None):
+    def __init__(self, start: BinlogPosition, end: BinlogPosition, covered=None, since: dict | None = None,
+                 server: str | None = None):
         super().__init__((str(start), str(end)))
-        self.start, self.end = start, end
+        self.start, self.end, self.server = start, end, server
         self.covered = frozenset(covered) if covered is not None else None
         self.since = {name: BinlogPosition.of(*at) for name, at in (since or {}).items()}
 
@@ -67,7 +69,7 @@ def read_range(config: ServerConfig, tables: Sequence[CapturedTable], part: Binl
 def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: BinlogRange,
              behaviour: str | None = None) -> Iterator:
     from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.event import QueryEvent, RotateEvent, XidEvent
+    from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
     captured = {(t.database, t.table): t for t in tables
@@ -80,21 +82,26 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
     stream = BinLogStreamReader(
         connection_settings=config.replication_settings, server_id=config.server_id,
         resume_stream=True, log_file=part.start.file, log_pos=part.start.pos, blocking=False,
-        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent, RotateEvent],
+        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent, RotateEvent,
+                     GtidEvent, MariadbGtidEvent],
         only_schemas=sorted({t.database for t in tables}), only_tables=sorted({t.table for t in tables}),
         # A table's map event is decoded once per read: a table id names one table layout
         # (ALTER TABLE gets a new id), and decoding every map event doubled the cost per change.
         freeze_schema=True)
+    gtid = None         # the GTID of the transaction being read (a DDL statement's, for its shape)
     try:
         for event in _events(stream, part.start):
             # A rotate event's position is in the file it ends, not in the one it names.
             if not isinstance(event, RotateEvent) and event.packet.log_pos and BinlogPosition.of(stream.log_file, event.packet.log_pos) > part.end:
                 return
+            if isinstance(event, (GtidEvent, MariadbGtidEvent)):
+                gtid = str(event.gtid)
+                continue
             if isinstance(event, QueryEvent):
                 here = BinlogPosition.of(stream.log_file, event.packet.log_pos)
                 current = {k: t for k, t in captured.items() if k not in since or here > since[k]}
                 _refuse_truncate(event, current)
-                _follow_alter(event, here, current, behaviour)
+                _follow_alter(event, here, current, behaviour, getattr(part, "server", None), gtid)
                 continue
             name = (getattr(event, "schema", None), getattr(event, "table", None))
             table = captured.get(name)
@@ -158,17 +165,22 @@ def _refuse_truncate(event, captured: dict) -> None:
             f"target. Empty the target table yourself and {START_OVER}")
 
 
-def _follow_alter(event, here: BinlogPosition, captured: dict, behaviour: str | None) -> None:
+def _follow_alter(event, here: BinlogPosition, captured: dict, behaviour: str | None, server: str | None = None,
+                  gtid: str | None = None) -> None:
     """An ALTER TABLE of a captured table that its shape does not hold yet (past ``ddl_at``) stops
     the query (``SchemaChanged`` with the statement), for the source to apply it to the shape it
     reads the table with (shapes.py): each statement in its turn, at its place in the stream, with
     the rows before it read with the shape before it and the rows after it with the one after it
-    (batch_end.py starts a batch at each). One that changes no column is passed over."""
+    (batch_end.py starts a batch at each). One that changes no column is passed over. ``ddl_at``
+    names its server and the statement's GTID (``[file, pos, server, gtid]``): a shape of another
+    server's position (kept from before a failover) holds, of this binlog, only the statement of
+    that GTID (the query stopped at it and the failover came before its batch was done); the
+    stream resumed after every earlier one."""
     schema = event.schema.decode() if isinstance(event.schema, bytes) else event.schema
     statement = event.query or ""
     target = altered_table(statement, schema or None)
     table = captured.get(target) if target is not None else None
-    if table is None or (table.ddl_at is not None and here <= BinlogPosition.of(*table.ddl_at)):
+    if table is None or _in_shape(table.ddl_at, here, server, gtid):
         return
     try:
         changes = parse_alter(statement, schema or None).changes
@@ -184,7 +196,18 @@ def _follow_alter(event, here: BinlogPosition, captured: dict, behaviour: str | 
             f"MySQL-CDC: the table {table.name} changed while the job ran (at binlog {here}: {statement}) and "
             "schema.change.behavior = exception. Set schema.change.behavior = evolve (or lenient) to follow "
             f"its changes, or, to capture the table as it is now, {START_OVER}")
-    raise SchemaChanged(table.name, {"ddl": statement, "schema": schema, "at": [here.file, here.pos]})
+    at = [here.file, here.pos] + ([server, gtid] if server is not None else [])
+    raise SchemaChanged(table.name, {"ddl": statement, "schema": schema, "at": at})
+
+
+def _in_shape(ddl_at, here: BinlogPosition, server: str | None, gtid: str | None) -> bool:
+    """Whether a statement logged at ``here`` of ``server`` (GTID ``gtid``) is in a shape of
+    position ``ddl_at``."""
+    if ddl_at is None:
+        return False
+    if len(ddl_at) > 2 and server is not None and ddl_at[2] != server:
+        return len(ddl_at) > 3 and gtid is not None and ddl_at[3] == gtid
+    return here <= BinlogPosition.of(ddl_at[0], ddl_at[1])
 
 
 def _check_layout(table: CapturedTable, layout, behaviour: str | None) -> bool:

@@ -1,9 +1,10 @@
 """Binlog positions and the stream's offsets.
 
-A position is a binlog file and a byte position in it (``binlog.000007:1234``). We chose
-file and position over GTID sets: they mean the same on MySQL and MariaDB (whose GTIDs
+A position is a binlog file and a byte position in it (``binlog.000007:1234``). We read by
+file and position, not by GTID sets: they mean the same on MySQL and MariaDB (whose GTIDs
 differ in form and meaning), every server with ``log_bin`` has them without GTID mode,
-and they order trivially, which a micro-batch needs to read exactly ``[start, end)``.
+and they order trivially, which a micro-batch needs to read exactly ``[start, end)``. The
+GTID position is kept beside them, to find the place again on another server (``gtid``).
 
 An offset is what Spark checkpoints for each micro-batch, as JSON:
 
@@ -28,7 +29,11 @@ are snapshotted, ``backfill`` is ``{"tables": [...], "table": i, "after": k, "fi
 snapshot and are skipped. An offset without ``tables`` (from before) covers the tables the
 pipeline last ran with. ``S`` names the server (MySQL's ``server_uuid``; MariaDB has none, so
   ``server_id:<@@server_id>``): after a failover, a file of the same name on another server
-  holds other changes, so a position is only read on the server it came from.
+  holds other changes, so a position is only read on the server it came from. Offsets with a
+position also keep its GTID position (``gtid``: ``[kind, text]``, see ``gtid``), the transactions
+before it in terms every server of the topology shares: against another server, the stream goes
+on from the first transaction that position does not hold (stream.py); an offset without one
+(from before, or MySQL without ``gtid_mode = ON``) is only read on its own server.
 """
 
 from __future__ import annotations
@@ -72,6 +77,7 @@ class StreamOffset:
     tables: tuple | None = None    # the tables the position covers (None: an offset from before)
     backfill: dict | None = None   # tables added to a resumed job, while their snapshot is read
     since: dict = field(default_factory=dict)   # added table -> [file, pos] its changes start after
+    gtid: tuple | None = None      # (kind, GTID position) of ``position`` (None: not known)
 
     def to_json(self) -> dict:
         if self.phase == START:
@@ -89,6 +95,8 @@ class StreamOffset:
             out["backfill"] = self.backfill
         if self.since:
             out["since"] = self.since
+        if self.gtid is not None:
+            out["gtid"] = list(self.gtid)
         return out
 
     @classmethod
@@ -102,24 +110,35 @@ class StreamOffset:
                        table=data.get("table", 0), after=data.get("after"),
                        splits=tuple(tuple(s) for s in data.get("splits", ())),
                        tables=tuple(tables) if tables is not None else None, backfill=data.get("backfill"),
-                       since=dict(data.get("since") or {}))
+                       since=dict(data.get("since") or {}),
+                       gtid=tuple(data["gtid"]) if data.get("gtid") else None)
         if phase in (SNAPSHOT, START):
             return cls(phase, mode=data.get("mode", ""))
         raise ValueError(f"MySQL-CDC: the checkpoint holds an offset this version cannot read: {data!r}")
 
     @classmethod
     def at(cls, position: BinlogPosition, server: str | None = None, splits: tuple = (),
-           tables: tuple | None = None, since: dict | None = None) -> "StreamOffset":
+           tables: tuple | None = None, since: dict | None = None, gtid: tuple | None = None) -> "StreamOffset":
         """A binlog position; ``since`` entries the position has passed are left out."""
         since = {name: at for name, at in (since or {}).items() if BinlogPosition.of(*at) > position}
-        return cls(BINLOG, position, server=server, splits=splits, tables=tables, since=since)
+        return cls(BINLOG, position, server=server, splits=splits, tables=tables, since=since, gtid=gtid)
 
 
 def other_server_message(position: BinlogPosition, recorded: str, found: str) -> str:
     return (f"MySQL-CDC: the stream resumes from binlog position {position} of server {recorded}, but "
             f"base-url now reaches server {found} (a failover, or another server behind the same "
             "address). Its binlog file of that name holds other changes, so reading it would skip or "
-            f"repeat changes. To copy the tables from this server, {START_OVER}.")
+            f"repeat changes, and the offset has no GTID position to find its place there by (it was written "
+            "before offsets kept one, or by a MySQL server without gtid_mode = ON). To copy the tables from "
+            f"this server, {START_OVER}.")
+
+
+def gtid_not_found_message(gtid: tuple, recorded: str, found: str, why: str) -> str:
+    return (f"MySQL-CDC: the stream resumes after GTID position {gtid[1] or '(empty)'} ({gtid[0]}) of server "
+            f"{recorded}, but base-url now reaches server {found} (a failover, or another server behind the "
+            f"same address) and {why}. Reading it from elsewhere would skip or repeat changes. If it is a "
+            "replica that has not caught up yet, let it catch up and resume the job; if the transactions are "
+            f"lost there, or to copy the tables from this server, {START_OVER}.")
 
 
 def lost_position_message(position: BinlogPosition, first_available: str | None) -> str:

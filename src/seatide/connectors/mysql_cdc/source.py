@@ -19,7 +19,7 @@ from seatide.connectors.cdc_tables import pattern_refusal, split_names
 from seatide.connectors.jdbc.url import MYSQL, JdbcUrl, JdbcUrlError
 from seatide.connectors.cdc_way_out import START_OVER
 from seatide.connectors.mysql_cdc.catalog import (CapturedTable, CatalogError, ServerConfig, captured_table,
-                                                  check_binlog, current_position)
+                                                  check_binlog, current_position, server_identity)
 from seatide.connectors.mysql_cdc.columns import UnsupportedColumn
 from seatide.connectors.mysql_cdc.ddl import UnknownDdl
 from seatide.connectors.mysql_cdc.options import MYSQL_CDC_OPTIONS, SERVER_ID_RANGE
@@ -35,7 +35,7 @@ from seatide.plugin.tables import TableLayout
 from seatide.plugin.types import source_metadata
 
 _MYSQL = "seatide.mysql_column"     # field metadata: the column's description (name, types, charset)
-_DDL_AT = "seatide.mysql_ddl_at"    # field metadata: the binlog position [file, pos] the table's shape is of
+_DDL_AT = "seatide.mysql_ddl_at"    # field metadata: the binlog position [file, pos, server] the table's shape is of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -311,7 +311,7 @@ def _position(conn) -> list | None:
         at = current_position(conn)
     except CatalogError:        # no binlog: the read says so where it checks
         return None
-    return [at.file, at.pos]
+    return [at.file, at.pos, server_identity(conn)]
 
 
 def _kept(server: CapturedTable, known: "StructType") -> CapturedTable:

@@ -3,7 +3,9 @@
 The first micro-batches of ``startup.mode = initial`` read the snapshot (``snapshot``), a
 few key ranges each, and the last of them ends at the binlog position taken just before the
 first; every later micro-batch reads the binlog between its start and end positions
-(``binlog``), so a replayed batch yields the same changes. The driver side asks the server
+(``binlog``), so a replayed batch yields the same changes. Offsets also keep the GTID position
+of their binlog position (``gtid``): resumed against another server (a failover), the stream
+finds its place there by it instead of by file and byte. The driver side asks the server
 where the binlog ends now and cuts the batch at a commit once it may hold ``max_rows`` rows
 (``batch_end``); the workers read.
 Classes live in an importable module because Spark's Python workers unpickle them.
@@ -12,15 +14,19 @@ Classes live in an importable module because Spark's Python workers unpickle the
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Iterator
 
+import pymysql
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 
 from seatide.connectors.mysql_cdc.binlog import BinlogRange, read_range
 from seatide.connectors.mysql_cdc.catalog import (CapturedTable, ServerConfig, binlog_files, current_position,
                                                   server_identity, snapshot_position)
+from seatide.connectors.mysql_cdc.gtid import advance, gtid_at, gtid_kind, locate
 from seatide.connectors.mysql_cdc.position import (BINLOG, SNAPSHOT, START, BinlogPosition, StreamOffset,
-                                                   lost_position_message, other_server_message)
+                                                   gtid_not_found_message, lost_position_message,
+                                                   other_server_message)
 from seatide.connectors.mysql_cdc.batch_end import batch_end
 from seatide.connectors.mysql_cdc.snapshot import SnapshotSplit, next_upper, read_split
 from seatide.plugin.base import permanent_in_worker
@@ -70,6 +76,9 @@ class MySqlCdcReader(DataSourceStreamReader):
         self._checked_start = False
         self._conn = None      # the driver side's connection, kept across micro-batches
         self._server: str | None = None    # the identity of the server base-url reaches
+        self._kind: str | None = None      # its kind of GTIDs (None: none)
+        self._gtids: dict = {}             # position -> its GTID position, asked of the server once
+        self._moved: dict = {}             # (server, position) of another server -> the place here
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -96,13 +105,9 @@ class MySqlCdcReader(DataSourceStreamReader):
             return StreamOffset.at(BinlogPosition.of(binlog_files(conn)[0], 4)).to_json()
 
     def latestOffset(self, start: dict, limit) -> dict:
-        offset = StreamOffset.from_json(start)
         conn = self._connection()
-        if self._server is None:
-            self._server = server_identity(conn)
+        offset = self._here(conn, StreamOffset.from_json(start))
         if offset.phase == SNAPSHOT:
-            if offset.server is not None and offset.server != self._server:
-                raise permanent_in_worker(other_server_message(offset.position, offset.server, self._server))
             return self._next_splits(conn, offset).to_json()
         if offset.phase == BINLOG and not self._checked_start:
             self._check_available(conn, offset)
@@ -115,9 +120,59 @@ class MySqlCdcReader(DataSourceStreamReader):
         end = current_position(conn)
         if offset.phase == BINLOG and end <= offset.position:
             return start
-        if offset.phase == BINLOG:
-            end = batch_end(conn, offset.position, end, self._tables(), self.max_rows)
-        return StreamOffset.at(end, self._server, tables=covered, since=offset.since).to_json()
+        if offset.phase != BINLOG:
+            return StreamOffset.at(end, self._server, tables=covered, gtid=self._gtid_of(conn, end)).to_json()
+        committed: list[str] = []
+        end = batch_end(conn, offset.position, end, self._tables(), self.max_rows, self._kind, committed)
+        base = offset.gtid or self._gtid_of(conn, offset.position)
+        gtid = (base[0], advance(base[0], base[1], committed)) if base is not None else None
+        return StreamOffset.at(end, self._server, tables=covered, since=offset.since, gtid=gtid).to_json()
+
+    # -- which server (a failover) ------------------------------------------------------------
+    def _identify(self, conn) -> None:
+        if self._server is None:
+            self._server = server_identity(conn)
+            self._kind = gtid_kind(conn)
+
+    def _gtid_of(self, conn, position: BinlogPosition) -> tuple | None:
+        """The GTID position of a position of this server (None: it has no GTIDs)."""
+        if self._kind is None:
+            return None
+        if str(position) not in self._gtids:
+            try:
+                text = gtid_at(conn, self._kind, position)
+            except pymysql.err.MySQLError:      # the offset goes without: only its own server reads it
+                text = None
+            self._gtids[str(position)] = (self._kind, text) if text is not None else None
+        return self._gtids[str(position)]
+
+    def _here(self, conn, offset: StreamOffset) -> StreamOffset:
+        """``offset`` as a place on the server base-url reaches now. An offset of another server (a
+        failover: a replica promoted) moves to the first transaction its GTID position does not
+        hold there; without one, or when this server's binlog does not reach it, the job fails
+        for good: reading a same-named file here would skip or repeat changes."""
+        self._identify(conn)
+        if offset.position is None or offset.server is None or offset.server == self._server:
+            return offset
+        key = (offset.server, str(offset.position))
+        if key not in self._moved:
+            if offset.gtid is None:
+                raise permanent_in_worker(other_server_message(offset.position, offset.server, self._server))
+            kind, text = offset.gtid
+            why = None
+            if kind != self._kind:
+                why = f"it keeps {self._kind or 'no'} GTIDs, not {kind} ones"
+            elif offset.backfill is not None or offset.since:
+                why = ("tables added to the job were still being caught up at their own binlog positions of the "
+                       "old server, which cannot be carried over")
+            found = locate(conn, kind, text, binlog_files(conn), current_position(conn)) if why is None else None
+            if found is None:
+                raise permanent_in_worker(gtid_not_found_message(
+                    offset.gtid, offset.server, self._server,
+                    why or "its binlog does not hold every transaction of that position (not replicated there "
+                    "yet, purged from its binlog, or never written there)"))
+            self._moved[key] = found
+        return replace(offset, position=self._moved[key], server=self._server)
 
     def _covered(self, offset: StreamOffset) -> tuple[str, ...]:
         """The tables an offset's position covers (a fresh start's: today's)."""
@@ -150,12 +205,13 @@ class MySqlCdcReader(DataSourceStreamReader):
         """The next snapshot batch: splits up to max_rows rows, from where the last one stopped.
         The binlog position is taken before the first split is read (see ``snapshot``)."""
         position = offset.position or snapshot_position(conn)
+        gtid = offset.gtid if offset.position is not None else self._gtid_of(conn, position)
         covered = self._covered(offset)
         splits, table, after = self._splits(conn, covered, offset.table, offset.after)
         if table >= len(covered):      # the snapshot's last batch: the binlog comes next
-            return StreamOffset.at(position, self._server, splits, tables=covered)
+            return StreamOffset.at(position, self._server, splits, tables=covered, gtid=gtid)
         return StreamOffset(SNAPSHOT, position, server=self._server, table=table, after=after, splits=splits,
-                            tables=covered)
+                            tables=covered, gtid=gtid)
 
     # -- tables added to (or removed from) table-names of a resumed job ------------------------
     def _retable(self, conn, offset: StreamOffset, covered: tuple) -> StreamOffset:
@@ -165,16 +221,17 @@ class MySqlCdcReader(DataSourceStreamReader):
         kept = tuple(name for name in covered if name in self.index)
         added = [name for name in self.names if name not in covered]
         if not added:
-            return StreamOffset.at(offset.position, self._server, tables=kept, since=offset.since)
+            return StreamOffset.at(offset.position, self._server, tables=kept, since=offset.since, gtid=offset.gtid)
         point = snapshot_position(conn)
         if self.startup_mode != "initial":
             # no first snapshot for this job (latest, earliest, specific): an added table is
             # read from now on, with none either
             since = {**offset.since, **{name: [point.file, point.pos] for name in added}}
-            return StreamOffset(BINLOG, offset.position, server=self._server, tables=(*kept, *added), since=since)
+            return StreamOffset(BINLOG, offset.position, server=self._server, tables=(*kept, *added), since=since,
+                                gtid=offset.gtid)
         backfill = {"tables": added, "table": 0, "after": None, "file": point.file, "pos": point.pos}
         return self._next_backfill(conn, StreamOffset(BINLOG, offset.position, server=self._server, tables=kept,
-                                                      backfill=backfill, since=offset.since))
+                                                      backfill=backfill, since=offset.since, gtid=offset.gtid))
 
     def _next_backfill(self, conn, offset: StreamOffset) -> StreamOffset:
         """The added tables' next splits; with their last, they join the stream, each read from the
@@ -185,10 +242,12 @@ class MySqlCdcReader(DataSourceStreamReader):
         splits, table, after = self._splits(conn, backfill["tables"], backfill["table"], backfill["after"])
         if table < len(backfill["tables"]):
             return StreamOffset(BINLOG, offset.position, server=self._server, splits=splits, tables=offset.tables,
-                                backfill={**backfill, "table": table, "after": after}, since=offset.since)
+                                backfill={**backfill, "table": table, "after": after}, since=offset.since,
+                                gtid=offset.gtid)
         joined = (*offset.tables, *[name for name in backfill["tables"] if name in self.index])
         since = {**offset.since, **{name: [backfill["file"], backfill["pos"]] for name in backfill["tables"]}}
-        return StreamOffset(BINLOG, offset.position, server=self._server, splits=splits, tables=joined, since=since)
+        return StreamOffset(BINLOG, offset.position, server=self._server, splits=splits, tables=joined, since=since,
+                            gtid=offset.gtid)
 
     def _connection(self):
         """One connection for the per-trigger position query (a new one costs a TLS set-up)."""
@@ -216,9 +275,16 @@ class MySqlCdcReader(DataSourceStreamReader):
         if stop.splits:
             return [SnapshotSplit(index, lower, upper) for index, lower, upper in
                     ((self._split_table(split), split[1], split[2]) for split in stop.splits) if index is not None]
-        if begin.phase != BINLOG or stop.position <= begin.position:
+        if begin.phase != BINLOG:
             return []
-        return [BinlogRange(begin.position, stop.position, self._covered(begin), begin.since)]
+        if any(o.server not in (None, self._server) for o in (begin, stop)):
+            # a batch planned on another server, replayed here after a failover: the same
+            # transactions, found by their GTIDs
+            conn = self._connection()
+            begin, stop = self._here(conn, begin), self._here(conn, stop)
+        if stop.position <= begin.position:
+            return []
+        return [BinlogRange(begin.position, stop.position, self._covered(begin), begin.since, self._server)]
 
     def commit(self, end: dict) -> None:
         """Nothing to release: the server keeps binlogs by its own expiry, not by our progress."""
