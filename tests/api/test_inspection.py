@@ -81,7 +81,7 @@ def test_events_are_the_jobs_log_oldest_first_paged_by_seq(api):
     assert [e["kind"] for e in body["events"]] == ["JOB_SUBMITTED", "STOP_REQUESTED"]
     first, second = body["events"]
     assert first["seq"] < second["seq"] and first["actor"] == "api:test-node"
-    assert first["detail"]["pipelines"] == 1 and second["detail"] == {"savepoint": False}
+    assert first["detail"]["pipelines"] == 1 and second["detail"] == {"savepoint": False, "release": False}
     assert body["nextAfter"] == second["seq"] and body["more"] is False
 
     page = http.get("/api/v1/jobs/ev-1/events", params={"limit": 1}).json()
