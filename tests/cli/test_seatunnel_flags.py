@@ -87,6 +87,8 @@ def _local_job_id(stderr_line: str) -> str:
     return re.match(r"Job (\S+) \(", stderr_line).group(1)
 
 
+# In the soak set (bash scripts/test -m soak): CI time; Ctrl-C and resume of a local run stay in CI through tests/cli/test_local_run.py
+@pytest.mark.soak
 @pytest.mark.cluster
 def test_local_run_ctrl_c_then_restore_with_r_and_the_read_flags(tmp_path):
     conf = tmp_path / "job.conf"

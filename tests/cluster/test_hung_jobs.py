@@ -92,6 +92,8 @@ def test_checkpointed_batch_job_whose_task_hangs_is_restarted_and_finishes_exact
     assert_exactly(written_ids(out), range(400))
 
 
+# In the soak set (bash scripts/test -m soak): CI time; the warn policy, like the stale-checkpoint one
+@pytest.mark.soak
 @sqlite_only
 def test_streaming_job_whose_task_hangs_is_flagged_then_recovers_under_warn(cluster: Cluster, tmp_path):
     out = str(tmp_path / "out")
@@ -120,6 +122,8 @@ def test_streaming_job_whose_task_hangs_is_flagged_then_recovers_under_warn(clus
     assert len(hung_events(cluster, "hung-stream")) == 1
 
 
+# In the soak set (bash scripts/test -m soak): CI time; a false alarm would also fail the other hung-job tests' counts
+@pytest.mark.soak
 @sqlite_only
 def test_slow_job_whose_tasks_keep_completing_is_not_hung(cluster: Cluster, tmp_path):
     out = str(tmp_path / "out")

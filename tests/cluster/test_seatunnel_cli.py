@@ -74,6 +74,8 @@ def test_async_submit_then_status_list_metrics_and_cancel(cluster: Cluster, tmp_
     assert f"job {job_id}:" in again.stderr and "job no-such-job: no job with id no-such-job" in again.stderr
 
 
+# In the soak set (bash scripts/test -m soak): CI time; savepoint and restore stay in CI through the REST API's test and tests/cluster/test_checkpoints.py
+@pytest.mark.soak
 @sqlite_only
 def test_savepoint_then_restore_through_the_store_waits_for_the_end(cluster: Cluster, tmp_path):
     out = str(tmp_path / "out")

@@ -28,7 +28,9 @@ WINDOW_S = 20.0
 HEALTHY_BATCHES = 12        # checkpoints every second, then the sink hangs
 
 
-@pytest.fixture(params=["+8s", "-8s"], ids=["store-ahead", "store-behind"])
+# The store 8 s ahead (a healthy job never flagged) is in the soak set (CI time); CI runs the
+# store behind, where a stall must still be seen on time.
+@pytest.fixture(params=[pytest.param("+8s", marks=pytest.mark.soak), "-8s"], ids=["store-ahead", "store-behind"])
 def skewed_store(request):
     server = PrivatePostgres(clock_offset=request.param).start()
     try:

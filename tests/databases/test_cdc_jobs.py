@@ -195,11 +195,15 @@ def _kill_driver_then_change_and_converge(tmp_path, job, table, replica, job_id)
             _stop(proc)
 
 
+# In the soak set (bash scripts/test -m soak): CI time; CDC across a driver kill stays in CI through the multi-table CDC jobs
+@pytest.mark.soak
 def test_postgres_cdc_keeps_a_mariadb_replica_identical_across_a_driver_kill(tmp_path, postgres_to_mariadb):
     job, table, replica = postgres_to_mariadb
     _kill_driver_then_change_and_converge(tmp_path, job, table, replica, "pgcdc")
 
 
+# In the soak set (bash scripts/test -m soak): CI time; CDC across a driver kill stays in CI through the multi-table CDC jobs
+@pytest.mark.soak
 def test_mysql_cdc_keeps_a_postgres_replica_identical_across_a_driver_kill(tmp_path, mariadb_to_postgres):
     job, table, replica = mariadb_to_postgres
     _kill_driver_then_change_and_converge(tmp_path, job, table, replica, "mycdc")

@@ -43,6 +43,8 @@ def _checkpoints(data_dir: str, job_id: str) -> int:
     return info["checkpoint"]["completed"] or 0
 
 
+# In the soak set (bash scripts/test -m soak): CI time; a killed Jdbc copy resumes in CI through tests/databases/test_multi_table_jobs.py
+@pytest.mark.soak
 def test_killed_local_run_resumes_and_writes_every_row_once(tmp_path, tables):
     conf = tmp_path / "job.conf"
     conf.write_text(pg_to_mariadb_job(tables))
@@ -61,6 +63,8 @@ def test_killed_local_run_resumes_and_writes_every_row_once(tmp_path, tables):
     assert_each_source_row_once(tables)
 
 
+# In the soak set (bash scripts/test -m soak): CI time; a dead worker's job moves in CI through tests/cluster/test_failure_stories.py
+@pytest.mark.soak
 @postgresql_only
 def test_worker_killed_mid_job_the_job_finishes_on_another_worker_exactly_once(cluster: Cluster, tmp_path, tables):
     gate = str(tmp_path / "gate")
