@@ -98,6 +98,22 @@ def run_with_changes(local, job: str, ready, converged, statements: list[str] = 
     return drive
 
 
+def until_the_last_row(connect, table: str, make_changes):
+    """A ``stop_after`` that waits for the snapshot, makes the changes at once (no pause between
+    statements), waits for the row LAST inserts, then stops the job."""
+    def drive(store, job_id):
+        try:
+            wait_for(lambda: len(rows(connect, f"SELECT id FROM {table}")) == 20, "the snapshot")
+            make_changes()
+            wait_for(lambda: rows(connect, f"SELECT id FROM {table} WHERE id = 99") == [(99,)], "the last row")
+            drive.ok = True
+        finally:
+            request_stop(store, job_id, savepoint=False, actor="test")
+
+    drive.ok = False
+    return drive
+
+
 @pytest.mark.parametrize("target", ["postgresql", "mariadb"])
 def test_evolve_applies_every_change_to_the_jdbc_target_in_order(local, shop, target):
     server, db = shop
@@ -300,16 +316,7 @@ def test_changes_made_back_to_back_reach_the_target_each_in_its_turn(local, requ
                 for statement in [*CHANGES, LAST]:
                     conn.execute(statement)
 
-    def drive(store, job_id):
-        try:
-            wait_for(lambda: len(rows(connect, f"SELECT id FROM {table}")) == 20, "the snapshot")
-            make_changes()
-            wait_for(lambda: rows(connect, f"SELECT id FROM {table} WHERE id = 99") == [(99,)], "the last row")
-            drive.ok = True
-        finally:
-            request_stop(store, job_id, savepoint=False, actor="test")
-
-    drive.ok = False
+    drive = until_the_last_row(connect, table, make_changes)
     try:
         run = local.run(job, stop_after=drive)
         assert drive.ok, run.error
@@ -340,18 +347,12 @@ def test_postgres_cdc_tells_a_rename_from_a_drop_when_two_changes_arrive_as_one_
     job = cdc_job(server, db, f'Jdbc {{ url = "jdbc:postgresql://127.0.0.1:5432/test", user = "postgres", '
                               f'password = "", table = "{table}", primary_keys = ["id"] }}', "evolve")
 
-    def drive(store, job_id):
-        try:
-            wait_for(lambda: len(rows(pg_connect, f"SELECT id FROM {table}")) == 20, "the snapshot")
-            with server.connect(db) as conn:
-                for statement in GAP:
-                    conn.execute(statement)
-            wait_for(lambda: rows(pg_connect, f"SELECT id FROM {table} WHERE id = 99") == [(99,)], "the last row")
-            drive.ok = True
-        finally:
-            request_stop(store, job_id, savepoint=False, actor="test")
+    def make_changes():
+        with server.connect(db) as conn:
+            for statement in GAP:
+                conn.execute(statement)
 
-    drive.ok = False
+    drive = until_the_last_row(pg_connect, table, make_changes)
     try:
         run = local.run(job, stop_after=drive)
         assert drive.ok, run.error
