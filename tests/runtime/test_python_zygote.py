@@ -7,6 +7,7 @@ that names a socket to connect back to, then read the pid the runner sends first
 from __future__ import annotations
 
 import ast
+import json
 import os
 import signal
 import socket
@@ -88,6 +89,29 @@ def test_killing_the_client_kills_its_runner(zygote, tmp_path):
     wait_for(lambda: not psutil.pid_exists(runner_pid) or psutil.Process(runner_pid).status() == psutil.STATUS_ZOMBIE,
              30, message="the runner killed with its client")
     conn.close()
+
+
+def test_a_client_gone_before_its_status_leaves_the_zygote_serving(zygote, tmp_path):
+    """The JVM may end a client between its request and the zygote's answer (a query stopped
+    as it starts): the zygote's answer then meets a closed socket, and it must go on serving.
+    Held here by hanging up right after the request, so the answer always meets the close."""
+    request = json.dumps({"module": RUNNER, "args": [], "env": {**os.environ, "PYTHON_WORKER_FACTORY_SOCK_PATH":
+                          str(tmp_path / "nobody.sock")}, "cwd": str(tmp_path)}).encode()
+    with open(os.devnull, "rb") as null_in, open(os.devnull, "wb") as null_out:
+        for _ in range(3):
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            conn.connect(str(tmp_path / "zygote.sock"))
+            socket.send_fds(conn, [struct.pack("!I", len(request))], [null_in.fileno(), null_out.fileno(),
+                                                                      null_out.fileno()])
+            conn.sendall(request)
+            conn.close()
+    jvm = FakeJvm(tmp_path)
+    client = jvm.start_runner(zygote.client, str(tmp_path))
+    conn, runner_pid = jvm.accept_runner()
+    assert zygote.process.poll() is None, "the zygote died answering a client that had gone"
+    assert psutil.Process(runner_pid).ppid() == zygote.process.pid
+    conn.close()
+    client.communicate(timeout=60)
 
 
 def test_without_a_zygote_the_client_is_the_interpreter_itself(zygote, tmp_path):

@@ -220,8 +220,13 @@ def serve(path: str, starter: int) -> None:
                                                       *(c.fileno() for c in clients), conn.fileno()])
                 for fd in fds:
                     os.close(fd)
+                try:
+                    conn.sendall(_STATUS.pack(pid))
+                except OSError:     # the JVM ended the client already: its runner goes too
+                    conn.close()
+                    _signal(pid, signal.SIGTERM)
+                    continue
                 children[pid], clients[conn] = conn, pid
-                conn.sendall(_STATUS.pack(pid))
                 selector.register(conn, selectors.EVENT_READ, "client")
             elif key.data == "reap":
                 os.read(wake_r, 512)
