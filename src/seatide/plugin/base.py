@@ -59,6 +59,15 @@ class ReadContext:
 
 
 @dataclass(frozen=True)
+class BatchOffsets:
+    """One micro-batch's range of a source's stream, as Spark logged it (runtime/offset_log.py):
+    ``start`` is None for a checkpoint's first batch, which starts at the source's initial offset."""
+
+    start: dict | None
+    end: dict
+
+
+@dataclass(frozen=True)
 class TransformContext:
     spark: "SparkSession"
     input_name: str            # table name the input is known by (Sql's FROM)
@@ -225,10 +234,11 @@ class Source(Plugin):
         """After ``read``: each table's columns as read (retired ones included), by table name."""
         return {}
 
-    def batch_rows(self, batch: "DataFrame", ctx: ReadContext) -> "TableRows":
+    def batch_rows(self, batch: "DataFrame", ctx: ReadContext, offsets: BatchOffsets | None = None) -> "TableRows":
         """The rows of one micro-batch (or of the plain batch) of a multi-table source, from what
         ``read`` returned for it: the tagged rows themselves by default; a source whose stream
-        carries split descriptors expands them here (a static DataFrame, read when written)."""
+        carries split descriptors expands them here (a static DataFrame, read when written), from
+        ``offsets``, the batch's range of its stream (None in the plain batch)."""
         from seatide.plugin.tables import TableRows
 
         return TableRows(batch)
@@ -327,6 +337,13 @@ class Sink(Plugin):
     row_kind_hint: ClassVar[str] = (
         "put FilterRowKind { exclude_kinds = [...] } or RowKindExtractor {} before it")
 
+    @property
+    def keeps_last_change_per_key(self) -> bool:
+        """Whether the sink applies a batch's changes by key, the last per key winning. Such a
+        sink gets a change stream's ``__row_seq`` (``plugin.rowkind``) and picks the last change
+        by it; every other sink never sees that column."""
+        return False
+
     # The table the sink receives (plan.catalog), None when unknown. The loader sets it once
     # the sink is built; its options already have their placeholders filled from it.
     catalog: "Schema | None" = None
@@ -356,5 +373,5 @@ class Sink(Plugin):
         return TableWriters(ctx, routes)
 
 
-__all__ = ["use_python_data_source", "Batch", "HeldPosition", "StagedBatch", "PERMANENT_MARK", "PermanentError", "permanent_in_worker", "Plugin", "ReadContext", "Sink", "SinkContext", "SinkWriter", "Source",
+__all__ = ["use_python_data_source", "Batch", "BatchOffsets", "HeldPosition", "StagedBatch", "PERMANENT_MARK", "PermanentError", "permanent_in_worker", "Plugin", "ReadContext", "Sink", "SinkContext", "SinkWriter", "Source",
            "Transform", "TransformContext"]

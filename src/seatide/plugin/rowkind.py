@@ -3,6 +3,13 @@
 The kind travels in a hidden column ``__row_kind`` (a tinyint with Flink's byte values).
 Sources add it, transforms carry it, sinks that cannot apply a kind refuse it at
 validation time (see ``Sink.accepted_row_kinds``), before anything runs.
+
+A change stream also carries each row's place in the source's order in a hidden column
+``__row_seq`` (a bigint, increasing in commit order within a batch). A sink that keeps the
+last change per key picks it by this number, not by the order rows reach it in, which any
+transform that moves rows between partitions (ORDER BY, a REPARTITION hint, a join) changes.
+The runtime adds it to sources that emit changes (``seatide.runtime.change_order``),
+transforms carry it as they carry the kind, and only sinks that apply changes in order see it.
 """
 
 from __future__ import annotations
@@ -10,6 +17,8 @@ from __future__ import annotations
 import enum
 
 ROW_KIND_COLUMN = "__row_kind"
+ROW_SEQ_COLUMN = "__row_seq"
+HIDDEN_COLUMNS = (ROW_KIND_COLUMN, ROW_SEQ_COLUMN)
 
 
 class RowKind(enum.IntEnum):
@@ -38,5 +47,5 @@ INSERT_ONLY = frozenset({RowKind.INSERT})
 
 
 def user_columns(columns: list[str]) -> list[str]:
-    """The columns a user sees: everything but the hidden row-kind column."""
-    return [c for c in columns if c != ROW_KIND_COLUMN]
+    """The columns a user sees: everything but the hidden row kind and row sequence."""
+    return [c for c in columns if c not in HIDDEN_COLUMNS]

@@ -30,10 +30,11 @@ from seatide.plan.dag import Pipeline
 from seatide.plugin.base import PERMANENT_MARK, PermanentError, ReadContext, SinkContext, TransformContext
 from seatide.plugin.evolution import schema_change_in
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
-from seatide.runtime import schema_evolution
+from seatide.runtime import change_order, schema_evolution
 from seatide.runtime.batch_clock import BatchClock
 from seatide.runtime.commit_log import (SinkCommitLog, StoreDecisions, read_json, roll_forward, write_exactly_once,
                                         write_json_atomic)
+from seatide.runtime.offset_log import batch_offsets, logged_offsets
 from seatide.runtime.reporter import AttemptReporter
 from seatide.runtime.table_routing import OneTable, RoutedPipeline
 from seatide.store.runs import new_lineage
@@ -160,6 +161,7 @@ class PipelineRun:
             else:
                 frames[spec.plugin_id] = spec.plugin.read(ctx)
                 self._planned_rows += planned
+            frames[spec.plugin_id] = change_order.number_changes(frames[spec.plugin_id], spec.plugin)
             outputs[spec.plugin_id] = spec.output or spec.name
         for spec in self.pipeline.transforms:
             upstream = self.pipeline.inputs[spec.plugin_id][0]
@@ -173,7 +175,8 @@ class PipelineRun:
             df = inputs[0]
             for other in inputs[1:]:
                 df = df.unionByName(other)
-            result.append((sink, df))
+            change_order.check_order_reaches(df, self.pipeline, sink)
+            result.append((sink, change_order.for_sink(df, sink.plugin)))
         return result
 
     def _observed(self, df):
@@ -296,7 +299,8 @@ class PipelineRun:
 
     def _write_routed(self, batch_df, batch_id: int) -> int:
         """One batch of a multi-table pipeline: every sink gets each table's rows (one decision each)."""
-        rows = self.routed.rows(batch_df)
+        offsets = batch_offsets(os.path.join(self.dir, "spark"), batch_id) if self.env.micro_batch else None
+        rows = self.routed.rows(batch_df, offsets)
         try:
             written = self._write_sinks([(sink, self.routed.frames(rows, sink)) for sink in self.pipeline.sinks],
                                         batch_id)
@@ -369,14 +373,8 @@ class PipelineRun:
             self._commit_log(sink.plugin_id).prune(batch_id - self.env.checkpoints_retained)
 
     def _offsets(self, batch_id: int) -> dict | None:
-        path = os.path.join(self.dir, "spark", "offsets", str(batch_id))
-        try:
-            with open(path) as handle:
-                lines = handle.read().splitlines()
-        except OSError:
-            return None
-        sources = [json.loads(line) if line.strip() not in ("", "-") else None for line in lines[2:]]
-        return {"batch": batch_id, "sources": sources}
+        sources = logged_offsets(os.path.join(self.dir, "spark"), batch_id)
+        return None if sources is None else {"batch": batch_id, "sources": sources}
 
     # -- observing -----------------------------------------------------------------------
     def poll(self) -> Outcome:

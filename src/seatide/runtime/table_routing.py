@@ -13,8 +13,9 @@ source that reads its tables apart (the Jdbc source) gives them apart (``TableRo
 from __future__ import annotations
 
 from seatide.plan.dag import Pipeline
-from seatide.plugin.base import Batch, ReadContext, SinkWriter, StagedBatch, TransformContext
+from seatide.plugin.base import Batch, BatchOffsets, ReadContext, SinkWriter, StagedBatch, TransformContext
 from seatide.plugin.tables import TABLE_COLUMN, TableFrames, TableLayout, TableRoute, TableRows
+from seatide.runtime import change_order
 
 
 class RoutedPipeline:
@@ -32,9 +33,10 @@ class RoutedPipeline:
         self.layout = self.source.plugin.table_layout(self.ctx)
         return df
 
-    def rows(self, batch_df) -> TableRows:
-        """The batch's rows, ready to be read table by table (persisted and counted when needed)."""
-        rows = self.source.plugin.batch_rows(batch_df, self.ctx)
+    def rows(self, batch_df, offsets: BatchOffsets | None = None) -> TableRows:
+        """The batch's rows, ready to be read table by table (persisted and counted when needed);
+        ``offsets``: the batch's range of the source's stream (None in the plain batch)."""
+        rows = self.source.plugin.batch_rows(batch_df, self.ctx, offsets)
         if not rows.separable:
             rows.frame = rows.frame.persist()
         if rows.tables is None:
@@ -63,14 +65,16 @@ class RoutedPipeline:
 
     def _through(self, rows: TableRows, index: int, sink):
         """Table ``index``'s rows of the batch after the transforms between the source and ``sink``."""
-        df = self.layout.rows_of(rows, index, self.spark)
+        # numbered where the table's rows are still in the batch's order, before any transform
+        df = change_order.number_changes(self.layout.rows_of(rows, index, self.spark), self.source.plugin)
         upstream = self.source.output or self.source.name
         for spec in self.pipeline.chain(sink.plugin_id):
             ctx = TransformContext(spark=self.spark, input_name=upstream,
                                    output_name=spec.output or spec.name, micro_batch=False)
             df = spec.plugin.apply(df, ctx)
             upstream = spec.output or spec.name
-        return df
+        change_order.check_order_reaches(df, self.pipeline, sink)
+        return change_order.for_sink(df, sink.plugin)
 
 
 class OneTable(SinkWriter):

@@ -77,17 +77,18 @@ def names_row_kind(tree: exp.Expression) -> bool:
     return any(ident.name == ROW_KIND_COLUMN for ident in tree.find_all(exp.Identifier))
 
 
-def add_row_kind_to_selects(tree: exp.Expression) -> exp.Expression:
-    """A copy of ``tree`` whose relation SELECTs also select the row kind.
+def add_hidden_to_selects(tree: exp.Expression, names: list[str]) -> exp.Expression:
+    """A copy of ``tree`` whose relation SELECTs also select the hidden columns ``names``
+    (the row kind, a change stream's row sequence).
 
     A relation SELECT is the query itself, a branch of it, a CTE body or a subquery in
     FROM/JOIN; SELECTs inside expressions (``IN (SELECT ...)``) keep their one column. A
-    SELECT with ``*`` already carries the row kind (it is a field of the input).
+    SELECT with ``*`` already carries them (they are fields of the input).
     """
     tree = tree.copy()
     for select in list(tree.find_all(exp.Select)):
         if _is_relation(select) and not _selects_star(select):
-            select.set("expressions", [exp.column(ROW_KIND_COLUMN, quoted=True),
+            select.set("expressions", [*[exp.column(name, quoted=True) for name in names],
                                        *select.expressions])
     return tree
 

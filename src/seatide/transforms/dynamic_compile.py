@@ -11,6 +11,8 @@ a time. The contract, written once here and in ``docs/dynamic-compile.md``:
 * The batch holds the input's fields and the hidden ``__row_kind`` column (tinyint:
   0 +I, 1 -U, 2 +U, 3 -D). An output that keeps ``__row_kind`` carries each row's kind; an
   output without it must have exactly the input batch's rows, which keep their kinds.
+  A change stream's batch also holds ``__row_seq`` (each row's place in the source's
+  order), kept the same way.
 * The output holds the fields of ``output_schema`` (SeaTunnel's schema syntax), or the
   input's fields when it is not set, by name; extra columns are dropped.
 
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from seatide.plugin.base import PermanentError, Transform, TransformContext, permanent_in_worker
 from seatide.plugin.options import OBJECT, STRING, Option, enum
 from seatide.plugin.registry import register
-from seatide.plugin.rowkind import ROW_KIND_COLUMN
+from seatide.plugin.rowkind import HIDDEN_COLUMNS, ROW_KIND_COLUMN, ROW_SEQ_COLUMN
 from seatide.plugin.types import SchemaError, parse_row
 
 if TYPE_CHECKING:
@@ -155,9 +157,12 @@ class DynamicCompile(Transform):
     def apply(self, df: "DataFrame", ctx: TransformContext) -> "DataFrame":
         from pyspark.sql import types as T
 
-        user = T.StructType([f for f in df.schema.fields if f.name != ROW_KIND_COLUMN])
+        user = T.StructType([f for f in df.schema.fields if f.name not in HIDDEN_COLUMNS])
         fields = (self._output or user).fields
-        out = T.StructType([*fields, T.StructField(ROW_KIND_COLUMN, T.ByteType(), True)])
+        carried = [T.StructField(ROW_KIND_COLUMN, T.ByteType(), True)]
+        if ROW_SEQ_COLUMN in df.columns:
+            carried.append(T.StructField(ROW_SEQ_COLUMN, T.LongType(), True))
+        out = T.StructType([*fields, *carried])
         run = BatchRunner(self._code, self.opts["function"], self._origin, out.names)
         if self.opts["batch_format"] == "arrow":
             from pyspark.sql.pandas.types import to_arrow_schema
@@ -184,16 +189,17 @@ class BatchRunner:
                                       f"{type(exc).__name__}: {exc}") from exc
 
     def _missing(self, have: list[str], rows_in: int, rows_out: int) -> None:
-        wanted = [n for n in self.names if n != ROW_KIND_COLUMN]
+        wanted = [n for n in self.names if n not in HIDDEN_COLUMNS]
         missing = [n for n in wanted if n not in have]
         if missing:
             raise permanent_in_worker(
                 f"DynamicCompile: {self.function}() returned no column '{missing[0]}' (it returned "
                 f"{', '.join(have) or 'none'}; the output needs {', '.join(wanted)})")
-        if ROW_KIND_COLUMN not in have and rows_in != rows_out:
+        dropped = [n for n in self.names if n in HIDDEN_COLUMNS and n not in have]
+        if dropped and rows_in != rows_out:
             raise permanent_in_worker(
                 f"DynamicCompile: {self.function}() returned {rows_out} rows for {rows_in} without "
-                f"'{ROW_KIND_COLUMN}': keep that column when you drop or add rows")
+                f"'{dropped[0]}': keep that column when you drop or add rows")
 
     def pandas(self, batches: Iterator) -> Iterator:
         import pandas as pd
@@ -204,8 +210,9 @@ class BatchRunner:
                 raise permanent_in_worker(f"DynamicCompile: {self.function}() must return a pandas "
                                           f"DataFrame, got {type(result).__name__}")
             self._missing(list(result.columns), len(batch), len(result))
-            if ROW_KIND_COLUMN not in result.columns:
-                result = result.assign(**{ROW_KIND_COLUMN: batch[ROW_KIND_COLUMN].to_numpy()})
+            kept = {n: batch[n].to_numpy() for n in self.names if n in HIDDEN_COLUMNS and n not in result.columns}
+            if kept:
+                result = result.assign(**kept)
             yield result[self.names]
 
     def arrow(self, batches: Iterator) -> Iterator:
@@ -222,7 +229,7 @@ class BatchRunner:
             have = result.schema.names
             self._missing(have, batch.num_rows, result.num_rows)
             columns = [result.column(have.index(n)) if n in have else batch.column(
-                batch.schema.names.index(ROW_KIND_COLUMN)) for n in self.names]
+                batch.schema.names.index(n)) for n in self.names]
             try:
                 yield pa.RecordBatch.from_arrays(columns, names=self.names).cast(self.arrow_schema)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:

@@ -8,7 +8,7 @@ from seatide.plugin.base import Transform, TransformContext
 from seatide.plugin.options import STRING_LIST, Option
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import user_columns
-from seatide.transforms.fields import column, dedupe_check, require_fields, row_kind
+from seatide.transforms.fields import column, dedupe_check, hidden, require_fields
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -59,4 +59,4 @@ class Filter(Transform):
             require_fields("Filter", "exclude_fields", self.opts["exclude_fields"], df)
             dropped = set(self.opts["exclude_fields"])
             keep = [name for name in user_columns(df.columns) if name not in dropped]
-        return df.select(*[column(name) for name in keep], row_kind())
+        return df.select(*[column(name) for name in keep], *hidden(df))

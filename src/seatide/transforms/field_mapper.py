@@ -8,7 +8,7 @@ from seatide.plugin.base import Transform, TransformContext
 from seatide.plugin.options import OBJECT, REQUIRED, Option
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
-from seatide.transforms.fields import column, dedupe_check, require_fields, row_kind
+from seatide.transforms.fields import column, dedupe_check, hidden, require_fields
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -51,4 +51,4 @@ class FieldMapper(Transform):
     def apply(self, df: "DataFrame", ctx: TransformContext) -> "DataFrame":
         mapping: dict[str, str] = self.opts["field_mapper"]
         require_fields("FieldMapper", "field_mapper", mapping, df)
-        return df.select(*[column(src).alias(dst) for src, dst in mapping.items()], row_kind())
+        return df.select(*[column(src).alias(dst) for src, dst in mapping.items()], *hidden(df))

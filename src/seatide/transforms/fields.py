@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from seatide.plugin.base import PermanentError
 from seatide.plugin.options import OptionError
-from seatide.plugin.rowkind import ROW_KIND_COLUMN, user_columns
+from seatide.plugin.rowkind import HIDDEN_COLUMNS, ROW_KIND_COLUMN, user_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -33,6 +33,12 @@ def column(name: str) -> "Column":
 
 def row_kind() -> "Column":
     return column(ROW_KIND_COLUMN)
+
+
+def hidden(df: "DataFrame") -> list["Column"]:
+    """The hidden columns ``df`` carries (the row kind, and a change stream's row sequence),
+    last and in that order: a transform that selects its output fields selects these too."""
+    return [column(name) for name in HIDDEN_COLUMNS if name in df.columns]
 
 
 def describe_fields(df: "DataFrame") -> str:
@@ -58,12 +64,12 @@ def put_fields(df: "DataFrame", new: dict[str, "Column"]) -> "DataFrame":
     """Set fields the way SeaTunnel's multi-field transforms do.
 
     A field that exists keeps its position and gets the new value; a new field is
-    appended after the existing ones, in the order given. The row kind stays last.
+    appended after the existing ones, in the order given. The hidden columns stay last.
     """
     existing = user_columns(df.columns)
     out = [new[name].alias(name) if name in new else column(name) for name in existing]
     out += [value.alias(name) for name, value in new.items() if name not in existing]
-    return df.select(*out, row_kind())
+    return df.select(*out, *hidden(df))
 
 
 def dedupe_check(plugin: str, option: str, names: list[str]) -> None:

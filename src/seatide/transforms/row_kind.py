@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from seatide.plugin.base import Transform, TransformContext
 from seatide.plugin.options import STRING, STRING_LIST, Option, enum
 from seatide.plugin.registry import register
-from seatide.plugin.rowkind import INSERT_ONLY, ROW_KIND_COLUMN, RowKind, user_columns
+from seatide.plugin.rowkind import INSERT_ONLY, ROW_KIND_COLUMN, ROW_SEQ_COLUMN, RowKind, user_columns
 from seatide.transforms.fields import TransformInputError, column, row_kind
 
 if TYPE_CHECKING:
@@ -94,5 +94,7 @@ class RowKindExtractor(Transform):
                                       f"has a field '{name}'; set custom_field_name to a new name")
         names = F.array(*[F.lit(text) for text in _NAMES[self.opts["transform_type"]]])
         kind_text = F.element_at(names, row_kind().cast("int") + 1)
+        # the rows become inserts, still in source order: a keyed sink keeps the last per key
+        sequence = [column(ROW_SEQ_COLUMN)] if ROW_SEQ_COLUMN in df.columns else []
         return df.select(*[column(c) for c in user_columns(df.columns)], kind_text.alias(name),
-                         F.lit(int(RowKind.INSERT)).cast("tinyint").alias(ROW_KIND_COLUMN))
+                         F.lit(int(RowKind.INSERT)).cast("tinyint").alias(ROW_KIND_COLUMN), *sequence)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from seatide.plugin.base import Transform, TransformContext
 from seatide.plugin.options import LIST, REQUIRED, STRING, Option
 from seatide.plugin.registry import register
-from seatide.plugin.rowkind import INSERT_ONLY, ROW_KIND_COLUMN, RowKind
+from seatide.plugin.rowkind import HIDDEN_COLUMNS, INSERT_ONLY, ROW_KIND_COLUMN, ROW_SEQ_COLUMN, RowKind
 from seatide.transforms.fields import TransformInputError, column, describe_fields
 
 if TYPE_CHECKING:
@@ -133,24 +133,28 @@ transform of the job) become SQL functions (``seatide.sql.udf``).
             df.sparkSession.catalog.dropTempView(view)
             for registered in udf_names.values():
                 df.sparkSession.sql(f"DROP TEMPORARY FUNCTION IF EXISTS {registered}")
-        return _row_kind_last(out)
+        return _hidden_last(out)
 
     def _with_row_kinds(self, tree: "exp.Expression", source: "_Input") -> "DataFrame":
         """Analyze the query so that its output carries the right row kind (see the class doc)."""
         from seatide.sql.dialect import to_spark
-        from seatide.sql.tree import add_row_kind_to_selects
+        from seatide.sql.tree import add_hidden_to_selects
 
         if self._merges:
-            if not self._names_row_kind:   # hide the kind from DISTINCT *, GROUP BY ALL
-                source.df.drop(ROW_KIND_COLUMN).createOrReplaceTempView(source.view)
+            # A merged row stands for no one source change, so it has no place in the source's
+            # order; hide the kind too from DISTINCT *, GROUP BY ALL unless the query names it.
+            hide = [ROW_SEQ_COLUMN] if self._names_row_kind else list(HIDDEN_COLUMNS)
+            source.df.drop(*hide).createOrReplaceTempView(source.view)
             out = source.analyze(to_spark(tree))
             if ROW_KIND_COLUMN in out.columns and self._names_row_kind:
                 return out
             return out.withColumn(ROW_KIND_COLUMN, _insert_kind())
         out = source.analyze(to_spark(tree))
-        if ROW_KIND_COLUMN in out.columns:
-            return out             # carried by SELECT *, or chosen by the query itself
-        return source.analyze(to_spark(add_row_kind_to_selects(tree)), carrying=True)
+        # carried by SELECT *, or the kind chosen by the query itself; the rest is added
+        missing = [name for name in HIDDEN_COLUMNS if name in source.df.columns and name not in out.columns]
+        if not missing:
+            return out
+        return source.analyze(to_spark(add_hidden_to_selects(tree, missing)), carrying=True)
 
     def _input_refs(self, tree: "exp.Expression", input_name: str):
         from seatide.sql.tree import input_tables
@@ -196,18 +200,26 @@ class _Input:
                 f"'{self.name}' has fields: {describe_fields(self.df)})") from None
 
 
-def _row_kind_last(out: "DataFrame") -> "DataFrame":
-    """Move the row kind last as a tinyint, by position (output names may repeat)."""
+def _hidden_last(out: "DataFrame") -> "DataFrame":
+    """Move the row kind (a tinyint) and the row sequence, when carried, last, by position
+    (output names may repeat)."""
     names = out.columns
     kinds = [i for i, name in enumerate(names) if name == ROW_KIND_COLUMN]
     if len(kinds) != 1:
         raise TransformInputError(
             "query", f"Sql: the query's output has {len(kinds)} '{ROW_KIND_COLUMN}' fields; "
             f"select it once (output fields: {', '.join(names)})")
+    sequences = [i for i, name in enumerate(names) if name == ROW_SEQ_COLUMN]
+    if len(sequences) > 1:
+        raise TransformInputError(
+            "query", f"Sql: the query's output has {len(sequences)} '{ROW_SEQ_COLUMN}' fields, the "
+            f"hidden place of each change in the source's order; select it once or not at all")
     temp = [f"_{i}" for i in range(len(names))]
-    fields = [column(temp[i]).alias(name) for i, name in enumerate(names) if i != kinds[0]]
+    hidden = {kinds[0], *sequences}
+    fields = [column(temp[i]).alias(name) for i, name in enumerate(names) if i not in hidden]
     kind = column(temp[kinds[0]]).cast("tinyint").alias(ROW_KIND_COLUMN)
-    return out.toDF(*temp).select(*fields, kind)
+    sequence = [column(temp[i]).cast("bigint").alias(ROW_SEQ_COLUMN) for i in sequences]
+    return out.toDF(*temp).select(*fields, kind, *sequence)
 
 
 def _insert_kind():

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from seatide.connectors.iceberg.datafiles import IcebergWriteError, file_uri, local_path
-from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
+from seatide.plugin.rowkind import ROW_KIND_COLUMN, ROW_SEQ_COLUMN, RowKind
 
 _SEQ = "__seatide_seq"
 _RANK = "__seatide_rank"
@@ -44,7 +44,10 @@ def net_changes(df, keys: list[str]) -> NetChanges:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    ordered = df.withColumn(_SEQ, F.monotonically_increasing_id())
+    # the source's order when a transform may have reordered the rows (runtime.change_order),
+    # else the order they are read in, which is the source's
+    seq = F.col(ROW_SEQ_COLUMN) if ROW_SEQ_COLUMN in df.columns else F.monotonically_increasing_id()
+    ordered = df.withColumn(_SEQ, seq).drop(ROW_SEQ_COLUMN)
     window = Window.partitionBy(*[F.col(k) for k in keys]).orderBy(F.col(_SEQ).desc())
     net = (ordered.withColumn(_RANK, F.row_number().over(window)).filter(F.col(_RANK) == 1)
            .drop(_RANK, _SEQ).persist(StorageLevel.MEMORY_AND_DISK))

@@ -132,6 +132,10 @@ class IcebergSink(Sink):
         # Changes (updates, deletes) can be applied only by key.
         self.accepted_row_kinds = ALL_KINDS if self.primary_keys else INSERT_ONLY
 
+    @property
+    def keeps_last_change_per_key(self) -> bool:
+        return bool(getattr(self, "primary_keys", ()))   # set by check()
+
     def spec(self) -> IcebergSinkSpec:
         opts = self.opts
         return IcebergSinkSpec(

@@ -33,7 +33,7 @@ from seatide.connectors.iceberg.datafiles import IcebergWriteError, conform, des
 from seatide.connectors.iceberg.schema import UnsupportedIcebergType, arrow_schema, new_table_schema, spark_struct
 from seatide.connectors.iceberg.sink import IcebergSinkSpec
 from seatide.plugin.base import Batch, PermanentError, SinkContext, SinkWriter
-from seatide.plugin.rowkind import ROW_KIND_COLUMN
+from seatide.plugin.rowkind import HIDDEN_COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -123,14 +123,15 @@ class IcebergWriter(SinkWriter):
         struct = spark_struct(metadata.schema())
         started = time.perf_counter()
         if not keyed:
-            data = conform(df.drop(ROW_KIND_COLUMN), metadata.schema(), self.spec.case_sensitive)
+            data = conform(df.drop(*HIDDEN_COLUMNS), metadata.schema(), self.spec.case_sensitive)
             added = describe(metadata, write_files(self.spark, data, metadata, directory, partition_columns))
             rows = sum(f.record_count for f in added)
             log.info("Iceberg sink %s: batch %s, %d rows in %d files written in %.2f s", self.name, batch.batch_id,
                      rows, len(added), time.perf_counter() - started)
             return added, [], rows, directory
         keys = self._table_keys(metadata)
-        data = conform(df, metadata.schema(), self.spec.case_sensitive, keep=[ROW_KIND_COLUMN])
+        data = conform(df, metadata.schema(), self.spec.case_sensitive,
+                       keep=[c for c in HIDDEN_COLUMNS if c in df.columns])
         net = cow.net_changes(data, keys)
         try:
             if net.changes == 0:
@@ -184,7 +185,7 @@ class IcebergWriter(SinkWriter):
         from pyiceberg.exceptions import NamespaceAlreadyExistsError
 
         spec = self.spec
-        struct = df.drop(ROW_KIND_COLUMN).schema
+        struct = df.drop(*HIDDEN_COLUMNS).schema
         exists = self.catalog.table_exists(self.identifier)
         first = not batch.previous_state
         if first:
@@ -299,7 +300,7 @@ class IcebergWriter(SinkWriter):
         """Add the input's new fields as columns (schema evolution), when enabled."""
         schema = table.metadata.schema()
         have = {f.name if self.spec.case_sensitive else f.name.lower() for f in schema.fields}
-        struct = df.drop(ROW_KIND_COLUMN).schema
+        struct = df.drop(*HIDDEN_COLUMNS).schema
         new = [f for f in struct.fields if (f.name if self.spec.case_sensitive else f.name.lower()) not in have]
         if not new or not self.spec.schema_evolution:
             return table

@@ -104,6 +104,10 @@ class JdbcSink(Sink):
         self.accepted_row_kinds = ALL_KINDS if self.keys and self.table else INSERT_ONLY
 
     @property
+    def keeps_last_change_per_key(self) -> bool:
+        return bool(self.keys and self.table)
+
+    @property
     def keys(self) -> tuple[str, ...]:
         return tuple(self.opts["primary_keys"] or ())
 

@@ -20,7 +20,7 @@ from seatide.connectors.jdbc.query import QueryError
 from seatide.connectors.jdbc.sink import JdbcSinkSpec
 from seatide.plugin.base import PermanentError
 from seatide.plugin.evolution import ADD, DROP, RENAME, RETYPE, TableChange, live_fields
-from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
+from seatide.plugin.rowkind import HIDDEN_COLUMNS, ROW_KIND_COLUMN, ROW_SEQ_COLUMN, RowKind
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class JdbcTarget:
         """Field names as written to the database: field_ide, then the target's own spelling. When
         the source's tables evolve, a renamed column takes the values rows from before the rename
         carry under the old name, and only the columns the target has are written."""
-        renames = {name: self.column(name) for name in df.columns if name != ROW_KIND_COLUMN}
+        renames = {name: self.column(name) for name in df.columns if name not in HIDDEN_COLUMNS}
         renames = {k: v for k, v in renames.items() if k != v}
         df = df.withColumnsRenamed(renames) if renames else df
         if self.behaviour is None or not self.target_columns:
@@ -76,7 +76,7 @@ class JdbcTarget:
                 merged = F.coalesce(F.col(_spark_name(new)), F.col(_spark_name(old))) if new in df.columns \
                     else F.col(_spark_name(old))
                 df = df.withColumn(new, merged).drop(old)
-        kept = set(self.target_columns.values()) | {ROW_KIND_COLUMN}
+        kept = set(self.target_columns.values()) | set(HIDDEN_COLUMNS)
         return df.select(*[F.col(_spark_name(c)) for c in df.columns if c in kept])
 
     def column(self, field: str) -> str:
@@ -108,7 +108,7 @@ class JdbcTarget:
                                 f"{self.spec.schema_save_mode}); create it or use CREATE_SCHEMA_WHEN_NOT_EXIST")
         existing = dialect.columns(cursor, self.table)
         self.target_columns = {c.lower(): c for c in existing}
-        fields = [self.column(f.name) for f in schema.fields if f.name != ROW_KIND_COLUMN]
+        fields = [self.column(f.name) for f in schema.fields if f.name not in HIDDEN_COLUMNS]
         missing = [c for c in fields if c not in existing]
         if missing and self.behaviour is None:
             raise JdbcSinkError(f"Jdbc sink: table {label} has no column {', '.join(missing)} "
@@ -160,7 +160,7 @@ class JdbcTarget:
             cursor.execute(f"DROP TABLE {self.quoted}")
             exists = False
         if mode in ("RECREATE_SCHEMA", "CREATE_SCHEMA_WHEN_NOT_EXIST") and not exists:
-            fields = T.StructType([f for f in live_fields(schema) if f.name != ROW_KIND_COLUMN])
+            fields = T.StructType([f for f in live_fields(schema) if f.name not in HIDDEN_COLUMNS])
             renamed = T.StructType([T.StructField(self.column(f.name), f.dataType, f.nullable, f.metadata)
                                     for f in fields.fields])
             try:
@@ -235,7 +235,7 @@ class JdbcTarget:
 
     def create_stage(self, conn, df, stage: tuple[str, ...]) -> None:
         """This attempt's staging table: the target's column types for the input's fields."""
-        dialect, fields = self.dialect, [c for c in df.columns if c != ROW_KIND_COLUMN]
+        dialect, fields = self.dialect, [c for c in df.columns if c not in HIDDEN_COLUMNS]
         if self.table is None:
             try:
                 ddl = dialect.create_stage_for(stage, _user_schema(df), self.spec.query)
@@ -253,10 +253,10 @@ class JdbcTarget:
         from pyspark.sql import functions as F
 
         columns = [self.dialect.staged_value(F.col(_spark_name(f.name)), f.dataType).alias(f.name)
-                   for f in df.schema.fields if f.name != ROW_KIND_COLUMN]
+                   for f in df.schema.fields if f.name not in HIDDEN_COLUMNS]
         if self.spec.primary_keys:
             kind = F.col(ROW_KIND_COLUMN) if ROW_KIND_COLUMN in df.columns else F.lit(int(RowKind.INSERT))
-            columns += [kind.cast("smallint").alias(STAGE_KIND), F.monotonically_increasing_id().alias(STAGE_SEQ)]
+            columns += [kind.cast("smallint").alias(STAGE_KIND), _source_order(df).alias(STAGE_SEQ)]
         observation = Observation(f"seatide_jdbc_rows_{stage[-1]}")
         staged = df.select(*columns).observe(observation, F.count(F.lit(1)).alias("rows"))
         options = {**self.dialect.staging_properties(), **self.spec.properties,
@@ -291,6 +291,17 @@ class JdbcTarget:
         return changes
 
 
+def _source_order(df):
+    """Each change's place in the source's order (runtime.change_order), which a transform that
+    reorders rows keeps; a frame without it is in the source's order already (one fed to the
+    writer directly), so the order it is read in is that place."""
+    from pyspark.sql import functions as F
+
+    if ROW_SEQ_COLUMN in df.columns:
+        return F.col(ROW_SEQ_COLUMN)
+    return F.monotonically_increasing_id()
+
+
 def _spark_name(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
@@ -298,7 +309,7 @@ def _spark_name(name: str) -> str:
 def _user_schema(df):
     from pyspark.sql import types as T
 
-    return T.StructType([f for f in df.schema.fields if f.name != ROW_KIND_COLUMN])
+    return T.StructType([f for f in df.schema.fields if f.name not in HIDDEN_COLUMNS])
 
 
 __all__ = ["JdbcSinkError", "JdbcTarget", "SAVE_MODES_WAIT_S"]

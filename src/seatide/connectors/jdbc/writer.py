@@ -47,7 +47,7 @@ from seatide.connectors.jdbc.sink import JdbcSinkSpec
 from seatide.connectors.jdbc.target import SAVE_MODES_WAIT_S, JdbcSinkError, JdbcTarget
 from seatide.connectors.jdbc.url import MYSQL, POSTGRESQL
 from seatide.plugin.base import Batch, SinkContext, SinkWriter
-from seatide.plugin.rowkind import ROW_KIND_COLUMN
+from seatide.plugin.rowkind import HIDDEN_COLUMNS
 from seatide.plugin.tables import TableFrames, TableRoute
 
 log = logging.getLogger(__name__)
@@ -214,7 +214,7 @@ class JdbcWriter(SinkWriter):
                 return
             raise
         for target, df, stage, _rows in staged:
-            columns = [c for c in df.columns if c != ROW_KIND_COLUMN]
+            columns = [c for c in df.columns if c not in HIDDEN_COLUMNS]
             quoted = self.dialect.qualified(stage)
             for statement in target.apply_statements(columns, quoted):
                 cursor.execute(statement)   # no parameters: neither client then reads % in the SQL as a placeholder
