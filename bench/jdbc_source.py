@@ -10,8 +10,8 @@ written), in one SparkSession, the order reversed every other round:
 * ``parallel``: Jdbc source, plain BATCH (Spark's JDBC reader under SeaTunnel's options, defaults);
 * ``routed``: Jdbc source, checkpointed, as a job runs it since the source expands its batches
   (runtime/table_routing.py): a stream of split descriptors (micro-batches of ``--max-rows``,
-  available-now trigger), each batch's splits read by Spark's JDBC reader, bounded by their
-  ranges (``batch_rows``), in the batch's ``foreachBatch``;
+  available-now trigger), each batch's splits derived from its logged offsets and read by
+  Spark's JDBC reader, bounded by their ranges (``batch_rows``), in the batch's ``foreachBatch``;
 * ``checkpointed``: the Python reader (split by split with psycopg in Python workers), which a
   pipeline with a row-merging Sql query still uses.
 
@@ -32,6 +32,7 @@ import time
 from seatide.config.loader import load_job_text
 from seatide.connectors.jdbc.url import JdbcUrl
 from seatide.plugin.base import ReadContext
+from seatide.runtime.offset_log import batch_offsets
 from seatide.runtime.session import build_session
 
 URL = "jdbc:postgresql://127.0.0.1:5432/test"
@@ -95,11 +96,13 @@ def main() -> None:
                               max_rows_per_batch=args.max_rows, read_interval_ms=1000, plugin_id="source[0]",
                               expand_batches=True)
 
-            def each(descriptors, _batch_id):
-                for frame in source.batch_rows(descriptors, ctx).per_table.values():   # the one table
-                    frame.write.format("noop").mode("overwrite").save()
-
             with tempfile.TemporaryDirectory() as checkpoint:
+                def each(descriptors, batch_id):
+                    # the batch's splits from the offsets Spark logged for it, as pipeline_run does
+                    offsets = batch_offsets(checkpoint, batch_id)
+                    for frame in source.batch_rows(descriptors, ctx, offsets).per_table.values():   # the one table
+                        frame.write.format("noop").mode("overwrite").save()
+
                 query = (source.read(ctx).writeStream.foreachBatch(each).trigger(availableNow=True)
                          .option("checkpointLocation", checkpoint).start())
                 query.awaitTermination()

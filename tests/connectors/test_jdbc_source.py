@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 import secrets
 
 import pytest
@@ -15,6 +16,7 @@ from seatide.connectors.jdbc.splits import DATE, NUMBER, SplitPlan, plan_splits
 from seatide.connectors.jdbc.url import JdbcUrl
 from seatide.plugin.base import ReadContext
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
+from seatide.runtime.offset_log import batch_offsets
 
 URLS = {"postgresql": "jdbc:postgresql://127.0.0.1:5432/test?user=postgres",
         "mariadb": "jdbc:mariadb://127.0.0.1:3306/test?user=root"}
@@ -161,6 +163,62 @@ def test_streaming_job_reads_its_splits_then_idles(spark, table, tmp_path):
         query.stop()
 
 
+# -- checkpointed, as a job runs it: descriptors in the stream, rows by Spark's JDBC reader ------
+def routed_ctx(spark, max_rows: int) -> ReadContext:
+    return ReadContext(spark, micro_batch=True, unbounded=False, parallelism=2, max_rows_per_batch=max_rows,
+                       read_interval_ms=1000, plugin_id="source[0]", expand_batches=True)
+
+
+def run_routed(source, ctx, checkpoint: str, batches: dict, fail_on_batch: int | None = None):
+    """Run the source's descriptor stream to its end as a job does (``batch_rows`` in foreachBatch);
+    ``batches[id]`` = the batch's ids, sorted. The stream's own rows are never to be read: the
+    batch's offsets, as Spark logged them, say which splits it holds."""
+    def each_batch(batch_df, batch_id):
+        unreadable = batch_df.where("raise_error('the split descriptors were read by a Spark job') IS NULL")
+        rows = source.batch_rows(unreadable, ctx, batch_offsets(os.path.join(checkpoint, "spark"), batch_id))
+        batches[batch_id] = sorted(r.id for frame in rows.per_table.values() for r in frame.collect())
+        if batch_id == fail_on_batch:
+            raise RuntimeError("injected failure before the batch commits")
+
+    query = (source.read(ctx).writeStream.trigger(availableNow=True)
+             .option("checkpointLocation", os.path.join(checkpoint, "spark")).foreachBatch(each_batch).start())
+    query.awaitTermination()
+
+
+def test_a_batch_s_splits_come_from_its_logged_offsets_and_every_row_is_read_once(spark, table, tmp_path):
+    dialect, name = table
+    batches: dict[int, list] = {}
+    run_routed(jdbc(dialect, f'table_path = "{name}"\nsplit.size = 25'), routed_ctx(spark, max_rows=60),
+               str(tmp_path / "ck"), batches)
+    assert all_ids(batches) == list(range(1, ROWS + 1))
+    assert len(batches) == 6                         # 12 splits of 25 rows, 2 splits per batch
+
+
+def test_a_table_within_the_row_limit_is_read_in_one_batch(spark, table, tmp_path):
+    dialect, name = table
+    # 43 splits of 6.98 rows: counted as 7 rows each they would make 301 and a second batch
+    batches: dict[int, list] = {}
+    run_routed(jdbc(dialect, f'table_path = "{name}"\nsplit.size = 7'), routed_ctx(spark, max_rows=ROWS),
+               str(tmp_path / "ck"), batches)
+    assert list(batches) == [0] and batches[0] == list(range(1, ROWS + 1))
+
+
+def test_a_routed_restart_replays_the_failed_batch_and_reads_no_split_twice(spark, table, tmp_path):
+    dialect, name = table
+    body = f'table_path = "{name}"\npartition_column = "id"\nsplit.size = 50'
+    checkpoint = str(tmp_path / "ck")
+    batches: dict[int, list] = {}
+    with pytest.raises(Exception, match="injected failure"):
+        run_routed(jdbc(dialect, body), routed_ctx(spark, max_rows=100), checkpoint, batches, fail_on_batch=1)
+    failed_attempt = batches.pop(1)
+    execute(dialect, f"INSERT INTO {name} (id, name) VALUES ({ROWS + 1}, 'late')", f"DELETE FROM {name} WHERE id = 290")
+    resumed: dict[int, list] = {}
+    run_routed(jdbc(dialect, body), routed_ctx(spark, max_rows=100), checkpoint, resumed)
+    assert min(resumed) == 1 and resumed[1] == failed_attempt      # the failed batch is replayed as it was
+    assert all_ids({**batches, **resumed}) == [i for i in range(1, ROWS + 1) if i != 290]
+    assert sorted(resumed) == [1, 2]
+
+
 # -- option checks through the job loader ---------------------------------------------
 @pytest.mark.parametrize("body, option, text", [
     ('user = "x"', "query", "needs `query`"),
@@ -204,3 +262,14 @@ def test_date_plan_bounds_are_dates_and_first_split_takes_nulls():
     assert plan.condition(0, 1, '"day"') == ("(\"day\" >= DATE '2024-01-01' AND \"day\" < DATE '2024-01-06') "
                                              "OR \"day\" IS NULL")
     assert plan.condition(1, 2, '"day"') == "\"day\" >= DATE '2024-01-06' AND \"day\" < DATE '2024-01-11'"
+
+
+@pytest.mark.parametrize("rows, count", [(1_000_000, 124), (300, 43), (10, 4), (5, 9), (0, 3)])
+def test_a_batch_takes_the_most_whole_splits_its_rows_hold(rows, count):
+    plan = SplitPlan("id", NUMBER, 1, 10_000, count, rows)
+    assert plan.rows_between(0, count) == rows                       # the splits hold the plan's rows exactly
+    for first in range(count):
+        for max_rows in (1, 3, 7, rows // 3, rows):
+            stop = plan.splits_within(first, max_rows)
+            fitting = [s for s in range(first + 1, count + 1) if plan.rows_between(first, s) <= max_rows]
+            assert stop == max(fitting, default=first + 1)

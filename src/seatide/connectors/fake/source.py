@@ -254,7 +254,7 @@ class FakeSource(Source):
     def table_layout(self, ctx: ReadContext) -> TableLayout:
         return TableLayout.of((t._declared.table, t._schema) for t in self._tables)
 
-    def batch_rows(self, batch, ctx: ReadContext) -> TableRows:
+    def batch_rows(self, batch, ctx: ReadContext, offsets=None) -> TableRows:
         # a union of each table's own frame, tagged with a literal: a table is read alone
         return TableRows(batch, tables=tuple(range(len(self._tables))), separable=True)
 

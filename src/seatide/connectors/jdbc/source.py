@@ -24,7 +24,7 @@ from seatide.connectors.jdbc.read_types import (ReadColumn, UnsupportedColumnTyp
 from seatide.connectors.jdbc.source_options import JDBC_SOURCE_OPTIONS
 from seatide.connectors.jdbc.splits import DATE, NUMBER, SplitPlan, plan_splits
 from seatide.connectors.jdbc.url import POSTGRESQL, JdbcUrl, JdbcUrlError
-from seatide.plugin.base import ReadContext, Source, use_python_data_source
+from seatide.plugin.base import BatchOffsets, ReadContext, Source, use_python_data_source
 from seatide.plugin.options import OptionError, read_options
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
@@ -254,20 +254,30 @@ class JdbcSource(Source):
             self._columns = describe(self.url, self.opts["user"], self.opts["password"], self.base_sql)
             self._resolve_partition_column()
 
-    def batch_rows(self, batch: "DataFrame", ctx: ReadContext) -> TableRows:
-        """A batch's descriptors as each table's rows apart (``TableRows.per_table``), read by
-        Spark's JDBC reader: in a micro-batch, one partition per split descriptor; in the plain
-        batch, every table by Spark's parallel reader. Never a union of the tables: taking each
-        table back out of one would cost an analysis of the whole union per table."""
+    def batch_rows(self, batch: "DataFrame", ctx: ReadContext, offsets: BatchOffsets | None = None) -> TableRows:
+        """A batch's splits as each table's rows apart (``TableRows.per_table``), read by Spark's
+        JDBC reader: in a micro-batch, one partition per split descriptor, derived from the batch's
+        ``offsets`` (the stream's own rows, the same descriptors, are never read: that would be a
+        Spark job through a Python worker per batch); in the plain batch, every table by Spark's
+        parallel reader. Never a union of the tables: taking each table back out of one would cost
+        an analysis of the whole union per table."""
+        from seatide.connectors.jdbc.table_plans import batch_descriptors
+
         parts = self._tables_read()
         if not ctx.micro_batch:
             frames = {i: p._parallel(ctx) for i, p in enumerate(parts)}
             return TableRows(None, tables=tuple(frames), separable=True, per_table=frames)
+        if offsets is None:
+            raise ValueError("a micro-batch of the Jdbc source is read from its offsets: pass the batch's BatchOffsets")
         runs: dict[int, list[str]] = {}
-        for table, predicate in batch.collect():          # a few descriptors, never rows
-            runs.setdefault(int(table), []).append(predicate or "1 = 1")
+        for table, predicate in batch_descriptors(offsets.start, offsets.end, self._quoted_columns(), _task_slots(ctx)):
+            runs.setdefault(table, []).append(predicate or "1 = 1")
         frames = {i: parts[i]._predicated(ctx, predicates) for i, predicates in sorted(runs.items())}
         return TableRows(None, tables=tuple(frames), separable=True, per_table=frames)
+
+    def _quoted_columns(self) -> list[str | None]:
+        """Each table's partition column as its SQL names it (None: one split, the whole query)."""
+        return [quote(p.url.dialect, p.partition.name) if p.partition else None for p in self._tables_read()]
 
     def _planned(self, ctx: ReadContext) -> "DataFrame":
         """The stream of split descriptors of every table (connectors/jdbc/table_plans.py)."""
@@ -279,9 +289,8 @@ class JdbcSource(Source):
         spec = {"url": self.url.text, "user": self.opts["user"], "password": self.opts["password"],
                 "max_rows": ctx.max_rows_per_batch, "tasks": _task_slots(ctx),
                 "tables": [{"plan_sql": p._plan_sql(), "split_size": p.opts["split.size"],
-                            "partition_num": p.opts["partition_num"],
-                            "quoted_column": quote(p.url.dialect, p.partition.name) if p.partition else None,
-                            **p._split_options()} for p in self._tables_read()]}
+                            "partition_num": p.opts["partition_num"], "quoted_column": quoted,
+                            **p._split_options()} for p, quoted in zip(self._tables_read(), self._quoted_columns())]}
         return ctx.spark.readStream.format(SOURCE_NAME).option("spec", json.dumps(spec)).load()
 
     def _predicated(self, ctx: ReadContext, predicates: list[str]) -> "DataFrame":

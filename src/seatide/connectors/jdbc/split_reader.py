@@ -139,7 +139,7 @@ class JdbcSplitReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             admitted = plan.count
         else:
             max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else self.spec["max_rows"]
-            admitted = begin + max(1, max_rows // plan.rows_per_split())
+            admitted = plan.splits_within(begin, max_rows)
         return {"plan": start["plan"], "next": min(plan.count, admitted)}
 
     def partitions(self, start: dict, end: dict) -> list[SplitRange]:

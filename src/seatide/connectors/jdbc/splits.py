@@ -35,8 +35,22 @@ class SplitPlan:
         width = self.upper - self.lower + 1
         return self.lower + (width * index) // self.count
 
-    def rows_per_split(self) -> int:
-        return max(1, math.ceil(self.rows / self.count)) if self.count else 1
+    def rows_between(self, first: int, stop: int) -> int:
+        """Rows (as planned) of splits ``first..stop-1``: the plan's rows spread evenly, rounded so
+        that the splits together hold exactly ``rows`` (a whole split's ceiling would count 124
+        splits of a 1M-row table as 1,000,060 rows, and push the last one to a batch of its own)."""
+        if not self.count:
+            return 0
+        return self.rows * stop // self.count - self.rows * first // self.count
+
+    def splits_within(self, first: int, max_rows: int) -> int:
+        """Where a batch from split ``first`` holding at most ``max_rows`` (planned) rows stops: as
+        many whole splits as fit, and at least one."""
+        if not self.rows:
+            return self.count
+        # the largest stop with rows * stop // count <= max_rows + rows * first // count
+        fits = ((max_rows + self.rows * first // self.count + 1) * self.count - 1) // self.rows
+        return max(first + 1, min(self.count, fits))
 
     def condition(self, first: int, stop: int, quoted_column: str) -> str:
         """The SQL predicate selecting splits ``first..stop-1`` (empty when there is no column).
