@@ -426,53 +426,108 @@ def test_a_schema_change_that_keeps_the_column_count_fails_instead_of_shifting_v
     assert message.startswith(PERMANENT_MARK) and f"{table}" in message and "DROP COLUMN name" in message
 
 
-def test_each_alter_table_stops_the_read_at_its_place_and_the_rows_after_it_read_with_its_shape(
-        private_mariadb, cdc_database):
-    """Two statements already in the binlog when the reader meets the first (issue 24): each stops
-    the read once, the source applies that one to the shape kept (a rename keeps the column's id),
-    and the same range then reads on with it; the server, already past both, is not the shape."""
+EVOLVING = ReadContext(None, micro_batch=True, unbounded=True, parallelism=1, max_rows_per_batch=1000,
+                       read_interval_ms=200, plugin_id="source[0]")
+
+
+def evolving_reader(plugin, table: str, ctx: ReadContext = EVOLVING):
+    """The stream reader as the source hands it to Spark when the query starts with ``ctx`` (the
+    shapes kept with the checkpoint, the change the query stopped at), and the shape it reads
+    ``table`` with."""
+    from seatide.connectors.mysql_cdc.stream import MySqlCdcReader, stream_options
+
+    plugin._ctx = ctx
+    found, schema = plugin.discover(plugin.server_config())
+    options = stream_options(plugin.server_config(), found, schema.json(), "latest", None, 1000, None, "evolve")
+    return MySqlCdcReader(options), plugin.table_shapes()[table]
+
+
+def started_again(plugin, table: str, shape, stopped: Exception):
+    """The reader of the query started again after ``stopped`` (a SchemaChanged), with that change applied."""
     from dataclasses import replace
 
+    from seatide.plugin.evolution import schema_change_in
+
+    seen = schema_change_in(str(stopped))
+    return evolving_reader(plugin, table, replace(EVOLVING, known_tables={table: shape.json()},
+                                                  seen={seen["table"]: seen["seen"]}))
+
+
+def test_each_alter_table_stops_the_query_at_its_place_and_the_rows_after_it_read_with_its_shape(
+        private_mariadb, cdc_database):
+    """Two statements already in the binlog when the stream meets the first (issue 24): each stops
+    the query once, where the batch that starts with it is planned, the source applies that one to
+    the shape kept (a rename keeps the column's id), and the stream then reads on with it; the
+    server, already past both, is not the shape."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from seatide.connectors.mysql_cdc.stream import MySqlCdcReader, stream_options
-    from seatide.plugin.evolution import COLUMN_ID, SchemaChanged, live_fields, schema_change_in
+    from seatide.plugin.evolution import COLUMN_ID, SchemaChanged, live_fields
 
     server, table = private_mariadb, f"{cdc_database}.altered"
     server.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, name VARCHAR(9), qty INT)")
     plugin = source(server, [table], 'startup.mode = "latest"\nserver-id = 5408\nschema.change.behavior = "evolve"')
-
-    def reader_with(ctx):
-        plugin._ctx = ctx
-        found, schema = plugin.discover(plugin.server_config())
-        options = stream_options(plugin.server_config(), found, schema.json(), "latest", None, 1000, None, "evolve")
-        return MySqlCdcReader(options), plugin.table_shapes()[table]
-
-    ctx = ReadContext(None, micro_batch=True, unbounded=True, parallelism=1, max_rows_per_batch=1000,
-                      read_interval_ms=200, plugin_id="source[0]")
-    reader, shape = reader_with(ctx)
+    reader, shape = evolving_reader(plugin, table)
     start = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
     server.execute(f"ALTER TABLE {table} RENAME COLUMN qty TO quantity, ADD note TEXT AFTER name",
                    f"INSERT INTO {table} VALUES (1, 'a', 'x', 5)", f"ALTER TABLE {table} DROP COLUMN name",
                    f"INSERT INTO {table} VALUES (2, 'y', 6)")
     read = []
     for _ in range(2):
-        while True:         # a batch before the statement (MariaDB's GTID event of it) reads nothing
-            end = reader.latestOffset(start, ReadAllAvailable())
-            try:
-                assert read_range(reader, start, end) == []
-            except SchemaChanged as exc:
-                seen = schema_change_in(str(exc))
-                break
-            start = end
-        ctx = replace(ctx, known_tables={table: shape.json()}, seen={seen["table"]: seen["seen"]})
-        reader, shape = reader_with(ctx)
+        with pytest.raises(SchemaChanged) as stopped:
+            reader.latestOffset(start, ReadAllAvailable())
+        reader, shape = started_again(plugin, table, shape, stopped.value)
+        end = reader.latestOffset(start, ReadAllAvailable())
         live = [f.name for f in live_fields(shape)]
         read.append((live, [{k: r[k] for k in live} for r in read_range(reader, start, end)]))
         start = end
     assert read == [(["id", "name", "note", "quantity"], [{"id": 1, "name": "a", "note": "x", "quantity": 5}]),
                     (["id", "note", "quantity"], [{"id": 2, "note": "y", "quantity": 6}])]
     assert {f.name: f.metadata[COLUMN_ID] for f in live_fields(shape)} == {"id": 1, "note": 4, "quantity": 3}
+
+
+@pytest.mark.parametrize("lands", ["after planning", "while planning"])
+def test_a_ddl_landing_as_a_batch_is_planned_is_taken_between_batches_not_in_one(
+        private_mariadb, cdc_database, monkeypatch, lands):
+    """An ALTER TABLE written just after the driver planned a batch's end, or while it plans it (after
+    it asked where the binlog ends, before it walked there), is the next batch's first transaction.
+    Its change is taken between batches: planning the next batch stops the query with it
+    (SchemaChanged on the driver), the query starts again with the statement applied, and no planned
+    batch's read meets a change it does not hold (a stop inside a batch's task is what failed under
+    load). Every row comes once, in order, each with the columns it was written with."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from seatide.connectors.mysql_cdc import stream
+    from seatide.plugin.evolution import SchemaChanged, live_fields
+
+    server, table = private_mariadb, f"{cdc_database}.landed"
+    server.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, name VARCHAR(9))")
+    plugin = source(server, [table], 'startup.mode = "latest"\nserver-id = 5410\nschema.change.behavior = "evolve"')
+    reader, shape = evolving_reader(plugin, table)
+    start = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
+    server.execute(f"INSERT INTO {table} VALUES (1, 'a')")
+    change = [f"ALTER TABLE {table} ADD COLUMN note TEXT", f"INSERT INTO {table} VALUES (2, 'b', 'x')"]
+    if lands == "while planning":
+        walk = stream.batch_end
+
+        def landing(*args, **kwargs):
+            server.execute(*change)
+            return walk(*args, **kwargs)
+
+        monkeypatch.setattr(stream, "batch_end", landing)
+    end = reader.latestOffset(start, ReadAllAvailable())            # batch 1 planned: its end is fixed
+    monkeypatch.undo()
+    if lands == "after planning":
+        server.execute(*change)
+    read = [{k: r[k] for k in ("id", "name")} for r in read_range(reader, start, end)]
+    start = end
+    with pytest.raises(SchemaChanged) as stopped:                    # planning batch 2 meets the statement
+        reader.latestOffset(start, ReadAllAvailable())
+    reader, shape = started_again(plugin, table, shape, stopped.value)
+    assert [f.name for f in live_fields(shape)] == ["id", "name", "note"]
+    end = reader.latestOffset(start, ReadAllAvailable())
+    read += [{k: r[k] for k in ("id", "name", "note")} for r in read_range(reader, start, end)]
+    assert read == [{"id": 1, "name": "a"}, {"id": 2, "name": "b", "note": "x"}]
+    assert reader.latestOffset(end, ReadAllAvailable()) == end       # nothing left over, nothing read twice
 
 
 def test_a_truncate_fails_the_stream_loudly_instead_of_being_skipped(private_mariadb, cdc_database):

@@ -10,7 +10,10 @@ the count is never below the true one, and a batch never holds more than ``max_r
 unless one transaction alone does (a transaction is never split). The batch ends after the
 first commit (``Xid``, or a ``COMMIT``/DDL statement) at which the count reaches ``max_rows``,
 or at the position the server reported, whichever comes first. A captured table's DDL starts a
-batch of its own: the batch before it ends where its transaction (its GTID event) starts.
+batch of its own: the batch before it ends where its transaction (its GTID event) starts. A DDL
+that starts the batch is handed back (``opening``): the stream stops the query at it, before the
+batch is planned, when the shape it reads the table with does not hold it yet (stream.py), so a
+change is taken between batches and never inside a planned batch's task.
 
 The same walk collects the GTIDs of the transactions the batch holds whole (``gtids``): the
 offset's GTID position moves by them (``gtid``).
@@ -46,11 +49,14 @@ def row_image_bytes(table: CapturedTable) -> int:
 
 
 def batch_end(conn, start: BinlogPosition, end: BinlogPosition, tables: list[CapturedTable],
-              max_rows: int, gtid_kind: str | None = None, gtids: list | None = None) -> BinlogPosition:
+              max_rows: int, gtid_kind: str | None = None, gtids: list | None = None,
+              opening: list | None = None) -> BinlogPosition:
     """The end of the batch that starts at ``start``: ``end``, or an earlier commit's end. With a
     ``gtid_kind``, the GTIDs of the transactions committed before that end are appended to
-    ``gtids``, in binlog order."""
+    ``gtids``, in binlog order. A captured table's DDL that is the batch's first transaction is
+    appended to ``opening`` as ``(where it ends, its Info, its GTID)``."""
     gtids = gtids if gtids is not None else []
+    opening = opening if opening is not None else []
     pending: str | None = None                      # the GTID of the transaction being walked
     captured = {(t.database, t.table): row_image_bytes(t) for t in tables}
     row_bytes: dict[str, int] = {}                  # table id -> its row image bound
@@ -82,9 +88,11 @@ def batch_end(conn, start: BinlogPosition, end: BinlogPosition, tables: list[Cap
                     found = _ROWS.search(info)
                     if found and found.group(1) in row_bytes:
                         rows += (stop - at) / row_bytes[found.group(1)]
-                elif kind == "Query" and boundary != start and _changes_a_table(info, captured):
-                    # a captured table's DDL starts a batch: rows before it and after it never share one
-                    return boundary
+                elif kind == "Query" and _changes_a_table(info, captured):
+                    if boundary != start:
+                        # a captured table's DDL starts a batch: rows before it and after it never share one
+                        return boundary
+                    opening.append((here, info, pending))
                 if kind == "Gtid" and gtid_kind is not None:
                     pending = event_gtid(gtid_kind, info)
                 elif is_commit(kind, info):
@@ -107,6 +115,18 @@ def _changes_a_table(statement: str, captured: dict) -> bool:
     text = statement.replace("`", "").lower()
     return any(f"{db}.{table}".lower() in text or re.search(rf"\b{re.escape(table.lower())}\b", text)
                for db, table in captured)
+
+
+_USE = re.compile(r"use `((?:[^`]|``)+)`; ", re.IGNORECASE)
+
+
+def logged_statement(info: str) -> tuple[str | None, str]:
+    """A Query event's ``Info`` as (default database, statement): the server shows a statement
+    logged with a default database as ``use `db`; statement``."""
+    found = _USE.match(info)
+    if found is None:
+        return None, info
+    return found.group(1).replace("``", "`"), info[found.end():]
 
 
 def _events(conn, cur, file: str, pos: int) -> list[tuple]:

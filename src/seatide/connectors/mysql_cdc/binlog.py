@@ -99,9 +99,11 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
                 continue
             if isinstance(event, QueryEvent):
                 here = BinlogPosition.of(stream.log_file, event.packet.log_pos)
-                current = {k: t for k, t in captured.items() if k not in since or here > since[k]}
+                current = tables_at(captured, since, here)
                 _refuse_truncate(event, current)
-                _follow_alter(event, here, current, behaviour, getattr(part, "server", None), gtid)
+                schema = event.schema.decode() if isinstance(event.schema, bytes) else event.schema
+                follow_alter(schema or None, event.query or "", here, current, behaviour,
+                             getattr(part, "server", None), gtid)
                 continue
             name = (getattr(event, "schema", None), getattr(event, "table", None))
             table = captured.get(name)
@@ -165,25 +167,32 @@ def _refuse_truncate(event, captured: dict) -> None:
             f"target. Empty the target table yourself and {START_OVER}")
 
 
-def _follow_alter(event, here: BinlogPosition, captured: dict, behaviour: str | None, server: str | None = None,
-                  gtid: str | None = None) -> None:
-    """An ALTER TABLE of a captured table that its shape does not hold yet (past ``ddl_at``) stops
-    the query (``SchemaChanged`` with the statement), for the source to apply it to the shape it
-    reads the table with (shapes.py): each statement in its turn, at its place in the stream, with
-    the rows before it read with the shape before it and the rows after it with the one after it
-    (batch_end.py starts a batch at each). One that changes no column is passed over. ``ddl_at``
-    names its server and the statement's GTID (``[file, pos, server, gtid]``): a shape of another
-    server's position (kept from before a failover) holds, of this binlog, only the statement of
-    that GTID (the query stopped at it and the failover came before its batch was done); the
-    stream resumed after every earlier one."""
-    schema = event.schema.decode() if isinstance(event.schema, bytes) else event.schema
-    statement = event.query or ""
-    target = altered_table(statement, schema or None)
+def tables_at(captured: dict, since: dict, here: BinlogPosition) -> dict:
+    """The captured tables whose changes an event ending at ``here`` is one of (a table added to a
+    resumed job: not the events its own snapshot holds)."""
+    return {k: t for k, t in captured.items() if k not in since or here > since[k]}
+
+
+def follow_alter(schema: str | None, statement: str, here: BinlogPosition, captured: dict, behaviour: str | None,
+                 server: str | None = None, gtid: str | None = None) -> None:
+    """An ALTER TABLE of a captured table (``statement``, logged with default database ``schema`` and
+    ending at ``here``) that its shape does not hold yet (past ``ddl_at``) stops the query
+    (``SchemaChanged`` with the statement), for the source to apply it to the shape it reads the
+    table with (shapes.py): each statement in its turn, at its place in the stream, with the rows
+    before it read with the shape before it and the rows after it with the one after it. The stop
+    comes where the batch that starts with the statement is planned (stream.py; batch_end.py starts
+    a batch at each), between batches; met here while reading (a batch planned without that check,
+    replayed from an older checkpoint), it stops the batch's task. One that changes no column is
+    passed over. ``ddl_at`` names its server and the statement's GTID (``[file, pos, server, gtid]``): a
+    shape of another server's position (kept from before a failover) holds, of this binlog, only the
+    statement of that GTID (the query stopped at it and the failover came before its batch was
+    done); the stream resumed after every earlier one."""
+    target = altered_table(statement, schema)
     table = captured.get(target) if target is not None else None
     if table is None or _in_shape(table.ddl_at, here, server, gtid):
         return
     try:
-        changes = parse_alter(statement, schema or None).changes
+        changes = parse_alter(statement, schema).changes
     except UnknownDdl as exc:
         raise permanent_in_worker(
             f"MySQL-CDC: {table.name} was altered at binlog {here} by a statement whose effect on its columns "

@@ -7,7 +7,9 @@ first; every later micro-batch reads the binlog between its start and end positi
 of their binlog position (``gtid``): resumed against another server (a failover), the stream
 finds its place there by it instead of by file and byte. The driver side asks the server
 where the binlog ends now and cuts the batch at a commit once it may hold ``max_rows`` rows
-(``batch_end``); the workers read.
+or before a captured table's DDL (``batch_end``); the workers read. A batch that would start with
+an ALTER TABLE the tables' shapes do not hold is not planned: the query stops there, between
+batches, and starts again with it applied (``binlog.follow_alter``).
 Classes live in an importable module because Spark's Python workers unpickle them.
 """
 
@@ -20,14 +22,14 @@ from typing import Iterator
 import pymysql
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 
-from seatide.connectors.mysql_cdc.binlog import BinlogRange, read_range
+from seatide.connectors.mysql_cdc.binlog import BinlogRange, follow_alter, read_range, tables_at
 from seatide.connectors.mysql_cdc.catalog import (CapturedTable, ServerConfig, binlog_files, current_position,
                                                   server_identity, snapshot_position)
 from seatide.connectors.mysql_cdc.gtid import advance, gtid_at, gtid_kind, locate
 from seatide.connectors.mysql_cdc.position import (BINLOG, SNAPSHOT, START, BinlogPosition, StreamOffset,
                                                    gtid_not_found_message, lost_position_message,
                                                    other_server_message)
-from seatide.connectors.mysql_cdc.batch_end import batch_end
+from seatide.connectors.mysql_cdc.batch_end import batch_end, logged_statement
 from seatide.connectors.mysql_cdc.snapshot import SnapshotSplit, next_upper, read_split
 from seatide.plugin.base import permanent_in_worker
 from seatide.plugin.tables import TableLayout
@@ -123,10 +125,25 @@ class MySqlCdcReader(DataSourceStreamReader):
         if offset.phase != BINLOG:
             return StreamOffset.at(end, self._server, tables=covered, gtid=self._gtid_of(conn, end)).to_json()
         committed: list[str] = []
-        end = batch_end(conn, offset.position, end, self._tables(), self.max_rows, self._kind, committed)
+        opening: list[tuple] = []
+        tables = self._tables()
+        end = batch_end(conn, offset.position, end, tables, self.max_rows, self._kind, committed, opening)
+        self._stop_at_a_change(offset, tables, opening)
         base = offset.gtid or self._gtid_of(conn, offset.position)
         gtid = (base[0], advance(base[0], base[1], committed)) if base is not None else None
         return StreamOffset.at(end, self._server, tables=covered, since=offset.since, gtid=gtid).to_json()
+
+    def _stop_at_a_change(self, offset: StreamOffset, tables: list[CapturedTable], opening: list[tuple]) -> None:
+        """A batch whose first transaction is an ALTER TABLE that the shape of its table does not hold
+        yet is not planned: the query stops here, between batches (SchemaChanged, binlog.follow_alter),
+        and starts again with the statement applied; the batch planned then reads past it. Stopped in
+        a batch's task instead, a change would be taken inside a batch Spark has already planned."""
+        covered = self._covered(offset)
+        captured = {(t.database, t.table): t for t in tables if t.name in covered}
+        since = {tuple(name.split(".", 1)): BinlogPosition.of(*at) for name, at in offset.since.items()}
+        for here, info, gtid in opening:
+            schema, statement = logged_statement(info)
+            follow_alter(schema, statement, here, tables_at(captured, since, here), self.behaviour, self._server, gtid)
 
     # -- which server (a failover) ------------------------------------------------------------
     def _identify(self, conn) -> None:
