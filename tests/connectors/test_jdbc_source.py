@@ -203,6 +203,24 @@ def test_a_table_within_the_row_limit_is_read_in_one_batch(spark, table, tmp_pat
     assert list(batches) == [0] and batches[0] == list(range(1, ROWS + 1))
 
 
+def test_a_fresh_stream_is_planned_when_the_job_reads_the_source(spark, table, tmp_path):
+    dialect, name = table
+    source = jdbc(dialect, f'table_path = "{name}"\nsplit.size = 100')
+    stream = source.read(routed_ctx(spark, max_rows=1000))
+    # measured by the driver as the job builds its plan, not by the stream's Python process at its start
+    execute(dialect, f"INSERT INTO {name} (id, name) VALUES ({ROWS + 1}, 'after the plan')")
+    batches: dict[int, list] = {}
+    checkpoint = str(tmp_path / "ck")
+
+    def each_batch(batch_df, batch_id):
+        rows = source.batch_rows(batch_df, routed_ctx(spark, 1000), batch_offsets(checkpoint, batch_id))
+        batches[batch_id] = sorted(r.id for frame in rows.per_table.values() for r in frame.collect())
+
+    stream.writeStream.trigger(availableNow=True).option("checkpointLocation", checkpoint) \
+        .foreachBatch(each_batch).start().awaitTermination()
+    assert all_ids(batches) == list(range(1, ROWS + 1))
+
+
 def test_a_routed_restart_replays_the_failed_batch_and_reads_no_split_twice(spark, table, tmp_path):
     dialect, name = table
     body = f'table_path = "{name}"\npartition_column = "id"\nsplit.size = 50'

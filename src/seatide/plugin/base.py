@@ -56,6 +56,9 @@ class ReadContext:
     # The pipeline runs table by table at batch time (plan.dag.Pipeline.routed): a source that
     # can (``expands_batches``) streams split descriptors, which ``batch_rows`` turns into rows.
     expand_batches: bool = False
+    # Spark's offset log of the pipeline already holds a batch: the stream goes on from it and
+    # Spark asks no source for its initial offset, so a source need not measure one up front.
+    resuming: bool = False
 
 
 @dataclass(frozen=True)

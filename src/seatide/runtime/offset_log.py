@@ -26,6 +26,15 @@ def logged_offsets(spark_dir: str, batch_id: int) -> list[dict | None] | None:
     return [json.loads(line) if line.strip() not in ("", "-") else None for line in lines[2:]]
 
 
+def logs_a_batch(spark_dir: str) -> bool:
+    """Whether the log holds a batch: a query started on it resumes, and asks its sources for
+    no initial offset."""
+    try:
+        return any(name.isdigit() for name in os.listdir(os.path.join(spark_dir, "offsets")))
+    except OSError:
+        return False
+
+
 def batch_offsets(spark_dir: str, batch_id: int, source: int = 0) -> BatchOffsets:
     """Where batch ``batch_id`` of the query's ``source``-th source starts and ends."""
     end = logged_offsets(spark_dir, batch_id)
@@ -40,4 +49,4 @@ def batch_offsets(spark_dir: str, batch_id: int, source: int = 0) -> BatchOffset
     return BatchOffsets(before[source], end[source])
 
 
-__all__ = ["batch_offsets", "logged_offsets"]
+__all__ = ["batch_offsets", "logged_offsets", "logs_a_batch"]

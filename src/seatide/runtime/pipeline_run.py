@@ -34,7 +34,7 @@ from seatide.runtime import change_order, schema_evolution
 from seatide.runtime.batch_clock import BatchClock
 from seatide.runtime.commit_log import (SinkCommitLog, StoreDecisions, read_json, roll_forward, write_exactly_once,
                                         write_json_atomic)
-from seatide.runtime.offset_log import batch_offsets, logged_offsets
+from seatide.runtime.offset_log import batch_offsets, logged_offsets, logs_a_batch
 from seatide.runtime.reporter import AttemptReporter
 from seatide.runtime.table_routing import OneTable, RoutedPipeline
 from seatide.store.runs import new_lineage
@@ -141,7 +141,8 @@ class PipelineRun:
                            read_interval_ms=env.trigger_interval_ms, plugin_id=spec.plugin_id,
                            job_id=self.job_id, pipeline_id=self.pipeline.pipeline_id,
                            known_tables=self._known, seen=self._seen,
-                           expand_batches=self.pipeline.routed(env.micro_batch))
+                           expand_batches=self.pipeline.routed(env.micro_batch),
+                           resuming=env.micro_batch and logs_a_batch(os.path.join(self.dir, "spark")))
 
     def _frames(self) -> list[tuple[object, object]]:
         """(sink spec, DataFrame it writes) for each sink of the pipeline. A multi-table pipeline
@@ -175,7 +176,7 @@ class PipelineRun:
             df = inputs[0]
             for other in inputs[1:]:
                 df = df.unionByName(other)
-            change_order.check_order_reaches(df, self.pipeline, sink)
+            change_order.check_order_reaches(df, self.pipeline, sink, frames)
             result.append((sink, change_order.for_sink(df, sink.plugin)))
         return result
 

@@ -291,6 +291,11 @@ class JdbcSource(Source):
                 "tables": [{"plan_sql": p._plan_sql(), "split_size": p.opts["split.size"],
                             "partition_num": p.opts["partition_num"], "quoted_column": quoted,
                             **p._split_options()} for p, quoted in zip(self._tables_read(), self._quoted_columns())]}
+        if not ctx.resuming:
+            # Measured here, where the database client is loaded and connected already: the
+            # stream's Python process would import it first (0.2-0.3 s before the first batch).
+            # Unused when the checkpoint has offsets after all: their plans win.
+            spec["plans"] = [p.plan().to_json() for p in self._tables_read()]
         return ctx.spark.readStream.format(SOURCE_NAME).option("spec", json.dumps(spec)).load()
 
     def _predicated(self, ctx: ReadContext, predicates: list[str]) -> "DataFrame":

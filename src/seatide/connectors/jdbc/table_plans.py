@@ -51,11 +51,14 @@ class JdbcTablePlans(DataSource):
 class JdbcTablePlansReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, spec: dict):
         # {"url", "user", "password", "max_rows", "tasks",
-        #  "tables": [{"plan_sql", "column", "quoted_column", "kind", "split_size", "partition_num"}]}
+        #  "tables": [{"plan_sql", "column", "quoted_column", "kind", "split_size", "partition_num"}],
+        #  "plans": [SplitPlan JSON, ...] when the driver measured the tables for a fresh stream}
         self.spec = spec
         self._plans: list[SplitPlan] | None = None
 
     def initialOffset(self) -> dict:
+        if self._plans is None and "plans" in self.spec:        # measured by the driver (JdbcSource._planned)
+            self._plans = [SplitPlan.from_json(p) for p in self.spec["plans"]]
         if self._plans is None:
             self._plans = [self._measure(table) for table in self.spec["tables"]]
         return {"plans": [p.to_json() for p in self._plans], "next": [0, 0]}
