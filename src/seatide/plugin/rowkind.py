@@ -8,8 +8,10 @@ A change stream also carries each row's place in the source's order in a hidden 
 ``__row_seq`` (a bigint, increasing in commit order within a batch). A sink that keeps the
 last change per key picks it by this number, not by the order rows reach it in, which any
 transform that moves rows between partitions (ORDER BY, a REPARTITION hint, a join) changes.
-The runtime adds it to sources that emit changes (``seatide.runtime.change_order``),
-transforms carry it as they carry the kind, and only sinks that apply changes in order see it.
+A source that streams changes writes it into its own rows (the CDC sources: Spark refuses to
+number a stream's rows), increasing in commit order among one table's rows of a micro-batch;
+the runtime numbers the other change sources' frames (``seatide.runtime.change_order``).
+Transforms carry it as they carry the kind, and only sinks that apply changes in order see it.
 """
 
 from __future__ import annotations
@@ -44,6 +46,15 @@ class RowKind(enum.IntEnum):
 
 ALL_KINDS = frozenset(RowKind)
 INSERT_ONLY = frozenset({RowKind.INSERT})
+
+
+def hidden_fields(sequenced: bool = False) -> list:
+    """The hidden fields a source's Spark schema ends with: the row kind, then the row sequence
+    when the source writes it itself (``sequenced``)."""
+    from pyspark.sql import types as T
+
+    kind = T.StructField(ROW_KIND_COLUMN, T.ByteType(), True)
+    return [kind, T.StructField(ROW_SEQ_COLUMN, T.LongType(), True)] if sequenced else [kind]
 
 
 def user_columns(columns: list[str]) -> list[str]:

@@ -176,7 +176,7 @@ class PipelineRun:
             df = inputs[0]
             for other in inputs[1:]:
                 df = df.unionByName(other)
-            change_order.check_order_reaches(df, self.pipeline, sink)
+            change_order.check_order_reaches(df, self.pipeline, sink, frames)
             result.append((sink, change_order.for_sink(df, sink.plugin)))
         return result
 

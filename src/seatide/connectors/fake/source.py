@@ -24,7 +24,7 @@ from seatide.connectors.fake.sql import ident
 from seatide.connectors.fake.values import ROW_NUMBER, FloatRange, IntRange, ValueExpressions, ValueSettings
 from seatide.plugin.base import ReadContext, Source, use_python_data_source
 from seatide.plugin.registry import register
-from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
+from seatide.plugin.rowkind import INSERT_ONLY, ROW_KIND_COLUMN, ROW_SEQ_COLUMN, RowKind
 from seatide.plugin.schema import Schema, read_schema
 from seatide.plugin.tables import TableLayout, TableRows
 from seatide.plugin.types import type_name
@@ -303,7 +303,10 @@ class FakeSource(Source):
         with_row = numbers.selectExpr(ROW_NUMBER, f"{self._rows_sql()} AS {_ROW}")
         columns = [f"{ROW_NUMBER if f.name == self._sequence else f'{_ROW}.c{i}'} AS {ident(f.name)}"
                    for i, f in enumerate(self._schema.fields)]
-        return with_row.selectExpr(*columns, f"{_ROW}.kind AS {ident(ROW_KIND_COLUMN)}")
+        # changes are in row-number order: their __row_seq (plugin.rowkind), which a stream must
+        # carry from its source (Spark cannot number a stream's rows)
+        seq = [f"CAST({ROW_NUMBER} AS BIGINT) AS {ident(ROW_SEQ_COLUMN)}"] if self.row_kinds() - INSERT_ONLY else []
+        return with_row.selectExpr(*columns, f"{_ROW}.kind AS {ident(ROW_KIND_COLUMN)}", *seq)
 
     def _field_sql(self, field: T.StructField, values: ValueExpressions) -> str:
         return ROW_NUMBER if field.name == self._sequence else values.field(field.dataType, field.name)
