@@ -1,5 +1,10 @@
 """Postgres-CDC rows as Spark takes them: text values by column name -> Arrow record batches,
-in each table's column order, tagged by table when the source reads several."""
+in each table's column order, tagged by table when the source reads several.
+
+Every row carries its place in the order the partition read it in (``__row_seq``,
+plugin.rowkind): a change batch is one partition reading its transactions in commit order, so
+the number orders one key's changes however a transform moves them; Spark cannot number a
+stream's rows for us. The snapshot's splits of one batch start apart (``first_seq``)."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from seatide.connectors.postgres_cdc.pgoutput import UNCHANGED_TOAST
 from seatide.connectors.postgres_cdc.tables import CapturedTable
 from seatide.connectors.postgres_cdc.values import column_type
 from seatide.plugin.base import permanent_in_worker
-from seatide.plugin.rowkind import ROW_KIND_COLUMN
+from seatide.plugin.rowkind import ROW_KIND_COLUMN, ROW_SEQ_COLUMN
 from seatide.plugin.tables import TableLayout
 
 _ARROW_BATCH_ROWS = 8192
@@ -18,17 +23,21 @@ _ARROW_BATCH_ROWS = 8192
 
 class RowBatches:
     """Text values by column name -> Arrow record batches, one table's rows at a time: in the
-    table's own column order (one table), or tagged by table (several, ``layout``)."""
+    table's own column order (one table), or tagged by table (several, ``layout``). Rows are
+    numbered as they are added, from ``first_seq`` on, across tables."""
 
-    def __init__(self, tables: list[CapturedTable], spark_time_zone: str, layout: TableLayout | None = None):
+    def __init__(self, tables: list[CapturedTable], spark_time_zone: str, layout: TableLayout | None = None,
+                 first_seq: int = 0):
         self.tables, self.zone, self.layout = tables, spark_time_zone, layout
         self.pending: dict[int, TableRows] = {}
+        self.next_seq = first_seq
 
     def add(self, kind: int, table: int, values: dict) -> Iterator:
         rows = self.pending.get(table)
         if rows is None:
             rows = self.pending[table] = TableRows(self.tables[table], self.zone)
-        rows.add(kind, values)
+        rows.add(kind, values, self.next_seq)
+        self.next_seq += 1
         if rows.count >= _ARROW_BATCH_ROWS:
             yield from self._flush(table)
 
@@ -49,17 +58,23 @@ class TableRows:
         self.table = table
         self.names = [c.name for c in table.columns]
         self.types = {c.name: column_type(c.seatunnel, spark_time_zone, c.typname) for c in table.columns}
-        self.columns: list[list] = [[] for _ in range(len(self.names) + 1)]
+        self._reset()
+
+    def _reset(self) -> None:
+        self.columns: list[list] = [[] for _ in self.names]
+        self.kinds: list[int] = []
+        self.seqs: list[int] = []
 
     @property
     def count(self) -> int:
-        return len(self.columns[-1])
+        return len(self.kinds)
 
-    def add(self, kind: int, values: dict) -> None:
+    def add(self, kind: int, values: dict, seq: int) -> None:
         for column, name in zip(self.columns, self.names):
             text = values.get(name)
             column.append(None if text is None or text is UNCHANGED_TOAST else self._convert(name, text))
-        self.columns[-1].append(kind)
+        self.kinds.append(kind)
+        self.seqs.append(seq)
 
     def _convert(self, name: str, text: str):
         try:
@@ -73,9 +88,9 @@ class TableRows:
     def flush(self):
         import pyarrow as pa
 
-        if not self.columns[-1]:
+        if not self.kinds:
             return None
         arrays = [pa.array(values, self.types[name].arrow) for values, name in zip(self.columns, self.names)]
-        arrays.append(pa.array(self.columns[-1], pa.int8()))
-        self.columns = [[] for _ in range(len(self.names) + 1)]
-        return pa.RecordBatch.from_arrays(arrays, names=[*self.names, ROW_KIND_COLUMN])
+        arrays += [pa.array(self.kinds, pa.int8()), pa.array(self.seqs, pa.int64())]
+        self._reset()
+        return pa.RecordBatch.from_arrays(arrays, names=[*self.names, ROW_KIND_COLUMN, ROW_SEQ_COLUMN])

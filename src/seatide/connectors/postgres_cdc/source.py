@@ -25,7 +25,7 @@ from seatide.plugin.base import HeldPosition, PermanentError, ReadContext, Sourc
 from seatide.plugin.evolution import COLUMN_ID, RETIRED, live_fields
 from seatide.plugin.options import OptionError
 from seatide.plugin.registry import register
-from seatide.plugin.rowkind import ALL_KINDS, ROW_KIND_COLUMN, RowKind
+from seatide.plugin.rowkind import ALL_KINDS, RowKind, hidden_fields
 from seatide.plugin.schema import Column, PrimaryKey, Schema
 from seatide.plugin.tables import TableLayout
 
@@ -236,7 +236,7 @@ class PostgresCdcSource(Source):
         if self.multi_table():
             # one slot, one stream: each row tagged by its table (plugin.tables)
             self._layout = TableLayout.of((self._name(t.schema, t.name), self._fields(t)) for t in tables)
-            schema = self._layout.spark_schema()
+            schema = self._layout.spark_schema(sequenced=True)
         else:
             schema = self._spark_schema(tables[0])
         config = {
@@ -301,7 +301,8 @@ class PostgresCdcSource(Source):
     def _spark_schema(cls, table):
         from pyspark.sql import types as T
 
-        return T.StructType([*cls._fields(table).fields, T.StructField(ROW_KIND_COLUMN, T.ByteType(), True)])
+        # the stream numbers its rows itself (row_batches.py): Spark cannot number a stream's rows
+        return T.StructType([*cls._fields(table).fields, *hidden_fields(sequenced=True)])
 
     def held(self, job_id: str, pipeline_id: int, plugin_id: str, offset: dict | None,
              timeout_s: float) -> HeldPosition:

@@ -55,6 +55,9 @@ from seatide.plugin.tables import TableLayout
 SOURCE_NAME = "seatide_postgres_cdc"
 # WAL without changes for us after which an idle stream moves its position (one empty batch).
 IDLE_ADVANCE_BYTES = 16 << 20
+# The row numbers (__row_seq) of a batch's n-th snapshot split start at n times this: the
+# batch's rows stay ordered across its partitions (a split never holds 2^40 rows).
+SPLIT_SEQ_STRIDE = 1 << 40
 
 
 def connect(config: dict, autocommit: bool = True):
@@ -72,11 +75,14 @@ def connect(config: dict, autocommit: bool = True):
 
 class SnapshotSplit(InputPartition):
     """Rows of table ``table`` with key in ``(after, upto]``, as of the snapshot ``export`` (the
-    one the slot exported at its consistent point; None: as of now)."""
+    one the slot exported at its consistent point; None: as of now). Its rows are numbered from
+    ``first_seq`` on."""
 
-    def __init__(self, table: int, after: list | None, upto: list | None, export: str | None = None):
+    def __init__(self, table: int, after: list | None, upto: list | None, export: str | None = None,
+                 first_seq: int = 0):
         super().__init__((table, after, upto))
         self.table, self.after, self.upto, self.export = table, after, upto, export
+        self.first_seq = first_seq
 
 
 class ChangeRange(InputPartition):
@@ -287,8 +293,10 @@ class PostgresCdcReader(DataSourceStreamReader):
     def partitions(self, start: dict, end: dict) -> list:
         self._check_position(start)
         if end["splits"]:
-            return [SnapshotSplit(index, after, upto, end.get("export")) for index, after, upto in
-                    ((self._split_table(split), split[1], split[2]) for split in end["splits"]) if index is not None]
+            return [SnapshotSplit(index, after, upto, end.get("export"), n * SPLIT_SEQ_STRIDE)
+                    for n, (index, after, upto) in
+                    enumerate((self._split_table(split), split[1], split[2]) for split in end["splits"])
+                    if index is not None]
         if start["lsn"] is None or end["lsn"] <= start["lsn"] or end.get("changes", 1) == 0:
             return []
         # a replay after a restart has no planned messages: its task streams the range again
@@ -296,7 +304,8 @@ class PostgresCdcReader(DataSourceStreamReader):
                             self._admitted(start))]
 
     def read(self, partition) -> Iterator:
-        builder = RowBatches(self.tables, self.config["spark_time_zone"], self.layout)
+        builder = RowBatches(self.tables, self.config["spark_time_zone"], self.layout,
+                             getattr(partition, "first_seq", 0))
         if isinstance(partition, ChangeRange):
             changes = read_changes(self.config, self.tables, self.slot, partition.start, partition.end,
                                    partition.messages, partition.admitted)
