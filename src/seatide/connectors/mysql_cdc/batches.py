@@ -1,4 +1,9 @@
-"""Rows -> Arrow record batches whose types match the Spark schema exactly."""
+"""Rows -> Arrow record batches whose types match the Spark schema exactly.
+
+Every row carries its place in the order it was added (``__row_seq``, plugin.rowkind): a binlog
+batch is one partition reading its transactions in commit order, so the number orders one
+key's changes however a transform moves them (Spark cannot number a stream's rows). A builder
+numbers one table's rows of a read; sinks order changes per key, and a key is one table's."""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ from typing import Iterable, Iterator, Sequence
 import pyarrow as pa
 
 from seatide.connectors.mysql_cdc.columns import Column
-from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
+from seatide.plugin.rowkind import ROW_KIND_COLUMN, ROW_SEQ_COLUMN, RowKind
 
 ARROW_BATCH_ROWS = 8192
 
@@ -15,10 +20,11 @@ ARROW_BATCH_ROWS = 8192
 class BatchBuilder:
     """Collects converted rows column by column and cuts a RecordBatch every ``ARROW_BATCH_ROWS``."""
 
-    def __init__(self, columns: Sequence[Column]):
+    def __init__(self, columns: Sequence[Column], first_seq: int = 0):
         self.columns = columns
-        self.names = [c.name for c in columns] + [ROW_KIND_COLUMN]
-        self.types = [c.arrow_type for c in columns] + [pa.int8()]
+        self.names = [c.name for c in columns] + [ROW_KIND_COLUMN, ROW_SEQ_COLUMN]
+        self.types = [c.arrow_type for c in columns] + [pa.int8(), pa.int64()]
+        self.next_seq = first_seq
         self._reset()
 
     def _reset(self) -> None:
@@ -28,7 +34,9 @@ class BatchBuilder:
         """Add one row as the client gave it; returns a full batch when one is ready."""
         for target, col, value in zip(self._values, self.columns, raw):
             target.append(col.convert(value))
-        self._values[-1].append(int(kind))
+        self._values[-2].append(int(kind))
+        self._values[-1].append(self.next_seq)
+        self.next_seq += 1
         return self.flush() if len(self._values[-1]) >= ARROW_BATCH_ROWS else None
 
     def flush(self) -> pa.RecordBatch | None:

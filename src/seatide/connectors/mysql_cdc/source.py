@@ -29,7 +29,7 @@ from seatide.plugin.base import HeldPosition, PermanentError, ReadContext, Sourc
 from seatide.plugin.evolution import COLUMN_ID, RETIRED
 from seatide.plugin.options import OptionError
 from seatide.plugin.registry import register
-from seatide.plugin.rowkind import ALL_KINDS, ROW_KIND_COLUMN, RowKind
+from seatide.plugin.rowkind import ALL_KINDS, RowKind, hidden_fields
 from seatide.plugin.schema import Column, PrimaryKey, Schema
 from seatide.plugin.tables import TableLayout
 from seatide.plugin.types import source_metadata
@@ -216,9 +216,9 @@ class MySqlCdcSource(Source):
         self._read_tables = tables
         if self.multi_table():
             self._layout = TableLayout.of((t.name, self._fields(t)) for t in tables)
-            return tables, self._layout.spark_schema()
-        return tables, T.StructType([*self._fields(tables[0]).fields,
-                                     T.StructField(ROW_KIND_COLUMN, T.ByteType(), True)])
+            return tables, self._layout.spark_schema(sequenced=True)
+        # the stream numbers its rows itself (batches.py): Spark cannot number a stream's rows
+        return tables, T.StructType([*self._fields(tables[0]).fields, *hidden_fields(sequenced=True)])
 
     @staticmethod
     def _fields(table: CapturedTable) -> "StructType":
