@@ -18,6 +18,7 @@ from seatide.connectors.jdbc.writer import JdbcSinkError
 from seatide.plugin.base import SinkContext
 from seatide.plugin.options import OptionError, read_options
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
+from seatide.plugin.tables import TableFrames
 from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, write_exactly_once
 
 pytestmark = pytest.mark.spark
@@ -106,6 +107,23 @@ def write(writer, log_dir, df, batch: int, fence=None):
     return write_exactly_once(writer, log, df, batch, txn(job, batch), decisions=decisions)
 
 
+def on_driver(df) -> TableFrames:
+    """The batch as the runtime gives a small one: its rows already collected on the driver."""
+    return TableFrames({0: df}, {0: df.count()}, lambda _index: df.schema, local={0: [tuple(r) for r in df.collect()]})
+
+
+def spark_jobs_of(spark, step) -> list[int]:
+    """The Spark jobs ``step`` ran (in this thread)."""
+    sc = spark.sparkContext
+    group = f"seatide-test-{secrets.token_hex(4)}"
+    sc.setJobGroup(group, "counted by the test")
+    try:
+        step()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    return list(sc.statusTracker().getJobIdsForGroup(group))
+
+
 def inserts(spark, ids):
     return frame(spark, [(i, f"n{i}", RowKind.INSERT) for i in ids], "id bigint, name string")
 
@@ -168,6 +186,36 @@ def test_changes_apply_by_key_with_the_last_change_per_key_winning(spark, db, tm
     result = write(writer, tmp_path, frame(spark, rows, "id bigint, name string"), 0)
     assert result.state["rows"] == len(rows)
     assert query(db, f"SELECT id, name FROM {table} ORDER BY id") == [(1, "a2"), (3, "c"), (5, "new5"), (6, "back6")]
+
+
+@pytest.mark.parametrize("upsert", [True, False], ids=["upsert", "plain"])
+def test_rows_collected_on_the_driver_apply_by_key_in_the_commit_transaction_without_a_spark_job(
+        spark, db, tmp_path, upsert):
+    """A small batch of a multi-table stream reaches the sink already collected (runtime.table_routing):
+    its changes are staged and applied in the commit's one transaction, no Spark job and no
+    staging table left behind; a fenced attempt commits none of them, its retry commits them once."""
+    table = table_name()
+    execute(db, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, name VARCHAR(20))",
+            f"INSERT INTO {table} VALUES (4, 'old4'), (5, 'old5'), (6, 'old6')")
+    writer = make_sink(db, table=table, primary_keys=["id"], enable_upsert=upsert).writer(context(spark, table))
+    rows = [(1, "a", RowKind.INSERT), (1, "a2", RowKind.UPDATE_AFTER), (2, "b", RowKind.INSERT),
+            (2, "b", RowKind.DELETE), (4, "old4", RowKind.DELETE), (5, "new5", RowKind.UPDATE_AFTER),
+            (6, "x", RowKind.DELETE), (6, "back6", RowKind.INSERT), (7, "only-before", RowKind.UPDATE_BEFORE)]
+    batch = on_driver(frame(spark, rows, "id bigint, name string"))
+
+    def zombie():
+        raise RuntimeError("attempt fenced")
+
+    with pytest.raises(RuntimeError, match="fenced"):
+        write(writer, tmp_path / "fenced", batch, 0, fence=zombie)
+    assert query(db, f"SELECT id, name FROM {table} ORDER BY id") == [(4, "old4"), (5, "old5"), (6, "old6")]
+    results = []
+    assert spark_jobs_of(spark, lambda: results.append(write(writer, tmp_path / "log", batch, 0))) == []
+    assert results[0].state["rows"] == len(rows)
+    assert query(db, f"SELECT id, name FROM {table} ORDER BY id") == [(1, "a2"), (5, "new5"), (6, "back6")]
+    here = "current_schema()" if "postgresql" in db[0] else "DATABASE()"
+    assert query(db, "SELECT table_name FROM information_schema.tables WHERE "
+                     f"table_name LIKE 'seatide_stage%' AND table_schema = {here}") == []
 
 
 @pytest.mark.parametrize("upsert", [True, False], ids=["upsert", "plain"])
@@ -274,18 +322,20 @@ def _normal(value):
     return value
 
 
-def test_table_created_from_the_input_schema_round_trips_every_type(spark, db, tmp_path):
+@pytest.mark.parametrize("path", ["spark", "driver"])
+def test_table_created_from_the_input_schema_round_trips_every_type(spark, db, tmp_path, path):
     table = table_name()
+    given = on_driver if path == "driver" else (lambda df: df)
     ddl = ", ".join(f"{name} {spark_type}" for name, _, spark_type, _ in TYPED)
     values = tuple(v for *_, v in TYPED)
     writer = make_sink(db, table=table, primary_keys=["c_int"]).writer(context(spark, table))
-    write(writer, tmp_path, frame(spark, [(*values, RowKind.INSERT)], ddl), 0)
+    write(writer, tmp_path, given(frame(spark, [(*values, RowKind.INSERT)], ddl)), 0)
     (row,) = query(db, f"SELECT {', '.join(n for n, *_ in TYPED)} FROM {table}")
     got = tuple(_normal(v) for v in row)
     expected = tuple(bool(v) if isinstance(v, bool) else v for v in values)
     assert tuple(bool(g) if isinstance(e, bool) else g for g, e in zip(got, expected)) == expected
     # the created table has the primary key, so a later upsert of the same key replaces the row
-    write(writer, tmp_path, frame(spark, [(*values[:-1], dt.datetime(2025, 1, 1), RowKind.UPDATE_AFTER)], ddl), 1)
+    write(writer, tmp_path, given(frame(spark, [(*values[:-1], dt.datetime(2025, 1, 1), RowKind.UPDATE_AFTER)], ddl)), 1)
     assert query(db, f"SELECT COUNT(*), MAX(c_ts) FROM {table}") == [(1, dt.datetime(2025, 1, 1))]
 
 

@@ -8,14 +8,34 @@ once for every table. Only tables with rows in the batch are written; a table is
 the batch with a filter on its tag, so a batch that cannot be filtered without reading the
 source again (CDC's interleaved rows) is persisted first and counted per table in one job. A
 source that reads its tables apart (the Jdbc source) gives them apart (``TableRows.per_table``).
+
+A small micro-batch of such a source (CDC's changes: a few hundred rows over many tables) is
+instead collected on the driver in that one job and taken apart here, in Python; a sink with no
+transform before it gets each table's rows as they are (``TableFrames.local``) and writes them
+without a Spark job of its own (the Jdbc sink: into temporary tables of its commit's
+transaction). Taking 100 tables apart with Spark cost ≈5 s a batch in plan analysis alone (a
+filter and a select over the 100-struct frame per table), and a Spark write per table ≈0.3 s
+each, whatever the rows: a batch of 1,000 changes over 100 tables took ≈40 s, where its one
+collect takes ≈0.4 s. Frames are still built, lazily, for a sink that asks for them (a large
+batch, transforms before the sink, a type only Spark stages). Measured in docs/benchmarks.md
+("CDC end to end over many tables").
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from seatide.plan.dag import Pipeline
 from seatide.plugin.base import Batch, BatchOffsets, ReadContext, SinkWriter, StagedBatch, TransformContext
-from seatide.plugin.tables import TABLE_COLUMN, TableFrames, TableLayout, TableRoute, TableRows
+from seatide.plugin.rowkind import ROW_KIND_COLUMN, ROW_SEQ_COLUMN
+from seatide.plugin.tables import TABLE_COLUMN, TableFrames, TableLayout, TableRoute, TableRows, struct_column
 from seatide.runtime import change_order
+
+# A micro-batch of at most this many rows is collected on the driver and taken apart there. A
+# batch over it costs the collect (≈0.4 s per 1,000 rows of 100 tables here) before the count
+# that would have been made anyway; under it, every sink without transforms writes with no
+# Spark job (see the module's docstring and docs/benchmarks.md).
+LOCAL_BATCH_ROWS = 10_000
 
 
 class RoutedPipeline:
@@ -39,11 +59,25 @@ class RoutedPipeline:
         rows = self.source.plugin.batch_rows(batch_df, self.ctx, offsets)
         if not rows.separable:
             rows.frame = rows.frame.persist()
+            if self.ctx.micro_batch and rows.tables is None:
+                self._collect(rows)
         if rows.tables is None:
             counted = rows.frame.groupBy(TABLE_COLUMN).count().collect()
             rows.counts = {int(r[0]): int(r[1]) for r in counted}
             rows.tables = tuple(sorted(rows.counts))
         return rows
+
+    def _collect(self, rows: TableRows) -> None:
+        """Collect a small batch (one Spark job) and take it apart by table; a large one is left
+        to be counted by Spark."""
+        collected = rows.frame.limit(LOCAL_BATCH_ROWS + 1).collect()
+        if len(collected) > LOCAL_BATCH_ROWS:
+            return
+        rows.local = {}
+        for row in collected:
+            rows.local.setdefault(int(row[TABLE_COLUMN]), []).append(row)
+        rows.counts = {index: len(table_rows) for index, table_rows in rows.local.items()}
+        rows.tables = tuple(sorted(rows.counts))
 
     def release(self, rows: TableRows) -> None:
         if not rows.separable:
@@ -53,15 +87,37 @@ class RoutedPipeline:
         """Each table's rows for ``sink``, through the transforms before it."""
         present = set(rows.tables or ())
         routes = sink.plugin.routes or [TableRoute(0, self.layout.names[0], sink.plugin.catalog, sink.plugin)]
-        frames = {route.index: self._through(rows, route.index, sink)
-                  for route in routes if route.index in present}
+        frames = _Frames([route.index for route in routes if route.index in present],
+                         lambda index: self._through(rows, index, sink))
 
         def schema_of(index: int):
             if (sink.plugin_id, index) not in self._schemas:      # analysed once, not per batch
                 self._schemas[(sink.plugin_id, index)] = self._through(rows, index, sink).schema
             return self._schemas[(sink.plugin_id, index)]
 
-        return TableFrames(frames, {i: n for i, n in rows.counts.items() if i in frames}, schema_of)
+        local = None
+        if rows.local is not None and not self.pipeline.chain(sink.plugin_id):
+            local = {index: self._table_values(rows.local[index], index, schema_of(index)) for index in frames}
+        return TableFrames(frames, {i: n for i, n in rows.counts.items() if i in frames}, schema_of, local)
+
+    def _table_values(self, tagged: list, index: int, schema) -> list[tuple]:
+        """Table ``index``'s collected rows as its frame would give them (``schema``: its fields,
+        ``__row_kind``, and ``__row_seq`` when the sink takes it): tuples in the batch's order.
+        A row's place among them stands for a ``__row_seq`` the source did not write, as
+        ``change_order.number_changes`` numbers the frame in the same order."""
+        struct = struct_column(index)
+        own = self.layout.structs[index].fieldNames()
+        sequenced = bool(tagged) and ROW_SEQ_COLUMN in tagged[0].__fields__
+        picks = []
+        for name in schema.fieldNames():
+            if name == ROW_KIND_COLUMN:
+                picks.append(lambda row, _place: row[ROW_KIND_COLUMN])
+            elif name == ROW_SEQ_COLUMN:
+                picks.append((lambda row, _place: row[ROW_SEQ_COLUMN]) if sequenced else (lambda _row, place: place))
+            else:
+                at = own.index(name)
+                picks.append(lambda row, _place, at=at: row[struct][at])
+        return [tuple(pick(row, place) for pick in picks) for place, row in enumerate(tagged)]
 
     def _through(self, rows: TableRows, index: int, sink):
         """Table ``index``'s rows of the batch after the transforms between the source and ``sink``."""
@@ -75,6 +131,29 @@ class RoutedPipeline:
             upstream = spec.output or spec.name
         change_order.check_order_reaches(df, self.pipeline, sink)
         return change_order.for_sink(df, sink.plugin)
+
+
+class _Frames(Mapping):
+    """Each present table's frame, built when a sink first asks for it: a sink that writes the
+    collected rows (``TableFrames.local``) never pays the analysis."""
+
+    def __init__(self, indexes: list[int], build):
+        self._indexes = list(indexes)
+        self._build = build
+        self._built: dict = {}
+
+    def __getitem__(self, index: int):
+        if index not in self._indexes:
+            raise KeyError(index)
+        if index not in self._built:
+            self._built[index] = self._build(index)
+        return self._built[index]
+
+    def __iter__(self):
+        return iter(self._indexes)
+
+    def __len__(self) -> int:
+        return len(self._indexes)
 
 
 class OneTable(SinkWriter):

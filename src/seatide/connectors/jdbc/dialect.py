@@ -138,15 +138,21 @@ class Dialect:
             return F.concat(F.lit("{"), F.array_join(F.transform(column, element), ","), F.lit("}"))
         return column
 
-    def create_stage(self, stage: tuple[str, ...], columns_from: str, changes: bool) -> str:
-        """A staging table with the target's column types (``columns_from`` selects none of its rows)."""
+    def create_stage(self, stage: tuple[str, ...], columns_from: str, changes: bool, temporary: bool = False) -> str:
+        """A staging table with the target's column types (``columns_from`` selects none of its rows).
+        ``temporary``: one of the connection's own, made inside the batch's transaction and gone
+        with it (PostgreSQL: dropped at COMMIT or ROLLBACK; MySQL: a TEMPORARY table, whose
+        CREATE does not commit the transaction, gone when the connection closes)."""
         extra = [f"{self.quote(STAGE_KIND)} SMALLINT", f"{self.quote(STAGE_SEQ)} BIGINT"] if changes else []
         if self.name == POSTGRESQL:
             # UNLOGGED: staged rows need no crash safety (a crashed batch is staged again) and
             # skipping the WAL makes the extra copy cheap.
-            create = f"CREATE UNLOGGED TABLE {self.qualified(stage)} AS {columns_from} WITH NO DATA"
+            kind = "TEMP" if temporary else "UNLOGGED"
+            on_commit = " ON COMMIT DROP" if temporary else ""
+            create = f"CREATE {kind} TABLE {self.qualified(stage)}{on_commit} AS {columns_from} WITH NO DATA"
             return create + "".join(f"; ALTER TABLE {self.qualified(stage)} ADD COLUMN {c}" for c in extra)
-        return f"CREATE TABLE {self.qualified(stage)} {'(' + ', '.join(extra) + ') ' if extra else ''}AS {columns_from}"
+        kind = "TEMPORARY TABLE" if temporary else "TABLE"
+        return f"CREATE {kind} {self.qualified(stage)} {'(' + ', '.join(extra) + ') ' if extra else ''}AS {columns_from}"
 
     def create_stage_for(self, stage: tuple[str, ...], schema: T.StructType, query=None) -> str:
         """A staging table for ``query`` mode (an ``InsertQuery``), where no target table gives

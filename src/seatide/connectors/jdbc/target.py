@@ -18,6 +18,7 @@ from seatide.connectors.jdbc.dialect import STAGE_KIND, STAGE_SEQ, Dialect, Unsu
 from seatide.connectors.jdbc.named_lock import named_lock
 from seatide.connectors.jdbc.query import QueryError
 from seatide.connectors.jdbc.sink import JdbcSinkSpec
+from seatide.connectors.jdbc.url import POSTGRESQL
 from seatide.plugin.base import PermanentError
 from seatide.plugin.evolution import ADD, DROP, RENAME, RETYPE, TableChange, live_fields
 from seatide.plugin.rowkind import HIDDEN_COLUMNS, ROW_KIND_COLUMN, ROW_SEQ_COLUMN, RowKind
@@ -233,6 +234,11 @@ class JdbcTarget:
     def new_stage(self, batch_id: int) -> tuple[str, ...]:
         return (*self.stage_schema, f"{self.stage_prefix}{batch_id}_{uuid.uuid4().hex[:8]}")
 
+    def new_local_stage(self, batch_id: int) -> tuple[str, ...]:
+        """A temporary staging table's name (PostgreSQL keeps them in a schema of the session's own)."""
+        stage = self.new_stage(batch_id)
+        return stage[-1:] if self.dialect.name == POSTGRESQL else stage
+
     def create_stage(self, conn, df, stage: tuple[str, ...]) -> None:
         """This attempt's staging table: the target's column types for the input's fields."""
         dialect, fields = self.dialect, [c for c in df.columns if c not in HIDDEN_COLUMNS]
@@ -269,6 +275,59 @@ class JdbcTarget:
         staged.write.format("jdbc").options(**options).mode("append").save()
         return int(observation.get["rows"])
 
+    # --- a batch collected on the driver ----------------------------------------------------
+
+    def local_columns(self, schema) -> "list[tuple[str, list[int]]] | None":
+        """How rows collected on the driver (tuples of ``schema``'s values) are staged, as
+        ``rename`` stages a frame: each staged column with the positions of the values it takes,
+        the first that is not null (a column the source renamed holds its old name's values in
+        older rows). None when a value needs Spark's own staging (``Dialect.staged_value``:
+        arrays; nested types) or rows go through the user's query."""
+        if self.table is None or not all(_plain(f.dataType) for f in schema.fields if f.name not in HIDDEN_COLUMNS):
+            return None
+        positions = {self.column(f.name): [i] for i, f in enumerate(schema.fields) if f.name not in HIDDEN_COLUMNS}
+        if self.behaviour is not None and self.target_columns:
+            for new, old in self.renames.items():
+                if old in positions:
+                    positions[new] = positions.get(new, []) + positions.pop(old)
+            kept = set(self.target_columns.values())
+            positions = {c: p for c, p in positions.items() if c in kept}
+        return list(positions.items())
+
+    def stage_local(self, conn, rows: list[tuple], schema, stage: tuple[str, ...]) -> list[str]:
+        """Stage rows collected on the driver into a temporary table of the batch's transaction
+        (``Dialect.create_stage``): no Spark job, and nothing left behind for a crash or a zombie
+        to clean. Returns the staged columns (``apply_statements`` takes them)."""
+        from pyspark.sql import types as T
+
+        columns = self.local_columns(schema)
+        names = [f.name for f in schema.fields]
+        dialect, keyed = self.dialect, bool(self.spec.primary_keys)
+        select = f"SELECT {', '.join(dialect.quote(c) for c, _ in columns)} FROM {self.quoted} WHERE 1 = 0"
+        cursor = conn.cursor()
+        cursor.execute(dialect.create_stage(stage, select, changes=keyed, temporary=True))
+        # Spark hands a TIMESTAMP (an instant) to Python as the local wall-clock time: with its
+        # zone, PostgreSQL stores the instant its JDBC writer would (MySQL's client drops the zone).
+        zoned = {i for i, f in enumerate(schema.fields) if isinstance(f.dataType, T.TimestampType)}
+        kind_at = names.index(ROW_KIND_COLUMN) if ROW_KIND_COLUMN in names else None
+        seq_at = names.index(ROW_SEQ_COLUMN) if ROW_SEQ_COLUMN in names else None
+
+        def value(row: tuple, at: list[int]):
+            found = next((row[i] for i in at if row[i] is not None), None)
+            return found.astimezone() if found is not None and at[0] in zoned else found
+
+        staged = []
+        for place, row in enumerate(rows):
+            values = [value(row, at) for _, at in columns]
+            if keyed:    # without a sequence the rows are in the source's order (see _source_order)
+                values += [int(RowKind.INSERT) if kind_at is None else int(row[kind_at]),
+                           place if seq_at is None else int(row[seq_at])]
+            staged.append(tuple(values))
+        names = [c for c, _ in columns] + ([STAGE_KIND, STAGE_SEQ] if keyed else [])
+        cursor.executemany(f"INSERT INTO {dialect.qualified(stage)} ({', '.join(dialect.quote(c) for c in names)}) "
+                           f"VALUES ({', '.join(['%s'] * len(names))})", staged)
+        return [c for c, _ in columns]
+
     def apply_statements(self, columns: list[str], stage: str) -> list[str]:
         spec, d = self.spec, self.dialect
         if spec.query is not None:
@@ -300,6 +359,15 @@ def _source_order(df):
     if ROW_SEQ_COLUMN in df.columns:
         return F.col(ROW_SEQ_COLUMN)
     return F.monotonically_increasing_id()
+
+
+def _plain(data_type) -> bool:
+    """A type whose Python value Spark collects is what the database client binds as it is."""
+    from pyspark.sql import types as T
+
+    plain = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
+             T.DecimalType, T.StringType, T.BinaryType, T.DateType, T.TimestampType, T.TimestampNTZType)
+    return isinstance(data_type, plain) or type(data_type).__name__ == "TimeType"
 
 
 def _spark_name(name: str) -> str:

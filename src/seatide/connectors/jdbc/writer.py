@@ -9,7 +9,12 @@ Protocol for one batch:
 3. Spark's executors append the batch to a staging table of this attempt's own
    (``seatide_stage_<sink>_<batch>_<attempt>``, next to the target, with the target's column
    types), with Spark's batched JDBC writer; keyed sinks add each row's kind and a sequence
-   number that orders changes to one key.
+   number that orders changes to one key. A small micro-batch of a multi-table stream comes
+   already collected on the driver (``TableFrames.local``, runtime.table_routing): its tables
+   are staged by the driver instead, into temporary tables made inside the transaction of step
+   4 (executemany), with no Spark job; a table whose types only Spark stages (arrays) still
+   goes through Spark. A Spark write costs ≈0.3 s whatever the rows, so 100 tables' writes
+   were ≈30 s a batch; 100 temporary tables ≈0.5 s (docs/benchmarks.md).
 4. The driver, in ONE transaction: inserts the commit record (its primary key makes a
    racing attempt of the same batch wait, then fail), applies the staged rows to the target
    set-wise, asks ``batch.fence()`` whether this driver is still the job's current attempt,
@@ -141,20 +146,25 @@ class JdbcWriter(SinkWriter):
             if not present:
                 return 0, 0
             started = time.perf_counter()
-            staged = []
+            staged, local = [], []
             for index, target in present:
+                rows_here = frames.local.get(index) if frames.local is not None else None
+                if rows_here is not None and target.local_columns(frames.schema_of(index)) is not None:
+                    local.append((target, rows_here, frames.schema_of(index)))
+                    continue
                 df = target.rename(frames.frames[index])
                 stage = target.new_stage(batch.batch_id)
                 target.create_stage(conn, df, stage)
-                staged.append((target, df, stage, target.stage(df, stage, self.spec.url.for_spark(group.database))))
-            rows = sum(s[3] for s in staged)
+                columns = [c for c in df.columns if c not in HIDDEN_COLUMNS]
+                staged.append((target, columns, stage, target.stage(df, stage, self.spec.url.for_spark(group.database))))
+            rows = sum(s[3] for s in staged) + sum(len(r) for _, r, _ in local)
             applied = time.perf_counter()
-            self._commit(conn, group, batch, staged, rows)
+            self._commit(conn, group, batch, staged, local, rows)
             self._drop_stages(conn, group)
             self._prune(conn, group, batch)
-            log.info("Jdbc sink %s: batch %s, %d rows of %d table(s) staged in %.2f s, applied and committed "
-                     "in %.2f s", self.sink_id, batch.batch_id, rows, len(staged), applied - started,
-                     time.perf_counter() - applied)
+            log.info("Jdbc sink %s: batch %s, %d rows of %d table(s) (%d collected on the driver) staged in "
+                     "%.2f s, applied and committed in %.2f s", self.sink_id, batch.batch_id, rows,
+                     len(staged) + len(local), len(local), applied - started, time.perf_counter() - applied)
         return 0, rows
 
     def evolve(self, changes: list, behaviour: str) -> None:
@@ -202,7 +212,11 @@ class JdbcWriter(SinkWriter):
                 key = batch.save_modes_key if first else None
             target.prepare(conn, frames.schema_of(index), key, group.records, self.sink_id)
 
-    def _commit(self, conn, group: _Group, batch: Batch, staged: list, rows: int) -> None:
+    def _commit(self, conn, group: _Group, batch: Batch, staged: list, local: list, rows: int) -> None:
+        """The batch's one transaction: its record, every table's staged rows applied, the fence.
+        ``staged``: (target, columns, staging table, rows) staged by Spark beforehand; ``local``:
+        (target, rows, schema) collected on the driver, staged here into temporary tables of
+        this transaction (target.stage_local)."""
         cursor = conn.cursor()
         try:
             group.records.insert(cursor, batch.transaction_id, self.sink_id, batch.batch_id, rows)
@@ -213,13 +227,17 @@ class JdbcWriter(SinkWriter):
                 log.warning("batch %s was committed by another attempt meanwhile", batch.transaction_id)
                 return
             raise
-        for target, df, stage, _rows in staged:
-            columns = [c for c in df.columns if c not in HIDDEN_COLUMNS]
+        for target, columns, stage, _rows in staged:
             quoted = self.dialect.qualified(stage)
             for statement in target.apply_statements(columns, quoted):
                 cursor.execute(statement)   # no parameters: neither client then reads % in the SQL as a placeholder
             if self.dialect.name == POSTGRESQL:   # DDL is transactional there; MySQL's DROP would commit
                 cursor.execute(f"DROP TABLE {quoted}")
+        for target, collected, schema in local:
+            stage = target.new_local_stage(batch.batch_id)
+            columns = target.stage_local(conn, collected, schema, stage)
+            for statement in target.apply_statements(columns, self.dialect.qualified(stage)):
+                cursor.execute(statement)
         try:
             batch.fence()    # a zombie driver's batch must not commit
         except BaseException:
