@@ -5,6 +5,7 @@ source, ``tables_configs`` of FakeSource) returns one DataFrame of this shape::
 
     __seatide_table   int        the table's index in the source's list (``TableLayout.names``)
     __row_kind        tinyint    as for every source
+    __row_seq         bigint     only from a source that numbers its changes (plugin.rowkind)
     __seatide_t0      struct     table 0's fields; null in rows of other tables
     ...
     __seatide_tN      struct     table N's fields
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
-from seatide.plugin.rowkind import ROW_KIND_COLUMN
+from seatide.plugin.rowkind import ROW_KIND_COLUMN, ROW_SEQ_COLUMN, hidden_fields
 from seatide.plugin.types import quote_field
 
 if TYPE_CHECKING:
@@ -65,11 +66,11 @@ class TableLayout:
 
         return tuple(StructType.fromJson(json.loads(text)) for text in self.schemas_json)
 
-    def spark_schema(self) -> "StructType":
+    def spark_schema(self, sequenced: bool = False) -> "StructType":
+        """The tagged shape; ``sequenced``: the source writes ``__row_seq`` into its rows (``tag``)."""
         from pyspark.sql import types as T
 
-        return T.StructType([T.StructField(TABLE_COLUMN, T.IntegerType(), True),
-                             T.StructField(ROW_KIND_COLUMN, T.ByteType(), True),
+        return T.StructType([T.StructField(TABLE_COLUMN, T.IntegerType(), True), *hidden_fields(sequenced),
                              *[T.StructField(struct_column(i), s, True) for i, s in enumerate(self.structs)]])
 
     def tagged(self, df: "DataFrame", index: int) -> "DataFrame":
@@ -92,13 +93,15 @@ class TableLayout:
         return result
 
     def table_frame(self, df: "DataFrame", index: int) -> "DataFrame":
-        """Table ``index``'s rows of a tagged frame: its fields (with their metadata) and ``__row_kind``."""
+        """Table ``index``'s rows of a tagged frame: its fields (with their metadata), ``__row_kind``
+        and, when the source wrote it, ``__row_seq``."""
         from pyspark.sql import functions as F
 
         struct = struct_column(index)
         fields = [F.col(f"{struct}.{quote_field(f.name)}").alias(f.name, metadata=f.metadata)
                   for f in self.structs[index].fields]
-        return df.where(F.col(TABLE_COLUMN) == index).select(*fields, F.col(ROW_KIND_COLUMN))
+        hidden = [F.col(c) for c in (ROW_KIND_COLUMN, ROW_SEQ_COLUMN) if c in df.columns]
+        return df.where(F.col(TABLE_COLUMN) == index).select(*fields, *hidden)
 
     def rows_of(self, rows: "TableRows", index: int, spark) -> "DataFrame":
         """Table ``index``'s rows of a batch, as ``table_frame`` gives them: from the tables the
@@ -128,7 +131,8 @@ class TableLayout:
         return self
 
     def tag(self, batch: "pa.RecordBatch", index: int) -> "pa.RecordBatch":
-        """A record batch of table ``index`` (its fields, then ``__row_kind``) in the tagged shape."""
+        """A record batch of table ``index`` (its fields, then ``__row_kind`` and, from a source that
+        numbers its changes, ``__row_seq``) in the tagged shape."""
         import pyarrow as pa
 
         rows = batch.num_rows
@@ -136,8 +140,12 @@ class TableLayout:
         own = pa.StructArray.from_arrays(
             [_as_type(batch.column(f.name), f.type) for f in struct_type], fields=list(struct_type))
         arrays = [pa.array([index] * rows, pa.int32()), batch.column(ROW_KIND_COLUMN).cast(pa.int8())]
+        names = [TABLE_COLUMN, ROW_KIND_COLUMN]
+        if ROW_SEQ_COLUMN in batch.schema.names:
+            arrays.append(batch.column(ROW_SEQ_COLUMN).cast(pa.int64()))
+            names.append(ROW_SEQ_COLUMN)
         arrays += [own if i == index else pa.nulls(rows, t) for i, t in enumerate(self.arrow_structs)]
-        names = [TABLE_COLUMN, ROW_KIND_COLUMN, *[struct_column(i) for i in range(len(self.names))]]
+        names += [struct_column(i) for i in range(len(self.names))]
         return pa.RecordBatch.from_arrays(arrays, names=names)
 
     # -- travel ---------------------------------------------------------------------------------
