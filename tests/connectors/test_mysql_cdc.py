@@ -14,7 +14,7 @@ from pyspark.sql import types as T
 
 from seatide.config.loader import ConfigError, load_job_text
 from seatide.plugin.base import PERMANENT_MARK, PermanentError, ReadContext
-from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
+from seatide.plugin.rowkind import ROW_KIND_COLUMN, ROW_SEQ_COLUMN, RowKind
 
 DEADLINE_S = 60.0
 
@@ -43,7 +43,9 @@ def reader_of(server, tables: list[str], extra: str, mode: str = "latest", max_r
 
 
 def read_range(reader, start: dict, end: dict) -> list[dict]:
-    return [row for part in reader.partitions(start, end) for batch in reader.read(part) for row in batch.to_pylist()]
+    """The rows of the range as the reader's partitions give them, without their ``__row_seq``."""
+    return [{k: v for k, v in row.items() if k != ROW_SEQ_COLUMN}
+            for part in reader.partitions(start, end) for batch in reader.read(part) for row in batch.to_pylist()]
 
 
 def stream_ctx(spark, unbounded: bool = True) -> ReadContext:
@@ -59,8 +61,12 @@ class Replica:
         self.kinds: set[RowKind] = set()
 
     def apply(self, batch_df, batch_id):
-        for row in batch_df.collect():        # one binlog partition: collect keeps binlog order
+        rows = batch_df.collect()             # one binlog partition: collect keeps binlog order
+        seqs = [row[ROW_SEQ_COLUMN] for row in rows]
+        assert seqs == sorted(set(seqs)), seqs    # numbered by the source in that order
+        for row in rows:
             values = row.asDict()
+            values.pop(ROW_SEQ_COLUMN)
             kind = RowKind(values.pop(ROW_KIND_COLUMN))
             self.kinds.add(kind)
             if kind in (RowKind.INSERT, RowKind.UPDATE_AFTER):
@@ -135,7 +141,8 @@ def test_snapshot_then_changes_replicate_and_restart_misses_nothing(spark, priva
                      "flag": T.BooleanType(), "small": T.ShortType(), "big": T.DecimalType(20, 0),
                      "score": T.DoubleType(), "ts": T.TimestampNTZType(), "happened": T.TimestampNTZType(),
                      "day": T.DateType(), "data": T.BinaryType(), "tag": T.StringType(),
-                     "doc": T.StringType(), "span": T.StringType(), ROW_KIND_COLUMN: T.ByteType()}
+                     "doc": T.StringType(), "span": T.StringType(), ROW_KIND_COLUMN: T.ByteType(),
+                     ROW_SEQ_COLUMN: T.LongType()}
     checkpoint = str(tmp_path / "checkpoint")
     replica = Replica()
     query = start(df, replica, checkpoint)

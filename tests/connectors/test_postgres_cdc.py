@@ -15,7 +15,7 @@ import pytest
 from seatide.config.loader import ConfigError, load_job_text
 from seatide.connectors.postgres_cdc import slot
 from seatide.plugin.base import PERMANENT_MARK, PermanentError, ReadContext
-from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
+from seatide.plugin.rowkind import ROW_KIND_COLUMN, ROW_SEQ_COLUMN, RowKind
 
 
 
@@ -61,6 +61,13 @@ def table_rows(conn) -> dict:
     return {r[0]: tuple(r) for r in rows}
 
 
+def assert_numbered_in_order(rows) -> None:
+    """A batch's rows, collected in the order its partitions read them, carry increasing
+    ``__row_seq`` (the source numbers them: Spark cannot number a stream's rows)."""
+    seqs = [row[ROW_SEQ_COLUMN] for row in rows]
+    assert seqs == sorted(set(seqs)), seqs
+
+
 class Replica:
     """Applies emitted rows by kind, keyed by id, as an upsert/delete-by-key sink would."""
 
@@ -69,9 +76,12 @@ class Replica:
         self.kinds: list[int] = []
 
     def apply(self, batch_df, batch_id):
-        for row in batch_df.collect():
+        rows = batch_df.collect()
+        assert_numbered_in_order(rows)
+        for row in rows:
             values = row.asDict()
             kind = values.pop(ROW_KIND_COLUMN)
+            values.pop(ROW_SEQ_COLUMN)
             self.kinds.append(kind)
             if kind in (RowKind.INSERT, RowKind.UPDATE_AFTER):
                 self.rows[values["id"]] = tuple(values.values())
@@ -274,7 +284,7 @@ def test_types_map_to_spark_alike_in_snapshot_and_changes(spark, shop, tmp_path)
     df = source.read(stream_ctx(spark, "types"))
     assert [f.dataType.simpleString() for f in df.schema.fields] == [
         "int", "float", "decimal(38,18)", "binary", "date", "time(6)", "timestamp",
-        "string", "string", "array<int>", "array<boolean>", "tinyint"]
+        "string", "string", "array<int>", "array<boolean>", "tinyint", "bigint"]
     query = (df.writeStream.foreachBatch(lambda d, i: rows.extend(d.collect()))
              .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="300 milliseconds").start())
     try:
@@ -284,6 +294,7 @@ def test_types_map_to_spark_alike_in_snapshot_and_changes(spark, shop, tmp_path)
     finally:
         query.stop()
     snapshot, change = (r.asDict() for r in rows)
+    snapshot.pop(ROW_SEQ_COLUMN), change.pop(ROW_SEQ_COLUMN)
     assert snapshot.pop(ROW_KIND_COLUMN) == RowKind.INSERT and change.pop(ROW_KIND_COLUMN) == RowKind.INSERT
     assert snapshot.pop("id") == 1 and change.pop("id") == 2
     assert snapshot == change
@@ -565,9 +576,12 @@ def test_tables_of_different_shapes_stream_through_one_slot_tagged_by_table(spar
 
     def apply(batch_df, _batch_id):
         for index, rows in replicas.items():
-            for row in layout.table_frame(batch_df, index).collect():
+            emitted = layout.table_frame(batch_df, index).collect()
+            assert_numbered_in_order(emitted)
+            for row in emitted:
                 values = row.asDict()
                 kind = values.pop(ROW_KIND_COLUMN)
+                values.pop(ROW_SEQ_COLUMN)
                 if kind in (RowKind.INSERT, RowKind.UPDATE_AFTER):
                     rows[values["id"]] = tuple(values.values())
                 else:

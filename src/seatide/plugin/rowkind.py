@@ -21,6 +21,10 @@ import enum
 ROW_KIND_COLUMN = "__row_kind"
 ROW_SEQ_COLUMN = "__row_seq"
 HIDDEN_COLUMNS = (ROW_KIND_COLUMN, ROW_SEQ_COLUMN)
+# A source that reads one batch in several partitions (the CDC sources' snapshot splits) numbers
+# the n-th partition's rows from n times this: the batch stays ordered across its partitions
+# (no partition holds 2^40 rows).
+PARTITION_SEQ_STRIDE = 1 << 40
 
 
 class RowKind(enum.IntEnum):

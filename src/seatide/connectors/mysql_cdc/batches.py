@@ -3,7 +3,8 @@
 Every row carries its place in the order it was added (``__row_seq``, plugin.rowkind): a binlog
 batch is one partition reading its transactions in commit order, so the number orders one
 key's changes however a transform moves them (Spark cannot number a stream's rows). A builder
-numbers one table's rows of a read; sinks order changes per key, and a key is one table's."""
+numbers one table's rows of a read (sinks order changes per key, and a key is one table's),
+from ``first_seq`` on: a snapshot batch's splits start apart (``PARTITION_SEQ_STRIDE``)."""
 
 from __future__ import annotations
 

@@ -22,11 +22,12 @@ from seatide.plugin.rowkind import RowKind
 
 
 class SnapshotSplit(InputPartition):
-    """Rows of one table whose key is in ``[lower, upper)``; None is unbounded."""
+    """Rows of one table whose key is in ``[lower, upper)``; None is unbounded. Its rows are
+    numbered from ``first_seq`` on (``__row_seq``)."""
 
-    def __init__(self, table: int, lower: tuple | None, upper: tuple | None):
+    def __init__(self, table: int, lower: tuple | None, upper: tuple | None, first_seq: int = 0):
         super().__init__((table, lower, upper))
-        self.table, self.lower, self.upper = table, lower, upper
+        self.table, self.lower, self.upper, self.first_seq = table, lower, upper, first_seq
 
 
 def quote(name: str) -> str:
@@ -82,7 +83,7 @@ def read_split(config: ServerConfig, table: CapturedTable, split: SnapshotSplit)
             cur.execute("SET time_zone = '+00:00'")    # TIMESTAMP values in UTC, as the binlog has them
             cur.execute(sql, params)
             retired = (None,) * (len(table.described) - len(table.live))
-            yield from record_batches(BatchBuilder(table.columns), _rows(cur, config.fetch_size, retired))
+            yield from record_batches(BatchBuilder(table.columns, getattr(split, "first_seq", 0)), _rows(cur, config.fetch_size, retired))
     finally:
         conn.close()
 

@@ -32,6 +32,7 @@ from seatide.connectors.mysql_cdc.position import (BINLOG, SNAPSHOT, START, Binl
 from seatide.connectors.mysql_cdc.batch_end import batch_end, logged_statement
 from seatide.connectors.mysql_cdc.snapshot import SnapshotSplit, next_upper, read_split
 from seatide.plugin.base import permanent_in_worker
+from seatide.plugin.rowkind import PARTITION_SEQ_STRIDE
 from seatide.plugin.tables import TableLayout
 
 SOURCE_NAME = "seatide_mysql_cdc"
@@ -290,8 +291,9 @@ class MySqlCdcReader(DataSourceStreamReader):
     def partitions(self, start: dict, end: dict) -> list:
         begin, stop = StreamOffset.from_json(start), StreamOffset.from_json(end)
         if stop.splits:
-            return [SnapshotSplit(index, lower, upper) for index, lower, upper in
-                    ((self._split_table(split), split[1], split[2]) for split in stop.splits) if index is not None]
+            return [SnapshotSplit(index, lower, upper, n * PARTITION_SEQ_STRIDE) for n, (index, lower, upper) in
+                    enumerate((self._split_table(split), split[1], split[2]) for split in stop.splits)
+                    if index is not None]
         if begin.phase != BINLOG:
             return []
         if any(o.server not in (None, self._server) for o in (begin, stop)):

@@ -49,15 +49,12 @@ from seatide.connectors.postgres_cdc.row_batches import RowBatches
 from seatide.connectors.postgres_cdc.tables import CapturedTable, next_boundary, page_query
 from seatide.connectors.postgres_cdc.unchanged import with_unchanged_values
 from seatide.plugin.base import permanent_in_worker
-from seatide.plugin.rowkind import RowKind
+from seatide.plugin.rowkind import PARTITION_SEQ_STRIDE, RowKind
 from seatide.plugin.tables import TableLayout
 
 SOURCE_NAME = "seatide_postgres_cdc"
 # WAL without changes for us after which an idle stream moves its position (one empty batch).
 IDLE_ADVANCE_BYTES = 16 << 20
-# The row numbers (__row_seq) of a batch's n-th snapshot split start at n times this: the
-# batch's rows stay ordered across its partitions (a split never holds 2^40 rows).
-SPLIT_SEQ_STRIDE = 1 << 40
 
 
 def connect(config: dict, autocommit: bool = True):
@@ -293,7 +290,7 @@ class PostgresCdcReader(DataSourceStreamReader):
     def partitions(self, start: dict, end: dict) -> list:
         self._check_position(start)
         if end["splits"]:
-            return [SnapshotSplit(index, after, upto, end.get("export"), n * SPLIT_SEQ_STRIDE)
+            return [SnapshotSplit(index, after, upto, end.get("export"), n * PARTITION_SEQ_STRIDE)
                     for n, (index, after, upto) in
                     enumerate((self._split_table(split), split[1], split[2]) for split in end["splits"])
                     if index is not None]
