@@ -23,6 +23,8 @@ batch, transforms before the sink, a type only Spark stages). Measured in docs/b
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Mapping
 
 from seatide.plan.dag import Pipeline
@@ -36,6 +38,8 @@ from seatide.runtime import change_order
 # that would have been made anyway; under it, every sink without transforms writes with no
 # Spark job (see the module's docstring and docs/benchmarks.md).
 LOCAL_BATCH_ROWS = 10_000
+
+log = logging.getLogger(__name__)
 
 
 class RoutedPipeline:
@@ -70,12 +74,15 @@ class RoutedPipeline:
     def _collect(self, rows: TableRows) -> None:
         """Collect a small batch (one Spark job) and take it apart by table; a large one is left
         to be counted by Spark."""
+        started = time.perf_counter()
         collected = rows.frame.limit(LOCAL_BATCH_ROWS + 1).collect()
         if len(collected) > LOCAL_BATCH_ROWS:
             return
         rows.local = {}
         for row in collected:
             rows.local.setdefault(int(row[TABLE_COLUMN]), []).append(row)
+        log.info("batch of %d rows over %d table(s) collected in %.2f s", len(collected), len(rows.local),
+                 time.perf_counter() - started)
         rows.counts = {index: len(table_rows) for index, table_rows in rows.local.items()}
         rows.tables = tuple(sorted(rows.counts))
 
@@ -97,7 +104,10 @@ class RoutedPipeline:
 
         local = None
         if rows.local is not None and not self.pipeline.chain(sink.plugin_id):
+            started = time.perf_counter()
             local = {index: self._table_values(rows.local[index], index, schema_of(index)) for index in frames}
+            log.info("sink %s: %d table(s) taken apart in %.2f s", sink.plugin_id, len(local),
+                     time.perf_counter() - started)
         return TableFrames(frames, {i: n for i, n in rows.counts.items() if i in frames}, schema_of, local)
 
     def _table_values(self, tagged: list, index: int, schema) -> list[tuple]:
@@ -148,6 +158,9 @@ class _Frames(Mapping):
         if index not in self._built:
             self._built[index] = self._build(index)
         return self._built[index]
+
+    def __contains__(self, index) -> bool:     # Mapping's own would build the frame
+        return index in self._indexes
 
     def __iter__(self):
         return iter(self._indexes)
