@@ -218,7 +218,7 @@ class TableRows:
     counts: dict[int, int] = field(default_factory=dict)     # rows per table, when counted
     per_table: "dict[int, DataFrame] | None" = None
     # A small micro-batch collected on the driver by the runtime (runtime.table_routing): each
-    # table's rows of ``frame`` (a pyarrow Table of the tagged shape), in the batch's order.
+    # table's rows of ``frame`` (Spark Rows of the tagged shape), in the batch's order.
     local: "dict[int, list] | None" = None
 
 

@@ -72,20 +72,18 @@ class RoutedPipeline:
         return rows
 
     def _collect(self, rows: TableRows) -> None:
-        """Collect a small batch (one Spark job, as Arrow: Rows of 100 struct columns cost twice
-        as long to make) and take it apart by table; a large one is left to be counted by Spark."""
-        import pyarrow.compute as pc
-
+        """Collect a small batch (one Spark job) and take it apart by table; a large one is left
+        to be counted by Spark."""
         started = time.perf_counter()
-        collected = rows.frame.limit(LOCAL_BATCH_ROWS + 1).toArrow()
-        if collected.num_rows > LOCAL_BATCH_ROWS:
+        collected = rows.frame.limit(LOCAL_BATCH_ROWS + 1).collect()
+        if len(collected) > LOCAL_BATCH_ROWS:
             return
-        tags = collected.column(TABLE_COLUMN)
-        rows.local = {int(index): collected.filter(pc.equal(tags, index))
-                      for index in pc.unique(tags).to_pylist() if index is not None}
-        log.info("batch of %d rows over %d table(s) collected in %.2f s", collected.num_rows, len(rows.local),
+        rows.local = {}
+        for row in collected:
+            rows.local.setdefault(int(row[TABLE_COLUMN]), []).append(row)
+        log.info("batch of %d rows over %d table(s) collected in %.2f s", len(collected), len(rows.local),
                  time.perf_counter() - started)
-        rows.counts = {index: table.num_rows for index, table in rows.local.items()}
+        rows.counts = {index: len(table_rows) for index, table_rows in rows.local.items()}
         rows.tables = tuple(sorted(rows.counts))
 
     def release(self, rows: TableRows) -> None:
@@ -112,24 +110,24 @@ class RoutedPipeline:
                      time.perf_counter() - started)
         return TableFrames(frames, {i: n for i, n in rows.counts.items() if i in frames}, schema_of, local)
 
-    def _table_values(self, tagged, index: int, schema) -> list[tuple]:
-        """Table ``index``'s collected rows (``tagged``: an Arrow table of the tagged shape) as its
-        frame would give them (``schema``: its fields, ``__row_kind``, and ``__row_seq`` when the
-        sink takes it): tuples in the batch's order. A row's place among them stands for a
-        ``__row_seq`` the source did not write, as ``change_order.number_changes`` numbers the
-        frame in the same order."""
+    def _table_values(self, tagged: list, index: int, schema) -> list[tuple]:
+        """Table ``index``'s collected rows as its frame would give them (``schema``: its fields,
+        ``__row_kind``, and ``__row_seq`` when the sink takes it): tuples in the batch's order.
+        A row's place among them stands for a ``__row_seq`` the source did not write, as
+        ``change_order.number_changes`` numbers the frame in the same order."""
+        struct = struct_column(index)
         own = self.layout.structs[index].fieldNames()
-        fields = tagged.column(struct_column(index)).combine_chunks().flatten()   # offsets applied
-        columns = []
+        sequenced = bool(tagged) and ROW_SEQ_COLUMN in tagged[0].__fields__
+        picks = []
         for name in schema.fieldNames():
             if name == ROW_KIND_COLUMN:
-                columns.append(tagged.column(ROW_KIND_COLUMN).to_pylist())
+                picks.append(lambda row, _place: row[ROW_KIND_COLUMN])
             elif name == ROW_SEQ_COLUMN:
-                sequenced = ROW_SEQ_COLUMN in tagged.column_names
-                columns.append(tagged.column(ROW_SEQ_COLUMN).to_pylist() if sequenced else range(tagged.num_rows))
+                picks.append((lambda row, _place: row[ROW_SEQ_COLUMN]) if sequenced else (lambda _row, place: place))
             else:
-                columns.append(fields[own.index(name)].to_pylist())
-        return list(zip(*columns))
+                at = own.index(name)
+                picks.append(lambda row, _place, at=at: row[struct][at])
+        return [tuple(pick(row, place) for pick in picks) for place, row in enumerate(tagged)]
 
     def _through(self, rows: TableRows, index: int, sink):
         """Table ``index``'s rows of the batch after the transforms between the source and ``sink``."""
