@@ -34,7 +34,7 @@ from seatide.plugin.tables import TABLE_COLUMN, TableFrames, TableLayout, TableR
 from seatide.runtime import change_order
 
 # A micro-batch of at most this many rows is collected on the driver and taken apart there. A
-# batch over it costs the collect (≈0.4 s per 1,000 rows of 100 tables here) before the count
+# batch over it costs the collect (≈0.4 s for 10,000 rows of 100 tables here) before the count
 # that would have been made anyway; under it, every sink without transforms writes with no
 # Spark job (see the module's docstring and docs/benchmarks.md).
 LOCAL_BATCH_ROWS = 10_000
