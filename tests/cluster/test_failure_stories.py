@@ -19,7 +19,7 @@ from seatide.store import schema as s
 from seatide.testing.cluster import (Cluster, DriverWatch, assert_never_resurrected, batch_gate, driver_pids, exited,
                                      http, open_gate, wait_for)
 from seatide.testing.jobs import assert_exactly, batch_job, streaming_job, written_ids
-from tests.stores import postgresql_only, sqlite_only
+from tests.stores import postgresql_in_ci, postgresql_only, sqlite_only
 
 pytestmark = pytest.mark.cluster
 
@@ -38,6 +38,9 @@ def _new_leader(cluster: Cluster, old_epoch: int, timeout: float = 15.0):
         cluster.leader()), timeout, message=f"a leader with epoch > {old_epoch}")
 
 
+# SQLite's twin in the soak set (CI time): CI kills a SQLite leader right after a terminal
+# status in tests/cluster/test_failpoints.py (coordinator.after_terminal_status, both stores).
+@postgresql_in_ci
 def test_terminal_job_is_never_restarted_by_new_leader(cluster: Cluster, tmp_path):
     """Story 1: the leader dies right after writing the terminal status, before cleanup."""
     cluster.cleanup_delay = 3.0
@@ -63,6 +66,9 @@ def test_terminal_job_is_never_restarted_by_new_leader(cluster: Cluster, tmp_pat
     assert_exactly(written_ids(out + "/p0"), range(100))
 
 
+# SQLite's twin in the soak set (CI time): CI kills a SQLite leader before its cleanup in
+# tests/cluster/test_failpoints.py (coordinator.before_cleanup, both stores).
+@postgresql_in_ci
 def test_cleanup_survives_two_leader_deaths_in_the_delay_window(cluster: Cluster, tmp_path):
     """Story 2: leader dies inside the cleanup delay, the next one too; the third cleans up."""
     cluster.cleanup_delay = 8.0
@@ -94,6 +100,9 @@ def _committed_rows(cluster: Cluster, job_id: str) -> tuple[int, int]:
     return sum(p.rows_written for p in rows), sum(p.status == "FINISHED" for p in rows)
 
 
+# In the soak set (CI time): CI kills the leader of a running bounded job, which then finishes
+# once, in tests/cluster/test_failpoints.py (coordinator.before_lease_renew, both stores).
+@pytest.mark.soak
 @postgresql_only
 def test_bounded_job_finishes_exactly_once_across_leader_kills(cluster: Cluster, tmp_path):
     """Story 3: 5 pipelines x 200 rows; the leader is killed at ~25%, and again while four
@@ -152,7 +161,11 @@ def test_streaming_job_keeps_checkpointing_after_leader_kill(cluster: Cluster, t
     assert len(cluster.attempts("story4")) == 1
 
 
-@sqlite_only   # a killed worker seen through each store's lock: tests/cluster/test_liveness.py
+# In the soak set (CI time): CI kills a worker under a running job in tests/cluster/test_liveness.py
+# (replaced on another worker, both stores), and kills workers in the short chaos run, whose
+# checker wants every id once (tests/testing/test_chaos.py).
+@pytest.mark.soak
+@sqlite_only
 def test_job_moves_to_another_worker_when_its_worker_dies(cluster: Cluster, tmp_path):
     """Story 5a: the worker is killed (its driver dies with it); the job resumes elsewhere."""
     cluster.coordinator("c1")

@@ -66,7 +66,11 @@ def test_a_job_submitted_at_the_root_runs_to_finished(cluster: Cluster, tmp_path
         assert response.status == 200 and response.read()
 
 
-@sqlite_only   # on PostgreSQL: test_checkpoints
+# In the soak set (CI time): CI stops a job with a savepoint through this endpoint and resumes
+# it in tests/cluster/test_checkpoints.py (PostgreSQL); the request and answer shapes of both
+# endpoints are checked in tests/api/test_seatunnel_v2.py.
+@pytest.mark.soak
+@sqlite_only
 def test_stop_with_savepoint_then_submit_with_is_start_with_savepoint_resumes(cluster: Cluster, tmp_path):
     out = str(tmp_path / "out")
     cluster.coordinator("c1")

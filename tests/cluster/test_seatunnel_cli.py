@@ -131,7 +131,10 @@ def _job_line(proc) -> str:
 
 
 @sqlite_only
-@pytest.mark.parametrize("close_job, expected", [("true", "CANCELED"), ("false", "RUNNING")])
+# close_job = false in the soak set (CI time): CI sees the flag in the waiting submit's
+# handling through the true case, and the job left RUNNING is the same code path minus the cancel.
+@pytest.mark.parametrize("close_job, expected", [("true", "CANCELED"),
+                                                 pytest.param("false", "RUNNING", marks=pytest.mark.soak)])
 def test_ctrl_c_while_waiting_cancels_the_job_unless_close_job_false(cluster: Cluster, tmp_path, close_job,
                                                                       expected):
     _gated_cluster(cluster, tmp_path)

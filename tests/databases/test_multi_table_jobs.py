@@ -210,6 +210,10 @@ def pg_shop(private_postgres):
         pg.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
+# In the soak set (CI time): CI kills the driver of a two-table Postgres-CDC job (one slot) in
+# test_a_driver_killed_right_after_a_schema_change_applies_it_once_and_every_row_around_it below,
+# and of a three-table MySQL-CDC job in test_mysql_cdc_three_tables_into_database_test_tables_survive_a_driver_kill.
+@pytest.mark.soak
 def test_postgres_cdc_two_tables_into_sink_prefixed_tables_survive_a_driver_kill(tmp_path, pg_shop):
     server, shop, schema = pg_shop
     pairs = [("member", "id, name, joined"), ("purchase", "id, member_id, total")]
