@@ -135,11 +135,7 @@ def test_postgres_cdc_carries_every_type_into_a_table_of_those_types(spark, priv
         assert same_values(read_back(spark, url, "postgres", "src"), read_back(spark, *across),
                            json_columns=arrays) == {}
     finally:
-        with private_postgres.connect() as admin:
-            for (slot_name,) in admin.execute("SELECT slot_name FROM pg_replication_slots WHERE database = %s",
-                                              (database,)).fetchall():
-                admin.execute("SELECT pg_drop_replication_slot(%s)", (slot_name,))
-            admin.execute(f"DROP DATABASE {database} WITH (FORCE)")
+        private_postgres.drop_database(database)
 
 
 @pytest.mark.parametrize("across", ["mysql"], indirect=True)

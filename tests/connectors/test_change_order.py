@@ -148,11 +148,7 @@ def test_cdc_changes_moved_between_partitions_by_a_transform_apply_in_commit_ord
                 f'table = "dst", primary_keys = ["id"] }}')
         run_and_follow(spark, tmp_path, _moving_transform(streaming_job(source, sink)), Follower(differences, change))
     finally:
-        with private_postgres.connect() as admin:
-            for (slot_name,) in admin.execute("SELECT slot_name FROM pg_replication_slots WHERE database = %s",
-                                              (database,)).fetchall():
-                admin.execute("SELECT pg_drop_replication_slot(%s)", (slot_name,))
-            admin.execute(f"DROP DATABASE {database} WITH (FORCE)")
+        private_postgres.drop_database(database)
 
 
 def test_mysql_cdc_changes_moved_between_partitions_by_a_transform_apply_in_commit_order(spark, private_mariadb,

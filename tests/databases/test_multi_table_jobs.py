@@ -201,11 +201,7 @@ def pg_shop(private_postgres):
         conn.execute("CREATE TABLE purchase (id bigint PRIMARY KEY, member_id int, total numeric(10, 2))")
         conn.execute("INSERT INTO purchase SELECT g, g % 60, g * 1.25 FROM generate_series(1, 150) g")
     yield private_postgres, shop, schema
-    with private_postgres.connect() as admin:
-        for (slot,) in admin.execute("SELECT slot_name FROM pg_replication_slots WHERE database = %s",
-                                     (shop,)).fetchall():
-            admin.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
-        admin.execute(f"DROP DATABASE {shop} WITH (FORCE)")
+    private_postgres.drop_database(shop)
     with pg_connect() as pg:
         pg.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 

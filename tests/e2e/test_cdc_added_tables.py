@@ -52,11 +52,7 @@ def pg_shop(private_postgres):
     with pg_connect() as pg:
         pg.execute(f"CREATE SCHEMA {schema}")
     yield private_postgres, shop, schema
-    with private_postgres.connect() as admin:
-        for (slot,) in admin.execute("SELECT slot_name FROM pg_replication_slots WHERE database = %s",
-                                     (shop,)).fetchall():
-            admin.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
-        admin.execute(f"DROP DATABASE {shop} WITH (FORCE)")
+    private_postgres.drop_database(shop)
     with pg_connect() as pg:
         pg.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 

@@ -29,11 +29,7 @@ def shop(private_postgres):
         conn.execute("CREATE TABLE items (id int PRIMARY KEY, name varchar(20), qty int, price numeric(8, 2))")
         conn.execute("INSERT INTO items SELECT g, 'item ' || g, g, g * 1.5 FROM generate_series(1, 20) g")
     yield private_postgres, name
-    with private_postgres.connect() as admin:
-        for (slot,) in admin.execute("SELECT slot_name FROM pg_replication_slots WHERE database = %s",
-                                     (name,)).fetchall():
-            admin.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
-        admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    private_postgres.drop_database(name)
 
 
 def cdc_job(server, db: str, sink: str, behaviour: str, transform: str = "") -> str:

@@ -100,6 +100,15 @@ class PrivatePostgres:
         return psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname=dbname,
                                autocommit=True)
 
+    def drop_database(self, dbname: str) -> None:
+        """Drop a test's database and the replication slots its CDC jobs left (a slot keeps
+        WAL, and a database with a slot cannot be dropped)."""
+        with self.connect() as admin:
+            for (slot,) in admin.execute("SELECT slot_name FROM pg_replication_slots WHERE database = %s",
+                                         (dbname,)).fetchall():
+                admin.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+            admin.execute(f"DROP DATABASE {dbname} WITH (FORCE)")
+
 
 # -- MariaDB with the binary log on (change data capture) ---------------------------------
 STARTUP_DEADLINE_S = 60.0
