@@ -66,6 +66,21 @@ def test_the_name_changes_with_the_class_path_so_a_stale_archive_is_never_mapped
     assert class_archive.key() != before
 
 
+def test_spark_jars_installed_again_at_the_same_path_get_a_new_archive(monkeypatch, tmp_path):
+    """A fresh clone's virtual environment at a path an earlier one had (CI's checkout, say)
+    holds the same jars under the same names and sizes, written anew: the JVM refuses an archive
+    whose jars' times differ, silently, so the name must change with them."""
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    (jars / "spark-core.jar").write_bytes(b"classes")
+    monkeypatch.setattr(class_archive, "_spark_jars", lambda: str(jars))
+    monkeypatch.setattr(class_archive, "_class_path_jars", lambda: str(jars))
+    before = class_archive.key()
+    stamp = os.stat(jars / "spark-core.jar")
+    os.utime(jars / "spark-core.jar", ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 1_000_000_000))
+    assert class_archive.key() != before
+
+
 def test_an_existing_archive_is_not_built_again(monkeypatch, tmp_path):
     monkeypatch.setenv(class_archive.DIR_ENV, str(tmp_path))
     existing = class_archive.archive_path()

@@ -89,7 +89,9 @@ def key() -> str:
 
     jars = _spark_jars()
     try:
-        spark_jars = sorted((e.name, e.stat().st_size) for e in os.scandir(jars))
+        # Times too: the JVM maps an archive only over the very jar files it was built from,
+        # and a virtual environment made again at the same path has the same names and sizes.
+        spark_jars = sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in os.scandir(jars))
     except OSError:
         spark_jars = []
     parts = {"format": FORMAT, "java": _stamp(_java()), "spark": [jars, spark_jars, _class_path_jars()],
