@@ -288,8 +288,10 @@ def _stage_all(work: list, url: str) -> list[int]:
 
     from pyspark.util import inheritable_thread_target
 
-    # The writers' jobs carry this thread's job group, so stopping the pipeline cancels them too.
-    stage_one = inheritable_thread_target(lambda item: item[0].stage(item[1], item[2], url))
+    # The writers' jobs carry this thread's job group, so stopping the pipeline cancels them too
+    # (given the session, the wrapper takes its tags as well, and says nothing).
+    session = work[0][1].sparkSession
+    stage_one = inheritable_thread_target(session)(lambda item: item[0].stage(item[1], item[2], url))
     with ThreadPoolExecutor(max_workers=min(STAGE_WRITERS, len(work)), thread_name_prefix="jdbc-stage") as pool:
         return list(pool.map(stage_one, work))
 
