@@ -155,10 +155,10 @@ class JdbcWriter(SinkWriter):
                 df = target.rename(frames.frames[index])
                 stage = target.new_stage(batch.batch_id)
                 target.create_stage(conn, df, stage)
-                to_stage.append((target, [c for c in df.columns if c not in HIDDEN_COLUMNS], stage, df))
-            url = self.spec.url.for_spark(group.database)
-            staged = [(target, columns, stage, count) for (target, columns, stage, _df), count
-                      in zip(to_stage, _stage_all([(t, df, stage) for t, _c, stage, df in to_stage], url))]
+                to_stage.append((target, df, stage))
+            counts = _stage_all(to_stage, self.spec.url.for_spark(group.database))
+            staged = [(target, [c for c in df.columns if c not in HIDDEN_COLUMNS], stage, count)
+                      for (target, df, stage), count in zip(to_stage, counts)]
             rows = sum(s[3] for s in staged) + sum(len(r) for _, r, _ in local)
             applied = time.perf_counter()
             self._commit(conn, group, batch, staged, local, rows)
