@@ -6,7 +6,8 @@ numbers come from depends on how the job runs:
 
 * plain BATCH: ``spark.range`` — no Python data source, no per-row Python;
 * micro-batch (STREAMING, or BATCH with checkpoints): a Python streaming source admits
-  split descriptors batch by batch (``split_stream``), expanded with ``explode(sequence)``.
+  split descriptors batch by batch (``split_stream``), expanded with ``explode(sequence)``;
+  several tables share ONE such stream (``table_splits``), whose descriptors name their table.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from seatide.connectors.fake.options import (DATE_TIME_PARTS, FAKE_OPTIONS, FRAC
 from seatide.connectors.fake.rows import ExplicitRow, RowValueError, parse_rows
 from seatide.connectors.fake.sql import ident
 from seatide.connectors.fake.values import ROW_NUMBER, FloatRange, IntRange, ValueExpressions, ValueSettings
-from seatide.plugin.base import ReadContext, Source, use_python_data_source
+from seatide.plugin.base import BatchOffsets, ReadContext, Source, use_python_data_source
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import INSERT_ONLY, ROW_KIND_COLUMN, ROW_SEQ_COLUMN, RowKind
 from seatide.plugin.schema import Schema, read_schema
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 # A full micro-batch holds about this many units, so that it runs as several Spark tasks.
 UNITS_PER_BATCH = 4
 _ROW = "__fake_row"
+_RANGES = "start bigint, stop bigint"
 
 @register
 class FakeSource(Source):
@@ -254,9 +256,28 @@ class FakeSource(Source):
     def table_layout(self, ctx: ReadContext) -> TableLayout:
         return TableLayout.of((t._declared.table, t._schema) for t in self._tables)
 
-    def batch_rows(self, batch, ctx: ReadContext, offsets=None) -> TableRows:
-        # a union of each table's own frame, tagged with a literal: a table is read alone
-        return TableRows(batch, tables=tuple(range(len(self._tables))), separable=True)
+    def batch_rows(self, batch, ctx: ReadContext, offsets: BatchOffsets | None = None) -> TableRows:
+        """The plain batch: a union of each table's own frame, tagged with a literal (a table is
+        read alone). A micro-batch: each table's rows apart (``TableRows.per_table``), made by the
+        JVM from the batch's row-number ranges, which are derived from ``offsets`` (the stream's
+        own rows, the same ranges, are never read: that would be a Spark job through a Python
+        worker per batch)."""
+        if not ctx.micro_batch:
+            return TableRows(batch, tables=tuple(range(len(self._tables))), separable=True)
+        from seatide.connectors.fake.table_splits import batch_units
+
+        if offsets is None:
+            raise ValueError("a micro-batch of a FakeSource of several tables is made from its offsets: "
+                             "pass the batch's BatchOffsets")
+        self._enable_types(ctx.spark)
+        layouts = [t.layout(ctx.parallelism, ctx.max_rows_per_batch) for t in self._tables]
+        frames, counts = {}, {}
+        for i, ranges in sorted(batch_units(layouts, offsets.start, offsets.end).items()):
+            numbers = ctx.spark.createDataFrame(ranges, _RANGES)
+            frames[i] = self._tables[i].rows_from(
+                numbers.selectExpr(f"explode(sequence(start, stop - 1)) AS {ROW_NUMBER}"))
+            counts[i] = sum(stop - start for start, stop in ranges)
+        return TableRows(None, tables=tuple(frames), separable=True, counts=counts, per_table=frames)
 
     def row_kinds(self) -> frozenset[RowKind]:
         if self._tables is not None:
@@ -274,12 +295,12 @@ class FakeSource(Source):
         if self._tables is not None:
             if not self.multi_table():
                 return self._one().read(ctx)
+            if ctx.micro_batch:
+                return self._table_splits(ctx)
             layout = self.table_layout(ctx)
             return layout.union([layout.tagged(t.read(ctx), i) for i, t in enumerate(self._tables)])
         spark = ctx.spark
-        if _has_time(self._schema):
-            # Spark 4.3 keeps TIME behind a flag; enabling it only allows the type.
-            spark.conf.set("spark.sql.timeType.enabled", "true")
+        self._enable_types(spark)
         layout = self.layout(ctx.parallelism, ctx.max_rows_per_batch)
         numbers = (self._streamed_numbers(ctx, layout) if ctx.micro_batch
                    else self._ranged_numbers(spark, layout))
@@ -320,6 +341,11 @@ class FakeSource(Source):
         index = f"CAST(pmod({ROW_NUMBER}, {len(self._rows)}L) AS INT) + 1"
         return f"element_at(array({', '.join(structs)}), {index})"
 
+    def _enable_types(self, spark: "SparkSession") -> None:
+        if any(_has_time(t._schema) for t in (self._tables or [self])):
+            # Spark 4.3 keeps TIME behind a flag; enabling it only allows the type.
+            spark.conf.set("spark.sql.timeType.enabled", "true")
+
     # -- row numbers ---------------------------------------------------------------------
     @staticmethod
     def _ranged_numbers(spark: "SparkSession", layout: SplitLayout) -> "DataFrame":
@@ -340,6 +366,17 @@ class FakeSource(Source):
             partitions=max(layout.readers, spark.sparkContext.defaultParallelism))
         splits = spark.readStream.format(SOURCE_NAME).options(**options).load()
         return splits.selectExpr(f"explode(sequence(start, stop - 1)) AS {ROW_NUMBER}")
+
+    def _table_splits(self, ctx: ReadContext) -> "DataFrame":
+        """Several tables, checkpointed: ONE stream of every table's split descriptors
+        (``table_splits``), whose batches ``batch_rows`` turns into each table's rows."""
+        from seatide.connectors.fake.table_splits import SOURCE_NAME, FakeTableSplits, stream_spec
+
+        use_python_data_source(ctx.spark, FakeTableSplits)
+        spec = stream_spec([t.layout(ctx.parallelism, ctx.max_rows_per_batch) for t in self._tables],
+                           [t.opts["split.read-interval"] for t in self._tables],
+                           max_rows=ctx.max_rows_per_batch, unbounded=ctx.unbounded)
+        return ctx.spark.readStream.format(SOURCE_NAME).option("spec", spec).load()
 
 
 def _has_time(data_type: T.DataType) -> bool:
