@@ -14,14 +14,17 @@ For one micro-batch:
    rows, as new files; the snapshot removes the affected files and adds the new ones.
 
 Readers of any engine see a plain table (no delete files), at the cost of rewriting every
-file a batch touches (docs/connectors/iceberg.md has the measurements).
+file a batch touches (docs/connectors/iceberg.md has the measurements). A table that holds
+delete files (merge-on-read, by SeaTide or another engine) keeps them: a rewritten file's rows
+are read with its deletes applied, and the new file's higher sequence number puts it out of
+their reach. ``merge_on_read`` is the other way to apply a batch.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from seatide.connectors.iceberg.datafiles import IcebergWriteError, file_uri, local_path
+from seatide.connectors.iceberg.datafiles import file_uri, local_path
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, ROW_SEQ_COLUMN, RowKind
 
 _SEQ = "__seatide_seq"
@@ -57,12 +60,15 @@ def net_changes(df, keys: list[str]) -> NetChanges:
     return NetChanges(net=net, keys=net.select(*keys), upserts=upserts, changes=changes)
 
 
-def candidate_files(table, snapshot, keys: list[str], changed, case_sensitive: bool) -> list:
-    """The snapshot's data files that may hold one of the ``changed`` keys (by their bounds)."""
+def candidate_files(table, snapshot, keys: list[str], changed, case_sensitive: bool):
+    """The snapshot's data files that may hold one of the ``changed`` keys (by their bounds), with
+    every delete file (``deletes.Plan``: a rewritten file's rows are read with its deletes applied)."""
     from pyiceberg.expressions import AlwaysTrue, And, GreaterThanOrEqual, In, LessThanOrEqual
 
+    from seatide.connectors.iceberg.deletes import Plan, plan
+
     if snapshot is None:
-        return []
+        return Plan()
     expression = AlwaysTrue()
     if len(keys) == 1:
         key = keys[0]
@@ -76,14 +82,7 @@ def candidate_files(table, snapshot, keys: list[str], changed, case_sensitive: b
             expression = And(GreaterThanOrEqual(key, low), LessThanOrEqual(key, high))
         if any(v is None for v in values):     # a NULL key: no bound excludes a file
             expression = AlwaysTrue()
-    tasks = list(table.scan(row_filter=expression, snapshot_id=snapshot.snapshot_id,
-                            case_sensitive=case_sensitive).plan_files())
-    with_deletes = [t.file.file_path for t in tasks if t.delete_files]
-    if with_deletes:
-        raise IcebergWriteError(f"data file {with_deletes[0]} has delete files (merge-on-read, written by another "
-                                "engine); SeaTide applies changes copy-on-write only. Compact the table's deletes "
-                                "first (e.g. Spark's rewrite_data_files with delete-file-threshold=1)")
-    return [t.file for t in tasks]
+    return plan(table, snapshot.snapshot_id, expression, case_sensitive)
 
 
 def affected_files(spark, candidates: list, keys: list[str], changed, struct) -> list:
@@ -100,11 +99,13 @@ def affected_files(spark, candidates: list, keys: list[str], changed, struct) ->
     return [by_path[local_path(r[0])] for r in found]
 
 
-def rewritten_rows(spark, affected: list, keys: list[str], changed, upserts, struct):
-    """The affected files' rows without the changed keys, plus the upserted rows."""
+def rewritten_rows(spark, table, candidates, affected: list, keys: list[str], changed, upserts, struct):
+    """The affected files' rows (their deletes applied) without the changed keys, plus the upserted rows."""
+    from seatide.connectors.iceberg.deletes import read
+
     if not affected:
         return upserts
-    kept = (spark.read.schema(struct).parquet(*[file_uri(local_path(f.file_path)) for f in affected])
+    kept = (read(spark, table, candidates, struct, only={f.file_path for f in affected})
             .join(changed.distinct(), on=keys, how="left_anti"))
     return kept.unionByName(upserts.select(*struct.names))
 

@@ -68,10 +68,20 @@ def without_retries(table):
     return table
 
 
-def commit_files(table, branch: str | None, summary: dict, added: list, removed: list):
-    """Commit ``added``/``removed`` data files as one snapshot on ``branch`` with ``summary``, once:
-    ``CommitFailedException`` when the branch moved since ``table`` was loaded (no rebase)."""
+def commit_files(table, branch: str | None, summary: dict, added: list, removed: list, rewrite: bool = False):
+    """Commit ``added``/``removed`` files as one snapshot on ``branch`` with ``summary``, once:
+    ``CommitFailedException`` when the branch moved since ``table`` was loaded (no rebase).
+
+    Delete files among them (merge-on-read) take ``row_delta``'s producer: pyiceberg's own
+    write data manifests only."""
+    from pyiceberg.manifest import DataFileContent
+
     tx = without_retries(table).transaction()
+    if rewrite or any(f.content != DataFileContent.DATA for f in (*added, *removed)):
+        from seatide.connectors.iceberg.row_delta import RowDelta
+
+        RowDelta(tx, branch or "main", summary, added, removed, rewrite=rewrite).commit()
+        return tx.commit_transaction()
     update = tx.update_snapshot(snapshot_properties=summary, branch=branch or "main")
     if removed:
         producer = update.overwrite()

@@ -127,9 +127,10 @@ def write_files(spark, df, metadata, directory: str, partition_columns: list[str
     return found
 
 
-def describe(metadata, paths: list[str], spec_id: int | None = None) -> list:
+def describe(metadata, paths: list[str], spec_id: int | None = None, equality_ids: list[int] | None = None) -> list:
     """pyiceberg ``DataFile``s for the parquet files at ``paths`` (files without rows are dropped
-    and deleted). Partition values come from the footers' exact bounds of the partition columns."""
+    and deleted). Partition values come from the footers' exact bounds of the partition columns.
+    With ``equality_ids`` the files are equality deletes on those fields (their rows hold them)."""
     import pyarrow.parquet as pq
     from pyiceberg.io.pyarrow import (compute_statistics_plan, data_file_statistics_from_parquet_metadata,
                                       parquet_path_to_id_mapping)
@@ -150,9 +151,11 @@ def describe(metadata, paths: list[str], spec_id: int | None = None) -> list:
             continue
         stats = data_file_statistics_from_parquet_metadata(footer, plan, mapping)
         files.append(DataFile.from_args(
-            content=DataFileContent.DATA, file_path=file_uri(path), file_format=FileFormat.PARQUET,
+            content=DataFileContent.EQUALITY_DELETES if equality_ids else DataFileContent.DATA,
+            file_path=file_uri(path), file_format=FileFormat.PARQUET,
             partition=stats.partition(spec, schema), file_size_in_bytes=os.path.getsize(path), sort_order_id=None,
-            spec_id=spec.spec_id, equality_ids=None, key_metadata=None, **stats.to_serialized_dict()))
+            spec_id=spec.spec_id, equality_ids=list(equality_ids) if equality_ids else None, key_metadata=None,
+            **stats.to_serialized_dict()))
     return files
 
 

@@ -15,6 +15,9 @@ run by hand on any table of a hadoop or JDBC catalog::
   them in a partition) and writes them as fewer, larger files; one ``replace`` snapshot swaps
   them (rows unchanged). It runs between batches, so it never races the sink's own commits;
   another writer's commit in between makes it give up (CommitFailedException) for this round.
+  A head with delete files (merge-on-read) is rewritten whole: every data file with the deletes
+  applied, and the delete files removed in the same ``replace`` snapshot, so any reader
+  (pyiceberg's scan among them) reads the result.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import uuid
 
 from seatide.connectors.iceberg.commits import branch_head, commit_files, without_retries
 from seatide.connectors.iceberg.datafiles import data_root, describe, local_path, write_files
+from seatide.connectors.iceberg.deletes import plan, read
 
 log = logging.getLogger(__name__)
 
@@ -123,36 +127,40 @@ def rewrite_small_files(spark, catalog, identifier, branch: str | None, target_b
     head = branch_head(metadata, branch)
     if head is None:
         return 0, 0
-    tasks = list(table.scan(snapshot_id=head.snapshot_id).plan_files())
-    if any(t.delete_files for t in tasks):
-        log.info("Iceberg maintenance: %s has delete files; SeaTide does not compact it", ".".join(identifier))
-        return 0, 0
-    by_partition: dict = {}
-    for task in tasks:
-        if task.file.file_size_in_bytes < target_bytes and task.file.spec_id == metadata.default_spec_id:
-            by_partition.setdefault(tuple(task.file.partition), []).append(task.file)
-    small = [f for files in by_partition.values() if len(files) > 1 for f in files]
-    if not small:
-        return 0, 0
+    found = plan(table, head.snapshot_id)
+    if found.deletes:
+        # deletes may apply to any data file: every one is rewritten with them applied, and the
+        # delete files go (the new files' higher sequence number would put them out of reach anyway)
+        small, removed = [f.file for f in found.data], [f.file for f in (*found.data, *found.deletes)]
+    else:
+        by_partition: dict = {}
+        for live in found.data:
+            if live.file.file_size_in_bytes < target_bytes and live.file.spec_id == metadata.default_spec_id:
+                by_partition.setdefault(tuple(live.file.partition), []).append(live.file)
+        small = [f for files in by_partition.values() if len(files) > 1 for f in files]
+        removed = small
+        if not small:
+            return 0, 0
     from seatide.connectors.iceberg.schema import spark_struct
 
     struct = spark_struct(metadata.schema())
     total = sum(f.file_size_in_bytes for f in small)
     pieces = max(1, -(-total // target_bytes))
-    rows = spark.read.schema(struct).parquet(*["file://" + local_path(f.file_path) for f in small])
+    rows = read(spark, table, found, struct, only={f.file_path for f in small})
     columns = [metadata.schema().find_column_name(f.source_id) for f in metadata.spec().fields]
     directory = os.path.join(data_root(metadata), f"seatide-rewrite-{uuid.uuid4().hex}")
     added = describe(metadata, write_files(spark, rows.coalesce(int(pieces)), metadata, directory, columns))
     try:
-        commit_files(table, branch, {"seatide.maintenance": "rewrite"}, added, small)
+        commit_files(table, branch, {"seatide.maintenance": "rewrite"}, added, removed, rewrite=bool(found.deletes))
     except CommitFailedException:
         import shutil
 
         shutil.rmtree(directory, ignore_errors=True)
         log.info("Iceberg maintenance: %s changed while rewriting; trying next time", ".".join(identifier))
         return 0, 0
-    log.info("Iceberg maintenance: rewrote %d small files of %s into %d", len(small), ".".join(identifier), len(added))
-    return len(small), len(added)
+    log.info("Iceberg maintenance: rewrote %d files of %s into %d (%d delete files folded in)", len(small),
+             ".".join(identifier), len(added), len(removed) - len(small))
+    return len(removed), len(added)
 
 
 def main(argv: list[str] | None = None) -> int:

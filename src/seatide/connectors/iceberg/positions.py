@@ -7,7 +7,10 @@ before S on the branch is read, and the first ``k`` units of S. A snapshot's uni
   snapshot): every live data file of S;
 * otherwise the data files S added, when S is an ``append``; other operations (overwrite,
   delete, replace: compactions, copy-on-write changes) add none here, as Iceberg's own
-  incremental append scan skips them.
+  incremental append scan skips them (merge-on-read changes are ``overwrite`` or ``delete``).
+
+A scanned snapshot with delete files is refused (``HistoryError``): a micro-batch's files are
+read whole by Python workers, where deletes are not applied; a plain BATCH read applies them.
 
 ``S = None`` with ``done = -1`` is the position before the branch's first snapshot. Units are
 listed in a fixed order (by path) so that a replayed micro-batch reads the same files.
@@ -54,12 +57,17 @@ def units(table, snapshot_id: int, scan: bool) -> list[Unit]:
         raise HistoryError(f"snapshot {snapshot_id} is no longer in the table (expired?); restart the read from "
                            "a snapshot that exists")
     if scan:
-        tasks = list(table.scan(snapshot_id=snapshot_id).plan_files())
-        deleted = [t.file.file_path for t in tasks if t.delete_files]
-        if deleted:
-            raise HistoryError(f"data file {deleted[0]} has delete files (merge-on-read); SeaTide reads tables "
-                               "without delete files only (compact them first)")
-        found = [Unit(t.file.file_path, t.file.record_count) for t in tasks]
+        from seatide.connectors.iceberg.deletes import plan
+
+        live = plan(table, snapshot_id)
+        if live.deletes:
+            raise HistoryError(
+                f"table {'.'.join(table.name()[-2:])} holds {len(live.deletes)} delete files (merge-on-read) in "
+                f"snapshot {snapshot_id}; a micro-batch read (STREAMING, or BATCH with checkpoint.interval) reads "
+                "whole data files and cannot apply them. Read it in a BATCH job without checkpoint.interval, which "
+                "applies them, or compact the table first (python -m seatide.connectors.iceberg.maintenance "
+                "--catalog ... --table ns.t rewrite)")
+        found = [Unit(f.file.file_path, f.file.record_count) for f in live.data]
     else:
         operation = snapshot.summary.operation.value if snapshot.summary else "append"
         if operation != "append":

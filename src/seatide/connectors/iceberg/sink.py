@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from seatide.connectors.iceberg.catalogs import CatalogConfigError, check_config, flat_properties
+from seatide.connectors.iceberg.merge_on_read import MODE_PROPERTIES, MODES
 from seatide.plugin.base import Sink, SinkContext, SinkWriter
 from seatide.plugin.options import BOOL, INT, OBJECT, REQUIRED, STRING, Option, enum
 from seatide.plugin.registry import register
@@ -49,7 +50,9 @@ class IcebergSink(Sink):
     summary carries the batch's transaction id; a replay finds it and commits nothing.
 
     With primary keys, changes (updates, deletes) are applied copy-on-write: the data files
-    holding a changed key are rewritten without it, in the same snapshot as the new rows.
+    holding a changed key are rewritten without it, in the same snapshot as the new rows; or
+    merge-on-read when the table's ``write.*.mode`` properties say so: the new rows and
+    equality deletes of the changed keys (``merge_on_read``).
     """
 
     plugin_name = "Iceberg"
@@ -70,7 +73,8 @@ class IcebergSink(Sink):
                "match input fields to the table's columns with case (false: ID fills column id)"),
         Option("iceberg.table.write-props", OBJECT, None,
                "table properties: write.parquet.compression-codec and write.target-file-size-bytes shape "
-               "SeaTide's files; all are set on a table SeaTide creates"),
+               "SeaTide's files; write.upsert.mode / write.update.mode / write.delete.mode = merge-on-read "
+               "apply changes by equality deletes (default copy-on-write); all are set on a table SeaTide creates"),
         Option("iceberg.table.auto-create-props", OBJECT, None, "table properties for a table SeaTide creates"),
         Option("iceberg.table.schema-evolution-enabled", BOOL, False,
                "add input fields the table lacks as new columns (and widen types Iceberg can widen)"),
@@ -119,6 +123,10 @@ class IcebergSink(Sink):
             raise self.invalid("iceberg.table.write-props",
                                f"iceberg.table.write-props: write.format.default = {fmt} is not supported; "
                                "SeaTide writes parquet data files")
+        for key in MODE_PROPERTIES:
+            if key in props and str(props[key]).lower() not in MODES:
+                raise self.invalid("iceberg.table.write-props",
+                                   f"iceberg.table.write-props: {key} = {props[key]} is not one of {', '.join(MODES)}")
         for key in ("hadoop.config", "iceberg.hadoop-conf-path"):
             if opts.given(key):
                 self.notice(key, f"option '{key}' is ignored: SeaTide reaches Iceberg tables through pyiceberg "

@@ -1,8 +1,9 @@
 """Iceberg source: SeaTunnel's ``Iceberg`` source options over a hadoop, JDBC or REST catalog.
 
 * BATCH without checkpoints: the chosen snapshot (``use_snapshot_id``,
-  ``use_snapshot_timestamp``, else the current one) is planned by pyiceberg and its data files
-  read by Spark's own parquet reader; with ``start_snapshot_id``/``start_snapshot_timestamp``
+  ``use_snapshot_timestamp``, else the current one) is planned from its manifests and its data
+  files read by Spark's own parquet reader, delete files (merge-on-read: equality and position
+  deletes, by SeaTide, Flink or SeaTunnel) applied by Spark (``deletes``); with ``start_snapshot_id``/``start_snapshot_timestamp``
   (and ``end_snapshot_id``) the files appended after the start up to the end.
 * With micro-batches (STREAMING, or BATCH with ``checkpoint.interval``): the table's history is
   read in order from the ``stream_scan_strategy``'s start; the checkpointed position is a
@@ -187,10 +188,10 @@ class IcebergSource(Source):
                                                     if table.metadata.current_snapshot() else None)
                 begin = position(start, DONE)
                 files = [u.path for u in between(table, begin, advance(table, begin, head, None))]
-            else:
-                snapshot = self._use_snapshot(table)
-                files = [] if snapshot is None else [u.path for u in between(
-                    table, position(snapshot, 0, True), advance(table, position(snapshot, 0, True), snapshot, None))]
+            else:      # the snapshot's rows, its delete files (merge-on-read) applied by Spark
+                from seatide.connectors.iceberg.deletes import read_snapshot
+
+                return read_snapshot(ctx.spark, table, self._use_snapshot(table), struct)
         except HistoryError as exc:
             raise IcebergSourceError(f"Iceberg source: {exc}") from None
         if not files:
@@ -200,6 +201,14 @@ class IcebergSource(Source):
     def _stream(self, ctx: ReadContext, table, struct):
         from seatide.connectors.iceberg.snapshot_stream import IcebergSnapshotSource, SOURCE_NAME, stream_options
 
+        from seatide.connectors.iceberg.positions import HistoryError, units
+
+        initial = self._stream_start(table)
+        if initial["scan"] and initial["snapshot"] is not None:
+            try:       # refused now, naming the table, rather than in the stream's first batch
+                units(table, initial["snapshot"], True)
+            except HistoryError as exc:
+                raise IcebergSourceError(f"Iceberg source: {exc}") from None
         use_python_data_source(ctx.spark, IcebergSnapshotSource)
         bounded_head = None
         if not ctx.unbounded:
@@ -207,7 +216,7 @@ class IcebergSource(Source):
             bounded_head = self._use_snapshot(table) if current is not None else None
         options = stream_options(
             catalog_name=self.opts["catalog_name"], catalog=flat_properties(self.opts["iceberg.catalog.config"]),
-            identifier=(self.opts["namespace"], self.opts["table"]), branch=None, initial=self._stream_start(table),
+            identifier=(self.opts["namespace"], self.opts["table"]), branch=None, initial=initial,
             bounded_head=bounded_head, max_rows=ctx.max_rows_per_batch, partitions=max(1, ctx.parallelism * 2),
             schema_json=struct.json())
         return ctx.spark.readStream.format(SOURCE_NAME).options(**options).schema(struct).load()

@@ -6,7 +6,8 @@ whose options name the same Iceberg table (shards of one table) are one *target*
 written together. One batch:
 
 1. **Stage.** For each target with rows (every target in a plain batch), Spark's executors
-   write its data files (appends, or the copy-on-write rewrite by its own keys); before a
+   write its data files (appends, or the changes by its own keys, copy-on-write or
+   merge-on-read: then the part also names its equality-delete files); before a
    target's first batch, its table and save modes are made (``IcebergWriter._prepare``, with
    that target's own previous state and save-mode key).
 2. **Decide.** The runtime records ONE fenced decision for the batch, holding every target's
@@ -34,6 +35,7 @@ from seatide import failpoints
 from seatide.connectors.iceberg.commits import COMMIT_ATTEMPTS, backoff, branch_head, commit_snapshot, committed_snapshot
 from seatide.connectors.iceberg.datafiles import (IcebergWriteError, data_root, describe, local_path,
                                                   staging_dir)
+from seatide.connectors.iceberg.deletes import plan
 from seatide.connectors.iceberg.schema import UnsupportedIcebergType
 from seatide.connectors.iceberg.writer import IcebergSinkError, IcebergWriter
 from seatide.plugin.base import Batch, SinkContext, SinkWriter, StagedBatch
@@ -56,8 +58,12 @@ class DecidedWriter(IcebergWriter):
             added, removed, rows, directory = self._stage(df, table, batch, bool(self.spec.primary_keys))
         except (IcebergWriteError, UnsupportedIcebergType) as exc:
             raise IcebergSinkError(f"Iceberg sink {self.name}: {exc}") from None
+        data = [f for f in added if not f.equality_ids]
+        equality = [f for f in added if f.equality_ids]
         return {"transaction_id": batch.transaction_id, "staging": directory, "rows": rows,
-                "added": [local_path(f.file_path) for f in added], "removed": [f.file_path for f in removed]}
+                "added": [local_path(f.file_path) for f in data], "removed": [f.file_path for f in removed],
+                "equality_deletes": [local_path(f.file_path) for f in equality],
+                "equality_ids": list(equality[0].equality_ids) if equality else []}
 
     def commit_part(self, part: dict) -> None:
         """One snapshot with the decided files, carrying the batch's transaction id; nothing when the
@@ -71,11 +77,13 @@ class DecidedWriter(IcebergWriter):
                 log.info("Iceberg sink %s: %s is committed already", self.name, transaction_id)
                 self._drop_undecided_staging(table.metadata, part)
                 return
-            if not part["added"] and not part["removed"]:
+            if not part["added"] and not part["removed"] and not part.get("equality_deletes"):
                 return
             removed = self._decided_removals(table, set(part["removed"]))
             try:
                 added = describe(table.metadata, part["added"])
+                if part.get("equality_deletes"):
+                    added += describe(table.metadata, part["equality_deletes"], equality_ids=part["equality_ids"])
             except FileNotFoundError as exc:
                 raise IcebergSinkError(f"Iceberg sink {self.name}: a data file of decided batch {transaction_id} "
                                        f"is gone ({exc.filename}); was the table's data directory cleaned while "
@@ -100,8 +108,8 @@ class DecidedWriter(IcebergWriter):
         if not paths:
             return []
         head = branch_head(table.metadata, self.spec.branch)
-        found = [t.file for t in table.scan(snapshot_id=head.snapshot_id).plan_files()
-                 if t.file.file_path in paths] if head is not None else []
+        live = plan(table, head.snapshot_id if head is not None else None)
+        found = [f.file for f in (*live.data, *live.deletes) if f.file.file_path in paths]
         if len(found) != len(paths):
             raise IcebergSinkError(f"Iceberg sink {self.name}: {len(paths) - len(found)} data files a decided "
                                    "batch rewrites are no longer in the table: another writer changed it between "

@@ -8,7 +8,8 @@ Protocol for one batch (the commit point is the catalog's, see ``commits``):
    (``batch.decide_once``) with what it removes.
 2. The branch head is searched for the batch's transaction id: found, the batch is done.
 3. Spark's executors write the batch's data files (appends; or, with primary keys, the
-   copy-on-write rewrite of the files the changes touch, ``changes``).
+   copy-on-write rewrite of the files the changes touch, ``changes``, or the upserted rows and
+   equality deletes of the changed keys, ``merge_on_read``).
 4. ``batch.fence()`` (this driver is still the job's attempt), then ONE catalog commit: a
    snapshot adding (and removing) those files, its summary carrying the transaction id,
    required to sit on the head step 2 saw. A racing commit makes it fail: back to step 2.
@@ -26,6 +27,7 @@ import time
 
 from seatide import failpoints
 from seatide.connectors.iceberg import changes as cow
+from seatide.connectors.iceberg import deletes, merge_on_read
 from seatide.connectors.iceberg.catalogs import load_catalog
 from seatide.connectors.iceberg.commits import (COMMIT_ATTEMPTS, STAGING_KEY, backoff, branch_head, commit_files,
                                                 commit_snapshot, committed_snapshot)
@@ -137,9 +139,17 @@ class IcebergWriter(SinkWriter):
             if net.changes == 0:
                 return [], [], 0, directory
             head = branch_head(metadata, self.spec.branch)
+            if merge_on_read.chosen(metadata.properties, self.spec.write_props):
+                empty = head is None or head.summary is None or \
+                    head.summary.additional_properties.get("total-records") == "0"
+                added = merge_on_read.stage(self.spark, metadata, net, keys, directory, partition_columns, empty)
+                log.info("Iceberg sink %s: batch %s, %d changed keys merge-on-read: %d data and delete files, %.2f s",
+                         self.name, batch.batch_id, net.changes, len(added), time.perf_counter() - started)
+                return added, [], net.changes, directory
             candidates = cow.candidate_files(table, head, keys, net.keys, self.spec.case_sensitive)
-            affected = cow.affected_files(self.spark, candidates, keys, net.keys, struct)
-            rows_out = cow.rewritten_rows(self.spark, affected, keys, net.keys, net.upserts, struct)
+            affected = cow.affected_files(self.spark, [f.file for f in candidates.data], keys, net.keys, struct)
+            rows_out = cow.rewritten_rows(self.spark, table, candidates, affected, keys, net.keys, net.upserts,
+                                          struct)
             # The key shuffle leaves spark.sql.shuffle.partitions pieces: as many files as the batch
             # rewrote (plus one for new keys) is enough, and keeps small batches from adding many files.
             rows_out = rows_out.coalesce(max(1, min(len(affected) + 1, self.spark.sparkContext.defaultParallelism)))
@@ -147,7 +157,7 @@ class IcebergWriter(SinkWriter):
         finally:
             net.net.unpersist()
         log.info("Iceberg sink %s: batch %s, %d changed keys, %d of %d candidate files rewritten into %d, %.2f s",
-                 self.name, batch.batch_id, net.changes, len(affected), len(candidates), len(added),
+                 self.name, batch.batch_id, net.changes, len(affected), len(candidates.data), len(added),
                  time.perf_counter() - started)
         return added, affected, net.changes, directory
 
@@ -274,7 +284,8 @@ class IcebergWriter(SinkWriter):
                                        f"holds {rows} rows; empty it or choose APPEND_DATA or DROP_DATA")
         if spec.data_save_mode != "DROP_DATA" or head is None:
             return
-        files = [t.file.file_path for t in table.scan(snapshot_id=head.snapshot_id).plan_files()]
+        found = deletes.plan(table, head.snapshot_id)
+        files = [f.file.file_path for f in (*found.data, *found.deletes)]
         decided = batch.decide_once(batch.save_modes_key + "_data", {"remove": files})
         self._remove_files(set(decided["remove"]))
 
@@ -285,8 +296,8 @@ class IcebergWriter(SinkWriter):
         for attempt in range(COMMIT_ATTEMPTS):
             table = self.catalog.load_table(self.identifier)
             head = branch_head(table.metadata, self.spec.branch)
-            present = [t.file for t in table.scan(snapshot_id=head.snapshot_id).plan_files()
-                       if t.file.file_path in paths] if head is not None else []
+            found = deletes.plan(table, head.snapshot_id if head is not None else None)
+            present = [f.file for f in (*found.data, *found.deletes) if f.file.file_path in paths]
             if not present:
                 return
             try:

@@ -1,0 +1,171 @@
+"""A snapshot's live files and its rows with the delete files applied (merge-on-read), by Spark.
+
+pyiceberg 0.12 refuses to plan a table with equality deletes (the ones SeaTunnel's and Flink's
+upsert mode write, and SeaTide's merge-on-read mode). ``plan`` lists a snapshot's live data and
+delete files itself, each with its data sequence number, from the manifests; ``read`` lets
+Spark read the data files and drop deleted rows with anti-joins, as Iceberg's spec says:
+
+* an **equality delete** (its rows hold the values of its ``equality_ids`` fields) removes a
+  row whose values are equal (NULL equal to NULL) when the row's data file has a **strictly
+  lower** data sequence number, in the same partition (or anywhere, when the delete file's
+  spec is unpartitioned): rows added in the delete's own snapshot stay;
+* a **position delete** (``file_path``, ``pos``) removes row ``pos`` of that file when the
+  file's sequence number is lower or equal, in the same partition.
+
+For each group of equality fields only the newest delete sequence per value (and partition) is
+kept before the join, so many batches deleting the same key cost one row. Rows never pass the
+driver; it only reads manifests.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from seatide.connectors.iceberg.datafiles import file_uri, local_path
+
+_PATH, _SEQ, _PART, _FILE, _POS = "__seatide_path", "__seatide_seq", "__seatide_part", "__seatide_file", "__seatide_pos"
+_PLAIN = re.compile(r"^[A-Za-z0-9/._=+-]*$")     # paths Spark names as they are (no URI escapes)
+
+
+@dataclass(frozen=True)
+class LiveFile:
+    file: object          # pyiceberg DataFile (data, position or equality deletes)
+    sequence: int         # its data sequence number
+
+
+@dataclass
+class Plan:
+    data: list[LiveFile] = field(default_factory=list)
+    deletes: list[LiveFile] = field(default_factory=list)
+
+    @property
+    def equality_deletes(self) -> list[LiveFile]:
+        return [f for f in self.deletes if f.file.content.value == 2]
+
+    @property
+    def position_deletes(self) -> list[LiveFile]:
+        return [f for f in self.deletes if f.file.content.value == 1]
+
+
+def plan(table, snapshot_id: int | None, row_filter=None, case_sensitive: bool = True) -> Plan:
+    """The live files of ``snapshot_id``; with ``row_filter``, the data files whose metrics may
+    match it (every delete file is kept: it may apply to any of them)."""
+    out = Plan()
+    if snapshot_id is None:
+        return out
+    snapshot = table.metadata.snapshot_by_id(snapshot_id)
+    if snapshot is None:
+        raise ValueError(f"snapshot {snapshot_id} is not in the table (expired?)")
+    may_match = None
+    if row_filter is not None:
+        from pyiceberg.expressions.visitors import _InclusiveMetricsEvaluator
+
+        may_match = _InclusiveMetricsEvaluator(table.metadata.schema(), row_filter, case_sensitive).eval
+    for manifest in snapshot.manifests(table.io):
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            live = LiveFile(entry.data_file, entry.sequence_number or 0)
+            if entry.data_file.content.value == 0:
+                if may_match is None or may_match(entry.data_file):
+                    out.data.append(live)
+            else:
+                out.deletes.append(live)
+    out.data.sort(key=lambda f: f.file.file_path)
+    return out
+
+
+def spark_path(spark, path: str) -> str:
+    """The name Spark's ``_metadata.file_path`` gives a local file (a URI, escaped as Hadoop does)."""
+    local = local_path(path)
+    if _PLAIN.match(local):
+        return "file:" + local
+    return spark._jvm.org.apache.hadoop.fs.Path(file_uri(local)).toUri().toString()
+
+
+def _partition_key(metadata, data_file) -> str | None:
+    """A file's partition as a comparable string; None for an unpartitioned spec (applies everywhere)."""
+    spec = metadata.specs()[data_file.spec_id]
+    if not spec.fields:
+        return None
+    return f"{data_file.spec_id}:{tuple(data_file.partition)!r}"
+
+
+def _lookup(spark, metadata, files: list[LiveFile]):
+    """One row per file: Spark's name of it, Iceberg's, its sequence number and partition."""
+    rows = [(spark_path(spark, f.file.file_path), f.file.file_path, f.sequence, _partition_key(metadata, f.file))
+            for f in files]
+    return spark.createDataFrame(rows, f"{_PATH} string, {_FILE} string, {_SEQ} long, {_PART} string")
+
+
+def read(spark, table, found: Plan, struct, only=None):
+    """The rows of ``found``'s data files (or of the ``only`` ones among them) as a DataFrame of
+    ``struct``'s columns, with every delete file of the plan applied."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    from seatide.connectors.iceberg.schema import spark_struct
+
+    data = found.data if only is None else [f for f in found.data if f.file.file_path in only]
+    if not data:
+        return spark.createDataFrame([], struct)
+    uris = [file_uri(local_path(f.file.file_path)) for f in data]
+    if not found.deletes:
+        return spark.read.schema(struct).parquet(*uris)
+    metadata = table.metadata
+    schema = metadata.schema()
+    full = spark_struct(schema)
+    groups: dict[tuple[int, ...], list[LiveFile]] = {}
+    for f in found.equality_deletes:
+        groups.setdefault(tuple(sorted(f.file.equality_ids or ())), []).append(f)
+    keys = {schema.find_column_name(i) for ids in groups for i in ids}
+    wanted = list(struct.names) + sorted(k for k in keys if k not in struct.names)
+    read_struct = StructType([full[name] for name in wanted])
+    rows = (spark.read.schema(read_struct).parquet(*uris)
+            .select("*", F.col("_metadata.file_path").alias(_PATH), F.col("_metadata.row_index").alias(_POS))
+            .join(F.broadcast(_lookup(spark, metadata, data)), on=_PATH))
+    for ids, files in groups.items():
+        rows = _without_equality_deletes(spark, metadata, rows, [schema.find_column_name(i) for i in ids], files,
+                                         full)
+    if found.position_deletes:
+        rows = _without_position_deletes(spark, metadata, rows, found.position_deletes)
+    return rows.select(*struct.names)
+
+
+def _without_equality_deletes(spark, metadata, rows, columns: list[str], files: list[LiveFile], full):
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    aliases = [f"__seatide_d{i}" for i in range(len(columns))]
+    newest = (spark.read.schema(StructType([full[c] for c in columns]))
+              .parquet(*[file_uri(local_path(f.file.file_path)) for f in files])
+              .select(*[F.col(c).alias(a) for c, a in zip(columns, aliases)], F.col("_metadata.file_path").alias(_PATH))
+              .join(F.broadcast(_lookup(spark, metadata, files)), on=_PATH)
+              .groupBy(*aliases, F.col(_PART).alias("__seatide_dpart")).agg(F.max(_SEQ).alias("__seatide_dseq")))
+    condition = [rows[c].eqNullSafe(newest[a]) for c, a in zip(columns, aliases)]
+    condition.append(newest["__seatide_dpart"].isNull() | (newest["__seatide_dpart"] == rows[_PART]))
+    condition.append(rows[_SEQ] < newest["__seatide_dseq"])
+    return rows.join(newest, on=condition, how="left_anti")
+
+
+def _without_position_deletes(spark, metadata, rows, files: list[LiveFile]):
+    from pyspark.sql import functions as F
+
+    deleted = (spark.read.schema("file_path string, pos long")
+               .parquet(*[file_uri(local_path(f.file.file_path)) for f in files])
+               .select(F.col("file_path").alias("__seatide_dfile"), F.col("pos").alias("__seatide_dpos"),
+                       F.col("_metadata.file_path").alias(_PATH))
+               .join(F.broadcast(_lookup(spark, metadata, files).select(
+                   _PATH, F.col(_SEQ).alias("__seatide_dseq"), F.col(_PART).alias("__seatide_dpart"))), on=_PATH)
+               .drop(_PATH))
+    condition = [rows[_FILE] == deleted["__seatide_dfile"], rows[_POS] == deleted["__seatide_dpos"],
+                 rows[_SEQ] <= deleted["__seatide_dseq"],
+                 deleted["__seatide_dpart"].isNull() | (deleted["__seatide_dpart"] == rows[_PART])]
+    return rows.join(deleted, on=condition, how="left_anti")
+
+
+def read_snapshot(spark, table, snapshot_id: int | None, struct):
+    """A snapshot's rows (``struct``'s columns), deletes applied."""
+    return read(spark, table, plan(table, snapshot_id), struct)
+
+
+__all__ = ["LiveFile", "Plan", "plan", "read", "read_snapshot", "spark_path"]
