@@ -379,6 +379,48 @@ def test_query_mode_runs_the_users_insert_once_per_row(spark, db, tmp_path):
     assert query(db, f"SELECT id, label FROM {table} ORDER BY id") == [(1, "x-n1?%"), (2, "x-n2?%")]
 
 
+def _staging_engines_at_commit(db, writer, tmp_path, df) -> list[str]:
+    """The engines of the batch's staging tables, seen from another session just before COMMIT."""
+    seen: list[str] = []
+
+    def look() -> None:
+        seen.extend(e for (e,) in query(db, "SELECT engine FROM information_schema.tables WHERE "
+                                            "table_schema = DATABASE() AND table_name LIKE 'seatide_stage%'"))
+    write(writer, tmp_path, df, 0, fence=look)
+    return seen
+
+
+def test_mysql_stages_without_transactions_where_spark_runs_each_task_once(spark, db, tmp_path):
+    if "postgresql" in db[0]:
+        pytest.skip("MySQL/MariaDB: PostgreSQL stages into UNLOGGED tables")
+    table = table_name()
+    writer = make_sink(db, table=table).writer(context(spark, table))
+    assert _staging_engines_at_commit(db, writer, tmp_path, inserts(spark, range(50))) == ["MyISAM"]
+    assert query(db, f"SELECT COUNT(*), SUM(id) FROM {table}") == [(50, sum(range(50)))]
+
+
+def test_mysql_stages_in_the_default_engine_where_the_server_refuses_the_chosen_one(spark, db, tmp_path):
+    if "postgresql" in db[0]:
+        pytest.skip("MySQL/MariaDB only")
+    table = table_name()
+    writer = make_sink(db, table=table).writer(context(spark, table))
+    (target,) = [t for g in writer.groups.values() for t in g.targets.values()]
+    target.stage_engine = "NoSuchEngine"      # refused as MySQL's disabled_storage_engines would
+    assert _staging_engines_at_commit(db, writer, tmp_path, inserts(spark, range(7))) == ["InnoDB"]
+    assert target.stage_engine is None
+    assert query(db, f"SELECT COUNT(*) FROM {table}") == [(7,)]
+
+
+@pytest.mark.parametrize("master, speculation, once", [
+    ("local", None, True), ("local[2]", "false", True), ("local[*]", None, True),
+    ("local[2,3]", None, False), ("spark://node:7077", None, False), ("local[2]", "true", False),
+])
+def test_a_task_runs_once_only_on_a_local_master_without_retries_or_speculation(master, speculation, once):
+    from seatide.runtime.session import runs_each_task_once
+
+    assert runs_each_task_once(master, speculation) is once
+
+
 def test_commit_records_are_pruned_past_the_retained_batches(spark, db, tmp_path):
     table = table_name()
     writer = make_sink(db, table=table).writer(context(spark, "prune"))

@@ -50,6 +50,9 @@ class JdbcTarget:
         # change; and renamed columns (new name -> old) whose older rows still carry the old name.
         self.behaviour: str | None = None
         self.renames: dict[str, str] = {}
+        # MySQL: the staging tables' engine (dialect.STAGE_ENGINE) where the writer's Spark runs
+        # each task once; None: the server's default
+        self.stage_engine: str | None = None
 
     @property
     def label(self) -> str:
@@ -222,7 +225,7 @@ class JdbcTarget:
             log.info("Jdbc sink: %s: %s", self.label, ddl)
         except Exception as exc:  # noqa: BLE001 - the database's own refusal, named below
             conn.rollback()
-            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            reason = _first_line(exc)
             if behaviour == "try_evolve":
                 log.warning("Jdbc sink: %s refused %s (%s); the table keeps its shape for it", self.label, ddl, reason)
                 return
@@ -242,15 +245,27 @@ class JdbcTarget:
     def create_stage(self, conn, df, stage: tuple[str, ...]) -> None:
         """This attempt's staging table: the target's column types for the input's fields."""
         dialect, fields = self.dialect, [c for c in df.columns if c not in HIDDEN_COLUMNS]
-        if self.table is None:
-            try:
-                ddl = dialect.create_stage_for(stage, _user_schema(df), self.spec.query)
-            except UnsupportedType as exc:
-                raise JdbcSinkError(f"Jdbc sink: cannot stage the input for query: {exc}") from None
-        else:
+        def ddl(engine: str | None) -> str:
+            if self.table is None:
+                try:
+                    return dialect.create_stage_for(stage, _user_schema(df), self.spec.query, engine=engine)
+                except UnsupportedType as exc:
+                    raise JdbcSinkError(f"Jdbc sink: cannot stage the input for query: {exc}") from None
             select = f"SELECT {', '.join(dialect.quote(c) for c in fields)} FROM {self.quoted} WHERE 1 = 0"
-            ddl = dialect.create_stage(stage, select, changes=bool(self.spec.primary_keys))
-        conn.cursor().execute(ddl)
+            return dialect.create_stage(stage, select, changes=bool(self.spec.primary_keys), engine=engine)
+
+        try:
+            conn.cursor().execute(ddl(self.stage_engine))
+        except Exception as exc:
+            if self.stage_engine is None:
+                raise
+            # a server that allows only some engines (MySQL's disabled_storage_engines, MariaDB's
+            # enforce_storage_engine): its default one, for this and every later batch
+            conn.rollback()
+            log.info("Jdbc sink %s: staging in the server's default engine (%s refused: %s)", self.label,
+                     self.stage_engine, _first_line(exc))
+            self.stage_engine = None
+            conn.cursor().execute(ddl(None))
         conn.commit()
 
     def stage(self, df, stage: tuple[str, ...], url: str) -> int:
@@ -348,6 +363,10 @@ class JdbcTarget:
         else:
             changes += [d.update_last(target, stage, columns, keys), d.insert_missing(target, stage, columns, keys)]
         return changes
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _source_order(df):

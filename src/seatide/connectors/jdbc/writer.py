@@ -47,7 +47,7 @@ import time
 from dataclasses import dataclass, field
 
 from seatide.connectors.jdbc.commit_record import CommitRecords
-from seatide.connectors.jdbc.dialect import Dialect
+from seatide.connectors.jdbc.dialect import STAGE_ENGINE, Dialect
 from seatide.connectors.jdbc.sink import JdbcSinkSpec
 from seatide.connectors.jdbc.target import SAVE_MODES_WAIT_S, JdbcSinkError, JdbcTarget
 from seatide.connectors.jdbc.url import MYSQL, POSTGRESQL
@@ -85,6 +85,10 @@ class JdbcWriter(SinkWriter):
             database, table = self._placed(table_spec)
             self._group(database).targets[route.index] = JdbcTarget(table_spec, self.dialect, table, self.driver,
                                                                     prefix, route.name, route.key)
+        engine = STAGE_ENGINE if self.dialect.name == MYSQL and _runs_each_task_once(ctx.spark) else None
+        for group in self.groups.values():
+            for target in group.targets.values():
+                target.stage_engine = engine
 
     @classmethod
     def for_routes(cls, routes: list[TableRoute], ctx: SinkContext) -> "JdbcWriter":
@@ -294,6 +298,15 @@ def _stage_all(work: list, url: str) -> list[int]:
     stage_one = inheritable_thread_target(session)(lambda item: item[0].stage(item[1], item[2], url))
     with ThreadPoolExecutor(max_workers=min(STAGE_WRITERS, len(work)), thread_name_prefix="jdbc-stage") as pool:
         return list(pool.map(stage_one, work))
+
+
+def _runs_each_task_once(spark) -> bool:
+    from seatide.runtime.session import runs_each_task_once
+
+    if spark is None:
+        return False
+    conf = spark.sparkContext.getConf()
+    return runs_each_task_once(spark.sparkContext.master, conf.get("spark.speculation", "false"))
 
 
 def _jvm_has_class(spark, name: str) -> bool:
