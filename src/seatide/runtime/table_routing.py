@@ -60,7 +60,11 @@ class RoutedPipeline:
     def rows(self, batch_df, offsets: BatchOffsets | None = None) -> TableRows:
         """The batch's rows, ready to be read table by table (persisted and counted when needed);
         ``offsets``: the batch's range of the source's stream (None in the plain batch)."""
+        started = time.perf_counter()
         rows = self.source.plugin.batch_rows(batch_df, self.ctx, offsets)
+        if rows.per_table is not None:
+            log.info("batch's reads of %d table(s) planned in %.2f s", len(rows.per_table),
+                     time.perf_counter() - started)
         if not rows.separable:
             rows.frame = rows.frame.persist()
             if self.ctx.micro_batch and rows.tables is None:

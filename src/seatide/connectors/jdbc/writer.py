@@ -143,9 +143,12 @@ class JdbcWriter(SinkWriter):
             if done is not None:     # committed in the database, not yet in the runtime's log
                 return done, 0
             if not group.ready:
+                started = time.perf_counter()
                 self._prepare(conn, group, frames, batch)
                 self._drop_stages(conn, group)     # what crashed attempts left
                 group.ready = True
+                log.info("Jdbc sink %s: %d table(s) checked and their save modes made in %.2f s", self.sink_id,
+                         len(group.targets), time.perf_counter() - started)
             present = [(i, t) for i, t in group.targets.items() if i in frames.frames]
             if not present:
                 return 0, 0
