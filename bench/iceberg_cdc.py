@@ -1,6 +1,7 @@
 """CDC upserts into Iceberg: end-to-end latency and snapshots per hour, with and without maintenance.
 
     .venv/bin/python bench/iceberg_cdc.py [--rate 1000] [--seconds 120] [--rows 50000]
+    .venv/bin/python bench/iceberg_cdc.py --modes cow,mor [--rounds 1] [--seconds 60]
 
 A private PostgreSQL (wal_level = logical) holds ``items(id, v)`` with ``--rows`` rows. A writer
 commits ``--rate`` changes per second in transactions of 50: 80% updates of random rows (each sets
@@ -15,6 +16,13 @@ files as it appears). Two runs, each on a fresh table: without maintenance, and 
 ``expire-snapshots-older-than-ms = 60000, retain-last = 20, rewrite-every-commits = 30``.
 Prints p50/p99 latency, snapshots committed per hour, what the table holds at the end (snapshots,
 data files, metadata files); writes bench/results/iceberg_cdc.json and .png.
+
+``--modes cow,mor`` instead runs the same workload without maintenance once per mode and round,
+alternating: copy-on-write (the default) and merge-on-read (``write.upsert.mode =
+merge-on-read``: new rows and equality deletes). Beside the latency and snapshots it reports the
+data and delete files on disk and live, the read cost of the resulting table (SeaTide's Iceberg
+source reading it back whole, best of three) and whether it equals the source table; writes
+bench/results/iceberg_cdc_modes.json and .png.
 """
 
 from __future__ import annotations
@@ -110,8 +118,8 @@ class Monitor:
             try:
                 manifests = snapshot.manifests(table.io)
                 for manifest in manifests:
-                    if manifest.added_snapshot_id != snapshot.snapshot_id:
-                        continue
+                    if manifest.added_snapshot_id != snapshot.snapshot_id or manifest.content.value != 0:
+                        continue        # older files, or delete files (merge-on-read)
                     for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
                         if entry.status.value != 1:
                             continue
@@ -130,7 +138,40 @@ class Monitor:
             time.sleep(0.3)
 
 
-def run_case(spark, server, tmp: str, name: str, rows: int, rate: int, seconds: float, maintenance: bool) -> dict:
+def read_cost(spark, config: dict) -> tuple[float, list]:
+    """Seconds SeaTide's Iceberg source takes to read the table back whole (best of three), and its rows."""
+    from pyspark.sql import functions as F
+
+    from seatide.connectors.iceberg.source import IcebergSource
+
+    source = IcebergSource(read_options({"namespace": "bench", "table": "items", "iceberg.catalog.config": config},
+                                        IcebergSource.options))
+    ctx = ReadContext(spark, micro_batch=False, unbounded=False, parallelism=2, max_rows_per_batch=100_000,
+                      read_interval_ms=1000, plugin_id="source[0]")
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        source.read(ctx).agg(F.count("*"), F.sum("v"), F.max("id")).collect()
+        times.append(time.perf_counter() - started)
+    return min(times), sorted((r["id"], r["v"]) for r in source.read(ctx).collect())
+
+
+def file_counts(config: dict, data_dir: str) -> dict:
+    """Data and delete files on disk and live in the head (manifests read by SeaTide's planner)."""
+    from seatide.connectors.iceberg.deletes import plan
+
+    table = load_catalog("default", config).load_table("bench.items")
+    head = table.metadata.current_snapshot()
+    live = plan(table, head.snapshot_id if head else None)
+    on_disk = [f for _, _, files in os.walk(data_dir) for f in files if f.endswith(".parquet")]
+    deletes_dir = sum(1 for d, _, files in os.walk(data_dir) for f in files
+                      if f.endswith(".parquet") and "deletes" in d.split(os.sep))
+    return {"data_files_on_disk": len(on_disk) - deletes_dir, "delete_files_on_disk": deletes_dir,
+            "live_data_files": len(live.data), "live_delete_files": len(live.deletes)}
+
+
+def run_case(spark, server, tmp: str, name: str, rows: int, rate: int, seconds: float, maintenance: bool,
+             mode: str = "cow") -> dict:
     database = f"bench_{name}"      # a database per case: each run starts from a source of its own
     with server.connect() as admin:
         admin.execute(f"CREATE DATABASE {database}")
@@ -146,7 +187,8 @@ def run_case(spark, server, tmp: str, name: str, rows: int, rate: int, seconds: 
     config = {"type": "hadoop", "warehouse": f"file://{tmp}/{name}/warehouse"}
     options = {"namespace": "bench", "table": "items", "iceberg.catalog.config": config,
                "iceberg.table.primary-keys": "id", "iceberg.table.upsert-mode-enabled": True,
-               **(MAINTENANCE if maintenance else {})}
+               **(MAINTENANCE if maintenance else {}),
+               **({"iceberg.table.write-props": {"write.upsert.mode": "merge-on-read"}} if mode == "mor" else {})}
     sink = IcebergSink(read_options(options, IcebergSink.options))
     ctx = SinkContext(spark=spark, job_id=f"bench-{name}", pipeline_id=1, plugin_id="sink[0]", micro_batch=True,
                       unbounded=True, stdout=io.StringIO())
@@ -187,24 +229,27 @@ def run_case(spark, server, tmp: str, name: str, rows: int, rate: int, seconds: 
     committed_snapshots = len(batches) - first_batch
     iceberg = load_catalog("default", config).load_table("bench.items")
     meta_dir = f"{tmp}/{name}/warehouse/bench/items/metadata"
-    data_files = sum(len(files) for _, _, files in os.walk(f"{tmp}/{name}/warehouse/bench/items/data"))
     pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] if latencies else None  # noqa: E731
     result = {
-        "maintenance": maintenance, "rate": rate, "seconds": round(elapsed, 1), "table_rows": rows,
+        "mode": mode, "maintenance": maintenance, "rate": rate, "seconds": round(elapsed, 1), "table_rows": rows,
         "changes": len(changes.committed), "measured": len(latencies), "missed_snapshots": monitor.missed,
         "p50_s": pick(0.5), "p99_s": pick(0.99), "max_s": latencies[-1] if latencies else None,
         "batches": committed_snapshots, "snapshots_per_hour": round(committed_snapshots / elapsed * 3600),
         "batch_write_s_median": sorted(s for _, s in batches[first_batch:])[committed_snapshots // 2]
         if committed_snapshots else None,
-        "snapshots_kept": len(iceberg.metadata.snapshots), "data_files_on_disk": data_files,
-        "live_data_files": len(list(iceberg.scan().plan_files())), "metadata_files": len(os.listdir(meta_dir)),
+        "snapshots_kept": len(iceberg.metadata.snapshots),
+        **file_counts(config, f"{tmp}/{name}/warehouse/bench/items/data"), "metadata_files": len(os.listdir(meta_dir)),
         "load_average": os.getloadavg()[0],
     }
-    print(f"{'with' if maintenance else 'without'} maintenance: {result['changes']} changes in {elapsed:.0f} s, "
+    if mode == "mor" or not maintenance:
+        result["read_s"], read_rows = read_cost(spark, config)
+        result["equals_source"] = read_rows == sorted(conn.execute(f"SELECT id, v FROM {table}").fetchall())
+    print(f"{mode}, {'with' if maintenance else 'without'} maintenance: {result['changes']} changes in {elapsed:.0f} s, "
           f"p50 {result['p50_s']:.2f} s, p99 {result['p99_s']:.2f} s, {committed_snapshots} batches "
           f"({result['snapshots_per_hour']}/h), kept {result['snapshots_kept']} snapshots, "
-          f"{data_files} data files on disk, {result['metadata_files']} metadata files "
-          f"(load {result['load_average']:.1f})", flush=True)
+          f"{result['data_files_on_disk']} data and {result['delete_files_on_disk']} delete files on disk, "
+          f"{result['metadata_files']} metadata files, read back in {result.get('read_s', 0):.2f} s, equals the "
+          f"source: {result.get('equals_source')} (load {result['load_average']:.1f})", flush=True)
     return result
 
 
@@ -229,25 +274,60 @@ def plot(cases: list[dict], path: str) -> bool:
     return True
 
 
+def plot_modes(cases: list[dict], path: str) -> bool:
+    plt = pyplot()
+    if plt is None:
+        return False
+    fig, axes = plt.subplots(1, 3, figsize=(11, 4))
+    labels = [f"{c['mode']}" + (f" #{i // 2 + 1}" if len(cases) > 2 else "") for i, c in enumerate(cases)]
+    x = list(range(len(cases)))
+    axes[0].bar([i - 0.2 for i in x], [c["p50_s"] for c in cases], 0.4, label="p50")
+    axes[0].bar([i + 0.2 for i in x], [c["p99_s"] for c in cases], 0.4, label="p99")
+    axes[0].set_ylabel("end-to-end latency (s)")
+    axes[1].bar([i - 0.2 for i in x], [c["data_files_on_disk"] for c in cases], 0.4, label="data files")
+    axes[1].bar([i + 0.2 for i in x], [c["delete_files_on_disk"] for c in cases], 0.4, label="delete files")
+    axes[1].set_ylabel("files on disk")
+    axes[2].bar(x, [c["read_s"] for c in cases], 0.5, label="read back (s)")
+    axes[2].set_ylabel("SeaTide source reads the table (s)")
+    for ax in axes:
+        ax.set_xticks(x, labels)
+        ax.legend()
+    fig.suptitle(f"Postgres-CDC -> Iceberg at {cases[0]['rate']} changes/s: copy-on-write vs merge-on-read",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--rows", type=int, default=50_000)
+    parser.add_argument("--modes", default=None, help="cow,mor: compare the ways changes are applied instead")
+    parser.add_argument("--rounds", type=int, default=1, help="with --modes: rounds, the modes alternating")
     args = parser.parse_args()
+    modes = [m.strip() for m in args.modes.split(",")] if args.modes else []
+    if any(m not in ("cow", "mor") for m in modes):
+        parser.error("--modes takes cow and/or mor, e.g. --modes cow,mor")
     server = PrivatePostgres().start()
     spark = build_session("iceberg-cdc-bench", {"spark.master": "local[2]"})
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            cases = [run_case(spark, server, tmp, name, args.rows, args.rate, args.seconds, maintenance)
-                     for name, maintenance in (("plain", False), ("maintained", True))]
+            if modes:
+                cases = [run_case(spark, server, tmp, f"{mode}{r}", args.rows, args.rate, args.seconds, False, mode)
+                         for r in range(args.rounds) for mode in modes]
+            else:
+                cases = [run_case(spark, server, tmp, name, args.rows, args.rate, args.seconds, maintenance)
+                         for name, maintenance in (("plain", False), ("maintained", True))]
     finally:
         spark.stop()
         server.stop()
-    path = write_results("iceberg_cdc", {"command": "bench/iceberg_cdc.py " + " ".join(sys.argv[1:]),
-                                         "cases": cases})
+    name = "iceberg_cdc_modes" if modes else "iceberg_cdc"
+    path = write_results(name, {"command": "bench/iceberg_cdc.py " + " ".join(sys.argv[1:]), "cases": cases})
     png = path.removesuffix(".json") + ".png"
-    print(f"wrote {path}" + (f" and {png}" if plot(cases, png) else " (no plot: pip install -e .[bench])"))
+    drawn = (plot_modes if modes else plot)(cases, png)
+    print(f"wrote {path}" + (f" and {png}" if drawn else " (no plot: pip install -e .[bench])"))
 
 
 if __name__ == "__main__":
