@@ -178,3 +178,23 @@ def test_merge_on_read_needs_partition_columns_in_the_key_and_known_modes(spark,
 
     with pytest.raises(IcebergSinkError, match="partitioned by name, which is not a primary-key column"):
         write(writer, tmp_path / "log", changes(spark, [(1, "a", I)], DDL), 0)
+
+
+def test_a_decided_multi_table_part_carries_its_equality_deletes_to_the_commit(spark, tmp_path):
+    """The multi-table sink stages a table's batch, the runtime decides it (JSON), and the commit
+    describes the files again: the equality deletes must come through as deletes, once."""
+    import json
+
+    from seatide.connectors.iceberg.tables import DecidedWriter
+    from seatide.plugin.base import Batch
+
+    config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
+    writer = DecidedWriter(make_sink(config, **MOR).spec(), context(spark))
+    for number, rows in enumerate(([(1, "a", I), (2, "b", I)], [(1, "a", UB), (1, "a2", UA), (2, "b", D)])):
+        batch = Batch(batch_id=number, transaction_id=txn(number), previous_state={"rows": 0} if number else {})
+        part = json.loads(json.dumps(writer.stage_part(changes(spark, rows, DDL), batch)))
+        writer.commit_part(part)
+        writer.commit_part(part)                   # rolled forward again: nothing more
+    assert part["equality_deletes"] and batch_snapshots(config) == [txn(0), txn(1)]
+    assert content_of(config) == {"DATA": 2, "EQUALITY_DELETES": 1}
+    assert read_back(spark, config) == [(1, "a2")]
