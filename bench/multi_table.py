@@ -213,7 +213,9 @@ def _driver_sizes(driver: psutil.Process) -> dict:
              "python_processes": 0}
     for p in driver.children(recursive=True):
         try:
-            if p.name() == "java":
+            # By the program it runs, not its name: a process the JVM forks (a Python worker, chmod)
+            # runs the JVM's image, named after the forking thread, until its exec.
+            if os.path.basename((p.cmdline() or [""])[0]) == "java":
                 sizes["driver_jvm"] += p.memory_full_info().pss
             else:
                 sizes["python_workers"] += p.memory_full_info().pss
@@ -257,10 +259,11 @@ def memory(args) -> None:
         assert proc.returncode == 0, f"the job of {count} tables failed"
         peaks[count] = {k: v if k == "python_processes" else round(v / 2**20) for k, v in peak.items()}
         peaks[count]["seconds"] = round(time.perf_counter() - started, 1)
+        peaks[count]["load_1min"] = round(os.getloadavg()[0], 1)      # the machine is shared
         print(f"{count} tables: driver Python {peaks[count]['driver_python']} MiB, JVM {peaks[count]['driver_jvm']} "
               f"MiB, {peaks[count]['python_processes']} Python processes {peaks[count]['python_workers']} MiB; "
               f"driver tree {peaks[count]['driver_tree']} MiB (peak PSS each; {peaks[count]['seconds']} s, load "
-              f"{os.getloadavg()[0]:.1f})", flush=True)
+              f"{peaks[count]['load_1min']})", flush=True)
     if args.source == "jdbc":
         with maria(None) as db, db.cursor() as cur:
             cur.execute("DROP DATABASE IF EXISTS bench_mem")
