@@ -421,6 +421,84 @@ def test_a_task_runs_once_only_on_a_local_master_without_retries_or_speculation(
     assert runs_each_task_once(master, speculation) is once
 
 
+def _two_table_writer(spark, db, names: list[str]):
+    """A Jdbc writer of two routed tables, as a multi-table job's sink gets them."""
+    from pyspark.sql import types as T
+
+    from seatide.connectors.jdbc.writer import JdbcWriter
+    from seatide.plan.catalog import table_routes
+    from seatide.plugin.schema import Column, Schema
+
+    columns = (Column("id", T.LongType()), Column("name", T.StringType()))
+    routes = table_routes([Schema(columns, f"src.{n}") for n in names], {},
+                          build=lambda _options, catalog: make_sink(db, table=catalog.table.split(".")[-1]))
+    return JdbcWriter.for_routes(routes, context(spark, names[0]))
+
+
+def _open_writes_into(db, table: str) -> int:
+    """Rows another session has written into ``table`` in a transaction still open."""
+    if "postgresql" in db[0]:
+        return query(db, "SELECT COUNT(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+                         f"WHERE c.relname = '{table}' AND l.mode = 'RowExclusiveLock' AND l.granted")[0][0]
+    url, user = db
+    conn = JdbcUrl.parse(url).connect(user, autocommit=True)
+    try:   # MariaDB reads what other transactions have not committed yet when asked to
+        cursor = conn.cursor()
+        cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ UNCOMMITTED")
+        cursor.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() "
+                       f"AND table_name = '{table}'")
+        if cursor.fetchone()[0] == 0:     # the save modes have not made it yet
+            return 0
+        cursor.execute(f"SELECT COUNT(*) FROM {table}")
+        return cursor.fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_each_table_is_applied_as_its_staging_ends_and_a_later_failure_commits_no_table(spark, db, tmp_path):
+    from pyspark.sql import functions as F
+
+    names = [table_name(), table_name()]
+    writer = _two_table_writer(spark, db, names)
+    gate = str(tmp_path / "gate")
+
+    def held(fail: bool):
+        # the second table's staging waits in its Python worker until the test opens the gate
+        def wait(value):
+            import os
+            import time
+            deadline = time.time() + 120
+            while not os.path.exists(gate) and time.time() < deadline:
+                time.sleep(0.05)
+            if fail:
+                raise RuntimeError("staging failed")
+            return value
+        return frame(spark, [(i, f"b{i}", RowKind.INSERT) for i in range(6)], "id bigint, name string") \
+            .withColumn("id", F.udf(wait, "bigint")(F.col("id")))
+
+    def attempt(fail: bool):
+        frames = TableFrames({0: inserts(spark, range(4)), 1: held(fail)},
+                             schema_of=lambda i: inserts(spark, range(1)).schema)
+        return write(writer, tmp_path / "log", frames, 0)
+
+    failing = threading.Thread(target=lambda: pytest.raises(Exception, attempt, True), daemon=True)
+    failing.start()
+    deadline = time.monotonic() + 90
+    while _open_writes_into(db, names[0]) == 0:
+        assert time.monotonic() < deadline, "the first table was not applied while the second still staged"
+        time.sleep(0.1)
+    (tmp_path / "gate").touch()
+    failing.join(90)
+    assert not failing.is_alive()
+    assert query(db, f"SELECT COUNT(*) FROM {names[0]}") == [(0,)], "a batch that failed committed a table"
+    assert query(db, f"SELECT COUNT(*) FROM seatide_sink_commits WHERE transaction_id = '{txn(names[0], 0)}'") \
+        == [(0,)]
+    assert attempt(False).state["rows"] == 10
+    assert [query(db, f"SELECT COUNT(*) FROM {n}")[0][0] for n in names] == [4, 6]
+    assert query(db, f"SELECT row_count FROM seatide_sink_commits WHERE transaction_id = '{txn(names[0], 0)}'") \
+        == [(10,)]
+
+
 def test_commit_records_are_pruned_past_the_retained_batches(spark, db, tmp_path):
     table = table_name()
     writer = make_sink(db, table=table).writer(context(spark, "prune"))

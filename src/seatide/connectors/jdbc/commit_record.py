@@ -50,6 +50,10 @@ class CommitRecords:
         cursor.execute(f"INSERT INTO {self.table} (transaction_id, sink_id, batch_id, row_count) "
                        "VALUES (%s, %s, %s, %s)", (transaction_id, sink_id, batch_id, rows))
 
+    def set_rows(self, cursor, transaction_id: str, rows: int) -> None:
+        """The batch's row count, known once it is staged (its record is inserted first)."""
+        cursor.execute(f"UPDATE {self.table} SET row_count = %s WHERE transaction_id = %s", (rows, transaction_id))
+
     def prune(self, cursor, sink_id: str, lineage: str, keep_from: int) -> None:
         """Forget batches older than ``keep_from`` and those of other lineages (``lineage``: id prefix).
         A record that is no batch's (batch -1: the sink's save modes, made once per run) stays."""

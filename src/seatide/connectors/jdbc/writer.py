@@ -45,6 +45,7 @@ import hashlib
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from seatide.connectors.jdbc.commit_record import CommitRecords
 from seatide.connectors.jdbc.dialect import STAGE_ENGINE, Dialect
@@ -163,18 +164,17 @@ class JdbcWriter(SinkWriter):
                 stage = target.new_stage(batch.batch_id)
                 target.create_stage(conn, df, stage)
                 to_stage.append((target, df, stage))
-            counts = _stage_all(to_stage, self.spec.url.for_spark(group.database))
-            staged = [(target, [c for c in df.columns if c not in HIDDEN_COLUMNS], stage, count)
-                      for (target, df, stage), count in zip(to_stage, counts)]
-            rows = sum(s[3] for s in staged) + sum(len(r) for _, r, _ in local)
-            applied = time.perf_counter()
-            self._commit(conn, group, batch, staged, local, rows)
+            timing = self._commit(conn, group, batch, _stage_all(to_stage, self.spec.url.for_spark(group.database)),
+                                  local)
             self._drop_stages(conn, group)
             self._prune(conn, group, batch)
             log.info("Jdbc sink %s: batch %s, %d rows of %d table(s) (%d collected on the driver) staged in "
-                     "%.2f s, applied and committed in %.2f s", self.sink_id, batch.batch_id, rows,
-                     len(staged) + len(local), len(local), applied - started, time.perf_counter() - applied)
-        return 0, rows
+                     "%.2f s, each applied as its staging ended, committed %.2f s after the last", self.sink_id,
+                     batch.batch_id, timing.rows, len(to_stage) + len(local), len(local),
+                     timing.staged - started, timing.committed - timing.staged)
+            if timing.by_another:
+                return group.records.rows_of(conn.cursor(), batch.transaction_id) or 0, 0
+        return 0, timing.rows
 
     def evolve(self, changes: list, behaviour: str) -> None:
         """The source's table changes, applied to each target as ``behaviour`` says (target.py)."""
@@ -221,38 +221,62 @@ class JdbcWriter(SinkWriter):
                 key = batch.save_modes_key if first else None
             target.prepare(conn, frames.schema_of(index), key, group.records, self.sink_id)
 
-    def _commit(self, conn, group: _Group, batch: Batch, staged: list, local: list, rows: int) -> None:
+    def _commit(self, conn, group: _Group, batch: Batch, staging: Iterator, local: list) -> "_Timing":
         """The batch's one transaction: its record, every table's staged rows applied, the fence.
-        ``staged``: (target, columns, staging table, rows) staged by Spark beforehand; ``local``:
-        (target, rows, schema) collected on the driver, staged here into temporary tables of
-        this transaction (target.stage_local)."""
+        ``staging`` yields each (target, frame, staging table) with its row count as Spark's
+        executors finish staging it: from the first one on, the transaction is open (its record
+        inserted first makes a racing attempt of the batch wait) and each table's rows are applied
+        as they come, while the others are still staging. ``local``: (target, rows, schema)
+        collected on the driver, staged here into temporary tables of this transaction
+        (target.stage_local)."""
         cursor = conn.cursor()
+        timing = _Timing()
+        recorded = False
         try:
-            group.records.insert(cursor, batch.transaction_id, self.sink_id, batch.batch_id, rows)
-        except Exception:
-            conn.rollback()
-            if group.records.rows_of(conn.cursor(), batch.transaction_id) is not None:
-                conn.rollback()
-                log.warning("batch %s was committed by another attempt meanwhile", batch.transaction_id)
-                return
-            raise
-        for target, columns, stage, _rows in staged:
-            quoted = self.dialect.qualified(stage)
-            for statement in target.apply_statements(columns, quoted):
-                cursor.execute(statement)   # no parameters: neither client then reads % in the SQL as a placeholder
-            if self.dialect.name == POSTGRESQL:   # DDL is transactional there; MySQL's DROP would commit
-                cursor.execute(f"DROP TABLE {quoted}")
+            for (target, df, stage), count in staging:
+                if not recorded:
+                    if not self._record(conn, group, batch):
+                        return timing.done(by_another=True)
+                    recorded = True
+                quoted = self.dialect.qualified(stage)
+                for statement in target.apply_statements([c for c in df.columns if c not in HIDDEN_COLUMNS], quoted):
+                    cursor.execute(statement)   # no parameters: neither client then reads % in the SQL as a placeholder
+                if self.dialect.name == POSTGRESQL:   # DDL is transactional there; MySQL's DROP would commit
+                    cursor.execute(f"DROP TABLE {quoted}")
+                timing.rows += count
+        finally:
+            staging.close()      # after an error: no more tables start staging; those staging end
+        timing.staged = time.perf_counter()
+        if not recorded and not self._record(conn, group, batch):
+            return timing.done(by_another=True)
         for target, collected, schema in local:
             stage = target.new_local_stage(batch.batch_id)
             columns = target.stage_local(conn, collected, schema, stage)
             for statement in target.apply_statements(columns, self.dialect.qualified(stage)):
                 cursor.execute(statement)
+            timing.rows += len(collected)
+        group.records.set_rows(cursor, batch.transaction_id, timing.rows)
         try:
             batch.fence()    # a zombie driver's batch must not commit
         except BaseException:
             conn.rollback()
             raise
         conn.commit()
+        return timing.done()
+
+    def _record(self, conn, group: _Group, batch: Batch) -> bool:
+        """Insert the batch's commit record (its row count set before COMMIT); False when
+        another attempt committed the batch meanwhile (its insert waited for that one's)."""
+        try:
+            group.records.insert(conn.cursor(), batch.transaction_id, self.sink_id, batch.batch_id, 0)
+            return True
+        except Exception:
+            conn.rollback()
+            if group.records.rows_of(conn.cursor(), batch.transaction_id) is not None:
+                conn.rollback()
+                log.warning("batch %s was committed by another attempt meanwhile", batch.transaction_id)
+                return False
+            raise
 
     def _drop_stages(self, conn, group: _Group) -> None:
         """Drop every staging table this sink has left (attempts that crashed or were replaced)."""
@@ -287,11 +311,14 @@ class JdbcWriter(SinkWriter):
 STAGE_WRITERS = 4
 
 
-def _stage_all(work: list, url: str) -> list[int]:
-    """Stage each (target, frame, staging table) and return their row counts, in order."""
+def _stage_all(work: list, url: str) -> Iterator[tuple[tuple, int]]:
+    """Stage each (target, frame, staging table); yield each with its row count as its staging
+    ends. Closing the generator early cancels the tables not started and waits for the others."""
     if len(work) <= 1:
-        return [target.stage(df, stage, url) for target, df, stage in work]
-    from concurrent.futures import ThreadPoolExecutor
+        for target, df, stage in work:
+            yield (target, df, stage), target.stage(df, stage, url)
+        return
+    from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from pyspark.util import inheritable_thread_target
 
@@ -299,8 +326,29 @@ def _stage_all(work: list, url: str) -> list[int]:
     # (given the session, the wrapper takes its tags as well, and says nothing).
     session = work[0][1].sparkSession
     stage_one = inheritable_thread_target(session)(lambda item: item[0].stage(item[1], item[2], url))
-    with ThreadPoolExecutor(max_workers=min(STAGE_WRITERS, len(work)), thread_name_prefix="jdbc-stage") as pool:
-        return list(pool.map(stage_one, work))
+    pool = ThreadPoolExecutor(max_workers=min(STAGE_WRITERS, len(work)), thread_name_prefix="jdbc-stage")
+    try:
+        futures = {pool.submit(stage_one, item): item for item in work}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+@dataclass
+class _Timing:
+    """What a batch's commit reports for the log."""
+
+    rows: int = 0
+    staged: float = 0.0       # perf_counter when the last table's staging was applied
+    committed: float = 0.0
+    by_another: bool = False  # another attempt committed the batch meanwhile: nothing applied
+
+    def done(self, by_another: bool = False) -> "_Timing":
+        self.by_another = by_another
+        self.committed = time.perf_counter()
+        self.staged = self.staged or self.committed
+        return self
 
 
 def _runs_each_task_once(spark) -> bool:
