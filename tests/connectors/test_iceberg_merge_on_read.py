@@ -57,8 +57,8 @@ def test_merge_on_read_changes_are_equality_deletes_read_back_replayed_once_and_
     compaction folds the deletes in and pyiceberg's own scan then reads the table."""
     config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
     writer = make_sink(config, **MOR).writer(context(spark))
-    write(writer, tmp_path / "log", changes(spark, [(i, f"a{i}", I) for i in range(10)], DDL), 0)
-    write(writer, tmp_path / "log", changes(spark, [(i, f"b{i}", I) for i in range(100, 110)], DDL), 1)
+    write(writer, tmp_path / "log", changes(spark, [(i, f"a{i}", I) for i in range(10)]
+                                            + [(i, f"b{i}", I) for i in range(100, 110)], DDL), 1)
     before = live_files(config)["DATA"]
     result = write(writer, tmp_path / "log", changes(spark, [
         (3, "a3", UB), (3, "a3-new", UA),              # update
@@ -79,9 +79,9 @@ def test_merge_on_read_changes_are_equality_deletes_read_back_replayed_once_and_
     head = table.metadata.current_snapshot()
     assert head.summary.operation.value == "overwrite"
     assert head.summary.additional_properties["added-equality-delete-files"] == "1"
-    # nothing rewritten: the two batches' files and one new, beside batch 1's deletes and batch 2's
-    # (batch 0 found the table empty: nothing to delete)
-    assert content_of(config) == {"DATA": 3, "EQUALITY_DELETES": 2}
+    # nothing rewritten: batch 1's file and one new, beside batch 2's deletes (batch 1 found the
+    # table empty: nothing to delete)
+    assert content_of(config) == {"DATA": 2, "EQUALITY_DELETES": 1}
     assert before < live_files(config)["DATA"]
     deletes = [e.data_file for m in head.manifests(table.io) if m.content.value == 1
                and m.added_snapshot_id == head.snapshot_id for e in m.fetch_manifest_entry(table.io)]
@@ -95,7 +95,7 @@ def test_merge_on_read_changes_are_equality_deletes_read_back_replayed_once_and_
     replay = write(make_sink(config, **MOR).writer(context(spark)), tmp_path / "log", changes(spark, [
         (4, "a4", D)], DDL), 2)
     assert replay.state.get("replayed") is True
-    assert batch_snapshots(config) == [txn(0), txn(1), txn(2)]
+    assert batch_snapshots(config) == [txn(1), txn(2)]
 
     write(writer, tmp_path / "log", changes(spark, [(3, "a3-newer", UA), (200, "new", D)], DDL), 3)
     expected.update({3: "a3-newer"})
@@ -103,7 +103,7 @@ def test_merge_on_read_changes_are_equality_deletes_read_back_replayed_once_and_
     assert read_back(spark, config) == sorted(expected.items())
 
     removed, added = rewrite_small_files(spark, load_catalog("default", config), ("ns", "t"), None, 128 * 1024 * 1024)
-    assert removed == 4 + 3 and added == 1         # four data files and three delete files
+    assert removed == 3 + 2 and added == 1         # three data files and two delete files
     assert content_of(config) == {"DATA": 1}
     assert table_of(config).metadata.current_snapshot().summary.operation.value == "replace"
     assert rows_of(config) == sorted(expected.items())

@@ -20,6 +20,7 @@ driver; it only reads manifests.
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from seatide.connectors.iceberg.datafiles import file_uri, local_path
@@ -90,24 +91,55 @@ def _partition_key(metadata, data_file) -> str | None:
     return f"{data_file.spec_id}:{tuple(data_file.partition)!r}"
 
 
-def _lookup(spark, metadata, files: list[LiveFile]):
-    """One row per file: Spark's name of it, Iceberg's, its sequence number and partition."""
-    rows = [(spark_path(spark, f.file.file_path), f.file.file_path, f.sequence, _partition_key(metadata, f.file))
-            for f in files]
-    return spark.createDataFrame(rows, f"{_PATH} string, {_FILE} string, {_SEQ} long, {_PART} string")
+def _with_file_columns(spark, metadata, df, files: list[LiveFile], prefix: str = ""):
+    """``df`` (with Spark's file name in ``_PATH``) with each row's file: Iceberg's name of it, its
+    sequence number and partition, looked up in literal maps (no Spark job, no join)."""
+    from itertools import chain
+
+    from pyspark.sql import functions as F
+
+    names = [spark_path(spark, f.file.file_path) for f in files]
+
+    def by_name(values):
+        return F.create_map(*chain.from_iterable((F.lit(n), F.lit(v)) for n, v in zip(names, values)))[F.col(_PATH)]
+
+    return df.select("*", by_name([f.file.file_path for f in files]).alias(prefix + _FILE),
+                     by_name([f.sequence for f in files]).cast("long").alias(prefix + _SEQ),
+                     by_name([_partition_key(metadata, f.file) for f in files]).cast("string").alias(prefix + _PART))
+
+
+@contextmanager
+def _listed_by_the_driver(spark):
+    """Spark lists more than 32 paths with a Spark job of its own (about a second on a small
+    machine); the paths are files named by the manifests, so the driver lists them at once."""
+    key = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, "100000")
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 def read(spark, table, found: Plan, struct, only=None):
     """The rows of ``found``'s data files (or of the ``only`` ones among them) as a DataFrame of
     ``struct``'s columns, with every delete file of the plan applied."""
+    data = found.data if only is None else [f for f in found.data if f.file.file_path in only]
+    if not data:
+        return spark.createDataFrame([], struct)
+    with _listed_by_the_driver(spark):
+        return _read(spark, table, found, data, struct)
+
+
+def _read(spark, table, found: Plan, data: list[LiveFile], struct):
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
     from seatide.connectors.iceberg.schema import spark_struct
 
-    data = found.data if only is None else [f for f in found.data if f.file.file_path in only]
-    if not data:
-        return spark.createDataFrame([], struct)
     uris = [file_uri(local_path(f.file.file_path)) for f in data]
     if not found.deletes:
         return spark.read.schema(struct).parquet(*uris)
@@ -120,9 +152,8 @@ def read(spark, table, found: Plan, struct, only=None):
     keys = {schema.find_column_name(i) for ids in groups for i in ids}
     wanted = list(struct.names) + sorted(k for k in keys if k not in struct.names)
     read_struct = StructType([full[name] for name in wanted])
-    rows = (spark.read.schema(read_struct).parquet(*uris)
-            .select("*", F.col("_metadata.file_path").alias(_PATH), F.col("_metadata.row_index").alias(_POS))
-            .join(F.broadcast(_lookup(spark, metadata, data)), on=_PATH))
+    rows = _with_file_columns(spark, metadata, spark.read.schema(read_struct).parquet(*uris).select(
+        "*", F.col("_metadata.file_path").alias(_PATH), F.col("_metadata.row_index").alias(_POS)), data)
     for ids, files in groups.items():
         rows = _without_equality_deletes(spark, metadata, rows, [schema.find_column_name(i) for i in ids], files,
                                          full)
@@ -136,11 +167,12 @@ def _without_equality_deletes(spark, metadata, rows, columns: list[str], files: 
     from pyspark.sql.types import StructType
 
     aliases = [f"__seatide_d{i}" for i in range(len(columns))]
-    newest = (spark.read.schema(StructType([full[c] for c in columns]))
-              .parquet(*[file_uri(local_path(f.file.file_path)) for f in files])
-              .select(*[F.col(c).alias(a) for c, a in zip(columns, aliases)], F.col("_metadata.file_path").alias(_PATH))
-              .join(F.broadcast(_lookup(spark, metadata, files)), on=_PATH)
-              .groupBy(*aliases, F.col(_PART).alias("__seatide_dpart")).agg(F.max(_SEQ).alias("__seatide_dseq")))
+    keys = (spark.read.schema(StructType([full[c] for c in columns]))
+            .parquet(*[file_uri(local_path(f.file.file_path)) for f in files])
+            .select(*[F.col(c).alias(a) for c, a in zip(columns, aliases)], F.col("_metadata.file_path").alias(_PATH)))
+    newest = (_with_file_columns(spark, metadata, keys, files, "d")
+              .groupBy(*aliases, F.col("d" + _PART).alias("__seatide_dpart"))
+              .agg(F.max("d" + _SEQ).alias("__seatide_dseq")))
     condition = [rows[c].eqNullSafe(newest[a]) for c, a in zip(columns, aliases)]
     condition.append(newest["__seatide_dpart"].isNull() | (newest["__seatide_dpart"] == rows[_PART]))
     condition.append(rows[_SEQ] < newest["__seatide_dseq"])
@@ -150,13 +182,13 @@ def _without_equality_deletes(spark, metadata, rows, columns: list[str], files: 
 def _without_position_deletes(spark, metadata, rows, files: list[LiveFile]):
     from pyspark.sql import functions as F
 
-    deleted = (spark.read.schema("file_path string, pos long")
-               .parquet(*[file_uri(local_path(f.file.file_path)) for f in files])
-               .select(F.col("file_path").alias("__seatide_dfile"), F.col("pos").alias("__seatide_dpos"),
-                       F.col("_metadata.file_path").alias(_PATH))
-               .join(F.broadcast(_lookup(spark, metadata, files).select(
-                   _PATH, F.col(_SEQ).alias("__seatide_dseq"), F.col(_PART).alias("__seatide_dpart"))), on=_PATH)
-               .drop(_PATH))
+    deleted = _with_file_columns(spark, metadata, spark.read.schema("file_path string, pos long")
+                                 .parquet(*[file_uri(local_path(f.file.file_path)) for f in files])
+                                 .select(F.col("file_path").alias("__seatide_dfile"),
+                                         F.col("pos").alias("__seatide_dpos"),
+                                         F.col("_metadata.file_path").alias(_PATH)), files, "d")
+    deleted = deleted.select("__seatide_dfile", "__seatide_dpos", F.col("d" + _SEQ).alias("__seatide_dseq"),
+                             F.col("d" + _PART).alias("__seatide_dpart"))
     condition = [rows[_FILE] == deleted["__seatide_dfile"], rows[_POS] == deleted["__seatide_dpos"],
                  rows[_SEQ] <= deleted["__seatide_dseq"],
                  deleted["__seatide_dpart"].isNull() | (deleted["__seatide_dpart"] == rows[_PART])]
