@@ -94,17 +94,26 @@ class JdbcSource(Source):
             if self.opts[key]:
                 raise self.invalid(key, f"give table_list or {key}, not both: put {key} in a table_list entry")
         shared = {k: self.opts[k] for k in self.opts if self.opts.given(k) and k != "table_list"}
-        parts = []
         for i, entry in enumerate(entries):
-            where = f"table_list[{i}]"
             if not isinstance(entry, dict) or not entry.get("table_path"):
+                where = f"table_list[{i}]"
                 raise self.invalid(where, f"{where} needs table_path (and may give query, partition_column, "
                                    "split.size...), e.g. { table_path = \"testdb.table1\" }")
+
+        def part_of(item: tuple[int, dict]):
+            # each entry's check asks the database for its columns and key: a few at once
+            i, entry = item
             try:
                 options = read_options({**shared, **entry}, JDBC_SOURCE_OPTIONS, strict=self.check_keys.strict)
-                part = JdbcSource(options, self.parallelism, self.env)
+                return JdbcSource(options, self.parallelism, self.env), options
             except OptionError as exc:
-                raise self.invalid(f"{where}.{exc.option}", f"{where}: {exc.message}") from None
+                return exc, None
+
+        parts = []
+        for i, (part, options) in enumerate(_each_table(part_of, list(enumerate(entries)))):
+            where = f"table_list[{i}]"
+            if isinstance(part, OptionError):
+                raise self.invalid(f"{where}.{part.option}", f"{where}: {part.message}") from None
             self.notices += [replace(n, key=f"{where}.{n.key}") for n in (*part.notices, *options.unknown)]
             parts.append(part)
         names = [p._catalog_table() for p in parts]
