@@ -75,7 +75,7 @@ def spark_offsets(local, batch_id: int) -> list:
 
 def test_thirty_tables_run_as_one_streaming_source_and_every_table_gets_its_rows(local, spark, tmp_path):
     out = tmp_path / "out"
-    run = local.run(job(many_tables(30), sink(out), checkpointed(max_rows=160)))
+    run = local.run(job(many_tables(30), sink(out), checkpointed(max_rows=320)))
     assert run.status == "FINISHED", run.error
     first = spark_offsets(local, 0)
     assert len(first) == 1, f"{len(first)} streaming sources for 30 tables, not one"
@@ -84,7 +84,7 @@ def test_thirty_tables_run_as_one_streaming_source_and_every_table_gets_its_rows
     expected = expected_rows(spark, 30)
     for name, rows in expected.items():
         assert written_rows(out, name) == rows, name
-    assert len(run.checkpoints()) > 2
+    assert len(run.checkpoints()) > 1
 
 
 def test_a_stopped_job_of_many_tables_resumes_every_table_where_it_stood(local, spark, tmp_path, monkeypatch):
@@ -104,13 +104,13 @@ def test_a_stopped_job_of_many_tables_resumes_every_table_where_it_stood(local, 
             time.sleep(0.1)
         request_stop(store, job_id, savepoint=False, actor="test")
 
-    text = job(many_tables(12), sink(out), checkpointed(max_rows=24))
+    text = job(many_tables(8), sink(out), checkpointed(max_rows=30))
     first = local.run(text, stop_after=stop_after_two_checkpoints)
     assert first.status == "CANCELED", first.error
     (done,) = spark_offsets(local, 1)          # one position for every table
     (held,) = spark_offsets(local, 2)          # the batch the resume replays
-    assert len(done["units"]) == 12 and 0 < sum(done["units"]) < sum(held["units"])
-    expected = expected_rows(spark, 12)
+    assert len(done["units"]) == 8 and 0 < sum(done["units"]) < sum(held["units"])
+    expected = expected_rows(spark, 8)
     written = sum(len(written_rows(out, name)) for name in expected)
     assert 0 < written < sum(len(rows) for rows in expected.values()), "the job stopped mid-way"
     gate.touch()

@@ -6,9 +6,9 @@ one position per table::
 
     {"units": [n0, n1, ...], "layouts": [fingerprint0, fingerprint1, ...]}
 
-``n_i`` units of table ``i`` admitted so far. A micro-batch admits units table after table, as
-many as its row bound holds, so it may hold splits of several tables; in a STREAMING job each
-table is paced by its own ``split.read-interval``. A batch's descriptors, ``(table, start, stop)`` row-number ranges, are a
+``n_i`` units of table ``i`` admitted so far. A micro-batch admits units of several tables, the
+least advanced table first, as many as its row bound holds; in a STREAMING job each table is
+paced by its own ``split.read-interval``. A batch's descriptors, ``(table, start, stop)`` row-number ranges, are a
 pure function of its two offsets (``batch_units``): the driver derives them from the offsets
 Spark logged for the batch (runtime/offset_log.py) and has the JVM make each table's rows from
 them (``FakeSource.batch_rows``), so the stream's own rows are never read and a replayed batch
@@ -21,6 +21,7 @@ docs/design/multi-table.md). One stream costs the same whatever the table count.
 
 from __future__ import annotations
 
+import heapq
 import json
 import time
 from typing import Iterator
@@ -47,24 +48,27 @@ def _layouts(spec: dict) -> list[SplitLayout]:
 
 def admitted_through(layouts: list[SplitLayout], begin: list[int], targets: list[int],
                      max_rows: int | None) -> list[int]:
-    """Each table's position after the next batch from ``begin``: whole units, table after table
-    (as the Jdbc source admits its tables' splits), at most ``max_rows`` rows (but at least one
-    unit), no table past its target. A batch then touches few tables, and each table it touches
-    costs a Spark write; tables whose targets hold them back (``split.read-interval``) leave the
-    room to the next."""
+    """Each table's position after the next batch from ``begin``: whole units, the least advanced
+    table first (ties: the lower index), at most ``max_rows`` rows (but at least one unit), no
+    table past its target. Tables move on together, as SeaTunnel's readers read every table's
+    splits at once and as the stream of one source per table did: a batch holds every table
+    that has units left, and a crash between two tables' commits has two tables to split."""
+    targets = [min(t, lay.unit_count) for t, lay in zip(targets, layouts)]
+    if max_rows is None:
+        return [max(b, t) for b, t in zip(begin, targets)]
     end = list(begin)
+    waiting = [(n, i) for i, n in enumerate(begin) if n < targets[i]]
+    heapq.heapify(waiting)
     rows = 0
-    for i, layout in enumerate(layouts):
-        target = min(targets[i], layout.unit_count)
-        if max_rows is None:
-            end[i] = max(begin[i], target)
-            continue
-        for unit in layout.units(begin[i], target):
-            size = unit.stop - unit.start
-            if rows and rows + size > max_rows:
-                return end
-            rows += size
-            end[i] += 1
+    while waiting:
+        n, i = heapq.heappop(waiting)
+        unit = next(layouts[i].units(n, n + 1))
+        if rows and rows + unit.stop - unit.start > max_rows:
+            break
+        rows += unit.stop - unit.start
+        end[i] = n + 1
+        if end[i] < targets[i]:
+            heapq.heappush(waiting, (end[i], i))
     return end
 
 
