@@ -198,3 +198,14 @@ def test_a_decided_multi_table_part_carries_its_equality_deletes_to_the_commit(s
     assert part["equality_deletes"] and batch_snapshots(config) == [txn(0), txn(1)]
     assert content_of(config) == {"DATA": 2, "EQUALITY_DELETES": 1}
     assert read_back(spark, config) == [(1, "a2")]
+
+
+def test_deletes_apply_where_the_table_path_needs_escaping(spark, tmp_path):
+    """Spark names a file by an escaped URI (a space is %20): the reader must find each file's
+    sequence number under that name, or the delete would be lost (it fails loudly instead)."""
+    config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/ware house"}
+    writer = make_sink(config, **MOR).writer(context(spark))
+    write(writer, tmp_path / "log", changes(spark, [(1, "a", I), (2, "b", I)], DDL), 0)
+    write(writer, tmp_path / "log", changes(spark, [(1, "a", D), (2, "b2", UA)], DDL), 1)
+    assert content_of(config) == {"DATA": 2, "EQUALITY_DELETES": 1}
+    assert read_back(spark, config) == [(2, "b2")]

@@ -80,7 +80,7 @@ def spark_path(spark, path: str) -> str:
     local = local_path(path)
     if _PLAIN.match(local):
         return "file:" + local
-    return spark._jvm.org.apache.hadoop.fs.Path(file_uri(local)).toUri().toString()
+    return "file:" + spark._jvm.org.apache.hadoop.fs.Path(local).toUri().toString()
 
 
 def _partition_key(metadata, data_file) -> str | None:
@@ -103,8 +103,12 @@ def _with_file_columns(spark, metadata, df, files: list[LiveFile], prefix: str =
     def by_name(values):
         return F.create_map(*chain.from_iterable((F.lit(n), F.lit(v)) for n, v in zip(names, values)))[F.col(_PATH)]
 
+    # a file Spark names otherwise than spark_path would keep rows its deletes remove: fail instead
+    sequence = F.coalesce(by_name([f.sequence for f in files]).cast("long"), F.raise_error(F.concat(
+        F.lit("Iceberg read: file "), F.col(_PATH), F.lit(" is not among the planned files (a path SeaTide names "
+                                                          "otherwise than Spark); please report it"))).cast("long"))
     return df.select("*", by_name([f.file.file_path for f in files]).alias(prefix + _FILE),
-                     by_name([f.sequence for f in files]).cast("long").alias(prefix + _SEQ),
+                     sequence.alias(prefix + _SEQ),
                      by_name([_partition_key(metadata, f.file) for f in files]).cast("string").alias(prefix + _PART))
 
 
