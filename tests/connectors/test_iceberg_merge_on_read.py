@@ -209,3 +209,7 @@ def test_deletes_apply_where_the_table_path_needs_escaping(spark, tmp_path):
     write(writer, tmp_path / "log", changes(spark, [(1, "a", D), (2, "b2", UA)], DDL), 1)
     assert content_of(config) == {"DATA": 2, "EQUALITY_DELETES": 1}
     assert read_back(spark, config) == [(2, "b2")]
+    # copy-on-write over the same table (write-props win over its properties) finds the files it rewrites
+    cow = make_sink(config, **{**MOR, "iceberg.table.write-props": {"write.upsert.mode": "copy-on-write"}})
+    write(cow.writer(context(spark)), tmp_path / "log", changes(spark, [(2, "b3", UA)], DDL), 2)
+    assert read_back(spark, config) == [(2, "b3")]

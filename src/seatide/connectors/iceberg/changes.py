@@ -91,12 +91,14 @@ def affected_files(spark, candidates: list, keys: list[str], changed, struct) ->
 
     if not candidates:
         return []
-    by_path = {local_path(f.file_path): f for f in candidates}
+    from seatide.connectors.iceberg.deletes import spark_path
+
+    by_name = {spark_path(spark, f.file_path): f for f in candidates}     # as Spark names them (escaped)
     key_struct = type(struct)([struct[k] for k in keys])
-    found = (spark.read.schema(key_struct).parquet(*[file_uri(p) for p in by_path])
+    found = (spark.read.schema(key_struct).parquet(*[file_uri(local_path(f.file_path)) for f in candidates])
              .select(*keys, F.col("_metadata.file_path").alias(_FILE))
              .join(changed.distinct(), on=keys, how="left_semi").select(_FILE).distinct().collect())
-    return [by_path[local_path(r[0])] for r in found]
+    return [by_name[r[0]] for r in found]
 
 
 def rewritten_rows(spark, table, candidates, affected: list, keys: list[str], changed, upserts, struct):
