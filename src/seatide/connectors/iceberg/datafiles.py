@@ -63,11 +63,10 @@ def codec(metadata) -> str:
 
 
 @contextmanager
-def micros_timestamps(spark):
-    """Parquet timestamps as INT64 microseconds, as Iceberg requires (Spark writes INT96 by default)."""
-    key = "spark.sql.parquet.outputTimestampType"
+def session_conf(spark, key: str, value: str):
+    """The session's ``key`` set to ``value`` for the block, then as it was."""
     before = spark.conf.get(key, None)
-    spark.conf.set(key, "TIMESTAMP_MICROS")
+    spark.conf.set(key, value)
     try:
         yield
     finally:
@@ -75,6 +74,11 @@ def micros_timestamps(spark):
             spark.conf.unset(key)
         else:
             spark.conf.set(key, before)
+
+
+def micros_timestamps(spark):
+    """Parquet timestamps as INT64 microseconds, as Iceberg requires (Spark writes INT96 by default)."""
+    return session_conf(spark, "spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
 
 
 def conform(df, schema, case_sensitive: bool, keep: tuple[str, ...] | list[str] = ()):
@@ -160,4 +164,4 @@ def describe(metadata, paths: list[str], spec_id: int | None = None, equality_id
 
 
 __all__ = ["IcebergWriteError", "STAGING_PREFIX", "codec", "conform", "data_root", "describe", "file_uri",
-           "local_path", "micros_timestamps", "staging_dir", "write_files"]
+           "local_path", "micros_timestamps", "session_conf", "staging_dir", "write_files"]

@@ -20,10 +20,9 @@ driver; it only reads manifests.
 from __future__ import annotations
 
 import re
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from seatide.connectors.iceberg.datafiles import file_uri, local_path
+from seatide.connectors.iceberg.datafiles import file_uri, local_path, session_conf
 
 _PATH, _SEQ, _PART, _FILE, _POS = "__seatide_path", "__seatide_seq", "__seatide_part", "__seatide_file", "__seatide_pos"
 _PLAIN = re.compile(r"^[A-Za-z0-9/._=+-]*$")     # paths Spark names as they are (no URI escapes)
@@ -112,20 +111,10 @@ def _with_file_columns(spark, metadata, df, files: list[LiveFile], prefix: str =
                      by_name([_partition_key(metadata, f.file) for f in files]).cast("string").alias(prefix + _PART))
 
 
-@contextmanager
 def _listed_by_the_driver(spark):
     """Spark lists more than 32 paths with a Spark job of its own (about a second on a small
     machine); the paths are files named by the manifests, so the driver lists them at once."""
-    key = "spark.sql.sources.parallelPartitionDiscovery.threshold"
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, "100000")
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
+    return session_conf(spark, "spark.sql.sources.parallelPartitionDiscovery.threshold", "100000")
 
 
 def read(spark, table, found: Plan, struct, only=None):
