@@ -135,6 +135,21 @@ def rows_of(config: dict, name: str = "ns.t", columns: tuple[str, ...] | None = 
     return sorted(zip(*[arrow.column(c).to_pylist() for c in names])) if arrow.num_rows else []
 
 
+def read_back(spark, config, micro_batch: bool = False, **options) -> list[tuple]:
+    """The table's rows as SeaTide's Iceberg source reads them (a BATCH read of the current
+    snapshot), deletes applied: pyiceberg's own scan refuses equality deletes."""
+    from seatide.connectors.iceberg.source import IcebergSource
+    from seatide.plugin.base import ReadContext
+    from seatide.plugin.options import read_options
+    from seatide.plugin.rowkind import ROW_KIND_COLUMN
+
+    block = {"namespace": "ns", "table": "t", "iceberg.catalog.config": config, **options}
+    source = IcebergSource(read_options(block, IcebergSource.options))
+    ctx = ReadContext(spark, micro_batch=micro_batch, unbounded=False, parallelism=1, max_rows_per_batch=1000,
+                      read_interval_ms=1000, plugin_id="source[0]")
+    return sorted(tuple(r) for r in source.read(ctx).drop(ROW_KIND_COLUMN).collect())
+
+
 def batch_snapshots(config: dict, name: str = "ns.t") -> list[str]:
     """The transaction ids of the table's snapshots, oldest first."""
     table = table_of(config, name)

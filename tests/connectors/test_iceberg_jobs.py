@@ -1,7 +1,8 @@
 """Iceberg jobs end to end through the real control plane (tests/e2e/harness.py): a crash right after the
 catalog commit, then the job's retry resumes from its checkpoint and the batch is found, not written
 again; Jdbc (PostgreSQL) -> Iceberg; Iceberg -> LocalFile; Postgres-CDC and MySQL-CDC -> Iceberg with
-updates and deletes, the table equal to the source at the end. Tables are read back by pyiceberg's scan."""
+updates and deletes (copy-on-write, and merge-on-read for MySQL-CDC), the table equal to the source at the end.
+Tables are read back by pyiceberg's scan, merge-on-read ones by SeaTide's own reader."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 
 from seatide import failpoints
 from seatide.store.jobs import request_stop
-from tests.connectors.iceberg_helpers import PG_ADMIN, batch_snapshots, rows_of, table_of
+from tests.connectors.iceberg_helpers import PG_ADMIN, batch_snapshots, read_back, rows_of, table_of
 from tests.e2e.harness import InProcessCluster
 
 pytestmark = pytest.mark.spark
@@ -194,7 +195,8 @@ sink {{ LocalFile {{ path = "{out}", file_format_type = parquet }} }}
 
 # -- change data capture into Iceberg ---------------------------------------------------------
 
-def cdc_into_iceberg(local, tmp_path, monkeypatch, source_block: str, source_rows, change) -> None:
+def cdc_into_iceberg(local, tmp_path, monkeypatch, source_block: str, source_rows, change,
+                     mode: str = "copy-on-write") -> None:
     """A STREAMING CDC job into an upserting Iceberg table: it crashes right after its first
     catalog commit (the snapshot), resumes from its checkpoint, then applies ``change()``'s
     inserts, updates and deletes. The job is stopped once the table equals the source, which
@@ -205,13 +207,16 @@ def cdc_into_iceberg(local, tmp_path, monkeypatch, source_block: str, source_row
 env {{ job.mode = STREAMING, checkpoint.interval = 500, job.retry.times = 3, job.retry.interval.seconds = 0 }}
 source {{ {source_block} }}
 sink {{ Iceberg {{ namespace = ns, table = t, iceberg.catalog.config = {hocon(config)},
-                  iceberg.table.primary-keys = "id", iceberg.table.upsert-mode-enabled = true }} }}
+                  iceberg.table.primary-keys = "id", iceberg.table.upsert-mode-enabled = true,
+                  iceberg.table.write-props = {{ "write.upsert.mode" = "{mode}" }} }} }}
 """
     seen = {}
 
     def table_rows():
         try:
-            return {r[0]: r for r in rows_of(config)}
+            # merge-on-read: equality deletes, which only SeaTide's own reader applies
+            rows = rows_of(config) if mode == "copy-on-write" else read_back(local.spark, config)
+            return {r[0]: r for r in rows}
         except Exception:     # not created yet
             return None
 
@@ -238,6 +243,9 @@ sink {{ Iceberg {{ namespace = ns, table = t, iceberg.catalog.config = {hocon(co
     assert seen == {"snapshot": True, "changes": True}, (table_rows(), source_rows())
     marks = [m for m in batch_snapshots(config) if m]
     assert len(marks) == len(set(marks)) >= 2, marks
+    table = table_of(config)
+    deletes = [m for m in table.metadata.current_snapshot().manifests(table.io) if m.content.name == "DELETES"]
+    assert bool(deletes) == (mode == "merge-on-read"), f"{mode}: delete manifests {deletes}"
 
 
 def test_postgres_cdc_into_iceberg_equals_the_source_across_a_crash(local, tmp_path, monkeypatch, private_postgres):
@@ -274,7 +282,8 @@ def test_postgres_cdc_into_iceberg_equals_the_source_across_a_crash(local, tmp_p
             admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
-def test_mysql_cdc_into_iceberg_equals_the_source_across_a_crash(local, tmp_path, monkeypatch, private_mariadb):
+@pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
+def test_mysql_cdc_into_iceberg_equals_the_source_across_a_crash(local, tmp_path, monkeypatch, private_mariadb, mode):
     database = f"ice_cdc_{secrets.token_hex(3)}"
     private_mariadb.execute(f"CREATE DATABASE {database}",
                             f"CREATE TABLE {database}.items (id INT PRIMARY KEY, name VARCHAR(40), price DECIMAL(10,2))",
@@ -294,6 +303,6 @@ def test_mysql_cdc_into_iceberg_equals_the_source_across_a_crash(local, tmp_path
     block = (f'MySQL-CDC {{ base-url = "{private_mariadb.url}", username = "{private_mariadb.user}", '
              f'password = "{private_mariadb.password}", table-names = ["{database}.items"] }}')
     try:
-        cdc_into_iceberg(local, tmp_path, monkeypatch, block, source_rows, change)
+        cdc_into_iceberg(local, tmp_path, monkeypatch, block, source_rows, change, mode)
     finally:
         private_mariadb.execute(f"DROP DATABASE {database}")

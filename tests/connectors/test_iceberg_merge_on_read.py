@@ -11,12 +11,11 @@ import pytest
 
 from seatide.connectors.iceberg.catalogs import load_catalog
 from seatide.connectors.iceberg.maintenance import rewrite_small_files
-from seatide.connectors.iceberg.source import IcebergSource, IcebergSourceError
-from seatide.plugin.base import ReadContext
-from seatide.plugin.options import OptionError, read_options
-from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
-from tests.connectors.iceberg_helpers import (batch_snapshots, changes, context, make_sink, rows_of, table_of, txn,
-                                              write)
+from seatide.connectors.iceberg.source import IcebergSourceError
+from seatide.plugin.options import OptionError
+from seatide.plugin.rowkind import RowKind
+from tests.connectors.iceberg_helpers import (batch_snapshots, changes, context, make_sink, read_back, rows_of,
+                                              table_of, txn, write)
 
 pytestmark = pytest.mark.spark
 
@@ -24,16 +23,6 @@ I, UB, UA, D = RowKind.INSERT, RowKind.UPDATE_BEFORE, RowKind.UPDATE_AFTER, RowK
 DDL = "id bigint, name string"
 MOR = {"iceberg.table.primary-keys": "id", "iceberg.table.upsert-mode-enabled": True,
        "iceberg.table.write-props": {"write.upsert.mode": "merge-on-read"}}
-
-
-def read_back(spark, config, micro_batch: bool = False, **options) -> list[tuple]:
-    """The table's rows as SeaTide's Iceberg source reads them (a BATCH read of the current snapshot)."""
-    block = {"namespace": "ns", "table": "t", "iceberg.catalog.config": config, **options}
-    source = IcebergSource(read_options(block, IcebergSource.options))
-    ctx = ReadContext(spark, micro_batch=micro_batch, unbounded=False, parallelism=1, max_rows_per_batch=1000,
-                      read_interval_ms=1000, plugin_id="source[0]")
-    df = source.read(ctx)
-    return sorted(tuple(r) for r in df.drop(ROW_KIND_COLUMN).collect())
 
 
 def live_files(config) -> dict[str, set[str]]:
