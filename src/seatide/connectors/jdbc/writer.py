@@ -247,15 +247,19 @@ class JdbcWriter(SinkWriter):
         finally:
             staging.close()      # after an error: no more tables start staging; those staging end
         timing.staged = time.perf_counter()
-        if not recorded and not self._record(conn, group, batch):
-            return timing.done(by_another=True)
+        if not recorded:      # only tables collected on the driver: their count is known now
+            timing.rows += sum(len(collected) for _target, collected, _schema in local)
+            if not self._record(conn, group, batch, timing.rows):
+                return timing.done(by_another=True)
         for target, collected, schema in local:
             stage = target.new_local_stage(batch.batch_id)
             columns = target.stage_local(conn, collected, schema, stage)
             for statement in target.apply_statements(columns, self.dialect.qualified(stage)):
                 cursor.execute(statement)
-            timing.rows += len(collected)
-        group.records.set_rows(cursor, batch.transaction_id, timing.rows)
+            if recorded:
+                timing.rows += len(collected)
+        if recorded:
+            group.records.set_rows(cursor, batch.transaction_id, timing.rows)
         try:
             batch.fence()    # a zombie driver's batch must not commit
         except BaseException:
@@ -264,11 +268,12 @@ class JdbcWriter(SinkWriter):
         conn.commit()
         return timing.done()
 
-    def _record(self, conn, group: _Group, batch: Batch) -> bool:
-        """Insert the batch's commit record (its row count set before COMMIT); False when
-        another attempt committed the batch meanwhile (its insert waited for that one's)."""
+    def _record(self, conn, group: _Group, batch: Batch, rows: int = 0) -> bool:
+        """Insert the batch's commit record (inserted while tables still stage: its row count is
+        set before COMMIT); False when another attempt committed the batch meanwhile (its insert
+        waited for that one's)."""
         try:
-            group.records.insert(conn.cursor(), batch.transaction_id, self.sink_id, batch.batch_id, 0)
+            group.records.insert(conn.cursor(), batch.transaction_id, self.sink_id, batch.batch_id, rows)
             return True
         except Exception:
             conn.rollback()
