@@ -224,8 +224,6 @@ class Fleet:
         self._thread: threading.Thread | None = None
         self.workers = [Worker(store, store.url, data_dir, node_id=f"{prefix}{i}", slots=slots, timeouts=timeouts,
                                launcher=FleetLauncher(self)) for i in range(workers)]
-        for worker in self.workers:
-            worker.beats = True        # heartbeat between launches too, as in Worker.run
 
     def plan_of(self, text: str):
         if text not in self._plans:
@@ -283,7 +281,6 @@ class Fleet:
         claiming hundreds of attempts does not hold up the drivers' heartbeats or the others."""
         while not self._stop.is_set():
             try:
-                worker.beat_if_due()
                 worker.step()      # claims new attempts (launching drivers), records exits, kills
             except Exception:
                 log.exception("fleet worker %s: step failed", worker.node_id)
@@ -291,6 +288,8 @@ class Fleet:
 
     def run(self) -> None:
         self.register()
+        for worker in self.workers:
+            worker.start_heartbeat()      # its own thread, as in Worker.run
         threads = [threading.Thread(target=self._work_as, args=(w,), name=f"fleet-{w.node_id}", daemon=True)
                    for w in self.workers]
         for thread in threads:
@@ -317,6 +316,7 @@ class Fleet:
         for worker in self.workers:     # a stopped worker: its drivers die with it
             for driver in self.drivers:
                 driver.exit(-9)
+            worker.stop_heartbeat()
             try:
                 node_heartbeat(self.store, worker.node_id, stopped=True)
             except Exception:

@@ -108,8 +108,7 @@ class Worker:
         self._lock_lost = False
         self._launching = threading.Lock()
         self._killed_for_outage: set[int] = set()     # attempts whose drivers that kill ended
-        self._last_beat = 0.0
-        self.beats = False        # heartbeat from step() too: set by run(), or by a harness driving step()
+        self._beating: threading.Thread | None = None
         self._spark_confs: dict[tuple[str, str], dict | None] = {}   # (config, variables) -> conf
         # warm_drivers: idle drivers kept started (0: every attempt starts a cold one)
         self.warm_pool = WarmPool(warm_drivers, warm_command(
@@ -121,7 +120,7 @@ class Worker:
         """The worker loop; drivers die with the thread that runs it, so keep it long-lived."""
         self._take_liveness_lock()
         self.register()
-        self.beats = True
+        self.start_heartbeat()
         if self.liveness is not None:    # its own thread: a busy or blocked loop must not delay it
             threading.Thread(target=self._watch_liveness_lock, name="liveness-watch", daemon=True).start()
         # PostgreSQL: woken the moment the leader assigns us an attempt (store/wakeups.py).
@@ -136,7 +135,6 @@ class Worker:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                self.beat_if_due()
                 self.step()
                 self.warm_pool.refill()      # in this thread: warm drivers die with it too
             except Exception:
@@ -193,13 +191,31 @@ class Worker:
         self._lock_lost = False
         log.info("worker %s holds its liveness lock again", self.node_id)
 
-    def beat_if_due(self) -> None:
-        """Heartbeat unless one landed within the interval. Also called between launches: a
-        step that starts hundreds of drivers must not leave the worker silent long enough
-        to be declared lost."""
-        if self.beats and clock.now() - self._last_beat >= self.timeouts.worker_heartbeat_interval:
-            node_heartbeat(self.store, self.node_id)
-            self._last_beat = clock.now()
+    def start_heartbeat(self) -> None:
+        """Heartbeat from a thread of its own, every ``worker_heartbeat_interval`` until stopped.
+
+        Not from the loop: a launch can take seconds on a loaded machine (the first job text
+        parsed, a slow fork, a step starting hundreds of drivers), and a worker silent that long
+        is declared lost and its attempts replaced while it is alive and launching them. A
+        worker whose loop is stuck for good still beats: its assigned attempts are then ended
+        by ``--launch-timeout``, and its running drivers heartbeat for themselves."""
+        self._beating = threading.Thread(target=self._beat_until_stopped, name="heartbeat", daemon=True)
+        self._beating.start()
+
+    def stop_heartbeat(self) -> None:
+        self._stop.set()
+        if self._beating is not None:
+            self._beating.join()
+
+    def _beat_until_stopped(self) -> None:
+        interval = self.timeouts.worker_heartbeat_interval
+        while not self._stop.is_set():
+            try:
+                node_heartbeat(self.store, self.node_id)
+                self._stop.wait(interval)
+            except Exception as exc:     # the store is away: try again soon, as the loop does
+                log.warning("worker %s: heartbeat failed: %s", self.node_id, exc)
+                self._stop.wait(min(interval, self.poll))
 
     def wake(self) -> None:
         """Look for work now (local mode: the embedded coordinator just assigned an attempt)."""
@@ -211,6 +227,7 @@ class Worker:
 
     def _shutdown(self) -> None:
         """Drivers of ended jobs may finish reporting their end; the others die now."""
+        self.stop_heartbeat()      # its last beat must not land after "stopped" below
         self.warm_pool.close()
         ending = self._children_of_ended_jobs()
         deadline = clock.now() + self.timeouts.driver_exit_grace
@@ -261,7 +278,6 @@ class Worker:
         for attempt in mine:
             if attempt.state == AttemptState.ASSIGNED:
                 self._launch(attempt)
-                self.beat_if_due()
             elif attempt.kill_requested:
                 self._kill(attempt)
             elif attempt.state not in ATTEMPT_LIVE:

@@ -1,0 +1,97 @@
+"""A worker is judged alive by its heartbeats, so nothing it does between two of them may
+silence it: a launch held longer than ``--worker-heartbeat-timeout`` (a cold import or a
+slow fork on a loaded machine; in CI, 6.5 s against a 5 s timeout) must not get the worker
+declared lost and its attempt replaced while it is alive and launching that very attempt.
+
+The launch is held by the test (a launcher that waits on an event) while a real coordinator
+reconciles against a real SQLite store."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from sqlalchemy import select
+
+from seatide import clock, intents
+from seatide.coordinator.service import Coordinator
+from seatide.store import schema as s
+from seatide.store.db import default_store_url, open_store
+from seatide.store.states import AttemptState
+from seatide.testing.jobs import CONSOLE_JOB
+from seatide.testing.processes import SimProcess
+from seatide.timeouts import Timeouts
+from seatide.worker.agent import Worker
+
+# As short as Timeouts.check allows: a worker is lost after 1.7 s without a heartbeat.
+TIMEOUTS = Timeouts(driver_heartbeat_interval=0.1, driver_self_fence_after=0.4, driver_hung_after=2.0,
+                    worker_heartbeat_interval=0.1, worker_lost_after=1.7)
+
+
+class HeldLauncher:
+    """Starts a driver only once the test lets it: the launch is "slow" for as long as the test wants."""
+
+    def __init__(self):
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def start(self, command, log_file, env, inherit_stdout):
+        self.entered.set()
+        self.release.wait(60)
+        return SimProcess(4_000_000)
+
+
+def _node_beat(store, node_id):
+    with store.read() as conn:
+        return conn.execute(select(s.nodes.c.heartbeat_at).where(s.nodes.c.node_id == node_id)).scalar_one()
+
+
+def _attempts(store, job_id):
+    with store.read() as conn:
+        return conn.execute(select(s.attempts).where(s.attempts.c.job_id == job_id)).all()
+
+
+def _until(condition, what: str, within: float = 30.0, between=lambda: None):
+    deadline = clock.monotonic() + within
+    while not condition():
+        assert clock.monotonic() < deadline, f"not within {within} s: {what}"
+        between()
+        time.sleep(0.05)
+
+
+def test_a_worker_keeps_heartbeating_while_a_launch_is_held_past_its_timeout(tmp_path):
+    data_dir = str(tmp_path)
+    url = default_store_url(data_dir)
+    store = open_store(url)
+    coordinator = Coordinator(store, node_id="c", data_dir=data_dir, timeouts=TIMEOUTS)
+    launcher = HeldLauncher()
+    worker = Worker(store, url, data_dir, node_id="w", poll=0.05, timeouts=TIMEOUTS, launcher=launcher)
+    running = threading.Thread(target=worker.run, name="worker", daemon=True)
+    running.start()
+    try:
+        job_id = intents.submit(store, data_dir, text=CONSOLE_JOB, job_id="held", actor="test").job_id
+
+        def reconcile():
+            if coordinator.lease.tick():
+                coordinator.reconcile_all()
+
+        _until(launcher.entered.is_set, "the worker started launching the job's attempt", between=reconcile)
+        began = _node_beat(store, "w")
+        # Hold the launch for two heartbeat timeouts, reconciling all the while, as a leader would.
+        _until(lambda: _node_beat(store, "w") - began >= 2 * TIMEOUTS.worker_lost_after,
+               "the worker's heartbeat moved on while its launch was held (it fell silent)", between=reconcile)
+        [attempt] = _attempts(store, job_id)
+        assert attempt.state == AttemptState.LAUNCHING and attempt.ended_at is None, \
+            f"attempt replaced while its worker was alive and launching it: {attempt.state}, {attempt.error}"
+        launcher.release.set()
+        _until(lambda: _attempts(store, job_id)[0].pid == 4_000_000, "the held launch recorded its driver's pid")
+        assert len(_attempts(store, job_id)) == 1
+    finally:
+        launcher.release.set()
+        worker.stop()
+        running.join(30)
+    assert not running.is_alive()
+    with store.read() as conn:
+        assert conn.execute(select(s.nodes.c.stopped).where(s.nodes.c.node_id == "w")).scalar_one(), \
+            "a heartbeat landed after the worker recorded its stop"
+    store.dispose()
