@@ -33,8 +33,9 @@ KILLS = {
                     "coordinator.before_cleanup"],
 }
 # process that hangs (alive, silent or stuck) -> failpoints it holds. A hung worker stops
-# heartbeating (its loop holds the heartbeat); a hung driver either stops heartbeating (the
-# heartbeat thread) or keeps heartbeating with its work stuck (the progress watchdog's case);
+# heartbeating once its loop has made no step for --launch-timeout (short here); a hung driver
+# either stops heartbeating (the heartbeat thread) or keeps heartbeating with its work stuck
+# (the progress watchdog's case);
 # a hung leader stops renewing its lease. Not here: a driver hung after its first heartbeat,
 # in its start-up, which is judged only after STARTUP_JUDGED_AFTER_S (10 min; the decision
 # is tested in tests/coordinator/test_reconcile.py). It had passed here only when the
@@ -63,14 +64,14 @@ def _cleaned(cluster: Cluster, job_id: str) -> bool:
 
 
 def _run_through(cluster: Cluster, tmp_path, envs: list[tuple[str, dict]], job_id: str,
-                 env_extra: tuple[str, ...] = ()) -> None:
+                 env_extra: tuple[str, ...] = (), flags: tuple[str, ...] = ()) -> None:
     cluster.cleanup_delay = 2.0
     for name, env in envs:       # coordinators first: the harness waits for each to serve
         if name.startswith("c"):
-            cluster.coordinator(name, env=env)
+            cluster.coordinator(name, env=env, extra=list(flags))
     for name, env in envs:
         if name.startswith("w"):
-            cluster.worker(name, env=env)
+            cluster.worker(name, env=env, extra=list(flags))
     out = str(tmp_path / "out")
     # every crash below costs the job an attempt: enough retries for all of them
     cluster.submit(batch_job(out, rows=400, rows_per_batch=100, retries=10, env_extra=env_extra), job_id)
@@ -84,7 +85,7 @@ def _run_through(cluster: Cluster, tmp_path, envs: list[tuple[str, dict]], job_i
 
 
 def _at_every_failpoint(action: str, groups: dict, cluster: Cluster, tmp_path, job_id: str,
-                        env_extra: tuple[str, ...] = ()) -> None:
+                        env_extra: tuple[str, ...] = (), flags: tuple[str, ...] = ()) -> None:
     """Every point of ``groups`` armed with ``action`` (once each) in four coordinators and
     three workers. The first leader is not armed at its lease renewal (it would stop before it
     served); the leaders after it are, and stop in turn at their first renewal, at the terminal
@@ -96,7 +97,7 @@ def _at_every_failpoint(action: str, groups: dict, cluster: Cluster, tmp_path, j
     first = _armed(action, [p for p in points if p != "coordinator.before_lease_renew"], markers)
     envs = [("c1", first), ("c2", everything), ("c3", everything), ("c4", everything),
             ("w1", everything), ("w2", everything), ("w3", everything)]
-    _run_through(cluster, tmp_path, envs, job_id=job_id, env_extra=env_extra)
+    _run_through(cluster, tmp_path, envs, job_id=job_id, env_extra=env_extra, flags=flags)
     # The job can be cleaned up by a leader's first pass, before that leader's first renewal
     # (an armed point): that one fires within a renewal interval of the pass.
     wait_for(lambda: sorted(os.listdir(markers)) == sorted(points), 60,
@@ -117,7 +118,9 @@ def test_a_crash_at_every_failpoint_still_finishes_the_job_once(cluster: Cluster
 @postgresql_only
 def test_a_hang_at_every_failpoint_is_routed_around_and_the_job_finishes_once(cluster: Cluster, tmp_path):
     # A driver stuck with its heartbeat going is seen by the progress watchdog, restarted.
-    _at_every_failpoint("hang", HANGS, cluster, tmp_path, "hangs", env_extra=("job.progress-timeout = 30000",))
+    # A worker hung in a launch is replaced once its launch has timed out: 20 s, not 60.
+    _at_every_failpoint("hang", HANGS, cluster, tmp_path, "hangs", env_extra=("job.progress-timeout = 30000",),
+                        flags=("--launch-timeout", "20"))
 
 
 @sqlite_only

@@ -109,6 +109,7 @@ class Worker:
         self._launching = threading.Lock()
         self._killed_for_outage: set[int] = set()     # attempts whose drivers that kill ended
         self._beating: threading.Thread | None = None
+        self._stepped_at = clock.monotonic()     # the loop's last step: the heartbeat's proof of progress
         self._spark_confs: dict[tuple[str, str], dict | None] = {}   # (config, variables) -> conf
         # warm_drivers: idle drivers kept started (0: every attempt starts a cold one)
         self.warm_pool = WarmPool(warm_drivers, warm_command(
@@ -196,9 +197,12 @@ class Worker:
 
         Not from the loop: a launch can take seconds on a loaded machine (the first job text
         parsed, a slow fork, a step starting hundreds of drivers), and a worker silent that long
-        is declared lost and its attempts replaced while it is alive and launching them. A
-        worker whose loop is stuck for good still beats: its assigned attempts are then ended
-        by ``--launch-timeout``, and its running drivers heartbeat for themselves."""
+        is declared lost and its attempts replaced while it is alive and launching them.
+
+        But a heartbeat says the worker will act on what it is assigned, so it stops when the
+        loop has made no step for ``--launch-timeout``: the leader has given up on any launch
+        that slow anyway, and a worker stuck for good is then declared lost and its drivers
+        replaced, as one that died."""
         self._beating = threading.Thread(target=self._beat_until_stopped, name="heartbeat", daemon=True)
         self._beating.start()
 
@@ -209,7 +213,18 @@ class Worker:
 
     def _beat_until_stopped(self) -> None:
         interval = self.timeouts.worker_heartbeat_interval
+        silent = False
         while not self._stop.is_set():
+            stuck_for = clock.monotonic() - self._stepped_at
+            if stuck_for > self.timeouts.launch:
+                if not silent:
+                    log.error("worker %s: its loop has made no step for %.0f s (--launch-timeout %.0f s): "
+                              "heartbeats stop, so the leader replaces its drivers", self.node_id, stuck_for,
+                              self.timeouts.launch)
+                silent = True
+                self._stop.wait(interval)
+                continue
+            silent = False
             try:
                 node_heartbeat(self.store, self.node_id)
                 self._stop.wait(interval)
@@ -272,12 +287,14 @@ class Worker:
 
     # -- one pass ----------------------------------------------------------------------------
     def step(self) -> None:
+        self._stepped_at = clock.monotonic()
         with self.store.read() as conn:
             mine = conn.execute(select(s.attempts).where(and_(
                 s.attempts.c.worker_id == self.node_id, s.attempts.c.ended_at.is_(None)))).all()
         for attempt in mine:
             if attempt.state == AttemptState.ASSIGNED:
                 self._launch(attempt)
+                self._stepped_at = clock.monotonic()     # hundreds of launches make one step
             elif attempt.kill_requested:
                 self._kill(attempt)
             elif attempt.state not in ATTEMPT_LIVE:
