@@ -2,8 +2,8 @@
 
 The ``store_url`` fixture runs a test on SQLite and on PostgreSQL. A cluster test runs on both
 only where the store's own mechanism is its subject: the leader's lease and lock, the
-liveness locks, a crash at every failpoint, a copy outside a store transaction (a leader that
-dies around a terminal status: PostgreSQL in CI, SQLite in the soak set, below). The others (resume, savepoints, worker loss, hung drivers)
+liveness locks, a copy outside a store transaction, a crash at every failpoint and a leader
+that dies around a terminal status (these two: PostgreSQL in CI, SQLite in the soak set, below). The others (resume, savepoints, worker loss, hung drivers)
 decide the same way on either store, so each runs on one, and they are split between the two
 so that both stores carry whole jobs end to end. The stores' own code runs on both in
 tests/store, tests/coordinator and tests/runtime/test_sink_decision.py.

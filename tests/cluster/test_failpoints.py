@@ -19,7 +19,7 @@ from sqlalchemy import select
 from seatide.store import schema as s
 from seatide.testing.cluster import Cluster, wait_for
 from seatide.testing.jobs import assert_exactly, batch_job, written_ids
-from tests.stores import postgresql_only, sqlite_only
+from tests.stores import postgresql_in_ci, postgresql_only, sqlite_only
 
 pytestmark = pytest.mark.cluster
 
@@ -104,11 +104,15 @@ def _at_every_failpoint(action: str, groups: dict, cluster: Cluster, tmp_path, j
              message="every failpoint reached")
 
 
-# A kill at every failpoint on both stores (the store_url fixture's two params): the fencing
-# and liveness paths differ between SQLite and PostgreSQL, and a SIGKILL is where they differ.
+# A kill at every failpoint on both stores: the fencing and liveness paths differ between
+# SQLite and PostgreSQL, and a SIGKILL is where they differ. CI runs PostgreSQL (liveness locks
+# and heartbeats); the SQLite run is in the soak set (CI time), and SQLite's SIGKILL paths stay
+# in CI through a killed worker, leader and driver each (tests/cluster/test_liveness.py,
+# test_failure_stories.py, tests/cli/test_local_run.py) and the errors' run below.
 # A hang is judged by leases and heartbeats, read the same way from either store (a paused
 # leader on each store: tests/cluster/test_liveness.py), and an error is retried by the
 # process that met it: each runs on one store.
+@postgresql_in_ci
 def test_a_crash_at_every_failpoint_still_finishes_the_job_once(cluster: Cluster, tmp_path):
     _at_every_failpoint("kill", KILLS, cluster, tmp_path, "crashes")
 
