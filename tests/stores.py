@@ -3,9 +3,10 @@
 The ``store_url`` fixture runs a test on SQLite and on PostgreSQL. A cluster test runs on both
 only where the store's own mechanism is its subject: the leader's lease and lock, the
 liveness locks, a copy outside a store transaction, a crash at every failpoint and a leader
-that dies around a terminal status (these two: PostgreSQL in CI, SQLite in the soak set, below). The others (resume, savepoints, worker loss, hung drivers)
-decide the same way on either store, so each runs on one, and they are split between the two
-so that both stores carry whole jobs end to end. The stores' own code runs on both in
+that dies around a terminal status (these two: PostgreSQL in CI, SQLite in the soak set,
+below). The others (resume, savepoints, worker loss, hung drivers) decide the same way on
+either store, so each runs on one, and they are split between the two so that both stores
+carry whole jobs end to end. The stores' own code runs on both in
 tests/store, tests/coordinator and tests/runtime/test_sink_decision.py.
 
 CI's time (README: under 20 minutes on two cores) buys one store for most stories that run on
