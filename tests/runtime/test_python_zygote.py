@@ -24,6 +24,13 @@ from seatide.testing.cluster import wait_for
 RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
 
 
+def _zygote_state(zygote) -> str:
+    """Why a client may have started the real interpreter: a zygote that died (and how), or one
+    alive that refused (its import-time settings differ from the request's)."""
+    code = zygote.process.poll()
+    return "the zygote is alive" if code is None else f"the zygote exited with {code}"
+
+
 @pytest.fixture
 def zygote(tmp_path):
     zygote = python_zygote.spawn(str(tmp_path))
@@ -189,7 +196,7 @@ def test_the_sessions_streaming_queries_get_their_runner_from_the_zygote(spark, 
              .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
     query.awaitTermination()
     assert sum(rows) == 4
-    assert forked and min(forked) >= 1, forked       # the runner serving the query was forked
+    assert forked and min(forked) >= 1, (forked, _zygote_state(zygote))   # the runner serving the query was forked
 
 
 @pytest.mark.spark
@@ -217,7 +224,7 @@ def test_the_sessions_python_worker_daemon_is_forked_by_the_zygote(spark):
 
     clients = [line for line in command_lines() if line[-3:] == ["-m", "pyspark.daemon", "pyspark.worker"]]
     assert clients, command_lines()
-    assert all(zygote.client in line for line in clients), clients
+    assert all(zygote.client in line for line in clients), (clients, _zygote_state(zygote))
     assert psutil.Process(zygote.process.pid).children(), "the zygote forked no daemon"
 
 
