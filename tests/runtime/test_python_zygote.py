@@ -121,6 +121,26 @@ def test_a_client_gone_before_its_status_leaves_the_zygote_serving(zygote, tmp_p
     client.communicate(timeout=60)
 
 
+def test_a_childs_exit_and_its_clients_hang_up_in_one_round_leave_the_zygote_serving():
+    """One select() round of the zygote can report a runner's exit (reaped first) and its
+    client's hang-up. The hang-up then meets a client already forgotten: it must be a no-op,
+    not a second unregister (its ValueError ended the zygote, and with it the speed of every later
+    Spark Python process of the driver)."""
+    import selectors
+
+    ours, theirs = socket.socketpair()
+    selector = selectors.DefaultSelector()
+    selector.register(ours, selectors.EVENT_READ, "client")
+    pid = 2 ** 22 + 1          # above any pid: nothing is signalled
+    children, clients = {pid: ours}, {ours: pid}
+    theirs.close()             # the JVM ended the client ...
+    [(key, _)] = selector.select(timeout=5)
+    python_zygote._child_exited(pid, 0, children, clients, selector)   # ... as its runner exited
+    python_zygote._client_gone(key.fileobj, children, clients, selector)
+    assert children == {} and clients == {} and selector.get_map() == {}
+    selector.close()
+
+
 def test_without_a_zygote_the_client_is_the_interpreter_itself(zygote, tmp_path):
     zygote.process.kill()
     zygote.process.wait(timeout=30)

@@ -231,14 +231,8 @@ def serve(path: str, starter: int) -> None:
             elif key.data == "reap":
                 os.read(wake_r, 512)
                 _reap(children, clients, selector)
-            else:       # a client spoke or hung up: the JVM ended it, so its runner goes too
-                conn = key.fileobj
-                pid = clients.pop(conn, None)
-                selector.unregister(conn)
-                conn.close()
-                if pid is not None and pid in children:
-                    del children[pid]
-                    _signal(pid, signal.SIGTERM)      # a daemon ends its workers on it
+            else:
+                _client_gone(key.fileobj, children, clients, selector)
 
 
 def _reap(children: dict, clients: dict, selector) -> None:
@@ -249,16 +243,37 @@ def _reap(children: dict, clients: dict, selector) -> None:
             return
         if pid == 0:
             return
-        conn = children.pop(pid, None)
-        if conn is None:
-            continue
-        clients.pop(conn, None)
-        selector.unregister(conn)
-        try:
-            conn.sendall(_STATUS.pack(os.waitstatus_to_exitcode(status)))
-        except OSError:
-            pass
-        conn.close()
+        _child_exited(pid, os.waitstatus_to_exitcode(status), children, clients, selector)
+
+
+def _child_exited(pid: int, code: int, children: dict, clients: dict, selector) -> None:
+    """Tell the child's client how it ended, and forget both."""
+    conn = children.pop(pid, None)
+    if conn is None:
+        return
+    clients.pop(conn, None)
+    selector.unregister(conn)
+    try:
+        conn.sendall(_STATUS.pack(code))
+    except OSError:
+        pass
+    conn.close()
+
+
+def _client_gone(conn, children: dict, clients: dict, selector) -> None:
+    """A client spoke or hung up: the JVM ended it, so its runner goes too (a daemon ends its
+    workers on SIGTERM). One round of events can hold both a child's exit and its client's
+    hang-up; when the exit came first the client is already forgotten. Unregistering it again
+    raised (ValueError: the socket is closed) and ended the zygote, so every later Spark
+    Python process of that driver started from scratch."""
+    pid = clients.pop(conn, None)
+    if pid is None:
+        return
+    selector.unregister(conn)
+    conn.close()
+    if pid in children:
+        del children[pid]
+        _signal(pid, signal.SIGTERM)
 
 
 def _imports_fit(env: dict) -> bool:
