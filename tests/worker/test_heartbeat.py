@@ -22,6 +22,7 @@ from seatide.store.clock import read_store_now
 from seatide.store.db import default_store_url, open_store
 from seatide.store.states import AttemptState
 from seatide.testing.jobs import CONSOLE_JOB
+from seatide.testing.cluster import wait_for
 from seatide.testing.processes import SimProcess
 from seatide.timeouts import Timeouts
 from seatide.worker.agent import Worker
@@ -57,14 +58,6 @@ def _attempts(store, job_id):
         return conn.execute(select(s.attempts).where(s.attempts.c.job_id == job_id)).all()
 
 
-def _until(condition, what: str, within: float = 20.0, between=lambda: None):
-    deadline = clock.monotonic() + within
-    while not condition():
-        assert clock.monotonic() < deadline, f"not within {within} s: {what}"
-        between()
-        time.sleep(0.05)
-
-
 @contextlib.contextmanager
 def _launch_held(tmp_path, timeouts: Timeouts):
     """A worker ``w`` in its own thread, held inside the launch of job ``held``'s attempt; yields
@@ -78,13 +71,14 @@ def _launch_held(tmp_path, timeouts: Timeouts):
     running = threading.Thread(target=worker.run, name="worker", daemon=True)
     running.start()
 
-    def reconcile():
+    def reconcile() -> None:
         if coordinator.lease.tick():
             coordinator.reconcile_all()
 
     try:
         intents.submit(store, data_dir, text=CONSOLE_JOB, job_id="held", actor="test")
-        _until(launcher.entered.is_set, "the worker started launching the job's attempt", between=reconcile)
+        wait_for(lambda: reconcile() or launcher.entered.is_set(), 20, interval=0.05,
+                 message="the worker to start launching the job's attempt")
         yield store, launcher, reconcile
     finally:
         launcher.release.set()
@@ -109,7 +103,8 @@ def test_a_worker_keeps_heartbeating_while_a_launch_is_held_past_its_timeout(tmp
         assert attempt.state == AttemptState.LAUNCHING and attempt.ended_at is None, \
             f"attempt replaced while its worker was alive and launching it: {attempt.state}, {attempt.error}"
         launcher.release.set()
-        _until(lambda: _attempts(store, "held")[0].pid == PID, "the held launch recorded its driver's pid")
+        wait_for(lambda: _attempts(store, "held")[0].pid == PID, 20, interval=0.05,
+                 message="the held launch to record its driver's pid")
         assert len(_attempts(store, "held")) == 1
 
 
@@ -117,6 +112,6 @@ def test_a_worker_whose_loop_is_stuck_past_the_launch_timeout_falls_silent(tmp_p
     stuck = Timeouts(**{**TIMEOUTS.__dict__, "launch": 2.0})
     with _launch_held(tmp_path, stuck) as (store, launcher, reconcile):
         began = clock.monotonic()
-        _until(lambda: _silence(store, "w") > stuck.worker_lost_after,
-               "the worker stopped heartbeating once its loop was stuck past --launch-timeout", between=reconcile)
+        wait_for(lambda: reconcile() or _silence(store, "w") > stuck.worker_lost_after, 20, interval=0.05,
+                 message="the worker to stop heartbeating once its loop was stuck past --launch-timeout")
         assert clock.monotonic() - began > stuck.launch, "silent before its loop was stuck for --launch-timeout"
