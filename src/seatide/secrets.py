@@ -29,8 +29,9 @@ _SECRET_WORDS = frozenset({"password", "passwd", "pwd", "passphrase", "secret", 
 _DESCRIPTIVE = frozenset({"provider", "class", "type", "mode", "path", "file", "location", "name", "names",
                           "id", "url", "uri", "enabled", "variables", "column", "columns", "field", "fields",
                           "length", "size", "format", "timeout", "expire", "ttl"})
-# ``key`` is a credential only as a whole name or after one of these words; ``partition_key``,
-# ``sort_key``, ``primary_keys``, ``key_column``, ``rowkey_column`` name columns, not secrets.
+# ``key`` is a credential only after one of these words; ``partition_key``, ``sort_key``,
+# ``primary_keys``, ``key_column``, ``rowkey_column`` name columns, and a bare ``key`` is Redis'
+# name of the key it writes (SeaTunnel's only option called just ``key``): none is a secret.
 _KEY_QUALIFIERS = frozenset({"access", "secret", "private", "api", "auth", "client", "encryption", "encrypt",
                              "decrypt", "signing", "sign", "master", "account", "app", "shared", "session",
                              "ssh", "aes", "des", "hmac", "license"})
@@ -62,7 +63,7 @@ def is_secret_key(name: str) -> bool:
     if any(w in _SECRET_WORDS for w in words):
         return True
     if words[-1] == "key":
-        return len(words) == 1 or words[-2] in _KEY_QUALIFIERS
+        return len(words) > 1 and words[-2] in _KEY_QUALIFIERS
     return words[-1] == "auth"      # Redis' ``auth`` is its password
 
 

@@ -40,7 +40,7 @@ def test_every_credential_named_option_in_seatunnels_docs_is_secret_and_no_other
     names = documented_option_names()
     assert len(names) > 500        # the docs were read
     assert {n for n in names if is_secret_key(n)} == {
-        "password", "fs.s3a.access.key", "fs.s3a.secret.key", "fs.oss.accessKeySecret"}
+        "password", "auth", "token", "fs.s3a.access.key", "fs.s3a.secret.key", "fs.oss.accessKeySecret"}
     # The look-alikes in those docs stay readable: columns, rules, providers, ids, paths.
     for name in ("primary_keys", "primary_key_columns", "constraint_key_name", "UNIQUE_KEY", "INDEX_KEY",
                  "chunk-key.even-distribution.factor.lower-bound", "fs.oss.accessKeyId",
@@ -48,14 +48,14 @@ def test_every_credential_named_option_in_seatunnels_docs_is_secret_and_no_other
         assert name in names and not is_secret_key(name), name
 
 
-@pytest.mark.parametrize("name", ["password", "passwd", "db_password", "api_token", "client_secret", "key",
+@pytest.mark.parametrize("name", ["password", "passwd", "db_password", "api_token", "client_secret",
                                   "access_key", "secret_key", "private_key", "api_key", "accessKeySecret",
                                   "credential", "ssl.key.password", "auth", "sasl.jaas.config"])
 def test_credential_names_are_secret(name):
     assert is_secret_key(name)
 
 
-@pytest.mark.parametrize("name", ["partition_key", "sort_key", "key_column", "primary_key", "primary_keys",
+@pytest.mark.parametrize("name", ["key", "partition_key", "sort_key", "key_column", "primary_key", "primary_keys",
                                   "rowkey_column", "hash_key_parse_mode", "password_file", "secret_name",
                                   "auth_type", "secret.variables", "token_url", "ssl.key.location", "keytab"])
 def test_names_that_merely_mention_a_secret_are_not(name):
