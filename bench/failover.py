@@ -181,7 +181,7 @@ def main() -> None:
     parser.add_argument("--worker-kills", type=int, default=3)
     parser.add_argument("--worker-stores", default="postgresql", help="stores for the worker runs ('' to skip)")
     parser.add_argument("--out", help="path without .json/.png (default: results/failover, or results/"
-                                      "failover_warm for --worker-compare warm: the README shows both)")
+                                      "failover_warm for --worker-compare warm: docs/benchmarks.md shows both)")
     parser.add_argument("--worker-until", choices=["committing", "running"], default="committing",
                         help="running: stop each worker sample once the new attempt runs (no checkpoint wait)")
     parser.add_argument("--warm-drivers", type=int, default=0,

@@ -9,7 +9,7 @@ either store, so each runs on one, and they are split between the two so that bo
 carry whole jobs end to end. The stores' own code runs on both in
 tests/store, tests/coordinator and tests/runtime/test_sink_decision.py.
 
-CI's time (README: under 20 minutes on two cores) buys one store for most stories that run on
+CI's time (docs/testing.md: under 20 minutes on two cores) buys one store for most stories that run on
 both: ``postgresql_in_ci`` keeps the PostgreSQL run in CI and its SQLite twin in the soak set
 (``bash scripts/test -m soak``), where the SQLite paths of the same mechanism are seen in CI
 through other tests (each says which).

@@ -3,7 +3,7 @@
 CI runs it on a PostgreSQL server of its own, which the run stops and restarts and, as root,
 reaches from one worker through a network partition it cuts and heals. The SQLite run (kills
 only; the kill at every failpoint runs on SQLite in CI) is in the soak set: `-m soak`.
-Longer runs are for operators (README, "Chaos"); any seed must end with no violation.
+Longer runs are for operators (docs/testing.md, docs/operations.md); any seed must end with no violation.
 """
 
 from __future__ import annotations
