@@ -13,7 +13,10 @@ from seatide.connectors.assertion.sink import AssertSink
 from seatide.plugin.base import Batch, PermanentError
 from seatide.plugin.options import OptionError, read_options
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
-from seatide.runtime.commit_log import SinkCommitLog, write_exactly_once
+from seatide.plugin.legacy_sinks import open_sink
+from seatide.runtime.commit_log import SinkCommitLog
+from seatide.runtime.sink_runs import sink_run
+from tests.sink_targets import apply_one
 
 DDL = (f"name string, age int, note string, tags array<int>, attrs map<string,int>, day date, "
        f"price decimal(10,2), {ROW_KIND_COLUMN} tinyint")
@@ -34,7 +37,7 @@ def frame(spark, rows=GOOD):
 
 def check(spark, rules, rows=GOOD, previous=None):
     batch = Batch(0, "txn-0", previous or {})
-    return assert_sink(rules).writer(None).write_batch(frame(spark, rows), batch)
+    return apply_one(assert_sink(rules), frame(spark, rows), batch)
 
 
 def field(name, *value_rules, field_type=None):
@@ -107,23 +110,23 @@ def test_row_counts_survive_replays_and_restarts(spark, data_dir):
     sink = assert_sink({"row_rules": [{"rule_type": "MAX_ROW", "rule_value": 5},
                                       {"rule_type": "MIN_ROW", "rule_value": 4}]})
     log = SinkCommitLog(os.path.join(data_dir, "sinks", "sink[0]"))
-    write_exactly_once(sink.writer(None), log, frame(spark), 0, "txn-0")
-    write_exactly_once(sink.writer(None), log, frame(spark), 0, "txn-0")          # replay: not counted
+    sink_run(sink, None, log).write(frame(spark), 0)
+    sink_run(sink, None, log).write(frame(spark), 0)          # replay: not counted
     with pytest.raises(AssertionFailed, match="row rule MIN_ROW 4: 2 rows"):
-        sink.writer(None).end_of_data(log.latest_state())
-    restarted = sink.writer(None)
-    write_exactly_once(restarted, log, frame(spark), 1, "txn-1")
-    restarted.end_of_data(log.latest_state())                                       # 4 rows: fine
+        sink_run(sink, None, log).end_of_data()
+    restarted = sink_run(sink, None, log)
+    restarted.write(frame(spark), 1)
+    restarted.end_of_data()                                       # 4 rows: fine
     with pytest.raises(AssertionFailed, match="row rule MAX_ROW 5: 6 rows") as failure:
-        write_exactly_once(sink.writer(None), log, frame(spark), 2, "txn-2")
+        sink_run(sink, None, log).write(frame(spark), 2)
     assert log.committed(2) is None
     assert isinstance(failure.value, PermanentError)   # the runtime fails the job, no retries
 
 
 def test_min_row_with_no_batch_at_all_fails(spark):
-    writer = assert_sink({"row_rules": [{"rule_type": "MIN_ROW", "rule_value": 1}]}).writer(None)
+    targets = open_sink(assert_sink({"row_rules": [{"rule_type": "MIN_ROW", "rule_value": 1}]}), None)
     with pytest.raises(AssertionFailed, match="MIN_ROW 1: 0 rows"):
-        writer.end_of_data({})
+        targets.end_of_data({})
 
 
 def test_catalog_table_column_rule_compares_names_and_types(spark):
@@ -180,10 +183,9 @@ def test_field_type_holds_for_null_values_of_any_type_as_in_seatunnel(spark):
     df = spark.createDataFrame([("a", None), ("b", None)], "k string, missing string")
     rules = {"field_rules": [{"field_name": "missing", "field_type": "null", "field_value": [{"rule_type": "NULL"}]},
                              {"field_name": "missing", "field_type": "bigint"}]}
-    assert assert_sink(rules).writer(None).write_batch(df, Batch(0, "txn-0", {}))["rows"] == 2
+    assert apply_one(assert_sink(rules), df, Batch(0, "txn-0", {}))["rows"] == 2
     with pytest.raises(AssertionFailed, match=r"field 'k' rule field_type null \(the field is string\): value \"a\""):
-        assert_sink({"field_rules": [{"field_name": "k", "field_type": "null"}]}).writer(None).write_batch(
-            df, Batch(0, "txn-0", {}))
+        apply_one(assert_sink({"field_rules": [{"field_name": "k", "field_type": "null"}]}), df, Batch(0, "txn-0", {}))
 
 
 def test_rules_from_a_seatunnel_job_file(spark, data_dir):
@@ -205,8 +207,7 @@ def test_rules_from_a_seatunnel_job_file(spark, data_dir):
           }}
         }}
     """)
-    writer = job.sinks[0].plugin.writer(None)
-    assert writer.write_batch(frame(spark), Batch(0, "t", {}))["total_rows"] == 2
+    assert apply_one(job.sinks[0].plugin, frame(spark), Batch(0, "t", {}))["total_rows"] == 2
     with pytest.raises(ConfigError, match=r"rules.field_rules\[0\].field_value\[0\].rule_type"):
         load_job_text(f"""
             source {{ LocalFile {{ path = "{data_dir}", file_format_type = text }} }}
@@ -223,7 +224,7 @@ def test_types_compare_by_names_and_types_not_spark_nullability(spark):
              "catalog_table_rule": {"column_rule": [{"name": "m", "type": "map<string,string>"},
                                                     {"name": "r", "type": "{x = int, y = \"array<int>\"}"}]}}
     batch = Batch(0, "txn-0", {})
-    assert assert_sink(rules).writer(None).write_batch(df, batch)["rows"] == 1
+    assert apply_one(assert_sink(rules), df, batch)["rows"] == 1
     renamed = {"field_rules": [{"field_name": "r", "field_type": {"z": "int", "y": "array<int>"}}]}
     with pytest.raises(AssertionFailed, match=r"rule field_type row<z int, y array<int>> \(the field is row<x int"):
-        assert_sink(renamed).writer(None).write_batch(df, batch)
+        apply_one(assert_sink(renamed), df, batch)

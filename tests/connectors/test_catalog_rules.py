@@ -13,7 +13,9 @@ from seatide.config.loader import ConfigError, load_job_text
 from seatide.connectors.assertion import AssertionFailed
 from seatide.connectors.jdbc.url import JdbcUrl
 from seatide.plugin.base import ReadContext, SinkContext, TransformContext
-from seatide.runtime.commit_log import SinkCommitLog, write_exactly_once
+from seatide.plugin.legacy_sinks import open_sink
+from seatide.runtime.commit_log import SinkCommitLog
+from seatide.runtime.sink_runs import sink_run
 
 SOURCE = """
 source { FakeSource {
@@ -45,8 +47,8 @@ RULES = """
 
 
 def run_job(spark, text: str, ctx: SinkContext | None = None, transaction: str = "txn-0") -> list[dict]:
-    """Runs a one-source job in process as the runtime does: writer first, then the batch
-    through the commit protocol (a LocalFile sink stages, decides, then publishes)."""
+    """Runs a one-source job in process as the runtime does: each sink opened first, then the batch
+    through the one sink protocol (a LocalFile sink stages, decides, then publishes)."""
     job = load_job_text(text)
     read = ReadContext(spark, micro_batch=False, unbounded=False, parallelism=1,
                        max_rows_per_batch=1_000_000, read_interval_ms=1, plugin_id="source[0]")
@@ -55,10 +57,9 @@ def run_job(spark, text: str, ctx: SinkContext | None = None, transaction: str =
         df = spec.plugin.apply(df, TransformContext(spark, "in", "out", micro_batch=False))
     states = []
     for spec in job.sinks:
-        writer = spec.plugin.writer(ctx)
-        log = SinkCommitLog(tempfile.mkdtemp(prefix="seatide-commit-log-"))
-        states.append(write_exactly_once(writer, log, df, 0, transaction).state)
-        writer.end_of_data(states[-1])
+        run = sink_run(spec.plugin, ctx, SinkCommitLog(tempfile.mkdtemp(prefix="seatide-commit-log-")))
+        states.append(run.write(df, 0, transaction).state)
+        run.end_of_data()
     return states
 
 
@@ -89,7 +90,7 @@ def test_every_catalog_rule_passes_against_the_declared_schema(spark):
 def test_a_broken_catalog_rule_fails_before_any_row_naming_the_rule(spark, rules, words):
     job = load_job_text(assert_job("", rules))
     with pytest.raises(AssertionFailed) as failure:
-        job.sinks[0].plugin.writer(None)          # checked once, before the first batch
+        open_sink(job.sinks[0].plugin, None)          # checked once, before the first batch
     assert words in str(failure.value)
 
 
@@ -101,15 +102,15 @@ def test_keys_survive_a_transform_only_under_their_own_names(spark):
     renamed = "FieldMapper { field_mapper = { id = order_id, code = code } }"
     with pytest.raises(AssertionFailed, match="primary_key_rule: expected primary key 'pk_orders' "
                                               r"\(id\), the table has none"):
-        load_job_text(assert_job(renamed, rules.split("\n")[0])).sinks[0].plugin.writer(None)
+        open_sink(load_job_text(assert_job(renamed, rules.split("\n")[0])).sinks[0].plugin, None)
     # the renamed column keeps what was declared about it
     nullable = "column_rule = [{ name = order_id, type = bigint, nullable = false }, { name = code, type = string }]"
     assert run_job(spark, assert_job(renamed, nullable))[0]["rows"] == 3
     dropped = "Filter { exclude_fields = [code] }"
     with pytest.raises(AssertionFailed, match="constraint_key_rule: missing UNIQUE_KEY 'uk_code'"):
-        load_job_text(assert_job(dropped, "constraint_key_rule = [{ constraint_key_name = uk_code, "
-                                 "constraint_key_type = UNIQUE_KEY, constraint_key_columns = "
-                                 "[{ constraint_key_column_name = code }] }]")).sinks[0].plugin.writer(None)
+        open_sink(load_job_text(assert_job(dropped, "constraint_key_rule = [{ constraint_key_name = uk_code, "
+                                           "constraint_key_type = UNIQUE_KEY, constraint_key_columns = "
+                                           "[{ constraint_key_column_name = code }] }]")).sinks[0].plugin, None)
 
 
 def test_catalog_rules_without_a_declared_schema_say_so():
@@ -118,7 +119,7 @@ def test_catalog_rules_without_a_declared_schema_say_so():
                         "sink { Assert { rules { catalog_table_rule { "
                         "primary_key_rule { primary_key_columns = [id] } } } } }")
     with pytest.raises(AssertionFailed, match="primary_key_rule: expected primary key \\(id\\), the table has none"):
-        job.sinks[0].plugin.writer(None)
+        open_sink(job.sinks[0].plugin, None)
 
 
 def test_placeholders_fill_a_local_file_path_from_the_catalog(spark, tmp_path):
@@ -220,5 +221,5 @@ def test_the_jdbc_source_declares_its_table_and_primary_key(spark, pg_tables, tm
         primary_key_rule {{ primary_key_name = "pk_{name}", primary_key_columns = [b, a] }} }} }} }}
       LocalFile {{ path = "{tmp_path}/${{table_full_name}}/${{primary_key}}", file_format_type = csv }}
     }}""")
-    job.sinks[0].plugin.writer(None)        # passes: the key, in key order, under its name
+    open_sink(job.sinks[0].plugin, None)        # passes: the key, in key order, under its name
     assert str(job.sinks[1].plugin.root) == f"{tmp_path}/test.public.{name}/b,a"

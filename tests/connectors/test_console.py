@@ -13,6 +13,7 @@ from seatide.connectors.console import ConsoleSink, format_value
 from seatide.plugin.base import Batch, SinkContext
 from seatide.plugin.options import read_options
 from seatide.plugin.rowkind import ALL_KINDS, ROW_KIND_COLUMN
+from tests.sink_targets import apply_one
 
 
 def context(spark, out) -> SinkContext:
@@ -29,7 +30,7 @@ def test_console_prints_every_row_with_its_kind(spark):
         f"id int, name string, score double, {ROW_KIND_COLUMN} tinyint").coalesce(1)
     out = io.StringIO()
     sink = ConsoleSink(read_options({}, ConsoleSink.options))
-    state = sink.writer(context(spark, out)).write_batch(df, batch(0))
+    state = apply_one(sink, df, batch(0), context(spark, out))
     assert state == {"rows": 4, "total_rows": 4}
     assert out.getvalue().splitlines() == [
         "output rowType: id<int>, name<string>, score<double>",
@@ -44,8 +45,8 @@ def test_console_prints_every_row_with_its_kind(spark):
 def test_row_numbers_continue_from_the_committed_state(spark):
     df = spark.createDataFrame([(7,)], "id bigint")
     out = io.StringIO()
-    writer = ConsoleSink(read_options({}, ConsoleSink.options)).writer(context(spark, out))
-    state = writer.write_batch(df, batch(3, {"rows": 5, "total_rows": 5}))
+    sink = ConsoleSink(read_options({}, ConsoleSink.options))
+    state = apply_one(sink, df, batch(3, {"rows": 5, "total_rows": 5}), context(spark, out))
     assert state == {"rows": 1, "total_rows": 6}
     assert out.getvalue().splitlines()[-1] == "rowIndex=6 kind=+I : 7"
 
@@ -54,7 +55,7 @@ def test_print_data_false_only_counts(spark):
     df = spark.createDataFrame([(1,), (2,)], "id int")
     out = io.StringIO()
     sink = ConsoleSink(read_options({"log.print.data": False}, ConsoleSink.options))
-    assert sink.writer(context(spark, out)).write_batch(df, batch(0)) == {"rows": 2, "total_rows": 2}
+    assert apply_one(sink, df, batch(0), context(spark, out)) == {"rows": 2, "total_rows": 2}
     assert out.getvalue() == ""
 
 

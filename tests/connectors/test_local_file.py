@@ -16,11 +16,12 @@ from seatide.connectors.file.errors import LocalFileError
 from seatide.connectors.file.paths import STAGING_DIR
 from seatide.connectors.file.sink import LocalFileSink
 from seatide.connectors.file.source import LocalFileSource
-from seatide.connectors.file.writer import LocalFileWriter
+from seatide.connectors.file.target import LocalFileTarget
 from seatide.plugin.base import Batch, ReadContext
 from seatide.plugin.options import OptionError, read_options
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
-from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, write_exactly_once, write_json_atomic
+from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, write_json_atomic
+from seatide.runtime.sink_runs import sink_run
 
 ROWS = [
     (1, "alice", 3.5, True, dt.date(2024, 1, 2), dt.datetime(2024, 1, 2, 3, 4, 5), Decimal("10.25"), 10),
@@ -54,8 +55,14 @@ def read_ctx(spark, micro_batch=False, max_rows=1_000_000) -> ReadContext:
     return ReadContext(spark, micro_batch, False, 1, max_rows, 1000, "source[0]")
 
 
-def write(sink, df, log, batch_id=0):
-    return write_exactly_once(sink.writer(None), log, df, batch_id, f"txn-{batch_id}")
+def write(sink, df, log, batch_id=0, staging_tag=""):
+    return sink_run(sink, None, log, staging_tag=staging_tag).write(df, batch_id)
+
+
+def files(state) -> list[str]:
+    """The files of the one target of a LocalFile sink's batch state."""
+    [target] = state["targets"].values()
+    return target["files"]
 
 
 def wait_until(condition, timeout: float, what: str) -> None:
@@ -86,7 +93,7 @@ def test_every_format_round_trips_through_sink_and_source(spark, data_dir, log, 
     out = os.path.join(data_dir, "out")
     result = write(make_sink(path=out, file_format_type=fmt), frame(spark), log)
     assert result.state["rows"] == 3 and result.state["total_rows"] == 3
-    assert all(f.startswith(os.path.join(out, "txn-0_")) for f in result.state["files"])
+    assert all(f.startswith(os.path.join(out, "txn-0_")) for f in files(result.state))
     schema = {"schema": {"fields": FIELDS}} if fmt in ("text", "csv", "json") else {}
     got = make_source(path=out, file_format_type=fmt, **schema).read(read_ctx(spark))
     assert rows_of(got) == sorted(ROWS, key=repr)
@@ -222,7 +229,7 @@ def test_batch_size_sink_columns_and_compression(spark, data_dir, log):
     sink = make_sink(path=out, file_format_type="csv", batch_size=2, compress_codec="gzip",
                      sink_columns=["name", "id"])
     result = write(sink, frame(spark, partitions=1), log)
-    assert [os.path.basename(f) for f in result.state["files"]] == ["txn-0_0.csv.gz", "txn-0_1.csv.gz"]
+    assert [os.path.basename(f) for f in files(result.state)] == ["txn-0_0.csv.gz", "txn-0_1.csv.gz"]
     got = make_source(path=out, file_format_type="csv",
                       schema={"fields": {"name": "string", "id": "bigint"}}).read(read_ctx(spark))
     assert rows_of(got) == sorted([("alice", 1), ("bob", 2), (None, 3)], key=repr)
@@ -241,37 +248,38 @@ def test_replayed_batch_is_not_written_again(spark, data_dir, log):
     assert log.committed(1)["total_rows"] == 6
 
 
-class CrashingWriter(LocalFileWriter):
-    """Dies after publishing ``publish_before_crash`` files (a crash between renames)."""
+def crash_after(monkeypatch, published: int) -> None:
+    """Every LocalFile publish dies after ``published`` more files (a crash between renames)."""
+    left = {"files": published}
+    real = LocalFileTarget._publish_file
 
-    def __init__(self, spec, publish_before_crash):
-        super().__init__(spec)
-        self.left = publish_before_crash
-
-    def _publish_file(self, src, dst):
-        if self.left == 0:
+    def publish_file(self, src, dst):
+        if left["files"] == 0:
             raise RuntimeError("simulated crash")
-        self.left -= 1
-        super()._publish_file(src, dst)
+        left["files"] -= 1
+        real(self, src, dst)
+
+    monkeypatch.setattr(LocalFileTarget, "_publish_file", publish_file)
 
 
 def published_files(root):
     return [f for f in data_files(root) if not f.startswith(STAGING_DIR)]
 
 
-def test_batch_that_crashed_mid_publish_is_rolled_forward_once(spark, data_dir, log):
+def test_batch_that_crashed_mid_publish_is_rolled_forward_once(spark, data_dir, log, monkeypatch):
     out = os.path.join(data_dir, "crash")
     sink = make_sink(path=out, file_format_type="csv", custom_filename=True,
                      file_name_expression="${transactionId}_${uuid}")   # names differ per attempt
-    crashing = CrashingWriter(sink.spec(), publish_before_crash=1)
+    crash_after(monkeypatch, 1)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        write_exactly_once(crashing, log, frame(spark, partitions=3), 0, "txn-0", staging_tag="1")
+        write(sink, frame(spark, partitions=3), log, staging_tag="1")
+    monkeypatch.undo()
     decided = FileDecisions(log).decided(0, "txn-0")
-    assert len(published_files(out)) == 1 and len(decided["state"]["files"]) >= 2
+    assert len(published_files(out)) == 1 and len(files(decided["state"])) >= 2
     # The replay redoes nothing: it publishes the decided files (uuid names and all) once.
-    result = write_exactly_once(sink.writer(None), log, frame(spark, partitions=3), 0, "txn-0", staging_tag="2")
+    result = write(sink, frame(spark, partitions=3), log, staging_tag="2")
     assert result.replayed and result.state == decided["state"]
-    assert published_files(out) == sorted(os.path.relpath(f, out) for f in decided["state"]["files"])
+    assert published_files(out) == sorted(os.path.relpath(f, out) for f in files(decided["state"]))
     assert not os.path.exists(os.path.join(out, STAGING_DIR))
     got = make_source(path=out, file_format_type="csv", schema={"fields": FIELDS}).read(read_ctx(spark))
     assert rows_of(got) == sorted(ROWS, key=repr)
@@ -281,11 +289,13 @@ def test_batch_that_crashed_mid_publish_is_rolled_forward_once(spark, data_dir, 
 def test_staged_but_undecided_batch_is_discarded_and_redone(spark, data_dir, log):
     out = os.path.join(data_dir, "undecided")
     sink = make_sink(path=out, file_format_type="json", custom_filename=True, file_name_expression="x_${uuid}")
-    staged = sink.writer(None).stage_batch(frame(spark), Batch(0, "txn-0", {}, staging_tag="1"))  # then a crash
+    run = sink_run(sink, None, log, staging_tag="1")
+    [(key, rows)] = run._rows(frame(spark), "txn-0").items()
+    staged = run.targets.target(key).stage(rows, Batch(0, "txn-0", {}, staging_tag="1"))  # then a crash
     assert published_files(out) == [] and os.path.isdir(os.path.join(out, STAGING_DIR))
-    result = write_exactly_once(sink.writer(None), log, frame(spark), 0, "txn-0", staging_tag="2")
-    assert not result.replayed and not (set(staged.state["files"]) & set(result.state["files"]))
-    assert data_files(out) == sorted(os.path.relpath(f, out) for f in result.state["files"])
+    result = write(sink, frame(spark), log, staging_tag="2")
+    assert not result.replayed and not (set(staged.state["files"]) & set(files(result.state)))
+    assert data_files(out) == sorted(os.path.relpath(f, out) for f in files(result.state))
     got = make_source(path=out, file_format_type="json", schema={"fields": FIELDS}).read(read_ctx(spark))
     assert got.count() == 3
 
@@ -308,7 +318,7 @@ def test_reader_sees_no_file_of_a_batch_held_before_its_decision(spark, data_dir
     finally:
         gate.touch()
         writer.join(120)
-    assert sorted(os.path.relpath(f, out) for f in outcome["result"].state["files"]) == published_files(out)
+    assert sorted(os.path.relpath(f, out) for f in files(outcome["result"].state)) == published_files(out)
     assert len(published_files(out)) == 2
 
 
@@ -329,7 +339,7 @@ def test_files_published_by_an_older_seatide_before_its_commit_are_undone(spark,
 def test_empty_batch_publishes_nothing_unless_asked(spark, data_dir, log):
     empty = frame(spark, [], "id int")
     out = os.path.join(data_dir, "empty")
-    assert write(make_sink(path=out, file_format_type="csv"), empty, log).state["files"] == []
+    assert files(write(make_sink(path=out, file_format_type="csv"), empty, log).state) == []
     assert data_files(out) == []
     out2 = os.path.join(data_dir, "empty2")
     sink = make_sink(path=out2, file_format_type="parquet", create_empty_file_when_no_data=True)
@@ -466,7 +476,7 @@ def test_job_file_builds_local_file_plugins_from_hocon(data_dir):
                       'compress_codec = brotli } }')
 
 
-def test_stream_restarted_after_a_crash_writes_every_row_once(spark, data_dir, log):
+def test_stream_restarted_after_a_crash_writes_every_row_once(spark, data_dir, log, monkeypatch):
     """File stream -> LocalFile sink through the commit log; Spark replays the crashed batch."""
     src, out = os.path.join(data_dir, "src"), os.path.join(data_dir, "dst")
     for batch_id in range(2):
@@ -475,20 +485,21 @@ def test_stream_restarted_after_a_crash_writes_every_row_once(spark, data_dir, l
     sink = make_sink(path=out, file_format_type="csv", custom_filename=True, file_name_expression="${uuid}")
     source = make_source(path=src, file_format_type="json", schema={"fields": FIELDS})
 
-    def run(writer):
+    def run():
         def each_batch(batch_df, batch_id):
-            write_exactly_once(writer, log, batch_df, batch_id, f"txn-{batch_id}")
+            write(sink, batch_df, log, batch_id)
         query = (source.read(read_ctx(spark, micro_batch=True, max_rows=1)).writeStream
                  .trigger(availableNow=True).option("checkpointLocation", os.path.join(data_dir, "ck"))
                  .foreachBatch(each_batch).start())
         query.awaitTermination()
 
-    crashing = CrashingWriter(sink.spec(), publish_before_crash=1)   # batch 1 dies after its decision
+    crash_after(monkeypatch, 1)   # batch 1 dies after its decision
     with pytest.raises(Exception, match="simulated crash"):
-        run(crashing)
+        run()
+    monkeypatch.undo()
     assert log.committed(0) is not None and FileDecisions(log).decided(1, "txn-1") is not None
     assert log.committed(1) is None
-    run(sink.writer(None))
+    run()
     got = make_source(path=out, file_format_type="csv", schema={"fields": FIELDS}).read(read_ctx(spark))
     assert rows_of(got) == sorted(ROWS + ROWS, key=repr)
     assert not os.path.exists(os.path.join(out, ".seatide-staging"))

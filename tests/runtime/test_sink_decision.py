@@ -21,7 +21,9 @@ from seatide.connectors.file.sink import LocalFileSink
 from seatide.plan.dag import build_plan
 from seatide.plugin.options import read_options
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
-from seatide.runtime.commit_log import SinkCommitLog, StoreDecisions, roll_forward, write_exactly_once
+from seatide.plugin.sink_protocol import SaveModeDoor
+from seatide.runtime.commit_log import SinkCommitLog, StoreDecisions
+from seatide.runtime.sink_runs import TARGET_RECORDS, sink_run
 from seatide.runtime.reporter import AttemptReporter
 from seatide.store import schema as s
 from seatide.store.db import AttemptFenced, open_store
@@ -60,7 +62,15 @@ def new_attempt(store, job_id: str, number: int) -> int:
 
 def manifests(store) -> list:
     with store.read() as conn:
-        return conn.execute(select(s.sink_manifests).order_by(s.sink_manifests.c.batch_id)).all()
+        return conn.execute(select(s.sink_manifests).where(s.sink_manifests.c.batch_id >= 0)   # batches' only
+                            .order_by(s.sink_manifests.c.batch_id)).all()
+
+
+def attempt_run(sink, log, reporter, attempt_id=None):
+    """The sink opened as an attempt's pipeline opens it: decisions and save modes in the store."""
+    return sink_run(sink, None, log, decisions=StoreDecisions(reporter, 1, SINK, "T"),
+                    door=SaveModeDoor(StoreDecisions(reporter, 1, TARGET_RECORDS, "P"), "P_j1_1_origin"),
+                    transaction_prefix="T", staging_tag=str(attempt_id or reporter.attempt_id))
 
 
 def wait_until(condition, timeout: float, what: str) -> None:
@@ -121,8 +131,7 @@ def test_a_zombie_driver_held_before_its_decision_publishes_nothing(spark, store
 
     def zombie_batch():
         try:
-            write_exactly_once(sink.writer(None), log, _frame(spark), 0, "T0",
-                               decisions=StoreDecisions(zombie, 1, SINK, "T"), staging_tag=str(zombie_id))
+            attempt_run(sink, log, zombie).write(_frame(spark), 0)
         except BaseException as exc:
             outcome["error"] = exc
 
@@ -134,8 +143,7 @@ def test_a_zombie_driver_held_before_its_decision_publishes_nothing(spark, store
         replacement_id = new_attempt(store, "j1", 2)
         monkeypatch.delitem(failpoints._POINTS, "sink.before_decision")
         replacement = AttemptReporter(store, "j1", 1, replacement_id)
-        result = write_exactly_once(sink.writer(None), log, _frame(spark), 0, "T0",
-                                    decisions=StoreDecisions(replacement, 1, SINK, "T"), staging_tag=str(replacement_id))
+        result = attempt_run(sink, log, replacement).write(_frame(spark), 0)
         assert not result.replayed and result.state["rows"] == 3
     finally:
         gate.touch()
@@ -155,14 +163,14 @@ def test_a_decided_batch_whose_driver_died_is_published_at_the_next_start(spark,
     monkeypatch.setitem(failpoints._POINTS, "sink.after_decision", "raise")   # dies between decision and publish
     first = AttemptReporter(store, "j1", 1, new_attempt(store, "j1", 1))
     with pytest.raises(failpoints.FailpointError):
-        write_exactly_once(sink.writer(None), log, _frame(spark), 0, "T0", decisions=StoreDecisions(first, 1, SINK, "T"))
+        attempt_run(sink, log, first).write(_frame(spark), 0)
     assert _published_ids(out) == [] and log.committed(0) is None
     monkeypatch.delitem(failpoints._POINTS, "sink.after_decision")
     second = AttemptReporter(store, "j1", 1, new_attempt(store, "j1", 2))
-    assert roll_forward(sink.writer(None), log, StoreDecisions(second, 1, SINK, "T")) == [0]
+    assert attempt_run(sink, log, second).roll_forward() == [0]
     assert _published_ids(out) == [1, 2, 3] and log.committed(0)["rows"] == 3
     assert not os.path.exists(os.path.join(out, STAGING_DIR))
     # the replay of the batch that follows writes nothing more
-    again = write_exactly_once(sink.writer(None), log, _frame(spark), 0, "T0", decisions=StoreDecisions(second, 1, SINK, "T"))
+    again = attempt_run(sink, log, second).write(_frame(spark), 0)
     assert again.replayed and _published_ids(out) == [1, 2, 3]
     assert [m.status for m in manifests(store)] == ["PUBLISHED"]

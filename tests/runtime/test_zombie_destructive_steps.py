@@ -14,11 +14,11 @@ import threading
 from seatide import failpoints
 from seatide.connectors.file.sink import LocalFileSink
 from seatide.plugin.options import read_options
-from seatide.runtime.commit_log import SinkCommitLog, StoreDecisions, write_exactly_once
+from seatide.runtime.commit_log import SinkCommitLog
 from seatide.runtime.reporter import AttemptReporter
 from seatide.store.db import AttemptFenced
-from tests.runtime.test_sink_decision import (SINK, _frame, _published_ids, new_attempt, store, submit,  # noqa: F401
-                                              wait_until)
+from tests.runtime.test_sink_decision import (SINK, _frame, _published_ids, attempt_run, new_attempt,  # noqa: F401
+                                              store, submit, wait_until)
 
 
 def _sink(out: str, **options) -> LocalFileSink:
@@ -40,8 +40,7 @@ def _in_thread(target) -> tuple[threading.Thread, dict]:
 
 
 def _write(spark, sink, log, reporter, attempt_id: int):
-    return write_exactly_once(sink.writer(None), log, _frame(spark), 0, "T0",
-                              decisions=StoreDecisions(reporter, 1, SINK, "T"), staging_tag=str(attempt_id))
+    return attempt_run(sink, log, reporter, attempt_id).write(_frame(spark), 0)
 
 
 def test_a_zombies_staging_never_removes_its_replacements_staged_files(spark, store, tmp_path, monkeypatch):

@@ -9,10 +9,12 @@ from datetime import date, datetime, time as clock
 from decimal import Decimal
 from typing import Any
 
-from seatide.plugin.base import Batch, Sink, SinkContext, SinkWriter
+from seatide.plugin.base import Batch, Sink, SinkContext
 from seatide.plugin.options import BOOL, INT, Option
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ALL_KINDS, ROW_KIND_COLUMN, RowKind, user_columns
+from seatide.plugin.sink_protocol import SinkTargets, Target, TargetRows
+from seatide.plugin.tables import TableRoute
 from seatide.plugin.types import type_name
 
 
@@ -52,7 +54,8 @@ class ConsoleSink(Sink):
     Rows of a micro-batch are streamed to the driver one partition at a time
     (``toLocalIterator``), so a batch never has to fit in the driver's memory at once.
     Printing is not transactional: a batch replayed after a crash may be printed again.
-    Row numbers continue across micro-batches and restarts (they are committed state).
+    Row numbers continue across micro-batches and restarts (they are committed state). Each
+    table of a multi-table input is a target of its own: its lines name it, numbered apart.
     """
 
     plugin_name = "Console"
@@ -68,25 +71,38 @@ class ConsoleSink(Sink):
         if self.opts["log.print.delay.ms"] < 0:
             raise self.invalid("log.print.delay.ms", "option 'log.print.delay.ms' must be 0 or more milliseconds")
 
-    def writer(self, ctx: SinkContext) -> SinkWriter:
-        return ConsoleWriter(ctx, self.opts["log.print.data"], self.opts["log.print.delay.ms"], self.table_name)
+    def open_targets(self, ctx: SinkContext | None, routes: list[TableRoute], multi: bool) -> SinkTargets:
+        return ConsoleTargets(ctx, routes, multi)
 
 
-class ConsoleWriter(SinkWriter):
-    def __init__(self, ctx: SinkContext, print_data: bool, delay_ms: int, table: str | None = None):
-        self.ctx = ctx
+class ConsoleTargets(SinkTargets):
+    decided_in_store = False      # printed as the batch runs: nothing to decide
+
+    def open_target(self, key: str, routes: list[TableRoute]) -> Target:
+        sink = routes[0].sink
+        return ConsoleTarget(key, routes, self.ctx.stdout, sink.opts["log.print.data"], sink.opts["log.print.delay.ms"],
+                             sink.table_name)
+
+
+class ConsoleTarget(Target):
+    def __init__(self, key: str, routes: list[TableRoute], stdout, print_data: bool, delay_ms: int,
+                 table: str | None = None):
+        super().__init__(key, routes)
+        self.stdout = stdout
         self.print_data = print_data
         self.delay_s = delay_ms / 1000
         self.table = table           # one table of several: its lines name it
         self._announced = False
 
-    def write_batch(self, df, batch: Batch) -> dict:
+    def apply(self, rows: TargetRows, batch: Batch) -> dict:
         first = int(batch.previous_state.get("total_rows", 0)) + 1
-        rows = self._print(df, first) if self.print_data else df.count()
-        return {"rows": rows, "total_rows": first - 1 + rows}
+        count = 0
+        for part in rows.parts:
+            count += self._print(part.frame, first + count) if self.print_data else part.frame.count()
+        return {"rows": count, "total_rows": first - 1 + count}
 
     def _print(self, df, first: int) -> int:
-        out = self.ctx.stdout
+        out = self.stdout
         columns = user_columns(df.columns)
         if not self._announced:
             types = {f.name: f.dataType for f in df.schema.fields}
@@ -107,3 +123,6 @@ class ConsoleWriter(SinkWriter):
                 time.sleep(self.delay_s)
         out.flush()
         return count
+
+
+__all__ = ["ConsoleSink", "ConsoleTarget", "ConsoleTargets", "format_value"]

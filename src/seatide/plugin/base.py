@@ -9,13 +9,13 @@ is built from a validated ``Options`` mapping, and may check cross-option rules 
   DataFrame (``spark.readStream``) whose offsets let Spark replay a batch exactly.
 * ``Transform.apply(df, ctx)`` once per pipeline start, on batch and streaming
   DataFrames alike; it must carry ``__row_kind`` through.
-* ``Sink.writer(ctx)`` once per pipeline start, then ``SinkWriter.write_batch`` for each
-  micro-batch (a plain batch job is one batch, id 0). The runtime guarantees that a batch
-  whose commit was recorded is never handed to the writer again. A writer that publishes
-  files (``publishes_files``) instead stages the batch (``stage_batch``), the runtime
-  records the commit decision in the store, fenced by the driver's attempt, and only then
-  calls ``publish`` (again, after a crash: it must be idempotent). See
-  ``seatide.runtime.commit_log``.
+* ``Sink.open_targets(ctx, routes, multi)`` once per pipeline start: what the sink writes, as
+  targets with its system's steps (prepare, stage, publish or apply), which the runtime drives
+  through every micro-batch (a plain batch job is one batch, id 0) by the one sink protocol,
+  ``seatide.plugin.sink_protocol``. A sink not yet ported to it returns None and is driven
+  through its ``writer(ctx)`` (``table_writer`` on several tables) as one target
+  (``seatide.plugin.legacy_sinks``). The runtime guarantees that a batch whose commit was
+  recorded is never handed to a sink again.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class TransformContext:
 
 @dataclass
 class Batch:
-    """One micro-batch handed to a sink writer."""
+    """One micro-batch handed to a sink's target (``plugin.sink_protocol``) or writer."""
 
     batch_id: int
     transaction_id: str                       # stable across replays of this batch
@@ -92,11 +92,13 @@ class Batch:
     # Names this attempt's own staging area (its attempt id): a zombie driver still staging
     # the same batch never writes into the files its replacement is about to decide on.
     staging_tag: str = ""
-    # ``decide_once(key, plan)``: record ``plan`` as the decision named ``key`` unless one stands
-    # already, and return the one that stands; fenced by the attempt like a batch's decision
-    # (raises once this attempt is no longer current). A destructive step before the first
-    # batch (a save mode) decides what it removes with it, so that a zombie repeating the step
-    # later removes only what was there then, never what its replacement has written since.
+    # (For a writer not yet on the protocol, which makes its own save modes; a target's pass the
+    # protocol's SaveModeDoor.) ``decide_once(key, plan)``: record ``plan`` as the decision named
+    # ``key`` unless one stands already, and return the one that stands; fenced by the attempt
+    # like a batch's decision (raises once this attempt is no longer current). A destructive step
+    # before the first batch (a save mode) decides what it removes with it, so that a zombie
+    # repeating the step later removes only what was there then, never what its replacement has
+    # written since.
     decide_once: Callable[[str, dict], dict] = lambda key, plan: plan
     save_modes_key: str = ""      # the key of this sink's save-mode decision: once per run and origin
 
@@ -105,7 +107,7 @@ class Batch:
 class StagedBatch:
     """A batch staged out of readers' sight, ready for its commit decision."""
 
-    publish: dict     # JSON: what ``SinkWriter.publish`` needs to make it visible (files to move)
+    publish: dict     # JSON: what ``publish`` needs to make it visible (files to move)
     state: dict       # JSON: the state to commit with the batch (``{"rows": n, ...}``)
 
 
@@ -302,6 +304,9 @@ class Transform(Plugin):
 
 
 class SinkWriter:
+    """A sink's writer before the one protocol (``plugin.sink_protocol``): Jdbc and Iceberg still
+    write through one, run as one target by ``plugin.legacy_sinks``; a new sink supplies targets."""
+
     # True: the writer stages files, the runtime decides, then ``publish`` makes them visible.
     # False: ``write_batch`` commits the batch in the sink's own system (a database transaction).
     publishes_files: ClassVar[bool] = False
@@ -364,17 +369,21 @@ class Sink(Plugin):
         placeholders are filled from ``table``."""
         return body
 
+    def open_targets(self, ctx: SinkContext | None, routes: "list[TableRoute]", multi: bool):
+        """The sink on the one protocol: a ``plugin.sink_protocol.SinkTargets`` over ``routes`` (one
+        per table it receives; a single table: one route, ``multi`` False). None (the default): a
+        sink still on ``writer``/``table_writer`` (``plugin.legacy_sinks``)."""
+        return None
+
     def writer(self, ctx: SinkContext) -> SinkWriter:
+        """(Not yet on the protocol) one writer for the sink's one table."""
         raise NotImplementedError
 
     def table_writer(self, ctx: SinkContext, routes: "list[TableRoute]") -> SinkWriter:
-        """One writer for every table of a multi-table input; ``write_batch``/``stage_batch`` get a
-        ``TableFrames``. By default the routes' own writers, composed so that one decision
-        covers every table (connectors.table_writers)."""
-        from seatide.connectors.table_writers import TableWriters
-
-        return TableWriters(ctx, routes)
-
+        """(Not yet on the protocol) one writer for every table of a multi-table input;
+        ``write_batch``/``stage_batch`` get a ``TableFrames``."""
+        raise NotImplementedError(f"{self.plugin_name} sink: it writes one table; open_targets or table_writer "
+                                  "must say how it writes several")
 
 __all__ = ["use_python_data_source", "Batch", "BatchOffsets", "HeldPosition", "StagedBatch", "PERMANENT_MARK", "PermanentError", "permanent_in_worker", "Plugin", "ReadContext", "Sink", "SinkContext", "SinkWriter", "Source",
            "Transform", "TransformContext"]

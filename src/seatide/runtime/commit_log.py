@@ -1,31 +1,16 @@
-"""Exactly-once sinks: a batch is decided once, by the current attempt, then published.
+"""Where a sink's batches are recorded: the decisions in the store and the local commit log.
 
-A file sink (LocalFile) commits one micro-batch in three steps:
+The protocol that uses them lives in ``seatide.plugin.sink_protocol`` (stage, decide, publish,
+roll forward; the save-mode door). Here:
 
-1. **Stage.** Spark writes the batch under the output's hidden ``.seatide-staging`` directory,
-   in a directory of this attempt's own; the final name of every file is fixed. Nothing is
-   visible to a reader of the output yet.
-2. **Decide.** ONE fenced store write (``AttemptReporter.decide_batch``) records the batch's
-   manifest: the staged files with their final names, and the sink's state after the batch.
-   This is the batch's commit point. It is refused (``AttemptFenced``) once the driver's
-   attempt is no longer the job's current one, so a zombie driver decides nothing and
-   therefore publishes nothing.
-3. **Publish.** The files are moved into place (``os.replace``, idempotent), the state is
-   written to the local commit log below, and the manifest is marked PUBLISHED.
-
-Recovery, whichever attempt (or whichever replay of the batch) comes next:
-
-* a batch with a local commit is done: skipped;
-* a batch with a decision is rolled forward: its manifest is published again (files already
-  moved are left alone), never redone; pipeline start-up rolls forward every decided,
-  unpublished batch too;
-* a batch without a decision is aborted: its staging is deleted and the batch is redone.
-
-Sinks that commit in their own system (Jdbc: the rows and a batch-id record in one database
-transaction) keep their own commit point; they call ``Batch.fence`` right before it (see
-``connectors/jdbc/writer.py`` and docs/operations.md, "Sinks and zombie drivers").
-
-Local commit log, under the pipeline's checkpoint directory::
+* ``StoreDecisions``: a batch's commit decision is ONE store write of its manifest
+  (``AttemptReporter.decide_batch``), fenced by the driver's attempt, so a zombie driver decides
+  nothing and therefore publishes nothing; the first decision stands. A save mode's decision
+  (``decide_once``) is the same kind of write, under a key that is no batch's.
+* ``FileDecisions``: the same as files next to the commit log, for a single process with no
+  store (unit tests, tools); it fences nothing.
+* ``SinkCommitLog``, under the pipeline's checkpoint directory: the state after each published
+  batch, a mirror of the decisions for a fast replay and the sink's running totals::
 
     sinks/<plugin_id>/commit/<batch>.json      the state after a published batch
     sinks/<plugin_id>/intent/<batch>.json      (written by SeaTide before the decision existed:
@@ -39,10 +24,10 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass
-from typing import Protocol
 
-from seatide import failpoints
-from seatide.plugin.base import Batch, SinkWriter, StagedBatch
+from seatide.plugin.base import SinkWriter
+from seatide.plugin.legacy_sinks import LegacyTargets
+from seatide.plugin.sink_protocol import BatchResult, SaveModeDoor, SinkDecisions, SinkRun
 
 _BATCH_FILE = re.compile(r"^(\d+)\.json$")
 
@@ -109,28 +94,6 @@ class SinkCommitLog:
 
 
 # -- where decisions are recorded ---------------------------------------------------------
-class SinkDecisions(Protocol):
-    """The record of commit decisions for one sink of one pipeline."""
-
-    def decided(self, batch_id: int, transaction_id: str) -> dict | None:
-        """The manifest of a decided batch ({"publish": ..., "state": ...}), None if undecided."""
-
-    def decide(self, batch_id: int, transaction_id: str, manifest: dict) -> dict:
-        """The commit point; returns the manifest that stands decided. Raises if fenced off."""
-
-    def published(self, batch_id: int, transaction_id: str) -> None:
-        """The decided batch's files are in place."""
-
-    def unpublished(self) -> list[tuple[int, str, dict]]:
-        """(batch, transaction id, manifest) of decided batches not yet marked published."""
-
-    def fence(self) -> None:
-        """Raise unless the writer may still commit (before a sink's own commit point)."""
-
-    def decide_once(self, key: str, plan: dict) -> dict:
-        """A decision named ``key`` that is not a batch's (a save mode's): the first stands."""
-
-
 @dataclass
 class StoreDecisions:
     """Decisions in the state store, each one a write fenced by the driver's attempt."""
@@ -159,6 +122,9 @@ class StoreDecisions:
     def decide_once(self, key: str, plan: dict) -> dict:
         # Batch -1: no batch's; its key never starts like a lineage's, so no roll-forward lists it.
         return self.reporter.decide_batch(self.pipeline_id, self.plugin_id, -1, key, plan)
+
+    def recorded_once(self, key: str) -> dict | None:
+        return self.decided(-1, key)
 
 
 @dataclass
@@ -209,75 +175,43 @@ class FileDecisions:
         pass
 
     def decide_once(self, key: str, plan: dict) -> dict:
-        path = os.path.join(self.log.root, "decided", f"{key}.json")
-        earlier = read_json(path)
+        earlier = self.recorded_once(key)
         if earlier is not None:
             return earlier
-        write_json_atomic(path, plan)
+        write_json_atomic(os.path.join(self.log.root, "decided", f"{key}.json"), plan)
         return plan
 
-
-# -- one batch ----------------------------------------------------------------------------
-@dataclass
-class BatchResult:
-    batch_id: int
-    state: dict
-    replayed: bool     # True: decided by an earlier attempt (rolled forward if need be); nothing written
+    def recorded_once(self, key: str) -> dict | None:
+        return read_json(os.path.join(self.log.root, "decided", f"{key}.json"))
 
 
+# -- a writer not yet on the protocol ------------------------------------------------------
 def write_exactly_once(writer: SinkWriter, log: SinkCommitLog, df, batch_id: int, transaction_id: str,
                        decisions: SinkDecisions | None = None, staging_tag: str = "",
                        save_modes_key: str | None = None) -> BatchResult:
-    """Run one batch through a sink at most once, whatever crashed before (see the module doc).
-
-    ``decisions`` records the commit decisions (the driver passes ``StoreDecisions``, fenced
-    by its attempt); ``staging_tag`` names this attempt's own staging directory, so that a
-    zombie's files and its replacement's never mix; ``save_modes_key`` names the sink's
-    save-mode decision (default: one per lineage of transaction ids)."""
-    decisions = decisions if decisions is not None else FileDecisions(log)
-    done = log.committed(batch_id)
-    if done is not None:
-        return BatchResult(batch_id, done, replayed=True)
-    decided = decisions.decided(batch_id, transaction_id)
-    if decided is not None:
-        return BatchResult(batch_id, publish(writer, log, decisions, batch_id, transaction_id, decided),
-                           replayed=True)
-    leftover = log.intent(batch_id)
-    if leftover is not None:
-        writer.abort_batch(batch_id, leftover)
+    """One batch of a sink's own ``SinkWriter`` (Jdbc, Iceberg: ``plugin.legacy_sinks``) through
+    the protocol's driver, at most once whatever crashed before. ``decisions`` records the commit
+    decisions (default: files beside ``log``); ``save_modes_key`` names the writer's save-mode
+    decision (default: one per lineage of transaction ids)."""
     if save_modes_key is None:
         save_modes_key = "S_" + transaction_id.rsplit("_", 1)[0]
-    batch = Batch(batch_id=batch_id, transaction_id=transaction_id,
-                  previous_state=log.latest_state(before=batch_id), fence=decisions.fence,
-                  staging_tag=staging_tag, decide_once=decisions.decide_once, save_modes_key=save_modes_key)
-    if not writer.publishes_files:
-        state = writer.write_batch(df, batch)      # commits in its own system
-        decisions.fence()
-        log.commit(batch_id, state)
-        return BatchResult(batch_id, state, replayed=False)
-    staged: StagedBatch = writer.stage_batch(df, batch)
-    failpoints.hit("sink.before_decision")
-    decided = decisions.decide(batch_id, transaction_id, {"publish": staged.publish, "state": staged.state})
-    failpoints.hit("sink.after_decision")
-    return BatchResult(batch_id, publish(writer, log, decisions, batch_id, transaction_id, decided), replayed=False)
+    from seatide.plugin.tables import TableFrames
 
-
-def publish(writer: SinkWriter, log: SinkCommitLog, decisions: SinkDecisions, batch_id: int,
-            transaction_id: str, manifest: dict) -> dict:
-    """Publish a decided batch (again): idempotent, whoever decided it. Returns its state."""
-    if log.committed(batch_id) is None:    # else only the mark was missing (a crash just before it)
-        writer.publish(manifest["publish"])
-        log.commit(batch_id, manifest["state"])
-    decisions.published(batch_id, transaction_id)
-    return manifest["state"]
+    run = _legacy_run(writer, log, decisions, staging_tag, save_modes_key, multi=isinstance(df, TableFrames))
+    return run.write(df, batch_id, transaction_id)
 
 
 def roll_forward(writer: SinkWriter, log: SinkCommitLog, decisions: SinkDecisions) -> list[int]:
-    """At pipeline start: publish every batch decided but not yet published; returns their ids."""
-    if not writer.publishes_files:
-        return []
-    done = []
-    for batch_id, transaction_id, manifest in decisions.unpublished():
-        publish(writer, log, decisions, batch_id, transaction_id, manifest)
-        done.append(batch_id)
-    return done
+    """At pipeline start: publish every batch a writer's sink decided but did not publish."""
+    return _legacy_run(writer, log, decisions, "", "").roll_forward()
+
+
+def _legacy_run(writer: SinkWriter, log: SinkCommitLog, decisions: SinkDecisions | None, staging_tag: str,
+                save_modes_key: str, multi: bool = False) -> SinkRun:
+    from seatide.plugin.tables import TableRoute
+
+    decisions = decisions if decisions is not None else FileDecisions(log)
+    # one route stands for however many tables the writer takes: it gets the batch's frames as given
+    targets = LegacyTargets(writer, [TableRoute(0, "", None, None)], multi)
+    return SinkRun(targets, log, decisions, SaveModeDoor(decisions, ""), transaction_prefix="",
+                   staging_tag=staging_tag, save_modes_key=save_modes_key)

@@ -27,16 +27,16 @@ from typing import TextIO
 from seatide import failpoints
 from seatide.config.env import JobEnv
 from seatide.plan.dag import Pipeline
-from seatide.plugin.base import PERMANENT_MARK, PermanentError, ReadContext, SinkContext, TransformContext
+from seatide.plugin.base import PERMANENT_MARK, PermanentError, ReadContext, TransformContext
 from seatide.plugin.evolution import schema_change_in
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
 from seatide.runtime import change_order, schema_evolution
 from seatide.runtime.batch_clock import BatchClock
-from seatide.runtime.commit_log import (SinkCommitLog, StoreDecisions, read_json, roll_forward, write_exactly_once,
-                                        write_json_atomic)
+from seatide.runtime.commit_log import read_json, write_json_atomic
 from seatide.runtime.offset_log import batch_offsets, logged_offsets, logs_a_batch
 from seatide.runtime.reporter import AttemptReporter
-from seatide.runtime.table_routing import OneTable, RoutedPipeline
+from seatide.runtime.sink_runs import PipelineSinks
+from seatide.runtime.table_routing import RoutedPipeline
 from seatide.store.runs import new_lineage
 from seatide.store.states import Desired, PipelineStatus
 
@@ -92,7 +92,7 @@ class PipelineRun:
         self.failure: BaseException | None = None   # the Python exception behind a failed batch
         self.stop_requested: str | None = None      # CANCEL | SAVEPOINT
         self._counted_batch = -1
-        self.writers: dict[str, object] = {}
+        self.sinks: PipelineSinks | None = None     # every sink on the one protocol (runtime.sink_runs)
         self.lineage = ""
         self.origin = ""
         self._observations: list = []
@@ -197,40 +197,6 @@ class PipelineRun:
         self._observations.append(observation)
         return df.observe(observation, F.count(F.lit(1)).alias("rows"))
 
-    def _open_writers(self, sinks: list) -> None:
-        for sink, _ in sinks:
-            ctx = SinkContext(spark=self.spark, job_id=self.job_id, pipeline_id=self.pipeline.pipeline_id,
-                              plugin_id=sink.plugin_id, micro_batch=self.env.micro_batch,
-                              unbounded=self.env.streaming, stdout=self.stdout,
-                              checkpoints_retained=self.env.checkpoints_retained)
-            routes = sink.plugin.routes if self.routed is not None else None
-            writer = sink.plugin.table_writer(ctx, routes) if routes else sink.plugin.writer(ctx)
-            if self.routed is not None and not routes:      # one table, routed: its writer takes its frame
-                writer = OneTable(writer)
-            self.writers[sink.plugin_id] = writer
-            # Batches an earlier attempt decided but did not finish publishing (it crashed, or
-            # was replaced just after its decision) are published before anything else runs.
-            rolled = roll_forward(writer, self._commit_log(sink.plugin_id), self._decisions(sink))
-            if rolled:
-                log.info("pipeline %s sink %s: published decided batches %s", self.pipeline.pipeline_id,
-                         sink.plugin_id, rolled)
-
-    def _commit_log(self, plugin_id: str) -> SinkCommitLog:
-        return SinkCommitLog(os.path.join(self.dir, "sinks", plugin_id))
-
-    def _decisions(self, sink) -> StoreDecisions:
-        return StoreDecisions(self.reporter, self.pipeline.pipeline_id, sink.plugin_id,
-                              self._transaction_prefix(sink.index))
-
-    def _transaction_prefix(self, sink_index: int) -> str:
-        # The run (job_id is the run's key, store/runs.py) and the lineage: no other run, and no
-        # other branch of this pipeline's checkpoints, ever commits under these ids.
-        return f"T_{self.job_id}_{self.pipeline.pipeline_id}_{sink_index}_{self.lineage}_"
-
-    def _transaction_id(self, batch_id: int, sink_index: int) -> str:
-        # Stable across replays of the batch; distinct per sink (two sinks may share a path).
-        return f"{self._transaction_prefix(sink_index)}{batch_id}"
-
     # -- running -------------------------------------------------------------------------
     def start(self) -> None:
         self.reporter.pipeline_status(self.pipeline.pipeline_id, PipelineStatus.RUNNING)
@@ -238,9 +204,10 @@ class PipelineRun:
             self._prepare_dir()
             self._known = schema_evolution.known_shapes(self.dir)
             sinks = self._frames()
-            self._open_writers(sinks)
+            self.sinks = PipelineSinks(self.spark, self.pipeline, self.env, self.job_id, self.dir, self.reporter,
+                                       self.stdout, self.lineage, self.origin, routed=self.routed is not None)
             changes = schema_evolution.evolve(self.dir, [s.plugin for s in self.pipeline.sources],
-                                              list(self.writers.values()))
+                                              list(self.sinks.runs.values()))
             if changes:
                 log.info("pipeline %s: the sinks took the tables' changes: %s", self.pipeline.pipeline_id,
                          "; ".join(c.describe() for c in changes))
@@ -259,12 +226,7 @@ class PipelineRun:
         rows = 0
         for sink, df in sinks:
             failpoints.hit("driver.before_sink_write")
-            result = write_exactly_once(self.writers[sink.plugin_id], self._commit_log(sink.plugin_id), df,
-                                        batch_id, self._transaction_id(batch_id, sink.index),
-                                        decisions=self._decisions(sink),
-                                        save_modes_key=f"S_{self.job_id}_{self.pipeline.pipeline_id}_{sink.index}_"
-                                                       f"{self.origin}",
-                                        staging_tag=str(self.reporter.attempt_id))
+            result = self.sinks.runs[sink.plugin_id].write(df, batch_id)
             if not result.replayed:
                 rows += int(result.state.get("rows", 0))
                 if self._rows_read is None and not self.env.micro_batch:
@@ -351,7 +313,7 @@ class PipelineRun:
         if self.routed is not None:
             rows = self._write_routed(batch_df, batch_id)
             self.reporter.rows_read(self.pipeline.pipeline_id, batch_id, self._rows_read)
-            self._record_batch(sinks, batch_id, rows, started)
+            self._record_batch(batch_id, rows, started)
             return
         if len(sinks) == 1:
             per_sink = [(sinks[0][0], batch_df)]
@@ -364,14 +326,13 @@ class PipelineRun:
         finally:
             if len(sinks) > 1:
                 batch_df.unpersist()
-        self._record_batch(sinks, batch_id, rows, started)
+        self._record_batch(batch_id, rows, started)
 
-    def _record_batch(self, sinks: list, batch_id: int, rows: int, started: float) -> None:
+    def _record_batch(self, batch_id: int, rows: int, started: float) -> None:
         self.reporter.batch_committed(self.pipeline.pipeline_id, batch_id, rows,
                                       int((time.time() - started) * 1000), self._offsets(batch_id),
                                       self.pipeline.fingerprint())
-        for sink, _ in sinks:    # Spark keeps checkpoint.retained batches recoverable; so do sinks
-            self._commit_log(sink.plugin_id).prune(batch_id - self.env.checkpoints_retained)
+        self.sinks.prune(batch_id - self.env.checkpoints_retained)
 
     def _offsets(self, batch_id: int) -> dict | None:
         sources = logged_offsets(os.path.join(self.dir, "spark"), batch_id)
@@ -412,7 +373,7 @@ class PipelineRun:
         log.info("pipeline %s: table %s changed; the query starts again with its new columns",
                  self.pipeline.pipeline_id, change.get("table"))
         self._seen = {change["table"]: change.get("seen")}
-        self.query, self.failure, self.writers, self.routed = None, None, {}, None
+        self.query, self.failure, self.sinks, self.routed = None, None, None, None
         self.start()
         return self.outcome.status == PipelineStatus.RUNNING
 
@@ -459,8 +420,7 @@ class PipelineRun:
     def _finish(self) -> None:
         """End of data: last sink checks (e.g. Assert's MIN_ROW), then durable completion."""
         try:
-            for sink in self.pipeline.sinks:
-                self.writers[sink.plugin_id].end_of_data(self._commit_log(sink.plugin_id).latest_state())
+            self.sinks.end_of_data()
         except Exception as exc:
             self._fail(exc)
             return

@@ -28,7 +28,7 @@ import time
 from collections.abc import Mapping
 
 from seatide.plan.dag import Pipeline
-from seatide.plugin.base import Batch, BatchOffsets, ReadContext, SinkWriter, StagedBatch, TransformContext
+from seatide.plugin.base import BatchOffsets, ReadContext, TransformContext
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, ROW_SEQ_COLUMN
 from seatide.plugin.tables import TABLE_COLUMN, TableFrames, TableLayout, TableRoute, TableRows, struct_column
 from seatide.runtime import change_order
@@ -173,38 +173,4 @@ class _Frames(Mapping):
         return len(self._indexes)
 
 
-class OneTable(SinkWriter):
-    """The writer of a single-table sink in a routed pipeline (a source that expands its batches):
-    it gets its table's frame, or, when the batch has no rows, an empty one."""
-
-    def __init__(self, writer: SinkWriter):
-        self.writer = writer
-        self.publishes_files = writer.publishes_files
-
-    def _frame(self, frames: TableFrames):
-        if 0 in frames.frames:
-            return frames.frames[0]
-        from pyspark.sql import SparkSession
-
-        return SparkSession.getActiveSession().createDataFrame([], frames.schema_of(0))
-
-    def write_batch(self, frames: TableFrames, batch: Batch) -> dict:
-        return self.writer.write_batch(self._frame(frames), batch)
-
-    def stage_batch(self, frames: TableFrames, batch: Batch) -> StagedBatch:
-        return self.writer.stage_batch(self._frame(frames), batch)
-
-    def publish(self, publish: dict) -> None:
-        self.writer.publish(publish)
-
-    def abort_batch(self, batch_id: int, intent: dict) -> None:
-        self.writer.abort_batch(batch_id, intent)
-
-    def end_of_data(self, state: dict) -> None:
-        self.writer.end_of_data(state)
-
-    def evolve(self, changes: list, behaviour: str) -> None:
-        self.writer.evolve(changes, behaviour)
-
-
-__all__ = ["OneTable", "RoutedPipeline"]
+__all__ = ["RoutedPipeline"]

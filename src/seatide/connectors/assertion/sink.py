@@ -7,11 +7,12 @@ from dataclasses import replace
 from seatide.connectors.assertion.catalog import check_catalog
 from seatide.connectors.assertion.checks import AssertionFailed, check_batch
 from seatide.connectors.assertion.rules import RowRule, Rules, RuleError, parse_rules
-from seatide.connectors.table_writers import TableWriters
-from seatide.plugin.base import Batch, Sink, SinkContext, SinkWriter
+from seatide.plugin.base import Batch, Sink, SinkContext
 from seatide.plugin.options import OBJECT, REQUIRED, Option
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ALL_KINDS
+from seatide.plugin.sink_protocol import SinkTargets, Target, TargetRows
+from seatide.plugin.tables import TableRoute
 
 
 @register
@@ -67,54 +68,59 @@ class AssertSink(Sink):
                        column_rules=catalog.column_rules, primary_key=catalog.primary_key,
                        constraint_keys=catalog.constraint_keys)
 
-    def writer(self, ctx: SinkContext) -> SinkWriter:
-        rules = self.table_rules()
-        check_catalog(self.catalog, rules)     # once per pipeline start, before any row
-        return AssertWriter(rules)
-
-    def table_writer(self, ctx: SinkContext, routes) -> SinkWriter:
-        return AssertTables(ctx, routes, self.rules)
+    def open_targets(self, ctx: SinkContext | None, routes: list[TableRoute], multi: bool) -> SinkTargets:
+        return AssertTargets(ctx, routes, multi, self.rules)
 
 
-class AssertWriter(SinkWriter):
-    def __init__(self, rules: Rules):
+class AssertTargets(SinkTargets):
+    """Each table is checked by its own rules (``table_rules``: a target per table); on several
+    tables, the top-level row rules count every table's rows together, and ``table-names`` is
+    checked at the end."""
+
+    decided_in_store = False      # it checks rows and writes nothing
+
+    def __init__(self, ctx: SinkContext | None, routes: list[TableRoute], multi: bool, rules: Rules):
         self.rules = rules
+        super().__init__(ctx, routes, multi)
+        for key in self.keys():       # the catalog rules: once per pipeline start, before any row
+            self.target(key)
 
-    def write_batch(self, df, batch: Batch) -> dict:
-        rows = check_batch(df, self.rules)
-        total = int(batch.previous_state.get("total_rows", 0)) + rows
-        self._check_rows(total, ("MAX_ROW",))
-        return {"rows": rows, "total_rows": total}
+    def open_target(self, key: str, routes: list[TableRoute]) -> Target:
+        rules = routes[0].sink.table_rules()
+        check_catalog(routes[0].sink.catalog, rules)
+        return AssertTarget(key, routes, rules)
 
-    def end_of_data(self, state: dict) -> None:
-        self._check_rows(int(state.get("total_rows", 0)), ("MIN_ROW", "MAX_ROW"))
-
-    def _check_rows(self, total: int, kinds: tuple[str, ...]) -> None:
-        _check_rows(self.rules, total, kinds)
-
-
-class AssertTables(TableWriters):
-    """Assert over several tables: each table checked by its own writer (``table_rules``), the
-    top-level row rules against every table's rows together, and ``table-names`` at the end."""
-
-    def __init__(self, ctx: SinkContext, routes, rules: Rules):
-        super().__init__(ctx, routes)
-        self.rules = rules
-
-    def write_batch(self, frames, batch: Batch) -> dict:
-        state = super().write_batch(frames, batch)
-        state["total_rows"] = int(batch.previous_state.get("total_rows", 0)) + state["rows"]
-        _check_rows(self.rules, state["total_rows"], ("MAX_ROW",))
-        return state
+    def check_batch(self, state: dict) -> None:
+        if self.multi:
+            _check_rows(self.rules, int(state.get("total_rows", 0)), ("MAX_ROW",))
 
     def end_of_data(self, state: dict) -> None:
         super().end_of_data(state)
+        if not self.multi:
+            return
         _check_rows(self.rules, int(state.get("total_rows", 0)), ("MIN_ROW", "MAX_ROW"))
-        seen = {name for name, table in state.get("tables", {}).items() if int(table.get("total_rows", 0))}
+        names = {r.key: r.name for r in self.routes}
+        seen = {names.get(key, key) for key, table in self.previous_targets(state).items()
+                if int(table.get("total_rows", 0))}
         missing = [n for n in self.rules.table_names if not any(s == n or s.endswith("." + n) for s in seen)]
         if missing:
             raise AssertionFailed(f"table-names: no rows of table {', '.join(missing)} reached the sink "
                                   f"(tables with rows: {', '.join(sorted(seen)) or 'none'})", "table-names")
+
+
+class AssertTarget(Target):
+    def __init__(self, key: str, routes: list[TableRoute], rules: Rules):
+        super().__init__(key, routes)
+        self.rules = rules
+
+    def apply(self, rows: TargetRows, batch: Batch) -> dict:
+        count = sum(check_batch(part.frame, self.rules) for part in rows.parts)
+        total = int(batch.previous_state.get("total_rows", 0)) + count
+        _check_rows(self.rules, total, ("MAX_ROW",))
+        return {"rows": count, "total_rows": total}
+
+    def end_of_data(self, state: dict) -> None:
+        _check_rows(self.rules, int(state.get("total_rows", 0)), ("MIN_ROW", "MAX_ROW"))
 
 
 def _check_rows(rules: Rules, total: int, kinds: tuple[str, ...]) -> None:
@@ -130,3 +136,6 @@ def _breaks(rule: RowRule, total: int) -> bool:
 
 def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
+
+
+__all__ = ["AssertSink", "AssertTarget", "AssertTargets"]

@@ -2,48 +2,30 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
 
 from seatide.connectors.file import formats
 from seatide.connectors.file.naming import FileNamer, check_partition_expression
 from seatide.connectors.file.paths import local_path
-from seatide.plugin.base import Sink, SinkContext, SinkWriter
+from seatide.connectors.file.spec import DATA_SAVE_MODES, SCHEMA_SAVE_MODES, FileSinkSpec
+from seatide.connectors.file.target import LocalFileTarget
+from seatide.plugin.base import Sink, SinkContext
 from seatide.plugin.options import BOOL, INT, REQUIRED, STRING, STRING_LIST, Option, enum
 from seatide.plugin.registry import register
-
-SCHEMA_SAVE_MODES = ("RECREATE_SCHEMA", "CREATE_SCHEMA_WHEN_NOT_EXIST", "ERROR_WHEN_SCHEMA_NOT_EXIST", "IGNORE")
-DATA_SAVE_MODES = ("DROP_DATA", "APPEND_DATA", "ERROR_WHEN_DATA_EXISTS")
-
-
-@dataclass(frozen=True)
-class FileSinkSpec:
-    """Everything the writer needs, resolved from the options once."""
-
-    root: str
-    file_format: str
-    spark_options: dict
-    namer: FileNamer
-    extension: str | None
-    partition_by: tuple[str, ...]
-    partition_expression: str | None
-    partition_fields_in_file: bool
-    sink_columns: tuple[str, ...] | None
-    max_rows_per_file: int
-    single_file: bool
-    empty_file_when_no_data: bool
-    schema_save_mode: str
-    data_save_mode: str
+from seatide.plugin.sink_protocol import SinkTargets, Target
+from seatide.plugin.tables import TableRoute
 
 
 @register
 class LocalFileSink(Sink):
     """Writes rows to files under ``path`` in text, csv, json, parquet or orc.
 
-    Each micro-batch is written by Spark into ``<path>/.seatide-staging/<transaction id>/``,
-    its files are then named after the transaction id (``<transactionId>_<n>.<ext>``, or
-    ``file_name_expression``), listed in the batch's intent and moved into place. A batch
-    that crashed half-published is undone from its intent before it is written again, so
-    every row lands exactly once. Readers may see a batch's files appear one by one.
+    Each micro-batch is written by Spark under ``<path>/.seatide-staging/``, its files named after
+    the transaction id (``<transactionId>_<n>.<ext>``, or ``file_name_expression``); once the
+    batch is decided in the store, they are moved into place (``target.py``). Every row lands
+    exactly once; readers may see a decided batch's files appear one by one, never a file of an
+    undecided one. Tables of a multi-table input whose ``path`` is the same share one target:
+    its save modes are made once, before its first rows.
     """
 
     plugin_name = "LocalFile"
@@ -175,9 +157,21 @@ class LocalFileSink(Sink):
             empty_file_when_no_data=opts["create_empty_file_when_no_data"],
             schema_save_mode=opts["schema_save_mode"], data_save_mode=opts["data_save_mode"])
 
-    def writer(self, ctx: SinkContext) -> SinkWriter:
-        from seatide.connectors.file.writer import LocalFileWriter
-
-        return LocalFileWriter(self.spec(), ctx.plugin_id if ctx is not None else "")
+    def open_targets(self, ctx: SinkContext | None, routes: list[TableRoute], multi: bool) -> SinkTargets:
+        return LocalFileTargets(ctx, routes, multi)
 
 
+class LocalFileTargets(SinkTargets):
+    """Each route's directory is its target; routes whose paths are equal share it."""
+
+    def target_key(self, route: TableRoute) -> str:
+        return route.sink.root
+
+    def open_target(self, key: str, routes: list[TableRoute]) -> Target:
+        # a table whose path lies inside this one's is another target: its files are not this one's data
+        inner = tuple(k for k in self.keys() if k.startswith(key.rstrip(os.sep) + os.sep))
+        return LocalFileTarget(key, routes, {r.index: r.sink.spec() for r in routes},
+                               self.ctx.plugin_id if self.ctx is not None else "", inner)
+
+
+__all__ = ["LocalFileSink", "LocalFileTargets"]

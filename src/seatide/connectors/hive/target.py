@@ -1,14 +1,17 @@
-"""The Hive sink's writer: LocalFile's exactly-once protocol into a Hive table's directories.
+"""A Hive target: one table, written as LocalFile writes a directory (``file/target.py``) into the
+table's location, with the table's partitions registered.
 
-1. ``stage_batch``: the input is matched to the table (its column names, any case; its types),
-   then staged as LocalFile stages it, under ``<table location>/.seatide-staging/`` (hidden from
-   Hive and Spark), with the partition columns as directories ``key=value`` (Hive's escaping,
-   which Spark's writer shares; NULL as ``__HIVE_DEFAULT_PARTITION__``) and not in the files.
-   The manifest lists the moves and the batch's partitions.
-2. The runtime records the decision in the store, fenced by the driver's attempt.
-3. ``publish``: the files are moved into place (idempotent), then the partitions are added to
-   the metastore with ``ifNotExists`` (idempotent too). A crash anywhere in it is rolled
-   forward by the next attempt from the decision.
+* **prepare**: the table must exist (its storage is read from the metastore when the target
+  opens); ``data_save_mode`` DROP_DATA decides the table's data files once and removes only
+  those, ERROR_WHEN_DATA_EXISTS refuses a table with any.
+* **stage**: the input is matched to the table (its column names, any case; its types), then
+  staged as LocalFile stages it, under ``<table location>/.seatide-staging/`` (hidden from Hive
+  and Spark), with the partition columns as directories ``key=value`` (Hive's escaping, which
+  Spark's writer shares; NULL as ``__HIVE_DEFAULT_PARTITION__``) and not in the files. The part
+  lists the moves and the batch's partitions.
+* **publish**: the files are moved into place (idempotent), then the partitions are added to the
+  metastore with ``ifNotExists`` (idempotent too). A crash anywhere in it is rolled forward by
+  the next attempt from the decision.
 """
 
 from __future__ import annotations
@@ -18,19 +21,21 @@ from urllib.parse import unquote
 
 from seatide.connectors.file import formats
 from seatide.connectors.file.naming import FileNamer
-from seatide.connectors.file.sink import FileSinkSpec
-from seatide.connectors.file.writer import LocalFileWriter
+from seatide.connectors.file.spec import FileSinkSpec
+from seatide.connectors.file.target import LocalFileTarget
 from seatide.connectors.hive import metastore
 from seatide.connectors.hive.options import spark_type
 from seatide.plugin.base import Batch, PermanentError, StagedBatch
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
+from seatide.plugin.sink_protocol import TargetRows
+from seatide.plugin.tables import TableRoute
 
 
 class HiveSinkError(PermanentError):
     """The table and the input disagree; the message names the column and the way out."""
 
 
-def table_spec(table: metastore.HiveTable, codec: str) -> FileSinkSpec:
+def table_spec(table: metastore.HiveTable, codec: str, data_save_mode: str = "APPEND_DATA") -> FileSinkSpec:
     fmt = table.file_format
     error = formats.codec_error(fmt, codec)
     if error:
@@ -44,26 +49,36 @@ def table_spec(table: metastore.HiveTable, codec: str) -> FileSinkSpec:
         root=table.location, file_format=fmt, spark_options=options, namer=FileNamer(None, "yyyy.MM.dd"),
         extension=None, partition_by=tuple(k for k, _ in table.partition_keys), partition_expression=None,
         partition_fields_in_file=False, sink_columns=tuple(c for c, _ in table.columns), max_rows_per_file=0,
-        single_file=False, empty_file_when_no_data=False, schema_save_mode="CREATE_SCHEMA_WHEN_NOT_EXIST",
-        data_save_mode="APPEND_DATA")
+        single_file=False, empty_file_when_no_data=False, schema_save_mode="IGNORE",
+        data_save_mode=data_save_mode)
 
 
-class HiveWriter(LocalFileWriter):
-    def __init__(self, uris: list[str], table_name: str, codec: str, plugin_id: str = ""):
+class HiveTarget(LocalFileTarget):
+    system = "Hive sink"
+
+    def __init__(self, key: str, routes: list[TableRoute], uris: list[str], codec: str, data_save_mode: str,
+                 sink_id: str = ""):
         self.uris = uris
         try:
             with metastore.connect(uris) as client:
-                self.table = metastore.get_table(client, table_name)
+                self.table = metastore.get_table(client, key)
         except metastore.HiveError as exc:
             raise HiveSinkError(f"Hive sink: {exc}") from None
-        super().__init__(table_spec(self.table, codec), plugin_id)
+        spec = table_spec(self.table, codec, data_save_mode)
+        super().__init__(key, routes, {r.index: spec for r in routes}, sink_id)
 
-    def stage_batch(self, df, batch: Batch) -> StagedBatch:
+    @property
+    def place(self) -> str:
+        return f"table {self.key} (at {self.root})"
+
+    def _staged_frame(self, df):
         try:
-            df = self._as_table(df)
+            return self._as_table(super()._staged_frame(df))
         except metastore.HiveError as exc:
             raise HiveSinkError(f"Hive sink: {exc}") from None
-        staged = super().stage_batch(df, batch)
+
+    def stage(self, rows: TargetRows, batch: Batch) -> StagedBatch:
+        staged = super().stage(rows, batch)
         root = self.spec.root
         found = set()
         for _, target in staged.publish["moves"]:
@@ -73,19 +88,19 @@ class HiveWriter(LocalFileWriter):
         return StagedBatch(publish={**staged.publish, "partitions": [list(p) for p in sorted(found)]},
                            state=staged.state)
 
-    def publish(self, publish: dict) -> None:
-        super().publish(publish)
-        if publish.get("partitions"):
+    def publish(self, part: dict) -> None:
+        super().publish(part)
+        if part.get("partitions"):
             with metastore.connect(self.uris) as client:
-                metastore.add_partitions(client, self.table, publish["partitions"])
+                metastore.add_partitions(client, self.table, part["partitions"])
 
-    def _target_dir(self, relative_dir: str) -> str:
+    def _target_dir(self, spec: FileSinkSpec, relative_dir: str) -> str:
         """Spark's ``__seatide_pN=<escaped value>`` directories, named by the partition keys."""
-        if not self.spec.partition_by or not relative_dir:
-            return self.spec.root
+        if not spec.partition_by or not relative_dir:
+            return spec.root
         parts = relative_dir.split(os.sep)
-        named = [f"{key}={part.split('=', 1)[1]}" for key, part in zip(self.spec.partition_by, parts)]
-        return os.path.join(self.spec.root, *named)
+        named = [f"{key}={part.split('=', 1)[1]}" for key, part in zip(spec.partition_by, parts)]
+        return os.path.join(spec.root, *named)
 
     def _as_table(self, df):
         """The input's columns as the table's: its names (matched in any case), types and order."""
@@ -112,4 +127,4 @@ class HiveWriter(LocalFileWriter):
         return df.select(*out)
 
 
-__all__ = ["HiveSinkError", "HiveWriter", "table_spec"]
+__all__ = ["HiveSinkError", "HiveTarget", "table_spec"]

@@ -1,0 +1,437 @@
+"""One sink protocol: every sink is driven through a micro-batch the same way.
+
+A sink receives its input's tables as *routes* (``plugin.tables.TableRoute``); a single table is
+a route list of length one, never a second path. Routes land in *targets*, the places its system
+holds (a directory, a Hive table, a database table), and several routes may share one (shards
+merged into one table, two tables written into one path). A sink supplies only its system's
+steps: a ``SinkTargets`` that names each route's target and opens a ``Target`` per name. This
+module owns the order and the records (``SinkRun``), for one batch:
+
+1. **Done?** A batch in the local commit log is skipped; a decided one is published again
+   (rolled forward), never staged again. At pipeline start every decided, unpublished batch
+   is rolled forward before anything else runs.
+2. **Prepare** each target before its first rows in this process: once per target, however
+   many routes (or sinks of the pipeline) write it. Its save modes pass the one door for
+   destructive steps (``SaveModeDoor``): unless the sink has written the target already (its
+   state is in the commit log), what they destroy is decided once per target, in a record fenced
+   by the attempt, and only that is destroyed. So a zombie that repeats the step, a second table
+   of the target first seen later, or a table added on resume destroys nothing written since.
+3. **Stage** each target that has rows, every route writing it together (``TargetRows``),
+   where no reader looks.
+4. **Decide**: ONE fenced store write of the batch's manifest (each target's part and the
+   state after the batch). A zombie's decision is refused; the first decision stands.
+5. **Publish** each target's part, idempotently (a crash half-way, a replay, and a zombie that
+   decided in time publish it once), then commit the state to the local commit log.
+
+A sink whose targets commit in their own system (``SinkTargets.decided_in_store = False``)
+*applies* each target instead of steps 3–5: the rows and its record of the batch in one
+transaction of the target, ``Batch.fence`` checked right before that commit (a database);
+or, with nothing transactional, prints or checks them (Console, Assert).
+
+One key's changes: a target gets every route that writes it in one ``TargetRows``, and a sink
+that keeps the last change per key picks it by ``__row_seq`` across all of them
+(``TargetRows.union``), so a key moved between routes within a batch ends as its last change says.
+
+The state committed with a batch is ``{"rows", "total_rows", "targets": {target key: state}}``;
+a target keeps its state through batches without its rows, and its state's presence is the
+record that the sink has written it. Failpoints: ``sink.save_modes`` (before a target's save
+modes are decided), ``sink.save_modes_decided``, ``sink.before_decision``,
+``sink.after_decision``, ``sink.table_published`` (after each target's publish).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, replace
+from functools import reduce
+from typing import Callable, ClassVar, Protocol
+
+from seatide import failpoints
+from seatide.plugin.base import Batch, SinkContext, StagedBatch
+from seatide.plugin.rowkind import ROW_SEQ_COLUMN
+from seatide.plugin.tables import TableFrames, TableRoute
+
+
+# -- where a sink's batches are recorded (runtime.commit_log implements both) ------------------
+class SinkLog(Protocol):
+    """The local commit log: the state after each batch published (a mirror of the decisions)."""
+
+    def committed(self, batch_id: int) -> dict | None: ...
+    def commit(self, batch_id: int, state: dict) -> None: ...
+    def latest_state(self, before: int | None = None) -> dict: ...
+    def intent(self, batch_id: int) -> dict | None: ...
+    def prune(self, keep_from: int) -> None: ...
+
+
+class SinkDecisions(Protocol):
+    """The record of commit decisions for one sink of one pipeline."""
+
+    def decided(self, batch_id: int, transaction_id: str) -> dict | None:
+        """The manifest of a decided batch ({"publish": ..., "state": ...}), None if undecided."""
+
+    def decide(self, batch_id: int, transaction_id: str, manifest: dict) -> dict:
+        """The commit point; returns the manifest that stands decided. Raises if fenced off."""
+
+    def published(self, batch_id: int, transaction_id: str) -> None:
+        """The decided batch's files are in place."""
+
+    def unpublished(self) -> list[tuple[int, str, dict]]:
+        """(batch, transaction id, manifest) of decided batches not yet marked published."""
+
+    def fence(self) -> None:
+        """Raise unless the writer may still commit (before a sink's own commit point)."""
+
+    def decide_once(self, key: str, plan: dict) -> dict:
+        """A decision named ``key`` that is not a batch's (a save mode's): the first stands."""
+
+    def recorded_once(self, key: str) -> dict | None:
+        """The decision named ``key`` if one stands (a read: decides nothing)."""
+
+
+# -- what a target gets ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class RoutePart:
+    """One route's rows of a batch, for the route's target."""
+
+    route: TableRoute
+    transaction_id: str    # names what the rows become (files): the batch's id, plus the route's key
+    frames: TableFrames    # the batch's frames, every route's; this part reads its own
+
+    @property
+    def frame(self):
+        """The route's rows (built when first asked for: a frame costs Spark an analysis)."""
+        return self.frames.frames[self.route.index]
+
+    @property
+    def schema(self):
+        return self.frames.schema_of(self.route.index)
+
+    @property
+    def local(self) -> list[tuple] | None:
+        """The route's rows collected on the driver (``TableFrames.local``), or None."""
+        return None if self.frames.local is None else self.frames.local.get(self.route.index)
+
+
+@dataclass(frozen=True)
+class TargetRows:
+    """What one target gets in one batch: the part of each route that writes it, in route order."""
+
+    parts: tuple[RoutePart, ...]
+    frames: TableFrames
+
+    def union(self):
+        """Every part's rows in one frame (columns matched by name, missing ones null). It keeps
+        ``__row_seq``, comparable across the routes of one source: a sink that applies changes by
+        key orders one key's changes by it across every route, not route by route."""
+        return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), [p.frame for p in self.parts])
+
+    def local_in_order(self) -> list[tuple] | None:
+        """Every part's collected rows in ``__row_seq`` order, when each part was collected and
+        all share one schema holding ``__row_seq``; else None (read ``union``)."""
+        locals_ = [p.local for p in self.parts]
+        schemas = {p.schema.json() for p in self.parts}
+        if any(rows is None for rows in locals_) or len(schemas) != 1:
+            return None
+        names = self.parts[0].schema.fieldNames()
+        if ROW_SEQ_COLUMN not in names:
+            return None
+        at = names.index(ROW_SEQ_COLUMN)
+        return sorted((row for rows in locals_ for row in rows), key=lambda row: row[at])
+
+
+# -- what a sink supplies --------------------------------------------------------------------
+class Target:
+    """One place a sink writes, with the steps only its system knows (``SinkTargets.open_target``
+    makes one for all the routes whose ``target_key`` is ``key``)."""
+
+    # True: the target has save modes that remove or refuse, decided through the ``SaveModeDoor``
+    # before its first rows (a target may set it per instance, from its options).
+    save_modes: bool = False
+
+    def __init__(self, key: str, routes: list[TableRoute]):
+        self.key = key
+        self.routes = routes
+
+    # -- prepare ------------------------------------------------------------------------------
+    def save_mode_plan(self, schema) -> dict | None:
+        """What the save modes destroy when the target is prepared now, as JSON naming exactly
+        that (files, a table's identity); None when they destroy nothing. Raises for a mode that
+        refuses the target as it is (ERROR_WHEN_DATA_EXISTS). Asked only while no decision of the
+        target's save modes stands; ``schema``: the first route's fields."""
+        return None
+
+    def destroy(self, plan: dict, fence: Callable[[], None]) -> None:
+        """Destroy what a decided plan names and nothing else; idempotent (a crash, a zombie and
+        its replacement may each carry it out). A system with transactions calls ``fence`` in the
+        destroying transaction, right before its commit."""
+
+    def ensure(self, schema) -> None:
+        """Make the target usable without destroying anything (create what is missing, check
+        that it fits); once per process, before its first rows."""
+
+    # -- stage, then (after the decision) publish -----------------------------------------------
+    def stage(self, rows: TargetRows, batch: Batch) -> StagedBatch:
+        """Write the batch where no reader sees it and fix its final names; ``batch.previous_state``
+        is this target's state after its last batch."""
+        raise NotImplementedError
+
+    def publish(self, part: dict) -> None:
+        """Make a decided part visible; idempotent."""
+        raise NotImplementedError
+
+    def abort(self, batch_id: int, intent: dict) -> None:
+        """Undo what an older SeaTide published before its commit (per its intent file)."""
+
+    # -- or apply -------------------------------------------------------------------------------
+    def apply(self, rows: TargetRows, batch: Batch) -> dict:
+        """Write the batch and commit it in the target's own system (``batch.fence()`` right before
+        that commit), or print or check it; returns the target's state after it."""
+        raise NotImplementedError
+
+    def evolve(self, changes: list, behaviour: str) -> None:
+        """The changes of this target's source tables (``Sink.evolve`` says when and how)."""
+
+    def end_of_data(self, state: dict) -> None:
+        """A bounded pipeline has written everything; ``state``: this target's last committed."""
+
+
+class SinkTargets:
+    """What one sink writes in one pipeline: its routes, grouped into targets."""
+
+    # True: stage, decide in the store, publish (files). False: each target applies its rows.
+    decided_in_store: ClassVar[bool] = True
+    # True: every target is given every batch, with its rows or none (a writer not yet on the protocol).
+    every_batch: ClassVar[bool] = False
+
+    def __init__(self, ctx: SinkContext | None, routes: list[TableRoute], multi: bool):
+        self.ctx = ctx
+        self.routes = routes
+        self.multi = multi          # a multi-table input: each route's rows are named by its key
+        self.key_of = {route.index: self.target_key(route) for route in routes}
+        self._open: dict[str, Target] = {}
+
+    def target_key(self, route: TableRoute) -> str:
+        """The target ``route`` writes; routes with equal keys share one (default: a target each)."""
+        return route.key
+
+    def open_target(self, key: str, routes: list[TableRoute]) -> Target:
+        raise NotImplementedError
+
+    def target(self, key: str) -> Target:
+        if key not in self._open:
+            routes = [r for r in self.routes if self.key_of[r.index] == key]
+            if not routes:
+                raise ValueError(f"a decided batch holds a part of target {key}, which this sink no longer "
+                                 "writes; resume with the job's earlier table list")
+            self._open[key] = self.open_target(key, routes)
+        return self._open[key]
+
+    def keys(self) -> list[str]:
+        return list(dict.fromkeys(self.key_of[r.index] for r in self.routes))
+
+    def check_batch(self, state: dict) -> None:
+        """The state after a batch, before it is decided or committed: raise to fail it (Assert)."""
+
+    def evolve(self, changes: list, behaviour: str) -> None:
+        for key in self.keys():
+            target = self.target(key)
+            names = {r.name for r in target.routes}
+            target.evolve([c for c in changes if not self.multi or c.table in names], behaviour)
+
+    def end_of_data(self, state: dict) -> None:
+        before = self.previous_targets(state)
+        for key in self.keys():
+            self.target(key).end_of_data(before.get(key, {}))
+
+    # -- the shapes of the records (a writer not yet on the protocol keeps its own) --------------
+    def previous_targets(self, state: dict) -> dict[str, dict]:
+        """Each target's state after its last batch, from the state committed with a batch;
+        a state written before targets existed gives its tables' (or its one table's) to theirs."""
+        if not state or "targets" in state:
+            return dict(state.get("targets", {}))
+        if "tables" in state:
+            names = {r.name: self.key_of[r.index] for r in self.routes}
+            return {names[name]: table for name, table in state["tables"].items() if name in names}
+        return {key: state for key in self.keys()}
+
+    def batch_state(self, previous: dict, states: dict[str, dict]) -> dict:
+        rows = sum(int(s.get("rows", 0)) for s in states.values())
+        return {"rows": rows, "total_rows": int(previous.get("total_rows", 0)) + rows,
+                "targets": {**self.previous_targets(previous), **states}}
+
+    def publish_record(self, parts: dict[str, dict]) -> dict:
+        return {"targets": parts}
+
+    def publish_parts(self, publish: dict) -> list[tuple[str, dict]]:
+        """(target key, part) of a decided manifest; one decided before targets existed gives each
+        table's part to its target (by route key), or its one part to the sink's one target."""
+        if "targets" in publish:
+            return list(publish["targets"].items())
+        if "tables" in publish:
+            by_route = {r.key: self.key_of[r.index] for r in self.routes}
+            return [(by_route.get(route_key, route_key), part) for route_key, part in publish["tables"].items()]
+        return [(key, publish) for key in self.keys()]
+
+
+# -- the one door for destructive steps --------------------------------------------------------
+@dataclass
+class SaveModeDoor:
+    """Prepares targets; their save modes pass here. The decision of what a target's save modes
+    destroy is recorded once per target and scope (``records``: fenced by the attempt and shared by
+    every sink of the pipeline), before it is carried out, so it is taken once whoever comes first
+    and carried out by whoever comes: never a second decision that would take in what was written
+    since. ``scope`` names the run, the pipeline and where its output began (a restore from a
+    savepoint keeps it; a fresh start makes the save modes again)."""
+
+    records: SinkDecisions
+    scope: str
+
+    def prepare(self, target: Target, schema, written: bool, fence: Callable[[], None]) -> None:
+        if target.save_modes and not written:
+            key = f"{self.scope}@{hashlib.sha1(target.key.encode()).hexdigest()[:16]}"
+            failpoints.hit("sink.save_modes")
+            record = self.records.recorded_once(key)
+            if record is None:
+                record = self.records.decide_once(key, {"target": target.key, "destroy": target.save_mode_plan(schema)})
+            failpoints.hit("sink.save_modes_decided")
+            if record.get("destroy") is not None:
+                target.destroy(record["destroy"], fence)
+        target.ensure(schema)
+
+
+# -- the runtime's half ------------------------------------------------------------------------
+@dataclass
+class BatchResult:
+    batch_id: int
+    state: dict
+    replayed: bool     # True: decided by an earlier attempt (rolled forward if need be); nothing written
+
+
+class SinkRun:
+    """One sink of one pipeline, batch by batch, through the protocol (see the module doc)."""
+
+    def __init__(self, targets: SinkTargets, log: SinkLog, decisions: SinkDecisions, door: SaveModeDoor,
+                 transaction_prefix: str, staging_tag: str = "", save_modes_key: str = ""):
+        self.targets = targets
+        self.log = log
+        self.decisions = decisions
+        self.door = door
+        self.transaction_prefix = transaction_prefix   # a batch's id: this, then its number
+        self.staging_tag = staging_tag      # this attempt's own staging: a zombie's never mixes with its replacement's
+        self.save_modes_key = save_modes_key    # (for a writer not yet on the protocol: its own save modes' key)
+        self._prepared: set[str] = set()
+
+    def roll_forward(self) -> list[int]:
+        """At pipeline start: publish every batch decided but not yet published; their ids."""
+        if not self.targets.decided_in_store:
+            return []
+        done = []
+        for batch_id, transaction_id, manifest in self.decisions.unpublished():
+            self._publish(batch_id, transaction_id, manifest)
+            done.append(batch_id)
+        return done
+
+    def write(self, frames, batch_id: int, transaction_id: str | None = None) -> BatchResult:
+        """Run one batch (``frames``: a DataFrame, or a routed pipeline's ``TableFrames``) through
+        the sink at most once, whatever crashed before."""
+        transaction_id = transaction_id or f"{self.transaction_prefix}{batch_id}"
+        done = self.log.committed(batch_id)
+        if done is not None:
+            return BatchResult(batch_id, done, replayed=True)
+        decided = self.decisions.decided(batch_id, transaction_id)
+        if decided is not None:
+            return BatchResult(batch_id, self._publish(batch_id, transaction_id, decided), replayed=True)
+        previous = self.log.latest_state(before=batch_id)
+        batch = Batch(batch_id=batch_id, transaction_id=transaction_id, previous_state=previous,
+                      fence=self.decisions.fence, staging_tag=self.staging_tag,
+                      decide_once=self.decisions.decide_once, save_modes_key=self.save_modes_key)
+        leftover = self.log.intent(batch_id)
+        if leftover is not None:
+            for key in self.targets.keys():
+                self.targets.target(key).abort(batch_id, leftover)
+        before = self.targets.previous_targets(previous)
+        work = self._rows(frames, transaction_id)
+        for key, rows in work.items():
+            self._prepare(key, rows, written=key in before)
+        if self.targets.decided_in_store:
+            parts, states = {}, {}
+            for key, rows in work.items():
+                staged = self.targets.target(key).stage(rows, replace(batch, previous_state=before.get(key, {})))
+                parts[key], states[key] = staged.publish, staged.state
+            state = self.targets.batch_state(previous, states)
+            self.targets.check_batch(state)
+            failpoints.hit("sink.before_decision")
+            decided = self.decisions.decide(batch_id, transaction_id,
+                                            {"publish": self.targets.publish_record(parts), "state": state})
+            failpoints.hit("sink.after_decision")
+            return BatchResult(batch_id, self._publish(batch_id, transaction_id, decided), replayed=False)
+        states = {key: self.targets.target(key).apply(rows, replace(batch, previous_state=before.get(key, {})))
+                  for key, rows in work.items()}
+        state = self.targets.batch_state(previous, states)
+        self.targets.check_batch(state)
+        self.decisions.fence()
+        self.log.commit(batch_id, state)
+        return BatchResult(batch_id, state, replayed=False)
+
+    def evolve(self, changes: list, behaviour: str) -> None:
+        self.targets.evolve(changes, behaviour)
+
+    def end_of_data(self) -> None:
+        self.targets.end_of_data(self.log.latest_state())
+
+    def prune(self, keep_from: int) -> None:
+        self.log.prune(keep_from)
+
+    def _rows(self, frames, transaction_id: str) -> dict[str, TargetRows]:
+        """Each target's rows in the batch: the routes present (a single table: always its one route,
+        an empty frame when the batch has none of its rows)."""
+        frames = as_table_frames(frames)
+        targets = self.targets
+        grouped: dict[str, list[RoutePart]] = {}
+        for route in targets.routes:
+            if route.index not in frames.frames:
+                if targets.multi:
+                    continue
+                frames = _with_empty(frames, route.index)
+            suffix = f"_{route.key}" if targets.multi else ""
+            grouped.setdefault(targets.key_of[route.index], []).append(
+                RoutePart(route, f"{transaction_id}{suffix}", frames))
+        if targets.every_batch:
+            return {key: TargetRows(tuple(grouped.get(key, ())), frames) for key in targets.keys()}
+        return {key: TargetRows(tuple(parts), frames) for key, parts in grouped.items()}
+
+    def _prepare(self, key: str, rows: TargetRows, written: bool) -> None:
+        if key in self._prepared:
+            return
+        schema = rows.parts[0].schema if rows.parts else None
+        self.door.prepare(self.targets.target(key), schema, written, self.decisions.fence)
+        self._prepared.add(key)
+
+    def _publish(self, batch_id: int, transaction_id: str, manifest: dict) -> dict:
+        """Publish a decided batch (again): idempotent, whoever decided it. Returns its state."""
+        if self.log.committed(batch_id) is None:    # else only the mark was missing (a crash just before it)
+            for key, part in self.targets.publish_parts(manifest["publish"]):
+                self.targets.target(key).publish(part)
+                failpoints.hit("sink.table_published")     # a crash with some targets published, not all
+            self.log.commit(batch_id, manifest["state"])
+        self.decisions.published(batch_id, transaction_id)
+        return manifest["state"]
+
+
+def as_table_frames(frames) -> TableFrames:
+    """A batch's rows as ``TableFrames``: a plain DataFrame is route 0's."""
+    if isinstance(frames, TableFrames):
+        return frames
+    return TableFrames({0: frames}, schema_of=lambda _index: frames.schema)
+
+
+def _with_empty(frames: TableFrames, index: int) -> TableFrames:
+    """``frames`` with an empty frame of route ``index``'s fields (a single table without rows)."""
+    from pyspark.sql import SparkSession
+
+    empty = SparkSession.getActiveSession().createDataFrame([], frames.schema_of(index))
+    return replace(frames, frames={**frames.frames, index: empty})
+
+
+__all__ = ["BatchResult", "RoutePart", "SaveModeDoor", "SinkDecisions", "SinkLog", "SinkRun", "SinkTargets",
+           "Target", "TargetRows", "as_table_frames"]

@@ -1,0 +1,86 @@
+"""The sinks of one pipeline run, each driven by the one sink protocol (``plugin/sink_protocol.py``)
+over this attempt's fenced store decisions and the checkpoint's commit logs.
+
+Names that carry a sink's records, per pipeline:
+
+* a batch's transaction id: ``T_<run>_<pipeline>_<sink>_<lineage>_<batch>``: no other run, and no
+  other branch of the pipeline's checkpoints, commits under it; distinct per sink;
+* a target's save-mode decision: ``P_<run>_<pipeline>_<origin>@<target>``, in the store under the
+  pipeline's ``TARGET_RECORDS``, shared by every sink of the pipeline that writes the target. The
+  origin is where the pipeline's output began: a restore from a savepoint keeps it (its save
+  modes are not made again), a fresh start does not.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from seatide.plugin.base import Sink, SinkContext
+from seatide.plugin.legacy_sinks import open_sink
+from seatide.plugin.sink_protocol import SaveModeDoor, SinkDecisions, SinkRun
+from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, StoreDecisions
+
+log = logging.getLogger(__name__)
+
+TARGET_RECORDS = "targets"     # the plugin id the pipeline's target records are kept under
+
+
+def sink_run(sink: Sink, ctx: SinkContext | None, log: SinkCommitLog, *, routes=None,
+             decisions: SinkDecisions | None = None, door: SaveModeDoor | None = None,
+             transaction_prefix: str = "txn-", staging_tag: str = "", save_modes_key: str = "") -> SinkRun:
+    """One sink opened on the protocol. Without ``decisions`` (a tool, a test): files beside ``log``,
+    which fence nothing; without ``door``: save-mode decisions among those too."""
+    decisions = decisions if decisions is not None else FileDecisions(log)
+    door = door if door is not None else SaveModeDoor(decisions, "P")
+    return SinkRun(open_sink(sink, ctx, routes), log, decisions, door, transaction_prefix=transaction_prefix,
+                   staging_tag=staging_tag, save_modes_key=save_modes_key)
+
+
+def attempt_run(sink: Sink, ctx: SinkContext, log: SinkCommitLog, reporter, *, routes, job_id: str,
+                pipeline_id: int, sink_index: int, lineage: str, origin: str) -> SinkRun:
+    """One sink of a pipeline opened as an attempt opens it: its decisions in the store, fenced by
+    ``reporter``'s attempt; its targets' save modes under the pipeline's shared records."""
+    prefix = f"T_{job_id}_{pipeline_id}_{sink_index}_{lineage}_"
+    door = SaveModeDoor(StoreDecisions(reporter, pipeline_id, TARGET_RECORDS, "P_"), f"P_{job_id}_{pipeline_id}_{origin}")
+    return sink_run(sink, ctx, log, routes=routes, decisions=StoreDecisions(reporter, pipeline_id, ctx.plugin_id, prefix),
+                    door=door, transaction_prefix=prefix, staging_tag=str(reporter.attempt_id),
+                    save_modes_key=f"S_{job_id}_{pipeline_id}_{sink_index}_{origin}")
+
+
+class PipelineSinks:
+    """Every sink of one pipeline of one attempt, opened and rolled forward at the pipeline's start."""
+
+    def __init__(self, spark, pipeline, env, job_id: str, checkpoint_dir: str, reporter, stdout,
+                 lineage: str, origin: str, routed: bool):
+        self.dir = checkpoint_dir
+        pipeline_id = pipeline.pipeline_id
+        self.runs: dict[str, SinkRun] = {}
+        for sink in pipeline.sinks:
+            ctx = SinkContext(spark=spark, job_id=job_id, pipeline_id=pipeline_id, plugin_id=sink.plugin_id,
+                              micro_batch=env.micro_batch, unbounded=env.streaming, stdout=stdout,
+                              checkpoints_retained=env.checkpoints_retained)
+            run = attempt_run(sink.plugin, ctx, self.log(sink.plugin_id), reporter,
+                              routes=sink.plugin.routes if routed else None, job_id=job_id, pipeline_id=pipeline_id,
+                              sink_index=sink.index, lineage=lineage, origin=origin)
+            self.runs[sink.plugin_id] = run
+            # Batches an earlier attempt decided but did not finish publishing (it crashed, or was
+            # replaced just after its decision) are published before anything else runs.
+            rolled = run.roll_forward()
+            if rolled:
+                log.info("pipeline %s sink %s: published decided batches %s", pipeline_id, sink.plugin_id, rolled)
+
+    def log(self, plugin_id: str) -> SinkCommitLog:
+        return SinkCommitLog(os.path.join(self.dir, "sinks", plugin_id))
+
+    def end_of_data(self) -> None:
+        for run in self.runs.values():
+            run.end_of_data()
+
+    def prune(self, keep_from: int) -> None:
+        """Spark keeps checkpoint.retained batches recoverable; so do the sinks."""
+        for run in self.runs.values():
+            run.prune(keep_from)
+
+
+__all__ = ["PipelineSinks", "TARGET_RECORDS", "attempt_run", "sink_run"]
