@@ -1,0 +1,115 @@
+"""Each sink's context for the sink contract suite (``test_sinks.py``): how to make a target in
+its system, build the sink for one table writing into it, put rows there that are not the job's,
+read back what a reader sees, and write into it concurrently where the system allows it. A sink
+supplies this and nothing else; the suite owns the cases (as a Flink connector's tests supply
+an external context to ``SinkTestSuiteBase``).
+
+Rows are ``id bigint, name string``; a reader sees ids.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from seatide.connectors.file.sink import LocalFileSink
+from seatide.connectors.hive.sink import HiveSink
+from seatide.plugin.options import read_options
+
+
+@dataclass
+class TargetSystem:
+    """What the suite needs of one sink's system."""
+
+    name: str
+    # Each save-mode setting the sink has, with what it does to rows already in a target:
+    # "removes" them, "keeps" them, or "refuses" to start while there are any.
+    save_modes: dict[str, tuple[dict, str]] = field(default_factory=dict)
+    keyed: bool = False                 # applies changes by key (takes deletes and updates)
+    concurrent_writers: bool = True     # another writer may add to a target while the sink writes
+
+    def new_target(self) -> str:
+        """A fresh target; the name a sink's options give it."""
+        raise NotImplementedError
+
+    def sink(self, target: str, **options):
+        """The sink built for one table writing into ``target`` (as the loader builds each route's)."""
+        raise NotImplementedError
+
+    def location(self, target: str) -> str:
+        raise NotImplementedError
+
+    def read(self, target: str) -> list[int]:
+        """The ids a reader of ``target`` sees, sorted (duplicates kept)."""
+        ids = []
+        root = self.location(target)
+        for directory, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+            for name in files:
+                if not name.startswith((".", "_")):
+                    ids += pq.read_table(os.path.join(directory, name), columns=["id"]).column("id").to_pylist()
+        return sorted(ids)
+
+    def put(self, target: str, ids) -> None:
+        """Rows that are not the job's: there before it ran, or written by another writer meanwhile."""
+        root = self.location(target)
+        os.makedirs(root, exist_ok=True)
+        table = pa.table({"id": pa.array(list(ids), pa.int64()), "name": pa.array([f"other {i}" for i in ids])})
+        pq.write_table(table, os.path.join(root, f"other-{secrets.token_hex(4)}.parquet"))
+
+    def staging_left(self, target: str) -> list[str]:
+        """Hidden files the sink left in the target (staging of batches never decided)."""
+        root = os.path.join(self.location(target), ".seatide-staging")
+        return [os.path.join(d, f) for d, _, files in os.walk(root) for f in files]
+
+
+FILE_SAVE_MODES = {
+    "APPEND_DATA": ({"data_save_mode": "APPEND_DATA"}, "keeps"),
+    "DROP_DATA": ({"data_save_mode": "DROP_DATA"}, "removes"),
+    "ERROR_WHEN_DATA_EXISTS": ({"data_save_mode": "ERROR_WHEN_DATA_EXISTS"}, "refuses"),
+}
+
+
+class LocalFileSystem(TargetSystem):
+    def __init__(self, root: str):
+        super().__init__("LocalFile", {**FILE_SAVE_MODES,
+                                       "RECREATE_SCHEMA": ({"schema_save_mode": "RECREATE_SCHEMA"}, "removes")})
+        self.root = root
+
+    def new_target(self) -> str:
+        return os.path.join(self.root, f"out_{secrets.token_hex(3)}")
+
+    def location(self, target: str) -> str:
+        return target
+
+    def sink(self, target: str, **options):
+        return LocalFileSink(read_options({"path": target, "file_format_type": "parquet", **options},
+                                          LocalFileSink.options))
+
+
+class HiveSystem(TargetSystem):
+    def __init__(self, metastore):
+        super().__init__("Hive", dict(FILE_SAVE_MODES))
+        self.metastore = metastore
+
+    def new_target(self) -> str:
+        from tests.connectors.test_hive import create_table
+
+        name = f"contract.t_{secrets.token_hex(3)}"
+        create_table(self.metastore, name, [("id", "bigint"), ("name", "string")], [], "parquet")
+        return name
+
+    def location(self, target: str) -> str:
+        database, table = target.split(".")
+        return f"{self.metastore.warehouse}/{database}.db/{table}"
+
+    def sink(self, target: str, **options):
+        return HiveSink(read_options({"table_name": target, "metastore_uri": self.metastore.uri, **options},
+                                     HiveSink.options))
+
+
+__all__ = ["HiveSystem", "LocalFileSystem", "TargetSystem"]
