@@ -12,8 +12,8 @@ When the last such sink is ported this module shrinks to ``open_sink``.
 from __future__ import annotations
 
 from seatide.plugin.base import Batch, Sink, SinkContext, SinkWriter, StagedBatch
-from seatide.plugin.sink_protocol import SinkTargets, Target, TargetRows, _with_empty
-from seatide.plugin.tables import TableRoute
+from seatide.plugin.sink_protocol import SinkTargets, Target, TargetRows
+from seatide.plugin.tables import TableRoute, with_empty_frame
 
 
 def routes_of(sink: Sink, routes: list[TableRoute] | None) -> list[TableRoute]:
@@ -77,7 +77,7 @@ class _WriterTarget(Target):
     def _input(self, rows: TargetRows):
         if self.multi:
             return rows.frames
-        frames = rows.frames if 0 in rows.frames.frames else _with_empty(rows.frames, 0)
+        frames = rows.frames if 0 in rows.frames.frames else with_empty_frame(rows.frames, 0)
         return frames.frames[0]
 
     def stage(self, rows: TargetRows, batch: Batch) -> StagedBatch:

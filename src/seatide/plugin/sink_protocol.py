@@ -44,48 +44,13 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, replace
 from functools import reduce
-from typing import Callable, ClassVar, Protocol
+from typing import Callable
 
 from seatide import failpoints
 from seatide.plugin.base import Batch, SinkContext, StagedBatch
 from seatide.plugin.rowkind import ROW_SEQ_COLUMN
-from seatide.plugin.tables import TableFrames, TableRoute
-
-
-# -- where a sink's batches are recorded (runtime.commit_log implements both) ------------------
-class SinkLog(Protocol):
-    """The local commit log: the state after each batch published (a mirror of the decisions)."""
-
-    def committed(self, batch_id: int) -> dict | None: ...
-    def commit(self, batch_id: int, state: dict) -> None: ...
-    def latest_state(self, before: int | None = None) -> dict: ...
-    def intent(self, batch_id: int) -> dict | None: ...
-    def prune(self, keep_from: int) -> None: ...
-
-
-class SinkDecisions(Protocol):
-    """The record of commit decisions for one sink of one pipeline."""
-
-    def decided(self, batch_id: int, transaction_id: str) -> dict | None:
-        """The manifest of a decided batch ({"publish": ..., "state": ...}), None if undecided."""
-
-    def decide(self, batch_id: int, transaction_id: str, manifest: dict) -> dict:
-        """The commit point; returns the manifest that stands decided. Raises if fenced off."""
-
-    def published(self, batch_id: int, transaction_id: str) -> None:
-        """The decided batch's files are in place."""
-
-    def unpublished(self) -> list[tuple[int, str, dict]]:
-        """(batch, transaction id, manifest) of decided batches not yet marked published."""
-
-    def fence(self) -> None:
-        """Raise unless the writer may still commit (before a sink's own commit point)."""
-
-    def decide_once(self, key: str, plan: dict) -> dict:
-        """A decision named ``key`` that is not a batch's (a save mode's): the first stands."""
-
-    def recorded_once(self, key: str) -> dict | None:
-        """The decision named ``key`` if one stands (a read: decides nothing)."""
+from seatide.plugin.sink_records import SinkDecisions, SinkLog
+from seatide.plugin.tables import TableFrames, TableRoute, table_frames_of, with_empty_frame
 
 
 # -- what a target gets ----------------------------------------------------------------------
@@ -198,10 +163,10 @@ class Target:
 class SinkTargets:
     """What one sink writes in one pipeline: its routes, grouped into targets."""
 
-    # True: stage, decide in the store, publish (files). False: each target applies its rows.
-    decided_in_store: ClassVar[bool] = True
+    # True: stage, decide in the store, publish (files). False: the targets apply their rows.
+    decided_in_store: bool = True
     # True: every target is given every batch, with its rows or none (a writer not yet on the protocol).
-    every_batch: ClassVar[bool] = False
+    every_batch: bool = False
 
     def __init__(self, ctx: SinkContext | None, routes: list[TableRoute], multi: bool):
         self.ctx = ctx
@@ -228,6 +193,13 @@ class SinkTargets:
 
     def keys(self) -> list[str]:
         return list(dict.fromkeys(self.key_of[r.index] for r in self.routes))
+
+    def apply(self, work: dict[str, TargetRows], batch: Batch, before: dict[str, dict]) -> dict[str, dict]:
+        """(``decided_in_store`` False) apply each target's rows; each target's state after it. By
+        default each target in turn; a system that commits several targets in one transaction (the
+        tables behind one database connection) applies them together here."""
+        return {key: self.target(key).apply(rows, replace(batch, previous_state=before.get(key, {})))
+                for key, rows in work.items()}
 
     def check_batch(self, state: dict) -> None:
         """The state after a batch, before it is decided or committed: raise to fail it (Assert)."""
@@ -365,8 +337,7 @@ class SinkRun:
                                             {"publish": self.targets.publish_record(parts), "state": state})
             failpoints.hit("sink.after_decision")
             return BatchResult(batch_id, self._publish(batch_id, transaction_id, decided), replayed=False)
-        states = {key: self.targets.target(key).apply(rows, replace(batch, previous_state=before.get(key, {})))
-                  for key, rows in work.items()}
+        states = self.targets.apply(work, batch, before)
         state = self.targets.batch_state(previous, states)
         self.targets.check_batch(state)
         self.decisions.fence()
@@ -385,14 +356,14 @@ class SinkRun:
     def _rows(self, frames, transaction_id: str) -> dict[str, TargetRows]:
         """Each target's rows in the batch: the routes present (a single table: always its one route,
         an empty frame when the batch has none of its rows)."""
-        frames = as_table_frames(frames)
+        frames = table_frames_of(frames)
         targets = self.targets
         grouped: dict[str, list[RoutePart]] = {}
         for route in targets.routes:
             if route.index not in frames.frames:
                 if targets.multi:
                     continue
-                frames = _with_empty(frames, route.index)
+                frames = with_empty_frame(frames, route.index)
             suffix = f"_{route.key}" if targets.multi else ""
             grouped.setdefault(targets.key_of[route.index], []).append(
                 RoutePart(route, f"{transaction_id}{suffix}", frames))
@@ -418,20 +389,4 @@ class SinkRun:
         return manifest["state"]
 
 
-def as_table_frames(frames) -> TableFrames:
-    """A batch's rows as ``TableFrames``: a plain DataFrame is route 0's."""
-    if isinstance(frames, TableFrames):
-        return frames
-    return TableFrames({0: frames}, schema_of=lambda _index: frames.schema)
-
-
-def _with_empty(frames: TableFrames, index: int) -> TableFrames:
-    """``frames`` with an empty frame of route ``index``'s fields (a single table without rows)."""
-    from pyspark.sql import SparkSession
-
-    empty = SparkSession.getActiveSession().createDataFrame([], frames.schema_of(index))
-    return replace(frames, frames={**frames.frames, index: empty})
-
-
-__all__ = ["BatchResult", "RoutePart", "SaveModeDoor", "SinkDecisions", "SinkLog", "SinkRun", "SinkTargets",
-           "Target", "TargetRows", "as_table_frames"]
+__all__ = ["BatchResult", "RoutePart", "SaveModeDoor", "SinkRun", "SinkTargets", "Target", "TargetRows"]

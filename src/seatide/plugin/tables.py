@@ -23,7 +23,7 @@ union whole for every table taken out of it. See docs/design/multi-table.md.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
@@ -222,4 +222,20 @@ class TableRows:
     local: "dict[int, list] | None" = None
 
 
-__all__ = ["TABLE_COLUMN", "TableFrames", "TableLayout", "TableRoute", "TableRows", "struct_column"]
+def table_frames_of(frames) -> TableFrames:
+    """A batch's rows as ``TableFrames``: a plain DataFrame is route 0's."""
+    if isinstance(frames, TableFrames):
+        return frames
+    return TableFrames({0: frames}, schema_of=lambda _index: frames.schema)
+
+
+def with_empty_frame(frames: TableFrames, index: int) -> TableFrames:
+    """``frames`` with an empty frame of route ``index``'s fields (a single table without rows)."""
+    from pyspark.sql import SparkSession
+
+    empty = SparkSession.getActiveSession().createDataFrame([], frames.schema_of(index))
+    return replace(frames, frames={**frames.frames, index: empty})
+
+
+__all__ = ["TABLE_COLUMN", "TableFrames", "TableLayout", "TableRoute", "TableRows", "struct_column", "table_frames_of",
+           "with_empty_frame"]

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 from seatide.plugin.base import SinkWriter
 from seatide.plugin.legacy_sinks import LegacyTargets
-from seatide.plugin.sink_protocol import BatchResult, SaveModeDoor, SinkDecisions, SinkRun
+from seatide.plugin.sink_protocol import BatchResult, SaveModeDoor, SinkRun
+from seatide.plugin.sink_records import SinkDecisions
 
 _BATCH_FILE = re.compile(r"^(\d+)\.json$")
 

@@ -18,7 +18,8 @@ import os
 
 from seatide.plugin.base import Sink, SinkContext
 from seatide.plugin.legacy_sinks import open_sink
-from seatide.plugin.sink_protocol import SaveModeDoor, SinkDecisions, SinkRun
+from seatide.plugin.sink_protocol import SaveModeDoor, SinkRun
+from seatide.plugin.sink_records import SinkDecisions
 from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, StoreDecisions
 
 log = logging.getLogger(__name__)

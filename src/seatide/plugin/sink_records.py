@@ -1,0 +1,44 @@
+"""Where a sink's batches are recorded, as the one sink protocol (``plugin.sink_protocol``) uses
+them; ``runtime.commit_log`` implements both (in the store, fenced by the attempt; or as files)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class SinkLog(Protocol):
+    """The local commit log: the state after each batch published (a mirror of the decisions)."""
+
+    def committed(self, batch_id: int) -> dict | None: ...
+    def commit(self, batch_id: int, state: dict) -> None: ...
+    def latest_state(self, before: int | None = None) -> dict: ...
+    def intent(self, batch_id: int) -> dict | None: ...
+    def prune(self, keep_from: int) -> None: ...
+
+
+class SinkDecisions(Protocol):
+    """The record of commit decisions for one sink of one pipeline."""
+
+    def decided(self, batch_id: int, transaction_id: str) -> dict | None:
+        """The manifest of a decided batch ({"publish": ..., "state": ...}), None if undecided."""
+
+    def decide(self, batch_id: int, transaction_id: str, manifest: dict) -> dict:
+        """The commit point; returns the manifest that stands decided. Raises if fenced off."""
+
+    def published(self, batch_id: int, transaction_id: str) -> None:
+        """The decided batch's files are in place."""
+
+    def unpublished(self) -> list[tuple[int, str, dict]]:
+        """(batch, transaction id, manifest) of decided batches not yet marked published."""
+
+    def fence(self) -> None:
+        """Raise unless the writer may still commit (before a sink's own commit point)."""
+
+    def decide_once(self, key: str, plan: dict) -> dict:
+        """A decision named ``key`` that is not a batch's (a save mode's): the first stands."""
+
+    def recorded_once(self, key: str) -> dict | None:
+        """The decision named ``key`` if one stands (a read: decides nothing)."""
+
+
+__all__ = ["SinkDecisions", "SinkLog"]
