@@ -8,16 +8,20 @@ rule fails the test with the sink's own message.
 from __future__ import annotations
 
 import string
+import tempfile
 
 from seatide.config.env import read_env
 import pytest
 
 from seatide.config.loader import ConfigError, load_job_text
-from seatide.plugin.base import Batch, ReadContext, TransformContext
+from seatide.plugin.base import ReadContext, TransformContext
+from seatide.runtime.commit_log import SinkCommitLog
+from seatide.runtime.sink_runs import sink_run
 
 
 def run_job(spark, text: str):
-    """Runs a one-source job with Assert sinks; returns the rows that reached the sinks."""
+    """Runs a one-source job with Assert sinks (one batch, then end of data, through the sink
+    protocol as the runtime runs it); returns the rows that reached the sinks."""
     job = load_job_text(text)
     ctx = ReadContext(spark, micro_batch=False, unbounded=False, parallelism=job.env.parallelism,
                       max_rows_per_batch=1_000_000, read_interval_ms=1, plugin_id="source[0]")
@@ -26,9 +30,9 @@ def run_job(spark, text: str):
         df = spec.plugin.apply(df, TransformContext(spark, "fake", "out", micro_batch=False))
     df = df.cache()
     for spec in job.sinks:
-        writer = spec.plugin.writer(None)
-        state = writer.write_batch(df, Batch(0, "txn-0", {}))
-        writer.end_of_data(state)
+        run = sink_run(spec.plugin, None, SinkCommitLog(tempfile.mkdtemp(prefix="seatide-commit-log-")))
+        run.write(df, 0)
+        run.end_of_data()
     return df.collect()
 
 
