@@ -35,15 +35,12 @@ from seatide.runtime.batch_clock import BatchClock
 from seatide.runtime.commit_log import read_json, write_json_atomic
 from seatide.runtime.offset_log import batch_offsets, logged_offsets, logs_a_batch
 from seatide.runtime.reporter import AttemptReporter
-from seatide.runtime.sink_runs import PipelineSinks
+from seatide.runtime.sink_runs import PipelineSinks, each_sinks_rows, one_stream
 from seatide.runtime.table_routing import RoutedPipeline
 from seatide.store.runs import new_lineage
 from seatide.store.states import Desired, PipelineStatus
 
 log = logging.getLogger(__name__)
-
-_SINK_TAG = "__seatide_sink"
-
 
 class StopAtBatchBoundary(Exception):
     """Raised instead of starting a micro-batch once a stop was requested.
@@ -275,10 +272,7 @@ class PipelineRun:
 
     def _start_query(self, sinks: list) -> None:
         env = self.env
-        if len(sinks) == 1 or self.routed is not None:
-            query_df = sinks[0][1]
-        else:
-            query_df = _tag_union(sinks)
+        query_df = sinks[0][1] if self.routed is not None else one_stream(sinks)
 
         def on_batch(batch_df, batch_id: int) -> None:
             try:
@@ -315,14 +309,10 @@ class PipelineRun:
             self.reporter.rows_read(self.pipeline.pipeline_id, batch_id, self._rows_read)
             self._record_batch(batch_id, rows, started)
             return
-        if len(sinks) == 1:
-            per_sink = [(sinks[0][0], batch_df)]
-        else:
-            batch_df = batch_df.persist()
-            per_sink = [(sink, batch_df.where(f"{_SINK_TAG} = {i}").select(f"__p{i}.*"))
-                        for i, (sink, _) in enumerate(sinks)]
+        if len(sinks) > 1:
+            batch_df = batch_df.persist()     # each sink's rows are read out of it
         try:
-            rows = self._write_sinks(per_sink, batch_id)
+            rows = self._write_sinks(each_sinks_rows(sinks, batch_df), batch_id)
         finally:
             if len(sinks) > 1:
                 batch_df.unpersist()
@@ -486,18 +476,6 @@ def _wait_until_idle(query, timeout_s: float) -> None:
     deadline = time.time() + timeout_s
     while time.time() < deadline and query.isActive and query.status.get("isTriggerActive"):
         time.sleep(0.1)
-
-
-def _tag_union(sinks: list):
-    """One streaming DataFrame for several sinks: each sink's rows packed in its own struct."""
-    from pyspark.sql import functions as F
-
-    tagged = [df.select(F.lit(i).alias(_SINK_TAG), F.struct(*[F.col(c) for c in df.columns]).alias(f"__p{i}"))
-              for i, (_, df) in enumerate(sinks)]
-    union = tagged[0]
-    for other in tagged[1:]:
-        union = union.unionByName(other, allowMissingColumns=True)
-    return union
 
 
 __all__ = ["Outcome", "PipelineRun", "ROW_KIND_COLUMN"]

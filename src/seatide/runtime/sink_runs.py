@@ -25,6 +25,7 @@ from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, StoreDecisi
 log = logging.getLogger(__name__)
 
 TARGET_RECORDS = "targets"     # the plugin id the pipeline's target records are kept under
+_SINK_TAG = "__seatide_sink"
 
 
 def sink_run(sink: Sink, ctx: SinkContext | None, log: SinkCommitLog, *, routes=None,
@@ -84,4 +85,27 @@ class PipelineSinks:
             run.prune(keep_from)
 
 
-__all__ = ["PipelineSinks", "TARGET_RECORDS", "attempt_run", "sink_run"]
+def one_stream(sinks: list):
+    """One streaming DataFrame for the pipeline's (sink, DataFrame) pairs, a query having one
+    ``foreachBatch``: each sink's rows packed in a struct of its own (``each_sinks_rows`` takes
+    them apart again in each batch)."""
+    if len(sinks) == 1:
+        return sinks[0][1]
+    from pyspark.sql import functions as F
+
+    tagged = [df.select(F.lit(i).alias(_SINK_TAG), F.struct(*[F.col(c) for c in df.columns]).alias(f"__p{i}"))
+              for i, (_, df) in enumerate(sinks)]
+    union = tagged[0]
+    for other in tagged[1:]:
+        union = union.unionByName(other, allowMissingColumns=True)
+    return union
+
+
+def each_sinks_rows(sinks: list, batch_df) -> list:
+    """(sink, its rows) of one batch of ``one_stream(sinks)``."""
+    if len(sinks) == 1:
+        return [(sinks[0][0], batch_df)]
+    return [(sink, batch_df.where(f"{_SINK_TAG} = {i}").select(f"__p{i}.*")) for i, (sink, _) in enumerate(sinks)]
+
+
+__all__ = ["PipelineSinks", "TARGET_RECORDS", "attempt_run", "each_sinks_rows", "one_stream", "sink_run"]
