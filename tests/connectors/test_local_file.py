@@ -347,19 +347,6 @@ def test_empty_batch_publishes_nothing_unless_asked(spark, data_dir, log):
     assert data_files(out2) == ["txn-0_0.parquet"]
 
 
-def test_data_save_modes_apply_before_the_first_batch_only(spark, data_dir, log):
-    out = os.path.join(data_dir, "modes")
-    os.makedirs(os.path.join(out, "old"))
-    open(os.path.join(out, "old", "x.csv"), "w").close()
-    refusing = make_sink(path=out, file_format_type="csv", data_save_mode="ERROR_WHEN_DATA_EXISTS")
-    with pytest.raises(LocalFileError, match="ERROR_WHEN_DATA_EXISTS"):
-        write(refusing, frame(spark), log)
-    dropping = make_sink(path=out, file_format_type="csv", data_save_mode="DROP_DATA")
-    write(dropping, frame(spark, partitions=1), log)
-    write(dropping, frame(spark, partitions=1), log, batch_id=1)   # not the first batch: keeps batch 0
-    assert data_files(out) == ["txn-0_0.csv", "txn-1_0.csv"]
-
-
 @pytest.mark.parametrize("block, option, words", [
     ({"file_format_type": "csv", "compress_codec": "lzo"}, "compress_codec", "available: none, gzip"),
     ({"custom_filename": True, "file_name_expression": "${day}"}, "file_name_expression", "${day}"),
