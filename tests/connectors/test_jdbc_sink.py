@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import io
-import secrets
 import threading
 import time
 from decimal import Decimal
@@ -12,120 +10,18 @@ from decimal import Decimal
 import pytest
 
 from seatide.config.loader import ConfigError, load_job_text
-from seatide.connectors.jdbc.sink import JdbcSink
 from seatide.connectors.jdbc.url import JdbcUrl
 from seatide.connectors.jdbc.writer import JdbcSinkError
-from seatide.plugin.base import SinkContext
-from seatide.plugin.options import OptionError, read_options
-from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
+from seatide.plugin.options import OptionError
+from seatide.plugin.rowkind import RowKind
 from seatide.plugin.tables import TableFrames
-from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, write_exactly_once
+from seatide.runtime.commit_log import SinkCommitLog, write_exactly_once
+# db: the fixture; FencedDecisions, query and table_name: other modules import them from here
+from tests.connectors.jdbc_sink_helpers import (  # noqa: F401
+    FencedDecisions, context, db, execute, frame, inserts, make_sink, on_driver, query, routes_writer, spark_jobs_of,
+    staging_engines_at_commit, table_name, txn, write)
 
 pytestmark = pytest.mark.spark
-
-SERVERS = {
-    "postgresql": ("jdbc:postgresql://127.0.0.1:5432/{db}", "postgres"),
-    "mariadb": ("jdbc:mariadb://127.0.0.1:3306/{db}", "root"),
-}
-
-
-@pytest.fixture(scope="module", params=sorted(SERVERS))
-def db(request):
-    """A database of our own on each server, dropped afterwards: (url, user)."""
-    template, user = SERVERS[request.param]
-    name = f"jdbc_sink_{secrets.token_hex(4)}"
-    admin = JdbcUrl.parse(template.format(db="test")).connect(user, autocommit=True)
-    admin.cursor().execute(f"CREATE DATABASE {name}")
-    yield template.format(db=name), user
-    admin.cursor().execute(f"DROP DATABASE IF EXISTS {name}" + (" WITH (FORCE)" if "postgresql" in template else ""))
-    admin.close()
-
-
-def query(db, sql: str) -> list[tuple]:
-    url, user = db
-    conn = JdbcUrl.parse(url).connect(user, autocommit=True)
-    try:
-        cursor = conn.cursor()
-        cursor.execute(sql)
-        return [tuple(r) for r in cursor.fetchall()] if cursor.description else []
-    finally:
-        conn.close()
-
-
-def execute(db, *statements: str) -> None:
-    url, user = db
-    conn = JdbcUrl.parse(url).connect(user, autocommit=True)
-    try:
-        for sql in statements:
-            conn.cursor().execute(sql)
-    finally:
-        conn.close()
-
-
-def table_name() -> str:
-    return f"t_{secrets.token_hex(4)}"
-
-
-def make_sink(db, **block) -> JdbcSink:
-    url, user = db
-    return JdbcSink(read_options({"url": url, "user": user, **block}, JdbcSink.options))
-
-
-def context(spark, job: str) -> SinkContext:
-    return SinkContext(spark=spark, job_id=job, pipeline_id=1, plugin_id="sink[0]", micro_batch=True,
-                       unbounded=False, stdout=io.StringIO(), checkpoints_retained=2)
-
-
-def frame(spark, rows: list[tuple], ddl: str):
-    """Rows whose last value is their RowKind, in order (one partition keeps the order)."""
-    from pyspark.sql import functions as F
-
-    df = spark.createDataFrame([(*r[:-1], int(r[-1])) for r in rows], f"{ddl}, _kind int").coalesce(1)
-    return df.withColumn(ROW_KIND_COLUMN, F.col("_kind").cast("tinyint")).drop("_kind")
-
-
-def txn(job: str, batch: int, lineage: str = "L1") -> str:
-    """The runtime's transaction id: unique per job, pipeline, sink, lineage and batch."""
-    return f"T_{job}_1_0_{lineage}_{batch}"
-
-
-class FencedDecisions(FileDecisions):
-    """File decisions whose fence is the test's: a zombie's fence raises right before COMMIT."""
-
-    def __init__(self, log: SinkCommitLog, fence):
-        super().__init__(log)
-        self._fence = fence
-
-    def fence(self) -> None:
-        self._fence()
-
-
-def write(writer, log_dir, df, batch: int, fence=None):
-    job = writer.sink_id.split("/")[0]
-    log = SinkCommitLog(str(log_dir))
-    decisions = FencedDecisions(log, fence) if fence is not None else None
-    return write_exactly_once(writer, log, df, batch, txn(job, batch), decisions=decisions)
-
-
-def on_driver(df) -> TableFrames:
-    """The batch as the runtime gives a small one: its rows already collected on the driver."""
-    return TableFrames({0: df}, {0: df.count()}, lambda _index: df.schema, local={0: [tuple(r) for r in df.collect()]})
-
-
-def spark_jobs_of(spark, step) -> list[int]:
-    """The Spark jobs ``step`` ran (in this thread)."""
-    sc = spark.sparkContext
-    group = f"seatide-test-{secrets.token_hex(4)}"
-    sc.setJobGroup(group, "counted by the test")
-    try:
-        step()
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-    return list(sc.statusTracker().getJobIdsForGroup(group))
-
-
-def inserts(spark, ids):
-    return frame(spark, [(i, f"n{i}", RowKind.INSERT) for i in ids], "id bigint, name string")
 
 
 def test_insert_only_batch_lands_with_its_commit_record(spark, db, tmp_path):
@@ -379,23 +275,12 @@ def test_query_mode_runs_the_users_insert_once_per_row(spark, db, tmp_path):
     assert query(db, f"SELECT id, label FROM {table} ORDER BY id") == [(1, "x-n1?%"), (2, "x-n2?%")]
 
 
-def _staging_engines_at_commit(db, writer, tmp_path, df) -> list[str]:
-    """The engines of the batch's staging tables, seen from another session just before COMMIT."""
-    seen: list[str] = []
-
-    def look() -> None:
-        seen.extend(e for (e,) in query(db, "SELECT engine FROM information_schema.tables WHERE "
-                                            "table_schema = DATABASE() AND table_name LIKE 'seatide_stage%'"))
-    write(writer, tmp_path, df, 0, fence=look)
-    return seen
-
-
 def test_mysql_stages_without_transactions_where_spark_runs_each_task_once(spark, db, tmp_path):
     if "postgresql" in db[0]:
         pytest.skip("MySQL/MariaDB: PostgreSQL stages into UNLOGGED tables")
     table = table_name()
     writer = make_sink(db, table=table).writer(context(spark, table))
-    assert _staging_engines_at_commit(db, writer, tmp_path, inserts(spark, range(50))) == ["MyISAM"]
+    assert staging_engines_at_commit(db, writer, tmp_path, inserts(spark, range(50))) == ["MyISAM"]
     assert query(db, f"SELECT COUNT(*), SUM(id) FROM {table}") == [(50, sum(range(50)))]
 
 
@@ -404,10 +289,9 @@ def test_mysql_stages_in_the_default_engine_where_the_server_refuses_the_chosen_
         pytest.skip("MySQL/MariaDB only")
     table = table_name()
     writer = make_sink(db, table=table).writer(context(spark, table))
-    (target,) = [t for g in writer.groups.values() for t in g.targets.values()]
-    target.stage_engine = "NoSuchEngine"      # refused as MySQL's disabled_storage_engines would
-    assert _staging_engines_at_commit(db, writer, tmp_path, inserts(spark, range(7))) == ["InnoDB"]
-    assert target.stage_engine is None
+    writer.stage_engine = "NoSuchEngine"      # refused as MySQL's disabled_storage_engines would
+    assert staging_engines_at_commit(db, writer, tmp_path, inserts(spark, range(7))) == ["InnoDB"]
+    assert writer.stage_engine is None
     assert query(db, f"SELECT COUNT(*) FROM {table}") == [(7,)]
 
 
@@ -416,23 +300,9 @@ def test_mysql_stages_in_the_default_engine_where_the_server_refuses_the_chosen_
     ("local[2,3]", None, False), ("spark://node:7077", None, False), ("local[2]", "true", False),
 ])
 def test_a_task_runs_once_only_on_a_local_master_without_retries_or_speculation(master, speculation, once):
-    from seatide.runtime.session import runs_each_task_once
+    from seatide.connectors.jdbc.staging import runs_each_task_once
 
     assert runs_each_task_once(master, speculation) is once
-
-
-def _two_table_writer(spark, db, names: list[str]):
-    """A Jdbc writer of two routed tables, as a multi-table job's sink gets them."""
-    from pyspark.sql import types as T
-
-    from seatide.connectors.jdbc.writer import JdbcWriter
-    from seatide.plan.catalog import table_routes
-    from seatide.plugin.schema import Column, Schema
-
-    columns = (Column("id", T.LongType()), Column("name", T.StringType()))
-    routes = table_routes([Schema(columns, f"src.{n}") for n in names], {},
-                          build=lambda _options, catalog: make_sink(db, table=catalog.table.split(".")[-1]))
-    return JdbcWriter.for_routes(routes, context(spark, names[0]))
 
 
 def _open_writes_into(db, table: str) -> int:
@@ -459,7 +329,7 @@ def test_each_table_is_applied_as_its_staging_ends_and_a_later_failure_commits_n
     from pyspark.sql import functions as F
 
     names = [table_name(), table_name()]
-    writer = _two_table_writer(spark, db, names)
+    writer = routes_writer(spark, db, names, names[0])
     gate = str(tmp_path / "gate")
 
     def held(fail: bool):

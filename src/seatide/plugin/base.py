@@ -122,6 +122,9 @@ class SinkContext:
     stdout: TextIO
     # checkpoint.retained: a sink that records batches in its own system keeps this many
     checkpoints_retained: int = 100
+    # Raises when this attempt is no longer the job's current one (``Batch.fence``), for a
+    # destructive step outside a batch: a schema change the writer applies to its target.
+    fence: Callable[[], None] = lambda: None
 
 
 @dataclass(frozen=True)

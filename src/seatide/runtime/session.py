@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from dataclasses import dataclass, field
 
@@ -69,17 +68,6 @@ def prepare_python_env(master: str = "local[*]") -> None:
 def runs_executors_elsewhere(master: str) -> bool:
     """True unless every executor is a thread of the driver's own JVM (local, local[N])."""
     return not (master == "local" or master.startswith("local["))
-
-
-# local, local[4], local[*]: Spark's local scheduler gives a task one try; local[4,3] gives it three
-_LOCAL_ONE_TRY = re.compile(r"local(\[(\d+|\*)\])?")
-
-
-def runs_each_task_once(master: str, speculation: str | None) -> bool:
-    """True when Spark runs each task of a job at most once: a failed task fails its job (no
-    retry) and no speculative copy runs beside a slow one. Only then may a task's writes skip a
-    transaction that would roll its partial output back (the Jdbc sink's MySQL staging tables)."""
-    return bool(_LOCAL_ONE_TRY.fullmatch(master)) and (speculation or "false").strip().lower() != "true"
 
 
 def executor_conf(conf: dict[str, str]) -> dict[str, str]:

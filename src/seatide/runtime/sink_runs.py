@@ -61,7 +61,7 @@ class PipelineSinks:
         for sink in pipeline.sinks:
             ctx = SinkContext(spark=spark, job_id=job_id, pipeline_id=pipeline_id, plugin_id=sink.plugin_id,
                               micro_batch=env.micro_batch, unbounded=env.streaming, stdout=stdout,
-                              checkpoints_retained=env.checkpoints_retained)
+                              checkpoints_retained=env.checkpoints_retained, fence=reporter.fence)
             run = attempt_run(sink.plugin, ctx, self.log(sink.plugin_id), reporter,
                               routes=sink.plugin.routes if routed else None, job_id=job_id, pipeline_id=pipeline_id,
                               sink_index=sink.index, lineage=lineage, origin=origin)

@@ -8,9 +8,8 @@ primary key needed: a replayed batch finds its record and writes nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from seatide.connectors.jdbc.query import InsertQuery, QueryError, parse_insert
+from seatide.connectors.jdbc.query import QueryError, parse_insert
+from seatide.connectors.jdbc.spec import JdbcSinkSpec
 from seatide.connectors.jdbc.url import POSTGRESQL, JdbcUrl, JdbcUrlError
 from seatide.plugin.base import Sink, SinkContext, SinkWriter
 from seatide.plugin.options import BOOL, INT, OBJECT, REQUIRED, STRING, STRING_LIST, Option, enum
@@ -20,29 +19,6 @@ from seatide.plugin.rowkind import ALL_KINDS, INSERT_ONLY
 SCHEMA_SAVE_MODES = ("RECREATE_SCHEMA", "CREATE_SCHEMA_WHEN_NOT_EXIST", "ERROR_WHEN_SCHEMA_NOT_EXIST", "IGNORE")
 DATA_SAVE_MODES = ("DROP_DATA", "APPEND_DATA", "CUSTOM_PROCESSING", "ERROR_WHEN_DATA_EXISTS")
 _COMPAT = "accepted for compatibility; "
-
-
-@dataclass(frozen=True)
-class JdbcSinkSpec:
-    """Everything the writer needs, resolved from the options once."""
-
-    url: JdbcUrl
-    driver: str
-    user: str | None
-    password: str | None
-    properties: dict
-    database: str | None                # database connected to (default: the URL's)
-    table: tuple[str, ...] | None       # (schema or database, name) or (name,); None in query mode
-    query: InsertQuery | None
-    primary_keys: tuple[str, ...]
-    enable_upsert: bool
-    batch_size: int
-    schema_save_mode: str
-    data_save_mode: str
-    custom_sql: str | None
-    create_index: bool
-    field_ide: str
-    connect_timeout: int
 
 
 @register
@@ -192,7 +168,7 @@ class JdbcSink(Sink):
         return body
 
     def table_writer(self, ctx: SinkContext, routes) -> SinkWriter:
-        from seatide.connectors.jdbc.writer import JdbcWriter
+        from seatide.connectors.jdbc.writer import JdbcWriter      # Spark's types: only where a job runs
 
         return JdbcWriter.for_routes(routes, ctx)
 

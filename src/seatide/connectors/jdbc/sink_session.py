@@ -1,0 +1,99 @@
+"""The Jdbc sink's own database sessions, and the limits that keep an orphan from holding up its
+replacement.
+
+A driver cut off mid-batch (its host partitioned, its process paused) leaves its session open on
+the server, inside a transaction that holds the batch's commit record and the rows it applied;
+the server keeps such a session until TCP keepalive gives up, about two hours. The driver fences
+itself and is replaced, and the replacement's commit of the same batch waits on that record:
+PostgreSQL for ever, MySQL until ``innodb_lock_wait_timeout``, after which the batch fails, and
+every retry with it. So every session the sink opens says, when it opens:
+
+* a transaction left idle for ``IDLE_IN_TRANSACTION_S`` is ended by the server, and its locks
+  with it (PostgreSQL ``idle_in_transaction_session_timeout``, MariaDB ``idle_transaction_timeout``;
+  MySQL has neither, and gets ``wait_timeout``, which counts idle time outside transactions too);
+* a lock is waited for at most ``lock_wait_s()``: longer than an orphan can live, so the
+  replacement waits for the orphan's end rather than failing (PostgreSQL ``lock_timeout``; MySQL
+  ``innodb_lock_wait_timeout``, and ``lock_wait_timeout`` for the DDL of save modes and schema
+  changes). The sink's named locks (named_lock.py) wait as long.
+
+A live writer is never idle that long: where it waits inside a transaction (other tables still
+staging) it speaks every ``keepalive_every_s()`` (``keep_alive``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+from seatide.connectors.jdbc.spec import JdbcSinkSpec
+from seatide.connectors.jdbc.url import POSTGRESQL
+
+# A sink session idle this long inside a transaction is ended by the server. Far above any pause
+# of a live writer (it speaks every keepalive_every_s() while it waits), and short enough that a
+# bounded job whose driver was cut off still finishes soon after its replacement starts.
+IDLE_IN_TRANSACTION_S = 60.0
+# What a lock wait adds to the idle limit: an orphan's session has surely ended by then.
+LOCK_WAIT_MARGIN_S = 30.0
+_UNKNOWN_VARIABLE = 1193     # MySQL's ER_UNKNOWN_SYSTEM_VARIABLE (idle_transaction_timeout is MariaDB's)
+
+
+def lock_wait_s() -> float:
+    return IDLE_IN_TRANSACTION_S + LOCK_WAIT_MARGIN_S
+
+
+def keepalive_every_s() -> float:
+    return IDLE_IN_TRANSACTION_S / 6
+
+
+def open_session(spec: JdbcSinkSpec, database: str | None) -> "SinkSession":
+    """A DB-API connection to ``database`` (None: the URL's) with the limits above."""
+    idle, wait = math.ceil(IDLE_IN_TRANSACTION_S), math.ceil(lock_wait_s())
+    url = spec.url
+    if url.dialect == POSTGRESQL:
+        limits = f"-c idle_in_transaction_session_timeout={idle * 1000} -c lock_timeout={wait * 1000}"
+        return SinkSession(url.connect(spec.user, spec.password, database=database,
+                                       connect_timeout=spec.connect_timeout, options=limits))
+    conn = url.connect(spec.user, spec.password, database=database, connect_timeout=spec.connect_timeout)
+    cursor = conn.cursor()
+    try:
+        cursor.execute("SET SESSION innodb_lock_wait_timeout = %s, lock_wait_timeout = %s", (wait, wait))
+        try:
+            cursor.execute("SET SESSION idle_transaction_timeout = %s", (idle,))
+        except Exception as exc:  # noqa: BLE001 - MySQL: the variable is MariaDB's
+            if not exc.args or exc.args[0] != _UNKNOWN_VARIABLE:
+                raise
+            cursor.execute("SET SESSION wait_timeout = %s", (idle,))
+    except BaseException:
+        conn.close()
+        raise
+    return SinkSession(conn)
+
+
+def keep_alive(conn) -> None:
+    """Show the server this session is alive (it waits inside a transaction for Spark)."""
+    cursor = conn.cursor()
+    cursor.execute("SELECT 1")
+    cursor.fetchall()
+
+
+class SinkSession:
+    """Closes the connection on exit, rolling back what was not committed."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def __enter__(self):
+        return self.conn
+
+    def __exit__(self, *exc):
+        # a session the server ended has nothing left to roll back; the error that ended the
+        # batch, if any, is the one to report
+        with contextlib.suppress(Exception):
+            self.conn.rollback()
+        with contextlib.suppress(Exception):
+            self.conn.close()
+        return False
+
+
+__all__ = ["IDLE_IN_TRANSACTION_S", "SinkSession", "keep_alive", "keepalive_every_s", "lock_wait_s",
+           "open_session"]

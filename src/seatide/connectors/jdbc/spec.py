@@ -1,0 +1,54 @@
+"""What one Jdbc sink table writes and how: the options resolved once (``JdbcSinkSpec``), and the
+error that names an option or a table contradicting them.
+
+Below the sink (sink.py builds a spec from its options) and below the writer's parts, which all
+read it: the one place they share, so none of them imports the plugin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from seatide.connectors.jdbc.query import InsertQuery
+from seatide.connectors.jdbc.url import MYSQL, JdbcUrl
+from seatide.plugin.base import PermanentError
+
+
+class JdbcSinkError(PermanentError):
+    """A table or field that contradicts the options; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class JdbcSinkSpec:
+    """Everything the writer needs, resolved from the options once."""
+
+    url: JdbcUrl
+    driver: str
+    user: str | None
+    password: str | None
+    properties: dict
+    database: str | None                # database connected to (default: the URL's)
+    table: tuple[str, ...] | None       # (schema or database, name) or (name,); None in query mode
+    query: InsertQuery | None
+    primary_keys: tuple[str, ...]
+    enable_upsert: bool
+    batch_size: int
+    schema_save_mode: str
+    data_save_mode: str
+    custom_sql: str | None
+    create_index: bool
+    field_ide: str
+    connect_timeout: int
+
+    def placed(self) -> tuple[str | None, tuple[str, ...] | None]:
+        """(the database to connect to, the table as named through that connection). MySQL/MariaDB:
+        the URL's database, the table named with its own database, so that one connection (and one
+        transaction) writes every database of the server; PostgreSQL: a connection per database,
+        tables named by schema."""
+        if self.url.dialect == MYSQL and self.table is not None:
+            table = self.table if len(self.table) > 1 or not self.database else (self.database, *self.table)
+            return self.url.database, table
+        return self.database, self.table
+
+
+__all__ = ["JdbcSinkError", "JdbcSinkSpec"]

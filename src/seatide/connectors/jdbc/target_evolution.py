@@ -1,0 +1,82 @@
+"""A CDC source's table changes, applied to a Jdbc target (plugin/evolution.py says what each
+behaviour does), as destructive steps under the attempt's fence.
+
+A change is applied unless the target shows it applied already (a crash may repeat the call). A
+statement the database refuses fails the job naming it, except under try_evolve (logged, and the
+target keeps its shape for that change).
+
+**Fenced** (finding 16 of issue 30). A zombie (a replaced attempt still running) held before its
+``DROP COLUMN`` must not drop a column its replacement has since added again and filled. The
+writer applies a batch of changes under a lock its replacement takes too (``JdbcWriter.evolve``
+takes it at every start, changes or not), and each statement passes the attempt's fence under
+that lock: on PostgreSQL inside the statement's own transaction, right before COMMIT, as a batch
+does; on MySQL, whose DDL commits by itself, in an open transaction right before the statement,
+so that a writer paused there is idle in a transaction, which the server ends (sink_session.py).
+A zombie that comes to the lock after its replacement was made current is refused; one that
+holds it makes its change before the replacement has looked at the target, which then sees it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from seatide.connectors.jdbc.spec import JdbcSinkError
+from seatide.connectors.jdbc.target import JdbcTarget, first_line
+from seatide.connectors.jdbc.url import POSTGRESQL
+from seatide.plugin.evolution import ADD, DROP, RENAME, RETYPE, TableChange
+
+log = logging.getLogger(__name__)
+
+
+def evolve(conn, route: JdbcTarget, change: TableChange, behaviour: str, fence: Callable[[], None]) -> None:
+    """Apply ``change`` to ``route``'s target as ``behaviour`` says, under ``fence``."""
+    cursor = conn.cursor()
+    dialect = route.dialect
+    if route.table is None or not dialect.table_exists(cursor, route.table):
+        return                       # the save modes create it from the new shape
+    ddl = _statement(route, change, behaviour, set(dialect.columns(cursor, route.table)))
+    if ddl is None:
+        return
+    if dialect.name != POSTGRESQL:    # MySQL's DDL commits by itself: fenced in a transaction before it
+        conn.begin()
+        fence()
+    try:
+        cursor.execute(ddl)
+    except Exception as exc:  # noqa: BLE001 - the database's own refusal, named below
+        conn.rollback()
+        reason = first_line(exc)
+        if behaviour == "try_evolve":
+            log.warning("Jdbc sink: %s refused %s (%s); the table keeps its shape for it", route.label, ddl, reason)
+            return
+        raise JdbcSinkError(f"Jdbc sink: table {route.label} refused the schema change {change.describe()}: "
+                            f"{ddl}: {reason}") from None
+    if dialect.name == POSTGRESQL:    # DDL is transactional there: fenced right before COMMIT, as a batch is
+        fence()
+    conn.commit()
+    log.info("Jdbc sink: %s: %s", route.label, ddl)
+
+
+def _statement(route: JdbcTarget, change: TableChange, behaviour: str, existing: set[str]) -> str | None:
+    dialect = route.dialect
+    column, evolving = route.column(change.column), behaviour in ("evolve", "try_evolve")
+    q, target = dialect.quote, route.quoted
+    if change.kind == ADD and behaviour != "ignore" and column not in existing:
+        return f"ALTER TABLE {target} ADD COLUMN {q(column)} {dialect.field_type(change.field)}"
+    if change.kind == DROP and evolving and column in existing:
+        return f"ALTER TABLE {target} DROP COLUMN {q(column)}"
+    if change.kind == RENAME:
+        new = route.column(change.new_name)
+        if evolving:
+            route.renames[new] = column
+            if column in existing and new not in existing:
+                return f"ALTER TABLE {target} RENAME COLUMN {q(column)} TO {q(new)}"
+        elif behaviour == "lenient" and new not in existing:
+            return f"ALTER TABLE {target} ADD COLUMN {q(new)} {dialect.field_type(change.field)}"
+        return None
+    if change.kind == RETYPE and column in existing and (evolving or behaviour == "lenient" and change.widens()):
+        return dialect.retype(target, column, dialect.field_type(change.field))
+    return None
+
+
+__all__ = ["evolve"]

@@ -1,0 +1,133 @@
+"""One table of the Jdbc sink's target database, with every route (input table) that writes it.
+
+A target is the unit of the sink's steps, never a route (DESIGN.md §5, "one sink protocol"):
+
+* **prepare** once per target: its save modes under the target's record (save_modes.py), then
+  each route's check that the table fits its fields;
+* **stage** one staging table per batch for the whole target, which each route's rows fill
+  (Spark's writes, or rows collected on the driver);
+* **apply** the staged rows once, by the net change per key: one key's changes are ordered by
+  their ``__row_seq`` whichever route carried them, so that a key moved between shards in one
+  source transaction (DELETE from orders_1, INSERT into orders_0) ends as the source did (finding
+  3 of issue 30). Applied route by route, the later route won whatever the source's order.
+
+The staging table has every column any route stages; a route's rows leave the columns it does not
+have NULL (as a row of that input table has no value there).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+from seatide.connectors.jdbc import local_rows
+from seatide.connectors.jdbc.dialect import STAGE_KIND, STAGE_SEQ, UnsupportedType
+from seatide.connectors.jdbc.spec import JdbcSinkError
+from seatide.connectors.jdbc.target import JdbcTarget, first_line
+from seatide.connectors.jdbc.url import POSTGRESQL
+from seatide.plugin.rowkind import HIDDEN_COLUMNS
+
+log = logging.getLogger(__name__)
+
+
+class TargetTable:
+    def __init__(self, routes: dict[int, JdbcTarget]):
+        self.routes = routes                        # route index -> its way into this table
+        self.lead = next(iter(routes.values()))     # whose options the table's steps follow
+        first = self.lead
+        for route in routes.values():
+            if (route.spec.primary_keys, route.spec.enable_upsert) != (first.spec.primary_keys, first.spec.enable_upsert):
+                raise JdbcSinkError(
+                    f"Jdbc sink: input tables {first.source} and {route.source} both write {first.label}, with "
+                    f"primary_keys {list(first.spec.primary_keys)} and {list(route.spec.primary_keys)}: one table's "
+                    "changes are applied by one key; give both the same primary_keys")
+
+    @property
+    def key(self) -> str:
+        """A short name for the table that stays the same when input tables are added or reordered."""
+        return "d" + hashlib.sha1(self.lead.label.encode()).hexdigest()[:10]
+
+    @property
+    def label(self) -> str:
+        return self.lead.label
+
+    @property
+    def keyed(self) -> bool:
+        return bool(self.lead.spec.primary_keys)
+
+    @property
+    def stage_schema(self) -> tuple[str, ...]:
+        return self.lead.table[:-1] if self.lead.table else ()
+
+    # --- one batch ---------------------------------------------------------------------
+
+    def columns_of(self, staged: list[list[str]]) -> list[str]:
+        """The staging table's columns: each route's staged ones, in the order they first come."""
+        found: dict[str, None] = {}
+        for names in staged:
+            found.update((c, None) for c in names if c not in HIDDEN_COLUMNS)
+        return list(found)
+
+    def create_stage(self, conn, columns: list[str], stage: tuple[str, ...], engine: str | None,
+                     temporary: bool = False, df=None) -> str | None:
+        """The batch's staging table for ``columns`` (the target's column types); returns the
+        engine it was made with (a server that refuses ``engine``, MySQL's disabled_storage_engines
+        or MariaDB's enforce_storage_engine, gets its default one). ``df``: query mode's frame,
+        whose fields give the types (there is no target table)."""
+        dialect, lead = self.lead.dialect, self.lead
+
+        def ddl(with_engine: str | None) -> str:
+            if lead.table is None:
+                from pyspark.sql import types as T
+
+                fields = T.StructType([f for f in df.schema.fields if f.name not in HIDDEN_COLUMNS])
+                try:
+                    return dialect.create_stage_for(stage, fields, lead.spec.query, engine=with_engine)
+                except UnsupportedType as exc:
+                    raise JdbcSinkError(f"Jdbc sink: cannot stage the input for query: {exc}") from None
+            select = f"SELECT {', '.join(dialect.quote(c) for c in columns)} FROM {lead.quoted} WHERE 1 = 0"
+            return dialect.create_stage(stage, select, changes=self.keyed, temporary=temporary, engine=with_engine)
+
+        try:
+            conn.cursor().execute(ddl(engine))
+        except Exception as exc:
+            if engine is None:
+                raise
+            conn.rollback()
+            log.info("Jdbc sink %s: staging in the server's default engine (%s refused: %s)", self.label, engine,
+                     first_line(exc))
+            engine = None
+            conn.cursor().execute(ddl(None))
+        if not temporary:
+            conn.commit()
+        return engine
+
+    def stage_rows(self, conn, collected: dict[int, tuple[list, object]], stage: tuple[str, ...],
+                   engine: str | None, temporary: bool) -> tuple[list[str], str | None]:
+        """Stage rows collected on the driver (route index -> (rows, their schema)) into one table:
+        a temporary one inside the batch's transaction (gone with it, nothing left for a crash or a
+        zombie to clean), or, where the user may not create one, an ordinary one before the
+        transaction opens (MySQL's CREATE TABLE would commit it). Returns (its columns, engine)."""
+        staged = {i: local_rows.values(self.routes[i], rows, schema) for i, (rows, schema) in collected.items()}
+        columns = self.columns_of([names for names, _ in staged.values()])
+        engine = self.create_stage(conn, columns, stage, engine, temporary=temporary)
+        dialect, cursor = self.lead.dialect, conn.cursor()
+        for names, rows in staged.values():
+            names = names + ([STAGE_KIND, STAGE_SEQ] if self.keyed else [])
+            cursor.executemany(f"INSERT INTO {dialect.qualified(stage)} ({', '.join(dialect.quote(c) for c in names)}) "
+                               f"VALUES ({', '.join(['%s'] * len(names))})", rows)
+        if not temporary:
+            conn.commit()
+        return columns, engine
+
+    def apply(self, cursor, columns: list[str], stage: tuple[str, ...], in_transaction_drop: bool) -> None:
+        """Apply the staged rows to the table (inside the batch's transaction); ``in_transaction_drop``:
+        drop the staging table with it (PostgreSQL, where DDL is transactional)."""
+        quoted = self.lead.dialect.qualified(stage)
+        for statement in self.lead.apply_statements(columns, quoted):
+            cursor.execute(statement)   # no parameters: neither client then reads % in the SQL as a placeholder
+        if in_transaction_drop and self.lead.dialect.name == POSTGRESQL:
+            cursor.execute(f"DROP TABLE {quoted}")
+
+
+__all__ = ["TargetTable"]

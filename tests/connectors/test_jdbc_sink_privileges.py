@@ -1,0 +1,84 @@
+"""Jdbc sink users with SeaTunnel's documented privileges (issue 32), real users of real servers: a
+MariaDB user with SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX and ALTER (no CREATE
+TEMPORARY TABLES) runs a job."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+
+import pytest
+
+from seatide.connectors.jdbc.url import JdbcUrl
+from seatide.plugin.rowkind import RowKind
+from seatide.plugin.tables import TableFrames
+from seatide.runtime.commit_log import SinkCommitLog, write_exactly_once
+from tests.connectors.jdbc_sink_helpers import frame, routes_writer, txn
+
+ADMIN = "jdbc:mariadb://127.0.0.1:3306/test"
+SEATUNNEL_SINK_GRANTS = "SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER"
+
+
+def _admin(*statements: str) -> None:
+    conn = JdbcUrl.parse(ADMIN).connect("root", autocommit=True)
+    try:
+        for sql in statements:
+            conn.cursor().execute(sql)
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="module")
+def seatunnel_user():
+    """A database and a user with exactly SeaTunnel's sink privileges, on *.* as its test grants them:
+    ((url, user), password)."""
+    with _mariadb_user(SEATUNNEL_SINK_GRANTS, "*.*") as made:
+        yield made
+
+
+@contextlib.contextmanager
+def _mariadb_user(grants: str, on: str):
+    name, user, password = f"jdbc_priv_{secrets.token_hex(3)}", f"st_sink_{secrets.token_hex(3)}", "st-pw"
+    _admin(f"CREATE DATABASE {name}", f"CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'",
+           f"GRANT {grants} ON {on.replace('DB', name)} TO '{user}'@'%'")
+    try:
+        yield (f"jdbc:mariadb://127.0.0.1:3306/{name}", user), password
+    finally:
+        _admin(f"DROP USER IF EXISTS '{user}'@'%'", f"DROP DATABASE IF EXISTS {name}")
+
+
+def _rows(db, password: str, sql: str) -> list[tuple]:
+    url, user = db
+    conn = JdbcUrl.parse(url).connect(user, password)
+    try:
+        cursor = conn.cursor()
+        cursor.execute(sql)
+        return [tuple(r) for r in cursor.fetchall()]
+    finally:
+        conn.close()
+
+
+def test_a_user_without_create_temporary_tables_stages_into_ordinary_tables_and_says_so_once(
+        spark, seatunnel_user, tmp_path, caplog):
+    """SeaTunnel's mysqlcdc_to_mysql_with_multi_table_mode_two_table failed with 1044 "Access denied
+    ... to database": the small batches collected on the driver were staged into temporary tables.
+    Without that privilege they stage into ordinary ones, and the log says so once."""
+    db, password = seatunnel_user
+    job = f"t_{secrets.token_hex(3)}"
+    writer = routes_writer(spark, db, [f"{job}_a", f"{job}_b"], job, primary_keys=["id"], password=password)
+    caplog.set_level(logging.INFO, logger="seatide.connectors.jdbc")
+    for batch in range(2):
+        tables = {i: frame(spark, [(batch * 10 + i, f"r{batch}", RowKind.INSERT)], "id bigint, name string")
+                  for i in range(2)}
+        schemas = {i: df.schema for i, df in tables.items()}
+        local = {i: [tuple(r) for r in df.collect()] for i, df in tables.items()}
+        frames = TableFrames(tables, {}, schemas.__getitem__, local=local)
+        write_exactly_once(writer, SinkCommitLog(str(tmp_path)), frames, batch, txn(job, batch))
+    assert _rows(db, password, f"SELECT id FROM {job}_a ORDER BY id") == [(0,), (10,)]
+    assert _rows(db, password, f"SELECT id FROM {job}_b ORDER BY id") == [(1,), (11,)]
+    said = [r.getMessage() for r in caplog.records if "CREATE TEMPORARY TABLES" in r.getMessage()]
+    assert len(said) == 1, said
+    assert _rows(db, password, "SELECT table_name FROM information_schema.tables WHERE "
+                               "table_schema = DATABASE() AND table_name LIKE 'seatide_stage%'") == []
+
