@@ -4,6 +4,10 @@ The same validation as a submission (``intents.check``), then the plan a driver 
 execute (``plan.dag.build_plan``): each pipeline's sources, transforms and sinks with
 their file lines and links, the job's mode and checkpointing, and the lenient load's
 warnings. Nothing is written: no data directory, no store, no SparkSession.
+
+``--connect`` also asks each sink's own server which privileges the job needs that its user
+lacks (``Sink.lacking``): a privilege the job cannot run without fails the check (exit 1), one it
+runs without in another way (more slowly) is a note.
 """
 
 from __future__ import annotations
@@ -11,14 +15,16 @@ from __future__ import annotations
 import json
 import sys
 
-from seatide.cli.args import EXIT_BAD_CONFIG, EXIT_OK, parse_variables, read_job_file
+from seatide.cli.args import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, parse_variables, read_job_file
 
 
 def check_command(args) -> int:
-    return check_job(args.config, parse_variables(args.variables), strict=args.strict, as_json=args.json)
+    return check_job(args.config, parse_variables(args.variables), strict=args.strict, as_json=args.json,
+                     connect=args.connect)
 
 
-def check_job(path: str, variables: dict[str, str], *, strict: bool = False, as_json: bool = False) -> int:
+def check_job(path: str, variables: dict[str, str], *, strict: bool = False, as_json: bool = False,
+              connect: bool = False) -> int:
     from seatide import intents
     from seatide.plan.dag import build_plan
 
@@ -29,9 +35,13 @@ def check_job(path: str, variables: dict[str, str], *, strict: bool = False, as_
         if as_json:
             print(json.dumps({"valid": False, "source": path, "error": str(exc)}, indent=2))
         return EXIT_BAD_CONFIG
-    report = plan_report(build_plan(config))
+    plan = build_plan(config)
+    report = plan_report(plan)
+    if connect:
+        report["privileges"] = privileges_report(plan)
     print(json.dumps(report, indent=2) if as_json else render(report))
-    return EXIT_OK
+    refused = any(p.get("required", True) for p in report.get("privileges", []))
+    return EXIT_FAILED if refused else EXIT_OK
 
 
 def plan_report(plan) -> dict:
@@ -59,6 +69,24 @@ def plan_report(plan) -> dict:
     }
 
 
+def privileges_report(plan) -> list[dict]:
+    """What each sink's server says its user lacks: {"sink", "privilege", "why", "required"}, or
+    {"sink", "error"} when it could not be asked."""
+    found = []
+    for pipeline in plan.pipelines:
+        behaviours = [s.plugin.schema_change_behavior() for s in pipeline.sources]
+        behaviour = next((b for b in behaviours if b is not None), None)
+        for spec in pipeline.sinks:
+            try:
+                lacking = spec.plugin.lacking(behaviour)
+            except Exception as exc:  # noqa: BLE001 - the server's or the network's word, reported as is
+                found.append({"sink": spec.label, "error": (str(exc).strip().splitlines() or [type(exc).__name__])[0]})
+                continue
+            found += [{"sink": spec.label, "privilege": one.privilege, "why": one.why, "required": one.required}
+                      for one in lacking]
+    return found
+
+
 def _plugin(spec, inputs: dict[str, list[str]]) -> dict:
     return {"id": spec.plugin_id, "plugin": spec.name, "label": spec.label, "line": spec.line,
             "output": spec.output, "reads": inputs.get(spec.plugin_id, [])}
@@ -82,11 +110,27 @@ def render(report: dict) -> str:
                 reads = ", ".join(labels[i] for i in spec["reads"])
                 line = f"  {spec['label']:<32} {where:<9}" + (f" <- {reads}" if reads else "")
                 lines.append(line.rstrip())
+    if "privileges" in report:
+        lines += _privileges(report["privileges"])
     if report["warnings"]:
         lines.append(f"{len(report['warnings'])} warning{'s' if len(report['warnings']) != 1 else ''} "
                      "(ignored keys; --strict makes them errors):")
         lines += ["  " + w.replace("\n", "\n  ") for w in report["warnings"]]     # reason, then where
     return "\n".join(lines)
+
+
+def _privileges(found: list[dict]) -> list[str]:
+    if not found:
+        return ["privileges: every sink's user has what the job needs"]
+    lines = ["privileges (asked of each sink's server):"]
+    for one in found:
+        if "error" in one:
+            lines.append(f"  {one['sink']}: could not ask its server: {one['error']}")
+        elif one["required"]:
+            lines.append(f"  {one['sink']}: its user lacks {one['privilege']}, which the job needs: it {one['why']}")
+        else:
+            lines.append(f"  {one['sink']}: its user lacks {one['privilege']} (not needed; the sink {one['why']})")
+    return lines
 
 
 def _checkpointing(report: dict) -> str:

@@ -90,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("config")
     check.add_argument("-i", dest="variables", action="append", metavar="NAME=VALUE")
     check.add_argument("--json", action="store_true", help="print the plan as JSON")
+    check.add_argument("--connect", action="store_true",
+                       help="also ask each sink's server which privileges the job needs that its user lacks")
     _add_strict_arg(check)
 
     run = sub.add_parser("run", help="run a job here and wait for its end")

@@ -137,6 +137,15 @@ class HeldPosition:
     state: str | None = None      # the server's word for it (a slot's wal_status), or why nothing is known
 
 
+@dataclass(frozen=True)
+class Lacking:
+    """A privilege the job's user lacks on a sink's system (``Sink.lacking``)."""
+
+    privilege: str       # as the system names it ("DELETE", "CREATE TEMPORARY TABLES")
+    why: str             # what the sink does that needs it, in the job's terms
+    required: bool = True    # False: the sink works without it, another way (its log says which)
+
+
 class PermanentError(Exception):
     """A failure no retry can fix (a violated Assert rule, a field that does not exist).
 
@@ -382,11 +391,18 @@ class Sink(Plugin):
         """(Not yet on the protocol) one writer for the sink's one table."""
         raise NotImplementedError
 
+    def lacking(self, schema_changes: str | None) -> "list[Lacking]":
+        """Asks the sink's own system (connects to it) which privileges this job needs that its
+        user lacks, for ``seatide check --connect``; ``schema_changes``: the source's
+        schema.change.behavior when it follows schema changes. Raises OSError (or the client's
+        own error) when the system cannot be reached. By default nothing is asked."""
+        return []
+
     def table_writer(self, ctx: SinkContext, routes: "list[TableRoute]") -> SinkWriter:
         """(Not yet on the protocol) one writer for every table of a multi-table input;
         ``write_batch``/``stage_batch`` get a ``TableFrames``."""
         raise NotImplementedError(f"{self.plugin_name} sink: it writes one table; open_targets or table_writer "
                                   "must say how it writes several")
 
-__all__ = ["use_python_data_source", "Batch", "BatchOffsets", "HeldPosition", "StagedBatch", "PERMANENT_MARK", "PermanentError", "permanent_in_worker", "Plugin", "ReadContext", "Sink", "SinkContext", "SinkWriter", "Source",
+__all__ = ["use_python_data_source", "Batch", "BatchOffsets", "HeldPosition", "Lacking", "StagedBatch", "PERMANENT_MARK", "PermanentError", "permanent_in_worker", "Plugin", "ReadContext", "Sink", "SinkContext", "SinkWriter", "Source",
            "Transform", "TransformContext"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from seatide.connectors.jdbc.query import QueryError, parse_insert
 from seatide.connectors.jdbc.spec import JdbcSinkSpec
 from seatide.connectors.jdbc.url import POSTGRESQL, JdbcUrl, JdbcUrlError
-from seatide.plugin.base import Sink, SinkContext, SinkWriter
+from seatide.plugin.base import Lacking, Sink, SinkContext, SinkWriter
 from seatide.plugin.options import BOOL, INT, OBJECT, REQUIRED, STRING, STRING_LIST, Option, enum
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ALL_KINDS, INSERT_ONLY
@@ -182,6 +182,22 @@ class JdbcSink(Sink):
             schema_save_mode=opts["schema_save_mode"], data_save_mode=opts["data_save_mode"],
             custom_sql=opts["custom_sql"], create_index=opts["create_index"], field_ide=opts["field_ide"],
             connect_timeout=opts["connection_check_timeout_sec"])
+
+    def lacking(self, schema_changes: str | None) -> list[Lacking]:
+        """The privileges the job needs that its user lacks, asked of the server (privileges.py)."""
+        from seatide.connectors.jdbc.privileges import lacking
+
+        found: dict[str, tuple[Lacking, list[str]]] = {}
+        for spec in [route.sink.spec() for route in self.routes] if self.routes else [self.spec()]:
+            database, table = spec.placed()
+            conn = spec.url.connect(spec.user, spec.password, database=database, connect_timeout=spec.connect_timeout)
+            try:
+                for one in lacking(conn, spec, table, schema_changes):
+                    found.setdefault(one.privilege, (one, []))[1].append(".".join(table) if table else "query")
+            finally:
+                conn.close()
+        return [Lacking(one.privilege, f"{one.why} (on {', '.join(dict.fromkeys(tables))})", one.required)
+                for one, tables in found.values()]
 
     def writer(self, ctx: SinkContext) -> SinkWriter:
         from seatide.connectors.jdbc.writer import JdbcWriter
