@@ -10,6 +10,7 @@ temporary tables of this transaction, unless they were staged before it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -88,7 +89,8 @@ def commit(conn, records: CommitRecords, sink_id: str, batch: Batch, spark_url: 
     try:
         batch.fence()    # a zombie driver's batch must not commit
     except BaseException:
-        conn.rollback()
+        with contextlib.suppress(Exception):     # a session the server ended has rolled back already
+            conn.rollback()
         raise
     conn.commit()
     return timing.done()
