@@ -61,12 +61,44 @@ def _rows(db, password: str, sql: str) -> list[tuple]:
         conn.close()
 
 
+@pytest.fixture(params=["mariadb", "postgresql"])
+def no_temporary_tables(request, seatunnel_user):
+    """A user who may not create temporary tables: SeaTunnel's MariaDB sink user, or a PostgreSQL
+    role that may create in its database's schema public but not TEMPORARY tables."""
+    if request.param == "mariadb":
+        yield seatunnel_user
+        return
+    with _pg_role() as (database, role):
+        _pg_admin(database, f"GRANT USAGE, CREATE ON SCHEMA public TO {role}",
+                  f"REVOKE TEMPORARY ON DATABASE {database} FROM PUBLIC")
+        yield (f"jdbc:postgresql://127.0.0.1:5432/{database}", role), "pw"
+
+
+@contextlib.contextmanager
+def _pg_role():
+    role, database = f"sink_{secrets.token_hex(3)}", f"jdbc_priv_{secrets.token_hex(3)}"
+    _pg_admin("test", f"CREATE DATABASE {database}", f"CREATE ROLE {role} LOGIN PASSWORD 'pw'")
+    try:
+        yield database, role
+    finally:
+        _pg_admin("test", f"DROP DATABASE IF EXISTS {database} WITH (FORCE)", f"DROP ROLE IF EXISTS {role}")
+
+
+def _pg_admin(database: str, *statements: str) -> None:
+    conn = JdbcUrl.parse(f"jdbc:postgresql://127.0.0.1:5432/{database}").connect("postgres", autocommit=True)
+    try:
+        for sql in statements:
+            conn.execute(sql)
+    finally:
+        conn.close()
+
+
 def test_a_user_without_create_temporary_tables_stages_into_ordinary_tables_and_says_so_once(
-        spark, seatunnel_user, tmp_path, caplog):
+        spark, no_temporary_tables, tmp_path, caplog):
     """SeaTunnel's mysqlcdc_to_mysql_with_multi_table_mode_two_table failed with 1044 "Access denied
     ... to database": the small batches collected on the driver were staged into temporary tables.
     Without that privilege they stage into ordinary ones, and the log says so once."""
-    db, password = seatunnel_user
+    db, password = no_temporary_tables
     job = f"t_{secrets.token_hex(3)}"
     writer = routes_writer(spark, db, [f"{job}_a", f"{job}_b"], job, primary_keys=["id"], password=password)
     caplog.set_level(logging.INFO, logger="seatide.connectors.jdbc")
@@ -79,10 +111,11 @@ def test_a_user_without_create_temporary_tables_stages_into_ordinary_tables_and_
         write_exactly_once(writer, SinkCommitLog(str(tmp_path)), frames, batch, txn(job, batch))
     assert _rows(db, password, f"SELECT id FROM {job}_a ORDER BY id") == [(0,), (10,)]
     assert _rows(db, password, f"SELECT id FROM {job}_b ORDER BY id") == [(1,), (11,)]
-    said = [r.getMessage() for r in caplog.records if "CREATE TEMPORARY TABLES" in r.getMessage()]
+    said = [r.getMessage() for r in caplog.records if "may not create temporary tables" in r.getMessage()]
     assert len(said) == 1, said
+    here = "current_schema()" if "postgresql" in db[0] else "DATABASE()"
     assert _rows(db, password, "SELECT table_name FROM information_schema.tables WHERE "
-                               "table_schema = DATABASE() AND table_name LIKE 'seatide_stage%'") == []
+                               f"table_schema = {here} AND table_name LIKE 'seatide_stage%'") == []
 
 
 def _check(tmp_path, capsys, db, password: str, **sink) -> tuple[int, dict]:
@@ -117,17 +150,8 @@ def test_check_names_each_privilege_a_user_lacks_and_what_needs_it(tmp_path, cap
 def test_check_names_the_schema_privilege_a_new_postgresql_role_lacks(tmp_path, capsys):
     """PostgreSQL 15 no longer lets every role create in schema public: a new role's sink could not
     make its commit-record table."""
-    role, database = f"sink_{secrets.token_hex(3)}", f"jdbc_priv_{secrets.token_hex(3)}"
-    admin = JdbcUrl.parse("jdbc:postgresql://127.0.0.1:5432/test").connect("postgres", autocommit=True)
-    try:
-        admin.execute(f"CREATE DATABASE {database}")
-        admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'pw'")
-        db = (f"jdbc:postgresql://127.0.0.1:5432/{database}", role)
-        code, report = _check(tmp_path, capsys, db, "pw")
-    finally:
-        admin.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
-        admin.execute(f"DROP ROLE IF EXISTS {role}")
-        admin.close()
+    with _pg_role() as (database, role):
+        code, report = _check(tmp_path, capsys, (f"jdbc:postgresql://127.0.0.1:5432/{database}", role), "pw")
     assert code == 1, report
     lacking = {p["privilege"]: p for p in report["privileges"]}
     assert lacking["CREATE"]["required"] and "commit-record table" in lacking["CREATE"]["why"], report
