@@ -35,48 +35,48 @@ def evolve(conn, route: JdbcTarget, change: TableChange, behaviour: str, fence: 
     dialect = route.dialect
     if route.table is None or not dialect.table_exists(cursor, route.table):
         return                       # the save modes create it from the new shape
-    ddl = _statement(route, change, behaviour, set(dialect.columns(cursor, route.table)))
-    if ddl is None:
-        return
-    if dialect.name != POSTGRESQL:    # MySQL's DDL commits by itself: fenced in a transaction before it
-        conn.begin()
-        fence()
-    try:
-        cursor.execute(ddl)
-    except Exception as exc:  # noqa: BLE001 - the database's own refusal, named below
-        conn.rollback()
-        reason = first_line(exc)
-        if behaviour == "try_evolve":
-            log.warning("Jdbc sink: %s refused %s (%s); the table keeps its shape for it", route.label, ddl, reason)
-            return
-        raise JdbcSinkError(f"Jdbc sink: table {route.label} refused the schema change {change.describe()}: "
-                            f"{ddl}: {reason}") from None
-    if dialect.name == POSTGRESQL:    # DDL is transactional there: fenced right before COMMIT, as a batch is
-        fence()
+    statements = _statements(route, change, behaviour, set(dialect.columns(cursor, route.table)))
+    for ddl in statements:
+        if dialect.name != POSTGRESQL:    # MySQL's DDL commits by itself: fenced in a transaction before it
+            conn.begin()
+            fence()
+        try:
+            cursor.execute(ddl)
+        except Exception as exc:  # noqa: BLE001 - the database's own refusal, named below
+            conn.rollback()
+            reason = first_line(exc)
+            if behaviour == "try_evolve":
+                log.warning("Jdbc sink: %s refused %s (%s); the table keeps its shape for it", route.label, ddl, reason)
+                return
+            raise JdbcSinkError(f"Jdbc sink: table {route.label} refused the schema change {change.describe()}: "
+                                f"{ddl}: {reason}") from None
+        log.info("Jdbc sink: %s: %s", route.label, ddl)
+    if statements and dialect.name == POSTGRESQL:    # DDL is transactional there: fenced right before
+        fence()                                      # COMMIT, as a batch is
     conn.commit()
-    log.info("Jdbc sink: %s: %s", route.label, ddl)
 
 
-def _statement(route: JdbcTarget, change: TableChange, behaviour: str, existing: set[str]) -> str | None:
+def _statements(route: JdbcTarget, change: TableChange, behaviour: str, existing: set[str]) -> list[str]:
+    """The statements that apply ``change`` to a target with the columns ``existing``, in order."""
     dialect = route.dialect
     column, evolving = route.column(change.column), behaviour in ("evolve", "try_evolve")
     q, target = dialect.quote, route.quoted
     if change.kind == ADD and behaviour != "ignore" and column not in existing:
-        return f"ALTER TABLE {target} ADD COLUMN {q(column)} {dialect.field_type(change.field)}"
+        return [f"ALTER TABLE {target} ADD COLUMN {q(column)} {dialect.field_type(change.field)}"]
     if change.kind == DROP and evolving and column in existing:
-        return f"ALTER TABLE {target} DROP COLUMN {q(column)}"
+        return [f"ALTER TABLE {target} DROP COLUMN {q(column)}"]
     if change.kind == RENAME:
         new = route.column(change.new_name)
         if evolving:
             route.renames[new] = column
             if column in existing and new not in existing:
-                return f"ALTER TABLE {target} RENAME COLUMN {q(column)} TO {q(new)}"
+                return [f"ALTER TABLE {target} RENAME COLUMN {q(column)} TO {q(new)}"]
         elif behaviour == "lenient" and new not in existing:
-            return f"ALTER TABLE {target} ADD COLUMN {q(new)} {dialect.field_type(change.field)}"
-        return None
+            return [f"ALTER TABLE {target} ADD COLUMN {q(new)} {dialect.field_type(change.field)}"]
+        return []
     if change.kind == RETYPE and column in existing and (evolving or behaviour == "lenient" and change.widens()):
-        return dialect.retype(target, column, dialect.field_type(change.field))
-    return None
+        return [dialect.retype(target, column, dialect.field_type(change.field))]
+    return []
 
 
 __all__ = ["evolve"]
