@@ -85,3 +85,21 @@ def test_shards_writing_one_target_by_different_keys_are_refused_naming_both(spa
     with pytest.raises(JdbcSinkError, match=r"orders_0 and src\.orders_1 both write .*same primary_keys"):
         routes_writer(spark, db, ["orders_0", "orders_1"], target, table=target,
                       per_table={"orders_0": {"primary_keys": ["id"]}, "orders_1": {"primary_keys": ["name"]}})
+
+
+@pytest.mark.parametrize("collected", [False, True], ids=["spark", "driver"])
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "insert-only"])
+def test_a_shard_without_a_column_leaves_it_to_the_targets_default_not_null(spark, db, tmp_path, collected, keyed):
+    """Shards evolve one at a time (ALTER TABLE orders_0 ADD COLUMN note ... NOT NULL DEFAULT 'x',
+    orders_1 not yet): a row of orders_1 has no note. Staged together, its rows must not write
+    NULL there: a new row gets the target's default, an existing one keeps its value."""
+    target, job = table_name(), table_name()
+    execute(db, f"CREATE TABLE {target} (id BIGINT PRIMARY KEY, name VARCHAR(20), note VARCHAR(20) NOT NULL "
+                "DEFAULT 'x')", f"INSERT INTO {target} VALUES (3, 'three', 'kept')")
+    options = dict(table=target, primary_keys=["id"]) if keyed else dict(table=target)
+    writer = routes_writer(spark, db, ["orders_0", "orders_1"], job, **options)
+    noted = frame(spark, [(1, "a", "n1", RowKind.INSERT)], "id bigint, name string, note string")
+    bare = [(2, "b", RowKind.INSERT)] + ([(3, "three!", RowKind.UPDATE_AFTER)] if keyed else [])
+    _batch(writer, tmp_path, _frames({0: noted, 1: _shard_rows(spark, bare)}, collected), 0, job)
+    expected = [(1, "a", "n1"), (2, "b", "x")] + ([(3, "three!", "kept")] if keyed else [(3, "three", "kept")])
+    assert query(db, f"SELECT id, name, note FROM {target} ORDER BY id") == expected

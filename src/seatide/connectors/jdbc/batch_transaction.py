@@ -19,7 +19,7 @@ from typing import Iterator
 from seatide.connectors.jdbc.commit_record import CommitRecords
 from seatide.connectors.jdbc.sink_session import keep_alive, keepalive_every_s
 from seatide.connectors.jdbc.staging import stage_all
-from seatide.connectors.jdbc.target_table import TargetTable
+from seatide.connectors.jdbc.target_table import StageColumns, TargetTable
 from seatide.plugin.base import Batch
 
 log = logging.getLogger(__name__)
@@ -30,12 +30,12 @@ class TargetStaging:
     """One target's staging table in a batch, and what is left of filling it."""
 
     table: TargetTable
-    columns: list[str]
+    columns: StageColumns | None      # known once the staging table is made
     stage: tuple[str, ...]
     left: int = 0          # routes still staging (Spark)
     rows: int = 0
     collected: dict = field(default_factory=dict)     # route index -> (rows, schema), collected on the driver
-    spark: list = field(default_factory=list)         # (route, frame, staging table) for Spark to write
+    spark: list = field(default_factory=list)         # (route, frame, staging table, column set) for Spark
 
 
 @dataclass
@@ -117,8 +117,8 @@ def _whole_targets(by_spark: list[TargetStaging], staging: Iterator) -> Iterator
     yields each route's as it ends); closing this closes ``staging``."""
     of_stage = {s.stage: s for s in by_spark}
     try:
-        for (_route, _df, stage), count in staging:
-            target = of_stage[stage]
+        for item, count in staging:
+            target = of_stage[item[2]]
             target.rows += count
             target.left -= 1
             if target.left == 0:

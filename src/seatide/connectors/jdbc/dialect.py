@@ -26,6 +26,10 @@ from seatide.plugin.types import SOURCE_DIALECT, SOURCE_TYPE, declared_type, typ
 # an insert-only sink carry none: every byte staged is a byte Spark's executors send twice.
 STAGE_KIND = "__seatide_kind"    # RowKind value
 STAGE_SEQ = "__seatide_seq"      # order of changes within the batch (later wins per key)
+# Which column set a staged row has, where the routes writing one target stage different columns
+# (target_table.py): a row is applied with its own columns only, so one without a column leaves
+# the target's default or value there instead of NULL.
+STAGE_GROUP = "__seatide_group"
 # MySQL/MariaDB's staging tables, where Spark runs each task once: like PostgreSQL's UNLOGGED
 # ones, they need neither crash safety nor rollback (a failed batch is staged again, into a new
 # table), and without InnoDB's redo and undo logs the server spends ~45% less CPU staging a
@@ -145,13 +149,15 @@ class Dialect:
         return column
 
     def create_stage(self, stage: tuple[str, ...], columns_from: str, changes: bool, temporary: bool = False,
-                     engine: str | None = None) -> str:
+                     engine: str | None = None, grouped: bool = False) -> str:
         """A staging table with the target's column types (``columns_from`` selects none of its rows).
         ``temporary``: one of the connection's own, made inside the batch's transaction and gone
         with it (PostgreSQL: dropped at COMMIT or ROLLBACK; MySQL: a TEMPORARY table, whose
         CREATE does not commit the transaction, gone when the connection closes). ``engine``:
-        MySQL's storage engine for the table (``STAGE_ENGINE``), else the server's default."""
+        MySQL's storage engine for the table (``STAGE_ENGINE``), else the server's default.
+        ``grouped``: with a ``STAGE_GROUP`` column."""
         extra = [f"{self.quote(STAGE_KIND)} SMALLINT", f"{self.quote(STAGE_SEQ)} BIGINT"] if changes else []
+        extra += [f"{self.quote(STAGE_GROUP)} SMALLINT"] if grouped else []
         if self.name == POSTGRESQL:
             # UNLOGGED: staged rows need no crash safety (a crashed batch is staged again) and
             # skipping the WAL makes the extra copy cheap.
@@ -193,11 +199,14 @@ class Dialect:
         return {"rewriteBatchedStatements": "true"}
 
     # -- applying a staged batch -----------------------------------------------------------
-    def insert_staged(self, target: str, stage: str, columns: list[str]) -> str:
+    # ``group``: apply only the rows of that ``STAGE_GROUP`` (None: every row), each key's last
+    # change still chosen among all the rows.
+    def insert_staged(self, target: str, stage: str, columns: list[str], group: int | None = None) -> str:
         cols = ", ".join(self.quote(c) for c in columns)
-        return f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {stage}"
+        where = "" if group is None else f" WHERE {self.quote(STAGE_GROUP)} = {int(group)}"
+        return f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {stage}{where}"
 
-    def last_changes(self, stage: str, columns: list[str], keys: list[str]) -> str:
+    def last_changes(self, stage: str, columns: list[str], keys: list[str], group: int | None = None) -> str:
         """Per key, the batch's changes ranked last first (``seatide_rank = 1``: the last one).
 
         UPDATE_BEFORE rows are ranked too: when one is a key's last change, the key's row was
@@ -205,15 +214,23 @@ class Dialect:
         """
         cols = ", ".join(self.quote(c) for c in columns)
         partition = ", ".join(self.quote(k) for k in keys)
-        return (f"SELECT {cols}, {self.quote(STAGE_KIND)} AS seatide_kind, ROW_NUMBER() OVER "
+        grouped = "" if group is None else f", {self.quote(STAGE_GROUP)} AS seatide_group"
+        return (f"SELECT {cols}, {self.quote(STAGE_KIND)} AS seatide_kind{grouped}, ROW_NUMBER() OVER "
                 f"(PARTITION BY {partition} ORDER BY {self.quote(STAGE_SEQ)} DESC) AS seatide_rank "
                 f"FROM {stage}")
 
-    def upsert_staged(self, target: str, stage: str, columns: list[str], keys: list[str]) -> str:
+    def _chosen(self, keeps: bool, group: int | None, alias: str = "") -> str:
+        """The rows a statement applies: each key's last change, of the kinds that keep (or remove) a row."""
+        kinds = _KEEPS_ROW if keeps else _REMOVES_ROW
+        grouped = "" if group is None else f" AND {alias}seatide_group = {int(group)}"
+        return f"{alias}seatide_rank = 1 AND {alias}seatide_kind IN {kinds}{grouped}"
+
+    def upsert_staged(self, target: str, stage: str, columns: list[str], keys: list[str],
+                      group: int | None = None) -> str:
         """Insert-or-update the keys whose last change leaves a row (INSERT or UPDATE_AFTER)."""
         cols = ", ".join(self.quote(c) for c in columns)
-        chosen = (f"INSERT INTO {target} ({cols}) SELECT {cols} FROM ({self.last_changes(stage, columns, keys)}) "
-                  f"seatide_last WHERE seatide_rank = 1 AND seatide_kind IN {_KEEPS_ROW}")
+        chosen = (f"INSERT INTO {target} ({cols}) SELECT {cols} FROM "
+                  f"({self.last_changes(stage, columns, keys, group)}) seatide_last WHERE {self._chosen(True, group)}")
         others = [c for c in columns if c not in keys]
         if self.name == POSTGRESQL:
             conflict = ", ".join(self.quote(k) for k in keys)
@@ -224,36 +241,34 @@ class Dialect:
         sets = ", ".join(f"{self.quote(c)} = VALUES({self.quote(c)})" for c in (others or keys[:1]))
         return f"{chosen} ON DUPLICATE KEY UPDATE {sets}"
 
-    def update_last(self, target: str, stage: str, columns: list[str], keys: list[str]) -> str:
+    def update_last(self, target: str, stage: str, columns: list[str], keys: list[str],
+                    group: int | None = None) -> str:
         """Plain UPDATE of the rows whose key's last change leaves a row (enable_upsert = false)."""
         others = [c for c in columns if c not in keys] or keys[:1]
-        last = f"({self.last_changes(stage, columns, keys)}) s"
+        last = f"({self.last_changes(stage, columns, keys, group)}) s"
         match = self._match(keys)
         if self.name == POSTGRESQL:
             sets = ", ".join(f"{self.quote(c)} = s.{self.quote(c)}" for c in others)
-            return (f"UPDATE {target} t SET {sets} FROM {last} "
-                    f"WHERE s.seatide_rank = 1 AND s.seatide_kind IN {_KEEPS_ROW} AND {match}")
+            return f"UPDATE {target} t SET {sets} FROM {last} WHERE {self._chosen(True, group, 's.')} AND {match}"
         sets = ", ".join(f"t.{self.quote(c)} = s.{self.quote(c)}" for c in others)
-        return (f"UPDATE {target} t JOIN {last} ON {match} SET {sets} "
-                f"WHERE s.seatide_rank = 1 AND s.seatide_kind IN {_KEEPS_ROW}")
+        return f"UPDATE {target} t JOIN {last} ON {match} SET {sets} WHERE {self._chosen(True, group, 's.')}"
 
-    def insert_missing(self, target: str, stage: str, columns: list[str], keys: list[str]) -> str:
+    def insert_missing(self, target: str, stage: str, columns: list[str], keys: list[str],
+                       group: int | None = None) -> str:
         """Plain INSERT of the keys whose last change leaves a row and that the target does not
         have (enable_upsert = false; run after ``update_last``, which covered the others)."""
         cols = ", ".join(self.quote(c) for c in columns)
         return (f"INSERT INTO {target} ({cols}) SELECT {', '.join('s.' + self.quote(c) for c in columns)} "
-                f"FROM ({self.last_changes(stage, columns, keys)}) s WHERE s.seatide_rank = 1 AND "
-                f"s.seatide_kind IN {_KEEPS_ROW} AND NOT EXISTS (SELECT 1 FROM {target} t WHERE {self._match(keys)})")
+                f"FROM ({self.last_changes(stage, columns, keys, group)}) s WHERE {self._chosen(True, group, 's.')} "
+                f"AND NOT EXISTS (SELECT 1 FROM {target} t WHERE {self._match(keys)})")
 
     def delete_staged(self, target: str, stage: str, columns: list[str], keys: list[str]) -> str:
         """Delete the keys whose last change removes their row (DELETE, or UPDATE_BEFORE of a key change)."""
         last = f"({self.last_changes(stage, columns, keys)}) s"
         match = self._match(keys)
         if self.name == POSTGRESQL:
-            return (f"DELETE FROM {target} t USING {last} "
-                    f"WHERE s.seatide_rank = 1 AND s.seatide_kind IN {_REMOVES_ROW} AND {match}")
-        return (f"DELETE t FROM {target} t JOIN {last} ON {match} "
-                f"WHERE s.seatide_rank = 1 AND s.seatide_kind IN {_REMOVES_ROW}")
+            return f"DELETE FROM {target} t USING {last} WHERE {self._chosen(False, None, 's.')} AND {match}"
+        return f"DELETE t FROM {target} t JOIN {last} ON {match} WHERE {self._chosen(False, None, 's.')}"
 
     def _match(self, keys: list[str]) -> str:
         return " AND ".join(f"t.{self.quote(k)} = s.{self.quote(k)}" for k in keys)
@@ -341,5 +356,5 @@ def dialect_of(url: JdbcUrl) -> Dialect:
     return Dialect(url.dialect)
 
 
-__all__ = ["Dialect", "STAGE_KIND", "STAGE_SEQ", "UnsupportedType",
+__all__ = ["Dialect", "STAGE_GROUP", "STAGE_KIND", "STAGE_SEQ", "UnsupportedType",
            "dialect_of"]

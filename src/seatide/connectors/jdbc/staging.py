@@ -112,7 +112,7 @@ def _reads_a_shuffle(df) -> bool:
 
 
 def stage_all(work: list, url: str, keep_alive: Callable[[], None], every_s: float) -> Iterator[tuple[tuple, int]]:
-    """Stage each (route, frame, staging table) with Spark; yield each with its row count as its
+    """Stage each (route, frame, staging table, column set) with Spark; yield each with its row count as its
     staging ends. While it waits, ``keep_alive`` runs every ``every_s`` seconds (the caller's
     transaction may be open: sink_session.py). Closing the generator early cancels the tables not
     started and waits for the others."""
@@ -125,7 +125,7 @@ def stage_all(work: list, url: str, keep_alive: Callable[[], None], every_s: flo
     # The writers' jobs carry this thread's job group, so stopping the pipeline cancels them too
     # (given the session, the wrapper takes its tags as well, and says nothing).
     session = work[0][1].sparkSession
-    stage_one = inheritable_thread_target(session)(lambda item: item[0].stage(item[1], item[2], url))
+    stage_one = inheritable_thread_target(session)(lambda item: item[0].stage(item[1], item[2], url, item[3]))
     pool = ThreadPoolExecutor(max_workers=min(STAGE_WRITERS, len(work)), thread_name_prefix="jdbc-stage")
     try:
         pending = {pool.submit(stage_one, item): item for item in work}

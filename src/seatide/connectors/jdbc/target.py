@@ -10,7 +10,7 @@ applied as one.
 
 from __future__ import annotations
 
-from seatide.connectors.jdbc.dialect import STAGE_KIND, STAGE_SEQ, Dialect
+from seatide.connectors.jdbc.dialect import STAGE_GROUP, STAGE_KIND, STAGE_SEQ, Dialect
 from seatide.connectors.jdbc.query import QueryError
 from seatide.connectors.jdbc.spec import JdbcSinkError, JdbcSinkSpec
 from seatide.plugin.evolution import COLUMN_ID, RETIRED
@@ -126,8 +126,9 @@ class JdbcTarget:
 
     # --- one batch ---------------------------------------------------------------------
 
-    def stage(self, df, stage: tuple[str, ...], url: str) -> int:
-        """Spark's executors append the batch to the staging table; returns its row count."""
+    def stage(self, df, stage: tuple[str, ...], url: str, group: int | None = None) -> int:
+        """Spark's executors append the batch to the staging table; returns its row count.
+        ``group``: the column set its rows have (``STAGE_GROUP``), where the target has several."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
@@ -136,6 +137,8 @@ class JdbcTarget:
         if self.spec.primary_keys:
             kind = F.col(ROW_KIND_COLUMN) if ROW_KIND_COLUMN in df.columns else F.lit(int(RowKind.INSERT))
             columns += [kind.cast("smallint").alias(STAGE_KIND), _source_order(df).alias(STAGE_SEQ)]
+        if group is not None:
+            columns.append(F.lit(group).cast("smallint").alias(STAGE_GROUP))
         observation = Observation(f"seatide_jdbc_rows_{stage[-1]}")
         staged = df.select(*columns).observe(observation, F.count(F.lit(1)).alias("rows"))
         options = {**self.dialect.staging_properties(), **self.spec.properties,
@@ -148,26 +151,30 @@ class JdbcTarget:
         staged.write.format("jdbc").options(**options).mode("append").save()
         return int(observation.get["rows"])
 
-    def apply_statements(self, columns: list[str], stage: str) -> list[str]:
-        """The statements that apply the staged rows (``stage``, quoted; its ``columns``) to the target."""
+    def apply_statements(self, column_sets: list[list[str]], stage: str) -> list[str]:
+        """The statements that apply the staged rows (``stage``, quoted) to the target: one column
+        set, or several (the rows of ``STAGE_GROUP`` i have ``column_sets[i]``)."""
         spec, d = self.spec, self.dialect
         if spec.query is not None:
             try:
-                return [spec.query.over([d.quote(c) for c in columns], stage, "1 = 1")]
+                return [spec.query.over([d.quote(c) for c in column_sets[0]], stage, "1 = 1")]
             except QueryError as exc:
                 raise JdbcSinkError(f"Jdbc sink: option 'query': {exc}") from None
         keys, target = self.keys, self.quoted
+        groups = [(None, column_sets[0])] if len(column_sets) == 1 else list(enumerate(column_sets))
         if not keys:
-            return [d.insert_staged(target, stage, columns)]
+            return [d.insert_staged(target, stage, columns, group) for group, columns in groups]
         # The net change per key (dialect.py): deleted, then upserted, or without upserts
         # updated where the target has the key and inserted where it has not, so neither an
         # INSERT then UPDATE of a new key nor a DELETE then INSERT of an existing one depends
         # on the kind of the key's last change alone.
-        changes = [d.delete_staged(target, stage, columns, keys)]
-        if spec.enable_upsert:
-            changes.append(d.upsert_staged(target, stage, columns, keys))
-        else:
-            changes += [d.update_last(target, stage, columns, keys), d.insert_missing(target, stage, columns, keys)]
+        changes = [d.delete_staged(target, stage, keys, keys)]
+        for group, columns in groups:
+            if spec.enable_upsert:
+                changes.append(d.upsert_staged(target, stage, columns, keys, group))
+            else:
+                changes += [d.update_last(target, stage, columns, keys, group),
+                            d.insert_missing(target, stage, columns, keys, group)]
         return changes
 
 

@@ -11,17 +11,20 @@ A target is the unit of the sink's steps, never a route (DESIGN.md §5, "one sin
   source transaction (DELETE from orders_1, INSERT into orders_0) ends as the source did (finding
   3 of issue 30). Applied route by route, the later route won whatever the source's order.
 
-The staging table has every column any route stages; a route's rows leave the columns it does not
-have NULL (as a row of that input table has no value there).
+The staging table has every column any route stages. Where the routes stage different columns (a
+shard that has not had a column added yet), each row carries its column set (``STAGE_GROUP``) and
+is applied with its own columns only: a column its input table lacks keeps the target's default
+(a new row) or value (an existing one), never a NULL its NOT NULL would refuse.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+from dataclasses import dataclass
 
 from seatide.connectors.jdbc import local_rows
-from seatide.connectors.jdbc.dialect import STAGE_KIND, STAGE_SEQ, UnsupportedType
+from seatide.connectors.jdbc.dialect import STAGE_GROUP, STAGE_KIND, STAGE_SEQ, UnsupportedType
 from seatide.connectors.jdbc.spec import JdbcSinkError
 from seatide.connectors.jdbc.target import JdbcTarget, first_line
 from seatide.connectors.jdbc.url import POSTGRESQL
@@ -30,13 +33,40 @@ from seatide.plugin.rowkind import HIDDEN_COLUMNS
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class StageColumns:
+    """A batch's staging table's columns, and the column set each route's rows have."""
+
+    union: list[str]                      # every route's columns, in the order they first come
+    sets: list[list[str]]                 # the distinct column sets
+    of_route: dict[int, int | None]       # route index -> its set's index (None: one set for all)
+
+    @classmethod
+    def of(cls, staged: dict[int, list[str]]) -> "StageColumns":
+        staged = {i: [c for c in names if c not in HIDDEN_COLUMNS] for i, names in staged.items()}
+        sets: list[list[str]] = []
+        for names in staged.values():
+            if not any(set(names) == set(known) for known in sets):
+                sets.append(names)
+        union = list(dict.fromkeys(c for names in sets for c in names))
+        if len(sets) == 1:
+            return cls(union, [union], {i: None for i in staged})
+        return cls(union, sets, {i: next(g for g, known in enumerate(sets) if set(known) == set(names))
+                                 for i, names in staged.items()})
+
+    @property
+    def grouped(self) -> bool:
+        return len(self.sets) > 1
+
+
 class TargetTable:
     def __init__(self, routes: dict[int, JdbcTarget]):
         self.routes = routes                        # route index -> its way into this table
         self.lead = next(iter(routes.values()))     # whose options the table's steps follow
         first = self.lead
         for route in routes.values():
-            if (route.spec.primary_keys, route.spec.enable_upsert) != (first.spec.primary_keys, first.spec.enable_upsert):
+            if (route.spec.primary_keys, route.spec.enable_upsert) != \
+                    (first.spec.primary_keys, first.spec.enable_upsert):
                 raise JdbcSinkError(
                     f"Jdbc sink: input tables {first.source} and {route.source} both write {first.label}, with "
                     f"primary_keys {list(first.spec.primary_keys)} and {list(route.spec.primary_keys)}: one table's "
@@ -61,14 +91,7 @@ class TargetTable:
 
     # --- one batch ---------------------------------------------------------------------
 
-    def columns_of(self, staged: list[list[str]]) -> list[str]:
-        """The staging table's columns: each route's staged ones, in the order they first come."""
-        found: dict[str, None] = {}
-        for names in staged:
-            found.update((c, None) for c in names if c not in HIDDEN_COLUMNS)
-        return list(found)
-
-    def create_stage(self, conn, columns: list[str], stage: tuple[str, ...], engine: str | None,
+    def create_stage(self, conn, columns: StageColumns, stage: tuple[str, ...], engine: str | None,
                      temporary: bool = False, df=None) -> str | None:
         """The batch's staging table for ``columns`` (the target's column types); returns the
         engine it was made with (a server that refuses ``engine``, MySQL's disabled_storage_engines
@@ -85,8 +108,9 @@ class TargetTable:
                     return dialect.create_stage_for(stage, fields, lead.spec.query, engine=with_engine)
                 except UnsupportedType as exc:
                     raise JdbcSinkError(f"Jdbc sink: cannot stage the input for query: {exc}") from None
-            select = f"SELECT {', '.join(dialect.quote(c) for c in columns)} FROM {lead.quoted} WHERE 1 = 0"
-            return dialect.create_stage(stage, select, changes=self.keyed, temporary=temporary, engine=with_engine)
+            select = f"SELECT {', '.join(dialect.quote(c) for c in columns.union)} FROM {lead.quoted} WHERE 1 = 0"
+            return dialect.create_stage(stage, select, changes=self.keyed, temporary=temporary, engine=with_engine,
+                                        grouped=columns.grouped)
 
         try:
             conn.cursor().execute(ddl(engine))
@@ -103,31 +127,34 @@ class TargetTable:
         return engine
 
     def stage_rows(self, conn, collected: dict[int, tuple[list, object]], stage: tuple[str, ...],
-                   engine: str | None, temporary: bool) -> tuple[list[str], str | None]:
+                   engine: str | None, temporary: bool) -> tuple[StageColumns, str | None]:
         """Stage rows collected on the driver (route index -> (rows, their schema)) into one table:
         a temporary one inside the batch's transaction (gone with it, nothing left for a crash or a
         zombie to clean), or, where the user may not create one, an ordinary one before the
         transaction opens (MySQL's CREATE TABLE would commit it). Returns (its columns, engine)."""
         staged = {i: local_rows.values(self.routes[i], rows, schema) for i, (rows, schema) in collected.items()}
-        columns = self.columns_of([names for names, _ in staged.values()])
+        columns = StageColumns.of({i: names for i, (names, _rows) in staged.items()})
         engine = self.create_stage(conn, columns, stage, engine, temporary=temporary)
         dialect, cursor = self.lead.dialect, conn.cursor()
-        for names, rows in staged.values():
+        for index, (names, rows) in staged.items():
             names = names + ([STAGE_KIND, STAGE_SEQ] if self.keyed else [])
+            group = columns.of_route[index]
+            if group is not None:
+                names, rows = names + [STAGE_GROUP], [(*row, group) for row in rows]
             cursor.executemany(f"INSERT INTO {dialect.qualified(stage)} ({', '.join(dialect.quote(c) for c in names)}) "
                                f"VALUES ({', '.join(['%s'] * len(names))})", rows)
         if not temporary:
             conn.commit()
         return columns, engine
 
-    def apply(self, cursor, columns: list[str], stage: tuple[str, ...], in_transaction_drop: bool) -> None:
+    def apply(self, cursor, columns: StageColumns, stage: tuple[str, ...], in_transaction_drop: bool) -> None:
         """Apply the staged rows to the table (inside the batch's transaction); ``in_transaction_drop``:
         drop the staging table with it (PostgreSQL, where DDL is transactional)."""
         quoted = self.lead.dialect.qualified(stage)
-        for statement in self.lead.apply_statements(columns, quoted):
+        for statement in self.lead.apply_statements(columns.sets, quoted):
             cursor.execute(statement)   # no parameters: neither client then reads % in the SQL as a placeholder
         if in_transaction_drop and self.lead.dialect.name == POSTGRESQL:
             cursor.execute(f"DROP TABLE {quoted}")
 
 
-__all__ = ["TargetTable"]
+__all__ = ["StageColumns", "TargetTable"]

@@ -53,7 +53,7 @@ from seatide.connectors.jdbc.sink_session import lock_wait_s, open_session
 from seatide.connectors.jdbc.spec import JdbcSinkError, JdbcSinkSpec
 from seatide.connectors.jdbc.staging import StageNames, drop_leftovers, preferred_engine, stage_engine
 from seatide.connectors.jdbc.target import JdbcTarget
-from seatide.connectors.jdbc.target_table import TargetTable
+from seatide.connectors.jdbc.target_table import StageColumns, TargetTable
 from seatide.connectors.jdbc.temporary_tables import may_create_temporary_tables
 from seatide.connectors.jdbc.url import MYSQL, POSTGRESQL
 from seatide.plugin.base import Batch, SinkContext, SinkWriter
@@ -230,16 +230,16 @@ class JdbcWriter(SinkWriter):
                 if frames.local is not None else {}
             if collected and all(rows is not None and local_rows.columns(present[i], schema) is not None
                                  for i, (rows, schema) in collected.items()):
-                by_driver.append(TargetStaging(table, [], (), collected=collected))
+                by_driver.append(TargetStaging(table, None, (), collected=collected))
                 continue
             dfs = {i: r.rename(frames.frames[i]) for i, r in present.items()}
-            columns = table.columns_of([df.columns for df in dfs.values()])
+            columns = StageColumns.of({i: df.columns for i, df in dfs.items()})
             staging = TargetStaging(table, columns, self.names.new(table.stage_schema, batch.batch_id), left=len(dfs))
             wanted = stage_engine(self.stage_engine, table.keyed, list(dfs.values()))
             made = table.create_stage(conn, columns, staging.stage, wanted, df=next(iter(dfs.values())))
             if wanted and not made:
                 self.stage_engine = None         # refused: the server's default for every later batch
-            staging.spark = [(present[i], df, staging.stage) for i, df in dfs.items()]
+            staging.spark = [(present[i], df, staging.stage, columns.of_route[i]) for i, df in dfs.items()]
             by_spark.append(staging)
         if by_driver:
             self._stage_collected_before(conn, group, by_driver, batch)
