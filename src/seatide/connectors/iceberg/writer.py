@@ -207,6 +207,7 @@ class IcebergWriter(SinkWriter):
                 uuid = str(self.catalog.load_table(self.identifier).metadata.table_uuid)
                 decided = batch.decide_once(batch.save_modes_key, {"drop_table_uuid": uuid})
                 if str(self.catalog.load_table(self.identifier).metadata.table_uuid) == decided.get("drop_table_uuid"):
+                    failpoints.hit("iceberg.before_recreate")
                     self.catalog.drop_table(self.identifier)
                 exists = self.catalog.table_exists(self.identifier)
         if not exists:
