@@ -14,29 +14,15 @@ Other types (``hive``, ``glue``, ``nessie``...) are refused at load time, naming
 
 from __future__ import annotations
 
-import re
 from urllib.parse import quote, urlsplit
+
+from seatide.connectors.iceberg.warehouse import local_warehouse
 
 SUPPORTED = ("hadoop", "jdbc", "sql", "rest")
 
 
 class CatalogConfigError(ValueError):
     """``iceberg.catalog.config`` cannot make a catalog; the message names the key."""
-
-
-def local_warehouse(warehouse: str) -> str:
-    """The directory of a ``file:`` or plain-path warehouse; ValueError for another scheme."""
-    text = str(warehouse).strip()
-    if text.startswith("file://"):
-        text = text[len("file://"):]
-    elif text.startswith("file:"):
-        text = text[len("file:"):]
-    elif re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", text):
-        raise ValueError(f"warehouse {warehouse} is not on the local filesystem; SeaTide's hadoop catalog "
-                         "takes a directory (/path or file:///path)")
-    if not text.startswith("/"):
-        raise ValueError(f"warehouse {warehouse} must be an absolute path (/path or file:///path)")
-    return text.rstrip("/") or "/"
 
 
 def flat_properties(block) -> dict[str, str]:

@@ -37,7 +37,7 @@ from pyiceberg.table import CommitTableResponse, Table
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
 from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
 
-from seatide.connectors.iceberg.catalogs import local_warehouse
+from seatide.connectors.iceberg.warehouse import local_warehouse
 
 _VERSION_FILE = re.compile(r"^v(\d+)(\.gz)?\.metadata\.json$")
 HINT = "version-hint.text"
