@@ -189,6 +189,27 @@ def test_commit_branch_leaves_main_alone(spark, tmp_path):
     assert rows_of(config, snapshot_id=audit.snapshot_id) == [(1, "n1"), (2, "n2"), (3, "n3")]
 
 
+@pytest.mark.parametrize("kind", ["hadoop", "rest"])
+def test_commits_to_a_branch_of_a_new_table_make_the_branch_and_leave_main_empty(spark, tmp_path, request, kind):
+    """SeaTunnel's fake_to_iceberg_with_branch: a new table, nobody else writing. As in Iceberg, the
+    first commit to a missing branch creates it (main has no snapshot to start it at); main stays
+    empty, the branch holds every batch once, and a replay of the last batch commits nothing."""
+    config = ({"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"} if kind == "hadoop"
+              else request.getfixturevalue("iceberg_rest_server").config())
+    sink = {"iceberg.table.commit-branch": "commit-branch"}
+    writer = make_sink(config, **sink).writer(context(spark))
+    write(writer, tmp_path / "log", inserts(spark, [1, 2]), 0)
+    write(writer, tmp_path / "log", inserts(spark, [3]), 1)
+    os.remove(tmp_path / "log" / "commit" / "1.json")
+    replay = write(make_sink(config, **sink).writer(context(spark)), tmp_path / "log", inserts(spark, [3]), 1)
+    assert replay.state.get("replayed") is True
+    table = table_of(config)
+    assert table.metadata.current_snapshot() is None and rows_of(config) == []
+    branch = table.metadata.snapshot_by_name("commit-branch")
+    assert rows_of(config, snapshot_id=branch.snapshot_id) == [(1, "n1"), (2, "n2"), (3, "n3")]
+    assert batch_snapshots(config) == [txn(0), txn(1)]
+
+
 def test_maintenance_expires_snapshots_and_compacts_small_files(spark, tmp_path):
     config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
     writer = make_sink(config, **{"iceberg.maintenance.expire-snapshots-older-than-ms": 0,

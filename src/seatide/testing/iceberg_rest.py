@@ -229,13 +229,16 @@ class RestCatalogService:
         from pyiceberg.table import CommitTableRequest
         from pyiceberg.table.update import AssertCreate
 
+        from seatide.connectors.iceberg.row_delta import as_the_spec_says     # pyiceberg's is stricter
+
         identifier = (*namespace, name)
         body = {**body, "identifier": {"namespace": list(namespace), "name": name}}
         request = CommitTableRequest.model_validate(body)
         creating = any(isinstance(r, AssertCreate) for r in request.requirements)
         if not creating and not self.catalog.table_exists(identifier):
             raise RestError(404, "NoSuchTableException", f"Table does not exist: {'.'.join(identifier)}")
-        response = self.catalog.commit_table(_Named(identifier), request.requirements, request.updates)
+        response = self.catalog.commit_table(_Named(identifier), as_the_spec_says(request.requirements),
+                                             request.updates)
         return 200, response.model_dump_json()
 
     def serve(self, method: str, route, query: dict, body) -> tuple[int, str | None]:

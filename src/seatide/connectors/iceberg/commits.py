@@ -18,6 +18,9 @@ that look) is turned off for these commits.
 Expiring snapshots keeps the branch head, so the newest snapshot of a running lineage stays
 findable; a job that other writers outpace by more than the retained snapshots could lose
 the mark, which is why maintenance keeps ``iceberg.maintenance.retain-last`` snapshots.
+
+**A missing branch** is read as Iceberg reads one: it stands at main's current snapshot, and the
+first commit to it creates it there (on a table without snapshots: with that commit alone).
 """
 
 from __future__ import annotations
@@ -39,7 +42,12 @@ def lineage_and_batch(transaction_id: str) -> tuple[str, int]:
 
 
 def branch_head(metadata, branch: str | None):
-    return metadata.snapshot_by_name(branch or "main")
+    """The snapshot ``branch`` stands at; a branch that does not exist yet stands at main's
+    current snapshot, where its first commit starts it (Iceberg's ``latestSnapshot``)."""
+    name = branch or "main"
+    if name not in metadata.refs:
+        return metadata.current_snapshot()
+    return metadata.snapshot_by_name(name)
 
 
 def committed_snapshot(metadata, branch: str | None, transaction_id: str):
@@ -69,29 +77,13 @@ def without_retries(table):
 
 
 def commit_files(table, branch: str | None, summary: dict, added: list, removed: list, rewrite: bool = False):
-    """Commit ``added``/``removed`` files as one snapshot on ``branch`` with ``summary``, once:
-    ``CommitFailedException`` when the branch moved since ``table`` was loaded (no rebase).
-
-    Delete files among them (merge-on-read) take ``row_delta``'s producer: pyiceberg's own
-    write data manifests only."""
-    from pyiceberg.manifest import DataFileContent
+    """Commit ``added``/``removed`` files (data or delete files) as one snapshot on ``branch`` with
+    ``summary``, once: ``CommitFailedException`` when the branch moved since ``table`` was loaded
+    (no rebase). ``row_delta``'s producer writes it (pyiceberg's own write data manifests only)."""
+    from seatide.connectors.iceberg.row_delta import RowDelta
 
     tx = without_retries(table).transaction()
-    if rewrite or any(f.content != DataFileContent.DATA for f in (*added, *removed)):
-        from seatide.connectors.iceberg.row_delta import RowDelta
-
-        RowDelta(tx, branch or "main", summary, added, removed, rewrite=rewrite).commit()
-        return tx.commit_transaction()
-    update = tx.update_snapshot(snapshot_properties=summary, branch=branch or "main")
-    if removed:
-        producer = update.overwrite()
-        for data_file in removed:
-            producer.delete_data_file(data_file)
-    else:
-        producer = update.fast_append()
-    for data_file in added:
-        producer.append_data_file(data_file)
-    producer.commit()
+    RowDelta(tx, branch or "main", summary, added, removed, rewrite=rewrite).commit()
     return tx.commit_transaction()
 
 

@@ -17,19 +17,51 @@ manifest writers, manifest list, summary and commit requirements):
   compaction: ``rewrite = True``) or ``overwrite``.
 
 The commit keeps pyiceberg's ``assert-ref-snapshot-id`` on the branch, so the writers' one-commit
-protocol (``commits``) holds as for their other snapshots.
+protocol (``commits``) holds as for their other snapshots, with the meaning Iceberg's REST spec
+gives it (``AssertRef``). A branch that does not exist yet starts at main's current snapshot, as
+in Iceberg: the snapshot's parent is main's head, and the commit creates the branch.
 """
 
 from __future__ import annotations
 
 from pyiceberg.manifest import (DataFileContent, ManifestContent, ManifestEntry, ManifestEntryStatus,
                                 ManifestWriterV2)
+from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.update import AssertRefSnapshotId
 from pyiceberg.table.update.snapshot import _SnapshotProducer
 
 
 class RowDeltaError(ValueError):
     """A file to remove is not live in the branch head the snapshot is built on."""
+
+
+class AssertRef(AssertRefSnapshotId):
+    """``assert-ref-snapshot-id`` as Iceberg's REST spec (and Iceberg's Java catalogs) check it:
+    the ref points at ``snapshot_id``; a null ``snapshot_id`` means the ref does not exist yet.
+    pyiceberg 0.12 also refuses every ref but main on a table without snapshots, so a branch of a
+    new table could never get its first commit (SeaTunnel's ``commit-branch`` on a new table)."""
+
+    def validate(self, base_metadata) -> None:
+        if base_metadata is None:
+            raise CommitFailedException("Requirement failed: current table metadata is missing")
+        ref = base_metadata.refs.get(self.ref)
+        if ref is None:
+            if self.snapshot_id is not None:
+                raise CommitFailedException(f"Requirement failed: branch or tag {self.ref} is missing, "
+                                            f"expected {self.snapshot_id}")
+        elif self.snapshot_id is None:
+            raise CommitFailedException(f"Requirement failed: {ref.snapshot_ref_type} {self.ref} was created "
+                                        "concurrently")
+        elif self.snapshot_id != ref.snapshot_id:
+            raise CommitFailedException(f"Requirement failed: {ref.snapshot_ref_type} {self.ref} has changed: "
+                                        f"expected id {self.snapshot_id}, found {ref.snapshot_id}")
+
+
+def as_the_spec_says(requirements) -> tuple:
+    """``requirements`` with every ``assert-ref-snapshot-id`` checked as the spec says (``AssertRef``)."""
+    return tuple(AssertRef(ref=r.ref, snapshot_id=r.snapshot_id) if isinstance(r, AssertRefSnapshotId) else r
+                 for r in requirements)
 
 
 class _DeleteManifestWriter(ManifestWriterV2):
@@ -54,9 +86,17 @@ class RowDelta(_SnapshotProducer["RowDelta"]):
         else:
             operation = Operation.OVERWRITE
         super().__init__(operation, transaction, transaction._table.io, snapshot_properties=summary, branch=branch)
+        metadata = transaction.table_metadata
+        if branch not in metadata.refs and metadata.current_snapshot() is not None:
+            self._parent_snapshot_id = metadata.current_snapshot().snapshot_id     # a new branch starts at main's
+            self._starting_snapshot_id = self._parent_snapshot_id
         self._added_data_files = data
         self._added_delete_files = deletes
         self._removed_files = list(removed)
+
+    def _commit(self):
+        updates, requirements = super()._commit()
+        return updates, as_the_spec_says(requirements)
 
     def _deleted_entries(self) -> list[ManifestEntry]:
         return []      # written in the carried manifests, beside the files they keep
@@ -126,4 +166,4 @@ class RowDelta(_SnapshotProducer["RowDelta"]):
         return Summary(self._operation, **summary.additional_properties)
 
 
-__all__ = ["RowDelta", "RowDeltaError"]
+__all__ = ["AssertRef", "RowDelta", "RowDeltaError", "as_the_spec_says"]
