@@ -155,3 +155,19 @@ def batch_snapshots(config: dict, name: str = "ns.t") -> list[str]:
     table = table_of(config, name)
     return [s.summary.additional_properties.get("seatide.transaction-id") for s in
             sorted(table.metadata.snapshots, key=lambda s: s.sequence_number)]
+
+
+def routed_writer(spark, config: dict, tables: list[str], **options):
+    """The sink's writer of a multi-table input whose routes are ``tables`` (source table names), each
+    route's sink made of ``options``: routes naming the same Iceberg table are one target."""
+    from seatide.plugin.tables import TableRoute
+
+    routes = [TableRoute(i, name, None, make_sink(config, **options)) for i, name in enumerate(tables)]
+    return routes[0].sink.table_writer(context(spark), routes)
+
+
+def write_routed(writer, log_dir, frames: dict, batch: int, lineage: str = "L1"):
+    """One batch of a multi-table input: ``frames`` is each route's rows by route index."""
+    from seatide.plugin.tables import TableFrames
+
+    return write(writer, log_dir, TableFrames(frames), batch, lineage)

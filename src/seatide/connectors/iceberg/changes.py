@@ -2,10 +2,12 @@
 
 For one micro-batch:
 
-1. The net change per key: the batch's last change of each key wins (rows keep their order
-   within the batch, as a CDC source emits them; a sequence number records it). A key whose
-   last change is an insert or an update's after-image is upserted, one whose last change is
-   a delete or an update's before-image (the key moved) is deleted.
+1. The net change per key: the batch's last change of each key wins, by the source's order
+   (``__row_seq``), which the source numbers across all its tables: one key moved between shards
+   merged into this table is ordered by it too, whatever order the rows arrive in. Two changes of
+   one key with the same number cannot be ordered (a source numbering its tables apart) and fail
+   the batch. A key whose last change is an insert or an update's after-image is upserted, one
+   whose last change is a delete or an update's before-image (the key moved) is deleted.
 2. Candidate files: the branch head's data files whose key bounds may hold a changed key
    (Iceberg's metrics prune the rest without opening them).
 3. Affected files: Spark reads the key columns of the candidates and keeps the files that
@@ -24,11 +26,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from seatide.connectors.iceberg.datafiles import file_uri, local_path
+from seatide.connectors.iceberg.datafiles import IcebergWriteError, file_uri, local_path
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, ROW_SEQ_COLUMN, RowKind
 
 _SEQ = "__seatide_seq"
 _RANK = "__seatide_rank"
+_NEXT = "__seatide_next"     # the key's change before its last one, by the source's order
 _FILE = "__seatide_file"
 # Up to this many changed keys are named one by one in the scan's filter; past it, their range.
 _IN_LIST_MAX = 2_000
@@ -36,7 +39,7 @@ _IN_LIST_MAX = 2_000
 
 @dataclass
 class NetChanges:
-    net: object            # DataFrame: one row per changed key, its last change (kind column kept)
+    net: object            # DataFrame, persisted: one row per changed key, its last change (unpersist it)
     keys: object           # DataFrame: the changed keys
     upserts: object        # DataFrame: the rows to write (no kind column)
     changes: int           # rows of the batch
@@ -49,15 +52,27 @@ def net_changes(df, keys: list[str]) -> NetChanges:
 
     # the source's order when a transform may have reordered the rows (runtime.change_order),
     # else the order they are read in, which is the source's
-    seq = F.col(ROW_SEQ_COLUMN) if ROW_SEQ_COLUMN in df.columns else F.monotonically_increasing_id()
+    numbered = ROW_SEQ_COLUMN in df.columns
+    seq = F.col(ROW_SEQ_COLUMN) if numbered else F.monotonically_increasing_id()
     ordered = df.withColumn(_SEQ, seq).drop(ROW_SEQ_COLUMN)
     window = Window.partitionBy(*[F.col(k) for k in keys]).orderBy(F.col(_SEQ).desc())
-    net = (ordered.withColumn(_RANK, F.row_number().over(window)).filter(F.col(_RANK) == 1)
-           .drop(_RANK, _SEQ).persist(StorageLevel.MEMORY_AND_DISK))
-    changes = net.count()
+    cached = (ordered.withColumn(_RANK, F.row_number().over(window)).withColumn(_NEXT, F.lead(_SEQ).over(window))
+              .filter(F.col(_RANK) == 1).drop(_RANK).persist(StorageLevel.MEMORY_AND_DISK))
+    tie = F.col(_NEXT) == F.col(_SEQ)
+    changes, ties = cached.agg(F.count(F.lit(1)), F.count(F.when(tie, 1))).first()
+    if ties:
+        example = cached.filter(tie).select(*keys, _SEQ).first()
+        cached.unpersist()
+        where = ", ".join(f"{k} = {example[k]!r}" for k in keys)
+        raise IcebergWriteError(
+            f"changes of one key ({where}) share {ROW_SEQ_COLUMN} {example[_SEQ]} ({ties} such keys in the batch), "
+            "so which came last is unknown: the source numbers the changes of the tables written into this "
+            "table apart (shards merged into one table), and they cannot be ordered against each other. Write "
+            "each source table into a table of its own, or read them with a source whose order spans its tables")
+    net = cached.drop(_SEQ, _NEXT)
     upsert_kinds = [int(RowKind.INSERT), int(RowKind.UPDATE_AFTER)]
     upserts = net.filter(F.col(ROW_KIND_COLUMN).isin(upsert_kinds)).drop(ROW_KIND_COLUMN)
-    return NetChanges(net=net, keys=net.select(*keys), upserts=upserts, changes=changes)
+    return NetChanges(net=cached, keys=net.select(*keys), upserts=upserts, changes=int(changes))
 
 
 def candidate_files(table, snapshot, keys: list[str], changed, case_sensitive: bool):
