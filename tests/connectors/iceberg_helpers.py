@@ -21,9 +21,8 @@ from seatide.connectors.iceberg.sink import IcebergSink
 from seatide.plugin.base import SinkContext
 from seatide.plugin.options import read_options
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
-from seatide.runtime.commit_log import SinkCommitLog, write_exactly_once
+from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, write_exactly_once
 from seatide.testing.cluster import free_port
-from tests.connectors.test_jdbc_sink import FencedDecisions  # the fence is the test's
 
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 REST_STARTUP_DEADLINE_S = 60.0
@@ -110,10 +109,32 @@ def txn(batch: int, lineage: str = "L1", job: str = "job") -> str:
     return f"T_{job}_1_0_{lineage}_{batch}"
 
 
-def write(writer, log_dir, df, batch: int, lineage: str = "L1", fence=None):
+class AttemptDecisions(FileDecisions):
+    """File decisions fenced as the store fences an attempt's (``StoreDecisions``): the test's
+    ``fence`` raises once the attempt is no longer current, and every decision checks it first."""
+
+    def __init__(self, log: SinkCommitLog, fence):
+        super().__init__(log)
+        self._fence = fence
+
+    def fence(self) -> None:
+        self._fence()
+
+    def decide(self, batch_id: int, transaction_id: str, manifest: dict) -> dict:
+        self._fence()
+        return super().decide(batch_id, transaction_id, manifest)
+
+    def decide_once(self, key: str, plan: dict) -> dict:
+        self._fence()
+        return super().decide_once(key, plan)
+
+
+def write(writer, log_dir, df, batch: int, lineage: str = "L1", fence=None, attempt: str = ""):
+    """One batch through the runtime's exactly-once path; ``attempt`` names the attempt's own
+    staging, as the driver's attempt id does (a zombie and its replacement never share it)."""
     log = SinkCommitLog(str(log_dir))
-    decisions = FencedDecisions(log, fence) if fence is not None else None
-    return write_exactly_once(writer, log, df, batch, txn(batch, lineage), decisions=decisions)
+    decisions = AttemptDecisions(log, fence) if fence is not None else None
+    return write_exactly_once(writer, log, df, batch, txn(batch, lineage), decisions=decisions, staging_tag=attempt)
 
 
 def changes(spark, rows: list[tuple], ddl: str):
@@ -171,3 +192,35 @@ def write_routed(writer, log_dir, frames: dict, batch: int, lineage: str = "L1")
     from seatide.plugin.tables import TableFrames
 
     return write(writer, log_dir, TableFrames(frames), batch, lineage)
+
+
+class Held:
+    """A failpoint that holds the first thread to reach it (failpoints' gate) until ``release``;
+    once it was reached, later hits pass."""
+
+    def __init__(self, monkeypatch, point: str, path):
+        from seatide import failpoints
+
+        self.monkeypatch, self.point, self.path = monkeypatch, point, str(path)
+        monkeypatch.setitem(failpoints._POINTS, point, f"gate:0:{self.path}")
+        monkeypatch.setitem(failpoints._HITS, point, 0)
+
+    def reached(self, timeout: float = 180.0) -> None:
+        from seatide import failpoints
+        from seatide.testing.cluster import wait_for
+
+        wait_for(lambda: failpoints._HITS[self.point] >= 1, timeout, 0.05, f"a thread at {self.point}")
+        self.monkeypatch.delitem(failpoints._POINTS, self.point)
+
+    def release(self) -> None:
+        open(self.path, "w").close()
+
+
+def orphans(config: dict, name: str = "ns.t") -> list[str]:
+    """Parquet files under the table's data directory that no snapshot references."""
+    table = table_of(config, name)
+    referenced = {e.data_file.file_path.removeprefix("file://") for s in table.metadata.snapshots
+                  for m in s.manifests(table.io) for e in m.fetch_manifest_entry(table.io)}
+    data = table.metadata.location.removeprefix("file://") + "/data"
+    return sorted(os.path.join(d, f) for d, _, files in os.walk(data) for f in files
+                  if f.endswith(".parquet") and os.path.join(d, f) not in referenced)

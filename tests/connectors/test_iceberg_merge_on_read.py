@@ -14,8 +14,8 @@ from seatide.connectors.iceberg.maintenance import rewrite_small_files
 from seatide.connectors.iceberg.source import IcebergSourceError
 from seatide.plugin.options import OptionError
 from seatide.plugin.rowkind import RowKind
-from tests.connectors.iceberg_helpers import (batch_snapshots, changes, context, make_sink, read_back, rows_of,
-                                              table_of, txn, write)
+from tests.connectors.iceberg_helpers import (batch_snapshots, changes, context, make_sink, orphans, read_back,
+                                              rows_of, table_of, txn, write)
 
 pytestmark = pytest.mark.spark
 
@@ -49,6 +49,7 @@ def test_merge_on_read_changes_are_equality_deletes_read_back_replayed_once_and_
     write(writer, tmp_path / "log", changes(spark, [(i, f"a{i}", I) for i in range(10)]
                                             + [(i, f"b{i}", I) for i in range(100, 110)], DDL), 1)
     before = live_files(config)["DATA"]
+    assert orphans(config) == [], "the first batch found the table empty: its keys are not deletes, and go"
     result = write(writer, tmp_path / "log", changes(spark, [
         (3, "a3", UB), (3, "a3-new", UA),              # update
         (4, "a4", D),                                  # delete
@@ -83,7 +84,7 @@ def test_merge_on_read_changes_are_equality_deletes_read_back_replayed_once_and_
     os.remove(tmp_path / "log" / "commit" / "2.json")      # the catalog committed, the runtime's log lost it
     replay = write(make_sink(config, **MOR).writer(context(spark)), tmp_path / "log", changes(spark, [
         (4, "a4", D)], DDL), 2)
-    assert replay.state.get("replayed") is True
+    assert replay.replayed
     assert batch_snapshots(config) == [txn(1), txn(2)]
 
     write(writer, tmp_path / "log", changes(spark, [(3, "a3-newer", UA), (200, "new", D)], DDL), 3)
@@ -169,22 +170,21 @@ def test_merge_on_read_needs_partition_columns_in_the_key_and_known_modes(spark,
         write(writer, tmp_path / "log", changes(spark, [(1, "a", I)], DDL), 0)
 
 
-def test_a_decided_multi_table_part_carries_its_equality_deletes_to_the_commit(spark, tmp_path):
-    """The multi-table sink stages a table's batch, the runtime decides it (JSON), and the commit
-    describes the files again: the equality deletes must come through as deletes, once."""
+def test_a_decided_part_carries_its_equality_deletes_to_the_commit(spark, tmp_path):
+    """The sink stages a table's batch, the runtime decides it (JSON), and the commit describes
+    the files again: the equality deletes must come through as deletes, once."""
     import json
 
-    from seatide.connectors.iceberg.tables import DecidedWriter
     from seatide.plugin.base import Batch
 
     config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
-    writer = DecidedWriter(make_sink(config, **MOR).spec(), context(spark))
+    writer = make_sink(config, **MOR).writer(context(spark))
     for number, rows in enumerate(([(1, "a", I), (2, "b", I)], [(1, "a", UB), (1, "a2", UA), (2, "b", D)])):
         batch = Batch(batch_id=number, transaction_id=txn(number), previous_state={"rows": 0} if number else {})
-        part = json.loads(json.dumps(writer.stage_part(changes(spark, rows, DDL), batch)))
-        writer.commit_part(part)
-        writer.commit_part(part)                   # rolled forward again: nothing more
-    assert part["equality_deletes"] and batch_snapshots(config) == [txn(0), txn(1)]
+        decided = json.loads(json.dumps(writer.stage_batch(changes(spark, rows, DDL), batch).publish))
+        writer.publish(decided)
+        writer.publish(decided)                    # rolled forward again: nothing more
+    assert decided["tables"]["ns.t"]["keys"] and batch_snapshots(config) == [txn(0), txn(1)]
     assert content_of(config) == {"DATA": 2, "EQUALITY_DELETES": 1}
     assert read_back(spark, config) == [(1, "a2")]
 

@@ -15,8 +15,8 @@ from seatide.connectors.iceberg.catalogs import load_catalog
 from seatide.connectors.iceberg.writer import IcebergSinkError
 from seatide.plugin.options import OptionError
 from seatide.plugin.rowkind import RowKind
-from tests.connectors.iceberg_helpers import (batch_snapshots, catalog_config, changes, context, make_sink, rows_of,
-                                              table_of, txn, write)
+from tests.connectors.iceberg_helpers import (batch_snapshots, catalog_config, changes, context, make_sink, orphans,
+                                              rows_of, table_of, txn, write)
 
 pytestmark = pytest.mark.spark
 __all__ = ["catalog_config"]
@@ -36,7 +36,7 @@ def test_each_batch_is_one_snapshot_and_a_replay_commits_nothing(spark, catalog_
     write(writer, tmp_path / "log", inserts(spark, range(5, 8)), 1)
     os.remove(tmp_path / "log" / "commit" / "1.json")
     replay = write(make_sink(catalog_config).writer(context(spark)), tmp_path / "log", inserts(spark, range(5, 8)), 1)
-    assert replay.state["replayed"] is True and replay.state["rows"] == 3
+    assert replay.replayed and replay.state["rows"] == 3
     assert batch_snapshots(catalog_config) == [txn(0), txn(1)]
     assert rows_of(catalog_config) == [(i, f"n{i}") for i in range(8)]
     if catalog_config["type"] == "hadoop":     # the replay staged nothing: one directory per committed batch
@@ -70,17 +70,17 @@ def test_a_racing_attempt_of_the_same_batch_loses_and_commits_nothing(spark, tmp
     zombie = make_sink(config).writer(context(spark))
     results = {}
     thread = threading.Thread(target=lambda: results.setdefault(
-        "zombie", write(zombie, tmp_path / "zombie-log", inserts(spark, range(4)), 0)))
+        "zombie", write(zombie, tmp_path / "zombie-log", inserts(spark, range(4)), 0, attempt="1")))
     thread.start()
     try:
         failpoints_wait(lambda: failpoints._HITS["iceberg.before_commit"] >= 1)
         monkeypatch.delitem(failpoints._POINTS, "iceberg.before_commit")
-        replacement = write(make_sink(config).writer(context(spark)), tmp_path / "log", inserts(spark, range(4)), 0)
+        replacement = write(make_sink(config).writer(context(spark)), tmp_path / "log", inserts(spark, range(4)), 0,
+                            attempt="2")
     finally:
         open(gate, "w").close()
         thread.join(timeout=300)
-    assert replacement.state["rows"] == 4
-    assert results["zombie"].state.get("replayed") is True
+    assert replacement.state["rows"] == 4 and results["zombie"].state["rows"] == 4
     assert batch_snapshots(config) == [txn(0)]
     assert rows_of(config) == [(i, f"n{i}") for i in range(4)]
 
@@ -135,6 +135,7 @@ def test_changes_apply_by_key_copy_on_write_rewriting_only_the_files_they_touch(
     assert not any("delete" in str(t.delete_files) for t in table.scan().plan_files())
     assert len(before - after) == 1, "only the file holding keys 0-9 is rewritten; keys 100-109 stay put"
     assert table.metadata.current_snapshot().summary.operation.value == "overwrite"
+    assert orphans(config) == [], "the batch's keys, staged for a later head's rewrite, are removed"
 
 
 def test_partitioned_table_with_evolving_schema_and_case_insensitive_fields(spark, tmp_path):
@@ -168,10 +169,14 @@ def test_save_modes_before_the_first_batch(spark, tmp_path):
     write(make_sink(config, data_save_mode="DROP_DATA").writer(context(spark)), tmp_path / "c",
           inserts(spark, [3]), 0, lineage="C")
     assert rows_of(config) == [(3, "n3")]
-    uuid = table_of(config).metadata.table_uuid
+    before = table_of(config).metadata
     write(make_sink(config, schema_save_mode="RECREATE_SCHEMA").writer(context(spark)), tmp_path / "d",
           changes(spark, [(4, 1.5, I)], "id bigint, x double"), 0, lineage="D")
-    assert table_of(config).metadata.table_uuid != uuid and rows_of(config) == [(4, 1.5)]
+    after = table_of(config).metadata       # replaced in place, as Iceberg's REPLACE TABLE: history kept
+    assert after.table_uuid == before.table_uuid and rows_of(config) == [(4, 1.5)]
+    assert [f.name for f in after.schema().fields] == ["id", "x"]
+    assert min(f.field_id for f in after.schema().fields) > before.last_column_id
+    assert {s.snapshot_id for s in before.snapshots} < {s.snapshot_id for s in after.snapshots}
     with pytest.raises(IcebergSinkError, match="does not exist"):
         write(make_sink(config, table="missing", schema_save_mode="ERROR_WHEN_SCHEMA_NOT_EXIST").writer(context(spark)),
               tmp_path / "e", inserts(spark, [1]), 0, lineage="E")
@@ -201,8 +206,7 @@ def test_commits_to_a_branch_of_a_new_table_make_the_branch_and_leave_main_empty
     write(writer, tmp_path / "log", inserts(spark, [1, 2]), 0)
     write(writer, tmp_path / "log", inserts(spark, [3]), 1)
     os.remove(tmp_path / "log" / "commit" / "1.json")
-    replay = write(make_sink(config, **sink).writer(context(spark)), tmp_path / "log", inserts(spark, [3]), 1)
-    assert replay.state.get("replayed") is True
+    assert write(make_sink(config, **sink).writer(context(spark)), tmp_path / "log", inserts(spark, [3]), 1).replayed
     table = table_of(config)
     assert table.metadata.current_snapshot() is None and rows_of(config) == []
     branch = table.metadata.snapshot_by_name("commit-branch")

@@ -12,8 +12,8 @@ For one micro-batch:
    (Iceberg's metrics prune the rest without opening them).
 3. Affected files: Spark reads the key columns of the candidates and keeps the files that
    really hold a changed key. Only these are rewritten.
-4. Spark's executors write the affected files' rows minus the changed keys, plus the upserted
-   rows, as new files; the snapshot removes the affected files and adds the new ones.
+4. Spark's executors write the affected files' rows minus the changed keys (the kept rows), and
+   the upserted rows, as new files; the snapshot removes the affected files and adds the new ones.
 
 Readers of any engine see a plain table (no delete files), at the cost of rewriting every
 file a batch touches (docs/connectors/iceberg.md has the measurements). A table that holds
@@ -116,15 +116,12 @@ def affected_files(spark, candidates: list, keys: list[str], changed, struct) ->
     return [by_name[r[0]] for r in found]
 
 
-def rewritten_rows(spark, table, candidates, affected: list, keys: list[str], changed, upserts, struct):
-    """The affected files' rows (their deletes applied) without the changed keys, plus the upserted rows."""
+def kept_rows(spark, table, candidates, affected: list, keys: list[str], changed, struct):
+    """The affected files' rows (their deletes applied) without the changed keys."""
     from seatide.connectors.iceberg.deletes import read
 
-    if not affected:
-        return upserts
-    kept = (read(spark, table, candidates, struct, only={f.file_path for f in affected})
+    return (read(spark, table, candidates, struct, only={f.file_path for f in affected})
             .join(changed.distinct(), on=keys, how="left_anti"))
-    return kept.unionByName(upserts.select(*struct.names))
 
 
-__all__ = ["NetChanges", "affected_files", "candidate_files", "net_changes", "rewritten_rows"]
+__all__ = ["NetChanges", "affected_files", "candidate_files", "kept_rows", "net_changes"]

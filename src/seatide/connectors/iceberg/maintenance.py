@@ -17,7 +17,9 @@ run by hand on any table of a hadoop or JDBC catalog::
   another writer's commit in between makes it give up (CommitFailedException) for this round.
   A head with delete files (merge-on-read) is rewritten whole: every data file with the deletes
   applied, and the delete files removed in the same ``replace`` snapshot, so any reader
-  (pyiceberg's scan among them) reads the result.
+  (pyiceberg's scan among them) reads the result. The snapshot carries the branch's newest
+  batch mark (``commits.carried_mark``): expiry that keeps it and drops the batches before it
+  loses no mark a replay needs.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import sys
 import time
 import uuid
 
-from seatide.connectors.iceberg.commits import branch_head, commit_files, without_retries
+from seatide.connectors.iceberg.commits import branch_head, carried_mark, commit_files, without_retries
 from seatide.connectors.iceberg.datafiles import data_root, describe, local_path, write_files
 from seatide.connectors.iceberg.deletes import plan, read
 
@@ -151,7 +153,8 @@ def rewrite_small_files(spark, catalog, identifier, branch: str | None, target_b
     directory = os.path.join(data_root(metadata), f"seatide-rewrite-{uuid.uuid4().hex}")
     added = describe(metadata, write_files(spark, rows.coalesce(int(pieces)), metadata, directory, columns))
     try:
-        commit_files(table, branch, {"seatide.maintenance": "rewrite"}, added, removed, rewrite=bool(found.deletes))
+        commit_files(table, branch, {"seatide.maintenance": "rewrite", **carried_mark(metadata, branch)}, added,
+                     removed, rewrite=bool(found.deletes))
     except CommitFailedException:
         import shutil
 

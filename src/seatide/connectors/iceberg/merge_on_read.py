@@ -18,13 +18,17 @@ table's size; readers pay instead, applying the deletes (``deletes.read``), unti
 (``maintenance.rewrite_small_files``) folds them into the data files. On a partitioned table the
 partition columns must be key columns (as Flink requires in upsert mode): a delete file lives in
 one partition, so a key's delete must land where its old rows are.
+
+The files do not depend on the table's rows, so a decided batch is committed as staged on any
+branch head (deletes are relative: they apply to whatever older rows hold the keys, another
+writer's too). Only whether the deletes go in depends on the head: on a branch without rows (the
+first batch of a sync) there is nothing to delete, and they are left out; that is decided at the
+commit, on the head the commit requires (``staging.files_on``).
 """
 
 from __future__ import annotations
 
-import os
-
-from seatide.connectors.iceberg.datafiles import IcebergWriteError, describe, write_files
+from seatide.connectors.iceberg.datafiles import IcebergWriteError
 
 MODE_PROPERTIES = ("write.upsert.mode", "write.update.mode", "write.delete.mode")
 MODES = ("copy-on-write", "merge-on-read")
@@ -36,27 +40,13 @@ def chosen(table_properties: dict, write_props: dict) -> bool:
     return any(str(props.get(key, "copy-on-write")).lower() == "merge-on-read" for key in MODE_PROPERTIES)
 
 
-def stage(spark, metadata, net, keys: list[str], directory: str, partition_columns: list[str],
-          empty: bool = False) -> list:
-    """Write a batch's net changes (``changes.NetChanges``) as data and equality-delete files
-    under ``directory``; their ``DataFile``s (the deletes' content is EQUALITY_DELETES). On an
-    ``empty`` branch (no rows yet: the first batch of a sync) there is nothing to delete."""
+def check_partitions(partition_columns: list[str], keys: list[str]) -> None:
     outside = [c for c in partition_columns if c not in keys]
     if outside:
         raise IcebergWriteError(f"the table is partitioned by {', '.join(outside)}, which is not a primary-key "
                                 "column: merge-on-read writes a key's equality delete into one partition, so the "
                                 "partition columns must be key columns (as Flink's upsert mode requires); add them "
                                 "to iceberg.table.primary-keys or apply changes copy-on-write")
-    schema = metadata.schema()
-    pieces = max(1, min(spark.sparkContext.defaultParallelism, net.changes // 1_000_000 + 1))
-    rows = write_files(spark, net.upserts.coalesce(pieces), metadata, os.path.join(directory, "rows"),
-                       partition_columns)
-    if empty:
-        return describe(metadata, rows)
-    deleted = write_files(spark, net.keys.coalesce(pieces), metadata, os.path.join(directory, "deletes"),
-                          partition_columns)
-    return describe(metadata, rows) + describe(metadata, deleted,
-                                               equality_ids=[schema.find_field(k).field_id for k in keys])
 
 
-__all__ = ["MODES", "MODE_PROPERTIES", "chosen", "stage"]
+__all__ = ["MODES", "MODE_PROPERTIES", "check_partitions", "chosen"]

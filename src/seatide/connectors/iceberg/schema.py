@@ -88,13 +88,14 @@ def spark_struct(schema) -> "StructType":
     return StructType.fromDDL(ddl) if ddl else StructType([])
 
 
-def new_table_schema(struct: "StructType", primary_keys: list[str], format_version: int = 2):
-    """A fresh Iceberg schema for ``struct``, the keys (if any) required identifier fields."""
+def new_table_schema(struct: "StructType", primary_keys: list[str], next_id=None, format_version: int = 2):
+    """A fresh Iceberg schema for ``struct``, the keys (if any) required identifier fields; field
+    ids from 1, or from ``next_id()`` (a table replaced in place keeps its old ids unused)."""
     from pyiceberg.catalog import Catalog
     from pyiceberg.schema import Schema, assign_fresh_schema_ids
     from pyiceberg.types import NestedField
 
-    plain = assign_fresh_schema_ids(Catalog._convert_schema_if_needed(arrow_schema(struct), format_version))
+    plain = assign_fresh_schema_ids(Catalog._convert_schema_if_needed(arrow_schema(struct), format_version), next_id)
     if not primary_keys:
         return plain
     ids = []

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from seatide.connectors.iceberg.catalogs import CatalogConfigError, check_config, flat_properties
 from seatide.connectors.iceberg.merge_on_read import MODE_PROPERTIES, MODES
+from seatide.connectors.iceberg.spec import IcebergSinkSpec, split_keys
+from seatide.connectors.iceberg.writer import IcebergTablesWriter, IcebergWriter
 from seatide.plugin.base import Sink, SinkContext, SinkWriter
 from seatide.plugin.options import BOOL, INT, OBJECT, REQUIRED, STRING, Option, enum
 from seatide.plugin.registry import register
@@ -15,39 +15,17 @@ SCHEMA_SAVE_MODES = ("RECREATE_SCHEMA", "CREATE_SCHEMA_WHEN_NOT_EXIST", "ERROR_W
 DATA_SAVE_MODES = ("DROP_DATA", "APPEND_DATA", "ERROR_WHEN_DATA_EXISTS")
 # write-props SeaTide applies itself; the others are stored as table properties at creation
 FILE_FORMATS = ("parquet",)
-
-
-@dataclass(frozen=True)
-class IcebergSinkSpec:
-    catalog_name: str
-    catalog_config: dict
-    namespace: str
-    table: str
-    write_props: dict
-    auto_create_props: dict
-    primary_keys: tuple[str, ...]
-    partition_keys: tuple[str, ...]
-    upsert: bool
-    schema_evolution: bool
-    case_sensitive: bool
-    branch: str | None
-    schema_save_mode: str
-    data_save_mode: str
-    expire_older_than_ms: int | None    # maintenance after commits (None: never)
-    retain_last: int
-    rewrite_every: int                  # compact small files every N commits (0: never)
-    rewrite_target_bytes: int
-
-
-def split_keys(text: str | None) -> tuple[str, ...]:
-    return tuple(k.strip() for k in (text or "").split(",") if k.strip())
+# Expiry keeps at least a batch's snapshot and one after it (a compaction), so that a batch the
+# catalog committed and the runtime did not record yet is found again (commits.py, "the mark").
+MIN_RETAIN_LAST = 2
 
 
 @register
 class IcebergSink(Sink):
     """Writes rows into an Iceberg table: Spark's executors write parquet data files under the
-    table's data location, the driver commits them as one snapshot per micro-batch whose
-    summary carries the batch's transaction id; a replay finds it and commits nothing.
+    table's data location, the runtime decides the batch, and the driver commits its files as one
+    snapshot per micro-batch whose summary carries the batch's transaction id; a replay finds it
+    and commits nothing (``writer``: one path for one table and for a multi-table input).
 
     With primary keys, changes (updates, deletes) are applied copy-on-write: the data files
     holding a changed key are rewritten without it, in the same snapshot as the new rows; or
@@ -97,7 +75,8 @@ class IcebergSink(Sink):
                "SeaTide: after each commit, expire snapshots older than this (ms) beyond the newest "
                "iceberg.maintenance.retain-last; unset: never"),
         Option("iceberg.maintenance.retain-last", INT, 100,
-               "SeaTide: snapshots always kept by expiry (at least checkpoint.retained is advised)"),
+               f"SeaTide: snapshots always kept by expiry, at least {MIN_RETAIN_LAST} (the newest batch's and a "
+               "compaction after it); more than other writers add between two batches is advised"),
         Option("iceberg.maintenance.rewrite-every-commits", INT, 0,
                "SeaTide: every N commits, rewrite the table's small data files into larger ones (0: never)"),
         Option("iceberg.maintenance.rewrite-target-file-size-bytes", INT, 128 * 1024 * 1024,
@@ -134,9 +113,11 @@ class IcebergSink(Sink):
         for key in ("iceberg.maintenance.retain-last", "iceberg.maintenance.rewrite-every-commits"):
             if opts[key] < 0:
                 raise self.invalid(key, f"option '{key}' must be 0 or more")
-        if opts["iceberg.maintenance.retain-last"] < 1:
+        if opts["iceberg.maintenance.retain-last"] < MIN_RETAIN_LAST:
             raise self.invalid("iceberg.maintenance.retain-last",
-                               "option 'iceberg.maintenance.retain-last' must keep at least 1 snapshot")
+                               f"option 'iceberg.maintenance.retain-last' must keep at least {MIN_RETAIN_LAST} "
+                               "snapshots: the newest batch's and a compaction's after it, so that a batch the "
+                               "catalog committed before a crash is found again and not committed twice")
         # Changes (updates, deletes) can be applied only by key.
         self.accepted_row_kinds = ALL_KINDS if self.primary_keys else INSERT_ONLY
 
@@ -172,11 +153,7 @@ class IcebergSink(Sink):
         return {**body, "iceberg.table.primary-keys": ",".join(table.primary_key.columns)}
 
     def table_writer(self, ctx: SinkContext, routes) -> SinkWriter:
-        from seatide.connectors.iceberg.tables import IcebergTables
-
-        return IcebergTables(ctx, routes)
+        return IcebergTablesWriter.of_routes(ctx, routes)
 
     def writer(self, ctx: SinkContext) -> SinkWriter:
-        from seatide.connectors.iceberg.writer import IcebergWriter
-
-        return IcebergWriter(self.spec(), ctx)
+        return IcebergWriter.of_table(self.spec(), ctx)

@@ -1,0 +1,227 @@
+"""Prepare an Iceberg target before its first batch: namespace, table, save modes; and evolve it.
+
+``prepare`` runs once per target, when no batch of this run has written it (``first``): the
+schema save mode, the table created from the input's fields when missing (primary keys as
+identifier fields, partition keys as identity partitions), then the data save mode. Each
+destructive step is decided once (``decide_once``: what it removes, recorded before it is done)
+and done as ONE conditional catalog commit, so that a zombie driver held anywhere in it changes
+nothing its replacement wrote since:
+
+* ``RECREATE_SCHEMA`` replaces the table in place, as Iceberg's REPLACE TABLE does: a new schema
+  (fresh field ids), partition spec and properties, no branch or tag left; the old snapshots stay
+  in its history until expiry. The commit requires the table's uuid and its branch head as just
+  read, and records the decision in a property (``seatide.recreated-by``): a zombie that read the
+  table before its replacement recreated it loses on the head, looks again, and finds it done. (A
+  drop and a create cannot be one conditional step in a REST catalog.)
+* ``DROP_DATA`` removes the files present when it was decided, those still in the branch.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+
+from seatide import failpoints
+from seatide.connectors.iceberg import deletes
+from seatide.connectors.iceberg.commits import COMMIT_ATTEMPTS, backoff, branch_head, carried_mark, commit_files
+from seatide.connectors.iceberg.schema import UnsupportedIcebergType, arrow_schema, new_table_schema
+from seatide.connectors.iceberg.spec import IcebergSinkError, IcebergSinkSpec
+from seatide.plugin.rowkind import HIDDEN_COLUMNS
+
+log = logging.getLogger(__name__)
+
+NAME_MAPPING = "schema.name-mapping.default"
+RECREATED_BY = "seatide.recreated-by"
+
+
+def prepare(catalog, spec: IcebergSinkSpec, struct, first: bool, decide_once, key: str) -> None:
+    """Namespace, table and (``first``) save modes of ``spec``'s table, for input fields ``struct``.
+    ``decide_once(key, plan)`` records a destructive step's plan once; ``key`` names this target's."""
+    from pyiceberg.exceptions import NamespaceAlreadyExistsError
+
+    identifier = (spec.namespace, spec.table)
+    exists = catalog.table_exists(identifier)
+    if first:
+        failpoints.hit("sink.save_modes")
+        if spec.schema_save_mode == "ERROR_WHEN_SCHEMA_NOT_EXIST" and not exists:
+            raise IcebergSinkError(f"Iceberg sink: schema_save_mode is ERROR_WHEN_SCHEMA_NOT_EXIST and table "
+                                   f"{spec.name} does not exist; create it or choose CREATE_SCHEMA_WHEN_NOT_EXIST")
+        if spec.schema_save_mode == "RECREATE_SCHEMA" and exists:
+            uuid = str(catalog.load_table(identifier).metadata.table_uuid)
+            decided = decide_once(key, {"table_uuid": uuid})
+            _recreate(catalog, spec, struct, decided.get("table_uuid", decided.get("drop_table_uuid")), key)
+    if not exists:
+        if spec.schema_save_mode in ("IGNORE", "ERROR_WHEN_SCHEMA_NOT_EXIST"):
+            raise IcebergSinkError(f"Iceberg sink: table {spec.name} does not exist (schema_save_mode = "
+                                   f"{spec.schema_save_mode}); create it or choose CREATE_SCHEMA_WHEN_NOT_EXIST")
+        try:
+            catalog.create_namespace(spec.namespace)
+        except NamespaceAlreadyExistsError:
+            pass
+        _create(catalog, spec, struct)
+    if first:
+        _data_save_mode(catalog, spec, decide_once, key + "_data")
+
+
+def _fresh_layout(spec: IcebergSinkSpec, struct, next_field_id=None):
+    """The schema (fresh field ids) and identity partition fields of a table for ``struct``."""
+    from pyiceberg.partitioning import PartitionField
+    from pyiceberg.transforms import IdentityTransform
+
+    names = {spec.column(f.name): f.name for f in struct.fields}
+    for option, keys in (("iceberg.table.primary-keys", spec.primary_keys),
+                         ("iceberg.table.partition-keys", spec.partition_keys)):
+        missing = [k for k in keys if spec.column(k) not in names]
+        if missing:
+            raise IcebergSinkError(f"Iceberg sink: {option} names {', '.join(missing)}, which the input does not "
+                                   f"have (fields: {', '.join(struct.names)})")
+    try:
+        schema = new_table_schema(struct, [names[spec.column(k)] for k in spec.primary_keys], next_field_id)
+    except UnsupportedIcebergType as exc:
+        raise IcebergSinkError(f"Iceberg sink: {exc}") from None
+    partitions = [names[spec.column(k)] for k in spec.partition_keys]
+    fields = [PartitionField(source_id=schema.find_field(name).field_id, field_id=1000 + i,
+                             transform=IdentityTransform(), name=name) for i, name in enumerate(partitions)]
+    return schema, fields
+
+
+def _create(catalog, spec: IcebergSinkSpec, struct) -> None:
+    from pyiceberg.exceptions import TableAlreadyExistsError
+    from pyiceberg.partitioning import PartitionSpec
+
+    schema, fields = _fresh_layout(spec, struct)
+    properties = {"format-version": "2", **spec.auto_create_props, **spec.write_props}
+    try:
+        table = catalog.create_table((spec.namespace, spec.table), schema=schema, partition_spec=PartitionSpec(*fields),
+                                     properties=properties)
+    except TableAlreadyExistsError:
+        return           # another attempt created it
+    set_name_mapping(table)
+
+
+def set_name_mapping(table) -> None:
+    """Files carry no field ids: the name mapping tells readers which column is which field."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    mapping = table.metadata.schema().name_mapping.model_dump_json()
+    if table.metadata.properties.get(NAME_MAPPING) != mapping:
+        try:
+            with table.transaction() as tx:
+                tx.set_properties(**{NAME_MAPPING: mapping})
+        except CommitFailedException:
+            pass
+
+
+def _recreate(catalog, spec: IcebergSinkSpec, struct, table_uuid: str | None, key: str) -> None:
+    """Replace the table whose uuid the decision names, unless this decision replaced it already."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    for attempt in range(COMMIT_ATTEMPTS):
+        table = catalog.load_table((spec.namespace, spec.table))
+        metadata = table.metadata
+        if str(metadata.table_uuid) != table_uuid or metadata.properties.get(RECREATED_BY) == key:
+            return       # the decided table is gone (another's is there), or it was recreated
+        failpoints.hit("iceberg.before_recreate")
+        try:
+            catalog.commit_table(table, *_replacement(metadata, spec, struct, key))
+            log.info("Iceberg sink %s: table recreated (RECREATE_SCHEMA)", spec.name)
+            return
+        except CommitFailedException:
+            backoff(attempt)
+    raise RuntimeError(f"Iceberg sink {spec.name}: RECREATE_SCHEMA could not commit after {COMMIT_ATTEMPTS} attempts")
+
+
+def _replacement(metadata, spec: IcebergSinkSpec, struct, key: str) -> tuple[tuple, tuple]:
+    """(requirements, updates) replacing the table as ``metadata`` shows it with a new one for
+    ``struct``: the same uuid and history, fresh field ids, no refs, the sink's properties."""
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.table.update import (AddPartitionSpecUpdate, AddSchemaUpdate, AssertTableUUID,
+                                        RemovePropertiesUpdate, RemoveSnapshotRefUpdate, SetCurrentSchemaUpdate,
+                                        SetDefaultSpecUpdate, SetPropertiesUpdate, UpgradeFormatVersionUpdate)
+
+    from seatide.connectors.iceberg.row_delta import AssertRef
+
+    counter = itertools.count(metadata.last_column_id + 1)
+    schema, fields = _fresh_layout(spec, struct, lambda: next(counter))
+    schema = schema.model_copy(update={"schema_id": max(s.schema_id for s in metadata.schemas) + 1})
+    first_field = max(metadata.last_partition_id or 999, 999) + 1
+    fields = [PartitionField(source_id=f.source_id, field_id=first_field + i, transform=f.transform, name=f.name)
+              for i, f in enumerate(fields)]
+    same = [s for s in metadata.partition_specs if not s.fields and not fields]
+    updates = [AddSchemaUpdate(schema=schema), SetCurrentSchemaUpdate(schema_id=-1)]
+    if same:
+        updates.append(SetDefaultSpecUpdate(spec_id=same[0].spec_id))
+    else:
+        spec_id = max(s.spec_id for s in metadata.partition_specs) + 1
+        updates += [AddPartitionSpecUpdate(spec=PartitionSpec(*fields, spec_id=spec_id)),
+                    SetDefaultSpecUpdate(spec_id=-1)]
+    if metadata.format_version < 2:
+        updates.append(UpgradeFormatVersionUpdate(format_version=2))
+    updates += [RemoveSnapshotRefUpdate(ref_name=name) for name in metadata.refs]
+    properties = {**spec.auto_create_props, **spec.write_props, RECREATED_BY: key,
+                  NAME_MAPPING: schema.name_mapping.model_dump_json()}
+    properties.pop("format-version", None)
+    gone = [name for name in metadata.properties if name not in properties]
+    if gone:
+        updates.append(RemovePropertiesUpdate(removals=gone))
+    updates.append(SetPropertiesUpdate(updates=properties))
+    head = branch_head(metadata, spec.branch)
+    ref = spec.branch if spec.branch in metadata.refs else "main"
+    requirements = (AssertTableUUID(uuid=metadata.table_uuid),
+                    AssertRef(ref=ref, snapshot_id=head.snapshot_id if head is not None else None))
+    return requirements, tuple(updates)
+
+
+def _data_save_mode(catalog, spec: IcebergSinkSpec, decide_once, key: str) -> None:
+    table = catalog.load_table((spec.namespace, spec.table))
+    head = branch_head(table.metadata, spec.branch)
+    if spec.data_save_mode == "ERROR_WHEN_DATA_EXISTS" and head is not None:
+        rows = int(head.summary.additional_properties.get("total-records", 0)) if head.summary else 0
+        if rows:
+            raise IcebergSinkError(f"Iceberg sink: data_save_mode is ERROR_WHEN_DATA_EXISTS and table {spec.name} "
+                                   f"holds {rows} rows; empty it or choose APPEND_DATA or DROP_DATA")
+    if spec.data_save_mode != "DROP_DATA" or head is None:
+        return
+    found = deletes.plan(table, head.snapshot_id)
+    decided = decide_once(key, {"remove": [f.file.file_path for f in (*found.data, *found.deletes)]})
+    _remove_files(catalog, spec, set(decided["remove"]))
+
+
+def _remove_files(catalog, spec: IcebergSinkSpec, paths: set[str]) -> None:
+    """One snapshot removing those of ``paths`` still in the branch (a zombie: none)."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    for attempt in range(COMMIT_ATTEMPTS):
+        table = catalog.load_table((spec.namespace, spec.table))
+        head = branch_head(table.metadata, spec.branch)
+        found = deletes.plan(table, head.snapshot_id if head is not None else None)
+        present = [f.file for f in (*found.data, *found.deletes) if f.file.file_path in paths]
+        if not present:
+            return
+        try:
+            commit_files(table, spec.branch, {"seatide.save-mode": "DROP_DATA", **carried_mark(table.metadata,
+                                                                                                 spec.branch)},
+                         [], present)
+            return
+        except CommitFailedException:
+            backoff(attempt)
+    raise RuntimeError(f"Iceberg sink {spec.name}: DROP_DATA could not commit")
+
+
+def evolve(catalog, spec: IcebergSinkSpec, table, df):
+    """Add the input's new fields as columns (schema evolution), when enabled; the table as it is now."""
+    have = {spec.column(f.name) for f in table.metadata.schema().fields}
+    struct = df.drop(*HIDDEN_COLUMNS).schema
+    new = [f for f in struct.fields if spec.column(f.name) not in have]
+    if not new or not spec.schema_evolution:
+        return table
+    from pyspark.sql.types import StructType
+
+    with table.update_schema(case_sensitive=spec.case_sensitive) as update:
+        update.union_by_name(arrow_schema(StructType(new)))
+    set_name_mapping(catalog.load_table((spec.namespace, spec.table)))
+    log.info("Iceberg sink %s: added columns %s", spec.name, ", ".join(f.name for f in new))
+    return catalog.load_table((spec.namespace, spec.table))
+
+
+__all__ = ["NAME_MAPPING", "RECREATED_BY", "evolve", "prepare", "set_name_mapping"]

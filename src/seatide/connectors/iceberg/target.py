@@ -1,0 +1,179 @@
+"""One Iceberg table a sink writes (a *target*), and the sink protocol's steps for it.
+
+Routes (source tables) whose options name the same Iceberg table are one target; a single-table
+sink has one target of one route. For each batch (``writer`` runs them over every target):
+
+1. **Prepare**, once per target, before its first batch of the run (``table_setup.prepare``):
+   table, branch and save modes, each destructive step decided once and done conditionally.
+2. **Stage** (``staging.stage``): Spark's executors write the target's files where no snapshot
+   references them; the part names them, with the branch head they were staged on.
+3. **Decide**: the runtime records ONE fenced decision holding every target's part
+   (``runtime/commit_log``). A zombie driver decides nothing, so it commits nothing.
+4. **Publish** (``publish``): one snapshot of the part on the branch head, its summary carrying
+   the batch's transaction id, required to sit on the head it was built for; a head another writer
+   moved has the part's rewrite staged again for it (``staging.files_on``). Idempotent: a batch
+   whose mark is found (``commits.committed_snapshot``) commits nothing, so any later attempt rolls
+   a decided batch forward and every row lands once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+
+from seatide import failpoints
+from seatide.connectors.iceberg.catalogs import load_catalog
+from seatide.connectors.iceberg.commits import (COMMIT_ATTEMPTS, STAGING_KEY, TRANSACTION_KEY, MarkLost, backoff,
+                                                commit_snapshot, committed_snapshot)
+from seatide.connectors.iceberg.datafiles import IcebergWriteError, data_root, local_path, staging_dir
+from seatide.connectors.iceberg.schema import UnsupportedIcebergType
+from seatide.connectors.iceberg.spec import IcebergSinkError, IcebergSinkSpec
+from seatide.connectors.iceberg.staging import files_on, stage
+from seatide.connectors.iceberg.table_setup import evolve, prepare
+from seatide.plugin.base import Batch, SinkContext
+from seatide.plugin.rowkind import HIDDEN_COLUMNS
+
+log = logging.getLogger(__name__)
+
+
+class Target:
+    def __init__(self, spec: IcebergSinkSpec, ctx: SinkContext, routes: list[int], save_modes_suffix: str = ""):
+        self.spec = spec
+        self.spark = ctx.spark
+        self.sink_key = f"{ctx.pipeline_id}-{ctx.plugin_id}"
+        self.name = spec.name             # namespace.table: the key of its part of the decision and state
+        self.identifier = (spec.namespace, spec.table)
+        self.routes = routes              # the route indexes written into it
+        self.save_modes_suffix = save_modes_suffix
+        self._catalog = None
+        self._ready = False
+        self._commits = 0
+
+    @property
+    def catalog(self):
+        if self._catalog is None:
+            self._catalog = load_catalog(self.spec.catalog_name, self.spec.catalog_config)
+        return self._catalog
+
+    def stage(self, df, batch: Batch, previous: dict) -> dict:
+        """Prepare the table before its first batch (``previous``: the target's state, empty when no
+        batch of this run wrote it), then stage the batch's rows ``df``; the part to decide."""
+        started = time.perf_counter()
+        try:
+            if not self._ready:
+                prepare(self.catalog, self.spec, df.drop(*HIDDEN_COLUMNS).schema, not previous, batch.decide_once,
+                        batch.save_modes_key + self.save_modes_suffix)
+                self._ready = True
+            table = evolve(self.catalog, self.spec, self.catalog.load_table(self.identifier), df)
+            directory = staging_dir(table.metadata, batch.transaction_id, self.sink_key, batch.staging_tag)
+            part = stage(self.spark, self.spec, table, df, directory)
+        except (IcebergWriteError, UnsupportedIcebergType) as exc:
+            raise IcebergSinkError(f"Iceberg sink {self.name}: {exc}") from None
+        log.info("Iceberg sink %s: batch %s staged %s, %d rows in %d files, %.2f s", self.name, batch.batch_id,
+                 part["mode"], part["rows"], len(part["added"]) + len(part["kept"]), time.perf_counter() - started)
+        return {"transaction_id": batch.transaction_id, **part}
+
+    def publish(self, part: dict) -> None:
+        """Commit a decided part as one snapshot, once (see the module doc)."""
+        from pyiceberg.exceptions import CommitFailedException
+
+        transaction_id = part["transaction_id"]
+        for attempt in range(COMMIT_ATTEMPTS):
+            table = self.catalog.load_table(self.identifier)
+            if self._committed(table, part):
+                return
+            try:
+                added, removed = files_on(self.spark, self.spec, table, part)
+            except Exception as exc:
+                if self._committed(self.catalog.load_table(self.identifier), part):
+                    return       # a racing attempt committed it, and removed what it no longer needed
+                raise self._failed(exc, transaction_id) from None
+            if not added and not removed:
+                return           # nothing changes the table (an empty batch, deletes of absent keys)
+            failpoints.hit("iceberg.before_commit")
+            try:
+                table = commit_snapshot(table, self.spec.branch, transaction_id, part["staging"], added, removed,
+                                        {"seatide.rows": str(part["rows"])})
+            except CommitFailedException as exc:
+                log.info("Iceberg sink %s: %s lost a commit race (%s); looking again", self.name, transaction_id, exc)
+                backoff(attempt)
+                continue
+            failpoints.hit("iceberg.after_commit")
+            self._drop_unused(table.metadata, part, {local_path(f.file_path) for f in added}, part["staging"])
+            self._commits += 1
+            self._maintain()
+            return
+        raise RuntimeError(f"Iceberg sink {self.name}: {transaction_id} could not commit after {COMMIT_ATTEMPTS} "
+                           "attempts: other writers commit to the table too often")
+
+    def _committed(self, table, part: dict) -> bool:
+        try:
+            done = committed_snapshot(table.metadata, self.spec.branch, part["transaction_id"],
+                                      part.get("base_sequence"))
+        except MarkLost as exc:
+            raise IcebergSinkError(f"Iceberg sink {self.name}: {exc}") from None
+        if done is None:
+            return False
+        log.info("Iceberg sink %s: %s is committed already", self.name, part["transaction_id"])
+        summary = done.summary.additional_properties if done.summary else {}
+        if summary.get(TRANSACTION_KEY) == part["transaction_id"] and STAGING_KEY in summary:   # the batch's own
+            self._drop_unused(table.metadata, part, _added_paths(table, done), summary[STAGING_KEY])
+        return True
+
+    def _failed(self, exc: Exception, transaction_id: str) -> Exception:
+        if isinstance(exc, FileNotFoundError):
+            return IcebergSinkError(f"Iceberg sink {self.name}: a data file of decided batch {transaction_id} is gone "
+                                    f"({exc.filename}); was the table's data directory cleaned while the job was "
+                                    "stopped?")
+        if isinstance(exc, (IcebergWriteError, UnsupportedIcebergType)):
+            return IcebergSinkError(f"Iceberg sink {self.name}: {exc}")
+        return exc
+
+    def _drop_unused(self, metadata, part: dict, committed: set[str], committed_staging: str) -> None:
+        """Remove the batch's files that its snapshot (``committed``: the files it added, in
+        ``committed_staging``) does not reference and no other snapshot can: other attempts'
+        staging (they died before the decision), and in the committed staging a rewrite staged for
+        another head, a copy-on-write batch's keys, keys an empty branch did not need as deletes."""
+        keep = {os.path.basename(part["staging"]), os.path.basename(committed_staging)}
+        prefix = os.path.basename(staging_dir(metadata, part["transaction_id"], self.sink_key, "X"))[:-1]
+        root = data_root(metadata)
+        for name in os.listdir(root) if os.path.isdir(root) else ():
+            if name.startswith(prefix) and name not in keep:
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+        for staging in {part["staging"], committed_staging}:
+            for directory, _dirs, files in os.walk(staging, topdown=False):
+                try:         # another attempt that found the batch committed may be cleaning too
+                    for name in files:
+                        if os.path.join(directory, name) not in committed:
+                            os.remove(os.path.join(directory, name))
+                    if directory != staging and not os.listdir(directory):
+                        os.rmdir(directory)
+                except OSError:
+                    pass
+
+    def _maintain(self) -> None:
+        from seatide.connectors.iceberg import maintenance
+
+        spec = self.spec
+        if spec.rewrite_every and self._commits % spec.rewrite_every == 0:
+            maintenance.rewrite_small_files(self.spark, self.catalog, self.identifier, spec.branch,
+                                            spec.rewrite_target_bytes)
+        if spec.expire_older_than_ms is not None:
+            maintenance.expire_snapshots(self.catalog, self.identifier, spec.expire_older_than_ms, spec.retain_last)
+
+
+def _added_paths(table, snapshot) -> set[str]:
+    """The local paths of the files ``snapshot`` added."""
+    from pyiceberg.manifest import ManifestEntryStatus
+
+    added = set()
+    for manifest in snapshot.manifests(table.io):
+        if manifest.added_snapshot_id == snapshot.snapshot_id:
+            added |= {local_path(e.data_file.file_path) for e in manifest.fetch_manifest_entry(table.io)
+                      if e.status == ManifestEntryStatus.ADDED and e.snapshot_id == snapshot.snapshot_id}
+    return added
+
+
+__all__ = ["Target"]
