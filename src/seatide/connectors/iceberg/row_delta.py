@@ -92,7 +92,10 @@ class RowDelta(_SnapshotProducer["RowDelta"]):
             self._starting_snapshot_id = self._parent_snapshot_id
         self._added_data_files = data
         self._added_delete_files = deletes
-        self._removed_files = list(removed)
+        # files to remove, DataFiles or their paths: found in the parent's manifests as they are
+        # carried over (one read of them), which also proves each still live
+        self._removed_paths = {f if isinstance(f, str) else f.file_path for f in removed}
+        self._removed_files: list = []
 
     def _commit(self):
         updates, requirements = super()._commit()
@@ -126,8 +129,9 @@ class RowDelta(_SnapshotProducer["RowDelta"]):
     def _carried_manifests(self) -> list:
         parent = (self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id)
                   if self._parent_snapshot_id is not None else None)
-        removed = {f.file_path for f in self._removed_files}
+        removed = self._removed_paths
         found: set[str] = set()
+        self._removed_files = []
         out = []
         for manifest in parent.manifests(self._io) if parent is not None else ():
             if not (manifest.has_added_files() or manifest.has_existing_files()):
@@ -141,6 +145,7 @@ class RowDelta(_SnapshotProducer["RowDelta"]):
                 out.append(manifest)
                 continue
             found |= hits
+            self._removed_files += [e.data_file for e in entries if e.data_file.file_path in hits]
             make = self._new_delete_writer if manifest.content == ManifestContent.DELETES else self.new_manifest_writer
             with make(self.spec(manifest.partition_spec_id)) as writer:
                 for entry in entries:

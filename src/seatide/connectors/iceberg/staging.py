@@ -7,17 +7,18 @@ what the runtime's decision records) names them:
     mode       append | copy-on-write | merge-on-read
     base       the branch head the batch was staged on (None: the branch was empty)
     base_sequence  the table's last sequence number then (``commits.committed_snapshot``)
-    added      data files added as they are: the rows (appended or upserted)
+    added      data files: the rows (appended or upserted); copy-on-write: the upserted rows and
+               the rows of base's files holding a changed key, minus those keys
+    removed    copy-on-write: those files of base
     keys       the batch's changed keys (keyed modes)
-    kept       copy-on-write: the rows of the files holding a changed key, minus those keys, as of base
-    removed    copy-on-write: those files
     equality_ids   merge-on-read: the key's field ids (the keys files become equality deletes)
 
 ``files_on``: the files of the commit on the branch head it will require. Appends and
 merge-on-read deletes do not depend on the rows already there; a copy-on-write rewrite does, so
-on a head other than its base (another writer committed in between) the kept rows are staged
-again from that head, from the part's keys, in a directory of that head's own: a rewrite read
-before another writer's delete never carries the deleted row past it.
+on a head other than its base (another writer committed in between) it is staged again from that
+head, in a directory of that head's own: the upserted rows are the staged rows whose key is among
+the part's keys (the others were kept from base), and the kept rows are read again from the
+head's files. A rewrite read before another writer's delete never carries the deleted row past it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from seatide.connectors.iceberg import merge_on_read
 from seatide.connectors.iceberg.commits import branch_head
 from seatide.connectors.iceberg.datafiles import (IcebergWriteError, conform, describe, file_uri, local_path,
                                                   write_files)
-from seatide.connectors.iceberg.deletes import plan
 from seatide.connectors.iceberg.schema import spark_struct
 from seatide.connectors.iceberg.spec import IcebergSinkSpec
 from seatide.plugin.rowkind import HIDDEN_COLUMNS
@@ -42,7 +42,8 @@ def stage(spark, spec: IcebergSinkSpec, table, df, directory: str) -> dict:
     metadata = table.metadata
     head = branch_head(metadata, spec.branch)
     part = {"mode": APPEND, "staging": directory, "base": head_id(head),
-            "base_sequence": metadata.last_sequence_number if metadata.format_version >= 2 else None, "rows": 0, "added": [], "keys": [], "kept": [], "removed": [], "equality_ids": []}
+            "base_sequence": metadata.last_sequence_number if metadata.format_version >= 2 else None,
+            "rows": 0, "added": [], "keys": [], "removed": [], "equality_ids": []}
     columns = partition_columns(metadata)
     if not spec.primary_keys:
         data = conform(df.drop(*HIDDEN_COLUMNS), metadata.schema(), spec.case_sensitive)
@@ -58,23 +59,24 @@ def stage(spark, spec: IcebergSinkSpec, table, df, directory: str) -> dict:
         if mor:
             merge_on_read.check_partitions(columns, keys)
         pieces = max(1, min(spark.sparkContext.defaultParallelism, net.changes // 1_000_000 + 1))
-        rows = describe(metadata, write_files(spark, net.upserts.coalesce(pieces), metadata,
-                                              os.path.join(directory, "rows"), columns))
         changed = _with_rows(write_files(spark, net.keys.coalesce(pieces), metadata, os.path.join(directory, "keys"),
                                          columns if mor else []))
-        part.update(rows=net.changes, added=_paths(rows), keys=changed)
+        part.update(rows=net.changes, keys=changed)
         if mor:
-            return {**part, "mode": MERGE_ON_READ,
+            rows = describe(metadata, write_files(spark, net.upserts.coalesce(pieces), metadata,
+                                                  os.path.join(directory, "rows"), columns))
+            return {**part, "mode": MERGE_ON_READ, "added": _paths(rows),
                     "equality_ids": [metadata.schema().find_field(k).field_id for k in keys]}
-        removed, kept = _rewrite(spark, spec, table, head, keys, net.keys, os.path.join(directory, "kept"))
-        return {**part, "mode": COPY_ON_WRITE, "removed": [f.file_path for f in removed], "kept": kept}
+        removed, added = _rewrite(spark, spec, table, head, keys, net.keys, net.upserts,
+                                  os.path.join(directory, "rows"))
+        return {**part, "mode": COPY_ON_WRITE, "added": added, "removed": [f.file_path for f in removed]}
     finally:
         net.net.unpersist()
 
 
 def files_on(spark, spec: IcebergSinkSpec, table, part: dict) -> tuple[list, list]:
-    """(added, removed) DataFiles committing ``part`` on the branch head of ``table`` as loaded.
-    ``FileNotFoundError`` when a staged file is gone."""
+    """(added DataFiles, removed DataFiles or paths) committing ``part`` on the branch head of
+    ``table`` as loaded. ``FileNotFoundError`` when a staged file is gone."""
     metadata = table.metadata
     head = branch_head(metadata, spec.branch)
     added = describe(metadata, part["added"])
@@ -88,45 +90,40 @@ def files_on(spark, spec: IcebergSinkSpec, table, part: dict) -> tuple[list, lis
             added += describe(metadata, part["keys"], equality_ids=part["equality_ids"])
         return added, []
     if head_id(head) == part["base"]:
-        return added + describe(metadata, part["kept"]), _live(table, head, set(part["removed"]))
+        return added, part["removed"]
     keys = table_keys(spec, metadata)
+    struct = spark_struct(metadata.schema())
     changed = spark.read.parquet(*[file_uri(p) for p in part["keys"]]).select(*keys)
-    directory = os.path.join(part["staging"], f"kept-{head_id(head)}")
-    removed, kept = _rewrite(spark, spec, table, head, keys, changed, directory)
-    return added + describe(metadata, kept), removed
+    staged = (spark.read.schema(struct).parquet(*[file_uri(p) for p in part["added"]]) if part["added"]
+              else spark.createDataFrame([], struct))
+    upserts = staged.join(changed, on=keys, how="left_semi")
+    directory = os.path.join(part["staging"], f"rows-{head_id(head)}")
+    removed, rewritten = _rewrite(spark, spec, table, head, keys, changed, upserts, directory)
+    return describe(metadata, rewritten), removed
 
 
-def _rewrite(spark, spec: IcebergSinkSpec, table, head, keys: list[str], changed, directory: str):
-    """(the head's files holding a changed key, the paths of their kept rows written to ``directory``)."""
+def _rewrite(spark, spec: IcebergSinkSpec, table, head, keys: list[str], changed, upserts, directory: str):
+    """(the head's files holding a changed key, the paths of their rows without the changed keys
+    plus the ``upserts``, written to ``directory``)."""
     metadata = table.metadata
     struct = spark_struct(metadata.schema())
     candidates = cow.candidate_files(table, head, keys, changed, spec.case_sensitive)
     affected = cow.affected_files(spark, [f.file for f in candidates.data], keys, changed, struct)
-    if not affected:
-        return [], []
-    kept = cow.kept_rows(spark, table, candidates, affected, keys, changed, struct)
-    kept = kept.coalesce(max(1, min(len(affected), spark.sparkContext.defaultParallelism)))
-    return affected, _paths(describe(metadata, write_files(spark, kept, metadata, directory,
-                                                           partition_columns(metadata))))
+    rows = upserts.select(*struct.names)
+    if affected:
+        rows = cow.kept_rows(spark, table, candidates, affected, keys, changed, struct).unionByName(rows)
+    # The key shuffle leaves spark.sql.shuffle.partitions pieces: as many files as the batch
+    # rewrote (plus one for new keys) is enough, and keeps small batches from adding many files.
+    rows = rows.coalesce(max(1, min(len(affected) + 1, spark.sparkContext.defaultParallelism)))
+    written = write_files(spark, rows, metadata, directory, partition_columns(metadata))
+    return affected, _paths(describe(metadata, written))
 
 
 def _as_decided_before(table, head, part: dict, added: list) -> tuple[list, list]:
-    """A part of the earlier form: its files committed as decided, the removed ones all still live."""
+    """A part of the earlier form: its files committed as decided (the removed ones must be live)."""
     if part.get("equality_deletes"):
         added += describe(table.metadata, part["equality_deletes"], equality_ids=part["equality_ids"])
-    return added, _live(table, head, set(part["removed"]))
-
-
-def _live(table, head, paths: set[str]) -> list:
-    if not paths:
-        return []
-    live = plan(table, head_id(head))
-    found = [f.file for f in (*live.data, *live.deletes) if f.file.file_path in paths]
-    if len(found) != len(paths):
-        raise IcebergWriteError(f"{len(paths) - len(found)} data files a decided batch rewrites are no longer in "
-                                "the table: another writer changed it between the batch's decision and its commit; "
-                                "restore the table or resume the job with --fallback fresh")
-    return found
+    return added, part["removed"]
 
 
 def _with_rows(paths: list[str]) -> list[str]:

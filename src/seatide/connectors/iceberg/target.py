@@ -72,12 +72,14 @@ class Target:
         except (IcebergWriteError, UnsupportedIcebergType) as exc:
             raise IcebergSinkError(f"Iceberg sink {self.name}: {exc}") from None
         log.info("Iceberg sink %s: batch %s staged %s, %d rows in %d files, %.2f s", self.name, batch.batch_id,
-                 part["mode"], part["rows"], len(part["added"]) + len(part["kept"]), time.perf_counter() - started)
+                 part["mode"], part["rows"], len(part["added"]), time.perf_counter() - started)
         return {"transaction_id": batch.transaction_id, **part}
 
     def publish(self, part: dict) -> None:
         """Commit a decided part as one snapshot, once (see the module doc)."""
         from pyiceberg.exceptions import CommitFailedException
+
+        from seatide.connectors.iceberg.row_delta import RowDeltaError
 
         transaction_id = part["transaction_id"]
         for attempt in range(COMMIT_ATTEMPTS):
@@ -100,6 +102,10 @@ class Target:
                 log.info("Iceberg sink %s: %s lost a commit race (%s); looking again", self.name, transaction_id, exc)
                 backoff(attempt)
                 continue
+            except RowDeltaError as exc:       # only a part decided by an earlier SeaTide, on a head moved since
+                raise IcebergSinkError(f"Iceberg sink {self.name}: {exc}: another writer changed the table between "
+                                       "the batch's decision and its commit; restore the table or resume the job "
+                                       "with --fallback fresh") from None
             failpoints.hit("iceberg.after_commit")
             self._drop_unused(table.metadata, part, {local_path(f.file_path) for f in added}, part["staging"])
             self._commits += 1

@@ -56,7 +56,8 @@ class IcebergWriter(SinkWriter):
             previous = before.get(target.name, {})
             part = target.stage(df, batch, previous)
             parts[target.name] = part
-            states[target.name] = {"rows": part["rows"], "total_rows": int(previous.get("total_rows", 0)) + part["rows"]}
+            total = int(previous.get("total_rows", 0)) + part["rows"]
+            states[target.name] = {"rows": part["rows"], "total_rows": total}
         return StagedBatch(publish={"tables": parts}, state=self._state(before, states))
 
     def publish(self, publish: dict) -> None:
