@@ -188,10 +188,12 @@ def routed_writer(spark, config: dict, tables: list[str], **options):
 
 
 def write_routed(writer, log_dir, frames: dict, batch: int, lineage: str = "L1"):
-    """One batch of a multi-table input: ``frames`` is each route's rows by route index."""
+    """One batch of a multi-table input: ``frames`` is each route's rows by route index (the
+    routes share one shape, which a route without rows in the batch has too)."""
     from seatide.plugin.tables import TableFrames
 
-    return write(writer, log_dir, TableFrames(frames), batch, lineage)
+    shape = next(iter(frames.values())).schema
+    return write(writer, log_dir, TableFrames(frames, schema_of=lambda _index: shape), batch, lineage)
 
 
 class Held:
