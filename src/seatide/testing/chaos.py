@@ -7,8 +7,8 @@ and, with ``--store private-postgres``, stops the store for seconds (an outage),
 server at once while every process lives (every session and liveness lock lost: a failover),
 and (as root, see ``chaos_partition.py``) cuts one worker and its drivers off from the store,
 in a network namespace, for longer than the leader takes to replace them. With
-``--store-clock-offset`` the private server's clock is moved (libfaketime) against every
-SeaTide process's. Then it lets everything settle
+``--store-clock-offset`` the private server's clock is moved (its ``clock_timestamp()``,
+``testing/servers.py``) against every SeaTide process's. Then it lets everything settle
 and checks, against the store and the sink output:
 
 * a terminal status never changes (a resume is a new incarnation);
@@ -354,7 +354,7 @@ class Chaos:
         self.store_server.restart_server("fast")
 
     def _skew_store_clock(self) -> None:
-        """The store's server comes back from a restart with its clock moved (libfaketime):
+        """The store's server comes back from a restart with its clock moved (``clock_offset``):
         ahead of or behind every SeaTide process, or back in step."""
         if self.store_down:
             raise LookupError("the store is down")
@@ -537,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
                              "restart_store_server), before the seeded draw: CI makes sure they are exercised")
     parser.add_argument("--store-clock-offset", default=None,
                         help="with private-postgres: the server's clock moved by this much against SeaTide's "
-                             "(e.g. +8s, -8s; libfaketime)")
+                             "(e.g. +8s, -8s)")
     parser.add_argument("--no-partition", action="store_true",
                         help="with private-postgres: no extra worker in a network namespace, no partition fault")
     args = parser.parse_args(argv)

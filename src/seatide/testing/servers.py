@@ -26,7 +26,17 @@ def _postgres_bin() -> str:
     return os.path.dirname(found[-1])
 
 
-FAKETIME_LIB = next(iter(sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1"))), "libfaketime.so.1")
+# Where a private server's skewed clock lives (``PrivatePostgres.clock_offset``).
+SKEWED_CLOCK_SCHEMA = "seatide_skewed_clock"
+_OFFSET_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def offset_seconds(offset: str | None) -> float:
+    """``+8s``, ``-3s``, ``+2m`` (or plain seconds) as seconds; None is 0."""
+    if not offset:
+        return 0.0
+    unit = _OFFSET_UNITS.get(offset[-1])
+    return float(offset[:-1]) * unit if unit else float(offset)
 
 
 class PrivatePostgres:
@@ -36,11 +46,20 @@ class PrivatePostgres:
                  clock_offset: str | None = None):
         """``also_listen_on``: one more address to accept TCP on (a partition's host end), and
         ``also_trust``: the network allowed in from there (its /30), without a password.
-        ``clock_offset``: run the server under Debian's libfaketime with its wall clock moved
-        by this much (``+8s``, ``-8s``): a store whose clock disagrees with SeaTide's hosts'
-        (its monotonic clock is left alone)."""
+        ``clock_offset``: the store's clock is this far (``+8s``, ``-8s``) from SeaTide's
+        hosts': ``clock_timestamp()``, the one instant SeaTide reads from the store
+        (``store/clock.py``), is the server's own moved by it, in every database (applied at
+        each start and restart, so it may be changed in between).
+
+        Not libfaketime on the server, as it once was: libfaketime gives a signal handler that
+        interrupts ``epoll_wait`` the real clock (measured, 2026-11-29), and PostgreSQL's
+        SIGALRM handler compares that with deadlines it set on the faked one. With the clock
+        8 s behind, every timeout due within 8 s fired at the server's next alarm: sessions idle
+        inside a transaction for 0.1 s were ended for idle-in-transaction (5 s), 44 in a
+        minute of short transactions, none without the fake (issue 31)."""
         self.also_listen_on, self.also_trust = also_listen_on, also_trust
         self.clock_offset = clock_offset
+        self._clock_set = False
         self.bin = _postgres_bin()
         self.root = tempfile.mkdtemp(prefix="seatide-pgcdc-")
         self.data = os.path.join(self.root, "data")
@@ -48,9 +67,6 @@ class PrivatePostgres:
         self.url = f"jdbc:postgresql://127.0.0.1:{self.port}/postgres"
 
     def _as_postgres(self, *args: str) -> None:
-        if self.clock_offset:     # pg_ctl's server inherits it
-            args = ("env", f"LD_PRELOAD={FAKETIME_LIB}", f"FAKETIME={self.clock_offset}",
-                    "FAKETIME_DONT_FAKE_MONOTONIC=1", "FAKETIME_NO_CACHE=1", *args)
         # initdb and postgres refuse to run as root
         command = list(args) if os.geteuid() != 0 else ["runuser", "-u", "postgres", "--", *args]
         subprocess.run(command, check=True, capture_output=True, timeout=120)
@@ -83,12 +99,33 @@ class PrivatePostgres:
     def start_server(self) -> None:
         self._as_postgres(os.path.join(self.bin, "pg_ctl"), "-D", self.data, "-l",
                           os.path.join(self.root, "server.log"), "-w", "-t", "60", "start")
+        self._set_clock()
 
     def restart_server(self, mode: str = "fast") -> None:
         """Restart as an operator or a managed failover would: every session ends (and with it
         every advisory lock), the data stays. ``fast`` rolls back open transactions."""
         self._as_postgres(os.path.join(self.bin, "pg_ctl"), "-D", self.data, "-m", mode, "-l",
                           os.path.join(self.root, "server.log"), "-w", "-t", "60", "restart")
+        self._set_clock()
+
+    def _set_clock(self) -> None:
+        """``clock_timestamp()`` moved by ``clock_offset`` in every database there is and every
+        one created later (template1): a function of that name in a schema of its own, which
+        the search path puts before pg_catalog's. A server never given an offset is left alone."""
+        if self.clock_offset is None and not self._clock_set:
+            return
+        self._clock_set = True
+        seconds = offset_seconds(self.clock_offset)
+        with self.connect() as admin:
+            admin.execute(f"ALTER ROLE postgres SET search_path = \"$user\", public, {SKEWED_CLOCK_SCHEMA}, "
+                          "pg_catalog")
+            databases = [row[0] for row in admin.execute("SELECT datname FROM pg_database WHERE datallowconn")]
+        for dbname in databases:
+            with self.connect(dbname) as conn:
+                conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SKEWED_CLOCK_SCHEMA}")
+                conn.execute(f"CREATE OR REPLACE FUNCTION {SKEWED_CLOCK_SCHEMA}.clock_timestamp() RETURNS timestamptz "
+                             f"LANGUAGE sql VOLATILE AS $$ SELECT pg_catalog.clock_timestamp() "
+                             f"+ make_interval(secs => {seconds!r}) $$")
 
     def stop(self) -> None:
         self.stop_server()
