@@ -21,6 +21,7 @@ from seatide.api.inspection import inspection_router
 from seatide.api.limits import DEFAULT_MAX_REQUEST_BYTES, HTTP_STATUS, MAX_ID, BodySizeLimit
 from seatide.api.metrics import CoordinatorMetrics, RequestTimer, ResponseStatus
 from seatide.api.seatunnel_v2 import seatunnel_router
+from seatide.api.sessions import ReadAgainOnNewSession
 from seatide.config.shade import ShadeError, encrypt_config
 from seatide.intents import Refusal, RefusalKind
 from seatide.store.db import Store
@@ -83,6 +84,7 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
                on_write: Callable[[], None] | None = None) -> FastAPI:
     app = FastAPI(title="SeaTide", version="1", docs_url="/api/v1/docs", openapi_url="/api/v1/openapi.json")
     app.state.metrics = metrics = metrics or CoordinatorMetrics(store, node_id)
+    app.add_middleware(ReadAgainOnNewSession)      # innermost: a read taken again is timed as one
     if on_write is not None:
         app.add_middleware(WakeOnWrite, wake=on_write)
     app.add_middleware(RequestTimer, histogram=metrics.api_request)

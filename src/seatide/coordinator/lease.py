@@ -37,6 +37,7 @@ from seatide.store import schema as s
 from seatide.store.clock import store_now
 from seatide.store.db import Store, record_event
 from seatide.store.liveness import LEADER, Liveness
+from seatide.store.sessions import again_on_new_session
 from seatide.timeouts import Timeouts
 
 log = logging.getLogger(__name__)
@@ -157,6 +158,13 @@ class LeaderLease:
                 log.warning("could not release the leader liveness lock: %s", exc)
 
     def _renew(self) -> bool:
+        """A renewal whose store session the server ended is taken again on a new one while the
+        lease is still ours by our clock: a store restart must not cost a healthy leader its
+        lease (nor its tick a blind spot). Taken twice it only extends the same epoch."""
+        return again_on_new_session(self._renew_once, what="the lease renewal", within=self.timeouts.lease_ttl,
+                                    holds=lambda: clock.monotonic() < self._valid_until)
+
+    def _renew_once(self) -> bool:
         failpoints.hit("coordinator.before_lease_renew")
         # A leader that took over by expiry from a paused holder (who kept the lock) picks
         # the lock up once it is free, and says so with this renewal.

@@ -29,6 +29,7 @@ from seatide.store import schema as s
 from seatide.store.clock import read_store_now, store_now
 from seatide.store.db import NotLeader, Store, normalize_url, record_event
 from seatide.store.liveness import Liveness, worker_lock
+from seatide.store.sessions import again_on_new_session, session_ended
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, AttemptState
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ class Coordinator:
         self._thread = threading.Thread(target=self._loop, name="coordinator", daemon=True)
         self._host = socket.gethostname()
         self._backoff: dict[str, tuple[int, float]] = {}   # job id -> (failures in a row, retry at)
+        self._last_beat = 0.0                               # when this node last heartbeated (its clock)
         self._dead_logged: set[str] = set()                 # dead workers already logged (log once)
         # Observations, not facts: a new leader (or this one after a gap) starts them afresh,
         # which only makes it wait longer before it replaces anything.
@@ -161,21 +163,14 @@ class Coordinator:
                 log.warning("could not resign cleanly: %s", exc)
 
     def _loop(self) -> None:
-        last_beat = 0.0
         while not self._stop.is_set():
             started = clock.now()
             try:
-                if started - last_beat >= self.timeouts.worker_heartbeat_interval:
-                    self.lease.step("the node heartbeat")
-                    node_heartbeat(self.store, self.node_id)
-                    last_beat = started
-                self.lease.step("the lease tick")
-                leading = self.lease.tick()
-                if self.lease.blind:
-                    self.lease.blind = False
-                    self.store_gap()
-                if leading:
-                    self._reconcile_timed()
+                # A tick whose store session the server ended is taken again on a new session
+                # at once (store/sessions.py): it decides afresh from a new snapshot, and every
+                # write in it is fenced by the epoch, which stops it once the lease is gone.
+                again_on_new_session(lambda: self._tick(started), what="the coordinator's tick",
+                                     within=self.timeouts.lease_ttl, holds=lambda: not self._stop.is_set())
             except NotLeader:
                 log.info("fenced: another coordinator leads now")
             except Exception:
@@ -184,6 +179,19 @@ class Coordinator:
             self.lease.step("waiting for the next tick")
             self._wake.wait(max(0.0, self.tick - (clock.now() - started)))
             self._wake.clear()
+
+    def _tick(self, started: float) -> None:
+        if started - self._last_beat >= self.timeouts.worker_heartbeat_interval:
+            self.lease.step("the node heartbeat")
+            node_heartbeat(self.store, self.node_id)
+            self._last_beat = started
+        self.lease.step("the lease tick")
+        leading = self.lease.tick()
+        if self.lease.blind:
+            self.lease.blind = False
+            self.store_gap()
+        if leading:
+            self._reconcile_timed()
 
     def store_gap(self) -> None:
         """The store could not be reached (or this coordinator was cut off): heartbeats and
@@ -227,6 +235,8 @@ class Coordinator:
             except NotLeader:
                 raise
             except Exception as exc:
+                if session_ended(exc):     # not the job's fault: the whole tick is taken again
+                    raise
                 self._isolate(epoch, snap.job, exc, now)
             else:
                 self._backoff.pop(snap.job.job_id, None)

@@ -45,8 +45,7 @@ def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: T
     from seatide.store.runs import run_key
 
     reporter = heartbeat.reporter
-    with store.read() as conn:
-        view = job_view(conn, job_id)
+    view = reporter.read(lambda conn: job_view(conn, job_id))
     job = view.job
     config = load_job_text(job.config, json.loads(job.variables), source_name=f"job {job_id}")
     plan = build_plan(config)
@@ -228,10 +227,14 @@ def _drive(args, warm_store=None, warm_session=None) -> int:
     from seatide.runtime.warm_driver import signal_started_on_first_commit
     from seatide.store.db import AttemptFenced, open_store
     from seatide.store.jobs import load_job
+    from seatide.store.sessions import again_on_new_session
 
     store = warm_store.result() if warm_store is not None else open_store(args.store)
-    with store.read() as conn:
-        job = load_job(conn, args.job_id)
+
+    def read_job():
+        with store.read() as conn:
+            return load_job(conn, args.job_id)
+    job = again_on_new_session(read_job, what="driver reading its job", within=args.self_fence_after)
     if job is None:
         log.error("job %s does not exist", args.job_id)
         return FENCED_EXIT_CODE

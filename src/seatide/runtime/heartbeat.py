@@ -50,6 +50,10 @@ class Heartbeat:
         self._last_ok = clock.monotonic()
         self._thread = threading.Thread(target=self._loop, name="heartbeat", daemon=True)
         self._deadline = threading.Thread(target=self._watch_deadline, name="self-fence", daemon=True)
+        # A store step whose session the server ended is taken again while the attempt's fence
+        # holds, up to the self-fence (runtime/reporter.py); past it this driver stops anyway.
+        reporter.fence_holds = lambda: not self.fenced
+        reporter.keep_trying_for = self_fence_after
 
     def start(self) -> "Heartbeat":
         self.beat()

@@ -3,21 +3,45 @@
 If the attempt is no longer the job's current live attempt (the leader declared it lost
 and started another), every method raises ``AttemptFenced`` and the driver stops: a
 zombie driver cannot record progress, complete a pipeline or commit a batch.
+
+A store session the server ends under a step (its idle limit while the driver was paused,
+a restart, a terminated backend) fails neither the step nor the attempt: the step is taken
+again on a new session while the attempt's fence holds, up to its self-fence
+(``store/sessions.py``), and checks the fence again in its own transaction. Each step is
+idempotent: it compares a state, or inserts a key once. Only history may be counted twice
+(an event, a restore or a failed checkpoint counted, a savepoint id reserved and left
+PENDING) when the session ended while its COMMIT was in flight and the first try had landed.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
+from typing import Callable, TypeVar
 
 from sqlalchemy import and_, func, insert, select, update
+from sqlalchemy.engine import Connection
 
 from seatide import clock, failpoints
 from seatide.secrets import mask_message
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now, store_now
 from seatide.store.db import Store, record_event
+from seatide.store.sessions import again_on_new_session
 from seatide.store.states import AttemptState, PipelineStatus, check_attempt, check_pipeline
+from seatide.timeouts import Timeouts
+
+T = TypeVar("T")
+
+def _step(method):
+    """One store step of the driver's, taken again on a new session when the store ends its
+    session (see the module's doc)."""
+    @functools.wraps(method)
+    def step(self, *args, **kwargs):
+        return again_on_new_session(lambda: method(self, *args, **kwargs), what=f"driver {method.__name__}",
+                                    within=self.keep_trying_for, holds=self.fence_holds)
+    return step
 
 
 class AttemptReporter:
@@ -33,6 +57,16 @@ class AttemptReporter:
         self.ended = False     # set once this driver has recorded how its attempt ended
         self.ending = False    # set as it starts recording it (heartbeat.py: not a fence)
         self.first_commit = threading.Event()     # set once a batch is committed (a warm driver says so)
+        # A step cut off by the end of its store session is taken again while these say so: the
+        # heartbeat sets them to its own fence and self-fence (runtime/heartbeat.py).
+        self.fence_holds: Callable[[], bool] = lambda: True
+        self.keep_trying_for = Timeouts.driver_self_fence_after
+
+    @_step
+    def read(self, query: Callable[[Connection], T]) -> T:
+        """``query(conn)`` in a read of the store, as a step of this driver's."""
+        with self.store.read() as conn:
+            return query(conn)
 
     def _tx(self):
         return self.store.attempt_tx(self.job_id, self.attempt_id)
@@ -42,6 +76,7 @@ class AttemptReporter:
                     s.pipelines.c.pipeline_id == pipeline_id)
 
     # -- attempt -------------------------------------------------------------------------
+    @_step
     def mark_running(self, pid: int) -> None:
         with self._tx() as conn:
             state = self._attempt_state(conn)
@@ -50,6 +85,7 @@ class AttemptReporter:
                 conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == self.attempt_id)
                              .values(state=AttemptState.RUNNING, pid=pid, heartbeat_at=store_now(conn)))
 
+    @_step
     def heartbeat(self) -> str:
         """Prove liveness; returns the job's desired state (RUN, CANCEL, SAVEPOINT)."""
         with self.store.attempt_tx(self.job_id, self.attempt_id, job_may_be_terminal=True) as conn:
@@ -57,6 +93,7 @@ class AttemptReporter:
                          .values(heartbeat_at=store_now(conn)))   # judged by the store's clock
             return conn.execute(select(s.jobs.c.desired).where(s.jobs.c.job_id == self.job_id)).scalar()
 
+    @_step
     def task_progress(self, tasks_done: int) -> None:
         """Spark tasks completed so far (written only when the count moved): work, not just life.
 
@@ -73,6 +110,7 @@ class AttemptReporter:
         conn.execute(update(s.jobs).where(and_(s.jobs.c.job_id == self.job_id, s.jobs.c.hung_since.isnot(None)))
                      .values(hung_since=None))
 
+    @_step
     def fence(self) -> None:
         """Raise ``AttemptFenced`` unless this attempt is still current (before a commit point)."""
         with self._tx():
@@ -84,19 +122,26 @@ class AttemptReporter:
         error = mask_message(error, self.secrets)
         failpoints.hit("driver.before_end_attempt")
         self.ending = True
+        self._record_end(new, error)
+        self.ended = True
+        failpoints.hit("driver.after_end_attempt")
+
+    @_step
+    def _record_end(self, new: str, error: str | None) -> None:
+        """Taken again after an ended session, a first try that had landed is refused (the
+        attempt is no longer live): the driver exits as fenced, its recorded end stands."""
         with self.store.attempt_tx(self.job_id, self.attempt_id, job_may_be_terminal=True) as conn:
             check_attempt(self._attempt_state(conn), new)
             conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == self.attempt_id)
                          .values(state=new, error=error))   # ended_at: set by the worker that reaps it
             record_event(conn, f"ATTEMPT_{new}", self.actor, self.job_id, self.incarnation,
                          attempt=self.attempt_id, error=error)
-        self.ended = True
-        failpoints.hit("driver.after_end_attempt")
 
     def _attempt_state(self, conn) -> str:
         return conn.execute(select(s.attempts.c.state).where(s.attempts.c.attempt_id == self.attempt_id)).scalar()
 
     # -- pipelines -----------------------------------------------------------------------
+    @_step
     def pipeline_status(self, pipeline_id: int, new: str, error: str | None = None) -> None:
         with self._tx() as conn:
             old = conn.execute(select(s.pipelines.c.status).where(self._pipeline_where(pipeline_id))).scalar()
@@ -115,6 +160,7 @@ class AttemptReporter:
             record_event(conn, f"PIPELINE_{new}", self.actor, self.job_id, self.incarnation,
                          pipeline=pipeline_id, attempt=self.attempt_id, error=error)
 
+    @_step
     def source_ended(self, pipeline_id: int, plugin_id: str) -> None:
         with self._tx() as conn:
             key = and_(s.source_ends.c.job_id == self.job_id, s.source_ends.c.incarnation == self.incarnation,
@@ -124,12 +170,14 @@ class AttemptReporter:
                     job_id=self.job_id, incarnation=self.incarnation, pipeline_id=pipeline_id,
                     plugin_id=plugin_id, ended_at=store_now(conn)))
 
+    @_step
     def checkpoint_prepared(self, pipeline_id: int, source: str | None, set_aside: str | None) -> None:
         """The resume's checkpoint move for this pipeline is done (see store.restore.prepare_checkpoint)."""
         with self._tx() as conn:
             record_event(conn, "CHECKPOINT_PREPARED", self.actor, self.job_id, self.incarnation,
                          pipeline=pipeline_id, source=source, setAside=set_aside, attempt=self.attempt_id)
 
+    @_step
     def pipeline_restored(self, pipeline_id: int, from_batch: int) -> None:
         """The pipeline starts from an existing checkpoint (its next batch is ``from_batch + 1``)."""
         with self._tx() as conn:
@@ -145,6 +193,14 @@ class AttemptReporter:
         store's write lock, or the job's row lock, for as long as the disk takes): the id is
         reserved as PENDING, the copy made, then the savepoint COMPLETED. A savepoint left
         PENDING by a crash is never restored from."""
+        savepoint_id = self._reserve_savepoint(pipelines)
+        started = clock.monotonic()      # a duration: this process's own clock
+        copy(savepoint_id)
+        self._complete_savepoint(savepoint_id, pipelines, int((clock.monotonic() - started) * 1000))
+        return savepoint_id
+
+    @_step
+    def _reserve_savepoint(self, pipelines: dict[int, int]) -> int:
         with self._tx() as conn:
             savepoint_id = (conn.execute(select(func.max(s.checkpoints.c.checkpoint_id)).where(
                 s.checkpoints.c.job_id == self.job_id)).scalar() or 0) + 1
@@ -154,20 +210,24 @@ class AttemptReporter:
                 created_at=store_now(conn), duration_ms=0, rows=0,
                 source_offsets=json.dumps({"pipelines": {str(k): v for k, v in pipelines.items()}}),
                 fingerprint="", attempt_id=self.attempt_id))
-        started = clock.monotonic()      # a duration: this process's own clock
-        copy(savepoint_id)
-        with self._tx() as conn:
-            conn.execute(update(s.checkpoints).where(and_(
-                s.checkpoints.c.job_id == self.job_id, s.checkpoints.c.checkpoint_id == savepoint_id))
-                .values(status="COMPLETED", duration_ms=int((clock.monotonic() - started) * 1000)))
-            record_event(conn, "SAVEPOINT_COMPLETED", self.actor, self.job_id, self.incarnation,
-                         savepoint=savepoint_id, pipelines=pipelines)
         return savepoint_id
 
+    @_step
+    def _complete_savepoint(self, savepoint_id: int, pipelines: dict[int, int], duration_ms: int) -> None:
+        with self._tx() as conn:
+            done = conn.execute(update(s.checkpoints).where(and_(
+                s.checkpoints.c.job_id == self.job_id, s.checkpoints.c.checkpoint_id == savepoint_id,
+                s.checkpoints.c.status == "PENDING")).values(status="COMPLETED", duration_ms=duration_ms)).rowcount
+            if done:
+                record_event(conn, "SAVEPOINT_COMPLETED", self.actor, self.job_id, self.incarnation,
+                             savepoint=savepoint_id, pipelines=pipelines)
+
+    @_step
     def pipeline_idle(self, pipeline_id: int, idle: bool) -> None:
         with self._tx() as conn:
             conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(idle=idle))
 
+    @_step
     def rows_read(self, pipeline_id: int, batch_id: int, rows: int) -> None:
         """Count a batch's input rows once, however often its progress is reported."""
         with self._tx() as conn:
@@ -185,6 +245,7 @@ class AttemptReporter:
         return and_(m.c.job_id == self.job_id, m.c.pipeline_id == pipeline_id, m.c.plugin_id == plugin_id,
                     m.c.transaction_id == transaction_id)
 
+    @_step
     def decide_batch(self, pipeline_id: int, plugin_id: str, batch_id: int, transaction_id: str,
                      manifest: dict) -> dict:
         """A file sink's commit point for one batch; returns the manifest that stands decided.
@@ -204,14 +265,17 @@ class AttemptReporter:
                 manifest=json.dumps(manifest), decided_at=store_now(conn), published_at=None))
         return manifest
 
+    @_step
     def decided_manifest(self, pipeline_id: int, plugin_id: str, transaction_id: str) -> tuple[str, dict] | None:
         """(status, manifest) of a decided batch, or None when it was never decided."""
         m = s.sink_manifests
         with self.store.read() as conn:
             row = conn.execute(select(m.c.status, m.c.manifest).where(
                 self._manifest_where(pipeline_id, plugin_id, transaction_id))).first()
+            failpoints.hit("driver.reading_decision")    # tests pause a driver inside a read transaction here
         return None if row is None else (row.status, json.loads(row.manifest))
 
+    @_step
     def unpublished_manifests(self, pipeline_id: int, plugin_id: str,
                               transaction_prefix: str) -> list[tuple[int, str, dict]]:
         """(batch, transaction id, manifest) of the decided, unpublished batches of the lineage
@@ -224,6 +288,7 @@ class AttemptReporter:
         return [(r.batch_id, r.transaction_id, json.loads(r.manifest)) for r in rows
                 if r.transaction_id.startswith(transaction_prefix)]
 
+    @_step
     def batch_published(self, pipeline_id: int, plugin_id: str, transaction_id: str) -> None:
         """The decided batch's files are in place (bookkeeping: a roll-forward is then a no-op)."""
         m = s.sink_manifests
@@ -233,6 +298,7 @@ class AttemptReporter:
                          .values(status="PUBLISHED", published_at=store_now(conn)))
 
     # -- checkpoints ---------------------------------------------------------------------
+    @_step
     def batch_committed(self, pipeline_id: int, batch_id: int, rows: int, duration_ms: int,
                         offsets: dict | None, fingerprint: str, kind: str = "CHECKPOINT") -> int | None:
         """Record a committed micro-batch as the job's next checkpoint (once per batch)."""
@@ -261,6 +327,7 @@ class AttemptReporter:
         self.first_commit.set()
         return checkpoint_id
 
+    @_step
     def checkpoint_failed(self, pipeline_id: int, batch_id: int, seconds: float, fingerprint: str) -> None:
         """A micro-batch ran past checkpoint.timeout: count a failed checkpoint (it may still commit later)."""
         with self._tx() as conn:

@@ -23,6 +23,7 @@ from seatide.store.clock import read_store_now, store_now
 from seatide.store.db import Store, record_event
 from seatide.store.paths import PathOutsideRoot, under
 from seatide.store.runs import new_run_id, pipeline_dir, run_root
+from seatide.store.sessions import REQUEST_KEEPS_TRYING_S, again_on_new_session
 from seatide.store.states import JOB_TERMINAL, Desired, JobStatus, PipelineStatus
 from seatide.timeouts import Timeouts
 
@@ -92,11 +93,23 @@ def submit_job(store: Store, *, text: str, variables: dict[str, str], config, pl
         on_stale=env.on_stale, stale_since=None, checkpoints_retained=env.checkpoints_retained,
         progress_timeout_s=env.progress_timeout_s, on_hung=env.on_hung, hung_since=None, finished_at=None,
         release=None, released_at=None)
+    # The run's id is drawn before the first try: a try taken again after the store ended its
+    # session (store/sessions.py) knows its own run if the first one had landed after all.
+    run_id = new_run_id()
+    again_on_new_session(lambda: _record_submit(store, job_id, run_id, values, config, plan, data_dir, actor),
+                         what=f"submitting job {job_id}", within=REQUEST_KEEPS_TRYING_S)
+    return job_id
+
+
+def _record_submit(store: Store, job_id: str, run_id: str, values: dict, config, plan, data_dir: str,
+                   actor: str) -> None:
+    env = config.env
     with store.write() as conn:
         now = read_store_now(conn)       # stamps are the store's time (store/clock.py)
-        run_id = new_run_id()
-        values.update(created_at=now, updated_at=now, run_id=run_id)
+        values = {**values, "created_at": now, "updated_at": now, "run_id": run_id}
         existing = conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
+        if existing is not None and existing.run_id == run_id:
+            return                       # this submit's earlier try landed
         if existing is None:
             incarnation = 1
             conn.execute(insert(s.jobs).values(job_id=job_id, incarnation=1, **values))
@@ -114,7 +127,6 @@ def submit_job(store: Store, *, text: str, variables: dict[str, str], config, pl
                 rows_read=0, rows_written=0, idle=False))
         record_event(conn, "JOB_SUBMITTED", actor, job_id, incarnation, name=values["name"],
                      pipelines=len(plan.pipelines), mode=env.mode, run=run_id)
-    return job_id
 
 
 def _refuse_reuse(conn: Connection, existing) -> None:
@@ -141,6 +153,13 @@ def request_stop(store: Store, job_id: str, savepoint: bool = False, actor: str 
         raise JobRefused(f"job {job_id}: a stop with a savepoint keeps the job's position to resume from, and a "
                          "release drops it; cancel with --release, or take the savepoint without it")
     desired = "SAVEPOINT" if savepoint else "CANCEL"
+    # Idempotent: a request already recorded is not recorded again. So a try cut off by the end
+    # of its store session is taken again on a new one (store/sessions.py).
+    return again_on_new_session(lambda: _record_stop(store, job_id, savepoint, desired, actor, release),
+                                what=f"stopping job {job_id}", within=REQUEST_KEEPS_TRYING_S)
+
+
+def _record_stop(store: Store, job_id: str, savepoint: bool, desired: str, actor: str, release: bool) -> str:
     with store.write() as conn:
         query = select(s.jobs).where(s.jobs.c.job_id == job_id)
         job = conn.execute(query if store.is_sqlite else query.with_for_update()).first()

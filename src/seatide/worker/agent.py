@@ -40,6 +40,7 @@ from seatide.store.clock import store_now
 from seatide.store.db import Store, record_event
 from seatide.store.liveness import Liveness, worker_lock
 from seatide.store.paths import driver_log_path
+from seatide.store.sessions import again_on_new_session
 from seatide.store.states import ATTEMPT_LIVE, AttemptState
 from seatide.store.wakeups import AssignmentListener
 from seatide.timeouts import LIVENESS_CHECK_S, LIVENESS_TAKE_WITHIN_S, Timeouts
@@ -120,7 +121,7 @@ class Worker:
     def run(self) -> None:
         """The worker loop; drivers die with the thread that runs it, so keep it long-lived."""
         self._take_liveness_lock()
-        self.register()
+        self._step_on_new_session(self.register, "registering")
         self.start_heartbeat()
         if self.liveness is not None:    # its own thread: a busy or blocked loop must not delay it
             threading.Thread(target=self._watch_liveness_lock, name="liveness-watch", daemon=True).start()
@@ -136,7 +137,7 @@ class Worker:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                self.step()
+                self._step_on_new_session(self.step, "its step")
                 self.warm_pool.refill()      # in this thread: warm drivers die with it too
             except Exception:
                 log.exception("worker step failed")
@@ -145,6 +146,13 @@ class Worker:
         self._shutdown()
         if self.liveness is not None:    # we stopped (and said so): nothing to watch any more
             self.liveness.release(worker_lock(self.node_id))
+
+    def _step_on_new_session(self, step, what: str):
+        """A step whose store session the server ended is taken again on a new session at once
+        (store/sessions.py), not after a poll and a traceback: each step reads what is to be
+        done afresh, and every write in it is a compare-and-set or idempotent."""
+        return again_on_new_session(step, what=f"worker {self.node_id}: {what}",
+                                    within=self.timeouts.worker_heartbeat_interval, holds=lambda: not self._stop.is_set())
 
     def _take_liveness_lock(self) -> None:
         if self.liveness is None:
@@ -336,11 +344,15 @@ class Worker:
             proc = self.launcher.start(command, log_file, self._driver_env(conf), self.inherit_stdout)
         self.children[attempt.attempt_id] = proc
         failpoints.hit("worker.after_launch")
+        # Its own step: a retried loop step finds the driver among our children and would not
+        # write its pid again.
+        self._step_on_new_session(lambda: self._record_pid(attempt.attempt_id, proc.pid), "recording a pid")
+        log.info("launched driver pid %s for job %s attempt %s", proc.pid, attempt.job_id, attempt.attempt_id)
+
+    def _record_pid(self, attempt_id: int, pid: int) -> None:
         with self.store.write() as conn:
             conn.execute(update(s.attempts).where(and_(
-                s.attempts.c.attempt_id == attempt.attempt_id, s.attempts.c.pid.is_(None)))
-                .values(pid=proc.pid))
-        log.info("launched driver pid %s for job %s attempt %s", proc.pid, attempt.job_id, attempt.attempt_id)
+                s.attempts.c.attempt_id == attempt_id, s.attempts.c.pid.is_(None))).values(pid=pid))
 
     def _driver_log(self, job_id: str, log_path: str) -> DriverLog:
         """The attempt's log file, each line masked by the job's secrets (``driver_log``)."""
