@@ -8,6 +8,7 @@ import sys
 from dataclasses import dataclass, field
 
 from seatide.runtime import class_archive, spark_home
+from seatide.runtime.parent_death import dying_with, in_lifelong_thread
 
 # Measured on a 2-core machine: C1-only JIT and the serial GC start Spark ~30% faster
 # and cost nothing noticeable for SeaTide's short-lived drivers.
@@ -112,10 +113,52 @@ def build_session(app_name: str, conf: dict[str, str] | None = None):
     prepare_python_env(settings["spark.master"])
     from pyspark.sql import SparkSession
 
+    start_jvm({**settings, "spark.app.name": app_name})
     builder = SparkSession.builder.appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def start_jvm(options: dict[str, str]) -> None:
+    """Start this process's JVM, tied to it: SIGKILLed the moment this process dies.
+
+    PySpark starts it from whichever thread builds the first session (a pool thread, in a
+    driver) and ends it only when its stdin closes, through Spark's shutdown hooks: a driver
+    SIGKILLed left a JVM that ran on for about a second (measured), its streaming queries
+    still writing their checkpoints, and a JVM that could not notice (stopped, stuck in a hook)
+    lived on for good. So the JVM is forked here, with ``PR_SET_PDEATHSIG``, from a thread that
+    lives as long as this process (runtime/parent_death.py), with the options the session's
+    builder would give it; the builder then finds it up. Once per process."""
+    from pyspark import SparkConf
+    from pyspark.core.context import SparkContext
+
+    with SparkContext._lock:        # PySpark's own, re-entrant: two sessions built at once start one JVM
+        if SparkContext._gateway is not None:
+            return
+        conf = SparkConf()
+        for key, value in options.items():
+            conf.set(key, value)
+        gateway = in_lifelong_thread(lambda: _launch_gateway_dying_with(os.getpid(), conf), name="jvm-parent")
+        SparkContext._ensure_initialized(gateway=gateway)
+
+
+def _launch_gateway_dying_with(parent: int, conf):
+    """PySpark's own ``launch_gateway``, its JVM made to die with ``parent``. It passes a
+    ``preexec_fn`` of its own to ``Popen``, in place of any given in ``popen_kwargs``: so its
+    ``Popen`` is wrapped for the one call, adding ours after PySpark's."""
+    from pyspark import java_gateway
+
+    popen = java_gateway.Popen
+
+    def dying_with_parent(*args, preexec_fn=None, **kwargs):
+        return popen(*args, preexec_fn=dying_with(parent, before=preexec_fn), **kwargs)
+
+    java_gateway.Popen = dying_with_parent
+    try:
+        return java_gateway.launch_gateway(conf)
+    finally:
+        java_gateway.Popen = popen
 
 
 # Spark's static SQL settings (StaticSQLConf of PySpark 4.3): fixed when the session starts,

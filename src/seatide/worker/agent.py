@@ -19,7 +19,6 @@ drivers: the worker kills them, takes the lock again and registers afresh.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
 import os
@@ -46,39 +45,18 @@ from seatide.store.wakeups import AssignmentListener
 from seatide.timeouts import LIVENESS_CHECK_S, LIVENESS_TAKE_WITHIN_S, Timeouts
 from seatide.runtime.warm_driver import warm_session_conf
 from seatide.worker.driver_log import DriverLog
+from seatide.worker.launcher import ProcessLauncher
 from seatide.worker.warm_pool import WarmPool, warm_command
 
 log = logging.getLogger(__name__)
 
-_PR_SET_PDEATHSIG = 1
 OUTAGE_KILL = ("killed by its worker, whose liveness lock's store session ended (a restart or failover of the "
                "store): not the job's failure, retried without counting against job.retry.times")
 SPARK_CONF_CACHE = 256      # distinct job texts whose Spark settings a worker remembers
 
 
-def _die_with_parent() -> None:
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 class WorkerRefused(Exception):
     """The worker cannot start; the message says why and what to do."""
-
-
-class ProcessLauncher:
-    """Starts driver processes. The deterministic simulation passes its own, a simulated
-    process table whose objects answer ``pid``, ``poll()``, ``kill()``, ``wait()`` and
-    ``returncode`` as a ``subprocess.Popen`` does."""
-
-    def start(self, command: list[str], log_file: DriverLog, env: dict[str, str], inherit_stdout: bool):
-        """The driver's output (its JVM's too) reaches ``log_file`` through a pipe, masked;
-        ``inherit_stdout`` leaves its stdout on this process's (``seatide run``'s terminal)."""
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL,
-                                stdout=None if inherit_stdout else subprocess.PIPE,
-                                stderr=subprocess.PIPE if inherit_stdout else subprocess.STDOUT,
-                                preexec_fn=_die_with_parent, env=env)
-        log_file.copy(proc.stderr if inherit_stdout else proc.stdout, name=f"driver-{proc.pid}-log")
-        return proc
 
 
 class Worker:

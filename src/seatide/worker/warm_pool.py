@@ -29,6 +29,7 @@ import sys
 import threading
 
 from seatide import clock
+from seatide.runtime.parent_death import dying_with
 from seatide.runtime.warm_driver import READY, STARTED, TAKEN, fits_command_line, placeholder_args
 from seatide.worker.driver_log import DriverLog
 
@@ -196,14 +197,12 @@ class WarmPool:
         self.starting.clear()
 
     def _start(self) -> WarmDriver:
-        from seatide.worker.agent import _die_with_parent
-
         signals_read, signals_write = os.pipe()
         try:
             proc = subprocess.Popen(
                 [*self.command, *placeholder_args(), "--ready-fd", str(signals_write)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                pass_fds=(signals_write,), preexec_fn=_die_with_parent, env=self.env)
+                pass_fds=(signals_write,), preexec_fn=dying_with(os.getpid()), env=self.env)
         except BaseException:
             os.close(signals_read)
             raise
