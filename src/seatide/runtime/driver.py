@@ -138,16 +138,17 @@ def _supervise(runs, reporter, heartbeat, poll_interval: float, progress) -> int
 def _take_savepoint(runs, reporter) -> None:
     """Every stopped pipeline's checkpoint, copied under one savepoint id, then SAVEPOINT_DONE."""
     from seatide.runtime.pipeline_run import last_committed_batch
+    from seatide.runtime.spark_checkpoint import copy_pipeline_directory
     from seatide.store.restore import savepoint_dir
 
-    batches = {run.pipeline.pipeline_id: last_committed_batch(os.path.join(run.dir, "spark")) for run in runs}
+    batches = {run.pipeline.pipeline_id: last_committed_batch(run.spark_dir) for run in runs}
 
     def copy(savepoint_id: int) -> None:
         failpoints.hit("driver.savepoint_copy")
         for run in runs:
             target = savepoint_dir(run.dir, savepoint_id)
             shutil.rmtree(target, ignore_errors=True)
-            shutil.copytree(run.dir, target)
+            copy_pipeline_directory(run.dir, target)
 
     savepoint_id = reporter.savepoint({k: (-1 if v is None else v) for k, v in batches.items()}, copy)
     log.info("savepoint %s taken of pipelines %s", savepoint_id, sorted(batches))

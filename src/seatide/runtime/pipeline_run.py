@@ -35,6 +35,7 @@ from seatide.runtime.batch_clock import BatchClock
 from seatide.runtime.commit_log import read_json, write_json_atomic
 from seatide.runtime.offset_log import batch_offsets, logged_offsets, logs_a_batch
 from seatide.runtime.reporter import AttemptReporter
+from seatide.runtime import spark_checkpoint
 from seatide.runtime.sink_runs import PipelineSinks, each_sinks_rows, one_stream
 from seatide.runtime.table_routing import RoutedPipeline
 from seatide.store.runs import new_lineage
@@ -81,6 +82,7 @@ class PipelineRun:
         self.env = env
         self.job_id = job_id
         self.dir = checkpoint_dir
+        self.spark_dir = os.path.join(checkpoint_dir, "spark")    # this attempt's own, once claimed
         self.reporter = reporter
         self.stdout = stdout
         self.query = None
@@ -127,7 +129,8 @@ class PipelineRun:
         # The branch this one was restored from keeps its origin: a restore from a savepoint is
         # not a fresh start, so the sinks' save modes (DROP_DATA...) are not made again.
         self.origin = meta.get("origin", meta["lineage"])
-        last = last_committed_batch(os.path.join(self.dir, "spark"))
+        self.spark_dir = spark_checkpoint.claim(self.dir, self.reporter.attempt_id)
+        last = last_committed_batch(self.spark_dir)
         if last is not None:
             self.reporter.pipeline_restored(self.pipeline.pipeline_id, last)
 
@@ -139,7 +142,7 @@ class PipelineRun:
                            job_id=self.job_id, pipeline_id=self.pipeline.pipeline_id,
                            known_tables=self._known, seen=self._seen,
                            expand_batches=self.pipeline.routed(env.micro_batch),
-                           resuming=env.micro_batch and logs_a_batch(os.path.join(self.dir, "spark")))
+                           resuming=env.micro_batch and logs_a_batch(self.spark_dir))
 
     def _frames(self) -> list[tuple[object, object]]:
         """(sink spec, DataFrame it writes) for each sink of the pipeline. A multi-table pipeline
@@ -259,7 +262,7 @@ class PipelineRun:
 
     def _write_routed(self, batch_df, batch_id: int) -> int:
         """One batch of a multi-table pipeline: every sink gets each table's rows (one decision each)."""
-        offsets = batch_offsets(os.path.join(self.dir, "spark"), batch_id) if self.env.micro_batch else None
+        offsets = batch_offsets(self.spark_dir, batch_id) if self.env.micro_batch else None
         rows = self.routed.rows(batch_df, offsets)
         try:
             written = self._write_sinks([(sink, self.routed.frames(rows, sink)) for sink in self.pipeline.sinks],
@@ -282,7 +285,7 @@ class PipelineRun:
                 raise
 
         writer = (query_df.writeStream.foreachBatch(on_batch)
-                  .option("checkpointLocation", os.path.join(self.dir, "spark"))
+                  .option("checkpointLocation", self.spark_dir)
                   .queryName(f"seatide-{self.job_id}-{self.pipeline.pipeline_id}"))
         if env.streaming:
             writer = writer.trigger(processingTime=f"{env.trigger_interval_ms} milliseconds")
@@ -325,7 +328,7 @@ class PipelineRun:
         self.sinks.prune(batch_id - self.env.checkpoints_retained)
 
     def _offsets(self, batch_id: int) -> dict | None:
-        sources = logged_offsets(os.path.join(self.dir, "spark"), batch_id)
+        sources = logged_offsets(self.spark_dir, batch_id)
         return None if sources is None else {"batch": batch_id, "sources": sources}
 
     # -- observing -----------------------------------------------------------------------

@@ -26,7 +26,7 @@ from seatide.store.clock import read_store_now
 from seatide.store.db import Store, record_event
 from seatide.store.jobs import JobNotFound, JobRefused
 from seatide.store.paths import under
-from seatide.store.runs import new_lineage
+from seatide.store.runs import new_lineage, spark_checkpoint_dir
 from seatide.store.states import ATTEMPT_LIVE, AttemptState, CleanupState, JobStatus, PipelineStatus
 from seatide.timeouts import Timeouts
 
@@ -68,7 +68,7 @@ def inspect_checkpoint(path: str, fits, had_checkpoints: bool) -> str | None:
     if not fits(meta.get("fingerprint")):
         return ("its checkpoint was written for a different pipeline (the sources or their options "
                 "changed: a source added, removed, reordered or reconfigured)")
-    if had_checkpoints and not os.path.isdir(os.path.join(path, "spark", "offsets")):
+    if had_checkpoints and not os.path.isdir(os.path.join(spark_checkpoint_dir(path), "offsets")):
         return f"its checkpoint in {path} has no Spark offsets log"
     return None
 

@@ -12,7 +12,9 @@ a run creates outside the store carries it:
   stood;
 * attempt ids, which fence drivers, are never reused by the store either (schema.py);
 * within a run, each branch of a pipeline's checkpoints (``new_lineage``: a fresh start, a
-  restore from a savepoint) commits under transaction ids of its own.
+  restore from a savepoint) commits under transaction ids of its own;
+* within a pipeline's directory, each attempt runs Spark in a checkpoint directory of its own
+  (``spark_checkpoint_dir``; runtime/spark_checkpoint.py says why).
 
 A job submitted before revision 0011 has no run id: its key is its job id, as its names
 were then, so an upgrade finds its slots and directories where they are.
@@ -44,6 +46,29 @@ def run_root(job_root: str, run_id: str) -> str:
 
 def pipeline_dir(run_directory: str, pipeline_id: int) -> str:
     return os.path.join(run_directory, str(pipeline_id))
+
+
+SPARK_DIR = "spark"                    # a plain checkpoint (a savepoint's, an older layout's), or a link
+SPARK_ATTEMPT_PREFIX = "spark.attempt-"
+
+
+def spark_attempt(name: str) -> int | None:
+    """The attempt id of a directory entry named ``spark.attempt-<id>``, else None."""
+    if not name.startswith(SPARK_ATTEMPT_PREFIX):
+        return None
+    suffix = name[len(SPARK_ATTEMPT_PREFIX):]
+    return int(suffix) if suffix.isdigit() else None
+
+
+def spark_checkpoint_dir(pipeline_directory: str) -> str:
+    """Where a pipeline's current Spark checkpoint is: the attempt directory of the highest
+    attempt id (attempt ids only grow, so the newest attempt's), else a plain ``spark``."""
+    try:
+        names = os.listdir(pipeline_directory)
+    except FileNotFoundError:
+        names = []
+    attempts = [(n, name) for name in names if (n := spark_attempt(name)) is not None]
+    return os.path.join(pipeline_directory, max(attempts)[1] if attempts else SPARK_DIR)
 
 
 def new_lineage() -> str:
