@@ -46,12 +46,16 @@ def test_a_terminated_backend_and_the_idle_limit_are_sessions_ended(store):
     assert session_ended(ended.value), ended.value
 
 
-@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
-def test_a_refusal_or_a_lock_wait_that_ran_out_is_not_a_session_ended(store):
+def _refused(store, sql: str) -> DBAPIError:
     with pytest.raises(DBAPIError) as refused:
         with store.read() as conn:
-            conn.execute(text("SELECT 1/0"))
-    assert not session_ended(refused.value)
+            conn.execute(text(sql))
+    return refused.value
+
+
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+def test_a_refusal_or_a_lock_wait_that_ran_out_is_not_a_session_ended(store):
+    assert not session_ended(_refused(store, "SELECT 1/0"))
     with store.write() as holder:
         holder.execute(text("CREATE TABLE IF NOT EXISTS session_probe (id int)"))
     with store.write() as holder:
@@ -65,10 +69,7 @@ def test_a_refusal_or_a_lock_wait_that_ran_out_is_not_a_session_ended(store):
 
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 def test_sqlites_errors_are_never_sessions_ended(store):
-    with pytest.raises(DBAPIError) as refused:
-        with store.read() as conn:
-            conn.execute(text("SELECT * FROM no_such_table"))
-    assert not session_ended(refused.value)
+    assert not session_ended(_refused(store, "SELECT * FROM no_such_table"))
 
 
 @pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
