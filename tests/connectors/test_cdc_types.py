@@ -89,7 +89,7 @@ class Follower:
 
 
 def run_and_follow(spark, tmp_path, job: str, follower: Follower):
-    local = InProcessCluster(spark, str(tmp_path / "data"))
+    local = InProcessCluster(spark, str(tmp_path / "data"), driver_thread=True)   # as a driver process runs it
     run = local.run(job, stop_after=follower)
     assert follower.reached == ["snapshot", "changes"], (follower.reached, follower.last, run.error)
     assert run.status == "CANCELED", run.error

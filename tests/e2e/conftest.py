@@ -11,3 +11,10 @@ from tests.e2e.harness import InProcessCluster
 @pytest.fixture
 def local(spark, tmp_path):
     return InProcessCluster(spark, str(tmp_path / "data"))
+
+
+@pytest.fixture
+def driver(spark, tmp_path):
+    """As ``local``, each attempt run as a driver process runs it: on a thread where the session
+    is not active (``InProcessCluster(driver_thread=True)``)."""
+    return InProcessCluster(spark, str(tmp_path / "data"), driver_thread=True)

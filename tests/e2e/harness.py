@@ -10,6 +10,7 @@ session's start-up cost. (Process-level behaviour is covered in tests/cluster.)
 from __future__ import annotations
 
 import io
+import threading
 import time
 from dataclasses import dataclass
 
@@ -65,9 +66,15 @@ class JobRun:
 
 
 class InProcessCluster:
-    def __init__(self, spark, data_dir: str):
+    """``driver_thread``: run each attempt on a thread of its own, where no SparkSession is active,
+    as a driver process runs it (it builds its session on another thread while it reads the job).
+    Spark plans a query under the session's SQL settings only on a thread where the session is
+    active; elsewhere it falls back to the defaults (TIME off, the JVM's time zone)."""
+
+    def __init__(self, spark, data_dir: str, driver_thread: bool = False):
         self.spark = spark
         self.data_dir = data_dir
+        self.driver_thread = driver_thread
         self.store = open_store(default_store_url(data_dir))
         self.coordinator = Coordinator(self.store, node_id="in-process-coordinator")
         # The real worker's claim and reaping; only the launch differs (the driver runs here).
@@ -131,12 +138,11 @@ class InProcessCluster:
         heartbeat = Heartbeat(reporter, interval=0.5, on_fenced=_raise_fenced).start()
         stopper = None
         if stop_after is not None:
-            import threading
             stopper = threading.Thread(target=stop_after, args=(self.store, job.job_id), daemon=True)
             stopper.start()
         try:
-            code = run_attempt(self.spark, self.store, job.job_id, attempt.attempt_id, heartbeat, stdout=out,
-                               poll_interval=0.2)
+            code = self._on_driver_thread(lambda: run_attempt(self.spark, self.store, job.job_id, attempt.attempt_id,
+                                                              heartbeat, stdout=out, poll_interval=0.2))
         except (Fenced, AttemptFenced):
             code = 75
         finally:
@@ -145,6 +151,24 @@ class InProcessCluster:
                 stopper.join(timeout=60)
         self.worker.record_exit(attempt.attempt_id, code)   # the worker's own reaping
         return code
+
+    def _on_driver_thread(self, call):
+        if not self.driver_thread:
+            return call()
+        outcome: dict = {}
+
+        def attempt() -> None:
+            try:
+                outcome["code"] = call()
+            except BaseException as exc:   # noqa: BLE001 - raised again on the caller's thread
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=attempt, name="in-process-driver")   # a new JVM thread too
+        thread.start()
+        thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["code"]
 
 
 def wait_for(condition, what: str, deadline_s: float = 120.0) -> None:

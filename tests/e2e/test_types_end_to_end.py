@@ -148,7 +148,7 @@ def test_time_and_every_type_written_by_each_file_format_and_read_back(local, tm
     finished(local.run(job(sources, "", checks)))
 
 
-def test_time_in_a_checkpointed_job(local):
+def test_time_in_a_checkpointed_job(driver):
     # micro-batches run in Spark's stream thread (foreachBatch), not the plain-batch thread
     transforms = '\n  Sql { plugin_input = "fake", plugin_output = "out", query = "select id, t, r from fake" }'
-    finished(local.run(job(SOURCE, transforms, assert_sink("out", [TIME_RULE]), env="checkpoint.interval = 1000")))
+    finished(driver.run(job(SOURCE, transforms, assert_sink("out", [TIME_RULE]), env="checkpoint.interval = 1000")))

@@ -200,6 +200,7 @@ class PipelineRun:
     # -- running -------------------------------------------------------------------------
     def start(self) -> None:
         self.reporter.pipeline_status(self.pipeline.pipeline_id, PipelineStatus.RUNNING)
+        _activate_session(self.spark)     # a driver builds its session on another thread
         try:
             self._prepare_dir()
             self._known = schema_evolution.known_shapes(self.dir)
@@ -459,8 +460,9 @@ def _activate_session(spark) -> None:
     """Make ``spark`` the JVM thread's active session.
 
     A JVM thread without one analyses plans under the fallback SQL conf, not the session's:
-    spark.sql.timeType.enabled and the session time zone are then ignored, and an
-    aggregation over a TIME column fails with UNSUPPORTED_TIME_TYPE.
+    spark.sql.timeType.enabled and the session time zone are then ignored, and a plan that
+    holds a TIME value fails with UNSUPPORTED_TIME_TYPE (``writeStream`` of a checkpointed
+    pipeline, an aggregation in a plain batch). Each Python thread is a JVM thread of its own.
     """
     spark._jvm.org.apache.spark.sql.classic.SparkSession.setActiveSession(spark._jsparkSession)
 
