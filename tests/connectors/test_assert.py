@@ -228,3 +228,15 @@ def test_types_compare_by_names_and_types_not_spark_nullability(spark):
     renamed = {"field_rules": [{"field_name": "r", "field_type": {"z": "int", "y": "array<int>"}}]}
     with pytest.raises(AssertionFailed, match=r"rule field_type row<z int, y array<int>> \(the field is row<x int"):
         apply_one(assert_sink(renamed), df, batch)
+
+
+def test_equals_to_null_compares_nothing_as_in_seatunnel_and_says_so(spark):
+    """SeaTunnel reads a null as no value: its func_system job writes `equals_to = null` beside
+    field_type = "null", and the rule passes whatever the value."""
+    sink = assert_sink(field("name", {"equals_to": None}))
+    assert [n.key for n in sink.notices] == ["rules.field_rules[0].field_value[0].equals_to"]
+    assert "checks nothing" in sink.notices[0].describe()
+    assert apply_one(sink, frame(spark), Batch(0, "txn-0", {}))["rows"] == 2
+    with pytest.raises(AssertionFailed, match="rule NOT_NULL"):
+        apply_one(assert_sink(field("note", {"rule_type": "NOT_NULL", "equals_to": None})), frame(spark),
+                  Batch(0, "txn-0", {}))

@@ -66,7 +66,7 @@ sink {
         { field_name = "c4_1", field_type = "timestamp", field_value = [ {equals_to = "2020-09-13T12:26:40.123"} ] },
         { field_name = "c5", field_type = "date", field_value = [ {equals_to = "1999-12-31"} ] },
         { field_name = "c6", field_type = "time", field_value = [ {equals_to = "10:20:30"} ] },
-        { field_name = "c9", field_type = "null" },
+        { field_name = "c9", field_type = "null", field_value = [ {equals_to = null} ] },
         { field_name = "apply", field_type = "string", field_value = [ {equals_to = "Ann Lee"} ] }
       ]
     }

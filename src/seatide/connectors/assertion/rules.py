@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from seatide.plugin.options import KeyCheck, kind_of
+from seatide.plugin.options import KeyCheck, OptionNotice, kind_of
 from seatide.plugin.types import SchemaError, parse_type
 
 VALUE_RULE_TYPES = ("NOT_NULL", "NULL", "MIN", "MAX", "MIN_LENGTH", "MAX_LENGTH")
@@ -52,7 +52,7 @@ class RuleError(ValueError):
 @dataclass(frozen=True)
 class ValueRule:
     path: str
-    rule_type: str | None            # None: only equals_to
+    rule_type: str | None            # None: only equals_to, or nothing (equals_to = null)
     rule_value: float | None
     has_equals: bool
     equals_to: Any
@@ -192,11 +192,15 @@ def _value_rule(raw: Any, path: str, keys: KeyCheck) -> ValueRule:
     raw = _mapping(raw, path)
     keys(raw, ("rule_type", "rule_value", "equals_to"), path)
     rule_type = _rule_type(raw, path, VALUE_RULE_TYPES)
+    if "equals_to" in raw and raw["equals_to"] is None:
+        # SeaTunnel reads a null as no value (HOCON's hasPath), so `equals_to = null` compares
+        # nothing; its own jobs write it beside field_type = "null", which does the checking.
+        keys.unknown.append(OptionNotice(f"{path}.equals_to", f"{path}.equals_to = null checks nothing, as in "
+                                         "SeaTunnel; check for nulls with rule_type = NULL"))
+        return ValueRule(path, rule_type, _rule_value(raw, path, rule_type) if rule_type else None, False, None)
     has_equals = "equals_to" in raw
     if rule_type is None and not has_equals:
         raise RuleError(path, "needs rule_type (" + ", ".join(VALUE_RULE_TYPES) + ") or equals_to")
-    if has_equals and raw["equals_to"] is None:
-        raise RuleError(f"{path}.equals_to", "cannot be null; check for nulls with rule_type = NULL")
     value = _rule_value(raw, path, rule_type) if rule_type else None
     return ValueRule(path, rule_type, value, has_equals, raw.get("equals_to"))
 
