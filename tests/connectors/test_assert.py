@@ -240,3 +240,21 @@ def test_equals_to_null_compares_nothing_as_in_seatunnel_and_says_so(spark):
     with pytest.raises(AssertionFailed, match="rule NOT_NULL"):
         apply_one(assert_sink(field("note", {"rule_type": "NOT_NULL", "equals_to": None})), frame(spark),
                   Batch(0, "txn-0", {}))
+
+
+def test_equals_to_builds_maps_with_keys_of_any_type_without_json(spark):
+    """A map keyed by dates or numbers (SeaTunnel's fake_full_types_to_assert has map<date, string>),
+    also inside arrays and rows: the expected value is built from the rule, not parsed from JSON
+    (Spark's from_json takes only string keys)."""
+    df = spark.sql("select map(date'2024-01-26', 'v0') as dm, map(7, array(time'01:02:03')) as im, "
+                   "named_struct('d', map(1.5d, true), 'b', X'0102') as r, "
+                   f"array(map(date'2024-01-01', 1)) as am, CAST(0 AS TINYINT) AS {ROW_KIND_COLUMN}")
+    rules = {"field_rules": [
+        {"field_name": "dm", "field_type": "map<date, string>", "field_value": [{"equals_to": {"2024-01-26": "v0"}}]},
+        {"field_name": "im", "field_type": "map<int, array<time>>", "field_value": [{"equals_to": {"7": ["01:02:03"]}}]},
+        {"field_name": "r", "field_value": [{"equals_to": [{"1.5": True}, "AQI="]}]},
+        {"field_name": "am", "field_value": [{"equals_to": [{"2024-01-01": 1}]}]}]}
+    assert apply_one(assert_sink(rules), df, Batch(0, "txn-0", {}))["rows"] == 1
+    wrong = {"field_rules": [{"field_name": "dm", "field_value": [{"equals_to": {"2024-01-27": "v0"}}]}]}
+    with pytest.raises(AssertionFailed, match=r"field 'dm' rule equals_to .*2024-01-27"):
+        apply_one(assert_sink(wrong), df, Batch(0, "txn-0", {}))

@@ -152,3 +152,25 @@ def test_time_in_a_checkpointed_job(driver):
     # micro-batches run in Spark's stream thread (foreachBatch), not the plain-batch thread
     transforms = '\n  Sql { plugin_input = "fake", plugin_output = "out", query = "select id, t, r from fake" }'
     finished(driver.run(job(SOURCE, transforms, assert_sink("out", [TIME_RULE]), env="checkpoint.interval = 1000")))
+
+
+def test_every_type_with_a_date_keyed_map_as_seatunnels_full_types_job(local):
+    """SeaTunnel's fake_full_types_to_assert: a map<date, string> and a row of every type, each
+    checked with equals_to (the expected map used to go through JSON, whose maps take string keys)."""
+    columns = [("c_null", '"null"', "null"), ("c_string", "string", '"Zed"'), ("c_boolean", "boolean", "true"),
+               ("c_tinyint", "tinyint", "3"), ("c_int", "int", "444"), ("c_bigint", "bigint", "555555"),
+               ("c_float", "float", "2.5"), ("c_double", "double", "7.25"),
+               ("c_decimal", '"decimal(30, 8)"', "12345.6789"), ("c_date", "date", '"2001-02-03"'),
+               ("c_timestamp", "timestamp", '"2001-02-03T04:05:06"'), ("c_time", "time", '"04:05:06"'),
+               ("c_bytes", "bytes", '"AQID"'), ("c_array", '"array<int>"', "[3, 2, 1]"),
+               ("c_map", '"map<date, string>"', '{ "2001-02-03" = d0 }'),
+               ("c_map_nest", '"map<string, {c_int = int, c_string = string}>"', '{ k2 = [9, "x-y"] }')]
+    fields = ", ".join(f"{name} = {kind}" for name, kind, _ in columns)
+    values = ", ".join(value for _, _, value in columns)
+    rules = [f"{{ field_name = {name}, field_type = {kind}, field_value = [{{ equals_to = {value} }}] }}"
+             for name, kind, value in columns if value != "null"]
+    rules.append(f"{{ field_name = c_row, field_type = {{ {fields} }}, field_value = [{{ equals_to = [{values}] }}] }}")
+    source = (f'FakeSource {{ plugin_output = "fake", row.num = 1\n'
+              f'  schema = {{ fields {{ {fields}, c_row = {{ {fields} }} }} }}\n'
+              f'  rows = [{{ kind = INSERT, fields = [{values}, [{values}]] }}] }}')
+    finished(local.run(job(source, "", assert_sink("fake", rules, rows=1))))

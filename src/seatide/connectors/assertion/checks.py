@@ -10,7 +10,6 @@ them, plus the row count, are computed in one pass.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,40 +134,61 @@ def _length(column, data_type):
 
 
 def _comparable(column, data_type):
+    """``column`` in a form Spark can compare: Spark cannot compare maps, at any depth; a map's
+    entries, sorted, compare the same way SeaTunnel compares maps (as sets of entries)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    # Spark cannot compare maps; their entries, sorted, compare the same way SeaTunnel does.
-    return F.array_sort(F.map_entries(column)) if isinstance(data_type, T.MapType) else column
+    if not _holds_map(data_type):
+        return column
+    if isinstance(data_type, T.MapType):
+        values = column if not _holds_map(data_type.valueType) else \
+            F.transform_values(column, lambda _, v: _comparable(v, data_type.valueType))
+        return F.array_sort(F.map_entries(values))
+    if isinstance(data_type, T.ArrayType):
+        return F.transform(column, lambda item: _comparable(item, data_type.elementType))
+    return F.when(column.isNotNull(), F.struct(*[_comparable(column[f.name], f.dataType).alias(f.name)
+                                                 for f in data_type.fields]))
+
+
+def _holds_map(data_type) -> bool:
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.MapType):
+        return True
+    if isinstance(data_type, T.ArrayType):
+        return _holds_map(data_type.elementType)
+    return isinstance(data_type, T.StructType) and any(_holds_map(f.dataType) for f in data_type.fields)
 
 
 def expected_value(value: Any, data_type):
-    """``equals_to`` as a Spark value of the field's type (rows may be written as lists)."""
+    """``equals_to`` as a Spark value of the field's type, built from the rule's values one by one
+    (rows may be written as lists or objects; a map's keys are of any type, as HOCON writes them:
+    ``{ "2024-01-26" = v0 }`` for a ``map<date, string>``)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    if isinstance(data_type, (T.ArrayType, T.MapType, T.StructType)):
-        return F.from_json(F.lit(json.dumps(_json_shape(value, data_type))), data_type)
+    if value is None:
+        return F.lit(None).cast(data_type)
+    if isinstance(data_type, T.StructType) and isinstance(value, (list, dict)):
+        items = value if isinstance(value, list) else [value.get(f.name) for f in data_type.fields]
+        items = list(items) + [None] * (len(data_type.fields) - len(items))
+        return F.struct(*[expected_value(v, f.dataType).alias(f.name) for f, v in zip(data_type.fields, items)])
+    # Each item is of its type already; only an empty one needs a cast (Spark 4.3 refuses to
+    # cast an ARRAY<TIME> even to itself)
+    if isinstance(data_type, T.ArrayType) and isinstance(value, list):
+        items = F.array(*[expected_value(v, data_type.elementType) for v in value])
+        return items if value else items.cast(data_type)
+    if isinstance(data_type, T.MapType) and isinstance(value, dict):
+        entries = [part for k, v in value.items()
+                   for part in (expected_value(k, data_type.keyType), expected_value(v, data_type.valueType))]
+        return F.create_map(*entries) if entries else F.create_map().cast(data_type)
     if isinstance(data_type, T.BinaryType):
         return F.unbase64(F.lit(str(value)))
     if isinstance(data_type, T.BooleanType) and isinstance(value, bool):
         return F.lit(value)
     return F.lit(str(value) if not isinstance(value, (int, float)) or isinstance(data_type, T.DecimalType)
                  else value).cast(data_type)
-
-
-def _json_shape(value: Any, data_type) -> Any:
-    from pyspark.sql import types as T
-
-    if isinstance(data_type, T.StructType) and isinstance(value, list):
-        return {f.name: _json_shape(v, f.dataType) for f, v in zip(data_type.fields, value)}
-    if isinstance(data_type, T.StructType) and isinstance(value, dict):
-        return {f.name: _json_shape(value.get(f.name), f.dataType) for f in data_type.fields}
-    if isinstance(data_type, T.ArrayType) and isinstance(value, list):
-        return [_json_shape(v, data_type.elementType) for v in value]
-    if isinstance(data_type, T.MapType) and isinstance(value, dict):
-        return {k: _json_shape(v, data_type.valueType) for k, v in value.items()}
-    return value
 
 
 def check_batch(df, rules: Rules) -> int:
