@@ -168,6 +168,7 @@ def test_date_and_time_functions(local):
         "today": "CURRENT_DATE", "now_ts": "CURRENT_TIMESTAMP", "now_fn": "NOW()",
 "add_month": "DATEADD(t, 1, 'MONTH')",
         "add_days": "DATEADD(d, 2, 'DAY')", "add_hours": "TIMESTAMPADD(d, 3, 'HOUR')",
+        "add_one": "DATEADD(t, 1)", "add_one_day": "DATEADD(d, -1)",
         "month_end": "DATEADD(CAST('2020-01-31 00:00:00' AS TIMESTAMP), 1, 'MONTH')",
         "diff": "DATEDIFF(CAST('2023-01-31 10:00:00' AS TIMESTAMP), t2, 'MONTH')",
         "trunc_day": "DATE_TRUNC(t, 'DAY')", "dayname": "DAYNAME(d)", "dom": "DAY_OF_MONTH(d)",
@@ -187,6 +188,7 @@ def test_date_and_time_functions(local):
         "now_fn": ("timestamp", [{"rule_type": "NOT_NULL"}]),
         "add_month": ("timestamp", "2021-05-08T13:34:45"), "add_days": ("date", "2024-01-09"),
         "add_hours": ("timestamp", "2024-01-07T03:00:00"), "month_end": ("timestamp", "2020-02-29T00:00:00"),
+        "add_one": ("timestamp", "2021-04-09T13:34:45"), "add_one_day": ("date", "2024-01-06"),   # DAY, the type kept
         "diff": ("bigint", 1), "trunc_day": ("timestamp", "2021-04-08T00:00:00"),
         "dayname": ("string", "Sunday"), "dom": ("int", 7), "dow": ("int", 7), "doy": ("int", 7),
         "x_year": ("int", 2021), "x_second": ("int", 45), "x_dow": ("int", 0), "x_ms": ("int", 0),

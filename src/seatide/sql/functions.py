@@ -115,6 +115,10 @@ _ADD_CALENDAR = {
 
 
 def _dateadd(args: Args) -> exp.Expression | None:
+    """Without a unit, DAY (SeaTunnel's default): a TIMESTAMP stays a TIMESTAMP, where Spark's
+    two-argument ``dateadd`` would give a DATE."""
+    if len(args) == 2:
+        return fill(_ADD_CALENDAR["DAY"], args)
     unit = _unit(args[2], "DATEADD") if len(args) == 3 else None
     if not unit:
         return None
