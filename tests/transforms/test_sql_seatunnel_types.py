@@ -8,6 +8,8 @@ IV "12345678", DESKeySpec of the password's UTF-8 bytes).
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from seatide.config.loader import ConfigError, load_job_text
@@ -30,15 +32,22 @@ def test_literals_and_arithmetic_have_seatunnels_result_types(local):
         "big_div": "big / 1000", "tiny_sum": "tiny + tiny", "dec_mul": "price * price", "dec_lit": "price + 1.5",
         "float_sum": "f + f", "int_by_lit": "id * 1.5", "rounded": "ROUND(1.25, 1)", "mod_lit": "MOD(id, 5.4)",
         "mod_int": "MOD(id, 5)", "mixed": "(id + big) / 2", "trunc_digits": "TRUNC(d, 1)",
-        "ceil_sum": "CEIL(d + 1)",
+        "ceil_sum": "CEIL(d + 1)", "mod_double": "MOD(d, 5.4)", "mod_neg": "MOD(-d, 5.4)", "mod_float": "MOD(f, f)", "mod_of_float": "MOD(f, 0.4)",
+        "mod_dec": "MOD(price, 5)", "mod_dec_lit": "MOD(price, 0.1)", "mod_big_int": "MOD(big, 1000)",
+        "mod_huge": "MOD(1e300, 7.5)", "mod_tiny": "MOD(d, 3e-20)",
     }
     expect = {
         "lit_sum": ("double", 2.2), "lit": ("double", 2.5), "neg": ("double", -2.5), "int_div": ("int", 3),
         "lit_div": ("int", 3), "big_div": ("bigint", 1700000000), "tiny_sum": ("int", 6),
         "dec_mul": ("decimal(10, 2)", 152.28), "dec_lit": ("decimal(10, 2)", 13.84), "float_sum": ("double", 3.0),
-        "int_by_lit": ("double", 10.5), "rounded": ("double", 1.3), "mod_lit": ("double", 1.5999999999999996),
+        "int_by_lit": ("double", 10.5), "rounded": ("double", 1.3), "mod_lit": ("double", 1.6),
         "mod_int": ("int", 2), "mixed": ("bigint", 850000000065),
         "trunc_digits": ("double", 13.2), "ceil_sum": ("double", 15.0),      # the page: the argument's type
+        # MOD in decimal, as SeaTunnel computes it, of the numbers as written: 7 % 5.4 is 1.6, not
+        # 1.5999999999999996; a double beyond what a DECIMAL(38, 18) holds keeps the double remainder
+        "mod_double": ("double", 2.4), "mod_neg": ("double", -2.4), "mod_float": ("float", 0.0),
+        "mod_dec": ("decimal(10, 2)", "2.34"), "mod_dec_lit": ("double", 0.04), "mod_big_int": ("bigint", 123),
+        "mod_of_float": ("double", 0.3), "mod_huge": ("double", math.fmod(1e300, 7.5)), "mod_tiny": ("double", math.fmod(13.2, 3e-20)),
     }
     query = "select " + ", ".join(f"{calls[n]} as {n}" for n in expect) + " from fake"
     run_ok(local, sql_job(FIELDS, ROW, query, expect))

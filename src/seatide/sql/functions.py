@@ -223,6 +223,8 @@ def _multi_if(args: Args) -> exp.Expression:
     return exp.Paren(this=exp.Case(ifs=ifs, default=args[-1].copy()))
 
 
+MOD_BY_ZERO = ("raise_error('MOD: the divisor is 0; SeaTunnel MOD fails on it (choose a value with "
+               "CASE WHEN divisor = 0 THEN ... END)')")
 S, N, D, C = "string", "numeric", "date and time", "system"
 _ROUNDING_TYPE = ("differs: keeps the type of an input field; of a computed FLOAT/DOUBLE/integer "
                   "argument (a + 1) gives Spark's BIGINT")
@@ -270,9 +272,7 @@ FUNCTIONS: dict[str, Function] = {
                                        "does not reseed the session"),
     "RANDOM": Function(N, NATIVE, status="differs: a seed makes this call's sequence repeatable; it "
                                          "does not reseed the session"),
-    "MOD": Function(N, {2: "(CASE WHEN {1} = 0 THEN raise_error('MOD: the divisor is 0; SeaTunnel MOD "
-                           "fails on it (choose a value with CASE WHEN divisor = 0 THEN ... END)') "
-                           "ELSE {0} % {1} END)"}),
+    "MOD": Function(N, {2: f"(CASE WHEN {{1}} = 0 THEN {MOD_BY_ZERO} ELSE {{0}} % {{1}} END)"}),   # and translate
     "CEIL": Function(N, NATIVE, status=_ROUNDING_TYPE),
     "CEILING": Function(N, NATIVE, status=_ROUNDING_TYPE),
     "FLOOR": Function(N, NATIVE, status=_ROUNDING_TYPE),
@@ -339,4 +339,4 @@ EXTRACT_FIELDS["MILLISECONDS"] = EXTRACT_FIELDS["MILLISECOND"]
 EXTRACT_FIELDS["MICROSECONDS"] = EXTRACT_FIELDS["MICROSECOND"]
 
 
-__all__ = ["EXTRACT_FIELDS", "FUNCTIONS", "Function", "SqlFunctionError", "fill"]
+__all__ = ["EXTRACT_FIELDS", "FUNCTIONS", "MOD_BY_ZERO", "Function", "SqlFunctionError", "fill"]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable
 from sqlglot import exp
 
 from seatide.sql.crypto import CRYPTO_FUNCTIONS
-from seatide.sql.functions import EXTRACT_FIELDS, FUNCTIONS, SqlFunctionError, fill
+from seatide.sql.functions import EXTRACT_FIELDS, FUNCTIONS, MOD_BY_ZERO, SqlFunctionError, fill
 from seatide.sql.spark_builtins import SPARK_FUNCTIONS
 from seatide.sql.zeta_udfs import ZETA_UDFS
 
@@ -39,6 +39,7 @@ def translate_calls(tree: exp.Expression, udfs: dict[str, str],
         if types is not None:
             new = _bytes_to_hex(node, new, types)
             new = _keeps_type(node, new, types)
+            new = _mod_in_decimal(node, new, types)
         if new is not None and new is not node:
             if node is tree:
                 tree = new
@@ -80,7 +81,8 @@ def _translate(node: exp.Expression, udfs: dict[str, str]) -> exp.Expression | N
 
 
 _ROUNDING = ("CEIL", "CEILING", "FLOOR", "TRUNC", "TRUNCATE", "ROUND")
-_KEPT_TYPES = ("double", "float", "int", "smallint", "tinyint", "bigint")
+_INTEGERS = ("int", "smallint", "tinyint", "bigint")
+_KEPT_TYPES = ("double", "float", *_INTEGERS)
 
 
 def _keeps_type(node: exp.Expression, new: exp.Expression | None,
@@ -100,6 +102,39 @@ def _keeps_type(node: exp.Expression, new: exp.Expression | None,
     if kind is None or kind.simpleString() not in _KEPT_TYPES:
         return new
     return exp.Cast(this=(new if new is not None else node).copy(), to=exp.DataType.build(kind.simpleString()))
+
+
+_FRACTIONAL = ("float", "double")
+
+
+def _mod_in_decimal(node: exp.Expression, new: exp.Expression | None,
+                    types: "Callable[[exp.Expression], DataType | None]") -> exp.Expression | None:
+    """MOD of a FLOAT or DOUBLE in decimal, as SeaTunnel computes it: each number as Java writes
+    it (``5.4``, not the binary fraction nearest to it), so ``MOD(13, 5.4)`` is 2.2, where the
+    remainder of the doubles is 2.1999999999999993. The result keeps Spark's type for ``a % b``
+    (DOUBLE, or FLOAT of FLOATs and integers). A number a DECIMAL(38, 18) cannot hold exactly
+    (1e300, 3e-20, NaN) takes the remainder of the doubles, which overflows nothing. Integers and
+    decimals keep Spark's own remainder, exact already."""
+    if not (isinstance(node, exp.Anonymous) and node.name.upper() == "MOD" and len(node.expressions) == 2):
+        return new
+    kinds = [types(arg) for arg in node.expressions]
+    if any(k is None for k in kinds):
+        return new
+    names = [k.simpleString() for k in kinds]
+    if not any(n in _FRACTIONAL for n in names):
+        return new
+    result = "FLOAT" if all(n == "float" or n in _INTEGERS for n in names) else "DOUBLE"
+    exact, decimal = [], []
+    for i, name in enumerate(names):
+        if name in _FRACTIONAL:    # Java's shortest text of the double, as BigDecimal.valueOf reads it
+            decimal.append(f"try_cast(CAST(CAST({{{i}}} AS DOUBLE) AS STRING) AS DECIMAL(38, 18))")
+            exact.append(f"CAST({decimal[i]} AS DOUBLE) = CAST({{{i}}} AS DOUBLE)")
+        else:
+            decimal.append(f"try_cast({{{i}}} AS DECIMAL(38, 18))")
+            exact.append(f"{decimal[i]} IS NOT NULL")
+    return fill(f"(CASE WHEN {{1}} = 0 THEN {MOD_BY_ZERO} WHEN {exact[0]} AND {exact[1]} "
+                f"THEN CAST({decimal[0]} % {decimal[1]} AS {result}) ELSE CAST({{0}} % {{1}} AS {result}) END)",
+                list(node.expressions))
 
 
 def _bytes_to_hex(node: exp.Expression, new: exp.Expression | None,
