@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import types as T
 
+from seatide.connectors.jdbc.partitioning import SPLITTABLE, Partitioning, split_kind
 from seatide.connectors.jdbc.read_types import (ReadColumn, UnsupportedColumnType, describe, quote,
                                                 select_list, spark_column)
 from seatide.connectors.jdbc.source_options import JDBC_SOURCE_OPTIONS
-from seatide.connectors.jdbc.splits import DATE, NUMBER, SplitPlan, plan_splits
+from seatide.connectors.jdbc.split_measure import STRING_SPLIT_MODES, measure
+from seatide.connectors.jdbc.splits import STRING, SplitPlan
 from seatide.connectors.jdbc.url import POSTGRESQL, JdbcUrl, JdbcUrlError
 from seatide.plugin.base import BatchOffsets, ReadContext, Source, use_python_data_source
 from seatide.plugin.options import OptionError, read_options
@@ -37,13 +39,12 @@ if TYPE_CHECKING:
     from seatide.plugin.schema import Schema
 
 _TASKS_PER_SLOT = 1
-_NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DecimalType, T.FloatType, T.DoubleType)
 
 
 @register
 class JdbcSource(Source):
     """Reads the rows of ``query`` (or of ``table_path``) from PostgreSQL, MySQL or MariaDB,
-    split by value ranges of ``partition_column``."""
+    split by value ranges of ``partition_column`` (``partitioning``)."""
 
     plugin_name = "Jdbc"
     options = JDBC_SOURCE_OPTIONS
@@ -69,6 +70,9 @@ class JdbcSource(Source):
         for key, low in (("partition_num", 1), ("split.size", 1), ("fetch_size", 0)):
             if self.opts[key] is not None and self.opts[key] < low:
                 raise self.invalid(key, f"option '{key}' must be at least {low}, got {self.opts[key]}")
+        if self.opts["split.string_split_mode"] not in STRING_SPLIT_MODES:
+            raise self.invalid("split.string_split_mode", "split.string_split_mode must be sample or charset_based, "
+                               f"got \"{self.opts['split.string_split_mode']}\"")
         self.driver = self.url.driver_class(self.opts["driver"])
         self.base_sql = self._base_sql(where)
         self._columns: list[ReadColumn] | None = None
@@ -154,7 +158,7 @@ class JdbcSource(Source):
         by_name = {c.name: c for c in self._columns}
         name = self.opts["partition_column"]
         if name is None and self.opts["table_path"]:
-            name = next((k for k in self._primary_key()[1] if _kind(by_name.get(k)) is not None), None)
+            name = next((k for k in self._primary_key()[1] if split_kind(by_name.get(k)) is not None), None)
         if name is None:
             self.partition = None
             return
@@ -162,10 +166,15 @@ class JdbcSource(Source):
         if column is None:
             raise self.invalid("partition_column", f"partition_column '{name}' is not a column of the query "
                                f"(columns: {', '.join(by_name)})")
-        if _kind(column) is None:
+        if split_kind(column) is None:
             raise self.invalid("partition_column", f"partition_column '{name}' is {column.db_type}; it must be "
-                               "a numeric or date column (SeaTide splits by value ranges of it)")
+                               f"{SPLITTABLE} (SeaTide splits by value ranges of it)")
         self.partition = column
+
+    @property
+    def partitioning(self) -> Partitioning:
+        return Partitioning(self.url.dialect, self.partition, self.opts["split.string_split_mode"],
+                            self.opts["split.string_split_mode_collate"])
 
     def _primary_key(self) -> tuple[str, list[str]]:
         """(constraint name, columns in key order) of table_path's primary key; ("", []) if none."""
@@ -288,7 +297,7 @@ class JdbcSource(Source):
 
     def _quoted_columns(self) -> list[str | None]:
         """Each table's partition column as its SQL names it (None: one split, the whole query)."""
-        return [quote(p.url.dialect, p.partition.name) if p.partition else None for p in self._tables_read()]
+        return [p.partitioning.quoted for p in self._tables_read()]
 
     def _planned(self, ctx: ReadContext) -> "DataFrame":
         """The stream of split descriptors of every table (connectors/jdbc/table_plans.py)."""
@@ -299,9 +308,7 @@ class JdbcSource(Source):
         use_python_data_source(ctx.spark, JdbcTablePlans)
         spec = {"url": self.url.text, "user": self.opts["user"], "password": self.opts["password"],
                 "max_rows": ctx.max_rows_per_batch, "tasks": _task_slots(ctx),
-                "tables": [{"plan_sql": p._plan_sql(), "split_size": p.opts["split.size"],
-                            "partition_num": p.opts["partition_num"], "quoted_column": quoted,
-                            **p._split_options()} for p, quoted in zip(self._tables_read(), self._quoted_columns())]}
+                "tables": [{**p._split_spec(), "quoted_column": p.partitioning.quoted} for p in self._tables_read()]}
         if not ctx.resuming:
             # Measured here, where the database client is loaded and connected already: the
             # stream's Python process would import it first (0.2-0.3 s before the first batch).
@@ -322,37 +329,28 @@ class JdbcSource(Source):
     # -- SQL the two readers share -----------------------------------------------------
     def _bounded_sql(self) -> str:
         """The base query, kept to partition_lower_bound..partition_upper_bound when given."""
-        column, low, high = self.partition, self.opts["partition_lower_bound"], self.opts["partition_upper_bound"]
-        if column is None or (low is None and high is None):
-            return self.base_sql
-        quoted = quote(self.url.dialect, column.name)
-        literal = (lambda v: f"DATE '{v}'") if _kind(column) == DATE else (lambda v: str(v))
-        limits = ([f"{quoted} >= {literal(low)}"] if low is not None else []) + \
-                 ([f"{quoted} <= {literal(high)}"] if high is not None else [])
-        return f"SELECT * FROM ({self.base_sql}) seatide_b WHERE {' AND '.join(limits)}"
+        return self.partitioning.bounded_sql(self.base_sql, self.opts["partition_lower_bound"],
+                                             self.opts["partition_upper_bound"])
 
     def _select_sql(self) -> str:
         return f"SELECT {select_list(self.url.dialect, self._columns)} FROM ({self._bounded_sql()}) seatide_t"
 
     def _plan_sql(self, *, count: bool = True) -> str:
-        rows = "COUNT(*)" if count else "NULL"
-        if self.partition is None:
-            return f"SELECT NULL, NULL, {rows} FROM ({self._bounded_sql()}) seatide_t"
-        quoted = quote(self.url.dialect, self.partition.name)
-        return f"SELECT MIN({quoted}), MAX({quoted}), {rows} FROM ({self._bounded_sql()}) seatide_t"
+        return self.partitioning.plan_sql(self._bounded_sql(), count)
 
     def _split_options(self) -> dict:
-        return {"column": self.partition.name if self.partition else None,
-                "kind": _kind(self.partition) or NUMBER}
+        """What measuring a plan takes besides the plan's SQL and sizes (``split_measure``)."""
+        return self.partitioning.spec(self._bounded_sql())
 
-    def plan(self, *, count: bool = True) -> SplitPlan:
-        """Measure the query now and cut it into splits (by partition_num alone without ``count``)."""
+    def _split_spec(self, count: bool = True) -> dict:
+        return {"plan_sql": self._plan_sql(count=count), "split_size": self.opts["split.size"],
+                "partition_num": self.opts["partition_num"], **self._split_options()}
+
+    def plan(self, *, count: bool = True, tiles: int | None = None) -> SplitPlan:
+        """Measure the query now and cut it into splits (by partition_num alone without ``count``;
+        a string column into ``tiles`` splits when given)."""
         with self.url.connect(self.opts["user"], self.opts["password"], autocommit=True) as conn:
-            cursor = conn.cursor()
-            cursor.execute(self._plan_sql(count=count))
-            lower, upper, rows = cursor.fetchone()
-        return plan_splits(lower=lower, upper=upper, rows=int(rows or 0), split_size=self.opts["split.size"],
-                           partition_num=self.opts["partition_num"], **self._split_options())
+            return measure(conn, self._split_spec(count), tiles)
 
     # -- plain BATCH: Spark's JDBC reader ----------------------------------------------
     def _reader_options(self) -> dict:
@@ -371,6 +369,11 @@ class JdbcSource(Source):
         # Spark's reader streams each range, so splits of split.size rows would only add
         # per-task cost (and counting the rows a query of its own): without partition_num,
         # Spark gets one range per task slot, as a hand-written spark.read.jdbc would.
+        if self.partitioning.kind == STRING and self.partition is not None:
+            # Spark's ranges are numbers and dates: a string column's splits go as predicates
+            plan = self.plan(count=False, tiles=self.opts["partition_num"] or _TASKS_PER_SLOT * _task_slots(ctx))
+            quoted = self.partitioning.quoted
+            return self._predicated(ctx, [plan.condition(i, i + 1, quoted) or "1 = 1" for i in range(plan.count)])
         plan = self.plan(count=False) if self.partition is not None else None
         if plan is not None and plan.upper > plan.lower:
             lower, upper = plan.spark_bounds()
@@ -398,8 +401,7 @@ class JdbcSource(Source):
         use_python_data_source(spark, JdbcSplitSource)
         options = stream_options(
             url=self.url.text, user=self.opts["user"], password=self.opts["password"],
-            select_sql=self._select_sql(), plan_sql=self._plan_sql(),
-            quoted_column=quote(self.url.dialect, self.partition.name) if self.partition else None,
+            select_sql=self._select_sql(), plan_sql=self._plan_sql(), quoted_column=self.partitioning.quoted,
             converts=[c.convert for c in self._columns], split_size=self.opts["split.size"],
             partition_num=self.opts["partition_num"], fetch_size=self.opts["fetch_size"],
             max_rows=ctx.max_rows_per_batch, tasks=_task_slots(ctx), **self._split_options())
@@ -426,16 +428,6 @@ def _each_table(make, items: list) -> list:
 
 def _task_slots(ctx: ReadContext) -> int:
     return max(ctx.parallelism, ctx.spark.sparkContext.defaultParallelism)
-
-
-def _kind(column: ReadColumn | None) -> str | None:
-    if column is None:
-        return None
-    if isinstance(column.spark_type, _NUMERIC):
-        return NUMBER
-    if isinstance(column.spark_type, T.DateType):
-        return DATE
-    return None
 
 
 def _is_sql_error(exc: Exception) -> bool:

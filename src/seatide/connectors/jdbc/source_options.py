@@ -29,7 +29,7 @@ JDBC_SOURCE_OPTIONS: tuple[Option, ...] = (
            "each entry takes the block's options with its own (query, partition_column, split.size...) on top"),
     Option("where_condition", STRING, None, "row filter applied to the query or table, starting with `where`"),
     Option("partition_column", STRING, None,
-           "numeric or date column to split the read by; default: the first numeric or date column "
+           "numeric, date or character column to split the read by; default: the first such column "
            "of table_path's primary key, else no split (one reader)"),
     Option("partition_lower_bound", ANY, None,
            "smallest partition_column value read (default: the column's minimum); rows below are not read"),
@@ -38,6 +38,12 @@ JDBC_SOURCE_OPTIONS: tuple[Option, ...] = (
     Option("partition_num", INT, None,
            "number of splits; by default the split count follows split.size"),
     Option("split.size", INT, 8096, "rows in one split (the split count is rows / split.size)"),
+    Option("split.string_split_mode", STRING, "sample",
+           "how a character partition_column is cut: sample (the values that begin equal parts of the rows "
+           "in order, asked of the database) or charset_based (values evenly between its minimum and "
+           "maximum, its characters taken as printable ASCII 32..126)"),
+    Option("split.string_split_mode_collate", STRING, None,
+           "the collation a character partition_column is compared in when cut (default: the column's own)"),
     Option("fetch_size", INT, 0, "rows fetched per round trip; 0 uses the driver's default"),
     Option("properties", OBJECT, None, "extra JDBC connection properties (Spark's reader only)"),
     Option("connection_check_timeout_sec", INT, 30, "accepted; SeaTide checks connections when it plans the read"),

@@ -23,7 +23,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from seatide.connectors.decimals import DecimalOverflow, decimal_converter
-from seatide.connectors.jdbc.splits import SplitPlan, plan_splits
+from seatide.connectors.jdbc.splits import SplitPlan
 
 SOURCE_NAME = "seatide_jdbc_splits"
 DEFAULT_FETCH_ROWS = 10_000
@@ -69,13 +69,16 @@ CONVERTERS = {
 def stream_options(*, url: str, user: str | None, password: str | None, select_sql: str,
                    plan_sql: str, quoted_column: str | None, column: str | None, kind: str,
                    converts: list[str | None], split_size: int, partition_num: int | None,
-                   fetch_size: int, max_rows: int, tasks: int) -> dict[str, str]:
-    """Options for ``spark.readStream.format(SOURCE_NAME)`` (Spark passes options as strings)."""
+                   fetch_size: int, max_rows: int, tasks: int, dialect: str = "",
+                   strings: dict | None = None) -> dict[str, str]:
+    """Options for ``spark.readStream.format(SOURCE_NAME)`` (Spark passes options as strings);
+    ``dialect`` and ``strings``: a string column's cut points (``split_measure``)."""
     return {"spec": json.dumps({
         "url": url, "user": user, "password": password, "select_sql": select_sql,
         "plan_sql": plan_sql, "quoted_column": quoted_column, "column": column, "kind": kind,
         "converts": converts, "split_size": split_size, "partition_num": partition_num,
-        "fetch_size": fetch_size, "max_rows": max_rows, "tasks": max(1, tasks)})}
+        "fetch_size": fetch_size, "max_rows": max_rows, "tasks": max(1, tasks), "dialect": dialect,
+        "strings": strings})}
 
 
 class SplitRange(InputPartition):
@@ -115,16 +118,12 @@ class JdbcSplitReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._plan
 
     def _measure(self) -> SplitPlan:
+        from seatide.connectors.jdbc.split_measure import measure
         from seatide.connectors.jdbc.url import JdbcUrl
 
         spec = self.spec
-        url = JdbcUrl.parse(spec["url"])
-        with url.connect(spec["user"], spec["password"], autocommit=True) as conn:
-            cursor = conn.cursor()
-            cursor.execute(spec["plan_sql"])
-            lower, upper, rows = cursor.fetchone()
-        return plan_splits(spec["column"], spec["kind"], lower, upper, int(rows or 0),
-                           split_size=spec["split_size"], partition_num=spec["partition_num"])
+        with JdbcUrl.parse(spec["url"]).connect(spec["user"], spec["password"], autocommit=True) as conn:
+            return measure(conn, spec)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.spec["max_rows"])

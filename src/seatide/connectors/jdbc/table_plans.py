@@ -24,7 +24,7 @@ from typing import Iterator
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
-from seatide.connectors.jdbc.splits import SplitPlan, plan_splits
+from seatide.connectors.jdbc.splits import SplitPlan
 
 SOURCE_NAME = "seatide_jdbc_table_plans"
 DESCRIPTORS = "table int, predicate string"
@@ -51,7 +51,8 @@ class JdbcTablePlans(DataSource):
 class JdbcTablePlansReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, spec: dict):
         # {"url", "user", "password", "max_rows", "tasks",
-        #  "tables": [{"plan_sql", "column", "quoted_column", "kind", "split_size", "partition_num"}],
+        #  "tables": [{"plan_sql", "column", "quoted_column", "kind", "split_size", "partition_num",
+        #              "dialect", "strings"}],
         #  "plans": [SplitPlan JSON, ...] when the driver measured the tables for a fresh stream}
         self.spec = spec
         self._plans: list[SplitPlan] | None = None
@@ -64,15 +65,11 @@ class JdbcTablePlansReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"plans": [p.to_json() for p in self._plans], "next": [0, 0]}
 
     def _measure(self, table: dict) -> SplitPlan:
+        from seatide.connectors.jdbc.split_measure import measure
         from seatide.connectors.jdbc.url import JdbcUrl
 
-        url = JdbcUrl.parse(self.spec["url"])
-        with url.connect(self.spec["user"], self.spec["password"], autocommit=True) as conn:
-            cursor = conn.cursor()
-            cursor.execute(table["plan_sql"])
-            lower, upper, rows = cursor.fetchone()
-        return plan_splits(table["column"], table["kind"], lower, upper, int(rows or 0),
-                           split_size=table["split_size"], partition_num=table["partition_num"])
+        with JdbcUrl.parse(self.spec["url"]).connect(self.spec["user"], self.spec["password"], autocommit=True) as conn:
+            return measure(conn, {"dialect": "", "strings": None, **table})
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.spec["max_rows"])
