@@ -174,3 +174,25 @@ def test_every_type_with_a_date_keyed_map_as_seatunnels_full_types_job(local):
               f'  schema = {{ fields {{ {fields}, c_row = {{ {fields} }} }} }}\n'
               f'  rows = [{{ kind = INSERT, fields = [{values}, [{values}]] }}] }}')
     finished(local.run(job(source, "", assert_sink("fake", rules, rows=1))))
+
+
+def test_maps_keyed_by_dates_and_numbers_are_written_as_json_text_and_read_back(local, tmp_path):
+    """JSON keys are text: a date key is written as the date (Spark's JSON writer would write its
+    day number, 19748), and read back into a map<date, ...> (Spark's JSON reader takes only
+    string keys)."""
+    fields = 'id = bigint, dm = "map<date, string>", nest = "array<map<int, time>>"'
+    values = '[1, { "2024-01-26" = v0 }, [{ "7" = "01:02:03" }]]'
+    source = (f'FakeSource {{ plugin_output = "fake", schema = {{ fields {{ {fields} }} }}\n'
+              f'  rows = [{{ kind = INSERT, fields = {values} }}] }}')
+    sinks = "".join(f'\n  LocalFile {{ plugin_input = "fake", path = "{tmp_path / fmt}", file_format_type = {fmt} }}'
+                    for fmt in ("json", "csv"))
+    finished(local.run(job(source, "", sinks)))
+    for fmt in ("json", "csv"):
+        text = "".join(open(os.path.join(root, f)).read() for root, _, files in os.walk(tmp_path / fmt)
+                       for f in files if not f.startswith((".", "_")))
+        assert "2024-01-26" in text and "19748" not in text and "01:02:03" in text, (fmt, text)
+    rules = ['{ field_name = dm, field_type = "map<date, string>", field_value = [{ equals_to = { "2024-01-26" = v0 } }] }',
+             '{ field_name = nest, field_type = "array<map<int, time>>", field_value = [{ equals_to = [{ "7" = "01:02:03" }] }] }']
+    back = (f'LocalFile {{ plugin_output = "back", path = "{tmp_path / "json"}", file_format_type = json, '
+            f'schema = {{ fields {{ {fields} }} }} }}')
+    finished(local.run(job(back, "", assert_sink("back", rules, rows=1))))

@@ -183,6 +183,54 @@ def type_name(data_type: T.DataType) -> str:
     return data_type.simpleString()
 
 
+# -- maps keyed by other types than text, in JSON ------------------------------------------
+# A JSON object's keys are text. Spark's JSON writer (and to_json) writes a date key as its day
+# number and a timestamp key as microseconds; its JSON reader (and from_json) takes only string
+# keys. A map keyed by another type goes into JSON with its keys as the values' text (a date
+# as 2024-01-26, as SeaTunnel writes it) and comes back by casting them.
+
+def keyed_by_other_than_text(data_type: T.DataType) -> bool:
+    """Whether ``data_type`` holds, at any depth, a map whose keys are not strings."""
+    if isinstance(data_type, T.MapType):
+        return not isinstance(data_type.keyType, T.StringType) or keyed_by_other_than_text(data_type.valueType)
+    if isinstance(data_type, T.ArrayType):
+        return keyed_by_other_than_text(data_type.elementType)
+    return isinstance(data_type, T.StructType) and any(keyed_by_other_than_text(f.dataType) for f in data_type.fields)
+
+
+def text_keyed(data_type: T.DataType) -> T.DataType:
+    """``data_type`` with every map's keys strings: what Spark reads from JSON for it."""
+    if isinstance(data_type, T.MapType):
+        return T.MapType(T.StringType(), text_keyed(data_type.valueType), data_type.valueContainsNull)
+    if isinstance(data_type, T.ArrayType):
+        return T.ArrayType(text_keyed(data_type.elementType), data_type.containsNull)
+    if isinstance(data_type, T.StructType):
+        return T.StructType([T.StructField(f.name, text_keyed(f.dataType), f.nullable, f.metadata)
+                             for f in data_type.fields])
+    return data_type
+
+
+def map_keys_as(column, data_type: T.DataType, to_text: bool):
+    """``column`` (of ``data_type``) with every map's keys as text (``to_text``), or back from
+    text to ``data_type``'s key types; nothing else is touched (Spark 4.3 would refuse to cast a
+    TIME value nested in an array even to itself)."""
+    from pyspark.sql import functions as F
+
+    if not keyed_by_other_than_text(data_type):
+        return column
+    if isinstance(data_type, T.MapType):
+        key = data_type.keyType
+        keyed = column if isinstance(key, T.StringType) else \
+            F.transform_keys(column, lambda k, _: k.cast("string") if to_text else k.cast(key))
+        if not keyed_by_other_than_text(data_type.valueType):
+            return keyed
+        return F.transform_values(keyed, lambda _, v: map_keys_as(v, data_type.valueType, to_text))
+    if isinstance(data_type, T.ArrayType):
+        return F.transform(column, lambda item: map_keys_as(item, data_type.elementType, to_text))
+    return F.when(column.isNotNull(), F.struct(*[map_keys_as(column[f.name], f.dataType, to_text).alias(f.name)
+                                                 for f in data_type.fields]))
+
+
 def source_metadata(dialect: str, declared: str | None) -> dict:
     """Field metadata naming the database column type a field was read from (empty: unknown)."""
     return {SOURCE_DIALECT: dialect, SOURCE_TYPE: declared} if declared else {}

@@ -150,6 +150,8 @@ def partition_text(column, data_type):
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
+    from seatide.plugin.types import map_keys_as
+
     if isinstance(data_type, (T.TimestampNTZType, T.TimestampType, T.TimeType)):
         date = "" if isinstance(data_type, T.TimeType) else "yyyy-MM-dd'T'"
         micros = F.date_format(column, "SSSSSS").cast("int")
@@ -158,7 +160,7 @@ def partition_text(column, data_type):
                 .when(micros % 1000 == 0, F.date_format(column, date + "HH:mm:ss.SSS"))
                 .otherwise(F.date_format(column, date + "HH:mm:ss.SSSSSS")))
     elif isinstance(data_type, (T.ArrayType, T.MapType, T.StructType)):
-        text = F.to_json(column)
+        text = F.to_json(map_keys_as(column, data_type, to_text=True))
     else:
         text = column.cast("string")
     return F.coalesce(text, F.lit("null"))

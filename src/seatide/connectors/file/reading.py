@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from seatide.connectors.file import formats
+from seatide.plugin.types import keyed_by_other_than_text, map_keys_as, quote_field, text_keyed
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,9 @@ class FileReadPlan:
         imposed = schema if schema is not None else (
             None if self.line_route or self.content_only else self.schema)
         if imposed is not None:
-            reader = reader.schema(imposed)
+            # JSON's keys are text: a map keyed by dates or numbers is read with string keys and
+            # its keys are cast in ``parse`` (plugin.types)
+            reader = reader.schema(text_keyed(imposed) if self.file_format == "json" else imposed)
         return reader.format(fmt).options(**options).load(location)
 
     def parse(self, raw):
@@ -62,6 +65,12 @@ class FileReadPlan:
             return self._parse_lines(raw)
         if self.content_only:
             return raw.withColumnRenamed("value", "content")
+        if self.file_format == "json" and self.schema is not None and keyed_by_other_than_text(self.schema):
+            from pyspark.sql import functions as F
+
+            declared = {f.name: f.dataType for f in self.schema.fields}
+            return raw.select(*[map_keys_as(F.col(quote_field(c)), declared[c], to_text=False).alias(c)
+                                if c in declared else F.col(quote_field(c)) for c in raw.columns])
         return raw
 
     def _format_options(self) -> dict[str, str]:

@@ -20,6 +20,7 @@ from seatide.connectors.file.naming import partition_text
 from seatide.connectors.file.paths import is_hidden, spark_uri
 from seatide.connectors.file.spec import FileSinkSpec
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
+from seatide.plugin.types import map_keys_as
 
 PARTITION_ALIAS = "__seatide_p"   # Spark partitions by these copies; names map back to fields
 
@@ -95,6 +96,8 @@ def _prepare(spec: FileSinkSpec, df):
         if isinstance(kind, T.NullType):
             # No file format stores Spark's VOID; a string column holds the same nulls.
             value = value.cast("string")
+        if spec.file_format in ("text", "csv", "json"):     # JSON's keys are text (plugin.types)
+            value = map_keys_as(value, kind, to_text=True)
         if spec.file_format in ("text", "csv"):   # Spark's CSV writer takes no nested values
             if isinstance(kind, (T.ArrayType, T.MapType, T.StructType)):
                 value = F.to_json(value)
