@@ -221,17 +221,24 @@ def test_a_fresh_stream_is_planned_when_the_job_reads_the_source(spark, table, t
     assert all_ids(batches) == list(range(1, ROWS + 1))
 
 
-def test_a_routed_restart_replays_the_failed_batch_and_reads_no_split_twice(spark, table, tmp_path):
-    dialect, name = table
-    body = f'table_path = "{name}"\npartition_column = "id"\nsplit.size = 50'
-    checkpoint = str(tmp_path / "ck")
+def routed_restart(spark, dialect: str, body: str, checkpoint: str, between=lambda: None):
+    """A routed read of 100-row batches that fails before batch 1 commits, ``between()``, then
+    resumed: (the committed batches, the failed attempt's ids, the resumed batches)."""
     batches: dict[int, list] = {}
     with pytest.raises(Exception, match="injected failure"):
         run_routed(jdbc(dialect, body), routed_ctx(spark, max_rows=100), checkpoint, batches, fail_on_batch=1)
     failed_attempt = batches.pop(1)
-    execute(dialect, f"INSERT INTO {name} (id, name) VALUES ({ROWS + 1}, 'late')", f"DELETE FROM {name} WHERE id = 290")
+    between()
     resumed: dict[int, list] = {}
     run_routed(jdbc(dialect, body), routed_ctx(spark, max_rows=100), checkpoint, resumed)
+    return batches, failed_attempt, resumed
+
+
+def test_a_routed_restart_replays_the_failed_batch_and_reads_no_split_twice(spark, table, tmp_path):
+    dialect, name = table
+    body = f'table_path = "{name}"\npartition_column = "id"\nsplit.size = 50'
+    batches, failed_attempt, resumed = routed_restart(spark, dialect, body, str(tmp_path / "ck"), lambda: execute(
+        dialect, f"INSERT INTO {name} (id, name) VALUES ({ROWS + 1}, 'late')", f"DELETE FROM {name} WHERE id = 290"))
     assert min(resumed) == 1 and resumed[1] == failed_attempt      # the failed batch is replayed as it was
     assert all_ids({**batches, **resumed}) == [i for i in range(1, ROWS + 1) if i != 290]
     assert sorted(resumed) == [1, 2]

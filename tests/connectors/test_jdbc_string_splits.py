@@ -10,8 +10,8 @@ import pytest
 
 from seatide.config.loader import ConfigError
 from seatide.connectors.jdbc.splits import STRING, SplitPlan, charset_cuts
-from tests.connectors.test_jdbc_source import (ROWS, all_ids, batch_ctx, execute, jdbc, routed_ctx,  # noqa: F401
-                                               run_available_now, run_routed, stream_ctx, table)
+from tests.connectors.test_jdbc_source import (ROWS, all_ids, batch_ctx, execute, jdbc,  # noqa: F401 - table
+                                               routed_restart, run_available_now, stream_ctx, table)
 
 # rows the string splits must place too: NULL names, a name many rows share, quotes and a backslash
 EXTRA = {ROWS + 1: None, ROWS + 2: None, ROWS + 3: "n150", ROWS + 4: "n150", ROWS + 5: "O'Brien \\ n",
@@ -46,13 +46,7 @@ def test_checkpointed_read_by_a_string_column_resumes_without_reading_a_split_tw
     dialect, name = table
     add_awkward_names(dialect, name)
     body = f'table_path = "{name}"\npartition_column = "name"\nsplit.size = 50'
-    checkpoint = str(tmp_path / "ck")
-    batches: dict[int, list] = {}
-    with pytest.raises(Exception, match="injected failure"):
-        run_routed(jdbc(dialect, body), routed_ctx(spark, max_rows=100), checkpoint, batches, fail_on_batch=1)
-    failed_attempt = batches.pop(1)
-    resumed: dict[int, list] = {}
-    run_routed(jdbc(dialect, body), routed_ctx(spark, max_rows=100), checkpoint, resumed)
+    batches, failed_attempt, resumed = routed_restart(spark, dialect, body, str(tmp_path / "ck"))
     assert min(resumed) == 1 and resumed[1] == failed_attempt        # the failed batch is replayed as it was
     assert all_ids({**batches, **resumed}) == EVERY_ID                # every row once, across the restart
     assert len(batches) + len(resumed) > 2
