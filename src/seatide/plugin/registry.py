@@ -25,6 +25,7 @@ BUILTIN: dict[str, dict[str, str]] = {
         "Jdbc": "seatide.connectors.jdbc.source",
         "LocalFile": "seatide.connectors.file.source",
         "MySQL-CDC": "seatide.connectors.mysql_cdc.source",
+        "Paimon": "seatide.connectors.paimon.source",
         "Postgres-CDC": "seatide.connectors.postgres_cdc.source",
     },
     "transform": {
@@ -46,6 +47,7 @@ BUILTIN: dict[str, dict[str, str]] = {
         "Iceberg": "seatide.connectors.iceberg.sink",
         "Jdbc": "seatide.connectors.jdbc.sink",
         "LocalFile": "seatide.connectors.file.sink",
+        "Paimon": "seatide.connectors.paimon.sink",
     },
 }
 _BUILTIN_BY_KEY = {kind: {name.lower(): module for name, module in table.items()} for kind, table in BUILTIN.items()}

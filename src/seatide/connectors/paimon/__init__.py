@@ -1,0 +1,1 @@
+"""Paimon sink and source over a filesystem warehouse, with pypaimon (no JVM)."""

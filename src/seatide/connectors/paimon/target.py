@@ -1,0 +1,187 @@
+"""A Paimon target: one table of a filesystem warehouse, on the one sink protocol (decided in the store).
+
+* **prepare**: the save modes (``table_setup``) pass the protocol's door; ``ensure`` creates a
+  missing table from the input's fields (CREATE_SCHEMA_WHEN_NOT_EXIST, RECREATE_SCHEMA), with
+  ``paimon.table.primary-keys`` (default: the input's primary key), ``partition-keys`` and
+  ``write-props``, or refuses (ERROR_WHEN_SCHEMA_NOT_EXIST, IGNORE).
+* **stage**: the batch is collected to the driver in Arrow and written by pypaimon's writer into
+  the table's bucket directories, where no snapshot names its files yet (readers see nothing);
+  its commit messages are the part. A primary-key table gets the batch's last change per key
+  (``changes``): its deleted keys as deletes, the rest as upserts; an append table its rows.
+* **publish**: one commit of the messages, as the sink's commit user with the batch's id as
+  commit identifier, unless a snapshot since staging holds it already (``commits``).
+
+Staged files of a batch never decided (a crash, a zombie) are named by no snapshot: readers never
+see them, and Paimon's orphan-file cleanup removes them.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable
+
+from seatide import failpoints
+from seatide.connectors.paimon import changes, commits, row_kinds, table_setup
+from seatide.connectors.paimon.arrow_types import conform, table_arrow_schema
+from seatide.connectors.paimon.warehouse import PaimonError, get_table, open_catalog
+from seatide.plugin.base import Batch, StagedBatch
+from seatide.plugin.rowkind import HIDDEN_COLUMNS, ROW_KIND_COLUMN, RowKind
+from seatide.plugin.sink_protocol import Target, TargetRows
+from seatide.plugin.tables import TableRoute
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PaimonSpec:
+    warehouse: str
+    database: str
+    table: str
+    schema_save_mode: str
+    data_save_mode: str
+    primary_keys: list[str]
+    partition_keys: list[str]
+    write_props: dict
+
+    @property
+    def name(self) -> str:
+        return f"{self.database}.{self.table}"
+
+
+class PaimonTarget(Target):
+    def __init__(self, key: str, routes: list[TableRoute], spec: PaimonSpec, fence: Callable[[], None]):
+        super().__init__(key, routes)
+        self.spec = spec
+        self.fence = fence
+        self.save_modes = spec.schema_save_mode == "RECREATE_SCHEMA" or spec.data_save_mode != "APPEND_DATA"
+        self.catalog = open_catalog(spec.warehouse)
+        self.drops_extra = False                 # the input's fields the table lacks are dropped (ignore)
+
+    def _table(self):
+        return get_table(self.catalog, self.spec.database, self.spec.table)
+
+    # -- prepare ------------------------------------------------------------------------------
+    def save_mode_plan(self, schema) -> dict | None:
+        table = self._table()
+        if table is None:
+            return None
+        if self.spec.data_save_mode == "ERROR_WHEN_DATA_EXISTS" and table_setup.has_rows(table):
+            raise PaimonError(f"Paimon sink: table {self.spec.name} holds rows and data_save_mode is "
+                              "ERROR_WHEN_DATA_EXISTS; empty it, or choose APPEND_DATA or DROP_DATA")
+        if self.spec.schema_save_mode == "RECREATE_SCHEMA":
+            return {"recreate": table_setup.identity(table)}
+        if self.spec.data_save_mode == "DROP_DATA" and table_setup.has_rows(table):
+            return {"drop_data": commits.latest_id(table)}
+        return None
+
+    def destroy(self, plan: dict, fence: Callable[[], None]) -> None:
+        if "recreate" in plan:
+            table_setup.drop_if_same(self.catalog, self.spec.database, self.spec.table, plan["recreate"], fence)
+        elif "drop_data" in plan:
+            table = self._table()
+            if table is not None:
+                table_setup.drop_data(table, plan["drop_data"], fence)
+
+    def ensure(self, schema) -> None:
+        if self._table() is not None:
+            return
+        if self.spec.schema_save_mode in ("ERROR_WHEN_SCHEMA_NOT_EXIST", "IGNORE"):
+            raise PaimonError(f"Paimon sink: table {self.spec.name} does not exist and schema_save_mode is "
+                              f"{self.spec.schema_save_mode}; create it, or choose CREATE_SCHEMA_WHEN_NOT_EXIST")
+        if schema is None:
+            return          # no rows yet: created with the first batch that has some
+        from pyspark.sql.types import StructType
+
+        struct = StructType([f for f in schema.fields if f.name not in HIDDEN_COLUMNS])
+        table_setup.create(self.catalog, self.spec.database, self.spec.table, struct, self.spec.primary_keys,
+                           self.spec.partition_keys, self.spec.write_props)
+
+    # -- stage, then publish --------------------------------------------------------------------
+    def stage(self, rows: TargetRows, batch: Batch) -> StagedBatch:
+        if not rows.parts:
+            return StagedBatch(publish={}, state={"rows": 0})
+        frame = rows.union()
+        table = self._table()
+        if table is None:
+            self.ensure(frame.schema)
+            table = self._table()
+        data = frame.toArrow()
+        if data.num_rows == 0:
+            return StagedBatch(publish={}, state={"rows": 0})
+        user = commits.commit_user(batch.transaction_id, batch.batch_id)
+        base = commits.latest_id(table)
+        messages = self._write(table, data, user, batch.batch_id)
+        failpoints.hit("paimon.staged")
+        part = {"user": user, "identifier": batch.batch_id, "base": base,
+                "messages": commits.encode(table, messages)}
+        return StagedBatch(publish=part, state={"rows": data.num_rows})
+
+    def _write(self, table, data, user: str, identifier: int) -> list:
+        from pypaimon.write.table_write import StreamTableWrite
+
+        target = table_arrow_schema(table)
+        self._check_fields(data, target)
+        hidden = [c for c in HIDDEN_COLUMNS if c in data.column_names]
+        conformed = conform(data.drop_columns(hidden), target, self.spec.name)
+        for name in hidden:
+            conformed = conformed.append_column(name, data.column(name))
+        writer = StreamTableWrite(table, user)
+        try:
+            if table.is_primary_key_table:
+                net = changes.net_changes(conformed, list(table.primary_keys), self.spec.name)
+                for kind, part in ((RowKind.DELETE, net.deletes), (RowKind.INSERT, net.upserts)):
+                    if part.num_rows:
+                        with row_kinds.writing(int(kind)):
+                            writer.write_arrow(part)
+                messages = writer.prepare_commit(identifier)
+                if net.deletes.num_rows:
+                    row_kinds.count_deletes(messages)
+                return messages
+            else:
+                self._check_appends(conformed)
+                writer.write_arrow(changes.user_part(conformed))
+            return writer.prepare_commit(identifier)
+        finally:
+            writer.close()
+
+    def _check_fields(self, data, target) -> None:
+        have = {f.name.lower() for f in target}
+        extra = [n for n in data.column_names if n not in HIDDEN_COLUMNS and n.lower() not in have]
+        if extra and not self.drops_extra:
+            raise PaimonError(f"Paimon sink: the input's fields {', '.join(extra)} have no column in table "
+                              f"{self.spec.name} (columns: {', '.join(target.names)}); add them to the table, or "
+                              "leave them out of the input (FieldMapper)")
+
+    def _check_appends(self, data) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if ROW_KIND_COLUMN not in data.column_names:
+            return
+        kinds = data.column(ROW_KIND_COLUMN)
+        if pc.any(pc.is_in(kinds, pa.array([RowKind.UPDATE_BEFORE, RowKind.DELETE], kinds.type))).as_py():
+            raise PaimonError(f"Paimon sink: table {self.spec.name} has no primary key, so updates and deletes "
+                              "cannot be applied; write into a table with one (paimon.table.primary-keys)")
+
+    def publish(self, part: dict) -> None:
+        if not part.get("messages"):
+            return
+        table = self._table()
+        if table is None:
+            raise PaimonError(f"Paimon sink: table {self.spec.name} was dropped before its decided batch "
+                              f"{part['identifier']} was committed")
+        failpoints.hit("paimon.before_commit")
+        if commits.commit_once(table, part["user"], part["identifier"], part["base"],
+                               commits.decode(table, part["messages"])):
+            failpoints.hit("paimon.after_commit")
+
+    # -- schema changes --------------------------------------------------------------------------
+    def evolve(self, changes_: list, behaviour: str) -> None:
+        self.drops_extra = behaviour in ("ignore", "try_evolve")
+        for change in changes_:
+            table_setup.evolve(self.catalog, self.spec.database, self.spec.table, change, behaviour,
+                               lambda name: name, self.fence)
+
+
+__all__ = ["PaimonSpec", "PaimonTarget"]
