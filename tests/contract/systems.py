@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from seatide.connectors.file.sink import LocalFileSink
 from seatide.connectors.hive.sink import HiveSink
+from seatide.connectors.paimon.sink import PaimonSink
 from seatide.plugin.options import read_options
 
 
@@ -112,4 +113,41 @@ class HiveSystem(TargetSystem):
                                      HiveSink.options))
 
 
-__all__ = ["HiveSystem", "LocalFileSystem", "TargetSystem"]
+class PaimonSystem(TargetSystem):
+    """A table of a filesystem warehouse without keys (appends: other writers may add to it too);
+    other writers' rows are written with pypaimon directly."""
+
+    def __init__(self, root: str):
+        super().__init__("Paimon", {**FILE_SAVE_MODES,
+                                    "RECREATE_SCHEMA": ({"schema_save_mode": "RECREATE_SCHEMA"}, "removes")})
+        self.warehouse = os.path.join(root, "warehouse")
+
+    def new_target(self) -> str:
+        return f"contract.t_{secrets.token_hex(3)}"
+
+    def sink(self, target: str, **options):
+        database, table = target.split(".")
+        return PaimonSink(read_options({"warehouse": self.warehouse, "database": database, "table": table, **options},
+                                       PaimonSink.options))
+
+    def read(self, target: str) -> list[int]:
+        from tests.connectors.paimon_helpers import rows_of
+
+        try:
+            return sorted(row[0] for row in rows_of(self.warehouse, target, columns=("id",)))
+        except Exception as exc:       # noqa: BLE001 - pypaimon's "no such table": a reader sees no rows
+            if "not exist" in str(exc).lower():
+                return []
+            raise
+
+    def put(self, target: str, ids) -> None:
+        from tests.connectors.paimon_helpers import put
+
+        ids = list(ids)
+        put(self.warehouse, target, {"id": pa.array(ids, pa.int64()), "name": pa.array([f"other {i}" for i in ids])})
+
+    def staging_left(self, target: str) -> list[str]:
+        return []        # staged files of undecided batches are named by no snapshot (orphans to Paimon)
+
+
+__all__ = ["HiveSystem", "LocalFileSystem", "PaimonSystem", "TargetSystem"]

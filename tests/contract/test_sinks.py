@@ -18,12 +18,12 @@ from seatide.plugin.base import PermanentError
 from seatide.store.db import AttemptFenced, open_store
 from tests.connectors.hive_server import hive_metastore
 from tests.contract.harness import Pipeline, Zombie, routes, rows, tables
-from tests.contract.systems import HiveSystem, LocalFileSystem
+from tests.contract.systems import HiveSystem, LocalFileSystem, PaimonSystem
 
 pytestmark = pytest.mark.spark
 __all__ = ["hive_metastore"]
 
-SINKS = ["LocalFile", "Hive"]
+SINKS = ["LocalFile", "Hive", "Paimon"]
 OLD = [900, 901]          # rows in a target before the job: not the job's
 
 
@@ -38,6 +38,8 @@ def store(tmp_path_factory):
 def system(request, tmp_path):
     if request.param == "Hive":
         return HiveSystem(request.getfixturevalue("hive_metastore"))
+    if request.param == "Paimon":
+        return PaimonSystem(str(tmp_path))
     return LocalFileSystem(str(tmp_path))
 
 
@@ -201,7 +203,7 @@ def test_a_concurrent_writers_rows_stay_and_the_jobs_land_once(spark, system, pi
 def save_mode_cases():
     cases = []
     for name in SINKS:
-        modes = LocalFileSystem("").save_modes if name == "LocalFile" else HiveSystem(None).save_modes
+        modes = {"LocalFile": LocalFileSystem(""), "Hive": HiveSystem(None), "Paimon": PaimonSystem("")}[name].save_modes
         cases += [pytest.param(name, mode, id=f"{name}-{mode}") for mode in modes]
     return cases
 
@@ -220,7 +222,7 @@ def test_each_save_mode_does_what_it_says_once(spark, request, tmp_path, pipelin
     Requires: the sink's ``save_modes`` in its context.
     """
     system = HiveSystem(request.getfixturevalue("hive_metastore")) if sink_name == "Hive" \
-        else LocalFileSystem(str(tmp_path))
+        else PaimonSystem(str(tmp_path)) if sink_name == "Paimon" else LocalFileSystem(str(tmp_path))
     options, effect = system.save_modes[mode]
     target = system.new_target()
     if effect != "refuses":
