@@ -315,7 +315,7 @@ def reader_for(source, job_id: str):
         "password": "", "connect_timeout_ms": 5000, "time_zone": "UTC", "spark_time_zone": "UTC",
         "tables": [t.to_json() for t in tables], "columns": [c.name for c in tables[0].columns],
         "slot": slot.default_name(job_id, 0, "source[0]"), "startup_mode": source.opts["startup.mode"],
-        "split_size": 10, "fetch_size": 10, "max_rows": 1000})
+        "split_size": 10, "fetch_size": 10, "max_rows": 1000, "infinity": source.opts["infinity.handling"]})
 
 
 def read_rows(reader, start, end) -> list[dict]:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from seatide.connectors.cdc_evolution import SCHEMA_CHANGE_OPTIONS
 from seatide.connectors.cdc_tables import PATTERN_OPTION
 from seatide.connectors.cdc_tuning import SNAPSHOT_TUNING
+from seatide.connectors.postgres_cdc.values import INFINITY_HANDLING
 from seatide.plugin.options import ANY, BOOL, INT, LIST, OBJECT, REQUIRED, STRING, STRING_LIST, Option, enum
 
 STARTUP_MODE = enum("initial", "latest", "earliest", "specific", "timestamp")
+INFINITY = enum(*INFINITY_HANDLING)
 
 # Options SeaTunnel has that SeaTide accepts but refuses with a reason when set away from
 # their defaults: key -> why.
@@ -49,6 +51,11 @@ PG_CDC_OPTIONS: tuple[Option, ...] = (
     Option("snapshot.fetch.size", INT, 1024, "rows fetched per round trip while reading a snapshot split"),
     Option("server-time-zone", STRING, "UTC",
            "session time zone on the server; timestamptz values keep their instant whatever it is"),
+    Option("infinity.handling", INFINITY, "fail",
+           "what a date or timestamp of infinity or -infinity becomes, which Spark has no value for: fail "
+           "(the job fails naming the table, column and value) or clamp (9999-12-31 23:59:59.999999 and "
+           "0001-01-01 00:00:00, the last and first instants Spark holds; a target then holds those). "
+           "Dates before Christ or after 9999 always fail"),
     Option("connect.timeout.ms", INT, 30000, "how long to wait for a connection to the server"),
     Option("connect.max-retries", INT, 3, "accepted; SeaTide's job retries cover reconnecting"),
     *SNAPSHOT_TUNING,

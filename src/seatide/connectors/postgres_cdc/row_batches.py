@@ -13,7 +13,7 @@ from typing import Iterator
 from seatide.connectors.decimals import DecimalOverflow
 from seatide.connectors.postgres_cdc.pgoutput import UNCHANGED_TOAST
 from seatide.connectors.postgres_cdc.tables import CapturedTable
-from seatide.connectors.postgres_cdc.values import column_type
+from seatide.connectors.postgres_cdc.values import FAIL, UnrepresentableValue, column_type
 from seatide.plugin.base import permanent_in_worker
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, ROW_SEQ_COLUMN
 from seatide.plugin.tables import TableLayout
@@ -27,15 +27,15 @@ class RowBatches:
     numbered as they are added, from ``first_seq`` on, across tables."""
 
     def __init__(self, tables: list[CapturedTable], spark_time_zone: str, layout: TableLayout | None = None,
-                 first_seq: int = 0):
-        self.tables, self.zone, self.layout = tables, spark_time_zone, layout
+                 first_seq: int = 0, infinity: str = FAIL):
+        self.tables, self.zone, self.layout, self.infinity = tables, spark_time_zone, layout, infinity
         self.pending: dict[int, TableRows] = {}
         self.next_seq = first_seq
 
     def add(self, kind: int, table: int, values: dict) -> Iterator:
         rows = self.pending.get(table)
         if rows is None:
-            rows = self.pending[table] = TableRows(self.tables[table], self.zone)
+            rows = self.pending[table] = TableRows(self.tables[table], self.zone, self.infinity)
         rows.add(kind, values, self.next_seq)
         self.next_seq += 1
         if rows.count >= _ARROW_BATCH_ROWS:
@@ -54,10 +54,10 @@ class RowBatches:
 class TableRows:
     """One table's rows, column by column, converted to the Spark schema's values."""
 
-    def __init__(self, table: CapturedTable, spark_time_zone: str):
+    def __init__(self, table: CapturedTable, spark_time_zone: str, infinity: str = FAIL):
         self.table = table
         self.names = [c.name for c in table.columns]
-        self.types = {c.name: column_type(c.seatunnel, spark_time_zone, c.typname) for c in table.columns}
+        self.types = {c.name: column_type(c.seatunnel, spark_time_zone, c.typname, infinity) for c in table.columns}
         self._reset()
 
     def _reset(self) -> None:
@@ -84,6 +84,10 @@ class TableRows:
                 f"Postgres-CDC: table {self.table.qualified} column {name}: {exc}. SeaTide never "
                 "turns such a value into null: give the column a precision Spark holds (numeric(p, s), "
                 "p <= 38) and restart the job from a fresh checkpoint, or change the value") from None
+        except UnrepresentableValue as exc:
+            raise permanent_in_worker(
+                f"Postgres-CDC: table {self.table.qualified} column {name}: {exc}. SeaTide never turns such a "
+                "value into null: change the value, or leave the table out") from None
 
     def flush(self):
         import pyarrow as pa

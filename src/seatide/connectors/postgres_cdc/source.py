@@ -248,7 +248,7 @@ class PostgresCdcSource(Source):
             "split_size": self.opts["snapshot.split.size"], "fetch_size": self.opts["snapshot.fetch.size"],
             "max_rows": ctx.max_rows_per_batch,
             "layout": self._layout.to_json() if self.multi_table() else None,
-            "schema_changes": self.behaviour,
+            "schema_changes": self.behaviour, "infinity": self.opts["infinity.handling"],
             "legacy_tables": self._legacy_tables(ctx),
         }
         spark = ctx.spark

@@ -48,6 +48,7 @@ from seatide.connectors.postgres_cdc.pgoutput import format_lsn
 from seatide.connectors.postgres_cdc.row_batches import RowBatches
 from seatide.connectors.postgres_cdc.tables import CapturedTable, next_boundary, page_query
 from seatide.connectors.postgres_cdc.unchanged import with_unchanged_values
+from seatide.connectors.postgres_cdc.values import FAIL
 from seatide.plugin.base import permanent_in_worker
 from seatide.plugin.rowkind import PARTITION_SEQ_STRIDE, RowKind
 from seatide.plugin.tables import TableLayout
@@ -302,7 +303,7 @@ class PostgresCdcReader(DataSourceStreamReader):
 
     def read(self, partition) -> Iterator:
         builder = RowBatches(self.tables, self.config["spark_time_zone"], self.layout,
-                             getattr(partition, "first_seq", 0))
+                             getattr(partition, "first_seq", 0), self.config.get("infinity", FAIL))
         if isinstance(partition, ChangeRange):
             changes = read_changes(self.config, self.tables, self.slot, partition.start, partition.end,
                                    partition.messages, partition.admitted)

@@ -30,6 +30,16 @@ class UnsupportedType(ValueError):
     pass
 
 
+class UnrepresentableValue(ValueError):
+    """A value of the column's type that Spark's type cannot hold (``infinity``, a date before
+    Christ or after 9999): never turned into null; the reader fails naming the column."""
+
+
+# What ``infinity`` and ``-infinity`` of a date or timestamp become (option infinity.handling)
+FAIL, CLAMP = "fail", "clamp"
+INFINITY_HANDLING = (FAIL, CLAMP)
+
+
 def seatunnel_type(pg: PgType, typmod: int) -> str:
     """The SeaTunnel type of a column of type ``pg`` (its base type, for a domain) and
     pg_attribute.atttypmod (the domain's typmod, for a domain)."""
@@ -63,10 +73,13 @@ class ColumnType:
     convert: Callable[[str], object]
 
 
-def column_type(seatunnel: str, session_time_zone: str = "UTC", typname: str | None = None) -> ColumnType:
+def column_type(seatunnel: str, session_time_zone: str = "UTC", typname: str | None = None,
+                infinity: str = FAIL) -> ColumnType:
     """``session_time_zone``: Spark's spark.sql.session.timeZone, which Spark expects on
     Arrow timestamps with a time zone. ``typname``: the column's PostgreSQL type, for the
-    types whose text is not the SeaTunnel value's (PostGIS's hex EWKB, money, timetz)."""
+    types whose text is not the SeaTunnel value's (PostGIS's hex EWKB, money, timetz).
+    ``infinity``: FAIL (an infinite date or timestamp raises ``UnrepresentableValue``) or CLAMP
+    (it becomes the last or first instant Spark holds)."""
     import pyarrow as pa
 
     if typname in POSTGIS_TYPES:
@@ -78,7 +91,7 @@ def column_type(seatunnel: str, session_time_zone: str = "UTC", typname: str | N
     if typname == "timetz":
         return ColumnType(seatunnel, pa.time64("ns"), _utc_time_of_day)
     if seatunnel.startswith("array<"):
-        element = column_type(seatunnel[6:-1], session_time_zone)
+        element = column_type(seatunnel[6:-1], session_time_zone, infinity=infinity)
         # Spark names a list's item field "element"; Arrow's default is "item"
         return ColumnType(seatunnel, pa.list_(pa.field("element", element.arrow)),
                           lambda text, c=element.convert: [None if v is None else c(v) for v in parse_array(text)])
@@ -92,10 +105,10 @@ def column_type(seatunnel: str, session_time_zone: str = "UTC", typname: str | N
         "int": (pa.int32(), int), "bigint": (pa.int64(), int),
         "float": (pa.float32(), float), "double": (pa.float64(), float),
         "string": (pa.string(), str),
-        "timestamp": (pa.timestamp("us"), _timestamp),
-        "timestamp_tz": (pa.timestamp("us", tz=session_time_zone), _timestamp_tz),
+        "timestamp": (pa.timestamp("us"), lambda text: _timestamp(text, infinity)),
+        "timestamp_tz": (pa.timestamp("us", tz=session_time_zone), lambda text: _timestamp_tz(text, infinity)),
         "time": (pa.time64("ns"), dt.time.fromisoformat),    # what Spark expects for TIME(6)
-        "date": (pa.date32(), _date),
+        "date": (pa.date32(), lambda text: _date(text, infinity)),
     }[seatunnel]
     return ColumnType(seatunnel, arrow, convert)
 
@@ -113,17 +126,46 @@ def _bytea(text: str) -> bytes:
     raise ValueError(f"bytea value not in hex format: set bytea_output = hex ({text[:20]!r})")
 
 
-def _date(text: str):
-    return None if text in ("infinity", "-infinity") or text.endswith(" BC") else dt.date.fromisoformat(text)
+# Spark's dates and timestamps run from 0001-01-01 to 9999-12-31 23:59:59.999999, as Python's
+_LAST, _FIRST = dt.datetime.max, dt.datetime.min
 
 
-def _timestamp(text: str):
-    return None if text in ("infinity", "-infinity") or text.endswith(" BC") else dt.datetime.fromisoformat(text)
+def _date(text: str, infinity: str = FAIL) -> dt.date:
+    if text in ("infinity", "-infinity"):
+        return _infinite(text, infinity).date()
+    return _held(text, dt.date.fromisoformat)
 
 
-def _timestamp_tz(text: str):
-    value = _timestamp(text)
-    return None if value is None else value.astimezone(dt.timezone.utc)
+def _timestamp(text: str, infinity: str = FAIL) -> dt.datetime:
+    if text in ("infinity", "-infinity"):
+        return _infinite(text, infinity)
+    return _held(text, dt.datetime.fromisoformat)
+
+
+def _timestamp_tz(text: str, infinity: str = FAIL) -> dt.datetime:
+    if text in ("infinity", "-infinity"):
+        return _infinite(text, infinity).replace(tzinfo=dt.timezone.utc)
+    return _held(text, lambda t: dt.datetime.fromisoformat(t).astimezone(dt.timezone.utc))
+
+
+def _infinite(text: str, infinity: str) -> dt.datetime:
+    if infinity == CLAMP:
+        return _LAST if text == "infinity" else _FIRST
+    raise UnrepresentableValue(
+        f"value '{text}' has no Spark date or timestamp form; set infinity.handling = \"clamp\" to read "
+        f"it as {_LAST if text == 'infinity' else _FIRST} (the {'last' if text == 'infinity' else 'first'} "
+        "instant Spark holds)")
+
+
+def _held(text: str, parse: Callable[[str], dt.date]):
+    """``text`` parsed, when it lies in the years Spark holds (1 to 9999)."""
+    try:
+        if not text.endswith(" BC"):
+            return parse(text)
+    except (ValueError, OverflowError):
+        pass
+    raise UnrepresentableValue(f"value '{text}' lies outside the years 1 to 9999 that Spark's dates and "
+                               "timestamps hold")
 
 
 def parse_array(text: str) -> list:
