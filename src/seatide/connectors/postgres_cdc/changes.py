@@ -22,7 +22,7 @@ from seatide.connectors.cdc_way_out import START_OVER
 from seatide.connectors.postgres_cdc import replication
 from seatide.connectors.postgres_cdc.pgoutput import (UNCHANGED_TOAST, Begin, Change, Commit, Decoder, Truncate,
                                                       message_tag)
-from seatide.connectors.postgres_cdc.tables import CapturedTable
+from seatide.connectors.postgres_cdc.tables import CapturedTable, narrow_identity
 from seatide.plugin.base import permanent_in_worker
 from seatide.plugin.evolution import SchemaChanged
 from seatide.plugin.rowkind import RowKind
@@ -174,6 +174,7 @@ def rows_of(change: Change, tables: list[CapturedTable], behaviour: str | None =
         return []
     if change.op == "I":
         return [(int(RowKind.INSERT), index, change.new)]
+    identity_lost(change.relation, tables[index])
     if change.op == "D":
         return [(int(RowKind.DELETE), index, change.old or {})]
     old = change.old
@@ -186,6 +187,24 @@ def rows_of(change: Change, tables: list[CapturedTable], behaviour: str | None =
         rows.append((int(RowKind.UPDATE_BEFORE), index, old))
     rows.append((int(RowKind.UPDATE_AFTER), index, new))
     return rows
+
+
+def identity_lost(relation, table: CapturedTable) -> None:
+    """An UPDATE or DELETE logs of the old row the columns its Relation message flags as the
+    replica identity's: the table's key must be among them (every column, for a table without a
+    key), else the change cannot be applied. The job checked this when it started; this is an
+    ``ALTER TABLE ... REPLICA IDENTITY`` made while it runs. A key column the Relation does not name
+    (renamed since) is left to the shape's own checks."""
+    names = {c.name for c in relation.columns}
+    logged = {c.name for c in relation.columns if c.is_key}
+    needed = {k for k in table.keys if k in names} if table.keys else names
+    if needed <= logged:
+        return
+    logged_in_order = [c.name for c in relation.columns if c.is_key]
+    raise permanent_in_worker(
+        f"Postgres-CDC: the replica identity of {table.qualified} changed while the job ran, and "
+        f"{narrow_identity(table.qualified, table.keys, logged_in_order, START_OVER)} (the changes logged "
+        "since cannot be applied)")
 
 
 def truncated(message: Truncate, tables: list[CapturedTable]) -> None:

@@ -36,8 +36,8 @@ PG_CDC_OPTIONS: tuple[Option, ...] = (
     PATTERN_OPTION,
     Option("table-names-config", LIST, None,
            "per-table settings: [{ table = \"db.schema.t\", primaryKeys = [\"id\"] }] gives a key to "
-           "a table without a primary key (used to split its snapshot); such a table still needs "
-           "REPLICA IDENTITY FULL, or the job refuses it"),
+           "a table (used to split its snapshot and to apply its changes by); it must lie among the columns "
+           "the table's replica identity logs (any, under REPLICA IDENTITY FULL), or the job refuses it"),
     Option("startup.mode", STARTUP_MODE, "initial",
            "initial: snapshot the tables, then stream changes from the slot's start; "
            "latest: only changes made after the job starts. earliest/specific/timestamp: not supported"),

@@ -143,10 +143,25 @@ def describe(conn, schema: str, name: str, keys: list[str] | None) -> CapturedTa
             "a primary key) and start the job again")
     identity_key = [] if setting == "f" else primary if setting == "d" else \
         [r[0] for r in conn.execute(_IDENTITY_INDEX, (regclass,)).fetchall()]
+    if setting == "i" and not chosen:
+        chosen = identity_key       # a unique index on NOT NULL columns: the table's own key
+    if setting != "f" and not set(chosen) <= set(identity_key):
+        raise TableError(narrow_identity(f"{schema}.{name}", chosen, identity_key))
     oids = tuple((r[0], int(r[1])) for r in conn.execute(_TYPE_OIDS, (regclass,)).fetchall())
     encoding = pg2pyenc(conn.execute("SHOW server_encoding").fetchone()[0].encode())
     return CapturedTable(schema, name, tuple(columns), tuple(chosen), "full" if setting == "f" else "key",
                          tuple(identity_key), oids, encoding)
+
+
+def narrow_identity(table: str, keys, logged, then: str = "start the job again") -> str:
+    """Why a table whose UPDATE and DELETE log only ``logged`` of the old row cannot be applied by
+    ``keys`` (every column, when empty), and the way out, ending with ``then``."""
+    applied = f"by key {list(keys)}" if keys else "by every column (it has no key)"
+    among = f", or set primaryKeys in table-names-config to columns among {list(logged)}," if logged else ""
+    return (f"table {table} is applied {applied}, but its replica identity logs only {list(logged)} of a row "
+            "an UPDATE or DELETE changes: a DELETE would reach the target without its key and delete "
+            "nothing, and an UPDATE of the key would leave the old row behind. Run ALTER TABLE "
+            f"{table} REPLICA IDENTITY FULL{among} and {then}")
 
 
 # A type as pgoutput names it (atttypid, atttypmod), with its base type as _COLUMNS finds it.
