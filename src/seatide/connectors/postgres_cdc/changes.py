@@ -20,6 +20,7 @@ from typing import Iterator
 
 from seatide.connectors.cdc_way_out import START_OVER
 from seatide.connectors.postgres_cdc import replication
+from seatide.connectors.postgres_cdc.membership import relation_moved
 from seatide.connectors.postgres_cdc.pgoutput import (UNCHANGED_TOAST, Begin, Change, Commit, Decoder, Truncate,
                                                       message_tag)
 from seatide.connectors.postgres_cdc.tables import CapturedTable, narrow_identity
@@ -92,6 +93,7 @@ def plan_batch(config: dict, slot_name: str, start: int, max_rows: int, flushed:
         elif tag == "R" and decoder is not None:
             decoder.decode(item)
             relation = decoder.last_relation
+            still_captured(relation, tables)
             if not admitted.admits(relation.schema, relation.name, commit_lsn):
                 continue                        # not read: its shape then does not matter
             changed = shape_changed(relation, tables, config.get("schema_changes"), config["database"])
@@ -152,7 +154,9 @@ def read_changes(config: dict, tables: list[CapturedTable], slot_name: str, star
                 return
             continue
         message = decoder.decode(item)
-        if isinstance(message, Begin):
+        if message is None and message_tag(item) == "R":
+            still_captured(decoder.last_relation, tables)
+        elif isinstance(message, Begin):
             if message.commit_lsn >= end:
                 return
             in_transaction, commit_lsn = True, message.commit_lsn
@@ -187,6 +191,16 @@ def rows_of(change: Change, tables: list[CapturedTable], behaviour: str | None =
         rows.append((int(RowKind.UPDATE_BEFORE), index, old))
     rows.append((int(RowKind.UPDATE_AFTER), index, new))
     return rows
+
+
+def still_captured(relation, tables: list[CapturedTable]) -> None:
+    """A Relation message (sent before a table's first change in a session, and again whenever the
+    table changes) of a captured table under another oid or another name fails the stream: the
+    table was dropped and created again, or renamed (membership.py)."""
+    for table in tables:
+        moved = relation_moved(relation, table)
+        if moved is not None:
+            raise permanent_in_worker(moved)
 
 
 def identity_lost(relation, table: CapturedTable) -> None:

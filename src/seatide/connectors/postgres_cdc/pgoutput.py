@@ -123,7 +123,7 @@ class Decoder:
             return _change(tag, buf, self.relations)
         if tag == "T":
             count, _options = buf.take(">ib")
-            oids = [buf.take(">i") for _ in range(count)]
+            oids = [buf.take(">I") for _ in range(count)]
             return Truncate(tuple(self.relations[o] for o in oids if o in self.relations))
         if tag in "OYM":
             return None   # origin, type and logical messages carry no row data
@@ -136,7 +136,7 @@ def message_tag(data) -> str:
 
 
 def _relation(buf: _Buffer) -> Relation:
-    oid = buf.take(">i")
+    oid = buf.take(">I")            # an oid is unsigned
     schema, name = buf.cstring(), buf.cstring()
     buf.byte()          # replica identity setting: the key columns' flags below say the same
     count = buf.take(">h")
@@ -150,7 +150,7 @@ def _relation(buf: _Buffer) -> Relation:
 
 
 def _change(tag: str, buf: _Buffer, relations: dict[int, Relation]) -> Change:
-    oid = buf.take(">i")
+    oid = buf.take(">I")
     relation = relations.get(oid)
     if relation is None:
         raise PgOutputError(f"a change refers to relation {oid} before its Relation message")

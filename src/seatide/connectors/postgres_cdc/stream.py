@@ -39,11 +39,13 @@ from __future__ import annotations
 import json
 from typing import Iterator
 
+from psycopg import errors
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from seatide.connectors.cdc_way_out import START_OVER
 from seatide.connectors.postgres_cdc import replication, slot
 from seatide.connectors.postgres_cdc.changes import EVERY_TABLE, Admitted, plan_batch, read_changes
+from seatide.connectors.postgres_cdc.membership import TableGone, check_published, table_dropped
 from seatide.connectors.postgres_cdc.pgoutput import format_lsn
 from seatide.connectors.postgres_cdc.row_batches import RowBatches
 from seatide.connectors.postgres_cdc.tables import CapturedTable, next_boundary, page_query
@@ -179,11 +181,21 @@ class PostgresCdcReader(DataSourceStreamReader):
                 f"be read again, and skipping them would lose data: {START_OVER}.") from None
         self._checked = True
 
+    def _check_published(self, start: dict) -> None:
+        """Fail, never skip, when a table the position covers was dropped, created again or renamed
+        (membership.py); tables added to table-names are published by ``_retable`` first."""
+        covered = {*self._covered(start), *((start.get("backfill") or {}).get("tables") or [])}
+        try:
+            check_published(self._db(), self.slot, [t for t in self.tables if t.qualified in covered])
+        except TableGone as exc:
+            raise permanent_in_worker(str(exc)) from None
+
     def latestOffset(self, start: dict, limit=None) -> dict:
         self._check_position(start)
         if start["lsn"] is None:
             begun = self._start_slot(start)
             return self._next_splits(begun) if begun["snapshot"] is not None else begun
+        self._check_published(start)
         if start["snapshot"] is not None:
             return self._next_splits(start)
         if start.get("backfill") is not None:
@@ -321,6 +333,9 @@ class PostgresCdcReader(DataSourceStreamReader):
                     names = [c.name for c in table.columns]
                     for record in cursor:
                         yield from builder.add(int(RowKind.INSERT), partition.table, dict(zip(names, record)))
+            except errors.UndefinedTable:
+                conn.rollback()
+                raise permanent_in_worker(str(table_dropped(conn, table))) from None
             finally:
                 conn.close()
         yield from builder.flush()

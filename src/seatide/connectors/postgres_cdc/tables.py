@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from psycopg import sql
+from psycopg import errors, sql
 from psycopg._encodings import pg2pyenc
 
+from seatide.connectors.cdc_way_out import START_OVER
 from seatide.connectors.pg_types import is_portable, lookup
+from seatide.connectors.postgres_cdc.membership import table_dropped
 from seatide.connectors.postgres_cdc.values import UnsupportedType, seatunnel_type
 
 
@@ -52,6 +54,9 @@ class CapturedTable:
     # database's encoding, which pgoutput's text is in.
     type_oids: tuple[tuple[str, int], ...] = ()
     encoding: str = "utf-8"
+    # pg_class.oid when the job started (0: described before it was recorded): a table of this
+    # name with another oid was dropped and created again (membership.py)
+    oid: int = 0
 
     @property
     def qualified(self) -> str:
@@ -68,14 +73,15 @@ class CapturedTable:
     def to_json(self) -> dict:
         return {"schema": self.schema, "name": self.name, "keys": list(self.keys), "identity": self.identity,
                 "identity_key": list(self.identity_key), "type_oids": [list(t) for t in self.type_oids],
-                "encoding": self.encoding,
+                "encoding": self.encoding, "oid": self.oid,
                 "columns": [c.to_json() for c in self.columns]}
 
     @classmethod
     def from_json(cls, data: dict) -> "CapturedTable":
         return cls(data["schema"], data["name"], tuple(TableColumn(*c) for c in data["columns"]),
                    tuple(data["keys"]), data.get("identity", "key"), tuple(data.get("identity_key", ())),
-                   tuple(tuple(t) for t in data.get("type_oids", ())), data.get("encoding", "utf-8"))
+                   tuple(tuple(t) for t in data.get("type_oids", ())), data.get("encoding", "utf-8"),
+                   data.get("oid", 0))
 
 
 def split_name(text: str, database: str, default_schema: str) -> tuple[str, str, str]:
@@ -119,7 +125,7 @@ ORDER BY array_position(i.indkey::int2[], a.attnum)"""
 
 def describe(conn, schema: str, name: str, keys: list[str] | None) -> CapturedTable:
     regclass = sql.Identifier(schema, name).as_string(conn)
-    exists = conn.execute("SELECT to_regclass(%s)", (regclass,)).fetchone()[0]
+    exists = conn.execute("SELECT int8(to_regclass(%s)::oid)", (regclass,)).fetchone()[0]
     if exists is None:
         raise TableError(f"table {schema}.{name} does not exist in database "
                          f"{conn.info.dbname}: check table-names")
@@ -150,7 +156,7 @@ def describe(conn, schema: str, name: str, keys: list[str] | None) -> CapturedTa
     oids = tuple((r[0], int(r[1])) for r in conn.execute(_TYPE_OIDS, (regclass,)).fetchall())
     encoding = pg2pyenc(conn.execute("SHOW server_encoding").fetchone()[0].encode())
     return CapturedTable(schema, name, tuple(columns), tuple(chosen), "full" if setting == "f" else "key",
-                         tuple(identity_key), oids, encoding)
+                         tuple(identity_key), oids, encoding, int(exists))
 
 
 def narrow_identity(table: str, keys, logged, then: str = "start the job again") -> str:
@@ -202,20 +208,67 @@ def columns_of_relation(conn, table: str, relation: list[list], ids: list | None
     return _columns(conn, table, described)
 
 
+_ATTRIBUTES = "SELECT attnum, attname, attisdropped FROM pg_attribute WHERE attrelid = %s::oid AND attnum > 0"
+
+
 def current_values(conn, table: CapturedTable, keys: list[tuple[str, ...]], columns: list[str]) -> dict:
     """The rows of ``table`` with these identity keys (text, as pgoutput sends them) now: key ->
-    {column: text}. A key whose row is gone is missing from the result."""
+    {column: text}. A key whose row is gone is missing from the result.
+
+    ``columns`` and the key columns are named as the stream named them; the table may have been
+    changed since (a later ALTER TABLE), so each is found by its attnum, which a rename keeps: a
+    column dropped since reads null. Raises TableGone when the table itself is gone."""
+    now = _names_now(conn, table, [*table.identity_key, *columns])
+    if any(now[k] is None for k in table.identity_key):
+        raise TableError(f"a key column of table {table.qualified} ({', '.join(table.identity_key)}) was dropped "
+                         f"while the job ran, so a value an UPDATE left unchanged cannot be read by key: {START_OVER}")
     types = {c.name: c.sql_type for c in table.columns}
-    names = table.identity_key
-    wanted = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c in [*names, *columns])
+    names, read = table.identity_key, [c for c in columns if now[c] is not None]
+    wanted = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(now[c])) for c in [*names, *read])
     literal = [sql.SQL("({})").format(sql.SQL(", ").join(
         sql.SQL("{}::{}").format(sql.Literal(v), sql.SQL(types[k])) for k, v in zip(names, key))) for key in keys]
     query = sql.SQL("SELECT {} FROM {} WHERE ({}) IN ({})").format(
-        wanted, table.ident(), sql.SQL(", ").join(sql.Identifier(k) for k in names), sql.SQL(", ").join(literal))
+        wanted, sql.SQL(_relation_now(conn, table)), sql.SQL(", ").join(sql.Identifier(now[k]) for k in names),
+        sql.SQL(", ").join(literal))
+    try:
+        rows = conn.execute(query).fetchall()
+    except errors.UndefinedTable:           # dropped since the catalog was read
+        raise table_dropped(conn, table) from None
     found = {}
-    for row in conn.execute(query).fetchall():
-        found[tuple(row[:len(names)])] = dict(zip(columns, row[len(names):]))
+    for row in rows:
+        found[tuple(row[:len(names)])] = {**dict.fromkeys(columns), **dict(zip(read, row[len(names):]))}
     return found
+
+
+def _names_now(conn, table: CapturedTable, names: list[str]) -> dict[str, str | None]:
+    """Each column (as the stream named it) -> its name in the catalog now (None: dropped since)."""
+    if not table.oid:
+        return {name: name for name in names}     # described before oids were: by name, as then
+    catalog = {int(n): (name, dropped) for n, name, dropped in conn.execute(_ATTRIBUTES, (table.oid,)).fetchall()}
+    if not catalog:
+        raise table_dropped(conn, table)
+    live = {name for name, dropped in catalog.values() if not dropped}
+    ids = {c.name: c.attnum for c in table.columns}
+    now = {}
+    for name in names:
+        attnum = ids.get(name)
+        if attnum is not None:
+            entry = catalog.get(attnum)
+            now[name] = None if entry is None or entry[1] else entry[0]
+        elif name in live:
+            now[name] = name
+        else:
+            raise TableError(f"column {name} of table {table.qualified} was renamed or dropped while the job ran, "
+                             "and the shape the job keeps of the table has no column ids (it was kept before they "
+                             f"were), so a value an UPDATE left unchanged cannot be found: {START_OVER}")
+    return now
+
+
+def _relation_now(conn, table: CapturedTable) -> str:
+    """The table's name now (by its oid: a renamed table is read under its new name)."""
+    if not table.oid:
+        return table.ident().as_string(conn)
+    return conn.execute("SELECT %s::oid::regclass::text", (table.oid,)).fetchone()[0]
 
 
 def _key_row(table: CapturedTable) -> sql.Composable:

@@ -9,6 +9,8 @@ identity key when the batch is read: its value now. That may be newer than the c
 same state; a row that is gone now was deleted or re-keyed later, which the stream delivers
 too (until then its value is null). Either way the target ends equal to the source: the
 change stream converges, though a row between two batches may show a value from its future.
+A column renamed or dropped after the change is found by its attnum (a dropped one reads null:
+the stream's later Relation message then carries the drop itself).
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from __future__ import annotations
 from typing import Callable, Iterable, Iterator
 
 from seatide.connectors.postgres_cdc.pgoutput import UNCHANGED_TOAST
-from seatide.connectors.postgres_cdc.tables import CapturedTable, current_values
+from seatide.connectors.postgres_cdc.membership import TableGone
+from seatide.connectors.postgres_cdc.tables import CapturedTable, TableError, current_values
+from seatide.plugin.base import permanent_in_worker
 
 _CHUNK_ROWS = 1000   # rows resolved per round of queries (one query per table and round)
 
@@ -56,8 +60,13 @@ def _resolved(conn, tables: list[CapturedTable], chunk: list[tuple]) -> list[tup
             keys, columns = wanted.setdefault(index, (set(), set()))
             keys.add(tuple(values.get(k) for k in tables[index].identity_key))
             columns.update(missing)
-    found = {index: current_values(conn, tables[index], sorted(keys, key=str), sorted(columns))
-             for index, (keys, columns) in wanted.items()}
+    try:
+        found = {index: current_values(conn, tables[index], sorted(keys, key=str), sorted(columns))
+                 for index, (keys, columns) in wanted.items()}
+    except TableGone as exc:
+        raise permanent_in_worker(str(exc)) from None
+    except TableError as exc:
+        raise permanent_in_worker(f"Postgres-CDC: {exc}") from None
     out = []
     for kind, index, values in chunk:
         if any(v is UNCHANGED_TOAST for v in values.values()):
