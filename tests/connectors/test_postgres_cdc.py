@@ -309,13 +309,18 @@ def reader_for(source, job_id: str):
     """The stream reader alone (no Spark): what the source hands Spark, for offset-level checks."""
     from seatide.connectors.postgres_cdc.stream import PostgresCdcReader
 
+    from seatide.plugin.tables import TableLayout
+
     tables = source._describe()
+    layout = TableLayout.of((source._name(t.schema, t.name), source._fields(t)) for t in tables) \
+        if len(tables) > 1 else None
     return PostgresCdcReader({
         "host": source.url.host, "port": source.url.port, "database": source.database, "user": "postgres",
         "password": "", "connect_timeout_ms": 5000, "time_zone": "UTC", "spark_time_zone": "UTC",
         "tables": [t.to_json() for t in tables], "columns": [c.name for c in tables[0].columns],
         "slot": slot.default_name(job_id, 0, "source[0]"), "startup_mode": source.opts["startup.mode"],
-        "split_size": 10, "fetch_size": 10, "max_rows": 1000, "infinity": source.opts["infinity.handling"]})
+        "split_size": 10, "fetch_size": 10, "max_rows": 1000, "infinity": source.opts["infinity.handling"],
+        "layout": layout.to_json() if layout else None})
 
 
 def read_rows(reader, start, end) -> list[dict]:
