@@ -15,3 +15,65 @@ def test_asking_which_tables_a_batch_has_builds_no_frame():
     assert built == []
     assert frames[7] == "frame 7" and frames[7] == "frame 7"
     assert built == [7]                     # built once, when read
+
+
+def _routed(spark, tables: int = 2):
+    """A multi-table pipeline whose source's batches cannot be taken apart without being read
+    (as a CDC source's), and a batch frame of its tagged shape."""
+    from pyspark.sql import types as T
+
+    from seatide.config.loader import load_job_text
+    from seatide.plan.dag import build_plan
+    from seatide.plugin.base import ReadContext
+    from seatide.plugin.tables import TableLayout
+    from seatide.runtime.table_routing import RoutedPipeline
+
+    names = ",".join(f"test.public.unreached_{i}" for i in range(tables))
+    job = load_job_text('env { job.mode = "STREAMING" }\nsource { Postgres-CDC { base-url = '
+                        '"jdbc:postgresql://127.0.0.1:1/test", username = "u", password = "", '
+                        f'table-names = ["{names}"], connect.timeout.ms = 1000 }} }}\nsink {{ Console {{}} }}')
+    pipeline = build_plan(job).pipelines[0]
+    ctx = ReadContext(spark, micro_batch=True, unbounded=True, parallelism=1, max_rows_per_batch=100,
+                      read_interval_ms=100, plugin_id="source[0]")
+    routed = RoutedPipeline(spark, pipeline, ctx)
+    shape = T.StructType([T.StructField("id", T.IntegerType()), T.StructField("body", T.StringType())])
+    routed.layout = TableLayout.of((f"t{i}", shape) for i in range(tables))
+    return routed, routed.layout.spark_schema(sequenced=True)
+
+
+def _batch(spark, schema, bodies: list[tuple[int, int]]):
+    """A batch of (table, body size) rows, in the tagged shape."""
+    rows = [(table, 0, n, *[(n, "x" * size) if i == table else None for i in range(2)])
+            for n, (table, size) in enumerate(bodies)]
+    return spark.createDataFrame(rows, schema)
+
+
+def test_a_batch_over_the_byte_bound_goes_the_spark_path_and_is_counted(spark, monkeypatch):
+    """Finding 13 of issue 30: the collected path was bounded by rows alone, so a few thousand
+    rows of megabytes failed the collect or filled the driver on every replay. Bounded by bytes
+    too, such a batch is counted by Spark and written table by table from Spark's frames."""
+    from seatide.runtime import table_routing
+
+    monkeypatch.setattr(table_routing, "LOCAL_BATCH_BYTES", 2 << 20, raising=False)
+    routed, schema = _routed(spark)
+    rows = routed.rows(_batch(spark, schema, [(0, 1 << 20)] * 3 + [(1, 10)] * 2))
+    try:
+        assert rows.local is None
+        assert rows.counts == {0: 3, 1: 2} and rows.tables == (0, 1)
+    finally:
+        routed.release(rows)
+
+
+def test_a_few_large_rows_within_the_byte_bound_are_still_collected(spark, monkeypatch):
+    """The bound is on the batch's bytes, not a row's: a large row in a small batch is collected
+    (its size is the persisted batch's, as Spark measured it while counting it)."""
+    from seatide.runtime import table_routing
+
+    monkeypatch.setattr(table_routing, "LOCAL_BATCH_BYTES", 2 << 20, raising=False)
+    routed, schema = _routed(spark)
+    rows = routed.rows(_batch(spark, schema, [(0, 300_000), (1, 10), (0, 20)]))
+    try:
+        assert rows.local is not None and rows.counts == {0: 2, 1: 1}
+        assert [len(r["__seatide_t0"]["body"]) for r in rows.local[0]] == [300_000, 20]
+    finally:
+        routed.release(rows)

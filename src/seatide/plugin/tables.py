@@ -220,6 +220,10 @@ class TableRows:
     # A small micro-batch collected on the driver by the runtime (runtime.table_routing): each
     # table's rows of ``frame`` (Spark Rows of the tagged shape), in the batch's order.
     local: "dict[int, list] | None" = None
+    # About how many bytes the batch's values take, when the source knows it from its own stream
+    # (Postgres-CDC: its changes' messages); None: the runtime measures the batch before it
+    # collects it on the driver.
+    bytes: int | None = None
 
 
 def table_frames_of(frames) -> TableFrames:

@@ -33,11 +33,13 @@ from seatide.plugin.rowkind import ROW_KIND_COLUMN, ROW_SEQ_COLUMN
 from seatide.plugin.tables import TABLE_COLUMN, TableFrames, TableLayout, TableRoute, TableRows, struct_column
 from seatide.runtime import change_order
 
-# A micro-batch of at most this many rows is collected on the driver and taken apart there. A
-# batch over it costs the collect (≈0.4 s for 10,000 rows of 100 tables here) before the count
-# that would have been made anyway; under it, every sink without transforms writes with no
-# Spark job (see the module's docstring and docs/benchmarks.md).
+# A micro-batch of at most this many rows, and about this many bytes, is collected on the driver
+# and taken apart there; under both, every sink without transforms writes with no Spark job (see
+# the module's docstring and docs/benchmarks.md). A batch over either is counted by Spark and each
+# table written from Spark's frames: the driver (1 GiB of heap by default, as is
+# spark.driver.maxResultSize) never collects more than the bound, however large the rows.
 LOCAL_BATCH_ROWS = 10_000
+LOCAL_BATCH_BYTES = 64 << 20
 
 log = logging.getLogger(__name__)
 
@@ -76,19 +78,50 @@ class RoutedPipeline:
         return rows
 
     def _collect(self, rows: TableRows) -> None:
-        """Collect a small batch (one Spark job) and take it apart by table; a large one is left
-        to be counted by Spark."""
+        """Collect a small batch (one Spark job) and take it apart by table; a large one, by rows
+        or by bytes, is left to Spark. A batch whose size its source does not know is measured
+        first (its rows and bytes per table, one more Spark job, which counts a large one too)."""
         started = time.perf_counter()
+        size = rows.bytes
+        if size is None:
+            measured = self._measure(rows.frame)
+            if measured is None:
+                return
+            size = sum(b for _, b in measured.values())
+            if size > LOCAL_BATCH_BYTES or sum(n for n, _ in measured.values()) > LOCAL_BATCH_ROWS:
+                rows.counts = {index: n for index, (n, _) in measured.items()}
+                rows.tables = tuple(sorted(rows.counts))
+                log.info("batch of %d rows and %d bytes left to Spark: over the %d rows or %d bytes collected "
+                         "on the driver", sum(rows.counts.values()), size, LOCAL_BATCH_ROWS, LOCAL_BATCH_BYTES)
+                return
+        elif size > LOCAL_BATCH_BYTES:
+            log.info("batch of about %d bytes left to Spark: over the %d bytes collected on the driver", size,
+                     LOCAL_BATCH_BYTES)
+            return
         collected = rows.frame.limit(LOCAL_BATCH_ROWS + 1).collect()
         if len(collected) > LOCAL_BATCH_ROWS:
             return
         rows.local = {}
         for row in collected:
             rows.local.setdefault(int(row[TABLE_COLUMN]), []).append(row)
-        log.info("batch of %d rows over %d table(s) collected in %.2f s", len(collected), len(rows.local),
-                 time.perf_counter() - started)
+        log.info("batch of %d rows (%d bytes) over %d table(s) collected in %.2f s", len(collected), size,
+                 len(rows.local), time.perf_counter() - started)
         rows.counts = {index: len(table_rows) for index, table_rows in rows.local.items()}
         rows.tables = tuple(sorted(rows.counts))
+
+    def _measure(self, frame) -> dict[int, tuple[int, int]] | None:
+        """Each table's (rows, bytes) in a persisted batch: a row's bytes are its values as JSON,
+        which every type has (a binary value counts as its base64). None when a type has none."""
+        from pyspark.errors import AnalysisException
+        from pyspark.sql import functions as F
+
+        values = F.struct(*[struct_column(i) for i in range(len(self.layout.names))])
+        try:
+            measured = frame.groupBy(TABLE_COLUMN).agg(F.count(F.lit(1)), F.sum(F.octet_length(F.to_json(values))))
+        except AnalysisException as exc:
+            log.info("batch left to Spark: its rows cannot be measured (%s)", str(exc).splitlines()[0])
+            return None
+        return {int(r[0]): (int(r[1]), int(r[2] or 0)) for r in measured.collect()}
 
     def release(self, rows: TableRows) -> None:
         if not rows.separable:

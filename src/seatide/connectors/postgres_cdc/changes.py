@@ -1,8 +1,8 @@
 """A micro-batch of changes: where it ends (planned on the driver) and its rows (read in a task).
 
 Both stream the slot from the batch's start (``replication.stream``): the plan counts the
-changes of whole transactions until there are ``max_rows`` or it has caught up with the WAL
-flushed when it began, keeping their messages only while they take at most ``INLINE_BYTES``
+changes of whole transactions until there are ``max_rows`` (or ``BATCH_BYTES`` of messages) or it
+has caught up with the WAL flushed when it began, keeping their messages only while they take at most ``INLINE_BYTES``
 (then the task decodes those, and streams nothing); the read of a larger batch streams the
 same transactions again and yields their rows one by one. So no batch is held whole,
 whatever the backlog or the size of one transaction, and each batch costs its own changes: a
@@ -22,7 +22,7 @@ from seatide.connectors.cdc_way_out import START_OVER
 from seatide.connectors.postgres_cdc import replication
 from seatide.connectors.postgres_cdc.membership import relation_moved
 from seatide.connectors.postgres_cdc.pgoutput import (UNCHANGED_TOAST, Begin, Change, Commit, Decoder, Truncate,
-                                                      message_tag)
+                                                      leaves_values_out, message_tag)
 from seatide.connectors.postgres_cdc.tables import CapturedTable, narrow_identity
 from seatide.plugin.base import permanent_in_worker
 from seatide.plugin.evolution import SchemaChanged
@@ -33,6 +33,10 @@ from seatide.plugin.rowkind import RowKind
 # messages, sparing the task a second stream (the common, small batch); a larger one is
 # streamed again by the task, so no batch is ever held whole.
 INLINE_BYTES = 8 << 20
+# A batch ends at the first commit after its messages take this much, as it does after
+# ``max_rows`` rows: rows of megabytes make batches Spark and the sinks hold with ease (a single
+# larger transaction is still one batch: a batch ends at a commit).
+BATCH_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -61,16 +65,19 @@ class BatchPlan:
     end: int                          # the end of the last whole transaction (== start: nothing)
     changes: int                      # rows its changes make at most
     messages: list | None             # its pgoutput messages, when they fit INLINE_BYTES
+    # the bytes of those messages, which its rows' values take about as much of: None when they do
+    # not fit INLINE_BYTES, or when an UPDATE left a value out (read from the table, of any size)
+    bytes: int | None = 0
 
 
 def plan_batch(config: dict, slot_name: str, start: int, max_rows: int, flushed: int,
                tables: list[CapturedTable] | None = None, admitted: Admitted = EVERY_TABLE) -> BatchPlan:
-    """Whole transactions from ``start`` until they hold ``max_rows`` rows or the stream has
-    caught up with ``flushed``. A transaction in which a captured table has another shape than
+    """Whole transactions from ``start`` until they hold ``max_rows`` rows or ``BATCH_BYTES`` of
+    messages, or the stream has caught up with ``flushed``. A transaction in which a captured table has another shape than
     ``tables`` say (its Relation message: columns added, dropped, renamed, retyped) starts a batch
     of its own: the batch before it ends at the commit before it, and a batch that starts with it
     stops the query (``shape_changed``), which the runtime starts again with the new shape."""
-    plan, in_transaction, size = BatchPlan(start, 0, []), False, 0
+    plan, in_transaction, size, sized, total = BatchPlan(start, 0, []), False, 0, True, 0
     at_commit = (0, 0)                                  # (changes, messages) at the last commit
     decoder = Decoder(tables[0].encoding) if tables else None
     commit_lsn = 0                                      # of the transaction being read
@@ -79,6 +86,7 @@ def plan_batch(config: dict, slot_name: str, start: int, max_rows: int, flushed:
             if item >= flushed and not in_transaction:
                 break
             continue
+        total += len(item)
         if plan.messages is not None:
             size += len(item)
             if size <= INLINE_BYTES:
@@ -86,6 +94,8 @@ def plan_batch(config: dict, slot_name: str, start: int, max_rows: int, flushed:
             else:
                 plan.messages = None
         tag = message_tag(item)
+        if plan.messages is None or tag == "U" and leaves_values_out(item):
+            sized = False
         if tag == "B":
             in_transaction = True
             if admitted.since:
@@ -109,7 +119,8 @@ def plan_batch(config: dict, slot_name: str, start: int, max_rows: int, flushed:
         elif tag == "C":
             in_transaction, plan.end = False, Decoder().decode(item).end_lsn
             at_commit = (plan.changes, len(plan.messages) if plan.messages is not None else 0)
-            if plan.changes >= max_rows or plan.end >= flushed:
+            plan.bytes = size if sized else None
+            if plan.changes >= max_rows or plan.end >= flushed or total >= BATCH_BYTES:
                 break
     return plan
 

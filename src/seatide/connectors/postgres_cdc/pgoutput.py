@@ -130,6 +130,30 @@ class Decoder:
         raise PgOutputError(f"unknown pgoutput message type {tag!r}")
 
 
+def leaves_values_out(data) -> bool:
+    """Whether an UPDATE message's new row has a value pgoutput left out (``'u'``: an unchanged
+    TOASTed value, which the reader then reads from the table), found without decoding any text."""
+    if chr(data[0]) != "U":
+        return False
+    pos = 5                                  # the tag and the relation's oid
+    if chr(data[pos]) in "KO":
+        _, pos = _tuple_kinds(data, pos + 1)
+    kinds, _ = _tuple_kinds(data, pos + 1)   # after the 'N'
+    return "u" in kinds
+
+
+def _tuple_kinds(data, pos: int) -> tuple[list[str], int]:
+    """The kind of each value of the tuple at ``pos``, and where the tuple ends."""
+    count, pos = struct.unpack_from(">h", data, pos)[0], pos + 2
+    kinds = []
+    for _ in range(count):
+        kind, pos = chr(data[pos]), pos + 1
+        kinds.append(kind)
+        if kind == "t":
+            pos += 4 + struct.unpack_from(">i", data, pos)[0]
+    return kinds, pos
+
+
 def message_tag(data) -> str:
     """The kind of a message without decoding it ('B', 'C', 'I', 'U', 'D', ...)."""
     return chr(data[0])

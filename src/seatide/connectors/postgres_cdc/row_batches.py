@@ -19,6 +19,9 @@ from seatide.plugin.rowkind import ROW_KIND_COLUMN, ROW_SEQ_COLUMN
 from seatide.plugin.tables import TableLayout
 
 _ARROW_BATCH_ROWS = 8192
+# ... or this many bytes of text: one Arrow string array holds at most 2 GiB, and rows of megabytes
+# would make a batch of 8,192 rows a burden to the Python worker and the JVM that takes it
+_ARROW_BATCH_BYTES = 16 << 20
 
 
 class RowBatches:
@@ -38,7 +41,7 @@ class RowBatches:
             rows = self.pending[table] = TableRows(self.tables[table], self.zone, self.infinity)
         rows.add(kind, values, self.next_seq)
         self.next_seq += 1
-        if rows.count >= _ARROW_BATCH_ROWS:
+        if rows.count >= _ARROW_BATCH_ROWS or rows.text_bytes >= _ARROW_BATCH_BYTES:
             yield from self._flush(table)
 
     def flush(self) -> Iterator:
@@ -64,6 +67,7 @@ class TableRows:
         self.columns: list[list] = [[] for _ in self.names]
         self.kinds: list[int] = []
         self.seqs: list[int] = []
+        self.text_bytes = 0            # of the values' text (as read), roughly what the batch holds
 
     @property
     def count(self) -> int:
@@ -72,7 +76,11 @@ class TableRows:
     def add(self, kind: int, values: dict, seq: int) -> None:
         for column, name in zip(self.columns, self.names):
             text = values.get(name)
-            column.append(None if text is None or text is UNCHANGED_TOAST else self._convert(name, text))
+            if text is None or text is UNCHANGED_TOAST:
+                column.append(None)
+            else:
+                column.append(self._convert(name, text))
+                self.text_bytes += len(text)
         self.kinds.append(kind)
         self.seqs.append(seq)
 

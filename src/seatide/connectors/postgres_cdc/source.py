@@ -21,13 +21,13 @@ from seatide.connectors.cdc_tables import pattern_refusal, split_names
 from seatide.connectors.cdc_evolution import change_behaviour
 from seatide.connectors.postgres_cdc.shapes import ShapeError, catalog_columns, relation_ids
 from seatide.connectors.postgres_cdc.tables import TableColumn, TableError, columns_of_relation, describe, split_name
-from seatide.plugin.base import HeldPosition, PermanentError, ReadContext, Source, use_python_data_source
+from seatide.plugin.base import BatchOffsets, HeldPosition, PermanentError, ReadContext, Source, use_python_data_source
 from seatide.plugin.evolution import COLUMN_ID, RETIRED, live_fields
 from seatide.plugin.options import OptionError
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ALL_KINDS, RowKind, hidden_fields
 from seatide.plugin.schema import Column, PrimaryKey, Schema
-from seatide.plugin.tables import TableLayout
+from seatide.plugin.tables import TableLayout, TableRows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -179,6 +179,11 @@ class PostgresCdcSource(Source):
 
     def table_layout(self, ctx: ReadContext) -> TableLayout:
         return self._layout
+
+    def batch_rows(self, batch: "DataFrame", ctx: ReadContext, offsets: BatchOffsets | None = None) -> TableRows:
+        """The tagged rows, with the bytes of a batch of changes when its plan knew them (the
+        runtime measures the others before collecting them on the driver)."""
+        return TableRows(batch, bytes=(offsets.end.get("bytes") if offsets is not None else None))
 
     # -- schema changes (plugin/evolution.py) ---------------------------------------------------
     def schema_change_behavior(self) -> str:
