@@ -1,0 +1,282 @@
+"""The PostgreSQL shapes check in one SparkSession (``cdc_shapes_pg`` describes the workload).
+
+    PYTHONPATH=src .venv/bin/python -m seatide.testing.cdc_shapes_pg_check --seed 7 --transactions 200
+                       [--merged] [--megabytes 0.05] [--shards 3] [--job]
+
+The real Postgres-CDC source, the runtime's multi-table routing (``RoutedPipeline``: a small
+batch collected on the driver, a large one written through Spark) and the Jdbc sink, through
+``write_exactly_once``, with crashes injected before a batch is written, inside the sink right
+before its commit and after it (``cdc_check``'s points); the query is started again from its
+checkpoint. A job that fails on a shape the stream cannot carry must name it, and the check takes
+the way out the message names. At the end every target must equal its source. ``--job`` runs the
+same workload as a `seatide run` job whose driver is SIGKILLed (``cdc_shapes_pg_job``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import random
+import secrets
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from seatide.testing.cdc_check import Endpoint, InjectedCrash, postgres_endpoint
+from seatide.testing.cdc_shapes_pg import (GONE, REFUSED, Shard, ShapesWorkload, differences, job_text,
+                                           source_rows, target_rows)
+
+
+@dataclass
+class ShapesOutcome:
+    seed: int
+    transactions: int = 0
+    statements: int = 0
+    crashes: int = 0
+    batches: int = 0
+    way_outs: list = field(default_factory=list)      # each failure the check recovered from, by its reason
+
+
+def shapes_database(admin: Endpoint, seed: int) -> Endpoint:
+    """A fresh database on the source's server (the admin endpoint's), for one run."""
+    name = f"shapes_{seed}_{secrets.token_hex(3)}"
+    admin.execute(f"CREATE DATABASE {name}")
+    port = int(admin.url.rsplit(":", 1)[1].split("/")[0])
+    return postgres_endpoint(port, name)
+
+
+def drop_database(admin: Endpoint, source: Endpoint) -> None:
+    name = source.url.rsplit("/", 1)[1]
+    admin.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                  f"WHERE database = '{name}' AND NOT active", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def run_shapes_check(spark, admin: Endpoint, target: Endpoint, *, seed: int, transactions: int, workdir: str,
+                     merged: bool = False, megabytes: float = 0.02, shards: int = 3,
+                     deadline_s: float = 300.0) -> ShapesOutcome:
+    """Run the workload on a fresh database of ``admin``'s server into ``target``; raise
+    AssertionError unless every target ends equal to its source."""
+    from seatide.connectors.postgres_cdc.tables import TableError
+    from seatide.plugin.base import PermanentError
+
+    rng, crashes = random.Random(seed), random.Random(seed + 1)
+    workload = ShapesWorkload(rng, shards, megabytes)
+    source = shapes_database(admin, seed)
+    source.execute(*workload.setup())
+    table, job_id = f"shapes_{seed}_{secrets.token_hex(3)}", f"shp{secrets.token_hex(3)}"
+    conf = job_text(source.url, target.url, workload.shards, table, merged)
+    outcome = ShapesOutcome(seed)
+    runner = _Runner(spark, conf, job_id, workdir, crashes, outcome)
+
+    def start():
+        while True:
+            try:
+                return runner.start()
+            except (PermanentError, TableError) as exc:
+                refused = next((s for s in workload.shards if f"public.{s.name}" in str(exc)), None)
+                if REFUSED not in str(exc) or refused is None or not refused.misfit:
+                    raise AssertionError(f"seed {seed}: the job refused to start: {exc}") from None
+                outcome.way_outs.append("identity")            # the way out it names
+                source.execute(f"ALTER TABLE {refused.name} REPLICA IDENTITY FULL")
+
+    def restart_if_dead(query):
+        if query.isActive:
+            return query
+        error = str(query.exception() or "")
+        query.stop()
+        if "injected crash" in error:
+            return start()
+        reason = next((g for g in GONE if g in error), None)
+        if reason is None or "submit it again" not in error:
+            raise AssertionError(f"seed {seed}: the CDC stream failed: {error[-3000:]}")
+        outcome.way_outs.append(reason)                         # empty the targets, start over
+        for name in ([table] if merged else [f"{table}_{s.name}" for s in workload.shards]):
+            target.execute(f"DELETE FROM {name}")
+        runner.start_over()
+        return start()
+
+    query = start()
+    try:
+        while outcome.transactions < transactions:
+            written = outcome.batches
+            for _ in range(min(rng.randint(1, 8), transactions - outcome.transactions)):
+                statements = workload.transaction()
+                source.execute(*statements)
+                outcome.transactions += 1
+                outcome.statements += len(statements)
+            deadline = time.monotonic() + deadline_s
+            while outcome.batches <= written:
+                query = restart_if_dead(query)
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"seed {seed}: no batch written for {deadline_s} s ({outcome})")
+                time.sleep(0.05)
+        deadline = time.monotonic() + deadline_s
+        while True:
+            query = restart_if_dead(query)
+            expected, got = source_rows(source, workload.shards, merged), target_rows(target, workload.shards,
+                                                                                       table, merged)
+            if got == expected:
+                return outcome
+            if time.monotonic() > deadline:
+                raise AssertionError(f"seed {seed}: the targets differ from the sources after {deadline_s} s: "
+                                     f"{differences(got, expected)} ({outcome})")
+            time.sleep(0.2)
+    finally:
+        query.stop()
+        runner.start_over()
+        for name in ([table] if merged else [f"{table}_{s.name}" for s in workload.shards]):
+            target.execute(f"DROP TABLE IF EXISTS {name}")
+        drop_database(admin, source)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run_script(spark, admin: Endpoint, target: Endpoint, *, shards: list[Shard], setup: list, script: list[list],
+               workdir: str, merged: bool = False, crashes: tuple = (), deadline_s: float = 300.0) -> ShapesOutcome:
+    """A directed run: ``setup`` on a fresh database, the snapshot, then each transaction of
+    ``script``; the n-th batch meets the n-th of ``crashes`` (a crash point of ``cdc_check``, or
+    None). Raises AssertionError unless every target ends equal to its source."""
+    source = shapes_database(admin, 0)
+    source.execute(*setup)
+    table, job_id = f"shapes_{secrets.token_hex(3)}", f"shp{secrets.token_hex(3)}"
+    outcome = ShapesOutcome(0)
+    runner = _Runner(spark, job_text(source.url, target.url, shards, table, merged), job_id, workdir,
+                     _Scripted(list(crashes)), outcome)
+    query = runner.start()
+    try:
+        for transaction in [[], *script]:
+            source.execute(*transaction)
+            deadline = time.monotonic() + deadline_s
+            while True:
+                if not query.isActive:
+                    error = str(query.exception() or "")
+                    if "injected crash" not in error:
+                        raise AssertionError(f"the CDC stream failed: {error[-3000:]}")
+                    query.stop()
+                    query = runner.start()
+                expected, got = source_rows(source, shards, merged), target_rows(target, shards, table, merged)
+                if got == expected:
+                    break
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"the targets differ from the sources after {deadline_s} s: "
+                                         f"{differences(got, expected)} ({outcome})")
+                time.sleep(0.2)
+        return outcome
+    finally:
+        query.stop()
+        runner.start_over()
+        for name in ([table] if merged else [f"{table}_{s.name}" for s in shards]):
+            target.execute(f"DROP TABLE IF EXISTS {name}")
+        drop_database(admin, source)
+
+
+class _Scripted:
+    """Crash points in a fixed order (then none), where ``_Runner`` draws them at random."""
+
+    def __init__(self, points: list):
+        self.points = points
+
+    def choice(self, _options):
+        return self.points.pop(0) if self.points else None
+
+
+class _Runner:
+    """Starts the query as a driver's pipeline does (RoutedPipeline, the sink's table writer,
+    write_exactly_once), with ``cdc_check``'s crash points."""
+
+    def __init__(self, spark, conf: str, job_id: str, workdir: str, crashes, outcome: ShapesOutcome):
+        self.spark, self.conf, self.job_id, self.workdir = spark, conf, job_id, workdir
+        self.crashes, self.outcome = crashes, outcome
+        self.lineage, self.fence_calls, self.crash, self.plugin = 0, 0, None, None
+
+    def start_over(self) -> None:
+        """A fresh checkpoint (a new lineage) and no slot: as a job submitted again starts."""
+        self.lineage += 1
+        if self.plugin is not None:
+            self.plugin.release(self.job_id)
+
+    def start(self):
+        from seatide.config.loader import load_job_text
+        from seatide.plan.dag import build_plan
+        from seatide.plugin.base import ReadContext, SinkContext
+        from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, write_exactly_once
+        from seatide.runtime.offset_log import batch_offsets
+        from seatide.runtime.table_routing import RoutedPipeline
+
+        runner, outcome = self, self.outcome
+        pipeline = build_plan(load_job_text(self.conf)).pipelines[0]
+        self.plugin, sink = pipeline.sources[0].plugin, pipeline.sinks[0]
+        checkpoint = os.path.join(self.workdir, f"{self.job_id}-{self.lineage}")
+        ctx = ReadContext(self.spark, micro_batch=True, unbounded=True, parallelism=2, max_rows_per_batch=60,
+                          read_interval_ms=200, plugin_id=pipeline.sources[0].plugin_id, job_id=self.job_id,
+                          pipeline_id=0)
+        routed = RoutedPipeline(self.spark, pipeline, ctx)
+        stream = routed.read()
+        writer = sink.plugin.table_writer(SinkContext(self.spark, self.job_id, 0, sink.plugin_id, True, True,
+                                                      io.StringIO()), sink.plugin.routes)
+        log, spark_dir = SinkCommitLog(os.path.join(checkpoint, "sink")), os.path.join(checkpoint, "spark")
+
+        class Decisions(FileDecisions):
+            def fence(self) -> None:        # called inside the sink before its commit, then after it
+                runner.fence_calls += 1
+                if runner.crash == ("before_commit", 1) and runner.fence_calls == 1 \
+                        or runner.crash == ("after_commit", 2) and runner.fence_calls == 2:
+                    outcome.crashes += 1
+                    raise InjectedCrash(f"injected crash {runner.crash[0]}")
+
+        def each_batch(batch_df, batch_id):
+            point = runner.crashes.choice(["before_write", ("before_commit", 1), ("after_commit", 2)] + [None] * 9)
+            runner.crash, runner.fence_calls = point, 0
+            if point == "before_write":
+                outcome.crashes += 1
+                raise InjectedCrash("injected crash before_write")
+            rows = routed.rows(batch_df, batch_offsets(spark_dir, batch_id))
+            try:
+                write_exactly_once(writer, log, routed.frames(rows, sink), batch_id,
+                                   f"T_{runner.job_id}_0_0_L{runner.lineage}_{batch_id}", decisions=Decisions(log))
+            finally:
+                routed.release(rows)
+            outcome.batches += 1
+
+        return (stream.writeStream.foreachBatch(each_batch).option("checkpointLocation", spark_dir)
+                .trigger(processingTime="200 milliseconds").start())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--transactions", type=int, default=200)
+    parser.add_argument("--merged", action="store_true", help="every shard into one target table")
+    parser.add_argument("--megabytes", type=float, default=0.02, help="share of documents of about 1 MB")
+    parser.add_argument("--shards", type=int, default=3)
+    parser.add_argument("--job", action="store_true", help="a `seatide run` job whose driver is SIGKILLed")
+    parser.add_argument("--kills", type=int, default=3)
+    args = parser.parse_args()
+    from seatide.testing.servers import PrivatePostgres
+
+    server = PrivatePostgres().start()
+    try:
+        admin, target = postgres_endpoint(server.port, "postgres"), postgres_endpoint(5432, "test")
+        options = dict(seed=args.seed, transactions=args.transactions, merged=args.merged, megabytes=args.megabytes,
+                       shards=args.shards, workdir=tempfile.mkdtemp(prefix="cdc-shapes-"))
+        if args.job:
+            from seatide.testing.cdc_shapes_pg_job import run_shapes_job_check
+
+            outcome = run_shapes_job_check(admin, target, kills=args.kills, **options)
+        else:
+            from seatide.runtime.session import build_session
+
+            spark = build_session("seatide-cdc-shapes", {"spark.master": "local[2]"})
+            try:
+                outcome = run_shapes_check(spark, admin, target, **options)
+            finally:
+                spark.stop()
+        print(f"postgres shapes -> postgres ({'merged' if args.merged else 'a target each'}): targets equal "
+              f"sources; {outcome}", flush=True)
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
