@@ -83,3 +83,14 @@ def test_keys_moved_between_shards_and_rows_of_megabytes_through_crashes(spark, 
                                        "shard_0's INSERT of it, and the row is gone from the target")
 def test_a_key_moved_to_an_earlier_shard_survives_merged_shards(spark, private_postgres, tmp_path):
     _directed(spark, private_postgres, tmp_path, MOVES, merged=True, deadline_s=30)
+
+
+@pytest.mark.soak
+def test_three_thousand_megabyte_rows_in_one_transaction_land_through_a_replay(spark, private_postgres, tmp_path):
+    """Finding 13 as the review wrote it: 3,000 changes of 1 MB jsonb (here in ONE transaction, so
+    one batch of 3 GB), with the real bounds, and a crash before the sink's commit that replays it."""
+    script = [["BEGIN", *[f"INSERT INTO shard_{i} SELECT g, 'big', {MEGABYTE_DOC.replace('%s', 'g::text')}, g "
+                          f"FROM generate_series({1500 * i + 1}, {1500 * i + 1500}) g" for i in range(2)], "COMMIT"]]
+    outcome = _directed(spark, private_postgres, tmp_path, script, crashes=(None, ("before_commit", 1)),
+                        deadline_s=3600)
+    assert outcome.crashes == 1

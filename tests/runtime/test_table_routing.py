@@ -77,3 +77,18 @@ def test_a_few_large_rows_within_the_byte_bound_are_still_collected(spark, monke
         assert [len(r["__seatide_t0"]["body"]) for r in rows.local[0]] == [300_000, 20]
     finally:
         routed.release(rows)
+
+
+def test_a_batch_its_source_knows_to_be_large_is_neither_collected_nor_persisted(spark, monkeypatch):
+    """One transaction of megabyte rows: Spark's cache would hold up to 10,000 of its rows in one
+    buffer, so each table is read out of the source again instead."""
+    from seatide.plugin.tables import TableRows
+    from seatide.runtime import table_routing
+
+    monkeypatch.setattr(table_routing, "LOCAL_BATCH_BYTES", 2 << 20)
+    routed, schema = _routed(spark)
+    frame = _batch(spark, schema, [(0, 10), (1, 10), (1, 10)])
+    monkeypatch.setattr(routed.source.plugin, "batch_rows", lambda df, ctx, offsets: TableRows(df, least_bytes=3 << 20))
+    rows = routed.rows(frame)
+    assert rows.local is None and rows.counts == {0: 1, 1: 2}
+    assert not rows.frame.is_cached

@@ -222,8 +222,9 @@ class TableRows:
     local: "dict[int, list] | None" = None
     # About how many bytes the batch's values take, when the source knows it from its own stream
     # (Postgres-CDC: its changes' messages); None: the runtime measures the batch before it
-    # collects it on the driver.
+    # collects it on the driver. ``least_bytes``: what the source knows they take at least.
     bytes: int | None = None
+    least_bytes: int = 0
 
 
 def table_frames_of(frames) -> TableFrames:

@@ -19,6 +19,13 @@ each, whatever the rows: a batch of 1,000 changes over 100 tables took ≈40 s, 
 collect takes ≈0.4 s. Frames are still built, lazily, for a sink that asks for them (a large
 batch, transforms before the sink, a type only Spark stages). Measured in docs/benchmarks.md
 ("CDC end to end over many tables").
+
+"Small" is bounded by bytes as well as rows: rows of megabytes would fill the driver or fail the
+collect on every replay. The source says what its batch's bytes are when its stream knows them
+(``TableRows.bytes``, ``least_bytes``); otherwise one grouped Spark job measures the persisted
+batch first (each row's values as JSON). A batch known to be larger is not persisted either:
+Spark's cache would build one buffer of up to 10,000 rows of it, and each table is read out of
+the source again instead.
 """
 
 from __future__ import annotations
@@ -68,9 +75,15 @@ class RoutedPipeline:
             log.info("batch's reads of %d table(s) planned in %.2f s", len(rows.per_table),
                      time.perf_counter() - started)
         if not rows.separable:
-            rows.frame = rows.frame.persist()
-            if self.ctx.micro_batch and rows.tables is None:
-                self._collect(rows)
+            if rows.least_bytes > LOCAL_BATCH_BYTES:
+                # known to be large (one transaction of megabyte rows): not cached whole in Spark's
+                # memory either, each table is read out of the source again
+                log.info("batch of at least %d bytes left to Spark unpersisted: over the %d bytes collected on "
+                         "the driver", rows.least_bytes, LOCAL_BATCH_BYTES)
+            else:
+                rows.frame = rows.frame.persist()
+                if self.ctx.micro_batch and rows.tables is None:
+                    self._collect(rows)
         if rows.tables is None:
             counted = rows.frame.groupBy(TABLE_COLUMN).count().collect()
             rows.counts = {int(r[0]): int(r[1]) for r in counted}
@@ -79,8 +92,8 @@ class RoutedPipeline:
 
     def _collect(self, rows: TableRows) -> None:
         """Collect a small batch (one Spark job) and take it apart by table; a large one, by rows
-        or by bytes, is left to Spark. A batch whose size its source does not know is measured
-        first (its rows and bytes per table, one more Spark job, which counts a large one too)."""
+        or by bytes, is left to Spark. A batch whose bytes its source does not know is measured
+        first (its rows and bytes per table: one more Spark job, which counts a large one too)."""
         started = time.perf_counter()
         size = rows.bytes
         if size is None:
@@ -125,7 +138,7 @@ class RoutedPipeline:
 
     def release(self, rows: TableRows) -> None:
         if not rows.separable:
-            rows.frame.unpersist()
+            rows.frame.unpersist()          # nothing to do for a batch left unpersisted
 
     def frames(self, rows: TableRows, sink) -> TableFrames:
         """Each table's rows for ``sink``, through the transforms before it."""

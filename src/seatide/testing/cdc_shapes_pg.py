@@ -36,11 +36,11 @@ COLUMNS = "id bigint NOT NULL, name text, doc jsonb, amount numeric(20, 4)"
 IDENTITIES = ("default", "index", "full")
 # A document of about a megabyte, made by the server from a seed (nothing that large crosses
 # from the check to the server): 32,768 md5 digests.
-MEGABYTE_DOC = ("(SELECT jsonb_build_object('seed', %s::text, 'pad', string_agg(md5(g::text || %s::text), '')) "
-                "FROM generate_series(1, 32768) g)")
+MEGABYTE_DOC = ("(SELECT jsonb_build_object('seed', %s::text, 'pad', string_agg(md5(p.n::text || %s::text), '')) "
+                "FROM generate_series(1, 32768) AS p(n))")
 # A document TOASTed out of line (about 13 KB), so that an update leaving it alone leaves it out.
-LARGE_DOC = ("(SELECT jsonb_build_object('seed', %s::text, 'pad', string_agg(md5(g::text || %s::text), '')) "
-             "FROM generate_series(1, 400) g)")
+LARGE_DOC = ("(SELECT jsonb_build_object('seed', %s::text, 'pad', string_agg(md5(p.n::text || %s::text), '')) "
+             "FROM generate_series(1, 400) AS p(n))")
 # Why a job may fail, and the check then takes the way out the message names.
 GONE = ("was truncated", "dropped and created again", "was dropped")
 REFUSED = "replica identity logs only"

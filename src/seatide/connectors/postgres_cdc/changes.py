@@ -65,9 +65,10 @@ class BatchPlan:
     end: int                          # the end of the last whole transaction (== start: nothing)
     changes: int                      # rows its changes make at most
     messages: list | None             # its pgoutput messages, when they fit INLINE_BYTES
-    # the bytes of those messages, which its rows' values take about as much of: None when they do
-    # not fit INLINE_BYTES, or when an UPDATE left a value out (read from the table, of any size)
-    bytes: int | None = 0
+    bytes: int = 0                    # of its messages, which its rows' values take about as much of
+    # an UPDATE left a value out (a table whose identity is not FULL), which the task reads from
+    # the table, of any size: ``bytes`` is then only the least the rows take
+    lookups: bool = False
 
 
 def plan_batch(config: dict, slot_name: str, start: int, max_rows: int, flushed: int,
@@ -77,7 +78,8 @@ def plan_batch(config: dict, slot_name: str, start: int, max_rows: int, flushed:
     ``tables`` say (its Relation message: columns added, dropped, renamed, retyped) starts a batch
     of its own: the batch before it ends at the commit before it, and a batch that starts with it
     stops the query (``shape_changed``), which the runtime starts again with the new shape."""
-    plan, in_transaction, size, sized, total = BatchPlan(start, 0, []), False, 0, True, 0
+    plan, in_transaction, size, total, lookups = BatchPlan(start, 0, []), False, 0, 0, False
+    looked_up: set[int] = set()                         # relations whose UPDATEs may leave values out
     at_commit = (0, 0)                                  # (changes, messages) at the last commit
     decoder = Decoder(tables[0].encoding) if tables else None
     commit_lsn = 0                                      # of the transaction being read
@@ -94,8 +96,8 @@ def plan_batch(config: dict, slot_name: str, start: int, max_rows: int, flushed:
             else:
                 plan.messages = None
         tag = message_tag(item)
-        if plan.messages is None or tag == "U" and leaves_values_out(item):
-            sized = False
+        if tag == "U" and not lookups and int.from_bytes(item[1:5], "big") in looked_up:
+            lookups = leaves_values_out(item)
         if tag == "B":
             in_transaction = True
             if admitted.since:
@@ -104,6 +106,8 @@ def plan_batch(config: dict, slot_name: str, start: int, max_rows: int, flushed:
             decoder.decode(item)
             relation = decoder.last_relation
             still_captured(relation, tables)
+            if any((t.schema, t.name) == (relation.schema, relation.name) and t.identity != "full" for t in tables):
+                looked_up.add(relation.oid)
             if not admitted.admits(relation.schema, relation.name, commit_lsn):
                 continue                        # not read: its shape then does not matter
             changed = shape_changed(relation, tables, config.get("schema_changes"), config["database"])
@@ -119,7 +123,7 @@ def plan_batch(config: dict, slot_name: str, start: int, max_rows: int, flushed:
         elif tag == "C":
             in_transaction, plan.end = False, Decoder().decode(item).end_lsn
             at_commit = (plan.changes, len(plan.messages) if plan.messages is not None else 0)
-            plan.bytes = size if sized else None
+            plan.bytes, plan.lookups = total, lookups
             if plan.changes >= max_rows or plan.end >= flushed or total >= BATCH_BYTES:
                 break
     return plan

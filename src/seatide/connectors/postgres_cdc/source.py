@@ -181,9 +181,11 @@ class PostgresCdcSource(Source):
         return self._layout
 
     def batch_rows(self, batch: "DataFrame", ctx: ReadContext, offsets: BatchOffsets | None = None) -> TableRows:
-        """The tagged rows, with the bytes of a batch of changes when its plan knew them (the
-        runtime measures the others before collecting them on the driver)."""
-        return TableRows(batch, bytes=(offsets.end.get("bytes") if offsets is not None else None))
+        """The tagged rows, with what the plan of a batch of changes knew of its bytes (the runtime
+        measures the others before it collects them on the driver)."""
+        end = offsets.end if offsets is not None else {}
+        size = end.get("bytes")
+        return TableRows(batch, bytes=None if end.get("lookups") else size, least_bytes=size or 0)
 
     # -- schema changes (plugin/evolution.py) ---------------------------------------------------
     def schema_change_behavior(self) -> str:

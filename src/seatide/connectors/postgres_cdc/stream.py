@@ -12,8 +12,8 @@ Offsets are JSON:
 * ``export`` — while the snapshot runs: the snapshot the slot exported, which the splits read.
 * ``changes`` — how many rows the changes of the batch ending here make at most (0: none,
   the batch only moves the position).
-* ``bytes`` — about how many bytes their values take (their pgoutput messages'), when the plan
-  knows: absent when the messages were not kept or an UPDATE left a value out (read by key).
+* ``bytes`` — about how many bytes their values take (their pgoutput messages'); with
+  ``lookups`` (an UPDATE left a value out, read by key when the batch is read), only the least.
 * ``tables`` — the tables the position covers (``schema.table``), in the order the snapshot
   reads them; ``snapshot.table`` counts in it. Splits name their table.
 * ``backfill`` — while tables added to ``table-names`` of a resumed job are snapshotted:
@@ -219,12 +219,11 @@ class PostgresCdcReader(DataSourceStreamReader):
         if plan.messages is not None:
             # kept until the batch's partitions are made (Spark asks right after planning it)
             self._planned = {**dict(list(self._planned.items())[-1:]), (start["lsn"], plan.end): plan.messages}
-        return self._streaming(start, plan.end, plan.changes, plan.bytes)
+        return {**self._streaming(start, plan.end, plan.changes), "bytes": plan.bytes,
+                **({"lookups": True} if plan.lookups else {})}
 
-    def _streaming(self, start: dict, lsn: int, changes: int, size: int | None = 0) -> dict:
+    def _streaming(self, start: dict, lsn: int, changes: int) -> dict:
         offset = {"lsn": lsn, "snapshot": None, "splits": [], "changes": changes, "tables": self._covered(start)}
-        if size is not None:
-            offset["bytes"] = size
         since = {name: point for name, point in (start.get("since") or {}).items() if point > lsn}
         return {**offset, "since": since} if since else offset
 
