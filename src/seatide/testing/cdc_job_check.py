@@ -93,13 +93,18 @@ def run_job_check(source: Endpoint, target: Endpoint, *, upsert: bool, seed: int
         converge("the end")
         return ran
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop_job(process)
         target.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def stop_job(process) -> None:
+    """Stop a `seatide run` process as a user's Ctrl-C does (killed if it lingers)."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 def _start(command: list[str]) -> subprocess.Popen:

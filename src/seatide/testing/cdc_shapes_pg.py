@@ -29,6 +29,7 @@ crashes injected as ``cdc_check`` does; ``cdc_shapes_pg_job`` runs the same work
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -177,6 +178,21 @@ def _rows(endpoint, table: str) -> dict:
         return {int(r[0]): (r[1], r[2], None if r[3] is None else Decimal(r[3])) for r in cursor.fetchall()}
     finally:
         conn.close()
+
+
+def until_equal(rows, deadline_s: float, what: str, tick=lambda: None) -> None:
+    """Poll ``rows()`` (the targets' rows, the sources') until they are equal, ``tick()`` first in
+    each round (it starts a stopped query again, takes a way out...); AssertionError at the deadline."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        tick()
+        got, expected = rows()
+        if got == expected:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: the targets differ from the sources after {deadline_s} s: "
+                                 f"{differences(got, expected)}")
+        time.sleep(0.2)
 
 
 def differences(got: dict | None, expected: dict) -> str:

@@ -25,8 +25,8 @@ import time
 from dataclasses import dataclass, field
 
 from seatide.testing.cdc_check import Endpoint, InjectedCrash, postgres_endpoint
-from seatide.testing.cdc_shapes_pg import (GONE, REFUSED, Shard, ShapesWorkload, differences, job_text,
-                                           source_rows, target_rows)
+from seatide.testing.cdc_shapes_pg import (GONE, REFUSED, Shard, ShapesWorkload, job_text, source_rows,
+                                           target_rows, until_equal)
 
 
 @dataclass
@@ -81,23 +81,26 @@ def run_shapes_check(spark, admin: Endpoint, target: Endpoint, *, seed: int, tra
                 outcome.way_outs.append("identity")            # the way out it names
                 source.execute(f"ALTER TABLE {refused.name} REPLICA IDENTITY FULL")
 
-    def restart_if_dead(query):
-        if query.isActive:
-            return query
-        error = str(query.exception() or "")
-        query.stop()
-        if "injected crash" in error:
-            return start()
-        reason = next((g for g in GONE if g in error), None)
-        if reason is None or "submit it again" not in error:
-            raise AssertionError(f"seed {seed}: the CDC stream failed: {error[-3000:]}")
-        outcome.way_outs.append(reason)                         # empty the targets, start over
-        for name in ([table] if merged else [f"{table}_{s.name}" for s in workload.shards]):
-            target.execute(f"DELETE FROM {name}")
-        runner.start_over()
-        return start()
+    def restart_if_dead():
+        if running[0].isActive:
+            return
+        error = str(running[0].exception() or "")
+        running[0].stop()
+        if "injected crash" not in error:
+            reason = next((g for g in GONE if g in error), None)
+            if reason is None or "submit it again" not in error:
+                raise AssertionError(f"seed {seed}: the CDC stream failed: {error[-3000:]}")
+            outcome.way_outs.append(reason)                     # empty the targets, start over
+            for name in targets:
+                target.execute(f"DELETE FROM {name}")
+            runner.start_over()
+        running[0] = start()
 
-    query = start()
+    def rows():
+        return target_rows(target, workload.shards, table, merged), source_rows(source, workload.shards, merged)
+
+    targets = [table] if merged else [f"{table}_{s.name}" for s in workload.shards]
+    running = [start()]             # the query now (a crash or a way out starts another)
     try:
         while outcome.transactions < transactions:
             written = outcome.batches
@@ -108,25 +111,16 @@ def run_shapes_check(spark, admin: Endpoint, target: Endpoint, *, seed: int, tra
                 outcome.statements += len(statements)
             deadline = time.monotonic() + deadline_s
             while outcome.batches <= written:
-                query = restart_if_dead(query)
+                restart_if_dead()
                 if time.monotonic() > deadline:
                     raise AssertionError(f"seed {seed}: no batch written for {deadline_s} s ({outcome})")
                 time.sleep(0.05)
-        deadline = time.monotonic() + deadline_s
-        while True:
-            query = restart_if_dead(query)
-            expected, got = source_rows(source, workload.shards, merged), target_rows(target, workload.shards,
-                                                                                       table, merged)
-            if got == expected:
-                return outcome
-            if time.monotonic() > deadline:
-                raise AssertionError(f"seed {seed}: the targets differ from the sources after {deadline_s} s: "
-                                     f"{differences(got, expected)} ({outcome})")
-            time.sleep(0.2)
+        until_equal(rows, deadline_s, f"seed {seed} ({outcome})", restart_if_dead)
+        return outcome
     finally:
-        query.stop()
+        running[0].stop()
         runner.start_over()
-        for name in ([table] if merged else [f"{table}_{s.name}" for s in workload.shards]):
+        for name in targets:
             target.execute(f"DROP TABLE IF EXISTS {name}")
         drop_database(admin, source)
         shutil.rmtree(workdir, ignore_errors=True)
@@ -143,28 +137,24 @@ def run_script(spark, admin: Endpoint, target: Endpoint, *, shards: list[Shard],
     outcome = ShapesOutcome(0)
     runner = _Runner(spark, job_text(source.url, target.url, shards, table, merged), job_id, workdir,
                      _Scripted(list(crashes)), outcome)
-    query = runner.start()
+
+    def restart_if_crashed():
+        if not running[0].isActive:
+            error = str(running[0].exception() or "")
+            if "injected crash" not in error:
+                raise AssertionError(f"the CDC stream failed: {error[-3000:]}")
+            running[0].stop()
+            running[0] = runner.start()
+
+    running = [runner.start()]
     try:
-        for transaction in [[], *script]:
+        for step, transaction in enumerate([[], *script]):
             source.execute(*transaction)
-            deadline = time.monotonic() + deadline_s
-            while True:
-                if not query.isActive:
-                    error = str(query.exception() or "")
-                    if "injected crash" not in error:
-                        raise AssertionError(f"the CDC stream failed: {error[-3000:]}")
-                    query.stop()
-                    query = runner.start()
-                expected, got = source_rows(source, shards, merged), target_rows(target, shards, table, merged)
-                if got == expected:
-                    break
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"the targets differ from the sources after {deadline_s} s: "
-                                         f"{differences(got, expected)} ({outcome})")
-                time.sleep(0.2)
+            until_equal(lambda: (target_rows(target, shards, table, merged), source_rows(source, shards, merged)),
+                        deadline_s, f"step {step} ({outcome})", restart_if_crashed)
         return outcome
     finally:
-        query.stop()
+        running[0].stop()
         runner.start_over()
         for name in ([table] if merged else [f"{table}_{s.name}" for s in shards]):
             target.execute(f"DROP TABLE IF EXISTS {name}")

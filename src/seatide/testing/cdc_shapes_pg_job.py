@@ -16,14 +16,10 @@ from __future__ import annotations
 import os
 import random
 import secrets
-import signal
-import subprocess
-import time
 
 from seatide.testing.cdc_check import Endpoint
-from seatide.testing.cdc_job_check import SEATIDE, _kill_driver, _output, _start
-from seatide.testing.cdc_shapes_pg import (GONE, REFUSED, ShapesWorkload, differences, job_text, source_rows,
-                                           target_rows)
+from seatide.testing.cdc_job_check import SEATIDE, _kill_driver, _output, _start, stop_job
+from seatide.testing.cdc_shapes_pg import GONE, REFUSED, ShapesWorkload, job_text, source_rows, target_rows, until_equal
 from seatide.testing.cdc_shapes_pg_check import ShapesOutcome, drop_database, shapes_database
 
 
@@ -70,18 +66,13 @@ def run_shapes_job_check(admin: Endpoint, target: Endpoint, *, seed: int, transa
         return submit()
 
     def converge(what: str) -> None:
-        deadline = time.monotonic() + deadline_s
-        while True:
-            expected = source_rows(source, workload.shards, merged)
-            got = target_rows(target, workload.shards, table, merged)
-            if got == expected:
-                return
+        def way_out_if_ended():
             if running[0].poll() is not None:
                 running[0] = way_out(running[0])
-            if time.monotonic() > deadline:
-                raise AssertionError(f"seed {seed}: {what}: the targets differ from the sources after {deadline_s} s: "
-                                     f"{differences(got, expected)} ({outcome})")
-            time.sleep(0.5)
+
+        until_equal(lambda: (target_rows(target, workload.shards, table, merged),
+                             source_rows(source, workload.shards, merged)),
+                    deadline_s, f"seed {seed}: {what} ({outcome})", way_out_if_ended)
 
     running = [submit()]            # the job's process now (a way out submits another)
     try:
@@ -99,13 +90,7 @@ def run_shapes_job_check(admin: Endpoint, target: Endpoint, *, seed: int, transa
         converge("the end")
         return outcome
     finally:
-        process = running[0]
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop_job(running[0])
         for name in targets:
             target.execute(f"DROP TABLE IF EXISTS {name}")
         drop_database(admin, source)
