@@ -163,6 +163,7 @@ def read_changes(config: dict, tables: list[CapturedTable], slot_name: str, star
     source = (("data", m) for m in messages) if messages is not None else \
         replication.stream(config, slot_name, start)
     decoder, in_transaction, commit_lsn = Decoder(tables[0].encoding), False, 0
+    narrowed: dict[int, str] = {}                   # relation oid -> why its UPDATEs and DELETEs cannot apply
     for kind, item in source:
         if kind == "walend":
             if item >= end and not in_transaction:
@@ -170,7 +171,16 @@ def read_changes(config: dict, tables: list[CapturedTable], slot_name: str, star
             continue
         message = decoder.decode(item)
         if message is None and message_tag(item) == "R":
-            still_captured(decoder.last_relation, tables)
+            relation = decoder.last_relation
+            still_captured(relation, tables)
+            narrowed.pop(relation.oid, None)
+            index = next((i for i, t in enumerate(tables) if (t.schema, t.name) == (relation.schema, relation.name)),
+                         None)
+            if index is not None and (why := identity_lost(relation, tables[index])) is not None:
+                narrowed[relation.oid] = why
+        elif isinstance(message, Change) and message.op != "I" and message.relation.oid in narrowed:
+            if admitted.admits(message.relation.schema, message.relation.name, commit_lsn):
+                raise permanent_in_worker(narrowed[message.relation.oid])
         elif isinstance(message, Begin):
             if message.commit_lsn >= end:
                 return
@@ -193,7 +203,6 @@ def rows_of(change: Change, tables: list[CapturedTable], behaviour: str | None =
         return []
     if change.op == "I":
         return [(int(RowKind.INSERT), index, change.new)]
-    identity_lost(change.relation, tables[index])
     if change.op == "D":
         return [(int(RowKind.DELETE), index, change.old or {})]
     old = change.old
@@ -218,22 +227,21 @@ def still_captured(relation, tables: list[CapturedTable]) -> None:
             raise permanent_in_worker(moved)
 
 
-def identity_lost(relation, table: CapturedTable) -> None:
-    """An UPDATE or DELETE logs of the old row the columns its Relation message flags as the
-    replica identity's: the table's key must be among them (every column, for a table without a
-    key), else the change cannot be applied. The job checked this when it started; this is an
-    ``ALTER TABLE ... REPLICA IDENTITY`` made while it runs. A key column the Relation does not name
-    (renamed since) is left to the shape's own checks."""
+def identity_lost(relation, table: CapturedTable) -> str | None:
+    """Why the table's UPDATEs and DELETEs under this Relation cannot be applied, or None. They log
+    of the old row the columns the Relation flags as the replica identity's: the table's key must
+    be among them (every column, for a table without a key). The job checked this when it started;
+    this is an ``ALTER TABLE ... REPLICA IDENTITY`` made while it runs (the stream fails at the
+    first UPDATE or DELETE logged so). A key column the Relation does not name (renamed since) is
+    left to the shape's own checks."""
     names = {c.name for c in relation.columns}
-    logged = {c.name for c in relation.columns if c.is_key}
+    logged = [c.name for c in relation.columns if c.is_key]
     needed = {k for k in table.keys if k in names} if table.keys else names
-    if needed <= logged:
-        return
-    logged_in_order = [c.name for c in relation.columns if c.is_key]
-    raise permanent_in_worker(
-        f"Postgres-CDC: the replica identity of {table.qualified} changed while the job ran, and "
-        f"{narrow_identity(table.qualified, table.keys, logged_in_order, START_OVER)} (the changes logged "
-        "since cannot be applied)")
+    if needed <= set(logged):
+        return None
+    return (f"Postgres-CDC: the replica identity of {table.qualified} changed while the job ran, and "
+            f"{narrow_identity(table.qualified, table.keys, logged, START_OVER)} (the changes logged since "
+            "cannot be applied)")
 
 
 def truncated(message: Truncate, tables: list[CapturedTable]) -> None:
