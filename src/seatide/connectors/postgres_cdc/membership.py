@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 _PUBLISHED = """
 SELECT int8(r.prrelid) FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid WHERE p.pubname = %s"""
 _NAMED = "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = %s::oid"
+_NAMED_ALL = """
+SELECT int8(c.oid), n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.oid = ANY(%s::oid[])"""
 _WHY = ("DROP TABLE and renames have no row kind: the target would keep rows the source no longer has and "
         "miss every later change")
 
@@ -35,17 +38,16 @@ class TableGone(ValueError):
 
 def check_published(conn, publication: str, tables: list["CapturedTable"]) -> None:
     """Raise TableGone unless every table (by the oid recorded when the job started) is in
-    ``publication`` under its own name."""
+    ``publication`` under its own name. Two catalog queries, whatever the number of tables."""
+    tables = [t for t in tables if t.oid]     # a table described before oids were recorded: not checked
     published = {row[0] for row in conn.execute(_PUBLISHED, (publication,)).fetchall()}
+    named = {int(row[0]): (row[1], row[2]) for row in conn.execute(_NAMED_ALL, ([t.oid for t in tables],)).fetchall()}
     for table in tables:
-        if not table.oid:
-            continue                    # a table described before oids were recorded
-        why = _moved(conn, table)
-        if why is None and table.oid not in published:
-            why = (f"is not in publication {publication} any more (dropped and created again, or taken out "
-                   "with ALTER PUBLICATION ... DROP TABLE)")
-        if why is not None:
-            raise TableGone(gone_message(table.qualified, why))
+        if named.get(table.oid) == (table.schema, table.name) and table.oid in published:
+            continue
+        why = _moved(conn, table) or (f"is not in publication {publication} any more (dropped and created again, "
+                                      "or taken out with ALTER PUBLICATION ... DROP TABLE)")
+        raise TableGone(gone_message(table.qualified, why))
 
 
 def _moved(conn, table: "CapturedTable") -> str | None:
