@@ -129,8 +129,8 @@ def run_shapes_check(spark, admin: Endpoint, target: Endpoint, *, seed: int, tra
 def run_script(spark, admin: Endpoint, target: Endpoint, *, shards: list[Shard], setup: list, script: list[list],
                workdir: str, merged: bool = False, crashes: tuple = (), deadline_s: float = 300.0) -> ShapesOutcome:
     """A directed run: ``setup`` on a fresh database, the snapshot, then each transaction of
-    ``script``; the n-th batch meets the n-th of ``crashes`` (a crash point of ``cdc_check``, or
-    None). Raises AssertionError unless every target ends equal to its source."""
+    ``script``; the n-th batch that holds rows meets the n-th of ``crashes`` (a crash point of
+    ``cdc_check``, or None). Raises AssertionError unless every target ends equal to its source."""
     source = shapes_database(admin, 0)
     source.execute(*setup)
     table, job_id = f"shapes_{secrets.token_hex(3)}", f"shp{secrets.token_hex(3)}"
@@ -216,12 +216,16 @@ class _Runner:
                     raise InjectedCrash(f"injected crash {runner.crash[0]}")
 
         def each_batch(batch_df, batch_id):
-            point = runner.crashes.choice(["before_write", ("before_commit", 1), ("after_commit", 2)] + [None] * 9)
+            offsets = batch_offsets(spark_dir, batch_id)
+            # crashes meet batches that hold rows (the stream also moves past other tables' WAL)
+            holds_rows = offsets.end.get("splits") or offsets.end.get("changes", 0) > 0
+            point = runner.crashes.choice(["before_write", ("before_commit", 1), ("after_commit", 2)] + [None] * 9) \
+                if holds_rows else None
             runner.crash, runner.fence_calls = point, 0
             if point == "before_write":
                 outcome.crashes += 1
                 raise InjectedCrash("injected crash before_write")
-            rows = routed.rows(batch_df, batch_offsets(spark_dir, batch_id))
+            rows = routed.rows(batch_df, offsets)
             try:
                 write_exactly_once(writer, log, routed.frames(rows, sink), batch_id,
                                    f"T_{runner.job_id}_0_0_L{runner.lineage}_{batch_id}", decisions=Decisions(log))
