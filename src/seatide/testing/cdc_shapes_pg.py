@@ -154,7 +154,7 @@ def job_text(source_url: str, target_url: str, shards: list[Shard], target: str,
 
 
 def source_rows(source, shards: list[Shard], merged: bool) -> dict:
-    """Each shard's rows (id -> (name, document text, amount)) by shard name, or all of them
+    """Each shard's rows (id -> (name, document's md5, amount)) by shard name, or all of them
     under "merged"."""
     rows = {s.name: _rows(source, s.name) for s in shards}
     return {"merged": {k: v for r in rows.values() for k, v in r.items()}} if merged else rows
@@ -174,7 +174,8 @@ def _rows(endpoint, table: str) -> dict:
     conn = endpoint.connect()
     try:
         cursor = conn.cursor()
-        cursor.execute(f"SELECT id, name, doc::text, amount::text FROM {table}")
+        # the document's digest: rows of megabytes are compared without holding them
+        cursor.execute(f"SELECT id, name, md5(doc::text), amount::text FROM {table}")
         return {int(r[0]): (r[1], r[2], None if r[3] is None else Decimal(r[3])) for r in cursor.fetchall()}
     finally:
         conn.close()
