@@ -96,6 +96,8 @@ def test_three_thousand_megabyte_rows_in_one_transaction_land_through_a_replay(s
     doc = "jsonb_build_object('seed', g, 'pad', repeat(md5(g::text), 32768))"
     script = [["BEGIN", *[f"INSERT INTO shard_{i} SELECT g, 'big', {doc}, g "
                           f"FROM generate_series({1500 * i + 1}, {1500 * i + 1500}) g" for i in range(2)], "COMMIT"]]
+    # batch_size: Spark's JDBC writer holds that many rows before it sends them, 1,000 (the default)
+    # of 1 MB each is more than the driver's heap (found by this test: the Jdbc sink's to bound)
     outcome = _directed(spark, private_postgres, tmp_path, script, crashes=(None, ("before_commit", 1)),
-                        deadline_s=3600)
+                        deadline_s=3600, sink_options="batch_size = 16")
     assert outcome.crashes == 1

@@ -79,16 +79,23 @@ def test_a_few_large_rows_within_the_byte_bound_are_still_collected(spark, monke
         routed.release(rows)
 
 
-def test_a_batch_its_source_knows_to_be_large_is_neither_collected_nor_persisted(spark, monkeypatch):
-    """One transaction of megabyte rows: Spark's cache would hold up to 10,000 of its rows in one
-    buffer, so each table is read out of the source again instead."""
+def test_a_batch_of_large_rows_is_cached_in_small_buffers_and_not_collected(spark, monkeypatch):
+    """One transaction of megabyte rows: Spark caches a persisted batch in buffers of 10,000 rows,
+    gigabytes of such rows in one; told its rows' size, the runtime caches it in buffers of about
+    CACHE_BUFFER_BYTES (and leaves the session's setting as it found it)."""
     from seatide.plugin.tables import TableRows
     from seatide.runtime import table_routing
 
     monkeypatch.setattr(table_routing, "LOCAL_BATCH_BYTES", 2 << 20)
     routed, schema = _routed(spark)
-    frame = _batch(spark, schema, [(0, 10), (1, 10), (1, 10)])
-    monkeypatch.setattr(routed.source.plugin, "batch_rows", lambda df, ctx, offsets: TableRows(df, least_bytes=3 << 20))
+    frame = _batch(spark, schema, [(0, 10), (1, 10), (1, 10), (0, 10), (0, 10)]).coalesce(1)
+    monkeypatch.setattr(routed.source.plugin, "batch_rows",
+                        lambda df, ctx, offsets: TableRows(df, least_bytes=3 << 20, row_bytes=8 << 20))
     rows = routed.rows(frame)
-    assert rows.local is None and rows.counts == {0: 1, 1: 2}
-    assert not rows.frame.is_cached
+    try:
+        assert rows.local is None and rows.counts == {0: 3, 1: 2}
+        buffers = rows.frame._jdf.queryExecution().optimizedPlan().cacheBuilder().cachedColumnBuffers().count()
+        assert buffers == 3                           # 16 MiB a buffer: two rows of 8 MiB at most (not 10,000)
+        assert spark.conf.get("spark.sql.inMemoryColumnarStorage.batchSize", None) is None
+    finally:
+        routed.release(rows)

@@ -222,9 +222,11 @@ class TableRows:
     local: "dict[int, list] | None" = None
     # About how many bytes the batch's values take, when the source knows it from its own stream
     # (Postgres-CDC: its changes' messages); None: the runtime measures the batch before it
-    # collects it on the driver. ``least_bytes``: what the source knows they take at least.
+    # collects it on the driver. ``least_bytes``: what the source knows they take at least, and
+    # ``row_bytes`` about how many one row takes (the runtime sizes the batch's cache by it).
     bytes: int | None = None
     least_bytes: int = 0
+    row_bytes: int | None = None
 
 
 def table_frames_of(frames) -> TableFrames:

@@ -23,9 +23,11 @@ batch, transforms before the sink, a type only Spark stages). Measured in docs/b
 "Small" is bounded by bytes as well as rows: rows of megabytes would fill the driver or fail the
 collect on every replay. The source says what its batch's bytes are when its stream knows them
 (``TableRows.bytes``, ``least_bytes``); otherwise one grouped Spark job measures the persisted
-batch first (each row's values as JSON). A batch known to be larger is not persisted either:
-Spark's cache would build one buffer of up to 10,000 rows of it, and each table is read out of
-the source again instead.
+batch first (each row's values as JSON). The persisted batch is cached in buffers of about
+``CACHE_BUFFER_BYTES`` when the source says its rows are large (``row_bytes``): Spark's default
+of 10,000 rows a buffer would put gigabytes of such rows in one. It is persisted whatever its
+size: each table read out of the source again would stream a CDC source's slot once per table,
+at the same time (a slot serves one stream at a time).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from contextlib import contextmanager
 
 from seatide.plan.dag import Pipeline
 from seatide.plugin.base import BatchOffsets, ReadContext, TransformContext
@@ -47,6 +50,10 @@ from seatide.runtime import change_order
 # spark.driver.maxResultSize) never collects more than the bound, however large the rows.
 LOCAL_BATCH_ROWS = 10_000
 LOCAL_BATCH_BYTES = 64 << 20
+# What one buffer of a persisted batch's cache holds at most, when its source says its rows are
+# large (Spark's default is 10,000 rows a buffer, whatever their size).
+CACHE_BUFFER_BYTES = 16 << 20
+_CACHE_ROWS_CONF, _CACHE_ROWS = "spark.sql.inMemoryColumnarStorage.batchSize", 10_000
 
 log = logging.getLogger(__name__)
 
@@ -74,21 +81,38 @@ class RoutedPipeline:
         if rows.per_table is not None:
             log.info("batch's reads of %d table(s) planned in %.2f s", len(rows.per_table),
                      time.perf_counter() - started)
-        if not rows.separable:
-            if rows.least_bytes > LOCAL_BATCH_BYTES:
-                # known to be large (one transaction of megabyte rows): not cached whole in Spark's
-                # memory either, each table is read out of the source again
-                log.info("batch of at least %d bytes left to Spark unpersisted: over the %d bytes collected on "
-                         "the driver", rows.least_bytes, LOCAL_BATCH_BYTES)
-            else:
-                rows.frame = rows.frame.persist()
-                if self.ctx.micro_batch and rows.tables is None:
-                    self._collect(rows)
+        if rows.separable:
+            self._count(rows)
+            return rows
+        with self._cache_batches(rows.row_bytes):
+            rows.frame = rows.frame.persist()
+            if self.ctx.micro_batch and rows.tables is None:
+                self._collect(rows)
+            self._count(rows)           # fills the cache, under the batch size chosen for its rows
+        return rows
+
+    @staticmethod
+    def _count(rows: TableRows) -> None:
         if rows.tables is None:
             counted = rows.frame.groupBy(TABLE_COLUMN).count().collect()
             rows.counts = {int(r[0]): int(r[1]) for r in counted}
             rows.tables = tuple(sorted(rows.counts))
-        return rows
+
+    @contextmanager
+    def _cache_batches(self, row_bytes: int | None):
+        """Spark caches a persisted batch in buffers of 10,000 rows: of rows of megabytes, gigabytes
+        in one buffer. When the source says how large its rows are, a buffer holds about
+        ``CACHE_BUFFER_BYTES`` of them while the batch's cache is filled."""
+        if not row_bytes or row_bytes * _CACHE_ROWS <= CACHE_BUFFER_BYTES:
+            yield
+            return
+        conf = self.spark.conf
+        before = conf.get(_CACHE_ROWS_CONF, None)
+        conf.set(_CACHE_ROWS_CONF, str(max(1, CACHE_BUFFER_BYTES // row_bytes)))
+        try:
+            yield
+        finally:
+            conf.set(_CACHE_ROWS_CONF, before) if before is not None else conf.unset(_CACHE_ROWS_CONF)
 
     def _collect(self, rows: TableRows) -> None:
         """Collect a small batch (one Spark job) and take it apart by table; a large one, by rows
@@ -96,6 +120,10 @@ class RoutedPipeline:
         first (its rows and bytes per table: one more Spark job, which counts a large one too)."""
         started = time.perf_counter()
         size = rows.bytes
+        if rows.least_bytes > LOCAL_BATCH_BYTES:
+            log.info("batch of at least %d bytes left to Spark: over the %d bytes collected on the driver",
+                     rows.least_bytes, LOCAL_BATCH_BYTES)
+            return
         if size is None:
             measured = self._measure(rows.frame)
             if measured is None:

@@ -138,8 +138,10 @@ class ShapesWorkload:
         return ["BEGIN", *statements, "COMMIT"] if len(statements) > 1 else statements
 
 
-def job_text(source_url: str, target_url: str, shards: list[Shard], target: str, merged: bool) -> str:
-    """A STREAMING job: every shard through one Postgres-CDC source into the Jdbc sink."""
+def job_text(source_url: str, target_url: str, shards: list[Shard], target: str, merged: bool,
+             sink_options: str = "") -> str:
+    """A STREAMING job: every shard through one Postgres-CDC source into the Jdbc sink (with
+    ``sink_options`` too)."""
     database = source_url.rsplit("/", 1)[1]
     names = ", ".join(f'"{database}.public.{s.name}"' for s in shards)
     keys = [f'{{ table = "{database}.public.{s.name}", primaryKeys = ["id", "amount"] }}' for s in shards if s.misfit]
@@ -150,7 +152,7 @@ def job_text(source_url: str, target_url: str, shards: list[Shard], target: str,
             f'source {{ Postgres-CDC {{ base-url = "{source_url}", username = "postgres", password = "",\n'
             f'  table-names = [{names}], snapshot.split.size = 7\n  {config} }} }}\n'
             f'sink {{ Jdbc {{ url = "{target_url}", user = "postgres", password = "", table = "{table}",\n'
-            f'  primary_keys = ["id"], enable_upsert = true }} }}\n')
+            f'  primary_keys = ["id"], enable_upsert = true {sink_options} }} }}\n')
 
 
 def source_rows(source, shards: list[Shard], merged: bool) -> dict:

@@ -127,7 +127,8 @@ def run_shapes_check(spark, admin: Endpoint, target: Endpoint, *, seed: int, tra
 
 
 def run_script(spark, admin: Endpoint, target: Endpoint, *, shards: list[Shard], setup: list, script: list[list],
-               workdir: str, merged: bool = False, crashes: tuple = (), deadline_s: float = 300.0) -> ShapesOutcome:
+               workdir: str, merged: bool = False, crashes: tuple = (), deadline_s: float = 300.0,
+               sink_options: str = "") -> ShapesOutcome:
     """A directed run: ``setup`` on a fresh database, the snapshot, then each transaction of
     ``script``; the n-th batch that holds rows meets the n-th of ``crashes`` (a crash point of
     ``cdc_check``, or None). Raises AssertionError unless every target ends equal to its source."""
@@ -135,7 +136,7 @@ def run_script(spark, admin: Endpoint, target: Endpoint, *, shards: list[Shard],
     source.execute(*setup)
     table, job_id = f"shapes_{secrets.token_hex(3)}", f"shp{secrets.token_hex(3)}"
     outcome = ShapesOutcome(0)
-    runner = _Runner(spark, job_text(source.url, target.url, shards, table, merged), job_id, workdir,
+    runner = _Runner(spark, job_text(source.url, target.url, shards, table, merged, sink_options), job_id, workdir,
                      _Scripted(list(crashes)), outcome)
 
     def restart_if_crashed():

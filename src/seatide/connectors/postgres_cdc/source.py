@@ -184,8 +184,9 @@ class PostgresCdcSource(Source):
         """The tagged rows, with what the plan of a batch of changes knew of its bytes (the runtime
         measures the others before it collects them on the driver)."""
         end = offsets.end if offsets is not None else {}
-        size = end.get("bytes")
-        return TableRows(batch, bytes=None if end.get("lookups") else size, least_bytes=size or 0)
+        size, changes = end.get("bytes"), end.get("changes")
+        return TableRows(batch, bytes=None if end.get("lookups") else size, least_bytes=size or 0,
+                         row_bytes=size // changes if size and changes else None)
 
     # -- schema changes (plugin/evolution.py) ---------------------------------------------------
     def schema_change_behavior(self) -> str:
