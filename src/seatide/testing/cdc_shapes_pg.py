@@ -152,7 +152,7 @@ def job_text(source_url: str, target_url: str, shards: list[Shard], target: str,
             f'source {{ Postgres-CDC {{ base-url = "{source_url}", username = "postgres", password = "",\n'
             f'  table-names = [{names}], snapshot.split.size = 7\n  {config} }} }}\n'
             f'sink {{ Jdbc {{ url = "{target_url}", user = "postgres", password = "", table = "{table}",\n'
-            f'  primary_keys = ["id"], enable_upsert = true {sink_options} }} }}\n')
+            f'  primary_keys = ["id"], enable_upsert = true\n  {sink_options} }} }}\n')
 
 
 def source_rows(source, shards: list[Shard], merged: bool) -> dict:
