@@ -4,9 +4,10 @@
                        [--merged] [--megabytes 0.05] [--shards 3] [--job]
 
 The real Postgres-CDC source, the runtime's multi-table routing (``RoutedPipeline``: a small
-batch collected on the driver, a large one written through Spark) and the Jdbc sink, through
-``write_exactly_once``, with crashes injected before a batch is written, inside the sink right
-before its commit and after it (``cdc_check``'s points); the query is started again from its
+batch collected on the driver, a large one written through Spark) and the Jdbc sink on the sink
+protocol (``sink_runs.sink_run``), with crashes injected before a batch is written, inside the
+sink before its database commit, and after that commit before the runtime recorded it
+(``cdc_check``'s points); the query is started again from its
 checkpoint. A job that fails on a shape the stream cannot carry must name it, and the check takes
 the way out the message names. At the end every target must equal its source. ``--job`` runs the
 same workload as a `seatide run` job whose driver is SIGKILLed (``cdc_shapes_pg_job``).
@@ -173,13 +174,13 @@ class _Scripted:
 
 
 class _Runner:
-    """Starts the query as a driver's pipeline does (RoutedPipeline, the sink's table writer,
-    write_exactly_once), with ``cdc_check``'s crash points."""
+    """Starts the query as a driver's pipeline does (RoutedPipeline, the sink opened on the sink
+    protocol: ``sink_runs.sink_run``), with ``cdc_check``'s crash points."""
 
     def __init__(self, spark, conf: str, job_id: str, workdir: str, crashes, outcome: ShapesOutcome):
         self.spark, self.conf, self.job_id, self.workdir = spark, conf, job_id, workdir
         self.crashes, self.outcome = crashes, outcome
-        self.lineage, self.fence_calls, self.crash, self.plugin = 0, 0, None, None
+        self.lineage, self.crash, self.plugin = 0, None, None
 
     def start_over(self) -> None:
         """A fresh checkpoint (a new lineage) and no slot: as a job submitted again starts."""
@@ -191,8 +192,9 @@ class _Runner:
         from seatide.config.loader import load_job_text
         from seatide.plan.dag import build_plan
         from seatide.plugin.base import ReadContext, SinkContext
-        from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, write_exactly_once
+        from seatide.runtime.commit_log import FileDecisions, SinkCommitLog
         from seatide.runtime.offset_log import batch_offsets
+        from seatide.runtime.sink_runs import sink_run
         from seatide.runtime.table_routing import RoutedPipeline
 
         runner, outcome = self, self.outcome
@@ -204,32 +206,41 @@ class _Runner:
                           pipeline_id=0)
         routed = RoutedPipeline(self.spark, pipeline, ctx)
         stream = routed.read()
-        writer = sink.plugin.table_writer(SinkContext(self.spark, self.job_id, 0, sink.plugin_id, True, True,
-                                                      io.StringIO()), sink.plugin.routes)
-        log, spark_dir = SinkCommitLog(os.path.join(checkpoint, "sink")), os.path.join(checkpoint, "spark")
+        spark_dir = os.path.join(checkpoint, "spark")
 
         class Decisions(FileDecisions):
-            def fence(self) -> None:        # called inside the sink before its commit, then after it
-                runner.fence_calls += 1
-                if runner.crash == ("before_commit", 1) and runner.fence_calls == 1 \
-                        or runner.crash == ("after_commit", 2) and runner.fence_calls == 2:
+            def fence(self) -> None:        # a batch's first fence comes before its database commit
+                if runner.crash == "before_commit":
+                    runner.crash = None
                     outcome.crashes += 1
-                    raise InjectedCrash(f"injected crash {runner.crash[0]}")
+                    raise InjectedCrash("injected crash before_commit")
+
+        class Log(SinkCommitLog):
+            def commit(self, batch_id: int, state: dict) -> None:   # after the database commit
+                if runner.crash == "after_commit":
+                    runner.crash = None
+                    outcome.crashes += 1
+                    raise InjectedCrash("injected crash after_commit")
+                super().commit(batch_id, state)
+
+        log = Log(os.path.join(checkpoint, "sink"))
+        run = sink_run(sink.plugin, SinkContext(self.spark, self.job_id, 0, sink.plugin_id, True, True, io.StringIO()),
+                       log, routes=sink.plugin.routes, decisions=Decisions(log),
+                       transaction_prefix=f"T_{self.job_id}_0_0_L{self.lineage}_")
+        run.roll_forward()
 
         def each_batch(batch_df, batch_id):
             offsets = batch_offsets(spark_dir, batch_id)
             # crashes meet batches that hold rows (the stream also moves past other tables' WAL)
             holds_rows = offsets.end.get("splits") or offsets.end.get("changes", 0) > 0
-            point = runner.crashes.choice(["before_write", ("before_commit", 1), ("after_commit", 2)] + [None] * 9) \
+            runner.crash = runner.crashes.choice(["before_write", "before_commit", "after_commit"] + [None] * 9) \
                 if holds_rows else None
-            runner.crash, runner.fence_calls = point, 0
-            if point == "before_write":
+            if runner.crash == "before_write":
                 outcome.crashes += 1
                 raise InjectedCrash("injected crash before_write")
             rows = routed.rows(batch_df, offsets)
             try:
-                write_exactly_once(writer, log, routed.frames(rows, sink), batch_id,
-                                   f"T_{runner.job_id}_0_0_L{runner.lineage}_{batch_id}", decisions=Decisions(log))
+                run.write(routed.frames(rows, sink), batch_id)
             finally:
                 routed.release(rows)
             outcome.batches += 1
