@@ -203,6 +203,27 @@ def test_placeholders_name_a_jdbc_table_and_its_keys(spark, pg_tables):
         conn.close()
 
 
+def test_each_tool_run_of_a_jdbc_sink_makes_its_own_targets_save_modes(spark, pg_tables):
+    """A run opened without a save-mode key (a tool, a test) keeps its record under its own commit
+    log: a key shared by all such runs said "made" for the second run's new table, which then
+    failed its check ("does not exist (schema_save_mode is CREATE_SCHEMA_WHEN_NOT_EXIST)")."""
+    for run in range(2):
+        name = f"tool_run_{secrets.token_hex(4)}"
+        pg_tables.append(name)
+        text = SOURCE + f"""
+    sink {{ Jdbc {{ url = "jdbc:postgresql://127.0.0.1:5432/test", driver = "org.postgresql.Driver",
+      user = postgres, table = "public.{name}", primary_keys = [id], generate_sink_sql = true }} }}"""
+        ctx = SinkContext(spark, f"job-{name}", 1, "sink[0]", micro_batch=False, unbounded=False, stdout=None)
+        run_job(spark, text, ctx, f"T_{name}_0")   # a batch committed under "txn-0" by another test would be skipped
+        conn = JdbcUrl.parse("jdbc:postgresql://127.0.0.1:5432/test").connect("postgres", autocommit=True)
+        try:
+            cursor = conn.cursor()
+            cursor.execute(f'SELECT count(*) FROM public."{name}"')
+            assert cursor.fetchone()[0] == 3, f"run {run}"
+        finally:
+            conn.close()
+
+
 def test_the_jdbc_source_declares_its_table_and_primary_key(spark, pg_tables, tmp_path):
     name = f"src_catalog_rules_{secrets.token_hex(4)}"
     pg_tables.append(name)

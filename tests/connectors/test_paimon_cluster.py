@@ -20,7 +20,7 @@ pytestmark = pytest.mark.cluster
 
 def test_drivers_killed_before_and_after_a_paimon_commit_resume_and_commit_each_batch_once(tmp_path):
     wh = tmp_path / "wh"
-    markers = {point: str(tmp_path / f"killed-{point}") for point in ("paimon.staged", "paimon.after_commit")}
+    markers = {point: str(tmp_path / f"killed-{point}") for point in ("paimon.staged", "paimon.before_commit", "paimon.after_commit")}
     cluster = Cluster(f"sqlite:///{tmp_path}/state.db", str(tmp_path / "data"))
     try:
         cluster.coordinator("c1")
