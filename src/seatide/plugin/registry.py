@@ -27,6 +27,7 @@ BUILTIN: dict[str, dict[str, str]] = {
         "MySQL-CDC": "seatide.connectors.mysql_cdc.source",
         "Paimon": "seatide.connectors.paimon.source",
         "Postgres-CDC": "seatide.connectors.postgres_cdc.source",
+        "Redis": "seatide.connectors.redis.source",
     },
     "transform": {
         "Copy": "seatide.transforms.copy_field",
@@ -48,6 +49,7 @@ BUILTIN: dict[str, dict[str, str]] = {
         "Jdbc": "seatide.connectors.jdbc.sink",
         "LocalFile": "seatide.connectors.file.sink",
         "Paimon": "seatide.connectors.paimon.sink",
+        "Redis": "seatide.connectors.redis.sink",
     },
 }
 _BUILTIN_BY_KEY = {kind: {name.lower(): module for name, module in table.items()} for kind, table in BUILTIN.items()}

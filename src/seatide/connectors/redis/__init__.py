@@ -1,0 +1,1 @@
+"""Redis sink and source (redis-py), SeaTunnel's ``Redis`` options."""
