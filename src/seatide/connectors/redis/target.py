@@ -19,6 +19,7 @@ from seatide import failpoints
 from seatide.connectors.redis.commands import REMOVING, Command, queue, rows_as_json
 from seatide.connectors.redis.options import RedisError, connect
 from seatide.plugin.base import Batch, PermanentError
+from seatide.plugin.rowkind import ROW_SEQ_COLUMN
 from seatide.plugin.sink_protocol import Target, TargetRows
 from seatide.plugin.tables import TableRoute
 
@@ -94,7 +95,9 @@ class RedisTarget(Target):
         df = frames[0]
         for other in frames[1:]:
             df = df.unionByName(other)
-        ordered = df.orderBy("seq", "route") if "seq" in df.columns else df
+        # A change stream's rows are put in the order they changed; others keep the input's order.
+        sequenced = any(ROW_SEQ_COLUMN in part.frame.columns for part in rows.parts)
+        ordered = df.orderBy("seq", "route") if sequenced else df
         commands = []
         for row in ordered.toLocalIterator():
             route = rows.parts[row["route"]].route

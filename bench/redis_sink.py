@@ -1,6 +1,6 @@
 """SeaTide's Redis sink vs redis-py's pipeline used directly, alternating in one process.
 
-    PYTHONPATH=src .venv/bin/python bench/redis.py [--rows 200000] [--rounds 3]
+    PYTHONPATH=src .venv/bin/python bench/redis_sink.py [--rows 200000] [--rounds 3]
 
 Both write the same Spark DataFrame (id bigint, name string, value double; spark.range-based, two
 partitions) into a private redis-server (Debian's), one key per row (data_type = key), as one batch:
@@ -105,7 +105,7 @@ def main() -> None:
         s, r = statistics.median(times["seatide"]), statistics.median(times["redis-py"])
         print(f"seatide median {s:.2f} s, redis-py median {r:.2f} s, ratio {s / r:.2f}x (goal <= {GOAL}x), "
               f"load {min(loads):.1f}-{max(loads):.1f}", flush=True)
-        path = write_results("redis", {"command": "bench/redis.py " + " ".join(sys.argv[1:]),
+        path = write_results("redis", {"command": "bench/redis_sink.py " + " ".join(sys.argv[1:]),
                                        "rows": args.rows, "seatide_s": times["seatide"],
                                        "redis_py_s": times["redis-py"], "ratio": s / r, "goal": GOAL,
                                        "load_average": loads})
