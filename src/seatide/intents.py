@@ -15,7 +15,8 @@ import json
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from seatide.plan.dag import build_plan
 from seatide.secrets import mask_message, secret_values
 from seatide.store.db import Store

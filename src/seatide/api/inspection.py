@@ -16,7 +16,7 @@ from fastapi import APIRouter, Query
 
 from seatide import intents
 from seatide.api.driver_log import MAX_READ_BYTES, read_page, read_tail
-from seatide.config.loader import ConfigError
+from seatide.config.job import ConfigError
 from seatide.intents import Refusal, RefusalKind
 from seatide.plan.dag import build_plan
 from seatide.secrets import mask_message, secret_values

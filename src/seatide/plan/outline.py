@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
-from seatide.config.loader import ConfigError, JobConfig, PluginSpec, load_job_outline
+from seatide.config.job import ConfigError, JobConfig, PluginSpec
+from seatide.config.loader import load_job_outline
 from seatide.plan.dag import outline_pipelines
 from seatide.plugin.options import flatten
 

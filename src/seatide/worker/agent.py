@@ -367,7 +367,8 @@ class Worker:
         return env
 
     def _spark_conf(self, job_id: str) -> dict | None:
-        from seatide.config.loader import ConfigError, load_job_env, spark_conf_for
+        from seatide.config.job import ConfigError
+        from seatide.config.loader import load_job_env, spark_conf_for
         from seatide.plugin.options import OptionError
 
         with self.store.read() as conn:
