@@ -67,7 +67,8 @@ def test_killed_local_run_resumes_from_its_checkpoint(tmp_path):
     resumed = seatide("resume", "killed", "--data-dir", data_dir)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert_exactly(written_ids(out), range(1000))
-    from seatide.store.db import default_store_url, open_store
+    from seatide.store.address import default_store_url
+    from seatide.store.db import open_store
     from seatide.store.views import job_info
     store = open_store(default_store_url(data_dir))
     with store.read() as conn:

@@ -159,7 +159,8 @@ def _stop(proc) -> tuple[str, str]:
 
 
 def _job_row(data_dir: str, job_id: str):
-    from seatide.store.db import default_store_url, open_store
+    from seatide.store.address import default_store_url
+    from seatide.store.db import open_store
     from seatide.store.views import job_info
 
     store = open_store(default_store_url(data_dir))

@@ -28,7 +28,8 @@ def tables():
 
 def _checkpoints(data_dir: str, job_id: str) -> int:
     """Checkpoints the job has completed; fails at once if the job ended instead."""
-    from seatide.store.db import default_store_url, open_store
+    from seatide.store.address import default_store_url
+    from seatide.store.db import open_store
     from seatide.store.views import job_info
 
     store = open_store(default_store_url(data_dir))

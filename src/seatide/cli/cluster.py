@@ -13,7 +13,7 @@ from seatide.cli.args import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, default_data
 
 
 def _store_url(args) -> tuple[str, str]:
-    from seatide.store.db import default_store_url
+    from seatide.store.address import default_store_url
 
     data_dir = os.path.abspath(args.data_dir or default_data_dir())
     return (args.store or default_store_url(data_dir)), data_dir

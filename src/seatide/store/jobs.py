@@ -20,7 +20,8 @@ from sqlalchemy.engine import Connection
 
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now, store_now
-from seatide.store.db import Store, record_event
+from seatide.store.events import record_event
+from seatide.store.db import Store
 from seatide.store.paths import PathOutsideRoot, under
 from seatide.store.runs import new_run_id, pipeline_dir, run_root
 from seatide.store.sessions import REQUEST_KEEPS_TRYING_S, again_on_new_session

@@ -24,7 +24,8 @@ from sqlalchemy import select
 
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now
-from seatide.store.db import normalize_url, open_store
+from seatide.store.address import normalize_url
+from seatide.store.db import open_store
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
 
 SEATIDE = [sys.executable, "-m", "seatide.cli.main"]

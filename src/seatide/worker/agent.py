@@ -36,7 +36,8 @@ from seatide.runtime.heartbeat import FENCED_EXIT_CODE
 from seatide.runtime.session import SPARK_CONF_ENV, WORKER_SPARK_CONF_ENV, warm_session_fit
 from seatide.store import schema as s
 from seatide.store.clock import store_now
-from seatide.store.db import Store, record_event
+from seatide.store.events import record_event
+from seatide.store.db import Store
 from seatide.store.liveness import Liveness, worker_lock
 from seatide.store.paths import driver_log_path
 from seatide.store.sessions import again_on_new_session
