@@ -20,8 +20,8 @@ from seatide.config.loader import load_job_text
 from seatide.plan.dag import build_plan
 from seatide.secrets import mask_message, secret_values
 from seatide.store.db import Store
-from seatide.store.jobs import (MAX_JOB_NAME, BadJobId, JobNotFound, JobRefused, check_job_id, load_job, request_stop,
-                                submit_job)
+from seatide.store.job_ids import BadJobId, JobRefused, check_job_id
+from seatide.store.jobs import MAX_JOB_NAME, JobNotFound, load_job, request_stop, submit_job
 from seatide.store.paths import PathOutsideRoot
 from seatide.store.restore import resume_job
 

@@ -14,7 +14,8 @@ from seatide.plan.dag import build_plan
 from seatide.runtime.reporter import AttemptReporter
 from seatide.store import schema as s
 from seatide.store.db import AttemptFenced, open_store
-from seatide.store.jobs import JobRefused, request_stop, submit_job
+from seatide.store.job_ids import JobRefused
+from seatide.store.jobs import request_stop, submit_job
 from seatide.store.migrations import ALEMBIC_MANAGED, current_revision, head
 from seatide.store.views import job_rows
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from seatide.store import schema as s
 from seatide.store.clock import read_store_now, store_now
 from seatide.store.events import record_event
 from seatide.store.db import Store
+from seatide.store.job_ids import BadJobId, JobRefused, check_job_id  # noqa: F401  JobRefused: restore.py imports it here
 from seatide.store.paths import PathOutsideRoot, under
 from seatide.store.runs import new_run_id, pipeline_dir, run_root
 from seatide.store.sessions import REQUEST_KEEPS_TRYING_S, again_on_new_session
@@ -29,30 +29,11 @@ from seatide.store.states import JOB_TERMINAL, Desired, JobStatus, PipelineStatu
 from seatide.timeouts import Timeouts
 
 
-class JobRefused(Exception):
-    """A request about a job cannot be honoured; the message says why and what to do."""
-
-
 class JobNotFound(JobRefused):
     pass
 
 
-class BadJobId(JobRefused):
-    """A job id that is not a plain name (the REST API answers 400)."""
-
-
-# Job ids name directories (checkpoints, logs): a plain name, never a path. At most 64
-# characters, the width of the store's job_id columns.
-JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MAX_JOB_NAME = 256      # the width of jobs.name
-
-
-def check_job_id(job_id: str) -> str:
-    if not isinstance(job_id, str) or not JOB_ID_PATTERN.match(job_id) or job_id in (".", ".."):
-        shown = repr(job_id) if len(str(job_id)) <= 60 else repr(str(job_id)[:57]) + "..."
-        raise BadJobId(f"job id {shown} is not allowed: use 1 to 64 letters, digits, '.', '_' or '-', "
-                       "starting with a letter or digit")
-    return job_id
 
 
 def new_job_id() -> str:
