@@ -8,6 +8,7 @@ import sys
 from dataclasses import dataclass, field
 
 from seatide.runtime import class_archive, spark_home
+from seatide.runtime.class_path import JDBC_JARS
 from seatide.runtime.parent_death import dying_with, in_lifelong_thread
 
 # Measured on a 2-core machine: C1-only JIT and the serial GC start Spark ~30% faster
@@ -20,12 +21,6 @@ SPARK_CONF_ENV = "SEATIDE_SPARK_CONF"
 # A worker's own Spark settings (`seatide cluster worker --spark-conf KEY=VALUE`), handed to
 # each driver it launches: defaults under every job's env, e.g. the cluster's spark.master.
 WORKER_SPARK_CONF_ENV = "SEATIDE_WORKER_SPARK_CONF"
-
-# JDBC drivers from Debian (libpostgresql-jdbc-java, libmariadb-java). On the JVM's own class
-# path, java.sql.DriverManager finds them on the driver as well as in executors; spark.jars
-# would reach executors only through a class loader DriverManager does not consult.
-JDBC_JARS = ("/usr/share/java/postgresql.jar", "/usr/share/java/mariadb-java-client.jar")
-
 
 def _jdbc_class_path() -> str:
     return os.pathsep.join(jar for jar in JDBC_JARS if os.path.exists(jar))
