@@ -220,3 +220,14 @@ def warm_session_fit(conf: dict[str, str] | None, warm_conf: dict[str, str]) -> 
         return WarmFit(cold_because=f"{key} is {value!r}, the warm session's is "
                                     f"{'unset' if warm is None else repr(warm)}")
     return WarmFit(runtime_conf=runtime)
+
+
+def activate_session(spark) -> None:
+    """Make ``spark`` the JVM thread's active session.
+
+    A JVM thread without one analyses plans under the fallback SQL conf, not the session's:
+    spark.sql.timeType.enabled and the session time zone are then ignored, and a plan that
+    holds a TIME value fails with UNSUPPORTED_TIME_TYPE (``writeStream`` of a checkpointed
+    pipeline, an aggregation in a plain batch). Each Python thread is a JVM thread of its own.
+    """
+    spark._jvm.org.apache.spark.sql.classic.SparkSession.setActiveSession(spark._jsparkSession)
