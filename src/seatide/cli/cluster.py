@@ -125,7 +125,8 @@ def _coordinator(args, store, data_dir: str, timeouts) -> int:
 
 def _worker(args, store, url: str, data_dir: str, timeouts, spark_conf: dict[str, str]) -> int:
     from seatide.store.liveness import liveness_for
-    from seatide.worker.agent import Worker, WorkerRefused
+    from seatide.worker.agent import Worker
+    from seatide.worker.presence import WorkerRefused
 
     worker = Worker(store, url, data_dir, node_id=args.node_id, slots=args.slots, timeouts=timeouts,
                     spark_conf=spark_conf, liveness=liveness_for(store, timeouts),
