@@ -17,11 +17,10 @@ from seatide.config.job import ConfigError, ConfigWarning, JobConfig, PluginSpec
 from seatide.config.job_text import SECTIONS, BlockSite, JobText, JobTextError, KeyLines, read_job_text, unmark
 from seatide.config.shade import Shade, ShadeError, read_shade
 from seatide.plugin.base import Plugin
-from seatide.plugin.options import (INT, STRING, STRING_LIST, Option, OptionError, OptionNotice, UnknownOption,
-                                    read_options)
-from seatide.plugin.registry import lookup, names
 from seatide.plan.catalog import build_sink, sink_tables
 from seatide.plan.dag import check_links
+from seatide.plugin.options import INT, STRING, STRING_LIST, Option, OptionError, read_options
+from seatide.plugin.registry import lookup, names
 
 
 # Keys every plugin understands: how plugins are linked, and a per-plugin parallelism.
