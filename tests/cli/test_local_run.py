@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from seatide.testing.cluster import batch_gate, driver_pids, wait_for
+from seatide.testing.driver_processes import driver_pids
+from seatide.testing.cluster import batch_gate, wait_for
 from seatide.testing.jobs import assert_exactly, batch_job, committed_rows, written_ids
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -15,7 +15,8 @@ import subprocess
 import pytest
 
 from tests.cli.test_local_run import ROOT, SEATIDE, seatide
-from seatide.testing.cluster import Cluster, driver_pids, wait_for
+from seatide.testing.driver_processes import driver_pids
+from seatide.testing.cluster import Cluster, wait_for
 from tests.databases.jobs import MARIADB_URL, PG_URL, mariadb_connect, pg_connect
 from tests.stores import sqlite_only
 

@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from seatide.store import schema as s
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, JobStatus
-from seatide.testing.cluster import drivers_by_job
+from seatide.testing.driver_processes import drivers_by_job
 from seatide.testing.jobs import written_ids
 
 
