@@ -24,7 +24,7 @@ from seatide.store.db import open_store
 from seatide.store.states import AttemptState
 from seatide.testing.jobs import CONSOLE_JOB
 from seatide.testing.cluster import wait_for
-from seatide.testing.processes import SimProcess
+from seatide.testing.sim_machine import SimProcess
 from seatide.timeouts import Timeouts
 from seatide.worker.agent import Worker
 

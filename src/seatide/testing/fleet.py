@@ -38,7 +38,7 @@ from seatide.runtime.reporter import AttemptReporter
 from seatide.store.db import AttemptFenced, Store, open_store
 from seatide.store.jobs import job_view, submit_job
 from seatide.store.states import PIPELINE_TERMINAL
-from seatide.testing.processes import FIRST_PID, SimProcess
+from seatide.testing.sim_machine import FIRST_PID, SimProcess
 from seatide.timeouts import Timeouts
 from seatide.worker.agent import Worker
 
