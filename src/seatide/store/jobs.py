@@ -48,7 +48,7 @@ def checkpoint_root(data_dir: str, job_id: str) -> str:
         raise BadJobId(f"job id {job_id!r}: {exc}") from None
 
 
-def submit_job(store: Store, *, text: str, variables: dict[str, str], config, plan, data_dir: str,
+def submit_job(store: Store, *, text: str, variables: dict[str, str], config, plan, outline: str, data_dir: str,
                job_id: str | None = None, name: str | None = None, pinned_worker: str | None = None,
                cleanup_delay_s: float | None = None, actor: str = "client") -> str:
     """Record a validated job as CREATED; the leader takes it from there.
@@ -58,14 +58,15 @@ def submit_job(store: Store, *, text: str, variables: dict[str, str], config, pl
     cleanup is pending the id is refused. A new run starts from nothing: its pipelines get
     checkpoint directories of their own, since a stopped run's are kept (for a resume) and
     would otherwise be restored silently, and a dead run's late removal never reaches them.
-    """
-    from seatide.plan.outline import outline_json   # the caller has the config's modules loaded
 
+    ``outline`` is the job's outline as ``plan.outline.outline_json`` makes it, computed by the
+    caller: the store records what it is given and imports nothing of plan.
+    """
     job_id = check_job_id(job_id) if job_id is not None else new_job_id()
     env = config.env
     delay = cleanup_delay_s if env.state_cleanup_delay_s is None else env.state_cleanup_delay_s
     values = dict(
-        name=name or env.name, config=text, variables=json.dumps(variables), outline=outline_json(config),
+        name=name or env.name, config=text, variables=json.dumps(variables), outline=outline,
         mode=env.mode,
         desired=Desired.RUN, status=JobStatus.CREATED, retries_used=0, max_retries=env.retry_times,
         retry_interval_s=float(env.retry_interval_s), next_attempt_at=None, current_attempt=None,
