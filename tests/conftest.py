@@ -7,7 +7,7 @@ import secrets
 import pytest
 from sqlalchemy import create_engine, text
 
-from seatide.testing.cluster import mark_owner
+from seatide.testing.driver_processes import mark_owner
 
 # The suite runs in several pytest processes (pytest-xdist) that reuse job ids: each counts
 # only the driver processes it started itself.

@@ -15,12 +15,14 @@ import json
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from seatide.plan.dag import build_plan
+from seatide.plan.outline import outline_json
 from seatide.secrets import mask_message, secret_values
 from seatide.store.db import Store
-from seatide.store.jobs import (MAX_JOB_NAME, BadJobId, JobNotFound, JobRefused, check_job_id, load_job, request_stop,
-                                submit_job)
+from seatide.store.job_ids import BadJobId, JobRefused, check_job_id
+from seatide.store.jobs import MAX_JOB_NAME, JobNotFound, load_job, request_stop, submit_job
 from seatide.store.paths import PathOutsideRoot
 from seatide.store.restore import resume_job
 
@@ -67,8 +69,8 @@ def submit(store: Store, data_dir: str, *, text: str, variables: dict[str, str] 
                       f"use at most {MAX_JOB_NAME} (jobName, or job.name in env)")
     with _refusals():
         job_id = submit_job(store, text=text, variables=variables, config=config, plan=build_plan(config),
-                            data_dir=data_dir, job_id=job_id, name=name, pinned_worker=pinned_worker,
-                            cleanup_delay_s=cleanup_delay_s, actor=actor)
+                            outline=outline_json(config), data_dir=data_dir, job_id=job_id, name=name,
+                            pinned_worker=pinned_worker, cleanup_delay_s=cleanup_delay_s, actor=actor)
     return Accepted(job_id, name or config.env.name, [str(w) for w in config.warnings])
 
 

@@ -69,7 +69,7 @@ def is_secret_key(name: str) -> bool:
 
 def secret_variable_names(env: Mapping[str, Any] | None, variables: Mapping[str, str]) -> set[str]:
     """Variables whose values are secret: listed in ``secret.variables``, or named like a credential."""
-    from seatide.plugin.options import flatten
+    from seatide.config.job_text import flatten
 
     listed = flatten(env or {}).get("secret.variables") or []
     names = {str(n) for n in listed} if isinstance(listed, list) else {str(listed)}

@@ -14,7 +14,8 @@ import hypothesis
 import schemathesis
 
 from seatide.api.rest import create_app
-from seatide.store.db import default_store_url, open_store
+from seatide.store.address import default_store_url
+from seatide.store.db import open_store
 
 JOB = """
 env { job.mode = BATCH }

@@ -9,7 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from seatide.api.rest import create_app
-from seatide.store.db import default_store_url, open_store
+from seatide.store.address import default_store_url
+from seatide.store.db import open_store
 from tests.cli.test_local_run import ROOT, SEATIDE
 
 JOB = """

@@ -13,7 +13,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import event, text
 
 from seatide.api.rest import create_app
-from seatide.store.db import default_store_url, open_store
+from seatide.store.address import default_store_url
+from seatide.store.db import open_store
 from tests.exposition import Scrape
 
 JOB = """

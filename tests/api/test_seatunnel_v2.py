@@ -11,7 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from seatide.api.rest import create_app
-from seatide.store.db import default_store_url, open_store
+from seatide.store.address import default_store_url
+from seatide.store.db import open_store
 from tests.api import seatunnel_shapes as shapes
 from tests.api.seatunnel_shapes import check_shape
 from tests.config.test_shade import SEATUNNEL_EXAMPLE

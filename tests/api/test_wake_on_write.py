@@ -11,7 +11,8 @@ from sqlalchemy import select
 from seatide.api.rest import create_app
 from seatide.coordinator.service import Coordinator
 from seatide.store import schema as s
-from seatide.store.db import default_store_url, open_store
+from seatide.store.address import default_store_url
+from seatide.store.db import open_store
 from seatide.testing.cluster import wait_for
 from seatide.testing.jobs import CONSOLE_JOB as JOB
 

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from seatide.testing.cluster import batch_gate, driver_pids, wait_for
+from seatide.testing.driver_processes import driver_pids
+from seatide.testing.cluster import batch_gate, wait_for
 from seatide.testing.jobs import assert_exactly, batch_job, committed_rows, written_ids
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -67,7 +68,8 @@ def test_killed_local_run_resumes_from_its_checkpoint(tmp_path):
     resumed = seatide("resume", "killed", "--data-dir", data_dir)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert_exactly(written_ids(out), range(1000))
-    from seatide.store.db import default_store_url, open_store
+    from seatide.store.address import default_store_url
+    from seatide.store.db import open_store
     from seatide.store.views import job_info
     store = open_store(default_store_url(data_dir))
     with store.read() as conn:

@@ -14,7 +14,8 @@ import pytest
 from sqlalchemy import select
 
 from seatide.store import schema as s
-from seatide.store.db import default_store_url, open_store
+from seatide.store.address import default_store_url
+from seatide.store.db import open_store
 from tests.cli.test_local_run import ROOT, SEATIDE
 from seatide.testing.cluster import wait_for
 from seatide.testing.jobs import batch_job

@@ -10,8 +10,8 @@ import shutil
 
 import pytest
 
-from seatide.testing.cluster import (Cluster, DriverWatch, assert_never_resurrected, batch_gate, driver_pids, http,
-                                   open_gate, wait_for)
+from seatide.testing.driver_processes import DriverWatch, driver_pids
+from seatide.testing.cluster import Cluster, assert_never_resurrected, batch_gate, http, open_gate, wait_for
 from seatide.testing.jobs import assert_exactly, batch_job, streaming_job, written_ids
 from tests.stores import postgresql_only, sqlite_only
 

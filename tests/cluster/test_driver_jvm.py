@@ -19,7 +19,8 @@ import sys
 
 import pytest
 
-from seatide.testing.cluster import exited, wait_for
+from seatide.testing.driver_processes import exited
+from seatide.testing.cluster import wait_for
 
 pytestmark = pytest.mark.cluster
 

@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy import select
 
 from seatide.store import schema as s
-from seatide.testing.cluster import (Cluster, DriverWatch, assert_never_resurrected, batch_gate, driver_pids, exited,
-                                     http, open_gate, wait_for)
+from seatide.testing.driver_processes import DriverWatch, driver_pids, exited
+from seatide.testing.cluster import Cluster, assert_never_resurrected, batch_gate, http, open_gate, wait_for
 from seatide.testing.jobs import assert_exactly, batch_job, streaming_job, written_ids
 from tests.stores import postgresql_in_ci, postgresql_only, sqlite_only
 

@@ -18,7 +18,8 @@ import pytest
 from sqlalchemy import select
 
 from seatide.store import schema as s
-from seatide.testing.cluster import Cluster, driver_pids, open_gate, wait_for
+from seatide.testing.driver_processes import driver_pids
+from seatide.testing.cluster import Cluster, open_gate, wait_for
 from seatide.testing.jobs import assert_exactly, batch_job, streaming_job, written_ids
 from tests.cluster.test_metrics import scrape
 from tests.stores import sqlite_only

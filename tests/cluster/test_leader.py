@@ -11,7 +11,8 @@ from sqlalchemy import insert, select
 from seatide.coordinator.lease import LeaderLease
 from seatide.store import schema as s
 from seatide.store.clock import CLOCK_SKEW_ENV
-from seatide.store.db import NotLeader, open_store, record_event
+from seatide.store.events import record_event
+from seatide.store.db import NotLeader, open_store
 from seatide.timeouts import Timeouts
 from seatide.store.states import JOB_TERMINAL
 from seatide.testing.cluster import Cluster, http, wait_for

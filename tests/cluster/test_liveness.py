@@ -19,7 +19,8 @@ from seatide.store import schema as s
 from seatide.store.db import NotLeader, open_store
 from seatide.store.liveness import AdvisoryLocks, liveness_for, worker_lock
 from seatide.timeouts import Timeouts
-from seatide.testing.cluster import Cluster, DriverWatch, assert_never_resurrected, batch_gate, driver_pids, wait_for
+from seatide.testing.driver_processes import DriverWatch, driver_pids
+from seatide.testing.cluster import Cluster, assert_never_resurrected, batch_gate, wait_for
 from seatide.testing.jobs import batch_job
 
 pytestmark = pytest.mark.cluster

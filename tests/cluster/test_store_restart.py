@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from seatide.testing.cluster import Cluster, DriverWatch, wait_for
+from seatide.testing.driver_processes import DriverWatch
+from seatide.testing.cluster import Cluster, wait_for
 from seatide.testing.jobs import assert_exactly, streaming_job, written_ids
 from seatide.testing.servers import PrivatePostgres
 

@@ -15,7 +15,8 @@ from sqlalchemy import func, select
 from seatide.coordinator.service import is_driver_of
 from seatide.store import schema as s
 from seatide.store.paths import driver_log_path
-from seatide.testing.cluster import DriverWatch, batch_gate, open_gate, started_since_boot, wait_for
+from seatide.testing.driver_processes import DriverWatch, started_since_boot
+from seatide.testing.cluster import batch_gate, open_gate, wait_for
 from seatide.testing.jobs import assert_exactly, batch_job, written_ids
 from seatide.worker.warm_pool import REFILL_HELD_AT_MOST_S
 from tests.cluster.warm import ready_warm_pid, warm_pids

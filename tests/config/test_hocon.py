@@ -13,7 +13,8 @@ import pickle
 import pytest
 
 from seatide.config.hocon import HoconError, parse
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 
 
 def value(text: str):

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from seatide.plan.dag import build_plan
 
 SOURCE = 'LocalFile { path = "/tmp/in", file_format_type = "parquet" }'

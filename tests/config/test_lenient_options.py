@@ -14,7 +14,8 @@ import sys
 import pytest
 
 from seatide.cli.main import main
-from seatide.config.loader import ConfigError, load_job_file, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_file, load_job_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from seatide.config.shade import KEY_FILE_ENV, ShadeError, decrypt_config, encrypt_config
 
 # The encrypt-config example of SeaTunnel's REST API v2 page: its answer's ciphertexts are

@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from seatide.connectors.assertion import AssertionFailed
 from seatide.connectors.assertion.sink import AssertSink
 from seatide.plugin.base import Batch, PermanentError

@@ -9,7 +9,8 @@ import tempfile
 
 import pytest
 
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from seatide.connectors.assertion import AssertionFailed
 from seatide.connectors.jdbc.url import JdbcUrl
 from seatide.plugin.base import ReadContext, SinkContext, TransformContext

@@ -194,7 +194,7 @@ def test_mysql_an_added_keyless_table_skips_the_binlog_its_snapshot_holds(mysql_
 def test_table_patterns_are_refused_at_check_with_the_way_to_add_a_table(source, tables, extra, option):
     """SeaTunnel's CDC pages know exact table names only: a pattern (Flink CDC's regular expressions,
     a table-pattern option) is refused by name, with how a table created later is captured."""
-    from seatide.config.loader import ConfigError
+    from seatide.config.job import ConfigError
 
     url = "jdbc:postgresql://127.0.0.1:1/shop" if source == "Postgres-CDC" else "jdbc:mysql://127.0.0.1:1/shop"
     with pytest.raises(ConfigError) as refused:

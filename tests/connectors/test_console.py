@@ -8,7 +8,8 @@ from decimal import Decimal
 
 import pytest
 
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from seatide.connectors.console import ConsoleSink, format_value
 from seatide.plugin.base import Batch, SinkContext
 from seatide.plugin.options import read_options

@@ -13,7 +13,8 @@ import tempfile
 from seatide.config.env import read_env
 import pytest
 
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from seatide.plugin.base import ReadContext, TransformContext
 from seatide.runtime.commit_log import SinkCommitLog
 from seatide.runtime.sink_runs import sink_run

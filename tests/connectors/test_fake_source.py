@@ -11,7 +11,8 @@ from decimal import Decimal
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from seatide.connectors.fake.layout import SplitLayout
 from seatide.connectors.fake.split_stream import FakeSplitReader, stream_options
 from seatide.plugin.base import ReadContext

@@ -10,7 +10,8 @@ import os
 import pytest
 
 from seatide import failpoints
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from seatide.connectors.hive import metastore as hms
 from tests.connectors.hive_server import hive_metastore, spark_sql
 from tests.e2e.harness import InProcessCluster

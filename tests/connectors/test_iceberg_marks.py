@@ -10,7 +10,8 @@ import os
 import pyarrow as pa
 import pytest
 
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from seatide.connectors.iceberg.catalogs import load_catalog
 from seatide.connectors.iceberg.maintenance import expire_snapshots
 from seatide.connectors.iceberg.writer import IcebergSinkError

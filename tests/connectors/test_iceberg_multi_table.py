@@ -14,7 +14,8 @@ import time
 import pytest
 
 from seatide import failpoints
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from seatide.store.jobs import request_stop
 from tests.connectors.iceberg_helpers import batch_snapshots, rows_of, table_of
 from tests.connectors.test_iceberg_jobs import CATALOGS, hocon

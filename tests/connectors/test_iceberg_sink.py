@@ -10,7 +10,8 @@ import threading
 import pytest
 
 from seatide import failpoints
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from seatide.connectors.iceberg.catalogs import load_catalog
 from seatide.connectors.iceberg.writer import IcebergSinkError
 from seatide.plugin.options import OptionError

@@ -9,7 +9,8 @@ from decimal import Decimal
 
 import pytest
 
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from seatide.connectors.jdbc.url import JdbcUrl
 from seatide.connectors.jdbc.writer import JdbcSinkError
 from seatide.plugin.options import OptionError

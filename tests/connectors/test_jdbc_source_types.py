@@ -12,7 +12,8 @@ from decimal import Decimal
 import pymysql
 import pytest
 
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from seatide.connectors.jdbc.read_types import UnsupportedColumnType, mysql_column
 from seatide.connectors.jdbc.url import JdbcUrl
 from seatide.plugin.base import ReadContext

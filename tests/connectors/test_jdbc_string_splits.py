@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from seatide.config.loader import ConfigError
+from seatide.config.job import ConfigError
 from seatide.connectors.jdbc.splits import STRING, SplitPlan, charset_cuts
 from tests.connectors.test_jdbc_source import (ROWS, all_ids, batch_ctx, execute, jdbc,  # noqa: F401 - table
                                                routed_restart, run_available_now, stream_ctx, table)

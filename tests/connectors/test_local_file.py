@@ -11,7 +11,8 @@ from decimal import Decimal
 import pytest
 
 from seatide import failpoints
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from seatide.connectors.file.errors import LocalFileError
 from seatide.connectors.file.paths import STAGING_DIR
 from seatide.connectors.file.sink import LocalFileSink

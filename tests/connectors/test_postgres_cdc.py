@@ -12,7 +12,8 @@ from decimal import Decimal
 
 import pytest
 
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from seatide.connectors.postgres_cdc import slot
 from seatide.plugin.base import PERMANENT_MARK, PermanentError, ReadContext
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, ROW_SEQ_COLUMN, RowKind

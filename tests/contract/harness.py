@@ -17,6 +17,7 @@ from sqlalchemy import insert, update
 from seatide import failpoints
 from seatide.config.loader import load_job_text
 from seatide.plan.dag import build_plan
+from seatide.plan.outline import outline_json
 from seatide.plugin.base import SinkContext
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
 from seatide.plugin.tables import TableFrames, TableRoute
@@ -37,8 +38,8 @@ sink { LocalFile { path = "/tmp/unused", file_format_type = "csv" } }
 def submit(store, data_dir, job_id: str = "j1") -> None:
     """A job in the store (its pipeline 1's sink is the one the test opens)."""
     config = load_job_text(JOB)
-    submit_job(store, text=JOB, variables={}, config=config, plan=build_plan(config), data_dir=str(data_dir),
-               job_id=job_id)
+    submit_job(store, text=JOB, variables={}, config=config, plan=build_plan(config),
+               outline=outline_json(config), data_dir=str(data_dir), job_id=job_id)
 
 
 def new_attempt(store, job_id: str, number: int) -> int:

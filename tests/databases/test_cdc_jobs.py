@@ -15,7 +15,8 @@ import subprocess
 import pytest
 
 from tests.cli.test_local_run import ROOT, SEATIDE, seatide
-from seatide.testing.cluster import Cluster, driver_pids, wait_for
+from seatide.testing.driver_processes import driver_pids
+from seatide.testing.cluster import Cluster, wait_for
 from tests.databases.jobs import MARIADB_URL, PG_URL, mariadb_connect, pg_connect
 from tests.stores import sqlite_only
 
@@ -159,7 +160,8 @@ def _stop(proc) -> tuple[str, str]:
 
 
 def _job_row(data_dir: str, job_id: str):
-    from seatide.store.db import default_store_url, open_store
+    from seatide.store.address import default_store_url
+    from seatide.store.db import open_store
     from seatide.store.views import job_info
 
     store = open_store(default_store_url(data_dir))

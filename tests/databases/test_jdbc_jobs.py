@@ -10,7 +10,8 @@ import subprocess
 import pytest
 
 from tests.cli.test_local_run import ROOT, SEATIDE, seatide
-from seatide.testing.cluster import Cluster, DriverWatch, batch_gate, driver_pids, wait_for
+from seatide.testing.driver_processes import DriverWatch, driver_pids
+from seatide.testing.cluster import Cluster, batch_gate, wait_for
 from tests.databases.jobs import TablePair, assert_each_source_row_once, pg_to_mariadb_job
 from tests.stores import postgresql_only
 
@@ -28,7 +29,8 @@ def tables():
 
 def _checkpoints(data_dir: str, job_id: str) -> int:
     """Checkpoints the job has completed; fails at once if the job ended instead."""
-    from seatide.store.db import default_store_url, open_store
+    from seatide.store.address import default_store_url
+    from seatide.store.db import open_store
     from seatide.store.views import job_info
 
     store = open_store(default_store_url(data_dir))

@@ -13,7 +13,8 @@ from collections import Counter
 
 import pytest
 
-from seatide.testing.cluster import batch_gate, driver_pids, wait_for
+from seatide.testing.driver_processes import driver_pids
+from seatide.testing.cluster import batch_gate, wait_for
 from tests.cli.test_local_run import ROOT, SEATIDE, seatide
 from tests.databases.jobs import MARIADB_URL, PG_URL, mariadb_connect, pg_connect
 

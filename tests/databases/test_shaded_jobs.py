@@ -18,7 +18,8 @@ from sqlalchemy import select
 
 from seatide.config.shade import KEY_FILE_ENV, encrypt_config
 from seatide.store import schema as s
-from seatide.store.db import default_store_url, open_store
+from seatide.store.address import default_store_url
+from seatide.store.db import open_store
 from tests.cli.test_local_run import ROOT, SEATIDE
 from seatide.testing.jobs import assert_exactly, written_ids
 from tests.databases.jobs import MARIADB_URL, PG_URL, mariadb_connect, pg_connect

@@ -22,7 +22,8 @@ from seatide.runtime.driver import run_attempt
 from seatide.runtime.heartbeat import Heartbeat
 from seatide.runtime.reporter import AttemptReporter
 from seatide.store import schema as s
-from seatide.store.db import AttemptFenced, default_store_url, open_store
+from seatide.store.address import default_store_url
+from seatide.store.db import AttemptFenced, open_store
 from seatide.store.states import JOB_TERMINAL
 from seatide.worker.agent import Worker
 

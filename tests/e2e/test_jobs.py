@@ -232,7 +232,8 @@ sink { Console {} }
 
 
 def test_file_sink_refuses_kinds_it_cannot_apply_before_running(local):
-    from seatide.config.loader import ConfigError, load_job_text
+    from seatide.config.job import ConfigError
+    from seatide.config.loader import load_job_text
 
     text = """
 source { FakeSource { schema = { fields { id = bigint } }, rows = [{ kind = DELETE, fields = [1] }] } }

@@ -12,7 +12,8 @@ import pytest
 from sqlalchemy import select
 
 from seatide import failpoints
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from seatide.store import schema as s
 from tests.databases.jobs import mariadb_connect, pg_connect
 

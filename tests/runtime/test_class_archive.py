@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from seatide.runtime import class_archive, session
+from seatide.runtime import class_archive
 from seatide.runtime.session import session_conf
 
 SETUP_HINT = "the archive is missing: scripts/setup builds it (.venv/bin/seatide jvm-archive)"
@@ -60,7 +60,7 @@ def test_no_archive_built_yet_means_no_option(monkeypatch, tmp_path):
 def test_the_name_changes_with_the_class_path_so_a_stale_archive_is_never_mapped(monkeypatch, tmp_path):
     jar = tmp_path / "driver.jar"
     jar.write_bytes(b"one")
-    monkeypatch.setattr(session, "JDBC_JARS", (str(jar),))
+    monkeypatch.setattr(class_archive, "JDBC_JARS", (str(jar),))
     before = class_archive.key()
     jar.write_bytes(b"a longer jar")
     assert class_archive.key() != before

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from seatide.runtime.pipeline_run import describe_error
+from seatide.runtime.failures import describe_error
 from seatide.testing.cluster import free_port
 
 

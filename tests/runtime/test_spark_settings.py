@@ -13,7 +13,8 @@ import pytest
 import seatide
 from seatide import intents
 from seatide.runtime.session import WORKER_SPARK_CONF_ENV, executor_conf, session_conf
-from seatide.store.db import default_store_url, open_store
+from seatide.store.address import default_store_url
+from seatide.store.db import open_store
 from seatide.worker.agent import Worker
 
 SEATIDE_HOME = os.path.dirname(os.path.dirname(os.path.abspath(seatide.__file__)))

@@ -9,7 +9,8 @@ from fastapi.testclient import TestClient
 
 from seatide.api.auth import TokenError, load_token
 from seatide.api.rest import create_app
-from seatide.store.db import default_store_url, open_store
+from seatide.store.address import default_store_url
+from seatide.store.db import open_store
 from seatide.store.paths import PathOutsideRoot, driver_log_path, under
 
 TOKEN = "t0ken-for-tests"

@@ -17,7 +17,8 @@ from sqlalchemy import insert, select, text, update
 from seatide.coordinator.service import Coordinator, register_node
 from seatide.runtime.reporter import AttemptReporter
 from seatide.store import schema as s
-from seatide.store.db import StoreUnavailable, normalize_url, open_store
+from seatide.store.address import normalize_url
+from seatide.store.db import StoreUnavailable, open_store
 from seatide.store.jobs import request_stop
 from seatide.store.migrations import ADVISORY_KEY, ALEMBIC_MANAGED, current_revision, head
 from seatide.store.views import checkpoint_report

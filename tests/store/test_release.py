@@ -19,7 +19,8 @@ from seatide.coordinator.release import Releaser, due_releases
 from seatide.coordinator.source_watch import Measured, record_measurements
 from seatide.plan.dag import build_plan
 from seatide.store import schema as s
-from seatide.store.jobs import JobRefused, request_stop
+from seatide.store.job_ids import JobRefused
+from seatide.store.jobs import request_stop
 from seatide.store.restore import RestoreRefused, resume_job
 from seatide.store.views import job_info
 from tests.store.test_store import JOB, _end, store, submit  # noqa: F401  (store is a fixture)

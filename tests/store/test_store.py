@@ -11,10 +11,12 @@ from sqlalchemy import insert, select, update
 from seatide.config.loader import load_job_text
 from seatide.coordinator.lease import LeaderLease
 from seatide.plan.dag import build_plan
+from seatide.plan.outline import outline_json
 from seatide.runtime.reporter import AttemptReporter
 from seatide.store import schema as s
 from seatide.store.db import AttemptFenced, open_store
-from seatide.store.jobs import JobRefused, request_stop, submit_job
+from seatide.store.job_ids import JobRefused
+from seatide.store.jobs import request_stop, submit_job
 from seatide.store.migrations import ALEMBIC_MANAGED, current_revision, head
 from seatide.store.views import job_rows
 
@@ -34,7 +36,7 @@ def store(store_url):
 def submit(store, tmp_path, job_id="j1"):
     config = load_job_text(JOB)
     return submit_job(store, text=JOB, variables={}, config=config, plan=build_plan(config),
-                      data_dir=str(tmp_path), job_id=job_id)
+                      outline=outline_json(config), data_dir=str(tmp_path), job_id=job_id)
 
 
 def test_migrations_apply_once_and_record_their_version(store, store_url):

@@ -18,7 +18,8 @@ import pytest
 from sqlalchemy import create_engine, select, text
 
 from seatide.store import schema as s
-from seatide.store.db import normalize_url, open_store
+from seatide.store.address import normalize_url
+from seatide.store.db import open_store
 from seatide.store.migrations import ADVISORY_KEY, current_revision, head
 from seatide.testing.cluster import SEATIDE, free_port, http, wait_for
 

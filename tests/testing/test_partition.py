@@ -19,7 +19,8 @@ from sqlalchemy import select
 
 from seatide.store import schema as s
 from seatide.testing.chaos_partition import CUT_WORKER, Cut, CutWorker, replaced_at
-from seatide.testing.cluster import Cluster, assert_never_resurrected, exited, open_gate, wait_for
+from seatide.testing.driver_processes import exited
+from seatide.testing.cluster import Cluster, assert_never_resurrected, open_gate, wait_for
 from seatide.testing.jobs import assert_exactly, batch_job, written_ids
 from seatide.testing.partition import Partition, unavailable
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
 from seatide.transforms.fields import TransformInputError
 from seatide.transforms.java_regex import first_match_regex, syntax_error

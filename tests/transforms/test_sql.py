@@ -7,7 +7,8 @@ import threading
 
 import pytest
 
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
 from seatide.transforms.fields import TransformInputError
 from tests.transforms.conftest import frame, job_text, rows_of, transform_from

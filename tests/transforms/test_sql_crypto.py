@@ -14,7 +14,8 @@ import os
 
 import pytest
 
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from tests.transforms.conftest import job_text
 from tests.transforms.test_sql_functions import EXAMPLES, NULL, local, run_ok, sql_job  # noqa: F401
 

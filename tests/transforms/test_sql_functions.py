@@ -13,7 +13,8 @@ import os
 
 import pytest
 
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from tests.e2e.harness import InProcessCluster
 from tests.transforms.conftest import job_text
 

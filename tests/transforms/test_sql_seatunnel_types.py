@@ -12,7 +12,8 @@ import math
 
 import pytest
 
-from seatide.config.loader import ConfigError, load_job_text
+from seatide.config.job import ConfigError
+from seatide.config.loader import load_job_text
 from seatide.sql.zeta_udfs import chinese_number
 from tests.transforms.conftest import job_text
 from tests.transforms.test_sql_functions import NULL, local, run_ok, sql_job  # noqa: F401 - local is a fixture

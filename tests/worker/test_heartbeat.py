@@ -19,11 +19,12 @@ from seatide import clock, intents
 from seatide.coordinator.service import Coordinator
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now
-from seatide.store.db import default_store_url, open_store
+from seatide.store.address import default_store_url
+from seatide.store.db import open_store
 from seatide.store.states import AttemptState
 from seatide.testing.jobs import CONSOLE_JOB
 from seatide.testing.cluster import wait_for
-from seatide.testing.processes import SimProcess
+from seatide.testing.sim_machine import SimProcess
 from seatide.timeouts import Timeouts
 from seatide.worker.agent import Worker
 

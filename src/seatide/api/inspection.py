@@ -16,12 +16,13 @@ from fastapi import APIRouter, Query
 
 from seatide import intents
 from seatide.api.driver_log import MAX_READ_BYTES, read_page, read_tail
-from seatide.config.loader import ConfigError
+from seatide.config.job import ConfigError
 from seatide.intents import Refusal, RefusalKind
 from seatide.plan.dag import build_plan
 from seatide.secrets import mask_message, secret_values
 from seatide.store.db import Store
-from seatide.store.jobs import BadJobId, check_job_id, load_job
+from seatide.store.job_ids import BadJobId, check_job_id
+from seatide.store.jobs import load_job
 from seatide.api.limits import MAX_ID
 from seatide.store.paths import driver_log_path
 from seatide.store.views import job_events, log_attempt, nodes_report

@@ -35,7 +35,7 @@ from seatide.config.shade import ShadeError, encrypt_config
 from seatide.intents import Refusal, RefusalKind
 from seatide.store import schema as s
 from seatide.store.db import Store
-from seatide.store.jobs import BadJobId, check_job_id
+from seatide.store.job_ids import BadJobId, check_job_id
 from seatide.store.paths import driver_log_path
 from seatide.store.states import JOB_TERMINAL
 

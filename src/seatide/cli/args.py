@@ -23,7 +23,7 @@ class CommandRefused(Exception):
 
 def run_command_line(prog: str, command) -> int:
     """Run ``command()`` for its exit code: a refusal is its message on stderr (the reason, then
-    where, as ``config.loader.ConfigError`` lays it out) and its code, Ctrl-C 130."""
+    where, as ``config.job.ConfigError`` lays it out) and its code, Ctrl-C 130."""
     try:
         return command()
     except CommandRefused as exc:

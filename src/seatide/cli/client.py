@@ -103,7 +103,8 @@ class StoreClient:
 def open_client(cluster: str | None, store: str | None, data_dir: str | None, token_file: str | None = None):
     """A coordinator's REST API if ``cluster`` is given (with the API token of ``token_file`` or
     SEATIDE_API_TOKEN), else the store (default: the data directory's)."""
-    from seatide.store.db import StoreUnavailable, default_store_url
+    from seatide.store.address import default_store_url
+    from seatide.store.db import StoreUnavailable
 
     if cluster:
         from seatide.api.auth import TokenError, load_token

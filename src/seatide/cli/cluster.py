@@ -13,7 +13,7 @@ from seatide.cli.args import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, default_data
 
 
 def _store_url(args) -> tuple[str, str]:
-    from seatide.store.db import default_store_url
+    from seatide.store.address import default_store_url
 
     data_dir = os.path.abspath(args.data_dir or default_data_dir())
     return (args.store or default_store_url(data_dir)), data_dir
@@ -125,7 +125,8 @@ def _coordinator(args, store, data_dir: str, timeouts) -> int:
 
 def _worker(args, store, url: str, data_dir: str, timeouts, spark_conf: dict[str, str]) -> int:
     from seatide.store.liveness import liveness_for
-    from seatide.worker.agent import Worker, WorkerRefused
+    from seatide.worker.agent import Worker
+    from seatide.worker.presence import WorkerRefused
 
     worker = Worker(store, url, data_dir, node_id=args.node_id, slots=args.slots, timeouts=timeouts,
                     spark_conf=spark_conf, liveness=liveness_for(store, timeouts),

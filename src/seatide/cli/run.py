@@ -45,7 +45,8 @@ def resume_command(args) -> int:
 class LocalRun:
     def __init__(self, data_dir: str):
         from seatide.coordinator.service import Coordinator
-        from seatide.store.db import default_store_url, open_store
+        from seatide.store.address import default_store_url
+        from seatide.store.db import open_store
         from seatide.timeouts import Timeouts
         from seatide.worker.agent import Worker
 

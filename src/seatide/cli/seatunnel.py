@@ -243,7 +243,8 @@ def _shade(args) -> int:
     if not args.config:
         raise UsageError(f"{'--encrypt' if args.encrypt else '--decrypt'} needs the job file: -c JOB.conf")
     from seatide.cli.args import read_job_file
-    from seatide.config.loader import ConfigError, job_as_json, where
+    from seatide.config.job import ConfigError, where
+    from seatide.config.loader import job_as_json
 
     try:   # config encryption lives in seatide.config.shade; this is its one use here
         from seatide.config.shade import ShadeError, decrypt_config, encrypt_config

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from seatide.config.job_text import flatten
 from seatide.plugin.options import (BOOL, INT, LIST, STRING, STRING_LIST, KeyCheck, Option, OptionError, UnknownOption,
-                                    enum, flatten, read_options)
+                                    enum, read_options)
 
 ENV_OPTIONS: tuple[Option, ...] = (
     Option("job.name", STRING, "SeaTide", "name shown in lists and the UI"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 from seatide.config.hocon import BLOCK_MARK, HoconError, Span, parse
 
@@ -155,3 +155,14 @@ def unmark(key: str) -> tuple[str, int] | None:
         return None
     section, _, index = key[len(BLOCK_MARK):].rpartition("_")
     return section, int(index)
+
+
+def flatten(block: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Dotted path -> value for every leaf; an object is also kept under its own path."""
+    flat: dict[str, Any] = {}
+    for key, value in block.items():
+        path = f"{prefix}{key}"
+        flat[path] = value
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, path + "."))
+    return flat

@@ -10,53 +10,17 @@ strict (``--strict`` or ``env { strict = true }``).
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from seatide.config.env import JobEnv, read_env
+from seatide.config.job import ConfigError, ConfigWarning, JobConfig, PluginSpec  # the job model, its own module (config/job.py)
 from seatide.config.job_text import SECTIONS, BlockSite, JobText, JobTextError, KeyLines, read_job_text, unmark
 from seatide.config.shade import Shade, ShadeError, read_shade
 from seatide.plugin.base import Plugin
-from seatide.plugin.options import (INT, STRING, STRING_LIST, Option, OptionError, OptionNotice, UnknownOption,
-                                    read_options)
+from seatide.plan.catalog import build_sink, sink_tables
+from seatide.plan.dag import check_links
+from seatide.plugin.options import INT, STRING, STRING_LIST, Option, OptionError, read_options
 from seatide.plugin.registry import lookup, names
-
-
-class ConfigError(Exception):
-    """A job file is invalid. ``str()`` is the whole message a user sees: the reason first,
-    then where on a line of its own (a job file's absolute path would push the reason off a
-    narrow terminal). ``reason`` is the first line alone."""
-
-    def __init__(self, source: str, message: str, plugin: str | None = None,
-                 option: str | None = None, line: int | None = None):
-        self.source, self.plugin, self.option, self.line = source, plugin, option, line
-        self.reason = message
-        super().__init__(f"{message}\n  {where(source, plugin, line)}")
-
-
-def where(source: str, plugin: str | None = None, line: int | None = None) -> str:
-    """``in sink[0] Console, line 9 of /jobs/orders.conf``: the second line of a message."""
-    if plugin and line:
-        return f"in {plugin}, line {line} of {source}"
-    if plugin:
-        return f"in {plugin} of {source}"
-    if line:
-        return f"at line {line} of {source}"
-    return f"in {source}"
-
-
-@dataclass(frozen=True)
-class ConfigWarning:
-    """An unknown key that a lenient load ignored, or a plugin's notice about a value it accepts;
-    ``str()`` is what a user sees, laid out as a ``ConfigError`` is."""
-
-    source: str
-    plugin: str                # "env" or a plugin label ("sink[0] Console")
-    line: int | None           # the key's own line when the scanner saw it, else its block's
-    unknown: UnknownOption | OptionNotice
-
-    def __str__(self) -> str:
-        return f"{self.unknown.describe()}\n  {where(self.source, self.plugin, self.line)}"
 
 
 # Keys every plugin understands: how plugins are linked, and a per-plugin parallelism.
@@ -69,46 +33,6 @@ LINK_OPTIONS: tuple[Option, ...] = (
     Option("plugin_name", STRING, None, "the plugin, in JSON job files"),
 )
 _LINK_KEYS = {name for option in LINK_OPTIONS for name in option.names()}
-
-
-@dataclass
-class PluginSpec:
-    """One plugin block of a job, validated and instantiated."""
-
-    kind: str
-    index: int
-    name: str
-    line: int | None
-    output: str | None
-    inputs: list[str]
-    plugin: Plugin
-    block: dict = field(repr=False, default_factory=dict)
-
-    @property
-    def plugin_id(self) -> str:
-        return f"{self.kind}[{self.index}]"
-
-    @property
-    def label(self) -> str:
-        return f"{self.plugin_id} {self.name}"
-
-
-@dataclass
-class JobConfig:
-    source_name: str
-    text: str
-    env: JobEnv
-    sources: list[PluginSpec]
-    transforms: list[PluginSpec]
-    sinks: list[PluginSpec]
-    # Unknown keys ignored by a lenient load, in file order; the CLI prints them.
-    warnings: list[ConfigWarning] = field(default_factory=list)
-    env_block: dict = field(default_factory=dict, repr=False)    # the env block as written
-    parsed: JobText | None = field(default=None, repr=False)     # the one parse everything derives from
-
-    @property
-    def plugins(self) -> list[PluginSpec]:
-        return [*self.sources, *self.transforms, *self.sinks]
 
 
 def load_job_file(path: str, variables: dict[str, str] | None = None, strict: bool = False) -> JobConfig:
@@ -128,8 +52,6 @@ def load_job_text(text: str, variables: dict[str, str] | None = None,
     Options encrypted under ``shade.identifier`` are decrypted before validation; with
     ``runs_here`` false (a submission checked by a process that will not run the job) an
     aes256 value is only checked, never decrypted (``seatide.config.shade``)."""
-    from seatide.plan.dag import check_links  # plan depends on config, not the reverse
-
     parsed = _parse(text, variables or {}, source_name)
     tree, keys = parsed.tree, parsed.keys
     unknown = [k for k in tree.keys() if k not in SECTIONS]
@@ -286,8 +208,6 @@ class _Reading:
                 return made
 
             if kind == "sink":   # built from the table(s) it receives, placeholders filled (plan.catalog)
-                from seatide.plan.catalog import build_sink, sink_tables
-
                 plugin = build_sink(cls, {k: v for k, v in given.items() if k not in _LINK_KEYS},
                                     sink_tables(*self.upstream, links["plugin_input"] or []), build)
             else:

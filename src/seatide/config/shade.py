@@ -37,7 +37,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from seatide.plugin.options import flatten
+from seatide.config.job_text import flatten
 
 SENSITIVE_OPTIONS = ("username", "password", "auth", "token", "access_key", "secret_key")
 SHADES = ("default", "base64", "aes256")

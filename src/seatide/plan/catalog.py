@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from seatide.plugin.options import OptionError
 
 if TYPE_CHECKING:
-    from seatide.config.loader import PluginSpec
+    from seatide.config.job import PluginSpec
     from seatide.plugin.schema import Schema
 
 PLACEHOLDER = re.compile(r"\$\{(database_name|schema_name|table_name|schema_full_name|"

@@ -12,7 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-from seatide.config.loader import ConfigError, JobConfig, PluginSpec
+from seatide.config.job import ConfigError, JobConfig, PluginSpec
 from seatide.plugin.rowkind import RowKind
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
-from seatide.config.loader import ConfigError, JobConfig, PluginSpec, load_job_outline
+from seatide.config.job import ConfigError, JobConfig, PluginSpec
+from seatide.config.loader import load_job_outline
 from seatide.plan.dag import outline_pipelines
-from seatide.plugin.options import flatten
+from seatide.config.job_text import flatten
 
 _KIND_TITLE = {"source": "Source", "transform": "Transform", "sink": "Sink"}
 

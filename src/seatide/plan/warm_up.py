@@ -23,10 +23,12 @@ sink { LocalFile { plugin_input = "out", path = "/nonexistent/seatide-warm-up", 
 
 def sample_job():
     """``SAMPLE_JOB`` read and planned as a submit does: (its config, its plan)."""
-    from seatide import intents
+    from seatide.config.loader import load_job_text
     from seatide.plan.dag import build_plan
 
-    config = intents.check(SAMPLE_JOB, source="the warm-up job")
+    # As intents.check reads a submitted job (nothing decrypted here); through the loader itself,
+    # since plan sits below the intents that record jobs.
+    config = load_job_text(SAMPLE_JOB, source_name="the warm-up job", runs_here=False)
     return config, build_plan(config)
 
 

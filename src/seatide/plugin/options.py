@@ -12,6 +12,8 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+from seatide.config.job_text import flatten  # noqa: F401  config's: a job tree's dotted keys
+
 
 class OptionError(ValueError):
     """A plugin option is missing, unknown or of the wrong type."""
@@ -242,17 +244,6 @@ class Options(Mapping[str, Any]):
 
     def __repr__(self) -> str:
         return f"Options({self._values!r})"
-
-
-def flatten(block: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Dotted path -> value for every leaf; an object is also kept under its own path."""
-    flat: dict[str, Any] = {}
-    for key, value in block.items():
-        path = f"{prefix}{key}"
-        flat[path] = value
-        if isinstance(value, Mapping):
-            flat.update(flatten(value, path + "."))
-    return flat
 
 
 def read_options(block: Mapping[str, Any], declared: Iterable[Option],

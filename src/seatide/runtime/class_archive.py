@@ -26,6 +26,8 @@ import shutil
 import subprocess
 import sys
 
+from seatide.runtime.class_path import JDBC_JARS
+
 log = logging.getLogger(__name__)
 
 # SEATIDE_JVM_ARCHIVE=0 turns the archive off; SEATIDE_JVM_ARCHIVE_DIR moves it.
@@ -85,8 +87,6 @@ def _installation() -> str:
 
 def key() -> str:
     """What the archive depends on: the JVM, Spark's jars and our extra class path."""
-    from seatide.runtime.session import JDBC_JARS
-
     jars = _spark_jars()
     try:
         # Times too: the JVM maps an archive only over the very jar files it was built from,
@@ -134,7 +134,7 @@ def build(force: bool = False, timeout: float = 900.0) -> str:
             _remove(leftover)
         partial = f"{path}.partial-{os.getpid()}"
         env = {**os.environ, ENABLED_ENV: "0"}      # the dumping JVM must not map an old archive
-        done = subprocess.run([sys.executable, "-m", "seatide.runtime.class_archive", partial], env=env,
+        done = subprocess.run([sys.executable, "-m", "seatide.runtime.archive_dump", partial], env=env,
                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               timeout=timeout)
         if done.returncode != 0 or not os.path.isfile(partial):
@@ -154,27 +154,3 @@ def _remove(path: str) -> None:
         os.remove(path)
     except OSError:
         pass
-
-
-def _dump(target: str) -> None:
-    """In the child: load what a driver loads, then exit the JVM so it writes ``target``."""
-    from pyspark import SparkContext
-
-    from seatide.runtime.session import build_session
-    from seatide.runtime.warm_driver import _first_pipeline
-
-    # After SeaTide's own options (session_conf puts them first): the archive is dumped
-    # by a JVM started as every driver's is.
-    options = f"-XX:ArchiveClassesAtExit={target} {QUIET}"
-    spark = build_session("seatide-jvm-archive", {"spark.driver.extraJavaOptions": options})
-    _first_pipeline(spark)
-    spark.range(1000).selectExpr("id % 7 as k", "id").groupBy("k").count().collect()
-    jvm = SparkContext._gateway.proc
-    spark.stop()
-    # The JVM exits when its stdin closes, and writes the archive on the way out: wait for it.
-    jvm.stdin.close()
-    jvm.wait(timeout=600)
-
-
-if __name__ == "__main__":
-    _dump(sys.argv[1])

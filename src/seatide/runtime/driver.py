@@ -137,7 +137,7 @@ def _supervise(runs, reporter, heartbeat, poll_interval: float, progress) -> int
 
 def _take_savepoint(runs, reporter) -> None:
     """Every stopped pipeline's checkpoint, copied under one savepoint id, then SAVEPOINT_DONE."""
-    from seatide.runtime.pipeline_run import last_committed_batch
+    from seatide.runtime.spark_checkpoint import last_committed_batch
     from seatide.runtime.spark_checkpoint import copy_pipeline_directory
     from seatide.store.restore import savepoint_dir
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+from seatide.plugin.base import PERMANENT_MARK, PermanentError
+
 # SQLSTATE classes no retry can fix: the job or its data is wrong.
 PERMANENT_CLASSES = {
     "0A": "a feature is not supported",
@@ -47,3 +49,17 @@ def permanent_cause(exc: BaseException) -> str | None:
     if state is None:
         return None
     return PERMANENT_CLASSES.get(state[:2])
+
+
+def describe_error(exc: BaseException) -> tuple[str, bool]:
+    """A one-paragraph message for errorMsg, and whether the failure is permanent (by its
+    cause, ``permanent_cause``)."""
+    permanent = isinstance(exc, PermanentError) or permanent_cause(exc) is not None
+    text = str(exc).strip() or type(exc).__name__
+    if PERMANENT_MARK in text:
+        # raised in a Python worker: keep the message, drop Spark's wrapping and traceback
+        text = text.split(PERMANENT_MARK, 1)[1].split("\n")[0].strip()
+        return text[:4000], True
+    if not isinstance(exc, PermanentError):
+        text = f"{type(exc).__name__}: {text}"
+    return text[:4000], permanent

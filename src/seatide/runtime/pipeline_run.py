@@ -27,15 +27,19 @@ from typing import TextIO
 from seatide import failpoints
 from seatide.config.env import JobEnv
 from seatide.plan.dag import Pipeline
-from seatide.plugin.base import PERMANENT_MARK, PermanentError, ReadContext, TransformContext
+from seatide.plugin.base import PermanentError
 from seatide.plugin.evolution import schema_change_in
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
-from seatide.runtime import change_order, schema_evolution
+from seatide.runtime import schema_evolution
 from seatide.runtime.batch_clock import BatchClock
 from seatide.runtime.commit_log import read_json, write_json_atomic
-from seatide.runtime.offset_log import batch_offsets, logged_offsets, logs_a_batch
+from seatide.runtime.failures import describe_error
+from seatide.runtime.offset_log import batch_offsets, logged_offsets
+from seatide.runtime.pipeline_frames import PipelineFrames
+from seatide.runtime.session import activate_session
 from seatide.runtime.reporter import AttemptReporter
 from seatide.runtime import spark_checkpoint
+from seatide.runtime.spark_checkpoint import last_committed_batch
 from seatide.runtime.sink_runs import PipelineSinks, each_sinks_rows, one_stream
 from seatide.runtime.table_routing import RoutedPipeline
 from seatide.store.runs import new_lineage
@@ -58,23 +62,11 @@ class Outcome:
     permanent: bool = False     # no retry can fix it (bad data, bad SQL)
 
 
-def describe_error(exc: BaseException) -> tuple[str, bool]:
-    """A one-paragraph message for errorMsg, and whether the failure is permanent (by its
-    cause, see ``runtime.failures``)."""
-    from seatide.runtime.failures import permanent_cause
+class PipelineRun(PipelineFrames):
+    """One pipeline of one attempt: its checkpoint directory claimed, its query started and
+    watched, each batch written and recorded. How its DataFrames are built is the mixin's
+    (``pipeline_frames.py``)."""
 
-    permanent = isinstance(exc, PermanentError) or permanent_cause(exc) is not None
-    text = str(exc).strip() or type(exc).__name__
-    if PERMANENT_MARK in text:
-        # raised in a Python worker: keep the message, drop Spark's wrapping and traceback
-        text = text.split(PERMANENT_MARK, 1)[1].split("\n")[0].strip()
-        return text[:4000], True
-    if not isinstance(exc, PermanentError):
-        text = f"{type(exc).__name__}: {text}"
-    return text[:4000], permanent
-
-
-class PipelineRun:
     def __init__(self, spark, pipeline: Pipeline, env: JobEnv, job_id: str, checkpoint_dir: str,
                  reporter: AttemptReporter, stdout: TextIO):
         self.spark = spark
@@ -134,73 +126,10 @@ class PipelineRun:
         if last is not None:
             self.reporter.pipeline_restored(self.pipeline.pipeline_id, last)
 
-    def _read_ctx(self, spec) -> ReadContext:
-        env = self.env
-        return ReadContext(spark=self.spark, micro_batch=env.micro_batch, unbounded=env.streaming,
-                           parallelism=spec.plugin.parallelism, max_rows_per_batch=env.micro_batch_max_rows,
-                           read_interval_ms=env.trigger_interval_ms, plugin_id=spec.plugin_id,
-                           job_id=self.job_id, pipeline_id=self.pipeline.pipeline_id,
-                           known_tables=self._known, seen=self._seen,
-                           expand_batches=self.pipeline.routed(env.micro_batch),
-                           resuming=env.micro_batch and logs_a_batch(self.spark_dir))
-
-    def _frames(self) -> list[tuple[object, object]]:
-        """(sink spec, DataFrame it writes) for each sink of the pipeline. A multi-table pipeline
-        reads its source once; every sink gets that one frame, taken apart per batch."""
-        if self.pipeline.routed(self.env.micro_batch):
-            self.routed = RoutedPipeline(self.spark, self.pipeline, self._read_ctx(self.pipeline.sources[0]))
-            stream = self.routed.read()
-            return [(sink, stream) for sink in self.pipeline.sinks]
-        micro = self.env.micro_batch
-        frames: dict[str, object] = {}
-        outputs: dict[str, str] = {}
-        for spec in self.pipeline.sources:
-            ctx = self._read_ctx(spec)
-            planned = spec.plugin.planned_rows(ctx) if not micro else None
-            if planned is None:
-                frames[spec.plugin_id] = self._observed(spec.plugin.read(ctx))
-            else:
-                frames[spec.plugin_id] = spec.plugin.read(ctx)
-                self._planned_rows += planned
-            frames[spec.plugin_id] = change_order.number_changes(frames[spec.plugin_id], spec.plugin)
-            outputs[spec.plugin_id] = spec.output or spec.name
-        for spec in self.pipeline.transforms:
-            upstream = self.pipeline.inputs[spec.plugin_id][0]
-            ctx = TransformContext(spark=self.spark, input_name=outputs[upstream],
-                                   output_name=spec.output or spec.name, micro_batch=micro)
-            frames[spec.plugin_id] = spec.plugin.apply(frames[upstream], ctx)
-            outputs[spec.plugin_id] = spec.output or spec.name
-        result = []
-        for sink in self.pipeline.sinks:
-            inputs = [frames[i] for i in self.pipeline.inputs[sink.plugin_id]]
-            df = inputs[0]
-            for other in inputs[1:]:
-                df = df.unionByName(other)
-            change_order.check_order_reaches(df, self.pipeline, sink, frames)
-            result.append((sink, change_order.for_sink(df, sink.plugin)))
-        return result
-
-    def _observed(self, df):
-        """Count a source's rows as they pass, in the same pass that moves them.
-
-        Spark's numInputRows would count what the source's reader returned (FakeSource
-        returns split descriptors, not rows); a named observation counts the rows.
-        """
-        from pyspark.sql import Observation
-        from pyspark.sql import functions as F
-
-        name = f"seatide_rows_read_{self.pipeline.pipeline_id}_{len(self._observations)}"
-        if self.env.micro_batch:   # reported per micro-batch in the query's progress
-            self._observations.append(name)
-            return df.observe(name, F.count(F.lit(1)).alias("rows"))
-        observation = Observation(name)
-        self._observations.append(observation)
-        return df.observe(observation, F.count(F.lit(1)).alias("rows"))
-
     # -- running -------------------------------------------------------------------------
     def start(self) -> None:
         self.reporter.pipeline_status(self.pipeline.pipeline_id, PipelineStatus.RUNNING)
-        _activate_session(self.spark)     # a driver builds its session on another thread
+        activate_session(self.spark)     # a driver builds its session on another thread
         try:
             self._prepare_dir()
             self._known = schema_evolution.known_shapes(self.dir)
@@ -237,7 +166,7 @@ class PipelineRun:
         return rows
 
     def _run_plain_batch(self, sinks: list) -> None:
-        _activate_session(self.spark)
+        activate_session(self.spark)
         group = f"seatide-{self.job_id}-{self.pipeline.pipeline_id}"
         self.spark.sparkContext.setJobGroup(group, f"pipeline {self.pipeline.pipeline_id}", True)
         started = time.time()
@@ -454,27 +383,6 @@ def analyse_frames(spark, config, plan) -> None:
     for pipeline in plan.pipelines:
         run = PipelineRun(spark, pipeline, config.env, "seatide-warm-up", "", None, sys.stdout)
         run._frames()       # (the Sql transform drops the views it makes: none is left for the job)
-
-
-def _activate_session(spark) -> None:
-    """Make ``spark`` the JVM thread's active session.
-
-    A JVM thread without one analyses plans under the fallback SQL conf, not the session's:
-    spark.sql.timeType.enabled and the session time zone are then ignored, and a plan that
-    holds a TIME value fails with UNSUPPORTED_TIME_TYPE (``writeStream`` of a checkpointed
-    pipeline, an aggregation in a plain batch). Each Python thread is a JVM thread of its own.
-    """
-    spark._jvm.org.apache.spark.sql.classic.SparkSession.setActiveSession(spark._jsparkSession)
-
-
-def last_committed_batch(spark_dir: str) -> int | None:
-    """The newest batch in a Spark checkpoint's commit log, if any."""
-    try:
-        names = os.listdir(os.path.join(spark_dir, "commits"))
-    except FileNotFoundError:
-        return None
-    batches = [int(n) for n in names if n.isdigit()]
-    return max(batches) if batches else None
 
 
 def _wait_until_idle(query, timeout_s: float) -> None:

@@ -27,7 +27,8 @@ from seatide import clock, failpoints
 from seatide.secrets import mask_message
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now, store_now
-from seatide.store.db import Store, record_event
+from seatide.store.events import record_event
+from seatide.store.db import Store
 from seatide.store.sessions import again_on_new_session
 from seatide.store.states import AttemptState, PipelineStatus, check_attempt, check_pipeline
 from seatide.timeouts import Timeouts

@@ -8,6 +8,7 @@ import sys
 from dataclasses import dataclass, field
 
 from seatide.runtime import class_archive, spark_home
+from seatide.runtime.class_path import JDBC_JARS
 from seatide.runtime.parent_death import dying_with, in_lifelong_thread
 
 # Measured on a 2-core machine: C1-only JIT and the serial GC start Spark ~30% faster
@@ -20,12 +21,6 @@ SPARK_CONF_ENV = "SEATIDE_SPARK_CONF"
 # A worker's own Spark settings (`seatide cluster worker --spark-conf KEY=VALUE`), handed to
 # each driver it launches: defaults under every job's env, e.g. the cluster's spark.master.
 WORKER_SPARK_CONF_ENV = "SEATIDE_WORKER_SPARK_CONF"
-
-# JDBC drivers from Debian (libpostgresql-jdbc-java, libmariadb-java). On the JVM's own class
-# path, java.sql.DriverManager finds them on the driver as well as in executors; spark.jars
-# would reach executors only through a class loader DriverManager does not consult.
-JDBC_JARS = ("/usr/share/java/postgresql.jar", "/usr/share/java/mariadb-java-client.jar")
-
 
 def _jdbc_class_path() -> str:
     return os.pathsep.join(jar for jar in JDBC_JARS if os.path.exists(jar))
@@ -225,3 +220,14 @@ def warm_session_fit(conf: dict[str, str] | None, warm_conf: dict[str, str]) -> 
         return WarmFit(cold_because=f"{key} is {value!r}, the warm session's is "
                                     f"{'unset' if warm is None else repr(warm)}")
     return WarmFit(runtime_conf=runtime)
+
+
+def activate_session(spark) -> None:
+    """Make ``spark`` the JVM thread's active session.
+
+    A JVM thread without one analyses plans under the fallback SQL conf, not the session's:
+    spark.sql.timeType.enabled and the session time zone are then ignored, and a plan that
+    holds a TIME value fails with UNSUPPORTED_TIME_TYPE (``writeStream`` of a checkpointed
+    pipeline, an aggregation in a plain batch). Each Python thread is a JVM thread of its own.
+    """
+    spark._jvm.org.apache.spark.sql.classic.SparkSession.setActiveSession(spark._jsparkSession)

@@ -105,3 +105,13 @@ def copy_pipeline_directory(pipeline_directory: str, target: str) -> None:
     shutil.copytree(pipeline_directory, target, ignore=spark_entries)
     if os.path.isdir(current):
         shutil.copytree(current, os.path.join(target, SPARK_DIR))
+
+
+def last_committed_batch(spark_dir: str) -> int | None:
+    """The newest batch in a Spark checkpoint's commit log, if any."""
+    try:
+        names = os.listdir(os.path.join(spark_dir, "commits"))
+    except FileNotFoundError:
+        return None
+    batches = [int(n) for n in names if n.isdigit()]
+    return max(batches) if batches else None

@@ -14,19 +14,21 @@ so the check and the write are one serial step against a new leader or attempt.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import sqlite3
 import time
 from typing import Iterator
 
-from sqlalchemy import create_engine, event, insert, select
+from sqlalchemy import create_engine, event, select
 from sqlalchemy.engine import Connection, Engine
 
 from seatide import clock
 from seatide.store import schema as s
-from seatide.store.clock import read_store_now, store_now
+from seatide.store.address import OPEN_WAIT_S, default_store_url, normalize_url, redact  # noqa: F401  default_store_url: coordinator/ imports it here
+from seatide.store.clock import read_store_now
+from seatide.store.events import record_event  # noqa: F401  coordinator/ and restore.py import it here
+from seatide.store.migrations import migrate
 from seatide.store.states import ATTEMPT_LIVE
 
 
@@ -43,21 +45,6 @@ class StoreUnavailable(Exception):
 
 
 log = logging.getLogger(__name__)
-
-# How long opening a store waits for another process that holds it while creating or
-# migrating it (and how long a SQLite writer waits for the file's write lock).
-OPEN_WAIT_S = 60.0
-
-
-def normalize_url(url: str) -> str:
-    if url.startswith("postgresql://") or url.startswith("postgres://"):
-        return "postgresql+psycopg://" + url.split("://", 1)[1]
-    return url
-
-
-def default_store_url(data_dir: str) -> str:
-    return f"sqlite:///{os.path.join(os.path.abspath(data_dir), 'state.db')}"
-
 
 class Store:
     def __init__(self, url: str):
@@ -185,19 +172,8 @@ def check_attempt_current(conn: Connection, job_id: str, attempt_id: int, lock: 
                             f"{attempt_id} dropped")
 
 
-def record_event(conn: Connection, kind: str, actor: str, job_id: str | None = None,
-                 incarnation: int | None = None, epoch: int | None = None, **detail) -> None:
-    """Append to the event log, in the caller's transaction (so the log never lies), at the
-    store's time (events are listed and pruned by it)."""
-    conn.execute(insert(s.events).values(
-        at=store_now(conn), job_id=job_id, incarnation=incarnation, kind=kind,
-        detail=json.dumps(detail, default=str), epoch=epoch, actor=actor))
-
-
 def open_store(url: str) -> Store:
     """Open and migrate; a clear ``StoreUnavailable`` instead of a driver traceback."""
-    from seatide.store.migrations import migrate
-
     try:
         store = Store(url)
         migrate(store)
@@ -217,13 +193,3 @@ def open_store(url: str) -> Store:
 def _lock_wait_ended(cause: BaseException) -> bool:
     """SQLite's busy wait, or PostgreSQL's lock_timeout (SQLSTATE 55P03), ran out."""
     return "database is locked" in str(cause) or getattr(cause, "sqlstate", None) == "55P03"
-
-
-def redact(url: str) -> str:
-    """Hide a password in a store URL."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        user = creds.split(":", 1)[0]
-        return f"{scheme}://{user}:***@{host}" if ":" in creds else url
-    return url

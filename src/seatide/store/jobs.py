@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -20,7 +19,9 @@ from sqlalchemy.engine import Connection
 
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now, store_now
-from seatide.store.db import Store, record_event
+from seatide.store.events import record_event
+from seatide.store.db import Store
+from seatide.store.job_ids import BadJobId, JobRefused, check_job_id  # noqa: F401  JobRefused: restore.py imports it here
 from seatide.store.paths import PathOutsideRoot, under
 from seatide.store.runs import new_run_id, pipeline_dir, run_root
 from seatide.store.sessions import REQUEST_KEEPS_TRYING_S, again_on_new_session
@@ -28,30 +29,11 @@ from seatide.store.states import JOB_TERMINAL, Desired, JobStatus, PipelineStatu
 from seatide.timeouts import Timeouts
 
 
-class JobRefused(Exception):
-    """A request about a job cannot be honoured; the message says why and what to do."""
-
-
 class JobNotFound(JobRefused):
     pass
 
 
-class BadJobId(JobRefused):
-    """A job id that is not a plain name (the REST API answers 400)."""
-
-
-# Job ids name directories (checkpoints, logs): a plain name, never a path. At most 64
-# characters, the width of the store's job_id columns.
-JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MAX_JOB_NAME = 256      # the width of jobs.name
-
-
-def check_job_id(job_id: str) -> str:
-    if not isinstance(job_id, str) or not JOB_ID_PATTERN.match(job_id) or job_id in (".", ".."):
-        shown = repr(job_id) if len(str(job_id)) <= 60 else repr(str(job_id)[:57]) + "..."
-        raise BadJobId(f"job id {shown} is not allowed: use 1 to 64 letters, digits, '.', '_' or '-', "
-                       "starting with a letter or digit")
-    return job_id
 
 
 def new_job_id() -> str:
@@ -66,7 +48,7 @@ def checkpoint_root(data_dir: str, job_id: str) -> str:
         raise BadJobId(f"job id {job_id!r}: {exc}") from None
 
 
-def submit_job(store: Store, *, text: str, variables: dict[str, str], config, plan, data_dir: str,
+def submit_job(store: Store, *, text: str, variables: dict[str, str], config, plan, outline: str, data_dir: str,
                job_id: str | None = None, name: str | None = None, pinned_worker: str | None = None,
                cleanup_delay_s: float | None = None, actor: str = "client") -> str:
     """Record a validated job as CREATED; the leader takes it from there.
@@ -76,14 +58,15 @@ def submit_job(store: Store, *, text: str, variables: dict[str, str], config, pl
     cleanup is pending the id is refused. A new run starts from nothing: its pipelines get
     checkpoint directories of their own, since a stopped run's are kept (for a resume) and
     would otherwise be restored silently, and a dead run's late removal never reaches them.
-    """
-    from seatide.plan.outline import outline_json   # the caller has the config's modules loaded
 
+    ``outline`` is the job's outline as ``plan.outline.outline_json`` makes it, computed by the
+    caller: the store records what it is given and imports nothing of plan.
+    """
     job_id = check_job_id(job_id) if job_id is not None else new_job_id()
     env = config.env
     delay = cleanup_delay_s if env.state_cleanup_delay_s is None else env.state_cleanup_delay_s
     values = dict(
-        name=name or env.name, config=text, variables=json.dumps(variables), outline=outline_json(config),
+        name=name or env.name, config=text, variables=json.dumps(variables), outline=outline,
         mode=env.mode,
         desired=Desired.RUN, status=JobStatus.CREATED, retries_used=0, max_retries=env.retry_times,
         retry_interval_s=float(env.retry_interval_s), next_attempt_at=None, current_attempt=None,

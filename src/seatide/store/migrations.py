@@ -39,6 +39,8 @@ from sqlalchemy.engine import Connection
 
 from seatide import failpoints
 from seatide.store import schema as s
+from seatide.store.address import OPEN_WAIT_S, redact
+from seatide.store.events import record_event
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +125,6 @@ def _take_migration_lock(conn: Connection, url: str) -> None:
     """PostgreSQL's advisory lock, waited for as long as a store's opening may wait
     (``OPEN_WAIT_S``), not only as long as the session's ``lock_timeout``: another process
     may be migrating a large store."""
-    from seatide.store.db import OPEN_WAIT_S, redact
-
     if conn.execute(text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": ADVISORY_KEY}).scalar():
         return
     log.warning("another process is creating or migrating the state store %s: waiting for it, up to %.0f s",
@@ -144,8 +144,6 @@ def _upgrade(conn: Connection, before: str | None) -> None:
     if conn.execute(select(s.schema_version.c.version).where(
             s.schema_version.c.version == ALEMBIC_MANAGED)).first() is None:
         conn.execute(insert(s.schema_version).values(version=ALEMBIC_MANAGED, applied_at=time.time()))
-    from seatide.store.db import record_event   # db imports this module lazily too
-
     record_event(conn, "SCHEMA_UPGRADED", "store", origin=origin or "new store", revision=head())
 
 

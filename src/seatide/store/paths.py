@@ -1,6 +1,6 @@
 """Paths built from what a user sent (job ids, attempt ids, savepoint ids) stay under their root.
 
-Ids are checked for their form where they enter (``store.jobs.check_job_id``); ``under`` is
+Ids are checked for their form where they enter (``store.job_ids.check_job_id``); ``under`` is
 the second lock: it joins, normalises and refuses any result outside ``root``, before
 anything is written, read or removed there.
 """
@@ -8,6 +8,8 @@ anything is written, read or removed there.
 from __future__ import annotations
 
 import os
+
+from seatide.store.job_ids import check_job_id
 
 
 class PathOutsideRoot(ValueError):
@@ -28,6 +30,4 @@ def under(root: str, *parts: str | int) -> str:
 
 def driver_log_path(data_dir: str, job_id: str, attempt_id: int | str) -> str:
     """Where a worker writes the log of one driver: ``<data_dir>/logs/<job>/attempt-<id>.log``."""
-    from seatide.store.jobs import check_job_id
-
     return under(os.path.join(data_dir, "logs"), check_job_id(job_id), f"attempt-{int(attempt_id)}.log")

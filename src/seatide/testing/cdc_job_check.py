@@ -22,7 +22,7 @@ import tempfile
 import time
 
 from seatide.testing.cdc_check import SOURCE_DDL, Endpoint, Workload, _difference, arguments, check_endpoints
-from seatide.testing.cluster import driver_pids
+from seatide.testing.driver_processes import driver_pids
 
 SEATIDE = [sys.executable, "-m", "seatide.cli.main"]
 

@@ -29,9 +29,12 @@ crashes injected as ``cdc_check`` does; ``cdc_shapes_pg_job`` runs the same work
 from __future__ import annotations
 
 import random
+import secrets
 import time
 from dataclasses import dataclass, field
 from decimal import Decimal
+
+from seatide.testing.cdc_check import Endpoint, postgres_endpoint
 
 COLUMNS = "id bigint NOT NULL, name text, doc jsonb, amount numeric(20, 4)"
 IDENTITIES = ("default", "index", "full")
@@ -209,3 +212,29 @@ def differences(got: dict | None, expected: dict) -> str:
             parts.append(f"{name}: {len(keys)} rows differ, e.g. " + "; ".join(
                 f"id {k}: target {str(have.get(k))[:60]} source {str(want.get(k))[:60]}" for k in keys[:2]))
     return " | ".join(parts) or "equal"
+
+
+# One run's outcome and its database: here with the workload, not in the check, because both the
+# in-session check and the job check (cdc_shapes_pg_job) use them, and the check runs the job one.
+@dataclass
+class ShapesOutcome:
+    seed: int
+    transactions: int = 0
+    statements: int = 0
+    crashes: int = 0
+    batches: int = 0
+    way_outs: list = field(default_factory=list)      # each failure the check recovered from, by its reason
+
+
+def shapes_database(admin: Endpoint, seed: int) -> Endpoint:
+    """A fresh database on the source's server (the admin endpoint's), for one run."""
+    name = f"shapes_{seed}_{secrets.token_hex(3)}"
+    admin.execute(f"CREATE DATABASE {name}")
+    port = int(admin.url.rsplit(":", 1)[1].split("/")[0])
+    return postgres_endpoint(port, name)
+
+
+def drop_database(admin: Endpoint, source: Endpoint) -> None:
+    name = source.url.rsplit("/", 1)[1]
+    admin.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                  f"WHERE database = '{name}' AND NOT active", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

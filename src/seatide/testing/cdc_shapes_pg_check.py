@@ -23,35 +23,10 @@ import secrets
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
 
 from seatide.testing.cdc_check import Endpoint, InjectedCrash, postgres_endpoint
-from seatide.testing.cdc_shapes_pg import (GONE, REFUSED, Shard, ShapesWorkload, job_text, source_rows,
-                                           target_rows, until_equal)
-
-
-@dataclass
-class ShapesOutcome:
-    seed: int
-    transactions: int = 0
-    statements: int = 0
-    crashes: int = 0
-    batches: int = 0
-    way_outs: list = field(default_factory=list)      # each failure the check recovered from, by its reason
-
-
-def shapes_database(admin: Endpoint, seed: int) -> Endpoint:
-    """A fresh database on the source's server (the admin endpoint's), for one run."""
-    name = f"shapes_{seed}_{secrets.token_hex(3)}"
-    admin.execute(f"CREATE DATABASE {name}")
-    port = int(admin.url.rsplit(":", 1)[1].split("/")[0])
-    return postgres_endpoint(port, name)
-
-
-def drop_database(admin: Endpoint, source: Endpoint) -> None:
-    name = source.url.rsplit("/", 1)[1]
-    admin.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                  f"WHERE database = '{name}' AND NOT active", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+from seatide.testing.cdc_shapes_pg import (GONE, REFUSED, Shard, ShapesOutcome, ShapesWorkload, drop_database, job_text,
+                                           shapes_database, source_rows, target_rows, until_equal)
 
 
 def run_shapes_check(spark, admin: Endpoint, target: Endpoint, *, seed: int, transactions: int, workdir: str,

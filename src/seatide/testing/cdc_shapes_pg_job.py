@@ -19,8 +19,8 @@ import secrets
 
 from seatide.testing.cdc_check import Endpoint
 from seatide.testing.cdc_job_check import SEATIDE, _kill_driver, _output, _start, stop_job
-from seatide.testing.cdc_shapes_pg import GONE, REFUSED, ShapesWorkload, job_text, source_rows, target_rows, until_equal
-from seatide.testing.cdc_shapes_pg_check import ShapesOutcome, drop_database, shapes_database
+from seatide.testing.cdc_shapes_pg import (GONE, REFUSED, ShapesOutcome, ShapesWorkload, drop_database, job_text,
+                                           shapes_database, source_rows, target_rows, until_equal)
 
 
 def run_shapes_job_check(admin: Endpoint, target: Endpoint, *, seed: int, transactions: int, workdir: str,

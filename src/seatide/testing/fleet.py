@@ -33,12 +33,13 @@ from seatide import clock
 from seatide.config.loader import load_job_text
 from seatide.coordinator.service import node_heartbeat, register_node
 from seatide.plan.dag import build_plan
+from seatide.plan.outline import outline_json
 from seatide.runtime.heartbeat import FENCED_EXIT_CODE, Heartbeat
 from seatide.runtime.reporter import AttemptReporter
 from seatide.store.db import AttemptFenced, Store, open_store
 from seatide.store.jobs import job_view, submit_job
 from seatide.store.states import PIPELINE_TERMINAL
-from seatide.testing.processes import FIRST_PID, SimProcess
+from seatide.testing.sim_machine import FIRST_PID, SimProcess
 from seatide.timeouts import Timeouts
 from seatide.worker.agent import Worker
 
@@ -66,8 +67,9 @@ def submit_fleet_jobs(store: Store, data_dir: str, count: int, *, streaming: boo
     text = fleet_job_text("STREAMING" if streaming else "BATCH", interval_ms, prefix, retained)
     config = load_job_text(text, {}, source_name=prefix)
     plan = build_plan(config)
-    return [submit_job(store, text=text, variables={}, config=config, plan=plan, data_dir=data_dir,
-                       job_id=f"{prefix}-{i:05d}", actor="fleet") for i in range(count)]
+    outline = outline_json(config)
+    return [submit_job(store, text=text, variables={}, config=config, plan=plan, outline=outline,
+                       data_dir=data_dir, job_id=f"{prefix}-{i:05d}", actor="fleet") for i in range(count)]
 
 
 @dataclass

@@ -93,7 +93,8 @@ def assert_exactly(ids: Counter, expected: range) -> None:
 
 def committed_rows(data_dir: str, job_id: str) -> int:
     """Rows a local run's job has committed so far, read from its embedded store (0 before it exists)."""
-    from seatide.store.db import default_store_url, open_store
+    from seatide.store.address import default_store_url
+    from seatide.store.db import open_store
     from seatide.store.views import job_info
 
     store = open_store(default_store_url(data_dir))

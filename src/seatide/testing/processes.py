@@ -14,117 +14,26 @@ few batches, obeys cancel and savepoint, and reports its end.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Callable, Iterator
+from typing import Callable
 
 from seatide.runtime.commit_log import read_json, write_json_atomic
 from seatide.runtime.driver import _prepare_checkpoint as prepare_checkpoint
 from seatide.runtime.heartbeat import FENCED_EXIT_CODE, Heartbeat
 from seatide.runtime.reporter import AttemptReporter
-from seatide.store.db import AttemptFenced, Store
+from seatide.runtime.spark_checkpoint import last_committed_batch
+from seatide.store.db import AttemptFenced
 from seatide.store.jobs import job_view
 from seatide.store.restore import savepoint_dir
 from seatide.store.states import PIPELINE_TERMINAL
+from seatide.testing.sim_machine import ProcessStore, SimProcess, StorePartitioned
 
 BATCHES_PER_BOUNDED_PIPELINE = 4
-# Simulated pids lie above Linux's pid_max: no real process can ever be mistaken for one.
-FIRST_PID = 5_000_000
 SINK = "sim"        # the plugin id of every simulated pipeline's one sink
-
-
-class StorePartitioned(ConnectionError):
-    """The simulated process is cut off from the store."""
-
-
-class ProcessStore(Store):
-    """One process's connection to the shared store; every call raises while it is partitioned."""
-
-    def __init__(self, shared: Store):       # shares the engine: one SQLite file, one pool
-        self.url, self.is_sqlite, self.engine = shared.url, shared.is_sqlite, shared.engine
-        self.partitioned = False
-
-    def _reach(self) -> None:
-        if self.partitioned:
-            raise StorePartitioned("store unreachable (simulated partition)")
-
-    @contextlib.contextmanager
-    def read(self) -> Iterator:
-        self._reach()
-        with super().read() as conn:
-            yield conn
-
-    @contextlib.contextmanager
-    def write(self) -> Iterator:
-        self._reach()
-        with super().write() as conn:
-            yield conn
-
-
-class SimLocks:
-    """The liveness locks of the simulated world (``store/liveness.py``): lock name -> the
-    process holding it. A crash frees its locks at once, as the OS closes a dead process's
-    files; a pause or a cut-off store does not (a flock stays held), so those are still
-    left to the lease and heartbeat timeouts. A restart of the store's server frees every
-    lock while every holder lives (PostgreSQL's sessions all end): ``restart_store``."""
-
-    def __init__(self):
-        self.owners: dict[str, str] = {}
-
-    def view(self, process: str) -> "SimLiveness":
-        return SimLiveness(self, process)
-
-    def crash(self, process: str) -> None:
-        for name in [n for n, owner in self.owners.items() if owner == process]:
-            del self.owners[name]
-
-    def restart_store(self) -> None:
-        self.owners.clear()
-
-
-class SimLiveness:
-    """One process's handle on ``SimLocks``, answering as ``store.liveness.Liveness`` does."""
-
-    def __init__(self, locks: SimLocks, process: str):
-        self.locks, self.process = locks, process
-
-    def hold(self, name: str) -> bool:
-        return self.locks.owners.setdefault(name, self.process) == self.process
-
-    def holds(self, name: str) -> bool:
-        return self.locks.owners.get(name) == self.process
-
-    def release(self, name: str) -> None:
-        if self.holds(name):
-            del self.locks.owners[name]
-
-    def free_among(self, names) -> set[str]:
-        return {name for name in names if name not in self.locks.owners}
-
-    def close(self) -> None:
-        self.locks.crash(self.process)
-
-
-class SimProcess:
-    """A driver process as the worker sees it: the subset of ``subprocess.Popen`` it uses."""
-
-    def __init__(self, pid: int):
-        self.pid = pid
-        self.returncode: int | None = None
-
-    def poll(self) -> int | None:
-        return self.returncode
-
-    def kill(self) -> None:
-        if self.returncode is None:
-            self.returncode = -9
-
-    def wait(self, timeout: float | None = None) -> int | None:
-        return self.returncode
 
 
 @dataclass
@@ -246,7 +155,7 @@ class SimDriver:
             meta = {"lineage": self.world.new_lineage(self.job_id), "fingerprint": self._fingerprint(pipe)}
             write_json_atomic(meta_path, meta)
         pipe.lineage = meta["lineage"]
-        last = last_batch(os.path.join(pipe.dir, "spark", "commits"))
+        last = last_committed_batch(os.path.join(pipe.dir, "spark"))
         if last is not None:
             self.reporter.pipeline_restored(pipe.pipeline_id, last)
             pipe.next_batch = last + 1
@@ -389,15 +298,6 @@ class SimLauncher:
         job_id = command[command.index("--job-id") + 1]
         attempt_id = int(command[command.index("--attempt") + 1])
         return self.world.start_driver(self.worker_name, job_id, attempt_id)
-
-
-def last_batch(commits_dir: str) -> int | None:
-    try:
-        names = os.listdir(commits_dir)
-    except FileNotFoundError:
-        return None
-    batches = [int(n) for n in names if n.isdigit()]
-    return max(batches) if batches else None
 
 
 def _transaction(pipe: Pipe, batch: int) -> str:

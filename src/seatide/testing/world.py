@@ -20,8 +20,8 @@ from seatide.store.restore import savepoint_ids
 from seatide.store.states import IllegalTransition
 from seatide.testing.invariants import Invariants
 from seatide.store.liveness import worker_lock
-from seatide.testing.processes import (FIRST_PID, Ledger, ProcessStore, SimDriver, SimLauncher, SimLocks,
-                                       SimProcess, StorePartitioned)
+from seatide.testing.sim_machine import FIRST_PID, ProcessStore, SimLocks, SimProcess, StorePartitioned
+from seatide.testing.processes import Ledger, SimDriver, SimLauncher
 from seatide.worker.agent import Worker
 
 COORDINATORS = ("c0", "c1", "c2")

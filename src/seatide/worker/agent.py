@@ -36,16 +36,18 @@ from seatide.runtime.heartbeat import FENCED_EXIT_CODE
 from seatide.runtime.session import SPARK_CONF_ENV, WORKER_SPARK_CONF_ENV, warm_session_fit
 from seatide.store import schema as s
 from seatide.store.clock import store_now
-from seatide.store.db import Store, record_event
+from seatide.store.events import record_event
+from seatide.store.db import Store
 from seatide.store.liveness import Liveness, worker_lock
 from seatide.store.paths import driver_log_path
 from seatide.store.sessions import again_on_new_session
 from seatide.store.states import ATTEMPT_LIVE, AttemptState
 from seatide.store.wakeups import AssignmentListener
-from seatide.timeouts import LIVENESS_CHECK_S, LIVENESS_TAKE_WITHIN_S, Timeouts
+from seatide.timeouts import Timeouts
 from seatide.runtime.warm_driver import warm_session_conf
 from seatide.worker.driver_log import DriverLog
 from seatide.worker.launcher import ProcessLauncher
+from seatide.worker.presence import Presence
 from seatide.worker.warm_pool import WarmPool, warm_command
 
 log = logging.getLogger(__name__)
@@ -55,11 +57,11 @@ OUTAGE_KILL = ("killed by its worker, whose liveness lock's store session ended 
 SPARK_CONF_CACHE = 256      # distinct job texts whose Spark settings a worker remembers
 
 
-class WorkerRefused(Exception):
-    """The worker cannot start; the message says why and what to do."""
+class Worker(Presence):
+    """One worker's loop: claim the attempts assigned to it, launch or hand them to warm drivers,
+    supervise and record their exits. Its presence (liveness lock, heartbeat) is the mixin's
+    (``presence.py``)."""
 
-
-class Worker:
     def __init__(self, store: Store, store_url: str, data_dir: str, node_id: str | None = None,
                  slots: int = 2, poll: float = 0.25, inherit_stdout: bool = False,
                  timeouts: Timeouts = Timeouts(), launcher: ProcessLauncher | None = None,
@@ -131,92 +133,6 @@ class Worker:
         done afresh, and every write in it is a compare-and-set or idempotent."""
         return again_on_new_session(step, what=f"worker {self.node_id}: {what}",
                                     within=self.timeouts.worker_heartbeat_interval, holds=lambda: not self._stop.is_set())
-
-    def _take_liveness_lock(self) -> None:
-        if self.liveness is None:
-            return
-        deadline = clock.monotonic() + LIVENESS_TAKE_WITHIN_S
-        while not self.liveness.hold(worker_lock(self.node_id)):
-            if clock.monotonic() >= deadline:
-                raise WorkerRefused(f"another worker with node id {self.node_id!r} is running on this store (it "
-                                    f"holds the worker's liveness lock); stop it, or give this one another "
-                                    f"--node-id")
-            self._stop.wait(0.05)
-
-    def _watch_liveness_lock(self) -> None:
-        while not self._stop.wait(LIVENESS_CHECK_S):
-            try:
-                self.check_liveness_lock()
-            except Exception as exc:     # the store is still away: try again at the next check
-                log.warning("worker %s: its liveness lock is not back yet: %s", self.node_id, exc)
-
-    def check_liveness_lock(self) -> None:
-        """Our lock is gone while we live (its PostgreSQL session ended: a server restart, a
-        failover, ``pg_terminate_backend``). The leader takes a lock that stays free, without a
-        heartbeat from us, for ``Timeouts.lock_death_confirm_after`` as our death and replaces
-        our drivers: they die now, well within that (fail-stop), and no driver is launched
-        until we hold the lock again and have registered afresh."""
-        if self.liveness is None:
-            return
-        if not self._lock_lost:
-            if self.liveness.holds(worker_lock(self.node_id)):
-                return
-            with self._launching:
-                self._lock_lost = True
-                log.error("worker %s lost its liveness lock: killing its %d driver(s) and registering again",
-                          self.node_id, len(self.children))
-                for attempt_id, proc in list(self.children.items()):
-                    if proc.poll() is None:
-                        self._killed_for_outage.add(attempt_id)
-                        proc.kill()
-        for attempt_id, proc in list(self.children.items()):
-            proc.wait()
-            # Needs the store: retried until it is back. Not the job's failure: not charged.
-            self.record_exit(attempt_id, proc.returncode, store_outage=True)
-        self._take_liveness_lock()
-        register_node(self.store, self.node_id, "worker", slots=self.slots, liveness=True)
-        self._lock_lost = False
-        log.info("worker %s holds its liveness lock again", self.node_id)
-
-    def start_heartbeat(self) -> None:
-        """Heartbeat from a thread of its own, every ``worker_heartbeat_interval`` until stopped.
-
-        Not from the loop: a launch can take seconds on a loaded machine (the first job text
-        parsed, a slow fork, a step starting hundreds of drivers), and a worker silent that long
-        is declared lost and its attempts replaced while it is alive and launching them.
-
-        But a heartbeat says the worker will act on what it is assigned, so it stops when the
-        loop has made no step for ``--launch-timeout``: the leader has given up on any launch
-        that slow anyway, and a worker stuck for good is then declared lost and its drivers
-        replaced, as one that died."""
-        self._beating = threading.Thread(target=self._beat_until_stopped, name="heartbeat", daemon=True)
-        self._beating.start()
-
-    def stop_heartbeat(self) -> None:
-        self._stop.set()
-        if self._beating is not None:
-            self._beating.join()
-
-    def _beat_until_stopped(self) -> None:
-        interval = self.timeouts.worker_heartbeat_interval
-        silent = False
-        while not self._stop.is_set():
-            stuck_for = clock.monotonic() - self._stepped_at
-            if stuck_for > self.timeouts.launch:
-                if not silent:
-                    log.error("worker %s: its loop has made no step for %.0f s (--launch-timeout %.0f s): "
-                              "heartbeats stop, so the leader replaces its drivers", self.node_id, stuck_for,
-                              self.timeouts.launch)
-                silent = True
-                self._stop.wait(interval)
-                continue
-            silent = False
-            try:
-                node_heartbeat(self.store, self.node_id)
-                self._stop.wait(interval)
-            except Exception as exc:     # the store is away: try again soon, as the loop does
-                log.warning("worker %s: heartbeat failed: %s", self.node_id, exc)
-                self._stop.wait(min(interval, self.poll))
 
     def wake(self) -> None:
         """Look for work now (local mode: the embedded coordinator just assigned an attempt)."""
@@ -367,7 +283,8 @@ class Worker:
         return env
 
     def _spark_conf(self, job_id: str) -> dict | None:
-        from seatide.config.loader import ConfigError, load_job_env, spark_conf_for
+        from seatide.config.job import ConfigError
+        from seatide.config.loader import load_job_env, spark_conf_for
         from seatide.plugin.options import OptionError
 
         with self.store.read() as conn:

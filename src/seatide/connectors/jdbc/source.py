@@ -21,10 +21,11 @@ from pyspark.sql import types as T
 
 from seatide.connectors.jdbc.partitioning import SPLITTABLE, Partitioning, split_kind
 from seatide.connectors.jdbc.read_types import (ReadColumn, UnsupportedColumnType, describe, quote,
-                                                select_list, spark_column)
+                                                select_list)
 from seatide.connectors.jdbc.source_options import JDBC_SOURCE_OPTIONS
+from seatide.connectors.jdbc.spark_reads import SparkJdbcReads, task_slots
 from seatide.connectors.jdbc.split_measure import STRING_SPLIT_MODES, measure
-from seatide.connectors.jdbc.splits import STRING, SplitPlan
+from seatide.connectors.jdbc.splits import SplitPlan
 from seatide.connectors.jdbc.url import POSTGRESQL, JdbcUrl, JdbcUrlError
 from seatide.plugin.base import BatchOffsets, ReadContext, Source, use_python_data_source
 from seatide.plugin.options import OptionError, read_options
@@ -38,11 +39,8 @@ if TYPE_CHECKING:
 
     from seatide.plugin.schema import Schema
 
-_TASKS_PER_SLOT = 1
-
-
 @register
-class JdbcSource(Source):
+class JdbcSource(SparkJdbcReads, Source):
     """Reads the rows of ``query`` (or of ``table_path``) from PostgreSQL, MySQL or MariaDB,
     split by value ranges of ``partition_column`` (``partitioning``)."""
 
@@ -288,7 +286,7 @@ class JdbcSource(Source):
         if offsets is None:
             raise ValueError("a micro-batch of the Jdbc source is read from its offsets: pass the batch's BatchOffsets")
         runs: dict[int, list[str]] = {}
-        for table, predicate in batch_descriptors(offsets.start, offsets.end, self._quoted_columns(), _task_slots(ctx)):
+        for table, predicate in batch_descriptors(offsets.start, offsets.end, self._quoted_columns(), task_slots(ctx)):
             runs.setdefault(table, []).append(predicate or "1 = 1")
         ordered = sorted(runs.items())
         frames = dict(zip([i for i, _ in ordered],
@@ -307,7 +305,7 @@ class JdbcSource(Source):
 
         use_python_data_source(ctx.spark, JdbcTablePlans)
         spec = {"url": self.url.text, "user": self.opts["user"], "password": self.opts["password"],
-                "max_rows": ctx.max_rows_per_batch, "tasks": _task_slots(ctx),
+                "max_rows": ctx.max_rows_per_batch, "tasks": task_slots(ctx),
                 "tables": [{**p._split_spec(), "quoted_column": p.partitioning.quoted} for p in self._tables_read()]}
         if not ctx.resuming:
             # Measured here, where the database client is loaded and connected already: the
@@ -315,16 +313,6 @@ class JdbcSource(Source):
             # Unused when the checkpoint has offsets after all: their plans win.
             spec["plans"] = [p.plan().to_json() for p in self._tables_read()]
         return ctx.spark.readStream.format(SOURCE_NAME).option("spec", json.dumps(spec)).load()
-
-    def _predicated(self, ctx: ReadContext, predicates: list[str]) -> "DataFrame":
-        """The rows of the query's splits that ``predicates`` select, one Spark partition each."""
-        options = self._reader_options()
-        url, user, password = options.pop("url"), options.pop("user", None), options.pop("password", None)
-        properties = {**options, **({"user": user} if user is not None else {}),
-                      **({"password": password} if password is not None else {})}
-        df = ctx.spark.read.jdbc(url, f"({self._select_sql()}) seatide_src", predicates=predicates,
-                                 properties=properties)
-        return self._as_seatunnel_types(df)
 
     # -- SQL the two readers share -----------------------------------------------------
     def _bounded_sql(self) -> str:
@@ -352,47 +340,6 @@ class JdbcSource(Source):
         with self.url.connect(self.opts["user"], self.opts["password"], autocommit=True) as conn:
             return measure(conn, self._split_spec(count), tiles)
 
-    # -- plain BATCH: Spark's JDBC reader ----------------------------------------------
-    def _reader_options(self) -> dict:
-        # SeaTunnel's TIMESTAMP has no time zone: read it as such, rather than cast every value
-        options = {"url": self.url.for_spark(), "driver": self.driver, "preferTimestampNTZ": "true"}
-        for key in ("user", "password"):
-            if self.opts[key] is not None:
-                options[key] = self.opts[key]
-        if self.opts["fetch_size"]:
-            options["fetchsize"] = str(self.opts["fetch_size"])
-        options.update({str(k): str(v) for k, v in (self.opts["properties"] or {}).items()})
-        return options
-
-    def _parallel(self, ctx: ReadContext) -> "DataFrame":
-        options = {**self._reader_options(), "dbtable": f"({self._select_sql()}) seatide_src"}
-        # Spark's reader streams each range, so splits of split.size rows would only add
-        # per-task cost (and counting the rows a query of its own): without partition_num,
-        # Spark gets one range per task slot, as a hand-written spark.read.jdbc would.
-        if self.partitioning.kind == STRING and self.partition is not None:
-            # Spark's ranges are numbers and dates: a string column's splits go as predicates
-            plan = self.plan(count=False, tiles=self.opts["partition_num"] or _TASKS_PER_SLOT * _task_slots(ctx))
-            quoted = self.partitioning.quoted
-            return self._predicated(ctx, [plan.condition(i, i + 1, quoted) or "1 = 1" for i in range(plan.count)])
-        plan = self.plan(count=False) if self.partition is not None else None
-        if plan is not None and plan.upper > plan.lower:
-            lower, upper = plan.spark_bounds()
-            count = self.opts["partition_num"] or _TASKS_PER_SLOT * _task_slots(ctx)
-            options.update(partitionColumn=self.partition.name, lowerBound=lower, upperBound=upper,
-                           numPartitions=str(min(count, plan.upper - plan.lower + 1)))
-        df = ctx.spark.read.format("jdbc").options(**options).load()
-        return self._as_seatunnel_types(df)
-
-    def _as_seatunnel_types(self, df: "DataFrame") -> "DataFrame":
-        from pyspark.sql import functions as F
-
-        spark_types = {f.name: f.dataType for f in df.schema.fields}
-        # One projection (each a Spark analysis, ≈20 ms: a table_list of 100 tables pays it per
-        # table); a cast drops a field's metadata, so the declared column types go on with it.
-        return df.select(*[F.expr(spark_column(c, spark_types[c.name])).alias(f.name, metadata=f.metadata)
-                           for c, f in zip(self._columns, self.schema())],
-                         F.lit(0).cast("tinyint").alias(ROW_KIND_COLUMN))
-
     # -- micro-batch: split by split ---------------------------------------------------
     def _streamed(self, ctx: ReadContext) -> "DataFrame":
         from seatide.connectors.jdbc.split_reader import SOURCE_NAME, JdbcSplitSource, stream_options
@@ -404,7 +351,7 @@ class JdbcSource(Source):
             select_sql=self._select_sql(), plan_sql=self._plan_sql(), quoted_column=self.partitioning.quoted,
             converts=[c.convert for c in self._columns], split_size=self.opts["split.size"],
             partition_num=self.opts["partition_num"], fetch_size=self.opts["fetch_size"],
-            max_rows=ctx.max_rows_per_batch, tasks=_task_slots(ctx), **self._split_options())
+            max_rows=ctx.max_rows_per_batch, tasks=task_slots(ctx), **self._split_options())
         rows = spark.readStream.format(SOURCE_NAME).schema(self.schema()).options(**options).load()
         return rows.selectExpr("*", f"CAST(0 AS TINYINT) AS `{ROW_KIND_COLUMN}`")
 
@@ -424,10 +371,6 @@ def _each_table(make, items: list) -> list:
 
     with ThreadPoolExecutor(max_workers=min(TABLE_PLANNERS, len(items)), thread_name_prefix="jdbc-plan") as pool:
         return list(pool.map(make, items))
-
-
-def _task_slots(ctx: ReadContext) -> int:
-    return max(ctx.parallelism, ctx.spark.sparkContext.defaultParallelism)
 
 
 def _is_sql_error(exc: Exception) -> bool:

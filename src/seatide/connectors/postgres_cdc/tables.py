@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from psycopg import errors, sql
+from psycopg import sql
 from psycopg._encodings import pg2pyenc
 
-from seatide.connectors.cdc_way_out import START_OVER
 from seatide.connectors.pg_types import is_portable, lookup
-from seatide.connectors.postgres_cdc.membership import table_dropped
 from seatide.connectors.postgres_cdc.values import UnsupportedType, seatunnel_type
 
 
@@ -206,69 +204,6 @@ def columns_of_relation(conn, table: str, relation: list[list], ids: list | None
         base_oid, base_mod, sql_type, base_type = conn.execute(_TYPE, {"oid": oid, "typmod": typmod}).fetchone()
         described.append((name, base_oid, base_mod, sql_type, base_type, oid, typmod, attnum))
     return _columns(conn, table, described)
-
-
-_ATTRIBUTES = "SELECT attnum, attname, attisdropped FROM pg_attribute WHERE attrelid = %s::oid AND attnum > 0"
-
-
-def current_values(conn, table: CapturedTable, keys: list[tuple[str, ...]], columns: list[str]) -> dict:
-    """The rows of ``table`` with these identity keys (text, as pgoutput sends them) now: key ->
-    {column: text}. A key whose row is gone is missing from the result.
-
-    ``columns`` and the key columns are named as the stream named them; the table may have been
-    changed since (a later ALTER TABLE), so each is found by its attnum, which a rename keeps: a
-    column dropped since reads null. Raises TableGone when the table itself is gone."""
-    now = _names_now(conn, table, [*table.identity_key, *columns])
-    if any(now[k] is None for k in table.identity_key):
-        raise TableError(f"a key column of table {table.qualified} ({', '.join(table.identity_key)}) was dropped "
-                         f"while the job ran, so a value an UPDATE left unchanged cannot be read by key: {START_OVER}")
-    types = {c.name: c.sql_type for c in table.columns}
-    names, read = table.identity_key, [c for c in columns if now[c] is not None]
-    wanted = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(now[c])) for c in [*names, *read])
-    literal = [sql.SQL("({})").format(sql.SQL(", ").join(
-        sql.SQL("{}::{}").format(sql.Literal(v), sql.SQL(types[k])) for k, v in zip(names, key))) for key in keys]
-    query = sql.SQL("SELECT {} FROM {} WHERE ({}) IN ({})").format(
-        wanted, sql.SQL(_relation_now(conn, table)), sql.SQL(", ").join(sql.Identifier(now[k]) for k in names),
-        sql.SQL(", ").join(literal))
-    try:
-        rows = conn.execute(query).fetchall()
-    except errors.UndefinedTable:           # dropped since the catalog was read
-        raise table_dropped(conn, table) from None
-    found = {}
-    for row in rows:
-        found[tuple(row[:len(names)])] = {**dict.fromkeys(columns), **dict(zip(read, row[len(names):]))}
-    return found
-
-
-def _names_now(conn, table: CapturedTable, names: list[str]) -> dict[str, str | None]:
-    """Each column (as the stream named it) -> its name in the catalog now (None: dropped since)."""
-    if not table.oid:
-        return {name: name for name in names}     # described before oids were: by name, as then
-    catalog = {int(n): (name, dropped) for n, name, dropped in conn.execute(_ATTRIBUTES, (table.oid,)).fetchall()}
-    if not catalog:
-        raise table_dropped(conn, table)
-    live = {name for name, dropped in catalog.values() if not dropped}
-    ids = {c.name: c.attnum for c in table.columns}
-    now = {}
-    for name in names:
-        attnum = ids.get(name)
-        if attnum is not None:
-            entry = catalog.get(attnum)
-            now[name] = None if entry is None or entry[1] else entry[0]
-        elif name in live:
-            now[name] = name
-        else:
-            raise TableError(f"column {name} of table {table.qualified} was renamed or dropped while the job ran, "
-                             "and the shape the job keeps of the table has no column ids (it was kept before they "
-                             f"were), so a value an UPDATE left unchanged cannot be found: {START_OVER}")
-    return now
-
-
-def _relation_now(conn, table: CapturedTable) -> str:
-    """The table's name now (by its oid: a renamed table is read under its new name)."""
-    if not table.oid:
-        return table.ident().as_string(conn)
-    return conn.execute("SELECT %s::oid::regclass::text", (table.oid,)).fetchone()[0]
 
 
 def _key_row(table: CapturedTable) -> sql.Composable:

@@ -1,0 +1,34 @@
+"""Where a state store is: its URL as SQLAlchemy wants it, as a log may show it, and how long
+opening one waits for another process.
+
+Apart from ``db.py`` because the migrations need these too, and ``db.py`` opens a store by
+migrating it: with them in ``db.py`` the two modules imported each other.
+"""
+
+from __future__ import annotations
+
+import os
+
+# How long opening a store waits for another process that holds it while creating or
+# migrating it (and how long a SQLite writer waits for the file's write lock).
+OPEN_WAIT_S = 60.0
+
+
+def normalize_url(url: str) -> str:
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def default_store_url(data_dir: str) -> str:
+    return f"sqlite:///{os.path.join(os.path.abspath(data_dir), 'state.db')}"
+
+
+def redact(url: str) -> str:
+    """Hide a password in a store URL."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        user = creds.split(":", 1)[0]
+        return f"{scheme}://{user}:***@{host}" if ":" in creds else url
+    return url
