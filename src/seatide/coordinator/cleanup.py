@@ -41,7 +41,9 @@ from sqlalchemy import and_, delete, select, update
 from seatide import failpoints
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now, store_now
-from seatide.store.db import Store, record_event
+from seatide.coordinator.door import (DecidedFor, StepOverruled, current_run, destructive_step, fenced_read,
+                                      owned_paths, result_of_run)
+from seatide.store.db import NotLeader, Store, record_event
 from seatide.store.jobs import forget_job
 from seatide.store.runs import run_key
 from seatide.store.states import CleanupState, JobStatus
@@ -146,42 +148,71 @@ def decide_cleanup(view: CleanupView) -> list[CleanupEffect]:
 
 def reconcile_cleanup(store: Store, epoch: int, actor: str, result,
                       kill_attempt: Callable[[Any], None]) -> None:
-    """One idempotent cleanup or expiry step for one job result."""
+    """One idempotent cleanup or expiry step for one job result.
+
+    ``result`` is the row ``due_results`` read, maybe long ago by a leader that stalled since:
+    the step re-reads it in the leader's transaction and goes on only while it is the same
+    run's (``coordinator/door.py``)."""
     try:
         if result.cleanup == CleanupState.DIRTY:
             failpoints.hit("coordinator.before_cleanup")
-        effects = decide_cleanup(read_cleanup_view(store, result))
-        apply_cleanup(store, epoch, actor, result, effects, kill_attempt)
-    except ExpiryOverruled as exc:
-        log.info("history expiry of job %s skipped: %s", result.job_id, exc)
+        with fenced_read(store, epoch, decided_for(result), _fence(result)) as opened:
+            view = _read_view(opened.conn, opened.row, opened.job)
+        apply_cleanup(store, epoch, actor, view.result, decide_cleanup(view), kill_attempt)
+    except (ExpiryOverruled, StepOverruled) as exc:
+        log.info("%s of job %s skipped: %s", _step_name(result), result.job_id, exc)
+    except NotLeader:
+        raise
     except Exception as exc:
         # A failed step (a source's server unreachable, say) is retried with backoff, for
         # this job only: cleanup by its due time, expiry by its expiry time.
         tries = result.cleanup_tries + 1
         delay = min(MAX_BACKOFF_S, 2.0 ** tries)
-        step = "cleanup" if result.cleanup == CleanupState.DIRTY else "history expiry"
-        log.warning("%s of job %s failed (try %s), again in %.0f s: %s", step, result.job_id, tries, delay, exc)
+        log.warning("%s of job %s failed (try %s), again in %.0f s: %s", _step_name(result), result.job_id, tries,
+                    delay, exc)
         with store.leader_tx(epoch) as conn:
             retry_at = read_store_now(conn) + delay       # compared with the store's time by due_results
             again = {"next_cleanup_at": retry_at} if result.cleanup == CleanupState.DIRTY else {"expires_at": retry_at}
-            conn.execute(update(s.job_results).where(_key(result)).values(cleanup_tries=tries, **again))
+            conn.execute(update(s.job_results).where(and_(_key(result), s.job_results.c.run_id == result.run_id))
+                         .values(cleanup_tries=tries, **again))
             record_event(conn, "CLEANUP_RETRY", actor, result.job_id, result.incarnation, epoch,
                          tries=tries, error=str(exc))
 
 
+def _step_name(result) -> str:
+    return "cleanup" if result.cleanup == CleanupState.DIRTY else "history expiry"
+
+
+def decided_for(result) -> DecidedFor:
+    return DecidedFor(result.job_id, result.run_id, result.incarnation)
+
+
+def _fence(result):
+    """A cleanup acts on a DIRTY result, an expiry on a CLEAN or EXPIRING one, of the same run."""
+    if result.cleanup == CleanupState.DIRTY:
+        return result_of_run(CleanupState.DIRTY)
+    return result_of_run(CleanupState.CLEAN, CleanupState.EXPIRING)
+
+
 def read_cleanup_view(store: Store, result) -> CleanupView:
+    """What one step reads (outside a step: tests look at a view read before a pause)."""
     with store.read() as conn:
-        row = conn.execute(select(s.jobs.c.incarnation, s.jobs.c.run_id).where(
-            s.jobs.c.job_id == result.job_id)).first()
-        newest = row.incarnation if row is not None else None
-        current = newest == result.incarnation
-        same_run = row is not None and row.run_id == result.run_id
-        leftovers = () if result.cleanup != CleanupState.DIRTY else tuple(conn.execute(
-            select(s.attempts).where(and_(
-                s.attempts.c.job_id == result.job_id, s.attempts.c.incarnation == result.incarnation,
-                s.attempts.c.ended_at.is_(None), s.attempts.c.pid.isnot(None)))).all())
-        dirs = _checkpoint_dirs(conn, result.job_id, result.incarnation)
-        current_dirs = dirs if current or newest is None else _checkpoint_dirs(conn, result.job_id, newest)
+        job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == result.job_id)).first()
+        return _read_view(conn, result, job)
+
+
+def _read_view(conn, result, job) -> CleanupView:
+    newest = job.incarnation if job is not None else None
+    # The run, not the incarnation: a job id submitted again after its rows were forgotten
+    # starts at incarnation 1 once more.
+    current = current_run(job, decided_for(result))
+    same_run = job is not None and job.run_id == result.run_id
+    leftovers = () if result.cleanup != CleanupState.DIRTY else tuple(conn.execute(
+        select(s.attempts).where(and_(
+            s.attempts.c.job_id == result.job_id, s.attempts.c.incarnation == result.incarnation,
+            s.attempts.c.ended_at.is_(None), s.attempts.c.pid.isnot(None)))).all())
+    dirs = _checkpoint_dirs(conn, result.job_id, result.incarnation)
+    current_dirs = dirs if current or newest is None else _checkpoint_dirs(conn, result.job_id, newest)
     return CleanupView(result, current, leftovers, dirs, tuple(d for d in dirs if os.path.isdir(d)), current_dirs,
                        same_run)
 
@@ -193,25 +224,30 @@ def _checkpoint_dirs(conn, job_id: str, incarnation: int) -> tuple[str, ...]:
 
 def apply_cleanup(store: Store, epoch: int, actor: str, result, effects: list[CleanupEffect],
                   kill_attempt: Callable[[Any], None]) -> None:
-    for effect in effects:
-        match effect:
-            case KillAttempt(attempt):
-                kill_attempt(attempt)
-            case DecideExpiry():
-                _decide_expiry(store, epoch, actor, result)
-            case ReleaseSources():
-                release_sources(store, result)
-            case RemoveCheckpoints(paths, with_job_root):
-                _remove_checkpoints(result, paths, with_job_root)
-            case MarkClean(removed, newer):
-                with store.leader_tx(epoch) as conn:
+    """Carry the effects out. An expiry's decision commits first (from then a resume is refused);
+    the rest of the step runs in one transaction that has checked, through the door, that the
+    result is still there and of the same run, and ends with the store write that records it."""
+    decided = decided_for(result)
+    if effects and isinstance(effects[0], DecideExpiry):
+        _decide_expiry(store, epoch, actor, result)
+        effects = effects[1:]
+    with destructive_step(store, epoch, decided, _fence(result)) as opened:
+        conn = opened.conn
+        for effect in effects:
+            match effect:
+                case KillAttempt(attempt):
+                    kill_attempt(attempt)
+                case ReleaseSources():
+                    release_sources(store, result)
+                case RemoveCheckpoints(paths, with_job_root):
+                    _remove_checkpoints(result, owned_paths(decided, paths), with_job_root)
+                case MarkClean(removed, newer):
                     conn.execute(update(s.job_results).where(and_(
                         _key(result), s.job_results.c.cleanup == CleanupState.DIRTY))
                         .values(cleanup=CleanupState.CLEAN, cleaned_at=store_now(conn)))
                     record_event(conn, "CLEANUP_DONE", actor, result.job_id, result.incarnation, epoch,
                                  removed=list(removed), newer_incarnation=newer)
-            case Forget(whole_run):
-                with store.leader_tx(epoch) as conn:
+                case Forget(whole_run):
                     if whole_run:
                         forget_job(conn, result.job_id, result.incarnation)
                     else:
@@ -227,17 +263,12 @@ def _decide_expiry(store: Store, epoch: int, actor: str, result) -> None:
     """The expiry's commit point: in one leader transaction, with the job row locked against a
     resume, check that the result is still the job's current incarnation and mark it EXPIRING.
     A resume that got in first moved the incarnation on: the expiry is overruled."""
-    with store.leader_tx(epoch) as conn:
-        query = select(s.jobs.c.incarnation, s.jobs.c.run_id).where(s.jobs.c.job_id == result.job_id)
-        job = conn.execute(query if store.is_sqlite else query.with_for_update()).first()
-        if job is None or job.incarnation != result.incarnation or job.run_id != result.run_id:
+    fence = result_of_run(CleanupState.CLEAN, CleanupState.EXPIRING)
+    with destructive_step(store, epoch, decided_for(result), fence) as opened:
+        if not current_run(opened.job, decided_for(result)):
             raise ExpiryOverruled(f"incarnation {result.incarnation} is no longer the job's current one")
-        done = conn.execute(update(s.job_results).where(and_(
-            _key(result), s.job_results.c.cleanup.in_([CleanupState.CLEAN, CleanupState.EXPIRING])))
-            .values(cleanup=CleanupState.EXPIRING)).rowcount
-        if not done:
-            raise ExpiryOverruled("its result is gone")
-        record_event(conn, "EXPIRY_DECIDED", actor, result.job_id, result.incarnation, epoch)
+        opened.conn.execute(update(s.job_results).where(_key(result)).values(cleanup=CleanupState.EXPIRING))
+        record_event(opened.conn, "EXPIRY_DECIDED", actor, result.job_id, result.incarnation, epoch)
 
 
 def _remove_checkpoints(result, paths: tuple[str, ...], with_job_root: bool) -> None:

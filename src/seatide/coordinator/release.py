@@ -12,9 +12,13 @@ reads it), the leader releases, in three steps, each idempotent:
    (it clears the request, and starts fresh, which makes its own slot) overrules it; a resume
    after it is refused until the release is done (its compare-and-set sees ``release``);
 2. each source drops what it holds for the run (``Source.release``: the replication slot and
-   its publication), as history expiry does, so nothing but that run's names is touched;
-3. record RELEASED, the time, the ``SOURCES_RELEASED`` event, and drop the job's
-   ``source_holds`` rows (nothing is held any more).
+   its publication), as history expiry does, so nothing but that run's names is touched,
+   through the door (coordinator/door.py): in a leader transaction that holds the job row and
+   has re-read it, still that incarnation of that run, RELEASING. A fresh resume keeps the run
+   and its slot names, so a row read before a stall (the release since done by another leader,
+   the job resumed) must never drop the slot the resumed incarnation made;
+3. in that same transaction: record RELEASED, the time, the ``SOURCES_RELEASED`` event, and
+   drop the job's ``source_holds`` rows (nothing is held any more).
 
 A failed step 2 (the database down) is retried with backoff, the job staying RELEASING, and
 each failure is an event with the reason, masked.
@@ -28,6 +32,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import and_, delete, exists, select, update
 
+from seatide.coordinator.door import DecidedFor, StepOverruled, destructive_step, job_at
 from seatide.store import schema as s
 from seatide.store.clock import store_now
 from seatide.store.db import NotLeader, Store, record_event
@@ -67,9 +72,18 @@ class Releaser:
         try:
             if job.release == REQUESTED:
                 _decide(self.store, epoch, self.actor, job)
-            from seatide.coordinator.cleanup import release_sources
-            release_sources(self.store, job)
-            _done(self.store, epoch, self.actor, job)
+            # The drop, under the door: the row is re-read and must still be this incarnation
+            # of this run, RELEASING. A row read before a stall may be long outdated: the release
+            # done by another leader, the job resumed fresh, whose new slot has the same name.
+            decided = DecidedFor(job.job_id, job.run_id, job.incarnation)
+            try:
+                with destructive_step(self.store, epoch, decided, job_at(release=RELEASING)) as opened:
+                    from seatide.coordinator.cleanup import release_sources
+                    release_sources(self.store, job)
+                    _done(opened.conn, epoch, self.actor, job)
+            except StepOverruled as exc:
+                raise ReleaseOverruled(str(exc)) from None
+            log.info("job %s: sources released; it can only be resumed fresh", job.job_id)
             self._retry_at.pop(job.job_id, None)
         except ReleaseOverruled as exc:
             log.info("release of job %s not done: %s", job.job_id, exc)
@@ -105,16 +119,13 @@ def _decide(store: Store, epoch: int, actor: str, job) -> None:
         record_event(conn, "RELEASE_DECIDED", actor, job.job_id, job.incarnation, epoch)
 
 
-def _done(store: Store, epoch: int, actor: str, job) -> None:
+def _done(conn, epoch: int, actor: str, job) -> None:
+    """Record RELEASED, in the door's transaction (which checked the job is still RELEASING)."""
     h = s.source_holds
-    with store.leader_tx(epoch) as conn:
-        held = [r.holds for r in conn.execute(select(h.c.holds).where(h.c.job_id == job.job_id)) if r.holds]
-        now = store_now(conn)
-        changed = conn.execute(update(s.jobs).where(and_(_job_key(job), s.jobs.c.release == RELEASING))
-                               .values(release=RELEASED, released_at=now)).rowcount
-        if not changed:
-            return
-        conn.execute(delete(h).where(h.c.job_id == job.job_id))
-        record_event(conn, "SOURCES_RELEASED", actor, job.job_id, job.incarnation, epoch, released=held,
-                     resume="only fresh: seatide resume --fallback fresh")
-    log.info("job %s: sources released (%s); it can only be resumed fresh", job.job_id, ", ".join(held) or "-")
+    held = [r.holds for r in conn.execute(select(h.c.holds).where(h.c.job_id == job.job_id)) if r.holds]
+    now = store_now(conn)
+    conn.execute(update(s.jobs).where(and_(_job_key(job), s.jobs.c.release == RELEASING))
+                 .values(release=RELEASED, released_at=now))
+    conn.execute(delete(h).where(h.c.job_id == job.job_id))
+    record_event(conn, "SOURCES_RELEASED", actor, job.job_id, job.incarnation, epoch, released=held,
+                 resume="only fresh: seatide resume --fallback fresh")
