@@ -90,3 +90,21 @@ def test_a_resume_reads_only_its_own_runs_checkpoints(store, tmp_path):
     job = _job(store)
     assert (job.incarnation, job.status) == (3, "CREATED")
     assert json.loads(job.restore)["fresh"] == []
+
+
+def test_a_resume_never_restores_an_earlier_runs_savepoint(store, tmp_path):
+    from seatide.store.restore import RestoreRefused, savepoint_ids
+
+    submit(store, tmp_path)
+    job = _job(store)
+    with store.write() as conn:
+        conn.execute(insert(s.checkpoints).values(
+            job_id="j1", incarnation=job.incarnation, checkpoint_id=7, pipeline_id=0, batch_id=0, kind="SAVEPOINT",
+            status="COMPLETED", created_at=time.time(), duration_ms=1, rows=0,
+            source_offsets=json.dumps({"pipelines": {"1": {}}}), fingerprint="f", attempt_id=1))
+    _end(store)
+    submit(store, tmp_path)
+    _end(store)
+    assert savepoint_ids(store, "j1") == []
+    with pytest.raises(RestoreRefused, match="has no savepoint 7"):
+        resume_job(store, "j1", plan=build_plan(load_job_text(JOB)), text=JOB, variables={}, savepoint_id=7)

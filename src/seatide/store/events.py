@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy import insert
+from sqlalchemy import insert, select
 from sqlalchemy.engine import Connection
 
 from seatide.store import schema as s
@@ -16,9 +16,15 @@ from seatide.store.clock import store_now
 
 
 def record_event(conn: Connection, kind: str, actor: str, job_id: str | None = None,
-                 incarnation: int | None = None, epoch: int | None = None, **detail) -> None:
+                 incarnation: int | None = None, epoch: int | None = None, *, run_id: str | None = None,
+                 **detail) -> None:
     """Append to the event log, in the caller's transaction (so the log never lies), at the
-    store's time (events are listed and pruned by it)."""
+    store's time (events are listed and pruned by it). ``run_id``: the run the event is about;
+    by default the job's current run, which every fenced writer acts for (a cleanup or expiry
+    of an earlier run names it)."""
+    run = run_id
+    if run is None and job_id is not None:
+        run = select(s.jobs.c.run_id).where(s.jobs.c.job_id == job_id).scalar_subquery()
     conn.execute(insert(s.events).values(
-        at=store_now(conn), job_id=job_id, incarnation=incarnation, kind=kind,
+        at=store_now(conn), job_id=job_id, incarnation=incarnation, run_id=run, kind=kind,
         detail=json.dumps(detail, default=str), epoch=epoch, actor=actor))

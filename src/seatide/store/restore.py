@@ -17,7 +17,7 @@ import socket
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import and_, insert, select, update
+from sqlalchemy import and_, func, insert, or_, select, update
 
 from seatide import failpoints
 from seatide.runtime.commit_log import read_json, write_json_atomic
@@ -91,8 +91,9 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
             s.pipelines.c.job_id == job_id, s.pipelines.c.incarnation == job.incarnation)))}
         completed = {row.pipeline_id for row in conn.execute(select(s.checkpoints.c.pipeline_id).where(and_(
             s.checkpoints.c.job_id == job_id, s.checkpoints.c.status == "COMPLETED",
-            s.checkpoints.c.kind == "CHECKPOINT")).distinct())}
-        savepoint = _savepoint(conn, job_id, savepoint_id) if savepoint_id is not None else None
+            s.checkpoints.c.kind == "CHECKPOINT",
+            s.checkpoints.c.incarnation >= run_first_incarnation(conn, job))).distinct())}
+        savepoint = _savepoint(conn, job, savepoint_id) if savepoint_id is not None else None
     pipelines = _plan_pipelines(plan, old, completed, savepoint)
     if job.release is not None:
         _refuse_released(job, fallback)
@@ -110,6 +111,19 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
                              "directory, or resume with the job's original config), or start those pipelines "
                              "over explicitly with --fallback fresh (restore.fallback = fresh)")
     return _new_incarnation(store, job, plan, text, variables, pipelines, savepoint, fallback, pinned_worker, actor)
+
+
+def run_first_incarnation(conn, job) -> int:
+    """The first incarnation of the job's current run: the rows of earlier incarnations are an
+    earlier run's while that run's history is kept (a job id may be submitted again once its
+    run was cleaned up). An earlier run's last incarnation has its result (that is what let
+    the id be submitted again), with its run id (or none, from before runs)."""
+    if job.run_id is None:
+        return 1
+    r = s.job_results.c
+    last = conn.execute(select(func.max(r.incarnation)).where(and_(
+        r.job_id == job.job_id, or_(r.run_id.is_(None), r.run_id != job.run_id)))).scalar()
+    return (last or 0) + 1
 
 
 def _check_resumable(conn, job, timeouts: Timeouts) -> None:
@@ -177,10 +191,13 @@ def _silent(conn, attempt, timeouts: Timeouts) -> bool:
     return worker_lost and now - (attempt.heartbeat_at or attempt.created_at) > timeouts.driver_stops_within
 
 
-def _savepoint(conn, job_id: str, savepoint_id: int):
+def _savepoint(conn, job, savepoint_id: int):
+    """One of the current run's savepoints: an earlier run of the job id is another job."""
+    job_id = job.job_id
     row = conn.execute(select(s.checkpoints).where(and_(
         s.checkpoints.c.job_id == job_id, s.checkpoints.c.checkpoint_id == savepoint_id,
-        s.checkpoints.c.kind == "SAVEPOINT", s.checkpoints.c.status == "COMPLETED"))).first()
+        s.checkpoints.c.kind == "SAVEPOINT", s.checkpoints.c.status == "COMPLETED",
+        s.checkpoints.c.incarnation >= run_first_incarnation(conn, job)))).first()
     if row is None:
         raise RestoreRefused(f"job {job_id} has no savepoint {savepoint_id}; `seatide checkpoints {job_id}` "
                              "lists its savepoints")
@@ -336,11 +353,15 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
 
 
 def savepoint_ids(store: Store, job_id: str) -> list[int]:
-    """The job's completed savepoints, oldest first."""
+    """The job's current run's completed savepoints, oldest first."""
     with store.read() as conn:
+        job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
+        if job is None:
+            return []
         return list(conn.execute(select(s.checkpoints.c.checkpoint_id).where(and_(
             s.checkpoints.c.job_id == job_id, s.checkpoints.c.kind == "SAVEPOINT",
-            s.checkpoints.c.status == "COMPLETED")).order_by(s.checkpoints.c.checkpoint_id)).scalars())
+            s.checkpoints.c.status == "COMPLETED", s.checkpoints.c.incarnation >= run_first_incarnation(conn, job)))
+            .order_by(s.checkpoints.c.checkpoint_id)).scalars())
 
 
 def latest_savepoint_id(store: Store, job_id: str) -> int | None:

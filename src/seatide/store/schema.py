@@ -269,6 +269,7 @@ events = Table(
     Column("at", Float, nullable=False),
     Column("job_id", String(64)),
     Column("incarnation", Integer),
+    Column("run_id", String(32)),          # the run it is about (0013); None: from before, or of no job
     Column("kind", String(48), nullable=False),
     Column("detail", Text, nullable=False, default="{}"),
     Column("epoch", BigInteger),

@@ -258,20 +258,25 @@ def log_attempt(conn: Connection, job_id: str, attempt_id: int | None = None):
 
 
 def job_events(conn: Connection, job_id: str, after: int = 0, limit: int = 100) -> list[dict] | None:
-    """A job's event log (every incarnation), oldest first, from the event after ``after``.
+    """A job's event log, oldest first, from the event after ``after``: its current run's (every
+    incarnation of it), since a job id used again is a new run (``store/runs.py``).
 
     None when neither the job nor any event of it exists. Events outlive the job's other
-    rows (history expiry keeps them as the audit trail), so a forgotten job still has them.
+    rows (history expiry keeps them as the audit trail), so a forgotten job still has them:
+    all of them then, each naming its run.
     """
     job = load_job(conn, job_id)
-    rows = conn.execute(select(s.events).where(and_(s.events.c.job_id == job_id, s.events.c.seq > after))
-                        .order_by(s.events.c.seq).limit(limit)).all()
+    c = s.events.c
+    query = select(s.events).where(and_(c.job_id == job_id, c.seq > after))
+    if job is not None:
+        query = query.where(c.run_id == job.run_id if job.run_id is not None else c.run_id.is_(None))
+    rows = conn.execute(query.order_by(c.seq).limit(limit)).all()
     if not rows and job is None and conn.execute(
             select(s.events.c.seq).where(s.events.c.job_id == job_id).limit(1)).first() is None:
         return None
     # Masked by whoever wrote them; masked again here for events written before that.
     secrets = secret_values(job.config, json.loads(job.variables or "{}")) if job is not None else frozenset()
-    return [{"seq": e.seq, "time": iso(e.at), "at": e.at, "kind": e.kind, "incarnation": e.incarnation,
+    return [{"seq": e.seq, "time": iso(e.at), "at": e.at, "kind": e.kind, "run": e.run_id, "incarnation": e.incarnation,
              "epoch": e.epoch, "actor": e.actor, "detail": _detail(mask_message(e.detail, secrets))} for e in rows]
 
 
