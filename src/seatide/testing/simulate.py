@@ -69,7 +69,11 @@ def choose(world: World, rng: random.Random) -> tuple:
     if r < 0.94:
         drivers = [n for n in names if world.procs[n].kind == "driver"] or names
         return (rng.choice(("duplicate", "delay", "deliver")), rng.choice(drivers), rng.random(), dt)
-    return (rng.choice(("cancel", "savepoint", "resume", "submit")), rng.choice(JOB_IDS), rng.random(), dt)
+    kind, job_id = rng.choice(("cancel", "savepoint", "resume", "submit")), rng.choice(JOB_IDS)
+    waiting = world.stalled_on()
+    if kind == "submit" and waiting:      # a stalled leader waits for its job id's next run
+        job_id = waiting[int(dt * 10_000) % len(waiting)]
+    return (kind, job_id, rng.random(), dt)
 
 
 def _hurt(world: World, name: str, how: str) -> bool:

@@ -12,9 +12,15 @@ from __future__ import annotations
 import logging
 import os
 import random
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
 
 from seatide import clock, intents
+from seatide.coordinator.cleanup import due_results, reconcile_cleanup
 from seatide.coordinator.service import Coordinator, node_heartbeat, register_node
+from seatide.store import schema as s
 from seatide.store.db import AttemptFenced, NotLeader, open_store
 from seatide.store.restore import savepoint_ids
 from seatide.store.states import IllegalTransition
@@ -51,6 +57,15 @@ def job_text(job_id: str) -> str:
     return JOB_TEXT.format(env=_ENV.format(mode=mode))
 
 
+@dataclass
+class Stall:
+    """A leader read a job's due result, then stalled before acting on it, until the result's run
+    was cleaned up, (``forgotten``: expired and forgotten,) and its job id submitted again."""
+    epoch: int
+    result: Any
+    forgotten: bool
+
+
 class Proc:
     def __init__(self, name: str, kind: str, store: ProcessStore):
         self.name, self.kind, self.store = name, kind, store
@@ -60,6 +75,7 @@ class Proc:
         self.crashed = False
         self.reconciling = None       # a coordinator's reconcile pass in progress
         self.last_beat = -1e9
+        self.stalled: Stall | None = None     # a leader stalled just before a cleanup step
 
     @property
     def runnable(self) -> bool:
@@ -88,6 +104,7 @@ class World:
         self.reports: dict[str, tuple[str, object]] = {}   # driver -> its last report (for duplicates)
         self.delayed: list[tuple[str, str, object]] = []  # (driver, report, call) arriving late
         self.submitted: list[str] = []
+        self.attempt_runs: dict[int, str | None] = {}      # attempt id -> the run it was started for
         self.lineages = 0
         self.next_pid = FIRST_PID
         # The furthest any process's clock ran ahead of the true one: a deadline it stamped
@@ -140,7 +157,12 @@ class World:
         proc.skew = self.procs[worker].skew          # same host, same clock
         proc.obj = SimDriver(self, process, proc.store, job_id, attempt_id)
         proc.worker = worker
+        self.attempt_runs[attempt_id] = self._run_of(job_id)
         return process
+
+    def _run_of(self, job_id: str) -> str | None:
+        with self.shared.read() as conn:
+            return conn.execute(select(s.jobs.c.run_id).where(s.jobs.c.job_id == job_id)).scalar()
 
     def new_lineage(self, job_id: str) -> str:
         self.lineages += 1
@@ -190,6 +212,10 @@ class World:
                 return "not crashed"
             self._start(proc)
             return "restarted"
+        if kind == "pause" and (stall := self._stall(proc, value)) is not None:
+            return stall
+        if kind == "unpause" and proc.stalled is not None and not self.stall_over(proc):
+            return "still stalled: its job id has no new run yet"
         if kind in ("pause", "unpause"):
             proc.paused = kind == "pause"
         elif kind in ("partition", "heal"):
@@ -223,7 +249,7 @@ class World:
         if proc.kind == "driver":
             proc.obj.proc.kill()
             return "killed"
-        proc.crashed, proc.reconciling, proc.paused = True, None, False
+        proc.crashed, proc.reconciling, proc.paused, proc.stalled = True, None, False, None
         if self.locks is not None:      # the OS frees a dead process's locks at once
             self.locks.crash(proc.name)
         if proc.kind == "worker":       # its drivers die with it (PR_SET_PDEATHSIG)
@@ -235,6 +261,8 @@ class World:
     def advance(self, proc: Proc, roll: float) -> str:
         self.current = proc
         try:
+            if proc.stalled is not None:
+                return self._stalled_step(proc)
             if proc.kind == "coordinator":
                 return self._coordinator_step(proc)
             if proc.kind == "worker":
@@ -271,6 +299,73 @@ class World:
             proc.reconciling = None
             self.check.fail(f"coordinator {proc.name} raised {type(exc).__name__}: {exc}")
             return f"raised {exc!r}"
+
+    # -- a leader stalled across expiry, forget and resubmission (issue 30, finding 5) ------------
+    def _stall(self, proc: Proc, roll: float) -> str | None:
+        """A pause of the leader while a cleanup or expiry is due becomes a stall just before
+        that step, which lasts until the job id has a new run."""
+        coordinator = proc.obj
+        if proc.kind != "coordinator" or proc.crashed or not coordinator.lease.is_leader:
+            return None
+        try:      # any result it may read as it comes due (a cleanup's delay, an expiry's)
+            due = due_results(proc.store, self.t + 3600.0)
+        except StorePartitioned:
+            return None
+        if not due:
+            return None
+        result = due[int(roll * 1000) % len(due)]
+        proc.stalled = Stall(coordinator.lease.epoch, result, forgotten=int(roll * 1000) % 2 == 0)
+        proc.paused, proc.reconciling = True, None
+        return (f"stalled before the {result.cleanup} step of job {result.job_id} (run {result.run_id}), "
+                f"until {'its rows are forgotten and ' if proc.stalled.forgotten else ''}its id is submitted again")
+
+    def stalled_on(self) -> list[str]:
+        """Job ids a stalled leader waits to see submitted again (the scheduler submits them)."""
+        return sorted({p.stalled.result.job_id for p in self.procs.values()
+                       if p.stalled is not None and not self.stall_over(p)})
+
+    def stall_over(self, proc: Proc) -> bool:
+        result = proc.stalled.result
+        with self.shared.read() as conn:
+            run = conn.execute(select(s.jobs.c.run_id).where(s.jobs.c.job_id == result.job_id)).scalar()
+            kept = conn.execute(select(s.job_results.c.run_id).where(
+                s.job_results.c.run_id == result.run_id).limit(1)).first() is not None
+        return run is not None and run != result.run_id and not (proc.stalled.forgotten and kept)
+
+    def _stalled_step(self, proc: Proc) -> str:
+        """The stalled leader wakes and takes the step it had decided on, with what it read then.
+        No step may touch a run other than the one it was decided for: the new run's pipeline
+        directories and drivers stay."""
+        stall, proc.stalled = proc.stalled, None
+        result = stall.result
+        live = self._live_dirs()
+
+        def kill(attempt) -> None:
+            run = self.attempt_runs.get(attempt.attempt_id)
+            if run != result.run_id:
+                self.check.fail(f"a cleanup step decided for run {result.run_id} of job {result.job_id} put down "
+                                f"attempt {attempt.attempt_id} of run {run}")
+            driver = self.procs.get(f"d{attempt.attempt_id}")
+            if driver is not None:
+                driver.obj.proc.kill()
+
+        try:
+            reconcile_cleanup(proc.store, stall.epoch, f"coordinator:{proc.name}", result, kill)
+            outcome = "the stale step returned"
+        except (NotLeader, StorePartitioned) as exc:
+            outcome = f"the stale step refused: {type(exc).__name__}"
+        for path, (job_id, run) in live.items():
+            if run != result.run_id and not os.path.isdir(path):
+                self.check.fail(f"a cleanup step decided for run {result.run_id} of job {result.job_id} removed "
+                                f"{path}, of run {run} of job {job_id}")
+        return outcome
+
+    def _live_dirs(self) -> dict[str, tuple[str, str]]:
+        """Every pipeline directory on disk of a job id's current run."""
+        with self.shared.read() as conn:
+            rows = conn.execute(select(s.pipelines.c.checkpoint_dir, s.jobs.c.job_id, s.jobs.c.run_id).where(
+                s.of_current_incarnation(s.pipelines))).all()
+        return {row.checkpoint_dir: (row.job_id, row.run_id) for row in rows if os.path.isdir(row.checkpoint_dir)}
 
     def _worker_step(self, proc: Proc) -> str:
         try:
@@ -341,7 +436,7 @@ class World:
         """Faults stop: every process back, clocks agree, late reports dropped."""
         self.delayed.clear()
         for proc in list(self.procs.values()):
-            proc.paused, proc.skew, proc.store.partitioned = False, 0.0, False
+            proc.paused, proc.skew, proc.store.partitioned = False, 0.0, False     # a stalled leader wakes
             if proc.crashed:
                 self._start(proc)
 
