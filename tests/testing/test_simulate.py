@@ -3,11 +3,16 @@ fence (and replays that seed exactly), and the CLI's last line."""
 
 from __future__ import annotations
 
+import random
 import re
+import tempfile
 
 import pytest
+from sqlalchemy import and_, select
 
+from seatide.store import schema as s
 from seatide.testing import simulate
+from seatide.testing.world import Stall, World
 
 # CI's budget is time, not a count: seeds of CI_LONG_STEPS fault steps each from CI_FIRST_SEED on,
 # for CI_SECONDS (states such as a forgotten job's id submitted again take thousands of steps to
@@ -101,3 +106,55 @@ def test_history_stamped_by_a_leader_clock_running_ahead_still_expires_before_th
     assert any("cancel batch-a: cancel accepted" in line for line in run.trace)
     assert run.settled
     assert run.violations == [], "\n".join(run.violations)
+
+
+def _stalled_leader_shape(bug: str | None) -> list[str]:
+    """Issue 30 finding 5's shape, driven step by step: the leader stalls just before the cleanup of
+    a FINISHED job, the next leader cleans the run up, expires and forgets it, the id is submitted
+    again (incarnation 1 once more) and its driver makes its pipeline directories; then the
+    stalled leader wakes and takes its step."""
+    rng = random.Random(0)
+    with tempfile.TemporaryDirectory(prefix="seatide-sim-") as data_dir, simulate.injected(bug):
+        world = World(data_dir)
+        try:
+            def until(what, condition, rounds=2000):
+                for _ in range(rounds):
+                    if condition():
+                        return
+                    world.round(rng, 0.25)
+                    world.check.after_step()
+                raise AssertionError(f"the world never reached: {what}")
+
+            def dirty():
+                with world.shared.read() as conn:
+                    return conn.execute(select(s.job_results).where(and_(
+                        s.job_results.c.job_id == "batch-a", s.job_results.c.cleanup == "DIRTY"))).first()
+
+            until("batch-a FINISHED, its cleanup due", lambda: dirty() is not None)
+            result = dirty()
+            leader = next(p for p in world.procs.values() if p.kind == "coordinator" and p.obj.lease.is_leader)
+            leader.stalled, leader.paused = Stall(leader.obj.lease.epoch, result, forgotten=True), True
+
+            def resubmitted():
+                if "batch-a" in world.stalled_on():
+                    world.user("submit", "batch-a")
+                return world.stall_over(leader) and any(
+                    run != result.run_id for job, run in world.live_dirs().values() if job == "batch-a")
+
+            until("batch-a forgotten, submitted again and started", resubmitted)
+            leader.paused = False
+            world.advance(leader, 0.5)
+            return list(world.check.violations)
+        finally:
+            world.close()
+
+
+def test_a_leader_stalled_across_expiry_forget_and_resubmission_touches_no_other_run():
+    assert _stalled_leader_shape(None) == []
+
+
+def test_the_checker_catches_a_cleanup_that_acts_on_a_stale_row():
+    """The cleanup as it was before issue 30 (the row as read, the incarnation compared, the epoch
+    checked after the removal) removes the new run's directories."""
+    violations = _stalled_leader_shape("skip-run-fence")
+    assert any("of run" in v and "removed" in v for v in violations), violations

@@ -24,13 +24,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import random
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 
+from sqlalchemy import select
+
 from seatide.store import db
+from seatide.store import schema as s
 from seatide.testing.world import HISTORY_EXPIRE_S, JOB_IDS, World, quiet_logs
 
 SETTLE_MAX_S = 240.0
@@ -38,7 +42,7 @@ SETTLE_DT = 0.25
 # restart-store: the store's server restarts (every session and liveness lock lost; processes live)
 FAULTS = ("crash", "pause", "partition", "skew", "jump", "restart-store")
 RECOVERIES = {"restart": "crashed", "unpause": "paused", "heal": "partitioned"}
-BUGS = ("skip-attempt-fence",)
+BUGS = ("skip-attempt-fence", "skip-run-fence")
 
 
 @dataclass
@@ -87,14 +91,35 @@ def injected(bug: str | None):
     if bug is None:
         yield
         return
-    if bug != "skip-attempt-fence":
+    if bug not in BUGS:
         raise ValueError(f"unknown bug {bug!r}; one of {', '.join(BUGS)}")
-    real = db.check_attempt_current
-    db.check_attempt_current = lambda *args, **kwargs: None
-    try:
+    with contextlib.ExitStack() as undo:
+        if bug == "skip-attempt-fence":
+            _patch(undo, db, "check_attempt_current", lambda *args, **kwargs: None)
+        else:      # cleanup as it was before issue 30: the row as read, the epoch checked only after
+            from seatide.coordinator import cleanup, door
+
+            @contextlib.contextmanager
+            def checked_after(store, epoch, decided, fence, check=True):
+                with store.write() as conn:
+                    job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == decided.job_id)).first()
+                    yield door.Opened(conn, job, fence(conn, job, decided))
+                    if check and conn.execute(select(s.leader_lease.c.epoch)).scalar() != epoch:
+                        raise db.NotLeader(f"epoch {epoch} is no longer the leader")
+
+            _patch(undo, cleanup, "fenced_read", functools.partial(checked_after, check=False))
+            _patch(undo, cleanup, "destructive_step", checked_after)
+            _patch(undo, cleanup, "_fence", lambda result: lambda conn, job, decided: result)
+            _patch(undo, cleanup, "current_run", lambda job, decided: job is not None and
+                   job.incarnation == decided.incarnation)
+            _patch(undo, cleanup, "owned_paths", lambda decided, paths: paths)
         yield
-    finally:
-        db.check_attempt_current = real
+
+
+def _patch(undo: contextlib.ExitStack, module, name: str, value) -> None:
+    real = getattr(module, name)
+    setattr(module, name, value)
+    undo.callback(setattr, module, name, real)
 
 
 def run_once(seed: int, steps: int, actions: list[tuple] | None = None, bug: str | None = None,

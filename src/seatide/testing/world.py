@@ -320,17 +320,18 @@ class World:
                 f"until {'its rows are forgotten and ' if proc.stalled.forgotten else ''}its id is submitted again")
 
     def stalled_on(self) -> list[str]:
-        """Job ids a stalled leader waits to see submitted again (the scheduler submits them)."""
+        """Job ids a stalled leader waits to see submitted again (the scheduler submits them): once
+        the run is cleaned up, or once its rows are forgotten, so the new run is incarnation 1."""
         return sorted({p.stalled.result.job_id for p in self.procs.values()
-                       if p.stalled is not None and not self.stall_over(p)})
+                       if p.stalled is not None and self._run_now(p.stalled.result.job_id) ==
+                       (None if p.stalled.forgotten else p.stalled.result.run_id)})
 
     def stall_over(self, proc: Proc) -> bool:
-        result = proc.stalled.result
+        return self._run_now(proc.stalled.result.job_id) not in (None, proc.stalled.result.run_id)
+
+    def _run_now(self, job_id: str) -> str | None:
         with self.shared.read() as conn:
-            run = conn.execute(select(s.jobs.c.run_id).where(s.jobs.c.job_id == result.job_id)).scalar()
-            kept = conn.execute(select(s.job_results.c.run_id).where(
-                s.job_results.c.run_id == result.run_id).limit(1)).first() is not None
-        return run is not None and run != result.run_id and not (proc.stalled.forgotten and kept)
+            return conn.execute(select(s.jobs.c.run_id).where(s.jobs.c.job_id == job_id)).scalar()
 
     def _stalled_step(self, proc: Proc) -> str:
         """The stalled leader wakes and takes the step it had decided on, with what it read then.
@@ -338,7 +339,7 @@ class World:
         directories and drivers stay."""
         stall, proc.stalled = proc.stalled, None
         result = stall.result
-        live = self._live_dirs()
+        live = self.live_dirs()
 
         def kill(attempt) -> None:
             run = self.attempt_runs.get(attempt.attempt_id)
@@ -360,7 +361,7 @@ class World:
                                 f"{path}, of run {run} of job {job_id}")
         return outcome
 
-    def _live_dirs(self) -> dict[str, tuple[str, str]]:
+    def live_dirs(self) -> dict[str, tuple[str, str]]:
         """Every pipeline directory on disk of a job id's current run."""
         with self.shared.read() as conn:
             rows = conn.execute(select(s.pipelines.c.checkpoint_dir, s.jobs.c.job_id, s.jobs.c.run_id).where(
