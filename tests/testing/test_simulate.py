@@ -12,7 +12,9 @@ from sqlalchemy import and_, select
 
 from seatide.store import schema as s
 from seatide.testing import simulate
-from seatide.testing.world import Stall, World
+from seatide.testing import stalls
+from seatide.testing.stalls import Stall
+from seatide.testing.world import World
 
 # CI's budget is time, not a count: seeds of CI_LONG_STEPS fault steps each from CI_FIRST_SEED on,
 # for CI_SECONDS (states such as a forgotten job's id submitted again take thousands of steps to
@@ -136,10 +138,10 @@ def _stalled_leader_shape(bug: str | None) -> list[str]:
             leader.stalled, leader.paused = Stall(leader.obj.lease.epoch, result, forgotten=True), True
 
             def resubmitted():
-                if "batch-a" in world.stalled_on():
+                if "batch-a" in stalls.stalled_on(world):
                     world.user("submit", "batch-a")
-                return world.stall_over(leader) and any(
-                    run != result.run_id for job, run in world.live_dirs().values() if job == "batch-a")
+                return stalls.over(world, leader) and any(
+                    run != result.run_id for job, run in stalls.live_dirs(world).values() if job == "batch-a")
 
             until("batch-a forgotten, submitted again and started", resubmitted)
             leader.paused = False

@@ -35,6 +35,7 @@ from sqlalchemy import select
 
 from seatide.store import db
 from seatide.store import schema as s
+from seatide.testing import stalls
 from seatide.testing.world import HISTORY_EXPIRE_S, JOB_IDS, World, quiet_logs
 
 SETTLE_MAX_S = 240.0
@@ -74,7 +75,7 @@ def choose(world: World, rng: random.Random) -> tuple:
         drivers = [n for n in names if world.procs[n].kind == "driver"] or names
         return (rng.choice(("duplicate", "delay", "deliver")), rng.choice(drivers), rng.random(), dt)
     kind, job_id = rng.choice(("cancel", "savepoint", "resume", "submit")), rng.choice(JOB_IDS)
-    waiting = world.stalled_on()
+    waiting = stalls.stalled_on(world)
     if kind == "submit" and waiting:      # a stalled leader waits for its job id's next run
         job_id = waiting[int(dt * 10_000) % len(waiting)]
     return (kind, job_id, rng.random(), dt)

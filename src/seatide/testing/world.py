@@ -12,18 +12,16 @@ from __future__ import annotations
 import logging
 import os
 import random
-from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import select
 
 from seatide import clock, intents
-from seatide.coordinator.cleanup import due_results, reconcile_cleanup
 from seatide.coordinator.service import Coordinator, node_heartbeat, register_node
 from seatide.store import schema as s
 from seatide.store.db import AttemptFenced, NotLeader, open_store
 from seatide.store.restore import savepoint_ids
 from seatide.store.states import IllegalTransition
+from seatide.testing import stalls
 from seatide.testing.invariants import Invariants
 from seatide.store.liveness import worker_lock
 from seatide.testing.sim_machine import FIRST_PID, ProcessStore, SimLocks, SimProcess, StorePartitioned
@@ -57,15 +55,6 @@ def job_text(job_id: str) -> str:
     return JOB_TEXT.format(env=_ENV.format(mode=mode))
 
 
-@dataclass
-class Stall:
-    """A leader read a job's due result, then stalled before acting on it, until the result's run
-    was cleaned up, (``forgotten``: expired and forgotten,) and its job id submitted again."""
-    epoch: int
-    result: Any
-    forgotten: bool
-
-
 class Proc:
     def __init__(self, name: str, kind: str, store: ProcessStore):
         self.name, self.kind, self.store = name, kind, store
@@ -75,7 +64,7 @@ class Proc:
         self.crashed = False
         self.reconciling = None       # a coordinator's reconcile pass in progress
         self.last_beat = -1e9
-        self.stalled: Stall | None = None     # a leader stalled just before a cleanup step
+        self.stalled = None           # a leader stalled just before a cleanup step (testing/stalls.py)
 
     @property
     def runnable(self) -> bool:
@@ -212,9 +201,9 @@ class World:
                 return "not crashed"
             self._start(proc)
             return "restarted"
-        if kind == "pause" and (stall := self._stall(proc, value)) is not None:
+        if kind == "pause" and (stall := stalls.stall(self, proc, value)) is not None:
             return stall
-        if kind == "unpause" and proc.stalled is not None and not self.stall_over(proc):
+        if kind == "unpause" and proc.stalled is not None and not stalls.over(self, proc):
             return "still stalled: its job id has no new run yet"
         if kind in ("pause", "unpause"):
             proc.paused = kind == "pause"
@@ -262,7 +251,7 @@ class World:
         self.current = proc
         try:
             if proc.stalled is not None:
-                return self._stalled_step(proc)
+                return stalls.stalled_step(self, proc)
             if proc.kind == "coordinator":
                 return self._coordinator_step(proc)
             if proc.kind == "worker":
@@ -299,74 +288,6 @@ class World:
             proc.reconciling = None
             self.check.fail(f"coordinator {proc.name} raised {type(exc).__name__}: {exc}")
             return f"raised {exc!r}"
-
-    # -- a leader stalled across expiry, forget and resubmission (issue 30, finding 5) ------------
-    def _stall(self, proc: Proc, roll: float) -> str | None:
-        """A pause of the leader while a cleanup or expiry is due becomes a stall just before
-        that step, which lasts until the job id has a new run."""
-        coordinator = proc.obj
-        if proc.kind != "coordinator" or proc.crashed or not coordinator.lease.is_leader:
-            return None
-        try:      # any result it may read as it comes due (a cleanup's delay, an expiry's)
-            due = due_results(proc.store, self.t + 3600.0)
-        except StorePartitioned:
-            return None
-        if not due:
-            return None
-        result = due[int(roll * 1000) % len(due)]
-        proc.stalled = Stall(coordinator.lease.epoch, result, forgotten=int(roll * 1000) % 2 == 0)
-        proc.paused, proc.reconciling = True, None
-        return (f"stalled before the {result.cleanup} step of job {result.job_id} (run {result.run_id}), "
-                f"until {'its rows are forgotten and ' if proc.stalled.forgotten else ''}its id is submitted again")
-
-    def stalled_on(self) -> list[str]:
-        """Job ids a stalled leader waits to see submitted again (the scheduler submits them): once
-        the run is cleaned up, or once its rows are forgotten, so the new run is incarnation 1."""
-        return sorted({p.stalled.result.job_id for p in self.procs.values()
-                       if p.stalled is not None and self._run_now(p.stalled.result.job_id) ==
-                       (None if p.stalled.forgotten else p.stalled.result.run_id)})
-
-    def stall_over(self, proc: Proc) -> bool:
-        return self._run_now(proc.stalled.result.job_id) not in (None, proc.stalled.result.run_id)
-
-    def _run_now(self, job_id: str) -> str | None:
-        with self.shared.read() as conn:
-            return conn.execute(select(s.jobs.c.run_id).where(s.jobs.c.job_id == job_id)).scalar()
-
-    def _stalled_step(self, proc: Proc) -> str:
-        """The stalled leader wakes and takes the step it had decided on, with what it read then.
-        No step may touch a run other than the one it was decided for: the new run's pipeline
-        directories and drivers stay."""
-        stall, proc.stalled = proc.stalled, None
-        result = stall.result
-        live = self.live_dirs()
-
-        def kill(attempt) -> None:
-            run = self.attempt_runs.get(attempt.attempt_id)
-            if run != result.run_id:
-                self.check.fail(f"a cleanup step decided for run {result.run_id} of job {result.job_id} put down "
-                                f"attempt {attempt.attempt_id} of run {run}")
-            driver = self.procs.get(f"d{attempt.attempt_id}")
-            if driver is not None:
-                driver.obj.proc.kill()
-
-        try:
-            reconcile_cleanup(proc.store, stall.epoch, f"coordinator:{proc.name}", result, kill)
-            outcome = "the stale step returned"
-        except (NotLeader, StorePartitioned) as exc:
-            outcome = f"the stale step refused: {type(exc).__name__}"
-        for path, (job_id, run) in live.items():
-            if run != result.run_id and not os.path.isdir(path):
-                self.check.fail(f"a cleanup step decided for run {result.run_id} of job {result.job_id} removed "
-                                f"{path}, of run {run} of job {job_id}")
-        return outcome
-
-    def live_dirs(self) -> dict[str, tuple[str, str]]:
-        """Every pipeline directory on disk of a job id's current run."""
-        with self.shared.read() as conn:
-            rows = conn.execute(select(s.pipelines.c.checkpoint_dir, s.jobs.c.job_id, s.jobs.c.run_id).where(
-                s.of_current_incarnation(s.pipelines))).all()
-        return {row.checkpoint_dir: (row.job_id, row.run_id) for row in rows if os.path.isdir(row.checkpoint_dir)}
 
     def _worker_step(self, proc: Proc) -> str:
         try:
