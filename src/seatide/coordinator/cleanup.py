@@ -245,14 +245,16 @@ def apply_cleanup(store: Store, epoch: int, actor: str, result, effects: list[Cl
                     conn.execute(update(s.job_results).where(and_(
                         _key(result), s.job_results.c.cleanup == CleanupState.DIRTY))
                         .values(cleanup=CleanupState.CLEAN, cleaned_at=store_now(conn)))
-                    record_event(conn, "CLEANUP_DONE", actor, result.job_id, result.incarnation, epoch, run_id=result.run_id,
+                    record_event(conn, "CLEANUP_DONE", actor, result.job_id, result.incarnation, epoch,
+                                 run_id=result.run_id,
                                  removed=list(removed), newer_incarnation=newer)
                 case Forget(whole_run):
                     if whole_run:
                         forget_job(conn, result.job_id, result.incarnation)
                     else:
                         conn.execute(delete(s.job_results).where(_key(result)))
-                    record_event(conn, "HISTORY_EXPIRED", actor, result.job_id, result.incarnation, epoch, run_id=result.run_id)
+                    record_event(conn, "HISTORY_EXPIRED", actor, result.job_id, result.incarnation, epoch,
+                                 run_id=result.run_id)
 
 
 def _key(result):
@@ -268,7 +270,8 @@ def _decide_expiry(store: Store, epoch: int, actor: str, result) -> None:
         if not current_run(opened.job, decided_for(result)):
             raise ExpiryOverruled(f"incarnation {result.incarnation} is no longer the job's current one")
         opened.conn.execute(update(s.job_results).where(_key(result)).values(cleanup=CleanupState.EXPIRING))
-        record_event(opened.conn, "EXPIRY_DECIDED", actor, result.job_id, result.incarnation, epoch, run_id=result.run_id)
+        record_event(opened.conn, "EXPIRY_DECIDED", actor, result.job_id, result.incarnation, epoch,
+                     run_id=result.run_id)
 
 
 def _remove_checkpoints(result, paths: tuple[str, ...], with_job_root: bool) -> None:
