@@ -24,6 +24,7 @@ from seatide.coordinator.cleanup import due_results, reconcile_cleanup
 from seatide.coordinator.lease import LeaderLease
 from seatide.coordinator.release import RELEASING, Releaser, due_releases
 from seatide.plan.dag import build_plan
+from seatide.plan.outline import outline_json
 from seatide.store import schema as s
 from seatide.store.db import NotLeader
 from seatide.store.jobs import submit_job
@@ -142,8 +143,8 @@ def _slots(server, prefix: str) -> list[str]:
 def test_a_stale_releasing_row_never_drops_the_slot_of_a_fresh_resume(store, tmp_path, private_postgres, acting):
     text = _cdc_job(private_postgres)
     config = load_job_text(text)
-    submit_job(store, text=text, variables={}, config=config, plan=build_plan(config), data_dir=str(tmp_path),
-               job_id="j1")
+    submit_job(store, text=text, variables={}, config=config, plan=build_plan(config),
+               outline=outline_json(config), data_dir=str(tmp_path), job_id="j1")
     run = _job(store).run_id
     name = slot.default_name(run_key("j1", run), 1, "source0")
     prefix = slot.job_prefix(run_key("j1", run))
