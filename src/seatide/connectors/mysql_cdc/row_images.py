@@ -9,9 +9,17 @@ update's before image when it has them, and otherwise read from the table by the
 as it is when the batch is read. That value may be newer than the change's own; the later
 changes that made it newer follow in the binlog, so the target ends equal to the source.
 Before images and deleted rows keep nulls: a sink applies them by key alone.
+
+Only the columns the table has are read: a shape that follows schema changes keeps a dropped or
+renamed column (retired) for rows from before the change, and the table no longer has it (a row
+of today has none there). A row of an older shape read after the server has changed the table
+further (a replay) is read from the columns of its shape the table still has; the others stay
+null, as a dropped column does.
 """
 
 from __future__ import annotations
+
+import pymysql
 
 from seatide.connectors.mysql_cdc.catalog import CapturedTable, ServerConfig
 from seatide.connectors.mysql_cdc.snapshot import quote
@@ -43,23 +51,41 @@ class RowCompleter:
                 "binlog_row_image to MINIMAL or NOBLOB) and the table has no key to read them by. Set "
                 "binlog_row_image = FULL for every session that writes it, and restart the job from a "
                 "fresh checkpoint")
-        found = self._rows_by_key(table, positions, {tuple(row[p] for p in positions) for row in wanted})
+        found = self._rows_by_key(table, [names[p] for p in positions],
+                                  {tuple(row[p] for p in positions) for row in wanted})
         for row in wanted:
             now = found.get(tuple(row[p] for p in positions))
             for i, value in enumerate(row):
                 if value is MISSING:
-                    row[i] = None if now is None else now[i]
+                    row[i] = None if now is None else now.get(names[i])
         return rows
 
-    def _rows_by_key(self, table: CapturedTable, positions: list[int], keys: set) -> dict:
+    def _rows_by_key(self, table: CapturedTable, key: list[str], keys: set) -> dict:
+        """Each key's row now, as {column: value}, of the columns of ``table`` the server has."""
         if self._conn is None:
             self._conn = self.config.connect()
             with self._conn.cursor() as cur:
                 cur.execute("SET time_zone = '+00:00'")    # TIMESTAMP values in UTC, as the binlog has them
-        columns = ", ".join(quote(c.name) for c in table.columns)
-        key = "(" + ", ".join(quote(table.columns[p].name) for p in positions) + ")"
-        marks = ", ".join(["(" + ", ".join(["%s"] * len(positions)) + ")"] * len(keys))
+        names = [row[0] for row in table.live]
+        try:
+            return self._select(table, names, key, keys)
+        except pymysql.err.OperationalError as exc:
+            if exc.args[0] != _UNKNOWN_COLUMN:
+                raise
+        with self._conn.cursor() as cur:        # a row of an older shape: the table has changed since
+            cur.execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                        "AND TABLE_NAME = %s", (table.database, table.table))
+            there = {r[0].lower() for r in cur.fetchall()}
+        return self._select(table, [n for n in names if n.lower() in there], key, keys)
+
+    def _select(self, table: CapturedTable, names: list[str], key: list[str], keys: set) -> dict:
+        where = "(" + ", ".join(quote(k) for k in key) + ")"
+        marks = ", ".join(["(" + ", ".join(["%s"] * len(key)) + ")"] * len(keys))
         with self._conn.cursor() as cur:
-            cur.execute(f"SELECT {columns} FROM {quote(table.database)}.{quote(table.table)} WHERE {key} IN ({marks})",
-                        [v for k in keys for v in k])
-            return {tuple(row[p] for p in positions): list(row) for row in cur.fetchall()}
+            cur.execute(f"SELECT {', '.join(quote(n) for n in names)} FROM {quote(table.database)}."
+                        f"{quote(table.table)} WHERE {where} IN ({marks})", [v for k in keys for v in k])
+            found = [dict(zip(names, row)) for row in cur.fetchall()]
+        return {tuple(row[k] for k in key): row for row in found}
+
+
+_UNKNOWN_COLUMN = 1054      # ER_BAD_FIELD_ERROR
