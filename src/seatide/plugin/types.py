@@ -54,6 +54,10 @@ MAX_PRECISION = 38
 # as an expression computes the field, which is when the declared type stops being true.
 SOURCE_TYPE = "seatide.source_type"          # "geometry(Point,4326)", "int(10) unsigned"
 SOURCE_DIALECT = "seatide.source_dialect"    # "postgresql" or "mysql" (seatide.connectors.jdbc.url)
+# The source column's NOT NULL (true) and DEFAULT (["literal", "yy"], ["now", 6 or null] or
+# ["expression", text]), where a CDC source knows them: a sink that adds the column defines it so
+SOURCE_NOT_NULL = "seatide.not_null"
+SOURCE_DEFAULT = "seatide.default"
 
 
 class SchemaError(ValueError):

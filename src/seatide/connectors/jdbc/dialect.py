@@ -285,6 +285,23 @@ class Dialect:
         return (f"ALTER TABLE {target} ALTER COLUMN {self.quote(column)} TYPE {column_type} "
                 f"USING {self.quote(column)}::{column_type}")
 
+    def column_default(self, default: list) -> str | None:
+        """A source column's DEFAULT (plugin/types.py's SOURCE_DEFAULT) as this database writes it;
+        None where it has no form here (an expression of the other database)."""
+        kind, value = default
+        if kind == "literal":
+            text = str(value).replace("'", "''")
+            return "'" + (text.replace("\\", "\\\\") if self.name == MYSQL else text) + "'"
+        if kind == "now":
+            return "CURRENT_TIMESTAMP" + (f"({int(value)})" if value and self.name == MYSQL else "")
+        return str(value) if self.name == MYSQL and kind == "expression" else None
+
+    def nullable(self, target: str, column: str, column_type: str) -> str:
+        """The statement that lets ``column`` of ``target`` (of ``column_type``) take NULL."""
+        if self.name == MYSQL:
+            return f"ALTER TABLE {target} MODIFY COLUMN {self.quote(column)} {column_type} NULL"
+        return f"ALTER TABLE {target} ALTER COLUMN {self.quote(column)} DROP NOT NULL"
+
     def create_schema(self, cursor, name: str) -> None:
         """Create the schema (PostgreSQL) or database (MySQL) ``name`` unless it exists."""
         cursor.execute("SELECT 1 FROM information_schema.schemata WHERE schema_name = %s", (name,))
@@ -295,6 +312,13 @@ class Dialect:
         cursor.execute("SELECT column_name FROM information_schema.columns WHERE " + self._where_table(table)
                        + " ORDER BY ordinal_position", table[::-1])
         return [row[0] for row in cursor.fetchall()]
+
+    def nullability(self, cursor, table: tuple[str, ...]) -> dict[str, str | None]:
+        """The table's columns, each with its type where it is NOT NULL, else None."""
+        declared = "column_type" if self.name == MYSQL else "data_type"
+        cursor.execute(f"SELECT column_name, is_nullable, {declared} FROM information_schema.columns WHERE "
+                       + self._where_table(table) + " ORDER BY ordinal_position", table[::-1])
+        return {row[0]: (row[2] if row[1] == "NO" else None) for row in cursor.fetchall()}
 
     def unique_keys(self, cursor, table: tuple[str, ...]) -> list[frozenset[str]]:
         """Column sets of the table's primary key and unique indexes (what an upsert can match on)."""

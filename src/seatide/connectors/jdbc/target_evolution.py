@@ -18,6 +18,7 @@ holds it makes its change before the replacement has looked at the target, which
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Callable
 
@@ -25,6 +26,7 @@ from seatide.connectors.jdbc.spec import JdbcSinkError
 from seatide.connectors.jdbc.target import JdbcTarget, first_line
 from seatide.connectors.jdbc.url import POSTGRESQL
 from seatide.plugin.evolution import ADD, DROP, RENAME, RETYPE, TableChange
+from seatide.plugin.types import SOURCE_DEFAULT, SOURCE_NOT_NULL
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +37,7 @@ def evolve(conn, route: JdbcTarget, change: TableChange, behaviour: str, fence: 
     dialect = route.dialect
     if route.table is None or not dialect.table_exists(cursor, route.table):
         return                       # the save modes create it from the new shape
-    statements = _statements(route, change, behaviour, set(dialect.columns(cursor, route.table)))
+    statements = _statements(route, change, behaviour, dialect.nullability(cursor, route.table))
     for ddl in statements:
         if dialect.name != POSTGRESQL:    # MySQL's DDL commits by itself: fenced in a transaction before it
             conn.begin()
@@ -56,15 +58,18 @@ def evolve(conn, route: JdbcTarget, change: TableChange, behaviour: str, fence: 
     conn.commit()
 
 
-def _statements(route: JdbcTarget, change: TableChange, behaviour: str, existing: set[str]) -> list[str]:
-    """The statements that apply ``change`` to a target with the columns ``existing``, in order."""
+def _statements(route: JdbcTarget, change: TableChange, behaviour: str, existing: dict[str, str | None]) -> list[str]:
+    """The statements that apply ``change`` to a target with the columns ``existing`` (each with its
+    type where it is NOT NULL, else None), in order."""
     dialect = route.dialect
     column, evolving = route.column(change.column), behaviour in ("evolve", "try_evolve")
     q, target = dialect.quote, route.quoted
     if change.kind == ADD and behaviour != "ignore" and column not in existing:
-        return [f"ALTER TABLE {target} ADD COLUMN {q(column)} {dialect.field_type(change.field)}"]
+        return [add_column(route, column, change.field, defined=True)]
     if change.kind == DROP and evolving and column in existing:
         return [f"ALTER TABLE {target} DROP COLUMN {q(column)}"]
+    if change.kind == DROP and behaviour == "lenient":
+        return _nullable(route, column, existing)          # kept: rows from now on leave it null
     if change.kind == RENAME:
         new = route.column(change.new_name)
         if evolving:
@@ -72,11 +77,44 @@ def _statements(route: JdbcTarget, change: TableChange, behaviour: str, existing
             if column in existing and new not in existing:
                 return [f"ALTER TABLE {target} RENAME COLUMN {q(column)} TO {q(new)}"]
         elif behaviour == "lenient" and new not in existing:
-            return [f"ALTER TABLE {target} ADD COLUMN {q(new)} {dialect.field_type(change.field)}"]
+            # the rows before the rename keep their values in the old column: the new one starts
+            # empty for them, so it takes neither the NOT NULL nor the default
+            return [*_nullable(route, column, existing), add_column(route, new, change.field, defined=False)]
         return []
     if change.kind == RETYPE and column in existing and (evolving or behaviour == "lenient" and change.widens()):
         return [dialect.retype(target, column, dialect.field_type(change.field))]
     return []
 
 
-__all__ = ["evolve"]
+def add_column(route: JdbcTarget, column: str, field, defined: bool) -> str:
+    """ALTER TABLE ... ADD COLUMN for the source's ``field``; ``defined``: with the source column's
+    NOT NULL and DEFAULT (plugin/types.py), which also fill the rows the target has, as the source
+    server filled its own without writing a row change for them (finding 11 of issue 30)."""
+    dialect = route.dialect
+    definition = dialect.field_type(field)
+    metadata = field.metadata or {}
+    default = dialect.column_default(json.loads(metadata[SOURCE_DEFAULT])) if defined and SOURCE_DEFAULT in metadata \
+        else None
+    not_null = defined and bool(metadata.get(SOURCE_NOT_NULL))
+    if not_null and default is None and dialect.name == POSTGRESQL:
+        # MySQL fills a NOT NULL column without a default with its type's zero value, a value
+        # PostgreSQL has no rule for: there it would refuse the column on a table with rows
+        log.warning("Jdbc sink: %s: column %s is NOT NULL without a default PostgreSQL can take; added "
+                    "as nullable", route.label, column)
+        not_null = False
+    if default is None and SOURCE_DEFAULT in metadata and defined:
+        log.warning("Jdbc sink: %s: the default of column %s (%s) has no %s form; added without it",
+                    route.label, column, metadata[SOURCE_DEFAULT], dialect.label)
+    definition += (" NOT NULL" if not_null else "") + (f" DEFAULT {default}" if default is not None else "")
+    return f"ALTER TABLE {route.quoted} ADD COLUMN {dialect.quote(column)} {definition}"
+
+
+def _nullable(route: JdbcTarget, column: str, existing: dict[str, str | None]) -> list[str]:
+    """The statement that lets a column kept after the source dropped or renamed it take NULL (rows
+    from now on leave it so), where it is NOT NULL and not part of the key."""
+    if existing.get(column) is None or column in route.keys:
+        return []
+    return [route.dialect.nullable(route.quoted, column, existing[column])]
+
+
+__all__ = ["add_column", "evolve"]

@@ -17,6 +17,7 @@ import pymysql
 
 from seatide.connectors.mysql_cdc.binlog_values import raw_converter
 from seatide.connectors.mysql_cdc.columns import Column, column
+from seatide.connectors.mysql_cdc.ddl import column_default
 from seatide.connectors.mysql_cdc.position import BinlogPosition
 
 # Errors that a new connection may cure: can't connect, server gone away, lost connection.
@@ -85,6 +86,9 @@ class CapturedTable:
     # the binlog position [file, pos] the shape is of: DDL statements up to it are in it already.
     ids: tuple = ()
     ddl_at: tuple | None = None
+    # Each described column's (NOT NULL, default as ddl.column_default reads it): a sink that adds
+    # the column gives it the same, and so the same values in the rows the server filled itself.
+    definitions: tuple = ()
 
     @property
     def name(self) -> str:
@@ -115,14 +119,21 @@ class CapturedTable:
     def to_json(self) -> list:
         return [self.database, self.table, [list(r) for r in self.described], list(self.key), self.time_zone,
                 list(self.charsets), list(self.retired), list(self.ids),
-                list(self.ddl_at) if self.ddl_at is not None else None]
+                list(self.ddl_at) if self.ddl_at is not None else None, [list(d) for d in self.definitions]]
 
     @classmethod
     def from_json(cls, data: list) -> "CapturedTable":
         database, table, described, key, zone, *rest = data
-        rest += [()] * (3 - len(rest)) + [None] * (4 - max(3, len(rest)))
-        return cls(database, table, tuple(tuple(r) for r in described), tuple(key), zone, tuple(rest[0]),
-                   tuple(rest[1]), tuple(rest[2]), tuple(rest[3]) if rest[3] is not None else None)
+        charsets, retired, ids, ddl_at, definitions = [*rest, *[(), (), (), None, ()][len(rest):]]
+        return cls(database, table, tuple(tuple(r) for r in described), tuple(key), zone, tuple(charsets),
+                   tuple(retired), tuple(ids), tuple(ddl_at) if ddl_at is not None else None,
+                   tuple(definition(d) for d in definitions))
+
+
+def definition(kept) -> tuple:
+    """A column's (NOT NULL, default) from its JSON form."""
+    not_null, default = kept
+    return bool(not_null), tuple(default) if default is not None else None
 
 
 class CatalogError(Exception):
@@ -132,7 +143,8 @@ class CatalogError(Exception):
 def captured_table(conn, config: ServerConfig, database: str, table: str) -> CapturedTable:
     with conn.cursor() as cur:
         cur.execute("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, NUMERIC_PRECISION, NUMERIC_SCALE, "
-                    "CHARACTER_SET_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                    "CHARACTER_SET_NAME, IS_NULLABLE, COLUMN_DEFAULT, EXTRA FROM information_schema.COLUMNS "
+                    "WHERE TABLE_SCHEMA = %s "
                     "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (database, table))
         rows = cur.fetchall()
         if not rows:
@@ -144,7 +156,12 @@ def captured_table(conn, config: ServerConfig, database: str, table: str) -> Cap
         primary = tuple(r[0] for r in cur.fetchall())
     described = tuple((r[0], r[1], r[2], None if r[3] is None else int(r[3]),
                        None if r[4] is None else int(r[4])) for r in rows)
-    captured = CapturedTable(database, table, described, (), config.time_zone, tuple(r[5] for r in rows))
+    # MariaDB writes a string default in quotes, MySQL bare (an expression marked DEFAULT_GENERATED)
+    mariadb = "mariadb" in str(conn.get_server_info()).lower()
+    definitions = tuple((r[6] == "NO", column_default(r[7], mariadb or "DEFAULT_GENERATED" in str(r[8] or "")))
+                        for r in rows)
+    captured = CapturedTable(database, table, described, (), config.time_zone, tuple(r[5] for r in rows),
+                             definitions=definitions)
     columns = captured.columns
     configured = tuple(config.keys.get(f"{database}.{table}", ()))
     names = {c.name for c in columns}

@@ -9,7 +9,8 @@ in binlog order, as Debezium does (docs/design/multi-table.md, *Schema evolution
 Only what changes the columns is read: ADD [COLUMN] (one, or several in parentheses; FIRST /
 AFTER), DROP [COLUMN], RENAME COLUMN a TO b, CHANGE [COLUMN] old new type, MODIFY [COLUMN],
 any number of them comma-separated. Indexes, keys, constraints, partitions, defaults and table
-options change no column and are passed over. Anything else raises ``UnknownDdl`` with the
+options change no column and are passed over (a column's own DEFAULT and NOT NULL are read with
+its definition: the target gets the column as the source has it). Anything else raises ``UnknownDdl`` with the
 clause: a shape is never guessed.
 """
 
@@ -33,6 +34,8 @@ class ColumnDef:
     type_text: str                   # lower case, as written: "decimal(12,3)", "int unsigned"
     data_type: str                   # the base type, as information_schema's DATA_TYPE: "decimal"
     charset: str | None = None       # CHARACTER SET given in the statement
+    not_null: bool = False           # NOT NULL (or PRIMARY KEY)
+    default: tuple | None = None     # DEFAULT, as ``column_default`` reads it (None: none, or NULL)
 
 
 @dataclass(frozen=True)
@@ -268,6 +271,8 @@ def _definition(tokens: list[_Tok], text: str) -> tuple[ColumnDef, tuple | None]
             value = tokens[at + i + (1 if word == "CHARSET" else 2)]
             value = tokens[at + i + (2 if word == "CHARSET" else 3)] if value.text == "=" else value
             charset = value.name.strip("'\"").lower()
+    not_null = _not_null(rest)
+    default = _default(tokens[at:])
     place = None
     if rest and rest[-1] == "FIRST":
         place = ("first",)
@@ -275,7 +280,64 @@ def _definition(tokens: list[_Tok], text: str) -> tuple[ColumnDef, tuple | None]
         place = ("after", tokens[-1].name)
     args = args if base in ("enum", "set") else args.lower()
     type_text = "tinyint(1)" if boolean else base + args + "".join(" " + f for f in flags)
-    return ColumnDef(name, type_text, base, charset), place
+    return ColumnDef(name, type_text, base, charset, not_null, default), place
+
+
+def _not_null(words: list[str]) -> bool:
+    pairs = list(zip(words, words[1:]))
+    return ("NOT", "NULL") in pairs or ("PRIMARY", "KEY") in pairs or "SERIAL" in words
+
+
+# Words that end a column's DEFAULT value: the attributes that may follow it
+_ATTRIBUTES = {"NOT", "NULL", "DEFAULT", "AUTO_INCREMENT", "PRIMARY", "KEY", "UNIQUE", "COMMENT", "COLLATE",
+               "CHARACTER", "CHARSET", "ON", "FIRST", "AFTER", "INVISIBLE", "VISIBLE", "CHECK", "REFERENCES",
+               "GENERATED", "AS", "COLUMN_FORMAT", "STORAGE", "SERIAL", "COMPRESSED", "PERSISTENT", "VIRTUAL",
+               "STORED", "WITHOUT", "WITH", "ENGINE_ATTRIBUTE", "SECONDARY_ENGINE_ATTRIBUTE", "REF_SYSTEM_ID"}
+
+
+def _default(tokens: list[_Tok]) -> tuple | None:
+    """The value after DEFAULT, as ``column_default`` reads it."""
+    words = [t.word for t in tokens]
+    if "DEFAULT" not in words:
+        return None
+    at = words.index("DEFAULT") + 1
+    end, depth = at, 0
+    while end < len(tokens) and (end == at or depth > 0 or tokens[end].word not in _ATTRIBUTES):
+        depth += {"(": 1, ")": -1}.get(tokens[end].text, 0)
+        end += 1
+    value = tokens[at:end]
+    if len(value) == 2 and value[1].text.startswith("'"):
+        if value[0].text.startswith("_"):
+            value = value[1:]                              # a character set introducer: _utf8mb4'x'
+        elif value[0].word in ("B", "X", "N"):             # b'101', x'ff', N'text': one literal
+            return column_default(value[0].text + value[1].text)
+    return column_default(" ".join(t.text for t in value))
+
+
+_NOW = re.compile(r"\(?\s*(current_timestamp|now|localtime|localtimestamp)\s*(?:\(\s*(\d*)\s*\))?\s*\)?", re.I)
+_NUMBER = re.compile(r"[-+]?\s*(\d+(\s*\.\s*\d*)?|\.\s*\d+)([eE]\s*[-+]?\s*\d+)?")
+_ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a"}
+
+
+def column_default(text: str | None, quoted: bool = True) -> tuple | None:
+    """A column's default as a statement or the server writes it: ("literal", value) for a string or
+    number, ("now", fractional digits or None) for CURRENT_TIMESTAMP and its synonyms, ("expression",
+    text) for anything else; None for none or NULL. ``quoted``: string values are in quotes (a
+    statement; MariaDB's information_schema), else they are bare (MySQL's)."""
+    if text is None:
+        return None
+    text = text.strip()
+    if text.upper() == "NULL":
+        return None
+    now = _NOW.fullmatch(text)
+    if now:
+        return ("now", int(now.group(2)) if now.group(2) else None)
+    if text.startswith("'") and text.endswith("'") and len(text) > 1:
+        return ("literal", re.sub(r"''|\\(.)", lambda m: "'" if m.group(0) == "''"
+                                  else _ESCAPES.get(m.group(1), m.group(1)), text[1:-1]))
+    if _NUMBER.fullmatch(text):
+        return ("literal", re.sub(r"\s+", "", text))
+    return ("literal", text) if not quoted else ("expression", text)
 
 
 _WIDTH = re.compile(r"^(tinyint|smallint|mediumint|int|bigint|year)\(\d+\)")
@@ -299,4 +361,4 @@ def same_type(statement_type: str, server_type: str) -> bool:
 
 
 __all__ = ["ADD", "DROP", "RENAME", "REDEFINE", "AlterTable", "ColumnChange", "ColumnDef", "UnknownDdl",
-           "altered_table", "parse_alter", "same_type"]
+           "altered_table", "column_default", "parse_alter", "same_type"]

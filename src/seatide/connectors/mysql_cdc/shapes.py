@@ -40,7 +40,9 @@ def after_ddl(table: CapturedTable, statement: str, default_database: str | None
     retired ones (dropped, renamed from) after them. ``server``: the table as described now."""
     alter = parse_alter(statement, default_database)
     charsets = table.charsets or (None,) * len(table.described)
-    columns = [[i, row, charset] for i, row, charset in zip(table.ids, table.described, charsets)]
+    definitions = table.definitions or ((False, None),) * len(table.described)
+    columns = [[i, row, charset, defined] for i, row, charset, defined
+               in zip(table.ids, table.described, charsets, definitions)]
     live = [c for c in columns if c[1][0] not in table.retired]
     retired = [c for c in columns if c[1][0] in table.retired]
     next_id = max([i for i in table.ids if i is not None] or [0]) + 1
@@ -52,7 +54,8 @@ def after_ddl(table: CapturedTable, statement: str, default_database: str | None
                     continue
                 raise ShapeError(f"it adds column {change.column}, which the table has already")
             retired = [c for c in retired if c[1][0].lower() != change.column.lower()]
-            _place(live, [next_id, *_described(change.definition, server, table)], change.place)
+            _place(live, [next_id, *_described(change.definition, server, table), _defined(change.definition)],
+                   change.place)
             next_id += 1
             continue
         if found is None:
@@ -69,18 +72,25 @@ def after_ddl(table: CapturedTable, statement: str, default_database: str | None
             raise ShapeError(f"it renames column {change.column} to {new_name}, which the table has already")
         if new_name != found[1][0]:
             retired = [c for c in retired if c[1][0].lower() not in (new_name.lower(), found[1][0].lower())]
-            retired.append([None, found[1], found[2]])          # rows from before still carry the old name
+            retired.append([None, found[1], found[2], found[3]])   # rows from before still carry the old name
         if change.kind == RENAME:
             found[1] = (new_name, *found[1][1:])
             continue
         row, charset = _described(change.definition, server, table)       # REDEFINE (CHANGE, MODIFY)
-        found[1], found[2] = row, charset
+        found[1], found[2], found[3] = row, charset, _defined(change.definition)
         if change.place is not None:
             live.remove(found)
             _place(live, found, change.place)
     columns = [*live, *retired]
     return replace(table, described=tuple(tuple(c[1]) for c in columns), charsets=tuple(c[2] for c in columns),
-                   ids=tuple(c[0] for c in columns), retired=tuple(c[1][0] for c in retired), ddl_at=tuple(at))
+                   ids=tuple(c[0] for c in columns), retired=tuple(c[1][0] for c in retired), ddl_at=tuple(at),
+                   definitions=tuple(c[3] for c in columns))
+
+
+def _defined(definition: ColumnDef) -> tuple:
+    """The column's (NOT NULL, default) as the statement defines it: at this point of the binlog the
+    statement is the record of it (the server's description may be of a later change)."""
+    return definition.not_null, definition.default
 
 
 def _find(columns: list, name: str):

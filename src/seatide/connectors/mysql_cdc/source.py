@@ -32,7 +32,7 @@ from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ALL_KINDS, RowKind, hidden_fields
 from seatide.plugin.schema import Column, PrimaryKey, Schema
 from seatide.plugin.tables import TableLayout
-from seatide.plugin.types import source_metadata
+from seatide.plugin.types import SOURCE_DEFAULT, SOURCE_NOT_NULL, source_metadata
 
 _MYSQL = "seatide.mysql_column"     # field metadata: the column's description (name, types, charset)
 _DDL_AT = "seatide.mysql_ddl_at"    # field metadata: the binlog position [file, pos, server] the table's shape is of
@@ -229,11 +229,15 @@ class MySqlCdcSource(Source):
         charsets = table.charsets or (None,) * len(table.described)
         ids = table.ids or (None,) * len(table.described)
         at = {_DDL_AT: json.dumps(list(table.ddl_at))} if table.ddl_at is not None else {}
+        definitions = table.definitions or ((False, None),) * len(table.described)
         return T.StructType([T.StructField(c.name, c.spark_type, True, {
             **source_metadata(MYSQL, c.column_type), _MYSQL: json.dumps([*row[:5], charset]),
             **({COLUMN_ID: i} if i is not None else {}), **at,
+            **({SOURCE_NOT_NULL: True} if not_null else {}),
+            **({SOURCE_DEFAULT: json.dumps(list(default))} if default is not None else {}),
             **({RETIRED: True} if c.name in table.retired else {})})
-            for c, row, charset, i in zip(table.columns, table.described, charsets, ids)])
+            for c, row, charset, i, (not_null, default) in zip(table.columns, table.described, charsets, ids,
+                                                               definitions)])
 
     # -- tables ----------------------------------------------------------------------------
     def multi_table(self) -> bool:
@@ -322,6 +326,9 @@ def _kept(server: CapturedTable, known: "StructType") -> CapturedTable:
     return numbered(replace(server, described=tuple(tuple(r[:5]) for r in rows), charsets=tuple(r[5] for r in rows),
                             retired=tuple(f.name for f in fields if f.metadata.get(RETIRED)),
                             ids=tuple(f.metadata.get(COLUMN_ID) for f in fields),
+                            definitions=tuple((bool(f.metadata.get(SOURCE_NOT_NULL)),
+                                               tuple(json.loads(f.metadata[SOURCE_DEFAULT]))
+                                               if SOURCE_DEFAULT in f.metadata else None) for f in fields),
                             ddl_at=tuple(at) if at is not None else None), None)
 
 
