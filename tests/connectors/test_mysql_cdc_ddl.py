@@ -67,3 +67,23 @@ def test_a_statement_that_does_not_fit_the_kept_shape_or_cannot_be_described_is_
     # a text column the server no longer has: its character set is not known
     with pytest.raises(ShapeError, match="without a character set"):
         after_ddl(table(), "ALTER TABLE items ADD memo varchar(9)", "shop", ("bin.000001", 9), table())
+
+
+def test_a_column_definition_carries_its_not_null_and_default_to_the_kept_shape():
+    """What the target's ADD COLUMN needs to fill the rows the server filled (finding 11 of issue 30)."""
+    alter = parse_alter("ALTER TABLE items ADD a VARCHAR(64) CHARACTER SET utf8mb4 NOT NULL DEFAULT 'y''y' COMMENT 'c', "
+                        "ADD b INT DEFAULT -7, ADD c DATETIME(3) NOT NULL DEFAULT current_timestamp(3) ON UPDATE "
+                        "current_timestamp(3), ADD d CHAR(36) DEFAULT (uuid()) NOT NULL, ADD e BIT DEFAULT b'1', "
+                        "ADD f TEXT DEFAULT NULL, ADD g INT PRIMARY KEY, ADD h VARCHAR(3) CHARSET latin1 DEFAULT "
+                        "_latin1'a\\\\b' AFTER id", "shop")
+    assert [(c.definition.name, c.definition.not_null, c.definition.default) for c in alter.changes] == [
+        ("a", True, ("literal", "y'y")), ("b", False, ("literal", "-7")), ("c", True, ("now", 3)),
+        ("d", True, ("expression", "( uuid ( ) )")), ("e", False, ("expression", "b'1'")), ("f", False, None),
+        ("g", True, None), ("h", False, ("literal", "a\\b"))]
+    kept = after_ddl(table(), "ALTER TABLE items ADD note VARCHAR(9) CHARACTER SET utf8mb4 NOT NULL DEFAULT 'n'",
+                     "shop", ("bin.000001", 100), None)
+    kept = after_ddl(kept, "ALTER TABLE items RENAME COLUMN note TO memo, MODIFY qty BIGINT DEFAULT 0", "shop",
+                     ("bin.000001", 200), None)
+    defined = dict(zip((r[0] for r in kept.described), kept.definitions))
+    assert defined["memo"] == (True, ("literal", "n")) and defined["qty"] == (False, ("literal", "0"))
+    assert CapturedTable.from_json(kept.to_json()) == kept

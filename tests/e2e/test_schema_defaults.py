@@ -98,3 +98,39 @@ def test_an_added_column_keeps_its_nullability_and_default_and_the_rows_the_serv
     finally:
         with connect() as conn:
             conn.cursor().execute(f"DROP TABLE IF EXISTS {table}")
+
+
+@pytest.mark.parametrize("target", ["mariadb", "postgresql"])
+def test_under_lenient_a_not_null_column_the_source_drops_takes_null_in_the_target_from_then_on(
+        local, defaults_shop, target):
+    """Lenient keeps a dropped column in the target, and rows written after the drop leave it null:
+    a column that came NOT NULL must take that null, or every later row fails its batch."""
+    server, db = defaults_shop
+    table = f"dflt_{secrets.token_hex(3)}"
+    url = "jdbc:mariadb://127.0.0.1:3306/test" if target == "mariadb" else "jdbc:postgresql://127.0.0.1:5432/test"
+    user = "root" if target == "mariadb" else "postgres"
+    connect = mariadb_connect if target == "mariadb" else pg_connect
+    sink = f'Jdbc {{ url = "{url}", user = "{user}", password = "", table = "{table}", primary_keys = ["id"] }}'
+    statements = ["ALTER TABLE items ADD COLUMN code INT NOT NULL DEFAULT 3",
+                  "INSERT INTO items VALUES (50, 'before', 8)", "ALTER TABLE items DROP COLUMN code",
+                  "INSERT INTO items VALUES (99, 'after')"]
+
+    def drive(store, job_id):
+        try:
+            wait_for(lambda: len(fetch(connect, f"SELECT id FROM {table}")) == 20, "the snapshot")
+            server.execute(*[s.replace("items", f"{db}.items") for s in statements])
+            wait_for(lambda: fetch(connect, f"SELECT id FROM {table} WHERE id = 99") == [(99,)], "the last row")
+            drive.ok = True
+        finally:
+            request_stop(store, job_id, savepoint=False, actor="test")
+
+    drive.ok = False
+    try:
+        run = local.run(job(server, db, sink).replace("schema-changes.enabled = true",
+                                                      'schema.change.behavior = "lenient"'), stop_after=drive)
+        assert drive.ok, run.error
+        got = fetch(connect, f"SELECT id, code FROM {table} WHERE id IN (1, 50, 99) ORDER BY id")
+        assert got == [(1, 3), (50, 8), (99, None)]
+    finally:
+        with connect() as conn:
+            conn.cursor().execute(f"DROP TABLE IF EXISTS {table}")
