@@ -134,3 +134,37 @@ def test_under_lenient_a_not_null_column_the_source_drops_takes_null_in_the_targ
     finally:
         with connect() as conn:
             conn.cursor().execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def test_an_added_column_with_a_literal_default_reads_it_in_the_iceberg_rows_written_before(
+        local, defaults_shop, tmp_path):
+    """Iceberg: the new column's initial default is the source's literal default, so the rows the
+    server filled without a row change read it (pyiceberg's reader fills it into older files)."""
+    from tests.connectors.iceberg_helpers import rows_of
+
+    server, db = defaults_shop
+    config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
+
+    def table_rows():
+        try:
+            return rows_of(config)
+        except Exception:     # noqa: BLE001 - not created yet
+            return []
+
+    def drive(store, job_id):
+        try:
+            wait_for(lambda: len(table_rows()) == 20, "the snapshot")
+            server.execute(f"ALTER TABLE {db}.items ADD COLUMN code VARCHAR(8) NOT NULL DEFAULT 'yy'",
+                           f"INSERT INTO {db}.items VALUES (99, 'last', 'set')")
+            wait_for(lambda: any(r[0] == 99 for r in table_rows()), "the last row")
+            drive.ok = True
+        finally:
+            request_stop(store, job_id, savepoint=False, actor="test")
+
+    drive.ok = False
+    sink = (f'Iceberg {{ namespace = ns, table = t, iceberg.catalog.config = {{ type = "hadoop", warehouse = '
+            f'"{config["warehouse"]}" }}, iceberg.table.primary-keys = "id", iceberg.table.upsert-mode-enabled = true, '
+            'iceberg.table.schema-evolution-enabled = true }')
+    run = local.run(job(server, db, sink), stop_after=drive)
+    assert drive.ok, run.error
+    assert rows_of(config, columns=("id", "code")) == [*((i, "yy") for i in range(1, 21)), (99, "set")]

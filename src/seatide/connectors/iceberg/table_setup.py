@@ -215,13 +215,36 @@ def evolve(catalog, spec: IcebergSinkSpec, table, df):
     new = [f for f in struct.fields if spec.column(f.name) not in have]
     if not new or not spec.schema_evolution:
         return table
+    from pyiceberg.catalog import Catalog
     from pyspark.sql.types import StructType
 
+    defaulted = {f.name: value for f in new if (value := _literal_default(f)) is not None}
     with table.update_schema(case_sensitive=spec.case_sensitive) as update:
-        update.union_by_name(arrow_schema(StructType(new)))
+        plain = [f for f in new if f.name not in defaulted]
+        if plain:
+            update.union_by_name(arrow_schema(StructType(plain)))
+        if defaulted:
+            # the rows already written read the source column's default (its initial default),
+            # as the source server filled its own rows without a row change for them
+            converted = Catalog._convert_schema_if_needed(
+                arrow_schema(StructType([f for f in new if f.name in defaulted])), table.metadata.format_version)
+            for field in converted.fields:
+                update.add_column(field.name, field.field_type, default_value=defaulted[field.name])
     set_name_mapping(catalog.load_table((spec.namespace, spec.table)))
     log.info("Iceberg sink %s: added columns %s", spec.name, ", ".join(f.name for f in new))
     return catalog.load_table((spec.namespace, spec.table))
+
+
+def _literal_default(field) -> str | None:
+    """A new column's literal DEFAULT at its source (plugin/types.py), if it has one: Iceberg's initial
+    default is a value, so a CURRENT_TIMESTAMP or expression default has no form there."""
+    import json
+
+    from seatide.plugin.types import SOURCE_DEFAULT
+
+    default = (field.metadata or {}).get(SOURCE_DEFAULT)
+    kind, value = json.loads(default) if default else (None, None)
+    return value if kind == "literal" else None
 
 
 __all__ = ["NAME_MAPPING", "RECREATED_BY", "evolve", "prepare", "set_name_mapping"]
