@@ -285,16 +285,18 @@ class Dialect:
         return (f"ALTER TABLE {target} ALTER COLUMN {self.quote(column)} TYPE {column_type} "
                 f"USING {self.quote(column)}::{column_type}")
 
-    def column_default(self, default: list) -> str | None:
-        """A source column's DEFAULT (plugin/types.py's SOURCE_DEFAULT) as this database writes it;
-        None where it has no form here (an expression of the other database)."""
+    def column_default(self, default: list, dialect: str | None, column_type: str = "") -> str | None:
+        """A source column's DEFAULT (plugin/types.py's SOURCE_DEFAULT) read from a ``dialect``
+        database, as this database writes it; None where it has no form here (an expression of
+        the other database)."""
         kind, value = default
         if kind == "literal":
             text = str(value).replace("'", "''")
             return "'" + (text.replace("\\", "\\\\") if self.name == MYSQL else text) + "'"
-        if kind == "now":
-            return "CURRENT_TIMESTAMP" + (f"({int(value)})" if value and self.name == MYSQL else "")
-        return str(value) if self.name == MYSQL and kind == "expression" else None
+        if kind == "now":     # MySQL wants the column's own fractional digits
+            digits = re.search(r"\((\d+)\)", column_type) if self.name == MYSQL else None
+            return "CURRENT_TIMESTAMP" + (f"({digits.group(1)})" if digits and digits.group(1) != "0" else "")
+        return str(value) if dialect == self.name and kind == "expression" else None
 
     def nullable(self, target: str, column: str, column_type: str) -> str:
         """The statement that lets ``column`` of ``target`` (of ``column_type``) take NULL."""

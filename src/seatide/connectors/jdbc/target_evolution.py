@@ -26,7 +26,7 @@ from seatide.connectors.jdbc.spec import JdbcSinkError
 from seatide.connectors.jdbc.target import JdbcTarget, first_line
 from seatide.connectors.jdbc.url import POSTGRESQL
 from seatide.plugin.evolution import ADD, DROP, RENAME, RETYPE, TableChange
-from seatide.plugin.types import SOURCE_DEFAULT, SOURCE_NOT_NULL
+from seatide.plugin.types import SOURCE_DEFAULT, SOURCE_DIALECT, SOURCE_NOT_NULL
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +93,8 @@ def add_column(route: JdbcTarget, column: str, field, defined: bool) -> str:
     dialect = route.dialect
     definition = dialect.field_type(field)
     metadata = field.metadata or {}
-    default = dialect.column_default(json.loads(metadata[SOURCE_DEFAULT])) if defined and SOURCE_DEFAULT in metadata \
-        else None
+    default = dialect.column_default(json.loads(metadata[SOURCE_DEFAULT]), metadata.get(SOURCE_DIALECT),
+                                     definition) if defined and SOURCE_DEFAULT in metadata else None
     not_null = defined and bool(metadata.get(SOURCE_NOT_NULL))
     if not_null and default is None and dialect.name == POSTGRESQL:
         # MySQL fills a NOT NULL column without a default with its type's zero value, a value

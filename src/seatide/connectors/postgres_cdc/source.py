@@ -224,12 +224,13 @@ class PostgresCdcSource(Source):
         """The columns a Relation message showed, with their attnums (shapes.py)."""
         kept = None if known is None else [(c.name, c.type_oid, c.typmod, c.attnum)
                                             for c in map(_column, live_fields(known))]
-        catalog = catalog_columns(conn, table.ident().as_string(conn))
+        regclass = table.ident().as_string(conn)
+        catalog = catalog_columns(conn, regclass)
         try:
             ids = relation_ids(table.qualified, relation, catalog, kept)
         except ShapeError as exc:
             raise TableError(str(exc)) from None
-        return columns_of_relation(conn, table.qualified, relation, ids)
+        return columns_of_relation(conn, table.qualified, relation, ids, regclass)
 
     def read(self, ctx: ReadContext) -> "DataFrame":
         if not ctx.unbounded:
@@ -295,13 +296,15 @@ class PostgresCdcSource(Source):
     def _fields(table):
         from pyspark.sql import types as T
 
-        from seatide.plugin.types import parse_type, source_metadata
+        from seatide.plugin.types import SOURCE_DEFAULT, SOURCE_NOT_NULL, parse_type, source_metadata
 
         # each field names its column's type, for a Jdbc sink that creates a PostgreSQL table, and
         # carries what the stream needs to read it again (its shape kept with the checkpoint)
         return T.StructType([T.StructField(c.name, parse_type(c.seatunnel), True,
                                            {**source_metadata(POSTGRESQL, c.declared), _PG: json.dumps(c.to_json()),
                                             **({RETIRED: True} if c.retired else {}),
+                                            **({SOURCE_NOT_NULL: True} if c.not_null else {}),
+                                            **({SOURCE_DEFAULT: json.dumps(c.default)} if c.default else {}),
                                             **({COLUMN_ID: c.attnum} if c.attnum is not None else {})})
                              for c in table.columns])
 

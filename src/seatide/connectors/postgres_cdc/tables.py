@@ -7,6 +7,8 @@ types, so offsets stay plain JSON. A table without a key is one split.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 
 from psycopg import sql
@@ -31,10 +33,14 @@ class TableColumn:
     typmod: int = -1
     retired: bool = False  # dropped or renamed since the job started: only rows from before carry it
     attnum: int | None = None   # pg_attribute.attnum: kept by a rename (shapes.py); None in shapes kept before
+    # NOT NULL and DEFAULT (["literal", v], ["now", None] or ["expression", text]; plugin/types.py),
+    # from the catalog: a sink that adds the column defines it so (pgoutput carries neither)
+    not_null: bool = False
+    default: list | None = None
 
     def to_json(self) -> list:
         return [self.name, self.typname, self.sql_type, self.seatunnel, self.declared, self.type_oid, self.typmod,
-                self.retired, self.attnum]
+                self.retired, self.attnum, self.not_null, self.default]
 
 
 @dataclass(frozen=True)
@@ -128,7 +134,7 @@ def describe(conn, schema: str, name: str, keys: list[str] | None) -> CapturedTa
         raise TableError(f"table {schema}.{name} does not exist in database "
                          f"{conn.info.dbname}: check table-names")
     described = conn.execute(_COLUMNS, (regclass,)).fetchall()
-    columns = _columns(conn, f"{schema}.{name}", described)
+    columns = _columns(conn, f"{schema}.{name}", described, regclass)
     primary = [row[0] for row in conn.execute(_PRIMARY_KEY, (regclass,)).fetchall()]
     chosen = keys or primary
     missing = [k for k in chosen if k not in {c.name for c in columns}]
@@ -179,31 +185,67 @@ SELECT oid, typmod, format_type(%(oid)s::oid, %(typmod)s::int), format_type(oid,
 ORDER BY depth DESC LIMIT 1"""
 
 
-def _columns(conn, table: str, described: list[tuple]) -> list[TableColumn]:
+def _columns(conn, table: str, described: list[tuple], regclass: str | None = None) -> list[TableColumn]:
     """(name, base oid, base typmod, its type's text, the base type's text, atttypid, atttypmod,
-    attnum) rows."""
+    attnum) rows; ``regclass``: the table, whose catalog gives each column's NOT NULL and DEFAULT."""
     types = lookup(conn, [row[1] for row in described])
+    defined = {} if regclass is None else {int(r[0]): (bool(r[1]), default_of(r[2]))
+                                           for r in conn.execute(_DEFINITIONS, (regclass,)).fetchall()}
     columns = []
     for column, oid, typmod, sql_type, base_type, type_oid, type_mod, attnum in described:
         try:
             columns.append(TableColumn(column, types[oid].name, sql_type, seatunnel_type(types[oid], typmod),
                                        base_type if is_portable(types[oid]) else None, int(type_oid), int(type_mod),
-                                       attnum=None if attnum is None else int(attnum)))
+                                       attnum=None if attnum is None else int(attnum),
+                                       **_defined(defined.get(None if attnum is None else int(attnum)))))
         except UnsupportedType as exc:
             raise TableError(f"column {table}.{column}: {exc}; leave the table out or "
                              "change the column's type") from None
     return columns
 
 
-def columns_of_relation(conn, table: str, relation: list[list], ids: list | None = None) -> list[TableColumn]:
+def columns_of_relation(conn, table: str, relation: list[list], ids: list | None = None,
+                        regclass: str | None = None) -> list[TableColumn]:
     """The columns a Relation message names ([name, type oid, typmod] each), described as
     ``describe`` describes a table's: what a table looks like at that point of the stream.
-    ``ids``: their attnums (shapes.relation_ids), where known."""
+    ``ids``: their attnums (shapes.relation_ids), where known; their NOT NULL and DEFAULT are the
+    catalog's (``regclass``), as of now: the stream has neither."""
     described = []
     for (name, oid, typmod), attnum in zip(relation, ids or [None] * len(relation)):
         base_oid, base_mod, sql_type, base_type = conn.execute(_TYPE, {"oid": oid, "typmod": typmod}).fetchone()
         described.append((name, base_oid, base_mod, sql_type, base_type, oid, typmod, attnum))
-    return _columns(conn, table, described)
+    return _columns(conn, table, described, regclass if ids else None)
+
+
+_DEFINITIONS = """
+SELECT a.attnum, a.attnotnull, pg_get_expr(d.adbin, d.adrelid) FROM pg_attribute a
+LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped"""
+_QUOTED = re.compile(r"'((?:[^']|'')*)'(?:::[\w\s\".\[\]()]+)?")
+_NOW = re.compile(r"(now\(\)|current_timestamp(\(\d+\))?|transaction_timestamp\(\)|localtimestamp(\(\d+\))?)"
+                  r"(::[\w\s]+)?", re.I)
+_NUMBER = re.compile(r"\(?-?\d+(\.\d+)?(e[-+]?\d+)?\)?(::[\w\s]+)?", re.I)
+
+
+def default_of(expression: str | None) -> list | None:
+    """A column's default as pg_get_expr writes it, as plugin/types.py's SOURCE_DEFAULT: a sequence's
+    nextval(...) is none (the target has no such sequence; identity and serial columns are keys)."""
+    if expression is None or expression.lower().startswith("nextval("):
+        return None
+    quoted = _QUOTED.fullmatch(expression)
+    if quoted:
+        return ["literal", quoted.group(1).replace("''", "'")]
+    if _NOW.fullmatch(expression):
+        return ["now", None]
+    if _NUMBER.fullmatch(expression):
+        return ["literal", re.sub(r"::.*|[()]", "", expression)]
+    if expression.lower() in ("true", "false"):
+        return ["literal", "1" if expression.lower() == "true" else "0"]     # 1/0: either database's boolean
+    return None if expression.upper() == "NULL" else ["expression", expression]
+
+
+def _defined(found: tuple | None) -> dict:
+    return {} if found is None else {"not_null": found[0], "default": found[1]}
 
 
 def _key_row(table: CapturedTable) -> sql.Composable:
