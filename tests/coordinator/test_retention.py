@@ -19,7 +19,7 @@ from seatide.store import schema as s
 from seatide.store.db import NotLeader, open_store
 from seatide.store.jobs import request_stop
 from seatide.store.stats import store_stats
-from seatide.store.views import checkpoint_report
+from seatide.store.checkpoint_views import checkpoint_report
 from seatide.testing.cluster import wait_for
 from seatide.testing.jobs import assert_exactly, streaming_job, written_ids
 

@@ -11,7 +11,8 @@ from seatide.store import schema as s
 from seatide.store.db import open_store
 from seatide.store.jobs import job_view
 from seatide.store.states import JOB_TERMINAL
-from seatide.store.views import all_idle, checkpoint_stats, checkpoint_summary, job_rows
+from seatide.store.checkpoint_views import checkpoint_stats, checkpoint_summary
+from seatide.store.views import job_rows
 from seatide.testing.fleet import submit_fleet_jobs
 
 
@@ -77,7 +78,7 @@ def test_running_jobs_take_the_same_queries_for_one_job_or_twenty_and_match_the_
             now = time.time()
             for row in rows:
                 view = job_view(conn, row["jobId"])
-                expected = checkpoint_summary(view.job, checkpoint_stats(conn, view.job, view.pipelines), all_idle(view.pipelines), now)
+                expected = checkpoint_summary(view.job, checkpoint_stats(conn, view.job, view.pipelines), view.pipelines, now)
                 got = row["checkpoint"]
                 for key in ("lastCheckpointId", "lastCheckpointTime", "completed", "failed", "restored", "health"):
                     assert got[key] == expected[key], (row["jobId"], key)

@@ -21,7 +21,7 @@ from seatide.store.address import normalize_url
 from seatide.store.db import StoreUnavailable, open_store
 from seatide.store.jobs import request_stop
 from seatide.store.migrations import ADVISORY_KEY, ALEMBIC_MANAGED, current_revision, head
-from seatide.store.views import checkpoint_report
+from seatide.store.checkpoint_views import checkpoint_report
 from seatide.testing.cluster import wait_for
 from tests.store import legacy_v2 as v2
 

@@ -27,7 +27,7 @@ from seatide.store.clock import read_store_now
 from seatide.store.db import Store
 from seatide.store.states import JOB_TERMINAL, JOB_TRANSITIONS, PIPELINE_TERMINAL
 from seatide.store.stats import JobStats, StoreStats, store_stats
-from seatide.store.views import all_idle, checkpoint_health
+from seatide.store.checkpoint_views import checkpoint_health
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +179,7 @@ def _fill_job(add, job_stats: JobStats, now: float) -> None:
     add("seatide_job_checkpoints_failed_total", names, sum(p.failed for p in job_stats.pipelines))
     add("seatide_job_attempts_total", [job.job_id], job_stats.attempts)
     add("seatide_job_restarts_total", [job.job_id], job.retries_used)
-    health = checkpoint_health(job, all_idle([p.row for p in job_stats.pipelines]), job_stats.latest, now)
+    health = checkpoint_health(job, [p.row for p in job_stats.pipelines], now)
     if health is not None:
         for verdict in HEALTH:
             add("seatide_job_checkpoint_health", (*names, verdict), 1 if health == verdict else 0)

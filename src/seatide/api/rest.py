@@ -26,7 +26,8 @@ from seatide.config.shade import ShadeError, encrypt_config
 from seatide.intents import Refusal, RefusalKind
 from seatide.store.db import Store
 from seatide.store.states import JOB_TERMINAL
-from seatide.store.views import checkpoint_report, job_info, job_rows, overview
+from seatide.store.checkpoint_views import checkpoint_report
+from seatide.store.views import job_info, job_rows, overview
 from seatide.ui import mount_ui
 
 # Ids and counts the store holds in 64-bit integers: larger ones are refused (422), not overflowed.

@@ -20,7 +20,8 @@ from seatide.plan.outline import stored_outline
 from seatide.store import schema as s
 from seatide.store.jobs import job_view
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, JobStatus
-from seatide.store.views import iso, row_totals
+from seatide.store.checkpoint_views import iso
+from seatide.store.views import row_totals
 from seatide.store.views import overview as seatide_overview
 
 LONG_MAX = 2**63 - 1

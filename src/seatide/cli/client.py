@@ -58,7 +58,8 @@ class StoreClient:
     def call(self, method: str, path: str, body: dict | None = None):
         from seatide import intents
         from seatide.store.states import JOB_TERMINAL
-        from seatide.store.views import checkpoint_report, job_info, job_rows, overview
+        from seatide.store.checkpoint_views import checkpoint_report
+        from seatide.store.views import job_info, job_rows, overview
 
         try:
             if path == "/submit-job":

@@ -15,7 +15,7 @@ from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection
 
 from seatide.store import schema as s
-from seatide.store.views import Checkpoint, pipeline_checkpoint
+from seatide.store.checkpoint_views import Checkpoint, pipeline_checkpoint
 
 
 @dataclass

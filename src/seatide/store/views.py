@@ -1,172 +1,36 @@
-"""Read models shared by the REST API, the CLI and ``seatide run``: what a job looks like now.
+"""Read models shared by the REST API, the CLI and ``seatide run``: what a job looks like now,
+the job lists, the event log and the cluster's nodes (its checkpoints: ``checkpoint_views``).
 
-Everything here is computed from the store alone, so any coordinator (leader or not)
-and any client on the store answers the same.
+Everything here is computed from the store alone, on the store's clock, so any coordinator
+(leader or not) and any client on the store answers the same.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import time
 from collections import namedtuple
-from typing import NamedTuple
 
 from sqlalchemy import and_, func, select, true
 from sqlalchemy.engine import Connection
 
 from seatide.secrets import mask_config_text, mask_message, secret_values
 from seatide.store import schema as s
-from seatide.timeouts import Timeouts
+from seatide.store.checkpoint_views import checkpoint_stats, checkpoint_summary, iso, savepoints_of, stats_of
 from seatide.store.clock import read_store_now
 from seatide.store.jobs import job_view, load_job
-from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, JobStatus, PipelineStatus
+from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
+from seatide.timeouts import Timeouts
 
 # A node whose heartbeat is older than this is shown as silent: the default worker heartbeat timeout.
 NODE_SILENT_AFTER_S = Timeouts.worker_lost_after
-
-
-def iso(ts: float | None) -> str | None:
-    # time.strftime of a struct: half the cost of a datetime's, and a list makes thousands.
-    return None if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts))
-
-
-def _checkpoint_key(job):
-    return and_(s.checkpoints.c.job_id == job.job_id, s.checkpoints.c.incarnation == job.incarnation)
-
-
-def checkpoint_stats(conn: Connection, job, pipelines) -> dict:
-    """A job's checkpoint counts and its newest completed checkpoint (or savepoint): from its
-    pipelines' rows, which keep their totals and newest checkpoint (store/schema.py), and its
-    savepoints. Nothing counts checkpoint rows or walks a job's checkpoints."""
-    savepoints = _savepoints(conn, s.jobs.c.job_id == job.job_id)
-    return _stats(pipelines, savepoints.get((job.job_id, job.incarnation), []))
-
-
-class Checkpoint(NamedTuple):
-    """What a summary shows of one checkpoint."""
-    checkpoint_id: int
-    created_at: float
-    duration_ms: int | None
-    rows: int | None
-
-
-def pipeline_checkpoint(p) -> Checkpoint | None:
-    """A pipeline's newest COMPLETED checkpoint, from the facts its row keeps (revisions 0008, 0010)."""
-    if p.last_checkpoint_id is None:
-        return None
-    return Checkpoint(p.last_checkpoint_id, p.last_checkpoint_at, p.last_checkpoint_duration_ms,
-                      p.last_checkpoint_rows)
-
-
-def _stats(pipelines, savepoints: list) -> dict:
-    """Savepoints are the job's own rows (the pipelines' totals leave them out): counted here,
-    and the newest of them is the latest when it is newer than every pipeline's checkpoint.
-    One pass (a list makes a thousand of these)."""
-    completed = failed = restored = 0
-    newest = None
-    for p in pipelines:
-        completed += p.checkpoints_completed
-        failed += p.checkpoints_failed
-        restored += p.restores
-        if p.last_checkpoint_id is not None and (newest is None or p.last_checkpoint_id > newest.last_checkpoint_id):
-            newest = p
-    latest = None if newest is None else pipeline_checkpoint(newest)
-    for savepoint in savepoints:
-        if latest is None or savepoint.checkpoint_id > latest.checkpoint_id:
-            latest = savepoint
-    return {"completed": completed + len(savepoints), "failed": failed, "restored": restored, "latest": latest}
-
-
-def _savepoints(conn: Connection, where) -> dict[tuple[str, int], list[Checkpoint]]:
-    """The completed savepoints of the current incarnations of the jobs ``where`` selects: a
-    handful of rows, found by a partial index (``ix_checkpoints_savepoints``)."""
-    c = s.checkpoints.c
-    found: dict[tuple[str, int], list[Checkpoint]] = {}
-    for r in conn.execute(select(c.job_id, c.incarnation, c.checkpoint_id, c.created_at, c.duration_ms, c.rows)
-                          .join(s.jobs, s.of_current_incarnation(s.checkpoints))
-                          .where(where, c.kind == "SAVEPOINT", c.status == "COMPLETED")).all():
-        found.setdefault((r.job_id, r.incarnation), []).append(Checkpoint(*r[2:]))
-    return found
-
-
-def all_idle(pipelines) -> bool:
-    """Whether the job has running pipelines and every one of them has caught up with its sources."""
-    running = [p for p in pipelines if p.status == PipelineStatus.RUNNING]
-    return bool(running) and all(p.idle for p in running)
-
-
-def checkpoint_health(job, idle: bool, latest, now: float) -> str | None:
-    """HEALTHY, IDLE (caught up with its sources), CHECKPOINT_STALE or HUNG; None unless running.
-
-    The leader flags staleness (``stale_since``) within one reconcile tick; a reader
-    computes the same verdict from the same stored facts in between. HUNG (no batch and no
-    task progress for ``job.progress-timeout``) is the leader's flag (``hung_since``) alone.
-    """
-    if job.status not in (JobStatus.RUNNING, JobStatus.DOING_SAVEPOINT):
-        return None
-    if idle:        # every running pipeline caught up (all_idle)
-        return "IDLE"
-    if job.hung_since is not None:
-        return "HUNG"
-    if job.stale_since is not None:
-        return "CHECKPOINT_STALE"
-    if job.stale_after_s is None:
-        return "HEALTHY"
-    since = latest.created_at if latest is not None else job.updated_at
-    return "CHECKPOINT_STALE" if now - since > job.stale_after_s else "HEALTHY"
-
-
-def _checkpoint_row(c) -> dict:
-    return {"checkpointId": c.checkpoint_id, "pipelineId": c.pipeline_id, "batchId": c.batch_id,
-            "kind": c.kind, "status": c.status, "time": iso(c.created_at), "durationMs": c.duration_ms,
-            "rows": c.rows}
-
-
-def checkpoint_summary(job, stats: dict, idle: bool, now: float) -> dict:
-    """What the API shows of a job's checkpoints (``stats``: ``checkpoint_stats``)."""
-    latest = stats["latest"]
-    return {
-        "lastCheckpointId": latest.checkpoint_id if latest is not None else None,
-        "lastCheckpointTime": iso(latest.created_at) if latest is not None else None,
-        "lastCheckpointDurationMs": latest.duration_ms if latest is not None else None,
-        "lastCheckpointRows": latest.rows if latest is not None else None,
-        "secondsSinceLastCheckpoint": round(now - latest.created_at, 1) if latest is not None else None,
-        "completed": stats["completed"], "failed": stats["failed"], "restored": stats["restored"],
-        "health": checkpoint_health(job, idle, latest, now),
-        "staleAfterSeconds": job.stale_after_s, "onStale": job.on_stale,
-        "progressTimeoutSeconds": job.progress_timeout_s, "onHung": job.on_hung,
-        "hungSince": iso(job.hung_since),
-    }
-
-
-def checkpoint_report(conn: Connection, job_id: str, limit: int = 100) -> dict | None:
-    """Counts, the latest, per-pipeline figures and the history (newest first) of a job's checkpoints."""
-    view = job_view(conn, job_id)
-    if view is None:
-        return None
-    job, now = view.job, time.time()
-    history = conn.execute(select(s.checkpoints).where(_checkpoint_key(job))
-                           .order_by(s.checkpoints.c.checkpoint_id.desc()).limit(limit)).all()
-    per_pipeline = []
-    for p in view.pipelines:
-        latest = None if p.last_checkpoint_id is None else conn.execute(select(s.checkpoints).where(and_(
-            _checkpoint_key(job), s.checkpoints.c.checkpoint_id == p.last_checkpoint_id))).first()
-        per_pipeline.append({
-            "pipelineId": p.pipeline_id, "status": p.status, "idle": bool(p.idle),
-            "completed": p.checkpoints_completed, "failed": p.checkpoints_failed,
-            "latest": _checkpoint_row(latest) if latest is not None else None,
-            "secondsSinceLastCheckpoint": round(now - latest.created_at, 1) if latest is not None else None})
-    summary = checkpoint_summary(job, checkpoint_stats(conn, job, view.pipelines), all_idle(view.pipelines), now)
-    return {"jobId": job_id, "jobStatus": job.status, **summary, "pipelines": per_pipeline,
-            "history": [_checkpoint_row(c) for c in history]}
 
 
 def job_info(conn: Connection, job_id: str) -> dict | None:
     view = job_view(conn, job_id)
     if view is None:
         return None
-    job, attempt, now = view.job, view.attempt, time.time()
+    job, attempt, now = view.job, view.attempt, read_store_now(conn)
     variables = json.loads(job.variables or "{}")
     secrets = secret_values(job.config, variables)
 
@@ -201,7 +65,7 @@ def job_info(conn: Connection, job_id: str) -> dict | None:
             "SinkWriteCount": sum(p.rows_written for p in view.pipelines),
         },
         **progress(job, sum(p.rows_read for p in view.pipelines), sum(p.rows_written for p in view.pipelines), now),
-        "checkpoint": checkpoint_summary(job, checkpoint_stats(conn, job, view.pipelines), all_idle(view.pipelines), now),
+        "checkpoint": checkpoint_summary(job, checkpoint_stats(conn, job, view.pipelines), view.pipelines, now),
         **source_holds(conn, job, masked),
         "config": mask_config_text(job.config, variables),
     }
@@ -332,8 +196,8 @@ def job_rows(conn: Connection, statuses: set[str] | None = None, exclude: set[st
         pipelines.setdefault((p.job_id, p.incarnation), []).append(p)
     savepoints = {}
     if any(job.status not in JOB_TERMINAL for job in jobs):
-        savepoints = _savepoints(conn, and_(where, j.status.notin_(sorted(JOB_TERMINAL))))
-    now = time.time()
+        savepoints = savepoints_of(conn, and_(where, j.status.notin_(sorted(JOB_TERMINAL))))
+    now = read_store_now(conn)     # stamps are the store's: judged by its clock, as the metrics do
     rows = []
     for job in jobs:
         mine = pipelines.get((job.job_id, job.incarnation), [])
@@ -341,8 +205,8 @@ def job_rows(conn: Connection, statuses: set[str] | None = None, exclude: set[st
                "createTime": iso(job.created_at), "finishedTime": iso(job.finished_at), "errorMsg": job.error_msg,
                **progress(job, sum(p.rows_read for p in mine), sum(p.rows_written for p in mine), now)}
         if job.status not in JOB_TERMINAL:
-            stats = _stats(mine, savepoints.get((job.job_id, job.incarnation), []))
-            row["checkpoint"] = checkpoint_summary(job, stats, all_idle(mine), now)
+            stats = stats_of(mine, savepoints.get((job.job_id, job.incarnation), []))
+            row["checkpoint"] = checkpoint_summary(job, stats, mine, now)
         rows.append(row)
     return rows
 
