@@ -32,14 +32,20 @@ def worker(node_id="w1", beat=NOW - 1, slots=2, stopped=False):
     return SimpleNamespace(node_id=node_id, heartbeat_at=beat, slots=slots, stopped=stopped, host="h")
 
 
-def pipe(pid=1, status="RUNNING", error=None, idle=False, started_at=NOW - 60):
-    return SimpleNamespace(pipeline_id=pid, status=status, error=error, idle=idle, started_at=started_at)
+def pipe(pid=1, status="RUNNING", error=None, idle=False, started_at=NOW - 60, last_checkpoint_at=None,
+         progress_at=None):
+    return SimpleNamespace(pipeline_id=pid, status=status, error=error, idle=idle, started_at=started_at,
+                           last_checkpoint_at=last_checkpoint_at, progress_at=progress_at)
 
 
 def decide(j, a, pipes, workers=None, load=None, last_checkpoint_at=None, dead=(), observed_since=0.0):
-    """``dead``: workers dead by their lock, its lock first seen free at NOW (or {worker: when})."""
+    """``dead``: workers dead by their lock, its lock first seen free at NOW (or {worker: when}).
+    ``last_checkpoint_at``: every pipeline's newest checkpoint (a pipeline that says none)."""
     workers = {w.node_id: w for w in (workers if workers is not None else [worker()])}
     dead = dead if isinstance(dead, dict) else dict.fromkeys(dead, NOW)
+    for p in pipes:
+        if p.last_checkpoint_at is None:
+            p.last_checkpoint_at = last_checkpoint_at
     return r.reconcile_job(r.Snapshot(j, a, pipes, workers, load or {}, NOW, last_checkpoint_at,
                                       dead, observed_since=observed_since), T)
 
@@ -242,7 +248,7 @@ def test_the_failure_says_what_hung_and_for_how_long():
                      [started(1), pipe(2, status="FINISHED")])
     message = actions[-1].error
     assert message.startswith("job hung: pipeline 1 of attempt 7 ")
-    assert "for 45 s (12 tasks done)" in message
+    assert "for 45 s (12 tasks done by the attempt)" in message
     assert "job.progress-timeout 30 s, on-hung fail" in message
 
 
@@ -299,6 +305,20 @@ def test_an_idle_stream_a_watchdog_turned_off_or_a_flagged_job_gets_nothing_more
     for status, desired in (("SCHEDULED", "RUN"), ("CANCELING", "CANCEL"), ("DOING_SAVEPOINT", "SAVEPOINT")):
         actions = decide(stuck(status=status, desired=desired), driver(), [started()])
         assert not any(isinstance(a, r.FlagHung) for a in actions)
+
+
+def test_a_pipeline_that_keeps_committing_hides_no_stuck_one():
+    """Issue 30, finding 10: each pipeline is judged by its own checkpoints and tasks."""
+    both = dict(stale_after_s=30.0, on_hung="fail", on_stale="warn")
+    healthy = started(1, last_checkpoint_at=NOW - 1, progress_at=NOW - 1)
+    stuck_one = started(2, last_checkpoint_at=NOW - 60, progress_at=NOW - 45)
+    assert decide(stuck(**both), driver(progress_at=NOW - 1), [healthy, stuck_one]) == [r.FlagStale(60.0, "warn")]
+    actions = decide(stuck(stale_since=NOW, **both), driver(progress_at=NOW - 1, tasks_done=9), [healthy, stuck_one])
+    assert actions[0] == r.FlagHung(45.0, "fail")
+    assert actions[-1].error.startswith("job hung: pipeline 2 of attempt 7 committed no batch"), actions[-1].error
+    # a pipeline whose own tasks move is not hung, however long its batch
+    slow = started(2, last_checkpoint_at=NOW - 60, progress_at=NOW - 2)
+    assert decide(stuck(stale_since=NOW, **both), driver(progress_at=NOW - 1), [healthy, slow]) == []
 
 
 def test_a_stale_and_hung_stream_is_flagged_for_each_once():

@@ -20,7 +20,7 @@ WATCHDOG_COLUMNS = {"jobs": ["progress_timeout_s", "on_hung", "hung_since"], "at
 LATER_COLUMNS = {"leader_lease": ["liveness"], "nodes": ["liveness"], "jobs": ["outline", "run_id", "release", "released_at"],
                  "job_results": ["run_id", "config", "variables"], "attempts": ["charged"],
                  "pipelines": ["checkpoints_completed", "checkpoints_failed", "last_checkpoint_id", "last_checkpoint_at",
-                               "last_checkpoint_duration_ms", "last_checkpoint_rows"]}
+                               "last_checkpoint_duration_ms", "last_checkpoint_rows", "progress_at"]}   # 0013
 LATER_INDEXES = ["ix_checkpoints_status", "ix_checkpoints_completed_at",      # 0005 scale indexes
                  "ix_checkpoints_savepoints",                               # 0008 checkpoint totals
                  "ix_jobs_release"]                                         # 0012 source holds
@@ -104,3 +104,31 @@ def test_a_store_before_the_watchdog_gains_its_columns_and_keeps_its_jobs(store,
     assert (job.job_id, job.status, job.progress_timeout_s, job.on_hung, job.hung_since) == (
         "j1", "CREATED", None, "restart", None)
     upgraded.dispose()
+
+
+def test_a_pipeline_that_moves_ends_no_flag_another_pipeline_raised(store, tmp_path):
+    """Issue 30, finding 10: the leader judges each pipeline, so a flag ends once every
+    pipeline it judges has moved since, not at the first batch or task of any of them."""
+    submit(store, tmp_path)
+    reporter = AttemptReporter(store, "j1", 1, _attempt(store, "j1"))
+    with store.write() as conn:
+        first = conn.execute(select(s.pipelines)).one()._asdict()
+        conn.execute(s.pipelines.insert().values({**first, "pipeline_id": 2}))
+        # each pipeline's own progress last seen 10 s ago (a driver reports every pipeline at its start)
+        conn.execute(update(s.pipelines).values(status="RUNNING", idle=False, progress_at=time.time() - 10))
+        conn.execute(update(s.jobs).values(status="RUNNING", hung_since=time.time() - 5, stale_since=time.time() - 5))
+    reporter.task_progress(3, pipelines=[1])
+    reporter.batch_committed(1, 0, 10, 5, None, "f")
+
+    def flags():
+        with store.read() as conn:
+            return tuple(v is not None for v in conn.execute(select(s.jobs.c.hung_since, s.jobs.c.stale_since)).one())
+
+    assert flags() == (True, True), "pipeline 1 ended the flags pipeline 2 raised"
+    reporter.task_progress(4, pipelines=[2])
+    assert flags() == (False, True)
+    reporter.batch_committed(2, 0, 10, 5, None, "f")
+    assert flags() == (False, False)
+    with store.read() as conn:
+        stamps = conn.execute(select(s.pipelines.c.progress_at).order_by(s.pipelines.c.pipeline_id)).scalars().all()
+    assert all(stamps), stamps

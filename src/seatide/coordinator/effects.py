@@ -106,13 +106,13 @@ class Applier:
     def _flag_stale(self, ctx: "_Ctx", snap, action: r.FlagStale) -> None:
         ctx.update(stale_since=ctx.now)
         ctx.event("CHECKPOINT_STALE", seconds=round(action.seconds, 1), policy=action.policy,
-                  attempt=snap.attempt.attempt_id)
+                  attempt=snap.attempt.attempt_id, pipelines=list(action.pipelines))
 
     def _flag_hung(self, ctx: "_Ctx", snap, action: r.FlagHung) -> None:
         attempt = snap.attempt
         ctx.update(hung_since=ctx.now)
         ctx.event("JOB_HUNG", seconds=round(action.seconds, 1), policy=action.policy,
-                  attempt=attempt.attempt_id, tasks_done=attempt.tasks_done)
+                  attempt=attempt.attempt_id, tasks_done=attempt.tasks_done, pipelines=list(action.pipelines))
 
     def _schedule_retry(self, ctx: "_Ctx", snap, action: r.ScheduleRetry) -> None:
         retry = ctx.job.retries_used + (1 if action.charged else 0)

@@ -26,7 +26,9 @@ class Snapshot:
     workers: dict[str, Any]            # node_id -> node row (workers only)
     load: dict[str, int] = field(default_factory=dict)   # node_id -> live attempts
     now: float = 0.0
-    last_checkpoint_at: float | None = None             # newest completed checkpoint of this incarnation
+    # The newest completed checkpoint of this incarnation (the watchdog judges each pipeline by
+    # its own row instead: a healthy pipeline must not hide a stuck one).
+    last_checkpoint_at: float | None = None
     # Workers dead by their liveness lock (store/liveness.py), each with the store time its lock
     # was first seen free: free since then, for long enough, and no heartbeat from the worker
     # since (coordinator/service.py). Its drivers died with it, unless one of them heartbeated
@@ -75,12 +77,14 @@ class MarkAttemptLost:
 class FlagStale:
     seconds: float       # since the last checkpoint (or since the attempt started)
     policy: str
+    pipelines: tuple = field(default=(), compare=False)    # the pipelines that long without one
 
 
 @dataclass(frozen=True)
 class FlagHung:
     seconds: float       # without a committed batch or a completed Spark task
     policy: str
+    pipelines: tuple = field(default=(), compare=False)    # the pipelines that long without either
 
 
 @dataclass(frozen=True)
@@ -171,17 +175,16 @@ def _while_attempt_lives(snap: Snapshot, timeouts: Timeouts) -> list:
     if job.status == JobStatus.SCHEDULED and attempt.state == AttemptState.RUNNING:
         return [SetStatus(JobStatus.RUNNING)]
     if job.status == JobStatus.RUNNING and job.stale_since is None:
-        stale_for = checkpoint_stale_for(snap)
-        if stale_for is not None:
-            return _on_stale(job, stale_for)
+        stale = checkpoint_stale_for(snap)
+        if stale is not None:
+            return _on_stale(job, *stale)
     if job.status == JobStatus.RUNNING and job.hung_since is None:
         hung = hung_for(snap)
         if hung is not None:
-            stuck = ", ".join(str(p.pipeline_id) for p in snap.pipelines
-                              if p.status == PipelineStatus.RUNNING and not p.idle)
-            return _on_hung(snap, hung, f"pipeline {stuck} of attempt {attempt.attempt_id} committed no batch and "
-                                        f"completed no Spark task for {hung:.0f} s ({attempt.tasks_done or 0} "
-                                        f"tasks done)")
+            seconds, stuck = hung
+            return _on_hung(snap, seconds, f"pipeline {', '.join(map(str, stuck))} of attempt {attempt.attempt_id} "
+                                           f"committed no batch and completed no Spark task for {seconds:.0f} s "
+                                           f"({attempt.tasks_done or 0} tasks done by the attempt)", tuple(stuck))
         starting = stuck_starting_for(snap)
         if starting is not None:
             return _on_hung(snap, starting, f"attempt {attempt.attempt_id} started no pipeline in {starting:.0f} s "
@@ -208,27 +211,50 @@ def _window_opened(snap: Snapshot) -> float | None:
     return started
 
 
-def checkpoint_stale_for(snap: Snapshot) -> float | None:
-    """Seconds without a checkpoint while data is pending, once past the job's window."""
-    started = _window_opened(snap) if snap.job.stale_after_s is not None else None
-    if started is None:
+def _judged(snap: Snapshot, since) -> tuple[float, list[int]] | None:
+    """The longest silence of a running pipeline with data pending, by ``since(pipeline)``, and
+    the pipelines silent that long; None before the window opens.
+
+    Each pipeline is judged by its own facts: the newest checkpoint of all of them would let a
+    pipeline that keeps committing hide one whose sink hangs (issue 30, finding 10)."""
+    opened = _window_opened(snap)
+    if opened is None:
         return None
-    stale = age(snap, max(snap.last_checkpoint_at or 0.0, started))
-    return stale if stale > snap.job.stale_after_s else None
+    ages = {p.pipeline_id: age(snap, max(since(p), opened)) for p in snap.pipelines
+            if p.status == PipelineStatus.RUNNING and not p.idle}
+    longest = max(ages.values())
+    return longest, sorted(pipeline_id for pipeline_id, silent in ages.items() if silent == longest)
 
 
-def hung_for(snap: Snapshot) -> float | None:
-    """Seconds without a committed batch and without a completed Spark task, once past
-    ``job.progress-timeout``: the driver heartbeats, but its work is stuck.
+def checkpoint_stale_for(snap: Snapshot) -> tuple[float, list[int]] | None:
+    """Seconds without a checkpoint of a pipeline with data pending, once past the job's
+    window, and which pipelines."""
+    if snap.job.stale_after_s is None:
+        return None
+    judged = _judged(snap, lambda p: p.last_checkpoint_at or 0.0)
+    return judged if judged is not None and judged[0] > snap.job.stale_after_s else None
+
+
+def hung_for(snap: Snapshot) -> tuple[float, list[int]] | None:
+    """Seconds a pipeline has gone without a committed batch and without a completed Spark
+    task of its own, once past ``job.progress-timeout``, and which pipelines: the driver
+    heartbeats, but their work is stuck.
 
     The window opens at the attempt's first progress report, which its driver makes once
-    every pipeline has started (``runtime/progress.py``): start-up is not a hang.
+    every pipeline has started (``runtime/progress.py``): start-up is not a hang. A pipeline
+    without task progress of its own (a driver from before revision 0013) is judged by the
+    attempt's.
     """
-    timeout = snap.job.progress_timeout_s
-    if not timeout or _window_opened(snap) is None or snap.attempt.progress_at is None:
+    timeout, attempt = snap.job.progress_timeout_s, snap.attempt
+    if not timeout or attempt is None or attempt.progress_at is None:
         return None
-    hung = age(snap, max(snap.last_checkpoint_at or 0.0, snap.attempt.progress_at))
-    return hung if hung > timeout else None
+
+    def progress(p) -> float:
+        own = getattr(p, "progress_at", None)
+        return max(p.last_checkpoint_at or 0.0, attempt.progress_at if own is None else own)
+
+    judged = _judged(snap, progress)
+    return judged if judged is not None and judged[0] > timeout else None
 
 
 def stuck_starting_for(snap: Snapshot) -> float | None:
@@ -246,18 +272,19 @@ def stuck_starting_for(snap: Snapshot) -> float | None:
     return starting if starting > max(timeout, STARTUP_JUDGED_AFTER_S) else None
 
 
-def _on_stale(job, stale_for: float) -> list:
-    reason = (f"checkpoint stale: no checkpoint completed for {stale_for:.0f} s while data is pending "
+def _on_stale(job, stale_for: float, pipelines: list[int]) -> list:
+    reason = (f"checkpoint stale: pipeline {', '.join(map(str, pipelines))} completed no checkpoint for "
+              f"{stale_for:.0f} s while data is pending "
               f"(checkpoint.stale-after {job.stale_after_s:.0f} s, on-stale {job.on_stale})")
-    return [FlagStale(stale_for, job.on_stale), *_policy(job.on_stale, reason)]
+    return [FlagStale(stale_for, job.on_stale, tuple(pipelines)), *_policy(job.on_stale, reason)]
 
 
-def _on_hung(snap: Snapshot, hung: float, what: str) -> list:
+def _on_hung(snap: Snapshot, hung: float, what: str, pipelines: tuple = ()) -> list:
     """The verdict on a driver that heartbeats while ``what`` (stuck work, or a start-up)."""
     job = snap.job
     reason = (f"job hung: {what} while its driver kept heartbeating "
               f"(job.progress-timeout {job.progress_timeout_s:g} s, on-hung {job.on_hung})")
-    return [FlagHung(hung, job.on_hung), *_policy(job.on_hung, reason)]
+    return [FlagHung(hung, job.on_hung, pipelines), *_policy(job.on_hung, reason)]
 
 
 def _policy(policy: str, reason: str) -> list:

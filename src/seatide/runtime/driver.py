@@ -40,7 +40,7 @@ def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: T
     from seatide.config.loader import load_job_text
     from seatide.plan.dag import build_plan
     from seatide.runtime.pipeline_run import PipelineRun
-    from seatide.runtime.progress import ProgressSampler, TaskProgress
+    from seatide.runtime.progress import GroupProgress, ProgressSampler, TaskProgress
     from seatide.store.jobs import job_view
     from seatide.store.runs import run_key
 
@@ -66,7 +66,10 @@ def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: T
         # Python worker 10 s to connect back, which several at once on a busy host can miss.
         run.start()
         run.wait_started()
-    progress = ProgressSampler(TaskProgress(spark), reporter.task_progress)
+    # Each pipeline's own tasks too: the leader judges each pipeline (issue 30, finding 10).
+    progress = ProgressSampler(TaskProgress(spark), reporter.task_progress, groups=GroupProgress(spark),
+                               pipeline_groups=lambda: {run.pipeline.pipeline_id: group for run in runs
+                                                        if (group := run.job_group()) is not None})
     progress.begin()
     return _supervise(runs, reporter, heartbeat, poll_interval, progress)
 

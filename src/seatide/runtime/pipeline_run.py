@@ -155,7 +155,7 @@ class PipelineRun(PipelineFrames):
     def _write_sinks(self, sinks: list, batch_id: int) -> int:
         rows = 0
         for sink, df in sinks:
-            failpoints.hit("driver.before_sink_write")
+            failpoints.hit("driver.before_sink_write", scope=self.pipeline.pipeline_id)
             result = self.sinks.runs[sink.plugin_id].write(df, batch_id)
             if not result.replayed:
                 rows += int(result.state.get("rows", 0))
@@ -165,10 +165,16 @@ class PipelineRun(PipelineFrames):
                 failpoints.hit("driver.after_sink_commit")
         return rows
 
+    def job_group(self) -> str | None:
+        """The Spark job group of its jobs now (runtime/progress.py): its query's run id (set on the
+        stream thread, where foreachBatch runs), or a plain batch pipeline's own; None before."""
+        if not self.env.micro_batch:
+            return f"seatide-{self.job_id}-{self.pipeline.pipeline_id}"
+        return None if self.query is None else str(self.query.runId)
+
     def _run_plain_batch(self, sinks: list) -> None:
         activate_session(self.spark)
-        group = f"seatide-{self.job_id}-{self.pipeline.pipeline_id}"
-        self.spark.sparkContext.setJobGroup(group, f"pipeline {self.pipeline.pipeline_id}", True)
+        self.spark.sparkContext.setJobGroup(self.job_group(), f"pipeline {self.pipeline.pipeline_id}", True)
         started = time.time()
         try:
             if self.routed is not None:
@@ -373,7 +379,7 @@ class PipelineRun(PipelineFrames):
             _wait_until_idle(self.query, timeout_s=timeout)
             self.query.stop()
         elif self.thread is not None:
-            self.spark.sparkContext.cancelJobGroup(f"seatide-{self.job_id}-{self.pipeline.pipeline_id}")
+            self.spark.sparkContext.cancelJobGroup(self.job_group())
 
 
 def analyse_frames(spark, config, plan) -> None:

@@ -7,6 +7,13 @@ many tasks have completed (``AttemptReporter.task_progress``); the leader flags 
 HUNG when neither a batch commits nor a task completes for ``job.progress-timeout``
 (``coordinator/reconcile.py``).
 
+Each pipeline's tasks are counted apart as well, by its Spark job group (a streaming query
+runs every job of its micro-batches, those of its ``foreachBatch`` included, under its run
+id; a plain batch pipeline sets its own group): the leader judges each pipeline, so one
+that hangs is not hidden by another that keeps completing tasks (issue 30, finding 10).
+Jobs under no group (a sink's own threads) cannot be told apart: their progress counts for
+every pipeline, never against one.
+
 Completed tasks are counted per stage, each stage's last count folded into a total when it
 leaves the tracker's active list, so a month-long stream keeps only its running stages.
 Spark's Python API exposes no input rows or bytes of running tasks; a committed batch
@@ -53,14 +60,51 @@ class TaskProgress:
         return self._closed + sum(self._open.values())
 
 
-class ProgressSampler:
-    """Samples ``TaskProgress`` at most every ``interval`` seconds; reports a changed count."""
+class GroupProgress:
+    """Completed tasks of the jobs of each Spark job group, as a count per group that changes
+    whenever one of its jobs makes progress (only compared, never shown)."""
 
-    def __init__(self, progress: TaskProgress, report, interval: float = SAMPLE_INTERVAL_S):
+    def __init__(self, spark):
+        self._tracker = spark.sparkContext.statusTracker()
+        self._ended: dict[str | None, dict[int, int]] = {}   # group -> its ended jobs' final counts
+
+    def completed_tasks(self, group: str | None) -> int:
+        """``None``: the jobs under no group."""
+        ended = self._ended.setdefault(group, {})
+        ids = self._tracker.getJobIdsForGroup(group)
+        running = 0
+        for job_id in ids:
+            if job_id in ended:
+                continue
+            info = self._tracker.getJobInfo(job_id)
+            if info is None:
+                continue
+            count = sum(stage.numCompletedTasks for stage in map(self._tracker.getStageInfo, info.stageIds)
+                        if stage is not None)
+            if info.status in ("SUCCEEDED", "FAILED"):
+                ended[job_id] = count          # final: never asked again
+            else:
+                running += count
+        # Jobs Spark has forgotten drop out of the sum: the count moves, which only says the
+        # group ran something new (Spark forgets old jobs as new ones come).
+        for job_id in set(ended) - set(ids):
+            del ended[job_id]
+        return sum(ended.values()) + running
+
+
+class ProgressSampler:
+    """Samples ``TaskProgress`` at most every ``interval`` seconds; reports a changed count,
+    with the pipelines whose own tasks moved (``groups``: pipeline id -> its job group now)."""
+
+    def __init__(self, progress: TaskProgress, report, interval: float = SAMPLE_INTERVAL_S,
+                 groups: GroupProgress | None = None, pipeline_groups=dict):
         self.progress = progress
-        self.report = report                 # called with the new count
+        self.report = report                 # called with the new count and the pipelines that moved
         self.interval = interval
+        self.groups = groups
+        self.pipeline_groups = pipeline_groups
         self._last_count = 0
+        self._last_by_pipeline: dict[int, tuple] = {}
         self._next_at = 0.0
 
     def begin(self) -> None:
@@ -80,8 +124,9 @@ class ProgressSampler:
         self._next_at = now + self.interval
         try:
             count = self.progress.completed_tasks()
-            if always or count != self._last_count:
-                self.report(count)
+            moved = self._pipelines_moved(always)
+            if always or count != self._last_count or moved:
+                self.report(count, moved)
                 self._last_count = count
         except AttemptFenced:
             raise
@@ -90,3 +135,18 @@ class ProgressSampler:
             if always:
                 self._next_at = 0.0
                 self._last_count = -1       # report at the next sample, whatever the count
+                self._last_by_pipeline = {}
+
+    def _pipelines_moved(self, always: bool) -> list[int]:
+        """The pipelines whose own tasks (or tasks under no group) moved since the last sample;
+        every pipeline at the first one, which opens each pipeline's window."""
+        if self.groups is None:
+            return []
+        unowned = self.groups.completed_tasks(None)
+        moved = []
+        for pipeline_id, group in sorted(self.pipeline_groups().items()):
+            mark = (group, self.groups.completed_tasks(group), unowned)
+            if always or self._last_by_pipeline.get(pipeline_id) != mark:
+                moved.append(pipeline_id)
+            self._last_by_pipeline[pipeline_id] = mark
+        return moved

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import json
 import threading
-from typing import Callable, TypeVar
+from typing import Callable, Iterable, TypeVar
 
 from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.engine import Connection
@@ -95,8 +95,9 @@ class AttemptReporter:
             return conn.execute(select(s.jobs.c.desired).where(s.jobs.c.job_id == self.job_id)).scalar()
 
     @_step
-    def task_progress(self, tasks_done: int) -> None:
-        """Spark tasks completed so far (written only when the count moved): work, not just life.
+    def task_progress(self, tasks_done: int, pipelines: Iterable[int] = ()) -> None:
+        """Spark tasks completed so far (written only when the count moved): work, not just life;
+        ``pipelines``: those whose own tasks moved (each is judged on its own).
 
         Progress ends a HUNG flag, as a committed batch ends a stale one. Like a heartbeat, it
         is still taken once the job has ended: the leader marks the job FINISHED as soon as
@@ -105,11 +106,36 @@ class AttemptReporter:
         with self.store.attempt_tx(self.job_id, self.attempt_id, job_may_be_terminal=True) as conn:
             conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == self.attempt_id)
                          .values(progress_at=store_now(conn), tasks_done=tasks_done))
+            moved = sorted(pipelines)
+            if moved:
+                conn.execute(update(s.pipelines).where(and_(
+                    s.pipelines.c.job_id == self.job_id, s.pipelines.c.incarnation == self.incarnation,
+                    s.pipelines.c.pipeline_id.in_(moved))).values(progress_at=store_now(conn)))
             self._clear_hung(conn)
 
     def _clear_hung(self, conn) -> None:
-        conn.execute(update(s.jobs).where(and_(s.jobs.c.job_id == self.job_id, s.jobs.c.hung_since.isnot(None)))
-                     .values(hung_since=None))
+        """The HUNG flag ends once every pipeline the leader judges has moved since it was raised
+        (a committed batch, or a task of its own; the attempt's, for one with none counted):
+        one that keeps going must not clear the flag another raised (issue 30, finding 10)."""
+        p, j = s.pipelines.c, s.jobs.c
+        behind = and_(func.coalesce(p.last_checkpoint_at, 0.0) < j.hung_since, p.progress_at.isnot(None),
+                      p.progress_at < j.hung_since)
+        conn.execute(update(s.jobs).where(and_(j.job_id == self.job_id, j.hung_since.isnot(None),
+                                               ~self._judged_pipelines(behind).exists())).values(hung_since=None))
+
+    def _clear_stale(self, conn) -> None:
+        """The stale flag ends once every pipeline the leader judges has committed since it was raised."""
+        p, j = s.pipelines.c, s.jobs.c
+        behind = func.coalesce(p.last_checkpoint_at, 0.0) < j.stale_since
+        conn.execute(update(s.jobs).where(and_(j.job_id == self.job_id, j.stale_since.isnot(None),
+                                               ~self._judged_pipelines(behind).exists())).values(stale_since=None))
+
+    def _judged_pipelines(self, condition):
+        """This incarnation's running pipelines with data pending that meet ``condition``."""
+        p = s.pipelines.c
+        return select(p.pipeline_id).where(and_(
+            p.job_id == self.job_id, p.incarnation == self.incarnation, p.status == PipelineStatus.RUNNING,
+            p.idle.is_(False), condition))
 
     @_step
     def fence(self) -> None:
@@ -323,7 +349,7 @@ class AttemptReporter:
             conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(
                 rows_written=s.pipelines.c.rows_written + rows, last_batch_id=batch_id, idle=False,
                 **_completed(checkpoint_id, now, duration_ms, rows)))
-            conn.execute(update(s.jobs).where(s.jobs.c.job_id == self.job_id).values(stale_since=None))
+            self._clear_stale(conn)
             self._clear_hung(conn)
         self.first_commit.set()
         return checkpoint_id

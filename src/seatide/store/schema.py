@@ -127,6 +127,9 @@ pipelines = Table(
     Column("last_checkpoint_duration_ms", BigInteger),
     Column("last_checkpoint_rows", BigInteger),
     Column("error", Text),
+    # When the driver last saw a Spark task of this pipeline's query complete (revision 0013):
+    # the watchdog judges each pipeline, so a healthy one cannot hide a stuck one.
+    Column("progress_at", Float),
 )
 
 # A source's end of data, written the moment it happens.
