@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 from sqlalchemy import select, update
 
@@ -17,7 +18,7 @@ from seatide.coordinator.lease import LeaderLease
 from seatide.runtime.commit_log import read_json, write_json_atomic
 from seatide.runtime.reporter import AttemptReporter
 from seatide.store import schema as s
-from seatide.store.restore import prepare_checkpoint
+from seatide.runtime.checkpoint_move import prepare_checkpoint
 from tests.store.test_store import _attempt, _end, store, submit  # noqa: F401  (store is a fixture)
 
 
@@ -113,7 +114,7 @@ def test_a_restore_from_a_savepoint_starts_a_new_lineage(tmp_path):
     _make_checkpoint(savepoint)
     pipeline_dir = str(tmp_path / "0")
     _make_checkpoint(pipeline_dir)
-    prepare_checkpoint(pipeline_dir, 2, savepoint)
+    prepare_checkpoint(pipeline_dir, 2, savepoint, 1, time.time)
     restored = read_json(os.path.join(pipeline_dir, "seatide.json"))
     assert restored["fingerprint"] == "f"
     assert restored["lineage"] != "abc"

@@ -20,7 +20,7 @@ docs/operations.md, "Retention"):
   per failover).
 * **Set-aside checkpoint directories** (``<dir>.discarded-<ms>``, ``<dir>.replaced-<ms>``, left
   by a resume, see ``store/restore.py``) after ``set_aside_days``, by the time in their name.
-  A resume's staging copy (``<dir>.restoring-<incarnation>``) left by a driver that died
+  A resume's staging copy (``<dir>.restoring-<incarnation>-<attempt>``) left by a driver that died
   half-way and was never followed (the job was cancelled) after ``set_aside_days`` without a
   write: always safe, since a driver that prepares the checkpoint makes its staging copy anew.
 * **Attempt logs** (``<data_dir>/logs/<job>/attempt-<id>.log``) of attempts that are no longer
@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 DAY_S = 86400.0
 DEFAULT_CHECKPOINTS_RETAINED = next(o.default for o in ENV_OPTIONS if o.key == "checkpoint.retained")
 SET_ASIDE = re.compile(r"\.(discarded|replaced)-(\d+)$")
-RESTORING = re.compile(r"\.restoring-(\d+)$")
+RESTORING = re.compile(r"\.restoring-(\d+)(-\d+)?$")     # <incarnation>-<attempt>; older: <incarnation>
 ATTEMPT_LOG = re.compile(r"^attempt-(\d+)\.log$")
 
 

@@ -76,10 +76,11 @@ def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: T
 
 def _prepare_checkpoint(reporter, row, incarnation: int, source: str | None) -> None:
     """What the resume decided for this pipeline's checkpoint, done now (once per incarnation)."""
-    from seatide.store.restore import prepare_checkpoint
+    from seatide.runtime.checkpoint_move import prepare_checkpoint
 
-    reporter.fence()      # only the current attempt moves checkpoint directories
-    done = prepare_checkpoint(row.checkpoint_dir, incarnation, source)
+    reporter.fence()      # only the current attempt copies and moves checkpoint directories...
+    # ...and the move itself is fenced again, under the run's move lock (checkpoint_move.py)
+    done = prepare_checkpoint(row.checkpoint_dir, incarnation, source, reporter.attempt_id, reporter.fence)
     if done is not None:
         log.info("pipeline %s: checkpoint %s (old one set aside as %s)", row.pipeline_id,
                  f"restored from {source}" if source else "started over", done["set_aside"])

@@ -138,10 +138,11 @@ class AttemptReporter:
             p.idle.is_(False), condition))
 
     @_step
-    def fence(self) -> None:
-        """Raise ``AttemptFenced`` unless this attempt is still current (before a commit point)."""
-        with self._tx():
-            pass
+    def fence(self) -> float:
+        """Raise ``AttemptFenced`` unless this attempt is still current (before a commit point);
+        the store's time."""
+        with self._tx() as conn:
+            return read_store_now(conn)
 
     def end_attempt(self, succeeded: bool, error: str | None = None) -> None:
         """The driver's own word on how its attempt ended; the worker records the process exit."""
@@ -199,7 +200,7 @@ class AttemptReporter:
 
     @_step
     def checkpoint_prepared(self, pipeline_id: int, source: str | None, set_aside: str | None) -> None:
-        """The resume's checkpoint move for this pipeline is done (see store.restore.prepare_checkpoint)."""
+        """The resume's checkpoint move for this pipeline is done (see runtime.checkpoint_move.prepare_checkpoint)."""
         with self._tx() as conn:
             record_event(conn, "CHECKPOINT_PREPARED", self.actor, self.job_id, self.incarnation,
                          pipeline=pipeline_id, source=source, setAside=set_aside, attempt=self.attempt_id)

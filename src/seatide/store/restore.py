@@ -12,21 +12,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
-import time
 from dataclasses import dataclass
 
 from sqlalchemy import and_, func, insert, or_, select, update
 
-from seatide import failpoints
-from seatide.runtime.commit_log import read_json, write_json_atomic
+from seatide.runtime.commit_log import read_json
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now
 from seatide.store.db import Store, record_event
 from seatide.store.jobs import JobNotFound, JobRefused
 from seatide.store.paths import under
-from seatide.store.runs import new_lineage, spark_checkpoint_dir
+from seatide.store.runs import spark_checkpoint_dir
 from seatide.store.states import ATTEMPT_LIVE, AttemptState, CleanupState, JobStatus, PipelineStatus
 from seatide.timeouts import Timeouts
 
@@ -236,60 +233,10 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint) -> list[Pip
     return result
 
 
-def _set_aside(path: str, why: str) -> str | None:
-    if not os.path.exists(path):
-        return None
-    target = f"{path}.{why}-{int(time.time() * 1000)}"
-    os.rename(path, target)
-    return target
-
-
-PREPARED_MARK = "seatide-restore.json"
-
-
-def prepare_checkpoint(checkpoint_dir: str, incarnation: int, source: str | None) -> dict | None:
-    """Put a resumed pipeline's checkpoint in place: a copy of ``source`` (a savepoint), or
-    an empty directory when it starts over (``source`` None). The old one is set aside.
-
-    The resume only recorded what to do (its compare-and-set comes first, no file touched);
-    the incarnation's driver does it here, before the pipeline starts. Idempotent: a marker
-    says it is done for this incarnation; a crash half-way leaves a staging copy that the
-    next attempt throws away and makes again, or an old directory already set aside.
-    Returns what was done (for the event log), None when it was done before."""
-    mark = os.path.join(checkpoint_dir, PREPARED_MARK)
-    done = read_json(mark) if os.path.exists(mark) else None
-    if done is not None and done.get("incarnation") == incarnation:
-        return None
-    staging = f"{checkpoint_dir}.restoring-{incarnation}"
-    shutil.rmtree(staging, ignore_errors=True)
-    if source is not None:
-        shutil.copytree(source, staging)
-        _branch(staging)
-    else:
-        os.makedirs(staging)
-    write_json_atomic(os.path.join(staging, PREPARED_MARK), {"incarnation": incarnation, "from": source})
-    failpoints.hit("driver.checkpoint_staged")
-    set_aside = _set_aside(checkpoint_dir, "replaced" if source is not None else "discarded")
-    os.rename(staging, checkpoint_dir)
-    return {"source": source, "set_aside": set_aside}
-
-
-def _branch(checkpoint_dir: str) -> None:
-    """A savepoint's copy continues under a lineage of its own: its batches after the savepoint
-    are planned again, maybe with other boundaries, and must never be taken for the batches the
-    old lineage committed there (their transaction ids carry the lineage)."""
-    path = os.path.join(checkpoint_dir, "seatide.json")
-    meta = read_json(path)
-    if meta is not None:
-        origin = meta.get("origin", meta.get("lineage"))      # where the run's output began: kept
-        write_json_atomic(path, {**meta, "lineage": new_lineage(), "branched_from": meta.get("lineage"),
-                                 "origin": origin})
-
-
 def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepoint, fallback, pinned_worker,
                      actor) -> str:
     # Only decisions here: the driver of the new incarnation moves the directories
-    # (``prepare_checkpoint``), after this compare-and-set has made the resume real.
+    # (``runtime/checkpoint_move.prepare_checkpoint``), after this compare-and-set has made the resume real.
     fresh, restored, prepare = [], [], {}
     for p in pipelines:
         if p.finished:
