@@ -10,7 +10,6 @@ nothing in SeaTide carry an honest value of the same type; docs/compatibility.md
 from __future__ import annotations
 
 import json
-import time
 from importlib import metadata
 
 from sqlalchemy import func, select
@@ -18,11 +17,12 @@ from sqlalchemy.engine import Connection
 
 from seatide.plan.outline import stored_outline
 from seatide.store import schema as s
+from seatide.store.checkpoint_views import iso
+from seatide.store.clock import read_store_now
 from seatide.store.jobs import job_view
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, JobStatus
-from seatide.store.checkpoint_views import iso
-from seatide.store.views import row_totals
 from seatide.store.views import overview as seatide_overview
+from seatide.store.views import row_totals
 
 LONG_MAX = 2**63 - 1
 
@@ -72,7 +72,7 @@ def job_info(conn: Connection, job_id: str, running_job_metrics: bool = False) -
     env, dag = _env_and_dag(job)
     info = {"jobId": job.job_id, "jobName": job.name, "jobStatus": job.status, "createTime": iso(job.created_at),
             "jobDag": dag,
-            "metrics": (_running_job_metrics(job, view.pipelines) if running_job_metrics
+            "metrics": (_running_job_metrics(job, view.pipelines, read_store_now(conn)) if running_job_metrics
                         else _metrics(view.pipelines))}
     if job.status in JOB_TERMINAL:
         info.update(finishedTime=iso(job.finished_at), errorMsg=job.error_msg)
@@ -118,10 +118,10 @@ def _counts(read: int, written: int) -> dict[str, str]:
     return {"sourceReceivedCount": str(read), "sinkWriteCount": str(written)}
 
 
-def _running_job_metrics(job, pipelines) -> dict:
+def _running_job_metrics(job, pipelines, now: float) -> dict:
     """The deprecated ``/running-job/:jobId``'s metrics: counts and rates; bytes are not measured."""
     read, written = sum(p.rows_read for p in pipelines), sum(p.rows_written for p in pipelines)
-    seconds = max((job.finished_at or time.time()) - job.created_at, 1e-3)
+    seconds = max((job.finished_at or now) - job.created_at, 1e-3)     # stamps and now: the store's clock
     return {"SourceReceivedCount": str(read), "SourceReceivedQPS": f"{read / seconds:.2f}",
             "SourceReceivedBytes": "0", "SourceReceivedBytesPerSeconds": "0",
             "SinkWriteCount": str(written), "SinkWriteQPS": f"{written / seconds:.2f}",

@@ -43,45 +43,24 @@ def streaming_job(out: str, splits: int = 2000, rows_per_split: int = 10, interv
                   read_interval_ms: int = 300, retries: int = 3, name: str = "stream", pipelines: int = 1) -> str:
     """A stream that keeps producing for splits * read_interval_ms, checkpointing every interval_ms.
     ``pipelines`` > 1: that many source -> sink chains, pipeline p (from 1) writing ``<out>/p<p>``."""
-    if pipelines > 1:
-        return _streams(out, splits, rows_per_split, interval_ms, read_interval_ms, retries, name, pipelines)
-    return f"""
-env {{
-  job.name = "{name}"
-  job.mode = STREAMING
-  checkpoint.interval = {interval_ms}
-  job.retry.times = {retries}
-  job.retry.interval.seconds = 1
-}}
-source {{
-  FakeSource {{
+    def source(output: str) -> str:
+        return f"""
+  FakeSource {{{output}
     row.num = {splits * rows_per_split}
     split.num = {splits}
     split.read-interval = {read_interval_ms}
     sequence.field = "id"
     schema = {{ fields {{ id = bigint, name = string }} }}
-  }}
-}}
-sink {{
-  LocalFile {{ path = "{out}", file_format_type = "json" }}
-}}
-"""
+  }}"""
 
-
-def _streams(out: str, splits: int, rows_per_split: int, interval_ms: int, read_interval_ms: int, retries: int,
-             name: str, pipelines: int) -> str:
-    sources = "".join(f"""
-  FakeSource {{
-    plugin_output = "s{p}"
-    row.num = {splits * rows_per_split}
-    split.num = {splits}
-    split.read-interval = {read_interval_ms}
-    sequence.field = "id"
-    schema = {{ fields {{ id = bigint, name = string }} }}
-  }}""" for p in range(1, pipelines + 1))
-    sinks = "".join(f"""
-  LocalFile {{ plugin_input = "s{p}", path = "{out}/p{p}", file_format_type = "json" }}"""
-                    for p in range(1, pipelines + 1))
+    if pipelines == 1:
+        sources, sinks = source(""), f"""
+  LocalFile {{ path = "{out}", file_format_type = "json" }}"""
+    else:
+        chains = range(1, pipelines + 1)
+        sources = "".join(source(f'\n    plugin_output = "s{p}"') for p in chains)
+        sinks = "".join(f"""
+  LocalFile {{ plugin_input = "s{p}", path = "{out}/p{p}", file_format_type = "json" }}""" for p in chains)
     return f"""
 env {{
   job.name = "{name}"
