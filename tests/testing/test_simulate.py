@@ -160,3 +160,19 @@ def test_the_checker_catches_a_cleanup_that_acts_on_a_stale_row():
     checked after the removal) removes the new run's directories."""
     violations = _stalled_leader_shape("skip-run-fence")
     assert any("of run" in v and "removed" in v for v in violations), violations
+
+
+def test_a_pipeline_whose_sink_hangs_is_seen_while_the_other_pipeline_of_its_job_commits():
+    """Issue 30, finding 10, in the simulation: stream-a's driver has one pipeline's sink hang
+    while its other pipeline commits on. The leader must judge that pipeline stale and replace
+    the attempt, or the job never checkpoints it again: before, the job's newest checkpoint
+    (the healthy pipeline's) hid it, and the quiet phase did not converge."""
+    names = ("c0", "c1", "c2", "w0", "w1", *(f"d{n}" for n in range(1, 9)))
+    # rolls that neither fail a driver's task nor always pick the same pipeline
+    ticks = [("advance", name, roll, 0.02) for _ in range(60) for roll in (0.3, 0.8) for name in names]
+    hang = ("hang-pipeline", "stream-a", 0.9, 0.01)
+    run = simulate.run_once(0, len(ticks) * 2 + 1, actions=[*ticks, hang, *ticks])
+    assert any("hang-pipeline stream-a" in line and "sink hangs" in line for line in run.trace), \
+        [line for line in run.trace if "hang-pipeline" in line]
+    assert run.settled
+    assert run.violations == [], "\n".join(run.violations)

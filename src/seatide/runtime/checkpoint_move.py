@@ -39,7 +39,8 @@ def prepare_checkpoint(checkpoint_dir: str, incarnation: int, source: str | None
     The resume only recorded what to do (its compare-and-set comes first, no file touched);
     the incarnation's driver does it here, before the pipeline starts. Idempotent: a marker
     says it is done for this incarnation; a crash half-way leaves a staging copy of the
-    attempt's own (pruned by retention), or an old directory already set aside.
+    attempt's own (the next attempt removes it, under the lock), or an old directory already
+    set aside.
 
     The move is a destructive step: set aside, the live directory is gone from its place. A
     zombie (a replaced attempt paused after its check) must never move its replacement's

@@ -19,7 +19,7 @@ from sqlalchemy import and_, func, select
 
 from seatide.store import schema as s
 from seatide.store.db import Store
-from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
+from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, PIPELINE_TERMINAL
 
 # A RUNNING job's newest checkpoint may be this old at the end of the quiet phase.
 FRESH_CHECKPOINT_S = 20.0
@@ -137,20 +137,26 @@ class Invariants:
 
     # -- once faults have stopped --------------------------------------------------------
     def converged(self, now: float) -> list[str]:
-        """Why some job has not converged (empty when every one has)."""
+        """Why some job has not converged (empty when every one has): a job not yet ended is a
+        RUNNING stream each of whose pipelines checkpoints. Each pipeline, not the job's newest
+        checkpoint: a pipeline whose sink hangs must be seen and its attempt replaced, however
+        well the others do (issue 30, finding 10)."""
         problems = []
         with self.store.read() as conn:
             for job in conn.execute(select(s.jobs)):
                 if job.status in JOB_TERMINAL:
                     continue
-                last = conn.execute(select(func.max(s.checkpoints.c.created_at)).where(and_(
-                    s.checkpoints.c.job_id == job.job_id, s.checkpoints.c.incarnation == job.incarnation,
-                    s.checkpoints.c.status == "COMPLETED"))).scalar()
                 if job.status != "RUNNING" or job.mode != "STREAMING":
                     problems.append(f"job {job.job_id} is still {job.status} ({job.mode})")
-                elif last is None or now - last > FRESH_CHECKPOINT_S:
-                    age = "none" if last is None else f"{now - last:.0f} s old"
-                    problems.append(f"job {job.job_id} is RUNNING without fresh checkpoints (newest {age})")
+                    continue
+                for p in conn.execute(select(s.pipelines).where(and_(
+                        s.pipelines.c.job_id == job.job_id, s.pipelines.c.incarnation == job.incarnation,
+                        s.pipelines.c.status.notin_(sorted(PIPELINE_TERMINAL))))):
+                    last = p.last_checkpoint_at
+                    if last is None or now - last > FRESH_CHECKPOINT_S:
+                        age = "none" if last is None else f"{now - last:.0f} s old"
+                        problems.append(f"job {job.job_id} is RUNNING without fresh checkpoints of pipeline "
+                                        f"{p.pipeline_id} (newest {age})")
         return problems
 
     def nothing_left(self, job_ids: list[str], data_dir: str) -> None:

@@ -83,12 +83,22 @@ class SimDriver:
         self.stopping: list[Pipe] | None = None
         self.savepoint_taken = False
         self.save_modes_due: Pipe | None = None     # a pipeline whose sink makes its save modes next
+        self.hung: set[int] = set()     # pipelines whose sink hangs: they never commit again
         self.exit_code: int | None = None
         self.last_beat = 0.0
 
     @property
     def alive(self) -> bool:
         return self.proc.returncode is None
+
+    def hang_pipeline(self, roll: float) -> str:
+        """One of this driver's running pipelines hangs in its sink; the others go on (issue 30,
+        finding 10: the leader must still see it stale)."""
+        if not self.pipes:
+            return "no running pipeline"
+        pipe = self.pipes[int(roll * len(self.pipes)) % len(self.pipes)]
+        self.hung.add(pipe.pipeline_id)
+        return f"pipeline {pipe.pipeline_id}'s sink hangs"
 
     def exit(self, code: int) -> None:
         self.exit_code = code if self.exit_code is None else self.exit_code
@@ -191,11 +201,14 @@ class SimDriver:
             self.reporter.end_attempt(succeeded=True)
             self.exit(0)
             return "every pipeline ended: attempt SUCCEEDED"
-        if roll < 0.015:
+        # A driver whose sink hangs fails nothing by itself: only the leader's verdict ends it.
+        if roll < 0.015 and not self.hung:
             self.reporter.end_attempt(succeeded=False, error="simulated task failure")
             self.exit(1)
             return "task failure: attempt FAILED"
         pipe = self.pipes[int(roll * len(self.pipes)) % len(self.pipes)]
+        if pipe.pipeline_id in self.hung:
+            return f"pipeline {pipe.pipeline_id}: its sink hangs"
         if self.bounded and pipe.next_batch >= BATCHES_PER_BOUNDED_PIPELINE:
             self.reporter.source_ended(pipe.pipeline_id, pipe.source)
             report = _bind(self.reporter.pipeline_status, pipe.pipeline_id, "FINISHED")

@@ -40,8 +40,9 @@ from seatide.testing.world import HISTORY_EXPIRE_S, JOB_IDS, World, quiet_logs
 
 SETTLE_MAX_S = 240.0
 SETTLE_DT = 0.25
-# restart-store: the store's server restarts (every session and liveness lock lost; processes live)
-FAULTS = ("crash", "pause", "partition", "skew", "jump", "restart-store")
+# restart-store: the store's server restarts (every session and liveness lock lost; processes live);
+# hang-pipeline: one pipeline of a driver stops committing (its sink hangs) while the others go on
+FAULTS = ("crash", "pause", "partition", "skew", "jump", "restart-store", "hang-pipeline")
 RECOVERIES = {"restart": "crashed", "unpause": "paused", "heal": "partitioned"}
 BUGS = ("skip-attempt-fence", "skip-run-fence")
 
@@ -66,6 +67,8 @@ def choose(world: World, rng: random.Random) -> tuple:
     if r < 0.80:
         kind = rng.choice(FAULTS)
         value = rng.uniform(-6.0, 6.0) if kind == "skew" else rng.uniform(0.0, 15.0)
+        if kind == "hang-pipeline":          # a job's: its current driver's, whichever that is
+            return (kind, rng.choice(JOB_IDS), round(rng.random(), 3), dt)
         return (kind, rng.choice(names), round(value, 3), dt)
     if r < 0.88:
         kind = rng.choice(sorted(RECOVERIES))

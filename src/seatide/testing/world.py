@@ -184,6 +184,8 @@ class World:
             return self.user(kind, target, from_savepoint=value)
         if kind == "restart-store":
             return self.restart_store()
+        if kind == "hang-pipeline":
+            return self._hang_pipeline(target, value)
         if kind == "deliver":
             return self._deliver(value)
         proc = self.procs.get(target)
@@ -196,6 +198,7 @@ class World:
     def _fault(self, kind: str, proc: Proc, value: float) -> str:
         if kind == "crash":
             return self._crash(proc)
+
         if kind == "restart":
             if not proc.crashed or proc.kind == "driver":
                 return "not crashed"
@@ -224,6 +227,15 @@ class World:
                 return f"{report[0]} will arrive again later"
             return self._deliver_one(proc.name, *report)
         return "done"
+
+    def _hang_pipeline(self, job_id: str, roll: float) -> str:
+        """One pipeline of the job's current driver hangs in its sink while its others commit."""
+        with self.client.read() as conn:
+            attempt = conn.execute(select(s.jobs.c.current_attempt).where(s.jobs.c.job_id == job_id)).scalar()
+        proc = self.procs.get(f"d{attempt}")
+        if proc is None or not proc.obj.alive:
+            return "no live driver"
+        return f"{proc.name}: {proc.obj.hang_pipeline(roll)}"
 
     def restart_store(self) -> str:
         """The store's server restarts: every session ends, and with it every liveness lock,
