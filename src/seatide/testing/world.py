@@ -229,10 +229,14 @@ class World:
         return "done"
 
     def _hang_pipeline(self, job_id: str, roll: float) -> str:
-        """One pipeline of the job's current driver hangs in its sink while its others commit."""
+        """One pipeline of the job's current driver hangs in its sink while its others commit.
+        STREAMING jobs only: a bounded job's hang is the progress watchdog's (10 min, past the
+        quiet phase; its drivers here report no task progress), not the stale window's."""
         with self.client.read() as conn:
-            attempt = conn.execute(select(s.jobs.c.current_attempt).where(s.jobs.c.job_id == job_id)).scalar()
-        proc = self.procs.get(f"d{attempt}")
+            job = conn.execute(select(s.jobs.c.current_attempt, s.jobs.c.mode).where(s.jobs.c.job_id == job_id)).first()
+        if job is None or job.mode != "STREAMING":
+            return "not a stream"
+        proc = self.procs.get(f"d{job.current_attempt}")
         if proc is None or not proc.obj.alive:
             return "no live driver"
         return f"{proc.name}: {proc.obj.hang_pipeline(roll)}"
