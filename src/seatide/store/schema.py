@@ -127,7 +127,7 @@ pipelines = Table(
     Column("last_checkpoint_duration_ms", BigInteger),
     Column("last_checkpoint_rows", BigInteger),
     Column("error", Text),
-    # When the driver last saw a Spark task of this pipeline's query complete (revision 0013):
+    # When the driver last saw a Spark task of this pipeline's query complete (revision 0014):
     # the watchdog judges each pipeline, so a healthy one cannot hide a stuck one.
     Column("progress_at", Float),
 )

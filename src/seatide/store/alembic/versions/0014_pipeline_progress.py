@@ -4,15 +4,15 @@
 complete (its query's jobs, by their job group). The watchdog judges each pipeline by it and
 by the pipeline's own newest checkpoint (issue 30, finding 10).
 
-Revision ID: 0013
-Revises: 0012
+Revision ID: 0014
+Revises: 0013
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0013"
-down_revision = "0012"
+revision = "0014"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 
