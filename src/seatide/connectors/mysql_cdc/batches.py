@@ -2,12 +2,15 @@
 
 Every row carries its place in the order it was added (``__row_seq``, plugin.rowkind): a binlog
 batch is one partition reading its transactions in commit order, so the number orders one
-key's changes however a transform moves them (Spark cannot number a stream's rows). A builder
-numbers one table's rows of a read (sinks order changes per key, and a key is one table's),
-from ``first_seq`` on: a snapshot batch's splits start apart (``PARTITION_SEQ_STRIDE``)."""
+key's changes however a transform moves them (Spark cannot number a stream's rows). The builders
+of one binlog read share one numbering (``numbering``): a key moved between shards in one
+transaction (deleted from orders_1, inserted into orders_0) is one key to a sink that merges the
+shards, which orders its changes by this number across tables (issue 30, finding 3). A snapshot
+split's builder numbers from ``first_seq`` on: a batch's splits start apart (``PARTITION_SEQ_STRIDE``)."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Iterable, Iterator, Sequence
 
 import pyarrow as pa
@@ -21,11 +24,11 @@ ARROW_BATCH_ROWS = 8192
 class BatchBuilder:
     """Collects converted rows column by column and cuts a RecordBatch every ``ARROW_BATCH_ROWS``."""
 
-    def __init__(self, columns: Sequence[Column], first_seq: int = 0):
+    def __init__(self, columns: Sequence[Column], first_seq: int = 0, numbering: Iterator[int] | None = None):
         self.columns = columns
         self.names = [c.name for c in columns] + [ROW_KIND_COLUMN, ROW_SEQ_COLUMN]
         self.types = [c.arrow_type for c in columns] + [pa.int8(), pa.int64()]
-        self.next_seq = first_seq
+        self.numbering = numbering if numbering is not None else itertools.count(first_seq)
         self._reset()
 
     def _reset(self) -> None:
@@ -36,8 +39,7 @@ class BatchBuilder:
         for target, col, value in zip(self._values, self.columns, raw):
             target.append(col.convert(value))
         self._values[-2].append(int(kind))
-        self._values[-1].append(self.next_seq)
-        self.next_seq += 1
+        self._values[-1].append(next(self.numbering))
         return self.flush() if len(self._values[-1]) >= ARROW_BATCH_ROWS else None
 
     def flush(self) -> pa.RecordBatch | None:

@@ -9,6 +9,7 @@ stop at the first event past ``end``, so a batch never waits for new changes.
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Iterator, Sequence
 
@@ -47,8 +48,10 @@ class BinlogRange(InputPartition):
 def read_range(config: ServerConfig, tables: Sequence[CapturedTable], part: BinlogRange, tag=None,
                behaviour: str | None = None) -> Iterator:
     """Arrow batches of the changes in the range, one table's rows per batch (each table's rows in
-    binlog order); ``tag(batch, table index)`` puts a batch in the multi-table shape."""
+    binlog order, numbered in commit order across tables); ``tag(batch, table index)`` puts a batch
+    in the multi-table shape."""
     builders: dict[int, BatchBuilder] = {}
+    numbering = itertools.count()
 
     def tagged(batch, index: int):
         return batch if tag is None else tag(batch, index)
@@ -56,7 +59,7 @@ def read_range(config: ServerConfig, tables: Sequence[CapturedTable], part: Binl
     for index, values, kind in _changes(config, tables, part, behaviour):
         builder = builders.get(index)
         if builder is None:
-            builder = builders[index] = BatchBuilder(tables[index].columns)
+            builder = builders[index] = BatchBuilder(tables[index].columns, numbering=numbering)
         batch = builder.add(values, kind)
         if batch is not None:
             yield tagged(batch, index)
