@@ -24,10 +24,11 @@ from __future__ import annotations
 import re
 
 from seatide.connectors.mysql_cdc.catalog import CapturedTable, binlog_files
+from seatide.connectors.mysql_cdc.binlog_events import page
 from seatide.connectors.mysql_cdc.gtid import event_gtid, is_commit
 from seatide.connectors.mysql_cdc.position import BinlogPosition
+from seatide.connectors.mysql_cdc.statements import DDL, touched
 
-_PAGE = 2000                                        # events listed per round trip
 _TABLE_MAP = re.compile(r"table_id: (\d+) \(([^.]+)\.(.+)\)")
 _ROWS = re.compile(r"table_id: (\d+)")
 # Bytes a value of these types takes in a row image (others: at least 1, their length prefix).
@@ -66,7 +67,7 @@ def batch_end(conn, start: BinlogPosition, end: BinlogPosition, tables: list[Cap
     boundary = start                                # where the transaction being walked starts
     with conn.cursor() as cur:
         while True:
-            events = _events(conn, cur, file, pos)
+            events = page(conn, cur, file, pos)
             if not events:
                 later = files[files.index(file) + 1:] if file in files else []
                 if not later or BinlogPosition.of(later[0], 4) >= end:
@@ -105,16 +106,11 @@ def batch_end(conn, start: BinlogPosition, end: BinlogPosition, tables: list[Cap
                 pos = stop
 
 
-_DDL = re.compile(r"\b(alter|rename|drop|create)\s+table\b", re.IGNORECASE)
-
-
-def _changes_a_table(statement: str, captured: dict) -> bool:
-    """Whether a logged statement is DDL naming a captured table (by its name, quoted or not)."""
-    if not _DDL.search(statement):
-        return False
-    text = statement.replace("`", "").lower()
-    return any(f"{db}.{table}".lower() in text or re.search(rf"\b{re.escape(table.lower())}\b", text)
-               for db, table in captured)
+def _changes_a_table(info: str, captured: dict) -> bool:
+    """Whether a logged statement (a Query event's ``Info``) is DDL of a captured table, as the
+    reader tells it (statements.py: the planner and the reader never disagree on a statement)."""
+    schema, statement = logged_statement(info)
+    return bool(touched(statement, schema, captured, DDL)[1])
 
 
 _USE = re.compile(r"use `((?:[^`]|``)+)`; ", re.IGNORECASE)
@@ -128,17 +124,3 @@ def logged_statement(info: str) -> tuple[str | None, str]:
         return None, info
     return found.group(1).replace("``", "`"), info[found.end():]
 
-
-def _events(conn, cur, file: str, pos: int) -> list[tuple]:
-    """A page of SHOW BINLOG EVENTS, with ``Info`` read as bytes and decoded leniently: it holds
-    logged statements as the client sent them, and a client that inlines a binary value (MariaDB
-    Connector/J does, for a Jdbc sink writing bytes into any table of the server) makes it
-    invalid UTF-8, which PyMySQL would refuse to decode."""
-    unicode, conn.use_unicode = conn.use_unicode, False
-    try:
-        cur.execute("SHOW BINLOG EVENTS IN %s FROM %s LIMIT %s", (file, pos, _PAGE))
-        rows = cur.fetchall()
-    finally:
-        conn.use_unicode = unicode
-    return [tuple(v.decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else v for v in row)
-            for row in rows]

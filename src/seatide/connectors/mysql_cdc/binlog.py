@@ -10,7 +10,6 @@ stop at the first event past ``end``, so a batch never waits for new changes.
 from __future__ import annotations
 
 import itertools
-import re
 from typing import Iterator, Sequence
 
 import pymysql
@@ -23,6 +22,7 @@ from seatide.connectors.mysql_cdc.catalog import CapturedTable, ServerConfig
 from seatide.connectors.mysql_cdc.ddl import UnknownDdl, altered_table, parse_alter
 from seatide.connectors.mysql_cdc.position import BinlogPosition, lost_position_message
 from seatide.connectors.mysql_cdc.row_images import MISSING, RowCompleter
+from seatide.connectors.mysql_cdc.statements import DML, DROP, TRUNCATE, touched
 from seatide.plugin.base import permanent_in_worker
 from seatide.plugin.evolution import SchemaChanged
 from seatide.plugin.rowkind import RowKind
@@ -72,7 +72,8 @@ def read_range(config: ServerConfig, tables: Sequence[CapturedTable], part: Binl
 def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: BinlogRange,
              behaviour: str | None = None) -> Iterator:
     from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
+    from pymysqlreplication.event import (ExecuteLoadQueryEvent, GtidEvent, MariadbGtidEvent, QueryEvent,
+                                          RotateEvent, XidEvent)
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
     captured = {(t.database, t.table): t for t in tables
@@ -86,7 +87,7 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
         connection_settings=config.replication_settings, server_id=config.server_id,
         resume_stream=True, log_file=part.start.file, log_pos=part.start.pos, blocking=False,
         only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent, RotateEvent,
-                     GtidEvent, MariadbGtidEvent],
+                     GtidEvent, MariadbGtidEvent, ExecuteLoadQueryEvent],
         only_schemas=sorted({t.database for t in tables}), only_tables=sorted({t.table for t in tables}),
         # A table's map event is decoded once per read: a table id names one table layout
         # (ALTER TABLE gets a new id), and decoding every map event doubled the cost per change.
@@ -100,11 +101,14 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
             if isinstance(event, (GtidEvent, MariadbGtidEvent)):
                 gtid = str(event.gtid)
                 continue
-            if isinstance(event, QueryEvent):
+            if isinstance(event, (QueryEvent, ExecuteLoadQueryEvent)):
                 here = BinlogPosition.of(stream.log_file, event.packet.log_pos)
                 current = tables_at(captured, since, here)
-                _refuse_truncate(event, current)
+                if isinstance(event, ExecuteLoadQueryEvent):
+                    refuse_rowless(*_load_query(event), here, current)
+                    continue
                 schema = event.schema.decode() if isinstance(event.schema, bytes) else event.schema
+                refuse_rowless(schema or None, event.query or "", here, current)
                 follow_alter(schema or None, event.query or "", here, current, behaviour,
                              getattr(part, "server", None), gtid)
                 continue
@@ -151,23 +155,46 @@ def _events(stream, start: BinlogPosition) -> Iterator:
         raise
 
 
-_TRUNCATE = re.compile(r"\s*truncate\s+(?:table\s+)?(`[^`]+`|[\w$]+)(?:\s*\.\s*(`[^`]+`|[\w$]+))?", re.I)
-
-
-def _refuse_truncate(event, captured: dict) -> None:
-    """TRUNCATE is logged as a statement, not as deletes: skipped, a target would keep the rows."""
-    match = _TRUNCATE.match(event.query or "")
-    if not match:
+def refuse_rowless(schema: str | None, statement: str, here: BinlogPosition, captured: dict) -> None:
+    """A change of a captured table that the binlog holds as a statement, without rows, fails the
+    stream: no sink can apply a statement, and passing it over would leave the target without the
+    change for good. TRUNCATE and DROP TABLE are always logged so; INSERT, UPDATE, DELETE, REPLACE
+    and LOAD DATA when the session that ran them logged statements (binlog_format = STATEMENT or
+    MIXED: the server's check at the start sees only the global setting, and a session may set its
+    own)."""
+    found, names = touched(statement, schema, captured, (DML, TRUNCATE, DROP))
+    if not names:
         return
-    schema = event.schema.decode() if isinstance(event.schema, bytes) else event.schema
-    first, second = (part.strip("`") if part else None for part in match.groups())
-    database, name = (first, second) if second else (schema, first)
-    table = captured.get((database, name))
-    if table is not None:
+    table, text = captured[names[0]].name, " ".join(statement.split())[:300]
+    if found.kind == TRUNCATE:
         raise permanent_in_worker(
-            f"MySQL-CDC: {table.name} was truncated while the job ran. A TRUNCATE is logged as a statement "
-            "without rows, so no sink can apply it, and skipping it would leave the deleted rows in the "
-            f"target. Empty the target table yourself and {START_OVER}")
+            f"MySQL-CDC: {table} was truncated while the job ran (at binlog {here}: {text}). A TRUNCATE is logged "
+            "as a statement without rows, so no sink can apply it, and skipping it would leave the deleted rows "
+            f"in the target. Empty the target table yourself and {START_OVER}")
+    if found.kind == DROP:
+        raise permanent_in_worker(
+            f"MySQL-CDC: {table} was dropped while the job ran (at binlog {here}: {text}). Its rows went without "
+            "a row event, so the target would keep them, and a table created again under its name is not the "
+            "one the job described. Remove the table from table-names, or empty the target table yourself, "
+            f"and {START_OVER}")
+    raise permanent_in_worker(
+        f"MySQL-CDC: {table} was changed at binlog {here} by a statement logged as text, without rows: {text}. "
+        "The session that ran it had binlog_format = STATEMENT or MIXED (SET SESSION binlog_format, or the "
+        "server's setting at the time), so no sink can apply the change, and skipping it would leave the "
+        f"target without it. Make every client that writes {table} log rows (binlog_format = ROW on the server, "
+        "and no SET SESSION binlog_format: only users with SUPER or BINLOG ADMIN may set it), then bring the "
+        f"target level with the source: {START_OVER}")
+
+
+def _load_query(event) -> tuple[str | None, str]:
+    """(default database, statement) of a LOAD DATA that a session logging statements ran: the
+    library reads the event's fixed fields only; the rest is laid out as a Query event's."""
+    packet = event.packet
+    packet.read(event.status_vars_length)
+    schema = packet.read(event.schema_length).decode("utf-8", "replace")
+    packet.read(1)
+    query = packet.read(event.event_size - 26 - event.status_vars_length - event.schema_length - 1)
+    return schema or None, query.decode("utf-8", "replace")
 
 
 def tables_at(captured: dict, since: dict, here: BinlogPosition) -> dict:

@@ -19,6 +19,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from seatide.connectors.mysql_cdc.statements import ALTER, classify
+from seatide.connectors.mysql_cdc.statements import Token as _Tok
+from seatide.connectors.mysql_cdc.statements import tokens as _tokens
+
 ADD, DROP, RENAME, REDEFINE = "add", "drop", "rename", "redefine"
 
 
@@ -55,49 +59,10 @@ class AlterTable:
     changes: tuple[ColumnChange, ...]
 
 
-_TOKEN = re.compile(r"""\s+|/\*!\d*|\*/|/\*.*?\*/|--[^\n]*|\#[^\n]*|`(?:[^`]|``)*`|'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*"
-                        |[A-Za-z0-9_$@]+|[(),.=;]|\S""", re.X | re.S)
-
-
-@dataclass(frozen=True)
-class _Tok:
-    text: str
-
-    @property
-    def word(self) -> str:
-        return self.text.upper()
-
-    @property
-    def name(self) -> str:
-        """As an identifier: unquoted."""
-        if self.text.startswith("`"):
-            return self.text[1:-1].replace("``", "`")
-        return self.text
-
-
-def _tokens(statement: str) -> list[_Tok]:
-    out = []
-    for match in _TOKEN.finditer(statement):
-        text = match.group(0)
-        if text.isspace() or text.startswith(("--", "#")) or (text.startswith("/*") and not text.startswith("/*!")):
-            continue
-        if text.startswith("/*!") or text == "*/":    # a versioned comment: its text counts
-            continue
-        out.append(_Tok(text))
-    return out
-
-
-_ALTER = re.compile(r"\s*(?:/\*.*?\*/\s*)*alter\s+(?:online\s+)?(?:ignore\s+)?table\b", re.I | re.S)
-
-
 def altered_table(statement: str, default_database: str | None) -> tuple[str | None, str] | None:
     """The (database, table) an ALTER TABLE statement alters; None for any other statement."""
-    if not _ALTER.match(statement or ""):
-        return None
-    try:
-        return _header(_tokens(statement), default_database)[0]
-    except IndexError:          # no table named: not a statement the server logged
-        return None
+    found = classify(statement, default_database)
+    return found.tables[0] if found.kind == ALTER else None
 
 
 def _header(tokens: list[_Tok], default_database: str | None) -> tuple[tuple[str | None, str], int]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
+from seatide.connectors.mysql_cdc.binlog_events import PAGE, page
 from seatide.connectors.mysql_cdc.position import BinlogPosition
 
 MARIADB = "mariadb"
@@ -33,7 +34,6 @@ MYSQL = "mysql"
 
 _MARIADB_GTID = re.compile(r"\bGTID\s+(\d+-\d+-\d+)")
 _MYSQL_GTID = re.compile(r"GTID_NEXT\s*=\s*'([0-9a-fA-F-]+(?::[A-Za-z_][\w]*)?:\d+)'")
-_PAGE = 2000
 
 
 def gtid_kind(conn) -> str | None:
@@ -149,8 +149,6 @@ def _head_event(kind: str) -> str:
 
 def _events(conn, file: str, pos: int) -> Iterator[tuple]:
     """(start, type, end, info) of the events of ``file`` from ``pos`` on."""
-    from seatide.connectors.mysql_cdc.batch_end import _events as page
-
     with conn.cursor() as cur:
         while True:
             rows = page(conn, cur, file, pos)
@@ -159,7 +157,7 @@ def _events(conn, file: str, pos: int) -> Iterator[tuple]:
             for _log, at, kind, _server, stop, info in rows:
                 yield int(at), str(kind), int(stop), str(info or "")
                 pos = int(stop)
-            if len(rows) < _PAGE:
+            if len(rows) < PAGE:
                 return
 
 

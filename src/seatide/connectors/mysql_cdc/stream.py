@@ -22,7 +22,7 @@ from typing import Iterator
 import pymysql
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 
-from seatide.connectors.mysql_cdc.binlog import BinlogRange, follow_alter, read_range, tables_at
+from seatide.connectors.mysql_cdc.binlog import BinlogRange, follow_alter, read_range, refuse_rowless, tables_at
 from seatide.connectors.mysql_cdc.catalog import (CapturedTable, ServerConfig, binlog_files, current_position,
                                                   server_identity, snapshot_position)
 from seatide.connectors.mysql_cdc.gtid import advance, gtid_at, gtid_kind, locate
@@ -144,6 +144,7 @@ class MySqlCdcReader(DataSourceStreamReader):
         since = {tuple(name.split(".", 1)): BinlogPosition.of(*at) for name, at in offset.since.items()}
         for here, info, gtid in opening:
             schema, statement = logged_statement(info)
+            refuse_rowless(schema, statement, here, tables_at(captured, since, here))
             follow_alter(schema, statement, here, tables_at(captured, since, here), self.behaviour, self._server, gtid)
 
     # -- which server (a failover) ------------------------------------------------------------
