@@ -78,19 +78,7 @@ def run_shapes_check(spark, admin: Endpoint, target: Endpoint, *, seed: int, tra
     targets = [table] if merged else [f"{table}_{s.name}" for s in workload.shards]
     running = [start()]             # the query now (a crash or a way out starts another)
     try:
-        while outcome.transactions < transactions:
-            written = outcome.batches
-            for _ in range(min(rng.randint(1, 8), transactions - outcome.transactions)):
-                statements = workload.transaction()
-                source.execute(*statements)
-                outcome.transactions += 1
-                outcome.statements += len(statements)
-            deadline = time.monotonic() + deadline_s
-            while outcome.batches <= written:
-                restart_if_dead()
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"seed {seed}: no batch written for {deadline_s} s ({outcome})")
-                time.sleep(0.05)
+        write_while_streaming(workload, source, outcome, rng, transactions, deadline_s, restart_if_dead)
         until_equal(rows, deadline_s, f"seed {seed} ({outcome})", restart_if_dead)
         return outcome
     finally:
@@ -100,6 +88,25 @@ def run_shapes_check(spark, admin: Endpoint, target: Endpoint, *, seed: int, tra
             target.execute(f"DROP TABLE IF EXISTS {name}")
         drop_database(admin, source)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def write_while_streaming(workload, source: Endpoint, outcome: ShapesOutcome, rng, transactions: int,
+                          deadline_s: float, restart_if_dead) -> None:
+    """Write ``transactions`` of ``workload`` to ``source`` a few at a time, each few followed by a
+    written batch (``restart_if_dead()`` while waiting: a crash or a way out starts the query again)."""
+    while outcome.transactions < transactions:
+        written = outcome.batches
+        for _ in range(min(rng.randint(1, 8), transactions - outcome.transactions)):
+            statements = workload.transaction()
+            source.execute(*statements)
+            outcome.transactions += 1
+            outcome.statements += len(statements)
+        deadline = time.monotonic() + deadline_s
+        while outcome.batches <= written:
+            restart_if_dead()
+            if time.monotonic() > deadline:
+                raise AssertionError(f"seed {outcome.seed}: no batch written for {deadline_s} s ({outcome})")
+            time.sleep(0.05)
 
 
 def run_script(spark, admin: Endpoint, target: Endpoint, *, shards: list[Shard], setup: list, script: list[list],
@@ -152,9 +159,12 @@ class _Runner:
     """Starts the query as a driver's pipeline does (RoutedPipeline, the sink opened on the sink
     protocol: ``sink_runs.sink_run``), with ``cdc_check``'s crash points."""
 
-    def __init__(self, spark, conf: str, job_id: str, workdir: str, crashes, outcome: ShapesOutcome):
+    def __init__(self, spark, conf: str, job_id: str, workdir: str, crashes, outcome: ShapesOutcome,
+                 holds_rows=None):
         self.spark, self.conf, self.job_id, self.workdir = spark, conf, job_id, workdir
         self.crashes, self.outcome = crashes, outcome
+        # whether a batch's end offset holds rows (crashes meet those); None: Postgres-CDC's offsets
+        self.holds_rows = holds_rows or (lambda end: end.get("splits") or end.get("changes", 0) > 0)
         self.lineage, self.crash, self.plugin = 0, None, None
 
     def start_over(self) -> None:
@@ -207,7 +217,7 @@ class _Runner:
         def each_batch(batch_df, batch_id):
             offsets = batch_offsets(spark_dir, batch_id)
             # crashes meet batches that hold rows (the stream also moves past other tables' WAL)
-            holds_rows = offsets.end.get("splits") or offsets.end.get("changes", 0) > 0
+            holds_rows = runner.holds_rows(offsets.end)
             runner.crash = runner.crashes.choice(["before_write", "before_commit", "after_commit"] + [None] * 9) \
                 if holds_rows else None
             if runner.crash == "before_write":
