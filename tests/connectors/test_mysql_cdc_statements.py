@@ -158,3 +158,22 @@ def test_one_classifier_tells_each_logged_statement_and_its_tables(statement, ki
 
     found = classify(statement, "db")
     assert (found.kind, list(dict.fromkeys(found.tables))) == (kind, tables)
+
+
+def test_a_captured_table_renamed_away_fails_but_a_swap_in_one_statement_reads_on(private_mariadb,
+                                                                                   cdc_database):  # noqa: F811
+    """Renamed away, the captured name is gone like a dropped table's (finding 19); swapped in one
+    RENAME (pt-online-schema-change's and gh-ost's cut-over), the name holds a table of the same
+    rows and the stream reads on."""
+    server, table = private_mariadb, f"{cdc_database}.orders"
+    reader, start = _streamed(server, table, 5424)
+    server.execute(f"CREATE TABLE {cdc_database}.orders_new LIKE {table}",
+                   f"INSERT INTO {cdc_database}.orders_new SELECT * FROM {table}",
+                   f"RENAME TABLE {table} TO {cdc_database}.orders_old, {cdc_database}.orders_new TO {table}",
+                   f"INSERT INTO {table} VALUES (3, 'three')")
+    assert [r["id"] for r in _read_after(reader, start)] == [3]
+    reader, start = _streamed(server, f"{cdc_database}.kept", 5425)
+    server.execute(f"RENAME TABLE {cdc_database}.kept TO {cdc_database}.kept_old")
+    with pytest.raises(PermanentError) as caught:
+        _read_after(reader, start)
+    assert f"{cdc_database}.kept was renamed away" in str(caught.value) and "submit it again" in str(caught.value)

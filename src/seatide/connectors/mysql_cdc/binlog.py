@@ -22,7 +22,7 @@ from seatide.connectors.mysql_cdc.catalog import CapturedTable, ServerConfig
 from seatide.connectors.mysql_cdc.ddl import UnknownDdl, altered_table, parse_alter
 from seatide.connectors.mysql_cdc.position import BinlogPosition, lost_position_message
 from seatide.connectors.mysql_cdc.row_images import MISSING, RowCompleter
-from seatide.connectors.mysql_cdc.statements import DML, DROP, TRUNCATE, touched
+from seatide.connectors.mysql_cdc.statements import DML, DROP, RENAME, TRUNCATE, touched
 from seatide.plugin.base import permanent_in_worker
 from seatide.plugin.evolution import SchemaChanged
 from seatide.plugin.rowkind import RowKind
@@ -158,11 +158,13 @@ def _events(stream, start: BinlogPosition) -> Iterator:
 def refuse_rowless(schema: str | None, statement: str, here: BinlogPosition, captured: dict) -> None:
     """A change of a captured table that the binlog holds as a statement, without rows, fails the
     stream: no sink can apply a statement, and passing it over would leave the target without the
-    change for good. TRUNCATE and DROP TABLE are always logged so; INSERT, UPDATE, DELETE, REPLACE
+    change for good. TRUNCATE, DROP TABLE and RENAME TABLE (of a captured name to another, unless
+    the statement names a table to it: a swap) are always logged so; INSERT, UPDATE, DELETE, REPLACE
     and LOAD DATA when the session that ran them logged statements (binlog_format = STATEMENT or
     MIXED: the server's check at the start sees only the global setting, and a session may set its
     own)."""
-    found, names = touched(statement, schema, captured, (DML, TRUNCATE, DROP))
+    found, names = touched(statement, schema, captured, (DML, TRUNCATE, DROP, RENAME))
+    names = found.renamed_away(captured) if found.kind == RENAME else names
     if not names:
         return
     table, text = captured[names[0]].name, " ".join(statement.split())[:300]
@@ -171,9 +173,10 @@ def refuse_rowless(schema: str | None, statement: str, here: BinlogPosition, cap
             f"MySQL-CDC: {table} was truncated while the job ran (at binlog {here}: {text}). A TRUNCATE is logged "
             "as a statement without rows, so no sink can apply it, and skipping it would leave the deleted rows "
             f"in the target. Empty the target table yourself and {START_OVER}")
-    if found.kind == DROP:
+    if found.kind in (DROP, RENAME):
+        gone = "dropped" if found.kind == DROP else "renamed away"
         raise permanent_in_worker(
-            f"MySQL-CDC: {table} was dropped while the job ran (at binlog {here}: {text}). Its rows went without "
+            f"MySQL-CDC: {table} was {gone} while the job ran (at binlog {here}: {text}). Its rows went without "
             "a row event, so the target would keep them, and a table created again under its name is not the "
             "one the job described. Remove the table from table-names, or empty the target table yourself, "
             f"and {START_OVER}")

@@ -62,6 +62,14 @@ class Statement:
     kind: str | None
     tables: tuple[tuple[str | None, str | None], ...] = ()
 
+    def renamed_away(self, captured) -> list:
+        """RENAME: the keys of ``captured`` it renames without naming another table to them (a
+        swap in one statement, ``RENAME TABLE t TO t_old, t_new TO t``, keeps the name)."""
+        if self.kind != RENAME:
+            return []
+        olds, news = self.tables[0::2], set(self.tables[1::2])
+        return [key for key in olds if key in captured and key not in news]
+
     def names(self, captured) -> list:
         """The keys of ``captured`` (``(database, table)`` keys) it names, in its order."""
         out = []
