@@ -177,3 +177,14 @@ def test_a_captured_table_renamed_away_fails_but_a_swap_in_one_statement_reads_o
     with pytest.raises(PermanentError) as caught:
         _read_after(reader, start)
     assert f"{cdc_database}.kept was renamed away" in str(caught.value) and "submit it again" in str(caught.value)
+
+
+def test_a_refused_statement_names_a_table_whatever_its_case_an_alter_only_exactly():
+    from seatide.connectors.mysql_cdc.statements import classify
+
+    captured = {("shop", "orders"): None, ("shop", "items"): None}
+    assert classify("TRUNCATE Shop.ORDERS", "x").names(captured) == [("shop", "orders")]
+    assert classify("DROP DATABASE SHOP", None).names(captured) == [("shop", "orders"), ("shop", "items")]
+    assert classify("ALTER TABLE Orders ADD c int", "shop").names(captured) == []
+    assert classify("RENAME TABLE orders TO o2, o3 TO ORDERS", "shop").renamed_away(captured) == []
+    assert classify("RENAME TABLE orders TO o2", "shop").renamed_away(captured) == [("shop", "orders")]

@@ -67,17 +67,26 @@ class Statement:
         swap in one statement, ``RENAME TABLE t TO t_old, t_new TO t``, keeps the name)."""
         if self.kind != RENAME:
             return []
-        olds, news = self.tables[0::2], set(self.tables[1::2])
-        return [key for key in olds if key in captured and key not in news]
+        olds, news = self.tables[0::2], {_folded(key) for key in self.tables[1::2]}
+        return [key for key in captured for old in olds if _folded(key) == _folded(old) and _folded(key) not in news]
 
     def names(self, captured) -> list:
-        """The keys of ``captured`` (``(database, table)`` keys) it names, in its order."""
+        """The keys of ``captured`` (``(database, table)`` keys) it names, in its order. A statement
+        the stream refuses matches names whatever their case too (a server with
+        lower_case_table_names logs them as typed): refusing one more is the safe side, while an
+        ALTER applied to the wrong table would misread it."""
+        folded = self.kind not in (ALTER, CREATE)
         out = []
         for database, table in self.tables:
-            for key in ([(database, table)] if table is not None else [k for k in captured if k[0] == database]):
-                if key in captured and key not in out:
+            for key in captured:
+                wanted = (database, key[1] if table is None else table)     # None: every table of it
+                if key not in out and (key == wanted or folded and _folded(key) == _folded(wanted)):
                     out.append(key)
         return out
+
+
+def _folded(key: tuple) -> tuple:
+    return tuple(None if part is None else part.casefold() for part in key)
 
 
 NONE = Statement(None)
