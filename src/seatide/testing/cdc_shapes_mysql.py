@@ -33,8 +33,9 @@ import tempfile
 from decimal import Decimal
 
 from seatide.testing.cdc_check import Endpoint, mysql_endpoint, postgres_endpoint
-from seatide.testing.cdc_shapes_pg import Shard, until_equal
-from seatide.testing.cdc_shapes_pg_check import ShapesOutcome, _Runner, _Scripted, write_while_streaming
+from seatide.testing.cdc_shapes_pg import Shard, ShapesWorkload, until_equal
+from seatide.testing.cdc_shapes_pg_check import (ShapesOutcome, _Runner, _Scripted, restart_or_take_the_way_out,
+                                                 write_while_streaming)
 
 COLUMNS = "id BIGINT PRIMARY KEY, name VARCHAR(80), note TEXT, amount DECIMAL(20, 4)"
 # Why a job may fail; the check then takes the way out the message names.
@@ -42,8 +43,9 @@ GONE = ("logged as text, without rows", "was truncated", "was dropped")
 ROW_IMAGE = {"full": "SET SESSION binlog_row_image = 'FULL'", "minimal": "SET SESSION binlog_row_image = 'MINIMAL'"}
 
 
-class MySqlShapes:
-    """Seeded statements over ``shards`` tables and one table the job does not capture."""
+class MySqlShapes(ShapesWorkload):
+    """Seeded statements over ``shards`` tables and one table the job does not capture; the changes
+    inside a transaction are ``ShapesWorkload``'s, the sessions and tables MySQL's."""
 
     def __init__(self, rng: random.Random, shards: int = 3, statements: float = 0.03, drops: float = 0.01):
         self.rng, self.statements, self.drops = rng, statements, drops
@@ -82,38 +84,19 @@ class MySqlShapes:
             session = ["SET SESSION binlog_format = 'STATEMENT'"]
             if not shard.live or rng.random() < 0.5:
                 return [*session, self.insert(shard)]
-            return [*session, (f"UPDATE {shard.name} SET name = %s WHERE id = %s",
-                               (f"by statement {rng.random()}", rng.choice(sorted(shard.live))))]
+            return [*session, self.update(shard, 0.3)]
         session = [ROW_IMAGE["minimal" if rng.random() < 0.4 else "full"]]
         if rng.random() < 0.05:     # statements logged as text for a table the job does not read
             session += ["SET SESSION binlog_format = 'STATEMENT'",
                         ("REPLACE INTO uncaptured VALUES (%s, %s)", (rng.randint(1, 50), "x"))]
             session.append("SET SESSION binlog_format = 'ROW'")
-        statements = []
-        for _ in range(rng.randint(1, 4)):
-            shard = rng.choice(self.shards)
-            choice = rng.random()
-            if not shard.live or choice < 0.3:
-                statements.append(self.insert(shard))
-            elif choice < 0.55:     # one column changed: a MINIMAL image leaves the others out
-                statements.append((f"UPDATE {shard.name} SET name = %s WHERE id = %s",
-                                   (f"seen {rng.random()}", rng.choice(sorted(shard.live)))))
-            elif choice < 0.65:
-                old, new = rng.choice(sorted(shard.live)), self.next_id
-                self.next_id += 1
-                shard.live.discard(old)
-                shard.live.add(new)
-                statements.append((f"UPDATE {shard.name} SET id = %s WHERE id = %s", (new, old)))
-            elif choice < 0.85:     # a key moved to another shard, in this transaction
-                key = rng.choice(sorted(shard.live))
-                other = rng.choice([s for s in self.shards if s is not shard])
-                shard.live.discard(key)
-                statements += [(f"DELETE FROM {shard.name} WHERE id = %s", (key,)), self.insert(other, key)]
-            else:
-                key = rng.choice(sorted(shard.live))
-                shard.live.discard(key)
-                statements.append((f"DELETE FROM {shard.name} WHERE id = %s", (key,)))
+        statements = self.changes()
         return [*session, "BEGIN", *statements, "COMMIT"]
+
+    def update(self, shard: Shard, choice: float) -> tuple[str, tuple]:
+        """One column changed: a MINIMAL image leaves the others out (read by key)."""
+        return (f"UPDATE {shard.name} SET name = %s WHERE id = %s",
+                (f"seen {self.rng.random()}", self.rng.choice(sorted(shard.live))))
 
 
 def job_text(source: Endpoint, target: Endpoint, shards: list[Shard], table: str, merged: bool) -> str:
@@ -141,8 +124,9 @@ def run_mysql_shapes(spark, admin: Endpoint, target: Endpoint, *, seed: int, tra
                      merged: bool = False, shards: int = 3, statements: float = 0.03, script: list | None = None,
                      crashes: tuple | None = None, deadline_s: float = 300.0) -> ShapesOutcome:
     """Run the seeded workload (or, with ``script``, those transactions after the shards of
-    ``shards`` are made, each then checked, with ``crashes`` in order) on a fresh database of
-    ``admin``'s server into ``target``; AssertionError unless every target ends equal to its source."""
+    ``shards`` are made, each then checked) on a fresh database of ``admin``'s server into
+    ``target``; AssertionError unless every target ends equal to its source. Crash points come from
+    a seeded draw, or, given ``crashes``, in that order (the n-th batch meets the n-th)."""
     rng = random.Random(seed)
     workload = MySqlShapes(rng, shards, statements)
     database = f"shapes_{seed}_{secrets.token_hex(3)}"
@@ -157,19 +141,8 @@ def run_mysql_shapes(spark, admin: Endpoint, target: Endpoint, *, seed: int, tra
                      workdir, chooser, outcome, holds_rows=lambda end: True)
 
     def restart_if_dead():
-        if running[0].isActive:
-            return
-        error = str(running[0].exception() or "")
-        running[0].stop()
-        if "injected crash" not in error:
-            reason = next((g for g in GONE if g in error), None)
-            if reason is None or "submit it again" not in error:
-                raise AssertionError(f"seed {seed}: the CDC stream failed: {error[-3000:]}")
-            outcome.way_outs.append(reason)             # empty the targets, start over
-            for name in targets:
-                target.execute(f"DROP TABLE IF EXISTS {name}")
-            runner.start_over()
-        running[0] = runner.start()
+        restart_or_take_the_way_out(running, runner, GONE, lambda: target.execute(*[f"DROP TABLE IF EXISTS {name}"
+                                                                                  for name in targets]), runner.start)
 
     def rows():
         try:

@@ -110,19 +110,20 @@ class ShapesWorkload:
                 shard.live.clear()
                 return [f"TRUNCATE {shard.name}"]
             return ["BEGIN", *self.create(shard, rows=3), "COMMIT"]
-        statements = []
+        statements = self.changes()
+        return ["BEGIN", *statements, "COMMIT"] if len(statements) > 1 else statements
+
+    def changes(self) -> list:
+        """One to four changes of random shards: inserts, updates of values (``update``) and of
+        the key, keys moved to another shard, deletes."""
+        rng, statements = self.rng, []
         for _ in range(rng.randint(1, 4)):
             shard = rng.choice(self.shards)
             choice = rng.random()
             if not shard.live or choice < 0.3:
                 statements.append(self.insert(shard))
-            elif choice < 0.5:               # the document left alone: read by key under DEFAULT / INDEX
-                key = rng.choice(sorted(shard.live))
-                statements.append((f"UPDATE {shard.name} SET name = %s WHERE id = %s", (f"seen {rng.random()}", key)))
             elif choice < 0.6:
-                doc, params = self.document()
-                statements.append((f"UPDATE {shard.name} SET doc = {doc} WHERE id = %s",
-                                   (*params, rng.choice(sorted(shard.live)))))
+                statements.append(self.update(shard, choice))
             elif choice < 0.7:
                 old, new = rng.choice(sorted(shard.live)), self.next_id
                 self.next_id += 1
@@ -138,7 +139,16 @@ class ShapesWorkload:
                 key = rng.choice(sorted(shard.live))
                 shard.live.discard(key)
                 statements.append((f"DELETE FROM {shard.name} WHERE id = %s", (key,)))
-        return ["BEGIN", *statements, "COMMIT"] if len(statements) > 1 else statements
+        return statements
+
+    def update(self, shard: Shard, choice: float) -> tuple[str, tuple]:
+        """An update of a row's values (``choice`` in [0.3, 0.6) picks which)."""
+        rng = self.rng
+        if choice < 0.5:                     # the document left alone: read by key under DEFAULT / INDEX
+            key = rng.choice(sorted(shard.live))
+            return f"UPDATE {shard.name} SET name = %s WHERE id = %s", (f"seen {rng.random()}", key)
+        doc, params = self.document()
+        return f"UPDATE {shard.name} SET doc = {doc} WHERE id = %s", (*params, rng.choice(sorted(shard.live)))
 
 
 def job_text(source_url: str, target_url: str, shards: list[Shard], target: str, merged: bool,

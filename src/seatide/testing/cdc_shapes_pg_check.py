@@ -58,19 +58,8 @@ def run_shapes_check(spark, admin: Endpoint, target: Endpoint, *, seed: int, tra
                 source.execute(f"ALTER TABLE {refused.name} REPLICA IDENTITY FULL")
 
     def restart_if_dead():
-        if running[0].isActive:
-            return
-        error = str(running[0].exception() or "")
-        running[0].stop()
-        if "injected crash" not in error:
-            reason = next((g for g in GONE if g in error), None)
-            if reason is None or "submit it again" not in error:
-                raise AssertionError(f"seed {seed}: the CDC stream failed: {error[-3000:]}")
-            outcome.way_outs.append(reason)                     # empty the targets, start over
-            for name in targets:
-                target.execute(f"DELETE FROM {name}")
-            runner.start_over()
-        running[0] = start()
+        restart_or_take_the_way_out(running, runner, GONE, lambda: target.execute(*[f"DELETE FROM {name}"
+                                                                                  for name in targets]), start)
 
     def rows():
         return target_rows(target, workload.shards, table, merged), source_rows(source, workload.shards, merged)
@@ -88,6 +77,25 @@ def run_shapes_check(spark, admin: Endpoint, target: Endpoint, *, seed: int, tra
             target.execute(f"DROP TABLE IF EXISTS {name}")
         drop_database(admin, source)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def restart_or_take_the_way_out(running: list, runner: "_Runner", gone: tuple, empty_targets, start) -> None:
+    """Start the query (``running[0]``) again if it died: after an injected crash as it was; after a
+    failure naming a shape the stream cannot carry (one of ``gone``) and the way out ("submit it
+    again"), by that way out (``empty_targets()``, a fresh checkpoint); any other failure fails the
+    check."""
+    if running[0].isActive:
+        return
+    error = str(running[0].exception() or "")
+    running[0].stop()
+    if "injected crash" not in error:
+        reason = next((g for g in gone if g in error), None)
+        if reason is None or "submit it again" not in error:
+            raise AssertionError(f"seed {runner.outcome.seed}: the CDC stream failed: {error[-3000:]}")
+        runner.outcome.way_outs.append(reason)
+        empty_targets()
+        runner.start_over()
+    running[0] = start()
 
 
 def write_while_streaming(workload, source: Endpoint, outcome: ShapesOutcome, rng, transactions: int,
