@@ -72,13 +72,9 @@ class MySqlShapes(ShapesWorkload):
 
     def transaction(self) -> list:
         """One session's transaction: its settings first, then its statements."""
-        rng = self.rng
-        if rng.random() < self.drops:
-            shard = rng.choice(self.shards)
-            if rng.random() < 0.5:
-                shard.live.clear()
-                return [f"TRUNCATE {shard.name}"]
-            return self.create(shard, rows=3)
+        rng, removal = self.rng, self.removal()
+        if removal is not None:
+            return removal
         if rng.random() < self.statements:
             shard = rng.choice(self.shards)
             session = ["SET SESSION binlog_format = 'STATEMENT'"]

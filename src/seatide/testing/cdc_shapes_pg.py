@@ -103,15 +103,23 @@ class ShapesWorkload:
 
     def transaction(self) -> list:
         """One source transaction; a DROP and CREATE or a TRUNCATE stands alone."""
-        rng = self.rng
-        if rng.random() < self.drops:
-            shard = rng.choice(self.shards)
-            if rng.random() < 0.5:
-                shard.live.clear()
-                return [f"TRUNCATE {shard.name}"]
-            return ["BEGIN", *self.create(shard, rows=3), "COMMIT"]
+        removal = self.removal()
+        if removal is not None:
+            return removal
         statements = self.changes()
         return ["BEGIN", *statements, "COMMIT"] if len(statements) > 1 else statements
+
+    def removal(self) -> list | None:
+        """Now and then (``drops``) a shard truncated, or dropped and created again, alone in its
+        transaction; None the other times."""
+        rng = self.rng
+        if rng.random() >= self.drops:
+            return None
+        shard = rng.choice(self.shards)
+        if rng.random() < 0.5:
+            shard.live.clear()
+            return [f"TRUNCATE {shard.name}"]
+        return ["BEGIN", *self.create(shard, rows=3), "COMMIT"]
 
     def changes(self) -> list:
         """One to four changes of random shards: inserts, updates of values (``update``) and of
