@@ -77,7 +77,13 @@ class Batch:
     # repeating the step later removes only what was there then, never what its replacement has
     # written since.
     decide_once: Callable[[str, dict], dict] = lambda key, plan: plan
-    save_modes_key: str = ""      # the key of this sink's save-mode decision: once per run and origin
+    save_modes_key: str = ""      # this sink's own save-mode key (kept to find a decision made before the job's)
+    # A target's save modes are decided once for the whole job run, whichever sink or pipeline of
+    # the job writes it first: ``target_save_modes_key(identity)`` names the decision of the target
+    # ``identity`` (its system, place and normalised name); ``decide_target_once`` records it among
+    # the job's target records (``plugin.sink_protocol.SaveModeDoor``'s).
+    target_save_modes_key: Callable[[str], str] = lambda identity: identity
+    decide_target_once: Callable[[str, dict], dict] = lambda key, plan: plan
 
 
 @dataclass(frozen=True)

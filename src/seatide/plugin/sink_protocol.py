@@ -250,17 +250,21 @@ class SinkTargets:
 class SaveModeDoor:
     """Prepares targets; their save modes pass here. The decision of what a target's save modes
     destroy is recorded once per target and scope (``records``: fenced by the attempt and shared by
-    every sink of the pipeline), before it is carried out, so it is taken once whoever comes first
-    and carried out by whoever comes: never a second decision that would take in what was written
-    since. ``scope`` names the run, the pipeline and where its output began (a restore from a
-    savepoint keeps it; a fresh start makes the save modes again)."""
+    every sink and every pipeline of the job), before it is carried out, so it is taken once
+    whoever comes first and carried out by whoever comes: never a second decision that would take
+    in what was written since (by this sink, another sink of the pipeline, or another pipeline).
+    ``scope`` names the job's run."""
 
     records: SinkDecisions
     scope: str
 
+    def key_of(self, identity: str) -> str:
+        """The name of the save-mode decision of the target ``identity`` (a ``target_key``)."""
+        return f"{self.scope}@{hashlib.sha1(identity.encode()).hexdigest()[:16]}"
+
     def prepare(self, target: Target, schema, written: bool, fence: Callable[[], None]) -> None:
         if target.save_modes and not written:
-            key = f"{self.scope}@{hashlib.sha1(target.key.encode()).hexdigest()[:16]}"
+            key = self.key_of(target.key)
             failpoints.hit("sink.save_modes")
             record = self.records.recorded_once(key)
             if record is None:
@@ -316,7 +320,8 @@ class SinkRun:
         previous = self.log.latest_state(before=batch_id)
         batch = Batch(batch_id=batch_id, transaction_id=transaction_id, previous_state=previous,
                       fence=self.decisions.fence, staging_tag=self.staging_tag,
-                      decide_once=self.decisions.decide_once, save_modes_key=self.save_modes_key)
+                      decide_once=self.decisions.decide_once, save_modes_key=self.save_modes_key,
+                      target_save_modes_key=self.door.key_of, decide_target_once=self.door.records.decide_once)
         leftover = self.log.intent(batch_id)
         if leftover is not None:
             for key in self.targets.keys():

@@ -5,10 +5,14 @@ Names that carry a sink's records, per pipeline:
 
 * a batch's transaction id: ``T_<run>_<pipeline>_<sink>_<lineage>_<batch>``: no other run, and no
   other branch of the pipeline's checkpoints, commits under it; distinct per sink;
-* a target's save-mode decision: ``P_<run>_<pipeline>_<origin>@<target>``, in the store under the
-  pipeline's ``TARGET_RECORDS``, shared by every sink of the pipeline that writes the target. The
-  origin is where the pipeline's output began: a restore from a savepoint keeps it (its save
-  modes are not made again), a fresh start does not.
+* a target's save-mode decision: ``P_<run>@<target>``, in the store under the job's
+  ``TARGET_RECORDS`` (pipeline ``JOB_RECORDS``), shared by every sink of every pipeline of the job
+  that writes the target: one decision per job run and target, so a second writer (a sink of the
+  pipeline or of another one) that first prepares the target after the first committed into it
+  destroys nothing the job wrote. A run's resumes and restores from savepoints keep the run, so
+  its save modes are not made again; a new run (a new submission) makes them.
+  A writer not yet on the protocol (Jdbc) names its decision the same way, from its own target
+  identity (``Batch.target_save_modes_key``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, StoreDecisi
 
 log = logging.getLogger(__name__)
 
-TARGET_RECORDS = "targets"     # the plugin id the pipeline's target records are kept under
+TARGET_RECORDS = "targets"     # the plugin id the job's target records are kept under
+JOB_RECORDS = 0                # ... and their pipeline: the job's, not one pipeline's (those count from 1)
 _SINK_TAG = "__seatide_sink"
 
 
@@ -47,9 +52,9 @@ def sink_run(sink: Sink, ctx: SinkContext | None, log: SinkCommitLog, *, routes=
 def attempt_run(sink: Sink, ctx: SinkContext, log: SinkCommitLog, reporter, *, routes, job_id: str,
                 pipeline_id: int, sink_index: int, lineage: str, origin: str) -> SinkRun:
     """One sink of a pipeline opened as an attempt opens it: its decisions in the store, fenced by
-    ``reporter``'s attempt; its targets' save modes under the pipeline's shared records."""
+    ``reporter``'s attempt; its targets' save modes under the job's shared records."""
     prefix = f"T_{job_id}_{pipeline_id}_{sink_index}_{lineage}_"
-    door = SaveModeDoor(StoreDecisions(reporter, pipeline_id, TARGET_RECORDS, "P_"), f"P_{job_id}_{pipeline_id}_{origin}")
+    door = SaveModeDoor(StoreDecisions(reporter, JOB_RECORDS, TARGET_RECORDS, "P_"), f"P_{job_id}")
     return sink_run(sink, ctx, log, routes=routes, decisions=StoreDecisions(reporter, pipeline_id, ctx.plugin_id, prefix),
                     door=door, transaction_prefix=prefix, staging_tag=str(reporter.attempt_id),
                     save_modes_key=f"S_{job_id}_{pipeline_id}_{sink_index}_{origin}")
@@ -113,4 +118,4 @@ def each_sinks_rows(sinks: list, batch_df) -> list:
     return [(sink, batch_df.where(f"{_SINK_TAG} = {i}").select(f"__p{i}.*")) for i, (sink, _) in enumerate(sinks)]
 
 
-__all__ = ["PipelineSinks", "TARGET_RECORDS", "attempt_run", "each_sinks_rows", "one_stream", "sink_run"]
+__all__ = ["JOB_RECORDS", "PipelineSinks", "TARGET_RECORDS", "attempt_run", "each_sinks_rows", "one_stream", "sink_run"]

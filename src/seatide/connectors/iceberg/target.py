@@ -39,14 +39,13 @@ log = logging.getLogger(__name__)
 
 
 class Target:
-    def __init__(self, spec: IcebergSinkSpec, ctx: SinkContext, routes: list[int], save_modes_suffix: str = ""):
+    def __init__(self, spec: IcebergSinkSpec, ctx: SinkContext, routes: list[int]):
         self.spec = spec
         self.spark = ctx.spark
         self.sink_key = f"{ctx.pipeline_id}-{ctx.plugin_id}"
         self.name = spec.name             # namespace.table: the key of its part of the decision and state
         self.identifier = (spec.namespace, spec.table)
         self.routes = routes              # the route indexes written into it
-        self.save_modes_suffix = save_modes_suffix
         self._catalog = None
         self._ready = False
         self._commits = 0
@@ -63,8 +62,11 @@ class Target:
         started = time.perf_counter()
         try:
             if not self._ready:
-                prepare(self.catalog, self.spec, df.drop(*HIDDEN_COLUMNS).schema, not previous, batch.decide_once,
-                        batch.save_modes_key + self.save_modes_suffix)
+                # The job's decision for this table, whichever of its sinks and pipelines comes first:
+                # a second writer deciding again would remove the files the first has committed since.
+                identity = f"iceberg:{self.spec.catalog_name}:{self.spec.name}"
+                prepare(self.catalog, self.spec, df.drop(*HIDDEN_COLUMNS).schema, not previous,
+                        batch.decide_target_once, batch.target_save_modes_key(identity))
                 self._ready = True
             table = evolve(self.catalog, self.spec, self.catalog.load_table(self.identifier), df)
             directory = staging_dir(table.metadata, batch.transaction_id, self.sink_key, batch.staging_tag)

@@ -97,7 +97,7 @@ class IcebergTablesWriter(IcebergWriter):
         for group in grouped.values():
             # its own plugin id: the staging directory of each target is its own
             targets.append(Target(group[0].sink.spec(), replace(ctx, plugin_id=f"{ctx.plugin_id}.{group[0].key}"),
-                                  [r.index for r in group], save_modes_suffix=f"_{group[0].key}"))
+                                  [r.index for r in group]))
         return cls(targets)
 
     def _frames(self, frames: TableFrames) -> dict:

@@ -199,17 +199,22 @@ class JdbcWriter(SinkWriter):
         return decided["database"]
 
     def _prepare(self, conn, group: _Group, frames: TableFrames, batch: Batch) -> None:
-        """Each target's save modes, once per target (save_modes.py), and each route's checks."""
+        """Each target's save modes, once per target for the whole job (save_modes.py), and each
+        route's checks. The record is the job's for the target (``Batch.target_save_modes_key``):
+        another sink or pipeline of the job that made them first has committed rows into the table
+        since, which a second DROP_DATA would delete. Records this sink kept under its own key
+        (before the job's) count too."""
         for table in group.tables.values():
             if table.lead.table is not None:
+                record = batch.target_save_modes_key(self._identity(group, table))
                 if self.multi:
-                    record = f"{batch.save_modes_key}_{table.key}"
-                    earlier = tuple(f"{batch.save_modes_key}_{r.key}" for r in table.routes.values())
+                    earlier = (f"{batch.save_modes_key}_{table.key}",
+                               *(f"{batch.save_modes_key}_{r.key}" for r in table.routes.values()))
                 else:
                     # A branch that has committed batches (under a SeaTide that kept no save-mode
                     # record) made its save modes before them.
                     first = not group.records.any_for(conn.cursor(), self.sink_id, _lineage(batch))
-                    record, earlier = (batch.save_modes_key if first else None), ()
+                    record, earlier = (record if first else None), (batch.save_modes_key,)
                 lead_index = next(iter(table.routes))
                 if record is not None:
                     prepare_once(conn, table.lead, frames.schema_of(lead_index), record, earlier, group.records,
@@ -217,6 +222,11 @@ class JdbcWriter(SinkWriter):
             for index, route in table.routes.items():
                 route.check(conn.cursor(), frames.schema_of(index))
             conn.rollback()
+
+    def _identity(self, group: _Group, table: TargetTable) -> str:
+        """The target table as every sink of the job names it: server, database and table."""
+        url = self.spec.url
+        return f"jdbc:{url.dialect}://{url.host.lower()}:{url.port}/{group.database or ''}/{table.label}"
 
     def _stage_plan(self, conn, group: _Group, frames: TableFrames, batch: Batch) -> tuple[list, list]:
         """Each target with rows in the batch, staged by Spark or from rows collected on the
