@@ -2,8 +2,10 @@
 columns changed with a CDC source's tables.
 
 * **RECREATE_SCHEMA** is planned as the table's identity (where it lives and when its first
-  schema was written): carrying it out drops the table only while it is still that table, so a
-  zombie that carries out the decision late never drops the table its replacement created since.
+  schema was written): carrying it out drops the table only while it is still that table, by one
+  rename onto a tombstone named by that identity (``drop_if_same``), so a zombie that carries out
+  the decision late, even one paused between its check and its drop, never drops the table its
+  replacement created since.
 * **DROP_DATA** is planned as the newest snapshot then: carrying it out is one commit deleting the
   data files that snapshot held (those still live), under a commit user and identifier of its
   own, so it is made once, and rows written since (by another writer, or after a crash) stay.
@@ -12,10 +14,16 @@ columns changed with a CDC source's tables.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import json
 import logging
+import os
+import shutil
 from typing import Callable
+from urllib.parse import urlparse
 
+from seatide import failpoints
 from seatide.connectors.paimon import commits
 from seatide.connectors.paimon.arrow_types import arrow_schema
 from seatide.connectors.paimon.warehouse import PaimonError, get_table
@@ -61,13 +69,49 @@ def create(catalog, database: str, name: str, struct, keys: list[str], partition
 
 
 def drop_if_same(catalog, database: str, name: str, decided: dict, fence: Callable[[], None]) -> None:
-    """Drop the table when it is still the decided one (RECREATE_SCHEMA); idempotent."""
+    """Drop the table when it is still the decided one (RECREATE_SCHEMA); idempotent, and at most
+    once per decided table. pypaimon drops whatever table has the name, so a check followed by a
+    drop let a zombie that checked, then paused, drop the table its replacement had recreated since,
+    with its committed batches. The drop is a rename of the table's directory onto a tombstone named
+    by the decided identity, which is never empty again (a marker stays): the first rename wins,
+    any later one fails, whatever table has the name by then."""
     table = get_table(catalog, database, name)
     if table is None or identity(table) != decided:
         return
+    path = _local(decided["path"])
+    tombstone = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.recreated-{decided['created']}")
     fence()
-    catalog.drop_table(f"{database}.{name}", True)
+    failpoints.hit("paimon.before_drop")
+    try:
+        os.rename(path, tombstone)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTEMPTY, errno.EEXIST):
+            return          # dropped by whoever carried the decision out first, or no table there
+        raise
+    if _created(tombstone) != decided["created"]:
+        os.rename(tombstone, path)   # not the decided table (one made outside SeaTide since the check)
+        return
+    open(os.path.join(tombstone, _DROPPED), "w").close()     # the tombstone stays, never empty
+    for entry in os.listdir(tombstone):
+        if entry != _DROPPED:
+            shutil.rmtree(os.path.join(tombstone, entry), ignore_errors=True)
     log.info("Paimon sink: dropped table %s.%s (RECREATE_SCHEMA)", database, name)
+
+
+_DROPPED = "SEATIDE_DROPPED"
+
+
+def _local(path: str) -> str:
+    return urlparse(path).path if "://" in path or path.startswith("file:") else path
+
+
+def _created(table_dir: str) -> int | None:
+    """When the first schema of the table in ``table_dir`` was written (None: no table there)."""
+    try:
+        with open(os.path.join(table_dir, "schema", "schema-0")) as f:
+            return json.load(f).get("timeMillis")
+    except (OSError, ValueError):
+        return None
 
 
 def drop_data(table, snapshot_id: int, fence: Callable[[], None]) -> None:
