@@ -24,6 +24,7 @@ head's files. A rewrite read before another writer's delete never carries the de
 from __future__ import annotations
 
 import os
+import secrets
 
 from seatide.connectors.iceberg import changes as cow
 from seatide.connectors.iceberg import merge_on_read
@@ -97,7 +98,12 @@ def files_on(spark, spec: IcebergSinkSpec, table, part: dict) -> tuple[list, lis
     staged = (spark.read.schema(struct).parquet(*[file_uri(p) for p in part["added"]]) if part["added"]
               else spark.createDataFrame([], struct))
     upserts = staged.join(changed, on=keys, how="left_semi")
-    directory = os.path.join(part["staging"], f"rows-{head_id(head)}")
+    # A directory of this call's own: two drivers may publish one decided part at once (a zombie
+    # and its replacement rolling it forward), each on the head it loaded; ``write_files`` empties
+    # its directory first, so a shared ``rows-<head>`` let the second delete the files the first
+    # had just committed from it. What a call staged and did not commit goes with the committing
+    # publish's clean-up (``Target._drop_unused``: every file of the part's staging no snapshot took).
+    directory = os.path.join(part["staging"], f"rows-{head_id(head)}-{secrets.token_hex(6)}")
     removed, rewritten = _rewrite(spark, spec, table, head, keys, changed, upserts, directory)
     return describe(metadata, rewritten), removed
 
