@@ -73,8 +73,36 @@ class LocalFileTarget:
         return parquet_ids(self.path)
 
 
+class IcebergTarget:
+    def __init__(self, root: str):
+        from seatide.connectors.iceberg.catalogs import load_catalog
+
+        self.config = {"type": "hadoop", "warehouse": f"file://{root}/warehouse"}
+        catalog = load_catalog("default", self.config)
+        catalog.create_namespace("ns")
+        table = catalog.create_table("ns.t", schema=pa.schema([("id", pa.int64()), ("name", pa.string())]))
+        table.append(pa.table({"id": pa.array([OLD], pa.int64()), "name": ["old"]}, schema=table.schema().as_arrow()))
+
+    def sink(self) -> str:
+        config = ", ".join(f'"{k}" = "{v}"' for k, v in self.config.items())
+        return f'Iceberg {{ namespace = ns, table = t, iceberg.catalog.config = {{ {config} }}, data_save_mode = DROP_DATA }}'
+
+    def ids(self) -> list[int]:
+        from seatide.connectors.iceberg.catalogs import load_catalog
+        from seatide.connectors.iceberg.datafiles import local_path
+
+        # the current snapshot's files as written (a table made outside SeaTide has no name mapping
+        # for pyiceberg's scan to read SeaTide's files by; appends only: no delete files)
+        table = load_catalog("default", self.config).load_table("ns.t")
+        return sorted(i for task in table.scan().plan_files()
+                      for i in pq.read_table(local_path(task.file.file_path)).column("id").to_pylist())
+
+
+TARGETS = {"Jdbc": lambda _root: JdbcTarget(), "LocalFile": LocalFileTarget, "Iceberg": IcebergTarget}
+
+
 @pytest.mark.parametrize("pipelines", [1, 2], ids=["two-sinks-one-pipeline", "two-pipelines"])
-@pytest.mark.parametrize("kind", ["Jdbc", "LocalFile"])
+@pytest.mark.parametrize("kind", sorted(TARGETS))
 def test_two_writers_of_one_job_into_one_target_keep_each_others_rows(spark, tmp_path, monkeypatch, kind, pipelines):
     """Purpose: DROP_DATA empties a target once for the job, before its first rows, however many
     sinks or pipelines of the job write it.
@@ -85,7 +113,7 @@ def test_two_writers_of_one_job_into_one_target_keep_each_others_rows(spark, tmp
     its second hit) until the first writer's rows are in the target.
     Passing: the old row is gone and both writers' rows are there (each id twice).
     """
-    target = JdbcTarget() if kind == "Jdbc" else LocalFileTarget(str(tmp_path))
+    target = TARGETS[kind](str(tmp_path))
     assert target.ids() == [OLD]
     gate = str(tmp_path / "first-writer-committed")
     monkeypatch.setitem(failpoints._POINTS, "sink.save_modes", f"gate:1:{gate}")
@@ -93,7 +121,7 @@ def test_two_writers_of_one_job_into_one_target_keep_each_others_rows(spark, tmp
 
     def open_when_first_committed():
         try:
-            wait_for(lambda: target.ids() == list(range(ROWS)), "the first writer's rows", 300)
+            wait_for(lambda: target.ids() == list(range(ROWS)), "the first writer's rows", 120)
         finally:
             open(gate, "w").close()
 
