@@ -214,5 +214,7 @@ def _legacy_run(writer: SinkWriter, log: SinkCommitLog, decisions: SinkDecisions
     decisions = decisions if decisions is not None else FileDecisions(log)
     # one route stands for however many tables the writer takes: it gets the batch's frames as given
     targets = LegacyTargets(writer, [TableRoute(0, "", None, None)], multi)
-    return SinkRun(targets, log, decisions, SaveModeDoor(decisions, ""), transaction_prefix="",
+    # the run's own scope for its targets' save modes: a Jdbc writer keeps their records in the
+    # target database, where every run (each test, each tool) would otherwise find one another's
+    return SinkRun(targets, log, decisions, SaveModeDoor(decisions, save_modes_key), transaction_prefix="",
                    staging_tag=staging_tag, save_modes_key=save_modes_key)

@@ -40,11 +40,11 @@ def sink_run(sink: Sink, ctx: SinkContext | None, log: SinkCommitLog, *, routes=
     """One sink opened on the protocol. Without ``decisions`` (a tool, a test): files beside ``log``,
     which fence nothing; without ``door``: save-mode decisions among those too."""
     decisions = decisions if decisions is not None else FileDecisions(log)
-    door = door if door is not None else SaveModeDoor(decisions, "P")
     if not save_modes_key:
         # One run of a tool or test is its commit log: a key shared by every such run would say
         # "save modes made" for a target that no run of this log ever prepared.
         save_modes_key = "S_" + hashlib.sha1(os.path.abspath(log.root).encode()).hexdigest()[:16]
+    door = door if door is not None else SaveModeDoor(decisions, save_modes_key)
     return SinkRun(open_sink(sink, ctx, routes), log, decisions, door, transaction_prefix=transaction_prefix,
                    staging_tag=staging_tag, save_modes_key=save_modes_key)
 
