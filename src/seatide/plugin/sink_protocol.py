@@ -11,7 +11,7 @@ module owns the order and the records (``SinkRun``), for one batch:
    (rolled forward), never staged again. At pipeline start every decided, unpublished batch
    is rolled forward before anything else runs.
 2. **Prepare** each target before its first rows in this process: once per target, however
-   many routes (or sinks of the pipeline) write it. Its save modes pass the one door for
+   many routes (or sinks and pipelines of the job) write it. Its save modes pass the one door for
    destructive steps (``SaveModeDoor``): unless the sink has written the target already (its
    state is in the commit log), what they destroy is decided once per target, in a record fenced
    by the attempt, and only that is destroyed. So a zombie that repeats the step, a second table
