@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from seatide.config.loader import ConfigError, load_job_text
 from seatide.connectors.postgres_cdc.tables import TableError, describe
 from seatide.plugin.base import PERMANENT_MARK, PermanentError
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
@@ -97,3 +98,39 @@ def test_describe_names_the_identity_and_its_columns(shop):  # noqa: F811
     assert (table.identity, table.identity_key, table.keys) == ("key", ("b", "a"), ("b", "a"))
     with pytest.raises(TableError, match="logs only"):
         describe(conn, "public", "pairs", ["c"])
+
+
+def _sink_job(url: str, table: str, sink: str) -> str:
+    return (f'env {{ job.mode = "STREAMING" }}\n'
+            f'source {{ Postgres-CDC {{ base-url = "{url}", username = "postgres", password = "",\n'
+            f'  table-names = ["{table}"] }} }}\nsink {{ {sink} }}')
+
+
+_ICEBERG = 'Iceberg {{ namespace = ns, table = t, iceberg.catalog.config = {{ type = hadoop, warehouse = "/tmp/w" }}, ' \
+           'iceberg.table.primary-keys = "{keys}" }}'
+
+
+@pytest.mark.parametrize("sink, option, outside", [
+    ('Jdbc {{ url = "{url}", table = "public.copy", primary_keys = ["email"] }}', "primary_keys", "email"),
+    ('Jdbc {{ url = "{url}", table = "public.copy", primary_keys = ["id", "tenant"] }}', "primary_keys", "tenant"),
+    (_ICEBERG.replace("{keys}", "email"), "iceberg.table.primary-keys", "email"),
+])
+def test_a_sink_key_outside_what_deletes_log_is_refused_when_the_job_loads(shop, sink, option, outside):  # noqa: F811
+    """A DELETE under REPLICA IDENTITY DEFAULT carries only the primary key: a sink applying by
+    another column would match nothing (NULL = NULL is never true) and keep the deleted row."""
+    conn, url, db = shop
+    conn.execute("CREATE TABLE people (id int PRIMARY KEY, email text NOT NULL UNIQUE, tenant int)")
+    with pytest.raises(ConfigError) as caught:
+        load_job_text(_sink_job(url, f"{db}.public.people", sink.format(url=url)))
+    message = str(caught.value)
+    assert option in message and f"'{outside}'" in message.replace('"', "'")
+    assert "ALTER TABLE public.people REPLICA IDENTITY FULL" in message and "['id']" in message
+
+
+def test_a_sink_key_within_the_identity_or_a_full_identity_loads(shop):  # noqa: F811
+    conn, url, db = shop
+    conn.execute("CREATE TABLE people (id int PRIMARY KEY, email text NOT NULL UNIQUE, tenant int)")
+    jdbc = 'Jdbc {{ url = "{url}", table = "public.copy", primary_keys = [{keys}] }}'
+    load_job_text(_sink_job(url, f"{db}.public.people", jdbc.format(url=url, keys='"id"')))
+    conn.execute("ALTER TABLE people REPLICA IDENTITY FULL")
+    load_job_text(_sink_job(url, f"{db}.public.people", jdbc.format(url=url, keys='"email", "tenant"')))

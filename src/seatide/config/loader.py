@@ -17,7 +17,7 @@ from seatide.config.job import ConfigError, ConfigWarning, JobConfig, PluginSpec
 from seatide.config.job_text import SECTIONS, BlockSite, JobText, JobTextError, KeyLines, read_job_text, unmark
 from seatide.config.shade import Shade, ShadeError, read_shade
 from seatide.plugin.base import Plugin
-from seatide.plan.catalog import build_sink, sink_tables
+from seatide.plan.catalog import build_sink, check_change_keys, sink_tables
 from seatide.plan.dag import check_links
 from seatide.plugin.options import INT, STRING, STRING_LIST, Option, OptionError, read_options
 from seatide.plugin.registry import lookup, names
@@ -205,6 +205,7 @@ class _Reading:
                 made = cls(read_options(options, cls.options, ignore=_LINK_KEYS, strict=env.strict), parallelism, env)
                 if kind == "sink":
                     made.catalog = catalog     # after construction: sinks may override __init__
+                    check_change_keys(made, catalog)
                 return made
 
             if kind == "sink":   # built from the table(s) it receives, placeholders filled (plan.catalog)

@@ -47,13 +47,36 @@ def keep_fields(schema: "Schema", mapping: Mapping[str, str]) -> "Schema":
     if key is not None and not set(key.columns) <= same:
         key = None
     constraints = tuple(k for k in schema.constraint_keys if {c for c, _ in k.columns} <= same)
-    return replace(schema, columns=columns, primary_key=key, constraint_keys=constraints)
+    old_row = schema.old_row
+    if old_row is not None:     # the old values sent follow their columns' new names
+        old_row = replace(old_row, columns=tuple(dst for dst, src in mapping.items() if src in old_row.columns))
+    return replace(schema, columns=columns, primary_key=key, constraint_keys=constraints, old_row=old_row)
 
 
 def shape_unknown(schema: "Schema") -> "Schema":
     """``schema`` after a transform whose output fields are known only at run time (Sql):
-    the table name stays, the columns and keys are gone."""
-    return replace(schema, columns=(), primary_key=None, constraint_keys=())
+    the table name stays, the columns and keys are gone (and which columns an old row carries
+    is unknown: ``check_change_keys`` cannot check a sink after it)."""
+    return replace(schema, columns=(), primary_key=None, constraint_keys=(), old_row=None)
+
+
+def check_change_keys(sink, catalog: "Schema | None") -> None:
+    """Refuse a sink applying changes by keys its input's deleted and updated rows do not carry
+    (``Schema.old_row``): such a DELETE arrives with its key NULL, matches no row and deletes
+    nothing; an UPDATE of such a key leaves the old row. OptionError naming the sink's option."""
+    found = sink.change_keys()
+    if catalog is None or catalog.old_row is None or found is None:
+        return
+    option, keys = found
+    sent = catalog.old_row.columns
+    outside = [k for k in keys if k not in sent]
+    if not outside:
+        return
+    table = f"table {catalog.table}" if catalog.table else "its input"
+    raise OptionError(option, f"option '{option}' applies changes by {list(keys)}, but {table} sends only "
+                      f"{list(sent)} of a deleted or updated row's old values ({', '.join(outside)} would "
+                      "arrive NULL): a DELETE would delete nothing and an UPDATE of the key would leave the "
+                      f"old row behind. Set {option} to columns among {list(sent)}, or {catalog.old_row.widen}")
 
 
 def sink_tables(sources: list["PluginSpec"], transforms: list["PluginSpec"],

@@ -258,6 +258,9 @@ class Sink(Plugin):
         by it; every other sink never sees that column."""
         return False
 
+    def change_keys(self) -> "tuple[str, tuple[str, ...]] | None":
+        return None     # (option, keys) rows are found by on a change: plan.catalog.check_change_keys
+
     # The table the sink receives (plan.catalog), None when unknown. The loader sets it once
     # the sink is built; its options already have their placeholders filled from it.
     catalog: "Schema | None" = None

@@ -58,6 +58,16 @@ class ConstraintKey:
 
 
 @dataclass(frozen=True)
+class OldRowColumns:
+    """What a change source sends of a row's old values on a DELETE or UPDATE_BEFORE when it sends
+    only some columns (the others arrive NULL): a sink applying changes by a key outside
+    ``columns`` would match nothing. ``widen``: how to make the source send every column."""
+
+    columns: tuple[str, ...]
+    widen: str
+
+
+@dataclass(frozen=True)
 class Schema:
     """A declared schema. ``struct`` is what Spark reads; the rest is carried for sinks."""
 
@@ -67,6 +77,7 @@ class Schema:
     schema_first: bool = False
     primary_key: PrimaryKey | None = None
     constraint_keys: tuple[ConstraintKey, ...] = ()
+    old_row: OldRowColumns | None = None        # None: deleted and updated rows arrive whole
 
     @property
     def struct(self) -> T.StructType:
@@ -202,4 +213,4 @@ def _constraint(raw: Any, known: list[str], where: str) -> ConstraintKey:
     return ConstraintKey(str(raw["constraintName"]), kind, tuple(columns))
 
 
-__all__ = ["Column", "ConstraintKey", "PrimaryKey", "Schema", "read_schema", "schema_options"]
+__all__ = ["Column", "ConstraintKey", "OldRowColumns", "PrimaryKey", "Schema", "read_schema", "schema_options"]

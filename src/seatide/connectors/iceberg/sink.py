@@ -125,6 +125,9 @@ class IcebergSink(Sink):
     def keeps_last_change_per_key(self) -> bool:
         return bool(getattr(self, "primary_keys", ()))   # set by check()
 
+    def change_keys(self) -> "tuple[str, tuple[str, ...]] | None":
+        return ("iceberg.table.primary-keys", tuple(self.primary_keys)) if self.primary_keys else None
+
     def spec(self) -> IcebergSinkSpec:
         opts = self.opts
         return IcebergSinkSpec(

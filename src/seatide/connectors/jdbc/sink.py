@@ -87,6 +87,9 @@ class JdbcSink(Sink):
     def keys(self) -> tuple[str, ...]:
         return tuple(self.opts["primary_keys"] or ())
 
+    def change_keys(self) -> "tuple[str, tuple[str, ...]] | None":
+        return ("primary_keys", self.keys) if self.keys and self.table else None
+
     def check(self) -> None:
         opts = self.opts
         try:

@@ -26,7 +26,7 @@ from seatide.plugin.evolution import COLUMN_ID, RETIRED, live_fields
 from seatide.plugin.options import OptionError
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ALL_KINDS, RowKind, hidden_fields
-from seatide.plugin.schema import Column, PrimaryKey, Schema
+from seatide.plugin.schema import Column, OldRowColumns, PrimaryKey, Schema
 from seatide.plugin.tables import TableLayout, TableRows
 
 if TYPE_CHECKING:
@@ -175,7 +175,11 @@ class PostgresCdcSource(Source):
         struct = self._fields(table)
         columns = tuple(Column(f.name, f.dataType) for f in struct.fields)
         key = PrimaryKey(f"pk_{table.name}", table.keys) if table.keys else None
-        return Schema(columns, self._name(table.schema, table.name), primary_key=key)
+        # Under REPLICA IDENTITY DEFAULT or USING INDEX a DELETE logs only the identity's columns.
+        old_row = None if table.identity == "full" else OldRowColumns(
+            table.identity_key, f"run ALTER TABLE {table.schema}.{table.name} REPLICA IDENTITY FULL so that "
+            "PostgreSQL logs every column of the old row")
+        return Schema(columns, self._name(table.schema, table.name), primary_key=key, old_row=old_row)
 
     def table_layout(self, ctx: ReadContext) -> TableLayout:
         return self._layout
