@@ -72,3 +72,25 @@ def test_infinity_in_the_snapshot_and_in_changes_fails_naming_the_column_or_is_c
         assert "born" in str(caught.value) and "0001-02-03 BC" in str(caught.value)
     finally:
         clamped.stop()
+
+
+def test_an_unconstrained_numeric_with_more_decimals_than_18_fails_naming_the_column_not_rounded(shop):  # noqa: F811
+    """numeric without precision reads as decimal(38, 18): a value with more decimals would be
+    rounded into the target silently; it fails naming the column and the way out instead."""
+    conn, url, db = shop
+    conn.execute("CREATE TABLE rates (id int PRIMARY KEY, rate numeric)")
+    conn.execute("INSERT INTO rates VALUES (1, 0.5)")
+    reader = reader_for(cdc_source(url, f"{db}.public.rates"), "numeric")
+    try:
+        start = reader.initialOffset()
+        first = reader.latestOffset(start)
+        assert [(r["id"], str(r["rate"])) for r in read_rows(reader, start, first)] == [(1, "0.500000000000000000")]
+        conn.execute("INSERT INTO rates VALUES (2, 0.1234567890123456789)")      # 19 decimals
+        second = reader.latestOffset(first)
+        with pytest.raises(PermanentError) as caught:
+            read_rows(reader, first, second)
+    finally:
+        reader.stop()
+    message = str(caught.value)
+    assert "public.rates" in message and "column rate" in message and "0.1234567890123456789" in message
+    assert "numeric(p, s)" in message

@@ -97,7 +97,8 @@ def column_type(seatunnel: str, session_time_zone: str = "UTC", typname: str | N
                           lambda text, c=element.convert: [None if v is None else c(v) for v in parse_array(text)])
     if seatunnel.startswith("decimal("):
         precision, scale = (int(p) for p in seatunnel[8:-1].split(","))
-        return ColumnType(seatunnel, pa.decimal128(precision, scale), decimal_converter(precision, scale))
+        # exact: a numeric without precision (or p > 38) read as decimal(38, 18) must not be rounded
+        return ColumnType(seatunnel, pa.decimal128(precision, scale), decimal_converter(precision, scale, exact=True))
     arrow, convert = {
         # pgoutput writes t/f (boolout); bool::text in a snapshot query says true/false
         "boolean": (pa.bool_(), lambda v: v in ("t", "true")),
