@@ -96,3 +96,12 @@ def test_postgis_outside_the_search_path_is_read_with_its_own_functions(spark):
     finally:
         with psycopg.connect(host="127.0.0.1", dbname="test", user="postgres", autocommit=True) as admin:
             admin.execute(f"DROP DATABASE {database} WITH (FORCE)")
+
+
+@pytest.mark.parametrize("text", ["1.234,56 €", "1 234,56 kr", "€1.234,56", "Fr. 1'234.56", "12,34", "$"])
+def test_money_text_not_in_the_c_locales_form_is_refused_not_misread(text):
+    """Under an lc_monetary writing the fraction after a comma, keeping digits and points read
+    1.234,56 as 1.23456; the reader sets lc_monetary = C on its sessions, and text of any
+    other form is refused, naming it."""
+    with pytest.raises(ValueError, match="lc_monetary"):
+        money_text_to_plain(text)

@@ -30,6 +30,7 @@ Arrays of NATIVE elements that Spark has an element type for stay arrays
 from __future__ import annotations
 
 import math
+import re
 import struct
 from dataclasses import dataclass
 from decimal import Decimal
@@ -134,13 +135,21 @@ def is_portable(t: PgType) -> bool:
 
 # -- money ---------------------------------------------------------------------------------------
 def money_text_to_plain(text: str) -> str:
-    """PostgreSQL's money output (``$1,234.56``, ``-$1,234.56``, ``($1.00)``) as a plain number.
+    """PostgreSQL's money output under ``lc_monetary = C`` (``$1,234.56``, ``-$1,234.56``) as a
+    plain number; ValueError for text of any other form.
 
-    The output follows the server's ``lc_monetary``; locales that write the fraction after a
-    comma are not understood (PostgreSQL's default locales use a point)."""
-    negative = text.strip().startswith(("-", "(")) or text.strip().endswith((")", "-"))
-    digits = "".join(ch for ch in text if ch.isdigit() or ch == ".")
-    return ("-" if negative else "") + digits
+    The output follows the session's ``lc_monetary``, which the readers set to C: a locale that
+    writes the fraction after a comma (``1.234,56 €``) would otherwise be misread by a lenient
+    parse (as 1.23456), so anything but the C form is refused rather than guessed at."""
+    found = _MONEY.fullmatch(text.strip())
+    if found is None:
+        raise ValueError(f"money text {text!r} is not in the form lc_monetary = C prints ($1,234.56): "
+                         "the session reading it must have lc_monetary = C")
+    sign, number = found.group(1) or found.group(3) or "", found.group(2)
+    return ("-" if sign else "") + number.replace(",", "")
+
+
+_MONEY = re.compile(r"(\(|-)?\$(\d{1,3}(?:,\d{3})*(?:\.\d+)?)(\))?")
 
 
 # -- PostGIS: hex EWKB -> EWKT ------------------------------------------------------------------------

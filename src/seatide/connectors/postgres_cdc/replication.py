@@ -36,13 +36,25 @@ class ReplicationError(RuntimeError):
     """The server refused or ended the replication stream."""
 
 
+def session_settings(config: dict) -> dict[str, str]:
+    """How every session of the source prints values: the walsender prints the stream's with the
+    replication connection's settings, and a key looked up by its text (unchanged.py) must be
+    printed alike there and on the lookup connection; money must be in the form the reader parses
+    (pg_types.money_text_to_plain), whatever lc_monetary the server or database defaults to."""
+    return {"TimeZone": config["time_zone"], "DateStyle": "ISO, YMD", "lc_monetary": "C",
+            "bytea_output": "hex", "extra_float_digits": "3"}
+
+
 def connect_replication(config: dict):
     import psycopg
 
+    # Set at connection start (a replication connection runs no SET before START_REPLICATION).
+    options = " ".join(f"-c {name}={value.replace(' ', chr(92) + ' ')}"
+                       for name, value in session_settings(config).items())
     return psycopg.connect(host=config["host"], port=config["port"], dbname=config["database"],
                            user=config["user"], password=config["password"] or None,
                            connect_timeout=max(1, config["connect_timeout_ms"] // 1000),
-                           autocommit=True, replication="database")
+                           autocommit=True, replication="database", options=options)
 
 
 def create_slot(conn, name: str, export_snapshot: bool, temporary: bool = False) -> tuple[int, str | None]:

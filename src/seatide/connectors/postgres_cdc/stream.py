@@ -69,9 +69,9 @@ def connect(config: dict, autocommit: bool = True):
                            user=config["user"], password=config["password"] or None,
                            connect_timeout=max(1, config["connect_timeout_ms"] // 1000),
                            autocommit=autocommit)
-    conn.execute("SELECT set_config('TimeZone', %s, false), set_config('bytea_output', 'hex', false), "
-                 "set_config('DateStyle', 'ISO', false), set_config('extra_float_digits', '3', false)",
-                 (config["time_zone"],))
+    settings = replication.session_settings(config)     # the replication connection's too
+    conn.execute("SELECT " + ", ".join("set_config(%s, %s, false)" for _ in settings),
+                 [v for item in settings.items() for v in item])
     return conn
 
 

@@ -57,6 +57,13 @@ def seatunnel_type(pg: PgType, typmod: int) -> str:
     return _numeric(typmod) if pg.name == "numeric" else _SCALARS[pg.name]
 
 
+def _money(text: str) -> str:
+    try:
+        return money_text_to_plain(text)
+    except ValueError as exc:       # the session's lc_monetary is not C (set by stream.connect)
+        raise UnrepresentableValue(str(exc)) from None
+
+
 def _numeric(typmod: int) -> str:
     if typmod < 4:
         return "decimal(38, 18)"
@@ -87,7 +94,7 @@ def column_type(seatunnel: str, session_time_zone: str = "UTC", typname: str | N
     if typname == "money":
         convert = decimal_converter(MONEY_PRECISION, MONEY_SCALE)
         return ColumnType(seatunnel, pa.decimal128(MONEY_PRECISION, MONEY_SCALE),
-                          lambda text: convert(money_text_to_plain(text)))
+                          lambda text: convert(_money(text)))
     if typname == "timetz":
         return ColumnType(seatunnel, pa.time64("ns"), _utc_time_of_day)
     if seatunnel.startswith("array<"):
