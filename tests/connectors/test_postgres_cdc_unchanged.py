@@ -54,3 +54,43 @@ def test_a_batch_read_after_its_table_was_dropped_fails_naming_the_drop(shop):  
             read_rows(reader, first, second)
     finally:
         reader.stop()
+
+
+def test_a_value_left_unchanged_is_read_by_a_timestamptz_key_whatever_the_servers_time_zone(shop):  # noqa: F811
+    """The stream prints a timestamptz key in the replication session's TimeZone and the lookup
+    matches it by its text: with the database's TimeZone not UTC and server-time-zone UTC, the
+    two printed it differently, the lookup missed, and null overwrote the stored value."""
+    conn, url, db = shop
+    conn.execute(f"ALTER DATABASE {db} SET TimeZone = 'Asia/Kolkata'")
+    conn.execute("CREATE TABLE events (at timestamptz PRIMARY KEY, status text, body text)")
+    conn.execute(f"INSERT INTO events VALUES ('2024-05-01 10:00:00+00', 'new', {BIG})", ("a",))
+    stored = conn.execute("SELECT body FROM events").fetchone()[0]
+    reader = reader_for(cdc_source(url, f"{db}.public.events", 'startup.mode = "latest"'), "tz")
+    try:
+        first = reader.latestOffset(reader.initialOffset())
+        conn.execute("UPDATE events SET status = 'seen'")             # body unchanged: not sent
+        second = reader.latestOffset(first)
+        rows = read_rows(reader, first, second)
+    finally:
+        reader.stop()
+    assert [(r[ROW_KIND_COLUMN], r["status"]) for r in rows] == [(RowKind.UPDATE_AFTER, "seen")]
+    assert rows[0]["body"] == stored
+
+
+def test_a_row_found_by_value_but_printed_otherwise_fails_rather_than_nulling(shop):  # noqa: F811
+    """A key the lookup finds by value but prints otherwise than the stream did is a mismatch of
+    the sessions' settings, not a row gone: it fails naming the key, never writes null."""
+    from seatide.connectors.postgres_cdc.stream import connect
+    from seatide.connectors.postgres_cdc.tables import describe
+    from seatide.connectors.postgres_cdc.unchanged import with_unchanged_values
+    from seatide.connectors.postgres_cdc.pgoutput import UNCHANGED_TOAST
+
+    conn, url, db = shop
+    conn.execute("CREATE TABLE events (at timestamptz PRIMARY KEY, status text, body text)")
+    conn.execute(f"INSERT INTO events VALUES ('2024-05-01 10:00:00+00', 'new', {BIG})", ("a",))
+    table = describe(conn, "public", "events", None)
+    printed = {"at": "2024-05-01 15:30:00+05:30", "status": "seen", "body": UNCHANGED_TOAST}  # another zone
+    config = {"host": conn.info.host, "port": conn.info.port, "database": db, "user": "postgres",
+              "password": "", "connect_timeout_ms": 10_000, "time_zone": "UTC"}
+    with pytest.raises(PermanentError, match="2024-05-01 15:30:00"):
+        list(with_unchanged_values([(2, 0, printed)], [table], lambda: connect(config)))

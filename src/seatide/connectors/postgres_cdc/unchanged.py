@@ -86,7 +86,8 @@ _ATTRIBUTES = "SELECT attnum, attname, attisdropped FROM pg_attribute WHERE attr
 
 def current_values(conn, table: CapturedTable, keys: list[tuple[str, ...]], columns: list[str]) -> dict:
     """The rows of ``table`` with these identity keys (text, as pgoutput sends them) now: key ->
-    {column: text}. A key whose row is gone is missing from the result.
+    {column: text}. A key whose row is gone is missing from the result; a row found whose key
+    prints otherwise than asked raises TableError.
 
     ``columns`` and the key columns are named as the stream named them; the table may have been
     changed since (a later ALTER TABLE), so each is found by its attnum, which a rename keeps: a
@@ -107,9 +108,19 @@ def current_values(conn, table: CapturedTable, keys: list[tuple[str, ...]], colu
         rows = conn.execute(query).fetchall()
     except errors.UndefinedTable:           # dropped since the catalog was read
         raise table_dropped(conn, table) from None
-    found = {}
+    found, asked = {}, set(keys)
     for row in rows:
-        found[tuple(row[:len(names)])] = {**dict.fromkeys(columns), **dict(zip(read, row[len(names):]))}
+        key = tuple(row[:len(names)])
+        if key not in asked:
+            # found by value but printed otherwise than the stream printed it: the sessions'
+            # settings differ (replication.session_settings); matching by text would miss the row
+            # and write null over its value, so fail instead
+            raise TableError(f"table {table.qualified}: the row with key {list(key)} was found for a value an "
+                             "UPDATE left unchanged, but the stream printed its key otherwise (among "
+                             f"{sorted(map(list, asked))}), so the value cannot be matched to its change. The "
+                             "replication and lookup sessions must print values alike (TimeZone, DateStyle): "
+                             "report this, with the key column's type")
+        found[key] = {**dict.fromkeys(columns), **dict(zip(read, row[len(names):]))}
     return found
 
 
