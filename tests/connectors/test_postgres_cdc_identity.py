@@ -114,6 +114,8 @@ _ICEBERG = 'Iceberg {{ namespace = ns, table = t, iceberg.catalog.config = {{ ty
     ('Jdbc {{ url = "{url}", table = "public.copy", primary_keys = ["email"] }}', "primary_keys", "email"),
     ('Jdbc {{ url = "{url}", table = "public.copy", primary_keys = ["id", "tenant"] }}', "primary_keys", "tenant"),
     (_ICEBERG.replace("{keys}", "email"), "iceberg.table.primary-keys", "email"),
+    ('Paimon {{ warehouse = "/tmp/w", database = d, table = t, "paimon.table.primary-keys" = "email" }}',
+     "paimon.table.primary-keys", "email"),
 ])
 def test_a_sink_key_outside_what_deletes_log_is_refused_when_the_job_loads(shop, sink, option, outside):  # noqa: F811
     """A DELETE under REPLICA IDENTITY DEFAULT carries only the primary key: a sink applying by

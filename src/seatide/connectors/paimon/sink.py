@@ -50,6 +50,9 @@ class PaimonSink(Sink):
     def keeps_last_change_per_key(self) -> bool:
         return bool(getattr(self, "primary_keys", ()))      # set by check()
 
+    def change_keys(self) -> "tuple[str, tuple[str, ...]] | None":
+        return ("paimon.table.primary-keys", tuple(self.primary_keys)) if self.primary_keys else None
+
     @classmethod
     def table_defaults(cls, body: dict, table, multi_table: bool) -> dict:
         """No ``paimon.table.primary-keys``: the input's primary key (SeaTunnel creates the table with it)."""
