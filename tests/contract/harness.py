@@ -19,7 +19,7 @@ from seatide.config.loader import load_job_text
 from seatide.plan.dag import build_plan
 from seatide.plan.outline import outline_json
 from seatide.plugin.base import SinkContext
-from seatide.plugin.rowkind import ROW_KIND_COLUMN
+from seatide.plugin.rowkind import ROW_KIND_COLUMN, ROW_SEQ_COLUMN, RowKind
 from seatide.plugin.tables import TableFrames, TableRoute
 from seatide.runtime.commit_log import SinkCommitLog
 from seatide.runtime.reporter import AttemptReporter
@@ -63,6 +63,17 @@ def tables(spark, by_route: dict[int, list[int]]) -> TableFrames:
 
     schema = StructType.fromDDL(SCHEMA)
     return TableFrames({index: rows(spark, ids) for index, ids in by_route.items()}, schema_of=lambda _i: schema)
+
+
+def changes(spark, by_route: dict[int, list[tuple[int, str, int]]]) -> TableFrames:
+    """A multi-table batch of changes: each route's (id, kind as ``+I``/``-D``, ``__row_seq``)."""
+    from pyspark.sql.types import StructType
+
+    schema = StructType.fromDDL(f"{SCHEMA}, {ROW_SEQ_COLUMN} bigint")
+    kinds = {kind.short: int(kind) for kind in RowKind}
+    return TableFrames({index: spark.createDataFrame([(i, f"row {i}", kinds[kind], seq) for i, kind, seq in changes],
+                                                     schema)
+                        for index, changes in by_route.items()}, schema_of=lambda _i: schema)
 
 
 def routes(system, targets: list[str], **options) -> list[TableRoute]:
@@ -131,4 +142,4 @@ class Zombie:
         return self.outcome
 
 
-__all__ = ["Pipeline", "Zombie", "new_attempt", "routes", "rows", "submit", "tables"]
+__all__ = ["Pipeline", "Zombie", "changes", "new_attempt", "routes", "rows", "submit", "tables"]

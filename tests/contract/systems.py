@@ -18,6 +18,8 @@ import pyarrow.parquet as pq
 
 from seatide.connectors.file.sink import LocalFileSink
 from seatide.connectors.hive.sink import HiveSink
+from seatide.connectors.jdbc.sink import JdbcSink
+from seatide.connectors.jdbc.url import JdbcUrl
 from seatide.connectors.paimon.sink import PaimonSink
 from seatide.plugin.options import read_options
 
@@ -150,4 +152,72 @@ class PaimonSystem(TargetSystem):
         return []        # staged files of undecided batches are named by no snapshot (orphans to Paimon)
 
 
-__all__ = ["HiveSystem", "LocalFileSystem", "PaimonSystem", "TargetSystem"]
+JDBC_SERVERS = {       # context name -> (URL template, user): the running servers' test users
+    "PostgreSQL": ("jdbc:postgresql://127.0.0.1:5432/{db}", "postgres"),
+    "MariaDB": ("jdbc:mariadb://127.0.0.1:3306/{db}", "root"),
+}
+
+
+class JdbcSystem(TargetSystem):
+    """A table of a database of the suite's own (``database``: made per module, dropped after);
+    without keys the sink inserts, so a row written twice shows; ``keyed``: the table's primary
+    key is ``id`` and the sink applies changes by it. Other writers insert with their own session."""
+
+    def __init__(self, server: str, database: str, keyed: bool = False):
+        removes_by_sql = {"data_save_mode": "CUSTOM_PROCESSING", "custom_sql": "DELETE FROM {target}"}
+        super().__init__(server + ("-keyed" if keyed else ""), {
+            "DROP_DATA": ({"data_save_mode": "DROP_DATA"}, "removes"),
+            "APPEND_DATA": ({"data_save_mode": "APPEND_DATA"}, "keeps"),
+            "ERROR_WHEN_DATA_EXISTS": ({"data_save_mode": "ERROR_WHEN_DATA_EXISTS"}, "refuses"),
+            "CUSTOM_PROCESSING": (removes_by_sql, "removes"),
+            "RECREATE_SCHEMA": ({"schema_save_mode": "RECREATE_SCHEMA"}, "removes"),
+        }, keyed=keyed)
+        template, self.user = JDBC_SERVERS[server]
+        self.url = template.format(db=database)
+
+    def _run(self, sql: str, args=None) -> list[tuple]:
+        conn = JdbcUrl.parse(self.url).connect(self.user, autocommit=True)
+        try:
+            cursor = conn.cursor()
+            cursor.execute(sql, args)
+            return [tuple(r) for r in cursor.fetchall()] if cursor.description else []
+        finally:
+            conn.close()
+
+    def new_target(self) -> str:
+        name = f"t_{secrets.token_hex(3)}"
+        self._run(f"CREATE TABLE {name} (id BIGINT{' PRIMARY KEY' if self.keyed else ''}, name VARCHAR(100))")
+        return name
+
+    def sink(self, target: str, **options):
+        options = {k: v.format(target=target) if isinstance(v, str) else v for k, v in options.items()}
+        keys = {"primary_keys": ["id"]} if self.keyed else {}
+        return JdbcSink(read_options({"url": self.url, "user": self.user, "table": target, **keys, **options},
+                                     JdbcSink.options))
+
+    def read(self, target: str) -> list[int]:
+        return sorted(r[0] for r in self._run(f"SELECT id FROM {target}"))
+
+    def put(self, target: str, ids) -> None:
+        for i in ids:
+            self._run(f"INSERT INTO {target} (id, name) VALUES (%s, %s)", (i, f"other {i}"))
+
+    def staging_left(self, target: str) -> list[str]:
+        return [r[0] for r in self._run("SELECT table_name FROM information_schema.tables "
+                                        "WHERE table_name LIKE 'seatide_stage_%%'")]
+
+
+def jdbc_database(server: str):
+    """A database of the suite's own on ``server`` (a generator: made, then dropped)."""
+    template, user = JDBC_SERVERS[server]
+    name = f"contract_{secrets.token_hex(3)}"
+    admin = JdbcUrl.parse(template.format(db="test")).connect(user, autocommit=True)
+    try:
+        admin.cursor().execute(f"CREATE DATABASE {name}")
+        yield name
+        admin.cursor().execute(f"DROP DATABASE IF EXISTS {name}" + (" WITH (FORCE)" if server == "PostgreSQL" else ""))
+    finally:
+        admin.close()
+
+
+__all__ = ["HiveSystem", "JdbcSystem", "LocalFileSystem", "PaimonSystem", "TargetSystem", "jdbc_database"]

@@ -17,13 +17,14 @@ from seatide import failpoints
 from seatide.plugin.base import PermanentError
 from seatide.store.db import AttemptFenced, open_store
 from tests.connectors.hive_server import hive_metastore
-from tests.contract.harness import Pipeline, Zombie, routes, rows, tables
-from tests.contract.systems import HiveSystem, LocalFileSystem, PaimonSystem
+from tests.contract.harness import Pipeline, Zombie, changes, routes, rows, tables
+from tests.contract.systems import HiveSystem, JdbcSystem, LocalFileSystem, PaimonSystem, jdbc_database
 
 pytestmark = pytest.mark.spark
 __all__ = ["hive_metastore"]
 
-SINKS = ["LocalFile", "Hive", "Paimon"]
+SINKS = ["LocalFile", "Hive", "Paimon", "PostgreSQL", "MariaDB"]
+KEYED = ["PostgreSQL-keyed", "MariaDB-keyed"]      # contexts of the cases about changes applied by key
 OLD = [900, 901]          # rows in a target before the job: not the job's
 
 
@@ -34,13 +35,31 @@ def store(tmp_path_factory):
     st.dispose()
 
 
+@pytest.fixture(scope="module")
+def postgresql_database():
+    yield from jdbc_database("PostgreSQL")
+
+
+@pytest.fixture(scope="module")
+def mariadb_database():
+    yield from jdbc_database("MariaDB")
+
+
+def make_system(name: str, request, tmp_path):
+    """The context ``name`` (a database or metastore asked for only when its context runs)."""
+    if name == "Hive":
+        return HiveSystem(request.getfixturevalue("hive_metastore"))
+    if name == "Paimon":
+        return PaimonSystem(str(tmp_path))
+    if name == "LocalFile":
+        return LocalFileSystem(str(tmp_path))
+    server = name.removesuffix("-keyed")
+    return JdbcSystem(server, request.getfixturevalue(f"{server.lower()}_database"), keyed=name.endswith("-keyed"))
+
+
 @pytest.fixture(params=SINKS)
 def system(request, tmp_path):
-    if request.param == "Hive":
-        return HiveSystem(request.getfixturevalue("hive_metastore"))
-    if request.param == "Paimon":
-        return PaimonSystem(str(tmp_path))
-    return LocalFileSystem(str(tmp_path))
+    return make_system(request.param, request, tmp_path)
 
 
 @pytest.fixture
@@ -158,18 +177,25 @@ def test_a_table_added_on_resume_destroys_nothing_written_and_a_new_target_is_pr
     assert system.read(second) == sorted(kept + [20])
 
 
+@pytest.mark.parametrize("system", SINKS + KEYED, indirect=True)
 def test_a_key_moved_between_routes_in_one_batch_ends_as_its_last_change(spark, system, pipeline):
     """Purpose: one key's changes apply in ``__row_seq`` order across every route that writes it
     (issue 30, finding 3: a row deleted from shard 1 and inserted into shard 0 in one transaction
     must exist afterwards).
 
-    How: two routes into one target; in one batch route 1 deletes key 7 (earlier ``__row_seq``)
-    and route 0 inserts it (later).
-    Passing: key 7 is in the target.
+    How: two routes into one target, which holds key 7; in one batch route 1 deletes key 7
+    (earlier ``__row_seq``) and route 0 inserts it (later), and route 0 inserts key 8 that
+    route 1 then deletes.
+    Passing: key 7 is in the target once, key 8 is not.
     Requires: a sink that applies changes by key (``keyed``).
     """
     if not system.keyed:
         pytest.skip(f"{system.name} appends: it takes no deletes, so no key moves")
+    target = system.new_target()
+    system.put(target, [7])
+    run = pipeline.open(pipeline.attempt(), routes(system, [target, target]), spark)
+    run.write(changes(spark, {1: [(7, "-D", 1), (8, "-D", 4)], 0: [(7, "+I", 2), (8, "+I", 3)]}), 0)
+    assert system.read(target) == [7]
 
 
 def test_a_concurrent_writers_rows_stay_and_the_jobs_land_once(spark, system, pipeline, monkeypatch, tmp_path):
@@ -203,7 +229,7 @@ def test_a_concurrent_writers_rows_stay_and_the_jobs_land_once(spark, system, pi
 def save_mode_cases():
     cases = []
     for name in SINKS:
-        modes = {"LocalFile": LocalFileSystem(""), "Hive": HiveSystem(None), "Paimon": PaimonSystem("")}[name].save_modes
+        modes = {"LocalFile": LocalFileSystem(""), "Hive": HiveSystem(None), "Paimon": PaimonSystem(""), "PostgreSQL": JdbcSystem("PostgreSQL", ""), "MariaDB": JdbcSystem("MariaDB", "")}[name].save_modes
         cases += [pytest.param(name, mode, id=f"{name}-{mode}") for mode in modes]
     return cases
 
@@ -221,8 +247,7 @@ def test_each_save_mode_does_what_it_says_once(spark, request, tmp_path, pipelin
     mode, and writes nothing; the job's own rows never make it refuse a restart.
     Requires: the sink's ``save_modes`` in its context.
     """
-    system = HiveSystem(request.getfixturevalue("hive_metastore")) if sink_name == "Hive" \
-        else PaimonSystem(str(tmp_path)) if sink_name == "Paimon" else LocalFileSystem(str(tmp_path))
+    system = make_system(sink_name, request, tmp_path)
     options, effect = system.save_modes[mode]
     target = system.new_target()
     if effect != "refuses":

@@ -150,7 +150,8 @@ class Target:
     # -- or apply -------------------------------------------------------------------------------
     def apply(self, rows: TargetRows, batch: Batch) -> dict:
         """Write the batch and commit it in the target's own system (``batch.fence()`` right before
-        that commit), or print or check it; returns the target's state after it."""
+        that commit), or print or check it; returns the target's state after it, with ``"replayed":
+        True`` when the target's own record says the batch was committed before (nothing written)."""
         raise NotImplementedError
 
     def evolve(self, changes: list, behaviour: str) -> None:
@@ -198,8 +199,11 @@ class SinkTargets:
         """(``decided_in_store`` False) apply each target's rows; each target's state after it. By
         default each target in turn; a system that commits several targets in one transaction (the
         tables behind one database connection) applies them together here."""
-        return {key: self.target(key).apply(rows, replace(batch, previous_state=before.get(key, {})))
-                for key, rows in work.items()}
+        states = {}
+        for key, rows in work.items():
+            states[key] = self.target(key).apply(rows, replace(batch, previous_state=before.get(key, {})))
+            failpoints.hit("sink.table_published")     # applied: committed and visible
+        return states
 
     def check_batch(self, state: dict) -> None:
         """The state after a batch, before it is decided or committed: raise to fail it (Assert)."""
@@ -342,12 +346,16 @@ class SinkRun:
                                             {"publish": self.targets.publish_record(parts), "state": state})
             failpoints.hit("sink.after_decision")
             return BatchResult(batch_id, self._publish(batch_id, transaction_id, decided), replayed=False)
+        # A sink that applies decides in its target's own commit: its steps are named alike (zombies, crashes)
+        failpoints.hit("sink.before_decision")
         states = self.targets.apply(work, batch, before)
+        failpoints.hit("sink.after_decision")
         state = self.targets.batch_state(previous, states)
         self.targets.check_batch(state)
         self.decisions.fence()
         self.log.commit(batch_id, state)
-        return BatchResult(batch_id, state, replayed=False)
+        replayed = bool(states) and all(s.get("replayed") for s in states.values())    # each target's record had it
+        return BatchResult(batch_id, state, replayed=replayed)
 
     def evolve(self, changes: list, behaviour: str) -> None:
         self.targets.evolve(changes, behaviour)

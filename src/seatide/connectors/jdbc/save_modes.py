@@ -39,6 +39,9 @@ def prepare_once(conn, route: JdbcTarget, schema, record: str, earlier: tuple[st
             _apply(conn, route, schema)
             records.insert(cursor, record, sink_id, -1, 0)
         conn.commit()
+    # The decision (the record) and what it destroys commit together in the target's database:
+    # past this point both stand, as past the protocol's door's step of the same name.
+    failpoints.hit("sink.save_modes_decided")
 
 
 def _apply(conn, route: JdbcTarget, schema) -> None:
