@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from seatide.connectors.file.sink import LocalFileSink
 from seatide.connectors.hive.sink import HiveSink
+from seatide.connectors.iceberg.sink import IcebergSink
 from seatide.connectors.jdbc.sink import JdbcSink
 from seatide.connectors.jdbc.url import JdbcUrl
 from seatide.connectors.paimon.sink import PaimonSink
@@ -152,6 +153,49 @@ class PaimonSystem(TargetSystem):
         return []        # staged files of undecided batches are named by no snapshot (orphans to Paimon)
 
 
+class IcebergSystem(TargetSystem):
+    """A table of a SQL catalog on SQLite (one per test) without keys: appends, which other
+    writers may add to (optimistic commits); other writers' rows are appended with pyiceberg."""
+
+    def __init__(self, root: str):
+        super().__init__("Iceberg", {**FILE_SAVE_MODES,
+                                     "RECREATE_SCHEMA": ({"schema_save_mode": "RECREATE_SCHEMA"}, "removes")})
+        self.config = {"type": "jdbc", "uri": f"jdbc:sqlite:{root}/catalog.db", "warehouse": f"file://{root}/warehouse"}
+
+    def _catalog(self):
+        from seatide.connectors.iceberg.catalogs import load_catalog
+
+        return load_catalog("default", self.config)
+
+    def new_target(self) -> str:
+        from pyiceberg.schema import Schema
+        from pyiceberg.types import LongType, NestedField, StringType
+
+        name = f"contract.t_{secrets.token_hex(3)}"
+        catalog = self._catalog()
+        catalog.create_namespace_if_not_exists("contract")
+        catalog.create_table(name, Schema(NestedField(1, "id", LongType(), required=False),
+                                          NestedField(2, "name", StringType(), required=False)))
+        return name
+
+    def sink(self, target: str, **options):
+        namespace, table = target.split(".")
+        return IcebergSink(read_options({"namespace": namespace, "table": table, "iceberg.catalog.config": self.config,
+                                         **options}, IcebergSink.options))
+
+    def read(self, target: str) -> list[int]:
+        arrow = self._catalog().load_table(target).scan(selected_fields=("id",)).to_arrow()
+        return sorted(arrow.column("id").to_pylist())
+
+    def put(self, target: str, ids) -> None:
+        ids = list(ids)
+        self._catalog().load_table(target).append(
+            pa.table({"id": pa.array(ids, pa.int64()), "name": pa.array([f"other {i}" for i in ids])}))
+
+    def staging_left(self, target: str) -> list[str]:
+        return []        # staged files of undecided batches are named by no snapshot (orphans to Iceberg)
+
+
 JDBC_SERVERS = {       # context name -> (URL template, user): the running servers' test users
     "PostgreSQL": ("jdbc:postgresql://127.0.0.1:5432/{db}", "postgres"),
     "MariaDB": ("jdbc:mariadb://127.0.0.1:3306/{db}", "root"),
@@ -220,4 +264,4 @@ def jdbc_database(server: str):
         admin.close()
 
 
-__all__ = ["HiveSystem", "JdbcSystem", "LocalFileSystem", "PaimonSystem", "TargetSystem", "jdbc_database"]
+__all__ = ["HiveSystem", "IcebergSystem", "JdbcSystem", "LocalFileSystem", "PaimonSystem", "TargetSystem", "jdbc_database"]

@@ -18,12 +18,12 @@ from seatide.plugin.base import PermanentError
 from seatide.store.db import AttemptFenced, open_store
 from tests.connectors.hive_server import hive_metastore
 from tests.contract.harness import Pipeline, Zombie, changes, routes, rows, tables
-from tests.contract.systems import HiveSystem, JdbcSystem, LocalFileSystem, PaimonSystem, jdbc_database
+from tests.contract.systems import HiveSystem, IcebergSystem, JdbcSystem, LocalFileSystem, PaimonSystem, jdbc_database
 
 pytestmark = pytest.mark.spark
 __all__ = ["hive_metastore"]
 
-SINKS = ["LocalFile", "Hive", "Paimon", "PostgreSQL", "MariaDB"]
+SINKS = ["LocalFile", "Hive", "Paimon", "PostgreSQL", "MariaDB", "Iceberg"]
 KEYED = ["PostgreSQL-keyed", "MariaDB-keyed"]      # contexts of the cases about changes applied by key
 OLD = [900, 901]          # rows in a target before the job: not the job's
 
@@ -53,6 +53,8 @@ def make_system(name: str, request, tmp_path):
         return PaimonSystem(str(tmp_path))
     if name == "LocalFile":
         return LocalFileSystem(str(tmp_path))
+    if name == "Iceberg":
+        return IcebergSystem(str(tmp_path))
     server = name.removesuffix("-keyed")
     return JdbcSystem(server, request.getfixturevalue(f"{server.lower()}_database"), keyed=name.endswith("-keyed"))
 
@@ -229,7 +231,8 @@ def test_a_concurrent_writers_rows_stay_and_the_jobs_land_once(spark, system, pi
 def save_mode_cases():
     cases = []
     for name in SINKS:
-        modes = {"LocalFile": LocalFileSystem(""), "Hive": HiveSystem(None), "Paimon": PaimonSystem(""), "PostgreSQL": JdbcSystem("PostgreSQL", ""), "MariaDB": JdbcSystem("MariaDB", "")}[name].save_modes
+        modes = {"LocalFile": LocalFileSystem(""), "Hive": HiveSystem(None), "Paimon": PaimonSystem(""),
+                 "Iceberg": IcebergSystem(""), "PostgreSQL": JdbcSystem("PostgreSQL", ""), "MariaDB": JdbcSystem("MariaDB", "")}[name].save_modes
         cases += [pytest.param(name, mode, id=f"{name}-{mode}") for mode in modes]
     return cases
 

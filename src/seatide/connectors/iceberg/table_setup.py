@@ -49,6 +49,7 @@ def prepare(catalog, spec: IcebergSinkSpec, struct, first: bool, decide_once, ke
         if spec.schema_save_mode == "RECREATE_SCHEMA" and exists:
             uuid = str(catalog.load_table(identifier).metadata.table_uuid)
             decided = decide_once(key, {"table_uuid": uuid})
+            failpoints.hit("sink.save_modes_decided")
             _recreate(catalog, spec, struct, decided.get("table_uuid", decided.get("drop_table_uuid")), key)
     if not exists:
         if spec.schema_save_mode in ("IGNORE", "ERROR_WHEN_SCHEMA_NOT_EXIST"):
@@ -59,6 +60,8 @@ def prepare(catalog, spec: IcebergSinkSpec, struct, first: bool, decide_once, ke
         except NamespaceAlreadyExistsError:
             pass
         _create(catalog, spec, struct)
+    else:
+        _name_files(catalog.load_table(identifier))
     if first:
         _data_save_mode(catalog, spec, decide_once, key + "_data")
 
@@ -110,6 +113,14 @@ def set_name_mapping(table) -> None:
                 tx.set_properties(**{NAME_MAPPING: mapping})
         except CommitFailedException:
             pass
+
+
+def _name_files(table) -> None:
+    """A table made by another writer may lack the name mapping, without which no Iceberg reader
+    can read the files the sink writes (Spark's, without field ids): it gets the default one. A
+    mapping the table has is its owner's, and stays."""
+    if NAME_MAPPING not in table.metadata.properties:
+        set_name_mapping(table)
 
 
 def _recreate(catalog, spec: IcebergSinkSpec, struct, table_uuid: str | None, key: str) -> None:
@@ -184,6 +195,7 @@ def _data_save_mode(catalog, spec: IcebergSinkSpec, decide_once, key: str) -> No
         return
     found = deletes.plan(table, head.snapshot_id)
     decided = decide_once(key, {"remove": [f.file.file_path for f in (*found.data, *found.deletes)]})
+    failpoints.hit("sink.save_modes_decided")
     _remove_files(catalog, spec, set(decided["remove"]))
 
 
