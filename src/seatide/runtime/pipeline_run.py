@@ -157,8 +157,10 @@ class PipelineRun(PipelineFrames):
         for sink, df in sinks:
             failpoints.hit("driver.before_sink_write", scope=self.pipeline.pipeline_id)
             result = self.sinks.runs[sink.plugin_id].write(df, batch_id)
+            # A replay's rows too: its attempt may have died after the sink's decision, before the
+            # checkpoint took them; a checkpoint takes a batch's rows once (reporter.batch_committed).
+            rows += int(result.state.get("rows", 0))
             if not result.replayed:
-                rows += int(result.state.get("rows", 0))
                 if self._rows_read is None and not self.env.micro_batch:
                     # the first action fills the source observations; later sinks run the sources again
                     self._rows_read = self._planned_rows + sum(int(o.get.get("rows", 0)) for o in self._observations)
