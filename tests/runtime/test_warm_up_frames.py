@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from seatide.plan.warm_up import sample_job
-from seatide.runtime.pipeline_run import analyse_frames
+from seatide.runtime.warm_driver import analyse_frames
 
 
 @pytest.mark.spark

@@ -2,7 +2,7 @@
 each transform applied, each sink's input made; a multi-table pipeline read once and routed.
 
 A mixin of ``PipelineRun``, apart from it because building the frames is one step (a warm
-driver runs only this one, ``analyse_frames``) and running them another: the query, its
+driver runs only this one, ``warm_driver.analyse_frames``) and running them another: the query, its
 batches and the stops. It reads the run's ``spark``, ``pipeline``, ``env``, ``job_id``,
 ``spark_dir`` and the tables' shapes kept with the checkpoint.
 """

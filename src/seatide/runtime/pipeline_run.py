@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 import threading
 import time
 import traceback
@@ -382,15 +381,6 @@ class PipelineRun(PipelineFrames):
             self.query.stop()
         elif self.thread is not None:
             self.spark.sparkContext.cancelJobGroup(self.job_group())
-
-
-def analyse_frames(spark, config, plan) -> None:
-    """Build every pipeline's DataFrames as an attempt does, and run nothing: a warm driver's
-    warm-up. Spark's analyzer runs interpreted the first times through a plan's shapes; the
-    sample job's frames took 0.48 s the first time and 0.17 s the second."""
-    for pipeline in plan.pipelines:
-        run = PipelineRun(spark, pipeline, config.env, "seatide-warm-up", "", None, sys.stdout)
-        run._frames()       # (the Sql transform drops the views it makes: none is left for the job)
 
 
 def _wait_until_idle(query, timeout_s: float) -> None:

@@ -101,11 +101,21 @@ def _open_store(store_url: str):
     return store
 
 
+def analyse_frames(spark, config, plan) -> None:
+    """Build every pipeline's DataFrames as an attempt does, and run nothing: a warm driver's
+    warm-up. Spark's analyzer runs interpreted the first times through a plan's shapes; the
+    sample job's frames took 0.48 s the first time and 0.17 s the second."""
+    from seatide.runtime.pipeline_run import PipelineRun
+
+    for pipeline in plan.pipelines:
+        run = PipelineRun(spark, pipeline, config.env, "seatide-warm-up", "", None, sys.stdout)
+        run._frames()       # (the Sql transform drops the views it makes: none is left for the job)
+
+
 def _warm_session():
     """A session with the default settings, and what every attempt's start pays once per
     process done already: a micro-batch pipeline run end to end in Spark."""
     from seatide.plan.warm_up import sample_job
-    from seatide.runtime.pipeline_run import analyse_frames
     from seatide.runtime.session import build_session
 
     spark = build_session("seatide-warm-driver", warm_session_conf())
