@@ -1,6 +1,8 @@
 """A real coordinator with an API token, and a real job whose secrets must not come out.
 
 On SQLite only: what is tested is the HTTP surface and what drivers write, not the store.
+The tests with a job share one coordinator and worker (``shared_cluster``), each reading its
+own job's answers, rows and logs; a test with a token starts a coordinator of its own.
 """
 
 from __future__ import annotations
@@ -110,9 +112,9 @@ sink { Console {} }
 """ % PASSWORD
 
 
-def test_a_failed_jobs_secrets_appear_in_no_answer_event_status_or_log(cluster, tmp_path):
-    url = cluster.coordinator().url
-    cluster.worker()
+def test_a_failed_jobs_secrets_appear_in_no_answer_event_status_or_log(shared_cluster):
+    cluster = shared_cluster
+    url = cluster.any_coordinator().url
     job_id = cluster.submit(SECRET_JOB, "secret-job", variables={"tenant": TENANT})
     cluster.wait_status(job_id, "FAILED", timeout=180)
 
@@ -128,10 +130,10 @@ def test_a_failed_jobs_secrets_appear_in_no_answer_event_status_or_log(cluster, 
     assert "nodb_******" in info["errorMsg"], info["errorMsg"]
     assert 'password = "******"' in info["config"]
     with cluster.store.read() as conn:
-        seen["jobs"] = repr(conn.execute(select(s.jobs.c.error_msg)).all())
-        seen["pipelines"] = repr(conn.execute(select(s.pipelines.c.error)).all())
-        seen["attempts"] = repr(conn.execute(select(s.attempts.c.error)).all())
-        seen["events"] = repr(conn.execute(select(s.events.c.detail)).all())
+        seen["jobs"] = repr(conn.execute(select(s.jobs.c.error_msg).where(s.jobs.c.job_id == job_id)).all())
+        seen["pipelines"] = repr(conn.execute(select(s.pipelines.c.error).where(s.pipelines.c.job_id == job_id)).all())
+        seen["attempts"] = repr(conn.execute(select(s.attempts.c.error).where(s.attempts.c.job_id == job_id)).all())
+        seen["events"] = repr(conn.execute(select(s.events.c.detail).where(s.events.c.job_id == job_id)).all())
     for args in (("status", job_id), ("status", job_id, "--json"), ("list",)):
         result = cli(*args, "--cluster", url)
         assert result.returncode == 0, result.stderr
@@ -142,15 +144,15 @@ def test_a_failed_jobs_secrets_appear_in_no_answer_event_status_or_log(cluster, 
             seen[proc.name] = handle.read()
     # Every line of the driver's log: SeaTide's (Python logging) and the JVM's (log4j, Spark's
     # task failures that quote the database's answer), written to the process's stdout/stderr
-    seen["driver log"] = "".join(_read(path) for path in _driver_logs(cluster.data_dir))
+    seen["driver log"] = "".join(_read(path) for path in _driver_logs(cluster.data_dir, job_id))
     assert "ERROR seatide" in seen["driver log"]      # the driver did log its failure
     assert "nodb_******" in seen["driver log"]        # and a line quoted the database's name
     for where, text in seen.items():
         assert PASSWORD not in text and TENANT not in text, f"a secret in {where}: {text[:2000]}"
 
 
-def _driver_logs(data_dir: str) -> list[str]:
-    root = os.path.join(data_dir, "logs")
+def _driver_logs(data_dir: str, job_id: str) -> list[str]:
+    root = os.path.join(data_dir, "logs", job_id)
     return [os.path.join(folder, f) for folder, _, files in os.walk(root) for f in files]
 
 
@@ -171,14 +173,13 @@ sink { Console {} }
 """
 
 
-def test_what_a_driver_prints_reaches_its_log_masked(cluster):
+def test_what_a_driver_prints_reaches_its_log_masked(shared_cluster):
     """Console's rows go to the driver's stdout, not through Python logging: the worker masks
     the driver's output on its way into the log file."""
-    cluster.coordinator()
-    cluster.worker()
+    cluster = shared_cluster
     job_id = cluster.submit(PRINTING_JOB, "printing-job", variables={"tenant": TENANT})
     cluster.wait_status(job_id, "FINISHED", timeout=180)
-    log = "".join(_read(path) for path in _driver_logs(cluster.data_dir))
+    log = "".join(_read(path) for path in _driver_logs(cluster.data_dir, job_id))
     assert "tenant ****** in table orders_******" in log, log[-3000:]
     assert TENANT not in log
 
@@ -198,13 +199,14 @@ sink { Console {} }
 """
 
 
-def test_a_common_word_password_leaves_names_readable(cluster):
+def test_a_common_word_password_leaves_names_readable(shared_cluster):
     """SeaTunnel's PostgreSQL jobs use 'postgres' as user and password, and their tables hold
     the word: the server's refusal naming such a table reaches the user as the server wrote
     it, and a job's config keeps its names while its password is masked."""
     from seatide.connectors.jdbc.url import JdbcUrl
 
-    url = cluster.coordinator().url
+    cluster = shared_cluster
+    url = cluster.any_coordinator().url
     status, body = call("POST", url + "/api/v1/submit-job", {"config": COMMON_WORD_JOB % "missing", "jobId": "m"})
     assert status == 400 and 'relation \\"postgres_cdc_table_missing\\" does not exist' in body, body
     with JdbcUrl.parse("jdbc:postgresql://127.0.0.1:5432/test?user=postgres").connect(autocommit=True) as conn:
@@ -212,11 +214,10 @@ def test_a_common_word_password_leaves_names_readable(cluster):
             cursor.execute("drop table if exists postgres_cdc_table_1")
             cursor.execute("create table postgres_cdc_table_1 (id int primary key, note text)")
             cursor.execute("insert into postgres_cdc_table_1 values (1, 'in postgres_cdc_table_1')")
-    cluster.worker()
     job_id = cluster.submit(COMMON_WORD_JOB % "1", "common-word")
     cluster.wait_status(job_id, "FINISHED", timeout=180)
     info = json.loads(call("GET", url + f"/api/v1/job-info/{job_id}")[1])
     assert 'password = "******"' in info["config"] and 'user = "postgres"' in info["config"]
     assert "from postgres_cdc_table_1" in info["config"]
-    log = "".join(_read(path) for path in _driver_logs(cluster.data_dir))
+    log = "".join(_read(path) for path in _driver_logs(cluster.data_dir, job_id))
     assert "in postgres_cdc_table_1" in log and "******_cdc" not in log      # Console's row, as read

@@ -20,6 +20,8 @@ import subprocess
 import pytest
 
 MARKER = "cluster"
+# Fixtures that start real processes for the test (tests/cluster/conftest.py).
+CLUSTER_FIXTURES = ("cluster", "shared_cluster", "module_cluster")
 REFUSED = 2             # SeaTide's exit code for bad flags or a bad job: nothing was started
 _started: dict[str, list[subprocess.Popen]] = {}     # test id -> cluster processes it started
 _current: list[pytest.Item] = []
@@ -66,11 +68,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # Before -m selects. A soak test is deselected by "not cluster" too, and so is a test
-    # that asks for the ``cluster`` fixture (real coordinators and workers, tests/cluster).
+    # that asks for a cluster fixture (real coordinators and workers, tests/cluster).
     # A test that uses the shared session, even through another fixture, is a ``spark`` test.
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
-        if item.get_closest_marker("soak") is not None or MARKER in fixtures:
+        if item.get_closest_marker("soak") is not None or any(f in fixtures for f in CLUSTER_FIXTURES):
             if item.get_closest_marker(MARKER) is None:
                 item.add_marker(MARKER)
         if "spark" in fixtures and item.get_closest_marker("spark") is None:
