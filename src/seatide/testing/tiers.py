@@ -10,7 +10,7 @@ job, before any store, Spark or job), which is what a fast test of a refusal che
 
 ``soak`` tests are cluster tests too: ``-m "not cluster"`` replaces the default
 ``-m "not soak"``, so each soak test is given the ``cluster`` marker as well; so is every
-test that uses the ``cluster`` fixture.
+test that uses the ``cluster`` fixture or a module's shared one (``CLUSTER_FIXTURES``).
 """
 
 from __future__ import annotations
