@@ -21,6 +21,7 @@ BUILTIN: dict[str, dict[str, str]] = {
     "source": {
         "FakeSource": "seatide.connectors.fake.source",
         "Hive": "seatide.connectors.hive.source",
+        "Http": "seatide.connectors.http.source",
         "Iceberg": "seatide.connectors.iceberg.source",
         "Jdbc": "seatide.connectors.jdbc.source",
         "LocalFile": "seatide.connectors.file.source",

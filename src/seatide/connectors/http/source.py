@@ -1,0 +1,180 @@
+"""Http source: SeaTunnel's ``Http`` source options; an endpoint's answers read as rows, once.
+
+The driver sends the request (GET or POST, ``headers``, ``params`` as the query, ``body`` as
+JSON) and reads the answer: with ``format = text`` its body is one row of one field,
+``content``; with ``json`` it is parsed and its rows chosen as below, then Spark parses each row
+into ``schema``'s fields (a field the row lacks is null, a value of another type null too).
+
+Which rows an answer holds (``format = json``):
+
+* ``json_field``: field = JSONPath; each path's matches are one column, zipped into rows (the
+  paths must match as many values each);
+* ``content_field``: a JSONPath whose matches are the rows (one match that is a list: its items);
+* neither: a list's items, or an object as one row.
+
+With ``pageing.page_field`` the request is sent once per page, the page number in that query
+parameter, from ``start_page_number``: up to page ``total_page_size`` when it is given, else
+until a page holds fewer rows than ``batch_size`` (or none at all).
+
+BATCH jobs without ``checkpoint.interval`` only, for now: a STREAMING job (which polls,
+``poll_interval_millis``) or one with checkpoints is refused when it starts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from seatide.connectors.http.client import Endpoint, HttpAnswerError, shown_url
+from seatide.connectors.http.options import SOURCE, check_request
+from seatide.plugin.base import PermanentError, ReadContext, Source
+from seatide.plugin.registry import register
+from seatide.plugin.rowkind import ROW_KIND_COLUMN
+from seatide.plugin.schema import Schema, read_schema
+
+log = logging.getLogger(__name__)
+
+
+class HttpSourceError(PermanentError):
+    pass
+
+
+def _jsonpath(plugin, option: str, text: str):
+    from jsonpath_ng.exceptions import JsonPathParserError
+    from jsonpath_ng.ext import parse
+
+    try:
+        return parse(text)
+    except (JsonPathParserError, Exception) as exc:       # the parser raises several kinds
+        raise plugin.invalid(option, f"option '{option}': {text!r} is not a JSONPath ({exc}); "
+                                     "e.g. $.store.book.* or $.data[*].name") from None
+
+
+@register
+class HttpSource(Source):
+    plugin_name = "Http"
+    options = SOURCE
+
+    def check(self) -> None:
+        opts = self.opts
+        check_request(self)
+        if opts["poll_interval_millis"] is not None:
+            raise self.invalid("poll_interval_millis", "option 'poll_interval_millis' polls in STREAMING jobs, "
+                                                       "which the Http source does not run yet: it reads BATCH "
+                                                       "jobs; remove poll_interval_millis")
+        if opts["enable_multi_lines"]:
+            raise self.invalid("enable_multi_lines", "option 'enable_multi_lines = true' is not supported: the "
+                                                     "answer is read as one JSON document; remove it")
+        self._catalog = read_schema(opts, check_keys=self.check_keys)
+        if opts["json_field"] is not None and self._catalog is None:
+            raise self.invalid("json_field", "json_field needs a schema giving each of its fields' type: "
+                                             "schema { fields { name = string, price = double } }")
+        if opts["format"] == "json" and self._catalog is None:
+            raise self.invalid("schema.fields", "format = json needs a schema: schema { fields { name = string, "
+                                                "age = int } } (or format = text: the body as one field, content)")
+        if opts["format"] == "text" and (opts["json_field"] is not None or opts["content_field"] is not None):
+            raise self.invalid("format", "content_field and json_field choose rows in JSON: set format = json")
+        self._paths = {str(name): _jsonpath(self, f"json_field.{name}", str(path))
+                       for name, path in (opts["json_field"] or {}).items()}
+        missing = [n for n in self._paths if self._catalog and n not in self._catalog.struct.fieldNames()]
+        if missing:
+            raise self.invalid("json_field", f"json_field names {', '.join(missing)}, which schema.fields does not "
+                                             "declare")
+        self._content = _jsonpath(self, "content_field", opts["content_field"]) if opts["content_field"] else None
+        if opts["body"] is not None:
+            try:
+                json.loads(opts["body"])
+            except ValueError as exc:
+                raise self.invalid("body", f"option 'body' must be JSON text ({exc})") from None
+        paging = [k for k in ("total_page_size", "batch_size") if opts[f"pageing.{k}"] is not None]
+        if paging and not opts["pageing.page_field"]:
+            raise self.invalid("pageing.page_field", "pageing needs page_field, the query parameter that carries "
+                                                     "the page number")
+        for key in paging:
+            if opts[f"pageing.{key}"] < 1:
+                raise self.invalid(f"pageing.{key}", f"option 'pageing.{key}' must be 1 or more")
+
+    def declared_schema(self) -> Schema | None:
+        return self._catalog
+
+    def schema(self):
+        from pyspark.sql import types as T
+
+        if self.opts["format"] == "text":
+            return T.StructType([T.StructField("content", T.StringType())])
+        return self._catalog.struct
+
+    def read(self, ctx: ReadContext):
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        if ctx.micro_batch or ctx.unbounded:
+            raise HttpSourceError("Http source: reads BATCH jobs without checkpoint.interval (STREAMING, which "
+                                  "polls with poll_interval_millis, is not supported yet); set job.mode = BATCH "
+                                  "and remove checkpoint.interval")
+        values = [(v,) for v in self.values()]
+        raw = ctx.spark.createDataFrame(values, T.StructType([T.StructField("value", T.StringType())]))
+        if self.opts["format"] == "text":
+            df = raw.select(F.col("value").alias("content"))
+        else:
+            struct = self._catalog.struct
+            parsed = raw.select(F.from_json(F.col("value"), struct, {"mode": "PERMISSIVE"}).alias("row"))
+            df = parsed.select(*[F.col(f"row.`{f.name}`") for f in struct.fields])
+        return df.withColumn(ROW_KIND_COLUMN, F.lit(0).cast("tinyint"))
+
+    def values(self) -> list[str]:
+        """Every row read, as text: a body (text) or a row's JSON object (json), page after page."""
+        opts = self.opts
+        endpoint = Endpoint(opts, "Http source")
+        body = opts["body"].encode("utf-8") if opts["body"] is not None else None
+        field, total, size = opts["pageing.page_field"], opts["pageing.total_page_size"], opts["pageing.batch_size"]
+        params = {str(k): str(v) for k, v in (opts["params"] or {}).items()}
+        out: list[str] = []
+        page = opts["pageing.start_page_number"]
+        try:
+            while True:
+                if field:
+                    params[field] = str(page)
+                answer = endpoint.send(opts["method"], opts["url"], params=params or None, body=body)
+                rows = self._rows(answer.text, shown_url(opts["url"], params))
+                out += rows
+                if not field or not rows or (total is not None and page >= total) or \
+                        (total is None and size is not None and len(rows) < size):
+                    break
+                page += 1
+        finally:
+            endpoint.close()
+        log.info("Http source: %d rows from %s", len(out), shown_url(opts["url"]))
+        return out
+
+    def _rows(self, text: str, where: str) -> list[str]:
+        if self.opts["format"] == "text":
+            return [text] if text else []
+        try:
+            document = json.loads(text)
+        except ValueError as exc:
+            raise HttpAnswerError(f"Http source: {where} answered with a body that is not JSON ({exc}): "
+                                  f"{text[:200]!r}; use format = text to read it as it is") from None
+        if self._paths:
+            columns = {name: [m.value for m in path.find(document)] for name, path in self._paths.items()}
+            counts = {len(values) for values in columns.values()}
+            if len(counts) > 1:
+                raise HttpAnswerError(f"Http source: {where}: the json_field paths match different numbers of "
+                                      "values (" + ", ".join(f"{n}: {len(v)}" for n, v in columns.items())
+                                      + "), so they cannot be zipped into rows")
+            names = list(columns)
+            rows = [dict(zip(names, values)) for values in zip(*columns.values())]
+        elif self._content is not None:
+            rows = [m.value for m in self._content.find(document)]
+            if len(rows) == 1 and isinstance(rows[0], list):
+                rows = rows[0]
+        else:
+            rows = document if isinstance(document, list) else [document]
+        strange = next((r for r in rows if not isinstance(r, dict)), None)
+        if strange is not None:
+            raise HttpAnswerError(f"Http source: {where}: a row is {json.dumps(strange)[:100]}, not a JSON object; "
+                                  "choose the objects with content_field (e.g. $.data.*) or json_field")
+        return [json.dumps(r) for r in rows]
+
+
+__all__ = ["HttpSource", "HttpSourceError"]

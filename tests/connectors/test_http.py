@@ -1,0 +1,178 @@
+"""Http source and sink against a real HTTP server on 127.0.0.1 (a thread of the test), run as jobs in process."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from seatide.config.loader import ConfigError, load_job_text
+from seatide.testing.http_server import LocalHttp, failing
+from tests.e2e.harness import InProcessCluster
+
+pytestmark = pytest.mark.spark
+
+STORE = {"store": {"book": [{"category": "reference", "author": "Nigel Rees", "title": "Sayings of the Century",
+                             "price": 8.95},
+                            {"category": "fiction", "author": "Evelyn Waugh", "title": "Sword of Honour",
+                             "price": 12.99}],
+                   "bicycle": {"color": "red", "price": 19.95}},
+         "expensive": 10}
+BOOK_SCHEMA = "schema = { fields { category = string, author = string, title = string, price = string } }"
+
+
+@pytest.fixture(scope="module")
+def module_server():
+    server = LocalHttp()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def server(module_server):
+    module_server.reset()
+    return module_server
+
+
+def run(spark, tmp_path, text: str, variables: dict | None = None):
+    result = InProcessCluster(spark, str(tmp_path / "data")).run(text, variables)
+    assert result.status == "FINISHED", result.error
+    return result
+
+
+def failed(spark, tmp_path, text: str) -> str:
+    result = InProcessCluster(spark, str(tmp_path / "data")).run(text)
+    assert result.status == "FAILED"
+    return result.error
+
+
+def source_job(source: str, env: str = "job.mode = BATCH", sink: str = "Console {}") -> str:
+    return f"env {{ {env} }}\nsource {{ Http {{ {source} }} }}\nsink {{ {sink} }}\n"
+
+
+def collected(spark, tmp_path, source: str) -> list[dict]:
+    out = tmp_path / "out"
+    run(spark, tmp_path, source_job(source, sink=f'LocalFile {{ path = "{out}", file_format_type = json }}'))
+    return sorted((r.asDict() for r in spark.read.json(str(out)).collect()), key=json.dumps)
+
+
+def test_content_field_picks_the_rows_out_of_the_answer(spark, tmp_path, server):
+    server.route("/store", lambda r: (200, STORE))
+    rows = collected(spark, tmp_path, f'url = "{server.url("/store")}", format = json, '
+                                      f'content_field = "$.store.book.*", {BOOK_SCHEMA}')
+    assert rows == [{"author": "Evelyn Waugh", "category": "fiction", "price": "12.99", "title": "Sword of Honour"},
+                    {"author": "Nigel Rees", "category": "reference", "price": "8.95",
+                     "title": "Sayings of the Century"}]
+
+
+def test_json_field_zips_one_path_per_column(spark, tmp_path, server):
+    server.route("/store", lambda r: (200, STORE))
+    fields = ", ".join(f'{name} = "$.store.book[*].{name}"' for name in ("category", "author", "title", "price"))
+    rows = collected(spark, tmp_path, f'url = "{server.url("/store")}", format = json, '
+                                      f'json_field = {{ {fields} }}, {BOOK_SCHEMA}')
+    assert [(r["author"], r["price"]) for r in rows] == [("Evelyn Waugh", "12.99"), ("Nigel Rees", "8.95")]
+
+
+def test_an_object_is_one_row_typed_by_the_schema_and_text_is_the_body(spark, tmp_path, server):
+    server.route("/one", lambda r: (200, {"code": 200, "data": "get success", "success": True}))
+    rows = collected(spark, tmp_path, f'url = "{server.url("/one")}", format = json, '
+                                      'schema = { fields { code = int, data = string, success = boolean } }')
+    assert rows == [{"code": 200, "data": "get success", "success": True}]
+    rows = collected(spark, tmp_path / "text", f'url = "{server.url("/one")}"')
+    assert [json.loads(r["content"]) for r in rows] == [{"code": 200, "data": "get success", "success": True}]
+
+
+def test_headers_params_and_a_post_body_are_sent(spark, tmp_path, server):
+    server.route("/query", lambda r: (200, [{"name": "a", "age": 1}]))
+    collected(spark, tmp_path, f'url = "{server.url("/query")}", method = POST, format = json, '
+                               'headers = { X-Tenant = acme }, params = { region = eu }, '
+                               'body = "{\\"filter\\": \\"adults\\"}", '
+                               'schema = { fields { name = string, age = int } }')
+    [request] = server.sent("/query")
+    assert request.method == "POST" and request.query == {"region": "eu"}
+    assert request.headers["x-tenant"] == "acme" and request.headers["content-type"] == "application/json"
+    assert request.json() == {"filter": "adults"}
+
+
+def pages(size: int, last: int, last_size: int):
+    """Pages 1..last of ``size`` rows (the last of ``last_size``), then empty pages."""
+    def handler(request):
+        page = int(request.query["page"])
+        count = size if page < last else last_size if page == last else 0
+        return 200, {"data": [{"name": f"p{page}-{i}", "age": page} for i in range(count)]}
+    return handler
+
+
+def test_pages_are_read_until_one_is_short_or_the_total_is_reached(spark, tmp_path, server):
+    server.route("/pages", pages(3, 4, 1))
+    base = (f'url = "{server.url("/pages")}", format = json, content_field = "$.data.*", '
+            'schema = { fields { name = string, age = int } }')
+    rows = collected(spark, tmp_path, base + ", pageing = { page_field = page, batch_size = 3 }")
+    assert len(rows) == 10 and {r["age"] for r in rows} == {1, 2, 3, 4}
+    assert [r.query["page"] for r in server.sent("/pages")] == ["1", "2", "3", "4"]
+    server.requests.clear()
+    rows = collected(spark, tmp_path / "total", base + ", pageing = { page_field = page, total_page_size = 3, "
+                                                       "start_page_number = 2, batch_size = 3 }")
+    assert sorted({r["age"] for r in rows}) == [2, 3]
+    assert [r.query["page"] for r in server.sent("/pages")] == ["2", "3"]
+
+
+def test_a_5xx_is_retried_with_backoff_until_it_succeeds(spark, tmp_path, server):
+    server.route("/flaky", failing(2, 503, lambda r: (200, [{"name": "late", "age": 3}])))
+    rows = collected(spark, tmp_path, f'url = "{server.url("/flaky")}", format = json, retry = 3, '
+                                      'retry_backoff_multiplier_ms = 10, retry_backoff_max_ms = 50, '
+                                      'schema = { fields { name = string, age = int } }')
+    assert rows == [{"age": 3, "name": "late"}]
+    assert len(server.sent("/flaky")) == 3
+
+
+def test_a_bad_answer_fails_with_its_status_and_url_secrets_masked(spark, tmp_path, server):
+    server.route("/down", failing(1000, 500, lambda r: (200, [])))
+    error = failed(spark, tmp_path, source_job(
+        f'url = "{server.url("/down")}?token=tok-9f8e7d", retry = 1, retry_backoff_multiplier_ms = 1, '
+        'params = { api_key = "k-123456", page_size = 10 }, headers = { Authorization = "Bearer abc-999888" }'))
+    assert "500" in error and f"127.0.0.1:{server.port}/down" in error and "page_size=10" in error
+    assert "tok-9f8e7d" not in error and "k-123456" not in error and "abc-999888" not in error
+    assert len(server.sent("/down")) % 2 == 0     # each try of the job: the request and its one retry
+    error = failed(spark, tmp_path / "404", source_job(f'url = "{server.url("/missing")}", retry = 3'))
+    assert "404" in error and "/missing" in error
+    assert len(server.sent("/missing")) == 1    # a 4xx is not retried
+    error = failed(spark, tmp_path / "refused", source_job('url = "http://127.0.0.1:9/none", retry = 1, '
+                                                           'retry_backoff_multiplier_ms = 1'))
+    assert "http://127.0.0.1:9/none" in error and "could not be reached" in error
+
+
+def test_options_it_cannot_honour_are_refused_at_load_with_the_way_out():
+    sink = "\nsink { Console {} }"
+    with pytest.raises(ConfigError, match="poll_interval_millis"):
+        load_job_text('source { Http { url = "http://h/x", poll_interval_millis = 1000 } }' + sink)
+    with pytest.raises(ConfigError, match="json_field needs a schema"):
+        load_job_text('source { Http { url = "http://h/x", format = json, json_field = { a = "$.a" } } }' + sink)
+    with pytest.raises(ConfigError, match="format = json needs a schema"):
+        load_job_text('source { Http { url = "http://h/x", format = json } }' + sink)
+    with pytest.raises(ConfigError, match="method"):
+        load_job_text('source { Http { url = "http://h/x", method = PUT } }' + sink)
+    with pytest.raises(ConfigError, match="http:// or https://"):
+        load_job_text('source { Http { url = "ftp://h/x" } }' + sink)
+    with pytest.raises(ConfigError, match="page_field"):
+        load_job_text('source { Http { url = "http://h/x", pageing = { batch_size = 10 } } }' + sink)
+
+
+def test_a_streaming_or_checkpointed_job_is_refused_at_start_naming_what_works(spark, tmp_path, server):
+    server.route("/one", lambda r: (200, {"a": 1}))
+    for env in ("job.mode = STREAMING, checkpoint.interval = 1000", "job.mode = BATCH, checkpoint.interval = 1000"):
+        error = failed(spark, tmp_path / str(len(env)), source_job(f'url = "{server.url("/one")}"', env=env))
+        assert "BATCH jobs without checkpoint.interval" in error
+
+
+def test_the_example_reads_seatunnels_rows(spark, tmp_path, server):
+    server.route("/example/http", lambda r: (200, {"code": 200, "data": "get success", "success": True}))
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "http_to_console.conf"),
+              encoding="utf-8") as handle:
+        text = handle.read()
+    out = tmp_path / "out"
+    text = text.replace("Console {}", f'LocalFile {{ path = "{out}", file_format_type = json }}')
+    run(spark, tmp_path, text, {"host": "127.0.0.1", "port": str(server.port)})
+    assert [r.asDict() for r in spark.read.json(str(out)).collect()] == [
+        {"code": 200, "data": "get success", "success": True}]
