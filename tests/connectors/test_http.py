@@ -176,3 +176,53 @@ def test_the_example_reads_seatunnels_rows(spark, tmp_path, server):
     run(spark, tmp_path, text, {"host": "127.0.0.1", "port": str(server.port)})
     assert [r.asDict() for r in spark.read.json(str(out)).collect()] == [
         {"code": 200, "data": "get success", "success": True}]
+
+
+def sink_job(url: str, sink: str = "", env: str = "job.mode = BATCH",
+             source: str = 'schema = { fields { code = int, data = string } }, '
+                           'rows = [{ fields = [200, "get success"] }, { fields = [500, "internal error"] }]') -> str:
+    return f'env {{ {env} }}\nsource {{ FakeSource {{ {source} }} }}\nsink {{ Http {{ url = "{url}" {sink} }} }}\n'
+
+
+def test_the_sink_posts_each_row_as_a_json_object_with_its_headers(spark, tmp_path, server):
+    server.route("/hook", failing(1, 502, lambda r: (200, {"ok": True})))
+    run(spark, tmp_path, sink_job(server.url("/hook"), ', headers = { token = "9e32e859" }, retry = 2, '
+                                                       'retry_backoff_multiplier_ms = 1'))
+    sent = server.sent("/hook")
+    assert [r.json() for r in sent[1:]] == [{"code": 200, "data": "get success"}, {"code": 500, "data": "internal error"}]
+    assert sent[0].json() == sent[1].json()         # the 502 was retried
+    assert all(r.method == "POST" and r.headers["token"] == "9e32e859" and
+               r.headers["content-type"] == "application/json" for r in sent)
+    keys = [r.headers["idempotency-key"] for r in sent]
+    assert keys[0] == keys[1] != keys[2] and keys[1].endswith("-0") and keys[2].endswith("-1")
+
+
+def test_a_batch_replayed_after_a_crash_is_sent_again_with_the_same_idempotency_keys(
+        spark, tmp_path, server, monkeypatch):
+    """At least once: a batch sent, then replayed because the driver failed before its commit log
+    recorded it, is sent again; each row carries the key it had, so an endpoint that honours
+    Idempotency-Key keeps it once."""
+    from seatide import failpoints
+
+    server.route("/hook", lambda r: (200, {"ok": True}))
+    marker = tmp_path / "failed"
+    monkeypatch.setitem(failpoints._POINTS, "http.sent", f"once:raise:{marker}")
+    run(spark, tmp_path, sink_job(server.url("/hook"), env="job.mode = BATCH, checkpoint.interval = 1000, "
+                                  "micro-batch.max-rows = 10, job.retry.times = 3",
+                                  source='row.num = 40, split.num = 2, sequence.field = "id", '
+                                         'schema = { fields { id = bigint, name = string } }'))
+    assert marker.exists(), "the failpoint was met"
+    by_key: dict[str, list] = {}
+    for request in server.sent("/hook"):
+        by_key.setdefault(request.headers["idempotency-key"], []).append(request.json())
+    assert sorted(bodies[0]["id"] for bodies in by_key.values()) == list(range(40))   # one key per row
+    assert all(all(b == bodies[0] for b in bodies) for bodies in by_key.values())   # a key names one row
+    assert len(server.sent("/hook")) > 40       # the replayed batch was sent again ...
+    assert any(len(bodies) == 2 for bodies in by_key.values())      # ... under the keys it had
+
+
+def test_a_refused_post_fails_the_job_naming_status_and_url(spark, tmp_path, server):
+    server.route("/hook", lambda r: (403, {"error": "forbidden"}))
+    error = failed(spark, tmp_path, sink_job(server.url("/hook") + "?access_token=abc-7654321"))
+    assert "403" in error and f"127.0.0.1:{server.port}/hook" in error and "abc-7654321" not in error
+    assert len(server.sent("/hook")) == 1

@@ -46,6 +46,7 @@ BUILTIN: dict[str, dict[str, str]] = {
         "Assert": "seatide.connectors.assertion.sink",
         "Console": "seatide.connectors.console",
         "Hive": "seatide.connectors.hive.sink",
+        "Http": "seatide.connectors.http.sink",
         "Iceberg": "seatide.connectors.iceberg.sink",
         "Jdbc": "seatide.connectors.jdbc.sink",
         "LocalFile": "seatide.connectors.file.sink",
