@@ -112,7 +112,9 @@ def test_pages_are_read_until_one_is_short_or_the_total_is_reached(spark, tmp_pa
     assert len(rows) == 10 and {r["age"] for r in rows} == {1, 2, 3, 4}
     assert [r.query["page"] for r in server.sent("/pages")] == ["1", "2", "3", "4"]
     server.requests.clear()
-    rows = collected(spark, tmp_path / "total", base + ", pageing = { page_field = page, total_page_size = 3, "
+    # SeaTunnel's page's own form: the parameter written as "${page}", replaced by the page number
+    rows = collected(spark, tmp_path / "total", base + ', params = { page = "${page}" }, '
+                                                       "pageing = { page_field = page, total_page_size = 3, "
                                                        "start_page_number = 2, batch_size = 3 }")
     assert sorted({r["age"] for r in rows}) == [2, 3]
     assert [r.query["page"] for r in server.sent("/pages")] == ["2", "3"]
