@@ -147,8 +147,8 @@ def test_a_bad_answer_fails_with_its_status_and_url_secrets_masked(spark, tmp_pa
 
 def test_options_it_cannot_honour_are_refused_at_load_with_the_way_out():
     sink = "\nsink { Console {} }"
-    with pytest.raises(ConfigError, match="poll_interval_millis"):
-        load_job_text('source { Http { url = "http://h/x", poll_interval_millis = 1000 } }' + sink)
+    with pytest.raises(ConfigError, match="poll_interval_millis' must be 1 or more"):
+        load_job_text('source { Http { url = "http://h/x", poll_interval_millis = 0 } }' + sink)
     with pytest.raises(ConfigError, match="json_field needs a schema"):
         load_job_text('source { Http { url = "http://h/x", format = json, json_field = { a = "$.a" } } }' + sink)
     with pytest.raises(ConfigError, match="format = json needs a schema"):
@@ -161,11 +161,52 @@ def test_options_it_cannot_honour_are_refused_at_load_with_the_way_out():
         load_job_text('source { Http { url = "http://h/x", pageing = { batch_size = 10 } } }' + sink)
 
 
-def test_a_streaming_or_checkpointed_job_is_refused_at_start_naming_what_works(spark, tmp_path, server):
-    server.route("/one", lambda r: (200, {"a": 1}))
-    for env in ("job.mode = STREAMING, checkpoint.interval = 1000", "job.mode = BATCH, checkpoint.interval = 1000"):
-        error = failed(spark, tmp_path / str(len(env)), source_job(f'url = "{server.url("/one")}"', env=env))
-        assert "BATCH jobs without checkpoint.interval" in error
+def test_a_checkpointed_batch_job_polls_once(spark, tmp_path, server):
+    server.route("/one", lambda r: (200, [{"name": "a", "age": 1}, {"name": "b", "age": 2}]))
+    out = tmp_path / "out"
+    run(spark, tmp_path, source_job(f'url = "{server.url("/one")}", format = json, '
+                                    'schema = { fields { name = string, age = int } }',
+                                    env="job.mode = BATCH, checkpoint.interval = 1000",
+                                    sink=f'LocalFile {{ path = "{out}", file_format_type = json }}'))
+    assert sorted(r["name"] for r in spark.read.json(str(out)).collect()) == ["a", "b"]
+    assert len(server.sent("/one")) == 1
+
+
+def test_a_bad_answer_in_a_micro_batch_fails_the_job_naming_status_and_url(spark, tmp_path, server):
+    error = failed(spark, tmp_path, source_job(f'url = "{server.url("/gone")}?api_key=k-7777777"',
+                                               env="job.mode = STREAMING, checkpoint.interval = 200"))
+    assert "404" in error and "/gone" in error and "k-7777777" not in error
+    assert len(server.sent("/gone")) == 1       # a 4xx is permanent: neither the request nor the job retried
+
+
+def test_streaming_polls_the_endpoint_again_until_stopped(spark, tmp_path, server):
+    import time
+
+    from seatide.store.jobs import request_stop
+
+    polls = {"n": 0}
+
+    def tick(request):
+        polls["n"] += 1
+        return 200, {"data": [{"n": polls["n"]}]}
+
+    server.route("/tick", tick)
+    out = tmp_path / "out"
+    text = source_job(f'url = "{server.url("/tick")}", format = json, content_field = "$.data.*", '
+                      'poll_interval_millis = 300, schema = { fields { n = int } }',
+                      env="job.mode = STREAMING, checkpoint.interval = 200",
+                      sink=f'LocalFile {{ path = "{out}", file_format_type = json }}')
+
+    def stop(store, job_id):
+        deadline = time.monotonic() + 240
+        while len(server.sent("/tick")) < 4 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        request_stop(store, job_id, savepoint=False, actor="test")
+
+    result = InProcessCluster(spark, str(tmp_path / "data")).run(text, stop_after=stop)
+    assert result.status == "CANCELED", result.error
+    ns = [r["n"] for r in spark.read.json(str(out)).collect()]
+    assert len(ns) >= 3 and len(set(ns)) == len(ns)     # each poll's answer once, a row each
 
 
 def test_the_example_reads_seatunnels_rows(spark, tmp_path, server):
@@ -191,7 +232,8 @@ def test_the_sink_posts_each_row_as_a_json_object_with_its_headers(spark, tmp_pa
     run(spark, tmp_path, sink_job(server.url("/hook"), ', headers = { token = "9e32e859" }, retry = 2, '
                                                        'retry_backoff_multiplier_ms = 1'))
     sent = server.sent("/hook")
-    assert [r.json() for r in sent[1:]] == [{"code": 200, "data": "get success"}, {"code": 500, "data": "internal error"}]
+    assert [r.json() for r in sent[1:]] == [{"code": 200, "data": "get success"},
+                                            {"code": 500, "data": "internal error"}]
     assert sent[0].json() == sent[1].json()         # the 502 was retried
     assert all(r.method == "POST" and r.headers["token"] == "9e32e859" and
                r.headers["content-type"] == "application/json" for r in sent)

@@ -34,7 +34,8 @@ SOURCE = (
     Option("pageing.total_page_size", INT, None, "how many pages to read"),
     Option("pageing.batch_size", INT, None, "a page of fewer rows than this is the last"),
     Option("pageing.start_page_number", INT, 1, "the first page's number"),
-    Option("poll_interval_millis", INT, None, "STREAMING: the wait between two requests; refused (BATCH only)"),
+    Option("poll_interval_millis", INT, None,
+           "STREAMING: the wait between two polls, in milliseconds (default: the job's read interval)"),
     Option("enable_multi_lines", BOOL, False, "refused when true: the answer is read as one JSON document"),
     *schema_options(),      # the rows' fields (format = json)
 )

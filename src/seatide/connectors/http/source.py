@@ -16,8 +16,9 @@ With ``pageing.page_field`` the request is sent once per page, the page number i
 parameter, from ``start_page_number``: up to page ``total_page_size`` when it is given, else
 until a page holds fewer rows than ``batch_size`` (or none at all).
 
-BATCH jobs without ``checkpoint.interval`` only, for now: a STREAMING job (which polls,
-``poll_interval_millis``) or one with checkpoints is refused when it starts.
+A BATCH job without ``checkpoint.interval`` reads on the driver; with checkpoints, and in
+STREAMING, the endpoint is polled by micro-batches (``poll_stream``): once for a BATCH job, every
+``poll_interval_millis`` (default: the job's read interval) in STREAMING.
 """
 
 from __future__ import annotations
@@ -58,10 +59,8 @@ class HttpSource(Source):
     def check(self) -> None:
         opts = self.opts
         check_request(self)
-        if opts["poll_interval_millis"] is not None:
-            raise self.invalid("poll_interval_millis", "option 'poll_interval_millis' polls in STREAMING jobs, "
-                                                       "which the Http source does not run yet: it reads BATCH "
-                                                       "jobs; remove poll_interval_millis")
+        if opts["poll_interval_millis"] is not None and opts["poll_interval_millis"] < 1:
+            raise self.invalid("poll_interval_millis", "option 'poll_interval_millis' must be 1 or more milliseconds")
         if opts["enable_multi_lines"]:
             raise self.invalid("enable_multi_lines", "option 'enable_multi_lines = true' is not supported: the "
                                                      "answer is read as one JSON document; remove it")
@@ -108,12 +107,11 @@ class HttpSource(Source):
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
 
-        if ctx.micro_batch or ctx.unbounded:
-            raise HttpSourceError("Http source: reads BATCH jobs without checkpoint.interval (STREAMING, which "
-                                  "polls with poll_interval_millis, is not supported yet); set job.mode = BATCH "
-                                  "and remove checkpoint.interval")
-        pages = [(p,) for p in self.pages()]
-        raw = ctx.spark.createDataFrame(pages, T.StructType([T.StructField("value", T.StringType())]))
+        if ctx.micro_batch:
+            raw = self._polled(ctx)
+        else:
+            raw = ctx.spark.createDataFrame([(p,) for p in self.pages()],
+                                            T.StructType([T.StructField("value", T.StringType())]))
         if self.opts["format"] == "text":
             df = raw.select(F.col("value").alias("content"))
         else:
@@ -123,6 +121,22 @@ class HttpSource(Source):
             parsed = raw.select(F.inline(F.from_json(F.col("value"), T.ArrayType(struct), {"mode": "PERMISSIVE"})))
             df = parsed.select(*[F.col(f"`{f.name}`") for f in struct.fields])
         return df.withColumn(ROW_KIND_COLUMN, F.lit(0).cast("tinyint"))
+
+    def _polled(self, ctx: ReadContext):
+        """The stream of pages the endpoint answers, polled (``poll_stream``)."""
+        from seatide.connectors.http.poll_stream import SOURCE_NAME, HttpPollDataSource
+        from seatide.plugin.base import use_python_data_source
+
+        use_python_data_source(ctx.spark, HttpPollDataSource)
+        interval = self.opts["poll_interval_millis"] or ctx.read_interval_ms
+        options = {"options_json": json.dumps(self.raw_options), "interval_ms": str(interval),
+                   "bounded": "false" if ctx.unbounded else "true"}
+        return ctx.spark.readStream.format(SOURCE_NAME).options(**options).schema("value string").load()
+
+    @property
+    def raw_options(self) -> dict:
+        """The options as given, to make the same source again on a Python worker."""
+        return {key: self.opts[key] for key in (o.key for o in SOURCE) if self.opts[key] is not None}
 
     def pages(self) -> list[str]:
         """Every page read, as text: its body (text), or its rows as a JSON array (json)."""
@@ -183,4 +197,13 @@ class HttpSource(Source):
         return rows
 
 
-__all__ = ["HttpSource", "HttpSourceError"]
+def source_from_options(options: dict) -> HttpSource:
+    """The source the options make, checked (on a Python worker of a micro-batch)."""
+    from seatide.plugin.options import read_options
+
+    source = HttpSource(read_options(options, SOURCE))
+    source.check()
+    return source
+
+
+__all__ = ["HttpSource", "HttpSourceError", "source_from_options"]
