@@ -72,11 +72,11 @@ class HttpPollReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [Poll(n) for n in range(int(start["poll"]) + 1, int(end["poll"]) + 1)]
 
     def read(self, partition: Poll) -> Iterator[tuple]:
-        from seatide.connectors.http.source import source_from_options
+        from seatide.connectors.http.answers import reader_from_options
         from seatide.plugin.base import PermanentError, permanent_in_worker
 
         try:
-            pages = source_from_options(json.loads(self.options["options_json"])).pages()
+            pages = reader_from_options(json.loads(self.options["options_json"])).pages()
         except PermanentError as exc:       # a 4xx: the driver fails the job, not retries it
             raise permanent_in_worker(str(exc)) from None
         for page in pages:

@@ -24,16 +24,13 @@ STREAMING, the endpoint is polled by micro-batches (``poll_stream``): once for a
 from __future__ import annotations
 
 import json
-import logging
 
-from seatide.connectors.http.client import Endpoint, HttpAnswerError, shown_url
+from seatide.connectors.http.answers import PageReader
 from seatide.connectors.http.options import SOURCE, check_request
 from seatide.plugin.base import PermanentError, ReadContext, Source
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
 from seatide.plugin.schema import Schema, read_schema
-
-log = logging.getLogger(__name__)
 
 
 class HttpSourceError(PermanentError):
@@ -73,13 +70,14 @@ class HttpSource(Source):
                                                 "age = int } } (or format = text: the body as one field, content)")
         if opts["format"] == "text" and (opts["json_field"] is not None or opts["content_field"] is not None):
             raise self.invalid("format", "content_field and json_field choose rows in JSON: set format = json")
-        self._paths = {str(name): _jsonpath(self, f"json_field.{name}", str(path))
-                       for name, path in (opts["json_field"] or {}).items()}
-        missing = [n for n in self._paths if self._catalog and n not in self._catalog.struct.fieldNames()]
+        paths = [str(name) for name, path in (opts["json_field"] or {}).items()
+                 if _jsonpath(self, f"json_field.{name}", str(path))]
+        missing = [n for n in paths if self._catalog and n not in self._catalog.struct.fieldNames()]
         if missing:
             raise self.invalid("json_field", f"json_field names {', '.join(missing)}, which schema.fields does not "
                                              "declare")
-        self._content = _jsonpath(self, "content_field", opts["content_field"]) if opts["content_field"] else None
+        if opts["content_field"]:
+            _jsonpath(self, "content_field", opts["content_field"])
         if opts["body"] is not None:
             try:
                 json.loads(opts["body"])
@@ -129,81 +127,14 @@ class HttpSource(Source):
 
         use_python_data_source(ctx.spark, HttpPollDataSource)
         interval = self.opts["poll_interval_millis"] or ctx.read_interval_ms
-        options = {"options_json": json.dumps(self.raw_options), "interval_ms": str(interval),
+        given = {key: self.opts[key] for key in (o.key for o in SOURCE) if self.opts[key] is not None}
+        options = {"options_json": json.dumps(given), "interval_ms": str(interval),
                    "bounded": "false" if ctx.unbounded else "true"}
         return ctx.spark.readStream.format(SOURCE_NAME).options(**options).schema("value string").load()
 
-    @property
-    def raw_options(self) -> dict:
-        """The options as given, to make the same source again on a Python worker."""
-        return {key: self.opts[key] for key in (o.key for o in SOURCE) if self.opts[key] is not None}
-
     def pages(self) -> list[str]:
         """Every page read, as text: its body (text), or its rows as a JSON array (json)."""
-        opts = self.opts
-        endpoint = Endpoint(opts, "Http source")
-        body = opts["body"].encode("utf-8") if opts["body"] is not None else None
-        field, total, size = opts["pageing.page_field"], opts["pageing.total_page_size"], opts["pageing.batch_size"]
-        params = {str(k): str(v) for k, v in (opts["params"] or {}).items()}
-        out: list[str] = []
-        count = 0
-        page = opts["pageing.start_page_number"]
-        try:
-            while True:
-                if field:
-                    params[field] = str(page)
-                answer = endpoint.send(opts["method"], opts["url"], params=params or None, body=body)
-                rows = self._rows(answer.text, shown_url(opts["url"], params))
-                if rows:
-                    out.append(answer.text if opts["format"] == "text" else json.dumps(rows))
-                    count += len(rows)
-                if not field or not rows or (total is not None and page >= total) or \
-                        (total is None and size is not None and len(rows) < size):
-                    break
-                page += 1
-        finally:
-            endpoint.close()
-        log.info("Http source: %d rows in %d pages from %s", count, len(out), shown_url(opts["url"]))
-        return out
-
-    def _rows(self, text: str, where: str) -> list:
-        """The rows of one answer: the body itself (text), or its rows' objects (json)."""
-        if self.opts["format"] == "text":
-            return [text] if text else []
-        try:
-            document = json.loads(text)
-        except ValueError as exc:
-            raise HttpAnswerError(f"Http source: {where} answered with a body that is not JSON ({exc}): "
-                                  f"{text[:200]!r}; use format = text to read it as it is") from None
-        if self._paths:
-            columns = {name: [m.value for m in path.find(document)] for name, path in self._paths.items()}
-            counts = {len(values) for values in columns.values()}
-            if len(counts) > 1:
-                raise HttpAnswerError(f"Http source: {where}: the json_field paths match different numbers of "
-                                      "values (" + ", ".join(f"{n}: {len(v)}" for n, v in columns.items())
-                                      + "), so they cannot be zipped into rows")
-            names = list(columns)
-            rows = [dict(zip(names, values)) for values in zip(*columns.values())]
-        elif self._content is not None:
-            rows = [m.value for m in self._content.find(document)]
-            if len(rows) == 1 and isinstance(rows[0], list):
-                rows = rows[0]
-        else:
-            rows = document if isinstance(document, list) else [document]
-        strange = next((r for r in rows if not isinstance(r, dict)), None)
-        if strange is not None:
-            raise HttpAnswerError(f"Http source: {where}: a row is {json.dumps(strange)[:100]}, not a JSON object; "
-                                  "choose the objects with content_field (e.g. $.data.*) or json_field")
-        return rows
+        return PageReader(self.opts).pages()
 
 
-def source_from_options(options: dict) -> HttpSource:
-    """The source the options make, checked (on a Python worker of a micro-batch)."""
-    from seatide.plugin.options import read_options
-
-    source = HttpSource(read_options(options, SOURCE))
-    source.check()
-    return source
-
-
-__all__ = ["HttpSource", "HttpSourceError", "source_from_options"]
+__all__ = ["HttpSource", "HttpSourceError"]
