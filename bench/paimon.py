@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "src"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from side_by_side import write_results  # noqa: E402
+from side_by_side import sample_rows as frame, write_results  # noqa: E402
 
 from seatide.connectors.paimon.sink import PaimonSink  # noqa: E402
 from seatide.plugin.base import SinkContext  # noqa: E402
@@ -41,15 +41,6 @@ from seatide.runtime.session import build_session  # noqa: E402
 from seatide.runtime.sink_runs import sink_run  # noqa: E402
 
 GOAL = 1.2
-
-
-def frame(spark, rows: int):
-    from pyspark.sql import functions as F
-
-    return (spark.range(0, rows, numPartitions=2)
-            .withColumn("name", F.concat(F.lit("name-"), F.col("id").cast("string")))
-            .withColumn("value", F.col("id") * 0.5)
-            .withColumn("__row_kind", F.lit(0).cast("tinyint")))
 
 
 def with_pypaimon(spark, warehouse: str, rows: int, keyed: bool) -> float:

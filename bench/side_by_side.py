@@ -13,6 +13,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 
 
+def sample_rows(spark, rows: int):
+    """The sink benches' input: id bigint, name string, value double, insert rows (spark.range-based,
+    two partitions), the same for SeaTide and for the library used by hand."""
+    from pyspark.sql import functions as F
+
+    return (spark.range(0, rows, numPartitions=2)
+            .withColumn("name", F.concat(F.lit("name-"), F.col("id").cast("string")))
+            .withColumn("value", F.col("id") * 0.5)
+            .withColumn("__row_kind", F.lit(0).cast("tinyint")))
+
+
 def median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 

@@ -22,6 +22,7 @@ from seatide.connectors.iceberg.sink import IcebergSink
 from seatide.connectors.jdbc.sink import JdbcSink
 from seatide.connectors.jdbc.url import JdbcUrl
 from seatide.connectors.paimon.sink import PaimonSink
+from seatide.connectors.redis.sink import RedisSink
 from seatide.plugin.options import read_options
 
 
@@ -194,6 +195,44 @@ class IcebergSystem(TargetSystem):
 
     def staging_left(self, target: str) -> list[str]:
         return []        # staged files of undecided batches are named by no snapshot (orphans to Iceberg)
+
+
+class RedisSystem(TargetSystem):
+    """A list of a private redis-server (one per module), each row a JSON object pushed to it: a
+    row written twice shows (RPUSH is not idempotent). No save modes; other writers push too."""
+
+    def __init__(self, server):
+        super().__init__("Redis", {})
+        self.server = server
+
+    def new_target(self) -> str:
+        return f"t_{secrets.token_hex(3)}"
+
+    def sink(self, target: str, **options):
+        return RedisSink(read_options({"host": "127.0.0.1", "port": self.server.port, "key": target,
+                                       "data_type": "list", **options}, RedisSink.options))
+
+    def read(self, target: str) -> list[int]:
+        import json
+
+        client = self.server.client()
+        try:
+            return sorted(json.loads(v)["id"] for v in client.lrange(target, 0, -1))
+        finally:
+            client.close()
+
+    def put(self, target: str, ids) -> None:
+        import json
+
+        client = self.server.client()
+        try:
+            for i in ids:
+                client.rpush(target, json.dumps({"id": i, "name": f"other {i}"}))
+        finally:
+            client.close()
+
+    def staging_left(self, target: str) -> list[str]:
+        return []        # nothing is staged: a batch and its record go in one MULTI/EXEC
 
 
 JDBC_SERVERS = {       # context name -> (URL template, user): the running servers' test users

@@ -16,14 +16,16 @@ import pytest
 from seatide import failpoints
 from seatide.plugin.base import PermanentError
 from seatide.store.db import AttemptFenced, open_store
+from seatide.testing.redis_server import PrivateRedis
 from tests.connectors.hive_server import hive_metastore
 from tests.contract.harness import Pipeline, Zombie, changes, routes, rows, tables
-from tests.contract.systems import HiveSystem, IcebergSystem, JdbcSystem, LocalFileSystem, PaimonSystem, jdbc_database
+from tests.contract.systems import (HiveSystem, IcebergSystem, JdbcSystem, LocalFileSystem, PaimonSystem, RedisSystem,
+                                    jdbc_database)
 
 pytestmark = pytest.mark.spark
 __all__ = ["hive_metastore"]
 
-SINKS = ["LocalFile", "Hive", "Paimon", "PostgreSQL", "MariaDB", "Iceberg"]
+SINKS = ["LocalFile", "Hive", "Paimon", "PostgreSQL", "MariaDB", "Iceberg", "Redis"]
 KEYED = ["PostgreSQL-keyed", "MariaDB-keyed"]      # contexts of the cases about changes applied by key
 OLD = [900, 901]          # rows in a target before the job: not the job's
 
@@ -55,8 +57,17 @@ def make_system(name: str, request, tmp_path):
         return LocalFileSystem(str(tmp_path))
     if name == "Iceberg":
         return IcebergSystem(str(tmp_path))
+    if name == "Redis":
+        return RedisSystem(request.getfixturevalue("redis_server"))
     server = name.removesuffix("-keyed")
     return JdbcSystem(server, request.getfixturevalue(f"{server.lower()}_database"), keyed=name.endswith("-keyed"))
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory):
+    server = PrivateRedis(str(tmp_path_factory.mktemp("contract-redis")))
+    yield server
+    server.stop()
 
 
 @pytest.fixture(params=SINKS)
@@ -232,7 +243,8 @@ def save_mode_cases():
     cases = []
     for name in SINKS:
         modes = {"LocalFile": LocalFileSystem(""), "Hive": HiveSystem(None), "Paimon": PaimonSystem(""),
-                 "Iceberg": IcebergSystem(""), "PostgreSQL": JdbcSystem("PostgreSQL", ""), "MariaDB": JdbcSystem("MariaDB", "")}[name].save_modes
+                 "Iceberg": IcebergSystem(""), "PostgreSQL": JdbcSystem("PostgreSQL", ""), "MariaDB": JdbcSystem("MariaDB", ""),
+                 "Redis": RedisSystem(None)}[name].save_modes
         cases += [pytest.param(name, mode, id=f"{name}-{mode}") for mode in modes]
     return cases
 

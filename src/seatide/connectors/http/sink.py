@@ -12,7 +12,7 @@ from __future__ import annotations
 from seatide import failpoints
 from seatide.connectors.http.client import Endpoint
 from seatide.connectors.http.options import SINK, check_request
-from seatide.connectors.redis.commands import rows_as_json
+from seatide.connectors.json_rows import rows_as_json
 from seatide.plugin.base import Batch, Sink, SinkContext
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ROW_SEQ_COLUMN

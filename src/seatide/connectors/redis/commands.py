@@ -25,11 +25,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from seatide.plugin.rowkind import ROW_KIND_COLUMN, ROW_SEQ_COLUMN, RowKind, user_columns
+from seatide.plugin.rowkind import RowKind
 
-# Spark's JSON writer, set to SeaTunnel's text of dates and times.
-JSON_OPTIONS = {"dateFormat": "yyyy-MM-dd", "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
-                "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS", "ignoreNullFields": "false"}
 REMOVING = (RowKind.DELETE, RowKind.UPDATE_BEFORE)
 
 
@@ -39,28 +36,6 @@ class Command:
     remove: bool
     key: bytes
     value: str          # the row's JSON object
-
-
-def rows_as_json(df, key_option: str, route: int):
-    """``df``'s rows as (route, kind, seq, key, json) columns, computed by Spark."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    from seatide.plugin.types import map_keys_as
-
-    types = {f.name: f.dataType for f in df.schema.fields}
-    fields = []
-    for name in user_columns(df.columns):
-        column = F.col(f"`{name}`")
-        if isinstance(types[name], T.NullType):
-            column = column.cast("string")
-        fields.append(map_keys_as(column, types[name], to_text=True).alias(name))
-    key = F.col(f"`{key_option}`").cast("string") if key_option in df.columns else F.lit(key_option)
-    kind = F.col(ROW_KIND_COLUMN) if ROW_KIND_COLUMN in df.columns else F.lit(int(RowKind.INSERT))
-    seq = F.col(ROW_SEQ_COLUMN) if ROW_SEQ_COLUMN in df.columns else F.lit(None).cast("long")
-    value = F.to_json(F.struct(*fields), JSON_OPTIONS) if fields else F.lit("{}")
-    return df.select(F.lit(route).alias("route"), kind.cast("int").alias("kind"), seq.alias("seq"),
-                     key.alias("key"), value.alias("value"))
 
 
 def hash_fields(value: str) -> dict[str, str]:
@@ -107,4 +82,4 @@ def queue(pipe, command: Command, expire: int) -> None:
         pipe.expire(key, expire)
 
 
-__all__ = ["Command", "JSON_OPTIONS", "REMOVING", "hash_fields", "queue", "rows_as_json"]
+__all__ = ["Command", "REMOVING", "hash_fields", "queue"]

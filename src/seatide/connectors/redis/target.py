@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 
 from seatide import failpoints
-from seatide.connectors.redis.commands import REMOVING, Command, queue, rows_as_json
+from seatide.connectors.json_rows import rows_as_json
+from seatide.connectors.redis.commands import REMOVING, Command, queue
 from seatide.connectors.redis.options import RedisError, connect
 from seatide.plugin.base import Batch, PermanentError
 from seatide.plugin.rowkind import ROW_SEQ_COLUMN
@@ -66,7 +67,7 @@ class RedisTarget(Target):
                     pipe.watch(record, *typed)
                     done = pipe.hget(record, field)
                     if done is not None:        # written by an earlier attempt (or a zombie that won)
-                        return {"rows": int(done), "total_rows": total + int(done)}
+                        return {"rows": int(done), "total_rows": total + int(done), "replayed": True}
                     self._check_types(pipe, commands, typed)
                     batch.fence()
                     pipe.multi()
