@@ -7,7 +7,7 @@ from seatide.connectors.iceberg.merge_on_read import MODE_PROPERTIES, MODES
 from seatide.connectors.iceberg.spec import IcebergSinkSpec, split_keys
 from seatide.connectors.iceberg.writer import IcebergTablesWriter, IcebergWriter
 from seatide.plugin.base import Sink, SinkContext, SinkWriter
-from seatide.plugin.options import BOOL, INT, OBJECT, REQUIRED, STRING, Option, enum
+from seatide.plugin.options import BOOL, INT, OBJECT, REQUIRED, STRING, Option, enum, flatten
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ALL_KINDS, INSERT_ONLY
 
@@ -149,7 +149,7 @@ class IcebergSink(Sink):
     def table_defaults(cls, body: dict, table, multi_table: bool) -> dict:
         """On a multi-table input, no ``iceberg.table.primary-keys`` means each table's own primary
         key (none: its rows are appended), as SeaTunnel's Iceberg sink takes it from the table."""
-        if not multi_table or table is None or body.get("iceberg.table.primary-keys") is not None:
+        if not multi_table or table is None or flatten(body).get("iceberg.table.primary-keys") is not None:
             return body
         if table.primary_key is None:
             return body

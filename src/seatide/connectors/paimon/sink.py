@@ -56,7 +56,7 @@ class PaimonSink(Sink):
     @classmethod
     def table_defaults(cls, body: dict, table, multi_table: bool) -> dict:
         """No ``paimon.table.primary-keys``: the input's primary key (SeaTunnel creates the table with it)."""
-        if table is None or table.primary_key is None or body.get("paimon.table.primary-keys") is not None:
+        if table is None or table.primary_key is None or flatten(body).get("paimon.table.primary-keys") is not None:
             return body
         return {**body, "paimon.table.primary-keys": ",".join(table.primary_key.columns)}
 
