@@ -18,6 +18,7 @@ import time
 import pytest
 from sqlalchemy import insert, select, update
 
+from seatide import failpoints
 from seatide.config.loader import load_job_text
 from seatide.connectors.postgres_cdc import slot
 from seatide.coordinator.cleanup import due_results, reconcile_cleanup
@@ -171,3 +172,29 @@ def test_a_stale_releasing_row_never_drops_the_slot_of_a_fresh_resume(store, tmp
     assert _slots(private_postgres, prefix) == [name], "the stale release dropped the fresh incarnation's slot"
     with private_postgres.connect() as conn:
         slot.drop(conn, name)
+
+
+def test_a_cleanup_that_fails_at_the_door_removes_nothing_and_is_taken_again(store, tmp_path, monkeypatch):
+    """A step that fails as it enters the door (``coordinator.destructive_step``: the store gone,
+    the leader killed there) has removed nothing and recorded nothing: the result stays DIRTY,
+    and the next pass cleans the run up."""
+    submit(store, tmp_path)
+    checkpoint = _dir(store)
+    _make_checkpoint(checkpoint)
+    _end(store, "FINISHED", "DIRTY")
+    lease = _leader(store, "c1")
+    [due] = due_results(store, time.time() + 60)
+    monkeypatch.setitem(failpoints._POINTS, "coordinator.destructive_step", "raise")
+    try:
+        reconcile_cleanup(store, lease.epoch, "coordinator:c1", due, [].append)
+    except failpoints.FailpointError:
+        pass            # (a pass that records the failure as a retry goes on too)
+    assert os.path.isfile(os.path.join(checkpoint, "seatide.json"))
+    with store.read() as conn:
+        assert conn.execute(select(s.job_results.c.cleanup)).scalar() == "DIRTY"
+    monkeypatch.delitem(failpoints._POINTS, "coordinator.destructive_step")
+    [due] = due_results(store, time.time() + 3600)          # past any retry delay it was given
+    reconcile_cleanup(store, lease.epoch, "coordinator:c1", due, [].append)
+    assert not os.path.exists(os.path.join(checkpoint, "seatide.json"))
+    with store.read() as conn:
+        assert conn.execute(select(s.job_results.c.cleanup)).scalar() != "DIRTY"

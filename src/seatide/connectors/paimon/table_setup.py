@@ -98,7 +98,7 @@ def drop_if_same(catalog, database: str, name: str, decided: dict, fence: Callab
     log.info("Paimon sink: dropped table %s.%s (RECREATE_SCHEMA)", database, name)
 
 
-_DROPPED = "SEATIDE_DROPPED"
+_DROPPED = "dropped-by-seatide"    # the marker file that keeps a tombstone non-empty
 
 
 def _local(path: str) -> str:
