@@ -68,7 +68,7 @@ class RedisTarget(Target):
                     done = pipe.hget(record, field)
                     if done is not None:        # written by an earlier attempt (or a zombie that won)
                         return {"rows": int(done), "total_rows": total + int(done), "replayed": True}
-                    self._check_types(pipe, commands, typed)
+                    self._check_types(client, commands, typed)
                     batch.fence()
                     pipe.multi()
                     expire = int(self.opts["expire"])
@@ -110,10 +110,15 @@ class RedisTarget(Target):
         return commands
 
     @staticmethod
-    def _check_types(pipe, commands: list[Command], typed: list[bytes]) -> None:
+    def _check_types(client, commands: list[Command], typed: list[bytes]) -> None:
+        """After the WATCH: a change to any of these keys from now on fails the EXEC, so their types
+        are asked in one round trip of a plain pipeline (a batch may write thousands of keys)."""
         wanted = {c.key: c.data_type for c in commands if c.data_type != "key"}
-        for key in typed:
-            held = pipe.type(key)
+        with client.pipeline(transaction=False) as types:
+            for key in typed:
+                types.type(key)
+            held_types = types.execute()
+        for key, held in zip(typed, held_types):
             if held not in (b"none", REDIS_TYPES[wanted[key]]):
                 raise PermanentError(f"Redis sink: key {key.decode('utf-8', 'replace')!r} holds a "
                                      f"{held.decode()}, and data_type = {wanted[key]} writes a "
