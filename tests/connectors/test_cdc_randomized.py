@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.soak_seeds import soak_seeds
+
 from seatide.testing.cdc_check import mysql_endpoint, postgres_endpoint, run_check
 
 pytestmark = pytest.mark.spark
@@ -32,7 +34,7 @@ def test_target_equals_source_after_random_transactions_and_crashes(spark, priva
 
 
 @pytest.mark.soak
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", soak_seeds(1, 2, 3))
 @pytest.mark.parametrize("upsert", [True, False], ids=["upsert", "plain"])
 @pytest.mark.parametrize("kind", ["postgres", "mysql"])
 def test_target_equals_source_after_many_random_transactions(spark, private_postgres, private_mariadb, tmp_path,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.soak_seeds import soak_seeds
+
 from seatide.testing.cdc_check import mysql_endpoint, postgres_endpoint
 from seatide.testing.cdc_shapes_mysql import run_mysql_shapes
 
@@ -28,7 +30,7 @@ def test_merged_targets_equal_their_sources_after_random_sessions_and_crashes(sp
 
 @pytest.mark.soak
 @pytest.mark.timeout(3600)
-@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+@pytest.mark.parametrize("seed", soak_seeds(1, 2, 3, 4))
 @pytest.mark.parametrize("merged", [False, True], ids=["a-target-each", "merged"])
 def test_every_target_equals_its_source_after_many_random_sessions(spark, private_mariadb, tmp_path, merged, seed):
     run_mysql_shapes(spark, mysql_endpoint(private_mariadb.port, "test"), SHARED_POSTGRES, seed=seed,

@@ -11,6 +11,8 @@ import random
 
 import pytest
 
+from tests.soak_seeds import soak_seeds
+
 from seatide.testing.cdc_check import postgres_endpoint
 from seatide.testing.cdc_shapes_pg import MEGABYTE_DOC, Shard, ShapesWorkload
 from seatide.testing.cdc_shapes_pg_check import run_script, run_shapes_check
@@ -31,7 +33,7 @@ def test_every_target_equals_its_source_after_random_shapes_and_crashes(spark, p
 
 @pytest.mark.soak
 @pytest.mark.timeout(3600)
-@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+@pytest.mark.parametrize("seed", soak_seeds(1, 2, 3, 4))
 @pytest.mark.parametrize("merged", [False, True], ids=["a-target-each", "merged"])
 def test_every_target_equals_its_source_after_many_random_shapes(spark, private_postgres, tmp_path, merged, seed):
     run_shapes_check(spark, postgres_endpoint(private_postgres.port, "postgres"), SHARED_POSTGRES, seed=seed,

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.soak_seeds import soak_seeds
+
 from seatide.testing.cdc_check import postgres_endpoint
 from seatide.testing.cdc_shapes_pg_job import run_shapes_job_check
 
@@ -16,7 +18,7 @@ pytestmark = pytest.mark.cluster
 
 @pytest.mark.soak
 @pytest.mark.timeout(3600)
-@pytest.mark.parametrize("seed", [5, 6])
+@pytest.mark.parametrize("seed", soak_seeds(5, 6))
 def test_every_target_equals_its_source_through_driver_kills(tmp_path, private_postgres, seed):
     outcome = run_shapes_job_check(postgres_endpoint(private_postgres.port, "postgres"), postgres_endpoint(5432, "test"),
                                    seed=seed, transactions=150, kills=4, workdir=str(tmp_path), megabytes=0.05,
