@@ -29,7 +29,6 @@ The store write that ends a step (``MarkClean``, ``Forget``) comes last.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -41,11 +40,11 @@ from sqlalchemy import and_, delete, select, update
 from seatide import failpoints
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now, store_now
+from seatide.coordinator.source_release import release_sources
 from seatide.coordinator.door import (DecidedFor, StepOverruled, current_run, destructive_step, fenced_read,
                                       owned_paths, result_of_run)
 from seatide.store.db import NotLeader, Store, record_event
 from seatide.store.jobs import forget_job
-from seatide.store.runs import run_key
 from seatide.store.states import CleanupState, JobStatus
 
 log = logging.getLogger(__name__)
@@ -238,7 +237,7 @@ def apply_cleanup(store: Store, epoch: int, actor: str, result, effects: list[Cl
                 case KillAttempt(attempt):
                     kill_attempt(attempt)
                 case ReleaseSources():
-                    release_sources(store, result)
+                    release_sources(conn, result)
                 case RemoveCheckpoints(paths, with_job_root):
                     _remove_checkpoints(result, owned_paths(decided, paths), with_job_root)
                 case MarkClean(removed, newer):
@@ -308,27 +307,3 @@ def _remove_if_empty(path: str) -> None:
         os.rmdir(path)
     except OSError:
         pass
-
-
-def release_sources(store: Store, result) -> None:
-    """Let each source drop what it created outside Spark for this job (idempotent). ``result``:
-    a job result, or a jobs row (a release: coordinator/release.py), with its run's config."""
-    from seatide.config.loader import ConfigError, load_job_text
-
-    job = result       # the run's own config, kept with its result (a later run may have replaced the job row)
-    if result.config is None:      # a result from before revision 0011
-        with store.read() as conn:
-            job = conn.execute(select(s.jobs.c.config, s.jobs.c.variables).where(
-                s.jobs.c.job_id == result.job_id)).first()
-    if job is None:
-        return
-    variables = json.loads(job.variables or "{}")
-    try:
-        config = load_job_text(job.config, variables, source_name=f"job {result.job_id}")
-    except ConfigError as exc:   # e.g. a plugin this version no longer has: nothing of it to release
-        from seatide.secrets import mask_message, secret_values
-        log.warning("job %s: sources not released, its config no longer loads: %s", result.job_id,
-                    mask_message(str(exc), secret_values(job.config, variables)))
-        return
-    for spec in config.sources:
-        spec.plugin.release(run_key(result.job_id, result.run_id))

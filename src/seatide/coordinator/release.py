@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import and_, delete, exists, select, update
 
+from seatide.coordinator.source_release import release_sources
 from seatide.coordinator.door import DecidedFor, StepOverruled, destructive_step, job_at
 from seatide.store import schema as s
 from seatide.store.clock import store_now
@@ -78,8 +79,7 @@ class Releaser:
             decided = DecidedFor(job.job_id, job.run_id, job.incarnation)
             try:
                 with destructive_step(self.store, epoch, decided, job_at(release=RELEASING)) as opened:
-                    from seatide.coordinator.cleanup import release_sources
-                    release_sources(self.store, job)
+                    release_sources(opened.conn, job)
                     _done(opened.conn, epoch, self.actor, job)
             except StepOverruled as exc:
                 raise ReleaseOverruled(str(exc)) from None

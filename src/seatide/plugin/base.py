@@ -167,11 +167,20 @@ class Source(Plugin):
         """
         return None
 
-    def release(self, job_id: str) -> None:
+    def shared_names(self) -> tuple[str, ...]:
+        """Names of what the source holds outside Spark that the user chose (``slot.name``)
+        rather than SeaTide from the job and run: every run naming them may be reading through
+        them. The default: none."""
+        return ()
+
+    def release(self, job_id: str, keep: frozenset[str] = frozenset(), within_s: float = 10.0) -> None:
         """Drop what the source created outside Spark for ``job_id`` (a replication slot).
 
         Called by the leader's cleanup once the job's checkpoints are removed for good, so
-        nothing can resume from them any more; must be idempotent.
+        nothing can resume from them any more, or by its release; must be idempotent. ``keep``:
+        shared names another run still names (``coordinator/source_release.py``), not dropped.
+        ``within_s``: answer (or raise) within about this long: the leader holds its store's
+        door meanwhile, and tries again later.
         """
 
 

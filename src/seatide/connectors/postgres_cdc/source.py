@@ -331,12 +331,18 @@ class PostgresCdcSource(Source):
         size, wal_status = found
         return HeldPosition(name, size, lost=wal_status == "lost", state=wal_status)
 
-    def release(self, job_id: str) -> None:
-        """Drop the job's slot and publication; nothing to do when they are already gone."""
-        with self.connect() as conn:
+    def shared_names(self) -> tuple[str, ...]:
+        return (self.opts["slot.name"],) if self.opts["slot.name"] else ()
+
+    def release(self, job_id: str, keep: frozenset[str] = frozenset(), within_s: float = 10.0) -> None:
+        """Drop the job's slot and publication; nothing to do when they are already gone. A slot
+        a walsender still holds after ``within_s`` is left, with ``ObjectInUse`` raised."""
+        with self.connect(max(1, int(within_s))) as conn:
+            conn.execute(f"SET statement_timeout = {max(1, int(within_s * 1000))}")
             names = [self.opts["slot.name"]] if self.opts["slot.name"] else slot.names_of_job(conn, job_id)
             for name in names:
-                slot.drop(conn, name)
+                if name not in keep:
+                    slot.drop(conn, name, wait_s=within_s)
 
 
 def _shape(known: dict | None, name: str):

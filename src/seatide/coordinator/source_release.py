@@ -1,0 +1,88 @@
+"""What a run's sources hold outside Spark (a replication slot), dropped through the door.
+
+Called by the cleanup, the history expiry and the release (``coordinator/cleanup.py``,
+``coordinator/release.py``), always inside ``door.destructive_step``'s transaction, which has
+checked that the run the step was decided for is still the one it acts on.
+
+Names SeaTide makes carry the job and the run (``store/runs.py``): no other run can hold them,
+and the run fence is all they need. A name the user chose (``slot.name``: ``Source.shared_names``)
+is the same in every run that names it, a newer run of the job id as much as another job. So
+such a name is kept (not dropped) while any other run whose row is in the store names it and has
+not been released: the job id's current run when the step is for an earlier one, or any other
+job's. That is read on the door's connection, in the door's transaction: a resubmission or a
+resume writes the job row the door holds (on SQLite, any write waits for it).
+
+The door's transaction holds the job row (and on SQLite the whole store's write lock), and the
+leader's tick, its lease renewal among it, waits for the step: so a source answers within
+``OUTSIDE_WAIT_S`` (a slot still held by a walsender past it: the step fails and is retried
+later, the slot untouched) rather than wait for a slot to come free inside the lock.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from sqlalchemy import and_, or_, select
+from sqlalchemy.engine import Connection
+
+from seatide.store import schema as s
+from seatide.store.runs import run_key
+
+log = logging.getLogger(__name__)
+
+# How long one source may take to release, inside the door. Well under the self-fence (6 s,
+# runtime/heartbeat.py) and the lease (2 s ttl, renewed every 0.5 s, by the same thread).
+OUTSIDE_WAIT_S = 10.0
+
+
+def release_sources(conn: Connection, result) -> None:
+    """Let each source drop what it created outside Spark for the run (idempotent). ``result``:
+    a job result, or a jobs row (a release), with its run's config; ``conn``: the door's."""
+    job = result       # the run's own config, kept with its result (a later run may have replaced the job row)
+    if result.config is None:      # a result from before revision 0011
+        job = conn.execute(select(s.jobs.c.config, s.jobs.c.variables).where(
+            s.jobs.c.job_id == result.job_id)).first()
+    if job is None:
+        return
+    sources = _sources(result.job_id, job.config, job.variables)
+    for spec in sources:
+        kept = _claimed_elsewhere(conn, result, spec.plugin.shared_names())
+        if kept:
+            log.info("job %s run %s: %s kept, another run still names it", result.job_id, result.run_id,
+                     ", ".join(sorted(kept)))
+        spec.plugin.release(run_key(result.job_id, result.run_id), keep=kept, within_s=OUTSIDE_WAIT_S)
+
+
+def _sources(job_id: str, config_text: str, variables_json: str | None) -> list:
+    from seatide.config.loader import ConfigError, load_job_text
+
+    variables = json.loads(variables_json or "{}")
+    try:
+        return load_job_text(config_text, variables, source_name=f"job {job_id}").sources
+    except ConfigError as exc:   # e.g. a plugin this version no longer has: nothing of it to release
+        from seatide.secrets import mask_message, secret_values
+        log.warning("job %s: sources not released, its config no longer loads: %s", job_id,
+                    mask_message(str(exc), secret_values(config_text, variables)))
+        return []
+
+
+def _claimed_elsewhere(conn: Connection, result, names: tuple[str, ...]) -> frozenset[str]:
+    """Those of ``names`` that another run in the store names too, unless that run is released or
+    being released (RELEASING: it drops them itself, and no resume lands before it is done).
+
+    Only the jobs rows count: a job id's earlier runs are dead once it was submitted again (they
+    can never resume). A row is loaded only when its config or
+    variables spell the name (a name built from pieces is missed: see docs/operations.md)."""
+    if not names:
+        return frozenset()
+    j = s.jobs.c
+    spelled = or_(*[column.contains(name, autoescape=True) for name in names for column in (j.config, j.variables)])
+    others = conn.execute(select(j.job_id, j.run_id, j.config, j.variables).where(and_(
+        spelled, or_(j.release.is_(None), j.release == "REQUESTED"),
+        ~and_(j.job_id == result.job_id, j.run_id.is_not_distinct_from(result.run_id))))).all()
+    claimed: set[str] = set()
+    for other in others:
+        for spec in _sources(other.job_id, other.config, other.variables):
+            claimed.update(set(names) & set(spec.plugin.shared_names()))
+    return frozenset(claimed)

@@ -1,0 +1,109 @@
+"""A replication slot the user names (``slot.name``) is shared by every run that names it.
+
+Slot names SeaTide makes carry the job and run (``connectors/postgres_cdc/slot.py``), so the
+door's run fence (coordinator/door.py) is enough for them. A user-named slot has the same name
+in every run of the job id, and in any other job naming it: the expiry of a dead run, or the
+release of one job, must not drop the slot a newer run of the job id, or another job still
+holding it, reads through. The slot is a real one on a private PostgreSQL server.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import select, update
+
+from seatide.config.loader import load_job_text
+from seatide.coordinator.cleanup import due_results, reconcile_cleanup
+from seatide.coordinator.release import RELEASING, Releaser, due_releases
+from seatide.plan.dag import build_plan
+from seatide.plan.outline import outline_json
+from seatide.store import schema as s
+from seatide.store.jobs import submit_job
+from tests.coordinator.test_stale_leader import _leader, _make_slot, _slots
+from tests.store.test_store import store  # noqa: F401  (a fixture)
+
+SLOT = "fix30_user_named"
+
+
+def _cdc_job(server, slot_name: str = SLOT) -> str:
+    return f"""
+source {{
+  Postgres-CDC {{
+    base-url = "{server.url}"
+    username = "postgres"
+    password = ""
+    database-names = ["postgres"]
+    schema-names = ["public"]
+    table-names = ["postgres.public.user_named"]
+    slot.name = "{slot_name}"
+  }}
+}}
+sink {{ Console {{}} }}
+"""
+
+
+def _submit(store, tmp_path, text: str, job_id: str) -> None:
+    config = load_job_text(text)
+    submit_job(store, text=text, variables={}, config=config, plan=build_plan(config),
+               outline=outline_json(config), data_dir=str(tmp_path), job_id=job_id)
+
+
+def _end(store, job_id: str, status: str = "CANCELED") -> None:
+    """The job's incarnation ends, its cleanup done (CLEAN): the job id may be submitted again."""
+    now = time.time()
+    with store.write() as conn:
+        job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).one()
+        conn.execute(update(s.jobs).where(s.jobs.c.job_id == job_id).values(status=status, finished_at=now))
+        conn.execute(s.job_results.insert().values(
+            job_id=job_id, incarnation=job.incarnation, run_id=job.run_id, config=job.config,
+            variables=job.variables, status=status, cleanup="CLEAN", cleanup_due_at=now,
+            cleanup_tries=0, next_cleanup_at=now, expires_at=now + 3600, created_at=now))
+
+
+def _fresh_slot(server) -> None:
+    if _slots(server, SLOT):                     # a parametrized twin's, on the shared server
+        with server.connect() as conn:
+            conn.execute("SELECT pg_drop_replication_slot(%s)", (SLOT,))
+    _make_slot(server, SLOT)
+
+
+def test_the_expiry_of_a_dead_run_keeps_the_user_named_slot_of_the_job_ids_new_run(store, tmp_path,
+                                                                                   private_postgres):
+    text = _cdc_job(private_postgres)
+    _submit(store, tmp_path, text, "j1")
+    _end(store, "j1")
+    _submit(store, tmp_path, text, "j1")                     # the same id again: a new run, the same slot name
+    _fresh_slot(private_postgres)                            # the new run's driver makes its slot
+    with store.write() as conn:                              # the first run's history expires
+        conn.execute(update(s.job_results).where(s.job_results.c.incarnation == 1).values(expires_at=0.0))
+    lease = _leader(store, "c1")
+    [expiring] = [r for r in due_results(store, time.time()) if r.incarnation == 1]
+    reconcile_cleanup(store, lease.epoch, "coordinator:c1", expiring, [].append)
+    with store.read() as conn:
+        assert conn.execute(select(s.job_results.c.incarnation)).scalars().all() == []    # it did expire
+    assert _slots(private_postgres, SLOT) == [SLOT], "the dead run's expiry dropped the new run's slot"
+    with private_postgres.connect() as conn:
+        conn.execute("SELECT pg_drop_replication_slot(%s)", (SLOT,))
+
+
+def test_a_release_keeps_a_user_named_slot_another_live_job_names(store, tmp_path, private_postgres):
+    text = _cdc_job(private_postgres)
+    _submit(store, tmp_path, text, "j1")
+    _submit(store, tmp_path, text, "j2")                     # another job reading through the same slot
+    _fresh_slot(private_postgres)
+    _end(store, "j1")
+    with store.write() as conn:
+        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(release=RELEASING))
+    lease = _leader(store, "c1")
+    [due] = due_releases(store)
+    Releaser(store, "coordinator:c1").step(lease.epoch, due, 0.0)
+    with store.read() as conn:
+        assert conn.execute(select(s.jobs.c.release).where(s.jobs.c.job_id == "j1")).scalar() == "RELEASED"
+    assert _slots(private_postgres, SLOT) == [SLOT], "j1's release dropped the slot j2 still reads through"
+    _end(store, "j2")                                        # once no live job names it, a release drops it
+    with store.write() as conn:
+        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j2").values(release=RELEASING))
+    [due] = due_releases(store)
+    Releaser(store, "coordinator:c1").step(lease.epoch, due, 0.0)
+    assert _slots(private_postgres, SLOT) == []
