@@ -15,7 +15,17 @@ So every such step goes through ``destructive_step``:
 * the step runs inside that transaction, so no resume, forget or resubmission of the job id
   can land between the check and the step (they write the locked row; on SQLite every write
   waits for the transaction);
-* a path it removes must lie in the run's own directory (``owned_paths``).
+* a path it removes must lie in the run's own directory (``owned_paths``);
+* a step that reaches outside the store (a slot drop) answers within a bound
+  (``source_release.OUTSIDE_WAIT_S``, 1 s a statement) and never waits inside the door for what
+  another holds: a slot a walsender still holds fails the step, which is retried on a later
+  tick with backoff. The door's transaction holds the job row, on SQLite the whole store's write
+  lock, and the leader's tick (its lease renewal too) waits for it: a slot drop waiting 10 s
+  there made every driver on a SQLite store fence itself (6 s without a heartbeat) and the
+  leader lose its lease. The check and the drop stay in one transaction, so no resume, forget
+  or resubmission can land between them; a marker committed first and the drop done outside
+  the lock would have needed every such write (another job's submission naming the same
+  user-named slot among them) to look for the marker.
 
 The sinks' destructive steps (save modes, staging tables) have their own door, fenced by the
 attempt: ``plugin/sink_protocol.py``'s ``SaveModeDoor``. ``docs/operations.md`` lists every

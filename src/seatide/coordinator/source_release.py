@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 # How long one source may take to release, inside the door. Well under the self-fence (6 s,
 # runtime/heartbeat.py) and the lease (2 s ttl, renewed every 0.5 s, by the same thread).
-OUTSIDE_WAIT_S = 10.0
+OUTSIDE_WAIT_S = 1.0
 
 
 def release_sources(conn: Connection, result) -> None:
