@@ -18,12 +18,12 @@ from dataclasses import dataclass
 
 from pyspark.sql import types as T
 
+from seatide.connectors.jdbc import task_tries
 from seatide.connectors.jdbc.url import MYSQL, POSTGRESQL, JdbcUrl
 from seatide.plugin.rowkind import RowKind
 from seatide.plugin.types import SOURCE_DIALECT, SOURCE_TYPE, declared_type, type_name
 
-# Columns a keyed sink's staging rows carry besides the input's own (see writer.py). Rows of
-# an insert-only sink carry none: every byte staged is a byte Spark's executors send twice.
+# Columns a keyed sink's staging rows carry besides the input's own (see writer.py).
 STAGE_KIND = "__seatide_kind"    # RowKind value
 STAGE_SEQ = "__seatide_seq"      # order of changes within the batch (later wins per key)
 # Which column set a staged row has, where the routes writing one target stage different columns
@@ -149,15 +149,16 @@ class Dialect:
         return column
 
     def create_stage(self, stage: tuple[str, ...], columns_from: str, changes: bool, temporary: bool = False,
-                     engine: str | None = None, grouped: bool = False) -> str:
+                     engine: str | None = None, grouped: bool = False, tried: bool = False) -> str:
         """A staging table with the target's column types (``columns_from`` selects none of its rows).
         ``temporary``: one of the connection's own, made inside the batch's transaction and gone
         with it (PostgreSQL: dropped at COMMIT or ROLLBACK; MySQL: a TEMPORARY table, whose
         CREATE does not commit the transaction, gone when the connection closes). ``engine``:
         MySQL's storage engine for the table (``STAGE_ENGINE``), else the server's default.
-        ``grouped``: with a ``STAGE_GROUP`` column."""
+        ``grouped``: with a ``STAGE_GROUP`` column; ``tried``: with the task try's columns."""
         extra = [f"{self.quote(STAGE_KIND)} SMALLINT", f"{self.quote(STAGE_SEQ)} BIGINT"] if changes else []
         extra += [f"{self.quote(STAGE_GROUP)} SMALLINT"] if grouped else []
+        extra += task_tries.try_columns(self.quote) if tried else []
         if self.name == POSTGRESQL:
             # UNLOGGED: staged rows need no crash safety (a crashed batch is staged again) and
             # skipping the WAL makes the extra copy cheap.
@@ -170,7 +171,8 @@ class Dialect:
         return (f"CREATE {kind} {self.qualified(stage)} {'(' + ', '.join(extra) + ') ' if extra else ''}{options}"
                 f"AS {columns_from}")
 
-    def create_stage_for(self, stage: tuple[str, ...], schema: T.StructType, query=None, engine: str | None = None) -> str:
+    def create_stage_for(self, stage: tuple[str, ...], schema: T.StructType, query=None, engine: str | None = None,
+                         tried: bool = False) -> str:
         """A staging table for ``query`` mode (an ``InsertQuery``), where no target table gives
         the column types. PostgreSQL casts nothing on its own from a staged text into a json,
         inet or geometry column, so a field the statement inserts as a whole ``?`` into a named
@@ -178,6 +180,7 @@ class Dialect:
         targets = query.marker_columns() if query is not None and self.name == POSTGRESQL else None
         if targets is None:
             columns = [f"{self.quote(f.name)} {self.column_type(f.dataType, name=f.name)}" for f in schema.fields]
+            columns += task_tries.try_columns(self.quote) if tried else []
             unlogged = "UNLOGGED " if self.name == POSTGRESQL else ""
             options = f" ENGINE={engine}" if engine and self.name == MYSQL else ""
             return f"CREATE {unlogged}TABLE {self.qualified(stage)} ({', '.join(columns)}){options}"
@@ -185,7 +188,10 @@ class Dialect:
         columns = [f"t.{filled[i]} AS {self.quote(f.name)}" if i in filled
                    else f"CAST(NULL AS {self.column_type(f.dataType, name=f.name)}) AS {self.quote(f.name)}"
                    for i, f in enumerate(schema.fields)]
-        return f"CREATE UNLOGGED TABLE {self.qualified(stage)} AS SELECT {', '.join(columns)} FROM {table} t WITH NO DATA"
+        added = "".join(f"; ALTER TABLE {self.qualified(stage)} ADD COLUMN {c}" for c in task_tries.try_columns(self.quote)) \
+            if tried else ""
+        return (f"CREATE UNLOGGED TABLE {self.qualified(stage)} AS SELECT {', '.join(columns)} FROM {table} t WITH NO "
+                f"DATA{added}")
 
     def staging_properties(self) -> dict:
         """JDBC properties for staging: the driver sends a batch of INSERTs as multi-row statements
@@ -201,10 +207,15 @@ class Dialect:
     # -- applying a staged batch -----------------------------------------------------------
     # ``group``: apply only the rows of that ``STAGE_GROUP`` (None: every row), each key's last
     # change still chosen among all the rows.
-    def insert_staged(self, target: str, stage: str, columns: list[str], group: int | None = None) -> str:
+    # ``one_try``: only one task try's rows of each partition (task_tries.py).
+    def insert_staged(self, target: str, stage: str, columns: list[str], group: int | None = None,
+                      one_try: bool = False) -> str:
         cols = ", ".join(self.quote(c) for c in columns)
-        where = "" if group is None else f" WHERE {self.quote(STAGE_GROUP)} = {int(group)}"
+        conditions = ([] if group is None else [f"{self.quote(STAGE_GROUP)} = {int(group)}"]) + \
+            ([task_tries.one_try(self.quote, stage)] if one_try else [])
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
         return f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {stage}{where}"
+
 
     def last_changes(self, stage: str, columns: list[str], keys: list[str], group: int | None = None) -> str:
         """Per key, the batch's changes ranked last first (``seatide_rank = 1``: the last one).

@@ -11,6 +11,7 @@ applied as one.
 from __future__ import annotations
 
 from seatide.connectors.jdbc.dialect import STAGE_GROUP, STAGE_KIND, STAGE_SEQ, Dialect
+from seatide.connectors.jdbc.task_tries import one_try, task_try
 from seatide.connectors.jdbc.query import QueryError
 from seatide.connectors.jdbc.spec import JdbcSinkError, JdbcSinkSpec
 from seatide.plugin.evolution import COLUMN_ID, RETIRED
@@ -137,6 +138,8 @@ class JdbcTarget:
         if self.spec.primary_keys:
             kind = F.col(ROW_KIND_COLUMN) if ROW_KIND_COLUMN in df.columns else F.lit(int(RowKind.INSERT))
             columns += [kind.cast("smallint").alias(STAGE_KIND), _source_order(df).alias(STAGE_SEQ)]
+        else:
+            columns += task_try(self.source)
         if group is not None:
             columns.append(F.lit(group).cast("smallint").alias(STAGE_GROUP))
         observation = Observation(f"seatide_jdbc_rows_{stage[-1]}")
@@ -151,19 +154,20 @@ class JdbcTarget:
         staged.write.format("jdbc").options(**options).mode("append").save()
         return int(observation.get["rows"])
 
-    def apply_statements(self, column_sets: list[list[str]], stage: str) -> list[str]:
+    def apply_statements(self, column_sets: list[list[str]], stage: str, tried: bool = False) -> list[str]:
         """The statements that apply the staged rows (``stage``, quoted) to the target: one column
         set, or several (the rows of ``STAGE_GROUP`` i have ``column_sets[i]``)."""
         spec, d = self.spec, self.dialect
         if spec.query is not None:
             try:
-                return [spec.query.over([d.quote(c) for c in column_sets[0]], stage, "1 = 1")]
+                return [spec.query.over([d.quote(c) for c in column_sets[0]], stage,
+                                        one_try(d.quote, stage) if tried else "1 = 1")]
             except QueryError as exc:
                 raise JdbcSinkError(f"Jdbc sink: option 'query': {exc}") from None
         keys, target = self.keys, self.quoted
         groups = [(None, column_sets[0])] if len(column_sets) == 1 else list(enumerate(column_sets))
         if not keys:
-            return [d.insert_staged(target, stage, columns, group) for group, columns in groups]
+            return [d.insert_staged(target, stage, columns, group, tried) for group, columns in groups]
         # The net change per key (dialect.py): deleted, then upserted, or without upserts
         # updated where the target has the key and inserted where it has not, so neither an
         # INSERT then UPDATE of a new key nor a DELETE then INSERT of an existing one depends

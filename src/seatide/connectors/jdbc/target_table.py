@@ -40,9 +40,10 @@ class StageColumns:
     union: list[str]                      # every route's columns, in the order they first come
     sets: list[list[str]]                 # the distinct column sets
     of_route: dict[int, int | None]       # route index -> its set's index (None: one set for all)
+    tried: bool = False                   # rows carry the Spark task try that staged them (dialect.STAGE_TRY)
 
     @classmethod
-    def of(cls, staged: dict[int, list[str]]) -> "StageColumns":
+    def of(cls, staged: dict[int, list[str]], tried: bool = False) -> "StageColumns":
         staged = {i: [c for c in names if c not in HIDDEN_COLUMNS] for i, names in staged.items()}
         sets: list[list[str]] = []
         for names in staged.values():
@@ -50,9 +51,9 @@ class StageColumns:
                 sets.append(names)
         union = list(dict.fromkeys(c for names in sets for c in names))
         if len(sets) == 1:
-            return cls(union, [union], {i: None for i in staged})
+            return cls(union, [union], {i: None for i in staged}, tried)
         return cls(union, sets, {i: next(g for g, known in enumerate(sets) if set(known) == set(names))
-                                 for i, names in staged.items()})
+                                 for i, names in staged.items()}, tried)
 
     @property
     def grouped(self) -> bool:
@@ -105,12 +106,13 @@ class TargetTable:
 
                 fields = T.StructType([f for f in df.schema.fields if f.name not in HIDDEN_COLUMNS])
                 try:
-                    return dialect.create_stage_for(stage, fields, lead.spec.query, engine=with_engine)
+                    return dialect.create_stage_for(stage, fields, lead.spec.query, engine=with_engine,
+                                                    tried=columns.tried)
                 except UnsupportedType as exc:
                     raise JdbcSinkError(f"Jdbc sink: cannot stage the input for query: {exc}") from None
             select = f"SELECT {', '.join(dialect.quote(c) for c in columns.union)} FROM {lead.quoted} WHERE 1 = 0"
             return dialect.create_stage(stage, select, changes=self.keyed, temporary=temporary, engine=with_engine,
-                                        grouped=columns.grouped)
+                                        grouped=columns.grouped, tried=columns.tried)
 
         try:
             conn.cursor().execute(ddl(engine))
@@ -151,7 +153,7 @@ class TargetTable:
         """Apply the staged rows to the table (inside the batch's transaction); ``in_transaction_drop``:
         drop the staging table with it (PostgreSQL, where DDL is transactional)."""
         quoted = self.lead.dialect.qualified(stage)
-        for statement in self.lead.apply_statements(columns.sets, quoted):
+        for statement in self.lead.apply_statements(columns.sets, quoted, columns.tried):
             cursor.execute(statement)   # no parameters: neither client then reads % in the SQL as a placeholder
         if in_transaction_drop and self.lead.dialect.name == POSTGRESQL:
             cursor.execute(f"DROP TABLE {quoted}")

@@ -16,7 +16,8 @@ table, or route, that writes it; one table is a route list of length one):
    inside the transaction of step 4 (an ordinary one before it where the user may not create
    temporary tables). A Spark write costs ≈0.3 s whatever its rows, so 100 tables' writes were
    ≈30 s a batch; 100 temporary tables ≈0.5 s (docs/benchmarks.md). Keyed sinks stage each row's
-   kind and its ``__row_seq``.
+   kind and its ``__row_seq``; keyless ones, staged by Spark, the task try that wrote each row, so
+   a task Spark ran again after its rows were staged is applied once (task_tries.py).
 4. **Decide and apply**, in ONE transaction: the commit record first (its primary key makes a
    racing attempt of the batch wait, then fail), then each target's staged rows by the net change
    per key, ordered by ``__row_seq`` across the routes (a target as soon as its stagings end,
@@ -243,7 +244,8 @@ class JdbcWriter(SinkWriter):
                 by_driver.append(TargetStaging(table, None, (), collected=collected))
                 continue
             dfs = {i: r.rename(frames.frames[i]) for i, r in present.items()}
-            columns = StageColumns.of({i: df.columns for i, df in dfs.items()})
+            # Spark may run a task again after its rows were staged: a keyless target's rows carry the try
+            columns = StageColumns.of({i: df.columns for i, df in dfs.items()}, tried=not table.keyed)
             staging = TargetStaging(table, columns, self.names.new(table.stage_schema, batch.batch_id), left=len(dfs))
             wanted = stage_engine(self.stage_engine, table.keyed, list(dfs.values()))
             made = table.create_stage(conn, columns, staging.stage, wanted, df=next(iter(dfs.values())))
