@@ -69,7 +69,8 @@ def commit(conn, records: CommitRecords, sink_id: str, batch: Batch, spark_url: 
                 if not _record(conn, records, sink_id, batch):
                     return timing.done(by_another=True)
                 recorded = True
-            staging.table.apply(cursor, staging.columns, staging.stage, in_transaction_drop=True)
+            staging.table.apply(cursor, staging.columns, staging.stage, in_transaction_drop=True,
+                                staged_rows=staging.rows)
             timing.rows += staging.rows
     finally:
         staged.close()      # after an error: no more tables start staging; those staging end

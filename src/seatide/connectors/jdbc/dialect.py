@@ -158,7 +158,7 @@ class Dialect:
         ``grouped``: with a ``STAGE_GROUP`` column; ``tried``: with the task try's columns."""
         extra = [f"{self.quote(STAGE_KIND)} SMALLINT", f"{self.quote(STAGE_SEQ)} BIGINT"] if changes else []
         extra += [f"{self.quote(STAGE_GROUP)} SMALLINT"] if grouped else []
-        extra += task_tries.try_columns(self.quote) if tried else []
+        extra += task_tries.try_columns(self.name, self.quote) if tried else []
         if self.name == POSTGRESQL:
             # UNLOGGED: staged rows need no crash safety (a crashed batch is staged again) and
             # skipping the WAL makes the extra copy cheap.
@@ -180,7 +180,7 @@ class Dialect:
         targets = query.marker_columns() if query is not None and self.name == POSTGRESQL else None
         if targets is None:
             columns = [f"{self.quote(f.name)} {self.column_type(f.dataType, name=f.name)}" for f in schema.fields]
-            columns += task_tries.try_columns(self.quote) if tried else []
+            columns += task_tries.try_columns(self.name, self.quote) if tried else []
             unlogged = "UNLOGGED " if self.name == POSTGRESQL else ""
             options = f" ENGINE={engine}" if engine and self.name == MYSQL else ""
             return f"CREATE {unlogged}TABLE {self.qualified(stage)} ({', '.join(columns)}){options}"
@@ -188,7 +188,7 @@ class Dialect:
         columns = [f"t.{filled[i]} AS {self.quote(f.name)}" if i in filled
                    else f"CAST(NULL AS {self.column_type(f.dataType, name=f.name)}) AS {self.quote(f.name)}"
                    for i, f in enumerate(schema.fields)]
-        added = "".join(f"; ALTER TABLE {self.qualified(stage)} ADD COLUMN {c}" for c in task_tries.try_columns(self.quote)) \
+        added = "".join(f"; ALTER TABLE {self.qualified(stage)} ADD COLUMN {c}" for c in task_tries.try_columns(self.name, self.quote)) \
             if tried else ""
         return (f"CREATE UNLOGGED TABLE {self.qualified(stage)} AS SELECT {', '.join(columns)} FROM {table} t WITH NO "
                 f"DATA{added}")

@@ -11,7 +11,7 @@ applied as one.
 from __future__ import annotations
 
 from seatide.connectors.jdbc.dialect import STAGE_GROUP, STAGE_KIND, STAGE_SEQ, Dialect
-from seatide.connectors.jdbc.task_tries import one_try, task_try
+from seatide.connectors.jdbc.task_tries import one_transaction, one_try, task_try
 from seatide.connectors.jdbc.query import QueryError
 from seatide.connectors.jdbc.spec import JdbcSinkError, JdbcSinkSpec
 from seatide.plugin.evolution import COLUMN_ID, RETIRED
@@ -139,7 +139,7 @@ class JdbcTarget:
             kind = F.col(ROW_KIND_COLUMN) if ROW_KIND_COLUMN in df.columns else F.lit(int(RowKind.INSERT))
             columns += [kind.cast("smallint").alias(STAGE_KIND), _source_order(df).alias(STAGE_SEQ)]
         else:
-            columns += task_try(self.source)
+            columns += task_try(self.source, self.dialect.name)
         if group is not None:
             columns.append(F.lit(group).cast("smallint").alias(STAGE_GROUP))
         observation = Observation(f"seatide_jdbc_rows_{stage[-1]}")
@@ -151,7 +151,7 @@ class JdbcTarget:
             options["user"] = self.spec.user
         if self.spec.password is not None:
             options["password"] = self.spec.password
-        staged.write.format("jdbc").options(**options).mode("append").save()
+        staged.write.format("jdbc").options(**one_transaction(options)).mode("append").save()
         return int(observation.get["rows"])
 
     def apply_statements(self, column_sets: list[list[str]], stage: str, tried: bool = False) -> list[str]:
