@@ -24,7 +24,7 @@ class ReleaseRecordingSource(FakeSource):
 
     plugin_name = "ReleaseRecordingSource"
 
-    def release(self, job_id: str) -> None:
+    def release(self, job_id: str, keep: frozenset[str] = frozenset(), within_s: float = 10.0) -> None:
         if FAILURES_LEFT["n"] > 0:
             FAILURES_LEFT["n"] -= 1
             raise ConnectionError("source server unreachable")
