@@ -151,4 +151,28 @@ class HttpSystem(SourceSystem):
         return sorted(self.rows) if how == REPLAYED else sorted(self.answer)
 
 
-__all__ = ["FakeSystem", "HttpSystem", "JdbcSystem", "LocalFileSystem", "REPLAYED", "STOPPED", "SourceSystem"]
+class PaimonSystem(SourceSystem):
+    """Paimon: a table of a filesystem warehouse written in three snapshots; its offset is the
+    snapshot read up to. A BATCH job reads the table as of its newest snapshot in one batch; a
+    snapshot committed while the job is interrupted is read after it, as a delta, once."""
+
+    def __init__(self, root: str):
+        super().__init__("Paimon", max_rows=100, min_batches=1, interrupt_at=0, rows_bounded=False)
+        self.warehouse = os.path.join(root, "warehouse")
+        for first in (0, 100, 200):
+            self._snapshot(range(first, first + 100))
+
+    def _snapshot(self, ids) -> None:
+        from tests.connectors.paimon_helpers import put
+
+        put(self.warehouse, "contract.source", {"id": list(ids), "name": [f"row {i}" for i in ids]})
+        self.rows += list(ids)
+
+    def block(self) -> str:
+        return f'Paimon {{ warehouse = "{self.warehouse}", database = contract, table = source }}'
+
+    def change(self) -> None:
+        self._snapshot(range(1000, 1050))
+
+
+__all__ = ["FakeSystem", "HttpSystem", "JdbcSystem", "LocalFileSystem", "PaimonSystem", "REPLAYED", "STOPPED", "SourceSystem"]
