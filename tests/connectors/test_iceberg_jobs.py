@@ -165,6 +165,8 @@ def test_iceberg_source_reads_snapshots_by_id_time_and_history_in_micro_batches(
     assert copy("stream_scan_strategy = TABLE_SCAN_THEN_INCREMENTAL", micro) == [(i, f"n{i}") for i in range(25)]
     assert copy(f"stream_scan_strategy = FROM_SNAPSHOT_ID, start_snapshot_id = {second}", micro) == \
         [(i, f"n{i}") for i in range(10, 25)]
+    # without a strategy a checkpointed BATCH job reads what a plain one reads (the default is a stream's)
+    assert copy(f"start_snapshot_id = {first}", micro) == [(i, f"n{i}") for i in range(10, 25)]
 
 
 def test_streaming_iceberg_source_picks_up_new_snapshots(local, tmp_path):

@@ -175,4 +175,37 @@ class PaimonSystem(SourceSystem):
         self._snapshot(range(1000, 1050))
 
 
-__all__ = ["FakeSystem", "HttpSystem", "JdbcSystem", "LocalFileSystem", "PaimonSystem", "REPLAYED", "STOPPED", "SourceSystem"]
+class IcebergSystem(SourceSystem):
+    """Iceberg: a table of a Hadoop catalog appended in three snapshots (a data file each); its
+    offset is a snapshot and how many of its files were read, so a batch takes whole files up to
+    the row bound; a snapshot appended while the job is interrupted is read after them, once."""
+
+    def __init__(self, root: str):
+        import pyarrow as pa
+
+        from seatide.connectors.iceberg.catalogs import load_catalog
+
+        super().__init__("Iceberg", max_rows=100, min_batches=3, interrupt_at=1)
+        self.config = {"type": "hadoop", "warehouse": f"file://{root}/warehouse"}
+        catalog = load_catalog("default", self.config)
+        catalog.create_namespace("contract")
+        self.table = catalog.create_table("contract.source", pa.schema([("id", pa.int64()), ("name", pa.large_string())]))
+        for first in (0, 100, 200):
+            self._append(range(first, first + 100))
+
+    def _append(self, ids) -> None:
+        import pyarrow as pa
+
+        self.table.append(pa.table({"id": pa.array(list(ids), pa.int64()), "name": [f"row {i}" for i in ids]},
+                                   schema=self.table.schema().as_arrow()))
+        self.rows += list(ids)
+
+    def block(self) -> str:
+        config = ", ".join(f'"{k}" = "{v}"' for k, v in self.config.items())
+        return f"Iceberg {{ namespace = contract, table = source, iceberg.catalog.config = {{ {config} }} }}"
+
+    def change(self) -> None:
+        self._append(range(1000, 1050))
+
+
+__all__ = ["FakeSystem", "HttpSystem", "IcebergSystem", "JdbcSystem", "LocalFileSystem", "PaimonSystem", "REPLAYED", "STOPPED", "SourceSystem"]

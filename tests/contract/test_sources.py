@@ -22,13 +22,13 @@ from seatide import failpoints, intents
 from seatide.store import schema as s
 from seatide.store.jobs import request_stop
 from seatide.testing.http_server import LocalHttp
-from tests.contract.source_systems import (REPLAYED, STOPPED, FakeSystem, HttpSystem, JdbcSystem, LocalFileSystem,
+from tests.contract.source_systems import (REPLAYED, STOPPED, FakeSystem, HttpSystem, IcebergSystem, JdbcSystem, LocalFileSystem,
                                            PaimonSystem, SourceSystem)
 from tests.e2e.harness import InProcessCluster
 
 pytestmark = pytest.mark.spark
 
-SOURCES = ["Fake", "LocalFile", "PostgreSQL", "MariaDB", "Http", "Paimon"]
+SOURCES = ["Fake", "LocalFile", "PostgreSQL", "MariaDB", "Http", "Paimon", "Iceberg"]
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +45,8 @@ def system(request, tmp_path):
         made: SourceSystem = FakeSystem()
     elif name == "LocalFile":
         made = LocalFileSystem(str(tmp_path))
+    elif name == "Iceberg":
+        made = IcebergSystem(str(tmp_path))
     elif name == "Paimon":
         made = PaimonSystem(str(tmp_path))
     elif name == "Http":
