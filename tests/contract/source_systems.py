@@ -189,7 +189,8 @@ class IcebergSystem(SourceSystem):
         self.config = {"type": "hadoop", "warehouse": f"file://{root}/warehouse"}
         catalog = load_catalog("default", self.config)
         catalog.create_namespace("contract")
-        self.table = catalog.create_table("contract.source", pa.schema([("id", pa.int64()), ("name", pa.large_string())]))
+        columns = pa.schema([("id", pa.int64()), ("name", pa.large_string())])
+        self.table = catalog.create_table("contract.source", columns)
         for first in (0, 100, 200):
             self._append(range(first, first + 100))
 
@@ -208,4 +209,5 @@ class IcebergSystem(SourceSystem):
         self._append(range(1000, 1050))
 
 
-__all__ = ["FakeSystem", "HttpSystem", "IcebergSystem", "JdbcSystem", "LocalFileSystem", "PaimonSystem", "REPLAYED", "STOPPED", "SourceSystem"]
+__all__ = ["FakeSystem", "HttpSystem", "IcebergSystem", "JdbcSystem", "LocalFileSystem", "PaimonSystem", "REPLAYED",
+           "STOPPED", "SourceSystem"]

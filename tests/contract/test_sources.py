@@ -22,8 +22,8 @@ from seatide import failpoints, intents
 from seatide.store import schema as s
 from seatide.store.jobs import request_stop
 from seatide.testing.http_server import LocalHttp
-from tests.contract.source_systems import (REPLAYED, STOPPED, FakeSystem, HttpSystem, IcebergSystem, JdbcSystem, LocalFileSystem,
-                                           PaimonSystem, SourceSystem)
+from tests.contract.source_systems import (REPLAYED, STOPPED, FakeSystem, HttpSystem, IcebergSystem, JdbcSystem,
+                                           LocalFileSystem, PaimonSystem, SourceSystem)
 from tests.e2e.harness import InProcessCluster
 
 pytestmark = pytest.mark.spark
