@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from seatide.connectors.file.sink import LocalFileSink
 from seatide.connectors.hive.sink import HiveSink
+from seatide.connectors.http.sink import IDEMPOTENCY_HEADER, HttpSink
 from seatide.connectors.iceberg.sink import IcebergSink
 from seatide.connectors.jdbc.sink import JdbcSink
 from seatide.connectors.jdbc.url import JdbcUrl
@@ -36,6 +37,9 @@ class TargetSystem:
     save_modes: dict[str, tuple[dict, str]] = field(default_factory=dict)
     keyed: bool = False                 # applies changes by key (takes deletes and updates)
     concurrent_writers: bool = True     # another writer may add to a target while the sink writes
+    # False: at least once (Http), a batch whose attempt died after sending it is sent again, each
+    # row with the key it had the first time, and ``read`` is what a receiver keeping one row a key sees
+    exactly_once: bool = True
 
     def new_target(self) -> str:
         """A fresh target; the name a sink's options give it."""
@@ -235,6 +239,50 @@ class RedisSystem(TargetSystem):
         return []        # nothing is staged: a batch and its record go in one MULTI/EXEC
 
 
+class HttpSystem(TargetSystem):
+    """An endpoint of a private HTTP server (one per module) that keeps each row once by its
+    ``Idempotency-Key``, as an endpoint honouring the header does (rows without one are all kept):
+    the Http sink is at least once, so a batch replayed is sent again, with the same keys, and a
+    reader sees it once. A key sent again with another row fails the read. No save modes; other
+    writers post too."""
+
+    def __init__(self, server):
+        super().__init__("Http", {}, exactly_once=False)
+        self.server = server
+
+    def new_target(self) -> str:
+        path = f"/t_{secrets.token_hex(3)}"
+        self.server.route(path, lambda _request: (200, {"ok": True}))
+        return path
+
+    def sink(self, target: str, **options):
+        return HttpSink(read_options({"url": self.server.url(target), **options}, HttpSink.options))
+
+    def read(self, target: str) -> list[int]:
+        import json
+
+        kept: dict[str, dict] = {}
+        ids = []
+        for request in self.server.sent(target):
+            row, key = json.loads(request.body), request.headers.get(IDEMPOTENCY_HEADER.lower())
+            if key is None:
+                ids.append(row["id"])
+            else:
+                assert kept.setdefault(key, row) == row, f"{IDEMPOTENCY_HEADER} {key} sent with two rows"
+        return sorted(ids + [row["id"] for row in kept.values()])
+
+    def put(self, target: str, ids) -> None:
+        import json
+        import urllib.request
+
+        for i in ids:
+            body = json.dumps({"id": i, "name": f"other {i}"}).encode()
+            urllib.request.urlopen(urllib.request.Request(self.server.url(target), body, method="POST")).close()
+
+    def staging_left(self, target: str) -> list[str]:
+        return []        # nothing is staged: rows are sent as the batch runs
+
+
 JDBC_SERVERS = {       # context name -> (URL template, user): the running servers' test users
     "PostgreSQL": ("jdbc:postgresql://127.0.0.1:5432/{db}", "postgres"),
     "MariaDB": ("jdbc:mariadb://127.0.0.1:3306/{db}", "root"),
@@ -303,4 +351,5 @@ def jdbc_database(server: str):
         admin.close()
 
 
-__all__ = ["HiveSystem", "IcebergSystem", "JdbcSystem", "LocalFileSystem", "PaimonSystem", "TargetSystem", "jdbc_database"]
+__all__ = ["HiveSystem", "HttpSystem", "IcebergSystem", "JdbcSystem", "LocalFileSystem", "PaimonSystem", "TargetSystem",
+           "jdbc_database"]
