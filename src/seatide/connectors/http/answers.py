@@ -37,7 +37,12 @@ class PageReader:
             while True:
                 if field:
                     params[field] = str(page)
-                answer = endpoint.send(opts["method"], opts["url"], params=params or None, body=body)
+                if opts["method"] == "POST" and params:
+                    # SeaTunnel's client sends a POST's params (the page number too) as a form
+                    # body, and then not the JSON body (HttpSource.check warns of that)
+                    answer = endpoint.send("POST", opts["url"], form=params)
+                else:
+                    answer = endpoint.send(opts["method"], opts["url"], params=params or None, body=body)
                 rows = self._rows(answer.text, shown_url(opts["url"], params))
                 if rows:
                     out.append(answer.text if opts["format"] == "text" else json.dumps(rows))

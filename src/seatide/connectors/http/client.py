@@ -65,8 +65,9 @@ class Endpoint:
         return min(self.multiplier_ms * 2 ** (retry - 1), self.max_ms) / 1000
 
     def send(self, method: str, url: str, *, params: dict | None = None, body: bytes | None = None,
-             headers: dict | None = None):
-        """The answer (2xx) to one request, tried again as the policy says; raises HttpError."""
+             headers: dict | None = None, form: dict | None = None):
+        """The answer (2xx) to one request, tried again as the policy says; raises HttpError.
+        ``form``: sent as the body, x-www-form-urlencoded, instead of ``body``."""
         import requests
 
         sent = dict(self.headers, **(headers or {}))
@@ -77,8 +78,8 @@ class Endpoint:
             if attempt:
                 time.sleep(self.backoff_s(attempt))
             try:
-                answer = self.session.request(method, url, params=params, data=body, headers=sent,
-                                              timeout=self.timeout)
+                answer = self.session.request(method, url, params=params, data=body if form is None else form,
+                                              headers=sent, timeout=self.timeout)
             except requests.RequestException as exc:
                 failure = f"could not be reached ({type(exc).__name__}: {self._masked(str(exc))})"
                 continue

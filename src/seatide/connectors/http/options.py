@@ -23,7 +23,7 @@ REQUEST = (
 SOURCE = (
     *REQUEST,
     Option("method", enum("GET", "POST"), "GET", "GET or POST"),
-    Option("params", OBJECT, None, "query parameters, name = value"),
+    Option("params", OBJECT, None, "query parameters, name = value (a POST's: its form body, as SeaTunnel's)"),
     Option("body", STRING, None, "a JSON text sent as the request's body (Content-Type: application/json)"),
     Option("format", enum("json", "text"), "text",
            "json: the answer parsed into schema's fields; text: the answer's body is one row, field content"),

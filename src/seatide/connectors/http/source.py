@@ -1,7 +1,7 @@
 """Http source: SeaTunnel's ``Http`` source options; an endpoint's answers read as rows, once.
 
-The driver sends the request (GET or POST, ``headers``, ``params`` as the query, ``body`` as
-JSON) and reads the answer: with ``format = text`` its body is one row of one field,
+The driver sends the request (GET or POST, ``headers``, ``params`` as the query of a GET and the
+form body of a POST as SeaTunnel's client sends them, else ``body`` as JSON) and reads the answer: with ``format = text`` its body is one row of one field,
 ``content``; with ``json`` it is parsed and its rows chosen as below, then Spark parses each row
 into ``schema``'s fields (a field the row lacks is null, a value of another type null too).
 
@@ -83,6 +83,9 @@ class HttpSource(Source):
                 json.loads(opts["body"])
             except ValueError as exc:
                 raise self.invalid("body", f"option 'body' must be JSON text ({exc})") from None
+            if opts["method"] == "POST" and (opts["params"] or opts["pageing.page_field"]):
+                self.notice("body", "not sent: a POST with params (or a page field) sends them as a form body "
+                                    "(x-www-form-urlencoded), as SeaTunnel does; put the body's fields in params")
         paging = [k for k in ("total_page_size", "batch_size") if opts[f"pageing.{k}"] is not None]
         if paging and not opts["pageing.page_field"]:
             raise self.invalid("pageing.page_field", "pageing needs page_field, the query parameter that carries "
