@@ -73,6 +73,30 @@ def test_expire_sets_each_written_keys_time_to_live(spark, tmp_path, db, server)
     assert db.ttl("forever") == -1
 
 
+def test_each_table_s_keys_expire_as_its_own_route_says(spark, tmp_path, db, server):
+    """Several tables into one server are one target: each table's keys get its route's expire,
+    not the first route's."""
+    from seatide.connectors.redis.sink import RedisSink
+    from seatide.plugin.options import read_options
+    from seatide.plugin.tables import TableRoute
+    from seatide.store.db import open_store
+    from tests.contract.harness import Pipeline, tables
+
+    def sink(key: str, expire: int) -> RedisSink:
+        return RedisSink(read_options({"host": "127.0.0.1", "port": server.port, "auth": "s3cret", "key": key,
+                                       "data_type": "list", "expire": expire}, RedisSink.options))
+
+    store = open_store(f"sqlite:///{tmp_path}/state.db")
+    try:
+        pipeline = Pipeline(store, str(tmp_path / "checkpoints"))
+        routes = [TableRoute(0, "shop.never", None, sink("never", -1)),
+                  TableRoute(1, "shop.short", None, sink("short", 600))]
+        pipeline.open(pipeline.attempt(), routes, spark).write(tables(spark, {0: [1], 1: [2]}), 0)
+    finally:
+        store.dispose()
+    assert db.ttl("never") == -1 and 0 < db.ttl("short") <= 600
+
+
 def test_changes_remove_what_their_row_wrote_in_the_order_they_happened(spark, tmp_path, db, server):
     changes = """[{ kind = INSERT, fields = [1, "one"] }, { kind = INSERT, fields = [2, "two"] },
                   { kind = UPDATE_BEFORE, fields = [1, "one"] }, { kind = UPDATE_AFTER, fields = [1, "uno"] },

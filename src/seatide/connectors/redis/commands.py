@@ -36,6 +36,7 @@ class Command:
     remove: bool
     key: bytes
     value: str          # the row's JSON object
+    expire: int = -1    # seconds its key lives after it is written (its route's option); -1: for ever
 
 
 def hash_fields(value: str) -> dict[str, str]:
@@ -47,7 +48,7 @@ def hash_fields(value: str) -> dict[str, str]:
     return fields
 
 
-def queue(pipe, command: Command, expire: int) -> None:
+def queue(pipe, command: Command) -> None:
     """``command`` added to a transaction (``pipe`` after ``multi()``), with its key's expiry."""
     key, value = command.key, command.value
     kind = command.data_type
@@ -78,8 +79,8 @@ def queue(pipe, command: Command, expire: int) -> None:
         pipe.sadd(key, value)
     else:
         pipe.zadd(key, {value: 1})
-    if expire > 0:
-        pipe.expire(key, expire)
+    if command.expire > 0:
+        pipe.expire(key, command.expire)
 
 
 __all__ = ["Command", "REMOVING", "hash_fields", "queue"]

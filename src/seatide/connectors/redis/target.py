@@ -71,9 +71,8 @@ class RedisTarget(Target):
                     self._check_types(client, commands, typed)
                     batch.fence()
                     pipe.multi()
-                    expire = int(self.opts["expire"])
                     for command in commands:
-                        queue(pipe, command, expire)
+                        queue(pipe, command)
                     pipe.hset(record, field, len(commands))
                     pipe.hdel(record, str(batch.batch_id - RECORDS_KEPT))
                     pipe.execute()
@@ -105,8 +104,9 @@ class RedisTarget(Target):
             if row["key"] is None:
                 raise PermanentError(f"Redis sink: a row of {route.name or 'the input'} has a null "
                                      f"{route.sink.opts['key']}, the field its key is taken from")
+            # each table's own options: routes into one server share a target, not their options
             commands.append(Command(route.sink.opts["data_type"], row["kind"] in REMOVING,
-                                    row["key"].encode("utf-8"), row["value"]))
+                                    row["key"].encode("utf-8"), row["value"], int(route.sink.opts["expire"])))
         return commands
 
     @staticmethod
