@@ -3,7 +3,8 @@
 The driver sends the request (GET or POST, ``headers``, ``params`` as a GET's query and a POST's
 form body, as SeaTunnel's client sends them, else ``body`` as JSON) and reads the answer: with
 ``format = text`` its body is one row of one field, ``content``; with ``json`` it is parsed and
-its rows chosen as below, then Spark parses each row into ``schema``'s fields (a field the row lacks is null, a value of another type null too).
+its rows chosen as below, then Spark parses each row into ``schema``'s fields (a field the row
+lacks is null, a value of another type null too).
 
 Which rows an answer holds (``format = json``):
 
