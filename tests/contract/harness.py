@@ -21,9 +21,8 @@ from seatide.plan.outline import outline_json
 from seatide.plugin.base import SinkContext
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, ROW_SEQ_COLUMN, RowKind
 from seatide.plugin.tables import TableFrames, TableRoute
-from seatide.runtime.commit_log import SinkCommitLog
 from seatide.runtime.reporter import AttemptReporter
-from seatide.runtime.sink_runs import attempt_run
+from seatide.runtime.sink_runs import attempt_run, commit_log_of
 from seatide.store import schema as s
 from seatide.store.jobs import submit_job
 from seatide.testing.cluster import wait_for
@@ -100,15 +99,15 @@ class Pipeline:
         attempt_id = new_attempt(self.store, self.job_id, self.attempts)
         return AttemptReporter(self.store, self.job_id, 1, attempt_id)
 
-    def open(self, reporter: AttemptReporter, sink_or_routes, spark=None):
+    def open(self, reporter: AttemptReporter, sink_or_routes, spark=None, lineage: str = "L"):
         """The sink as ``reporter``'s attempt opens it at the pipeline's start (decided batches
-        rolled forward); a list of routes is a multi-table input."""
+        rolled forward); a list of routes is a multi-table input; ``lineage``: the checkpoint's branch."""
         multi = isinstance(sink_or_routes, list)
         sink = sink_or_routes[0].sink if multi else sink_or_routes
         ctx = SinkContext(spark, self.job_id, 1, "sink[0]", True, True, io.StringIO())
-        log = SinkCommitLog(os.path.join(self.workdir, self.job_id, "sinks", "sink[0]"))
+        log = commit_log_of(os.path.join(self.workdir, self.job_id), "sink[0]", lineage)
         run = attempt_run(sink, ctx, log, reporter, routes=sink_or_routes if multi else None, job_id=self.job_id,
-                          pipeline_id=1, sink_index=0, lineage="L", origin=self.origin)
+                          pipeline_id=1, sink_index=0, lineage=lineage, origin=self.origin)
         run.roll_forward()
         return run
 

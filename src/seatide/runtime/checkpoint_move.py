@@ -12,7 +12,7 @@ import time
 from typing import Callable
 
 from seatide import failpoints
-from seatide.runtime.commit_log import read_json, write_json_atomic
+from seatide.runtime.commit_log import adopt_marks, read_json, write_json_atomic
 from seatide.store.runs import new_lineage
 
 
@@ -124,5 +124,8 @@ def _branch(checkpoint_dir: str) -> None:
     meta = read_json(path)
     if meta is not None:
         origin = meta.get("origin", meta.get("lineage"))      # where the run's output began: kept
-        write_json_atomic(path, {**meta, "lineage": new_lineage(), "branched_from": meta.get("lineage"),
+        lineage = new_lineage()
+        # the sinks' marks of the copied batches first: the new lineage must find them its own
+        adopt_marks(checkpoint_dir, meta.get("lineage"), lineage)
+        write_json_atomic(path, {**meta, "lineage": lineage, "branched_from": meta.get("lineage"),
                                  "origin": origin})

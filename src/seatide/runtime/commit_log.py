@@ -12,7 +12,8 @@ roll forward; the save-mode door). Here:
 * ``SinkCommitLog``, under the pipeline's checkpoint directory: the state after each published
   batch, a mirror of the decisions for a fast replay and the sink's running totals::
 
-    sinks/<plugin_id>/commit/<batch>.json      the state after a published batch
+    sinks/<plugin_id>/commit/<batch>.json      the state after a published batch, marked with the
+                                               checkpoint's lineage (see ``SinkCommitLog``)
     sinks/<plugin_id>/intent/<batch>.json      (written by SeaTide before the decision existed:
                                                a replay undoes what it lists)
 """
@@ -53,45 +54,92 @@ def read_json(path: str) -> dict | None:
         return None
 
 
+_LINEAGE = "seatide.lineage"     # a commit mark's branch of the checkpoint (absent: written before marks had one)
+
+
 @dataclass
 class SinkCommitLog:
+    """A sink's commit marks, read and written for one lineage (branch) of the pipeline's checkpoint.
+
+    A driver holds its checkpoint directory by path. A resume may put a savepoint's copy (a new
+    lineage) or an empty directory at that path while a replaced driver of the old incarnation is
+    frozen between its batch's decision and its publish; when it thaws it writes its mark into the
+    new branch's directory (review 30, F3). The new branch plans that batch number again, with
+    other rows maybe: a mark of another lineage is therefore no mark of this log. The marks a
+    savepoint's copy brings are its branch's own (``adopt_marks`` restamps them at the branch).
+    ``lineage`` None (a tool, a test with no checkpoint): every mark counts."""
+
     root: str   # <checkpoint dir>/sinks/<plugin_id>
+    lineage: str | None = None
 
     def _path(self, area: str, batch_id: int) -> str:
         return os.path.join(self.root, area, f"{batch_id}.json")
 
     def committed(self, batch_id: int) -> dict | None:
-        return read_json(self._path("commit", batch_id))
+        return self._ours(read_json(self._path("commit", batch_id)))
+
+    def _ours(self, mark: dict | None) -> dict | None:
+        if mark is None or _LINEAGE not in mark:
+            return mark         # none, or one written before marks carried their lineage: the branch's
+        if self.lineage is not None and mark[_LINEAGE] != self.lineage:
+            return None
+        return mark["state"]
 
     def intent(self, batch_id: int) -> dict | None:
         """What an older SeaTide published before its commit (it wrote intents; this one does not)."""
         return read_json(self._path("intent", batch_id))
 
     def commit(self, batch_id: int, state: dict) -> None:
-        write_json_atomic(self._path("commit", batch_id), state)
+        mark = state if self.lineage is None else {_LINEAGE: self.lineage, "state": state}
+        write_json_atomic(self._path("commit", batch_id), mark)
         try:
             os.remove(self._path("intent", batch_id))
         except FileNotFoundError:
             pass
 
     def batch_ids(self) -> list[int]:
+        """Every batch with a mark, this lineage's or not."""
         try:
             names = os.listdir(os.path.join(self.root, "commit"))
         except FileNotFoundError:
             return []
         return sorted(int(m.group(1)) for m in map(_BATCH_FILE.match, names) if m)
 
+    def _newest(self, before: int | None = None) -> tuple[int, dict] | None:
+        for batch_id in reversed([b for b in self.batch_ids() if before is None or b < before]):
+            state = self.committed(batch_id)
+            if state is not None:
+                return batch_id, state
+        return None
+
     def latest_state(self, before: int | None = None) -> dict:
-        """State of the newest committed batch (older than ``before`` when given)."""
-        ids = [b for b in self.batch_ids() if before is None or b < before]
-        return (self.committed(ids[-1]) or {}) if ids else {}
+        """State of this lineage's newest committed batch (older than ``before`` when given)."""
+        newest = self._newest(before)
+        return {} if newest is None else newest[1]
 
     def prune(self, keep_from: int) -> None:
         """Forget commits older than ``keep_from``; Spark will never replay them."""
-        ids = self.batch_ids()
-        for batch_id in ids[:-1]:   # the newest always stays: it carries the running state
-            if batch_id < keep_from:
+        newest = self._newest()
+        for batch_id in self.batch_ids():
+            # this lineage's newest always stays: it carries the running state
+            if batch_id < keep_from and (newest is None or batch_id != newest[0]):
                 os.remove(self._path("commit", batch_id))
+
+
+def adopt_marks(checkpoint_dir: str, old_lineage: str | None, new_lineage: str) -> None:
+    """A savepoint's copy branched to ``new_lineage``: the commit marks it brings of the lineage it
+    was taken from are the new branch's (their batches are behind the savepoint); a mark of any
+    other lineage (a replaced driver's, written into the directory before) stays another's."""
+    root = os.path.join(checkpoint_dir, "sinks")
+    for sink in os.listdir(root) if os.path.isdir(root) else []:
+        commits = os.path.join(root, sink, "commit")
+        for name in os.listdir(commits) if os.path.isdir(commits) else []:
+            if not _BATCH_FILE.match(name):
+                continue
+            mark = read_json(os.path.join(commits, name))
+            if mark is not None and mark.get(_LINEAGE, old_lineage) == old_lineage:
+                state = mark["state"] if _LINEAGE in mark else mark
+                write_json_atomic(os.path.join(commits, name), {_LINEAGE: new_lineage, "state": state})
 
 
 # -- where decisions are recorded ---------------------------------------------------------

@@ -34,6 +34,12 @@ JOB_RECORDS = 0                # ... and their pipeline: the job's, not one pipe
 _SINK_TAG = "__seatide_sink"
 
 
+def commit_log_of(checkpoint_dir: str, plugin_id: str, lineage: str) -> SinkCommitLog:
+    """A sink's commit log in a pipeline's checkpoint, for the checkpoint's lineage: a mark
+    another lineage wrote there (a replaced driver's, after a resume moved the directory) is not its."""
+    return SinkCommitLog(os.path.join(checkpoint_dir, "sinks", plugin_id), lineage)
+
+
 def sink_run(sink: Sink, ctx: SinkContext | None, log: SinkCommitLog, *, routes=None,
              decisions: SinkDecisions | None = None, door: SaveModeDoor | None = None,
              transaction_prefix: str = "txn-", staging_tag: str = "", save_modes_key: str = "") -> SinkRun:
@@ -66,6 +72,7 @@ class PipelineSinks:
     def __init__(self, spark, pipeline, env, job_id: str, checkpoint_dir: str, reporter, stdout,
                  lineage: str, origin: str, routed: bool):
         self.dir = checkpoint_dir
+        self.lineage = lineage
         pipeline_id = pipeline.pipeline_id
         self.runs: dict[str, SinkRun] = {}
         for sink in pipeline.sinks:
@@ -83,7 +90,7 @@ class PipelineSinks:
                 log.info("pipeline %s sink %s: published decided batches %s", pipeline_id, sink.plugin_id, rolled)
 
     def log(self, plugin_id: str) -> SinkCommitLog:
-        return SinkCommitLog(os.path.join(self.dir, "sinks", plugin_id))
+        return commit_log_of(self.dir, plugin_id, self.lineage)
 
     def end_of_data(self) -> None:
         for run in self.runs.values():
