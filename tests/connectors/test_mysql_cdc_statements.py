@@ -44,7 +44,9 @@ def _read_after(reader, start) -> list[dict]:
     "REPLACE INTO {t} VALUES (1, 'replaced')",
     "LOAD DATA INFILE '{f}' REPLACE INTO TABLE {t} FIELDS TERMINATED BY ','",
     "UPDATE {t} JOIN audit ON audit.id = {t}.id SET {t}.note = audit.note",
-], ids=["update", "delete-after-a-comment", "insert", "replace", "load-data", "update-join"])
+    "UPDATE audit JOIN ({t}) ON audit.id = {t}.id SET {t}.note = audit.note",
+], ids=["update", "delete-after-a-comment", "insert", "replace", "load-data", "update-join",
+        "update-join-parenthesized"])
 def test_dml_a_session_logs_as_a_statement_fails_the_stream_naming_table_setting_and_way_out(
         private_mariadb, cdc_database, statement, tmp_path):  # noqa: F811
     """Finding 4: SET SESSION binlog_format = 'STATEMENT' then a change of a captured table: the
@@ -146,6 +148,12 @@ def test_the_planner_starts_a_batch_at_every_alter_form_the_reader_follows(priva
     ("update t as x set a = 1", "dml", [("db", "t")]),
     ("UPDATE a JOIN (SELECT 1) x ON 1 LEFT JOIN b ON f(1, 2), c SET a.x = 1", "dml",
      [("db", "a"), ("db", "b"), ("db", "c")]),
+    # review 30, F4: a table reference in parentheses is a table (or a join of tables), not a derived table
+    ("UPDATE x JOIN (orders) ON x.id = orders.id SET orders.a = 7", "dml", [("db", "x"), ("db", "orders")]),
+    ("UPDATE x STRAIGHT_JOIN (s.orders) ON 1 SET a = 1", "dml", [("db", "x"), ("s", "orders")]),
+    ("UPDATE x, ((o1 JOIN o2 USING (id)) LEFT JOIN (SELECT 1) d ON 1) SET a = 1", "dml",
+     [("db", "x"), ("db", "o1"), ("db", "o2")]),
+    ("UPDATE a JOIN b USING (id) SET a.x = 1", "dml", [("db", "a"), ("db", "b")]),
     ("DELETE LOW_PRIORITY QUICK FROM t WHERE id = 1", "dml", [("db", "t")]),
     ("DELETE t1, t2.* FROM t1 JOIN t2 ON t1.id = t2.id", "dml", [("db", "t1"), ("db", "t2")]),
     ("DELETE FROM t1 USING t1, s.t2 WHERE 1", "dml", [("db", "t1"), ("s", "t2")]),

@@ -93,6 +93,7 @@ NONE = Statement(None)
 _DML = {"INSERT", "REPLACE", "UPDATE", "DELETE", "LOAD"}
 _SKIP = {"LOW_PRIORITY", "DELAYED", "HIGH_PRIORITY", "IGNORE", "QUICK", "INTO", "CONCURRENT", "LOCAL"}
 _JOIN = {"JOIN", "STRAIGHT_JOIN"}
+_DERIVED = {"SELECT", "WITH", "VALUES", "TABLE"}     # what opens a derived table's query
 _REFS_END = {"SET", "WHERE", "USING", "ORDER", "LIMIT", "RETURNING", "FROM", "VALUES", "VALUE", "SELECT"}
 
 
@@ -161,11 +162,21 @@ def _refs(toks: list[Token], at: int, db: str | None) -> list:
     until the clause that ends it. A table only read in a join is named too: a statement-logged
     change is refused, and refusing one that only read a captured table is the safe side."""
     out, expect = [], True
-    while at < len(toks) and toks[at].word not in _REFS_END:
+    while at < len(toks):
         tok = toks[at]
+        if tok.word == "USING" and at + 1 < len(toks) and toks[at + 1].text == "(":   # a join's columns
+            at, expect = _skip_parens(toks, at + 1), False
+            continue
+        if tok.word in _REFS_END:
+            break
         if tok.text == "(":
-            at = _skip_parens(toks, at)
-            expect = False
+            end = _skip_parens(toks, at)
+            inner = toks[at + 1:end - 1]
+            # where a table reference starts, ``(t)`` or ``(t1 JOIN t2 ...)`` names tables (review 30,
+            # F4: ``JOIN (orders)`` was passed over); a derived table's query only reads
+            if expect and inner and inner[0].word not in _DERIVED:
+                out += _refs(inner, 0, db)
+            at, expect = end, False
             continue
         if expect and (tok.text.startswith("`") or tok.text[:1].isalnum() or tok.text[:1] in "_$"):
             name, at = _name(toks, at, db)
