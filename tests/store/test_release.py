@@ -156,3 +156,43 @@ def test_a_mysql_source_is_measured_from_its_pipelines_newest_checkpoint_of_any_
         assert newest_offset(conn, "j1", 1, 0) == {"phase": "binlog", "file": "b.000002", "pos": 9}
         assert newest_offset(conn, "j1", 2, 0) is None and newest_offset(conn, "j1", 3, 0) is None
         assert newest_offset(conn, "j1", 1, 1) is None
+
+
+def _config_now(store, text: str) -> None:
+    """The stored config as a later SeaTide reads it (a plugin of it taken out by an upgrade, say)."""
+    with store.write() as conn:
+        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(config=text))
+
+
+def test_a_release_whose_config_no_longer_loads_is_not_recorded_as_done(store, tmp_path):
+    """Review 30, F5: the release logged a warning and recorded RELEASED (and dropped the job's
+    ``source_holds``) while the slot stayed on the source server, retaining WAL unwatched."""
+    submit(store, tmp_path)
+    request_stop(store, "j1", release=True)
+    _end(store, "j1", "CANCELED", "CLEAN")
+    with store.write() as conn:
+        conn.execute(s.source_holds.insert().values(job_id="j1", pipeline_id=1, plugin_id="source[0]", incarnation=1,
+                                                    connector="PostgresCDC", holds="seatide_j1_1_source0",
+                                                    measured_at=0.0))
+    _config_now(store, 'source { GoneCdc { slot.name = "s" } }\nsink { Console {} }')
+    lease = _leader(store)
+    [due] = due_releases(store)
+    Releaser(store, "coordinator:c1").step(lease.epoch, due, 0.0)
+    assert _job(store).release == "RELEASING"
+    with store.read() as conn:
+        retry = conn.execute(select(s.events).where(s.events.c.job_id == "j1").order_by(s.events.c.seq.desc())).first()
+        assert conn.execute(select(s.source_holds)).all(), "the job's holds were dropped as if released"
+    assert retry.kind == "RELEASE_RETRY", _kinds(store)
+    error = json.loads(retry.detail)["error"]
+    assert "no longer loads" in error and "GoneCdc" in error and "pg_drop_replication_slot" in error, error
+
+
+def test_a_release_whose_config_no_longer_loads_but_whose_sources_hold_nothing_is_done(store, tmp_path):
+    submit(store, tmp_path)
+    request_stop(store, "j1", release=True)
+    _end(store, "j1", "CANCELED", "CLEAN")
+    _config_now(store, 'source { LocalFile { path = "/tmp/in", file_format_type = "parquet" } }\nsink { GoneSink {} }')
+    lease = _leader(store)
+    [due] = due_releases(store)
+    Releaser(store, "coordinator:c1").step(lease.epoch, due, 0.0)
+    assert _job(store).release == "RELEASED"

@@ -45,7 +45,16 @@ def release_sources(conn: Connection, result) -> None:
             s.jobs.c.job_id == result.job_id)).first()
     if job is None:
         return
-    sources = _sources(result.job_id, job.config, job.variables)
+    try:
+        sources = _sources(result.job_id, job.config, job.variables)
+    except _ConfigUnloadable as exc:
+        # Review 30, F5: this used to release nothing and let the step record RELEASED (or forget
+        # the run) while the slot stayed, retaining WAL, and unwatched once source_holds went.
+        if _may_hold(job.config, json.loads(job.variables or "{}")):
+            raise SourcesNotReleased(not_released(run_key(result.job_id, result.run_id), str(exc))) from None
+        log.warning("job %s: its config no longer loads (%s); none of its sources holds anything to release",
+                    result.job_id, exc)
+        return
     for spec in sources:
         kept = _claimed_elsewhere(conn, result, spec.plugin.shared_names())
         if kept:
@@ -54,17 +63,58 @@ def release_sources(conn: Connection, result) -> None:
         spec.plugin.release(run_key(result.job_id, result.run_id), keep=kept, within_s=OUTSIDE_WAIT_S)
 
 
+class SourcesNotReleased(Exception):
+    """What a run's sources hold outside Spark could not be released, and may still be there: the
+    step fails (retried, an event with this message) rather than record a release not done."""
+
+
+class _ConfigUnloadable(Exception):
+    """A stored config that no longer loads (its message masked)."""
+
+
 def _sources(job_id: str, config_text: str, variables_json: str | None) -> list:
     from seatide.config.loader import ConfigError, load_job_text
 
     variables = json.loads(variables_json or "{}")
     try:
         return load_job_text(config_text, variables, source_name=f"job {job_id}").sources
-    except ConfigError as exc:   # e.g. a plugin this version no longer has: nothing of it to release
+    except ConfigError as exc:   # e.g. a plugin this version no longer has, a secret that cannot be decrypted
         from seatide.secrets import mask_message, secret_values
-        log.warning("job %s: sources not released, its config no longer loads: %s", job_id,
-                    mask_message(str(exc), secret_values(config_text, variables)))
-        return []
+        raise _ConfigUnloadable(mask_message(str(exc), secret_values(config_text, variables))) from None
+
+
+def _may_hold(text: str, variables: dict) -> bool:
+    """Whether a source of a config that no longer loads may hold something outside Spark: one
+    whose plugin is gone, or one that releases (its block may name its own slot), or a config
+    whose sources cannot even be told."""
+    from seatide.config.loader import ConfigError, load_job_outline
+    from seatide.plugin.base import Source
+    from seatide.plugin.registry import lookup
+
+    try:
+        _, specs = load_job_outline(text, variables)
+    except (ConfigError, ValueError):
+        return True
+    for spec in specs:
+        cls = lookup("source", spec.name) if spec.kind == "source" else Source
+        if cls is None or getattr(cls, "release", Source.release) is not Source.release:
+            return True
+    return False
+
+
+def not_released(key: str, reason: str) -> str:
+    """What the operator reads: what may still be held, and the two ways to free it."""
+    from seatide.connectors.postgres_cdc.slot import job_prefix
+
+    prefix = job_prefix(key)
+    pattern = prefix.replace("_", "\\_")      # LIKE's _ is any character
+    return (f"its sources were not released: its config no longer loads ({reason}). What they created on their "
+            f"servers may still be there: a Postgres-CDC source's replication slot and publication, named "
+            f"{prefix}... (or its slot.name), keep retaining WAL. Make the config load again (the plugin "
+            "installed, the secret readable) and the release is retried on its own, or drop them on the source "
+            f"database: SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name LIKE "
+            f"'{pattern}%'; and DROP PUBLICATION for each name of SELECT pubname FROM pg_publication WHERE pubname "
+            f"LIKE '{pattern}%'")
 
 
 def _claimed_elsewhere(conn: Connection, result, names: tuple[str, ...]) -> frozenset[str]:
@@ -83,6 +133,12 @@ def _claimed_elsewhere(conn: Connection, result, names: tuple[str, ...]) -> froz
         ~and_(j.job_id == result.job_id, j.run_id.is_not_distinct_from(result.run_id))))).all()
     claimed: set[str] = set()
     for other in others:
-        for spec in _sources(other.job_id, other.config, other.variables):
+        try:
+            specs = _sources(other.job_id, other.config, other.variables)
+        except _ConfigUnloadable:
+            # its config spells the names and cannot be read: it may name them (the safe side is to keep)
+            claimed.update(name for name in names if name in (other.config or "") + (other.variables or ""))
+            continue
+        for spec in specs:
             claimed.update(set(names) & set(spec.plugin.shared_names()))
     return frozenset(claimed)
