@@ -108,3 +108,39 @@ def test_a_resume_never_restores_an_earlier_runs_savepoint(store, tmp_path):
     assert savepoint_ids(store, "j1") == []
     with pytest.raises(RestoreRefused, match="has no savepoint 7"):
         resume_job(store, "j1", plan=build_plan(load_job_text(JOB)), text=JOB, variables={}, savepoint_id=7)
+
+
+@pytest.mark.parametrize("event", ["DRIVER_LAUNCHING", "DRIVER_EXITED"])
+def test_a_workers_event_about_an_earlier_runs_driver_is_that_runs(store, tmp_path, event):
+    """Review 30, F7: the worker's events took the job's current run, so a driver of the run
+    before, launched or reaped after the id was submitted again, showed in the new run's events."""
+    from seatide.worker.agent import Worker
+
+    submit(store, tmp_path)
+    earlier = _job(store)
+    with store.write() as conn:
+        attempt_id = conn.execute(insert(s.attempts).values(
+            job_id="j1", incarnation=earlier.incarnation, number=1, worker_id="w", state="ASSIGNED", pid=1,
+            created_at=time.time(), kill_requested=False)).inserted_primary_key[0]
+    _end(store)
+    submit(store, tmp_path)             # the next run, while the earlier run's driver is still to be seen to
+    worker = Worker(store, store.url, str(tmp_path), node_id="w")
+    if event == "DRIVER_LAUNCHING":
+        with store.read() as conn:
+            assert worker.claim(conn.execute(select(s.attempts).where(s.attempts.c.attempt_id == attempt_id)).one())
+    else:
+        worker.record_exit(attempt_id, -9)
+    with store.read() as conn:
+        runs = [e.run_id for e in conn.execute(select(s.events).where(s.events.c.kind == event))]
+        shown = [e["kind"] for e in job_events(conn, "j1")]
+    assert runs == [earlier.run_id], f"{event} of the earlier run's driver was recorded for run {runs}"
+    assert event not in shown, shown
+    # the current run's driver: its own run
+    current = _job(store)
+    with store.write() as conn:
+        attempt_id = conn.execute(insert(s.attempts).values(
+            job_id="j1", incarnation=current.incarnation, number=1, worker_id="w", state="RUNNING", pid=2,
+            created_at=time.time(), kill_requested=False)).inserted_primary_key[0]
+    worker.record_exit(attempt_id, 0)
+    with store.read() as conn:
+        assert [e["run"] for e in job_events(conn, "j1") if e["kind"] == "DRIVER_EXITED"] == [current.run_id]

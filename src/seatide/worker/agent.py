@@ -36,7 +36,7 @@ from seatide.runtime.heartbeat import FENCED_EXIT_CODE
 from seatide.runtime.session import SPARK_CONF_ENV, WORKER_SPARK_CONF_ENV, warm_session_fit
 from seatide.store import schema as s
 from seatide.store.clock import store_now
-from seatide.store.events import record_event
+from seatide.store.events import record_event, run_of_incarnation
 from seatide.store.db import Store
 from seatide.store.liveness import Liveness, worker_lock
 from seatide.store.paths import driver_log_path
@@ -213,7 +213,8 @@ class Worker(Presence):
                                                           launched_at=store_now(conn))).rowcount
             if claimed:
                 record_event(conn, "DRIVER_LAUNCHING", f"worker:{self.node_id}", attempt.job_id,
-                             attempt.incarnation, attempt=attempt.attempt_id)
+                             attempt.incarnation, attempt=attempt.attempt_id,
+                             run_id=run_of_incarnation(attempt.job_id, attempt.incarnation))
         return claimed == 1
 
     def _launch(self, attempt) -> None:
@@ -364,7 +365,8 @@ class Worker(Presence):
                         values["charged"] = False
                 conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == attempt_id).values(**values))
                 record_event(conn, "DRIVER_EXITED", f"worker:{self.node_id}", attempt.job_id, attempt.incarnation,
-                             attempt=attempt_id, exit_code=code)
+                             attempt=attempt_id, exit_code=code,
+                             run_id=run_of_incarnation(attempt.job_id, attempt.incarnation))
             elif attempt is None:
                 log.info("driver of attempt %s exited (code %s) after its job was cleaned up; nothing to record",
                          attempt_id, code)
