@@ -179,7 +179,7 @@ def _fill_job(add, job_stats: JobStats, now: float) -> None:
     add("seatide_job_checkpoints_failed_total", names, sum(p.failed for p in job_stats.pipelines))
     add("seatide_job_attempts_total", [job.job_id], job_stats.attempts)
     add("seatide_job_restarts_total", [job.job_id], job.retries_used)
-    health = checkpoint_health(job, [p.row for p in job_stats.pipelines], now)
+    health = checkpoint_health(job, [p.row for p in job_stats.pipelines], now, job_stats.attempt)
     if health is not None:
         for verdict in HEALTH:
             add("seatide_job_checkpoint_health", (*names, verdict), 1 if health == verdict else 0)

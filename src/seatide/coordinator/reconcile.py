@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from seatide.store.checkpoint_views import stale_window_opened
 from seatide.store.states import (ATTEMPT_LIVE, JOB_TERMINAL, PIPELINE_TERMINAL, AttemptState, Desired, JobStatus,
                                   PipelineStatus, final_job_status)
 from seatide.timeouts import STARTUP_JUDGED_AFTER_S, Timeouts   # every timeout and its margins: seatide/timeouts.py
@@ -193,22 +194,9 @@ def _while_attempt_lives(snap: Snapshot, timeouts: Timeouts) -> list:
 
 
 def _window_opened(snap: Snapshot) -> float | None:
-    """When this attempt's pipelines (re)started, while they have data pending; else None.
-
-    Staleness and hangs are counted from there, not from the driver's launch: starting
-    Spark is not a stalled checkpoint, and a pipeline caught up with its sources (IDLE)
-    is waiting, not stuck.
-    """
-    attempt = snap.attempt
-    if attempt is None or attempt.state != AttemptState.RUNNING:
-        return None
-    running = [p for p in snap.pipelines if p.status == PipelineStatus.RUNNING]
-    if not running or all(p.idle for p in running):
-        return None
-    started = max((p.started_at or 0.0) for p in running)
-    if started < (attempt.launched_at or attempt.created_at):
-        return None   # this attempt has not started its pipelines yet
-    return started
+    """When this attempt's pipelines (re)started, while they have data pending; else None
+    (``stale_window_opened``: the rule every view of checkpoint health follows too)."""
+    return stale_window_opened(snap.attempt, snap.pipelines)
 
 
 def _judged(snap: Snapshot, since) -> tuple[float, list[int]] | None:

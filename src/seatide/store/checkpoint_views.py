@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now
 from seatide.store.jobs import job_view
-from seatide.store.states import JobStatus, PipelineStatus
+from seatide.store.states import AttemptState, JobStatus, PipelineStatus
 
 
 def iso(ts: float | None) -> str | None:
@@ -90,14 +90,42 @@ def all_idle(pipelines) -> bool:
     return bool(running) and all(p.idle for p in running)
 
 
-def checkpoint_health(job, pipelines, now: float) -> str | None:
+def stale_window_opened(attempt, pipelines) -> float | None:
+    """When the attempt's pipelines (re)started, while they have data pending; else None: the
+    watchdog's window, the leader's (``coordinator/reconcile.py``) and every view's.
+
+    Staleness and hangs are counted from there, not from the driver's launch: starting
+    Spark is not a stalled checkpoint, and a pipeline caught up with its sources (IDLE)
+    is waiting, not stuck. A retried attempt's pipeline rows still carry its predecessor's
+    last checkpoint: the window opens only once this attempt has started them."""
+    if attempt is None or attempt.state != AttemptState.RUNNING:
+        return None
+    running = [p for p in pipelines if p.status == PipelineStatus.RUNNING]
+    if not running or all(p.idle for p in running):
+        return None
+    started = max((p.started_at or 0.0) for p in running)
+    if started < (attempt.launched_at or attempt.created_at):
+        return None   # this attempt has not started its pipelines yet
+    return started
+
+
+def current_attempts(conn: Connection, where=None) -> dict:
+    """job id -> its current attempt (state and start: what ``stale_window_opened`` reads), of the
+    jobs ``where`` (a condition on ``jobs``), in one query."""
+    a = s.attempts.c
+    query = select(a.job_id, a.attempt_id, a.state, a.launched_at, a.created_at).join(
+        s.jobs, s.jobs.c.current_attempt == a.attempt_id)
+    return {row.job_id: row for row in conn.execute(query if where is None else query.where(where))}
+
+
+def checkpoint_health(job, pipelines, now: float, attempt=None) -> str | None:
     """HEALTHY, IDLE (caught up with its sources), CHECKPOINT_STALE or HUNG; None unless running.
 
     The leader flags staleness (``stale_since``) within one reconcile tick; a reader
-    computes the same verdict from the same stored facts in between, pipeline by pipeline as
-    the leader does (``coordinator/reconcile.py``), on the store's clock (``now``). HUNG (no
-    batch and no task progress for ``job.progress-timeout``) is the leader's flag
-    (``hung_since``) alone.
+    computes the same verdict from the same stored facts in between (``attempt``: the job's
+    current one), pipeline by pipeline and from the same window as the leader does
+    (``stale_window_opened``), on the store's clock (``now``). HUNG (no batch and no task
+    progress for ``job.progress-timeout``) is the leader's flag (``hung_since``) alone.
     """
     if job.status not in (JobStatus.RUNNING, JobStatus.DOING_SAVEPOINT):
         return None
@@ -107,10 +135,11 @@ def checkpoint_health(job, pipelines, now: float) -> str | None:
         return "HUNG"
     if job.stale_since is not None:
         return "CHECKPOINT_STALE"
-    if job.stale_after_s is None:
+    opened = stale_window_opened(attempt, pipelines)
+    if job.stale_after_s is None or opened is None:
         return "HEALTHY"
     pending = [p for p in pipelines if p.status == PipelineStatus.RUNNING and not p.idle]
-    oldest = min((p.last_checkpoint_at or job.updated_at for p in pending), default=now)
+    oldest = min((max(p.last_checkpoint_at or 0.0, opened) for p in pending), default=now)
     return "CHECKPOINT_STALE" if now - oldest > job.stale_after_s else "HEALTHY"
 
 
@@ -120,8 +149,9 @@ def _checkpoint_row(c) -> dict:
             "rows": c.rows}
 
 
-def checkpoint_summary(job, stats: dict, pipelines, now: float) -> dict:
-    """What the API shows of a job's checkpoints (``stats``: ``checkpoint_stats``; ``now``: the store's time)."""
+def checkpoint_summary(job, stats: dict, pipelines, now: float, attempt=None) -> dict:
+    """What the API shows of a job's checkpoints (``stats``: ``checkpoint_stats``; ``now``: the store's
+    time; ``attempt``: the job's current one)."""
     latest = stats["latest"]
     return {
         "lastCheckpointId": latest.checkpoint_id if latest is not None else None,
@@ -130,7 +160,7 @@ def checkpoint_summary(job, stats: dict, pipelines, now: float) -> dict:
         "lastCheckpointRows": latest.rows if latest is not None else None,
         "secondsSinceLastCheckpoint": round(now - latest.created_at, 1) if latest is not None else None,
         "completed": stats["completed"], "failed": stats["failed"], "restored": stats["restored"],
-        "health": checkpoint_health(job, pipelines, now),
+        "health": checkpoint_health(job, pipelines, now, attempt),
         "staleAfterSeconds": job.stale_after_s, "onStale": job.on_stale,
         "progressTimeoutSeconds": job.progress_timeout_s, "onHung": job.on_hung,
         "hungSince": iso(job.hung_since),
@@ -154,6 +184,6 @@ def checkpoint_report(conn: Connection, job_id: str, limit: int = 100) -> dict |
             "completed": p.checkpoints_completed, "failed": p.checkpoints_failed,
             "latest": _checkpoint_row(latest) if latest is not None else None,
             "secondsSinceLastCheckpoint": round(now - latest.created_at, 1) if latest is not None else None})
-    summary = checkpoint_summary(job, checkpoint_stats(conn, job, view.pipelines), view.pipelines, now)
+    summary = checkpoint_summary(job, checkpoint_stats(conn, job, view.pipelines), view.pipelines, now, view.attempt)
     return {"jobId": job_id, "jobStatus": job.status, **summary, "pipelines": per_pipeline,
             "history": [_checkpoint_row(c) for c in history]}

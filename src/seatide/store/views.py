@@ -16,7 +16,8 @@ from sqlalchemy.engine import Connection
 
 from seatide.secrets import mask_config_text, mask_message, secret_values
 from seatide.store import schema as s
-from seatide.store.checkpoint_views import checkpoint_stats, checkpoint_summary, iso, savepoints_of, stats_of
+from seatide.store.checkpoint_views import (checkpoint_stats, checkpoint_summary, current_attempts, iso, savepoints_of,
+                                            stats_of)
 from seatide.store.clock import read_store_now
 from seatide.store.jobs import job_view, load_job
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
@@ -65,7 +66,8 @@ def job_info(conn: Connection, job_id: str) -> dict | None:
             "SinkWriteCount": sum(p.rows_written for p in view.pipelines),
         },
         **progress(job, sum(p.rows_read for p in view.pipelines), sum(p.rows_written for p in view.pipelines), now),
-        "checkpoint": checkpoint_summary(job, checkpoint_stats(conn, job, view.pipelines), view.pipelines, now),
+        "checkpoint": checkpoint_summary(job, checkpoint_stats(conn, job, view.pipelines), view.pipelines, now,
+                                         view.attempt),
         **source_holds(conn, job, masked),
         "config": mask_config_text(job.config, variables),
     }
@@ -172,7 +174,7 @@ def _row_type(fields: tuple[str, ...]):
 LIST_PIPELINE_COLUMNS = [s.pipelines.c[name] for name in (
     "job_id", "incarnation", "status", "idle", "rows_read", "rows_written", "restores", "checkpoints_completed",
     "checkpoints_failed", "last_checkpoint_id", "last_checkpoint_at", "last_checkpoint_duration_ms",
-    "last_checkpoint_rows")]
+    "last_checkpoint_rows", "started_at")]
 
 
 def job_rows(conn: Connection, statuses: set[str] | None = None, exclude: set[str] | None = None) -> list[dict]:
@@ -198,6 +200,7 @@ def job_rows(conn: Connection, statuses: set[str] | None = None, exclude: set[st
     if any(job.status not in JOB_TERMINAL for job in jobs):
         savepoints = savepoints_of(conn, and_(where, j.status.notin_(sorted(JOB_TERMINAL))))
     now = read_store_now(conn)     # stamps are the store's: judged by its clock, as the metrics do
+    attempts = current_attempts(conn, where) if any(job.status not in JOB_TERMINAL for job in jobs) else {}
     rows = []
     for job in jobs:
         mine = pipelines.get((job.job_id, job.incarnation), [])
@@ -206,7 +209,7 @@ def job_rows(conn: Connection, statuses: set[str] | None = None, exclude: set[st
                **progress(job, sum(p.rows_read for p in mine), sum(p.rows_written for p in mine), now)}
         if job.status not in JOB_TERMINAL:
             stats = stats_of(mine, savepoints.get((job.job_id, job.incarnation), []))
-            row["checkpoint"] = checkpoint_summary(job, stats, mine, now)
+            row["checkpoint"] = checkpoint_summary(job, stats, mine, now, attempts.get(job.job_id))
         rows.append(row)
     return rows
 
