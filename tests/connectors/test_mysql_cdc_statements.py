@@ -196,3 +196,34 @@ def test_a_refused_statement_names_a_table_whatever_its_case_an_alter_only_exact
     assert classify("ALTER TABLE Orders ADD c int", "shop").names(captured) == []
     assert classify("RENAME TABLE orders TO o2, o3 TO ORDERS", "shop").renamed_away(captured) == []
     assert classify("RENAME TABLE orders TO o2", "shop").renamed_away(captured) == [("shop", "orders")]
+
+
+def test_a_statement_logged_change_of_a_table_whose_trigger_changes_a_captured_one_fails(
+        private_mariadb, cdc_database):  # noqa: F811
+    """Review 30, F4: a session logging statements writes ``audit``, whose trigger updates the
+    captured ``orders``. The binlog holds the outer statement alone (a replica runs the trigger
+    again itself): no row of ``orders`` is logged, and the classifier names only ``audit``."""
+    server, table = private_mariadb, f"{cdc_database}.orders"
+    reader, start = _streamed(server, table, 5423)
+    server.execute(f"CREATE TABLE {cdc_database}.audit (id INT PRIMARY KEY)",
+                   f"CREATE TRIGGER {cdc_database}.audit_touch AFTER INSERT ON {cdc_database}.audit FOR EACH ROW "
+                   f"UPDATE {cdc_database}.orders SET note = 'touched' WHERE id = NEW.id")
+    with server.connect(database=cdc_database) as conn, conn.cursor() as cur:
+        cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+        cur.execute("INSERT INTO audit VALUES (1)")
+        cur.execute("SELECT note FROM orders WHERE id = 1")
+        assert cur.fetchone()[0] == "touched"
+    with pytest.raises(PermanentError) as caught:
+        _read_after(reader, start)
+    message = str(caught.value)
+    assert table in message and "audit_touch" in message and "binlog_format" in message, message
+
+
+def test_a_trigger_body_names_a_captured_table_wherever_it_writes_it():
+    from seatide.connectors.mysql_cdc.triggers import named_in_body
+
+    captured = {("shop", "orders"): None}
+    body = "BEGIN INSERT INTO log VALUES (NEW.id); IF NEW.id > 1 THEN UPDATE `shop`.`Orders` SET a = 1; END IF; END"
+    assert named_in_body(body, "other", captured) == [("shop", "orders")]
+    assert named_in_body("UPDATE orders SET a = NEW.a", "shop", captured) == [("shop", "orders")]
+    assert named_in_body("INSERT INTO log VALUES (NEW.id, 'orders')", "shop", captured) == []

@@ -23,6 +23,7 @@ from seatide.connectors.mysql_cdc.ddl import UnknownDdl, altered_table, parse_al
 from seatide.connectors.mysql_cdc.position import BinlogPosition, lost_position_message
 from seatide.connectors.mysql_cdc.row_images import MISSING, RowCompleter
 from seatide.connectors.mysql_cdc.statements import DML, DROP, RENAME, TRUNCATE, touched
+from seatide.connectors.mysql_cdc.triggers import Triggers
 from seatide.plugin.base import permanent_in_worker
 from seatide.plugin.evolution import SchemaChanged
 from seatide.plugin.rowkind import RowKind
@@ -81,6 +82,7 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
     index_of = {(t.database, t.table): i for i, t in enumerate(tables)}
     since = {tuple(name.split(".", 1)): at for name, at in part.since.items()}
     completer = RowCompleter(config)
+    triggers = Triggers(config)
     checked: set[int] = set()      # table ids whose layout was compared (an ALTER gets a new id)
     by_name: dict[int, bool] = {}  # table id -> its rows are read by column name (not by position)
     stream = BinLogStreamReader(
@@ -105,10 +107,10 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
                 here = BinlogPosition.of(stream.log_file, event.packet.log_pos)
                 current = tables_at(captured, since, here)
                 if isinstance(event, ExecuteLoadQueryEvent):
-                    refuse_rowless(*_load_query(event), here, current)
+                    refuse_rowless(*_load_query(event), here, current, triggers)
                     continue
                 schema = event.schema.decode() if isinstance(event.schema, bytes) else event.schema
-                refuse_rowless(schema or None, event.query or "", here, current)
+                refuse_rowless(schema or None, event.query or "", here, current, triggers)
                 follow_alter(schema or None, event.query or "", here, current, behaviour,
                              getattr(part, "server", None), gtid)
                 continue
@@ -155,19 +157,32 @@ def _events(stream, start: BinlogPosition) -> Iterator:
         raise
 
 
-def refuse_rowless(schema: str | None, statement: str, here: BinlogPosition, captured: dict) -> None:
+def refuse_rowless(schema: str | None, statement: str, here: BinlogPosition, captured: dict,
+                   triggers: Triggers | None = None) -> None:
     """A change of a captured table that the binlog holds as a statement, without rows, fails the
     stream: no sink can apply a statement, and passing it over would leave the target without the
     change for good. TRUNCATE, DROP TABLE and RENAME TABLE (of a captured name to another, unless
     the statement names a table to it: a swap) are always logged so; INSERT, UPDATE, DELETE, REPLACE
     and LOAD DATA when the session that ran them logged statements (binlog_format = STATEMENT or
     MIXED: the server's check at the start sees only the global setting, and a session may set its
-    own)."""
+    own). A statement-logged change of another table whose trigger changes a captured table fails it
+    too (``triggers``: the server's, looked up only then; mysql_cdc/triggers.py)."""
     found, names = touched(statement, schema, captured, (DML, TRUNCATE, DROP, RENAME))
     names = found.renamed_away(captured) if found.kind == RENAME else names
+    text = " ".join(statement.split())[:300]
+    fired = triggers.firing(found.tables, captured) if not names and found.kind == DML and triggers else None
+    if fired is not None:
+        trigger, on, key = fired
+        raise permanent_in_worker(
+            f"MySQL-CDC: {captured[key].name} may have been changed at binlog {here} by trigger {trigger} of {on}, "
+            f"fired by a statement logged as text, without rows: {text}. A trigger's changes are not logged when "
+            "the statement is (binlog_format = STATEMENT or MIXED in that session), so no sink can apply them, "
+            f"and skipping them would leave the target without them. Make every client that writes {on} log rows "
+            "(binlog_format = ROW on the server, and no SET SESSION binlog_format), then bring the target level "
+            f"with the source: {START_OVER}")
     if not names:
         return
-    table, text = captured[names[0]].name, " ".join(statement.split())[:300]
+    table = captured[names[0]].name
     if found.kind == TRUNCATE:
         raise permanent_in_worker(
             f"MySQL-CDC: {table} was truncated while the job ran (at binlog {here}: {text}). A TRUNCATE is logged "
