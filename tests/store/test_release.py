@@ -196,3 +196,21 @@ def test_a_release_whose_config_no_longer_loads_but_whose_sources_hold_nothing_i
     [due] = due_releases(store)
     Releaser(store, "coordinator:c1").step(lease.epoch, due, 0.0)
     assert _job(store).release == "RELEASED"
+
+
+def test_an_expiry_whose_config_no_longer_loads_keeps_the_run_and_says_so(store, tmp_path):
+    """The expiry's side of F5: it went on to forget the run (its rows, its holds) with the slot left."""
+    from seatide.coordinator.cleanup import due_results, reconcile_cleanup
+
+    submit(store, tmp_path)
+    _end(store, "j1", "CANCELED", "CLEAN")
+    _config_now(store, 'source { GoneCdc { slot.name = "s" } }\nsink { Console {} }')
+    with store.write() as conn:
+        conn.execute(update(s.job_results).values(expires_at=0.0))
+    lease = _leader(store)
+    [due] = due_results(store, 1.0)
+    reconcile_cleanup(store, lease.epoch, "coordinator:c1", due, kill_attempt=lambda attempt: None)
+    with store.read() as conn:
+        retry = conn.execute(select(s.events).where(s.events.c.kind == "CLEANUP_RETRY")).one()
+    assert _job(store).job_id == "j1", "the run was forgotten"
+    assert "no longer loads" in json.loads(retry.detail)["error"], retry.detail
