@@ -19,6 +19,7 @@ import pytest
 
 from seatide.runtime.commit_log import SinkCommitLog, adopt_marks, read_json, write_json_atomic
 from seatide.runtime.driver import _prepare_checkpoint
+from seatide.runtime.spark_checkpoint import claim, last_committed_batch
 from seatide.store.db import AttemptFenced, open_store
 from tests.contract.harness import Pipeline, Zombie, rows
 from tests.contract.systems import LocalFileSystem
@@ -84,3 +85,38 @@ def test_another_lineages_marks_give_no_state_are_pruned_and_are_not_adopted_at_
     assert [branch.committed(b) for b in (3, 4, 5)] == [{"rows": 3}, {"rows": 4}, None]
     branch.prune(keep_from=9)
     assert branch.batch_ids() == [4]                     # the branch's newest stays: it carries the state
+
+
+def test_a_zombies_spark_writes_in_the_moved_directory_are_not_the_new_branchs_checkpoint(store, tmp_path):
+    """The same zombie's Spark query writes its checkpoint by path too: ``<pipeline>/spark.attempt-<its
+    id>``, made afresh in the moved directory. Claimed by its replacement before any of its own, that
+    partial tree of the old branch (batch 5 committed) would be taken for the pipeline's checkpoint,
+    and the batches after the savepoint skipped."""
+    pipeline = Pipeline(store, str(tmp_path / "checkpoints"))
+    live = os.path.join(pipeline.workdir, pipeline.job_id)
+    savepoint = str(tmp_path / "savepoint")       # as copy_pipeline_directory makes one: a plain ``spark``
+    write_json_atomic(os.path.join(savepoint, "seatide.json"), {"lineage": "L1"})
+    for log in ("offsets", "commits"):
+        for batch in (0, 1):
+            write_json_atomic(os.path.join(savepoint, "spark", log, str(batch)), {})
+    zombie, new = pipeline.attempt(), pipeline.attempt()
+    _prepare_checkpoint(new, SimpleNamespace(pipeline_id=1, checkpoint_dir=live), 2, savepoint)
+    for log in ("offsets", "commits"):          # the zombie's query, thawed, goes on by the path it holds
+        write_json_atomic(os.path.join(live, f"spark.attempt-{zombie.attempt_id}", log, "5"), {})
+    claimed = claim(live, new.attempt_id)
+    assert last_committed_batch(claimed) == 1, f"the replacement resumed from the zombie's batch {last_committed_batch(claimed)}"
+
+
+def test_a_copy_holding_attempt_directories_is_restored_from_its_newest(store, tmp_path):
+    """A savepoint copy of another make (attempt directories, not a plain ``spark``) is brought to a
+    plain ``spark`` when it is moved in, so the rule above never sets its own checkpoint aside."""
+    pipeline = Pipeline(store, str(tmp_path / "checkpoints"))
+    live = os.path.join(pipeline.workdir, pipeline.job_id)
+    savepoint = str(tmp_path / "savepoint")
+    write_json_atomic(os.path.join(savepoint, "seatide.json"), {"lineage": "L1"})
+    for attempt, batches in ((1, (0,)), (2, (0, 1, 2))):
+        for batch in batches:
+            write_json_atomic(os.path.join(savepoint, f"spark.attempt-{attempt}", "commits", str(batch)), {})
+    new = pipeline.attempt()
+    _prepare_checkpoint(new, SimpleNamespace(pipeline_id=1, checkpoint_dir=live), 2, savepoint)
+    assert last_committed_batch(claim(live, new.attempt_id)) == 2

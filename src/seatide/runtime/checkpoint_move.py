@@ -13,7 +13,7 @@ from typing import Callable
 
 from seatide import failpoints
 from seatide.runtime.commit_log import adopt_marks, read_json, write_json_atomic
-from seatide.store.runs import new_lineage
+from seatide.store.runs import SPARK_DIR, new_lineage, spark_attempt, spark_checkpoint_dir
 
 
 def _set_aside(path: str, why: str, now: float) -> str | None:
@@ -57,10 +57,14 @@ def prepare_checkpoint(checkpoint_dir: str, incarnation: int, source: str | None
     shutil.rmtree(staging, ignore_errors=True)
     if source is not None:
         shutil.copytree(source, staging)
+        _plain_spark(staging)
         _branch(staging)
     else:
         os.makedirs(staging)
-    write_json_atomic(os.path.join(staging, PREPARED_MARK), {"incarnation": incarnation, "from": source})
+    # ``attempt``: Spark attempt directories of lower ids found here later are a replaced driver's
+    # (runtime/spark_checkpoint.py); a savepoint's copy holds a plain ``spark`` only
+    write_json_atomic(os.path.join(staging, PREPARED_MARK), {"incarnation": incarnation, "from": source,
+                                                           "attempt": attempt_id})
     failpoints.hit("driver.checkpoint_staged")
     try:
         with _move_lock(os.path.dirname(checkpoint_dir.rstrip("/"))):
@@ -114,6 +118,23 @@ def _move_lock(run_directory: str):
         yield
     finally:
         os.close(fd)        # releases the lock
+
+
+def _plain_spark(checkpoint_dir: str) -> None:
+    """The copy's Spark checkpoint as a plain ``spark``, as ``copy_pipeline_directory`` makes a
+    savepoint's: the moved directory then holds no attempt directory, and one found there later
+    is a replaced driver's (``spark_checkpoint.claim``). A copy of another make is brought to it."""
+    current = spark_checkpoint_dir(checkpoint_dir)
+    if os.path.basename(current) == SPARK_DIR:
+        return
+    plain = os.path.join(checkpoint_dir, SPARK_DIR)
+    if os.path.islink(plain) or os.path.isfile(plain):
+        os.remove(plain)
+    shutil.rmtree(plain, ignore_errors=True)
+    os.rename(current, plain)
+    for name in os.listdir(checkpoint_dir):
+        if spark_attempt(name) is not None:
+            shutil.rmtree(os.path.join(checkpoint_dir, name), ignore_errors=True)
 
 
 def _branch(checkpoint_dir: str) -> None:

@@ -38,7 +38,7 @@ def claim(pipeline_directory: str, attempt_id: int) -> str:
     """This attempt's Spark checkpoint directory, made from the current one; raises
     ``AttemptFenced`` when a newer attempt already has one."""
     mine = os.path.join(pipeline_directory, f"{SPARK_ATTEMPT_PREFIX}{attempt_id}")
-    current = spark_checkpoint_dir(pipeline_directory)
+    current = spark_checkpoint_dir(pipeline_directory, since=_moved_by(pipeline_directory))
     newest = spark_attempt(os.path.basename(current))
     if newest is not None and newest > attempt_id:
         raise AttemptFenced(f"attempt {newest} runs the checkpoint in {pipeline_directory}: attempt "
@@ -54,6 +54,18 @@ def claim(pipeline_directory: str, attempt_id: int) -> str:
     _point_at(pipeline_directory, mine)
     _remove_older(pipeline_directory, attempt_id)
     return mine
+
+
+def _moved_by(pipeline_directory: str) -> int | None:
+    """The attempt that put a resumed pipeline's directory in place (``checkpoint_move``): the copy
+    or the empty directory it moved there has no attempt directory, so one of a lower id was
+    written after the move by a replaced driver of the incarnation before, by the path it held
+    (review 30, F3): a partial tree of the old branch, never this branch's checkpoint."""
+    from seatide.runtime.checkpoint_move import PREPARED_MARK
+    from seatide.runtime.commit_log import read_json
+
+    mark = read_json(os.path.join(pipeline_directory, PREPARED_MARK))
+    return None if mark is None else mark.get("attempt")
 
 
 def _link_tree(source: str, target: str) -> None:

@@ -60,14 +60,17 @@ def spark_attempt(name: str) -> int | None:
     return int(suffix) if suffix.isdigit() else None
 
 
-def spark_checkpoint_dir(pipeline_directory: str) -> str:
+def spark_checkpoint_dir(pipeline_directory: str, since: int | None = None) -> str:
     """Where a pipeline's current Spark checkpoint is: the attempt directory of the highest
-    attempt id (attempt ids only grow, so the newest attempt's), else a plain ``spark``."""
+    attempt id (attempt ids only grow, so the newest attempt's), else a plain ``spark``.
+    ``since``: attempt directories of lower ids are not the pipeline's (written into a directory
+    a resume moved in place by the attempt ``since``, which brought none)."""
     try:
         names = os.listdir(pipeline_directory)
     except FileNotFoundError:
         names = []
-    attempts = [(n, name) for name in names if (n := spark_attempt(name)) is not None]
+    attempts = [(n, name) for name in names
+                if (n := spark_attempt(name)) is not None and (since is None or n >= since)]
     return os.path.join(pipeline_directory, max(attempts)[1] if attempts else SPARK_DIR)
 
 
