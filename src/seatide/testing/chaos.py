@@ -6,7 +6,9 @@ followers, workers and drivers (sometimes all at once), cancels, savepoints and 
 and, with ``--store private-postgres``, stops the store for seconds (an outage), restarts its
 server at once while every process lives (every session and liveness lock lost: a failover),
 and (as root, see ``chaos_partition.py``) cuts one worker and its drivers off from the store,
-in a network namespace, for longer than the leader takes to replace them. With
+in a network namespace, for longer than the leader takes to replace them. A process that ends
+by itself (it could not open the store while starting, or it crashed) is started again a
+second later, as its supervisor would (deploy/systemd), and the run says so. With
 ``--store-clock-offset`` the private server's clock is moved (its ``clock_timestamp()``,
 ``testing/servers.py``) against every SeaTide process's. Then it lets everything settle
 and checks, against the store and the sink output:
@@ -63,6 +65,8 @@ class Chaos(Faults, Invariants):
         self.store_down = False
         self.cut_worker = cut_worker           # one more worker, which chaos may cut off from the store
         self.paused: set[int] = set()          # SIGSTOPped pids: they answer nothing until continued
+        self.killed: set[str] = set()          # processes chaos killed, until their scheduled restart
+        self.exited_at: dict[str, float] = {}  # processes that ended by themselves: when seen gone
         self.n_coordinators, self.n_workers, self.n_jobs = coordinators, workers, jobs
         self.jobs: list[ChaosJob] = []
         self.pending: list[Pending] = []
@@ -167,26 +171,33 @@ class Chaos(Faults, Invariants):
         settle_began = time.time()
 
         def converged() -> bool:
-            for job in self.jobs:
-                row = self.cluster.job(job.job_id)
-                if row is None:
-                    return False
-                if job.stopped and row.status in JOB_TERMINAL:     # a resume refused while the store was down
-                    self._resume(job)
-                    return False
-                if job.mode == "BATCH" and row.status != JobStatus.FINISHED:
-                    return False
-                if job.mode == "STREAMING" and not self._fresh_checkpoint(job, settle_began):
-                    return False
-            return True
+            self._supervise()      # a process that ends now is started again, as in production
+            return all(self._unsettled(job, settle_began) is None for job in self.jobs)
 
         try:
             wait_for(converged, timeout, interval=1.0, message="every job to converge")
             self.report.measured.append(f"converged {time.time() - settle_began:.1f} s after the heal")
-        except AssertionError as exc:
+        except AssertionError:
+            # Each job on its own: the wait stops at the first that has not converged
             for job in self.jobs:
-                row = self.cluster.job(job.job_id)
-                self._violation(job, f"did not converge: {exc}; status {row.status if row else None}")
+                why = self._unsettled(job, settle_began)
+                if why is not None:
+                    self._violation(job, f"did not converge within {timeout:.0f} s of the heal: {why}")
+
+    def _unsettled(self, job: ChaosJob, since: float) -> str | None:
+        """Why the job has not converged since ``since``; None once it has."""
+        row = self.cluster.job(job.job_id)
+        if row is None:
+            return "no row in the store"
+        if job.stopped and row.status in JOB_TERMINAL:     # a resume refused while the store was down
+            self._resume(job)
+            return f"stopped by chaos ({row.status}) and not resumed yet"
+        if job.mode == "BATCH" and row.status != JobStatus.FINISHED:
+            return f"BATCH job {row.status}, not FINISHED"
+        if job.mode == "STREAMING" and not self._fresh_checkpoint(job, since):
+            return f"STREAMING job {row.status}, no checkpoint since the heal"
+        return None
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m seatide.testing.chaos", description=__doc__.split("\n")[0])

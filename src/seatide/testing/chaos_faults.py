@@ -45,6 +45,25 @@ class Faults:
         for item in [p for p in self.pending if p.due <= now]:
             self.pending.remove(item)
             item.run()
+        self._supervise()
+
+    def _supervise(self) -> None:
+        """What each process's supervisor does (deploy/systemd: Restart=always, RestartSec=1):
+        one that ended by itself is started again a second after it was seen gone. A process
+        ends by itself when it cannot open the store at start-up (chaos stopped the store while
+        it was still importing, seconds after restarting it), or when it crashes: the line
+        says so either way. Those chaos killed wait for their own restart (``killed``)."""
+        now = time.time()
+        for proc in list(self.cluster.procs):
+            if proc.alive or proc.name in self.killed:
+                self.exited_at.pop(proc.name, None)
+                continue
+            if self.store_down or now - self.exited_at.setdefault(proc.name, now) < 1.0:
+                continue     # down: it would end again at once; started once the store is back
+            del self.exited_at[proc.name]
+            self.log(f"chaos: {proc.name} ended by itself (exit code {proc.popen.returncode}, its log "
+                     f"{proc.log_path}); started again, as its supervisor would")
+            self.cluster.restart(proc)
 
     def _wait(self, seconds: float) -> None:
         end = time.time() + seconds
@@ -64,14 +83,17 @@ class Faults:
 
     def _kill_and_restart(self, proc: Proc, why: str) -> None:
         self._fault(f"SIGKILL {why} {proc.name}")
+        self.killed.add(proc.name)
         proc.kill(signal.SIGKILL)
         self._later(self.rng.uniform(0.5, 4.0), f"restart {proc.name}", lambda: self._restart(proc))
 
     def _restart(self, proc: Proc) -> None:
         if self.store_down:      # it would stop at once, unable to open its store: later
             self._later(1.0, f"restart {proc.name}", lambda: self._restart(proc))
-        elif proc in self.cluster.procs and not proc.alive:
+            return
+        if proc in self.cluster.procs and not proc.alive:
             self.cluster.restart(proc)
+        self.killed.discard(proc.name)     # from now on, its supervisor's (``_supervise``)
 
     def _pause(self, pid: int, name: str, seconds: float) -> None:
         self._fault(f"SIGSTOP {name} for {seconds:.1f} s")
@@ -142,6 +164,7 @@ class Faults:
         self._fault("SIGKILL every coordinator and worker")
         for proc in list(self.cluster.procs):
             if proc.alive:
+                self.killed.add(proc.name)
                 proc.kill(signal.SIGKILL)
                 self._later(self.rng.uniform(0.5, 3.0), f"restart {proc.name}",
                             lambda proc=proc: self._restart(proc))

@@ -1,0 +1,69 @@
+"""The chaos runner's own bookkeeping, found wrong by seed 2611 (10 minutes, private PostgreSQL):
+
+* the settle's verdict named every job "did not converge" once any one had not, a FINISHED
+  BATCH job among them;
+* a process that ended by itself (a coordinator that could not open the store while it
+  started, because chaos stopped the store a few seconds after restarting it) stayed down
+  until the heal: the run went 8 minutes with no coordinator at all, where its supervisor
+  (deploy/systemd: Restart=always, RestartSec=1) would have started it again a second later.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from sqlalchemy import update
+
+from seatide.store import schema as s
+from seatide.testing.chaos import Chaos
+from seatide.testing.chaos_invariants import ChaosJob
+from seatide.testing.cluster import wait_for
+from seatide.testing.fleet import submit_fleet_jobs
+from seatide.testing.servers import PrivatePostgres
+
+
+def test_the_settle_names_only_the_jobs_that_did_not_converge(tmp_path):
+    chaos = Chaos(2611, 0.0, f"sqlite:///{tmp_path / 'state.db'}", str(tmp_path), log=lambda line: None)
+    try:
+        finished, running = submit_fleet_jobs(chaos.cluster.store, str(tmp_path), 2, streaming=False,
+                                              prefix="settle")
+        with chaos.cluster.store.write() as conn:
+            conn.execute(update(s.jobs).where(s.jobs.c.job_id == finished).values(status="FINISHED"))
+            conn.execute(update(s.jobs).where(s.jobs.c.job_id == running).values(status="RUNNING"))
+        chaos.jobs = [ChaosJob(finished, "BATCH", str(tmp_path / "out0")),
+                      ChaosJob(running, "BATCH", str(tmp_path / "out1"))]
+        chaos._settle(timeout=1.0)
+    finally:
+        chaos.cluster.stop_all()
+    assert [v.split(":")[0] for v in chaos.report.violations] == [running], chaos.report.violations
+    assert "BATCH job RUNNING, not FINISHED" in chaos.report.violations[0], chaos.report.violations
+
+
+@pytest.mark.cluster
+def test_a_process_that_ends_by_itself_is_started_again_as_its_supervisor_would(tmp_path):
+    server = PrivatePostgres().start()
+    lines: list[str] = []
+    chaos = None
+    try:
+        chaos = Chaos(2611, 0.0, f"postgresql://postgres@127.0.0.1:{server.port}/postgres", str(tmp_path),
+                      store_server=server, log=lines.append)
+        chaos.began = time.time()
+        # The store goes down behind chaos's back, as when it stops while a process chaos has
+        # just restarted is still importing: the coordinator cannot open it and ends.
+        server.stop_server()
+        c1 = chaos.cluster.coordinator("c1", wait=False)
+        wait_for(lambda: not c1.alive, 120, message="c1 to end, unable to open its store")
+        server.start_server()
+
+        def c1_leads() -> bool:
+            chaos._wait(0.5)
+            lease = chaos.cluster.leader()
+            return (lease is not None and lease.node_id == "c1"
+                    and any(p.name == "c1" and p.alive for p in chaos.cluster.procs))
+        wait_for(c1_leads, 120, interval=0.0, message="c1 started again, and leading")
+        assert any(line.startswith("chaos: c1 ended by itself") for line in lines), lines
+    finally:
+        if chaos is not None:
+            chaos.cluster.stop_all()
+        server.stop()
