@@ -5,15 +5,20 @@
 * a process that ended by itself (a coordinator that could not open the store while it
   started, because chaos stopped the store a few seconds after restarting it) stayed down
   until the heal: the run went 8 minutes with no coordinator at all, where its supervisor
-  (deploy/systemd: Restart=always, RestartSec=1) would have started it again a second later.
+  (deploy/systemd: Restart=always, RestartSec=1) would have started it again a second later;
+* its "2 driver processes at once" named pids only: which attempts, and whether the older one
+  was a fenced driver on its way out (attempt 43, LOST, cut off while still starting) or a
+  second run, took the logs of both workers to find.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import insert, update
 
 from seatide.store import schema as s
 from seatide.testing.chaos import Chaos
@@ -67,3 +72,28 @@ def test_a_process_that_ends_by_itself_is_started_again_as_its_supervisor_would(
         if chaos is not None:
             chaos.cluster.stop_all()
         server.stop()
+
+
+def test_two_drivers_of_a_job_are_named_with_their_attempts_as_the_store_has_them(tmp_path):
+    chaos = Chaos(2611, 0.0, f"sqlite:///{tmp_path / 'state.db'}", str(tmp_path), log=lambda line: None)
+    [job] = submit_fleet_jobs(chaos.cluster.store, str(tmp_path), 1, streaming=False, prefix="two")
+    with chaos.cluster.store.write() as conn:
+        ended, live = (conn.execute(insert(s.attempts).values(
+            job_id=job, incarnation=1, number=number, worker_id=worker, state=state, created_at=time.time(),
+            heartbeat_at=beat, kill_requested=False)).inserted_primary_key[0]
+            for number, worker, state, beat in ((1, "w-cut", "LOST", None), (2, "w2", "RUNNING", time.time())))
+    # Two processes whose command lines name those attempts, as a driver's does
+    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--attempt", str(attempt)])
+             for attempt in (ended, live)]
+    try:
+        wait_for(lambda: all("--attempt" in open(f"/proc/{p.pid}/cmdline").read() for p in procs), 30,
+                 message="both processes started")
+        named = chaos._drivers_named([p.pid for p in procs])
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+        chaos.cluster.stop_all()
+    expected = {procs[0].pid: f"pid {procs[0].pid} attempt {ended} LOST, never marked running",
+                procs[1].pid: f"pid {procs[1].pid} attempt {live} RUNNING"}
+    assert named == "; ".join(expected[pid] for pid in sorted(expected)), named

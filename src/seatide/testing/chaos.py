@@ -67,6 +67,7 @@ class Chaos(Faults, Invariants):
         self.paused: set[int] = set()          # SIGSTOPped pids: they answer nothing until continued
         self.killed: set[str] = set()          # processes chaos killed, until their scheduled restart
         self.exited_at: dict[str, float] = {}  # processes that ended by themselves: when seen gone
+        self.overlaps: set[tuple] = set()      # (job, *pids) of drivers seen at once: reported once
         self.n_coordinators, self.n_workers, self.n_jobs = coordinators, workers, jobs
         self.jobs: list[ChaosJob] = []
         self.pending: list[Pending] = []

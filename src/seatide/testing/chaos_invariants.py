@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from seatide.store import schema as s
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, JobStatus
-from seatide.testing.driver_processes import drivers_by_job
+from seatide.testing.driver_processes import attempt_of, drivers_by_job
 from seatide.testing.jobs import written_ids
 
 
@@ -51,8 +51,10 @@ class Invariants:
         """A job never has two live attempts, nor two driver processes, at any moment we look."""
         while not self._sampler_stop.wait(0.2):
             for job_id, pids in drivers_by_job(self.cluster.store_urls()).items():
-                if len(pids) > 1:
-                    self._violation(None, f"{job_id}: {len(pids)} driver processes at once (pids {sorted(pids)})")
+                if len(pids) > 1 and (job_id, *sorted(pids)) not in self.overlaps:   # once each
+                    self.overlaps.add((job_id, *sorted(pids)))
+                    self._violation(None, f"{job_id}: {len(pids)} driver processes at once "
+                                          f"({self._drivers_named(pids)})")
             if self.store_down:
                 continue
             try:
@@ -67,6 +69,27 @@ class Invariants:
             for job_id, n in live.items():
                 if n > 1:
                     self._violation(None, f"{job_id}: {n} live attempts at once")
+
+    def _drivers_named(self, pids: list[int]) -> str:
+        """Each driver with its attempt as the store has it at that moment: a driver whose
+        attempt has ended and that never marked it running (its first store write, which a
+        LOST attempt refuses) is one on its way out, not a second run that could commit."""
+        attempts = {pid: attempt_of(pid) for pid in pids}
+        rows = {}
+        try:
+            with self.cluster.store.read() as conn:
+                rows = {row.attempt_id: row for row in conn.execute(
+                    select(s.attempts.c.attempt_id, s.attempts.c.state, s.attempts.c.heartbeat_at).where(
+                        s.attempts.c.attempt_id.in_([a for a in attempts.values() if a is not None])))}
+        except Exception:       # the store down or restarting: the pids and attempts alone
+            pass
+        named = []
+        for pid in sorted(pids):
+            row = rows.get(attempts[pid])
+            state = "state unread" if row is None else (
+                row.state + ("" if row.heartbeat_at is not None else ", never marked running"))
+            named.append(f"pid {pid} attempt {attempts[pid]} {state}")
+        return "; ".join(named)
 
     def _fresh_checkpoint(self, job: ChaosJob, since: float) -> bool:
         with self.cluster.store.read() as conn:

@@ -111,6 +111,17 @@ def drivers_by_job(store_url: str | tuple[str, ...] | None = None) -> dict[str, 
     return by_job
 
 
+def attempt_of(pid: int) -> int | None:
+    """The attempt a driver process runs, from its command line (``--attempt N``); None when
+    it names none (an idle warm driver) or is gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            args = [a.decode(errors="replace") for a in handle.read().split(b"\0")]
+        return int(args[args.index("--attempt") + 1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class DriverWatch:
     """Samples the process table in the background: the most drivers one job ever had at once."""
 
