@@ -1,0 +1,66 @@
+"""A Jdbc sink job checkpointed by the SeaTide before the sink ran on the one sink protocol, resumed
+by this one, on real PostgreSQL and MariaDB: the records that SeaTide kept (the commit log's flat
+``{"rows": n}`` state; in ``seatide_sink_commits`` the batches' records and the save modes' record
+``<scope>@<target>`` at batch -1) are read as they are: no batch is applied twice or lost, and no
+save mode is made again."""
+
+from __future__ import annotations
+
+import pytest
+
+from seatide.connectors.jdbc.url import JdbcUrl
+from seatide.runtime.commit_log import SinkCommitLog
+from seatide.runtime.sink_runs import sink_run
+from tests.connectors.jdbc_sink_helpers import (  # noqa: F401 - db: the fixture
+    context, db, execute, inserts, make_sink, query, table_name)
+
+pytestmark = pytest.mark.spark
+
+
+def _checkpointed_before(db, run, table: str, job: str, in_the_log: list[int], in_the_database: list[int]) -> None:
+    """What the earlier SeaTide left: DROP_DATA made (its record, the table emptied of the rows from
+    before the job), batch ``b`` (rows ``[b]``) committed in the database for each of
+    ``in_the_database`` and in the commit log for each of ``in_the_log``."""
+    url = JdbcUrl.parse(db[0])
+    identity = f"jdbc:{url.dialect}://{url.host.lower()}:{url.port}/{url.database}/{table}"
+    sink_id = f"{job}/1/sink[0]"
+    execute(db, "CREATE TABLE IF NOT EXISTS seatide_sink_commits (transaction_id VARCHAR(255) NOT NULL PRIMARY KEY, "
+                "sink_id VARCHAR(255) NOT NULL, batch_id BIGINT NOT NULL, row_count BIGINT NOT NULL, "
+                "committed_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP)",
+            f"DELETE FROM {table}",
+            f"INSERT INTO seatide_sink_commits (transaction_id, sink_id, batch_id, row_count) "
+            f"VALUES ('{run.door.key_of(identity)}', '{sink_id}', -1, 0)")
+    for batch in in_the_database:
+        execute(db, f"INSERT INTO {table} VALUES ({batch}, 'n{batch}')",
+                f"INSERT INTO seatide_sink_commits (transaction_id, sink_id, batch_id, row_count) "
+                f"VALUES ('{run.transaction_prefix}{batch}', '{sink_id}', {batch}, 1)")
+    for batch in in_the_log:
+        run.log.commit(batch, {"rows": 1})      # the flat state a writer of its own committed
+
+
+@pytest.mark.parametrize("mode", ["DROP_DATA", "ERROR_WHEN_DATA_EXISTS"])
+@pytest.mark.parametrize("logged", [[0], []], ids=["logged", "crashed-before-its-log"])
+def test_a_job_checkpointed_before_the_protocol_resumes_without_a_batch_twice_or_lost(spark, db, tmp_path, logged,
+                                                                                       mode):
+    """Batch 0 is in the database and (``logged``) in the commit log, or only in the database (the
+    driver died between the two: the log is empty, so the target counts as never written and its
+    save modes pass the door); batch 1 only in the database. Resumed: batches 0 and 1 are replays,
+    the save mode is not made again (DROP_DATA empties nothing, ERROR_WHEN_DATA_EXISTS refuses
+    nothing: its record stands), batch 2 lands once."""
+    table, job = table_name(), table_name()
+    execute(db, f"CREATE TABLE {table} (id BIGINT, name VARCHAR(20))")
+
+    def resumed():
+        sink = make_sink(db, table=table, data_save_mode=mode)
+        return sink_run(sink, context(spark, job), SinkCommitLog(str(tmp_path / "log")),
+                        transaction_prefix=f"T_{job}_1_0_L1_")
+
+    run = resumed()
+    _checkpointed_before(db, run, table, job, logged, [0, 1])
+    execute(db, f"INSERT INTO {table} VALUES (100, 'after them')")
+    assert run.write(inserts(spark, [0]), 0).replayed
+    assert run.write(inserts(spark, [1]), 1).replayed
+    assert not run.write(inserts(spark, [2]), 2).replayed
+    assert query(db, f"SELECT id FROM {table} ORDER BY id") == [(0,), (1,), (2,), (100,)]
+    assert query(db, f"SELECT batch_id FROM seatide_sink_commits WHERE sink_id = '{job}/1/sink[0]' "
+                     "ORDER BY batch_id") == [(-1,), (0,), (1,), (2,)]
