@@ -16,6 +16,12 @@ reaches ``hit("name")`` the action runs:
 A point hit with a ``scope`` (a pipeline's id) can also be armed as ``name@scope``: that
 scope alone meets the action, e.g. one pipeline held while the others run to their end.
 
+Tests may also arm points for one job's drivers alone, so that a test holding or crashing
+its job's driver can share a cluster with other tests' jobs: a worker started with
+``SEATIDE_JOB_FAILPOINTS=DIR`` (a testing switch; nothing else sets it) gives the driver of
+job ID the points in the file ``DIR/ID`` after its own (``armed_for_job``). A job file cannot
+arm one: only whoever starts the worker chooses DIR.
+
 Unset, ``hit`` costs one dict lookup.
 """
 
@@ -40,8 +46,23 @@ def _parse(spec: str) -> dict[str, str]:
     return points
 
 
-_POINTS = _parse(os.environ.get("SEATIDE_FAILPOINTS", ""))
+POINTS_ENV = "SEATIDE_FAILPOINTS"
+JOB_POINTS_ENV = "SEATIDE_JOB_FAILPOINTS"
+
+_POINTS = _parse(os.environ.get(POINTS_ENV, ""))
 _HITS: dict[str, int] = {}
+
+
+def armed_for_job(job_id: str) -> str:
+    """The points armed for ``job_id``'s drivers under the testing switch; "" for none."""
+    directory = os.environ.get(JOB_POINTS_ENV)
+    if not directory or job_id in ("", ".", "..") or os.path.basename(job_id) != job_id:
+        return ""
+    try:
+        with open(os.path.join(directory, job_id)) as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
 
 
 def hit(name: str, released: Callable[[], bool] | None = None, scope: object = None) -> None:

@@ -41,11 +41,13 @@ def module_cluster(tmp_path_factory):
 @pytest.fixture
 def shared_cluster(module_cluster, request):
     """The module's shared cluster (``module_cluster``); its processes' logs are printed when
-    the test fails."""
+    the test fails. The jobs a test left live are ended after it (``end_live_jobs``): the next
+    test starts with the worker's slots free."""
     yield module_cluster
     failed = getattr(request.node, "rep_call", None)
     if failed is not None and failed.failed:
         print(module_cluster.logs())
+    module_cluster.end_live_jobs()
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
+from seatide.failpoints import JOB_POINTS_ENV, POINTS_ENV
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now
 from seatide.store.db import open_store
@@ -50,7 +51,7 @@ def batch_gate(path: str, passes: int, pipeline: int | None = None) -> dict:
     ``path`` exists or the job is stopped: a job that is surely mid-way, however fast the host.
     With ``pipeline``, only that pipeline is counted and held; the others run freely."""
     point = "driver.batch_start" if pipeline is None else f"driver.batch_start@{pipeline}"
-    return {"SEATIDE_FAILPOINTS": f"{point}=gate:{passes}:{path}"}
+    return {POINTS_ENV: f"{point}=gate:{passes}:{path}"}
 
 
 def open_gate(path: str) -> None:
@@ -163,9 +164,22 @@ class Cluster:
         store as this worker reaches it, when not as the cluster does (add it to other_store_urls)."""
         proc = self._spawn(name, ["cluster", "worker", "--node-id", name, "--slots", str(slots),
                                   *self._common(store_url), "--warm-drivers", str(self.warm_drivers),
-                                  *(extra or [])], env=env, wrap=wrap)
+                                  *(extra or [])], env={JOB_POINTS_ENV: self._armed_dir, **(env or {})}, wrap=wrap)
         wait_for(lambda: self._node_alive(name), 90, message=f"worker {name} registered")
         return proc
+
+    @property
+    def _armed_dir(self) -> str:
+        return os.path.join(self.data_dir, "job-failpoints")
+
+    def arm(self, job_id: str, points: str | dict) -> None:
+        """Arm failpoints for ``job_id``'s drivers alone (``failpoints.armed_for_job``), before
+        it is submitted: its attempts' drivers, started by this cluster's workers, meet them; the
+        other jobs' do not. ``points``: a spec, or an environment as ``batch_gate`` gives."""
+        spec = points[POINTS_ENV] if isinstance(points, dict) else points
+        os.makedirs(self._armed_dir, exist_ok=True)
+        with open(os.path.join(self._armed_dir, job_id), "w") as handle:
+            handle.write(spec)
 
     def _node_alive(self, node_id: str) -> bool:
         with self.store.read() as conn:      # heartbeats are the store's time: compared with it
@@ -256,6 +270,26 @@ class Cluster:
             if job_id is not None:
                 query = query.where(s.events.c.job_id == job_id)
             return list(conn.execute(query))
+
+    def end_live_jobs(self, grace: float = 30.0) -> None:
+        """Cancel every job not yet ended; kill the drivers of those still live ``grace`` s later
+        (a driver held by a failpoint may never see the cancel). A shared cluster's next test then
+        finds its slots free, whatever this one left behind."""
+        def live() -> list[str]:
+            with self.store.read() as conn:
+                return list(conn.execute(select(s.jobs.c.job_id).where(s.jobs.c.status.not_in(sorted(JOB_TERMINAL)))).scalars())
+        for job_id in live():
+            http("POST", self.any_coordinator().url + "/api/v1/stop-job", {"jobId": job_id})
+        try:
+            wait_for(lambda: not live(), grace, message="the canceled jobs to end")
+        except AssertionError:
+            for job_id in live():
+                for pid in driver_pids(job_id, self.store_urls()):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+            wait_for(lambda: not live(), 120, message="the jobs whose drivers were killed to end")
 
     def stop_all(self) -> None:
         for proc in self.procs:

@@ -234,9 +234,11 @@ class Worker(Presence):
                    "--self-fence-after", str(self.timeouts.driver_self_fence_after)]
         conf = self._spark_conf(attempt.job_id)
         log_file = self._driver_log(attempt.job_id, log_path)
-        proc = self._hand_to_warm_driver(attempt, conf, log_file)
+        armed = failpoints.armed_for_job(attempt.job_id)
+        # a warm driver read its failpoints when it started: a job that arms some goes cold
+        proc = None if armed else self._hand_to_warm_driver(attempt, conf, log_file)
         if proc is None:
-            proc = self.launcher.start(command, log_file, self._driver_env(conf), self.inherit_stdout)
+            proc = self.launcher.start(command, log_file, self._driver_env(conf, armed=armed), self.inherit_stdout)
         self.children[attempt.attempt_id] = proc
         failpoints.hit("worker.after_launch")
         # Its own step: a retried loop step finds the driver among our children and would not
@@ -270,10 +272,13 @@ class Worker(Presence):
             return None
         return self.warm_pool.take(attempt.job_id, attempt.attempt_id, fit.runtime_conf, log_file)
 
-    def _driver_env(self, conf: dict | None, worker_conf: bool = True) -> dict[str, str]:
+    def _driver_env(self, conf: dict | None, worker_conf: bool = True, armed: str = "") -> dict[str, str]:
         """A driver's environment; ``worker_conf``: with this worker's ``--spark-conf`` (a warm
-        driver's session is the default one: a job that needs the worker's settings goes cold)."""
+        driver's session is the default one: a job that needs the worker's settings goes cold);
+        ``armed``: its job's failpoints, after the worker's own (the later wins a point)."""
         env = dict(os.environ)
+        if armed:
+            env[failpoints.POINTS_ENV] = ",".join(p for p in (env.get(failpoints.POINTS_ENV), armed) if p)
         env["PYSPARK_PYTHON"] = sys.executable
         env["PYSPARK_DRIVER_PYTHON"] = sys.executable
         env.setdefault("PYTHONUNBUFFERED", "1")
