@@ -1,6 +1,9 @@
 """Checkpoints as a product: resume after a forced stop, savepoints, refusals, staleness policies.
 
 Real coordinator, worker and driver processes on SQLite and PostgreSQL, killed with SIGKILL.
+The SQLite stories that kill or hold only their own job's drivers (failpoints armed for that
+job, ``Cluster.arm``) share the module's cluster (``shared_cluster``); a story that kills a
+worker or runs on PostgreSQL starts its own.
 """
 
 from __future__ import annotations
@@ -80,12 +83,11 @@ def test_streaming_job_comes_back_by_itself_after_every_process_is_killed(cluste
     assert_never_resurrected(cluster, "killall")
 
 
-@sqlite_only
-def test_cancel_then_resume_finishes_with_no_duplicate_and_no_gap(cluster: Cluster, tmp_path):
+def test_cancel_then_resume_finishes_with_no_duplicate_and_no_gap(shared_cluster: Cluster, tmp_path):
+    cluster = shared_cluster
     out = str(tmp_path / "out")
     gate = str(tmp_path / "gate")
-    cluster.coordinator("c1")
-    cluster.worker("w1", env=batch_gate(gate, passes=6))
+    cluster.arm("cancel-resume", batch_gate(gate, passes=6))
     cluster.submit(batch_job(out, rows=1000, rows_per_batch=100), "cancel-resume")
     wait_for(lambda: _written(cluster, "cancel-resume") >= 600, 180, message="six batches committed")
     cluster.cancel("cancel-resume")     # the seventh batch is held at its start until the cancel
@@ -127,11 +129,9 @@ def test_resume_without_its_checkpoint_is_refused_and_fresh_fallback_starts_over
     assert set(written_ids(out + "/p0")) == set(range(300))
 
 
-@sqlite_only
-def test_resume_with_an_added_source_is_refused(cluster: Cluster, tmp_path):
+def test_resume_with_an_added_source_is_refused(shared_cluster: Cluster, tmp_path):
+    cluster = shared_cluster
     out = str(tmp_path / "out")
-    cluster.coordinator("c1")
-    cluster.worker("w1")
     original = streaming_job(out)
     cluster.submit(original, "changed")
     wait_for(lambda: _last_id(cluster, "changed") >= 1, 180, message="a checkpoint")
@@ -175,44 +175,40 @@ def test_savepoint_then_resume_continues_exactly_where_it_stopped(cluster: Clust
     assert cluster.job("sp").restored_from == f"savepoint {savepoints[0]['checkpointId']}"
 
 
-@sqlite_only
 # Each policy's decision is unit-tested (tests/coordinator/test_reconcile.py); here the two with
 # an effect on processes run end to end in CI, and warn (a flag only) in the soak set.
 # CI runs the default policy (restart); warn and fail are in the soak set (CI time).
 @pytest.mark.parametrize("policy", [pytest.param("warn", marks=pytest.mark.soak), "restart",
                                     pytest.param("fail", marks=pytest.mark.soak)])
-def test_blocked_sink_is_flagged_stale_and_its_policy_applies(cluster: Cluster, tmp_path, policy):
-    out = str(tmp_path / "out")
-    marker = str(tmp_path / "hung-once")
-    cluster.coordinator("c1")
-    cluster._spawn("w1", ["cluster", "worker", "--node-id", "w1", *cluster._common()],
-                   env={"SEATIDE_FAILPOINTS": f"driver.before_sink_write=once:hang:{marker}"})
-    wait_for(lambda: cluster._node_alive("w1"), 30)
+def test_blocked_sink_is_flagged_stale_and_its_policy_applies(shared_cluster: Cluster, tmp_path, policy):
+    # warn leaves its job RUNNING, its driver hung: shared_cluster ends it after the test
+    cluster, out, marker, job_id = shared_cluster, str(tmp_path / "out"), str(tmp_path / "hung-once"), f"stale-{policy}"
+    cluster.arm(job_id, f"driver.before_sink_write=once:hang:{marker}")
     # The window must hold a first micro-batch (and, for restart, a new attempt's Spark start):
     # on a loaded machine that alone can take 10 s or more.
     window_ms = 25000
     job = streaming_job(out).replace("job.retry.times = 3", f"job.retry.times = 3\n  checkpoint.stale-after = {window_ms}\n"
                                      f"  checkpoint.on-stale = {policy}")
-    cluster.submit(job, "stale")
-    cluster.wait_status("stale", "RUNNING", timeout=120)
+    cluster.submit(job, job_id)
+    cluster.wait_status(job_id, "RUNNING", timeout=120)
     wait_for(lambda: os.path.exists(marker), 120, message="the sink to block")
-    wait_for(lambda: "CHECKPOINT_STALE" in [e.kind for e in cluster.events("stale")], window_ms / 1000 + 10,
+    wait_for(lambda: "CHECKPOINT_STALE" in [e.kind for e in cluster.events(job_id)], window_ms / 1000 + 10,
              message="the stale flag")
     if policy == "warn":
-        assert cluster.job("stale").status == "RUNNING"
-        assert _checkpoint(cluster, "stale")["health"] == "CHECKPOINT_STALE"
-        assert len(cluster.attempts("stale")) == 1
+        assert cluster.job(job_id).status == "RUNNING"
+        assert _checkpoint(cluster, job_id)["health"] == "CHECKPOINT_STALE"
+        assert len(cluster.attempts(job_id)) == 1
     elif policy == "restart":
-        wait_for(lambda: len(cluster.attempts("stale")) >= 2, 30, message="a new attempt")
-        wait_for(lambda: _last_id(cluster, "stale") >= 1, 120, message="checkpoints from the new attempt")
-        assert cluster.job("stale").status == "RUNNING"
-        assert cluster.attempts("stale")[0].state == "LOST"
-        assert "checkpoint stale" in cluster.attempts("stale")[0].error
-        wait_for(lambda: _checkpoint(cluster, "stale")["health"] in ("HEALTHY", "IDLE"), 30)
+        wait_for(lambda: len(cluster.attempts(job_id)) >= 2, 30, message="a new attempt")
+        wait_for(lambda: _last_id(cluster, job_id) >= 1, 120, message="checkpoints from the new attempt")
+        assert cluster.job(job_id).status == "RUNNING"
+        assert cluster.attempts(job_id)[0].state == "LOST"
+        assert "checkpoint stale" in cluster.attempts(job_id)[0].error
+        wait_for(lambda: _checkpoint(cluster, job_id)["health"] in ("HEALTHY", "IDLE"), 30)
     else:
-        job_row = cluster.wait_status("stale", "FAILED", timeout=30)
+        job_row = cluster.wait_status(job_id, "FAILED", timeout=30)
         assert "checkpoint stale" in job_row.error_msg
-        wait_for(lambda: driver_pids("stale") == [], 30, message="the blocked driver to be killed")
+        wait_for(lambda: driver_pids(job_id) == [], 30, message="the blocked driver to be killed")
 
 
 def test_a_savepoint_is_copied_outside_any_store_transaction(cluster: Cluster, tmp_path):
@@ -288,8 +284,8 @@ def test_resume_moves_no_directory_itself_and_a_driver_killed_mid_way_finishes_t
     _stop_and_check_prefix(cluster, "prep", out)
 
 
-@sqlite_only   # the decision's store writes run on both stores in tests/runtime/test_sink_decision.py
-def test_driver_killed_after_its_sink_decision_has_the_batch_published_by_the_next_attempt(cluster: Cluster,
+# the decision's store writes run on both stores in tests/runtime/test_sink_decision.py
+def test_driver_killed_after_its_sink_decision_has_the_batch_published_by_the_next_attempt(shared_cluster: Cluster,
                                                                                            tmp_path):
     """SIGKILL between the decision (the store write) and the publish: the replacement rolls the
     decided batch forward instead of redoing it, and every row is written once."""
@@ -297,9 +293,9 @@ def test_driver_killed_after_its_sink_decision_has_the_batch_published_by_the_ne
 
     from seatide.store import schema as s
 
+    cluster = shared_cluster
     out, killed_once = str(tmp_path / "out"), str(tmp_path / "killed")
-    cluster.coordinator("c1")
-    cluster.worker("w1", env={"SEATIDE_FAILPOINTS": f"sink.after_decision=once:kill:{killed_once}"})
+    cluster.arm("decided", f"sink.after_decision=once:kill:{killed_once}")
     cluster.submit(batch_job(out, rows=400, rows_per_batch=100, retries=5), "decided")
     job = cluster.wait_status("decided", {"FINISHED", "FAILED"}, timeout=600)
     assert job.status == "FINISHED", job.error_msg

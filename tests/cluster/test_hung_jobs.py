@@ -7,11 +7,18 @@ are made in the JVM. ``job.progress-timeout`` is seconds here, set in the job's 
 window opens once the driver has started its queries; a micro-batch job gets a longer one:
 its first micro-batch still starts the Python workers of its data source after that, about
 10 s before the first task completes on a loaded two-core host.
-Real coordinator, worker and driver processes.
+One stuck pipeline is not hidden by a healthy one (issue 30, finding 10): in a STREAMING job of
+two pipelines, pipeline 2's sink is held after two batches while pipeline 1 keeps committing;
+the stale flag and the progress watchdog judge each pipeline, so both fire for pipeline 2
+alone (before, both read the job's newest checkpoint and the attempt's task progress, and
+neither fired).
+Real coordinator, worker and driver processes: the module's shared cluster (``shared_cluster``),
+each test's failpoint armed for its own job alone (``Cluster.arm``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -22,12 +29,11 @@ from seatide.testing.driver_processes import driver_pids
 from seatide.testing.cluster import Cluster, open_gate, wait_for
 from seatide.testing.jobs import assert_exactly, batch_job, streaming_job, written_ids
 from tests.cluster.test_metrics import scrape
-from tests.stores import sqlite_only
 
 pytestmark = pytest.mark.cluster
 
-# The decisions are store-agnostic (tests/coordinator/test_reconcile.py covers every policy);
-# the plain BATCH story runs on both stores, the others on SQLite to keep CI short.
+# The decisions are store-agnostic (tests/coordinator/test_reconcile.py covers every policy, and
+# the store side of the watchdog runs on both stores in tests/store): these run on SQLite.
 COLD_START_PROOF = "job.progress-timeout = 20000"     # micro-batch jobs: see the module's doc
 
 STALL = os.path.join(os.path.dirname(__file__), "stall.py")
@@ -53,11 +59,9 @@ def pipeline_row(cluster: Cluster, job_id: str):
         return conn.execute(select(s.pipelines).where(s.pipelines.c.job_id == job_id)).one()
 
 
-@sqlite_only   # the store side of the watchdog is tested on both stores in tests/store
-def test_plain_batch_job_whose_task_hangs_is_failed_saying_what_hung(cluster: Cluster, tmp_path):
-    out = str(tmp_path / "out")
-    cluster.coordinator("c1")
-    cluster.worker("w1", env={"SEATIDE_FAILPOINTS": "test.task_row=hang"})
+def test_plain_batch_job_whose_task_hangs_is_failed_saying_what_hung(shared_cluster: Cluster, tmp_path):
+    cluster, out = shared_cluster, str(tmp_path / "out")
+    cluster.arm("hung-batch", "test.task_row=hang")
     cluster.submit(stalled_batch_job(out, 8, "job.progress-timeout = 4000", "job.on-hung = fail"), "hung-batch")
     job = cluster.wait_status("hung-batch", "FAILED", timeout=180)
     assert job.error_msg.startswith("job hung: pipeline 1 of attempt "), job.error_msg
@@ -75,12 +79,10 @@ def test_plain_batch_job_whose_task_hangs_is_failed_saying_what_hung(cluster: Cl
     assert written_ids(out) == {}
 
 
-@sqlite_only
-def test_checkpointed_batch_job_whose_task_hangs_is_restarted_and_finishes_exactly_once(cluster: Cluster, tmp_path):
-    out = str(tmp_path / "out")
-    marker = str(tmp_path / "hung-once")
-    cluster.coordinator("c1")
-    cluster.worker("w1", env={"SEATIDE_FAILPOINTS": f"source.fake.read_partition=once:hang:{marker}"})
+def test_checkpointed_batch_job_whose_task_hangs_is_restarted_and_finishes_exactly_once(shared_cluster: Cluster,
+                                                                                        tmp_path):
+    cluster, out, marker = shared_cluster, str(tmp_path / "out"), str(tmp_path / "hung-once")
+    cluster.arm("hung-checkpointed", f"source.fake.read_partition=once:hang:{marker}")
     # on-hung is left at its default: restart
     cluster.submit(with_env(batch_job(out, rows=400, rows_per_batch=100), COLD_START_PROOF), "hung-checkpointed")
     cluster.wait_status("hung-checkpointed", "FINISHED", timeout=240)
@@ -95,12 +97,11 @@ def test_checkpointed_batch_job_whose_task_hangs_is_restarted_and_finishes_exact
 
 # In the soak set (bash scripts/test -m soak): CI time; the warn policy, like the stale-checkpoint one
 @pytest.mark.soak
-@sqlite_only
-def test_streaming_job_whose_task_hangs_is_flagged_then_recovers_under_warn(cluster: Cluster, tmp_path):
-    out = str(tmp_path / "out")
-    gate = str(tmp_path / "gate")
-    coordinator = cluster.coordinator("c1")
-    cluster.worker("w1", env={"SEATIDE_FAILPOINTS": f"source.fake.read_partition=gate:0:{gate}"})
+def test_streaming_job_whose_task_hangs_is_flagged_then_recovers_under_warn(shared_cluster: Cluster, tmp_path):
+    # it leaves its stream RUNNING: shared_cluster ends it after the test
+    cluster, out, gate = shared_cluster, str(tmp_path / "out"), str(tmp_path / "gate")
+    coordinator = cluster.any_coordinator()
+    cluster.arm("hung-stream", f"source.fake.read_partition=gate:0:{gate}")
     cluster.submit(with_env(streaming_job(out), COLD_START_PROOF, "job.on-hung = warn"), "hung-stream")
     wait_for(lambda: hung_events(cluster, "hung-stream"), 180, message="the JOB_HUNG event")
     # warn: flagged, and nothing else changes
@@ -125,12 +126,10 @@ def test_streaming_job_whose_task_hangs_is_flagged_then_recovers_under_warn(clus
 
 # In the soak set (bash scripts/test -m soak): CI time; a false alarm would also fail the other hung-job tests' counts
 @pytest.mark.soak
-@sqlite_only
-def test_slow_job_whose_tasks_keep_completing_is_not_hung(cluster: Cluster, tmp_path):
-    out = str(tmp_path / "out")
-    cluster.coordinator("c1")
+def test_slow_job_whose_tasks_keep_completing_is_not_hung(shared_cluster: Cluster, tmp_path):
+    cluster, out = shared_cluster, str(tmp_path / "out")
     # 16 one-row tasks of 3 s each on two cores: about 24 s of work, a task done every 1.5 s or so
-    cluster.worker("w1", env={"SEATIDE_FAILPOINTS": "test.task_row=sleep:3"})
+    cluster.arm("slow-batch", "test.task_row=sleep:3")
     cluster.submit(stalled_batch_job(out, 16, "job.progress-timeout = 15000", "job.on-hung = fail"), "slow-batch")
     cluster.wait_status("slow-batch", "FINISHED", timeout=240)
     pipeline = pipeline_row(cluster, "slow-batch")
@@ -140,3 +139,56 @@ def test_slow_job_whose_tasks_keep_completing_is_not_hung(cluster: Cluster, tmp_
     assert attempt.tasks_done >= 8          # progress was sampled and recorded while it ran
     assert_exactly(written_ids(out), range(16))
 
+
+WINDOW_MS = 40000     # two pipelines: stale-after and progress-timeout: either pipeline's cold start fits on a loaded host
+
+
+def _pipelines(cluster: Cluster, job_id: str) -> dict:
+    with cluster.store.read() as conn:
+        return {p.pipeline_id: p for p in conn.execute(select(s.pipelines).where(s.pipelines.c.job_id == job_id))}
+
+
+def _events(cluster: Cluster, job_id: str, kind: str) -> list:
+    return [e for e in cluster.events(job_id) if e.kind == kind]
+
+
+# the decision is the store's rows alone: tests/coordinator/test_reconcile.py
+def test_a_pipeline_whose_sink_hangs_is_flagged_stale_and_hung_while_the_other_commits(shared_cluster: Cluster,
+                                                                                       tmp_path):
+    cluster, out, gate = shared_cluster, str(tmp_path / "out"), str(tmp_path / "gate")
+    cluster.arm("two", f"driver.before_sink_write@2=gate:2:{gate}")
+    job = streaming_job(out, pipelines=2).replace("job.retry.times = 3", "\n  ".join([
+        "job.retry.times = 3", f"checkpoint.stale-after = {WINDOW_MS}", "checkpoint.on-stale = warn",
+        f"job.progress-timeout = {WINDOW_MS}", "job.on-hung = warn"]))
+    cluster.submit(job, "two")
+    try:
+        wait_for(lambda: (_pipelines(cluster, "two")[2].last_batch_id or -1) >= 1, 240,
+                 message="pipeline 2's two batches before its sink is held")
+        held_at = _pipelines(cluster, "two")[2].last_checkpoint_id
+        first_before = _pipelines(cluster, "two")[1].last_checkpoint_id
+        stale = wait_for(lambda: _events(cluster, "two", "CHECKPOINT_STALE"), WINDOW_MS / 1000 + 60,
+                         message="the stale flag for pipeline 2")
+        hung = wait_for(lambda: _events(cluster, "two", "JOB_HUNG"), WINDOW_MS / 1000 + 60,
+                        message="the progress watchdog for pipeline 2")
+        rows = _pipelines(cluster, "two")
+        assert rows[2].last_checkpoint_id == held_at, "pipeline 2 committed while its sink was held"
+        assert rows[1].last_checkpoint_id > first_before, "pipeline 1 stopped committing too"
+        assert json.loads(stale[0].detail)["pipelines"] == [2], stale[0].detail
+        assert json.loads(hung[0].detail)["pipelines"] == [2], hung[0].detail
+        assert cluster.job("two").status == "RUNNING" and len(cluster.attempts("two")) == 1   # warn: flags only
+        assert cluster.job_info("two")["checkpoint"]["health"] == "HUNG"
+        # Pipeline 1's later batches and tasks end neither flag: only pipeline 2 moving does.
+        newest = rows[1].last_checkpoint_id
+        wait_for(lambda: _pipelines(cluster, "two")[1].last_checkpoint_id >= newest + 2, 60,
+                 message="two more checkpoints of pipeline 1")
+        flagged = cluster.job("two")
+        assert flagged.stale_since is not None and flagged.hung_since is not None
+        open_gate(gate)
+        wait_for(lambda: _pipelines(cluster, "two")[2].last_checkpoint_id > held_at, 120,
+                 message="pipeline 2's batches once its sink goes on")
+        wait_for(lambda: cluster.job_info("two")["checkpoint"]["health"] in ("HEALTHY", "IDLE"), 60,
+                 message="both flags to end")
+    finally:
+        open_gate(gate)
+        cluster.cancel("two")
+        cluster.wait_status("two", "CANCELED", timeout=120)
