@@ -271,7 +271,7 @@ class Cluster:
                 query = query.where(s.events.c.job_id == job_id)
             return list(conn.execute(query))
 
-    def end_live_jobs(self, grace: float = 30.0) -> None:
+    def end_live_jobs(self, grace: float = 5.0) -> None:
         """Cancel every job not yet ended; kill the drivers of those still live ``grace`` s later
         (a driver held by a failpoint may never see the cancel). A shared cluster's next test then
         finds its slots free, whatever this one left behind."""
