@@ -14,10 +14,12 @@ ledger) after every simulated step, and once more when faults have stopped.
 from __future__ import annotations
 
 import os
+import sqlite3
 
 from sqlalchemy import and_, func, select
 
 from seatide.store import schema as s
+from seatide.store.address import OPEN_WAIT_S
 from seatide.store.db import Store
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, PIPELINE_TERMINAL
 
@@ -33,69 +35,90 @@ class Invariants:
         self.canceled: dict[tuple[str, int], int] = {}       # -> its number of attempts then
         self.last_seq = 0
         self.max_epoch = 0
+        # The simulation's store is one SQLite file; the checker only reads it (isolation_level
+        # None: it issues BEGIN itself, as the store does).
+        self._raw = sqlite3.connect(store.engine.url.database, isolation_level=None)
+        self._raw.execute(f"PRAGMA busy_timeout={int(OPEN_WAIT_S * 1000)}")
+        self._seen_version = None
+
+    def close(self) -> None:
+        self._raw.close()
 
     def fail(self, message: str) -> None:
         self.violations.append(message)
 
     # -- after every step ----------------------------------------------------------------
-    def after_step(self) -> None:
-        with self.store.read() as conn:
-            self._terminal_is_forever(conn)
-            self._one_live_attempt(conn)
-            self._checkpoints_once(conn)
-            self._event_log(conn)
+    # One plain SELECT a table, on the checker's own SQLite connection, then every check over
+    # the rows in Python: building a query a check (and one a CANCELED incarnation, each step)
+    # was half of a run's time. The connection's data_version moves whenever another
+    # connection commits, so a step that committed nothing (a follower's tick, a fault on a
+    # paused process) leaves the store as the last check saw it and is not read again.
+    _JOBS = "SELECT job_id, run_id, incarnation, status FROM jobs"
+    _ATTEMPTS = ("SELECT job_id, incarnation, count(*), sum(state IN (%s)) FROM attempts "
+                 "GROUP BY job_id, incarnation" % ", ".join(f"'{state}'" for state in sorted(ATTEMPT_LIVE)))
+    _TWICE_RECORDED = ("SELECT job_id, pipeline_id, batch_id FROM checkpoints "
+                       "WHERE kind = 'CHECKPOINT' AND status = 'COMPLETED' "
+                       "GROUP BY job_id, incarnation, pipeline_id, batch_id HAVING count(*) > 1")
+    _EVENTS = "SELECT seq, kind, job_id, epoch, detail FROM events WHERE seq > ? ORDER BY seq"
 
-    def _terminal_is_forever(self, conn) -> None:
+    def after_step(self) -> None:
+        version = self._raw.execute("PRAGMA data_version").fetchone()[0]
+        if version == self._seen_version:
+            return
+        self._seen_version = version
+        self._raw.execute("BEGIN")
+        try:
+            jobs = self._raw.execute(self._JOBS).fetchall()
+            attempts = self._raw.execute(self._ATTEMPTS).fetchall()
+            twice = self._raw.execute(self._TWICE_RECORDED).fetchall()
+            events = self._raw.execute(self._EVENTS, (self.last_seq,)).fetchall()
+        finally:
+            self._raw.execute("COMMIT")
+        runs = {job_id: run_id for job_id, run_id, _, _ in jobs}
+        counts = {(job_id, incarnation): n for job_id, incarnation, n, _ in attempts}
+        self._terminal_is_forever(jobs, lambda key: counts.get(key[:2], 0) if runs.get(key[0]) == key[2] else 0)
+        self._one_live_attempt(attempts)
+        for job_id, pipeline_id, batch_id in twice:
+            self.fail(f"batch {batch_id} of job {job_id} pipeline {pipeline_id} recorded more than once")
+        self._event_log(events)
+
+    def _terminal_is_forever(self, jobs, attempts) -> None:
+        """``attempts(key)``: attempts of the run's incarnation (none once the run is forgotten)."""
         # Keyed by run: a job id submitted again after its history expired is a new run, which
         # starts again at incarnation 1 (store/runs.py); the dead run's incarnation stays ended.
-        for job in conn.execute(select(s.jobs.c.job_id, s.jobs.c.run_id, s.jobs.c.incarnation, s.jobs.c.status)):
-            key = (job.job_id, job.incarnation, job.run_id)
+        for job_id, run_id, incarnation, status in jobs:
+            key = (job_id, incarnation, run_id)
             was = self.terminal.get(key)
-            if was is not None and job.status != was:
-                self.fail(f"job {key[0]} incarnation {key[1]} (run {key[2]}) left terminal {was} for {job.status}")
-            elif was is None and job.status in JOB_TERMINAL:
-                self.terminal[key] = job.status
-            if job.status == "CANCELED" and key not in self.canceled:
-                self.canceled[key] = self._attempts(conn, key)
+            if was is not None and status != was:
+                self.fail(f"job {key[0]} incarnation {key[1]} (run {key[2]}) left terminal {was} for {status}")
+            elif was is None and status in JOB_TERMINAL:
+                self.terminal[key] = status
+            if status == "CANCELED" and key not in self.canceled:
+                self.canceled[key] = attempts(key)
         for key, count in self.canceled.items():
-            now = self._attempts(conn, key)
+            now = attempts(key)
             if now > count:
                 self.fail(f"job {key[0]} incarnation {key[1]} got a new attempt after it was CANCELED")
                 self.canceled[key] = now
 
-    @staticmethod
-    def _attempts(conn, key) -> int:
-        """Attempts of the run's incarnation (none once the run is forgotten)."""
-        run = conn.execute(select(s.jobs.c.run_id).where(s.jobs.c.job_id == key[0])).scalar()
-        if run != key[2]:
-            return 0
-        return conn.execute(select(func.count()).select_from(s.attempts).where(and_(
-            s.attempts.c.job_id == key[0], s.attempts.c.incarnation == key[1]))).scalar()
+    def _one_live_attempt(self, attempts) -> None:
+        live: dict[str, int] = {}
+        for job_id, _, _, n in attempts:
+            live[job_id] = live.get(job_id, 0) + n
+        for job_id, n in live.items():
+            if n > 1:
+                self.fail(f"job {job_id} has {n} live attempts at once")
 
-    def _one_live_attempt(self, conn) -> None:
-        for row in conn.execute(select(s.attempts.c.job_id, func.count().label("n")).where(
-                s.attempts.c.state.in_(sorted(ATTEMPT_LIVE))).group_by(s.attempts.c.job_id)
-                .having(func.count() > 1)):
-            self.fail(f"job {row.job_id} has {row.n} live attempts at once")
-
-    def _checkpoints_once(self, conn) -> None:
-        c = s.checkpoints.c
-        for row in conn.execute(select(c.job_id, c.incarnation, c.pipeline_id, c.batch_id).where(and_(
-                c.kind == "CHECKPOINT", c.status == "COMPLETED"))
-                .group_by(c.job_id, c.incarnation, c.pipeline_id, c.batch_id).having(func.count() > 1)):
-            self.fail(f"batch {row.batch_id} of job {row.job_id} pipeline {row.pipeline_id} "
-                      f"recorded more than once")
-
-    def _event_log(self, conn) -> None:
-        for event in conn.execute(select(s.events).where(s.events.c.seq > self.last_seq).order_by(s.events.c.seq)):
-            self.last_seq = event.seq
-            if event.epoch is not None:
-                if event.epoch < self.max_epoch:
-                    self.fail(f"event {event.seq} {event.kind} of job {event.job_id} written with stale epoch "
-                              f"{event.epoch} (epoch {self.max_epoch} already acted)")
-                self.max_epoch = max(self.max_epoch, event.epoch)
-            if event.kind == "RECONCILE_ERROR":
-                self.fail(f"reconcile of job {event.job_id} raised: {event.detail}")
+    def _event_log(self, events) -> None:
+        for seq, kind, job_id, epoch, detail in events:
+            self.last_seq = seq
+            if epoch is not None:
+                if epoch < self.max_epoch:
+                    self.fail(f"event {seq} {kind} of job {job_id} written with stale epoch "
+                              f"{epoch} (epoch {self.max_epoch} already acted)")
+                self.max_epoch = max(self.max_epoch, epoch)
+            if kind == "RECONCILE_ERROR":
+                self.fail(f"reconcile of job {job_id} raised: {detail}")
 
     # -- around a driver's write ---------------------------------------------------------
     def current_attempt(self, job_id: str, attempt_id: int) -> str | None:

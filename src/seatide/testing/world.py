@@ -109,6 +109,7 @@ class World:
     def close(self) -> None:
         clock.use(self._previous_clock)
         clock.use_store_clock(None)
+        self.check.close()
         self.shared.dispose()
 
     def now(self) -> float:
