@@ -113,7 +113,9 @@ def test_a_stale_finished_dirty_row_never_reaches_the_resubmitted_run(store, tmp
     assert killed == [], "the stale cleanup put the new run's driver down"
 
 
-def _cdc_job(server) -> str:
+def _cdc_job(server, table: str = "stale_leader", slot_name: str | None = None) -> str:
+    """A Postgres-CDC job on one table of ``server`` (the slot named by SeaTide, or ``slot_name``)."""
+    slot = f'\n    slot.name = "{slot_name}"' if slot_name else ""
     return f"""
 source {{
   Postgres-CDC {{
@@ -122,7 +124,7 @@ source {{
     password = ""
     database-names = ["postgres"]
     schema-names = ["public"]
-    table-names = ["postgres.public.stale_leader"]
+    table-names = ["postgres.public.{table}"]{slot}
   }}
 }}
 sink {{ Console {{}} }}

@@ -20,27 +20,14 @@ from seatide.plan.dag import build_plan
 from seatide.plan.outline import outline_json
 from seatide.store import schema as s
 from seatide.store.jobs import submit_job
-from tests.coordinator.test_stale_leader import _leader, _make_slot, _slots
+from tests.coordinator.test_stale_leader import _cdc_job as stale_leader_job, _leader, _make_slot, _slots
 from tests.store.test_store import store  # noqa: F401  (a fixture)
 
 SLOT = "fix30_user_named"
 
 
 def _cdc_job(server, slot_name: str = SLOT) -> str:
-    return f"""
-source {{
-  Postgres-CDC {{
-    base-url = "{server.url}"
-    username = "postgres"
-    password = ""
-    database-names = ["postgres"]
-    schema-names = ["public"]
-    table-names = ["postgres.public.user_named"]
-    slot.name = "{slot_name}"
-  }}
-}}
-sink {{ Console {{}} }}
-"""
+    return stale_leader_job(server, "user_named", slot_name)
 
 
 def _submit(store, tmp_path, text: str, job_id: str) -> None:
