@@ -16,7 +16,6 @@ import pytest
 from seatide import failpoints
 from seatide.plugin.base import PermanentError
 from seatide.store.db import AttemptFenced, open_store
-from seatide.testing.http_server import LocalHttp
 from seatide.testing.redis_server import PrivateRedis
 from tests.connectors.hive_server import hive_metastore
 from tests.contract.harness import Pipeline, Zombie, changes, routes, rows, tables
@@ -69,13 +68,6 @@ def make_system(name: str, request, tmp_path):
 @pytest.fixture(scope="module")
 def redis_server(tmp_path_factory):
     server = PrivateRedis(str(tmp_path_factory.mktemp("contract-redis")))
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def http_server():
-    server = LocalHttp()
     yield server
     server.stop()
 

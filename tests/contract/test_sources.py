@@ -21,7 +21,6 @@ from sqlalchemy import select
 from seatide import failpoints, intents
 from seatide.store import schema as s
 from seatide.store.jobs import request_stop
-from seatide.testing.http_server import LocalHttp
 from tests.contract.source_systems import (REPLAYED, STOPPED, FakeSystem, HttpSystem, IcebergSystem, JdbcSystem,
                                            LocalFileSystem, PaimonSystem, SourceSystem)
 from tests.e2e.harness import InProcessCluster
@@ -29,13 +28,6 @@ from tests.e2e.harness import InProcessCluster
 pytestmark = pytest.mark.spark
 
 SOURCES = ["Fake", "LocalFile", "PostgreSQL", "MariaDB", "Http", "Paimon", "Iceberg"]
-
-
-@pytest.fixture(scope="module")
-def http_server():
-    server = LocalHttp()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(params=SOURCES)
