@@ -1,7 +1,8 @@
 """Each source's context for the source contract suite (``test_sources.py``): real data in its
-system (files, a PostgreSQL or MariaDB table of its own, a private HTTP server's answers), the
-source block that reads it, and what a run resumed after a change of that data must deliver. A
-source supplies this and nothing else; the suite owns the cases and runs them as jobs do.
+system (files, a PostgreSQL or MariaDB table of its own, a private HTTP server's answers, keys of
+a private redis-server), the source block that reads it, and what a run resumed after a change of
+that data must deliver. A source supplies this and nothing else; the suite owns the cases and
+runs them as jobs do.
 
 Rows are ``id bigint, name string``; the suite checks ids.
 """
@@ -209,5 +210,53 @@ class IcebergSystem(SourceSystem):
         self._append(range(1000, 1050))
 
 
+class RedisSystem(SourceSystem):
+    """Redis: string keys of a pattern of its own on a private redis-server, each a JSON row, read
+    as the source reads them (SCAN MATCH, then GET). Redis keeps no change log, so the source has
+    no position within its keys: a checkpointed BATCH read would be one scan, one batch (as Http's
+    one poll), its offset whether the scan was admitted. A replayed batch that the sink decided
+    writes nothing again; a scan not yet decided reads the keys of then, a key deleted meanwhile
+    not delivered, one added delivered."""
+
+    def __init__(self, server):
+        super().__init__("Redis", max_rows=100, min_batches=1, interrupt_at=0, rows_bounded=False)
+        self.server = server
+        self.prefix = f"srccontract:{secrets.token_hex(3)}:"
+        self.now = self._keys(range(300), [])
+        self.rows = list(self.now)
+
+    def _keys(self, ids, deleted) -> list[int]:
+        """The ids held after setting ``ids`` and deleting ``deleted``."""
+        import json
+
+        client = self.server.client()
+        try:
+            client.mset({f"{self.prefix}{i}": json.dumps({"id": i, "name": f"row {i}"}) for i in ids})
+            if deleted:
+                client.delete(*(f"{self.prefix}{i}" for i in deleted))
+            return sorted(int(k.decode().removeprefix(self.prefix)) for k in client.scan_iter(f"{self.prefix}*"))
+        finally:
+            client.close()
+
+    def block(self) -> str:
+        return (f'Redis {{ host = "127.0.0.1", port = {self.server.port}, keys = "{self.prefix}*", data_type = key, '
+                "schema = { fields { id = bigint, name = string } } }")
+
+    def change(self) -> None:
+        self.now = self._keys(range(1000, 1050), [290])
+
+    def expected_after_change(self, how: str) -> list[int]:
+        return sorted(self.rows) if how == REPLAYED else self.now
+
+    def close(self) -> None:
+        client = self.server.client()
+        try:
+            keys = list(client.scan_iter(f"{self.prefix}*"))
+            if keys:
+                client.delete(*keys)
+        finally:
+            client.close()
+
+
 __all__ = ["FakeSystem", "HttpSystem", "IcebergSystem", "JdbcSystem", "LocalFileSystem", "PaimonSystem", "REPLAYED",
-           "STOPPED", "SourceSystem"]
+           "RedisSystem", "STOPPED", "SourceSystem"]

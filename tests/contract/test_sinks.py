@@ -16,7 +16,6 @@ import pytest
 from seatide import failpoints
 from seatide.plugin.base import PermanentError
 from seatide.store.db import AttemptFenced, open_store
-from seatide.testing.redis_server import PrivateRedis
 from tests.connectors.hive_server import hive_metastore
 from tests.contract.harness import Pipeline, Zombie, changes, routes, rows, tables
 from tests.contract.systems import (HiveSystem, HttpSystem, IcebergSystem, JdbcSystem, LocalFileSystem, PaimonSystem,
@@ -63,13 +62,6 @@ def make_system(name: str, request, tmp_path):
         return HttpSystem(request.getfixturevalue("http_server"))
     server = name.removesuffix("-keyed")
     return JdbcSystem(server, request.getfixturevalue(f"{server.lower()}_database"), keyed=name.endswith("-keyed"))
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory):
-    server = PrivateRedis(str(tmp_path_factory.mktemp("contract-redis")))
-    yield server
-    server.stop()
 
 
 @pytest.fixture(params=SINKS)

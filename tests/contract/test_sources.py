@@ -22,12 +22,17 @@ from seatide import failpoints, intents
 from seatide.store import schema as s
 from seatide.store.jobs import request_stop
 from tests.contract.source_systems import (REPLAYED, STOPPED, FakeSystem, HttpSystem, IcebergSystem, JdbcSystem,
-                                           LocalFileSystem, PaimonSystem, SourceSystem)
+                                           LocalFileSystem, PaimonSystem, RedisSystem, SourceSystem)
 from tests.e2e.harness import InProcessCluster
 
 pytestmark = pytest.mark.spark
 
-SOURCES = ["Fake", "LocalFile", "PostgreSQL", "MariaDB", "Http", "Paimon", "Iceberg"]
+# The Redis source reads BATCH jobs without checkpoint.interval only (docs/connectors/redis.md):
+# every case runs a checkpointed job, which it refuses when the job starts.
+REDIS_UNCHECKPOINTED = pytest.mark.xfail(strict=True, reason="the Redis source refuses a checkpointed BATCH job "
+                                         "(no micro-batch read: one SCAN as one batch, as Http's one poll)")
+SOURCES = ["Fake", "LocalFile", "PostgreSQL", "MariaDB", "Http", "Paimon", "Iceberg",
+           pytest.param("Redis", marks=REDIS_UNCHECKPOINTED)]
 
 
 @pytest.fixture(params=SOURCES)
@@ -43,6 +48,8 @@ def system(request, tmp_path):
         made = PaimonSystem(str(tmp_path))
     elif name == "Http":
         made = HttpSystem(request.getfixturevalue("http_server"))
+    elif name == "Redis":
+        made = RedisSystem(request.getfixturevalue("redis_server"))
     else:
         made = JdbcSystem(name)
     yield made
