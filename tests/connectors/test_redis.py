@@ -220,7 +220,16 @@ def test_the_examples_write_and_read_back_seatunnels_rows(spark, tmp_path, db, s
                     {"code": 500, "data": "internal error", "success": False}]
 
 
-def test_the_source_refuses_a_checkpointed_job_with_the_way_out(spark, tmp_path, db, server):
-    text = source_job(server, f'keys = "*", data_type = key, {SCHEMA}', env="job.mode = BATCH, checkpoint.interval = 1000")
-    result = InProcessCluster(spark, str(tmp_path / "data")).run(text)
-    assert result.status == "FAILED" and "remove checkpoint.interval" in result.error
+def test_a_checkpointed_job_reads_the_keys_in_one_batch_and_streaming_is_refused(spark, tmp_path, db, server):
+    """Redis keeps no position within its keys: a checkpointed BATCH job's read is one scan, one
+    micro-batch (the source contract suite covers its replay and resume); a STREAMING job has
+    nothing to stream from and is refused, naming the way out."""
+    db.set("user:1", json.dumps({"code": 200, "data": "a", "success": True}))
+    db.set("user:2", json.dumps({"code": 500, "data": "b", "success": False}))
+    checkpointed = source_job(server, f'keys = "user:*", data_type = key, {SCHEMA}',
+                              env="job.mode = BATCH, checkpoint.interval = 1000")
+    assert [r["code"] for r in collected(spark, tmp_path, checkpointed)] == [200, 500]
+    streaming = source_job(server, f'keys = "user:*", data_type = key, {SCHEMA}',
+                           env="job.mode = STREAMING, checkpoint.interval = 1000")
+    result = InProcessCluster(spark, str(tmp_path / "s")).run(streaming)
+    assert result.status == "FAILED" and "set job.mode = BATCH" in result.error

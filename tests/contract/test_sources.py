@@ -27,12 +27,7 @@ from tests.e2e.harness import InProcessCluster
 
 pytestmark = pytest.mark.spark
 
-# The Redis source reads BATCH jobs without checkpoint.interval only (docs/connectors/redis.md):
-# every case runs a checkpointed job, which it refuses when the job starts.
-REDIS_UNCHECKPOINTED = pytest.mark.xfail(strict=True, reason="the Redis source refuses a checkpointed BATCH job "
-                                         "(no micro-batch read: one SCAN as one batch, as Http's one poll)")
-SOURCES = ["Fake", "LocalFile", "PostgreSQL", "MariaDB", "Http", "Paimon", "Iceberg",
-           pytest.param("Redis", marks=REDIS_UNCHECKPOINTED)]
+SOURCES = ["Fake", "LocalFile", "PostgreSQL", "MariaDB", "Http", "Paimon", "Iceberg", "Redis"]
 
 
 @pytest.fixture(params=SOURCES)

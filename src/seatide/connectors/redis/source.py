@@ -7,26 +7,23 @@ the row's fields) or one row per field (``kv``: the field's name in ``hash_key``
 row). With ``format = json`` a value is a JSON object parsed by Spark into ``schema``'s fields;
 with ``text`` it is one field, ``content``.
 
-BATCH jobs without ``checkpoint.interval`` only, as SeaTunnel's Redis source is a batch source:
-Redis keeps no change log to stream from or resume in. A key that changes while it is read is
-read as it was at that moment; keys of another data type than ``data_type`` are skipped, and
+BATCH jobs only, as SeaTunnel's Redis source is a batch source: Redis keeps no change log to
+stream from or resume in. With ``checkpoint.interval`` the read is one scan, one micro-batch
+(``scan_stream``): no position within the keys to resume from. A key that changes while it is
+read is read as it was at that moment; keys of another data type than ``data_type`` are skipped, and
 counted in the log.
 """
 
 from __future__ import annotations
 
-import logging
+import json
 
-from seatide.connectors.redis.options import SOURCE, RedisError, check_connection, connect
+from seatide.connectors.redis.options import SOURCE, check_connection
+from seatide.connectors.redis.scan import scanned_values
 from seatide.plugin.base import PermanentError, ReadContext, Source
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
 from seatide.plugin.schema import Schema, read_schema
-
-log = logging.getLogger(__name__)
-
-REDIS_TYPES = {"key": b"string", "hash": b"hash", "list": b"list", "set": b"set", "zset": b"zset"}
-
 
 class RedisSourceError(PermanentError):
     pass
@@ -63,68 +60,36 @@ class RedisSource(Source):
     def read(self, ctx: ReadContext):
         from pyspark.sql import functions as F
 
+        from seatide.connectors.redis.scan_stream import SCHEMA
+
+        if ctx.unbounded:
+            raise RedisSourceError("Redis source: reads BATCH jobs only (Redis keeps no change log to stream "
+                                   "from); set job.mode = BATCH")
         if ctx.micro_batch:
-            raise RedisSourceError("Redis source: reads BATCH jobs without checkpoint.interval (Redis keeps no "
-                                   "change log to stream or resume from); remove checkpoint.interval")
-        values = self._values()
-        df = self._parsed(ctx.spark, values)
-        return df.withColumn(ROW_KIND_COLUMN, F.lit(0).cast("tinyint"))
-
-    def _values(self) -> list[tuple]:
-        """Every value read: (hash_key or None, text) or, for a whole hash, (None, {field: text})."""
-        import redis
-
-        opts = self.opts
-        data_type, wanted = opts["data_type"], REDIS_TYPES[opts["data_type"]]
-        client = connect(opts)
-        out, skipped = [], 0
-        try:
-            for key in client.scan_iter(match=opts["keys"], count=opts["batch_size"]):
-                try:
-                    if client.type(key) != wanted:
-                        skipped += 1
-                        continue
-                    out += self._read_key(client, key, data_type)
-                except redis.RedisError as exc:
-                    raise RedisError(f"Redis source: key {key!r} could not be read: {exc}") from None
-        finally:
-            client.close()
-        if skipped:
-            log.info("Redis source: %d keys matching %r hold another data type than %s; skipped",
-                     skipped, opts["keys"], data_type)
-        return out
-
-    def _read_key(self, client, key: bytes, data_type: str) -> list[tuple]:
-        text = lambda b: b.decode("utf-8")      # noqa: E731
-        if data_type == "key":
-            value = client.get(key)
-            return [] if value is None else [(None, text(value))]
-        if data_type == "hash":
-            fields = {text(k): text(v) for k, v in client.hgetall(key).items()}
-            if self.opts["hash_key_parse_mode"] == "kv":
-                return [(name, value) for name, value in fields.items()]
-            return [(None, fields)] if fields else []
-        if data_type == "list":
-            members = client.lrange(key, 0, -1)
-        elif data_type == "set":
-            members = sorted(client.smembers(key))
+            raw = self._scanned(ctx)
         else:
-            members = client.zrange(key, 0, -1)
-        return [(None, text(m)) for m in members]
+            raw = ctx.spark.createDataFrame(scanned_values(self.opts), SCHEMA)
+        return self._parsed(raw).withColumn(ROW_KIND_COLUMN, F.lit(0).cast("tinyint"))
 
-    def _parsed(self, spark, values: list[tuple]):
-        """The values as rows of ``schema()``, parsed by Spark."""
+    def _scanned(self, ctx: ReadContext):
+        """A checkpointed BATCH job's stream: one scan, one batch (``scan_stream``)."""
+        from seatide.connectors.redis.scan_stream import SCHEMA, SOURCE_NAME, RedisScanDataSource
+        from seatide.plugin.base import use_python_data_source
+
+        use_python_data_source(ctx.spark, RedisScanDataSource)
+        given = {key: self.opts[key] for key in (o.key for o in SOURCE) if self.opts[key] is not None}
+        return (ctx.spark.readStream.format(SOURCE_NAME).options(options_json=json.dumps(given))
+                .schema(SCHEMA).load())
+
+    def _parsed(self, raw):
+        """The values read (``hash_key``, ``value``) as rows of ``schema()``, parsed by Spark."""
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
 
         kv = self.opts["data_type"] == "hash" and self.opts["hash_key_parse_mode"] == "kv"
         whole_hash = self.opts["data_type"] == "hash" and not kv
         if whole_hash:
-            raw = spark.createDataFrame([(v,) for _, v in values],
-                                        T.StructType([T.StructField("fields", T.MapType(T.StringType(), T.StringType()))]))
-        else:
-            raw = spark.createDataFrame(values, T.StructType([T.StructField("hash_key", T.StringType()),
-                                                              T.StructField("value", T.StringType())]))
+            raw = raw.select(F.from_json(F.col("value"), T.MapType(T.StringType(), T.StringType())).alias("fields"))
         head = [F.col("hash_key")] if kv else []
         if self.opts["format"] == "text":
             text = F.to_json(F.col("fields")) if whole_hash else F.col("value")

@@ -19,6 +19,7 @@ from seatide import failpoints
 from seatide.connectors.json_rows import rows_as_json
 from seatide.connectors.redis.commands import REMOVING, Command, queue
 from seatide.connectors.redis.options import RedisError, connect
+from seatide.connectors.redis.scan import REDIS_TYPES
 from seatide.plugin.base import Batch, PermanentError
 from seatide.plugin.rowkind import ROW_SEQ_COLUMN
 from seatide.plugin.sink_protocol import Target, TargetRows
@@ -28,7 +29,6 @@ log = logging.getLogger(__name__)
 
 RECORDS_KEPT = 100      # a run's records of its last batches: a replay is of the batch after the last committed
 ATTEMPTS = 20           # EXECs refused because another writer changed a watched key
-REDIS_TYPES = {"key": b"string", "hash": b"hash", "list": b"list", "set": b"set", "zset": b"zset"}
 
 
 def record_key(batch: Batch) -> str:
