@@ -213,10 +213,10 @@ class IcebergSystem(SourceSystem):
 class RedisSystem(SourceSystem):
     """Redis: string keys of a pattern of its own on a private redis-server, each a JSON row, read
     as the source reads them (SCAN MATCH, then GET). Redis keeps no change log, so the source has
-    no position within its keys: a checkpointed BATCH read would be one scan, one batch (as Http's
-    one poll), its offset whether the scan was admitted. A replayed batch that the sink decided
-    writes nothing again; a scan not yet decided reads the keys of then, a key deleted meanwhile
-    not delivered, one added delivered."""
+    no position within its keys: a checkpointed BATCH read is one scan, one batch (as Http's one
+    poll), its offset whether the scan was admitted. A replayed batch that the sink decided writes
+    nothing again; a scan not yet decided reads the keys of then, a key deleted meanwhile not
+    delivered, one added delivered."""
 
     def __init__(self, server):
         super().__init__("Redis", max_rows=100, min_batches=1, interrupt_at=0, rows_bounded=False)
