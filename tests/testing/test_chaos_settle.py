@@ -74,7 +74,10 @@ def test_a_process_that_ends_by_itself_is_started_again_as_its_supervisor_would(
         server.stop()
 
 
-def test_two_drivers_of_a_job_are_named_with_their_attempts_as_the_store_has_them(tmp_path):
+def test_two_drivers_of_a_job_are_named_with_their_attempts_and_only_two_that_could_run_are_a_violation(tmp_path):
+    """Seed 2612's 10-minute run: a driver still starting when its host was cut off (its attempt
+    LOST, never marked running) beside its replacement is no second run; the same pair where the
+    lost attempt had run is a violation."""
     chaos = Chaos(2611, 0.0, f"sqlite:///{tmp_path / 'state.db'}", str(tmp_path), log=lambda line: None)
     [job] = submit_fleet_jobs(chaos.cluster.store, str(tmp_path), 1, streaming=False, prefix="two")
     with chaos.cluster.store.write() as conn:
@@ -88,7 +91,13 @@ def test_two_drivers_of_a_job_are_named_with_their_attempts_as_the_store_has_the
     try:
         wait_for(lambda: all("--attempt" in open(f"/proc/{p.pid}/cmdline").read() for p in procs), 30,
                  message="both processes started")
-        named = chaos._drivers_named([p.pid for p in procs])
+        pids = [p.pid for p in procs]
+        named, harmless = chaos._drivers_named(pids)
+        chaos._judge_overlap(job, pids)
+        judged_while_starting = (list(chaos.report.violations), list(chaos.report.measured))
+        with chaos.cluster.store.write() as conn:      # the lost attempt had marked itself running
+            conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == ended).values(heartbeat_at=time.time()))
+        chaos._judge_overlap(job, pids)
     finally:
         for proc in procs:
             proc.kill()
@@ -97,3 +106,8 @@ def test_two_drivers_of_a_job_are_named_with_their_attempts_as_the_store_has_the
     expected = {procs[0].pid: f"pid {procs[0].pid} attempt {ended} LOST, never marked running",
                 procs[1].pid: f"pid {procs[1].pid} attempt {live} RUNNING"}
     assert named == "; ".join(expected[pid] for pid in sorted(expected)), named
+    assert harmless == 1
+    assert judged_while_starting[0] == [] and len(judged_while_starting[1]) == 1, judged_while_starting
+    assert "all but one can never run" in judged_while_starting[1][0]
+    assert len(chaos.report.violations) == 1 and "2 driver processes at once" in chaos.report.violations[0], \
+        chaos.report.violations
