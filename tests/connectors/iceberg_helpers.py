@@ -1,5 +1,5 @@
 """Shared pieces of the Iceberg tests: catalogs (a warehouse directory, SQLite, PostgreSQL, a REST
-catalog), a sink writer on the shared SparkSession, change rows, and reading a table back with
+catalog), a sink's targets on the shared SparkSession, change rows, and reading a table back with
 pyiceberg's scan."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from sqlalchemy import create_engine, text
 from seatide.connectors.iceberg.catalogs import load_catalog
 from seatide.connectors.iceberg.sink import IcebergSink
 from seatide.plugin.base import SinkContext
+from seatide.plugin.legacy_sinks import open_sink
 from seatide.plugin.options import read_options
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
 from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, write_exactly_once
@@ -104,6 +105,11 @@ def context(spark, job: str = "job", plugin: str = "sink[0]") -> SinkContext:
                        stdout=io.StringIO(), checkpoints_retained=2)
 
 
+def opened(sink: IcebergSink, spark, **ctx):
+    """The sink's targets for one table (a route list of one), as the runtime opens them."""
+    return open_sink(sink, context(spark, **ctx))
+
+
 def txn(batch: int, lineage: str = "L1", job: str = "job") -> str:
     """The runtime's transaction id: run, pipeline, sink, lineage and batch."""
     return f"T_{job}_1_0_{lineage}_{batch}"
@@ -179,12 +185,12 @@ def batch_snapshots(config: dict, name: str = "ns.t") -> list[str]:
 
 
 def routed_writer(spark, config: dict, tables: list[str], **options):
-    """The sink's writer of a multi-table input whose routes are ``tables`` (source table names), each
+    """The sink's targets of a multi-table input whose routes are ``tables`` (source table names), each
     route's sink made of ``options``: routes naming the same Iceberg table are one target."""
     from seatide.plugin.tables import TableRoute
 
     routes = [TableRoute(i, name, None, make_sink(config, **options)) for i, name in enumerate(tables)]
-    return routes[0].sink.table_writer(context(spark), routes)
+    return open_sink(routes[0].sink, context(spark), routes)
 
 
 def write_routed(writer, log_dir, frames: dict, batch: int, lineage: str = "L1"):

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from seatide.plugin.rowkind import RowKind
-from tests.connectors.iceberg_helpers import (Held, batch_snapshots, changes, context, make_sink, orphans, read_back,
+from tests.connectors.iceberg_helpers import (Held, batch_snapshots, changes, make_sink, opened, orphans, read_back,
                                               rows_of, routed_writer, table_of, txn, write, write_routed)
 
 pytestmark = pytest.mark.spark
@@ -106,7 +106,7 @@ def test_a_zombie_held_before_recreate_schema_never_drops_its_replacements_table
     and is held right before it replaces it. Its replacement recreates the table and commits two
     batches. The zombie wakes: the table it would remove is its replacement's, with their batches."""
     config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
-    write(make_sink(config).writer(context(spark)), tmp_path / "before", changes(spark, [(1, "old", I)], DDL), 0,
+    write(opened(make_sink(config), spark), tmp_path / "before", changes(spark, [(1, "old", I)], DDL), 0,
           lineage="A")
     replaced = threading.Event()
 
@@ -117,13 +117,13 @@ def test_a_zombie_held_before_recreate_schema_never_drops_its_replacements_table
     recreate = {"schema_save_mode": "RECREATE_SCHEMA"}
     ddl = "id bigint, score double"
     held = Held(monkeypatch, "iceberg.before_recreate", tmp_path / "go")
-    zombie = make_sink(config, **recreate).writer(context(spark))
+    zombie = opened(make_sink(config, **recreate), spark)
     thread, out = in_thread(lambda: write(zombie, tmp_path / "log", changes(spark, [(10, 1.0, I)], ddl), 0,
                                           lineage="B", fence=zombie_fence, attempt="1"))
     try:
         held.reached()
         replaced.set()
-        replacement = make_sink(config, **recreate).writer(context(spark))
+        replacement = opened(make_sink(config, **recreate), spark)
         write(replacement, tmp_path / "log", changes(spark, [(10, 1.0, I)], ddl), 0, lineage="B", attempt="2")
         write(replacement, tmp_path / "log", changes(spark, [(11, 2.0, I)], ddl), 1, lineage="B", attempt="2")
     finally:

@@ -14,10 +14,10 @@ from seatide.config.job import ConfigError
 from seatide.config.loader import load_job_text
 from seatide.connectors.iceberg.catalogs import load_catalog
 from seatide.connectors.iceberg.maintenance import expire_snapshots
-from seatide.connectors.iceberg.writer import IcebergSinkError
+from seatide.connectors.iceberg.spec import IcebergSinkError
 from seatide.plugin.options import OptionError
 from seatide.plugin.rowkind import RowKind
-from tests.connectors.iceberg_helpers import changes, context, make_sink, rows_of, table_of, write
+from tests.connectors.iceberg_helpers import changes, make_sink, opened, rows_of, table_of, write
 
 pytestmark = pytest.mark.spark
 
@@ -39,14 +39,14 @@ def test_a_compaction_after_a_batch_carries_its_mark_so_expiry_cannot_lose_it(sp
     the compaction's. The replay must find batch 1 through the compaction's snapshot."""
     config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
     options = {"iceberg.maintenance.rewrite-every-commits": 2}
-    writer = make_sink(config, **options).writer(context(spark))
+    writer = opened(make_sink(config, **options), spark)
     write(writer, tmp_path / "log", inserts(spark, [0, 1]), 0)
     write(writer, tmp_path / "log", inserts(spark, [2, 3]), 1)
     assert table_of(config).metadata.current_snapshot().summary.operation.value in ("overwrite", "replace")
     os.remove(tmp_path / "log" / "commit" / "1.json")        # committed and compacted, not recorded
     another_writer_appends(config, [100])
     expire_snapshots(load_catalog("default", config), ("ns", "t"), 0, 2)
-    replay = write(make_sink(config, **options).writer(context(spark)), tmp_path / "log", inserts(spark, [2, 3]), 1)
+    replay = write(opened(make_sink(config, **options), spark), tmp_path / "log", inserts(spark, [2, 3]), 1)
     assert replay.replayed
     assert [r[0] for r in rows_of(config, columns=("id",))] == [0, 1, 2, 3, 100]
 
@@ -57,7 +57,7 @@ def test_a_replay_whose_mark_was_expired_fails_instead_of_committing_the_batch_a
     expiry makes the oldest one kept look like a first snapshot). Whether batch 1 is in the table
     cannot be told: the replay fails, naming the way out, and commits nothing."""
     config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
-    writer = make_sink(config).writer(context(spark))
+    writer = opened(make_sink(config), spark)
     write(writer, tmp_path / "log", inserts(spark, [0, 1]), 0)
     write(writer, tmp_path / "log", inserts(spark, [2, 3]), 1)
     os.remove(tmp_path / "log" / "commit" / "1.json")
@@ -65,7 +65,7 @@ def test_a_replay_whose_mark_was_expired_fails_instead_of_committing_the_batch_a
         another_writer_appends(config, [i])
     expire_snapshots(load_catalog("default", config), ("ns", "t"), 0, 2)
     with pytest.raises(IcebergSinkError, match="cannot tell whether batch .* was committed.*retain-last"):
-        write(make_sink(config).writer(context(spark)), tmp_path / "log", inserts(spark, [2, 3]), 1)
+        write(opened(make_sink(config), spark), tmp_path / "log", inserts(spark, [2, 3]), 1)
     assert [r[0] for r in rows_of(config, columns=("id",))] == [0, 1, 2, 3, 100, 101, 102]
 
 

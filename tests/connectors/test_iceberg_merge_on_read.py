@@ -14,7 +14,7 @@ from seatide.connectors.iceberg.maintenance import rewrite_small_files
 from seatide.connectors.iceberg.source import IcebergSourceError
 from seatide.plugin.options import OptionError
 from seatide.plugin.rowkind import RowKind
-from tests.connectors.iceberg_helpers import (batch_snapshots, changes, context, make_sink, orphans, read_back,
+from tests.connectors.iceberg_helpers import (batch_snapshots, changes, make_sink, opened, orphans, read_back,
                                               rows_of, table_of, txn, write)
 
 pytestmark = pytest.mark.spark
@@ -45,7 +45,7 @@ def test_merge_on_read_changes_are_equality_deletes_read_back_replayed_once_and_
     rewritten. SeaTide's source reads the expected rows; a replay adds no snapshot; the
     compaction folds the deletes in and pyiceberg's own scan then reads the table."""
     config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
-    writer = make_sink(config, **MOR).writer(context(spark))
+    writer = opened(make_sink(config, **MOR), spark)
     write(writer, tmp_path / "log", changes(spark, [(i, f"a{i}", I) for i in range(10)]
                                             + [(i, f"b{i}", I) for i in range(100, 110)], DDL), 1)
     before = live_files(config)["DATA"]
@@ -82,7 +82,7 @@ def test_merge_on_read_changes_are_equality_deletes_read_back_replayed_once_and_
         rows_of(config)                            # pyiceberg 0.12 cannot read it: why SeaTide reads it itself
 
     os.remove(tmp_path / "log" / "commit" / "2.json")      # the catalog committed, the runtime's log lost it
-    replay = write(make_sink(config, **MOR).writer(context(spark)), tmp_path / "log", changes(spark, [
+    replay = write(opened(make_sink(config, **MOR), spark), tmp_path / "log", changes(spark, [
         (4, "a4", D)], DDL), 2)
     assert replay.replayed
     assert batch_snapshots(config) == [txn(1), txn(2)]
@@ -153,7 +153,7 @@ def test_a_table_with_deletes_written_by_another_engine_is_read_changed_and_refu
         read_back(spark, config, micro_batch=True, stream_scan_strategy="TABLE_SCAN_THEN_INCREMENTAL")
 
     # SeaTide's copy-on-write change path on it (refused before): the rewritten file's rows keep their deletes
-    writer = make_sink(config, **{"iceberg.table.primary-keys": "id"}).writer(context(spark))
+    writer = opened(make_sink(config, **{"iceberg.table.primary-keys": "id"}), spark)
     write(writer, tmp_path / "log", changes(spark, [(1, "a1-new", UA), (8, "a8", I)], DDL), 0)
     expected.update({1: "a1-new", 8: "a8"})
     assert read_back(spark, config) == sorted(expected.items())
@@ -163,8 +163,8 @@ def test_merge_on_read_needs_partition_columns_in_the_key_and_known_modes(spark,
     config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
     with pytest.raises(OptionError, match="write.delete.mode = sideways is not one of"):
         make_sink(config, **{**MOR, "iceberg.table.write-props": {"write.delete.mode": "sideways"}})
-    writer = make_sink(config, **{**MOR, "iceberg.table.partition-keys": "name"}).writer(context(spark))
-    from seatide.connectors.iceberg.writer import IcebergSinkError
+    writer = opened(make_sink(config, **{**MOR, "iceberg.table.partition-keys": "name"}), spark)
+    from seatide.connectors.iceberg.spec import IcebergSinkError
 
     with pytest.raises(IcebergSinkError, match="partitioned by name, which is not a primary-key column"):
         write(writer, tmp_path / "log", changes(spark, [(1, "a", I)], DDL), 0)
@@ -176,15 +176,21 @@ def test_a_decided_part_carries_its_equality_deletes_to_the_commit(spark, tmp_pa
     import json
 
     from seatide.plugin.base import Batch
+    from seatide.plugin.tables import table_frames_of
+    from seatide.plugin.target_rows import RoutePart, TargetRows
 
     config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
-    writer = make_sink(config, **MOR).writer(context(spark))
+    targets = opened(make_sink(config, **MOR), spark)
+    [key] = targets.keys()
+    target = targets.target(key)
     for number, rows in enumerate(([(1, "a", I), (2, "b", I)], [(1, "a", UB), (1, "a2", UA), (2, "b", D)])):
         batch = Batch(batch_id=number, transaction_id=txn(number), previous_state={"rows": 0} if number else {})
-        decided = json.loads(json.dumps(writer.stage_batch(changes(spark, rows, DDL), batch).publish))
-        writer.publish(decided)
-        writer.publish(decided)                    # rolled forward again: nothing more
-    assert decided["tables"]["ns.t"]["keys"] and batch_snapshots(config) == [txn(0), txn(1)]
+        frames = table_frames_of(changes(spark, rows, DDL))
+        staged = target.stage(TargetRows((RoutePart(targets.routes[0], batch.transaction_id, frames),), frames), batch)
+        decided = json.loads(json.dumps(staged.publish))
+        target.publish(decided)
+        target.publish(decided)                    # rolled forward again: nothing more
+    assert decided["keys"] and batch_snapshots(config) == [txn(0), txn(1)]
     assert content_of(config) == {"DATA": 2, "EQUALITY_DELETES": 1}
     assert read_back(spark, config) == [(1, "a2")]
 
@@ -193,12 +199,12 @@ def test_deletes_apply_where_the_table_path_needs_escaping(spark, tmp_path):
     """Spark names a file by an escaped URI (a space is %20): the reader must find each file's
     sequence number under that name, or the delete would be lost (it fails loudly instead)."""
     config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/ware house"}
-    writer = make_sink(config, **MOR).writer(context(spark))
+    writer = opened(make_sink(config, **MOR), spark)
     write(writer, tmp_path / "log", changes(spark, [(1, "a", I), (2, "b", I)], DDL), 0)
     write(writer, tmp_path / "log", changes(spark, [(1, "a", D), (2, "b2", UA)], DDL), 1)
     assert content_of(config) == {"DATA": 2, "EQUALITY_DELETES": 1}
     assert read_back(spark, config) == [(2, "b2")]
     # copy-on-write over the same table (write-props win over its properties) finds the files it rewrites
     cow = make_sink(config, **{**MOR, "iceberg.table.write-props": {"write.upsert.mode": "copy-on-write"}})
-    write(cow.writer(context(spark)), tmp_path / "log", changes(spark, [(2, "b3", UA)], DDL), 2)
+    write(opened(cow, spark), tmp_path / "log", changes(spark, [(2, "b3", UA)], DDL), 2)
     assert read_back(spark, config) == [(2, "b3")]

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from seatide.connectors.iceberg.writer import IcebergSinkError
+from seatide.connectors.iceberg.spec import IcebergSinkError
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, ROW_SEQ_COLUMN, RowKind
 from tests.connectors.iceberg_helpers import read_back, routed_writer, write_routed
 

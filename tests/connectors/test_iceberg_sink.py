@@ -13,10 +13,10 @@ from seatide import failpoints
 from seatide.config.job import ConfigError
 from seatide.config.loader import load_job_text
 from seatide.connectors.iceberg.catalogs import load_catalog
-from seatide.connectors.iceberg.writer import IcebergSinkError
+from seatide.connectors.iceberg.spec import IcebergSinkError
 from seatide.plugin.options import OptionError
 from seatide.plugin.rowkind import RowKind
-from tests.connectors.iceberg_helpers import (batch_snapshots, catalog_config, changes, context, make_sink, orphans,
+from tests.connectors.iceberg_helpers import (batch_snapshots, catalog_config, changes, make_sink, opened, orphans,
                                               rows_of, table_of, txn, write)
 
 pytestmark = pytest.mark.spark
@@ -32,11 +32,11 @@ def inserts(spark, ids, name="n"):
 def test_each_batch_is_one_snapshot_and_a_replay_commits_nothing(spark, catalog_config, tmp_path):
     """Batch 1 is committed in Iceberg but the runtime's log lost it (a crash right after the
     catalog commit): the replay finds the snapshot by its transaction id and writes nothing."""
-    writer = make_sink(catalog_config).writer(context(spark))
+    writer = opened(make_sink(catalog_config), spark)
     write(writer, tmp_path / "log", inserts(spark, range(0, 5)), 0)
     write(writer, tmp_path / "log", inserts(spark, range(5, 8)), 1)
     os.remove(tmp_path / "log" / "commit" / "1.json")
-    replay = write(make_sink(catalog_config).writer(context(spark)), tmp_path / "log", inserts(spark, range(5, 8)), 1)
+    replay = write(opened(make_sink(catalog_config), spark), tmp_path / "log", inserts(spark, range(5, 8)), 1)
     assert replay.replayed and replay.state["rows"] == 3
     assert batch_snapshots(catalog_config) == [txn(0), txn(1)]
     assert rows_of(catalog_config) == [(i, f"n{i}") for i in range(8)]
@@ -50,7 +50,7 @@ def test_jdbc_catalog_keeps_icebergs_own_tables(spark, tmp_path):
 
     config = {"type": "jdbc", "uri": f"jdbc:sqlite:{tmp_path}/catalog.db", "warehouse": f"file://{tmp_path}/wh"}
     sink = make_sink(config, catalog_name="lake")
-    write(sink.writer(context(spark)), tmp_path / "log", inserts(spark, [1]), 0)
+    write(opened(sink, spark), tmp_path / "log", inserts(spark, [1]), 0)
     with sqlite3.connect(f"{tmp_path}/catalog.db") as conn:
         rows = conn.execute("SELECT catalog_name, table_namespace, table_name, metadata_location "
                             "FROM iceberg_tables").fetchall()
@@ -68,7 +68,7 @@ def test_a_racing_attempt_of_the_same_batch_loses_and_commits_nothing(spark, tmp
     gate = str(tmp_path / "gate")
     monkeypatch.setitem(failpoints._POINTS, "iceberg.before_commit", f"gate:0:{gate}")
     monkeypatch.setitem(failpoints._HITS, "iceberg.before_commit", 0)
-    zombie = make_sink(config).writer(context(spark))
+    zombie = opened(make_sink(config), spark)
     results = {}
     thread = threading.Thread(target=lambda: results.setdefault(
         "zombie", write(zombie, tmp_path / "zombie-log", inserts(spark, range(4)), 0, attempt="1")))
@@ -76,7 +76,7 @@ def test_a_racing_attempt_of_the_same_batch_loses_and_commits_nothing(spark, tmp
     try:
         failpoints_wait(lambda: failpoints._HITS["iceberg.before_commit"] >= 1)
         monkeypatch.delitem(failpoints._POINTS, "iceberg.before_commit")
-        replacement = write(make_sink(config).writer(context(spark)), tmp_path / "log", inserts(spark, range(4)), 0,
+        replacement = write(opened(make_sink(config), spark), tmp_path / "log", inserts(spark, range(4)), 0,
                             attempt="2")
     finally:
         open(gate, "w").close()
@@ -102,9 +102,9 @@ def test_a_fenced_writer_commits_nothing_and_the_retry_commits_once(spark, tmp_p
         raise RuntimeError("attempt fenced")
 
     with pytest.raises(RuntimeError, match="fenced"):
-        write(make_sink(config).writer(context(spark)), tmp_path / "log", inserts(spark, [1, 2]), 0, fence=fenced)
+        write(opened(make_sink(config), spark), tmp_path / "log", inserts(spark, [1, 2]), 0, fence=fenced)
     assert table_of(config).metadata.current_snapshot() is None
-    write(make_sink(config).writer(context(spark)), tmp_path / "log", inserts(spark, [1, 2]), 0)
+    write(opened(make_sink(config), spark), tmp_path / "log", inserts(spark, [1, 2]), 0)
     assert batch_snapshots(config) == [txn(0)] and rows_of(config) == [(1, "n1"), (2, "n2")]
 
 
@@ -112,8 +112,8 @@ def test_changes_apply_by_key_copy_on_write_rewriting_only_the_files_they_touch(
     """Inserts, updates (also one that moves a key), deletes, several changes to one key in a batch:
     the last change per key wins; files without a changed key are kept as they are."""
     config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
-    writer = make_sink(config, **{"iceberg.table.primary-keys": "id",
-                                  "iceberg.table.upsert-mode-enabled": True}).writer(context(spark))
+    writer = opened(make_sink(config, **{"iceberg.table.primary-keys": "id",
+                                  "iceberg.table.upsert-mode-enabled": True}), spark)
     ddl = "id bigint, name string"
     write(writer, tmp_path / "log", changes(spark, [(i, f"a{i}", I) for i in range(0, 10)], ddl), 0)
     write(writer, tmp_path / "log", changes(spark, [(i, f"b{i}", I) for i in range(100, 110)], ddl), 1)
@@ -143,7 +143,7 @@ def test_partitioned_table_with_evolving_schema_and_case_insensitive_fields(spar
     config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
     options = {"iceberg.table.partition-keys": "region", "iceberg.table.schema-evolution-enabled": True,
                "iceberg.table.write-props": {"write.parquet.compression-codec": "snappy"}}
-    writer = make_sink(config, **options).writer(context(spark))
+    writer = opened(make_sink(config, **options), spark)
     write(writer, tmp_path / "log", changes(spark, [(1, "eu", I), (2, "us", I), (3, "eu", I)],
                                             "id bigint, region string"), 0)
     # a new field, and the known ones spelled in capitals (case_sensitive = false by default)
@@ -156,22 +156,22 @@ def test_partitioned_table_with_evolving_schema_and_case_insensitive_fields(spar
     assert rows_of(config, row_filter="region = 'eu'") == [(1, "eu", None), (3, "eu", None)]
     assert table.properties["write.parquet.compression-codec"] == "snappy"
 
-    strict = make_sink(config, table="t").writer(context(spark))       # no evolution: a new field is refused
+    strict = opened(make_sink(config, table="t"), spark)       # no evolution: a new field is refused
     with pytest.raises(IcebergSinkError, match="fields the table lacks: other"):
         write(strict, tmp_path / "log2", changes(spark, [(5, "x", I)], "id bigint, other string"), 0, lineage="L2")
 
 
 def test_save_modes_before_the_first_batch(spark, tmp_path):
     config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
-    write(make_sink(config).writer(context(spark)), tmp_path / "a", inserts(spark, [1, 2]), 0, lineage="A")
+    write(opened(make_sink(config), spark), tmp_path / "a", inserts(spark, [1, 2]), 0, lineage="A")
     with pytest.raises(IcebergSinkError, match="ERROR_WHEN_DATA_EXISTS and table ns.t holds 2 rows"):
-        write(make_sink(config, data_save_mode="ERROR_WHEN_DATA_EXISTS").writer(context(spark)),
+        write(opened(make_sink(config, data_save_mode="ERROR_WHEN_DATA_EXISTS"), spark),
               tmp_path / "b", inserts(spark, [3]), 0, lineage="B")
-    write(make_sink(config, data_save_mode="DROP_DATA").writer(context(spark)), tmp_path / "c",
+    write(opened(make_sink(config, data_save_mode="DROP_DATA"), spark), tmp_path / "c",
           inserts(spark, [3]), 0, lineage="C")
     assert rows_of(config) == [(3, "n3")]
     before = table_of(config).metadata
-    write(make_sink(config, schema_save_mode="RECREATE_SCHEMA").writer(context(spark)), tmp_path / "d",
+    write(opened(make_sink(config, schema_save_mode="RECREATE_SCHEMA"), spark), tmp_path / "d",
           changes(spark, [(4, 1.5, I)], "id bigint, x double"), 0, lineage="D")
     after = table_of(config).metadata       # replaced in place, as Iceberg's REPLACE TABLE: history kept
     assert after.table_uuid == before.table_uuid and rows_of(config) == [(4, 1.5)]
@@ -179,14 +179,14 @@ def test_save_modes_before_the_first_batch(spark, tmp_path):
     assert min(f.field_id for f in after.schema().fields) > before.last_column_id
     assert {s.snapshot_id for s in before.snapshots} < {s.snapshot_id for s in after.snapshots}
     with pytest.raises(IcebergSinkError, match="does not exist"):
-        write(make_sink(config, table="missing", schema_save_mode="ERROR_WHEN_SCHEMA_NOT_EXIST").writer(context(spark)),
+        write(opened(make_sink(config, table="missing", schema_save_mode="ERROR_WHEN_SCHEMA_NOT_EXIST"), spark),
               tmp_path / "e", inserts(spark, [1]), 0, lineage="E")
 
 
 def test_commit_branch_leaves_main_alone(spark, tmp_path):
     config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
-    write(make_sink(config).writer(context(spark)), tmp_path / "a", inserts(spark, [1]), 0, lineage="A")
-    branch = make_sink(config, **{"iceberg.table.commit-branch": "audit"}).writer(context(spark))
+    write(opened(make_sink(config), spark), tmp_path / "a", inserts(spark, [1]), 0, lineage="A")
+    branch = opened(make_sink(config, **{"iceberg.table.commit-branch": "audit"}), spark)
     write(branch, tmp_path / "b", inserts(spark, [2]), 0, lineage="B")
     write(branch, tmp_path / "b", inserts(spark, [3]), 1, lineage="B")
     table = table_of(config)
@@ -203,11 +203,11 @@ def test_commits_to_a_branch_of_a_new_table_make_the_branch_and_leave_main_empty
     config = ({"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"} if kind == "hadoop"
               else request.getfixturevalue("iceberg_rest_server").config())
     sink = {"iceberg.table.commit-branch": "commit-branch"}
-    writer = make_sink(config, **sink).writer(context(spark))
+    writer = opened(make_sink(config, **sink), spark)
     write(writer, tmp_path / "log", inserts(spark, [1, 2]), 0)
     write(writer, tmp_path / "log", inserts(spark, [3]), 1)
     os.remove(tmp_path / "log" / "commit" / "1.json")
-    assert write(make_sink(config, **sink).writer(context(spark)), tmp_path / "log", inserts(spark, [3]), 1).replayed
+    assert write(opened(make_sink(config, **sink), spark), tmp_path / "log", inserts(spark, [3]), 1).replayed
     table = table_of(config)
     assert table.metadata.current_snapshot() is None and rows_of(config) == []
     branch = table.metadata.snapshot_by_name("commit-branch")
@@ -217,11 +217,11 @@ def test_commits_to_a_branch_of_a_new_table_make_the_branch_and_leave_main_empty
 
 def test_maintenance_expires_snapshots_and_compacts_small_files(spark, tmp_path):
     config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
-    writer = make_sink(config, **{"iceberg.maintenance.expire-snapshots-older-than-ms": 0,
+    writer = opened(make_sink(config, **{"iceberg.maintenance.expire-snapshots-older-than-ms": 0,
                                   "iceberg.maintenance.retain-last": 2,
                                   "iceberg.maintenance.rewrite-every-commits": 3,
                                   "iceberg.table.write-props": {"write.metadata.previous-versions-max": "2"}}
-                       ).writer(context(spark))
+                       ), spark)
     for batch in range(6):
         write(writer, tmp_path / "log", inserts(spark, [batch * 10, batch * 10 + 1]).coalesce(1), batch)
     table = table_of(config)

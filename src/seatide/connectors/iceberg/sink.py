@@ -5,8 +5,8 @@ from __future__ import annotations
 from seatide.connectors.iceberg.catalogs import CatalogConfigError, check_config, flat_properties
 from seatide.connectors.iceberg.merge_on_read import MODE_PROPERTIES, MODES
 from seatide.connectors.iceberg.spec import IcebergSinkSpec, split_keys
-from seatide.connectors.iceberg.writer import IcebergTablesWriter, IcebergWriter
-from seatide.plugin.base import Sink, SinkContext, SinkWriter
+from seatide.connectors.iceberg.targets import IcebergTargets
+from seatide.plugin.base import Sink, SinkContext
 from seatide.plugin.options import BOOL, INT, OBJECT, REQUIRED, STRING, Option, enum, flatten
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ALL_KINDS, INSERT_ONLY
@@ -25,7 +25,8 @@ class IcebergSink(Sink):
     """Writes rows into an Iceberg table: Spark's executors write parquet data files under the
     table's data location, the runtime decides the batch, and the driver commits its files as one
     snapshot per micro-batch whose summary carries the batch's transaction id; a replay finds it
-    and commits nothing (``writer``: one path for one table and for a multi-table input).
+    and commits nothing (``targets``: one path for one table and for a multi-table input, a
+    target per Iceberg table).
 
     With primary keys, changes (updates, deletes) are applied copy-on-write: the data files
     holding a changed key are rewritten without it, in the same snapshot as the new rows; or
@@ -155,8 +156,5 @@ class IcebergSink(Sink):
             return body
         return {**body, "iceberg.table.primary-keys": ",".join(table.primary_key.columns)}
 
-    def table_writer(self, ctx: SinkContext, routes) -> SinkWriter:
-        return IcebergTablesWriter.of_routes(ctx, routes)
-
-    def writer(self, ctx: SinkContext) -> SinkWriter:
-        return IcebergWriter.of_table(self.spec(), ctx)
+    def open_targets(self, ctx: SinkContext | None, routes, multi: bool) -> IcebergTargets:
+        return IcebergTargets(ctx, routes, multi)

@@ -1,18 +1,18 @@
-"""Prepare an Iceberg target before its first batch: namespace, table, save modes; and evolve it.
+"""Prepare an Iceberg target before its first rows: save modes, namespace, table; and evolve it.
 
-``prepare`` runs once per target, when no batch of this run has written it (``first``): the
-schema save mode, the table created from the input's fields when missing (primary keys as
-identifier fields, partition keys as identity partitions), then the data save mode. Each
-destructive step is decided once (``decide_once``: what it removes, recorded before it is done)
-and done as ONE conditional catalog commit, so that a zombie driver held anywhere in it changes
-nothing its replacement wrote since:
+The protocol's door (``plugin.sink_protocol.SaveModeDoor``) asks ``save_mode_plan`` what the
+save modes destroy, records that once per job run and table, then has it carried out
+(``destroy``) and the table made usable (``ensure``: namespace, the table created from the
+input's fields when missing, primary keys as identifier fields, partition keys as identity
+partitions). Each destructive step is ONE conditional catalog commit, so that a zombie driver
+held anywhere in it changes nothing its replacement wrote since:
 
 * ``RECREATE_SCHEMA`` replaces the table in place, as Iceberg's REPLACE TABLE does: a new schema
   (fresh field ids), partition spec and properties, no branch or tag left; the old snapshots stay
   in its history until expiry. The commit requires the table's uuid and its branch head as just
-  read, and records the decision in a property (``seatide.recreated-by``): a zombie that read the
-  table before its replacement recreated it loses on the head, looks again, and finds it done. (A
-  drop and a create cannot be one conditional step in a REST catalog.)
+  read, and records the decision's token in a property (``seatide.recreated-by``): a zombie that
+  read the table before its replacement recreated it loses on the head, looks again, and finds it
+  done. (A drop and a create cannot be one conditional step in a REST catalog.)
 * ``DROP_DATA`` removes the files present when it was decided, those still in the branch.
 """
 
@@ -34,36 +34,77 @@ NAME_MAPPING = "schema.name-mapping.default"
 RECREATED_BY = "seatide.recreated-by"
 
 
-def prepare(catalog, spec: IcebergSinkSpec, struct, first: bool, decide_once, key: str) -> None:
-    """Namespace, table and (``first``) save modes of ``spec``'s table, for input fields ``struct``.
-    ``decide_once(key, plan)`` records a destructive step's plan once; ``key`` names this target's."""
+def save_mode_plan(catalog, spec: IcebergSinkSpec, struct) -> dict | None:
+    """What the save modes of ``spec``'s table destroy if it is prepared now, for input fields
+    ``struct`` (JSON, decided once by the protocol's door), or None; raises for a mode that refuses
+    the table as it is. RECREATE_SCHEMA names the table's uuid, the fields of its replacement and a
+    token its replacement's commit records (``seatide.recreated-by``); DROP_DATA the files in the branch."""
+    import uuid
+
+    identifier = (spec.namespace, spec.table)
+    if not catalog.table_exists(identifier):
+        if spec.schema_save_mode == "ERROR_WHEN_SCHEMA_NOT_EXIST":
+            raise IcebergSinkError(f"Iceberg sink: schema_save_mode is ERROR_WHEN_SCHEMA_NOT_EXIST and table "
+                                   f"{spec.name} does not exist; create it or choose CREATE_SCHEMA_WHEN_NOT_EXIST")
+        return None
+    table = catalog.load_table(identifier)
+    if spec.schema_save_mode == "RECREATE_SCHEMA":
+        # the replacement has no branch nor rows: the data save mode has nothing left to do
+        return {"recreate": str(table.metadata.table_uuid), "by": uuid.uuid4().hex,
+                "fields": struct.json() if struct is not None else None}
+    head = branch_head(table.metadata, spec.branch)
+    if spec.data_save_mode == "ERROR_WHEN_DATA_EXISTS" and head is not None:
+        rows = int(head.summary.additional_properties.get("total-records", 0)) if head.summary else 0
+        if rows:
+            raise IcebergSinkError(f"Iceberg sink: data_save_mode is ERROR_WHEN_DATA_EXISTS and table {spec.name} "
+                                   f"holds {rows} rows; empty it or choose APPEND_DATA or DROP_DATA")
+    if spec.data_save_mode != "DROP_DATA" or head is None:
+        return None
+    found = deletes.plan(table, head.snapshot_id)
+    return {"remove": [f.file.file_path for f in (*found.data, *found.deletes)]}
+
+
+def destroy(catalog, spec: IcebergSinkSpec, plan: dict, struct=None) -> bool:
+    """Carry out a decided plan, exactly what it names (idempotent: a zombie finds it done and
+    changes nothing its replacement wrote since). False: a recreate waits for the input's fields
+    (``struct``: a plan decided without them), to be carried out again when they are known."""
+    if "remove" in plan:
+        _remove_files(catalog, spec, set(plan["remove"]))
+        return True
+    if "recreate" in plan:
+        if plan.get("fields") is not None:
+            import json
+
+            from pyspark.sql.types import StructType
+
+            struct = StructType.fromJson(json.loads(plan["fields"]))
+        if struct is None:
+            return False
+        _recreate(catalog, spec, struct, plan["recreate"], plan["by"])
+    return True
+
+
+def ensure(catalog, spec: IcebergSinkSpec, struct) -> bool:
+    """Namespace and table of ``spec`` for input fields ``struct``, without destroying anything:
+    a missing table is created (CREATE_SCHEMA_WHEN_NOT_EXIST, RECREATE_SCHEMA) or refused; a table
+    another writer made gets the name mapping it lacks. False: missing, and no fields to make it of."""
     from pyiceberg.exceptions import NamespaceAlreadyExistsError
 
     identifier = (spec.namespace, spec.table)
-    exists = catalog.table_exists(identifier)
-    if first:
-        failpoints.hit("sink.save_modes")
-        if spec.schema_save_mode == "ERROR_WHEN_SCHEMA_NOT_EXIST" and not exists:
-            raise IcebergSinkError(f"Iceberg sink: schema_save_mode is ERROR_WHEN_SCHEMA_NOT_EXIST and table "
-                                   f"{spec.name} does not exist; create it or choose CREATE_SCHEMA_WHEN_NOT_EXIST")
-        if spec.schema_save_mode == "RECREATE_SCHEMA" and exists:
-            uuid = str(catalog.load_table(identifier).metadata.table_uuid)
-            decided = decide_once(key, {"table_uuid": uuid})
-            failpoints.hit("sink.save_modes_decided")
-            _recreate(catalog, spec, struct, decided.get("table_uuid", decided.get("drop_table_uuid")), key)
-    if not exists:
-        if spec.schema_save_mode in ("IGNORE", "ERROR_WHEN_SCHEMA_NOT_EXIST"):
-            raise IcebergSinkError(f"Iceberg sink: table {spec.name} does not exist (schema_save_mode = "
-                                   f"{spec.schema_save_mode}); create it or choose CREATE_SCHEMA_WHEN_NOT_EXIST")
-        try:
-            catalog.create_namespace(spec.namespace)
-        except NamespaceAlreadyExistsError:
-            pass
-        _create(catalog, spec, struct)
-    else:
+    if catalog.table_exists(identifier):
         _name_files(catalog.load_table(identifier))
-    if first:
-        _data_save_mode(catalog, spec, decide_once, key + "_data")
+        return True
+    if spec.schema_save_mode in ("IGNORE", "ERROR_WHEN_SCHEMA_NOT_EXIST"):
+        raise IcebergSinkError(f"Iceberg sink: table {spec.name} does not exist (schema_save_mode = "
+                               f"{spec.schema_save_mode}); create it or choose CREATE_SCHEMA_WHEN_NOT_EXIST")
+    if struct is None:
+        return False
+    try:
+        catalog.create_namespace(spec.namespace)
+    except NamespaceAlreadyExistsError:
+        pass
+    _create(catalog, spec, struct)
+    return True
 
 
 def _fresh_layout(spec: IcebergSinkSpec, struct, next_field_id=None):
@@ -183,22 +224,6 @@ def _replacement(metadata, spec: IcebergSinkSpec, struct, key: str) -> tuple[tup
     return requirements, tuple(updates)
 
 
-def _data_save_mode(catalog, spec: IcebergSinkSpec, decide_once, key: str) -> None:
-    table = catalog.load_table((spec.namespace, spec.table))
-    head = branch_head(table.metadata, spec.branch)
-    if spec.data_save_mode == "ERROR_WHEN_DATA_EXISTS" and head is not None:
-        rows = int(head.summary.additional_properties.get("total-records", 0)) if head.summary else 0
-        if rows:
-            raise IcebergSinkError(f"Iceberg sink: data_save_mode is ERROR_WHEN_DATA_EXISTS and table {spec.name} "
-                                   f"holds {rows} rows; empty it or choose APPEND_DATA or DROP_DATA")
-    if spec.data_save_mode != "DROP_DATA" or head is None:
-        return
-    found = deletes.plan(table, head.snapshot_id)
-    decided = decide_once(key, {"remove": [f.file.file_path for f in (*found.data, *found.deletes)]})
-    failpoints.hit("sink.save_modes_decided")
-    _remove_files(catalog, spec, set(decided["remove"]))
-
-
 def _remove_files(catalog, spec: IcebergSinkSpec, paths: set[str]) -> None:
     """One snapshot removing those of ``paths`` still in the branch (a zombie: none)."""
     from pyiceberg.exceptions import CommitFailedException
@@ -259,4 +284,4 @@ def _literal_default(field) -> str | None:
     return value if kind == "literal" else None
 
 
-__all__ = ["NAME_MAPPING", "RECREATED_BY", "evolve", "prepare", "set_name_mapping"]
+__all__ = ["NAME_MAPPING", "RECREATED_BY", "destroy", "ensure", "evolve", "save_mode_plan", "set_name_mapping"]

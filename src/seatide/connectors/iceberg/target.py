@@ -1,19 +1,24 @@
-"""One Iceberg table a sink writes (a *target*), and the sink protocol's steps for it.
+"""One Iceberg table a sink writes (a *target*), and its steps in the one sink protocol
+(``plugin.sink_protocol``, decided in the store).
 
-Routes (source tables) whose options name the same Iceberg table are one target; a single-table
-sink has one target of one route. For each batch (``writer`` runs them over every target):
+Routes (source tables) whose options name the same Iceberg table are one target (``targets``);
+a single-table sink has one target of one route. For each batch:
 
-1. **Prepare**, once per target, before its first batch of the run (``table_setup.prepare``):
-   table, branch and save modes, each destructive step decided once and done conditionally.
-2. **Stage** (``staging.stage``): Spark's executors write the target's files where no snapshot
-   references them; the part names them, with the branch head they were staged on.
-3. **Decide**: the runtime records ONE fenced decision holding every target's part
-   (``runtime/commit_log``). A zombie driver decides nothing, so it commits nothing.
+1. **Prepare**, once per target, before its first rows of the run: its save modes pass the
+   protocol's door (``save_mode_plan``, ``destroy``: ``table_setup``), then ``ensure`` makes
+   namespace and table (a missing branch is made by its first commit).
+2. **Stage** (``staging.stage``): Spark's executors write the target's files (every route's rows
+   together, one key's changes ordered by ``__row_seq`` across them) where no snapshot references
+   them; the part names them, with the branch head they were staged on.
+3. **Decide**: the runtime records ONE fenced decision holding every target's part. A zombie
+   driver decides nothing, so it commits nothing.
 4. **Publish** (``publish``): one snapshot of the part on the branch head, its summary carrying
-   the batch's transaction id, required to sit on the head it was built for; a head another writer
-   moved has the part's rewrite staged again for it (``staging.files_on``). Idempotent: a batch
-   whose mark is found (``commits.committed_snapshot``) commits nothing, so any later attempt rolls
-   a decided batch forward and every row lands once.
+   the batch's transaction id (the same id in every table of the batch), required to sit on the
+   head it was built for; a head another writer moved has the part's rewrite staged again for it
+   (``staging.files_on``). Idempotent: a batch whose mark is found (``commits.committed_snapshot``)
+   commits nothing, so any later attempt rolls a decided batch forward and every row lands once.
+
+A target's state after a batch: ``{"rows", "total_rows"}``.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import logging
 import os
 import shutil
 import time
+from typing import Callable
 
 from seatide import failpoints
 from seatide.connectors.iceberg.catalogs import load_catalog
@@ -31,23 +37,28 @@ from seatide.connectors.iceberg.datafiles import IcebergWriteError, data_root, l
 from seatide.connectors.iceberg.schema import UnsupportedIcebergType
 from seatide.connectors.iceberg.spec import IcebergSinkError, IcebergSinkSpec
 from seatide.connectors.iceberg.staging import files_on, stage
-from seatide.connectors.iceberg.table_setup import evolve, prepare
-from seatide.plugin.base import Batch, SinkContext
+from seatide.connectors.iceberg import table_setup
+from seatide.connectors.iceberg.table_setup import evolve
+from seatide.plugin.base import Batch, SinkContext, StagedBatch
 from seatide.plugin.rowkind import HIDDEN_COLUMNS
+from seatide.plugin.sink_protocol import Target, TargetRows
+from seatide.plugin.tables import TableRoute
 
 log = logging.getLogger(__name__)
 
 
-class Target:
-    def __init__(self, spec: IcebergSinkSpec, ctx: SinkContext, routes: list[int]):
+class IcebergTarget(Target):
+    def __init__(self, key: str, routes: list[TableRoute], spec: IcebergSinkSpec, ctx: SinkContext):
+        super().__init__(key, routes)
         self.spec = spec
         self.spark = ctx.spark
-        self.sink_key = f"{ctx.pipeline_id}-{ctx.plugin_id}"
-        self.name = spec.name             # namespace.table: the key of its part of the decision and state
+        self.sink_key = f"{ctx.pipeline_id}-{ctx.plugin_id}"     # names its staging (and an older SeaTide's)
+        self.name = spec.name             # namespace.table: how messages (and states before targets) name it
         self.identifier = (spec.namespace, spec.table)
-        self.routes = routes              # the route indexes written into it
+        self.save_modes = spec.schema_save_mode == "RECREATE_SCHEMA" or spec.data_save_mode != "APPEND_DATA"
         self._catalog = None
-        self._ready = False
+        self._waiting: dict | None = None     # a recreate decided without the input's fields
+        self._ready = False                   # the table is there (ensured)
         self._commits = 0
 
     @property
@@ -56,18 +67,35 @@ class Target:
             self._catalog = load_catalog(self.spec.catalog_name, self.spec.catalog_config)
         return self._catalog
 
-    def stage(self, df, batch: Batch, previous: dict) -> dict:
-        """Prepare the table before its first batch (``previous``: the target's state, empty when no
-        batch of this run wrote it), then stage the batch's rows ``df``; the part to decide."""
+    # -- prepare ------------------------------------------------------------------------------
+    def save_mode_plan(self, schema) -> dict | None:
+        return table_setup.save_mode_plan(self.catalog, self.spec, _fields(schema))
+
+    def destroy(self, plan: dict, fence: Callable[[], None]) -> None:
+        # no fence: each step is one commit conditional on what the plan names, idempotent
+        self._waiting = None if table_setup.destroy(self.catalog, self.spec, plan) else plan
+
+    def ensure(self, schema) -> None:
+        struct = _fields(schema)
+        if self._waiting is not None:
+            if struct is None:
+                self._ready = False      # the decided recreate, then the table, with the first rows
+                return
+            table_setup.destroy(self.catalog, self.spec, self._waiting, struct)
+            self._waiting = None
+        self._ready = table_setup.ensure(self.catalog, self.spec, struct)
+
+    # -- stage, then publish --------------------------------------------------------------------
+    def stage(self, rows: TargetRows, batch: Batch) -> StagedBatch:
+        """Stage the batch's rows of every route writing the table (the part to decide)."""
+        total = int(batch.previous_state.get("total_rows", 0))
+        if not rows.parts:
+            return StagedBatch(publish={}, state={"rows": 0, "total_rows": total})
         started = time.perf_counter()
+        df = rows.union()
         try:
             if not self._ready:
-                # The job's decision for this table, whichever of its sinks and pipelines comes first:
-                # a second writer deciding again would remove the files the first has committed since.
-                identity = f"iceberg:{self.spec.catalog_name}:{self.spec.name}"
-                prepare(self.catalog, self.spec, df.drop(*HIDDEN_COLUMNS).schema, not previous,
-                        batch.decide_target_once, batch.target_save_modes_key(identity))
-                self._ready = True
+                self.ensure(df.schema)       # a table prepared before any rows of it: made of these
             table = evolve(self.catalog, self.spec, self.catalog.load_table(self.identifier), df)
             directory = staging_dir(table.metadata, batch.transaction_id, self.sink_key, batch.staging_tag)
             part = stage(self.spark, self.spec, table, df, directory)
@@ -75,7 +103,8 @@ class Target:
             raise IcebergSinkError(f"Iceberg sink {self.name}: {exc}") from None
         log.info("Iceberg sink %s: batch %s staged %s, %d rows in %d files, %.2f s", self.name, batch.batch_id,
                  part["mode"], part["rows"], len(part["added"]), time.perf_counter() - started)
-        return {"transaction_id": batch.transaction_id, **part}
+        return StagedBatch(publish={"transaction_id": batch.transaction_id, **part},
+                           state={"rows": part["rows"], "total_rows": total + part["rows"]})
 
     def publish(self, part: dict) -> None:
         """Commit a decided part as one snapshot, once (see the module doc)."""
@@ -83,6 +112,8 @@ class Target:
 
         from seatide.connectors.iceberg.row_delta import RowDeltaError
 
+        if not part:
+            return               # a target without rows in the batch
         transaction_id = part["transaction_id"]
         for attempt in range(COMMIT_ATTEMPTS):
             table = self.catalog.load_table(self.identifier)
@@ -172,6 +203,15 @@ class Target:
             maintenance.expire_snapshots(self.catalog, self.identifier, spec.expire_older_than_ms, spec.retain_last)
 
 
+def _fields(schema):
+    """The input's fields, without the hidden columns (row kind, row sequence); None unknown."""
+    if schema is None:
+        return None
+    from pyspark.sql.types import StructType
+
+    return StructType([f for f in schema.fields if f.name not in HIDDEN_COLUMNS])
+
+
 def _added_paths(table, snapshot) -> set[str]:
     """The local paths of the files ``snapshot`` added."""
     from pyiceberg.manifest import ManifestEntryStatus
@@ -184,4 +224,4 @@ def _added_paths(table, snapshot) -> set[str]:
     return added
 
 
-__all__ = ["Target"]
+__all__ = ["IcebergTarget"]
