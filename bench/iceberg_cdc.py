@@ -48,6 +48,7 @@ from seatide.config.loader import load_job_text  # noqa: E402
 from seatide.connectors.iceberg.catalogs import load_catalog  # noqa: E402
 from seatide.connectors.iceberg.sink import IcebergSink  # noqa: E402
 from seatide.plugin.base import ReadContext, SinkContext  # noqa: E402
+from seatide.plugin.legacy_sinks import open_sink  # noqa: E402
 from seatide.plugin.options import read_options  # noqa: E402
 from seatide.runtime.commit_log import SinkCommitLog, write_exactly_once  # noqa: E402
 from seatide.runtime.session import build_session  # noqa: E402
@@ -192,7 +193,7 @@ def run_case(spark, server, tmp: str, name: str, rows: int, rate: int, seconds: 
     sink = IcebergSink(read_options(options, IcebergSink.options))
     ctx = SinkContext(spark=spark, job_id=f"bench-{name}", pipeline_id=1, plugin_id="sink[0]", micro_batch=True,
                       unbounded=True, stdout=io.StringIO())
-    writer, log = sink.writer(ctx), SinkCommitLog(f"{tmp}/{name}/log")
+    writer, log = open_sink(sink, ctx), SinkCommitLog(f"{tmp}/{name}/log")
     lineage = f"T_bench-{name}_1_0_L_"
     batches: list[tuple[int, float]] = []
 
