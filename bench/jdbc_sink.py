@@ -7,7 +7,7 @@ two partitions) into a table of their own in a fresh database:
 
 * plain:   ``df.write.jdbc(url, table, mode="append")`` — rows are visible partition by
            partition, a retry after a failure writes them again;
-* seatide: the Jdbc sink's writer through the runtime's ``write_exactly_once`` — staged by
+* seatide: the Jdbc sink's targets through the runtime's ``write_exactly_once`` — staged by
            the executors, then applied with its commit record in one transaction.
 
 Prints every round, the medians, and seatide's throughput as a fraction of plain append's
@@ -35,6 +35,7 @@ from seatide.connectors.jdbc.sink import JdbcSink  # noqa: E402
 from seatide.connectors.jdbc.url import JdbcUrl  # noqa: E402
 from seatide.plugin.base import SinkContext  # noqa: E402
 from seatide.plugin.options import read_options  # noqa: E402
+from seatide.plugin.legacy_sinks import open_sink  # noqa: E402
 from seatide.runtime.commit_log import SinkCommitLog, write_exactly_once  # noqa: E402
 from seatide.runtime.session import build_session  # noqa: E402
 
@@ -59,7 +60,7 @@ def main() -> None:
                         help="give plain append reWriteBatchedInserts=true too (the sink's staging uses it)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    logging.getLogger("seatide.connectors.jdbc.writer").setLevel(logging.INFO)   # stage / commit split
+    logging.getLogger("seatide.connectors.jdbc.targets").setLevel(logging.INFO)   # stage / commit split
 
     name = f"jdbc_sink_bench_{secrets.token_hex(4)}"
     admin = JdbcUrl.parse(SERVER.format(db="test")).connect("postgres", autocommit=True)
@@ -72,7 +73,7 @@ def main() -> None:
         sink = JdbcSink(read_options({"url": url, "user": "postgres", "table": "eo"}, JdbcSink.options))
         ctx = SinkContext(spark=spark, job_id="bench", pipeline_id=1, plugin_id="sink[0]", micro_batch=False,
                           unbounded=False, stdout=io.StringIO())
-        writer = sink.writer(ctx)
+        writer = open_sink(sink, ctx)
         log_dir = tempfile.mkdtemp(prefix="jdbc-sink-bench-")
         log = SinkCommitLog(log_dir)
         props = {"user": "postgres", "password": "", "driver": "org.postgresql.Driver"}

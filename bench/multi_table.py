@@ -309,7 +309,7 @@ def cdc(args) -> None:
 
     # each batch's staging and commit times (the Jdbc sink logs them) on stderr
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
-    logging.getLogger("seatide.connectors.jdbc.writer").setLevel(logging.INFO)
+    logging.getLogger("seatide.connectors.jdbc.targets").setLevel(logging.INFO)
     logging.getLogger("seatide.runtime.table_routing").setLevel(logging.INFO)
     server = PrivatePostgres().start()
     names = [f"t{i:03d}" for i in range(args.tables)]

@@ -123,13 +123,13 @@ def inserts(spark, ids):
 
 
 def routes_writer(spark, db, sources: list[str], job: str, per_table: dict | None = None, **options):
-    """A Jdbc writer of routed tables (``sources``: the input tables' names), as a multi-table
+    """A Jdbc sink's targets of routed tables (``sources``: the input tables' names), as a multi-table
     job's sink gets them; ``options``: the sink's, ``table`` defaulting to each input's own name,
     and ``per_table``: input name -> options of that table's sink alone (as placeholders fill them)."""
     from pyspark.sql import types as T
 
-    from seatide.connectors.jdbc.writer import JdbcWriter
     from seatide.plan.catalog import table_routes
+    from seatide.plugin.legacy_sinks import open_sink
     from seatide.plugin.schema import Column, Schema
 
     columns = (Column("id", T.LongType()), Column("name", T.StringType()))
@@ -139,7 +139,7 @@ def routes_writer(spark, db, sources: list[str], job: str, per_table: dict | Non
         return make_sink(db, **{"table": name, **options, **(per_table or {}).get(name, {})})
 
     routes = table_routes([Schema(columns, f"src.{n}") for n in sources], {}, build=build)
-    return JdbcWriter.for_routes(routes, context(spark, job))
+    return open_sink(routes[0].sink, context(spark, job), routes)
 
 
 def staging_engines_at_commit(db, writer, tmp_path, df) -> list[str]:

@@ -12,8 +12,9 @@ import pytest
 from seatide.config.job import ConfigError
 from seatide.config.loader import load_job_text
 from seatide.connectors.jdbc.url import JdbcUrl
-from seatide.connectors.jdbc.writer import JdbcSinkError
+from seatide.connectors.jdbc.spec import JdbcSinkError
 from seatide.plugin.options import OptionError
+from seatide.plugin.legacy_sinks import open_sink
 from seatide.plugin.rowkind import RowKind
 from seatide.plugin.tables import TableFrames
 from seatide.runtime.commit_log import SinkCommitLog, write_exactly_once
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.spark
 
 def test_insert_only_batch_lands_with_its_commit_record(spark, db, tmp_path):
     table = table_name()
-    writer = make_sink(db, table=table).writer(context(spark, table))
+    writer = open_sink(make_sink(db, table=table), context(spark, table))
     result = write(writer, tmp_path, inserts(spark, range(5)), 0)
     assert result.state["rows"] == 5
     assert query(db, f"SELECT id, name FROM {table} ORDER BY id") == [(i, f"n{i}") for i in range(5)]
@@ -37,11 +38,11 @@ def test_insert_only_batch_lands_with_its_commit_record(spark, db, tmp_path):
 
 def test_replayed_batch_writes_nothing_even_when_only_the_database_committed_it(spark, db, tmp_path):
     table = table_name()
-    writer = make_sink(db, table=table).writer(context(spark, table))
+    writer = open_sink(make_sink(db, table=table), context(spark, table))
     write(writer, tmp_path / "log", inserts(spark, range(3)), 0)
     assert write(writer, tmp_path / "log", inserts(spark, range(3)), 0).replayed   # the runtime's log knows it
     # The driver died after the database commit, before the runtime's log: a new writer, an empty log.
-    fresh = make_sink(db, table=table).writer(context(spark, table))
+    fresh = open_sink(make_sink(db, table=table), context(spark, table))
     again = write(fresh, tmp_path / "lost-log", inserts(spark, range(3)), 0)
     # a replay (nothing written), whose state still carries its rows for the checkpoint to take
     assert again.state["rows"] == 3 and again.replayed
@@ -50,7 +51,7 @@ def test_replayed_batch_writes_nothing_even_when_only_the_database_committed_it(
 
 def test_fenced_batch_commits_nothing_and_its_retry_commits_once(spark, db, tmp_path):
     table = table_name()
-    writer = make_sink(db, table=table).writer(context(spark, table))
+    writer = open_sink(make_sink(db, table=table), context(spark, table))
 
     def zombie():
         raise RuntimeError("attempt fenced")
@@ -71,7 +72,7 @@ def test_changes_apply_by_key_with_the_last_change_per_key_winning(spark, db, tm
     table = table_name()
     execute(db, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, name VARCHAR(20))",
             f"INSERT INTO {table} VALUES (4, 'old4'), (5, 'old5'), (6, 'old6')")
-    writer = make_sink(db, table=table, primary_keys=["id"]).writer(context(spark, table))
+    writer = open_sink(make_sink(db, table=table, primary_keys=["id"]), context(spark, table))
     rows = [
         (1, "a", RowKind.INSERT), (1, "a", RowKind.UPDATE_BEFORE), (1, "a2", RowKind.UPDATE_AFTER),
         (2, "b", RowKind.INSERT), (2, "b", RowKind.DELETE),                  # gone within the batch
@@ -95,7 +96,7 @@ def test_rows_collected_on_the_driver_apply_by_key_in_the_commit_transaction_wit
     table = table_name()
     execute(db, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, name VARCHAR(20))",
             f"INSERT INTO {table} VALUES (4, 'old4'), (5, 'old5'), (6, 'old6')")
-    writer = make_sink(db, table=table, primary_keys=["id"], enable_upsert=upsert).writer(context(spark, table))
+    writer = open_sink(make_sink(db, table=table, primary_keys=["id"], enable_upsert=upsert), context(spark, table))
     rows = [(1, "a", RowKind.INSERT), (1, "a2", RowKind.UPDATE_AFTER), (2, "b", RowKind.INSERT),
             (2, "b", RowKind.DELETE), (4, "old4", RowKind.DELETE), (5, "new5", RowKind.UPDATE_AFTER),
             (6, "x", RowKind.DELETE), (6, "back6", RowKind.INSERT), (7, "only-before", RowKind.UPDATE_BEFORE)]
@@ -123,7 +124,7 @@ def test_a_key_change_moves_the_row_instead_of_copying_it(spark, db, tmp_path, u
     table = table_name()
     execute(db, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, name VARCHAR(20))",
             f"INSERT INTO {table} VALUES (7, 'seven'), (8, 'eight')")
-    writer = make_sink(db, table=table, primary_keys=["id"], enable_upsert=upsert).writer(context(spark, table))
+    writer = open_sink(make_sink(db, table=table, primary_keys=["id"], enable_upsert=upsert), context(spark, table))
     rows = [(7, "seven", RowKind.UPDATE_BEFORE), (500, "seven", RowKind.UPDATE_AFTER),
             (8, "eight", RowKind.UPDATE_BEFORE), (8, "eight!", RowKind.UPDATE_AFTER)]
     write(writer, tmp_path, frame(spark, rows, "id bigint, name string"), 0)
@@ -137,7 +138,7 @@ def test_without_upsert_the_net_change_per_key_is_applied(spark, db, tmp_path):
     table = table_name()
     execute(db, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, name VARCHAR(20))",
             f"INSERT INTO {table} VALUES (2, 'two'), (3, 'three')")
-    writer = make_sink(db, table=table, primary_keys=["id"], enable_upsert=False).writer(context(spark, table))
+    writer = open_sink(make_sink(db, table=table, primary_keys=["id"], enable_upsert=False), context(spark, table))
     rows = [(1, "a", RowKind.INSERT), (1, "a", RowKind.UPDATE_BEFORE), (1, "b", RowKind.UPDATE_AFTER),
             (2, "two", RowKind.DELETE), (2, "new two", RowKind.INSERT),
             (3, "three", RowKind.UPDATE_BEFORE), (3, "three!", RowKind.UPDATE_AFTER),
@@ -149,11 +150,11 @@ def test_without_upsert_the_net_change_per_key_is_applied(spark, db, tmp_path):
 def test_upsert_into_a_table_without_a_key_on_primary_keys_is_refused(spark, db, tmp_path):
     table = table_name()
     execute(db, f"CREATE TABLE {table} (id BIGINT, name VARCHAR(20))")
-    writer = make_sink(db, table=table, primary_keys=["id"]).writer(context(spark, table))
+    writer = open_sink(make_sink(db, table=table, primary_keys=["id"]), context(spark, table))
     with pytest.raises(JdbcSinkError, match=r"no primary key or unique index on \(id\)"):
         write(writer, tmp_path, inserts(spark, [1]), 0)
     execute(db, f"CREATE UNIQUE INDEX {table}_id ON {table} (id)")    # a unique index serves as well
-    write(make_sink(db, table=table, primary_keys=["id"]).writer(context(spark, table)), tmp_path,
+    write(open_sink(make_sink(db, table=table, primary_keys=["id"]), context(spark, table)), tmp_path,
           inserts(spark, [1, 1]), 0)
     assert query(db, f"SELECT id, name FROM {table}") == [(1, "n1")]
 
@@ -162,7 +163,7 @@ def test_without_upsert_updates_existing_keys_and_inserts_new_ones_without_a_uni
     table = table_name()
     execute(db, f"CREATE TABLE {table} (id BIGINT, name VARCHAR(20))",       # no key: no upserts possible
             f"INSERT INTO {table} VALUES (1, 'one')")
-    writer = make_sink(db, table=table, primary_keys=["id"], enable_upsert=False).writer(context(spark, table))
+    writer = open_sink(make_sink(db, table=table, primary_keys=["id"], enable_upsert=False), context(spark, table))
     write(writer, tmp_path, frame(spark, [(1, "uno", RowKind.UPDATE_AFTER), (2, "two", RowKind.INSERT)],
                                   "id bigint, name string"), 0)
     assert query(db, f"SELECT id, name FROM {table} ORDER BY id") == [(1, "uno"), (2, "two")]
@@ -226,7 +227,7 @@ def test_table_created_from_the_input_schema_round_trips_every_type(spark, db, t
     given = on_driver if path == "driver" else (lambda df: df)
     ddl = ", ".join(f"{name} {spark_type}" for name, _, spark_type, _ in TYPED)
     values = tuple(v for *_, v in TYPED)
-    writer = make_sink(db, table=table, primary_keys=["c_int"]).writer(context(spark, table))
+    writer = open_sink(make_sink(db, table=table, primary_keys=["c_int"]), context(spark, table))
     write(writer, tmp_path, given(frame(spark, [(*values, RowKind.INSERT)], ddl)), 0)
     (row,) = query(db, f"SELECT {', '.join(n for n, *_ in TYPED)} FROM {table}")
     got = tuple(_normal(v) for v in row)
@@ -244,7 +245,7 @@ def test_save_modes_before_the_first_batch(spark, db, tmp_path):
             f"INSERT INTO {table} VALUES (100, 'kept', 1)")
 
     def run(job: str, **options):
-        writer = make_sink(db, table=table, **options).writer(context(spark, job))
+        writer = open_sink(make_sink(db, table=table, **options), context(spark, job))
         log = tmp_path / job
         return write_exactly_once(writer, SinkCommitLog(str(log)), inserts(spark, [1]), 0, f"T_{job}_1_0_L_0")
 
@@ -256,22 +257,17 @@ def test_save_modes_before_the_first_batch(spark, db, tmp_path):
     assert query(db, f"SELECT id, name, extra FROM {table}") == [(1, "n1", None)]
     run("j4", schema_save_mode="RECREATE_SCHEMA")      # dropped and created from the input: no 'extra'
     assert query(db, f"SELECT * FROM {table}") == [(1, "n1")]
+    missing = open_sink(make_sink(db, table=table_name(), schema_save_mode="ERROR_WHEN_SCHEMA_NOT_EXIST"),
+                        context(spark, "j5"))
     with pytest.raises(JdbcSinkError, match="ERROR_WHEN_SCHEMA_NOT_EXIST"):
-        make_sink(db, table=table_name(), schema_save_mode="ERROR_WHEN_SCHEMA_NOT_EXIST") \
-            .writer(context(spark, "j5")).write_batch(inserts(spark, [1]), _batch(0))
-
-
-def _batch(batch_id: int):
-    from seatide.plugin.base import Batch
-
-    return Batch(batch_id=batch_id, transaction_id=txn("j5", batch_id, "X"), previous_state={})
+        write_exactly_once(missing, SinkCommitLog(str(tmp_path / "j5")), inserts(spark, [1]), 0, txn("j5", 0, "X"))
 
 
 def test_query_mode_runs_the_users_insert_once_per_row(spark, db, tmp_path):
     table = table_name()
     execute(db, f"CREATE TABLE {table} (id BIGINT, label VARCHAR(40))")
     sink = make_sink(db, query=f"INSERT INTO {table} (id, label) VALUES (?, CONCAT('x-', ?, '?%'))")
-    writer = sink.writer(context(spark, table))
+    writer = open_sink(sink, context(spark, table))
     write(writer, tmp_path, inserts(spark, [1, 2]), 0)
     write(writer, tmp_path / "lost", inserts(spark, [1, 2]), 0)       # committed in the database already
     assert query(db, f"SELECT id, label FROM {table} ORDER BY id") == [(1, "x-n1?%"), (2, "x-n2?%")]
@@ -281,7 +277,7 @@ def test_mysql_stages_without_transactions_where_spark_runs_each_task_once(spark
     if "postgresql" in db[0]:
         pytest.skip("MySQL/MariaDB: PostgreSQL stages into UNLOGGED tables")
     table = table_name()
-    writer = make_sink(db, table=table).writer(context(spark, table))
+    writer = open_sink(make_sink(db, table=table), context(spark, table))
     assert staging_engines_at_commit(db, writer, tmp_path, inserts(spark, range(50))) == ["MyISAM"]
     assert query(db, f"SELECT COUNT(*), SUM(id) FROM {table}") == [(50, sum(range(50)))]
 
@@ -290,7 +286,7 @@ def test_mysql_stages_in_the_default_engine_where_the_server_refuses_the_chosen_
     if "postgresql" in db[0]:
         pytest.skip("MySQL/MariaDB only")
     table = table_name()
-    writer = make_sink(db, table=table).writer(context(spark, table))
+    writer = open_sink(make_sink(db, table=table), context(spark, table))
     writer.stage_engine = "NoSuchEngine"      # refused as MySQL's disabled_storage_engines would
     assert staging_engines_at_commit(db, writer, tmp_path, inserts(spark, range(7))) == ["InnoDB"]
     assert writer.stage_engine is None
@@ -373,12 +369,13 @@ def test_each_table_is_applied_as_its_staging_ends_and_a_later_failure_commits_n
 
 def test_commit_records_are_pruned_past_the_retained_batches(spark, db, tmp_path):
     table = table_name()
-    writer = make_sink(db, table=table).writer(context(spark, "prune"))
+    execute(db, f"CREATE TABLE {table} (id BIGINT, name VARCHAR(20))")
+    writer = open_sink(make_sink(db, table=table, data_save_mode="DROP_DATA"), context(spark, "prune"))
     log = SinkCommitLog(str(tmp_path))
     for batch in range(5):
         write_exactly_once(writer, log, inserts(spark, [batch]), batch, f"T_prune_1_0_L_{batch}")
     kept = query(db, "SELECT batch_id FROM seatide_sink_commits WHERE sink_id = 'prune/1/sink[0]' ORDER BY batch_id")
-    assert kept == [(-1,), (2,), (3,), (4,)]     # checkpoints_retained = 2; -1: the save modes, made once
+    assert kept == [(-1,), (2,), (3,), (4,)]     # checkpoints_retained = 2; -1: DROP_DATA, carried out once
     write_exactly_once(writer, SinkCommitLog(str(tmp_path / "fresh")), inserts(spark, [9]), 0, "T_prune_1_0_M_0")
     kept = query(db, "SELECT transaction_id FROM seatide_sink_commits WHERE sink_id = 'prune/1/sink[0]' "
                      "AND batch_id >= 0")
@@ -423,17 +420,17 @@ def test_mysql_connector_class_from_seatunnel_configs_runs_on_the_bundled_driver
         pytest.skip("the bundled MariaDB driver stands in for MySQL's")
     table = table_name()
     url = db[0].replace("jdbc:mariadb:", "jdbc:mysql:")
-    writer = make_sink((url, db[1]), table=table, driver="com.mysql.cj.jdbc.Driver").writer(context(spark, table))
+    writer = open_sink(make_sink((url, db[1]), table=table, driver="com.mysql.cj.jdbc.Driver"), context(spark, table))
     assert writer.driver == "org.mariadb.jdbc.Driver"
     write(writer, tmp_path, inserts(spark, [1, 2]), 0)
     assert query(db, f"SELECT COUNT(*) FROM {table}") == [(2,)]
     with pytest.raises(JdbcSinkError, match="option 'driver'"):
-        make_sink(db, table=table, driver="org.example.NoSuchDriver").writer(context(spark, table))
+        open_sink(make_sink(db, table=table, driver="org.example.NoSuchDriver"), context(spark, table))
 
 
 def test_field_ide_renames_fields_and_keys(spark, db, tmp_path):
     table = table_name()
-    writer = make_sink(db, table=table, primary_keys=["id"], field_ide="UPPERCASE").writer(context(spark, table))
+    writer = open_sink(make_sink(db, table=table, primary_keys=["id"], field_ide="UPPERCASE"), context(spark, table))
     write(writer, tmp_path, frame(spark, [(1, "a", RowKind.INSERT), (1, "b", RowKind.UPDATE_AFTER)],
                                   "id bigint, name string"), 0)
     here = "current_schema()" if "postgresql" in db[0] else "DATABASE()"
@@ -456,7 +453,7 @@ def test_a_zombie_held_before_its_save_modes_never_empties_what_its_replacement_
     gate = tmp_path / "gate"
     monkeypatch.setitem(failpoints._POINTS, "sink.save_modes", f"gate:0:{gate}")
     monkeypatch.setitem(failpoints._HITS, "sink.save_modes", 0)
-    zombie = make_sink(db, table=table, data_save_mode="DROP_DATA").writer(context(spark, "zj"))
+    zombie = open_sink(make_sink(db, table=table, data_save_mode="DROP_DATA"), context(spark, "zj"))
     outcome: dict = {}
 
     def zombie_batch():
@@ -473,7 +470,7 @@ def test_a_zombie_held_before_its_save_modes_never_empties_what_its_replacement_
             assert time.monotonic() < deadline, "the zombie never reached its save modes"
             time.sleep(0.05)
         monkeypatch.delitem(failpoints._POINTS, "sink.save_modes")
-        replacement = make_sink(db, table=table, data_save_mode="DROP_DATA").writer(context(spark, "zj"))
+        replacement = open_sink(make_sink(db, table=table, data_save_mode="DROP_DATA"), context(spark, "zj"))
         write(replacement, tmp_path / "replacement", inserts(spark, [1, 2]), 0)
         assert query(db, f"SELECT id FROM {table} ORDER BY id") == [(1,), (2,)]
     finally:

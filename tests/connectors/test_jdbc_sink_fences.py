@@ -13,6 +13,7 @@ import time
 import pytest
 
 from seatide.plugin.evolution import COLUMN_ID, DROP, RENAME, RETIRED, TableChange
+from seatide.plugin.legacy_sinks import open_sink
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
 from tests.connectors.jdbc_sink_helpers import (  # noqa: F401 - db: the fixture
     context, db, execute, frame, inserts, make_sink, on_driver, query, staging_engines_at_commit, staging_tables,
@@ -43,7 +44,7 @@ def test_a_replacement_commits_the_batch_an_orphaned_transaction_holds_the_recor
 
     table = table_name()
     monkeypatch.setattr(sink_session, "IDLE_IN_TRANSACTION_S", 3.0)     # the zombie's sessions only
-    zombie = make_sink(db, table=table).writer(context(spark, table))
+    zombie = open_sink(make_sink(db, table=table), context(spark, table))
     holding, release = threading.Event(), threading.Event()
     outcome: dict = {}
 
@@ -68,7 +69,7 @@ def test_a_replacement_commits_the_batch_an_orphaned_transaction_holds_the_recor
     orphan.start()
     assert holding.wait(120), outcome
     monkeypatch.undo()
-    replacement = make_sink(db, table=table).writer(context(spark, table))
+    replacement = open_sink(make_sink(db, table=table), context(spark, table))
     started = time.monotonic()
     thread = threading.Thread(target=replacement_batch, daemon=True)
     thread.start()
@@ -105,7 +106,7 @@ def test_a_zombie_never_drops_the_staging_table_its_replacement_is_filling(spark
         return value
 
     held = inserts(spark, range(5)).withColumn("id", F.udf(wait, "bigint")(F.col("id")))
-    replacement = make_sink(db, table=table).writer(context(spark, table))
+    replacement = open_sink(make_sink(db, table=table), context(spark, table))
     outcome: dict = {}
 
     def replacement_batch() -> None:
@@ -122,7 +123,7 @@ def test_a_zombie_never_drops_the_staging_table_its_replacement_is_filling(spark
             assert time.monotonic() < deadline and thread.is_alive(), f"the replacement never staged: {outcome}"
             time.sleep(0.1)
         filling = staging_tables(db)
-        zombie = make_sink(db, table=table).writer(context(spark, table))
+        zombie = open_sink(make_sink(db, table=table), context(spark, table))
         with pytest.raises(Fenced):
             write(zombie, tmp_path / "zombie", inserts(spark, range(5)), 0, fence=fenced, staging_tag="5")
         assert set(filling) <= set(staging_tables(db)), "the zombie dropped its replacement's staging table"
@@ -141,11 +142,11 @@ def test_a_replaced_attempt_changes_no_column_of_the_target(spark, db, tmp_path)
     table = table_name()
     execute(db, f"CREATE TABLE {table} (id BIGINT, name VARCHAR(20), note VARCHAR(20))")
     drop_note = [TableChange(f"src.{table}", DROP, "note")]
-    zombie = make_sink(db, table=table).writer(dataclasses.replace(context(spark, table), fence=fenced))
+    zombie = open_sink(make_sink(db, table=table), dataclasses.replace(context(spark, table), fence=fenced))
     with pytest.raises(Fenced):
         zombie.evolve(drop_note, "evolve")
     assert [c for (c,) in query(db, _columns_of(db, table))] == ["id", "name", "note"]
-    current = make_sink(db, table=table).writer(context(spark, table))
+    current = open_sink(make_sink(db, table=table), context(spark, table))
     current.evolve(drop_note, "evolve")
     assert [c for (c,) in query(db, _columns_of(db, table))] == ["id", "name"]
 
@@ -160,11 +161,11 @@ def test_a_renamed_columns_older_values_land_after_a_crash_during_its_replay(spa
 
     table = table_name()
     execute(db, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, qty INT)")
-    first = make_sink(db, table=table, primary_keys=["id"]).writer(context(spark, table))
+    first = open_sink(make_sink(db, table=table, primary_keys=["id"]), context(spark, table))
     first.evolve([TableChange(f"src.{table}", RENAME, "qty", _field_json("quantity", 2), "quantity")], "evolve")
     assert [c for (c,) in query(db, _columns_of(db, table))] == ["id", "quantity"]
     # the driver dies; the next attempt finds the new shape kept, so no change is handed over
-    after_crash = make_sink(db, table=table, primary_keys=["id"]).writer(context(spark, table))
+    after_crash = open_sink(make_sink(db, table=table, primary_keys=["id"]), context(spark, table))
     after_crash.evolve([], "evolve")
     schema = T.StructType([
         T.StructField("id", T.LongType(), True, {COLUMN_ID: 1}),
@@ -200,9 +201,9 @@ def test_mysql_stages_transactionally_where_a_shuffle_could_make_spark_write_a_r
     change, which a change staged twice does not alter: it keeps MyISAM."""
     if "postgresql" in db[0]:
         pytest.skip("MySQL/MariaDB: PostgreSQL stages into UNLOGGED tables, which roll back")
-    plain = make_sink(db, table=table_name()).writer(context(spark, "plain"))
+    plain = open_sink(make_sink(db, table=table_name()), context(spark, "plain"))
     assert staging_engines_at_commit(db, plain, tmp_path / "p", inserts(spark, range(20)).repartition(2)) \
         == ["InnoDB"]
-    keyed = make_sink(db, table=table_name(), primary_keys=["id"]).writer(context(spark, "keyed"))
+    keyed = open_sink(make_sink(db, table=table_name(), primary_keys=["id"]), context(spark, "keyed"))
     assert staging_engines_at_commit(db, keyed, tmp_path / "k", inserts(spark, range(20)).repartition(2)) \
         == ["MyISAM"]

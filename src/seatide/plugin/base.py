@@ -219,8 +219,8 @@ class Transform(Plugin):
 
 
 class SinkWriter:
-    """A sink's writer before the one protocol (``plugin.sink_protocol``): Jdbc still writes
-    through one, run as one target by ``plugin.legacy_sinks``; a new sink supplies targets."""
+    """A sink's writer before the one protocol (``plugin.sink_protocol``): Iceberg still
+    writes through one, run as one target by ``plugin.legacy_sinks``; a new sink supplies targets."""
 
     # True: the writer stages files, the runtime decides, then ``publish`` makes them visible.
     # False: ``write_batch`` commits the batch in the sink's own system (a database transaction).

@@ -2,8 +2,8 @@
 
 ``open_sink`` is how the runtime (and a test) opens a sink for one pipeline: its routes (one
 table: a route list of length one) and the ``SinkTargets`` the sink supplies
-(``Sink.open_targets``). A sink that still writes through its own ``SinkWriter`` (Jdbc, until it
-is ported) is run as ONE target that takes every route, whose writer makes
+(``Sink.open_targets``). A sink that still writes through its own ``SinkWriter`` (Iceberg, until
+it is ported) is run as ONE target that takes every route, whose writer makes
 its own save modes and keeps its records in their old shape (``LegacyTargets``): the same
 driver (``plugin.sink_protocol.SinkRun``) decides, publishes and rolls its batches forward.
 When the last such sink is ported this module shrinks to ``open_sink``.

@@ -60,6 +60,9 @@ class Target:
     # True: the target has save modes that remove or refuse, decided through the ``SaveModeDoor``
     # before its first rows (a target may set it per instance, from its options).
     save_modes: bool = False
+    # The door's name for this target's save-mode decision, set before it asks for the plan: a
+    # system that records in its own store that it carried the plan out names its record so (Jdbc).
+    save_mode_decision: str = ""
 
     def __init__(self, key: str, routes: list[TableRoute]):
         self.key = key
@@ -217,6 +220,7 @@ class SaveModeDoor:
     def prepare(self, target: Target, schema, written: bool, fence: Callable[[], None]) -> None:
         if target.save_modes and not written:
             key = self.key_of(target.key)
+            target.save_mode_decision = key
             failpoints.hit("sink.save_modes")
             record = self.records.recorded_once(key)
             if record is None:

@@ -234,12 +234,12 @@ class FileDecisions:
         return read_json(os.path.join(self.log.root, "decided", f"{key}.json"))
 
 
-# -- a sink's targets, or a writer not yet on the protocol ----------------------------------
+# -- a writer not yet on the protocol ------------------------------------------------------
 def write_exactly_once(writer: SinkWriter | SinkTargets, log: SinkCommitLog, df, batch_id: int, transaction_id: str,
                        decisions: SinkDecisions | None = None, staging_tag: str = "",
                        save_modes_key: str | None = None) -> BatchResult:
     """One batch of a sink's targets (``plugin.legacy_sinks.open_sink``), or of its own
-    ``SinkWriter`` (Jdbc, not yet on the protocol: ``plugin.legacy_sinks``), through
+    ``SinkWriter`` (Iceberg, not yet on the protocol: ``plugin.legacy_sinks``), through
     the protocol's driver, at most once whatever crashed before. ``decisions`` records the commit
     decisions (default: files beside ``log``); ``save_modes_key`` names the writer's save-mode
     decision (default: one per lineage of transaction ids)."""
@@ -262,9 +262,8 @@ def _legacy_run(writer: SinkWriter | SinkTargets, log: SinkCommitLog, decisions:
 
     decisions = decisions if decisions is not None else FileDecisions(log)
     # one route stands for however many tables the writer takes: it gets the batch's frames as given
-    targets = writer if isinstance(writer, SinkTargets) else LegacyTargets(writer, [TableRoute(0, "", None, None)],
-                                                                           multi)
-    # the run's own scope for its targets' save modes: a Jdbc writer keeps their records in the
-    # target database, where every run (each test, each tool) would otherwise find one another's
+    targets = writer if isinstance(writer, SinkTargets) else LegacyTargets(writer, [TableRoute(0, "", None, None)], multi)
+    # the run's own scope for its targets' save modes: Jdbc keeps the record that it carried them
+    # out in the target database, where every run (each test, each tool) would otherwise find one another's
     return SinkRun(targets, log, decisions, SaveModeDoor(decisions, save_modes_key), transaction_prefix="",
                    staging_tag=staging_tag, save_modes_key=save_modes_key)

@@ -154,6 +154,7 @@ def run_check(spark, source: Endpoint, target: Endpoint, *, upsert: bool, seed: 
     from seatide.connectors.jdbc.sink import JdbcSink
     from seatide.plugin.base import ReadContext, SinkContext
     from seatide.plugin.options import read_options
+    from seatide.plugin.legacy_sinks import open_sink
     from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, write_exactly_once
 
     rng, crashes = random.Random(seed), random.Random(seed + 1)   # the batch thread draws its own
@@ -188,7 +189,7 @@ def run_check(spark, source: Endpoint, target: Endpoint, *, upsert: bool, seed: 
         checkpoint = os.path.join(workdir, f"{job_id}-{state['lineage']}")
         ctx = ReadContext(spark, micro_batch=True, unbounded=True, parallelism=2, max_rows_per_batch=40,
                           read_interval_ms=200, plugin_id="source[0]", job_id=job_id, pipeline_id=0)
-        writer = sink.writer(SinkContext(spark=spark, job_id=job_id, pipeline_id=0, plugin_id="sink[0]",
+        writer = open_sink(sink, SinkContext(spark=spark, job_id=job_id, pipeline_id=0, plugin_id="sink[0]",
                                          micro_batch=True, unbounded=True, stdout=io.StringIO()))
         log = SinkCommitLog(os.path.join(checkpoint, "sink"))
 

@@ -1,5 +1,5 @@
 """A Jdbc sink batch's one transaction: its commit record, every target's staged rows applied, the
-fence, COMMIT (writer.py has the whole protocol).
+fence, COMMIT (targets.py has the whole protocol).
 
 Targets Spark stages come as their stagings end: from the first one on the transaction is open
 (its record, inserted first, makes a racing attempt of the batch wait) and each is applied while

@@ -23,7 +23,7 @@ from seatide.connectors.jdbc.url import MYSQL, POSTGRESQL, JdbcUrl
 from seatide.plugin.rowkind import RowKind
 from seatide.plugin.types import SOURCE_DIALECT, SOURCE_TYPE, declared_type, type_name
 
-# Columns a keyed sink's staging rows carry besides the input's own (see writer.py).
+# Columns a keyed sink's staging rows carry besides the input's own (see targets.py).
 STAGE_KIND = "__seatide_kind"    # RowKind value
 STAGE_SEQ = "__seatide_seq"      # order of changes within the batch (later wins per key)
 # Which column set a staged row has, where the routes writing one target stage different columns

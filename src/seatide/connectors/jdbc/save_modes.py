@@ -1,63 +1,110 @@
-"""A Jdbc sink's save modes: the target prepared before its first batch, once per target.
+"""A Jdbc target's save modes, as the protocol's door (``plugin.sink_protocol.SaveModeDoor``) asks
+for them: what they destroy (``plan``), carrying that out (``destroy``), and making the table
+usable (``ensure``).
 
-**Once per target.** The save modes (create, recreate, empty the table, run custom_sql) are made
-once for each target table, however many input tables write it, and recorded in the target
-database, in ``seatide_sink_commits`` under the target's key (batch -1) before any batch goes in.
-Whoever comes later finds the record and makes nothing: an attempt that resumes, a zombie, and an
-input table added on resume whose target its shards already fill (finding 2 of issue 30: per input
-table, its DROP_DATA emptied every row the others had streamed). A record an older SeaTide made per
-input table (``earlier``) counts as the target's.
+**Once per target.** The door decides once per job run and target table, however many input
+tables, sinks or pipelines of the job write it, in a store record fenced by the attempt; whoever
+prepares the target later (an attempt that resumes, a zombie, an input table added on resume whose
+target its shards already fill: finding 2 of issue 30) carries out that decision, never a new one.
 
-**Zombies.** A zombie (a replaced driver that still runs) held before this step would otherwise
-empty or drop the table after its replacement committed into it (issue 21, finding 3). The step
-runs under a lock both share in the target database (named_lock.py): the first applies the modes
-and records them; the second finds the record.
+**Carried out once.** A step (DROP_DATA, CUSTOM_PROCESSING, RECREATE_SCHEMA) is not
+idempotent: a second DELETE after the first writer committed its rows would delete them. So it
+runs under a lock the writers share in the target database (named_lock.py) and is recorded there,
+in ``seatide_sink_commits`` under the decision's name (batch -1), in the transaction that runs it,
+``fence()`` right before COMMIT: whoever comes second finds the record and destroys nothing
+(issue 21, finding 3: a zombie held before this step). The record's name is the one an earlier
+SeaTide, which made the save modes itself, gave it (``P_<run>@<target>``): a job it checkpointed,
+resumed now, finds it and makes no save mode again.
 """
 
 from __future__ import annotations
 
-from seatide import failpoints
+from typing import Callable
+
 from seatide.connectors.jdbc.commit_record import CommitRecords
 from seatide.connectors.jdbc.dialect import UnsupportedType
 from seatide.connectors.jdbc.named_lock import named_lock
 from seatide.connectors.jdbc.sink_session import lock_wait_s
 from seatide.connectors.jdbc.spec import JdbcSinkError
 from seatide.connectors.jdbc.target import JdbcTarget
+from seatide.connectors.jdbc.url import POSTGRESQL
 from seatide.plugin.evolution import live_fields
 from seatide.plugin.rowkind import HIDDEN_COLUMNS
 
+def plan(conn, route: JdbcTarget, record: str, connected_to: str | None, sink_id: str,
+         fence: Callable[[], None]) -> dict | None:
+    """What ``route``'s target's save modes destroy: ``{"step", "record", "home"}`` (``record``:
+    the door's name for the decision, which its carrying out is recorded under, in ``home``), or
+    None. Refuses a table with rows under ERROR_WHEN_DATA_EXISTS. A record of the decision in the
+    target database (made by an earlier SeaTide, or carried out already) means nothing is left.
 
-def prepare_once(conn, route: JdbcTarget, schema, record: str, earlier: tuple[str, ...], records: CommitRecords,
-                 sink_id: str) -> None:
-    """Make the save modes of ``route``'s target from ``schema`` (the input's fields) unless
-    ``record`` or one of ``earlier`` says they were made."""
-    failpoints.hit("sink.save_modes")
+    The step is carried out here, before the door records the decision: a table's rows have no
+    identity a plan could name, so a DELETE carried out after the decision would also take the
+    rows another writer added in between. Its record, in the transaction that carries it out,
+    makes the door's ``destroy`` of the decided plan find it done (as a zombie's, or a crash's
+    next attempt's ``plan`` finds nothing left)."""
     cursor = conn.cursor()
-    with named_lock(cursor, route.dialect.name, record, lock_wait_s()):
+    spec, dialect, table = route.spec, route.dialect, route.table
+    if not dialect.table_exists(cursor, table) or made(cursor, route, record, connected_to):
+        return None
+    if spec.schema_save_mode == "RECREATE_SCHEMA":
+        step = "RECREATE_SCHEMA"
+    elif spec.data_save_mode in ("DROP_DATA", "CUSTOM_PROCESSING"):
+        step = spec.data_save_mode
+    else:
+        if spec.data_save_mode == "ERROR_WHEN_DATA_EXISTS":
+            cursor.execute(f"SELECT 1 FROM {route.quoted} LIMIT 1")
+            if cursor.fetchone() is not None:
+                raise JdbcSinkError(f"Jdbc sink: data_save_mode is ERROR_WHEN_DATA_EXISTS and table "
+                                    f"{route.label} has rows; empty it or choose APPEND_DATA or DROP_DATA")
+        return None
+    decided = {"step": step, "record": record, "home": _home(route)}
+    destroy(conn, route, decided, sink_id, fence)
+    return decided
+
+
+def destroy(conn, route: JdbcTarget, decided: dict, sink_id: str, fence: Callable[[], None]) -> None:
+    """Carry out a decided step unless its record says it was (see the module's docstring)."""
+    cursor = conn.cursor()
+    records = CommitRecords(route.dialect, decided["home"])
+    with named_lock(cursor, route.dialect.name, decided["record"], lock_wait_s()):
         conn.rollback()        # a snapshot taken before the lock (MySQL) would not see the record
-        if all(records.rows_of(cursor, key) is None for key in (record, *earlier)):
-            _apply(conn, route, schema)
-            records.insert(cursor, record, sink_id, -1, 0)
+        if decided["home"] is not None:
+            route.dialect.create_schema(cursor, decided["home"])
+        records.create(cursor)
         conn.commit()
-    # The decision (the record) and what it destroys commit together in the target's database:
-    # past this point both stand, as past the protocol's door's step of the same name.
-    failpoints.hit("sink.save_modes_decided")
+        if records.rows_of(cursor, decided["record"]) is None:
+            step = decided["step"]
+            if step == "RECREATE_SCHEMA":
+                cursor.execute(f"DROP TABLE IF EXISTS {route.quoted}")
+            elif step == "DROP_DATA":
+                cursor.execute(f"DELETE FROM {route.quoted}")
+            else:
+                cursor.execute(route.spec.custom_sql)
+            records.insert(cursor, decided["record"], sink_id, -1, 0)
+            fence()
+        conn.commit()
 
 
-def _apply(conn, route: JdbcTarget, schema) -> None:
-    from pyspark.sql import types as T
-
+def ensure(conn, route: JdbcTarget, schema) -> None:
+    """Create the table from ``schema`` (the input's fields) when it is missing and the schema save
+    mode says so, under the same lock as the save modes; refuse a missing one under
+    ERROR_WHEN_SCHEMA_NOT_EXIST. Whether it fits each route is each route's check (target.py)."""
     cursor = conn.cursor()
     spec, dialect, label, table = route.spec, route.dialect, route.label, route.table
-    exists = dialect.table_exists(cursor, table)
     mode = spec.schema_save_mode
-    if mode == "ERROR_WHEN_SCHEMA_NOT_EXIST" and not exists:
+    if mode == "ERROR_WHEN_SCHEMA_NOT_EXIST" and not dialect.table_exists(cursor, table):
         raise JdbcSinkError(f"Jdbc sink: schema_save_mode is ERROR_WHEN_SCHEMA_NOT_EXIST and table "
                             f"{label} does not exist; create it or choose CREATE_SCHEMA_WHEN_NOT_EXIST")
-    if mode == "RECREATE_SCHEMA" and exists:
-        cursor.execute(f"DROP TABLE {route.quoted}")
-        exists = False
-    if mode in ("RECREATE_SCHEMA", "CREATE_SCHEMA_WHEN_NOT_EXIST") and not exists:
+    if mode not in ("RECREATE_SCHEMA", "CREATE_SCHEMA_WHEN_NOT_EXIST") or dialect.table_exists(cursor, table):
+        conn.rollback()
+        return
+    from pyspark.sql import types as T
+
+    with named_lock(cursor, dialect.name, f"create {dialect.qualified(table)}", lock_wait_s()):
+        conn.rollback()
+        if dialect.table_exists(cursor, table):       # another writer made it while this one waited
+            return
         fields = [f for f in live_fields(schema) if f.name not in HIDDEN_COLUMNS]
         renamed = T.StructType([T.StructField(route.column(f.name), f.dataType, f.nullable, f.metadata)
                                 for f in fields])
@@ -69,20 +116,25 @@ def _apply(conn, route: JdbcTarget, schema) -> None:
             dialect.create_schema(cursor, table[0])
         cursor.execute(ddl)
         conn.commit()
-        return
-    if not exists:
-        return
-    data_mode = spec.data_save_mode
-    if data_mode == "DROP_DATA":
-        cursor.execute(f"DELETE FROM {route.quoted}")
-    elif data_mode == "CUSTOM_PROCESSING":
-        cursor.execute(spec.custom_sql)
-    elif data_mode == "ERROR_WHEN_DATA_EXISTS":
-        cursor.execute(f"SELECT 1 FROM {route.quoted} LIMIT 1")
-        if cursor.fetchone() is not None:
-            raise JdbcSinkError(f"Jdbc sink: data_save_mode is ERROR_WHEN_DATA_EXISTS and table "
-                                f"{label} has rows; empty it or choose APPEND_DATA or DROP_DATA")
-    conn.commit()
 
 
-__all__ = ["prepare_once"]
+def made(cursor, route: JdbcTarget, record: str, connected_to: str | None) -> bool:
+    """Whether ``record`` is in the target database: next to the table, or (where an earlier
+    SeaTide kept a multi-table sink's records) in the connection's own database or schema."""
+    homes = [_home(route)]
+    if route.dialect.name == POSTGRESQL or connected_to:
+        homes.append(None)
+    for home in dict.fromkeys(homes):
+        records = CommitRecords(route.dialect, home)
+        where = (home, "seatide_sink_commits") if home else ("seatide_sink_commits",)
+        if route.dialect.table_exists(cursor, where) and records.rows_of(cursor, record) is not None:
+            return True
+    return False
+
+
+def _home(route: JdbcTarget) -> str | None:
+    """Where a target's save-mode record lives: the table's schema (database), else the connection's."""
+    return route.table[0] if route.table and len(route.table) > 1 else None
+
+
+__all__ = ["destroy", "ensure", "made", "plan"]

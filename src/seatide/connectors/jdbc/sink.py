@@ -2,7 +2,8 @@
 
 Spark's executors append each micro-batch to a staging table next to the target; the
 driver then applies the staged rows to the target and records the batch's transaction id
-in ``seatide_sink_commits``, in one database transaction (see writer.py). No XA, and no
+in ``seatide_sink_commits``, in one database transaction (see targets.py: the sink on the one
+sink protocol, a target per target table). No XA, and no
 primary key needed: a replayed batch finds its record and writes nothing.
 """
 
@@ -11,10 +12,12 @@ from __future__ import annotations
 from seatide.connectors.jdbc.query import QueryError, parse_insert
 from seatide.connectors.jdbc.spec import JdbcSinkSpec
 from seatide.connectors.jdbc.url import POSTGRESQL, JdbcUrl, JdbcUrlError
-from seatide.plugin.base import Lacking, Sink, SinkContext, SinkWriter
+from seatide.plugin.base import Lacking, Sink, SinkContext
 from seatide.plugin.options import BOOL, INT, OBJECT, REQUIRED, STRING, STRING_LIST, Option, enum
 from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ALL_KINDS, INSERT_ONLY
+from seatide.plugin.sink_protocol import SinkTargets
+from seatide.plugin.tables import TableRoute
 
 SCHEMA_SAVE_MODES = ("RECREATE_SCHEMA", "CREATE_SCHEMA_WHEN_NOT_EXIST", "ERROR_WHEN_SCHEMA_NOT_EXIST", "IGNORE")
 DATA_SAVE_MODES = ("DROP_DATA", "APPEND_DATA", "CUSTOM_PROCESSING", "ERROR_WHEN_DATA_EXISTS")
@@ -170,10 +173,10 @@ class JdbcSink(Sink):
                 body["database"] = "${database_name" + (f":{url.database}}}" if url.database else "}")
         return body
 
-    def table_writer(self, ctx: SinkContext, routes) -> SinkWriter:
-        from seatide.connectors.jdbc.writer import JdbcWriter      # Spark's types: only where a job runs
+    def open_targets(self, ctx: SinkContext | None, routes: list[TableRoute], multi: bool) -> SinkTargets:
+        from seatide.connectors.jdbc.targets import JdbcTargets      # Spark's types: only where a job runs
 
-        return JdbcWriter.for_routes(routes, ctx)
+        return JdbcTargets(ctx, routes, multi)
 
     def spec(self) -> JdbcSinkSpec:
         opts = self.opts
@@ -201,8 +204,3 @@ class JdbcSink(Sink):
                 conn.close()
         return [Lacking(one.privilege, f"{one.why} (on {', '.join(dict.fromkeys(tables))})", one.required)
                 for one, tables in found.values()]
-
-    def writer(self, ctx: SinkContext) -> SinkWriter:
-        from seatide.connectors.jdbc.writer import JdbcWriter
-
-        return JdbcWriter(self.spec(), ctx)

@@ -7,7 +7,7 @@ target keeps its shape for that change).
 
 **Fenced** (finding 16 of issue 30). A zombie (a replaced attempt still running) held before its
 ``DROP COLUMN`` must not drop a column its replacement has since added again and filled. The
-writer applies a batch of changes under a lock its replacement takes too (``JdbcWriter.evolve``
+writer applies a batch of changes under a lock its replacement takes too (``JdbcTargets.evolve``
 takes it at every start, changes or not), and each statement passes the attempt's fence under
 that lock: on PostgreSQL inside the statement's own transaction, right before COMMIT, as a batch
 does; on MySQL, whose DDL commits by itself, in an open transaction right before the statement,

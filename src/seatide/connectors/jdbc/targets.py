@@ -1,14 +1,16 @@
-"""The Jdbc sink's writer: one micro-batch, committed exactly once in one database transaction.
+"""The Jdbc sink on the one sink protocol (plugin/sink_protocol.py): each target table one
+``Target``, the targets behind one database connection applied in one transaction a batch.
 
-Protocol for one batch, target by target (target_table.py: a target table with every input
-table, or route, that writes it; one table is a route list of length one):
+A target is a table of the target database with every route (input table) that writes it; one
+table is a route list of length one (target_table.py). Per batch, for the targets written through
+one connection:
 
 1. If ``seatide_sink_commits`` holds the batch's transaction id, the batch was committed by an
    earlier attempt (whose driver may have died before the runtime's own commit log heard of it):
-   nothing is written.
-2. **Prepare**, before the writer's first batch: each target's save modes, once per target under
-   its record (save_modes.py), then each route's check; and the staging tables older attempts
-   left are dropped (staging.py: never a newer attempt's).
+   nothing is written, and each target says ``replayed``.
+2. **Prepare**, before a target's first rows: its save modes through the protocol's door, once per
+   job run and target (save_modes.py), then each route's check that the table fits its fields; the
+   staging tables older attempts left are dropped (staging.py: never a newer attempt's).
 3. **Stage**: one staging table per target and batch, next to it with its column types, which
    each route's rows fill: by Spark's executors (batched JDBC writes, four tables at once), or,
    for a small micro-batch of a multi-table stream already collected on the driver
@@ -22,14 +24,13 @@ table, or route, that writes it; one table is a route list of length one):
    racing attempt of the batch wait, then fail), then each target's staged rows by the net change
    per key, ordered by ``__row_seq`` across the routes (a target as soon as its stagings end,
    while the others still stage), ``batch.fence()`` (is this driver still the job's current
-   attempt?), COMMIT. PostgreSQL drops the staging tables inside the transaction.
+   attempt?), COMMIT (batch_transaction.py). PostgreSQL drops the staging tables inside it.
 
-The database transaction is the batch's commit point (LocalFile's is a store decision, see
-``runtime.commit_log``). A zombie driver that passes ``batch.fence()`` just before it is replaced
-commits the batch once, with the rows of the offsets Spark logged for it; the replacement's replay
-then finds the record and writes nothing (docs/connectors/jdbc-sink.md, "Zombie drivers"). A
-zombie cut off inside that transaction holds the record until the server ends its idle session
-(sink_session.py), not for hours.
+The database transaction is the batch's commit point (LocalFile's is a store decision). A zombie
+driver that passes ``batch.fence()`` just before it is replaced commits the batch once, with the
+rows of the offsets Spark logged for it; the replacement's replay then finds the record and writes
+nothing (docs/connectors/jdbc-sink.md, "Zombie drivers"). A zombie cut off inside that transaction
+holds the record until the server ends its idle session (sink_session.py), not for hours.
 
 Several databases: a MySQL/MariaDB connection writes into every database of its server, so the
 whole batch is one transaction; PostgreSQL's transactions stay within one database, so targets in
@@ -42,14 +43,14 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable
 
-from seatide.connectors.jdbc import batch_transaction, local_rows, target_evolution
+from seatide import failpoints
+from seatide.connectors.jdbc import batch_transaction, local_rows, save_modes, target_evolution
 from seatide.connectors.jdbc.batch_transaction import TargetStaging
 from seatide.connectors.jdbc.commit_record import CommitRecords
 from seatide.connectors.jdbc.dialect import Dialect
 from seatide.connectors.jdbc.named_lock import named_lock
-from seatide.connectors.jdbc.save_modes import prepare_once
 from seatide.connectors.jdbc.sink_session import lock_wait_s, open_session
 from seatide.connectors.jdbc.spec import JdbcSinkError, JdbcSinkSpec
 from seatide.connectors.jdbc.staging import StageNames, drop_leftovers, preferred_engine, stage_engine
@@ -57,8 +58,9 @@ from seatide.connectors.jdbc.target import JdbcTarget
 from seatide.connectors.jdbc.target_table import StageColumns, TargetTable
 from seatide.connectors.jdbc.temporary_tables import may_create_temporary_tables
 from seatide.connectors.jdbc.url import MYSQL, POSTGRESQL
-from seatide.plugin.base import Batch, SinkContext, SinkWriter
-from seatide.plugin.tables import TableFrames, TableRoute
+from seatide.plugin.base import Batch, SinkContext
+from seatide.plugin.sink_protocol import SinkTargets, Target, TargetRows
+from seatide.plugin.tables import TableRoute
 
 log = logging.getLogger(__name__)
 
@@ -68,90 +70,105 @@ class _Group:
     """The targets written through one connection, in one transaction per batch."""
 
     database: str | None                          # the database connected to (None: the URL's)
-    tables: dict[object, TargetTable] = field(default_factory=dict)     # target table -> it
-    ready: bool = False                           # commit table made, save modes made, targets checked
+    tables: dict[str, TargetTable] = field(default_factory=dict)     # target key -> its table
+    ready: bool = False                           # leftover staging tables dropped
     records: CommitRecords | None = None
     temporary: bool | None = None                 # whether the user may create temporary tables
-
-    def routes(self) -> Iterator[tuple[int, JdbcTarget]]:
-        for table in self.tables.values():
-            yield from table.routes.items()
+    checked: set = field(default_factory=set)     # route indexes checked against their table
 
 
-class JdbcWriter(SinkWriter):
-    def __init__(self, spec: JdbcSinkSpec, ctx: SinkContext, routes: list[TableRoute] | None = None):
-        self.spec = spec
-        self.dialect = Dialect(spec.url.dialect)
+class JdbcTableTarget(Target):
+    """One target table: its save modes (save_modes.py), through the connection of its group."""
+
+    def __init__(self, key: str, routes: list[TableRoute], owner: "JdbcTargets", group: _Group, table: TargetTable):
+        super().__init__(key, routes)
+        self.owner = owner
+        self.group = group
+        self.table = table
+        self.save_modes = table.lead.table is not None       # query mode writes no table of its own
+
+    def save_mode_plan(self, schema) -> dict | None:
+        with open_session(self.owner.spec, self.group.database) as conn:
+            return save_modes.plan(conn, self.table.lead, self.save_mode_decision, self.group.database,
+                                   self.owner.sink_id, self.owner.attempt_fence)
+
+    def destroy(self, plan: dict, fence: Callable[[], None]) -> None:
+        with open_session(self.owner.spec, self.group.database) as conn:
+            save_modes.destroy(conn, self.table.lead, plan, self.owner.sink_id, fence)
+
+    def ensure(self, schema) -> None:
+        if self.table.lead.table is not None and schema is not None:
+            with open_session(self.owner.spec, self.group.database) as conn:
+                save_modes.ensure(conn, self.table.lead, schema)
+
+
+class JdbcTargets(SinkTargets):
+    """Every target table of one Jdbc sink in one pipeline, grouped by the connection they need."""
+
+    decided_in_store = False        # each batch commits in the target database, with its record
+
+    def __init__(self, ctx: SinkContext, routes: list[TableRoute], multi: bool):
+        self.spec: JdbcSinkSpec = routes[0].sink.spec()
+        self.dialect = Dialect(self.spec.url.dialect)
         self.sink_id = f"{ctx.job_id}/{ctx.pipeline_id}/{ctx.plugin_id}"
         self.retained = ctx.checkpoints_retained
-        self.fence = ctx.fence
-        self.driver = self._loadable_driver(ctx.spark)
-        self.multi = routes is not None
+        self.attempt_fence = ctx.fence
+        self.driver = loadable_driver(self.spec, ctx.spark)
         self.names = StageNames(self.sink_id)
         # MySQL: the staging tables' engine where the writer's Spark runs each task once (staging.py)
         self.stage_engine = preferred_engine(self.dialect.name, ctx.spark)
         self.groups: dict[str | None, _Group] = {}
-        placed = [(0, spec, spec.database, spec.table, "", "")] if routes is None else \
-            [(r.index, r.sink.spec(), *r.sink.spec().placed(), r.name, r.key) for r in routes]
-        by_table: dict[tuple, dict[int, JdbcTarget]] = {}
-        for index, table_spec, database, table, source, key in placed:
-            route = JdbcTarget(table_spec, self.dialect, table, self.driver, source, key)
-            by_table.setdefault((database, table), {})[index] = route
-        for (database, table), table_routes in by_table.items():
-            self.groups.setdefault(database, _Group(database)).tables[table] = TargetTable(table_routes)
+        super().__init__(ctx, routes, multi)
+        for key in self.keys():          # every table now: shards that contradict are refused at the start
+            self.target(key)
 
-    @classmethod
-    def for_routes(cls, routes: list[TableRoute], ctx: SinkContext) -> "JdbcWriter":
-        return cls(routes[0].sink.spec(), ctx, routes)
+    def target_key(self, route: TableRoute) -> str:
+        """The target table as every sink of the job names it: server, database and table."""
+        spec = route.sink.spec()
+        database, table = spec.placed() if self.multi else (spec.database, spec.table)
+        url = spec.url
+        label = ".".join(table) if table else "query"
+        return f"jdbc:{url.dialect}://{url.host.lower()}:{url.port}/{database or ''}/{label}"
 
-    def _loadable_driver(self, spark) -> str:
-        """The ``driver`` class (MySQL's Connector/J names stand for the bundled MariaDB driver)."""
-        driver = self.spec.driver       # already resolved by the sink (url.driver_class)
-        if spark is None or _jvm_has_class(spark, driver):
-            return driver
-        raise JdbcSinkError(f"Jdbc sink: option 'driver': class {driver} is not on the class path; use "
-                            f"{self.spec.url.default_driver} or add the driver's jar to SeaTide's JDBC jars")
+    def open_target(self, key: str, routes: list[TableRoute]) -> Target:
+        ways = {}
+        for route in routes:
+            spec = route.sink.spec()
+            database, table = spec.placed() if self.multi else (spec.database, spec.table)
+            ways[route.index] = JdbcTarget(spec, self.dialect, table, self.driver, route.name if self.multi else "",
+                                           route.key)
+        group = self.groups.setdefault(database, _Group(database))
+        table = group.tables[key] = TargetTable(ways)
+        return JdbcTableTarget(key, routes, self, group, table)
 
     # --- one batch ---------------------------------------------------------------------
 
-    def write_batch(self, df, batch: Batch) -> dict:
-        frames = df if isinstance(df, TableFrames) else TableFrames({0: df}, schema_of=lambda _i: df.schema)
+    def apply(self, work: dict[str, TargetRows], batch: Batch, before: dict[str, dict]) -> dict[str, dict]:
         self.names.use_attempt(batch.staging_tag)
-        done, rows = 0, 0
+        states: dict[str, dict] = {}
         for group in self.groups.values():
-            committed, staged = self._write_group(group, frames, batch)
-            done, rows = done + committed, rows + staged
-        return {"rows": rows + done, "replayed": True} if done and not rows else {"rows": rows + done}
+            mine = {key: rows for key, rows in work.items() if key in group.tables}
+            if mine:
+                states.update(self._apply_group(group, mine, batch))
+                failpoints.hit("sink.table_published")     # this connection's targets committed
+        return states
 
-    def _write_group(self, group: _Group, frames: TableFrames, batch: Batch) -> tuple[int, int]:
-        """(rows an earlier attempt committed, rows staged and committed now) of one group."""
+    def _apply_group(self, group: _Group, work: dict[str, TargetRows], batch: Batch) -> dict[str, dict]:
+        """Each target's state after the batch, applied through the group's connection."""
         with open_session(self.spec, group.database) as conn:
-            cursor = conn.cursor()
-            if group.records is None:
-                group.records = CommitRecords(self.dialect, self._home(group, batch))
-                if group.records.schema is not None:     # a database the save modes would create
-                    self.dialect.create_schema(cursor, group.records.schema)
-                group.records.create(cursor)
-                conn.commit()
-            if group.database is None and group.records.schema is not None and self.dialect.name == MYSQL:
-                # MariaDB resolves a multi-table DELETE's alias in the default database, so the
-                # connection needs one even though every table is named with its own
-                cursor.execute(f"USE {self.dialect.quote(group.records.schema)}")
-            done = group.records.rows_of(cursor, batch.transaction_id)
+            self._open_records(conn, group, batch)
+            done = group.records.rows_of(conn.cursor(), batch.transaction_id)
             conn.rollback()
             if done is not None:     # committed in the database, not yet in the runtime's log
-                return done, 0
+                return _replayed(work, done)
             if not group.ready:
-                started = time.perf_counter()
-                self._prepare(conn, group, frames, batch)
                 self._drop_leftovers(conn, group)
                 group.ready = True
-                log.info("Jdbc sink %s: %d table(s) checked and their save modes made in %.2f s", self.sink_id,
-                         len(group.tables), time.perf_counter() - started)
+            self._check_routes(conn, group, work)
             started = time.perf_counter()
-            by_spark, by_driver = self._stage_plan(conn, group, frames, batch)
+            by_spark, by_driver = self._stage_plan(conn, group, work, batch)
             if not by_spark and not by_driver:
-                return 0, 0
+                return {key: {"rows": 0} for key in work}
             timing = batch_transaction.commit(conn, group.records, self.sink_id, batch,
                                               self.spec.url.for_spark(group.database), by_spark, by_driver,
                                               bool(group.temporary))
@@ -162,8 +179,33 @@ class JdbcWriter(SinkWriter):
                      batch.batch_id, timing.rows, len(by_spark) + len(by_driver), len(by_driver),
                      timing.staged - started, timing.committed - timing.staged)
             if timing.by_another:
-                return group.records.rows_of(conn.cursor(), batch.transaction_id) or 0, 0
-        return 0, timing.rows
+                return _replayed(work, group.records.rows_of(conn.cursor(), batch.transaction_id) or 0)
+        key_of = {id(table): key for key, table in group.tables.items()}
+        rows = {key_of[id(s.table)]: s.rows + sum(len(r) for r, _schema in s.collected.values())
+                for s in by_spark + by_driver}
+        return {key: {"rows": rows.get(key, 0)} for key in work}
+
+    def _open_records(self, conn, group: _Group, batch: Batch) -> None:
+        cursor = conn.cursor()
+        if group.records is None:
+            group.records = CommitRecords(self.dialect, self._home(group, batch))
+            if group.records.schema is not None:     # a database the save modes would create
+                self.dialect.create_schema(cursor, group.records.schema)
+            group.records.create(cursor)
+            conn.commit()
+        if group.database is None and group.records.schema is not None and self.dialect.name == MYSQL:
+            # MariaDB resolves a multi-table DELETE's alias in the default database, so the
+            # connection needs one even though every table is named with its own
+            cursor.execute(f"USE {self.dialect.quote(group.records.schema)}")
+
+    def _check_routes(self, conn, group: _Group, work: dict[str, TargetRows]) -> None:
+        """Each route's check that its table fits its fields, before its first rows."""
+        for key, rows in work.items():
+            for part in rows.parts:
+                if part.route.index not in group.checked:
+                    group.tables[key].routes[part.route.index].check(conn.cursor(), part.schema)
+                    group.checked.add(part.route.index)
+        conn.rollback()
 
     def evolve(self, changes: list, behaviour: str) -> None:
         """The source's table changes, applied to each target as ``behaviour`` says, under the
@@ -171,13 +213,14 @@ class JdbcWriter(SinkWriter):
         changes too, so that a zombie inside it ends before this attempt writes anything."""
         for group in self.groups.values():
             mine = []
-            for _index, route in group.routes():
-                route.behaviour = behaviour
-                mine += [(route, c) for c in changes if not self.multi or route.source == c.table]
+            for table in group.tables.values():
+                for route in table.routes.values():
+                    route.behaviour = behaviour
+                    mine += [(route, c) for c in changes if not self.multi or route.source == c.table]
             with open_session(self.spec, group.database) as conn:
                 with named_lock(conn.cursor(), self.dialect.name, f"evolve {self.sink_id}", lock_wait_s()):
                     for route, change in mine:
-                        target_evolution.evolve(conn, route, change, behaviour, self.fence)
+                        target_evolution.evolve(conn, route, change, behaviour, self.attempt_fence)
 
     def end_of_data(self, state: dict) -> None:
         """A bounded pipeline is done: staging tables of attempts that never committed go."""
@@ -199,51 +242,22 @@ class JdbcWriter(SinkWriter):
         decided = batch.decide_once(f"{batch.save_modes_key}_commits", {"database": first[0]})
         return decided["database"]
 
-    def _prepare(self, conn, group: _Group, frames: TableFrames, batch: Batch) -> None:
-        """Each target's save modes, once per target for the whole job (save_modes.py), and each
-        route's checks. The record is the job's for the target (``Batch.target_save_modes_key``):
-        another sink or pipeline of the job that made them first has committed rows into the table
-        since, which a second DROP_DATA would delete. Records this sink kept under its own key
-        (before the job's) count too."""
-        for table in group.tables.values():
-            if table.lead.table is not None:
-                record = batch.target_save_modes_key(self._identity(group, table))
-                if self.multi:
-                    earlier = (f"{batch.save_modes_key}_{table.key}",
-                               *(f"{batch.save_modes_key}_{r.key}" for r in table.routes.values()))
-                else:
-                    # A branch that has committed batches (under a SeaTide that kept no save-mode
-                    # record) made its save modes before them.
-                    first = not group.records.any_for(conn.cursor(), self.sink_id, _lineage(batch))
-                    record, earlier = (record if first else None), (batch.save_modes_key,)
-                lead_index = next(iter(table.routes))
-                if record is not None:
-                    prepare_once(conn, table.lead, frames.schema_of(lead_index), record, earlier, group.records,
-                                 self.sink_id)
-            for index, route in table.routes.items():
-                route.check(conn.cursor(), frames.schema_of(index))
-            conn.rollback()
-
-    def _identity(self, group: _Group, table: TargetTable) -> str:
-        """The target table as every sink of the job names it: server, database and table."""
-        url = self.spec.url
-        return f"jdbc:{url.dialect}://{url.host.lower()}:{url.port}/{group.database or ''}/{table.label}"
-
-    def _stage_plan(self, conn, group: _Group, frames: TableFrames, batch: Batch) -> tuple[list, list]:
+    def _stage_plan(self, conn, group: _Group, work: dict[str, TargetRows], batch: Batch) -> tuple[list, list]:
         """Each target with rows in the batch, staged by Spark or from rows collected on the
         driver: ([TargetStaging] with its staging table made and each route's frame to write, [TargetStaging])."""
         by_spark, by_driver = [], []
-        for table in group.tables.values():
-            present = {i: r for i, r in table.routes.items() if i in frames.frames}
-            if not present:
+        for key, rows in work.items():
+            table = group.tables[key]
+            parts = {p.route.index: p for p in rows.parts}
+            if not parts:
                 continue
-            collected = {i: (frames.local.get(i), frames.schema_of(i)) for i in present} \
-                if frames.local is not None else {}
-            if collected and all(rows is not None and local_rows.columns(present[i], schema) is not None
-                                 for i, (rows, schema) in collected.items()):
+            present = {i: table.routes[i] for i in parts}
+            collected = {i: (p.local, p.schema) for i, p in parts.items()} if rows.frames.local is not None else {}
+            if collected and all(local is not None and local_rows.columns(present[i], schema) is not None
+                                 for i, (local, schema) in collected.items()):
                 by_driver.append(TargetStaging(table, None, (), collected=collected))
                 continue
-            dfs = {i: r.rename(frames.frames[i]) for i, r in present.items()}
+            dfs = {i: r.rename(parts[i].frame) for i, r in present.items()}
             # Spark may run a task again after its rows were staged: a keyless target's rows carry the try
             columns = StageColumns.of({i: df.columns for i, df in dfs.items()}, tried=not table.keyed)
             staging = TargetStaging(table, columns, self.names.new(table.stage_schema, batch.batch_id), left=len(dfs))
@@ -284,6 +298,21 @@ class JdbcWriter(SinkWriter):
         conn.commit()
 
 
+def loadable_driver(spec: JdbcSinkSpec, spark) -> str:
+    """The ``driver`` class (MySQL's Connector/J names stand for the bundled MariaDB driver)."""
+    driver = spec.driver       # already resolved by the sink (url.driver_class)
+    if spark is None or _jvm_has_class(spark, driver):
+        return driver
+    raise JdbcSinkError(f"Jdbc sink: option 'driver': class {driver} is not on the class path; use "
+                        f"{spec.url.default_driver} or add the driver's jar to SeaTide's JDBC jars")
+
+
+def _replayed(work: dict[str, TargetRows], rows: int) -> dict[str, dict]:
+    """The states of targets whose batch an earlier attempt committed: its rows, counted once."""
+    keys = list(work)
+    return {key: {"rows": rows if i == 0 else 0, "replayed": True} for i, key in enumerate(keys)}
+
+
 def _jvm_has_class(spark, name: str) -> bool:
     try:
         spark.sparkContext._jvm.java.lang.Class.forName(name)
@@ -298,4 +327,4 @@ def _lineage(batch: Batch) -> str:
     return batch.transaction_id[:-len(suffix)] if batch.transaction_id.endswith(suffix) else batch.transaction_id
 
 
-__all__ = ["JdbcSinkError", "JdbcWriter"]
+__all__ = ["JdbcTableTarget", "JdbcTargets", "loadable_driver"]
