@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
+from seatide.plugin.legacy_sinks import open_sink
 from seatide.runtime.session import build_session
 from tests.connectors.jdbc_sink_helpers import context, make_sink, write
 
@@ -19,7 +20,7 @@ ROWS = 100
 def main(url: str, user: str, table: str, log_dir: str) -> None:
     spark = build_session("jdbc-task-rerun", {"spark.master": "local[2,3]", "spark.ui.enabled": "false"})
     df = spark.createDataFrame([(i, f"n{i}") for i in range(ROWS)], "id bigint, name string").repartition(2, "id")
-    writer = make_sink((url, user), table=table).writer(context(spark, table))
+    writer = open_sink(make_sink((url, user), table=table), context(spark, table))
     result = write(writer, log_dir, df, 0)
     print(json.dumps({"rows": result.state["rows"]}), flush=True)
     spark.stop()
