@@ -52,6 +52,15 @@ class TargetSystem:
     def location(self, target: str) -> str:
         raise NotImplementedError
 
+    def missing_target(self) -> str | None:
+        """A target that does not exist yet, which the sink creates when it prepares it (its
+        default schema save mode); None: the sink creates no targets."""
+        return None
+
+    def exists(self, target: str) -> bool:
+        """Whether ``target`` exists (asked only of a ``missing_target``)."""
+        raise NotImplementedError
+
     def read(self, target: str) -> list[int]:
         """The ids a reader of ``target`` sees, sorted (duplicates kept)."""
         ids = []
@@ -95,6 +104,12 @@ class LocalFileSystem(TargetSystem):
     def location(self, target: str) -> str:
         return target
 
+    def missing_target(self) -> str:
+        return self.new_target()        # a path not made yet
+
+    def exists(self, target: str) -> bool:
+        return os.path.isdir(target)
+
     def sink(self, target: str, **options):
         return LocalFileSink(read_options({"path": target, "file_format_type": "parquet", **options},
                                           LocalFileSink.options))
@@ -132,6 +147,14 @@ class PaimonSystem(TargetSystem):
 
     def new_target(self) -> str:
         return f"contract.t_{secrets.token_hex(3)}"
+
+    def missing_target(self) -> str:
+        return self.new_target()        # a table made only by a writer
+
+    def exists(self, target: str) -> bool:
+        from seatide.connectors.paimon.warehouse import get_table, open_catalog
+
+        return get_table(open_catalog(self.warehouse), *target.split(".")) is not None
 
     def sink(self, target: str, **options):
         database, table = target.split(".")
@@ -182,6 +205,13 @@ class IcebergSystem(TargetSystem):
         catalog.create_table(name, Schema(NestedField(1, "id", LongType(), required=False),
                                           NestedField(2, "name", StringType(), required=False)))
         return name
+
+    def missing_target(self) -> str:
+        self._catalog().create_namespace_if_not_exists("contract")
+        return f"contract.t_{secrets.token_hex(3)}"
+
+    def exists(self, target: str) -> bool:
+        return self._catalog().table_exists(target)
 
     def sink(self, target: str, **options):
         namespace, table = target.split(".")
@@ -319,6 +349,12 @@ class JdbcSystem(TargetSystem):
         name = f"t_{secrets.token_hex(3)}"
         self._run(f"CREATE TABLE {name} (id BIGINT{' PRIMARY KEY' if self.keyed else ''}, name VARCHAR(100))")
         return name
+
+    def missing_target(self) -> str:
+        return f"t_{secrets.token_hex(3)}"
+
+    def exists(self, target: str) -> bool:
+        return bool(self._run("SELECT 1 FROM information_schema.tables WHERE table_name = %s", (target,)))
 
     def sink(self, target: str, **options):
         options = {k: v.format(target=target) if isinstance(v, str) else v for k, v in options.items()}

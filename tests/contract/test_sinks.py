@@ -187,6 +187,38 @@ def test_a_table_added_on_resume_destroys_nothing_written_and_a_new_target_is_pr
     assert system.read(second) == sorted(kept + [20])
 
 
+def test_an_empty_first_batch_prepares_every_target_once(spark, system, pipeline, request):
+    """Purpose: every target of the sink's routes is prepared at the first batch the pipeline
+    runs, with its rows or none, as SeaTunnel makes every table's save modes when the job starts
+    (a CDC stream's first batch, its snapshot of empty tables, has none): a missing target is
+    created, a removing save mode removes what the target held; and what it removed is not
+    removed again when a restart finds the target prepared but not yet written.
+
+    How: two tables, table 0 into a target holding rows from before the job, table 1 into a
+    target that does not exist yet (where the sink creates targets); the removing save mode.
+    Batch 0 has no rows. Then another writer adds a row, the job restarts (a new attempt), and
+    batch 1 has rows of table 0.
+    Passing: after batch 0 the missing target exists and, with a removing save mode, the old
+    rows are gone; at the end the other writer's row and batch 1's are there, once.
+    Requires: ``missing_target`` and ``exists`` in the context of a sink that creates targets.
+    """
+    if system.name == "Iceberg":        # remove the mark with the port: the protocol prepares every target
+        request.applymarker(pytest.mark.xfail(strict=True, reason="the Iceberg writer (not yet on the sink "
+                                              "protocol: plugin/legacy_sinks.py) prepares a table at its first rows"))
+    options = removing(system)
+    held, missing = system.new_target(), system.missing_target()
+    system.put(held, OLD)
+    targets = [held] + ([missing] if missing else [])
+    pipeline.open(pipeline.attempt(), routes(system, targets, **options), spark).write(tables(spark, {}), 0)
+    kept = [] if options else OLD
+    assert system.read(held) == kept
+    assert missing is None or system.exists(missing), f"{missing} was not created"
+    other = [500] if system.concurrent_writers else []
+    system.put(held, other)
+    pipeline.open(pipeline.attempt(), routes(system, targets, **options), spark).write(tables(spark, {0: [1]}), 1)
+    assert system.read(held) == sorted(kept + other + [1])
+
+
 @pytest.mark.parametrize("system", SINKS + KEYED, indirect=True)
 def test_a_key_moved_between_routes_in_one_batch_ends_as_its_last_change(spark, system, pipeline):
     """Purpose: one key's changes apply in ``__row_seq`` order across every route that writes it
