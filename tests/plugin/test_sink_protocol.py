@@ -69,6 +69,18 @@ def test_a_target_is_prepared_once_for_every_route_and_restart(tmp_path):
     assert world["shelf"] == [1, 2, 3]
 
 
+def test_every_target_is_prepared_at_the_first_batch_with_its_rows_or_none(tmp_path):
+    """A first batch without rows prepares every target (as SeaTunnel makes every table's save
+    modes at the job's start); a restart before a target's first rows carries out the decision
+    taken then, removing nothing written since."""
+    world = {"db.a": ["old"], "db.b": ["old"]}
+    run(tmp_path, world, ROUTES, shared=False).write(frames({}), 0)
+    assert world == {"db.a": [], "db.b": []}
+    world["db.b"].append("other")
+    run(tmp_path, world, ROUTES, shared=False).write(frames({0: [(1,)]}), 1)
+    assert world == {"db.a": [1], "db.b": ["other"]}
+
+
 def test_a_state_and_a_manifest_written_before_targets_existed_are_read_as_their_tables(tmp_path):
     """A multi-table sink's checkpoint from before the protocol: each table's state under its name,
     a decided batch's parts under its route's key. Its tables count as written (their save modes are
