@@ -10,12 +10,15 @@ module owns the order and the records (``SinkRun``), for one batch:
 1. **Done?** A batch in the local commit log is skipped; a decided one is published again
    (rolled forward), never staged again. At pipeline start every decided, unpublished batch
    is rolled forward before anything else runs.
-2. **Prepare** each target before its first rows in this process: once per target, however
-   many routes (or sinks and pipelines of the job) write it. Its save modes pass the one door for
-   destructive steps (``SaveModeDoor``): unless the sink has written the target already (its
-   state is in the commit log), what they destroy is decided once per target, in a record fenced
-   by the attempt, and only that is destroyed. So a zombie that repeats the step, a second table
-   of the target first seen later, or a table added on resume destroys nothing written since.
+2. **Prepare** every target of the sink's routes at the first batch this process runs, with its
+   rows or none (as SeaTunnel makes every table's save modes when the job starts: a CDC stream's
+   first batch, the snapshot of empty tables, has no rows, and its targets must exist after it):
+   once per target, however many routes (or sinks and pipelines of the job) write it. Its save
+   modes pass the one door for destructive steps (``SaveModeDoor``): unless the sink has written
+   the target already (its state is in the commit log), what they destroy is decided once per
+   target, in a record fenced by the attempt, and only that is destroyed. So a zombie that
+   repeats the step, a second table of the target first seen later, a table added on resume, or
+   a restart before the target's first rows destroys nothing written since.
 3. **Stage** each target that has rows, every route writing it together (``TargetRows``),
    where no reader looks.
 4. **Decide**: ONE fenced store write of the batch's manifest (each target's part and the
@@ -83,7 +86,7 @@ class Target:
 
     def ensure(self, schema) -> None:
         """Make the target usable without destroying anything (create what is missing, check
-        that it fits); once per process, before its first rows."""
+        that it fits); once per process, at its first batch, with the target's rows or none."""
 
     # -- stage, then (after the decision) publish -----------------------------------------------
     def stage(self, rows: TargetRows, batch: Batch) -> StagedBatch:
@@ -284,8 +287,7 @@ class SinkRun:
                 self.targets.target(key).abort(batch_id, leftover)
         before = self.targets.previous_targets(previous)
         work = self._rows(frames, transaction_id)
-        for key, rows in work.items():
-            self._prepare(key, rows, written=key in before)
+        self._prepare(frames, before)
         if self.targets.decided_in_store:
             parts, states = {}, {}
             for key, rows in work.items():
@@ -336,12 +338,17 @@ class SinkRun:
             return {key: TargetRows(tuple(grouped.get(key, ())), frames) for key in targets.keys()}
         return {key: TargetRows(tuple(parts), frames) for key, parts in grouped.items()}
 
-    def _prepare(self, key: str, rows: TargetRows, written: bool) -> None:
-        if key in self._prepared:
-            return
-        schema = rows.parts[0].schema if rows.parts else None
-        self.door.prepare(self.targets.target(key), schema, written, self.decisions.fence)
-        self._prepared.add(key)
+    def _prepare(self, frames, written: dict) -> None:
+        """Every target not yet prepared in this process, whether the batch has its rows or not;
+        ``schema``: its first route's fields (``TableFrames.schema_of`` gives a table's without rows)."""
+        frames = table_frames_of(frames)
+        for key in self.targets.keys():
+            if key in self._prepared:
+                continue
+            target = self.targets.target(key)
+            schema = frames.schema_of(target.routes[0].index) if frames.schema_of is not None else None
+            self.door.prepare(target, schema, key in written, self.decisions.fence)
+            self._prepared.add(key)
 
     def _publish(self, batch_id: int, transaction_id: str, manifest: dict) -> dict:
         """Publish a decided batch (again): idempotent, whoever decided it. Returns its state."""

@@ -25,7 +25,7 @@ class LocalFileSink(Sink):
     batch is decided in the store, they are moved into place (``target.py``). Every row lands
     exactly once; readers may see a decided batch's files appear one by one, never a file of an
     undecided one. Tables of a multi-table input whose ``path`` is the same share one target:
-    its save modes are made once, before its first rows.
+    its save modes are made once, at the first batch (rows in it or not).
     """
 
     plugin_name = "LocalFile"

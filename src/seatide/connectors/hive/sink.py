@@ -20,7 +20,7 @@ class HiveSink(Sink):
     directories); the batch's partitions are then added to the metastore if missing. The
     publish is idempotent, so a replay or a roll-forward adds each file and partition once.
     Tables of a multi-table input routed to one Hive table share it: its save mode is made once,
-    before its first rows (``target.py``).
+    at the first batch, rows for it or not (``target.py``).
     """
 
     plugin_name = "Hive"
@@ -29,7 +29,7 @@ class HiveSink(Sink):
         Option("compress_codec", STRING, "none", "text: gzip, bzip2, deflate, lz4, snappy; parquet: snappy, gzip, "
                "lz4, lz4_raw, zstd; orc: snappy, zlib, lz4, zstd; or none"),
         Option("data_save_mode", enum("APPEND_DATA", "DROP_DATA", "ERROR_WHEN_DATA_EXISTS"), "APPEND_DATA",
-               "before the table's first rows: DROP_DATA removes the table's data files (its partitions stay "
+               "at the job's first batch: DROP_DATA removes the table's data files (its partitions stay "
                "registered); ERROR_WHEN_DATA_EXISTS fails if it has any; APPEND_DATA adds to them"),
         Option("abort_drop_partition_metadata", BOOL, True,
                "accepted; SeaTide adds a batch's partitions only after the batch is decided, so an aborted batch "

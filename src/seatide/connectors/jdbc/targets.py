@@ -8,9 +8,10 @@ one connection:
 1. If ``seatide_sink_commits`` holds the batch's transaction id, the batch was committed by an
    earlier attempt (whose driver may have died before the runtime's own commit log heard of it):
    nothing is written, and each target says ``replayed``.
-2. **Prepare**, before a target's first rows: its save modes through the protocol's door, once per
-   job run and target (save_modes.py), then each route's check that the table fits its fields; the
-   staging tables older attempts left are dropped (staging.py: never a newer attempt's).
+2. **Prepare**, at the first batch, rows for the target or not: its save modes through the
+   protocol's door, once per job run and target (save_modes.py); before a route's first rows, its
+   check that the table fits its fields; the staging tables older attempts left are dropped
+   (staging.py: never a newer attempt's).
 3. **Stage**: one staging table per target and batch, next to it with its column types, which
    each route's rows fill: by Spark's executors (batched JDBC writes, four tables at once), or,
    for a small micro-batch of a multi-table stream already collected on the driver

@@ -90,7 +90,7 @@ class PaimonTarget(Target):
             raise PaimonError(f"Paimon sink: table {self.spec.name} does not exist and schema_save_mode is "
                               f"{self.spec.schema_save_mode}; create it, or choose CREATE_SCHEMA_WHEN_NOT_EXIST")
         if schema is None:
-            return          # no rows yet: created with the first batch that has some
+            return          # no fields known (a batch without a schema_of): created with its first rows
         from pyspark.sql.types import StructType
 
         struct = StructType([f for f in schema.fields if f.name not in HIDDEN_COLUMNS])
