@@ -48,8 +48,8 @@ from seatide.config.loader import load_job_text  # noqa: E402
 from seatide.connectors.iceberg.catalogs import load_catalog  # noqa: E402
 from seatide.connectors.iceberg.sink import IcebergSink  # noqa: E402
 from seatide.plugin.base import ReadContext, SinkContext  # noqa: E402
-from seatide.plugin.legacy_sinks import open_sink  # noqa: E402
 from seatide.plugin.options import read_options  # noqa: E402
+from seatide.plugin.sink_protocol import open_sink  # noqa: E402
 from seatide.runtime.commit_log import SinkCommitLog, write_exactly_once  # noqa: E402
 from seatide.runtime.session import build_session  # noqa: E402
 

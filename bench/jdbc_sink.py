@@ -35,7 +35,7 @@ from seatide.connectors.jdbc.sink import JdbcSink  # noqa: E402
 from seatide.connectors.jdbc.url import JdbcUrl  # noqa: E402
 from seatide.plugin.base import SinkContext  # noqa: E402
 from seatide.plugin.options import read_options  # noqa: E402
-from seatide.plugin.legacy_sinks import open_sink  # noqa: E402
+from seatide.plugin.sink_protocol import open_sink  # noqa: E402
 from seatide.runtime.commit_log import SinkCommitLog, write_exactly_once  # noqa: E402
 from seatide.runtime.session import build_session  # noqa: E402
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from seatide.plugin.base import Batch, SinkContext
-from seatide.plugin.legacy_sinks import open_sink
-from seatide.plugin.sink_protocol import RoutePart, TargetRows
+from seatide.plugin.sink_protocol import RoutePart, TargetRows, open_sink
 from seatide.plugin.tables import table_frames_of
 
 

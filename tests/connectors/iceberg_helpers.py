@@ -19,9 +19,9 @@ from sqlalchemy import create_engine, text
 from seatide.connectors.iceberg.catalogs import load_catalog
 from seatide.connectors.iceberg.sink import IcebergSink
 from seatide.plugin.base import SinkContext
-from seatide.plugin.legacy_sinks import open_sink
 from seatide.plugin.options import read_options
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
+from seatide.plugin.sink_protocol import open_sink
 from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, write_exactly_once
 from seatide.testing.cluster import free_port
 

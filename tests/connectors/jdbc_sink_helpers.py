@@ -129,8 +129,8 @@ def routes_writer(spark, db, sources: list[str], job: str, per_table: dict | Non
     from pyspark.sql import types as T
 
     from seatide.plan.catalog import table_routes
-    from seatide.plugin.legacy_sinks import open_sink
     from seatide.plugin.schema import Column, Schema
+    from seatide.plugin.sink_protocol import open_sink
 
     columns = (Column("id", T.LongType()), Column("name", T.StringType()))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
-from seatide.plugin.legacy_sinks import open_sink
+from seatide.plugin.sink_protocol import open_sink
 from seatide.runtime.session import build_session
 from tests.connectors.jdbc_sink_helpers import context, make_sink, write
 

@@ -14,7 +14,7 @@ from seatide.connectors.assertion.sink import AssertSink
 from seatide.plugin.base import Batch, PermanentError
 from seatide.plugin.options import OptionError, read_options
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
-from seatide.plugin.legacy_sinks import open_sink
+from seatide.plugin.sink_protocol import open_sink
 from seatide.runtime.commit_log import SinkCommitLog
 from seatide.runtime.sink_runs import sink_run
 from tests.sink_targets import apply_one

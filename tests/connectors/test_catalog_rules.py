@@ -14,7 +14,7 @@ from seatide.config.loader import load_job_text
 from seatide.connectors.assertion import AssertionFailed
 from seatide.connectors.jdbc.url import JdbcUrl
 from seatide.plugin.base import ReadContext, SinkContext, TransformContext
-from seatide.plugin.legacy_sinks import open_sink
+from seatide.plugin.sink_protocol import open_sink
 from seatide.runtime.commit_log import SinkCommitLog
 from seatide.runtime.sink_runs import sink_run
 

@@ -14,8 +14,8 @@ from seatide.config.loader import load_job_text
 from seatide.connectors.jdbc.url import JdbcUrl
 from seatide.connectors.jdbc.spec import JdbcSinkError
 from seatide.plugin.options import OptionError
-from seatide.plugin.legacy_sinks import open_sink
 from seatide.plugin.rowkind import RowKind
+from seatide.plugin.sink_protocol import open_sink
 from seatide.plugin.tables import TableFrames
 from seatide.runtime.commit_log import SinkCommitLog, write_exactly_once
 # db: the fixture; FencedDecisions, query and table_name: other modules import them from here

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from seatide.plugin.evolution import COLUMN_ID, DROP, RENAME, RETIRED, TableChange
-from seatide.plugin.legacy_sinks import open_sink
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
+from seatide.plugin.sink_protocol import open_sink
 from tests.connectors.jdbc_sink_helpers import (  # noqa: F401 - db: the fixture
     context, db, execute, frame, inserts, make_sink, on_driver, query, staging_engines_at_commit, staging_tables,
     table_name, txn, write)

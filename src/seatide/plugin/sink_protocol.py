@@ -49,7 +49,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from seatide import failpoints
-from seatide.plugin.base import Batch, SinkContext, StagedBatch
+from seatide.plugin.base import Batch, Sink, SinkContext, StagedBatch
 from seatide.plugin.sink_records import SinkDecisions, SinkLog
 from seatide.plugin.tables import TableRoute, table_frames_of, with_empty_frame
 from seatide.plugin.target_rows import RoutePart, TargetRows
@@ -120,8 +120,6 @@ class SinkTargets:
 
     # True: stage, decide in the store, publish (files). False: the targets apply their rows.
     decided_in_store: bool = True
-    # True: every target is given every batch, with its rows or none (a writer not yet on the protocol).
-    every_batch: bool = False
 
     def __init__(self, ctx: SinkContext | None, routes: list[TableRoute], multi: bool):
         self.ctx = ctx
@@ -253,7 +251,7 @@ class SinkRun:
         self.door = door
         self.transaction_prefix = transaction_prefix   # a batch's id: this, then its number
         self.staging_tag = staging_tag      # this attempt's own staging: a zombie's never mixes with its replacement's
-        self.save_modes_key = save_modes_key    # (for a writer not yet on the protocol: its own save modes' key)
+        self.save_modes_key = save_modes_key    # the sink's own decisions' key (``Batch.save_modes_key``)
         self._prepared: set[str] = set()
 
     def roll_forward(self) -> list[int]:
@@ -279,8 +277,7 @@ class SinkRun:
         previous = self.log.latest_state(before=batch_id)
         batch = Batch(batch_id=batch_id, transaction_id=transaction_id, previous_state=previous,
                       fence=self.decisions.fence, staging_tag=self.staging_tag,
-                      decide_once=self.decisions.decide_once, save_modes_key=self.save_modes_key,
-                      target_save_modes_key=self.door.key_of, decide_target_once=self.door.records.decide_once)
+                      decide_once=self.decisions.decide_once, save_modes_key=self.save_modes_key)
         leftover = self.log.intent(batch_id)
         if leftover is not None:
             for key in self.targets.keys():
@@ -334,8 +331,6 @@ class SinkRun:
             suffix = f"_{route.key}" if targets.multi else ""
             grouped.setdefault(targets.key_of[route.index], []).append(
                 RoutePart(route, f"{transaction_id}{suffix}", frames))
-        if targets.every_batch:
-            return {key: TargetRows(tuple(grouped.get(key, ())), frames) for key in targets.keys()}
         return {key: TargetRows(tuple(parts), frames) for key, parts in grouped.items()}
 
     def _prepare(self, frames, written: dict) -> None:
@@ -361,4 +356,20 @@ class SinkRun:
         return manifest["state"]
 
 
-__all__ = ["BatchResult", "RoutePart", "SaveModeDoor", "SinkRun", "SinkTargets", "Target", "TargetRows"]
+# -- opening a sink ----------------------------------------------------------------------------
+def routes_of(sink: Sink, routes: list[TableRoute] | None) -> list[TableRoute]:
+    """A multi-table input's routes, or the single table's route of length one."""
+    if routes:
+        return routes
+    name = sink.catalog.table if sink.catalog is not None and sink.catalog.table else ""
+    return [TableRoute(0, name, sink.catalog, sink)]
+
+
+def open_sink(sink: Sink, ctx: SinkContext | None, routes: list[TableRoute] | None = None) -> SinkTargets:
+    """The sink's targets for one pipeline (``Sink.open_targets``), as the runtime (or a test) opens
+    them; ``routes``: a multi-table input's (None: one table, a route list of length one)."""
+    return sink.open_targets(ctx, routes_of(sink, routes), bool(routes))
+
+
+__all__ = ["BatchResult", "RoutePart", "SaveModeDoor", "SinkRun", "SinkTargets", "Target", "TargetRows",
+           "open_sink", "routes_of"]

@@ -26,8 +26,6 @@ import re
 import tempfile
 from dataclasses import dataclass
 
-from seatide.plugin.base import SinkWriter
-from seatide.plugin.legacy_sinks import LegacyTargets
 from seatide.plugin.sink_protocol import BatchResult, SaveModeDoor, SinkRun, SinkTargets
 from seatide.plugin.sink_records import SinkDecisions
 
@@ -234,35 +232,27 @@ class FileDecisions:
         return read_json(os.path.join(self.log.root, "decided", f"{key}.json"))
 
 
-# -- a writer not yet on the protocol ------------------------------------------------------
-def write_exactly_once(writer: SinkWriter | SinkTargets, log: SinkCommitLog, df, batch_id: int, transaction_id: str,
+# -- a sink's targets outside a job (tests, tools, benchmarks) -------------------------------
+def write_exactly_once(targets: SinkTargets, log: SinkCommitLog, df, batch_id: int, transaction_id: str,
                        decisions: SinkDecisions | None = None, staging_tag: str = "",
                        save_modes_key: str | None = None) -> BatchResult:
-    """One batch of a sink's targets (``plugin.legacy_sinks.open_sink``), or of its own
-    ``SinkWriter`` (Iceberg, not yet on the protocol: ``plugin.legacy_sinks``), through
-    the protocol's driver, at most once whatever crashed before. ``decisions`` records the commit
-    decisions (default: files beside ``log``); ``save_modes_key`` names the writer's save-mode
-    decision (default: one per lineage of transaction ids)."""
+    """One batch of a sink's targets (``plugin.sink_protocol.open_sink``) through the protocol's
+    driver, at most once whatever crashed before. ``decisions`` records the commit decisions
+    (default: files beside ``log``); ``save_modes_key`` names the run's save-mode decisions
+    (default: one per lineage of transaction ids)."""
     if save_modes_key is None:
         save_modes_key = "S_" + transaction_id.rsplit("_", 1)[0]
-    from seatide.plugin.tables import TableFrames
-
-    run = _legacy_run(writer, log, decisions, staging_tag, save_modes_key, multi=isinstance(df, TableFrames))
-    return run.write(df, batch_id, transaction_id)
+    return _run(targets, log, decisions, staging_tag, save_modes_key).write(df, batch_id, transaction_id)
 
 
-def roll_forward(writer: SinkWriter | SinkTargets, log: SinkCommitLog, decisions: SinkDecisions) -> list[int]:
-    """At pipeline start: publish every batch a writer's sink decided but did not publish."""
-    return _legacy_run(writer, log, decisions, "", "").roll_forward()
+def roll_forward(targets: SinkTargets, log: SinkCommitLog, decisions: SinkDecisions) -> list[int]:
+    """At pipeline start: publish every batch a sink's targets decided but did not publish."""
+    return _run(targets, log, decisions, "", "").roll_forward()
 
 
-def _legacy_run(writer: SinkWriter | SinkTargets, log: SinkCommitLog, decisions: SinkDecisions | None, staging_tag: str,
-                save_modes_key: str, multi: bool = False) -> SinkRun:
-    from seatide.plugin.tables import TableRoute
-
+def _run(targets: SinkTargets, log: SinkCommitLog, decisions: SinkDecisions | None, staging_tag: str,
+         save_modes_key: str) -> SinkRun:
     decisions = decisions if decisions is not None else FileDecisions(log)
-    # one route stands for however many tables the writer takes: it gets the batch's frames as given
-    targets = writer if isinstance(writer, SinkTargets) else LegacyTargets(writer, [TableRoute(0, "", None, None)], multi)
     # the run's own scope for its targets' save modes: Jdbc keeps the record that it carried them
     # out in the target database, where every run (each test, each tool) would otherwise find one another's
     return SinkRun(targets, log, decisions, SaveModeDoor(decisions, save_modes_key), transaction_prefix="",

@@ -22,8 +22,7 @@ import logging
 import os
 
 from seatide.plugin.base import Sink, SinkContext
-from seatide.plugin.legacy_sinks import open_sink
-from seatide.plugin.sink_protocol import SaveModeDoor, SinkRun
+from seatide.plugin.sink_protocol import SaveModeDoor, SinkRun, open_sink
 from seatide.plugin.sink_records import SinkDecisions
 from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, StoreDecisions
 

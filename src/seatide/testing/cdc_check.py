@@ -154,7 +154,7 @@ def run_check(spark, source: Endpoint, target: Endpoint, *, upsert: bool, seed: 
     from seatide.connectors.jdbc.sink import JdbcSink
     from seatide.plugin.base import ReadContext, SinkContext
     from seatide.plugin.options import read_options
-    from seatide.plugin.legacy_sinks import open_sink
+    from seatide.plugin.sink_protocol import open_sink
     from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, write_exactly_once
 
     rng, crashes = random.Random(seed), random.Random(seed + 1)   # the batch thread draws its own
