@@ -12,10 +12,8 @@ is built from a validated ``Options`` mapping, and may check cross-option rules 
 * ``Sink.open_targets(ctx, routes, multi)`` once per pipeline start: what the sink writes, as
   targets with its system's steps (prepare, stage, publish or apply), which the runtime drives
   through every micro-batch (a plain batch job is one batch, id 0) by the one sink protocol,
-  ``seatide.plugin.sink_protocol``. A sink not yet ported to it returns None and is driven
-  through its ``writer(ctx)`` (``table_writer`` on several tables) as one target
-  (``seatide.plugin.legacy_sinks``). The runtime guarantees that a batch whose commit was
-  recorded is never handed to a sink again.
+  ``seatide.plugin.sink_protocol``; every sink supplies targets. The runtime guarantees that a
+  batch whose commit was recorded is never handed to a sink again.
 """
 
 from __future__ import annotations
@@ -36,7 +34,6 @@ if TYPE_CHECKING:  # pyspark is heavy; plugins import it lazily where they use i
 
     from seatide.config.env import JobEnv
     from seatide.plugin.schema import Schema
-    from seatide.plugin.evolution import TableChange
     from seatide.plugin.tables import TableLayout, TableRoute, TableRows
 
 
@@ -218,41 +215,6 @@ class Transform(Plugin):
         raise NotImplementedError
 
 
-class SinkWriter:
-    """A sink's writer before the one protocol (``plugin.sink_protocol``): Iceberg still
-    writes through one, run as one target by ``plugin.legacy_sinks``; a new sink supplies targets."""
-
-    # True: the writer stages files, the runtime decides, then ``publish`` makes them visible.
-    # False: ``write_batch`` commits the batch in the sink's own system (a database transaction).
-    publishes_files: ClassVar[bool] = False
-
-    def write_batch(self, df: "DataFrame", batch: Batch) -> dict:
-        """Write and commit one batch; return the state to commit with it (``{"rows": n, ...}``)."""
-        raise NotImplementedError
-
-    def stage_batch(self, df: "DataFrame", batch: Batch) -> StagedBatch:
-        """Write one batch where no reader sees it and fix its final names (``publishes_files``)."""
-        raise NotImplementedError
-
-    def publish(self, publish: dict) -> None:
-        """Make a decided batch visible; idempotent, as a crash may leave it half done and a
-        later attempt (or a zombie that decided in time) publishes it again."""
-        raise NotImplementedError
-
-    def abort_batch(self, batch_id: int, intent: dict) -> None:
-        """Undo what an older SeaTide published before its commit (per its intent file)."""
-
-    def end_of_data(self, state: dict) -> None:
-        """Called once when a bounded pipeline has written everything; ``state`` is the last committed."""
-
-    def evolve(self, changes: "list[TableChange]", behaviour: str) -> None:
-        """Before the first batch after the source's tables changed (plugin/evolution.py): apply
-        ``changes`` as ``behaviour`` says, so that looking again finds them applied (a crash may
-        repeat the call). Called with no changes too, whenever the source follows schema changes:
-        the writer then writes the input's columns its target has, renamed columns under their new
-        names. By default nothing: a writer that writes whatever columns the rows have."""
-
-
 class Sink(Plugin):
     kind = "sink"
     accepted_row_kinds: ClassVar[frozenset[RowKind]] = INSERT_ONLY
@@ -288,13 +250,8 @@ class Sink(Plugin):
         return body
 
     def open_targets(self, ctx: SinkContext | None, routes: "list[TableRoute]", multi: bool):
-        """The sink on the one protocol: a ``plugin.sink_protocol.SinkTargets`` over ``routes`` (one
-        per table it receives; a single table: one route, ``multi`` False). None (the default): a
-        sink still on ``writer``/``table_writer`` (``plugin.legacy_sinks``)."""
-        return None
-
-    def writer(self, ctx: SinkContext) -> SinkWriter:
-        """(Not yet on the protocol) one writer for the sink's one table."""
+        """What the sink writes, on the one protocol: a ``plugin.sink_protocol.SinkTargets`` over
+        ``routes`` (one per table it receives; a single table: one route, ``multi`` False)."""
         raise NotImplementedError
 
     def lacking(self, schema_changes: str | None) -> "list[Lacking]":
@@ -304,11 +261,6 @@ class Sink(Plugin):
         own error) when the system cannot be reached. By default nothing is asked."""
         return []
 
-    def table_writer(self, ctx: SinkContext, routes: "list[TableRoute]") -> SinkWriter:
-        """(Not yet on the protocol) one writer for every table of a multi-table input;
-        ``write_batch``/``stage_batch`` get a ``TableFrames``."""
-        raise NotImplementedError(f"{self.plugin_name} sink: it writes one table; open_targets or table_writer "
-                                  "must say how it writes several")
 
-__all__ = ["use_python_data_source", "Batch", "BatchOffsets", "HeldPosition", "Lacking", "StagedBatch", "PERMANENT_MARK", "PermanentError", "permanent_in_worker", "Plugin", "ReadContext", "Sink", "SinkContext", "SinkWriter", "Source",
+__all__ = ["use_python_data_source", "Batch", "BatchOffsets", "HeldPosition", "Lacking", "StagedBatch", "PERMANENT_MARK", "PermanentError", "permanent_in_worker", "Plugin", "ReadContext", "Sink", "SinkContext", "Source",
            "Transform", "TransformContext"]

@@ -57,7 +57,7 @@ class TransformContext:
 
 @dataclass
 class Batch:
-    """One micro-batch handed to a sink's target (``plugin.sink_protocol``) or writer."""
+    """One micro-batch handed to a sink's target (``plugin.sink_protocol``)."""
 
     batch_id: int
     transaction_id: str                       # stable across replays of this batch
@@ -69,21 +69,13 @@ class Batch:
     # Names this attempt's own staging area (its attempt id): a zombie driver still staging
     # the same batch never writes into the files its replacement is about to decide on.
     staging_tag: str = ""
-    # (For a writer not yet on the protocol, which makes its own save modes; a target's pass the
-    # protocol's SaveModeDoor.) ``decide_once(key, plan)``: record ``plan`` as the decision named
-    # ``key`` unless one stands already, and return the one that stands; fenced by the attempt
-    # like a batch's decision (raises once this attempt is no longer current). A destructive step
-    # before the first batch (a save mode) decides what it removes with it, so that a zombie
-    # repeating the step later removes only what was there then, never what its replacement has
-    # written since.
+    # ``decide_once(key, plan)``: record ``plan`` as the decision named ``key`` unless one stands
+    # already, and return the one that stands; fenced by the attempt like a batch's decision
+    # (raises once this attempt is no longer current). A target's save modes do not come here:
+    # they pass the protocol's SaveModeDoor. (Jdbc decides once where a multi-table sink's
+    # commit records live, under ``save_modes_key``.)
     decide_once: Callable[[str, dict], dict] = lambda key, plan: plan
-    save_modes_key: str = ""      # this sink's own save-mode key (kept to find a decision made before the job's)
-    # A target's save modes are decided once for the whole job run, whichever sink or pipeline of
-    # the job writes it first: ``target_save_modes_key(identity)`` names the decision of the target
-    # ``identity`` (its system, place and normalised name); ``decide_target_once`` records it among
-    # the job's target records (``plugin.sink_protocol.SaveModeDoor``'s).
-    target_save_modes_key: Callable[[str], str] = lambda identity: identity
-    decide_target_once: Callable[[str, dict], dict] = lambda key, plan: plan
+    save_modes_key: str = ""      # this sink's own decisions' key, distinct per sink of a pipeline
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,12 @@ and whether the column was dropped: a *retired* column, kept so that rows read f
 change still carry its values). When the stream reaches rows of another shape (a column added,
 dropped, renamed or retyped), the reader stops the query with ``SCHEMA_CHANGED_MARK``; the
 runtime starts it again with the tables' new shapes, derives the changes from the shapes it ran
-with before (kept beside the pipeline's checkpoint) and hands them to every sink writer
-(``SinkWriter.evolve``) before any row of the new shape is written. Applying a change looks at
-the target first (is the column there already?), so a change applied before a crash is not
-applied twice after it.
+with before (kept beside the pipeline's checkpoint) and hands them to every sink's targets
+(``plugin.sink_protocol.Target.evolve``) before any row of the new shape is written. Applying a
+change looks at the target first (is the column there already?), so a change applied before a
+crash is not applied twice after it.
 
-What a writer does with a change is the behaviour's (Flink CDC 3's names):
+What a target does with a change is the behaviour's (Flink CDC 3's names):
 
 * ``exception``: any change fails the job, naming it;
 * ``evolve``: every change is applied to the target; a change the target refuses fails the job

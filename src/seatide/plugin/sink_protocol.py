@@ -109,7 +109,10 @@ class Target:
         raise NotImplementedError
 
     def evolve(self, changes: list, behaviour: str) -> None:
-        """The changes of this target's source tables (``Sink.evolve`` says when and how)."""
+        """Before the first batch after its source tables changed (``plugin.evolution``): apply
+        ``changes`` as ``behaviour`` says, so that looking again finds them applied (a crash may
+        repeat the call). Called with no changes too, whenever the source follows schema changes.
+        By default nothing: a target that writes whatever columns the rows have."""
 
     def end_of_data(self, state: dict) -> None:
         """A bounded pipeline has written everything; ``state``: this target's last committed."""
@@ -171,7 +174,7 @@ class SinkTargets:
         for key in self.keys():
             self.target(key).end_of_data(before.get(key, {}))
 
-    # -- the shapes of the records (a writer not yet on the protocol keeps its own) --------------
+    # -- the shapes of the records (and those written before targets existed) -------------------
     def previous_targets(self, state: dict) -> dict[str, dict]:
         """Each target's state after its last batch, from the state committed with a batch;
         a state written before targets existed gives its tables' (or its one table's) to theirs."""

@@ -182,7 +182,7 @@ class TableRoute:
 
 @dataclass
 class TableFrames:
-    """What a multi-table sink's writer gets for one batch: each table's rows (its fields and
+    """What a multi-table sink's targets get for one batch: each table's rows (its fields and
     ``__row_kind``, after the transforms), by route index. Tables without rows in the batch are
     left out, except in a plain batch, where every table is given."""
 

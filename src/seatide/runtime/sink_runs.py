@@ -11,8 +11,6 @@ Names that carry a sink's records, per pipeline:
   pipeline or of another one) that first prepares the target after the first committed into it
   destroys nothing the job wrote. A run's resumes and restores from savepoints keep the run, so
   its save modes are not made again; a new run (a new submission) makes them.
-  A writer not yet on the protocol (Iceberg) names its decision the same way, from its own target
-  identity (``Batch.target_save_modes_key``).
 """
 
 from __future__ import annotations
