@@ -187,7 +187,7 @@ def test_a_table_added_on_resume_destroys_nothing_written_and_a_new_target_is_pr
     assert system.read(second) == sorted(kept + [20])
 
 
-def test_an_empty_first_batch_prepares_every_target_once(spark, system, pipeline, request):
+def test_an_empty_first_batch_prepares_every_target_once(spark, system, pipeline):
     """Purpose: every target of the sink's routes is prepared at the first batch the pipeline
     runs, with its rows or none, as SeaTunnel makes every table's save modes when the job starts
     (a CDC stream's first batch, its snapshot of empty tables, has none): a missing target is
@@ -202,9 +202,6 @@ def test_an_empty_first_batch_prepares_every_target_once(spark, system, pipeline
     rows are gone; at the end the other writer's row and batch 1's are there, once.
     Requires: ``missing_target`` and ``exists`` in the context of a sink that creates targets.
     """
-    if system.name == "Iceberg":        # remove the mark with the port: the protocol prepares every target
-        request.applymarker(pytest.mark.xfail(strict=True, reason="the Iceberg writer (not yet on the sink "
-                                              "protocol: plugin/legacy_sinks.py) prepares a table at its first rows"))
     options = removing(system)
     held, missing = system.new_target(), system.missing_target()
     system.put(held, OLD)
