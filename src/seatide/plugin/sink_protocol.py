@@ -4,8 +4,9 @@ A sink receives its input's tables as *routes* (``plugin.tables.TableRoute``); a
 a route list of length one, never a second path. Routes land in *targets*, the places its system
 holds (a directory, a Hive table, a database table), and several routes may share one (shards
 merged into one table, two tables written into one path). A sink supplies only its system's
-steps: a ``SinkTargets`` that names each route's target and opens a ``Target`` per name. This
-module owns the order and the records (``SinkRun``), for one batch:
+steps: a ``SinkTargets`` that names each route's target and opens a ``Target`` per name
+(``Sink.open_targets``, every sink; ``open_sink`` opens them for one pipeline). This module owns
+the order and the records (``SinkRun``), for one batch:
 
 1. **Done?** A batch in the local commit log is skipped; a decided one is published again
    (rolled forward), never staged again. At pipeline start every decided, unpublished batch
