@@ -12,10 +12,10 @@ import time
 import pytest
 from sqlalchemy import insert, update
 
-from seatide.coordinator.lease import LeaderLease
 from seatide.coordinator.service import node_heartbeat, register_node
 from seatide.store import schema as s
 from seatide.store.paths import driver_log_path
+from tests.leader import elected
 from tests.security.test_rest_guards import JOB as SIMPLE, app_on  # noqa: F401  (app_on: the fixture)
 
 TWO_PIPELINES = """
@@ -201,8 +201,7 @@ def test_nodes_show_heartbeats_the_leader_and_its_epoch(api):
     node_heartbeat(store, "c2", stopped=True)
     with store.write() as conn:
         conn.execute(update(s.nodes).where(s.nodes.c.node_id == "w2").values(heartbeat_at=time.time() - 60))
-    lease = LeaderLease(store, "c1", "http://c1:8080")
-    assert lease.tick()
+    lease = elected(store, "c1", "http://c1:8080")
     _submit(http, "nodes-1")
     _attempt(store, "nodes-1", 1, worker="w1")
 

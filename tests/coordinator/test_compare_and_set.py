@@ -19,11 +19,11 @@ from sqlalchemy import select, text, update
 from seatide import failpoints, intents
 from seatide.coordinator import reconcile as r
 from seatide.coordinator.effects import Applier
-from seatide.coordinator.lease import LeaderLease
 from seatide.store import schema as s
 from seatide.store.jobs import job_view
 from seatide.store.states import JobStatus
 from seatide.testing.cluster import wait_for
+from tests.leader import elected
 from tests.store.test_store import JOB, _attempt, store  # noqa: F401  (store is a fixture)
 from tests.stores import postgresql_only
 
@@ -54,8 +54,7 @@ def test_a_leaders_decision_never_lands_on_the_incarnation_a_resume_just_created
     with store.write() as conn:     # a job whose driver died with its host long ago: resumable
         conn.execute(update(s.jobs).values(status=JobStatus.RUNNING))
         conn.execute(update(s.attempts).values(heartbeat_at=0.0, created_at=0.0))
-    lease = LeaderLease(store, "c1", None)
-    assert lease.tick()
+    lease = elected(store, "c1")
     with store.read() as conn:
         view = job_view(conn, "j1")
     snap = r.Snapshot(view.job, view.attempt, view.pipelines, {}, now=time.time())

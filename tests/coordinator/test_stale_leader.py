@@ -31,14 +31,13 @@ from seatide.store.db import NotLeader
 from seatide.store.jobs import submit_job
 from seatide.store.restore import resume_job
 from seatide.store.runs import run_key
+from tests.leader import elected
 from tests.store.test_runs import _make_checkpoint
 from tests.store.test_store import store, submit  # noqa: F401  (store is a fixture)
 
 
 def _leader(store, name: str) -> LeaderLease:
-    lease = LeaderLease(store, name, None)
-    assert lease.tick()
-    return lease
+    return elected(store, name)
 
 
 def _lose_lease(store) -> None:

@@ -23,6 +23,7 @@ from seatide.store.job_ids import JobRefused
 from seatide.store.jobs import request_stop
 from seatide.store.restore import RestoreRefused, resume_job
 from seatide.store.views import job_info
+from tests.leader import elected
 from tests.store.test_store import JOB, _end, store, submit  # noqa: F401  (store is a fixture)
 
 
@@ -42,9 +43,7 @@ def _resume(store, fallback=None):
 
 
 def _leader(store) -> LeaderLease:
-    lease = LeaderLease(store, "c1", None)
-    assert lease.tick()
-    return lease
+    return elected(store, "c1")
 
 
 def test_cancel_and_release_is_asked_of_a_running_or_stopped_job_never_a_finished_one(store, tmp_path):

@@ -19,6 +19,7 @@ from seatide.runtime.commit_log import read_json, write_json_atomic
 from seatide.runtime.reporter import AttemptReporter
 from seatide.store import schema as s
 from seatide.runtime.checkpoint_move import prepare_checkpoint
+from tests.leader import elected
 from tests.store.test_store import _attempt, _end, store, submit  # noqa: F401  (store is a fixture)
 
 
@@ -28,9 +29,7 @@ def _dirs(store) -> list[str]:
 
 
 def _leader(store, name: str) -> LeaderLease:
-    lease = LeaderLease(store, name, None)
-    assert lease.tick()
-    return lease
+    return elected(store, name)
 
 
 def _expire(store, lease: LeaderLease, view) -> None:
