@@ -81,7 +81,9 @@ def test_a_cut_off_driver_is_replaced_and_publishes_nothing_after_the_heal(parti
         cluster.other_store_urls.append(cut.store_url)
         cluster.worker(CUT_WORKER, env={**partition.env, "SEATIDE_FAILPOINTS": f"sink.before_decision=gate:1:{gate}"},
                        wrap=partition.wrap([]), store_url=cut.store_url)
-        job_id = cluster.submit(batch_job(out, rows=600, rows_per_batch=100, retries=5, name="cut"), "cut")
+        # Three batches: the zombie decides the first, holds the second staged; the replacement
+        # decides that one and the last.
+        job_id = cluster.submit(batch_job(out, rows=300, rows_per_batch=100, retries=5, name="cut"), "cut")
         first = wait_for(lambda: next((a for a in cluster.attempts(job_id) if a.pid and _staged(out, a.attempt_id)),
                                       None), 240, message="the cut worker's driver held at its second decision")
         assert first.worker_id == CUT_WORKER
@@ -111,7 +113,7 @@ def test_a_cut_off_driver_is_replaced_and_publishes_nothing_after_the_heal(parti
         # ... and would name a decision the zombie made after its replacement, had the store let it.
         cut.decisions[("cut", 1, 0, "sink", "forged")] = (first.attempt_id, lost_at + 2.0)
         assert any("decided batch forged" in v for v in cut.violations(cluster)), cut.violations(cluster)
-        assert_exactly(written_ids(out), range(600))
+        assert_exactly(written_ids(out), range(300))
         assert_never_resurrected(cluster, job_id)
     finally:
         cluster.stop_all()
