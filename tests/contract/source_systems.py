@@ -53,11 +53,12 @@ class FakeSystem(SourceSystem):
     """FakeSource: splits of a fixed layout; its offset is the units admitted so far."""
 
     def __init__(self):
-        super().__init__("Fake", max_rows=200, min_batches=6, interrupt_at=2, rows=list(range(1200)))
+        # three batches, as the other contexts: one before the interrupted one, one after it
+        super().__init__("Fake", max_rows=200, min_batches=3, interrupt_at=1, rows=list(range(600)))
 
     def block(self) -> str:
         # row.num and split.num are each reader's: the job's parallelism is 2
-        return ('FakeSource { row.num = 600, split.num = 3, sequence.field = "id", '
+        return ('FakeSource { row.num = 300, split.num = 3, sequence.field = "id", '
                 "schema = { fields { id = bigint, name = string } } }")
 
 
