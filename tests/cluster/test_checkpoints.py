@@ -87,19 +87,20 @@ def test_cancel_then_resume_finishes_with_no_duplicate_and_no_gap(shared_cluster
     cluster = shared_cluster
     out = str(tmp_path / "out")
     gate = str(tmp_path / "gate")
-    cluster.arm("cancel-resume", batch_gate(gate, passes=6))
-    cluster.submit(batch_job(out, rows=1000, rows_per_batch=100), "cancel-resume")
-    wait_for(lambda: _written(cluster, "cancel-resume") >= 600, 180, message="six batches committed")
-    cluster.cancel("cancel-resume")     # the seventh batch is held at its start until the cancel
+    # three batches before the cancel, two after the resume (a batch is about a second: ten were ten seconds)
+    cluster.arm("cancel-resume", batch_gate(gate, passes=3))
+    cluster.submit(batch_job(out, rows=500, rows_per_batch=100), "cancel-resume")
+    wait_for(lambda: _written(cluster, "cancel-resume") >= 300, 180, message="three batches committed")
+    cluster.cancel("cancel-resume")     # the fourth batch is held at its start until the cancel
     cluster.wait_status("cancel-resume", "CANCELED", timeout=90)
-    assert_exactly(written_ids(out + "/p0"), range(600))   # it stopped at the next batch boundary
+    assert_exactly(written_ids(out + "/p0"), range(300))   # it stopped at the next batch boundary
     open_gate(gate)
     status, body = _resume(cluster, "cancel-resume")
     assert status == 200, body
     job = cluster.wait_status("cancel-resume", {"FINISHED", "FAILED"}, timeout=240)
     assert job.status == "FINISHED", job.error_msg
     assert job.incarnation == 2 and job.restored_from == "cancel-resume@1"
-    assert_exactly(written_ids(out + "/p0"), range(1000))
+    assert_exactly(written_ids(out + "/p0"), range(500))
     kinds = [e.kind for e in cluster.events("cancel-resume")]
     assert "JOB_RESUMED" in kinds and "CHECKPOINT_RESTORED" in kinds
 
