@@ -84,7 +84,8 @@ def test_checkpointed_batch_job_whose_task_hangs_is_restarted_and_finishes_exact
     cluster, out, marker = shared_cluster, str(tmp_path / "out"), str(tmp_path / "hung-once")
     cluster.arm("hung-checkpointed", f"source.fake.read_partition=once:hang:{marker}")
     # on-hung is left at its default: restart
-    cluster.submit(with_env(batch_job(out, rows=400, rows_per_batch=100), COLD_START_PROOF), "hung-checkpointed")
+    # two batches: the hang is in the first; the restart writes both
+    cluster.submit(with_env(batch_job(out, rows=200, rows_per_batch=100), COLD_START_PROOF), "hung-checkpointed")
     cluster.wait_status("hung-checkpointed", "FINISHED", timeout=240)
     assert os.path.exists(marker), "the first attempt's task never reached the failpoint"
     [event] = hung_events(cluster, "hung-checkpointed")
@@ -92,7 +93,7 @@ def test_checkpointed_batch_job_whose_task_hangs_is_restarted_and_finishes_exact
     first, second = cluster.ended_attempts("hung-checkpointed")
     assert first.state == "LOST" and first.error.startswith("job hung")
     assert second.state == "SUCCEEDED"
-    assert_exactly(written_ids(out), range(400))
+    assert_exactly(written_ids(out), range(200))
 
 
 # In the soak set (bash scripts/test -m soak): CI time; the warn policy, like the stale-checkpoint one
