@@ -13,11 +13,12 @@ from __future__ import annotations
 import pytest
 
 from seatide.plugin.base import Batch
+from seatide.plugin.sink_protocol import SaveModeDoor, SinkRun
 from seatide.plugin.tables import TableFrames, TableRoute
 from seatide.plugin.target_rows import RoutePart, TargetRows
 from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, roll_forward
-from tests.connectors.iceberg_helpers import (batch_snapshots, context, make_sink, open_sink, rows_of, txn,
-                                              write)
+from tests.connectors.iceberg_helpers import (batch_snapshots, context, make_sink, open_sink, rows_of, table_of,
+                                              txn, write)
 
 pytestmark = pytest.mark.spark
 DROP = {"data_save_mode": "DROP_DATA"}
@@ -84,3 +85,50 @@ def test_a_multi_table_job_resumes_from_the_old_writers_commit_log(spark, tmp_pa
     assert batch_snapshots(config, "ns.a") == batch_snapshots(config, "ns.b") == [txn(0), txn(1), txn(2)]
     assert result.state["targets"] == {"iceberg:default:ns.a": {"rows": 1, "total_rows": 3},
                                        "iceberg:default:ns.b": {"rows": 1, "total_rows": 3}}
+
+
+# -- save-mode decisions of the job recorded before the port --------------------------------------
+# The old writer named a table's decision ``door.key_of("iceberg:<catalog_name>:<namespace.table>")``
+# (``Batch.target_save_modes_key``): RECREATE_SCHEMA as ``{"table_uuid": U}`` under it (its token in
+# the table's ``seatide.recreated-by``), DROP_DATA as ``{"remove": [files]}`` under it + "_data".
+OLD_IDENTITY = "iceberg:default:ns.t"
+
+
+def old_records(tmp_path):
+    shared = FileDecisions(SinkCommitLog(str(tmp_path / "jobrecords")))     # the job's, every pipeline's
+    return shared, SaveModeDoor(shared, "S_job").key_of(OLD_IDENTITY)
+
+
+def run_of(targets, log_dir, shared) -> SinkRun:
+    log = SinkCommitLog(str(log_dir))
+    return SinkRun(targets, log, FileDecisions(log), SaveModeDoor(shared, "S_job"), transaction_prefix="")
+
+
+def test_an_old_drop_data_decision_is_carried_out_as_it_names_and_never_planned_again(spark, tmp_path):
+    config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/wh"}
+    shared, old_key = old_records(tmp_path)
+    write(open_sink(make_sink(config), context(spark, plugin="pre")), tmp_path / "pre", ids(spark, [100]), 0)
+    before = [t.file.file_path for t in table_of(config).scan().plan_files()]
+    shared.decide_once(old_key + "_data", {"remove": before})    # pipeline 1's decision (not carried out yet)
+    p1 = open_sink(make_sink(config), context(spark, plugin="sink[0]"))
+    write(p1, tmp_path / "p1", ids(spark, [0, 1]), 0)              # then its rows (as APPEND: no second plan)
+
+    p2 = open_sink(make_sink(config, **DROP), context(spark, plugin="sink[1]"))     # pipeline 2, upgraded
+    run_of(p2, tmp_path / "p2", shared).write(ids(spark, [5]), 0, txn(0, job="job2"))
+    assert [r[0] for r in rows_of(config, columns=("id",))] == [0, 1, 5]
+
+
+def test_an_old_recreate_decision_is_carried_out_once(spark, tmp_path):
+    config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/wh"}
+    shared, old_key = old_records(tmp_path)
+    write(open_sink(make_sink(config), context(spark, plugin="pre")), tmp_path / "pre", ids(spark, [100]), 0)
+    shared.decide_once(old_key, {"table_uuid": str(table_of(config).metadata.table_uuid)})   # killed before _recreate
+    recreate = {"schema_save_mode": "RECREATE_SCHEMA"}
+
+    run_of(open_sink(make_sink(config, **recreate), context(spark)), tmp_path / "p", shared).write(
+        ids(spark, [1]), 0, txn(0))
+    assert [r[0] for r in rows_of(config, columns=("id",))] == [1], "the decided RECREATE_SCHEMA was never made"
+    # another pipeline of the job (no state of its own) finds the decision carried out
+    run_of(open_sink(make_sink(config, **recreate), context(spark, plugin="sink[1]")), tmp_path / "q", shared).write(
+        ids(spark, [2]), 0, txn(0, job="job2"))
+    assert [r[0] for r in rows_of(config, columns=("id",))] == [1, 2], "RECREATE_SCHEMA made twice"
