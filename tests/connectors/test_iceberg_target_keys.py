@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from seatide.connectors.iceberg.catalogs import catalog_location
 from seatide.plugin.sink_protocol import SaveModeDoor
 from seatide.plugin.tables import TableFrames, TableRoute
 from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, roll_forward
@@ -71,6 +70,8 @@ def test_a_job_resumes_from_states_and_a_decision_under_the_earlier_key(spark, t
 
 
 def test_a_catalogs_location_leaves_out_credentials_and_spelling():
+    from seatide.connectors.iceberg.catalogs import catalog_location
+
     pg = {"type": "jdbc", "uri": "jdbc:postgresql://db:5432/cat", "jdbc.user": "u", "jdbc.password": "one"}
     assert catalog_location(pg) == catalog_location({**pg, "jdbc.password": "two", "jdbc.user": "v"})
     assert catalog_location(pg) != catalog_location({**pg, "uri": "jdbc:postgresql://db:5432/other"})
