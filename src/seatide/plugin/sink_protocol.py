@@ -73,6 +73,12 @@ class Target:
         self.routes = routes
 
     # -- prepare ------------------------------------------------------------------------------
+    def earlier_decision(self, door: "SaveModeDoor") -> dict | None:
+        """The decision of the target's save modes that an earlier version recorded under names of
+        its own in ``door.records`` (an earlier key, another shape), in the door's shape ``{"destroy":
+        plan or None}``: it is the decision, carried out and never taken again. None: there is none."""
+        return None
+
     def save_mode_plan(self, schema) -> dict | None:
         """What the save modes destroy when the target is prepared now, as JSON naming exactly
         that (files, a table's identity); None when they destroy nothing. Raises for a mode that
@@ -228,6 +234,8 @@ class SaveModeDoor:
             target.save_mode_decision = key
             failpoints.hit("sink.save_modes")
             record = self.records.recorded_once(key)
+            if record is None:
+                record = target.earlier_decision(self)
             if record is None:
                 record = self.records.decide_once(key, {"target": target.key, "destroy": target.save_mode_plan(schema)})
             failpoints.hit("sink.save_modes_decided")
