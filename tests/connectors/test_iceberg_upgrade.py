@@ -83,8 +83,8 @@ def test_a_multi_table_job_resumes_from_the_old_writers_commit_log(spark, tmp_pa
     assert [r[0] for r in rows_of(config, "ns.a", ("id",))] == [0, 1, 2], "a save mode was made again"
     assert [r[0] for r in rows_of(config, "ns.b", ("id",))] == [10, 11, 12]
     assert batch_snapshots(config, "ns.a") == batch_snapshots(config, "ns.b") == [txn(0), txn(1), txn(2)]
-    assert result.state["targets"] == {"iceberg:default:ns.a": {"rows": 1, "total_rows": 3},
-                                       "iceberg:default:ns.b": {"rows": 1, "total_rows": 3}}
+    assert result.state["targets"] == {resumed.key_of[0]: {"rows": 1, "total_rows": 3},
+                                       resumed.key_of[1]: {"rows": 1, "total_rows": 3}}
 
 
 # -- save-mode decisions of the job recorded before the port --------------------------------------

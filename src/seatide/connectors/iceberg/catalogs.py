@@ -100,6 +100,20 @@ def sqlalchemy_url(config: dict) -> str:
                              "(jdbc:postgresql://host:port/db) or SQLite (jdbc:sqlite:/path)")
 
 
+def catalog_location(config: dict) -> str:
+    """Where the catalog of ``config`` keeps its tables, without credentials or spelling (a
+    warehouse as ``file:///w`` or ``/w``): two configs with one location are one catalog, whatever
+    their user, password, token or other properties (which a resumed job may change)."""
+    kind = catalog_type(config)
+    if kind == "hadoop":
+        return "hadoop:" + local_warehouse(config["warehouse"])
+    if kind in ("jdbc", "sql"):
+        parts = urlsplit(sqlalchemy_url(config))
+        return f"sql:{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+    parts = urlsplit(str(config["uri"]).strip())
+    return f"rest:{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path.rstrip('/')}|{config.get('warehouse', '')}"
+
+
 def load_catalog(catalog_name: str, config: dict):
     """The pyiceberg catalog for ``config`` (already checked by ``check_config``)."""
     kind = catalog_type(config)
@@ -124,5 +138,5 @@ def load_catalog(catalog_name: str, config: dict):
     return RestCatalog(catalog_name, **props)
 
 
-__all__ = ["CatalogConfigError", "SUPPORTED", "catalog_type", "check_config", "flat_properties", "load_catalog", "local_warehouse",
+__all__ = ["CatalogConfigError", "SUPPORTED", "catalog_location", "catalog_type", "check_config", "flat_properties", "load_catalog", "local_warehouse",
            "sqlalchemy_url"]

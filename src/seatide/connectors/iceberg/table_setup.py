@@ -64,6 +64,20 @@ def save_mode_plan(catalog, spec: IcebergSinkSpec, struct) -> dict | None:
     return {"remove": [f.file.file_path for f in (*found.data, *found.deletes)]}
 
 
+def earlier_plan(recreate: dict | None, drop_data: dict | None, token: str) -> dict | None:
+    """The plan of a decision the writer before the port recorded (named ``token``): RECREATE_SCHEMA
+    as ``{"table_uuid": U}`` (earlier ``{"drop_table_uuid": U}``) under ``token``, its commit
+    recording ``token`` as ``seatide.recreated-by``; DROP_DATA as ``{"remove": [files]}`` under
+    ``token + "_data"``. A recreate waits for the input's fields (they were not recorded), and is
+    carried out only while the table is that uuid and not recreated by ``token``."""
+    table_uuid = (recreate or {}).get("table_uuid", (recreate or {}).get("drop_table_uuid"))
+    if table_uuid is not None:
+        return {"recreate": table_uuid, "by": token, "fields": None}
+    if drop_data is not None and "remove" in drop_data:
+        return {"remove": list(drop_data["remove"])}
+    return None
+
+
 def destroy(catalog, spec: IcebergSinkSpec, plan: dict, struct=None) -> bool:
     """Carry out a decided plan, exactly what it names (idempotent: a zombie finds it done and
     changes nothing its replacement wrote since). False: a recreate waits for the input's fields
@@ -284,4 +298,4 @@ def _literal_default(field) -> str | None:
     return value if kind == "literal" else None
 
 
-__all__ = ["NAME_MAPPING", "RECREATED_BY", "destroy", "ensure", "evolve", "save_mode_plan", "set_name_mapping"]
+__all__ = ["NAME_MAPPING", "RECREATED_BY", "destroy", "earlier_plan", "ensure", "evolve", "save_mode_plan", "set_name_mapping"]

@@ -68,6 +68,18 @@ class IcebergTarget(Target):
         return self._catalog
 
     # -- prepare ------------------------------------------------------------------------------
+    def earlier_decision(self, door) -> dict | None:
+        """A decision recorded under the table's earlier key (``earlier_key``): the door's own shape
+        (the port before the key named the catalog's location), or the writer's before the port."""
+        name = door.key_of(earlier_key(self.spec))
+        record = door.records.recorded_once(name)
+        if record is not None and "destroy" in record:
+            return record
+        drop_data = door.records.recorded_once(name + "_data")
+        if record is None and drop_data is None:
+            return None
+        return {"target": self.key, "destroy": table_setup.earlier_plan(record, drop_data, name)}
+
     def save_mode_plan(self, schema) -> dict | None:
         return table_setup.save_mode_plan(self.catalog, self.spec, _fields(schema))
 
@@ -203,6 +215,12 @@ class IcebergTarget(Target):
             maintenance.expire_snapshots(self.catalog, self.identifier, spec.expire_older_than_ms, spec.retain_last)
 
 
+def earlier_key(spec: IcebergSinkSpec) -> str:
+    """The table's key before it named its catalog's location: the catalog name and the table (the
+    name of the job's save-mode decisions, and the state's and decided parts' key, it recorded)."""
+    return f"iceberg:{spec.catalog_name}:{spec.name}"
+
+
 def _fields(schema):
     """The input's fields, without the hidden columns (row kind, row sequence); None unknown."""
     if schema is None:
@@ -224,4 +242,4 @@ def _added_paths(table, snapshot) -> set[str]:
     return added
 
 
-__all__ = ["IcebergTarget"]
+__all__ = ["IcebergTarget", "earlier_key"]

@@ -3,7 +3,7 @@ Iceberg table, decided in the store.
 
 One path for every Iceberg sink: a multi-table input is a list of routes (each a source table,
 its sink's options filled from the table's catalog), a single-table sink a list of one. Routes
-whose options name the same catalog and ``namespace.table`` are one target (shards of one table:
+whose options name the same catalog (name and location) and ``namespace.table`` are one target (shards of one table:
 their rows are staged together, one key's changes ordered by ``__row_seq`` across them). Each
 batch is staged target by target, decided once in the store, then published target by target as
 one snapshot each, carrying the batch's transaction id: the catalogs cannot commit several
@@ -14,15 +14,19 @@ Records written before the port, read as the protocol's (a job resumed across th
 on): a single table's state ``{"rows", "total_rows"}`` and a route list's ``{"rows", "tables":
 {namespace.table: state}}``; a decided manifest's parts ``{"tables": {namespace.table: part}}``.
 Their tables are named by the Iceberg table, not by route: ``previous_targets`` and
-``publish_parts`` give each to its target.
+``publish_parts`` give each to its target. So are the records of the port before the key named
+the catalog's location (``target.earlier_key``), and the job's save-mode decisions recorded under
+that key by either (``IcebergTarget.earlier_decision``).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 
+from seatide.connectors.iceberg.catalogs import catalog_location
 from seatide.connectors.iceberg.spec import IcebergSinkError
-from seatide.connectors.iceberg.target import IcebergTarget
+from seatide.connectors.iceberg.target import IcebergTarget, earlier_key
 from seatide.plugin.sink_protocol import SinkTargets, Target
 from seatide.plugin.tables import TableRoute
 
@@ -31,10 +35,12 @@ class IcebergTargets(SinkTargets):
     decided_in_store = True      # staged, decided in the store; each table's commit is its "publish"
 
     def target_key(self, route: TableRoute) -> str:
-        """The catalog and the table: the name the job's save-mode decision of the table takes
-        (whichever of its sinks and pipelines comes first), as before the port."""
+        """The catalog (its name and location: ``catalogs.catalog_location``, hashed) and the table:
+        also the name of the job's save-mode decision of the table, whichever of its sinks and
+        pipelines comes first. Routes into two warehouses under one catalog name are two tables."""
         spec = route.sink.spec()
-        return f"iceberg:{spec.catalog_name}:{spec.name}"
+        where = hashlib.sha1(catalog_location(spec.catalog_config).encode()).hexdigest()[:12]
+        return f"iceberg:{spec.catalog_name}@{where}:{spec.name}"
 
     def open_target(self, key: str, routes: list[TableRoute]) -> Target:
         ctx = self.ctx
@@ -46,14 +52,25 @@ class IcebergTargets(SinkTargets):
     def _by_table(self) -> dict[str, str]:
         return {route.sink.spec().name: self.key_of[route.index] for route in self.routes}
 
+    def _rekeyed(self, targets: dict) -> dict:
+        """Targets' records under their earlier key (``target.earlier_key``) under their key: that
+        version wrote the routes its key merged through the first's options, so the first's table."""
+        earlier: dict[str, str] = {}
+        for route in self.routes:
+            earlier.setdefault(earlier_key(route.sink.spec()), self.key_of[route.index])
+        keys = set(self.key_of.values())
+        return {key if key in keys else earlier.get(key, key): value for key, value in targets.items()}
+
     def previous_targets(self, state: dict) -> dict[str, dict]:
         if state and "targets" not in state and "tables" in state:
             names = self._by_table()
             return {names[name]: table for name, table in state["tables"].items() if name in names}
-        return super().previous_targets(state)
+        return self._rekeyed(super().previous_targets(state))
 
     def publish_parts(self, publish: dict) -> list[tuple[str, dict]]:
-        if "targets" in publish or "tables" not in publish:
+        if "targets" in publish:
+            return list(self._rekeyed(publish["targets"]).items())
+        if "tables" not in publish:
             return super().publish_parts(publish)
         names = self._by_table()
         missing = sorted(set(publish["tables"]) - set(names))
