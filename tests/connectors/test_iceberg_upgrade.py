@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from seatide.connectors.iceberg.catalogs import load_catalog
 from seatide.plugin.base import Batch
 from seatide.plugin.sink_protocol import SaveModeDoor, SinkRun
 from seatide.plugin.tables import TableFrames, TableRoute
@@ -132,3 +133,14 @@ def test_an_old_recreate_decision_is_carried_out_once(spark, tmp_path):
     run_of(open_sink(make_sink(config, **recreate), context(spark, plugin="sink[1]")), tmp_path / "q", shared).write(
         ids(spark, [2]), 0, txn(0, job="job2"))
     assert [r[0] for r in rows_of(config, columns=("id",))] == [1, 2], "RECREATE_SCHEMA made twice"
+
+
+def test_an_old_recreate_decision_of_a_table_dropped_since_makes_it_anew(spark, tmp_path):
+    config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/wh"}
+    shared, old_key = old_records(tmp_path)
+    write(open_sink(make_sink(config), context(spark, plugin="pre")), tmp_path / "pre", ids(spark, [100]), 0)
+    shared.decide_once(old_key, {"table_uuid": str(table_of(config).metadata.table_uuid)})
+    load_catalog("default", config).drop_table("ns.t")
+    run_of(open_sink(make_sink(config, schema_save_mode="RECREATE_SCHEMA"), context(spark)), tmp_path / "p",
+           shared).write(ids(spark, [1]), 0, txn(0))
+    assert [r[0] for r in rows_of(config, columns=("id",))] == [1]

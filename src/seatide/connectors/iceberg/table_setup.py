@@ -82,6 +82,8 @@ def destroy(catalog, spec: IcebergSinkSpec, plan: dict, struct=None) -> bool:
     """Carry out a decided plan, exactly what it names (idempotent: a zombie finds it done and
     changes nothing its replacement wrote since). False: a recreate waits for the input's fields
     (``struct``: a plan decided without them), to be carried out again when they are known."""
+    if not catalog.table_exists((spec.namespace, spec.table)):
+        return True          # the decided table is gone (dropped since an earlier version decided)
     if "remove" in plan:
         _remove_files(catalog, spec, set(plan["remove"]))
         return True
