@@ -6,13 +6,17 @@ save mode is made again."""
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
 
 from seatide.connectors.jdbc.url import JdbcUrl
-from seatide.runtime.commit_log import SinkCommitLog
+from seatide.plugin.sink_protocol import SaveModeDoor
+from seatide.plugin.tables import TableFrames
+from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, write_exactly_once
 from seatide.runtime.sink_runs import sink_run
 from tests.connectors.jdbc_sink_helpers import (  # noqa: F401 - db: the fixture
-    context, db, execute, inserts, make_sink, query, table_name)
+    context, db, execute, frame, inserts, make_sink, query, routes_writer, table_name, txn)
 
 pytestmark = pytest.mark.spark
 
@@ -64,3 +68,50 @@ def test_a_job_checkpointed_before_the_protocol_resumes_without_a_batch_twice_or
     assert query(db, f"SELECT id FROM {table} ORDER BY id") == [(0,), (1,), (2,), (100,)]
     assert query(db, f"SELECT batch_id FROM seatide_sink_commits WHERE sink_id = '{job}/1/sink[0]' "
                      "ORDER BY batch_id") == [(-1,), (0,), (1,), (2,)]
+
+
+@pytest.fixture
+def two_databases():
+    """Two databases of our own on MariaDB, reached through a URL that names none: (url, user), names."""
+    names = [f"up_{secrets.token_hex(4)}" for _ in range(2)]
+    server = ("jdbc:mariadb://127.0.0.1:3306/", "root")
+    execute(server, *(f"CREATE DATABASE {n}" for n in names))
+    yield server, names
+    execute(server, *(f"DROP DATABASE IF EXISTS {n}" for n in names))
+
+
+@pytest.mark.parametrize("mode", ["DROP_DATA", "ERROR_WHEN_DATA_EXISTS", "RECREATE_SCHEMA"])
+def test_a_multi_table_job_on_a_url_without_a_database_reads_its_save_mode_records_where_it_kept_them(
+        spark, tmp_path, two_databases, mode):
+    """Finding F1 of review 31. The SeaTide before the protocol kept a multi-table sink's save-mode
+    records with its batches' records: on a MySQL/MariaDB URL naming no database, in the first
+    table's database, decided once (``<save_modes_key>_commits``). Its driver committed batch 0 in
+    the database (up1.a [1], up2.b [2]) and died before its commit log. Resumed: batch 0 is a
+    replay and no save mode is made again: up2.b keeps its row (DROP_DATA deleted it, RECREATE_SCHEMA
+    dropped the table, ERROR_WHEN_DATA_EXISTS refused the resume)."""
+    server, (up1, up2) = two_databases
+    job = table_name()
+    schema = "id bigint, name string"
+    for name, rows in ((f"{up1}.a", 1), (f"{up2}.b", 2)):
+        execute(server, f"CREATE TABLE {name} (id BIGINT PRIMARY KEY, name VARCHAR(20))",
+                f"INSERT INTO {name} VALUES ({rows}, 'n{rows}')")
+    targets = routes_writer(spark, server, ["a", "b"], job, per_table={"a": {"table": f"{up1}.a"},
+                                                                       "b": {"table": f"{up2}.b"}},
+                            primary_keys=["id"], data_save_mode="DROP_DATA" if mode == "RECREATE_SCHEMA" else mode,
+                            **({"schema_save_mode": mode} if mode == "RECREATE_SCHEMA" else {}))
+    log, scope = SinkCommitLog(str(tmp_path / "log")), f"S_T_{job}_1_0_L1"
+    FileDecisions(log).decide_once(f"{scope}_commits", {"database": up1})
+    old = [SaveModeDoor(FileDecisions(log), scope).key_of(f"jdbc:mysql://127.0.0.1:3306//{name}")
+           for name in (f"{up1}.a", f"{up2}.b")]
+    sink_id = f"{job}/1/sink[0]"
+    execute(server, f"CREATE TABLE {up1}.seatide_sink_commits (transaction_id VARCHAR(255) NOT NULL PRIMARY KEY, "
+                    "sink_id VARCHAR(255) NOT NULL, batch_id BIGINT NOT NULL, row_count BIGINT NOT NULL, "
+                    "committed_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP)",
+            *(f"INSERT INTO {up1}.seatide_sink_commits (transaction_id, sink_id, batch_id, row_count) "
+              f"VALUES ('{record}', '{sink_id}', -1, 0)" for record in old),
+            f"INSERT INTO {up1}.seatide_sink_commits (transaction_id, sink_id, batch_id, row_count) "
+            f"VALUES ('{txn(job, 0)}', '{sink_id}', 0, 2)")
+    a, b = frame(spark, [(1, "n1", 0)], schema), frame(spark, [(2, "n2", 0)], schema)
+    resumed = write_exactly_once(targets, log, TableFrames({0: a, 1: b}, {}, lambda _i: a.schema), 0, txn(job, 0))
+    assert resumed.replayed
+    assert [query(server, f"SELECT id FROM {name}") for name in (f"{up1}.a", f"{up2}.b")] == [[(1,)], [(2,)]]

@@ -157,6 +157,10 @@ class SinkTargets:
     def keys(self) -> list[str]:
         return list(dict.fromkeys(self.key_of[r.index] for r in self.routes))
 
+    def begin(self, batch: Batch) -> None:
+        """A batch is about to run, before its targets are prepared; by default nothing. (Jdbc
+        decides here where a multi-table sink's records live, which its save modes read.)"""
+
     def apply(self, work: dict[str, TargetRows], batch: Batch, before: dict[str, dict]) -> dict[str, dict]:
         """(``decided_in_store`` False) apply each target's rows; each target's state after it. By
         default each target in turn; a system that commits several targets in one transaction (the
@@ -296,6 +300,7 @@ class SinkRun:
                 self.targets.target(key).abort(batch_id, leftover)
         before = self.targets.previous_targets(previous)
         work = self._rows(frames, transaction_id)
+        self.targets.begin(batch)
         self._prepare(frames, before)
         if self.targets.decided_in_store:
             parts, states = {}, {}

@@ -31,7 +31,7 @@ from seatide.connectors.jdbc.url import POSTGRESQL
 from seatide.plugin.evolution import live_fields
 from seatide.plugin.rowkind import HIDDEN_COLUMNS
 
-def plan(conn, route: JdbcTarget, record: str, connected_to: str | None, sink_id: str,
+def plan(conn, route: JdbcTarget, record: str, connected_to: str | None, records_home: str | None, sink_id: str,
          fence: Callable[[], None]) -> dict | None:
     """What ``route``'s target's save modes destroy: ``{"step", "record", "home"}`` (``record``:
     the door's name for the decision, which its carrying out is recorded under, in ``home``), or
@@ -45,7 +45,7 @@ def plan(conn, route: JdbcTarget, record: str, connected_to: str | None, sink_id
     next attempt's ``plan`` finds nothing left)."""
     cursor = conn.cursor()
     spec, dialect, table = route.spec, route.dialect, route.table
-    if not dialect.table_exists(cursor, table) or made(cursor, route, record, connected_to):
+    if not dialect.table_exists(cursor, table) or made(cursor, route, record, connected_to, records_home):
         return None
     if spec.schema_save_mode == "RECREATE_SCHEMA":
         step = "RECREATE_SCHEMA"
@@ -118,10 +118,12 @@ def ensure(conn, route: JdbcTarget, schema) -> None:
         conn.commit()
 
 
-def made(cursor, route: JdbcTarget, record: str, connected_to: str | None) -> bool:
-    """Whether ``record`` is in the target database: next to the table, or (where an earlier
-    SeaTide kept a multi-table sink's records) in the connection's own database or schema."""
-    homes = [_home(route)]
+def made(cursor, route: JdbcTarget, record: str, connected_to: str | None, records_home: str | None = None) -> bool:
+    """Whether ``record`` is in the target database: next to the table, or where an earlier
+    SeaTide kept a multi-table sink's records, with its batches' (``records_home``: the
+    connection's own database or schema, or on a MySQL URL naming none the database decided
+    once for them, review 31 F1)."""
+    homes = [_home(route), records_home]
     if route.dialect.name == POSTGRESQL or connected_to:
         homes.append(None)
     for home in dict.fromkeys(homes):

@@ -73,6 +73,8 @@ class _Group:
     database: str | None                          # the database connected to (None: the URL's)
     tables: dict[str, TargetTable] = field(default_factory=dict)     # target key -> its table
     ready: bool = False                           # leftover staging tables dropped
+    home: str | None = None                       # where its commit records live (``JdbcTargets.begin``)
+    homed: bool = False                           # ... decided
     records: CommitRecords | None = None
     temporary: bool | None = None                 # whether the user may create temporary tables
     checked: set = field(default_factory=set)     # route indexes checked against their table
@@ -91,7 +93,7 @@ class JdbcTableTarget(Target):
     def save_mode_plan(self, schema) -> dict | None:
         with open_session(self.owner.spec, self.group.database) as conn:
             return save_modes.plan(conn, self.table.lead, self.save_mode_decision, self.group.database,
-                                   self.owner.sink_id, self.owner.attempt_fence)
+                                   self.group.home, self.owner.sink_id, self.owner.attempt_fence)
 
     def destroy(self, plan: dict, fence: Callable[[], None]) -> None:
         with open_session(self.owner.spec, self.group.database) as conn:
@@ -144,6 +146,13 @@ class JdbcTargets(SinkTargets):
 
     # --- one batch ---------------------------------------------------------------------
 
+    def begin(self, batch: Batch) -> None:
+        """Where each group's commit records live, decided before its targets' save modes, which
+        look there too: an earlier SeaTide kept a multi-table sink's save-mode records with them."""
+        for group in self.groups.values():
+            if not group.homed:
+                group.home, group.homed = self._home(group, batch), True
+
     def apply(self, work: dict[str, TargetRows], batch: Batch, before: dict[str, dict]) -> dict[str, dict]:
         self.names.use_attempt(batch.staging_tag)
         states: dict[str, dict] = {}
@@ -189,7 +198,8 @@ class JdbcTargets(SinkTargets):
     def _open_records(self, conn, group: _Group, batch: Batch) -> None:
         cursor = conn.cursor()
         if group.records is None:
-            group.records = CommitRecords(self.dialect, self._home(group, batch))
+            self.begin(batch)
+            group.records = CommitRecords(self.dialect, group.home)
             if group.records.schema is not None:     # a database the save modes would create
                 self.dialect.create_schema(cursor, group.records.schema)
             group.records.create(cursor)
