@@ -64,9 +64,13 @@ class Target:
     # True: the target has save modes that remove or refuse, decided through the ``SaveModeDoor``
     # before its first rows (a target may set it per instance, from its options).
     save_modes: bool = False
-    # The door's name for this target's save-mode decision, set before it asks for the plan: a
-    # system that records in its own store that it carried the plan out names its record so (Jdbc).
-    save_mode_decision: str = ""
+    # Keys an earlier SeaTide gave this target (before its key was normalised): a decision named
+    # by one counts as the target's.
+    earlier_keys: tuple[str, ...] | list[str] = ()
+    # The door's names for this target's save-mode decision (its own first, then those of its
+    # earlier keys), set before it asks for the plan: a system that records in its own store that
+    # it carried the plan out names its record by the first and looks for them all (Jdbc).
+    save_mode_decisions: tuple[str, ...] = ()
 
     def __init__(self, key: str, routes: list[TableRoute]):
         self.key = key
@@ -234,10 +238,10 @@ class SaveModeDoor:
 
     def prepare(self, target: Target, schema, written: bool, fence: Callable[[], None]) -> None:
         if target.save_modes and not written:
-            key = self.key_of(target.key)
-            target.save_mode_decision = key
+            target.save_mode_decisions = tuple(dict.fromkeys(map(self.key_of, [target.key, *target.earlier_keys])))
+            key = target.save_mode_decisions[0]
             failpoints.hit("sink.save_modes")
-            record = self.records.recorded_once(key)
+            record = next(filter(None, map(self.records.recorded_once, target.save_mode_decisions)), None)
             if record is None:
                 record = target.earlier_decision(self)
             if record is None:

@@ -31,11 +31,11 @@ from seatide.connectors.jdbc.url import POSTGRESQL
 from seatide.plugin.evolution import live_fields
 from seatide.plugin.rowkind import HIDDEN_COLUMNS
 
-def plan(conn, route: JdbcTarget, record: str, connected_to: str | None, records_home: str | None, sink_id: str,
-         fence: Callable[[], None]) -> dict | None:
+def plan(conn, route: JdbcTarget, names: tuple[str, ...], connected_to: str | None, records_home: str | None,
+         sink_id: str, fence: Callable[[], None]) -> dict | None:
     """What ``route``'s target's save modes destroy: ``{"step", "record", "home"}`` (``record``:
-    the door's name for the decision, which its carrying out is recorded under, in ``home``), or
-    None. Refuses a table with rows under ERROR_WHEN_DATA_EXISTS. A record of the decision in the
+    the door's name for the decision, ``names[0]``, which its carrying out is recorded under, in
+    ``home``; ``names``: then those of the target's earlier keys), or None. Refuses a table with rows under ERROR_WHEN_DATA_EXISTS. A record of the decision in the
     target database (made by an earlier SeaTide, or carried out already) means nothing is left.
 
     The step is carried out here, before the door records the decision: a table's rows have no
@@ -45,7 +45,7 @@ def plan(conn, route: JdbcTarget, record: str, connected_to: str | None, records
     next attempt's ``plan`` finds nothing left)."""
     cursor = conn.cursor()
     spec, dialect, table = route.spec, route.dialect, route.table
-    if not dialect.table_exists(cursor, table) or made(cursor, route, record, connected_to, records_home):
+    if not dialect.table_exists(cursor, table) or made(cursor, route, names, connected_to, records_home):
         return None
     if spec.schema_save_mode == "RECREATE_SCHEMA":
         step = "RECREATE_SCHEMA"
@@ -58,7 +58,7 @@ def plan(conn, route: JdbcTarget, record: str, connected_to: str | None, records
                 raise JdbcSinkError(f"Jdbc sink: data_save_mode is ERROR_WHEN_DATA_EXISTS and table "
                                     f"{route.label} has rows; empty it or choose APPEND_DATA or DROP_DATA")
         return None
-    decided = {"step": step, "record": record, "home": _home(route)}
+    decided = {"step": step, "record": names[0], "home": _home(route)}
     destroy(conn, route, decided, sink_id, fence)
     return decided
 
@@ -118,8 +118,10 @@ def ensure(conn, route: JdbcTarget, schema) -> None:
         conn.commit()
 
 
-def made(cursor, route: JdbcTarget, record: str, connected_to: str | None, records_home: str | None = None) -> bool:
-    """Whether ``record`` is in the target database: next to the table, or where an earlier
+def made(cursor, route: JdbcTarget, names: tuple[str, ...], connected_to: str | None,
+         records_home: str | None = None) -> bool:
+    """Whether a record of ``names`` (the door's for the target's decision, then those of its
+    earlier keys) is in the target database: next to the table, or where an earlier
     SeaTide kept a multi-table sink's records, with its batches' (``records_home``: the
     connection's own database or schema, or on a MySQL URL naming none the database decided
     once for them, review 31 F1)."""
@@ -129,7 +131,7 @@ def made(cursor, route: JdbcTarget, record: str, connected_to: str | None, recor
     for home in dict.fromkeys(homes):
         records = CommitRecords(route.dialect, home)
         where = (home, "seatide_sink_commits") if home else ("seatide_sink_commits",)
-        if route.dialect.table_exists(cursor, where) and records.rows_of(cursor, record) is not None:
+        if route.dialect.table_exists(cursor, where) and any(records.rows_of(cursor, n) is not None for n in names):
             return True
     return False
 

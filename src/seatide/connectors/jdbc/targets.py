@@ -89,10 +89,11 @@ class JdbcTableTarget(Target):
         self.group = group
         self.table = table
         self.save_modes = table.lead.table is not None       # query mode writes no table of its own
+        self.earlier_keys = list(dict.fromkeys(owner.earlier_key(r) for r in routes))
 
     def save_mode_plan(self, schema) -> dict | None:
         with open_session(self.owner.spec, self.group.database) as conn:
-            return save_modes.plan(conn, self.table.lead, self.save_mode_decision, self.group.database,
+            return save_modes.plan(conn, self.table.lead, self.save_mode_decisions, self.group.database,
                                    self.group.home, self.owner.sink_id, self.owner.attempt_fence)
 
     def destroy(self, plan: dict, fence: Callable[[], None]) -> None:
@@ -126,7 +127,16 @@ class JdbcTargets(SinkTargets):
             self.target(key)
 
     def target_key(self, route: TableRoute) -> str:
-        """The target table as every sink of the job names it: server, database and table."""
+        """The target table as every sink of the job names it however its options spell it (one
+        table, one key: review 31 F5): server, database, schema and table (``JdbcSinkSpec.target_name``)."""
+        spec = route.sink.spec()
+        url = spec.url
+        database, schema, table = spec.target_name() or (spec.database or "", "", "query")
+        return f"jdbc:{url.dialect}://{url.host.lower()}:{url.port}/{database}/{schema}/{table}"
+
+    def earlier_key(self, route: TableRoute) -> str:
+        """The key an earlier SeaTide gave the target, as its options spelled it, which named its
+        save-mode record (``Target.earlier_keys``)."""
         spec = route.sink.spec()
         database, table = spec.placed() if self.multi else (spec.database, spec.table)
         url = spec.url

@@ -1,0 +1,50 @@
+"""Jdbc sink: one target table written by several sinks or pipelines of one job, on real
+PostgreSQL and MariaDB (review 31): it is one target however its options spell it, and its save
+modes are decided once for all of them, so none refuses or empties what another wrote."""
+
+from __future__ import annotations
+
+import pytest
+
+from seatide.connectors.jdbc.url import JdbcUrl
+from seatide.plugin.sink_protocol import SaveModeDoor
+from seatide.plugin.tables import TableRoute
+from seatide.runtime.commit_log import FileDecisions, SinkCommitLog
+from seatide.runtime.sink_runs import sink_run
+from tests.connectors.jdbc_sink_helpers import (  # noqa: F401 - db: the fixture
+    context, db, execute, inserts, make_sink, query, table_name)
+
+pytestmark = pytest.mark.spark
+
+
+def _pipeline(spark, db, tmp_path, job: str, pipeline: int, routed: bool, **options):
+    """Pipeline ``pipeline`` of job ``job``: its sink (a single table, or a route list of one
+    input table), its own commit log, the job's save-mode door shared with the job's others."""
+    sink = make_sink(db, **options)
+    door = SaveModeDoor(FileDecisions(SinkCommitLog(str(tmp_path / "job"))), f"P_{job}")
+    return sink_run(sink, context(spark, job), SinkCommitLog(str(tmp_path / f"p{pipeline}")),
+                    routes=[TableRoute(0, "src.orders", None, sink)] if routed else None, door=door,
+                    transaction_prefix=f"T_{job}_{pipeline}_0_L1_")
+
+
+def _qualified(db, table: str) -> str:
+    """``table`` named with what the dialect fills in when it is not: MariaDB the URL's database,
+    PostgreSQL the schema public."""
+    return f"public.{table}" if "postgresql" in db[0] else f"{JdbcUrl.parse(db[0]).database}.{table}"
+
+
+@pytest.mark.parametrize("routed", [False, True], ids=["single", "routed"])
+def test_one_table_spelled_two_ways_is_one_target_whose_drop_data_is_made_once(spark, db, tmp_path, routed):
+    """Finding F5: pipeline 1 writes ``orders``, pipeline 2 the same table as ``<database>.orders``
+    (MariaDB) or ``public.orders`` (PostgreSQL), both DROP_DATA. The rows from before the job go
+    once; pipeline 2 deletes nothing pipeline 1 wrote."""
+    table, job = table_name(), table_name()
+    execute(db, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, name VARCHAR(20))",
+            f"INSERT INTO {table} VALUES (100, 'before the job')")
+    options = dict(primary_keys=["id"], data_save_mode="DROP_DATA")
+    first = _pipeline(spark, db, tmp_path, job, 1, routed=False, table=table, **options)
+    second = _pipeline(spark, db, tmp_path, job, 2, routed=routed, table=_qualified(db, table), **options)
+    first.write(inserts(spark, [1]), 0)
+    second.write(inserts(spark, [2]), 0)
+    assert query(db, f"SELECT id FROM {table} ORDER BY id") == [(1,), (2,)]
+    assert first.targets.keys() == second.targets.keys()
