@@ -24,6 +24,7 @@ from seatide.plugin.rowkind import ROW_KIND_COLUMN
 from seatide.plugin.sink_protocol import open_sink
 from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, write_exactly_once
 from seatide.testing.cluster import free_port
+from tests.held import Held  # noqa: F401 - the Iceberg tests' import
 
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 REST_STARTUP_DEADLINE_S = 60.0
@@ -200,28 +201,6 @@ def write_routed(writer, log_dir, frames: dict, batch: int, lineage: str = "L1")
 
     shape = next(iter(frames.values())).schema
     return write(writer, log_dir, TableFrames(frames, schema_of=lambda _index: shape), batch, lineage)
-
-
-class Held:
-    """A failpoint that holds the first thread to reach it (failpoints' gate) until ``release``;
-    once it was reached, later hits pass."""
-
-    def __init__(self, monkeypatch, point: str, path):
-        from seatide import failpoints
-
-        self.monkeypatch, self.point, self.path = monkeypatch, point, str(path)
-        monkeypatch.setitem(failpoints._POINTS, point, f"gate:0:{self.path}")
-        monkeypatch.setitem(failpoints._HITS, point, 0)
-
-    def reached(self, timeout: float = 180.0) -> None:
-        from seatide import failpoints
-        from seatide.testing.cluster import wait_for
-
-        wait_for(lambda: failpoints._HITS[self.point] >= 1, timeout, 0.05, f"a thread at {self.point}")
-        self.monkeypatch.delitem(failpoints._POINTS, self.point)
-
-    def release(self) -> None:
-        open(self.path, "w").close()
 
 
 def orphans(config: dict, name: str = "ns.t") -> list[str]:

@@ -4,6 +4,8 @@ modes are decided once for all of them, so none refuses or empties what another 
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from seatide.connectors.jdbc.url import JdbcUrl
@@ -13,6 +15,7 @@ from seatide.runtime.commit_log import FileDecisions, SinkCommitLog
 from seatide.runtime.sink_runs import sink_run
 from tests.connectors.jdbc_sink_helpers import (  # noqa: F401 - db: the fixture
     context, db, execute, inserts, make_sink, query, table_name)
+from tests.held import Held
 
 pytestmark = pytest.mark.spark
 
@@ -48,3 +51,28 @@ def test_one_table_spelled_two_ways_is_one_target_whose_drop_data_is_made_once(s
     second.write(inserts(spark, [2]), 0)
     assert query(db, f"SELECT id FROM {table} ORDER BY id") == [(1,), (2,)]
     assert first.targets.keys() == second.targets.keys()
+
+
+@pytest.mark.parametrize("mode, before", [("ERROR_WHEN_DATA_EXISTS", "empty"), ("ERROR_WHEN_DATA_EXISTS", "missing"),
+                                          ("DROP_DATA", "missing")])
+def test_a_second_pipeline_that_found_no_decision_neither_refuses_nor_empties_what_the_first_wrote(
+        spark, db, tmp_path, monkeypatch, mode, before):
+    """Finding F6: pipelines 1 and 2 of a job write one table. Pipeline 2 finds no save-mode
+    decision of the job's and is held before its plan; pipeline 1 decides, makes the table (when
+    ``missing``) and commits a row; pipeline 2 goes on. Its plan finds what pipeline 1 recorded
+    under the same lock: ERROR_WHEN_DATA_EXISTS refuses nothing (the rows are the job's), DROP_DATA
+    deletes nothing."""
+    table, job = table_name(), table_name()
+    if before == "empty":
+        execute(db, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, name VARCHAR(20))")
+    options = dict(table=table, primary_keys=["id"], data_save_mode=mode)
+    first = _pipeline(spark, db, tmp_path, job, 1, routed=False, **options)
+    second = _pipeline(spark, db, tmp_path, job, 2, routed=False, **options)
+    held = Held(monkeypatch, "sink.save_mode_plan", tmp_path / "go")
+    with ThreadPoolExecutor(1) as pool:
+        later = pool.submit(second.write, inserts(spark, [2]), 0)
+        held.reached()
+        first.write(inserts(spark, [1]), 0)
+        held.release()
+        later.result(timeout=300)
+    assert query(db, f"SELECT id FROM {table} ORDER BY id") == [(1,), (2,)]

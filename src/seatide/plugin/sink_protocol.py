@@ -39,7 +39,8 @@ that keeps the last change per key picks it by ``__row_seq`` across all of them
 The state committed with a batch is ``{"rows", "total_rows", "targets": {target key: state}}``;
 a target keeps its state through batches without its rows, and its state's presence is the
 record that the sink has written it. Failpoints: ``sink.save_modes`` (before a target's save
-modes are decided), ``sink.save_modes_decided``, ``sink.before_decision``,
+modes are decided), ``sink.save_mode_plan`` (none found decided, before the plan),
+``sink.save_modes_decided``, ``sink.before_decision``,
 ``sink.after_decision``, ``sink.table_published`` (after each target's publish).
 """
 
@@ -245,6 +246,7 @@ class SaveModeDoor:
             if record is None:
                 record = target.earlier_decision(self)
             if record is None:
+                failpoints.hit("sink.save_mode_plan")      # no decision found: another writer may decide now
                 record = self.records.decide_once(key, {"target": target.key, "destroy": target.save_mode_plan(schema)})
             failpoints.hit("sink.save_modes_decided")
             if record.get("destroy") is not None:

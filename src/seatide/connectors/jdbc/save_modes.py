@@ -8,7 +8,8 @@ prepares the target later (an attempt that resumes, a zombie, an input table add
 target its shards already fill: finding 2 of issue 30) carries out that decision, never a new one.
 
 **Carried out once.** A step (DROP_DATA, CUSTOM_PROCESSING, RECREATE_SCHEMA) is not
-idempotent: a second DELETE after the first writer committed its rows would delete them. So it
+idempotent: a second DELETE after the first writer committed its rows would delete them; nor is
+ERROR_WHEN_DATA_EXISTS's check, which a second writer would fail on the first one's rows. So it
 runs under a lock the writers share in the target database (named_lock.py) and is recorded there,
 in ``seatide_sink_commits`` under the decision's name (batch -1), in the transaction that runs it,
 ``fence()`` right before COMMIT: whoever comes second finds the record and destroys nothing
@@ -35,55 +36,75 @@ def plan(conn, route: JdbcTarget, names: tuple[str, ...], connected_to: str | No
          sink_id: str, fence: Callable[[], None]) -> dict | None:
     """What ``route``'s target's save modes destroy: ``{"step", "record", "home"}`` (``record``:
     the door's name for the decision, ``names[0]``, which its carrying out is recorded under, in
-    ``home``; ``names``: then those of the target's earlier keys), or None. Refuses a table with rows under ERROR_WHEN_DATA_EXISTS. A record of the decision in the
-    target database (made by an earlier SeaTide, or carried out already) means nothing is left.
+    ``home``; ``names``: then those of the target's earlier keys), or None. Refuses a table with
+    rows under ERROR_WHEN_DATA_EXISTS. A record of the decision in the target database (made by an
+    earlier SeaTide, or by another writer of the job) means nothing is left.
 
     The step is carried out here, before the door records the decision: a table's rows have no
     identity a plan could name, so a DELETE carried out after the decision would also take the
-    rows another writer added in between. Its record, in the transaction that carries it out,
-    makes the door's ``destroy`` of the decided plan find it done (as a zombie's, or a crash's
-    next attempt's ``plan`` finds nothing left)."""
-    cursor = conn.cursor()
-    spec, dialect, table = route.spec, route.dialect, route.table
-    if not dialect.table_exists(cursor, table) or made(cursor, route, names, connected_to, records_home):
-        return None
+    rows another writer added in between. The look, the check, the step and its record are one,
+    under the record's lock, whether the table exists or not (review 31 F6): a second writer of
+    the job that found no decision in the door, and plans after the first made the table and
+    committed rows into it, finds the record, and neither refuses nor empties them. Its record, in
+    the transaction that carries it out, makes the door's ``destroy`` of the decided plan find it
+    done (as a zombie's, or a crash's next attempt's ``plan`` finds nothing left)."""
+    spec, dialect = route.spec, route.dialect
     if spec.schema_save_mode == "RECREATE_SCHEMA":
         step = "RECREATE_SCHEMA"
-    elif spec.data_save_mode in ("DROP_DATA", "CUSTOM_PROCESSING"):
+    elif spec.data_save_mode in ("DROP_DATA", "CUSTOM_PROCESSING", "ERROR_WHEN_DATA_EXISTS"):
         step = spec.data_save_mode
     else:
-        if spec.data_save_mode == "ERROR_WHEN_DATA_EXISTS":
+        return None            # APPEND_DATA: nothing to decide
+    cursor = conn.cursor()
+    if spec.schema_save_mode == "ERROR_WHEN_SCHEMA_NOT_EXIST" and not dialect.table_exists(cursor, route.table):
+        conn.rollback()
+        return None            # refused by ``ensure``: no record where the user wants nothing made
+    decided = {"step": step, "record": names[0], "home": _home(route)}
+    with named_lock(cursor, dialect.name, names[0], lock_wait_s()):
+        conn.rollback()        # a snapshot taken before the lock (MySQL) would not see the record
+        if made(cursor, route, names, connected_to, records_home):
+            conn.rollback()
+            return None
+        exists = dialect.table_exists(cursor, route.table)
+        if exists and step == "ERROR_WHEN_DATA_EXISTS":
             cursor.execute(f"SELECT 1 FROM {route.quoted} LIMIT 1")
             if cursor.fetchone() is not None:
                 raise JdbcSinkError(f"Jdbc sink: data_save_mode is ERROR_WHEN_DATA_EXISTS and table "
                                     f"{route.label} has rows; empty it or choose APPEND_DATA or DROP_DATA")
-        return None
-    decided = {"step": step, "record": names[0], "home": _home(route)}
-    destroy(conn, route, decided, sink_id, fence)
-    return decided
+        destroys = exists and step != "ERROR_WHEN_DATA_EXISTS"
+        _carry_out(conn, route, decided, sink_id, fence, destroys)
+    return decided if destroys else None
 
 
 def destroy(conn, route: JdbcTarget, decided: dict, sink_id: str, fence: Callable[[], None]) -> None:
     """Carry out a decided step unless its record says it was (see the module's docstring)."""
     cursor = conn.cursor()
-    records = CommitRecords(route.dialect, decided["home"])
     with named_lock(cursor, route.dialect.name, decided["record"], lock_wait_s()):
         conn.rollback()        # a snapshot taken before the lock (MySQL) would not see the record
-        if decided["home"] is not None:
-            route.dialect.create_schema(cursor, decided["home"])
-        records.create(cursor)
-        conn.commit()
-        if records.rows_of(cursor, decided["record"]) is None:
-            step = decided["step"]
-            if step == "RECREATE_SCHEMA":
-                cursor.execute(f"DROP TABLE IF EXISTS {route.quoted}")
-            elif step == "DROP_DATA":
-                cursor.execute(f"DELETE FROM {route.quoted}")
-            else:
-                cursor.execute(route.spec.custom_sql)
-            records.insert(cursor, decided["record"], sink_id, -1, 0)
-            fence()
-        conn.commit()
+        _carry_out(conn, route, decided, sink_id, fence, destroys=True)
+
+
+def _carry_out(conn, route: JdbcTarget, decided: dict, sink_id: str, fence: Callable[[], None],
+               destroys: bool) -> None:
+    """Under the record's lock: unless ``decided``'s record is there, carry out its step (when it
+    ``destroys``; else a check that passed) and record it, ``fence()`` right before COMMIT."""
+    cursor = conn.cursor()
+    records = CommitRecords(route.dialect, decided["home"])
+    if decided["home"] is not None:
+        route.dialect.create_schema(cursor, decided["home"])
+    records.create(cursor)
+    conn.commit()
+    if records.rows_of(cursor, decided["record"]) is None:
+        step = decided["step"] if destroys else None
+        if step == "RECREATE_SCHEMA":
+            cursor.execute(f"DROP TABLE IF EXISTS {route.quoted}")
+        elif step == "DROP_DATA":
+            cursor.execute(f"DELETE FROM {route.quoted}")
+        elif step == "CUSTOM_PROCESSING":
+            cursor.execute(route.spec.custom_sql)
+        records.insert(cursor, decided["record"], sink_id, -1, 0)
+        fence()
+    conn.commit()
 
 
 def ensure(conn, route: JdbcTarget, schema) -> None:
