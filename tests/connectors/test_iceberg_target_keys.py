@@ -14,7 +14,7 @@ from seatide.plugin.tables import TableFrames, TableRoute
 from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, roll_forward
 from tests.connectors.iceberg_helpers import (batch_snapshots, context, make_sink, open_sink, rows_of, table_of,
                                               txn, write)
-from tests.connectors.test_iceberg_upgrade import DROP, ids, old_part
+from tests.connectors.test_iceberg_upgrade import DROP, ids, old_batches
 
 EARLIER_KEY = "iceberg:default:ns.t"      # the key before it named the catalog's location
 
@@ -52,12 +52,8 @@ def test_a_save_mode_decision_under_the_earlier_key_is_the_tables(spark, tmp_pat
 def test_a_job_resumes_from_states_and_a_decision_under_the_earlier_key(spark, tmp_path):
     config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/wh"}
     log = SinkCommitLog(str(tmp_path / "log"))
-    old = open_sink(make_sink(config, **DROP), context(spark))
-    [key] = old.keys()
-    old.target(key).ensure(ids(spark, []).schema)
-    old.target(key).publish(old_part(old, 0, ids(spark, [0, 1]), 0, {}))
+    key, part = old_batches(spark, config)
     log.commit(0, {"rows": 2, "total_rows": 2, "targets": {EARLIER_KEY: {"rows": 2, "total_rows": 2}}})
-    part = old_part(old, 0, ids(spark, [2, 3]), 1, {"rows": 2, "total_rows": 2})
     FileDecisions(log).decide(1, txn(1), {"publish": {"targets": {EARLIER_KEY: part}}, "state": {
         "rows": 2, "total_rows": 4, "targets": {EARLIER_KEY: {"rows": 2, "total_rows": 4}}}})
 

@@ -38,15 +38,22 @@ def old_part(targets, index: int, df, batch: int, previous: dict) -> dict:
     return target.stage(TargetRows((RoutePart(route, batch.transaction_id, frames),), frames), batch).publish
 
 
-def test_a_single_table_job_resumes_from_the_old_writers_commit_log(spark, tmp_path):
-    config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
-    log = SinkCommitLog(str(tmp_path / "log"))
+def old_batches(spark, config: dict):
+    """A single-table DROP_DATA sink whose batch 0 (ids 0, 1) is published and whose batch 1 (ids
+    2, 3) is staged: its target key and batch 1's part, for the caller to commit and decide in the
+    shapes of the version it stands for."""
     old = open_sink(make_sink(config, **DROP), context(spark))
     [key] = old.keys()
     old.target(key).ensure(ids(spark, []).schema)
     old.target(key).publish(old_part(old, 0, ids(spark, [0, 1]), 0, {}))
+    return key, old_part(old, 0, ids(spark, [2, 3]), 1, {"rows": 2, "total_rows": 2})
+
+
+def test_a_single_table_job_resumes_from_the_old_writers_commit_log(spark, tmp_path):
+    config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
+    log = SinkCommitLog(str(tmp_path / "log"))
+    key, part = old_batches(spark, config)
     log.commit(0, {"rows": 2, "total_rows": 2})
-    part = old_part(old, 0, ids(spark, [2, 3]), 1, {"rows": 2, "total_rows": 2})
     FileDecisions(log).decide(1, txn(1), {"publish": {"tables": {"ns.t": part}},
                                           "state": {"rows": 2, "total_rows": 4}})
 
