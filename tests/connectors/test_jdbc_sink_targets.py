@@ -76,3 +76,25 @@ def test_a_second_pipeline_that_found_no_decision_neither_refuses_nor_empties_wh
         held.release()
         later.result(timeout=300)
     assert query(db, f"SELECT id FROM {table} ORDER BY id") == [(1,), (2,)]
+
+
+def test_an_unqualified_name_is_the_table_its_connections_search_path_finds(spark, db, tmp_path):
+    """Review 31 N3: on PostgreSQL an unqualified name is the table in the first schema of the
+    session's search_path that exists, not always ``public``. The database puts ``etl`` first:
+    pipeline 1 writes ``orders`` (so ``etl.orders``), pipeline 2 ``public.orders``, both
+    DROP_DATA. They are two targets: each one's rows from before the job go, neither takes the
+    other's decision."""
+    if "postgresql" not in db[0]:
+        pytest.skip("schemas and a search_path: PostgreSQL's")
+    table, job = table_name(), table_name()
+    execute(db, "CREATE SCHEMA etl", f"ALTER DATABASE {JdbcUrl.parse(db[0]).database} SET search_path = etl, public",
+            f"CREATE TABLE public.{table} (id BIGINT PRIMARY KEY, name VARCHAR(20))",
+            f"INSERT INTO public.{table} VALUES (100, 'before the job')")
+    options = dict(primary_keys=["id"], data_save_mode="DROP_DATA")
+    first = _pipeline(spark, db, tmp_path, job, 1, routed=False, table=table, **options)
+    second = _pipeline(spark, db, tmp_path, job, 2, routed=False, table=f"public.{table}", **options)
+    first.write(inserts(spark, [1]), 0)
+    second.write(inserts(spark, [2]), 0)
+    assert query(db, f"SELECT id FROM etl.{table}") == [(1,)]
+    assert query(db, f"SELECT id FROM public.{table} ORDER BY id") == [(2,)], "public's DROP_DATA was not made"
+    assert first.targets.keys() != second.targets.keys()

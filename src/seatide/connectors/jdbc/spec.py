@@ -8,6 +8,7 @@ read it: the one place they share, so none of them imports the plugin.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from seatide.connectors.jdbc.query import InsertQuery
 from seatide.connectors.jdbc.url import MYSQL, JdbcUrl
@@ -50,17 +51,18 @@ class JdbcSinkSpec:
             return self.url.database, table
         return self.database, self.table
 
-    def target_name(self) -> tuple[str, str, str] | None:
+    def target_name(self, default_schema: Callable[[], str]) -> tuple[str, str, str] | None:
         """(database, schema, table): the target table however the options spell it, with what the
         dialect fills in where they name none: MySQL/MariaDB the connection's database (it has no
         schema), PostgreSQL the connection's database (``postgres`` as ``JdbcUrl.connect``) and
-        the schema ``public``. None in query mode."""
+        ``default_schema()``, the schema an unqualified name resolves to on that connection (its
+        search_path's: not always ``public``). None in query mode."""
         if self.table is None:
             return None
         qualified = len(self.table) > 1
         if self.url.dialect == MYSQL:
             return (self.table[0] if qualified else self.database or ""), "", self.table[-1]
-        return self.database or "postgres", (self.table[0] if qualified else "public"), self.table[-1]
+        return self.database or "postgres", (self.table[0] if qualified else default_schema()), self.table[-1]
 
 
 __all__ = ["JdbcSinkError", "JdbcSinkSpec"]
