@@ -64,9 +64,20 @@ def make_sink(db, **block) -> JdbcSink:
     return JdbcSink(read_options({"url": url, "user": user, **block}, JdbcSink.options))
 
 
-def context(spark, job: str) -> SinkContext:
+def context(spark, job: str, job_sinks: tuple = ()) -> SinkContext:
     return SinkContext(spark=spark, job_id=job, pipeline_id=1, plugin_id="sink[0]", micro_batch=True,
-                       unbounded=False, stdout=io.StringIO(), checkpoints_retained=2)
+                       unbounded=False, stdout=io.StringIO(), checkpoints_retained=2, job_sinks=job_sinks)
+
+
+def recorded_before(db, transaction_id: str, sink_id: str, batch: int = -1, rows: int = 0, schema: str = "") -> None:
+    """A record an earlier SeaTide left in ``seatide_sink_commits`` (in ``schema``, else the
+    connection's): a batch it committed, or (batch -1) a target's save modes it made."""
+    where = f"{schema}.seatide_sink_commits" if schema else "seatide_sink_commits"
+    execute(db, f"CREATE TABLE IF NOT EXISTS {where} (transaction_id VARCHAR(255) NOT NULL PRIMARY KEY, "
+                "sink_id VARCHAR(255) NOT NULL, batch_id BIGINT NOT NULL, row_count BIGINT NOT NULL, "
+                "committed_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP)",
+            f"INSERT INTO {where} (transaction_id, sink_id, batch_id, row_count) "
+            f"VALUES ('{transaction_id}', '{sink_id}', {batch}, {rows})")
 
 
 def frame(spark, rows: list[tuple], ddl: str):

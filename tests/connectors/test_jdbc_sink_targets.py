@@ -14,26 +14,29 @@ from seatide.plugin.tables import TableRoute
 from seatide.runtime.commit_log import FileDecisions, SinkCommitLog
 from seatide.runtime.sink_runs import sink_run
 from tests.connectors.jdbc_sink_helpers import (  # noqa: F401 - db: the fixture
-    context, db, execute, inserts, make_sink, query, table_name)
+    context, db, execute, inserts, make_sink, query, recorded_before, table_name)
 from tests.held import Held
 
 pytestmark = pytest.mark.spark
 
 
-def _pipeline(spark, db, tmp_path, job: str, pipeline: int, routed: bool, **options):
+def _pipeline(spark, db, tmp_path, job: str, pipeline: int, routed: bool, others: tuple = (), **options):
     """Pipeline ``pipeline`` of job ``job``: its sink (a single table, or a route list of one
-    input table), its own commit log, the job's save-mode door shared with the job's others."""
+    input table), its own commit log, the job's save-mode door shared with the job's others;
+    ``others``: the job's other sinks."""
     sink = make_sink(db, **options)
     door = SaveModeDoor(FileDecisions(SinkCommitLog(str(tmp_path / "job"))), f"P_{job}")
-    return sink_run(sink, context(spark, job), SinkCommitLog(str(tmp_path / f"p{pipeline}")),
+    return sink_run(sink, context(spark, job, (*others, sink)), SinkCommitLog(str(tmp_path / f"p{pipeline}")),
                     routes=[TableRoute(0, "src.orders", None, sink)] if routed else None, door=door,
                     transaction_prefix=f"T_{job}_{pipeline}_0_L1_")
 
 
 def _qualified(db, table: str) -> str:
     """``table`` named with what the dialect fills in when it is not: MariaDB the URL's database,
-    PostgreSQL the schema public."""
-    return f"public.{table}" if "postgresql" in db[0] else f"{JdbcUrl.parse(db[0]).database}.{table}"
+    PostgreSQL the schema its search_path resolves it to (public, unless a test put another first)."""
+    if "postgresql" in db[0]:
+        return f"{query(db, 'SELECT current_schema()')[0][0]}.{table}"
+    return f"{JdbcUrl.parse(db[0]).database}.{table}"
 
 
 @pytest.mark.parametrize("routed", [False, True], ids=["single", "routed"])
@@ -98,3 +101,28 @@ def test_an_unqualified_name_is_the_table_its_connections_search_path_finds(spar
     assert query(db, f"SELECT id FROM etl.{table}") == [(1,)]
     assert query(db, f"SELECT id FROM public.{table} ORDER BY id") == [(2,)], "public's DROP_DATA was not made"
     assert first.targets.keys() != second.targets.keys()
+
+
+@pytest.mark.parametrize("left", ["record", "record and decision"])
+def test_a_job_checkpointed_before_one_spelling_was_one_target_keeps_what_the_other_spelling_wrote(
+        spark, db, tmp_path, left):
+    """Review 31 N2: a job checkpointed by the SeaTide before F5, whose pipeline 1 writes
+    ``orders`` and pipeline 2 the same table as ``<database>.orders`` or ``public.orders``, both
+    DROP_DATA. Pipeline 1 made the save mode under its spelling's key (its ``record`` in the
+    database; since the port also the door's ``decision``) and committed row 1; pipeline 2 had
+    not prepared the table yet. Resumed: pipeline 2 finds that decision by pipeline 1's spelling
+    (a sink of the job resolved to its table) and deletes nothing."""
+    table, job = table_name(), table_name()
+    execute(db, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, name VARCHAR(20))", f"INSERT INTO {table} VALUES (1, 'n1')")
+    options = dict(primary_keys=["id"], data_save_mode="DROP_DATA")
+    second = _pipeline(spark, db, tmp_path, job, 2, routed=False, others=(make_sink(db, table=table, **options),),
+                       table=_qualified(db, table), **options)
+    url = JdbcUrl.parse(db[0])
+    spelled = f"jdbc:{url.dialect}://{url.host.lower()}:{url.port}/{url.database}/{table}"   # pipeline 1's key then
+    record = second.door.key_of(spelled)
+    recorded_before(db, record, f"{job}/1/sink[0]")
+    if left == "record and decision":
+        second.door.records.decide_once(record, {"target": spelled, "destroy": {"step": "DROP_DATA", "record": record,
+                                                                                "home": None}})
+    second.write(inserts(spark, [2]), 0)
+    assert query(db, f"SELECT id FROM {table} ORDER BY id") == [(1,), (2,)]

@@ -100,6 +100,9 @@ class SinkContext:
     # Raises when this attempt is no longer the job's current one (``Batch.fence``), for a
     # destructive step outside a batch: a schema change the writer applies to its target.
     fence: Callable[[], None] = lambda: None
+    # Every sink of the job (each pipeline's plugin, with its ``routes``): how the others spell a
+    # target this sink shares with them, which an earlier SeaTide named their records by.
+    job_sinks: tuple = ()
 
 
 @dataclass(frozen=True)

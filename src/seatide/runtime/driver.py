@@ -50,6 +50,7 @@ def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: T
     config = load_job_text(job.config, json.loads(job.variables), source_name=f"job {job_id}")
     plan = build_plan(config)
     prepare = json.loads(job.restore or "{}").get("prepare", {})
+    job_sinks = tuple(sink.plugin for pipeline in plan.pipelines for sink in pipeline.sinks)
     runs = []
     for row in view.pipelines:
         if row.status in PIPELINE_TERMINAL:
@@ -59,7 +60,7 @@ def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: T
             _prepare_checkpoint(reporter, row, job.incarnation, prepare[str(row.pipeline_id)])
         # Names a pipeline gives outside the store (slots, sink transaction ids) are the run's.
         run = PipelineRun(spark, plan.pipeline(row.pipeline_id), config.env, run_key(job_id, job.run_id),
-                          row.checkpoint_dir, reporter, stdout)
+                          row.checkpoint_dir, reporter, stdout, job_sinks)
         runs.append(run)
     for run in runs:
         # One query's sources start their Python workers at a time: Spark gives a starting

@@ -67,7 +67,7 @@ class PipelineRun(PipelineFrames):
     (``pipeline_frames.py``)."""
 
     def __init__(self, spark, pipeline: Pipeline, env: JobEnv, job_id: str, checkpoint_dir: str,
-                 reporter: AttemptReporter, stdout: TextIO):
+                 reporter: AttemptReporter, stdout: TextIO, job_sinks: tuple = ()):
         self.spark = spark
         self.pipeline = pipeline
         self.env = env
@@ -76,6 +76,7 @@ class PipelineRun(PipelineFrames):
         self.spark_dir = os.path.join(checkpoint_dir, "spark")    # this attempt's own, once claimed
         self.reporter = reporter
         self.stdout = stdout
+        self.job_sinks = job_sinks          # every pipeline's sinks (SinkContext.job_sinks)
         self.query = None
         self.thread: threading.Thread | None = None
         self.outcome = Outcome(PipelineStatus.RUNNING)
@@ -134,7 +135,8 @@ class PipelineRun(PipelineFrames):
             self._known = schema_evolution.known_shapes(self.dir)
             sinks = self._frames()
             self.sinks = PipelineSinks(self.spark, self.pipeline, self.env, self.job_id, self.dir, self.reporter,
-                                       self.stdout, self.lineage, self.origin, routed=self.routed is not None)
+                                       self.stdout, self.lineage, self.origin, routed=self.routed is not None,
+                                       job_sinks=self.job_sinks)
             changes = schema_evolution.evolve(self.dir, [s.plugin for s in self.pipeline.sources],
                                               list(self.sinks.runs.values()))
             if changes:

@@ -67,7 +67,7 @@ class PipelineSinks:
     """Every sink of one pipeline of one attempt, opened and rolled forward at the pipeline's start."""
 
     def __init__(self, spark, pipeline, env, job_id: str, checkpoint_dir: str, reporter, stdout,
-                 lineage: str, origin: str, routed: bool):
+                 lineage: str, origin: str, routed: bool, job_sinks: tuple = ()):
         self.dir = checkpoint_dir
         self.lineage = lineage
         pipeline_id = pipeline.pipeline_id
@@ -75,7 +75,8 @@ class PipelineSinks:
         for sink in pipeline.sinks:
             ctx = SinkContext(spark=spark, job_id=job_id, pipeline_id=pipeline_id, plugin_id=sink.plugin_id,
                               micro_batch=env.micro_batch, unbounded=env.streaming, stdout=stdout,
-                              checkpoints_retained=env.checkpoints_retained, fence=reporter.fence)
+                              checkpoints_retained=env.checkpoints_retained, fence=reporter.fence,
+                              job_sinks=job_sinks)
             run = attempt_run(sink.plugin, ctx, self.log(sink.plugin_id), reporter,
                               routes=sink.plugin.routes if routed else None, job_id=job_id, pipeline_id=pipeline_id,
                               sink_index=sink.index, lineage=lineage, origin=origin)

@@ -60,7 +60,7 @@ from seatide.connectors.jdbc.target_table import StageColumns, TargetTable
 from seatide.connectors.jdbc.temporary_tables import may_create_temporary_tables
 from seatide.connectors.jdbc.url import MYSQL, POSTGRESQL
 from seatide.plugin.base import Batch, SinkContext
-from seatide.plugin.sink_protocol import SinkTargets, Target, TargetRows
+from seatide.plugin.sink_protocol import SinkTargets, Target, TargetRows, routes_of
 from seatide.plugin.tables import TableRoute
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,8 @@ class JdbcTableTarget(Target):
         self.group = group
         self.table = table
         self.save_modes = table.lead.table is not None       # query mode writes no table of its own
-        self.earlier_keys = list(dict.fromkeys(owner.earlier_key(r) for r in routes))
+        self.earlier_keys = list(dict.fromkeys([*(owner.earlier_key(r, owner.multi) for r in routes),
+                                                *owner.job_spellings().get(key, ())]))
 
     def save_mode_plan(self, schema) -> dict | None:
         with open_session(self.owner.spec, self.group.database) as conn:
@@ -123,6 +124,7 @@ class JdbcTargets(SinkTargets):
         self.stage_engine = preferred_engine(self.dialect.name, ctx.spark)
         self.groups: dict[str | None, _Group] = {}
         self._schemas: dict[tuple, str] = {}    # (host, port, database, user): its current_schema()
+        self._spellings: dict[str, list[str]] | None = None     # ``job_spellings``
         super().__init__(ctx, routes, multi)
         for key in self.keys():          # every table now: shards that contradict are refused at the start
             self.target(key)
@@ -148,14 +150,33 @@ class JdbcTargets(SinkTargets):
                 self._schemas[at] = cursor.fetchone()[0] or "public"   # none of search_path exists: CREATE goes nowhere
         return self._schemas[at]
 
-    def earlier_key(self, route: TableRoute) -> str:
-        """The key an earlier SeaTide gave the target, as its options spelled it, which named its
-        save-mode record (``Target.earlier_keys``)."""
+    def earlier_key(self, route: TableRoute, multi: bool) -> str:
+        """The key an earlier SeaTide gave the target, as the options of ``route`` (of a sink with
+        several tables: ``multi``) spelled it, which named its save-mode record (``Target.earlier_keys``)."""
         spec = route.sink.spec()
-        database, table = spec.placed() if self.multi else (spec.database, spec.table)
+        database, table = spec.placed() if multi else (spec.database, spec.table)
         url = spec.url
         label = ".".join(table) if table else "query"
         return f"jdbc:{url.dialect}://{url.host.lower()}:{url.port}/{database or ''}/{label}"
+
+    def job_spellings(self) -> dict[str, list[str]]:
+        """Each target key on this server: the keys every Jdbc sink of the job gave it before
+        (review 31 N2). A job checkpointed before one table was one target however spelled has
+        its save-mode decision under the key of whichever sink prepared it first: another sink of
+        the job, spelling the table another way, must find it there, or its DROP_DATA deletes
+        what the first committed."""
+        if self._spellings is None:
+            self._spellings = {}
+            here = self.routes[0].sink.spec().url
+            for sink in self.ctx.job_sinks if self.ctx is not None else ():
+                if type(sink) is not type(self.routes[0].sink):
+                    continue
+                for route in routes_of(sink, sink.routes):
+                    url = route.sink.spec().url
+                    if (url.dialect, url.host.lower(), url.port) == (here.dialect, here.host.lower(), here.port):
+                        self._spellings.setdefault(self.target_key(route), []).append(
+                            self.earlier_key(route, bool(sink.routes)))
+        return self._spellings
 
     def open_target(self, key: str, routes: list[TableRoute]) -> Target:
         ways = {}
