@@ -8,6 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from seatide.connectors.jdbc import save_modes
+from seatide.connectors.jdbc.named_lock import LockNotTaken
 from seatide.connectors.jdbc.url import JdbcUrl
 from seatide.plugin.sink_protocol import SaveModeDoor
 from seatide.plugin.tables import TableRoute
@@ -124,5 +126,32 @@ def test_a_job_checkpointed_before_one_spelling_was_one_target_keeps_what_the_ot
     if left == "record and decision":
         second.door.records.decide_once(record, {"target": spelled, "destroy": {"step": "DROP_DATA", "record": record,
                                                                                 "home": None}})
+    second.write(inserts(spark, [2]), 0)
+    assert query(db, f"SELECT id FROM {table} ORDER BY id") == [(1,), (2,)]
+
+
+def test_two_spellings_creating_one_missing_table_wait_on_one_lock(spark, db, tmp_path, monkeypatch):
+    """Review 31 N8: pipeline 1 writes ``orders``, pipeline 2 the same table spelled
+    ``<database>.orders`` or ``<schema>.orders``; the table is missing (CREATE_SCHEMA_WHEN_NOT_EXIST).
+    Pipeline 1 is held inside the lock of its CREATE TABLE. Pipeline 2 waits on that same lock
+    (named by the target, not the spelling) instead of creating the table under a lock of its
+    own, which failed pipeline 1's CREATE: with a wait cut to 1 s its batch fails while pipeline
+    1 holds it (a retry goes on). Released, pipeline 1 creates the table and writes, and pipeline
+    2's batch, run again, writes too."""
+    table, job = table_name(), table_name()
+    monkeypatch.setattr(save_modes, "lock_wait_s", lambda: 1.0)
+    options = dict(primary_keys=["id"], schema_save_mode="CREATE_SCHEMA_WHEN_NOT_EXIST")
+    first = _pipeline(spark, db, tmp_path, job, 1, routed=False, table=table, **options)
+    second = _pipeline(spark, db, tmp_path, job, 2, routed=False, table=_qualified(db, table), **options)
+    held = Held(monkeypatch, "jdbc.create_table", tmp_path / "go")
+    with ThreadPoolExecutor(1) as pool:
+        creating = pool.submit(first.write, inserts(spark, [1]), 0)
+        try:
+            held.reached()
+            with pytest.raises(LockNotTaken):
+                second.write(inserts(spark, [2]), 0)
+        finally:
+            held.release()
+        creating.result(timeout=300)
     second.write(inserts(spark, [2]), 0)
     assert query(db, f"SELECT id FROM {table} ORDER BY id") == [(1,), (2,)]

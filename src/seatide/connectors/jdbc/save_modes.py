@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from seatide import failpoints
 from seatide.connectors.jdbc.commit_record import CommitRecords
 from seatide.connectors.jdbc.dialect import UnsupportedType
 from seatide.connectors.jdbc.named_lock import named_lock
@@ -107,10 +108,12 @@ def _carry_out(conn, route: JdbcTarget, decided: dict, sink_id: str, fence: Call
     conn.commit()
 
 
-def ensure(conn, route: JdbcTarget, schema) -> None:
+def ensure(conn, route: JdbcTarget, schema, target: str) -> None:
     """Create the table from ``schema`` (the input's fields) when it is missing and the schema save
-    mode says so, under the same lock as the save modes; refuse a missing one under
-    ERROR_WHEN_SCHEMA_NOT_EXIST. Whether it fits each route is each route's check (target.py)."""
+    mode says so, under a lock named by ``target`` (its target key): two sinks spelling one table
+    two ways wait on one lock, so the second finds the table made rather than failing on it
+    (review 31 N8); refuse a missing one under ERROR_WHEN_SCHEMA_NOT_EXIST. Whether it fits each
+    route is each route's check (target.py)."""
     cursor = conn.cursor()
     spec, dialect, label, table = route.spec, route.dialect, route.label, route.table
     mode = spec.schema_save_mode
@@ -122,10 +125,11 @@ def ensure(conn, route: JdbcTarget, schema) -> None:
         return
     from pyspark.sql import types as T
 
-    with named_lock(cursor, dialect.name, f"create {dialect.qualified(table)}", lock_wait_s()):
+    with named_lock(cursor, dialect.name, f"create {target}", lock_wait_s()):
         conn.rollback()
         if dialect.table_exists(cursor, table):       # another writer made it while this one waited
             return
+        failpoints.hit("jdbc.create_table")          # inside the lock, about to create the table
         fields = [f for f in live_fields(schema) if f.name not in HIDDEN_COLUMNS]
         renamed = T.StructType([T.StructField(route.column(f.name), f.dataType, f.nullable, f.metadata)
                                 for f in fields])

@@ -104,7 +104,7 @@ class JdbcTableTarget(Target):
     def ensure(self, schema) -> None:
         if self.table.lead.table is not None and schema is not None:
             with open_session(self.owner.spec, self.group.database) as conn:
-                save_modes.ensure(conn, self.table.lead, schema)
+                save_modes.ensure(conn, self.table.lead, schema, self.key)
 
 
 class JdbcTargets(SinkTargets):
