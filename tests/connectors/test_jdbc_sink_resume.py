@@ -6,6 +6,7 @@ save mode is made again."""
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 
 import pytest
@@ -16,7 +17,7 @@ from seatide.plugin.tables import TableFrames
 from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, write_exactly_once
 from seatide.runtime.sink_runs import sink_run
 from tests.connectors.jdbc_sink_helpers import (  # noqa: F401 - db: the fixture
-    context, db, execute, frame, inserts, make_sink, query, routes_writer, table_name, txn)
+    context, db, execute, frame, inserts, make_sink, query, recorded_before, routes_writer, table_name, txn)
 
 pytestmark = pytest.mark.spark
 
@@ -115,3 +116,38 @@ def test_a_multi_table_job_on_a_url_without_a_database_reads_its_save_mode_recor
     resumed = write_exactly_once(targets, log, TableFrames({0: a, 1: b}, {}, lambda _i: a.schema), 0, txn(job, 0))
     assert resumed.replayed
     assert [query(server, f"SELECT id FROM {name}") for name in (f"{up1}.a", f"{up2}.b")] == [[(1,)], [(2,)]]
+
+
+@pytest.mark.parametrize("named", ["per job", "per sink"])
+def test_a_table_added_to_a_job_checkpointed_before_the_protocol_gets_its_save_modes_once(spark, db, tmp_path, named):
+    """Review 31 F7: a multi-table job of tables a and b, DROP_DATA, checkpointed by the SeaTide
+    before the protocol: each table's save-mode record (named ``per job``, ``<scope>@<target>``,
+    or, before that, ``per sink``, ``<save_modes_key>_<table key>``), batch 0 (a [1], b [2])
+    committed, and its commit-log state the flat ``{"rows"}``, which names no table. The job
+    resumes with table c added, which holds a row from before the job. Batch 1 (a [3], c [30]):
+    c's DROP_DATA is made; batch 2, run by a new attempt (c [31]), makes it no more; a's and b's
+    never again."""
+    job, url = table_name(), JdbcUrl.parse(db[0])
+    a, b, c = (table_name() for _ in range(3))
+    for table, row in ((a, 1), (b, 2), (c, 100)):
+        execute(db, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, name VARCHAR(20))",
+                f"INSERT INTO {table} VALUES ({row}, 'n{row}')")
+    log, scope = SinkCommitLog(str(tmp_path / "log")), f"S_T_{job}_1_0_L1"
+    for table in (a, b):
+        label = table if url.dialect == "postgresql" else f"{url.database}.{table}"     # as the sink placed it
+        old = (SaveModeDoor(FileDecisions(log), scope).key_of(f"jdbc:{url.dialect}://{url.host}:{url.port}/"
+                                                              f"{url.database}/{label}") if named == "per job"
+               else f"{scope}_d{hashlib.sha1(label.encode()).hexdigest()[:10]}")
+        recorded_before(db, old, f"{job}/1/sink[0]")
+    recorded_before(db, txn(job, 0), f"{job}/1/sink[0]", batch=0, rows=2)
+    log.commit(0, {"rows": 2})
+
+    def resumed(batch: int, rows: dict[int, list[int]]):
+        frames = {i: inserts(spark, ids) for i, ids in rows.items()}
+        schema = next(iter(frames.values())).schema
+        targets = routes_writer(spark, db, [a, b, c], job, primary_keys=["id"], data_save_mode="DROP_DATA")
+        return write_exactly_once(targets, log, TableFrames(frames, {}, lambda _i: schema), batch, txn(job, batch))
+
+    resumed(1, {0: [3], 2: [30]})
+    resumed(2, {2: [31]})
+    assert [query(db, f"SELECT id FROM {t} ORDER BY id") for t in (a, b, c)] == [[(1,), (3,)], [(2,)], [(30,), (31,)]]
