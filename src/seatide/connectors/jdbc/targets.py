@@ -56,11 +56,12 @@ from seatide.connectors.jdbc.sink_session import lock_wait_s, open_session
 from seatide.connectors.jdbc.spec import JdbcSinkError, JdbcSinkSpec
 from seatide.connectors.jdbc.staging import StageNames, drop_leftovers, preferred_engine, stage_engine
 from seatide.connectors.jdbc.target import JdbcTarget
+from seatide.connectors.jdbc.target_names import TargetNames
 from seatide.connectors.jdbc.target_table import StageColumns, TargetTable
 from seatide.connectors.jdbc.temporary_tables import may_create_temporary_tables
 from seatide.connectors.jdbc.url import MYSQL, POSTGRESQL
 from seatide.plugin.base import Batch, SinkContext
-from seatide.plugin.sink_protocol import SinkTargets, Target, TargetRows, routes_of
+from seatide.plugin.sink_protocol import SinkTargets, Target, TargetRows
 from seatide.plugin.tables import TableRoute
 
 log = logging.getLogger(__name__)
@@ -89,8 +90,8 @@ class JdbcTableTarget(Target):
         self.group = group
         self.table = table
         self.save_modes = table.lead.table is not None       # query mode writes no table of its own
-        self.earlier_keys = list(dict.fromkeys([*(owner.earlier_key(r, owner.multi) for r in routes),
-                                                *owner.job_spellings().get(key, ())]))
+        self.earlier_keys = list(dict.fromkeys([*(owner.naming.earlier(r, owner.multi) for r in routes),
+                                                *owner.naming.job_spellings().get(key, ())]))
 
     def save_mode_plan(self, schema) -> dict | None:
         names = self.save_mode_decisions
@@ -127,61 +128,14 @@ class JdbcTargets(SinkTargets):
         # MySQL: the staging tables' engine where the writer's Spark runs each task once (staging.py)
         self.stage_engine = preferred_engine(self.dialect.name, ctx.spark)
         self.groups: dict[str | None, _Group] = {}
-        self._schemas: dict[tuple, str] = {}    # (host, port, database, user): its current_schema()
-        self._spellings: dict[str, list[str]] | None = None     # ``job_spellings``
+        self.naming = TargetNames(ctx, routes[0].sink)     # target keys, now and as earlier SeaTides spelled them
         self.save_modes_key = ""        # the sink's own (``Batch.save_modes_key``), known at ``begin``
         super().__init__(ctx, routes, multi)
         for key in self.keys():          # every table now: shards that contradict are refused at the start
             self.target(key)
 
     def target_key(self, route: TableRoute) -> str:
-        """The target table as every sink of the job names it however its options spell it (one
-        table, one key: review 31 F5): server, database, schema and table (``JdbcSinkSpec.target_name``)."""
-        spec = route.sink.spec()
-        url = spec.url
-        named = spec.target_name(lambda: self._search_schema(spec))
-        database, schema, table = named or (spec.database or "", "", "query")
-        return f"jdbc:{url.dialect}://{url.host.lower()}:{url.port}/{database}/{schema}/{table}"
-
-    def _search_schema(self, spec: JdbcSinkSpec) -> str:
-        """PostgreSQL: the schema an unqualified table name resolves to on the connection, asked of
-        the server once per database (review 31 N3: with a search_path whose first schema exists,
-        ``orders`` is not ``public.orders``, and taking them as one target sent one's rows into the other)."""
-        at = (spec.url.host, spec.url.port, spec.database, spec.user)
-        if at not in self._schemas:
-            with open_session(spec, spec.database) as conn:
-                cursor = conn.cursor()
-                cursor.execute("SELECT current_schema()")
-                self._schemas[at] = cursor.fetchone()[0] or "public"   # none of search_path exists: CREATE goes nowhere
-        return self._schemas[at]
-
-    def earlier_key(self, route: TableRoute, multi: bool) -> str:
-        """The key an earlier SeaTide gave the target, as the options of ``route`` (of a sink with
-        several tables: ``multi``) spelled it, which named its save-mode record (``Target.earlier_keys``)."""
-        spec = route.sink.spec()
-        database, table = spec.placed() if multi else (spec.database, spec.table)
-        url = spec.url
-        label = ".".join(table) if table else "query"
-        return f"jdbc:{url.dialect}://{url.host.lower()}:{url.port}/{database or ''}/{label}"
-
-    def job_spellings(self) -> dict[str, list[str]]:
-        """Each target key on this server: the keys every Jdbc sink of the job gave it before
-        (review 31 N2). A job checkpointed before one table was one target however spelled has
-        its save-mode decision under the key of whichever sink prepared it first: another sink of
-        the job, spelling the table another way, must find it there, or its DROP_DATA deletes
-        what the first committed."""
-        if self._spellings is None:
-            self._spellings = {}
-            here = self.routes[0].sink.spec().url
-            for sink in self.ctx.job_sinks if self.ctx is not None else ():
-                if type(sink) is not type(self.routes[0].sink):
-                    continue
-                for route in routes_of(sink, sink.routes):
-                    url = route.sink.spec().url
-                    if (url.dialect, url.host.lower(), url.port) == (here.dialect, here.host.lower(), here.port):
-                        self._spellings.setdefault(self.target_key(route), []).append(
-                            self.earlier_key(route, bool(sink.routes)))
-        return self._spellings
+        return self.naming.key(route)
 
     def previous_targets(self, state: dict) -> dict[str, dict]:
         """As the protocol's, but the flat ``{"rows"}`` state of a multi-table sink (the SeaTide

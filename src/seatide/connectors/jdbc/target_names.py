@@ -1,0 +1,73 @@
+"""How the Jdbc sink names a target table: now, one key per table however a sink's options spell
+it (review 31 F5), and as earlier SeaTides named it, by the spelling, which their save-mode records
+and door decisions still carry (``Target.earlier_keys``)."""
+
+from __future__ import annotations
+
+from seatide.connectors.jdbc.sink_session import open_session
+from seatide.connectors.jdbc.spec import JdbcSinkSpec
+from seatide.plugin.base import SinkContext
+from seatide.plugin.sink_protocol import routes_of
+from seatide.plugin.tables import TableRoute
+
+
+class TargetNames:
+    """The names of the targets of one Jdbc sink (``first``: its first route's sink) in a job."""
+
+    def __init__(self, ctx: SinkContext | None, first):
+        self.ctx = ctx
+        self.first = first
+        self._schemas: dict[tuple, str] = {}    # (host, port, database, user): its current_schema()
+        self._spellings: dict[str, list[str]] | None = None     # ``job_spellings``
+
+    def key(self, route: TableRoute) -> str:
+        """The target table as every sink of the job names it however its options spell it (one
+        table, one key): server, database, schema and table (``JdbcSinkSpec.target_name``)."""
+        spec = route.sink.spec()
+        url = spec.url
+        named = spec.target_name(lambda: self._search_schema(spec))
+        database, schema, table = named or (spec.database or "", "", "query")
+        return f"jdbc:{url.dialect}://{url.host.lower()}:{url.port}/{database}/{schema}/{table}"
+
+    def _search_schema(self, spec: JdbcSinkSpec) -> str:
+        """PostgreSQL: the schema an unqualified table name resolves to on the connection, asked of
+        the server once per database (review 31 N3: with a search_path whose first schema exists,
+        ``orders`` is not ``public.orders``, and taking them as one target sent one's rows into the other)."""
+        at = (spec.url.host, spec.url.port, spec.database, spec.user)
+        if at not in self._schemas:
+            with open_session(spec, spec.database) as conn:
+                cursor = conn.cursor()
+                cursor.execute("SELECT current_schema()")
+                self._schemas[at] = cursor.fetchone()[0] or "public"   # none of search_path exists: CREATE goes nowhere
+        return self._schemas[at]
+
+    @staticmethod
+    def earlier(route: TableRoute, multi: bool) -> str:
+        """The key an earlier SeaTide gave the target, as the options of ``route`` (of a sink with
+        several tables: ``multi``) spelled it, which named its save-mode record."""
+        spec = route.sink.spec()
+        database, table = spec.placed() if multi else (spec.database, spec.table)
+        url = spec.url
+        label = ".".join(table) if table else "query"
+        return f"jdbc:{url.dialect}://{url.host.lower()}:{url.port}/{database or ''}/{label}"
+
+    def job_spellings(self) -> dict[str, list[str]]:
+        """Each target key on this sink's server: the keys every Jdbc sink of the job gave it
+        before (review 31 N2). A job checkpointed before one table was one target however spelled
+        has its save-mode decision under the key of whichever sink prepared it first: another sink
+        of the job, spelling the table another way, must find it there, or its DROP_DATA deletes
+        what the first committed."""
+        if self._spellings is None:
+            self._spellings = {}
+            here = self.first.spec().url
+            for sink in self.ctx.job_sinks if self.ctx is not None else ():
+                if type(sink) is not type(self.first):
+                    continue
+                for route in routes_of(sink, sink.routes):
+                    url = route.sink.spec().url
+                    if (url.dialect, url.host.lower(), url.port) == (here.dialect, here.host.lower(), here.port):
+                        self._spellings.setdefault(self.key(route), []).append(self.earlier(route, bool(sink.routes)))
+        return self._spellings
+
+
+__all__ = ["TargetNames"]
