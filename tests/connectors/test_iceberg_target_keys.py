@@ -1,22 +1,27 @@
 """Which Iceberg table a route writes: its catalog (where the catalog keeps its tables), its
-catalog name and its ``namespace.table``. Routes alike in all three are one target (shards of one
-table); routes whose catalogs differ are different tables, even under one catalog name and table
-name. Records of the version whose key named only the catalog name and the table (its states,
-decided manifests and save-mode decisions under ``iceberg:<catalog_name>:<namespace.table>``) are
-still read as the table's."""
+``namespace.table`` and, in a SQL (jdbc) catalog, its catalog name. Routes alike in these are one
+target (shards of one table); routes whose catalogs differ are different tables, even under one
+catalog name and table name. A hadoop or REST catalog's name is only the client's label: two sinks
+naming one warehouse with two labels write one table. Records of the versions whose key named the
+catalog name and the table (``iceberg:<catalog_name>:<namespace.table>``), or the catalog name,
+its location and the table (``iceberg:<catalog_name>@<location>:<namespace.table>``) (their
+states, decided manifests and save-mode decisions) are still read as the table's."""
 
 from __future__ import annotations
 
 import pytest
 
+from seatide.connectors.iceberg.catalogs import load_catalog
+from seatide.connectors.iceberg.keys import located_key
 from seatide.plugin.sink_protocol import SaveModeDoor
 from seatide.plugin.tables import TableFrames, TableRoute
 from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, roll_forward
 from tests.connectors.iceberg_helpers import (batch_snapshots, context, make_sink, open_sink, rows_of, table_of,
                                               txn, write)
-from tests.connectors.test_iceberg_upgrade import DROP, ids, old_batches
+from tests.connectors.test_iceberg_upgrade import DROP, ids, old_batches, old_records, run_of
 
-EARLIER_KEY = "iceberg:default:ns.t"      # the key before it named the catalog's location
+EARLIER_KEYS = {"named": lambda config: "iceberg:default:ns.t",      # before it named the catalog's location
+                "located": lambda config: located_key(make_sink(config).spec())}    # with the label, before N7
 
 
 @pytest.mark.spark
@@ -33,7 +38,40 @@ def test_routes_into_two_warehouses_under_one_catalog_name_are_two_tables(spark,
 
 
 @pytest.mark.spark
-def test_a_save_mode_decision_under_the_earlier_key_is_the_tables(spark, tmp_path):
+@pytest.mark.parametrize("kind", ["hadoop", "rest"])
+def test_one_warehouse_under_two_catalog_names_is_one_table_whose_drop_data_is_made_once(spark, tmp_path, request,
+                                                                                         kind):
+    """Finding N7: pipelines 1 and 2 of a job write one table through sinks that label its catalog
+    ``lake`` and ``lake2``; the second's DROP_DATA (first prepared after the first committed) is
+    the job's one decision, and removes nothing the first wrote."""
+    config = ({"type": "hadoop", "warehouse": f"file://{tmp_path}/wh"} if kind == "hadoop"
+              else request.getfixturevalue("iceberg_rest_server").config())
+    shared, _ = old_records(tmp_path)
+    first = open_sink(make_sink(config, catalog_name="lake", **DROP), context(spark, plugin="sink[0]"))
+    second = open_sink(make_sink(config, catalog_name="lake2", **DROP), context(spark, plugin="sink[1]"))
+    run_of(first, tmp_path / "p1", shared).write(ids(spark, [1]), 0, txn(0))
+    run_of(second, tmp_path / "p2", shared).write(ids(spark, [2]), 0, txn(0, "L2"))
+    assert [r[0] for r in rows_of(config, columns=("id",))] == [1, 2]
+    assert first.keys() == second.keys()
+
+
+@pytest.mark.spark
+def test_two_catalog_names_in_one_sql_catalog_are_two_tables(spark, tmp_path):
+    """In a SQL (jdbc) catalog the catalog name is part of a table's identity (the catalog_name
+    column of iceberg_tables): two names, two tables, each with its own decision."""
+    config = {"type": "jdbc", "uri": f"jdbc:sqlite:{tmp_path}/catalog.db", "warehouse": f"file://{tmp_path}/wh"}
+    shared, _ = old_records(tmp_path)
+    first = open_sink(make_sink(config, catalog_name="a", **DROP), context(spark, plugin="sink[0]"))
+    second = open_sink(make_sink(config, catalog_name="b", table="u", **DROP), context(spark, plugin="sink[1]"))
+    assert first.keys() != open_sink(make_sink(config, catalog_name="b", **DROP), context(spark)).keys()
+    run_of(first, tmp_path / "p1", shared).write(ids(spark, [1]), 0, txn(0))
+    run_of(second, tmp_path / "p2", shared).write(ids(spark, [2]), 0, txn(0, "L2"))
+    assert load_catalog("a", config).table_exists("ns.t") and not load_catalog("b", config).table_exists("ns.t")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("earlier", EARLIER_KEYS)
+def test_a_save_mode_decision_under_the_earlier_key_is_the_tables(spark, tmp_path, earlier):
     """The earlier version decided DROP_DATA (named files) and died before its first batch: the
     resumed job carries out that decision, never a new one that would take in rows written since."""
     config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/wh"}
@@ -41,7 +79,8 @@ def test_a_save_mode_decision_under_the_earlier_key_is_the_tables(spark, tmp_pat
     before = [t.file.file_path for t in table_of(config).scan().plan_files()]
     log = SinkCommitLog(str(tmp_path / "log"))
     door = SaveModeDoor(FileDecisions(log), "S_" + txn(0).rsplit("_", 1)[0])     # write()'s scope
-    door.records.decide_once(door.key_of(EARLIER_KEY), {"target": EARLIER_KEY, "destroy": {"remove": before}})
+    key = EARLIER_KEYS[earlier](config)
+    door.records.decide_once(door.key_of(key), {"target": key, "destroy": {"remove": before}})
     write(open_sink(make_sink(config), context(spark, plugin="other")), tmp_path / "other", ids(spark, [7]), 0)
 
     write(open_sink(make_sink(config, **DROP), context(spark)), tmp_path / "log", ids(spark, [1]), 0)
@@ -49,13 +88,16 @@ def test_a_save_mode_decision_under_the_earlier_key_is_the_tables(spark, tmp_pat
 
 
 @pytest.mark.spark
-def test_a_job_resumes_from_states_and_a_decision_under_the_earlier_key(spark, tmp_path):
+@pytest.mark.parametrize("earlier", EARLIER_KEYS)
+def test_a_job_resumes_from_states_and_a_decision_under_the_earlier_key(spark, tmp_path, earlier):
     config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/wh"}
     log = SinkCommitLog(str(tmp_path / "log"))
     key, part = old_batches(spark, config)
-    log.commit(0, {"rows": 2, "total_rows": 2, "targets": {EARLIER_KEY: {"rows": 2, "total_rows": 2}}})
-    FileDecisions(log).decide(1, txn(1), {"publish": {"targets": {EARLIER_KEY: part}}, "state": {
-        "rows": 2, "total_rows": 4, "targets": {EARLIER_KEY: {"rows": 2, "total_rows": 4}}}})
+    spelled = EARLIER_KEYS[earlier](config)
+    assert spelled != key
+    log.commit(0, {"rows": 2, "total_rows": 2, "targets": {spelled: {"rows": 2, "total_rows": 2}}})
+    FileDecisions(log).decide(1, txn(1), {"publish": {"targets": {spelled: part}}, "state": {
+        "rows": 2, "total_rows": 4, "targets": {spelled: {"rows": 2, "total_rows": 4}}}})
 
     resumed = open_sink(make_sink(config, **DROP), context(spark))
     assert roll_forward(resumed, log, FileDecisions(log)) == [1]

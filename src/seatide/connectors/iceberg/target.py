@@ -34,6 +34,7 @@ from seatide.connectors.iceberg.catalogs import load_catalog
 from seatide.connectors.iceberg.commits import (COMMIT_ATTEMPTS, STAGING_KEY, TRANSACTION_KEY, MarkLost, backoff,
                                                 commit_snapshot, committed_snapshot)
 from seatide.connectors.iceberg.datafiles import IcebergWriteError, data_root, local_path, staging_dir
+from seatide.connectors.iceberg.keys import located_key, named_key
 from seatide.connectors.iceberg.schema import UnsupportedIcebergType
 from seatide.connectors.iceberg.spec import IcebergSinkError, IcebergSinkSpec
 from seatide.connectors.iceberg.staging import files_on, stage
@@ -56,6 +57,8 @@ class IcebergTarget(Target):
         self.name = spec.name             # namespace.table: how messages (and states before targets) name it
         self.identifier = (spec.namespace, spec.table)
         self.save_modes = spec.schema_save_mode == "RECREATE_SCHEMA" or spec.data_save_mode != "APPEND_DATA"
+        # the door's decisions of the version that kept a hadoop or REST catalog's label in the key
+        self.earlier_keys = [k for k in dict.fromkeys(located_key(r.sink.spec()) for r in routes) if k != key]
         self._catalog = None
         self._waiting: dict | None = None     # a recreate decided without the input's fields
         self._ready = False                   # the table is there (ensured)
@@ -69,16 +72,16 @@ class IcebergTarget(Target):
 
     # -- prepare ------------------------------------------------------------------------------
     def earlier_decision(self, door) -> dict | None:
-        """A decision recorded under the table's earlier key (``earlier_key``): the door's own shape
-        (the port before the key named the catalog's location), or the writer's before the port."""
-        name = door.key_of(earlier_key(self.spec))
-        record = door.records.recorded_once(name)
-        if record is not None and "destroy" in record:
-            return record
-        drop_data = door.records.recorded_once(name + "_data")
-        if record is None and drop_data is None:
-            return None
-        return {"target": self.key, "destroy": table_setup.earlier_plan(record, drop_data, name)}
+        """A decision recorded under a route's key before it named the catalog's location
+        (``keys.named_key``): the door's own shape (the port), or the writer's before the port."""
+        for name in dict.fromkeys(door.key_of(named_key(r.sink.spec())) for r in self.routes):
+            record = door.records.recorded_once(name)
+            if record is not None and "destroy" in record:
+                return record
+            drop_data = door.records.recorded_once(name + "_data")
+            if record is not None or drop_data is not None:
+                return {"target": self.key, "destroy": table_setup.earlier_plan(record, drop_data, name)}
+        return None
 
     def save_mode_plan(self, schema) -> dict | None:
         return table_setup.save_mode_plan(self.catalog, self.spec, _fields(schema))
@@ -215,12 +218,6 @@ class IcebergTarget(Target):
             maintenance.expire_snapshots(self.catalog, self.identifier, spec.expire_older_than_ms, spec.retain_last)
 
 
-def earlier_key(spec: IcebergSinkSpec) -> str:
-    """The table's key before it named its catalog's location: the catalog name and the table (the
-    name of the job's save-mode decisions, and the state's and decided parts' key, it recorded)."""
-    return f"iceberg:{spec.catalog_name}:{spec.name}"
-
-
 def _fields(schema):
     """The input's fields, without the hidden columns (row kind, row sequence); None unknown."""
     if schema is None:
@@ -242,4 +239,4 @@ def _added_paths(table, snapshot) -> set[str]:
     return added
 
 
-__all__ = ["IcebergTarget", "earlier_key"]
+__all__ = ["IcebergTarget"]

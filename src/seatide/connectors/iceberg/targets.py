@@ -3,8 +3,9 @@ Iceberg table, decided in the store.
 
 One path for every Iceberg sink: a multi-table input is a list of routes (each a source table,
 its sink's options filled from the table's catalog), a single-table sink a list of one. Routes
-whose options name the same catalog (name and location) and ``namespace.table`` are one target (shards of one table:
-their rows are staged together, one key's changes ordered by ``__row_seq`` across them). Each
+whose options name the same table (``keys.table_key``: the catalog's location, its name in a SQL
+catalog, and ``namespace.table``) are one target (shards of one table: their rows are staged
+together, one key's changes ordered by ``__row_seq`` across them). Each
 batch is staged target by target, decided once in the store, then published target by target as
 one snapshot each, carrying the batch's transaction id: the catalogs cannot commit several
 tables at once, so a crash can leave some tables committed; the next attempt rolls the decision
@@ -14,19 +15,18 @@ Records written before the port, read as the protocol's (a job resumed across th
 on): a single table's state ``{"rows", "total_rows"}`` and a route list's ``{"rows", "tables":
 {namespace.table: state}}``; a decided manifest's parts ``{"tables": {namespace.table: part}}``.
 Their tables are named by the Iceberg table, not by route: ``previous_targets`` and
-``publish_parts`` give each to its target. So are the records of the port before the key named
-the catalog's location (``target.earlier_key``), and the job's save-mode decisions recorded under
-that key by either (``IcebergTarget.earlier_decision``).
+``publish_parts`` give each to its target. So are the records under the keys earlier versions
+gave the table (``keys.named_key``, ``keys.located_key``), and the job's save-mode decisions
+recorded under them (``Target.earlier_keys``, ``IcebergTarget.earlier_decision``).
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import replace
 
-from seatide.connectors.iceberg.catalogs import catalog_location
+from seatide.connectors.iceberg.keys import located_key, named_key, table_key
 from seatide.connectors.iceberg.spec import IcebergSinkError
-from seatide.connectors.iceberg.target import IcebergTarget, earlier_key
+from seatide.connectors.iceberg.target import IcebergTarget
 from seatide.plugin.sink_protocol import SinkTargets, Target
 from seatide.plugin.tables import TableRoute
 
@@ -35,12 +35,11 @@ class IcebergTargets(SinkTargets):
     decided_in_store = True      # staged, decided in the store; each table's commit is its "publish"
 
     def target_key(self, route: TableRoute) -> str:
-        """The catalog (its name and location: ``catalogs.catalog_location``, hashed) and the table:
-        also the name of the job's save-mode decision of the table, whichever of its sinks and
-        pipelines comes first. Routes into two warehouses under one catalog name are two tables."""
-        spec = route.sink.spec()
-        where = hashlib.sha1(catalog_location(spec.catalog_config).encode()).hexdigest()[:12]
-        return f"iceberg:{spec.catalog_name}@{where}:{spec.name}"
+        """The catalog's location (hashed), its name only in a SQL catalog, and the table
+        (``keys.table_key``): also the name of the job's save-mode decision of the table, whichever
+        of its sinks and pipelines comes first. Routes into two warehouses under one catalog name
+        are two tables; one warehouse under two labels is one."""
+        return table_key(route.sink.spec())
 
     def open_target(self, key: str, routes: list[TableRoute]) -> Target:
         ctx = self.ctx
@@ -53,11 +52,13 @@ class IcebergTargets(SinkTargets):
         return {route.sink.spec().name: self.key_of[route.index] for route in self.routes}
 
     def _rekeyed(self, targets: dict) -> dict:
-        """Targets' records under their earlier key (``target.earlier_key``) under their key: that
-        version wrote the routes its key merged through the first's options, so the first's table."""
+        """Targets' records under an earlier key (``keys.named_key``, ``keys.located_key``) under
+        their key: a version wrote the routes its key merged through the first's options, so the
+        first's table."""
         earlier: dict[str, str] = {}
         for route in self.routes:
-            earlier.setdefault(earlier_key(route.sink.spec()), self.key_of[route.index])
+            for spelled in (located_key(route.sink.spec()), named_key(route.sink.spec())):
+                earlier.setdefault(spelled, self.key_of[route.index])
         keys = set(self.key_of.values())
         return {key if key in keys else earlier.get(key, key): value for key, value in targets.items()}
 

@@ -1,0 +1,46 @@
+"""Which Iceberg table a sink's route writes, as the one sink protocol names its target
+(``SinkTargets.target_key``), and the names earlier SeaTides gave the same table.
+
+A table is its catalog's location (``catalogs.catalog_location``: a hadoop warehouse, a SQL
+catalog's database, a REST uri and warehouse; no credentials) and its ``namespace.table``. The
+``catalog_name`` is part of it only in a SQL (jdbc) catalog, which keeps it in the
+``catalog_name`` column of ``iceberg_tables``: two names there are two tables. A hadoop or REST
+catalog's name is a label the client gives it, and two sinks naming one warehouse with two labels
+write one table, whose save modes are decided once (review N7).
+
+Earlier keys, whose records (states, decided parts, save-mode decisions) stay the table's:
+``named_key`` (the port before the key named the catalog's location, and the writer before the
+port) and ``located_key`` (the version that added the location and kept the label).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from seatide.connectors.iceberg.catalogs import catalog_location, catalog_type
+from seatide.connectors.iceberg.spec import IcebergSinkSpec
+
+
+def table_key(spec: IcebergSinkSpec) -> str:
+    """The target ``spec`` writes: the label left out where it names nothing (hadoop, REST)."""
+    if catalog_type(spec.catalog_config) in ("jdbc", "sql"):
+        return located_key(spec)
+    return f"iceberg@{_where(spec)}:{spec.name}"
+
+
+def located_key(spec: IcebergSinkSpec) -> str:
+    """The key of the version that named the catalog's name and location (a SQL catalog's still)."""
+    return f"iceberg:{spec.catalog_name}@{_where(spec)}:{spec.name}"
+
+
+def named_key(spec: IcebergSinkSpec) -> str:
+    """The key before it named the catalog's location: the catalog name and the table (the name of
+    the job's save-mode decisions, and the state's and decided parts' key, it recorded)."""
+    return f"iceberg:{spec.catalog_name}:{spec.name}"
+
+
+def _where(spec: IcebergSinkSpec) -> str:
+    return hashlib.sha1(catalog_location(spec.catalog_config).encode()).hexdigest()[:12]
+
+
+__all__ = ["located_key", "named_key", "table_key"]
