@@ -136,12 +136,15 @@ class AttemptDecisions(FileDecisions):
         return super().decide_once(key, plan)
 
 
-def write(writer, log_dir, df, batch: int, lineage: str = "L1", fence=None, attempt: str = ""):
+def write(writer, log_dir, df, batch: int, lineage: str = "L1", fence=None, attempt: str = "", job: str = "job"):
     """One batch through the runtime's exactly-once path; ``attempt`` names the attempt's own
-    staging, as the driver's attempt id does (a zombie and its replacement never share it)."""
+    staging, as the driver's attempt id does (a zombie and its replacement never share it);
+    ``job``: the run its transaction id names (rows of another run than the sink's context's
+    are not the job's: its save modes are made over them)."""
     log = SinkCommitLog(str(log_dir))
     decisions = AttemptDecisions(log, fence) if fence is not None else None
-    return write_exactly_once(writer, log, df, batch, txn(batch, lineage), decisions=decisions, staging_tag=attempt)
+    return write_exactly_once(writer, log, df, batch, txn(batch, lineage, job), decisions=decisions,
+                              staging_tag=attempt)
 
 
 def changes(spark, rows: list[tuple], ddl: str):

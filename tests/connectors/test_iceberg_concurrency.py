@@ -107,7 +107,7 @@ def test_a_zombie_held_before_recreate_schema_never_drops_its_replacements_table
     batches. The zombie wakes: the table it would remove is its replacement's, with their batches."""
     config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
     write(opened(make_sink(config), spark), tmp_path / "before", changes(spark, [(1, "old", I)], DDL), 0,
-          lineage="A")
+          lineage="A", job="before")
     replaced = threading.Event()
 
     def zombie_fence():
@@ -131,3 +131,4 @@ def test_a_zombie_held_before_recreate_schema_never_drops_its_replacements_table
         thread.join(timeout=300)
     assert rows_of(config) == [(10, 1.0), (11, 2.0)], out
     assert batch_snapshots(config)[-2:] == [txn(0, "B"), txn(1, "B")]
+

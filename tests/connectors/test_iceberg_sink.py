@@ -163,7 +163,7 @@ def test_partitioned_table_with_evolving_schema_and_case_insensitive_fields(spar
 
 def test_save_modes_before_the_first_batch(spark, tmp_path):
     config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/warehouse"}
-    write(opened(make_sink(config), spark), tmp_path / "a", inserts(spark, [1, 2]), 0, lineage="A")
+    write(opened(make_sink(config), spark), tmp_path / "a", inserts(spark, [1, 2]), 0, lineage="A", job="before")
     with pytest.raises(IcebergSinkError, match="ERROR_WHEN_DATA_EXISTS and table ns.t holds 2 rows"):
         write(opened(make_sink(config, data_save_mode="ERROR_WHEN_DATA_EXISTS"), spark),
               tmp_path / "b", inserts(spark, [3]), 0, lineage="B")
@@ -171,8 +171,8 @@ def test_save_modes_before_the_first_batch(spark, tmp_path):
           inserts(spark, [3]), 0, lineage="C")
     assert rows_of(config) == [(3, "n3")]
     before = table_of(config).metadata
-    write(opened(make_sink(config, schema_save_mode="RECREATE_SCHEMA"), spark), tmp_path / "d",
-          changes(spark, [(4, 1.5, I)], "id bigint, x double"), 0, lineage="D")
+    write(opened(make_sink(config, schema_save_mode="RECREATE_SCHEMA"), spark, job="D"), tmp_path / "d",
+          changes(spark, [(4, 1.5, I)], "id bigint, x double"), 0, lineage="D", job="D")     # another run
     after = table_of(config).metadata       # replaced in place, as Iceberg's REPLACE TABLE: history kept
     assert after.table_uuid == before.table_uuid and rows_of(config) == [(4, 1.5)]
     assert [f.name for f in after.schema().fields] == ["id", "x"]

@@ -151,3 +151,21 @@ def test_an_old_recreate_decision_of_a_table_dropped_since_makes_it_anew(spark, 
     run_of(open_sink(make_sink(config, schema_save_mode="RECREATE_SCHEMA"), context(spark)), tmp_path / "p",
            shared).write(ids(spark, [1]), 0, txn(0))
     assert [r[0] for r in rows_of(config, columns=("id",))] == [1]
+
+
+@pytest.mark.parametrize("mode", [DROP, {"schema_save_mode": "RECREATE_SCHEMA"}], ids=["DROP_DATA", "RECREATE_SCHEMA"])
+def test_rows_the_old_writer_committed_without_a_decision_keep_the_save_modes_made(spark, tmp_path, mode):
+    """Finding N1: the old writer recorded no decision where its save modes destroyed nothing (the
+    table missing): its pipeline 1 made the table and committed rows under the job run's
+    transaction ids. Pipeline 2, upgraded and not prepared before, finds the run's mark in the
+    table: the save modes were made, and it destroys nothing the job wrote."""
+    config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/wh"}
+    shared, _ = old_records(tmp_path)
+    old = open_sink(make_sink(config, **mode), context(spark))
+    [key] = old.keys()
+    old.target(key).ensure(ids(spark, []).schema)       # made by the old writer, recording nothing
+    old.target(key).publish(old_part(old, 0, ids(spark, [0, 1]), 0, {}))
+
+    upgraded = open_sink(make_sink(config, **mode), context(spark, plugin="sink[1]"))
+    run_of(upgraded, tmp_path / "p2", shared).write(ids(spark, [5]), 0, txn(0, "L2"))
+    assert [r[0] for r in rows_of(config, columns=("id",))] == [0, 1, 5]

@@ -109,6 +109,18 @@ def _committed_on_branch(metadata, branch: str | None, lineage: str, number: int
     return None
 
 
+def written_by_run(metadata, run: str) -> bool:
+    """Whether a snapshot of the table carries a mark of the job run ``run`` (its batches'
+    transaction ids are ``T_<run>_<pipeline>_<sink>_<lineage>_<batch>``, ``runtime.sink_runs``;
+    SeaTide's other snapshots carry the newest mark forward): the run committed rows into it."""
+    prefix = f"T_{run}_"
+    for snapshot in metadata.snapshots:
+        mark = _mark(snapshot) or ""
+        if mark.startswith(prefix) and len(mark[len(prefix):].split("_")) == 4:    # not run <run>_x's
+            return True
+    return False
+
+
 def carried_mark(metadata, branch: str | None) -> dict:
     """The newest mark on ``branch`` as a snapshot summary entry: a SeaTide snapshot that is not a
     batch (a compaction, DROP_DATA) carries it, so that the batches before it stay found when
@@ -155,4 +167,4 @@ def backoff(attempt: int) -> None:
 
 __all__ = ["COMMIT_ATTEMPTS", "MarkLost", "STAGING_KEY", "TRANSACTION_KEY", "backoff", "branch_head",
            "carried_mark", "commit_files", "commit_snapshot", "committed_snapshot", "lineage_and_batch",
-           "without_retries"]
+           "without_retries", "written_by_run"]

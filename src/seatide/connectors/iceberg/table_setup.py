@@ -23,7 +23,8 @@ import logging
 
 from seatide import failpoints
 from seatide.connectors.iceberg import deletes
-from seatide.connectors.iceberg.commits import COMMIT_ATTEMPTS, backoff, branch_head, carried_mark, commit_files
+from seatide.connectors.iceberg.commits import (COMMIT_ATTEMPTS, backoff, branch_head, carried_mark, commit_files,
+                                                written_by_run)
 from seatide.connectors.iceberg.schema import UnsupportedIcebergType, arrow_schema, new_table_schema
 from seatide.connectors.iceberg.spec import IcebergSinkError, IcebergSinkSpec
 from seatide.plugin.rowkind import HIDDEN_COLUMNS
@@ -34,11 +35,17 @@ NAME_MAPPING = "schema.name-mapping.default"
 RECREATED_BY = "seatide.recreated-by"
 
 
-def save_mode_plan(catalog, spec: IcebergSinkSpec, struct) -> dict | None:
+def save_mode_plan(catalog, spec: IcebergSinkSpec, struct, run: str) -> dict | None:
     """What the save modes of ``spec``'s table destroy if it is prepared now, for input fields
     ``struct`` (JSON, decided once by the protocol's door), or None; raises for a mode that refuses
     the table as it is. RECREATE_SCHEMA names the table's uuid, the fields of its replacement and a
-    token its replacement's commit records (``seatide.recreated-by``); DROP_DATA the files in the branch."""
+    token its replacement's commit records (``seatide.recreated-by``); DROP_DATA the files in the branch.
+
+    A table with a snapshot of the job run ``run`` had its save modes made: a writer of the run
+    committed rows into it, and nothing is destroyed nor refused (review N1: the writer before
+    the port recorded no decision where it destroyed nothing; an APPEND_DATA sink of the job
+    records none). The look is in the metadata the plan names files of, so no row of the run
+    committed later is in the plan."""
     import uuid
 
     identifier = (spec.namespace, spec.table)
@@ -48,6 +55,10 @@ def save_mode_plan(catalog, spec: IcebergSinkSpec, struct) -> dict | None:
                                    f"{spec.name} does not exist; create it or choose CREATE_SCHEMA_WHEN_NOT_EXIST")
         return None
     table = catalog.load_table(identifier)
+    if written_by_run(table.metadata, run):
+        log.info("Iceberg sink %s: job run %s committed into the table already; its save modes were made",
+                 spec.name, run)
+        return None
     if spec.schema_save_mode == "RECREATE_SCHEMA":
         # the replacement has no branch nor rows: the data save mode has nothing left to do
         return {"recreate": str(table.metadata.table_uuid), "by": uuid.uuid4().hex,

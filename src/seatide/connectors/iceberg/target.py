@@ -54,6 +54,7 @@ class IcebergTarget(Target):
         self.spec = spec
         self.spark = ctx.spark
         self.sink_key = f"{ctx.pipeline_id}-{ctx.plugin_id}"     # names its staging (and an older SeaTide's)
+        self.run = ctx.job_id             # the job run, which its batches' transaction ids name
         self.name = spec.name             # namespace.table: how messages (and states before targets) name it
         self.identifier = (spec.namespace, spec.table)
         self.save_modes = spec.schema_save_mode == "RECREATE_SCHEMA" or spec.data_save_mode != "APPEND_DATA"
@@ -84,7 +85,7 @@ class IcebergTarget(Target):
         return None
 
     def save_mode_plan(self, schema) -> dict | None:
-        return table_setup.save_mode_plan(self.catalog, self.spec, _fields(schema))
+        return table_setup.save_mode_plan(self.catalog, self.spec, _fields(schema), self.run)
 
     def destroy(self, plan: dict, fence: Callable[[], None]) -> None:
         # no fence: each step is one commit conditional on what the plan names, idempotent
