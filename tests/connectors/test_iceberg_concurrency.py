@@ -132,3 +132,28 @@ def test_a_zombie_held_before_recreate_schema_never_drops_its_replacements_table
     assert rows_of(config) == [(10, 1.0), (11, 2.0)], out
     assert batch_snapshots(config)[-2:] == [txn(0, "B"), txn(1, "B")]
 
+
+@pytest.mark.parametrize("first", ["commits", "prepares"])
+def test_a_second_pipeline_that_found_no_decision_never_refuses_the_jobs_table(spark, tmp_path, monkeypatch, first):
+    """Finding N4 (Jdbc's F6): pipelines 1 and 2 of a job write one table under
+    ERROR_WHEN_DATA_EXISTS. Pipeline 2 finds no decision of the job's and is held before its plan;
+    pipeline 1 decides on the missing table and ``commits`` a row, or ``prepares`` it on an empty
+    first batch and another writer appends a row; pipeline 2 goes on. The check was made once for
+    the job, before any row: pipeline 2 refuses nothing, and its row lands beside the others."""
+    from tests.connectors.test_iceberg_upgrade import ids, old_records, run_of
+
+    config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/wh"}
+    shared, _ = old_records(tmp_path)
+    mode = {"data_save_mode": "ERROR_WHEN_DATA_EXISTS"}
+    one = run_of(opened(make_sink(config, **mode), spark), tmp_path / "p1", shared)
+    two = run_of(opened(make_sink(config, **mode), spark, plugin="sink[1]"), tmp_path / "p2", shared)
+    held = Held(monkeypatch, "sink.save_mode_plan", tmp_path / "go")
+    thread, out = in_thread(lambda: two.write(ids(spark, [2]), 0, txn(0, "L2")))
+    held.reached()
+    one.write(ids(spark, [1] if first == "commits" else []), 0, txn(0))
+    if first == "prepares":
+        another_engine_appends(config, [(900, "other")])
+    held.release()
+    thread.join(timeout=300)
+    assert "error" not in out, out.get("error")
+    assert [r[0] for r in rows_of(config, columns=("id",))] == ([1, 2] if first == "commits" else [2, 900])

@@ -40,8 +40,7 @@ The state committed with a batch is ``{"rows", "total_rows", "targets": {target 
 a target keeps its state through batches without its rows, and its state's presence is the
 record that the sink has written it. Failpoints: ``sink.save_modes`` (before a target's save
 modes are decided), ``sink.save_mode_plan`` (none found decided, before the plan),
-``sink.save_modes_decided``, ``sink.before_decision``,
-``sink.after_decision``, ``sink.table_published`` (after each target's publish).
+``sink.save_modes_decided``, ``sink.before_decision``, ``sink.after_decision``, ``sink.table_published``.
 """
 
 from __future__ import annotations
@@ -82,14 +81,13 @@ class Target:
         """The decision of the target's save modes that an earlier version recorded under names of
         its own in ``door.records`` (an earlier key, another shape), in the door's shape ``{"destroy":
         plan or None}``: it is the decision, carried out and never taken again. None: there is none."""
-        return None
 
     def save_mode_plan(self, schema) -> dict | None:
         """What the save modes destroy when the target is prepared now, as JSON naming exactly
         that (files, a table's identity); None when they destroy nothing. Raises for a mode that
-        refuses the target as it is (ERROR_WHEN_DATA_EXISTS). Asked only while no decision of the
+        refuses the target as it is (ERROR_WHEN_DATA_EXISTS): a decision another writer of the job
+        recorded since stands instead, whatever it wrote after. Asked only while no decision of the
         target's save modes stands; ``schema``: the first route's fields."""
-        return None
 
     def destroy(self, plan: dict, fence: Callable[[], None]) -> None:
         """Destroy what a decided plan names and nothing else; idempotent (a crash, a zombie and
@@ -239,15 +237,19 @@ class SaveModeDoor:
 
     def prepare(self, target: Target, schema, written: bool, fence: Callable[[], None]) -> None:
         if target.save_modes and not written:
-            target.save_mode_decisions = tuple(dict.fromkeys(map(self.key_of, [target.key, *target.earlier_keys])))
-            key = target.save_mode_decisions[0]
+            names = tuple(dict.fromkeys(map(self.key_of, [target.key, *target.earlier_keys])))
+            target.save_mode_decisions = names
             failpoints.hit("sink.save_modes")
-            record = next(filter(None, map(self.records.recorded_once, target.save_mode_decisions)), None)
-            if record is None:
-                record = target.earlier_decision(self)
+            record = next(filter(None, map(self.records.recorded_once, names)), None) or target.earlier_decision(self)
             if record is None:
                 failpoints.hit("sink.save_mode_plan")      # no decision found: another writer may decide now
-                record = self.records.decide_once(key, {"target": target.key, "destroy": target.save_mode_plan(schema)})
+                try:
+                    plan = target.save_mode_plan(schema)
+                except Exception:      # it refused what another writer of the job wrote once it decided: that stands
+                    if (record := next(filter(None, map(self.records.recorded_once, names)), None)) is None:
+                        raise
+                else:
+                    record = self.records.decide_once(names[0], {"target": target.key, "destroy": plan})
             failpoints.hit("sink.save_modes_decided")
             if record.get("destroy") is not None:
                 target.destroy(record["destroy"], fence)
