@@ -118,3 +118,23 @@ def test_a_catalogs_location_leaves_out_credentials_and_spelling():
     rest = {"type": "rest", "uri": "http://cat:8181", "warehouse": "w1", "token": "t1"}
     assert catalog_location(rest) == catalog_location({**rest, "token": "t2"})
     assert catalog_location(rest) != catalog_location({**rest, "warehouse": "w2"})
+
+
+def test_a_rest_catalog_respelled_on_resume_is_the_same_table():
+    """Finding N6: a REST uri written another way (scheme or host case, the default port, a
+    trailing slash) names the same catalog, so the same target; the key the version before
+    spelled from it (its location as written) stays its earlier key."""
+    import hashlib
+
+    from seatide.connectors.iceberg.keys import table_key
+
+    def spec(uri):
+        return make_sink({"type": "rest", "uri": uri, "warehouse": "w1"}).spec()
+
+    same = ["http://cat", "HTTP://Cat:80/", "http://cat:80", "http://cat/"]
+    assert len({table_key(spec(uri)) for uri in same}) == 1
+    assert table_key(spec("https://cat:443/api/")) == table_key(spec("https://CAT/api"))
+    assert len({table_key(spec(uri)) for uri in ("http://cat:8181", "https://cat", "http://cat/api")} | {
+        table_key(spec("http://cat"))}) == 4
+    as_spelled = hashlib.sha1(b"rest:http://Cat:80|w1").hexdigest()[:12]
+    assert located_key(spec("HTTP://Cat:80/")) == f"iceberg:default@{as_spelled}:ns.t"

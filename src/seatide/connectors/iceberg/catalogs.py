@@ -100,10 +100,12 @@ def sqlalchemy_url(config: dict) -> str:
                              "(jdbc:postgresql://host:port/db) or SQLite (jdbc:sqlite:/path)")
 
 
-def catalog_location(config: dict) -> str:
+def catalog_location(config: dict, as_spelled: bool = False) -> str:
     """Where the catalog of ``config`` keeps its tables, without credentials or spelling (a
-    warehouse as ``file:///w`` or ``/w``): two configs with one location are one catalog, whatever
-    their user, password, token or other properties (which a resumed job may change)."""
+    warehouse as ``file:///w`` or ``/w``; a REST uri's host case, default port and trailing
+    slash): two configs with one location are one catalog, whatever their user, password, token
+    or other properties (which a resumed job may change). ``as_spelled``: a REST uri's host and
+    port as written, as the version before review N6 named it (``keys.located_key``)."""
     kind = catalog_type(config)
     if kind == "hadoop":
         return "hadoop:" + local_warehouse(config["warehouse"])
@@ -111,7 +113,16 @@ def catalog_location(config: dict) -> str:
         parts = urlsplit(sqlalchemy_url(config))
         return f"sql:{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
     parts = urlsplit(str(config["uri"]).strip())
-    return f"rest:{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path.rstrip('/')}|{config.get('warehouse', '')}"
+    address = parts.netloc.rpartition("@")[2] if as_spelled else _host_and_port(parts)
+    return f"rest:{parts.scheme}://{address}{parts.path.rstrip('/')}|{config.get('warehouse', '')}"
+
+
+def _host_and_port(parts) -> str:
+    """A URL's host in lower case (urlsplit's ``hostname``), its port unless the scheme's default."""
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host          # an IPv6 address
+    port = parts.port
+    return host if port is None or port == {"http": 80, "https": 443}.get(parts.scheme) else f"{host}:{port}"
 
 
 def load_catalog(catalog_name: str, config: dict):

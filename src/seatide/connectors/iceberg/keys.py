@@ -4,7 +4,8 @@
 A table is its catalog's location (``catalogs.catalog_location``: a hadoop warehouse, a SQL
 catalog's database, a REST uri and warehouse; no credentials) and its ``namespace.table``. The
 ``catalog_name`` is part of it only in a SQL (jdbc) catalog, which keeps it in the
-``catalog_name`` column of ``iceberg_tables``: two names there are two tables. A hadoop or REST
+``catalog_name`` column of ``iceberg_tables``: two names there are two tables. A REST uri is
+one however it is spelled (host case, default port, trailing slash: review N6). A hadoop or REST
 catalog's name is a label the client gives it, and two sinks naming one warehouse with two labels
 write one table, whose save modes are decided once (review N7).
 
@@ -29,8 +30,9 @@ def table_key(spec: IcebergSinkSpec) -> str:
 
 
 def located_key(spec: IcebergSinkSpec) -> str:
-    """The key of the version that named the catalog's name and location (a SQL catalog's still)."""
-    return f"iceberg:{spec.catalog_name}@{_where(spec)}:{spec.name}"
+    """The key of the version that named the catalog's name and location (a SQL catalog's still),
+    a REST uri as written (review N6 left its spelling out of the location since)."""
+    return f"iceberg:{spec.catalog_name}@{_where(spec, as_spelled=True)}:{spec.name}"
 
 
 def named_key(spec: IcebergSinkSpec) -> str:
@@ -39,8 +41,8 @@ def named_key(spec: IcebergSinkSpec) -> str:
     return f"iceberg:{spec.catalog_name}:{spec.name}"
 
 
-def _where(spec: IcebergSinkSpec) -> str:
-    return hashlib.sha1(catalog_location(spec.catalog_config).encode()).hexdigest()[:12]
+def _where(spec: IcebergSinkSpec, as_spelled: bool = False) -> str:
+    return hashlib.sha1(catalog_location(spec.catalog_config, as_spelled).encode()).hexdigest()[:12]
 
 
 __all__ = ["located_key", "named_key", "table_key"]
