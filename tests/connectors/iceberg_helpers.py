@@ -101,9 +101,9 @@ def make_sink(config: dict, table: str = "t", **options) -> IcebergSink:
     return IcebergSink(read_options(block, IcebergSink.options))
 
 
-def context(spark, job: str = "job", plugin: str = "sink[0]") -> SinkContext:
+def context(spark, job: str = "job", plugin: str = "sink[0]", job_sinks: tuple = ()) -> SinkContext:
     return SinkContext(spark=spark, job_id=job, pipeline_id=1, plugin_id=plugin, micro_batch=True, unbounded=False,
-                       stdout=io.StringIO(), checkpoints_retained=2)
+                       stdout=io.StringIO(), checkpoints_retained=2, job_sinks=job_sinks)
 
 
 def opened(sink: IcebergSink, spark, **ctx):

@@ -56,6 +56,29 @@ def test_one_warehouse_under_two_catalog_names_is_one_table_whose_drop_data_is_m
 
 
 @pytest.mark.spark
+def test_a_decision_another_sink_of_the_job_made_under_its_label_is_the_tables(spark, tmp_path):
+    """A job checkpointed before N7: pipeline 1's sink (label ``lake``) decided DROP_DATA of the
+    rows then in the table under its key, and died before carrying it out; another writer added a
+    row since. Pipeline 2's sink (label ``lake2``), upgraded and not prepared before, finds that
+    decision under the key the job's other sink gave the table (``SinkContext.job_sinks``): it
+    removes what was decided, not the other writer's row."""
+    config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/wh"}
+    write(open_sink(make_sink(config), context(spark, plugin="pre")), tmp_path / "pre", ids(spark, [100]), 0,
+          job="before")
+    before = [t.file.file_path for t in table_of(config).scan().plan_files()]
+    lake, lake2 = make_sink(config, catalog_name="lake", **DROP), make_sink(config, catalog_name="lake2", **DROP)
+    shared, _ = old_records(tmp_path)
+    decided = located_key(lake.spec())
+    shared.decide_once(SaveModeDoor(shared, "S_job").key_of(decided), {"target": decided, "destroy": {"remove": before}})
+    write(open_sink(make_sink(config), context(spark, plugin="other")), tmp_path / "other", ids(spark, [900]), 0,
+          job="other")
+
+    two = open_sink(lake2, context(spark, plugin="sink[1]", job_sinks=(lake, lake2)))
+    run_of(two, tmp_path / "p2", shared).write(ids(spark, [5]), 0, txn(0, "L2"))
+    assert [r[0] for r in rows_of(config, columns=("id",))] == [5, 900]
+
+
+@pytest.mark.spark
 def test_two_catalog_names_in_one_sql_catalog_are_two_tables(spark, tmp_path):
     """In a SQL (jdbc) catalog the catalog name is part of a table's identity (the catalog_name
     column of iceberg_tables): two names, two tables, each with its own decision."""

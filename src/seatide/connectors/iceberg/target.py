@@ -49,7 +49,8 @@ log = logging.getLogger(__name__)
 
 
 class IcebergTarget(Target):
-    def __init__(self, key: str, routes: list[TableRoute], spec: IcebergSinkSpec, ctx: SinkContext):
+    def __init__(self, key: str, routes: list[TableRoute], spec: IcebergSinkSpec, ctx: SinkContext,
+                 spellings: list[IcebergSinkSpec] | None = None):
         super().__init__(key, routes)
         self.spec = spec
         self.spark = ctx.spark
@@ -58,8 +59,10 @@ class IcebergTarget(Target):
         self.name = spec.name             # namespace.table: how messages (and states before targets) name it
         self.identifier = (spec.namespace, spec.table)
         self.save_modes = spec.schema_save_mode == "RECREATE_SCHEMA" or spec.data_save_mode != "APPEND_DATA"
+        # the options the job's routes writing the table spell it with (``IcebergTargets._spellings``)
+        self.spellings = spellings or [r.sink.spec() for r in routes]
         # the door's decisions of the version that kept a hadoop or REST catalog's label in the key
-        self.earlier_keys = [k for k in dict.fromkeys(located_key(r.sink.spec()) for r in routes) if k != key]
+        self.earlier_keys = [k for k in dict.fromkeys(map(located_key, self.spellings)) if k != key]
         self._catalog = None
         self._waiting: dict | None = None     # a recreate decided without the input's fields
         self._ready = False                   # the table is there (ensured)
@@ -73,9 +76,9 @@ class IcebergTarget(Target):
 
     # -- prepare ------------------------------------------------------------------------------
     def earlier_decision(self, door) -> dict | None:
-        """A decision recorded under a route's key before it named the catalog's location
-        (``keys.named_key``): the door's own shape (the port), or the writer's before the port."""
-        for name in dict.fromkeys(door.key_of(named_key(r.sink.spec())) for r in self.routes):
+        """A decision recorded under a key before it named the catalog's location (``keys.named_key``,
+        as the job's routes spell it): the door's own shape (the port), or the writer's before it."""
+        for name in dict.fromkeys(door.key_of(named_key(spec)) for spec in self.spellings):
             record = door.records.recorded_once(name)
             if record is not None and "destroy" in record:
                 return record

@@ -27,7 +27,7 @@ from dataclasses import replace
 from seatide.connectors.iceberg.keys import located_key, named_key, table_key
 from seatide.connectors.iceberg.spec import IcebergSinkError
 from seatide.connectors.iceberg.target import IcebergTarget
-from seatide.plugin.sink_protocol import SinkTargets, Target
+from seatide.plugin.sink_protocol import SinkTargets, Target, routes_of
 from seatide.plugin.tables import TableRoute
 
 
@@ -45,7 +45,18 @@ class IcebergTargets(SinkTargets):
         ctx = self.ctx
         if self.multi:       # its own plugin id: the staging directory of each target is its own
             ctx = replace(ctx, plugin_id=f"{ctx.plugin_id}.{routes[0].key}")
-        return IcebergTarget(key, routes, routes[0].sink.spec(), ctx)
+        return IcebergTarget(key, routes, routes[0].sink.spec(), ctx, self._spellings(key, routes))
+
+    def _spellings(self, key: str, routes: list[TableRoute]) -> list:
+        """The options of every route of the job writing table ``key``: this sink's, and every
+        Iceberg sink's (``SinkContext.job_sinks``). The keys earlier versions gave the table were
+        spelled from each sink's own options (its catalog's label), and the job's decision is
+        under the key of whichever sink prepared it first (as Jdbc's, review 31 N2)."""
+        specs = [route.sink.spec() for route in routes]
+        for sink in self.ctx.job_sinks if self.ctx is not None else ():
+            if type(sink) is type(routes[0].sink):
+                specs += [s for s in (r.sink.spec() for r in routes_of(sink, sink.routes)) if table_key(s) == key]
+        return specs
 
     # -- the records of before the port: tables named namespace.table --------------------------
     def _by_table(self) -> dict[str, str]:
