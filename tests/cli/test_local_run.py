@@ -67,6 +67,9 @@ def test_killed_local_run_resumes_from_its_checkpoint(tmp_path):
     assert_exactly(written_ids(out), range(400))
     resumed = seatide("resume", "killed", "--data-dir", data_dir)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    # The killed run's worker is seen dead by its free liveness lock, as a cluster's is: the
+    # resume does not first wait out worker_lost_after of its silence.
+    assert "died: its liveness lock has been free" in resumed.stderr, resumed.stderr[-3000:]
     assert_exactly(written_ids(out), range(1000))
     from seatide.store.address import default_store_url
     from seatide.store.db import open_store

@@ -47,6 +47,7 @@ class LocalRun:
         from seatide.coordinator.service import Coordinator
         from seatide.store.address import default_store_url
         from seatide.store.db import open_store
+        from seatide.store.liveness import liveness_for
         from seatide.timeouts import Timeouts
         from seatide.worker.agent import Worker
 
@@ -54,8 +55,12 @@ class LocalRun:
         self.data_dir = data_dir
         self.store_url = default_store_url(data_dir)
         self.store = open_store(self.store_url)
-        self.worker = Worker(self.store, self.store_url, data_dir, slots=1, inherit_stdout=True, timeouts=timeouts)
-        self.coordinator = Coordinator(self.store, timeouts=timeouts, data_dir=data_dir)
+        # Liveness locks, as a cluster's: a `seatide resume` after this process was killed sees
+        # its worker dead by its free lock at once, not after worker_lost_after of silence.
+        liveness = liveness_for(self.store, timeouts)
+        self.worker = Worker(self.store, self.store_url, data_dir, slots=1, inherit_stdout=True, timeouts=timeouts,
+                             liveness=liveness)
+        self.coordinator = Coordinator(self.store, timeouts=timeouts, data_dir=data_dir, liveness=liveness)
         self.coordinator.on_effects = self.worker.wake
         self._worker_thread = threading.Thread(target=self.worker.run, name="worker", daemon=True)
 
