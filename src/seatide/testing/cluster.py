@@ -153,20 +153,32 @@ class Cluster:
                                   "--state-cleanup-delay", str(self.cleanup_delay),
                                   *self._common(), *([] if self.plan_warm_up else ["--no-plan-warm-up"]),
                                   *(extra or [])], url, env)
-        # 401: serving, with reads behind the API token (--auth-reads)
         if wait:
-            wait_for(lambda: http("GET", url + "/api/v1/overview")[0] in (200, 401), 90, message=f"{name} serving")
+            self.wait_serving(proc)
         return proc
 
+    def wait_serving(self, *coordinators: Proc) -> None:
+        """Until every one of ``coordinators`` (started with ``wait=False``) serves its API."""
+        # 401: serving, with reads behind the API token (--auth-reads)
+        wait_for(lambda: all(http("GET", c.url + "/api/v1/overview")[0] in (200, 401) for c in coordinators), 90,
+                 message=f"{[c.name for c in coordinators]} serving")
+
     def worker(self, name: str = "w1", slots: int = 2, env: dict | None = None,
-               extra: list[str] | None = None, wrap: list[str] | None = None, store_url: str | None = None) -> Proc:
+               extra: list[str] | None = None, wrap: list[str] | None = None, store_url: str | None = None,
+               wait: bool = True) -> Proc:
         """``wrap`` prefixes its command (run it in a network namespace); ``store_url``: the
         store as this worker reaches it, when not as the cluster does (add it to other_store_urls)."""
         proc = self._spawn(name, ["cluster", "worker", "--node-id", name, "--slots", str(slots),
                                   *self._common(store_url), "--warm-drivers", str(self.warm_drivers),
                                   *(extra or [])], env={JOB_POINTS_ENV: self._armed_dir, **(env or {})}, wrap=wrap)
-        wait_for(lambda: self._node_alive(name), 90, message=f"worker {name} registered")
+        if wait:
+            self.wait_registered(proc)
         return proc
+
+    def wait_registered(self, *workers: Proc) -> None:
+        """Until every one of ``workers`` (started with ``wait=False``) heartbeats in the store."""
+        wait_for(lambda: all(self._node_alive(w.name) for w in workers), 90,
+                 message=f"workers {[w.name for w in workers]} registered")
 
     @property
     def _armed_dir(self) -> str:
