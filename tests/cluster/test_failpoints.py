@@ -53,6 +53,9 @@ ERRORS = ["driver.before_pipeline_end", "driver.after_sink_commit", "coordinator
           "coordinator.before_cleanup"]
 
 
+ROWS = 200
+
+
 def _armed(action: str, points: list[str], markers: str) -> dict:
     return {"SEATIDE_FAILPOINTS": ",".join(f"{p}=once:{action}:{markers}/{p}" for p in points)}
 
@@ -66,21 +69,26 @@ def _cleaned(cluster: Cluster, job_id: str) -> bool:
 def _run_through(cluster: Cluster, tmp_path, envs: list[tuple[str, dict]], job_id: str,
                  env_extra: tuple[str, ...] = (), flags: tuple[str, ...] = ()) -> None:
     cluster.cleanup_delay = 2.0
-    for name, env in envs:       # coordinators first: the harness waits for each to serve
-        if name.startswith("c"):
-            cluster.coordinator(name, env=env, extra=list(flags))
-    for name, env in envs:
-        if name.startswith("w"):
-            cluster.worker(name, env=env, extra=list(flags))
+    # The first coordinator leads (it serves before the others start); the other coordinators,
+    # then the workers, start side by side, each role waited for as a whole.
+    (first, first_env), *others = [(name, env) for name, env in envs if name.startswith("c")]
+    cluster.coordinator(first, env=first_env, extra=list(flags))
+    if others:
+        cluster.wait_serving(*[cluster.coordinator(name, env=env, extra=list(flags), wait=False)
+                               for name, env in others])
+    cluster.wait_registered(*[cluster.worker(name, env=env, extra=list(flags), wait=False)
+                              for name, env in envs if name.startswith("w")])
     out = str(tmp_path / "out")
-    # every crash below costs the job an attempt: enough retries for all of them
-    cluster.submit(batch_job(out, rows=400, rows_per_batch=100, retries=10, env_extra=env_extra), job_id)
+    # every crash below costs the job an attempt: enough retries for all of them. Two
+    # micro-batches: the point after a sink commit fires at the first, so an attempt resumes
+    # mid-way and writes the second; more batches only add Spark work to every attempt.
+    cluster.submit(batch_job(out, rows=ROWS, rows_per_batch=ROWS // 2, retries=10, env_extra=env_extra), job_id)
     # Each hang costs an attempt and its detection; at load 5-6 on 2 cores some attempts also
     # lose a Python worker to Spark's 10 s connect-back limit and retry: minutes in all.
     job = cluster.wait_status(job_id, {"FINISHED", "FAILED"}, timeout=600)
     assert job.status == "FINISHED", job.error_msg
     wait_for(lambda: _cleaned(cluster, job_id), 120, message="the job's cleanup")
-    assert_exactly(written_ids(out + "/p0"), range(400))
+    assert_exactly(written_ids(out + "/p0"), range(ROWS))
     assert not os.path.exists(cluster.checkpoint_dir(job_id))
 
 
@@ -171,7 +179,8 @@ def test_a_worker_restarted_under_its_name_ends_what_its_earlier_process_launche
     cluster.coordinator("c1", extra=["--launch-timeout", "900"])
     w1 = cluster.worker("w1", env=_armed("kill", ["worker.after_claim"], markers))
     out = str(tmp_path / "out")
-    cluster.submit(batch_job(out, rows=200, rows_per_batch=100), "orphan")
+    # one batch: the worker dies before any driver starts; the rows only show the job ran once
+    cluster.submit(batch_job(out, rows=100), "orphan")
     wait_for(lambda: not w1.alive, 120, message="w1 killed right after its claim")
     cluster.restart(w1)
     job = cluster.wait_status("orphan", {"FINISHED", "FAILED"}, timeout=300)
@@ -180,4 +189,4 @@ def test_a_worker_restarted_under_its_name_ends_what_its_earlier_process_launche
     # Ended by the restarted worker: as FAILED if it came back within the worker timeout,
     # else the leader had already declared it LOST; either way its exit is now recorded.
     assert first.ended_at is not None and first.pid is None, first
-    assert_exactly(written_ids(out + "/p0"), range(200))
+    assert_exactly(written_ids(out + "/p0"), range(100))
