@@ -1,7 +1,8 @@
 """The failure stories the control plane must survive, with real processes and SIGKILL.
 
-Stories 1 and 2 (leaders that die around a terminal status and its cleanup) run on SQLite
-and on PostgreSQL; the others on one store each (see tests/stores.py). After each, the invariants
+Stories 1 and 2 (leaders that die around a terminal status and its cleanup; one run) run on
+PostgreSQL in CI and on SQLite in the soak set; the others on one store each (see
+tests/stores.py). After each, the invariants
 are checked: never two drivers for one job at any sampled moment, no terminal job ever
 moved again, and exactly-once output where the job writes any.
 """
@@ -38,16 +39,23 @@ def _new_leader(cluster: Cluster, old_epoch: int, timeout: float = 15.0):
         cluster.leader()), timeout, message=f"a leader with epoch > {old_epoch}")
 
 
-# SQLite's twin in the soak set (CI time): CI kills a SQLite leader right after a terminal
-# status in tests/cluster/test_failpoints.py (coordinator.after_terminal_status, both stores).
+# Stories 1 and 2 in one run: the leader that writes the terminal status dies right after it,
+# the next leader dies inside the cleanup delay too, and the third cleans up. Each story's
+# checks are kept; one job, one driver's Spark start and one cluster serve both (CI time).
+# SQLite's twin in the soak set (CI time). Not seen on SQLite in CI since the crash at every
+# failpoint's SQLite run went to the soak set too (f552e78): a SQLite leader is killed in CI
+# only under a running job (the streaming story below), and meets coordinator.before_cleanup
+# as an error (test_failpoints.py).
 @postgresql_in_ci
-def test_terminal_job_is_never_restarted_by_new_leader(cluster: Cluster, tmp_path):
-    """Story 1: the leader dies right after writing the terminal status, before cleanup."""
-    cluster.cleanup_delay = 3.0
+def test_terminal_job_is_never_restarted_and_cleanup_survives_two_leader_deaths(cluster: Cluster, tmp_path):
+    """Story 1: the leader dies right after writing the terminal status, before cleanup; no
+    later leader starts the finished job again. Story 2: the next leader dies inside the
+    cleanup delay too; the third cleans up."""
+    cluster.cleanup_delay = 8.0
     # The first leader is armed to die right after it commits a terminal status.
     c1 = cluster.coordinator("c1", env={"SEATIDE_FAILPOINTS": "coordinator.after_terminal_status=kill"})
     wait_for(lambda: cluster.leader().node_id == "c1", 15, message="c1 leads")
-    cluster.coordinator("c2")
+    coordinators = [c1, cluster.coordinator("c2"), cluster.coordinator("c3")]
     cluster.worker("w1")
     out = str(tmp_path / "out")
     with DriverWatch("story1") as watch:
@@ -55,43 +63,24 @@ def test_terminal_job_is_never_restarted_by_new_leader(cluster: Cluster, tmp_pat
         wait_for(lambda: not c1.alive, 120, message="c1 to die at the failpoint")
         assert cluster.job("story1").status == "FINISHED"
         assert _result(cluster, "story1").cleanup == "DIRTY"
-        _new_leader(cluster, 1)
-        wait_for(lambda: _result(cluster, "story1").cleanup == "CLEAN", 30, message="cleanup by c2")
+        due = _result(cluster, "story1").cleanup_due_at
+        second = _new_leader(cluster, 1)
+        assert time.time() < due, "the delay window passed before the second leader could be killed"
+        cluster.leader_proc().kill()
+        _new_leader(cluster, second.epoch)
+        assert _result(cluster, "story1").cleanup == "DIRTY"
+        wait_for(lambda: _result(cluster, "story1").cleanup == "CLEAN", due - time.time() + 20,
+                 message="the third leader's cleanup")
+    survivors = [c for c in coordinators if c.alive]
+    assert len(survivors) == 1 and cluster.leader().node_id == survivors[0].name
     assert cluster.job("story1").status == "FINISHED"
     assert len(cluster.attempts("story1")) == 1, "the finished job was started again"
     assert "story1" not in _running_ids(cluster)
+    assert driver_pids("story1") == []
     assert not os.path.exists(cluster.checkpoint_dir("story1"))
     assert watch.max_seen <= 1
     assert_never_resurrected(cluster, "story1")
     assert_exactly(written_ids(out + "/p0"), range(100))
-
-
-# SQLite's twin in the soak set (CI time): CI kills a SQLite leader before its cleanup in
-# tests/cluster/test_failpoints.py (coordinator.before_cleanup, both stores).
-@postgresql_in_ci
-def test_cleanup_survives_two_leader_deaths_in_the_delay_window(cluster: Cluster, tmp_path):
-    """Story 2: leader dies inside the cleanup delay, the next one too; the third cleans up."""
-    cluster.cleanup_delay = 8.0
-    coordinators = [cluster.coordinator(name) for name in ("c1", "c2", "c3")]
-    cluster.worker("w1")
-    out = str(tmp_path / "out")
-    cluster.submit(batch_job(out, rows=50), "story2")
-    cluster.wait_status("story2", "FINISHED")
-    due = _result(cluster, "story2").cleanup_due_at
-    for _ in range(2):
-        lease = cluster.leader()
-        assert time.time() < due, "the delay window passed before the leaders could be killed"
-        cluster.leader_proc().kill()
-        _new_leader(cluster, lease.epoch)
-    assert _result(cluster, "story2").cleanup == "DIRTY"
-    wait_for(lambda: _result(cluster, "story2").cleanup == "CLEAN", due - time.time() + 20,
-             message="the third leader's cleanup")
-    survivors = [c for c in coordinators if c.alive]
-    assert len(survivors) == 1 and cluster.leader().node_id == survivors[0].name
-    assert driver_pids("story2") == []
-    assert not os.path.exists(cluster.checkpoint_dir("story2"))
-    assert cluster.job("story2").status == "FINISHED" and len(cluster.attempts("story2")) == 1
-    assert_never_resurrected(cluster, "story2")
 
 
 def _committed_rows(cluster: Cluster, job_id: str) -> tuple[int, int]:
@@ -135,30 +124,6 @@ def test_bounded_job_finishes_exactly_once_across_leader_kills(cluster: Cluster,
 
 def _last_checkpoint(cluster: Cluster, job_id: str) -> int:
     return cluster.job_info(job_id)["checkpoint"]["lastCheckpointId"] or 0
-
-
-@sqlite_only
-def test_streaming_job_keeps_checkpointing_after_leader_kill(cluster: Cluster, tmp_path):
-    """Story 4: a streaming job stays RUNNING; its checkpoint id grows within 3 intervals."""
-    cluster.coordinator("c1")
-    cluster.coordinator("c2")
-    cluster.worker("w1")
-    out = str(tmp_path / "out")
-    with DriverWatch("story4") as watch:
-        cluster.submit(streaming_job(out, interval_ms=1000), "story4")
-        cluster.wait_status("story4", "RUNNING", timeout=120)
-        wait_for(lambda: _last_checkpoint(cluster, "story4") >= 2, 120, message="checkpoints")
-        epoch = cluster.leader().epoch
-        cluster.leader_proc().kill()
-        killed_at = time.time()
-        before = _last_checkpoint(cluster, "story4")
-        wait_for(lambda: _last_checkpoint(cluster, "story4") > before, 3 * 1.0 + 2, interval=0.1,
-                 message="a new checkpoint within three intervals")
-        _new_leader(cluster, epoch)
-        assert cluster.job("story4").status == "RUNNING"
-        assert time.time() - killed_at < 15
-    assert watch.max_seen <= 1
-    assert len(cluster.attempts("story4")) == 1
 
 
 # In the soak set (CI time): CI kills a worker under a running job in tests/cluster/test_liveness.py
@@ -216,23 +181,34 @@ def test_job_without_retries_fails_for_good_when_its_worker_dies(cluster: Cluste
     assert_never_resurrected(cluster, "story5b")
 
 
+# Stories 4 and 6 in one run (one driver's Spark start for both; CI time).
 @sqlite_only
-def test_new_leader_reattaches_to_running_driver(cluster: Cluster, tmp_path):
-    """Story 6: after a failover: the same driver, no second driver, no restart."""
+def test_new_leader_reattaches_to_running_driver_that_kept_checkpointing(cluster: Cluster, tmp_path):
+    """Story 4: a streaming job stays RUNNING; with its leader killed, its checkpoint id grows
+    within 3 intervals. Story 6: after two failovers: the same driver, no second driver, no
+    restart, and progress."""
     cluster.coordinator("c1")
     cluster.coordinator("c2")
     cluster.worker("w1")
     out = str(tmp_path / "out")
     with DriverWatch("story6") as watch:
-        cluster.submit(streaming_job(out), "story6")
+        cluster.submit(streaming_job(out, interval_ms=1000), "story6")
         cluster.wait_status("story6", "RUNNING", timeout=120)
-        wait_for(lambda: _last_checkpoint(cluster, "story6") >= 1, 120, message="a first checkpoint")
+        wait_for(lambda: _last_checkpoint(cluster, "story6") >= 2, 120, message="checkpoints")
         pid = wait_for(lambda: driver_pids("story6"), 30)[0]
-        for _ in range(2):
+        for failover in range(2):
             epoch = cluster.leader().epoch
             cluster.leader_proc().kill()
-            cluster.coordinator(f"c{epoch + 10}")
+            killed_at = time.time()
+            if failover == 0:       # story 4: no leader for now (c2 takes the lease within its TTL)
+                before = _last_checkpoint(cluster, "story6")
+                wait_for(lambda: _last_checkpoint(cluster, "story6") > before, 3 * 1.0 + 2, interval=0.1,
+                         message="a new checkpoint within three intervals")
             _new_leader(cluster, epoch)
+            assert cluster.job("story6").status == "RUNNING"
+            assert time.time() - killed_at < 15
+            if failover == 0:
+                cluster.coordinator(f"c{epoch + 10}")      # the next failover's standby
         before = _last_checkpoint(cluster, "story6")
         wait_for(lambda: _last_checkpoint(cluster, "story6") > before, 30, message="progress after failovers")
     assert driver_pids("story6") == [pid]
