@@ -95,11 +95,11 @@ class JdbcUrl:
             if secret:
                 kwargs["password"] = secret
             return psycopg.connect(**kwargs, **extra)
-        import pymysql
+        from seatide.connectors import mysql_client
 
-        return pymysql.connect(host=self.host, port=self.port, user=user or self.params.get("user") or "root",
-                               password=password if password is not None else self.params.get("password", ""),
-                               database=database, autocommit=autocommit, **extra)
+        return mysql_client.connect(host=self.host, port=self.port, user=user or self.params.get("user") or "root",
+                                    password=password if password is not None else self.params.get("password", ""),
+                                    database=database, autocommit=autocommit, **extra)
 
 
 __all__ = ["DEFAULT_DRIVERS", "MYSQL_CONNECTOR_J", "JdbcUrl", "JdbcUrlError", "MYSQL", "POSTGRESQL"]

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 import pymysql
 
+from seatide.connectors import mysql_client
 from seatide.connectors.mysql_cdc.binlog_values import raw_converter
 from seatide.connectors.mysql_cdc.columns import Column, column
 from seatide.connectors.mysql_cdc.ddl import column_default
@@ -56,9 +57,9 @@ class ServerConfig:
         """A connection, retried ``max_retries`` times when the server cannot be reached."""
         for attempt in range(self.max_retries + 1):
             try:
-                return pymysql.connect(host=self.host, port=self.port, user=self.user,
-                                       password=self.password, autocommit=True, charset="utf8mb4",
-                                       connect_timeout=max(1, int(self.connect_timeout_s)), **extra)
+                return mysql_client.connect(host=self.host, port=self.port, user=self.user,
+                                            password=self.password, autocommit=True, charset="utf8mb4",
+                                            connect_timeout=max(1, int(self.connect_timeout_s)), **extra)
             except pymysql.err.OperationalError as exc:
                 if exc.args[0] not in _TRANSIENT or attempt == self.max_retries:
                     raise
