@@ -17,7 +17,10 @@ def pg_connect():
 
 
 def mariadb_connect():
-    return pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", database="test", autocommit=True)
+    # ssl_disabled: without it PyMySQL 1.2 builds a TLS context at every connect (~0.4 s, ~45 ms
+    # of CPU) for a server without TLS, and the tests' polls connect several times a second
+    return pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", database="test", autocommit=True,
+                           ssl_disabled=True)
 
 
 class TablePair:
