@@ -284,7 +284,8 @@ def mysql_endpoint(port: int, database: str) -> Endpoint:
 
     return Endpoint("mysql", f"jdbc:mariadb://127.0.0.1:{port}/{database}", "root",
                     lambda: pymysql.connect(host="127.0.0.1", port=port, user="root", password="",
-                                            database=database, autocommit=True))
+                                            database=database, autocommit=True,
+                                            ssl_disabled=True))   # no TLS context per connect (servers.py)
 
 
 @contextmanager
