@@ -6,7 +6,6 @@ the Jdbc source) across kinds."""
 
 from __future__ import annotations
 
-import pymysql
 import pytest
 
 from seatide.connectors.jdbc.url import JdbcUrl
@@ -25,7 +24,7 @@ def pg():
 
 
 def mariadb():
-    return pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", database="test", autocommit=True)
+    return JdbcUrl.parse(MY_URL).connect("root", "", autocommit=True)
 
 
 @pytest.fixture
