@@ -1,8 +1,8 @@
 """Checkpoints as a product: resume after a forced stop, savepoints, refusals, staleness policies.
 
 Real coordinator, worker and driver processes on SQLite and PostgreSQL, killed with SIGKILL.
-The SQLite stories that kill or hold only their own job's drivers (failpoints armed for that
-job, ``Cluster.arm``) share the module's cluster (``shared_cluster``); a story that kills a
+The SQLite stories, which kill or hold only their own job's drivers (failpoints armed for that
+job, ``Cluster.arm``), share the module's cluster (``shared_cluster``); a story that kills a
 worker or runs on PostgreSQL starts its own.
 """
 
@@ -16,7 +16,7 @@ import pytest
 from seatide.testing.driver_processes import DriverWatch, driver_pids
 from seatide.testing.cluster import Cluster, assert_never_resurrected, batch_gate, http, open_gate, wait_for
 from seatide.testing.jobs import assert_exactly, batch_job, streaming_job, written_ids
-from tests.stores import postgresql_only, sqlite_only
+from tests.stores import postgresql_only
 
 pytestmark = pytest.mark.cluster
 
@@ -65,7 +65,8 @@ def test_streaming_job_comes_back_by_itself_after_every_process_is_killed(cluste
     cluster.coordinator("c1")
     cluster.worker("w1")
     cluster.submit(streaming_job(out), "killall")
-    wait_for(lambda: _last_id(cluster, "killall") >= 3, 180, message="three checkpoints")
+    # one checkpoint to come back to is enough (three cost two batches more)
+    wait_for(lambda: _last_id(cluster, "killall") >= 1, 180, message="a checkpoint")
     for proc in cluster.procs:
         proc.kill()
     wait_for(lambda: driver_pids("killall") == [], 10, message="the driver to die with its worker")
@@ -87,30 +88,32 @@ def test_cancel_then_resume_finishes_with_no_duplicate_and_no_gap(shared_cluster
     cluster = shared_cluster
     out = str(tmp_path / "out")
     gate = str(tmp_path / "gate")
-    # three batches before the cancel, two after the resume (a batch is about a second: ten were ten seconds)
-    cluster.arm("cancel-resume", batch_gate(gate, passes=3))
-    cluster.submit(batch_job(out, rows=500, rows_per_batch=100), "cancel-resume")
-    wait_for(lambda: _written(cluster, "cancel-resume") >= 300, 180, message="three batches committed")
-    cluster.cancel("cancel-resume")     # the fourth batch is held at its start until the cancel
+    # two batches before the cancel (the restore is from a checkpoint past the first), two after
+    # the resume (a batch is 1-3 s: six and four were 2026-11-28's)
+    cluster.arm("cancel-resume", batch_gate(gate, passes=2))
+    cluster.submit(batch_job(out, rows=400, rows_per_batch=100), "cancel-resume")
+    wait_for(lambda: _written(cluster, "cancel-resume") >= 200, 180, message="two batches committed")
+    cluster.cancel("cancel-resume")     # the third batch is held at its start until the cancel
     cluster.wait_status("cancel-resume", "CANCELED", timeout=90)
-    assert_exactly(written_ids(out + "/p0"), range(300))   # it stopped at the next batch boundary
+    assert_exactly(written_ids(out + "/p0"), range(200))   # it stopped at the next batch boundary
     open_gate(gate)
     status, body = _resume(cluster, "cancel-resume")
     assert status == 200, body
     job = cluster.wait_status("cancel-resume", {"FINISHED", "FAILED"}, timeout=240)
     assert job.status == "FINISHED", job.error_msg
     assert job.incarnation == 2 and job.restored_from == "cancel-resume@1"
-    assert_exactly(written_ids(out + "/p0"), range(500))
+    assert_exactly(written_ids(out + "/p0"), range(400))
     kinds = [e.kind for e in cluster.events("cancel-resume")]
     assert "JOB_RESUMED" in kinds and "CHECKPOINT_RESTORED" in kinds
 
 
-@postgresql_only
-def test_resume_without_its_checkpoint_is_refused_and_fresh_fallback_starts_over(cluster: Cluster, tmp_path):
+# On SQLite's shared cluster: the refusal reads the checkpoint directory, not the store; the
+# resume's store writes run on PostgreSQL in the savepoint story below.
+def test_resume_without_its_checkpoint_is_refused_and_fresh_fallback_starts_over(shared_cluster: Cluster, tmp_path):
+    cluster = shared_cluster
     out = str(tmp_path / "out")
     gate = str(tmp_path / "gate")
-    cluster.coordinator("c1")
-    cluster.worker("w1", env=batch_gate(gate, passes=1))
+    cluster.arm("lost-ckpt", batch_gate(gate, passes=1))
     cluster.submit(batch_job(out, rows=300, rows_per_batch=100), "lost-ckpt")
     wait_for(lambda: _written(cluster, "lost-ckpt") >= 100, 180, message="a batch committed")
     cluster.cancel("lost-ckpt")
@@ -212,18 +215,29 @@ def test_blocked_sink_is_flagged_stale_and_its_policy_applies(shared_cluster: Cl
         wait_for(lambda: driver_pids(job_id) == [], 30, message="the blocked driver to be killed")
 
 
-def test_a_savepoint_is_copied_outside_any_store_transaction(cluster: Cluster, tmp_path):
+@pytest.fixture
+def store_cluster(store_url, request) -> Cluster:
+    """SQLite: the module's shared cluster; PostgreSQL: a coordinator and a worker of its own."""
+    if store_url.startswith("sqlite"):
+        return request.getfixturevalue("shared_cluster")
+    cluster = request.getfixturevalue("cluster")
+    cluster.coordinator("c1")
+    cluster.worker("w1")
+    return cluster
+
+
+def test_a_savepoint_is_copied_outside_any_store_transaction(store_cluster: Cluster, tmp_path):
     """While the driver copies a savepoint (held there by a gate), the store stays writable,
-    the job's row included: the id is reserved as PENDING first, COMPLETED after the copy."""
+    the job's row included: the id is reserved as PENDING first, COMPLETED after the copy.
+    Both stores (their locks are the subject); on SQLite in the module's shared cluster."""
     import threading
 
     from sqlalchemy import select, update
 
     from seatide.store import schema as s
 
-    gate = str(tmp_path / "copy-gate")
-    cluster.coordinator("c1")
-    cluster.worker("w1", env={"SEATIDE_FAILPOINTS": f"driver.savepoint_copy=gate:0:{gate}"})
+    cluster, gate = store_cluster, str(tmp_path / "copy-gate")
+    cluster.arm("sp-copy", f"driver.savepoint_copy=gate:0:{gate}")
     cluster.submit(streaming_job(str(tmp_path / "out")), "sp-copy")
     wait_for(lambda: _last_id(cluster, "sp-copy") >= 1, 180, message="a checkpoint")
     status, body = http("POST", cluster.any_coordinator().url + "/api/v1/stop-job",
@@ -251,18 +265,19 @@ def test_a_savepoint_is_copied_outside_any_store_transaction(cluster: Cluster, t
     assert pending().status == "COMPLETED"
 
 
-@sqlite_only
-def test_resume_moves_no_directory_itself_and_a_driver_killed_mid_way_finishes_the_move(cluster: Cluster, tmp_path):
+def test_resume_moves_no_directory_itself_and_a_driver_killed_mid_way_finishes_the_move(shared_cluster: Cluster,
+                                                                                      tmp_path):
     """Resume is a compare-and-set and nothing else; the new incarnation's driver puts the
-    savepoint in place, and a driver killed half-way leaves it for the next attempt to finish."""
-    out = str(tmp_path / "out")
-    killed_once = str(tmp_path / "killed-once")
-    cluster.coordinator("c1")
-    first = cluster.worker("w1")
+    savepoint in place, and a driver killed half-way leaves it for the next attempt to finish.
+    While the resume is checked, the new incarnation's driver is held by a gate just after its
+    first heartbeat, before it touches any checkpoint directory (a worker of its own, killed
+    there, cost a cluster's start)."""
+    cluster = shared_cluster
+    out, killed_once, held = str(tmp_path / "out"), str(tmp_path / "killed-once"), str(tmp_path / "held")
     _run_then_savepoint(cluster, out, "prep")
     stopped = written_ids(out)
-    first.kill()                        # no driver can start while the resume is checked
-    wait_for(lambda: not first.alive, 10, message="w1 gone")
+    # armed now, read when the next driver is launched: the savepoint's run met neither point
+    cluster.arm("prep", f"driver.after_first_heartbeat=gate:0:{held},driver.checkpoint_staged=once:kill:{killed_once}")
     root = os.path.dirname(cluster.checkpoint_dir("prep"))      # the run's directory
 
     def tree() -> list:
@@ -274,7 +289,7 @@ def test_resume_moves_no_directory_itself_and_a_driver_killed_mid_way_finishes_t
     status, body = _resume(cluster, "prep", fromSavepoint=savepoint["checkpointId"])
     assert status == 200, body
     assert tree() == before, "the resume itself moved or copied checkpoint directories"
-    cluster.worker("w2", env={"SEATIDE_FAILPOINTS": f"driver.checkpoint_staged=once:kill:{killed_once}"})
+    open_gate(held)
     wait_for(lambda: len(written_ids(out)) > len(stopped) + 20, 240, message="rows after the savepoint")
     assert os.path.exists(killed_once), "the first driver was not killed mid-way"
     assert len(cluster.attempts("prep")) >= 2
