@@ -188,9 +188,10 @@ def test_blocked_sink_is_flagged_stale_and_its_policy_applies(shared_cluster: Cl
     # warn leaves its job RUNNING, its driver hung: shared_cluster ends it after the test
     cluster, out, marker, job_id = shared_cluster, str(tmp_path / "out"), str(tmp_path / "hung-once"), f"stale-{policy}"
     cluster.arm(job_id, f"driver.before_sink_write=once:hang:{marker}")
-    # The window must hold a first micro-batch (and, for restart, a new attempt's Spark start):
-    # on a loaded machine that alone can take 10 s or more.
-    window_ms = 25000
+    # The window opens once the attempt's sources are up (Spark's start is not in it) and must
+    # hold the restarted attempt's first micro-batch: 10 s measured at load 14 on two cores
+    # (2026-11-29; 25 s before). Were one slower, that attempt would be restarted in turn.
+    window_ms = 15000
     job = streaming_job(out).replace("job.retry.times = 3", f"job.retry.times = 3\n  checkpoint.stale-after = {window_ms}\n"
                                      f"  checkpoint.on-stale = {policy}")
     cluster.submit(job, job_id)
