@@ -143,8 +143,9 @@ def test_slow_job_whose_tasks_keep_completing_is_not_hung(shared_cluster: Cluste
 
 # Two pipelines' stale-after and progress-timeout. The window opens once both pipelines' sources
 # are up; it must hold pipeline 1's first micro-batch (8 s at load 12 on two cores, 2026-11-29),
-# or pipeline 1 would be flagged. The test waits one window for pipeline 2's flags (40 s before).
-WINDOW_MS = 20000
+# or pipeline 1 would be flagged: 30 s leaves it over 3x that under a CPU hog. The test waits one
+# window for pipeline 2's flags (40 s before).
+WINDOW_MS = 30000
 
 
 def _pipelines(cluster: Cluster, job_id: str) -> dict:
