@@ -14,6 +14,8 @@ Other types (``hive``, ``glue``, ``nessie``...) are refused at load time, naming
 
 from __future__ import annotations
 
+import os
+import posixpath
 from urllib.parse import quote, urlsplit
 
 from seatide.connectors.iceberg.warehouse import local_warehouse
@@ -73,6 +75,7 @@ def check_config(config: dict) -> None:
         sqlalchemy_url(config)
     elif not config.get("uri"):
         raise CatalogConfigError("iceberg.catalog.config: a rest catalog needs uri (the catalog's http(s) address)")
+    catalog_location(config)     # its address read as every pipeline's target keys read it (a port)
 
 
 def sqlalchemy_url(config: dict) -> str:
@@ -101,28 +104,69 @@ def sqlalchemy_url(config: dict) -> str:
 
 
 def catalog_location(config: dict, as_spelled: bool = False) -> str:
-    """Where the catalog of ``config`` keeps its tables, without credentials or spelling (a
-    warehouse as ``file:///w`` or ``/w``; a REST uri's host case, default port and trailing
-    slash): two configs with one location are one catalog, whatever their user, password, token
-    or other properties (which a resumed job may change). ``as_spelled``: a REST uri's host and
-    port as written, as the version before review N6 named it (``keys.located_key``)."""
+    """Where the catalog of ``config`` keeps its tables, without credentials or spelling: two configs
+    with one location are one catalog, whatever their user, password, token or other properties
+    (which a resumed job may change). A warehouse path resolved (``file:`` URI or path, ``//``,
+    ``..``: review N8); a SQL catalog's database as ``dialect://host[:port]/db`` (jdbc: and
+    SQLAlchemy forms alike, the host in lower case, the dialect's default port left out, a SQLite
+    file's path resolved: N8); a REST uri's host case, default port and trailing slash (N6).
+    ``as_spelled``: the location as written, as the versions before N6 (a REST uri) and N8 (a
+    warehouse, a SQL address) named it (``keys.located_key``, ``keys.landed_key``)."""
     kind = catalog_type(config)
     if kind == "hadoop":
-        return "hadoop:" + local_warehouse(config["warehouse"])
+        path = local_warehouse(config["warehouse"])
+        return "hadoop:" + (path if as_spelled else _resolved(path))
     if kind in ("jdbc", "sql"):
-        parts = urlsplit(sqlalchemy_url(config))
-        return f"sql:{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+        url = sqlalchemy_url(config)
+        if as_spelled:
+            parts = urlsplit(url)
+            return f"sql:{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+        return "sql:" + _sql_database(url)
     parts = urlsplit(str(config["uri"]).strip())
-    address = parts.netloc.rpartition("@")[2] if as_spelled else _host_and_port(parts)
+    address = parts.netloc.rpartition("@")[2] if as_spelled else _host_and_port(parts, WEB_PORTS.get(parts.scheme))
     return f"rest:{parts.scheme}://{address}{parts.path.rstrip('/')}|{config.get('warehouse', '')}"
 
 
-def _host_and_port(parts) -> str:
-    """A URL's host in lower case (urlsplit's ``hostname``), its port unless the scheme's default."""
+WEB_PORTS = {"http": 80, "https": 443}
+SQL_DIALECTS = {"postgres": "postgresql", "mariadb": "mysql"}      # SQLAlchemy's other names of one database
+SQL_PORTS = {"postgresql": 5432, "mysql": 3306}
+
+
+def _sql_database(url: str) -> str:
+    """A SQL catalog's database in one spelling: the dialect without its driver, host and port as
+    ``_host_and_port``, a SQLite file's absolute path."""
+    scheme, _, rest = url.partition("://")
+    dialect = scheme.split("+")[0].lower()
+    dialect = SQL_DIALECTS.get(dialect, dialect)
+    if dialect == "sqlite":
+        path = rest[1:].partition("?")[0]          # sqlite:///relative.db, sqlite:////absolute.db
+        return "sqlite://" + (_resolved(os.path.abspath(path)) if path and path != ":memory:" else path)
+    parts = urlsplit(f"{dialect}://{rest}")
+    return f"{dialect}://{_host_and_port(parts, SQL_PORTS.get(dialect))}{_resolved(parts.path or '/')}"
+
+
+def _resolved(path: str) -> str:
+    """An absolute path without ``//``, ``.`` or ``..`` (POSIX keeps a leading ``//``: not here)."""
+    path = posixpath.normpath(path)
+    return "/" + path.lstrip("/") if path.startswith("/") else path
+
+
+def _host_and_port(parts, default_port: int | None) -> str:
+    """A URL's host in lower case (urlsplit's ``hostname``), its port unless ``default_port``.
+    CatalogConfigError names ``uri`` for a port that is no number from 1 to 65535 (urlsplit's
+    ValueError names no option, and a job would retry it at every start)."""
     host = parts.hostname or ""
     host = f"[{host}]" if ":" in host else host          # an IPv6 address
-    port = parts.port
-    return host if port is None or port == {"http": 80, "https": 443}.get(parts.scheme) else f"{host}:{port}"
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise CatalogConfigError(
+            f"iceberg.catalog.config.uri: the port of host {host!r} ({parts.netloc.rpartition('@')[2].rpartition(':')[2]!r}) is not a "
+            "number from 1 to 65535; write the catalog's address as scheme://host:port/... (e.g. "
+            "http://catalog:8181), or leave the port out for the scheme's default")
+    return host if port is None or port == default_port else f"{host}:{port}"
 
 
 def load_catalog(catalog_name: str, config: dict):

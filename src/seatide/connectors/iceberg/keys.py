@@ -7,11 +7,14 @@ catalog's database, a REST uri and warehouse; no credentials) and its ``namespac
 ``catalog_name`` column of ``iceberg_tables``: two names there are two tables. A REST uri is
 one however it is spelled (host case, default port, trailing slash: review N6). A hadoop or REST
 catalog's name is a label the client gives it, and two sinks naming one warehouse with two labels
-write one table, whose save modes are decided once (review N7).
+write one table, whose save modes are decided once (review N7). A warehouse path and a SQL
+catalog's address are one however they are spelled too (``//``, ``..``, ``file:``; the jdbc: or
+SQLAlchemy form, host case, default port: review N8).
 
 Earlier keys, whose records (states, decided parts, save-mode decisions) stay the table's:
 ``named_key`` (the port before the key named the catalog's location, and the writer before the
-port) and ``located_key`` (the version that added the location and kept the label).
+port), ``located_key`` (the version that added the location and kept the label) and
+``landed_key`` (the version before N8, whose warehouse paths and SQL addresses were as written).
 """
 
 from __future__ import annotations
@@ -24,15 +27,21 @@ from seatide.connectors.iceberg.spec import IcebergSinkSpec
 
 def table_key(spec: IcebergSinkSpec) -> str:
     """The target ``spec`` writes: the label left out where it names nothing (hadoop, REST)."""
-    if catalog_type(spec.catalog_config) in ("jdbc", "sql"):
-        return located_key(spec)
-    return f"iceberg@{_where(spec)}:{spec.name}"
+    return _key(spec, _where(spec))
 
 
 def located_key(spec: IcebergSinkSpec) -> str:
-    """The key of the version that named the catalog's name and location (a SQL catalog's still),
-    a REST uri as written (review N6 left its spelling out of the location since)."""
+    """The key of the version that named the catalog's name and location as written (review N6 and
+    N8 resolved its spelling since)."""
     return f"iceberg:{spec.catalog_name}@{_where(spec, as_spelled=True)}:{spec.name}"
+
+
+def landed_key(spec: IcebergSinkSpec) -> str:
+    """The key of the version before review N8, which resolved a REST uri's spelling only: a
+    warehouse path and a SQL catalog's address as written (a SQL catalog's is ``located_key``)."""
+    if catalog_type(spec.catalog_config) == "rest":
+        return table_key(spec)
+    return _key(spec, _where(spec, as_spelled=True))
 
 
 def named_key(spec: IcebergSinkSpec) -> str:
@@ -41,8 +50,14 @@ def named_key(spec: IcebergSinkSpec) -> str:
     return f"iceberg:{spec.catalog_name}:{spec.name}"
 
 
+def _key(spec: IcebergSinkSpec, where: str) -> str:
+    if catalog_type(spec.catalog_config) in ("jdbc", "sql"):
+        return f"iceberg:{spec.catalog_name}@{where}:{spec.name}"
+    return f"iceberg@{where}:{spec.name}"
+
+
 def _where(spec: IcebergSinkSpec, as_spelled: bool = False) -> str:
     return hashlib.sha1(catalog_location(spec.catalog_config, as_spelled).encode()).hexdigest()[:12]
 
 
-__all__ = ["located_key", "named_key", "table_key"]
+__all__ = ["landed_key", "located_key", "named_key", "table_key"]

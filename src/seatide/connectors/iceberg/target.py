@@ -34,7 +34,7 @@ from seatide.connectors.iceberg.catalogs import load_catalog
 from seatide.connectors.iceberg.commits import (COMMIT_ATTEMPTS, STAGING_KEY, TRANSACTION_KEY, MarkLost, backoff,
                                                 commit_snapshot, committed_snapshot)
 from seatide.connectors.iceberg.datafiles import IcebergWriteError, data_root, local_path, staging_dir
-from seatide.connectors.iceberg.keys import located_key, named_key
+from seatide.connectors.iceberg.keys import landed_key, located_key, named_key
 from seatide.connectors.iceberg.schema import UnsupportedIcebergType
 from seatide.connectors.iceberg.spec import IcebergSinkError, IcebergSinkSpec
 from seatide.connectors.iceberg.staging import files_on, stage
@@ -61,8 +61,10 @@ class IcebergTarget(Target):
         self.save_modes = spec.schema_save_mode == "RECREATE_SCHEMA" or spec.data_save_mode != "APPEND_DATA"
         # the options the job's routes writing the table spell it with (``IcebergTargets._spellings``)
         self.spellings = spellings or [r.sink.spec() for r in routes]
-        # the door's decisions of the version that kept a hadoop or REST catalog's label in the key
-        self.earlier_keys = [k for k in dict.fromkeys(map(located_key, self.spellings)) if k != key]
+        # the door's decisions of the versions that kept a hadoop or REST catalog's label in the key,
+        # and that kept a warehouse path or SQL address as written (review N8)
+        earlier = [k for spec in self.spellings for k in (landed_key(spec), located_key(spec))]
+        self.earlier_keys = [k for k in dict.fromkeys(earlier) if k != key]
         self._catalog = None
         self._waiting: dict | None = None     # a recreate decided without the input's fields
         self._ready = False                   # the table is there (ensured)
