@@ -241,6 +241,20 @@ def test_one_table_spelled_two_ways_is_one_target_recreated_once(spark, tmp_path
     assert rows == [1, 2]
 
 
+@pytest.mark.spark
+def test_a_recreate_is_not_carried_out_over_a_row_the_run_committed(spark, tmp_path, monkeypatch):
+    """Second line of defence: a spelling no normalisation sees (a symlinked warehouse) is two
+    keys, so two decisions; pipeline 2's recreate, decided before pipeline 1's row, finds a
+    snapshot of the job run in the table right before the replace and leaves it."""
+    (tmp_path / "wh").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "wh")
+    a = {"type": "hadoop", "warehouse": f"file://{tmp_path}/wh"}
+    one, two, rows = _recreate_while_the_other_commits(spark, tmp_path, monkeypatch, a,
+                                                       {**a, "warehouse": f"{tmp_path}/link"})
+    assert one.targets.keys() != two.targets.keys()
+    assert rows == [1, 2]
+
+
 def test_a_warehouse_path_and_a_sql_address_are_one_location_however_spelled():
     """Finding N8: a path's ``//``, ``.``, ``..``, a ``file:`` URI or a plain path; a SQL address's
     jdbc: or SQLAlchemy form (any driver), host case, default port (PostgreSQL 5432, MySQL and

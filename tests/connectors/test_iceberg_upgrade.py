@@ -129,7 +129,8 @@ def test_an_old_drop_data_decision_is_carried_out_as_it_names_and_never_planned_
 def test_an_old_recreate_decision_is_carried_out_once(spark, tmp_path):
     config = {"type": "hadoop", "warehouse": f"file://{tmp_path}/wh"}
     shared, old_key = old_records(tmp_path)
-    write(open_sink(make_sink(config), context(spark, plugin="pre")), tmp_path / "pre", ids(spark, [100]), 0)
+    write(open_sink(make_sink(config), context(spark, plugin="pre")), tmp_path / "pre", ids(spark, [100]), 0,
+          job="before")
     shared.decide_once(old_key, {"table_uuid": str(table_of(config).metadata.table_uuid)})   # killed before _recreate
     recreate = {"schema_save_mode": "RECREATE_SCHEMA"}
 

@@ -12,7 +12,10 @@ held anywhere in it changes nothing its replacement wrote since:
   in its history until expiry. The commit requires the table's uuid and its branch head as just
   read, and records the decision's token in a property (``seatide.recreated-by``): a zombie that
   read the table before its replacement recreated it loses on the head, looks again, and finds it
-  done. (A drop and a create cannot be one conditional step in a REST catalog.)
+  done. It is not carried out over a snapshot of the job run (a pipeline of the run committed
+  since the plan, under a key that spelled the table otherwise: review N8), looked for in the
+  metadata whose head the commit requires. (A drop and a create cannot be one conditional step
+  in a REST catalog.)
 * ``DROP_DATA`` removes the files present when it was decided, those still in the branch.
 """
 
@@ -89,10 +92,11 @@ def earlier_plan(recreate: dict | None, drop_data: dict | None, token: str) -> d
     return None
 
 
-def destroy(catalog, spec: IcebergSinkSpec, plan: dict, struct=None) -> bool:
+def destroy(catalog, spec: IcebergSinkSpec, plan: dict, struct=None, run: str | None = None) -> bool:
     """Carry out a decided plan, exactly what it names (idempotent: a zombie finds it done and
     changes nothing its replacement wrote since). False: a recreate waits for the input's fields
-    (``struct``: a plan decided without them), to be carried out again when they are known."""
+    (``struct``: a plan decided without them), to be carried out again when they are known. A
+    recreate is not carried out over a snapshot of the job run ``run`` (``_recreate``)."""
     if not catalog.table_exists((spec.namespace, spec.table)):
         return True          # the decided table is gone (dropped since an earlier version decided)
     if "remove" in plan:
@@ -107,7 +111,7 @@ def destroy(catalog, spec: IcebergSinkSpec, plan: dict, struct=None) -> bool:
             struct = StructType.fromJson(json.loads(plan["fields"]))
         if struct is None:
             return False
-        _recreate(catalog, spec, struct, plan["recreate"], plan["by"])
+        _recreate(catalog, spec, struct, plan["recreate"], plan["by"], run)
     return True
 
 
@@ -191,8 +195,14 @@ def _name_files(table) -> None:
         set_name_mapping(table)
 
 
-def _recreate(catalog, spec: IcebergSinkSpec, struct, table_uuid: str | None, key: str) -> None:
-    """Replace the table whose uuid the decision names, unless this decision replaced it already."""
+def _recreate(catalog, spec: IcebergSinkSpec, struct, table_uuid: str | None, key: str, run: str | None) -> None:
+    """Replace the table whose uuid the decision names, unless this decision replaced it already or
+    the job run ``run`` committed rows into it since the plan (its save modes were made: a writer
+    of the run whose key spelled the table otherwise decided them, review N8). The commit requires
+    the head read here, so it is conditional on that look, not only on the uuid: the plan's own
+    head is not required (a writer outside the job appending after the decision does not undo
+    it), so without the look a recreate decided before a pipeline of the run committed replaced
+    that commit."""
     from pyiceberg.exceptions import CommitFailedException
 
     for attempt in range(COMMIT_ATTEMPTS):
@@ -200,6 +210,10 @@ def _recreate(catalog, spec: IcebergSinkSpec, struct, table_uuid: str | None, ke
         metadata = table.metadata
         if str(metadata.table_uuid) != table_uuid or metadata.properties.get(RECREATED_BY) == key:
             return       # the decided table is gone (another's is there), or it was recreated
+        if run is not None and written_by_run(metadata, run):
+            log.warning("Iceberg sink %s: job run %s committed into the table since RECREATE_SCHEMA was decided; "
+                        "it is not recreated over those rows", spec.name, run)
+            return
         failpoints.hit("iceberg.before_recreate")
         try:
             catalog.commit_table(table, *_replacement(metadata, spec, struct, key))

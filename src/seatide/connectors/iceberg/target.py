@@ -94,7 +94,7 @@ class IcebergTarget(Target):
 
     def destroy(self, plan: dict, fence: Callable[[], None]) -> None:
         # no fence: each step is one commit conditional on what the plan names, idempotent
-        self._waiting = None if table_setup.destroy(self.catalog, self.spec, plan) else plan
+        self._waiting = None if table_setup.destroy(self.catalog, self.spec, plan, run=self.run) else plan
 
     def ensure(self, schema) -> None:
         struct = _fields(schema)
@@ -102,7 +102,7 @@ class IcebergTarget(Target):
             if struct is None:
                 self._ready = False      # the decided recreate, then the table, with the first rows
                 return
-            table_setup.destroy(self.catalog, self.spec, self._waiting, struct)
+            table_setup.destroy(self.catalog, self.spec, self._waiting, struct, self.run)
             self._waiting = None
         self._ready = table_setup.ensure(self.catalog, self.spec, struct)
 
