@@ -65,9 +65,9 @@ def test_streaming_job_comes_back_by_itself_after_every_process_is_killed(cluste
     cluster.coordinator("c1")
     cluster.worker("w1")
     cluster.submit(streaming_job(out), "killall")
-    # three checkpoints, as before 22f6ade: with one, a fresh-clone CI run saw the new attempt
-    # restore none (restored 0 >= 1 failed; not yet diagnosed)
-    wait_for(lambda: _last_id(cluster, "killall") >= 3, 180, message="three checkpoints")
+    # one checkpoint: the kill may land after the store took it and before Spark's commit log
+    # did, and the new attempt restores from it all the same (test_jobs.py, driver.after_checkpoint)
+    wait_for(lambda: _last_id(cluster, "killall") >= 1, 180, message="a checkpoint")
     for proc in cluster.procs:
         proc.kill()
     wait_for(lambda: driver_pids("killall") == [], 10, message="the driver to die with its worker")

@@ -116,6 +116,31 @@ def test_replayed_micro_batch_writes_nothing_twice(local, tmp_path):
     assert parquet_ids(out) == list(range(1200))
 
 
+def test_an_attempt_killed_after_its_checkpoint_before_sparks_commit_restores_from_that_checkpoint(
+        local, tmp_path, monkeypatch):
+    """The checkpoint is recorded in the store before Spark writes its own commit log: an
+    attempt that dies in between leaves checkpoint K recorded and Spark's commits/K missing.
+    The next attempt starts from checkpoint K (Spark replays K, whose sinks decided it), so it
+    counts as a restore, at batch K, as any attempt killed later would."""
+    from seatide import failpoints
+    from seatide.store import schema as s
+    from sqlalchemy import select
+
+    out = str(tmp_path / "out")
+    monkeypatch.setitem(failpoints._POINTS, "driver.after_checkpoint", f"once:raise:{tmp_path / 'crashed'}")
+    run = local.run(fake_to_parquet(out, rows=600, split_num=6,
+                                    extra_env="checkpoint.interval = 1000\nmicro-batch.max-rows = 300"))
+    assert run.status == "FINISHED", run.error
+    assert os.path.exists(tmp_path / "crashed") and len(run.attempts()) == 2
+    assert parquet_ids(out) == list(range(600))
+    (pipeline,) = run.pipelines()
+    assert pipeline.restores == 1
+    with local.store.read() as conn:
+        restored = [e.detail for e in conn.execute(select(s.events).where(
+            (s.events.c.job_id == run.job_id) & (s.events.c.kind == "CHECKPOINT_RESTORED")))]
+    assert len(restored) == 1 and '"batch": 0' in restored[0]
+
+
 def _rerun_same_checkpoint(local, job, pipeline):
     from sqlalchemy import update
 

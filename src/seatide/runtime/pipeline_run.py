@@ -122,9 +122,7 @@ class PipelineRun(PipelineFrames):
         # not a fresh start, so the sinks' save modes (DROP_DATA...) are not made again.
         self.origin = meta.get("origin", meta["lineage"])
         self.spark_dir = spark_checkpoint.claim(self.dir, self.reporter.attempt_id)
-        last = last_committed_batch(self.spark_dir)
-        if last is not None:
-            self.reporter.pipeline_restored(self.pipeline.pipeline_id, last)
+        self.reporter.pipeline_restored(self.pipeline.pipeline_id, last_committed_batch(self.spark_dir))
 
     # -- running -------------------------------------------------------------------------
     def start(self) -> None:
@@ -264,6 +262,7 @@ class PipelineRun(PipelineFrames):
         self.reporter.batch_committed(self.pipeline.pipeline_id, batch_id, rows,
                                       int((time.time() - started) * 1000), self._offsets(batch_id),
                                       self.pipeline.fingerprint())
+        failpoints.hit("driver.after_checkpoint")     # recorded, before Spark's own commit log has the batch
         self.sinks.prune(batch_id - self.env.checkpoints_retained)
 
     def _offsets(self, batch_id: int) -> dict | None:

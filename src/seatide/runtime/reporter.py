@@ -206,13 +206,27 @@ class AttemptReporter:
                          pipeline=pipeline_id, source=source, setAside=set_aside, attempt=self.attempt_id)
 
     @_step
-    def pipeline_restored(self, pipeline_id: int, from_batch: int) -> None:
-        """The pipeline starts from an existing checkpoint (its next batch is ``from_batch + 1``)."""
+    def pipeline_restored(self, pipeline_id: int, spark_last: int | None) -> int | None:
+        """Count the pipeline's start from an existing checkpoint, if it has one; returns the batch
+        it starts after (its next new batch is that one's plus one), None for a fresh start.
+
+        That batch is the newer of Spark's last committed one (``spark_last``) and the last one
+        this incarnation recorded as a checkpoint: the store takes a batch's checkpoint before
+        Spark's commit log takes the batch, so an attempt killed between the two leaves
+        checkpoint K recorded and Spark's ``commits/K`` missing. Its replacement replays K, which
+        its sinks' decisions make a no-op, and starts from checkpoint K as surely as from one
+        Spark had recorded too."""
         with self._tx() as conn:
+            recorded = conn.execute(select(s.pipelines.c.last_batch_id).where(
+                self._pipeline_where(pipeline_id))).scalar()
+            known = [batch for batch in (spark_last, recorded) if batch is not None]
+            if not known:
+                return None
             conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(
                 restores=s.pipelines.c.restores + 1))
             record_event(conn, "CHECKPOINT_RESTORED", self.actor, self.job_id, self.incarnation,
-                         pipeline=pipeline_id, batch=from_batch, attempt=self.attempt_id)
+                         pipeline=pipeline_id, batch=max(known), attempt=self.attempt_id)
+        return max(known)
 
     def savepoint(self, pipelines: dict[int, int], copy) -> int:
         """Record a savepoint of stopped pipelines ({pipeline: last batch}); ``copy(id)`` makes its copy.
