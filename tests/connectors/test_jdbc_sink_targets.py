@@ -95,14 +95,17 @@ def test_an_unqualified_name_is_the_table_its_connections_search_path_finds(spar
     execute(db, "CREATE SCHEMA etl", f"ALTER DATABASE {JdbcUrl.parse(db[0]).database} SET search_path = etl, public",
             f"CREATE TABLE public.{table} (id BIGINT PRIMARY KEY, name VARCHAR(20))",
             f"INSERT INTO public.{table} VALUES (100, 'before the job')")
-    options = dict(primary_keys=["id"], data_save_mode="DROP_DATA")
-    first = _pipeline(spark, db, tmp_path, job, 1, routed=False, table=table, **options)
-    second = _pipeline(spark, db, tmp_path, job, 2, routed=False, table=f"public.{table}", **options)
-    first.write(inserts(spark, [1]), 0)
-    second.write(inserts(spark, [2]), 0)
-    assert query(db, f"SELECT id FROM etl.{table}") == [(1,)]
-    assert query(db, f"SELECT id FROM public.{table} ORDER BY id") == [(2,)], "public's DROP_DATA was not made"
-    assert first.targets.keys() != second.targets.keys()
+    try:
+        options = dict(primary_keys=["id"], data_save_mode="DROP_DATA")
+        first = _pipeline(spark, db, tmp_path, job, 1, routed=False, table=table, **options)
+        second = _pipeline(spark, db, tmp_path, job, 2, routed=False, table=f"public.{table}", **options)
+        first.write(inserts(spark, [1]), 0)
+        second.write(inserts(spark, [2]), 0)
+        assert query(db, f"SELECT id FROM etl.{table}") == [(1,)]
+        assert query(db, f"SELECT id FROM public.{table} ORDER BY id") == [(2,)], "public's DROP_DATA was not made"
+        assert first.targets.keys() != second.targets.keys()
+    finally:   # the module's later tests resolve unqualified names in public again
+        execute(db, f"ALTER DATABASE {JdbcUrl.parse(db[0]).database} RESET search_path", "DROP SCHEMA etl CASCADE")
 
 
 @pytest.mark.parametrize("left", ["record", "record and decision"])
