@@ -141,6 +141,32 @@ def test_an_attempt_killed_after_its_checkpoint_before_sparks_commit_restores_fr
     assert len(restored) == 1 and '"batch": 0' in restored[0]
 
 
+def test_a_job_failed_after_its_checkpoint_before_sparks_commit_is_resumed_from_that_checkpoint(
+        local, tmp_path, monkeypatch):
+    """The same window, then a resume (a new incarnation, as after `seatide run` is killed there):
+    the new incarnation restores from checkpoint 0, and says so, though Spark's log lacks it."""
+    from seatide import failpoints, intents
+    from seatide.store import schema as s
+    from sqlalchemy import select
+
+    out = str(tmp_path / "out")
+    monkeypatch.setitem(failpoints._POINTS, "driver.after_checkpoint", f"once:raise:{tmp_path / 'crashed'}")
+    failed = local.run(fake_to_parquet(out, rows=600, split_num=6, extra_env="checkpoint.interval = 1000\n"
+                                       "micro-batch.max-rows = 300\njob.retry.times = 0"))
+    assert failed.status == "FAILED" and os.path.exists(tmp_path / "crashed")
+    intents.resume(local.store, failed.job_id, actor="test")
+    resumed = local.drive(failed.job_id)
+    assert resumed.status == "FINISHED", resumed.error
+    assert parquet_ids(out) == list(range(600))
+    with local.store.read() as conn:
+        restores = conn.execute(select(s.pipelines.c.restores).where(
+            (s.pipelines.c.job_id == failed.job_id) & (s.pipelines.c.incarnation == 2))).scalar()
+        restored = [e.detail for e in conn.execute(select(s.events).where(
+            (s.events.c.job_id == failed.job_id) & (s.events.c.kind == "CHECKPOINT_RESTORED")))]
+    assert restores == 1
+    assert len(restored) == 1 and '"batch": 0' in restored[0]
+
+
 def _rerun_same_checkpoint(local, job, pipeline):
     from sqlalchemy import update
 

@@ -146,7 +146,10 @@ def _take_savepoint(runs, reporter) -> None:
     from seatide.runtime.spark_checkpoint import copy_pipeline_directory
     from seatide.store.restore import savepoint_dir
 
-    batches = {run.pipeline.pipeline_id: last_committed_batch(run.spark_dir) for run in runs}
+    # a batch the store recorded before Spark's commit log took it (a stop that interrupted the
+    # query in between) is in the copy: its sinks' marks are
+    batches = {run.pipeline.pipeline_id: reporter.newest_batch(run.pipeline.pipeline_id,
+                                                               last_committed_batch(run.spark_dir)) for run in runs}
 
     def copy(savepoint_id: int) -> None:
         failpoints.hit("driver.savepoint_copy")

@@ -207,26 +207,28 @@ class AttemptReporter:
 
     @_step
     def pipeline_restored(self, pipeline_id: int, spark_last: int | None) -> int | None:
-        """Count the pipeline's start from an existing checkpoint, if it has one; returns the batch
-        it starts after (its next new batch is that one's plus one), None for a fresh start.
-
-        That batch is the newer of Spark's last committed one (``spark_last``) and the last one
-        this incarnation recorded as a checkpoint: the store takes a batch's checkpoint before
-        Spark's commit log takes the batch, so an attempt killed between the two leaves
-        checkpoint K recorded and Spark's ``commits/K`` missing. Its replacement replays K, which
-        its sinks' decisions make a no-op, and starts from checkpoint K as surely as from one
-        Spark had recorded too."""
+        """Count the pipeline's start from an existing checkpoint; returns the batch it starts after
+        (None: a fresh start): the newer of Spark's last commit (``spark_last``) and the store's.
+        The store records batch K before Spark's ``commits/K``: an attempt killed in between is
+        replaced by one that replays K (its sinks' decisions make that a no-op) and starts from
+        checkpoint K all the same. A resumed incarnation's row starts at the batch its checkpoint
+        or savepoint holds (store/restore.py); a plain BATCH pipeline's one batch counts too."""
         with self._tx() as conn:
-            recorded = conn.execute(select(s.pipelines.c.last_batch_id).where(
-                self._pipeline_where(pipeline_id))).scalar()
-            known = [batch for batch in (spark_last, recorded) if batch is not None]
-            if not known:
+            newest = newer(spark_last, self._recorded_batch(conn, pipeline_id))
+            if newest is None:
                 return None
             conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(
                 restores=s.pipelines.c.restores + 1))
             record_event(conn, "CHECKPOINT_RESTORED", self.actor, self.job_id, self.incarnation,
-                         pipeline=pipeline_id, batch=max(known), attempt=self.attempt_id)
-        return max(known)
+                         pipeline=pipeline_id, batch=newest, attempt=self.attempt_id)
+        return newest
+
+    def newest_batch(self, pipeline_id: int, spark_last: int | None) -> int | None:
+        """The newest batch the pipeline's checkpoint holds (see ``pipeline_restored``)."""
+        return self.read(lambda conn: newer(spark_last, self._recorded_batch(conn, pipeline_id)))
+
+    def _recorded_batch(self, conn, pipeline_id: int) -> int | None:
+        return conn.execute(select(s.pipelines.c.last_batch_id).where(self._pipeline_where(pipeline_id))).scalar()
 
     def savepoint(self, pipelines: dict[int, int], copy) -> int:
         """Record a savepoint of stopped pipelines ({pipeline: last batch}); ``copy(id)`` makes its copy.
@@ -384,6 +386,10 @@ class AttemptReporter:
                 checkpoints_failed=s.pipelines.c.checkpoints_failed + 1))
             record_event(conn, "CHECKPOINT_TIMED_OUT", self.actor, self.job_id, self.incarnation,
                          pipeline=pipeline_id, batch=batch_id, seconds=round(seconds, 1))
+
+
+def newer(*batches: int | None) -> int | None:
+    return max((b for b in batches if b is not None), default=None)
 
 
 def _completed(checkpoint_id: int, created_at: float, duration_ms: int, rows: int) -> dict:

@@ -41,6 +41,9 @@ class PipelinePlan:
     fingerprint: str
     finished: bool
     problem: str | None = None      # why its checkpoint cannot be used
+    # the newest batch its checkpoint (or savepoint) holds, as the store recorded it: Spark's own
+    # log may lack it (runtime/reporter.py, pipeline_restored)
+    from_batch: int | None = None
 
 
 def savepoint_dir(checkpoint_dir: str, savepoint_id: int) -> str:
@@ -223,7 +226,10 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint) -> list[Pip
             if savepoint is not None:
                 source = savepoint_dir(previous.checkpoint_dir, savepoint.checkpoint_id)
                 entry.problem = inspect_checkpoint(source, pipeline.fits, in_savepoint)
+                saved_batch = saved.get("pipelines", {}).get(str(pipeline.pipeline_id), -1)
+                entry.from_batch = None if saved_batch < 0 else saved_batch
             else:
+                entry.from_batch = previous.last_batch_id
                 entry.problem = inspect_checkpoint(previous.checkpoint_dir, pipeline.fits,
                                                    pipeline.pipeline_id in completed)
         result.append(entry)
@@ -284,7 +290,7 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
                 job_id=job.job_id, incarnation=incarnation, pipeline_id=p.pipeline_id,
                 status=PipelineStatus.FINISHED if p.finished else PipelineStatus.CREATED, fingerprint=p.fingerprint,
                 checkpoint_dir=p.checkpoint_dir, rows_read=0, rows_written=0, idle=False,
-                finished_at=now if p.finished else None))
+                last_batch_id=None if p.problem else p.from_batch, finished_at=now if p.finished else None))
         # A killed incarnation's attempt never recorded its end. It is put down if its worker
         # still sees it (kill_requested), and the leader starts the new incarnation's driver only
         # once it is surely gone (reconcile.py: earlier attempts are waited for like a retry's).

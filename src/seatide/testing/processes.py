@@ -166,8 +166,8 @@ class SimDriver:
             write_json_atomic(meta_path, meta)
         pipe.lineage = meta["lineage"]
         last = last_committed_batch(os.path.join(pipe.dir, "spark"))
+        self.reporter.pipeline_restored(pipe.pipeline_id, last)     # as the real driver counts it
         if last is not None:
-            self.reporter.pipeline_restored(pipe.pipeline_id, last)
             pipe.next_batch = last + 1
         self.reporter.pipeline_status(pipe.pipeline_id, "RUNNING")
         # As runtime.commit_log.roll_forward at a real pipeline's start.
