@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from seatide.runtime.spark_checkpoint import claim, copy_pipeline_directory
+from seatide.runtime.spark_checkpoint import claim, copy_pipeline_directory, restore_point
 from seatide.store.db import AttemptFenced
 from seatide.store.runs import spark_checkpoint_dir
 
@@ -102,3 +102,21 @@ def test_a_zombies_commit_does_not_stop_its_replacements_query(spark, tmp_path):
     finally:
         query.stop()
 
+
+
+def test_the_restore_point_is_the_stores_batch_only_where_spark_planned_it(tmp_path):
+    """The store records batch K before Spark's commits/K: a checkpoint with offsets/K and no
+    commits/K starts after K when the store recorded K. A recorded batch Spark never planned
+    (a resume whose directory move was never made, review of 3357121) is another directory's."""
+    spark = str(tmp_path / "spark")
+    assert restore_point(spark, None) is None and restore_point(spark, 4) is None     # nothing there
+    _write(os.path.join(spark, "offsets", "0"), "v1\n{}\n")
+    assert restore_point(spark, None) is None        # batch 0 planned, not recorded: a fresh start
+    assert restore_point(spark, 0) == 0              # recorded, Spark's commit not yet written
+    for batch in range(4):
+        _write(os.path.join(spark, "offsets", str(batch)), "v1\n{}\n")
+        _write(os.path.join(spark, "commits", str(batch)), "v1\n{}\n")
+    assert restore_point(spark, None) == 3 and restore_point(spark, 2) == 3
+    assert restore_point(spark, 20) == 3             # never planned here
+    _write(os.path.join(spark, "offsets", "4"), "v1\n{}\n")
+    assert restore_point(spark, 4) == 4

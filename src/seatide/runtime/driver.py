@@ -142,14 +142,13 @@ def _supervise(runs, reporter, heartbeat, poll_interval: float, progress) -> int
 
 def _take_savepoint(runs, reporter) -> None:
     """Every stopped pipeline's checkpoint, copied under one savepoint id, then SAVEPOINT_DONE."""
-    from seatide.runtime.spark_checkpoint import last_committed_batch
-    from seatide.runtime.spark_checkpoint import copy_pipeline_directory
+    from seatide.runtime.spark_checkpoint import copy_pipeline_directory, restore_point
     from seatide.store.restore import savepoint_dir
 
     # a batch the store recorded before Spark's commit log took it (a stop that interrupted the
     # query in between) is in the copy: its sinks' marks are
-    batches = {run.pipeline.pipeline_id: reporter.newest_batch(run.pipeline.pipeline_id,
-                                                               last_committed_batch(run.spark_dir)) for run in runs}
+    batches = {run.pipeline.pipeline_id: restore_point(run.spark_dir, reporter.recorded_batch(run.pipeline.pipeline_id))
+               for run in runs}
 
     def copy(savepoint_id: int) -> None:
         failpoints.hit("driver.savepoint_copy")

@@ -38,7 +38,7 @@ from seatide.runtime.pipeline_frames import PipelineFrames
 from seatide.runtime.session import activate_session
 from seatide.runtime.reporter import AttemptReporter
 from seatide.runtime import spark_checkpoint
-from seatide.runtime.spark_checkpoint import last_committed_batch
+from seatide.runtime.spark_checkpoint import restore_point
 from seatide.runtime.sink_runs import PipelineSinks, each_sinks_rows, one_stream
 from seatide.runtime.table_routing import RoutedPipeline
 from seatide.store.runs import new_lineage
@@ -122,7 +122,9 @@ class PipelineRun(PipelineFrames):
         # not a fresh start, so the sinks' save modes (DROP_DATA...) are not made again.
         self.origin = meta.get("origin", meta["lineage"])
         self.spark_dir = spark_checkpoint.claim(self.dir, self.reporter.attempt_id)
-        self.reporter.pipeline_restored(self.pipeline.pipeline_id, last_committed_batch(self.spark_dir))
+        restored = restore_point(self.spark_dir, self.reporter.recorded_batch(self.pipeline.pipeline_id))
+        if restored is not None:
+            self.reporter.pipeline_restored(self.pipeline.pipeline_id, restored)
 
     # -- running -------------------------------------------------------------------------
     def start(self) -> None:

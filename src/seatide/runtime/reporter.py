@@ -206,29 +206,20 @@ class AttemptReporter:
                          pipeline=pipeline_id, source=source, setAside=set_aside, attempt=self.attempt_id)
 
     @_step
-    def pipeline_restored(self, pipeline_id: int, spark_last: int | None) -> int | None:
-        """Count the pipeline's start from an existing checkpoint; returns the batch it starts after
-        (None: a fresh start): the newer of Spark's last commit (``spark_last``) and the store's.
-        The store records batch K before Spark's ``commits/K``: an attempt killed in between is
-        replaced by one that replays K (its sinks' decisions make that a no-op) and starts from
-        checkpoint K all the same. A resumed incarnation's row starts at the batch its checkpoint
-        or savepoint holds (store/restore.py); a plain BATCH pipeline's one batch counts too."""
+    def pipeline_restored(self, pipeline_id: int, from_batch: int) -> None:
+        """The pipeline starts from an existing checkpoint, after batch ``from_batch``
+        (``spark_checkpoint.restore_point``)."""
         with self._tx() as conn:
-            newest = newer(spark_last, self._recorded_batch(conn, pipeline_id))
-            if newest is None:
-                return None
             conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(
                 restores=s.pipelines.c.restores + 1))
             record_event(conn, "CHECKPOINT_RESTORED", self.actor, self.job_id, self.incarnation,
-                         pipeline=pipeline_id, batch=newest, attempt=self.attempt_id)
-        return newest
+                         pipeline=pipeline_id, batch=from_batch, attempt=self.attempt_id)
 
-    def newest_batch(self, pipeline_id: int, spark_last: int | None) -> int | None:
-        """The newest batch the pipeline's checkpoint holds (see ``pipeline_restored``)."""
-        return self.read(lambda conn: newer(spark_last, self._recorded_batch(conn, pipeline_id)))
-
-    def _recorded_batch(self, conn, pipeline_id: int) -> int | None:
-        return conn.execute(select(s.pipelines.c.last_batch_id).where(self._pipeline_where(pipeline_id))).scalar()
+    def recorded_batch(self, pipeline_id: int) -> int | None:
+        """The newest batch the store recorded for the pipeline: this incarnation's, or for a
+        resumed one the batch its checkpoint or savepoint held (store/restore.py)."""
+        return self.read(lambda conn: conn.execute(select(s.pipelines.c.last_batch_id).where(
+            self._pipeline_where(pipeline_id))).scalar())
 
     def savepoint(self, pipelines: dict[int, int], copy) -> int:
         """Record a savepoint of stopped pipelines ({pipeline: last batch}); ``copy(id)`` makes its copy.
@@ -386,10 +377,6 @@ class AttemptReporter:
                 checkpoints_failed=s.pipelines.c.checkpoints_failed + 1))
             record_event(conn, "CHECKPOINT_TIMED_OUT", self.actor, self.job_id, self.incarnation,
                          pipeline=pipeline_id, batch=batch_id, seconds=round(seconds, 1))
-
-
-def newer(*batches: int | None) -> int | None:
-    return max((b for b in batches if b is not None), default=None)
 
 
 def _completed(checkpoint_id: int, created_at: float, duration_ms: int, rows: int) -> dict:

@@ -127,3 +127,17 @@ def last_committed_batch(spark_dir: str) -> int | None:
         return None
     batches = [int(n) for n in names if n.isdigit()]
     return max(batches) if batches else None
+
+
+def restore_point(spark_dir: str, recorded: int | None) -> int | None:
+    """The batch a pipeline starting on ``spark_dir`` starts after (None: a fresh start): Spark's
+    last committed batch, or the store's ``recorded`` one when Spark planned it and has not
+    committed it. The store records batch K before Spark writes ``commits/K``: an attempt killed
+    in between is replaced by one that replays K (its sinks' decisions make that a no-op), so it
+    starts from checkpoint K as surely as from one Spark had taken too. A recorded batch Spark
+    never planned is another directory's (a resume whose move was never made): not this one's."""
+    last = last_committed_batch(spark_dir)
+    if recorded is not None and (last is None or recorded > last) and \
+            os.path.isfile(os.path.join(spark_dir, "offsets", str(recorded))):
+        return recorded
+    return last

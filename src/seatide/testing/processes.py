@@ -25,7 +25,7 @@ from seatide.runtime.commit_log import read_json, write_json_atomic
 from seatide.runtime.driver import _prepare_checkpoint as prepare_checkpoint
 from seatide.runtime.heartbeat import FENCED_EXIT_CODE, Heartbeat
 from seatide.runtime.reporter import AttemptReporter
-from seatide.runtime.spark_checkpoint import last_committed_batch
+from seatide.runtime.spark_checkpoint import last_committed_batch, restore_point
 from seatide.store.db import AttemptFenced
 from seatide.store.jobs import job_view
 from seatide.store.restore import savepoint_dir
@@ -165,8 +165,11 @@ class SimDriver:
             meta = {"lineage": self.world.new_lineage(self.job_id), "fingerprint": self._fingerprint(pipe)}
             write_json_atomic(meta_path, meta)
         pipe.lineage = meta["lineage"]
-        last = last_committed_batch(os.path.join(pipe.dir, "spark"))
-        self.reporter.pipeline_restored(pipe.pipeline_id, last)     # as the real driver counts it
+        spark_dir = os.path.join(pipe.dir, "spark")
+        restored = restore_point(spark_dir, self.reporter.recorded_batch(pipe.pipeline_id))   # as the real driver
+        if restored is not None:
+            self.reporter.pipeline_restored(pipe.pipeline_id, restored)
+        last = last_committed_batch(spark_dir)
         if last is not None:
             pipe.next_batch = last + 1
         self.reporter.pipeline_status(pipe.pipeline_id, "RUNNING")
