@@ -139,13 +139,20 @@ def test_a_key_of_another_type_fails_the_batch_naming_it(spark, tmp_path, db, se
 
 
 def test_an_acl_user_writes_and_a_wrong_password_is_named(spark, tmp_path, db, server):
+    """A wrong password is permanent: the job fails at its first attempt, whatever its retries (the
+    defaults, 3 after 3 s each), naming the refusal and not the password; in a sink (the driver) and
+    in a checkpointed source (Spark's Python workers) alike."""
     text = sink_job(server, 'key = code, data_type = key, user = writer').replace('auth = "s3cret"', 'auth = "w-pass"')
     run(spark, tmp_path, text)
     assert db.exists("200")
-    bad = sink_job(server, "key = code, data_type = key").replace('auth = "s3cret"', 'auth = "wrong"')
-    result = InProcessCluster(spark, str(tmp_path / "data2")).run(bad)
-    assert result.status == "FAILED" and "authentication failed" in result.error
-    assert "wrong" not in result.error
+    bad_sink = sink_job(server, "key = code, data_type = key").replace('auth = "s3cret"', 'auth = "wrong"')
+    bad_source = source_job(server, f'keys = "user:*", data_type = key, {SCHEMA}',
+                            env="job.mode = BATCH, checkpoint.interval = 1000").replace('auth = "s3cret"', 'auth = "wrong"')
+    for name, bad in (("sink", bad_sink), ("source", bad_source)):
+        result = InProcessCluster(spark, str(tmp_path / name)).run(bad)
+        assert result.status == "FAILED" and "authentication failed" in result.error, (name, result.error)
+        assert "wrong" not in result.error
+        assert len(result.attempts()) == 1, (name, result.error)
 
 
 def test_options_are_checked_at_load_with_the_way_out():

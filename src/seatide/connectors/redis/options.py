@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from seatide.plugin.base import PERMANENT_MARK, PermanentError
 from seatide.plugin.options import INT, LIST, REQUIRED, STRING, Option, enum
 from seatide.plugin.schema import schema_options
 
@@ -68,8 +69,9 @@ def connect(opts):
         client.ping()
     except redis.AuthenticationError as exc:
         client.close()
-        raise RedisError(f"Redis at {opts['host']}:{opts['port']}: authentication failed ({exc}); check "
-                         "user and auth") from None
+        # Permanent: every retry would be refused alike, each after job.retry.interval.seconds.
+        raise RedisAuthError(f"{PERMANENT_MARK}Redis at {opts['host']}:{opts['port']}: authentication failed "
+                             f"({exc}); check user and auth") from None
     except redis.RedisError as exc:
         client.close()
         raise RedisError(f"Redis at {opts['host']}:{opts['port']} (db {opts['db_num']}) cannot be reached: "
@@ -81,4 +83,9 @@ class RedisError(RuntimeError):
     pass
 
 
-__all__ = ["CONNECTION", "DATA_TYPES", "SINK", "SOURCE", "RedisError", "check_connection", "connect"]
+class RedisAuthError(RedisError, PermanentError):
+    """The server refused the user or password. Its text carries PERMANENT_MARK: ``connect`` runs in
+    Spark's Python workers too (a checkpointed source's scan), whence only the text reaches the driver."""
+
+
+__all__ = ["CONNECTION", "DATA_TYPES", "SINK", "SOURCE", "RedisAuthError", "RedisError", "check_connection", "connect"]
