@@ -152,18 +152,23 @@ def test_a_5xx_is_retried_with_backoff_until_it_succeeds(spark, tmp_path, server
 
 
 def test_a_bad_answer_fails_with_its_status_and_url_secrets_masked(spark, tmp_path, server):
+    """A 5xx is retried by the request and then by the job (one job retry here, at once: the
+    message is the subject, not the wait); a 4xx by neither, whatever the job's retries (the
+    defaults); a refused connection fails naming the URL (no job retry: the message is the subject)."""
     server.route("/down", failing(1000, 500, lambda r: (200, [])))
     error = failed(spark, tmp_path, source_job(
         f'url = "{server.url("/down")}?token=tok-9f8e7d", retry = 1, retry_backoff_multiplier_ms = 1, '
-        'params = { api_key = "k-123456", page_size = 10 }, headers = { Authorization = "Bearer abc-999888" }'))
+        'params = { api_key = "k-123456", page_size = 10 }, headers = { Authorization = "Bearer abc-999888" }',
+        env="job.mode = BATCH, job.retry.times = 1, job.retry.interval.seconds = 0"))
     assert "500" in error and f"127.0.0.1:{server.port}/down" in error and "page_size=10" in error
     assert "tok-9f8e7d" not in error and "k-123456" not in error and "abc-999888" not in error
-    assert len(server.sent("/down")) % 2 == 0     # each try of the job: the request and its one retry
+    assert len(server.sent("/down")) == 2 * 2     # each of the job's two tries: the request and its one retry
     error = failed(spark, tmp_path / "404", source_job(f'url = "{server.url("/missing")}", retry = 3'))
     assert "404" in error and "/missing" in error
     assert len(server.sent("/missing")) == 1    # a 4xx is not retried
     error = failed(spark, tmp_path / "refused", source_job('url = "http://127.0.0.1:9/none", retry = 1, '
-                                                           'retry_backoff_multiplier_ms = 1'))
+                                                           'retry_backoff_multiplier_ms = 1',
+                                                           env="job.mode = BATCH, job.retry.times = 0"))
     assert "http://127.0.0.1:9/none" in error and "could not be reached" in error
 
 
@@ -274,7 +279,8 @@ def test_a_batch_replayed_after_a_crash_is_sent_again_with_the_same_idempotency_
     marker = tmp_path / "failed"
     monkeypatch.setitem(failpoints._POINTS, "http.sent", f"once:raise:{marker}")
     run(spark, tmp_path, sink_job(server.url("/hook"), env="job.mode = BATCH, checkpoint.interval = 1000, "
-                                  "micro-batch.max-rows = 10, job.retry.times = 3",
+                                  "micro-batch.max-rows = 10, job.retry.times = 3, "
+                                  "job.retry.interval.seconds = 0",
                                   source='row.num = 40, split.num = 2, sequence.field = "id", '
                                          'schema = { fields { id = bigint, name = string } }'))
     assert marker.exists(), "the failpoint was met"

@@ -115,7 +115,8 @@ def test_a_list_gets_each_row_once_across_driver_crashes_between_its_write_and_t
     """RPUSH is not idempotent: a batch written, then replayed after a crash before the commit log
     records it, must find its record in Redis and push nothing again."""
     marker = tmp_path / "killed"
-    env = "job.mode = BATCH, checkpoint.interval = 1000, micro-batch.max-rows = 250, job.retry.times = 3"
+    env = ("job.mode = BATCH, checkpoint.interval = 1000, micro-batch.max-rows = 250, job.retry.times = 3, "
+           "job.retry.interval.seconds = 0")
     text = f"""
 env {{ {env} }}
 source {{ FakeSource {{ row.num = 1000, split.num = 4, sequence.field = "id",
