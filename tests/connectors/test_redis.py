@@ -49,20 +49,32 @@ def run(spark, tmp_path, text: str):
 
 
 def test_each_data_type_writes_as_seatunnels_page_says(spark, tmp_path, db, server):
-    run(spark, tmp_path, sink_job(server, "key = code, data_type = key"))
+    """One job, a sink per data type (one driver run instead of six; each assertion as it was when
+    each was a job of its own). The hash goes to db 1: keys 200 and 500 hold strings in db 0, where
+    a hash is refused (see below)."""
+    sinks = "\n".join(f'Redis {{ plugin_input = "rows", host = "127.0.0.1", port = {server.port}, auth = "s3cret", '
+                      f'{sink} }}' for sink in ("key = code, data_type = key", "key = value, data_type = key",
+                                                "key = code, data_type = hash, db_num = 1",
+                                                "key = events, data_type = list", "key = codes, data_type = set",
+                                                "key = ranked, data_type = zset"))
+    run(spark, tmp_path, f"""
+env {{ job.mode = BATCH }}
+source {{ FakeSource {{ plugin_output = "rows", {SCHEMA}, rows = {ROWS} }} }}
+sink {{
+{sinks}
+}}
+""")
     assert json.loads(db.get("200")) == {"code": 200, "data": "get success", "success": True}
     assert json.loads(db.get("500"))["data"] == "internal error"
     # a key that names no field is the key itself: the later row overwrites the earlier
-    run(spark, tmp_path, sink_job(server, "key = value, data_type = key"))
     assert json.loads(db.get("value"))["code"] == 500
-    db.flushall()       # keys 200 and 500 hold strings now: a hash there is refused (see below)
-    run(spark, tmp_path, sink_job(server, "key = code, data_type = hash"))
-    assert db.hgetall("200") == {b"code": b"200", b"data": b"get success", b"success": b"true"}
-    run(spark, tmp_path, sink_job(server, "key = events, data_type = list"))
+    db1 = server.client(db=1)
+    try:
+        assert db1.hgetall("200") == {b"code": b"200", b"data": b"get success", b"success": b"true"}
+    finally:
+        db1.close()
     assert [json.loads(v)["code"] for v in db.lrange("events", 0, -1)] == [200, 500]
-    run(spark, tmp_path, sink_job(server, "key = codes, data_type = set"))
     assert sorted(json.loads(v)["code"] for v in db.smembers("codes")) == [200, 500]
-    run(spark, tmp_path, sink_job(server, "key = ranked, data_type = zset"))
     assert [(json.loads(v)["code"], s) for v, s in db.zrange("ranked", 0, -1, withscores=True)] == [(200, 1.0), (500, 1.0)]
 
 
