@@ -26,8 +26,8 @@ def test_a_driver_killed_after_a_batchs_exec_resumes_and_pushes_each_row_once(tm
         cluster.worker("w1", env={"SEATIDE_FAILPOINTS": f"redis.applied=once:kill:{marker}"})
         cluster.submit(f"""
 env {{ job.mode = BATCH, checkpoint.interval = 1000, micro-batch.max-rows = 250, job.retry.times = 3,
-      job.retry.interval.seconds = 1 }}
-source {{ FakeSource {{ row.num = 1000, split.num = 4, sequence.field = "id",
+      job.retry.interval.seconds = 0 }}
+source {{ FakeSource {{ row.num = 500, split.num = 4, sequence.field = "id",
                        schema = {{ fields {{ id = bigint, name = string }} }} }} }}
 sink {{ Redis {{ host = "127.0.0.1", port = {server.port}, key = ids, data_type = list }} }}
 """, "redis-kill")
@@ -38,7 +38,7 @@ sink {{ Redis {{ host = "127.0.0.1", port = {server.port}, key = ids, data_type 
         client = server.client()
         ids = sorted(json.loads(v)["id"] for v in client.lrange("ids", 0, -1))
         client.close()
-        assert ids == list(range(1000))
+        assert ids == list(range(500))
     finally:
         cluster.stop_all()
         server.stop()
