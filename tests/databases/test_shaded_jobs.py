@@ -20,6 +20,7 @@ from seatide.config.shade import KEY_FILE_ENV, encrypt_config
 from seatide.store import schema as s
 from seatide.store.address import default_store_url
 from seatide.store.db import open_store
+from seatide.store.views import job_info
 from tests.cli.test_local_run import ROOT, SEATIDE
 from seatide.testing.jobs import assert_exactly, written_ids
 from tests.databases.jobs import MARIADB_URL, PG_URL, mariadb_connect, pg_connect
@@ -51,7 +52,7 @@ def databases():
 
 def _job(out: str, table: str, user: str, password: str, env: dict) -> dict:
     return {
-        "env": {"job.mode": "BATCH", "job.retry.times": 0, **env},
+        "env": {"job.mode": "BATCH", "job.retry.times": 0, "job.retry.interval.seconds": 1, **env},
         "source": [
             {"plugin_name": "Jdbc", "plugin_output": "pg", "url": PG_URL, "driver": "org.postgresql.Driver",
              "user": "postgres", "password": "not-checked-by-trust", "query": f"select id from {table}"},
@@ -100,12 +101,23 @@ def test_shaded_jdbc_passwords_are_decrypted_where_the_job_runs(tmp_path, databa
     assert password not in stored and shaded["source"][1]["password"] in stored
 
 
-def test_a_wrong_password_fails_the_job_with_the_databases_refusal(tmp_path, databases):
+def test_a_wrong_password_fails_the_job_at_once_with_the_databases_refusal(tmp_path, databases):
+    """A refused login is permanent: with retries allowed, the first attempt fails the job (no
+    driver started again after a back-off), and the database's refusal is what the user reads."""
     table, user, _ = databases
-    shaded = encrypt_config(_job(str(tmp_path / "out"), table, user, "wrong", {"shade.identifier": "base64"}))
+    job = _job(str(tmp_path / "out"), table, user, "wrong", {"shade.identifier": "base64", "job.retry.times": 3})
     conf = tmp_path / "job.json"
-    conf.write_text(json.dumps(shaded))
-    result = subprocess.run([*SEATIDE, "run", str(conf), "--data-dir", str(tmp_path / "data")],
+    conf.write_text(json.dumps(encrypt_config(job)))
+    data_dir = str(tmp_path / "data")
+    result = subprocess.run([*SEATIDE, "run", str(conf), "--job-id", "wrongpw", "--data-dir", data_dir],
                             capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-3000:]
     assert "Access denied" in result.stdout + result.stderr
+    store = open_store(default_store_url(data_dir))
+    try:
+        with store.read() as conn:
+            info = job_info(conn, "wrongpw")
+    finally:
+        store.dispose()
+    assert info["jobStatus"] == "FAILED" and "Access denied" in info["errorMsg"], info["errorMsg"]
+    assert info["retriesUsed"] == 0 and len(info["attempts"]) == 1, (info["retriesUsed"], info["attempts"])

@@ -39,3 +39,16 @@ def test_a_database_that_refuses_the_connection_is_retried(spark):
     message, permanent = describe_error(exc)
     assert not permanent, message
     assert "refused" in message.lower() or "connect" in message.lower()
+
+
+def test_a_refused_login_is_permanent_and_named():
+    """A wrong password or user fails every retry the same way: it fails the job at once, with
+    the database's refusal in its message (issue 31: it was retried with back-off). The Python
+    client is what a Jdbc source logs in with on the driver (jdbc/read_types.py)."""
+    import pymysql
+
+    exc = _failure(lambda: pymysql.connect(host="127.0.0.1", port=3306, user="seatide_nobody", password="wrong",
+                                           ssl_disabled=True))
+    message, permanent = describe_error(exc)
+    assert "Access denied" in message
+    assert permanent, message
