@@ -43,8 +43,18 @@ def sqlstate_of(exc: BaseException) -> str | None:
     return found.group(1) if found else None
 
 
+# A refused login (SQLSTATE class 28: a wrong password, an unknown user) fails every retry the
+# same way. The Python clients a source logs in with on the driver (PyMySQL, psycopg) carry the
+# server's SQLSTATE as ``sqlstate``; only this class is taken from them so far, the others keep
+# being judged by Spark's and the JDBC drivers' states alone.
+REFUSED_LOGIN = "28"
+
+
 def permanent_cause(exc: BaseException) -> str | None:
     """Why no retry can fix ``exc`` (for the error message), or None when a retry may."""
+    client_state = getattr(exc, "sqlstate", None)
+    if isinstance(client_state, str) and client_state.startswith(REFUSED_LOGIN):
+        return "the database refused the login (user or password)"
     state = sqlstate_of(exc)
     if state is None:
         return None
