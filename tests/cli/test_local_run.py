@@ -33,49 +33,50 @@ def test_example_job_runs_and_prints_statistics(tmp_path):
     assert re.search(r"Total Write Count\s+: " + str(len(rows)) + r"\b", result.stdout)
 
 
-def _start_run(tmp_path, job_id: str, rows: int = 1000):
+def _gated(tmp_path) -> dict:
+    # two batches commit, then the run is held until the test stops it
+    return dict(os.environ, **batch_gate(str(tmp_path / "gate"), passes=2))
+
+
+def test_ctrl_c_then_a_kill_and_each_resume_finishes_the_job_once(tmp_path):
+    """Two stories in one job (one driver start fewer): Ctrl-C stops a run cleanly and a
+    resume goes on from its checkpoint; that resume, SIGKILLed mid-way with its driver, is
+    resumed again from its own checkpoint, seeing the dead worker by its free liveness lock.
+    Each stop is held by a batch gate after two batches (200 rows each) of 1000 rows."""
     conf = tmp_path / "job.conf"
     out = str(tmp_path / "out")
-    conf.write_text(batch_job(out, rows=rows, rows_per_batch=200))
-    data_dir = str(tmp_path / "d")
-    # two batches commit, then the run is held until the test stops it (`seatide resume`
-    # runs without the gate)
+    conf.write_text(batch_job(out, rows=1000, rows_per_batch=200))
+    data_dir, job_id = str(tmp_path / "d"), "ctrlc"
+    out += "/p0"
     proc = subprocess.Popen([*SEATIDE, "run", str(conf), "--job-id", job_id, "--data-dir", data_dir],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            env=dict(os.environ, **batch_gate(str(tmp_path / "gate"), passes=2)))
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_gated(tmp_path))
     wait_for(lambda: committed_rows(data_dir, job_id) >= 400, 180, message="two batches committed")
-    return proc, out + "/p0", data_dir
-
-
-def test_ctrl_c_stops_cleanly_and_resume_finishes_the_job(tmp_path):
-    proc, out, data_dir = _start_run(tmp_path, "ctrlc")
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr[-3000:]
     assert f"seatide resume ctrlc --data-dir {data_dir}" in stderr
     assert_exactly(written_ids(out), range(400))
-    resumed = seatide("resume", "ctrlc", "--data-dir", data_dir)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert_exactly(written_ids(out), range(1000))
 
+    # the resume, held after two more batches, is killed with its driver
+    resumed = subprocess.Popen([*SEATIDE, "resume", job_id, "--data-dir", data_dir], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_gated(tmp_path))
+    wait_for(lambda: sum(written_ids(out).values()) >= 800, 180, message="two more batches committed")
+    resumed.send_signal(signal.SIGKILL)
+    resumed.wait(timeout=30)
+    wait_for(lambda: driver_pids(job_id) == [], 15, message="the driver to die with seatide resume")
+    assert_exactly(written_ids(out), range(800))
 
-def test_killed_local_run_resumes_from_its_checkpoint(tmp_path):
-    proc, out, data_dir = _start_run(tmp_path, "killed")
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
-    wait_for(lambda: driver_pids("killed") == [], 15, message="the driver to die with seatide run")
-    assert_exactly(written_ids(out), range(400))
-    resumed = seatide("resume", "killed", "--data-dir", data_dir)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    final = seatide("resume", job_id, "--data-dir", data_dir)
+    assert final.returncode == 0, final.stderr[-3000:]
     # The killed run's worker is seen dead by its free liveness lock, as a cluster's is: the
     # resume does not first wait out worker_lost_after of its silence.
-    assert "died: its liveness lock has been free" in resumed.stderr, resumed.stderr[-3000:]
+    assert "died: its liveness lock has been free" in final.stderr, final.stderr[-3000:]
     assert_exactly(written_ids(out), range(1000))
     from seatide.store.address import default_store_url
     from seatide.store.db import open_store
     from seatide.store.views import job_info
     store = open_store(default_store_url(data_dir))
     with store.read() as conn:
-        info = job_info(conn, "killed")
-    assert info["jobStatus"] == "FINISHED" and info["incarnation"] == 2 and info["checkpoint"]["restored"] >= 1
+        info = job_info(conn, job_id)
+    assert info["jobStatus"] == "FINISHED" and info["incarnation"] == 3 and info["checkpoint"]["restored"] >= 1
     store.dispose()
