@@ -42,7 +42,7 @@ class PipelinePlan:
     finished: bool
     problem: str | None = None      # why its checkpoint cannot be used
     # the newest batch its checkpoint (or savepoint) holds, as the store recorded it: Spark's own
-    # log may lack it (runtime/reporter.py, pipeline_restored)
+    # log may lack it (runtime/spark_checkpoint.py, restore_point)
     from_batch: int | None = None
 
 
