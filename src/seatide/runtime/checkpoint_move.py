@@ -13,7 +13,8 @@ from typing import Callable
 
 from seatide import failpoints
 from seatide.runtime.commit_log import adopt_marks, read_json, write_json_atomic
-from seatide.store.runs import SPARK_DIR, new_lineage, spark_attempt, spark_checkpoint_dir
+from seatide.store.runs import (PREPARED_MARK, SPARK_DIR, new_lineage, prepared_for, spark_attempt,
+                                spark_checkpoint_dir)
 
 
 def _set_aside(path: str, why: str, now: float) -> str | None:
@@ -26,7 +27,6 @@ def _set_aside(path: str, why: str, now: float) -> str | None:
     return target
 
 
-PREPARED_MARK = "seatide-restore.json"
 MOVE_LOCK = ".seatide-prepare.lock"
 MOVE_LOCK_WAIT_S = 60.0
 
@@ -51,7 +51,7 @@ def prepare_checkpoint(checkpoint_dir: str, incarnation: int, source: str | None
     lock after its replacement has taken over is fenced off; one that moved before that did
     this incarnation's move, which its replacement then finds done.
     Returns what was done (for the event log), None when it was done before."""
-    if _prepared_for(checkpoint_dir) == incarnation:
+    if prepared_for(checkpoint_dir) == incarnation:
         return None
     staging = f"{checkpoint_dir}.restoring-{incarnation}-{attempt_id}"      # this attempt's alone
     shutil.rmtree(staging, ignore_errors=True)
@@ -70,7 +70,7 @@ def prepare_checkpoint(checkpoint_dir: str, incarnation: int, source: str | None
         with _move_lock(os.path.dirname(checkpoint_dir.rstrip("/"))):
             now = fence()
             _remove_older_stagings(checkpoint_dir, incarnation, attempt_id)
-            if _prepared_for(checkpoint_dir) == incarnation:
+            if prepared_for(checkpoint_dir) == incarnation:
                 shutil.rmtree(staging, ignore_errors=True)
                 return None
             set_aside = _set_aside(checkpoint_dir, "replaced" if source is not None else "discarded", now)
@@ -90,12 +90,6 @@ def _remove_older_stagings(checkpoint_dir: str, incarnation: int, attempt_id: in
         if older and older[0].isdigit() and int(older[0]) <= incarnation and (
                 len(older) == 1 or (older[1].isdigit() and int(older[1]) < attempt_id)):
             shutil.rmtree(os.path.join(root, entry), ignore_errors=True)
-
-
-def _prepared_for(checkpoint_dir: str) -> int | None:
-    mark = os.path.join(checkpoint_dir, PREPARED_MARK)
-    done = read_json(mark) if os.path.exists(mark) else None
-    return None if done is None else done.get("incarnation")
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ were then, so an upgrade finds its slots and directories where they are.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 
@@ -72,6 +73,24 @@ def spark_checkpoint_dir(pipeline_directory: str, since: int | None = None) -> s
     attempts = [(n, name) for name in names
                 if (n := spark_attempt(name)) is not None and (since is None or n >= since)]
     return os.path.join(pipeline_directory, max(attempts)[1] if attempts else SPARK_DIR)
+
+
+# A resume decides what a pipeline's directory becomes; its incarnation's driver makes it so
+# (runtime/checkpoint_move.py) and leaves this mark. The mark lives in the directory it made,
+# not in the store: it must say what the directory holds even after a crash between the move
+# and any store write. The next resume reads it too, to find a move that was never made
+# (store/owed_moves.py), so it is defined here, below both.
+PREPARED_MARK = "seatide-restore.json"
+
+
+def prepared_for(pipeline_directory: str) -> int | None:
+    """The incarnation whose resume's move put this directory in place, or None (never moved)."""
+    try:
+        with open(os.path.join(pipeline_directory, PREPARED_MARK)) as handle:
+            done = json.load(handle)
+    except FileNotFoundError:
+        return None
+    return None if done is None else done.get("incarnation")
 
 
 def new_lineage() -> str:
