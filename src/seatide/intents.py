@@ -106,7 +106,12 @@ def resume(store: Store, job_id: str, *, text: str | None = None, variables: dic
     with _refusals():
         resume_job(store, job_id, plan=build_plan(config), text=text, variables=variables,
                    savepoint_id=savepoint_id, fallback=fallback, pinned_worker=pinned_worker, actor=actor)
-    return Accepted(job_id, job.name, [str(w) for w in config.warnings])
+    with store.read() as conn:
+        resumed = load_job(conn, job_id)
+    # A decision the incarnation before owed and this one carries on (a fresh start, a savepoint's
+    # copy: store/owed_moves.py) was not asked for this time: the answer says so, beside the event.
+    carried = json.loads(resumed.restore or "{}").get("carried", []) if resumed is not None else []
+    return Accepted(job_id, job.name, [str(w) for w in config.warnings] + carried)
 
 
 def _load(text: str, variables: dict[str, str], source: str, strict: bool):

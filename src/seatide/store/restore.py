@@ -22,6 +22,7 @@ from seatide.store import schema as s
 from seatide.store.clock import read_store_now
 from seatide.store.db import Store, record_event
 from seatide.store.jobs import JobNotFound, JobRefused
+from seatide.store.owed_moves import OwedMove, carried_copy, carried_fresh, owed_moves
 from seatide.store.paths import under
 from seatide.store.runs import spark_checkpoint_dir
 from seatide.store.states import ATTEMPT_LIVE, AttemptState, CleanupState, JobStatus, PipelineStatus
@@ -44,6 +45,23 @@ class PipelinePlan:
     # the newest batch its checkpoint (or savepoint) holds, as the store recorded it: Spark's own
     # log may lack it (runtime/spark_checkpoint.py, restore_point)
     from_batch: int | None = None
+    restore_from: str | None = None     # a savepoint's directory its driver copies in
+    carried: OwedMove | None = None     # an earlier incarnation's decision, carried on (store/owed_moves.py)
+    released: bool = False              # it starts over because its sources' positions were released
+
+    @property
+    def decided_fresh(self) -> bool:
+        """It starts over by a decision made before (a carried one): no fallback is asked again."""
+        return self.carried is not None and self.carried.source is None
+
+    def fresh_entry(self) -> dict:
+        """What ``jobs.restore`` and the RESTORE_FALLBACK_FRESH event say of its fresh start."""
+        entry = {"pipeline": self.pipeline_id, "problem": self.problem}
+        if self.decided_fresh:
+            entry["reason"] = self.carried.reason      # the first reason, kept through any number of carries
+        if self.released:
+            entry["released"] = True
+        return entry
 
 
 def savepoint_dir(checkpoint_dir: str, savepoint_id: int) -> str:
@@ -94,17 +112,18 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
             s.checkpoints.c.kind == "CHECKPOINT",
             s.checkpoints.c.incarnation >= run_first_incarnation(conn, job))).distinct())}
         savepoint = _savepoint(conn, job, savepoint_id) if savepoint_id is not None else None
-    pipelines = _plan_pipelines(plan, old, completed, savepoint)
+    pipelines = _plan_pipelines(plan, old, completed, savepoint, owed_moves(job, old))
     if job.release is not None:
         _refuse_released(job, fallback)
         for p in pipelines:        # fallback fresh: every unfinished pipeline starts over
             if not p.finished:
                 p.problem = "its sources were released (cancel and release): it starts over with a new snapshot"
+                p.carried, p.released = None, True
     if all(p.finished for p in pipelines):
         # e.g. a stop with savepoint that came after the data ran out: the job's work is done
         raise JobRefused(f"job {job_id} ended {job.status} with every pipeline FINISHED; there is nothing "
                          "to resume (submit it again to rerun it)")
-    problems = [p for p in pipelines if p.problem]
+    problems = [p for p in pipelines if p.problem and not p.decided_fresh]
     if problems and fallback != "fresh":
         lines = "; ".join(f"pipeline {p.pipeline_id}: {p.problem}" for p in problems)
         raise RestoreRefused(f"cannot resume job {job_id}: {lines}. Fix the cause (restore the checkpoint "
@@ -204,7 +223,7 @@ def _savepoint(conn, job, savepoint_id: int):
     return row
 
 
-def _plan_pipelines(plan, old: dict, completed: set[int], savepoint) -> list[PipelinePlan]:
+def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[int, OwedMove]) -> list[PipelinePlan]:
     result = []
     saved = json.loads(savepoint.source_offsets) if savepoint is not None else {}
     for pipeline in plan.pipelines:
@@ -219,12 +238,21 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint) -> list[Pip
         # is complete, and there is nothing of it to restore (found by the simulation, seed 24).
         entry = PipelinePlan(pipeline.pipeline_id, previous.checkpoint_dir, fingerprint,
                              previous.status == PipelineStatus.FINISHED and not in_savepoint)
-        if not pipeline.fits(previous.fingerprint):
+        owes = owed.get(pipeline.pipeline_id)
+        if owes is not None and savepoint is not None and not owes.released:
+            owes = None             # a savepoint named now is the newer word; a release's is not undone
+        if owes is not None and owes.source is None and not entry.finished:
+            entry.carried, entry.released = owes, owes.released
+            entry.problem = carried_fresh(owes)
+        elif not pipeline.fits(previous.fingerprint):
             entry.problem = ("its sources changed since the checkpoint was taken (a source added, removed, "
                              "reordered or reconfigured)")
         elif not entry.finished:
-            if savepoint is not None:
-                source = savepoint_dir(previous.checkpoint_dir, savepoint.checkpoint_id)
+            if owes is not None:    # the savepoint's copy it owed, at the batch that resume recorded
+                entry.carried, entry.restore_from, entry.from_batch = owes, owes.source, previous.last_batch_id
+                entry.problem = inspect_checkpoint(owes.source, pipeline.fits, previous.last_batch_id is not None)
+            elif savepoint is not None:
+                source = entry.restore_from = savepoint_dir(previous.checkpoint_dir, savepoint.checkpoint_id)
                 entry.problem = inspect_checkpoint(source, pipeline.fits, in_savepoint)
                 saved_batch = saved.get("pipelines", {}).get(str(pipeline.pipeline_id), -1)
                 entry.from_batch = None if saved_batch < 0 else saved_batch
@@ -236,6 +264,7 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint) -> list[Pip
     gone = sorted(set(old) - {p.pipeline_id for p in plan.pipelines})
     if gone:
         result[0].problem = (result[0].problem or "") + f" (pipelines {gone} of the job are missing)"
+        result[0].carried = None    # a new problem: the fallback is asked for it, carried decision or not
     return result
 
 
@@ -243,23 +272,28 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
                      actor) -> str:
     # Only decisions here: the driver of the new incarnation moves the directories
     # (``runtime/checkpoint_move.prepare_checkpoint``), after this compare-and-set has made the resume real.
-    fresh, restored, prepare = [], [], {}
+    fresh, restored, prepare, carried = [], [], {}, []
     for p in pipelines:
         if p.finished:
             continue
-        if p.problem:            # fallback == fresh: start over, explicitly, and keep the old copy
-            fresh.append({"pipeline": p.pipeline_id, "problem": p.problem})
+        if p.problem:            # fallback == fresh (or decided before): start over, and keep the old copy
+            fresh.append(p.fresh_entry())
             prepare[str(p.pipeline_id)] = None
-        elif savepoint is not None:
-            prepare[str(p.pipeline_id)] = savepoint_dir(p.checkpoint_dir, savepoint.checkpoint_id)
+        elif p.restore_from is not None:
+            prepare[str(p.pipeline_id)] = p.restore_from
             restored.append(p.pipeline_id)
         else:
             restored.append(p.pipeline_id)
+        if p.carried is not None and (p.decided_fresh or not p.problem):
+            carried.append(f"pipeline {p.pipeline_id}: {p.problem or carried_copy(p.carried)}")
     from seatide.plan.outline import outline_json   # the caller has the config's modules loaded
 
     env = plan.job.env
     incarnation = job.incarnation + 1
     source = f"savepoint {savepoint.checkpoint_id}" if savepoint is not None else f"{job.job_id}@{job.incarnation}"
+    owed_copy = [p.restore_from for p in pipelines if p.carried is not None and p.restore_from and not p.problem]
+    if savepoint is None and owed_copy:     # <root>/savepoints/<id>/<pipeline>: named by the savepoint, not the chain
+        source = f"savepoint {os.path.basename(os.path.dirname(owed_copy[0]))}, as {job.job_id}@{job.incarnation} owed"
     with store.write() as conn:
         # Compare-and-set on the row it locks: a leader's decision about the old incarnation
         # (applied under the same lock, coordinator/effects.py) lands before this or not at all.
@@ -279,7 +313,8 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
             status=JobStatus.CREATED, retries_used=0, max_retries=env.retry_times,
             retry_interval_s=float(env.retry_interval_s), next_attempt_at=None, current_attempt=None,
             pinned_worker=pinned_worker, restored_from=source,
-            restore=json.dumps({"from": source, "fallback": fallback, "fresh": fresh, "prepare": prepare}),
+            restore=json.dumps({"from": source, "fallback": fallback, "fresh": fresh, "prepare": prepare,
+                                "carried": carried}),
             error_msg=None,
             checkpoint_interval_ms=env.checkpoint_interval_ms, stale_after_s=env.stale_after_s,
             on_stale=env.on_stale, stale_since=None, checkpoints_retained=env.checkpoints_retained,
@@ -299,7 +334,8 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
             s.attempts.c.state.in_(sorted(ATTEMPT_LIVE)))).values(
             state=AttemptState.LOST, kill_requested=True, error="superseded by a resume"))
         record_event(conn, "JOB_RESUMED", actor, job.job_id, incarnation, previous_status=job.status,
-                     previous_incarnation=job.incarnation, restored_from=source, pipelines_restored=restored)
+                     previous_incarnation=job.incarnation, restored_from=source, pipelines_restored=restored,
+                     **({"carried": carried} if carried else {}))
         for entry in fresh:
             record_event(conn, "RESTORE_FALLBACK_FRESH", actor, job.job_id, incarnation, level="WARNING", **entry)
     return job.job_id
