@@ -189,3 +189,19 @@ def test_an_owed_fresh_start_forced_by_a_release_outranks_a_savepoint(leader, tm
     restore = json.loads(_job(store).restore)
     assert restore["prepare"] == {"1": None}, restore
     assert _pipeline(store).last_batch_id is None
+
+
+def test_a_savepoint_named_now_outranks_an_owed_copy(leader, tmp_path):
+    """The user's newer word: an owed savepoint copy (not a release's fresh start) gives way."""
+    coordinator, store = leader
+    submit(store, tmp_path)
+    directory = _pipeline(store).checkpoint_dir
+    _checkpoint(store, savepoint_dir(directory, 7), 7, 2, kind="SAVEPOINT")
+    _checkpoint(store, savepoint_dir(directory, 9), 9, 3, kind="SAVEPOINT")
+    _cancel(coordinator, store)
+    _resume(store, savepoint_id=7)
+    _cancel(coordinator, store)
+    _resume(store, savepoint_id=9)
+    restore = json.loads(_job(store).restore)
+    assert (restore["prepare"], restore["carried"]) == ({"1": savepoint_dir(directory, 9)}, []), restore
+    assert _pipeline(store).last_batch_id == 3
