@@ -6,6 +6,10 @@ readable and was written for the same pipeline (a fingerprint of its sources, in
 order). What happens otherwise is explicit: ``restore.fallback = fail`` (default)
 refuses with a message per pipeline; ``fresh`` starts those pipelines over and says so
 in the event log. Nothing ever falls back silently.
+
+A resume only decides; the new incarnation's driver moves the directories. A move it never
+made (the incarnation ended before its driver ran) is owed by the next resume, which carries
+the decision on rather than restore what is still in place (``store/owed_moves.py``).
 """
 
 from __future__ import annotations
@@ -248,7 +252,9 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
             entry.problem = ("its sources changed since the checkpoint was taken (a source added, removed, "
                              "reordered or reconfigured)")
         elif not entry.finished:
-            if owes is not None:    # the savepoint's copy it owed, at the batch that resume recorded
+            if owes is not None:
+                # The savepoint's copy it owed, at the batch that resume recorded: its driver never
+                # ran, so nothing moved that row since, and a savepoint with no batch of it has none.
                 entry.carried, entry.restore_from, entry.from_batch = owes, owes.source, previous.last_batch_id
                 entry.problem = inspect_checkpoint(owes.source, pipeline.fits, previous.last_batch_id is not None)
             elif savepoint is not None:
