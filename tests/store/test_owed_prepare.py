@@ -27,7 +27,7 @@ from seatide.runtime.commit_log import write_json_atomic
 from seatide.store import schema as s
 from seatide.store.db import open_store
 from seatide.store.jobs import request_stop
-from seatide.store.restore import resume_job, savepoint_dir
+from seatide.store.restore import RestoreRefused, resume_job, savepoint_dir
 from tests.store.test_store import JOB, submit
 from tests.stores import sqlite_only
 
@@ -115,6 +115,19 @@ def _released_then_resumed_fresh(leader, tmp_path):
     return coordinator, store, directory
 
 
+def _released_with_savepoint_7(leader, tmp_path):
+    """Savepoint 7 (batch 2) and checkpoint 8 (batch 5) taken, the job cancelled and released,
+    resumed fresh: incarnation 2, whose driver has not run."""
+    coordinator, store = leader
+    submit(store, tmp_path)
+    directory = _pipeline(store).checkpoint_dir
+    _checkpoint(store, savepoint_dir(directory, 7), 7, 2, kind="SAVEPOINT")
+    _checkpoint(store, directory, 8, 5)
+    _cancel(coordinator, store, release=True)
+    _resume(store, fallback="fresh")
+    return coordinator, store, directory
+
+
 def test_a_fresh_start_its_incarnation_never_made_is_owed_by_the_next(leader, tmp_path):
     """Released, resumed fresh, cancelled before its driver ran: the old directory with the dropped
     slot's positions is still in place and the job is no longer marked released. A plain resume must
@@ -156,17 +169,24 @@ def test_a_fresh_start_its_incarnation_made_is_not_made_again(leader, tmp_path):
     assert _events(store, "JOB_RESUMED")[-1]["pipelines_restored"] == [1]
 
 
-def test_a_savepoint_copy_its_incarnation_never_made_is_owed_by_the_next(leader, tmp_path):
-    """Resumed from savepoint 7 (batch 2), cancelled before its driver copied it in: the live
-    directory (batch 5) is still in place. The user's last word was "from savepoint 7"."""
+def _copy_of_savepoint_7_owed(leader, tmp_path, batch: int = 2):
+    """Savepoint 7 (at ``batch``) and checkpoint 8 (batch 5) taken, the job cancelled, resumed from
+    savepoint 7, cancelled again before its driver copied it in."""
     coordinator, store = leader
     submit(store, tmp_path)
     directory = _pipeline(store).checkpoint_dir
-    _checkpoint(store, savepoint_dir(directory, 7), 7, 2, kind="SAVEPOINT")
+    _checkpoint(store, savepoint_dir(directory, 7), 7, batch, kind="SAVEPOINT")
     _checkpoint(store, directory, 8, 5)
     _cancel(coordinator, store)
     _resume(store, savepoint_id=7)
     _cancel(coordinator, store)
+    return coordinator, store, directory
+
+
+def test_a_savepoint_copy_its_incarnation_never_made_is_owed_by_the_next(leader, tmp_path):
+    """Resumed from savepoint 7 (batch 2), cancelled before its driver copied it in: the live
+    directory (batch 5) is still in place. The user's last word was "from savepoint 7"."""
+    coordinator, store, directory = _copy_of_savepoint_7_owed(leader, tmp_path)
     _resume(store)
     restore = json.loads(_job(store).restore)
     assert restore["prepare"] == {"1": savepoint_dir(directory, 7)}, restore
@@ -175,17 +195,15 @@ def test_a_savepoint_copy_its_incarnation_never_made_is_owed_by_the_next(leader,
 
 
 def test_an_owed_fresh_start_forced_by_a_release_outranks_a_savepoint(leader, tmp_path):
-    """A savepoint taken before the release holds the dropped slot's positions: the release's
-    rule (only fresh) still holds for the pipelines whose fresh start was never made."""
-    coordinator, store = leader
-    submit(store, tmp_path)
-    directory = _pipeline(store).checkpoint_dir
-    _checkpoint(store, savepoint_dir(directory, 7), 7, 2, kind="SAVEPOINT")
-    _checkpoint(store, directory, 8, 5)
-    _cancel(coordinator, store, release=True)
-    _resume(store, fallback="fresh")
+    """A savepoint taken before the release holds the dropped slot's positions: naming it is
+    refused, so the fresh start still owed is not overruled under that savepoint's name
+    (store/release_line.py); a plain resume then carries the fresh start on."""
+    coordinator, store, _ = _released_with_savepoint_7(leader, tmp_path)
     _cancel(coordinator, store)
-    _resume(store, savepoint_id=7)
+    with pytest.raises(RestoreRefused, match="savepoint 7: it was taken at incarnation 1, and the job's sources were "
+                                             "released at incarnation 1"):
+        _resume(store, savepoint_id=7)
+    _resume(store)
     restore = json.loads(_job(store).restore)
     assert restore["prepare"] == {"1": None}, restore
     assert _pipeline(store).last_batch_id is None

@@ -13,6 +13,12 @@ class JobRefused(Exception):
     """A request about a job cannot be honoured; the message says why and what to do."""
 
 
+class RestoreRefused(JobRefused):
+    """The checkpoint to resume from is missing, unreadable or does not fit the job. Here, beside
+    its base, because the modules a resume plans with (``restore.py``, ``owed_moves.py``,
+    ``release_line.py``) all refuse with it and ``restore.py`` imports the other two."""
+
+
 class BadJobId(JobRefused):
     """A job id that is not a plain name (the REST API answers 400)."""
 

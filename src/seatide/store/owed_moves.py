@@ -3,25 +3,38 @@
 A resume only records, per pipeline, what its directory must become (``jobs.restore``'s
 ``prepare``: a savepoint's directory to copy in, or None for an empty one); the incarnation's
 driver makes it so before the pipeline starts and marks the directory (``runtime/checkpoint_move``,
-``store.runs.prepared_for``). An incarnation that ends before its driver got there (cancelled
-while it waited for a worker, its driver killed at start) leaves the directory as it was: the old
-offsets, or the live checkpoint a savepoint was to replace. Those are not the job's latest
-checkpoint: its latest decision was to start over, or to go back to the savepoint. So a resume
-of that incarnation carries the decision on, as the incarnation owed it:
+``store.runs.PREPARED_MARK``). An incarnation that ends before its driver got there (cancelled
+while it waited for a worker, its driver killed at start) leaves the directory as it was.
 
-* a fresh start stays a fresh start, without ``--fallback fresh`` asked again (the user chose it)
-  and said so, with the first reason kept: a release's fresh start above all, whose old
-  positions are gone (``coordinator/release.py``), so even a savepoint named now does not bring
-  them back (a savepoint taken before the release holds the dropped slot's positions);
-* a savepoint's copy stays that copy, unless the user names a savepoint now: the newer word wins.
+A move is owed only on positive evidence that it was not made: the store holds no checkpoint row
+of that incarnation for the pipeline (its driver records one, of any status, only after the move),
+and the directory is there and its mark names another incarnation, or none. A directory the
+resuming process cannot see (an NFS mount absent, a directory renamed) is no evidence: the move
+may well have been made and the directory hold live progress, so the resume plans as if nothing
+were owed, and refuses there as a missing checkpoint (``store/restore.py``).
+
+What an owed move becomes:
+
+* a fresh start a release forced stays a fresh start, without ``--fallback fresh`` asked again:
+  the old positions are gone for good (``coordinator/release.py``, ``store/release_line.py``);
+* any other fresh start (``--fallback fresh`` for a problem that may since be fixed) is planned
+  again from the directory in place: restored if it now fits, refused (or started over with
+  ``--fallback fresh``) if not, and the answer says it was re-planned;
+* a savepoint's copy stays that copy, checked as that savepoint named again would be, unless the
+  user names a savepoint now: the newer word wins.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 
-from seatide.store.runs import prepared_for
+from sqlalchemy import and_, select
+
+from seatide.store import schema as s
+from seatide.store.job_ids import RestoreRefused
+from seatide.store.runs import PREPARED_MARK
 from seatide.store.states import PipelineStatus
 
 
@@ -32,16 +45,47 @@ class OwedMove:
     reason: str | None = None   # a fresh start's first reason (a carried one keeps it)
     released: bool = False      # a fresh start forced by a release: the old positions are gone
 
+    @property
+    def carried_fresh(self) -> bool:
+        """A fresh start carried on as decided: only a release's (its positions are gone)."""
+        return self.source is None and self.released
 
-def owed_moves(job, pipelines: dict) -> dict[int, OwedMove]:
-    """The moves ``job``'s current incarnation decided and never made, by pipeline id
+
+def marked_by(pipeline_directory: str) -> int | None:
+    """The incarnation whose move made the directory (its mark), None when it has none. A mark
+    that cannot be read is a refusal that names it: what it says decides what the resume does."""
+    mark = os.path.join(pipeline_directory, PREPARED_MARK)
+    try:
+        with open(mark) as handle:
+            done = json.load(handle)
+        if not isinstance(done, dict) or not isinstance(done.get("incarnation", 0), int):
+            raise ValueError("not a JSON object with an incarnation")
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise RestoreRefused(
+            f"cannot read {mark}, the mark of the last checkpoint move made in that directory ({exc}); it says "
+            "which resume's move the directory holds. Fix its storage and resume again; if the directory's "
+            "contents are sound, remove the mark (the resume then takes the move as not made, when no "
+            "checkpoint of the last incarnation was recorded), or start over with --fallback fresh") from None
+    return done.get("incarnation")
+
+
+def owed_moves(conn, job, pipelines: dict) -> dict[int, OwedMove]:
+    """The moves ``job``'s current incarnation decided and surely never made, by pipeline id
     (``pipelines``: its pipeline rows by id). A FINISHED pipeline owes nothing: it ran."""
     decided = json.loads(job.restore or "{}")
+    if not decided.get("prepare"):
+        return {}
+    c = s.checkpoints.c
+    recorded = set(conn.execute(select(c.pipeline_id).where(and_(
+        c.job_id == job.job_id, c.incarnation == job.incarnation)).distinct()).scalars())
     fresh = {entry["pipeline"]: entry for entry in decided.get("fresh", [])}
     owed = {}
-    for key, source in decided.get("prepare", {}).items():
+    for key, source in decided["prepare"].items():
         row = pipelines.get(int(key))
-        if row is None or row.status == PipelineStatus.FINISHED or prepared_for(row.checkpoint_dir) == job.incarnation:
+        if row is None or row.status == PipelineStatus.FINISHED or int(key) in recorded \
+                or not os.path.isdir(row.checkpoint_dir) or marked_by(row.checkpoint_dir) == job.incarnation:
             continue
         entry = fresh.get(int(key), {})
         owed[int(key)] = OwedMove(job.incarnation, source, entry.get("reason", entry.get("problem")),
@@ -58,3 +102,19 @@ def carried_fresh(owed: OwedMove) -> str:
 def carried_copy(owed: OwedMove) -> str:
     return (f"incarnation {owed.incarnation} was to restore it from {owed.source}, and its driver never copied it "
             "in (it ended first): it is restored from there, as decided then (name a savepoint to choose another)")
+
+
+def owed_copy_problem(owed: OwedMove, problem: str | None) -> str | None:
+    """What is wrong with the owed savepoint copy, said of that savepoint."""
+    if problem is None:
+        return None
+    savepoint = os.path.basename(os.path.dirname(owed.source.rstrip("/")))
+    return (f"incarnation {owed.incarnation} was to restore it from savepoint {savepoint} and never did; that "
+            f"savepoint cannot restore it now: {problem} (name another savepoint with --from)")
+
+
+def replanned(owed: OwedMove, problem: str | None) -> str:
+    """What the answer says of a fresh start no release forced, planned again."""
+    now = f"it is restored from the checkpoint in place" if problem is None else f"now: {problem}"
+    return (f"incarnation {owed.incarnation} was to start it over ({owed.reason}) and its driver never did; no "
+            f"release forced it, so it was re-planned from its directory: {now}")

@@ -7,9 +7,11 @@ order). What happens otherwise is explicit: ``restore.fallback = fail`` (default
 refuses with a message per pipeline; ``fresh`` starts those pipelines over and says so
 in the event log. Nothing ever falls back silently.
 
-A resume only decides; the new incarnation's driver moves the directories. A move it never
-made (the incarnation ended before its driver ran) is owed by the next resume, which carries
-the decision on rather than restore what is still in place (``store/owed_moves.py``).
+A resume only decides; the new incarnation's driver moves the directories. A move it surely
+never made (the incarnation ended before its driver ran) is owed by the next resume, which carries
+a release's fresh start or a savepoint's copy on rather than restore what is still in place
+(``store/owed_moves.py``). Nothing taken before the job's last release is restored
+(``store/release_line.py``).
 """
 
 from __future__ import annotations
@@ -25,18 +27,17 @@ from seatide.runtime.commit_log import read_json
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now
 from seatide.store.db import Store, record_event
+from seatide.store.job_ids import RestoreRefused
 from seatide.store.jobs import JobNotFound, JobRefused
-from seatide.store.owed_moves import OwedMove, carried_copy, carried_fresh, owed_moves
+from seatide.store.owed_moves import (OwedMove, carried_copy, carried_fresh, marked_by, owed_copy_problem,
+                                      owed_moves, replanned)
 from seatide.store.paths import under
+from seatide.store.release_line import before_release, last_release, refuse_savepoint_before
 from seatide.store.runs import spark_checkpoint_dir
 from seatide.store.states import ATTEMPT_LIVE, AttemptState, CleanupState, JobStatus, PipelineStatus
 from seatide.timeouts import Timeouts
 
 RESUMABLE = (JobStatus.CANCELED, JobStatus.FAILED, JobStatus.SAVEPOINT_DONE)
-
-
-class RestoreRefused(JobRefused):
-    """The checkpoint to resume from is missing, unreadable or does not fit the job."""
 
 
 @dataclass
@@ -51,6 +52,7 @@ class PipelinePlan:
     from_batch: int | None = None
     restore_from: str | None = None     # a savepoint's directory its driver copies in
     carried: OwedMove | None = None     # an earlier incarnation's decision, carried on (store/owed_moves.py)
+    replanned: OwedMove | None = None   # an earlier fresh start no release forced, planned again instead
     released: bool = False              # it starts over because its sources' positions were released
 
     @property
@@ -111,18 +113,27 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
         _check_resumable(conn, job, timeouts)
         old = {p.pipeline_id: p for p in conn.execute(select(s.pipelines).where(and_(
             s.pipelines.c.job_id == job_id, s.pipelines.c.incarnation == job.incarnation)))}
+        first = run_first_incarnation(conn, job)
         completed = {row.pipeline_id for row in conn.execute(select(s.checkpoints.c.pipeline_id).where(and_(
             s.checkpoints.c.job_id == job_id, s.checkpoints.c.status == "COMPLETED",
-            s.checkpoints.c.kind == "CHECKPOINT",
-            s.checkpoints.c.incarnation >= run_first_incarnation(conn, job))).distinct())}
+            s.checkpoints.c.kind == "CHECKPOINT", s.checkpoints.c.incarnation >= first)).distinct())}
         savepoint = _savepoint(conn, job, savepoint_id) if savepoint_id is not None else None
-    pipelines = _plan_pipelines(plan, old, completed, savepoint, owed_moves(job, old))
+        released = last_release(conn, job, first)
+        owed = owed_moves(conn, job, old)
+        # A re-planned fresh start restores the directory the incarnation before left: its batch
+        # is on that incarnation's row (the fresh start's own row has none).
+        before = {p.pipeline_id: p.last_batch_id for p in conn.execute(select(s.pipelines).where(and_(
+            s.pipelines.c.job_id == job_id, s.pipelines.c.incarnation == job.incarnation - 1)))}
     if job.release is not None:
         _refuse_released(job, fallback)
+    if savepoint is not None:
+        refuse_savepoint_before(job_id, savepoint, released)
+    pipelines = _plan_pipelines(plan, old, completed, savepoint, owed, released, before)
+    if job.release is not None:
         for p in pipelines:        # fallback fresh: every unfinished pipeline starts over
             if not p.finished:
                 p.problem = "its sources were released (cancel and release): it starts over with a new snapshot"
-                p.carried, p.released = None, True
+                p.carried, p.replanned, p.released = None, None, True
     if all(p.finished for p in pipelines):
         # e.g. a stop with savepoint that came after the data ran out: the job's work is done
         raise JobRefused(f"job {job_id} ended {job.status} with every pipeline FINISHED; there is nothing "
@@ -133,7 +144,8 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
         raise RestoreRefused(f"cannot resume job {job_id}: {lines}. Fix the cause (restore the checkpoint "
                              "directory, or resume with the job's original config), or start those pipelines "
                              "over explicitly with --fallback fresh (restore.fallback = fresh)")
-    return _new_incarnation(store, job, plan, text, variables, pipelines, savepoint, fallback, pinned_worker, actor)
+    return _new_incarnation(store, job, plan, text, variables, pipelines, savepoint, fallback, pinned_worker, actor,
+                            released)
 
 
 def run_first_incarnation(conn, job) -> int:
@@ -227,7 +239,8 @@ def _savepoint(conn, job, savepoint_id: int):
     return row
 
 
-def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[int, OwedMove]) -> list[PipelinePlan]:
+def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[int, OwedMove],
+                    released: int | None, before: dict[int, int | None]) -> list[PipelinePlan]:
     result = []
     saved = json.loads(savepoint.source_offsets) if savepoint is not None else {}
     for pipeline in plan.pipelines:
@@ -242,30 +255,36 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
         # is complete, and there is nothing of it to restore (found by the simulation, seed 24).
         entry = PipelinePlan(pipeline.pipeline_id, previous.checkpoint_dir, fingerprint,
                              previous.status == PipelineStatus.FINISHED and not in_savepoint)
-        owes = owed.get(pipeline.pipeline_id)
-        if owes is not None and savepoint is not None and not owes.released:
-            owes = None             # a savepoint named now is the newer word; a release's is not undone
-        if owes is not None and owes.source is None and not entry.finished:
-            entry.carried, entry.released = owes, owes.released
+        # A savepoint named now is the newer word: it passed the release line, so it owes nothing
+        # to a release either (release_line.refuse_savepoint_before).
+        owes = owed.get(pipeline.pipeline_id) if savepoint is None else None
+        if owes is not None and owes.carried_fresh and not entry.finished:
+            entry.carried, entry.released = owes, True
             entry.problem = carried_fresh(owes)
         elif not pipeline.fits(previous.fingerprint):
             entry.problem = ("its sources changed since the checkpoint was taken (a source added, removed, "
                              "reordered or reconfigured)")
         elif not entry.finished:
-            if owes is not None:
+            if owes is not None and owes.source is not None:
                 # The savepoint's copy it owed, at the batch that resume recorded: its driver never
                 # ran, so nothing moved that row since, and a savepoint with no batch of it has none.
+                # Checked as that savepoint named again is: it held the pipeline, so it must be there.
                 entry.carried, entry.restore_from, entry.from_batch = owes, owes.source, previous.last_batch_id
-                entry.problem = inspect_checkpoint(owes.source, pipeline.fits, previous.last_batch_id is not None)
+                entry.problem = owed_copy_problem(owes, inspect_checkpoint(owes.source, pipeline.fits, True))
             elif savepoint is not None:
                 source = entry.restore_from = savepoint_dir(previous.checkpoint_dir, savepoint.checkpoint_id)
                 entry.problem = inspect_checkpoint(source, pipeline.fits, in_savepoint)
                 saved_batch = saved.get("pipelines", {}).get(str(pipeline.pipeline_id), -1)
                 entry.from_batch = None if saved_batch < 0 else saved_batch
             else:
-                entry.from_batch = previous.last_batch_id
+                # owes here: a fresh start no release forced, planned again from the directory in place
+                entry.replanned = owes
+                entry.from_batch = previous.last_batch_id if owes is None else before.get(pipeline.pipeline_id)
                 entry.problem = inspect_checkpoint(previous.checkpoint_dir, pipeline.fits,
                                                    pipeline.pipeline_id in completed)
+                if entry.problem is None and released is not None and os.path.isdir(previous.checkpoint_dir):
+                    entry.problem = before_release(previous.checkpoint_dir, marked_by(previous.checkpoint_dir),
+                                                   released)
         result.append(entry)
     gone = sorted(set(old) - {p.pipeline_id for p in plan.pipelines})
     if gone:
@@ -275,7 +294,7 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
 
 
 def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepoint, fallback, pinned_worker,
-                     actor) -> str:
+                     actor, released: int | None) -> str:
     # Only decisions here: the driver of the new incarnation moves the directories
     # (``runtime/checkpoint_move.prepare_checkpoint``), after this compare-and-set has made the resume real.
     fresh, restored, prepare, carried = [], [], {}, []
@@ -292,6 +311,8 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
             restored.append(p.pipeline_id)
         if p.carried is not None and (p.decided_fresh or not p.problem):
             carried.append(f"pipeline {p.pipeline_id}: {p.problem or carried_copy(p.carried)}")
+        if p.replanned is not None:
+            carried.append(f"pipeline {p.pipeline_id}: {replanned(p.replanned, p.problem)}")
     from seatide.plan.outline import outline_json   # the caller has the config's modules loaded
 
     env = plan.job.env
@@ -320,7 +341,7 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
             retry_interval_s=float(env.retry_interval_s), next_attempt_at=None, current_attempt=None,
             pinned_worker=pinned_worker, restored_from=source,
             restore=json.dumps({"from": source, "fallback": fallback, "fresh": fresh, "prepare": prepare,
-                                "carried": carried}),
+                                "carried": carried, "release_incarnation": released}),  # release_line.py
             error_msg=None,
             checkpoint_interval_ms=env.checkpoint_interval_ms, stale_after_s=env.stale_after_s,
             on_stale=env.on_stale, stale_since=None, checkpoints_retained=env.checkpoints_retained,
