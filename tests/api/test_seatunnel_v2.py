@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import os
+import time
 
 import pytest
 from fastapi.testclient import TestClient
@@ -184,3 +185,33 @@ def test_logs_list_is_empty_before_any_attempt_and_log_names_are_checked(http):
     _refused(http.get("/logs/job-..-attempt-1.log"), 400, "is not allowed")
     _refused(http.get("/logs/passwd.log"), 400, "is not a log name")
     _refused(http.get("/logs/job-nobody-attempt-7.log"), 404, "no log job-nobody-attempt-7.log")
+
+
+def test_a_resume_with_is_start_with_savepoint_answers_its_warnings(http, tmp_path):
+    """The resume's warnings (a config's, or a decision an earlier incarnation owed: store/owed_moves.py)
+    are in its answer, as in REST v1's; without any the answer is SeaTunnel's, as before."""
+    from seatide.coordinator.service import Coordinator
+
+    _submit(http, jobId="resumed")
+    store = open_store(default_store_url(str(tmp_path / "data")))
+    coordinator = Coordinator(store, node_id="c-v2")
+    try:
+        for attempt in range(2):
+            assert http.post("/stop-job", json={"jobId": "resumed"}).status_code == 200
+            deadline = time.monotonic() + 30
+            while http.get("/job-info/resumed").json()["jobStatus"] != "CANCELED":
+                assert time.monotonic() < deadline, "the job was not cancelled"
+                coordinator.lease.tick()
+                coordinator.reconcile_all()
+                time.sleep(0.05)
+            config = FAKE_TO_CONSOLE if attempt else dict(FAKE_TO_CONSOLE, env={"job.mode": "batch", "paralelism": 2})
+            response = http.post("/submit-job", params={"jobId": "resumed", "isStartWithSavePoint": "true"},
+                                 json=config)
+            assert response.status_code == 200, response.text
+            answer = response.json()
+            if attempt:
+                assert answer == {"jobId": "resumed", "jobName": answer["jobName"]}, answer
+            else:
+                assert [w for w in answer["warnings"] if "paralelism" in w], answer
+    finally:
+        store.dispose()

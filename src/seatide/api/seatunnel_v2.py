@@ -80,7 +80,9 @@ def seatunnel_router(store: Store, data_dir: str, node_id: str, cleanup_delay_s:
     actor = f"seatunnel-api:{node_id}"
 
     def submitted(config: dict, job_id: str | None, job_name: str | None, from_savepoint: str | None):
-        """(job id, job name) of a submission, or of a resume with isStartWithSavePoint=true."""
+        """A submission, or a resume with isStartWithSavePoint=true: what was accepted, and what its
+        answer adds to SeaTunnel's jobId and jobName: a resume's warnings when it has any (a decision
+        an earlier incarnation owed, carried on or re-planned: store/owed_moves.py)."""
         if not isinstance(config, dict):
             raise Refusal(RefusalKind.BAD_REQUEST, "the job config must be a JSON object with env, source, "
                                                    "transform and sink")
@@ -91,10 +93,12 @@ def seatunnel_router(store: Store, data_dir: str, node_id: str, cleanup_delay_s:
                                                        "to start from its savepoint")
             # The job's latest checkpoints: after a stop with savepoint they are that savepoint.
             accepted = intents.resume(store, job_id, text=text, source="request body", actor=actor)
+            warnings = {"warnings": accepted.warnings} if accepted.warnings else {}
         else:
             accepted = intents.submit(store, data_dir, text=text, source="request body", job_id=job_id,
                                       name=job_name, actor=actor, cleanup_delay_s=cleanup_delay_s)
-        return accepted.job_id, accepted.job_name
+            warnings = {}      # SeaTunnel's answer, as before
+        return accepted, warnings
 
     def stopped(body: StopJob) -> dict[str, Any]:
         job_id = str(body.jobId)
@@ -141,8 +145,8 @@ def seatunnel_router(store: Store, data_dir: str, node_id: str, cleanup_delay_s:
     @router.post("/submit-job")
     def post_submit_job(config: dict = Body(...), jobId: str | None = None, jobName: str | None = None,
                         isStartWithSavePoint: str | None = None) -> dict[str, Any]:
-        job_id, name = submitted(config, jobId, jobName, isStartWithSavePoint)
-        return {"jobId": views.as_long(job_id), "jobName": name}
+        accepted, warnings = submitted(config, jobId, jobName, isStartWithSavePoint)
+        return {"jobId": views.as_long(accepted.job_id), "jobName": accepted.job_name, **warnings}
 
     @router.post("/submit-jobs")
     def post_submit_jobs(configs: list[dict] = Body(...)) -> list[dict[str, Any]]:
@@ -153,9 +157,9 @@ def seatunnel_router(store: Store, data_dir: str, node_id: str, cleanup_delay_s:
             params = config.pop("params", None) or {}
             if not isinstance(params, dict):
                 raise Refusal(RefusalKind.BAD_REQUEST, "params must be an object: {\"jobId\": ..., \"jobName\": ...}")
-            job_id, name = submitted(config, _text(params.get("jobId")), _text(params.get("jobName")),
-                                     _text(params.get("isStartWithSavePoint")))
-            answers.append({"jobId": job_id, "jobName": name})
+            accepted, warnings = submitted(config, _text(params.get("jobId")), _text(params.get("jobName")),
+                                           _text(params.get("isStartWithSavePoint")))
+            answers.append({"jobId": accepted.job_id, "jobName": accepted.job_name, **warnings})
         return answers
 
     @router.post("/stop-job")

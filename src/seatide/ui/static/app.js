@@ -69,6 +69,11 @@ async function api(method, path, body) {
   return data;
 }
 
+// A submission's or a resume's warnings, as lines under its answer.
+function warningLines(warnings) {
+  return warnings && warnings.length ? `\nWarnings:\n${warnings.join("\n")}` : "";
+}
+
 // An action the operator confirms first; its outcome is shown in `box`.
 async function confirmed(question, box, action) {
   if (!window.confirm(question)) return;
@@ -312,8 +317,9 @@ function jobView(jobId) {
     const what = from ? `from savepoint ${from}` : "from its latest checkpoints";
     confirmed(`Resume job ${jobId} ${what}${fallback.value ? ", starting fresh where a checkpoint does not fit" : ""}?`,
       outcome, async () => {
-        await api("POST", `${path}/resume`, {fromSavepoint: from, fallback: fallback.value || null});
-        return "Resumed: a new incarnation starts.";
+        const accepted = await api("POST", `${path}/resume`, {fromSavepoint: from, fallback: fallback.value || null});
+        // A resume may carry on an earlier incarnation's decision or re-plan one (store/owed_moves.py): said here.
+        return "Resumed: a new incarnation starts." + warningLines(accepted.warnings);
       });
   });
 
@@ -481,7 +487,7 @@ function submitView() {
       const body = {config: text, source, strict: strict.checked, jobId: jobId.value.trim() || null, jobName: jobName.value.trim() || null};
       const accepted = await api("POST", "/submit-job", body);
       result.replaceChildren(el("div", {class: "message ok", text: `Submitted job ${accepted.jobId}.` +
-        (accepted.warnings.length ? `\nWarnings:\n${accepted.warnings.join("\n")}` : "")}));
+        warningLines(accepted.warnings)}));
       setTimeout(() => { location.hash = `#/jobs/${encodeURIComponent(accepted.jobId)}`; }, accepted.warnings.length ? 2500 : 400);
     } catch (error) {
       const found = /\(line (\d+)\)|\bline (\d+) of /.exec(error.message) || [];
