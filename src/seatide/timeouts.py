@@ -64,6 +64,9 @@ SETTINGS = (
             "a driver that reported its attempt's end is killed if it has not exited by then"),
     Setting("state_cleanup_delay", "--state-cleanup-delay",
             "an ended job's state is cleaned up this long after its end (a job's env may override)"),
+    Setting("warm_refill_hold", "--warm-refill-hold",
+            "a warm driver given an attempt holds back its replacement until the attempt commits its "
+            "first batch or its driver exits, or this long"),
 )
 
 
@@ -82,6 +85,12 @@ class Timeouts:
     cancel_grace: float = 30.0
     driver_exit_grace: float = 30.0
     state_cleanup_delay: float = 60.0
+    # Long against a loaded start-up (a warm driver's first checkpoint took 72 s at load 8;
+    # one pipeline's cold start over 60 s at load 10): ending the hold early slows the attempt
+    # the pool exists for, while holding long costs at most a cold start for another attempt
+    # placed on this worker meanwhile, as with no pool. Reached only by an attempt that
+    # commits nothing for minutes and runs on (a long BATCH job without checkpointing).
+    warm_refill_hold: float = 300.0
 
     @property
     def liveness_keepalives(self) -> tuple[int, int, int]:

@@ -95,7 +95,7 @@ class Worker(Presence):
         # warm_drivers: idle drivers kept started (0: every attempt starts a cold one)
         self.warm_pool = WarmPool(warm_drivers, warm_command(
             store_url, self.timeouts.driver_heartbeat_interval, self.timeouts.driver_self_fence_after),
-            self._driver_env(None, worker_conf=False))
+            self._driver_env(None, worker_conf=False), self.timeouts.warm_refill_hold)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def run(self) -> None:

@@ -9,9 +9,10 @@ and why the command line changes at the hand-over, is in ``runtime/warm_driver.p
 
 * Warm drivers die with their worker (``PR_SET_PDEATHSIG``, and end of file on stdin).
   They must be started from the worker's long-lived loop thread, as cold drivers are.
-* A warm driver runs one attempt and exits; the pool starts a replacement at once. One
-  that dies idle is replaced too, after a backoff if they keep dying (a broken Spark
-  must not turn the worker into a fork loop).
+* A warm driver runs one attempt and exits; the pool starts its replacement once that
+  attempt has committed its first batch or the driver is gone (``--warm-refill-hold`` at
+  most), not beside the attempt's start-up. One that dies idle is replaced too, after a
+  backoff if they keep dying (a broken Spark must not turn the worker into a fork loop).
 * A job whose Spark settings a running session cannot take gets a cold driver
   (``runtime.session.warm_session_fit``).
 * Warm drivers are not slots: they run nothing until given an attempt, but each holds a
@@ -31,6 +32,7 @@ import threading
 from seatide import clock
 from seatide.runtime.parent_death import dying_with
 from seatide.runtime.warm_driver import READY, STARTED, TAKEN, fits_command_line, placeholder_args
+from seatide.timeouts import Timeouts
 from seatide.worker.driver_log import DriverLog
 
 log = logging.getLogger(__name__)
@@ -40,11 +42,6 @@ log = logging.getLogger(__name__)
 # tells the truth about it from here on. Short: the worker's loop (and its heartbeat) waits.
 HAND_OVER_ACK_TIMEOUT = 2.0
 MAX_RESTART_BACKOFF = 60.0
-# A warm driver that took an attempt holds back the refill until its first batch is committed
-# (STARTED), it exits, or this long: a JVM starting beside the attempt's start-up would take
-# half the CPU of a 2-core host from it. A stream that commits nothing yet must not leave the
-# pool empty for good.
-REFILL_HELD_AT_MOST_S = 20.0
 
 
 class WarmDriver:
@@ -121,6 +118,15 @@ class WarmDriver:
         self.proc.wait()
         self.close_signals()
 
+    def holds_refill(self, at_most: float) -> bool:
+        """Whether this driver, given an attempt, still holds back its replacement: its attempt
+        has not committed a batch (STARTED), it is not gone (its signal pipe is open), and it
+        took the attempt less than ``at_most`` ago. A JVM starting beside the attempt's own
+        start-up would take half of a 2-core host from it; the first commit, not a fixed
+        time, says the start-up is over (on a loaded host it took 72 s)."""
+        self.read_signals()
+        return not self.started and not self.signals_closed and clock.now() - self.taken_at < at_most
+
     @property
     def signals_closed(self) -> bool:
         return self._signals_fd < 0
@@ -134,14 +140,16 @@ class WarmDriver:
 class WarmPool:
     """Keeps ``size`` idle warm drivers; ``take`` hands one out, ``refill`` replaces it."""
 
-    def __init__(self, size: int, command: list[str], env: dict[str, str]):
+    def __init__(self, size: int, command: list[str], env: dict[str, str],
+                 refill_held_at_most: float = Timeouts.warm_refill_hold):
         if size < 0:
             raise ValueError(f"--warm-drivers must be 0 or more, not {size}")
         self.size = size
         self.command = command           # a driver's command line up to the attempt's flags
         self.env = env
+        self.refill_held_at_most = refill_held_at_most      # --warm-refill-hold (WarmDriver.holds_refill)
         self.idle: list[WarmDriver] = []
-        self.starting: list[WarmDriver] = []     # taken, their attempt not yet started (see above)
+        self.starting: list[WarmDriver] = []     # taken, holding the refill (WarmDriver.holds_refill)
         self._deaths_in_a_row = 0
         self._next_start = 0.0
 
@@ -161,8 +169,10 @@ class WarmPool:
                 log.warning("warm driver pid %s exited while idle (code %s); another starts in %.0f s",
                             driver.pid, driver.proc.returncode, delay)
         for driver in list(self.starting):
-            driver.read_signals()
-            if driver.started or driver.signals_closed or clock.now() - driver.taken_at >= REFILL_HELD_AT_MOST_S:
+            if not driver.holds_refill(self.refill_held_at_most):
+                if not driver.started and not driver.signals_closed:
+                    log.info("warm driver pid %s: its attempt has committed nothing in %.0f s "
+                             "(--warm-refill-hold); its replacement starts", driver.pid, self.refill_held_at_most)
                 self.starting.remove(driver)
                 driver.close_signals()
         while len(self.idle) < self.size and not self.starting and clock.now() >= self._next_start:
