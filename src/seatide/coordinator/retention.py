@@ -15,7 +15,8 @@ docs/operations.md, "Retention"):
   batches. A DECIDED one is never pruned: the next attempt must still publish it. All of a
   job's go with its history (``forget_job``).
 * **Events** of a job: the newest ``events_per_job`` and every event of the last
-  ``events_days``. Events of no job (leader elections, schema upgrades) after
+  ``events_days``, and every SOURCES_RELEASED (a release line, ``store/release_line.py``; one
+  per release). Events of no job (leader elections, schema upgrades) after
   ``global_events_days``, except LEADER_ELECTED (the leader-change counter counts them; one
   per failover).
 * **Set-aside checkpoint directories** (``<dir>.discarded-<ms>``, ``<dir>.replaced-<ms>``, left
@@ -253,7 +254,10 @@ def prune_events(store: Store, epoch: int, now: float, rules: RetentionRules, bu
         oldest_kept = {job_id: conn.execute(select(e.c.seq).where(e.c.job_id == job_id).order_by(e.c.seq.desc())
                                             .offset(rules.events_per_job - 1).limit(1)).scalar()
                        for job_id in crowded}
-    wheres = [and_(e.c.job_id == job_id, e.c.seq < seq, e.c.at < job_cutoff) for job_id, seq in oldest_kept.items()]
+    # SOURCES_RELEASED is the release line of a job resumed before jobs.restore carried it
+    # (store/release_line.py): pruned, a later resume would restore a dropped slot's positions.
+    wheres = [and_(e.c.job_id == job_id, e.c.seq < seq, e.c.at < job_cutoff, e.c.kind != "SOURCES_RELEASED")
+              for job_id, seq in oldest_kept.items()]
     wheres.append(and_(e.c.job_id.is_(None), e.c.kind != "LEADER_ELECTED",
                        e.c.at < now - rules.global_events_days * DAY_S))
     removed = 0
