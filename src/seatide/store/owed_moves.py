@@ -22,6 +22,10 @@ What an owed move becomes:
   ``--fallback fresh``) if not, and the answer says it was re-planned;
 * a savepoint's copy stays that copy, checked as that savepoint named again would be, unless the
   user names a savepoint now: the newer word wins.
+
+A mark is read only where its answer decides something: not when a savepoint is named, nor for a
+released job (both say what the directory becomes whatever it holds). A mark that cannot be read
+is a problem of that pipeline (``UnreadableMark``): refused, or started over with ``--fallback fresh``.
 """
 
 from __future__ import annotations
@@ -38,12 +42,17 @@ from seatide.store.runs import PREPARED_MARK
 from seatide.store.states import PipelineStatus
 
 
+class UnreadableMark(RestoreRefused):
+    """A pipeline directory's mark that cannot be read: the problem of that pipeline."""
+
+
 @dataclass(frozen=True)
 class OwedMove:
     incarnation: int            # the one that decided it and never made it
     source: str | None          # the savepoint directory to copy in; None: start over
     reason: str | None = None   # a fresh start's first reason (a carried one keeps it)
     released: bool = False      # a fresh start forced by a release: the old positions are gone
+    unreadable: str | None = None   # its mark cannot be read: whether it was made is unknown
 
     @property
     def carried_fresh(self) -> bool:
@@ -53,7 +62,7 @@ class OwedMove:
 
 def marked_by(pipeline_directory: str) -> int | None:
     """The incarnation whose move made the directory (its mark), None when it has none. A mark
-    that cannot be read is a refusal that names it: what it says decides what the resume does."""
+    that cannot be read raises ``UnreadableMark``, naming it: what it says decides what the resume does."""
     mark = os.path.join(pipeline_directory, PREPARED_MARK)
     try:
         with open(mark) as handle:
@@ -63,11 +72,11 @@ def marked_by(pipeline_directory: str) -> int | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise RestoreRefused(
-            f"cannot read {mark}, the mark of the last checkpoint move made in that directory ({exc}); it says "
-            "which resume's move the directory holds. Fix its storage and resume again; if the directory's "
-            "contents are sound, remove the mark (the resume then takes the move as not made, when no "
-            "checkpoint of the last incarnation was recorded), or start over with --fallback fresh") from None
+        raise UnreadableMark(
+            f"its directory's mark {mark} cannot be read ({exc}); it says which resume's checkpoint move the "
+            "directory holds. Fix its storage and resume again; if the directory's contents are sound, remove the "
+            "mark (the resume then takes the move as not made, when no checkpoint of the last incarnation was "
+            "recorded)") from None
     return done.get("incarnation")
 
 
@@ -85,12 +94,23 @@ def owed_moves(conn, job, pipelines: dict) -> dict[int, OwedMove]:
     for key, source in decided["prepare"].items():
         row = pipelines.get(int(key))
         if row is None or row.status == PipelineStatus.FINISHED or int(key) in recorded \
-                or not os.path.isdir(row.checkpoint_dir) or marked_by(row.checkpoint_dir) == job.incarnation:
+                or not os.path.isdir(row.checkpoint_dir):
             continue
+        try:
+            if marked_by(row.checkpoint_dir) == job.incarnation:
+                continue
+            unreadable = None
+        except UnreadableMark as exc:
+            unreadable = str(exc)
         entry = fresh.get(int(key), {})
         owed[int(key)] = OwedMove(job.incarnation, source, entry.get("reason", entry.get("problem")),
-                                  bool(entry.get("released")))
+                                  bool(entry.get("released")), unreadable)
     return owed
+
+
+def decided_moves(job) -> set[int]:
+    """The pipelines ``job``'s current incarnation decided a checkpoint move for, made or not."""
+    return {int(key) for key in json.loads(job.restore or "{}").get("prepare", {})}
 
 
 def carried_fresh(owed: OwedMove) -> str:

@@ -9,8 +9,8 @@ for the resumes after that one, which no longer see ``jobs.release`` (a resume c
 
 * the released incarnation is carried in ``jobs.restore`` (``release_incarnation``) from resume
   to resume, written in the resume's own transaction, so it lasts as long as the job's row;
-  the SOURCES_RELEASED event (kept for a while, then pruned by age) finds it for a job resumed
-  before this was recorded;
+  the SOURCES_RELEASED event finds it for a job resumed before this was recorded (retention never
+  prunes that event, ``coordinator/retention.py``: it is this line's only record there);
 * a savepoint (or checkpoint row) of an incarnation up to the line is refused by name;
 * a pipeline's directory in place is past the line only when a move of a later incarnation
   made it (its mark, ``store.runs.PREPARED_MARK``): the release's fresh start, or a later
@@ -20,11 +20,13 @@ for the resumes after that one, which no longer see ``jobs.release`` (a resume c
 from __future__ import annotations
 
 import json
+import os
 
 from sqlalchemy import and_, func, select
 
 from seatide.store import schema as s
 from seatide.store.job_ids import RestoreRefused
+from seatide.store.owed_moves import OwedMove, UnreadableMark, marked_by
 
 
 def last_release(conn, job, first_incarnation: int) -> int | None:
@@ -54,12 +56,36 @@ def refuse_savepoint_before(job_id: str, savepoint, released: int | None) -> Non
             f"would skip the changes in between. {_how(job_id)}")
 
 
-def before_release(directory: str, moved_by: int | None, released: int) -> str | None:
+def before_release(directory: str, moved_by: int | None, released: int, owed_by: int | None = None) -> str | None:
     """Why a pipeline's directory in place cannot be restored because of the release, or None.
-    ``moved_by``: the incarnation whose move made the directory (its mark), None: no mark."""
+    ``moved_by``: the incarnation whose move made the directory (its mark), None: no mark.
+    ``owed_by``: a later incarnation that was to start it over and never did (a resume recorded
+    before the 'released' flag was: its fresh start looks like any other), which is then the cause."""
     if moved_by is not None and moved_by > released:
         return None
     made = f"was last made by incarnation {moved_by}" if moved_by is not None else "has no mark of a move"
+    why = ("a directory put back from a backup?" if owed_by is None else
+           f"incarnation {owed_by} was to start it over and its driver never did")
     return (f"its checkpoint in {directory} {made}, not after the job's sources were released at incarnation "
-            f"{released}: its positions cannot be read again (a directory put back from a backup?); it can only "
-            "start over")
+            f"{released}: its positions cannot be read again ({why}); it can only start over")
+
+
+def past_release(directory: str, released: int | None, owes: OwedMove | None) -> str | None:
+    """Why a pipeline's directory in place, which a move decided by the last resume or a release
+    concerns, cannot be restored, or None.
+
+    One the resume cannot see is refused, checkpoint row or not: a pipeline that never completed a
+    batch may still hold Spark's offsets of the dropped slot (offsets/0), or the move's outcome, and
+    its driver would restore them in place. Its mark is read only when a release draws the line."""
+    if not os.path.isdir(directory):
+        return (f"its checkpoint directory {directory} is not visible from here, and what it holds decides the "
+                "restore (" + ("the job's sources were released" if released is not None else
+                               "the last resume decided a checkpoint move for it") +
+                "): check the mount (an NFS mount absent, a directory renamed) and resume again")
+    if released is None:
+        return None
+    try:
+        moved_by = marked_by(directory)
+    except UnreadableMark as exc:
+        return str(exc)
+    return before_release(directory, moved_by, released, None if owes is None else owes.incarnation)

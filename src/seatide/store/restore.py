@@ -29,10 +29,10 @@ from seatide.store.clock import read_store_now
 from seatide.store.db import Store, record_event
 from seatide.store.job_ids import RestoreRefused
 from seatide.store.jobs import JobNotFound, JobRefused
-from seatide.store.owed_moves import (OwedMove, carried_copy, carried_fresh, marked_by, owed_copy_problem,
+from seatide.store.owed_moves import (OwedMove, carried_copy, carried_fresh, decided_moves, owed_copy_problem,
                                       owed_moves, replanned)
 from seatide.store.paths import under
-from seatide.store.release_line import before_release, last_release, refuse_savepoint_before
+from seatide.store.release_line import last_release, past_release, refuse_savepoint_before
 from seatide.store.runs import spark_checkpoint_dir
 from seatide.store.states import ATTEMPT_LIVE, AttemptState, CleanupState, JobStatus, PipelineStatus
 from seatide.timeouts import Timeouts
@@ -119,7 +119,9 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
             s.checkpoints.c.kind == "CHECKPOINT", s.checkpoints.c.incarnation >= first)).distinct())}
         savepoint = _savepoint(conn, job, savepoint_id) if savepoint_id is not None else None
         released = last_release(conn, job, first)
-        owed = owed_moves(conn, job, old)
+        # A savepoint named now and a release both say what each directory becomes, owed move or
+        # not: the marks owed_moves reads are not read then (an unreadable one blocks nothing).
+        owed = owed_moves(conn, job, old) if savepoint is None and job.release is None else {}
         # A re-planned fresh start restores the directory the incarnation before left: its batch
         # is on that incarnation's row (the fresh start's own row has none).
         before = {p.pipeline_id: p.last_batch_id for p in conn.execute(select(s.pipelines).where(and_(
@@ -128,7 +130,7 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
         _refuse_released(job, fallback)
     if savepoint is not None:
         refuse_savepoint_before(job_id, savepoint, released)
-    pipelines = _plan_pipelines(plan, old, completed, savepoint, owed, released, before)
+    pipelines = _plan_pipelines(plan, old, completed, savepoint, owed, released, before, decided_moves(job))
     if job.release is not None:
         for p in pipelines:        # fallback fresh: every unfinished pipeline starts over
             if not p.finished:
@@ -240,7 +242,7 @@ def _savepoint(conn, job, savepoint_id: int):
 
 
 def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[int, OwedMove],
-                    released: int | None, before: dict[int, int | None]) -> list[PipelinePlan]:
+                    released: int | None, before: dict[int, int | None], decided: set[int]) -> list[PipelinePlan]:
     result = []
     saved = json.loads(savepoint.source_offsets) if savepoint is not None else {}
     for pipeline in plan.pipelines:
@@ -258,7 +260,9 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
         # A savepoint named now is the newer word: it passed the release line, so it owes nothing
         # to a release either (release_line.refuse_savepoint_before).
         owes = owed.get(pipeline.pipeline_id) if savepoint is None else None
-        if owes is not None and owes.carried_fresh and not entry.finished:
+        if owes is not None and owes.unreadable and not entry.finished:
+            entry.problem = owes.unreadable      # made or not, unknown: refused, or --fallback fresh
+        elif owes is not None and owes.carried_fresh and not entry.finished:
             entry.carried, entry.released = owes, True
             entry.problem = carried_fresh(owes)
         elif not pipeline.fits(previous.fingerprint):
@@ -282,9 +286,8 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
                 entry.from_batch = previous.last_batch_id if owes is None else before.get(pipeline.pipeline_id)
                 entry.problem = inspect_checkpoint(previous.checkpoint_dir, pipeline.fits,
                                                    pipeline.pipeline_id in completed)
-                if entry.problem is None and released is not None and os.path.isdir(previous.checkpoint_dir):
-                    entry.problem = before_release(previous.checkpoint_dir, marked_by(previous.checkpoint_dir),
-                                                   released)
+                if entry.problem is None and (released is not None or pipeline.pipeline_id in decided):
+                    entry.problem = past_release(previous.checkpoint_dir, released, owes)
         result.append(entry)
     gone = sorted(set(old) - {p.pipeline_id for p in plan.pipelines})
     if gone:

@@ -84,13 +84,18 @@ PREPARED_MARK = "seatide-restore.json"
 
 
 def prepared_for(pipeline_directory: str) -> int | None:
-    """The incarnation whose resume's move put this directory in place, or None (never moved)."""
+    """The incarnation whose resume's move put this directory in place, or None (never moved, or
+    a mark that cannot be parsed). The driver asks before its move: a corrupt mark is taken as not
+    this incarnation's, so the move sets the directory aside and writes a good one, rather than the
+    attempt failing on it again and again (a resume refuses on it unless --fallback fresh or a
+    savepoint named covers it: store/owed_moves.py). A storage error still fails the attempt."""
     try:
         with open(os.path.join(pipeline_directory, PREPARED_MARK)) as handle:
             done = json.load(handle)
-    except FileNotFoundError:
+    except (FileNotFoundError, ValueError):
         return None
-    return None if done is None else done.get("incarnation")
+    incarnation = done.get("incarnation") if isinstance(done, dict) else None
+    return incarnation if isinstance(incarnation, int) else None
 
 
 def new_lineage() -> str:

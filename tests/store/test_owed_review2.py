@@ -1,0 +1,148 @@
+"""The second review of the owed-move change (store/owed_moves.py, store/release_line.py): an
+unreadable mark must not block the escapes its refusal suggests, the release line must outlive
+event retention, and a directory the resume cannot see is refused when what it holds matters.
+
+Set up as tests/store/test_owed_prepare.py does: the store's and the leader's own steps, no
+worker, so a driver's work is done by calling what it calls (``prepare_checkpoint``). SQLite only:
+the store mechanism is not the subject.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+from sqlalchemy import select, update
+
+from seatide import intents
+from seatide.coordinator.retention import RetentionRules, Slice, prune_events
+from seatide.runtime.checkpoint_move import prepare_checkpoint
+from seatide.runtime.commit_log import write_json_atomic
+from seatide.store import schema as s
+from seatide.store.restore import savepoint_dir
+from seatide.store.runs import PREPARED_MARK, prepared_for
+from tests.store.test_owed_prepare import (_cancel, _checkpoint, _copy_of_savepoint_7_owed,  # noqa: F401  leader
+                                           _fingerprint, _job, _pipeline, _released_then_resumed_fresh, _resume,
+                                           leader)
+from tests.store.test_store import submit
+from tests.stores import sqlite_only
+
+pytestmark = sqlite_only
+
+
+def _corrupt(directory):
+    """A mark cut short (a storage error, a truncated write by hand): empty."""
+    with open(os.path.join(directory, PREPARED_MARK), "w") as handle:
+        handle.write("")
+
+
+def test_an_unreadable_mark_is_a_problem_the_fresh_fallback_covers(leader, tmp_path):
+    coordinator, store, directory = _copy_of_savepoint_7_owed(leader, tmp_path)
+    _corrupt(directory)
+    intents.resume(store, "j1", actor="t", fallback="fresh")
+    restore = json.loads(_job(store).restore)
+    assert restore["prepare"] == {"1": None}, restore
+    assert PREPARED_MARK in restore["fresh"][0]["problem"], restore
+
+
+def test_an_unreadable_mark_is_not_read_when_a_savepoint_is_named(leader, tmp_path):
+    coordinator, store, directory = _copy_of_savepoint_7_owed(leader, tmp_path)
+    _corrupt(directory)
+    intents.resume(store, "j1", actor="t", savepoint_id=7)
+    assert json.loads(_job(store).restore)["prepare"] == {"1": savepoint_dir(directory, 7)}
+
+
+def test_an_unreadable_mark_does_not_block_a_released_jobs_fresh_start(leader, tmp_path):
+    coordinator, store = leader
+    submit(store, tmp_path)
+    directory = _pipeline(store).checkpoint_dir
+    _checkpoint(store, directory, 1, 4)
+    _corrupt(directory)
+    _cancel(coordinator, store, release=True)
+    intents.resume(store, "j1", actor="t", fallback="fresh")
+    assert json.loads(_job(store).restore)["prepare"] == {"1": None}
+
+
+@pytest.mark.parametrize("content", ["", "{\"incarnation\": ", "[1]"])
+def test_the_drivers_move_takes_an_unreadable_mark_as_not_this_incarnations(leader, tmp_path, content):
+    """Nothing owed, a savepoint named: the driver's move sets the directory aside and marks the copy."""
+    coordinator, store = leader
+    submit(store, tmp_path)
+    directory = _pipeline(store).checkpoint_dir
+    _checkpoint(store, savepoint_dir(directory, 7), 7, 2, kind="SAVEPOINT")
+    _checkpoint(store, directory, 8, 5)
+    with open(os.path.join(directory, PREPARED_MARK), "w") as handle:
+        handle.write(content)
+    _cancel(coordinator, store)
+    _resume(store, savepoint_id=7)
+    done = prepare_checkpoint(directory, 2, savepoint_dir(directory, 7), 1, time.time)
+    assert done is not None and done["set_aside"] and prepared_for(directory) == 2, done
+
+
+def _legacy_restore(store):
+    """``jobs.restore`` as a resume before 4f682af recorded it: no release line, no 'released' flag."""
+    r = json.loads(_job(store).restore)
+    r.pop("release_incarnation", None)
+    r.pop("carried", None)
+    for f in r["fresh"]:
+        f.pop("released", None)
+    with store.write() as conn:
+        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(restore=json.dumps(r)))
+
+
+def _prune_every_event_it_may(coordinator, store):
+    coordinator.lease.tick()
+    prune_events(store, coordinator.lease.epoch, time.time() + 365 * 86400,
+                 RetentionRules(events_per_job=1, events_days=0), Slice(5.0))
+    with store.read() as conn:
+        kept = list(conn.execute(select(s.events.c.kind).where(s.events.c.job_id == "j1")
+                                 .order_by(s.events.c.seq)).scalars())
+    assert kept == ["SOURCES_RELEASED", "JOB_CANCELED"], kept       # the release and the newest one
+
+
+def test_the_release_event_is_never_pruned_so_an_older_resumes_line_holds(leader, tmp_path):
+    coordinator, store, directory = _released_then_resumed_fresh(leader, tmp_path)
+    _legacy_restore(store)
+    _cancel(coordinator, store)
+    _prune_every_event_it_may(coordinator, store)
+    with pytest.raises(intents.Refusal) as refused:
+        intents.resume(store, "j1", actor="t")
+    text = str(refused.value)
+    # the cause is the fresh start incarnation 2 owed and never made, not a backup put back
+    assert "released at incarnation 1" in text and "incarnation 2" in text and "backup" not in text, text
+
+
+def _never_checkpointed_released_and_resumed_fresh(leader, tmp_path):
+    """Batch 0 planned (Spark's offsets/0: the slot's start), never completed (no checkpoint row);
+    cancelled and released; resumed fresh; cancelled before that incarnation's driver ran."""
+    coordinator, store = leader
+    submit(store, tmp_path)
+    directory = _pipeline(store).checkpoint_dir
+    os.makedirs(os.path.join(directory, "spark", "offsets"))
+    with open(os.path.join(directory, "spark", "offsets", "0"), "w") as handle:
+        handle.write("v1\n{}\n{}\n")
+    write_json_atomic(os.path.join(directory, "seatide.json"), {"lineage": "l0", "fingerprint": _fingerprint()})
+    _cancel(coordinator, store, release=True)
+    _resume(store, fallback="fresh")
+    _cancel(coordinator, store)
+    return coordinator, store, directory
+
+
+@pytest.mark.parametrize("fallback", [None, "fresh"])
+def test_a_directory_out_of_sight_is_refused_when_a_move_or_a_release_decides_it(leader, tmp_path, fallback):
+    coordinator, store, directory = _never_checkpointed_released_and_resumed_fresh(leader, tmp_path)
+    run_dir = os.path.dirname(directory)
+    os.rename(run_dir, run_dir + ".unmounted")
+    try:
+        if fallback is None:
+            with pytest.raises(intents.Refusal) as refused:
+                intents.resume(store, "j1", actor="t")
+            assert "not visible" in str(refused.value) and "mount" in str(refused.value), refused.value
+            assert _job(store).incarnation == 2
+        else:
+            intents.resume(store, "j1", actor="t", fallback="fresh")
+            assert json.loads(_job(store).restore)["prepare"] == {"1": None}
+    finally:
+        os.rename(run_dir + ".unmounted", run_dir)
