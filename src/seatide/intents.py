@@ -15,6 +15,7 @@ import json
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from seatide import failpoints
 from seatide.config.job import ConfigError
 from seatide.config.loader import load_job_text
 from seatide.plan.dag import build_plan
@@ -104,13 +105,12 @@ def resume(store: Store, job_id: str, *, text: str | None = None, variables: dic
     variables = variables if variables is not None else json.loads(job.variables)
     config = _load(text, variables, source or f"job {job_id}", strict)
     with _refusals():
-        resume_job(store, job_id, plan=build_plan(config), text=text, variables=variables,
-                   savepoint_id=savepoint_id, fallback=fallback, pinned_worker=pinned_worker, actor=actor)
-    with store.read() as conn:
-        resumed = load_job(conn, job_id)
-    # A decision the incarnation before owed and this one carries on (a fresh start, a savepoint's
-    # copy: store/owed_moves.py) was not asked for this time: the answer says so, beside the event.
-    carried = json.loads(resumed.restore or "{}").get("carried", []) if resumed is not None else []
+        # A decision the incarnation before owed and this one carries on (a fresh start, a savepoint's
+        # copy: store/owed_moves.py) was not asked for this time: the answer says so, beside the event.
+        # Its own lines: the row read again could already be a racing resume's.
+        carried = resume_job(store, job_id, plan=build_plan(config), text=text, variables=variables,
+                             savepoint_id=savepoint_id, fallback=fallback, pinned_worker=pinned_worker, actor=actor)
+    failpoints.hit("intents.resume_recorded")      # tests: another resume may follow here at once
     return Accepted(job_id, job.name, [str(w) for w in config.warnings] + carried)
 
 

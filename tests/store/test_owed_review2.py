@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 
 import pytest
 from sqlalchemy import select, update
 
-from seatide import intents
+from seatide import failpoints, intents
 from seatide.coordinator.retention import RetentionRules, Slice, prune_events
 from seatide.runtime.checkpoint_move import prepare_checkpoint
 from seatide.runtime.commit_log import write_json_atomic
@@ -146,3 +147,26 @@ def test_a_directory_out_of_sight_is_refused_when_a_move_or_a_release_decides_it
             assert json.loads(_job(store).restore)["prepare"] == {"1": None}
     finally:
         os.rename(run_dir + ".unmounted", run_dir)
+
+
+def test_a_resumes_answer_is_its_own_when_another_resume_follows_at_once(leader, tmp_path, monkeypatch):
+    """Resume A carries incarnation 2's owed copy; before its answer is built, the job is cancelled
+    and resumed again (B carries incarnation 3's). A's warnings are A's, never B's."""
+    coordinator, store, directory = _copy_of_savepoint_7_owed(leader, tmp_path)
+    go = tmp_path / "go"
+    monkeypatch.setitem(failpoints._POINTS, "intents.resume_recorded", f"gate:0:{go}")
+    answers = {}
+    resume_a = threading.Thread(target=lambda: answers.setdefault("a", intents.resume(store, "j1", actor="a")))
+    resume_a.start()
+    deadline = time.monotonic() + 30
+    while _job(store).incarnation != 3:
+        assert time.monotonic() < deadline, "resume A never recorded its incarnation"
+        time.sleep(0.05)
+    monkeypatch.delitem(failpoints._POINTS, "intents.resume_recorded")
+    _cancel(coordinator, store)
+    b = intents.resume(store, "j1", actor="b")
+    go.touch()
+    resume_a.join(30)
+    assert [w for w in b.warnings if "incarnation 3" in w], b.warnings
+    assert [w for w in answers["a"].warnings if "incarnation 2" in w], answers["a"].warnings
+    assert not [w for w in answers["a"].warnings if "incarnation 3" in w], answers["a"].warnings

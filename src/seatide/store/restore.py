@@ -99,8 +99,9 @@ def inspect_checkpoint(path: str, fits, had_checkpoints: bool) -> str | None:
 
 def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, savepoint_id: int | None = None,
                fallback: str | None = None, pinned_worker: str | None = None, actor: str = "client",
-               timeouts: Timeouts = Timeouts()) -> str:
-    """Start the job's next incarnation from its latest checkpoints, or from a savepoint.
+               timeouts: Timeouts = Timeouts()) -> list[str]:
+    """Start the job's next incarnation from its latest checkpoints, or from a savepoint. Returns
+    the decisions it carried on or re-planned (``jobs.restore``'s ``carried``), for its answer.
 
     The new incarnation's first driver starts only once every earlier attempt's driver is
     surely gone, by the leader's rule for a retry (``coordinator/reconcile.py``): a resume
@@ -297,7 +298,7 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
 
 
 def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepoint, fallback, pinned_worker,
-                     actor, released: int | None) -> str:
+                     actor, released: int | None) -> list[str]:
     # Only decisions here: the driver of the new incarnation moves the directories
     # (``runtime/checkpoint_move.prepare_checkpoint``), after this compare-and-set has made the resume real.
     fresh, restored, prepare, carried = [], [], {}, []
@@ -368,7 +369,7 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
                      **({"carried": carried} if carried else {}))
         for entry in fresh:
             record_event(conn, "RESTORE_FALLBACK_FRESH", actor, job.job_id, incarnation, level="WARNING", **entry)
-    return job.job_id
+    return carried
 
 
 def savepoint_ids(store: Store, job_id: str) -> list[int]:
