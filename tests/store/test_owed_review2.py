@@ -170,3 +170,21 @@ def test_a_resumes_answer_is_its_own_when_another_resume_follows_at_once(leader,
     assert [w for w in b.warnings if "incarnation 3" in w], b.warnings
     assert [w for w in answers["a"].warnings if "incarnation 2" in w], answers["a"].warnings
     assert not [w for w in answers["a"].warnings if "incarnation 3" in w], answers["a"].warnings
+
+
+def test_a_re_planned_fresh_start_keeps_the_batch_after_two_fresh_starts_that_never_ran(leader, tmp_path):
+    """Batch 5 checkpointed; the directory out of sight for two resumes with --fallback fresh, neither
+    of whose drivers ran; back in place, a plain resume restores it at batch 5, not at no batch."""
+    coordinator, store = leader
+    submit(store, tmp_path)
+    directory = _pipeline(store).checkpoint_dir
+    _checkpoint(store, directory, 8, 5)
+    _cancel(coordinator, store)
+    os.rename(directory, directory + ".away")
+    for _ in range(2):
+        _resume(store, fallback="fresh")
+        _cancel(coordinator, store)
+    os.rename(directory + ".away", directory)
+    answer = intents.resume(store, "j1", actor="t")
+    assert (json.loads(_job(store).restore)["prepare"], _pipeline(store).last_batch_id) == ({}, 5)
+    assert [w for w in answer.warnings if "re-planned" in w and "incarnation 3" in w], answer.warnings

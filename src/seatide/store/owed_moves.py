@@ -34,7 +34,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from sqlalchemy import and_, select
+from sqlalchemy import and_, func, select
 
 from seatide.store import schema as s
 from seatide.store.job_ids import RestoreRefused
@@ -53,6 +53,7 @@ class OwedMove:
     reason: str | None = None   # a fresh start's first reason (a carried one keeps it)
     released: bool = False      # a fresh start forced by a release: the old positions are gone
     unreadable: str | None = None   # its mark cannot be read: whether it was made is unknown
+    moved_by: int | None = None     # the directory in place: the incarnation whose move made it (its mark)
 
     @property
     def carried_fresh(self) -> bool:
@@ -97,15 +98,35 @@ def owed_moves(conn, job, pipelines: dict) -> dict[int, OwedMove]:
                 or not os.path.isdir(row.checkpoint_dir):
             continue
         try:
-            if marked_by(row.checkpoint_dir) == job.incarnation:
-                continue
-            unreadable = None
+            moved_by, unreadable = marked_by(row.checkpoint_dir), None
         except UnreadableMark as exc:
-            unreadable = str(exc)
+            moved_by, unreadable = None, str(exc)
+        if moved_by == job.incarnation:
+            continue
         entry = fresh.get(int(key), {})
         owed[int(key)] = OwedMove(job.incarnation, source, entry.get("reason", entry.get("problem")),
-                                  bool(entry.get("released")), unreadable)
+                                  bool(entry.get("released")), unreadable, moved_by)
     return owed
+
+
+def batch_in_place(conn, job_id: str, pipeline_id: int, owed: OwedMove, first_incarnation: int) -> int | None:
+    """The newest batch the directory an owed fresh start left in place holds, as the store recorded it.
+
+    No move was made there since its mark's incarnation (or ever, with no mark), so every batch
+    committed from then on was committed in it: the newest such checkpoint row (retention keeps the
+    newest completed one of each incarnation), or the batch its move put there (a savepoint's copy:
+    that incarnation's row). Fresh starts that never ran in between record no batch, however many."""
+    since = first_incarnation if owed.moved_by is None else owed.moved_by
+    c = s.checkpoints.c
+    batch = conn.execute(select(func.max(c.batch_id)).where(and_(
+        c.job_id == job_id, c.pipeline_id == pipeline_id, c.kind == "CHECKPOINT", c.status == "COMPLETED",
+        c.incarnation >= since))).scalar()
+    if owed.moved_by is not None:
+        p = s.pipelines.c
+        made = conn.execute(select(p.last_batch_id).where(and_(
+            p.job_id == job_id, p.pipeline_id == pipeline_id, p.incarnation == owed.moved_by))).scalar()
+        batch = made if batch is None else batch if made is None else max(batch, made)
+    return batch
 
 
 def decided_moves(job) -> set[int]:

@@ -29,8 +29,8 @@ from seatide.store.clock import read_store_now
 from seatide.store.db import Store, record_event
 from seatide.store.job_ids import RestoreRefused
 from seatide.store.jobs import JobNotFound, JobRefused
-from seatide.store.owed_moves import (OwedMove, carried_copy, carried_fresh, decided_moves, owed_copy_problem,
-                                      owed_moves, replanned)
+from seatide.store.owed_moves import (OwedMove, batch_in_place, carried_copy, carried_fresh, decided_moves,
+                                      owed_copy_problem, owed_moves, replanned)
 from seatide.store.paths import under
 from seatide.store.release_line import last_release, past_release, refuse_savepoint_before
 from seatide.store.runs import spark_checkpoint_dir
@@ -123,15 +123,13 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
         # A savepoint named now and a release both say what each directory becomes, owed move or
         # not: the marks owed_moves reads are not read then (an unreadable one blocks nothing).
         owed = owed_moves(conn, job, old) if savepoint is None and job.release is None else {}
-        # A re-planned fresh start restores the directory the incarnation before left: its batch
-        # is on that incarnation's row (the fresh start's own row has none).
-        before = {p.pipeline_id: p.last_batch_id for p in conn.execute(select(s.pipelines).where(and_(
-            s.pipelines.c.job_id == job_id, s.pipelines.c.incarnation == job.incarnation - 1)))}
+        # A re-planned fresh start restores the directory in place: its batch is on no fresh start's row.
+        in_place = {pid: batch_in_place(conn, job_id, pid, o, first) for pid, o in owed.items() if o.source is None}
     if job.release is not None:
         _refuse_released(job, fallback)
     if savepoint is not None:
         refuse_savepoint_before(job_id, savepoint, released)
-    pipelines = _plan_pipelines(plan, old, completed, savepoint, owed, released, before, decided_moves(job))
+    pipelines = _plan_pipelines(plan, old, completed, savepoint, owed, released, in_place, decided_moves(job))
     if job.release is not None:
         for p in pipelines:        # fallback fresh: every unfinished pipeline starts over
             if not p.finished:
@@ -243,7 +241,7 @@ def _savepoint(conn, job, savepoint_id: int):
 
 
 def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[int, OwedMove],
-                    released: int | None, before: dict[int, int | None], decided: set[int]) -> list[PipelinePlan]:
+                    released: int | None, in_place: dict[int, int | None], decided: set[int]) -> list[PipelinePlan]:
     result = []
     saved = json.loads(savepoint.source_offsets) if savepoint is not None else {}
     for pipeline in plan.pipelines:
@@ -284,7 +282,7 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
             else:
                 # owes here: a fresh start no release forced, planned again from the directory in place
                 entry.replanned = owes
-                entry.from_batch = previous.last_batch_id if owes is None else before.get(pipeline.pipeline_id)
+                entry.from_batch = previous.last_batch_id if owes is None else in_place.get(pipeline.pipeline_id)
                 entry.problem = inspect_checkpoint(previous.checkpoint_dir, pipeline.fits,
                                                    pipeline.pipeline_id in completed)
                 if entry.problem is None and (released is not None or pipeline.pipeline_id in decided):
