@@ -70,7 +70,7 @@ def before_release(directory: str, moved_by: int | None, released: int, owed_by:
             f"{released}: its positions cannot be read again ({why}); it can only start over")
 
 
-def past_release(directory: str, released: int | None, owes: OwedMove | None) -> str | None:
+def in_place_problem(directory: str, released: int | None, owes: OwedMove | None) -> str | None:
     """Why a pipeline's directory in place, which a move decided by the last resume or a release
     concerns, cannot be restored, or None.
 

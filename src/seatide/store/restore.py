@@ -32,7 +32,7 @@ from seatide.store.jobs import JobNotFound, JobRefused
 from seatide.store.owed_moves import (OwedMove, batch_in_place, carried_copy, carried_fresh, decided_moves,
                                       owed_copy_problem, owed_moves, replanned)
 from seatide.store.paths import under
-from seatide.store.release_line import last_release, past_release, refuse_savepoint_before
+from seatide.store.release_line import last_release, in_place_problem, refuse_savepoint_before
 from seatide.store.runs import spark_checkpoint_dir
 from seatide.store.states import ATTEMPT_LIVE, AttemptState, CleanupState, JobStatus, PipelineStatus
 from seatide.timeouts import Timeouts
@@ -286,7 +286,7 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
                 entry.problem = inspect_checkpoint(previous.checkpoint_dir, pipeline.fits,
                                                    pipeline.pipeline_id in completed)
                 if entry.problem is None and (released is not None or pipeline.pipeline_id in decided):
-                    entry.problem = past_release(previous.checkpoint_dir, released, owes)
+                    entry.problem = in_place_problem(previous.checkpoint_dir, released, owes)
         result.append(entry)
     gone = sorted(set(old) - {p.pipeline_id for p in plan.pipelines})
     if gone:
