@@ -27,6 +27,7 @@ from seatide.store.runs import PREPARED_MARK, prepared_for
 from tests.store.test_owed_prepare import (_cancel, _checkpoint, _copy_of_savepoint_7_owed,  # noqa: F401  leader
                                            _fingerprint, _job, _pipeline, _released_then_resumed_fresh, _resume,
                                            leader)
+from tests.store.test_owed_review import _fresh_for_a_missing_directory
 from tests.store.test_store import submit
 from tests.stores import sqlite_only
 
@@ -175,15 +176,10 @@ def test_a_resumes_answer_is_its_own_when_another_resume_follows_at_once(leader,
 def test_a_re_planned_fresh_start_keeps_the_batch_after_two_fresh_starts_that_never_ran(leader, tmp_path):
     """Batch 5 checkpointed; the directory out of sight for two resumes with --fallback fresh, neither
     of whose drivers ran; back in place, a plain resume restores it at batch 5, not at no batch."""
-    coordinator, store = leader
-    submit(store, tmp_path)
-    directory = _pipeline(store).checkpoint_dir
-    _checkpoint(store, directory, 8, 5)
+    coordinator, store, directory = _fresh_for_a_missing_directory(leader, tmp_path)
     _cancel(coordinator, store)
-    os.rename(directory, directory + ".away")
-    for _ in range(2):
-        _resume(store, fallback="fresh")
-        _cancel(coordinator, store)
+    _resume(store, fallback="fresh")
+    _cancel(coordinator, store)
     os.rename(directory + ".away", directory)
     answer = intents.resume(store, "j1", actor="t")
     assert (json.loads(_job(store).restore)["prepare"], _pipeline(store).last_batch_id) == ({}, 5)
