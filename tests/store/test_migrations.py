@@ -12,7 +12,7 @@ import time
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import insert, select, text, update
+from sqlalchemy import create_engine, insert, select, text, update
 
 from seatide.coordinator.service import Coordinator, register_node
 from seatide.runtime.reporter import AttemptReporter
@@ -23,6 +23,7 @@ from seatide.store.jobs import request_stop
 from seatide.store.migrations import ADVISORY_KEY, ALEMBIC_MANAGED, current_revision, head
 from seatide.store.checkpoint_views import checkpoint_report
 from seatide.testing.cluster import wait_for
+from tests.conftest import PG_ADMIN
 from tests.store import legacy_v2 as v2
 
 JOB_ID = "se-upgrade"
@@ -158,6 +159,44 @@ def test_two_processes_opening_a_fresh_store_at_once_migrate_it_once(store_url, 
         assert len(conn.execute(select(s.events).where(s.events.c.kind == "SCHEMA_UPGRADED")).all()) == 1
         assert len(conn.execute(select(s.leader_lease)).all()) == 1
     store.dispose()
+
+
+def test_an_opening_whose_session_the_server_ends_mid_migration_opens_on_a_new_one(tmp_path):
+    """Seen in a loaded run: an opener starved of CPU inside its migration's transaction for
+    the 5 s idle limit lost its session and failed with "cannot open the state store". A
+    session the server ends is transient (store/sessions.py); a migration is one transaction,
+    rolled back with the session, and checks the revision again: it is simply taken again."""
+    name = f"seatide_{os.urandom(4).hex()}"
+    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    url = f"postgresql://postgres@127.0.0.1:5432/{name}"
+    gate = tmp_path / "gate"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path),
+           "SEATIDE_FAILPOINTS": f"store.migrate=gate:0:{gate}"}    # held inside its transaction
+    proc = subprocess.Popen([sys.executable, "-c", OPEN.format(url=url)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: _migration_lock_held(url), 60, message="the opener holds the migration lock")
+        with admin.connect() as conn:      # the server ends its session (as its idle limit would)
+            ended = conn.execute(text("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                      "WHERE datname = :db AND pid <> pg_backend_pid()"), {"db": name}).scalar()
+        assert ended >= 1
+        gate.touch()
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0 and out.strip() == "opened", err
+        assert "taken again on a new session" in err, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    store = open_store(url)
+    with store.read() as conn:
+        assert current_revision(conn) == head()
+        assert len(conn.execute(select(s.events).where(s.events.c.kind == "SCHEMA_UPGRADED")).all()) == 1
+    store.dispose()
+    with admin.connect() as conn:
+        conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    admin.dispose()
 
 
 def _migration_lock_held(url: str) -> bool:

@@ -29,6 +29,7 @@ from seatide.store.address import OPEN_WAIT_S, default_store_url, normalize_url,
 from seatide.store.clock import read_store_now
 from seatide.store.events import record_event  # noqa: F401  coordinator/ and restore.py import it here
 from seatide.store.migrations import migrate
+from seatide.store.sessions import again_on_new_session
 from seatide.store.states import ATTEMPT_LIVE
 
 
@@ -176,7 +177,12 @@ def open_store(url: str) -> Store:
     """Open and migrate; a clear ``StoreUnavailable`` instead of a driver traceback."""
     try:
         store = Store(url)
-        migrate(store)
+        # An opener starved of CPU inside the migration's transaction for the idle limit (or a
+        # restarted server) loses its session: transient, like any process's step
+        # (store/sessions.py). The migration is one transaction, rolled back with the session,
+        # and checks the revision again, so taking it again is safe.
+        again_on_new_session(lambda: migrate(store), what=f"opening the state store {redact(url)}",
+                             within=OPEN_WAIT_S)
     except StoreUnavailable:
         raise
     except Exception as exc:  # sqlalchemy/psycopg errors: say which store and why
