@@ -120,7 +120,7 @@ def main() -> None:
             print(f"round {round_no}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()), flush=True)
         medians = {k: statistics.median(v) for k, v in times.items()}
         print(f"{args.rows:,} rows: plain spark.read.jdbc {medians['plain']:.2f} s "
-              f"({args.rows / medians['plain']:,.0f} rows/s)")
+              f"({args.rows / medians['plain']:,.0f} rows/s); load {os.getloadavg()[0]:.1f} on {cores} cores")
         for label in list(times)[1:]:
             # Rounds are paired (same moment, same machine load), so the median of the per-round
             # ratios is steadier than the ratio of medians on a shared machine; both are printed.
@@ -129,7 +129,8 @@ def main() -> None:
                   f"throughput ratio {medians['plain'] / medians[label]:.2f}x of plain (median of per-round "
                   f"ratios {paired:.2f}x)" + (" (goal >= 0.9x)" if label == "parallel" else "")
                   + (" (goal >= 0.8x)" if label == "routed" else ""))
-        results = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "jdbc_source.json")
+        results = os.path.join(os.environ.get("SEATIDE_BENCH_RESULTS")
+                               or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"), "jdbc_source.json")
         with open(results, "w") as handle:
             json.dump({"rows": args.rows, "max_rows_per_batch": args.max_rows, "cores": cores, "rounds": times,
                        "median_s": medians, "load_average": os.getloadavg(),

@@ -53,7 +53,7 @@ import pymysql  # noqa: E402
 
 PG = "jdbc:postgresql://127.0.0.1:5432/test"
 MARIA = "jdbc:mariadb://127.0.0.1:3306/test"
-RESULTS = os.path.join(ROOT, "bench", "results")
+RESULTS = os.environ.get("SEATIDE_BENCH_RESULTS") or os.path.join(ROOT, "bench", "results")
 HAND_URL = "jdbc:mysql://127.0.0.1:3306/bench_hand?permitMysqlScheme"
 
 

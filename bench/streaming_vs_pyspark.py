@@ -243,6 +243,10 @@ def main() -> None:
                 case[side] = run_side(side, interval, args, tmp)
             for key in ("latency_p50_s", "latency_p99_s", "burst_rows_per_s"):
                 case[key + "_ratio"] = case["seatide"][key] / case["hand"][key]
+            case["load_average_1m"] = os.getloadavg()[0]
+            print(f"interval {interval} ms, seatide / hand-written: latency p99 ratio {case['latency_p99_s_ratio']:.2f}x "
+                  f"(goal <= 0.9x), burst throughput ratio {case['burst_rows_per_s_ratio']:.2f}x (goal >= 1.0x); "
+                  f"load {case['load_average_1m']:.1f} on {os.cpu_count()} cores", flush=True)
             cases.append(case)
     command = "bench/streaming_vs_pyspark.py " + " ".join(sys.argv[1:])
     path = write_results("streaming_vs_pyspark", {"command": command, "rate_rows_per_s": args.rate,
