@@ -9,10 +9,17 @@ import subprocess
 import sys
 
 import pytest
+from sqlalchemy import func, select
 
+from seatide.store import schema as s
+from seatide.store.address import default_store_url
+from seatide.store.clock import read_store_now
+from seatide.store.db import open_store
+from seatide.store.views import job_info
 from seatide.testing.driver_processes import driver_pids
 from seatide.testing.cluster import batch_gate, wait_for
 from seatide.testing.jobs import assert_exactly, batch_job, committed_rows, written_ids
+from seatide.timeouts import Timeouts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEATIDE = [sys.executable, "-m", "seatide.cli.main"]
@@ -65,18 +72,34 @@ def test_ctrl_c_then_a_kill_and_each_resume_finishes_the_job_once(tmp_path):
     resumed.wait(timeout=30)
     wait_for(lambda: driver_pids(job_id) == [], 15, message="the driver to die with seatide resume")
     assert_exactly(written_ids(out), range(800))
+    store = open_store(default_store_url(data_dir))
+    # The final resume starts once the killed run's last heartbeat is older than worker_lost_after,
+    # however fast the machine (under load it was, by chance, and the resume waited a whole window).
+    beat = _last_heartbeat_of_a_running_worker(store)
+    wait_for(lambda: _store_now(store) > beat + Timeouts().worker_lost_after, Timeouts().worker_lost_after + 10,
+             interval=0.1, message="the killed run's heartbeat older than worker_lost_after")
 
     final = seatide("resume", job_id, "--data-dir", data_dir)
     assert final.returncode == 0, final.stderr[-3000:]
-    # The killed run's worker is seen dead by its free liveness lock, as a cluster's is: the
-    # resume does not first wait out worker_lost_after of its silence.
+    # The killed run's worker is seen dead by its free liveness lock, as a cluster's is. The
+    # resume's leader counts the worker's silence only from its own first look, so by heartbeat
+    # it would wait out worker_lost_after again; the lock is read during just that window, and
+    # this line is logged only when the lock decided first.
     assert "died: its liveness lock has been free" in final.stderr, final.stderr[-3000:]
     assert_exactly(written_ids(out), range(1000))
-    from seatide.store.address import default_store_url
-    from seatide.store.db import open_store
-    from seatide.store.views import job_info
-    store = open_store(default_store_url(data_dir))
     with store.read() as conn:
         info = job_info(conn, job_id)
     assert info["jobStatus"] == "FINISHED" and info["incarnation"] == 3 and info["checkpoint"]["restored"] >= 1
     store.dispose()
+
+
+def _last_heartbeat_of_a_running_worker(store) -> float:
+    """The newest heartbeat of a worker that did not stop cleanly (the killed run's)."""
+    with store.read() as conn:
+        return conn.execute(select(func.max(s.nodes.c.heartbeat_at)).where(
+            s.nodes.c.role == "worker", s.nodes.c.stopped.is_(False))).scalar()
+
+
+def _store_now(store) -> float:
+    with store.read() as conn:
+        return read_store_now(conn)

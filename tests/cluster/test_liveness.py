@@ -7,6 +7,7 @@ coordinator and worker processes killed by SIGKILL or paused by SIGSTOP.
 
 from __future__ import annotations
 
+import logging
 import signal
 import time
 
@@ -246,12 +247,9 @@ def test_a_free_worker_lock_is_a_death_only_once_it_stayed_free_and_the_worker_s
         register_node(store, "w-dead", "worker", slots=1, liveness=True)
 
         def dead_at(now: float) -> dict:
-            with store.read() as conn:
-                workers = {n.node_id: n for n in conn.execute(select(s.nodes).where(s.nodes.c.role == "worker"))}
-            return coordinator._dead_workers(workers, now)
+            return _dead_workers_at(coordinator, now)
 
-        with store.read() as conn:
-            beat = conn.execute(select(s.nodes.c.heartbeat_at).where(s.nodes.c.node_id == "w-dead")).scalar()
+        beat = _heartbeat_at(store, "w-dead")
         assert dead_at(beat + 0.1) == {}
         worker_locks.release(worker_lock("w-dead"))      # the session ended: the lock is free
         first_seen = beat + 0.2
@@ -265,3 +263,45 @@ def test_a_free_worker_lock_is_a_death_only_once_it_stayed_free_and_the_worker_s
         worker_locks.close()
         leader_locks.close()
         store.dispose()
+
+
+def test_a_worker_dead_longer_than_its_heartbeat_timeout_is_seen_dead_by_its_lock_by_a_new_leader(store_url, caplog):
+    """A new leader (the coordinator of a `seatide resume` started long after the run was killed)
+    counts a worker's silence only from its own first look at the store (``reconcile.age``), so
+    by heartbeat it takes the worker as lost only a whole ``worker_lost_after`` later. It reads
+    that worker's lock meanwhile, and the death is confirmed as soon as for a worker that died a
+    moment ago: a run killed long ago is resumed at least as fast as one killed just now.
+    (Found under load: the resume's coordinator first looked more than worker_lost_after after
+    the killed run's last heartbeat and sat in CREATED for that window.)"""
+    store = open_store(store_url)
+    worker_locks, leader_locks = liveness_for(store, Timeouts()), liveness_for(store, Timeouts())
+    coordinator = Coordinator(store, node_id="c-new", liveness=leader_locks)
+    timeouts = Timeouts()
+    caplog.set_level(logging.WARNING, logger="seatide.coordinator.service")
+    try:
+        assert worker_locks.hold(worker_lock("w-old"))
+        register_node(store, "w-old", "worker", slots=1, liveness=True)
+        worker_locks.release(worker_lock("w-old"))       # it died: its lock is free
+        first_look = _heartbeat_at(store, "w-old") + timeouts.worker_lost_after + 1.0
+        coordinator._observing_since = first_look        # as the leader's first pass sets it
+        assert _dead_workers_at(coordinator, first_look) == {}
+        confirmed = first_look + timeouts.lock_death_confirm_after
+        assert confirmed < first_look + timeouts.worker_lost_after     # sooner than the heartbeat rule
+        assert _dead_workers_at(coordinator, confirmed) == {"w-old": first_look}
+        assert "worker w-old died: its liveness lock has been free" in caplog.text
+    finally:
+        worker_locks.close()
+        leader_locks.close()
+        store.dispose()
+
+
+def _heartbeat_at(store, node_id: str) -> float:
+    with store.read() as conn:
+        return conn.execute(select(s.nodes.c.heartbeat_at).where(s.nodes.c.node_id == node_id)).scalar()
+
+
+def _dead_workers_at(coordinator: Coordinator, now: float) -> dict:
+    """The leader's verdict on the workers' locks at store time ``now``, from the nodes as stored."""
+    with coordinator.store.read() as conn:
+        workers = {n.node_id: n for n in conn.execute(select(s.nodes).where(s.nodes.c.role == "worker"))}
+    return coordinator._dead_workers(workers, now)
