@@ -47,7 +47,14 @@ class Snapshot:
 def age(snap: Snapshot, stamp: float | None) -> float:
     """Seconds since ``stamp`` (store time) that the leader could see: a blind spot (its own,
     or the store's restart) is no evidence that anything stopped."""
-    return snap.now - max(stamp or 0.0, snap.observed_since)
+    return seen_silent(snap.now, stamp, snap.observed_since)
+
+
+def seen_silent(now: float, stamp: float | None, observed_since: float) -> float:
+    """``age`` from its parts, for the leader before it has a snapshot: it picks the workers whose
+    liveness locks it reads by this, so a worker leaves that watch just when ``worker_alive``
+    counts it lost by heartbeat, however long before this leader's first look it died."""
+    return now - max(stamp or 0.0, observed_since)
 
 
 def died_with_worker(attempt: Any, snap: Snapshot) -> bool:

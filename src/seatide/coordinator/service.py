@@ -24,7 +24,7 @@ from seatide.coordinator.lease import LeaderLease
 from seatide.coordinator.release import Releaser, due_releases
 from seatide.coordinator.source_watch import SourceWatch, WatchRules
 from seatide.coordinator.retention import Pruner, RetentionRules
-from seatide.coordinator.reconcile import CreateAttempt, Snapshot, Timeouts, reconcile_job
+from seatide.coordinator.reconcile import CreateAttempt, Snapshot, Timeouts, reconcile_job, seen_silent
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now, store_now
 from seatide.store.db import NotLeader, Store, normalize_url, record_event
@@ -367,12 +367,15 @@ class Coordinator:
         since either (``reconcile.died_with_worker``). docs/operations.md says why this is safe.
 
         Read after the node rows, so a worker registered in them had taken its lock before
-        (it takes the lock, then registers). Only workers not yet lost by heartbeat are asked.
+        (it takes the lock, then registers). Only workers not yet lost by heartbeat are asked,
+        by the silence this leader has seen (``reconcile.age``): one that died before it began
+        watching (a resume of a run killed long ago) is read too, not left for a whole window.
         """
         if self.liveness is None:
             return {}
-        watched = {worker_lock(n.node_id): n for n in workers.values()
-                   if n.liveness and not n.stopped and now - n.heartbeat_at <= self.timeouts.worker_lost_after}
+        observed = self._observing_since or 0.0
+        watched = {worker_lock(n.node_id): n for n in workers.values() if n.liveness and not n.stopped
+                   and seen_silent(now, n.heartbeat_at, observed) <= self.timeouts.worker_lost_after}
         if not watched:
             self._lock_free_since.clear()
             return {}
