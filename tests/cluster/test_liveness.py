@@ -295,6 +295,34 @@ def test_a_worker_dead_longer_than_its_heartbeat_timeout_is_seen_dead_by_its_loc
         store.dispose()
 
 
+def test_a_lock_seen_free_before_a_store_gap_is_confirmed_only_after_it(store_url):
+    """The 2 s a free lock must stay free are this leader's own observation: a gap (the store
+    unreachable) starts them again, as it starts the heartbeat rule's silence again. Else a
+    lock seen free just before a 2 s store restart would be a death at the first look after
+    it, before the worker's drivers had a beat's time to show they outlived it."""
+    store = open_store(store_url)
+    worker_locks, leader_locks = liveness_for(store, Timeouts()), liveness_for(store, Timeouts())
+    coordinator = Coordinator(store, node_id="c-gap", liveness=leader_locks)
+    timeouts = Timeouts()
+    try:
+        assert worker_locks.hold(worker_lock("w-paused"))
+        register_node(store, "w-paused", "worker", slots=1, liveness=True)
+        worker_locks.release(worker_lock("w-paused"))
+        seen_free = _heartbeat_at(store, "w-paused") + 1.0
+        coordinator._observing_since = seen_free - 1.0
+        assert _dead_workers_at(coordinator, seen_free) == {}
+        coordinator.store_gap()                             # the store was away for a moment
+        after_gap = seen_free + timeouts.lock_death_confirm_after + 0.5
+        coordinator._observing_since = after_gap           # as the first pass after the gap sets it
+        assert _dead_workers_at(coordinator, after_gap) == {}, "the free time before the gap was counted"
+        confirmed = after_gap + timeouts.lock_death_confirm_after
+        assert _dead_workers_at(coordinator, confirmed) == {"w-paused": after_gap}
+    finally:
+        worker_locks.close()
+        leader_locks.close()
+        store.dispose()
+
+
 def _heartbeat_at(store, node_id: str) -> float:
     with store.read() as conn:
         return conn.execute(select(s.nodes.c.heartbeat_at).where(s.nodes.c.node_id == node_id)).scalar()

@@ -195,8 +195,10 @@ class Coordinator:
 
     def store_gap(self) -> None:
         """The store could not be reached (or this coordinator was cut off): heartbeats and
-        checkpoints missed meanwhile are not counted against anyone (``reconcile.age``)."""
+        checkpoints missed meanwhile are not counted against anyone (``reconcile.age``), nor a
+        lock seen free before the gap (its 2 s of confirmation start again after it)."""
         self._observing_since = None
+        self._lock_free_since = {}
 
     def _reconcile_timed(self) -> None:
         began = time.perf_counter()
