@@ -38,7 +38,7 @@ from sqlalchemy import and_, func, select
 
 from seatide.store import schema as s
 from seatide.store.job_ids import RestoreRefused
-from seatide.store.runs import PREPARED_MARK
+from seatide.store.runs import PREPARED_MARK, read_mark
 from seatide.store.states import PipelineStatus
 
 
@@ -66,19 +66,13 @@ def marked_by(pipeline_directory: str) -> int | None:
     that cannot be read raises ``UnreadableMark``, naming it: what it says decides what the resume does."""
     mark = os.path.join(pipeline_directory, PREPARED_MARK)
     try:
-        with open(mark) as handle:
-            done = json.load(handle)
-        if not isinstance(done, dict) or not isinstance(done.get("incarnation", 0), int):
-            raise ValueError("not a JSON object with an incarnation")
-    except FileNotFoundError:
-        return None
+        return read_mark(pipeline_directory)
     except (OSError, ValueError) as exc:
         raise UnreadableMark(
             f"its directory's mark {mark} cannot be read ({exc}); it says which resume's checkpoint move the "
             "directory holds. Fix its storage and resume again; if the directory's contents are sound, remove the "
             "mark (the resume then takes the move as not made, when no checkpoint of the last incarnation was "
             "recorded)") from None
-    return done.get("incarnation")
 
 
 def owed_moves(conn, job, pipelines: dict) -> dict[int, OwedMove]:

@@ -83,6 +83,20 @@ def spark_checkpoint_dir(pipeline_directory: str, since: int | None = None) -> s
 PREPARED_MARK = "seatide-restore.json"
 
 
+def read_mark(pipeline_directory: str) -> int | None:
+    """The incarnation the directory's mark names; None without a mark. A mark that cannot be
+    parsed raises ``ValueError``, one that cannot be read ``OSError``: each reader decides."""
+    try:
+        with open(os.path.join(pipeline_directory, PREPARED_MARK)) as handle:
+            done = json.load(handle)
+    except FileNotFoundError:
+        return None
+    incarnation = done.get("incarnation", 0) if isinstance(done, dict) else None
+    if not isinstance(incarnation, int):
+        raise ValueError("not a JSON object with an incarnation")
+    return done.get("incarnation")
+
+
 def prepared_for(pipeline_directory: str) -> int | None:
     """The incarnation whose resume's move put this directory in place, or None (never moved, or
     a mark that cannot be parsed). The driver asks before its move: a corrupt mark is taken as not
@@ -90,12 +104,9 @@ def prepared_for(pipeline_directory: str) -> int | None:
     attempt failing on it again and again (a resume refuses on it unless --fallback fresh or a
     savepoint named covers it: store/owed_moves.py). A storage error still fails the attempt."""
     try:
-        with open(os.path.join(pipeline_directory, PREPARED_MARK)) as handle:
-            done = json.load(handle)
-    except (FileNotFoundError, ValueError):
+        return read_mark(pipeline_directory)
+    except ValueError:
         return None
-    incarnation = done.get("incarnation") if isinstance(done, dict) else None
-    return incarnation if isinstance(incarnation, int) else None
 
 
 def new_lineage() -> str:
