@@ -83,9 +83,10 @@ def spark_checkpoint_dir(pipeline_directory: str, since: int | None = None) -> s
 PREPARED_MARK = "seatide-restore.json"
 
 
-def read_mark(pipeline_directory: str) -> int | None:
-    """The incarnation the directory's mark names; None without a mark. A mark that cannot be
-    parsed raises ``ValueError``, one that cannot be read ``OSError``: each reader decides."""
+def read_move(pipeline_directory: str) -> tuple[int, bool] | None:
+    """The move the directory's mark records: the incarnation that made it, and whether it made it
+    empty (a fresh start: its ``from`` is null; a savepoint's copy names it); None without a mark. A
+    mark that cannot be parsed raises ``ValueError``, one that cannot be read ``OSError``: each reader decides."""
     try:
         with open(os.path.join(pipeline_directory, PREPARED_MARK)) as handle:
             done = json.load(handle)
@@ -94,7 +95,13 @@ def read_mark(pipeline_directory: str) -> int | None:
     incarnation = done.get("incarnation", 0) if isinstance(done, dict) else None
     if not isinstance(incarnation, int):
         raise ValueError("not a JSON object with an incarnation")
-    return done.get("incarnation")
+    return done.get("incarnation"), "from" in done and done["from"] is None
+
+
+def read_mark(pipeline_directory: str) -> int | None:
+    """The incarnation the directory's mark names; None without a mark (raises as ``read_move``)."""
+    move = read_move(pipeline_directory)
+    return None if move is None else move[0]
 
 
 def prepared_for(pipeline_directory: str) -> int | None:
