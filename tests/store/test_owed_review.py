@@ -67,9 +67,8 @@ def test_a_move_made_is_not_owed_when_an_old_backup_is_put_back(leader, tmp_path
 
 
 def test_a_move_made_and_no_checkpoint_yet_is_not_owed(leader, tmp_path):
-    """Its driver moved the empty directory in and ran no batch: the mark is the evidence. (A plain
-    resume is refused then, the directory holding no checkpoint yet: a fresh start asked again is
-    a new decision, not a carried one.)"""
+    """Its driver moved the empty directory in and ran no batch: the mark is the evidence. Not a carried
+    fresh start either: the empty directory is restored as it is (tests/store/test_fresh_made_empty.py)."""
     coordinator, store = leader
     submit(store, tmp_path)
     directory = _pipeline(store).checkpoint_dir
@@ -79,7 +78,9 @@ def test_a_move_made_and_no_checkpoint_yet_is_not_owed(leader, tmp_path):
     prepare_checkpoint(directory, 2, None, 1, time.time)
     _cancel(coordinator, store)
     _resume(store, fallback="fresh")
-    assert json.loads(_job(store).restore)["carried"] == []
+    restore = json.loads(_job(store).restore)
+    assert (restore["prepare"], restore["fresh"]) == ({}, []), restore
+    assert not [c for c in restore["carried"] if "never" in c], restore
 
 
 @pytest.mark.parametrize("named", [7, 10])

@@ -28,6 +28,8 @@ from seatide.store import schema as s
 from seatide.store.clock import read_store_now
 from seatide.store.db import Store, record_event
 from seatide.store.job_ids import RestoreRefused
+from seatide.store.fresh_made import checkpointed
+from seatide.store.fresh_made import made_empty as made_empty_note
 from seatide.store.jobs import JobNotFound, JobRefused
 from seatide.store.owed_moves import (OwedMove, batch_in_place, carried_copy, carried_fresh, decided_moves,
                                       owed_copy_problem, owed_moves, replanned)
@@ -54,6 +56,7 @@ class PipelinePlan:
     carried: OwedMove | None = None     # an earlier incarnation's decision, carried on (store/owed_moves.py)
     replanned: OwedMove | None = None   # an earlier fresh start no release forced, planned again instead
     released: bool = False              # it starts over because its sources' positions were released
+    note: str | None = None             # what its restore in place is, for the answer (store/fresh_made.py)
 
     @property
     def decided_fresh(self) -> bool:
@@ -115,11 +118,9 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
         old = {p.pipeline_id: p for p in conn.execute(select(s.pipelines).where(and_(
             s.pipelines.c.job_id == job_id, s.pipelines.c.incarnation == job.incarnation)))}
         first = run_first_incarnation(conn, job)
-        completed = {row.pipeline_id for row in conn.execute(select(s.checkpoints.c.pipeline_id).where(and_(
-            s.checkpoints.c.job_id == job_id, s.checkpoints.c.status == "COMPLETED",
-            s.checkpoints.c.kind == "CHECKPOINT", s.checkpoints.c.incarnation >= first)).distinct())}
         savepoint = _savepoint(conn, job, savepoint_id) if savepoint_id is not None else None
         released = last_release(conn, job, first)
+        completed, made_empty = checkpointed(conn, job, old, first, savepoint is None and job.release is None)
         # A savepoint named now and a release both say what each directory becomes, owed move or
         # not: the marks owed_moves reads are not read then (an unreadable one blocks nothing).
         owed = owed_moves(conn, job, old) if savepoint is None and job.release is None else {}
@@ -129,7 +130,8 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
         _refuse_released(job, fallback)
     if savepoint is not None:
         refuse_savepoint_before(job_id, savepoint, released)
-    pipelines = _plan_pipelines(plan, old, completed, savepoint, owed, released, in_place, decided_moves(job))
+    pipelines = _plan_pipelines(plan, old, completed, savepoint, owed, released, in_place, decided_moves(job),
+                                made_empty)
     if job.release is not None:
         for p in pipelines:        # fallback fresh: every unfinished pipeline starts over
             if not p.finished:
@@ -241,7 +243,8 @@ def _savepoint(conn, job, savepoint_id: int):
 
 
 def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[int, OwedMove],
-                    released: int | None, in_place: dict[int, int | None], decided: set[int]) -> list[PipelinePlan]:
+                    released: int | None, in_place: dict[int, int | None], decided: set[int],
+                    made_empty: dict[int, int]) -> list[PipelinePlan]:
     result = []
     saved = json.loads(savepoint.source_offsets) if savepoint is not None else {}
     for pipeline in plan.pipelines:
@@ -287,6 +290,8 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
                                                    pipeline.pipeline_id in completed)
                 if entry.problem is None and (released is not None or pipeline.pipeline_id in decided):
                     entry.problem = in_place_problem(previous.checkpoint_dir, released, owes)
+                if entry.problem is None and pipeline.pipeline_id in made_empty:
+                    entry.note = made_empty_note(made_empty[pipeline.pipeline_id])
         result.append(entry)
     gone = sorted(set(old) - {p.pipeline_id for p in plan.pipelines})
     if gone:
@@ -315,6 +320,8 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
             carried.append(f"pipeline {p.pipeline_id}: {p.problem or carried_copy(p.carried)}")
         if p.replanned is not None:
             carried.append(f"pipeline {p.pipeline_id}: {replanned(p.replanned, p.problem)}")
+        if p.note is not None and not p.problem:
+            carried.append(f"pipeline {p.pipeline_id}: {p.note}")
     from seatide.plan.outline import outline_json   # the caller has the config's modules loaded
 
     env = plan.job.env
