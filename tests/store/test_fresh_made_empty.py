@@ -27,14 +27,15 @@ from seatide import intents
 from seatide.runtime.checkpoint_move import prepare_checkpoint
 from seatide.runtime.commit_log import write_json_atomic
 from seatide.store import schema as s
-from seatide.store.restore import RestoreRefused
+from seatide.store.restore import RestoreRefused, savepoint_dir
 from seatide.store.runs import PREPARED_MARK
 from tests.store.test_owed_prepare import (_cancel, _checkpoint, _events, _fingerprint,  # noqa: F401  leader
                                            _job, _pipeline, _released_then_resumed_fresh, _resume, leader)
 from tests.store.test_store import submit
 from tests.stores import sqlite_only
 
-pytestmark = sqlite_only
+# SQLite, but the count (fresh_made.checkpointed) is a query of its own: the main story on both stores
+both_stores = pytest.mark.parametrize("store_url", ["sqlite", "postgresql"], indirect=True)
 
 
 def _as_prepare_dir_leaves_it(directory):
@@ -76,6 +77,7 @@ def _changed_source_fresh_start_made(leader, tmp_path, prepared: bool):
 MADE = {"release": _release_fresh_start_made, "changed source": _changed_source_fresh_start_made}
 
 
+@both_stores
 @pytest.mark.parametrize("prepared", [False, True], ids=["moved", "prepared"])
 @pytest.mark.parametrize("case", sorted(MADE))
 def test_a_fresh_start_made_and_cancelled_before_a_checkpoint_resumes_plainly(leader, tmp_path, case, prepared):
@@ -96,6 +98,7 @@ def test_a_fresh_start_made_and_cancelled_before_a_checkpoint_resumes_plainly(le
     assert os.path.isdir(directory) and os.listdir(directory)        # nothing moved by the resume
 
 
+@sqlite_only
 def test_the_release_line_holds_after_the_plain_resume(leader, tmp_path):
     """Resumed plainly from the empty directory (incarnation 3), cancelled before its driver ran:
     nothing owed (it decided no move), still resumable; a savepoint before the release still refused."""
@@ -124,6 +127,7 @@ def _unmark(directory, mark):
         write_json_atomic(os.path.join(directory, PREPARED_MARK), {"incarnation": mark, "from": None})
 
 
+@sqlite_only
 @pytest.mark.parametrize("mark", [None, 1], ids=["no mark", "mark of the released incarnation"])
 @pytest.mark.parametrize("prepared", [False, True], ids=["moved", "prepared"])
 def test_a_directory_no_later_move_made_is_not_restored_after_a_release(leader, tmp_path, mark, prepared):
@@ -136,6 +140,7 @@ def test_a_directory_no_later_move_made_is_not_restored_after_a_release(leader, 
     assert restore["prepare"] == {"1": None} and restore["fresh"][0]["released"] is True, restore
 
 
+@sqlite_only
 @pytest.mark.parametrize("mark", [None, 1], ids=["no mark", "mark of the released incarnation"])
 @pytest.mark.parametrize("prepared", [False, True], ids=["moved", "prepared"])
 def test_a_directory_no_later_move_made_is_refused_when_a_release_decides_it(leader, tmp_path, mark, prepared):
@@ -153,6 +158,7 @@ def test_a_directory_no_later_move_made_is_refused_when_a_release_decides_it(lea
     assert _job(store).incarnation == 2
 
 
+@sqlite_only
 def test_a_release_directory_with_an_old_mark_and_an_old_checkpoint_is_refused(leader, tmp_path):
     """A backup of the released incarnation's checkpoint (batch 4, all its files) put back with a
     mark of incarnation 1, after incarnation 2 made its move (a failed checkpoint recorded): the
@@ -169,6 +175,7 @@ def test_a_release_directory_with_an_old_mark_and_an_old_checkpoint_is_refused(l
         _resume(store)
 
 
+@sqlite_only
 def test_a_fresh_start_never_made_is_still_carried(leader, tmp_path):
     """Incarnation 2 cancelled before its driver ran (no mark of it): the release's fresh start is
     owed, carried on without --fallback fresh, never restored from batch 4 in place."""
@@ -179,6 +186,7 @@ def test_a_fresh_start_never_made_is_still_carried(leader, tmp_path):
     assert restore["prepare"] == {"1": None} and restore["fresh"][0]["released"] is True, restore
 
 
+@sqlite_only
 @pytest.mark.parametrize("case", sorted(MADE))
 def test_a_missing_directory_with_checkpoints_since_its_making_is_refused(leader, tmp_path, case):
     """Incarnation 2 made the directory and completed batch 0 in it; the directory then vanished."""
@@ -191,12 +199,18 @@ def test_a_missing_directory_with_checkpoints_since_its_making_is_refused(leader
         _resume(store)
 
 
+@sqlite_only
+@pytest.mark.parametrize("by", [2, 3], ids=["by the maker", "by a later incarnation"])
 @pytest.mark.parametrize("lost", ["seatide.json", "offsets"])
-def test_a_made_directory_that_lost_a_checkpoint_since_is_refused(leader, tmp_path, lost):
-    """Batch 0 completed in the directory incarnation 2 made: a missing seatide.json or offsets log
-    is a lost checkpoint again, not an empty fresh start."""
-    coordinator, store, directory = _release_fresh_start_made(leader, tmp_path, prepared=True)
-    _resume(store)
+def test_a_made_directory_that_lost_a_checkpoint_since_is_refused(leader, tmp_path, lost, by):
+    """Batch 0 completed in the directory incarnation 2 made (by incarnation 2 itself, after its move,
+    or by 3, resumed in place): a missing seatide.json or offsets log is a lost checkpoint again."""
+    coordinator, store, directory = _released_then_resumed_fresh(leader, tmp_path)
+    prepare_checkpoint(directory, 2, None, 1, time.time)
+    _as_prepare_dir_leaves_it(directory)
+    if by == 3:
+        _cancel(coordinator, store)
+        _resume(store)
     _checkpoint(store, directory, 20, 0)
     _cancel(coordinator, store)
     if lost == "seatide.json":
@@ -204,4 +218,40 @@ def test_a_made_directory_that_lost_a_checkpoint_since_is_refused(leader, tmp_pa
     else:
         shutil.rmtree(os.path.join(directory, "spark"))
     with pytest.raises(RestoreRefused, match="seatide.json is missing" if lost == "seatide.json" else "offsets"):
+        _resume(store)
+
+
+@sqlite_only
+def test_a_mark_of_a_later_incarnation_is_no_evidence(leader, tmp_path):
+    """A mark naming an incarnation the job never had (a directory of another run put here?): the
+    count is the run's, so the empty directory is a lost checkpoint again."""
+    coordinator, store = leader
+    submit(store, tmp_path)
+    directory = _pipeline(store).checkpoint_dir
+    _checkpoint(store, directory, 8, 5)
+    _cancel(coordinator, store)
+    _resume(store, fallback="fresh")            # incarnation 2: a fresh start for no problem at all
+    prepare_checkpoint(directory, 2, None, 1, time.time)
+    _failed_checkpoint(store, 9, 0)                 # its move was made: nothing owed
+    _cancel(coordinator, store)
+    _unmark(directory, 9)
+    with pytest.raises(RestoreRefused, match="seatide.json is missing"):
+        _resume(store)
+
+
+@sqlite_only
+def test_a_savepoints_copy_counts_every_checkpoint_of_the_run(leader, tmp_path):
+    """Only a fresh start's empty directory is excused: a savepoint's copy that lost its metadata
+    after its move (cancelled before a checkpoint) is refused as before."""
+    coordinator, store = leader
+    submit(store, tmp_path)
+    directory = _pipeline(store).checkpoint_dir
+    _checkpoint(store, savepoint_dir(directory, 7), 7, 2, kind="SAVEPOINT")
+    _checkpoint(store, directory, 8, 5)
+    _cancel(coordinator, store)
+    _resume(store, savepoint_id=7)
+    prepare_checkpoint(directory, 2, savepoint_dir(directory, 7), 1, time.time)
+    _cancel(coordinator, store)
+    os.remove(os.path.join(directory, "seatide.json"))
+    with pytest.raises(RestoreRefused, match="seatide.json is missing"):
         _resume(store)
