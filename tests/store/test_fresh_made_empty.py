@@ -255,3 +255,19 @@ def test_a_savepoints_copy_counts_every_checkpoint_of_the_run(leader, tmp_path):
     os.remove(os.path.join(directory, "seatide.json"))
     with pytest.raises(RestoreRefused, match="seatide.json is missing"):
         _resume(store)
+
+
+@sqlite_only
+def test_a_refusal_for_want_of_a_checkpoint_names_an_unreadable_mark(leader, tmp_path):
+    """A made fresh start resumed in place, cancelled, its mark then corrupted: the empty directory
+    is refused (no evidence of the fresh start any more), and the message names the mark as the
+    cause, not only the missing checkpoint (outside review)."""
+    coordinator, store, directory = _release_fresh_start_made(leader, tmp_path, prepared=False)
+    intents.resume(store, "j1", actor="t")
+    _cancel(coordinator, store)
+    with open(os.path.join(directory, PREPARED_MARK), "w") as handle:
+        handle.write('{"incarnation": 2, "fr')
+    with pytest.raises(RestoreRefused) as refused:
+        _resume(store)
+    assert "holds no SeaTide checkpoint" in str(refused.value)
+    assert f"{PREPARED_MARK} is unreadable" in str(refused.value) and "put the mark back" in str(refused.value)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from sqlalchemy import and_, func, select
 
 from seatide.store import schema as s
-from seatide.store.runs import read_move
+from seatide.store.runs import PREPARED_MARK, read_move
 
 
 def fresh_made_by(directory: str, first_incarnation: int, incarnation: int) -> int | None:
@@ -33,6 +33,17 @@ def fresh_made_by(directory: str, first_incarnation: int, incarnation: int) -> i
     if move is None or not move[1] or not isinstance(move[0], int):
         return None
     return move[0] if first_incarnation <= move[0] <= incarnation else None
+
+
+def unreadable_mark(directory: str) -> str | None:
+    """For a refusal of the directory in place: its mark, when it cannot be read, may be why (a
+    fresh start's mark excuses an empty directory), and the user must be told to look there."""
+    try:
+        read_move(directory)
+    except (OSError, ValueError) as exc:
+        return (f"; its checkpoint move's mark {directory}/{PREPARED_MARK} is unreadable ({exc}): if a fresh "
+                "start made this directory, put the mark back or start over with --fallback fresh")
+    return None
 
 
 def checkpointed(conn, job, pipelines: dict, first_incarnation: int, read_marks: bool) -> tuple[set[int], dict]:

@@ -28,7 +28,7 @@ from seatide.store import schema as s
 from seatide.store.clock import read_store_now
 from seatide.store.db import Store, record_event
 from seatide.store.job_ids import RestoreRefused
-from seatide.store.fresh_made import checkpointed
+from seatide.store.fresh_made import checkpointed, unreadable_mark
 from seatide.store.fresh_made import made_empty as made_empty_note
 from seatide.store.jobs import JobNotFound, JobRefused
 from seatide.store.owed_moves import (OwedMove, batch_in_place, carried_copy, carried_fresh, decided_moves,
@@ -288,6 +288,8 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
                 entry.from_batch = previous.last_batch_id if owes is None else in_place.get(pipeline.pipeline_id)
                 entry.problem = inspect_checkpoint(previous.checkpoint_dir, pipeline.fits,
                                                    pipeline.pipeline_id in completed)
+                if entry.problem is not None:
+                    entry.problem += unreadable_mark(previous.checkpoint_dir) or ""
                 if entry.problem is None and (released is not None or pipeline.pipeline_id in decided):
                     entry.problem = in_place_problem(previous.checkpoint_dir, released, owes)
                 if entry.problem is None and pipeline.pipeline_id in made_empty:
