@@ -62,7 +62,12 @@ def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: T
         run = PipelineRun(spark, plan.pipeline(row.pipeline_id), config.env, run_key(job_id, job.run_id),
                           row.checkpoint_dir, reporter, stdout, job_sinks)
         runs.append(run)
-    for run in runs:
+    for run in list(runs):
+        if heartbeat.desired == "CANCEL":
+            # Canceled while starting: a query not started has nothing to stop; the leader
+            # ends its pipeline with the job (reconcile.py) once this attempt has ended.
+            runs.remove(run)
+            continue
         # One query's sources start their Python workers at a time: Spark gives a starting
         # Python worker 10 s to connect back, which several at once on a busy host can miss.
         run.start()
@@ -187,6 +192,19 @@ def _start_session_early(app_name: str):
     return ThreadPoolExecutor(max_workers=1).submit(build_session, app_name, json.loads(conf))
 
 
+def await_session(early_session, heartbeat, poll: float = 0.2):
+    """The session started early, or None if the job is canceled before it is up: starting
+    Spark takes seconds (a minute on a loaded host) that a canceled attempt need not wait."""
+    from concurrent.futures import TimeoutError as NotYet
+
+    while True:
+        try:
+            return early_session.result(timeout=poll)
+        except NotYet:
+            if heartbeat.desired == "CANCEL":
+                return None
+
+
 def _mask_logs(job) -> frozenset[str]:
     """The job's secret values, masked from here on in every line this driver logs."""
     from seatide.secrets import MaskingFilter, secret_values
@@ -259,7 +277,11 @@ def _drive(args, warm_store=None, warm_session=None) -> int:
     code = EXIT_FAILED
     try:
         if early_session is not None:
-            spark = early_session.result()
+            spark = await_session(early_session, heartbeat)
+            if spark is None:
+                log.info("attempt %s: job canceled while Spark started; no query started", args.attempt)
+                reporter.end_attempt(succeeded=True)
+                return EXIT_OK
         else:
             from seatide.config.loader import load_job_env, spark_conf_for
             from seatide.runtime.session import build_session
