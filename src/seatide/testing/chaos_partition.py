@@ -57,10 +57,10 @@ class CutWorker:
             raise ValueError(f"a partitioned worker needs a store on 127.0.0.1, got {store_url}")
         return cls(partition, store_url.replace("@127.0.0.1:", f"@{partition.host_address}:"))
 
-    def start(self, cluster, slots: int = 2):
+    def start(self, cluster, slots: int = 2, wait: bool = True):
         cluster.other_store_urls.append(self.store_url)
         return cluster.worker(CUT_WORKER, slots=slots, env=self.partition.env,
-                              wrap=self.partition.wrap([]), store_url=self.store_url)
+                              wrap=self.partition.wrap([]), store_url=self.store_url, wait=wait)
 
     @staticmethod
     def seconds_needed(timeouts: dict) -> float:
