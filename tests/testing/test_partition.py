@@ -87,10 +87,12 @@ def test_a_cut_off_driver_is_replaced_and_publishes_nothing_after_the_heal(parti
         first = wait_for(lambda: next((a for a in cluster.attempts(job_id) if a.pid and _staged(out, a.attempt_id)),
                                       None), 240, message="the cut worker's driver held at its second decision")
         assert first.worker_id == CUT_WORKER
-        cluster.worker("w1")
+        # The replacement's host registers while the leader waits out the cut worker's timeout.
+        w1 = cluster.worker("w1", wait=False)
         # Stopped as well as cut off, it cannot fence itself: a zombie that wakes after the heal.
         os.kill(first.pid, signal.SIGSTOP)
         partition.cut()
+        cluster.wait_registered(w1)
         cluster.wait_status(job_id, "FINISHED", timeout=300)
         replaced = {a.attempt_id: a for a in cluster.attempts(job_id)}[first.attempt_id]
         lost_at = replaced_at(cluster, replaced)
