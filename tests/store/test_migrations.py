@@ -199,6 +199,21 @@ def test_an_opening_whose_session_the_server_ends_mid_migration_opens_on_a_new_o
     admin.dispose()
 
 
+def test_a_store_whose_server_refuses_connections_is_refused_at_once(caplog):
+    """A server not there (a wrong port, a typo in --store, a server down) is not a session it
+    ended: nothing is taken again on a new session, for 60 s, before the clear error (a CLI
+    command waited that long; a coordinator or worker ends and its supervisor restarts it)."""
+    import socket
+
+    with socket.socket() as probe:             # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"postgresql://postgres@127.0.0.1:{port}/test"
+    with caplog.at_level("WARNING"), pytest.raises(StoreUnavailable, match="cannot open the state store"):
+        open_store(url)
+    assert not [r for r in caplog.records if "taken again" in r.getMessage()], caplog.text
+
+
 def _migration_lock_held(url: str) -> bool:
     """Someone holds the lock migrations take: the advisory lock, or SQLite's write lock."""
     import sqlite3

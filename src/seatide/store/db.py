@@ -177,6 +177,9 @@ def open_store(url: str) -> Store:
     """Open and migrate; a clear ``StoreUnavailable`` instead of a driver traceback."""
     try:
         store = Store(url)
+        # A server that is not there (a wrong port, a typo, a server down) fails here, at once:
+        # a CLI command says so, a coordinator or worker ends and its supervisor starts it again.
+        store.engine.connect().close()
         # An opener starved of CPU inside the migration's transaction for the idle limit (or a
         # restarted server) loses its session: transient, like any process's step
         # (store/sessions.py). The migration is one transaction, rolled back with the session,
