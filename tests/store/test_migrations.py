@@ -214,6 +214,37 @@ def test_a_store_whose_server_refuses_connections_is_refused_at_once(caplog):
     assert not [r for r in caplog.records if "taken again" in r.getMessage()], caplog.text
 
 
+def test_a_drivers_opening_waits_for_its_stores_server_to_come_back(tmp_path, caplog):
+    """A driver is launched by a worker that has just read the store: a refused connection then is
+    the store's restart, and failing the attempt for it would charge the job a retry. Its opening
+    (``server_may_be_restarting``) takes it again until the server is back."""
+    import threading
+
+    from seatide.testing.servers import PrivatePostgres
+
+    server = PrivatePostgres().start()
+    try:
+        server.stop_server()
+        opened: list = []
+        opener = threading.Thread(target=lambda: opened.append(open_store(
+            f"postgresql://postgres@127.0.0.1:{server.port}/postgres", server_may_be_restarting=True)))
+        with pytest.raises(StoreUnavailable):      # what any other process does: it fails at once
+            open_store(f"postgresql://postgres@127.0.0.1:{server.port}/postgres")
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            opener.start()
+            wait_for(lambda: any("taken again" in r.getMessage() for r in caplog.records), 60,
+                     message="the driver's opening to try again while the server is down")
+            server.start_server()
+        opener.join(timeout=120)
+        assert opened, "the driver's opening gave up while the server came back"
+        with opened[0].read() as conn:
+            assert current_revision(conn) == head()
+        opened[0].dispose()
+    finally:
+        server.stop()
+
+
 def _migration_lock_held(url: str) -> bool:
     """Someone holds the lock migrations take: the advisory lock, or SQLite's write lock."""
     import sqlite3

@@ -255,7 +255,7 @@ def _drive(args, warm_store=None, warm_session=None) -> int:
     from seatide.store.jobs import load_job
     from seatide.store.sessions import again_on_new_session
 
-    store = warm_store.result() if warm_store is not None else open_store(args.store)
+    store = warm_store.result() if warm_store is not None else open_store(args.store, server_may_be_restarting=True)
 
     def read_job():
         with store.read() as conn:

@@ -173,13 +173,17 @@ def check_attempt_current(conn: Connection, job_id: str, attempt_id: int, lock: 
                             f"{attempt_id} dropped")
 
 
-def open_store(url: str) -> Store:
-    """Open and migrate; a clear ``StoreUnavailable`` instead of a driver traceback."""
+def open_store(url: str, server_may_be_restarting: bool = False) -> Store:
+    """Open and migrate; a clear ``StoreUnavailable`` instead of a driver traceback.
+    ``server_may_be_restarting``: a driver, launched by a worker that just read the store, takes a
+    refused connection for the store's restart and tries again for ``OPEN_WAIT_S``."""
     try:
         store = Store(url)
         # A server that is not there (a wrong port, a typo, a server down) fails here, at once:
         # a CLI command says so, a coordinator or worker ends and its supervisor starts it again.
-        store.engine.connect().close()
+        # A driver's attempt would be charged for it instead: it waits for the store.
+        if not server_may_be_restarting:
+            store.engine.connect().close()
         # An opener starved of CPU inside the migration's transaction for the idle limit (or a
         # restarted server) loses its session: transient, like any process's step
         # (store/sessions.py). The migration is one transaction, rolled back with the session,
