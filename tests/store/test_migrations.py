@@ -209,8 +209,9 @@ def test_a_store_whose_server_refuses_connections_is_refused_at_once(caplog):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     url = f"postgresql://postgres@127.0.0.1:{port}/test"
-    with caplog.at_level("WARNING"), pytest.raises(StoreUnavailable, match="cannot open the state store"):
+    with caplog.at_level("WARNING"), pytest.raises(StoreUnavailable, match="cannot open the state store") as refused:
         open_store(url)
+    assert "is its server running, and is the address (--store) right?" in str(refused.value)
     assert not [r for r in caplog.records if "taken again" in r.getMessage()], caplog.text
 
 

@@ -199,6 +199,8 @@ def open_store(url: str, server_may_be_restarting: bool = False) -> Store:
             reason = (f"another process held it for over {OPEN_WAIT_S:.0f} s while creating or migrating it, "
                       f"or in a write that does not end ({reason}); start this one again once that process "
                       "is done, or stop it")
+        elif "connection failed" in reason or "Connection refused" in reason:
+            reason += "; is its server running, and is the address (--store) right?"
         raise StoreUnavailable(f"cannot open the state store {redact(url)}: {reason}") from None
     return store
 
