@@ -30,3 +30,36 @@ def test_a_session_already_up_is_used_even_once_canceled():
     session = Future()
     session.set_result("spark")
     assert await_session(session, SimpleNamespace(desired="CANCEL"), poll=0.05) == "spark"
+
+
+def test_a_spark_start_that_fails_with_a_timeout_fails_the_wait():
+    """A session whose start raised TimeoutError (concurrent.futures' own is the builtin since
+    Python 3.11) is a failed start, not one still coming: the wait raises it (outside review:
+    it looped without end while the heartbeat went on)."""
+    import pytest
+
+    session = Future()
+    session.set_exception(TimeoutError("the gateway did not answer"))
+    with pytest.raises(TimeoutError, match="gateway"):
+        run_with_deadline(lambda: await_session(session, SimpleNamespace(desired="RUN"), poll=0.05), 30)
+
+
+def run_with_deadline(call, seconds: float):
+    """``call()`` in a thread; an AssertionError if it has not returned within ``seconds``."""
+    import threading
+
+    out: list = []
+
+    def run():
+        try:
+            out.append(("ok", call()))
+        except BaseException as exc:      # handed to the test's thread
+            out.append(("raised", exc))
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert out, f"still waiting after {seconds} s"
+    kind, value = out[0]
+    if kind == "raised":
+        raise value
+    return value

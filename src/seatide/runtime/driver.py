@@ -201,6 +201,8 @@ def await_session(early_session, heartbeat, poll: float = 0.2):
         try:
             return early_session.result(timeout=poll)
         except NotYet:
+            if early_session.done():     # the start itself raised TimeoutError (NotYet is the builtin)
+                raise
             if heartbeat.desired == "CANCEL":
                 return None
 
