@@ -215,10 +215,39 @@ def test_a_store_whose_server_refuses_connections_is_refused_at_once(caplog):
     assert not [r for r in caplog.records if "taken again" in r.getMessage()], caplog.text
 
 
+def test_a_server_that_accepts_and_never_answers_fails_the_opening():
+    """A frozen server, or an address where something listens and never speaks: the connection is
+    given up after the store's connect timeout, as a refused one (outside review: the CLI, the
+    coordinator and the worker waited with no end and no message, so no supervisor restarted them)."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    url = f"postgresql://postgres@127.0.0.1:{listener.getsockname()[1]}/test"
+    outcome: list = []
+
+    def opening():
+        try:
+            open_store(url)
+            outcome.append("opened")
+        except StoreUnavailable as exc:
+            outcome.append(str(exc))
+    thread = threading.Thread(target=opening, daemon=True)
+    try:
+        thread.start()
+        thread.join(60)
+        assert outcome, "the opening still waits on a server that never answers"
+        assert "cannot open the state store" in outcome[0] and "timeout" in outcome[0], outcome
+    finally:
+        listener.close()
+
+
 def test_a_drivers_opening_waits_for_its_stores_server_to_come_back(tmp_path, caplog):
     """A driver is launched by a worker that has just read the store: a refused connection then is
     the store's restart, and failing the attempt for it would charge the job a retry. Its opening
-    (``server_may_be_restarting``) takes it again until the server is back."""
+    (``wait_for_server``, as the coordinator's and the worker's) takes it again until the server is back."""
     import threading
 
     from seatide.testing.servers import PrivatePostgres
@@ -228,7 +257,7 @@ def test_a_drivers_opening_waits_for_its_stores_server_to_come_back(tmp_path, ca
         server.stop_server()
         opened: list = []
         opener = threading.Thread(target=lambda: opened.append(open_store(
-            f"postgresql://postgres@127.0.0.1:{server.port}/postgres", server_may_be_restarting=True)))
+            f"postgresql://postgres@127.0.0.1:{server.port}/postgres", wait_for_server=True)))
         with pytest.raises(StoreUnavailable):      # what any other process does: it fails at once
             open_store(f"postgresql://postgres@127.0.0.1:{server.port}/postgres")
         caplog.clear()

@@ -31,7 +31,7 @@ def cluster_command(args) -> int:
     logging.getLogger("seatide.timeouts").info("timeouts: %s", timeouts.described())
     url, data_dir = _store_url(args)
     try:
-        store = open_store(url)
+        store = open_store(url, wait_for_server=True)   # a supervisor's restarts would give up
     except StoreUnavailable as exc:
         print(f"seatide: {exc}", file=sys.stderr)
         return EXIT_FAILED

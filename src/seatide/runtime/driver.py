@@ -257,7 +257,7 @@ def _drive(args, warm_store=None, warm_session=None) -> int:
     from seatide.store.jobs import load_job
     from seatide.store.sessions import again_on_new_session
 
-    store = warm_store.result() if warm_store is not None else open_store(args.store, server_may_be_restarting=True)
+    store = warm_store.result() if warm_store is not None else open_store(args.store, wait_for_server=True)
 
     def read_job():
         with store.read() as conn:

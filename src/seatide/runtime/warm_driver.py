@@ -96,7 +96,7 @@ def _open_store(store_url: str):
     from seatide.plan.warm_up import plan_sample_job
     from seatide.store.db import open_store
 
-    store = open_store(store_url, server_may_be_restarting=True)
+    store = open_store(store_url, wait_for_server=True)
     plan_sample_job()
     return store
 

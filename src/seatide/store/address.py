@@ -12,6 +12,8 @@ import os
 # How long opening a store waits for another process that holds it while creating or
 # migrating it (and how long a SQLite writer waits for the file's write lock).
 OPEN_WAIT_S = 60.0
+# How long a PostgreSQL connection may take to be made (store/db.py): longer is a server that will not answer.
+CONNECT_TIMEOUT_S = 10
 
 
 def normalize_url(url: str) -> str:

@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from seatide import clock
 from seatide.store import schema as s
-from seatide.store.address import OPEN_WAIT_S, default_store_url, normalize_url, redact  # noqa: F401  default_store_url: coordinator/ imports it here
+from seatide.store.address import CONNECT_TIMEOUT_S, OPEN_WAIT_S, default_store_url, normalize_url, redact  # noqa: F401  default_store_url: coordinator/ imports it here
 from seatide.store.clock import read_store_now
 from seatide.store.events import record_event  # noqa: F401  coordinator/ and restore.py import it here
 from seatide.store.migrations import migrate
@@ -78,8 +78,11 @@ class Store:
         # A process paused inside a transaction (SIGSTOP, a long GC) must not hold the lease
         # row's lock forever: the server ends such a session and releases its locks.
         options = "-c idle_in_transaction_session_timeout=5000 -c lock_timeout=10000"
+        # A server that accepts and never answers (frozen, a black-holed address) must not hold
+        # a process with no end and no message: a connection not made in CONNECT_TIMEOUT_S is an
+        # error like a refused one, taken again wherever a step is taken again (store/sessions.py).
         return create_engine(url, pool_pre_ping=True, pool_size=4, max_overflow=8,
-                             connect_args={"options": options})
+                             connect_args={"options": options, "connect_timeout": CONNECT_TIMEOUT_S})
 
     # -- transactions ------------------------------------------------------------------
     @contextlib.contextmanager
@@ -173,16 +176,18 @@ def check_attempt_current(conn: Connection, job_id: str, attempt_id: int, lock: 
                             f"{attempt_id} dropped")
 
 
-def open_store(url: str, server_may_be_restarting: bool = False) -> Store:
+def open_store(url: str, wait_for_server: bool = False) -> Store:
     """Open and migrate; a clear ``StoreUnavailable`` instead of a driver traceback.
-    ``server_may_be_restarting``: a driver, launched by a worker that just read the store, takes a
-    refused connection for the store's restart and tries again for ``OPEN_WAIT_S``."""
+
+    ``wait_for_server``: a server that refuses connections (down, restarting, failing over) is
+    waited for, each try logged, up to ``OPEN_WAIT_S``: for the coordinator and the worker (a
+    supervisor restarting them every second would hit its start limit, systemd's 5 in 10 s, and
+    give up before a store coming back is there) and the driver (its attempt would be charged).
+    Without it, for a CLI command, such a server fails the opening at once."""
     try:
         store = Store(url)
-        # A server that is not there (a wrong port, a typo, a server down) fails here, at once:
-        # a CLI command says so, a coordinator or worker ends and its supervisor starts it again.
-        # A driver's attempt would be charged for it instead: it waits for the store.
-        if not server_may_be_restarting:
+        # A server that is not there (a wrong port, a typo, a server down) fails a CLI command here, at once.
+        if not wait_for_server:
             store.engine.connect().close()
         # An opener starved of CPU inside the migration's transaction for the idle limit (or a
         # restarted server) loses its session: transient, like any process's step
