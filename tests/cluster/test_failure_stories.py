@@ -54,10 +54,15 @@ def test_terminal_job_is_never_restarted_and_cleanup_survives_two_leader_deaths(
     cleanup delay too; the third cleans up."""
     cluster.cleanup_delay = 8.0
     # The first leader is armed to die right after it commits a terminal status.
-    c1 = cluster.coordinator("c1", env={"SEATIDE_FAILPOINTS": "coordinator.after_terminal_status=kill"})
+    # Started side by side, not one after the other (c1, then c2, c3, w1: 06:29:59 -> 06:30:06.8
+    # to the submit at load 3.5); c2 and c3 once c1 leads, so that c1 is the one armed.
+    c1 = cluster.coordinator("c1", env={"SEATIDE_FAILPOINTS": "coordinator.after_terminal_status=kill"}, wait=False)
+    w1 = cluster.worker("w1", wait=False)
+    cluster.wait_serving(c1)
     wait_for(lambda: cluster.leader().node_id == "c1", 15, message="c1 leads")
-    coordinators = [c1, cluster.coordinator("c2"), cluster.coordinator("c3")]
-    cluster.worker("w1")
+    coordinators = [c1, cluster.coordinator("c2", wait=False), cluster.coordinator("c3", wait=False)]
+    cluster.wait_serving(*coordinators)
+    cluster.wait_registered(w1)
     out = str(tmp_path / "out")
     with DriverWatch("story1") as watch:
         cluster.submit(batch_job(out, rows=100), "story1")
@@ -222,8 +227,9 @@ def test_new_leader_reattaches_to_running_driver_that_kept_checkpointing(cluster
 def test_hung_driver_is_killed_and_replaced(cluster: Cluster, tmp_path):
     """Story 7: a driver that is alive but silent (SIGSTOP) is detected, killed and replaced."""
     cluster.timeouts["driver"] = 5.0
-    cluster.coordinator("c1")
-    cluster.worker("w1")
+    c1, w1 = cluster.coordinator("c1", wait=False), cluster.worker("w1", wait=False)   # side by side
+    cluster.wait_serving(c1)
+    cluster.wait_registered(w1)
     out = str(tmp_path / "out")
     with DriverWatch("story7") as watch:
         cluster.submit(streaming_job(out), "story7")
