@@ -138,15 +138,18 @@ def test_a_killed_leader_is_replaced_before_its_lease_would_expire(cluster: Clus
 
 
 def test_a_paused_leader_is_replaced_only_when_its_lease_expires_and_finds_itself_fenced(cluster: Cluster):
-    c1 = _coordinator(cluster, "c1")
+    # The lease's own default length (Timeouts().lease_ttl, renewed every lease_renew), as every
+    # other cluster test runs: that the takeover waits for the expiry is the subject, not how long
+    # the lease is (LEASE_TTL, 5 s, is for the killed leader's race against it above).
+    c1 = cluster.coordinator("c1")
     wait_for(lambda: cluster.leader().node_id == "c1" and cluster.leader().liveness, 10,
              message="c1 leads, holding its lock")
-    _coordinator(cluster, "c2")
+    cluster.coordinator("c2")
     cluster.leader_has_reconciled(1.0)
     c1.kill(signal.SIGSTOP)
     last = cluster.leader()           # c1 renews no more: this expiry is final
     try:
-        taken = wait_for(lambda: (lambda l: l if l.node_id == "c2" else None)(cluster.leader()), LEASE_TTL + 10,
+        taken = wait_for(lambda: (lambda l: l if l.node_id == "c2" else None)(cluster.leader()), Timeouts().lease_ttl + 10,
                          interval=0.05, message="c2 to take over once the lease expired")
     finally:
         c1.kill(signal.SIGCONT)
