@@ -1,3 +1,3 @@
 """Database job tests run real processes like the cluster tests, with the same fixtures."""
 
-from tests.cluster.conftest import cluster, pytest_runtest_makereport  # noqa: F401
+from tests.cluster.conftest import cluster  # noqa: F401  (the report hook is tests/shared_cluster.py's)

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from tests.cluster.conftest import cluster, pytest_runtest_makereport  # noqa: F401  (same fixture, logs on failure)
+from tests.cluster.conftest import cluster  # noqa: F401  (same fixture, logs on failure; the report hook is tests/shared_cluster.py's)
 from tests.cli.test_local_run import ROOT
 
 CHROMIUM = "/usr/bin/chromium"
