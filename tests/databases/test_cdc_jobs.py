@@ -288,15 +288,20 @@ def test_a_cdc_job_cancelled_for_good_leaves_no_slot_behind(cluster: Cluster, pr
              message="the job's history expired")
 
 
-def _check_endpoints(kind: str, private_postgres, private_mariadb):
+def _check_endpoints(kind: str, request):
+    """The source on a private server of ``kind``, the target on the machine's other database.
+    Only that private server is asked for: each is a server's start (a private MariaDB's
+    bootstrap is seconds of CPU) in a pytest process that may not need it otherwise."""
     from seatide.testing.cdc_check import mysql_endpoint, postgres_endpoint
 
     if kind == "postgres":
-        return postgres_endpoint(private_postgres.port, "postgres"), mysql_endpoint(3306, "test")
-    return mysql_endpoint(private_mariadb.port, "test"), postgres_endpoint(5432, "test")
+        server = request.getfixturevalue("private_postgres")
+        return postgres_endpoint(server.port, "postgres"), mysql_endpoint(3306, "test")
+    server = request.getfixturevalue("private_mariadb")
+    return mysql_endpoint(server.port, "test"), postgres_endpoint(5432, "test")
 
 
-def test_random_transactions_survive_driver_kills_without_upserts(tmp_path, private_postgres, private_mariadb):
+def test_random_transactions_survive_driver_kills_without_upserts(tmp_path, request):
     """The randomized check with real processes (seatide.testing.cdc_job_check): seeded
     transactions with key changes, deletes, large values and edge numerics while the job's
     driver is SIGKILLed once mid-way; enable_upsert = false; the target ends equal to the source.
@@ -304,7 +309,7 @@ def test_random_transactions_survive_driver_kills_without_upserts(tmp_path, priv
     resumed driver killed again is the soak set's (many kills, below)."""
     from seatide.testing.cdc_job_check import run_job_check
 
-    source, target = _check_endpoints("postgres", private_postgres, private_mariadb)
+    source, target = _check_endpoints("postgres", request)
     ran = run_job_check(source, target, upsert=False, seed=11, transactions=20, kills=1, workdir=str(tmp_path))
     assert ran["kills"] == 1, ran
 
@@ -312,9 +317,9 @@ def test_random_transactions_survive_driver_kills_without_upserts(tmp_path, priv
 @pytest.mark.soak
 @pytest.mark.parametrize("upsert", [True, False], ids=["upsert", "plain"])
 @pytest.mark.parametrize("kind", ["postgres", "mysql"])
-def test_many_random_transactions_survive_many_driver_kills(tmp_path, private_postgres, private_mariadb, kind, upsert):
+def test_many_random_transactions_survive_many_driver_kills(tmp_path, request, kind, upsert):
     from seatide.testing.cdc_job_check import run_job_check
 
-    source, target = _check_endpoints(kind, private_postgres, private_mariadb)
+    source, target = _check_endpoints(kind, request)
     run_job_check(source, target, upsert=upsert, seed=3, transactions=150, kills=4, workdir=str(tmp_path),
                   deadline_s=600)
