@@ -67,6 +67,11 @@ def _staged(out: str, attempt_id: int) -> bool:
     return bool(glob.glob(os.path.join(out, "p0", ".seatide-staging", "*", str(attempt_id), "_SUCCESS")))
 
 
+def _decided(cluster: Cluster, attempt_id: int) -> bool:
+    with cluster.store.read() as conn:
+        return conn.execute(select(s.sink_manifests).where(s.sink_manifests.c.attempt_id == attempt_id)).first() is not None
+
+
 @pytest.mark.cluster
 def test_a_cut_off_driver_is_replaced_and_publishes_nothing_after_the_heal(partitioned_store, tmp_path):
     partition, store_url = partitioned_store
@@ -84,8 +89,11 @@ def test_a_cut_off_driver_is_replaced_and_publishes_nothing_after_the_heal(parti
         # Three batches: the zombie decides the first, holds the second staged; the replacement
         # decides that one and the last.
         job_id = cluster.submit(batch_job(out, rows=300, rows_per_batch=100, retries=5, name="cut"), "cut")
-        first = wait_for(lambda: next((a for a in cluster.attempts(job_id) if a.pid and _staged(out, a.attempt_id)),
-                                      None), 240, message="the cut worker's driver held at its second decision")
+        # Held at its SECOND decision: its first decided (a staged batch alone may still be the
+        # first one, right before the gate lets it through: stopped there, the zombie decided nothing).
+        first = wait_for(lambda: next((a for a in cluster.attempts(job_id) if a.pid and _decided(cluster, a.attempt_id)
+                                       and _staged(out, a.attempt_id)), None), 240,
+                         message="the cut worker's driver held at its second decision")
         assert first.worker_id == CUT_WORKER
         # The replacement's host registers while the leader waits out the cut worker's timeout.
         w1 = cluster.worker("w1", wait=False)
