@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from dataclasses import dataclass, field
@@ -21,6 +22,10 @@ SPARK_CONF_ENV = "SEATIDE_SPARK_CONF"
 # A worker's own Spark settings (`seatide cluster worker --spark-conf KEY=VALUE`), handed to
 # each driver it launches: defaults under every job's env, e.g. the cluster's spark.master.
 WORKER_SPARK_CONF_ENV = "SEATIDE_WORKER_SPARK_CONF"
+# Logged as a process forks its JVM: the attempts that never needed Spark are told by its absence.
+JVM_STARTING = "starting the JVM"
+
+log = logging.getLogger(__name__)
 
 def _jdbc_class_path() -> str:
     return os.pathsep.join(jar for jar in JDBC_JARS if os.path.exists(jar))
@@ -131,6 +136,7 @@ def start_jvm(options: dict[str, str]) -> None:
     with SparkContext._lock:        # PySpark's own, re-entrant: two sessions built at once start one JVM
         if SparkContext._gateway is not None:
             return
+        log.info(JVM_STARTING)
         conf = SparkConf()
         for key, value in options.items():
             conf.set(key, value)
