@@ -199,6 +199,33 @@ def test_a_decided_batch_is_published_by_the_next_attempt_and_cancel_then_resume
     assert len({m.batch_id for m in decided}) == len(decided)
 
 
+def test_an_attempt_after_a_driver_killed_once_its_data_ended_finishes_the_job_without_spark(
+        shared_cluster: Cluster, tmp_path):
+    """SIGKILL at ``driver.before_pipeline_end``: every batch is committed and the sources' ends are
+    recorded, the pipeline's end is not. The next attempt ends the pipeline and the job from those
+    records alone: its driver never forks a JVM (a cold start is ~9 CPU-s for no work)."""
+    from seatide.runtime.session import JVM_STARTING
+    from seatide.store.paths import driver_log_path
+
+    cluster = shared_cluster
+    out, killed = str(tmp_path / "out"), str(tmp_path / "killed")
+    cluster.arm("ended-data", f"driver.before_pipeline_end=once:kill:{killed}")
+    cluster.submit(batch_job(out, rows=200, rows_per_batch=100), "ended-data")
+    job = cluster.wait_status("ended-data", {"FINISHED", "FAILED"}, timeout=300)
+    assert job.status == "FINISHED", job.error_msg
+    assert os.path.exists(killed), "no driver was killed before its pipeline's end"
+    assert_exactly(written_ids(out + "/p0"), range(200))
+    *_, killed_attempt, last = cluster.ended_attempts("ended-data")
+
+    def log_of(attempt) -> str:
+        with open(driver_log_path(cluster.data_dir, "ended-data", attempt.attempt_id), errors="replace") as f:
+            return f.read()
+    assert JVM_STARTING in log_of(killed_attempt)     # the log says so when a driver starts Spark...
+    assert JVM_STARTING not in log_of(last), "the attempt after the data's end started Spark"
+    assert "ended without Spark" in log_of(last)      # ...and this one decided from the store
+    assert last.state == "SUCCEEDED"
+
+
 def test_resume_moves_no_directory_itself_and_a_driver_killed_mid_way_finishes_the_move(shared_cluster: Cluster,
                                                                                       tmp_path):
     """Resume is a compare-and-set and nothing else; the new incarnation's driver puts the

@@ -250,6 +250,7 @@ def _drive(args, warm_store=None, warm_session=None) -> int:
     the store and start a session now."""
     _configure_logging()
     early_session = warm_session or _start_session_early(f"seatide-{args.job_id}")
+    from seatide.runtime.data_ends import end_pipelines_whose_data_ended
     from seatide.runtime.heartbeat import FENCED_EXIT_CODE, Heartbeat
     from seatide.runtime.reporter import AttemptReporter
     from seatide.runtime.warm_driver import signal_started_on_first_commit
@@ -278,6 +279,11 @@ def _drive(args, warm_store=None, warm_session=None) -> int:
     failpoints.hit("driver.after_first_heartbeat")
     code = EXIT_FAILED
     try:
+        if end_pipelines_whose_data_ended(reporter, args.job_id, heartbeat.desired):
+            log.info("attempt %s: every pipeline's data was committed by an earlier attempt; ended without Spark",
+                     args.attempt)
+            reporter.end_attempt(succeeded=True)
+            return EXIT_OK
         if early_session is not None:
             spark = await_session(early_session, heartbeat)
             if spark is None:
