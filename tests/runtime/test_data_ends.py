@@ -1,0 +1,74 @@
+"""A driver ends, before Spark, only the pipelines an earlier attempt ran to the end of their data
+(runtime/data_ends.py): each of its sources' ends recorded, no batch of its sinks decided and not
+published; a BATCH job's only, and only while the job is to run. The story of a driver killed
+there, whose next attempt starts no JVM, is tests/cluster/test_checkpoints.py's."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from seatide.config.loader import load_job_text
+from seatide.plan.dag import build_plan
+from seatide.plan.outline import outline_json
+from seatide.runtime.data_ends import end_pipelines_whose_data_ended
+from seatide.runtime.reporter import AttemptReporter
+from seatide.store import schema as s
+from seatide.store.data_ends import may_have_ended
+from seatide.store.db import open_store
+from seatide.store.jobs import submit_job
+from seatide.testing.jobs import batch_job, streaming_job
+from tests.contract.harness import new_attempt
+
+
+@pytest.fixture
+def store(store_url):
+    st = open_store(store_url)
+    yield st
+    st.dispose()
+
+
+def _driver(store, tmp_path, text: str) -> tuple[AttemptReporter, dict[int, str]]:
+    """The job submitted and its first attempt's reporter; each pipeline's source."""
+    config = load_job_text(text)
+    plan = build_plan(config)
+    submit_job(store, text=text, variables={}, config=config, plan=plan, outline=outline_json(config),
+               data_dir=str(tmp_path), job_id="j1")
+    sources = {p.pipeline_id: p.sources[0].plugin_id for p in plan.pipelines}
+    return AttemptReporter(store, "j1", 1, new_attempt(store, "j1", 1)), sources
+
+
+def _statuses(store) -> dict[int, str]:
+    with store.read() as conn:
+        return dict(conn.execute(select(s.pipelines.c.pipeline_id, s.pipelines.c.status)
+                                 .where(s.pipelines.c.job_id == "j1")).all())
+
+
+def _hint(store) -> bool:
+    with store.read() as conn:
+        return may_have_ended(conn, "j1", 1)
+
+
+def test_only_pipelines_with_every_source_ended_and_nothing_left_to_publish_are_ended(store, tmp_path):
+    reporter, sources = _driver(store, tmp_path, batch_job(str(tmp_path / "out"), pipelines=2))
+    assert not end_pipelines_whose_data_ended(reporter, "j1", "RUN")     # no evidence: nothing ended
+    assert set(_statuses(store).values()) == {"CREATED"} and not _hint(store)
+    reporter.source_ended(1, sources[1])
+    reporter.decide_batch(2, "sink[1]", 0, "T0", {"publish": {}, "state": {"rows": 1}})
+    reporter.source_ended(2, sources[2])
+    assert not end_pipelines_whose_data_ended(reporter, "j1", "CANCEL")   # a cancel is answered as before
+    assert set(_statuses(store).values()) == {"CREATED"}
+    assert _hint(store)
+    # pipeline 2 has a batch decided and not published (to roll forward): it runs, 1 is ended
+    assert not end_pipelines_whose_data_ended(reporter, "j1", "RUN")
+    assert _statuses(store) == {1: "FINISHED", 2: "CREATED"}
+    reporter.batch_published(2, "sink[1]", "T0")
+    assert end_pipelines_whose_data_ended(reporter, "j1", "RUN")
+    assert _statuses(store) == {1: "FINISHED", 2: "FINISHED"}
+
+
+def test_a_stream_is_never_ended_from_recorded_ends(store, tmp_path):
+    reporter, sources = _driver(store, tmp_path, streaming_job(str(tmp_path / "out")))
+    reporter.source_ended(1, sources[1])
+    assert not end_pipelines_whose_data_ended(reporter, "j1", "RUN")
+    assert _statuses(store) == {1: "CREATED"}
