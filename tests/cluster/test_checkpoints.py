@@ -199,31 +199,42 @@ def test_a_decided_batch_is_published_by_the_next_attempt_and_cancel_then_resume
     assert len({m.batch_id for m in decided}) == len(decided)
 
 
-def test_an_attempt_after_a_driver_killed_once_its_data_ended_finishes_the_job_without_spark(
+def test_attempts_after_drivers_killed_once_a_pipelines_data_ended_end_it_without_a_query_and_the_job_without_spark(
         shared_cluster: Cluster, tmp_path):
-    """SIGKILL at ``driver.before_pipeline_end``: every batch is committed and the sources' ends are
-    recorded, the pipeline's end is not. The next attempt ends the pipeline and the job from those
-    records alone: its driver never forks a JVM (a cold start is ~9 CPU-s for no work)."""
+    """Two stories of one two-pipeline BATCH job (CI time: one job). A driver is SIGKILLed at
+    ``driver.before_pipeline_end`` of a pipeline: its batches are committed and its sources' ends
+    recorded, its end is not. (1) Pipeline 1 is killed so while pipeline 2 is held at its first
+    batch: the next attempt ends pipeline 1 from the store's records, without a query, and runs
+    pipeline 2 on Spark. (2) That attempt is killed so at pipeline 2's end: the next one ends it
+    and the job from the records alone, and never forks a JVM (a cold start is ~9 CPU-s for no work)."""
     from seatide.runtime.session import JVM_STARTING
     from seatide.store.paths import driver_log_path
 
     cluster = shared_cluster
-    out, killed = str(tmp_path / "out"), str(tmp_path / "killed")
-    cluster.arm("ended-data", f"driver.before_pipeline_end=once:kill:{killed}")
-    cluster.submit(batch_job(out, rows=200, rows_per_batch=100), "ended-data")
+    out, gate = str(tmp_path / "out"), str(tmp_path / "gate")
+    killed = [str(tmp_path / f"killed-{p}") for p in (1, 2)]
+    cluster.arm("ended-data", ",".join([f"driver.batch_start@2=gate:0:{gate}"]
+                                       + [f"driver.before_pipeline_end@{p}=once:kill:{m}" for p, m in zip((1, 2), killed)]))
+    cluster.submit(batch_job(out, rows=200, pipelines=2, rows_per_batch=100), "ended-data")
+    wait_for(lambda: os.path.exists(killed[0]), 300, message="pipeline 1's driver killed before its end")
+    open_gate(gate)
     job = cluster.wait_status("ended-data", {"FINISHED", "FAILED"}, timeout=300)
     assert job.status == "FINISHED", job.error_msg
-    assert os.path.exists(killed), "no driver was killed before its pipeline's end"
+    assert os.path.exists(killed[1]), "no driver was killed before pipeline 2's end"
     assert_exactly(written_ids(out + "/p0"), range(200))
-    *_, killed_attempt, last = cluster.ended_attempts("ended-data")
+    assert_exactly(written_ids(out + "/p1"), range(200, 400))
+    attempts = cluster.ended_attempts("ended-data")
 
     def log_of(attempt) -> str:
         with open(driver_log_path(cluster.data_dir, "ended-data", attempt.attempt_id), errors="replace") as f:
             return f.read()
-    assert JVM_STARTING in log_of(killed_attempt)     # the log says so when a driver starts Spark...
-    assert JVM_STARTING not in log_of(last), "the attempt after the data's end started Spark"
-    assert "ended without Spark" in log_of(last)      # ...and this one decided from the store
-    assert last.state == "SUCCEEDED"
+    logs = [log_of(a) for a in attempts]
+    assert JVM_STARTING in logs[0]      # the log says so when a driver starts Spark
+    ended_1 = "pipeline 1: its sources' ends were recorded after its last commit; FINISHED without a query"
+    assert any(ended_1 in text and JVM_STARTING in text for text in logs[1:-1]), "pipeline 1 ran again"
+    assert JVM_STARTING not in logs[-1], "the attempt after the data's end started Spark"
+    assert "ended without Spark" in logs[-1]
+    assert attempts[-1].state == "SUCCEEDED"
 
 
 def test_resume_moves_no_directory_itself_and_a_driver_killed_mid_way_finishes_the_move(shared_cluster: Cluster,

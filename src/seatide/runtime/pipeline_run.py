@@ -359,7 +359,7 @@ class PipelineRun(PipelineFrames):
             return
         for source in self.pipeline.sources:
             self.reporter.source_ended(self.pipeline.pipeline_id, source.plugin_id)
-        failpoints.hit("driver.before_pipeline_end")
+        failpoints.hit("driver.before_pipeline_end", scope=self.pipeline.pipeline_id)
         self.reporter.pipeline_status(self.pipeline.pipeline_id, PipelineStatus.FINISHED)
         self.outcome = Outcome(PipelineStatus.FINISHED)
 
