@@ -27,6 +27,7 @@ from seatide.runtime.commit_log import read_json
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now
 from seatide.store.db import Store, record_event
+from seatide.store.decided_batches import decided_in_place, lost_lineage
 from seatide.store.job_ids import RestoreRefused
 from seatide.store.fresh_made import checkpointed, unreadable_mark
 from seatide.store.fresh_made import made_empty as made_empty_note
@@ -121,6 +122,7 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
         savepoint = _savepoint(conn, job, savepoint_id) if savepoint_id is not None else None
         released = last_release(conn, job, first)
         completed, made_empty = checkpointed(conn, job, old, first, savepoint is None and job.release is None)
+        decided = decided_in_place(conn, job, old, first)      # a sink's decision counts as a checkpoint
         # A savepoint named now and a release both say what each directory becomes, owed move or
         # not: the marks owed_moves reads are not read then (an unreadable one blocks nothing).
         owed = owed_moves(conn, job, old) if savepoint is None and job.release is None else {}
@@ -131,7 +133,7 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
     if savepoint is not None:
         refuse_savepoint_before(job_id, savepoint, released)
     pipelines = _plan_pipelines(plan, old, completed, savepoint, owed, released, in_place, decided_moves(job),
-                                made_empty)
+                                made_empty, decided)
     if job.release is not None:
         for p in pipelines:        # fallback fresh: every unfinished pipeline starts over
             if not p.finished:
@@ -244,7 +246,7 @@ def _savepoint(conn, job, savepoint_id: int):
 
 def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[int, OwedMove],
                     released: int | None, in_place: dict[int, int | None], decided: set[int],
-                    made_empty: dict[int, int]) -> list[PipelinePlan]:
+                    made_empty: dict[int, int], decided_batches: dict[int, int]) -> list[PipelinePlan]:
     result = []
     saved = json.loads(savepoint.source_offsets) if savepoint is not None else {}
     for pipeline in plan.pipelines:
@@ -287,7 +289,8 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
                 entry.replanned = owes
                 entry.from_batch = previous.last_batch_id if owes is None else in_place.get(pipeline.pipeline_id)
                 entry.problem = inspect_checkpoint(previous.checkpoint_dir, pipeline.fits,
-                                                   pipeline.pipeline_id in completed)
+                                                   pipeline.pipeline_id in completed) or \
+                    lost_lineage(previous.checkpoint_dir, decided_batches.get(pipeline.pipeline_id))
                 if entry.problem is not None:
                     entry.problem += unreadable_mark(previous.checkpoint_dir) or ""
                 if entry.problem is None and (released is not None or pipeline.pipeline_id in decided):

@@ -1,0 +1,103 @@
+"""A sink's decided batch counts as a checkpoint of its pipeline's directory (store/decided_batches.py).
+
+The end-to-end story (a batch written twice before, refused now) is tests/e2e/test_backup_put_back.py;
+here, on both stores, which decisions count: those since the directory was made (a fresh start's
+move excuses the lineage before it), never a save mode's (batch -1), and a directory that still holds
+its metadata is resumed as before. Set up as tests/store/test_fresh_made_empty.py: the store's and the
+leader's own steps, no worker, a driver's work done by calling what it calls.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+
+import pytest
+from sqlalchemy import insert
+
+from seatide import intents
+from seatide.runtime.checkpoint_move import prepare_checkpoint
+from seatide.runtime.commit_log import write_json_atomic
+from seatide.store import schema as s
+from tests.store.test_owed_prepare import _cancel, _fingerprint, _job, _pipeline, leader  # noqa: F401  leader
+from tests.store.test_store import submit
+
+both_stores = pytest.mark.parametrize("store_url", ["sqlite", "postgresql"], indirect=True)
+
+
+def _decided(store, batch: int, lineage: str = "l1") -> None:
+    """What a driver's sink leaves when it decides ``batch`` (reporter.decide_batch), checkpoint row or not."""
+    job = _job(store)
+    with store.write() as conn:
+        conn.execute(insert(s.sink_manifests).values(
+            job_id="j1", incarnation=job.incarnation, pipeline_id=1, plugin_id="sink-0",
+            transaction_id=f"T_j1_1_0_{lineage}_{batch}", batch_id=batch, attempt_id=1, status="PUBLISHED",
+            manifest=json.dumps({"publish": {}, "state": {}}), decided_at=time.time(), published_at=time.time()))
+
+
+def _prepared(directory: str, lineage: str = "l1") -> None:
+    """The pipeline's directory as its driver's _prepare_dir leaves it before any batch is planned."""
+    write_json_atomic(os.path.join(directory, "seatide.json"), {"lineage": lineage, "fingerprint": _fingerprint()})
+
+
+def _refusal(store) -> str:
+    with pytest.raises(intents.Refusal) as refused:
+        intents.resume(store, "j1", actor="t")
+    return str(refused.value)
+
+
+def _decided_then_cancelled(leader, tmp_path, batch: int):
+    """Its driver prepared the directory and its sink decided ``batch``; cancelled before the checkpoint row."""
+    coordinator, store = leader
+    submit(store, tmp_path)
+    directory = _pipeline(store).checkpoint_dir
+    _prepared(directory)
+    _decided(store, batch)
+    _cancel(coordinator, store)
+    return coordinator, store, directory
+
+
+@both_stores
+def test_a_decided_batch_with_no_checkpoint_row_needs_the_directorys_metadata(leader, tmp_path):
+    coordinator, store, directory = _decided_then_cancelled(leader, tmp_path, 0)
+    shutil.rmtree(directory)                     # a backup from before the pipeline's first start put back
+    message = _refusal(store)
+    assert "pipeline 1: its sinks committed batch 0" in message and "is missing" in message, message
+    assert "newer backup" in message and "--fallback fresh" in message, message
+    assert _job(store).incarnation == 1
+    os.makedirs(directory)                       # ... or an empty directory: the same
+    assert "holds no SeaTide checkpoint" in _refusal(store)
+    _prepared(directory)                         # its lineage back: batch 0 is found decided on replay
+    intents.resume(store, "j1", actor="t")
+    assert _job(store).incarnation == 2
+
+
+@both_stores
+def test_a_fresh_start_excuses_the_decisions_of_the_lineage_before_it(leader, tmp_path):
+    """Batch 3 decided by incarnation 1, no checkpoint row; resumed with --fallback fresh, whose
+    driver made the empty directory, cancelled before it planned a batch: the empty directory is
+    what incarnation 2 started from, and resumes plainly. Once incarnation 2 decided a batch of its
+    own, the same empty directory is refused."""
+    coordinator, store, directory = _decided_then_cancelled(leader, tmp_path, 3)
+    intents.resume(store, "j1", fallback="fresh", actor="t")
+    prepare_checkpoint(directory, 2, None, 1, time.time)
+    _cancel(coordinator, store)
+    intents.resume(store, "j1", actor="t")       # incarnation 3, in place: not refused
+    assert _job(store).incarnation == 3
+    _decided(store, 0, lineage="l2")
+    _cancel(coordinator, store)
+    assert "its sinks committed batch 0" in _refusal(store)
+
+
+@both_stores
+def test_a_save_modes_decision_is_no_batch(leader, tmp_path):
+    """A target's save modes are decided (batch -1) at the first batch, before any rows: the
+    pipeline wrote nothing yet, so a missing directory is no reason to refuse."""
+    coordinator, store = leader
+    submit(store, tmp_path)
+    _decided(store, -1)
+    _cancel(coordinator, store)
+    intents.resume(store, "j1", actor="t")
+    assert _job(store).incarnation == 2
