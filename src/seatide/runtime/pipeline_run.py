@@ -34,6 +34,7 @@ from seatide.runtime.batch_clock import BatchClock
 from seatide.runtime.commit_log import read_json, write_json_atomic
 from seatide.runtime.failures import describe_error
 from seatide.runtime.offset_log import batch_offsets, logged_offsets
+from seatide.runtime.lost_directory import refuse_lost_lineage
 from seatide.runtime.pipeline_frames import PipelineFrames
 from seatide.runtime.session import activate_session
 from seatide.runtime.reporter import AttemptReporter
@@ -100,10 +101,11 @@ class PipelineRun(PipelineFrames):
     # -- building ------------------------------------------------------------------------
     def _prepare_dir(self) -> None:
         """Create the checkpoint directory, or check that the one there belongs to this pipeline."""
-        os.makedirs(self.dir, exist_ok=True)
         meta_path = os.path.join(self.dir, "seatide.json")
         meta = read_json(meta_path)
         if meta is None:
+            refuse_lost_lineage(self.reporter, self.pipeline.pipeline_id, self.dir)
+            os.makedirs(self.dir, exist_ok=True)
             meta = {"lineage": new_lineage(), "fingerprint": self.pipeline.fingerprint(),
                     "job_id": self.job_id, "pipeline_id": self.pipeline.pipeline_id}
             write_json_atomic(meta_path, meta)
