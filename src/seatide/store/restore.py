@@ -25,6 +25,7 @@ from sqlalchemy import and_, func, insert, or_, select, update
 
 from seatide.runtime.commit_log import read_json
 from seatide.store import schema as s
+from seatide.store.changed_sources import changed_sources
 from seatide.store.clock import read_store_now
 from seatide.store.db import Store, record_event
 from seatide.store.decided_batches import decided_in_place, lost_lineage
@@ -259,8 +260,9 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
         in_savepoint = savepoint is not None and str(pipeline.pipeline_id) in saved.get("pipelines", {})
         # A pipeline the savepoint does not hold had finished before it was taken: its output
         # is complete, and there is nothing of it to restore (found by the simulation, seed 24).
-        entry = PipelinePlan(pipeline.pipeline_id, previous.checkpoint_dir, fingerprint,
-                             previous.status == PipelineStatus.FINISHED and not in_savepoint)
+        finished = previous.status == PipelineStatus.FINISHED and not in_savepoint
+        changed = changed_sources(pipeline, previous.fingerprint, finished)       # finished, it starts over
+        entry = PipelinePlan(pipeline.pipeline_id, previous.checkpoint_dir, fingerprint, finished and not changed)
         # A savepoint named now is the newer word: it passed the release line, so it owes nothing
         # to a release either (release_line.refuse_savepoint_before).
         owes = owed.get(pipeline.pipeline_id) if savepoint is None else None
@@ -269,9 +271,8 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
         elif owes is not None and owes.carried_fresh and not entry.finished:
             entry.carried, entry.released = owes, True
             entry.problem = carried_fresh(owes)
-        elif not pipeline.fits(previous.fingerprint):
-            entry.problem = ("its sources changed since the checkpoint was taken (a source added, removed, "
-                             "reordered or reconfigured)")
+        elif changed is not None:
+            entry.problem = changed
         elif not entry.finished:
             if owes is not None and owes.source is not None:
                 # The savepoint's copy it owed, at the batch that resume recorded: its driver never
