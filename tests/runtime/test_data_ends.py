@@ -12,11 +12,12 @@ from seatide.config.loader import load_job_text
 from seatide.plan.dag import build_plan
 from seatide.plan.outline import outline_json
 from seatide.runtime.data_ends import end_pipelines_whose_data_ended
+from seatide.runtime.heartbeat import Heartbeat
 from seatide.runtime.reporter import AttemptReporter
 from seatide.store import schema as s
 from seatide.store.data_ends import may_have_ended
 from seatide.store.db import open_store
-from seatide.store.jobs import submit_job
+from seatide.store.jobs import request_stop, submit_job
 from seatide.testing.jobs import batch_job, streaming_job
 from tests.contract.harness import new_attempt
 
@@ -72,3 +73,22 @@ def test_a_stream_is_never_ended_from_recorded_ends(store, tmp_path):
     reporter.source_ended(1, sources[1])
     assert not end_pipelines_whose_data_ended(reporter, "j1", "RUN")
     assert _statuses(store) == {1: "CREATED"}
+
+
+def test_a_cancel_recorded_after_the_driver_read_its_desired_state_is_not_overtaken(store, tmp_path):
+    """The driver read RUN (its heartbeat), then the cancel landed while it loaded the config and
+    planned: the FINISHED writes see the cancel in their own transaction and write nothing, so the
+    job ends CANCELED as the user asked, not FINISHED."""
+    reporter, sources = _driver(store, tmp_path, batch_job(str(tmp_path / "out"), pipelines=2))
+    reporter.mark_running(1)
+    heartbeat = Heartbeat(reporter, 0.2, 30).start()
+    try:
+        desired = heartbeat.desired
+        for pipeline_id, source in sources.items():
+            reporter.source_ended(pipeline_id, source)
+        request_stop(store, "j1")
+        assert desired == "RUN"
+        assert not end_pipelines_whose_data_ended(reporter, "j1", desired)
+    finally:
+        heartbeat.stop()
+    assert _statuses(store) == {1: "CREATED", 2: "CREATED"}

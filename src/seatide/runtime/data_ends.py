@@ -39,9 +39,13 @@ def end_pipelines_whose_data_ended(reporter, job_id: str, desired: str) -> bool:
     sources = {p: [source.plugin_id for source in plan.pipeline(p).sources] for p in left}
     ended = reporter.read(lambda conn: pipelines_whose_data_ended(conn, job_id, reporter.incarnation, sources))
     for pipeline_id in sorted(ended):
+        # ``desired`` was read before the config was loaded and planned: a cancel since then is
+        # answered as before, not overtaken by a FINISHED (each write checks it in its transaction)
+        if not reporter.pipeline_status(pipeline_id, PipelineStatus.FINISHED, while_desired=Desired.RUN):
+            log.info("job %s: stopped while its pipelines' ends were read; answered as a stop", job_id)
+            return False
         log.info("pipeline %s: its sources' ends were recorded after its last commit; FINISHED without a query",
                  pipeline_id)
-        reporter.pipeline_status(pipeline_id, PipelineStatus.FINISHED)
     return len(ended) == len(left)
 
 

@@ -170,15 +170,21 @@ class AttemptReporter:
 
     # -- pipelines -----------------------------------------------------------------------
     @_step
-    def pipeline_status(self, pipeline_id: int, new: str, error: str | None = None) -> None:
+    def pipeline_status(self, pipeline_id: int, new: str, error: str | None = None,
+                        while_desired: str | None = None) -> bool:
+        """False: not written, the job's desired state being no longer ``while_desired`` (read in
+        this fenced transaction: a cancel recorded since the driver last read it is not overtaken)."""
         with self._tx() as conn:
+            if while_desired is not None and while_desired != conn.execute(
+                    select(s.jobs.c.desired).where(s.jobs.c.job_id == self.job_id)).scalar():
+                return False
             old = conn.execute(select(s.pipelines.c.status).where(self._pipeline_where(pipeline_id))).scalar()
             if old == new == PipelineStatus.RUNNING:     # started again by a new attempt
                 conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id))
                              .values(started_at=store_now(conn), idle=False))
-                return
+                return True
             if old == new:
-                return
+                return True
             check_pipeline(old, new)
             error = mask_message(error, self.secrets)
             now = store_now(conn)
@@ -187,6 +193,7 @@ class AttemptReporter:
             conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(**values))
             record_event(conn, f"PIPELINE_{new}", self.actor, self.job_id, self.incarnation,
                          pipeline=pipeline_id, attempt=self.attempt_id, error=error)
+        return True
 
     @_step
     def source_ended(self, pipeline_id: int, plugin_id: str) -> None:
