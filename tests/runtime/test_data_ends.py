@@ -11,11 +11,10 @@ from sqlalchemy import select
 from seatide.config.loader import load_job_text
 from seatide.plan.dag import build_plan
 from seatide.plan.outline import outline_json
-from seatide.runtime.data_ends import end_pipelines_whose_data_ended
+from seatide.runtime.data_ends import end_pipelines_whose_data_ended, ends_without_spark
 from seatide.runtime.heartbeat import Heartbeat
 from seatide.runtime.reporter import AttemptReporter
 from seatide.store import schema as s
-from seatide.store.data_ends import may_have_ended
 from seatide.store.db import open_store
 from seatide.store.jobs import request_stop, submit_job
 from seatide.testing.jobs import batch_job, streaming_job
@@ -46,8 +45,8 @@ def _statuses(store) -> dict[int, str]:
 
 
 def _hint(store) -> bool:
-    with store.read() as conn:
-        return may_have_ended(conn, "j1", 1)
+    """The worker's: its driver will end the attempt without Spark."""
+    return ends_without_spark(store, "j1", 1)
 
 
 def test_only_pipelines_with_every_source_ended_and_nothing_left_to_publish_are_ended(store, tmp_path):
@@ -59,11 +58,13 @@ def test_only_pipelines_with_every_source_ended_and_nothing_left_to_publish_are_
     reporter.source_ended(2, sources[2])
     assert not end_pipelines_whose_data_ended(reporter, "j1", "CANCEL")   # a cancel is answered as before
     assert set(_statuses(store).values()) == {"CREATED"}
-    assert _hint(store)
-    # pipeline 2 has a batch decided and not published (to roll forward): it runs, 1 is ended
+    # pipeline 2 has a batch decided and not published (to roll forward): it runs, 1 is ended; the
+    # worker's hint says so too (the attempt needs Spark: its JVM starts early, as before)
+    assert not _hint(store)
     assert not end_pipelines_whose_data_ended(reporter, "j1", "RUN")
     assert _statuses(store) == {1: "FINISHED", 2: "CREATED"}
     reporter.batch_published(2, "sink[1]", "T0")
+    assert _hint(store)
     assert end_pipelines_whose_data_ended(reporter, "j1", "RUN")
     assert _statuses(store) == {1: "FINISHED", 2: "FINISHED"}
 
@@ -92,3 +93,36 @@ def test_a_cancel_recorded_after_the_driver_read_its_desired_state_is_not_overta
     finally:
         heartbeat.stop()
     assert _statuses(store) == {1: "CREATED", 2: "CREATED"}
+
+
+def test_a_sinks_once_record_is_no_batch_left_to_publish(store, tmp_path):
+    """A sink's once record (decide_once: batch -1, e.g. the multi-table Jdbc sink's home database)
+    stays DECIDED by design, never published nor rolled forward: it keeps no pipeline from ending,
+    and the hint and the driver agree."""
+    reporter, sources = _driver(store, tmp_path, batch_job(str(tmp_path / "out")))
+    reporter.decide_batch(1, "sink[0]", -1, "H_j1_1_0", {"home": "db1"})
+    reporter.source_ended(1, sources[1])
+    assert _hint(store)
+    assert end_pipelines_whose_data_ended(reporter, "j1", "RUN")
+    assert _statuses(store) == {1: "FINISHED"}
+
+
+TWO_SOURCES = """
+env { job.mode = BATCH }
+source { FakeSource { plugin_output = "a", row.num = 3, schema = { fields { id = bigint } } }
+         FakeSource { plugin_output = "b", row.num = 3, schema = { fields { id = bigint } } } }
+sink { Console { plugin_input = ["a", "b"] } }
+"""
+
+
+def test_the_hint_is_given_only_for_an_attempt_the_driver_ends(store, tmp_path):
+    """A pipeline with a source's end recorded that its driver would still run (its other source's
+    end is not recorded; a batch is decided, of a lineage the store cannot tell abandoned) is no
+    hint: its attempt keeps its early JVM."""
+    reporter, _ = _driver(store, tmp_path, TWO_SOURCES)
+    reporter.source_ended(1, "source[0]")
+    assert not _hint(store) and not end_pipelines_whose_data_ended(reporter, "j1", "RUN")
+    reporter.decide_batch(1, "sink[0]", 3, "T_j1_1_0_abandoned_3", {"publish": {}, "state": {"rows": 1}})
+    reporter.source_ended(1, "source[1]")
+    assert not _hint(store) and not end_pipelines_whose_data_ended(reporter, "j1", "RUN")
+    assert _statuses(store) == {1: "CREATED"}

@@ -8,7 +8,11 @@ otherwise: its next attempt ends it from these records, without Spark (``runtime
 
 Positive evidence only: every source of the pipeline has its end recorded in this incarnation,
 and none of the pipeline's sink batches is decided but unpublished (in any incarnation: that
-would be rolled forward at the pipeline's start, which needs its sinks opened).
+would be rolled forward at the pipeline's start, which needs its sinks opened). A sink's once
+record (``decide_once``, batch -1: a save mode's, the multi-table Jdbc sink's home database) is no
+batch: it stays DECIDED by design and is never rolled forward. A batch of an abandoned lineage
+(before a fresh start) never is either, but the current lineage is in the pipeline's directory
+(``seatide.json``), not in the store: such a batch still counts, and the pipeline runs on Spark.
 """
 
 from __future__ import annotations
@@ -37,14 +41,14 @@ def pipelines_whose_data_ended(conn: Connection, job_id: str, incarnation: int,
 def _undecided(conn: Connection, job_id: str, pipeline_id: int) -> bool:
     m = s.sink_manifests
     return conn.execute(select(m.c.transaction_id).where(and_(
-        m.c.job_id == job_id, m.c.pipeline_id == pipeline_id, m.c.status == "DECIDED")).limit(1)).first() is not None
+        m.c.job_id == job_id, m.c.pipeline_id == pipeline_id, m.c.batch_id >= 0,     # -1: a once record's
+        m.c.status == "DECIDED")).limit(1)).first() is not None
 
 
 def may_have_ended(conn: Connection, job_id: str, incarnation: int) -> bool:
-    """A worker's hint, before it launches an attempt: each pipeline of the incarnation not yet
-    ended has a source's end recorded, so its driver may well end without Spark. Only a hint (the
-    driver decides, from the plan's sources): a driver told so starts Spark after its decision,
-    not beside it."""
+    """Each pipeline of the incarnation not yet ended has a source's end recorded: the cheap first
+    test of a worker's hint (``runtime/data_ends.py``, ``ends_without_spark``), one query with no
+    config parsed, false for nearly every attempt."""
     p, e = s.pipelines, s.source_ends
     left = set(conn.execute(select(p.c.pipeline_id).where(and_(
         p.c.job_id == job_id, p.c.incarnation == incarnation, p.c.status.not_in(sorted(PIPELINE_TERMINAL))))).scalars())

@@ -32,11 +32,11 @@ from sqlalchemy import and_, select, update
 
 from seatide import clock, failpoints
 from seatide.coordinator.service import node_heartbeat, register_node
+from seatide.runtime.data_ends import ends_without_spark
 from seatide.runtime.heartbeat import FENCED_EXIT_CODE
 from seatide.runtime.session import SPARK_CONF_ENV, WORKER_SPARK_CONF_ENV, warm_session_fit
 from seatide.store import schema as s
 from seatide.store.clock import store_now
-from seatide.store.data_ends import may_have_ended
 from seatide.store.events import record_event, run_of_incarnation
 from seatide.store.db import Store
 from seatide.store.liveness import Liveness, worker_lock
@@ -234,9 +234,9 @@ class Worker(Presence):
                    "--heartbeat-interval", str(self.timeouts.driver_heartbeat_interval),
                    "--self-fence-after", str(self.timeouts.driver_self_fence_after)]
         conf = self._spark_conf(attempt.job_id)
-        if conf is not None and self._data_may_have_ended(attempt):
-            # Its driver may end without Spark (runtime/data_ends.py): no warm driver spent on it, no
-            # JVM forked beside its decision; a driver that finds work left starts one after it.
+        if conf is not None and ends_without_spark(self.store, attempt.job_id, attempt.incarnation):
+            # Its driver ends it without Spark (runtime/data_ends.py, the same test): no warm driver
+            # spent on it, no JVM forked beside its decision.
             conf = None
         log_file = self._driver_log(attempt.job_id, log_path)
         armed = failpoints.armed_for_job(attempt.job_id)
@@ -250,10 +250,6 @@ class Worker(Presence):
         # write its pid again.
         self._step_on_new_session(lambda: self._record_pid(attempt.attempt_id, proc.pid), "recording a pid")
         log.info("launched driver pid %s for job %s attempt %s", proc.pid, attempt.job_id, attempt.attempt_id)
-
-    def _data_may_have_ended(self, attempt) -> bool:
-        with self.store.read() as conn:
-            return may_have_ended(conn, attempt.job_id, attempt.incarnation)
 
     def _record_pid(self, attempt_id: int, pid: int) -> None:
         with self.store.write() as conn:
