@@ -10,7 +10,10 @@ import time
 from concurrent.futures import Future
 from types import SimpleNamespace
 
+import pytest
+
 from seatide.runtime.driver import await_session
+from tests.stores import sqlite_only
 
 
 def test_a_cancel_ends_the_wait_for_a_session_that_never_comes():
@@ -36,8 +39,6 @@ def test_a_spark_start_that_fails_with_a_timeout_fails_the_wait():
     """A session whose start raised TimeoutError (concurrent.futures' own is the builtin since
     Python 3.11) is a failed start, not one still coming: the wait raises it (outside review:
     it looped without end while the heartbeat went on)."""
-    import pytest
-
     session = Future()
     session.set_exception(TimeoutError("the gateway did not answer"))
     with pytest.raises(TimeoutError, match="gateway"):
@@ -63,3 +64,46 @@ def run_with_deadline(call, seconds: float):
     if kind == "raised":
         raise value
     return value
+
+
+@pytest.mark.cluster        # a driver process of its own
+@sqlite_only
+def test_a_driver_starting_spark_cold_answers_a_cancel_without_waiting_for_it(store_url, tmp_path):
+    """A driver given no early session (the worker's hint that its attempt ends without Spark,
+    runtime/data_ends.py, or a config error) starts Spark itself once it finds work left: a
+    cancel then ends the wait as it does for an early session (outside review: it waited for the
+    whole JVM start, which on a loaded host outlasts the cancel grace, and was killed and LOST).
+    The driver process here runs with the job already canceled, so its wait ends at the first
+    poll and its log says so; before, it built the session and then found nothing to start."""
+    import os
+    import subprocess
+    import sys
+
+    from sqlalchemy import select
+
+    from seatide.config.loader import load_job_text
+    from seatide.plan.dag import build_plan
+    from seatide.plan.outline import outline_json
+    from seatide.runtime.session import SPARK_CONF_ENV
+    from seatide.store import schema as s
+    from seatide.store.db import open_store
+    from seatide.store.jobs import request_stop, submit_job
+    from seatide.testing.jobs import batch_job
+    from tests.contract.harness import new_attempt
+
+    store = open_store(store_url)
+    text = batch_job(str(tmp_path / "out"))
+    config = load_job_text(text)
+    submit_job(store, text=text, variables={}, config=config, plan=build_plan(config),
+               outline=outline_json(config), data_dir=str(tmp_path), job_id="j1")
+    attempt = new_attempt(store, "j1", 1)
+    request_stop(store, "j1")
+    env = {k: v for k, v in os.environ.items() if k != SPARK_CONF_ENV}       # launched cold, as hinted
+    done = subprocess.run([sys.executable, "-m", "seatide.runtime.driver", "driver", "--store", store_url,
+                           "--job-id", "j1", "--attempt", str(attempt), "--heartbeat-interval", "0.2"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "job canceled while Spark started; no query started" in done.stderr, done.stderr[-3000:]
+    with store.read() as conn:
+        assert conn.execute(select(s.attempts.c.state).where(s.attempts.c.attempt_id == attempt)).scalar() == "SUCCEEDED"
+    store.dispose()

@@ -182,14 +182,19 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 def _start_session_early(app_name: str):
     """Start Spark (~7 s) in a thread while the driver reads its job; None if the worker gave no conf."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from seatide.runtime.session import SPARK_CONF_ENV, build_session
+    from seatide.runtime.session import SPARK_CONF_ENV
 
     conf = os.environ.get(SPARK_CONF_ENV)
-    if not conf:
-        return None
-    return ThreadPoolExecutor(max_workers=1).submit(build_session, app_name, json.loads(conf))
+    return _start_session(app_name, json.loads(conf)) if conf else None
+
+
+def _start_session(app_name: str, conf: dict):
+    """Spark starting in a thread (a future): ``await_session`` waits for it, cancel-aware."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from seatide.runtime.session import build_session
+
+    return ThreadPoolExecutor(max_workers=1).submit(build_session, app_name, conf)
 
 
 def await_session(early_session, heartbeat, poll: float = 0.2):
@@ -284,17 +289,15 @@ def _drive(args, warm_store=None, warm_session=None) -> int:
                      args.attempt)
             reporter.end_attempt(succeeded=True)
             return EXIT_OK
-        if early_session is not None:
-            spark = await_session(early_session, heartbeat)
-            if spark is None:
-                log.info("attempt %s: job canceled while Spark started; no query started", args.attempt)
-                reporter.end_attempt(succeeded=True)
-                return EXIT_OK
-        else:
+        if early_session is None:       # none given (hinted, or a config error): started now, as cancelable
             from seatide.config.loader import load_job_env, spark_conf_for
-            from seatide.runtime.session import build_session
-            spark = build_session(f"seatide-{args.job_id}",
-                                  spark_conf_for(load_job_env(job.config, json.loads(job.variables))))
+            early_session = _start_session(f"seatide-{args.job_id}",
+                                           spark_conf_for(load_job_env(job.config, json.loads(job.variables))))
+        spark = await_session(early_session, heartbeat)
+        if spark is None:
+            log.info("attempt %s: job canceled while Spark started; no query started", args.attempt)
+            reporter.end_attempt(succeeded=True)
+            return EXIT_OK
         code = run_attempt(spark, store, args.job_id, args.attempt, heartbeat)
     except AttemptFenced as exc:
         log.error("%s", exc)
