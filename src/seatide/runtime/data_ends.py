@@ -28,20 +28,22 @@ log = logging.getLogger("seatide.driver")
 def _data_ended(read: Callable, job_id: str, incarnation: int) -> tuple[list[int], set[int]] | None:
     """(the attempt's pipelines left to run, those of them whose data ended); None for a job not
     to run or a stream. ``read(query)``: ``query(conn)`` in a read of the store."""
-    from seatide.config.loader import load_job_text
-    from seatide.plan.dag import build_plan
+    from seatide.config.loader import load_job_env, load_job_outline
+    from seatide.plan.dag import outline_pipelines
     from seatide.store.data_ends import pipelines_whose_data_ended
     from seatide.store.jobs import job_view
 
     view = read(lambda conn: job_view(conn, job_id))
     if view.job.desired != Desired.RUN:
         return None
-    config = load_job_text(view.job.config, json.loads(view.job.variables), source_name=f"job {job_id}")
-    if config.env.streaming:
+    text, variables, name = view.job.config, json.loads(view.job.variables), f"job {job_id}"
+    if load_job_env(text, variables).streaming:
         return None
-    plan = build_plan(config)
+    # The plan's pipelines without their plugins built: no connector (nor pyspark) is imported in
+    # the worker for its hint, and no option checked again (the job was validated when recorded).
+    pipelines = {p.pipeline_id: p for p in outline_pipelines(load_job_outline(text, variables, source_name=name)[1])}
     left = [row.pipeline_id for row in view.pipelines if row.status not in PIPELINE_TERMINAL]
-    sources = {p: [source.plugin_id for source in plan.pipeline(p).sources] for p in left}
+    sources = {p: [source.plugin_id for source in pipelines[p].sources] for p in left}
     return left, read(lambda conn: pipelines_whose_data_ended(conn, job_id, incarnation, sources))
 
 
