@@ -15,7 +15,7 @@ from seatide.config.job import ConfigError
 from seatide.config.loader import load_job_text
 from seatide.connectors.fake.layout import SplitLayout
 from seatide.connectors.fake.split_stream import FakeSplitReader, stream_options
-from seatide.plugin.base import ReadContext
+from seatide.plugin.base import PermanentError, ReadContext
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
 
 
@@ -290,7 +290,7 @@ def test_checkpoint_from_another_layout_is_refused():
     reader = FakeSplitReader(stream_options(SplitLayout(1, 10, 1, 5), max_rows=10, unbounded=False,
                                             interval_ms=0, partitions=1))
     foreign = {"splits": 1, "layout": "2x10/1/5"}
-    with pytest.raises(ValueError, match="same parallelism, row.num, split.num"):
+    with pytest.raises(PermanentError, match="same parallelism, row.num, split.num.*--fallback fresh"):
         reader.latestOffset(foreign, ReadMaxRows(10))
 
 

@@ -10,6 +10,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from seatide.connectors.fake.layout import SplitLayout
 from seatide.connectors.fake.table_splits import FakeTableSplitsReader, batch_units, stream_spec
+from seatide.plugin.base import PermanentError
 
 LAYOUTS = [SplitLayout(2, 10, 2, 4), SplitLayout(1, 7, 1, 4), SplitLayout(2, 3, 3, 4)]
 
@@ -74,8 +75,8 @@ def test_each_table_is_paced_by_its_own_split_read_interval():
 
 def test_a_checkpoint_of_other_tables_or_layouts_is_refused_naming_what_changed():
     offset = reader().initialOffset()
-    with pytest.raises(ValueError, match="written for 3 tables.*now has 2 tables.*new checkpoint location"):
+    with pytest.raises(PermanentError, match="written for 3 tables.*now has 2 tables.*--fallback fresh"):
         reader(LAYOUTS[:2]).latestOffset(offset, ReadMaxRows(8))
     changed = [LAYOUTS[0], SplitLayout(1, 8, 1, 4), LAYOUTS[2]]
-    with pytest.raises(ValueError, match="table 1 with split layout 1x7/1/4"):
+    with pytest.raises(PermanentError, match="table 1 with split layout 1x7/1/4"):
         reader(changed).latestOffset(offset, ReadMaxRows(8))

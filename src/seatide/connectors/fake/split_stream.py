@@ -20,6 +20,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 
 from seatide.connectors.fake.layout import SplitLayout
+from seatide.plugin.base import permanent_in_worker
 
 SOURCE_NAME = "seatide_fake_splits"
 SCHEMA = "split_id bigint, reader int, start bigint, stop bigint"
@@ -79,11 +80,12 @@ class FakeSplitReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _units(self, offset: dict) -> int:
         if offset.get("layout") != self.layout.fingerprint:
-            raise ValueError(
+            # permanent: no retry makes the layouts meet, and the user is told so, not shown Spark's traceback
+            raise permanent_in_worker(
                 f"FakeSource: the checkpoint was written with split layout {offset.get('layout')} "
                 f"(readers x row.num / split.num / rows per unit) but the job now has "
-                f"{self.layout.fingerprint}; restore with the same parallelism, row.num, split.num "
-                "and env micro-batch.max-rows, or start from a new checkpoint location")
+                f"{self.layout.fingerprint}; resume with the same parallelism, row.num, split.num "
+                "and env micro-batch.max-rows, or start over from a new checkpoint with --fallback fresh")
         return int(offset["splits"])
 
     def initialOffset(self) -> dict:

@@ -30,6 +30,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from seatide.connectors.fake.layout import SplitLayout
+from seatide.plugin.base import permanent_in_worker
 
 SOURCE_NAME = "seatide_fake_table_splits"
 DESCRIPTORS = "table int, start bigint, stop bigint"
@@ -93,11 +94,11 @@ def units_of(layouts: list[SplitLayout], offset: dict) -> list[int]:
             changed = f"{len(written) if isinstance(written, list) else 'other'} tables"
         else:
             changed = next(f"table {i} with split layout {w}" for i, (w, n) in enumerate(zip(written, now)) if w != n)
-        raise ValueError(
+        raise permanent_in_worker(     # no retry makes the layouts meet: a clear message, no traceback
             f"FakeSource: the checkpoint was written for {changed} (readers x row.num / split.num / rows per "
-            f"unit), but the job now has {len(now)} tables of layouts {', '.join(now)}; restore with the same "
-            "tables, parallelism, row.num, split.num and env micro-batch.max-rows, or start from a new "
-            "checkpoint location")
+            f"unit), but the job now has {len(now)} tables of layouts {', '.join(now)}; resume with the same "
+            "tables, parallelism, row.num, split.num and env micro-batch.max-rows, or start over from a new "
+            "checkpoint with --fallback fresh")
     return [int(n) for n in offset["units"]]
 
 
