@@ -21,8 +21,8 @@ from seatide import intents
 from seatide.runtime.checkpoint_move import prepare_checkpoint
 from seatide.runtime.commit_log import write_json_atomic
 from seatide.store import schema as s
-from tests.store.test_owed_prepare import _cancel, _fingerprint, _job, _pipeline, leader  # noqa: F401  leader
-from tests.store.test_store import submit
+from tests.store.test_owed_prepare import _cancel, _checkpoint, _fingerprint, _job, _pipeline, leader  # noqa: F401  leader
+from tests.store.test_store import JOB, submit
 
 both_stores = pytest.mark.parametrize("store_url", ["sqlite", "postgresql"], indirect=True)
 
@@ -100,4 +100,83 @@ def test_a_save_modes_decision_is_no_batch(leader, tmp_path):
     _decided(store, -1)
     _cancel(coordinator, store)
     intents.resume(store, "j1", actor="t")
+    assert _job(store).incarnation == 2
+
+
+@both_stores
+def test_a_directory_of_another_lineage_than_the_last_decided_is_refused(leader, tmp_path):
+    """Review 2, F2: lineage l1 decided batch 0; a fresh start's lineage l2 decided 0 and 1. A backup
+    of l1's directory put back is older than l2's batches; l2's own directory is resumed."""
+    coordinator, store, directory = _decided_then_cancelled(leader, tmp_path, 0)
+    backup = str(tmp_path / "backup")
+    shutil.copytree(directory, backup)
+    intents.resume(store, "j1", fallback="fresh", actor="t")
+    prepare_checkpoint(directory, 2, None, 1, time.time)
+    _prepared(directory, lineage="l2")
+    _decided(store, 0, lineage="l2")
+    _decided(store, 1, lineage="l2")
+    _cancel(coordinator, store)
+    fresh = str(tmp_path / "fresh")
+    os.rename(directory, fresh)
+    shutil.copytree(backup, directory)
+    message = _refusal(store)
+    assert "holds lineage l1" in message and "under lineage l2 (up to batch 1)" in message, message
+    assert "newer backup" in message and "--fallback fresh" in message, message
+    shutil.rmtree(directory)
+    os.rename(fresh, directory)
+    intents.resume(store, "j1", actor="t")
+    assert _job(store).incarnation == 3
+
+
+@both_stores
+def test_a_checkpointed_pipelines_directory_needs_sparks_plan_of_the_last_decided_batch(leader, tmp_path):
+    """Review 2, F1: a checkpointed pipeline (micro-batches) whose sinks decided batch 1 needs Spark's
+    plan of it (offsets/1): a directory holding batch 0's only is a backup from before batch 1, which
+    Spark would plan again, maybe otherwise. A plain batch pipeline has no such plan to need."""
+    coordinator, store, directory = _decided_then_cancelled(leader, tmp_path, 1)
+    checkpointed = "env { checkpoint.interval = 1000 }\n" + JOB
+    os.makedirs(os.path.join(directory, "spark", "offsets"))
+    message = _refusal_of(store, checkpointed)
+    assert "holds Spark's plan of no batch (offsets/1 is missing" in message, message
+    with open(os.path.join(directory, "spark", "offsets", "0"), "w") as handle:
+        handle.write("v1\n{}\n")
+    message = _refusal_of(store, checkpointed)
+    assert "pipeline 1: its sinks committed batch 1" in message and "batches up to 0 only" in message, message
+    assert "newer backup" in message and "--fallback fresh" in message, message
+    intents.resume(store, "j1", actor="t")       # the job as submitted: a plain batch pipeline
+    assert _job(store).incarnation == 2
+    _cancel(coordinator, store)
+    with open(os.path.join(directory, "spark", "offsets", "1"), "w") as handle:
+        handle.write("v1\n{}\n")
+    intents.resume(store, "j1", text=checkpointed, actor="t")
+    assert _job(store).incarnation == 3
+
+
+def _refusal_of(store, text: str) -> str:
+    with pytest.raises(intents.Refusal) as refused:
+        intents.resume(store, "j1", text=text, actor="t")
+    return str(refused.value)
+
+
+@both_stores
+def test_checkpoint_rows_count_for_sinks_that_decide_nothing_in_the_store(leader, tmp_path):
+    """A Jdbc or Redis sink commits in its own system: no decision here, but its batches reach
+    checkpoint rows. A backup taken at checkpoint 0 put back after checkpoint 1 would have Spark plan
+    batch 1 again, which the target's own record of it then skips: refused as older."""
+    coordinator, store = leader
+    submit(store, tmp_path)
+    directory = _pipeline(store).checkpoint_dir
+    _checkpoint(store, directory, 1, 0)
+    backup = str(tmp_path / "backup")
+    shutil.copytree(directory, backup)
+    _checkpoint(store, directory, 2, 1)
+    _cancel(coordinator, store)
+    shutil.rmtree(directory)
+    shutil.copytree(backup, directory)
+    checkpointed = "env { checkpoint.interval = 1000 }\n" + JOB
+    message = _refusal_of(store, checkpointed)
+    assert "pipeline 1: its sinks committed batch 1, but" in message and "batches up to 0 only" in message, message
+    with open(os.path.join(directory, "spark", "offsets", "1"), "w") as handle:
+        handle.write("v1\n{}\n")             # the backup taken at checkpoint 1
+    intents.resume(store, "j1", text=checkpointed, actor="t")
     assert _job(store).incarnation == 2

@@ -1,10 +1,12 @@
-"""A driver that finds its pipeline's directory without a checkpoint asks the store first.
+"""A driver asks the store whether its pipeline's directory is older than what the sinks decided.
 
-A fresh directory (the pipeline's first start, or a fresh start's move) begins a new lineage. But the
-same incarnation's next attempt (a retry) finds such a directory too when it was lost or put back
-from a backup after the sinks had decided a batch that no checkpoint row records yet: no resume
-checked it, and the new lineage would write that batch to the sinks again
-(``store/decided_batches.py``). The attempt fails instead, as nothing but the operator can fix it.
+A resume checks the directory it restores in place (``store/decided_batches.py``), but the same
+incarnation's next attempt (a retry) starts on whatever the directory holds then: lost and made
+again, put back from a backup after the sinks had decided a batch that no checkpoint row records
+yet, or a savepoint's copy made again by ``checkpoint_move.prepare_checkpoint`` (a new lineage)
+after the first copy's branch had decided batches. No resume checked it, and started there the
+pipeline would write decided batches again, or skip a batch planned anew. The attempt fails
+instead, as nothing but the operator can fix it.
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ from seatide.store.decided_batches import lost_lineage, newest_decided
 from seatide.store.restore import run_first_incarnation
 
 
-def refuse_lost_lineage(reporter, pipeline_id: int, directory: str) -> None:
-    """Raise ``PermanentError`` when the pipeline's sinks decided a batch that ``directory``,
-    which holds no SeaTide checkpoint, cannot replay (``reporter``: the attempt's)."""
-    def newest(conn) -> int | None:
+def refuse_lost_lineage(reporter, pipeline_id: int, directory: str, micro_batch: bool) -> None:
+    """Raise ``PermanentError`` when ``directory`` cannot replay what the pipeline's sinks decided
+    (``reporter``: the attempt's; ``micro_batch``: the pipeline runs checkpointed)."""
+    def newest(conn):
         job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == reporter.job_id)).first()
-        return newest_decided(conn, job, pipeline_id, directory, run_first_incarnation(conn, job))
+        return newest_decided(conn, job, pipeline_id, directory, run_first_incarnation(conn, job), micro_batch)
 
     lost = lost_lineage(directory, reporter.read(newest))
     if lost is not None:

@@ -102,9 +102,10 @@ class PipelineRun(PipelineFrames):
     def _prepare_dir(self) -> None:
         """Create the checkpoint directory, or check that the one there belongs to this pipeline."""
         meta_path = os.path.join(self.dir, "seatide.json")
+        # before anything is written: a directory older than the sinks' decisions is refused
+        refuse_lost_lineage(self.reporter, self.pipeline.pipeline_id, self.dir, self.env.micro_batch)
         meta = read_json(meta_path)
         if meta is None:
-            refuse_lost_lineage(self.reporter, self.pipeline.pipeline_id, self.dir)
             os.makedirs(self.dir, exist_ok=True)
             meta = {"lineage": new_lineage(), "fingerprint": self.pipeline.fingerprint(),
                     "job_id": self.job_id, "pipeline_id": self.pipeline.pipeline_id}

@@ -1,55 +1,152 @@
-"""A batch a sink decided counts as a checkpoint its pipeline's directory must keep (outside review, F1).
+"""A pipeline's directory must not be older than what its sinks decided (outside reviews 1 and 2).
 
 A batch's decision (its sink's manifest in the store, ``runtime/commit_log.py``) is made before the
-store's checkpoint row for it: a driver that dies in between leaves a batch written to the sink
-that no checkpoint row records. What a replay needs of it is in the directory: ``seatide.json``,
-whose lineage is in the batch's transaction id. Replayed under that lineage the batch is found
-decided, and nothing is written again. A directory without it (gone, or put back from a backup
-taken before the pipeline first started) begins a new lineage, whose batches no decision knows:
-the batch would be written to the sink twice. Counting only checkpoint rows, a resume accepted
-that directory whenever the batch was the pipeline's first, and so did a driver's next attempt.
+store's checkpoint row for it, and a batch replayed under a decided transaction id writes nothing.
+What makes a replay the same batch is in the directory: its lineage (``seatide.json``, in every
+transaction id, ``T_<run>_<pipeline>_<sink>_<lineage>_<batch>``) and Spark's plan of the batch
+(``offsets/N``: where it ends in each source). A directory put back from a backup, or lost and made
+again, that lacks either is older than the sinks' output, and cannot go on exactly once:
 
-So the sinks' decisions since the directory was made count too (since the fresh start whose move
-made it, ``store/fresh_made.py``; else since the run began): a pipeline with one needs its
-directory's metadata, checkpoint row or not. It cannot go on from the decided batch instead: the
-source positions that batch ended at are in the lost directory's Spark log only.
+* no ``seatide.json``: a new lineage, whose batches no decision knows; every decided batch is
+  written again (review 1);
+* the lineage, but not Spark's plan of the newest decided batch N (a backup taken before N was
+  planned: after the directory's preparation, or at an older checkpoint): Spark plans N again, maybe
+  with other boundaries (the input grew, ``micro-batch.max-rows`` changed), and the sinks skip the
+  new batch N as decided: rows lost, or written twice (review 2, F1). Only a checkpointed pipeline
+  (micro-batches) has such a plan; a plain batch runs its one batch whole;
+* another lineage than the one that decided last (a backup from before a ``--fallback fresh``, or
+  a savepoint's copy made again after its branch had decided: review 2, F2 and F4): that lineage
+  carries on with batches another already wrote.
 
-Not seen here: a sink that commits in its own system (a database's commit record, Jdbc) decides
-nothing in the store.
+The decisions that count are those since the directory was made: since the move that made it (a
+fresh start's, or a savepoint's copy: an explicit new start, ``store/runs.py``'s mark), else since
+the run began. Refusing is the only safe answer: going on from the decided batch needs the source
+positions it ended at, which were only in the lost directory's Spark log.
+
+Not seen here: a sink that commits in its own system (Jdbc, Redis, Http: ``decided_in_store``
+False) decides nothing in the store (docs/operations.md says which sinks are covered).
 """
 
 from __future__ import annotations
 
+import json
 import os
+from dataclasses import dataclass
 
 from sqlalchemy import and_, func, select
 
 from seatide.store import schema as s
-from seatide.store.fresh_made import fresh_made_by
+from seatide.store.runs import PREPARED_MARK, read_move, spark_checkpoint_dir
 
 
-def newest_decided(conn, job, pipeline_id: int, directory: str, first_incarnation: int) -> int | None:
-    """The newest batch the pipeline's sinks decided since ``directory`` was made, or None."""
-    made_by = fresh_made_by(directory, first_incarnation, job.incarnation)
+@dataclass(frozen=True)
+class Decided:
+    """What a pipeline's sinks committed since its directory was made."""
+    batch: int                  # the newest batch of ``lineage`` any sink decided (or checkpointed)
+    lineage: str | None         # None: known from checkpoint rows only, or transaction ids that name none
+    checkpointed: int | None = None     # the newest checkpoint row's batch, whatever its sinks
+    micro_batch: bool = True            # the pipeline runs checkpointed: its batches are planned in Spark's log
+
+
+def _lineage(transaction_id: str) -> str | None:
+    parts = transaction_id.rsplit("_", 2)
+    return parts[1] if transaction_id.startswith("T_") and len(parts) == 3 and parts[2].isdigit() else None
+
+
+def _made_by(directory: str, first_incarnation: int, incarnation: int) -> int:
+    """The incarnation whose move (a fresh start or a savepoint's copy) made ``directory``, else the run's first."""
+    try:
+        move = read_move(directory)
+    except (OSError, ValueError):
+        move = None        # no evidence: every decision of the run counts
+    made = move[0] if move is not None and isinstance(move[0], int) else None
+    return made if made is not None and first_incarnation <= made <= incarnation else first_incarnation
+
+
+def newest_decided(conn, job, pipeline_id: int, directory: str, first_incarnation: int,
+                   micro_batch: bool) -> Decided | None:
+    """What the pipeline's sinks decided last since ``directory`` was made, or None (``micro_batch``:
+    the pipeline runs checkpointed, as the job's config now says)."""
+    made = _made_by(directory, first_incarnation, job.incarnation)
     m = s.sink_manifests.c
-    return conn.execute(select(func.max(m.batch_id)).where(and_(
-        m.job_id == job.job_id, m.pipeline_id == pipeline_id, m.batch_id >= 0,       # -1: a save mode's
-        m.incarnation >= (first_incarnation if made_by is None else made_by)))).scalar()
+    since = and_(m.job_id == job.job_id, m.pipeline_id == pipeline_id, m.batch_id >= 0,      # -1: a save mode's
+                 m.incarnation >= made)
+    # Attempts only follow one another, and one attempt runs one lineage of a pipeline: the last
+    # attempt's decision names the lineage that decided last (a zombie's is fenced, never written).
+    last = conn.execute(select(m.transaction_id).where(since).order_by(
+        m.incarnation.desc(), m.attempt_id.desc(), m.decided_at.desc()).limit(1)).scalar()
+    # A sink that commits in its own system (Jdbc, Redis, Http) decides nothing here, but its batches
+    # reach checkpoint rows: the directory must hold Spark's plan of the newest of them too.
+    c = s.checkpoints.c
+    checkpointed = conn.execute(select(func.max(c.batch_id)).where(and_(
+        c.job_id == job.job_id, c.pipeline_id == pipeline_id, c.kind == "CHECKPOINT", c.status == "COMPLETED",
+        c.incarnation >= made))).scalar()
+    if last is None:
+        return None if checkpointed is None else Decided(checkpointed, None, checkpointed, micro_batch)
+    lineage = _lineage(last)
+    ours = since if lineage is None else and_(since, m.transaction_id.like(f"T\\_%\\_{lineage}\\_%", escape="\\"))
+    return Decided(conn.execute(select(func.max(m.batch_id)).where(ours)).scalar(), lineage, checkpointed, micro_batch)
 
 
-def decided_in_place(conn, job, pipelines: dict, first_incarnation: int) -> dict[int, int]:
-    """{pipeline id: its newest decided batch} of the pipelines (rows with a ``checkpoint_dir``)."""
-    found = {pid: newest_decided(conn, job, pid, row.checkpoint_dir, first_incarnation)
+def decided_in_place(conn, job, pipelines: dict, first_incarnation: int, micro_batch: bool) -> dict[int, Decided]:
+    """{pipeline id: its newest decision} of the pipelines (rows with a ``checkpoint_dir``)."""
+    found = {pid: newest_decided(conn, job, pid, row.checkpoint_dir, first_incarnation, micro_batch)
              for pid, row in pipelines.items()}
-    return {pid: batch for pid, batch in found.items() if batch is not None}
+    return {pid: decided for pid, decided in found.items() if decided is not None}
 
 
-def lost_lineage(directory: str, batch: int | None) -> str | None:
-    """Why the pipeline cannot start on ``directory`` when its sinks decided ``batch``, or None."""
-    if batch is None or os.path.isfile(os.path.join(directory, "seatide.json")):
+def _planned_up_to(directory: str) -> int | None:
+    """The newest batch Spark planned in the directory's current Spark checkpoint (``offsets/N``)."""
+    try:
+        with open(os.path.join(directory, PREPARED_MARK)) as handle:
+            since = json.load(handle).get("attempt")      # spark_checkpoint.claim's rule
+    except (OSError, ValueError, AttributeError):
+        since = None
+    try:
+        names = os.listdir(os.path.join(spark_checkpoint_dir(directory, since=since), "offsets"))
+    except OSError:
         return None
-    what = "is missing" if not os.path.isdir(directory) else "holds no SeaTide checkpoint (seatide.json is missing)"
-    return (f"its sinks committed batch {batch}, which no checkpoint records yet, but its checkpoint directory "
-            f"{directory} {what} (a backup from before it was put back?): started from there, the pipeline would "
-            f"begin a new lineage, and batch {batch} and every batch before it would be written to its sinks again. "
-            f"Put back a newer backup of the directory, one taken after batch {batch} was committed")
+    batches = [int(n) for n in names if n.isdigit()]
+    return max(batches) if batches else None
+
+
+def _lineage_of(directory: str) -> str | None:
+    try:
+        with open(os.path.join(directory, "seatide.json")) as handle:
+            return json.load(handle).get("lineage")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+_PUT_BACK = "Put back a newer backup of the directory, one taken after batch {batch} was committed"
+
+
+def lost_lineage(directory: str, decided: Decided | None) -> str | None:
+    """Why the pipeline cannot go on from ``directory`` when its sinks decided ``decided``, or None."""
+    if decided is None:
+        return None
+    batch = max(decided.batch, decided.checkpointed if decided.checkpointed is not None else -1)
+    if not os.path.isfile(os.path.join(directory, "seatide.json")):
+        what = "is missing" if not os.path.isdir(directory) else "holds no SeaTide checkpoint (seatide.json is missing)"
+        unrecorded = ", which no checkpoint records yet," if decided.checkpointed is None or \
+            decided.checkpointed < decided.batch else ""
+        return (f"its sinks committed batch {batch}{unrecorded} but its checkpoint directory "
+                f"{directory} {what} (a backup from before it was put back?): started from there, the pipeline "
+                f"would begin a new lineage, and batch {batch} and every batch before it would be written to its "
+                f"sinks again. " + _PUT_BACK.format(batch=batch))
+    lineage = _lineage_of(directory)
+    if decided.lineage is not None and lineage != decided.lineage:
+        return (f"its checkpoint directory {directory} holds lineage {lineage}, but its sinks last committed "
+                f"batches under lineage {decided.lineage} (up to batch {decided.batch}) since that directory was "
+                f"made: "
+                f"it is a backup from before them (before a fresh start, or of a savepoint's copy made again), "
+                f"and going on from it would write batches to its sinks again. " + _PUT_BACK.format(batch=batch))
+    planned = _planned_up_to(directory)
+    if decided.micro_batch and (planned is None or planned < batch):
+        held = "no batch" if planned is None else f"batches up to {planned} only"
+        return (f"its sinks committed batch {batch}, but its checkpoint directory {directory} holds Spark's plan "
+                f"of {held} (offsets/{batch} is missing: a backup taken before batch {batch} was planned): "
+                f"planned again, batch {batch} may hold other rows than the ones committed (new input, "
+                f"another micro-batch.max-rows), which would be lost or written twice. "
+                + _PUT_BACK.format(batch=batch))
+    return None

@@ -123,7 +123,7 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
         savepoint = _savepoint(conn, job, savepoint_id) if savepoint_id is not None else None
         released = last_release(conn, job, first)
         completed, made_empty = checkpointed(conn, job, old, first, savepoint is None and job.release is None)
-        decided = decided_in_place(conn, job, old, first)      # a sink's decision counts as a checkpoint
+        decided = decided_in_place(conn, job, old, first, plan.job.env.micro_batch)   # store/decided_batches.py
         # A savepoint named now and a release both say what each directory becomes, owed move or
         # not: the marks owed_moves reads are not read then (an unreadable one blocks nothing).
         owed = owed_moves(conn, job, old) if savepoint is None and job.release is None else {}
