@@ -68,7 +68,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", default=os.path.join(HERE, "results", "warm_submit_batch"))
+    parser.add_argument("--out", default=os.path.join(os.environ.get("SEATIDE_BENCH_RESULTS")
+                                                      or os.path.join(HERE, "results"), "warm_submit_batch"))
     args = parser.parse_args()
     result = {"rows": args.rows, "seatide_s": [], "handwritten_s": [], "load_1min": []}
     with tempfile.TemporaryDirectory() as tmp:
@@ -84,6 +85,9 @@ def main() -> None:
                     result["seatide_s"].append(round(submitted_run(cluster, worker, tmp, round_no, args.rows), 2))
 
                 def hand():
+                    # the worker starts its next warm driver as soon as the last one took a job: its
+                    # JVM start (12-14 CPU-s) must not fall inside the hand-written program's window
+                    ready_warm_pid(worker, timeout=600)
                     result["handwritten_s"].append(round(timed([sys.executable, os.path.join(
                         HERE, "handwritten_fake_to_parquet.py"), hand_out, str(args.rows)]), 2))
                 # the sides alternate which goes first: neither always meets the machine's later load
