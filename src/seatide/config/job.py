@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from seatide.config.env import JobEnv
     from seatide.config.job_text import JobText
+    from seatide.config.shade import Shade
     from seatide.plugin.base import Plugin
     from seatide.plugin.options import OptionNotice, UnknownOption
 
@@ -67,6 +68,8 @@ class PluginSpec:
     inputs: list[str]
     plugin: Plugin
     block: dict = field(repr=False, default_factory=dict)
+    # The job's shade, for a block kept as written: what a fingerprint reads in clear (plan.source_identity).
+    shade: Shade | None = field(repr=False, default=None)
 
     @property
     def plugin_id(self) -> str:

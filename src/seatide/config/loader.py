@@ -222,7 +222,7 @@ class _Reading:
                           for u in (*opts.unknown, *plugin.notices)]
         return PluginSpec(kind=kind, index=index, name=cls.plugin_name, line=line,
                           output=links["plugin_output"], inputs=links["plugin_input"] or [],
-                          plugin=plugin, block=dict(body))
+                          plugin=plugin, block=dict(body), shade=self.shade)
 
 
 def _example(kind: str) -> str:

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 
 from seatide.config.job import ConfigError, JobConfig, PluginSpec
+from seatide.plan.source_identity import source_identity, table_lists
 from seatide.plugin.rowkind import RowKind
 
 
@@ -55,22 +56,28 @@ class Pipeline:
         return chain[::-1]
 
     def fingerprint(self) -> str:
-        """What a checkpoint of this pipeline depends on: its sources, in order, and their options,
-        but for a source's table list where its offsets name their tables (``Source.table_list_options``).
+        """What a checkpoint of this pipeline depends on: its sources, in order, and their options
+        as read, however the job file spells them (``plan.source_identity``), but for a source's table
+        list where its offsets name their tables (``Source.table_list_options``) and its credentials.
 
         A checkpoint taken under one fingerprint cannot restore a pipeline with another
         (Spark would read offsets of the wrong source).
         """
-        shape = [[s.name, _canonical(s.block, _table_lists(s))] for s in self.sources]
-        return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
+        return _digest([list(source_identity(s)) for s in self.sources])
 
     def fits(self, fingerprint: str | None) -> bool:
-        """Whether a checkpoint written under ``fingerprint`` restores this pipeline: its own, or the
-        one a version before table lists were left out wrote for these very options."""
-        if fingerprint == self.fingerprint():
-            return True
-        shape = [[s.name, _canonical(s.block)] for s in self.sources]
-        return fingerprint == hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
+        """Whether a checkpoint written under ``fingerprint`` restores this pipeline: its own, or one
+        an earlier version wrote for these very options (``_written_fingerprints``)."""
+        return fingerprint == self.fingerprint() or fingerprint in self._written_fingerprints()
+
+    def _written_fingerprints(self) -> set[str]:
+        """Earlier versions' fingerprints: over each source's block as written but for its links, with
+        its table lists (the first) or without; a job in JSON form wrote its ``plugin_name`` in them.
+        The file form of the job then may not be the one now: both are tried."""
+        forms = (lambda s: {k: v for k, v in s.block.items() if k != "plugin_name"},
+                 lambda s: {**s.block, "plugin_name": s.block.get("plugin_name", s.name)})
+        return {_digest([[s.name, _canonical(form(s), lists(s))] for s in self.sources])
+                for form in forms for lists in (table_lists, lambda s: ())}
 
 
 @dataclass
@@ -83,18 +90,14 @@ class Plan:
 
 
 def _canonical(block: dict, also_ignored: tuple[str, ...] = ()) -> dict:
+    # The fingerprinted form of earlier versions (Pipeline._written_fingerprints): kept as it was.
     ignored = {"plugin_output", "result_table_name", "plugin_input", "source_table_name", "parallelism",
                *also_ignored}
     return {k: v for k, v in sorted(block.items()) if k not in ignored}
 
 
-def _table_lists(spec: PluginSpec) -> tuple[str, ...]:
-    if spec.plugin is not None:
-        return type(spec.plugin).table_list_options
-    from seatide.plugin.registry import lookup
-
-    found = lookup("source", spec.name)
-    return getattr(found, "table_list_options", ()) if found is not None else ()
+def _digest(shape: list) -> str:
+    return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def resolve_inputs(job: JobConfig) -> dict[str, list[PluginSpec]]:

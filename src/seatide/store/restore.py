@@ -30,14 +30,14 @@ from seatide.store.clock import read_store_now
 from seatide.store.db import Store, record_event
 from seatide.store.decided_batches import decided_in_place, lost_lineage
 from seatide.store.job_ids import RestoreRefused
-from seatide.store.fresh_made import checkpointed, unreadable_mark
-from seatide.store.fresh_made import made_empty as made_empty_note
+from seatide.store.fresh_made import checkpointed, made_empty as made_empty_note, unreadable_mark
 from seatide.store.jobs import JobNotFound, JobRefused
 from seatide.store.owed_moves import (OwedMove, batch_in_place, carried_copy, carried_fresh, decided_moves,
                                       owed_copy_problem, owed_moves, replanned)
 from seatide.store.paths import under
 from seatide.store.release_line import last_release, in_place_problem, refuse_savepoint_before
 from seatide.store.runs import spark_checkpoint_dir
+from seatide.store.started_over import started_over
 from seatide.store.states import ATTEMPT_LIVE, AttemptState, CleanupState, JobStatus, PipelineStatus
 from seatide.timeouts import Timeouts
 
@@ -105,8 +105,8 @@ def inspect_checkpoint(path: str, fits, had_checkpoints: bool) -> str | None:
 def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, savepoint_id: int | None = None,
                fallback: str | None = None, pinned_worker: str | None = None, actor: str = "client",
                timeouts: Timeouts = Timeouts()) -> list[str]:
-    """Start the job's next incarnation from its latest checkpoints, or from a savepoint. Returns
-    the decisions it carried on or re-planned (``jobs.restore``'s ``carried``), for its answer.
+    """Start the job's next incarnation from its latest checkpoints, or from a savepoint. Returns, for its
+    answer, the decisions it carried on or re-planned (``jobs.restore``'s ``carried``), then its fresh starts.
 
     The new incarnation's first driver starts only once every earlier attempt's driver is
     surely gone, by the leader's rule for a retry (``coordinator/reconcile.py``): a resume
@@ -380,7 +380,7 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
                      **({"carried": carried} if carried else {}))
         for entry in fresh:
             record_event(conn, "RESTORE_FALLBACK_FRESH", actor, job.job_id, incarnation, level="WARNING", **entry)
-    return carried
+    return carried + started_over(pipelines)
 
 
 def savepoint_ids(store: Store, job_id: str) -> list[int]:

@@ -1,0 +1,109 @@
+"""A resume with the same job written another way: in SeaTunnel's JSON form (``job_as_json``, what
+``seatunnel --encrypt/--decrypt`` prints) or with its options shaded. The pipeline fingerprint is
+over what a source is, not how it is spelled (plan/source_identity.py): such a resume is no change,
+so a plain resume goes on and ``--fallback fresh`` starts no FINISHED pipeline over (whose
+exactly-once sink would receive every row again). A checkpoint written under the fingerprint of
+the version before still fits. Set up as tests/store/test_finished_changed.py: store steps only.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+
+import pytest
+from sqlalchemy import update
+
+from seatide import intents
+from seatide.config.loader import job_as_json, load_job_text
+from seatide.config.shade import encrypt_config
+from seatide.plan.dag import build_plan
+from seatide.store import schema as s
+from seatide.testing.jobs import batch_job
+from tests.store.test_finished_changed import _pipeline_1_finished_then_cancelled, _resume, _statuses
+from tests.store.test_owed_prepare import _job, leader  # noqa: F401  leader
+from tests.stores import sqlite_only
+
+pytestmark = sqlite_only
+
+
+def _as_json(text: str) -> str:
+    return json.dumps(job_as_json(text))
+
+
+def _encrypted(text: str, split_num: str = "4") -> str:
+    """``seatunnel --encrypt``'s output for ``text`` with a base64 shade over ``split.num`` too (a
+    shaded option is a string: "4" where the job in clear says 4), in clear first ``split_num``."""
+    tree = job_as_json(text)
+    tree["env"]["shade"] = {"identifier": "base64", "options": ["split.num"]}
+    for block in tree["source"]:
+        block["split"]["num"] = split_num
+    return json.dumps(encrypt_config(tree))
+
+
+def _with_password(text: str) -> str:
+    return text.replace('sequence.field = "seq"', 'sequence.field = "seq"\n    password = "pw"')
+
+
+@pytest.mark.parametrize("fallback", [None, "fresh"])
+def test_the_same_job_in_its_json_form_resumes_with_its_finished_pipeline_finished(leader, tmp_path, fallback):
+    store, text = _pipeline_1_finished_then_cancelled(leader, tmp_path)
+    _resume(store, _as_json(text), fallback=fallback)
+    assert _statuses(store) == [(2, 1, "FINISHED"), (2, 2, "CREATED")]
+    assert json.loads(_job(store).restore)["fresh"] == []
+
+
+@pytest.mark.parametrize("fallback", [None, "fresh"])
+def test_the_same_job_encrypted_resumes_with_its_finished_pipeline_finished(leader, tmp_path, fallback):
+    store, _ = _pipeline_1_finished_then_cancelled(leader, tmp_path)
+    clear = _with_password(batch_job(str(tmp_path / "out"), pipelines=2))
+    _set_fingerprints(store, build_plan(load_job_text(clear)))        # submitted in clear
+    _resume(store, _encrypted(clear), fallback=fallback)
+    assert _statuses(store) == [(2, 1, "FINISHED"), (2, 2, "CREATED")]
+    assert json.loads(_job(store).restore)["fresh"] == []
+
+
+def test_a_real_change_of_a_shaded_option_is_still_a_change(leader, tmp_path):
+    store, _ = _pipeline_1_finished_then_cancelled(leader, tmp_path)
+    clear = _with_password(batch_job(str(tmp_path / "out"), pipelines=2))
+    _set_fingerprints(store, build_plan(load_job_text(clear)))
+    changed = _encrypted(clear, split_num="5")
+    assert base64.b64encode(b"5").decode() in changed
+    with pytest.raises(intents.Refusal, match=r"pipeline 1: .*sources changed"):
+        intents.resume(store, "j1", text=changed, actor="test")
+
+
+def test_a_checkpoint_under_the_fingerprint_of_the_version_before_still_fits(leader, tmp_path):
+    store, text = _pipeline_1_finished_then_cancelled(leader, tmp_path)
+    plan = build_plan(load_job_text(text))
+    with store.write() as conn:      # as the version before wrote them: over the blocks as written
+        for pipeline in plan.pipelines:
+            conn.execute(update(s.pipelines).where(s.pipelines.c.pipeline_id == pipeline.pipeline_id)
+                         .values(fingerprint=_written_fingerprint(pipeline)))
+    _resume(store, _as_json(text), fallback="fresh")
+    assert _statuses(store) == [(2, 1, "FINISHED"), (2, 2, "CREATED")]
+
+
+def test_a_resume_names_each_pipeline_it_starts_over_in_its_answer(leader, tmp_path):
+    store, text = _pipeline_1_finished_then_cancelled(leader, tmp_path)
+    changed = text.replace("row.num = 100", "row.num = 150", 1)       # pipeline 1's FakeSource only
+    accepted = intents.resume(store, "j1", text=changed, fallback="fresh", actor="test")
+    fresh = [w for w in accepted.warnings if "starts over" in w]
+    assert len(fresh) == 1 and fresh[0].startswith("pipeline 1: starts over")
+    assert "sources changed" in fresh[0]
+
+
+def _set_fingerprints(store, plan) -> None:
+    with store.write() as conn:
+        for pipeline in plan.pipelines:
+            conn.execute(update(s.pipelines).where(s.pipelines.c.pipeline_id == pipeline.pipeline_id)
+                         .values(fingerprint=pipeline.fingerprint()))
+
+
+def _written_fingerprint(pipeline) -> str:
+    """The fingerprint of the version before, spelled out: each source's block as written, but
+    for its links and parallelism."""
+    ignored = {"plugin_output", "result_table_name", "plugin_input", "source_table_name", "parallelism"}
+    shape = [[s.name, {k: v for k, v in sorted(s.block.items()) if k not in ignored}] for s in pipeline.sources]
+    return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
