@@ -9,20 +9,24 @@ the version before still fits. Set up as tests/store/test_finished_changed.py: s
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
+import subprocess
+import sys
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import update
 
 from seatide import intents
+from seatide.api.rest import create_app
 from seatide.config.loader import job_as_json, load_job_text
 from seatide.config.shade import encrypt_config
 from seatide.plan.dag import build_plan
 from seatide.store import schema as s
 from seatide.testing.jobs import batch_job
 from tests.store.test_finished_changed import _pipeline_1_finished_then_cancelled, _resume, _statuses
-from tests.store.test_owed_prepare import _job, leader  # noqa: F401  leader
+from tests.store.test_owed_prepare import _cancel, _job, leader  # noqa: F401  leader
+from tests.plan.test_source_identity import _written_fingerprint
 from tests.stores import sqlite_only
 
 pytestmark = sqlite_only
@@ -94,16 +98,25 @@ def test_a_resume_names_each_pipeline_it_starts_over_in_its_answer(leader, tmp_p
     assert "sources changed" in fresh[0]
 
 
+def test_the_rest_answer_and_the_cli_name_the_pipeline_started_over(leader, tmp_path, store_url):
+    store, text = _pipeline_1_finished_then_cancelled(leader, tmp_path)
+    changed = text.replace("row.num = 100", "row.num = 150", 1)
+    http = TestClient(create_app(store, str(tmp_path), "test-node"), raise_server_exceptions=False)
+    response = http.post("/api/v1/jobs/j1/resume", json={"config": changed, "fallback": "fresh"})
+    assert response.status_code == 200, response.text
+    assert [w.split(",")[0] for w in response.json()["warnings"]] == ["pipeline 1: starts over"]
+    _cancel(leader[0], store)
+    (tmp_path / "again.conf").write_text(changed.replace("row.num = 100", "row.num = 170", 1))  # pipeline 2's
+    cli = subprocess.run([sys.executable, "-m", "seatide.cli.main", "resume", "j1", "--store", store_url,
+                          "--config", str(tmp_path / "again.conf"), "--fallback", "fresh"],
+                         capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    assert "seatide: warning: pipeline 2: starts over, its checkpoint not restored: " in cli.stderr
+    assert "job j1 resumed" in cli.stdout
+
+
 def _set_fingerprints(store, plan) -> None:
     with store.write() as conn:
         for pipeline in plan.pipelines:
             conn.execute(update(s.pipelines).where(s.pipelines.c.pipeline_id == pipeline.pipeline_id)
                          .values(fingerprint=pipeline.fingerprint()))
-
-
-def _written_fingerprint(pipeline) -> str:
-    """The fingerprint of the version before, spelled out: each source's block as written, but
-    for its links and parallelism."""
-    ignored = {"plugin_output", "result_table_name", "plugin_input", "source_table_name", "parallelism"}
-    shape = [[s.name, {k: v for k, v in sorted(s.block.items()) if k not in ignored}] for s in pipeline.sources]
-    return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]

@@ -195,7 +195,8 @@ class _Reading:
         scope = f"{kind}[{index}]"
         try:
             links = read_options({k: v for k, v in body.items() if k in _LINK_KEYS}, LINK_OPTIONS)
-            # Decrypted for the plugin only: the block kept in the spec (and fingerprinted) is as written.
+            # Decrypted for the plugin only: the block kept in the spec is as written (its fingerprint
+            # reads what a source is: plan.source_identity).
             given = self.shade.reveal(body, label) if kind != "transform" else body
             parallelism = links["parallelism"] or env.parallelism
             if parallelism < 1:
