@@ -76,7 +76,7 @@ def test_a_base64_shaded_option_is_decrypted_before_validation(tmp_path):
     text = _job("base64", base64.b64encode(clear.encode()).decode())
     config = load_job_text(text)
     assert _sink_path(config) == clear
-    # The block as written (fingerprinted for resumes, stored) keeps the ciphertext.
+    # The block as written (stored; its fingerprint reads it as plan/source_identity does) keeps the ciphertext.
     assert config.sinks[0].block["path"] != clear
 
 
@@ -122,7 +122,7 @@ def test_aes256_is_decrypted_only_where_the_job_runs(tmp_path, monkeypatch):
     monkeypatch.delenv(KEY_FILE_ENV)
     checked = load_job_text(text, runs_here=False)      # a coordinator validating a submission: no key
     assert _sink_path(checked) == shaded
-    assert checked.sinks[0].block == running.sinks[0].block     # what is stored and fingerprinted
+    assert checked.sinks[0].block == running.sinks[0].block     # what is stored, fingerprinted alike
     with pytest.raises(ConfigError) as err:
         load_job_text(text)
     assert "needs its key to decrypt: set env shade.key-file or SEATIDE_SHADE_KEY_FILE" in str(err.value)
