@@ -77,3 +77,8 @@ def _written_fingerprint(pipeline) -> str:
     ignored = {"plugin_output", "result_table_name", "plugin_input", "source_table_name", "parallelism"}
     shape = [[s.name, {k: v for k, v in sorted(s.block.items()) if k not in ignored}] for s in pipeline.sources]
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def test_an_option_under_its_alias_is_the_same_option():
+    alias = JOB.replace("row.num = 4", 'row.num = 4, int.template = [1, 2], int.fake.template = "template"')
+    assert fingerprint(alias) == fingerprint(alias.replace("int.fake.template", "int.fake.mode")) != fingerprint(JOB)
