@@ -28,6 +28,9 @@ def _status(cluster: Cluster, job_id: str, pipeline: int) -> str | None:
             s.pipelines.c.pipeline_id == pipeline)).scalar()
 
 
+# In the soak set (bash scripts/test -m soak): two drivers of CI time for a decision CI already sees
+# through tests/store/test_respelled_job.py (the resume's plan from the JSON and shaded forms)
+@pytest.mark.soak
 def test_a_finished_pipeline_resumed_from_the_encrypted_json_form_is_not_run_again(shared_cluster: Cluster, tmp_path):
     cluster, out, gate = shared_cluster, str(tmp_path / "out"), str(tmp_path / "gate")
     text = batch_job(out, rows=100, pipelines=2, rows_per_batch=50)
