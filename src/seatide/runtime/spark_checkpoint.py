@@ -26,7 +26,8 @@ import os
 import shutil
 
 from seatide.store.db import AttemptFenced
-from seatide.store.runs import PREPARED_MARK, SPARK_ATTEMPT_PREFIX, SPARK_DIR, spark_attempt, spark_checkpoint_dir
+from seatide.store.runs import (SPARK_ATTEMPT_PREFIX, SPARK_DIR, read_prepared, spark_attempt,
+                               spark_checkpoint_dir)
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +62,7 @@ def _moved_by(pipeline_directory: str) -> int | None:
     or the empty directory it moved there has no attempt directory, so one of a lower id was
     written after the move by a replaced driver of the incarnation before, by the path it held
     (review 30, F3): a partial tree of the old branch, never this branch's checkpoint."""
-    from seatide.runtime.commit_log import read_json
-
-    mark = read_json(os.path.join(pipeline_directory, PREPARED_MARK))
+    mark = read_prepared(pipeline_directory)
     return None if mark is None else mark.get("attempt")
 
 

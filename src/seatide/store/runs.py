@@ -83,18 +83,34 @@ def spark_checkpoint_dir(pipeline_directory: str, since: int | None = None) -> s
 PREPARED_MARK = "seatide-restore.json"
 
 
-def read_move(pipeline_directory: str) -> tuple[int, bool] | None:
-    """The move the directory's mark records: the incarnation that made it, and whether it made it
-    empty (a fresh start: its ``from`` is null; a savepoint's copy names it); None without a mark. A
-    mark that cannot be parsed raises ``ValueError``, one that cannot be read ``OSError``: each reader decides."""
+def read_prepared(pipeline_directory: str) -> dict | None:
+    """The directory's mark, its fields checked (every reader reads it here: a field of another type,
+    hand-edited or from a broken copy, is an unreadable mark, never a TypeError deep in a reader); None
+    without a mark. One that cannot be parsed raises ``ValueError``, naming the field; one that cannot
+    be read ``OSError``: each reader decides."""
     try:
         with open(os.path.join(pipeline_directory, PREPARED_MARK)) as handle:
             done = json.load(handle)
     except FileNotFoundError:
         return None
-    incarnation = done.get("incarnation", 0) if isinstance(done, dict) else None
-    if not isinstance(incarnation, int):
-        raise ValueError("not a JSON object with an incarnation")
+    if not isinstance(done, dict):
+        raise ValueError("not a JSON object")
+    for field, kinds in (("incarnation", (int,)), ("attempt", (int, type(None))), ("from", (str, type(None)))):
+        if field in done and (not isinstance(done[field], kinds) or isinstance(done[field], bool)):
+            raise ValueError(f"its {field} is {json.dumps(done[field])}, not {' or '.join(_KINDS[k] for k in kinds)}")
+    return done
+
+
+_KINDS = {int: "an integer", str: "a path", type(None): "null"}
+
+
+def read_move(pipeline_directory: str) -> tuple[int, bool] | None:
+    """The move the directory's mark records: the incarnation that made it, and whether it made it
+    empty (a fresh start: its ``from`` is null; a savepoint's copy names it); None without a mark.
+    Raises as ``read_prepared``."""
+    done = read_prepared(pipeline_directory)
+    if done is None:
+        return None
     return done.get("incarnation"), "from" in done and done["from"] is None
 
 
