@@ -211,3 +211,42 @@ def test_a_resume_with_another_split_layout_fails_with_the_sources_message(local
     assert [p.status for p in resumed.pipelines() if p.incarnation == 2] == ["FAILED"]      # which pipeline: its row says
     assert "--fallback fresh" in resumed.error and "Traceback" not in resumed.error, resumed.error
     assert parquet_ids(out) == list(range(300))
+
+
+def test_a_resume_in_another_execution_mode_is_refused(local, tmp_path, monkeypatch):
+    """Review 3, F1: micro-batches of 300 rows, batch 0 (rows 0-299) decided, the driver died; resumed
+    with the interval left out. Accepted before: the plain run wrote all 600 rows as batch 0, which the
+    sink skipped as decided: FINISHED with rows 300-599 never written."""
+    out = str(tmp_path / "out")
+    _die_after_a_sink_commit(monkeypatch, tmp_path)
+    failed = local.run(_job_text(out, retries=0))
+    assert failed.status == "FAILED" and parquet_ids(out) == list(range(300)), failed.error
+    plain = _job_text(out, retries=0).replace("checkpoint.interval = 1000", "")
+    try:
+        intents.resume(local.store, failed.job_id, text=plain, actor="test")
+    except intents.Refusal as refused:
+        message = str(refused)
+    else:
+        resumed, ids = local.drive(failed.job_id), parquet_ids(out)
+        pytest.fail(f"resumed: {resumed.status} {resumed.error} rows {len(ids)} distinct {len(set(ids))}")
+    assert "ran in micro-batches" in message and "without checkpoint.interval" in message, message
+    assert "original env" in message and "--fallback fresh" in message and "newer backup" not in message, message
+    assert parquet_ids(out) == list(range(300))
+
+
+def test_a_plain_runs_directory_resumed_in_micro_batches_is_refused_as_a_mode_change(local, tmp_path, monkeypatch):
+    """Review 3, F2: a plain batch decided its one batch 0 (every row), then died; resumed with an
+    interval, Spark would plan a batch 0 of 300 rows, skipped as decided. Refused before, but as a
+    backup "taken before batch 0 was planned", which no backup would cure."""
+    out = str(tmp_path / "out")
+    _die_after_a_sink_commit(monkeypatch, tmp_path)
+    plain = _job_text(out, retries=0).replace("checkpoint.interval = 1000", "")
+    failed = local.run(plain)
+    assert failed.status == "FAILED" and parquet_ids(out) == list(range(600)), failed.error
+    with pytest.raises(intents.Refusal) as refused:
+        intents.resume(local.store, failed.job_id, text=_job_text(out, retries=0), actor="test")
+    message = str(refused.value)
+    assert "ran as one plain batch" in message and "with checkpoint.interval" in message, message
+    assert "newer backup" not in message and "--fallback fresh" in message, message
+    intents.resume(local.store, failed.job_id, text=plain, actor="test")     # its own mode: resumed
+    assert local.drive(failed.job_id).status == "FINISHED" and parquet_ids(out) == list(range(600))

@@ -21,6 +21,7 @@ from seatide import intents
 from seatide.runtime.checkpoint_move import prepare_checkpoint
 from seatide.runtime.commit_log import write_json_atomic
 from seatide.store import schema as s
+from seatide.store.decided_batches import Decided, lost_lineage
 from tests.store.test_owed_prepare import _cancel, _checkpoint, _fingerprint, _job, _pipeline, leader  # noqa: F401  leader
 from tests.store.test_store import JOB, submit
 
@@ -132,7 +133,7 @@ def test_a_directory_of_another_lineage_than_the_last_decided_is_refused(leader,
 def test_a_checkpointed_pipelines_directory_needs_sparks_plan_of_the_last_decided_batch(leader, tmp_path):
     """Review 2, F1: a checkpointed pipeline (micro-batches) whose sinks decided batch 1 needs Spark's
     plan of it (offsets/1): a directory holding batch 0's only is a backup from before batch 1, which
-    Spark would plan again, maybe otherwise. A plain batch pipeline has no such plan to need."""
+    Spark would plan again, maybe otherwise."""
     coordinator, store, directory = _decided_then_cancelled(leader, tmp_path, 1)
     checkpointed = "env { checkpoint.interval = 1000 }\n" + JOB
     os.makedirs(os.path.join(directory, "spark", "offsets"))
@@ -143,13 +144,10 @@ def test_a_checkpointed_pipelines_directory_needs_sparks_plan_of_the_last_decide
     message = _refusal_of(store, checkpointed)
     assert "pipeline 1: its sinks committed batch 1" in message and "batches up to 0 only" in message, message
     assert "newer backup" in message and "--fallback fresh" in message, message
-    intents.resume(store, "j1", actor="t")       # the job as submitted: a plain batch pipeline
-    assert _job(store).incarnation == 2
-    _cancel(coordinator, store)
     with open(os.path.join(directory, "spark", "offsets", "1"), "w") as handle:
         handle.write("v1\n{}\n")
     intents.resume(store, "j1", text=checkpointed, actor="t")
-    assert _job(store).incarnation == 3
+    assert _job(store).incarnation == 2
 
 
 def _refusal_of(store, text: str) -> str:
@@ -166,10 +164,10 @@ def test_checkpoint_rows_count_for_sinks_that_decide_nothing_in_the_store(leader
     coordinator, store = leader
     submit(store, tmp_path)
     directory = _pipeline(store).checkpoint_dir
-    _checkpoint(store, directory, 1, 0)
+    _checkpoint(store, directory, 1, 0, micro_batch=True)
     backup = str(tmp_path / "backup")
     shutil.copytree(directory, backup)
-    _checkpoint(store, directory, 2, 1)
+    _checkpoint(store, directory, 2, 1, micro_batch=True)
     _cancel(coordinator, store)
     shutil.rmtree(directory)
     shutil.copytree(backup, directory)
@@ -180,3 +178,53 @@ def test_checkpoint_rows_count_for_sinks_that_decide_nothing_in_the_store(leader
         handle.write("v1\n{}\n")             # the backup taken at checkpoint 1
     intents.resume(store, "j1", text=checkpointed, actor="t")
     assert _job(store).incarnation == 2
+
+
+@both_stores
+def test_a_resume_in_another_execution_mode_is_refused(leader, tmp_path):
+    """Review 3, F1: batch 0 decided by micro-batches (a STREAMING job, or BATCH with an interval), then
+    resumed as a plain batch: it would write every row as batch 0, skipped as decided. A directory from
+    before the mode was recorded ran checkpointed if it holds Spark's offsets log; seatide.json's record
+    says it otherwise. The reverse is refused as a mode change too, not as an old backup."""
+    coordinator, store, directory = _decided_then_cancelled(leader, tmp_path, 0)
+    os.makedirs(os.path.join(directory, "spark", "offsets"))
+    with open(os.path.join(directory, "spark", "offsets", "0"), "w") as handle:
+        handle.write("v1\n{}\n")
+    message = _refusal(store)                    # the job as submitted: plain; no mode recorded
+    assert "pipeline 1: it ran in micro-batches" in message and "committed batches up to 0" in message, message
+    assert "without checkpoint.interval" in message and "original env" in message, message
+    assert "--fallback fresh" in message and "newer backup" not in message, message
+    _prepared_as(directory, micro_batch=True)    # recorded: no offsets log needed to tell
+    shutil.rmtree(os.path.join(directory, "spark"))
+    assert "pipeline 1: it ran in micro-batches" in _refusal(store)
+    _prepared_as(directory, micro_batch=False)
+    message = _refusal_of(store, "env { job.mode = STREAMING }\n" + JOB)
+    assert "pipeline 1: it ran as one plain batch" in message and "with checkpoint.interval" in message, message
+    assert "offsets/0" not in message and "newer backup" not in message, message
+    intents.resume(store, "j1", actor="t")       # its own mode
+    assert _job(store).incarnation == 2
+
+
+def _prepared_as(directory: str, micro_batch: bool) -> None:
+    write_json_atomic(os.path.join(directory, "seatide.json"),
+                      {"lineage": "l1", "fingerprint": _fingerprint(), "micro_batch": micro_batch})
+
+
+@both_stores
+def test_an_unreadable_move_mark_or_metadata_is_named_in_the_refusal(leader, tmp_path):
+    """Review 3, F3 and F2: a move mark whose attempt is a string raised a TypeError from the resume
+    (a traceback); a corrupt seatide.json was called "lineage None ... a backup from before them"."""
+    coordinator, store, directory = _decided_then_cancelled(leader, tmp_path, 0)
+    write_json_atomic(os.path.join(directory, "seatide-restore.json"), {"incarnation": 1, "from": None,
+                                                                         "attempt": "7"})
+    os.makedirs(os.path.join(directory, "spark.attempt-3", "offsets"))     # an attempt's Spark checkpoint
+    message = _refusal_of(store, "env { checkpoint.interval = 1000 }\n" + JOB)
+    assert f"{directory}/seatide-restore.json is unreadable" in message and "attempt" in message, message
+    os.remove(os.path.join(directory, "seatide-restore.json"))
+    with open(os.path.join(directory, "seatide.json"), "w") as handle:
+        handle.write('{"lineage": ')
+    message = _refusal(store)                    # the resume's own check of the metadata names it
+    assert f"metadata in {directory} is unreadable" in message and "lineage None" not in message, message
+    # a retry's driver asks lost_lineage alone (runtime/lost_directory.py)
+    message = lost_lineage(directory, Decided(0, "l1"))
+    assert f"{directory}/seatide.json is unreadable" in message and "lineage None" not in message, message

@@ -64,15 +64,18 @@ def _fingerprint() -> str:
     return build_plan(load_job_text(JOB)).pipelines[0].fingerprint()
 
 
-def _checkpoint(store, path: str, checkpoint_id: int, batch: int, kind: str = "CHECKPOINT") -> None:
+def _checkpoint(store, path: str, checkpoint_id: int, batch: int, kind: str = "CHECKPOINT",
+                micro_batch: bool | None = None) -> None:
     """What a driver leaves for a committed batch: its directory's metadata and Spark's offsets log,
-    and the store's record of it (a savepoint: its directory under savepoints/, pipeline 0)."""
+    and the store's record of it (a savepoint: its directory under savepoints/, pipeline 0).
+    ``micro_batch``: the mode its driver records (store/batch_mode.py), by default the job's."""
+    job = _job(store)
     os.makedirs(os.path.join(path, "spark", "offsets"), exist_ok=True)
     with open(os.path.join(path, "spark", "offsets", str(batch)), "w") as handle:
         handle.write(f"v1\n{{}}\n{{\"batch\": {batch}}}\n")
+    mode = job.checkpoint_interval_ms is not None or job.mode == "STREAMING" if micro_batch is None else micro_batch
     write_json_atomic(os.path.join(path, "seatide.json"), {"lineage": f"l{checkpoint_id}",
-                                                           "fingerprint": _fingerprint()})
-    job = _job(store)
+                                                           "fingerprint": _fingerprint(), "micro_batch": mode})
     offsets = {"pipelines": {"1": batch}} if kind == "SAVEPOINT" else {"batch": batch}
     with store.write() as conn:
         conn.execute(insert(s.checkpoints).values(

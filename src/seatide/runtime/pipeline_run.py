@@ -42,6 +42,7 @@ from seatide.runtime import spark_checkpoint
 from seatide.runtime.spark_checkpoint import restore_point
 from seatide.runtime.sink_runs import PipelineSinks, each_sinks_rows, one_stream
 from seatide.runtime.table_routing import RoutedPipeline
+from seatide.store.batch_mode import MODE_KEY
 from seatide.store.runs import new_lineage
 from seatide.store.states import Desired, PipelineStatus
 
@@ -107,18 +108,18 @@ class PipelineRun(PipelineFrames):
         meta = read_json(meta_path)
         if meta is None:
             os.makedirs(self.dir, exist_ok=True)
-            meta = {"lineage": new_lineage(), "fingerprint": self.pipeline.fingerprint(),
-                    "job_id": self.job_id, "pipeline_id": self.pipeline.pipeline_id}
+            meta = {"lineage": new_lineage(), "fingerprint": self.pipeline.fingerprint(), "job_id": self.job_id,
+                    "pipeline_id": self.pipeline.pipeline_id, MODE_KEY: self.env.micro_batch}
             write_json_atomic(meta_path, meta)
         elif not self.pipeline.fits(meta.get("fingerprint")):
             # Never restore offsets of other sources, and never start over silently.
             raise PermanentError(
                 f"pipeline {self.pipeline.pipeline_id}: the checkpoint in {self.dir} was written for different "
                 "sources; resume with the original config, or start over with --fallback fresh")
-        elif meta.get("fingerprint") != self.pipeline.fingerprint():
-            # written before table lists were left out of it: kept in today's form, so that a
-            # later resume with tables added still finds its own
-            meta = {**meta, "fingerprint": self.pipeline.fingerprint()}
+        elif meta.get("fingerprint") != self.pipeline.fingerprint() or meta.get(MODE_KEY) != self.env.micro_batch:
+            # written before table lists were left out of it, or with no mode (store/batch_mode.py: the
+            # check passed, so the batches from here on are this mode's): kept in today's form
+            meta = {**meta, "fingerprint": self.pipeline.fingerprint(), MODE_KEY: self.env.micro_batch}
             write_json_atomic(meta_path, meta)
         self.lineage = meta["lineage"]
         # The branch this one was restored from keeps its origin: a restore from a savepoint is

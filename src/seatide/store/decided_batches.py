@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from sqlalchemy import and_, func, select
 
 from seatide.store import schema as s
-from seatide.store.runs import PREPARED_MARK, read_move, spark_checkpoint_dir
+from seatide.store.batch_mode import mode_change, ran_in_micro_batches
+from seatide.store.runs import PREPARED_MARK, read_move, read_prepared, spark_checkpoint_dir
 
 
 @dataclass(frozen=True)
@@ -96,12 +97,13 @@ def decided_in_place(conn, job, pipelines: dict, first_incarnation: int, micro_b
 
 
 def _planned_up_to(directory: str) -> int | None:
-    """The newest batch Spark planned in the directory's current Spark checkpoint (``offsets/N``)."""
+    """The newest batch Spark planned in the directory's current Spark checkpoint (``offsets/N``);
+    raises ``ValueError`` naming the move's mark when it is unreadable (it says which one is current)."""
     try:
-        with open(os.path.join(directory, PREPARED_MARK)) as handle:
-            since = json.load(handle).get("attempt")      # spark_checkpoint.claim's rule
-    except (OSError, ValueError, AttributeError):
-        since = None
+        mark = read_prepared(directory)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"its checkpoint move's mark {directory}/{PREPARED_MARK} is unreadable ({exc})") from exc
+    since = None if mark is None else mark.get("attempt")        # spark_checkpoint.claim's rule
     try:
         names = os.listdir(os.path.join(spark_checkpoint_dir(directory, since=since), "offsets"))
     except OSError:
@@ -110,12 +112,16 @@ def _planned_up_to(directory: str) -> int | None:
     return max(batches) if batches else None
 
 
-def _lineage_of(directory: str) -> str | None:
+def _metadata(directory: str) -> dict:
+    path = os.path.join(directory, "seatide.json")
     try:
-        with open(os.path.join(directory, "seatide.json")) as handle:
-            return json.load(handle).get("lineage")
-    except (OSError, ValueError, AttributeError):
-        return None
+        with open(path) as handle:
+            meta = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"its metadata {path} is unreadable ({exc})") from exc
+    if not isinstance(meta, dict):
+        raise ValueError(f"its metadata {path} is unreadable (not a JSON object)")
+    return meta
 
 
 _PUT_BACK = "Put back a newer backup of the directory, one taken after batch {batch} was committed"
@@ -134,14 +140,21 @@ def lost_lineage(directory: str, decided: Decided | None) -> str | None:
                 f"{directory} {what} (a backup from before it was put back?): started from there, the pipeline "
                 f"would begin a new lineage, and batch {batch} and every batch before it would be written to its "
                 f"sinks again. " + _PUT_BACK.format(batch=batch))
-    lineage = _lineage_of(directory)
+    try:
+        meta, planned = _metadata(directory), _planned_up_to(directory)
+    except ValueError as exc:
+        return (f"its sinks committed batch {batch}, but {exc}: which lineage and which of Spark's plans it holds "
+                "cannot be told. Put back a readable copy of that file (or resume with the job's original config)")
+    lineage = meta.get("lineage")
     if decided.lineage is not None and lineage != decided.lineage:
         return (f"its checkpoint directory {directory} holds lineage {lineage}, but its sinks last committed "
                 f"batches under lineage {decided.lineage} (up to batch {decided.batch}) since that directory was "
                 f"made: "
                 f"it is a backup from before them (before a fresh start, or of a savepoint's copy made again), "
                 f"and going on from it would write batches to its sinks again. " + _PUT_BACK.format(batch=batch))
-    planned = _planned_up_to(directory)
+    ran_micro = ran_in_micro_batches(meta, planned)
+    if ran_micro is not None and ran_micro != decided.micro_batch:
+        return mode_change(ran_micro, batch)          # store/batch_mode.py
     if decided.micro_batch and (planned is None or planned < batch):
         held = "no batch" if planned is None else f"batches up to {planned} only"
         return (f"its sinks committed batch {batch}, but its checkpoint directory {directory} holds Spark's plan "

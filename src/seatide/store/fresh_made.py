@@ -35,9 +35,12 @@ def fresh_made_by(directory: str, first_incarnation: int, incarnation: int) -> i
     return move[0] if first_incarnation <= move[0] <= incarnation else None
 
 
-def unreadable_mark(directory: str) -> str | None:
+def unreadable_mark(directory: str, problem: str = "") -> str | None:
     """For a refusal of the directory in place: its mark, when it cannot be read, may be why (a
-    fresh start's mark excuses an empty directory), and the user must be told to look there."""
+    fresh start's mark excuses an empty directory), and the user must be told to look there (unless
+    the ``problem`` already names it)."""
+    if PREPARED_MARK in problem:
+        return None
     try:
         read_move(directory)
     except (OSError, ValueError) as exc:

@@ -293,7 +293,7 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
                                                    pipeline.pipeline_id in completed) or \
                     lost_lineage(previous.checkpoint_dir, decided_batches.get(pipeline.pipeline_id))
                 if entry.problem is not None:
-                    entry.problem += unreadable_mark(previous.checkpoint_dir) or ""
+                    entry.problem += unreadable_mark(previous.checkpoint_dir, entry.problem) or ""
                 if entry.problem is None and (released is not None or pipeline.pipeline_id in decided):
                     entry.problem = in_place_problem(previous.checkpoint_dir, released, owes)
                 if entry.problem is None and pipeline.pipeline_id in made_empty:

@@ -1,0 +1,45 @@
+"""How a pipeline's batches were made: a resume must not change it under batches its sinks committed.
+
+A checkpointed pipeline (a STREAMING job, or BATCH with ``checkpoint.interval``) runs micro-batches
+that Spark plans in its offsets log; a plain BATCH pipeline runs its input whole as batch 0. A sink
+skips a batch decided under the directory's lineage, whatever rows it holds now. So a pipeline that
+committed micro-batches 0..K and is resumed plain writes everything as batch 0, skipped as decided:
+the rows after batch 0 are never written, and the job FINISHES (outside review 3, F1). Resumed the
+other way, Spark plans a batch 0 of its own, skipped: rows lost or written twice. Only the job's
+original mode (or a fresh start) can go on.
+
+Each driver records its mode in ``seatide.json`` (``MODE_KEY``) once the directory passed the check
+(``store/decided_batches.py``): the batches committed since were made so. A directory written
+before the record: its Spark offsets log shows it ran checkpointed; without one, nothing tells
+(a plain run, or a checkpointed directory put back from before its first plan), and the other checks
+decide as they did.
+"""
+
+from __future__ import annotations
+
+MODE_KEY = "micro_batch"
+
+_CHECKPOINTED = "in micro-batches (a STREAMING job, or BATCH with checkpoint.interval)"
+_PLAIN = "as one plain batch (BATCH without checkpoint.interval)"
+
+
+def ran_in_micro_batches(meta: dict, planned: int | None) -> bool | None:
+    """Whether the directory's batches were micro-batches; None when it cannot tell
+    (``planned``: the newest batch in its Spark offsets log)."""
+    recorded = meta.get(MODE_KEY)
+    if isinstance(recorded, bool):
+        return recorded
+    return True if planned is not None else None
+
+
+def mode_change(ran_micro: bool, batch: int) -> str:
+    """Why a pipeline that committed up to ``batch`` in one mode cannot go on in the other."""
+    if ran_micro:
+        return (f"it ran {_CHECKPOINTED} and its sinks committed batches up to {batch}; resumed without "
+                "checkpoint.interval it would run as one plain batch, numbered 0 again, which its sinks skip as "
+                "committed: the rows after the committed batches would never be written. Resume with the "
+                "job's original env (its job.mode and checkpoint.interval)")
+    return (f"it ran {_PLAIN} and its sinks committed batch {batch}; resumed with checkpoint.interval (or as "
+            "STREAMING) Spark would plan micro-batches anew from batch 0, which its sinks skip as committed: "
+            "rows would be lost or written twice. Resume with the job's original env (its job.mode, no "
+            "checkpoint.interval)")
