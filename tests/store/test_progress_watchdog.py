@@ -21,7 +21,8 @@ WATCHDOG_COLUMNS = {"jobs": ["progress_timeout_s", "on_hung", "hung_since"], "at
 LATER_COLUMNS = {"leader_lease": ["liveness"], "nodes": ["liveness"], "jobs": ["outline", "run_id", "release", "released_at"],
                  "job_results": ["run_id", "config", "variables"], "attempts": ["charged"],
                  "pipelines": ["checkpoints_completed", "checkpoints_failed", "last_checkpoint_id", "last_checkpoint_at",
-                               "last_checkpoint_duration_ms", "last_checkpoint_rows", "progress_at"],
+                               "last_checkpoint_duration_ms", "last_checkpoint_rows", "progress_at",
+                               "started_batch", "started_lineage"],
                  "events": ["run_id"]}
 LATER_INDEXES = ["ix_checkpoints_status", "ix_checkpoints_completed_at",      # 0005 scale indexes
                  "ix_checkpoints_savepoints",                               # 0008 checkpoint totals

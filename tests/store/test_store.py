@@ -125,12 +125,12 @@ def test_a_driver_whose_attempt_was_replaced_cannot_write(store, tmp_path):
         conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == old).values(state="LOST"))
     _attempt(store, "j1", number=2)
     for write in (lambda: reporter.heartbeat(), lambda: reporter.batch_committed(1, 1, 10, 5, None, "f"),
-                  lambda: reporter.pipeline_status(1, "FINISHED")):
+                  lambda: reporter.pipeline_status(1, "FINISHED"), lambda: reporter.batch_started(1, 1, "l1")):
         with pytest.raises(AttemptFenced):
             write()
     with store.read() as conn:
         assert len(conn.execute(select(s.checkpoints)).all()) == 1
-        assert conn.execute(select(s.pipelines.c.status)).scalar() == "CREATED"
+        assert conn.execute(select(s.pipelines.c.status, s.pipelines.c.started_batch)).one() == ("CREATED", None)
 
 
 def test_late_reports_about_an_ended_job_are_dropped(store, tmp_path):

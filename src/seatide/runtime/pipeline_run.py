@@ -161,7 +161,7 @@ class PipelineRun(PipelineFrames):
         rows = 0
         for sink, df in sinks:
             failpoints.hit("driver.before_sink_write", scope=self.pipeline.pipeline_id)
-            result = self.sinks.runs[sink.plugin_id].write(df, batch_id)
+            result = self.sinks.write(sink.plugin_id, df, batch_id)
             # A replay's rows too: its attempt may have died after the sink's decision, before the
             # checkpoint took them; a checkpoint takes a batch's rows once (reporter.batch_committed).
             rows += int(result.state.get("rows", 0))

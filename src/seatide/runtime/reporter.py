@@ -26,6 +26,7 @@ from sqlalchemy.engine import Connection
 from seatide import clock, failpoints
 from seatide.secrets import mask_message
 from seatide.store import schema as s
+from seatide.store.batch_starts import record_start
 from seatide.store.clock import read_store_now, store_now
 from seatide.store.events import record_event
 from seatide.store.db import Store
@@ -340,6 +341,12 @@ class AttemptReporter:
                          .values(status="PUBLISHED", published_at=store_now(conn)))
 
     # -- checkpoints ---------------------------------------------------------------------
+    @_step
+    def batch_started(self, pipeline_id: int, batch_id: int, lineage: str) -> None:
+        """Before the first sink write of a batch (store/batch_starts.py)."""
+        with self._tx() as conn:
+            record_start(conn, self._pipeline_where(pipeline_id), batch_id, lineage)
+
     @_step
     def batch_committed(self, pipeline_id: int, batch_id: int, rows: int, duration_ms: int,
                         offsets: dict | None, fingerprint: str, kind: str = "CHECKPOINT") -> int | None:

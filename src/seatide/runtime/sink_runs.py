@@ -20,7 +20,7 @@ import logging
 import os
 
 from seatide.plugin.base import Sink, SinkContext
-from seatide.plugin.sink_protocol import SaveModeDoor, SinkRun, open_sink
+from seatide.plugin.sink_protocol import BatchResult, SaveModeDoor, SinkRun, open_sink
 from seatide.plugin.sink_records import SinkDecisions
 from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, StoreDecisions
 
@@ -72,6 +72,8 @@ class PipelineSinks:
         self.lineage = lineage
         pipeline_id = pipeline.pipeline_id
         self.runs: dict[str, SinkRun] = {}
+        self.reporter, self.pipeline_id = reporter, pipeline_id
+        self._started: int | None = None     # the batch whose start is recorded (store/batch_starts.py)
         for sink in pipeline.sinks:
             ctx = SinkContext(spark=spark, job_id=job_id, pipeline_id=pipeline_id, plugin_id=sink.plugin_id,
                               micro_batch=env.micro_batch, unbounded=env.streaming, stdout=stdout,
@@ -86,6 +88,15 @@ class PipelineSinks:
             rolled = run.roll_forward()
             if rolled:
                 log.info("pipeline %s sink %s: published decided batches %s", pipeline_id, sink.plugin_id, rolled)
+        # A sink that commits in its own system leaves no decision in the store: the batch's start is its record
+        self.records_starts = any(not run.targets.decided_in_store for run in self.runs.values())
+
+    def write(self, plugin_id: str, frames, batch_id: int) -> BatchResult:
+        """One sink's batch (``SinkRun.write``); before the batch's first sink write, its start is recorded."""
+        if self.records_starts and self._started != batch_id:
+            self.reporter.batch_started(self.pipeline_id, batch_id, self.lineage)
+            self._started = batch_id
+        return self.runs[plugin_id].write(frames, batch_id)
 
     def log(self, plugin_id: str) -> SinkCommitLog:
         return commit_log_of(self.dir, plugin_id, self.lineage)

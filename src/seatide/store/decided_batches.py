@@ -23,8 +23,9 @@ fresh start's, or a savepoint's copy: an explicit new start, ``store/runs.py``'s
 the run began. Refusing is the only safe answer: going on from the decided batch needs the source
 positions it ended at, which were only in the lost directory's Spark log.
 
-Not seen here: a sink that commits in its own system (Jdbc, Redis, Http: ``decided_in_store``
-False) decides nothing in the store (docs/operations.md says which sinks are covered).
+A sink that commits in its own system (Jdbc, Redis, Http: ``decided_in_store`` False) decides
+nothing in the store: the driver records each batch's start before its first sink write instead
+(``store/batch_starts.py``, outside review 3), and a batch begun counts here as a decided one.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from sqlalchemy import and_, func, select
 
 from seatide.store import schema as s
 from seatide.store.batch_mode import mode_change, ran_in_micro_batches
+from seatide.store.batch_starts import newest_start
 from seatide.store.runs import PREPARED_MARK, read_move, read_prepared, spark_checkpoint_dir
 
 
@@ -74,19 +76,32 @@ def newest_decided(conn, job, pipeline_id: int, directory: str, first_incarnatio
                  m.incarnation >= made)
     # Attempts only follow one another, and one attempt runs one lineage of a pipeline: the last
     # attempt's decision names the lineage that decided last (a zombie's is fenced, never written).
-    last = conn.execute(select(m.transaction_id).where(since).order_by(
-        m.incarnation.desc(), m.attempt_id.desc(), m.decided_at.desc()).limit(1)).scalar()
+    last = conn.execute(select(m.transaction_id, m.incarnation).where(since).order_by(
+        m.incarnation.desc(), m.attempt_id.desc(), m.decided_at.desc()).limit(1)).first()
     # A sink that commits in its own system (Jdbc, Redis, Http) decides nothing here, but its batches
     # reach checkpoint rows: the directory must hold Spark's plan of the newest of them too.
     c = s.checkpoints.c
     checkpointed = conn.execute(select(func.max(c.batch_id)).where(and_(
         c.job_id == job.job_id, c.pipeline_id == pipeline_id, c.kind == "CHECKPOINT", c.status == "COMPLETED",
         c.incarnation >= made))).scalar()
+    # A batch the driver began counts as decided: a sink that commits in its own system (Jdbc, Redis,
+    # Http) may have committed it there. Its start precedes every decision of its incarnation.
+    started = newest_start(conn, job.job_id, pipeline_id, made)
+    if started is not None and (last is None or started.incarnation >= last.incarnation):
+        decided = _newest_of(conn, since, started.lineage)
+        return Decided(max(started.batch, -1 if decided is None else decided), started.lineage, checkpointed,
+                       micro_batch)
     if last is None:
         return None if checkpointed is None else Decided(checkpointed, None, checkpointed, micro_batch)
-    lineage = _lineage(last)
+    lineage = _lineage(last.transaction_id)
+    return Decided(_newest_of(conn, since, lineage), lineage, checkpointed, micro_batch)
+
+
+def _newest_of(conn, since, lineage: str | None) -> int | None:
+    """The newest batch decided under ``lineage`` (None: any) among the decisions ``since`` selects."""
+    m = s.sink_manifests.c
     ours = since if lineage is None else and_(since, m.transaction_id.like(f"T\\_%\\_{lineage}\\_%", escape="\\"))
-    return Decided(conn.execute(select(func.max(m.batch_id)).where(ours)).scalar(), lineage, checkpointed, micro_batch)
+    return conn.execute(select(func.max(m.batch_id)).where(ours)).scalar()
 
 
 def decided_in_place(conn, job, pipelines: dict, first_incarnation: int, micro_batch: bool) -> dict[int, Decided]:

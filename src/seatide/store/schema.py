@@ -130,6 +130,10 @@ pipelines = Table(
     # When the driver last saw a Spark task of this pipeline's query complete (revision 0014):
     # the watchdog judges each pipeline, so a healthy one cannot hide a stuck one.
     Column("progress_at", Float),
+    # The newest batch the driver began writing to the pipeline's sinks, and its checkpoint lineage
+    # (revision 0015, store/batch_starts.py): what a sink that commits in its own system did since.
+    Column("started_batch", BigInteger),
+    Column("started_lineage", String(64)),
 )
 
 # A source's end of data, written the moment it happens.
