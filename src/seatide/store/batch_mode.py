@@ -17,6 +17,11 @@ decide as they did.
 
 from __future__ import annotations
 
+import json
+import os
+
+from seatide.store.runs import spark_checkpoint_dir
+
 MODE_KEY = "micro_batch"
 
 _CHECKPOINTED = "in micro-batches (a STREAMING job, or BATCH with checkpoint.interval)"
@@ -43,3 +48,27 @@ def mode_change(ran_micro: bool, batch: int) -> str:
             "STREAMING) Spark would plan micro-batches anew from batch 0, which its sinks skip as committed: "
             "rows would be lost or written twice. Resume with the job's original env (its job.mode, no "
             "checkpoint.interval)")
+
+
+def savepoint_mode_change(directory: str, batch: int | None, micro_batch: bool) -> str | None:
+    """Why a savepoint's copy in ``directory`` (``<root>/savepoints/<id>/<pipeline>``), holding batches up
+    to ``batch``, cannot go on in the mode ``micro_batch`` says, or None. The copy adopts the sinks' marks
+    of those batches under its new lineage (runtime/checkpoint_move.py), so the other mode's batch 0 is
+    skipped as committed: the same loss as a mode change in place. A savepoint without batches holds
+    no rows, and any mode starts it well."""
+    if batch is None or batch < 0:
+        return None
+    try:
+        with open(os.path.join(directory, "seatide.json")) as handle:
+            meta = json.load(handle)
+    except (OSError, ValueError):
+        return None         # inspect_checkpoint names an unreadable or missing copy
+    try:    # a savepoint taken before the mode was recorded: its Spark offsets log tells
+        names = os.listdir(os.path.join(spark_checkpoint_dir(directory), "offsets"))
+    except OSError:
+        names = []
+    planned = [int(n) for n in names if n.isdigit()]
+    ran_micro = ran_in_micro_batches(meta if isinstance(meta, dict) else {}, max(planned) if planned else None)
+    if ran_micro is None or ran_micro == micro_batch:
+        return None
+    return f"savepoint {os.path.basename(os.path.dirname(directory))} was taken while " + mode_change(ran_micro, batch)

@@ -25,6 +25,7 @@ from sqlalchemy import and_, func, insert, or_, select, update
 
 from seatide.runtime.commit_log import read_json
 from seatide.store import schema as s
+from seatide.store.batch_mode import savepoint_mode_change
 from seatide.store.changed_sources import changed_sources
 from seatide.store.clock import read_store_now
 from seatide.store.db import Store, record_event
@@ -108,9 +109,8 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
     """Start the job's next incarnation from its latest checkpoints, or from a savepoint. Returns, for its
     answer, the decisions it carried on or re-planned (``jobs.restore``'s ``carried``), then its fresh starts.
 
-    The new incarnation's first driver starts only once every earlier attempt's driver is
-    surely gone, by the leader's rule for a retry (``coordinator/reconcile.py``): a resume
-    never adds a driver beside one that may still run."""
+    The new incarnation's first driver starts only once every earlier attempt's driver is surely gone, by
+    the leader's rule for a retry (``coordinator/reconcile.py``): a resume never adds one beside a live one."""
     fallback = fallback or plan.job.env.restore_fallback
     with store.read() as conn:
         job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
@@ -279,11 +279,13 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
                 # ran, so nothing moved that row since, and a savepoint with no batch of it has none.
                 # Checked as that savepoint named again is: it held the pipeline, so it must be there.
                 entry.carried, entry.restore_from, entry.from_batch = owes, owes.source, previous.last_batch_id
-                entry.problem = owed_copy_problem(owes, inspect_checkpoint(owes.source, pipeline.fits, True))
+                entry.problem = owed_copy_problem(owes, inspect_checkpoint(owes.source, pipeline.fits, True) or
+                    savepoint_mode_change(owes.source, entry.from_batch, plan.job.env.micro_batch))
             elif savepoint is not None:
                 source = entry.restore_from = savepoint_dir(previous.checkpoint_dir, savepoint.checkpoint_id)
-                entry.problem = inspect_checkpoint(source, pipeline.fits, in_savepoint)
                 saved_batch = saved.get("pipelines", {}).get(str(pipeline.pipeline_id), -1)
+                entry.problem = inspect_checkpoint(source, pipeline.fits, in_savepoint) or \
+                    savepoint_mode_change(source, saved_batch, plan.job.env.micro_batch)
                 entry.from_batch = None if saved_batch < 0 else saved_batch
             else:
                 # owes here: a fresh start no release forced, planned again from the directory in place
@@ -351,8 +353,7 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
         conn.execute(update(s.jobs).where(and_(s.jobs.c.job_id == job.job_id,
                                                s.jobs.c.incarnation == job.incarnation)).values(
             incarnation=incarnation, config=text, variables=json.dumps(variables), outline=outline_json(plan.job),
-            mode=env.mode, desired="RUN",
-            status=JobStatus.CREATED, retries_used=0, max_retries=env.retry_times,
+            mode=env.mode, desired="RUN", status=JobStatus.CREATED, retries_used=0, max_retries=env.retry_times,
             retry_interval_s=float(env.retry_interval_s), next_attempt_at=None, current_attempt=None,
             pinned_worker=pinned_worker, restored_from=source,
             restore=json.dumps({"from": source, "fallback": fallback, "fresh": fresh, "prepare": prepare,
@@ -396,5 +397,4 @@ def savepoint_ids(store: Store, job_id: str) -> list[int]:
 
 
 def latest_savepoint_id(store: Store, job_id: str) -> int | None:
-    ids = savepoint_ids(store, job_id)
-    return ids[-1] if ids else None
+    return (savepoint_ids(store, job_id) or [None])[-1]
