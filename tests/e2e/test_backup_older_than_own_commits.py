@@ -88,3 +88,16 @@ def test_a_retry_refuses_a_backup_older_than_a_jdbc_sinks_own_commit(local, tmp_
     assert len(attempts) == 2 and run.status == "FAILED", (run.status, run.error)
     _assert_refused_as_older(run.error, run.job_id, why="offsets/0 is missing")
     assert _ids(table) == (300, 300)
+
+
+def test_only_a_sink_that_keeps_rows_in_its_own_system_records_its_batches_starts(local, tmp_path, table):
+    """Console and Assert keep nothing a replay could write twice: their batches cost no store write
+    (outside review of the start record: every batch paid one), while a Jdbc sink's do."""
+    console = fake_to_parquet("unused", rows=600, split_num=6, extra_env="checkpoint.interval = 1000\n"
+                              "micro-batch.max-rows = 300").rpartition("sink {")[0] + \
+        'sink {\n  Console { plugin_input = "out" }\n}\n'
+    printed = local.run(console)
+    jdbc = local.run(_jdbc_job(table, 300))
+    assert printed.status == jdbc.status == "FINISHED", (printed.error, jdbc.error)
+    assert [p.started_batch for p in local_run_pipelines(local, printed.job_id)] == [None]
+    assert [p.started_batch for p in local_run_pipelines(local, jdbc.job_id)] == [1]

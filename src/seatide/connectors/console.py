@@ -77,6 +77,7 @@ class ConsoleSink(Sink):
 
 class ConsoleTargets(SinkTargets):
     decided_in_store = False      # printed as the batch runs: nothing to decide
+    keeps_rows = False
 
     def open_target(self, key: str, routes: list[TableRoute]) -> Target:
         sink = routes[0].sink

@@ -131,8 +131,8 @@ class Target:
 class SinkTargets:
     """What one sink writes in one pipeline: its routes, grouped into targets."""
 
-    # True: stage, decide in the store, publish (files). False: the targets apply their rows.
-    decided_in_store: bool = True
+    decided_in_store: bool = True   # True: stage, decide in the store, publish (files); False: targets apply rows
+    keeps_rows: bool = True     # False: nothing kept that a replayed batch could double (no start record)
 
     def __init__(self, ctx: SinkContext | None, routes: list[TableRoute], multi: bool):
         self.ctx = ctx

@@ -89,7 +89,8 @@ class PipelineSinks:
             if rolled:
                 log.info("pipeline %s sink %s: published decided batches %s", pipeline_id, sink.plugin_id, rolled)
         # A sink that commits in its own system leaves no decision in the store: the batch's start is its record
-        self.records_starts = any(not run.targets.decided_in_store for run in self.runs.values())
+        self.records_starts = any(not run.targets.decided_in_store and run.targets.keeps_rows
+                                  for run in self.runs.values())
 
     def write(self, plugin_id: str, frames, batch_id: int) -> BatchResult:
         """One sink's batch (``SinkRun.write``); before the batch's first sink write, its start is recorded."""

@@ -78,6 +78,7 @@ class AssertTargets(SinkTargets):
     checked at the end."""
 
     decided_in_store = False      # it checks rows and writes nothing
+    keeps_rows = False
 
     def __init__(self, ctx: SinkContext | None, routes: list[TableRoute], multi: bool, rules: Rules):
         self.rules = rules
