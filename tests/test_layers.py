@@ -54,10 +54,8 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {
     ("config.loader", "plugin.registry"): "the loader looks each plugin up by name",
     ("config.loader", "plan.catalog"): "a sink is built from the catalog of the tables it receives",
     ("config.loader", "plan.dag"): "a load ends by checking the job's links (check_links)",
-    # store/restore.py is being changed by another helper today (issue 31): what removes these is
-    # read_json/write_json_atomic moved to a store module, and the outline passed in by the caller,
-    # as store/jobs.py's submit_job takes it.
-    ("store.restore", "runtime.commit_log"): "a restore reads and writes the commit log's JSON files",
+    # store/restore.py is being changed by another helper today (issue 31): what removes this is
+    # the outline passed in by the caller, as store/jobs.py's submit_job takes it.
     ("store.restore", "plan.outline"): "a resume records the job's outline, computed in the store",
     # A worker registers itself and heartbeats through coordinator/service.py, which another helper
     # is changing today: register_node, node_heartbeat and kill_if_reachable moved to a store

@@ -224,7 +224,7 @@ def test_an_unreadable_move_mark_or_metadata_is_named_in_the_refusal(leader, tmp
     with open(os.path.join(directory, "seatide.json"), "w") as handle:
         handle.write('{"lineage": ')
     message = _refusal(store)                    # the resume's own check of the metadata names it
-    assert f"metadata in {directory} is unreadable" in message and "lineage None" not in message, message
+    assert f"metadata {directory}/seatide.json is unreadable" in message and "lineage None" not in message, message
     # a retry's driver asks lost_lineage alone (runtime/lost_directory.py)
     message = lost_lineage(directory, Decided(0, "l1"))
     assert f"{directory}/seatide.json is unreadable" in message and "lineage None" not in message, message

@@ -17,9 +17,9 @@ decide as they did.
 
 from __future__ import annotations
 
-import json
 import os
 
+from seatide.store.checkpoint_metadata import checkpoint_metadata
 from seatide.store.runs import spark_checkpoint_dir
 
 MODE_KEY = "micro_batch"
@@ -59,16 +59,17 @@ def savepoint_mode_change(directory: str, batch: int | None, micro_batch: bool) 
     if batch is None or batch < 0:
         return None
     try:
-        with open(os.path.join(directory, "seatide.json")) as handle:
-            meta = json.load(handle)
-    except (OSError, ValueError):
-        return None         # inspect_checkpoint names an unreadable or missing copy
+        meta = checkpoint_metadata(directory)
+    except ValueError:
+        return None         # inspect_checkpoint names an unreadable copy
+    if meta is None:
+        return None         # or a missing one
     try:    # a savepoint taken before the mode was recorded: its Spark offsets log tells
         names = os.listdir(os.path.join(spark_checkpoint_dir(directory), "offsets"))
     except OSError:
         names = []
     planned = [int(n) for n in names if n.isdigit()]
-    ran_micro = ran_in_micro_batches(meta if isinstance(meta, dict) else {}, max(planned) if planned else None)
+    ran_micro = ran_in_micro_batches(meta, max(planned) if planned else None)
     if ran_micro is None or ran_micro == micro_batch:
         return None
     return f"savepoint {os.path.basename(os.path.dirname(directory))} was taken while " + mode_change(ran_micro, batch)

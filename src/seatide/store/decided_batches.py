@@ -30,7 +30,6 @@ nothing in the store: the driver records each batch's start before its first sin
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 
@@ -39,6 +38,7 @@ from sqlalchemy import and_, func, select
 from seatide.store import schema as s
 from seatide.store.batch_mode import mode_change, ran_in_micro_batches
 from seatide.store.batch_starts import newest_start
+from seatide.store.checkpoint_metadata import checkpoint_metadata
 from seatide.store.runs import PREPARED_MARK, read_move, read_prepared, spark_checkpoint_dir
 
 
@@ -128,14 +128,12 @@ def _planned_up_to(directory: str) -> int | None:
 
 
 def _metadata(directory: str) -> dict:
-    path = os.path.join(directory, "seatide.json")
     try:
-        with open(path) as handle:
-            meta = json.load(handle)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"its metadata {path} is unreadable ({exc})") from exc
-    if not isinstance(meta, dict):
-        raise ValueError(f"its metadata {path} is unreadable (not a JSON object)")
+        meta = checkpoint_metadata(directory)
+    except ValueError as exc:
+        raise ValueError(f"its metadata {exc}") from None
+    if meta is None:        # gone since lost_lineage looked
+        raise ValueError(f"its metadata {os.path.join(directory, 'seatide.json')} is missing")
     return meta
 
 

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import and_, func, insert, or_, select, update
 
-from seatide.runtime.commit_log import read_json
 from seatide.store import schema as s
 from seatide.store.batch_mode import savepoint_mode_change
 from seatide.store.changed_sources import changed_sources
+from seatide.store.checkpoint_metadata import checkpoint_metadata
 from seatide.store.clock import read_store_now
 from seatide.store.db import Store, record_event
 from seatide.store.decided_batches import decided_in_place, lost_lineage
@@ -90,9 +90,9 @@ def inspect_checkpoint(path: str, fits, had_checkpoints: bool) -> str | None:
     if not os.path.isdir(path):
         return (f"its checkpoint directory {path} is missing" if had_checkpoints else None)
     try:
-        meta = read_json(os.path.join(path, "seatide.json"))
-    except (OSError, ValueError) as exc:
-        return f"its checkpoint metadata in {path} is unreadable ({exc})"
+        meta = checkpoint_metadata(path)
+    except ValueError as exc:
+        return f"its checkpoint metadata {exc}"
     if meta is None:
         return f"{path} holds no SeaTide checkpoint (seatide.json is missing)" if had_checkpoints else None
     if not fits(meta.get("fingerprint")):
