@@ -89,6 +89,16 @@ def test_a_checkpoint_under_the_fingerprint_of_the_version_before_still_fits(lea
     assert _statuses(store) == [(2, 1, "FINISHED"), (2, 2, "CREATED")]
 
 
+def test_a_checkpoint_of_the_version_before_fits_the_job_encrypted_since(leader, tmp_path):
+    """Review 4, F2: the version before fingerprinted the blocks as written, the password and split.num
+    in clear; after the upgrade the job comes back base64-encrypted (ciphertext where there was clear text)."""
+    store, _ = _pipeline_1_finished_then_cancelled(leader, tmp_path)
+    clear = _with_password(batch_job(str(tmp_path / "out"), pipelines=2)).replace("split.num = 4", 'split.num = "4"')
+    _set_fingerprints(store, build_plan(load_job_text(clear)), _written_fingerprint)
+    _resume(store, _encrypted(clear))
+    assert _statuses(store) == [(2, 1, "FINISHED"), (2, 2, "CREATED")]
+
+
 def test_a_resume_names_each_pipeline_it_starts_over_in_its_answer(leader, tmp_path):
     store, text = _pipeline_1_finished_then_cancelled(leader, tmp_path)
     changed = text.replace("row.num = 100", "row.num = 150", 1)       # pipeline 1's FakeSource only
@@ -115,8 +125,8 @@ def test_the_rest_answer_and_the_cli_name_the_pipeline_started_over(leader, tmp_
     assert "job j1 resumed" in cli.stdout
 
 
-def _set_fingerprints(store, plan) -> None:
+def _set_fingerprints(store, plan, fingerprint=lambda pipeline: pipeline.fingerprint()) -> None:
     with store.write() as conn:
         for pipeline in plan.pipelines:
             conn.execute(update(s.pipelines).where(s.pipelines.c.pipeline_id == pipeline.pipeline_id)
-                         .values(fingerprint=pipeline.fingerprint()))
+                         .values(fingerprint=fingerprint(pipeline)))

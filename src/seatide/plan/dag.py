@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 
 from seatide.config.job import ConfigError, JobConfig, PluginSpec
-from seatide.plan.source_identity import source_identity, table_lists
+from seatide.plan.source_identity import IDENTITY_VERSION, base64_forms, source_identity, table_lists
 from seatide.plugin.rowkind import RowKind
 
 
@@ -59,25 +59,38 @@ class Pipeline:
         """What a checkpoint of this pipeline depends on: its sources, in order, and their options
         as read, however the job file spells them (``plan.source_identity``), but for a source's table
         list where its offsets name their tables (``Source.table_list_options``) and its credentials.
+        Prefixed by the rule that made it (``IDENTITY_VERSION``), which ``fits`` reads.
 
         A checkpoint taken under one fingerprint cannot restore a pipeline with another
         (Spark would read offsets of the wrong source).
         """
+        return f"{IDENTITY_VERSION}:{self._identity()}"
+
+    def _identity(self) -> str:
         return _digest([list(source_identity(s)) for s in self.sources])
 
-    def fits(self, fingerprint: str | None) -> bool:
-        """Whether a checkpoint written under ``fingerprint`` restores this pipeline: its own, or one
-        an earlier version wrote for these very options (``_written_fingerprints``)."""
-        return fingerprint == self.fingerprint() or fingerprint in self._written_fingerprints()
+    def fits(self, fingerprint) -> bool:
+        """Whether a checkpoint written under ``fingerprint`` restores this pipeline: by the rule its
+        prefix names, or, unprefixed, by this rule before it was named or one an earlier version wrote
+        for these very options (``_written_fingerprints``). Anything but a string fits nothing (a
+        hand-edited seatide.json: store/checkpoint_metadata.py names it)."""
+        if not isinstance(fingerprint, str):
+            return False
+        version, named, digest = fingerprint.rpartition(":")
+        if named:       # a rule of a later release than this one is not known here
+            return version == IDENTITY_VERSION and digest == self._identity()
+        return digest == self._identity() or digest in self._written_fingerprints()
 
     def _written_fingerprints(self) -> set[str]:
         """Earlier versions' fingerprints: over each source's block as written but for its links, with
         its table lists (the first) or without; a job in JSON form wrote its ``plugin_name`` in them.
-        The file form of the job then may not be the one now: both are tried."""
-        forms = (lambda s: {k: v for k, v in s.block.items() if k != "plugin_name"},
-                 lambda s: {**s.block, "plugin_name": s.block.get("plugin_name", s.name)})
-        return {_digest([[s.name, _canonical(form(s), lists(s))] for s in self.sources])
-                for form in forms for lists in (table_lists, lambda s: ())}
+        The file form of the job then may not be the one now: both are tried; so are the blocks with
+        their base64-shaded options in clear or shaded (``source_identity.base64_forms``: the job was
+        encrypted or decrypted since)."""
+        forms = (lambda b, s: {k: v for k, v in b.items() if k != "plugin_name"},
+                 lambda b, s: {**b, "plugin_name": b.get("plugin_name", s.name)})
+        return {_digest([[s.name, _canonical(form(b, s), lists(s))] for b, s in zip(blocks, self.sources)])
+                for blocks in base64_forms(self.sources) for form in forms for lists in (table_lists, lambda s: ())}
 
 
 @dataclass

@@ -30,8 +30,16 @@ from typing import Any, Mapping
 
 from seatide.config.job import PluginSpec
 from seatide.config.job_text import flatten
-from seatide.config.shade import SENSITIVE_OPTIONS
+from seatide.config.shade import SENSITIVE_OPTIONS, Shade, ShadeError
 from seatide.plugin.registry import lookup
+
+# The rule this module is, named in every fingerprint it makes (``Pipeline.fingerprint``: "v2:<digest>";
+# "v1" was the block as written, ``Pipeline._written_fingerprints``, stored unprefixed). The identity
+# reads each plugin's declared options (names, aliases, types), so a release that declares an option
+# or alias, or changes a type, changes the digest of the same text: such a release must name a new
+# version here and keep this rule (the declarations as they are now) for "v2:" fingerprints in
+# ``Pipeline.fits``, or its upgrade refuses every checkpoint written before it.
+IDENTITY_VERSION = "v2"
 
 # Keys that wire a plugin into its job, in every spelling the loader accepts (config.loader.LINK_OPTIONS).
 WIRING = ("plugin_output", "result_table_name", "plugin_input", "source_table_name", "parallelism",
@@ -77,3 +85,21 @@ def table_lists(spec: PluginSpec) -> tuple[str, ...]:
 
 def _under(path: str, keys: set[str]) -> bool:
     return any(path == key or path.startswith(key + ".") for key in keys)
+
+
+def base64_forms(sources: list[PluginSpec]) -> list[list[dict]]:
+    """The sources' blocks as written, and as the version before may have seen them written: a job
+    under a base64 shade with its shaded options in clear (it was encrypted since), a job in clear with
+    the options a base64 shade covers (its credentials, ``shade.options`` if kept) encrypted (it was
+    decrypted since). Base64 reads anywhere; aes256 needs a key a resume's check does not hold."""
+    forms = [[dict(s.block) for s in sources]]
+    shade = next((s.shade for s in sources if s.shade is not None), None)
+    try:
+        if shade is not None and shade.identifier == "base64":
+            forms.append([shade.reveal(s.block, s.label) for s in sources])
+        elif shade is None or not shade.active:
+            hidden = Shade("base64", shade.options if shade is not None else SENSITIVE_OPTIONS)
+            forms.append([hidden.hide(s.block, s.label) for s in sources])
+    except ShadeError:      # an option it covers is no string: the job was never shaded so
+        pass
+    return forms
