@@ -50,6 +50,12 @@ def test_a_batch_begun_counts_as_decided_for_its_directory(store, tmp_path):
     assert (decided.batch, decided.lineage, decided.checkpointed) == (2, "l1", None)
     write_json_atomic(os.path.join(directory, "seatide.json"), {"lineage": "l1"})
     assert "offsets/2 is missing" in lost_lineage(directory, decided)
+    # Only begun, so said (outside review of the start record: "its sinks committed batch 2 ... one
+    # taken after batch 2 was committed" sent an operator after a backup that may never exist)
+    refusal = lost_lineage(directory, decided)
+    assert decided.begun and "its sinks began batch 2 (a sink that commits in its own system may have" in refusal
+    assert "committed batch 2" not in refusal.replace("may have committed", "")
+    assert "one that holds Spark's plan of batch 2 (offsets/2)" in refusal
     write_json_atomic(os.path.join(directory, "seatide.json"), {"lineage": "l0"})
     assert "last committed batches under lineage l1 (up to batch 2)" in lost_lineage(directory, decided)
 

@@ -49,6 +49,9 @@ class Decided:
     lineage: str | None         # None: known from checkpoint rows only, or transaction ids that name none
     checkpointed: int | None = None     # the newest checkpoint row's batch, whatever its sinks
     micro_batch: bool = True            # the pipeline runs checkpointed: its batches are planned in Spark's log
+    # ``batch`` is only begun (a start record beyond every decision and checkpoint row): a sink that
+    # commits in its own system may or may not have committed it, and a refusal must not say it did
+    begun: bool = False
 
 
 def _lineage(transaction_id: str) -> str | None:
@@ -89,8 +92,9 @@ def newest_decided(conn, job, pipeline_id: int, directory: str, first_incarnatio
     started = newest_start(conn, job.job_id, pipeline_id, made)
     if started is not None and (last is None or started.incarnation >= last.incarnation):
         decided = _newest_of(conn, since, started.lineage)
-        return Decided(max(started.batch, -1 if decided is None else decided), started.lineage, checkpointed,
-                       micro_batch)
+        known = max(-1 if decided is None else decided, -1 if checkpointed is None else checkpointed)
+        return Decided(max(started.batch, known), started.lineage, checkpointed, micro_batch,
+                       begun=started.batch > known)
     if last is None:
         return None if checkpointed is None else Decided(checkpointed, None, checkpointed, micro_batch)
     lineage = _lineage(last.transaction_id)
@@ -137,7 +141,17 @@ def _metadata(directory: str) -> dict:
     return meta
 
 
-_PUT_BACK = "Put back a newer backup of the directory, one taken after batch {batch} was committed"
+def _put_back(decided: Decided, batch: int) -> str:
+    if decided.begun and batch == decided.batch:
+        return f"Put back a newer backup of the directory, one that holds Spark's plan of batch {batch} (offsets/{batch})"
+    return f"Put back a newer backup of the directory, one taken after batch {batch} was committed"
+
+
+def _committed(decided: Decided, batch: int) -> str:
+    """What the sinks did with ``batch``, as far as the store knows."""
+    if decided.begun and batch == decided.batch:
+        return f"its sinks began batch {batch} (a sink that commits in its own system may have committed it)"
+    return f"its sinks committed batch {batch}"
 
 
 def lost_lineage(directory: str, decided: Decided | None) -> str | None:
@@ -149,14 +163,14 @@ def lost_lineage(directory: str, decided: Decided | None) -> str | None:
         what = "is missing" if not os.path.isdir(directory) else "holds no SeaTide checkpoint (seatide.json is missing)"
         unrecorded = ", which no checkpoint records yet," if decided.checkpointed is None or \
             decided.checkpointed < decided.batch else ""
-        return (f"its sinks committed batch {batch}{unrecorded} but its checkpoint directory "
+        return (f"{_committed(decided, batch)}{unrecorded} but its checkpoint directory "
                 f"{directory} {what} (a backup from before it was put back?): started from there, the pipeline "
                 f"would begin a new lineage, and batch {batch} and every batch before it would be written to its "
-                f"sinks again. " + _PUT_BACK.format(batch=batch))
+                f"sinks again. " + _put_back(decided, batch))
     try:
         meta, planned = _metadata(directory), _planned_up_to(directory)
     except ValueError as exc:
-        return (f"its sinks committed batch {batch}, but {exc}: which lineage and which of Spark's plans it holds "
+        return (f"{_committed(decided, batch)}, but {exc}: which lineage and which of Spark's plans it holds "
                 "cannot be told. Put back a readable copy of that file (or resume with the job's original config)")
     lineage = meta.get("lineage")
     if decided.lineage is not None and lineage != decided.lineage:
@@ -164,15 +178,15 @@ def lost_lineage(directory: str, decided: Decided | None) -> str | None:
                 f"batches under lineage {decided.lineage} (up to batch {decided.batch}) since that directory was "
                 f"made: "
                 f"it is a backup from before them (before a fresh start, or of a savepoint's copy made again), "
-                f"and going on from it would write batches to its sinks again. " + _PUT_BACK.format(batch=batch))
+                f"and going on from it would write batches to its sinks again. " + _put_back(decided, batch))
     ran_micro = ran_in_micro_batches(meta, planned)
     if ran_micro is not None and ran_micro != decided.micro_batch:
         return mode_change(ran_micro, batch)          # store/batch_mode.py
     if decided.micro_batch and (planned is None or planned < batch):
         held = "no batch" if planned is None else f"batches up to {planned} only"
-        return (f"its sinks committed batch {batch}, but its checkpoint directory {directory} holds Spark's plan "
+        return (f"{_committed(decided, batch)}, but its checkpoint directory {directory} holds Spark's plan "
                 f"of {held} (offsets/{batch} is missing: a backup taken before batch {batch} was planned): "
                 f"planned again, batch {batch} may hold other rows than the ones committed (new input, "
                 f"another micro-batch.max-rows), which would be lost or written twice. "
-                + _PUT_BACK.format(batch=batch))
+                + _put_back(decided, batch))
     return None
