@@ -21,6 +21,9 @@ from tests.plan.test_source_identity import JOB
     ('[1, {"fingerprint": "x"}]', "not a JSON object"),
     ('"just text"', "not a JSON object"),
     ('{"fingerprint": ', "unreadable"),
+    # review 5, F4: _prepare_dir read meta["lineage"] (a KeyError after every retry) and meta["origin"]
+    ('{"fingerprint": "x"}', "holds no lineage"),
+    ('{"fingerprint": "x", "lineage": "l", "origin": 3}', "origin is a number, not a string"),
 ])
 def test_a_corrupt_metadata_file_is_a_refusal_naming_it(tmp_path, content, what):
     directory = str(tmp_path / "1")
