@@ -19,7 +19,7 @@ from seatide.store.batch_starts import newest_start
 from seatide.store.db import open_store
 from seatide.store.decided_batches import lost_lineage, newest_decided
 from seatide.store.migrations import current_revision, head
-from tests.store.test_store import _attempt, store, submit  # noqa: F401  (store is a fixture)
+from tests.store.test_store import JOB, _attempt, store, submit  # noqa: F401  (store is a fixture)
 
 
 def _started(store):
@@ -41,7 +41,7 @@ def test_a_batch_start_only_grows_within_its_lineage_and_another_lineage_replace
 def test_a_batch_begun_counts_as_decided_for_its_directory(store, tmp_path):
     """No decision in the store, no checkpoint row: only the start of batch 2 says a sink may have
     committed it. A directory with its lineage but without Spark's plan of batch 2 is refused."""
-    submit(store, tmp_path)
+    submit(store, tmp_path, text="env { checkpoint.interval = 1000 }\n" + JOB)
     AttemptReporter(store, "j1", 1, _attempt(store, "j1")).batch_started(1, 2, "l1")
     with store.read() as conn:
         job = conn.execute(select(s.jobs)).one()

@@ -28,6 +28,17 @@ from tests.store.test_store import JOB, submit
 both_stores = pytest.mark.parametrize("store_url", ["sqlite", "postgresql"], indirect=True)
 
 
+CHECKPOINTED = "env { checkpoint.interval = 1000 }\n" + JOB
+
+
+def _planned(directory: str, up_to: int) -> None:
+    """Spark's plan of batches 0..``up_to`` in the directory (a checkpointed pipeline's offsets log)."""
+    os.makedirs(os.path.join(directory, "spark", "offsets"), exist_ok=True)
+    for batch in range(up_to + 1):
+        with open(os.path.join(directory, "spark", "offsets", str(batch)), "w") as handle:
+            handle.write("v1\n{}\n")
+
+
 def _decided(store, batch: int, lineage: str = "l1") -> None:
     """What a driver's sink leaves when it decides ``batch`` (reporter.decide_batch), checkpoint row or not."""
     job = _job(store)
@@ -49,10 +60,11 @@ def _refusal(store) -> str:
     return str(refused.value)
 
 
-def _decided_then_cancelled(leader, tmp_path, batch: int):
-    """Its driver prepared the directory and its sink decided ``batch``; cancelled before the checkpoint row."""
+def _decided_then_cancelled(leader, tmp_path, batch: int, text: str = JOB):
+    """Its driver prepared the directory and its sink decided ``batch``; cancelled before the checkpoint row.
+    A batch above 0 is a checkpointed job's (``text``): a plain one has batch 0 only (store/batch_mode.py)."""
     coordinator, store = leader
-    submit(store, tmp_path)
+    submit(store, tmp_path, text=text)
     directory = _pipeline(store).checkpoint_dir
     _prepared(directory)
     _decided(store, batch)
@@ -108,12 +120,14 @@ def test_a_save_modes_decision_is_no_batch(leader, tmp_path):
 def test_a_directory_of_another_lineage_than_the_last_decided_is_refused(leader, tmp_path):
     """Review 2, F2: lineage l1 decided batch 0; a fresh start's lineage l2 decided 0 and 1. A backup
     of l1's directory put back is older than l2's batches; l2's own directory is resumed."""
-    coordinator, store, directory = _decided_then_cancelled(leader, tmp_path, 0)
+    coordinator, store, directory = _decided_then_cancelled(leader, tmp_path, 0, CHECKPOINTED)
+    _planned(directory, 0)
     backup = str(tmp_path / "backup")
     shutil.copytree(directory, backup)
     intents.resume(store, "j1", fallback="fresh", actor="t")
     prepare_checkpoint(directory, 2, None, 1, time.time)
     _prepared(directory, lineage="l2")
+    _planned(directory, 1)
     _decided(store, 0, lineage="l2")
     _decided(store, 1, lineage="l2")
     _cancel(coordinator, store)
@@ -134,8 +148,8 @@ def test_a_checkpointed_pipelines_directory_needs_sparks_plan_of_the_last_decide
     """Review 2, F1: a checkpointed pipeline (micro-batches) whose sinks decided batch 1 needs Spark's
     plan of it (offsets/1): a directory holding batch 0's only is a backup from before batch 1, which
     Spark would plan again, maybe otherwise."""
-    coordinator, store, directory = _decided_then_cancelled(leader, tmp_path, 1)
-    checkpointed = "env { checkpoint.interval = 1000 }\n" + JOB
+    checkpointed = CHECKPOINTED
+    coordinator, store, directory = _decided_then_cancelled(leader, tmp_path, 1, checkpointed)
     os.makedirs(os.path.join(directory, "spark", "offsets"))
     message = _refusal_of(store, checkpointed)
     assert "holds Spark's plan of no batch (offsets/1 is missing" in message, message
@@ -162,7 +176,7 @@ def test_checkpoint_rows_count_for_sinks_that_decide_nothing_in_the_store(leader
     checkpoint rows. A backup taken at checkpoint 0 put back after checkpoint 1 would have Spark plan
     batch 1 again, which the target's own record of it then skips: refused as older."""
     coordinator, store = leader
-    submit(store, tmp_path)
+    submit(store, tmp_path, text=CHECKPOINTED)
     directory = _pipeline(store).checkpoint_dir
     _checkpoint(store, directory, 1, 0, micro_batch=True)
     backup = str(tmp_path / "backup")

@@ -33,9 +33,9 @@ def store(store_url):
     st.dispose()
 
 
-def submit(store, tmp_path, job_id="j1"):
-    config = load_job_text(JOB)
-    return submit_job(store, text=JOB, variables={}, config=config, plan=build_plan(config),
+def submit(store, tmp_path, job_id="j1", text=JOB):
+    config = load_job_text(text)
+    return submit_job(store, text=text, variables={}, config=config, plan=build_plan(config),
                       outline=outline_json(config), data_dir=str(tmp_path), job_id=job_id)
 
 

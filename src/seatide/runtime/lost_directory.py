@@ -29,7 +29,7 @@ def refuse_lost_lineage(reporter, pipeline_id: int, directory: str, micro_batch:
         job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == reporter.job_id)).first()
         return newest_decided(conn, job, pipeline_id, directory, run_first_incarnation(conn, job), micro_batch)
 
-    lost = lost_lineage(directory, reporter.read(newest))
+    lost = lost_lineage(directory, reporter.read(newest), micro_batch)
     if lost is None:
         try:
             checkpoint_metadata(directory)

@@ -10,9 +10,11 @@ original mode (or a fresh start) can go on.
 
 Each driver records its mode in ``seatide.json`` (``MODE_KEY``) once the directory passed the check
 (``store/decided_batches.py``): the batches committed since were made so. A directory written
-before the record: its Spark offsets log shows it ran checkpointed; without one, nothing tells
-(a plain run, or a checkpointed directory put back from before its first plan), and the other checks
-decide as they did.
+before the record (review 5, F1-F3): its Spark offsets log shows it ran checkpointed; so does a
+batch above 0 in the store (a plain run has batch 0 only), and at a resume the env of the incarnation
+that decided last (the jobs row until the resume writes its own) tells either way. Any of them
+against the new mode is a refusal, also with nothing decided in the store when the directory holds
+Spark's plan (a sink that commits in its own system may have committed it before any record).
 """
 
 from __future__ import annotations
@@ -37,10 +39,13 @@ def ran_in_micro_batches(meta: dict, planned: int | None) -> bool | None:
     return True if planned is not None else None
 
 
-def mode_change(ran_micro: bool, batch: int) -> str:
-    """Why a pipeline that committed up to ``batch`` in one mode cannot go on in the other."""
+def mode_change(ran_micro: bool, batch: int, planned_only: bool = False) -> str:
+    """Why a pipeline that committed up to ``batch`` in one mode cannot go on in the other
+    (``planned_only``: the store knows of no commit, but Spark planned micro-batches up to ``batch``)."""
     if ran_micro:
-        return (f"it ran {_CHECKPOINTED} and its sinks committed batches up to {batch}; resumed without "
+        what = (f"Spark planned its batches up to {batch} (a sink that commits in its own system may have "
+                "committed them)" if planned_only else f"its sinks committed batches up to {batch}")
+        return (f"it ran {_CHECKPOINTED} and {what}; resumed without "
                 "checkpoint.interval it would run as one plain batch, numbered 0 again, which its sinks skip as "
                 "committed: the rows after the committed batches would never be written. Resume with the "
                 "job's original env (its job.mode and checkpoint.interval)")

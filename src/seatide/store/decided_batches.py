@@ -52,6 +52,9 @@ class Decided:
     # ``batch`` is only begun (a start record beyond every decision and checkpoint row): a sink that
     # commits in its own system may or may not have committed it, and a refusal must not say it did
     begun: bool = False
+    # How the incarnation that decided last ran (its env, the jobs row until a resume writes its
+    # own), None: an earlier one decided it (store/batch_mode.py)
+    ran_micro: bool | None = None
 
 
 def _lineage(transaction_id: str) -> str | None:
@@ -90,15 +93,26 @@ def newest_decided(conn, job, pipeline_id: int, directory: str, first_incarnatio
     # A batch the driver began counts as decided: a sink that commits in its own system (Jdbc, Redis,
     # Http) may have committed it there. Its start precedes every decision of its incarnation.
     started = newest_start(conn, job.job_id, pipeline_id, made)
+    ran = _ran_micro(conn, job, pipeline_id, made, last, started)
     if started is not None and (last is None or started.incarnation >= last.incarnation):
         decided = _newest_of(conn, since, started.lineage)
         known = max(-1 if decided is None else decided, -1 if checkpointed is None else checkpointed)
         return Decided(max(started.batch, known), started.lineage, checkpointed, micro_batch,
-                       begun=started.batch > known)
+                       begun=started.batch > known, ran_micro=ran)
     if last is None:
-        return None if checkpointed is None else Decided(checkpointed, None, checkpointed, micro_batch)
+        return None if checkpointed is None else Decided(checkpointed, None, checkpointed, micro_batch, ran_micro=ran)
     lineage = _lineage(last.transaction_id)
-    return Decided(_newest_of(conn, since, lineage), lineage, checkpointed, micro_batch)
+    return Decided(_newest_of(conn, since, lineage), lineage, checkpointed, micro_batch, ran_micro=ran)
+
+
+def _ran_micro(conn, job, pipeline_id: int, made: int, last, started) -> bool | None:
+    """How the batches were made, if the job's current incarnation (whose env the jobs row holds)
+    decided, began or checkpointed the newest of them; None when an earlier one did."""
+    c = s.checkpoints.c
+    newest = max([r.incarnation for r in (last, started) if r is not None] + [conn.execute(
+        select(func.max(c.incarnation)).where(and_(c.job_id == job.job_id, c.pipeline_id == pipeline_id,
+                                                   c.kind == "CHECKPOINT", c.incarnation >= made))).scalar() or -1])
+    return job.mode == "STREAMING" or job.checkpoint_interval_ms is not None if newest == job.incarnation else None
 
 
 def _newest_of(conn, since, lineage: str | None) -> int | None:
@@ -154,10 +168,35 @@ def _committed(decided: Decided, batch: int) -> str:
     return f"its sinks committed batch {batch}"
 
 
-def lost_lineage(directory: str, decided: Decided | None) -> str | None:
-    """Why the pipeline cannot go on from ``directory`` when its sinks decided ``decided``, or None."""
-    if decided is None:
+def _planned_in_micro_batches(directory: str, micro_batch: bool) -> str | None:
+    """Why a pipeline whose sinks decided nothing the store knows cannot go on plain from a directory
+    holding Spark's plan: a sink that commits in its own system may have committed a batch of it
+    before any record (a checkpoint written before start records, review 5, F2)."""
+    try:
+        meta, planned = checkpoint_metadata(directory), _planned_up_to(directory)
+    except ValueError:
+        return None         # named by the resume's and the driver's own checks of the metadata
+    if micro_batch or meta is None or planned is None or not ran_in_micro_batches(meta, planned):
         return None
+    return mode_change(True, planned, planned_only=True)
+
+
+def _other_mode(meta: dict, planned: int | None, decided: Decided, batch: int) -> bool | None:
+    """The mode the batches up to ``batch`` ran in, when it is not the new one. The directory's record
+    tells (its driver wrote it once this check passed); a directory of an older release without
+    Spark's plan does not, and the store does (review 5, F1 and F3): a batch above 0 (a plain run
+    has batch 0 only), else the env of the incarnation that decided last."""
+    ran = ran_in_micro_batches(meta, planned)
+    if ran is None:
+        ran = True if batch > 0 else decided.ran_micro
+    return ran if ran is not None and ran != decided.micro_batch else None
+
+
+def lost_lineage(directory: str, decided: Decided | None, micro_batch: bool | None = None) -> str | None:
+    """Why the pipeline cannot go on from ``directory`` when its sinks decided ``decided``, or None
+    (``micro_batch``: the new mode, which ``decided`` carries when there is one)."""
+    if decided is None:
+        return None if micro_batch is None else _planned_in_micro_batches(directory, micro_batch)
     batch = max(decided.batch, decided.checkpointed if decided.checkpointed is not None else -1)
     if not os.path.isfile(os.path.join(directory, "seatide.json")):
         what = "is missing" if not os.path.isdir(directory) else "holds no SeaTide checkpoint (seatide.json is missing)"
@@ -179,8 +218,8 @@ def lost_lineage(directory: str, decided: Decided | None) -> str | None:
                 f"made: "
                 f"it is a backup from before them (before a fresh start, or of a savepoint's copy made again), "
                 f"and going on from it would write batches to its sinks again. " + _put_back(decided, batch))
-    ran_micro = ran_in_micro_batches(meta, planned)
-    if ran_micro is not None and ran_micro != decided.micro_batch:
+    ran_micro = _other_mode(meta, planned, decided, batch)
+    if ran_micro is not None:
         return mode_change(ran_micro, batch)          # store/batch_mode.py
     if decided.micro_batch and (planned is None or planned < batch):
         held = "no batch" if planned is None else f"batches up to {planned} only"

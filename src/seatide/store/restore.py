@@ -293,7 +293,7 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
                 entry.from_batch = previous.last_batch_id if owes is None else in_place.get(pipeline.pipeline_id)
                 entry.problem = inspect_checkpoint(previous.checkpoint_dir, pipeline.fits,
                                                    pipeline.pipeline_id in completed) or \
-                    lost_lineage(previous.checkpoint_dir, decided_batches.get(pipeline.pipeline_id))
+                    lost_lineage(previous.checkpoint_dir, decided_batches.get(pipeline.pipeline_id), plan.job.env.micro_batch)
                 if entry.problem is not None:
                     entry.problem += unreadable_mark(previous.checkpoint_dir, entry.problem) or ""
                 if entry.problem is None and (released is not None or pipeline.pipeline_id in decided):
