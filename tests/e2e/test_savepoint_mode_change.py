@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -82,4 +83,37 @@ def test_a_savepoint_taken_before_the_mode_was_recorded_is_judged_by_its_offsets
     message = str(refused.value)
     assert f"savepoint {savepoint} was taken while it ran in micro-batches" in message, message
     assert "--fallback fresh" in message, message
+    assert parquet_ids(out) == list(range(300))
+
+
+def test_an_older_directory_without_sparks_plan_is_not_resumed_plain(local, tmp_path, monkeypatch):
+    """Review 5, F1: batch 0 committed in micro-batches; the directory in place is put back from a
+    backup of the previous release taken before its first plan (no mode recorded, an empty Spark
+    offsets log). Nothing in it tells the mode; the store's env of the incarnation that committed
+    does. Resumed plain, the one plain batch 0 was skipped as committed: ids 300-899 never written,
+    FINISHED."""
+    out = str(tmp_path / "out")
+    first = _stopped_with_a_savepoint_after_batch_0(local, tmp_path, monkeypatch, out)
+    (pipeline,) = first.pipelines()
+    path = os.path.join(pipeline.checkpoint_dir, "seatide.json")
+    with open(path) as handle:
+        meta = json.load(handle)
+    assert meta.pop(MODE_KEY) is True, meta
+    with open(path, "w") as handle:
+        json.dump(meta, handle)
+    for name in os.listdir(pipeline.checkpoint_dir):      # its Spark checkpoints (a link names the current one)
+        spark = os.path.join(pipeline.checkpoint_dir, name)
+        if name.startswith("spark"):
+            os.remove(spark) if os.path.islink(spark) else shutil.rmtree(spark)
+    os.makedirs(os.path.join(pipeline.checkpoint_dir, "spark", "offsets"))      # Spark's log, no plan in it yet
+    plain = fake_to_parquet(out, rows=900, split_num=6, extra_env="micro-batch.max-rows = 300\njob.retry.times = 0")
+    try:
+        intents.resume(local.store, first.job_id, text=plain, actor="test")
+    except intents.Refusal as refused:
+        message = str(refused)
+    else:
+        resumed, ids = local.drive(first.job_id), parquet_ids(out)
+        pytest.fail(f"resumed: {resumed.status} {resumed.error} rows {len(ids)} distinct {len(set(ids))}")
+    assert "pipeline 1: it ran in micro-batches" in message and "original env" in message, message
+    assert "--fallback fresh" in message and "newer backup" not in message, message
     assert parquet_ids(out) == list(range(300))
