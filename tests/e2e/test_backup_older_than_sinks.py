@@ -183,6 +183,17 @@ def test_a_retry_refuses_a_savepoints_copy_made_again_after_its_branch_committed
     assert parquet_ids(out) == list(range(600)), "batch 1 written again by the savepoint's second copy"
 
 
+def refused_resume(local, job_id: str, out: str, **resume) -> str:
+    """The refusal of ``seatide resume``; a resume accepted instead is driven, and the test fails
+    saying how it ended and which rows it left in ``out``."""
+    try:
+        intents.resume(local.store, job_id, actor="test", **resume)
+    except intents.Refusal as refused:
+        return str(refused)
+    resumed, ids = local.drive(job_id), parquet_ids(out)
+    pytest.fail(f"resumed: {resumed.status} {resumed.error} rows {len(ids)} distinct {len(set(ids))}")
+
+
 def _stop_with_savepoint_after(out: str, rows: int):
     import time
 
@@ -222,13 +233,7 @@ def test_a_resume_in_another_execution_mode_is_refused(local, tmp_path, monkeypa
     failed = local.run(_job_text(out, retries=0))
     assert failed.status == "FAILED" and parquet_ids(out) == list(range(300)), failed.error
     plain = _job_text(out, retries=0).replace("checkpoint.interval = 1000", "")
-    try:
-        intents.resume(local.store, failed.job_id, text=plain, actor="test")
-    except intents.Refusal as refused:
-        message = str(refused)
-    else:
-        resumed, ids = local.drive(failed.job_id), parquet_ids(out)
-        pytest.fail(f"resumed: {resumed.status} {resumed.error} rows {len(ids)} distinct {len(set(ids))}")
+    message = refused_resume(local, failed.job_id, out, text=plain)
     assert "ran in micro-batches" in message and "without checkpoint.interval" in message, message
     assert "original env" in message and "--fallback fresh" in message and "newer backup" not in message, message
     assert parquet_ids(out) == list(range(300))

@@ -21,7 +21,7 @@ import pytest
 from seatide import failpoints, intents
 from seatide.store.batch_mode import MODE_KEY
 from seatide.store.restore import latest_savepoint_id, savepoint_dir
-from tests.e2e.test_backup_older_than_sinks import _stop_with_savepoint_after
+from tests.e2e.test_backup_older_than_sinks import _stop_with_savepoint_after, refused_resume
 from tests.e2e.test_jobs import fake_to_parquet, parquet_ids
 
 pytestmark = pytest.mark.spark
@@ -47,13 +47,7 @@ def test_a_checkpointed_savepoint_resumed_plain_is_refused(local, tmp_path, monk
     first = _stopped_with_a_savepoint_after_batch_0(local, tmp_path, monkeypatch, out)
     plain = fake_to_parquet(out, rows=900, split_num=6, extra_env="micro-batch.max-rows = 300\njob.retry.times = 0")
     savepoint = latest_savepoint_id(local.store, first.job_id)
-    try:
-        intents.resume(local.store, first.job_id, text=plain, savepoint_id=savepoint, actor="test")
-    except intents.Refusal as refused:
-        message = str(refused)
-    else:
-        resumed, ids = local.drive(first.job_id), parquet_ids(out)
-        pytest.fail(f"resumed: {resumed.status} {resumed.error} rows {len(ids)} distinct {len(set(ids))}")
+    message = refused_resume(local, first.job_id, out, text=plain, savepoint_id=savepoint)
     assert f"savepoint {savepoint}" in message and "ran in micro-batches" in message, message
     assert "without checkpoint.interval" in message, message
     assert "original env" in message and "--fallback fresh" in message, message
@@ -107,13 +101,7 @@ def test_an_older_directory_without_sparks_plan_is_not_resumed_plain(local, tmp_
             os.remove(spark) if os.path.islink(spark) else shutil.rmtree(spark)
     os.makedirs(os.path.join(pipeline.checkpoint_dir, "spark", "offsets"))      # Spark's log, no plan in it yet
     plain = fake_to_parquet(out, rows=900, split_num=6, extra_env="micro-batch.max-rows = 300\njob.retry.times = 0")
-    try:
-        intents.resume(local.store, first.job_id, text=plain, actor="test")
-    except intents.Refusal as refused:
-        message = str(refused)
-    else:
-        resumed, ids = local.drive(first.job_id), parquet_ids(out)
-        pytest.fail(f"resumed: {resumed.status} {resumed.error} rows {len(ids)} distinct {len(set(ids))}")
+    message = refused_resume(local, first.job_id, out, text=plain)
     assert "pipeline 1: it ran in micro-batches" in message and "original env" in message, message
     assert "--fallback fresh" in message and "newer backup" not in message, message
     assert parquet_ids(out) == list(range(300))
