@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from dataclasses import dataclass
 
 from sqlalchemy import and_, func, insert, or_, select, update
@@ -37,13 +36,11 @@ from seatide.store.owed_moves import (OwedMove, batch_in_place, carried_copy, ca
                                       owed_copy_problem, owed_moves, replanned)
 from seatide.store.paths import under
 from seatide.store.release_line import last_release, in_place_problem, refuse_savepoint_before
+from seatide.store.resumable import check_resumable, refuse_if_expiring, refuse_released
 from seatide.store.runs import spark_checkpoint_dir
 from seatide.store.started_over import started_over
-from seatide.store.states import ATTEMPT_LIVE, AttemptState, CleanupState, JobStatus, PipelineStatus
+from seatide.store.states import ATTEMPT_LIVE, AttemptState, JobStatus, PipelineStatus
 from seatide.timeouts import Timeouts
-
-RESUMABLE = (JobStatus.CANCELED, JobStatus.FAILED, JobStatus.SAVEPOINT_DONE)
-
 
 @dataclass
 class PipelinePlan:
@@ -116,7 +113,7 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
         job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
         if job is None:
             raise JobNotFound(f"no job with id {job_id}")
-        _check_resumable(conn, job, timeouts)
+        check_resumable(conn, job, timeouts)
         old = {p.pipeline_id: p for p in conn.execute(select(s.pipelines).where(and_(
             s.pipelines.c.job_id == job_id, s.pipelines.c.incarnation == job.incarnation)))}
         first = run_first_incarnation(conn, job)
@@ -130,7 +127,7 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
         # A re-planned fresh start restores the directory in place: its batch is on no fresh start's row.
         in_place = {pid: batch_in_place(conn, job_id, pid, o, first) for pid, o in owed.items() if o.source is None}
     if job.release is not None:
-        _refuse_released(job, fallback)
+        refuse_released(job, fallback)
     if savepoint is not None:
         refuse_savepoint_before(job_id, savepoint, released)
     pipelines = _plan_pipelines(plan, old, completed, savepoint, owed, released, in_place, decided_moves(job),
@@ -165,71 +162,6 @@ def run_first_incarnation(conn, job) -> int:
     last = conn.execute(select(func.max(r.incarnation)).where(and_(
         r.job_id == job.job_id, or_(r.run_id.is_(None), r.run_id != job.run_id)))).scalar()
     return (last or 0) + 1
-
-
-def _check_resumable(conn, job, timeouts: Timeouts) -> None:
-    """Refuse a resume that cannot be one: a FINISHED job, a job whose history is being
-    expired, and a job still run by a live driver (it recovers by itself).
-
-    Whether that driver is live is judged as the leader judges it, by heartbeats on the
-    store's clock (``Timeouts``). This is the answer to the user only: the leader still holds
-    the new incarnation's first driver until every earlier one is surely gone."""
-    if job.status == JobStatus.FINISHED:
-        raise JobRefused(f"job {job.job_id} FINISHED; there is nothing to resume (submit it again to rerun it)")
-    _refuse_if_expiring(conn, job)
-    if job.status in RESUMABLE:
-        return
-    attempt = None
-    if job.current_attempt is not None:
-        attempt = conn.execute(select(s.attempts).where(s.attempts.c.attempt_id == job.current_attempt)).first()
-    if attempt is None or attempt.state not in ATTEMPT_LIVE or _silent(conn, attempt, timeouts):
-        return   # killed: nothing runs it any more
-    raise JobRefused(f"job {job.job_id} is {job.status} with a live driver (attempt {attempt.attempt_id}); "
-                     "a running job recovers by itself. Cancel it or stop it with a savepoint first")
-
-
-def _refuse_released(job, fallback: str) -> None:
-    """A released job (``coordinator/release.py``) resumes only fresh: its sources' positions are gone."""
-    if job.release == "RELEASING":
-        raise JobRefused(f"job {job.job_id}'s sources are being released right now; once that is done (seconds) it "
-                         f"can start over fresh: seatide resume {job.job_id} --fallback fresh")
-    if fallback != "fresh":
-        what = "were released" if job.release == "RELEASED" else "are being released (cancel and release)"
-        raise RestoreRefused(f"cannot resume job {job.job_id} from its checkpoints: its sources' positions {what} "
-                             "(a Postgres-CDC replication slot is dropped), so the changes since its last checkpoint "
-                             f"cannot be read again. Start it over with a new snapshot: seatide resume {job.job_id} "
-                             "--fallback fresh (REST: \"fallback\": \"fresh\")")
-
-
-def _refuse_if_expiring(conn, job) -> None:
-    cleanup = conn.execute(select(s.job_results.c.cleanup).where(and_(
-        s.job_results.c.job_id == job.job_id, s.job_results.c.incarnation == job.incarnation))).scalar()
-    if cleanup == CleanupState.EXPIRING:
-        raise JobRefused(f"job {job.job_id}'s history is expiring: its checkpoints are being removed and it can "
-                         "no longer be resumed; submit it again to rerun it")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().split()[2] != "Z"
-    except OSError:
-        return False
-
-
-def _silent(conn, attempt, timeouts: Timeouts) -> bool:
-    """The worker reaped it; or both ran on this host and are gone from its process table; or
-    its worker is lost and its driver has been silent long enough to have fenced itself off
-    (both by the store's clock), as the leader's ``process_gone`` judges."""
-    if attempt.ended_at is not None:
-        return True
-    worker = conn.execute(select(s.nodes).where(s.nodes.c.node_id == attempt.worker_id)).first()
-    if worker is not None and worker.host == socket.gethostname():
-        # On this host the process table says it (``seatide run`` killed, resumed at once).
-        return not _alive(worker.pid) and not (attempt.pid and _alive(attempt.pid))
-    now = read_store_now(conn)
-    worker_lost = worker is None or worker.stopped or now - worker.heartbeat_at > timeouts.worker_lost_after
-    return worker_lost and now - (attempt.heartbeat_at or attempt.created_at) > timeouts.driver_stops_within
 
 
 def _savepoint(conn, job, savepoint_id: int):
@@ -348,7 +280,7 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
         current = conn.execute(query if store.is_sqlite else query.with_for_update()).first()
         if current is None or tuple(current) != (job.incarnation, job.status, job.current_attempt, job.release):
             raise JobRefused(f"job {job.job_id} changed while resuming; try again")
-        _refuse_if_expiring(conn, job)
+        refuse_if_expiring(conn, job)
         now = read_store_now(conn)
         conn.execute(update(s.jobs).where(and_(s.jobs.c.job_id == job.job_id,
                                                s.jobs.c.incarnation == job.incarnation)).values(
