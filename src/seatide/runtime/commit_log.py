@@ -149,6 +149,9 @@ class StoreDecisions:
     pipeline_id: int
     plugin_id: str
     transaction_prefix: str    # this lineage's transaction ids start so (its batch number follows)
+    # Who decides a save mode, kept in its record ({"pipeline", "lineage"}): a backup of an older
+    # lineage whose output it destroyed is refused by it (store/dropped_output.py)
+    writer: dict | None = None
 
     def decided(self, batch_id: int, transaction_id: str) -> dict | None:
         found = self.reporter.decided_manifest(self.pipeline_id, self.plugin_id, transaction_id)
@@ -168,7 +171,7 @@ class StoreDecisions:
 
     def decide_once(self, key: str, plan: dict) -> dict:
         # Batch -1: no batch's; its key never starts like a lineage's, so no roll-forward lists it.
-        return self.reporter.decide_batch(self.pipeline_id, self.plugin_id, -1, key, plan)
+        return self.reporter.decide_batch(self.pipeline_id, self.plugin_id, -1, key, {**plan, **(self.writer or {})})
 
     def recorded_once(self, key: str) -> dict | None:
         return self.decided(-1, key)

@@ -57,7 +57,8 @@ def attempt_run(sink: Sink, ctx: SinkContext, log: SinkCommitLog, reporter, *, r
     """One sink of a pipeline opened as an attempt opens it: its decisions in the store, fenced by
     ``reporter``'s attempt; its targets' save modes under the job's shared records."""
     prefix = f"T_{job_id}_{pipeline_id}_{sink_index}_{lineage}_"
-    door = SaveModeDoor(StoreDecisions(reporter, JOB_RECORDS, TARGET_RECORDS, "P_"), f"P_{job_id}")
+    writer = {"pipeline": pipeline_id, "lineage": lineage}
+    door = SaveModeDoor(StoreDecisions(reporter, JOB_RECORDS, TARGET_RECORDS, "P_", writer), f"P_{job_id}")
     return sink_run(sink, ctx, log, routes=routes, decisions=StoreDecisions(reporter, pipeline_id, ctx.plugin_id, prefix),
                     door=door, transaction_prefix=prefix, staging_tag=str(reporter.attempt_id),
                     save_modes_key=f"S_{job_id}_{pipeline_id}_{sink_index}_{origin}")

@@ -16,7 +16,9 @@ again, that lacks either is older than the sinks' output, and cannot go on exact
   (micro-batches) has such a plan; a plain batch runs its one batch whole;
 * another lineage than the one that decided last (a backup from before a ``--fallback fresh``, or
   a savepoint's copy made again after its branch had decided: review 2, F2 and F4): that lineage
-  carries on with batches another already wrote.
+  carries on with batches another already wrote;
+* the lineage that decided last, but a later fresh start (which decided nothing) emptied its
+  targets with a destructive save mode: its committed rows are gone (``store/dropped_output.py``).
 
 The decisions that count are those since the directory was made: since the move that made it (a
 fresh start's, or a savepoint's copy: an explicit new start, ``store/runs.py``'s mark), else since
@@ -39,6 +41,7 @@ from seatide.store import schema as s
 from seatide.store.batch_mode import mode_change, ran_in_micro_batches
 from seatide.store.batch_starts import newest_start
 from seatide.store.checkpoint_metadata import checkpoint_metadata
+from seatide.store.dropped_output import Dropped, dropped_after, dropped_output
 from seatide.store.runs import PREPARED_MARK, read_move, read_prepared, spark_checkpoint_dir
 
 
@@ -55,6 +58,8 @@ class Decided:
     # How the incarnation that decided last ran (its env, the jobs row until a resume writes its
     # own), None: an earlier one decided it (store/batch_mode.py)
     ran_micro: bool | None = None
+    # A fresh start after ``lineage``'s batches whose save modes emptied a target (store/dropped_output.py)
+    dropped: Dropped | None = None
 
 
 def _lineage(transaction_id: str) -> str | None:
@@ -98,11 +103,16 @@ def newest_decided(conn, job, pipeline_id: int, directory: str, first_incarnatio
         decided = _newest_of(conn, since, started.lineage)
         known = max(-1 if decided is None else decided, -1 if checkpointed is None else checkpointed)
         return Decided(max(started.batch, known), started.lineage, checkpointed, micro_batch,
-                       begun=started.batch > known, ran_micro=ran)
+                       begun=started.batch > known, ran_micro=ran,
+                       dropped=dropped_after(conn, job.job_id, pipeline_id, started.lineage,
+                                             max(made, started.incarnation)))
     if last is None:
         return None if checkpointed is None else Decided(checkpointed, None, checkpointed, micro_batch, ran_micro=ran)
     lineage = _lineage(last.transaction_id)
-    return Decided(_newest_of(conn, since, lineage), lineage, checkpointed, micro_batch, ran_micro=ran)
+    dropped = None if lineage is None else dropped_after(conn, job.job_id, pipeline_id, lineage,
+                                                         max(made, last.incarnation))
+    return Decided(_newest_of(conn, since, lineage), lineage, checkpointed, micro_batch, ran_micro=ran,
+                   dropped=dropped)
 
 
 def _ran_micro(conn, job, pipeline_id: int, made: int, last, started) -> bool | None:
@@ -218,6 +228,8 @@ def lost_lineage(directory: str, decided: Decided | None, micro_batch: bool | No
                 f"made: "
                 f"it is a backup from before them (before a fresh start, or of a savepoint's copy made again), "
                 f"and going on from it would write batches to its sinks again. " + _put_back(decided, batch))
+    if decided.dropped is not None:
+        return dropped_output(directory, lineage, decided.batch, decided.dropped)
     ran_micro = _other_mode(meta, planned, decided, batch)
     if ran_micro is not None:
         return mode_change(ran_micro, batch)          # store/batch_mode.py

@@ -69,7 +69,8 @@ class LocalFileTarget(Target):
                                  "does not exist; create it or choose CREATE_SCHEMA_WHEN_NOT_EXIST")
         data = self.data_files()
         if spec.schema_save_mode == "RECREATE_SCHEMA" or spec.data_save_mode == "DROP_DATA":
-            return {"remove": data}
+            # None: nothing destroyed (a put-back's check counts a plan as output destroyed, store/dropped_output.py)
+            return {"remove": data} if data else None
         if spec.data_save_mode == "ERROR_WHEN_DATA_EXISTS" and data:
             shown = ", ".join(os.path.relpath(path, root) for path in data[:3])
             raise LocalFileError(f"{self.system}: data_save_mode is ERROR_WHEN_DATA_EXISTS and {self.place} already "
