@@ -18,8 +18,8 @@ import shutil
 import pytest
 
 from seatide import failpoints, intents
-from tests.e2e.test_backup_older_than_sinks import refused_resume
-from tests.e2e.test_jobs import fake_to_parquet, parquet_ids
+from tests.e2e.test_backup_older_than_sinks import backed_up_then_lost, refused_resume
+from tests.e2e.test_jobs import parquet_ids
 
 pytestmark = pytest.mark.spark
 
@@ -30,15 +30,7 @@ def _fresh_start_dies_before_deciding(local, tmp_path, monkeypatch, save_mode: s
     """Lineage 1 commits batch 0 and dies; its directory, backed up, is lost; a fresh start with
     ``save_mode`` prepares the target and dies before deciding a batch; the backup is put back."""
     out = str(tmp_path / "out")
-    monkeypatch.setitem(failpoints._POINTS, "driver.after_sink_commit", f"once:raise:{tmp_path / 'crashed'}")
-    text = fake_to_parquet(out, rows=900, split_num=6, extra_env="checkpoint.interval = 1000\n"
-                           "micro-batch.max-rows = 300\njob.retry.times = 0")
-    failed = local.run(text)
-    assert failed.status == "FAILED" and parquet_ids(out) == list(range(300)), failed.error
-    (pipeline,) = failed.pipelines()
-    backup = str(tmp_path / "backup")
-    shutil.copytree(pipeline.checkpoint_dir, backup, symlinks=True)
-    shutil.rmtree(pipeline.checkpoint_dir)
+    failed, text, directory, backup = backed_up_then_lost(local, tmp_path, monkeypatch)
     monkeypatch.delitem(failpoints._POINTS, "driver.after_sink_commit")
     monkeypatch.setitem(failpoints._POINTS, "sink.before_decision", f"once:raise:{tmp_path / 'fresh-died'}")
     fresh_text = text.replace(SINK, f'file_format_type = "parquet", data_save_mode = "{save_mode}" }}')
@@ -46,8 +38,8 @@ def _fresh_start_dies_before_deciding(local, tmp_path, monkeypatch, save_mode: s
     fresh = local.drive(failed.job_id)
     assert fresh.status == "FAILED" and "sink.before_decision" in (fresh.error or ""), fresh.error
     monkeypatch.delitem(failpoints._POINTS, "sink.before_decision")
-    shutil.rmtree(pipeline.checkpoint_dir)
-    shutil.copytree(backup, pipeline.checkpoint_dir, symlinks=True)
+    shutil.rmtree(directory)
+    shutil.copytree(backup, directory, symlinks=True)
     return failed.job_id, out
 
 

@@ -109,15 +109,7 @@ def test_a_backup_of_the_lineage_before_a_fresh_start_is_refused(local, tmp_path
     over (--fallback fresh): lineage 2 decides batches 0 and 1 and dies. Lineage 1's backup put back
     was resumed before, and wrote lineage 2's batch 1 (ids 300-599) again."""
     out = str(tmp_path / "out")
-    _die_after_a_sink_commit(monkeypatch, tmp_path)
-    text = fake_to_parquet(out, rows=900, split_num=6, extra_env="checkpoint.interval = 1000\n"
-                           "micro-batch.max-rows = 300\njob.retry.times = 0")
-    failed = local.run(text)
-    assert failed.status == "FAILED" and parquet_ids(out) == list(range(300)), failed.error
-    (pipeline,) = failed.pipelines()
-    backup = str(tmp_path / "backup")
-    shutil.copytree(pipeline.checkpoint_dir, backup, symlinks=True)
-    shutil.rmtree(pipeline.checkpoint_dir)
+    failed, _, _, backup = backed_up_then_lost(local, tmp_path, monkeypatch)
     intents.resume(local.store, failed.job_id, fallback="fresh", actor="test")
     # lineage 2 writes batch 0 as its own (a fresh start's output is its own), decides batch 1, dies
     second = _fresh_lineage_dies_after_batch_1(local, failed.job_id, monkeypatch)
@@ -129,6 +121,22 @@ def test_a_backup_of_the_lineage_before_a_fresh_start_is_refused(local, tmp_path
         intents.resume(local.store, failed.job_id, actor="test")
     _assert_refused_as_older(str(refused.value), failed.job_id, why="last committed batches under lineage")
     assert parquet_ids(out) == written
+
+
+def backed_up_then_lost(local, tmp_path, monkeypatch):
+    """Lineage 1 commits batch 0 (rows 0-299 of 900, into tmp_path/out) and dies; its directory is
+    backed up, then lost. (The failed run, its job text, the directory, the backup.)"""
+    out = str(tmp_path / "out")
+    _die_after_a_sink_commit(monkeypatch, tmp_path)
+    text = fake_to_parquet(out, rows=900, split_num=6, extra_env="checkpoint.interval = 1000\n"
+                           "micro-batch.max-rows = 300\njob.retry.times = 0")
+    failed = local.run(text)
+    assert failed.status == "FAILED" and parquet_ids(out) == list(range(300)), failed.error
+    (pipeline,) = failed.pipelines()
+    backup = str(tmp_path / "backup")
+    shutil.copytree(pipeline.checkpoint_dir, backup, symlinks=True)
+    shutil.rmtree(pipeline.checkpoint_dir)
+    return failed, text, pipeline.checkpoint_dir, backup
 
 
 def _fresh_lineage_dies_after_batch_1(local, job_id: str, monkeypatch):

@@ -116,10 +116,9 @@ def test_a_save_modes_decision_is_no_batch(leader, tmp_path):
     assert _job(store).incarnation == 2
 
 
-@both_stores
-def test_a_directory_of_another_lineage_than_the_last_decided_is_refused(leader, tmp_path):
-    """Review 2, F2: lineage l1 decided batch 0; a fresh start's lineage l2 decided 0 and 1. A backup
-    of l1's directory put back is older than l2's batches; l2's own directory is resumed."""
+def fresh_start_after_a_backup(leader, tmp_path):
+    """Lineage l1 decided batch 0 (incarnation 1), its directory backed up; resumed with --fallback
+    fresh, whose driver made the empty directory of lineage l2. (coordinator, store, directory, backup)"""
     coordinator, store, directory = _decided_then_cancelled(leader, tmp_path, 0, CHECKPOINTED)
     _planned(directory, 0)
     backup = str(tmp_path / "backup")
@@ -127,6 +126,14 @@ def test_a_directory_of_another_lineage_than_the_last_decided_is_refused(leader,
     intents.resume(store, "j1", fallback="fresh", actor="t")
     prepare_checkpoint(directory, 2, None, 1, time.time)
     _prepared(directory, lineage="l2")
+    return coordinator, store, directory, backup
+
+
+@both_stores
+def test_a_directory_of_another_lineage_than_the_last_decided_is_refused(leader, tmp_path):
+    """Review 2, F2: lineage l1 decided batch 0; a fresh start's lineage l2 decided 0 and 1. A backup
+    of l1's directory put back is older than l2's batches; l2's own directory is resumed."""
+    coordinator, store, directory, backup = fresh_start_after_a_backup(leader, tmp_path)
     _planned(directory, 1)
     _decided(store, 0, lineage="l2")
     _decided(store, 1, lineage="l2")

@@ -17,11 +17,10 @@ import pytest
 from sqlalchemy import insert, select
 
 from seatide import intents
-from seatide.runtime.checkpoint_move import prepare_checkpoint
 from seatide.store import schema as s
 from seatide.store.decided_batches import lost_lineage, newest_decided
 from seatide.store.restore import run_first_incarnation
-from tests.store.test_decided_batches import CHECKPOINTED, _decided_then_cancelled, _planned, _prepared, _refusal
+from tests.store.test_decided_batches import _refusal, fresh_start_after_a_backup
 from tests.store.test_owed_prepare import _cancel, _job, leader  # noqa: F401  leader
 
 both_stores = pytest.mark.parametrize("store_url", ["sqlite", "postgresql"], indirect=True)
@@ -43,13 +42,7 @@ def _save_modes_decided(store, record: dict) -> None:
 def _fresh_start_decided_save_modes(leader, tmp_path, record: dict) -> tuple[object, str]:
     """Lineage l1 decided batch 0 (incarnation 1); its directory backed up; a fresh start (incarnation 2,
     lineage l2) decided ``record`` for its target and no batch, cancelled; l1's backup put back."""
-    coordinator, store, directory = _decided_then_cancelled(leader, tmp_path, 0, CHECKPOINTED)
-    _planned(directory, 0)
-    backup = str(tmp_path / "backup")
-    shutil.copytree(directory, backup)
-    intents.resume(store, "j1", fallback="fresh", actor="t")
-    prepare_checkpoint(directory, 2, None, 1, time.time)
-    _prepared(directory, lineage="l2")
+    coordinator, store, directory, backup = fresh_start_after_a_backup(leader, tmp_path)
     _save_modes_decided(store, record)
     _cancel(coordinator, store)
     shutil.rmtree(directory)
@@ -90,11 +83,7 @@ def test_a_backup_is_resumed_when_no_later_lineage_destroyed_its_output(leader, 
 def test_the_fresh_starts_own_directory_is_resumed(leader, tmp_path):
     """The fresh start's own directory (lineage l2, whose preparation destroyed the output) is resumed
     plainly: it never counted on what was destroyed."""
-    coordinator, store, directory = _decided_then_cancelled(leader, tmp_path, 0, CHECKPOINTED)
-    _planned(directory, 0)
-    intents.resume(store, "j1", fallback="fresh", actor="t")
-    prepare_checkpoint(directory, 2, None, 1, time.time)
-    _prepared(directory, lineage="l2")
+    coordinator, store, _, _ = fresh_start_after_a_backup(leader, tmp_path)
     _save_modes_decided(store, DROPPED)
     _cancel(coordinator, store)
     intents.resume(store, "j1", actor="t")
