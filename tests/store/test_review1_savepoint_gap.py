@@ -92,6 +92,14 @@ def test_a_savepoint_without_a_failed_pipeline_is_not_resumed_from_a_directory_n
         moved = "moved"
     except OSError as exc:
         moved = f"{type(exc).__name__}: {exc}"
+    # the new incarnation fails (its retries spent on that error); the next plain resume:
+    with store.write() as conn:
+        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(status="FAILED", desired="RUN"))
+    try:
+        resume_job(store, "j1", plan=plan, text=text, variables={})
+        then = "accepted"
+    except RestoreRefused as refused:
+        then = f"refused: {refused}"
     pytest.fail(f"resume from savepoint 3 accepted; pipeline 2 (FAILED, not in the savepoint, its own checkpoint "
                 f"at batch 1 in place) is to be copied from {source}, which does not exist; the new "
-                f"incarnation's driver, on every attempt: {moved}")
+                f"incarnation's driver, on every attempt: {moved}. The next plain resume: {then}")
