@@ -54,6 +54,7 @@ class OwedMove:
     released: bool = False      # a fresh start forced by a release: the old positions are gone
     unreadable: str | None = None   # its mark cannot be read: whether it was made is unknown
     moved_by: int | None = None     # the directory in place: the incarnation whose move made it (its mark)
+    never_held: int | None = None   # a copy from this savepoint, which does not hold the pipeline (store/restore.py)
 
     @property
     def carried_fresh(self) -> bool:
@@ -151,5 +152,9 @@ def owed_copy_problem(owed: OwedMove, problem: str | None) -> str | None:
 def replanned(owed: OwedMove, problem: str | None) -> str:
     """What the answer says of a fresh start no release forced, planned again."""
     now = f"it is restored from the checkpoint in place" if problem is None else f"now: {problem}"
+    if owed.never_held is not None:
+        return (f"incarnation {owed.incarnation} was to restore it from savepoint {owed.never_held}, which does not "
+                f"hold it (it had not finished when that savepoint was taken), and never could; it was re-planned "
+                f"from its directory: {now}")
     return (f"incarnation {owed.incarnation} was to start it over ({owed.reason}) and its driver never did; no "
             f"release forced it, so it was re-planned from its directory: {now}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy import and_, func, insert, or_, select, update
 
@@ -124,6 +124,7 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
         # A savepoint named now and a release both say what each directory becomes, owed move or
         # not: the marks owed_moves reads are not read then (an unreadable one blocks nothing).
         owed = owed_moves(conn, job, old) if savepoint is None and job.release is None else {}
+        owed = {pid: _never_held(conn, job, pid, o) for pid, o in owed.items()}
         # A re-planned fresh start restores the directory in place: its batch is on no fresh start's row.
         in_place = {pid: batch_in_place(conn, job_id, pid, o, first) for pid, o in owed.items() if o.source is None}
     if job.release is not None:
@@ -174,7 +175,47 @@ def _savepoint(conn, job, savepoint_id: int):
     if row is None:
         raise RestoreRefused(f"job {job_id} has no savepoint {savepoint_id}; `seatide checkpoints {job_id}` "
                              "lists its savepoints")
+    missing = left_out(conn, row)
+    if missing:
+        raise RestoreRefused(
+            f"savepoint {savepoint_id} of job {job_id} is not a savepoint of the whole job: it does not hold "
+            f"pipeline{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}, which had not finished (it "
+            "failed while the stop with a savepoint waited for its running batch), so it cannot restore the job as "
+            f"it was. Resume without --from (`seatide resume {job_id}`): every pipeline is restored from its own "
+            "latest checkpoint, none loses or repeats a row")
     return row
+
+
+def left_out(conn, savepoint) -> list[int]:
+    """The pipelines of the savepoint's incarnation that it does not hold and that had not FINISHED.
+
+    A savepoint is all or nothing, as in Flink and SeaTunnel: one that misses a pipeline still to run
+    (its batch failed while the stop waited for it, ``runtime/driver.py``) is no savepoint of the job.
+    Restoring the rest from it and that one from its own checkpoint (the other way out) would make the
+    job's state at savepoint N depend on when it is named: that pipeline's checkpoint moves on with every
+    later incarnation. So a resume refuses it, and no listing offers it; a plain resume restores every
+    pipeline from its own checkpoint, which a stop leaves as the savepoint copied it."""
+    held = json.loads(savepoint.source_offsets or "{}").get("pipelines", {})
+    p = s.pipelines.c
+    return sorted(pid for pid, status in conn.execute(select(p.pipeline_id, p.status).where(and_(
+        p.job_id == savepoint.job_id, p.incarnation == savepoint.incarnation)))
+        if str(pid) not in held and status != PipelineStatus.FINISHED)
+
+
+def _never_held(conn, job, pipeline_id: int, owed: OwedMove) -> OwedMove:
+    """An owed copy from a savepoint that does not hold the pipeline (``left_out``; accepted before it was
+    refused) was never to be made: its directory was never written, every attempt failed to copy it, and
+    the directory in place, never moved, is the pipeline's own checkpoint. It is planned again from there,
+    like a fresh start no release forced, not carried on to fail again (nor left to ``--fallback fresh``)."""
+    if owed.source is None:
+        return owed
+    named = os.path.basename(os.path.dirname(owed.source.rstrip("/")))      # <root>/savepoints/<id>/<pipeline>
+    row = conn.execute(select(s.checkpoints).where(and_(
+        s.checkpoints.c.job_id == job.job_id, s.checkpoints.c.kind == "SAVEPOINT",
+        s.checkpoints.c.checkpoint_id == (int(named) if named.isdigit() else -1)))).first()
+    if row is None or pipeline_id not in left_out(conn, row):
+        return owed
+    return replace(owed, source=None, never_held=row.checkpoint_id)
 
 
 def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[int, OwedMove],
@@ -190,8 +231,8 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
                                        "it is new: the job had no such pipeline"))
             continue
         in_savepoint = savepoint is not None and str(pipeline.pipeline_id) in saved.get("pipelines", {})
-        # A pipeline the savepoint does not hold had finished before it was taken: its output
-        # is complete, and there is nothing of it to restore (found by the simulation, seed 24).
+        # A pipeline the savepoint does not hold had finished before it was taken (``left_out``
+        # refused any other): its output is complete, nothing of it to restore (simulation, seed 24).
         finished = previous.status == PipelineStatus.FINISHED and not in_savepoint
         changed = changed_sources(pipeline, previous.fingerprint, finished)       # finished, it starts over
         entry = PipelinePlan(pipeline.pipeline_id, previous.checkpoint_dir, fingerprint, finished and not changed)
@@ -317,15 +358,15 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
 
 
 def savepoint_ids(store: Store, job_id: str) -> list[int]:
-    """The job's current run's completed savepoints, oldest first."""
+    """The job's current run's completed savepoints of the whole job (``left_out``), oldest first."""
     with store.read() as conn:
         job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
         if job is None:
             return []
-        return list(conn.execute(select(s.checkpoints.c.checkpoint_id).where(and_(
+        return [row.checkpoint_id for row in conn.execute(select(s.checkpoints).where(and_(
             s.checkpoints.c.job_id == job_id, s.checkpoints.c.kind == "SAVEPOINT",
             s.checkpoints.c.status == "COMPLETED", s.checkpoints.c.incarnation >= run_first_incarnation(conn, job)))
-            .order_by(s.checkpoints.c.checkpoint_id)).scalars())
+            .order_by(s.checkpoints.c.checkpoint_id)) if not left_out(conn, row)]
 
 
 def latest_savepoint_id(store: Store, job_id: str) -> int | None:
