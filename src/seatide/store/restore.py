@@ -179,9 +179,9 @@ def _savepoint(conn, job, savepoint_id: int):
     if missing:
         raise RestoreRefused(
             f"savepoint {savepoint_id} of job {job_id} is not a savepoint of the whole job: it does not hold "
-            f"pipeline{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}, which had not finished (it "
-            "failed while the stop with a savepoint waited for its running batch), so it cannot restore the job as "
-            f"it was. Resume without --from (`seatide resume {job_id}`): every pipeline is restored from its own "
+            f"pipeline{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}, which had not finished (a "
+            "pipeline whose batch fails while the stop with a savepoint waits for it is left out), so it cannot "
+            f"restore the job as it was. Resume without --from (`seatide resume {job_id}`): every pipeline is restored from its own "
             "latest checkpoint, none loses or repeats a row")
     return row
 
