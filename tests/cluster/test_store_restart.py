@@ -52,9 +52,12 @@ def test_restarting_the_stores_server_never_gives_a_job_two_drivers(restartable_
     cluster = Cluster(url, str(tmp_path / "data"))
     out = str(tmp_path / "out")
     try:
-        cluster.coordinator("c1")
-        cluster.worker("w1", extra=["--warm-drivers", "0"])
-        spare = cluster.worker("w2", extra=["--warm-drivers", "1"])   # ready to take a replacement at once
+        # Side by side, then waited for: each spends seconds importing, one after the other.
+        c1 = cluster.coordinator("c1", wait=False)
+        w1 = cluster.worker("w1", extra=["--warm-drivers", "0"], wait=False)
+        spare = cluster.worker("w2", extra=["--warm-drivers", "1"], wait=False)   # ready to take a replacement at once
+        cluster.wait_serving(c1)
+        cluster.wait_registered(w1, spare)
         cluster.submit(streaming_job(out, read_interval_ms=200), "restarts")
         # The restarts begin once the job checkpoints and w2 holds a ready warm driver (a wrong
         # replacement would start at once and be seen), not after a count of checkpoints.

@@ -79,13 +79,15 @@ def test_a_cut_off_driver_is_replaced_and_publishes_nothing_after_the_heal(parti
     gate = str(tmp_path / "gate")
     out = str(tmp_path / "out")
     try:
-        cluster.coordinator("c1")
+        c1 = cluster.coordinator("c1", wait=False)
         # Alone at first, so the job lands on it; its drivers pass one batch, then hold the
-        # next one staged, right before its decision.
+        # next one staged, right before its decision. Started beside c1, then both waited for.
         cut = CutWorker.inside(partition, store_url)
         cluster.other_store_urls.append(cut.store_url)
-        cluster.worker(CUT_WORKER, env={**partition.env, "SEATIDE_FAILPOINTS": f"sink.before_decision=gate:1:{gate}"},
-                       wrap=partition.wrap([]), store_url=cut.store_url)
+        w_cut = cluster.worker(CUT_WORKER, env={**partition.env, "SEATIDE_FAILPOINTS": f"sink.before_decision=gate:1:{gate}"},
+                               wrap=partition.wrap([]), store_url=cut.store_url, wait=False)
+        cluster.wait_serving(c1)
+        cluster.wait_registered(w_cut)
         # Three batches: the zombie decides the first, holds the second staged; the replacement
         # decides that one and the last.
         job_id = cluster.submit(batch_job(out, rows=300, rows_per_batch=100, retries=5, name="cut"), "cut")
