@@ -306,12 +306,19 @@ def test_random_transactions_survive_driver_kills_without_upserts(tmp_path, requ
     transactions with key changes, deletes, large values and edge numerics while the job's
     driver is SIGKILLed once mid-way; enable_upsert = false; the target ends equal to the source.
     One kill is the story (transactions before it, the restart, transactions after it); a
-    resumed driver killed again is the soak set's (many kills, below)."""
+    resumed driver killed again is the soak set's (many kills, below), and so is a TRUNCATE's
+    way out (a new job, a new snapshot).
+
+    Seed 20 kills the driver after 11 of the 20 transactions and draws no TRUNCATE: the 9 after
+    the kill reach the target through the restarted driver's replay from its checkpoint. Seed 11
+    did neither: all 20 (a TRUNCATE among them) came before its kill, the restarted driver failed
+    the job on the TRUNCATE, and the target was made equal by a second job's new snapshot, one
+    `seatide run`, driver and snapshot more than the story needs, and no change after the kill."""
     from seatide.testing.cdc_job_check import run_job_check
 
     source, target = _check_endpoints("postgres", request)
-    ran = run_job_check(source, target, upsert=False, seed=11, transactions=20, kills=1, workdir=str(tmp_path))
-    assert ran["kills"] == 1, ran
+    ran = run_job_check(source, target, upsert=False, seed=20, transactions=20, kills=1, workdir=str(tmp_path))
+    assert ran["kills"] == 1 and ran["truncates"] == 0, ran
 
 
 @pytest.mark.soak
