@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from sqlalchemy import and_, func, insert, or_, select, update
 
@@ -37,7 +37,8 @@ from seatide.store.owed_moves import (OwedMove, batch_in_place, carried_copy, ca
 from seatide.store.paths import under
 from seatide.store.release_line import last_release, in_place_problem, refuse_savepoint_before
 from seatide.store.resumable import check_resumable, refuse_if_expiring, refuse_released
-from seatide.store.runs import spark_checkpoint_dir
+from seatide.store.runs import pipeline_dir, spark_checkpoint_dir
+from seatide.store.savepoint_scope import held, left_out, never_held, not_held, not_held_problem
 from seatide.store.started_over import started_over
 from seatide.store.states import ATTEMPT_LIVE, AttemptState, JobStatus, PipelineStatus
 from seatide.timeouts import Timeouts
@@ -124,15 +125,17 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
         # A savepoint named now and a release both say what each directory becomes, owed move or
         # not: the marks owed_moves reads are not read then (an unreadable one blocks nothing).
         owed = owed_moves(conn, job, old) if savepoint is None and job.release is None else {}
-        owed = {pid: _never_held(conn, job, pid, o) for pid, o in owed.items()}
+        owed = {pid: never_held(conn, job, pid, o) for pid, o in owed.items()}
         # A re-planned fresh start restores the directory in place: its batch is on no fresh start's row.
         in_place = {pid: batch_in_place(conn, job_id, pid, o, first) for pid, o in owed.items() if o.source is None}
+        unheld = not_held(conn, job, savepoint) if savepoint is not None else {}
+        in_run = _run_until(conn, job, first)
     if job.release is not None:
         refuse_released(job, fallback)
     if savepoint is not None:
         refuse_savepoint_before(job_id, savepoint, released)
     pipelines = _plan_pipelines(plan, old, completed, savepoint, owed, released, in_place, decided_moves(job),
-                                made_empty, decided)
+                                made_empty, decided, unheld, in_run)
     if job.release is not None:
         for p in pipelines:        # fallback fresh: every unfinished pipeline starts over
             if not p.finished:
@@ -165,6 +168,14 @@ def run_first_incarnation(conn, job) -> int:
     return (last or 0) + 1
 
 
+def _run_until(conn, job, first: int) -> dict[int, int]:
+    """Each pipeline the run has had, with a checkpoint directory: the last incarnation that had it."""
+    p = s.pipelines.c
+    return dict(conn.execute(select(p.pipeline_id, func.max(p.incarnation)).where(and_(
+        p.job_id == job.job_id, p.incarnation >= first, p.incarnation <= job.incarnation, p.checkpoint_dir != ""))
+        .group_by(p.pipeline_id)).all())
+
+
 def _savepoint(conn, job, savepoint_id: int):
     """One of the current run's savepoints: an earlier run of the job id is another job."""
     job_id = job.job_id
@@ -186,54 +197,29 @@ def _savepoint(conn, job, savepoint_id: int):
     return row
 
 
-def left_out(conn, savepoint) -> list[int]:
-    """The pipelines of the savepoint's incarnation that it does not hold and that had not FINISHED.
-
-    A savepoint is all or nothing, as in Flink and SeaTunnel: one that misses a pipeline still to run
-    (its batch failed while the stop waited for it, ``runtime/driver.py``) is no savepoint of the job.
-    Restoring the rest from it and that one from its own checkpoint (the other way out) would make the
-    job's state at savepoint N depend on when it is named: that pipeline's checkpoint moves on with every
-    later incarnation. So a resume refuses it, and no listing offers it; a plain resume restores every
-    pipeline from its own checkpoint, which a stop leaves as the savepoint copied it."""
-    held = json.loads(savepoint.source_offsets or "{}").get("pipelines", {})
-    p = s.pipelines.c
-    return sorted(pid for pid, status in conn.execute(select(p.pipeline_id, p.status).where(and_(
-        p.job_id == savepoint.job_id, p.incarnation == savepoint.incarnation)))
-        if str(pid) not in held and status != PipelineStatus.FINISHED)
-
-
-def _never_held(conn, job, pipeline_id: int, owed: OwedMove) -> OwedMove:
-    """An owed copy from a savepoint that does not hold the pipeline (``left_out``; accepted before it was
-    refused) was never to be made: its directory was never written, every attempt failed to copy it, and
-    the directory in place, never moved, is the pipeline's own checkpoint. It is planned again from there,
-    like a fresh start no release forced, not carried on to fail again (nor left to ``--fallback fresh``)."""
-    if owed.source is None:
-        return owed
-    named = os.path.basename(os.path.dirname(owed.source.rstrip("/")))      # <root>/savepoints/<id>/<pipeline>
-    row = conn.execute(select(s.checkpoints).where(and_(
-        s.checkpoints.c.job_id == job.job_id, s.checkpoints.c.kind == "SAVEPOINT",
-        s.checkpoints.c.checkpoint_id == (int(named) if named.isdigit() else -1)))).first()
-    if row is None or pipeline_id not in left_out(conn, row):
-        return owed
-    return replace(owed, source=None, never_held=row.checkpoint_id)
-
-
 def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[int, OwedMove],
                     released: int | None, in_place: dict[int, int | None], decided: set[int],
-                    made_empty: dict[int, int], decided_batches: dict[int, int]) -> list[PipelinePlan]:
+                    made_empty: dict[int, int], decided_batches: dict[int, int], unheld: dict,
+                    in_run: dict[int, int]) -> list[PipelinePlan]:
     result = []
-    saved = json.loads(savepoint.source_offsets) if savepoint is not None else {}
+    saved = {"pipelines": held(savepoint)} if savepoint is not None else {}
     for pipeline in plan.pipelines:
         previous = old.get(pipeline.pipeline_id)
         fingerprint = pipeline.fingerprint()
-        if previous is None:
-            result.append(PipelinePlan(pipeline.pipeline_id, "", fingerprint, False,
-                                       "it is new: the job had no such pipeline"))
+        if previous is None or not previous.checkpoint_dir:   # "": added by an earlier version, never run
+            result.append(_added(pipeline, old, in_run.get(pipeline.pipeline_id)))
             continue
-        in_savepoint = savepoint is not None and str(pipeline.pipeline_id) in saved.get("pipelines", {})
-        # A pipeline the savepoint does not hold had finished before it was taken (``left_out``
-        # refused any other): its output is complete, nothing of it to restore (simulation, seed 24).
-        finished = previous.status == PipelineStatus.FINISHED and not in_savepoint
+        in_savepoint = savepoint is not None and str(pipeline.pipeline_id) in saved["pipelines"]
+        if savepoint is not None and not in_savepoint:
+            # Decided from the savepoint's incarnation, never copied (store/savepoint_scope.py): FINISHED
+            # then and not run since, it stays FINISHED, its output complete (simulation, seed 24)
+            then, ran_since = unheld.get(pipeline.pipeline_id, (None, None))
+            problem = not_held_problem(savepoint.job_id, savepoint.checkpoint_id, then, ran_since)
+            changed = problem or changed_sources(pipeline, then, True)       # its sources changed: it runs again
+            result.append(PipelinePlan(pipeline.pipeline_id, previous.checkpoint_dir, fingerprint, changed is None,
+                                       changed))
+            continue
+        finished = previous.status == PipelineStatus.FINISHED and savepoint is None
         changed = changed_sources(pipeline, previous.fingerprint, finished)       # finished, it starts over
         entry = PipelinePlan(pipeline.pipeline_id, previous.checkpoint_dir, fingerprint, finished and not changed)
         # A savepoint named now is the newer word: it passed the release line, so it owes nothing
@@ -256,8 +242,9 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
                     savepoint_mode_change(owes.source, entry.from_batch, plan.job.env.micro_batch))
             elif savepoint is not None:
                 source = entry.restore_from = savepoint_dir(previous.checkpoint_dir, savepoint.checkpoint_id)
-                saved_batch = saved.get("pipelines", {}).get(str(pipeline.pipeline_id), -1)
-                entry.problem = inspect_checkpoint(source, pipeline.fits, in_savepoint) or \
+                saved_batch = saved["pipelines"][str(pipeline.pipeline_id)]
+                # the savepoint holds it (any other was decided above): its copy must be there
+                entry.problem = inspect_checkpoint(source, pipeline.fits, True) or \
                     savepoint_mode_change(source, saved_batch, plan.job.env.micro_batch)
                 entry.from_batch = None if saved_batch < 0 else saved_batch
             else:
@@ -279,6 +266,24 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
         result[0].problem = (result[0].problem or "") + f" (pipelines {gone} of the job are missing)"
         result[0].carried = None    # a new problem: the fallback is asked for it, carried decision or not
     return result
+
+
+def _added(pipeline, old: dict, had_until: int | None) -> PipelinePlan:
+    """A pipeline this config adds to the job: it starts from nothing, as a new operator restored from a
+    Flink savepoint that holds no state for it does, in a checkpoint directory of its own beside the
+    others' (as a submission makes them; review 3, F2). Nothing to move: its driver makes the directory
+    as a first attempt does, and a later resume finds it as it would a submitted pipeline's. One the run
+    had before (a resume's config dropped it since) ran and committed rows: started from nothing, it
+    writes them again, which only the fallback may decide."""
+    run_root = os.path.dirname(next(p.checkpoint_dir for p in old.values() if p.checkpoint_dir).rstrip("/"))
+    entry = PipelinePlan(pipeline.pipeline_id, pipeline_dir(run_root, pipeline.pipeline_id), pipeline.fingerprint(),
+                         False)
+    if had_until is None:
+        entry.note = "it is new (the job had no such pipeline): it starts from nothing, as at a submission"
+    else:
+        entry.problem = (f"the job had it until incarnation {had_until} (a resume's config left it out since): "
+                         "started from nothing, it would write again the rows it committed then")
+    return entry
 
 
 def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepoint, fallback, pinned_worker,

@@ -1,0 +1,98 @@
+"""What a savepoint holds, and what it says of the pipelines it does not hold (store/restore.py).
+
+A savepoint is all or nothing, as in Flink and SeaTunnel: it holds every pipeline of its
+incarnation that had not FINISHED (``left_out`` refuses any other). A pipeline it does not hold is
+decided from the savepoint's own incarnation, never from the job's current one, and never by a
+copy from ``savepoints/<id>/<pipeline>``, which that savepoint did not write (review 3, F1):
+
+* FINISHED then, and not run again since: it stays FINISHED, as restoring the savepoint rewinds the
+  job to that point (or runs again if its sources changed since then: ``changed_sources``);
+* run again by a later incarnation (its sources changed, a fresh start): that run's rows are in its
+  sinks and the savepoint knows nothing of them. Kept FINISHED, the rest of that run is lost; started
+  over, what it committed is written again. So ``--from`` is refused naming it (``--fallback fresh``
+  starts it over, explicitly); a plain resume goes on from its own latest checkpoint;
+* not in the job when the savepoint was taken: the savepoint holds nothing of it and it has run
+  since; refused likewise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+
+from sqlalchemy import and_, func, select
+
+from seatide.store import schema as s
+from seatide.store.owed_moves import OwedMove
+from seatide.store.states import PipelineStatus
+
+
+def held(savepoint) -> dict[str, int]:
+    """The pipelines the savepoint holds: {pipeline id as text: its newest batch, -1 for none}."""
+    return json.loads(savepoint.source_offsets or "{}").get("pipelines", {})
+
+
+def left_out(conn, savepoint) -> list[int]:
+    """The pipelines of the savepoint's incarnation that it does not hold and that had not FINISHED.
+
+    One that misses a pipeline still to run (its batch failed while the stop waited for it,
+    ``runtime/driver.py``) is no savepoint of the job. Restoring the rest from it and that one from its
+    own checkpoint (the other way out) would make the job's state at savepoint N depend on when it is
+    named: that pipeline's checkpoint moves on with every later incarnation. So a resume refuses it, and
+    no listing offers it; a plain resume restores every pipeline from its own checkpoint, which a stop
+    leaves as the savepoint copied it."""
+    saved = held(savepoint)
+    p = s.pipelines.c
+    return sorted(pid for pid, status in conn.execute(select(p.pipeline_id, p.status).where(and_(
+        p.job_id == savepoint.job_id, p.incarnation == savepoint.incarnation)))
+        if str(pid) not in saved and status != PipelineStatus.FINISHED)
+
+
+def never_held(conn, job, pipeline_id: int, owed: OwedMove) -> OwedMove:
+    """An owed copy from a savepoint that does not hold the pipeline (``left_out``, or one FINISHED then
+    and run again since; accepted before it was refused) was never to be made: its directory was never
+    written, every attempt failed to copy it, and the directory in place, never moved, is the pipeline's
+    own checkpoint. It is planned again from there, like a fresh start no release forced, not carried on
+    to fail again (nor left to ``--fallback fresh``)."""
+    if owed.source is None:
+        return owed
+    named = os.path.basename(os.path.dirname(owed.source.rstrip("/")))      # <root>/savepoints/<id>/<pipeline>
+    row = conn.execute(select(s.checkpoints).where(and_(
+        s.checkpoints.c.job_id == job.job_id, s.checkpoints.c.kind == "SAVEPOINT",
+        s.checkpoints.c.checkpoint_id == (int(named) if named.isdigit() else -1)))).first()
+    if row is None or str(pipeline_id) in held(row):
+        return owed
+    return replace(owed, source=None, never_held=row.checkpoint_id)
+
+
+def not_held(conn, job, savepoint) -> dict[int, tuple[str | None, int | None]]:
+    """For each pipeline of the job since the savepoint that it does not hold: its fingerprint in the
+    savepoint's incarnation (None: the job had no such pipeline then), and the first later incarnation,
+    up to the current one, that was to run it (None: it stayed FINISHED)."""
+    p = s.pipelines.c
+    saved = held(savepoint)
+    then = dict(conn.execute(select(p.pipeline_id, p.fingerprint).where(and_(
+        p.job_id == job.job_id, p.incarnation == savepoint.incarnation))).all())
+    ran = dict(conn.execute(select(p.pipeline_id, func.min(p.incarnation)).where(and_(
+        p.job_id == job.job_id, p.incarnation > savepoint.incarnation, p.incarnation <= job.incarnation,
+        p.status != PipelineStatus.FINISHED)).group_by(p.pipeline_id)).all())
+    return {pid: (then.get(pid), ran.get(pid)) for pid in set(then) | set(ran) if str(pid) not in saved}
+
+
+def not_held_problem(job_id: str, savepoint_id: int, fingerprint_then: str | None, ran_since: int | None) -> str | None:
+    """Why ``--from`` the savepoint cannot restore a pipeline it does not hold, or None: it stays as it
+    was then (FINISHED, unless its sources changed since, which ``changed_sources`` says)."""
+    way_on = (f"resume without --from (`seatide resume {job_id}`), which goes on from its own latest checkpoint, "
+              "or start it over explicitly with --fallback fresh")
+    if fingerprint_then is None:
+        return (f"savepoint {savepoint_id} was taken before the job had this pipeline: it holds nothing of it, and "
+                f"the rows it committed since would be written again; {way_on}")
+    if ran_since is not None:
+        return (f"savepoint {savepoint_id} does not hold it (it had FINISHED then), and incarnation {ran_since} ran "
+                "it again since (its sources changed, or it was started over): kept FINISHED it would lose the "
+                f"rest of that run, started over it would write again what that run committed; {way_on}")
+    return None
+
+
+__all__ = ["held", "left_out", "never_held", "not_held", "not_held_problem"]
