@@ -119,6 +119,6 @@ def test_a_job_resumed_from_such_a_savepoint_before_resumes_from_the_checkpoint_
         prepare_checkpoint(dirs[2], 2, copies["2"], 1, time.time)
     answer = resume_job(store, "j1", plan=plan, text=text, variables={})
     assert answer == ["pipeline 2: incarnation 2 was to restore it from savepoint 3, which does not hold it (it had "
-                      "not finished when that savepoint was taken), and never could; it was re-planned from its "
+                      "not finished when that savepoint was taken, or it ran again after it had), and never could; it was re-planned from its "
                       "directory: it is restored from the checkpoint in place"]
     assert _restored_in_place(store) == {1: 1, 2: 1}

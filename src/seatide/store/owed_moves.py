@@ -54,7 +54,7 @@ class OwedMove:
     released: bool = False      # a fresh start forced by a release: the old positions are gone
     unreadable: str | None = None   # its mark cannot be read: whether it was made is unknown
     moved_by: int | None = None     # the directory in place: the incarnation whose move made it (its mark)
-    never_held: int | None = None   # a copy from this savepoint, which does not hold the pipeline (store/restore.py)
+    never_held: int | None = None   # a copy from this savepoint, which does not hold the pipeline (savepoint_scope.py)
 
     @property
     def carried_fresh(self) -> bool:
@@ -154,7 +154,7 @@ def replanned(owed: OwedMove, problem: str | None) -> str:
     now = f"it is restored from the checkpoint in place" if problem is None else f"now: {problem}"
     if owed.never_held is not None:
         return (f"incarnation {owed.incarnation} was to restore it from savepoint {owed.never_held}, which does not "
-                f"hold it (it had not finished when that savepoint was taken), and never could; it was re-planned "
-                f"from its directory: {now}")
+                "hold it (it had not finished when that savepoint was taken, or it ran again after it had), and never "
+                f"could; it was re-planned from its directory: {now}")
     return (f"incarnation {owed.incarnation} was to start it over ({owed.reason}) and its driver never did; no "
             f"release forced it, so it was re-planned from its directory: {now}")
