@@ -4,7 +4,7 @@ resume finishes with every row once (outside review 1, F1).
 A stop with a savepoint waits for each pipeline's running batch (``runtime/driver.py``, ``_supervise``).
 Pipeline 2's batch 1 breaks its Assert sink's MAX_ROW meanwhile: pipeline 2 ends FAILED, pipeline 1
 SAVEPOINT_DONE, and ``_take_savepoint`` copies pipeline 1 alone. A savepoint is all or nothing
-(``store/restore.py``, ``left_out``): ``--from`` it is refused, naming pipeline 2 and the plain resume;
+(``store/savepoint_scope.py``, ``left_out``): ``--from`` it is refused, naming pipeline 2 and the plain resume;
 that resume restores each pipeline from its own checkpoint and the job FINISHES, each sink holding every
 row once (pipeline 2's file sink too, whose batch 1 was written before its Assert failed).
 

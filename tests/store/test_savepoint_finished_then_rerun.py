@@ -6,9 +6,11 @@ that pipeline had run again (``resume --config changed.conf --fallback fresh``):
 savepoint was accepted and planned a copy from ``savepoints/<id>/<pipeline>``, which that savepoint never
 wrote; every attempt failed, and the next plain resume refused the owed copy.
 
-The promise: such a resume is refused naming the pipeline and the way on (store/savepoint_scope.py: kept
-FINISHED the rest of its rerun is lost, started over what the rerun committed is written again); the plain
-resume goes on from its own latest checkpoint; a job an earlier version accepted that way resumes plainly.
+The promise (store/savepoint_scope.py): a pipeline the savepoint does not hold is decided from the
+savepoint's incarnation and never copied. With the sources it had then it stays FINISHED (the job rewound to
+that point, as Flink restores a finished task); with changed sources it must run again from nothing, so
+``--from`` is refused naming it and the plain resume, which goes on from the rerun's own checkpoint (or
+``--fallback fresh`` starts it over, explicitly). A job an earlier version accepted that way resumes plainly.
 State as the driver and leader leave it; no driver runs.
 """
 
@@ -108,19 +110,31 @@ def _restore(store) -> tuple[dict, dict]:
     return json.loads(job.restore), rows
 
 
-def test_from_an_older_savepoint_a_pipeline_finished_then_rerun_is_refused_naming_it(store, rerun):
+def test_from_an_older_savepoint_a_pipeline_finished_then_rerun_on_changed_sources_is_refused_naming_it(
+        store, rerun):
     text, changed, plan2, dirs = rerun
-    for config in (changed, text):      # the rerun's sources, or the ones the savepoint knew: refused either way
-        with pytest.raises(RestoreRefused) as refused:
-            resume_job(store, "j1", plan=build_plan(load_job_text(config)), text=config, variables={}, savepoint_id=4)
-        message = str(refused.value)
-        assert "pipeline 2: savepoint 4 does not hold it (it had FINISHED then), and incarnation 2 ran it again" \
-            in message
-        assert "resume without --from (`seatide resume j1`)" in message
+    with pytest.raises(RestoreRefused) as refused:
+        resume_job(store, "j1", plan=plan2, text=changed, variables={}, savepoint_id=4)
+    message = str(refused.value)
+    assert "pipeline 2: it FINISHED before, but its sources changed" in message
+    assert ("and savepoint 4 holds nothing of it (it had FINISHED then); incarnation 2 ran it again since: resume "
+            "without --from (`seatide resume j1`)") in message
     # The way on: each pipeline from its own checkpoint; pipeline 2 after its rerun's batch 0, none lost, none again.
     assert resume_job(store, "j1", plan=plan2, text=changed, variables={}) == []
     restore, rows = _restore(store)
     assert restore["prepare"] == {} and restore["fresh"] == [] and rows == {1: 1, 2: 0}
+
+
+def test_from_an_older_savepoint_with_the_sources_it_knew_a_pipeline_finished_then_stays_finished(store, rerun):
+    """Rewound to savepoint 4, as Flink restores a finished task: its output was complete there; what the
+    rerun on other sources committed after that point is the abandoned branch's, as pipeline 1's is."""
+    text, changed, plan2, dirs = rerun
+    assert resume_job(store, "j1", plan=build_plan(load_job_text(text)), text=text, variables={}, savepoint_id=4) == []
+    restore, rows = _restore(store)
+    assert restore["prepare"] == {"1": savepoint_dir(dirs[1], 4)} and rows == {1: 1, 2: None}
+    with store.read() as conn:
+        assert conn.execute(select(s.pipelines.c.status).where(
+            s.pipelines.c.incarnation == 3, s.pipelines.c.pipeline_id == 2)).scalar() == "FINISHED"
 
 
 def test_with_fallback_fresh_it_starts_over_and_no_copy_is_planned_from_a_directory_never_written(store, rerun):
@@ -129,7 +143,8 @@ def test_with_fallback_fresh_it_starts_over_and_no_copy_is_planned_from_a_direct
     restore, rows = _restore(store)
     assert restore["prepare"] == {"1": savepoint_dir(dirs[1], 4), "2": None}
     assert [entry["pipeline"] for entry in restore["fresh"]] == [2] and rows == {1: 1, 2: None}
-    assert answer[0].startswith("pipeline 2: starts over, its checkpoint not restored: savepoint 4 does not hold it")
+    assert answer[0].startswith("pipeline 2: starts over, its checkpoint not restored: it FINISHED before, but its "
+                                "sources changed")
 
 
 def test_a_job_an_earlier_version_resumed_so_resumes_plainly_from_the_checkpoint_in_place(store, rerun):

@@ -5,7 +5,7 @@ one pipeline's batch may fail permanently (bad data): it ends FAILED, the others
 ``_take_savepoint`` copies only those. A resume from that savepoint used to plan the FAILED pipeline's copy
 from ``savepoints/<id>/<pipeline>``, never written: every attempt of the new incarnation failed to copy it,
 and the next plain resume found that copy owed, so only ``--fallback fresh`` went on (its batches written
-again). A savepoint is all or nothing (``store/restore.py``, ``left_out``): ``--from`` it is refused, naming
+again). A savepoint is all or nothing (``store/savepoint_scope.py``, ``left_out``): ``--from`` it is refused, naming
 the pipeline and the way on, it is not listed, and a plain resume restores every pipeline from its own
 checkpoint. A job already stuck (resumed from such a savepoint before) resumes plainly too.
 

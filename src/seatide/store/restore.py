@@ -212,12 +212,12 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
         in_savepoint = savepoint is not None and str(pipeline.pipeline_id) in saved["pipelines"]
         if savepoint is not None and not in_savepoint:
             # Decided from the savepoint's incarnation, never copied (store/savepoint_scope.py): FINISHED
-            # then and not run since, it stays FINISHED, its output complete (simulation, seed 24)
+            # then, it stays FINISHED, its output complete at that point (simulation, seed 24)
             then, ran_since = unheld.get(pipeline.pipeline_id, (None, None))
-            problem = not_held_problem(savepoint.job_id, savepoint.checkpoint_id, then, ran_since)
-            changed = problem or changed_sources(pipeline, then, True)       # its sources changed: it runs again
-            result.append(PipelinePlan(pipeline.pipeline_id, previous.checkpoint_dir, fingerprint, changed is None,
-                                       changed))
+            problem = not_held_problem(savepoint.job_id, savepoint.checkpoint_id, then, ran_since,
+                                       then and changed_sources(pipeline, then, True))   # changed: it runs again
+            result.append(PipelinePlan(pipeline.pipeline_id, previous.checkpoint_dir, fingerprint, problem is None,
+                                       problem))
             continue
         finished = previous.status == PipelineStatus.FINISHED and savepoint is None
         changed = changed_sources(pipeline, previous.fingerprint, finished)       # finished, it starts over

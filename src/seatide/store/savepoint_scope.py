@@ -5,14 +5,16 @@ incarnation that had not FINISHED (``left_out`` refuses any other). A pipeline i
 decided from the savepoint's own incarnation, never from the job's current one, and never by a
 copy from ``savepoints/<id>/<pipeline>``, which that savepoint did not write (review 3, F1):
 
-* FINISHED then, and not run again since: it stays FINISHED, as restoring the savepoint rewinds the
-  job to that point (or runs again if its sources changed since then: ``changed_sources``);
-* run again by a later incarnation (its sources changed, a fresh start): that run's rows are in its
-  sinks and the savepoint knows nothing of them. Kept FINISHED, the rest of that run is lost; started
-  over, what it committed is written again. So ``--from`` is refused naming it (``--fallback fresh``
-  starts it over, explicitly); a plain resume goes on from its own latest checkpoint;
-* not in the job when the savepoint was taken: the savepoint holds nothing of it and it has run
-  since; refused likewise.
+* FINISHED then: it stays FINISHED, as in Flink (a finished task restored from a savepoint stays
+  finished). Restoring a savepoint rewinds the job to that point, and at that point its output was
+  complete. A later incarnation that ran it again (its sources changed, a fresh start, a rewind to an
+  older savepoint) committed rows after that point, as the pipelines the savepoint holds did: those are
+  the abandoned branch's, for all of them alike (docs/operations.md, "Runs"), and starting this one over
+  would write its rows again. Its sources must still be the ones it read then (``changed_sources``):
+  changed since, it runs again from nothing, which is the fallback's to decide, and the refusal names
+  the plain resume when a later run of it holds a checkpoint to go on from;
+* not in the job when the savepoint was taken: the savepoint holds nothing of it, and it has run since
+  (the run had it): refused likewise, the fallback's.
 """
 
 from __future__ import annotations
@@ -80,19 +82,21 @@ def not_held(conn, job, savepoint) -> dict[int, tuple[str | None, int | None]]:
     return {pid: (then.get(pid), ran.get(pid)) for pid in set(then) | set(ran) if str(pid) not in saved}
 
 
-def not_held_problem(job_id: str, savepoint_id: int, fingerprint_then: str | None, ran_since: int | None) -> str | None:
-    """Why ``--from`` the savepoint cannot restore a pipeline it does not hold, or None: it stays as it
-    was then (FINISHED, unless its sources changed since, which ``changed_sources`` says)."""
-    way_on = (f"resume without --from (`seatide resume {job_id}`), which goes on from its own latest checkpoint, "
-              "or start it over explicitly with --fallback fresh")
+def not_held_problem(job_id: str, savepoint_id: int, fingerprint_then: str | None, ran_since: int | None,
+                     changed: str | None) -> str | None:
+    """Why ``--from`` the savepoint cannot restore a pipeline it does not hold, or None: it stays FINISHED, as
+    it was then. ``changed``: why its sources are not those it had then (``changed_sources``), or None."""
     if fingerprint_then is None:
         return (f"savepoint {savepoint_id} was taken before the job had this pipeline: it holds nothing of it, and "
-                f"the rows it committed since would be written again; {way_on}")
-    if ran_since is not None:
-        return (f"savepoint {savepoint_id} does not hold it (it had FINISHED then), and incarnation {ran_since} ran "
-                "it again since (its sources changed, or it was started over): kept FINISHED it would lose the "
-                f"rest of that run, started over it would write again what that run committed; {way_on}")
-    return None
+                f"the rows it committed since would be written again; resume without --from (`seatide resume "
+                f"{job_id}`), which goes on from its own latest checkpoint, or start it over with --fallback fresh")
+    if changed is None:
+        return None
+    if ran_since is None:
+        return changed
+    return (f"{changed}, and savepoint {savepoint_id} holds nothing of it (it had FINISHED then); incarnation "
+            f"{ran_since} ran it again since: resume without --from (`seatide resume {job_id}`) to go on from its "
+            "own latest checkpoint, or start it over with --fallback fresh")
 
 
 __all__ = ["held", "left_out", "never_held", "not_held", "not_held_problem"]
