@@ -31,6 +31,7 @@ from seatide.runtime.commit_log import write_json_atomic
 from seatide.store import schema as s
 from seatide.store.restore import RestoreRefused, resume_job, savepoint_dir
 from seatide.testing.jobs import batch_job
+from tests.store.test_savepoint_left_out_pipeline import accepted_before
 from tests.store.test_store import store, submit  # noqa: F401  (store is a fixture)
 from tests.stores import sqlite_only
 
@@ -150,17 +151,7 @@ def test_with_fallback_fresh_it_starts_over_and_no_copy_is_planned_from_a_direct
 def test_a_job_an_earlier_version_resumed_so_resumes_plainly_from_the_checkpoint_in_place(store, rerun):
     text, changed, plan2, dirs = rerun
     # What the earlier version recorded for `--from 4`: incarnation 3 copies savepoints/4/<p> in, 4/2 never written.
-    copies = {str(pid): savepoint_dir(d, 4) for pid, d in dirs.items()}
-    with store.write() as conn:
-        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(
-            incarnation=3, status="FAILED", desired="RUN", restored_from="savepoint 4", restore=json.dumps(
-                {"from": "savepoint 4", "fallback": "fail", "fresh": [], "prepare": copies, "carried": [],
-                 "release_incarnation": None})))
-        for pid, batch in ((1, 1), (2, None)):
-            conn.execute(insert(s.pipelines).values(
-                job_id="j1", incarnation=3, pipeline_id=pid, status="FAILED", checkpoint_dir=dirs[pid],
-                fingerprint=plan2.pipeline(pid).fingerprint(), rows_read=0, rows_written=0, idle=False,
-                last_batch_id=batch))
+    copies = accepted_before(store, plan2, dirs, 3, 4)
     assert prepare_checkpoint(dirs[1], 3, copies["1"], 3, time.time) is not None
     with pytest.raises(FileNotFoundError):             # what its every attempt did
         prepare_checkpoint(dirs[2], 3, copies["2"], 3, time.time)

@@ -99,20 +99,27 @@ def test_a_savepoint_without_an_unfinished_pipeline_is_refused_and_a_plain_resum
     assert _restored_in_place(store) == {1: 1, 2: 1}
 
 
+def accepted_before(store, plan, dirs: dict, incarnation: int, savepoint_id: int) -> dict[str, str]:
+    """What an earlier version's resume ``--from`` the savepoint recorded: ``incarnation`` copies
+    savepoints/<id>/<pipeline> in for every pipeline, ended FAILED (pipeline 1 at batch 1). The copies."""
+    copies = {str(pid): savepoint_dir(d, savepoint_id) for pid, d in dirs.items()}
+    with store.write() as conn:
+        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(
+            incarnation=incarnation, status="FAILED", desired="RUN", restored_from=f"savepoint {savepoint_id}",
+            restore=json.dumps({"from": f"savepoint {savepoint_id}", "fallback": "fail", "fresh": [],
+                                "prepare": copies, "carried": [], "release_incarnation": None})))
+        for pid, batch in ((1, 1), (2, None)):
+            conn.execute(insert(s.pipelines).values(
+                job_id="j1", incarnation=incarnation, pipeline_id=pid, status="FAILED", checkpoint_dir=dirs[pid],
+                fingerprint=plan.pipeline(pid).fingerprint(), rows_read=0, rows_written=0, idle=False,
+                last_batch_id=batch))
+    return copies
+
+
 def test_a_job_resumed_from_such_a_savepoint_before_resumes_from_the_checkpoint_in_place(store, stopped, tmp_path):
     text, plan, dirs = stopped
     # What a resume from savepoint 3 decided before it was refused: incarnation 2 copies savepoints/3/<p> in.
-    copies = {str(pid): savepoint_dir(d, 3) for pid, d in dirs.items()}
-    with store.write() as conn:
-        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(
-            incarnation=2, status="FAILED", desired="RUN", restored_from="savepoint 3", restore=json.dumps(
-                {"from": "savepoint 3", "fallback": "fail", "fresh": [], "prepare": copies, "carried": [],
-                 "release_incarnation": None})))
-        for pid, batch in ((1, 1), (2, None)):
-            conn.execute(insert(s.pipelines).values(
-                job_id="j1", incarnation=2, pipeline_id=pid, status="FAILED", checkpoint_dir=dirs[pid],
-                fingerprint=plan.pipeline(pid).fingerprint(), rows_read=0, rows_written=0, idle=False,
-                last_batch_id=batch))
+    copies = accepted_before(store, plan, dirs, 2, 3)
     # Its driver, on every attempt: pipeline 1's copy is made, pipeline 2's cannot be.
     assert prepare_checkpoint(dirs[1], 2, copies["1"], 1, time.time) is not None
     with pytest.raises(FileNotFoundError):
