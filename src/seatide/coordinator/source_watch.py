@@ -33,7 +33,7 @@ from sqlalchemy import and_, delete, insert, select
 from seatide.store import schema as s
 from seatide.store.clock import store_now
 from seatide.store.db import NotLeader, Store, record_event
-from seatide.store.runs import run_key
+from seatide.store.runs import run_key, spark_checkpoint_dir
 from seatide.store.states import JobStatus
 
 log = logging.getLogger(__name__)
@@ -133,6 +133,37 @@ def newest_offset(conn, job_id: str, pipeline_id: int, index: int) -> dict | Non
     if index < len(sources) and isinstance(sources[index], dict):
         return sources[index]
     return None
+
+
+def positions_gone(job, plan, restored: list[tuple[int, str, int | None]], timeout_s: float = 5.0) -> dict[int, str]:
+    """The pipelines a resume restores in place (id, directory, the batch the store recorded) whose
+    sources' servers no longer have the position their checkpoint resumes from, each with the error
+    its read would fail with (``Source.position_gone``). Asked by the process recording the resume,
+    which reads the checkpoint directories already (store/restore.py): a source it cannot reach (down,
+    or out of its network) is left to the driver's read, which checks the same and fails alike."""
+    from seatide.plugin.base import Source
+    from seatide.runtime.offset_log import logged_offsets
+    from seatide.runtime.spark_checkpoint import restore_point
+
+    key = run_key(job.job_id, job.run_id)
+    gone: dict[int, str] = {}
+    for pipeline_id, directory, recorded in restored:
+        spark_dir = spark_checkpoint_dir(directory)
+        batch = restore_point(spark_dir, recorded)
+        offsets = logged_offsets(spark_dir, batch) if batch is not None else None
+        for index, spec in enumerate(plan.pipeline(pipeline_id).sources):
+            offset = offsets[index] if offsets and index < len(offsets) else None
+            if offset is None or type(spec.plugin).position_gone is Source.position_gone:
+                continue
+            try:
+                why = spec.plugin.position_gone(key, pipeline_id, spec.plugin_id, offset, timeout_s)
+            except Exception as exc:  # noqa: BLE001 - not known here: the read decides
+                log.info("job %s pipeline %s: %s's position not checked before the resume (%s); its read will",
+                         job.job_id, pipeline_id, spec.plugin_id, type(exc).__name__)
+                continue
+            if why is not None:
+                gone.setdefault(pipeline_id, why)
+    return gone
 
 
 def measure_job(store: Store, job, sources: JobSources, timeout_s: float) -> list[Measured]:

@@ -164,6 +164,19 @@ class Source(Plugin):
         """
         return None
 
+    def position_gone(self, job_id: str, pipeline_id: int, plugin_id: str, offset: dict,
+                      timeout_s: float) -> str | None:
+        """Why a resume from ``offset`` (the source's part of the checkpoint it restores) can never
+        read on: the server no longer has what it needs (a dropped replication slot, a purged
+        binlog file), in the words its read would fail with. None when it may, or when it cannot
+        be told without reading (the read checks again).
+
+        Asked by a resume before its incarnation is recorded (intents.resume): a job whose position
+        is gone fails then, not after a driver has started Spark to find it out. May raise (the
+        server is down): the resume then goes on, and its driver's read decides.
+        """
+        return None
+
     def shared_names(self) -> tuple[str, ...]:
         """Names of what the source holds outside Spark that the user chose (``slot.name``)
         rather than SeaTide from the job and run: every run naming them may be reading through

@@ -19,11 +19,11 @@ from seatide.connectors.cdc_tables import pattern_refusal, split_names
 from seatide.connectors.jdbc.url import MYSQL, JdbcUrl, JdbcUrlError
 from seatide.connectors.cdc_way_out import START_OVER
 from seatide.connectors.mysql_cdc.catalog import (CapturedTable, CatalogError, ServerConfig, captured_table,
-                                                  check_binlog, current_position, server_identity)
+                                                  binlog_files, check_binlog, current_position, server_identity)
 from seatide.connectors.mysql_cdc.columns import UnsupportedColumn
 from seatide.connectors.mysql_cdc.ddl import UnknownDdl
 from seatide.connectors.mysql_cdc.options import MYSQL_CDC_OPTIONS, SERVER_ID_RANGE
-from seatide.connectors.mysql_cdc.position import BinlogPosition, StreamOffset, binlog_behind
+from seatide.connectors.mysql_cdc.position import BinlogPosition, StreamOffset, binlog_behind, lost_position_message
 from seatide.connectors.mysql_cdc.shapes import ShapeError, after_ddl, numbered
 from seatide.plugin.base import HeldPosition, PermanentError, ReadContext, Source, use_python_data_source
 from seatide.plugin.evolution import COLUMN_ID, RETIRED
@@ -308,6 +308,23 @@ class MySqlCdcSource(Source):
         behind, lost = binlog_behind(position, logs)
         state = "purged" if lost else "behind" if behind is not None else "file not on this server"
         return HeldPosition(str(position), behind, lost=lost, state=state)
+
+    def position_gone(self, job_id: str, pipeline_id: int, plugin_id: str, offset: dict,
+                      timeout_s: float) -> str | None:
+        """A checkpoint's binlog file purged from the server it came from (another server's is
+        the read's to place by GTID: stream.py)."""
+        try:
+            at = StreamOffset.from_json(offset)
+        except (ValueError, KeyError, TypeError):
+            return None
+        if at.position is None:
+            return None
+        config = replace(self.server_config(), connect_timeout_s=max(1.0, timeout_s), max_retries=0)
+        with config.connect(read_timeout=max(1, int(timeout_s))) as db:
+            if at.server is not None and at.server != server_identity(db):
+                return None
+            files = binlog_files(db)
+        return lost_position_message(at.position, files[0] if files else None) if at.position.file not in files else None
 
 
 def _position(conn) -> list | None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from psycopg import errors, sql
 
+from seatide.connectors.cdc_way_out import START_OVER
 from seatide.connectors.postgres_cdc.pgoutput import format_lsn, parse_lsn
 
 PREFIX = "seatide_"
@@ -126,14 +127,31 @@ def retained(conn, name: str) -> tuple[int | None, str | None] | None:
     return (max(0, int(row[0])) if row[0] is not None else None), row[1]
 
 
+def gone(conn, name: str, found: SlotState | None = None) -> str | None:
+    """Why slot ``name`` can return no change at all any more (it was dropped, the server removed
+    its WAL), whatever position it is read from; None while it exists and has its WAL."""
+    found = found if found is not None else state(conn, name)
+    if found is None:
+        return f"replication slot '{name}' no longer exists"
+    if found.wal_status == "lost":
+        return (f"the server removed the WAL that replication slot '{name}' needs "
+                "(wal_status = lost; see max_slot_wal_keep_size)")
+    return None
+
+
+def lost_position_message(name: str, lsn: int, why: str) -> str:
+    """The error a resume from ``lsn`` of slot ``name`` fails with, in the driver's read or before it."""
+    return (f"Postgres-CDC cannot resume: the checkpoint's position is LSN {format_lsn(lsn)} of replication "
+            f"slot '{name}', but {why}. The changes after that position cannot be read again, and skipping "
+            f"them would lose data: {START_OVER}.")
+
+
 def check_position(conn, name: str, lsn: int) -> None:
     """Raise LostPosition unless the slot can still return every change after ``lsn``."""
     found = state(conn, name)
-    if found is None:
-        raise LostPosition(f"replication slot '{name}' no longer exists")
-    if found.wal_status == "lost":
-        raise LostPosition(f"the server removed the WAL that replication slot '{name}' needs "
-                           "(wal_status = lost; see max_slot_wal_keep_size)")
+    why = gone(conn, name, found) if found is not None else f"replication slot '{name}' no longer exists"
+    if why is not None:
+        raise LostPosition(why)
     if found.confirmed_lsn is not None and found.confirmed_lsn > lsn:
         raise LostPosition(f"replication slot '{name}' has already moved on to LSN "
                            f"{format_lsn(found.confirmed_lsn)} (the checkpoint is older than the slot)")

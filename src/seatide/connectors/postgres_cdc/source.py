@@ -331,6 +331,18 @@ class PostgresCdcSource(Source):
         size, wal_status = found
         return HeldPosition(name, size, lost=wal_status == "lost", state=wal_status)
 
+    def position_gone(self, job_id: str, pipeline_id: int, plugin_id: str, offset: dict,
+                      timeout_s: float) -> str | None:
+        """A checkpoint's LSN whose slot was dropped, or lost its WAL (a slot that only moved on
+        past it is left to the read, which has Spark's own offsets to compare)."""
+        if offset.get("lsn") is None:      # no slot made yet: a start creates it
+            return None
+        name = self.opts["slot.name"] or slot.default_name(job_id, pipeline_id, plugin_id)
+        with self.connect(max(1, int(timeout_s))) as conn:
+            conn.execute(f"SET statement_timeout = {max(1, int(timeout_s * 1000))}")
+            why = slot.gone(conn, name)
+        return slot.lost_position_message(name, offset["lsn"], why) if why is not None else None
+
     def shared_names(self) -> tuple[str, ...]:
         return (self.opts["slot.name"],) if self.opts["slot.name"] else ()
 

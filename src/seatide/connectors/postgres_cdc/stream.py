@@ -48,7 +48,6 @@ from seatide.connectors.cdc_way_out import START_OVER
 from seatide.connectors.postgres_cdc import replication, slot
 from seatide.connectors.postgres_cdc.changes import EVERY_TABLE, Admitted, plan_batch, read_changes
 from seatide.connectors.postgres_cdc.membership import TableGone, check_published, table_dropped
-from seatide.connectors.postgres_cdc.pgoutput import format_lsn
 from seatide.connectors.postgres_cdc.row_batches import RowBatches
 from seatide.connectors.postgres_cdc.tables import CapturedTable, next_boundary, page_query
 from seatide.connectors.postgres_cdc.unchanged import with_unchanged_values
@@ -177,10 +176,7 @@ class PostgresCdcReader(DataSourceStreamReader):
         try:
             slot.check_position(self._db(), self.slot, offset["lsn"])
         except slot.LostPosition as exc:
-            raise permanent_in_worker(
-                f"Postgres-CDC cannot resume: the checkpoint's position is LSN {format_lsn(offset['lsn'])} "
-                f"of replication slot '{self.slot}', but {exc}. The changes after that position cannot "
-                f"be read again, and skipping them would lose data: {START_OVER}.") from None
+            raise permanent_in_worker(slot.lost_position_message(self.slot, offset["lsn"], str(exc))) from None
         self._checked = True
 
     def _check_published(self, start: dict) -> None:
