@@ -129,8 +129,10 @@ def test_a_stream_comes_back_after_every_process_is_killed_and_resumes_from_a_sa
     wait_for(lambda: driver_pids("killall") == [], 10, message="the driver to die with its worker")
     before = _last_id(cluster, "killall")
     with DriverWatch("killall") as watch:
-        cluster.coordinator("c2")
-        cluster.worker("w2")
+        # side by side (the store's schema is in place): two Python starts' wait, not their sum
+        coordinator, worker = cluster.coordinator("c2", wait=False), cluster.worker("w2", wait=False)
+        cluster.wait_serving(coordinator)
+        cluster.wait_registered(worker)
         wait_for(lambda: any(a.worker_id == "w2" and a.state == "RUNNING" for a in cluster.attempts("killall")),
                  120, message="a new attempt running on w2")
         wait_for(lambda: _last_id(cluster, "killall") > before + 1, 120, message="checkpoints continuing")
@@ -215,14 +217,15 @@ def test_attempts_after_drivers_killed_once_a_pipelines_data_ended_end_it_withou
     killed = [str(tmp_path / f"killed-{p}") for p in (1, 2)]
     cluster.arm("ended-data", ",".join([f"driver.batch_start@2=gate:0:{gate}"]
                                        + [f"driver.before_pipeline_end@{p}=once:kill:{m}" for p, m in zip((1, 2), killed)]))
-    cluster.submit(batch_job(out, rows=200, pipelines=2, rows_per_batch=100), "ended-data")
+    # one batch each: the story is each pipeline's end, which follows its last batch however many ran
+    cluster.submit(batch_job(out, rows=100, pipelines=2, rows_per_batch=100), "ended-data")
     wait_for(lambda: os.path.exists(killed[0]), 300, message="pipeline 1's driver killed before its end")
     open_gate(gate)
     job = cluster.wait_status("ended-data", {"FINISHED", "FAILED"}, timeout=300)
     assert job.status == "FINISHED", job.error_msg
     assert os.path.exists(killed[1]), "no driver was killed before pipeline 2's end"
-    assert_exactly(written_ids(out + "/p0"), range(200))
-    assert_exactly(written_ids(out + "/p1"), range(200, 400))
+    assert_exactly(written_ids(out + "/p0"), range(100))
+    assert_exactly(written_ids(out + "/p1"), range(100, 200))
     attempts = cluster.ended_attempts("ended-data")
 
     def log_of(attempt) -> str:

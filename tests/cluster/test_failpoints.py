@@ -69,15 +69,16 @@ def _cleaned(cluster: Cluster, job_id: str) -> bool:
 def _run_through(cluster: Cluster, tmp_path, envs: list[tuple[str, dict]], job_id: str,
                  env_extra: tuple[str, ...] = (), flags: tuple[str, ...] = ()) -> None:
     cluster.cleanup_delay = 2.0
-    # The first coordinator leads (it serves before the others start); the other coordinators,
-    # then the workers, start side by side, each role waited for as a whole.
+    # The first coordinator leads (it serves before the others start, the store's schema made);
+    # the other coordinators and the workers then start side by side, each role waited for as a whole.
     (first, first_env), *others = [(name, env) for name, env in envs if name.startswith("c")]
     cluster.coordinator(first, env=first_env, extra=list(flags))
-    if others:
-        cluster.wait_serving(*[cluster.coordinator(name, env=env, extra=list(flags), wait=False)
-                               for name, env in others])
-    cluster.wait_registered(*[cluster.worker(name, env=env, extra=list(flags), wait=False)
-                              for name, env in envs if name.startswith("w")])
+    coordinators = [cluster.coordinator(name, env=env, extra=list(flags), wait=False) for name, env in others]
+    workers = [cluster.worker(name, env=env, extra=list(flags), wait=False)
+               for name, env in envs if name.startswith("w")]
+    if coordinators:
+        cluster.wait_serving(*coordinators)
+    cluster.wait_registered(*workers)
     out = str(tmp_path / "out")
     # every crash below costs the job an attempt: enough retries for all of them. Two
     # micro-batches: the point after a sink commit fires at the first, so an attempt resumes
