@@ -11,6 +11,7 @@ then failed: the shared staging copy was gone), so the replacement ran on withou
 from __future__ import annotations
 
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from seatide.runtime.reporter import AttemptReporter
 from seatide.store.db import open_store
 from seatide.testing.cluster import open_gate, wait_for
 from tests.contract.harness import new_attempt, submit
+from tests.store.test_owed_prepare import _released_then_resumed_fresh, leader  # noqa: F401 (a fixture)
 
 ZOMBIE = """
 import sys
@@ -100,3 +102,31 @@ def test_the_set_aside_is_named_by_the_stores_clock(store, tmp_path):
         clock.use_store_clock(None)
     stamp = int(set_aside.rsplit("-", 1)[1]) / 1000
     assert abs(stamp - (time.time() - 86400)) < 60, f"named {time.time() - stamp:.0f} s before this host's now"
+
+
+@pytest.mark.cluster        # a driver process of its own
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_resumed_pipelines_checkpoint_is_put_in_place_while_spark_starts(leader, tmp_path):
+    """The incarnation's driver does the resume's move (a savepoint's copy: seconds for a large
+    state) while its Spark starts, not after it: a driver whose JVM never comes up (no java where
+    JAVA_HOME says) has put the checkpoint in place all the same. Before, the move waited for Spark,
+    and a driver killed at it (tests/cluster/test_checkpoints.py) had spent a whole JVM start."""
+    from sqlalchemy import insert, update
+
+    from seatide.runtime.session import JVM_STARTING, SPARK_CONF_ENV
+    from seatide.store import schema as s
+    from seatide.store.runs import prepared_for
+
+    _, store, directory = _released_then_resumed_fresh(leader, tmp_path)     # incarnation 2: start over
+    with store.write() as conn:
+        attempt = conn.execute(insert(s.attempts).values(
+            job_id="j1", incarnation=2, number=1, worker_id="w", state="LAUNCHING", created_at=time.time(),
+            kill_requested=False)).inserted_primary_key[0]
+        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(current_attempt=attempt))
+    done = subprocess.run([sys.executable, "-m", "seatide.runtime.driver", "driver", "--store", store.url,
+                           "--job-id", "j1", "--attempt", str(attempt), "--heartbeat-interval", "0.2"],
+                          env={**os.environ, SPARK_CONF_ENV: "{}", "JAVA_HOME": str(tmp_path / "no-java")},
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode != 0 and JVM_STARTING in done.stderr, done.stderr[-3000:]     # Spark was started, and failed
+    assert prepared_for(directory) == 2, done.stderr[-3000:]
+    assert [n for n in os.listdir(os.path.dirname(directory)) if ".discarded-" in n], os.listdir(tmp_path)

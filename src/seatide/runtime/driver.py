@@ -49,15 +49,14 @@ def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: T
     job = view.job
     config = load_job_text(job.config, json.loads(job.variables), source_name=f"job {job_id}")
     plan = build_plan(config)
-    prepare = json.loads(job.restore or "{}").get("prepare", {})
+    # done already by a driver process (``_drive``, while Spark started): found done, no work
+    prepare_checkpoints(reporter, view)
     job_sinks = tuple(sink.plugin for pipeline in plan.pipelines for sink in pipeline.sinks)
     runs = []
     for row in view.pipelines:
         if row.status in PIPELINE_TERMINAL:
             log.info("pipeline %s already %s; skipped", row.pipeline_id, row.status)
             continue
-        if str(row.pipeline_id) in prepare:
-            _prepare_checkpoint(reporter, row, job.incarnation, prepare[str(row.pipeline_id)])
         # Names a pipeline gives outside the store (slots, sink transaction ids) are the run's.
         run = PipelineRun(spark, plan.pipeline(row.pipeline_id), config.env, run_key(job_id, job.run_id),
                           row.checkpoint_dir, reporter, stdout, job_sinks)
@@ -78,6 +77,16 @@ def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: T
                                                         if (group := run.job_group()) is not None})
     progress.begin()
     return _supervise(runs, reporter, heartbeat, poll_interval, progress)
+
+
+def prepare_checkpoints(reporter, view) -> None:
+    """What the resume decided for each unfinished pipeline's checkpoint (``view``: the job's
+    ``job_view``). Needs no Spark: a driver does it while its JVM starts, so a savepoint's copy
+    overlaps that start, and an attempt killed during it has not spent a whole JVM start first."""
+    prepare = json.loads(view.job.restore or "{}").get("prepare", {})
+    for row in view.pipelines:
+        if row.status not in PIPELINE_TERMINAL and str(row.pipeline_id) in prepare:
+            _prepare_checkpoint(reporter, row, view.job.incarnation, prepare[str(row.pipeline_id)])
 
 
 def _prepare_checkpoint(reporter, row, incarnation: int, source: str | None) -> None:
@@ -289,6 +298,9 @@ def _drive(args, warm_store=None, warm_session=None) -> int:
                      args.attempt)
             reporter.end_attempt(succeeded=True)
             return EXIT_OK
+        if heartbeat.desired != "CANCEL":      # canceled: left for the next incarnation, as before
+            from seatide.store.jobs import job_view
+            prepare_checkpoints(reporter, reporter.read(lambda conn: job_view(conn, args.job_id)))
         if early_session is None:       # none given (hinted, or a config error): started now, as cancelable
             from seatide.config.loader import load_job_env, spark_conf_for
             early_session = _start_session(f"seatide-{args.job_id}",
