@@ -1,0 +1,90 @@
+"""Outside review of the dropped-output check (c33655f), F1: a target two pipelines of the job share.
+
+The door's save-mode record is made once per job and target, by whichever pipeline prepares the
+target first, and names that pipeline alone (runtime/sink_runs.attempt_run). store/dropped_output.py
+counts a destructive decision only for the pipeline it names, so a fresh start in which pipeline 2
+emptied the target pipeline 1 had committed into is not seen by pipeline 1's check.
+
+Pipelines 1 (ids 0..899) and 2 (ids 100000..100899) write one LocalFile path under APPEND_DATA.
+Incarnation 1: pipeline 1 commits batch 0 (ids 0-299) and dies; pipeline 2 is held before its first
+batch. Both directories are backed up. A fresh start with DROP_DATA: pipeline 2 comes to the door
+first (pipeline 1 held before its first batch), removes ids 0-299, and dies before deciding. The
+backups are put back and the job resumed: pipeline 1's lineage 1 goes on from batch 1, and ids
+0-299 are lost for good. Expected: refused, as for a one-pipeline job.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+
+import pytest
+
+from seatide import failpoints, intents
+from tests.e2e.test_backup_older_than_sinks import refused_resume
+from tests.e2e.test_jobs import parquet_ids
+
+pytestmark = pytest.mark.spark
+
+FIELDS = "schema = { fields { id = bigint, name = string, value = double } }"
+
+
+def _job(out: str, save_mode: str) -> str:
+    mode = f', data_save_mode = "{save_mode}"' if save_mode else ""
+    return f"""
+env {{ job.mode = BATCH, parallelism = 1, job.retry.interval.seconds = 0, checkpoint.interval = 1000,
+      micro-batch.max-rows = 300, job.retry.times = 0 }}
+source {{
+  FakeSource {{ plugin_output = "a", row.num = 900, split.num = 6, sequence.field = "id", {FIELDS} }}
+  FakeSource {{ plugin_output = "b", row.num = 900, split.num = 6, sequence.field = "id", {FIELDS} }}
+}}
+transform {{
+  Sql {{ plugin_input = "b", plugin_output = "b2", query = "select id + 100000 as id, name, value from b" }}
+}}
+sink {{
+  LocalFile {{ plugin_input = "a", path = "{out}", file_format_type = "parquet"{mode} }}
+  LocalFile {{ plugin_input = "b2", path = "{out}", file_format_type = "parquet"{mode} }}
+}}
+"""
+
+
+def _release_later(path: str, seconds: float) -> None:
+    """A gate the driver's stop should release; never a hung test if it does not."""
+    timer = threading.Timer(seconds, lambda: open(path, "w").close())
+    timer.daemon = True
+    timer.start()
+
+
+def test_a_backup_from_before_another_pipelines_dropping_fresh_start_is_refused(local, tmp_path, monkeypatch):
+    out = str(tmp_path / "out")
+    points = failpoints._POINTS
+    monkeypatch.setitem(points, "driver.after_sink_commit", f"once:raise:{tmp_path / 'crashed'}")
+    monkeypatch.setitem(points, "driver.batch_start@2", f"gate:0:{tmp_path / 'release-2'}")
+    _release_later(str(tmp_path / "release-2"), 180)
+    failed = local.run(_job(out, ""))
+    assert failed.status == "FAILED" and parquet_ids(out) == list(range(300)), (failed.status, failed.error)
+    pipelines = failed.pipelines()
+    assert [p.pipeline_id for p in pipelines] == [1, 2]
+    backups = []
+    for p in pipelines:
+        backups.append((p.checkpoint_dir, str(tmp_path / f"backup-{p.pipeline_id}")))
+        shutil.copytree(p.checkpoint_dir, backups[-1][1], symlinks=True)
+
+    # the fresh start: pipeline 2 prepares the target first and dies before deciding a batch
+    monkeypatch.delitem(points, "driver.after_sink_commit")
+    monkeypatch.delitem(points, "driver.batch_start@2")
+    monkeypatch.setitem(points, "driver.batch_start@1", f"gate:0:{tmp_path / 'release-1'}")
+    monkeypatch.setitem(points, "sink.before_decision", "raise")
+    _release_later(str(tmp_path / "release-1"), 180)
+    intents.resume(local.store, failed.job_id, text=_job(out, "DROP_DATA"), fallback="fresh", actor="test")
+    fresh = local.drive(failed.job_id)
+    assert fresh.status == "FAILED" and "sink.before_decision" in (fresh.error or ""), fresh.error
+    assert parquet_ids(out) == [], "the fresh start's DROP_DATA did not remove lineage 1's rows"
+    monkeypatch.delitem(points, "driver.batch_start@1")
+    monkeypatch.delitem(points, "sink.before_decision")
+
+    for directory, backup in backups:            # the backups put back
+        shutil.rmtree(directory)
+        shutil.copytree(backup, directory, symlinks=True)
+    message = refused_resume(local, failed.job_id, out)
+    assert "pipeline 1" in message and "DROP_DATA" in message, message
