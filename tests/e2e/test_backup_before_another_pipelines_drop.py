@@ -88,3 +88,46 @@ def test_a_backup_from_before_another_pipelines_dropping_fresh_start_is_refused(
         shutil.copytree(backup, directory, symlinks=True)
     message = refused_resume(local, failed.job_id, out)
     assert "pipeline 1" in message and "DROP_DATA" in message, message
+
+
+def _cancel_once_finished(pipeline_id: int):
+    """A stop_after: cancel the job once ``pipeline_id`` has FINISHED (polled, with a deadline)."""
+    import time
+
+    from sqlalchemy import select
+
+    from seatide.store import schema as s
+
+    def stop(store, job_id):
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            with store.read() as conn:
+                status = conn.execute(select(s.pipelines.c.status).where(
+                    (s.pipelines.c.job_id == job_id) & (s.pipelines.c.pipeline_id == pipeline_id))
+                    .order_by(s.pipelines.c.incarnation.desc())).scalar()
+            if str(status).endswith("FINISHED"):
+                break
+            time.sleep(0.1)
+        intents.stop(store, job_id, actor="test")
+    return stop
+
+
+def test_a_fresh_start_of_one_pipeline_keeps_what_a_finished_pipeline_wrote(local, tmp_path, monkeypatch):
+    """F2 (no put-back): pipeline 1 FINISHED (ids 0-899 in the shared path); pipeline 2, held before its
+    first batch, is cancelled. A fresh start with DROP_DATA starts pipeline 2 alone (every unfinished
+    pipeline), whose door makes the target's first record and removes pipeline 1's files; pipeline 1
+    is never run again. Expected: the job ends with both pipelines' rows, or the fresh start is refused."""
+    out = str(tmp_path / "out")
+    monkeypatch.setitem(failpoints._POINTS, "driver.batch_start@2", f"gate:0:{tmp_path / 'release-2'}")
+    _release_later(str(tmp_path / "release-2"), 180)
+    first = local.run(_job(out, ""), stop_after=_cancel_once_finished(1))
+    assert parquet_ids(out) == list(range(900)), (first.status, first.error)
+    monkeypatch.delitem(failpoints._POINTS, "driver.batch_start@2")
+    try:
+        intents.resume(local.store, first.job_id, text=_job(out, "DROP_DATA"), fallback="fresh", actor="test")
+    except intents.Refusal:
+        return                                          # refused: nothing lost
+    fresh = local.drive(first.job_id)
+    ids = parquet_ids(out)
+    assert ids == list(range(900)) + list(range(100000, 100900)), \
+        f"{fresh.status}: {len(ids)} rows, ids 0-899 present: {sum(1 for i in ids if i < 100000)}"
