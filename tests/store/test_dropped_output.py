@@ -14,7 +14,7 @@ import shutil
 import time
 
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 
 from seatide import intents
 from seatide.store import schema as s
@@ -66,15 +66,44 @@ def test_a_backup_from_before_a_fresh_start_that_destroyed_its_output_is_refused
     assert _job(store).incarnation == 3
 
 
+def _committed_into(store, target: str) -> None:
+    """Lineage l1's decided batch names the target it published into, as a file sink's manifest does."""
+    m = s.sink_manifests
+    with store.write() as conn:
+        conn.execute(update(m).where((m.c.job_id == "j1") & (m.c.batch_id >= 0)).values(manifest=json.dumps(
+            {"publish": {"targets": {target: {"moves": []}}}, "state": {}})))
+
+
 @both_stores
-@pytest.mark.parametrize("record", [
-    {**DROPPED, "destroy": None},                # APPEND_DATA's check, or a target with nothing to destroy
-    {**DROPPED, "lineage": "l1"},                # the put-back lineage's own decision
-    {**DROPPED, "pipeline": 2},                  # another pipeline's fresh start
-    {"target": "/out", "destroy": DROPPED["destroy"]},     # recorded by an earlier SeaTide: names no writer
-], ids=["destroyed-nothing", "same-lineage", "other-pipeline", "no-writer"])
-def test_a_backup_is_resumed_when_no_later_lineage_destroyed_its_output(leader, tmp_path, record):
+@pytest.mark.parametrize("record,target", [
+    ({**DROPPED, "pipeline": 2, "lineage": "m1"}, "/out"),      # another pipeline emptied the target l1 wrote
+    ({**DROPPED, "pipeline": 2, "lineage": "m1"}, None),        # l1's targets unknown (an older SeaTide's manifest)
+    ({"target": "/out", "destroy": DROPPED["destroy"]}, "/out"),     # an earlier SeaTide's record, made after l1
+], ids=["other-pipeline-same-target", "other-pipeline-targets-unknown", "no-writer"])
+def test_a_backup_whose_target_another_writer_emptied_is_refused(leader, tmp_path, record, target):
+    """Outside review of c33655f, F1 and F3: the record names whichever pipeline prepared the shared
+    target first, or no writer at all; what counts is the target l1 committed into."""
+    store, directory = _fresh_start_decided_save_modes(leader, tmp_path, record)
+    if target is not None:
+        _committed_into(store, target)
+    message = _refusal(store)
+    assert "holds lineage l1" in message and "target /out" in message and "DROP_DATA" in message, message
+    if "pipeline" in record:
+        assert "lineage m1 of pipeline 2, which writes the same target" in message, message
+    else:
+        assert "from an earlier SeaTide" in message, message
+
+
+@both_stores
+@pytest.mark.parametrize("record,target", [
+    ({**DROPPED, "destroy": None}, "/out"),     # APPEND_DATA's check, or a target with nothing to destroy
+    ({**DROPPED, "lineage": "l1"}, "/out"),     # the put-back lineage's own decision
+    ({**DROPPED, "pipeline": 2}, "/other"),     # another pipeline's fresh start, over a target l1 never wrote
+    ({"target": "/out", "destroy": DROPPED["destroy"]}, "/other"),     # an earlier SeaTide's, elsewhere
+], ids=["destroyed-nothing", "same-lineage", "other-pipeline-other-target", "no-writer-other-target"])
+def test_a_backup_is_resumed_when_no_later_lineage_destroyed_its_output(leader, tmp_path, record, target):
     store, _ = _fresh_start_decided_save_modes(leader, tmp_path, record)
+    _committed_into(store, target)
     intents.resume(store, "j1", actor="t")
     assert _job(store).incarnation == 3
 

@@ -105,12 +105,12 @@ def newest_decided(conn, job, pipeline_id: int, directory: str, first_incarnatio
         return Decided(max(started.batch, known), started.lineage, checkpointed, micro_batch,
                        begun=started.batch > known, ran_micro=ran,
                        dropped=dropped_after(conn, job.job_id, pipeline_id, started.lineage,
-                                             max(made, started.incarnation)))
+                                             max(made, started.incarnation), directory))
     if last is None:
         return None if checkpointed is None else Decided(checkpointed, None, checkpointed, micro_batch, ran_micro=ran)
     lineage = _lineage(last.transaction_id)
     dropped = None if lineage is None else dropped_after(conn, job.job_id, pipeline_id, lineage,
-                                                         max(made, last.incarnation))
+                                                         max(made, last.incarnation), directory)
     return Decided(_newest_of(conn, since, lineage), lineage, checkpointed, micro_batch, ran_micro=ran,
                    dropped=dropped)
 

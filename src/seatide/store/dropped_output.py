@@ -10,20 +10,28 @@ batches): resumed, its sinks count its targets as written and prepare nothing, a
 offsets: the rows it had committed are gone for good. Refused instead, naming the fresh start and
 the target; the only way on is to start over (``--fallback fresh``), which writes them again.
 
-A decision counts when it destroyed something (a plan, not None), was made by another lineage of
-the same pipeline, and by a later incarnation than any that ran the directory's lineage (its first,
-from the directory's mark, and the newest that decided or began a batch of it). A decision an
-earlier SeaTide recorded names no pipeline or lineage, and counts as before: not at all.
+A decision counts when it destroyed something (a plan, not None), was made by a later incarnation
+than any that ran the directory's lineage (its first, from the directory's mark, and the newest that
+decided or began a batch of it), by any other writer than that lineage (another lineage of the
+pipeline, or any lineage of another pipeline: the record names whichever pipeline prepared the
+shared target first, outside review of c33655f, F1), and over a target the lineage committed into
+(``lineage_targets``). Where the lineage's targets cannot be told (decisions and marks of an older
+SeaTide name none, or it only began batches), every target counts: refusing wrongly costs a fresh
+start, accepting wrongly loses rows. A decision an earlier SeaTide recorded names no writer: it
+counts too when made after the lineage ran (F3), as no lineage it could have been ran since.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 
 from sqlalchemy import and_, select
 
 from seatide.store import schema as s
+
+_MARK_LINEAGE = "seatide.lineage"     # runtime/commit_log.py's _LINEAGE (store sits below runtime)
 
 
 @dataclass(frozen=True)
@@ -32,31 +40,100 @@ class Dropped:
     incarnation: int        # the incarnation whose preparation carried it out
     lineage: str            # the lineage it started
     target: str             # the target's key, as its sink names it
+    writer: str = ""        # who made it, for a refusal: the lineage, and its pipeline when another one's
 
 
-def dropped_after(conn, job_id: str, pipeline_id: int, lineage: str, after: int) -> Dropped | None:
-    """The first destructive save-mode decision another lineage of ``pipeline_id`` made in an
-    incarnation above ``after`` (the newest that ran ``lineage``), else None."""
+def dropped_after(conn, job_id: str, pipeline_id: int, lineage: str, after: int,
+                  directory: str | None = None) -> Dropped | None:
+    """The first destructive save-mode decision another writer than ``lineage`` of ``pipeline_id`` made
+    in an incarnation above ``after`` (the newest that ran ``lineage``) over a target ``lineage``
+    committed into (``directory``: its checkpoint directory, whose commit marks name them too), else None."""
     m = s.sink_manifests.c
     rows = conn.execute(select(m.incarnation, m.manifest).where(and_(
         m.job_id == job_id, m.batch_id == -1, m.incarnation > after,
         m.transaction_id.like("P\\_%", escape="\\"))).order_by(m.incarnation, m.decided_at)).all()
+    targets: set[str] | None = None
     for row in rows:
-        try:
-            record = json.loads(row.manifest)
-        except ValueError:
+        record = _record(row.manifest)
+        if record is None or record.get("destroy") is None:
             continue
-        if not isinstance(record, dict) or record.get("destroy") is None:
+        if (record.get("pipeline"), record.get("lineage")) == (pipeline_id, lineage):
             continue
-        if record.get("pipeline") == pipeline_id and record.get("lineage") not in (None, lineage):
-            return Dropped(row.incarnation, str(record["lineage"]), str(record.get("target")))
+        if targets is None:         # read once, and only when a destructive decision needs it
+            targets = lineage_targets(conn, job_id, pipeline_id, lineage, directory) or {"*"}
+        if "*" in targets or record.get("target") in targets:
+            return Dropped(row.incarnation, str(record.get("lineage")), str(record.get("target")),
+                           _writer(record, pipeline_id))
     return None
+
+
+def _writer(record: dict, pipeline_id: int) -> str:
+    if record.get("pipeline") is None:
+        return "whose record, from an earlier SeaTide, names no pipeline or lineage"
+    if record["pipeline"] != pipeline_id:
+        return f"lineage {record.get('lineage')} of pipeline {record['pipeline']}, which writes the same target"
+    return f"lineage {record.get('lineage')}"
+
+
+def _record(text: str) -> dict | None:
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def lineage_targets(conn, job_id: str, pipeline_id: int, lineage: str, directory: str | None) -> set[str]:
+    """The targets (their keys, as the save-mode records name them) ``lineage`` of ``pipeline_id`` committed
+    into: its decisions in the store (a file sink's), and its sinks' newest commit marks in ``directory``
+    (every sink's: a sink that commits in its own system marks its batches there too); empty when none
+    names one."""
+    m = s.sink_manifests.c
+    found: set[str] = set()
+    for text in conn.execute(select(m.manifest).where(and_(
+            m.job_id == job_id, m.pipeline_id == pipeline_id, m.batch_id >= 0,
+            m.transaction_id.like(f"T\\_%\\_{lineage}\\_%", escape="\\")))).scalars():
+        publish = (_record(text) or {}).get("publish")
+        if isinstance(publish, dict) and isinstance(publish.get("targets"), dict):
+            found.update(publish["targets"])
+    return found | marked_targets(directory, lineage) if directory else found
+
+
+def marked_targets(directory: str, lineage: str | None) -> set[str]:
+    """The targets the newest commit mark of each sink in ``directory`` names (``runtime/commit_log.py``'s
+    marks: ``{"seatide.lineage", "state"}``, or a bare state from before marks had a lineage): a batch's
+    state carries every target written up to it. ``lineage`` None: the directory's own."""
+    root = os.path.join(directory, "sinks")
+    try:
+        sinks = os.listdir(root)
+    except OSError:
+        return set()
+    found: set[str] = set()
+    for sink in sinks:
+        try:
+            names = os.listdir(os.path.join(root, sink, "commit"))
+        except OSError:
+            continue
+        for batch in sorted((int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit()), reverse=True):
+            try:
+                with open(os.path.join(root, sink, "commit", f"{batch}.json")) as handle:
+                    mark = json.load(handle)
+            except (OSError, ValueError):
+                continue
+            if not isinstance(mark, dict) or (_MARK_LINEAGE in mark and lineage is not None
+                                              and mark[_MARK_LINEAGE] != lineage):
+                continue
+            state = mark.get("state", {}) if _MARK_LINEAGE in mark else mark
+            if isinstance(state, dict) and isinstance(state.get("targets"), dict):
+                found.update(state["targets"])
+            break
+    return found
 
 
 def dropped_output(directory: str, lineage: str, batch: int, dropped: Dropped) -> str:
     """Why the directory of ``lineage`` (committed up to ``batch``) cannot go on, for a refusal."""
     return (f"its checkpoint directory {directory} holds lineage {lineage}, whose sinks committed batches up to "
-            f"{batch}, but the fresh start of incarnation {dropped.incarnation} (lineage {dropped.lineage}) then "
+            f"{batch}, but the fresh start of incarnation {dropped.incarnation} ({dropped.writer}) then "
             f"prepared target {dropped.target} with a save mode that destroys (DROP_DATA, RECREATE_SCHEMA or "
             f"CUSTOM_PROCESSING) and emptied it: the directory is a backup from before that fresh start, and going "
             f"on from it would never write lineage {lineage}'s committed rows again (they are lost). Start the "
