@@ -26,8 +26,10 @@ import re
 import tempfile
 from dataclasses import dataclass
 
+from seatide.plugin.base import PermanentError
 from seatide.plugin.sink_protocol import BatchResult, SaveModeDoor, SinkRun, SinkTargets
 from seatide.plugin.sink_records import SinkDecisions
+from seatide.store.kept_output import kept_output
 
 _BATCH_FILE = re.compile(r"^(\d+)\.json$")
 
@@ -170,6 +172,17 @@ class StoreDecisions:
         self.reporter.fence()
 
     def decide_once(self, key: str, plan: dict) -> dict:
+        if plan.get("destroy") is not None and self.writer:
+            # A save mode that destroys, decided now: never over rows a pipeline that is not started
+            # over committed, which nothing would write again (store/kept_output.py); permanent, as
+            # no retry changes it. A decision another writer made meanwhile stands instead.
+            kept = self.reporter.read(lambda conn: kept_output(conn, self.reporter.job_id, self.writer["pipeline"],
+                                                               str(plan.get("target"))))
+            if kept is not None:
+                earlier = self.recorded_once(key)
+                if earlier is not None:
+                    return earlier
+                raise PermanentError(f"pipeline {self.writer['pipeline']}: {kept}")
         # Batch -1: no batch's; its key never starts like a lineage's, so no roll-forward lists it.
         return self.reporter.decide_batch(self.pipeline_id, self.plugin_id, -1, key, {**plan, **(self.writer or {})})
 

@@ -1,0 +1,92 @@
+"""A destructive save mode must not empty a target that holds rows no pipeline will write again.
+
+A target's save modes are decided once per job run and target, by whichever sink prepares it first
+(``plugin/sink_protocol.py``, ``SaveModeDoor``). A fresh start (``--fallback fresh``) starts only
+the pipelines that had not finished (``store/restore.py``), and a new decision is made then for a
+target none of the run's earlier decisions covered (the first incarnation ran APPEND_DATA there,
+say). Where another pipeline of the job writes the same target and is not started over (it
+FINISHED, or carries on from its checkpoint), DROP_DATA or RECREATE_SCHEMA would empty the rows it
+committed there, which it never writes again (outside review of c33655f, F2: FINISHED with 900 of
+1800 rows). SeaTunnel runs a sink's save mode once, when the job starts, before any row is written;
+a fresh start of one pipeline is no such start. So the decision is refused at the door, before
+anything is destroyed, as a permanent failure naming the target and the pipeline that keeps its
+rows, with the ways on: submit the job again as a new job (a new run: every pipeline writes again
+after the target is emptied once), or a save mode that keeps data.
+
+Rows count when a decided batch (a file sink's decision in the store) or a commit mark in a
+pipeline's current directory (every sink's, ``runtime/commit_log.py``) names the target: of any
+pipeline not started over in this incarnation since the run began, and of any pipeline (this one
+too) in this incarnation, whose rows are the new lineages' own. The store cannot know a pipeline's
+targets before its driver opens its sinks, so the door asks, not the resume.
+"""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import and_, select
+
+from seatide.store import schema as s
+from seatide.store.checkpoint_metadata import checkpoint_metadata
+from seatide.store.dropped_output import marked_targets
+from seatide.store.restore import run_first_incarnation
+
+
+def kept_output(conn, job_id: str, pipeline_id: int, target: str) -> str | None:
+    """Why ``pipeline_id`` may not prepare ``target`` with a save mode that destroys, or None."""
+    job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
+    if job is None:
+        return None
+    first = run_first_incarnation(conn, job)
+    prepare = json.loads(job.restore or "{}").get("prepare", {})
+    started_over = {int(key) for key, source in prepare.items() if source is None}
+    rows = conn.execute(select(s.pipelines).where(and_(
+        s.pipelines.c.job_id == job_id, s.pipelines.c.incarnation == job.incarnation))
+        .order_by(s.pipelines.c.pipeline_id)).all()
+    for row in rows:
+        since = job.incarnation if row.pipeline_id in started_over else first
+        if _decided_into(conn, job_id, row.pipeline_id, since, target) or target in _marked(row.checkpoint_dir):
+            return _refusal(target, pipeline_id, row, started_over)
+    return None
+
+
+def _decided_into(conn, job_id: str, pipeline_id: int, since: int, target: str) -> bool:
+    m = s.sink_manifests.c
+    for text in conn.execute(select(m.manifest).where(and_(
+            m.job_id == job_id, m.pipeline_id == pipeline_id, m.batch_id >= 0, m.incarnation >= since))).scalars():
+        try:
+            publish = json.loads(text).get("publish")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(publish, dict) and isinstance(publish.get("targets"), dict) and target in publish["targets"]:
+            return True
+    return False
+
+
+def _marked(directory: str | None) -> set[str]:
+    """The targets the commit marks of the directory's own lineage name (a started-over pipeline's
+    directory holds its new lineage only once its driver prepared it: before any sink opens)."""
+    if not directory:
+        return set()
+    try:
+        meta = checkpoint_metadata(directory)
+    except ValueError:
+        meta = None
+    return marked_targets(directory, None if meta is None else meta.get("lineage"))
+
+
+def _refusal(target: str, pipeline_id: int, row, started_over: set[int]) -> str:
+    if row.pipeline_id == pipeline_id:
+        who = (f"pipeline {pipeline_id} itself (another of its sinks, or its batches from before this resume) "
+               "committed rows there that it does not write again")
+    elif str(row.status).endswith("FINISHED"):
+        who = f"pipeline {row.pipeline_id}, which FINISHED and is not run again, keeps the rows it committed there"
+    elif row.pipeline_id in started_over:
+        who = f"pipeline {row.pipeline_id}, started over too, has already committed rows of its own there"
+    else:
+        who = f"pipeline {row.pipeline_id}, which is not started over, keeps the rows it committed there"
+    return (f"target {target} is shared: {who}. Its save mode (DROP_DATA, RECREATE_SCHEMA or CUSTOM_PROCESSING) "
+            f"would destroy those rows, which nothing would write again; nothing was destroyed. Submit the job "
+            f"again as a new job (every pipeline writes its rows again after the target is emptied once), or "
+            f"resume with a save mode that keeps data (data_save_mode = APPEND_DATA, schema_save_mode "
+            f"CREATE_SCHEMA_WHEN_NOT_EXIST)")
