@@ -55,7 +55,13 @@ def _release_later(path: str, seconds: float) -> None:
     timer.start()
 
 
-def test_a_backup_from_before_another_pipelines_dropping_fresh_start_is_refused(local, tmp_path, monkeypatch):
+@pytest.mark.parametrize("started_over", [True, False], ids=["pipeline-1-started-over", "pipeline-1-in-place"])
+def test_a_backup_from_before_another_pipelines_dropping_fresh_start_is_refused(local, tmp_path, monkeypatch,
+                                                                               started_over):
+    """``started_over``: pipeline 1's directory is lost before the fresh start, which starts it over (its
+    rows may be emptied: it writes them again). Otherwise ``--fallback fresh`` resumes both pipelines in
+    place (neither has a problem), and pipeline 2's DROP_DATA would empty rows pipeline 1 carries on
+    from: refused at the door (store/kept_output.py), nothing destroyed, and there is no put-back to test."""
     out = str(tmp_path / "out")
     points = failpoints._POINTS
     monkeypatch.setitem(points, "driver.after_sink_commit", f"once:raise:{tmp_path / 'crashed'}")
@@ -70,6 +76,8 @@ def test_a_backup_from_before_another_pipelines_dropping_fresh_start_is_refused(
         backups.append((p.checkpoint_dir, str(tmp_path / f"backup-{p.pipeline_id}")))
         shutil.copytree(p.checkpoint_dir, backups[-1][1], symlinks=True)
 
+    if started_over:
+        shutil.rmtree(pipelines[0].checkpoint_dir)
     # the fresh start: pipeline 2 prepares the target first and dies before deciding a batch
     monkeypatch.delitem(points, "driver.after_sink_commit")
     monkeypatch.delitem(points, "driver.batch_start@2")
@@ -78,6 +86,10 @@ def test_a_backup_from_before_another_pipelines_dropping_fresh_start_is_refused(
     _release_later(str(tmp_path / "release-1"), 180)
     intents.resume(local.store, failed.job_id, text=_job(out, "DROP_DATA"), fallback="fresh", actor="test")
     fresh = local.drive(failed.job_id)
+    if not started_over:
+        assert fresh.status == "FAILED" and "pipeline 1, which is not started over" in (fresh.error or ""), fresh.error
+        assert parquet_ids(out) == list(range(300)), "the refused DROP_DATA removed pipeline 1's rows"
+        return
     assert fresh.status == "FAILED" and "sink.before_decision" in (fresh.error or ""), fresh.error
     assert parquet_ids(out) == [], "the fresh start's DROP_DATA did not remove lineage 1's rows"
     monkeypatch.delitem(points, "driver.batch_start@1")
@@ -88,6 +100,7 @@ def test_a_backup_from_before_another_pipelines_dropping_fresh_start_is_refused(
         shutil.copytree(backup, directory, symlinks=True)
     message = refused_resume(local, failed.job_id, out)
     assert "pipeline 1" in message and "DROP_DATA" in message, message
+    assert "of pipeline 2, which writes the same target" in message and "holds lineage" in message, message
 
 
 def _cancel_once_finished(pipeline_id: int):
