@@ -17,6 +17,7 @@ import pytest
 
 from seatide import failpoints, intents
 from tests.e2e.test_jobs import parquet_ids
+from tests.e2e.test_savepoint_with_failed_pipeline import TWO_BATCH_ENV
 
 pytestmark = pytest.mark.spark
 ROWS = 600
@@ -28,12 +29,7 @@ def _job(*outs: str) -> str:
     sinks = "\n".join(f'LocalFile {{ plugin_input = "p{n}", path = "{out}", file_format_type = "parquet" }}'
                       for n, out in enumerate(outs))
     return f"""
-env {{ job.mode = BATCH
-  parallelism = 1
-  checkpoint.interval = 1000
-  micro-batch.max-rows = 300
-  job.retry.times = 0
-  job.retry.interval.seconds = 0 }}
+{TWO_BATCH_ENV}
 source {{ {sources} }}
 sink {{ {sinks} }}
 """

@@ -27,18 +27,20 @@ from tests.e2e.test_jobs import parquet_ids
 
 pytestmark = pytest.mark.spark
 ROWS = 600
+# BATCH in micro-batches of 300 rows (two for ROWS), no retry: a failure ends the attempt and the job.
+TWO_BATCH_ENV = """env { job.mode = BATCH
+  parallelism = 1
+  checkpoint.interval = 1000
+  micro-batch.max-rows = 300
+  job.retry.times = 0
+  job.retry.interval.seconds = 0 }"""
 
 
 def _job(out: str, out2: str, max_row: int) -> str:
     fake = ('FakeSource {{ plugin_output = "{0}", row.num = 600, split.num = 4, sequence.field = "id", '
             'schema = {{ fields {{ id = bigint }} }} }}')
     return f"""
-env {{ job.mode = BATCH
-  parallelism = 1
-  checkpoint.interval = 1000
-  micro-batch.max-rows = 300
-  job.retry.times = 0
-  job.retry.interval.seconds = 0 }}
+{TWO_BATCH_ENV}
 source {{ {fake.format("a")}
   {fake.format("b")} }}
 sink {{ LocalFile {{ plugin_input = "a", path = "{out}", file_format_type = "parquet" }}

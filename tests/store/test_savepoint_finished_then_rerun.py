@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 
 import pytest
@@ -31,7 +30,7 @@ from seatide.runtime.commit_log import write_json_atomic
 from seatide.store import schema as s
 from seatide.store.restore import RestoreRefused, resume_job, savepoint_dir
 from seatide.testing.jobs import batch_job
-from tests.store.test_savepoint_left_out_pipeline import accepted_before
+from tests.store.test_savepoint_left_out_pipeline import accepted_before, stopped_with_savepoint
 from tests.store.test_store import store, submit  # noqa: F401  (store is a fixture)
 from tests.stores import sqlite_only
 
@@ -68,16 +67,7 @@ def _rerun_since_savepoint(store, tmp_path, rerun: bool = True):
     # is stopped with savepoint 4, which holds pipeline 1 only (pipeline 2 had finished: not left out).
     _committed(store, plan, 1, dirs[1], batch=1, checkpoint_id=1, incarnation=1)
     _committed(store, plan, 2, dirs[2], batch=2, checkpoint_id=2, incarnation=1)
-    shutil.copytree(dirs[1], savepoint_dir(dirs[1], 4))
-    with store.write() as conn:
-        conn.execute(insert(s.checkpoints).values(
-            job_id="j1", incarnation=1, checkpoint_id=4, pipeline_id=0, batch_id=1, kind="SAVEPOINT",
-            status="COMPLETED", created_at=time.time(), duration_ms=1, rows=0,
-            source_offsets=json.dumps({"pipelines": {"1": 1}}), fingerprint="", attempt_id=1))
-        for pid, status in ((1, "SAVEPOINT_DONE"), (2, "FINISHED")):
-            conn.execute(update(s.pipelines).where(s.pipelines.c.pipeline_id == pid).values(status=status))
-        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(status="SAVEPOINT_DONE",
-                                                                          desired="SAVEPOINT"))
+    stopped_with_savepoint(store, dirs[1], 4, {1: "SAVEPOINT_DONE", 2: "FINISHED"}, job_status="SAVEPOINT_DONE")
     # Pipeline 2's sources change (docs/operations.md: a FINISHED pipeline whose sources changed runs
     # again): `seatide resume j1 --config changed.conf --fallback fresh` -> incarnation 2.
     head, sep, tail = text.rpartition("split.num = 4")

@@ -65,16 +65,23 @@ def stopped(store, tmp_path):
         dirs = dict(conn.execute(select(s.pipelines.c.pipeline_id, s.pipelines.c.checkpoint_dir)).all())
     _committed(store, plan, 1, dirs[1], batch=1, checkpoint_id=1)
     _committed(store, plan, 2, dirs[2], batch=1, checkpoint_id=2)
-    shutil.copytree(dirs[1], savepoint_dir(dirs[1], 3))
+    stopped_with_savepoint(store, dirs[1], 3, {1: "SAVEPOINT_DONE", 2: "FAILED"}, job_status="FAILED")
+    return text, plan, dirs
+
+
+def stopped_with_savepoint(store, directory: str, checkpoint_id: int, statuses: dict[int, str],
+                           job_status: str) -> None:
+    """Job j1 stopped with savepoint ``checkpoint_id`` of incarnation 1, which holds pipeline 1 at batch 1
+    only (its directory copied), the pipelines and the job left as ``statuses`` and ``job_status`` say."""
+    shutil.copytree(directory, savepoint_dir(directory, checkpoint_id))
     with store.write() as conn:
         conn.execute(insert(s.checkpoints).values(
-            job_id="j1", incarnation=1, checkpoint_id=3, pipeline_id=0, batch_id=1, kind="SAVEPOINT",
+            job_id="j1", incarnation=1, checkpoint_id=checkpoint_id, pipeline_id=0, batch_id=1, kind="SAVEPOINT",
             status="COMPLETED", created_at=time.time(), duration_ms=1, rows=0,
             source_offsets=json.dumps({"pipelines": {"1": 1}}), fingerprint="", attempt_id=1))
-        for pipeline_id, status in ((1, "SAVEPOINT_DONE"), (2, "FAILED")):
+        for pipeline_id, status in statuses.items():
             conn.execute(update(s.pipelines).where(s.pipelines.c.pipeline_id == pipeline_id).values(status=status))
-        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(status="FAILED", desired="SAVEPOINT"))
-    return text, plan, dirs
+        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(status=job_status, desired="SAVEPOINT"))
 
 
 def _restored_in_place(store) -> dict[int, int]:
