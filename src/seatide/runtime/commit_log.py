@@ -176,8 +176,9 @@ class StoreDecisions:
             # A save mode that destroys, decided now: never over rows a pipeline that is not started
             # over committed, which nothing would write again (store/kept_output.py); permanent, as
             # no retry changes it. A decision another writer made meanwhile stands instead.
+            # ``earlier``: the target's older spellings, which older marks and decisions name
             kept = self.reporter.read(lambda conn: kept_output(conn, self.reporter.job_id, self.writer["pipeline"],
-                                                               str(plan.get("target"))))
+                                                               str(plan.get("target")), plan.get("earlier") or ()))
             if kept is not None:
                 earlier = self.recorded_once(key)
                 if earlier is not None:

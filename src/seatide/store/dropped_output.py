@@ -102,7 +102,8 @@ def lineage_targets(conn, job_id: str, pipeline_id: int, lineage: str, directory
 def marked_targets(directory: str, lineage: str | None) -> set[str]:
     """The targets the newest commit mark of each sink in ``directory`` names (``runtime/commit_log.py``'s
     marks: ``{"seatide.lineage", "state"}``, or a bare state from before marks had a lineage): a batch's
-    state carries every target written up to it. ``lineage`` None: the directory's own."""
+    state carries every target written up to it. ``lineage`` None: the directory's own. ``"*"`` for a
+    mark whose state names no target (an earlier SeaTide's flat or ``tables`` state): every one counts."""
     root = os.path.join(directory, "sinks")
     try:
         sinks = os.listdir(root)
@@ -126,6 +127,8 @@ def marked_targets(directory: str, lineage: str | None) -> set[str]:
             state = mark.get("state", {}) if _MARK_LINEAGE in mark else mark
             if isinstance(state, dict) and isinstance(state.get("targets"), dict):
                 found.update(state["targets"])
+            elif state:     # an earlier SeaTide's (flat or "tables"): it names none, so every one counts
+                found.add("*")
             break
     return found
 

@@ -30,10 +30,13 @@ from seatide.store import schema as s
 from seatide.store.checkpoint_metadata import checkpoint_metadata
 from seatide.store.dropped_output import marked_targets
 from seatide.store.restore import run_first_incarnation
+from seatide.store.runs import read_prepared
 
 
-def kept_output(conn, job_id: str, pipeline_id: int, target: str) -> str | None:
-    """Why ``pipeline_id`` may not prepare ``target`` with a save mode that destroys, or None."""
+def kept_output(conn, job_id: str, pipeline_id: int, target: str, earlier_keys=()) -> str | None:
+    """Why ``pipeline_id`` may not prepare ``target`` (``earlier_keys``: its older spellings, which
+    older marks and decisions name) with a save mode that destroys, or None."""
+    names = {target, *earlier_keys}
     job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
     if job is None:
         return None
@@ -44,13 +47,28 @@ def kept_output(conn, job_id: str, pipeline_id: int, target: str) -> str | None:
         s.pipelines.c.job_id == job_id, s.pipelines.c.incarnation == job.incarnation))
         .order_by(s.pipelines.c.pipeline_id)).all()
     for row in rows:
-        since = job.incarnation if row.pipeline_id in started_over else first
-        if _decided_into(conn, job_id, row.pipeline_id, since, target) or target in _marked(row.checkpoint_dir):
+        since = job.incarnation if row.pipeline_id in started_over else _lineage_began(row.checkpoint_dir, first)
+        marked = _marked(row.checkpoint_dir)
+        if _decided_into(conn, job_id, row.pipeline_id, since, names) or "*" in marked or names & marked:
             return _refusal(target, pipeline_id, row, started_over)
     return None
 
 
-def _decided_into(conn, job_id: str, pipeline_id: int, since: int, target: str) -> bool:
+def _lineage_began(directory: str | None, first: int) -> int:
+    """The incarnation whose preparation started the directory's lineage from nothing (its mark: a
+    fresh start's, cancelled or not, resumed in place since), else the run's first: decided batches
+    of an older lineage it replaced are not rows it keeps. A savepoint's copy keeps the batches
+    behind it, which older incarnations decided, so it counts from the run's first."""
+    try:
+        mark = read_prepared(directory) if directory else None
+    except (OSError, ValueError):
+        mark = None
+    if mark is None or mark.get("from") is not None or not isinstance(mark.get("incarnation"), int):
+        return first
+    return max(first, mark["incarnation"])
+
+
+def _decided_into(conn, job_id: str, pipeline_id: int, since: int, names: set[str]) -> bool:
     m = s.sink_manifests.c
     for text in conn.execute(select(m.manifest).where(and_(
             m.job_id == job_id, m.pipeline_id == pipeline_id, m.batch_id >= 0, m.incarnation >= since))).scalars():
@@ -58,7 +76,7 @@ def _decided_into(conn, job_id: str, pipeline_id: int, since: int, target: str) 
             publish = json.loads(text).get("publish")
         except (ValueError, AttributeError):
             continue
-        if isinstance(publish, dict) and isinstance(publish.get("targets"), dict) and target in publish["targets"]:
+        if isinstance(publish, dict) and isinstance(publish.get("targets"), dict) and names & set(publish["targets"]):
             return True
     return False
 

@@ -1,12 +1,9 @@
-"""Outside review 4 (failing on purpose): kept_output counts a pipeline's rows "since the run began"
-unless THIS incarnation started it over. A fresh start (--fallback fresh, incarnation 2) whose driver
-prepared pipeline 1's new, empty directory and was then cancelled before its first batch reached the
-door is resumed plainly (incarnation 3): pipeline 1 is no longer "started over" (``restore.prepare`` is
-empty), so its OLD lineage's batch 0 (incarnation 1, before the fresh start) counts as rows "it does not
-write again", and its DROP_DATA is refused at the door, although the new lineage writes every row from
-nothing and emptying the old lineage's rows is exactly what the fresh start with DROP_DATA is for. The
-same fresh start is accepted if its first attempt gets to the door: whether the job can go on depends on
-when it was cancelled; the refusal's "save mode that keeps data" leaves the old lineage's rows doubled."""
+"""A fresh start (--fallback fresh, incarnation 2) whose driver prepared pipeline 1's new, empty
+directory and was then cancelled before its first batch reached the door, resumed plainly (incarnation
+3): its DROP_DATA still passes the door. Rows count from the incarnation that started the pipeline's
+current lineage (its directory's mark), not from the run's first: the old lineage's batch 0 is what
+the fresh start's DROP_DATA is for, and the new lineage writes every row again (outside review 4, F2:
+refused before, so whether the job could go on depended on when it was cancelled)."""
 
 from __future__ import annotations
 

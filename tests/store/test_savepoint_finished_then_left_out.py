@@ -1,10 +1,8 @@
-"""Outside review 4 (failing on purpose): ``--from`` a savepoint that left out a pipeline FINISHED when
-it was taken is to keep it FINISHED (store/savepoint_scope.py; docs/operations.md: "it stays finished,
-decided from the savepoint's own incarnation"). But when an incarnation since ran without it (a resume's
-config left it out, with --fallback fresh), ``_plan_pipelines`` finds no row of it in the current
-incarnation and takes it for a pipeline the resume adds (``_added``), never asking the savepoint: ``--from``
-with the job's config of that savepoint is refused ("started from nothing, it would write again"), and the
-refusal's way on, --fallback fresh, starts it from nothing and writes its 900 rows a second time."""
+"""``--from`` a savepoint that left out a pipeline FINISHED when it was taken keeps it FINISHED
+(store/savepoint_scope.py; docs/operations.md), also when an incarnation since ran without it (a
+resume's config left it out, with --fallback fresh): it is decided from its row in the savepoint's
+incarnation, never taken for a pipeline the resume adds, whose way on (--fallback fresh) would write
+its 900 rows a second time (outside review 4, F4)."""
 
 from __future__ import annotations
 
