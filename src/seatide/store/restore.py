@@ -38,7 +38,7 @@ from seatide.store.paths import under
 from seatide.store.release_line import last_release, in_place_problem, refuse_savepoint_before
 from seatide.store.resumable import check_resumable, refuse_if_expiring, refuse_released
 from seatide.store.runs import pipeline_dir, spark_checkpoint_dir
-from seatide.store.savepoint_scope import held, left_out, never_held, not_held, not_held_problem
+from seatide.store.savepoint_scope import finished_then, held, left_out, never_held, not_held, not_held_problem
 from seatide.store.started_over import started_over
 from seatide.store.states import ATTEMPT_LIVE, AttemptState, JobStatus, PipelineStatus
 from seatide.timeouts import Timeouts
@@ -134,12 +134,13 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
         # A re-planned fresh start restores the directory in place: its batch is on no fresh start's row.
         in_place = {pid: batch_in_place(conn, job_id, pid, o, first) for pid, o in owed.items() if o.source is None}
         unheld = not_held(conn, job, savepoint) if savepoint is not None else {}
+        then = finished_then(conn, savepoint, old) if savepoint is not None else {}   # left out since: FINISHED
         in_run = _run_until(conn, job, first)
     if job.release is not None:
         refuse_released(job, fallback)
     if savepoint is not None:
         refuse_savepoint_before(job_id, savepoint, released)
-    pipelines = _plan_pipelines(plan, old, completed, savepoint, owed, released, in_place, decided_moves(job),
+    pipelines = _plan_pipelines(plan, {**then, **old}, completed, savepoint, owed, released, in_place, decided_moves(job),
                                 made_empty, decided, unheld, in_run)
     if job.release is not None:
         for p in pipelines:        # fallback fresh: every unfinished pipeline starts over

@@ -82,6 +82,17 @@ def not_held(conn, job, savepoint) -> dict[int, tuple[str | None, int | None]]:
     return {pid: (then.get(pid), ran.get(pid)) for pid in set(then) | set(ran) if str(pid) not in saved}
 
 
+def finished_then(conn, savepoint, current: dict) -> dict:
+    """The rows, in the savepoint's incarnation, of the pipelines it left out FINISHED that the current
+    incarnation has no row of (a resume's config left them out since): decided from that row, they stay
+    FINISHED, not taken for pipelines the resume adds (outside review 4, F4)."""
+    p = s.pipelines.c
+    saved = held(savepoint)
+    return {row.pipeline_id: row for row in conn.execute(select(s.pipelines).where(and_(
+        p.job_id == savepoint.job_id, p.incarnation == savepoint.incarnation, p.status == PipelineStatus.FINISHED)))
+        if str(row.pipeline_id) not in saved and row.checkpoint_dir and row.pipeline_id not in current}
+
+
 def not_held_problem(job_id: str, savepoint_id: int, fingerprint_then: str | None, ran_since: int | None,
                      changed: str | None) -> str | None:
     """Why ``--from`` the savepoint cannot restore a pipeline it does not hold, or None: it stays FINISHED, as
@@ -99,4 +110,4 @@ def not_held_problem(job_id: str, savepoint_id: int, fingerprint_then: str | Non
             "own latest checkpoint, or start it over with --fallback fresh")
 
 
-__all__ = ["held", "left_out", "never_held", "not_held", "not_held_problem"]
+__all__ = ["finished_then", "held", "left_out", "never_held", "not_held", "not_held_problem"]
