@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 
 from seatide.config.job import ConfigError, JobConfig, PluginSpec
+from seatide.plan.shared_targets import refuse_mixed_save_modes
 from seatide.plan.source_identity import IDENTITY_VERSION, base64_forms, source_identity, table_lists
 from seatide.plugin.rowkind import RowKind
 
@@ -184,6 +185,7 @@ def check_links(job: JobConfig) -> Plan:
                 table = f" (writing table {route.name})" if route is not None else ""
                 raise _error(job, sink, f"{sink.name} cannot apply {names} rows, which its input may "
                              f"carry{table}; {plugin.row_kind_hint}", "plugin_input")
+    refuse_mixed_save_modes(job)     # one target, one save mode: applied once, whoever comes first
     plan = Plan(job, _pipelines(job.plugins, inputs, order))
     for pipeline in plan.pipelines:
         if pipeline.multi_table:

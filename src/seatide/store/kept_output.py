@@ -14,10 +14,21 @@ rows, with the ways on: submit the job again as a new job (a new run: every pipe
 after the target is emptied once), or a save mode that keeps data.
 
 Rows count when a decided batch (a file sink's decision in the store) or a commit mark in a
-pipeline's current directory (every sink's, ``runtime/commit_log.py``) names the target: of any
-pipeline not started over in this incarnation since the run began, and of any pipeline (this one
-too) in this incarnation, whose rows are the new lineages' own. The store cannot know a pipeline's
-targets before its driver opens its sinks, so the door asks, not the resume.
+pipeline's current directory (every sink's, ``runtime/commit_log.py``) names the target or one of
+its earlier spellings (``Target.earlier_keys``): decided batches of a pipeline started over in this
+incarnation from this incarnation on (the new lineage's own); of any other pipeline from the
+incarnation whose preparation started its current lineage from nothing (its directory's mark: a
+fresh start cancelled before its door and resumed plainly may still empty its old lineage, outside
+review 4, F2), else since the run began. A mark naming no target (an earlier SeaTide's flat or
+``tables`` state) counts for every target, as in ``store/dropped_output.py`` (F1): refusing wrongly
+costs a save mode, accepting wrongly loses rows. The store cannot know a pipeline's targets before
+its driver opens its sinks, so the door asks, not the resume.
+
+In a job's first run the cause is sinks that give one target different save modes (one that keeps
+data committed first: nothing orders it after the DROP_DATA); a new submission races the same way,
+so the refusal names the same save modes on every sink of the target as the way on.
+``plan/shared_targets.py`` refuses such a config when it is planned wherever the target is spelled
+the same then (F3).
 """
 
 from __future__ import annotations
@@ -50,7 +61,7 @@ def kept_output(conn, job_id: str, pipeline_id: int, target: str, earlier_keys=(
         since = job.incarnation if row.pipeline_id in started_over else _lineage_began(row.checkpoint_dir, first)
         marked = _marked(row.checkpoint_dir)
         if _decided_into(conn, job_id, row.pipeline_id, since, names) or "*" in marked or names & marked:
-            return _refusal(target, pipeline_id, row, started_over)
+            return _refusal(target, pipeline_id, row, started_over, job.incarnation == first and not prepare)
     return None
 
 
@@ -93,7 +104,7 @@ def _marked(directory: str | None) -> set[str]:
     return marked_targets(directory, None if meta is None else meta.get("lineage"))
 
 
-def _refusal(target: str, pipeline_id: int, row, started_over: set[int]) -> str:
+def _refusal(target: str, pipeline_id: int, row, started_over: set[int], first_run: bool) -> str:
     if row.pipeline_id == pipeline_id:
         who = (f"pipeline {pipeline_id} itself (another of its sinks, or its batches from before this resume) "
                "committed rows there that it does not write again")
@@ -103,8 +114,14 @@ def _refusal(target: str, pipeline_id: int, row, started_over: set[int]) -> str:
         who = f"pipeline {row.pipeline_id}, started over too, has already committed rows of its own there"
     else:
         who = f"pipeline {row.pipeline_id}, which is not started over, keeps the rows it committed there"
+    # The job's first run: its sinks give the target different save modes (one that keeps data went
+    # first), so a new submission races the same way; the same save mode on every sink is the way on
+    # (plan/shared_targets.py refuses such a config where it can tell the target when planning).
+    again = ("" if first_run else "submit the job again as a new job (every pipeline writes its rows again after "
+             "the target is emptied once), or resume with a save mode that keeps data (data_save_mode = "
+             "APPEND_DATA, schema_save_mode CREATE_SCHEMA_WHEN_NOT_EXIST); ")
     return (f"target {target} is shared: {who}. Its save mode (DROP_DATA, RECREATE_SCHEMA or CUSTOM_PROCESSING) "
-            f"would destroy those rows, which nothing would write again; nothing was destroyed. Submit the job "
-            f"again as a new job (every pipeline writes its rows again after the target is emptied once), or "
-            f"resume with a save mode that keeps data (data_save_mode = APPEND_DATA, schema_save_mode "
-            f"CREATE_SCHEMA_WHEN_NOT_EXIST)")
+            f"would destroy those rows, which nothing would write again; nothing was destroyed. Ways on: {again}"
+            f"if the job's sinks give this target different save modes, give every one of them the same "
+            f"data_save_mode and schema_save_mode (a target's save modes are applied once, by whichever sink "
+            f"prepares it first), then submit it again (or resume it with that config)")

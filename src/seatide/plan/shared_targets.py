@@ -1,0 +1,65 @@
+"""Sinks of one job that write the same target must give it the same save modes.
+
+A target's save modes are decided once per job run, by whichever sink prepares it first
+(``plugin/sink_protocol.py``, ``SaveModeDoor``). Where one sink of the target says DROP_DATA (or
+RECREATE_SCHEMA, CUSTOM_PROCESSING) and another APPEND_DATA, nothing orders the two: a file sink's
+APPEND_DATA passes no door, so its first batch may commit before the DROP_DATA's door, which then
+either empties those rows (before ``store/kept_output.py``) or is refused (since): which one happens
+is timing, and a new submission races the same way (outside review 4, F3). SeaTunnel applies save
+modes once, when the job starts, before any row is written; SeaTide prepares each pipeline's sinks
+when that pipeline starts. So such a config is refused when it is planned, naming both sinks and the
+target, where the target is known then: the same connector and the same spelled path or table
+(with its connection). A target whose name is filled in per table (``${...}``) is known only at
+batch time: the door's refusal says the same then.
+"""
+
+from __future__ import annotations
+
+from seatide.config.job import ConfigError, JobConfig, PluginSpec
+
+# The options that name a sink's target, as its block spells them (file, Jdbc, Iceberg, Paimon, Hive)
+_NAMING = ("path", "url", "warehouse", "catalog_name", "database", "namespace", "table")
+_DESTROYS = {"data_save_mode": ("DROP_DATA", "CUSTOM_PROCESSING"), "schema_save_mode": ("RECREATE_SCHEMA",)}
+_DEFAULTS = {"data_save_mode": "APPEND_DATA", "schema_save_mode": "CREATE_SCHEMA_WHEN_NOT_EXIST"}
+SAME_SAVE_MODES = ("give every sink that writes the same target the same data_save_mode and schema_save_mode "
+                   "(DROP_DATA on each of them empties the target once, when the first prepares it)")
+
+
+def _target(spec: PluginSpec) -> tuple | None:
+    named = tuple((key, str(spec.block[key])) for key in _NAMING if key in spec.block)
+    if not any(key in ("path", "table") for key, _ in named) or any("${" in value for _, value in named):
+        return None
+    return (spec.name, *named)
+
+
+def _modes(spec: PluginSpec) -> dict[str, str]:
+    return {key: str(spec.block.get(key, default)).upper() for key, default in _DEFAULTS.items()}
+
+
+def _destroys(modes: dict[str, str]) -> bool:
+    return any(modes[key] in values for key, values in _DESTROYS.items())
+
+
+def _said(spec: PluginSpec, modes: dict[str, str]) -> str:
+    return f"{spec.label} ({', '.join(f'{key} = {value}' for key, value in modes.items())})"
+
+
+def refuse_mixed_save_modes(job: JobConfig) -> None:
+    """A ConfigError when two sinks write one target with different save modes, one of them destructive."""
+    first: dict[tuple, PluginSpec] = {}
+    for sink in job.sinks:
+        target = _target(sink)
+        if target is None:
+            continue
+        other = first.setdefault(target, sink)
+        mine, theirs = _modes(sink), _modes(other)
+        if other is not sink and mine != theirs and (_destroys(mine) or _destroys(theirs)):
+            spelled = ", ".join(f"{key} = {value}" for key, value in target[1:])
+            raise ConfigError(job.source_name, f"{_said(other, theirs)} and {_said(sink, mine)} write the same "
+                              f"target ({spelled}) with different save modes; a target's save modes are applied "
+                              f"once, by whichever sink prepares it first, and a destructive one would empty "
+                              f"or be refused over the other's rows depending on timing: {SAME_SAVE_MODES}",
+                              plugin=sink.label, option="data_save_mode", line=sink.line)
+
+
+__all__ = ["SAME_SAVE_MODES", "refuse_mixed_save_modes"]
