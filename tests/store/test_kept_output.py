@@ -47,12 +47,14 @@ def _kept(store, target: str) -> str | None:
         return kept_output(conn, "j1", 1, target)
 
 
-def _finished_pipeline_2(store, tmp_path, target: str) -> None:
+def _finished_pipeline_2(store, tmp_path, target: str, older_state: dict | None = None) -> None:
     """A second pipeline, FINISHED in this incarnation, whose sink marked a batch that wrote ``target``
-    (a sink that commits in its own system decides nothing in the store: its marks are the record)."""
+    (a sink that commits in its own system decides nothing in the store: its marks are the record).
+    ``older_state``: the mark an earlier SeaTide wrote instead (a bare state, no lineage)."""
     directory = str(tmp_path / "p2")
-    write_json_atomic(os.path.join(directory, "seatide.json"), {"lineage": "m1", "fingerprint": "f"})
-    write_json_atomic(os.path.join(directory, "sinks", "sink-0", "commit", "0.json"),
+    meta = {"lineage": "m1", "fingerprint": "f"} if older_state is None else {"fingerprint": "f"}
+    write_json_atomic(os.path.join(directory, "seatide.json"), meta)
+    write_json_atomic(os.path.join(directory, "sinks", "sink-0", "commit", "0.json"), older_state or
                       {"seatide.lineage": "m1", "state": {"rows": 3, "targets": {target: {"rows": 3}}}})
     row = _pipeline(store)
     with store.write() as conn:

@@ -5,31 +5,14 @@ door rather than emptying rows nothing writes again (outside review 4, F1)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from sqlalchemy import insert
 
-from seatide.runtime.commit_log import write_json_atomic
-from seatide.store import schema as s
 from seatide.store.kept_output import kept_output
 from tests.store.test_decided_batches import _decided_then_cancelled
 from tests.store.test_kept_output import _finished_pipeline_2, _kept, _started_over, _targets
-from tests.store.test_owed_prepare import _pipeline, leader  # noqa: F401  leader
+from tests.store.test_owed_prepare import leader  # noqa: F401  leader
 
 both_stores = pytest.mark.parametrize("store_url", ["sqlite", "postgresql"], indirect=True)
-
-
-def _finished_by_an_earlier_seatide(store, tmp_path, state: dict) -> None:
-    directory = str(tmp_path / "p2")
-    write_json_atomic(os.path.join(directory, "seatide.json"), {"fingerprint": "f"})
-    # an earlier SeaTide's mark: a bare state, no lineage
-    write_json_atomic(os.path.join(directory, "sinks", "sink-0", "commit", "0.json"), state)
-    row = _pipeline(store)
-    with store.write() as conn:
-        conn.execute(insert(s.pipelines).values(
-            job_id="j1", incarnation=row.incarnation, pipeline_id=2, status="FINISHED", fingerprint="f",
-            checkpoint_dir=directory, rows_read=3, rows_written=3, idle=False))
 
 
 @both_stores
@@ -39,7 +22,7 @@ def test_a_finished_pipelines_older_mark_keeps_its_rows(leader, tmp_path, state)
     _, store, directory = _decided_then_cancelled(leader, tmp_path, 0)
     _targets(store, "/out")
     _started_over(store, directory)
-    _finished_by_an_earlier_seatide(store, tmp_path, state)
+    _finished_pipeline_2(store, tmp_path, "/out", older_state=state)   # names no target
     message = _kept(store, "/out")
     assert message and "pipeline 2" in message, (
         "a fresh start's DROP_DATA over /out is let through although FINISHED pipeline 2 (marks of an "
