@@ -65,6 +65,27 @@ def _owned(pid: str, mark: bytes) -> bool:
         return False
 
 
+DRIVER_MODULE = b"seatide.runtime.driver"
+
+
+def _cmdline(pid: str) -> bytes | None:
+    """/proc/PID/cmdline, read without a buffered file object: DriverWatch reads every
+    process's 20 times a second, and the object's set-up cost more than the reads."""
+    try:
+        fd = os.open(f"/proc/{pid}/cmdline", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def driver_pids(job_id: str | None = None, store_url: str | tuple[str, ...] | None = None) -> list[int]:
     """Driver processes on this machine (optionally of one job, of one store given by one URL
     or several), from /proc; only this run's own when it has marked itself (``mark_owner``).
@@ -80,12 +101,12 @@ def driver_pids(job_id: str | None = None, store_url: str | tuple[str, ...] | No
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                argv = handle.read().split(b"\0")
-        except OSError:
+        raw = _cmdline(entry)
+        # Most processes are not drivers (a JVM's command line alone is kilobytes): a byte
+        # search skips them before any split or decode.
+        if raw is None or DRIVER_MODULE not in raw:
             continue
-        args = [arg.decode(errors="replace") for arg in argv]
+        args = [arg.decode(errors="replace") for arg in raw.split(b"\0")]
         if "seatide.runtime.driver" not in args or (job_id is not None and job_id not in args):
             continue
         if mark is not None and not _owned(entry, mark):
