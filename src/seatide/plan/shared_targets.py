@@ -8,28 +8,36 @@ either empties those rows (before ``store/kept_output.py``) or is refused (since
 is timing, and a new submission races the same way (outside review 4, F3). SeaTunnel applies save
 modes once, when the job starts, before any row is written; SeaTide prepares each pipeline's sinks
 when that pipeline starts. So such a config is refused when it is planned, naming both sinks and the
-target, where the target is known then: the same connector and the same spelled path or table
-(with its connection). A target whose name is filled in per table (``${...}``) is known only at
-batch time: the door's refusal says the same then.
+target, where the target is known then: the same connector with the same options besides its save
+modes. A target whose name is filled in per table (``${...}``), or options that differ, are known
+only at batch time: the door's refusal says the same then.
 """
 
 from __future__ import annotations
 
+import json
+
 from seatide.config.job import ConfigError, JobConfig, PluginSpec
 
-# The options that name a sink's target, as its block spells them (file, Jdbc, Iceberg, Paimon, Hive)
-_NAMING = ("path", "url", "warehouse", "catalog_name", "database", "namespace", "table")
+# The options that say how a sink writes, not where: every other option may pick the target (a Jdbc
+# `schema` or `tableSuffix`, an Iceberg catalog's config), and a connector's options are many.
+_NOT_WHERE = {"plugin_input", "source_table_name", "data_save_mode", "schema_save_mode", "custom_sql"}
 _DESTROYS = {"data_save_mode": ("DROP_DATA", "CUSTOM_PROCESSING"), "schema_save_mode": ("RECREATE_SCHEMA",)}
+_SPELLED = ("path", "url", "catalog_name", "database", "namespace", "schema", "table")
 _DEFAULTS = {"data_save_mode": "APPEND_DATA", "schema_save_mode": "CREATE_SCHEMA_WHEN_NOT_EXIST"}
 SAME_SAVE_MODES = ("give every sink that writes the same target the same data_save_mode and schema_save_mode "
                    "(DROP_DATA on each of them empties the target once, when the first prepares it)")
 
 
 def _target(spec: PluginSpec) -> tuple | None:
-    named = tuple((key, str(spec.block[key])) for key in _NAMING if key in spec.block)
-    if not any(key in ("path", "table") for key, _ in named) or any("${" in value for _, value in named):
-        return None
-    return (spec.name, *named)
+    """The same connector with the same options besides its save modes writes the same target.
+    Options that differ MAY pick another target, and a ``${...}`` name depends on the tables routed
+    to the sink: such sinks are left to the door, which refuses at batch time if they do share one; a
+    wrong refusal here would stop a valid job (outside review 6: two Postgres schemas, a table
+    suffix, two Iceberg catalogs)."""
+    options = json.dumps({key: value for key, value in spec.block.items() if key not in _NOT_WHERE},
+                         sort_keys=True, default=str)
+    return None if "${" in options else (spec.name, options)
 
 
 def _modes(spec: PluginSpec) -> dict[str, str]:
@@ -54,7 +62,7 @@ def refuse_mixed_save_modes(job: JobConfig) -> None:
         other = first.setdefault(target, sink)
         mine, theirs = _modes(sink), _modes(other)
         if other is not sink and mine != theirs and (_destroys(mine) or _destroys(theirs)):
-            spelled = ", ".join(f"{key} = {value}" for key, value in target[1:])
+            spelled = ", ".join(f"{key} = {sink.block[key]}" for key in _SPELLED if key in sink.block) or "its options"
             raise ConfigError(job.source_name, f"{_said(other, theirs)} and {_said(sink, mine)} write the same "
                               f"target ({spelled}) with different save modes; a target's save modes are applied "
                               f"once, by whichever sink prepares it first, and a destructive one would empty "
