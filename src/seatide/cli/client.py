@@ -13,9 +13,10 @@ from seatide.cli.args import (EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, CommandRefu
 
 
 class HttpClient:
-    def __init__(self, base: str, token: str | None = None):
+    def __init__(self, base: str, token: str | None = None, timeout_s: float = 30.0):
         self.base = base.rstrip("/")
         self.token = token
+        self.timeout_s = timeout_s
 
     def call(self, method: str, path: str, body: dict | None = None):
         data = json.dumps(body).encode() if body is not None else None
@@ -24,7 +25,7 @@ class HttpClient:
             headers["Authorization"] = f"Bearer {self.token}"
         request = urllib.request.Request(self.base + "/api/v1" + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as exc:
             if exc.code == 401:
@@ -35,8 +36,23 @@ class HttpClient:
                 payload = {}
             message = (payload.get("detail") or payload.get("error") if isinstance(payload, dict) else None) or str(exc)
             raise Refused(message, EXIT_BAD_CONFIG if exc.code in (400, 413, 422) else EXIT_FAILED) from None
+        except TimeoutError:
+            raise Refused(self._unanswered(method, path)) from None
         except urllib.error.URLError as exc:
+            if isinstance(exc.reason, TimeoutError):
+                raise Refused(self._unanswered(method, path)) from None
             raise Refused(f"cannot reach the cluster at {self.base}: {exc.reason}") from None
+
+    def _unanswered(self, method: str, path: str) -> str:
+        # A request sent and not answered may still have been carried out: asking again blind could
+        # do it twice (a second resume, a second submit), so the way on is to look first.
+        what = f"{method} {path}"
+        if method == "GET":
+            return (f"the cluster at {self.base} did not answer {what} within {self.timeout_s:g} s; "
+                    "check that its coordinators are up (seatide list --cluster ...) and ask again")
+        return (f"the cluster at {self.base} did not answer {what} within {self.timeout_s:g} s: it may still "
+                "have been done. Look before asking again: seatide status JOB_ID --cluster "
+                f"{self.base} (or seatide list), and the coordinator's log")
 
     def _unauthorised(self) -> str:
         if self.token:

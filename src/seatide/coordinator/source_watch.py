@@ -33,6 +33,7 @@ from sqlalchemy import and_, delete, insert, select
 from seatide.store import schema as s
 from seatide.store.clock import store_now
 from seatide.store.db import NotLeader, Store, record_event
+from seatide.store.job_ids import RestoreRefused
 from seatide.store.runs import run_key, spark_checkpoint_dir
 from seatide.store.states import JobStatus
 
@@ -135,35 +136,80 @@ def newest_offset(conn, job_id: str, pipeline_id: int, index: int) -> dict | Non
     return None
 
 
-def positions_gone(job, plan, restored: list[tuple[int, str, int | None]], timeout_s: float = 5.0) -> dict[int, str]:
+def positions_gone(job, plan, restored: list[tuple[int, str, int | None]], deadline_s: float = 5.0) -> dict[int, str]:
     """The pipelines a resume restores in place (id, directory, the batch the store recorded) whose
     sources' servers no longer have the position their checkpoint resumes from, each with the error
     its read would fail with (``Source.position_gone``). Asked by the process recording the resume,
-    which reads the checkpoint directories already (store/restore.py): a source it cannot reach (down,
-    or out of its network) is left to the driver's read, which checks the same and fails alike."""
+    which reads the checkpoint directories already (store/restore.py).
+
+    Every source is asked at once, and the whole check waits ``deadline_s`` at most: the resume is
+    answered while a client waits for it (the CLI's HTTP client gives up after 30 s), and a server
+    that takes connections without answering holds its own ask longer than its timeout (libpq
+    tries twice with sslmode=prefer). A source not answered by then, like one that cannot be reached
+    (down, or out of this process's network), is not checked here: the driver's read checks the same
+    and fails alike. Its ask goes on in a daemon thread, bounded by its own timeout, answered to no one."""
+    asks = _position_asks(job, plan, restored)
+    answers: dict[tuple[int, int], str | None] = {}
+    done = threading.Event()
+    lock = threading.Lock()
+
+    def ask(pipeline_id: int, index: int, spec, offset: dict) -> None:
+        try:
+            why = spec.plugin.position_gone(run_key(job.job_id, job.run_id), pipeline_id, spec.plugin_id, offset,
+                                            deadline_s)
+        except Exception as exc:  # noqa: BLE001 - not known here: the read decides
+            log.info("job %s pipeline %s: %s's position not checked before the resume (%s); its read will",
+                     job.job_id, pipeline_id, spec.plugin_id, type(exc).__name__)
+            why = None
+        with lock:
+            answers[(pipeline_id, index)] = why
+            if len(answers) == len(asks):
+                done.set()
+
+    for pipeline_id, index, spec, offset in asks:
+        threading.Thread(target=ask, args=(pipeline_id, index, spec, offset), daemon=True,
+                         name=f"position-check-{job.job_id}-{pipeline_id}-{index}").start()
+    if asks and not done.wait(deadline_s):
+        with lock:
+            late = [f"{pid}/{spec.plugin_id}" for pid, index, spec, _ in asks if (pid, index) not in answers]
+        log.info("job %s: sources %s did not answer the position check within %.0f s; their reads will check",
+                 job.job_id, ", ".join(late), deadline_s)
+    gone: dict[int, str] = {}
+    with lock:
+        for (pipeline_id, _), why in sorted(answers.items()):
+            if why is not None:
+                gone.setdefault(pipeline_id, why)
+    return gone
+
+
+def _position_asks(job, plan, restored) -> list[tuple[int, int, object, dict]]:
+    """(pipeline, source index, its spec, its checkpointed offset) of each source that can tell."""
     from seatide.plugin.base import Source
     from seatide.runtime.offset_log import logged_offsets
     from seatide.runtime.spark_checkpoint import restore_point
 
-    key = run_key(job.job_id, job.run_id)
-    gone: dict[int, str] = {}
+    asks = []
     for pipeline_id, directory, recorded in restored:
         spark_dir = spark_checkpoint_dir(directory)
         batch = restore_point(spark_dir, recorded)
         offsets = logged_offsets(spark_dir, batch) if batch is not None else None
         for index, spec in enumerate(plan.pipeline(pipeline_id).sources):
             offset = offsets[index] if offsets and index < len(offsets) else None
-            if offset is None or type(spec.plugin).position_gone is Source.position_gone:
-                continue
-            try:
-                why = spec.plugin.position_gone(key, pipeline_id, spec.plugin_id, offset, timeout_s)
-            except Exception as exc:  # noqa: BLE001 - not known here: the read decides
-                log.info("job %s pipeline %s: %s's position not checked before the resume (%s); its read will",
-                         job.job_id, pipeline_id, spec.plugin_id, type(exc).__name__)
-                continue
-            if why is not None:
-                gone.setdefault(pipeline_id, why)
-    return gone
+            if offset is not None and type(spec.plugin).position_gone is not Source.position_gone:
+                asks.append((pipeline_id, index, spec, offset))
+    return asks
+
+
+def refuse_gone_positions(job, plan, restored: list[tuple[int, str, int | None]]) -> None:
+    """Refuse the resume (RestoreRefused, answered as every refusal to restore is: REST 409, CLI exit 1)
+    when a pipeline it restores in place can no longer read on from its checkpoint: resuming it could
+    not keep exactly-once, and the new incarnation would only fail. Nothing is recorded: the job
+    stays as it ended, and the message says what is gone, where, and the way on."""
+    gone = positions_gone(job, plan, restored)
+    if gone:
+        lines = "; ".join(f"pipeline {pipeline_id}: {why}" for pipeline_id, why in sorted(gone.items()))
+        raise RestoreRefused(f"cannot resume job {job.job_id}: its checkpoint's source position is gone from the "
+                             f"server. {lines}")
 
 
 def measure_job(store: Store, job, sources: JobSources, timeout_s: float) -> list[Measured]:

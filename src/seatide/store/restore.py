@@ -103,17 +103,16 @@ def inspect_checkpoint(path: str, fits, had_checkpoints: bool) -> str | None:
 
 def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, savepoint_id: int | None = None,
                fallback: str | None = None, pinned_worker: str | None = None, actor: str = "client",
-               timeouts: Timeouts = Timeouts(), positions_gone=None) -> list[str]:
+               timeouts: Timeouts = Timeouts(), check_positions=None) -> list[str]:
     """Start the job's next incarnation from its latest checkpoints, or from a savepoint. Returns, for its
     answer, the decisions it carried on or re-planned (``jobs.restore``'s ``carried``), then its fresh starts.
 
     The new incarnation's first driver starts only once every earlier attempt's driver is surely gone, by
     the leader's rule for a retry (``coordinator/reconcile.py``): a resume never adds one beside a live one.
 
-    ``positions_gone(job, plan, [(pipeline id, directory, recorded batch)])``: of the pipelines restored in
-    place, those whose sources' positions are gone from their servers, with why (``coordinator/
-    source_watch.py``). The incarnation is then recorded with them FAILED and the rest CANCELED: the
-    leader ends it FAILED with that error, and no driver starts Spark only to find it out."""
+    ``check_positions(job, plan, [(pipeline id, directory, recorded batch)])`` raises RestoreRefused when a
+    pipeline restored in place has its sources' position gone from their servers (``coordinator/
+    source_watch.py``): the resume could not keep exactly-once, so it is refused and nothing recorded."""
     fallback = fallback or plan.job.env.restore_fallback
     with store.read() as conn:
         job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
@@ -159,9 +158,10 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
                              "over explicitly with --fallback fresh (restore.fallback = fresh)")
     in_place = [(p.pipeline_id, p.checkpoint_dir, p.from_batch) for p in pipelines
                 if not p.finished and not p.problem and p.restore_from is None]
-    gone = positions_gone(job, plan, in_place) if positions_gone is not None and in_place else {}
+    if check_positions is not None and in_place:
+        check_positions(job, plan, in_place)
     return _new_incarnation(store, job, plan, text, variables, pipelines, savepoint, fallback, pinned_worker, actor,
-                            released, gone)
+                            released)
 
 
 def run_first_incarnation(conn, job) -> int:
@@ -296,7 +296,7 @@ def _added(pipeline, old: dict, had_until: int | None) -> PipelinePlan:
 
 
 def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepoint, fallback, pinned_worker,
-                     actor, released: int | None, gone: dict[int, str]) -> list[str]:
+                     actor, released: int | None) -> list[str]:
     # Only decisions here: the driver of the new incarnation moves the directories
     # (``runtime/checkpoint_move.prepare_checkpoint``), after this compare-and-set has made the resume real.
     fresh, restored, prepare, carried = [], [], {}, []
@@ -340,9 +340,7 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
         conn.execute(update(s.jobs).where(and_(s.jobs.c.job_id == job.job_id,
                                                s.jobs.c.incarnation == job.incarnation)).values(
             incarnation=incarnation, config=text, variables=json.dumps(variables), outline=outline_json(plan.job),
-            # PENDING when a position is gone: the leader's next look ends it (CREATED may not fail)
-            mode=env.mode, desired="RUN", status=JobStatus.PENDING if gone else JobStatus.CREATED,
-            retries_used=0, max_retries=env.retry_times,
+            mode=env.mode, desired="RUN", status=JobStatus.CREATED, retries_used=0, max_retries=env.retry_times,
             retry_interval_s=float(env.retry_interval_s), next_attempt_at=None, current_attempt=None,
             pinned_worker=pinned_worker, restored_from=source,
             restore=json.dumps({"from": source, "fallback": fallback, "fresh": fresh, "prepare": prepare,
@@ -353,15 +351,11 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
             progress_timeout_s=env.progress_timeout_s, on_hung=env.on_hung, hung_since=None, updated_at=now,
             finished_at=None, release=None, released_at=None))
         for p in pipelines:
-            # a gone position fails its pipeline for good; the others stop with it, as a driver stops them
-            status = (PipelineStatus.FINISHED if p.finished else PipelineStatus.FAILED if p.pipeline_id in gone
-                      else PipelineStatus.CANCELED if gone else PipelineStatus.CREATED)
             conn.execute(insert(s.pipelines).values(
                 job_id=job.job_id, incarnation=incarnation, pipeline_id=p.pipeline_id,
-                status=status, fingerprint=p.fingerprint, error=gone.get(p.pipeline_id),
+                status=PipelineStatus.FINISHED if p.finished else PipelineStatus.CREATED, fingerprint=p.fingerprint,
                 checkpoint_dir=p.checkpoint_dir, rows_read=0, rows_written=0, idle=False,
-                last_batch_id=None if p.problem else p.from_batch,
-                finished_at=now if status != PipelineStatus.CREATED else None))
+                last_batch_id=None if p.problem else p.from_batch, finished_at=now if p.finished else None))
         # A killed incarnation's attempt never recorded its end. It is put down if its worker
         # still sees it (kill_requested), and the leader starts the new incarnation's driver only
         # once it is surely gone (reconcile.py: earlier attempts are waited for like a retry's).
@@ -374,9 +368,6 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
                      **({"carried": carried} if carried else {}))
         for entry in fresh:
             record_event(conn, "RESTORE_FALLBACK_FRESH", actor, job.job_id, incarnation, level="WARNING", **entry)
-        for pipeline_id, why in gone.items():
-            record_event(conn, "SOURCE_POSITION_GONE", actor, job.job_id, incarnation, level="ERROR",
-                         pipeline=pipeline_id, error=why)
     return carried + started_over(pipelines)
 
 

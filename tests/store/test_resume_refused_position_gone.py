@@ -1,0 +1,42 @@
+"""A resume whose Postgres-CDC slot is gone from the real server (it was never made here) cannot
+keep exactly-once: it is refused while it is answered, as a released job's is
+(store/resumable.refuse_released): a RestoreRefused (REST 409, CLI exit 1) saying what is gone,
+where, and the way on, and nothing is recorded (no new incarnation, the job stays as it ended)."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select, update
+
+from seatide import intents
+from seatide.store import schema as s
+from tests.databases.jobs import PG_URL
+from tests.store.test_position_check_deadline import _checkpointed_at_lsn
+from tests.store.test_store import _end, store, submit  # noqa: F401  (store is a fixture)
+
+JOB = f"""env {{ job.mode = "STREAMING" }}
+source {{ Postgres-CDC {{ base-url = "{PG_URL}", username = "postgres", password = ""
+  database-names = ["test"], schema-names = ["public"], table-names = ["test.public.r5_orders"] }} }}
+sink {{ Console {{}} }}
+"""
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_resume_whose_slot_is_gone_is_refused_saying_what_where_and_how_on(store, tmp_path):
+    submit(store, tmp_path, text=JOB)     # the slot seatide_j1_..._1_source0 was never made on PG_URL: gone
+    with store.read() as conn:
+        directory = conn.execute(select(s.pipelines.c.checkpoint_dir).where(s.pipelines.c.job_id == "j1")).scalar()
+    _checkpointed_at_lsn(directory)
+    with store.write() as conn:
+        conn.execute(update(s.pipelines).where(s.pipelines.c.job_id == "j1").values(last_batch_id=0))
+    _end(store, "j1", "CANCELED", "CLEAN")
+    with pytest.raises(intents.Refusal) as refused:
+        intents.resume(store, "j1", actor="api:c1")
+    message = str(refused.value)
+    assert refused.value.kind is intents.RefusalKind.CONFLICT        # REST 409, as every refused restore
+    assert "cannot resume job j1" in message and "pipeline 1" in message
+    assert "replication slot 'seatide_j1" in message and "no longer exists" in message     # what, where
+    assert "LSN 0/1000" in message and "submit it again" in message                          # from where, how on
+    with store.read() as conn:
+        job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == "j1")).one()
+    assert (job.incarnation, job.status) == (1, "CANCELED")          # nothing recorded
