@@ -212,24 +212,15 @@ def test_mysql_cdc_keeps_a_postgres_replica_identical_across_a_driver_kill(tmp_p
 
 
 def _resume_fails_naming(data_dir: str, job_id: str, *expected: str) -> None:
-    from seatide.runtime.session import JVM_STARTING
-    from seatide.store.paths import driver_log_path
-
+    before = _job_row(data_dir, job_id)
     resumed = seatide("resume", job_id, "--data-dir", data_dir)
     assert resumed.returncode == 1, resumed.stdout[-2000:] + resumed.stderr[-2000:]
-    info = _job_row(data_dir, job_id)
-    assert info["jobStatus"] == "FAILED"
-    # a lost position is permanent: the resume fails the job, no retry can help
-    assert info["retriesUsed"] == 0, (info["retriesUsed"], info["errorMsg"])
+    # a lost position is permanent: the resume is refused while it is answered, saying what is gone,
+    # where, and the way on; nothing is recorded, so no driver of it ever starts Spark to find it out
     for text in (*expected, "startup.mode", "submit it again"):
-        assert text in info["errorMsg"], info["errorMsg"]
-        assert text in resumed.stdout + resumed.stderr
-    # ...and it is known before any driver of the resumed incarnation starts Spark to find it out
-    started = []
-    for attempt in info["attempts"]:
-        with open(driver_log_path(data_dir, job_id, attempt["attemptId"]), errors="replace") as log:
-            started += [attempt["attemptId"]] if JVM_STARTING in log.read() else []
-    assert not started, f"attempts {started} of the resumed incarnation started a JVM"
+        assert text in resumed.stderr, resumed.stderr[-2000:]
+    info = _job_row(data_dir, job_id)
+    assert (info["jobStatus"], len(info["attempts"])) == (before["jobStatus"], len(before["attempts"]))
 
 
 def test_resume_after_the_slot_was_dropped_fails_loudly(tmp_path, private_postgres, postgres_to_mariadb):

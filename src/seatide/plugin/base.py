@@ -171,9 +171,9 @@ class Source(Plugin):
         binlog file), in the words its read would fail with. None when it may, or when it cannot
         be told without reading (the read checks again).
 
-        Asked by a resume before its incarnation is recorded (intents.resume): a job whose position
-        is gone fails then, not after a driver has started Spark to find it out. May raise (the
-        server is down): the resume then goes on, and its driver's read decides.
+        Asked by a resume before its incarnation is recorded (intents.resume): a resume whose position
+        is gone is refused then, not failed after a driver has started Spark to find it out. May raise
+        (the server is down) or not answer in time: the resume then goes on, and its driver's read decides.
         """
         return None
 
