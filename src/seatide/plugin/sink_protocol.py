@@ -45,12 +45,12 @@ modes are decided), ``sink.save_mode_plan`` (none found decided, before the plan
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, replace
 from typing import Callable
 
 from seatide import failpoints
 from seatide.plugin.base import Batch, Sink, SinkContext, StagedBatch
+from seatide.plugin.save_mode_door import SaveModeDoor
 from seatide.plugin.sink_records import SinkDecisions, SinkLog
 from seatide.plugin.tables import TableRoute, table_frames_of, with_empty_frame
 from seatide.plugin.target_rows import RoutePart, TargetRows
@@ -64,6 +64,9 @@ class Target:
     # True: the target has save modes that remove or refuse, decided through the ``SaveModeDoor``
     # before its first rows (a target may set it per instance, from its options).
     save_modes: bool = False
+    # True: ``save_mode_plan`` carries a destructive step out itself (Jdbc: a table's rows have no
+    # identity a plan could name), so the door asks the records whether it may destroy first.
+    destroys_when_planned: bool = False
     # Keys an earlier SeaTide gave this target (before its key was normalised): a decision named
     # by one counts as the target's.
     earlier_keys: tuple[str, ...] | list[str] = ()
@@ -216,44 +219,6 @@ class SinkTargets:
             by_route = {r.key: self.key_of[r.index] for r in self.routes}
             return [(by_route.get(route_key, route_key), part) for route_key, part in publish["tables"].items()]
         return [(key, publish) for key in self.keys()]
-
-
-# -- the one door for destructive steps --------------------------------------------------------
-@dataclass
-class SaveModeDoor:
-    """Prepares targets; their save modes pass here. The decision of what a target's save modes
-    destroy is recorded once per target and scope (``records``: fenced by the attempt and shared by
-    every sink and every pipeline of the job), before it is carried out, so it is taken once
-    whoever comes first and carried out by whoever comes: never a second decision that would take
-    in what was written since (by this sink, another sink of the pipeline, or another pipeline).
-    ``scope`` names the job's run."""
-
-    records: SinkDecisions
-    scope: str
-
-    def key_of(self, identity: str) -> str:
-        """The name of the save-mode decision of the target ``identity`` (a ``target_key``)."""
-        return f"{self.scope}@{hashlib.sha1(identity.encode()).hexdigest()[:16]}"
-
-    def prepare(self, target: Target, schema, written: bool, fence: Callable[[], None]) -> None:
-        if target.save_modes and not written:
-            names = tuple(dict.fromkeys(map(self.key_of, [target.key, *target.earlier_keys])))
-            target.save_mode_decisions = names
-            failpoints.hit("sink.save_modes")
-            record = next(filter(None, map(self.records.recorded_once, names)), None) or target.earlier_decision(self)
-            if record is None:
-                failpoints.hit("sink.save_mode_plan")      # no decision found: another writer may decide now
-                try:
-                    plan = target.save_mode_plan(schema)
-                except Exception:      # it refused what another writer of the job wrote once it decided: that stands
-                    if (record := next(filter(None, map(self.records.recorded_once, names)), None)) is None:
-                        raise
-                else:
-                    record = self.records.decide_once(names[0], {"target": target.key, "destroy": plan, "earlier": list(target.earlier_keys)})
-            failpoints.hit("sink.save_modes_decided")
-            if record.get("destroy") is not None:
-                target.destroy(record["destroy"], fence)
-        target.ensure(schema)
 
 
 # -- the runtime's half ------------------------------------------------------------------------

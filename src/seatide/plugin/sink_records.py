@@ -37,6 +37,11 @@ class SinkDecisions(Protocol):
     def decide_once(self, key: str, plan: dict) -> dict:
         """A decision named ``key`` that is not a batch's (a save mode's): the first stands."""
 
+    def may_destroy(self, key: str, target: str, earlier_keys: list[str]) -> dict | None:
+        """Before a save mode that destroys is planned for ``target`` (a read): None when it may;
+        the decision named ``key`` when another writer recorded one meanwhile (it stands); raises
+        (permanently) when it may not, before anything is destroyed."""
+
     def recorded_once(self, key: str) -> dict | None:
         """The decision named ``key`` if one stands (a read: decides nothing)."""
 

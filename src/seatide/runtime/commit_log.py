@@ -172,20 +172,30 @@ class StoreDecisions:
         self.reporter.fence()
 
     def decide_once(self, key: str, plan: dict) -> dict:
-        if plan.get("destroy") is not None and self.writer:
-            # A save mode that destroys, decided now: never over rows a pipeline that is not started
-            # over committed, which nothing would write again (store/kept_output.py); permanent, as
-            # no retry changes it. A decision another writer made meanwhile stands instead.
-            # ``earlier``: the target's older spellings, which older marks and decisions name
-            kept = self.reporter.read(lambda conn: kept_output(conn, self.reporter.job_id, self.writer["pipeline"],
-                                                               str(plan.get("target")), plan.get("earlier") or ()))
-            if kept is not None:
-                earlier = self.recorded_once(key)
-                if earlier is not None:
-                    return earlier
-                raise PermanentError(f"pipeline {self.writer['pipeline']}: {kept}")
+        if plan.get("destroy") is not None:
+            # a target whose plan destroys nothing until decided (files) is asked here only; rows
+            # kept since the door asked (Jdbc) are refused here too
+            standing = self.may_destroy(key, str(plan.get("target")), plan.get("earlier") or [])
+            if standing is not None:
+                return standing
         # Batch -1: no batch's; its key never starts like a lineage's, so no roll-forward lists it.
         return self.reporter.decide_batch(self.pipeline_id, self.plugin_id, -1, key, {**plan, **(self.writer or {})})
+
+    def may_destroy(self, key: str, target: str, earlier_keys: list[str]) -> dict | None:
+        if not self.writer:
+            return None
+        # Never over rows a pipeline that is not started over committed, which nothing would write
+        # again (store/kept_output.py); permanent, as no retry changes it. A decision another writer
+        # made meanwhile stands instead. ``earlier_keys``: the target's older spellings, which older
+        # marks and decisions name
+        kept = self.reporter.read(lambda conn: kept_output(conn, self.reporter.job_id, self.writer["pipeline"],
+                                                           target, earlier_keys))
+        if kept is None:
+            return None
+        earlier = self.recorded_once(key)
+        if earlier is not None:
+            return earlier
+        raise PermanentError(f"pipeline {self.writer['pipeline']}: {kept}")
 
     def recorded_once(self, key: str) -> dict | None:
         return self.decided(-1, key)
@@ -244,6 +254,9 @@ class FileDecisions:
             return earlier
         write_json_atomic(os.path.join(self.log.root, "decided", f"{key}.json"), plan)
         return plan
+
+    def may_destroy(self, key: str, target: str, earlier_keys: list[str]) -> dict | None:
+        return None     # no store: no other pipeline's rows are known here
 
     def recorded_once(self, key: str) -> dict | None:
         return read_json(os.path.join(self.log.root, "decided", f"{key}.json"))

@@ -90,6 +90,9 @@ class JdbcTableTarget(Target):
         self.group = group
         self.table = table
         self.save_modes = table.lead.table is not None       # query mode writes no table of its own
+        spec = table.lead.spec      # save_modes.plan carries these steps out (kept rows are asked first)
+        self.destroys_when_planned = self.save_modes and (spec.schema_save_mode == "RECREATE_SCHEMA" or
+                                                          spec.data_save_mode in ("DROP_DATA", "CUSTOM_PROCESSING"))
         self.earlier_keys = list(dict.fromkeys([*(owner.naming.earlier(r, owner.multi) for r in routes),
                                                 *owner.naming.job_spellings().get(key, ())]))
 

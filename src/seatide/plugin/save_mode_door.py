@@ -1,0 +1,61 @@
+"""The one door for destructive steps: a target's save modes pass here (``plugin.sink_protocol``,
+step 2, prepares every target through it)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from seatide import failpoints
+from seatide.plugin.sink_records import SinkDecisions
+
+if TYPE_CHECKING:       # the protocol's Target, which names this door in its own signatures
+    from seatide.plugin.sink_protocol import Target
+
+
+@dataclass
+class SaveModeDoor:
+    """Prepares targets; their save modes pass here. The decision of what a target's save modes
+    destroy is recorded once per target and scope (``records``: fenced by the attempt and shared by
+    every sink and every pipeline of the job), before it is carried out, so it is taken once
+    whoever comes first and carried out by whoever comes: never a second decision that would take
+    in what was written since (by this sink, another sink of the pipeline, or another pipeline).
+    ``scope`` names the job's run.
+
+    Whether the target may be destroyed at all (``records.may_destroy``: not over rows a pipeline
+    that is not started over keeps) is asked before the plan when planning itself may destroy
+    (``Target.destroys_when_planned``, Jdbc), so a refusal has destroyed nothing."""
+
+    records: SinkDecisions
+    scope: str
+
+    def key_of(self, identity: str) -> str:
+        """The name of the save-mode decision of the target ``identity`` (a ``target_key``)."""
+        return f"{self.scope}@{hashlib.sha1(identity.encode()).hexdigest()[:16]}"
+
+    def prepare(self, target: Target, schema, written: bool, fence: Callable[[], None]) -> None:
+        if target.save_modes and not written:
+            names = tuple(dict.fromkeys(map(self.key_of, [target.key, *target.earlier_keys])))
+            target.save_mode_decisions = names
+            failpoints.hit("sink.save_modes")
+            record = next(filter(None, map(self.records.recorded_once, names)), None) or target.earlier_decision(self)
+            if record is None and target.destroys_when_planned:
+                # raises when refused; a decision another writer recorded meanwhile stands
+                record = self.records.may_destroy(names[0], target.key, list(target.earlier_keys))
+            if record is None:
+                failpoints.hit("sink.save_mode_plan")      # no decision found: another writer may decide now
+                try:
+                    plan = target.save_mode_plan(schema)
+                except Exception:      # it refused what another writer of the job wrote once it decided: that stands
+                    if (record := next(filter(None, map(self.records.recorded_once, names)), None)) is None:
+                        raise
+                else:
+                    record = self.records.decide_once(names[0], {"target": target.key, "destroy": plan, "earlier": list(target.earlier_keys)})
+            failpoints.hit("sink.save_modes_decided")
+            if record.get("destroy") is not None:
+                target.destroy(record["destroy"], fence)
+        target.ensure(schema)
+
+
+__all__ = ["SaveModeDoor"]
