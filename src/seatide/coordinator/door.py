@@ -28,7 +28,7 @@ So every such step goes through ``destructive_step``:
   user-named slot among them) to look for the marker.
 
 The sinks' destructive steps (save modes, staging tables) have their own door, fenced by the
-attempt: ``plugin/sink_protocol.py``'s ``SaveModeDoor``. ``docs/operations.md`` lists every
+attempt: ``plugin/save_mode_door.py``'s ``SaveModeDoor``. ``docs/operations.md`` lists every
 destructive step and its fence.
 """
 

@@ -1,7 +1,7 @@
 """Sinks of one job that write the same target must give it the same save modes.
 
 A target's save modes are decided once per job run, by whichever sink prepares it first
-(``plugin/sink_protocol.py``, ``SaveModeDoor``). Where one sink of the target says DROP_DATA (or
+(``plugin/save_mode_door.py``, ``SaveModeDoor``). Where one sink of the target says DROP_DATA (or
 RECREATE_SCHEMA, CUSTOM_PROCESSING) and another APPEND_DATA, nothing orders the two: a file sink's
 APPEND_DATA passes no door, so its first batch may commit before the DROP_DATA's door, which then
 either empties those rows (before ``store/kept_output.py``) or is refused (since): which one happens

@@ -1,7 +1,7 @@
 """A lineage whose committed rows a later fresh start's save modes destroyed cannot go on.
 
 A target's save modes (DROP_DATA, RECREATE_SCHEMA, CUSTOM_PROCESSING) are decided once per job run
-and target, in the store (``plugin/sink_protocol.py``, ``SaveModeDoor``: batch -1, a ``P_`` key,
+and target, in the store (``plugin/save_mode_door.py``, ``SaveModeDoor``: batch -1, a ``P_`` key,
 ``{"target", "destroy", "pipeline", "lineage"}``). A lineage that ran without one (APPEND_DATA, or
 a target new to it) and was then started over (``--fallback fresh``) with a destructive mode has
 its targets emptied by the fresh start's first preparation. Its directory, put back from a backup,

@@ -1,7 +1,7 @@
 """A destructive save mode must not empty a target that holds rows no pipeline will write again.
 
 A target's save modes are decided once per job run and target, by whichever sink prepares it first
-(``plugin/sink_protocol.py``, ``SaveModeDoor``). A fresh start (``--fallback fresh``) starts only
+(``plugin/save_mode_door.py``, ``SaveModeDoor``). A fresh start (``--fallback fresh``) starts only
 the pipelines that had not finished (``store/restore.py``), and a new decision is made then for a
 target none of the run's earlier decisions covered (the first incarnation ran APPEND_DATA there,
 say). Where another pipeline of the job writes the same target and is not started over (it

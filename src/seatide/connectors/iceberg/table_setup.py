@@ -1,6 +1,6 @@
 """Prepare an Iceberg target before its first rows: save modes, namespace, table; and evolve it.
 
-The protocol's door (``plugin.sink_protocol.SaveModeDoor``) asks ``save_mode_plan`` what the
+The protocol's door (``plugin.save_mode_door.SaveModeDoor``) asks ``save_mode_plan`` what the
 save modes destroy, records that once per job run and table, then has it carried out
 (``destroy``) and the table made usable (``ensure``: namespace, the table created from the
 input's fields when missing, primary keys as identifier fields, partition keys as identity

@@ -1,4 +1,4 @@
-"""A Jdbc target's save modes, as the protocol's door (``plugin.sink_protocol.SaveModeDoor``) asks
+"""A Jdbc target's save modes, as the protocol's door (``plugin.save_mode_door.SaveModeDoor``) asks
 for them: what they destroy (``plan``), carrying that out (``destroy``), and making the table
 usable (``ensure``).
 
