@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from seatide import failpoints
 from seatide.plugin.sink_records import SinkDecisions
-
-if TYPE_CHECKING:       # the protocol's Target, which names this door in its own signatures
-    from seatide.plugin.sink_protocol import Target
 
 
 @dataclass
@@ -34,7 +31,9 @@ class SaveModeDoor:
         """The name of the save-mode decision of the target ``identity`` (a ``target_key``)."""
         return f"{self.scope}@{hashlib.sha1(identity.encode()).hexdigest()[:16]}"
 
-    def prepare(self, target: Target, schema, written: bool, fence: Callable[[], None]) -> None:
+    def prepare(self, target, schema, written: bool, fence: Callable[[], None]) -> None:
+        """Prepare ``target``, a ``plugin.sink_protocol.Target`` (not imported: the protocol imports
+        this door); ``written``: the sink has written it already (its state is in the commit log)."""
         if target.save_modes and not written:
             names = tuple(dict.fromkeys(map(self.key_of, [target.key, *target.earlier_keys])))
             target.save_mode_decisions = names
