@@ -13,7 +13,7 @@ from sqlalchemy import func, select, update
 
 from seatide import intents
 from seatide.coordinator.retention import DAY_S, Pruner, RetentionRules
-from seatide.coordinator.service import Coordinator, register_node
+from seatide.coordinator.service import Coordinator, node_heartbeat, register_node
 from seatide.runtime.reporter import AttemptReporter
 from seatide.store import schema as s
 from seatide.store.db import NotLeader, open_store
@@ -48,13 +48,23 @@ def _running_attempt(coordinator, store, data_dir, job_id: str) -> AttemptReport
     # loaded machine (its first config parse imports the SQL machinery): a fresh lease, a live worker.
     assert coordinator.lease.tick()
     register_node(store, "w-retention", "worker", slots=2)
-    attempt = wait_for(lambda: coordinator.reconcile_all() or _current_attempt(store, job_id), 30,
+    attempt = wait_for(lambda: _leading_tick(coordinator, store) or _current_attempt(store, job_id), 30,
                        interval=0.05, message="an attempt assigned")
     with store.write() as conn:      # claimed, as a worker claims it
         conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == attempt).values(state="LAUNCHING"))
     reporter = AttemptReporter(store, job_id, 1, attempt)
     reporter.mark_running(pid=0)
     return reporter
+
+
+def _leading_tick(coordinator, store) -> None:
+    """One pass of what a coordinator's loop and a worker do: renew (or win again) the lease, beat the
+    worker's heart, reconcile. A pass slower than the lease on a loaded machine (reading the snapshot
+    took 3.9 s under a CPU hog) loses leadership; the real loop wins it back on its next pass, and so
+    must this one, or every later reconcile_all does nothing."""
+    coordinator.lease.tick()
+    node_heartbeat(store, "w-retention")
+    coordinator.reconcile_all()
 
 
 def _current_attempt(store, job_id: str) -> int | None:
