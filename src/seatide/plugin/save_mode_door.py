@@ -50,7 +50,8 @@ class SaveModeDoor:
                     if (record := next(filter(None, map(self.records.recorded_once, names)), None)) is None:
                         raise
                 else:
-                    record = self.records.decide_once(names[0], {"target": target.key, "destroy": plan, "earlier": list(target.earlier_keys)})
+                    record = self.records.decide_once(names[0], {"target": target.key, "destroy": plan,
+                                                                 "earlier": list(target.earlier_keys)})
             failpoints.hit("sink.save_modes_decided")
             if record.get("destroy") is not None:
                 target.destroy(record["destroy"], fence)
