@@ -27,23 +27,11 @@ from seatide.plugin.base import PermanentError, SinkContext
 from seatide.plugin.options import read_options
 from seatide.runtime.sink_runs import attempt_run, commit_log_of
 from seatide.store import schema as s
-from seatide.store.db import open_store
-from tests.contract.harness import Pipeline, rows
-from tests.contract.systems import JdbcSystem, LocalFileSystem, jdbc_database
+from tests.contract.harness import Pipeline, Zombie, rows
+from tests.contract.systems import JdbcSystem, LocalFileSystem, PaimonSystem
+from tests.contract.test_sinks import mariadb_database, store  # noqa: F401 - the suite's fixtures
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    st = open_store(f"sqlite:///{tmp_path_factory.mktemp('review7-store')}/state.db")
-    yield st
-    st.dispose()
-
-
-@pytest.fixture(scope="module")
-def mariadb_database():
-    yield from jdbc_database("MariaDB")
 
 
 def _job_of_two_pipelines(store, workdir: str) -> tuple[Pipeline, str]:
@@ -82,6 +70,24 @@ def _second_commits_then_first_drops(spark, job, second_dir, dropping, appending
     # pipeline 2 replays its batch 0 (a restart): it counts it as committed and writes nothing
     assert _open(job, job.attempt(), appending, spark, 2, second_dir, sinks).write(rows(spark, [1, 2, 3]), 0).replayed
     return read()
+
+
+def _held_while_second_commits(spark, store, tmp_path, monkeypatch, step: str, first, second_sink, read):
+    """Pipeline 1 (``first``) runs batch 0 held at failpoint ``step`` while pipeline 2 (``second_sink``)
+    commits its batch 0 (ids 1-3); then pipeline 1 goes on. (pipeline 1's outcome, what ``read`` sees
+    after it); pipeline 2's replay of batch 0 (a restart) writes nothing: it counts it committed."""
+    sinks = (first, second_sink)
+    job, second = _job_of_two_pipelines(store, str(tmp_path / "checkpoints"))
+    reporter = job.attempt()
+    first_dir = os.path.join(job.workdir, job.job_id, "pipeline-1")
+    held = Zombie(step, str(tmp_path / "gate"), monkeypatch,
+                  lambda: _open(job, reporter, first, spark, 1, first_dir, sinks).write(rows(spark, [10]), 0))
+    assert not _open(job, reporter, second_sink, spark, 2, second, sinks).write(rows(spark, [1, 2, 3]), 0).replayed
+    assert {1, 2, 3} <= set(read())                        # pipeline 2's batch 0: committed
+    outcome = held.release()
+    after = read()
+    assert _open(job, job.attempt(), second_sink, spark, 2, second, sinks).write(rows(spark, [1, 2, 3]), 0).replayed
+    return outcome, after
 
 
 @pytest.mark.parametrize("inner", [
@@ -125,25 +131,13 @@ def test_a_jdbc_drop_data_held_before_its_plan_keeps_rows_another_pipeline_commi
     decides APPEND_DATA (destroy None, recorded in the store only: save_modes.plan returns before
     its lock and record) and commits batch 0; pipeline 1 goes on: save_modes.plan finds no record
     in the database and DELETEs, and decide_once returns pipeline 2's standing decision."""
-    from tests.contract.harness import Zombie
-
     system = JdbcSystem("MariaDB", mariadb_database)
     table = system.new_target()
-    dropping = system.sink(table, data_save_mode="DROP_DATA", batch_size=500)
-    appending = system.sink(table, data_save_mode="APPEND_DATA")
-    sinks = (dropping, appending)
-    job, second = _job_of_two_pipelines(store, str(tmp_path / "checkpoints"))
-    reporter = job.attempt()
-    first_dir = os.path.join(job.workdir, job.job_id, "pipeline-1")
-    held = Zombie("sink.save_mode_plan", str(tmp_path / "gate"), monkeypatch,
-                  lambda: _open(job, reporter, dropping, spark, 1, first_dir, sinks).write(rows(spark, [10]), 0))
-    assert not _open(job, reporter, appending, spark, 2, second, sinks).write(rows(spark, [1, 2, 3]), 0).replayed
-    assert system.read(table) == [1, 2, 3]                 # pipeline 2's batch 0: committed
-    outcome = held.release()
+    outcome, after = _held_while_second_commits(
+        spark, store, tmp_path, monkeypatch, "sink.save_mode_plan",
+        system.sink(table, data_save_mode="DROP_DATA", batch_size=500),
+        system.sink(table, data_save_mode="APPEND_DATA"), lambda: system.read(table))
     refused = isinstance(outcome.get("error"), PermanentError)
-    after = system.read(table)
-    # pipeline 2 replays its batch 0 (a restart): it counts it as committed and writes nothing
-    assert _open(job, job.attempt(), appending, spark, 2, second, sinks).write(rows(spark, [1, 2, 3]), 0).replayed
     assert after == ([1, 2, 3] if refused else [1, 2, 3, 10]), \
         f"table {table} after pipeline 1's DROP_DATA ({outcome}): {after}; pipeline 2 counts [1, 2, 3] committed"
 
@@ -159,26 +153,14 @@ def test_a_paimon_recreate_keeps_rows_another_pipeline_committed_between_its_dec
     commits batch 0 into that table; pipeline 1 goes on and drops the decided table (drop_if_same:
     still the same table), with pipeline 2's committed rows. Iceberg's recreate is not carried out
     over a snapshot of the job run (iceberg/table_setup._recreate); Paimon's has no such check."""
-    from tests.contract.harness import Zombie
-    from tests.contract.systems import PaimonSystem
-
     system = PaimonSystem(str(tmp_path))
     table = system.new_target()
     system.put(table, [900])                                  # the table exists before the job
-    recreating = system.sink(table, schema_save_mode="RECREATE_SCHEMA")
-    appending = system.sink(table, data_save_mode="APPEND_DATA")
-    sinks = (recreating, appending)
-    job, second = _job_of_two_pipelines(store, str(tmp_path / "checkpoints"))
-    reporter = job.attempt()
-    first_dir = os.path.join(job.workdir, job.job_id, "pipeline-1")
-    held = Zombie("sink.save_modes_decided", str(tmp_path / "gate"), monkeypatch,
-                  lambda: _open(job, reporter, recreating, spark, 1, first_dir, sinks).write(rows(spark, [10]), 0))
-    assert not _open(job, reporter, appending, spark, 2, second, sinks).write(rows(spark, [1, 2, 3]), 0).replayed
-    assert system.read(table) == [1, 2, 3, 900]               # pipeline 2's batch 0: committed
-    outcome = held.release()
+    outcome, after = _held_while_second_commits(
+        spark, store, tmp_path, monkeypatch, "sink.save_modes_decided",
+        system.sink(table, schema_save_mode="RECREATE_SCHEMA"),
+        system.sink(table, data_save_mode="APPEND_DATA"), lambda: system.read(table))
     refused = isinstance(outcome.get("error"), PermanentError)
-    after = system.read(table)
-    assert _open(job, job.attempt(), appending, spark, 2, second, sinks).write(rows(spark, [1, 2, 3]), 0).replayed
     assert after == ([1, 2, 3, 900] if refused else [1, 2, 3, 10]), \
         f"table {table} after pipeline 1's RECREATE_SCHEMA ({outcome}): {after}; pipeline 2 counts [1, 2, 3] committed"
 
