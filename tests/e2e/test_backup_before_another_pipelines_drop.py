@@ -48,7 +48,13 @@ sink {{
 """
 
 
-def _release_later(path: str, seconds: float) -> None:
+# Far past any story's length under load: the timer only keeps a broken stop from hanging the
+# test. At 180 s it opened a held pipeline's gate mid-story in a loaded CI run (load 12-15): the
+# held pipeline wrote its rows before the test's cancel, and the story failed on its first run.
+NEVER_A_HUNG_TEST_S = 900
+
+
+def _release_later(path: str, seconds: float = NEVER_A_HUNG_TEST_S) -> None:
     """A gate the driver's stop should release; never a hung test if it does not."""
     timer = threading.Timer(seconds, lambda: open(path, "w").close())
     timer.daemon = True
@@ -66,7 +72,7 @@ def test_a_backup_from_before_another_pipelines_dropping_fresh_start_is_refused(
     points = failpoints._POINTS
     monkeypatch.setitem(points, "driver.after_sink_commit", f"once:raise:{tmp_path / 'crashed'}")
     monkeypatch.setitem(points, "driver.batch_start@2", f"gate:0:{tmp_path / 'release-2'}")
-    _release_later(str(tmp_path / "release-2"), 180)
+    _release_later(str(tmp_path / "release-2"))
     failed = local.run(_job(out, ""))
     assert failed.status == "FAILED" and parquet_ids(out) == list(range(300)), (failed.status, failed.error)
     pipelines = failed.pipelines()
@@ -83,7 +89,7 @@ def test_a_backup_from_before_another_pipelines_dropping_fresh_start_is_refused(
     monkeypatch.delitem(points, "driver.batch_start@2")
     monkeypatch.setitem(points, "driver.batch_start@1", f"gate:0:{tmp_path / 'release-1'}")
     monkeypatch.setitem(points, "sink.before_decision", "raise")
-    _release_later(str(tmp_path / "release-1"), 180)
+    _release_later(str(tmp_path / "release-1"))
     intents.resume(local.store, failed.job_id, text=_job(out, "DROP_DATA"), fallback="fresh", actor="test")
     fresh = local.drive(failed.job_id)
     if not started_over:
@@ -112,7 +118,7 @@ def _cancel_once_finished(pipeline_id: int):
     from seatide.store import schema as s
 
     def stop(store, job_id):
-        deadline = time.time() + 180
+        deadline = time.time() + NEVER_A_HUNG_TEST_S
         while time.time() < deadline:
             with store.read() as conn:
                 status = conn.execute(select(s.pipelines.c.status).where(
@@ -133,7 +139,7 @@ def test_a_fresh_start_of_one_pipeline_keeps_what_a_finished_pipeline_wrote(loca
     (by the resume, or at the door by pipeline 2's driver, permanently, naming the shared target)."""
     out = str(tmp_path / "out")
     monkeypatch.setitem(failpoints._POINTS, "driver.batch_start@2", f"gate:0:{tmp_path / 'release-2'}")
-    _release_later(str(tmp_path / "release-2"), 180)
+    _release_later(str(tmp_path / "release-2"))
     first = local.run(_job(out, ""), stop_after=_cancel_once_finished(1))
     assert parquet_ids(out) == list(range(900)), (first.status, first.error)
     monkeypatch.delitem(failpoints._POINTS, "driver.batch_start@2")
