@@ -223,7 +223,8 @@ def _resume_fails_naming(data_dir: str, job_id: str, *expected: str) -> None:
     assert (info["jobStatus"], len(info["attempts"])) == (before["jobStatus"], len(before["attempts"]))
 
 
-def test_resume_after_the_slot_was_dropped_fails_loudly(tmp_path, private_postgres, postgres_to_mariadb):
+def test_resume_after_the_slot_was_dropped_fails_loudly_unless_fallback_fresh(tmp_path, private_postgres,
+                                                                                postgres_to_mariadb):
     job, table, replica = postgres_to_mariadb
     proc, data_dir = _start(tmp_path, job, "pglost")
     wait_for(replica.same, 240, message="the snapshot copied")
@@ -233,8 +234,24 @@ def test_resume_after_the_slot_was_dropped_fails_loudly(tmp_path, private_postgr
                  if r[0].startswith("seatide_pglost")]
         assert len(slots) == 1, slots
         conn.execute("SELECT pg_drop_replication_slot(%s)", (slots[0],))
-    replica.apply(f"INSERT INTO {table} VALUES (500, 'lost?', 1)")
-    _resume_fails_naming(data_dir, "pglost", slots[0])
+    replica.apply(f"INSERT INTO {table} VALUES (500, 'lost?', 1)",
+                  f"UPDATE {table} SET name = 'changed meanwhile' WHERE id = 7")
+    _resume_fails_naming(data_dir, "pglost", slots[0], "--fallback fresh")
+    # The user's explicit "if the checkpoint cannot be used, start over": the pipeline starts over from
+    # its startup.mode (a new snapshot, then changes on a new slot); the Jdbc sink's upserts by key
+    # (APPEND_DATA) leave every source row there once, as a fresh start does
+    proc = subprocess.Popen([*SEATIDE, "resume", "pglost", "--data-dir", data_dir, "--fallback", "fresh"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        wait_for(replica.same, 240, message="the new snapshot copied, 500 and 7's change with it")
+        replica.apply(f"INSERT INTO {table} VALUES (501, 'after', 2)")
+        wait_for(replica.same, 120, message="a change after the new snapshot streamed")
+    finally:
+        out, err = _stop(proc)
+    assert "pipeline 1: starts over" in out + err and slots[0] in out + err, (out + err)[-3000:]
+    rows = replica._read_target()
+    assert len(rows) == 102 and (500, "lost?", 1.0) in rows and (7, "changed meanwhile", 3.5) in rows
+    assert _job_row(data_dir, "pglost")["jobStatus"] == "CANCELED"
 
 
 def test_resume_after_the_binlog_was_purged_fails_loudly(tmp_path, private_mariadb, mariadb_to_postgres):

@@ -5,6 +5,8 @@ where, and the way on, and nothing is recorded (no new incarnation, the job stay
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from sqlalchemy import select, update
 
@@ -21,8 +23,7 @@ sink {{ Console {{}} }}
 """
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
-def test_a_resume_whose_slot_is_gone_is_refused_saying_what_where_and_how_on(store, tmp_path):
+def _stopped_with_its_slot_gone(store, tmp_path) -> None:
     submit(store, tmp_path, text=JOB)     # the slot seatide_j1_..._1_source0 was never made on PG_URL: gone
     with store.read() as conn:
         directory = conn.execute(select(s.pipelines.c.checkpoint_dir).where(s.pipelines.c.job_id == "j1")).scalar()
@@ -30,6 +31,11 @@ def test_a_resume_whose_slot_is_gone_is_refused_saying_what_where_and_how_on(sto
     with store.write() as conn:
         conn.execute(update(s.pipelines).where(s.pipelines.c.job_id == "j1").values(last_batch_id=0))
     _end(store, "j1", "CANCELED", "CLEAN")
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_resume_whose_slot_is_gone_is_refused_saying_what_where_and_how_on(store, tmp_path):
+    _stopped_with_its_slot_gone(store, tmp_path)
     with pytest.raises(intents.Refusal) as refused:
         intents.resume(store, "j1", actor="api:c1")
     message = str(refused.value)
@@ -37,6 +43,18 @@ def test_a_resume_whose_slot_is_gone_is_refused_saying_what_where_and_how_on(sto
     assert "cannot resume job j1" in message and "pipeline 1" in message
     assert "replication slot 'seatide_j1" in message and "no longer exists" in message     # what, where
     assert "LSN 0/1000" in message and "submit it again" in message                          # from where, how on
+    assert "seatide resume j1 --fallback fresh" in message                                   # or start it over
     with store.read() as conn:
         job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == "j1")).one()
     assert (job.incarnation, job.status) == (1, "CANCELED")          # nothing recorded
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_resume_with_fallback_fresh_whose_slot_is_gone_starts_it_over(store, tmp_path):
+    _stopped_with_its_slot_gone(store, tmp_path)
+    accepted = intents.resume(store, "j1", fallback="fresh", actor="api:c1")
+    assert any("pipeline 1: starts over" in w and "no longer exists" in w for w in accepted.warnings)
+    with store.read() as conn:
+        job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == "j1")).one()
+    assert (job.incarnation, job.status) == (2, "CREATED")
+    assert json.loads(job.restore)["prepare"] == {"1": None}         # its driver starts it from startup.mode
