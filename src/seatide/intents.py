@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from seatide import failpoints
 from seatide.config.job import ConfigError
 from seatide.config.loader import load_job_text
-from seatide.coordinator.source_watch import refuse_gone_positions
+from seatide.coordinator.source_watch import positions_gone
 from seatide.plan.dag import build_plan
 from seatide.plan.outline import outline_json
 from seatide.secrets import mask_message, secret_values
@@ -111,7 +111,7 @@ def resume(store: Store, job_id: str, *, text: str | None = None, variables: dic
         # Its own lines: the row read again could already be a racing resume's.
         carried = resume_job(store, job_id, plan=build_plan(config), text=text, variables=variables,
                              savepoint_id=savepoint_id, fallback=fallback, pinned_worker=pinned_worker, actor=actor,
-                             check_positions=refuse_gone_positions)
+                             check_positions=positions_gone)
     failpoints.hit("intents.resume_recorded")      # tests: another resume may follow here at once
     return Accepted(job_id, job.name, [str(w) for w in config.warnings] + carried)
 

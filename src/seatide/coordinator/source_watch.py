@@ -33,7 +33,6 @@ from sqlalchemy import and_, delete, insert, select
 from seatide.store import schema as s
 from seatide.store.clock import store_now
 from seatide.store.db import NotLeader, Store, record_event
-from seatide.store.job_ids import RestoreRefused
 from seatide.store.runs import run_key, spark_checkpoint_dir
 from seatide.store.states import JobStatus
 
@@ -140,7 +139,9 @@ def positions_gone(job, plan, restored: list[tuple[int, str, int | None]], deadl
     """The pipelines a resume restores in place (id, directory, the batch the store recorded) whose
     sources' servers no longer have the position their checkpoint resumes from, each with the error
     its read would fail with (``Source.position_gone``). Asked by the process recording the resume,
-    which reads the checkpoint directories already (store/restore.py).
+    which reads the checkpoint directories already (store/restore.py): such a pipeline's checkpoint
+    cannot be used, so the resume is refused (REST 409, CLI exit 1, nothing recorded) unless its
+    fallback is ``fresh``, which starts that pipeline over.
 
     Every source is asked at once, and the whole check waits ``deadline_s`` at most: the resume is
     answered while a client waits for it (the CLI's HTTP client gives up after 30 s), and a server
@@ -198,18 +199,6 @@ def _position_asks(job, plan, restored) -> list[tuple[int, int, object, dict]]:
             if offset is not None and type(spec.plugin).position_gone is not Source.position_gone:
                 asks.append((pipeline_id, index, spec, offset))
     return asks
-
-
-def refuse_gone_positions(job, plan, restored: list[tuple[int, str, int | None]]) -> None:
-    """Refuse the resume (RestoreRefused, answered as every refusal to restore is: REST 409, CLI exit 1)
-    when a pipeline it restores in place can no longer read on from its checkpoint: resuming it could
-    not keep exactly-once, and the new incarnation would only fail. Nothing is recorded: the job
-    stays as it ended, and the message says what is gone, where, and the way on."""
-    gone = positions_gone(job, plan, restored)
-    if gone:
-        lines = "; ".join(f"pipeline {pipeline_id}: {why}" for pipeline_id, why in sorted(gone.items()))
-        raise RestoreRefused(f"cannot resume job {job.job_id}: its checkpoint's source position is gone from the "
-                             f"server. {lines}")
 
 
 def measure_job(store: Store, job, sources: JobSources, timeout_s: float) -> list[Measured]:

@@ -41,6 +41,7 @@ from seatide.store.runs import pipeline_dir, spark_checkpoint_dir
 from seatide.store.savepoint_scope import finished_then, held, left_out, never_held, not_held, not_held_problem
 from seatide.store.started_over import started_over
 from seatide.store.states import ATTEMPT_LIVE, AttemptState, JobStatus, PipelineStatus
+from seatide.store.unusable_checkpoints import refusal
 from seatide.timeouts import Timeouts
 
 @dataclass
@@ -110,9 +111,11 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
     The new incarnation's first driver starts only once every earlier attempt's driver is surely gone, by
     the leader's rule for a retry (``coordinator/reconcile.py``): a resume never adds one beside a live one.
 
-    ``check_positions(job, plan, [(pipeline id, directory, recorded batch)])`` raises RestoreRefused when a
-    pipeline restored in place has its sources' position gone from their servers (``coordinator/
-    source_watch.py``): the resume could not keep exactly-once, so it is refused and nothing recorded."""
+    ``check_positions(job, plan, [(pipeline id, directory, recorded batch)])`` answers which pipelines restored
+    in place have their sources' position gone from their servers, each with why (``coordinator/
+    source_watch.positions_gone``): such a checkpoint cannot be used, as a missing one cannot; resumed from
+    it, the pipeline could not keep exactly-once. So it is refused, nothing recorded, or the fallback
+    ``fresh`` starts it over (a new snapshot from its sources' startup.mode) while the others resume."""
     fallback = fallback or plan.job.env.restore_fallback
     with store.read() as conn:
         job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
@@ -150,16 +153,15 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
         # e.g. a stop with savepoint that came after the data ran out: the job's work is done
         raise JobRefused(f"job {job_id} ended {job.status} with every pipeline FINISHED; there is nothing "
                          "to resume (submit it again to rerun it)")
-    problems = [p for p in pipelines if p.problem and not p.decided_fresh]
-    if problems and fallback != "fresh":
-        lines = "; ".join(f"pipeline {p.pipeline_id}: {p.problem}" for p in problems)
-        raise RestoreRefused(f"cannot resume job {job_id}: {lines}. Fix the cause (restore the checkpoint "
-                             "directory, or resume with the job's original config), or start those pipelines "
-                             "over explicitly with --fallback fresh (restore.fallback = fresh)")
     in_place = [(p.pipeline_id, p.checkpoint_dir, p.from_batch) for p in pipelines
                 if not p.finished and not p.problem and p.restore_from is None]
-    if check_positions is not None and in_place:
-        check_positions(job, plan, in_place)
+    gone = check_positions(job, plan, in_place) if check_positions is not None and in_place else {}
+    for p in pipelines:
+        if p.pipeline_id in gone:       # its checkpoint cannot be used: decided below like any other such
+            p.problem = gone[p.pipeline_id]
+    problems = [p for p in pipelines if p.problem and not p.decided_fresh]
+    if problems and fallback != "fresh":
+        raise RestoreRefused(refusal(job_id, problems, gone))
     return _new_incarnation(store, job, plan, text, variables, pipelines, savepoint, fallback, pinned_worker, actor,
                             released)
 

@@ -1,0 +1,24 @@
+"""The refusal of a resume some of whose pipelines cannot go on from their checkpoints.
+
+``store/restore.py`` decides, once per pipeline, whether its checkpoint can be used; a pipeline that
+cannot is refused unless the fallback is ``fresh``, which starts it over. Two kinds of reason reach
+the user here, and each names its own way on: a checkpoint that is missing, unreadable or written
+for another pipeline (fix the cause, or start over), and a source position gone from its server (a
+dropped replication slot, a purged binlog file: ``coordinator/source_watch.positions_gone``), which
+nothing but a new start can fix.
+"""
+
+from __future__ import annotations
+
+
+def refusal(job_id: str, problems: list, gone: dict[int, str]) -> str:
+    """The message of a refused resume: every pipeline (``PipelinePlan``) with its problem, and the ways on."""
+    lines = "; ".join(f"pipeline {p.pipeline_id}: {p.problem}" for p in problems)
+    fresh = f"`seatide resume {job_id} --fallback fresh` (restore.fallback = fresh)"
+    if all(p.pipeline_id in gone for p in problems):
+        return (f"cannot resume job {job_id}: its checkpoint's source position is gone from the server. {lines} "
+                f"Or start {'it' if len(problems) == 1 else 'those pipelines'} over with {fresh}: only a pipeline "
+                "whose position is gone starts over from its sources' startup.mode (a new snapshot, then changes), "
+                "the others resume from their checkpoints")
+    return (f"cannot resume job {job_id}: {lines}. Fix the cause (restore the checkpoint directory, or resume with "
+            f"the job's original config), or start those pipelines over explicitly with {fresh}")
