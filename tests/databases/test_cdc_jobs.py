@@ -216,8 +216,9 @@ def _resume_fails_naming(data_dir: str, job_id: str, *expected: str) -> None:
     resumed = seatide("resume", job_id, "--data-dir", data_dir)
     assert resumed.returncode == 1, resumed.stdout[-2000:] + resumed.stderr[-2000:]
     # a lost position is permanent: the resume is refused while it is answered, saying what is gone,
-    # where, and the way on; nothing is recorded, so no driver of it ever starts Spark to find it out
-    for text in (*expected, "startup.mode", "submit it again"):
+    # where, and the ways on (a new job, or --fallback fresh); nothing is recorded, so no driver of it
+    # ever starts Spark to find it out
+    for text in (*expected, "startup.mode", "submit it again", "--fallback fresh"):
         assert text in resumed.stderr, resumed.stderr[-2000:]
     info = _job_row(data_dir, job_id)
     assert (info["jobStatus"], len(info["attempts"])) == (before["jobStatus"], len(before["attempts"]))
@@ -236,7 +237,7 @@ def test_resume_after_the_slot_was_dropped_fails_loudly_unless_fallback_fresh(tm
         conn.execute("SELECT pg_drop_replication_slot(%s)", (slots[0],))
     replica.apply(f"INSERT INTO {table} VALUES (500, 'lost?', 1)",
                   f"UPDATE {table} SET name = 'changed meanwhile' WHERE id = 7")
-    _resume_fails_naming(data_dir, "pglost", slots[0], "--fallback fresh")
+    _resume_fails_naming(data_dir, "pglost", slots[0])
     # The user's explicit "if the checkpoint cannot be used, start over": the pipeline starts over from
     # its startup.mode (a new snapshot, then changes on a new slot); the Jdbc sink's upserts by key
     # (APPEND_DATA) leave every source row there once, as a fresh start does
