@@ -22,6 +22,7 @@ from seatide.coordinator.retention import RetentionRules, Slice, prune_events
 from seatide.runtime.checkpoint_move import prepare_checkpoint
 from seatide.runtime.commit_log import write_json_atomic
 from seatide.store import schema as s
+from seatide.store.db import NotLeader
 from seatide.store.restore import savepoint_dir
 from seatide.store.runs import PREPARED_MARK, prepared_for
 from tests.store.test_owed_prepare import (_cancel, _checkpoint, _copy_of_savepoint_7_owed,  # noqa: F401  leader
@@ -95,9 +96,19 @@ def _legacy_restore(store):
 
 
 def _prune_every_event_it_may(coordinator, store):
-    coordinator.lease.tick()
-    prune_events(store, coordinator.lease.epoch, time.time() + 365 * 86400,
-                 RetentionRules(events_per_job=1, events_days=0), Slice(5.0))
+    # The prune is fenced by the lease (2 s): under load a pause between the renewal and the
+    # prune let it lapse (NotLeader, once in a loaded fast tier). A leader's loop renews and takes
+    # the step again on its next tick; so does this, with a deadline.
+    deadline = time.monotonic() + 60
+    while True:
+        coordinator.lease.tick()
+        try:
+            prune_events(store, coordinator.lease.epoch, time.time() + 365 * 86400,
+                         RetentionRules(events_per_job=1, events_days=0), Slice(5.0))
+            break
+        except NotLeader:
+            if time.monotonic() > deadline:
+                raise
     with store.read() as conn:
         kept = list(conn.execute(select(s.events.c.kind).where(s.events.c.job_id == "j1")
                                  .order_by(s.events.c.seq)).scalars())
