@@ -18,7 +18,9 @@ def refusal(job_id: str, problems: list, gone: dict[int, str]) -> str:
     if all(p.pipeline_id in gone for p in problems):
         return (f"cannot resume job {job_id}: its checkpoint's source position is gone from the server. {lines} "
                 f"Or start {'it' if len(problems) == 1 else 'those pipelines'} over with {fresh}: only a pipeline "
-                "whose position is gone starts over from its sources' startup.mode (a new snapshot, then changes), "
-                "the others resume from their checkpoints")
+                "whose position is gone starts over, every source of it from its own startup.mode (initial: a new "
+                "snapshot, then changes; latest or a given position: the changes made since the checkpoint are "
+                "never read), and its sinks get every row again under their save modes (a keyless sink keeps "
+                "its old rows unless its save mode empties it); the others resume from their checkpoints")
     return (f"cannot resume job {job_id}: {lines}. Fix the cause (restore the checkpoint directory, or resume with "
             f"the job's original config), or start those pipelines over explicitly with {fresh}")
