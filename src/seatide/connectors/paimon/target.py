@@ -54,7 +54,10 @@ class PaimonTarget(Target):
         super().__init__(key, routes)
         self.spec = spec
         self.fence = fence
-        self.save_modes = spec.schema_save_mode == "RECREATE_SCHEMA" or spec.data_save_mode != "APPEND_DATA"
+        # Every writer of the table passes the door, APPEND_DATA too (as Jdbc's): it finds a destructive
+        # decision another pipeline of the run recorded first and carries it out before its own rows,
+        # which a drop carried out later (the decided table is gone then) never takes (review 7)
+        self.save_modes = True
         self.catalog = open_catalog(spec.warehouse)
         self.drops_extra = False                 # the input's fields the table lacks are dropped (ignore)
 
