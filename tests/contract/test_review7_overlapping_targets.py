@@ -120,17 +120,15 @@ def test_a_jdbc_drop_data_keeps_another_pipelines_rows_written_by_query(spark, s
     assert after == [1, 2, 3] or after == [1, 2, 3, 10], f"table {table} after pipeline 1's DROP_DATA: {after}"
 
 
-@pytest.mark.xfail(strict=True, reason="review 7: a Jdbc DROP_DATA whose door asked may_destroy before another "
-                   "pipeline's APPEND_DATA decided and committed DELETEs those rows in save_modes.plan, then "
-                   "takes the APPEND_DATA decision as standing: rows lost, nothing refused")
 def test_a_jdbc_drop_data_held_before_its_plan_keeps_rows_another_pipeline_committed_meanwhile(
         spark, store, tmp_path, mariadb_database, monkeypatch):
     """One table, two sinks in two pipelines: pipeline 1 DROP_DATA (with batch_size = 500, so the plan
     does not take them for one target), pipeline 2 APPEND_DATA. Pipeline 1's door finds no decision,
     asks may_destroy (nothing kept yet) and is held at ``sink.save_mode_plan``; pipeline 2's door
     decides APPEND_DATA (destroy None, recorded in the store only: save_modes.plan returns before
-    its lock and record) and commits batch 0; pipeline 1 goes on: save_modes.plan finds no record
-    in the database and DELETEs, and decide_once returns pipeline 2's standing decision."""
+    its lock and record) and commits batch 0; pipeline 1 goes on: save_modes.plan, under its lock,
+    records its decision through the door before the DELETE, finds pipeline 2's standing, and
+    destroys nothing (before the fix it DELETEd, then took pipeline 2's decision as standing)."""
     system = JdbcSystem("MariaDB", mariadb_database)
     table = system.new_target()
     outcome, after = _held_while_second_commits(
@@ -142,17 +140,15 @@ def test_a_jdbc_drop_data_held_before_its_plan_keeps_rows_another_pipeline_commi
         f"table {table} after pipeline 1's DROP_DATA ({outcome}): {after}; pipeline 2 counts [1, 2, 3] committed"
 
 
-@pytest.mark.xfail(strict=True, reason="review 7: a Paimon RECREATE_SCHEMA decided (kept_output asked: nothing "
-                   "kept yet) then carried out drops the table with the rows another pipeline's APPEND_DATA "
-                   "committed in between (an APPEND_DATA passes no door)")
 def test_a_paimon_recreate_keeps_rows_another_pipeline_committed_between_its_decision_and_its_drop(
         spark, store, tmp_path, monkeypatch):
     """One Paimon table, two sinks in two pipelines: pipeline 1 RECREATE_SCHEMA, pipeline 2 APPEND_DATA
     (options spelled apart, or the plan refuses them). Pipeline 1's door decides the recreate of the
     table as it is (kept_output: nothing kept) and is held at ``sink.save_modes_decided``; pipeline 2
     commits batch 0 into that table; pipeline 1 goes on and drops the decided table (drop_if_same:
-    still the same table), with pipeline 2's committed rows. Iceberg's recreate is not carried out
-    over a snapshot of the job run (iceberg/table_setup._recreate); Paimon's has no such check."""
+    still the same table), with pipeline 2's committed rows. Fixed: pipeline 2 (APPEND_DATA) passes
+    the door too, finds the recorded recreate and carries it out before its rows; pipeline 1's
+    drop then finds the decided table gone."""
     system = PaimonSystem(str(tmp_path))
     table = system.new_target()
     system.put(table, [900])                                  # the table exists before the job

@@ -22,7 +22,11 @@ class SaveModeDoor:
 
     Whether the target may be destroyed at all (``records.may_destroy``: not over rows a pipeline
     that is not started over keeps) is asked before the plan when planning itself may destroy
-    (``Target.destroys_when_planned``, Jdbc), so a refusal has destroyed nothing."""
+    (``Target.destroys_when_planned``, Jdbc), so a refusal has destroyed nothing. Such a plan
+    records its decision through ``Target.decide_save_modes`` right before its step, under its
+    system's lock: asked again then, a writer that decided and committed meanwhile is found (its
+    decision stands, nothing is destroyed), and one that comes later finds this decision and
+    carries it out before its rows (review 7)."""
 
     records: SinkDecisions
     scope: str
@@ -37,6 +41,7 @@ class SaveModeDoor:
         if target.save_modes and not written:
             names = tuple(dict.fromkeys(map(self.key_of, [target.key, *target.earlier_keys])))
             target.save_mode_decisions = names
+            target.decide_save_modes = lambda plan: self._decide(target, names, plan)
             failpoints.hit("sink.save_modes")
             record = next(filter(None, map(self.records.recorded_once, names)), None) or target.earlier_decision(self)
             if record is None and target.destroys_when_planned:
@@ -50,12 +55,16 @@ class SaveModeDoor:
                     if (record := next(filter(None, map(self.records.recorded_once, names)), None)) is None:
                         raise
                 else:
-                    record = self.records.decide_once(names[0], {"target": target.key, "destroy": plan,
-                                                                 "earlier": list(target.earlier_keys)})
+                    record = self._decide(target, names, plan)
             failpoints.hit("sink.save_modes_decided")
             if record.get("destroy") is not None:
                 target.destroy(record["destroy"], fence)
         target.ensure(schema)
+
+    def _decide(self, target, names: tuple[str, ...], plan: dict | None) -> dict:
+        """The decision that stands for ``target``: ``plan`` unless another writer's was recorded first."""
+        return self.records.decide_once(names[0], {"target": target.key, "destroy": plan,
+                                                   "earlier": list(target.earlier_keys)})
 
 
 __all__ = ["SaveModeDoor"]

@@ -74,6 +74,10 @@ class Target:
     # earlier keys), set before it asks for the plan: a system that records in its own store that
     # it carried the plan out names its record by the first and looks for them all (Jdbc).
     save_mode_decisions: tuple[str, ...] = ()
+    # Set by the door with the names: records a plan as the target's decision (fenced, once per
+    # target: returns the one that stands, raises when it may not destroy). A plan that carries its
+    # step out itself calls it right before the step, under the lock its writers share (Jdbc).
+    decide_save_modes: Callable[[dict | None], dict] | None = None
 
     def __init__(self, key: str, routes: list[TableRoute]):
         self.key = key

@@ -34,16 +34,20 @@ from seatide.plugin.evolution import live_fields
 from seatide.plugin.rowkind import HIDDEN_COLUMNS
 
 def plan(conn, route: JdbcTarget, names: tuple[str, ...], connected_to: str | None, records_home: str | None,
-         sink_id: str, fence: Callable[[], None]) -> dict | None:
+         sink_id: str, fence: Callable[[], None], decide: Callable[[dict], dict] | None = None) -> dict | None:
     """What ``route``'s target's save modes destroy: ``{"step", "record", "home"}`` (``record``:
     the door's name for the decision, ``names[0]``, which its carrying out is recorded under, in
     ``home``; ``names``: then those of the target's earlier keys), or None. Refuses a table with
     rows under ERROR_WHEN_DATA_EXISTS. A record of the decision in the target database (made by an
     earlier SeaTide, or by another writer of the job) means nothing is left.
 
-    The step is carried out here, before the door records the decision: a table's rows have no
-    identity a plan could name, so a DELETE carried out after the decision would also take the
-    rows another writer added in between. The look, the check, the step and its record are one,
+    The step is carried out here: a table's rows have no identity a plan could name, so a DELETE
+    carried out later would also take the rows another writer added in between. Right before it,
+    under the lock, ``decide`` (the door's: ``Target.decide_save_modes``) records it as the
+    target's decision in the store: when another writer of the job decided first (an APPEND_DATA
+    that may have committed rows since the door asked) or kept rows refuse it, nothing is
+    destroyed and the standing decision is followed; a writer that decides after finds this one
+    and carries it out, waiting on this lock, before its rows (review 7). The look, the check, the step and its record are one,
     under the record's lock, whether the table exists or not (review 31 F6): a second writer of
     the job that found no decision in the door, and plans after the first made the table and
     committed rows into it, finds the record, and neither refuses nor empties them. Its record, in
@@ -73,6 +77,9 @@ def plan(conn, route: JdbcTarget, names: tuple[str, ...], connected_to: str | No
                 raise JdbcSinkError(f"Jdbc sink: data_save_mode is ERROR_WHEN_DATA_EXISTS and table "
                                     f"{route.label} has rows; empty it or choose APPEND_DATA or DROP_DATA")
         destroys = exists and step != "ERROR_WHEN_DATA_EXISTS"
+        if destroys and decide is not None and decide(decided).get("destroy") != decided:
+            conn.rollback()
+            return None        # another writer's decision stands: the door follows it
         _carry_out(conn, route, decided, sink_id, fence, destroys)
     return decided if destroys else None
 

@@ -103,7 +103,8 @@ class JdbcTableTarget(Target):
             names += tuple(f"{key}_{k}" for k in (self.table.key, *(r.key for r in self.table.routes.values())))
         with open_session(self.owner.spec, self.group.database) as conn:
             return save_modes.plan(conn, self.table.lead, names, self.group.database,
-                                   self.group.home, self.owner.sink_id, self.owner.attempt_fence)
+                                   self.group.home, self.owner.sink_id, self.owner.attempt_fence,
+                                   self.decide_save_modes)
 
     def destroy(self, plan: dict, fence: Callable[[], None]) -> None:
         with open_session(self.owner.spec, self.group.database) as conn:
