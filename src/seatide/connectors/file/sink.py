@@ -14,6 +14,7 @@ from seatide.plugin.options import BOOL, INT, REQUIRED, STRING, STRING_LIST, Opt
 from seatide.plugin.registry import register
 from seatide.plugin.sink_protocol import SinkTargets, Target
 from seatide.plugin.tables import TableRoute
+from seatide.store.target_identity import file_target
 
 
 @register
@@ -165,7 +166,7 @@ class LocalFileTargets(SinkTargets):
     """Each route's directory is its target; routes whose paths are equal share it."""
 
     def target_key(self, route: TableRoute) -> str:
-        return route.sink.root
+        return file_target(route.sink.root)
 
     def open_target(self, key: str, routes: list[TableRoute]) -> Target:
         # a table whose path lies inside this one's is another target: its files are not this one's data

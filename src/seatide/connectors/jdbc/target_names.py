@@ -4,11 +4,14 @@ and door decisions still carry (``Target.earlier_keys``)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from seatide.connectors.jdbc.sink_session import open_session
 from seatide.connectors.jdbc.spec import JdbcSinkSpec
 from seatide.plugin.base import SinkContext
 from seatide.plugin.sink_protocol import routes_of
 from seatide.plugin.tables import TableRoute
+from seatide.store.target_identity import UNKNOWN_TABLE, jdbc_target, query_table, server_host
 
 
 class TargetNames:
@@ -24,10 +27,29 @@ class TargetNames:
         """The target table as every sink of the job names it however its options spell it (one
         table, one key): server, database, schema and table (``JdbcSinkSpec.target_name``)."""
         spec = route.sink.spec()
+        database, schema, table = self._named(spec)
+        return jdbc_target(spec.url.dialect, spec.url.host, spec.url.port, database, schema, table)
+
+    def spelled(self, route: TableRoute) -> str:
+        """The key as the SeaTide before ``store.target_identity`` gave it (the host as spelled, a
+        query's target ``query``), which its door decisions, marks and decided batches name."""
+        spec = route.sink.spec()
         url = spec.url
         named = spec.target_name(lambda: self._search_schema(spec))
         database, schema, table = named or (spec.database or "", "", "query")
         return f"jdbc:{url.dialect}://{url.host.lower()}:{url.port}/{database}/{schema}/{table}"
+
+    def _named(self, spec: JdbcSinkSpec) -> tuple[str, str, str]:
+        """(database, schema, table); in query mode the table its statement names, qualified as a
+        table option would be, or ``UNKNOWN_TABLE`` (outside review 7: ``.../query`` overlapped
+        nothing, so another sink's DROP_DATA emptied the rows it committed)."""
+        named = spec.target_name(lambda: self._search_schema(spec))
+        if named is not None:
+            return named
+        table = query_table(spec.query.head) if spec.query is not None else None
+        if table is None or len(table) > 2:
+            return spec.database or "", "", UNKNOWN_TABLE
+        return replace(spec, table=table).target_name(lambda: self._search_schema(spec))
 
     def _search_schema(self, spec: JdbcSinkSpec) -> str:
         """PostgreSQL: the schema an unqualified table name resolves to on the connection, asked of
@@ -60,13 +82,15 @@ class TargetNames:
         if self._spellings is None:
             self._spellings = {}
             here = self.first.spec().url
+            server = (here.dialect, server_host(here.host), here.port)
             for sink in self.ctx.job_sinks if self.ctx is not None else ():
                 if type(sink) is not type(self.first):
                     continue
                 for route in routes_of(sink, sink.routes):
                     url = route.sink.spec().url
-                    if (url.dialect, url.host.lower(), url.port) == (here.dialect, here.host.lower(), here.port):
-                        self._spellings.setdefault(self.key(route), []).append(self.earlier(route, bool(sink.routes)))
+                    if (url.dialect, server_host(url.host), url.port) == server:
+                        self._spellings.setdefault(self.key(route), []).extend(
+                            (self.spelled(route), self.earlier(route, bool(sink.routes))))
         return self._spellings
 
 

@@ -93,8 +93,9 @@ class JdbcTableTarget(Target):
         spec = table.lead.spec      # save_modes.plan carries these steps out (kept rows are asked first)
         self.destroys_when_planned = self.save_modes and (spec.schema_save_mode == "RECREATE_SCHEMA" or
                                                           spec.data_save_mode in ("DROP_DATA", "CUSTOM_PROCESSING"))
-        self.earlier_keys = list(dict.fromkeys([*(owner.naming.earlier(r, owner.multi) for r in routes),
-                                                *owner.naming.job_spellings().get(key, ())]))
+        spellings = [*(owner.naming.spelled(r) for r in routes), *(owner.naming.earlier(r, owner.multi) for r in routes),
+                     *owner.naming.job_spellings().get(key, ())]
+        self.earlier_keys = [k for k in dict.fromkeys(spellings) if k != key]
 
     def save_mode_plan(self, schema) -> dict | None:
         names = self.save_mode_decisions
