@@ -92,9 +92,7 @@ def _held_while_second_commits(spark, store, tmp_path, monkeypatch, step: str, f
 
 @pytest.mark.parametrize("inner", [
     pytest.param("", id="same-path-control"),       # the same key: refused at the door, rows kept (passes)
-    pytest.param("b", id="path-inside", marks=pytest.mark.xfail(
-        strict=True, reason="review 7: LocalFile DROP_DATA on `out` deletes the committed files of another "
-        "pipeline's sink at `out/b`; kept_output compares target keys only")),
+    pytest.param("b", id="path-inside"),      # overlapping keys: refused at the door too (store/target_identity.py)
 ])
 def test_a_file_drop_data_keeps_another_pipelines_rows_in_a_path_inside_its_own(spark, store, tmp_path, inner):
     system = LocalFileSystem(str(tmp_path))
@@ -107,8 +105,6 @@ def test_a_file_drop_data_keeps_another_pipelines_rows_in_a_path_inside_its_own(
     assert after in ([1, 2, 3], [1, 2, 3, 10]), f"pipeline 2's committed rows in {theirs} after pipeline 1's DROP_DATA: {after}"
 
 
-@pytest.mark.xfail(strict=True, reason="review 7: a Jdbc DROP_DATA on table t DELETEs the committed rows of "
-                   "another pipeline's query-mode sink (INSERT INTO t): its target key is .../query")
 def test_a_jdbc_drop_data_keeps_another_pipelines_rows_written_by_query(spark, store, tmp_path, mariadb_database):
     system = JdbcSystem("MariaDB", mariadb_database)
     table = system.new_target()
@@ -161,9 +157,6 @@ def test_a_paimon_recreate_keeps_rows_another_pipeline_committed_between_its_dec
         f"table {table} after pipeline 1's RECREATE_SCHEMA ({outcome}): {after}; pipeline 2 counts [1, 2, 3] committed"
 
 
-@pytest.mark.xfail(strict=True, reason="review 7: two Jdbc sinks that give one table the same DROP_DATA (the way "
-                   "on every refusal names) but spell its server localhost and 127.0.0.1 are two targets to the "
-                   "door: the second DELETEs the rows the first pipeline committed")
 def test_a_table_dropped_by_two_sinks_through_two_spellings_of_its_server_is_emptied_once(
         spark, store, tmp_path, mariadb_database):
     system = JdbcSystem("MariaDB", mariadb_database)
