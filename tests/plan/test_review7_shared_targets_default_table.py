@@ -27,8 +27,6 @@ sink {
 """
 
 
-@pytest.mark.xfail(strict=True, reason="review 7: two Jdbc sinks without `table` write their input tables "
-                   "(orders, customers), yet plan/shared_targets refuses them as one target")
 def test_jdbc_sinks_defaulting_to_their_input_tables_are_two_targets_and_planned():
     job = load_job_text(CONFIG)
     # each sink writes its own input table: test.orders and test.customers
@@ -49,9 +47,19 @@ sink {
 """
 
 
-@pytest.mark.xfail(strict=True, reason="review 7: two sinks that both empty one target before any row (DROP_DATA; "
-                   "DROP_DATA with RECREATE_SCHEMA) race in nothing, yet the plan refuses them")
 def test_two_sinks_that_both_empty_one_target_are_planned():
     # Whichever prepares the path first empties it once; the other finds that decision (plugin/save_mode_door.py):
     # no row of either is written before it, so nothing races. SeaTunnel runs both at the job's start.
     load_job_text(TWO_EMPTYING)
+
+
+def test_one_path_spelled_with_and_without_its_slash_is_one_target_when_planned():
+    # store/target_identity.py: the plan and the door name a target one way (`out` and `out/` were two
+    # targets to the plan and one to the door, whose refusal came only after rows were written)
+    from seatide.config.job import ConfigError
+    text = TWO_EMPTYING.replace('schema_save_mode = "RECREATE_SCHEMA"', 'path = "/tmp/review7-out/"')
+    text = text.replace('path = "/tmp/review7-out", file_format_type = "json", data_save_mode = "DROP_DATA",\n',
+                        'file_format_type = "json", data_save_mode = "APPEND_DATA",\n')
+    assert 'review7-out/"' in text and "APPEND_DATA" in text, text
+    with pytest.raises(ConfigError, match="write the same target"):
+        load_job_text(text)

@@ -16,17 +16,46 @@ only at batch time: the door's refusal says the same then.
 from __future__ import annotations
 
 import json
+import re
 
 from seatide.config.job import ConfigError, JobConfig, PluginSpec
+from seatide.store.target_identity import file_target, server_host
 
 # The options that say how a sink writes, not where: every other option may pick the target (a Jdbc
 # `schema` or `tableSuffix`, an Iceberg catalog's config), and a connector's options are many.
 _NOT_WHERE = {"plugin_input", "source_table_name", "data_save_mode", "schema_save_mode", "custom_sql"}
 _DESTROYS = {"data_save_mode": ("DROP_DATA", "CUSTOM_PROCESSING"), "schema_save_mode": ("RECREATE_SCHEMA",)}
 _SPELLED = ("path", "url", "catalog_name", "database", "namespace", "schema", "table")
+_SERVER = re.compile(r"^(jdbc:[A-Za-z0-9]+://)([^/:?,]+)")
 _DEFAULTS = {"data_save_mode": "APPEND_DATA", "schema_save_mode": "CREATE_SCHEMA_WHEN_NOT_EXIST"}
 SAME_SAVE_MODES = ("give every sink that writes the same target the same data_save_mode and schema_save_mode "
                    "(DROP_DATA on each of them empties the target once, when the first prepares it)")
+
+
+class _AnyInput:
+    """An input table whose name is not known when planning: what a sink fills in from the table it
+    receives where an option is left out (``Sink.table_defaults``) comes out as a ``${...}``."""
+
+    table = "${table_name}"
+    database = None
+    primary_key = None
+    constraint_keys = ()
+
+
+def _where(spec: PluginSpec) -> dict:
+    """The sink's options that may pick its target, with what its input fills in where they are left
+    out (a Jdbc sink without ``table`` writes its input table, outside review 7) and its path and
+    server spelled one way (``store/target_identity.py``: ``out`` and ``out/`` are one path)."""
+    try:
+        block = type(spec.plugin).table_defaults(dict(spec.block), _AnyInput(), False)
+    except Exception:       # a sink whose defaults need more of its input: its target is known at batch time
+        return {"table": "${unknown}"}
+    where = {key: value for key, value in block.items() if key not in _NOT_WHERE}
+    if isinstance(where.get("path"), str) and "${" not in where["path"]:
+        where["path"] = file_target(where["path"])
+    if isinstance(where.get("url"), str):
+        where["url"] = _SERVER.sub(lambda m: m.group(1) + server_host(m.group(2)), where["url"], count=1)
+    return where
 
 
 def _target(spec: PluginSpec) -> tuple | None:
@@ -35,8 +64,7 @@ def _target(spec: PluginSpec) -> tuple | None:
     to the sink: such sinks are left to the door, which refuses at batch time if they do share one; a
     wrong refusal here would stop a valid job (outside review 6: two Postgres schemas, a table
     suffix, two Iceberg catalogs)."""
-    options = json.dumps({key: value for key, value in spec.block.items() if key not in _NOT_WHERE},
-                         sort_keys=True, default=str)
+    options = json.dumps(_where(spec), sort_keys=True, default=str)
     return None if "${" in options else (spec.name, options)
 
 
@@ -61,7 +89,9 @@ def refuse_mixed_save_modes(job: JobConfig) -> None:
             continue
         other = first.setdefault(target, sink)
         mine, theirs = _modes(sink), _modes(other)
-        if other is not sink and mine != theirs and (_destroys(mine) or _destroys(theirs)):
+        # both destructive: whichever prepares the target first empties it once, before any row of
+        # either (the door's one decision), so nothing races (outside review 7)
+        if other is not sink and _destroys(mine) != _destroys(theirs):
             spelled = ", ".join(f"{key} = {sink.block[key]}" for key in _SPELLED if key in sink.block) or "its options"
             raise ConfigError(job.source_name, f"{_said(other, theirs)} and {_said(sink, mine)} write the same "
                               f"target ({spelled}) with different save modes; a target's save modes are applied "
