@@ -122,14 +122,19 @@ def _refusal(target: str, pipeline_id: int, row, started_over: set[int], first_r
         who = f"pipeline {row.pipeline_id}, started over too, has already committed rows of its own there"
     else:
         who = f"pipeline {row.pipeline_id}, which is not started over, keeps the rows it committed there"
-    # The job's first run: its sinks give the target different save modes (one that keeps data went
-    # first), so a new submission races the same way; the same save mode on every sink is the way on
-    # (plan/shared_targets.py refuses such a config where it can tell the target when planning).
-    again = ("" if first_run else "submit the job again as a new job (every pipeline writes its rows again after "
-             "the target is emptied once), or resume with a save mode that keeps data (data_save_mode = "
-             "APPEND_DATA, schema_save_mode CREATE_SCHEMA_WHEN_NOT_EXIST); ")
+    # A pipeline that keeps rows is not run again by a resume (FINISHED, or carrying on), so a resume
+    # with a destructive mode is refused again: only a new job, or a mode that keeps data, works
+    # (outside review 7: "resume it with that config" was refused again when followed).
+    if first_run:
+        fix = (f"if the job's sinks give this target different save modes, give every one of them the same "
+               f"data_save_mode and schema_save_mode (applied once, by whichever sink prepares it first), and sinks "
+               f"whose targets overlap without being one (a path inside another's) paths apart or save modes that "
+               f"keep data, then submit it again (not a resume: it does not run pipeline {row.pipeline_id} again, "
+               f"whose rows stay); or ")
+    else:
+        fix = ("submit the job again as a new job (every pipeline writes its rows again after the target is "
+               "emptied once), or ")
     return (f"target {target} is shared: {who}. Its save mode (DROP_DATA, RECREATE_SCHEMA or CUSTOM_PROCESSING) "
-            f"would destroy those rows, which nothing would write again; nothing was destroyed. Ways on: {again}"
-            f"if the job's sinks give this target different save modes, give every one of them the same "
-            f"data_save_mode and schema_save_mode (a target's save modes are applied once, by whichever sink "
-            f"prepares it first), then submit it again (or resume it with that config)")
+            f"would destroy those rows, which nothing would write again; nothing was destroyed. Ways on: {fix}"
+            f"resume it with a save mode that keeps data on this target (data_save_mode = APPEND_DATA, "
+            f"schema_save_mode = CREATE_SCHEMA_WHEN_NOT_EXIST)")
