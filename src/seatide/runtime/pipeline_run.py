@@ -43,7 +43,7 @@ from seatide.runtime.spark_checkpoint import restore_point
 from seatide.runtime.sink_runs import PipelineSinks, each_sinks_rows, one_stream
 from seatide.runtime.table_routing import RoutedPipeline
 from seatide.store.batch_mode import MODE_KEY
-from seatide.store.runs import new_lineage
+from seatide.store.runs import began_anew, new_lineage
 from seatide.store.states import Desired, PipelineStatus
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,8 @@ class PipelineRun(PipelineFrames):
         if meta is None:
             os.makedirs(self.dir, exist_ok=True)
             meta = {"lineage": new_lineage(), "fingerprint": self.pipeline.fingerprint(), "job_id": self.job_id,
-                    "pipeline_id": self.pipeline.pipeline_id, MODE_KEY: self.env.micro_batch}
+                    "pipeline_id": self.pipeline.pipeline_id, MODE_KEY: self.env.micro_batch,
+                    **began_anew(self.dir)}         # kept by a savepoint's copy, as its origin
             write_json_atomic(meta_path, meta)
         elif not self.pipeline.fits(meta.get("fingerprint")):
             # Never restore offsets of other sources, and never start over silently.

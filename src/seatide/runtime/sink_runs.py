@@ -10,7 +10,11 @@ Names that carry a sink's records, per pipeline:
   that writes the target: one decision per job run and target, so a second writer (a sink of the
   pipeline or of another one) that first prepares the target after the first committed into it
   destroys nothing the job wrote. A run's resumes and restores from savepoints keep the run, so
-  its save modes are not made again; a new run (a new submission) makes them.
+  its save modes are not made again; a new run (a new submission) makes them. A pipeline started
+  over (``--fallback fresh``) has them made anew, as a new submission would: its lineage began at
+  that fresh start (``"began"`` in its ``seatide.json``, ``store.runs.began_anew``), and its
+  decisions are ``P_<run>~<incarnation>@<target>``, shared by the pipelines started over with it;
+  rows of pipelines not started over are never destroyed (``store/kept_output.py`` refuses).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import os
 from seatide.plugin.base import Sink, SinkContext
 from seatide.plugin.sink_protocol import BatchResult, SaveModeDoor, SinkRun, open_sink
 from seatide.plugin.sink_records import SinkDecisions
-from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, StoreDecisions
+from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, StoreDecisions, read_json
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +57,14 @@ def sink_run(sink: Sink, ctx: SinkContext | None, log: SinkCommitLog, *, routes=
 
 
 def attempt_run(sink: Sink, ctx: SinkContext, log: SinkCommitLog, reporter, *, routes, job_id: str,
-                pipeline_id: int, sink_index: int, lineage: str, origin: str) -> SinkRun:
+                pipeline_id: int, sink_index: int, lineage: str, origin: str, began: int | None = None) -> SinkRun:
     """One sink of a pipeline opened as an attempt opens it: its decisions in the store, fenced by
-    ``reporter``'s attempt; its targets' save modes under the job's shared records."""
+    ``reporter``'s attempt; its targets' save modes under the job's shared records, those of the
+    fresh start of incarnation ``began`` when one began the pipeline's lineage."""
     prefix = f"T_{job_id}_{pipeline_id}_{sink_index}_{lineage}_"
     writer = {"pipeline": pipeline_id, "lineage": lineage}
-    door = SaveModeDoor(StoreDecisions(reporter, JOB_RECORDS, TARGET_RECORDS, "P_", writer), f"P_{job_id}")
+    scope = f"P_{job_id}" if began is None else f"P_{job_id}~{began}"
+    door = SaveModeDoor(StoreDecisions(reporter, JOB_RECORDS, TARGET_RECORDS, "P_", writer), scope)
     return sink_run(sink, ctx, log, routes=routes, decisions=StoreDecisions(reporter, pipeline_id, ctx.plugin_id, prefix),
                     door=door, transaction_prefix=prefix, staging_tag=str(reporter.attempt_id),
                     save_modes_key=f"S_{job_id}_{pipeline_id}_{sink_index}_{origin}")
@@ -75,6 +81,7 @@ class PipelineSinks:
         self.runs: dict[str, SinkRun] = {}
         self.reporter, self.pipeline_id = reporter, pipeline_id
         self._started: int | None = None     # the batch whose start is recorded (store/batch_starts.py)
+        began = (read_json(os.path.join(checkpoint_dir, "seatide.json")) or {}).get("began")
         for sink in pipeline.sinks:
             ctx = SinkContext(spark=spark, job_id=job_id, pipeline_id=pipeline_id, plugin_id=sink.plugin_id,
                               micro_batch=env.micro_batch, unbounded=env.streaming, stdout=stdout,
@@ -82,7 +89,7 @@ class PipelineSinks:
                               job_sinks=job_sinks)
             run = attempt_run(sink.plugin, ctx, self.log(sink.plugin_id), reporter,
                               routes=sink.plugin.routes if routed else None, job_id=job_id, pipeline_id=pipeline_id,
-                              sink_index=sink.index, lineage=lineage, origin=origin)
+                              sink_index=sink.index, lineage=lineage, origin=origin, began=began)
             self.runs[sink.plugin_id] = run
             # Batches an earlier attempt decided but did not finish publishing (it crashed, or was
             # replaced just after its decision) are published before anything else runs.

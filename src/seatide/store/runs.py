@@ -120,6 +120,18 @@ def read_mark(pipeline_directory: str) -> int | None:
     return None if move is None else move[0]
 
 
+def began_anew(pipeline_directory: str) -> dict:
+    """What a lineage started in this directory keeps of how it began: ``{"began": n}`` when the
+    fresh start of incarnation ``n`` made the directory empty (its mark), else nothing (the run's
+    first lineage). Its sinks' save modes are made anew for it (``runtime/sink_runs.py``); an
+    unreadable mark is the run's first, as before."""
+    try:
+        move = read_move(pipeline_directory)
+    except (OSError, ValueError):
+        return {}
+    return {"began": move[0]} if move is not None and move[1] and isinstance(move[0], int) else {}
+
+
 def prepared_for(pipeline_directory: str) -> int | None:
     """The incarnation whose resume's move put this directory in place, or None (never moved, or
     a mark that cannot be parsed). The driver asks before its move: a corrupt mark is taken as not

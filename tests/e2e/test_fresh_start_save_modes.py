@@ -1,8 +1,9 @@
-"""Review 7: a job whose sink says DROP_DATA, started over with ``--fallback fresh``, writes the rows
-its first lineage committed a second time. The door keeps one save-mode decision per job *run* and
-target (``P_<run>@<target>``), and a fresh start keeps the run, so its DROP_DATA finds the first
-lineage's decision (made over an empty path: destroy None) and empties nothing; the started-over
-pipeline then writes every row again, beside the first lineage's files. No other pipeline keeps
+"""Review 7: a job whose sink says DROP_DATA, started over with ``--fallback fresh``, wrote the rows
+its first lineage committed a second time: the door kept one save-mode decision per job *run* and
+target (``P_<run>@<target>``), and a fresh start keeps the run, so its DROP_DATA found the first
+lineage's decision (made over an empty path: destroy None) and emptied nothing (1200 rows, 300
+twice). A lineage a fresh start began has its save modes made anew (``P_<run>~<incarnation>``,
+``runtime/sink_runs.py``), as a new submission would. No other pipeline keeps
 rows in the target (store/kept_output.py would say so), so emptying it is what SeaTunnel's
 DROP_DATA at a (re)start does and what promise 1 needs.
 
@@ -21,9 +22,7 @@ from tests.e2e.test_jobs import fake_to_parquet, parquet_ids
 pytestmark = pytest.mark.spark
 
 
-@pytest.mark.xfail(strict=True, reason="review 7: --fallback fresh of a DROP_DATA LocalFile job: the run's "
-                   "save-mode decision stands, nothing is emptied, rows 0-299 end up twice")
-def test_a_fresh_start_of_a_drop_data_job_leaves_each_row_once(local, tmp_path, monkeypatch):
+def test_a_fresh_start_of_a_drop_data_job_empties_the_path_and_leaves_each_row_once(local, tmp_path, monkeypatch):
     out = str(tmp_path / "out")
     monkeypatch.setitem(failpoints._POINTS, "driver.after_sink_commit", f"once:raise:{tmp_path / 'crashed'}")
     text = fake_to_parquet(out, rows=900, split_num=6, extra_env="checkpoint.interval = 1000\n"
