@@ -18,7 +18,8 @@ class SaveModeDoor:
     every sink and every pipeline of the job), before it is carried out, so it is taken once
     whoever comes first and carried out by whoever comes: never a second decision that would take
     in what was written since (by this sink, another sink of the pipeline, or another pipeline).
-    ``scope`` names the job's run.
+    ``scope`` names the job's run, or the fresh start that began the pipeline's lineage (its save
+    modes are made anew, ``runtime/sink_runs.py``).
 
     Whether the target may be destroyed at all (``records.may_destroy``: not over rows a pipeline
     that is not started over keeps) is asked before the plan when planning itself may destroy
