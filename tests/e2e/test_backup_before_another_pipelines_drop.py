@@ -109,24 +109,30 @@ def test_a_backup_from_before_another_pipelines_dropping_fresh_start_is_refused(
     assert "of pipeline 2, which writes the same target" in message and "holds lineage" in message, message
 
 
-def _cancel_once_finished(pipeline_id: int):
-    """A stop_after: cancel the job once ``pipeline_id`` has FINISHED (polled, with a deadline)."""
+def until_pipeline_finished(store, job_id: str, pipeline_id: int) -> None:
+    """Poll the store until ``pipeline_id`` of the job's newest incarnation FINISHED; after
+    ``NEVER_A_HUNG_TEST_S`` go on anyway (the story's own assertions then fail, never hang)."""
     import time
 
     from sqlalchemy import select
 
     from seatide.store import schema as s
 
+    deadline = time.time() + NEVER_A_HUNG_TEST_S
+    while time.time() < deadline:
+        with store.read() as conn:
+            status = conn.execute(select(s.pipelines.c.status).where(
+                (s.pipelines.c.job_id == job_id) & (s.pipelines.c.pipeline_id == pipeline_id))
+                .order_by(s.pipelines.c.incarnation.desc())).scalar()
+        if str(status).endswith("FINISHED"):
+            return
+        time.sleep(0.1)
+
+
+def _cancel_once_finished(pipeline_id: int):
+    """A stop_after: cancel the job once ``pipeline_id`` has FINISHED."""
     def stop(store, job_id):
-        deadline = time.time() + NEVER_A_HUNG_TEST_S
-        while time.time() < deadline:
-            with store.read() as conn:
-                status = conn.execute(select(s.pipelines.c.status).where(
-                    (s.pipelines.c.job_id == job_id) & (s.pipelines.c.pipeline_id == pipeline_id))
-                    .order_by(s.pipelines.c.incarnation.desc())).scalar()
-            if str(status).endswith("FINISHED"):
-                break
-            time.sleep(0.1)
+        until_pipeline_finished(store, job_id, pipeline_id)
         intents.stop(store, job_id, actor="test")
     return stop
 

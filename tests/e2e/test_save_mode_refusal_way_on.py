@@ -15,13 +15,10 @@ Real jobs in the shared SparkSession on a real SQLite store and real files (test
 
 from __future__ import annotations
 
-import time
-
 import pytest
-from sqlalchemy import select
 
 from seatide import failpoints, intents
-from seatide.store import schema as s
+from tests.e2e.test_backup_before_another_pipelines_drop import until_pipeline_finished
 from tests.e2e.test_jobs import parquet_ids
 
 pytestmark = pytest.mark.spark
@@ -48,17 +45,9 @@ sink {{
 
 
 def _release_once_finished(gate: str, pipeline_id: int):
-    """A stop_after: open ``gate`` once ``pipeline_id`` FINISHED (polled, with a deadline)."""
+    """A stop_after: open ``gate`` once ``pipeline_id`` FINISHED."""
     def release(store, job_id):
-        deadline = time.time() + 180
-        while time.time() < deadline:
-            with store.read() as conn:
-                status = conn.execute(select(s.pipelines.c.status).where(
-                    (s.pipelines.c.job_id == job_id) & (s.pipelines.c.pipeline_id == pipeline_id))
-                    .order_by(s.pipelines.c.incarnation.desc())).scalar()
-            if str(status).endswith("FINISHED"):
-                break
-            time.sleep(0.1)
+        until_pipeline_finished(store, job_id, pipeline_id)
         open(gate, "w").close()
     return release
 
