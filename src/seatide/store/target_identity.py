@@ -1,56 +1,58 @@
 """What a sink writes, named one way: the one place that says whether two sinks' targets are the
 same, or overlap (outside review 7).
 
-A target key names what a destructive save mode empties, so every spelling of one place must give
-one key: a LocalFile path with or without its trailing slash or through a symlink; a Jdbc server as
-``localhost`` or ``127.0.0.1``. And keys that differ may still overlap: DROP_DATA on a directory
-removes every file under it, also another sink's in a path inside it; a Jdbc sink in query mode
-writes the table its INSERT names, or, where SeaTide cannot tell which, any table of its database.
+A target key names what a destructive save mode empties, so the spellings SeaTide can tell apart
+without asking anything outside give one key: a LocalFile path with or without its trailing slash;
+a Jdbc server as ``localhost`` or ``127.0.0.1``. A key never depends on DNS or on the filesystem's
+links at the moment it is made (outside review 8: a failed or changed DNS answer in one attempt
+gave its target a new key, under which the run's decision and the committed marks were not found,
+and its DROP_DATA ran over committed rows; a key through ``realpath`` differed from the key every
+checkpoint of the previous version holds). Keys that differ may still overlap, and ``overlaps``
+errs that way: DROP_DATA on a directory removes every file under it, also another sink's in a path
+inside it or reached through a symlink; a Jdbc sink in query mode writes the table its INSERT names,
+or, where SeaTide cannot tell which, any table of its database; table names compare without case.
 ``plan/shared_targets.py`` (when planning) and the door's records (``plugin/save_mode_door.py``,
 ``store/kept_output.py``) both ask here. Lives in ``store``: the lowest layer that holds the keys.
 """
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import os
 import re
-import socket
 
 UNKNOWN_TABLE = "*"       # a query whose table SeaTide cannot read: every table of its database
 _LOOPBACK = "127.0.0.1"
-_QUERY_TABLE = re.compile(r"^\s*(?:INSERT|UPSERT|REPLACE|MERGE)\s+(?:IGNORE\s+)?(?:INTO\s+)?"
+_QUERY_TABLE = re.compile(r"^\s*(?:INSERT|UPSERT|REPLACE|MERGE)\s+"
+                          r"(?:(?:IGNORE|LOW_PRIORITY|DELAYED|HIGH_PRIORITY)\s+)*(?:INTO\s+)?"
                           r"(?P<table>(?:[`\"\[]?[\w$]+[`\"\]]?\s*\.\s*)*[`\"\[]?[\w$]+[`\"\]]?)", re.IGNORECASE)
 
 
 def file_target(path: str) -> str:
-    """A local path as one key: absolute, normalised, symlinks resolved (``out``, ``out/`` and
-    ``./out`` are one directory)."""
+    """A local path as one key: absolute and normalised (``out``, ``out/`` and ``./out`` are one
+    directory), as LocalFile's root has always been; links are ``overlaps``' to follow."""
     value = re.sub(r"^file:(//)?", "", path.strip())
-    return os.path.realpath(os.path.abspath(os.path.expanduser(value)))
+    return os.path.abspath(os.path.expanduser(value))
 
 
-@functools.lru_cache(maxsize=256)
 def server_host(host: str) -> str:
-    """A database server's host spelled one way: a loopback name or address is ``127.0.0.1``; a
-    name that resolves, its lowest address; else the name in lower case (nothing to compare)."""
+    """A database server's host spelled one way, from the spelling alone: a loopback name or
+    address is ``127.0.0.1``; anything else the name in lower case."""
     name = host.strip().strip("[]").lower() or "localhost"
-    try:
-        addresses = sorted({info[4][0] for info in socket.getaddrinfo(name, None)})
-    except (OSError, UnicodeError):
-        return name
-    if any(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses):
+    if name == "localhost" or name.endswith(".localhost"):
         return _LOOPBACK
-    return addresses[0] if addresses else name
+    try:
+        return _LOOPBACK if ipaddress.ip_address(name.split("%")[0]).is_loopback else name
+    except ValueError:
+        return name
 
 
 def query_table(query: str) -> tuple[str, ...] | None:
     """The table an ``INSERT``/``UPSERT``/``REPLACE``/``MERGE`` names, unquoted, split at its dots;
     None where SeaTide cannot read it (then the target is ``UNKNOWN_TABLE``)."""
     match = _QUERY_TABLE.match(query or "")
-    if match is None:
-        return None
+    if match is None or ";" in query.strip().rstrip(";"):
+        return None             # not read, or more than one statement: any table
     return tuple(part.strip().strip('`"[]') for part in match.group("table").split("."))
 
 
@@ -66,11 +68,16 @@ def overlaps(a: str, b: str) -> bool:
     if a == b:
         return True
     if a.startswith(os.sep) and b.startswith(os.sep):
-        return a.startswith(b.rstrip(os.sep) + os.sep) or b.startswith(a.rstrip(os.sep) + os.sep)
+        return any(_inside(x, y) or _inside(y, x) for x, y in ((a, b), (os.path.realpath(a), os.path.realpath(b))))
     if a.startswith("jdbc:") and b.startswith("jdbc:"):
+        a, b = a.lower(), b.lower()     # PostgreSQL folds unquoted names, MySQL on most hosts too
         (a_db, _, a_table), (b_db, _, b_table) = a.rpartition("/"), b.rpartition("/")
-        return UNKNOWN_TABLE in (a_table, b_table) and a_db.rpartition("/")[0] == b_db.rpartition("/")[0]
+        return a == b or (UNKNOWN_TABLE in (a_table, b_table) and a_db.rpartition("/")[0] == b_db.rpartition("/")[0])
     return False
+
+
+def _inside(path: str, other: str) -> bool:
+    return path == other or path.startswith(other.rstrip(os.sep) + os.sep)
 
 
 __all__ = ["UNKNOWN_TABLE", "file_target", "jdbc_target", "overlaps", "query_table", "server_host"]
