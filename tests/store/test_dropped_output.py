@@ -79,7 +79,10 @@ def _committed_into(store, target: str) -> None:
     ({**DROPPED, "pipeline": 2, "lineage": "m1"}, "/out"),      # another pipeline emptied the target l1 wrote
     ({**DROPPED, "pipeline": 2, "lineage": "m1"}, None),        # l1's targets unknown (an older SeaTide's manifest)
     ({"target": "/out", "destroy": DROPPED["destroy"]}, "/out"),     # an earlier SeaTide's record, made after l1
-], ids=["other-pipeline-same-target", "other-pipeline-targets-unknown", "no-writer"])
+    ({**DROPPED, "pipeline": 2, "lineage": "m1"}, "/out/b"),    # review 8, C: an enclosing path emptied
+    ({**DROPPED, "pipeline": 2, "lineage": "m1", "target": "/new-spelling", "earlier": ["/out"]}, "/out"),
+], ids=["other-pipeline-same-target", "other-pipeline-targets-unknown", "no-writer", "enclosing-path",
+        "earlier-spelling"])
 def test_a_backup_whose_target_another_writer_emptied_is_refused(leader, tmp_path, record, target):
     """Outside review of c33655f, F1 and F3: the record names whichever pipeline prepared the shared
     target first, or no writer at all; what counts is the target l1 committed into."""
@@ -87,7 +90,8 @@ def test_a_backup_whose_target_another_writer_emptied_is_refused(leader, tmp_pat
     if target is not None:
         _committed_into(store, target)
     message = _refusal(store)
-    assert "holds lineage l1" in message and "target /out" in message and "DROP_DATA" in message, message
+    assert "holds lineage l1" in message and f"target {record['target']}" in message, message
+    assert "DROP_DATA" in message, message
     if "pipeline" in record:
         assert "lineage m1 of pipeline 2, which writes the same target" in message, message
     else:
