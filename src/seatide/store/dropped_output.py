@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from sqlalchemy import and_, select
 
 from seatide.store import schema as s
-from seatide.store.target_identity import overlaps
+from seatide.store.target_identity import any_overlap
 
 _MARK_LINEAGE = "seatide.lineage"     # runtime/commit_log.py's _LINEAGE (store sits below runtime)
 
@@ -76,7 +76,7 @@ def _destroyed_overlaps(record: dict, targets: set[str]) -> bool:
     if record.get("target") is None:
         return False
     named = [str(record["target"]), *map(str, record.get("earlier") or ())]
-    return any(overlaps(key, target) for key in named for target in targets)
+    return any_overlap(named, targets)
 
 
 def _writer(record: dict, pipeline_id: int) -> str:

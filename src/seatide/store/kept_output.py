@@ -41,9 +41,12 @@ from seatide.store.checkpoint_metadata import checkpoint_metadata
 from seatide.store.dropped_output import marked_targets
 from seatide.store.restore import run_first_incarnation
 from seatide.store.runs import read_prepared
-from seatide.store.target_identity import overlaps
+from seatide.store.target_identity import any_overlap
 
 
+# Rows count where their target overlaps one of the names, not only where it equals one: DROP_DATA
+# on ``out`` empties ``out/b`` too; a query into an unknown table may have written any table of its
+# database (outside review 7).
 def kept_output(conn, job_id: str, pipeline_id: int, target: str, earlier_keys=()) -> str | None:
     """Why ``pipeline_id`` may not prepare ``target`` (``earlier_keys``: its older spellings, which
     older marks and decisions name) with a save mode that destroys, or None."""
@@ -60,7 +63,7 @@ def kept_output(conn, job_id: str, pipeline_id: int, target: str, earlier_keys=(
     for row in rows:
         since = job.incarnation if row.pipeline_id in started_over else _lineage_began(row.checkpoint_dir, first)
         marked = _marked(row.checkpoint_dir)
-        if _decided_into(conn, job_id, row.pipeline_id, since, names) or "*" in marked or _overlap(names, marked):
+        if _decided_into(conn, job_id, row.pipeline_id, since, names) or "*" in marked or any_overlap(names, marked):
             return _refusal(target, pipeline_id, row, started_over, job.incarnation == first and not prepare)
     return None
 
@@ -87,16 +90,9 @@ def _decided_into(conn, job_id: str, pipeline_id: int, since: int, names: set[st
             publish = json.loads(text).get("publish")
         except (ValueError, AttributeError):
             continue
-        if isinstance(publish, dict) and isinstance(publish.get("targets"), dict) and _overlap(names, publish["targets"]):
+        if isinstance(publish, dict) and isinstance(publish.get("targets"), dict) and any_overlap(names, publish["targets"]):
             return True
     return False
-
-
-def _overlap(names: set[str], written) -> bool:
-    """Whether a target the rows were written into overlaps one of ``names`` (not only equals it:
-    DROP_DATA on ``out`` empties ``out/b`` too; a query into an unknown table may have written any
-    table of its database, outside review 7)."""
-    return any(overlaps(name, other) for name in names for other in written)
 
 
 def _marked(directory: str | None) -> set[str]:

@@ -68,7 +68,10 @@ def overlaps(a: str, b: str) -> bool:
     if a == b:
         return True
     if a.startswith(os.sep) and b.startswith(os.sep):
-        return any(_inside(x, y) or _inside(y, x) for x, y in ((a, b), (os.path.realpath(a), os.path.realpath(b))))
+        if _inside(a, b) or _inside(b, a):
+            return True
+        real_a, real_b = os.path.realpath(a), os.path.realpath(b)     # only when the spellings do not tell
+        return _inside(real_a, real_b) or _inside(real_b, real_a)
     if a.startswith("jdbc:") and b.startswith("jdbc:"):
         a, b = a.lower(), b.lower()     # PostgreSQL folds unquoted names, MySQL on most hosts too
         (a_db, _, a_table), (b_db, _, b_table) = a.rpartition("/"), b.rpartition("/")
@@ -76,8 +79,13 @@ def overlaps(a: str, b: str) -> bool:
     return False
 
 
+def any_overlap(keys, others) -> bool:
+    """Whether any of ``keys`` overlaps any of ``others`` (``overlaps``)."""
+    return any(overlaps(key, other) for key in keys for other in others)
+
+
 def _inside(path: str, other: str) -> bool:
     return path == other or path.startswith(other.rstrip(os.sep) + os.sep)
 
 
-__all__ = ["UNKNOWN_TABLE", "file_target", "jdbc_target", "overlaps", "query_table", "server_host"]
+__all__ = ["UNKNOWN_TABLE", "any_overlap", "file_target", "jdbc_target", "overlaps", "query_table", "server_host"]
