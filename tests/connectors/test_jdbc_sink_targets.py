@@ -158,3 +158,22 @@ def test_two_spellings_creating_one_missing_table_wait_on_one_lock(spark, db, tm
         creating.result(timeout=300)
     second.write(inserts(spark, [2]), 0)
     assert query(db, f"SELECT id FROM {table} ORDER BY id") == [(1,), (2,)]
+
+
+def test_a_query_sinks_key_as_the_previous_release_read_its_quoted_table_is_an_earlier_spelling(spark, db):
+    """Outside review 8b, F3: the first target keys (2026-11-30) read ``INSERT INTO "order-items"`` as table ``order``, and
+    its commit marks name that key. The table sink that empties ``order-items`` must count them as
+    its own target's (the kept-rows check compares its names with the marks), and the query sink
+    must find them as its earlier key."""
+    from seatide.connectors.jdbc.target_names import TargetNames
+
+    table = table_name() + "-items"
+    quote = '"' if "postgresql" in db[0] else "`"
+    dropping = make_sink(db, table=f"{quote}{table}{quote}", data_save_mode="DROP_DATA")
+    querying = make_sink(db, query=f"INSERT INTO {quote}{table}{quote} (id) VALUES (?)")
+    naming = TargetNames(context(spark, "job", (dropping, querying)), querying)
+    route = TableRoute(0, "src.orders", None, querying)
+    assert naming.key(route).endswith("/" + table)
+    first_read = naming.key_first_read(route)
+    assert first_read.endswith("/" + table.split("-")[0])
+    assert first_read in naming.job_spellings()[naming.key(route)]

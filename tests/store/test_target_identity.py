@@ -39,3 +39,44 @@ def test_jdbc_tables_overlap_without_case_and_the_unknown_table_overlaps_its_dat
     assert overlaps(key(UNKNOWN_TABLE), key("orders"))
     assert not overlaps(key("orders"), key("customers"))
     assert not overlaps(key("orders"), "jdbc:postgresql://127.0.0.1:5432/other/public/orders")
+
+
+def test_one_server_spelled_by_name_and_by_address_overlaps():
+    # outside review 8b, F1: keys stay spelling-only, but emptying db1.internal:t reaches 10.0.0.5:t when both
+    # are one server; a name that cannot be looked up errs towards overlap, two addresses that differ do not
+    import socket
+
+    name = socket.gethostname()
+    address = socket.getaddrinfo(name, None)[0][4][0]
+    key = "jdbc:mysql://{}:3306/app//t".format
+    assert overlaps(key(server_host(name)), key(server_host(address)))
+    assert overlaps(key("no-such-host.invalid"), key("10.0.0.5"))
+    assert not overlaps(key("10.0.0.5"), key("10.0.0.6"))
+    assert not overlaps(key(server_host(name)), "jdbc:mysql://{}:3307/app//t".format(server_host(address)))
+
+
+def test_an_unread_query_reaches_what_its_server_lets_it_write():
+    # F2: MySQL has no schema below its databases, so a statement SeaTide cannot read may write any database
+    # of the server; a PostgreSQL URL without a database connects to ``postgres``, as table keys say
+    assert overlaps("jdbc:mysql://db1:3306/app//*", "jdbc:mysql://db1:3306/reporting//t")
+    assert overlaps("jdbc:postgresql://db1:5432///*", "jdbc:postgresql://db1:5432/postgres/public/t")
+    assert not overlaps("jdbc:postgresql://db1:5432/app//*", "jdbc:postgresql://db1:5432/reporting/public/t")
+
+
+def test_a_quoted_table_name_is_read_whole_or_not_at_all():
+    # F3: ``"order-items"`` was read as ``order``: the real table missed, an unrelated one matched
+    assert query_table('INSERT INTO "order-items" VALUES (?, ?)') == ("order-items",)
+    assert query_table('insert into `my table` (a) values (?)') == ("my table",)
+    assert query_table('INSERT INTO public."Order Items" (a) VALUES (?)') == ("public", "Order Items")
+    assert query_table("INSERT INTO t(a) VALUES (?)") == ("t",)
+    assert query_table("INSERT INTO t-x VALUES (?)") is None      # not a name SQL reads: any table
+
+
+def test_query_keys_of_earlier_seatides_are_any_table_of_their_database():
+    # F4: before target keys, a query sink was ``…/db//query`` (or ``…/db/query`` earlier still)
+    table = "jdbc:mysql://db1:3306/app//t"
+    assert overlaps("jdbc:mysql://db1:3306/app//query", table)
+    assert overlaps("jdbc:mysql://db1:3306/app/query", table)
+    assert overlaps("jdbc:postgresql://db1:5432/app/query", "jdbc:postgresql://db1:5432/app/public/t")
+    assert overlaps("jdbc:postgresql://db1:5432/app/public.t", "jdbc:postgresql://db1:5432/app/public/T")
+    assert not overlaps("jdbc:postgresql://db1:5432/app/s.t", "jdbc:postgresql://db1:5432/app/public/t")

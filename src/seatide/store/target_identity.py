@@ -17,15 +17,26 @@ or, where SeaTide cannot tell which, any table of its database; table names comp
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import re
+import socket
+import threading
 
 UNKNOWN_TABLE = "*"       # a query whose table SeaTide cannot read: every table of its database
 _LOOPBACK = "127.0.0.1"
+_LOOKUP_S = 2.0           # a name server that does not answer in time: the hosts may be one (errs wide)
+_NAME = r'(?:"[^"]+"|`[^`]+`|\[[^\]]+\]|[\w$]+)'
 _QUERY_TABLE = re.compile(r"^\s*(?:INSERT|UPSERT|REPLACE|MERGE)\s+"
                           r"(?:(?:IGNORE|LOW_PRIORITY|DELAYED|HIGH_PRIORITY)\s+)*(?:INTO\s+)?"
-                          r"(?P<table>(?:[`\"\[]?[\w$]+[`\"\]]?\s*\.\s*)*[`\"\[]?[\w$]+[`\"\]]?)", re.IGNORECASE)
+                          rf"(?!INTO\s)(?P<table>{_NAME}(?:\s*\.\s*{_NAME})*)(?=[\s(;]|$)", re.IGNORECASE)
+# How the first target keys read it (2026-11-30) (quoted names cut at their first character outside [\w$]): its keys are
+# earlier spellings a resume must still find (``connectors/jdbc/target_names.py``)
+_QUERY_TABLE_FIRST = re.compile(r"^\s*(?:INSERT|UPSERT|REPLACE|MERGE)\s+"
+                              r"(?:(?:IGNORE|LOW_PRIORITY|DELAYED|HIGH_PRIORITY)\s+)*(?:INTO\s+)?"
+                              r"(?P<table>(?:[`\"\[]?[\w$]+[`\"\]]?\s*\.\s*)*[`\"\[]?[\w$]+[`\"\]]?)", re.IGNORECASE)
+_EARLIER_QUERY = "query"  # the table part of a query sink's key before target keys: any table, as UNKNOWN_TABLE
 
 
 def file_target(path: str) -> str:
@@ -47,13 +58,21 @@ def server_host(host: str) -> str:
         return name
 
 
-def query_table(query: str) -> tuple[str, ...] | None:
+def query_table(query: str, reader: re.Pattern = _QUERY_TABLE) -> tuple[str, ...] | None:
     """The table an ``INSERT``/``UPSERT``/``REPLACE``/``MERGE`` names, unquoted, split at its dots;
-    None where SeaTide cannot read it (then the target is ``UNKNOWN_TABLE``)."""
-    match = _QUERY_TABLE.match(query or "")
+    None where SeaTide cannot read it (then the target is ``UNKNOWN_TABLE``). A quoted name is read
+    whole (outside review 8b, F3: ``"order-items"`` read as ``order`` missed the table it writes)."""
+    match = reader.match(query or "")
     if match is None or ";" in query.strip().rstrip(";"):
         return None             # not read, or more than one statement: any table
-    return tuple(part.strip().strip('`"[]') for part in match.group("table").split("."))
+    if reader is _QUERY_TABLE_FIRST:
+        return tuple(part.strip().strip('`"[]') for part in match.group("table").split("."))
+    return tuple(name[1:-1] if name[0] in '"`[' else name for name in re.findall(_NAME, match.group("table")))
+
+
+def query_table_first_read(query: str) -> tuple[str, ...] | None:
+    """``query_table`` as the first target keys read it (2026-11-30), which named the keys its checkpoints hold."""
+    return query_table(query, _QUERY_TABLE_FIRST)
 
 
 def jdbc_target(dialect: str, host: str, port: int | None, database: str, schema: str, table: str) -> str:
@@ -73,10 +92,65 @@ def overlaps(a: str, b: str) -> bool:
         real_a, real_b = os.path.realpath(a), os.path.realpath(b)     # only when the spellings do not tell
         return _inside(real_a, real_b) or _inside(real_b, real_a)
     if a.startswith("jdbc:") and b.startswith("jdbc:"):
-        a, b = a.lower(), b.lower()     # PostgreSQL folds unquoted names, MySQL on most hosts too
-        (a_db, _, a_table), (b_db, _, b_table) = a.rpartition("/"), b.rpartition("/")
-        return a == b or (UNKNOWN_TABLE in (a_table, b_table) and a_db.rpartition("/")[0] == b_db.rpartition("/")[0])
+        (a_server, *a_table), (b_server, *b_table) = _jdbc_parts(a), _jdbc_parts(b)
+        if a_server[0] != b_server[0] or a_server[2] != b_server[2] or not _one_host(a_server[1], b_server[1]):
+            return False
+        (a_db, a_schema, a_name), (b_db, b_schema, b_name) = a_table, b_table
+        if UNKNOWN_TABLE in (a_name, b_name):
+            # MySQL has no level between a server and its databases: a statement SeaTide cannot read
+            # may write any of them (F2)
+            return a_db == b_db or a_server[0] == "mysql"
+        return a_db == b_db and a_name == b_name and (None in (a_schema, b_schema) or a_schema == b_schema)
     return False
+
+
+def _jdbc_parts(key: str) -> tuple[tuple[str, str, str], str, str | None, str]:
+    """((dialect, host, port), database, schema or None where the key does not say, table) of a Jdbc
+    key, as ``jdbc_target`` makes it or as an earlier SeaTide did: ``…/db//query`` for a query sink,
+    ``…/db/<schema.table or query>`` before that (F4); names without case, as PostgreSQL folds
+    unquoted names and MySQL on most hosts does."""
+    head, _, rest = key.lower().partition("://")
+    server, _, path = rest.partition("/")
+    host, _, port = server.rpartition(":")
+    dialect = head.removeprefix("jdbc:")
+    parts = path.split("/")
+    if len(parts) >= 3:
+        database, schema, table = parts[0], parts[1], "/".join(parts[2:])
+        schema, table = (None, UNKNOWN_TABLE) if (schema, table) == ("", _EARLIER_QUERY) else (schema, table)
+    else:
+        database, label = (parts + [""])[:2]
+        schema, _, table = label.rpartition(".") if "." in label else (None, "", label)
+        table = UNKNOWN_TABLE if table == _EARLIER_QUERY and schema is None else table
+    if dialect == "postgresql" and not database:
+        database = "postgres"       # where a URL without a database connects (``JdbcSinkSpec.target_name``)
+    return (dialect, host, port), database, schema, table
+
+
+def _one_host(a: str, b: str) -> bool:
+    """Whether two hosts, spelled apart, may be one server: the same spelling, or addresses they share
+    (F1: a key stays spelling-only, so a resume finds it whatever DNS answers then; overlap asks)."""
+    if a == b:
+        return True
+    a_addresses, b_addresses = _addresses(a), _addresses(b)
+    return a_addresses is None or b_addresses is None or bool(a_addresses & b_addresses)
+
+
+@functools.lru_cache(maxsize=256)
+def _addresses(host: str) -> frozenset | None:
+    """The host's addresses, loopback spelled one way; None when the lookup failed or took longer than
+    ``_LOOKUP_S`` (asked inside a store read: a resolver that hangs must not hold it past its limits)."""
+    found: list[frozenset] = []
+
+    def look_up() -> None:
+        try:
+            found.append(frozenset(server_host(info[4][0]) for info in socket.getaddrinfo(host, None)))
+        except (OSError, UnicodeError):
+            pass
+
+    thread = threading.Thread(target=look_up, name=f"resolve-{host}", daemon=True)
+    thread.start()
+    thread.join(_LOOKUP_S)
+    return found[0] if found else None
 
 
 def any_overlap(keys, others) -> bool:
@@ -88,4 +162,5 @@ def _inside(path: str, other: str) -> bool:
     return path == other or path.startswith(other.rstrip(os.sep) + os.sep)
 
 
-__all__ = ["UNKNOWN_TABLE", "any_overlap", "file_target", "jdbc_target", "overlaps", "query_table", "server_host"]
+__all__ = ["UNKNOWN_TABLE", "any_overlap", "file_target", "jdbc_target", "overlaps", "query_table", "query_table_first_read",
+           "server_host"]

@@ -11,7 +11,7 @@ from seatide.connectors.jdbc.spec import JdbcSinkSpec
 from seatide.plugin.base import SinkContext
 from seatide.plugin.sink_protocol import routes_of
 from seatide.plugin.tables import TableRoute
-from seatide.store.target_identity import UNKNOWN_TABLE, jdbc_target, query_table, server_host
+from seatide.store.target_identity import UNKNOWN_TABLE, jdbc_target, query_table, query_table_first_read, server_host
 
 
 class TargetNames:
@@ -30,6 +30,13 @@ class TargetNames:
         database, schema, table = self._named(spec)
         return jdbc_target(spec.url.dialect, spec.url.host, spec.url.port, database, schema, table)
 
+    def key_first_read(self, route: TableRoute) -> str:
+        """The key as the first target keys gave it (2026-11-30): a query's quoted table name read only up to its first
+        character outside ``[\\w$]`` (outside review 8b, F3); its checkpoints name it."""
+        spec = route.sink.spec()
+        database, schema, table = self._named(spec, query_table_first_read)
+        return jdbc_target(spec.url.dialect, spec.url.host, spec.url.port, database, schema, table)
+
     def spelled(self, route: TableRoute) -> str:
         """The key as the SeaTide before ``store.target_identity`` gave it (the host as spelled, a
         query's target ``query``), which its door decisions, marks and decided batches name."""
@@ -39,14 +46,14 @@ class TargetNames:
         database, schema, table = named or (spec.database or "", "", "query")
         return f"jdbc:{url.dialect}://{url.host.lower()}:{url.port}/{database}/{schema}/{table}"
 
-    def _named(self, spec: JdbcSinkSpec) -> tuple[str, str, str]:
+    def _named(self, spec: JdbcSinkSpec, read=query_table) -> tuple[str, str, str]:
         """(database, schema, table); in query mode the table its statement names, qualified as a
         table option would be, or ``UNKNOWN_TABLE`` (outside review 7: ``.../query`` overlapped
         nothing, so another sink's DROP_DATA emptied the rows it committed)."""
         named = spec.target_name(lambda: self._search_schema(spec))
         if named is not None:
             return named
-        table = query_table(spec.query.head) if spec.query is not None else None
+        table = read(spec.query.head) if spec.query is not None else None
         if table is None or len(table) > 2:
             return spec.database or "", "", UNKNOWN_TABLE
         return replace(spec, table=table).target_name(lambda: self._search_schema(spec))
@@ -90,7 +97,7 @@ class TargetNames:
                     url = route.sink.spec().url
                     if (url.dialect, server_host(url.host), url.port) == server:
                         self._spellings.setdefault(self.key(route), []).extend(
-                            (self.spelled(route), self.earlier(route, bool(sink.routes))))
+                            (self.spelled(route), self.earlier(route, bool(sink.routes)), self.key_first_read(route)))
         return self._spellings
 
 
