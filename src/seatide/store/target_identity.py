@@ -9,8 +9,10 @@ gave its target a new key, under which the run's decision and the committed mark
 and its DROP_DATA ran over committed rows; a key through ``realpath`` differed from the key every
 checkpoint of the previous version holds). Keys that differ may still overlap, and ``overlaps``
 errs that way: DROP_DATA on a directory removes every file under it, also another sink's in a path
-inside it or reached through a symlink; a Jdbc sink in query mode writes the table its INSERT names,
-or, where SeaTide cannot tell which, any table of its database; table names compare without case.
+inside it or reached through a symlink; one database server named by host and by address (looked
+up when overlap is asked, never kept in a key); a Jdbc sink in query mode writes the table its
+INSERT names, or, where SeaTide cannot tell which, any table of its database (any database of a
+MySQL server); table names compare without case.
 ``plan/shared_targets.py`` (when planning) and the door's records (``plugin/save_mode_door.py``,
 ``store/kept_output.py``) both ask here. Lives in ``store``: the lowest layer that holds the keys.
 """
