@@ -80,3 +80,12 @@ def test_query_keys_of_earlier_seatides_are_any_table_of_their_database():
     assert overlaps("jdbc:postgresql://db1:5432/app/query", "jdbc:postgresql://db1:5432/app/public/t")
     assert overlaps("jdbc:postgresql://db1:5432/app/public.t", "jdbc:postgresql://db1:5432/app/public/T")
     assert not overlaps("jdbc:postgresql://db1:5432/app/s.t", "jdbc:postgresql://db1:5432/app/public/t")
+
+
+def test_a_paimon_table_lies_in_its_warehouse_directory():
+    # outside review 8b, F7: a LocalFile DROP_DATA on the warehouse (or its database's directory) removes
+    # the table's files; a Paimon key is ``<warehouse>#<database>.<table>``, its files ``<warehouse>/<db>.db/<table>``
+    table = "/data/wh#sales.orders"
+    assert overlaps("/data/wh", table) and overlaps(table, "/data/wh/sales.db")
+    assert overlaps("/data/wh/sales.db/orders/bucket-0", table)
+    assert not overlaps("/data/wh/other.db", table) and not overlaps("/data/whx", table)

@@ -9,7 +9,7 @@ gave its target a new key, under which the run's decision and the committed mark
 and its DROP_DATA ran over committed rows; a key through ``realpath`` differed from the key every
 checkpoint of the previous version holds). Keys that differ may still overlap, and ``overlaps``
 errs that way: DROP_DATA on a directory removes every file under it, also another sink's in a path
-inside it or reached through a symlink; one database server named by host and by address (looked
+inside it or reached through a symlink, or a Paimon table in it; one database server named by host and by address (looked
 up when overlap is asked, never kept in a key); a Jdbc sink in query mode writes the table its
 INSERT names, or, where SeaTide cannot tell which, any table of its database (any database of a
 MySQL server); table names compare without case.
@@ -89,6 +89,7 @@ def overlaps(a: str, b: str) -> bool:
     if a == b:
         return True
     if a.startswith(os.sep) and b.startswith(os.sep):
+        a, b = _on_disk(a), _on_disk(b)
         if _inside(a, b) or _inside(b, a):
             return True
         real_a, real_b = os.path.realpath(a), os.path.realpath(b)     # only when the spellings do not tell
@@ -158,6 +159,15 @@ def _addresses(host: str) -> frozenset | None:
 def any_overlap(keys, others) -> bool:
     """Whether any of ``keys`` overlaps any of ``others`` (``overlaps``)."""
     return any(overlaps(key, other) for key in keys for other in others)
+
+
+def _on_disk(key: str) -> str:
+    """A path key as the directory it names: a Paimon table's (``<warehouse>#<db>.<table>``) is
+    ``<warehouse>/<db>.db/<table>``, which a LocalFile DROP_DATA of the warehouse empties (outside review
+    8b, F7)."""
+    warehouse, hash_, table = key.partition("#")
+    database, dot, name = table.partition(".")
+    return os.path.join(warehouse, f"{database}.db", name) if hash_ and dot else key
 
 
 def _inside(path: str, other: str) -> bool:
