@@ -32,7 +32,7 @@ MOVE_LOCK_WAIT_S = 60.0
 
 
 def prepare_checkpoint(checkpoint_dir: str, incarnation: int, source: str | None, attempt_id: int,
-                       fence: Callable[[], float]) -> dict | None:
+                       fence: Callable[[], float], began: int | None = None) -> dict | None:
     """Put a resumed pipeline's checkpoint in place: a copy of ``source`` (a savepoint), or
     an empty directory when it starts over (``source`` None). The old one is set aside.
 
@@ -50,7 +50,9 @@ def prepare_checkpoint(checkpoint_dir: str, incarnation: int, source: str | None
     returns the store's time) and the marker read again under it. A zombie that takes the
     lock after its replacement has taken over is fenced off; one that moved before that did
     this incarnation's move, which its replacement then finds done.
-    Returns what was done (for the event log), None when it was done before."""
+    ``began``: the incarnation whose resume decided a fresh start (``source`` None) that a later one
+    carries on, kept in the mark: every pipeline one decision starts over shares its save modes
+    (``store.runs.began_anew``). Returns what was done (for the event log), None when it was done before."""
     if prepared_for(checkpoint_dir) == incarnation:
         return None
     staging = f"{checkpoint_dir}.restoring-{incarnation}-{attempt_id}"      # this attempt's alone
@@ -63,8 +65,9 @@ def prepare_checkpoint(checkpoint_dir: str, incarnation: int, source: str | None
         os.makedirs(staging)
     # ``attempt``: Spark attempt directories of lower ids found here later are a replaced driver's
     # (runtime/spark_checkpoint.py); a savepoint's copy holds a plain ``spark`` only
+    began = {"began": began} if source is None and began is not None else {}
     write_json_atomic(os.path.join(staging, PREPARED_MARK), {"incarnation": incarnation, "from": source,
-                                                           "attempt": attempt_id})
+                                                           "attempt": attempt_id, **began})
     failpoints.hit("driver.checkpoint_staged")
     try:
         with _move_lock(os.path.dirname(checkpoint_dir.rstrip("/"))):

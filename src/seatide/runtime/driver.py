@@ -83,19 +83,27 @@ def prepare_checkpoints(reporter, view) -> None:
     """What the resume decided for each unfinished pipeline's checkpoint (``view``: the job's
     ``job_view``). Needs no Spark: a driver does it while its JVM starts, so a savepoint's copy
     overlaps that start, and an attempt killed during it has not spent a whole JVM start first."""
-    prepare = json.loads(view.job.restore or "{}").get("prepare", {})
+    restore = json.loads(view.job.restore or "{}")
+    prepare = restore.get("prepare", {})
+    began = fresh_began(restore)
     for row in view.pipelines:
         if row.status not in PIPELINE_TERMINAL and str(row.pipeline_id) in prepare:
-            _prepare_checkpoint(reporter, row, view.job.incarnation, prepare[str(row.pipeline_id)])
+            _prepare_checkpoint(reporter, row, view.job.incarnation, prepare[str(row.pipeline_id)],
+                                began.get(row.pipeline_id))
 
 
-def _prepare_checkpoint(reporter, row, incarnation: int, source: str | None) -> None:
+def fresh_began(restore: dict) -> dict[int, int]:
+    """The incarnation whose resume decided each carried fresh start (``jobs.restore``'s ``fresh``)."""
+    return {entry["pipeline"]: entry["began"] for entry in restore.get("fresh", []) if "began" in entry}
+
+
+def _prepare_checkpoint(reporter, row, incarnation: int, source: str | None, began: int | None = None) -> None:
     """What the resume decided for this pipeline's checkpoint, done now (once per incarnation)."""
     from seatide.runtime.checkpoint_move import prepare_checkpoint
 
     reporter.fence()      # only the current attempt copies and moves checkpoint directories...
     # ...and the move itself is fenced again, under the run's move lock (checkpoint_move.py)
-    done = prepare_checkpoint(row.checkpoint_dir, incarnation, source, reporter.attempt_id, reporter.fence)
+    done = prepare_checkpoint(row.checkpoint_dir, incarnation, source, reporter.attempt_id, reporter.fence, began)
     if done is not None:
         log.info("pipeline %s: checkpoint %s (old one set aside as %s)", row.pipeline_id,
                  f"restored from {source}" if source else "started over", done["set_aside"])

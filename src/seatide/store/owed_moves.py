@@ -55,6 +55,13 @@ class OwedMove:
     unreadable: str | None = None   # its mark cannot be read: whether it was made is unknown
     moved_by: int | None = None     # the directory in place: the incarnation whose move made it (its mark)
     never_held: int | None = None   # a copy from this savepoint, which does not hold the pipeline (savepoint_scope.py)
+    began: int | None = None        # a fresh start carried before: the incarnation that first decided it
+
+    @property
+    def decided_by(self) -> int:
+        """The incarnation whose resume decided it first: a fresh start carried on, or started over
+        again when re-planned, keeps that decision's save-mode scope (``store.runs.began_anew``)."""
+        return self.incarnation if self.began is None else self.began
 
     @property
     def carried_fresh(self) -> bool:
@@ -100,7 +107,7 @@ def owed_moves(conn, job, pipelines: dict) -> dict[int, OwedMove]:
             continue
         entry = fresh.get(int(key), {})
         owed[int(key)] = OwedMove(job.incarnation, source, entry.get("reason", entry.get("problem")),
-                                  bool(entry.get("released")), unreadable, moved_by)
+                                  bool(entry.get("released")), unreadable, moved_by, began=entry.get("began"))
     return owed
 
 

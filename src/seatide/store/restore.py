@@ -70,6 +70,9 @@ class PipelinePlan:
         entry = {"pipeline": self.pipeline_id, "problem": self.problem}
         if self.decided_fresh:
             entry["reason"] = self.carried.reason      # the first reason, kept through any number of carries
+        owed = self.carried if self.decided_fresh else self.replanned
+        if owed is not None and owed.source is None and owed.never_held is None:
+            entry["began"] = owed.decided_by           # one decision, one save-mode scope (runtime/driver.py)
         if self.released:
             entry["released"] = True
         return entry

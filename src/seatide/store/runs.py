@@ -95,7 +95,8 @@ def read_prepared(pipeline_directory: str) -> dict | None:
         return None
     if not isinstance(done, dict):
         raise ValueError("not a JSON object")
-    for field, kinds in (("incarnation", (int,)), ("attempt", (int, type(None))), ("from", (str, type(None)))):
+    for field, kinds in (("incarnation", (int,)), ("attempt", (int, type(None))), ("from", (str, type(None))),
+                         ("began", (int,))):
         if field in done and (not isinstance(done[field], kinds) or isinstance(done[field], bool)):
             raise ValueError(f"its {field} is {json.dumps(done[field])}, not {' or '.join(_KINDS[k] for k in kinds)}")
     return done
@@ -122,14 +123,19 @@ def read_mark(pipeline_directory: str) -> int | None:
 
 def began_anew(pipeline_directory: str) -> dict:
     """What a lineage started in this directory keeps of how it began: ``{"began": n}`` when the
-    fresh start of incarnation ``n`` made the directory empty (its mark), else nothing (the run's
-    first lineage). Its sinks' save modes are made anew for it (``runtime/sink_runs.py``); an
-    unreadable mark is the run's first, as before."""
+    fresh start decided by the resume of incarnation ``n`` made the directory empty (its mark), else
+    nothing (the run's first lineage). Its sinks' save modes are made anew for it, shared by every
+    pipeline that decision starts over (``runtime/sink_runs.py``): ``n`` is the mark's ``began``, the
+    decision's incarnation, when a later incarnation made a move an earlier one decided and never made
+    (``store/owed_moves.py``), else the incarnation that moved it. An unreadable mark is the run's first,
+    as before."""
     try:
-        move = read_move(pipeline_directory)
+        done = read_prepared(pipeline_directory)
     except (OSError, ValueError):
         return {}
-    return {"began": move[0]} if move is not None and move[1] and isinstance(move[0], int) else {}
+    if done is None or "from" not in done or done["from"] is not None or not isinstance(done.get("incarnation"), int):
+        return {}
+    return {"began": done.get("began", done["incarnation"])}
 
 
 def prepared_for(pipeline_directory: str) -> int | None:

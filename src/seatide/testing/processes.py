@@ -22,7 +22,7 @@ from types import SimpleNamespace
 from typing import Callable
 
 from seatide.runtime.commit_log import read_json, write_json_atomic
-from seatide.runtime.driver import _prepare_checkpoint as prepare_checkpoint
+from seatide.runtime.driver import _prepare_checkpoint as prepare_checkpoint, fresh_began
 from seatide.runtime.heartbeat import FENCED_EXIT_CODE, Heartbeat
 from seatide.runtime.reporter import AttemptReporter
 from seatide.runtime.spark_checkpoint import last_committed_batch, restore_point
@@ -146,6 +146,7 @@ class SimDriver:
         self.incarnation = job.incarnation
         self.run_id = job.run_id
         self.prepare = json.loads(job.restore or "{}").get("prepare", {})   # what a resume left to do
+        self.began = fresh_began(json.loads(job.restore or "{}"))
         plan = build_plan(load_job_text(job.config, json.loads(job.variables), source_name=job.job_id))
         for row in view.pipelines:
             if row.status not in PIPELINE_TERMINAL:
@@ -156,7 +157,8 @@ class SimDriver:
     def _start_pipeline(self, pipe: Pipe) -> str:
         if str(pipe.pipeline_id) in self.prepare:     # the real driver's step: a savepoint copied into place
             row = SimpleNamespace(pipeline_id=pipe.pipeline_id, checkpoint_dir=pipe.dir)
-            prepare_checkpoint(self.reporter, row, self.incarnation, self.prepare[str(pipe.pipeline_id)])
+            prepare_checkpoint(self.reporter, row, self.incarnation, self.prepare[str(pipe.pipeline_id)],
+                               self.began.get(pipe.pipeline_id))
         if self.save_modes_due is None:
             self.save_modes_due = pipe       # before its first batch: its sink's save modes
         meta_path = os.path.join(pipe.dir, "seatide.json")
