@@ -19,7 +19,11 @@ class SaveModeDoor:
     whoever comes first and carried out by whoever comes: never a second decision that would take
     in what was written since (by this sink, another sink of the pipeline, or another pipeline).
     ``scope`` names the job's run, or the fresh start that began the pipeline's lineage (its save
-    modes are made anew, ``runtime/sink_runs.py``).
+    modes are made anew, ``runtime/sink_runs.py``; one scope for every pipeline that fresh start's
+    decision starts over). Within a scope every writer carries the decision out before its first
+    row; a decision it finds recorded may still be owed (its decider died before carrying it out)
+    while another scope wrote since: the target asks ``records.owes_destroy`` then
+    (``Target.destroy_owed``), which skips it or refuses it (``store/owed_destroy.py``, review 8, B).
 
     Whether the target may be destroyed at all (``records.may_destroy``: not over rows a pipeline
     that is not started over keeps) is asked before the plan when planning itself may destroy
@@ -59,6 +63,7 @@ class SaveModeDoor:
                     record = self._decide(target, names, plan)
             failpoints.hit("sink.save_modes_decided")
             if record.get("destroy") is not None:
+                target.destroy_owed = lambda: self.records.owes_destroy(names[0], target.key, list(target.earlier_keys))
                 target.destroy(record["destroy"], fence)
         target.ensure(schema)
 

@@ -78,6 +78,11 @@ class Target:
     # target: returns the one that stands, raises when it may not destroy). A plan that carries its
     # step out itself calls it right before the step, under the lock its writers share (Jdbc).
     decide_save_modes: Callable[[dict | None], dict] | None = None
+    # Set by the door before it carries a decision out (``destroy``): a target whose step, carried
+    # out late, would take whatever is there since (a table's rows: Jdbc) asks it when its own record
+    # says the step was never carried out, under its lock: False skips it (nothing of it is owed),
+    # an exception refuses it (``SinkDecisions.owes_destroy``).
+    destroy_owed: Callable[[], bool] | None = None
 
     def __init__(self, key: str, routes: list[TableRoute]):
         self.key = key

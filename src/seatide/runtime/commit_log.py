@@ -30,6 +30,8 @@ from seatide.plugin.base import PermanentError
 from seatide.plugin.sink_protocol import BatchResult, SaveModeDoor, SinkRun, SinkTargets
 from seatide.plugin.sink_records import SinkDecisions
 from seatide.store.kept_output import kept_output
+from seatide.store.owed_destroy import later_destroy, refusal as late_refusal
+from seatide.store.own_output import wrote_before
 
 _BATCH_FILE = re.compile(r"^(\d+)\.json$")
 
@@ -154,6 +156,11 @@ class StoreDecisions:
     # Who decides a save mode, kept in its record ({"pipeline", "lineage"}): a backup of an older
     # lineage whose output it destroyed is refused by it (store/dropped_output.py)
     writer: dict | None = None
+    # A pipeline a fresh start began (the resume of incarnation ``began``), its save modes under that
+    # fresh start's scope: the run's scope, whose standing decision it follows where it wrote nothing
+    # before (store/own_output.py)
+    run_scope: str = ""
+    began: int | None = None
 
     def decided(self, batch_id: int, transaction_id: str) -> dict | None:
         found = self.reporter.decided_manifest(self.pipeline_id, self.plugin_id, transaction_id)
@@ -192,10 +199,36 @@ class StoreDecisions:
                                                            target, earlier_keys))
         if kept is None:
             return None
-        earlier = self.recorded_once(key)
+        earlier = self.recorded_once(key) or self._run_decision(key)
         if earlier is not None:
             return earlier
         raise PermanentError(f"pipeline {self.writer['pipeline']}: {kept}")
+
+    def _run_decision(self, key: str) -> dict | None:
+        """The run's decision of the target ``key`` names, when this pipeline, started over, has nothing of
+        its own there to destroy: it never began a batch before its fresh start (store/own_output.py)."""
+        if self.began is None or not self.run_scope:
+            return None
+        pipeline, began = self.writer["pipeline"], self.began
+        if self.reporter.read(lambda conn: wrote_before(conn, self.reporter.job_id, pipeline, began)):
+            return None
+        return self.recorded_once(self.run_scope + key[key.index("@"):])
+
+    def owes_destroy(self, key: str, target: str, earlier_keys: list[str]) -> bool:
+        if not self.writer:
+            return True
+        job_id, pipeline = self.reporter.job_id, self.writer["pipeline"]
+
+        def look(conn):
+            later = later_destroy(conn, job_id, key, [target, *earlier_keys])
+            return later, None if later is not None else kept_output(conn, job_id, pipeline, target, earlier_keys)
+
+        later, kept = self.reporter.read(look)
+        if later is not None:
+            return False        # emptied since by a later decision: nothing of this one is owed
+        if kept is None:
+            return True
+        raise PermanentError(late_refusal(pipeline, target))
 
     def recorded_once(self, key: str) -> dict | None:
         return self.decided(-1, key)
@@ -257,6 +290,9 @@ class FileDecisions:
 
     def may_destroy(self, key: str, target: str, earlier_keys: list[str]) -> dict | None:
         return None     # no store: no other pipeline's rows are known here
+
+    def owes_destroy(self, key: str, target: str, earlier_keys: list[str]) -> bool:
+        return True     # one scope, no other lineage's rows known here
 
     def recorded_once(self, key: str) -> dict | None:
         return read_json(os.path.join(self.log.root, "decided", f"{key}.json"))

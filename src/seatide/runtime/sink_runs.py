@@ -13,8 +13,13 @@ Names that carry a sink's records, per pipeline:
   its save modes are not made again; a new run (a new submission) makes them. A pipeline started
   over (``--fallback fresh``) has them made anew, as a new submission would: its lineage began at
   that fresh start (``"began"`` in its ``seatide.json``, ``store.runs.began_anew``), and its
-  decisions are ``P_<run>~<incarnation>@<target>``, shared by the pipelines started over with it;
-  rows of pipelines not started over are never destroyed (``store/kept_output.py`` refuses).
+  decisions are ``P_<run>~<incarnation>@<target>``, ``<incarnation>`` the resume's that decided the
+  fresh start (a later incarnation that makes a move it owed keeps it: one decision, one scope),
+  shared by every pipeline that decision starts over; rows of pipelines not started over are never
+  destroyed (``store/kept_output.py`` refuses). A pipeline started over that never began a batch
+  before has nothing of its own to destroy: where its decision would be refused so, it follows the
+  run's (``store/own_output.py``). A decision found recorded and never carried out is carried out
+  late only over nothing committed since by another scope (``store/owed_destroy.py``).
 """
 
 from __future__ import annotations
@@ -64,7 +69,8 @@ def attempt_run(sink: Sink, ctx: SinkContext, log: SinkCommitLog, reporter, *, r
     prefix = f"T_{job_id}_{pipeline_id}_{sink_index}_{lineage}_"
     writer = {"pipeline": pipeline_id, "lineage": lineage}
     scope = f"P_{job_id}" if began is None else f"P_{job_id}~{began}"
-    door = SaveModeDoor(StoreDecisions(reporter, JOB_RECORDS, TARGET_RECORDS, "P_", writer), scope)
+    door = SaveModeDoor(StoreDecisions(reporter, JOB_RECORDS, TARGET_RECORDS, "P_", writer, run_scope=f"P_{job_id}",
+                                       began=began), scope)
     return sink_run(sink, ctx, log, routes=routes, decisions=StoreDecisions(reporter, pipeline_id, ctx.plugin_id, prefix),
                     door=door, transaction_prefix=prefix, staging_tag=str(reporter.attempt_id),
                     save_modes_key=f"S_{job_id}_{pipeline_id}_{sink_index}_{origin}")

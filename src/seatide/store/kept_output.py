@@ -28,6 +28,10 @@ data committed first: nothing orders it after the DROP_DATA); a new submission r
 so the refusal names the same save modes on every sink of the target as the way on.
 ``plan/shared_targets.py`` refuses such a config when it is planned wherever the target is spelled
 the same then (F3).
+
+Where this refuses a pipeline started over that never began a batch before, it follows the run's
+standing decision instead (``store/own_output.py``); a decision carried out late asks it too
+(``store/owed_destroy.py``): both review 8.
 """
 
 from __future__ import annotations

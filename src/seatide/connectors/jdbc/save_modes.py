@@ -80,22 +80,27 @@ def plan(conn, route: JdbcTarget, names: tuple[str, ...], connected_to: str | No
         if destroys and decide is not None and decide(decided).get("destroy") != decided:
             conn.rollback()
             return None        # another writer's decision stands: the door follows it
+        failpoints.hit("jdbc.save_mode_decided")     # recorded in the store, not yet carried out
         _carry_out(conn, route, decided, sink_id, fence, destroys)
     return decided if destroys else None
 
 
-def destroy(conn, route: JdbcTarget, decided: dict, sink_id: str, fence: Callable[[], None]) -> None:
-    """Carry out a decided step unless its record says it was (see the module's docstring)."""
+def destroy(conn, route: JdbcTarget, decided: dict, sink_id: str, fence: Callable[[], None],
+            owed: Callable[[], bool] | None = None) -> None:
+    """Carry out a decided step unless its record says it was (see the module's docstring). Carried out
+    late (its record missing: the driver that decided it died first), it would take every row committed
+    since: ``owed()`` (the door's, ``Target.destroy_owed``) is asked first, and skips or refuses it."""
     cursor = conn.cursor()
     with named_lock(cursor, route.dialect.name, decided["record"], lock_wait_s()):
         conn.rollback()        # a snapshot taken before the lock (MySQL) would not see the record
-        _carry_out(conn, route, decided, sink_id, fence, destroys=True)
+        _carry_out(conn, route, decided, sink_id, fence, destroys=True, owed=owed)
 
 
 def _carry_out(conn, route: JdbcTarget, decided: dict, sink_id: str, fence: Callable[[], None],
-               destroys: bool) -> None:
+               destroys: bool, owed: Callable[[], bool] | None = None) -> None:
     """Under the record's lock: unless ``decided``'s record is there, carry out its step (when it
-    ``destroys``; else a check that passed) and record it, ``fence()`` right before COMMIT."""
+    ``destroys`` and is ``owed()``; else a check that passed, or a step a later one made needless)
+    and record it, ``fence()`` right before COMMIT."""
     cursor = conn.cursor()
     records = CommitRecords(route.dialect, decided["home"])
     if decided["home"] is not None:
@@ -103,7 +108,7 @@ def _carry_out(conn, route: JdbcTarget, decided: dict, sink_id: str, fence: Call
     records.create(cursor)
     conn.commit()
     if records.rows_of(cursor, decided["record"]) is None:
-        step = decided["step"] if destroys else None
+        step = decided["step"] if destroys and (owed is None or owed()) else None
         if step == "RECREATE_SCHEMA":
             cursor.execute(f"DROP TABLE IF EXISTS {route.quoted}")
         elif step == "DROP_DATA":

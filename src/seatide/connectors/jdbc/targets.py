@@ -110,7 +110,7 @@ class JdbcTableTarget(Target):
 
     def destroy(self, plan: dict, fence: Callable[[], None]) -> None:
         with open_session(self.owner.spec, self.group.database) as conn:
-            save_modes.destroy(conn, self.table.lead, plan, self.owner.sink_id, fence)
+            save_modes.destroy(conn, self.table.lead, plan, self.owner.sink_id, fence, self.destroy_owed)
 
     def ensure(self, schema) -> None:
         if self.table.lead.table is not None and schema is not None:

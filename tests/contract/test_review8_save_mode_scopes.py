@@ -1,0 +1,173 @@
+"""Outside review 8: whose save-mode decision a pipeline started over follows.
+
+F (regression of 390ca8d): pipeline 2 never began a batch in the run's first lineage (it never reached
+its door); pipeline 1 (DROP_DATA, not started over) prepared the shared table and committed. Started
+over, pipeline 2 made a decision of its own (``P_<run>~<began>``) instead of following the run's, and
+its DROP_DATA was refused over pipeline 1's rows: it has nothing of its own there to drop.
+
+B: a Jdbc save-mode decision recorded and never carried out.
+
+A Jdbc plan records its decision in the store (the door's ``decide_save_modes``) under the target
+database's named lock, then DELETEs (connectors/jdbc/save_modes.py). A driver that dies between the
+two (failpoint ``jdbc.save_mode_decided``) leaves the run's decision ``P_<run>@T`` saying destroy,
+never carried out. A fresh start of that pipeline makes its save modes anew (``P_<run>~<began>``):
+its DELETE, then its rows. Pipeline 2, not started over, first prepares T later: it finds the run's
+decision and the door carries it out. Its DELETE took the fresh start's committed rows (the rows of
+the table before the run were already gone: nothing of the run's decision was owed).
+
+Pipelines of one job in a real store (SQLite), their sinks opened as a driver opens them
+(``runtime.sink_runs.attempt_run``), the target a real PostgreSQL table.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+
+import pytest
+from sqlalchemy import insert, select, update
+
+from seatide import failpoints
+from seatide.plugin.base import PermanentError, SinkContext
+from seatide.runtime.commit_log import write_json_atomic
+from seatide.runtime.reporter import AttemptReporter
+from seatide.runtime.sink_runs import attempt_run, commit_log_of
+from seatide.store import schema as s
+from tests.contract.harness import Pipeline, rows
+from tests.contract.systems import JdbcSystem
+from tests.contract.test_sinks import postgresql_database, store  # noqa: F401 - the suite's fixtures
+
+pytestmark = pytest.mark.spark
+
+
+class DriverDied(BaseException):
+    """The driver killed at a failpoint (``kill``), in this process: no handler of the runtime's catches it,
+    and the target database's session ends (its named lock with it)."""
+
+
+def _resumed(store, job: Pipeline, started_over: int) -> None:
+    """The job's incarnation 2, which starts pipeline ``started_over`` over (the resume's decision)."""
+    with store.write() as conn:
+        olds = conn.execute(s.pipelines.select().where(s.pipelines.c.job_id == job.job_id)).all()
+        for old in olds:
+            conn.execute(insert(s.pipelines).values({**old._asdict(), "incarnation": 2, "status": "CREATED",
+                                                     "started_batch": None, "started_lineage": None}))
+        conn.execute(update(s.jobs).where(s.jobs.c.job_id == job.job_id).values(incarnation=2, restore=json.dumps(
+            {"prepare": {str(started_over): None}, "fresh": [{"pipeline": started_over, "problem": "lost"}]})))
+
+
+def _attempt(store, job: Pipeline) -> AttemptReporter:
+    """A new current attempt of the job's incarnation."""
+    with store.write() as conn:
+        incarnation = conn.execute(select(s.jobs.c.incarnation).where(s.jobs.c.job_id == job.job_id)).scalar()
+        conn.execute(update(s.attempts).where(s.attempts.c.job_id == job.job_id).values(state="LOST"))
+        number = len(conn.execute(select(s.attempts.c.attempt_id).where(s.attempts.c.job_id == job.job_id)).all())
+        attempt = conn.execute(insert(s.attempts).values(
+            job_id=job.job_id, incarnation=incarnation, number=number + 1, worker_id="w", state="RUNNING",
+            created_at=time.time(), kill_requested=False)).inserted_primary_key[0]
+        conn.execute(update(s.jobs).where(s.jobs.c.job_id == job.job_id).values(current_attempt=attempt))
+    return AttemptReporter(store, job.job_id, incarnation, attempt)
+
+
+def _job(store, workdir: str) -> tuple[Pipeline, dict[int, str]]:
+    """A job whose pipelines 1 and 2 have checkpoint directories of their own (the store's rows name them)."""
+    job = Pipeline(store, workdir)
+    dirs = {p: os.path.join(workdir, job.job_id, f"pipeline-{p}") for p in (1, 2)}
+    with store.write() as conn:
+        conn.execute(update(s.pipelines).where(s.pipelines.c.job_id == job.job_id).values(checkpoint_dir=dirs[1]))
+        conn.execute(insert(s.pipelines).values(
+            job_id=job.job_id, incarnation=1, pipeline_id=2, status="RUNNING", fingerprint="f",
+            checkpoint_dir=dirs[2], rows_read=0, rows_written=0, idle=False))
+    return job, dirs
+
+
+def _write(job, reporter, sink, spark, pipeline_id: int, directory: str, lineage: str, ids, began=None):
+    """Batch 0 of ``pipeline_id``'s lineage ``lineage`` (begun by the fresh start of ``began``), as its driver writes it."""
+    write_json_atomic(os.path.join(directory, "seatide.json"), {"lineage": lineage, "fingerprint": "f"})
+    plugin_id = f"sink[{pipeline_id - 1}]"
+    ctx = SinkContext(spark, job.job_id, pipeline_id, plugin_id, True, True, io.StringIO())
+    run = attempt_run(sink, ctx, commit_log_of(directory, plugin_id, lineage), reporter, routes=None,
+                      job_id=job.job_id, pipeline_id=pipeline_id, sink_index=pipeline_id - 1, lineage=lineage,
+                      origin=lineage, began=began)
+    run.roll_forward()
+    return run.write(rows(spark, ids), 0)
+
+
+def _decided_never_carried_out_then_started_over(spark, store, tmp_path, monkeypatch, database, fresh_mode: str):
+    """Table T holds 1, 2 from before the run. Pipeline 1's DROP_DATA is decided, its driver dies before the
+    DELETE; pipeline 1 is started over (``fresh_mode``) and commits 10, 11. (job, dirs, system, T)"""
+    system = JdbcSystem("PostgreSQL", database)
+    table = system.new_target()
+    system._run(f"INSERT INTO {table} (id, name) VALUES (1, 'before'), (2, 'before')")
+    job, dirs = _job(store, str(tmp_path / "checkpoints"))
+    hit = failpoints.hit
+
+    def dies_at(name: str, *args, **kwargs):
+        if name == "jdbc.save_mode_decided":
+            raise DriverDied(name)
+        return hit(name, *args, **kwargs)
+
+    monkeypatch.setattr(failpoints, "hit", dies_at)
+    with pytest.raises(DriverDied):
+        _write(job, job.attempt(), system.sink(table, data_save_mode="DROP_DATA"), spark, 1, dirs[1], "L1", [5])
+    monkeypatch.setattr(failpoints, "hit", hit)
+    assert system.read(table) == [1, 2]                  # decided in the store, never carried out
+    _resumed(store, job, started_over=1)
+    fresh = _write(job, _attempt(store, job), system.sink(table, data_save_mode=fresh_mode), spark, 1, dirs[1],
+                   "L2", [10, 11], began=2)
+    assert not fresh.replayed
+    return job, dirs, system, table
+
+
+def test_a_late_carried_out_decision_never_takes_a_fresh_starts_rows_after_its_own_drop(
+        spark, store, tmp_path, monkeypatch, postgresql_database):
+    """The fresh start's DROP_DATA emptied T after the run's decision: nothing of that decision is owed."""
+    job, dirs, system, table = _decided_never_carried_out_then_started_over(
+        spark, store, tmp_path, monkeypatch, postgresql_database, "DROP_DATA")
+    assert system.read(table) == [10, 11]
+    _write(job, _attempt(store, job), system.sink(table, data_save_mode="DROP_DATA"), spark, 2, dirs[2], "M1",
+               [20])
+    assert system.read(table) == [10, 11, 20], "the run's decision, carried out late, took the fresh start's rows"
+
+
+def test_a_late_carried_out_decision_over_rows_committed_since_is_refused(
+        spark, store, tmp_path, monkeypatch, postgresql_database):
+    """The fresh start kept the data (APPEND_DATA): the rows of before the run are still there, with the fresh
+    start's; the DELETE owed would take both. Refused, nothing destroyed, the way on named."""
+    job, dirs, system, table = _decided_never_carried_out_then_started_over(
+        spark, store, tmp_path, monkeypatch, postgresql_database, "APPEND_DATA")
+    assert system.read(table) == [1, 2, 10, 11]
+    with pytest.raises(PermanentError, match="never carried out") as refused:
+        _write(job, _attempt(store, job), system.sink(table, data_save_mode="DROP_DATA"), spark, 2, dirs[2], "M1",
+               [20])
+    assert "nothing was destroyed" in str(refused.value) and "as a new job" in str(refused.value), refused.value
+    assert system.read(table) == [1, 2, 10, 11]
+
+
+@pytest.mark.parametrize("began_a_batch", [False, True], ids=["never-began", "began-a-batch"])
+def test_a_pipeline_started_over_that_never_wrote_follows_the_runs_decision(
+        spark, store, tmp_path, postgresql_database, began_a_batch):
+    """Pipeline 1 (DROP_DATA) empties T and commits 10, 11; pipeline 2 never began a batch (its driver died
+    first), is started over, and writes 20 with DROP_DATA: it follows the run's decision, carried out, and
+    appends. One that began a batch in its first lineage may have committed into T: its DROP_DATA is refused
+    as before (it would destroy pipeline 1's rows, which nothing writes again)."""
+    system = JdbcSystem("PostgreSQL", postgresql_database)
+    table = system.new_target()
+    system._run(f"INSERT INTO {table} (id, name) VALUES (1, 'before')")
+    job, dirs = _job(store, str(tmp_path / "checkpoints"))
+    _write(job, _attempt(store, job), system.sink(table, data_save_mode="DROP_DATA"), spark, 1, dirs[1], "L1", [10, 11])
+    if began_a_batch:
+        with store.write() as conn:
+            conn.execute(update(s.pipelines).where(s.pipelines.c.job_id == job.job_id, s.pipelines.c.pipeline_id == 2)
+                         .values(started_batch=0, started_lineage="M1"))
+    _resumed(store, job, started_over=2)
+    second = system.sink(table, data_save_mode="DROP_DATA")
+    if began_a_batch:
+        with pytest.raises(PermanentError, match="nothing was destroyed"):
+            _write(job, _attempt(store, job), second, spark, 2, dirs[2], "M2", [20], began=2)
+        assert system.read(table) == [10, 11]
+        return
+    assert not _write(job, _attempt(store, job), second, spark, 2, dirs[2], "M2", [20], began=2).replayed
+    assert system.read(table) == [10, 11, 20]
