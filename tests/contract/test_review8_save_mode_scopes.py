@@ -36,7 +36,7 @@ from seatide.runtime.reporter import AttemptReporter
 from seatide.runtime.sink_runs import attempt_run, commit_log_of
 from seatide.store import schema as s
 from tests.contract.harness import Pipeline, rows
-from tests.contract.systems import JdbcSystem
+from tests.contract.systems import JdbcSystem, LocalFileSystem
 from tests.contract.test_sinks import postgresql_database, store  # noqa: F401 - the suite's fixtures
 
 pytestmark = pytest.mark.spark
@@ -147,17 +147,25 @@ def test_a_late_carried_out_decision_over_rows_committed_since_is_refused(
 
 
 @pytest.mark.parametrize("began_a_batch", [False, True], ids=["never-began", "began-a-batch"])
+@pytest.mark.parametrize("kind", ["PostgreSQL", "LocalFile"])
 def test_a_pipeline_started_over_that_never_wrote_follows_the_runs_decision(
-        spark, store, tmp_path, postgresql_database, began_a_batch):
+        spark, store, tmp_path, request, kind, began_a_batch):
     """Pipeline 1 (DROP_DATA) empties T and commits 10, 11; pipeline 2 never began a batch (its driver died
     first), is started over, and writes 20 with DROP_DATA: it follows the run's decision, carried out, and
     appends. One that began a batch in its first lineage may have committed into T: its DROP_DATA is refused
-    as before (it would destroy pipeline 1's rows, which nothing writes again)."""
-    system = JdbcSystem("PostgreSQL", postgresql_database)
-    table = system.new_target()
-    system._run(f"INSERT INTO {table} (id, name) VALUES (1, 'before')")
+    as before (it would destroy pipeline 1's rows, which nothing writes again). Jdbc asks before its plan
+    (``may_destroy``), LocalFile when its plan is decided (``decide_once``)."""
+    if kind == "PostgreSQL":
+        system = JdbcSystem(kind, request.getfixturevalue("postgresql_database"))
+        table = system.new_target()
+        system._run(f"INSERT INTO {table} (id, name) VALUES (1, 'before')")
+    else:
+        system = LocalFileSystem(str(tmp_path / "files"))
+        table = system.new_target()
+        system.put(table, [1])
     job, dirs = _job(store, str(tmp_path / "checkpoints"))
     _write(job, _attempt(store, job), system.sink(table, data_save_mode="DROP_DATA"), spark, 1, dirs[1], "L1", [10, 11])
+    assert system.read(table) == [10, 11]
     if began_a_batch:
         with store.write() as conn:
             conn.execute(update(s.pipelines).where(s.pipelines.c.job_id == job.job_id, s.pipelines.c.pipeline_id == 2)
