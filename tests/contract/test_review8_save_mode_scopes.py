@@ -16,7 +16,7 @@ decision and the door carries it out. Its DELETE took the fresh start's committe
 the table before the run were already gone: nothing of the run's decision was owed).
 
 Pipelines of one job in a real store (SQLite), their sinks opened as a driver opens them
-(``runtime.sink_runs.attempt_run``), the target a real PostgreSQL table.
+(``runtime.sink_runs.attempt_run``), the target a real PostgreSQL (and MariaDB) table.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from seatide.runtime.sink_runs import attempt_run, commit_log_of
 from seatide.store import schema as s
 from tests.contract.harness import Pipeline, rows
 from tests.contract.systems import JdbcSystem, LocalFileSystem
-from tests.contract.test_sinks import postgresql_database, store  # noqa: F401 - the suite's fixtures
+from tests.contract.test_sinks import mariadb_database, postgresql_database, store  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.spark
 
@@ -95,10 +95,11 @@ def _write(job, reporter, sink, spark, pipeline_id: int, directory: str, lineage
     return run.write(rows(spark, ids), 0)
 
 
-def _decided_never_carried_out_then_started_over(spark, store, tmp_path, monkeypatch, database, fresh_mode: str):
+def _decided_never_carried_out_then_started_over(spark, store, tmp_path, monkeypatch, request, server: str,
+                                                 fresh_mode: str):
     """Table T holds 1, 2 from before the run. Pipeline 1's DROP_DATA is decided, its driver dies before the
     DELETE; pipeline 1 is started over (``fresh_mode``) and commits 10, 11. (job, dirs, system, T)"""
-    system = JdbcSystem("PostgreSQL", database)
+    system = JdbcSystem(server, request.getfixturevalue(f"{server.lower()}_database"))
     table = system.new_target()
     system._run(f"INSERT INTO {table} (id, name) VALUES (1, 'before'), (2, 'before')")
     job, dirs = _job(store, str(tmp_path / "checkpoints"))
@@ -121,23 +122,25 @@ def _decided_never_carried_out_then_started_over(spark, store, tmp_path, monkeyp
     return job, dirs, system, table
 
 
+@pytest.mark.parametrize("server", ["PostgreSQL", "MariaDB"])
 def test_a_late_carried_out_decision_never_takes_a_fresh_starts_rows_after_its_own_drop(
-        spark, store, tmp_path, monkeypatch, postgresql_database):
+        spark, store, tmp_path, monkeypatch, request, server):
     """The fresh start's DROP_DATA emptied T after the run's decision: nothing of that decision is owed."""
     job, dirs, system, table = _decided_never_carried_out_then_started_over(
-        spark, store, tmp_path, monkeypatch, postgresql_database, "DROP_DATA")
+        spark, store, tmp_path, monkeypatch, request, server, "DROP_DATA")
     assert system.read(table) == [10, 11]
     _write(job, _attempt(store, job), system.sink(table, data_save_mode="DROP_DATA"), spark, 2, dirs[2], "M1",
                [20])
     assert system.read(table) == [10, 11, 20], "the run's decision, carried out late, took the fresh start's rows"
 
 
+@pytest.mark.parametrize("server", ["PostgreSQL", "MariaDB"])
 def test_a_late_carried_out_decision_over_rows_committed_since_is_refused(
-        spark, store, tmp_path, monkeypatch, postgresql_database):
+        spark, store, tmp_path, monkeypatch, request, server):
     """The fresh start kept the data (APPEND_DATA): the rows of before the run are still there, with the fresh
     start's; the DELETE owed would take both. Refused, nothing destroyed, the way on named."""
     job, dirs, system, table = _decided_never_carried_out_then_started_over(
-        spark, store, tmp_path, monkeypatch, postgresql_database, "APPEND_DATA")
+        spark, store, tmp_path, monkeypatch, request, server, "APPEND_DATA")
     assert system.read(table) == [1, 2, 10, 11]
     with pytest.raises(PermanentError, match="never carried out") as refused:
         _write(job, _attempt(store, job), system.sink(table, data_save_mode="DROP_DATA"), spark, 2, dirs[2], "M1",
