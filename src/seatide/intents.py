@@ -27,6 +27,7 @@ from seatide.store.job_ids import BadJobId, JobRefused, check_job_id
 from seatide.store.jobs import MAX_JOB_NAME, JobNotFound, load_job, request_stop, submit_job
 from seatide.store.paths import PathOutsideRoot
 from seatide.store.restore import resume_job
+from seatide.store.unusable_checkpoints import resume_command
 
 FALLBACKS = ("fail", "fresh")
 
@@ -111,7 +112,7 @@ def resume(store: Store, job_id: str, *, text: str | None = None, variables: dic
         # Its own lines: the row read again could already be a racing resume's.
         carried = resume_job(store, job_id, plan=build_plan(config), text=text, variables=variables,
                              savepoint_id=savepoint_id, fallback=fallback, pinned_worker=pinned_worker, actor=actor,
-                             check_positions=positions_gone)
+                             check_positions=positions_gone, command=resume_command(job_id, savepoint_id, source))
     failpoints.hit("intents.resume_recorded")      # tests: another resume may follow here at once
     return Accepted(job_id, job.name, [str(w) for w in config.warnings] + carried)
 

@@ -12,6 +12,7 @@ from sqlalchemy import select, update
 
 from seatide import intents
 from seatide.store import schema as s
+from seatide.store.unusable_checkpoints import resume_command
 from tests.databases.jobs import PG_URL
 from tests.store.test_position_check_deadline import _checkpointed_at_lsn
 from tests.store.test_store import _end, store, submit  # noqa: F401  (store is a fixture)
@@ -47,6 +48,17 @@ def test_a_resume_whose_slot_is_gone_is_refused_saying_what_where_and_how_on(sto
     with store.read() as conn:
         job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == "j1")).one()
     assert (job.incarnation, job.status) == (1, "CANCELED")          # nothing recorded
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_the_refusals_way_on_is_the_command_the_user_gave_with_fallback_fresh(store, tmp_path):
+    """Review of the fresh-start fallback, F6: a resume with a changed job file was told to run
+    ``seatide resume j1 --fallback fresh``, which resumes the job's own config instead."""
+    _stopped_with_its_slot_gone(store, tmp_path)
+    with pytest.raises(intents.Refusal) as refused:
+        intents.resume(store, "j1", text=JOB, source="jobs/cdc v2.conf", actor="api:c1")
+    assert "seatide resume j1 --config 'jobs/cdc v2.conf' --fallback fresh" in str(refused.value)
+    assert resume_command("j1", 3) == "seatide resume j1 --from 3"
 
 
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)

@@ -107,7 +107,7 @@ def inspect_checkpoint(path: str, fits, had_checkpoints: bool) -> str | None:
 
 def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, savepoint_id: int | None = None,
                fallback: str | None = None, pinned_worker: str | None = None, actor: str = "client",
-               timeouts: Timeouts = Timeouts(), check_positions=None) -> list[str]:
+               timeouts: Timeouts = Timeouts(), check_positions=None, command: str | None = None) -> list[str]:
     """Start the job's next incarnation from its latest checkpoints, or from a savepoint. Returns, for its
     answer, the decisions it carried on or re-planned (``jobs.restore``'s ``carried``), then its fresh starts.
 
@@ -118,7 +118,8 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
     in place have their sources' position gone from their servers, each with why (``coordinator/
     source_watch.positions_gone``): such a checkpoint cannot be used, as a missing one cannot; resumed from
     it, the pipeline could not keep exactly-once. So it is refused, nothing recorded, or the fallback
-    ``fresh`` starts it over (a new snapshot from its sources' startup.mode) while the others resume."""
+    ``fresh`` starts it over (a new snapshot from its sources' startup.mode) while the others resume.
+    ``command``: the resume as asked (``unusable_checkpoints.resume_command``), which a refusal's way on repeats."""
     fallback = fallback or plan.job.env.restore_fallback
     with store.read() as conn:
         job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
@@ -164,7 +165,7 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
             p.problem = gone[p.pipeline_id]
     problems = [p for p in pipelines if p.problem and not p.decided_fresh]
     if problems and fallback != "fresh":
-        raise RestoreRefused(refusal(job_id, problems, gone))
+        raise RestoreRefused(refusal(job_id, problems, gone, command))
     return _new_incarnation(store, job, plan, text, variables, pipelines, savepoint, fallback, pinned_worker, actor,
                             released)
 

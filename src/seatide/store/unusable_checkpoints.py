@@ -10,11 +10,21 @@ nothing but a new start can fix.
 
 from __future__ import annotations
 
+import shlex
 
-def refusal(job_id: str, problems: list, gone: dict[int, str]) -> str:
-    """The message of a refused resume: every pipeline (``PipelinePlan``) with its problem, and the ways on."""
+
+def resume_command(job_id: str, savepoint_id: int | None = None, source: str | None = None) -> str:
+    """The resume the user asked for, as a command to give again: its savepoint and changed job file
+    kept (a way on that left them out resumed another state, or the job's old config)."""
+    return " ".join(["seatide resume", shlex.quote(job_id), *(["--from", str(savepoint_id)] if savepoint_id is not None else []),
+                     *(["--config", shlex.quote(source)] if source else [])])
+
+
+def refusal(job_id: str, problems: list, gone: dict[int, str], command: str | None = None) -> str:
+    """The message of a refused resume: every pipeline (``PipelinePlan``) with its problem, and the ways on
+    (``command``: the resume asked for, ``resume_command``)."""
     lines = "; ".join(f"pipeline {p.pipeline_id}: {p.problem}" for p in problems)
-    fresh = f"`seatide resume {job_id} --fallback fresh` (restore.fallback = fresh)"
+    fresh = f"`{command or resume_command(job_id)} --fallback fresh` (restore.fallback = fresh)"
     if all(p.pipeline_id in gone for p in problems):
         return (f"cannot resume job {job_id}: its checkpoint's source position is gone from the server. {lines} "
                 f"Or start {'it' if len(problems) == 1 else 'those pipelines'} over with {fresh}: only a pipeline "
