@@ -134,3 +134,25 @@ def test_check_needs_the_variables_and_strict_makes_warnings_errors(tmp_path):
     assert strict.returncode == 2 and "colour" in strict.stderr and "sink[1] Console" in strict.stderr
     unreadable = seatide("check", str(tmp_path / "nope.conf"))
     assert unreadable.returncode == 2 and "cannot read the job file" in unreadable.stderr
+
+
+def test_check_refuses_overlapping_save_mode_targets_with_the_reason_and_exit_2(tmp_path):
+    """plan/shared_targets.py's refusal (outside review 8, H) reaches the user as a config error:
+    the reason naming both sinks and the way on, exit 2, no traceback."""
+    out = tmp_path / "out"
+    text = f"""env {{ job.mode = BATCH }}
+source {{
+  FakeSource {{ plugin_output = "a", row.num = 3, schema = {{ fields {{ id = bigint }} }} }}
+  FakeSource {{ plugin_output = "b", row.num = 3, schema = {{ fields {{ id = bigint }} }} }}
+}}
+sink {{
+  LocalFile {{ plugin_input = "a", path = "{out}", file_format_type = "json", data_save_mode = "DROP_DATA" }}
+  LocalFile {{ plugin_input = "b", path = "{out}/b", file_format_type = "json" }}
+}}
+"""
+    result = seatide("check", _job(tmp_path, text))
+    assert result.returncode == 2 and result.stdout == "", (result.returncode, result.stdout)
+    assert "Traceback" not in result.stderr, result.stderr
+    reason, where = result.stderr.splitlines()
+    assert reason.startswith("seatide: invalid job: sink[0] LocalFile") and "sink[1] LocalFile" in reason, reason
+    assert "write paths apart" in reason and where.startswith("  in sink[1] LocalFile, line 8 of "), where

@@ -49,7 +49,9 @@ sink {
 
 def test_two_sinks_that_both_empty_one_target_are_planned():
     # Whichever prepares the path first empties it once; the other finds that decision (plugin/save_mode_door.py):
-    # no row of either is written before it, so nothing races. SeaTunnel runs both at the job's start.
+    # no row of either is written before it, so nothing races. SeaTunnel runs both at the job's start. A
+    # LocalFile path's RECREATE_SCHEMA empties it as DROP_DATA does: one step (review 8, H2 refuses two
+    # different steps, tests/plan/test_review8_shared_targets.py)
     load_job_text(TWO_EMPTYING)
 
 

@@ -1,16 +1,28 @@
-"""Sinks of one job that write the same target must give it the same save modes.
+"""Sinks of one job that share a target must give it the same save modes; none destroys a target
+that overlaps another sink's.
 
 A target's save modes are decided once per job run, by whichever sink prepares it first
-(``plugin/save_mode_door.py``, ``SaveModeDoor``). Where one sink of the target says DROP_DATA (or
-RECREATE_SCHEMA, CUSTOM_PROCESSING) and another APPEND_DATA, nothing orders the two: a file sink's
-APPEND_DATA passes no door, so its first batch may commit before the DROP_DATA's door, which then
-either empties those rows (before ``store/kept_output.py``) or is refused (since): which one happens
-is timing, and a new submission races the same way (outside review 4, F3). SeaTunnel applies save
-modes once, when the job starts, before any row is written; SeaTide prepares each pipeline's sinks
-when that pipeline starts. So such a config is refused when it is planned, naming both sinks and the
-target, where the target is known then: the same connector with the same options besides its save
-modes. A target whose name is filled in per table (``${...}``), or options that differ, are known
-only at batch time: the door's refusal says the same then.
+(``plugin/save_mode_door.py``, ``SaveModeDoor``), when that sink's pipeline runs its first batch:
+SeaTunnel applies each sink's save modes once, when the job starts, before any row is written. So,
+where the targets are known when planning, these configs are refused then, naming both sinks, what
+they write and the way on (``ConfigError``: ``seatide check``/``submit`` exit 2):
+
+* one sink of a target destroys (DROP_DATA, RECREATE_SCHEMA, CUSTOM_PROCESSING) and another keeps
+  data: nothing orders the two; a file sink's APPEND_DATA passes no door, so its first batch may
+  commit before the DROP_DATA's door, which then is refused over those rows
+  (``store/kept_output.py``): timing decides (outside review 4, F3);
+* two different destructive save modes (DROP_DATA and RECREATE_SCHEMA, or two custom_sql): the
+  door carries out one decision, so the second sink's step would never run, silently, and running
+  it when that sink prepares could destroy rows the first wrote since (outside review 8, H2);
+* LocalFile paths one inside the other, either with a destructive mode: two targets, two
+  decisions, and DROP_DATA on ``out`` takes ``out/b``'s files or is refused over them, as the
+  pipelines come (review 8, H1).
+
+Every pair of sinks is compared (overlapping is no equivalence). The target is known when planning
+where it is the same connector with the same options besides its save modes, or a LocalFile path
+(``store/target_identity.py`` says which overlap). A target whose name is filled in per table
+(``${...}``), or options that differ, are known only at batch time: the door's refusal says the
+same then.
 """
 
 from __future__ import annotations
@@ -19,7 +31,7 @@ import json
 import re
 
 from seatide.config.job import ConfigError, JobConfig, PluginSpec
-from seatide.store.target_identity import file_target, server_host
+from seatide.store.target_identity import file_target, overlaps, server_host
 
 # The options that say how a sink writes, not where: every other option may pick the target (a Jdbc
 # `schema` or `tableSuffix`, an Iceberg catalog's config), and a connector's options are many.
@@ -68,8 +80,45 @@ def _target(spec: PluginSpec) -> tuple | None:
     return None if "${" in options else (spec.name, options)
 
 
+def _path(spec: PluginSpec) -> str | None:
+    """A LocalFile sink's directory as its target key, where it is known when planning: its path is
+    all that picks it (one machine's filesystem), so paths that overlap are targets that overlap."""
+    path = spec.block.get("path")
+    if spec.name != "LocalFile" or not isinstance(path, str) or "${" in path:
+        return None
+    return file_target(path)
+
+
+def _overlap(a: PluginSpec, b: PluginSpec) -> tuple[str, str] | None:
+    """How ``a`` and ``b`` share a target when planned: ("same", "") for one target, ("inside", how)
+    for LocalFile paths one inside the other (``target_identity.overlaps``), else None."""
+    target_a, target_b = _target(a), _target(b)
+    if target_a is not None and target_a == target_b:
+        return "same", ""
+    path_a, path_b = _path(a), _path(b)
+    if path_a is not None and path_a == path_b:
+        return "same", ""       # one directory, whatever the format: the door's one target
+    if path_a is not None and path_b is not None and overlaps(path_a, path_b):
+        return "inside", f"path {path_a} and path {path_b}, one inside the other"
+    return None
+
+
 def _modes(spec: PluginSpec) -> dict[str, str]:
-    return {key: str(spec.block.get(key, default)).upper() for key, default in _DEFAULTS.items()}
+    modes = {key: str(spec.block.get(key, default)).upper() for key, default in _DEFAULTS.items()}
+    if modes["data_save_mode"] == "CUSTOM_PROCESSING":
+        modes["custom_sql"] = str(spec.block.get("custom_sql", "")).strip().rstrip(";").strip()
+    return modes
+
+
+def _step(spec: PluginSpec, modes: dict[str, str]) -> tuple:
+    """What the door's one decision carries out for the sink (as ``connectors/jdbc/save_modes.plan``
+    picks it): RECREATE_SCHEMA before the data mode, CUSTOM_PROCESSING with its statement. Every
+    destructive mode of a LocalFile path empties it (its docs), so those are one step."""
+    if spec.name == "LocalFile":
+        return ("empty the path",)
+    if modes["schema_save_mode"] == "RECREATE_SCHEMA":
+        return ("RECREATE_SCHEMA",)
+    return (modes["data_save_mode"], modes.get("custom_sql"))
 
 
 def _destroys(modes: dict[str, str]) -> bool:
@@ -80,24 +129,55 @@ def _said(spec: PluginSpec, modes: dict[str, str]) -> str:
     return f"{spec.label} ({', '.join(f'{key} = {value}' for key, value in modes.items())})"
 
 
+def _spelled(spec: PluginSpec) -> str:
+    return ", ".join(f"{key} = {spec.block[key]}" for key in _SPELLED if key in spec.block) or "its options"
+
+
+def _refusal(first: PluginSpec, second: PluginSpec) -> str | None:
+    """Why two sinks' save modes cannot both stand on what they share, or None. Compared pair by
+    pair: overlap is no equivalence (``out`` holds ``out/a`` and ``out/b``, which are apart)."""
+    shared = _overlap(first, second)
+    if shared is None:
+        return None
+    theirs, mine = _modes(first), _modes(second)
+    said = f"{_said(first, theirs)} and {_said(second, mine)}"
+    if not (_destroys(mine) or _destroys(theirs)):
+        return None
+    if shared[0] == "inside":
+        # two targets, two decisions: a destructive one on the enclosing path empties the other's
+        # files, or is refused over them (store/kept_output.py), as the pipelines happen to come
+        return (f"{said} write targets that overlap ({shared[1]}) with a save mode that destroys: each target's "
+                f"save modes are applied when its sink first prepares it, so whether one empties the other's rows "
+                f"or is refused over them depends on which pipeline comes first. Ways on: write paths apart "
+                f"(neither inside the other), or give both sinks save modes that keep data (data_save_mode = "
+                f"APPEND_DATA, schema_save_mode = CREATE_SCHEMA_WHEN_NOT_EXIST)")
+    if _destroys(mine) != _destroys(theirs):
+        return (f"{said} write the same target ({_spelled(second)}) with different save modes; a target's save "
+                f"modes are applied once, by whichever sink prepares it first, and a destructive one would empty "
+                f"or be refused over the other's rows depending on timing: {SAME_SAVE_MODES}")
+    if _step(first, theirs) != _step(second, mine):
+        # the door takes ONE decision per target: the second sink's own step would never run, silently;
+        # running it when that sink prepares (another pipeline's first batch, maybe after rows) could
+        # destroy rows the first wrote, so no order of the two is safe to promise (outside review 8, H2)
+        return (f"{said} write the same target ({_spelled(second)}) with different destructive save modes; a "
+                f"target's save modes are carried out once, by whichever sink prepares it first, so only one "
+                f"of the two would run, and which is timing. Way on: give every sink of the target the same "
+                f"data_save_mode, schema_save_mode and custom_sql (one custom_sql may hold both statements), or "
+                f"write two targets")
+    return None
+
+
 def refuse_mixed_save_modes(job: JobConfig) -> None:
-    """A ConfigError when two sinks write one target with different save modes, one of them destructive."""
-    first: dict[tuple, PluginSpec] = {}
-    for sink in job.sinks:
-        target = _target(sink)
-        if target is None:
-            continue
-        other = first.setdefault(target, sink)
-        mine, theirs = _modes(sink), _modes(other)
-        # both destructive: whichever prepares the target first empties it once, before any row of
-        # either (the door's one decision), so nothing races (outside review 7)
-        if other is not sink and _destroys(mine) != _destroys(theirs):
-            spelled = ", ".join(f"{key} = {sink.block[key]}" for key in _SPELLED if key in sink.block) or "its options"
-            raise ConfigError(job.source_name, f"{_said(other, theirs)} and {_said(sink, mine)} write the same "
-                              f"target ({spelled}) with different save modes; a target's save modes are applied "
-                              f"once, by whichever sink prepares it first, and a destructive one would empty "
-                              f"or be refused over the other's rows depending on timing: {SAME_SAVE_MODES}",
-                              plugin=sink.label, option="data_save_mode", line=sink.line)
+    """A ConfigError when two sinks write one target, or overlapping LocalFile paths, with save modes
+    that cannot both stand: one destroys and the other keeps, two different destructive ones, or
+    any destructive one on paths one inside the other. Every pair is compared."""
+    sinks = list(job.sinks)
+    for index, second in enumerate(sinks):
+        for first in sinks[:index]:
+            why = _refusal(first, second)
+            if why is not None:
+                raise ConfigError(job.source_name, why, plugin=second.label, option="data_save_mode",
+                                  line=second.line)
 
 
 __all__ = ["SAME_SAVE_MODES", "refuse_mixed_save_modes"]
