@@ -298,6 +298,8 @@ class SinkRun:
             return BatchResult(batch_id, self._publish(batch_id, transaction_id, decided), replayed=False)
         # A sink that applies decides in its target's own commit: its steps are named alike (zombies, crashes)
         failpoints.hit("sink.before_decision")
+        if self.targets.keeps_rows:     # seen before that commit by a fresh start's save modes (review 8, G)
+            self.log.applying(batch_id, list(work))
         states = self.targets.apply(work, batch, before)
         failpoints.hit("sink.after_decision")
         state = self.targets.batch_state(previous, states)

@@ -14,6 +14,9 @@ roll forward; the save-mode door). Here:
 
     sinks/<plugin_id>/commit/<batch>.json      the state after a published batch, marked with the
                                                checkpoint's lineage (see ``SinkCommitLog``)
+    sinks/<plugin_id>/applying/<batch>.json    the targets a sink that commits in its target's own
+                                               system (Jdbc) is about to commit the batch into, written
+                                               before that commit, removed with the batch's mark
     sinks/<plugin_id>/intent/<batch>.json      (written by SeaTide before the decision existed:
                                                a replay undoes what it lists)
 """
@@ -91,13 +94,21 @@ class SinkCommitLog:
         """What an older SeaTide published before its commit (it wrote intents; this one does not)."""
         return read_json(self._path("intent", batch_id))
 
+    def applying(self, batch_id: int, targets: list[str]) -> None:
+        """Before the batch commits in its targets' own system (rows and their record in one database
+        transaction), the targets it commits into: from that commit until the mark, rows are there that
+        no mark names yet, and a fresh start's destructive save mode must see them
+        (``store/kept_output.py``; outside review 8, G: a DROP_DATA in that window took them)."""
+        write_json_atomic(self._path("applying", batch_id), {_LINEAGE: self.lineage, "targets": sorted(targets)})
+
     def commit(self, batch_id: int, state: dict) -> None:
         mark = state if self.lineage is None else {_LINEAGE: self.lineage, "state": state}
         write_json_atomic(self._path("commit", batch_id), mark)
-        try:
-            os.remove(self._path("intent", batch_id))
-        except FileNotFoundError:
-            pass
+        for area in ("applying", "intent"):     # the mark names the targets now
+            try:
+                os.remove(self._path(area, batch_id))
+            except FileNotFoundError:
+                pass
 
     def batch_ids(self) -> list[int]:
         """Every batch with a mark, this lineage's or not."""
@@ -126,6 +137,13 @@ class SinkCommitLog:
             # this lineage's newest always stays: it carries the running state
             if batch_id < keep_from and (newest is None or batch_id != newest[0]):
                 os.remove(self._path("commit", batch_id))
+        try:
+            applying = os.listdir(os.path.join(self.root, "applying"))
+        except FileNotFoundError:
+            applying = []
+        for m in filter(None, map(_BATCH_FILE.match, applying)):
+            if int(m.group(1)) < keep_from:       # a batch Spark never runs again: a mark names its targets
+                os.remove(self._path("applying", int(m.group(1))))
 
 
 def adopt_marks(checkpoint_dir: str, old_lineage: str | None, new_lineage: str) -> None:

@@ -12,8 +12,9 @@ anything is destroyed, as a permanent failure naming the target and the pipeline
 rows, with the ways on: submit the job again as a new job (a new run: every pipeline writes again
 after the target is emptied once), or a save mode that keeps data.
 
-Rows count when a decided batch (a file sink's decision in the store) or a commit mark in a
-pipeline's current directory (every sink's, ``runtime/commit_log.py``) names the target or one of
+Rows count when a decided batch (a file sink's decision in the store), a commit mark in a
+pipeline's current directory (every sink's, ``runtime/commit_log.py``), or the note a sink that
+commits in its target's own system writes there before that commit (``applying``), names the target or one of
 its earlier spellings (``Target.earlier_keys``): decided batches of a pipeline started over in this
 incarnation from this incarnation on (the new lineage's own); of any other pipeline from the
 incarnation whose preparation started its current lineage from nothing (its directory's mark: a
@@ -36,7 +37,9 @@ standing decision instead (``store/own_output.py``); a decision carried out late
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 
 from sqlalchemy import and_, select
 
@@ -108,7 +111,24 @@ def _marked(directory: str | None) -> set[str]:
         meta = checkpoint_metadata(directory)
     except ValueError:
         meta = None
-    return marked_targets(directory, None if meta is None else meta.get("lineage"))
+    lineage = None if meta is None else meta.get("lineage")
+    return marked_targets(directory, lineage) | _applying(directory, lineage)
+
+
+def _applying(directory: str, lineage: str | None) -> set[str]:
+    """The targets a sink of the lineage is committing a batch into in their own system (Jdbc),
+    named before that commit (``runtime/commit_log.py``, ``SinkCommitLog.applying``): between the
+    commit and its mark the rows are there and no mark names them (outside review 8, G)."""
+    found: set[str] = set()
+    for path in glob.glob(os.path.join(glob.escape(directory), "sinks", "*", "applying", "*.json")):
+        try:
+            with open(path) as handle:
+                mark = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        if isinstance(mark, dict) and (lineage is None or mark.get("seatide.lineage") in (None, lineage)):
+            found.update(t for t in mark.get("targets", ()) if isinstance(t, str))
+    return found
 
 
 def _refusal(target: str, pipeline_id: int, row, started_over: set[int], first_run: bool) -> str:

@@ -20,6 +20,7 @@ resumed now, finds it and makes no save mode again.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
 from seatide import failpoints
@@ -42,12 +43,13 @@ def plan(conn, route: JdbcTarget, names: tuple[str, ...], connected_to: str | No
     earlier SeaTide, or by another writer of the job) means nothing is left.
 
     The step is carried out here: a table's rows have no identity a plan could name, so a DELETE
-    carried out later would also take the rows another writer added in between. Right before it,
-    under the lock, ``decide`` (the door's: ``Target.decide_save_modes``) records it as the
-    target's decision in the store: when another writer of the job decided first (an APPEND_DATA
-    that may have committed rows since the door asked) or kept rows refuse it, nothing is
-    destroyed and the standing decision is followed; a writer that decides after finds this one
-    and carries it out, waiting on this lock, before its rows (review 7). The look, the check, the step and its record are one,
+    carried out later would also take the rows another writer added in between. Right after its
+    statement, before its COMMIT, under the lock, ``decide`` (the door's: ``Target.decide_save_modes``)
+    records it as the target's decision in the store: when another writer of the job decided first
+    (an APPEND_DATA that may have committed rows since the door asked) or kept rows refuse it, the
+    step is rolled back and the standing decision is followed; a writer that decides after finds
+    this one and carries it out, waiting on this lock, before its rows (review 7). After the
+    statement, not before it: a batch committed while it ran is seen (``_carry_out``, review 8 G). The look, the check, the step and its record are one,
     under the record's lock, whether the table exists or not (review 31 F6): a second writer of
     the job that found no decision in the door, and plans after the first made the table and
     committed rows into it, finds the record, and neither refuses nor empties them. Its record, in
@@ -77,11 +79,11 @@ def plan(conn, route: JdbcTarget, names: tuple[str, ...], connected_to: str | No
                 raise JdbcSinkError(f"Jdbc sink: data_save_mode is ERROR_WHEN_DATA_EXISTS and table "
                                     f"{route.label} has rows; empty it or choose APPEND_DATA or DROP_DATA")
         destroys = exists and step != "ERROR_WHEN_DATA_EXISTS"
-        if destroys and decide is not None and decide(decided).get("destroy") != decided:
-            conn.rollback()
-            return None        # another writer's decision stands: the door follows it
-        failpoints.hit("jdbc.save_mode_decided")     # recorded in the store, not yet carried out
-        _carry_out(conn, route, decided, sink_id, fence, destroys)
+        # asked after the step, in its transaction (``_carry_out``): False when another writer's
+        # decision stands (the door follows it); raises when rows are kept
+        check = (lambda: decide(decided).get("destroy") == decided) if destroys and decide is not None else None
+        if not _carry_out(conn, route, decided, sink_id, fence, destroys, check=check):
+            return None
     return decided if destroys else None
 
 
@@ -97,10 +99,22 @@ def destroy(conn, route: JdbcTarget, decided: dict, sink_id: str, fence: Callabl
 
 
 def _carry_out(conn, route: JdbcTarget, decided: dict, sink_id: str, fence: Callable[[], None],
-               destroys: bool, owed: Callable[[], bool] | None = None) -> None:
+               destroys: bool, owed: Callable[[], bool] | None = None,
+               check: Callable[[], bool] | None = None) -> bool:
     """Under the record's lock: unless ``decided``'s record is there, carry out its step (when it
-    ``destroys`` and is ``owed()``; else a check that passed, or a step a later one made needless)
-    and record it, ``fence()`` right before COMMIT."""
+    ``destroys`` and is ``owed()``; else a check that passed, or a step a later one made needless),
+    ask ``check`` (False: roll it back, return False), and record it, ``fence()`` right before COMMIT.
+
+    ``check`` (a plan's: the door's decision) asks the store whether rows are kept in the target
+    (``store/kept_output.py``) AFTER the step's statement ended, before its COMMIT (outside review 8,
+    G): a writer that commits its batch here notes its targets in its checkpoint first
+    (``SinkCommitLog.applying``), so any of its rows the statement took were committed before the
+    statement ended, and are seen; rows committed later the statement never took: PostgreSQL's
+    statement snapshot does not hold them (a row it had to wait on is taken only once that commit is
+    done, hence seen), and InnoDB's DELETE locks what it scans, gaps included, so an insert waits for
+    this transaction. MariaDB commits DDL at once: a RECREATE_SCHEMA there first locks the table
+    (``LOCK TABLES``: it waits for a writer's open transaction, then holds every writer off), checks,
+    then drops it."""
     cursor = conn.cursor()
     records = CommitRecords(route.dialect, decided["home"])
     if decided["home"] is not None:
@@ -109,15 +123,62 @@ def _carry_out(conn, route: JdbcTarget, decided: dict, sink_id: str, fence: Call
     conn.commit()
     if records.rows_of(cursor, decided["record"]) is None:
         step = decided["step"] if destroys and (owed is None or owed()) else None
-        if step == "RECREATE_SCHEMA":
-            cursor.execute(f"DROP TABLE IF EXISTS {route.quoted}")
-        elif step == "DROP_DATA":
-            cursor.execute(f"DELETE FROM {route.quoted}")
-        elif step == "CUSTOM_PROCESSING":
-            cursor.execute(route.spec.custom_sql)
-        records.insert(cursor, decided["record"], sink_id, -1, 0)
-        fence()
+        ddl = step == "RECREATE_SCHEMA" and route.dialect.name != POSTGRESQL     # commits at once
+        locked = ddl and _lock_tables(conn, cursor, f"{route.quoted} WRITE, {records.table} WRITE")
+        try:
+            if step is not None and not ddl:
+                _run_step(cursor, route, step)
+            if check is not None:
+                if not check():
+                    _undo(conn, cursor, locked)
+                    return False
+                failpoints.hit("jdbc.save_mode_decided")     # recorded in the store, not yet committed
+            if ddl:
+                _run_step(cursor, route, step)
+            records.insert(cursor, decided["record"], sink_id, -1, 0)
+            fence()
+        except BaseException:
+            _undo(conn, cursor, locked)
+            raise
+        conn.commit()
+        if locked:
+            cursor.execute("UNLOCK TABLES")
     conn.commit()
+    return True
+
+
+def _run_step(cursor, route: JdbcTarget, step: str) -> None:
+    if step == "RECREATE_SCHEMA":
+        cursor.execute(f"DROP TABLE IF EXISTS {route.quoted}")
+    elif step == "DROP_DATA":
+        cursor.execute(f"DELETE FROM {route.quoted}")
+    elif step == "CUSTOM_PROCESSING":
+        cursor.execute(route.spec.custom_sql)
+
+
+def _lock_tables(conn, cursor, tables: str) -> bool:
+    """MySQL/MariaDB: ``LOCK TABLES`` (False where the user may not: SeaTunnel's sink user has no
+    LOCK TABLES privilege, and a job it runs SeaTide runs; then the check only precedes the DROP,
+    and a writer committing between the two is not held off: privileges.py says so)."""
+    try:
+        cursor.execute(f"LOCK TABLES {tables}")
+        return True
+    except Exception as exc:
+        if not exc.args or exc.args[0] not in _DENIED:
+            raise
+        conn.rollback()
+        return False
+
+
+_DENIED = (1044, 1142, 1227)        # access denied to the database, to the table, to the command
+
+
+def _undo(conn, cursor, locked: bool) -> None:
+    """Roll the step back (a session the server ended has already)."""
+    with contextlib.suppress(Exception):
+        conn.rollback()
+        if locked:
+            cursor.execute("UNLOCK TABLES")
 
 
 def ensure(conn, route: JdbcTarget, schema, target: str) -> None:

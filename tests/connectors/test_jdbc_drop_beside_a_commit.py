@@ -1,0 +1,92 @@
+"""Outside review 8, G, at the statement: a Jdbc DROP_DATA and another writer's batch COMMIT that
+lands while it runs.
+
+The destroy asks the store whether rows are kept in the table (store/kept_output.py: marks, and the
+note a Jdbc sink writes before its COMMIT, ``SinkCommitLog.applying``). Asked BEFORE the DELETE, a
+writer that notes and commits between the answer and the DELETE loses its rows to it (the e2e story
+tests/e2e/test_fresh_drop_between_commit_and_mark.py holds that writer between its COMMIT and its
+mark). Asked after the DELETE, in its transaction: a commit it took was done before it ended, so
+its note is seen (rolled back); a commit after it is not taken (PostgreSQL: the statement's
+snapshot; InnoDB: the DELETE's next-key locks make the insert wait).
+
+Here the door's ``decide`` callback is the check (a real note file) and then lets the other writer
+(a real second session, on its own thread) note its batch and COMMIT rows: the worst moment for the
+destroy, right after its check. Real PostgreSQL and MariaDB.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from seatide.connectors.jdbc.url import JdbcUrl
+from seatide.plugin.base import PermanentError
+from seatide.plugin.sink_protocol import open_sink
+from tests.connectors.jdbc_sink_helpers import context, db, execute, make_sink, query, table_name  # noqa: F401
+
+
+def _other_writer(db_, table: str, note, done: threading.Event, committed: list) -> None:
+    """A writer not started over: its note, then its batch's rows in one transaction (which fails
+    where the table was dropped meanwhile: then nothing of it was committed, nothing lost)."""
+    url, user = db_
+    conn = JdbcUrl.parse(url).connect(user)
+    try:
+        note.write_text("jdbc target")        # SinkCommitLog.applying: before its COMMIT
+        conn.cursor().execute(f"INSERT INTO {table} (id) VALUES (100), (101)")
+        conn.commit()
+        committed.append(True)
+    except Exception as exc:       # noqa: BLE001 - the table is gone: its batch fails, to be run again
+        committed.append(exc)
+    finally:
+        conn.close()
+        done.set()
+
+
+def _waits_or_done(db_, done: threading.Event) -> bool:
+    """The other writer committed, or it waits on a lock the destroy holds (InnoDB's gap lock)."""
+    if done.is_set():
+        return True
+    if "postgresql" in db_[0]:
+        return bool(query(db_, "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"))
+    return bool(query(db_, "SELECT 1 FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'") or
+                query(db_, "SELECT 1 FROM information_schema.PROCESSLIST WHERE STATE LIKE 'Waiting for table%'"))
+
+
+@pytest.mark.parametrize("mode", [{"data_save_mode": "DROP_DATA"}, {"schema_save_mode": "RECREATE_SCHEMA"}],
+                         ids=["drop-data", "recreate-schema"])
+def test_a_commit_after_the_destroys_check_is_never_taken_by_its_step(db, tmp_path, mode):
+    table = table_name()
+    execute(db, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY)", f"INSERT INTO {table} (id) VALUES (1), (2)")
+    targets = open_sink(make_sink(db, table=table, **mode), context(None, "g8"))
+    (key,) = targets.keys()
+    target = targets.target(key)
+    note, done, committed = tmp_path / "applying-0.json", threading.Event(), []
+    writer = threading.Thread(target=_other_writer, args=(db, table, note, done, committed), daemon=True)
+
+    def decide(plan: dict) -> dict:
+        kept = note.exists()                  # kept_output: the other writer's note, if written yet
+        if not writer.is_alive() and not done.is_set():
+            writer.start()                    # it notes and commits right after the check
+            deadline = time.monotonic() + 60
+            while not _waits_or_done(db, done):
+                assert time.monotonic() < deadline, "the other writer neither committed nor waited"
+                time.sleep(0.05)
+        if kept:
+            raise PermanentError("rows kept")
+        return {"destroy": plan}
+
+    target.save_mode_decisions = (f"P_g8@{table}",)       # a record of its own in the module's database
+    target.decide_save_modes = decide
+    try:
+        target.save_mode_plan(None)
+    except PermanentError:
+        pass                                   # refused: nothing destroyed
+    assert writer.ident is not None, "the destroy never asked whether rows are kept"
+    assert done.wait(60), "the other writer never ended"
+    if committed == [True]:
+        ids = [r[0] for r in query(db, f"SELECT id FROM {table} ORDER BY id")]
+        assert [i for i in ids if i >= 100] == [100, 101], f"the {mode} took rows committed after its check: {ids}"
+    else:       # its batch failed on the dropped table: nothing of it committed (it runs again)
+        assert mode == {"schema_save_mode": "RECREATE_SCHEMA"}, committed
