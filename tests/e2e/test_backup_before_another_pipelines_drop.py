@@ -31,6 +31,13 @@ FIELDS = "schema = { fields { id = bigint, name = string, value = double } }"
 
 def _job(out: str, save_mode: str) -> str:
     mode = f', data_save_mode = "{save_mode}"' if save_mode else ""
+    return two_pipelines(f'LocalFile {{ plugin_input = "a", path = "{out}", file_format_type = "parquet"{mode} }}',
+                         f'LocalFile {{ plugin_input = "b2", path = "{out}", file_format_type = "parquet"{mode} }}')
+
+
+def two_pipelines(sink_a: str, sink_b: str) -> str:
+    """Pipelines 1 (ids 0..899 into ``sink_a``) and 2 (ids 100000..100899 into ``sink_b``), 300 rows a
+    micro-batch, no retries."""
     return f"""
 env {{ job.mode = BATCH, parallelism = 1, job.retry.interval.seconds = 0, checkpoint.interval = 1000,
       micro-batch.max-rows = 300, job.retry.times = 0 }}
@@ -42,8 +49,8 @@ transform {{
   Sql {{ plugin_input = "b", plugin_output = "b2", query = "select id + 100000 as id, name, value from b" }}
 }}
 sink {{
-  LocalFile {{ plugin_input = "a", path = "{out}", file_format_type = "parquet"{mode} }}
-  LocalFile {{ plugin_input = "b2", path = "{out}", file_format_type = "parquet"{mode} }}
+  {sink_a}
+  {sink_b}
 }}
 """
 

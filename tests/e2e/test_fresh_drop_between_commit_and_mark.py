@@ -23,32 +23,17 @@ import pytest
 from seatide import failpoints, intents
 from tests.connectors.jdbc_sink_helpers import query, table_name
 from tests.e2e.harness import wait_for
-from tests.e2e.test_backup_before_another_pipelines_drop import _release_later
+from tests.e2e.test_backup_before_another_pipelines_drop import _release_later, two_pipelines
 
 pytestmark = pytest.mark.spark
 
 SERVERS = {"postgresql": ("jdbc:postgresql://127.0.0.1:5432/test", "postgres"),
            "mariadb": ("jdbc:mariadb://127.0.0.1:3306/test", "root")}
-FIELDS = "schema = { fields { id = bigint, name = string, value = double } }"
 
 
 def _job(db, table: str) -> str:
     sink = f'url = "{db[0]}", user = "{db[1]}", table = "{table}", data_save_mode = "DROP_DATA"'
-    return f"""
-env {{ job.mode = BATCH, parallelism = 1, job.retry.interval.seconds = 0, checkpoint.interval = 1000,
-      micro-batch.max-rows = 300, job.retry.times = 0 }}
-source {{
-  FakeSource {{ plugin_output = "a", row.num = 900, split.num = 6, sequence.field = "id", {FIELDS} }}
-  FakeSource {{ plugin_output = "b", row.num = 900, split.num = 6, sequence.field = "id", {FIELDS} }}
-}}
-transform {{
-  Sql {{ plugin_input = "b", plugin_output = "b2", query = "select id + 100000 as id, name, value from b" }}
-}}
-sink {{
-  Jdbc {{ plugin_input = "a", {sink} }}
-  Jdbc {{ plugin_input = "b2", {sink} }}
-}}
-"""
+    return two_pipelines(f'Jdbc {{ plugin_input = "a", {sink} }}', f'Jdbc {{ plugin_input = "b2", {sink} }}')
 
 
 def _ids(db, table: str) -> list[int]:
