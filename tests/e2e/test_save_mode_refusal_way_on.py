@@ -8,8 +8,8 @@ keeps its rows, so pipeline 1's DROP_DATA is refused again (promise 3: the how-t
 
 Since store/target_identity.py (one key per target, for the plan and the door) "out" and "out/" are
 refused when submitted, and the way on that refusal names (the same save modes, submitted again)
-works; the door's first-run refusal comes where the targets overlap without being one ("out" and
-"out/b"), and the way on it names works: resumed with a save mode that keeps data.
+works; so are targets that overlap without being one ("out" and "out/b", review 8 H1: the door's
+refusal came or not as the pipelines came), and the ways on that refusal names work.
 Real jobs in the shared SparkSession on a real SQLite store and real files (tests/e2e/harness.py).
 """
 
@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import pytest
 
-from seatide import failpoints, intents
-from tests.e2e.test_backup_before_another_pipelines_drop import until_pipeline_finished
+from seatide import intents
 from tests.e2e.test_jobs import parquet_ids
 
 pytestmark = pytest.mark.spark
@@ -26,7 +25,8 @@ pytestmark = pytest.mark.spark
 FIELDS = "schema = { fields { id = bigint, name = string, value = double } }"
 
 
-def _job(out: str, first: str, second: str, inner: str = "") -> str:
+def _job(out: str, first: str, second: str, inner: str = "", path_b: str | None = None) -> str:
+    path_b = f"{out}/{inner}" if path_b is None else path_b
     return f"""
 env {{ job.mode = BATCH, parallelism = 1, job.retry.interval.seconds = 0, job.retry.times = 0,
       checkpoint.interval = 1000 }}
@@ -39,17 +39,9 @@ transform {{
 }}
 sink {{
   LocalFile {{ plugin_input = "a", path = "{out}", file_format_type = "parquet", data_save_mode = "{first}" }}
-  LocalFile {{ plugin_input = "b2", path = "{out}/{inner}", file_format_type = "parquet", data_save_mode = "{second}" }}
+  LocalFile {{ plugin_input = "b2", path = "{path_b}", file_format_type = "parquet", data_save_mode = "{second}" }}
 }}
 """
-
-
-def _release_once_finished(gate: str, pipeline_id: int):
-    """A stop_after: open ``gate`` once ``pipeline_id`` FINISHED."""
-    def release(store, job_id):
-        until_pipeline_finished(store, job_id, pipeline_id)
-        open(gate, "w").close()
-    return release
 
 
 def test_the_way_on_a_refusal_of_one_path_spelled_two_ways_works(local, tmp_path):
@@ -61,17 +53,18 @@ def test_the_way_on_a_refusal_of_one_path_spelled_two_ways_works(local, tmp_path
     assert parquet_ids(out) == list(range(30)) + list(range(1000, 1030))
 
 
-def test_the_way_on_a_first_runs_door_refusal_names_works(local, tmp_path, monkeypatch):
+def test_the_way_on_a_refusal_of_overlapping_paths_works(local, tmp_path):
+    """"out" (DROP_DATA) and "out/b" (APPEND_DATA) ran, and the door refused pipeline 1 or not as
+    the pipelines came (review 8, H1); refused when submitted now, naming both paths, and each way
+    on it names works."""
     out = str(tmp_path / "out")
-    gate = str(tmp_path / "release-1")
-    monkeypatch.setitem(failpoints._POINTS, "driver.batch_start@1", f"gate:0:{gate}")
-    first = local.run(_job(out, "DROP_DATA", "APPEND_DATA", "b"), stop_after=_release_once_finished(gate, 2))
-    assert first.status == "FAILED", (first.status, first.error)
-    assert "resume it with a save mode that keeps data" in (first.error or ""), first.error
-    assert "resume it with that config" not in first.error, first.error        # refused again when followed
-    assert parquet_ids(out) == list(range(1000, 1030)), "the refused DROP_DATA removed pipeline 2's rows"
-    monkeypatch.delitem(failpoints._POINTS, "driver.batch_start@1")
-    intents.resume(local.store, first.job_id, text=_job(out, "APPEND_DATA", "APPEND_DATA", "b"), actor="test")
-    resumed = local.drive(first.job_id)
-    assert resumed.status == "FINISHED", f"the way on it named: {resumed.status}: {resumed.error}"
-    assert parquet_ids(out) == list(range(30)) + list(range(1000, 1030))
+    with pytest.raises(intents.Refusal, match="write paths apart") as refused:
+        local.run(_job(out, "DROP_DATA", "APPEND_DATA", "b"))
+    assert f"path {out}/b" in str(refused.value), refused.value
+    kept = local.run(_job(out, "APPEND_DATA", "APPEND_DATA", "b"))        # save modes that keep data
+    assert kept.status == "FINISHED", f"the way on it named: {kept.status}: {kept.error}"
+    assert sorted(parquet_ids(out)) == list(range(30)) + list(range(1000, 1030))
+    apart = str(tmp_path / "apart")
+    done = local.run(_job(apart, "DROP_DATA", "APPEND_DATA", path_b=apart + "-b"))   # paths apart
+    assert done.status == "FINISHED", f"the way on it named: {done.status}: {done.error}"
+    assert parquet_ids(apart) == list(range(30)) and parquet_ids(apart + "-b") == list(range(1000, 1030))
