@@ -149,6 +149,37 @@ def test_a_late_carried_out_decision_over_rows_committed_since_is_refused(
     assert system.read(table) == [1, 2, 10, 11]
 
 
+@pytest.mark.parametrize("server", ["PostgreSQL", "MariaDB"])
+def test_a_later_decision_only_recorded_never_makes_an_owed_one_needless(
+        spark, store, tmp_path, monkeypatch, request, server):
+    """Outside review of these fixes, B1: the run's DROP_DATA is decided and its driver dies before the
+    DELETE; pipeline 2, started over, decides its own and dies the same way. Pipeline 1 then comes to
+    the table: the later decision was never carried out, so the run's is still owed, and the rows of
+    before the run go (they stayed, under the job's, when a recorded later decision counted as done)."""
+    system = JdbcSystem(server, request.getfixturevalue(f"{server.lower()}_database"))
+    table = system.new_target()
+    system._run(f"INSERT INTO {table} (id, name) VALUES (1, 'before'), (2, 'before')")
+    job, dirs = _job(store, str(tmp_path / "checkpoints"))
+    hit = failpoints.hit
+
+    def dies_at(name: str, *args, **kwargs):
+        if name == "jdbc.save_mode_decided":
+            raise DriverDied(name)
+        return hit(name, *args, **kwargs)
+
+    monkeypatch.setattr(failpoints, "hit", dies_at)
+    with pytest.raises(DriverDied):
+        _write(job, job.attempt(), system.sink(table, data_save_mode="DROP_DATA"), spark, 1, dirs[1], "L1", [5])
+    _resumed(store, job, started_over=2)
+    with pytest.raises(DriverDied):
+        _write(job, _attempt(store, job), system.sink(table, data_save_mode="DROP_DATA"), spark, 2, dirs[2], "M2",
+               [20], began=2)
+    monkeypatch.setattr(failpoints, "hit", hit)
+    assert system.read(table) == [1, 2]                  # both decided in the store, neither carried out
+    _write(job, _attempt(store, job), system.sink(table, data_save_mode="DROP_DATA"), spark, 1, dirs[1], "L1", [10])
+    assert system.read(table) == [10], "the run's DROP_DATA was skipped for a later decision never carried out"
+
+
 @pytest.mark.parametrize("began_a_batch", [False, True], ids=["never-began", "began-a-batch"])
 @pytest.mark.parametrize("kind", ["PostgreSQL", "LocalFile"])
 def test_a_pipeline_started_over_that_never_wrote_follows_the_runs_decision(

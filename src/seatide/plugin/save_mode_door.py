@@ -11,6 +11,11 @@ from seatide import failpoints
 from seatide.plugin.sink_records import SinkDecisions
 
 
+def decision_name(scope: str, identity: str) -> str:
+    """The name of the save-mode decision of the target ``identity`` (a target key) in ``scope``."""
+    return f"{scope}@{hashlib.sha1(identity.encode()).hexdigest()[:16]}"
+
+
 @dataclass
 class SaveModeDoor:
     """Prepares targets; their save modes pass here. The decision of what a target's save modes
@@ -38,7 +43,7 @@ class SaveModeDoor:
 
     def key_of(self, identity: str) -> str:
         """The name of the save-mode decision of the target ``identity`` (a ``target_key``)."""
-        return f"{self.scope}@{hashlib.sha1(identity.encode()).hexdigest()[:16]}"
+        return decision_name(self.scope, identity)
 
     def prepare(self, target, schema, written: bool, fence: Callable[[], None]) -> None:
         """Prepare ``target``, a ``plugin.sink_protocol.Target`` (not imported: the protocol imports
@@ -63,7 +68,8 @@ class SaveModeDoor:
                     record = self._decide(target, names, plan)
             failpoints.hit("sink.save_modes_decided")
             if record.get("destroy") is not None:
-                target.destroy_owed = lambda: self.records.owes_destroy(names[0], target.key, list(target.earlier_keys))
+                target.destroy_owed = lambda carried_out: self.records.owes_destroy(
+                    names[0], target.key, list(target.earlier_keys), carried_out)
                 target.destroy(record["destroy"], fence)
         target.ensure(schema)
 
@@ -73,4 +79,4 @@ class SaveModeDoor:
                                                    "earlier": list(target.earlier_keys)})
 
 
-__all__ = ["SaveModeDoor"]
+__all__ = ["SaveModeDoor", "decision_name"]

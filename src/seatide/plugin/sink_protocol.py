@@ -82,7 +82,7 @@ class Target:
     # out late, would take whatever is there since (a table's rows: Jdbc) asks it when its own record
     # says the step was never carried out, under its lock: False skips it (nothing of it is owed),
     # an exception refuses it (``SinkDecisions.owes_destroy``).
-    destroy_owed: Callable[[], bool] | None = None
+    destroy_owed: Callable[[Callable[[dict], bool]], bool] | None = None     # (carried_out) -> owed
 
     def __init__(self, key: str, routes: list[TableRoute]):
         self.key = key

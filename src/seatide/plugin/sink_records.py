@@ -46,11 +46,12 @@ class SinkDecisions(Protocol):
     def recorded_once(self, key: str) -> dict | None:
         """The decision named ``key`` if one stands (a read: decides nothing)."""
 
-    def owes_destroy(self, key: str, target: str, earlier_keys: list[str]) -> bool:
+    def owes_destroy(self, key: str, target: str, earlier_keys: list[str], carried_out=None) -> bool:
         """Asked by a target carrying out a recorded decision ``key`` its own record says was never
         carried out (a read): True when it may; False when nothing of it is owed (a later destructive
-        decision of the target, in another scope, emptied it since: skipped); raises (permanently)
-        when it would destroy rows committed since (``store/owed_destroy.py``)."""
+        decision of the target, in another scope, emptied it since: skipped, where ``carried_out(plan)``,
+        the target's system's own record, says that one was carried out); raises (permanently) when it
+        would destroy rows committed since (``store/owed_destroy.py``)."""
 
 
 __all__ = ["SinkDecisions", "SinkLog"]

@@ -30,10 +30,11 @@ import tempfile
 from dataclasses import dataclass
 
 from seatide.plugin.base import PermanentError
+from seatide.plugin.save_mode_door import decision_name
 from seatide.plugin.sink_protocol import BatchResult, SaveModeDoor, SinkRun, SinkTargets
 from seatide.plugin.sink_records import SinkDecisions
 from seatide.store.kept_output import kept_output
-from seatide.store.owed_destroy import later_destroy, refusal as late_refusal
+from seatide.store.owed_destroy import later_destroys, refusal as late_refusal
 from seatide.store.own_output import wrote_before
 
 _BATCH_FILE = re.compile(r"^(\d+)\.json$")
@@ -217,36 +218,40 @@ class StoreDecisions:
                                                            target, earlier_keys))
         if kept is None:
             return None
-        earlier = self.recorded_once(key) or self._run_decision(key)
+        earlier = self.recorded_once(key) or self._run_decision([target, *earlier_keys])
         if earlier is not None:
             return earlier
         raise PermanentError(f"pipeline {self.writer['pipeline']}: {kept}")
 
-    def _run_decision(self, key: str) -> dict | None:
-        """The run's decision of the target ``key`` names, when this pipeline, started over, has nothing of
-        its own there to destroy: it never began a batch before its fresh start (store/own_output.py)."""
+    def _run_decision(self, identities: list[str]) -> dict | None:
+        """The run's decision of the target (``identities``: its key and earlier spellings, any of which
+        may name it: outside review of review 8's fixes, F1), when this pipeline, started over, has
+        nothing of its own there to destroy: it never began a batch before its fresh start
+        (store/own_output.py)."""
         if self.began is None or not self.run_scope:
             return None
         pipeline, began = self.writer["pipeline"], self.began
         if self.reporter.read(lambda conn: wrote_before(conn, self.reporter.job_id, pipeline, began)):
             return None
-        return self.recorded_once(self.run_scope + key[key.index("@"):])
+        names = (decision_name(self.run_scope, identity) for identity in identities)
+        return next(filter(None, map(self.recorded_once, names)), None)
 
-    def owes_destroy(self, key: str, target: str, earlier_keys: list[str]) -> bool:
+    def owes_destroy(self, key: str, target: str, earlier_keys: list[str],
+                     carried_out: Callable[[dict], bool] = lambda plan: False) -> bool:
         if not self.writer:
             return True
         job_id, pipeline = self.reporter.job_id, self.writer["pipeline"]
 
         def look(conn):
-            later = later_destroy(conn, job_id, key, [target, *earlier_keys])
-            return later, None if later is not None else kept_output(conn, job_id, pipeline, target, earlier_keys)
+            return (later_destroys(conn, job_id, key, [target, *earlier_keys]),
+                    kept_output(conn, job_id, pipeline, target, earlier_keys))
 
         later, kept = self.reporter.read(look)
-        if later is not None:
-            return False        # emptied since by a later decision: nothing of this one is owed
+        if any(map(carried_out, later)):
+            return False        # emptied since by a later decision, carried out: nothing of this one is owed
         if kept is None:
             return True
-        raise PermanentError(late_refusal(pipeline, target))
+        raise PermanentError(late_refusal(pipeline, target, kept))
 
     def recorded_once(self, key: str) -> dict | None:
         return self.decided(-1, key)
@@ -309,7 +314,7 @@ class FileDecisions:
     def may_destroy(self, key: str, target: str, earlier_keys: list[str]) -> dict | None:
         return None     # no store: no other pipeline's rows are known here
 
-    def owes_destroy(self, key: str, target: str, earlier_keys: list[str]) -> bool:
+    def owes_destroy(self, key: str, target: str, earlier_keys: list[str], carried_out=None) -> bool:
         return True     # one scope, no other lineage's rows known here
 
     def recorded_once(self, key: str) -> dict | None:

@@ -10,9 +10,13 @@ makes its save modes under a scope of its own (``runtime/sink_runs.py``), so its
 committed rows there since (outside review 8, B); a table's rows have no identity the plan could
 name, so the late step would take them too:
 
-* a destructive decision of another scope recorded later over the target emptied it after this
-  one was decided: nothing of this one is owed, it is skipped (recorded as done), and the rows
-  stay: the target was emptied once, as the user's save mode asks, before the rows now there;
+* a destructive decision of another scope recorded later over the same target, and carried out
+  (its own record in the target's system says so), emptied it after this one was decided: nothing
+  of this one is owed, it is skipped (recorded as done), and the rows stay: the target was emptied
+  once, as the user's save mode asks, before the rows now there. A later decision only recorded
+  proves nothing (outside review of review 8's fixes, B1: one recorded and never carried out made
+  the first skipped too, and the rows of before the run stayed under the job's), nor one over a
+  target that merely overlaps (``overlaps`` says "may touch", not "emptied");
 * otherwise, where rows a pipeline keeps are there (``store/kept_output.py``), it is refused,
   nothing destroyed: the decision stands in the store whatever the config says now, so the one
   way on is a new job.
@@ -25,17 +29,19 @@ import json
 from sqlalchemy import and_, select
 
 from seatide.store import schema as s
-from seatide.store.target_identity import any_overlap
 
 
-def later_destroy(conn, job_id: str, key: str, names: list[str]) -> str | None:
-    """The key of a destructive save-mode decision of the job over a target that overlaps ``names``
-    (a target's key and earlier spellings), recorded after the decision ``key``; None when none is."""
+def later_destroys(conn, job_id: str, key: str, names: list[str]) -> list[dict]:
+    """The destructive save-mode decisions of the job's other scopes over the target ``names`` name
+    (its key and earlier spellings), recorded after the decision ``key``: whether one was carried
+    out, the target's system tells (each a ``destroy`` plan, which names its record there)."""
     m = s.sink_manifests.c
     decided_at = conn.execute(select(m.decided_at).where(and_(
         m.job_id == job_id, m.batch_id == -1, m.transaction_id == key))).scalar()
     if decided_at is None:
-        return None
+        return []
+    scope = key.partition("@")[0]
+    found = []
     for later, text in conn.execute(select(m.transaction_id, m.manifest).where(and_(
             m.job_id == job_id, m.batch_id == -1, m.transaction_id != key, m.decided_at > decided_at,
             m.transaction_id.like("P\\_%", escape="\\")))).all():
@@ -43,19 +49,20 @@ def later_destroy(conn, job_id: str, key: str, names: list[str]) -> str | None:
             record = json.loads(text)
         except ValueError:
             continue
-        if isinstance(record, dict) and record.get("destroy") is not None and record.get("target") is not None \
-                and any_overlap([str(record["target"]), *map(str, record.get("earlier") or ())], set(names)):
-            return later
-    return None
+        if later.partition("@")[0] != scope and isinstance(record, dict) and isinstance(record.get("destroy"), dict) \
+                and {str(record.get("target")), *map(str, record.get("earlier") or ())} & set(names):
+            found.append(record["destroy"])
+    return found
 
 
-def refusal(pipeline_id: int, target: str) -> str:
+def refusal(pipeline_id: int, target: str, kept: str) -> str:
+    """``kept``: whose rows are there (``store/kept_output.py``'s reason)."""
     return (f"pipeline {pipeline_id}: target {target}: the job's decision of its save modes (DROP_DATA, "
             "RECREATE_SCHEMA or CUSTOM_PROCESSING) was recorded and never carried out (the driver that decided "
-            "it ended first), and rows were committed there since by a pipeline started over, which carrying it "
-            "out now would destroy; nothing was destroyed. The decision stands whatever the config says now. "
+            f"it ended first), and rows were committed there since, which carrying it out now would destroy "
+            f"({kept.partition(': ')[2].partition('. Its save mode')[0] or kept}); nothing was destroyed. The decision stands whatever the config says now. "
             "Way on: submit the job again as a new job (every pipeline writes its rows again after the target is "
             "emptied once)")
 
 
-__all__ = ["later_destroy", "refusal"]
+__all__ = ["later_destroys", "refusal"]

@@ -88,10 +88,12 @@ def plan(conn, route: JdbcTarget, names: tuple[str, ...], connected_to: str | No
 
 
 def destroy(conn, route: JdbcTarget, decided: dict, sink_id: str, fence: Callable[[], None],
-            owed: Callable[[], bool] | None = None) -> None:
+            owed: Callable[[Callable[[dict], bool]], bool] | None = None) -> None:
     """Carry out a decided step unless its record says it was (see the module's docstring). Carried out
     late (its record missing: the driver that decided it died first), it would take every row committed
-    since: ``owed()`` (the door's, ``Target.destroy_owed``) is asked first, and skips or refuses it."""
+    since: ``owed(carried_out)`` (the door's, ``Target.destroy_owed``) is asked before the step, which
+    it skips when a later decision of the target's was carried out (``carried_out``: its record here
+    says so) or refuses over kept rows, and again after the step's statement, as a plan's ``check``."""
     cursor = conn.cursor()
     with named_lock(cursor, route.dialect.name, decided["record"], lock_wait_s()):
         conn.rollback()        # a snapshot taken before the lock (MySQL) would not see the record
@@ -99,7 +101,7 @@ def destroy(conn, route: JdbcTarget, decided: dict, sink_id: str, fence: Callabl
 
 
 def _carry_out(conn, route: JdbcTarget, decided: dict, sink_id: str, fence: Callable[[], None],
-               destroys: bool, owed: Callable[[], bool] | None = None,
+               destroys: bool, owed: Callable[[Callable[[dict], bool]], bool] | None = None,
                check: Callable[[], bool] | None = None) -> bool:
     """Under the record's lock: unless ``decided``'s record is there, carry out its step (when it
     ``destroys`` and is ``owed()``; else a check that passed, or a step a later one made needless),
@@ -122,7 +124,10 @@ def _carry_out(conn, route: JdbcTarget, decided: dict, sink_id: str, fence: Call
     records.create(cursor)
     conn.commit()
     if records.rows_of(cursor, decided["record"]) is None:
-        step = decided["step"] if destroys and (owed is None or owed()) else None
+        carried_out = lambda plan: _recorded(cursor, records, plan)      # noqa: E731
+        step = decided["step"] if destroys and (owed is None or owed(carried_out)) else None
+        if owed is not None and step is not None and check is None:
+            check = lambda: owed(carried_out)      # noqa: E731 - rows committed since it was asked
         ddl = step == "RECREATE_SCHEMA" and route.dialect.name != POSTGRESQL     # commits at once
         locked = ddl and _lock_tables(conn, cursor, f"{route.quoted} WRITE, {records.table} WRITE")
         try:
@@ -145,6 +150,13 @@ def _carry_out(conn, route: JdbcTarget, decided: dict, sink_id: str, fence: Call
             cursor.execute("UNLOCK TABLES")
     conn.commit()
     return True
+
+
+def _recorded(cursor, records: CommitRecords, plan: dict) -> bool:
+    """Whether another decision's plan of this target (a Jdbc plan names its record) was carried out:
+    its record is in this target's records table (another home's is not asked: taken as not)."""
+    return (isinstance(plan.get("record"), str) and plan.get("home") == records.schema
+            and records.rows_of(cursor, plan["record"]) is not None)
 
 
 def _run_step(cursor, route: JdbcTarget, step: str) -> None:
