@@ -94,3 +94,51 @@ def test_a_commit_after_the_destroys_check_is_never_taken_by_its_step(db, tmp_pa
         assert [i for i in ids if i >= 100] == [100, 101], f"the {mode} took rows committed after its check: {ids}"
     else:       # its batch failed on the dropped table: nothing of it committed (it runs again)
         assert mode == {"schema_save_mode": "RECREATE_SCHEMA"}, committed
+
+
+def test_a_custom_sql_that_commits_at_once_never_takes_a_batch_committed_while_it_waits(db, tmp_path):
+    """Outside review of G's fix, F1: on MariaDB ``TRUNCATE`` (SeaTunnel's usual ``custom_sql``) commits at
+    once. It waited for a writer's open batch (noted, not yet committed), emptied the table right after
+    that COMMIT, and the check that then saw the note rolled back nothing: the batch was gone. Run as
+    RECREATE_SCHEMA is there (the table locked first, then the check, then the statement), the check
+    sees the note and nothing is destroyed."""
+    if "postgresql" in db[0]:
+        pytest.skip("PostgreSQL runs TRUNCATE in the transaction the check rolls back")
+    table = table_name()
+    execute(db, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY)", f"INSERT INTO {table} (id) VALUES (1), (2)")
+    targets = open_sink(make_sink(db, table=table, data_save_mode="CUSTOM_PROCESSING",
+                                  custom_sql=f"TRUNCATE TABLE {table}"), context(None, "g8"))
+    (key,) = targets.keys()
+    target = targets.target(key)
+    note = tmp_path / "applying-0.json"
+    writer = JdbcUrl.parse(db[0]).connect(db[1])
+    note.write_text("jdbc target")             # SinkCommitLog.applying: before its COMMIT
+    writer.cursor().execute(f"INSERT INTO {table} (id) VALUES (100), (101)")    # its batch, open
+
+    def decide(plan: dict) -> dict:
+        if note.exists():
+            raise PermanentError("rows kept")
+        return {"destroy": plan}
+
+    target.save_mode_decisions = (f"P_g8@{table}",)
+    target.decide_save_modes = decide
+    outcome: list = []
+    destroyer = threading.Thread(target=lambda: outcome.append(_refused(target)), daemon=True)
+    destroyer.start()
+    deadline = time.monotonic() + 60
+    while not query(db, "SELECT 1 FROM information_schema.PROCESSLIST WHERE STATE LIKE 'Waiting for table%'"):
+        assert time.monotonic() < deadline and destroyer.is_alive(), f"the destroy did not wait for the batch: {outcome}"
+        time.sleep(0.05)
+    writer.commit()                             # the kept pipeline's batch COMMIT, while the destroy waits
+    writer.close()
+    destroyer.join(60)
+    assert outcome == [True], f"the destroy was not refused over the noted batch: {outcome}"
+    assert [r[0] for r in query(db, f"SELECT id FROM {table} ORDER BY id")] == [1, 2, 100, 101]
+
+
+def _refused(target) -> bool:
+    try:
+        target.save_mode_plan(None)
+    except PermanentError:
+        return True
+    return False
