@@ -47,15 +47,16 @@ class DriverDied(BaseException):
     and the target database's session ends (its named lock with it)."""
 
 
-def _resumed(store, job: Pipeline, started_over: int) -> None:
-    """The job's incarnation 2, which starts pipeline ``started_over`` over (the resume's decision)."""
+def _resumed(store, job: Pipeline, started_over: int, *more: int) -> None:
+    """The job's incarnation 2, which starts pipeline ``started_over`` (and ``more``) over (the resume's decision)."""
     with store.write() as conn:
         olds = conn.execute(s.pipelines.select().where(s.pipelines.c.job_id == job.job_id)).all()
         for old in olds:
             conn.execute(insert(s.pipelines).values({**old._asdict(), "incarnation": 2, "status": "CREATED",
                                                      "started_batch": None, "started_lineage": None}))
+        over = (started_over, *more)
         conn.execute(update(s.jobs).where(s.jobs.c.job_id == job.job_id).values(incarnation=2, restore=json.dumps(
-            {"prepare": {str(started_over): None}, "fresh": [{"pipeline": started_over, "problem": "lost"}]})))
+            {"prepare": {str(p): None for p in over}, "fresh": [{"pipeline": p, "problem": "lost"} for p in over]})))
 
 
 def _attempt(store, job: Pipeline) -> AttemptReporter:
@@ -71,15 +72,16 @@ def _attempt(store, job: Pipeline) -> AttemptReporter:
     return AttemptReporter(store, job.job_id, incarnation, attempt)
 
 
-def _job(store, workdir: str) -> tuple[Pipeline, dict[int, str]]:
-    """A job whose pipelines 1 and 2 have checkpoint directories of their own (the store's rows name them)."""
+def _job(store, workdir: str, pipelines: int = 2) -> tuple[Pipeline, dict[int, str]]:
+    """A job whose pipelines 1 .. ``pipelines`` have checkpoint directories of their own (the store's rows name them)."""
     job = Pipeline(store, workdir)
-    dirs = {p: os.path.join(workdir, job.job_id, f"pipeline-{p}") for p in (1, 2)}
+    dirs = {p: os.path.join(workdir, job.job_id, f"pipeline-{p}") for p in range(1, pipelines + 1)}
     with store.write() as conn:
         conn.execute(update(s.pipelines).where(s.pipelines.c.job_id == job.job_id).values(checkpoint_dir=dirs[1]))
-        conn.execute(insert(s.pipelines).values(
-            job_id=job.job_id, incarnation=1, pipeline_id=2, status="RUNNING", fingerprint="f",
-            checkpoint_dir=dirs[2], rows_read=0, rows_written=0, idle=False))
+        for p in range(2, pipelines + 1):
+            conn.execute(insert(s.pipelines).values(
+                job_id=job.job_id, incarnation=1, pipeline_id=p, status="RUNNING", fingerprint="f",
+                checkpoint_dir=dirs[p], rows_read=0, rows_written=0, idle=False))
     return job, dirs
 
 
@@ -213,3 +215,75 @@ def test_a_pipeline_started_over_that_never_wrote_follows_the_runs_decision(
         return
     assert not _write(job, _attempt(store, job), second, spark, 2, dirs[2], "M2", [20], began=2).replayed
     assert system.read(table) == [10, 11, 20]
+
+
+@pytest.mark.parametrize("server", ["PostgreSQL", "MariaDB"])
+def test_a_standing_decision_of_the_same_fresh_start_is_no_license_over_rows_kept_since(
+        spark, store, tmp_path, monkeypatch, request, server):
+    """Outside review of G's fix, F2: pipelines 2 and 3 are started over by one fresh start, both DROP_DATA
+    on T; pipeline 1 carries on. Pipeline 2 DELETEs, its check passes and records the decision, and its driver
+    dies before the COMMIT (the DELETE rolls back). Pipeline 1 then commits 10. Pipeline 3 comes: the
+    standing decision equals its own plan, and its check took that for a pass: its DELETE took 10. It must
+    be refused (pipeline 1 keeps 10), nothing destroyed."""
+    system = JdbcSystem(server, request.getfixturevalue(f"{server.lower()}_database"))
+    table = system.new_target()
+    system._run(f"INSERT INTO {table} (id, name) VALUES (1, 'before')")
+    job, dirs = _job(store, str(tmp_path / "checkpoints"), pipelines=3)
+    _resumed(store, job, 2, 3)
+    hit = failpoints.hit
+    reporter, meanwhile = _attempt(store, job), []
+
+    def at(name: str, *args, **kwargs):
+        if name == "sink.save_mode_plan" and not meanwhile:       # pipeline 3 passed its door's look-ups
+            meanwhile.append(name)
+            with pytest.raises(DriverDied):
+                _write(job, reporter, system.sink(table, data_save_mode="DROP_DATA"), spark, 2, dirs[2], "M2",
+                       [20], began=2)
+            assert system.read(table) == [1]             # decided in the store, its DELETE rolled back
+            _write(job, reporter, system.sink(table, data_save_mode="APPEND_DATA"), spark, 1, dirs[1], "L1", [10])
+            assert system.read(table) == [1, 10]
+        elif name == "jdbc.save_mode_decided" and len(meanwhile) == 1:
+            meanwhile.append(name)                      # pipeline 2's driver dies before its COMMIT
+            raise DriverDied(name)
+        return hit(name, *args, **kwargs)
+
+    monkeypatch.setattr(failpoints, "hit", at)
+    with pytest.raises(PermanentError, match="nothing was destroyed"):
+        _write(job, reporter, system.sink(table, data_save_mode="DROP_DATA"), spark, 3, dirs[3], "N2", [30], began=2)
+    assert len(meanwhile) == 2, meanwhile
+    assert 10 in system.read(table), "the fresh start's DROP_DATA took the rows pipeline 1 keeps"
+
+
+@pytest.mark.parametrize("server", ["PostgreSQL"])
+def test_a_plan_refused_by_its_own_check_records_nothing_a_writer_with_rows_would_follow(
+        spark, store, tmp_path, monkeypatch, request, server):
+    """Outside review of G's fix, F3: run 1: pipeline 3's DROP_DATA empties T and it commits 30; pipelines
+    1 and 2 never begin a batch. Pipelines 2 and 3 are started over (DROP_DATA). Pipeline 2's DELETE
+    runs while pipeline 1 (carrying on) commits 10: its check finds rows kept and pipeline 2 follows the
+    run's decision. It recorded "destroy nothing" for the fresh start too, so pipeline 3, which has rows
+    of its own there (30), followed that and wrote them again. It must be refused (pipeline 1 keeps 10)."""
+    system = JdbcSystem(server, request.getfixturevalue(f"{server.lower()}_database"))
+    table = system.new_target()
+    job, dirs = _job(store, str(tmp_path / "checkpoints"), pipelines=3)
+    reporter = _attempt(store, job)
+    _write(job, reporter, system.sink(table, data_save_mode="DROP_DATA"), spark, 3, dirs[3], "N1", [30])
+    with store.write() as conn:          # pipeline 3 began (and committed) a batch in its first lineage
+        conn.execute(update(s.pipelines).where(s.pipelines.c.job_id == job.job_id, s.pipelines.c.pipeline_id == 3)
+                     .values(started_batch=0, started_lineage="N1"))
+    _resumed(store, job, 2, 3)
+    # the fresh start's driver moved pipeline 3's directory aside: a new lineage, none of its marks yet
+    write_json_atomic(os.path.join(dirs[3], "seatide.json"), {"lineage": "N2", "fingerprint": "f"})
+    reporter, hit, meanwhile = _attempt(store, job), failpoints.hit, []
+
+    def at(name: str, *args, **kwargs):
+        if name == "sink.save_mode_plan" and not meanwhile:       # pipeline 2 passed its door's look-ups
+            meanwhile.append(name)
+            _write(job, reporter, system.sink(table, data_save_mode="DROP_DATA"), spark, 1, dirs[1], "L1", [10])
+        return hit(name, *args, **kwargs)
+
+    monkeypatch.setattr(failpoints, "hit", at)
+    _write(job, reporter, system.sink(table, data_save_mode="DROP_DATA"), spark, 2, dirs[2], "M2", [20], began=2)
+    monkeypatch.setattr(failpoints, "hit", hit)
+    assert meanwhile and 10 in system.read(table)
+    with pytest.raises(PermanentError, match="nothing was destroyed"):
+        _write(job, reporter, system.sink(table, data_save_mode="DROP_DATA"), spark, 3, dirs[3], "N2", [30], began=2)

@@ -65,7 +65,12 @@ class SaveModeDoor:
                     if (record := next(filter(None, map(self.records.recorded_once, names)), None)) is None:
                         raise
                 else:
-                    record = self._decide(target, names, plan)
+                    # A plan whose own check refused its step (rows kept since the look-up) is None: the
+                    # decision to follow is asked again, never "nothing to destroy" recorded for the scope,
+                    # which a writer with rows of its own there would follow (outside review of G's fix, F3)
+                    if plan is None and target.destroys_when_planned:
+                        record = self.records.may_destroy(names[0], target.key, list(target.earlier_keys))
+                    record = record or self._decide(target, names, plan)
             failpoints.hit("sink.save_modes_decided")
             if record.get("destroy") is not None:
                 target.destroy_owed = lambda carried_out: self.records.owes_destroy(

@@ -203,7 +203,10 @@ class StoreDecisions:
             # kept since the door asked (Jdbc) are refused here too
             standing = self.may_destroy(key, str(plan.get("target")), plan.get("earlier") or [])
             if standing is not None:
-                return standing
+                # Rows are kept there now: a decision that stands (the same plan, recorded by a writer of
+                # this scope that died before carrying it out) is no license to carry this plan out over
+                # them (outside review of G's fix, F2); the caller follows it through the door instead
+                return {**standing, "kept": True}
         # Batch -1: no batch's; its key never starts like a lineage's, so no roll-forward lists it.
         return self.reporter.decide_batch(self.pipeline_id, self.plugin_id, -1, key, {**plan, **(self.writer or {})})
 

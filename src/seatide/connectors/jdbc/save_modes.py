@@ -82,7 +82,7 @@ def plan(conn, route: JdbcTarget, names: tuple[str, ...], connected_to: str | No
         destroys = exists and step != "ERROR_WHEN_DATA_EXISTS"
         # asked after the step, in its transaction (``_carry_out``): False when another writer's
         # decision stands (the door follows it); raises when rows are kept
-        check = (lambda: decide(decided).get("destroy") == decided) if destroys and decide is not None else None
+        check = (lambda: _stands(decide(decided), decided)) if destroys and decide is not None else None
         if not _carry_out(conn, route, decided, sink_id, fence, destroys, check=check):
             return None
     return decided if destroys else None
@@ -152,6 +152,12 @@ def _carry_out(conn, route: JdbcTarget, decided: dict, sink_id: str, fence: Call
             cursor.execute("UNLOCK TABLES")
     conn.commit()
     return True
+
+
+def _stands(decision: dict, decided: dict) -> bool:
+    """Whether the door's answer lets this plan's step stand: it is the plan, and no rows are kept in the
+    target now (``kept``: another writer's equal decision stands, but not over rows committed since)."""
+    return decision.get("destroy") == decided and not decision.get("kept")
 
 
 def _recorded(cursor, records: CommitRecords, plan: dict) -> bool:
