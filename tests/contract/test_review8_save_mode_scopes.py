@@ -97,10 +97,10 @@ def _write(job, reporter, sink, spark, pipeline_id: int, directory: str, lineage
     return run.write(rows(spark, ids), 0)
 
 
-def _decided_never_carried_out_then_started_over(spark, store, tmp_path, monkeypatch, request, server: str,
-                                                 fresh_mode: str):
-    """Table T holds 1, 2 from before the run. Pipeline 1's DROP_DATA is decided, its driver dies before the
-    DELETE; pipeline 1 is started over (``fresh_mode``) and commits 10, 11. (job, dirs, system, T)"""
+def _run_decision_never_carried_out(spark, store, tmp_path, monkeypatch, request, server: str):
+    """Table T holds 1, 2 from before the run; pipeline 1's DROP_DATA is decided and its driver dies before
+    the DELETE. The failpoint stays armed (the next decision dies too); ``hit``, the real one, restores it.
+    (job, dirs, system, T, hit)"""
     system = JdbcSystem(server, request.getfixturevalue(f"{server.lower()}_database"))
     table = system.new_target()
     system._run(f"INSERT INTO {table} (id, name) VALUES (1, 'before'), (2, 'before')")
@@ -115,6 +115,14 @@ def _decided_never_carried_out_then_started_over(spark, store, tmp_path, monkeyp
     monkeypatch.setattr(failpoints, "hit", dies_at)
     with pytest.raises(DriverDied):
         _write(job, job.attempt(), system.sink(table, data_save_mode="DROP_DATA"), spark, 1, dirs[1], "L1", [5])
+    return job, dirs, system, table, hit
+
+
+def _decided_never_carried_out_then_started_over(spark, store, tmp_path, monkeypatch, request, server: str,
+                                                 fresh_mode: str):
+    """Table T holds 1, 2 from before the run. Pipeline 1's DROP_DATA is decided, its driver dies before the
+    DELETE; pipeline 1 is started over (``fresh_mode``) and commits 10, 11. (job, dirs, system, T)"""
+    job, dirs, system, table, hit = _run_decision_never_carried_out(spark, store, tmp_path, monkeypatch, request, server)
     monkeypatch.setattr(failpoints, "hit", hit)
     assert system.read(table) == [1, 2]                  # decided in the store, never carried out
     _resumed(store, job, started_over=1)
@@ -158,20 +166,7 @@ def test_a_later_decision_only_recorded_never_makes_an_owed_one_needless(
     DELETE; pipeline 2, started over, decides its own and dies the same way. Pipeline 1 then comes to
     the table: the later decision was never carried out, so the run's is still owed, and the rows of
     before the run go (they stayed, under the job's, when a recorded later decision counted as done)."""
-    system = JdbcSystem(server, request.getfixturevalue(f"{server.lower()}_database"))
-    table = system.new_target()
-    system._run(f"INSERT INTO {table} (id, name) VALUES (1, 'before'), (2, 'before')")
-    job, dirs = _job(store, str(tmp_path / "checkpoints"))
-    hit = failpoints.hit
-
-    def dies_at(name: str, *args, **kwargs):
-        if name == "jdbc.save_mode_decided":
-            raise DriverDied(name)
-        return hit(name, *args, **kwargs)
-
-    monkeypatch.setattr(failpoints, "hit", dies_at)
-    with pytest.raises(DriverDied):
-        _write(job, job.attempt(), system.sink(table, data_save_mode="DROP_DATA"), spark, 1, dirs[1], "L1", [5])
+    job, dirs, system, table, hit = _run_decision_never_carried_out(spark, store, tmp_path, monkeypatch, request, server)
     _resumed(store, job, started_over=2)
     with pytest.raises(DriverDied):
         _write(job, _attempt(store, job), system.sink(table, data_save_mode="DROP_DATA"), spark, 2, dirs[2], "M2",
