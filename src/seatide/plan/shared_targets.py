@@ -162,7 +162,8 @@ def _refusal(first: PluginSpec, second: PluginSpec) -> str | None:
         return (f"{said} write the same target ({_spelled(second)}) with different destructive save modes; a "
                 f"target's save modes are carried out once, by whichever sink prepares it first, so only one "
                 f"of the two would run, and which is timing. Way on: give every sink of the target the same "
-                f"data_save_mode, schema_save_mode and custom_sql (on PostgreSQL one custom_sql may hold both statements; the MySQL driver runs one), or "
+                f"data_save_mode, schema_save_mode and custom_sql (on PostgreSQL one custom_sql may hold both "
+                f"statements; the MySQL driver runs one), or "
                 f"write two targets")
     return None
 

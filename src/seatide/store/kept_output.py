@@ -3,7 +3,8 @@
 A target's save modes are decided once per job run and target, by whichever sink prepares it first
 (``plugin/save_mode_door.py``, ``SaveModeDoor``). A fresh start (``--fallback fresh``) starts only
 the pipelines that had not finished (``store/restore.py``), and their targets' decisions are made
-anew then, under the fresh start's own names (``runtime/sink_runs.py``), as a new submission's. Where another pipeline of the job writes the same target and is not started over (it
+anew then, under the fresh start's own names (``runtime/sink_runs.py``), as a new submission's.
+Where another pipeline of the job writes the same target and is not started over (it
 FINISHED, or carries on from its checkpoint), DROP_DATA or RECREATE_SCHEMA would empty the rows it
 committed there, which it never writes again (outside review of c33655f, F2: FINISHED with 900 of
 1800 rows). SeaTunnel runs a sink's save mode once, when the job starts, before any row is written;
@@ -97,7 +98,8 @@ def _decided_into(conn, job_id: str, pipeline_id: int, since: int, names: set[st
             publish = json.loads(text).get("publish")
         except (ValueError, AttributeError):
             continue
-        if isinstance(publish, dict) and isinstance(publish.get("targets"), dict) and any_overlap(names, publish["targets"]):
+        if isinstance(publish, dict) and isinstance(publish.get("targets"), dict) \
+                and any_overlap(names, publish["targets"]):
             return True
     return False
 

@@ -60,7 +60,8 @@ def refusal(pipeline_id: int, target: str, kept: str) -> str:
     return (f"pipeline {pipeline_id}: target {target}: the job's decision of its save modes (DROP_DATA, "
             "RECREATE_SCHEMA or CUSTOM_PROCESSING) was recorded and never carried out (the driver that decided "
             f"it ended first), and rows were committed there since, which carrying it out now would destroy "
-            f"({kept.partition(': ')[2].partition('. Its save mode')[0] or kept}); nothing was destroyed. The decision stands whatever the config says now. "
+            f"({kept.partition(': ')[2].partition('. Its save mode')[0] or kept}); nothing was destroyed. "
+            "The decision stands whatever the config says now. "
             "Way on: submit the job again as a new job (every pipeline writes its rows again after the target is "
             "emptied once)")
 

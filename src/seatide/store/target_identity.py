@@ -60,21 +60,26 @@ def server_host(host: str) -> str:
         return name
 
 
-def query_table(query: str, reader: re.Pattern = _QUERY_TABLE) -> tuple[str, ...] | None:
+def query_table(query: str) -> tuple[str, ...] | None:
     """The table an ``INSERT``/``UPSERT``/``REPLACE``/``MERGE`` names, unquoted, split at its dots;
     None where SeaTide cannot read it (then the target is ``UNKNOWN_TABLE``). A quoted name is read
     whole (outside review 8b, F3: ``"order-items"`` read as ``order`` missed the table it writes)."""
-    match = reader.match(query or "")
-    if match is None or ";" in query.strip().rstrip(";"):
-        return None             # not read, or more than one statement: any table
-    if reader is _QUERY_TABLE_FIRST:
-        return tuple(part.strip().strip('`"[]') for part in match.group("table").split("."))
-    return tuple(name[1:-1] if name[0] in '"`[' else name for name in re.findall(_NAME, match.group("table")))
+    table = _statement_table(query, _QUERY_TABLE)
+    return None if table is None else tuple(name[1:-1] if name[0] in '"`[' else name
+                                            for name in re.findall(_NAME, table))
 
 
 def query_table_first_read(query: str) -> tuple[str, ...] | None:
-    """``query_table`` as the first target keys read it (2026-11-30), which named the keys its checkpoints hold."""
-    return query_table(query, _QUERY_TABLE_FIRST)
+    """``query_table`` as the first target keys read it (2026-11-30), which named the keys its
+    checkpoints hold."""
+    table = _statement_table(query, _QUERY_TABLE_FIRST)
+    return None if table is None else tuple(part.strip().strip('`"[]') for part in table.split("."))
+
+
+def _statement_table(query: str, reader: re.Pattern) -> str | None:
+    """The table part of a single statement ``reader`` reads; None: not read, or several statements."""
+    match = reader.match(query or "")
+    return None if match is None or ";" in query.strip().rstrip(";") else match.group("table")
 
 
 def jdbc_target(dialect: str, host: str, port: int | None, database: str, schema: str, table: str) -> str:

@@ -50,7 +50,8 @@ def plan(conn, route: JdbcTarget, names: tuple[str, ...], connected_to: str | No
     (an APPEND_DATA that may have committed rows since the door asked) or kept rows refuse it, the
     step is rolled back and the standing decision is followed; a writer that decides after finds
     this one and carries it out, waiting on this lock, before its rows (review 7). After the
-    statement, not before it: a batch committed while it ran is seen (``_carry_out``, review 8 G). The look, the check, the step and its record are one,
+    statement, not before it: a batch committed while it ran is seen (``_carry_out``, review 8 G).
+    The look, the check, the step and its record are one,
     under the record's lock, whether the table exists or not (review 31 F6): a second writer of
     the job that found no decision in the door, and plans after the first made the table and
     committed rows into it, finds the record, and neither refuses nor empties them. Its record, in

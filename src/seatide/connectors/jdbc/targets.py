@@ -93,7 +93,8 @@ class JdbcTableTarget(Target):
         spec = table.lead.spec      # save_modes.plan carries these steps out (kept rows are asked first)
         self.destroys_when_planned = self.save_modes and (spec.schema_save_mode == "RECREATE_SCHEMA" or
                                                           spec.data_save_mode in ("DROP_DATA", "CUSTOM_PROCESSING"))
-        spellings = [*(owner.naming.spelled(r) for r in routes), *(owner.naming.earlier(r, owner.multi) for r in routes),
+        spellings = [*(owner.naming.spelled(r) for r in routes),
+                     *(owner.naming.earlier(r, owner.multi) for r in routes),
                      *(owner.naming.key_first_read(r) for r in routes),
                      *owner.naming.job_spellings().get(key, ())]
         self.earlier_keys = [k for k in dict.fromkeys(spellings) if k != key]
