@@ -106,7 +106,8 @@ def test_a_resume_never_restores_an_earlier_runs_savepoint(store, tmp_path):
     submit(store, tmp_path)
     _end(store)
     assert savepoint_ids(store, "j1") == []
-    with pytest.raises(RestoreRefused, match="has no savepoint 7"):
+    with pytest.raises(RestoreRefused, match="savepoint 7 was taken by an earlier run of job id j1, before it was "
+                                             "submitted again"):
         resume_job(store, "j1", plan=build_plan(load_job_text(JOB)), text=JOB, variables={}, savepoint_id=7)
 
 

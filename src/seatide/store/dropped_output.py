@@ -42,6 +42,7 @@ class Dropped:
     lineage: str            # the lineage it started
     target: str             # the target's key, as its sink names it
     writer: str = ""        # who made it, for a refusal: the lineage, and its pipeline when another one's
+    at: float | None = None     # when it was decided (the store's clock)
 
 
 def dropped_after(conn, job_id: str, pipeline_id: int, lineage: str, after: int,
@@ -50,7 +51,7 @@ def dropped_after(conn, job_id: str, pipeline_id: int, lineage: str, after: int,
     in an incarnation above ``after`` (the newest that ran ``lineage``) over a target ``lineage``
     committed into (``directory``: its checkpoint directory, whose commit marks name them too), else None."""
     m = s.sink_manifests.c
-    rows = conn.execute(select(m.incarnation, m.manifest).where(and_(
+    rows = conn.execute(select(m.incarnation, m.manifest, m.decided_at).where(and_(
         m.job_id == job_id, m.batch_id == -1, m.incarnation > after,
         m.transaction_id.like("P\\_%", escape="\\"))).order_by(m.incarnation, m.decided_at)).all()
     targets: set[str] | None = None
@@ -64,7 +65,7 @@ def dropped_after(conn, job_id: str, pipeline_id: int, lineage: str, after: int,
             targets = lineage_targets(conn, job_id, pipeline_id, lineage, directory) or {"*"}
         if "*" in targets or _destroyed_overlaps(record, targets):
             return Dropped(row.incarnation, str(record.get("lineage")), str(record.get("target")),
-                           _writer(record, pipeline_id))
+                           _writer(record, pipeline_id), row.decided_at)
     return None
 
 

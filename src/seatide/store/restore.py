@@ -34,11 +34,11 @@ from seatide.store.fresh_made import checkpointed, made_empty as made_empty_note
 from seatide.store.jobs import JobNotFound, JobRefused
 from seatide.store.owed_moves import (OwedMove, batch_in_place, carried_copy, carried_fresh, decided_moves,
                                       owed_copy_problem, owed_moves, replanned)
-from seatide.store.paths import under
 from seatide.store.release_line import last_release, in_place_problem, refuse_savepoint_before
 from seatide.store.resumable import check_resumable, refuse_if_expiring, refuse_released
 from seatide.store.runs import pipeline_dir, spark_checkpoint_dir
-from seatide.store.savepoint_scope import finished_then, held, left_out, never_held, not_held, not_held_problem
+from seatide.store.named_savepoint import named_savepoint, refuse_dropped_since, savepoint_dir, savepoints_of_run
+from seatide.store.savepoint_scope import finished_then, held, never_held, not_held, not_held_problem
 from seatide.store.started_over import started_over
 from seatide.store.states import ATTEMPT_LIVE, AttemptState, JobStatus, PipelineStatus
 from seatide.store.unusable_checkpoints import refusal
@@ -76,12 +76,6 @@ class PipelinePlan:
         if self.released:
             entry["released"] = True
         return entry
-
-
-def savepoint_dir(checkpoint_dir: str, savepoint_id: int) -> str:
-    """<root>/savepoints/<id>/<pipeline> beside <root>/<pipeline>."""
-    root, pipeline = os.path.split(checkpoint_dir.rstrip("/"))
-    return under(root, "savepoints", str(int(savepoint_id)), pipeline)
 
 
 def inspect_checkpoint(path: str, fits, had_checkpoints: bool) -> str | None:
@@ -129,7 +123,9 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
         old = {p.pipeline_id: p for p in conn.execute(select(s.pipelines).where(and_(
             s.pipelines.c.job_id == job_id, s.pipelines.c.incarnation == job.incarnation)))}
         first = run_first_incarnation(conn, job)
-        savepoint = _savepoint(conn, job, savepoint_id) if savepoint_id is not None else None
+        savepoint = named_savepoint(conn, job, savepoint_id, first, old) if savepoint_id is not None else None
+        if savepoint is not None:
+            refuse_dropped_since(conn, job, savepoint, first, old)
         released = last_release(conn, job, first)
         completed, made_empty = checkpointed(conn, job, old, first, savepoint is None and job.release is None)
         decided = decided_in_place(conn, job, old, first, plan.job.env.micro_batch)   # store/decided_batches.py
@@ -189,27 +185,6 @@ def _run_until(conn, job, first: int) -> dict[int, int]:
     return dict(conn.execute(select(p.pipeline_id, func.max(p.incarnation)).where(and_(
         p.job_id == job.job_id, p.incarnation >= first, p.incarnation <= job.incarnation, p.checkpoint_dir != ""))
         .group_by(p.pipeline_id)).all())
-
-
-def _savepoint(conn, job, savepoint_id: int):
-    """One of the current run's savepoints: an earlier run of the job id is another job."""
-    job_id = job.job_id
-    row = conn.execute(select(s.checkpoints).where(and_(
-        s.checkpoints.c.job_id == job_id, s.checkpoints.c.checkpoint_id == savepoint_id,
-        s.checkpoints.c.kind == "SAVEPOINT", s.checkpoints.c.status == "COMPLETED",
-        s.checkpoints.c.incarnation >= run_first_incarnation(conn, job)))).first()
-    if row is None:
-        raise RestoreRefused(f"job {job_id} has no savepoint {savepoint_id}; `seatide checkpoints {job_id}` "
-                             "lists its savepoints")
-    missing = left_out(conn, row)
-    if missing:
-        raise RestoreRefused(
-            f"savepoint {savepoint_id} of job {job_id} is not a savepoint of the whole job: it does not hold "
-            f"pipeline{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}, which had not finished (a "
-            "pipeline whose batch fails while the stop with a savepoint waits for it is left out), so it cannot "
-            f"restore the job as it was. Resume without --from (`seatide resume {job_id}`): every pipeline is restored from its own "
-            "latest checkpoint, none loses or repeats a row")
-    return row
 
 
 def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[int, OwedMove],
@@ -383,10 +358,7 @@ def savepoint_ids(store: Store, job_id: str) -> list[int]:
         job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
         if job is None:
             return []
-        return [row.checkpoint_id for row in conn.execute(select(s.checkpoints).where(and_(
-            s.checkpoints.c.job_id == job_id, s.checkpoints.c.kind == "SAVEPOINT",
-            s.checkpoints.c.status == "COMPLETED", s.checkpoints.c.incarnation >= run_first_incarnation(conn, job)))
-            .order_by(s.checkpoints.c.checkpoint_id)) if not left_out(conn, row)]
+        return [row.checkpoint_id for row in savepoints_of_run(conn, job, run_first_incarnation(conn, job))]
 
 
 def latest_savepoint_id(store: Store, job_id: str) -> int | None:

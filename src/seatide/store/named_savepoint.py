@@ -1,0 +1,163 @@
+"""The savepoint a resume names (``seatide resume JOB --from N``), checked before anything is decided.
+
+A savepoint is the state of the whole job at one point (``store/savepoint_scope.py``). The resume that
+names one is refused at once, whatever its fallback, when that state cannot be restored: ``--fallback
+fresh`` starts over a pipeline whose checkpoint cannot be used, it never turns a resume from a savepoint
+into something else (outside review 9, F1 and F3). Each refusal names the savepoint, the job and the
+savepoints the run has, with the way on:
+
+* no such savepoint in the job's current run: no id, a checkpoint's id, one that did not complete, one
+  an earlier run of the job id took (``resume_job``'s ``first`` incarnation);
+* a copy of a pipeline it holds is gone from the data directory, or unreadable: it holds no position
+  to go on from (one written for other sources is the fallback's, as a changed config is);
+* it is older than a fresh start (``--fallback fresh``) whose save modes destroyed a target its lineage
+  had committed into (``store/dropped_output.py``): going on from its offsets would never write again
+  the rows that lineage committed before it. That is what a backup from before that fresh start is
+  refused for, and for the same reason: only a later savepoint, the latest checkpoint or a new fresh
+  start has every row.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from sqlalchemy import and_, func, select
+
+from seatide.store import schema as s
+from seatide.store.checkpoint_metadata import checkpoint_metadata
+from seatide.store.dropped_output import Dropped, dropped_after
+from seatide.store.job_ids import RestoreRefused
+from seatide.store.paths import under
+from seatide.store.runs import spark_checkpoint_dir
+from seatide.store.savepoint_scope import held, left_out
+
+
+def savepoint_dir(checkpoint_dir: str, savepoint_id: int) -> str:
+    """<root>/savepoints/<id>/<pipeline> beside <root>/<pipeline>."""
+    root, pipeline = os.path.split(checkpoint_dir.rstrip("/"))
+    return under(root, "savepoints", str(int(savepoint_id)), pipeline)
+
+
+def savepoints_of_run(conn, job, first: int) -> list:
+    """The run's completed savepoints of the whole job (``left_out``), oldest first (``first``: the run's
+    first incarnation, ``restore.run_first_incarnation``)."""
+    c = s.checkpoints.c
+    return [row for row in conn.execute(select(s.checkpoints).where(and_(
+        c.job_id == job.job_id, c.kind == "SAVEPOINT", c.status == "COMPLETED", c.incarnation >= first))
+        .order_by(c.checkpoint_id)) if not left_out(conn, row)]
+
+
+def named_savepoint(conn, job, savepoint_id: int, first: int, pipelines: dict):
+    """The savepoint row ``--from savepoint_id`` restores, or ``RestoreRefused`` saying why it cannot.
+    ``pipelines``: the job's current pipeline rows by id (their directories name the copies)."""
+    c = s.checkpoints.c
+    row = conn.execute(select(s.checkpoints).where(and_(
+        c.job_id == job.job_id, c.checkpoint_id == savepoint_id, c.kind == "SAVEPOINT", c.status == "COMPLETED",
+        c.incarnation >= first))).first()
+    if row is None:
+        _refuse(conn, job, savepoint_id, first, _not_one(conn, job, savepoint_id, first))
+    missing = left_out(conn, row)
+    if missing:
+        raise RestoreRefused(
+            f"savepoint {savepoint_id} of job {job.job_id} is not a savepoint of the whole job: it does not hold "
+            f"pipeline{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}, which had not finished (a "
+            "pipeline whose batch fails while the stop with a savepoint waits for it is left out), so it cannot "
+            f"restore the job as it was. Resume without --from (`seatide resume {job.job_id}`): every pipeline is "
+            "restored from its own latest checkpoint, none loses or repeats a row")
+    for pid in sorted(int(p) for p in held(row)):
+        if pid in pipelines and pipelines[pid].checkpoint_dir:
+            copy = savepoint_dir(pipelines[pid].checkpoint_dir, savepoint_id)
+            why = _copy_problem(copy)
+            if why is not None:
+                _refuse(conn, job, savepoint_id, first, f"its copy of pipeline {pid} ({copy}) {why}, so it holds "
+                        "no position to go on from", row)
+    return row
+
+
+def refuse_dropped_since(conn, job, savepoint, first: int, pipelines: dict) -> None:
+    """``RestoreRefused`` when a fresh start after ``savepoint`` destroyed what a lineage it holds committed."""
+    for pid, batch in sorted((int(p), b) for p, b in held(savepoint).items()):
+        if pid not in pipelines or not pipelines[pid].checkpoint_dir or batch < 0:
+            continue        # a pipeline it holds no batch of committed nothing to lose
+        copy = savepoint_dir(pipelines[pid].checkpoint_dir, savepoint.checkpoint_id)
+        lineage = (checkpoint_metadata(copy) or {}).get("lineage")      # read by named_savepoint already
+        dropped = dropped_after(conn, job.job_id, pid, lineage, _last_ran(conn, job.job_id, pid, lineage,
+                                                                          savepoint.incarnation), copy)
+        if dropped is not None:
+            _refuse(conn, job, savepoint.checkpoint_id, first, _older(pid, dropped), savepoint, dropped.incarnation)
+
+
+def _last_ran(conn, job_id: str, pipeline_id: int, lineage: str, taken: int) -> int:
+    """The newest incarnation that ran ``lineage`` (a plain resume after the savepoint goes on with it)."""
+    m, p = s.sink_manifests.c, s.pipelines.c
+    decided = conn.execute(select(func.max(m.incarnation)).where(and_(
+        m.job_id == job_id, m.pipeline_id == pipeline_id, m.batch_id >= 0,
+        m.transaction_id.like(f"T\\_%\\_{lineage}\\_%", escape="\\")))).scalar()
+    began = conn.execute(select(func.max(p.incarnation)).where(and_(
+        p.job_id == job_id, p.pipeline_id == pipeline_id, p.started_lineage == lineage))).scalar()
+    return max(taken, decided or taken, began or taken)
+
+
+def _older(pipeline_id: int, dropped: Dropped) -> str:
+    at = f", at {_utc(dropped.at)} UTC," if dropped.at is not None else ""
+    return (f"it is older than the fresh start of pipeline {pipeline_id} by incarnation {dropped.incarnation} "
+            f"({dropped.writer}){at} which prepared target {dropped.target} with a save mode that destroys "
+            "(DROP_DATA, RECREATE_SCHEMA or CUSTOM_PROCESSING) and emptied it: going on from the savepoint's offsets "
+            "would never write again the rows committed before it (they are lost), and would write again those the "
+            "fresh start wrote since")
+
+
+def _copy_problem(copy: str) -> str | None:
+    if not os.path.isdir(copy):
+        return "is missing"
+    try:
+        meta = checkpoint_metadata(copy)
+    except ValueError as exc:
+        return f"is unreadable: {exc}"
+    if meta is None:
+        return "holds no SeaTide checkpoint (seatide.json is missing)"
+    if not os.path.isdir(os.path.join(spark_checkpoint_dir(copy), "offsets")):
+        return "has no Spark offsets log"
+    return None
+
+
+def _not_one(conn, job, savepoint_id: int, first: int) -> str:
+    """Why the job's run has no savepoint ``savepoint_id``, as far as its rows tell."""
+    c = s.checkpoints.c
+    found = conn.execute(select(c.kind, c.status, c.incarnation).where(and_(
+        c.job_id == job.job_id, c.checkpoint_id == savepoint_id)).order_by(c.incarnation.desc())).first()
+    if found is None:
+        return f"job {job.job_id} has no savepoint {savepoint_id}"
+    if found.incarnation < first:
+        return (f"savepoint {savepoint_id} was taken by an earlier run of job id {job.job_id}, before it was "
+                "submitted again: this run never had it")
+    if found.kind != "SAVEPOINT":
+        return f"{savepoint_id} is a checkpoint of job {job.job_id}, not a savepoint"
+    return f"savepoint {savepoint_id} of job {job.job_id} did not complete ({found.status})"
+
+
+def _refuse(conn, job, savepoint_id: int, first: int, why: str, named=None, since: int | None = None):
+    """``RestoreRefused``: why, then the run's other savepoints (those after incarnation ``since`` first: a later
+    one holds what a fresh start made) and the plain resume."""
+    others = [r for r in savepoints_of_run(conn, job, first) if named is None or r.checkpoint_id != named.checkpoint_id]
+    later = [r for r in others if since is not None and r.incarnation >= since]
+    listed = ", ".join(f"{r.checkpoint_id} (taken {_utc(r.created_at)} UTC, incarnation {r.incarnation})"
+                       for r in (later if since is not None else others))
+    if not listed:
+        which = "a later savepoint" if since is not None else "another savepoint"
+        ways = (f"the job has no {'later' if since is not None else 'other'} savepoint (`seatide checkpoints "
+                f"{job.job_id}` lists them); name {which} once one is taken, or")
+    else:
+        ways = (f"its {'later ' if since is not None else ''}savepoints: {listed} (`seatide checkpoints {job.job_id}` "
+                f"lists them); name {'a later savepoint' if since is not None else 'one of those'}, or")
+    raise RestoreRefused(
+        f"cannot resume job {job.job_id} from savepoint {savepoint_id}: {why}. Nothing was recorded. The ways on: "
+        f"{ways} resume without --from (`seatide resume {job.job_id}`), from every pipeline's latest checkpoint")
+
+
+def _utc(stamp: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(stamp))
+
+
+__all__ = ["named_savepoint", "refuse_dropped_since", "savepoint_dir", "savepoints_of_run"]
