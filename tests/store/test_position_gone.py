@@ -20,6 +20,7 @@ from seatide.plan.dag import build_plan
 from seatide.store import schema as s
 from seatide.store.job_ids import RestoreRefused
 from seatide.store.restore import resume_job
+from seatide.store.unusable_checkpoints import PositionsAsked
 from tests.store.test_store import JOB, _end, store, submit  # noqa: F401  (store is a fixture)
 
 GONE = "replication slot 'seatide_j1_1_source0' no longer exists: submit it again"
@@ -37,7 +38,7 @@ def _resume(store, answer: dict[int, str], text: str = JOB, fallback: str | None
 
     def positions_gone(job, plan, restored):
         asked.append([pipeline_id for pipeline_id, _, _ in restored])
-        return answer
+        return PositionsAsked(answer)
 
     resume_job(store, "j1", plan=build_plan(load_job_text(text)), text=text, variables={}, fallback=fallback,
                check_positions=positions_gone)

@@ -35,6 +35,7 @@ from seatide.store.clock import store_now
 from seatide.store.db import NotLeader, Store, record_event
 from seatide.store.runs import run_key, spark_checkpoint_dir
 from seatide.store.states import JobStatus
+from seatide.store.unusable_checkpoints import PositionsAsked
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ def newest_offset(conn, job_id: str, pipeline_id: int, index: int) -> dict | Non
     return None
 
 
-def positions_gone(job, plan, restored: list[tuple[int, str, int | None]], deadline_s: float = 5.0) -> dict[int, str]:
+def positions_gone(job, plan, restored: list[tuple[int, str, int | None]], deadline_s: float = 5.0) -> PositionsAsked:
     """The pipelines a resume restores in place (id, directory, the batch the store recorded) whose
     sources' servers no longer have the position their checkpoint resumes from, each with the error
     its read would fail with (``Source.position_gone``). Asked by the process recording the resume,
@@ -148,8 +149,14 @@ def positions_gone(job, plan, restored: list[tuple[int, str, int | None]], deadl
     that takes connections without answering holds its own ask longer than its timeout (libpq
     tries twice with sslmode=prefer). A source not answered by then, like one that cannot be reached
     (down, or out of this process's network), is not checked here: the driver's read checks the same
-    and fails alike. Its ask goes on in a daemon thread, bounded by its own timeout, answered to no one."""
+    and fails alike. Its ask goes on in a daemon thread, bounded by its own timeout, answered to no one.
+    Each such source is in the answer's ``unreached``, with its server's address and the error (masked):
+    the resume's answer says it was not checked, and why (outside review 9, F4)."""
+    from seatide.secrets import mask_message, secret_values
+
     asks = _position_asks(job, plan, restored)
+    secrets = secret_values(job.config, json.loads(job.variables or "{}"))
+    unreached: dict[tuple[int, int], str] = {}
     answers: dict[tuple[int, int], str | None] = {}
     done = threading.Event()
     lock = threading.Lock()
@@ -162,6 +169,9 @@ def positions_gone(job, plan, restored: list[tuple[int, str, int | None]], deadl
             log.info("job %s pipeline %s: %s's position not checked before the resume (%s); its read will",
                      job.job_id, pipeline_id, spec.plugin_id, type(exc).__name__)
             why = None
+            with lock:
+                said = " ".join(f"{type(exc).__name__}: {exc}".split())       # libpq's hint is on a line of its own
+                unreached[(pipeline_id, index)] = mask_message(said, secrets)[:300]
         with lock:
             answers[(pipeline_id, index)] = why
             if len(answers) == len(asks):
@@ -175,12 +185,21 @@ def positions_gone(job, plan, restored: list[tuple[int, str, int | None]], deadl
             late = [f"{pid}/{spec.plugin_id}" for pid, index, spec, _ in asks if (pid, index) not in answers]
         log.info("job %s: sources %s did not answer the position check within %.0f s; their reads will check",
                  job.job_id, ", ".join(late), deadline_s)
-    gone: dict[int, str] = {}
+    asked = PositionsAsked()
     with lock:
         for (pipeline_id, _), why in sorted(answers.items()):
             if why is not None:
-                gone.setdefault(pipeline_id, why)
-    return gone
+                asked.gone.setdefault(pipeline_id, why)
+        for pipeline_id, index, spec, _ in asks:
+            error = unreached.get((pipeline_id, index))
+            if error is None and (pipeline_id, index) in answers:
+                continue
+            error = error or f"no answer within {deadline_s:g} s"
+            where = f" at {spec.plugin.server_address()}" if spec.plugin.server_address() else ""
+            asked.unreached.setdefault(pipeline_id, []).append(
+                f"{spec.name} ({spec.plugin_id}){where} could not be reached to check its checkpoint's position "
+                f"({error})")
+    return asked
 
 
 def _position_asks(job, plan, restored) -> list[tuple[int, int, object, dict]]:

@@ -177,6 +177,11 @@ class Source(Plugin):
         """
         return None
 
+    def server_address(self) -> str | None:
+        """Where the source's server is (``host:port``), for a message that says which server could
+        not be reached. None (the default): no one server."""
+        return None
+
     def shared_names(self) -> tuple[str, ...]:
         """Names of what the source holds outside Spark that the user chose (``slot.name``)
         rather than SeaTide from the job and run: every run naming them may be reading through

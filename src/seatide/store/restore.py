@@ -41,7 +41,7 @@ from seatide.store.named_savepoint import named_savepoint, refuse_dropped_since,
 from seatide.store.savepoint_scope import finished_then, held, never_held, not_held, not_held_problem
 from seatide.store.started_over import started_over
 from seatide.store.states import ATTEMPT_LIVE, AttemptState, JobStatus, PipelineStatus
-from seatide.store.unusable_checkpoints import refusal
+from seatide.store.unusable_checkpoints import PositionsAsked, refusal
 from seatide.timeouts import Timeouts
 
 @dataclass
@@ -103,13 +103,14 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
                fallback: str | None = None, pinned_worker: str | None = None, actor: str = "client",
                timeouts: Timeouts = Timeouts(), check_positions=None, command: str | None = None) -> list[str]:
     """Start the job's next incarnation from its latest checkpoints, or from a savepoint. Returns, for its
-    answer, the decisions it carried on or re-planned (``jobs.restore``'s ``carried``), then its fresh starts.
+    answer, the decisions it carried on or re-planned (``jobs.restore``'s ``carried``), then its fresh starts,
+    then the sources whose servers its position check could not reach (``PositionsAsked.not_checked``).
 
     The new incarnation's first driver starts only once every earlier attempt's driver is surely gone, by
     the leader's rule for a retry (``coordinator/reconcile.py``): a resume never adds one beside a live one.
 
-    ``check_positions(job, plan, [(pipeline id, directory, recorded batch)])`` answers which pipelines restored
-    in place have their sources' position gone from their servers, each with why (``coordinator/
+    ``check_positions(job, plan, [(pipeline id, directory, recorded batch)])`` answers (``PositionsAsked``)
+    which pipelines restored in place have their sources' position gone from their servers, each with why (``coordinator/
     source_watch.positions_gone``): such a checkpoint cannot be used, as a missing one cannot; resumed from
     it, the pipeline could not keep exactly-once. So it is refused, nothing recorded, or the fallback
     ``fresh`` starts it over (a new snapshot from its sources' startup.mode) while the others resume.
@@ -155,15 +156,15 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
                          "to resume (submit it again to rerun it)")
     in_place = [(p.pipeline_id, p.checkpoint_dir, p.from_batch) for p in pipelines
                 if not p.finished and not p.problem and p.restore_from is None]
-    gone = check_positions(job, plan, in_place) if check_positions is not None and in_place else {}
+    asked = check_positions(job, plan, in_place) if check_positions is not None and in_place else PositionsAsked()
     for p in pipelines:
-        if p.pipeline_id in gone:       # its checkpoint cannot be used: decided below like any other such
-            p.problem = gone[p.pipeline_id]
+        if p.pipeline_id in asked.gone:     # its checkpoint cannot be used: decided below like any other such
+            p.problem = asked.gone[p.pipeline_id]
     problems = [p for p in pipelines if p.problem and not p.decided_fresh]
     if problems and fallback != "fresh":
-        raise RestoreRefused(refusal(job_id, problems, gone, command))
+        raise RestoreRefused(refusal(job_id, problems, asked, command))
     return _new_incarnation(store, job, plan, text, variables, pipelines, savepoint, fallback, pinned_worker, actor,
-                            released)
+                            released) + asked.not_checked()
 
 
 def run_first_incarnation(conn, job) -> int:

@@ -5,12 +5,30 @@ cannot is refused unless the fallback is ``fresh``, which starts it over. Two ki
 the user here, and each names its own way on: a checkpoint that is missing, unreadable or written
 for another pipeline (fix the cause, or start over), and a source position gone from its server (a
 dropped replication slot, a purged binlog file: ``coordinator/source_watch.positions_gone``), which
-nothing but a new start can fix.
+nothing but a new start can fix. A source whose server could not be asked (down, or out of the
+asking process's network) is neither: its position is not known to be gone, so its pipeline resumes
+and its driver's read checks again; the answer, or the refusal for the others, says which server was
+not reached and that the way on is to resume again once it can be (outside review 9, F4).
 """
 
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class PositionsAsked:
+    """What a resume's early position check found (``coordinator/source_watch.positions_gone``)."""
+    gone: dict[int, str] = field(default_factory=dict)                 # pipeline: why its position is gone
+    unreached: dict[int, list[str]] = field(default_factory=dict)      # pipeline: each source not asked, and why
+
+    def not_checked(self) -> list[str]:
+        """One line per source whose server could not be asked, of a pipeline that resumes from its checkpoint."""
+        return [f"pipeline {pid}: its source {why}: its position is not known to be gone, so a resume goes on "
+                "from its checkpoint and its driver's read checks again; if that cannot reach the server either, the "
+                "job fails saying so: resume it again once the server can be reached"
+                for pid, whys in sorted(self.unreached.items()) if pid not in self.gone for why in whys]
 
 
 def resume_command(job_id: str, savepoint_id: int | None = None, source: str | None = None) -> str:
@@ -20,9 +38,14 @@ def resume_command(job_id: str, savepoint_id: int | None = None, source: str | N
                      *(["--config", shlex.quote(source)] if source else [])])
 
 
-def refusal(job_id: str, problems: list, gone: dict[int, str], command: str | None = None) -> str:
+def refusal(job_id: str, problems: list, asked: PositionsAsked, command: str | None = None) -> str:
     """The message of a refused resume: every pipeline (``PipelinePlan``) with its problem, and the ways on
-    (``command``: the resume asked for, ``resume_command``)."""
+    (``command``: the resume asked for, ``resume_command``), then the sources whose servers were not reached."""
+    unchecked = "".join(f". Not checked: {line}" for line in asked.not_checked())
+    return _refusal(job_id, problems, asked.gone, command) + unchecked
+
+
+def _refusal(job_id: str, problems: list, gone: dict[int, str], command: str | None) -> str:
     lines = "; ".join(f"pipeline {p.pipeline_id}: {p.problem}" for p in problems)
     fresh = f"`{command or resume_command(job_id)} --fallback fresh` (restore.fallback = fresh)"
     if all(p.pipeline_id in gone for p in problems):

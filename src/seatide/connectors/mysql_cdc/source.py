@@ -309,6 +309,9 @@ class MySqlCdcSource(Source):
         state = "purged" if lost else "behind" if behind is not None else "file not on this server"
         return HeldPosition(str(position), behind, lost=lost, state=state)
 
+    def server_address(self) -> str:
+        return f"{self._url.host}:{self._url.port}"
+
     def position_gone(self, job_id: str, pipeline_id: int, plugin_id: str, offset: dict,
                       timeout_s: float) -> str | None:
         """A checkpoint's binlog file purged from the server it came from (another server's is

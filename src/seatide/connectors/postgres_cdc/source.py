@@ -343,6 +343,9 @@ class PostgresCdcSource(Source):
             why = slot.gone(conn, name)
         return slot.lost_position_message(name, offset["lsn"], why) if why is not None else None
 
+    def server_address(self) -> str:
+        return f"{self.url.host}:{self.url.port}"
+
     def shared_names(self) -> tuple[str, ...]:
         return (self.opts["slot.name"],) if self.opts["slot.name"] else ()
 
