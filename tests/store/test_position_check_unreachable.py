@@ -76,3 +76,29 @@ def test_a_refusal_for_a_gone_position_names_the_source_that_could_not_be_reache
     assert "pipeline 1: Postgres-CDC cannot resume" in message and "no longer exists" in message, message
     assert (f"pipeline 2: its source Postgres-CDC (source[1]) at 127.0.0.1:{port} could not be reached to check its "
             "checkpoint's position") in message, message
+
+
+def test_a_release_that_cannot_reach_the_server_is_named_in_a_resumes_refusal(store, tmp_path):
+    """Cancel and release of a job whose server is down: the leader retries the drop with backoff until it can
+    (coordinator/release.py), and a resume, fresh or not, waits for it. It was told "being released right now;
+    once that is done (seconds)", again and again while the server stayed down."""
+    from seatide.coordinator.release import Releaser, due_releases
+    from seatide.store.jobs import request_stop
+    from tests.leader import elected
+
+    port = _closed_port()
+    _stopped(store, tmp_path, f"jdbc:postgresql://127.0.0.1:{port}/test")
+    request_stop(store, "j1", release=True)
+    releaser, epoch = Releaser(store, "coordinator:c1"), elected(store, "c1").epoch
+    for now in (0.0, 100.0):            # two tries, the second past the first's backoff
+        [due] = due_releases(store)
+        releaser.step(epoch, due, now)
+    for fallback in (None, "fresh"):
+        with pytest.raises(intents.Refusal) as refused:
+            intents.resume(store, "j1", fallback=fallback, actor="cli")
+        message = str(refused.value)
+        assert "seconds" not in message, message
+        assert "its release has failed 2 times, the last at" in message, message
+        assert f'connection to server at "127.0.0.1", port {port} failed: Connection refused' in message, message
+        assert ("the leader tries again until the server can be reached; resume it with --fallback fresh once "
+                "the release is done (`seatide status j1`)") in message, message

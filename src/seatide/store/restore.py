@@ -35,7 +35,7 @@ from seatide.store.jobs import JobNotFound, JobRefused
 from seatide.store.owed_moves import (OwedMove, batch_in_place, carried_copy, carried_fresh, decided_moves,
                                       owed_copy_problem, owed_moves, replanned)
 from seatide.store.release_line import last_release, in_place_problem, refuse_savepoint_before
-from seatide.store.resumable import check_resumable, refuse_if_expiring, refuse_released
+from seatide.store.resumable import check_resumable, refuse_if_expiring, refuse_released, release_retried
 from seatide.store.runs import pipeline_dir, spark_checkpoint_dir
 from seatide.store.named_savepoint import named_savepoint, refuse_dropped_since, savepoint_dir, savepoints_of_run
 from seatide.store.savepoint_scope import finished_then, held, never_held, not_held, not_held_problem
@@ -139,8 +139,9 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
         unheld = not_held(conn, job, savepoint) if savepoint is not None else {}
         then = finished_then(conn, savepoint, old) if savepoint is not None else {}   # left out since: FINISHED
         in_run = _run_until(conn, job, first)
+        retried = release_retried(conn, job) if job.release is not None else None
     if job.release is not None:
-        refuse_released(job, fallback)
+        refuse_released(job, fallback, retried)
     if savepoint is not None:
         refuse_savepoint_before(job_id, savepoint, released)
     pipelines = _plan_pipelines(plan, {**then, **old}, completed, savepoint, owed, released, in_place, decided_moves(job),

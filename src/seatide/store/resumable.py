@@ -7,7 +7,9 @@ so it can only start over (``coordinator/release.py``). ``store/restore.py`` ask
 
 from __future__ import annotations
 
+import json
 import socket
+import time
 
 from sqlalchemy import and_, select
 
@@ -42,8 +44,27 @@ def check_resumable(conn, job, timeouts: Timeouts) -> None:
                      "a running job recovers by itself. Cancel it or stop it with a savepoint first")
 
 
-def refuse_released(job, fallback: str) -> None:
-    """A released job (``coordinator/release.py``) resumes only fresh: its sources' positions are gone."""
+def release_retried(conn, job) -> dict | None:
+    """The newest RELEASE_RETRY event of the job's incarnation (its ``tries``, ``error``, and ``at``), or None."""
+    e = s.events.c
+    row = conn.execute(select(e.at, e.detail).where(and_(
+        e.job_id == job.job_id, e.incarnation == job.incarnation, e.kind == "RELEASE_RETRY"))
+        .order_by(e.seq.desc()).limit(1)).first()
+    return None if row is None else {**json.loads(row.detail or "{}"), "at": row.at}
+
+
+def refuse_released(job, fallback: str, retried: dict | None = None) -> None:
+    """A released job (``coordinator/release.py``) resumes only fresh: its sources' positions are gone.
+    ``retried``: the release's last failure (``release_retried``). The leader retries a failed drop until
+    the server can be reached, for as long as it is down: the refusal says so, and why, rather than "seconds"
+    to a user who asks again and again (outside review 9, F4)."""
+    if job.release == "RELEASING" and retried is not None:
+        at = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(retried["at"]))
+        tries, error = retried.get("tries"), " ".join(str(retried.get("error")).split())    # libpq's hint: a line
+        raise JobRefused(f"job {job.job_id}'s sources are being released (cancel and release), and its release has "
+                         f"failed {tries} time{'' if tries == 1 else 's'}, the last at {at} UTC: {error}; the leader "
+                         "tries again until the server can be reached; resume it with --fallback fresh once the "
+                         f"release is done (`seatide status {job.job_id}`)")
     if job.release == "RELEASING":
         raise JobRefused(f"job {job.job_id}'s sources are being released right now; once that is done (seconds) it "
                          f"can start over fresh: seatide resume {job.job_id} --fallback fresh")
@@ -86,4 +107,4 @@ def _silent(conn, attempt, timeouts: Timeouts) -> bool:
     return worker_lost and now - (attempt.heartbeat_at or attempt.created_at) > timeouts.driver_stops_within
 
 
-__all__ = ["RESUMABLE", "check_resumable", "refuse_if_expiring", "refuse_released"]
+__all__ = ["RESUMABLE", "check_resumable", "refuse_if_expiring", "refuse_released", "release_retried"]
