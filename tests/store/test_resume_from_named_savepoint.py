@@ -64,7 +64,7 @@ def test_a_savepoint_the_job_does_not_have_is_refused_naming_those_it_has(leader
     for fallback in (None, "fresh"):
         message = _refused(store, named, fallback=fallback)
         assert f"cannot resume job j1 from savepoint {named}: {why}" in message, message
-        assert "its savepoints: 2 (" in message and "`seatide checkpoints j1` lists them" in message, message
+        assert "its savepoints: 2 (taken " in message and "`seatide checkpoints j1` lists them" in message, message
 
 
 @both_stores
@@ -77,7 +77,7 @@ def test_a_savepoint_whose_copy_is_gone_is_refused_whatever_the_fallback(leader,
         message = _refused(store, 2, fallback=fallback)
         assert f"cannot resume job j1 from savepoint 2: its copy of pipeline 1 ({savepoint_dir(directory, 2)}) " \
                "is missing" in message, message
-        assert "the job has no other savepoint" in message and "`seatide resume j1`" in message, message
+        assert "the job has no other savepoints, so resume without --from (`seatide resume j1`)" in message, message
 
 
 def _fresh_start_after_savepoint_2(leader, tmp_path, record: dict):
@@ -121,7 +121,8 @@ def test_a_savepoint_from_before_a_fresh_start_that_emptied_its_target_is_refuse
         assert "cannot resume job j1 from savepoint 2: it is older than the fresh start of pipeline 1 by " \
                f"incarnation 2 (lineage l2), at {at} UTC, which prepared target /out with a save mode that " \
                "destroys" in message, message
-        assert "`seatide resume j1`" in message and "a later savepoint" in message, message
+        assert "the job has no savepoints taken since that fresh start, so resume without --from (`seatide resume " \
+               "j1`)" in message, message
     assert _job(store).incarnation == 2
 
 
@@ -130,3 +131,21 @@ def test_a_savepoint_from_before_a_fresh_start_that_destroyed_nothing_is_restore
     store = _fresh_start_after_savepoint_2(leader, tmp_path, {**DROPPED, "destroy": None})
     intents.resume(store, "j1", savepoint_id=2, actor="t")
     assert json.loads(_job(store).restore)["prepare"] == {"1": savepoint_dir(_pipeline(store).checkpoint_dir, 2)}
+
+
+@both_stores
+def test_a_savepoint_taken_after_that_fresh_start_is_offered_and_restored(leader, tmp_path):
+    store = _fresh_start_after_savepoint_2(leader, tmp_path, DROPPED)
+    directory = _pipeline(store).checkpoint_dir
+    _planned(directory, 0)
+    with store.write() as conn:     # the fresh start's lineage l2 stopped with savepoint 7 (incarnation 2)
+        conn.execute(insert(s.checkpoints).values(
+            job_id="j1", incarnation=2, checkpoint_id=7, pipeline_id=0, batch_id=0, kind="SAVEPOINT",
+            status="COMPLETED", created_at=time.time(), duration_ms=1, rows=0,
+            source_offsets=json.dumps({"pipelines": {"1": 0}}), fingerprint="", attempt_id=2))
+    shutil.copytree(directory, savepoint_dir(directory, 7))
+    with pytest.raises(intents.Refusal) as refused:
+        intents.resume(store, "j1", savepoint_id=2, actor="t")
+    assert "its savepoints taken since that fresh start: 7 (taken " in str(refused.value), str(refused.value)
+    intents.resume(store, "j1", savepoint_id=7, actor="t")
+    assert json.loads(_job(store).restore)["prepare"] == {"1": savepoint_dir(directory, 7)}

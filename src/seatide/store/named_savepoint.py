@@ -138,22 +138,19 @@ def _not_one(conn, job, savepoint_id: int, first: int) -> str:
 
 
 def _refuse(conn, job, savepoint_id: int, first: int, why: str, named=None, since: int | None = None):
-    """``RestoreRefused``: why, then the run's other savepoints (those after incarnation ``since`` first: a later
-    one holds what a fresh start made) and the plain resume."""
+    """``RestoreRefused``: why, then the run's other savepoints (only those from incarnation ``since`` on, when a
+    fresh start there destroyed what older ones hold) and the plain resume."""
     others = [r for r in savepoints_of_run(conn, job, first) if named is None or r.checkpoint_id != named.checkpoint_id]
-    later = [r for r in others if since is not None and r.incarnation >= since]
+    offered = [r for r in others if since is None or r.incarnation >= since]
+    kind = "savepoints taken since that fresh start" if since is not None else \
+        "other savepoints" if named is not None else "savepoints"
     listed = ", ".join(f"{r.checkpoint_id} (taken {_utc(r.created_at)} UTC, incarnation {r.incarnation})"
-                       for r in (later if since is not None else others))
-    if not listed:
-        which = "a later savepoint" if since is not None else "another savepoint"
-        ways = (f"the job has no {'later' if since is not None else 'other'} savepoint (`seatide checkpoints "
-                f"{job.job_id}` lists them); name {which} once one is taken, or")
-    else:
-        ways = (f"its {'later ' if since is not None else ''}savepoints: {listed} (`seatide checkpoints {job.job_id}` "
-                f"lists them); name {'a later savepoint' if since is not None else 'one of those'}, or")
+                       for r in offered)
+    ways = f"its {kind}: {listed}, name one of them, or" if offered else f"the job has no {kind}, so"
     raise RestoreRefused(
-        f"cannot resume job {job.job_id} from savepoint {savepoint_id}: {why}. Nothing was recorded. The ways on: "
-        f"{ways} resume without --from (`seatide resume {job.job_id}`), from every pipeline's latest checkpoint")
+        f"cannot resume job {job.job_id} from savepoint {savepoint_id}: {why}. Nothing was recorded. The ways on "
+        f"(`seatide checkpoints {job.job_id}` lists them): {ways} resume without --from (`seatide resume "
+        f"{job.job_id}`), from every pipeline's latest checkpoint")
 
 
 def _utc(stamp: float) -> str:
