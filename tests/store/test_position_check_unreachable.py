@@ -36,8 +36,8 @@ def _closed_port() -> int:
 
 
 def _pipeline(url: str, n: int) -> str:
-    return f"""source {{ Postgres-CDC {{ plugin_output = "s{n}", base-url = "{url}", username = "postgres", password = ""
-  database-names = ["test"], schema-names = ["public"], table-names = ["test.public.r5_orders"] }} }}
+    return f"""source {{ Postgres-CDC {{ plugin_output = "s{n}", base-url = "{url}"
+  username = "postgres", password = "", database-names = ["test"], schema-names = ["public"], table-names = ["test.public.r5_orders"] }} }}
 sink {{ Console {{ plugin_input = "s{n}" }} }}
 """
 
