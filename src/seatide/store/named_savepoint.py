@@ -65,10 +65,10 @@ def named_savepoint(conn, job, savepoint_id: int, first: int, pipelines: dict):
             "pipeline whose batch fails while the stop with a savepoint waits for it is left out), so it cannot "
             f"restore the job as it was. Resume without --from (`seatide resume {job.job_id}`): every pipeline is "
             "restored from its own latest checkpoint, none loses or repeats a row")
-    for pid in sorted(int(p) for p in held(row)):
+    for pid, batch in sorted((int(p), b) for p, b in held(row).items()):
         if pid in pipelines and pipelines[pid].checkpoint_dir:
             copy = savepoint_dir(pipelines[pid].checkpoint_dir, savepoint_id)
-            why = _copy_problem(copy)
+            why = _copy_problem(copy, batch)
             if why is not None:
                 _refuse(conn, job, savepoint_id, first, f"its copy of pipeline {pid} ({copy}) {why}, so it holds "
                         "no position to go on from", row)
@@ -108,7 +108,8 @@ def _older(pipeline_id: int, dropped: Dropped) -> str:
             "fresh start wrote since")
 
 
-def _copy_problem(copy: str) -> str | None:
+def _copy_problem(copy: str, batch: int) -> str | None:
+    """What makes a savepoint's copy of a pipeline, at ``batch`` (-1: before its first), hold no position."""
     if not os.path.isdir(copy):
         return "is missing"
     try:
@@ -117,7 +118,7 @@ def _copy_problem(copy: str) -> str | None:
         return f"is unreadable: {exc}"
     if meta is None:
         return "holds no SeaTide checkpoint (seatide.json is missing)"
-    if not os.path.isdir(os.path.join(spark_checkpoint_dir(copy), "offsets")):
+    if batch >= 0 and not os.path.isdir(os.path.join(spark_checkpoint_dir(copy), "offsets")):
         return "has no Spark offsets log"
     return None
 
