@@ -28,6 +28,7 @@ same then.
 from __future__ import annotations
 
 import json
+import os
 import re
 
 from seatide.config.job import ConfigError, JobConfig, PluginSpec
@@ -142,7 +143,7 @@ def _refusal(first: PluginSpec, second: PluginSpec) -> str | None:
     theirs, mine = _modes(first), _modes(second)
     said = f"{_said(first, theirs)} and {_said(second, mine)}"
     if not (_destroys(mine) or _destroys(theirs)):
-        return None
+        return _checks_differ(first, second, theirs, mine, shared, said)
     if shared[0] == "inside":
         # two targets, two decisions: a destructive one on the enclosing path empties the other's
         # files, or is refused over them (store/kept_output.py), as the pipelines happen to come
@@ -165,6 +166,38 @@ def _refusal(first: PluginSpec, second: PluginSpec) -> str | None:
                 f"data_save_mode, schema_save_mode and custom_sql (on PostgreSQL one custom_sql may hold both "
                 f"statements; the MySQL driver runs one), or "
                 f"write two targets")
+    return None
+
+
+def _checks(modes: dict[str, str]) -> bool:
+    return any(modes[key].startswith("ERROR_WHEN_") for key in _DEFAULTS)
+
+
+def _encloses(outer: PluginSpec, inner: PluginSpec) -> bool:
+    return os.path.commonpath([_path(outer), _path(inner)]) == _path(outer)
+
+
+def _checks_differ(first: PluginSpec, second: PluginSpec, theirs: dict, mine: dict, shared: tuple[str, str],
+                   said: str) -> str | None:
+    """Save modes that keep data but differ: the first preparer's decision is the one carried out, so
+    whether ERROR_WHEN_DATA_EXISTS refuses rows already there, ERROR_WHEN_SCHEMA_NOT_EXIST a missing
+    table, or IGNORE leaves the table unmade, would be timing (outside review of the G fixes, F6).
+    On paths one inside the other, the enclosing path's check would see the inner sink's files or
+    not; the inner path's check sees only its own directory, which the enclosing sink never writes."""
+    if shared[0] == "same":
+        if theirs == mine:
+            return None
+        return (f"{said} write the same target ({_spelled(second)}) with different save modes; a target's save "
+                f"modes are decided once per job run, by the sink whose pipeline prepares it first, so whether "
+                f"the job refuses rows already there or a missing table would depend on which pipeline prepares "
+                f"it first: {SAME_SAVE_MODES}")
+    for outer, inner, modes in ((first, second, theirs), (second, first, mine)):
+        if _checks(modes) and _encloses(outer, inner):
+            return (f"{said} write targets that overlap ({shared[1]}), and {outer.label}'s save modes check the "
+                    f"enclosing path: whether they find {inner.label}'s files there depends on which pipeline "
+                    f"comes first. Ways on: write paths apart (neither inside the other), or give the enclosing "
+                    f"sink save modes that do not check (data_save_mode = APPEND_DATA, schema_save_mode = "
+                    f"CREATE_SCHEMA_WHEN_NOT_EXIST)")
     return None
 
 
