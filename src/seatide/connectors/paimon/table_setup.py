@@ -68,16 +68,31 @@ def create(catalog, database: str, name: str, struct, keys: list[str], partition
     log.info("Paimon sink: created table %s.%s (keys %s, partitions %s)", database, name, keys, partitions)
 
 
-def drop_if_same(catalog, database: str, name: str, decided: dict, fence: Callable[[], None]) -> None:
+def drop_if_same(catalog, database: str, name: str, decided: dict, fence: Callable[[], None],
+                 owed: Callable[[Callable[[dict], bool]], bool] | None = None) -> None:
     """Drop the table when it is still the decided one (RECREATE_SCHEMA); idempotent, and at most
     once per decided table. pypaimon drops whatever table has the name, so a check followed by a
     drop let a zombie that checked, then paused, drop the table its replacement had recreated since,
     with its committed batches. The drop is a rename of the table's directory onto a tombstone named
     by the decided identity, which is never empty again (a marker stays): the first rename wins,
-    any later one fails, whatever table has the name by then."""
+    any later one fails, whatever table has the name by then.
+
+    The decided table still there means the decision was never carried out: its decider died first.
+    Carried out late, the drop would take every row committed since, by a fresh start (a scope of
+    its own) that kept the table: ``owed(carried_out)`` (the door's, ``Target.destroy_owed``) is
+    asked before the rename, which skips it (False: a later decision of another scope emptied the
+    table, ``carried_out`` says) or refuses it over kept rows (raises), and again once the table is
+    renamed away (no batch can be committed into it then): a batch decided in between is seen, the
+    table is put back and nothing is destroyed (outside review, B3)."""
     table = get_table(catalog, database, name)
     if table is None or identity(table) != decided:
         return
+    carried_out = _CarriedOut(table)
+    if owed is not None and not owed(carried_out):
+        log.info("Paimon sink: %s.%s: RECREATE_SCHEMA decided and never carried out is skipped: a later decision "
+                 "emptied the table since", database, name)
+        return
+    carried_out.frozen = True
     path = _local(decided["path"])
     tombstone = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.recreated-{decided['created']}")
     fence()
@@ -90,6 +105,14 @@ def drop_if_same(catalog, database: str, name: str, decided: dict, fence: Callab
         raise
     if _created(tombstone) != decided["created"]:
         os.rename(tombstone, path)   # not the decided table (one made outside SeaTide since the check)
+        return
+    try:
+        still = owed is None or owed(carried_out)
+    except BaseException:
+        os.rename(tombstone, path)
+        raise
+    if not still:
+        os.rename(tombstone, path)
         return
     open(os.path.join(tombstone, _DROPPED), "w").close()     # the tombstone stays, never empty
     for entry in os.listdir(tombstone):
@@ -114,11 +137,37 @@ def _created(table_dir: str) -> int | None:
         return None
 
 
+class _CarriedOut:
+    """Whether a later save-mode plan of a table's target (``owed_destroy.later_destroys``) was carried
+    out on it: a RECREATE_SCHEMA's decided table is not this one (it was dropped), a DROP_DATA's
+    commit is in its snapshots. Looked at while the table is in place; once it is renamed away
+    (``frozen``) a plan not looked at counts as not carried out (refusing wrongly costs a new job,
+    skipping wrongly loses rows)."""
+
+    def __init__(self, table):
+        self.table, self.answers, self.frozen = table, {}, False
+
+    def __call__(self, plan: dict) -> bool:
+        key = json.dumps(plan, sort_keys=True, default=str)
+        if key not in self.answers and not self.frozen:
+            if "recreate" in plan:
+                self.answers[key] = plan["recreate"] != identity(self.table)
+            elif isinstance(plan.get("drop_data"), int):
+                sid = plan["drop_data"]
+                self.answers[key] = commits.committed(self.table, _drop_user(self.table, sid), sid, sid) is not None
+        return self.answers.get(key, False)
+
+
+def _drop_user(table, snapshot_id: int) -> str:
+    """The commit user of DROP_DATA's commit of ``snapshot_id``'s files (one per table and snapshot)."""
+    return "seatide-drop-" + hashlib.sha1(f"{table.table_path}@{snapshot_id}".encode()).hexdigest()[:16]
+
+
 def drop_data(table, snapshot_id: int, fence: Callable[[], None]) -> None:
     """Delete the data files snapshot ``snapshot_id`` held that are still live (DROP_DATA); once."""
     from pypaimon.write.commit_message import CommitMessage
 
-    user = "seatide-drop-" + hashlib.sha1(f"{table.table_path}@{snapshot_id}".encode()).hexdigest()[:16]
+    user = _drop_user(table, snapshot_id)
     if commits.committed(table, user, snapshot_id, snapshot_id) is not None:
         return
     live = {(tuple(p), b, f.file_name): f for p, b, f in _files(table)}

@@ -80,7 +80,8 @@ class PaimonTarget(Target):
 
     def destroy(self, plan: dict, fence: Callable[[], None]) -> None:
         if "recreate" in plan:
-            table_setup.drop_if_same(self.catalog, self.spec.database, self.spec.table, plan["recreate"], fence)
+            table_setup.drop_if_same(self.catalog, self.spec.database, self.spec.table, plan["recreate"], fence,
+                                     self.destroy_owed)
         elif "drop_data" in plan:
             table = self._table()
             if table is not None:
