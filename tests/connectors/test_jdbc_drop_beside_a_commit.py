@@ -25,6 +25,7 @@ from seatide.connectors.jdbc.url import JdbcUrl
 from seatide.plugin.base import PermanentError
 from seatide.plugin.sink_protocol import open_sink
 from tests.connectors.jdbc_sink_helpers import context, db, execute, make_sink, query, table_name  # noqa: F401
+from tests.connectors.test_jdbc_sink_privileges import SEATUNNEL_SINK_GRANTS, _mariadb_user
 
 
 def _other_writer(db_, table: str, note, done: threading.Event, committed: list) -> None:
@@ -61,9 +62,24 @@ def _waits_or_done(db_, table: str, done: threading.Event) -> bool:
 @pytest.mark.parametrize("mode", [{"data_save_mode": "DROP_DATA"}, {"schema_save_mode": "RECREATE_SCHEMA"}],
                          ids=["drop-data", "recreate-schema"])
 def test_a_commit_after_the_destroys_check_is_never_taken_by_its_step(db, tmp_path, mode):
+    _commit_right_after_the_check(db, tmp_path, mode)
+
+
+def test_a_recreate_by_a_user_without_lock_tables_never_takes_a_commit_after_its_check(tmp_path):
+    """Outside review, F4: SeaTunnel's MariaDB sink user has no LOCK TABLES privilege. RECREATE_SCHEMA's
+    DROP commits at once, so without a lock that holds writers off, a batch another pipeline committed
+    between the check and the DROP was dropped with the table, the step reported done."""
+    with _mariadb_user(SEATUNNEL_SINK_GRANTS, "`DB`.*") as ((url, user), password):
+        _commit_right_after_the_check((url, "root"), tmp_path, {"schema_save_mode": "RECREATE_SCHEMA"},
+                                      destroyer={"user": user, "password": password})
+
+
+def _commit_right_after_the_check(db, tmp_path, mode: dict, destroyer: dict | None = None) -> None:
+    """The destroy of ``mode`` on a table with rows, as ``destroyer`` (the sink's user and password; default:
+    ``db``'s) while another writer (``db``'s user) notes and commits right after the destroy's check."""
     table = table_name()
     execute(db, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY)", f"INSERT INTO {table} (id) VALUES (1), (2)")
-    targets = open_sink(make_sink(db, table=table, **mode), context(None, "g8"))
+    targets = open_sink(make_sink(db, table=table, **mode, **(destroyer or {})), context(None, "g8"))
     (key,) = targets.keys()
     target = targets.target(key)
     note, done, committed = tmp_path / "applying-0.json", threading.Event(), []
@@ -90,7 +106,10 @@ def test_a_commit_after_the_destroys_check_is_never_taken_by_its_step(db, tmp_pa
     assert writer.ident is not None, "the destroy never asked whether rows are kept"
     assert done.wait(60), "the other writer never ended"
     if committed == [True]:
-        ids = [r[0] for r in query(db, f"SELECT id FROM {table} ORDER BY id")]
+        here = "current_schema()" if "postgresql" in db[0] else "DATABASE()"
+        there = query(db, f"SELECT 1 FROM information_schema.tables WHERE table_schema = {here} "
+                          f"AND table_name = '{table}'")
+        ids = [r[0] for r in query(db, f"SELECT id FROM {table} ORDER BY id")] if there else []
         assert [i for i in ids if i >= 100] == [100, 101], f"the {mode} took rows committed after its check: {ids}"
     else:       # its batch failed on the dropped table: nothing of it committed (it runs again)
         assert mode == {"schema_save_mode": "RECREATE_SCHEMA"}, committed
@@ -104,10 +123,25 @@ def test_a_custom_sql_that_commits_at_once_never_takes_a_batch_committed_while_i
     sees the note and nothing is destroyed."""
     if "postgresql" in db[0]:
         pytest.skip("PostgreSQL runs TRUNCATE in the transaction the check rolls back")
+    _destroy_while_a_batch_is_open(db, tmp_path, lambda table: {"data_save_mode": "CUSTOM_PROCESSING",
+                                                                "custom_sql": f"TRUNCATE TABLE {table}"})
+
+
+def test_a_recreate_by_a_user_without_lock_tables_never_takes_a_batch_committed_while_it_waits(tmp_path):
+    """Outside review, F4: RECREATE_SCHEMA's DROP, by SeaTunnel's sink user (no LOCK TABLES), while another
+    writer's batch is open (noted, not yet committed): it waits for that batch, the check sees its note, and
+    nothing is destroyed."""
+    with _mariadb_user(SEATUNNEL_SINK_GRANTS, "`DB`.*") as ((url, user), password):
+        _destroy_while_a_batch_is_open((url, "root"), tmp_path, lambda table: {"schema_save_mode": "RECREATE_SCHEMA"},
+                                       destroyer={"user": user, "password": password})
+
+
+def _destroy_while_a_batch_is_open(db, tmp_path, mode, destroyer: dict | None = None) -> None:
+    """The destroy of ``mode(table)`` (as ``destroyer``, default ``db``'s user) starts while another writer's
+    batch is open; the batch commits while the destroy waits for it: refused, every row still there."""
     table = table_name()
     execute(db, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY)", f"INSERT INTO {table} (id) VALUES (1), (2)")
-    targets = open_sink(make_sink(db, table=table, data_save_mode="CUSTOM_PROCESSING",
-                                  custom_sql=f"TRUNCATE TABLE {table}"), context(None, "g8"))
+    targets = open_sink(make_sink(db, table=table, **mode(table), **(destroyer or {})), context(None, "g8"))
     (key,) = targets.keys()
     target = targets.target(key)
     note = tmp_path / "applying-0.json"
@@ -126,11 +160,14 @@ def test_a_custom_sql_that_commits_at_once_never_takes_a_batch_committed_while_i
     destroyer = threading.Thread(target=lambda: outcome.append(_refused(target)), daemon=True)
     destroyer.start()
     deadline = time.monotonic() + 60
-    while not query(db, "SELECT 1 FROM information_schema.PROCESSLIST WHERE STATE LIKE 'Waiting for table%'"):
-        assert time.monotonic() < deadline and destroyer.is_alive(), f"the destroy did not wait for the batch: {outcome}"
-        time.sleep(0.05)
-    writer.commit()                             # the kept pipeline's batch COMMIT, while the destroy waits
-    writer.close()
+    try:
+        while not query(db, "SELECT 1 FROM information_schema.PROCESSLIST WHERE STATE LIKE 'Waiting for table%'"):
+            assert time.monotonic() < deadline and destroyer.is_alive(), \
+                f"the destroy did not wait for the batch: {outcome}"
+            time.sleep(0.05)
+        writer.commit()                         # the kept pipeline's batch COMMIT, while the destroy waits
+    finally:
+        writer.close()                          # a batch left open would hold the database's DROP off
     destroyer.join(60)
     assert outcome == [True], f"the destroy was not refused over the noted batch: {outcome}"
     assert [r[0] for r in query(db, f"SELECT id FROM {table} ORDER BY id")] == [1, 2, 100, 101]

@@ -137,6 +137,18 @@ def test_check_passes_seatunnels_user_and_names_the_privilege_it_does_without(se
     assert [(p["privilege"], p["required"]) for p in report["privileges"]] == [("CREATE TEMPORARY TABLES", False)]
 
 
+def test_check_asks_lock_tables_of_a_ddl_custom_sql_and_not_of_recreate_schema(seatunnel_user, tmp_path, capsys):
+    """Outside review, F4: RECREATE_SCHEMA needs no LOCK TABLES (the table is renamed aside); a DDL custom_sql
+    does, and a job without it is refused before anything is destroyed, so the check fails it."""
+    db, password = seatunnel_user
+    code, report = _check(tmp_path, capsys, db, password, schema_save_mode="RECREATE_SCHEMA")
+    assert code == 0 and [p["privilege"] for p in report["privileges"]] == ["CREATE TEMPORARY TABLES"], report
+    code, report = _check(tmp_path, capsys, db, password, data_save_mode="CUSTOM_PROCESSING",
+                          custom_sql="TRUNCATE TABLE t")
+    lacking = {p["privilege"]: p for p in report["privileges"]}
+    assert code == 1 and lacking["LOCK TABLES"]["required"] and "custom_sql is DDL" in lacking["LOCK TABLES"]["why"]
+
+
 def test_check_names_each_privilege_a_user_lacks_and_what_needs_it(tmp_path, capsys):
     with _mariadb_user("SELECT, INSERT, UPDATE, CREATE", "`DB`.*") as (db, password):
         code, report = _check(tmp_path, capsys, db, password, data_save_mode="DROP_DATA")
@@ -155,3 +167,93 @@ def test_check_names_the_schema_privilege_a_new_postgresql_role_lacks(tmp_path, 
     assert code == 1, report
     lacking = {p["privilege"]: p for p in report["privileges"]}
     assert lacking["CREATE"]["required"] and "commit-record table" in lacking["CREATE"]["why"], report
+
+
+def _opened_target(db, password: str, table: str, **options):
+    """The Jdbc target of ``table`` as ``db``'s user opens it, with a door that decides every plan (no store)."""
+    from seatide.plugin.sink_protocol import open_sink
+    from tests.connectors.jdbc_sink_helpers import context, make_sink
+
+    targets = open_sink(make_sink(db, table=table, password=password, **options), context(None, "f4"))
+    (key,) = targets.keys()
+    target = targets.target(key)
+    target.save_mode_decisions = (f"P_f4@{table}",)
+    target.decide_save_modes = lambda plan: {"destroy": plan}
+    return target
+
+
+def test_seatunnels_user_recreates_a_table_without_lock_tables(spark, seatunnel_user, tmp_path):
+    """Outside review, F4: RECREATE_SCHEMA on MariaDB by a user without LOCK TABLES sets the table aside,
+    checks, and drops it: the job's rows replace the old ones, nothing is left aside."""
+    db, password = seatunnel_user
+    job = f"t_{secrets.token_hex(3)}"
+    _admin(f"CREATE TABLE {db[0].rsplit('/', 1)[1]}.{job}_a (id BIGINT PRIMARY KEY, name TEXT, old INT)",
+           f"INSERT INTO {db[0].rsplit('/', 1)[1]}.{job}_a VALUES (7, 'before', 1)")
+    writer = routes_writer(spark, db, [f"{job}_a"], job, primary_keys=["id"], password=password,
+                           schema_save_mode="RECREATE_SCHEMA")
+    tables = {0: frame(spark, [(1, "new", RowKind.INSERT)], "id bigint, name string")}
+    frames = TableFrames(tables, {}, {i: df.schema for i, df in tables.items()}.__getitem__,
+                         local={i: [tuple(r) for r in df.collect()] for i, df in tables.items()})
+    write_exactly_once(writer, SinkCommitLog(str(tmp_path)), frames, 0, txn(job, 0))
+    assert _rows(db, password, f"SELECT * FROM {job}_a") == [(1, "new")]
+    assert _rows(db, password, "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() "
+                               "AND table_name LIKE 'seatide_aside%'") == []
+
+
+def test_a_ddl_custom_sql_by_a_user_without_lock_tables_is_refused_before_anything_is_destroyed(seatunnel_user):
+    """Outside review, F4: TRUNCATE commits at once on MariaDB, so it runs with the table locked; a user who
+    may not lock it is told what to grant, and the table keeps its rows."""
+    from seatide.connectors.jdbc.spec import JdbcSinkError
+
+    db, password = seatunnel_user
+    table = f"t_{secrets.token_hex(3)}"
+    _admin(f"CREATE TABLE {db[0].rsplit('/', 1)[1]}.{table} (id BIGINT PRIMARY KEY)",
+           f"INSERT INTO {db[0].rsplit('/', 1)[1]}.{table} VALUES (1), (2)")
+    target = _opened_target(db, password, table, data_save_mode="CUSTOM_PROCESSING",
+                            custom_sql=f"TRUNCATE TABLE {table}")
+    with pytest.raises(JdbcSinkError, match="LOCK TABLES") as refused:
+        target.save_mode_plan(None)
+    assert "GRANT LOCK TABLES ON" in str(refused.value) and "Nothing was destroyed" in str(refused.value)
+    assert _rows(db, password, f"SELECT id FROM {table} ORDER BY id") == [(1,), (2,)]
+
+
+def test_a_table_set_aside_by_a_recreate_that_died_before_its_drop_is_put_back_and_checked_again(
+        seatunnel_user, monkeypatch):
+    """The driver dies between setting the table aside and dropping it (failpoint ``jdbc.save_mode_decided``):
+    the table is missing, its rows aside. Whoever carries the decision out next puts it back first, then
+    asks again: refused over rows kept now, the table is there with every row."""
+    from seatide import failpoints
+    from seatide.connectors.jdbc import save_modes
+    from seatide.plugin.base import PermanentError
+
+    db, password = seatunnel_user
+    table = f"t_{secrets.token_hex(3)}"
+    _admin(f"CREATE TABLE {db[0].rsplit('/', 1)[1]}.{table} (id BIGINT PRIMARY KEY)",
+           f"INSERT INTO {db[0].rsplit('/', 1)[1]}.{table} VALUES (1), (2)")
+    hit = failpoints.hit
+
+    def dies_at(name: str, *args, **kwargs):
+        if name == "jdbc.save_mode_decided":
+            raise KeyboardInterrupt(name)           # the driver killed: no handler of the sink's catches it
+        return hit(name, *args, **kwargs)
+
+    monkeypatch.setattr(failpoints, "hit", dies_at)
+    aside = "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() " \
+            "AND table_name LIKE 'seatide_aside%'"
+    first = _opened_target(db, password, table, schema_save_mode="RECREATE_SCHEMA")
+    monkeypatch.setattr(save_modes, "_undo", lambda *args: None)    # a killed driver puts nothing back
+    with pytest.raises(KeyboardInterrupt):
+        first.save_mode_plan(None)
+    assert len(_rows(db, password, aside)) == 1, "the table was not set aside before the check"
+    monkeypatch.setattr(failpoints, "hit", hit)
+    monkeypatch.undo()
+    second = _opened_target(db, password, table, schema_save_mode="RECREATE_SCHEMA")
+
+    def kept(plan):
+        raise PermanentError("rows kept")
+
+    second.decide_save_modes = kept
+    with pytest.raises(PermanentError, match="rows kept"):
+        second.save_mode_plan(None)
+    assert _rows(db, password, f"SELECT id FROM {table} ORDER BY id") == [(1,), (2,)]
+    assert _rows(db, password, aside) == []

@@ -19,7 +19,7 @@ import pytest
 from seatide import failpoints
 from seatide.plugin.base import PermanentError
 from tests.contract.systems import PaimonSystem
-from tests.contract.test_review8_save_mode_scopes import DriverDied, _attempt, _job, _resumed, _write
+from tests.contract.test_review8_save_mode_scopes import DriverDied, _attempt, _job, _resumed, _write, dies_at
 from tests.contract.test_sinks import store  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.spark
@@ -35,13 +35,7 @@ def _decided_never_dropped_then_started_over(spark, store, tmp_path, monkeypatch
     system.put(table, [1, 2])
     job, dirs = _job(store, str(tmp_path / "checkpoints"))
     hit = failpoints.hit
-
-    def dies_at(name: str, *args, **kwargs):
-        if name == "sink.save_modes_decided":
-            raise DriverDied(name)
-        return hit(name, *args, **kwargs)
-
-    monkeypatch.setattr(failpoints, "hit", dies_at)
+    monkeypatch.setattr(failpoints, "hit", dies_at("sink.save_modes_decided", hit))
     with pytest.raises(DriverDied):
         _write(job, job.attempt(), system.sink(table, **RECREATE), spark, 1, dirs[1], "L1", [5])
     monkeypatch.setattr(failpoints, "hit", hit)

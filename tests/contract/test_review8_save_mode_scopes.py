@@ -47,6 +47,16 @@ class DriverDied(BaseException):
     and the target database's session ends (its named lock with it)."""
 
 
+def dies_at(failpoint: str, hit):
+    """``failpoints.hit`` that kills the driver at ``failpoint`` (``DriverDied``) and is ``hit`` elsewhere."""
+    def at(name: str, *args, **kwargs):
+        if name == failpoint:
+            raise DriverDied(name)
+        return hit(name, *args, **kwargs)
+
+    return at
+
+
 def _resumed(store, job: Pipeline, started_over: int, *more: int) -> None:
     """The job's incarnation 2, which starts pipeline ``started_over`` (and ``more``) over (the resume's decision)."""
     with store.write() as conn:
@@ -106,13 +116,7 @@ def _run_decision_never_carried_out(spark, store, tmp_path, monkeypatch, request
     system._run(f"INSERT INTO {table} (id, name) VALUES (1, 'before'), (2, 'before')")
     job, dirs = _job(store, str(tmp_path / "checkpoints"))
     hit = failpoints.hit
-
-    def dies_at(name: str, *args, **kwargs):
-        if name == "jdbc.save_mode_decided":
-            raise DriverDied(name)
-        return hit(name, *args, **kwargs)
-
-    monkeypatch.setattr(failpoints, "hit", dies_at)
+    monkeypatch.setattr(failpoints, "hit", dies_at("jdbc.save_mode_decided", hit))
     with pytest.raises(DriverDied):
         _write(job, job.attempt(), system.sink(table, data_save_mode="DROP_DATA"), spark, 1, dirs[1], "L1", [5])
     return job, dirs, system, table, hit

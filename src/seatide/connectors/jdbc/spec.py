@@ -7,6 +7,7 @@ read it: the one place they share, so none of them imports the plugin.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -17,6 +18,9 @@ from seatide.plugin.base import PermanentError
 
 class JdbcSinkError(PermanentError):
     """A table or field that contradicts the options; the message says what to change."""
+
+
+_DDL = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(?:TRUNCATE|ALTER|DROP|CREATE|RENAME)\b", re.IGNORECASE | re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,12 @@ class JdbcSinkSpec:
     create_index: bool
     field_ide: str
     connect_timeout: int
+
+    @property
+    def custom_sql_is_ddl(self) -> bool:
+        """Whether ``custom_sql`` is DDL (SeaTunnel's usual ``TRUNCATE TABLE``), which MySQL/MariaDB
+        commit at once: no rollback can undo it after a check (``save_modes._commits_at_once``)."""
+        return bool(_DDL.match(self.custom_sql or ""))
 
     def placed(self) -> tuple[str | None, tuple[str, ...] | None]:
         """(the database to connect to, the table as named through that connection). MySQL/MariaDB:
