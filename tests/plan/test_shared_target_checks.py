@@ -4,12 +4,15 @@ ERROR_WHEN_SCHEMA_NOT_EXIST) or skip making it (IGNORE) beside a sink with other
 A target's save modes are decided once per job run, by whichever sink's pipeline prepares it first
 (plugin/save_mode_door.py); the other sinks carry that decision out. So with APPEND_DATA on one sink
 and ERROR_WHEN_DATA_EXISTS on another, whether the job refuses rows already in the target depended on
-which pipeline came first, and with LocalFile paths one inside the other, the enclosing path's check
-saw the inner sink's rows or not, as the pipelines came (outside review of the G fixes, F6). Refused
-when planned now, naming both sinks; equal save modes stay planned.
+which pipeline came first, and with LocalFile paths one inside the other, either path's check saw
+the other sink's rows or not, as the pipelines came (outside review of the G fixes, F6; a partitioned
+enclosing sink writes into inner directories, and links: review of stop 46, F2, F3). Refused when
+planned now, naming both sinks; equal save modes stay planned.
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -53,7 +56,21 @@ def test_an_enclosing_path_that_checks_beside_a_sink_writing_inside_it_is_refuse
         assert f"path {out}" in message and f"path {out / 'b'}" in message and "which pipeline" in message, message
 
 
-def test_an_inner_path_that_checks_inside_an_appended_one_is_planned(tmp_path):
-    # the enclosing sink's files lie beside out/b, never in it: the inner check sees only its own directory
+@pytest.mark.parametrize("mode", ['data_save_mode = "ERROR_WHEN_DATA_EXISTS"',
+                                  'schema_save_mode = "ERROR_WHEN_SCHEMA_NOT_EXIST"'])
+def test_an_inner_path_that_checks_inside_a_partitioned_enclosing_sink_is_refused(tmp_path, mode):
+    # the enclosing sink writes its rows into out/id=<v>/ (partition_dir_expression's default): whether
+    # out/id=1's check finds files there depends on which pipeline came first (outside review of stop 46, F2)
     out = tmp_path / "out"
-    _job(_file("a", str(out)), _file("b", str(out / "b"), ', data_save_mode = "ERROR_WHEN_DATA_EXISTS"'))
+    with pytest.raises(ConfigError, match="which pipeline comes first"):
+        _job(_file("a", str(out), ', partition_by = ["id"]'), _file("b", str(out / "id=1"), f", {mode}"))
+
+
+def test_an_enclosing_path_that_checks_through_a_link_is_refused(tmp_path):
+    # the pair overlaps through the link (F3): a check on either side is timing
+    real = tmp_path / "real"
+    real.mkdir()
+    os.symlink(real, tmp_path / "link")
+    with pytest.raises(ConfigError, match="which pipeline comes first"):
+        _job(_file("a", str(tmp_path / "link"), ', data_save_mode = "ERROR_WHEN_DATA_EXISTS"'),
+             _file("b", str(real / "b")))

@@ -17,6 +17,9 @@ they write and the way on (``ConfigError``: ``seatide check``/``submit`` exit 2)
 * LocalFile paths one inside the other, either with a destructive mode: two targets, two
   decisions, and DROP_DATA on ``out`` takes ``out/b``'s files or is refused over them, as the
   pipelines come (review 8, H1).
+* save modes that check the target (ERROR_WHEN_DATA_EXISTS, ERROR_WHEN_SCHEMA_NOT_EXIST) or skip
+  making it (IGNORE) beside other save modes on one target, or a check on either of two paths one
+  inside the other: whether the check finds the other sink's rows is timing (G-fix review, F6).
 
 Every pair of sinks is compared (overlapping is no equivalence). The target is known when planning
 where it is the same connector with the same options besides its save modes, or a LocalFile path
@@ -28,7 +31,6 @@ same then.
 from __future__ import annotations
 
 import json
-import os
 import re
 
 from seatide.config.job import ConfigError, JobConfig, PluginSpec
@@ -173,17 +175,15 @@ def _checks(modes: dict[str, str]) -> bool:
     return any(modes[key].startswith("ERROR_WHEN_") for key in _DEFAULTS)
 
 
-def _encloses(outer: PluginSpec, inner: PluginSpec) -> bool:
-    return os.path.commonpath([_path(outer), _path(inner)]) == _path(outer)
-
-
 def _checks_differ(first: PluginSpec, second: PluginSpec, theirs: dict, mine: dict, shared: tuple[str, str],
                    said: str) -> str | None:
     """Save modes that keep data but differ: the first preparer's decision is the one carried out, so
     whether ERROR_WHEN_DATA_EXISTS refuses rows already there, ERROR_WHEN_SCHEMA_NOT_EXIST a missing
     table, or IGNORE leaves the table unmade, would be timing (outside review of the G fixes, F6).
-    On paths one inside the other, the enclosing path's check would see the inner sink's files or
-    not; the inner path's check sees only its own directory, which the enclosing sink never writes."""
+    On paths one inside the other, either check may see the other sink's files or not: the enclosing
+    path holds the inner one, and an enclosing sink partitioned by a column writes into directories
+    (``${k0}=${v0}``) one of which may be the inner path (outside review of stop 46, F2). Paths are
+    compared as ``overlaps`` resolves them, links followed (F3)."""
     if shared[0] == "same":
         if theirs == mine:
             return None
@@ -191,12 +191,12 @@ def _checks_differ(first: PluginSpec, second: PluginSpec, theirs: dict, mine: di
                 f"modes are decided once per job run, by the sink whose pipeline prepares it first, so whether "
                 f"the job refuses rows already there or a missing table would depend on which pipeline prepares "
                 f"it first: {SAME_SAVE_MODES}")
-    for outer, inner, modes in ((first, second, theirs), (second, first, mine)):
-        if _checks(modes) and _encloses(outer, inner):
-            return (f"{said} write targets that overlap ({shared[1]}), and {outer.label}'s save modes check the "
-                    f"enclosing path: whether they find {inner.label}'s files there depends on which pipeline "
-                    f"comes first. Ways on: write paths apart (neither inside the other), or give the enclosing "
-                    f"sink save modes that do not check (data_save_mode = APPEND_DATA, schema_save_mode = "
+    for checker, other, modes in ((first, second, theirs), (second, first, mine)):
+        if _checks(modes):
+            return (f"{said} write targets that overlap ({shared[1]}), and {checker.label}'s save modes check its "
+                    f"path: whether they find {other.label}'s files there depends on which pipeline comes first. "
+                    f"Ways on: write paths apart (neither inside the other), or give the checking sink save modes "
+                    f"that do not check (data_save_mode = APPEND_DATA, schema_save_mode = "
                     f"CREATE_SCHEMA_WHEN_NOT_EXIST)")
     return None
 
