@@ -1,5 +1,5 @@
-"""Target keys name a sink's target from its spelling alone, and ``overlaps`` errs towards overlap
-(store/target_identity.py; outside review 8: a key that followed DNS or a symlink changed between
+"""Target keys name a sink's target without DNS (a path by its real one), and ``overlaps`` errs towards overlap
+(store/target_identity.py; outside review 8: a key that followed DNS changed between
 attempts or versions, and a DROP_DATA ran over committed rows under the new key)."""
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ def test_a_server_is_named_from_its_spelling_without_dns():
     assert server_host("no-such-host.invalid") == "no-such-host.invalid"
 
 
-def test_a_path_key_is_the_absolute_path_as_spelled_and_links_overlap(tmp_path):
+def test_a_path_key_is_the_real_path_and_spelled_links_overlap(tmp_path):
     real = tmp_path / "real"
     (real / "b").mkdir(parents=True)
     os.symlink(real, tmp_path / "link")
     assert file_target(f"{real}/") == file_target(f"file://{real}") == str(real)
-    assert file_target(str(tmp_path / "link")) == str(tmp_path / "link")     # as every earlier checkpoint keys it
-    assert overlaps(str(tmp_path / "link"), str(real / "b"))                  # but emptying it reaches b
+    assert file_target(str(tmp_path / "link")) == str(real)       # one directory, one key (review 8b, F9)
+    assert overlaps(str(tmp_path / "link"), str(real / "b"))      # a key as spelled before: emptying it reaches b
     assert not overlaps(str(real), str(tmp_path / "realm"))
 
 

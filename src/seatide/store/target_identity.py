@@ -1,13 +1,14 @@
 """What a sink writes, named one way: the one place that says whether two sinks' targets are the
 same, or overlap (outside review 7).
 
-A target key names what a destructive save mode empties, so the spellings SeaTide can tell apart
-without asking anything outside give one key: a LocalFile path with or without its trailing slash;
-a Jdbc server as ``localhost`` or ``127.0.0.1``. A key never depends on DNS or on the filesystem's
-links at the moment it is made (outside review 8: a failed or changed DNS answer in one attempt
-gave its target a new key, under which the run's decision and the committed marks were not found,
-and its DROP_DATA ran over committed rows; a key through ``realpath`` differed from the key every
-checkpoint of the previous version holds). Keys that differ may still overlap, and ``overlaps``
+A target key names what a destructive save mode empties, so the spellings of one target give one
+key: a LocalFile path with or without its trailing slash, through a symlink or directly (its real
+path: outside review 8b, F9, two keys for one directory took two DROP_DATA decisions); a Jdbc server
+as ``localhost`` or ``127.0.0.1``. A key never depends on DNS (outside review 8: a failed or changed
+answer in one attempt gave its target a new key, under which the run's decision and the committed
+marks were not found, and its DROP_DATA ran over committed rows); the path as spelled, which every
+checkpoint before the real path holds, stays the target's earlier key (``file_target_spelled``,
+``connectors/file/sink.py``). Keys that differ may still overlap, and ``overlaps``
 errs that way: DROP_DATA on a directory removes every file under it, also another sink's in a path
 inside it or reached through a symlink, or a Paimon table in it; one database server named by host and by address (looked
 up when overlap is asked, never kept in a key); a Jdbc sink in query mode writes the table its
@@ -42,8 +43,15 @@ _EARLIER_QUERY = "query"  # the table part of a query sink's key before target k
 
 
 def file_target(path: str) -> str:
-    """A local path as one key: absolute and normalised (``out``, ``out/`` and ``./out`` are one
-    directory), as LocalFile's root has always been; links are ``overlaps``' to follow."""
+    """A local path as one key: the real path of the directory (``out``, ``out/``, ``./out`` and a
+    link to it are one directory): its deepest existing ancestor resolved, the rest as written (a
+    directory made later keeps the key it had)."""
+    return os.path.realpath(file_target_spelled(path))
+
+
+def file_target_spelled(path: str) -> str:
+    """The key SeaTide gave a local path before ``file_target`` followed links: absolute and
+    normalised as spelled, as LocalFile's root is; checkpoints and decisions made then name it."""
     value = re.sub(r"^file:(//)?", "", path.strip())
     return os.path.abspath(os.path.expanduser(value))
 
@@ -179,5 +187,5 @@ def _inside(path: str, other: str) -> bool:
     return path == other or path.startswith(other.rstrip(os.sep) + os.sep)
 
 
-__all__ = ["UNKNOWN_TABLE", "any_overlap", "file_target", "jdbc_target", "overlaps", "query_table", "query_table_first_read",
+__all__ = ["UNKNOWN_TABLE", "any_overlap", "file_target", "file_target_spelled", "jdbc_target", "overlaps", "query_table", "query_table_first_read",
            "server_host"]

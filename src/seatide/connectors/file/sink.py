@@ -14,7 +14,7 @@ from seatide.plugin.options import BOOL, INT, REQUIRED, STRING, STRING_LIST, Opt
 from seatide.plugin.registry import register
 from seatide.plugin.sink_protocol import SinkTargets, Target
 from seatide.plugin.tables import TableRoute
-from seatide.store.target_identity import file_target
+from seatide.store.target_identity import file_target, file_target_spelled
 
 
 @register
@@ -163,7 +163,10 @@ class LocalFileSink(Sink):
 
 
 class LocalFileTargets(SinkTargets):
-    """Each route's directory is its target; routes whose paths are equal share it."""
+    """Each route's directory is its target, keyed by its real path (``file_target``): routes whose
+    paths name one directory share it, through a symlink or not. A checkpoint of an earlier SeaTide
+    keyed the target by its path as spelled (``file_target_spelled``): its states, decided parts and
+    save-mode decision are this target's (outside review 8b, F9)."""
 
     def target_key(self, route: TableRoute) -> str:
         return file_target(route.sink.root)
@@ -171,8 +174,25 @@ class LocalFileTargets(SinkTargets):
     def open_target(self, key: str, routes: list[TableRoute]) -> Target:
         # a table whose path lies inside this one's is another target: its files are not this one's data
         inner = tuple(k for k in self.keys() if k.startswith(key.rstrip(os.sep) + os.sep))
-        return LocalFileTarget(key, routes, {r.index: r.sink.spec() for r in routes},
-                               self.ctx.plugin_id if self.ctx is not None else "", inner)
+        target = LocalFileTarget(key, routes, {r.index: r.sink.spec() for r in routes},
+                                 self.ctx.plugin_id if self.ctx is not None else "", inner)
+        target.earlier_keys = [k for k in dict.fromkeys(file_target_spelled(r.sink.root) for r in routes) if k != key]
+        return target
+
+    def _rekeyed(self, targets: dict) -> dict:
+        """Records under a route's spelled key, under its key (a record under its key wins)."""
+        spelled = {file_target_spelled(r.sink.root): self.key_of[r.index] for r in self.routes}
+        keys = set(self.key_of.values())
+        found = {key: value for key, value in targets.items() if key in keys}
+        for key, value in targets.items():
+            found.setdefault(spelled.get(key, key), value)
+        return found
+
+    def previous_targets(self, state: dict) -> dict[str, dict]:
+        return self._rekeyed(super().previous_targets(state))
+
+    def publish_parts(self, publish: dict) -> list[tuple[str, dict]]:
+        return list(self._rekeyed(dict(super().publish_parts(publish))).items())
 
 
 __all__ = ["LocalFileSink", "LocalFileTargets"]

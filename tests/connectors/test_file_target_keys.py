@@ -1,0 +1,59 @@
+"""Outside review 8b, F9: a LocalFile directory reached through a symlink and directly is one target.
+
+Its key is the directory's real path (the deepest existing ancestor resolved, the rest as written):
+two spellings of one directory gave two keys before, so two DROP_DATA decisions were taken for one
+directory, and a sink through the link was not the "same target" of a sink writing it directly. The
+key SeaTide gave before (the absolute path as spelled) stays findable: the target's save-mode
+decision under it (``Target.earlier_keys``), and its state and decided parts in checkpoints
+(``previous_targets``, ``publish_parts``)."""
+
+from __future__ import annotations
+
+import os
+
+from seatide.config.loader import load_job_text
+from seatide.plugin.sink_protocol import open_sink
+from seatide.store.target_identity import file_target
+
+SOURCE = 'FakeSource { plugin_output = "a", row.num = 3, schema = { fields { id = "bigint" } } }'
+
+
+def _sink(path: str):
+    job = load_job_text('env { job.mode = "BATCH" }\nsource {\n' + SOURCE + '\n}\nsink {\nLocalFile { path = "'
+                        + path + '", file_format_type = "json", data_save_mode = "DROP_DATA" }\n}\n')
+    return job.sinks[0].plugin
+
+
+def _linked(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    os.symlink(real, tmp_path / "link")
+    return real, tmp_path / "link"
+
+
+def test_a_directory_through_a_symlink_and_directly_is_one_key(tmp_path):
+    real, link = _linked(tmp_path)
+    assert file_target(str(link / "out")) == file_target(str(real / "out")) == str(real / "out")
+    assert file_target(str(link)) == file_target(f"file://{real}/") == str(real)
+    # a path not made yet: its existing ancestor resolved, the rest as written
+    assert file_target(str(link / "not" / "yet")) == str(real / "not" / "yet")
+    from seatide.store.target_identity import file_target_spelled
+    assert file_target_spelled(str(link / "out")) == str(link / "out")     # the key before
+
+
+def test_a_sink_through_the_link_opens_the_real_directorys_target_with_its_earlier_key(tmp_path):
+    real, link = _linked(tmp_path)
+    through, direct = open_sink(_sink(str(link / "out")), None), open_sink(_sink(str(real / "out")), None)
+    assert through.keys() == direct.keys() == [str(real / "out")]
+    target = through.target(str(real / "out"))
+    assert list(target.earlier_keys) == [str(link / "out")]      # a decision an earlier SeaTide recorded under it
+    assert target.root == str(link / "out")                      # written as spelled: the same files
+
+
+def test_a_checkpoint_keyed_by_the_spelled_path_is_the_real_paths(tmp_path):
+    real, link = _linked(tmp_path)
+    targets = open_sink(_sink(str(link / "out")), None)
+    spelled, key = str(link / "out"), str(real / "out")
+    assert targets.previous_targets({"targets": {spelled: {"total_rows": 3}}}) == {key: {"total_rows": 3}}
+    part = {"moves": [], "staging": []}
+    assert targets.publish_parts({"targets": {spelled: part}}) == [(key, part)]
