@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from seatide import failpoints
 from seatide.config.job import ConfigError
 from seatide.config.loader import load_job_text
+from seatide.config.local_paths import placed_text
 from seatide.coordinator.source_watch import positions_gone
 from seatide.plan.dag import build_plan
 from seatide.plan.outline import outline_json
@@ -63,10 +64,12 @@ def check(text: str, variables: dict[str, str] | None = None, *, source: str | N
 def submit(store: Store, data_dir: str, *, text: str, variables: dict[str, str] | None = None,
            source: str | None = None, job_id: str | None = None, name: str | None = None,
            strict: bool = False, actor: str, pinned_worker: str | None = None,
-           cleanup_delay_s: float | None = None) -> Accepted:
-    """Validate a job file's text and record the job as CREATED."""
+           cleanup_delay_s: float | None = None, paths_from: str | None = None) -> Accepted:
+    """Validate a job file's text and record the job as CREATED. ``paths_from``: the directory the
+    job's driver runs in, where a client runs it locally (``seatide run``): its relative sink paths
+    are recorded made absolute against it; None (a cluster) refuses them (``config/local_paths.py``)."""
     variables = variables or {}
-    config = check(text, variables, source=source, strict=strict)
+    text, config = _placed(text, variables, source or "submitted job", strict, paths_from)
     if len(name or config.env.name) > MAX_JOB_NAME:
         raise Refusal(RefusalKind.BAD_REQUEST, f"the job name is {len(name or config.env.name)} characters long; "
                       f"use at most {MAX_JOB_NAME} (jobName, or job.name in env)")
@@ -90,11 +93,13 @@ def stop(store: Store, job_id: str, *, savepoint: bool = False, release: bool = 
 
 def resume(store: Store, job_id: str, *, text: str | None = None, variables: dict[str, str] | None = None,
            source: str | None = None, strict: bool = False, savepoint_id: int | None = None,
-           fallback: str | None = None, actor: str, pinned_worker: str | None = None) -> Accepted:
+           fallback: str | None = None, actor: str, pinned_worker: str | None = None,
+           paths_from: str | None = None) -> Accepted:
     """Start a stopped, failed or killed job's next incarnation from its checkpoints.
 
     ``text`` and ``variables`` default to the job's own; a changed config must still fit
-    the checkpoints (``seatide.store.restore`` checks, and ``fallback`` says what then)."""
+    the checkpoints (``seatide.store.restore`` checks, and ``fallback`` says what then). A new
+    ``text``'s relative sink paths are placed as ``submit`` places them (``paths_from``)."""
     if fallback not in (None, *FALLBACKS):
         raise Refusal(RefusalKind.BAD_REQUEST, f"fallback must be one of {', '.join(FALLBACKS)}, not {fallback!r}")
     with _refusals():
@@ -103,9 +108,11 @@ def resume(store: Store, job_id: str, *, text: str | None = None, variables: dic
         job = load_job(conn, job_id)
     if job is None:
         raise Refusal(RefusalKind.NOT_FOUND, f"no job with id {job_id}")
-    text = text or job.config
     variables = variables if variables is not None else json.loads(job.variables)
-    config = _load(text, variables, source or f"job {job_id}", strict)
+    if text:
+        text, config = _placed(text, variables, source or f"job {job_id}", strict, paths_from)
+    else:    # as recorded (a job recorded before its paths were placed keeps where it wrote)
+        text, config = job.config, _load(job.config, variables, source or f"job {job_id}", strict)
     with _refusals():
         # A decision the incarnation before owed and this one carries on (a fresh start, a savepoint's
         # copy: store/owed_moves.py) was not asked for this time: the answer says so, beside the event.
@@ -115,6 +122,16 @@ def resume(store: Store, job_id: str, *, text: str | None = None, variables: dic
                              check_positions=positions_gone, command=resume_command(job_id, savepoint_id, source))
     failpoints.hit("intents.resume_recorded")      # tests: another resume may follow here at once
     return Accepted(job_id, job.name, [str(w) for w in config.warnings] + carried)
+
+
+def _placed(text: str, variables: dict[str, str], source: str, strict: bool, paths_from: str | None):
+    """(text to record, its config): the text with its relative sink paths placed (``paths_from``)."""
+    config = _load(text, variables, source, strict)
+    try:
+        placed = placed_text(config, paths_from)
+    except ConfigError as exc:
+        raise Refusal(RefusalKind.BAD_REQUEST, mask_message(str(exc), secret_values(text, variables))) from None
+    return (text, config) if placed == text else (placed, _load(placed, variables, source, strict))
 
 
 def _load(text: str, variables: dict[str, str], source: str, strict: bool):

@@ -13,8 +13,10 @@ runs without in another way (more slowly) is a note.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
+from seatide.config.local_paths import path_notes
 from seatide.cli.args import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, parse_variables, read_job_file
 
 
@@ -66,6 +68,8 @@ def plan_report(plan) -> dict:
                for kind, specs in (("sources", p.sources), ("transforms", p.transforms), ("sinks", p.sinks))},
         } for p in plan.pipelines],
         "warnings": [str(w) for w in job.warnings],
+        # relative sink paths: where `seatide run` started here writes them, and that submit refuses them
+        "notes": path_notes(job, os.getcwd()),
     }
 
 
@@ -112,6 +116,7 @@ def render(report: dict) -> str:
                 lines.append(line.rstrip())
     if "privileges" in report:
         lines += _privileges(report["privileges"])
+    lines += [f"note: {note}" for note in report["notes"]]
     if report["warnings"]:
         lines.append(f"{len(report['warnings'])} warning{'s' if len(report['warnings']) != 1 else ''} "
                      "(ignored keys; --strict makes them errors):")

@@ -70,7 +70,8 @@ class LocalRun:
 
         return self._start(lambda: intents.submit(
             self.store, self.data_dir, text=text, variables=variables, source=source, job_id=job_id,
-            name=name, strict=strict, pinned_worker=self.worker.node_id, actor="seatide-run"), source)
+            name=name, strict=strict, pinned_worker=self.worker.node_id, actor="seatide-run",
+            paths_from=os.getcwd()), source)     # the driver runs here: relative paths are recorded from here
 
     def resume(self, job_id: str, *, text: str | None, variables: dict | None, source: str | None,
                strict: bool = False, savepoint_id: int | None = None, fallback: str | None = None) -> int:
@@ -79,7 +80,7 @@ class LocalRun:
         return self._start(lambda: intents.resume(
             self.store, job_id, text=text, variables=variables, source=source, strict=strict,
             savepoint_id=savepoint_id, fallback=fallback, pinned_worker=self.worker.node_id,
-            actor="seatide-resume"), source or f"resume of {job_id}")
+            actor="seatide-resume", paths_from=os.getcwd()), source or f"resume of {job_id}")
 
     def _start(self, record_job, source: str) -> int:
         from seatide.intents import Refusal, RefusalKind

@@ -250,6 +250,10 @@ class Sink(Plugin):
     def change_keys(self) -> "tuple[str, tuple[str, ...]] | None":
         return None     # (option, keys) rows are found by on a change: plan.catalog.check_change_keys
 
+    # Options naming a path on the driver's local filesystem (LocalFile: ``path``): a relative or
+    # ``~`` one is made absolute where the job is recorded, or refused (``config/local_paths.py``).
+    local_path_options: ClassVar[tuple[str, ...]] = ()
+
     # The table the sink receives (plan.catalog), None when unknown. The loader sets it once
     # the sink is built; its options already have their placeholders filled from it.
     catalog: "Schema | None" = None

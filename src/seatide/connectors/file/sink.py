@@ -29,9 +29,12 @@ class LocalFileSink(Sink):
     its save modes are made once, at the first batch (rows in it or not).
     """
 
+    local_path_options = ("path",)
+
     plugin_name = "LocalFile"
     options = (
-        Option("path", STRING, REQUIRED, "directory the files are written to (/dir or file:///dir)"),
+        Option("path", STRING, REQUIRED, "directory the files are written to (/dir or file:///dir; a relative one: seatide run makes it "
+               "absolute against its directory, seatide submit refuses it)"),
         Option("tmp_path", STRING, "/tmp/seatunnel",
                "accepted for compatibility; SeaTide stages each batch under <path>/.seatide-staging "
                "so the final move stays on one filesystem"),
