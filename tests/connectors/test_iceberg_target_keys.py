@@ -14,7 +14,8 @@ import hashlib
 import pytest
 
 from seatide.connectors.iceberg.catalogs import load_catalog
-from seatide.connectors.iceberg.keys import landed_key, located_key, table_key
+from seatide.connectors.iceberg.keys import hashed_key, landed_key, located_key, table_key
+from seatide.connectors.iceberg.targets import IcebergTargets
 from seatide.plugin.sink_protocol import SaveModeDoor
 from seatide.plugin.tables import TableFrames, TableRoute
 from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, roll_forward
@@ -26,7 +27,8 @@ from tests.connectors.test_iceberg_upgrade import DROP, ids, old_batches, old_re
 
 EARLIER_KEYS = {"named": lambda config: "iceberg:default:ns.t",      # before it named the catalog's location
                 "located": lambda config: located_key(make_sink(config).spec()),    # with the label, before N7
-                "landed": lambda config: landed_key(make_sink(config).spec())}      # the path as written, before N8
+                "landed": lambda config: landed_key(make_sink(config).spec()),     # the path as written, before N8
+                "hashed": lambda config: hashed_key(make_sink(config).spec())}     # hashed, before review 8b
 
 
 @pytest.mark.spark
@@ -209,14 +211,18 @@ def _two_spellings(spelling: str, tmp_path, request) -> tuple[dict, dict]:
     return a, {"type": "sql", "uri": f"postgresql+psycopg://postgres@127.0.0.1/{name}", "warehouse": wh}
 
 
-def _recreate_while_the_other_commits(spark, tmp_path, monkeypatch, a: dict, b: dict):
+def _recreate_while_the_other_commits(spark, tmp_path, monkeypatch, a: dict, b: dict, b_key=None):
     """Pipeline 1 (table spelled ``a``) prepares RECREATE_SCHEMA on an empty first batch; pipeline 2
-    (spelled ``b``) is held after its save modes are decided while pipeline 1 commits row 1, then
-    writes row 2. The table's rows after (the one recreate of the job keeps both)."""
+    (spelled ``b``; keyed by ``b_key`` of its spec where given) is held after its save modes are
+    decided while pipeline 1 commits row 1, then writes row 2. The table's rows after (the one
+    recreate of the job keeps both)."""
     write(opened(make_sink(a), spark, plugin="pre"), tmp_path / "pre", ids(spark, [100]), 0, job="before")
     shared, _ = old_records(tmp_path)
     one = run_of(opened(make_sink(a, **RECREATE), spark), tmp_path / "p1", shared)
-    two = run_of(opened(make_sink(b, **RECREATE), spark, plugin="sink[1]"), tmp_path / "p2", shared)
+    with monkeypatch.context() as keyed:
+        if b_key is not None:
+            keyed.setattr(IcebergTargets, "target_key", lambda self, route: b_key(route.sink.spec()))
+        two = run_of(opened(make_sink(b, **RECREATE), spark, plugin="sink[1]"), tmp_path / "p2", shared)
     one.write(ids(spark, []), 0, txn(0))
     held = Held(monkeypatch, "sink.save_modes_decided", tmp_path / "go")
     thread, out = in_thread(lambda: two.write(ids(spark, [2]), 0, txn(0, "L2")))
@@ -243,14 +249,16 @@ def test_one_table_spelled_two_ways_is_one_target_recreated_once(spark, tmp_path
 
 @pytest.mark.spark
 def test_a_recreate_is_not_carried_out_over_a_row_the_run_committed(spark, tmp_path, monkeypatch):
-    """Second line of defence: a spelling no normalisation sees (a symlinked warehouse) is two
-    keys, so two decisions; pipeline 2's recreate, decided before pipeline 1's row, finds a
-    snapshot of the job run in the table right before the replace and leaves it."""
+    """Second line of defence: a key no normalisation unifies with the other's (a symlinked warehouse
+    was one until review 8b; here pipeline 2 keys the table as the version before did, by a hash of
+    the catalog's location) is two keys, so two decisions; pipeline 2's recreate, decided before
+    pipeline 1's row, finds a snapshot of the job run in the table right before the replace and
+    leaves it."""
     (tmp_path / "wh").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "wh")
     a = {"type": "hadoop", "warehouse": f"file://{tmp_path}/wh"}
     one, two, rows = _recreate_while_the_other_commits(spark, tmp_path, monkeypatch, a,
-                                                       {**a, "warehouse": f"{tmp_path}/link"})
+                                                       {**a, "warehouse": f"{tmp_path}/link"}, hashed_key)
     assert one.targets.keys() != two.targets.keys()
     assert rows == [1, 2]
 

@@ -39,6 +39,7 @@ _QUERY_TABLE = re.compile(r"^\s*(?:INSERT|UPSERT|REPLACE|MERGE)\s+"
 _QUERY_TABLE_FIRST = re.compile(r"^\s*(?:INSERT|UPSERT|REPLACE|MERGE)\s+"
                               r"(?:(?:IGNORE|LOW_PRIORITY|DELAYED|HIGH_PRIORITY)\s+)*(?:INTO\s+)?"
                               r"(?P<table>(?:[`\"\[]?[\w$]+[`\"\]]?\s*\.\s*)*[`\"\[]?[\w$]+[`\"\]]?)", re.IGNORECASE)
+_ICEBERG = "iceberg:"      # after a warehouse path and "#": an Iceberg table's name (a Paimon table's has none)
 _EARLIER_QUERY = "query"  # the table part of a query sink's key before target keys: any table, as UNKNOWN_TABLE
 
 
@@ -54,6 +55,12 @@ def file_target_spelled(path: str) -> str:
     normalised as spelled, as LocalFile's root is; checkpoints and decisions made then name it."""
     value = re.sub(r"^file:(//)?", "", path.strip())
     return os.path.abspath(os.path.expanduser(value))
+
+
+def iceberg_target(warehouse: str, name: str) -> str:
+    """An Iceberg table of a hadoop warehouse as one key: the warehouse's real path (``file_target``)
+    and ``namespace.table``; it lies in ``<warehouse>/<namespace levels>/<table>`` (``_on_disk``)."""
+    return f"{file_target(warehouse)}#{_ICEBERG}{name}"
 
 
 def server_host(host: str) -> str:
@@ -176,9 +183,11 @@ def any_overlap(keys, others) -> bool:
 
 def _on_disk(key: str) -> str:
     """A path key as the directory it names: a Paimon table's (``<warehouse>#<db>.<table>``) is
-    ``<warehouse>/<db>.db/<table>``, which a LocalFile DROP_DATA of the warehouse empties (outside review
-    8b, F7)."""
+    ``<warehouse>/<db>.db/<table>``, an Iceberg table's (``iceberg_target``) is ``<warehouse>/<namespace
+    levels>/<table>``, which a LocalFile DROP_DATA of the warehouse empties (outside review 8b, F7)."""
     warehouse, hash_, table = key.partition("#")
+    if hash_ and table.startswith(_ICEBERG):
+        return os.path.join(warehouse, *table[len(_ICEBERG):].split("."))
     database, dot, name = table.partition(".")
     return os.path.join(warehouse, f"{database}.db", name) if hash_ and dot else key
 
@@ -187,5 +196,5 @@ def _inside(path: str, other: str) -> bool:
     return path == other or path.startswith(other.rstrip(os.sep) + os.sep)
 
 
-__all__ = ["UNKNOWN_TABLE", "any_overlap", "file_target", "file_target_spelled", "jdbc_target", "overlaps", "query_table", "query_table_first_read",
+__all__ = ["UNKNOWN_TABLE", "any_overlap", "file_target", "file_target_spelled", "iceberg_target", "jdbc_target", "overlaps", "query_table", "query_table_first_read",
            "server_host"]

@@ -11,7 +11,11 @@ write one table, whose save modes are decided once (review N7). A warehouse path
 catalog's address are one however they are spelled too (``//``, ``..``, ``file:``; the jdbc: or
 SQLAlchemy form, host case, default port: review N8).
 
+A hadoop warehouse's table is keyed by the warehouse's real path instead of a hash, so a LocalFile
+path around or inside it overlaps it (outside review 8b, as Paimon's F7).
+
 Earlier keys, whose records (states, decided parts, save-mode decisions) stay the table's:
+``hashed_key`` (a hadoop table's before it named its warehouse),
 ``named_key`` (the port before the key named the catalog's location, and the writer before the
 port), ``located_key`` (the version that added the location and kept the label) and
 ``landed_key`` (the version before N8, whose warehouse paths and SQL addresses were as written).
@@ -23,10 +27,22 @@ import hashlib
 
 from seatide.connectors.iceberg.catalogs import catalog_location, catalog_type
 from seatide.connectors.iceberg.spec import IcebergSinkSpec
+from seatide.connectors.iceberg.warehouse import local_warehouse
+from seatide.store.target_identity import iceberg_target
 
 
 def table_key(spec: IcebergSinkSpec) -> str:
-    """The target ``spec`` writes: the label left out where it names nothing (hadoop, REST)."""
+    """The target ``spec`` writes: a hadoop warehouse's table by the warehouse's real path, so it
+    overlaps the directories it lies in (``store.target_identity.iceberg_target``); else
+    ``hashed_key``."""
+    if catalog_type(spec.catalog_config) == "hadoop":
+        return iceberg_target(local_warehouse(spec.catalog_config["warehouse"]), spec.name)
+    return hashed_key(spec)
+
+
+def hashed_key(spec: IcebergSinkSpec) -> str:
+    """The catalog's location hashed and the table, the label left out where it names nothing
+    (hadoop, REST): every catalog's key, and a hadoop table's before it named its warehouse."""
     return _key(spec, _where(spec))
 
 
@@ -40,7 +56,7 @@ def landed_key(spec: IcebergSinkSpec) -> str:
     """The key of the version before review N8, which resolved a REST uri's spelling only: a
     warehouse path and a SQL catalog's address as written (a SQL catalog's is ``located_key``)."""
     if catalog_type(spec.catalog_config) == "rest":
-        return table_key(spec)
+        return hashed_key(spec)
     return _key(spec, _where(spec, as_spelled=True))
 
 
@@ -60,4 +76,4 @@ def _where(spec: IcebergSinkSpec, as_spelled: bool = False) -> str:
     return hashlib.sha1(catalog_location(spec.catalog_config, as_spelled).encode()).hexdigest()[:12]
 
 
-__all__ = ["landed_key", "located_key", "named_key", "table_key"]
+__all__ = ["hashed_key", "landed_key", "located_key", "named_key", "table_key"]

@@ -34,7 +34,7 @@ from seatide.connectors.iceberg.catalogs import load_catalog
 from seatide.connectors.iceberg.commits import (COMMIT_ATTEMPTS, STAGING_KEY, TRANSACTION_KEY, MarkLost, backoff,
                                                 commit_snapshot, committed_snapshot)
 from seatide.connectors.iceberg.datafiles import IcebergWriteError, data_root, local_path, staging_dir
-from seatide.connectors.iceberg.keys import landed_key, located_key, named_key
+from seatide.connectors.iceberg.keys import hashed_key, landed_key, located_key, named_key
 from seatide.connectors.iceberg.schema import UnsupportedIcebergType
 from seatide.connectors.iceberg.spec import IcebergSinkError, IcebergSinkSpec
 from seatide.connectors.iceberg.staging import files_on, stage
@@ -62,8 +62,9 @@ class IcebergTarget(Target):
         # the options the job's routes writing the table spell it with (``IcebergTargets._spellings``)
         self.spellings = spellings or [r.sink.spec() for r in routes]
         # the door's decisions of the versions that kept a hadoop or REST catalog's label in the key,
-        # and that kept a warehouse path or SQL address as written (review N8)
-        earlier = [k for spec in self.spellings for k in (landed_key(spec), located_key(spec))]
+        # that kept a warehouse path or SQL address as written (review N8), and that hashed a hadoop
+        # warehouse's location (review 8b)
+        earlier = [k for spec in self.spellings for k in (hashed_key(spec), landed_key(spec), located_key(spec))]
         self.earlier_keys = [k for k in dict.fromkeys(earlier) if k != key]
         self._catalog = None
         self._waiting: dict | None = None     # a recreate decided without the input's fields

@@ -16,7 +16,7 @@ on): a single table's state ``{"rows", "total_rows"}`` and a route list's ``{"ro
 {namespace.table: state}}``; a decided manifest's parts ``{"tables": {namespace.table: part}}``.
 Their tables are named by the Iceberg table, not by route: ``previous_targets`` and
 ``publish_parts`` give each to its target. So are the records under the keys earlier versions
-gave the table (``keys.named_key``, ``located_key``, ``landed_key``), and the job's save-mode decisions
+gave the table (``keys.hashed_key``, ``named_key``, ``located_key``, ``landed_key``), and the job's save-mode decisions
 recorded under them (``Target.earlier_keys``, ``IcebergTarget.earlier_decision``).
 """
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from seatide.connectors.iceberg.keys import landed_key, located_key, named_key, table_key
+from seatide.connectors.iceberg.keys import hashed_key, landed_key, located_key, named_key, table_key
 from seatide.connectors.iceberg.spec import IcebergSinkError
 from seatide.connectors.iceberg.target import IcebergTarget
 from seatide.plugin.sink_protocol import SinkTargets, Target, routes_of
@@ -63,13 +63,13 @@ class IcebergTargets(SinkTargets):
         return {route.sink.spec().name: self.key_of[route.index] for route in self.routes}
 
     def _rekeyed(self, targets: dict) -> dict:
-        """Targets' records under an earlier key (``keys.named_key``, ``located_key``, ``landed_key``) under
+        """Targets' records under an earlier key (``keys.hashed_key``, ``named_key``, ``located_key``, ``landed_key``) under
         their key: a version wrote the routes its key merged through the first's options, so the
         first's table."""
         earlier: dict[str, str] = {}
         for route in self.routes:
             spec = route.sink.spec()
-            for spelled in (landed_key(spec), located_key(spec), named_key(spec)):
+            for spelled in (hashed_key(spec), landed_key(spec), located_key(spec), named_key(spec)):
                 earlier.setdefault(spelled, self.key_of[route.index])
         keys = set(self.key_of.values())
         return {key if key in keys else earlier.get(key, key): value for key, value in targets.items()}
