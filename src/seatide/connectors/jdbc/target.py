@@ -20,10 +20,11 @@ from seatide.plugin.rowkind import HIDDEN_COLUMNS, ROW_KIND_COLUMN, ROW_SEQ_COLU
 
 class JdbcTarget:
     def __init__(self, spec: JdbcSinkSpec, dialect: Dialect, table: tuple[str, ...] | None, driver: str,
-                 source: str = "", key: str = ""):
+                 source: str = "", key: str = "", spelled: tuple[str, ...] | None = None):
         self.spec = spec
         self.dialect = dialect
         self.table = table                    # as qualified in the writer's connection; None: query mode
+        self.spelled = spelled or table       # as the options name it: messages, and earlier records' names
         self.driver = driver
         self.source = source                  # the input table it receives (multi-table), for messages
         self.key = key                        # the route's key (named its save-mode record before targets were)
@@ -36,7 +37,7 @@ class JdbcTarget:
 
     @property
     def label(self) -> str:
-        return ".".join(self.table) if self.table else "query"
+        return ".".join(self.spelled) if self.spelled else "query"
 
     @property
     def quoted(self) -> str:

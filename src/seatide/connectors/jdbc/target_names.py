@@ -58,6 +58,10 @@ class TargetNames:
             return spec.database or "", "", UNKNOWN_TABLE
         return replace(spec, table=table).target_name(lambda: self._search_schema(spec))
 
+    def schema_of(self, spec: JdbcSinkSpec) -> str:
+        """PostgreSQL: the schema an unqualified ``spec.table`` is keyed in, which the sink writes it in."""
+        return self._search_schema(spec)
+
     def _search_schema(self, spec: JdbcSinkSpec) -> str:
         """PostgreSQL: the schema an unqualified table name resolves to on the connection, asked of
         the server once per database (review 31 N3: with a search_path whose first schema exists,

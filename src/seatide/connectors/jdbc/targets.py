@@ -159,11 +159,21 @@ class JdbcTargets(SinkTargets):
         for route in routes:
             spec = route.sink.spec()
             database, table = spec.placed() if self.multi else (spec.database, spec.table)
-            ways[route.index] = JdbcTarget(spec, self.dialect, table, self.driver, route.name if self.multi else "",
-                                           route.key)
+            ways[route.index] = JdbcTarget(spec, self.dialect, self._written(spec, table), self.driver,
+                                           route.name if self.multi else "", route.key, table)
         group = self.groups.setdefault(database, _Group(database))
         table = group.tables[key] = TargetTable(ways)
         return JdbcTableTarget(key, routes, self, group, table)
+
+    def _written(self, spec: JdbcSinkSpec, table: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        """The table as the sink writes it: on PostgreSQL an unqualified name in the schema its key
+        names, resolved once (``TargetNames.schema_of``). Resolved again by each later session, it
+        followed the search_path: a schema made first on it since (a role's own, for ``"$user",
+        public``) took the table's rows and CREATE, beside the table the key, its save-mode decision
+        and every overlap check name (outside review 8b, F10)."""
+        if self.dialect.name != POSTGRESQL or table is None or len(table) > 1:
+            return table
+        return (self.naming.schema_of(spec), *table)
 
     # --- one batch ---------------------------------------------------------------------
 
