@@ -57,3 +57,15 @@ def test_a_checkpoint_keyed_by_the_spelled_path_is_the_real_paths(tmp_path):
     assert targets.previous_targets({"targets": {spelled: {"total_rows": 3}}}) == {key: {"total_rows": 3}}
     part = {"moves": [], "staging": []}
     assert targets.publish_parts({"targets": {spelled: part}}) == [(key, part)]
+
+
+def test_a_path_inside_another_routes_is_not_its_data_when_one_is_spelled_through_the_link(tmp_path):
+    from seatide.plugin.tables import TableRoute
+
+    real, link = _linked(tmp_path)
+    (real / "out" / "b").mkdir(parents=True)
+    (real / "out" / "mine.json").write_text("{}\n")
+    (real / "out" / "b" / "theirs.json").write_text("{}\n")
+    outer, inner = _sink(str(link / "out")), _sink(str(real / "out" / "b"))
+    targets = open_sink(outer, None, [TableRoute(0, "a", None, outer), TableRoute(1, "b", None, inner)])
+    assert targets.target(str(real / "out")).data_files() == [str(link / "out" / "mine.json")]

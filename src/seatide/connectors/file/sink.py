@@ -175,8 +175,11 @@ class LocalFileTargets(SinkTargets):
         return file_target(route.sink.root)
 
     def open_target(self, key: str, routes: list[TableRoute]) -> Target:
-        # a table whose path lies inside this one's is another target: its files are not this one's data
-        inner = tuple(k for k in self.keys() if k.startswith(key.rstrip(os.sep) + os.sep))
+        # a table whose path lies inside this one's is another target: its files are not this one's data.
+        # Keys are real paths; the target walks its path as spelled (through a link, maybe)
+        root = routes[0].sink.root
+        inner = tuple(os.path.join(root, os.path.relpath(k, key)) for k in self.keys()
+                      if k.startswith(key.rstrip(os.sep) + os.sep))
         target = LocalFileTarget(key, routes, {r.index: r.sink.spec() for r in routes},
                                  self.ctx.plugin_id if self.ctx is not None else "", inner)
         target.earlier_keys = [k for k in dict.fromkeys(file_target_spelled(r.sink.root) for r in routes) if k != key]
