@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from seatide.config.loader import load_job_text
 from seatide.plugin.sink_protocol import open_sink
 from seatide.store.target_identity import file_target
@@ -69,3 +71,20 @@ def test_a_path_inside_another_routes_is_not_its_data_when_one_is_spelled_throug
     outer, inner = _sink(str(link / "out")), _sink(str(real / "out" / "b"))
     targets = open_sink(outer, None, [TableRoute(0, "a", None, outer), TableRoute(1, "b", None, inner)])
     assert targets.target(str(real / "out")).data_files() == [str(link / "out" / "mine.json")]
+
+
+@pytest.mark.spark
+def test_a_job_checkpointed_under_the_spelled_key_resumes_through_the_link_keeping_its_rows(spark, tmp_path):
+    """A batch committed by the version that keyed the target as spelled (its state under that key)
+    is this target's: the resumed DROP_DATA sink does not empty it, and its total carries on."""
+    from seatide.runtime.commit_log import SinkCommitLog
+    from tests.connectors.test_local_file import ROWS, frame, write
+
+    real, link = _linked(tmp_path)
+    (real / "out").mkdir()
+    (real / "out" / "batch0.json").write_text('{"id": 0}\n')
+    log = SinkCommitLog(str(tmp_path / "log"))
+    log.commit(0, {"rows": 1, "total_rows": 1, "targets": {str(link / "out"): {"rows": 1, "total_rows": 1}}})
+    result = write(_sink(str(link / "out")), frame(spark), log, batch_id=1)
+    assert (real / "out" / "batch0.json").exists(), "the resumed DROP_DATA emptied the committed batch"
+    assert result.state["targets"][str(real / "out")]["total_rows"] == 1 + len(ROWS)
