@@ -94,3 +94,27 @@ def test_check_plans_a_relative_path_and_says_what_run_and_submit_do(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "sink[1] LocalFile" in result.stdout and "relative" in result.stdout, result.stdout
     assert "seatide submit refuses" in result.stdout, result.stdout
+
+
+@pytest.mark.cluster
+def test_seatide_run_writes_a_relative_path_under_its_directory_and_records_it_absolute(tmp_path):
+    """As a user runs it: ``seatide run`` started in ``client`` with ``path = "out"``; the files land
+    in ``client/out`` and the recorded job names that directory, so a resume from anywhere writes it."""
+    import subprocess
+    import sys
+
+    from seatide.store.address import default_store_url
+
+    client = tmp_path / "client"
+    client.mkdir()
+    (client / "job.conf").write_text(JOB.format(path='"out"'))
+    data_dir = tmp_path / "d"
+    result = subprocess.run([sys.executable, "-m", "seatide.cli.main", "run", "job.conf", "--data-dir", str(data_dir),
+                             "--job-id", "rel"], capture_output=True, text=True, timeout=300, cwd=client)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [p.name for p in (client / "out").iterdir() if p.suffix == ".json"], list((client / "out").iterdir())
+    store = open_store(default_store_url(str(data_dir)))
+    try:
+        assert f"path = {json.dumps(str(client / 'out'))}" in _recorded(store, "rel").config
+    finally:
+        store.dispose()
