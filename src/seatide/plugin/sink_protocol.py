@@ -157,6 +157,12 @@ class SinkTargets:
         """The target ``route`` writes; routes with equal keys share one (default: a target each)."""
         return route.key
 
+    def spelled_key(self, route: TableRoute) -> str | None:
+        """The key an earlier SeaTide gave ``route``'s target, where ``target_key`` now names it
+        otherwise (a path as spelled, before keys followed links): the records under it (states,
+        decided parts, the save-mode decision) are the target's. None: there is none."""
+        return None
+
     def open_target(self, key: str, routes: list[TableRoute]) -> Target:
         raise NotImplementedError
 
@@ -166,7 +172,9 @@ class SinkTargets:
             if not routes:
                 raise ValueError(f"a decided batch holds a part of target {key}, which this sink no longer "
                                  "writes; resume with the job's earlier table list")
-            self._open[key] = self.open_target(key, routes)
+            target = self._open[key] = self.open_target(key, routes)
+            spelled = [k for k in map(self.spelled_key, routes) if k not in (None, key, *target.earlier_keys)]
+            target.earlier_keys = [*target.earlier_keys, *dict.fromkeys(spelled)]
         return self._open[key]
 
     def keys(self) -> list[str]:
@@ -205,11 +213,19 @@ class SinkTargets:
         """Each target's state after its last batch, from the state committed with a batch;
         a state written before targets existed gives its tables' (or its one table's) to theirs."""
         if not state or "targets" in state:
-            return dict(state.get("targets", {}))
+            return self._respelled(state.get("targets", {}))
         if "tables" in state:
             names = {r.name: self.key_of[r.index] for r in self.routes}
             return {names[name]: table for name, table in state["tables"].items() if name in names}
         return {key: state for key in self.keys()}
+
+    def _respelled(self, targets: dict) -> dict:
+        """Records under a route's ``spelled_key``, under its key; a record under the key itself wins."""
+        earlier = {spelled: self.key_of[r.index] for r in self.routes if (spelled := self.spelled_key(r)) is not None}
+        found = {key: value for key, value in targets.items() if key not in earlier}
+        for key, value in targets.items():
+            found.setdefault(earlier.get(key, key), value)
+        return found
 
     def batch_state(self, previous: dict, states: dict[str, dict]) -> dict:
         rows = sum(int(s.get("rows", 0)) for s in states.values())
@@ -223,7 +239,7 @@ class SinkTargets:
         """(target key, part) of a decided manifest; one decided before targets existed gives each
         table's part to its target (by route key), or its one part to the sink's one target."""
         if "targets" in publish:
-            return list(publish["targets"].items())
+            return list(self._respelled(publish["targets"]).items())
         if "tables" in publish:
             by_route = {r.key: self.key_of[r.index] for r in self.routes}
             return [(by_route.get(route_key, route_key), part) for route_key, part in publish["tables"].items()]

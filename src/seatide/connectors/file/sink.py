@@ -168,11 +168,14 @@ class LocalFileSink(Sink):
 class LocalFileTargets(SinkTargets):
     """Each route's directory is its target, keyed by its real path (``file_target``): routes whose
     paths name one directory share it, through a symlink or not. A checkpoint of an earlier SeaTide
-    keyed the target by its path as spelled (``file_target_spelled``): its states, decided parts and
-    save-mode decision are this target's (outside review 8b, F9)."""
+    keyed the target by its path as spelled: its states, decided parts and save-mode decision are
+    this target's (``spelled_key``; outside review 8b, F9)."""
 
     def target_key(self, route: TableRoute) -> str:
         return file_target(route.sink.root)
+
+    def spelled_key(self, route: TableRoute) -> str:
+        return file_target_spelled(route.sink.root)
 
     def open_target(self, key: str, routes: list[TableRoute]) -> Target:
         # a table whose path lies inside this one's is another target: its files are not this one's data.
@@ -180,25 +183,8 @@ class LocalFileTargets(SinkTargets):
         root = routes[0].sink.root
         inner = tuple(os.path.join(root, os.path.relpath(k, key)) for k in self.keys()
                       if k.startswith(key.rstrip(os.sep) + os.sep))
-        target = LocalFileTarget(key, routes, {r.index: r.sink.spec() for r in routes},
-                                 self.ctx.plugin_id if self.ctx is not None else "", inner)
-        target.earlier_keys = [k for k in dict.fromkeys(file_target_spelled(r.sink.root) for r in routes) if k != key]
-        return target
-
-    def _rekeyed(self, targets: dict) -> dict:
-        """Records under a route's spelled key, under its key (a record under its key wins)."""
-        spelled = {file_target_spelled(r.sink.root): self.key_of[r.index] for r in self.routes}
-        keys = set(self.key_of.values())
-        found = {key: value for key, value in targets.items() if key in keys}
-        for key, value in targets.items():
-            found.setdefault(spelled.get(key, key), value)
-        return found
-
-    def previous_targets(self, state: dict) -> dict[str, dict]:
-        return self._rekeyed(super().previous_targets(state))
-
-    def publish_parts(self, publish: dict) -> list[tuple[str, dict]]:
-        return list(self._rekeyed(dict(super().publish_parts(publish))).items())
+        return LocalFileTarget(key, routes, {r.index: r.sink.spec() for r in routes},
+                               self.ctx.plugin_id if self.ctx is not None else "", inner)
 
 
 __all__ = ["LocalFileSink", "LocalFileTargets"]

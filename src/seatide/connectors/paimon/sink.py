@@ -11,6 +11,7 @@ from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ALL_KINDS, INSERT_ONLY
 from seatide.plugin.sink_protocol import SinkTargets, Target
 from seatide.plugin.tables import TableRoute
+from seatide.store.target_identity import file_target
 
 
 @register
@@ -72,9 +73,15 @@ class PaimonSink(Sink):
 
 
 class PaimonTargets(SinkTargets):
-    """Each route's table is its target; routes naming one table (shards merged) share it."""
+    """Each route's table is its target; routes naming one table (shards merged) share it. Keyed by
+    the warehouse's real path (one warehouse through a symlink or not, outside review 8b, F9); an
+    earlier SeaTide keyed it as spelled (``spelled_key``)."""
 
     def target_key(self, route: TableRoute) -> str:
+        opts = route.sink.opts
+        return f"{file_target(warehouse_path(opts['warehouse']))}#{opts['database']}.{opts['table']}"
+
+    def spelled_key(self, route: TableRoute) -> str:
         opts = route.sink.opts
         return f"{warehouse_path(opts['warehouse'])}#{opts['database']}.{opts['table']}"
 
