@@ -30,7 +30,7 @@ from seatide.store.dropped_output import Dropped, dropped_after
 from seatide.store.job_ids import RestoreRefused
 from seatide.store.paths import under
 from seatide.store.runs import spark_checkpoint_dir
-from seatide.store.savepoint_scope import held, left_out
+from seatide.store.savepoint_scope import held, held_then, left_out
 
 
 def savepoint_dir(checkpoint_dir: str, savepoint_id: int) -> str:
@@ -50,7 +50,8 @@ def savepoints_of_run(conn, job, first: int) -> list:
 
 def named_savepoint(conn, job, savepoint_id: int, first: int, pipelines: dict):
     """The savepoint row ``--from savepoint_id`` restores, or ``RestoreRefused`` saying why it cannot.
-    ``pipelines``: the job's current pipeline rows by id (their directories name the copies)."""
+    ``pipelines``: the job's current pipeline rows by id (their directories name the copies); one it holds
+    that a later config left out is checked from its row then (``held_then``), as the resume restores it."""
     c = s.checkpoints.c
     row = conn.execute(select(s.checkpoints).where(and_(
         c.job_id == job.job_id, c.checkpoint_id == savepoint_id, c.kind == "SAVEPOINT", c.status == "COMPLETED",
@@ -65,6 +66,7 @@ def named_savepoint(conn, job, savepoint_id: int, first: int, pipelines: dict):
             "pipeline whose batch fails while the stop with a savepoint waits for it is left out), so it cannot "
             f"restore the job as it was. Resume without --from (`seatide resume {job.job_id}`): every pipeline is "
             "restored from its own latest checkpoint, none loses or repeats a row")
+    pipelines = {**held_then(conn, row, pipelines), **pipelines}
     for pid, batch in sorted((int(p), b) for p, b in held(row).items()):
         if pid in pipelines and pipelines[pid].checkpoint_dir:
             copy = savepoint_dir(pipelines[pid].checkpoint_dir, savepoint_id)
@@ -77,6 +79,7 @@ def named_savepoint(conn, job, savepoint_id: int, first: int, pipelines: dict):
 
 def refuse_dropped_since(conn, job, savepoint, first: int, pipelines: dict) -> None:
     """``RestoreRefused`` when a fresh start after ``savepoint`` destroyed what a lineage it holds committed."""
+    pipelines = {**held_then(conn, savepoint, pipelines), **pipelines}
     for pid, batch in sorted((int(p), b) for p, b in held(savepoint).items()):
         if pid not in pipelines or not pipelines[pid].checkpoint_dir or batch < 0:
             continue        # a pipeline it holds no batch of committed nothing to lose

@@ -38,7 +38,7 @@ from seatide.store.release_line import last_release, in_place_problem, refuse_sa
 from seatide.store.resumable import check_resumable, refuse_if_expiring, refuse_released, release_retried
 from seatide.store.runs import pipeline_dir, spark_checkpoint_dir
 from seatide.store.named_savepoint import named_savepoint, refuse_dropped_since, savepoint_dir, savepoints_of_run
-from seatide.store.savepoint_scope import finished_then, held, never_held, not_held, not_held_problem
+from seatide.store.savepoint_scope import finished_then, held, held_then, never_held, not_held, not_held_problem
 from seatide.store.started_over import started_over
 from seatide.store.states import ATTEMPT_LIVE, AttemptState, JobStatus, PipelineStatus
 from seatide.store.unusable_checkpoints import PositionsAsked, refusal
@@ -138,6 +138,10 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
         in_place = {pid: batch_in_place(conn, job_id, pid, o, first) for pid, o in owed.items() if o.source is None}
         unheld = not_held(conn, job, savepoint) if savepoint is not None else {}
         then = finished_then(conn, savepoint, old) if savepoint is not None else {}   # left out since: FINISHED
+        # left out since, held: restored from its copy; only those this config has (one it leaves out is not run,
+        # as the latest incarnation did not run it)
+        then.update({pid: row for pid, row in (held_then(conn, savepoint, old) if savepoint is not None else {}).items()
+                     if pid in {p.pipeline_id for p in plan.pipelines}})
         in_run = _run_until(conn, job, first)
         retried = release_retried(conn, job) if job.release is not None else None
     if job.release is not None:

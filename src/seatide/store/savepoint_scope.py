@@ -93,6 +93,19 @@ def finished_then(conn, savepoint, current: dict) -> dict:
         if str(row.pipeline_id) not in saved and row.checkpoint_dir and row.pipeline_id not in current}
 
 
+def held_then(conn, savepoint, current: dict) -> dict:
+    """The rows, in the savepoint's incarnation, of the pipelines it holds that ``current`` (pipeline rows by id)
+    has none of: a resume's config left them out since. The savepoint holds their copies, and a resume from it
+    restores them from there as it does every pipeline it holds, its copy checked alike (outside review of
+    7d56489..26756a7, F1: taken for pipelines the resume adds, they started from nothing and wrote again the
+    rows they had committed up to the savepoint)."""
+    p = s.pipelines.c
+    saved = held(savepoint)
+    return {row.pipeline_id: row for row in conn.execute(select(s.pipelines).where(and_(
+        p.job_id == savepoint.job_id, p.incarnation == savepoint.incarnation)))
+        if str(row.pipeline_id) in saved and row.checkpoint_dir and row.pipeline_id not in current}
+
+
 def not_held_problem(job_id: str, savepoint_id: int, fingerprint_then: str | None, ran_since: int | None,
                      changed: str | None) -> str | None:
     """Why ``--from`` the savepoint cannot restore a pipeline it does not hold, or None: it stays FINISHED, as
@@ -110,4 +123,4 @@ def not_held_problem(job_id: str, savepoint_id: int, fingerprint_then: str | Non
             "own latest checkpoint, or start it over with --fallback fresh")
 
 
-__all__ = ["finished_then", "held", "left_out", "never_held", "not_held", "not_held_problem"]
+__all__ = ["finished_then", "held", "held_then", "left_out", "never_held", "not_held", "not_held_problem"]

@@ -1,6 +1,7 @@
-"""Outside review of 7d56489..HEAD: `resume --from N` where N holds a pipeline that a later resume's config
-left out. The savepoint holds that pipeline's copy, yet the resume starts it from nothing (--fallback fresh)
-or is refused advising --fallback fresh: both write again the rows it committed up to the savepoint."""
+"""`resume --from N` where savepoint N holds a pipeline that a later resume's config left out (outside review
+of 7d56489..26756a7, F1). The savepoint holds that pipeline's copy: the resume restores it from there, as every
+pipeline it holds, checking that copy; it was refused advising --fallback fresh, which started it from nothing
+and wrote again the rows it committed up to the savepoint."""
 
 from __future__ import annotations
 
@@ -91,21 +92,26 @@ def _setup(store, tmp_path):
     return pipelines
 
 
-def test_resume_from_a_savepoint_restores_a_pipeline_it_holds_that_a_config_left_out_since(store, tmp_path):
+@pytest.mark.parametrize("fallback", [None, "fresh"])
+def test_resume_from_a_savepoint_restores_a_pipeline_it_holds_that_a_config_left_out_since(store, tmp_path, fallback):
+    pipelines = _setup(store, tmp_path)
+    _resume(store, TWO, savepoint_id=5, fallback=fallback)      # accepted: nothing to fall back from
+    job, now = _rows(store)
+    restore = json.loads(job.restore)
+    assert restore["prepare"] == {str(pid): savepoint_dir(pipelines[pid].checkpoint_dir, 5) for pid in (1, 2)}, restore
+    assert restore["fresh"] == [], restore
+    assert now[2].checkpoint_dir == pipelines[2].checkpoint_dir and now[2].last_batch_id == 3
+
+
+@pytest.mark.parametrize("fallback", [None, "fresh"])
+def test_its_missing_copy_refuses_the_resume_whatever_the_fallback(store, tmp_path, fallback):
     pipelines = _setup(store, tmp_path)
     copy = savepoint_dir(pipelines[2].checkpoint_dir, 5)
-    assert os.path.isdir(copy)
-    advised_fresh = False
-    try:
-        _resume(store, TWO, savepoint_id=5)
-    except RestoreRefused as exc:
-        message = str(exc)
-        print("REFUSAL:", message)
-        advised_fresh = "--fallback fresh" in message
-    _resume(store, TWO, savepoint_id=5, fallback="fresh")
+    shutil.rmtree(copy)
+    with pytest.raises(RestoreRefused) as refused:
+        _resume(store, TWO, savepoint_id=5, fallback=fallback)
+    message = str(refused.value)
+    assert f"cannot resume job j1 from savepoint 5: its copy of pipeline 2 ({copy}) is missing" in message, message
+    assert "--fallback fresh" not in message, message
     job, _ = _rows(store)
-    restore = json.loads(job.restore)
-    print("RESTORE:", restore)
-    assert restore["prepare"].get("2") == copy and not advised_fresh, (
-        f"savepoint 5 holds pipeline 2 at batch 3 ({copy}), yet --from 5 --fallback fresh starts it from nothing: "
-        f"{restore}")
+    assert job.incarnation == 2, "nothing recorded"
