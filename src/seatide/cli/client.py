@@ -289,6 +289,8 @@ def _checkpoints(client, args) -> int:
     for c in report["history"]:
         print(f"  {c['checkpointId']:>6} {c['kind']:<11}{c['status']:<10}{c['pipelineId']:>8} {c['batchId']:>6} "
               f"{c['rows']:>10} {c['durationMs']:>7}  {c['time']}")
+        if c.get("unrestorable"):       # listed, yet `resume --from` it is refused: say why before one tries
+            print(f"  {'':>6} cannot be restored: {c['unrestorable']}")
     return EXIT_OK
 
 

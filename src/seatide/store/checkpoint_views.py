@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now
 from seatide.store.jobs import job_view
+from seatide.store.named_savepoint import savepoint_refused
 from seatide.store.states import AttemptState, JobStatus, PipelineStatus
 
 
@@ -143,10 +144,13 @@ def checkpoint_health(job, pipelines, now: float, attempt=None) -> str | None:
     return "CHECKPOINT_STALE" if now - oldest > job.stale_after_s else "HEALTHY"
 
 
-def _checkpoint_row(c) -> dict:
-    return {"checkpointId": c.checkpoint_id, "pipelineId": c.pipeline_id, "batchId": c.batch_id,
-            "kind": c.kind, "status": c.status, "time": iso(c.created_at), "durationMs": c.duration_ms,
-            "rows": c.rows}
+def _checkpoint_row(c, unrestorable: str | None = None) -> dict:
+    row = {"checkpointId": c.checkpoint_id, "pipelineId": c.pipeline_id, "batchId": c.batch_id,
+           "kind": c.kind, "status": c.status, "time": iso(c.created_at), "durationMs": c.duration_ms,
+           "rows": c.rows}
+    if c.kind == "SAVEPOINT" and c.status == "COMPLETED":
+        row["unrestorable"] = unrestorable     # why `resume --from` it is refused, or None
+    return row
 
 
 def checkpoint_summary(job, stats: dict, pipelines, now: float, attempt=None) -> dict:
@@ -186,4 +190,12 @@ def checkpoint_report(conn: Connection, job_id: str, limit: int = 100) -> dict |
             "secondsSinceLastCheckpoint": round(now - latest.created_at, 1) if latest is not None else None})
     summary = checkpoint_summary(job, checkpoint_stats(conn, job, view.pipelines), view.pipelines, now, view.attempt)
     return {"jobId": job_id, "jobStatus": job.status, **summary, "pipelines": per_pipeline,
-            "history": [_checkpoint_row(c) for c in history]}
+            "history": [_checkpoint_row(c, _unrestorable(conn, job, c)) for c in history]}
+
+
+def _unrestorable(conn, job, checkpoint) -> str | None:
+    """Why a resume refuses ``--from`` this completed savepoint, or None: a listing says so rather than offer it
+    (outside review of 7d56489..26756a7, F4). The history is the current incarnation's: no earlier run's."""
+    if checkpoint.kind != "SAVEPOINT" or checkpoint.status != "COMPLETED":
+        return None
+    return savepoint_refused(conn, job, checkpoint)

@@ -29,6 +29,7 @@ from seatide.store.checkpoint_metadata import checkpoint_metadata
 from seatide.store.dropped_output import Dropped, dropped_after
 from seatide.store.job_ids import RestoreRefused
 from seatide.store.paths import under
+from seatide.store.release_line import last_release
 from seatide.store.runs import spark_checkpoint_dir
 from seatide.store.savepoint_scope import held, held_then, left_out
 
@@ -66,29 +67,83 @@ def named_savepoint(conn, job, savepoint_id: int, first: int, pipelines: dict):
             "pipeline whose batch fails while the stop with a savepoint waits for it is left out), so it cannot "
             f"restore the job as it was. Resume without --from (`seatide resume {job.job_id}`): every pipeline is "
             "restored from its own latest checkpoint, none loses or repeats a row")
-    pipelines = {**held_then(conn, row, pipelines), **pipelines}
-    for pid, batch in sorted((int(p), b) for p, b in held(row).items()):
-        if pid in pipelines and pipelines[pid].checkpoint_dir:
-            copy = savepoint_dir(pipelines[pid].checkpoint_dir, savepoint_id)
-            why = _copy_problem(copy, batch)
-            if why is not None:
-                _refuse(conn, job, savepoint_id, first, f"its copy of pipeline {pid} ({copy}) {why}, so it holds "
-                        "no position to go on from", row)
+    why = _copies_problem(conn, row, pipelines)
+    if why is not None:
+        _refuse(conn, job, savepoint_id, first, why, row)
     return row
 
 
 def refuse_dropped_since(conn, job, savepoint, first: int, pipelines: dict) -> None:
     """``RestoreRefused`` when a fresh start after ``savepoint`` destroyed what a lineage it holds committed."""
+    found = _dropped_since(conn, job, savepoint, pipelines)
+    if found is not None:
+        pid, dropped = found
+        _refuse(conn, job, savepoint.checkpoint_id, first, _older(pid, dropped), savepoint, dropped.incarnation)
+
+
+def unrestorable(conn, job, savepoint, first: int, pipelines: dict | None = None) -> str | None:
+    """Why a resume refuses ``--from`` this savepoint of the run (one ``savepoints_of_run`` lists), or None: a
+    copy's problem, a destroying fresh start since, the sources released since. A refusal and a listing offer
+    only savepoints a resume accepts (outside review of 7d56489..26756a7, F4: they offered ones the same check
+    then refused). ``pipelines``: the job's current pipeline rows by id (read when not given)."""
+    if pipelines is None:
+        pipelines = current_pipelines(conn, job)
+    why = _copies_problem(conn, savepoint, pipelines)
+    if why is not None:
+        return why
+    found = _dropped_since(conn, job, savepoint, pipelines)
+    if found is not None:
+        return _older(*found)
+    released = last_release(conn, job, first)
+    if released is not None and savepoint.incarnation <= released:
+        return f"it was taken at or before incarnation {released}, whose sources were released"
+    return None
+
+
+def savepoint_refused(conn, job, savepoint) -> str | None:
+    """``unrestorable`` for a completed savepoint of the job's current incarnation, which may also be one that is
+    not of the whole job (``left_out``): what a listing says of it."""
+    missing = left_out(conn, savepoint)
+    if missing:
+        return f"it does not hold pipeline{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}, which had not finished"
+    return unrestorable(conn, job, savepoint, job.incarnation)
+
+
+def current_pipelines(conn, job) -> dict:
+    """The job's current incarnation's pipeline rows by id (their directories name the savepoints' copies)."""
+    p = s.pipelines.c
+    return {row.pipeline_id: row for row in conn.execute(select(s.pipelines).where(and_(
+        p.job_id == job.job_id, p.incarnation == job.incarnation)))}
+
+
+def _copies_problem(conn, savepoint, pipelines: dict) -> str | None:
+    """What makes the savepoint's copy of a pipeline it holds hold no position, the first such, or None."""
+    pipelines = {**held_then(conn, savepoint, pipelines), **pipelines}
+    for pid, batch in sorted((int(p), b) for p, b in held(savepoint).items()):
+        if pid in pipelines and pipelines[pid].checkpoint_dir:
+            copy = savepoint_dir(pipelines[pid].checkpoint_dir, savepoint.checkpoint_id)
+            why = _copy_problem(copy, batch)
+            if why is not None:
+                return f"its copy of pipeline {pid} ({copy}) {why}, so it holds no position to go on from"
+    return None
+
+
+def _dropped_since(conn, job, savepoint, pipelines: dict) -> tuple[int, Dropped] | None:
+    """The first pipeline it holds whose lineage's committed output a later fresh start destroyed, and how."""
     pipelines = {**held_then(conn, savepoint, pipelines), **pipelines}
     for pid, batch in sorted((int(p), b) for p, b in held(savepoint).items()):
         if pid not in pipelines or not pipelines[pid].checkpoint_dir or batch < 0:
             continue        # a pipeline it holds no batch of committed nothing to lose
         copy = savepoint_dir(pipelines[pid].checkpoint_dir, savepoint.checkpoint_id)
-        lineage = (checkpoint_metadata(copy) or {}).get("lineage")      # read by named_savepoint already
+        try:
+            lineage = (checkpoint_metadata(copy) or {}).get("lineage")     # checked by _copies_problem first
+        except ValueError:
+            continue
         dropped = dropped_after(conn, job.job_id, pid, lineage, _last_ran(conn, job.job_id, pid, lineage,
                                                                           savepoint.incarnation), copy)
         if dropped is not None:
-            _refuse(conn, job, savepoint.checkpoint_id, first, _older(pid, dropped), savepoint, dropped.incarnation)
+            return pid, dropped
+    return None
 
 
 def _last_ran(conn, job_id: str, pipeline_id: int, lineage: str, taken: int) -> int:
@@ -144,10 +199,14 @@ def _not_one(conn, job, savepoint_id: int, first: int) -> str:
 def _refuse(conn, job, savepoint_id: int, first: int, why: str, named=None, since: int | None = None):
     """``RestoreRefused``: why, then the run's other savepoints (only those from incarnation ``since`` on, when a
     fresh start there destroyed what older ones hold) and the plain resume."""
-    others = [r for r in savepoints_of_run(conn, job, first) if named is None or r.checkpoint_id != named.checkpoint_id]
-    offered = [r for r in others if since is None or r.incarnation >= since]
+    pipelines = current_pipelines(conn, job)
+    others = [r for r in savepoints_of_run(conn, job, first) if (named is None or r.checkpoint_id != named.checkpoint_id)
+              and (since is None or r.incarnation >= since)]
+    offered = [r for r in others if unrestorable(conn, job, r, first, pipelines) is None]    # only what is accepted
     kind = "savepoints taken since that fresh start" if since is not None else \
         "other savepoints" if named is not None else "savepoints"
+    if others and not offered:
+        kind += f" that can be restored ({', '.join(str(r.checkpoint_id) for r in others)} cannot)"
     listed = ", ".join(f"{r.checkpoint_id} (taken {_utc(r.created_at)} UTC, incarnation {r.incarnation})"
                        for r in offered)
     ways = f"its {kind}: {listed}, name one of them, or" if offered else f"the job has no {kind}, so"
@@ -161,4 +220,5 @@ def _utc(stamp: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(stamp))
 
 
-__all__ = ["named_savepoint", "refuse_dropped_since", "savepoint_dir", "savepoints_of_run"]
+__all__ = ["current_pipelines", "named_savepoint", "refuse_dropped_since", "savepoint_dir", "savepoint_refused",
+           "savepoints_of_run", "unrestorable"]

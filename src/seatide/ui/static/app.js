@@ -386,7 +386,8 @@ function jobView(jobId) {
       .map((c) => ({t: Date.parse(c.time.replace(" ", "T") + "Z"), v: value(c), failed: c.status !== "COMPLETED"}))}));
     charts.innerHTML = `<figure>${chartSvg(series((c) => c.durationMs))}<figcaption>checkpoint duration (ms)</figcaption></figure>` +
       `<figure>${chartSvg(series((c) => c.rows))}<figcaption>rows per checkpoint</figcaption></figure>`;
-    keepOptions(savepoints, report.history.filter((c) => c.kind === "SAVEPOINT" && c.status === "COMPLETED")
+    // only those a resume accepts (unrestorable: why it refuses one)
+    keepOptions(savepoints, report.history.filter((c) => c.kind === "SAVEPOINT" && c.status === "COMPLETED" && !c.unrestorable)
       .map((c) => [String(c.checkpointId), `savepoint ${c.checkpointId} (${c.time})`]));
   }
 
