@@ -21,7 +21,9 @@ reads it), the leader releases, in three steps, each idempotent:
    drop the job's ``source_holds`` rows (nothing is held any more).
 
 A failed step 2 (the database down) is retried with backoff, the job staying RELEASING, and
-each failure is an event with the reason, masked.
+each failure is an event with the reason, masked, and whether trying again can clear it
+(``plugin/server_errors.py``: a privilege the user lacks never clears; the event names the fix).
+The count goes on across leaders, read from the last such event.
 """
 
 from __future__ import annotations
@@ -34,9 +36,11 @@ from sqlalchemy import and_, delete, exists, select, update
 
 from seatide.coordinator.source_release import release_sources
 from seatide.coordinator.door import DecidedFor, StepOverruled, destructive_step, job_at
+from seatide.plugin.server_errors import lasting_fix
 from seatide.store import schema as s
 from seatide.store.clock import store_now
 from seatide.store.db import NotLeader, Store, record_event
+from seatide.store.resumable import release_retried
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
 
 log = logging.getLogger(__name__)
@@ -89,18 +93,24 @@ class Releaser:
             log.info("release of job %s not done: %s", job.job_id, exc)
         except NotLeader:
             raise
-        except Exception as exc:  # noqa: BLE001 - retried; the reason is shown, masked
+        except Exception as exc:  # noqa: BLE001 - retried; the reason is shown, masked, and what it is
             from seatide.secrets import mask_message, secret_values
 
+            if job.job_id not in self._retry_at:    # a new leader counts on from the tries recorded before it
+                with self.store.read() as conn:
+                    failures = (release_retried(conn, job) or {}).get("tries") or 0
             delay = min(MAX_BACKOFF_S, 2.0 ** failures)
             self._retry_at[job.job_id] = (failures + 1, now + delay)
             reason = mask_message(f"{type(exc).__name__}: {exc}",
                                   secret_values(job.config, json.loads(job.variables or "{}")))[:2000]
-            log.warning("release of job %s failed (try %s), again in %.0f s: %s", job.job_id, failures + 1, delay,
-                        reason)
+            # Retried either way (the fix may come while it waits), but one that trying again never clears is
+            # said so, with its fix: the user was told to wait for a server that was up (outside review, F5).
+            fix = lasting_fix(exc)
+            log.warning("release of job %s failed (try %s), again in %.0f s: %s%s", job.job_id, failures + 1, delay,
+                        reason, f" (trying again does not fix it: {fix})" if fix else "")
             with self.store.leader_tx(epoch) as conn:
                 record_event(conn, "RELEASE_RETRY", self.actor, job.job_id, job.incarnation, epoch, level="WARNING",
-                             tries=failures + 1, error=reason)
+                             tries=failures + 1, error=reason, lasting=fix is not None, **({"fix": fix} if fix else {}))
 
 
 def _job_key(job):

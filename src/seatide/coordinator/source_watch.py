@@ -30,6 +30,7 @@ from typing import Callable
 
 from sqlalchemy import and_, delete, insert, select
 
+from seatide.plugin.server_errors import lasting_fix, unreachable
 from seatide.store import schema as s
 from seatide.store.clock import store_now
 from seatide.store.db import NotLeader, Store, record_event
@@ -151,12 +152,15 @@ def positions_gone(job, plan, restored: list[tuple[int, str, int | None]], deadl
     (down, or out of this process's network), is not checked here: the driver's read checks the same
     and fails alike. Its ask goes on in a daemon thread, bounded by its own timeout, answered to no one.
     Each such source is in the answer's ``unreached``, with its server's address and the error (masked):
-    the resume's answer says it was not checked, and why (outside review 9, F4)."""
+    the resume's answer says it was not checked, and why (outside review 9, F4). A server that answered with
+    an error (a role it refuses, a privilege missing) or a bug is no unreachable server: ``failed`` names the
+    error and its fix, and the resume goes on likewise (outside review of 7d56489..26756a7, F6)."""
     from seatide.secrets import mask_message, secret_values
 
     asks = _position_asks(job, plan, restored)
     secrets = secret_values(job.config, json.loads(job.variables or "{}"))
     unreached: dict[tuple[int, int], str] = {}
+    failed: dict[tuple[int, int], str] = {}
     answers: dict[tuple[int, int], str | None] = {}
     done = threading.Event()
     lock = threading.Lock()
@@ -171,7 +175,11 @@ def positions_gone(job, plan, restored: list[tuple[int, str, int | None]], deadl
             why = None
             with lock:
                 said = " ".join(f"{type(exc).__name__}: {exc}".split())       # libpq's hint is on a line of its own
-                unreached[(pipeline_id, index)] = mask_message(said, secrets)[:300]
+                said = mask_message(said, secrets)[:300]
+                if unreachable(exc):
+                    unreached[(pipeline_id, index)] = said
+                else:       # the server answered (a role it refuses, a privilege) or a bug: named as what it is
+                    failed[(pipeline_id, index)] = f"{said}; {lasting_fix(exc)}"
         with lock:
             answers[(pipeline_id, index)] = why
             if len(answers) == len(asks):
@@ -192,10 +200,15 @@ def positions_gone(job, plan, restored: list[tuple[int, str, int | None]], deadl
                 asked.gone.setdefault(pipeline_id, why)
         for pipeline_id, index, spec, _ in asks:
             error = unreached.get((pipeline_id, index))
+            where = f" at {spec.plugin.server_address()}" if spec.plugin.server_address() else ""
+            if (pipeline_id, index) in failed:
+                asked.failed.setdefault(pipeline_id, []).append(
+                    f"{spec.name} ({spec.plugin_id}){where}: the server answered the position check with an error "
+                    f"({failed[(pipeline_id, index)]})")
+                continue
             if error is None and (pipeline_id, index) in answers:
                 continue
             error = error or f"no answer within {deadline_s:g} s"
-            where = f" at {spec.plugin.server_address()}" if spec.plugin.server_address() else ""
             asked.unreached.setdefault(pipeline_id, []).append(
                 f"{spec.name} ({spec.plugin_id}){where} could not be reached to check its checkpoint's position "
                 f"({error})")

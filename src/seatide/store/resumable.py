@@ -57,14 +57,16 @@ def refuse_released(job, fallback: str, retried: dict | None = None) -> None:
     """A released job (``coordinator/release.py``) resumes only fresh: its sources' positions are gone.
     ``retried``: the release's last failure (``release_retried``). The leader retries a failed drop until
     the server can be reached, for as long as it is down: the refusal says so, and why, rather than "seconds"
-    to a user who asks again and again (outside review 9, F4)."""
+    to a user who asks again and again (outside review 9, F4). An error that trying again never clears (a
+    privilege the source's user lacks: ``lasting``) is said to be one, with its fix."""
     if job.release == "RELEASING" and retried is not None:
         at = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(retried["at"]))
         tries, error = retried.get("tries"), " ".join(str(retried.get("error")).split())    # libpq's hint: a line
+        wait = (f"trying again does not fix it: {retried.get('fix')}; the leader tries again meanwhile" if
+                retried.get("lasting") else "the leader tries again until the server can be reached")
         raise JobRefused(f"job {job.job_id}'s sources are being released (cancel and release), and its release has "
-                         f"failed {tries} time{'' if tries == 1 else 's'}, the last at {at} UTC: {error}; the leader "
-                         "tries again until the server can be reached; resume it with --fallback fresh once the "
-                         f"release is done (`seatide status {job.job_id}`)")
+                         f"failed {tries} time{'' if tries == 1 else 's'}, the last at {at} UTC: {error}; {wait}; "
+                         f"resume it with --fallback fresh once the release is done (`seatide status {job.job_id}`)")
     if job.release == "RELEASING":
         raise JobRefused(f"job {job.job_id}'s sources are being released right now; once that is done (seconds) it "
                          f"can start over fresh: seatide resume {job.job_id} --fallback fresh")

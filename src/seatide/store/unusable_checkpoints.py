@@ -22,13 +22,17 @@ class PositionsAsked:
     """What a resume's early position check found (``coordinator/source_watch.positions_gone``)."""
     gone: dict[int, str] = field(default_factory=dict)                 # pipeline: why its position is gone
     unreached: dict[int, list[str]] = field(default_factory=dict)      # pipeline: each source not asked, and why
+    failed: dict[int, list[str]] = field(default_factory=dict)         # pipeline: each source whose ask failed otherwise
 
     def not_checked(self) -> list[str]:
         """One line per source whose server could not be asked, of a pipeline that resumes from its checkpoint."""
         return [f"pipeline {pid}: its source {why}: its position is not known to be gone, so a resume goes on "
                 "from its checkpoint and its driver's read checks again; if that cannot reach the server either, the "
                 "job fails saying so: resume it again once the server can be reached"
-                for pid, whys in sorted(self.unreached.items()) if pid not in self.gone for why in whys]
+                for pid, whys in sorted(self.unreached.items()) if pid not in self.gone for why in whys] + \
+            [f"pipeline {pid}: its source {why}: its position is not known to be gone, so a resume goes on from its "
+             "checkpoint, and its driver's read fails alike unless that is fixed first"
+             for pid, whys in sorted(self.failed.items()) if pid not in self.gone for why in whys]
 
 
 def resume_command(job_id: str, savepoint_id: int | None = None, source: str | None = None) -> str:

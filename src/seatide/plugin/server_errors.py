@@ -1,0 +1,58 @@
+"""What a source server's error is: an outage that trying again clears, or an answer that it never will.
+
+The leader's release and a resume's position check talk to the sources' servers (``Source.release``,
+``Source.position_gone``) and catch whatever the driver raises. A server that cannot be reached (refused,
+timed out, a name not resolved, a connection lost) may be back later: the release retries, the position
+check leaves it to the driver's read. A server that answered with an error (a role it does not know, a
+password it rejects, a privilege the role lacks, a slot another connection reads) or a SeaTide bug is no
+outage: it is named as what it is, with its fix where there is a known one (outside review of
+7d56489..26756a7, F5 and F6). Read from the exception alone (psycopg 3, PyMySQL, the OS), no driver imported.
+"""
+
+from __future__ import annotations
+
+import socket
+
+# PyMySQL's client errors of a connection that was never made or was lost (CR_CONN_HOST_ERROR, ...)
+_MYSQL_UNREACHABLE = {2002, 2003, 2005, 2006, 2013, 2055}
+# Access denied: to the server, a database, a command, a table (ER_ACCESS_DENIED_ERROR, ...)
+_MYSQL_DENIED = {1044, 1045, 1142, 1227, 1698}
+
+
+def unreachable(exc: BaseException) -> bool:
+    """The server could not be reached (down, refused, no route, name not resolved, timed out, connection lost):
+    trying again later may succeed."""
+    if isinstance(exc, (ConnectionError, TimeoutError, socket.gaierror, socket.timeout)):
+        return True
+    module = type(exc).__module__ or ""
+    if module.startswith("psycopg"):
+        # libpq's connection failures carry no SQLSTATE; a server that answered says FATAL (auth, no database)
+        return getattr(exc, "sqlstate", None) is None and "FATAL:" not in str(exc) and \
+            type(exc).__name__ == "OperationalError"
+    if module.startswith("pymysql"):
+        return bool(exc.args) and exc.args[0] in _MYSQL_UNREACHABLE
+    return False
+
+
+def lasting_fix(exc: BaseException) -> str | None:
+    """For an error that trying again does not clear, what clears it (None: an outage, retried).
+    A slot another connection reads may come free by itself, yet only if that reader goes: it is named too."""
+    if unreachable(exc):
+        return None
+    sqlstate = getattr(exc, "sqlstate", None)
+    text = str(exc)
+    if sqlstate == "42501" or "must be superuser or replication role" in text:
+        return ("grant the source's user the privilege the server names (for a replication slot: ALTER ROLE "
+                "<user> REPLICATION), or drop the slot and its publication by hand")
+    if sqlstate == "55006":
+        return ("another connection reads the replication slot (the PID in the error: a job or a client still "
+                "streaming from it): stop it, or end it with SELECT pg_terminate_backend(<pid>)")
+    if (sqlstate or "").startswith("28") or "password authentication failed" in text or \
+            ("FATAL:" in text and "does not exist" in text) or "no pg_hba.conf entry" in text:
+        return "the server refused the source's user or database: fix the username, password or database in the job"
+    if (type(exc).__module__ or "").startswith("pymysql") and exc.args and exc.args[0] in _MYSQL_DENIED:
+        return "grant the source's user the privilege the server names, or fix its username or password in the job"
+    return "it is no outage: fix its cause (one SeaTide's own: report it with this message)"
+
+
+__all__ = ["lasting_fix", "unreachable"]
