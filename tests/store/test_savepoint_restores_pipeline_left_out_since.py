@@ -115,3 +115,15 @@ def test_its_missing_copy_refuses_the_resume_whatever_the_fallback(store, tmp_pa
     assert "--fallback fresh" not in message, message
     job, _ = _rows(store)
     assert job.incarnation == 2, "nothing recorded"
+
+
+def test_a_plain_resume_refusing_it_names_the_savepoint_that_restores_it(store, tmp_path):
+    """The plain resume has no checkpoint of it to go on from (started from nothing, it writes its rows again):
+    its refusal names the way that writes none twice, the resume from savepoint 5, which holds it."""
+    _setup(store, tmp_path)
+    with pytest.raises(RestoreRefused) as refused:
+        _resume(store, TWO)
+    message = str(refused.value)
+    assert "pipeline 2: the job had it until incarnation 1" in message, message
+    assert ("savepoint 5 of the run holds it: resume from one (`seatide resume j1 --from 5`), which restores it from "
+            "its copy and writes no row twice") in message, message
