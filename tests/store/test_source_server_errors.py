@@ -12,7 +12,7 @@ import json
 
 import psycopg
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from seatide import intents
 from seatide.coordinator.release import Releaser, due_releases
@@ -20,7 +20,8 @@ from seatide.store import schema as s
 from seatide.store.jobs import request_stop
 from tests.databases.jobs import PG_URL
 from tests.leader import elected
-from tests.store.test_position_check_unreachable import _closed_port, _stopped
+from tests.store.test_position_check_deadline import _checkpointed_at_lsn
+from tests.store.test_position_check_unreachable import _closed_port
 from tests.store.test_store import _end, store, submit  # noqa: F401  (store is a fixture)
 from tests.stores import sqlite_only
 
@@ -51,22 +52,15 @@ sink {{ Console {{ plugin_input = "s0" }} }}
 
 
 def _released_twice(store, tmp_path, text: str, leaders: int = 1) -> None:
-    from tests.store.test_position_check_deadline import _checkpointed_at_lsn
-    from sqlalchemy import update
-
-    submit(store, tmp_path, text=text)
-    with store.read() as conn:
-        for directory in conn.execute(select(s.pipelines.c.checkpoint_dir).where(s.pipelines.c.job_id == "j1")).scalars():
-            _checkpointed_at_lsn(directory)
-    with store.write() as conn:
-        conn.execute(update(s.pipelines).where(s.pipelines.c.job_id == "j1").values(last_batch_id=0))
-    _end(store, "j1", "CANCELED", "CLEAN")
+    _stopped_as(store, tmp_path, text)
     request_stop(store, "j1", release=True)
     epoch = elected(store, "c1").epoch
-    for n, now in enumerate((0.0, 100.0)):            # two tries, the second past the first's backoff
-        releaser = Releaser(store, "coordinator:c1") if n == 0 or leaders > 1 else releaser   # noqa: F821
+    releaser = Releaser(store, "coordinator:c1")
+    for now in (0.0, 100.0):            # two tries, the second past the first's backoff
         [due] = due_releases(store)
         releaser.step(epoch, due, now)
+        if leaders > 1:
+            releaser = Releaser(store, "coordinator:c1")    # as a new leader's: no memory of the tries before it
 
 
 def _retries(store) -> list[dict]:
@@ -103,7 +97,7 @@ def test_a_new_leader_counts_on_from_the_release_tries_before_it(store, tmp_path
 
 
 def test_a_position_check_refused_by_the_server_names_that_error_not_an_unreachable_server(store, tmp_path):
-    _stopped_as(store, tmp_path, "seatide_no_such_role")
+    _stopped_as(store, tmp_path, _job_text("seatide_no_such_role"))
     accepted = intents.resume(store, "j1", actor="cli")
     said = "\n".join(accepted.warnings)
     assert 'role "seatide_no_such_role" does not exist' in said, said
@@ -111,12 +105,9 @@ def test_a_position_check_refused_by_the_server_names_that_error_not_an_unreacha
     assert "the server answered the position check with an error" in said, said
 
 
-def _stopped_as(store, tmp_path, user: str) -> None:
-    from sqlalchemy import update
-
-    from tests.store.test_position_check_deadline import _checkpointed_at_lsn
-
-    submit(store, tmp_path, text=_job_text(user))
+def _stopped_as(store, tmp_path, text: str) -> None:
+    """Stopped with a checkpoint at an LSN of its source (``text``: the job)."""
+    submit(store, tmp_path, text=text)
     with store.read() as conn:
         for directory in conn.execute(select(s.pipelines.c.checkpoint_dir).where(s.pipelines.c.job_id == "j1")).scalars():
             _checkpointed_at_lsn(directory)
