@@ -74,3 +74,12 @@ def test_an_enclosing_path_that_checks_through_a_link_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="which pipeline comes first"):
         _job(_file("a", str(tmp_path / "link"), ', data_save_mode = "ERROR_WHEN_DATA_EXISTS"'),
              _file("b", str(real / "b")))
+
+
+@pytest.mark.parametrize("mode", ['data_save_mode = "ERROR_WHEN_DATA_EXISTS"',
+                                  'schema_save_mode = "ERROR_WHEN_SCHEMA_NOT_EXIST"'])
+def test_an_inner_path_that_checks_beside_an_unpartitioned_enclosing_path_is_planned(tmp_path, mode):
+    # an enclosing sink without partition_by writes its files into its own directory only, never into
+    # out/rejects: the inner check finds the same whichever pipeline comes first (review of stop 46's keys, 7)
+    out = tmp_path / "out"
+    _job(_file("a", str(out)), _file("b", str(out / "rejects"), f", {mode}"))

@@ -31,6 +31,7 @@ same then.
 from __future__ import annotations
 
 import json
+import os
 import re
 
 from seatide.config.job import ConfigError, JobConfig, PluginSpec
@@ -180,10 +181,11 @@ def _checks_differ(first: PluginSpec, second: PluginSpec, theirs: dict, mine: di
     """Save modes that keep data but differ: the first preparer's decision is the one carried out, so
     whether ERROR_WHEN_DATA_EXISTS refuses rows already there, ERROR_WHEN_SCHEMA_NOT_EXIST a missing
     table, or IGNORE leaves the table unmade, would be timing (outside review of the G fixes, F6).
-    On paths one inside the other, either check may see the other sink's files or not: the enclosing
-    path holds the inner one, and an enclosing sink partitioned by a column writes into directories
-    (``${k0}=${v0}``) one of which may be the inner path (outside review of stop 46, F2). Paths are
-    compared as ``overlaps`` resolves them, links followed (F3)."""
+    On paths one inside the other, the enclosing path's check may see the inner sink's files or not,
+    and the inner path's check too where the enclosing sink is partitioned by a column: it writes
+    into directories (``${k0}=${v0}``) one of which may be the inner path (outside review of stop 46,
+    F2); an unpartitioned one never writes there (review of stop 46's keys, 7). Paths are compared
+    as ``file_target`` resolves them, links followed (F3)."""
     if shared[0] == "same":
         if theirs == mine:
             return None
@@ -192,13 +194,25 @@ def _checks_differ(first: PluginSpec, second: PluginSpec, theirs: dict, mine: di
                 f"the job refuses rows already there or a missing table would depend on which pipeline prepares "
                 f"it first: {SAME_SAVE_MODES}")
     for checker, other, modes in ((first, second, theirs), (second, first, mine)):
-        if _checks(modes):
+        if _checks(modes) and (_encloses(checker, other) or _partitioned(other)):
             return (f"{said} write targets that overlap ({shared[1]}), and {checker.label}'s save modes check its "
                     f"path: whether they find {other.label}'s files there depends on which pipeline comes first. "
                     f"Ways on: write paths apart (neither inside the other), or give the checking sink save modes "
                     f"that do not check (data_save_mode = APPEND_DATA, schema_save_mode = "
                     f"CREATE_SCHEMA_WHEN_NOT_EXIST)")
     return None
+
+
+def _encloses(outer: PluginSpec, inner: PluginSpec) -> bool:
+    """``outer``'s path holds ``inner``'s, both as ``file_target`` resolves them (links followed)."""
+    return os.path.commonpath([_path(outer), _path(inner)]) == _path(outer)
+
+
+def _partitioned(spec: PluginSpec) -> bool:
+    """A LocalFile sink that writes into directories below its path (``partition_by``): one of them may
+    be the inner path. Without it, a sink writes its files in its own directory (and its staging
+    directory), never into another path inside it."""
+    return bool(spec.block.get("partition_by"))
 
 
 def refuse_mixed_save_modes(job: JobConfig) -> None:
