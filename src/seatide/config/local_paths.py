@@ -44,17 +44,39 @@ def placed_text(job: JobConfig, paths_from: str | None) -> str:
     it is when there is none. ``ConfigError`` where ``paths_from`` is None (a cluster) or the path
     came from a variable."""
     text, spans = job.text, (job.parsed.spans if job.parsed is not None else None) or {}
-    rewrites = []
+    document = _json_document(text)
+    rewrites, set_in_json = [], False
     for spec, option, value in relative_paths(job):
         span = next((found[-1] for path, found in spans.items() if path[0] == "sink" and len(path) == 3
                      and unmark(path[1]) == ("sink", spec.index) and path[2] == option), None)
-        if paths_from is None or span is None:
+        in_json = document is not None and _json_sink(document, spec.index).get(option) == value
+        if paths_from is None or (span is None and not in_json):
             raise ConfigError(job.source_name, _refusal(option, value, span is None), plugin=spec.label,
                               option=option, line=spec.line)
-        rewrites.append((span, _placed(value, paths_from)))
+        if span is None:        # a JSON job file (SeaTunnel's .json form) has no spans: its value is set
+            _json_sink(document, spec.index)[option] = _placed(value, paths_from)
+            set_in_json = True
+        else:
+            rewrites.append((span, _placed(value, paths_from)))
+    if set_in_json:
+        return json.dumps(document, indent=2)
     for span, placed in sorted(rewrites, key=lambda r: r[0].start, reverse=True):    # from the end: offsets hold
         text = text[:span.start] + json.dumps(placed) + text[span.end:]
     return text
+
+
+def _json_document(text: str) -> dict | None:
+    """The job file as JSON when it is SeaTunnel's JSON form (its sinks a list), else None."""
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return None
+    return document if isinstance(document, dict) and isinstance(document.get("sink"), list) else None
+
+
+def _json_sink(document: dict, index: int) -> dict:
+    sinks = document["sink"]
+    return sinks[index] if 0 <= index < len(sinks) and isinstance(sinks[index], dict) else {}
 
 
 def _placed(value: str, base: str) -> str:
@@ -64,9 +86,10 @@ def _placed(value: str, base: str) -> str:
 def _refusal(option: str, value: str, from_variable: bool) -> str:
     home = " (~ is the home directory of whichever machine runs the driver)" if value.strip().startswith("~") else ""
     if from_variable:
-        return (f"option '{option}' is {value!r}, a relative path{home} filled in from a -i variable; SeaTide "
-                f"records a relative path made absolute, which it cannot do for a variable: give an absolute path "
-                f"(-i NAME=/data/out)")
+        return (f"option '{option}' is {value!r}, a relative path{home} made with a -i variable or a "
+                f"substitution; SeaTide records a relative path made absolute, which it cannot do for a value "
+                f"built that way: give an absolute path (as the variable's value, -i NAME=/data/out, or in the "
+                f"text)")
     return (f"option '{option}' is {value!r}, a relative path{home}: a cluster runs the job's driver on a worker, "
             f"in that worker's directory, and the next attempt may run on another, so the output would split "
             f"across directories. Give an absolute path ({option} = \"/data/out\" or \"file:///data/out\"); "
