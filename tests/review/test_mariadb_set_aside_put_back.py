@@ -36,3 +36,36 @@ def test_a_refused_recreate_puts_the_rows_back_even_when_the_table_was_made_agai
                                 "AND table_name LIKE 'seatide_aside%'")
     # nothing destroyed: every committed row is in the table, nothing left aside
     assert (_rows(db, password, f"SELECT id FROM {table} ORDER BY id"), aside) == ([(1,), (2,), (3,)], [])
+
+
+def test_a_driver_killed_while_its_recreate_has_the_table_aside_leaves_no_committed_row_out_of_it(
+        seatunnel_user, monkeypatch):
+    """The driver is SIGKILLed while the store's check runs, the table set aside (a killed driver puts
+    nothing back). Only a carrier of the same decision looks for it (``_put_back(record)``): another
+    job's writer (or a fresh start's scope, or the same config submitted again) finds no table, makes it
+    (ensure, CREATE_SCHEMA_WHEN_NOT_EXIST) and writes: the rows committed in the table before stay in
+    ``seatide_aside_*``, out of the table, with nothing saying so to that writer."""
+    from seatide.connectors.jdbc import save_modes
+
+    db, password = seatunnel_user
+    database, table = db[0].rsplit("/", 1)[1], f"t_{secrets.token_hex(3)}"
+    _admin(f"CREATE TABLE {database}.{table} (id BIGINT PRIMARY KEY)",
+           f"INSERT INTO {database}.{table} VALUES (1), (2)")        # committed, kept by another pipeline
+    first = _opened_target(db, password, table, schema_save_mode="RECREATE_SCHEMA")
+
+    def killed(plan):
+        raise KeyboardInterrupt("driver SIGKILLed during the store's check")
+
+    first.decide_save_modes = killed
+    monkeypatch.setattr(save_modes, "_undo", lambda *args: None)    # a killed driver puts nothing back
+    with pytest.raises(KeyboardInterrupt):
+        first.save_mode_plan(None)
+    monkeypatch.undo()
+    other = _opened_target(db, password, table)                     # another job's writer, APPEND_DATA
+    other.save_mode_decisions = (f"P_other@{table}",)
+    assert other.save_mode_plan(None) is None
+    from pyspark.sql import types as T
+
+    other.ensure(T.StructType([T.StructField("id", T.LongType(), False)]))     # no table: it makes one
+    _admin(f"INSERT INTO {database}.{table} VALUES (3)")                       # and commits its batch
+    assert _rows(db, password, f"SELECT id FROM {table} ORDER BY id") == [(1,), (2,), (3,)]
