@@ -73,3 +73,48 @@ def test_a_late_recreate_refused_after_its_rename_puts_every_committed_row_back(
         _write(job, reporter, system.sink(table, **RECREATE), spark, 2, dirs[2], "M1", [20])
     assert held == ["died", "paimon.before_drop", "renamed"], held
     assert (type(refused.value).__name__, system.read(table)) == ("PermanentError", [1, 2, 10, 11]), refused.value
+
+
+def test_a_driver_killed_right_after_the_rename_loses_no_batch_committed_before_it(spark, store, tmp_path, monkeypatch):
+    """As tests/contract/test_paimon_owed_recreate's third test (10 committed while the late drop is held
+    before its rename), but the driver is SIGKILLed right after the rename, before the second look and
+    before the tombstone's marker. The next carrier finds no table (``get_table`` None) and takes the
+    decision as carried out; the table is made again: 10 is in the tombstone, out of the table."""
+    system = PaimonSystem(str(tmp_path))
+    table = system.new_target()
+    system.put(table, [1, 2])
+    job, dirs = _job(store, str(tmp_path / "checkpoints"))
+    hit, created, held = failpoints.hit, table_setup._created, []
+
+    def at(name: str, *args, **kwargs):
+        if name == "sink.save_modes_decided" and not held:
+            raise DriverDied(name)
+        if name == "paimon.before_drop" and held == ["died"]:
+            held.append(name)
+            _write(job, reporter, system.sink(table, data_save_mode="APPEND_DATA"), spark, 1, dirs[1], "L2", [10],
+                   began=2)
+        return hit(name, *args, **kwargs)
+
+    def killed_after_rename(table_dir):
+        if held == ["died", "paimon.before_drop"]:
+            held.append("renamed")
+            raise DriverDied("SIGKILL right after the rename")
+        return created(table_dir)
+
+    monkeypatch.setattr(failpoints, "hit", at)
+    monkeypatch.setattr(table_setup, "_created", killed_after_rename)
+    with pytest.raises(DriverDied):
+        _write(job, job.attempt(), system.sink(table, **RECREATE), spark, 1, dirs[1], "L1", [5])
+    held.append("died")
+    _resumed(store, job, started_over=1)
+    reporter = _attempt(store, job)
+    with pytest.raises(DriverDied):
+        _write(job, reporter, system.sink(table, **RECREATE), spark, 2, dirs[2], "M1", [20])
+    assert held == ["died", "paimon.before_drop", "renamed"], held
+    monkeypatch.setattr(failpoints, "hit", hit)
+    monkeypatch.setattr(table_setup, "_created", created)
+    try:        # the next attempt of pipeline 2 carries the decision out again
+        _write(job, _attempt(store, job), system.sink(table, **RECREATE), spark, 2, dirs[2], "M1", [20])
+    except BaseException:
+        pass    # refused: fine, if nothing committed is out of the table
+    assert 10 in system.read(table), system.read(table)
