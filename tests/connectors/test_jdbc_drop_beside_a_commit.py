@@ -65,21 +65,12 @@ def test_a_commit_after_the_destroys_check_is_never_taken_by_its_step(db, tmp_pa
     _commit_right_after_the_check(db, tmp_path, mode)
 
 
-def test_a_recreate_by_a_user_without_lock_tables_never_takes_a_commit_after_its_check(tmp_path):
-    """Outside review, F4: SeaTunnel's MariaDB sink user has no LOCK TABLES privilege. RECREATE_SCHEMA's
-    DROP commits at once, so without a lock that holds writers off, a batch another pipeline committed
-    between the check and the DROP was dropped with the table, the step reported done."""
-    with _mariadb_user(SEATUNNEL_SINK_GRANTS, "`DB`.*") as ((url, user), password):
-        _commit_right_after_the_check((url, "root"), tmp_path, {"schema_save_mode": "RECREATE_SCHEMA"},
-                                      destroyer={"user": user, "password": password})
-
-
-def _commit_right_after_the_check(db, tmp_path, mode: dict, destroyer: dict | None = None) -> None:
-    """The destroy of ``mode`` on a table with rows, as ``destroyer`` (the sink's user and password; default:
-    ``db``'s) while another writer (``db``'s user) notes and commits right after the destroy's check."""
+def _commit_right_after_the_check(db, tmp_path, mode: dict) -> None:
+    """The destroy of ``mode`` on a table with rows while another writer notes and commits right after the
+    destroy's check."""
     table = table_name()
     execute(db, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY)", f"INSERT INTO {table} (id) VALUES (1), (2)")
-    targets = open_sink(make_sink(db, table=table, **mode, **(destroyer or {})), context(None, "g8"))
+    targets = open_sink(make_sink(db, table=table, **mode), context(None, "g8"))
     (key,) = targets.keys()
     target = targets.target(key)
     note, done, committed = tmp_path / "applying-0.json", threading.Event(), []
@@ -127,21 +118,40 @@ def test_a_custom_sql_that_commits_at_once_never_takes_a_batch_committed_while_i
                                                                 "custom_sql": f"TRUNCATE TABLE {table}"})
 
 
-def test_a_recreate_by_a_user_without_lock_tables_never_takes_a_batch_committed_while_it_waits(tmp_path):
-    """Outside review, F4: RECREATE_SCHEMA's DROP, by SeaTunnel's sink user (no LOCK TABLES), while another
-    writer's batch is open (noted, not yet committed): it waits for that batch, the check sees its note, and
-    nothing is destroyed."""
+def test_a_recreate_by_a_user_without_lock_tables_is_refused_and_a_batch_open_beside_it_commits(tmp_path):
+    """Outside review F4 and of 4f9f607: SeaTunnel's sink user has no LOCK TABLES. RECREATE_SCHEMA's DROP
+    commits at once, so unlocked a batch committed between the check and the DROP was dropped (F4), and
+    renaming the table aside instead freed its name for another writer (review of 4f9f607). Now it is
+    refused before the check, without waiting for the open batch, which then commits: every row there."""
+    from seatide.connectors.jdbc.spec import JdbcSinkError
+
     with _mariadb_user(SEATUNNEL_SINK_GRANTS, "`DB`.*") as ((url, user), password):
-        _destroy_while_a_batch_is_open((url, "root"), tmp_path, lambda table: {"schema_save_mode": "RECREATE_SCHEMA"},
-                                       destroyer={"user": user, "password": password})
+        db, table = (url, "root"), table_name()
+        execute(db, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY)", f"INSERT INTO {table} (id) VALUES (1), (2)")
+        targets = open_sink(make_sink(db, table=table, schema_save_mode="RECREATE_SCHEMA", user=user,
+                                      password=password), context(None, "g8"))
+        (key,) = targets.keys()
+        target = targets.target(key)
+        target.save_mode_decisions = (f"P_g8@{table}",)
+        asked: list = []
+        target.decide_save_modes = lambda plan: asked.append(plan) or {"destroy": plan}
+        writer = JdbcUrl.parse(url).connect("root")
+        try:
+            writer.cursor().execute(f"INSERT INTO {table} (id) VALUES (100), (101)")    # its batch, open
+            with pytest.raises(JdbcSinkError, match="GRANT LOCK TABLES"):
+                target.save_mode_plan(None)
+            writer.commit()
+        finally:
+            writer.close()
+        assert asked == [] and [r[0] for r in query(db, f"SELECT id FROM {table} ORDER BY id")] == [1, 2, 100, 101]
 
 
-def _destroy_while_a_batch_is_open(db, tmp_path, mode, destroyer: dict | None = None) -> None:
-    """The destroy of ``mode(table)`` (as ``destroyer``, default ``db``'s user) starts while another writer's
+def _destroy_while_a_batch_is_open(db, tmp_path, mode) -> None:
+    """The destroy of ``mode(table)`` starts while another writer's
     batch is open; the batch commits while the destroy waits for it: refused, every row still there."""
     table = table_name()
     execute(db, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY)", f"INSERT INTO {table} (id) VALUES (1), (2)")
-    targets = open_sink(make_sink(db, table=table, **mode(table), **(destroyer or {})), context(None, "g8"))
+    targets = open_sink(make_sink(db, table=table, **mode(table)), context(None, "g8"))
     (key,) = targets.keys()
     target = targets.target(key)
     note = tmp_path / "applying-0.json"

@@ -39,6 +39,13 @@ def seatunnel_user():
         yield made
 
 
+@pytest.fixture(scope="module")
+def locking_user():
+    """SeaTunnel's sink privileges and LOCK TABLES, which RECREATE_SCHEMA and a DDL custom_sql need on MariaDB."""
+    with _mariadb_user(SEATUNNEL_SINK_GRANTS + ", LOCK TABLES", "*.*") as made:
+        yield made
+
+
 @contextlib.contextmanager
 def _mariadb_user(grants: str, on: str):
     name, user, password = f"jdbc_priv_{secrets.token_hex(3)}", f"st_sink_{secrets.token_hex(3)}", "st-pw"
@@ -137,16 +144,16 @@ def test_check_passes_seatunnels_user_and_names_the_privilege_it_does_without(se
     assert [(p["privilege"], p["required"]) for p in report["privileges"]] == [("CREATE TEMPORARY TABLES", False)]
 
 
-def test_check_asks_lock_tables_of_a_ddl_custom_sql_and_not_of_recreate_schema(seatunnel_user, tmp_path, capsys):
-    """Outside review, F4: RECREATE_SCHEMA needs no LOCK TABLES (the table is renamed aside); a DDL custom_sql
-    does, and a job without it is refused before anything is destroyed, so the check fails it."""
+def test_check_asks_lock_tables_of_recreate_schema_and_of_a_ddl_custom_sql(seatunnel_user, tmp_path, capsys):
+    """Outside review of 4f9f607: both steps commit at once on MariaDB and run with the table locked; a job
+    whose user may not lock is refused before anything is checked or destroyed, so the check fails it."""
     db, password = seatunnel_user
-    code, report = _check(tmp_path, capsys, db, password, schema_save_mode="RECREATE_SCHEMA")
-    assert code == 0 and [p["privilege"] for p in report["privileges"]] == ["CREATE TEMPORARY TABLES"], report
-    code, report = _check(tmp_path, capsys, db, password, data_save_mode="CUSTOM_PROCESSING",
-                          custom_sql="TRUNCATE TABLE t")
-    lacking = {p["privilege"]: p for p in report["privileges"]}
-    assert code == 1 and lacking["LOCK TABLES"]["required"] and "custom_sql is DDL" in lacking["LOCK TABLES"]["why"]
+    for sink, why in (({"schema_save_mode": "RECREATE_SCHEMA"}, "RECREATE_SCHEMA's DROP TABLE commits at once"),
+                      ({"data_save_mode": "CUSTOM_PROCESSING", "custom_sql": "-- empty it\\nTRUNCATE TABLE t"},
+                       "custom_sql is DDL")):
+        code, report = _check(tmp_path, capsys, db, password, **sink)
+        lacking = {p["privilege"]: p for p in report["privileges"]}
+        assert code == 1 and lacking["LOCK TABLES"]["required"] and why in lacking["LOCK TABLES"]["why"], report
 
 
 def test_check_names_each_privilege_a_user_lacks_and_what_needs_it(tmp_path, capsys):
@@ -182,10 +189,9 @@ def _opened_target(db, password: str, table: str, **options):
     return target
 
 
-def test_seatunnels_user_recreates_a_table_without_lock_tables(spark, seatunnel_user, tmp_path):
-    """Outside review, F4: RECREATE_SCHEMA on MariaDB by a user without LOCK TABLES sets the table aside,
-    checks, and drops it: the job's rows replace the old ones, nothing is left aside."""
-    db, password = seatunnel_user
+def test_a_user_with_lock_tables_recreates_the_table(spark, locking_user, tmp_path):
+    """RECREATE_SCHEMA on MariaDB locks the table, checks, and drops it: the job's rows replace the old ones."""
+    db, password = locking_user
     job = f"t_{secrets.token_hex(3)}"
     _admin(f"CREATE TABLE {db[0].rsplit('/', 1)[1]}.{job}_a (id BIGINT PRIMARY KEY, name TEXT, old INT)",
            f"INSERT INTO {db[0].rsplit('/', 1)[1]}.{job}_a VALUES (7, 'before', 1)")
@@ -196,37 +202,37 @@ def test_seatunnels_user_recreates_a_table_without_lock_tables(spark, seatunnel_
                          local={i: [tuple(r) for r in df.collect()] for i, df in tables.items()})
     write_exactly_once(writer, SinkCommitLog(str(tmp_path)), frames, 0, txn(job, 0))
     assert _rows(db, password, f"SELECT * FROM {job}_a") == [(1, "new")]
-    assert _rows(db, password, "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() "
-                               "AND table_name LIKE 'seatide_aside%'") == []
 
 
-def test_a_ddl_custom_sql_by_a_user_without_lock_tables_is_refused_before_anything_is_destroyed(seatunnel_user):
-    """Outside review, F4: TRUNCATE commits at once on MariaDB, so it runs with the table locked; a user who
-    may not lock it is told what to grant, and the table keeps its rows."""
+@pytest.mark.parametrize("sink", [{"schema_save_mode": "RECREATE_SCHEMA"},
+                                  {"data_save_mode": "CUSTOM_PROCESSING", "custom_sql": "TRUNCATE TABLE {table}"}])
+def test_a_user_without_lock_tables_is_refused_before_anything_is_checked_or_destroyed(seatunnel_user, sink):
+    """Outside review F4 and of 4f9f607: a step that commits at once (RECREATE_SCHEMA's DROP, a TRUNCATE)
+    runs with the table locked; a user who may not lock it is told what to grant before the store is
+    asked anything, and the table keeps its rows (no fallback runs the step unlocked)."""
     from seatide.connectors.jdbc.spec import JdbcSinkError
 
     db, password = seatunnel_user
     table = f"t_{secrets.token_hex(3)}"
     _admin(f"CREATE TABLE {db[0].rsplit('/', 1)[1]}.{table} (id BIGINT PRIMARY KEY)",
            f"INSERT INTO {db[0].rsplit('/', 1)[1]}.{table} VALUES (1), (2)")
-    target = _opened_target(db, password, table, data_save_mode="CUSTOM_PROCESSING",
-                            custom_sql=f"TRUNCATE TABLE {table}")
+    target = _opened_target(db, password, table, **{k: v.format(table=table) for k, v in sink.items()})
+    asked = []
+    target.decide_save_modes = lambda plan: asked.append(plan) or {"destroy": plan}
     with pytest.raises(JdbcSinkError, match="LOCK TABLES") as refused:
         target.save_mode_plan(None)
-    assert "GRANT LOCK TABLES ON" in str(refused.value) and "Nothing was destroyed" in str(refused.value)
-    assert _rows(db, password, f"SELECT id FROM {table} ORDER BY id") == [(1,), (2,)]
+    assert "GRANT LOCK TABLES ON" in str(refused.value) and "Nothing was checked or destroyed" in str(refused.value)
+    assert (asked, _rows(db, password, f"SELECT id FROM {table} ORDER BY id")) == ([], [(1,), (2,)])
 
 
-def test_a_table_set_aside_by_a_recreate_that_died_before_its_drop_is_put_back_and_checked_again(
-        seatunnel_user, monkeypatch):
-    """The driver dies between setting the table aside and dropping it (failpoint ``jdbc.save_mode_decided``):
-    the table is missing, its rows aside. Whoever carries the decision out next puts it back first, then
-    asks again: refused over rows kept now, the table is there with every row."""
+def test_a_driver_killed_during_its_recreates_check_leaves_the_table_with_every_row(locking_user, monkeypatch):
+    """The driver dies during the check (failpoint ``jdbc.save_mode_decided``), the table locked: its
+    connection ends, the lock with it, nothing was dropped. Whoever carries the decision out next asks
+    again: refused over rows kept now, the table has every row."""
     from seatide import failpoints
-    from seatide.connectors.jdbc import save_modes
     from seatide.plugin.base import PermanentError
 
-    db, password = seatunnel_user
+    db, password = locking_user
     table = f"t_{secrets.token_hex(3)}"
     _admin(f"CREATE TABLE {db[0].rsplit('/', 1)[1]}.{table} (id BIGINT PRIMARY KEY)",
            f"INSERT INTO {db[0].rsplit('/', 1)[1]}.{table} VALUES (1), (2)")
@@ -238,14 +244,9 @@ def test_a_table_set_aside_by_a_recreate_that_died_before_its_drop_is_put_back_a
         return hit(name, *args, **kwargs)
 
     monkeypatch.setattr(failpoints, "hit", dies_at)
-    aside = "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() " \
-            "AND table_name LIKE 'seatide_aside%'"
     first = _opened_target(db, password, table, schema_save_mode="RECREATE_SCHEMA")
-    monkeypatch.setattr(save_modes, "_undo", lambda *args: None)    # a killed driver puts nothing back
     with pytest.raises(KeyboardInterrupt):
         first.save_mode_plan(None)
-    assert len(_rows(db, password, aside)) == 1, "the table was not set aside before the check"
-    monkeypatch.setattr(failpoints, "hit", hit)
     monkeypatch.undo()
     second = _opened_target(db, password, table, schema_save_mode="RECREATE_SCHEMA")
 
@@ -256,4 +257,3 @@ def test_a_table_set_aside_by_a_recreate_that_died_before_its_drop_is_put_back_a
     with pytest.raises(PermanentError, match="rows kept"):
         second.save_mode_plan(None)
     assert _rows(db, password, f"SELECT id FROM {table} ORDER BY id") == [(1,), (2,)]
-    assert _rows(db, password, aside) == []

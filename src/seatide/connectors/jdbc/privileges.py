@@ -47,13 +47,14 @@ def needs(spec: JdbcSinkSpec, schema_changes: str | None) -> list[Need]:
         found.append(Need("DELETE", "data_save_mode DROP_DATA empties the table before the first batch"))
     if spec.schema_save_mode == "RECREATE_SCHEMA":
         found.append(Need("DROP", "schema_save_mode RECREATE_SCHEMA drops the table before the first batch"))
-        if spec.url.dialect != POSTGRESQL:      # RENAME TABLE aside first (set_aside.py)
-            found.append(Need("ALTER", "schema_save_mode RECREATE_SCHEMA renames the table aside before it drops "
-                              "it (no batch is committed into it while it checks that no pipeline keeps rows there)"))
+        if spec.url.dialect != POSTGRESQL:      # save_modes._lock_tables: refused without it
+            found.append(Need("LOCK TABLES", "schema_save_mode RECREATE_SCHEMA's DROP TABLE commits at once: the "
+                              "table is locked while SeaTide checks that no pipeline keeps rows there and drops it "
+                              "(without the lock the job is refused before anything is checked or destroyed)"))
     elif spec.data_save_mode == "CUSTOM_PROCESSING" and spec.custom_sql_is_ddl and spec.url.dialect != POSTGRESQL:
         found.append(Need("LOCK TABLES", "data_save_mode CUSTOM_PROCESSING's custom_sql is DDL, which commits at "
                           "once: the table is locked while SeaTide checks that no pipeline keeps rows there and "
-                          "runs it (without the lock the job is refused before anything is destroyed)"))
+                          "runs it (without the lock the job is refused before anything is checked or destroyed)"))
     if schema_changes in ("evolve", "try_evolve", "lenient"):
         found.append(Need("ALTER", f"schema.change.behavior {schema_changes} alters the target's columns"))
     found.append(Need("CREATE TEMPORARY TABLES", _TEMPORARY, required=False, target=False))

@@ -21,11 +21,9 @@ resumed now, finds it and makes no save mode again.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from typing import Callable
 
 from seatide import failpoints
-from seatide.connectors.jdbc import set_aside
 from seatide.connectors.jdbc.commit_record import CommitRecords
 from seatide.connectors.jdbc.dialect import UnsupportedType
 from seatide.connectors.jdbc.named_lock import named_lock
@@ -75,7 +73,6 @@ def plan(conn, route: JdbcTarget, names: tuple[str, ...], connected_to: str | No
         if made(cursor, route, names, connected_to, records_home):
             conn.rollback()
             return None
-        _put_back(cursor, route, names[0])
         exists = dialect.table_exists(cursor, route.table)
         if exists and step == "ERROR_WHEN_DATA_EXISTS":
             cursor.execute(f"SELECT 1 FROM {route.quoted} LIMIT 1")
@@ -119,10 +116,11 @@ def _carry_out(conn, route: JdbcTarget, decided: dict, sink_id: str, fence: Call
     statement snapshot does not hold them (a row it had to wait on is taken only once that commit is
     done, hence seen), and InnoDB's DELETE locks what it scans, gaps included, so an insert waits for
     this transaction. MariaDB commits DDL at once: a step that does (RECREATE_SCHEMA, a DDL custom_sql:
-    ``_commits_at_once``) runs after the check, once no writer can commit into the table: RECREATE_SCHEMA's
-    table is renamed aside first (``set_aside.py``: no privilege beyond SeaTunnel's sink user's), a
-    custom_sql's table locked (``LOCK TABLES``: it waits for a writer's open transaction, then holds
-    every writer off; a user who may not is refused before anything is destroyed)."""
+    ``_commits_at_once``) first locks the table (``LOCK TABLES``: it waits for a writer's open
+    transaction, then holds every writer off), before anything is asked, then checks and runs it. A
+    user who may not lock is refused there, before anything is checked or destroyed: no fallback runs
+    the step unlocked (outside review of 4f9f607: renaming the table aside instead freed its name for
+    another writer, whose table then kept the one set aside from being put back)."""
     cursor = conn.cursor()
     records = CommitRecords(route.dialect, decided["home"])
     if decided["home"] is not None:
@@ -130,59 +128,36 @@ def _carry_out(conn, route: JdbcTarget, decided: dict, sink_id: str, fence: Call
     records.create(cursor)
     conn.commit()
     if records.rows_of(cursor, decided["record"]) is None:
-        _put_back(cursor, route, decided["record"])
-        carried_out = lambda plan: _recorded(cursor, records, plan)      # noqa: E731
-        step = decided["step"] if destroys and (owed is None or owed(carried_out)) else None
-        if owed is not None and step is not None and check is None:
-            check = lambda: owed(carried_out)      # noqa: E731 - rows committed since it was asked
-        ddl = _commits_at_once(route, step)
-        held = _hold_writers_off(conn, cursor, route, step, decided["record"], records) if ddl else _Held()
+        ddl = destroys and _commits_at_once(route, decided["step"])
+        if ddl and not route.dialect.table_exists(cursor, route.table):
+            destroys = ddl = False      # carried out late, its table gone since: nothing to lock or destroy
+        if ddl:
+            _lock_tables(conn, cursor, route, decided["step"], f"{route.quoted} WRITE, {records.table} WRITE")
         try:
+            carried_out = lambda plan: _recorded(cursor, records, plan)      # noqa: E731
+            step = decided["step"] if destroys and (owed is None or owed(carried_out)) else None
+            if owed is not None and step is not None and check is None:
+                check = lambda: owed(carried_out)      # noqa: E731 - rows committed since it was asked
             if step is not None and not ddl:
                 _run_step(cursor, route, step)
             if check is not None:
                 if not check():
-                    _undo(conn, cursor, route, held)
+                    _undo(conn, cursor, ddl)
                     return False
                 failpoints.hit("jdbc.save_mode_decided")     # recorded in the store, not yet committed
-            if ddl:
-                fence()         # a zombie puts the table back rather than dropping it
-                _run_step(cursor, route, step, held.aside)
-                held.dropped = True
+            if ddl and step is not None:
+                fence()         # a zombie is refused before a step no rollback undoes
+                _run_step(cursor, route, step)
             records.insert(cursor, decided["record"], sink_id, -1, 0)
             fence()
         except BaseException:
-            _undo(conn, cursor, route, held)
+            _undo(conn, cursor, ddl)
             raise
         conn.commit()
-        if held.locked:
+        if ddl:
             cursor.execute("UNLOCK TABLES")
     conn.commit()
     return True
-
-
-@dataclass
-class _Held:
-    """How writers are held off a step that commits at once: the table locked, or set aside."""
-    locked: bool = False
-    aside: tuple[str, ...] | None = None
-    dropped: bool = False           # the step ran: nothing is put back
-
-
-def _hold_writers_off(conn, cursor, route: JdbcTarget, step: str, record: str, records: CommitRecords) -> _Held:
-    """MySQL/MariaDB, before a check whose step commits at once: RECREATE_SCHEMA's table renamed aside
-    (no privilege beyond SeaTunnel's sink user's, outside review F4), a DDL custom_sql's table locked."""
-    if step == "RECREATE_SCHEMA":
-        return _Held(aside=set_aside.set_aside(cursor, route.dialect, route.table, record, route.label,
-                                               route.spec.user))
-    _lock_tables(conn, cursor, route, f"{route.quoted} WRITE, {records.table} WRITE")
-    return _Held(locked=True)
-
-
-def _put_back(cursor, route: JdbcTarget, record: str) -> None:
-    """MySQL/MariaDB: the table a carrier of ``record`` set aside and died before dropping (``set_aside.py``)."""
-    if route.dialect.name != POSTGRESQL and route.table:
-        set_aside.put_back(cursor, route.dialect, route.table, record, route.label)
 
 
 def _stands(decision: dict, decided: dict) -> bool:
@@ -198,11 +173,8 @@ def _recorded(cursor, records: CommitRecords, plan: dict) -> bool:
             and records.rows_of(cursor, plan["record"]) is not None)
 
 
-def _run_step(cursor, route: JdbcTarget, step: str, aside: tuple[str, ...] | None = None) -> None:
-    if step == "RECREATE_SCHEMA" and _commits_at_once(route, step):
-        if aside is not None:           # else no table was there to set aside: nothing to drop
-            cursor.execute(f"DROP TABLE {route.dialect.qualified(aside)}")
-    elif step == "RECREATE_SCHEMA":
+def _run_step(cursor, route: JdbcTarget, step: str) -> None:
+    if step == "RECREATE_SCHEMA":
         cursor.execute(f"DROP TABLE IF EXISTS {route.quoted}")
     elif step == "DROP_DATA":
         cursor.execute(f"DELETE FROM {route.quoted}")
@@ -214,42 +186,44 @@ def _commits_at_once(route: JdbcTarget, step: str | None) -> bool:
     """Whether the step's statement commits itself: DDL on MySQL/MariaDB (a rollback after the check
     would undo nothing), RECREATE_SCHEMA's DROP or a ``custom_sql`` such as SeaTunnel's usual
     ``TRUNCATE TABLE`` (outside review of G's fix, F1: it waited for a writer's open batch and took it
-    right after its COMMIT). Such a step runs after the check, writers held off first (``_hold_writers_off``)."""
+    right after its COMMIT). Such a step runs after the check, the table locked first (``_lock_tables``)."""
     if route.dialect.name == POSTGRESQL or step is None:
         return False
     return step == "RECREATE_SCHEMA" or (step == "CUSTOM_PROCESSING" and route.spec.custom_sql_is_ddl)
 
 
-def _lock_tables(conn, cursor, route: JdbcTarget, tables: str) -> None:
-    """MySQL/MariaDB: ``LOCK TABLES`` before a ``custom_sql`` that commits at once. A user who may
-    not is refused here, before the check and the step: without the lock a batch committed between
-    the two would be taken by it (outside review, F4; SeaTunnel's sink user has no LOCK TABLES)."""
+def _lock_tables(conn, cursor, route: JdbcTarget, step: str, tables: str) -> None:
+    """MySQL/MariaDB: ``LOCK TABLES`` before a step that commits at once. A user who may not is
+    refused here, before the check and the step: without the lock a batch committed between the two
+    would be taken by it (outside review, F4; SeaTunnel's sink user has no LOCK TABLES)."""
     try:
         cursor.execute(f"LOCK TABLES {tables}")
     except Exception as exc:
         if not exc.args or exc.args[0] not in _DENIED:
             raise
         conn.rollback()
+        what, instead = ((f"schema_save_mode RECREATE_SCHEMA on table {route.label}: its DROP TABLE commits at once",
+                          "or choose schema_save_mode CREATE_SCHEMA_WHEN_NOT_EXIST with data_save_mode DROP_DATA, "
+                          "whose DELETE runs in a transaction") if step == "RECREATE_SCHEMA" else
+                         (f"data_save_mode CUSTOM_PROCESSING on table {route.label}: its custom_sql commits at once "
+                          "(DDL)", "or use a custom_sql that runs in a transaction (DELETE FROM ... rather than "
+                          "TRUNCATE)"))
         raise JdbcSinkError(
-            f"Jdbc sink: data_save_mode CUSTOM_PROCESSING on table {route.label}: its custom_sql commits at once "
-            f"(DDL), so SeaTide locks the table (LOCK TABLES) while it checks that no pipeline keeps rows there and "
-            f"runs it, and the user {route.spec.user or ''} may not ({exc.args[-1]}). Nothing was destroyed. Grant it "
-            f"(GRANT LOCK TABLES ON <database>.* TO <user>), or use a custom_sql that runs in a transaction "
-            f"(DELETE FROM ... rather than TRUNCATE)") from None
+            f"Jdbc sink: {what}, so SeaTide locks the table (LOCK TABLES) while it checks that no pipeline keeps "
+            f"rows there and runs it, and the user {route.spec.user or ''} lacks the LOCK TABLES privilege "
+            f"({exc.args[-1]}). Nothing was checked or destroyed. Grant it (GRANT LOCK TABLES ON <database>.* TO "
+            f"<user>), {instead}") from None
 
 
-_DENIED = set_aside.DENIED
+_DENIED = (1044, 1142, 1227)        # access denied to the database, to the table, to the command
 
 
-def _undo(conn, cursor, route: JdbcTarget, held: _Held) -> None:
-    """Roll the step back (a session the server ended has already); put a table set aside back."""
+def _undo(conn, cursor, locked: bool) -> None:
+    """Roll the step back (a session the server ended has already) and let writers in again."""
     with contextlib.suppress(Exception):
         conn.rollback()
-        if held.locked:
+        if locked:
             cursor.execute("UNLOCK TABLES")
-    if held.aside is not None and not held.dropped:
-        with contextlib.suppress(Exception):
-            cursor.execute(f"RENAME TABLE {route.dialect.qualified(held.aside)} TO {route.quoted}")
 
 
 def ensure(conn, route: JdbcTarget, schema, target: str) -> None:
