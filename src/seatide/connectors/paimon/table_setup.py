@@ -58,6 +58,7 @@ def create(catalog, database: str, name: str, struct, keys: list[str], partition
     if keys and not set(partitions) <= set(keys):
         raise PaimonError("Paimon sink: a primary-key table's partition columns must be among its keys: add "
                           f"{', '.join(sorted(set(partitions) - set(keys)))} to paimon.table.primary-keys")
+    _refuse_beside_a_table_set_aside(catalog, database, name)
     options = {str(k): str(v) for k, v in props.items()}
     if keys:
         options.setdefault("bucket", "1")        # a fixed bucket: pypaimon's dynamic buckets keep a hash index
@@ -83,7 +84,17 @@ def drop_if_same(catalog, database: str, name: str, decided: dict, fence: Callab
     asked before the rename, which skips it (False: a later decision of another scope emptied the
     table, ``carried_out`` says) or refuses it over kept rows (raises), and again once the table is
     renamed away (no batch can be committed into it then): a batch decided in between is seen, the
-    table is put back and nothing is destroyed (outside review, B3)."""
+    table is put back and nothing is destroyed (outside review, B3).
+
+    While it is renamed away its name is free: SeaTide makes no table there while the tombstone is
+    not marked dropped (``create``), and a carrier whose driver died before its second look left it
+    so: the next one puts it back first and asks again. A table made there anyway (outside SeaTide,
+    or in the instant between ``create``'s look and its making) keeps the tombstone from being put
+    back: refused, naming the tombstone that holds the rows (outside review of 12e88ea)."""
+    path = _local(decided["path"])
+    tombstone = _tombstone(path, decided["created"])
+    if _set_aside(tombstone) and _created(tombstone) == decided["created"]:
+        _put_back(tombstone, path, f"{database}.{name}")        # its carrier died before its second look
     table = get_table(catalog, database, name)
     if table is None or identity(table) != decided:
         return
@@ -93,8 +104,6 @@ def drop_if_same(catalog, database: str, name: str, decided: dict, fence: Callab
                  "emptied the table since", database, name)
         return
     carried_out.frozen = True
-    path = _local(decided["path"])
-    tombstone = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.recreated-{decided['created']}")
     fence()
     failpoints.hit("paimon.before_drop")
     try:
@@ -103,16 +112,17 @@ def drop_if_same(catalog, database: str, name: str, decided: dict, fence: Callab
         if exc.errno in (errno.ENOENT, errno.ENOTEMPTY, errno.EEXIST):
             return          # dropped by whoever carried the decision out first, or no table there
         raise
+    label = f"{database}.{name}"
     if _created(tombstone) != decided["created"]:
-        os.rename(tombstone, path)   # not the decided table (one made outside SeaTide since the check)
+        _put_back(tombstone, path, label)   # not the decided table (one made outside SeaTide since the check)
         return
     try:
         still = owed is None or owed(carried_out)
     except BaseException:
-        os.rename(tombstone, path)
+        _put_back(tombstone, path, label)
         raise
     if not still:
-        os.rename(tombstone, path)
+        _put_back(tombstone, path, label)
         return
     open(os.path.join(tombstone, _DROPPED), "w").close()     # the tombstone stays, never empty
     for entry in os.listdir(tombstone):
@@ -122,6 +132,50 @@ def drop_if_same(catalog, database: str, name: str, decided: dict, fence: Callab
 
 
 _DROPPED = "dropped-by-seatide"    # the marker file that keeps a tombstone non-empty
+
+
+def _tombstone(path: str, created) -> str:
+    """Where RECREATE_SCHEMA renames the table of ``path`` first written at ``created``."""
+    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.recreated-{created}")
+
+
+def _set_aside(tombstone: str) -> bool:
+    """A tombstone holding a table not dropped yet: renamed away, its second look not done."""
+    return os.path.isdir(tombstone) and not os.path.exists(os.path.join(tombstone, _DROPPED))
+
+
+def _put_back(tombstone: str, path: str, label: str) -> None:
+    """The table renamed to ``tombstone`` back to ``path``; refused, with how to restore it, when a
+    table was made there since (its rows and the tombstone's are both committed)."""
+    try:
+        os.rename(tombstone, path)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT and not os.path.exists(tombstone):
+            return          # put back by another carrier of the decision
+        raise PaimonError(
+            f"Paimon sink: table {label}: a RECREATE_SCHEMA carried out late renamed it to {tombstone} and was "
+            f"refused (or its driver died before it looked again), but a table was made at {path} since, so it "
+            f"cannot be put back ({exc.strerror}). Nothing was deleted: the rows committed before are in "
+            f"{tombstone}. Restore them: stop the jobs writing {label}, move {path} aside, rename {tombstone} to "
+            f"{path}, then write the moved table's rows into it again (or drop them if unwanted)") from None
+
+
+def _refuse_beside_a_table_set_aside(catalog, database: str, name: str) -> None:
+    """Refuse to make a table where a RECREATE_SCHEMA renamed one away and has not dropped it: made
+    now, it would keep that table (its committed rows) from being put back."""
+    from pypaimon.common.identifier import Identifier
+
+    path = _local(catalog.get_table_path(Identifier.from_string(f"{database}.{name}")))
+    prefix = f".{os.path.basename(path)}.recreated-"
+    parent = os.path.dirname(path)
+    aside = [os.path.join(parent, e) for e in (os.listdir(parent) if os.path.isdir(parent) else [])
+             if e.startswith(prefix) and _set_aside(os.path.join(parent, e))]
+    if aside:
+        raise PaimonError(
+            f"Paimon sink: table {database}.{name} is renamed to {aside[0]} by a RECREATE_SCHEMA that asks whether "
+            f"it may drop it, or whose driver died before it looked again (its next attempt puts it back and asks "
+            f"again); no table is made at {path} meanwhile, which would keep it from being put back. Run again "
+            f"once that job's step is done, or rename {aside[0]} back to {path} if that job is gone")
 
 
 def _local(path: str) -> str:

@@ -1,15 +1,19 @@
-"""Review of 12e88ea (B3): a Paimon RECREATE_SCHEMA carried out late renames the table's directory onto
-its tombstone, asks the door again, and on a refusal renames it back (table_setup.drop_if_same).
+"""Outside review of 12e88ea (B3): a Paimon RECREATE_SCHEMA carried out late renames the table's directory
+onto its tombstone, asks the door again, and on a refusal renames it back (table_setup.drop_if_same).
+While renamed away, the table's name was free.
 
-Both tests follow tests/contract/test_paimon_owed_recreate's third test: the run's RECREATE_SCHEMA is
+The tests follow tests/contract/test_paimon_owed_recreate's third test: the run's RECREATE_SCHEMA is
 decided, its driver dies; pipeline 1 is started over (APPEND_DATA); pipeline 2 carries the decision out
 late and is held before its rename while the fresh start commits 10. Then, right after the rename:
 
-* the fresh start stages its next batch, finds no table, makes it (``PaimonTarget.stage`` -> ``ensure``)
-  and commits 11 there; the rename back fails (OSError, directory not empty), replacing the door's
-  refusal, and 10 stays in the tombstone, out of the table (promise 1; promise 3);
-* or the driver is SIGKILLed (before the second look and the tombstone's marker): the next carrier
-  finds no table, takes the decision as carried out, and 10 is out of the table (promise 1).
+* the fresh start stages its next batch and finds no table: it made one and committed 11 there, the
+  rename back failed (raw OSError, directory not empty) and 10 stayed in the tombstone. Now SeaTide
+  makes no table beside a tombstone not marked dropped: that batch is refused, the late recreate is
+  refused over 10 and puts the table back, and 11 written again lands beside every row;
+* a writer outside SeaTide makes the table there and commits 11: the put-back is refused with a
+  PermanentError naming the tombstone that holds the rows and how to restore it, never a raw OSError;
+* or the driver is SIGKILLed (before the second look): the next carrier found no table and took the
+  decision as carried out, 10 out of the table. Now it puts the tombstone's table back and asks again.
 
 Pipelines of one job in a real store (SQLite), a real Paimon table of a filesystem warehouse. The
 moment right after the rename has no failpoint: the test hooks ``table_setup._created``, the first
@@ -24,7 +28,7 @@ import pytest
 
 from seatide import failpoints
 from seatide.connectors.paimon import table_setup
-from seatide.plugin.base import SinkContext
+from seatide.plugin.base import PermanentError, SinkContext
 from seatide.runtime.commit_log import write_json_atomic
 from seatide.runtime.sink_runs import attempt_run, commit_log_of
 from tests.contract.harness import rows
@@ -47,7 +51,7 @@ def _run(job, reporter, sink, spark, directory, lineage):
 
 
 def _late_recreate(spark, store, tmp_path, monkeypatch, after_rename):
-    """Up to pipeline 2's late drop, ``after_rename(fresh_run)`` called right after its rename; what
+    """Up to pipeline 2's late drop, ``after_rename(fresh_run, system, table)`` called right after its rename; what
     pipeline 2's write raised. (raised, job, dirs, system, table)"""
     system = PaimonSystem(str(tmp_path))
     table = system.new_target()
@@ -67,7 +71,7 @@ def _late_recreate(spark, store, tmp_path, monkeypatch, after_rename):
     def renamed_away(table_dir):
         if held == ["died", "paimon.before_drop"]:
             held.append("renamed")
-            after_rename(fresh["run"])
+            after_rename(fresh["run"], system, table)
         return created(table_dir)
 
     monkeypatch.setattr(failpoints, "hit", at)
@@ -86,15 +90,32 @@ def _late_recreate(spark, store, tmp_path, monkeypatch, after_rename):
 
 
 def test_a_late_recreate_refused_after_its_rename_puts_every_committed_row_back(spark, store, tmp_path, monkeypatch):
-    def next_batch(fresh_run):        # while the table's directory is the tombstone
-        fresh_run.write(rows(spark, [11]), 1)
+    refused = []
+
+    def next_batch(fresh_run, system, table):        # while the table's directory is the tombstone
+        try:
+            fresh_run.write(rows(spark, [11]), 1)
+        except PermanentError as exc:     # its driver fails this attempt, and runs the batch again later
+            refused.append(str(exc))
 
     raised, _, _, system, table = _late_recreate(spark, store, tmp_path, monkeypatch, next_batch)
-    assert (type(raised).__name__, system.read(table)) == ("PermanentError", [1, 2, 10, 11]), raised
+    assert len(refused) == 1 and ".recreated-" in refused[0], refused
+    assert isinstance(raised, PermanentError) and system.read(table) == [1, 2, 10], (raised, system.read(table))
+    system.put(table, [11])         # the fresh start's batch again (pypaimon directly: the same files)
+    assert system.read(table) == [1, 2, 10, 11]
+
+
+def test_a_table_made_outside_seatide_meanwhile_is_refused_naming_the_tombstone(spark, store, tmp_path, monkeypatch):
+    raised, _, _, system, table = _late_recreate(
+        spark, store, tmp_path, monkeypatch, lambda fresh_run, system, table: system.put(table, [11]))
+    tombstone = str(raised).split(" renamed it to ", 1)[1].split(" and was refused", 1)[0]
+    assert type(raised).__name__ == "PaimonError" and "Nothing was deleted" in str(raised), raised
+    assert f"rename {tombstone} to" in str(raised) and system.read(table) == [11], raised
+    assert os.path.isdir(os.path.join(tombstone, "snapshot")), "the committed rows are not in the named tombstone"
 
 
 def test_a_driver_killed_right_after_the_rename_loses_no_batch_committed_before_it(spark, store, tmp_path, monkeypatch):
-    def killed(fresh_run):
+    def killed(fresh_run, system, table):
         raise DriverDied("SIGKILL right after the rename")
 
     raised, job, dirs, system, table = _late_recreate(spark, store, tmp_path, monkeypatch, killed)
