@@ -33,11 +33,11 @@ from seatide.runtime.commit_log import write_json_atomic
 from seatide.runtime.sink_runs import attempt_run, commit_log_of
 from tests.contract.harness import rows
 from tests.contract.systems import PaimonSystem
-from tests.contract.test_review8_save_mode_scopes import DriverDied, _attempt, _job, _resumed, _write
+from tests.contract.test_paimon_owed_recreate import RECREATE, carried_out_late
+from tests.contract.test_review8_save_mode_scopes import DriverDied, _attempt, _job, _write
 from tests.contract.test_sinks import store  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.spark
-RECREATE = {"schema_save_mode": "RECREATE_SCHEMA"}
 
 
 def _run(job, reporter, sink, spark, directory, lineage):
@@ -57,14 +57,15 @@ def _late_recreate(spark, store, tmp_path, monkeypatch, after_rename):
     table = system.new_target()
     system.put(table, [1, 2])
     job, dirs = _job(store, str(tmp_path / "checkpoints"))
-    hit, created, held, fresh = failpoints.hit, table_setup._created, [], {}
+    hit, created, held, fresh, shared = failpoints.hit, table_setup._created, [], {}, {}
 
     def at(name: str, *args, **kwargs):
         if name == "sink.save_modes_decided" and not held:
             raise DriverDied(name)
         if name == "paimon.before_drop" and held == ["died"]:
             held.append(name)         # the fresh start commits its batch 0 before the rename
-            fresh["run"] = _run(job, reporter, system.sink(table, data_save_mode="APPEND_DATA"), spark, dirs[1], "L2")
+            fresh["run"] = _run(job, shared["reporter"], system.sink(table, data_save_mode="APPEND_DATA"), spark,
+                                dirs[1], "L2")
             fresh["run"].write(rows(spark, [10]), 0)
         return hit(name, *args, **kwargs)
 
@@ -76,17 +77,11 @@ def _late_recreate(spark, store, tmp_path, monkeypatch, after_rename):
 
     monkeypatch.setattr(failpoints, "hit", at)
     monkeypatch.setattr(table_setup, "_created", renamed_away)
-    with pytest.raises(DriverDied):
-        _write(job, job.attempt(), system.sink(table, **RECREATE), spark, 1, dirs[1], "L1", [5])
-    held.append("died")
-    _resumed(store, job, started_over=1)
-    reporter = _attempt(store, job)
-    with pytest.raises(BaseException) as raised:
-        _write(job, reporter, system.sink(table, **RECREATE), spark, 2, dirs[2], "M1", [20])
+    raised = carried_out_late(spark, store, job, dirs, system, table, held, shared)
     assert held == ["died", "paimon.before_drop", "renamed"], held
     monkeypatch.setattr(failpoints, "hit", hit)
     monkeypatch.setattr(table_setup, "_created", created)
-    return raised.value, job, dirs, system, table
+    return raised, job, dirs, system, table
 
 
 def test_a_late_recreate_refused_after_its_rename_puts_every_committed_row_back(spark, store, tmp_path, monkeypatch):

@@ -68,6 +68,20 @@ def test_a_late_recreate_after_the_fresh_start_recreated_the_table_is_skipped(sp
     assert system.read(table) == [10, 11, 20], "the run's decision, carried out late, took the fresh start's rows"
 
 
+def carried_out_late(spark, store, job, dirs, system, table, held: list, shared: dict) -> BaseException:
+    """The run's RECREATE_SCHEMA decided by pipeline 1, whose driver dies (``held`` gets "died"); incarnation
+    2 starts pipeline 1 over (its attempt's reporter in ``shared``) and pipeline 2 carries the decision out
+    late: what pipeline 2's write raised."""
+    with pytest.raises(DriverDied):
+        _write(job, job.attempt(), system.sink(table, **RECREATE), spark, 1, dirs[1], "L1", [5])
+    held.append("died")
+    _resumed(store, job, started_over=1)
+    shared["reporter"] = _attempt(store, job)
+    with pytest.raises(BaseException) as raised:
+        _write(job, shared["reporter"], system.sink(table, **RECREATE), spark, 2, dirs[2], "M1", [20])
+    return raised.value
+
+
 def test_a_late_recreate_sees_a_batch_committed_between_its_look_and_its_drop(spark, store, tmp_path, monkeypatch):
     """Pipeline 2 finds the run's decision owed (nothing committed since), and is held right before its
     drop (``paimon.before_drop``) while pipeline 1, started over with APPEND_DATA, commits 10. Asked again
@@ -76,24 +90,20 @@ def test_a_late_recreate_sees_a_batch_committed_between_its_look_and_its_drop(sp
     table = system.new_target()
     system.put(table, [1, 2])
     job, dirs = _job(store, str(tmp_path / "checkpoints"))
-    hit, held = failpoints.hit, []
+    hit, held, shared = failpoints.hit, [], {}
 
     def at(name: str, *args, **kwargs):
         if name == "sink.save_modes_decided" and not held:
             raise DriverDied(name)
         if name == "paimon.before_drop" and held == ["died"]:
             held.append(name)
-            _write(job, reporter, system.sink(table, data_save_mode="APPEND_DATA"), spark, 1, dirs[1], "L2", [10],
+            _write(job, shared["reporter"], system.sink(table, data_save_mode="APPEND_DATA"), spark, 1, dirs[1], "L2",
+                   [10],
                    began=2)
         return hit(name, *args, **kwargs)
 
     monkeypatch.setattr(failpoints, "hit", at)
-    with pytest.raises(DriverDied):
-        _write(job, job.attempt(), system.sink(table, **RECREATE), spark, 1, dirs[1], "L1", [5])
-    held.append("died")
-    _resumed(store, job, started_over=1)
-    reporter = _attempt(store, job)
-    with pytest.raises(PermanentError, match="never carried out"):
-        _write(job, reporter, system.sink(table, **RECREATE), spark, 2, dirs[2], "M1", [20])
+    raised = carried_out_late(spark, store, job, dirs, system, table, held, shared)
+    assert isinstance(raised, PermanentError) and "never carried out" in str(raised), raised
     assert held == ["died", "paimon.before_drop"], held
     assert system.read(table) == [1, 2, 10], "the late drop took a batch committed while it was held"
