@@ -90,7 +90,7 @@ def test_a_late_recreate_refused_after_its_rename_puts_every_committed_row_back(
     def next_batch(fresh_run, system, table):        # while the table's directory is the tombstone
         try:
             fresh_run.write(rows(spark, [11]), 1)
-        except PermanentError as exc:     # its driver fails this attempt, and runs the batch again later
+        except table_setup.TableSetAside as exc:    # its driver retries the attempt, the batch runs again
             refused.append(str(exc))
 
     raised, _, _, system, table = _late_recreate(spark, store, tmp_path, monkeypatch, next_batch)

@@ -160,6 +160,11 @@ def _put_back(tombstone: str, path: str, label: str) -> None:
             f"{path}, then write the moved table's rows into it again (or drop them if unwanted)") from None
 
 
+class TableSetAside(RuntimeError):
+    """No table is made where a RECREATE_SCHEMA renamed one away: not a PermanentError, the job's retry
+    comes back once that step put it back or dropped it (its carrier's second look is short)."""
+
+
 def _refuse_beside_a_table_set_aside(catalog, database: str, name: str) -> None:
     """Refuse to make a table where a RECREATE_SCHEMA renamed one away and has not dropped it: made
     now, it would keep that table (its committed rows) from being put back."""
@@ -171,7 +176,7 @@ def _refuse_beside_a_table_set_aside(catalog, database: str, name: str) -> None:
     aside = [os.path.join(parent, e) for e in (os.listdir(parent) if os.path.isdir(parent) else [])
              if e.startswith(prefix) and _set_aside(os.path.join(parent, e))]
     if aside:
-        raise PaimonError(
+        raise TableSetAside(
             f"Paimon sink: table {database}.{name} is renamed to {aside[0]} by a RECREATE_SCHEMA that asks whether "
             f"it may drop it, or whose driver died before it looked again (its next attempt puts it back and asks "
             f"again); no table is made at {path} meanwhile, which would keep it from being put back. Run again "
@@ -291,4 +296,4 @@ def _paimon_type(field):
     return PyarrowFieldParser.to_paimon_type(arrow_schema(StructType([field])).field(0).type, True)
 
 
-__all__ = ["create", "drop_data", "drop_if_same", "evolve", "has_rows", "identity"]
+__all__ = ["TableSetAside", "create", "drop_data", "drop_if_same", "evolve", "has_rows", "identity"]
