@@ -46,3 +46,4 @@ def test_a_position_check_against_a_server_that_never_answers_says_it_could_not_
     print(said)
     assert "the server answered the position check with an error" not in said, said
     assert "could not be reached" in said, said
+
