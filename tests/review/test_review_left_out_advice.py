@@ -7,6 +7,7 @@ again under a new lineage (new transaction ids), so their rows are written again
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -59,6 +60,8 @@ def test_the_advised_savepoint_rewinds_the_left_out_pipeline_past_batches_it_com
     _resume(store, ONE, fallback="fresh")    # incarnation 3: a config that leaves pipeline 2 out
     _cancelled(store)
 
+    # pipeline 2's own directory still holds its checkpoint at batch 9: nothing of it is lost in place
+    assert os.path.isfile(os.path.join(pipelines[2].checkpoint_dir, "spark", "offsets", "9"))
     with pytest.raises(RestoreRefused) as refused:      # incarnation 4 asked with both again
         _resume(store, TWO)
     message = str(refused.value)
