@@ -30,7 +30,7 @@ from typing import Callable
 
 from sqlalchemy import and_, delete, insert, select
 
-from seatide.plugin.server_errors import lasting_fix, unreachable
+from seatide.plugin.server_errors import lasting_fix, passing
 from seatide.store import schema as s
 from seatide.store.clock import store_now
 from seatide.store.db import NotLeader, Store, record_event
@@ -176,7 +176,7 @@ def positions_gone(job, plan, restored: list[tuple[int, str, int | None]], deadl
             with lock:
                 said = " ".join(f"{type(exc).__name__}: {exc}".split())       # libpq's hint is on a line of its own
                 said = mask_message(said, secrets)[:300]
-                if unreachable(exc):
+                if passing(exc):    # unreachable, or a condition that passes (busy, starting up)
                     unreached[(pipeline_id, index)] = said
                 else:       # the server answered (a role it refuses, a privilege) or a bug: named as what it is
                     failed[(pipeline_id, index)] = f"{said}; {lasting_fix(exc)}"
