@@ -125,5 +125,5 @@ def test_a_plain_resume_refusing_it_names_the_savepoint_that_restores_it(store, 
         _resume(store, TWO)
     message = str(refused.value)
     assert "pipeline 2: the job had it until incarnation 1" in message, message
-    assert ("savepoint 5 of the run holds it: resume from one (`seatide resume j1 --from 5`), which restores it from "
+    assert ("savepoint 5 of the run holds it, and no batch was committed since: resume from one (`seatide resume j1 --from 5`), which restores it from "
             "its copy and writes no row twice") in message, message

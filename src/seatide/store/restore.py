@@ -37,12 +37,12 @@ from seatide.store.owed_moves import (OwedMove, batch_in_place, carried_copy, ca
 from seatide.store.release_line import last_release, in_place_problem, refuse_savepoint_before
 from seatide.store.resumable import check_resumable, refuse_if_expiring, refuse_released, release_retried
 from seatide.store.runs import pipeline_dir, spark_checkpoint_dir
-from seatide.store.named_savepoint import (named_savepoint, refuse_dropped_since, savepoint_dir, savepoints_holding,
-                                          savepoints_of_run)
+from seatide.store.left_out import left_out_note, left_out_refusal, name_savepoints_holding
+from seatide.store.named_savepoint import named_savepoint, refuse_dropped_since, savepoint_dir, savepoints_of_run
 from seatide.store.savepoint_scope import finished_then, held, held_then, never_held, not_held, not_held_problem
 from seatide.store.started_over import started_over
 from seatide.store.states import ATTEMPT_LIVE, AttemptState, JobStatus, PipelineStatus
-from seatide.store.unusable_checkpoints import PositionsAsked, refusal
+from seatide.store.unusable_checkpoints import PositionsAsked, refusal, resume_command
 from seatide.timeouts import Timeouts
 
 @dataclass
@@ -153,7 +153,8 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
     pipelines = _plan_pipelines(plan, {**then, **old}, completed, savepoint, owed, released, in_place, decided_moves(job),
                                 made_empty, decided, unheld, in_run)
     if savepoint is None and job.release is None:
-        _name_savepoints_holding(store, job, first, [p for p in pipelines if p.had_until is not None])
+        name_savepoints_holding(store, job, first, [p for p in pipelines if p.had_until is not None])
+    gone = sorted(set({**then, **old}) - {p.pipeline_id for p in plan.pipelines})     # store/left_out.py
     if job.release is not None:
         for p in pipelines:        # fallback fresh: every unfinished pipeline starts over
             if not p.finished:
@@ -170,10 +171,12 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
         if p.pipeline_id in asked.gone:     # its checkpoint cannot be used: decided below like any other such
             p.problem = asked.gone[p.pipeline_id]
     problems = [p for p in pipelines if p.problem and not p.decided_fresh]
-    if problems and fallback != "fresh":
-        raise RestoreRefused(refusal(job_id, problems, asked, command))
+    if (problems or gone) and fallback != "fresh":
+        raise RestoreRefused(refusal(job_id, problems, asked, command, left_out_refusal(
+            job_id, gone, command or resume_command(job_id)) if gone else None))
+    left = [left_out_note(pid, {**then, **old}[pid].checkpoint_dir) for pid in gone]
     return _new_incarnation(store, job, plan, text, variables, pipelines, savepoint, fallback, pinned_worker, actor,
-                            released) + asked.not_checked()
+                            released, left) + asked.not_checked()
 
 
 def run_first_incarnation(conn, job) -> int:
@@ -261,26 +264,7 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
                 if entry.problem is None and pipeline.pipeline_id in made_empty:
                     entry.note = made_empty_note(made_empty[pipeline.pipeline_id])
         result.append(entry)
-    gone = sorted(set(old) - {p.pipeline_id for p in plan.pipelines})
-    if gone:
-        result[0].problem = (result[0].problem or "") + f" (pipelines {gone} of the job are missing)"
-        result[0].carried = None    # a new problem: the fallback is asked for it, carried decision or not
     return result
-
-
-def _name_savepoints_holding(store: Store, job, first: int, left_out: list[PipelinePlan]) -> None:
-    """A pipeline a resume's config left out since is restored, no row written twice, by a resume from a
-    savepoint that holds it: its problem names those a resume accepts, the way on that its refusal's
-    ``--fallback fresh`` is not (outside review of 7d56489..26756a7, F1)."""
-    if not left_out:
-        return
-    with store.read() as conn:
-        for p in left_out:
-            ids = savepoints_holding(conn, job, first, p.pipeline_id)
-            if ids:
-                p.problem += (f"; savepoint{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))} of the run "
-                              f"hold{'' if len(ids) > 1 else 's'} it: resume from one (`seatide resume {job.job_id} "
-                              f"--from {ids[-1]}`), which restores it from its copy and writes no row twice")
 
 
 def _added(pipeline, old: dict, had_until: int | None) -> PipelinePlan:
@@ -303,7 +287,7 @@ def _added(pipeline, old: dict, had_until: int | None) -> PipelinePlan:
 
 
 def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepoint, fallback, pinned_worker,
-                     actor, released: int | None) -> list[str]:
+                     actor, released: int | None, left: list[str]) -> list[str]:
     # Only decisions here: the driver of the new incarnation moves the directories
     # (``runtime/checkpoint_move.prepare_checkpoint``), after this compare-and-set has made the resume real.
     fresh, restored, prepare, carried = [], [], {}, []
@@ -324,6 +308,7 @@ def _new_incarnation(store: Store, job, plan, text, variables, pipelines, savepo
             carried.append(f"pipeline {p.pipeline_id}: {replanned(p.replanned, p.problem)}")
         if p.note is not None and not p.problem:
             carried.append(f"pipeline {p.pipeline_id}: {p.note}")
+    carried += left     # pipelines its config leaves out: not run, kept in place (store/left_out.py)
     from seatide.plan.outline import outline_json   # the caller has the config's modules loaded
 
     env = plan.job.env

@@ -42,11 +42,14 @@ def resume_command(job_id: str, savepoint_id: int | None = None, source: str | N
                      *(["--config", shlex.quote(source)] if source else [])])
 
 
-def refusal(job_id: str, problems: list, asked: PositionsAsked, command: str | None = None) -> str:
+def refusal(job_id: str, problems: list, asked: PositionsAsked, command: str | None = None,
+            left_out: str | None = None) -> str:
     """The message of a refused resume: every pipeline (``PipelinePlan``) with its problem, and the ways on
-    (``command``: the resume asked for, ``resume_command``), then the sources whose servers were not reached."""
+    (``command``: the resume asked for, ``resume_command``), what it says of the pipelines its config leaves
+    out (``store/left_out.py``), then the sources whose servers were not reached."""
     unchecked = "".join(f". Not checked: {line}" for line in asked.not_checked())
-    return _refusal(job_id, problems, asked.gone, command) + unchecked
+    said = _refusal(job_id, problems, asked.gone, command) if problems else f"cannot resume job {job_id}"
+    return said + (f"{'. Also' if problems else ':'} {left_out}" if left_out else "") + unchecked
 
 
 def _refusal(job_id: str, problems: list, gone: dict[int, str], command: str | None) -> str:
@@ -59,5 +62,13 @@ def _refusal(job_id: str, problems: list, gone: dict[int, str], command: str | N
                 "snapshot, then changes; latest or a given position: the changes made since the checkpoint are "
                 "never read), and its sinks get every row again under their save modes (a keyless sink keeps "
                 "its old rows unless its save mode empties it); the others resume from their checkpoints")
+    back = [p.pipeline_id for p in problems if getattr(p, "had_until", None) is not None]
+    if len(back) == len(problems):
+        # brought back after a config left them out: starting over writes their committed rows again, so the
+        # way on named is the one that writes none twice (outside review of b5aba34..HEAD, R1)
+        them = f"pipeline{'s' if len(back) > 1 else ''} {', '.join(map(str, back))}"
+        return (f"cannot resume job {job_id}: {lines}. The way on that writes no row twice: leave {them} out again "
+                f"(resume with a config without {'it' if len(back) == 1 else 'them'}; the checkpoints stay in place). "
+                f"Starting {them} over ({fresh}) writes again every row {'it' if len(back) == 1 else 'they'} committed")
     return (f"cannot resume job {job_id}: {lines}. Fix the cause (restore the checkpoint directory, or resume with "
             f"the job's original config), or start those pipelines over explicitly with {fresh}")

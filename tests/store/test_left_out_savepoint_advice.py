@@ -1,4 +1,5 @@
-"""Outside review of b5aba34..HEAD, R1: a plain resume refused for a pipeline a config left out since advises
+"""A pipeline brought back after a config left it out: its refusal names a savepoint only when no batch was
+committed after it (store/left_out.py). Outside review of b5aba34..HEAD, R1: a plain resume refused for a pipeline a config left out since advises
 `--from N` for the newest savepoint that holds it, saying it "writes no row twice". That savepoint need not be the
 pipeline's latest state: it ran on after it (a plain resume) and committed more batches before a config left it
 out. `--from N` rewinds it (and every other pipeline) to the savepoint: the batches it committed since are planned
@@ -75,3 +76,5 @@ def test_the_advised_savepoint_rewinds_the_left_out_pipeline_past_batches_it_com
             f"the refusal advised `--from 5` as writing no row twice, yet it rewinds pipeline 2 to batch "
             f"{now[2].last_batch_id}, before batches 4..9 it committed in incarnation 2 (written again); restore: "
             f"{job.restore}")
+    assert "--from" not in message, f"a savepoint advised though batches were committed after it: {message}"
+    assert "The way on that writes no row twice: leave pipeline 2 out again" in message, message
