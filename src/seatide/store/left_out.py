@@ -39,7 +39,7 @@ def left_out_note(pipeline_id: int, checkpoint_dir: str) -> str:
             f"({checkpoint_dir}); the other pipelines resume as they would without it")
 
 
-def name_savepoints_holding(store, job, first: int, brought_back: list) -> None:
+def name_savepoints_holding(store, job, first: int, brought_back: list, plan) -> None:
     """Append to each brought-back pipeline's (``PipelinePlan``) problem the savepoints of the run that restore it
     with no row written twice: those that hold it, that a resume accepts, and after which no batch was committed."""
     if not brought_back:
@@ -50,7 +50,7 @@ def name_savepoints_holding(store, job, first: int, brought_back: list) -> None:
             c.job_id == job.job_id, c.kind == "CHECKPOINT", c.status == "COMPLETED", c.incarnation >= first))
             .order_by(c.checkpoint_id.desc()).limit(1)).scalar()
         for p in brought_back:
-            ids = [i for i in savepoints_holding(conn, job, first, p.pipeline_id) if newest is None or i > newest]
+            ids = [i for i in savepoints_holding(conn, job, first, p.pipeline_id, plan) if newest is None or i > newest]
             if ids:
                 p.problem += (f"; savepoint{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))} of the run "
                               f"hold{'' if len(ids) > 1 else 's'} it, and no batch was committed since: resume from "

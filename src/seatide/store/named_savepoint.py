@@ -31,7 +31,7 @@ from seatide.store.job_ids import RestoreRefused
 from seatide.store.paths import under
 from seatide.store.release_line import last_release
 from seatide.store.runs import spark_checkpoint_dir
-from seatide.store.savepoint_scope import held, held_then, left_out
+from seatide.store.savepoint_scope import held, held_then, left_out, not_held_refused
 
 
 def savepoint_dir(checkpoint_dir: str, savepoint_id: int) -> str:
@@ -49,7 +49,7 @@ def savepoints_of_run(conn, job, first: int) -> list:
         .order_by(c.checkpoint_id)) if not left_out(conn, row)]
 
 
-def named_savepoint(conn, job, savepoint_id: int, first: int, pipelines: dict):
+def named_savepoint(conn, job, savepoint_id: int, first: int, pipelines: dict, plan=None):
     """The savepoint row ``--from savepoint_id`` restores, or ``RestoreRefused`` saying why it cannot.
     ``pipelines``: the job's current pipeline rows by id (their directories name the copies); one it holds
     that a later config left out is checked from its row then (``held_then``), as the resume restores it."""
@@ -58,7 +58,7 @@ def named_savepoint(conn, job, savepoint_id: int, first: int, pipelines: dict):
         c.job_id == job.job_id, c.checkpoint_id == savepoint_id, c.kind == "SAVEPOINT", c.status == "COMPLETED",
         c.incarnation >= first))).first()
     if row is None:
-        _refuse(conn, job, savepoint_id, first, _not_one(conn, job, savepoint_id, first))
+        _refuse(conn, job, savepoint_id, first, _not_one(conn, job, savepoint_id, first), plan=plan)
     missing = left_out(conn, row)
     if missing:
         raise RestoreRefused(
@@ -69,26 +69,28 @@ def named_savepoint(conn, job, savepoint_id: int, first: int, pipelines: dict):
             "restored from its own latest checkpoint, none loses or repeats a row")
     why = _copies_problem(conn, row, pipelines)
     if why is not None:
-        _refuse(conn, job, savepoint_id, first, why, row)
+        _refuse(conn, job, savepoint_id, first, why, row, plan=plan)
     return row
 
 
-def refuse_dropped_since(conn, job, savepoint, first: int, pipelines: dict) -> None:
+def refuse_dropped_since(conn, job, savepoint, first: int, pipelines: dict, plan=None) -> None:
     """``RestoreRefused`` when a fresh start after ``savepoint`` destroyed what a lineage it holds committed."""
     found = _dropped_since(conn, job, savepoint, pipelines)
     if found is not None:
         pid, dropped = found
-        _refuse(conn, job, savepoint.checkpoint_id, first, _older(pid, dropped), savepoint, dropped.incarnation)
+        _refuse(conn, job, savepoint.checkpoint_id, first, _older(pid, dropped), savepoint, dropped.incarnation, plan)
 
 
-def unrestorable(conn, job, savepoint, first: int, pipelines: dict | None = None) -> str | None:
+def unrestorable(conn, job, savepoint, first: int, pipelines: dict | None = None, plan=None) -> str | None:
     """Why a resume refuses ``--from`` this savepoint of the run (one ``savepoints_of_run`` lists), or None: a
-    copy's problem, a destroying fresh start since, the sources released since. A refusal and a listing offer
-    only savepoints a resume accepts (outside review of 7d56489..26756a7, F4: they offered ones the same check
-    then refused). ``pipelines``: the job's current pipeline rows by id (read when not given)."""
+    copy's problem or one written for other sources than ``plan``'s (the resume's, when known), a pipeline of
+    the job it does not hold (``not_held_refused``), a destroying fresh start since, the sources released since.
+    A refusal and a listing offer only savepoints a resume accepts (outside review of 7d56489..26756a7, F4, and
+    of b5aba34..HEAD, R3: they offered ones the same check then refused). ``pipelines``: the job's current
+    pipeline rows by id (read when not given)."""
     if pipelines is None:
         pipelines = current_pipelines(conn, job)
-    why = _copies_problem(conn, savepoint, pipelines)
+    why = _copies_problem(conn, savepoint, pipelines, plan) or not_held_refused(conn, job, savepoint, pipelines, plan)
     if why is not None:
         return why
     found = _dropped_since(conn, job, savepoint, pipelines)
@@ -100,11 +102,12 @@ def unrestorable(conn, job, savepoint, first: int, pipelines: dict | None = None
     return None
 
 
-def savepoints_holding(conn, job, first: int, pipeline_id: int) -> list[int]:
-    """The run's savepoints that hold ``pipeline_id`` and that a resume accepts (``unrestorable``), oldest first."""
+def savepoints_holding(conn, job, first: int, pipeline_id: int, plan=None) -> list[int]:
+    """The run's savepoints that hold ``pipeline_id`` and that a resume (with ``plan``) accepts (``unrestorable``),
+    oldest first."""
     pipelines = current_pipelines(conn, job)
     return [r.checkpoint_id for r in savepoints_of_run(conn, job, first)
-            if str(pipeline_id) in held(r) and unrestorable(conn, job, r, first, pipelines) is None]
+            if str(pipeline_id) in held(r) and unrestorable(conn, job, r, first, pipelines, plan) is None]
 
 
 def savepoint_refused(conn, job, savepoint) -> str | None:
@@ -123,15 +126,19 @@ def current_pipelines(conn, job) -> dict:
         p.job_id == job.job_id, p.incarnation == job.incarnation)))}
 
 
-def _copies_problem(conn, savepoint, pipelines: dict) -> str | None:
-    """What makes the savepoint's copy of a pipeline it holds hold no position, the first such, or None."""
+def _copies_problem(conn, savepoint, pipelines: dict, plan=None) -> str | None:
+    """What makes the savepoint's copy of a pipeline it holds hold no position, or (``plan`` given) one the
+    resume runs was written for other sources than its own: the first such, or None."""
     pipelines = {**held_then(conn, savepoint, pipelines), **pipelines}
+    fits = {p.pipeline_id: p.fits for p in plan.pipelines} if plan is not None else {}
     for pid, batch in sorted((int(p), b) for p, b in held(savepoint).items()):
         if pid in pipelines and pipelines[pid].checkpoint_dir:
             copy = savepoint_dir(pipelines[pid].checkpoint_dir, savepoint.checkpoint_id)
             why = _copy_problem(copy, batch)
             if why is not None:
                 return f"its copy of pipeline {pid} ({copy}) {why}, so it holds no position to go on from"
+            if pid in fits and not fits[pid]((checkpoint_metadata(copy) or {}).get("fingerprint")):
+                return f"its copy of pipeline {pid} was written for other sources than the config's (changed since)"
     return None
 
 
@@ -203,13 +210,13 @@ def _not_one(conn, job, savepoint_id: int, first: int) -> str:
     return f"savepoint {savepoint_id} of job {job.job_id} did not complete ({found.status})"
 
 
-def _refuse(conn, job, savepoint_id: int, first: int, why: str, named=None, since: int | None = None):
+def _refuse(conn, job, savepoint_id: int, first: int, why: str, named=None, since: int | None = None, plan=None):
     """``RestoreRefused``: why, then the run's other savepoints (only those from incarnation ``since`` on, when a
     fresh start there destroyed what older ones hold) and the plain resume."""
     pipelines = current_pipelines(conn, job)
     others = [r for r in savepoints_of_run(conn, job, first) if (named is None or r.checkpoint_id != named.checkpoint_id)
               and (since is None or r.incarnation >= since)]
-    offered = [r for r in others if unrestorable(conn, job, r, first, pipelines) is None]    # only what is accepted
+    offered = [r for r in others if unrestorable(conn, job, r, first, pipelines, plan) is None]  # only what is accepted
     kind = "savepoints taken since that fresh start" if since is not None else \
         "other savepoints" if named is not None else "savepoints"
     if others and not offered:

@@ -126,9 +126,9 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
         old = {p.pipeline_id: p for p in conn.execute(select(s.pipelines).where(and_(
             s.pipelines.c.job_id == job_id, s.pipelines.c.incarnation == job.incarnation)))}
         first = run_first_incarnation(conn, job)
-        savepoint = named_savepoint(conn, job, savepoint_id, first, old) if savepoint_id is not None else None
+        savepoint = named_savepoint(conn, job, savepoint_id, first, old, plan) if savepoint_id is not None else None
         if savepoint is not None:
-            refuse_dropped_since(conn, job, savepoint, first, old)
+            refuse_dropped_since(conn, job, savepoint, first, old, plan)
         released = last_release(conn, job, first)
         completed, made_empty = checkpointed(conn, job, old, first, savepoint is None and job.release is None)
         decided = decided_in_place(conn, job, old, first, plan.job.env.micro_batch)   # store/decided_batches.py
@@ -153,7 +153,7 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
     pipelines = _plan_pipelines(plan, {**then, **old}, completed, savepoint, owed, released, in_place, decided_moves(job),
                                 made_empty, decided, unheld, in_run)
     if savepoint is None and job.release is None:
-        name_savepoints_holding(store, job, first, [p for p in pipelines if p.had_until is not None])
+        name_savepoints_holding(store, job, first, [p for p in pipelines if p.had_until is not None], plan)
     gone = sorted(set({**then, **old}) - {p.pipeline_id for p in plan.pipelines})     # store/left_out.py
     if job.release is not None:
         for p in pipelines:        # fallback fresh: every unfinished pipeline starts over

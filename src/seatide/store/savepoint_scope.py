@@ -26,6 +26,7 @@ from dataclasses import replace
 from sqlalchemy import and_, func, select
 
 from seatide.store import schema as s
+from seatide.store.changed_sources import changed_sources
 from seatide.store.owed_moves import OwedMove
 from seatide.store.states import PipelineStatus
 
@@ -123,4 +124,22 @@ def not_held_problem(job_id: str, savepoint_id: int, fingerprint_then: str | Non
             "own latest checkpoint, or start it over with --fallback fresh")
 
 
-__all__ = ["finished_then", "held", "held_then", "left_out", "never_held", "not_held", "not_held_problem"]
+def not_held_refused(conn, job, savepoint, pipelines: dict, plan=None) -> str | None:
+    """Why ``--from`` the savepoint is refused for a pipeline of the job it does not hold (``not_held_problem``,
+    as ``restore._plan_pipelines`` asks it), the first such, or None. ``pipelines``: the job's current rows by
+    id; ``plan``: the resume's (its pipelines are those asked; without it, the current ones, whose sources'
+    change is then not known). A refusal and a listing offer no savepoint this refuses (outside review of
+    b5aba34..HEAD, R3)."""
+    asked = {p.pipeline_id: p for p in plan.pipelines} if plan is not None else dict.fromkeys(pipelines)
+    for pid, (then, ran_since) in sorted(not_held(conn, job, savepoint).items()):
+        if pid not in asked or pid not in pipelines or not pipelines[pid].checkpoint_dir:
+            continue        # a pipeline the resume adds: restore._added decides it, not the savepoint
+        changed = changed_sources(asked[pid], then, True) if then and asked[pid] is not None else None
+        if not_held_problem(job.job_id, savepoint.checkpoint_id, then, ran_since, changed) is not None:
+            return (f"it was taken before the job had pipeline {pid}: it holds nothing of it" if then is None else
+                    f"pipeline {pid}, which it does not hold, {changed}")
+    return None
+
+
+__all__ = ["finished_then", "held", "held_then", "left_out", "never_held", "not_held", "not_held_problem",
+           "not_held_refused"]

@@ -1,4 +1,5 @@
-"""Outside review of b5aba34..HEAD, R3: "A refusal offers only the savepoints a resume would accept" (F4). The
+"""A refusal offers no savepoint that --from refuses for a pipeline it does not hold (named_savepoint.unrestorable
+asks savepoint_scope.not_held_refused). Outside review of b5aba34..HEAD, R3: "A refusal offers only the savepoints a resume would accept" (F4). The
 offer is filtered by ``named_savepoint.unrestorable`` (a copy, a destroying fresh start, a release), which does
 not ask what ``--from`` also refuses: a pipeline the savepoint does not hold because the job did not have it
 then (``savepoint_scope.not_held_problem``). The offered savepoint is then refused in turn."""
@@ -63,3 +64,4 @@ def test_a_savepoint_the_refusal_offers_is_refused_when_named(store, tmp_path):
         with pytest.raises(RestoreRefused) as again:
             _resume(store, TWO, savepoint_id=5)
         pytest.fail(f"offered savepoint 5:\n{offer}\n...and --from 5 is refused:\n{again.value}")
+    assert "no other savepoints that can be restored (5 cannot)" in offer, offer
