@@ -65,3 +65,25 @@ def test_a_savepoint_the_refusal_offers_is_refused_when_named(store, tmp_path):
             _resume(store, TWO, savepoint_id=5)
         pytest.fail(f"offered savepoint 5:\n{offer}\n...and --from 5 is refused:\n{again.value}")
     assert "no other savepoints that can be restored (5 cannot)" in offer, offer
+
+
+def test_a_savepoint_taken_before_the_job_had_a_pipeline_is_refused_naming_the_plain_resume(store, tmp_path):
+    """Named anyway, --from 5 is refused naming the way that writes no row twice (the plain resume); a start over
+    is named only as what it is: it writes again the rows pipeline 2 committed."""
+    submit(store, tmp_path, text=ONE)
+    _, pipelines = _rows(store)
+    one = pipelines[1].checkpoint_dir
+    fp = {p.pipeline_id: p.fingerprint() for p in build_plan(load_job_text(TWO)).pipelines}
+    with store.write() as conn:
+        _state(one, "l1", fp[1], 3)
+        _state(savepoint_dir(one, 5), "l1", fp[1], 3)
+        _savepoint(conn, 1, 5, {"1": 3})
+    _cancelled(store)
+    _resume(store, TWO)                                 # incarnation 2 adds pipeline 2
+    _cancelled(store)
+    with pytest.raises(RestoreRefused) as refused:
+        _resume(store, TWO, savepoint_id=5)
+    message = str(refused.value)
+    assert "pipeline 2: savepoint 5 was taken before the job had this pipeline" in message, message
+    assert "resume without --from (`seatide resume j1`)" in message, message
+    assert "start those pipelines over" not in message and "would write again every row it committed" in message, message

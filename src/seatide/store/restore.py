@@ -61,6 +61,7 @@ class PipelinePlan:
     released: bool = False              # it starts over because its sources' positions were released
     note: str | None = None             # what its restore in place is, for the answer (store/fresh_made.py)
     had_until: int | None = None        # a pipeline a resume's config left out since this incarnation (``_added``)
+    rewrites: bool = False      # started over, it writes again rows it committed: its problem names the way on
 
     @property
     def decided_fresh(self) -> bool:
@@ -220,7 +221,7 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
             problem = not_held_problem(savepoint.job_id, savepoint.checkpoint_id, then, ran_since,
                                        then and changed_sources(pipeline, then, True))   # changed: it runs again
             result.append(PipelinePlan(pipeline.pipeline_id, previous.checkpoint_dir, fingerprint, problem is None,
-                                       problem))
+                                       problem, rewrites=problem is not None and (then is None or ran_since is not None)))
             continue
         finished = previous.status == PipelineStatus.FINISHED and savepoint is None
         changed = changed_sources(pipeline, previous.fingerprint, finished)       # finished, it starts over
@@ -281,8 +282,9 @@ def _added(pipeline, old: dict, had_until: int | None) -> PipelinePlan:
         entry.note = "it is new (the job had no such pipeline): it starts from nothing, as at a submission"
     else:
         entry.problem = (f"the job had it until incarnation {had_until} (a resume's config left it out since): "
-                         "started from nothing, it would write again the rows it committed then")
-        entry.had_until = had_until
+                         "started from nothing, it would write again the rows it committed then; a way on that "
+                         "writes none twice: leave it out again (a config without it; its checkpoint stays in place)")
+        entry.had_until, entry.rewrites = had_until, True
     return entry
 
 

@@ -114,14 +114,14 @@ def not_held_problem(job_id: str, savepoint_id: int, fingerprint_then: str | Non
     if fingerprint_then is None:
         return (f"savepoint {savepoint_id} was taken before the job had this pipeline: it holds nothing of it, and "
                 f"the rows it committed since would be written again; resume without --from (`seatide resume "
-                f"{job_id}`), which goes on from its own latest checkpoint, or start it over with --fallback fresh")
+                f"{job_id}`), which goes on from its own latest checkpoint")
     if changed is None:
         return None
     if ran_since is None:
         return changed
     return (f"{changed}, and savepoint {savepoint_id} holds nothing of it (it had FINISHED then); incarnation "
             f"{ran_since} ran it again since: resume without --from (`seatide resume {job_id}`) to go on from its "
-            "own latest checkpoint, or start it over with --fallback fresh")
+            "own latest checkpoint")
 
 
 def not_held_refused(conn, job, savepoint, pipelines: dict, plan=None) -> str | None:

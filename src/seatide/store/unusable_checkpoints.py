@@ -62,13 +62,11 @@ def _refusal(job_id: str, problems: list, gone: dict[int, str], command: str | N
                 "snapshot, then changes; latest or a given position: the changes made since the checkpoint are "
                 "never read), and its sinks get every row again under their save modes (a keyless sink keeps "
                 "its old rows unless its save mode empties it); the others resume from their checkpoints")
-    back = [p.pipeline_id for p in problems if getattr(p, "had_until", None) is not None]
-    if len(back) == len(problems):
-        # brought back after a config left them out: starting over writes their committed rows again, so the
-        # way on named is the one that writes none twice (outside review of b5aba34..HEAD, R1)
-        them = f"pipeline{'s' if len(back) > 1 else ''} {', '.join(map(str, back))}"
-        return (f"cannot resume job {job_id}: {lines}. The way on that writes no row twice: leave {them} out again "
-                f"(resume with a config without {'it' if len(back) == 1 else 'them'}; the checkpoints stay in place). "
-                f"Starting {them} over ({fresh}) writes again every row {'it' if len(back) == 1 else 'they'} committed")
+    if all(getattr(p, "rewrites", False) for p in problems):
+        # each names the way on that writes no row twice; starting over is none (outside review of b5aba34..HEAD,
+        # R1 and R3: it was advised for a pipeline brought back, or one a savepoint does not hold)
+        them = "it" if len(problems) == 1 else "them"
+        return (f"cannot resume job {job_id}: {lines}. Nothing was recorded. Starting {them} over ({fresh}) would "
+                f"write again every row {them} committed")
     return (f"cannot resume job {job_id}: {lines}. Fix the cause (restore the checkpoint directory, or resume with "
             f"the job's original config), or start those pipelines over explicitly with {fresh}")
