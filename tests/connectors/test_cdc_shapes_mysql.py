@@ -1,18 +1,21 @@
 """The MySQL shapes of the randomized CDC check (seatide.testing.cdc_shapes_mysql): several captured
 tables, sessions logging MINIMAL row images or statements (binlog_format = STATEMENT), keys moved
 between shards in one transaction, shards merged into one target or each into its own, tables
-truncated or dropped; crashes injected; every target equal to its source at the end, or the job
-failed naming why and the check took the way out. CI runs a short fixed seed; `-m soak` longer ones,
-and `python -m seatide.testing.cdc_shapes_mysql --seed N --transactions M [--merged]` any other."""
+truncated or dropped, columns added with defaults, a shard added on resume; crashes injected;
+every target equal to its source at the end, or the job failed naming why and the check took the
+way out. CI runs a short fixed seed and the added columns and shard scripted; `-m soak` longer
+ones, and `python -m seatide.testing.cdc_shapes_mysql --seed N --transactions M [--merged]` any other."""
 
 from __future__ import annotations
+
+from decimal import Decimal
 
 import pytest
 
 from tests.soak_seeds import soak_seeds
 
 from seatide.testing.cdc_check import mysql_endpoint, postgres_endpoint
-from seatide.testing.cdc_shapes_mysql import run_mysql_shapes
+from seatide.testing.cdc_shapes_mysql import ADD_SHARD, Column, run_mysql_shapes
 
 pytestmark = pytest.mark.spark
 SHARED_POSTGRES = postgres_endpoint(5432, "test")
@@ -34,7 +37,8 @@ def test_merged_targets_equal_their_sources_after_random_sessions_and_crashes(sp
 @pytest.mark.parametrize("merged", [False, True], ids=["a-target-each", "merged"])
 def test_every_target_equals_its_source_after_many_random_sessions(spark, private_mariadb, tmp_path, merged, seed):
     run_mysql_shapes(spark, mysql_endpoint(private_mariadb.port, "test"), SHARED_POSTGRES, seed=seed,
-                     transactions=300, workdir=str(tmp_path), merged=merged, deadline_s=600)
+                     transactions=300, workdir=str(tmp_path), merged=merged, ddl=0.03, added_tables=0.05,
+                     deadline_s=600)
 
 
 MOVES = [
@@ -56,3 +60,29 @@ def test_a_key_moved_between_merged_shards_in_one_transaction_survives(spark, pr
         monkeypatch.setattr(table_routing, "LOCAL_BATCH_ROWS", 0)
     run_mysql_shapes(spark, mysql_endpoint(private_mariadb.port, "test"), SHARED_POSTGRES, seed=0, transactions=0,
                      workdir=str(tmp_path), merged=True, shards=2, script=MOVES, crashes=())
+
+
+EVOLVED = [
+    Column("c1", "int", (), True, 7),               # NOT NULL DEFAULT: the servers fill the rows they have
+    ["INSERT INTO shard_1 (id, name, note, amount, c1) VALUES (2001, 'set', 'n', 1, 5)",
+     "INSERT INTO shard_0 (id, name, note, amount) VALUES (2002, 'left to its default', 'n', 1)"],
+    Column("c2", "varchar", (8,), False, None),     # NULL-able without a default
+    ["BEGIN", "UPDATE shard_0 SET c2 = 'x' WHERE id = 2002", "UPDATE shard_1 SET c1 = 9 WHERE id = 2001", "COMMIT"],
+    [ADD_SHARD],                                    # shard_2, its rows, and a resume capturing it
+    Column("c3", "decimal", (10, 2), False, Decimal("1.50")),
+    ["INSERT INTO shard_2 (id, name, note, amount, c3) VALUES (2003, 'new shard', NULL, 2, NULL)",
+     "UPDATE shard_2 SET c1 = 11 WHERE id = 2003"],
+]
+
+
+def test_columns_added_with_defaults_and_a_shard_added_on_resume_reach_the_merged_target(spark, private_mariadb,
+                                                                                       tmp_path):
+    """The shapes the seeded run draws with ``ddl`` and ``added_tables``, scripted: columns added
+    to every merged shard (NOT NULL DEFAULT, NULL-able without one, a DECIMAL default), inserts
+    naming some and leaving others to their default, updates of them, and a shard created and
+    captured by a resume with a changed table list (its snapshot and changes exactly once) while
+    the old shards go on from their offsets; crashes before and after the sink's commit."""
+    outcome = run_mysql_shapes(spark, mysql_endpoint(private_mariadb.port, "test"), SHARED_POSTGRES, seed=3,
+                               transactions=0, workdir=str(tmp_path), merged=True, shards=2, script=EVOLVED,
+                               crashes=("before_commit", None, "after_commit", "before_write"))
+    assert outcome.tables_added == 1 and outcome.schema_changes >= 3, outcome

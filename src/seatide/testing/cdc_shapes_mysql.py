@@ -1,7 +1,7 @@
 """MySQL shapes for the randomized CDC checks (issue 30, "Checks that reach these shapes").
 
     PYTHONPATH=src .venv/bin/python -m seatide.testing.cdc_shapes_mysql --seed 7 --transactions 200
-                       [--merged] [--shards 3] [--statements 0.03]
+                       [--merged] [--shards 3] [--statements 0.03] [--ddl 0.03] [--added-tables 0.05]
 
 ``cdc_check`` streams one table from a session that logs whole rows. This workload streams
 several tables ("shards") through one MySQL-CDC source from sessions the seed sets up:
@@ -16,10 +16,22 @@ several tables ("shards") through one MySQL-CDC source from sessions the seed se
   truncated, or dropped and created again. The stream cannot carry these: the job must fail
   naming the table and the way out, and the check then takes it (empty the targets, start over).
   A statement-logged change of a table the job does not capture must pass unnoticed.
+* the job follows schema changes (``schema-changes.enabled = true``); now and then (``ddl``) an
+  ``ALTER TABLE ... ADD COLUMN`` of INT, VARCHAR(n) or DECIMAL(p, s), NOT NULL with a default,
+  NULL-able with one or without; inserts name their columns, some added ones set, the others left
+  to their default, and updates set added columns too. The server fills the rows it has with the
+  default without a row event: the target must get the same definition. Merged shards get the
+  same column, one shard after the other with no change between (``MySqlShapes``, why);
+* now and then (``added_tables``) a shard created and the job resumed from its checkpoint with
+  ``table-names`` listing it too, as a user's resume with a changed config does: its snapshot and
+  changes must arrive once, in its target or the merged one, while the others go on from their
+  offsets. Whether the resume check lets the checkpoint serve the changed config is asked as a
+  driver asks it (``Pipeline.fits``): a refusal fails the check.
 
 The shards go into the Jdbc sink on PostgreSQL, each into its own target or all into one
 (``merged``). At the end every target must equal its source. The runtime's multi-table routing,
-the sink protocol and the crash points are ``cdc_shapes_pg_check``'s (``_Runner``).
+the sink protocol, the crash points and the query's restart with a table's new shape are
+``cdc_shapes_pg_check``'s (``_Runner``).
 """
 
 from __future__ import annotations
@@ -30,6 +42,7 @@ import random
 import secrets
 import shutil
 import tempfile
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 from seatide.testing.cdc_check import Endpoint, mysql_endpoint, postgres_endpoint
@@ -40,41 +53,118 @@ from seatide.testing.cdc_shapes_pg_check import (ShapesOutcome, _Runner, _Script
 COLUMNS = "id BIGINT PRIMARY KEY, name VARCHAR(80), note TEXT, amount DECIMAL(20, 4)"
 # Why a job may fail; the check then takes the way out the message names.
 GONE = ("logged as text, without rows", "was truncated", "was dropped")
+# A script's step that creates a shard and resumes the job capturing it too.
+ADD_SHARD = "-- a shard added on resume"
 ROW_IMAGE = {"full": "SET SESSION binlog_row_image = 'FULL'", "minimal": "SET SESSION binlog_row_image = 'MINIMAL'"}
+
+
+@dataclass
+class MySqlShard(Shard):
+    added: list = field(default_factory=list)     # columns added by ALTER TABLE, in order (``Column``)
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column an ``ALTER TABLE ... ADD COLUMN`` gave a shard: its type (INT, VARCHAR(n) or
+    DECIMAL(p, s)) and default (None: NULL-able without one)."""
+    name: str
+    kind: str
+    size: tuple
+    not_null: bool
+    default: object
+
+    def type_sql(self) -> str:
+        return {"int": "INT", "varchar": "VARCHAR({})", "decimal": "DECIMAL({}, {})"}[self.kind].format(*self.size)
+
+    def definition(self) -> str:
+        default = "" if self.default is None else f" DEFAULT {self.literal(self.default)}"
+        return f"{self.name} {self.type_sql()}{' NOT NULL' if self.not_null else ''}{default}"
+
+    def literal(self, value) -> str:
+        return f"'{value}'" if self.kind == "varchar" else format(value, "f") if self.kind == "decimal" else str(value)
+
+    def value(self, rng: random.Random):
+        """A value that fits the column (NULL now and then where it may hold one)."""
+        if not self.not_null and rng.random() < 0.15:
+            return None
+        if self.kind == "int":
+            return rng.randint(-10**6, 10**6)
+        if self.kind == "varchar":
+            return "v" * rng.randint(0, self.size[0] - 4) + str(rng.randint(100, 999))
+        precision, scale = self.size
+        whole = rng.randint(0, 10 ** (precision - scale) - 1) * rng.choice((1, -1))
+        return Decimal(whole) + Decimal(rng.randint(0, 10 ** scale - 1)).scaleb(-scale)
+
+    def normal(self, value):
+        """A value as both databases' drivers give it, comparable."""
+        if value is None:
+            return None
+        return {"int": int, "varchar": str, "decimal": lambda v: Decimal(str(v))}[self.kind](value)
 
 
 class MySqlShapes(ShapesWorkload):
     """Seeded statements over ``shards`` tables and one table the job does not capture; the changes
-    inside a transaction are ``ShapesWorkload``'s, the sessions and tables MySQL's."""
+    inside a transaction are ``ShapesWorkload``'s, the sessions and tables MySQL's.
 
-    def __init__(self, rng: random.Random, shards: int = 3, statements: float = 0.03, drops: float = 0.01):
+    ``ddl`` (the share of transactions that are an ``ALTER TABLE ... ADD COLUMN``) and
+    ``added_tables`` (the chance, after each few transactions, that the job is stopped and resumed
+    capturing a new shard too) are drawn from ``evolution``, a generator apart from ``rng``, so a seed
+    without them draws what it drew before they existed. ``merged``: the shards share one target,
+    so a column is added to every shard by the same statement, one after the other with no change
+    in between (sharded tables evolve together): the merged target has one shape, and a shard's
+    rows never reach it with another shard's columns half defined (which of the target's
+    defaults, or NULL, a shard without the column would mean is not defined)."""
+
+    def __init__(self, rng: random.Random, shards: int = 3, statements: float = 0.03, drops: float = 0.01, *,
+                 evolution: random.Random | None = None, ddl: float = 0.0, added_tables: float = 0.0,
+                 merged: bool = False):
         self.rng, self.statements, self.drops = rng, statements, drops
-        self.shards = [Shard(f"shard_{i}", "full") for i in range(shards)]
-        self.next_id = 1
+        self.evolution, self.ddl, self.added_tables = evolution or random.Random(0), ddl, added_tables
+        self.merged = merged
+        self.shards = [MySqlShard(f"shard_{i}", "full") for i in range(shards)]
+        self.next_id, self.next_column = 1, 1
 
-    def create(self, shard: Shard, rows: int = 10) -> list:
+    def create(self, shard: MySqlShard, rows: int = 10) -> list:
+        """(Re)create ``shard`` with the columns it has now (added ones too: a shard created again
+        keeps its group's shape) and ``rows`` rows."""
         shard.live.clear()
-        return [f"DROP TABLE IF EXISTS {shard.name}", f"CREATE TABLE {shard.name} ({COLUMNS})",
+        added = "".join(f", {c.definition()}" for c in shard.added)
+        return [f"DROP TABLE IF EXISTS {shard.name}", f"CREATE TABLE {shard.name} ({COLUMNS}{added})",
                 *[self.insert(shard) for _ in range(rows)]]
 
     def setup(self) -> list:
         return ["CREATE TABLE uncaptured (id BIGINT PRIMARY KEY, name VARCHAR(80))",
                 *[s for shard in self.shards for s in self.create(shard)]]
 
-    def insert(self, shard: Shard, key: int | None = None) -> tuple[str, tuple]:
+    def add_shard(self) -> list:
+        """A new shard (with the others' added columns where they share a target), for a resume
+        whose config captures it."""
+        shard = MySqlShard(f"shard_{len(self.shards)}", "full")
+        if self.merged:
+            shard.added = list(self.shards[0].added)
+        self.shards.append(shard)
+        return self.create(shard, rows=self.evolution.randint(0, 12))
+
+    def insert(self, shard: MySqlShard, key: int | None = None) -> tuple[str, tuple]:
+        """An insert naming its columns: a random part of the added ones, the others left to their default."""
         if key is None:
             key, self.next_id = self.next_id, self.next_id + 1
         shard.live.add(key)
         rng = self.rng
         note = None if rng.random() < 0.1 else "n" * rng.choice([3, 200, 3000])
-        return (f"INSERT INTO {shard.name} VALUES (%s, %s, %s, %s)",
-                (key, f"name {rng.randint(0, 10**6)}", note, f"{rng.randint(-10**6, 10**6)}.25"))
+        named = [c for c in shard.added if self.evolution.random() < 0.5]
+        columns = ", ".join(["id", "name", "note", "amount", *[c.name for c in named]])
+        return (f"INSERT INTO {shard.name} ({columns}) VALUES ({', '.join(['%s'] * (4 + len(named)))})",
+                (key, f"name {rng.randint(0, 10**6)}", note, f"{rng.randint(-10**6, 10**6)}.25",
+                 *[c.value(self.evolution) for c in named]))
 
     def transaction(self) -> list:
         """One session's transaction: its settings first, then its statements."""
         rng, removal = self.rng, self.removal()
         if removal is not None:
             return removal
+        if self.ddl and self.evolution.random() < self.ddl:
+            return self.add_column()
         if rng.random() < self.statements:
             shard = rng.choice(self.shards)
             session = ["SET SESSION binlog_format = 'STATEMENT'"]
@@ -89,63 +179,126 @@ class MySqlShapes(ShapesWorkload):
         statements = self.changes()
         return [*session, "BEGIN", *statements, "COMMIT"]
 
-    def update(self, shard: Shard, choice: float) -> tuple[str, tuple]:
-        """One column changed: a MINIMAL image leaves the others out (read by key)."""
-        return (f"UPDATE {shard.name} SET name = %s WHERE id = %s",
-                (f"seen {self.rng.random()}", self.rng.choice(sorted(shard.live))))
+    def add_column(self, column: Column | None = None) -> list:
+        """``ALTER TABLE ... ADD COLUMN`` of one shard drawn (``shard_0`` for a given ``column``), of
+        every shard merged: ``column``, or one drawn: INT, VARCHAR(n) or DECIMAL(p, s), NOT NULL with a
+        default, NULL-able with one, or NULL-able without."""
+        draw = self.evolution
+        shards = self.shards if self.merged else [draw.choice(self.shards) if column is None else self.shards[0]]
+        if column is None:
+            kind = draw.choice(("int", "varchar", "decimal"))
+            size = {"int": (), "varchar": (draw.choice((8, 40)),),
+                    "decimal": draw.choice(((10, 2), (20, 4), (6, 0)))}[kind]
+            column, shape = Column(f"c{self.next_column}", kind, size, False, None), draw.random()
+            self.next_column += 1
+            if shape < 0.8:         # with a default, NOT NULL or not: the server fills the rows it has
+                column = Column(column.name, kind, size, shape < 0.5, column.value(random.Random(draw.random())) or 0)
+        for shard in shards:
+            shard.added.append(column)
+        return [f"ALTER TABLE {shard.name} ADD COLUMN {column.definition()}" for shard in shards]
+
+    def update(self, shard: MySqlShard, choice: float) -> tuple[str, tuple]:
+        """One column changed: a MINIMAL image leaves the others out (read by key); now and then an
+        added column (set, or to NULL where it may be)."""
+        name = f"seen {self.rng.random()}"
+        key = self.rng.choice(sorted(shard.live))
+        if shard.added and self.evolution.random() < 0.4:
+            column = self.evolution.choice(shard.added)
+            return f"UPDATE {shard.name} SET {column.name} = %s WHERE id = %s", (column.value(self.evolution), key)
+        return f"UPDATE {shard.name} SET name = %s WHERE id = %s", (name, key)
 
 
-def job_text(source: Endpoint, target: Endpoint, shards: list[Shard], table: str, merged: bool) -> str:
+def job_text(source: Endpoint, target: Endpoint, shards: list[Shard], table: str, merged: bool,
+             server_id: int = 5600) -> str:
     database = source.url.rsplit("/", 1)[1]
     names = ", ".join(f'"{database}.{s.name}"' for s in shards)
     sink_table = table if merged else f"{table}_${{table_name}}"
     return (f'env {{ job.mode = "STREAMING", checkpoint.interval = 1000, micro-batch.max-rows = 60 }}\n'
             f'source {{ MySQL-CDC {{ base-url = "{source.url}", username = "root", password = "",\n'
-            f'  table-names = [{names}], snapshot.split.size = 7, server-id = "{5600 + secrets.randbelow(300)}" }} }}\n'
+            f'  table-names = [{names}], snapshot.split.size = 7, server-id = "{server_id}",\n'
+            f'  schema-changes.enabled = true }} }}\n'
             f'sink {{ Jdbc {{ url = "{target.url}", user = "{target.user}", password = "", table = "{sink_table}",\n'
             f'  primary_keys = ["id"], enable_upsert = true }} }}\n')
 
 
-def _rows(endpoint: Endpoint, table: str) -> dict:
+def _rows(endpoint: Endpoint, table: str, added: list) -> dict:
+    """id -> every column's value: the first four, then each added one (``Column``), comparable."""
     conn = endpoint.connect()
     try:
         cursor = conn.cursor()
-        cursor.execute(f"SELECT id, name, note, amount FROM {table}")
-        return {int(r[0]): (r[1], r[2], None if r[3] is None else Decimal(str(r[3]))) for r in cursor.fetchall()}
+        cursor.execute(f"SELECT {', '.join(['id', 'name', 'note', 'amount', *[c.name for c in added]])} FROM {table}")
+        return {int(r[0]): (r[1], r[2], None if r[3] is None else Decimal(str(r[3])),
+                            *[c.normal(v) for c, v in zip(added, r[4:])]) for r in cursor.fetchall()}
     finally:
         conn.close()
 
 
+def resume_capturing(runner: _Runner, running: list, new_conf: str, outcome: ShapesOutcome) -> None:
+    """The job stopped and resumed from its checkpoint with ``new_conf`` (a table more in
+    ``table-names``): the resume check's answer (``Pipeline.fits``, as a driver's
+    ``_prepare_dir`` asks it) first: a refusal fails the check."""
+    from seatide.config.loader import load_job_text
+    from seatide.plan.dag import build_plan
+
+    then, now = (build_plan(load_job_text(text)).pipelines[0] for text in (runner.conf, new_conf))
+    if not now.fits(then.fingerprint()):
+        raise AssertionError(f"seed {outcome.seed}: a resume capturing one table more is refused: the checkpoint "
+                             "was written for different sources")
+    running[0].stop()
+    runner.conf = new_conf
+    outcome.tables_added += 1
+    running[0] = runner.start()
+
+
 def run_mysql_shapes(spark, admin: Endpoint, target: Endpoint, *, seed: int, transactions: int, workdir: str,
-                     merged: bool = False, shards: int = 3, statements: float = 0.03, script: list | None = None,
-                     crashes: tuple | None = None, deadline_s: float = 300.0) -> ShapesOutcome:
+                     merged: bool = False, shards: int = 3, statements: float = 0.03, ddl: float = 0.0,
+                     added_tables: float = 0.0, script: list | None = None, crashes: tuple | None = None,
+                     deadline_s: float = 300.0) -> ShapesOutcome:
     """Run the seeded workload (or, with ``script``, those transactions after the shards of
     ``shards`` are made, each then checked) on a fresh database of ``admin``'s server into
     ``target``; AssertionError unless every target ends equal to its source. Crash points come from
-    a seeded draw, or, given ``crashes``, in that order (the n-th batch meets the n-th)."""
+    a seeded draw, or, given ``crashes``, in that order (the n-th batch meets the n-th). In a
+    script, a step ``[ADD_SHARD]`` creates a shard and resumes the job capturing it, and a
+    ``Column`` is added (``MySqlShapes.add_column``)."""
     rng = random.Random(seed)
-    workload = MySqlShapes(rng, shards, statements)
+    workload = MySqlShapes(rng, shards, statements, evolution=random.Random(seed + 2), ddl=ddl,
+                           added_tables=added_tables, merged=merged)
     database = f"shapes_{seed}_{secrets.token_hex(3)}"
     admin.execute(f"CREATE DATABASE {database}")
     source = mysql_endpoint(int(admin.url.rsplit(":", 1)[1].split("/")[0]), database)
     source.execute(*workload.setup())
-    table = f"shapes_{seed}_{secrets.token_hex(3)}"
-    targets = [table] if merged else [f"{table}_{s.name}" for s in workload.shards]
+    table, server_id = f"shapes_{seed}_{secrets.token_hex(3)}", 5600 + secrets.randbelow(300)
     outcome = ShapesOutcome(seed)
     chooser = _Scripted(list(crashes)) if crashes is not None else random.Random(seed + 1)
-    runner = _Runner(spark, job_text(source, target, workload.shards, table, merged), f"shm{secrets.token_hex(3)}",
-                     workdir, chooser, outcome, holds_rows=lambda end: True)
+    runner = _Runner(spark, job_text(source, target, workload.shards, table, merged, server_id),
+                     f"shm{secrets.token_hex(3)}", workdir, chooser, outcome, holds_rows=lambda end: True)
+
+    def targets() -> dict:
+        """Each target and the columns it must have (merged: the shards' shared shape)."""
+        if merged:
+            return {table: workload.shards[0].added}
+        return {f"{table}_{s.name}": s.added for s in workload.shards}
 
     def restart_if_dead():
         restart_or_take_the_way_out(running, runner, GONE, lambda: target.execute(*[f"DROP TABLE IF EXISTS {name}"
-                                                                                  for name in targets]), runner.start)
+                                                                                  for name in targets()]), runner.start)
+
+    def add_shard():
+        restart_if_dead()
+        source.execute(*workload.add_shard())
+        resume_capturing(runner, running, job_text(source, target, workload.shards, table, merged, server_id),
+                         outcome)
+
+    def between():
+        if workload.added_tables and workload.evolution.random() < workload.added_tables:
+            add_shard()
 
     def rows():
         try:
-            got = {name: _rows(target, name) for name in targets}
-        except Exception:  # noqa: BLE001 - the sink has not created a target yet
+            got = {name: _rows(target, name, added) for name, added in targets().items()}
+        except Exception:  # noqa: BLE001 - the sink has not created a target (or a column) yet
             got = None
-        shard_rows = {s.name: _rows(source, s.name) for s in workload.shards}
+        shard_rows = {s.name: _rows(source, s.name, s.added) for s in workload.shards}
         expected = ({table: {k: v for r in shard_rows.values() for k, v in r.items()}} if merged
                     else {f"{table}_{name}": r for name, r in shard_rows.items()})
         return got, expected
@@ -154,15 +307,19 @@ def run_mysql_shapes(spark, admin: Endpoint, target: Endpoint, *, seed: int, tra
     try:
         if script is not None:
             for step, transaction in enumerate([[], *script]):
-                source.execute(*transaction)
+                if transaction == [ADD_SHARD]:
+                    add_shard()
+                else:
+                    source.execute(*(workload.add_column(transaction) if isinstance(transaction, Column)
+                                     else transaction))
                 until_equal(rows, deadline_s, f"step {step} ({outcome})", restart_if_dead)
             return outcome
-        write_while_streaming(workload, source, outcome, rng, transactions, deadline_s, restart_if_dead)
+        write_while_streaming(workload, source, outcome, rng, transactions, deadline_s, restart_if_dead, between)
         until_equal(rows, deadline_s, f"seed {seed} ({outcome})", restart_if_dead)
         return outcome
     finally:
         running[0].stop()
-        for name in targets:
+        for name in targets():
             target.execute(f"DROP TABLE IF EXISTS {name}")
         admin.execute(f"DROP DATABASE IF EXISTS {database}")
         shutil.rmtree(workdir, ignore_errors=True)
@@ -176,6 +333,9 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=3)
     parser.add_argument("--statements", type=float, default=0.03,
                         help="share of transactions from a session with binlog_format = STATEMENT")
+    parser.add_argument("--ddl", type=float, default=0.03, help="share of transactions that add a column")
+    parser.add_argument("--added-tables", type=float, default=0.05,
+                        help="chance, after each few transactions, of a shard added on resume")
     args = parser.parse_args()
     from seatide.runtime.session import build_session
     from seatide.testing.servers import start_private_mariadb, stop_private_mariadb
@@ -187,7 +347,8 @@ def main() -> None:
     try:
         outcome = run_mysql_shapes(spark, mysql_endpoint(server.port, "test"), postgres_endpoint(5432, "test"),
                                    seed=args.seed, transactions=args.transactions, merged=args.merged,
-                                   shards=args.shards, statements=args.statements,
+                                   shards=args.shards, statements=args.statements, ddl=args.ddl,
+                                   added_tables=args.added_tables,
                                    workdir=os.path.join(workdir, "run"))
         print(f"mysql shapes -> postgres ({'merged' if args.merged else 'a target each'}): targets equal "
               f"sources; {outcome}", flush=True)

@@ -241,6 +241,8 @@ class ShapesOutcome:
     statements: int = 0
     crashes: int = 0
     batches: int = 0
+    schema_changes: int = 0     # queries started again with a table's new shape
+    tables_added: int = 0       # tables created and captured on a resume with a changed config
     way_outs: list = field(default_factory=list)      # each failure the check recovered from, by its reason
 
 

@@ -84,11 +84,17 @@ def restart_or_take_the_way_out(running: list, runner: "_Runner", gone: tuple, e
     failure naming a shape the stream cannot carry (one of ``gone``) and the way out ("submit it
     again"), by that way out (``empty_targets()``, a fresh checkpoint); any other failure fails the
     check."""
+    from seatide.plugin.evolution import schema_change_in
+
     if running[0].isActive:
         return
     error = str(running[0].exception() or "")
     running[0].stop()
-    if "injected crash" not in error:
+    change = schema_change_in(error)
+    if change is not None:          # as the driver does (pipeline_run._restart_for): the new shape's query
+        runner.outcome.schema_changes += 1
+        runner.seen = {change["table"]: change.get("seen")}
+    elif "injected crash" not in error:
         reason = next((g for g in gone if g in error), None)
         if reason is None or "submit it again" not in error:
             raise AssertionError(f"seed {runner.outcome.seed}: the CDC stream failed: {error[-3000:]}")
@@ -99,9 +105,10 @@ def restart_or_take_the_way_out(running: list, runner: "_Runner", gone: tuple, e
 
 
 def write_while_streaming(workload, source: Endpoint, outcome: ShapesOutcome, rng, transactions: int,
-                          deadline_s: float, restart_if_dead) -> None:
+                          deadline_s: float, restart_if_dead, between=lambda: None) -> None:
     """Write ``transactions`` of ``workload`` to ``source`` a few at a time, each few followed by a
-    written batch (``restart_if_dead()`` while waiting: a crash or a way out starts the query again)."""
+    written batch (``restart_if_dead()`` while waiting: a crash or a way out starts the query again)
+    and then ``between()`` (a resume with a changed config...)."""
     while outcome.transactions < transactions:
         written = outcome.batches
         for _ in range(min(rng.randint(1, 8), transactions - outcome.transactions)):
@@ -115,6 +122,7 @@ def write_while_streaming(workload, source: Endpoint, outcome: ShapesOutcome, rn
             if time.monotonic() > deadline:
                 raise AssertionError(f"seed {outcome.seed}: no batch written for {deadline_s} s ({outcome})")
             time.sleep(0.05)
+        between()
 
 
 def run_script(spark, admin: Endpoint, target: Endpoint, *, shards: list[Shard], setup: list, script: list[list],
@@ -174,6 +182,7 @@ class _Runner:
         # whether a batch's end offset holds rows (crashes meet those); None: Postgres-CDC's offsets
         self.holds_rows = holds_rows or (lambda end: end.get("splits") or end.get("changes", 0) > 0)
         self.lineage, self.crash, self.plugin = 0, None, None
+        self.seen = None        # a changed table's shape as the stream showed it (schema evolution)
 
     def start_over(self) -> None:
         """A fresh checkpoint (a new lineage) and no slot: as a job submitted again starts."""
@@ -185,6 +194,7 @@ class _Runner:
         from seatide.config.loader import load_job_text
         from seatide.plan.dag import build_plan
         from seatide.plugin.base import ReadContext, SinkContext
+        from seatide.runtime import schema_evolution
         from seatide.runtime.commit_log import FileDecisions, SinkCommitLog
         from seatide.runtime.offset_log import batch_offsets
         from seatide.runtime.sink_runs import sink_run
@@ -196,7 +206,7 @@ class _Runner:
         checkpoint = os.path.join(self.workdir, f"{self.job_id}-{self.lineage}")
         ctx = ReadContext(self.spark, micro_batch=True, unbounded=True, parallelism=2, max_rows_per_batch=60,
                           read_interval_ms=200, plugin_id=pipeline.sources[0].plugin_id, job_id=self.job_id,
-                          pipeline_id=0)
+                          pipeline_id=0, known_tables=schema_evolution.known_shapes(checkpoint), seen=self.seen)
         routed = RoutedPipeline(self.spark, pipeline, ctx)
         stream = routed.read()
         spark_dir = os.path.join(checkpoint, "spark")
@@ -221,6 +231,10 @@ class _Runner:
                        log, routes=sink.plugin.routes, decisions=Decisions(log),
                        transaction_prefix=f"T_{self.job_id}_0_0_L{self.lineage}_")
         run.roll_forward()
+        # the tables' changes since the shapes kept with the checkpoint, to the sink before any row
+        # of a new shape (pipeline_run.start; a no-op for sources that follow no changes)
+        schema_evolution.evolve(checkpoint, [self.plugin], [run])
+        self.seen = None
 
         def each_batch(batch_df, batch_id):
             offsets = batch_offsets(spark_dir, batch_id)
