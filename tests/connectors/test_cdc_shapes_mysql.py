@@ -12,6 +12,7 @@ from decimal import Decimal
 
 import pytest
 
+from tests.connectors.test_mysql_cdc import cdc_database  # noqa: F401  (a fixture)
 from tests.soak_seeds import soak_seeds
 
 from seatide.testing.cdc_check import mysql_endpoint, postgres_endpoint
@@ -86,3 +87,38 @@ def test_columns_added_with_defaults_and_a_shard_added_on_resume_reach_the_merge
                                transactions=0, workdir=str(tmp_path), merged=True, shards=2, script=EVOLVED,
                                crashes=("before_commit", None, "after_commit", "before_write"))
     assert outcome.tables_added == 1 and outcome.schema_changes >= 3, outcome
+
+
+def test_an_alter_between_the_description_of_the_tables_and_the_snapshot_position_is_read(private_mariadb,
+                                                                                          cdc_database):
+    """Seed 4 (``--merged --ddl 0.06 --added-tables 0.1``), reduced: a query describes its tables
+    when it starts and took its snapshot's binlog position at its first batch; an ALTER TABLE in
+    between was in neither, so the rows after it met a layout no statement explained and the job
+    failed for good ("altered before the job's start position"). Reading from no later than the
+    description, the stream meets the statement and stops at it, as at any ALTER while it runs."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from seatide.connectors.mysql_cdc.stream import MySqlCdcReader, stream_options
+    from seatide.plugin.evolution import schema_change_in
+    from tests.connectors.test_mysql_cdc import read_range, source
+
+    table = f"{cdc_database}.items"
+    private_mariadb.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, name VARCHAR(20))",
+                            f"INSERT INTO {table} VALUES (1, 'a')")
+    plugin = source(private_mariadb, [table], "schema-changes.enabled = true")
+    found, schema = plugin.discover(plugin.server_config())         # the query starts
+    options = stream_options(plugin.server_config(), found, schema.json(), "initial", None, 1000, None, "evolve")
+    private_mariadb.execute(f"ALTER TABLE {table} ADD COLUMN c1 INT NOT NULL DEFAULT 7")
+    reader, stopped = MySqlCdcReader(options), None
+    start = reader.initialOffset()
+    for batch in range(4):          # the snapshot's batch (its position taken), then the binlog's
+        try:
+            end = reader.latestOffset(start, ReadAllAvailable())
+            read_range(reader, start, end)
+            if batch == 0:
+                private_mariadb.execute(f"INSERT INTO {table} (id, name, c1) VALUES (2, 'b', 5)")
+        except Exception as exc:  # noqa: BLE001 - where the stream stops, and why, is the finding
+            stopped = schema_change_in(str(exc)) or str(exc)
+            break
+        start = end
+    assert isinstance(stopped, dict) and "ddl" in stopped["seen"], stopped

@@ -223,7 +223,7 @@ class MySqlCdcReader(DataSourceStreamReader):
     def _next_splits(self, conn, offset: StreamOffset) -> StreamOffset:
         """The next snapshot batch: splits up to max_rows rows, from where the last one stopped.
         The binlog position is taken before the first split is read (see ``snapshot``)."""
-        position = offset.position or snapshot_position(conn)
+        position = offset.position or self._snapshot_start(conn, self._covered(offset))
         gtid = offset.gtid if offset.position is not None else self._gtid_of(conn, position)
         covered = self._covered(offset)
         splits, table, after = self._splits(conn, covered, offset.table, offset.after)
@@ -241,7 +241,7 @@ class MySqlCdcReader(DataSourceStreamReader):
         added = [name for name in self.names if name not in covered]
         if not added:
             return StreamOffset.at(offset.position, self._server, tables=kept, since=offset.since, gtid=offset.gtid)
-        point = snapshot_position(conn)
+        point = self._snapshot_start(conn, added)
         if self.startup_mode != "initial":
             # no first snapshot for this job (latest, earliest, specific): an added table is
             # read from now on, with none either
@@ -251,6 +251,22 @@ class MySqlCdcReader(DataSourceStreamReader):
         backfill = {"tables": added, "table": 0, "after": None, "file": point.file, "pos": point.pos}
         return self._next_backfill(conn, StreamOffset(BINLOG, offset.position, server=self._server, tables=kept,
                                                       backfill=backfill, since=offset.since, gtid=offset.gtid))
+
+    def _snapshot_start(self, conn, names) -> BinlogPosition:
+        """Where the binlog is read from after a snapshot of ``names``: the consistent position now,
+        or, where earlier, where the query described a table (its ``ddl_at``). An ALTER TABLE between
+        the description and now is then read from the binlog and applied to the shape; taken from
+        now, it was in neither, and the rows after it met a layout no statement explained (the
+        job failed for good). A change in between comes from the binlog and, maybe, a split too:
+        applied by key, as any change made while a split is read."""
+        start = snapshot_position(conn)
+        files = set(binlog_files(conn))
+        for table in self._tables():
+            at = table.ddl_at
+            if (table.name in names and at is not None and at[0] in files
+                    and (len(at) < 3 or at[2] in (None, self._server))):
+                start = min(start, BinlogPosition.of(at[0], at[1]))
+        return start
 
     def _next_backfill(self, conn, offset: StreamOffset) -> StreamOffset:
         """The added tables' next splits; with their last, they join the stream, each read from the
