@@ -7,30 +7,44 @@ fresh``. Either way no other pipeline starts over for its absence (outside revie
 problem was put on the first pipeline, which the fallback then started from nothing, writing its rows again).
 Left out, it is not run and its checkpoint directory stays as it was.
 
-A pipeline brought back has no checkpoint the resume restores in place (``restore._added``); a savepoint that
-holds it restores it with no row written twice only when no pipeline committed a batch after that savepoint:
-``--from N`` rewinds every pipeline to N, and the batches committed since are planned again under a new lineage
-(outside review of b5aba34..HEAD, R1). Only such a savepoint is named as that way on.
+A pipeline brought back has no checkpoint the resume restores in place (``restore._added``): its refusal names
+leaving it out again as the way on, and no savepoint. ``--from N`` rewinds every pipeline to N, and a batch a sink
+committed after N is written again; a sink commits a batch before its checkpoint row (``store/decided_batches.py``),
+so no checkpoint row tells that none was (outside review of a7e109b..db1751c, F3): suggest less, never a wrong way.
+
+``--fallback fresh`` leaves the pipelines out and starts over every pipeline with a problem: it is named as the way
+to leave them out only when there is no such problem (review F1: a brought-back one it would start over writes its
+rows again; F2: pipelines are matched by position, so a config that leaves out an earlier one shows the next one's
+sources as changed, and its start over writes the left-out one's rows into the same sink again).
 """
 
 from __future__ import annotations
 
-from sqlalchemy import and_, select
 
-from seatide.store import schema as s
-from seatide.store.named_savepoint import savepoints_holding
-
-
-def left_out_refusal(job_id: str, gone: list[int], command: str) -> str:
-    """What a plain resume (no ``--fallback fresh``) whose config leaves out ``gone`` says of them."""
+def left_out_refusal(job_id: str, gone: list[int], command: str, problems: list = (), finished: bool = False) -> str:
+    """What a plain resume (no ``--fallback fresh``) whose config leaves out ``gone`` says of them; ``problems``:
+    the config's pipelines (``PipelinePlan``) the fallback would start over; ``finished``: every pipeline of the
+    config FINISHED, so leaving them out would run nothing."""
     them = f"pipeline{'s' if len(gone) > 1 else ''} {', '.join(map(str, gone))}"
     one = len(gone) == 1
-    return (f"this config leaves out {them} of the job (pipelines {gone} of the job are missing), which "
+    said = (f"this config leaves out {them} of the job (pipelines {gone} of the job are missing), which "
             f"{'has' if one else 'have'} a checkpoint to go on from: left out, {'it is' if one else 'they are'} not "
-            f"run. The ways on: put {'it' if one else 'them'} back in the config (the same sources, in the same "
-            f"order) and resume; or leave {'it' if one else 'them'} out on purpose with `{command} --fallback fresh`: "
-            f"{'its' if one else 'their'} checkpoint{'' if one else 's'} stay{'s' if one else ''} in place, and no "
-            "other pipeline starts over for it")
+            f"run. The way on: put {'it' if one else 'them'} back in the config (the same sources, in the same "
+            "order) and resume")
+    if finished:
+        return said + ("; left out, nothing would run: every pipeline this config has is FINISHED")
+    if problems:
+        shifted = any(getattr(p, "sources_changed", False) for p in problems)
+        return said + (f"; leaving {'it' if one else 'them'} out on purpose is not offered while a pipeline above has a problem: "
+                       "`--fallback fresh` would start that one over too" + (
+                           ". Pipelines are matched by position (in the order of their first source): a config that "
+                           "leaves out an earlier pipeline gives the ones after it its number, and their sources "
+                           "then look changed; this config probably leaves out an earlier pipeline, not the last, "
+                           "and starting that one over would write again the rows the left-out one committed"
+                           if shifted else ""))
+    return said + (f"; or leave {'it' if one else 'them'} out on purpose with `{command} --fallback fresh`: "
+                   f"{'its' if one else 'their'} checkpoint{'' if one else 's'} stay{'s' if one else ''} in place, "
+                   "and no other pipeline starts over for it")
 
 
 def left_out_note(pipeline_id: int, checkpoint_dir: str) -> str:
@@ -39,23 +53,4 @@ def left_out_note(pipeline_id: int, checkpoint_dir: str) -> str:
             f"({checkpoint_dir}); the other pipelines resume as they would without it")
 
 
-def name_savepoints_holding(store, job, first: int, brought_back: list, plan) -> None:
-    """Append to each brought-back pipeline's (``PipelinePlan``) problem the savepoints of the run that restore it
-    with no row written twice: those that hold it, that a resume accepts, and after which no batch was committed."""
-    if not brought_back:
-        return
-    with store.read() as conn:
-        c = s.checkpoints.c
-        newest = conn.execute(select(c.checkpoint_id).where(and_(
-            c.job_id == job.job_id, c.kind == "CHECKPOINT", c.status == "COMPLETED", c.incarnation >= first))
-            .order_by(c.checkpoint_id.desc()).limit(1)).scalar()
-        for p in brought_back:
-            ids = [i for i in savepoints_holding(conn, job, first, p.pipeline_id, plan) if newest is None or i > newest]
-            if ids:
-                p.problem += (f"; savepoint{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))} of the run "
-                              f"hold{'' if len(ids) > 1 else 's'} it, and no batch was committed since: resume from "
-                              f"one (`seatide resume {job.job_id} --from {ids[-1]}`), which restores it from its copy "
-                              "and writes no row twice")
-
-
-__all__ = ["left_out_note", "left_out_refusal", "name_savepoints_holding"]
+__all__ = ["left_out_note", "left_out_refusal"]

@@ -102,14 +102,6 @@ def unrestorable(conn, job, savepoint, first: int, pipelines: dict | None = None
     return None
 
 
-def savepoints_holding(conn, job, first: int, pipeline_id: int, plan=None) -> list[int]:
-    """The run's savepoints that hold ``pipeline_id`` and that a resume (with ``plan``) accepts (``unrestorable``),
-    oldest first."""
-    pipelines = current_pipelines(conn, job)
-    return [r.checkpoint_id for r in savepoints_of_run(conn, job, first)
-            if str(pipeline_id) in held(r) and unrestorable(conn, job, r, first, pipelines, plan) is None]
-
-
 def savepoint_refused(conn, job, savepoint) -> str | None:
     """``unrestorable`` for a completed savepoint of the job's current incarnation, which may also be one that is
     not of the whole job (``left_out``): what a listing says of it."""
@@ -235,4 +227,4 @@ def _utc(stamp: float) -> str:
 
 
 __all__ = ["current_pipelines", "named_savepoint", "refuse_dropped_since", "savepoint_dir", "savepoint_refused",
-           "savepoints_holding", "savepoints_of_run", "unrestorable"]
+           "savepoints_of_run", "unrestorable"]

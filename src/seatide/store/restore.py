@@ -37,7 +37,7 @@ from seatide.store.owed_moves import (OwedMove, batch_in_place, carried_copy, ca
 from seatide.store.release_line import last_release, in_place_problem, refuse_savepoint_before
 from seatide.store.resumable import check_resumable, refuse_if_expiring, refuse_released, release_retried
 from seatide.store.runs import pipeline_dir, spark_checkpoint_dir
-from seatide.store.left_out import left_out_note, left_out_refusal, name_savepoints_holding
+from seatide.store.left_out import left_out_note, left_out_refusal
 from seatide.store.named_savepoint import named_savepoint, refuse_dropped_since, savepoint_dir, savepoints_of_run
 from seatide.store.savepoint_scope import finished_then, held, held_then, never_held, not_held, not_held_problem
 from seatide.store.started_over import started_over
@@ -62,6 +62,7 @@ class PipelinePlan:
     note: str | None = None             # what its restore in place is, for the answer (store/fresh_made.py)
     had_until: int | None = None        # a pipeline a resume's config left out since this incarnation (``_added``)
     rewrites: bool = False      # started over, it writes again rows it committed: its problem names the way on
+    sources_changed: bool = False       # its problem: its sources are not its checkpoint's (store/left_out.py)
 
     @property
     def decided_fresh(self) -> bool:
@@ -153,14 +154,16 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
         refuse_savepoint_before(job_id, savepoint, released)
     pipelines = _plan_pipelines(plan, {**then, **old}, completed, savepoint, owed, released, in_place, decided_moves(job),
                                 made_empty, decided, unheld, in_run)
-    if savepoint is None and job.release is None:
-        name_savepoints_holding(store, job, first, [p for p in pipelines if p.had_until is not None], plan)
     gone = sorted(set({**then, **old}) - {p.pipeline_id for p in plan.pipelines})     # store/left_out.py
     if job.release is not None:
         for p in pipelines:        # fallback fresh: every unfinished pipeline starts over
             if not p.finished:
                 p.problem = "its sources were released (cancel and release): it starts over with a new snapshot"
                 p.carried, p.replanned, p.released = None, None, True
+    if all(p.finished for p in pipelines) and gone:
+        # the pipelines it leaves out are not FINISHED: they are the resume's work (review F6)
+        raise RestoreRefused(refusal(job_id, [], PositionsAsked(), command, left_out_refusal(
+            job_id, gone, command or resume_command(job_id), finished=True)))
     if all(p.finished for p in pipelines):
         # e.g. a stop with savepoint that came after the data ran out: the job's work is done
         raise JobRefused(f"job {job_id} ended {job.status} with every pipeline FINISHED; there is nothing "
@@ -174,7 +177,7 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
     problems = [p for p in pipelines if p.problem and not p.decided_fresh]
     if (problems or gone) and fallback != "fresh":
         raise RestoreRefused(refusal(job_id, problems, asked, command, left_out_refusal(
-            job_id, gone, command or resume_command(job_id)) if gone else None))
+            job_id, gone, command or resume_command(job_id), problems) if gone else None))
     left = [left_out_note(pid, {**then, **old}[pid].checkpoint_dir) for pid in gone]
     return _new_incarnation(store, job, plan, text, variables, pipelines, savepoint, fallback, pinned_worker, actor,
                             released, left) + asked.not_checked()
@@ -235,7 +238,7 @@ def _plan_pipelines(plan, old: dict, completed: set[int], savepoint, owed: dict[
             entry.carried, entry.released = owes, True
             entry.problem = carried_fresh(owes)
         elif changed is not None:
-            entry.problem = changed
+            entry.problem, entry.sources_changed = changed, True
         elif not entry.finished:
             if owes is not None and owes.source is not None:
                 # The savepoint's copy it owed, at the batch that resume recorded: its driver never

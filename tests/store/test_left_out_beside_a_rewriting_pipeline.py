@@ -1,4 +1,4 @@
-"""Review of a7e109b..db1751c, F1 (the --from form): a resume from savepoint 5 whose config leaves pipeline 3 out,
+"""Outside review of a7e109b..db1751c, F1 (the --from form): a resume from savepoint 5 whose config leaves pipeline 3 out,
 while pipeline 2 (added after savepoint 5) is not held by it. The refusal says starting pipeline 2 over
 (`--from 5 --fallback fresh`) "would write again every row it committed", then names the very same command as the
 way to leave pipeline 3 out "on purpose ... no other pipeline starts over for it". Followed, pipeline 2 starts
@@ -38,7 +38,7 @@ sink {
 """
 
 
-def test_the_left_out_way_on_is_the_start_over_the_same_refusal_warns_of(store, tmp_path):
+def test_the_left_out_way_on_is_not_the_start_over_the_same_refusal_warns_of(store, tmp_path):
     three = build_plan(load_job_text(THREE))
     assert [p.pipeline_id for p in three.pipelines] == [1, 2, 3]
     fp = {p.pipeline_id: p.fingerprint() for p in three.pipelines}
@@ -70,3 +70,5 @@ def test_the_left_out_way_on_is_the_start_over_the_same_refusal_warns_of(store, 
         job, _ = _rows(store)
         pytest.fail(f"the refusal warns of and offers the same command:\n{message}\n...followed, fresh: "
                     f"{[e['pipeline'] for e in json.loads(job.restore)['fresh']]}")
+    assert warned, message
+    assert "leaving it out on purpose is not offered while a pipeline above has a problem" in message, message

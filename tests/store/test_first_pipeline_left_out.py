@@ -1,4 +1,4 @@
-"""Review of a7e109b..db1751c, F2: pipeline ids are positional (plan/dag.py: in order of the first source), but
+"""Outside review of a7e109b..db1751c, F2: pipeline ids are positional (plan/dag.py: in order of the first source), but
 store/left_out.py takes "left out" as "an id of the job the config's plan lacks". A config that leaves out the
 FIRST pipeline (source a) of a two-pipeline job is read as: pipeline 1's sources changed, pipeline 2 left out.
 The refusal says "leave it [pipeline 2] out on purpose with --fallback fresh: its checkpoint stays in place, and
@@ -30,7 +30,7 @@ sink { Console { plugin_input = "b" } }
 """
 
 
-def test_leaving_the_first_pipeline_out_starts_the_second_over_from_nothing(store, tmp_path):
+def test_leaving_the_first_pipeline_out_is_refused_with_no_start_over(store, tmp_path):
     submit(store, tmp_path, text=TWO)
     plan = build_plan(load_job_text(TWO))
     _, pipelines = _rows(store)
@@ -57,3 +57,5 @@ def test_leaving_the_first_pipeline_out_starts_the_second_over_from_nothing(stor
         pytest.fail(f"the left-out pipeline is misnamed and the way on writes rows twice:\n{message}\n...followed: "
                     f"fresh {restore['fresh']}: source b (committed to batch 3 by pipeline 2) starts from nothing "
                     f"into the same sink; carried: {restore['carried']}")
+    assert "with `seatide resume j1 --fallback fresh`" not in message, message
+    assert "Pipelines are matched by position" in message, message

@@ -1,4 +1,4 @@
-"""Review of a7e109b..db1751c, F3: store/left_out.name_savepoints_holding names a savepoint as restoring a
+"""Outside review of a7e109b..db1751c, F3: store/left_out.name_savepoints_holding names a savepoint as restoring a
 brought-back pipeline "and writes no row twice" when no COMPLETED CHECKPOINT row is newer than it. But a batch is
 committed (its sink's decision, sink_manifests, or a begun batch of a sink that commits in its own system) BEFORE
 its checkpoint row is written (store/decided_batches.py): a driver killed between the two leaves rows committed
@@ -28,7 +28,7 @@ from tests.stores import sqlite_only
 pytestmark = sqlite_only
 
 
-def test_a_batch_decided_after_the_savepoint_without_its_checkpoint_row_is_not_seen(store, tmp_path):
+def test_a_batch_decided_after_the_savepoint_without_its_checkpoint_row_gets_no_savepoint_named(store, tmp_path):
     submit(store, tmp_path, text=TWO)
     plan = build_plan(load_job_text(TWO))
     _, pipelines = _rows(store)
@@ -70,3 +70,5 @@ def test_a_batch_decided_after_the_savepoint_without_its_checkpoint_row_is_not_s
         pytest.fail(f"advised `--from 5` as writing no row twice:\n{message}\n...followed, pipeline 2 goes on from "
                     f"batch {now[2].last_batch_id} of savepoint 5's copy; batch 4, committed after it, is planned "
                     f"again (restore {job.restore})")
+    assert "--from" not in message, message
+    assert "a way on that writes none twice: leave it out again" in message, message
