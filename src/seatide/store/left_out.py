@@ -35,8 +35,8 @@ def left_out_refusal(job_id: str, gone: list[int], command: str, problems: list 
         return said + ("; left out, nothing would run: every pipeline this config has is FINISHED")
     if problems:
         shifted = any(getattr(p, "sources_changed", False) for p in problems)
-        return said + (f"; leaving {'it' if one else 'them'} out on purpose is not offered while a pipeline above has a problem: "
-                       "`--fallback fresh` would start that one over too" + (
+        return said + (f"; leaving {'it' if one else 'them'} out on purpose is not offered while a pipeline above "
+                       "has a problem: `--fallback fresh` would start that one over too" + (
                            ". Pipelines are matched by position (in the order of their first source): a config that "
                            "leaves out an earlier pipeline gives the ones after it its number, and their sources "
                            "then look changed; this config probably leaves out an earlier pipeline, not the last, "

@@ -76,7 +76,8 @@ def _refusal(job_id: str, problems: list, gone: dict[int, str], command: str | N
             f"{', '.join(map(str, rewrite))}"
         others = "" if not named else (" Fix the others' cause (restore the checkpoint directory, or resume with the "
                                        "job's original config).")
-        return (f"cannot resume job {job_id}: {lines}. Nothing was recorded.{others} Starting{named or ' ' + them} over "
-                f"({fresh}) would write again every row {them} committed")
+        return (f"cannot resume job {job_id}: {lines}. Nothing was recorded.{others} "
+                f"Starting{named or ' ' + them} over ({fresh}) would write again every row {them} committed")
     return (f"cannot resume job {job_id}: {lines}. Fix the cause (restore the checkpoint directory, or resume with "
-            "the job's original config)" + (f", or start those pipelines over explicitly with {fresh}" if offered else ""))
+            "the job's original config)" + (f", or start those pipelines over explicitly with {fresh}"
+                                            if offered else ""))
