@@ -13,7 +13,8 @@ makes it one place, as the job is recorded:
   the text as written, so every attempt writes, and keys, one directory.
 
 Which options are local paths, each sink says (``Sink.local_path_options``). A path filled in from a
-``-i`` variable cannot be rewritten in the text: it is refused in both modes.
+``-i`` variable cannot be rewritten in the text: it is refused in both modes. A JSON job file keeps its
+variables as written where it is rewritten (``_json_document``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import os
 import re
 
 from seatide.config.job import ConfigError, JobConfig, PluginSpec
-from seatide.config.job_text import unmark
+from seatide.config.job_text import _VARIABLE, unmark
 
 _FILE_SCHEME = re.compile(r"^file:(//)?")
 
@@ -44,7 +45,7 @@ def placed_text(job: JobConfig, paths_from: str | None) -> str:
     it is when there is none. ``ConfigError`` where ``paths_from`` is None (a cluster) or the path
     came from a variable."""
     text, spans = job.text, (job.parsed.spans if job.parsed is not None else None) or {}
-    document = _json_document(text)
+    document, variables = _json_document(text)
     rewrites, set_in_json = [], False
     for spec, option, value in relative_paths(job):
         span = next((found[-1] for path, found in spans.items() if path[0] == "sink" and len(path) == 3
@@ -59,19 +60,49 @@ def placed_text(job: JobConfig, paths_from: str | None) -> str:
         else:
             rewrites.append((span, _placed(value, paths_from)))
     if set_in_json:
-        return json.dumps(document, indent=2)
+        return _variables_back(json.dumps(document, indent=2), variables)
     for span, placed in sorted(rewrites, key=lambda r: r[0].start, reverse=True):    # from the end: offsets hold
         text = text[:span.start] + json.dumps(placed) + text[span.end:]
     return text
 
 
-def _json_document(text: str) -> dict | None:
-    """The job file as JSON when it is SeaTunnel's JSON form (its sinks a list), else None."""
+def _json_document(text: str) -> tuple[dict | None, dict[str, str]]:
+    """The job file as JSON when it is SeaTunnel's JSON form (its sinks a list), else None; with the markers that
+    stand in it for its ``${...}`` variables (review of 69dbcb9, F5: the text as written is JSON only once they are
+    filled in, and a marker keeps a value made with one from looking literal). Each marker is a string of its
+    own where the variable stands outside a string (``"row.num": ${ROWS}``), else part of its string."""
+    parts, markers, at, quoted, escaped = [], {}, 0, False, False     # escaped: after a backslash in a string
+    nonce = next(f"@@seatide{n}@@" for n in range(len(text) + 1) if f"@@seatide{n}@@" not in text)
+    matches = {m.start(): m for m in _VARIABLE.finditer(text)}
+    for i, ch in enumerate(text):
+        if i < at:
+            continue
+        if i in matches:
+            marker = f"{nonce}{len(markers)}@"
+            markers[marker if quoted else json.dumps(marker)] = matches[i].group(0)
+            parts.append(marker if quoted else json.dumps(marker))
+            at = matches[i].end()
+            continue
+        parts.append(ch)
+        if escaped:
+            escaped = False
+        elif quoted and ch == "\\":
+            escaped = True
+        elif ch == '"':
+            quoted = not quoted
     try:
-        document = json.loads(text)
+        document = json.loads("".join(parts))
     except ValueError:
-        return None
-    return document if isinstance(document, dict) and isinstance(document.get("sink"), list) else None
+        return None, {}
+    return (document, markers) if isinstance(document, dict) and isinstance(document.get("sink"), list) else (None, {})
+
+
+def _variables_back(text: str, markers: dict[str, str]) -> str:
+    """The dumped document with each variable as written where its marker stands (each ends in ``@``: none is
+    the start of another)."""
+    for marker in markers:
+        text = text.replace(marker, markers[marker])
+    return text
 
 
 def _json_sink(document: dict, index: int) -> dict:
