@@ -12,38 +12,21 @@ import os
 import time
 
 import pytest
-from sqlalchemy import insert, update
+from sqlalchemy import insert
 
-from seatide.config.loader import load_job_text
-from seatide.plan.dag import build_plan
 from seatide.store import schema as s
 from seatide.store.job_ids import RestoreRefused
-from seatide.store.restore import savepoint_dir
-from tests.store.test_left_out_savepoint_advice import _checkpoint
+from tests.store.test_left_out_savepoint_advice import at_batch_3_with_savepoint_5
 from tests.store.test_savepoint_restores_pipeline_left_out_since import (ONE, TWO, _cancelled, _resume, _rows,
                                                                           _state)
-from tests.store.test_store import store, submit  # noqa: F401  (store is a fixture)
+from tests.store.test_store import store  # noqa: F401  (a fixture)
 from tests.stores import sqlite_only
 
 pytestmark = sqlite_only
 
 
 def test_a_batch_decided_after_the_savepoint_without_its_checkpoint_row_gets_no_savepoint_named(store, tmp_path):
-    submit(store, tmp_path, text=TWO)
-    plan = build_plan(load_job_text(TWO))
-    _, pipelines = _rows(store)
-    with store.write() as conn:          # incarnation 1: both at batch 3, stopped with savepoint 5
-        for p in plan.pipelines:
-            directory = pipelines[p.pipeline_id].checkpoint_dir
-            _state(directory, f"l{p.pipeline_id}", p.fingerprint(), 3)
-            _state(savepoint_dir(directory, 5), f"l{p.pipeline_id}", p.fingerprint(), 3)
-            _checkpoint(conn, 1, p.pipeline_id + 2, p.pipeline_id, 3, p.fingerprint())
-        conn.execute(insert(s.checkpoints).values(
-            job_id="j1", incarnation=1, checkpoint_id=5, pipeline_id=0, batch_id=3, kind="SAVEPOINT",
-            status="COMPLETED", created_at=time.time(), duration_ms=1, rows=0,
-            source_offsets=json.dumps({"pipelines": {"1": 3, "2": 3}}), fingerprint="", attempt_id=1))
-        conn.execute(update(s.pipelines).where(s.pipelines.c.job_id == "j1").values(last_batch_id=3))
-    _cancelled(store)
+    plan, pipelines = at_batch_3_with_savepoint_5(store, tmp_path)
     _resume(store, TWO)                  # incarnation 2: pipeline 2 plans batch 4, its sink decides (commits) it,
     two = pipelines[2].checkpoint_dir    # and the driver is killed before the checkpoint row
     _state(two, "l2", plan.pipelines[1].fingerprint(), 4)

@@ -34,7 +34,8 @@ def _checkpoint(conn, incarnation, checkpoint_id, pid, batch, fingerprint):
         source_offsets=json.dumps({"batch": batch}), fingerprint=fingerprint, attempt_id=1))
 
 
-def test_the_advised_savepoint_rewinds_the_left_out_pipeline_past_batches_it_committed_since(store, tmp_path):
+def at_batch_3_with_savepoint_5(store, tmp_path):
+    """Incarnation 1 of TWO: both pipelines at batch 3, stopped with savepoint 5 (cancelled). Its plan and rows."""
     submit(store, tmp_path, text=TWO)
     plan = build_plan(load_job_text(TWO))
     _, pipelines = _rows(store)
@@ -50,6 +51,11 @@ def test_the_advised_savepoint_rewinds_the_left_out_pipeline_past_batches_it_com
             source_offsets=json.dumps({"pipelines": {"1": 3, "2": 3}}), fingerprint="", attempt_id=1))
         conn.execute(update(s.pipelines).where(s.pipelines.c.job_id == "j1").values(last_batch_id=3))
     _cancelled(store)
+    return plan, pipelines
+
+
+def test_the_advised_savepoint_rewinds_the_left_out_pipeline_past_batches_it_committed_since(store, tmp_path):
+    plan, pipelines = at_batch_3_with_savepoint_5(store, tmp_path)
     _resume(store, TWO)                  # incarnation 2: a plain resume; both run on to batch 9 and commit it
     with store.write() as conn:
         for p in plan.pipelines:
