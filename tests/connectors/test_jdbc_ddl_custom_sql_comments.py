@@ -2,7 +2,9 @@
 skipped leading ``/* */`` comments only. SeaTunnel's usual statement with a line comment first
 (``-- empty it`` or ``# empty it``, newline, ``TRUNCATE TABLE t``) was taken for DML: it ran before the
 kept-rows check, in a "transaction" MariaDB commits at once, and no LOCK TABLES was asked for. The
-check refused over rows kept, the rollback undid nothing: the kept rows were gone. Real MariaDB."""
+check refused over rows kept, the rollback undid nothing: the kept rows were gone. Review of aef6f1f
+(R-C): ``SET STATEMENT ... FOR TRUNCATE`` and an executable comment ``/*! TRUNCATE ... */`` the same; so
+only a statement that is plainly DML (DELETE, UPDATE, INSERT, REPLACE first) is DML now. Real MariaDB."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from tests.connectors.test_jdbc_sink_privileges import (  # noqa: F401 - fixture
     _admin, _opened_target, _rows, locking_user, seatunnel_user)
 
 
-@pytest.mark.parametrize("comment", ["-- empty it\n", "# empty it\n", "/* a */ -- b\n# c\n"])
+@pytest.mark.parametrize("comment", ["-- empty it\n", "# empty it\n", "/* a */ -- b\n# c\n",
+                                     "SET STATEMENT max_statement_time=60 FOR ", "/*! 50001 ", "/*!"])
 @pytest.mark.parametrize("user", ["seatunnel_user", "locking_user"])
 def test_a_commented_truncate_refused_over_kept_rows_destroys_nothing(request, user, comment):
     db, password = request.getfixturevalue(user)
@@ -24,7 +27,7 @@ def test_a_commented_truncate_refused_over_kept_rows_destroys_nothing(request, u
     _admin(f"CREATE TABLE {database}.{table} (id BIGINT PRIMARY KEY)",
            f"INSERT INTO {database}.{table} VALUES (1), (2)")        # rows another pipeline keeps
     target = _opened_target(db, password, table, data_save_mode="CUSTOM_PROCESSING",
-                            custom_sql=f"{comment}TRUNCATE TABLE {table}")
+                            custom_sql=f"{comment}TRUNCATE TABLE {table}{' */' if comment.startswith('/*!') else ''}")
 
     def kept(plan):
         raise PermanentError("rows kept in the target")   # the store's answer

@@ -22,8 +22,13 @@ class JdbcSinkError(PermanentError):
 
 # leading comments skipped as MySQL does: /* */, # to the line's end, and -- followed by whitespace
 # (``-- empty it`` then TRUNCATE is DDL; outside review of 4f9f607: it was taken for DML and ran unlocked)
-_DDL = re.compile(r"^\s*(?:(?:/\*.*?\*/|#[^\n]*(?:\n|$)|--(?:\s[^\n]*)?(?:\n|$))\s*)*"
-                  r"(?:TRUNCATE|ALTER|DROP|CREATE|RENAME)\b", re.IGNORECASE | re.DOTALL)
+# A statement that is plainly DML: its first word, after comments, DELETE, UPDATE, INSERT or REPLACE.
+# Every other statement is taken for DDL (locked first, checked before it runs): MariaDB runs DDL
+# behind ``SET STATEMENT ... FOR`` and inside an executable comment ``/*! ... */`` too, and a
+# statement wrongly taken for DML runs before the kept-rows check and commits at once (review of
+# aef6f1f, R-C); one wrongly taken for DDL is only locked, or refused without LOCK TABLES.
+_DML = re.compile(r"^\s*(?:(?:/\*(?!!).*?\*/|#[^\n]*(?:\n|$)|--(?:\s[^\n]*)?(?:\n|$))\s*)*"
+                  r"(?:DELETE|UPDATE|INSERT|REPLACE)\b", re.IGNORECASE | re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -50,9 +55,10 @@ class JdbcSinkSpec:
 
     @property
     def custom_sql_is_ddl(self) -> bool:
-        """Whether ``custom_sql`` is DDL (SeaTunnel's usual ``TRUNCATE TABLE``), which MySQL/MariaDB
-        commit at once: no rollback can undo it after a check (``save_modes._commits_at_once``)."""
-        return bool(_DDL.match(self.custom_sql or ""))
+        """Whether ``custom_sql`` is taken for DDL (SeaTunnel's usual ``TRUNCATE TABLE``), which MySQL/MariaDB
+        commit at once: no rollback can undo it after a check (``save_modes._commits_at_once``). Anything
+        but plain DML is (``_DML``)."""
+        return not _DML.match(self.custom_sql or "")
 
     def placed(self) -> tuple[str | None, tuple[str, ...] | None]:
         """(the database to connect to, the table as named through that connection). MySQL/MariaDB:
