@@ -124,13 +124,15 @@ def test_an_alter_between_the_description_of_the_tables_and_the_snapshot_positio
     assert isinstance(stopped, dict) and "ddl" in stopped["seen"], stopped
 
 
-
 @pytest.mark.soak
-def test_a_minimal_image_of_a_key_moved_before_its_read_fits_a_not_null_column(spark, private_mariadb, tmp_path):
-    """Seed 4 (merged, ``--ddl 0.06 --added-tables 0.1``), its first 25 transactions (about 45 s, so
-    soak): c1 DECIMAL(6, 0) NOT NULL DEFAULT is added to every shard, a MINIMAL-image session inserts
-    id 29 into shard_1 leaving c1 out, and a later transaction moves the key (``UPDATE shard_1 SET id
-    = 55 WHERE id = 29``) before the insert's batch is read: c1 was read by a key no longer there,
-    was null, and the target's NOT NULL c1 refused the row (NotNullViolation, the job failed)."""
-    run_mysql_shapes(spark, mysql_endpoint(private_mariadb.port, "test"), SHARED_POSTGRES, seed=4, transactions=25,
-                     workdir=str(tmp_path), merged=True, ddl=0.06, added_tables=0.1, deadline_s=120)
+@pytest.mark.timeout(1200)
+@pytest.mark.xfail(strict=True, reason=(
+    "open finding: seed 4 merged fails 2 of 2 runs (~3 min each) at the batch after the three ALTERs adding "
+    "c1 DECIMAL(6, 0) NOT NULL DEFAULT: psycopg NotNullViolation, failing row (29, name 221167, null, "
+    "950199.2500, null): an INSERT of id 29 into shard_1 by a MINIMAL-image session leaves c1 out, and a "
+    "later transaction moves the key (UPDATE shard_1 SET id = 55 WHERE id = 29); not yet reduced to a "
+    "scripted run"))
+def test_seed_4_merged_with_added_columns_and_shards(spark, private_mariadb, tmp_path):
+    run_mysql_shapes(spark, mysql_endpoint(private_mariadb.port, "test"), SHARED_POSTGRES, seed=4,
+                     transactions=120, workdir=str(tmp_path), merged=True, ddl=0.06, added_tables=0.1,
+                     deadline_s=300)

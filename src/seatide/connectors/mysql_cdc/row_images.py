@@ -8,8 +8,7 @@ would overwrite the target's value. So a row image's missing columns are taken f
 update's before image when it has them, and otherwise read from the table by the row's key,
 as it is when the batch is read. That value may be newer than the change's own; the later
 changes that made it newer follow in the binlog, so the target ends equal to the source.
-Before images and deleted rows keep nulls: a sink applies them by key alone. A row gone by then
-(a later change removed it) takes each missing column's literal default, else null.
+Before images and deleted rows keep nulls: a sink applies them by key alone.
 
 Only the columns the table has are read: a shape that follows schema changes keeps a dropped or
 renamed column (retired) for rows from before the change, and the table no longer has it (a row
@@ -54,12 +53,11 @@ class RowCompleter:
                 "fresh checkpoint")
         found = self._rows_by_key(table, [names[p] for p in positions],
                                   {tuple(row[p] for p in positions) for row in wanted})
-        gone = _defaults(table)
         for row in wanted:
             now = found.get(tuple(row[p] for p in positions))
             for i, value in enumerate(row):
                 if value is MISSING:
-                    row[i] = gone[i] if now is None else now.get(names[i])
+                    row[i] = None if now is None else now.get(names[i])
         return rows
 
     def _rows_by_key(self, table: CapturedTable, key: list[str], keys: set) -> dict:
@@ -88,17 +86,6 @@ class RowCompleter:
                         f"{quote(table.table)} WHERE {where} IN ({marks})", [v for k in keys for v in k])
             found = [dict(zip(names, row)) for row in cur.fetchall()]
         return {tuple(row[k] for k in key): row for row in found}
-
-
-def _defaults(table: CapturedTable) -> list:
-    """Per column, what a missing one of a row gone by the time its batch is read takes: its
-    literal DEFAULT (what an INSERT that left it out gave it), else null. A later change (a DELETE,
-    a key's UPDATE) removed the row and is applied after it, so the value lasts only until then;
-    but null there is refused by a target's NOT NULL column (one the source added with NOT NULL
-    DEFAULT), failing the job (shapes check seed 4, ``--merged --ddl 0.06``)."""
-    definitions = table.definitions if len(table.definitions) == len(table.described) else ()
-    return [definition[1][1] if definition and definition[1] and definition[1][0] == "literal" else None
-            for definition in definitions] or [None] * len(table.described)
 
 
 _UNKNOWN_COLUMN = 1054      # ER_BAD_FIELD_ERROR
