@@ -8,10 +8,15 @@ keeps no bytecode for a zip, so each of them compiled PySpark from source as it 
 1.4 s of CPU against 0.35 s from the installed package (measured on this 2-core machine),
 and a small checkpointed job starts 7-8 of them.
 
-SeaTide's Spark home is the same installation through symbolic links, without ``python/``:
-the zips Spark names do not exist, Python passes over them, and the processes import the
-installed package (the same PySpark the driver runs). It lives in SeaTide's cache directory,
-one per installation, made once, atomically (a directory renamed into place).
+SeaTide's Spark home is the same installation without ``python/``: the zips Spark names do not
+exist, Python passes over them, and the processes import the installed package (the same PySpark
+the driver runs). It lives in SeaTide's cache directory, made once, atomically (a directory renamed
+into place), as files of its own: hard links to the installation's (copies across file systems).
+Its name is a key over what it holds (each file's name and size; Spark's jars are named by version;
+bytecode left out, as Python writes more of it as it goes), not over
+where the installation is: a fresh clone's new virtual environment with the same PySpark gets the
+same home, and so the same driver class archive (class_archive.py, which names the jars by path
+and time), instead of building one again (41 s of two cores in each fresh-clone CI run).
 A SPARK_HOME set by the user is left alone.
 """
 
@@ -27,6 +32,7 @@ log = logging.getLogger(__name__)
 
 # Not linked: the Python code Spark would put before the installed package.
 _LEFT_OUT = {"python"}
+_BYTECODE = "__pycache__"
 
 
 def cache_dir() -> str:
@@ -43,36 +49,54 @@ def pyspark_home() -> str:
 
 
 def _wanted(source: str) -> list[str]:
-    return sorted(name for name in os.listdir(source) if name not in _LEFT_OUT)
+    return sorted(name for name in os.listdir(source) if name not in _LEFT_OUT and name != _BYTECODE)
 
 
-def prepared() -> str:
-    """The directory to use as SPARK_HOME, made on first use.
+def _contents(source: str) -> list[str]:
+    """Every file the home would hold, with its size: what its name is a key over."""
+    found = []
+    for entry in _wanted(source):
+        top = os.path.join(source, entry)
+        walked = os.walk(top) if os.path.isdir(top) else [(source, [], [entry])]
+        for folder, dirs, files in walked:
+            dirs[:] = sorted(d for d in dirs if d != _BYTECODE)
+            for name in sorted(files):
+                path = os.path.join(folder, name)
+                found.append(f"{os.path.relpath(path, source)}:{os.lstat(path).st_size}")
+    return found
 
-    Its name is a key over the installation's path and entries, so an upgrade that changes
-    them gets a new directory and never touches one a running driver may be using. A link
-    that went missing is put back; nothing there is ever replaced."""
-    source = pyspark_home()
-    wanted = _wanted(source)
-    key = hashlib.sha256("\0".join([source, *wanted]).encode()).hexdigest()[:12]
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:         # another file system, or links not allowed: a copy keeps the time too
+        shutil.copy2(src, dst)
+
+
+def prepared(source: str | None = None) -> str:
+    """The directory to use as SPARK_HOME, made on first use from ``source`` (the installed
+    PySpark's home). Nothing there is ever replaced: an upgrade has other contents, so another
+    name, and a running driver keeps the files it uses."""
+    source = source or pyspark_home()
+    key = hashlib.sha256("\0".join(_contents(source)).encode()).hexdigest()[:12]
     home = os.path.join(cache_dir(), f"spark-home-{key}")
     if not os.path.isdir(home):
         os.makedirs(cache_dir(), exist_ok=True)
         staging = tempfile.mkdtemp(prefix=f"spark-home-{key}.", dir=cache_dir())
-        os.chmod(staging, 0o755)
-        for entry in wanted:
-            os.symlink(os.path.join(source, entry), os.path.join(staging, entry))
         try:
+            os.chmod(staging, 0o755)
+            for entry in _wanted(source):
+                src, dst = os.path.join(source, entry), os.path.join(staging, entry)
+                if os.path.isdir(src):
+                    shutil.copytree(src, dst, symlinks=True, copy_function=_link_or_copy,
+                                    ignore=shutil.ignore_patterns(_BYTECODE))
+                else:
+                    _link_or_copy(src, dst)
             os.rename(staging, home)
-        except OSError:          # another process made it first: a rename onto it fails
+        except OSError:          # another process made it first (a rename onto it fails), or no room
             shutil.rmtree(staging, ignore_errors=True)
-    for entry in wanted:
-        link = os.path.join(home, entry)
-        if not os.path.lexists(link):
-            try:
-                os.symlink(os.path.join(source, entry), link)
-            except FileExistsError:
-                pass
+            if not os.path.isdir(home):
+                raise
     return home
 
 
