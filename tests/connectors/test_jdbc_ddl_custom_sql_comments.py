@@ -19,7 +19,7 @@ from tests.connectors.test_jdbc_sink_privileges import (  # noqa: F401 - fixture
 
 
 @pytest.mark.parametrize("comment", ["-- empty it\n", "# empty it\n", "/* a */ -- b\n# c\n",
-                                     "SET STATEMENT max_statement_time=60 FOR ", "/*! 50001 ", "/*!"])
+                                     "SET STATEMENT max_statement_time=60 FOR ", "/*!50001 ", "/*M!100000 ", "/*!"])
 @pytest.mark.parametrize("user", ["seatunnel_user", "locking_user"])
 def test_a_commented_truncate_refused_over_kept_rows_destroys_nothing(request, user, comment):
     db, password = request.getfixturevalue(user)
@@ -27,7 +27,7 @@ def test_a_commented_truncate_refused_over_kept_rows_destroys_nothing(request, u
     _admin(f"CREATE TABLE {database}.{table} (id BIGINT PRIMARY KEY)",
            f"INSERT INTO {database}.{table} VALUES (1), (2)")        # rows another pipeline keeps
     target = _opened_target(db, password, table, data_save_mode="CUSTOM_PROCESSING",
-                            custom_sql=f"{comment}TRUNCATE TABLE {table}{' */' if comment.startswith('/*!') else ''}")
+                            custom_sql=f"{comment}TRUNCATE TABLE {table}{' */' if comment.startswith(('/*!', '/*M!')) else ''}")
 
     def kept(plan):
         raise PermanentError("rows kept in the target")   # the store's answer

@@ -29,6 +29,7 @@ from seatide.connectors.jdbc.dialect import UnsupportedType
 from seatide.connectors.jdbc.named_lock import named_lock
 from seatide.connectors.jdbc.sink_session import lock_wait_s
 from seatide.connectors.jdbc.spec import JdbcSinkError
+from seatide.connectors.jdbc.step_statement import refused_for_good
 from seatide.connectors.jdbc.target import JdbcTarget
 from seatide.connectors.jdbc.url import POSTGRESQL
 from seatide.plugin.evolution import live_fields
@@ -174,12 +175,24 @@ def _recorded(cursor, records: CommitRecords, plan: dict) -> bool:
 
 
 def _run_step(cursor, route: JdbcTarget, step: str) -> None:
-    if step == "RECREATE_SCHEMA":
-        cursor.execute(f"DROP TABLE IF EXISTS {route.quoted}")
-    elif step == "DROP_DATA":
-        cursor.execute(f"DELETE FROM {route.quoted}")
-    elif step == "CUSTOM_PROCESSING":
-        cursor.execute(route.spec.custom_sql)
+    """The step's statement. A refusal no retry passes (a privilege, its syntax, a table LOCK TABLES
+    did not lock) is the job's configuration, named as such: retried, it failed every attempt alike,
+    the decision recorded (outside review, R-D)."""
+    statement = {"RECREATE_SCHEMA": f"DROP TABLE IF EXISTS {route.quoted}", "DROP_DATA": f"DELETE FROM {route.quoted}",
+                 "CUSTOM_PROCESSING": route.spec.custom_sql}[step]
+    try:
+        cursor.execute(statement)
+    except Exception as exc:
+        fix = refused_for_good(exc)
+        if fix is None:
+            raise
+        said = (str(exc.args[-1]) if exc.args else str(exc)).strip().splitlines()[0]
+        raise JdbcSinkError(f"Jdbc sink: {_STEP_OPTION[step]} on table {route.label}: the server refused its statement "
+                            f"{statement.strip()!r} ({said}); no retry can pass it: {fix}") from None
+
+
+_STEP_OPTION = {"RECREATE_SCHEMA": "schema_save_mode RECREATE_SCHEMA", "DROP_DATA": "data_save_mode DROP_DATA",
+                "CUSTOM_PROCESSING": "data_save_mode CUSTOM_PROCESSING's custom_sql"}
 
 
 def _commits_at_once(route: JdbcTarget, step: str | None) -> bool:

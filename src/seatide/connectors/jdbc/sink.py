@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from seatide.connectors.jdbc.query import QueryError, parse_insert
 from seatide.connectors.jdbc.spec import JdbcSinkSpec
+from seatide.connectors.jdbc.step_statement import NotUnderLock, locked_statement
 from seatide.connectors.jdbc.url import POSTGRESQL, JdbcUrl, JdbcUrlError
 from seatide.plugin.base import Lacking, Sink, SinkContext
 from seatide.plugin.options import BOOL, INT, OBJECT, REQUIRED, STRING, STRING_LIST, Option, enum
@@ -112,6 +113,7 @@ class JdbcSink(Sink):
         if opts["data_save_mode"] == "CUSTOM_PROCESSING" and not (opts["custom_sql"] or "").strip():
             raise self.invalid("custom_sql", "data_save_mode is CUSTOM_PROCESSING but custom_sql is empty: "
                                "give the SQL to run before the first batch")
+        self._check_locked_custom_sql()
         if opts["batch_size"] < 1:
             raise self.invalid("batch_size", "option 'batch_size' must be 1 or more rows")
         if self.keys and self.table and opts["enable_upsert"] and not opts["create_index"] \
@@ -119,6 +121,29 @@ class JdbcSink(Sink):
             raise self.invalid("create_index", "create_index = false leaves the recreated table without the "
                                "primary key that upserts by primary_keys need; keep create_index or set "
                                "enable_upsert = false")
+
+    def _check_locked_custom_sql(self) -> None:
+        """MySQL/MariaDB run a DDL custom_sql under LOCK TABLES on the target, after the decision is
+        recorded: one that cannot run there is refused now, not by the server then (outside review, R-D)."""
+        opts = self.opts
+        if self.table is None or self.url.dialect == POSTGRESQL or opts["data_save_mode"] != "CUSTOM_PROCESSING" \
+                or opts["schema_save_mode"] == "RECREATE_SCHEMA":       # RECREATE_SCHEMA's DROP runs instead
+            return
+        spec = self.spec()
+        if not spec.custom_sql_is_ddl:
+            return
+        table = spec.placed()[1]
+        try:
+            locked_statement(spec.custom_sql, table, spec.url.database)
+        except NotUnderLock as exc:
+            label = ".".join(table)
+            raise self.invalid("custom_sql", f"option 'custom_sql': {spec.custom_sql.strip()!r} cannot run as "
+                               f"data_save_mode CUSTOM_PROCESSING on MySQL/MariaDB: {exc}. A custom_sql that is "
+                               f"not plain DML commits at once, so SeaTide runs it with table {label} locked (LOCK "
+                               f"TABLES {label} WRITE) while it checks that no pipeline keeps rows there; use one "
+                               f"statement on {label} alone (TRUNCATE TABLE, ALTER TABLE, DROP TABLE, CREATE or DROP "
+                               "INDEX ... ON it), a DML statement (DELETE FROM ...), or run this one before the "
+                               "job") from None
 
     def _table(self) -> tuple[str, ...] | None:
         text = (self.opts["table"] or "").strip()
