@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from seatide.connectors.jdbc.spec import JdbcSinkSpec
+from seatide.connectors.jdbc.spec import JdbcSinkError, JdbcSinkSpec
+from seatide.connectors.jdbc.step_statement import NotUnderLock, locked_statement
 from seatide.connectors.jdbc.url import POSTGRESQL
 from seatide.plugin.base import Lacking
 
@@ -55,36 +56,107 @@ def needs(spec: JdbcSinkSpec, schema_changes: str | None) -> list[Need]:
         found.append(Need("LOCK TABLES", "data_save_mode CUSTOM_PROCESSING's custom_sql is DDL, which commits at "
                           "once: the table is locked while SeaTide checks that no pipeline keeps rows there and "
                           "runs it (without the lock the job is refused before anything is checked or destroyed)"))
+        statement = _locked_statement(spec)
+        if statement is not None:      # TRUNCATE asks DROP of the user, ALTER TABLE asks ALTER, ...
+            found.append(Need(statement.privilege, f"data_save_mode CUSTOM_PROCESSING's custom_sql runs "
+                              f"{statement.what} on the table"))
     if schema_changes in ("evolve", "try_evolve", "lenient"):
         found.append(Need("ALTER", f"schema.change.behavior {schema_changes} alters the target's columns"))
     found.append(Need("CREATE TEMPORARY TABLES", _TEMPORARY, required=False, target=False))
     return found
 
 
+def _locked_statement(spec: JdbcSinkSpec):
+    """What a DDL custom_sql is (step_statement.py; None: one the sink's options refused already)."""
+    try:
+        return locked_statement(spec.custom_sql or "", spec.placed()[1], spec.url.database) if spec.table else None
+    except NotUnderLock:
+        return None
+
+
 def lacking(conn, spec: JdbcSinkSpec, table: tuple[str, ...] | None, schema_changes: str | None) -> list[Lacking]:
     """The needs of ``spec``'s sink the server says its user lacks on ``table`` (as named through
     ``conn``), each privilege once, with what needs it."""
-    cursor = conn.cursor()
-    wanted = needs(spec, schema_changes)
-    if spec.url.dialect == POSTGRESQL:
-        def has(need: Need) -> bool:
-            return _pg_has(cursor, need, table)
-    else:
-        grants = _mysql_grants(cursor)
-        cursor.execute("SELECT DATABASE()")
-        database = table[0] if table and len(table) > 1 else cursor.fetchone()[0]
+    return [one for one, _grant in _User(conn, spec.url.dialect).lacking(spec, table, schema_changes)]
 
-        def has(need: Need) -> bool:
-            return _mysql_has(grants, need.privilege, database, table[-1] if table else None)
-    found: dict[str, Lacking] = {}
-    for need in wanted:
-        if has(need):
-            continue
-        earlier = found.get(need.privilege)
-        found[need.privilege] = Lacking(need.privilege, need.why, need.required) if earlier is None else \
-            Lacking(need.privilege, f"{earlier.why}; {need.why}", earlier.required or need.required)
-    conn.rollback()
-    return list(found.values())
+
+def lacking_grants(conn, targets: list[tuple[JdbcSinkSpec, tuple[str, ...], str]]) -> list[str]:
+    """Every privilege a target lacks that its job cannot run without (``targets``: (spec, table as
+    named through ``conn``, label)), each a line naming the table, the privilege, what needs it and
+    the GRANT that gives it: the one check ``seatide check --connect`` asks, asked of every target
+    of a sink before the first is prepared (``refusal``). ``schema.change.behavior`` is not known
+    there: ALTER for schema changes is not asked."""
+    if not targets:
+        return []
+    user = _User(conn, targets[0][0].url.dialect)
+    found: dict[tuple[str, str], tuple[Lacking, str]] = {}
+    for spec, table, label in targets:
+        for one, grant in user.lacking(spec, table, None):
+            if one.required:
+                found.setdefault((label, one.privilege), (one, grant))
+    return [f"  {label}: {privilege} ({one.why}): {grant}" for (label, privilege), (one, grant) in found.items()]
+
+
+def refusal(lines: list[str]) -> JdbcSinkError:
+    """The sink refused before any target is prepared: found at a later target's own step, a missing
+    privilege left an earlier target already emptied or recreated (outside review, R-F)."""
+    return JdbcSinkError("Jdbc sink: its user lacks privileges the job needs, asked of the server before any table is "
+                         "prepared. Nothing was checked or destroyed. Grant them (or change the save modes that need "
+                         "them) and run the job again:\n" + "\n".join(lines))
+
+
+class _User:
+    """The connection's user, as its server answers need by need (MySQL: its grants read once)."""
+
+    def __init__(self, conn, dialect: str):
+        self.conn, self.cursor, self.dialect = conn, conn.cursor(), dialect
+        if dialect == POSTGRESQL:
+            self.cursor.execute("SELECT current_user, current_schema(), current_database()")
+            self.name, self.schema, self.database = self.cursor.fetchone()
+            return
+        self.grants = _mysql_grants(self.cursor)
+        self.cursor.execute("SELECT CURRENT_USER(), DATABASE()")
+        account, self.database = self.cursor.fetchone()
+        user, _, host = account.rpartition("@")
+        self.name = f"'{user}'@'{host}'"
+
+    def lacking(self, spec: JdbcSinkSpec, table: tuple[str, ...] | None,
+                schema_changes: str | None) -> list[tuple[Lacking, str]]:
+        """Each privilege ``spec``'s sink lacks on ``table`` once, with what needs it and its GRANT."""
+        found: dict[str, Lacking] = {}
+        on_table: dict[str, bool] = {}      # every need of the privilege is on the target table alone
+        for need in needs(spec, schema_changes):
+            if self._has(need, table):
+                continue
+            earlier = found.get(need.privilege)
+            found[need.privilege] = Lacking(need.privilege, need.why, need.required) if earlier is None else \
+                Lacking(need.privilege, f"{earlier.why}; {need.why}", earlier.required or need.required)
+            on_table[need.privilege] = on_table.get(need.privilege, True) and need.target
+        self.conn.rollback()
+        return [(one, self._grant(one.privilege, on_table[one.privilege], table)) for one in found.values()]
+
+    def _has(self, need: Need, table: tuple[str, ...] | None) -> bool:
+        if self.dialect == POSTGRESQL:
+            return _pg_has(self.cursor, need, table)
+        database = table[0] if table and len(table) > 1 else self.database
+        if need.target:
+            return _mysql_has(self.grants, need.privilege, database, table[-1] if table else None)
+        # the sink's own tables: its commit records, updated and pruned by name; staging tables, named anew
+        # each batch, made and dropped under a grant on the database (a job with DELETE on the records
+        # alone and APPEND_DATA runs: it must not be refused for DELETE on the target)
+        own = "seatide_sink_commits" if need.privilege in ("UPDATE", "DELETE") else None
+        return _mysql_has(self.grants, need.privilege, database, own)
+
+    def _grant(self, privilege: str, on_table: bool, table: tuple[str, ...] | None) -> str:
+        """The statement that gives ``privilege`` to this user on ``table`` (``on_table``: else on its database)."""
+        if self.dialect == POSTGRESQL:
+            return _pg_grant(privilege, table, self.name, self.schema, self.database)
+        database = "`" + (table[0] if table and len(table) > 1 else self.database or "<database>") + "`"
+        on_table = on_table and table and privilege not in _MYSQL_DATABASE_WIDE
+        return f"GRANT {privilege} ON {database}.{'`' + table[-1] + '`' if on_table else '*'} TO {self.name}"
+
+
+_MYSQL_DATABASE_WIDE = ("LOCK TABLES", "CREATE TEMPORARY TABLES")      # granted on a database, never a table
 
 
 # --- MySQL / MariaDB: the user's grants as SHOW GRANTS lists them, roles included ---------------
@@ -161,8 +233,21 @@ def _pg_has(cursor, need: Need, table: tuple[str, ...] | None) -> bool:
     return bool(cursor.fetchone()[0])
 
 
+def _pg_grant(privilege: str, table: tuple[str, ...] | None, role: str, schema: str | None, database: str) -> str:
+    """The statement that gives ``role`` what ``_pg_has`` asks for ``privilege`` (DROP, ALTER: owning the table)."""
+    quoted = _qualified(table) if table else "<table>"
+    role, where = _qualified((role,)), _qualified(((table[0] if table and len(table) > 1 else schema) or "public",))
+    if privilege == "CREATE TEMPORARY TABLES":
+        return f"GRANT TEMPORARY ON DATABASE {_qualified((database,))} TO {role}"
+    if privilege == "CREATE":
+        return f"GRANT USAGE, CREATE ON SCHEMA {where} TO {role}"
+    if privilege in ("DROP", "ALTER"):
+        return f"ALTER TABLE {quoted} OWNER TO {role}"
+    return f"GRANT {privilege} ON TABLE {quoted} TO {role}"
+
+
 def _qualified(table: tuple[str, ...]) -> str:
     return ".".join('"' + p.replace('"', '""') + '"' for p in table)
 
 
-__all__ = ["Need", "lacking", "needs"]
+__all__ = ["Need", "lacking", "lacking_grants", "needs", "refusal"]

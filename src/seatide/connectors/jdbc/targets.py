@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from seatide import failpoints
-from seatide.connectors.jdbc import batch_transaction, local_rows, save_modes, target_evolution
+from seatide.connectors.jdbc import batch_transaction, local_rows, privileges, save_modes, target_evolution
 from seatide.connectors.jdbc.batch_transaction import TargetStaging
 from seatide.connectors.jdbc.commit_record import CommitRecords
 from seatide.connectors.jdbc.dialect import Dialect
@@ -137,6 +137,7 @@ class JdbcTargets(SinkTargets):
         self.groups: dict[str | None, _Group] = {}
         self.naming = TargetNames(ctx, routes[0].sink)     # target keys, now and as earlier SeaTides spelled them
         self.save_modes_key = ""        # the sink's own (``Batch.save_modes_key``), known at ``begin``
+        self.asked = False              # the privileges of every target (``_refuse_lacking``)
         super().__init__(ctx, routes, multi)
         for key in self.keys():          # every table now: shards that contradict are refused at the start
             self.target(key)
@@ -184,6 +185,24 @@ class JdbcTargets(SinkTargets):
         for group in self.groups.values():
             if not group.homed:
                 group.home, group.homed = self._home(group, batch), True
+        if not self.asked:
+            self._refuse_lacking(batch)
+            self.asked = True
+
+    def _refuse_lacking(self, batch: Batch) -> None:
+        """Before the first target is prepared (``begin`` precedes it): the privileges every target not yet
+        written needs for its save modes and rows, asked of the server at once, so that a later table's
+        missing grant refuses the sink before an earlier table is emptied or recreated (outside review, R-F)."""
+        written = self.previous_targets(batch.previous_state or {})
+        lines = []
+        for group in self.groups.values():
+            mine = [(route.spec, route.table, route.label) for key, table in group.tables.items() if key not in written
+                    for route in table.routes.values() if route.table is not None]
+            if mine:
+                with open_session(self.spec, group.database) as conn:
+                    lines += privileges.lacking_grants(conn, mine)
+        if lines:
+            raise privileges.refusal(lines)
 
     def apply(self, work: dict[str, TargetRows], batch: Batch, before: dict[str, dict]) -> dict[str, dict]:
         self.names.use_attempt(batch.staging_tag)
