@@ -103,6 +103,11 @@ class SinkContext:
     # Every sink of the job (each pipeline's plugin, with its ``routes``): how the others spell a
     # target this sink shares with them, which an earlier SeaTide named their records by.
     job_sinks: tuple = ()
+    # ``decide_once(key, plan)``: record ``plan`` as the job run's decision named ``key`` unless one
+    # stands, and return the one that stands: shared by every sink, pipeline and attempt of the run
+    # (the job's target records), fenced by the attempt. For what must not change between attempts
+    # (Jdbc: the schema an unqualified PostgreSQL table resolved to). Without a store: ``plan``.
+    decide_once: Callable[[str, dict], dict] = lambda key, plan: plan
 
 
 @dataclass(frozen=True)

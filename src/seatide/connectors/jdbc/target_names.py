@@ -7,11 +7,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 from seatide.connectors.jdbc.sink_session import open_session
-from seatide.connectors.jdbc.spec import JdbcSinkSpec
+from seatide.connectors.jdbc.spec import JdbcSinkError, JdbcSinkSpec
 from seatide.plugin.base import SinkContext
+from seatide.plugin.save_mode_door import decision_name
 from seatide.plugin.sink_protocol import routes_of
 from seatide.plugin.tables import TableRoute
 from seatide.store.target_identity import UNKNOWN_TABLE, jdbc_target, query_table, query_table_first_read, server_host
+
+# The name of a run's record of the schema an unqualified PostgreSQL table resolved to (one per connection)
+PINNED_SCHEMA = "unqualified_schema"
 
 
 class TargetNames:
@@ -65,13 +69,23 @@ class TargetNames:
     def _search_schema(self, spec: JdbcSinkSpec) -> str:
         """PostgreSQL: the schema an unqualified table name resolves to on the connection, asked of
         the server once per database (review 31 N3: with a search_path whose first schema exists,
-        ``orders`` is not ``public.orders``, and taking them as one target sent one's rows into the other)."""
+        ``orders`` is not ``public.orders``, and taking them as one target sent one's rows into the other),
+        and pinned for the job's run by the first attempt that asks (``SinkContext.decide_once``):
+        asked again by a later attempt, a schema made first on the search_path since took its key,
+        its commit records' home and its rows, so a batch the dead attempt committed was replayed
+        into a second table (outside review). A run recorded before the pin pins at its next attempt."""
         at = (spec.url.host, spec.url.port, spec.database, spec.user)
         if at not in self._schemas:
             with open_session(spec, spec.database) as conn:
                 cursor = conn.cursor()
                 cursor.execute("SELECT current_schema()")
-                self._schemas[at] = cursor.fetchone()[0] or "public"   # none of search_path exists: CREATE goes nowhere
+                now = cursor.fetchone()[0] or "public"   # none of search_path exists: CREATE goes nowhere
+                decide = self.ctx.decide_once if self.ctx is not None else (lambda _name, plan: plan)
+                pinned = str(decide(decision_name(PINNED_SCHEMA, _connection(spec)), {"schema": now})["schema"])
+                if pinned != now:
+                    _check_pinned(cursor, spec, pinned, now)
+                conn.rollback()
+                self._schemas[at] = pinned
         return self._schemas[at]
 
     @staticmethod
@@ -105,4 +119,26 @@ class TargetNames:
         return self._spellings
 
 
-__all__ = ["TargetNames"]
+def _connection(spec: JdbcSinkSpec) -> str:
+    """What an unqualified name's schema depends on: the server, the database and the user (whose
+    role may set its own search_path)."""
+    url = spec.url
+    return f"{url.dialect}://{server_host(url.host)}:{url.port}/{spec.database or 'postgres'}?user={spec.user}"
+
+
+def _check_pinned(cursor, spec: JdbcSinkSpec, pinned: str, now: str) -> None:
+    """Refuse to go on when the schema the run pinned is gone: the table's rows and the records of
+    the batches committed into it were there, and writing where the name resolves now would
+    create a second table and apply those batches again."""
+    cursor.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (pinned,))
+    if cursor.fetchone() is None:
+        raise JdbcSinkError(
+            f"Jdbc sink: table '{spec.table[-1]}' names no schema, and this job's first attempt wrote it in "
+            f"schema '{pinned}' (where the name resolved for user '{spec.user}' in database "
+            f"'{spec.database or 'postgres'}'); schema '{pinned}' no longer exists, so the job stops rather than "
+            f"write the table in '{now}', where the name resolves now. Create the schema again (CREATE SCHEMA "
+            f"\"{pinned}\", with the table if its rows are to be kept) and resume the job, or submit the job anew "
+            "with the schema named in 'table'")
+
+
+__all__ = ["PINNED_SCHEMA", "TargetNames"]

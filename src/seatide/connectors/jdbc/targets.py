@@ -294,12 +294,18 @@ class JdbcTargets(SinkTargets):
 
     def _home(self, group: _Group, batch: Batch) -> str | None:
         """Where the group's commit records live: next to the one target of a single-table sink;
-        for several tables, the connection's own database or schema, or (a MySQL URL without a
-        database) the first target's database as decided once, so that no later table moves it."""
-        first = next(iter(group.tables.values())).lead.table
-        if not self.multi:
-            return first[0] if first and len(first) > 1 else None
-        if self.dialect.name == POSTGRESQL or group.database:
+        for several tables (or a query), the connection's own database or schema, or (a MySQL URL
+        without a database) the first target's database as decided once, so that no later table
+        moves it. PostgreSQL's own schema is the one pinned for the run (``TargetNames.schema_of``):
+        named unqualified, the records followed the search_path, and a replay after a schema was
+        made first on it looked for the batch where no attempt had recorded it, and applied it again."""
+        lead = next(iter(group.tables.values())).lead
+        first = lead.table
+        if not self.multi and first and len(first) > 1:
+            return first[0]
+        if self.dialect.name == POSTGRESQL:
+            return self.naming.schema_of(lead.spec)
+        if not self.multi or group.database:
             return None
         decided = batch.decide_once(f"{batch.save_modes_key}_commits", {"database": first[0]})
         return decided["database"]
