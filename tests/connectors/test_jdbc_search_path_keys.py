@@ -157,3 +157,25 @@ def test_a_multi_table_sinks_replay_finds_its_commit_records_where_the_first_att
     replayed = run.write(tables(spark, {0: [1], 1: [2]}), 0).replayed
     assert {t: _ids_in(url, "public", t) for t in ("orders", "items")} == {"orders": [1], "items": [2]}
     assert _tables_in(url, "own") == [] and replayed
+
+
+def test_a_query_sinks_replay_finds_its_commit_records_where_the_first_attempt_kept_them(spark, pg, store, tmp_path,
+                                                                                        monkeypatch):
+    """A ``query`` sink's commit records live in the connection's schema too, the pinned one: attempt
+    1 commits batch 0 into ``public.orders`` and dies before its log hears of it; ``own`` is made;
+    attempt 2's replay finds the record and inserts nothing again."""
+    url, role = pg
+    execute((url, "postgres"), "CREATE TABLE public.orders (id BIGINT, name TEXT)",
+            f"GRANT ALL ON public.orders TO {role}")
+
+    def sink():
+        return make_sink((url, role), query="INSERT INTO orders (id, name) VALUES (?, ?)")
+
+    pipeline = Pipeline(store, str(tmp_path / "checkpoints"))
+    monkeypatch.setitem(failpoints._POINTS, "sink.after_decision", "raise")
+    with pytest.raises(failpoints.FailpointError):
+        pipeline.open(pipeline.attempt(), sink(), spark).write(rows(spark, [1, 2]), 0)
+    monkeypatch.delitem(failpoints._POINTS, "sink.after_decision")
+    execute((url, "postgres"), "CREATE SCHEMA own")
+    replayed = pipeline.open(pipeline.attempt(), sink(), spark).write(rows(spark, [1, 2]), 0).replayed
+    assert _ids_in(url, "public") == [1, 2] and replayed

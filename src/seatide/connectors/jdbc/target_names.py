@@ -4,6 +4,7 @@ and door decisions still carry (``Target.earlier_keys``)."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 from seatide.connectors.jdbc.sink_session import open_session
@@ -13,6 +14,8 @@ from seatide.plugin.save_mode_door import decision_name
 from seatide.plugin.sink_protocol import routes_of
 from seatide.plugin.tables import TableRoute
 from seatide.store.target_identity import UNKNOWN_TABLE, jdbc_target, query_table, query_table_first_read, server_host
+
+log = logging.getLogger(__name__)
 
 # The name of a run's record of the schema an unqualified PostgreSQL table resolved to (one per connection)
 PINNED_SCHEMA = "unqualified_schema"
@@ -24,7 +27,7 @@ class TargetNames:
     def __init__(self, ctx: SinkContext | None, first):
         self.ctx = ctx
         self.first = first
-        self._schemas: dict[tuple, str] = {}    # (host, port, database, user): its current_schema()
+        self._schemas: dict[tuple, str] = {}    # (host, port, database, user): the schema pinned for it
         self._spellings: dict[str, list[str]] | None = None     # ``job_spellings``
 
     def key(self, route: TableRoute) -> str:
@@ -84,6 +87,9 @@ class TargetNames:
                 pinned = str(decide(decision_name(PINNED_SCHEMA, _connection(spec)), {"schema": now})["schema"])
                 if pinned != now:
                     _check_pinned(cursor, spec, pinned, now)
+                    log.info("Jdbc sink: %s is written in schema %s, as the job's first attempt resolved it; "
+                             "the search_path of user %s resolves it to %s now", _named_table(spec), pinned,
+                             spec.user, now)
                 conn.rollback()
                 self._schemas[at] = pinned
         return self._schemas[at]
@@ -126,6 +132,10 @@ def _connection(spec: JdbcSinkSpec) -> str:
     return f"{url.dialect}://{server_host(url.host)}:{url.port}/{spec.database or 'postgres'}?user={spec.user}"
 
 
+def _named_table(spec: JdbcSinkSpec) -> str:
+    return f"table '{spec.table[-1]}'" if spec.table else "the table of option 'query'"
+
+
 def _check_pinned(cursor, spec: JdbcSinkSpec, pinned: str, now: str) -> None:
     """Refuse to go on when the schema the run pinned is gone: the table's rows and the records of
     the batches committed into it were there, and writing where the name resolves now would
@@ -133,7 +143,7 @@ def _check_pinned(cursor, spec: JdbcSinkSpec, pinned: str, now: str) -> None:
     cursor.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (pinned,))
     if cursor.fetchone() is None:
         raise JdbcSinkError(
-            f"Jdbc sink: table '{spec.table[-1]}' names no schema, and this job's first attempt wrote it in "
+            f"Jdbc sink: {_named_table(spec)} names no schema, and this job's first attempt wrote it in "
             f"schema '{pinned}' (where the name resolved for user '{spec.user}' in database "
             f"'{spec.database or 'postgres'}'); schema '{pinned}' no longer exists, so the job stops rather than "
             f"write the table in '{now}', where the name resolves now. Create the schema again (CREATE SCHEMA "
