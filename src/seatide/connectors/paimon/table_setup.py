@@ -112,6 +112,7 @@ def drop_if_same(catalog, database: str, name: str, decided: dict, fence: Callab
         if exc.errno in (errno.ENOENT, errno.ENOTEMPTY, errno.EEXIST):
             return          # dropped by whoever carried the decision out first, or no table there
         raise
+    failpoints.hit("paimon.renamed")
     label = f"{database}.{name}"
     if _created(tombstone) != decided["created"]:
         _put_back(tombstone, path, label)   # not the decided table (one made outside SeaTide since the check)

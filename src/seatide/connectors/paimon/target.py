@@ -106,20 +106,21 @@ class PaimonTarget(Target):
         if not rows.parts:
             return StagedBatch(publish={}, state={"rows": 0})
         frame = rows.union()
-        table = self._table()
-        if table is None:
+        if self._table() is None:
             self.ensure(frame.schema)
-            table = self._table()
         data = frame.toArrow()
         if data.num_rows == 0:
             return StagedBatch(publish={}, state={"rows": 0})
-        user = commits.commit_user(batch.transaction_id, batch.batch_id)
-        base = commits.latest_id(table)
-        messages = self._write(table, data, user, batch.batch_id)
-        failpoints.hit("paimon.staged")
-        part = {"user": user, "identifier": batch.batch_id, "base": base,
-                "messages": commits.encode(table, messages)}
+        part = self.stage_arrow(data, commits.commit_user(batch.transaction_id, batch.batch_id), batch.batch_id)
         return StagedBatch(publish=part, state={"rows": data.num_rows})
+
+    def stage_arrow(self, data, user: str, identifier: int) -> dict:
+        """The batch's rows ``data`` (Arrow) written into the table where no snapshot names them; its part."""
+        table = self._table()
+        base = commits.latest_id(table)
+        messages = self._write(table, data, user, identifier)
+        failpoints.hit("paimon.staged")
+        return {"user": user, "identifier": identifier, "base": base, "messages": commits.encode(table, messages)}
 
     def _write(self, table, data, user: str, identifier: int) -> list:
         from pypaimon.write.table_write import StreamTableWrite
