@@ -1,5 +1,5 @@
 """Outside review of 12e88ea (B3): a Paimon RECREATE_SCHEMA carried out late renames the table's directory
-onto its tombstone, asks the door again, and on a refusal renames it back (table_setup.drop_if_same).
+onto its tombstone, asks the door again, and on a refusal renames it back (recreate.drop_if_same).
 While renamed away, the table's name was free.
 
 The tests follow tests/contract/test_paimon_owed_recreate's third test: the run's RECREATE_SCHEMA is
@@ -7,16 +7,16 @@ decided, its driver dies; pipeline 1 is started over (APPEND_DATA); pipeline 2 c
 late and is held before its rename while the fresh start commits 10. Then, right after the rename:
 
 * the fresh start stages its next batch and finds no table: it made one and committed 11 there, the
-  rename back failed (raw OSError, directory not empty) and 10 stayed in the tombstone. Now SeaTide
-  makes no table beside a tombstone not marked dropped: that batch is refused, the late recreate is
-  refused over 10 and puts the table back, and 11 written again lands beside every row;
+  rename back failed (raw OSError, directory not empty) and 10 stayed in the tombstone. Now a SeaTide
+  writer waits for the table's lock, which the late recreate holds alone until its end
+  (tests/connectors/test_paimon_recreate_lock.py);
 * a writer outside SeaTide makes the table there and commits 11: the put-back is refused with a
   PermanentError naming the tombstone that holds the rows and how to restore it, never a raw OSError;
 * or the driver is SIGKILLed (before the second look): the next carrier found no table and took the
   decision as carried out, 10 out of the table. Now it puts the tombstone's table back and asks again.
 
 Pipelines of one job in a real store (SQLite), a real Paimon table of a filesystem warehouse. The
-moment right after the rename has no failpoint: the test hooks ``table_setup._created``, the first
+moment right after the rename has no failpoint: the test hooks ``recreate._created``, the first
 call after it."""
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import os
 import pytest
 
 from seatide import failpoints
-from seatide.connectors.paimon import table_setup
-from seatide.plugin.base import PermanentError, SinkContext
+from seatide.connectors.paimon import recreate
+from seatide.plugin.base import SinkContext
 from seatide.runtime.commit_log import write_json_atomic
 from seatide.runtime.sink_runs import attempt_run, commit_log_of
 from tests.contract.harness import rows
@@ -57,7 +57,7 @@ def _late_recreate(spark, store, tmp_path, monkeypatch, after_rename):
     table = system.new_target()
     system.put(table, [1, 2])
     job, dirs = _job(store, str(tmp_path / "checkpoints"))
-    hit, created, held, fresh, shared = failpoints.hit, table_setup._created, [], {}, {}
+    hit, created, held, fresh, shared = failpoints.hit, recreate._created, [], {}, {}
 
     def at(name: str, *args, **kwargs):
         if name == "sink.save_modes_decided" and not held:
@@ -76,28 +76,12 @@ def _late_recreate(spark, store, tmp_path, monkeypatch, after_rename):
         return created(table_dir)
 
     monkeypatch.setattr(failpoints, "hit", at)
-    monkeypatch.setattr(table_setup, "_created", renamed_away)
+    monkeypatch.setattr(recreate, "_created", renamed_away)
     raised = carried_out_late(spark, store, job, dirs, system, table, held, shared)
     assert held == ["died", "paimon.before_drop", "renamed"], held
     monkeypatch.setattr(failpoints, "hit", hit)
-    monkeypatch.setattr(table_setup, "_created", created)
+    monkeypatch.setattr(recreate, "_created", created)
     return raised, job, dirs, system, table
-
-
-def test_a_late_recreate_refused_after_its_rename_puts_every_committed_row_back(spark, store, tmp_path, monkeypatch):
-    refused = []
-
-    def next_batch(fresh_run, system, table):        # while the table's directory is the tombstone
-        try:
-            fresh_run.write(rows(spark, [11]), 1)
-        except table_setup.TableSetAside as exc:    # its driver retries the attempt, the batch runs again
-            refused.append(str(exc))
-
-    raised, _, _, system, table = _late_recreate(spark, store, tmp_path, monkeypatch, next_batch)
-    assert len(refused) == 1 and ".recreated-" in refused[0], refused
-    assert isinstance(raised, PermanentError) and system.read(table) == [1, 2, 10], (raised, system.read(table))
-    system.put(table, [11])         # the fresh start's batch again (pypaimon directly: the same files)
-    assert system.read(table) == [1, 2, 10, 11]
 
 
 def test_a_table_made_outside_seatide_meanwhile_is_refused_naming_the_tombstone(spark, store, tmp_path, monkeypatch):

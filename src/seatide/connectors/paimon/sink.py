@@ -85,6 +85,12 @@ class PaimonTargets(SinkTargets):
         opts = route.sink.opts
         return f"{warehouse_path(opts['warehouse'])}#{opts['database']}.{opts['table']}"
 
+    def begin(self, batch) -> None:
+        """A batch begins: a table lock a writer still holds (its batch staged and never published, say
+        its decision failed) is let go, or a RECREATE_SCHEMA would wait for it."""
+        for target in self._open.values():
+            target.let_go()
+
     def open_target(self, key: str, routes: list[TableRoute]) -> Target:
         fence = self.ctx.fence if self.ctx is not None else (lambda: None)
         return PaimonTarget(key, routes, routes[0].sink.spec(), fence)

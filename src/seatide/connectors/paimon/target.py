@@ -11,6 +11,10 @@
 * **publish**: one commit of the messages, as the sink's commit user with the batch's id as
   commit identifier, unless a snapshot since staging holds it already (``commits``).
 
+A writer holds the table's lock shared (``table_lock``) from staging a batch until it is committed,
+and while it creates or alters the table: a RECREATE_SCHEMA carried out late renames the table away
+only holding it alone, so no batch is staged or committed while the table is away (``recreate``).
+
 Staged files of a batch never decided (a crash, a zombie) are named by no snapshot: readers never
 see them, and Paimon's orphan-file cleanup removes them.
 """
@@ -18,11 +22,12 @@ see them, and Paimon's orphan-file cleanup removes them.
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
 from seatide import failpoints
-from seatide.connectors.paimon import changes, commits, row_kinds, table_setup
+from seatide.connectors.paimon import changes, commits, recreate, row_kinds, table_setup
 from seatide.connectors.paimon.arrow_types import conform, table_arrow_schema
 from seatide.connectors.paimon.warehouse import PaimonError, get_table, open_catalog
 from seatide.plugin.base import Batch, StagedBatch
@@ -60,13 +65,37 @@ class PaimonTarget(Target):
         self.save_modes = True
         self.catalog = open_catalog(spec.warehouse)
         self.drops_extra = False                 # the input's fields the table lacks are dropped (ignore)
+        self.path = recreate.table_dir(self.catalog, spec.database, spec.table)
+        self._writing = None                     # the table's lock, held shared from stage to publish
 
     def _table(self):
         return get_table(self.catalog, self.spec.database, self.spec.table)
 
+    def _hold(self) -> None:
+        if self._writing is None:
+            self._writing = recreate.hold_for_writing(self.path, self.spec.name, f"a writer of {self.spec.name}")
+
+    def let_go(self) -> None:
+        """The table's lock let go: the batch staged is committed, or never will be by this writer."""
+        if self._writing is not None:
+            self._writing, hold = None, self._writing
+            hold.release()
+
+    @contextmanager
+    def _writing_briefly(self):
+        """Holding the table's lock shared for one step; kept when it was held already (a batch staged)."""
+        held = self._writing is not None
+        self._hold()
+        try:
+            yield
+        finally:
+            if not held:
+                self.let_go()
+
     # -- prepare ------------------------------------------------------------------------------
     def save_mode_plan(self, schema) -> dict | None:
-        table = self._table()
+        with self._writing_briefly():       # a table a dead RECREATE's carrier renamed away is put back first
+            table = self._table()
         if table is None:
             return None
         if self.spec.data_save_mode == "ERROR_WHEN_DATA_EXISTS" and table_setup.has_rows(table):
@@ -80,14 +109,21 @@ class PaimonTarget(Target):
 
     def destroy(self, plan: dict, fence: Callable[[], None]) -> None:
         if "recreate" in plan:
-            table_setup.drop_if_same(self.catalog, self.spec.database, self.spec.table, plan["recreate"], fence,
+            recreate.drop_if_same(self.catalog, self.spec.database, self.spec.table, plan["recreate"], fence,
                                      self.destroy_owed)
         elif "drop_data" in plan:
-            table = self._table()
-            if table is not None:
-                table_setup.drop_data(table, plan["drop_data"], fence)
+            with self._writing_briefly():
+                table = self._table()
+                if table is not None:
+                    table_setup.drop_data(table, plan["drop_data"], fence)
 
     def ensure(self, schema) -> None:
+        if self._table() is not None:
+            return
+        with self._writing_briefly():       # not made while a RECREATE_SCHEMA has the table renamed away
+            self._create(schema)
+
+    def _create(self, schema) -> None:
         if self._table() is not None:
             return
         if self.spec.schema_save_mode in ("ERROR_WHEN_SCHEMA_NOT_EXIST", "IGNORE"):
@@ -106,21 +142,33 @@ class PaimonTarget(Target):
         if not rows.parts:
             return StagedBatch(publish={}, state={"rows": 0})
         frame = rows.union()
-        if self._table() is None:
+        self._hold()
+        try:
             self.ensure(frame.schema)
-        data = frame.toArrow()
+            data = frame.toArrow()
+        except BaseException:
+            self.let_go()
+            raise
         if data.num_rows == 0:
+            self.let_go()
             return StagedBatch(publish={}, state={"rows": 0})
         part = self.stage_arrow(data, commits.commit_user(batch.transaction_id, batch.batch_id), batch.batch_id)
         return StagedBatch(publish=part, state={"rows": data.num_rows})
 
     def stage_arrow(self, data, user: str, identifier: int) -> dict:
-        """The batch's rows ``data`` (Arrow) written into the table where no snapshot names them; its part."""
-        table = self._table()
-        base = commits.latest_id(table)
-        messages = self._write(table, data, user, identifier)
-        failpoints.hit("paimon.staged")
-        return {"user": user, "identifier": identifier, "base": base, "messages": commits.encode(table, messages)}
+        """The batch's rows ``data`` (Arrow) written into the table where no snapshot names them; its
+        part. The table's lock stays held until the part is published (``publish``)."""
+        self._hold()
+        try:
+            table = self._table()
+            base = commits.latest_id(table)
+            messages = self._write(table, data, user, identifier)
+            failpoints.hit("paimon.staged")
+            return {"user": user, "identifier": identifier, "base": base, "messages": commits.encode(table, messages),
+                    "created": table_setup.identity(table)["created"]}
+        except BaseException:
+            self.let_go()
+            raise
 
     def _write(self, table, data, user: str, identifier: int) -> list:
         from pypaimon.write.table_write import StreamTableWrite
@@ -171,22 +219,31 @@ class PaimonTarget(Target):
 
     def publish(self, part: dict) -> None:
         if not part.get("messages"):
+            self.let_go()
             return
-        table = self._table()
-        if table is None:
-            raise PaimonError(f"Paimon sink: table {self.spec.name} was dropped before its decided batch "
-                              f"{part['identifier']} was committed")
-        failpoints.hit("paimon.before_commit")
-        if commits.commit_once(table, part["user"], part["identifier"], part["base"],
-                               commits.decode(table, part["messages"])):
-            failpoints.hit("paimon.after_commit")
+        self._hold()        # a roll-forward's (its stager died): waits for a RECREATE_SCHEMA's step to end
+        try:
+            table = self._table()
+            created = table_setup.identity(table)["created"] if table is not None else None
+            if created is None or part.get("created", created) != created:     # an older part has no "created"
+                raise PaimonError(
+                    f"Paimon sink: table {self.spec.name}: the table its decided batch {part['identifier']} was "
+                    f"staged into was dropped since (RECREATE_SCHEMA, or outside SeaTide), with the batch's files, "
+                    "so the batch cannot be committed. Submit the job again as a new job to write its rows again")
+            failpoints.hit("paimon.before_commit")
+            if commits.commit_once(table, part["user"], part["identifier"], part["base"],
+                                   commits.decode(table, part["messages"])):
+                failpoints.hit("paimon.after_commit")
+        finally:
+            self.let_go()
 
     # -- schema changes --------------------------------------------------------------------------
     def evolve(self, changes_: list, behaviour: str) -> None:
         self.drops_extra = behaviour in ("ignore", "try_evolve")
         for change in changes_:
-            table_setup.evolve(self.catalog, self.spec.database, self.spec.table, change, behaviour,
-                               lambda name: name, self.fence)
+            with self._writing_briefly():
+                table_setup.evolve(self.catalog, self.spec.database, self.spec.table, change, behaviour,
+                                   lambda name: name, self.fence)
 
 
 __all__ = ["PaimonSpec", "PaimonTarget"]

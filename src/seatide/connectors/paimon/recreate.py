@@ -1,0 +1,197 @@
+"""RECREATE_SCHEMA on a Paimon table: planned as the table's identity (where it lives and when its
+first schema was written), carried out as one rename of its directory onto a tombstone named by
+that identity (``drop_if_same``), so a zombie that carries the decision out late never drops the
+table its replacement created since; and the writers' side of the table's lock (``table_lock``),
+which puts back a rename whose carrier died (``hold_for_writing``).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import shutil
+from typing import Callable
+from urllib.parse import urlparse
+
+from seatide import failpoints
+from seatide.connectors.paimon import commits
+from seatide.connectors.paimon.table_lock import TableLock
+from seatide.connectors.paimon.table_setup import drop_user, identity
+from seatide.connectors.paimon.warehouse import PaimonError, get_table
+
+log = logging.getLogger(__name__)
+
+
+def drop_if_same(catalog, database: str, name: str, decided: dict, fence: Callable[[], None],
+                 owed: Callable[[Callable[[dict], bool]], bool] | None = None) -> None:
+    """Drop the table when it is still the decided one; idempotent, and at most once per decided
+    table. pypaimon drops whatever table has the name, so a check followed by a drop let a zombie
+    that checked, then paused, drop the table its replacement had recreated since, with its
+    committed batches. The drop is a rename of the table's directory onto a tombstone named by the
+    decided identity, which is never empty again (a marker stays): the first rename wins.
+
+    The decided table still there means the decision was never carried out: its decider died first.
+    Carried out late, the drop would take every row committed since, by a fresh start (a scope of
+    its own) that kept the table: ``owed(carried_out)`` (the door's, ``Target.destroy_owed``) is
+    asked first, which skips it (False: a later decision of another scope emptied the table,
+    ``carried_out`` says) or refuses it over kept rows (raises), and again once the table is renamed
+    away: a batch decided in between is seen, the table is put back and nothing is destroyed.
+
+    The check, the rename, the second look and the put-back or drop happen holding the table's
+    lock alone (``table_lock``), fenced: no writer stages or commits while the table is away
+    (outside review, R-B), and two carriers of one decision carry it out once, the second finding
+    it done (R-G). A carrier killed after its rename let the lock go with its process: whoever
+    takes the lock next, a carrier or a writer of any scope, finds the table renamed away with no
+    holder and puts it back (R-A): the decision is again one never carried out, asked again by the
+    next carrier of its scope."""
+    path = _local(decided["path"])
+    label = f"{database}.{name}"
+    what = f"RECREATE_SCHEMA of {label}"
+    with TableLock(path, True, what):
+        fence()
+        put_back_interrupted(path, label)
+        table = get_table(catalog, database, name)
+        if table is None or identity(table) != decided:
+            return
+    carried_out = _CarriedOut(table)
+    if owed is not None and not owed(carried_out):
+        log.info("Paimon sink: %s: RECREATE_SCHEMA decided and never carried out is skipped: a later decision "
+                 "emptied the table since", label)
+        return
+    failpoints.hit("paimon.before_drop")
+    with TableLock(path, True, what):
+        fence()
+        put_back_interrupted(path, label)
+        table = get_table(catalog, database, name)
+        if table is None or identity(table) != decided:
+            return          # carried out by another carrier since the first look
+        carried_out.frozen = True
+        _rename_and_drop(path, _tombstone(path, decided["created"]), decided, label, carried_out, owed)
+
+
+def _rename_and_drop(path: str, tombstone: str, decided: dict, label: str, carried_out, owed) -> None:
+    """The decided table renamed onto its tombstone, asked again, then dropped or put back; holding the lock."""
+    try:
+        os.rename(path, tombstone)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTEMPTY, errno.EEXIST):
+            return          # no table there, or its tombstone is taken: dropped before
+        raise
+    failpoints.hit("paimon.renamed")
+    if _created(tombstone) != decided["created"]:
+        _put_back(tombstone, path, label)   # not the decided table (one made outside SeaTide since the check)
+        return
+    try:
+        still = owed is None or owed(carried_out)
+    except BaseException:
+        _put_back(tombstone, path, label)
+        raise
+    if not still:
+        _put_back(tombstone, path, label)
+        return
+    open(os.path.join(tombstone, _DROPPED), "w").close()     # the tombstone stays, never empty
+    for entry in os.listdir(tombstone):
+        if entry != _DROPPED:
+            shutil.rmtree(os.path.join(tombstone, entry), ignore_errors=True)
+    log.info("Paimon sink: dropped table %s (RECREATE_SCHEMA)", label)
+
+
+def hold_for_writing(table_path: str, label: str, what: str) -> TableLock:
+    """The table's lock held shared, for a writer. A table renamed away seen under it has no carrier
+    (the carrier holds the lock alone until it puts the table back or drops it): its carrier died,
+    and the writer puts it back, holding the lock alone, before it writes (outside review, R-A)."""
+    while True:
+        hold = TableLock(table_path, False, what)
+        if not _set_aside_of(table_path):
+            return hold
+        hold.release()
+        with TableLock(table_path, True, what):
+            put_back_interrupted(table_path, label)
+
+
+def put_back_interrupted(path: str, label: str) -> None:
+    """Put back the table a RECREATE_SCHEMA renamed away from ``path`` and whose carrier died before
+    it dropped it or put it back; holding the table's lock alone."""
+    for tombstone in _set_aside_of(path):
+        log.warning("Paimon sink: %s: a RECREATE_SCHEMA renamed the table to %s and its driver died before it "
+                    "asked again; the table is put back (the decision, never carried out, is asked again by the "
+                    "next attempt of its job)", label, tombstone)
+        _put_back(tombstone, path, label)
+
+
+_DROPPED = "dropped-by-seatide"    # the marker file that keeps a tombstone non-empty
+
+
+def _tombstone(path: str, created) -> str:
+    """Where RECREATE_SCHEMA renames the table of ``path`` first written at ``created``."""
+    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.recreated-{created}")
+
+
+def _set_aside_of(path: str) -> list[str]:
+    """The tombstones of ``path`` holding a table not dropped yet: renamed away, their second look not done."""
+    prefix = f".{os.path.basename(path)}.recreated-"
+    parent = os.path.dirname(path)
+    entries = sorted(os.listdir(parent)) if os.path.isdir(parent) else []
+    return [os.path.join(parent, e) for e in entries if e.startswith(prefix)
+            and os.path.isdir(os.path.join(parent, e)) and not os.path.exists(os.path.join(parent, e, _DROPPED))]
+
+
+def _put_back(tombstone: str, path: str, label: str) -> None:
+    """The table renamed to ``tombstone`` back to ``path``; refused, with how to restore it, when a
+    table was made there since (its rows and the tombstone's are both committed)."""
+    try:
+        os.rename(tombstone, path)
+    except OSError as exc:
+        raise PaimonError(
+            f"Paimon sink: table {label}: a RECREATE_SCHEMA carried out late renamed it to {tombstone} and was "
+            f"refused (or its driver died before it looked again), but a table was made at {path} since, outside "
+            f"SeaTide, so it cannot be put back ({exc.strerror}). Nothing was deleted: the rows committed before "
+            f"are in {tombstone}. Restore them: stop the jobs writing {label}, move {path} aside, rename "
+            f"{tombstone} to {path}, then write the moved table's rows into it again (or drop them if "
+            "unwanted)") from None
+
+
+def table_dir(catalog, database: str, name: str) -> str:
+    """The local directory of the table ``database.name`` (whether it exists or not)."""
+    from pypaimon.common.identifier import Identifier
+
+    return _local(catalog.get_table_path(Identifier.from_string(f"{database}.{name}")))
+
+
+def _local(path: str) -> str:
+    return urlparse(path).path if "://" in path or path.startswith("file:") else path
+
+
+def _created(table_dir_: str) -> int | None:
+    """When the first schema of the table in ``table_dir_`` was written (None: no table there)."""
+    try:
+        with open(os.path.join(table_dir_, "schema", "schema-0")) as f:
+            return json.load(f).get("timeMillis")
+    except (OSError, ValueError):
+        return None
+
+
+class _CarriedOut:
+    """Whether a later save-mode plan of a table's target (``owed_destroy.later_destroys``) was carried
+    out on it: a RECREATE_SCHEMA's decided table is not this one (it was dropped), a DROP_DATA's
+    commit is in its snapshots. Looked at while the table is in place; once it is renamed away
+    (``frozen``) a plan not looked at counts as not carried out (refusing wrongly costs a new job,
+    skipping wrongly loses rows)."""
+
+    def __init__(self, table):
+        self.table, self.answers, self.frozen = table, {}, False
+
+    def __call__(self, plan: dict) -> bool:
+        key = json.dumps(plan, sort_keys=True, default=str)
+        if key not in self.answers and not self.frozen:
+            if "recreate" in plan:
+                self.answers[key] = plan["recreate"] != identity(self.table)
+            elif isinstance(plan.get("drop_data"), int):
+                sid = plan["drop_data"]
+                self.answers[key] = commits.committed(self.table, drop_user(self.table, sid), sid, sid) is not None
+        return self.answers.get(key, False)
+
+
+__all__ = ["drop_if_same", "hold_for_writing", "put_back_interrupted", "table_dir"]
