@@ -111,6 +111,11 @@ def hold_for_writing(table_path: str, label: str, what: str) -> TableLock:
             put_back_interrupted(table_path, label)
 
 
+def renamed_away(path: str) -> bool:
+    """A RECREATE_SCHEMA has the table of ``path`` renamed away: asking whether it may drop it, or its carrier died."""
+    return bool(_set_aside_of(path))
+
+
 def put_back_interrupted(path: str, label: str) -> None:
     """Put back the table a RECREATE_SCHEMA renamed away from ``path`` and whose carrier died before
     it dropped it or put it back; holding the table's lock alone."""
@@ -194,4 +199,4 @@ class _CarriedOut:
         return self.answers.get(key, False)
 
 
-__all__ = ["drop_if_same", "hold_for_writing", "put_back_interrupted", "table_dir"]
+__all__ = ["drop_if_same", "hold_for_writing", "put_back_interrupted", "renamed_away", "table_dir"]

@@ -22,6 +22,7 @@ see them, and Paimon's orphan-file cleanup removes them.
 from __future__ import annotations
 
 import logging
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
@@ -82,9 +83,14 @@ class PaimonTarget(Target):
             hold.release()
 
     @contextmanager
-    def _writing_briefly(self):
-        """Holding the table's lock shared for one step; kept when it was held already (a batch staged)."""
+    def _writing_briefly(self, make: bool = False):
+        """Holding the table's lock shared for one step; kept when it was held already (a batch staged).
+        Not taken where no database directory is (no table there to exclude), unless ``make``: the
+        step makes the table (its lock file would make the database's directory)."""
         held = self._writing is not None
+        if not held and not make and not os.path.isdir(os.path.dirname(self.path)):
+            yield
+            return
         self._hold()
         try:
             yield
@@ -94,8 +100,10 @@ class PaimonTarget(Target):
 
     # -- prepare ------------------------------------------------------------------------------
     def save_mode_plan(self, schema) -> dict | None:
-        with self._writing_briefly():       # a table a dead RECREATE's carrier renamed away is put back first
-            table = self._table()
+        table = self._table()
+        if table is None and recreate.renamed_away(self.path):
+            with self._writing_briefly():   # put back if its RECREATE's carrier died, else its step ends first
+                table = self._table()
         if table is None:
             return None
         if self.spec.data_save_mode == "ERROR_WHEN_DATA_EXISTS" and table_setup.has_rows(table):
@@ -120,12 +128,10 @@ class PaimonTarget(Target):
     def ensure(self, schema) -> None:
         if self._table() is not None:
             return
-        with self._writing_briefly():       # not made while a RECREATE_SCHEMA has the table renamed away
-            self._create(schema)
-
-    def _create(self, schema) -> None:
-        if self._table() is not None:
-            return
+        if recreate.renamed_away(self.path):
+            with self._writing_briefly():   # put back if its RECREATE's carrier died, else its step ends first
+                if self._table() is not None:
+                    return
         if self.spec.schema_save_mode in ("ERROR_WHEN_SCHEMA_NOT_EXIST", "IGNORE"):
             raise PaimonError(f"Paimon sink: table {self.spec.name} does not exist and schema_save_mode is "
                               f"{self.spec.schema_save_mode}; create it, or choose CREATE_SCHEMA_WHEN_NOT_EXIST")
@@ -134,8 +140,9 @@ class PaimonTarget(Target):
         from pyspark.sql.types import StructType
 
         struct = StructType([f for f in schema.fields if f.name not in HIDDEN_COLUMNS])
-        table_setup.create(self.catalog, self.spec.database, self.spec.table, struct, self.spec.primary_keys,
-                           self.spec.partition_keys, self.spec.write_props)
+        with self._writing_briefly(make=True):      # never made while a RECREATE_SCHEMA has it renamed away
+            table_setup.create(self.catalog, self.spec.database, self.spec.table, struct, self.spec.primary_keys,
+                               self.spec.partition_keys, self.spec.write_props)
 
     # -- stage, then publish --------------------------------------------------------------------
     def stage(self, rows: TargetRows, batch: Batch) -> StagedBatch:
