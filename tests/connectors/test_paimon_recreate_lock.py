@@ -223,3 +223,36 @@ def test_a_fresh_start_writes_after_a_carrier_killed_right_after_its_rename(tmp_
     assert _ids(warehouse) == [1, 2, 10]
     recreate(warehouse, decided, False)     # the fresh start's rows are kept: refused, nothing destroyed
     assert _ids(warehouse) == [1, 2, 10]
+
+
+class Fenced(RuntimeError):
+    """A zombie's fence: its attempt was replaced."""
+
+
+def test_a_zombie_carrier_never_touches_the_table_another_carrier_renamed_away(tmp_path, monkeypatch):
+    """R-G, the fence: a carrier whose attempt was replaced looked for a table renamed away before its
+    fence, and put the first carrier's table back; the first then took the decision as carried out."""
+    warehouse, decided = _table(tmp_path)
+    path, tombstone = _paths(warehouse, decided)
+    points = Points(monkeypatch)
+    renamed, go = points.hold("first", "paimon.renamed")
+    first = Run("first", lambda: recreate(warehouse, decided, True))
+    first.start()
+    _first(renamed, first.done)
+
+    def zombie_carries_it_out():
+        carrier = _target(warehouse)
+        carrier.destroy_owed = lambda carried_out: True
+        carrier.destroy({"recreate": decided}, lambda: (_ for _ in ()).throw(Fenced("attempt replaced")))
+
+    waits = points.seen("zombie", "paimon.lock_wait")
+    zombie = Run("zombie", zombie_carries_it_out)
+    zombie.start()
+    _first(waits, zombie.done)
+    go.set()
+    first.finish()
+    zombie.finish()
+    assert first.raised is None and isinstance(zombie.raised, Fenced), (first.raised, zombie.raised)
+    assert os.path.isdir(tombstone) and os.listdir(tombstone) == ["dropped-by-seatide"], \
+        f"the decided table was not dropped: {os.listdir(os.path.dirname(tombstone))}"
+    assert not os.path.exists(path), f"left at the table's path: {os.listdir(path)}"
