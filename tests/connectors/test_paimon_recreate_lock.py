@@ -7,7 +7,8 @@ the writers of a filesystem warehouse shared no lock.
 * a publish (a roll-forward) during a pending rename failed for good, saying the table was dropped;
 * R-G: two carriers of one decision: the second took the first's rename for a dead carrier's,
   put the table back under it and carried the decision out again; the first then renamed the
-  emptied tombstone onto the table's path;
+  emptied tombstone onto the table's path; a zombie carrier (its fence refuses) did the same, since
+  it looked for a rename to put back before its fence;
 * R-A: a carrier killed right after its rename left the table renamed away, and a fresh start
   (a scope of its own) was refused (TableSetAside) on every attempt.
 
@@ -175,26 +176,34 @@ def test_a_publish_during_a_pending_rename_waits_and_commits(tmp_path, monkeypat
     assert _ids(warehouse) == [1, 2, 10]
 
 
-def test_two_carriers_of_one_decision_carry_it_out_once(tmp_path, monkeypatch):
-    """R-G: two pipelines side by side carry one decision out; the first is held right after its rename."""
+def _beside_a_carrier_held_after_its_rename(tmp_path, monkeypatch, second_carrier) -> tuple[Run, Run]:
+    """A first carrier of the decision held right after its rename, ``second_carrier(warehouse, decided)``
+    run beside it until it ends or waits for the table's lock, then the first let go; both ended."""
     warehouse, decided = _table(tmp_path)
-    path, tombstone = _paths(warehouse, decided)
     points = Points(monkeypatch)
     renamed, go = points.hold("first", "paimon.renamed")
     first = Run("first", lambda: recreate(warehouse, decided, True))
     first.start()
     _first(renamed, first.done)
     waits = points.seen("second", "paimon.lock_wait")
-    second = Run("second", lambda: recreate(warehouse, decided, True))
+    second = Run("second", lambda: second_carrier(warehouse, decided))
     second.start()
     _first(waits, second.done)
     go.set()
     first.finish()
     second.finish()
-    assert first.raised is None and second.raised is None, (first.raised, second.raised)
+    path, tombstone = _paths(warehouse, decided)
     assert os.path.isdir(tombstone) and os.listdir(tombstone) == ["dropped-by-seatide"], \
-        f"the decided table was not dropped once: tombstone {os.listdir(os.path.dirname(tombstone))}"
+        f"the decided table was not dropped once: {os.listdir(os.path.dirname(tombstone))} ({first.raised!r})"
     assert not os.path.exists(path), f"left at the table's path: {os.listdir(path)}"
+    return first, second
+
+
+def test_two_carriers_of_one_decision_carry_it_out_once(tmp_path, monkeypatch):
+    """R-G: two pipelines side by side carry one decision out; the first is held right after its rename."""
+    first, second = _beside_a_carrier_held_after_its_rename(
+        tmp_path, monkeypatch, lambda warehouse, decided: recreate(warehouse, decided, True))
+    assert first.raised is None and second.raised is None, (first.raised, second.raised)
 
 
 _KILLED_CARRIER = """
@@ -232,27 +241,10 @@ class Fenced(RuntimeError):
 def test_a_zombie_carrier_never_touches_the_table_another_carrier_renamed_away(tmp_path, monkeypatch):
     """R-G, the fence: a carrier whose attempt was replaced looked for a table renamed away before its
     fence, and put the first carrier's table back; the first then took the decision as carried out."""
-    warehouse, decided = _table(tmp_path)
-    path, tombstone = _paths(warehouse, decided)
-    points = Points(monkeypatch)
-    renamed, go = points.hold("first", "paimon.renamed")
-    first = Run("first", lambda: recreate(warehouse, decided, True))
-    first.start()
-    _first(renamed, first.done)
-
-    def zombie_carries_it_out():
+    def zombie(warehouse, decided):
         carrier = _target(warehouse)
         carrier.destroy_owed = lambda carried_out: True
         carrier.destroy({"recreate": decided}, lambda: (_ for _ in ()).throw(Fenced("attempt replaced")))
 
-    waits = points.seen("zombie", "paimon.lock_wait")
-    zombie = Run("zombie", zombie_carries_it_out)
-    zombie.start()
-    _first(waits, zombie.done)
-    go.set()
-    first.finish()
-    zombie.finish()
-    assert first.raised is None and isinstance(zombie.raised, Fenced), (first.raised, zombie.raised)
-    assert os.path.isdir(tombstone) and os.listdir(tombstone) == ["dropped-by-seatide"], \
-        f"the decided table was not dropped: {os.listdir(os.path.dirname(tombstone))}"
-    assert not os.path.exists(path), f"left at the table's path: {os.listdir(path)}"
+    first, second = _beside_a_carrier_held_after_its_rename(tmp_path, monkeypatch, zombie)
+    assert first.raised is None and isinstance(second.raised, Fenced), (first.raised, second.raised)
