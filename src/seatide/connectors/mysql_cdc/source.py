@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from seatide import failpoints
 from seatide.connectors.cdc_evolution import change_behaviour
 from seatide.connectors.cdc_tables import pattern_refusal, split_names
 from seatide.connectors.jdbc.url import MYSQL, JdbcUrl, JdbcUrlError
@@ -206,7 +207,11 @@ class MySqlCdcSource(Source):
                     check_binlog(conn, f"{config.host}:{config.port}")
                 # taken before the tables are described: a DDL statement after it is applied from the binlog
                 at = _position(conn)
-                tables = [numbered(captured_table(conn, config, db, t), at) for db, t in config.tables]
+                tables = []
+                for db, t in config.tables:
+                    failpoints.hit("mysql_cdc.describe_table")
+                    tables.append(numbered(captured_table(conn, config, db, t), at))
+                    failpoints.hit("mysql_cdc.table_described")
         except (CatalogError, UnsupportedColumn) as exc:
             raise PermanentError(f"MySQL-CDC: {exc}") from None
         except Exception as exc:  # pymysql's errors: access denied, unknown host, ...
