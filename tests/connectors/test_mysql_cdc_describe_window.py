@@ -31,16 +31,17 @@ def wait_for(condition, what: str) -> None:
         time.sleep(0.02)
 
 
-def described_holding(monkeypatch, tmp_path, plugin, point: str, during):
-    """``plugin.discover`` held at failpoint ``point`` while ``during()`` runs: (tables, schema)."""
+def described_holding(monkeypatch, tmp_path, plugin, point: str, during, passes: int = 0):
+    """``plugin.discover`` held at failpoint ``point`` (after ``passes`` tables) while ``during()``
+    runs: (tables, schema)."""
     gate = tmp_path / f"{point}.go"
-    monkeypatch.setitem(failpoints._POINTS, point, f"gate:0:{gate}")
+    monkeypatch.setitem(failpoints._POINTS, point, f"gate:{passes}:{gate}")
     monkeypatch.setitem(failpoints._HITS, point, 0)
     found: list = []
     describing = threading.Thread(target=lambda: found.append(plugin.discover(plugin.server_config())))
     describing.start()
     try:
-        wait_for(lambda: failpoints._HITS.get(point, 0) >= 1, f"the description to reach {point}")
+        wait_for(lambda: failpoints._HITS.get(point, 0) > passes, f"the description to reach {point}")
         during()
     finally:
         gate.touch()
@@ -57,7 +58,8 @@ def stream(plugin, described, between=None, batches: int = 6):
     from seatide.connectors.mysql_cdc.stream import MySqlCdcReader, stream_options
 
     found, schema = described
-    reader = MySqlCdcReader(stream_options(plugin.server_config(), found, schema.json(), "initial", None, 1000, None,
+    layout = plugin.table_layout(None) if plugin.multi_table() else None
+    reader = MySqlCdcReader(stream_options(plugin.server_config(), found, schema.json(), "initial", None, 1000, layout,
                                            "evolve"))
     rows, start = [], reader.initialOffset()
     for batch in range(batches):
@@ -132,6 +134,27 @@ def test_an_alter_waiting_on_the_described_table_is_applied_after_it(monkeypatch
     assert [c[0] for c in described[0][0].described] == ["id", "name"]
     rows, stopped = stream(plugin, described)
     assert isinstance(stopped, dict) and "ADD COLUMN c1" in stopped["seen"]["ddl"], stopped
+
+
+def test_a_table_altered_while_the_one_before_it_is_described_is_read_after_its_own_description(
+        monkeypatch, tmp_path, private_mariadb, cdc_database):
+    """Two tables, described one after the other: the stream starts where the first was described.
+    A row of the second written before its ALTER, both between the two descriptions, is in the
+    second's snapshot; read again from the binlog, it has the layout before the ALTER, which the
+    description holds: read by name (binlog_row_metadata = FULL) it lacked the column and put null
+    over the 7 the snapshot read, a value the row never had."""
+    first, second = f"{cdc_database}.a", f"{cdc_database}.b"
+    private_mariadb.execute(*[f"CREATE TABLE {t} (id INT PRIMARY KEY, name VARCHAR(20))" for t in (first, second)])
+    plugin = source(private_mariadb, [first, second], "schema-changes.enabled = true")
+    described = described_holding(monkeypatch, tmp_path, plugin, "mysql_cdc.describe_table", lambda: private_mariadb
+                                  .execute(f"INSERT INTO {second} VALUES (1, 'a')",
+                                           f"ALTER TABLE {second} ADD COLUMN c1 INT NOT NULL DEFAULT 7"), passes=1)
+    rows, stopped = stream(plugin, described, lambda: private_mariadb.execute(
+        f"INSERT INTO {second} (id, name, c1) VALUES (2, 'b', 5)"))
+    assert stopped is None, stopped
+    rows = [{**row["__seatide_t1"], ROW_KIND_COLUMN: row[ROW_KIND_COLUMN]} for row in rows
+            if row["__seatide_table"] == 1]
+    assert applied(rows) == {1: {"id": 1, "name": "a", "c1": 7}, 2: {"id": 2, "name": "b", "c1": 5}}, rows
 
 
 @pytest.mark.parametrize("change", ["truncate", "drop and create"])

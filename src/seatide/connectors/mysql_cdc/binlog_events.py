@@ -5,6 +5,8 @@ place keeps them apart from each other (neither imports the other)."""
 
 from __future__ import annotations
 
+from typing import Iterator
+
 PAGE = 2000                                         # events listed per round trip
 
 
@@ -21,3 +23,17 @@ def page(conn, cur, file: str, pos: int) -> list[tuple]:
         conn.use_unicode = unicode
     return [tuple(v.decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else v for v in row)
             for row in rows]
+
+
+def file_events(conn, file: str, pos: int) -> Iterator[tuple]:
+    """(start, type, end, info) of the events of ``file`` from ``pos`` on."""
+    with conn.cursor() as cur:
+        while True:
+            rows = page(conn, cur, file, pos)
+            if not rows:
+                return
+            for _log, at, kind, _server, stop, info in rows:
+                yield int(at), str(kind), int(stop), str(info or "")
+                pos = int(stop)
+            if len(rows) < PAGE:
+                return

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 import pymysql
 
+from seatide import failpoints
 from seatide.connectors import mysql_client
 from seatide.connectors.mysql_cdc.binlog_values import raw_converter
 from seatide.connectors.mysql_cdc.columns import Column, column
@@ -171,6 +172,39 @@ def captured_table(conn, config: ServerConfig, database: str, table: str) -> Cap
         raise CatalogError(f"table-names-config gives primaryKeys {list(configured)} for {database}.{table}, "
                            f"but it has no column {missing[0]} (columns: {', '.join(sorted(names))})")
     return replace(captured, key=primary or configured)
+
+
+def described_at(conn, config: ServerConfig, database: str, table: str) -> tuple[CapturedTable, list | None]:
+    """The table as described, and the binlog position ``[file, pos, server]`` its description is of.
+
+    The table's metadata lock is held (a read in an open transaction) from before the description
+    to after the position: a DDL statement of the table takes that lock exclusively and is logged
+    before it lets go, so it is either done and logged before the position (and in the
+    description) or waits and is logged after it (and not in it). A position taken before the
+    description without the lock may come before a statement the description holds: read from
+    there, the statement was applied twice, and the first snapshot failed for good."""
+    failpoints.hit("mysql_cdc.describe_table")
+    with conn.cursor() as cur:
+        cur.execute("START TRANSACTION")
+        try:
+            try:
+                cur.execute(f"SELECT 1 FROM `{database.replace('`', '``')}`.`{table.replace('`', '``')}` LIMIT 0")
+            except pymysql.err.MySQLError:      # no such table, or not readable: captured_table says which
+                pass
+            described = captured_table(conn, config, database, table)
+            failpoints.hit("mysql_cdc.table_described")
+            return described, shape_position(conn)
+        finally:
+            cur.execute("ROLLBACK")
+
+
+def shape_position(conn) -> list | None:
+    """Where the binlog ends now, with the server's name (None: no binlog; the read says so)."""
+    try:
+        at = current_position(conn)
+    except CatalogError:
+        return None
+    return [at.file, at.pos, server_identity(conn)]
 
 
 def binlog_settings(conn) -> dict[str, str]:

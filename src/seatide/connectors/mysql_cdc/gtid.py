@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from seatide.connectors.mysql_cdc.binlog_events import PAGE, page
+from seatide.connectors.mysql_cdc.binlog_events import file_events
 from seatide.connectors.mysql_cdc.position import BinlogPosition
 
 MARIADB = "mariadb"
@@ -147,23 +147,9 @@ def _head_event(kind: str) -> str:
     return "Gtid_list" if kind == MARIADB else "Previous_gtids"
 
 
-def _events(conn, file: str, pos: int) -> Iterator[tuple]:
-    """(start, type, end, info) of the events of ``file`` from ``pos`` on."""
-    with conn.cursor() as cur:
-        while True:
-            rows = page(conn, cur, file, pos)
-            if not rows:
-                return
-            for _log, at, kind, _server, stop, info in rows:
-                yield int(at), str(kind), int(stop), str(info or "")
-                pos = int(stop)
-            if len(rows) < PAGE:
-                return
-
-
 def file_head(conn, kind: str, file: str) -> str | None:
     """The GTID state before ``file``'s first transaction, as the file's first events say."""
-    for index, (_at, event_type, _stop, info) in enumerate(_events(conn, file, 4)):
+    for index, (_at, event_type, _stop, info) in enumerate(file_events(conn, file, 4)):
         if event_type == _head_event(kind):
             return info.strip().strip("[]") if kind == MARIADB else info.strip()
         if index > 8 or event_type == "Gtid":
@@ -182,7 +168,7 @@ def gtid_at(conn, kind: str, position: BinlogPosition) -> str | None:
     if state is None:
         return None
     pending, done = None, []
-    for _at, event_type, stop, info in _events(conn, position.file, 4):
+    for _at, event_type, stop, info in file_events(conn, position.file, 4):
         if stop > position.pos:
             break
         if event_type == "Gtid":
@@ -208,7 +194,7 @@ def locate(conn, kind: str, state: str, files: list[str], end: BinlogPosition) -
         return None
     pending = None
     for file in files[files.index(start):]:
-        for at, event_type, stop, info in _events(conn, file, 4):
+        for at, event_type, stop, info in file_events(conn, file, 4):
             if BinlogPosition.of(file, stop) > end:
                 return end if contains(kind, have, state) else None
             if event_type == "Gtid":

@@ -14,13 +14,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from seatide import failpoints
 from seatide.connectors.cdc_evolution import change_behaviour
 from seatide.connectors.cdc_tables import pattern_refusal, split_names
 from seatide.connectors.jdbc.url import MYSQL, JdbcUrl, JdbcUrlError
 from seatide.connectors.cdc_way_out import START_OVER
-from seatide.connectors.mysql_cdc.catalog import (CapturedTable, CatalogError, ServerConfig, captured_table,
-                                                  binlog_files, check_binlog, current_position, server_identity)
+from seatide.connectors.mysql_cdc.catalog import (CapturedTable, CatalogError, ServerConfig, binlog_files,
+                                                  check_binlog, described_at, server_identity)
 from seatide.connectors.mysql_cdc.columns import UnsupportedColumn
 from seatide.connectors.mysql_cdc.ddl import UnknownDdl
 from seatide.connectors.mysql_cdc.options import MYSQL_CDC_OPTIONS, SERVER_ID_RANGE
@@ -205,13 +204,8 @@ class MySqlCdcSource(Source):
             with config.connect() as conn:
                 if check:
                     check_binlog(conn, f"{config.host}:{config.port}")
-                # taken before the tables are described: a DDL statement after it is applied from the binlog
-                at = _position(conn)
-                tables = []
-                for db, t in config.tables:
-                    failpoints.hit("mysql_cdc.describe_table")
-                    tables.append(numbered(captured_table(conn, config, db, t), at))
-                    failpoints.hit("mysql_cdc.table_described")
+                # each with the position its description is of: a DDL statement after it is applied from the binlog
+                tables = [numbered(*described_at(conn, config, db, t)) for db, t in config.tables]
         except (CatalogError, UnsupportedColumn) as exc:
             raise PermanentError(f"MySQL-CDC: {exc}") from None
         except Exception as exc:  # pymysql's errors: access denied, unknown host, ...
@@ -333,14 +327,6 @@ class MySqlCdcSource(Source):
                 return None
             files = binlog_files(db)
         return lost_position_message(at.position, files[0] if files else None) if at.position.file not in files else None
-
-
-def _position(conn) -> list | None:
-    try:
-        at = current_position(conn)
-    except CatalogError:        # no binlog: the read says so where it checks
-        return None
-    return [at.file, at.pos, server_identity(conn)]
 
 
 def _kept(server: CapturedTable, known: "StructType") -> CapturedTable:

@@ -31,6 +31,7 @@ from seatide.connectors.mysql_cdc.position import (BINLOG, SNAPSHOT, START, Binl
                                                    other_server_message)
 from seatide.connectors.mysql_cdc.batch_end import batch_end, logged_statement
 from seatide.connectors.mysql_cdc.snapshot import SnapshotSplit, next_upper, read_split
+from seatide.connectors.mysql_cdc.snapshot_window import snapshot_since
 from seatide.plugin.base import permanent_in_worker
 from seatide.plugin.rowkind import PARTITION_SEQ_STRIDE
 from seatide.plugin.tables import TableLayout
@@ -223,14 +224,16 @@ class MySqlCdcReader(DataSourceStreamReader):
     def _next_splits(self, conn, offset: StreamOffset) -> StreamOffset:
         """The next snapshot batch: splits up to max_rows rows, from where the last one stopped.
         The binlog position is taken before the first split is read (see ``snapshot``)."""
-        position = offset.position or self._snapshot_start(conn, self._covered(offset))
-        gtid = offset.gtid if offset.position is not None else self._gtid_of(conn, position)
         covered = self._covered(offset)
+        position, since = offset.position, offset.since
+        if position is None:
+            position, since = self._snapshot_start(conn, covered)
+        gtid = offset.gtid if offset.position is not None else self._gtid_of(conn, position)
         splits, table, after = self._splits(conn, covered, offset.table, offset.after)
         if table >= len(covered):      # the snapshot's last batch: the binlog comes next
-            return StreamOffset.at(position, self._server, splits, tables=covered, gtid=gtid)
+            return StreamOffset.at(position, self._server, splits, tables=covered, since=since, gtid=gtid)
         return StreamOffset(SNAPSHOT, position, server=self._server, table=table, after=after, splits=splits,
-                            tables=covered, gtid=gtid)
+                            tables=covered, since=since, gtid=gtid)
 
     # -- tables added to (or removed from) table-names of a resumed job ------------------------
     def _retable(self, conn, offset: StreamOffset, covered: tuple) -> StreamOffset:
@@ -241,32 +244,34 @@ class MySqlCdcReader(DataSourceStreamReader):
         added = [name for name in self.names if name not in covered]
         if not added:
             return StreamOffset.at(offset.position, self._server, tables=kept, since=offset.since, gtid=offset.gtid)
-        point = self._snapshot_start(conn, added)
+        point, window = self._snapshot_start(conn, added)
         if self.startup_mode != "initial":
             # no first snapshot for this job (latest, earliest, specific): an added table is
             # read from now on, with none either
             since = {**offset.since, **{name: [point.file, point.pos] for name in added}}
             return StreamOffset(BINLOG, offset.position, server=self._server, tables=(*kept, *added), since=since,
                                 gtid=offset.gtid)
-        backfill = {"tables": added, "table": 0, "after": None, "file": point.file, "pos": point.pos}
+        backfill = {"tables": added, "table": 0, "after": None, "file": point.file, "pos": point.pos,
+                    "window": window}
         return self._next_backfill(conn, StreamOffset(BINLOG, offset.position, server=self._server, tables=kept,
                                                       backfill=backfill, since=offset.since, gtid=offset.gtid))
 
-    def _snapshot_start(self, conn, names) -> BinlogPosition:
-        """Where the binlog is read from after a snapshot of ``names``: the consistent position now,
-        or, where earlier, where the query described a table (its ``ddl_at``). An ALTER TABLE between
+    def _snapshot_start(self, conn, names) -> tuple[BinlogPosition, dict]:
+        """Where the binlog is read from after a snapshot of ``names``, and where each table's changes
+        are read after in it (``since``, snapshot_window.py). From the consistent position now, or,
+        where earlier, where the query described a table (its ``ddl_at``): an ALTER TABLE between
         the description and now is then read from the binlog and applied to the shape; taken from
         now, it was in neither, and the rows after it met a layout no statement explained (the
         job failed for good). A change in between comes from the binlog and, maybe, a split too:
         applied by key, as any change made while a split is read."""
-        start = snapshot_position(conn)
-        files = set(binlog_files(conn))
-        for table in self._tables():
-            at = table.ddl_at
-            if (table.name in names and at is not None and at[0] in files
-                    and (len(at) < 3 or at[2] in (None, self._server))):
-                start = min(start, BinlogPosition.of(at[0], at[1]))
-        return start
+        end = snapshot_position(conn)
+        files = binlog_files(conn)
+        tables = [t for t in self._tables() if t.name in names]
+        described = {t.name: BinlogPosition.of(t.ddl_at[0], t.ddl_at[1]) for t in tables
+                     if t.ddl_at is not None and t.ddl_at[0] in files
+                     and (len(t.ddl_at) < 3 or t.ddl_at[2] in (None, self._server))}
+        start = min([end, *described.values()])
+        return start, snapshot_since(conn, self._config(), tables, described, start, end, files)
 
     def _next_backfill(self, conn, offset: StreamOffset) -> StreamOffset:
         """The added tables' next splits; with their last, they join the stream, each read from the
@@ -280,7 +285,9 @@ class MySqlCdcReader(DataSourceStreamReader):
                                 backfill={**backfill, "table": table, "after": after}, since=offset.since,
                                 gtid=offset.gtid)
         joined = (*offset.tables, *[name for name in backfill["tables"] if name in self.index])
-        since = {**offset.since, **{name: [backfill["file"], backfill["pos"]] for name in backfill["tables"]}}
+        window = backfill.get("window") or {}
+        since = {**offset.since, **{name: window.get(name, [backfill["file"], backfill["pos"]])
+                                    for name in backfill["tables"]}}
         return StreamOffset(BINLOG, offset.position, server=self._server, splits=splits, tables=joined, since=since,
                             gtid=offset.gtid)
 

@@ -1,0 +1,82 @@
+"""What a snapshot already holds of the binlog between the tables' description and its position.
+
+A first snapshot (or an added table's) is read after its consistent binlog position *P*, and the
+binlog from no later than where the query described its tables (stream.py ``_snapshot_start``):
+each table's description is of its own position (``ddl_at``, catalog.described_at), and the
+stream starts at the earliest of them. For each table this module finds the position its binlog
+changes are read after (the offset's ``since``):
+
+* its own description's position: events up to it are in the description and in the snapshot;
+  read again, a row of the layout before an ALTER that the description holds met the shape
+  after it;
+* past that, and no later than *P*, a TRUNCATE of it, or a DROP and a CREATE of it with the
+  columns the description has: the snapshot, read after *P*, holds the table as it is after the
+  statement, so the statement and the table's changes before it are passed over. Refused, the job
+  had to start over though nothing was lost; read, the rows a TRUNCATE removed came back.
+
+A table dropped and not created again, or created again with other columns, is refused here, as
+the stream refuses it (binlog.refuse_rowless), before a split reads it with the wrong columns. A
+TRUNCATE, DROP or CREATE after an ALTER of the table in the window is left to the stream, which
+refuses it: passing it over would pass the ALTER over too.
+"""
+
+from __future__ import annotations
+
+from seatide.connectors.mysql_cdc.batch_end import logged_statement
+from seatide.connectors.mysql_cdc.binlog import refuse_rowless
+from seatide.connectors.mysql_cdc.binlog_events import file_events
+from seatide.connectors.mysql_cdc.catalog import CapturedTable, CatalogError, ServerConfig, captured_table
+from seatide.connectors.mysql_cdc.position import BinlogPosition
+from seatide.connectors.mysql_cdc.statements import ALTER, CREATE, DROP, TRUNCATE, touched
+
+_EMPTIED = (TRUNCATE, DROP, CREATE)
+
+
+def snapshot_since(conn, config: ServerConfig, tables: list[CapturedTable], described: dict, start: BinlogPosition,
+                   end: BinlogPosition, files: list[str]) -> dict:
+    """``{table name: [file, pos]}``: where each of ``tables`` has its binlog changes read after, in a
+    snapshot at ``end`` whose binlog is read from ``start`` (``described``: each table's description
+    position, where it is of this server's binlog). Names whose changes start at ``start`` are left out."""
+    captured = {(t.database, t.table): t for t in tables}
+    since = {t.name: at for t in tables if (at := described.get(t.name)) is not None and at > start}
+    altered: set = set()
+    dropped: dict = {}                  # table -> (default database, statement, where) of its DROP
+    for here, info in _statements(conn, start, end, files):
+        schema, statement = logged_statement(info)
+        found, keys = touched(statement, schema, captured, (*_EMPTIED, ALTER))
+        for key in keys:
+            name = captured[key].name
+            if here <= since.get(name, start) or name in altered:
+                continue
+            if found.kind == ALTER:
+                altered.add(name)
+                continue
+            since[name] = here
+            if found.kind == DROP:
+                dropped[name] = (schema, statement, here)
+    for key, table in captured.items():
+        if table.name in dropped and (table.name in altered or not _same_table(conn, config, table)):
+            schema, statement, here = dropped[table.name]
+            refuse_rowless(schema, statement, here, {key: table})
+    return {name: [at.file, at.pos] for name, at in since.items()}
+
+
+def _same_table(conn, config: ServerConfig, table: CapturedTable) -> bool:
+    """Whether the server describes ``table`` now as the job does: created again as it was."""
+    try:
+        now = captured_table(conn, config, table.database, table.table)
+    except CatalogError:
+        return False
+    return [tuple(r[:5]) for r in now.described] == [tuple(r[:5]) for r in table.live] and now.key == table.key
+
+
+def _statements(conn, start: BinlogPosition, end: BinlogPosition, files: list[str]):
+    """(where it ends, Info) of each Query event between ``start`` and ``end``."""
+    later = files[files.index(start.file):] if start.file in files else []
+    for file in later:
+        for _at, kind, stop, info in file_events(conn, file, start.pos if file == start.file else 4):
+            here = BinlogPosition.of(file, stop)
+            if here > end:
+                return
+            if kind == "Query":
+                yield here, info
