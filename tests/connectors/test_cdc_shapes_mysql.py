@@ -136,3 +136,39 @@ def test_seed_4_merged_with_added_columns_and_shards(spark, private_mariadb, tmp
     run_mysql_shapes(spark, mysql_endpoint(private_mariadb.port, "test"), SHARED_POSTGRES, seed=4,
                      transactions=120, workdir=str(tmp_path), merged=True, ddl=0.06, added_tables=0.1,
                      deadline_s=300)
+
+
+def test_a_job_failing_on_a_statement_that_changes_no_compared_value_fails_the_check(spark, private_mariadb,
+                                                                                   tmp_path):
+    """M3: the check stopped at the first moment the targets equalled the sources. A statement
+    that fails the job for good but changes no compared value (an ALTER whose effect on the
+    columns SeaTide cannot tell) left them equal, and the check passed with the job dead. It
+    must wait for the stream to reach the binlog's end, running."""
+    with pytest.raises(AssertionError, match="(?s)the CDC stream failed: .*cannot tell"):
+        run_mysql_shapes(spark, mysql_endpoint(private_mariadb.port, "test"), SHARED_POSTGRES, seed=0,
+                         transactions=0, workdir=str(tmp_path), merged=True, shards=2, crashes=(),
+                         script=[["ALTER TABLE shard_0 CONVERT TO CHARACTER SET utf8mb4"]], deadline_s=120)
+
+
+def test_the_check_takes_the_way_out_only_for_seatides_own_refusals():
+    """M3: any failure text holding "was truncated" or "was dropped" was taken for a refusal the
+    check may recover from (a quoted statement, a table's name, another error's words). Only
+    SeaTide's own refusals of a statement without rows match, whole."""
+    from seatide.connectors.mysql_cdc.binlog import refuse_rowless
+    from seatide.connectors.mysql_cdc.catalog import CapturedTable
+    from seatide.connectors.mysql_cdc.position import BinlogPosition
+    from seatide.testing.cdc_shapes_mysql import GONE
+    from seatide.testing.cdc_shapes_pg_check import _way_out
+
+    captured = {("shop", "items"): CapturedTable("shop", "items", (("id", "int", "int", 10, 0),), ("id",))}
+    refusals = {}
+    for statement in ("TRUNCATE TABLE items", "DROP TABLE items", "UPDATE items SET id = id + 1"):
+        with pytest.raises(Exception) as refused:
+            refuse_rowless("shop", statement, BinlogPosition.of("binlog.000001", 400), captured)
+        refusals[statement] = next(filter(None, (_way_out(g, str(refused.value)) for g in GONE)), None)
+    assert refusals == {"TRUNCATE TABLE items": "was truncated", "DROP TABLE items": "was dropped",
+                        "UPDATE items SET id = id + 1": "logged as text, without rows"}
+    others = ["[seatide:permanent] MySQL-CDC: cannot follow the change of shop.items at binlog binlog.000001:9: "
+              "the statement: ALTER TABLE items COMMENT 'row was truncated'",
+              "Py4JJavaError: the partition was dropped while the job ran"]
+    assert [_way_out(g, text) for text in others for g in GONE] == [None] * 6

@@ -19,6 +19,7 @@ import argparse
 import io
 import os
 import random
+import re
 import secrets
 import shutil
 import tempfile
@@ -95,13 +96,22 @@ def restart_or_take_the_way_out(running: list, runner: "_Runner", gone: tuple, e
         runner.outcome.schema_changes += 1
         runner.seen = {change["table"]: change.get("seen")}
     elif "injected crash" not in error:
-        reason = next((g for g in gone if g in error), None)
+        reason = next(filter(None, (_way_out(g, error) for g in gone)), None)
         if reason is None or "submit it again" not in error:
             raise AssertionError(f"seed {runner.outcome.seed}: the CDC stream failed: {error[-3000:]}")
         runner.outcome.way_outs.append(reason)
         empty_targets()
         runner.start_over()
     running[0] = start()
+
+
+def _way_out(gone, error: str) -> str | None:
+    """The reason ``error`` fails for, if it is one of ``gone``: a phrase in it, or a pattern that
+    matches SeaTide's refusal whole (its group ``reason``)."""
+    if isinstance(gone, re.Pattern):
+        found = gone.search(error)
+        return found.group("reason") if found else None
+    return gone if gone in error else None
 
 
 def write_while_streaming(workload, source: Endpoint, outcome: ShapesOutcome, rng, transactions: int,
