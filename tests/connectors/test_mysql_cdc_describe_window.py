@@ -189,3 +189,13 @@ def test_a_table_created_again_with_other_columns_before_the_first_batch_is_stil
     private_mariadb.execute(f"DROP TABLE {table}", f"CREATE TABLE {table} (id INT PRIMARY KEY, other INT)")
     rows, stopped = stream(plugin, described)
     assert isinstance(stopped, str) and "was dropped" in stopped, stopped
+
+
+def test_a_missing_table_is_named_though_it_cannot_be_locked(private_mariadb, cdc_database):
+    """The lock taken to describe a table fails on a table that does not exist: the description
+    still names the table and the option to fix, not the server's error."""
+    from seatide.plugin.base import PermanentError
+
+    plugin = source(private_mariadb, [f"{cdc_database}.missing"])
+    with pytest.raises(PermanentError, match=rf"table {cdc_database}\.missing does not exist .* check table-names"):
+        plugin.discover(plugin.server_config())

@@ -24,6 +24,7 @@ from seatide.connectors.mysql_cdc.position import BinlogPosition
 
 # Errors that a new connection may cure: can't connect, server gone away, lost connection.
 _TRANSIENT = {2003, 2006, 2013}
+_NO_SUCH_TABLE = 1146
 
 
 @dataclass(frozen=True)
@@ -189,8 +190,10 @@ def described_at(conn, config: ServerConfig, database: str, table: str) -> tuple
         try:
             try:
                 cur.execute(f"SELECT 1 FROM `{database.replace('`', '``')}`.`{table.replace('`', '``')}` LIMIT 0")
-            except pymysql.err.MySQLError:      # no such table, or not readable: captured_table says which
-                pass
+            except pymysql.err.ProgrammingError as exc:
+                if exc.args[0] != _NO_SUCH_TABLE:   # described unlocked, a DDL statement could be in it twice
+                    raise
+                # no such table: captured_table says so, with the way out
             described = captured_table(conn, config, database, table)
             failpoints.hit("mysql_cdc.table_described")
             return described, shape_position(conn)

@@ -183,8 +183,8 @@ class MySqlCdcReader(DataSourceStreamReader):
             if kind != self._kind:
                 why = f"it keeps {self._kind or 'no'} GTIDs, not {kind} ones"
             elif offset.backfill is not None or offset.since:
-                why = ("tables added to the job were still being caught up at their own binlog positions of the "
-                       "old server, which cannot be carried over")
+                why = ("tables (added to the job, or described at later positions than others) were still being "
+                       "caught up at their own binlog positions of the old server, which cannot be carried over")
             found = locate(conn, kind, text, binlog_files(conn), current_position(conn)) if why is None else None
             if found is None:
                 raise permanent_in_worker(gtid_not_found_message(
