@@ -157,21 +157,24 @@ def test_a_table_altered_while_the_one_before_it_is_described_is_read_after_its_
     assert applied(rows) == {1: {"id": 1, "name": "a", "c1": 7}, 2: {"id": 2, "name": "b", "c1": 5}}, rows
 
 
-@pytest.mark.parametrize("change", ["truncate", "drop and create"])
-def test_a_table_emptied_between_its_description_and_the_first_batch_is_read_as_the_snapshot_finds_it(
+@pytest.mark.parametrize("change", ["truncate", "drop and create", "statement-logged delete"])
+def test_a_rowless_change_between_the_description_and_the_first_batch_is_read_as_the_snapshot_finds_it(
         change, private_mariadb, cdc_database):
-    """M1: a TRUNCATE (or a DROP and a CREATE of the same columns) after the query described the
-    table and before its first batch is in the snapshot, which is read after it; the binlog, read
-    from the description on, holds it too. Refused ("start over") though nothing is lost; passed
-    over, with the table's changes before it (the snapshot holds their outcome), the stream reads
-    on and the rows end as the table is."""
+    """M1: a TRUNCATE (or a DROP and a CREATE of the same columns, or a DELETE logged as text) after
+    the query described the table and before its first batch is in the snapshot, which is read
+    after it; the binlog, read from the description on, holds it too. Refused ("start over")
+    though nothing is lost; passed over, with the table's changes before it (the snapshot holds
+    their outcome), the stream reads on and the rows end as the table is."""
     table = f"{cdc_database}.items"
     create = f"CREATE TABLE {table} (id INT PRIMARY KEY, name VARCHAR(20))"
     private_mariadb.execute(create, f"INSERT INTO {table} VALUES (1, 'a')")
     plugin = source(private_mariadb, [table], "schema-changes.enabled = true")
     described = plugin.discover(plugin.server_config())          # the query starts
-    emptied = [f"TRUNCATE TABLE {table}"] if change == "truncate" else [f"DROP TABLE {table}", create]
-    private_mariadb.execute(f"INSERT INTO {table} VALUES (2, 'b')", *emptied, f"INSERT INTO {table} VALUES (3, 'c')")
+    rowless = {"truncate": [f"TRUNCATE TABLE {table}"], "drop and create": [f"DROP TABLE {table}", create],
+               "statement-logged delete": ["SET SESSION binlog_format = 'STATEMENT'",
+                                           f"DELETE FROM {table} WHERE id <= 2", "SET SESSION binlog_format = 'ROW'"]}
+    private_mariadb.execute(f"INSERT INTO {table} VALUES (2, 'b')", *rowless[change],
+                            f"INSERT INTO {table} VALUES (3, 'c')")
     rows, stopped = stream(plugin, described, lambda: private_mariadb.execute(
         f"INSERT INTO {table} VALUES (4, 'd')"))
     assert stopped is None, stopped

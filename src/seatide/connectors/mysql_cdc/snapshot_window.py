@@ -9,15 +9,17 @@ changes are read after (the offset's ``since``):
 * its own description's position: events up to it are in the description and in the snapshot;
   read again, a row of the layout before an ALTER that the description holds met the shape
   after it;
-* past that, and no later than *P*, a TRUNCATE of it, or a DROP and a CREATE of it with the
-  columns the description has: the snapshot, read after *P*, holds the table as it is after the
-  statement, so the statement and the table's changes before it are passed over. Refused, the job
-  had to start over though nothing was lost; read, the rows a TRUNCATE removed came back.
+* past that, and no later than *P*, a TRUNCATE of it, a DROP and a CREATE of it with the
+  columns the description has, or a change of it logged as text (binlog_format = STATEMENT):
+  the snapshot, read after *P*, holds the table as it is after the statement, so the statement
+  and the table's changes before it are passed over. Refused, the job had to start over though
+  nothing was lost; read, the rows a TRUNCATE removed came back.
 
 A table dropped and not created again, or created again with other columns, is refused here, as
-the stream refuses it (binlog.refuse_rowless), before a split reads it with the wrong columns. A
-TRUNCATE, DROP or CREATE after an ALTER of the table in the window is left to the stream, which
-refuses it: passing it over would pass the ALTER over too.
+the stream refuses it (binlog.refuse_rowless), before a split reads it with the wrong columns. Any
+of these after an ALTER of the table in the window is left to the stream, which refuses it:
+passing it over would pass the ALTER over too. A statement logged as text that changes the table
+through a trigger of another is left to the stream too.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from seatide.connectors.mysql_cdc.binlog import refuse_rowless
 from seatide.connectors.mysql_cdc.binlog_events import file_events
 from seatide.connectors.mysql_cdc.catalog import CapturedTable, CatalogError, ServerConfig, captured_table
 from seatide.connectors.mysql_cdc.position import BinlogPosition
-from seatide.connectors.mysql_cdc.statements import ALTER, CREATE, DROP, TRUNCATE, touched
+from seatide.connectors.mysql_cdc.statements import ALTER, CREATE, DML, DROP, TRUNCATE, touched
 
-_EMPTIED = (TRUNCATE, DROP, CREATE)
+# statements the snapshot holds the outcome of (DML: logged as text, by a session with binlog_format = STATEMENT)
+_HELD = (TRUNCATE, DROP, CREATE, DML)
 
 
 def snapshot_since(conn, config: ServerConfig, tables: list[CapturedTable], described: dict, start: BinlogPosition,
@@ -43,7 +46,7 @@ def snapshot_since(conn, config: ServerConfig, tables: list[CapturedTable], desc
     dropped: dict = {}                  # table -> (default database, statement, where) of its DROP
     for here, info in _statements(conn, start, end, files):
         schema, statement = logged_statement(info)
-        found, keys = touched(statement, schema, captured, (*_EMPTIED, ALTER))
+        found, keys = touched(statement, schema, captured, (*_HELD, ALTER))
         for key in keys:
             name = captured[key].name
             if here <= since.get(name, start) or name in altered:
