@@ -57,7 +57,8 @@ COLUMNS = "id BIGINT PRIMARY KEY, name VARCHAR(80), note TEXT, amount DECIMAL(20
 # matched whole; the check then takes the way out the message names. A phrase alone ("was truncated")
 # also took an error that quotes a statement or a table name holding it for a refusal.
 GONE = tuple(re.compile(r"\[seatide:permanent\] MySQL-CDC: [\w.]+ " + head) for head in (
-    r"(?P<reason>was truncated) while the job ran \(at binlog [^ ]+: .*\)\. A TRUNCATE is logged as a statement without rows",
+    r"(?P<reason>was truncated) while the job ran \(at binlog [^ ]+: .*\)\. "
+    r"A TRUNCATE is logged as a statement without rows",
     r"(?P<reason>was dropped) while the job ran \(at binlog [^ ]+: .*\)\. Its rows went without a row event",
     r"was changed at binlog [^ ]+ by a statement (?P<reason>logged as text, without rows): "))
 # A script's step that creates a shard and resumes the job capturing it too.
