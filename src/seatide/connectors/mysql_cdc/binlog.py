@@ -20,11 +20,13 @@ from seatide.connectors.mysql_cdc.batches import BatchBuilder
 from seatide.connectors.mysql_cdc.binlog_values import EMPTY_SET, LEFT_OUT, layout_difference, prepare, retyped_by_name
 from seatide.connectors.mysql_cdc.catalog import CapturedTable, ServerConfig
 from seatide.connectors.mysql_cdc.ddl import UnknownDdl, altered_table, parse_alter
+from seatide.connectors.mysql_cdc.gone_rows import GoneRows
 from seatide.connectors.mysql_cdc.position import BinlogPosition, lost_position_message
 from seatide.connectors.mysql_cdc.row_images import MISSING, RowCompleter
+from seatide.connectors.mysql_cdc.row_keys import key_of
 from seatide.connectors.mysql_cdc.statements import DML, DROP, RENAME, TRUNCATE, touched
 from seatide.connectors.mysql_cdc.triggers import Triggers
-from seatide.plugin.base import permanent_in_worker
+from seatide.plugin.base import PermanentError, permanent_in_worker
 from seatide.plugin.evolution import SchemaChanged
 from seatide.plugin.rowkind import RowKind
 
@@ -72,7 +74,6 @@ def read_range(config: ServerConfig, tables: Sequence[CapturedTable], part: Binl
 
 def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: BinlogRange,
              behaviour: str | None = None) -> Iterator:
-    from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.event import (ExecuteLoadQueryEvent, GtidEvent, MariadbGtidEvent, QueryEvent,
                                           RotateEvent, XidEvent)
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
@@ -81,25 +82,19 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
                 if part.covered is None or t.name in part.covered}
     index_of = {(t.database, t.table): i for i, t in enumerate(tables)}
     since = {tuple(name.split(".", 1)): at for name, at in part.since.items()}
-    completer = RowCompleter(config)
+    completer, gone = RowCompleter(config), GoneRows()
     triggers = Triggers(config)
     checked: set[int] = set()      # table ids whose layout was compared (an ALTER gets a new id)
     by_name: dict[int, bool] = {}  # table id -> its rows are read by column name (not by position)
-    stream = BinLogStreamReader(
-        connection_settings=config.replication_settings, server_id=config.server_id,
-        resume_stream=True, log_file=part.start.file, log_pos=part.start.pos, blocking=False,
-        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent, RotateEvent,
-                     GtidEvent, MariadbGtidEvent, ExecuteLoadQueryEvent],
-        only_schemas=sorted({t.database for t in tables}), only_tables=sorted({t.table for t in tables}),
-        # A table's map event is decoded once per read: a table id names one table layout
-        # (ALTER TABLE gets a new id), and decoding every map event doubled the cost per change.
-        freeze_schema=True)
+    stream = _binlog_stream(config, tables, part.start, [WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent,
+                                                         QueryEvent, RotateEvent, GtidEvent, MariadbGtidEvent,
+                                                         ExecuteLoadQueryEvent])
     gtid = None         # the GTID of the transaction being read (a DDL statement's, for its shape)
     try:
         for event in _events(stream, part.start):
             # A rotate event's position is in the file it ends, not in the one it names.
             if not isinstance(event, RotateEvent) and event.packet.log_pos and BinlogPosition.of(stream.log_file, event.packet.log_pos) > part.end:
-                return
+                break
             if isinstance(event, (GtidEvent, MariadbGtidEvent)):
                 gtid = str(event.gtid)
                 continue
@@ -127,25 +122,84 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
                     checked.add(event.table_id)
                 named = by_name[event.table_id]
                 prepare(event.columns)      # before .rows decodes them: see binlog_values
+            here = BinlogPosition.of(stream.log_file, event.packet.log_pos)
             if isinstance(event, WriteRowsEvent):
                 inserted = [_values(row["values"], row["none_sources"], table, named) for row in event.rows]
-                for values in completer.complete(table, inserted):
-                    yield index, values, RowKind.INSERT
+                for row, values in zip(inserted, completer.complete(table, inserted)):
+                    if values is None:          # gone by now: left out while a later removal is certain
+                        gone.hold(table, key_of(table, row), here)
+                    else:
+                        yield index, values, RowKind.INSERT
             elif isinstance(event, UpdateRowsEvent):
                 pairs = [(_values(row["before_values"], row["before_none_sources"], table, named),
                           _values(row["after_values"], row["after_none_sources"], table, named)) for row in event.rows]
                 # a column an after image left out did not change: the before image may have it
-                afters = completer.complete(table, [[b if a is MISSING else a for b, a in zip(before, after)]
-                                                    for before, after in pairs])
-                for (before, _), after in zip(pairs, afters):
+                wanted = [[b if a is MISSING else a for b, a in zip(before, after)] for before, after in pairs]
+                for (before, _), row, after in zip(pairs, wanted, completer.complete(table, wanted)):
+                    if gone and key_of(table, before) != key_of(table, row):
+                        gone.removed(table.name, key_of(table, before))
                     yield index, _present(before), RowKind.UPDATE_BEFORE
-                    yield index, after, RowKind.UPDATE_AFTER
+                    if after is None:
+                        gone.hold(table, key_of(table, row), here)
+                    else:
+                        yield index, after, RowKind.UPDATE_AFTER
             elif isinstance(event, DeleteRowsEvent):
                 for row in event.rows:
-                    yield index, _present(_values(row["values"], row["none_sources"], table, named)), RowKind.DELETE
+                    values = _present(_values(row["values"], row["none_sources"], table, named))
+                    if gone:
+                        gone.removed(table.name, key_of(table, values))
+                    yield index, values, RowKind.DELETE
     finally:
         stream.close()
         completer.close()
+    gone.confirm(lambda: _removals_after(config, captured, part.end, behaviour, gone))
+
+
+def _binlog_stream(config: ServerConfig, tables, start: BinlogPosition, events: list):
+    """A non-blocking read of ``events`` of ``tables`` from ``start`` to where the binlog ends now."""
+    from pymysqlreplication import BinLogStreamReader
+
+    return BinLogStreamReader(
+        connection_settings=config.replication_settings, server_id=config.server_id,
+        resume_stream=True, log_file=start.file, log_pos=start.pos, blocking=False, only_events=events,
+        only_schemas=sorted({t.database for t in tables}), only_tables=sorted({t.table for t in tables}),
+        # A table's map event is decoded once per read: a table id names one table layout
+        # (ALTER TABLE gets a new id), and decoding every map event doubled the cost per change.
+        freeze_schema=True)
+
+
+def _removals_after(config: ServerConfig, captured: dict, end: BinlogPosition, behaviour: str | None,
+                    gone: GoneRows) -> Iterator[tuple[str, tuple]]:
+    """(table, key) of each DELETE, and each UPDATE moving a key away, of a table with a held key
+    (gone_rows), in the binlog from ``end`` until it ends now; a layout that cannot be read ends it."""
+    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent
+
+    held = {name: t for name, t in captured.items() if gone.holds(t.name)}
+    stream = _binlog_stream(config, held.values(), end, [DeleteRowsEvent, UpdateRowsEvent])
+    by_name: dict[int, bool] = {}
+    try:
+        for event in _events(stream, end):
+            table = held.get((event.schema, event.table))
+            if table is None:
+                continue
+            if event.table_id not in by_name:
+                try:
+                    by_name[event.table_id] = _check_layout(table, event.table_map[event.table_id], behaviour)
+                except (SchemaChanged, PermanentError):
+                    return
+            prepare(event.columns)
+            for row in event.rows:
+                if isinstance(event, DeleteRowsEvent):
+                    yield table.name, key_of(table, _values(row["values"], row["none_sources"], table,
+                                                            by_name[event.table_id]))
+                    continue
+                before, after = (_values(row[f"{image}_values"], row[f"{image}_none_sources"], table,
+                                         by_name[event.table_id]) for image in ("before", "after"))
+                moved = key_of(table, [b if a is MISSING else a for b, a in zip(before, after)])
+                if key_of(table, before) != moved:
+                    yield table.name, key_of(table, before)
+    finally:
+        stream.close()
 
 
 def _events(stream, start: BinlogPosition) -> Iterator:

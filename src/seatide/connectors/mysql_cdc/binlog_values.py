@@ -18,6 +18,7 @@ An empty SET, which the decoder reports as None, becomes ''.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 from pymysql.charset import charset_by_name
@@ -44,10 +45,12 @@ def prepare(columns) -> None:
             column.set_values = [1 << i for i in range(64)]   # members come back as their bits
 
 
-def raw_converter(data_type: str, charset: str | None) -> Callable[[Any], Any]:
-    """From the decoder's value of a column (``information_schema`` DATA_TYPE and charset) to
-    the value PyMySQL returns for it in the snapshot."""
+def raw_converter(data_type: str, charset: str | None, column_type: str = "") -> Callable[[Any], Any]:
+    """From the decoder's value of a column (``information_schema`` DATA_TYPE, charset and
+    COLUMN_TYPE) to the value PyMySQL returns for it in the snapshot."""
     base = data_type.lower()
+    if base == "binary":        # logged without its trailing zero bytes, stored and read with them
+        return _padded(column_type)
     if base in ("enum",):
         return lambda v: v
     if base == "set":
@@ -58,6 +61,17 @@ def raw_converter(data_type: str, charset: str | None) -> Callable[[Any], Any]:
     if base in _TEXT_TYPES or base in _BINARY_TYPES:
         return lambda v: v.encode(_BYTE_FOR_BYTE) if isinstance(v, str) else v
     return lambda v: v
+
+
+def _padded(column_type: str) -> Callable[[Any], Any]:
+    found = re.search(r"\((\d+)\)", column_type)
+    width = int(found.group(1)) if found else 1
+
+    def pad(value: Any) -> Any:
+        if isinstance(value, str):
+            value = value.encode(_BYTE_FOR_BYTE)
+        return bytes(value).ljust(width, b"\0") if isinstance(value, (bytes, bytearray)) else value
+    return pad
 
 
 def _codec(charset: str) -> str:

@@ -115,7 +115,7 @@ class CapturedTable:
     def binlog_converters(self) -> tuple:
         """Per column: the binlog decoder's value -> the snapshot client's (``binlog_values``)."""
         charsets = self.charsets or (None,) * len(self.described)
-        return tuple(raw_converter(row[1], charset) for row, charset in zip(self.described, charsets))
+        return tuple(raw_converter(row[1], charset, row[2]) for row, charset in zip(self.described, charsets))
 
     # The driver describes the tables once, when the job starts; workers get the
     # description with the data source's options, so every batch sees the same layout.

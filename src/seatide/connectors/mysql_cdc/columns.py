@@ -90,9 +90,9 @@ def column(name: str, data_type: str, column_type: str, precision: int | None, s
     if base in _TEXT:
         return Column(name, column_type, "string", _to_text)
     if base == "enum":
-        return Column(name, column_type, "string", _to_enum(_quoted_values(column_type)))
+        return Column(name, column_type, "string", _to_enum(quoted_values(column_type)))
     if base == "set":
-        return Column(name, column_type, "string", _to_set(_quoted_values(column_type)))
+        return Column(name, column_type, "string", _to_set(quoted_values(column_type)))
     if base == "date":
         return Column(name, column_type, "date", _to_date)
     if base == "time":
@@ -114,7 +114,7 @@ def _width(column_type: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _quoted_values(column_type: str) -> list[str]:
+def quoted_values(column_type: str) -> list[str]:
     return [v.replace("''", "'") for v in re.findall(r"'((?:[^']|'')*)'", column_type)]
 
 
