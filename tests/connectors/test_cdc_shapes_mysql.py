@@ -126,13 +126,10 @@ def test_an_alter_between_the_description_of_the_tables_and_the_snapshot_positio
 
 @pytest.mark.soak
 @pytest.mark.timeout(1200)
-@pytest.mark.xfail(strict=True, reason=(
-    "open finding: seed 4 merged fails 2 of 2 runs (~3 min each) at the batch after the three ALTERs adding "
-    "c1 DECIMAL(6, 0) NOT NULL DEFAULT: psycopg NotNullViolation, failing row (29, name 221167, null, "
-    "950199.2500, null): an INSERT of id 29 into shard_1 by a MINIMAL-image session leaves c1 out, and a "
-    "later transaction moves the key (UPDATE shard_1 SET id = 55 WHERE id = 29); not yet reduced to a "
-    "scripted run"))
 def test_seed_4_merged_with_added_columns_and_shards(spark, private_mariadb, tmp_path):
+    """Once a strict xfail: an INSERT of id 29 into shard_1 by a MINIMAL-image session left c1 (NOT NULL)
+    out, a later transaction moved the key (UPDATE shard_1 SET id = 55 WHERE id = 29), and the row, gone
+    by its read, was written with null (NotNullViolation). Reduced: test_mysql_cdc_row_images.py."""
     run_mysql_shapes(spark, mysql_endpoint(private_mariadb.port, "test"), SHARED_POSTGRES, seed=4,
                      transactions=120, workdir=str(tmp_path), merged=True, ddl=0.06, added_tables=0.1,
                      deadline_s=300)

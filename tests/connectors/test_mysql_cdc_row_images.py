@@ -19,6 +19,8 @@ KEYS = {
     "bit": ("BIT(10)", "b'101'", b"\x00\x05"),
     "float": ("FLOAT", "0.1234567", 0.1234567),
     "binary": ("BINARY(4)", "'ab'", b"ab\x00\x00"),
+    # and, without binlog_row_metadata = FULL, an unsigned integer past the signed range as negative
+    "bigint unsigned": ("BIGINT UNSIGNED", "18446744073709551000", 18446744073709551000),
 }
 
 
@@ -35,19 +37,26 @@ def changes(reader, start, end) -> list[tuple]:
             for r in read_range(reader, start, end)]
 
 
+@pytest.mark.parametrize("metadata", ["FULL", "NO_LOG"])
 @pytest.mark.parametrize("kind", sorted(KEYS))
-def test_a_column_left_out_of_the_row_image_is_read_by_a_key_of_any_type(private_mariadb, cdc_database, kind):
+def test_a_column_left_out_of_the_row_image_is_read_by_a_key_of_any_type(private_mariadb, cdc_database, kind,
+                                                                         metadata):
     """An UPDATE logged MINIMAL carries the key (before image) and the column it set: the nullable
-    column it left out is read from the table by the key, and must be the source's value, not null."""
+    column it left out is read from the table by the key, and must be the source's value, not null,
+    whether the binlog names and types its columns fully (binlog_row_metadata) or not."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
     sql_type, literal, presented = KEYS[kind]
-    server, table = private_mariadb, f"{cdc_database}.keyed_{kind}"
+    server, table = private_mariadb, f"{cdc_database}.keyed"
     server.execute(f"CREATE TABLE {table} (k {sql_type} PRIMARY KEY, n INT, note VARCHAR(20))",
                    f"INSERT INTO {table} VALUES ({literal}, 1, 'kept')")
     reader = reader_of(server, [table], "server-id = 5450")
     start = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
-    minimal(server, f"UPDATE {table} SET n = 2 WHERE n = 1")     # (k = 0.1234567 misses the FLOAT)
+    server.execute(f"SET GLOBAL binlog_row_metadata = '{metadata}'")
+    try:
+        minimal(server, f"UPDATE {table} SET n = 2 WHERE n = 1")     # (k = 0.1234567 misses the FLOAT)
+    finally:
+        server.execute("SET GLOBAL binlog_row_metadata = 'FULL'")     # the private server's own setting
     after = [row for row in changes(reader, start, reader.latestOffset(start, ReadAllAvailable()))
              if row[0] == RowKind.UPDATE_AFTER]
     if kind == "float":

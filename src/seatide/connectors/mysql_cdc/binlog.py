@@ -17,12 +17,12 @@ from pyspark.sql.datasource import InputPartition
 
 from seatide.connectors.cdc_way_out import START_OVER
 from seatide.connectors.mysql_cdc.batches import BatchBuilder
-from seatide.connectors.mysql_cdc.binlog_values import EMPTY_SET, LEFT_OUT, layout_difference, prepare, retyped_by_name
+from seatide.connectors.mysql_cdc.binlog_values import layout_difference, prepare, retyped_by_name
 from seatide.connectors.mysql_cdc.catalog import CapturedTable, ServerConfig
 from seatide.connectors.mysql_cdc.ddl import UnknownDdl, altered_table, parse_alter
 from seatide.connectors.mysql_cdc.gone_rows import GoneRows
 from seatide.connectors.mysql_cdc.position import BinlogPosition, lost_position_message
-from seatide.connectors.mysql_cdc.row_images import MISSING, RowCompleter
+from seatide.connectors.mysql_cdc.row_images import MISSING, RowCompleter, image_values, left_out_as_null
 from seatide.connectors.mysql_cdc.row_keys import key_of
 from seatide.connectors.mysql_cdc.statements import DML, DROP, RENAME, TRUNCATE, touched
 from seatide.connectors.mysql_cdc.triggers import Triggers
@@ -124,28 +124,28 @@ def _changes(config: ServerConfig, tables: Sequence[CapturedTable], part: Binlog
                 prepare(event.columns)      # before .rows decodes them: see binlog_values
             here = BinlogPosition.of(stream.log_file, event.packet.log_pos)
             if isinstance(event, WriteRowsEvent):
-                inserted = [_values(row["values"], row["none_sources"], table, named) for row in event.rows]
+                inserted = [image_values(event, row, "values", table, named) for row in event.rows]
                 for row, values in zip(inserted, completer.complete(table, inserted)):
                     if values is None:          # gone by now: left out while a later removal is certain
                         gone.hold(table, key_of(table, row), here)
                     else:
                         yield index, values, RowKind.INSERT
             elif isinstance(event, UpdateRowsEvent):
-                pairs = [(_values(row["before_values"], row["before_none_sources"], table, named),
-                          _values(row["after_values"], row["after_none_sources"], table, named)) for row in event.rows]
+                pairs = [(image_values(event, row, "before", table, named), image_values(event, row, "after", table, named))
+                         for row in event.rows]
                 # a column an after image left out did not change: the before image may have it
                 wanted = [[b if a is MISSING else a for b, a in zip(before, after)] for before, after in pairs]
                 for (before, _), row, after in zip(pairs, wanted, completer.complete(table, wanted)):
                     if gone and key_of(table, before) != key_of(table, row):
                         gone.removed(table.name, key_of(table, before))
-                    yield index, _present(before), RowKind.UPDATE_BEFORE
+                    yield index, left_out_as_null(before), RowKind.UPDATE_BEFORE
                     if after is None:
                         gone.hold(table, key_of(table, row), here)
                     else:
                         yield index, after, RowKind.UPDATE_AFTER
             elif isinstance(event, DeleteRowsEvent):
                 for row in event.rows:
-                    values = _present(_values(row["values"], row["none_sources"], table, named))
+                    values = left_out_as_null(image_values(event, row, "values", table, named))
                     if gone:
                         gone.removed(table.name, key_of(table, values))
                     yield index, values, RowKind.DELETE
@@ -171,33 +171,38 @@ def _binlog_stream(config: ServerConfig, tables, start: BinlogPosition, events: 
 def _removals_after(config: ServerConfig, captured: dict, end: BinlogPosition, behaviour: str | None,
                     gone: GoneRows) -> Iterator[tuple[str, tuple]]:
     """(table, key) of each DELETE, and each UPDATE moving a key away, of a table with a held key
-    (gone_rows), in the binlog from ``end`` until it ends now; a layout that cannot be read ends it."""
+    (gone_rows), in the binlog from ``end`` until it ends now. A change the stream will refuse
+    there (refuse_rowless: TRUNCATE, DROP, a statement logged without rows) fails as the stream
+    would; rows past an ALTER TABLE are read by the names the binlog gives them, or end the look."""
+    from pymysqlreplication.event import ExecuteLoadQueryEvent, QueryEvent
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent
 
     held = {name: t for name, t in captured.items() if gone.holds(t.name)}
-    stream = _binlog_stream(config, held.values(), end, [DeleteRowsEvent, UpdateRowsEvent])
-    by_name: dict[int, bool] = {}
+    stream = _binlog_stream(config, held.values(), end, [DeleteRowsEvent, UpdateRowsEvent, QueryEvent,
+                                                         ExecuteLoadQueryEvent])
+    triggers, readable = Triggers(config), {}
     try:
         for event in _events(stream, end):
-            table = held.get((event.schema, event.table))
-            if table is None:
+            if isinstance(event, (QueryEvent, ExecuteLoadQueryEvent)):
+                schema, statement = _load_query(event) if isinstance(event, ExecuteLoadQueryEvent) else (
+                    (event.schema.decode() if isinstance(event.schema, bytes) else event.schema) or None, event.query)
+                refuse_rowless(schema, statement or "", BinlogPosition.of(stream.log_file, event.packet.log_pos),
+                               held, triggers)
                 continue
-            if event.table_id not in by_name:
-                try:
-                    by_name[event.table_id] = _check_layout(table, event.table_map[event.table_id], behaviour)
-                except (SchemaChanged, PermanentError):
+            table = held.get((event.schema, event.table))
+            layout = event.table_map[event.table_id] if table is not None else None
+            if table is None or not readable.setdefault(event.table_id, getattr(layout, "column_name_flag", False)
+                                                         or layout_difference(table.live, layout) is None):
+                if table is not None:
                     return
+                continue
             prepare(event.columns)
+            named = getattr(layout, "column_name_flag", False)
             for row in event.rows:
-                if isinstance(event, DeleteRowsEvent):
-                    yield table.name, key_of(table, _values(row["values"], row["none_sources"], table,
-                                                            by_name[event.table_id]))
-                    continue
-                before, after = (_values(row[f"{image}_values"], row[f"{image}_none_sources"], table,
-                                         by_name[event.table_id]) for image in ("before", "after"))
-                moved = key_of(table, [b if a is MISSING else a for b, a in zip(before, after)])
-                if key_of(table, before) != moved:
-                    yield table.name, key_of(table, before)
+                images = ("values",) if isinstance(event, DeleteRowsEvent) else ("before", "after")
+                keys = [key_of(table, image_values(event, row, image, table, named)) for image in images]
+                if len(keys) == 1 or keys[0] != tuple(b if a is MISSING else a for b, a in zip(*keys)):
+                    yield table.name, keys[0]
     finally:
         stream.close()
 
@@ -339,36 +344,3 @@ def _check_layout(table: CapturedTable, layout, behaviour: str | None) -> bool:
     if getattr(layout, "column_name_flag", False) and retyped_by_name(table.described, layout) is None:
         return True
     raise SchemaChanged(table.name, {"binlog": difference})
-
-
-def _values(values: dict, none_sources: dict, table: CapturedTable, named: bool = False) -> list:
-    # Values come in column order; without binlog_row_metadata = FULL their names may be
-    # placeholders, so we match them to the table's columns by position, unless the table changed
-    # since the job read it (``named``: the binlog names each value's column).
-    if named:
-        row = []
-        for name, convert in table.converters_by_name.items():
-            value = values.get(name)
-            reason = none_sources.get(name) if name in values else None
-            row.append(("" if reason == EMPTY_SET else MISSING if reason == LEFT_OUT else None) if value is None
-                       else convert(value))
-        return row
-    width = len(table.live)
-    if len(values) != width:
-        raise permanent_in_worker(
-            f"MySQL-CDC: a binlog row of {table.name} has {len(values)} columns but the table had "
-            f"{width} when the job started; schema changes are not followed. To capture the table as it is "
-            f"now, {START_OVER}")
-    row = []
-    for (name, value), convert in zip(values.items(), table.binlog_converters):
-        if value is None:
-            reason = none_sources.get(name)
-            row.append("" if reason == EMPTY_SET else MISSING if reason == LEFT_OUT else None)
-        else:
-            row.append(convert(value))
-    return row + [None] * (len(table.described) - width)     # retired columns: none in a row of today
-
-
-def _present(values: list) -> list:
-    """A before image or deleted row: what it left out stays null (it is applied by key)."""
-    return [None if v is MISSING else v for v in values]

@@ -29,7 +29,7 @@ _ARROW = {
     T.DoubleType(): pa.float64(), T.StringType(): pa.string(), T.BinaryType(): pa.binary(),
     T.DateType(): pa.date32(), T.TimestampNTZType(): pa.timestamp("us"),
 }
-_UNSIGNED_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "integer": 32, "bigint": 64}
+UNSIGNED_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "integer": 32, "bigint": 64}
 # (integer type, unsigned) -> SeaTunnel type wide enough for every value; the rest are int.
 _INTEGER_TYPES = {("tinyint", False): "tinyint", ("tinyint", True): "smallint",
                   ("smallint", False): "smallint", ("bigint", False): "bigint",
@@ -72,9 +72,9 @@ def column(name: str, data_type: str, column_type: str, precision: int | None, s
     width = _width(full)
     if (base == "bit" and width in (None, 1)) or (base == "tinyint" and width == 1):
         return Column(name, column_type, "boolean", _to_bool)
-    if base in _UNSIGNED_BITS:
+    if base in UNSIGNED_BITS:
         seatunnel = _INTEGER_TYPES.get((base, unsigned), "int")
-        bits = _UNSIGNED_BITS[base] if unsigned else 0
+        bits = UNSIGNED_BITS[base] if unsigned else 0
         return Column(name, column_type, seatunnel, _to_int(bits, seatunnel == "decimal(20,0)"))
     if base == "year":
         return Column(name, column_type, "int", _to_int(0, False))

@@ -23,12 +23,64 @@ from __future__ import annotations
 
 import pymysql
 
+from seatide.connectors.cdc_way_out import START_OVER
+from seatide.connectors.mysql_cdc.binlog_values import EMPTY_SET, LEFT_OUT
 from seatide.connectors.mysql_cdc.catalog import CapturedTable, ServerConfig
 from seatide.connectors.mysql_cdc.row_keys import compared, key_positions, read_back
 from seatide.connectors.mysql_cdc.snapshot import quote
 from seatide.plugin.base import permanent_in_worker
 
 MISSING = object()   # a column the row image left out (never leaves this process)
+
+
+# A row image's values, why a value is None, and which columns it holds (a bit each, in order).
+_IMAGES = {"values": ("values", "none_sources", "columns_present_bitmap"),
+           "before": ("before_values", "before_none_sources", "columns_present_bitmap"),
+           "after": ("after_values", "after_none_sources", "columns_present_bitmap2")}
+
+
+def image_values(event, row: dict, image: str, table: CapturedTable, named: bool) -> list:
+    """One image of a row event's row as ``_values`` gives it."""
+    values, sources, bitmap = _IMAGES[image]
+    return _values(row[values], row[sources], table, named, getattr(event, bitmap, None))
+
+
+def _values(values: dict, none_sources: dict, table: CapturedTable, named: bool = False,
+            bitmap: bytes | None = None) -> list:
+    # Values come in column order; without binlog_row_metadata = FULL their names may be
+    # placeholders, so we match them to the table's columns by position, unless the table changed
+    # since the job read it (``named``: the binlog names each value's column). A column the image
+    # left out is told by the image's bitmap: without FULL metadata the decoder files its reason
+    # under no name and reports the column as null (mysql-replication 1.0).
+    left = {name for i, name in enumerate(values) if bitmap is not None and not bitmap[i // 8] >> i % 8 & 1}
+    none_sources = {**none_sources, **{name: LEFT_OUT for name in left}}
+    if named:
+        row = []
+        for name, convert in table.converters_by_name.items():
+            value = values.get(name)
+            reason = none_sources.get(name) if name in values else None
+            row.append(("" if reason == EMPTY_SET else MISSING if reason == LEFT_OUT else None) if value is None
+                       else convert(value))
+        return row
+    width = len(table.live)
+    if len(values) != width:
+        raise permanent_in_worker(
+            f"MySQL-CDC: a binlog row of {table.name} has {len(values)} columns but the table had "
+            f"{width} when the job started; schema changes are not followed. To capture the table as it is "
+            f"now, {START_OVER}")
+    row = []
+    for (name, value), convert in zip(values.items(), table.binlog_converters):
+        if value is None:
+            reason = none_sources.get(name)
+            row.append("" if reason == EMPTY_SET else MISSING if reason == LEFT_OUT else None)
+        else:
+            row.append(convert(value))
+    return row + [None] * (len(table.described) - width)     # retired columns: none in a row of today
+
+
+def left_out_as_null(values: list) -> list:
+    """A before image or deleted row: what it left out stays null (it is applied by key)."""
+    return [None if v is MISSING else v for v in values]
 
 
 class RowCompleter:
