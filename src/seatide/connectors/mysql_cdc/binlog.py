@@ -26,7 +26,7 @@ from seatide.connectors.mysql_cdc.row_images import MISSING, RowCompleter, image
 from seatide.connectors.mysql_cdc.row_keys import key_of
 from seatide.connectors.mysql_cdc.statements import DML, DROP, RENAME, TRUNCATE, touched
 from seatide.connectors.mysql_cdc.triggers import Triggers
-from seatide.plugin.base import PermanentError, permanent_in_worker
+from seatide.plugin.base import permanent_in_worker
 from seatide.plugin.evolution import SchemaChanged
 from seatide.plugin.rowkind import RowKind
 
@@ -180,7 +180,7 @@ def _removals_after(config: ServerConfig, captured: dict, end: BinlogPosition, b
     held = {name: t for name, t in captured.items() if gone.holds(t.name)}
     stream = _binlog_stream(config, held.values(), end, [DeleteRowsEvent, UpdateRowsEvent, QueryEvent,
                                                          ExecuteLoadQueryEvent])
-    triggers, readable = Triggers(config), {}
+    triggers = Triggers(config)
     try:
         for event in _events(stream, end):
             if isinstance(event, (QueryEvent, ExecuteLoadQueryEvent)):
@@ -190,14 +190,13 @@ def _removals_after(config: ServerConfig, captured: dict, end: BinlogPosition, b
                                held, triggers)
                 continue
             table = held.get((event.schema, event.table))
-            layout = event.table_map[event.table_id] if table is not None else None
-            if table is None or not readable.setdefault(event.table_id, getattr(layout, "column_name_flag", False)
-                                                         or layout_difference(table.live, layout) is None):
-                if table is not None:
-                    return
+            if table is None:
                 continue
-            prepare(event.columns)
+            layout = event.table_map[event.table_id]
             named = getattr(layout, "column_name_flag", False)
+            if not named and layout_difference(table.live, layout) is not None:
+                return          # rows that cannot be read by position: the look ends here
+            prepare(event.columns)
             for row in event.rows:
                 images = ("values",) if isinstance(event, DeleteRowsEvent) else ("before", "after")
                 keys = [key_of(table, image_values(event, row, image, table, named)) for image in images]

@@ -40,7 +40,7 @@ _IMAGES = {"values": ("values", "none_sources", "columns_present_bitmap"),
 
 
 def image_values(event, row: dict, image: str, table: CapturedTable, named: bool) -> list:
-    """One image of a row event's row as ``_values`` gives it."""
+    """One image (``values``, ``before``, ``after``) of a row event's row, as ``_values`` gives it."""
     values, sources, bitmap = _IMAGES[image]
     return _values(row[values], row[sources], table, named, getattr(event, bitmap, None))
 
@@ -52,8 +52,9 @@ def _values(values: dict, none_sources: dict, table: CapturedTable, named: bool 
     # since the job read it (``named``: the binlog names each value's column). A column the image
     # left out is told by the image's bitmap: without FULL metadata the decoder files its reason
     # under no name and reports the column as null (mysql-replication 1.0).
-    left = {name for i, name in enumerate(values) if bitmap is not None and not bitmap[i // 8] >> i % 8 & 1}
-    none_sources = {**none_sources, **{name: LEFT_OUT for name in left}}
+    if bitmap is not None and int.from_bytes(bitmap, "little").bit_count() < len(values):
+        left = [name for i, name in enumerate(values) if not bitmap[i // 8] >> i % 8 & 1]
+        none_sources = {**none_sources, **dict.fromkeys(left, LEFT_OUT)}
     if named:
         row = []
         for name, convert in table.converters_by_name.items():
