@@ -3,10 +3,10 @@
 A session may set ``binlog_row_image = MINIMAL`` or ``NOBLOB`` whatever the server's
 default (the job checks only the global setting): an UPDATE then logs in its after image
 only the columns it set (MINIMAL; not even the key), a DELETE and a before image only the
-key, an INSERT only the columns given. A column left out is not null, and an upsert of null
-would overwrite the target's value. So a row image's missing columns are taken from the
-update's before image when it has them, and otherwise read from the table by the row's key,
-as it is when the batch is read. That value may be newer than the change's own; the later
+key, an INSERT only the columns given (the image's column bitmap says which: ``image_values``).
+A column left out is not null, and an upsert of null would overwrite the target's value. So a
+row image's missing columns are taken from the update's before image when it has them, and
+otherwise read from the table by the row's key, as it is when the batch is read. That value may be newer than the change's own; the later
 changes that made it newer follow in the binlog, so the target ends equal to the source.
 Before images and deleted rows keep nulls: a sink applies them by key alone. The key is compared
 in the form the server stores (row_keys). An after image whose row is gone when read (a later
