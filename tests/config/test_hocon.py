@@ -179,3 +179,15 @@ def test_a_parse_error_names_the_line_of_the_job_file():
         load_job_text("env {}\nsource {\n  FakeSource { row.num = [,] }\n}\nsink { Console {} }", source_name="j.conf")
     assert info.value.line == 3
     assert "expected a list element, found ','" in str(info.value)
+
+
+def test_where_each_value_is_written_is_known_inside_objects_in_lists_too():
+    # SeaTunnel's JSON form holds its plugins in lists: a sink's path there is rewritten in place (local_paths)
+    text = '{"sink": [{"plugin_name": "LocalFile", "path": "out", "opts": {"deep": "x"}}, {"path": [1, 2]}]}'
+    spans = parse(text).spans
+    at = spans[("sink", "[0]", "path")][-1]
+    assert text[at.start:at.end] == '"out"' and at.quote == '"'
+    deep = spans[("sink", "[0]", "opts", "deep")][-1]
+    assert text[deep.start:deep.end] == '"x"'
+    second = spans[("sink", "[1]", "path", "[1]")][-1]
+    assert text[second.start:second.end] == "2"

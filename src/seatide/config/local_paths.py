@@ -13,8 +13,8 @@ makes it one place, as the job is recorded:
   the text as written, so every attempt writes, and keys, one directory.
 
 Which options are local paths, each sink says (``Sink.local_path_options``). A path filled in from a
-``-i`` variable cannot be rewritten in the text: it is refused in both modes. A JSON job file keeps its
-variables as written where it is rewritten (``_json_document``).
+``-i`` variable cannot be rewritten in the text: it is refused in both modes. A JSON job file is rewritten
+the same way, in place (the parser records where each value of an object in a list is written).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import os
 import re
 
 from seatide.config.job import ConfigError, JobConfig, PluginSpec
-from seatide.config.job_text import _VARIABLE, unmark
+from seatide.config.job_text import unmark
 
 _FILE_SCHEME = re.compile(r"^file:(//)?")
 
@@ -45,69 +45,26 @@ def placed_text(job: JobConfig, paths_from: str | None) -> str:
     it is when there is none. ``ConfigError`` where ``paths_from`` is None (a cluster) or the path
     came from a variable."""
     text, spans = job.text, (job.parsed.spans if job.parsed is not None else None) or {}
-    document, variables = _json_document(text)
-    rewrites, set_in_json = [], False
+    rewrites = []
     for spec, option, value in relative_paths(job):
-        span = next((found[-1] for path, found in spans.items() if path[0] == "sink" and len(path) == 3
-                     and unmark(path[1]) == ("sink", spec.index) and path[2] == option), None)
-        in_json = document is not None and _json_sink(document, spec.index).get(option) == value
-        if paths_from is None or (span is None and not in_json):
+        span = _span(spans, spec.index, option)
+        if paths_from is None or span is None:
             raise ConfigError(job.source_name, _refusal(option, value, span is None), plugin=spec.label,
                               option=option, line=spec.line)
-        if span is None:        # a JSON job file (SeaTunnel's .json form) has no spans: its value is set
-            _json_sink(document, spec.index)[option] = _placed(value, paths_from)
-            set_in_json = True
-        else:
-            rewrites.append((span, _placed(value, paths_from)))
-    if set_in_json:
-        return _variables_back(json.dumps(document, indent=2), variables)
+        rewrites.append((span, _placed(value, paths_from)))
     for span, placed in sorted(rewrites, key=lambda r: r[0].start, reverse=True):    # from the end: offsets hold
         text = text[:span.start] + json.dumps(placed) + text[span.end:]
     return text
 
 
-def _json_document(text: str) -> tuple[dict | None, dict[str, str]]:
-    """The job file as JSON when it is SeaTunnel's JSON form (its sinks a list), else None; with the markers that
-    stand in it for its ``${...}`` variables (review of 69dbcb9, F5: the text as written is JSON only once they are
-    filled in, and a marker keeps a value made with one from looking literal). Each marker is a string of its
-    own where the variable stands outside a string (``"row.num": ${ROWS}``), else part of its string."""
-    parts, markers, at, quoted, escaped = [], {}, 0, False, False     # escaped: after a backslash in a string
-    nonce = next(f"@@seatide{n}@@" for n in range(len(text) + 1) if f"@@seatide{n}@@" not in text)
-    matches = {m.start(): m for m in _VARIABLE.finditer(text)}
-    for i, ch in enumerate(text):
-        if i < at:
-            continue
-        if i in matches:
-            marker = f"{nonce}{len(markers)}@"
-            markers[marker if quoted else json.dumps(marker)] = matches[i].group(0)
-            parts.append(marker if quoted else json.dumps(marker))
-            at = matches[i].end()
-            continue
-        parts.append(ch)
-        if escaped:
-            escaped = False
-        elif quoted and ch == "\\":
-            escaped = True
-        elif ch == '"':
-            quoted = not quoted
-    try:
-        document = json.loads("".join(parts))
-    except ValueError:
-        return None, {}
-    return (document, markers) if isinstance(document, dict) and isinstance(document.get("sink"), list) else (None, {})
-
-
-def _variables_back(text: str, markers: dict[str, str]) -> str:
-    """The dumped document with each variable as written where its marker stands (each ends in ``@``: none is
-    the start of another)."""
-    for marker in markers:
-        text = text.replace(marker, markers[marker])
-    return text
-
-
-def _json_sink(document: dict, index: int) -> dict:
-    sinks = document["sink"]
-    return sinks[index] if 0 <= index < len(sinks) and isinstance(sinks[index], dict) else {}
+def _span(spans, index: int, option: str):
+    """Where sink ``index``'s ``option`` is written: in a block (``sink { LocalFile { path = ... } }``) or in
+    SeaTunnel's JSON form (``"sink": [{"path": ...}]``); None when a variable made it (no text to rewrite)."""
+    for path, found in spans.items():
+        if len(path) == 3 and path[0] == "sink" and path[2] == option and (
+                unmark(path[1]) == ("sink", index) or path[1] == f"[{index}]"):
+            return found[-1]
+    return None
 
 
 def _placed(value: str, base: str) -> str:

@@ -149,10 +149,16 @@ class Builder:
 
 
     def _note_spans(self, path: tuple[str, ...], concat: Concat) -> None:
-        """The span of a value written as text, or of each such element of a list."""
+        """The span of a value written as text, or of each such element of a list, or of each such value
+        of an object in a list (SeaTunnel's JSON form: ``"sink": [{"path": "out"}]`` -> ("sink", "[0]", "path"))."""
         if len(concat.parts) == 1 and isinstance(concat.parts[0], Arr):
             for i, item in enumerate(concat.parts[0].items):
                 self._note_spans((*path, f"[{i}]"), item)
+            return
+        solid = [p for p in concat.parts if not (isinstance(p, Token) and p.kind == "ws")]
+        if len(solid) == 1 and isinstance(solid[0], Obj):
+            for field in solid[0].fields:
+                self._note_spans((*path, *field.path), field.value)
             return
         if all(isinstance(p, Token) and p.kind != "subst" for p in concat.parts):
             first, last = concat.parts[0], concat.parts[-1]
