@@ -60,6 +60,7 @@ def test_a_batch_staged_and_never_published_does_not_keep_the_lock_from_a_carrie
     A's next batch (PaimonTargets.begin) lets the lock go. Pipeline B's carrier in the same driver
     waits for it; the supervisor's cancel cannot reach a thread blocked in flock: the attempt never ends."""
     warehouse, decided = _table(tmp_path)
+    monkeypatch.setattr(table_lock, "WAIT_S", 1.0)      # (fixed: the wait is bounded; 90s by default)
     points = Points(monkeypatch)
     failed = _target(warehouse)
     failed.stage_arrow(_rows(10), USER, 1)       # staged; the batch then fails before its decision
@@ -73,6 +74,9 @@ def test_a_batch_staged_and_never_published_does_not_keep_the_lock_from_a_carrie
     carrier.finish()
     assert not still_waiting, ("a carrier waits for the lock a failed pipeline's staged batch keeps while the "
                                "driver lives; nothing ends the wait nor says what it waits for")
+    assert isinstance(carrier.raised, table_lock.TableLockWait), carrier.raised
+    assert "a writer of db.t (shared, process" in str(carrier.raised), carrier.raised   # who holds it, named
+    assert _ids(warehouse) == [1, 2]
 
 
 def test_a_filesystem_refusing_flock_fails_with_what_to_do(tmp_path, monkeypatch):

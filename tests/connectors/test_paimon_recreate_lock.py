@@ -55,11 +55,12 @@ def _rows(*ids: int):
 
 
 def recreate(warehouse: str, decided: dict, *looks: bool) -> None:
-    """A carrier of the decision: the door's "still owed" answers ``looks`` in turn (the last one repeated)."""
+    """A carrier of job 1's decision, made when the table held ``_table``'s one snapshot: the door's
+    "still owed" answers ``looks`` in turn (the last one repeated)."""
     answers = list(looks)
     carrier = _target(warehouse)
     carrier.destroy_owed = lambda carried_out: answers.pop(0) if len(answers) > 1 else answers[0]
-    carrier.destroy({"recreate": decided}, lambda: None)
+    carrier.destroy({"recreate": decided, "held": 1, "own": "T_job_1_"}, lambda: None)
 
 
 def _ids(warehouse: str):
@@ -193,8 +194,9 @@ def _beside_a_carrier_held_after_its_rename(tmp_path, monkeypatch, second_carrie
     first.finish()
     second.finish()
     path, tombstone = _paths(warehouse, decided)
-    assert os.path.isdir(tombstone) and os.listdir(tombstone) == ["dropped-by-seatide"], \
+    assert not os.path.exists(tombstone) and _ids(warehouse) is None, \
         f"the decided table was not dropped once: {os.listdir(os.path.dirname(tombstone))} ({first.raised!r})"
+    assert not [e for e in os.listdir(os.path.dirname(path)) if e.startswith(".t.dropped-")], "a dropped table kept"
     assert not os.path.exists(path), f"left at the table's path: {os.listdir(path)}"
     return first, second
 

@@ -184,6 +184,9 @@ class SinkTargets:
         """A batch is about to run, before its targets are prepared; by default nothing. (Jdbc
         decides here where a multi-table sink's records live, which its save modes read.)"""
 
+    def let_go(self) -> None:
+        """A batch ended, published or failed anywhere: what its targets held for it is let go (Paimon's locks)."""
+
     def apply(self, work: dict[str, TargetRows], batch: Batch, before: dict[str, dict]) -> dict[str, dict]:
         """(``decided_in_store`` False) apply each target's rows; each target's state after it. By
         default each target in turn; a system that commits several targets in one transaction (the
@@ -279,8 +282,7 @@ class SinkRun:
         return done
 
     def write(self, frames, batch_id: int, transaction_id: str | None = None) -> BatchResult:
-        """Run one batch (``frames``: a DataFrame, or a routed pipeline's ``TableFrames``) through
-        the sink at most once, whatever crashed before."""
+        """Run one batch (a DataFrame, or a routed ``TableFrames``) at most once, whatever crashed before."""
         transaction_id = transaction_id or f"{self.transaction_prefix}{batch_id}"
         done = self.log.committed(batch_id)
         if done is not None:
@@ -301,17 +303,10 @@ class SinkRun:
         self.targets.begin(batch)
         self._prepare(frames, before)
         if self.targets.decided_in_store:
-            parts, states = {}, {}
-            for key, rows in work.items():
-                staged = self.targets.target(key).stage(rows, replace(batch, previous_state=before.get(key, {})))
-                parts[key], states[key] = staged.publish, staged.state
-            state = self.targets.batch_state(previous, states)
-            self.targets.check_batch(state)
-            failpoints.hit("sink.before_decision")
-            decided = self.decisions.decide(batch_id, transaction_id,
-                                            {"publish": self.targets.publish_record(parts), "state": state})
-            failpoints.hit("sink.after_decision")
-            return BatchResult(batch_id, self._publish(batch_id, transaction_id, decided), replayed=False)
+            try:
+                return self._stage_decide_publish(work, batch, before, previous)
+            finally:        # published or failed between stage and publish: never a hold kept while the driver lives
+                self.targets.let_go()
         # A sink that applies decides in its target's own commit: its steps are named alike (zombies, crashes)
         failpoints.hit("sink.before_decision")
         if self.targets.keeps_rows:     # seen before that commit by a fresh start's save modes (review 8, G)
@@ -324,6 +319,19 @@ class SinkRun:
         self.log.commit(batch_id, state)
         replayed = bool(states) and all(s.get("replayed") for s in states.values())    # each target's record had it
         return BatchResult(batch_id, state, replayed=replayed)
+
+    def _stage_decide_publish(self, work: dict[str, TargetRows], batch: Batch, before: dict, previous: dict):
+        parts, states = {}, {}
+        for key, rows in work.items():
+            staged = self.targets.target(key).stage(rows, replace(batch, previous_state=before.get(key, {})))
+            parts[key], states[key] = staged.publish, staged.state
+        state = self.targets.batch_state(previous, states)
+        self.targets.check_batch(state)
+        failpoints.hit("sink.before_decision")
+        record = {"publish": self.targets.publish_record(parts), "state": state}
+        decided = self.decisions.decide(batch.batch_id, batch.transaction_id, record)
+        failpoints.hit("sink.after_decision")
+        return BatchResult(batch.batch_id, self._publish(batch.batch_id, batch.transaction_id, decided), False)
 
     def evolve(self, changes: list, behaviour: str) -> None:
         self.targets.evolve(changes, behaviour)

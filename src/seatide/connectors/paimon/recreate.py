@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shutil
+import time
 from typing import Callable
 from urllib.parse import urlparse
 
@@ -24,20 +25,23 @@ from seatide.connectors.paimon.warehouse import PaimonError, get_table
 log = logging.getLogger(__name__)
 
 
-def drop_if_same(catalog, database: str, name: str, decided: dict, fence: Callable[[], None],
+def drop_if_same(catalog, database: str, name: str, plan: dict, fence: Callable[[], None],
                  owed: Callable[[Callable[[dict], bool]], bool] | None = None) -> None:
-    """Drop the table when it is still the decided one; idempotent, and at most once per decided
-    table. pypaimon drops whatever table has the name, so a check followed by a drop let a zombie
-    that checked, then paused, drop the table its replacement had recreated since, with its
-    committed batches. The drop is a rename of the table's directory onto a tombstone named by the
-    decided identity, which is never empty again (a marker stays): the first rename wins.
+    """Drop the table when it is still the decided one (``plan["recreate"]``); idempotent, and at
+    most once per decided table. pypaimon drops whatever table has the name, so a check followed by
+    a drop let a zombie that checked, then paused, drop the table its replacement had recreated
+    since, with its committed batches. The drop is a rename of the table's directory onto a
+    tombstone named by the decided identity, then of the tombstone to a name of its own, removed
+    once the lock is let go (every writer waited for the removal before: outside review, L1).
 
     The decided table still there means the decision was never carried out: its decider died first.
     Carried out late, the drop would take every row committed since, by a fresh start (a scope of
     its own) that kept the table: ``owed(carried_out)`` (the door's, ``Target.destroy_owed``) is
     asked first, which skips it (False: a later decision of another scope emptied the table,
     ``carried_out`` says) or refuses it over kept rows (raises), and again once the table is renamed
-    away: a batch decided in between is seen, the table is put back and nothing is destroyed.
+    away: a batch decided in between is seen, the table is put back and nothing is destroyed. The
+    door knows the job's own rows only: a snapshot committed since the decision (``plan["held"]``)
+    by anyone else (another job, a writer outside SeaTide) refuses it too (``_nobody_since``).
 
     The check, the rename, the second look and the put-back or drop happen holding the table's
     lock alone (``table_lock``), fenced: no writer stages or commits while the table is away
@@ -46,10 +50,11 @@ def drop_if_same(catalog, database: str, name: str, decided: dict, fence: Callab
     takes the lock next, a carrier or a writer of any scope, finds the table renamed away with no
     holder and puts it back (R-A): the decision is again one never carried out, asked again by the
     next carrier of its scope."""
+    decided = plan["recreate"]
     path = _local(decided["path"])
     label = f"{database}.{name}"
     what = f"RECREATE_SCHEMA of {label}"
-    with TableLock(path, True, what):
+    with TableLock(path, True, what, fence):
         fence()
         put_back_interrupted(path, label)
         table = get_table(catalog, database, name)
@@ -61,28 +66,64 @@ def drop_if_same(catalog, database: str, name: str, decided: dict, fence: Callab
                  "emptied the table since", label)
         return
     failpoints.hit("paimon.before_drop")
-    with TableLock(path, True, what):
+    with TableLock(path, True, what, fence):
         fence()
         put_back_interrupted(path, label)
         table = get_table(catalog, database, name)
         if table is None or identity(table) != decided:
             return          # carried out by another carrier since the first look
+        _nobody_since(table, plan, label)
         carried_out.frozen = True
-        _rename_and_drop(path, _tombstone(path, decided["created"]), decided, label, carried_out, owed)
+        dropped = _rename_and_drop(path, _tombstone(path, decided["created"]), decided, label, carried_out, owed)
+    if dropped:
+        _remove_dropped(path)
+        log.info("Paimon sink: dropped table %s (RECREATE_SCHEMA)", label)
 
 
-def _rename_and_drop(path: str, tombstone: str, decided: dict, label: str, carried_out, owed) -> None:
-    """The decided table renamed onto its tombstone, asked again, then dropped or put back; holding the lock."""
+def _nobody_since(table, plan: dict, label: str) -> None:
+    """Refuse when a snapshot of ``table`` after the one it held when the decision was made
+    (``plan["held"]``) was committed by anyone but the job's own writers (``plan["own"]``, their
+    commit users' prefix): the job's records say nothing of another writer's rows (outside review, H1)."""
+    held, own = plan.get("held"), plan.get("own")
+    manager = table.snapshot_manager()
+    latest = commits.latest_id(table)
+    why = None
+    if not isinstance(held, int):
+        why = "the decision was recorded by an earlier SeaTide, which did not record the table's snapshot then"
+    else:
+        for snapshot_id in range(held + 1, latest + 1):
+            snapshot = manager.get_snapshot_by_id(snapshot_id)
+            if snapshot is None:
+                why = f"snapshot {snapshot_id} has expired, so who committed since cannot be told"
+                break
+            if not own or not str(snapshot.commit_user).startswith(own):
+                why = (f"snapshot {snapshot_id} was committed since by {snapshot.commit_user!r}, which is not this "
+                       "job (another job, or a writer outside SeaTide)")
+                break
+    if why is None:
+        return
+    raise PaimonError(
+        f"Paimon sink: table {label}: this job's RECREATE_SCHEMA, decided when the table's newest snapshot was "
+        f"{held} and never carried out (the driver that decided it ended first), is refused: {why}, and "
+        "carrying it out now would drop their rows. Nothing was destroyed. The decision stands whatever the "
+        "config says now. Way on: submit the job again as a new job (it decides its save modes anew), or drop "
+        f"the table yourself if the rows written since are not wanted")
+
+
+def _rename_and_drop(path: str, tombstone: str, decided: dict, label: str, carried_out, owed) -> bool:
+    """The decided table renamed onto its tombstone, asked again, then dropped (True) or put back;
+    holding the lock. Dropped is the tombstone renamed out of the tombstones' names (``_DROPPED_AS``):
+    never seen as a table renamed away again, its files removed once the lock is let go."""
     try:
         os.rename(path, tombstone)
     except OSError as exc:
         if exc.errno in (errno.ENOENT, errno.ENOTEMPTY, errno.EEXIST):
-            return          # no table there, or its tombstone is taken: dropped before
+            return False    # no table there, or its tombstone is taken: dropped before
         raise
     failpoints.hit("paimon.renamed")
     if _created(tombstone) != decided["created"]:
         _put_back(tombstone, path, label)   # not the decided table (one made outside SeaTide since the check)
-        return
+        return False
     try:
         still = owed is None or owed(carried_out)
     except BaseException:
@@ -90,24 +131,32 @@ def _rename_and_drop(path: str, tombstone: str, decided: dict, label: str, carri
         raise
     if not still:
         _put_back(tombstone, path, label)
-        return
-    open(os.path.join(tombstone, _DROPPED), "w").close()     # the tombstone stays, never empty
-    for entry in os.listdir(tombstone):
-        if entry != _DROPPED:
-            shutil.rmtree(os.path.join(tombstone, entry), ignore_errors=True)
-    log.info("Paimon sink: dropped table %s (RECREATE_SCHEMA)", label)
+        return False
+    os.rename(tombstone, _beside(path, f"{_DROPPED_AS}{decided['created']}-{os.getpid()}-{time.time_ns()}"))
+    return True
 
 
-def hold_for_writing(table_path: str, label: str, what: str) -> TableLock:
+def _remove_dropped(path: str) -> None:
+    """Remove the dropped tables of ``path`` (this drop's, and any a carrier killed before removing left),
+    not holding the lock: nobody reads them."""
+    parent, prefix = os.path.dirname(path), f".{os.path.basename(path)}."
+    for entry in os.listdir(parent) if os.path.isdir(parent) else []:
+        dropped = os.path.join(parent, entry)
+        old = entry.startswith(prefix + "recreated-") and os.path.exists(os.path.join(dropped, _DROPPED))
+        if old or entry.startswith(prefix + _DROPPED_AS):
+            shutil.rmtree(dropped, ignore_errors=True)
+
+
+def hold_for_writing(table_path: str, label: str, what: str, cancelled: Callable[[], None] = lambda: None) -> TableLock:
     """The table's lock held shared, for a writer. A table renamed away seen under it has no carrier
     (the carrier holds the lock alone until it puts the table back or drops it): its carrier died,
     and the writer puts it back, holding the lock alone, before it writes (outside review, R-A)."""
     while True:
-        hold = TableLock(table_path, False, what)
+        hold = TableLock(table_path, False, what, cancelled)
         if not _set_aside_of(table_path):
             return hold
         hold.release()
-        with TableLock(table_path, True, what):
+        with TableLock(table_path, True, what, cancelled):
             put_back_interrupted(table_path, label)
 
 
@@ -126,12 +175,17 @@ def put_back_interrupted(path: str, label: str) -> None:
         _put_back(tombstone, path, label)
 
 
-_DROPPED = "dropped-by-seatide"    # the marker file that keeps a tombstone non-empty
+_DROPPED = "dropped-by-seatide"    # an earlier SeaTide's marker: its tombstone holds a dropped table
+_DROPPED_AS = "dropped-"           # a dropped table's name until it is removed: .<table>.dropped-<created>-...
+
+
+def _beside(path: str, what: str) -> str:
+    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{what}")
 
 
 def _tombstone(path: str, created) -> str:
     """Where RECREATE_SCHEMA renames the table of ``path`` first written at ``created``."""
-    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.recreated-{created}")
+    return _beside(path, f"recreated-{created}")
 
 
 def _set_aside_of(path: str) -> list[str]:

@@ -85,15 +85,16 @@ class PaimonTargets(SinkTargets):
         opts = route.sink.opts
         return f"{warehouse_path(opts['warehouse'])}#{opts['database']}.{opts['table']}"
 
-    def begin(self, batch) -> None:
-        """A batch begins: a table lock a writer still holds (its batch staged and never published, say
-        its decision failed) is let go, or a RECREATE_SCHEMA would wait for it."""
+    def let_go(self) -> None:
+        """A batch ended, published or failed anywhere between stage and publish: each table's lock
+        its batch held is let go, or a RECREATE_SCHEMA of another pipeline would wait for it."""
         for target in self._open.values():
             target.let_go()
 
     def open_target(self, key: str, routes: list[TableRoute]) -> Target:
         fence = self.ctx.fence if self.ctx is not None else (lambda: None)
-        return PaimonTarget(key, routes, routes[0].sink.spec(), fence)
+        job_id = self.ctx.job_id if self.ctx is not None else None
+        return PaimonTarget(key, routes, routes[0].sink.spec(), fence, job_id)
 
 
 __all__ = ["PaimonSink", "PaimonTargets"]

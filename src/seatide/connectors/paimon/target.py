@@ -56,10 +56,14 @@ class PaimonSpec:
 
 
 class PaimonTarget(Target):
-    def __init__(self, key: str, routes: list[TableRoute], spec: PaimonSpec, fence: Callable[[], None]):
+    def __init__(self, key: str, routes: list[TableRoute], spec: PaimonSpec, fence: Callable[[], None],
+                 job_id: str | None = None):
         super().__init__(key, routes)
         self.spec = spec
         self.fence = fence
+        # The commit users of every attempt and fresh start of the job (``commits.commit_user``): a
+        # RECREATE_SCHEMA carried out late drops no snapshot but theirs (``recreate._nobody_since``)
+        self.own_commits = f"T_{job_id}_" if job_id else None
         # Every writer of the table passes the door, APPEND_DATA too (as Jdbc's): it finds a destructive
         # decision another pipeline of the run recorded first and carries it out before its own rows,
         # which a drop carried out later (the decided table is gone then) never takes (review 7)
@@ -74,7 +78,8 @@ class PaimonTarget(Target):
 
     def _hold(self) -> None:
         if self._writing is None:
-            self._writing = recreate.hold_for_writing(self.path, self.spec.name, f"a writer of {self.spec.name}")
+            self._writing = recreate.hold_for_writing(self.path, self.spec.name, f"a writer of {self.spec.name}",
+                                                      self.fence)
 
     def let_go(self) -> None:
         """The table's lock let go: the batch staged is committed, or never will be by this writer."""
@@ -110,15 +115,14 @@ class PaimonTarget(Target):
             raise PaimonError(f"Paimon sink: table {self.spec.name} holds rows and data_save_mode is "
                               "ERROR_WHEN_DATA_EXISTS; empty it, or choose APPEND_DATA or DROP_DATA")
         if self.spec.schema_save_mode == "RECREATE_SCHEMA":
-            return {"recreate": table_setup.identity(table)}
+            return {"recreate": table_setup.identity(table), "held": commits.latest_id(table), "own": self.own_commits}
         if self.spec.data_save_mode == "DROP_DATA" and table_setup.has_rows(table):
             return {"drop_data": commits.latest_id(table)}
         return None
 
     def destroy(self, plan: dict, fence: Callable[[], None]) -> None:
         if "recreate" in plan:
-            recreate.drop_if_same(self.catalog, self.spec.database, self.spec.table, plan["recreate"], fence,
-                                     self.destroy_owed)
+            recreate.drop_if_same(self.catalog, self.spec.database, self.spec.table, plan, fence, self.destroy_owed)
         elif "drop_data" in plan:
             with self._writing_briefly():
                 table = self._table()
@@ -149,10 +153,10 @@ class PaimonTarget(Target):
         if not rows.parts:
             return StagedBatch(publish={}, state={"rows": 0})
         frame = rows.union()
-        self._hold()
+        data = frame.toArrow()      # Spark's work, not holding the table's lock: a RECREATE_SCHEMA may wait for it
+        self._hold()                # until the batch is published, or given up (``PaimonTargets.let_go``)
         try:
             self.ensure(frame.schema)
-            data = frame.toArrow()
         except BaseException:
             self.let_go()
             raise
