@@ -27,6 +27,7 @@ import threading
 import time
 
 import pyarrow as pa
+import pytest
 
 from seatide import failpoints
 from seatide.connectors.paimon import table_setup
@@ -250,3 +251,16 @@ def test_a_zombie_carrier_never_touches_the_table_another_carrier_renamed_away(t
 
     first, second = _beside_a_carrier_held_after_its_rename(tmp_path, monkeypatch, zombie)
     assert first.raised is None and isinstance(second.raised, Fenced), (first.raised, second.raised)
+
+
+def test_a_late_recreate_refuses_over_a_commit_made_outside_seatide(tmp_path):
+    """H1: job 1 decided RECREATE_SCHEMA when the table held snapshot 1; a writer outside SeaTide (pypaimon,
+    its own commit user) commits 3 since. The late carry-out refuses, naming the table and the way on."""
+    from seatide.connectors.paimon.warehouse import PaimonError
+
+    warehouse, decided = _table(tmp_path)
+    put(warehouse, "db.t", {"id": pa.array([3], pa.int64()), "name": pa.array(["outside"])})
+    with pytest.raises(PaimonError, match="refused: snapshot 2 was committed since by .* not this job") as refused:
+        recreate(warehouse, decided, True)
+    assert "db.t" in str(refused.value) and "as a new job" in str(refused.value), refused.value
+    assert _ids(warehouse) == [1, 2, 3], "a late RECREATE_SCHEMA dropped a commit made outside SeaTide"

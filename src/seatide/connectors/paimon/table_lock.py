@@ -162,7 +162,7 @@ def _take(handle, mode: int, deadline: float, cancelled: Callable[[], None], hol
         cancelled()
         if time.monotonic() >= deadline:
             raise TableLockWait(
-                f"Paimon: {hold.what} waited {WAIT_S:.0f}s for the table's lock {hold.path} and gave up; held by "
+                f"Paimon: {hold.what} waited {WAIT_S:g}s for the table's lock {hold.path} and gave up; held by "
                 f"{hold.held_by()}. The attempt is retried; if a holder named here is stuck, end its job") from None
         time.sleep(min(pause, max(deadline - time.monotonic(), 0)))
         pause = min(pause * 2, _POLL_S[1])

@@ -1,4 +1,4 @@
-"""Outside review of the Paimon table lock (a64466d..4b5cfb2): demonstrating tests, failing now.
+"""The Paimon table lock, from an outside review of it (a64466d..4b5cfb2; these tests failed before its fixes).
 
 * starvation: a RECREATE_SCHEMA waiting for the lock alone is overtaken by every new shared hold
   (Linux flock has no writer preference), so writers whose batches overlap keep it out forever;
@@ -17,6 +17,7 @@ import fcntl
 
 import pytest
 
+from seatide import failpoints
 from seatide.connectors.paimon import table_lock
 from seatide.connectors.paimon.warehouse import PaimonError
 from tests.connectors.test_paimon_recreate_lock import (USER, Points, Run, _first, _ids, _rows, _table, _target,
@@ -94,3 +95,22 @@ def test_a_filesystem_refusing_flock_fails_with_what_to_do(tmp_path, monkeypatch
     assert isinstance(raised.value, PaimonError), f"{type(raised.value).__name__}: {raised.value}"
     assert table_lock.lock_file("x") and "lock" in str(raised.value)
     assert _ids(warehouse) == [1, 2]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("point", ["sink.before_decision", "paimon.before_commit"])
+def test_a_batch_failing_between_stage_and_publish_lets_the_lock_go(spark, tmp_path, monkeypatch, point):
+    """The driver's side of the leaked hold: a real sink run whose batch fails after staging (before its
+    decision; at its publish) lets the table's lock go as it fails, while the driver keeps the run."""
+    from tests.connectors.paimon_helpers import make_sink, run
+    from tests.connectors.test_paimon_sink import inserts
+
+    warehouse = tmp_path / "wh"
+    sink = run(spark, make_sink(warehouse), tmp_path / "log")
+    sink.write(inserts(spark, [1]), 0)
+    monkeypatch.setitem(failpoints._POINTS, point, "raise")
+    with pytest.raises(failpoints.FailpointError):
+        sink.write(inserts(spark, [2]), 1)
+    monkeypatch.setattr(table_lock, "WAIT_S", 0.2)
+    with table_lock.TableLock(str(warehouse / "db.db" / "t"), True, "a RECREATE_SCHEMA of db.t"):
+        pass                        # had at once: TableLockWait otherwise
