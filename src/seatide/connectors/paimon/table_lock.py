@@ -23,8 +23,8 @@ exclude each other too, as two processes do. Three rules around it (outside revi
   until ``WAIT_S``, asking ``cancelled`` (its attempt's fence) between polls, logs who it waits
   for, then fails with the holders it saw (``TableLockWait``: retried, as the Jdbc sink's lock waits).
 * **holders on record**: each hold writes a record into ``.<table>.seatide-holders/`` (process,
-  host, what, since) and removes it when let go; a waiter names those, and marks one whose process
-  on this host is gone (its kernel lock went with it; its record stayed).
+  host, what, since) and removes it when let go; a waiter names those, and removes one whose
+  process on this host is gone (its kernel lock went with it; its record stayed).
 
 A filesystem that refuses flock (NFS mounted ``nolock`` or ``local_lock``, where it is local to one
 host, or without a lock manager; FUSE object stores) cannot exclude writers of other hosts: it is
@@ -111,8 +111,11 @@ class TableLock:
             except (OSError, ValueError):
                 continue        # let go meanwhile
             gone = held.get("host") == socket.gethostname() and not _alive(held.get("pid"))
+            if gone:            # its kernel lock went with its process: only the record stayed
+                _unlink(os.path.join(self.holders, name))
+                continue
             found.append(f"{held.get('what')} ({held.get('mode')}, process {held.get('pid')} on {held.get('host')}, "
-                         f"for {time.time() - held.get('since', time.time()):.0f}s{', process gone' if gone else ''})")
+                         f"for {time.time() - held.get('since', time.time()):.0f}s)")
         return "; ".join(found) or "no holder on record (a SeaTide before records, or one passing the turnstile)"
 
     def release(self) -> None:
@@ -120,10 +123,7 @@ class TableLock:
         handle, self.handle = self.handle, None
         record, self.record = self.record, None
         if record is not None:
-            try:
-                os.unlink(record)
-            except OSError:
-                pass
+            _unlink(record)
         if handle is not None:
             handle.close()
 
@@ -175,6 +175,13 @@ def _refused(path: str, what: str, exc: OSError) -> PaimonError:
         f"({exc.strerror or exc}). SeaTide's writers of one Paimon table exclude each other with flock(2), which "
         "must work across every host that writes the warehouse: put the warehouse on a local disk, or on NFS "
         "mounted with a lock manager (not 'nolock' nor 'local_lock'); FUSE object stores are not supported")
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass            # removed already
 
 
 def _alive(pid) -> bool:

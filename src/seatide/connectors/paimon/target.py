@@ -11,8 +11,9 @@
 * **publish**: one commit of the messages, as the sink's commit user with the batch's id as
   commit identifier, unless a snapshot since staging holds it already (``commits``).
 
-A writer holds the table's lock shared (``table_lock``) from staging a batch until it is committed,
-and while it creates or alters the table: a RECREATE_SCHEMA carried out late renames the table away
+A writer holds the table's lock shared (``table_lock``) from staging a batch (its rows computed by
+Spark first) until it is committed or the batch fails (``PaimonTargets.let_go``), and while it
+creates or alters the table: a RECREATE_SCHEMA carried out late renames the table away
 only holding it alone, so no batch is staged or committed while the table is away (``recreate``).
 
 Staged files of a batch never decided (a crash, a zombie) are named by no snapshot: readers never
