@@ -131,16 +131,22 @@ def _first(*events: threading.Event) -> None:
         events[0].wait(0.02)
 
 
+def writer_held_at(points: Points, thread: str, point: str, warehouse: str) -> tuple[Run, threading.Event]:
+    """A writer of batch 1 (10, as ``USER``) in ``thread``, started and held at ``point``: (it, its go)."""
+    reached, go = points.hold(thread, point)
+    writer = _target(warehouse)
+    run = Run(thread, lambda: writer.publish(writer.stage_arrow(_rows(10), USER, 1)))
+    run.start()
+    _first(reached, run.done)
+    return run, go
+
+
 def test_a_publish_holding_the_table_across_a_late_recreate_keeps_its_batch(tmp_path, monkeypatch):
     """R-B: the publisher has the table object and is about to commit; the late RECREATE renames the
     table away, asks again (the batch is decided: kept, refused) and puts it back."""
     warehouse, decided = _table(tmp_path)
     points = Points(monkeypatch)
-    at_commit, commit = points.hold("publisher", "paimon.before_commit")
-    writer = _target(warehouse)
-    publisher = Run("publisher", lambda: writer.publish(writer.stage_arrow(_rows(10), USER, 1)))
-    publisher.start()
-    _first(at_commit, publisher.done)
+    publisher, commit = writer_held_at(points, "publisher", "paimon.before_commit", warehouse)
     renamed, go = points.hold("carrier", "paimon.renamed")
     waits = points.seen("carrier", "paimon.lock_wait")
     carrier = Run("carrier", lambda: recreate(warehouse, decided, True, False))

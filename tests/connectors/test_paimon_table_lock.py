@@ -21,7 +21,7 @@ from seatide import failpoints
 from seatide.connectors.paimon import table_lock
 from seatide.connectors.paimon.warehouse import PaimonError
 from tests.connectors.test_paimon_recreate_lock import (USER, Points, Run, _first, _ids, _rows, _table, _target,
-                                                        recreate)
+                                                        recreate, writer_held_at)
 
 
 def test_a_waiting_recreate_is_not_overtaken_by_new_writers(tmp_path, monkeypatch):
@@ -29,11 +29,7 @@ def test_a_waiting_recreate_is_not_overtaken_by_new_writers(tmp_path, monkeypatc
     wait behind the carrier. It takes the lock at once: with A and B overlapping, the carrier never gets in."""
     warehouse, decided = _table(tmp_path)
     points = Points(monkeypatch)
-    a_staged, a_go = points.hold("A", "paimon.staged")
-    a = _target(warehouse)
-    writer_a = Run("A", lambda: a.publish(a.stage_arrow(_rows(10), USER, 1)))
-    writer_a.start()
-    _first(a_staged, writer_a.done)
+    writer_a, a_go = writer_held_at(points, "A", "paimon.staged", warehouse)
     carrier_waits = points.seen("carrier", "paimon.lock_wait")
     carrier = Run("carrier", lambda: recreate(warehouse, decided, True, False))
     carrier.start()

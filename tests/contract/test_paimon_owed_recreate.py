@@ -27,19 +27,25 @@ pytestmark = pytest.mark.spark
 RECREATE = {"schema_save_mode": "RECREATE_SCHEMA"}
 
 
-def _decided_never_dropped_then_started_over(spark, store, tmp_path, monkeypatch, fresh_mode: dict):
+def decided_never_dropped(spark, store, tmp_path, monkeypatch, workdir: str = "checkpoints", pipelines: int = 2):
     """T holds 1, 2 from before the run. Pipeline 1's RECREATE_SCHEMA is decided, its driver dies before the
-    drop; pipeline 1 is started over (``fresh_mode``) and commits 10, 11. (job, dirs, system, T)"""
+    drop. (job, dirs, system, T)"""
     system = PaimonSystem(str(tmp_path))
     table = system.new_target()
     system.put(table, [1, 2])
-    job, dirs = _job(store, str(tmp_path / "checkpoints"))
+    job, dirs = _job(store, str(tmp_path / workdir), pipelines)
     hit = failpoints.hit
     monkeypatch.setattr(failpoints, "hit", dies_at("sink.save_modes_decided", hit))
     with pytest.raises(DriverDied):
         _write(job, job.attempt(), system.sink(table, **RECREATE), spark, 1, dirs[1], "L1", [5])
     monkeypatch.setattr(failpoints, "hit", hit)
     assert system.read(table) == [1, 2]                  # decided in the store, never carried out
+    return job, dirs, system, table
+
+
+def _decided_never_dropped_then_started_over(spark, store, tmp_path, monkeypatch, fresh_mode: dict):
+    """``decided_never_dropped``, then pipeline 1 is started over (``fresh_mode``) and commits 10, 11."""
+    job, dirs, system, table = decided_never_dropped(spark, store, tmp_path, monkeypatch)
     _resumed(store, job, started_over=1)
     fresh = _write(job, _attempt(store, job), system.sink(table, **fresh_mode), spark, 1, dirs[1], "L2", [10, 11],
                    began=2)
