@@ -40,6 +40,7 @@ from sqlalchemy import and_, delete, select, update
 from seatide import failpoints
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now, store_now
+from seatide.coordinator.left_out_sources import left_out_configs
 from seatide.coordinator.source_release import release_sources
 from seatide.coordinator.door import (DecidedFor, StepOverruled, current_run, destructive_step, fenced_read,
                                       owned_paths, result_of_run)
@@ -73,6 +74,11 @@ class CleanupView:
     existing_dirs: tuple[str, ...] = ()   # those of checkpoint_dirs on disk when read
     current_dirs: tuple[str, ...] = ()    # the job id's current incarnation's (a resume shares them)
     same_run: bool = True             # the job id's current incarnation is of the result's run
+    # An earlier incarnation of the current run: those of its directories whose pipeline the current
+    # config leaves out (kept, to be brought back), and whether its config is the one that names their
+    # sources (coordinator/left_out_sources.py: their slots are watched and released through it).
+    left_out_dirs: tuple[str, ...] = ()
+    names_left_out: bool = False
 
 
 # -- effects ---------------------------------------------------------------------------
@@ -113,7 +119,13 @@ class Forget:
     whole_run: bool = True
 
 
-CleanupEffect = KillAttempt | ReleaseSources | DecideExpiry | RemoveCheckpoints | MarkClean | Forget
+@dataclass(frozen=True)
+class KeepForLeftOut:
+    """History expiry of an earlier incarnation whose config names a pipeline left out since: its result
+    (that config) stays another history period, and goes with the run's own expiry at the latest."""
+
+
+CleanupEffect = KillAttempt | ReleaseSources | DecideExpiry | RemoveCheckpoints | MarkClean | Forget | KeepForLeftOut
 
 
 class ExpiryOverruled(Exception):
@@ -138,8 +150,10 @@ def decide_cleanup(view: CleanupView) -> list[CleanupEffect]:
         # A newer incarnation owns the directories it shares (a resume's); those only this
         # one used go now. The run's rows stay until the run expires (found by the simulation:
         # an earlier incarnation's expiry took the run's save-mode decision with its rows).
-        unused = tuple(d for d in view.checkpoint_dirs if d not in view.current_dirs)
-        return [RemoveCheckpoints(unused), Forget(whole_run=False)] if unused else [Forget(whole_run=False)]
+        # A pipeline the current config leaves out keeps its directory, and its source's config.
+        unused = tuple(d for d in view.checkpoint_dirs if d not in view.current_dirs and d not in view.left_out_dirs)
+        last = KeepForLeftOut() if view.names_left_out else Forget(whole_run=False)
+        return [RemoveCheckpoints(unused), last] if unused else [last]
     return [DecideExpiry(), ReleaseSources(), RemoveCheckpoints(view.checkpoint_dirs, with_job_root=True), Forget()]
 
 
@@ -210,15 +224,21 @@ def _read_view(conn, result, job) -> CleanupView:
         select(s.attempts).where(and_(
             s.attempts.c.job_id == result.job_id, s.attempts.c.incarnation == result.incarnation,
             s.attempts.c.ended_at.is_(None), s.attempts.c.pid.isnot(None)))).all())
-    dirs = _checkpoint_dirs(conn, result.job_id, result.incarnation)
-    current_dirs = dirs if current or newest is None else _checkpoint_dirs(conn, result.job_id, newest)
-    return CleanupView(result, current, leftovers, dirs, tuple(d for d in dirs if os.path.isdir(d)), current_dirs,
-                       same_run)
+    by_pipeline = _checkpoint_dirs(conn, result.job_id, result.incarnation)
+    dirs = tuple(by_pipeline.values())
+    now_had = by_pipeline if current or newest is None else _checkpoint_dirs(conn, result.job_id, newest)
+    left_out_dirs, names_left_out = (), False
+    if same_run and not current:
+        left_out_dirs = tuple(d for pid, d in by_pipeline.items() if pid not in now_had)
+        names_left_out = result.incarnation in {then.incarnation for then in left_out_configs(
+            conn, result.job_id, result.run_id, newest, set(now_had))}
+    return CleanupView(result, current, leftovers, dirs, tuple(d for d in dirs if os.path.isdir(d)),
+                       tuple(now_had.values()), same_run, left_out_dirs, names_left_out)
 
 
-def _checkpoint_dirs(conn, job_id: str, incarnation: int) -> tuple[str, ...]:
-    return tuple(row.checkpoint_dir for row in conn.execute(select(s.pipelines.c.checkpoint_dir).where(and_(
-        s.pipelines.c.job_id == job_id, s.pipelines.c.incarnation == incarnation))))
+def _checkpoint_dirs(conn, job_id: str, incarnation: int) -> dict[int, str]:
+    return dict(conn.execute(select(s.pipelines.c.pipeline_id, s.pipelines.c.checkpoint_dir).where(and_(
+        s.pipelines.c.job_id == job_id, s.pipelines.c.incarnation == incarnation))).all())
 
 
 def apply_cleanup(store: Store, epoch: int, actor: str, result, effects: list[CleanupEffect],
@@ -254,6 +274,12 @@ def apply_cleanup(store: Store, epoch: int, actor: str, result, effects: list[Cl
                         conn.execute(delete(s.job_results).where(_key(result)))
                     record_event(conn, "HISTORY_EXPIRED", actor, result.job_id, result.incarnation, epoch,
                                  run_id=result.run_id)
+                case KeepForLeftOut():
+                    period = max(60.0, result.expires_at - result.created_at)
+                    conn.execute(update(s.job_results).where(_key(result)).values(
+                        expires_at=store_now(conn) + period))
+                    log.info("job %s incarnation %s: its result kept %.0f s more, its config names a pipeline "
+                             "left out since", result.job_id, result.incarnation, period)
 
 
 def _key(result):

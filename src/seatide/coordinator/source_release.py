@@ -26,6 +26,7 @@ import logging
 from sqlalchemy import and_, or_, select
 from sqlalchemy.engine import Connection
 
+from seatide.coordinator.left_out_sources import left_out_configs
 from seatide.store import schema as s
 from seatide.store.runs import run_key
 
@@ -45,22 +46,42 @@ def release_sources(conn: Connection, result) -> None:
             s.jobs.c.job_id == result.job_id)).first()
     if job is None:
         return
-    try:
-        sources = _sources(result.job_id, job.config, job.variables)
-    except _ConfigUnloadable as exc:
-        # Review 30, F5: this used to release nothing and let the step record RELEASED (or forget
-        # the run) while the slot stayed, retaining WAL, and unwatched once source_holds went.
-        if _may_hold(job.config, json.loads(job.variables or "{}")):
-            raise SourcesNotReleased(not_released(run_key(result.job_id, result.run_id), str(exc))) from None
-        log.warning("job %s: its config no longer loads (%s); none of its sources holds anything to release",
-                    result.job_id, exc)
-        return
+    pipelines = _loaded(result, job.config, job.variables)
+    sources = [spec for specs in (pipelines or {}).values() for spec in specs]
+    if pipelines is not None:
+        # The pipelines this config leaves out (a resume's --fallback fresh) kept their slots: their sources
+        # are read from the config of the incarnation where they last ran (coordinator/left_out_sources.py).
+        for then in left_out_configs(conn, result.job_id, result.run_id, result.incarnation, set(pipelines)):
+            earlier = _loaded(result, then.config, then.variables) or {}
+            sources += [spec for pid in sorted(then.pipeline_ids & set(earlier)) for spec in earlier[pid]]
     for spec in sources:
         kept = _claimed_elsewhere(conn, result, spec.plugin.shared_names())
         if kept:
             log.info("job %s run %s: %s kept, another run still names it", result.job_id, result.run_id,
                      ", ".join(sorted(kept)))
         spec.plugin.release(run_key(result.job_id, result.run_id), keep=kept, within_s=OUTSIDE_WAIT_S)
+
+
+def _loaded(result, config_text: str, variables_json: str | None) -> dict[int, list] | None:
+    """The config's sources by pipeline id; None when it no longer loads and none of its sources may
+    hold anything, or SourcesNotReleased when one may."""
+    from seatide.config.loader import ConfigError
+    from seatide.plan.dag import build_plan
+
+    try:
+        config = _config(result.job_id, config_text, variables_json)
+    except _ConfigUnloadable as exc:
+        # Review 30, F5: this used to release nothing and let the step record RELEASED (or forget
+        # the run) while the slot stayed, retaining WAL, and unwatched once source_holds went.
+        if _may_hold(config_text, json.loads(variables_json or "{}")):
+            raise SourcesNotReleased(not_released(run_key(result.job_id, result.run_id), str(exc))) from None
+        log.warning("job %s: its config no longer loads (%s); none of its sources holds anything to release",
+                    result.job_id, exc)
+        return None
+    try:
+        return {p.pipeline_id: list(p.sources) for p in build_plan(config).pipelines}
+    except ConfigError:     # loads, but its pipelines cannot be told: each source (0: no pipeline it has),
+        return {0: list(config.sources)}    # and every pipeline of the run is read from earlier configs too
 
 
 class SourcesNotReleased(Exception):
@@ -73,11 +94,15 @@ class _ConfigUnloadable(Exception):
 
 
 def _sources(job_id: str, config_text: str, variables_json: str | None) -> list:
+    return _config(job_id, config_text, variables_json).sources
+
+
+def _config(job_id: str, config_text: str, variables_json: str | None):
     from seatide.config.loader import ConfigError, load_job_text
 
     variables = json.loads(variables_json or "{}")
     try:
-        return load_job_text(config_text, variables, source_name=f"job {job_id}").sources
+        return load_job_text(config_text, variables, source_name=f"job {job_id}")
     except ConfigError as exc:   # e.g. a plugin this version no longer has, a secret that cannot be decrypted
         from seatide.secrets import mask_message, secret_values
         raise _ConfigUnloadable(mask_message(str(exc), secret_values(config_text, variables))) from None

@@ -17,6 +17,11 @@ says why, masked (a message never carries a job's secret).
 Past ``warn_bytes`` (or once a position is lost) a source is flagged (``warned_at``) and a
 ``SOURCE_RETAINED_WARNING`` event and log line are written once, when it crosses; the flag
 clears when it falls back under.
+
+A pipeline a resume left out on purpose (``--fallback fresh``) is not in the job's current config,
+but its slot stays: its sources are read from the config of the incarnation where it last ran
+(coordinator/left_out_sources.py), measured and warned of like the others, their rows marked
+``left_out``.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Callable
 
 from sqlalchemy import and_, delete, insert, select
 
+from seatide.coordinator.left_out_sources import left_out_configs
 from seatide.plugin.server_errors import lasting_fix, passing
 from seatide.store import schema as s
 from seatide.store.clock import store_now
@@ -95,6 +101,7 @@ class Measured:
     lost: bool = False
     state: str | None = None
     error: str | None = None
+    left_out: bool = False      # its pipeline is one the job's current config leaves out
 
 
 @dataclass
@@ -102,6 +109,8 @@ class JobSources:
     """A job's sources that may hold something, loaded once per job text (a cache entry)."""
     holding: list = field(default_factory=list)     # (pipeline id, index in pipeline, PluginSpec)
     secrets: frozenset = frozenset()
+    pipelines: frozenset | None = None              # the config's pipeline ids; None: it does not load
+    left_out: frozenset = frozenset()               # those of ``holding`` the current config leaves out
 
 
 def load_sources(config_text: str, variables: dict, job_id: str) -> JobSources:
@@ -119,7 +128,23 @@ def load_sources(config_text: str, variables: dict, job_id: str) -> JobSources:
         return JobSources([], secrets)
     holding = [(p.pipeline_id, index, spec) for p in plan.pipelines for index, spec in enumerate(p.sources)
                if type(spec.plugin).held is not Source.held]
-    return JobSources(holding, secrets)
+    return JobSources(holding, secrets, frozenset(p.pipeline_id for p in plan.pipelines))
+
+
+def with_left_out(store: Store, job, sources: JobSources) -> JobSources:
+    """``sources`` and those of the pipelines the current config leaves out, read from the config of
+    the incarnation where they last ran (coordinator/left_out_sources.py): their slots retain WAL too."""
+    if sources.pipelines is None:       # the current config does not load: which are left out is not known
+        return sources
+    with store.read() as conn:
+        earlier = left_out_configs(conn, job.job_id, job.run_id, job.incarnation, sources.pipelines)
+    holding, secrets, left = list(sources.holding), set(sources.secrets), set()
+    for then in earlier:
+        loaded = load_sources(then.config, json.loads(then.variables or "{}"), job.job_id)
+        holding += [entry for entry in loaded.holding if entry[0] in then.pipeline_ids - left]
+        secrets |= loaded.secrets
+        left |= then.pipeline_ids & (loaded.pipelines or frozenset())
+    return JobSources(holding, frozenset(secrets), sources.pipelines, frozenset(left))
 
 
 def newest_offset(conn, job_id: str, pipeline_id: int, index: int) -> dict | None:
@@ -239,17 +264,18 @@ def measure_job(store: Store, job, sources: JobSources, timeout_s: float) -> lis
     key = run_key(job.job_id, job.run_id)
     found = []
     for pipeline_id, index, spec in sources.holding:
+        left_out = pipeline_id in sources.left_out
         with store.read() as conn:
             offset = newest_offset(conn, job.job_id, pipeline_id, index)
         try:
             held = spec.plugin.held(key, pipeline_id, spec.plugin_id, offset, timeout_s)
         except Exception as exc:  # noqa: BLE001 - a database down or refusing: shown, never raised
             message = mask_message(f"{type(exc).__name__}: {exc}".strip(), sources.secrets)
-            found.append(Measured(pipeline_id, spec.plugin_id, spec.name, error=message[:1000]))
+            found.append(Measured(pipeline_id, spec.plugin_id, spec.name, error=message[:1000], left_out=left_out))
             continue
         if held is not None:
             found.append(Measured(pipeline_id, spec.plugin_id, spec.name, held.holds, held.retained_bytes,
-                                  held.lost, held.state))
+                                  held.lost, held.state, left_out=left_out))
     return found
 
 
@@ -273,17 +299,18 @@ def record_measurements(store: Store, epoch: int, actor: str, job, measured: lis
             measured_at = now
             if m.error is not None and last is not None:      # keep what was last known, and when
                 m = Measured(m.pipeline_id, m.plugin_id, m.connector, last.holds, last.retained_bytes, last.lost,
-                             last.state, m.error)
+                             last.state, m.error, m.left_out)
                 measured_at = last.measured_at
             over = m.lost or (m.retained_bytes is not None and m.retained_bytes >= warn_bytes)
             warned_at = (last.warned_at if last is not None and last.warned_at is not None else now) if over else None
             conn.execute(insert(h).values(
                 job_id=job.job_id, incarnation=current.incarnation, pipeline_id=m.pipeline_id, plugin_id=m.plugin_id,
                 connector=m.connector, holds=m.holds, retained_bytes=m.retained_bytes, lost=m.lost, state=m.state,
-                error=m.error, measured_at=measured_at, warned_at=warned_at))
+                error=m.error, measured_at=measured_at, warned_at=warned_at, left_out=m.left_out))
             if over and (last is None or last.warned_at is None):
                 detail = dict(pipeline=m.pipeline_id, source=m.plugin_id, connector=m.connector, holds=m.holds,
-                              retainedBytes=m.retained_bytes, warnBytes=warn_bytes, lost=m.lost, state=m.state)
+                              retainedBytes=m.retained_bytes, warnBytes=warn_bytes, lost=m.lost, state=m.state,
+                              **({"leftOut": True} if m.left_out else {}))
                 record_event(conn, "SOURCE_RETAINED_WARNING", actor, job.job_id, current.incarnation, epoch,
                              level="WARNING", **detail)
                 raised.append(detail)
@@ -346,7 +373,8 @@ class SourceWatch:
             keys.add(key)
             sources = self._sources.get(key)
             if sources is None:
-                sources = self._sources[key] = load_sources(job.config, json.loads(job.variables or "{}"), job.job_id)
+                sources = self._sources[key] = with_left_out(self.store, job, load_sources(
+                    job.config, json.loads(job.variables or "{}"), job.job_id))
             if not sources.holding:
                 continue
             record_measurements(self.store, epoch, self.actor, job,

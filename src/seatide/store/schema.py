@@ -248,6 +248,9 @@ source_holds = Table(
     Column("error", Text),                                 # why the last measurement failed (masked)
     Column("measured_at", Float, nullable=False),
     Column("warned_at", Float),                            # over the warning threshold since
+    # a pipeline the current config leaves out (a resume's --fallback fresh): still held, read from the
+    # config of the incarnation where it last ran (coordinator/left_out_sources.py)
+    Column("left_out", Boolean, nullable=False, default=False, server_default=false()),
 )
 
 # In the manner of Flink's JobResultStore: written with the terminal status.

@@ -83,6 +83,7 @@ def source_holds(conn: Connection, job, masked=lambda message: message) -> dict:
         "pipelineId": r.pipeline_id, "source": r.plugin_id, "connector": r.connector, "holds": r.holds,
         "retainedBytes": r.retained_bytes, "lost": bool(r.lost), "state": r.state, "error": masked(r.error),
         "measuredTime": iso(r.measured_at), "warning": r.warned_at is not None, "warningSince": iso(r.warned_at),
+        "leftOut": bool(r.left_out),    # its pipeline's current config leaves it out: held all the same
     } for r in rows]
     return {"retained": retained, "retainedWarning": any(r["warning"] for r in retained),
             "release": None if job.release is None else {"state": job.release, "time": iso(job.released_at)}}
