@@ -99,6 +99,8 @@ def test_the_slot_of_a_pipeline_left_out_is_watched_and_marked(store, tmp_path, 
         with store.read() as conn:
             [shown] = source_holds(conn, _job(store))["retained"]
         assert shown["leftOut"] is True and shown["holds"] == name, shown
+        from seatide.cli.client import retained_lines
+        assert "(pipeline 2, left out by the current config)" in retained_lines({"retained": [shown], "jobId": "j1"})[0]
         # brought back by a later resume: watched from the current config again, one row, not marked
         _end(store)
         _resume(store, _two(private_postgres))

@@ -228,7 +228,8 @@ def retained_lines(info: dict) -> list[str]:
         what = "slot" if r["connector"] == "Postgres-CDC" else "binlog position"
         size = human_bytes(r["retainedBytes"])
         verb = "retains" if r["connector"] == "Postgres-CDC" else "behind by"
-        line = (f"{r['source']} {r['connector']} (pipeline {r['pipelineId']}): {what} {r['holds'] or '-'} {verb} {size}"
+        pipeline = f"pipeline {r['pipelineId']}" + (", left out by the current config" if r.get("leftOut") else "")
+        line = (f"{r['source']} {r['connector']} ({pipeline}): {what} {r['holds'] or '-'} {verb} {size}"
                 f" ({r['state'] or '-'}), measured {r['measuredTime'] or '-'}")
         if r["lost"]:
             line += "  LOST: the server no longer has what resuming needs"

@@ -362,7 +362,7 @@ function jobView(jobId) {
   function renderHeld(info) {
     heldSection.hidden = !info.retained.length;
     held.replaceChildren(...info.retained.map((r) => el("tr", {class: r.warning ? "warning" : ""},
-      el("td", {text: r.pipelineId}), el("td", {text: `${r.source} ${r.connector}`}), el("td", {text: r.holds ?? "–"}),
+      el("td", {text: r.leftOut ? `${r.pipelineId} (left out)` : r.pipelineId}), el("td", {text: `${r.source} ${r.connector}`}), el("td", {text: r.holds ?? "–"}),
       el("td", {class: "num", text: fmtBytes(r.retainedBytes)}), el("td", {text: r.lost ? "LOST" : (r.state ?? "–")}),
       el("td", {text: r.measuredTime ?? "–"}),
       el("td", {class: r.error ? "error" : "", text: r.error ? `last measurement failed: ${r.error}`
