@@ -147,3 +147,22 @@ def test_a_statement_logged_load_data_before_the_first_batch_is_passed_over_like
     rows, stopped = stream(plugin, described)
     assert stopped is None, stopped
     assert applied(rows) == {1: {"id": 1, "name": "a"}, 2: {"id": 2, "name": "b"}}
+
+
+@pytest.mark.parametrize("recreated", ["dropped", "created again with other columns"])
+def test_a_table_dropped_after_an_alter_before_the_first_batch_is_refused_with_the_way_out(
+        recreated, private_mariadb, cdc_database):
+    """ALTER then DROP (and maybe CREATE with other columns) between the description and the first
+    batch: snapshot_window leaves a DROP after an ALTER 'to the stream, which refuses it', but the
+    snapshot's splits are read before the stream gets there, and read a table that is gone (or has
+    other columns): the job fails with the server's raw error, not SeaTide's refusal and its way out
+    (the raw 1054 116cea6 meant to end). Promise 2."""
+    table = f"{cdc_database}.items"
+    private_mariadb.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, name VARCHAR(20))",
+                            f"INSERT INTO {table} VALUES (1, 'a')")
+    plugin = source(private_mariadb, [table], "schema-changes.enabled = true")
+    described = plugin.discover(plugin.server_config())
+    after = [f"CREATE TABLE {table} (id INT PRIMARY KEY, other INT)"] if recreated != "dropped" else []
+    private_mariadb.execute(f"ALTER TABLE {table} ADD COLUMN c1 INT", f"DROP TABLE {table}", *after)
+    rows, stopped = stream(plugin, described)
+    assert isinstance(stopped, str) and "was dropped" in stopped and "items" in stopped, stopped
