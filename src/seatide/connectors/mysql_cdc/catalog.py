@@ -25,6 +25,7 @@ from seatide.connectors.mysql_cdc.position import BinlogPosition
 # Errors that a new connection may cure: can't connect, server gone away, lost connection.
 _TRANSIENT = {2003, 2006, 2013}
 _NO_SUCH_TABLE = 1146
+_LOCK_WAIT_TIMEOUT = 1205
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,10 @@ class ServerConfig:
     max_retries: int = 3
     split_size: int = 8096
     fetch_size: int = 1024
+    # The description's metadata lock: how long one attempt waits for it, and how many are made
+    # (catalog.described_at). The server's own wait is a day (MariaDB) or a year (MySQL).
+    describe_lock_wait_s: int = 5
+    describe_lock_attempts: int = 3
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -185,7 +190,22 @@ def described_at(conn, config: ServerConfig, database: str, table: str) -> tuple
     description without the lock may come before a statement the description holds: read from
     there, the statement was applied twice, and the first snapshot failed for good."""
     failpoints.hit("mysql_cdc.describe_table")
+    for attempt in range(1, config.describe_lock_attempts + 1):
+        try:
+            return _described_locked(conn, config, database, table)
+        except pymysql.err.OperationalError as exc:
+            # a DDL statement queued for the table (behind a transaction that holds it) queues our
+            # lock too: let go, so as not to hold up the statement ourselves, and try again
+            if exc.args[0] != _LOCK_WAIT_TIMEOUT or attempt == config.describe_lock_attempts:
+                if exc.args[0] == _LOCK_WAIT_TIMEOUT:
+                    raise CatalogError(_lock_blocked(conn, config, database, table)) from None
+                raise
+    raise AssertionError("unreachable")
+
+
+def _described_locked(conn, config: ServerConfig, database: str, table: str) -> tuple[CapturedTable, list | None]:
     with conn.cursor() as cur:
+        cur.execute("SET SESSION lock_wait_timeout = %s", (max(1, int(config.describe_lock_wait_s)),))
         cur.execute("START TRANSACTION")
         try:
             try:
@@ -199,6 +219,31 @@ def described_at(conn, config: ServerConfig, database: str, table: str) -> tuple
             return described, shape_position(conn)
         finally:
             cur.execute("ROLLBACK")
+            cur.execute("SET SESSION lock_wait_timeout = DEFAULT")
+
+
+def _lock_blocked(conn, config: ServerConfig, database: str, table: str) -> str:
+    """Why the description could not lock ``table``: the statements waiting for the table's metadata
+    lock and the open transactions (one of which holds it), from the server's process list."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT ID, USER, TIME, INFO FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() "
+                    "AND STATE LIKE '%%metadata lock%%' ORDER BY TIME DESC LIMIT 3")
+        waiting = [f"thread {i} ({u}, {t} s): {' '.join(str(q or '').split())[:200]}" for i, u, t, q in cur.fetchall()]
+        try:
+            cur.execute("SELECT trx_mysql_thread_id, trx_started, trx_query FROM information_schema.INNODB_TRX "
+                        "WHERE trx_mysql_thread_id <> CONNECTION_ID() ORDER BY trx_started LIMIT 3")
+            open_ = [f"thread {i} since {s}" + (f" ({' '.join(str(q).split())[:120]})" if q else "")
+                     for i, s, q in cur.fetchall()]
+        except pymysql.err.MySQLError:          # no InnoDB view for this user
+            open_ = []
+    waits = "; ".join(waiting) or "none seen now"
+    holders = "; ".join(open_) or "none seen now"
+    return (f"the table {database}.{table} could not be described: its metadata lock was not granted in "
+            f"{config.describe_lock_attempts} tries of {config.describe_lock_wait_s} s on {config.host}:{config.port}. "
+            f"Waiting for a table's metadata lock: {waits}. Open transactions, one of which holds the table: "
+            f"{holders}. A DDL statement of the table waits for a transaction that has read it, and every "
+            "reader queues behind the statement: end that transaction (COMMIT, ROLLBACK or KILL its thread) "
+            "or the statement, then start the job again")
 
 
 def shape_position(conn) -> list | None:

@@ -271,7 +271,8 @@ class MySqlCdcReader(DataSourceStreamReader):
                      if t.ddl_at is not None and t.ddl_at[0] in files
                      and (len(t.ddl_at) < 3 or t.ddl_at[2] in (None, self._server))}
         start = min([end, *described.values()])
-        return start, snapshot_since(conn, self._config(), tables, described, start, end, files)
+        return start, snapshot_since(conn, self._config(), tables, described, start, end, files, self.behaviour,
+                                     self._server)
 
     def _next_backfill(self, conn, offset: StreamOffset) -> StreamOffset:
         """The added tables' next splits; with their last, they join the stream, each read from the
