@@ -169,3 +169,38 @@ def test_the_check_takes_the_way_out_only_for_seatides_own_refusals():
               "the statement: ALTER TABLE items COMMENT 'row was truncated'",
               "Py4JJavaError: the partition was dropped while the job ran"]
     assert [_way_out(g, text) for text in others for g in GONE] == [None] * 6
+
+
+def test_a_refusal_counts_as_a_way_out_only_for_a_change_the_workload_made():
+    """Review of 887971c, 6: any refusal matching GONE was a way out, whether or not the workload
+    had made such a change after the snapshot's position: a refusal of a statement the snapshot
+    holds (a bug) passed the check. The workload records what it made; a refusal of another fails."""
+    from seatide.connectors.mysql_cdc.binlog import refuse_rowless
+    from seatide.connectors.mysql_cdc.catalog import CapturedTable
+    from seatide.connectors.mysql_cdc.position import BinlogPosition
+    from seatide.testing.cdc_shapes_mysql import GONE
+    from seatide.testing.cdc_shapes_mysql_window import Rowless
+
+    captured = {("shop", "shard_1"): CapturedTable("shop", "shard_1", (("id", "int", "int", 10, 0),), ("id",))}
+    with pytest.raises(Exception) as refused:
+        refuse_rowless("shop", "TRUNCATE shard_1", BinlogPosition.of("binlog.000001", 400), captured)
+    record = Rowless()
+    record.made_change("shard_1", "was dropped")
+    record.made_change("shard_0", "was truncated")
+    with pytest.raises(AssertionError, match="refused shard_1 \\(was truncated\\), but the workload made no such"):
+        record.check(str(refused.value), GONE, 7)
+    record.made_change("shard_1", "was truncated")
+    record.check(str(refused.value), GONE, 7)
+    assert record.made == set()             # taken: a fresh snapshot holds every change before it
+    record.check("some other failure", GONE, 7)     # not a refusal: restart_or_take_the_way_out's to judge
+
+
+def test_changes_between_the_description_and_the_first_batch_reach_the_targets(spark, private_mariadb, tmp_path):
+    """Review of 887971c, 6: the workload never changed a table between the description and the
+    first batch, nor created one again in another character set. With ``window`` every fresh start
+    holds the description after the last shard's (failpoint mysql_cdc.table_described) while the
+    first is truncated, changed by a statement logged as text, created again (same columns: passed
+    over) or created again in another charset (refused, the way out taken)."""
+    outcome = run_mysql_shapes(spark, mysql_endpoint(private_mariadb.port, "test"), SHARED_POSTGRES, seed=11,
+                               transactions=40, workdir=str(tmp_path), shards=2, window=1.0, deadline_s=300)
+    assert outcome.window_changes, outcome

@@ -49,6 +49,8 @@ from decimal import Decimal
 
 from seatide.testing.cdc_check import Endpoint, mysql_endpoint, postgres_endpoint
 from seatide.testing.cdc_shapes_pg import Shard, ShapesWorkload, until_equal
+from seatide.testing.cdc_shapes_mysql_job import CAUGHT_UP, STREAM, job_text, resume_capturing, stream_state, table_rows
+from seatide.testing.cdc_shapes_mysql_window import Rowless, start_in_window
 from seatide.testing.cdc_shapes_pg_check import (ShapesOutcome, _Runner, _Scripted, restart_or_take_the_way_out,
                                                  write_while_streaming)
 
@@ -56,10 +58,10 @@ COLUMNS = "id BIGINT PRIMARY KEY, name VARCHAR(80), note TEXT, amount DECIMAL(20
 # Why a job may fail: SeaTide's refusals of a statement the binlog holds without rows (binlog.refuse_rowless),
 # matched whole; the check then takes the way out the message names. A phrase alone ("was truncated")
 # also took an error that quotes a statement or a table name holding it for a refusal.
-GONE = tuple(re.compile(r"\[seatide:permanent\] MySQL-CDC: [\w.]+ " + head) for head in (
-    r"(?P<reason>was truncated) while the job ran \(at binlog [^ ]+: .*\)\. "
+GONE = tuple(re.compile(r"\[seatide:permanent\] MySQL-CDC: (?P<table>[\w.]+) " + head) for head in (
+    r"(?P<reason>was truncated) after the job described it \(at binlog [^ ]+: .*\)\. "
     r"A TRUNCATE is logged as a statement without rows",
-    r"(?P<reason>was dropped) while the job ran \(at binlog [^ ]+: .*\)\. Its rows went without a row event",
+    r"(?P<reason>was dropped) after the job described it \(at binlog [^ ]+: .*\)\. Its rows went without a row event",
     r"was changed at binlog [^ ]+ by a statement (?P<reason>logged as text, without rows): "))
 # A script's step that creates a shard and resumes the job capturing it too.
 ADD_SHARD = "-- a shard added on resume"
@@ -69,6 +71,7 @@ ROW_IMAGE = {"full": "SET SESSION binlog_row_image = 'FULL'", "minimal": "SET SE
 @dataclass
 class MySqlShard(Shard):
     added: list = field(default_factory=list)     # columns added by ALTER TABLE, in order (``Column``)
+    charset: str = "utf8mb4"                      # a re-create in the window may take the other (latin1)
 
 
 @dataclass(frozen=True)
@@ -131,13 +134,15 @@ class MySqlShapes(ShapesWorkload):
         self.merged = merged
         self.shards = [MySqlShard(f"shard_{i}", "full") for i in range(shards)]
         self.next_id, self.next_column = 1, 1
+        self.rowless = Rowless()        # the changes made that the stream must refuse (a way out's)
 
     def create(self, shard: MySqlShard, rows: int = 10) -> list:
         """(Re)create ``shard`` with the columns it has now (added ones too: a shard created again
         keeps its group's shape) and ``rows`` rows."""
         shard.live.clear()
         added = "".join(f", {c.definition()}" for c in shard.added)
-        return [f"DROP TABLE IF EXISTS {shard.name}", f"CREATE TABLE {shard.name} ({COLUMNS}{added})",
+        return [f"DROP TABLE IF EXISTS {shard.name}",
+                f"CREATE TABLE {shard.name} ({COLUMNS}{added}) CHARACTER SET {shard.charset}",
                 *[self.insert(shard) for _ in range(rows)]]
 
     def setup(self) -> list:
@@ -163,19 +168,23 @@ class MySqlShapes(ShapesWorkload):
         named = [c for c in shard.added if self.evolution.random() < 0.5]
         columns = ", ".join(["id", "name", "note", "amount", *[c.name for c in named]])
         return (f"INSERT INTO {shard.name} ({columns}) VALUES ({', '.join(['%s'] * (4 + len(named)))})",
-                (key, f"name {rng.randint(0, 10**6)}", note, f"{rng.randint(-10**6, 10**6)}.25",
+                (key, f"nam\u00e9 {rng.randint(0, 10**6)}", note, f"{rng.randint(-10**6, 10**6)}.25",
                  *[c.value(self.evolution) for c in named]))
 
     def transaction(self) -> list:
         """One session's transaction: its settings first, then its statements."""
         rng, removal = self.rng, self.removal()
         if removal is not None:
+            truncated = removal[0].startswith("TRUNCATE")      # else ["BEGIN", "DROP TABLE IF EXISTS t", ...]
+            self.rowless.made_change(removal[0 if truncated else 1].split()[-1],
+                                     "was truncated" if truncated else "was dropped")
             return removal
         if self.ddl and self.evolution.random() < self.ddl:
             return self.add_column()
         if rng.random() < self.statements:
             shard = rng.choice(self.shards)
             session = ["SET SESSION binlog_format = 'STATEMENT'"]
+            self.rowless.made_change(shard.name, "logged as text, without rows")
             if not shard.live or rng.random() < 0.5:
                 return [*session, self.insert(shard)]
             return [*session, self.update(shard, 0.3)]
@@ -216,82 +225,18 @@ class MySqlShapes(ShapesWorkload):
         return f"UPDATE {shard.name} SET name = %s WHERE id = %s", (name, key)
 
 
-def job_text(source: Endpoint, target: Endpoint, shards: list[Shard], table: str, merged: bool,
-             server_id: int = 5600) -> str:
-    database = source.url.rsplit("/", 1)[1]
-    names = ", ".join(f'"{database}.{s.name}"' for s in shards)
-    sink_table = table if merged else f"{table}_${{table_name}}"
-    return (f'env {{ job.mode = "STREAMING", checkpoint.interval = 1000, micro-batch.max-rows = 60 }}\n'
-            f'source {{ MySQL-CDC {{ base-url = "{source.url}", username = "root", password = "",\n'
-            f'  table-names = [{names}], snapshot.split.size = 7, server-id = "{server_id}",\n'
-            f'  schema-changes.enabled = true }} }}\n'
-            f'sink {{ Jdbc {{ url = "{target.url}", user = "{target.user}", password = "", table = "{sink_table}",\n'
-            f'  primary_keys = ["id"], enable_upsert = true }} }}\n')
-
-
-def _rows(endpoint: Endpoint, table: str, added: list) -> dict:
-    """id -> every column's value: the first four, then each added one (``Column``), comparable."""
-    conn = endpoint.connect()
-    try:
-        cursor = conn.cursor()
-        cursor.execute(f"SELECT {', '.join(['id', 'name', 'note', 'amount', *[c.name for c in added]])} FROM {table}")
-        return {int(r[0]): (r[1], r[2], None if r[3] is None else Decimal(str(r[3])),
-                            *[c.normal(v) for c, v in zip(added, r[4:])]) for r in cursor.fetchall()}
-    finally:
-        conn.close()
-
-
-def resume_capturing(runner: _Runner, running: list, new_conf: str, outcome: ShapesOutcome) -> None:
-    """The job stopped and resumed from its checkpoint with ``new_conf`` (a table more in
-    ``table-names``): the resume check's answer (``Pipeline.fits``, as a driver's
-    ``_prepare_dir`` asks it) first: a refusal fails the check."""
-    from seatide.config.loader import load_job_text
-    from seatide.plan.dag import build_plan
-
-    then, now = (build_plan(load_job_text(text)).pipelines[0] for text in (runner.conf, new_conf))
-    if not now.fits(then.fingerprint()):
-        raise AssertionError(f"seed {outcome.seed}: a resume capturing one table more is refused: the checkpoint "
-                             "was written for different sources")
-    running[0].stop()
-    runner.conf = new_conf
-    outcome.tables_added += 1
-    running[0] = runner.start()
-
-
-STREAM, CAUGHT_UP = "(the stream)", "running, at the binlog's end"
-
-
-def stream_state(query, source: Endpoint) -> str:
-    """CAUGHT_UP when ``query`` runs without an error and its last batch ended at or past the end of
-    ``source``'s binlog now; else where it is."""
-    from seatide.connectors.mysql_cdc.catalog import current_position
-    from seatide.connectors.mysql_cdc.position import StreamOffset
-
-    if not query.isActive or query.exception() is not None:
-        return f"stopped: {str(query.exception() or '')[-300:]}"
-    progress = query.lastProgress or {}
-    ended = (progress.get("sources") or [{}])[0].get("endOffset")
-    at = StreamOffset.from_json(json.loads(ended) if isinstance(ended, str) else ended) if ended else None
-    conn = source.connect()
-    try:
-        end = current_position(conn)
-    finally:
-        conn.close()
-    if at is None or at.position is None or at.phase != "binlog" or at.position < end:
-        return f"behind: its last batch ended at {at.position if at else None}, the binlog at {end}"
-    return CAUGHT_UP
-
-
 def run_mysql_shapes(spark, admin: Endpoint, target: Endpoint, *, seed: int, transactions: int, workdir: str,
                      merged: bool = False, shards: int = 3, statements: float = 0.03, ddl: float = 0.0,
-                     added_tables: float = 0.0, script: list | None = None, crashes: tuple | None = None,
-                     deadline_s: float = 300.0) -> ShapesOutcome:
+                     added_tables: float = 0.0, window: float = 0.0, script: list | None = None,
+                     crashes: tuple | None = None, deadline_s: float = 300.0) -> ShapesOutcome:
     """Run the seeded workload (or, with ``script``, those transactions after the shards of
     ``shards`` are made, each then checked) on a fresh database of ``admin``'s server into
     ``target``; AssertionError unless every target ends equal to its source. Crash points come from
     a seeded draw, or, given ``crashes``, in that order (the n-th batch meets the n-th). In a
     script, a step ``[ADD_SHARD]`` creates a shard and resumes the job capturing it, and a
-    ``Column`` is added (``MySqlShapes.add_column``)."""
+    ``Column`` is added (``MySqlShapes.add_column``). ``window``: the chance that a fresh start (the
+    first, a way out's, or one drawn after each few transactions) has a change made between the
+    tables' description and the first batch (cdc_shapes_mysql_window.py)."""
     rng = random.Random(seed)
     workload = MySqlShapes(rng, shards, statements, evolution=random.Random(seed + 2), ddl=ddl,
                            added_tables=added_tables, merged=merged)
@@ -311,9 +256,25 @@ def run_mysql_shapes(spark, admin: Endpoint, target: Endpoint, *, seed: int, tra
             return {table: workload.shards[0].added}
         return {f"{table}_{s.name}": s.added for s in workload.shards}
 
+    windows, fresh = random.Random(seed + 3), [runner.lineage]
+
+    def start():
+        """The query started; a fresh start (a new lineage) now and then with a change in its window."""
+        if fresh[0] == runner.lineage or len(workload.shards) < 2 or windows.random() >= window:
+            fresh[0] = runner.lineage
+            return runner.start()
+        fresh[0] = runner.lineage
+        query, kind = start_in_window(runner.start, source, workload, windows)
+        outcome.window_changes.append(kind)
+        return query
+
+    def empty_targets():
+        target.execute(*[f"DROP TABLE IF EXISTS {name}" for name in targets()])
+
     def restart_if_dead():
-        restart_or_take_the_way_out(running, runner, GONE, lambda: target.execute(*[f"DROP TABLE IF EXISTS {name}"
-                                                                                  for name in targets()]), runner.start)
+        if not running[0].isActive:
+            workload.rowless.check(str(running[0].exception() or ""), GONE, seed)
+        restart_or_take_the_way_out(running, runner, GONE, empty_targets, start)
 
     def add_shard():
         restart_if_dead()
@@ -324,13 +285,20 @@ def run_mysql_shapes(spark, admin: Endpoint, target: Endpoint, *, seed: int, tra
     def between():
         if workload.added_tables and workload.evolution.random() < workload.added_tables:
             add_shard()
+        if window and windows.random() < window / 4:        # the job submitted again: a fresh start
+            restart_if_dead()
+            running[0].stop()
+            empty_targets()
+            runner.start_over()
+            workload.rowless.made.clear()
+            running[0] = start()
 
     def rows():
         try:
-            got = {name: _rows(target, name, added) for name, added in targets().items()}
+            got = {name: table_rows(target, name, added) for name, added in targets().items()}
         except Exception:  # noqa: BLE001 - the sink has not created a target (or a column) yet
             got = None
-        shard_rows = {s.name: _rows(source, s.name, s.added) for s in workload.shards}
+        shard_rows = {s.name: table_rows(source, s.name, s.added) for s in workload.shards}
         expected = ({table: {k: v for r in shard_rows.values() for k, v in r.items()}} if merged
                     else {f"{table}_{name}": r for name, r in shard_rows.items()})
         # equal is not done: the stream must also have read to the binlog's end and be running, so a
@@ -338,7 +306,8 @@ def run_mysql_shapes(spark, admin: Endpoint, target: Endpoint, *, seed: int, tra
         state = {"state": stream_state(running[0], source)}
         return ({**got, STREAM: state} if got is not None else None), {**expected, STREAM: {"state": CAUGHT_UP}}
 
-    running = [runner.start()]
+    fresh[0] = -1
+    running = [start()]
     try:
         if script is not None:
             for step, transaction in enumerate([[], *script]):
@@ -371,6 +340,8 @@ def main() -> None:
     parser.add_argument("--ddl", type=float, default=0.03, help="share of transactions that add a column")
     parser.add_argument("--added-tables", type=float, default=0.05,
                         help="chance, after each few transactions, of a shard added on resume")
+    parser.add_argument("--window", type=float, default=0.0,
+                        help="chance that a fresh start has a change between the description and the first batch")
     args = parser.parse_args()
     from seatide.runtime.session import build_session
     from seatide.testing.servers import start_private_mariadb, stop_private_mariadb
@@ -383,7 +354,7 @@ def main() -> None:
         outcome = run_mysql_shapes(spark, mysql_endpoint(server.port, "test"), postgres_endpoint(5432, "test"),
                                    seed=args.seed, transactions=args.transactions, merged=args.merged,
                                    shards=args.shards, statements=args.statements, ddl=args.ddl,
-                                   added_tables=args.added_tables,
+                                   added_tables=args.added_tables, window=args.window,
                                    workdir=os.path.join(workdir, "run"))
         print(f"mysql shapes -> postgres ({'merged' if args.merged else 'a target each'}): targets equal "
               f"sources; {outcome}", flush=True)

@@ -244,6 +244,7 @@ class ShapesOutcome:
     schema_changes: int = 0     # queries started again with a table's new shape
     tables_added: int = 0       # tables created and captured on a resume with a changed config
     way_outs: list = field(default_factory=list)      # each failure the check recovered from, by its reason
+    window_changes: list = field(default_factory=list)  # changes made between a description and a first batch
 
 
 def shapes_database(admin: Endpoint, seed: int) -> Endpoint:

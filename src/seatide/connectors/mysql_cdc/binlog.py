@@ -243,13 +243,13 @@ def refuse_rowless(schema: str | None, statement: str, here: BinlogPosition, cap
     table = captured[names[0]].name
     if found.kind == TRUNCATE:
         raise permanent_in_worker(
-            f"MySQL-CDC: {table} was truncated while the job ran (at binlog {here}: {text}). A TRUNCATE is logged "
+            f"MySQL-CDC: {table} was truncated after the job described it (at binlog {here}: {text}). A TRUNCATE is logged "
             "as a statement without rows, so no sink can apply it, and skipping it would leave the deleted rows "
             f"in the target. Empty the target table yourself and {START_OVER}")
     if found.kind in (DROP, RENAME):
         gone = "dropped" if found.kind == DROP else "renamed away"
         raise permanent_in_worker(
-            f"MySQL-CDC: {table} was {gone} while the job ran (at binlog {here}: {text}). Its rows went without "
+            f"MySQL-CDC: {table} was {gone} after the job described it (at binlog {here}: {text}). Its rows went without "
             "a row event, so the target would keep them, and a table created again under its name is not the "
             "one the job described. Remove the table from table-names, or empty the target table yourself, "
             f"and {START_OVER}")

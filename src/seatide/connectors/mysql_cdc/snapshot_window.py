@@ -10,16 +10,21 @@ changes are read after (the offset's ``since``):
   read again, a row of the layout before an ALTER that the description holds met the shape
   after it;
 * past that, and no later than *P*, a TRUNCATE of it, a DROP and a CREATE of it with the
-  columns the description has, or a change of it logged as text (binlog_format = STATEMENT):
-  the snapshot, read after *P*, holds the table as it is after the statement, so the statement
-  and the table's changes before it are passed over. Refused, the job had to start over though
-  nothing was lost; read, the rows a TRUNCATE removed came back.
+  columns the description has (types, character sets, NOT NULL, defaults: what the binlog's
+  decoders and a target are made from), or a change of it logged as text (binlog_format =
+  STATEMENT; a LOAD DATA's is an Execute_load_query event): the snapshot, read after *P*, holds
+  the table as it is after the statement, so the statement and the table's changes before it are
+  passed over. Refused, the job had to start over though nothing was lost; read, the rows a
+  TRUNCATE removed came back.
 
-A table dropped and not created again, or created again with other columns, is refused here, as
-the stream refuses it (binlog.refuse_rowless), before a split reads it with the wrong columns. Any
-of these after an ALTER of the table in the window is left to the stream, which refuses it:
-passing it over would pass the ALTER over too. A statement logged as text that changes the table
-through a trigger of another is left to the stream too.
+A table dropped and not created again, or created again otherwise, is refused here, as the
+stream refuses it (binlog.refuse_rowless), before a split reads it with the wrong columns (or its
+bytes are decoded in the wrong character set), also after an ALTER of it. An ALTER of the table
+in the window followed by a statement the snapshot holds stops the query (binlog.follow_alter)
+before a split is read: it starts again with the ALTER in the table's shape, from which the
+window holds the statement alone. Passing the statement over at once would pass the ALTER over
+too; leaving it to the stream refused it. A statement logged as text that changes the table
+through a trigger of another is left to the stream.
 """
 
 from __future__ import annotations
