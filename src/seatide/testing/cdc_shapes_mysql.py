@@ -264,7 +264,7 @@ def run_mysql_shapes(spark, admin: Endpoint, target: Endpoint, *, seed: int, tra
             fresh[0] = runner.lineage
             return runner.start()
         fresh[0] = runner.lineage
-        query, kind = start_in_window(runner.start, source, workload, windows)
+        query, kind = start_in_window(runner.start, runner.conf, source, workload, windows)
         outcome.window_changes.append(kind)
         return query
 

@@ -67,14 +67,17 @@ def window_change(workload, draw: random.Random, kind: str) -> list:
     return ["BEGIN", *workload.create(shard, rows=draw.randint(0, 4)), "COMMIT"]
 
 
-def start_in_window(start, source, workload, draw: random.Random, deadline_s: float = 120.0):
-    """``start()`` with the description held at the last shard's ``mysql_cdc.table_described``
-    while a change drawn (``KINDS``) is made to the first: the query, and the change's kind."""
+def start_in_window(start, conf: str, source, workload, draw: random.Random, deadline_s: float = 120.0):
+    """``start()`` (of job ``conf``) with the stream's description held at the last shard's
+    ``mysql_cdc.table_described`` while a change drawn (``KINDS``) is made to the first: the query,
+    and the change's kind."""
     from seatide import failpoints
 
     kind = draw.choice(KINDS)
+    # the plan built in ``start`` may describe the tables too (a sink's catalog, with the source's
+    # tables()): the description the stream reads with is the read's, the last
+    passes = planned_descriptions(conf) + len(workload.shards) - 1
     statements = window_change(workload, draw, kind)
-    passes = len(workload.shards) - 1
     gate = os.path.join(tempfile.gettempdir(), f"seatide-described-{os.getpid()}-{time.monotonic_ns()}")
     failpoints._POINTS[TABLE_DESCRIBED], failpoints._HITS[TABLE_DESCRIBED] = f"gate:{passes}:{gate}", 0
     failed: list = []
@@ -105,3 +108,16 @@ def start_in_window(start, source, workload, draw: random.Random, deadline_s: fl
         raise AssertionError(f"the change in the window ({kind}) failed: {failed[0]}")
     return query, kind
 
+
+def planned_descriptions(conf: str) -> int:
+    """How many tables building ``conf``'s plan describes (the failpoint counted, never held)."""
+    from seatide import failpoints
+    from seatide.config.loader import load_job_text
+    from seatide.plan.dag import build_plan
+
+    failpoints._POINTS[TABLE_DESCRIBED], failpoints._HITS[TABLE_DESCRIBED] = f"gate:{10**9}:/nonexistent", 0
+    try:
+        build_plan(load_job_text(conf))
+        return failpoints._HITS.get(TABLE_DESCRIBED, 0)
+    finally:
+        failpoints._POINTS.pop(TABLE_DESCRIBED, None)
