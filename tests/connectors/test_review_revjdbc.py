@@ -1,0 +1,119 @@
+"""Outside review of 1736096, 960fd7e, b8cf721, be5895f: failing tests that show what still breaks the
+promises (nothing destroyed unless the sink can run; no false refusal). Real MariaDB and PostgreSQL."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+from seatide.connectors.jdbc.spec import JdbcSinkError
+from seatide.plugin.rowkind import RowKind
+from seatide.plugin.tables import TableFrames
+from seatide.runtime.commit_log import SinkCommitLog, write_exactly_once
+from tests.connectors.jdbc_sink_helpers import frame, routes_writer, txn
+from tests.connectors.test_jdbc_privileges_asked_first import _deletes_only_the_first
+from tests.connectors.test_jdbc_sink_privileges import _admin, _check, _mariadb_user, _pg_admin, _pg_role, _rows
+
+
+def _two_tables(spark, ids=(10, 11)):
+    tables = {i: frame(spark, [(ids[i], "new", RowKind.INSERT)], "id bigint, name string") for i in range(2)}
+    return TableFrames(tables, {}, {i: df.schema for i, df in tables.items()}.__getitem__,
+                       local={i: [tuple(r) for r in df.collect()] for i, df in tables.items()})
+
+
+@pytest.mark.parametrize("server", ["mariadb", "postgresql"])
+def test_a_later_tables_custom_sql_it_may_not_run_refuses_before_an_earlier_table_is_emptied(spark, server, tmp_path):
+    """R-F's case with CUSTOM_PROCESSING instead of DROP_DATA: a DML custom_sql (both servers) asks no
+    privilege of the server first, so the first table's DELETE runs and commits, then the second's fails."""
+    job = f"t_{secrets.token_hex(3)}"
+    first, second = f"{job}_a", f"{job}_b"
+    with _deletes_only_the_first(server, first, second) as (db, password):
+        per_table = {t: {"custom_sql": f"DELETE FROM {t}"} for t in (first, second)}
+        writer = routes_writer(spark, db, [first, second], job, per_table=per_table, password=password,
+                               data_save_mode="CUSTOM_PROCESSING")
+        with pytest.raises(Exception) as refused:
+            write_exactly_once(writer, SinkCommitLog(str(tmp_path)), _two_tables(spark), 0, txn(job, 0))
+        print("REFUSED:", type(refused.value).__name__, str(refused.value)[:300])
+        kept = {t: _rows(db, password, f"SELECT id, name FROM {t} ORDER BY id") for t in (first, second)}
+        assert kept == {t: [(1, "kept"), (2, "kept")] for t in (first, second)}
+
+
+def test_postgresql_multi_table_commit_records_home_is_not_asked_and_the_tables_are_emptied_first(spark, tmp_path):
+    """PostgreSQL 15: a role may create in schema ``a`` (its tables' schema) but not in ``public``. A
+    multi-table sink keeps its commit records in the pinned current_schema() (public), which
+    _refuse_lacking never asks: DROP_DATA empties both tables, then the first batch fails to make
+    public.seatide_sink_commits (raw 42501), at every attempt."""
+    job = f"t_{secrets.token_hex(3)}"
+    first, second = f"{job}_a", f"{job}_b"
+    with _pg_role() as (database, role):
+        _pg_admin(database, "CREATE SCHEMA a", f"GRANT USAGE, CREATE ON SCHEMA a TO {role}",
+                  *(f"CREATE TABLE a.{t} (id BIGINT, name TEXT)" for t in (first, second)),
+                  *(f"INSERT INTO a.{t} VALUES (1, 'kept'), (2, 'kept')" for t in (first, second)),
+                  *(f"GRANT SELECT, INSERT, UPDATE, DELETE ON a.{t} TO {role}" for t in (first, second)))
+        db = (f"jdbc:postgresql://127.0.0.1:5432/{database}", role)
+        per_table = {t: {"table": f"a.{t}"} for t in (first, second)}
+        writer = routes_writer(spark, db, [first, second], job, per_table=per_table, password="pw",
+                               data_save_mode="DROP_DATA")
+        try:
+            write_exactly_once(writer, SinkCommitLog(str(tmp_path)), _two_tables(spark), 0, txn(job, 0))
+            outcome = "ran"
+        except Exception as exc:            # noqa: BLE001 - what it was is printed
+            outcome = f"{type(exc).__module__}.{type(exc).__name__}: {str(exc)[:200]}"
+        print("OUTCOME:", outcome)
+        kept = {t: _rows(db, "pw", f"SELECT id FROM a.{t} ORDER BY id") for t in (first, second)}
+        # either it runs (both tables hold the new row) or it is refused with the rows kept
+        assert kept in ({first: [(10,)], second: [(11,)]}, {first: [(1,), (2,)], second: [(1,), (2,)]}), \
+            (outcome, kept)
+
+
+def test_mariadb_multi_table_is_refused_for_delete_on_commit_records_in_the_targets_database(spark, tmp_path):
+    """False refusal: a multi-table sink's commit records live in the URL's database, where the user
+    has every privilege; its tables live in another database, where it may SELECT, INSERT, CREATE,
+    DROP (APPEND_DATA). The check asks UPDATE and DELETE on `other`.seatide_sink_commits instead and
+    refuses a job that runs."""
+    job = f"t_{secrets.token_hex(3)}"
+    other = f"other_{secrets.token_hex(3)}"
+    first, second = f"{job}_a", f"{job}_b"
+    with _mariadb_user("ALL PRIVILEGES", "`DB`.*") as (db, password):
+        _admin(f"CREATE DATABASE {other}",
+               f"GRANT SELECT, INSERT, CREATE, DROP, INDEX, ALTER ON {other}.* TO '{db[1]}'@'%'")
+        try:
+            per_table = {t: {"table": f"{other}.{t}"} for t in (first, second)}
+            writer = routes_writer(spark, db, [first, second], job, per_table=per_table, password=password)
+            write_exactly_once(writer, SinkCommitLog(str(tmp_path)), _two_tables(spark), 0, txn(job, 0))
+            assert _rows(db, password, f"SELECT id FROM {other}.{first}") == [(10,)]
+        finally:
+            _admin(f"DROP DATABASE IF EXISTS {other}")
+
+
+def test_a_truncate_of_the_target_in_the_database_option_is_not_refused(tmp_path, capsys):
+    """False refusal: a single-table MariaDB sink with option 'database' connects to that database, and
+    its LOCK TABLES and custom_sql name the table there; 'TRUNCATE TABLE t' is refused at load
+    ('t unqualified is looked up in the connection's database') though it runs on the target."""
+    with _mariadb_user("ALL PRIVILEGES", "*.*") as (db, password):
+        other = f"other_{secrets.token_hex(3)}"
+        _admin(f"CREATE DATABASE {other}", f"CREATE TABLE {other}.t (id BIGINT)")
+        try:
+            code, report = _check(tmp_path, capsys, db, password, database=other,
+                                  data_save_mode="CUSTOM_PROCESSING", custom_sql="TRUNCATE TABLE t")
+        finally:
+            _admin(f"DROP DATABASE IF EXISTS {other}")
+    assert code == 0, report["error"]
+
+
+def test_drop_data_empties_a_table_the_first_batch_then_refuses_for_a_missing_column(spark, tmp_path):
+    """Promise 2: DROP_DATA runs before the route's check that the table fits its fields; a table without
+    one of the input's columns is emptied, then the batch is refused (PostgreSQL, superuser)."""
+    job = f"t_{secrets.token_hex(3)}"
+    db = ("jdbc:postgresql://127.0.0.1:5432/test", "postgres")
+    _pg_admin("test", f"CREATE TABLE {job}_a (id BIGINT, name TEXT)", f"INSERT INTO {job}_a VALUES (1, 'kept')")
+    try:
+        writer = routes_writer(spark, db, [f"{job}_a"], job, data_save_mode="DROP_DATA")
+        df = frame(spark, [(10, "new", 5, RowKind.INSERT)], "id bigint, name string, extra int")
+        frames = TableFrames({0: df}, {}, {0: df.schema}.__getitem__)
+        with pytest.raises(JdbcSinkError, match="no column extra"):
+            write_exactly_once(writer, SinkCommitLog(str(tmp_path)), frames, 0, txn(job, 0))
+        assert _rows(db, "", f"SELECT id FROM {job}_a") == [(1,)]
+    finally:
+        _pg_admin("test", f"DROP TABLE IF EXISTS {job}_a", "DROP TABLE IF EXISTS seatide_sink_commits_x")
