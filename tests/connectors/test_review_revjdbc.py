@@ -117,3 +117,74 @@ def test_drop_data_empties_a_table_the_first_batch_then_refuses_for_a_missing_co
         assert _rows(db, "", f"SELECT id FROM {job}_a") == [(1,)]
     finally:
         _pg_admin("test", f"DROP TABLE IF EXISTS {job}_a", "DROP TABLE IF EXISTS seatide_sink_commits_x")
+
+
+from tests.connectors.test_jdbc_search_path_keys import _ids_in, pg, store  # noqa: E402,F401 - fixtures
+from tests.connectors.jdbc_sink_helpers import execute, make_sink  # noqa: E402
+from tests.contract.harness import Pipeline, rows  # noqa: E402
+
+
+@pytest.mark.spark
+def test_a_query_sinks_later_attempt_inserts_where_its_pinned_key_and_records_are(spark, pg, store, tmp_path):
+    """b8cf721/be5895f pin a query sink's key and commit records in the schema its first attempt resolved
+    (public), but the query's own 'INSERT INTO orders' still follows the search_path: once 'own.orders'
+    exists (own first on the role's search_path), attempt 2 writes batch 1 there, beside a key, records
+    and overlap checks that name public.orders."""
+    url, role = pg
+    execute((url, "postgres"), "CREATE TABLE public.orders (id BIGINT, name TEXT)",
+            f"GRANT ALL ON public.orders TO {role}")
+
+    def sink():
+        return make_sink((url, role), query="INSERT INTO orders (id, name) VALUES (?, ?)")
+
+    pipeline = Pipeline(store, str(tmp_path / "checkpoints"))
+    pipeline.open(pipeline.attempt(), sink(), spark).write(rows(spark, [1]), 0)
+    execute((url, "postgres"), "CREATE SCHEMA own", "CREATE TABLE own.orders (id BIGINT, name TEXT)",
+            f"GRANT ALL ON SCHEMA own TO {role}", f"GRANT ALL ON own.orders TO {role}")
+    run = pipeline.open(pipeline.attempt(), sink(), spark)
+    run.write(rows(spark, [2]), 1)
+    assert [k.rsplit("/", 2)[-2] for k in run.targets.keys()] == ["public"]
+    assert {s: _ids_in(url, s) for s in ("public", "own")} == {"public": [1, 2], "own": []}
+
+
+def test_a_user_granted_a_role_it_has_not_enabled_still_runs_on_its_own_grants(spark, tmp_path):
+    """960fd7e asks every sink's privileges at its first batch: the MariaDB user's grants are read with
+    SHOW GRANTS FOR each role granted to it. For a role granted but not enabled (no DEFAULT ROLE) the
+    server answers 1044 (access denied to database 'mysql'): a user whose own grants suffice fails."""
+    job, role = f"t_{secrets.token_hex(3)}", f"r_{secrets.token_hex(3)}"
+    with _mariadb_user("ALL PRIVILEGES", "`DB`.*") as (db, password):
+        _admin(f"CREATE ROLE {role}", f"GRANT {role} TO '{db[1]}'@'%'")
+        try:
+            writer = routes_writer(spark, db, [f"{job}_a", f"{job}_b"], job, password=password)
+            write_exactly_once(writer, SinkCommitLog(str(tmp_path)), _two_tables(spark), 0, txn(job, 0))
+            assert _rows(db, password, f"SELECT id FROM {job}_a") == [(10,)]
+        finally:
+            _admin(f"DROP ROLE IF EXISTS {role}")
+
+
+@pytest.mark.spark
+def test_a_run_recorded_by_the_previous_release_replays_its_committed_batch_where_it_committed_it(
+        spark, pg, store, tmp_path, monkeypatch):
+    """Promise 4: the previous release committed batch 0 into public.orders and its driver died before its
+    log heard of it (no pin: that release made none); 'own' (first on the role's search_path) is made
+    before the upgraded SeaTide resumes. The resume pins 'own', misses the record in public and applies
+    batch 0 again into own.orders, though the run's checkpoint state names public's key."""
+    from sqlalchemy import and_, delete
+
+    from seatide import failpoints
+    from seatide.connectors.jdbc.target_names import PINNED_SCHEMA
+    from seatide.store import schema as s
+
+    url, role = pg
+    pipeline = Pipeline(store, str(tmp_path / "checkpoints"))
+    pipeline.open(pipeline.attempt(), make_sink((url, role), table="orders"), spark).write(rows(spark, [1]), 0)
+    monkeypatch.setitem(failpoints._POINTS, "sink.after_decision", "raise")
+    with pytest.raises(failpoints.FailpointError):
+        pipeline.open(pipeline.attempt(), make_sink((url, role), table="orders"), spark).write(rows(spark, [2]), 1)
+    monkeypatch.delitem(failpoints._POINTS, "sink.after_decision")
+    with store.write() as conn:       # as the previous release left the run: no pin
+        conn.execute(delete(s.sink_manifests).where(and_(s.sink_manifests.c.job_id == pipeline.job_id,
+                                                         s.sink_manifests.c.transaction_id.like(f"{PINNED_SCHEMA}@%"))))
+    execute((url, "postgres"), "CREATE SCHEMA own")
+    pipeline.open(pipeline.attempt(), make_sink((url, role), table="orders"), spark).write(rows(spark, [2]), 1)
+    assert {s_: _ids_in(url, s_) for s_ in ("public", "own")} == {"public": [1, 2], "own": None}
