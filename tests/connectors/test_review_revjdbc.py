@@ -188,3 +188,18 @@ def test_a_run_recorded_by_the_previous_release_replays_its_committed_batch_wher
     execute((url, "postgres"), "CREATE SCHEMA own")
     pipeline.open(pipeline.attempt(), make_sink((url, role), table="orders"), spark).write(rows(spark, [2]), 1)
     assert {s_: _ids_in(url, s_) for s_ in ("public", "own")} == {"public": [1, 2], "own": None}
+
+
+def test_a_later_missing_table_refuses_before_an_earlier_table_is_emptied(spark, tmp_path):
+    """R-F's shape with ERROR_WHEN_SCHEMA_NOT_EXIST: the second table does not exist, which its own
+    ``ensure`` refuses only after the first table's DROP_DATA committed (MariaDB, all privileges)."""
+    job = f"t_{secrets.token_hex(3)}"
+    with _mariadb_user("ALL PRIVILEGES", "`DB`.*") as (db, password):
+        database = db[0].rsplit("/", 1)[1]
+        _admin(f"CREATE TABLE {database}.{job}_a (id BIGINT, name TEXT)",
+               f"INSERT INTO {database}.{job}_a VALUES (1, 'kept')")
+        writer = routes_writer(spark, db, [f"{job}_a", f"{job}_b"], job, password=password,
+                               schema_save_mode="ERROR_WHEN_SCHEMA_NOT_EXIST", data_save_mode="DROP_DATA")
+        with pytest.raises(JdbcSinkError, match="does not exist"):
+            write_exactly_once(writer, SinkCommitLog(str(tmp_path)), _two_tables(spark), 0, txn(job, 0))
+        assert _rows(db, password, f"SELECT id, name FROM {job}_a") == [(1, "kept")]
