@@ -203,3 +203,28 @@ def test_a_later_missing_table_refuses_before_an_earlier_table_is_emptied(spark,
         with pytest.raises(JdbcSinkError, match="does not exist"):
             write_exactly_once(writer, SinkCommitLog(str(tmp_path)), _two_tables(spark), 0, txn(job, 0))
         assert _rows(db, password, f"SELECT id, name FROM {job}_a") == [(1, "kept")]
+
+
+@pytest.mark.parametrize("server", ["mariadb", "postgresql"])
+def test_drop_data_the_server_refuses_for_a_foreign_key_is_a_configuration_error_not_a_retry(server):
+    """R-D's promise for a step the server refuses for good: DROP_DATA on a table another table's rows
+    reference (MariaDB 1451, PostgreSQL 23503) fails every attempt alike, yet it is not classified
+    (``refused_for_good`` knows neither), so it is retried to the same raw error."""
+    from seatide.runtime.failures import describe_error
+    from tests.connectors.jdbc_sink_helpers import execute
+    from tests.connectors.test_jdbc_sink_privileges import _opened_target
+
+    db = ("jdbc:mariadb://127.0.0.1:3306/test", "root") if server == "mariadb" else \
+        ("jdbc:postgresql://127.0.0.1:5432/test", "postgres")
+    parent = f"t_{secrets.token_hex(3)}"
+    execute(db, f"CREATE TABLE {parent} (id BIGINT PRIMARY KEY)", f"INSERT INTO {parent} VALUES (1)",
+            f"CREATE TABLE {parent}_child (pid BIGINT, FOREIGN KEY (pid) REFERENCES {parent} (id))",
+            f"INSERT INTO {parent}_child VALUES (1)")
+    try:
+        target = _opened_target(db, "", parent, data_save_mode="DROP_DATA")
+        with pytest.raises(Exception) as refused:
+            target.save_mode_plan(None)
+        message, permanent = describe_error(refused.value)
+        assert permanent, message
+    finally:
+        execute(db, f"DROP TABLE IF EXISTS {parent}_child", f"DROP TABLE IF EXISTS {parent}")
