@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from seatide.connectors.jdbc.dialect import Dialect
+from seatide.connectors.jdbc.url import POSTGRESQL
 
 TABLE = "seatide_sink_commits"
 
@@ -30,6 +31,10 @@ class CommitRecords:
         return self.dialect.qualified((self.schema, TABLE) if self.schema else (TABLE,))
 
     def create(self, cursor) -> None:
+        if self.dialect.name == POSTGRESQL:     # IF NOT EXISTS still asks CREATE on the schema, which a
+            cursor.execute("SELECT to_regclass(%s)", (self.table,))     # user of the table may lack
+            if cursor.fetchone()[0] is not None:
+                return
         cursor.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (transaction_id VARCHAR(255) NOT NULL PRIMARY KEY, "
                        "sink_id VARCHAR(255) NOT NULL, batch_id BIGINT NOT NULL, row_count BIGINT NOT NULL, "
                        "committed_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP)")

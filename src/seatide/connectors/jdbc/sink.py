@@ -133,8 +133,8 @@ class JdbcSink(Sink):
         if not spec.custom_sql_is_ddl:
             return
         table = spec.placed()[1]
-        try:
-            locked_statement(spec.custom_sql, table, spec.url.database)
+        try:     # a single-table sink connects to its 'database' option's database (``JdbcTargets.open_target``)
+            locked_statement(spec.custom_sql, table, spec.database)
         except NotUnderLock as exc:
             label = ".".join(table)
             raise self.invalid("custom_sql", f"option 'custom_sql': {spec.custom_sql.strip()!r} cannot run as "
@@ -223,7 +223,8 @@ class JdbcSink(Sink):
             database, table = spec.placed()
             conn = spec.url.connect(spec.user, spec.password, database=database, connect_timeout=spec.connect_timeout)
             try:
-                for one in lacking(conn, spec, table, schema_changes):
+                for one in lacking(conn, spec, table, schema_changes, database if self.routes else spec.database,
+                                   bool(self.routes)):
                     found.setdefault(one.privilege, (one, []))[1].append(".".join(table) if table else "query")
             finally:
                 conn.close()

@@ -82,6 +82,38 @@ def locked_statement(sql: str, table: tuple[str, ...], connected_to: str | None)
                        "the target under LOCK TABLES")
 
 
+# A DML custom_sql's (or TRUNCATE's) verb, the word before its table, and the words between that mean nothing here
+_CHANGES = {"DELETE": "FROM", "UPDATE": None, "INSERT": "INTO", "REPLACE": "INTO", "TRUNCATE": "TABLE"}
+_MODIFIERS = {"LOW_PRIORITY", "QUICK", "IGNORE", "DELAYED", "HIGH_PRIORITY", "ONLY"}
+
+
+def changed_table(sql: str, fold: bool = False) -> tuple[str, tuple[str, ...]] | None:
+    """(verb, table as named) of a one-statement ``DELETE FROM t``, ``UPDATE t``, ``INSERT INTO t``,
+    ``REPLACE INTO t`` or ``TRUNCATE [TABLE] t`` (``privileges.custom_sql_needs``: the verb is the
+    privilege asked, TRUNCATE's on PostgreSQL); None for anything else. ``fold``: unquoted names are
+    lower-cased, as PostgreSQL does."""
+    words = _tokens(sql)
+    while words and words[-1] == ";":
+        words.pop()
+    if not words or ";" in words or words[0].upper() not in _CHANGES:
+        return None
+    verb, rest = words[0].upper(), words[1:]
+    while rest and rest[0].upper() in _MODIFIERS:
+        rest = rest[1:]
+    if rest[:1] and rest[0].upper() == _CHANGES[verb]:
+        rest = rest[1:]
+    elif verb == "DELETE":          # DELETE t1 FROM t1 JOIN ...: more than one table
+        return None
+    while rest and rest[0].upper() == "ONLY":
+        rest = rest[1:]
+    name = rest[:3] if rest[1:2] == ["."] else rest[:1]
+    parts = [w for w in name if w != "."]
+    if not parts or any(not (w[:1] in "`\"" or re.fullmatch(r"\w+", w)) for w in parts):
+        return None
+    return verb, tuple(w[1:-1].replace(w[0] * 2, w[0]) if w[:1] in "`\"" else w.lower() if fold else w
+                       for w in parts)
+
+
 def _on_target(words: list[str], table: tuple[str, ...], connected_to: str | None, found: LockedStatement,
                alone: bool = False) -> LockedStatement:
     """``found`` when ``words`` begin with the target's name (and, ``alone``, hold nothing more)."""
@@ -144,4 +176,4 @@ def refused_for_good(exc: BaseException) -> str | None:
     return _FIXES[_MYSQL_LASTING[code]] if code in _MYSQL_LASTING else None
 
 
-__all__ = ["LockedStatement", "NotUnderLock", "locked_statement", "refused_for_good"]
+__all__ = ["LockedStatement", "NotUnderLock", "changed_table", "locked_statement", "refused_for_good"]

@@ -200,7 +200,7 @@ class JdbcTargets(SinkTargets):
                     for route in table.routes.values() if route.table is not None]
             if mine:
                 with open_session(self.spec, group.database) as conn:
-                    lines += privileges.lacking_grants(conn, mine)
+                    lines += privileges.lacking_grants(conn, mine, group.home)     # homed in ``begin``
         if lines:
             raise privileges.refusal(lines)
 
