@@ -45,9 +45,11 @@ def sqlstate_of(exc: BaseException) -> str | None:
 
 # A refused login (SQLSTATE class 28: a wrong password, an unknown user) fails every retry the
 # same way. The Python clients a source logs in with on the driver (PyMySQL, psycopg) carry the
-# server's SQLSTATE as ``sqlstate``; only this class is taken from them so far, the others keep
-# being judged by Spark's and the JDBC drivers' states alone.
+# server's SQLSTATE as ``sqlstate``; only this class (and 42501 below) is taken from them so far,
+# the others keep being judged by Spark's and the JDBC drivers' states alone.
 REFUSED_LOGIN = "28"
+# So is a privilege the server refuses (42501, "permission denied"): granted by someone, not by a retry.
+REFUSED_PRIVILEGE = "42501"
 
 
 def permanent_cause(exc: BaseException) -> str | None:
@@ -55,6 +57,8 @@ def permanent_cause(exc: BaseException) -> str | None:
     client_state = getattr(exc, "sqlstate", None)
     if isinstance(client_state, str) and client_state.startswith(REFUSED_LOGIN):
         return "the database refused the login (user or password)"
+    if client_state == REFUSED_PRIVILEGE:
+        return "the database refused a privilege the job needs (permission denied)"
     state = sqlstate_of(exc)
     if state is None:
         return None
