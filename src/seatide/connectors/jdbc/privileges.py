@@ -19,6 +19,8 @@ from seatide.connectors.jdbc.step_statement import NotUnderLock, changed_table, 
 from seatide.connectors.jdbc.url import POSTGRESQL
 from seatide.plugin.base import Lacking
 
+log = logging.getLogger(__name__)
+
 TARGET, STAGING, RECORDS = "target", "staging", "records"      # where a need is asked (``Need.on``)
 _ALWAYS = (    # (privilege, where, why)
     ("SELECT", TARGET, "reads the target"),
@@ -31,8 +33,6 @@ _ALWAYS = (    # (privilege, where, why)
     ("CREATE", STAGING, "makes a staging table for each batch"),
     ("DROP", STAGING, "drops its staging tables"),
 )
-log = logging.getLogger(__name__)
-
 _TEMPORARY = "stages a small batch collected on the driver inside the batch's transaction; without it, " \
              "into an ordinary staging table made before the transaction"
 
@@ -84,6 +84,8 @@ def custom_sql_needs(spec: JdbcSinkSpec, connected_to: str | None) -> list[Need]
     changed = changed_table(sql, fold=not mysql)
     if changed is not None and not (mysql and changed[0] == "TRUNCATE"):
         verb, named = changed
+        if mysql and len(named) == 1 and connected_to:     # where the sink's session resolves it
+            named = (connected_to, *named)
         return [Need(verb, runs.format(verb, ".".join(named)), table=named)]
     found = []
     if mysql and spec.custom_sql_is_ddl:
@@ -153,8 +155,6 @@ class _User:
         user, _, host = account.rpartition("@")
         self.name = f"'{user}'@'{host}'"
         self.grants = _mysql_grants(self.cursor)
-        if self.grants is None:
-            self.conn.rollback()
 
     def lacking(self, spec: JdbcSinkSpec, table: tuple[str, ...] | None, schema_changes: str | None,
                 records: str | None, connected_to: str | None) -> list[tuple[Lacking, str]]:
