@@ -59,3 +59,19 @@ def test_postgresql_commit_records_another_role_owns_are_asked_for_update_and_de
     lacking = {p["privilege"]: p for p in report["privileges"]}
     assert code == 1 and {"UPDATE", "DELETE"} <= set(lacking), report
     assert "commit record" in lacking["UPDATE"]["why"], report
+
+
+def test_a_dml_custom_sql_is_asked_its_verb_on_its_table(tmp_path, capsys):
+    """MariaDB: REPLACE asks INSERT and DELETE (there is no REPLACE privilege), which SeaTunnel's user
+    has; PostgreSQL: a role that may not DELETE from the table its custom_sql empties is named."""
+    with _mariadb_user("SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER", "`DB`.*") as (db, password):
+        code, report = _check(tmp_path, capsys, db, password, data_save_mode="CUSTOM_PROCESSING",
+                              custom_sql="REPLACE INTO t (id) VALUES (1)")
+        assert code == 0, report
+    with _pg_role() as (database, role):
+        _pg_admin(database, f"GRANT USAGE, CREATE ON SCHEMA public TO {role}", "CREATE TABLE public.t (id BIGINT)",
+                  f"GRANT SELECT, INSERT ON public.t TO {role}")
+        code, report = _check(tmp_path, capsys, (f"jdbc:postgresql://127.0.0.1:5432/{database}", role), "pw",
+                              data_save_mode="CUSTOM_PROCESSING", custom_sql="DELETE FROM t")
+    lacking = {p["privilege"]: p for p in report["privileges"]}
+    assert code == 1 and "custom_sql runs DELETE on t" in lacking["DELETE"]["why"], report

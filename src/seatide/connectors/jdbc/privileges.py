@@ -82,11 +82,12 @@ def custom_sql_needs(spec: JdbcSinkSpec, connected_to: str | None) -> list[Need]
     sql, table, mysql = spec.custom_sql or "", spec.placed()[1], spec.url.dialect != POSTGRESQL
     runs = "data_save_mode CUSTOM_PROCESSING's custom_sql runs {} on {}"
     changed = changed_table(sql, fold=not mysql)
-    if changed is not None and not (mysql and changed[0] == "TRUNCATE"):
+    if changed is not None and changed[0] != ("TRUNCATE" if mysql else "REPLACE"):     # MySQL: TRUNCATE is DDL
         verb, named = changed
         if mysql and len(named) == 1 and connected_to:     # where the sink's session resolves it
             named = (connected_to, *named)
-        return [Need(verb, runs.format(verb, ".".join(named)), table=named)]
+        return [Need(privilege, runs.format(verb, ".".join(named)), table=named)
+                for privilege in (("INSERT", "DELETE") if verb == "REPLACE" else (verb,))]
     found = []
     if mysql and spec.custom_sql_is_ddl:
         found.append(Need("LOCK TABLES", "data_save_mode CUSTOM_PROCESSING's custom_sql is DDL, which commits at "
