@@ -118,11 +118,11 @@ def test_an_attempt_whose_pinned_schema_was_dropped_refuses_and_writes_nowhere_e
     assert _tables_in(url, "public") == []
 
 
-def test_a_run_recorded_before_the_pin_resolves_the_name_once_more_and_pins_it_from_then_on(spark, pg, store,
-                                                                                            tmp_path):
-    """A run whose attempts resolved the name each time left no pin: its next attempt resolves it as
-    they did (``own``, made since) and pins it; a schema put first on the search_path after that
-    changes nothing."""
+def test_a_run_recorded_before_the_pin_pins_the_schema_its_checkpoint_names(spark, pg, store, tmp_path):
+    """A run whose attempts resolved the name each time left no pin: its next attempt pins the schema
+    its checkpoint's target key names (``public``, where batch 0 is), not ``own``, made first on the
+    search_path since (that split the table in two: outside review of the pin, #1); a schema put
+    first on the search_path after that changes nothing."""
     url, role = pg
     pipeline = Pipeline(store, str(tmp_path / "checkpoints"))
     pipeline.open(pipeline.attempt(), make_sink((url, role), table="orders"), spark).write(rows(spark, [1]), 0)
@@ -134,7 +134,7 @@ def test_a_run_recorded_before_the_pin_resolves_the_name_once_more_and_pins_it_f
     execute((url, "postgres"), "CREATE SCHEMA newer", f"ALTER ROLE {role} SET search_path = newer, own, public")
     pipeline.open(pipeline.attempt(), make_sink((url, role), table="orders"), spark).write(rows(spark, [3]), 2)
     assert {schema: _ids_in(url, schema) for schema in ("public", "own", "newer")} == \
-        {"public": [1], "own": [2, 3], "newer": None}
+        {"public": [1, 2, 3], "own": None, "newer": None}
 
 
 def test_a_multi_table_sinks_replay_finds_its_commit_records_where_the_first_attempt_kept_them(spark, pg, store,
@@ -179,3 +179,25 @@ def test_a_query_sinks_replay_finds_its_commit_records_where_the_first_attempt_k
     execute((url, "postgres"), "CREATE SCHEMA own")
     replayed = pipeline.open(pipeline.attempt(), sink(), spark).write(rows(spark, [1, 2]), 0).replayed
     assert _ids_in(url, "public") == [1, 2] and replayed
+
+
+def test_a_run_recorded_before_the_pin_whose_checkpoint_heard_of_no_batch_pins_where_its_records_are(
+        spark, pg, store, tmp_path, monkeypatch):
+    """As above, but the run's first attempt died after its batch 0 committed and before its checkpoint
+    heard of it: no target key tells the schema, the sink's commit records in ``public`` do. The resume
+    pins ``public``, finds batch 0 recorded there, and ``own`` (made since, first on the search_path)
+    gets no table."""
+    url, role = pg
+    pipeline = Pipeline(store, str(tmp_path / "checkpoints"))
+    monkeypatch.setitem(failpoints._POINTS, "sink.after_decision", "raise")
+    with pytest.raises(failpoints.FailpointError):
+        pipeline.open(pipeline.attempt(), make_sink((url, role), table="orders"), spark).write(rows(spark, [1]), 0)
+    monkeypatch.delitem(failpoints._POINTS, "sink.after_decision")
+    with store.write() as conn:       # as the SeaTide before the pin left the run
+        conn.execute(delete(s.sink_manifests).where(and_(s.sink_manifests.c.job_id == pipeline.job_id,
+                                                         s.sink_manifests.c.transaction_id.like(f"{PINNED_SCHEMA}@%"))))
+    execute((url, "postgres"), "CREATE SCHEMA own")
+    run = pipeline.open(pipeline.attempt(), make_sink((url, role), table="orders"), spark)
+    assert run.write(rows(spark, [1]), 0).replayed
+    run.write(rows(spark, [2]), 1)
+    assert {schema: _ids_in(url, schema) for schema in ("public", "own")} == {"public": [1, 2], "own": None}

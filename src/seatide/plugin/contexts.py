@@ -108,6 +108,11 @@ class SinkContext:
     # (the job's target records), fenced by the attempt. For what must not change between attempts
     # (Jdbc: the schema an unqualified PostgreSQL table resolved to). Without a store: ``plan``.
     decide_once: Callable[[str, dict], dict] = lambda key, plan: plan
+    # The sink's state after its newest batch in the checkpoint's commit log (this lineage's), and
+    # the prefix of its batches' transaction ids: what the run committed before a record the sink
+    # needs existed (Jdbc: the schema a run recorded before the pin wrote an unqualified table in).
+    checkpointed: Callable[[], dict] = lambda: {}
+    transaction_prefix: str = ""
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,8 @@ def sink_run(sink: Sink, ctx: SinkContext | None, log: SinkCommitLog, *, routes=
         save_modes_key = "S_" + hashlib.sha1(os.path.abspath(log.root).encode()).hexdigest()[:16]
     door = door if door is not None else SaveModeDoor(decisions, save_modes_key)
     if ctx is not None:        # the run's once decisions are kept with its targets' save-mode decisions
-        ctx = replace(ctx, decide_once=door.records.decide_once)
+        ctx = replace(ctx, decide_once=door.records.decide_once, checkpointed=log.latest_state,
+                      transaction_prefix=transaction_prefix)
     return SinkRun(open_sink(sink, ctx, routes), log, decisions, door, transaction_prefix=transaction_prefix,
                    staging_tag=staging_tag, save_modes_key=save_modes_key)
 

@@ -7,8 +7,12 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from seatide.connectors.jdbc.commit_record import TABLE as COMMITS_TABLE
+from seatide.connectors.jdbc.commit_record import CommitRecords
+from seatide.connectors.jdbc.dialect import Dialect
 from seatide.connectors.jdbc.sink_session import open_session
 from seatide.connectors.jdbc.spec import JdbcSinkError, JdbcSinkSpec
+from seatide.connectors.jdbc.url import POSTGRESQL
 from seatide.plugin.base import SinkContext
 from seatide.plugin.save_mode_door import decision_name
 from seatide.plugin.sink_protocol import routes_of
@@ -76,23 +80,47 @@ class TargetNames:
         and pinned for the job's run by the first attempt that asks (``SinkContext.decide_once``):
         asked again by a later attempt, a schema made first on the search_path since took its key,
         its commit records' home and its rows, so a batch the dead attempt committed was replayed
-        into a second table (outside review). A run recorded before the pin pins at its next attempt."""
+        into a second table (outside review). A run recorded before the pin pins the schema it wrote
+        in (``_written_before``), not where the name resolves now (outside review of the pin, #1)."""
         at = (spec.url.host, spec.url.port, spec.database, spec.user)
         if at not in self._schemas:
             with open_session(spec, spec.database) as conn:
                 cursor = conn.cursor()
                 cursor.execute("SELECT current_schema()")
                 now = cursor.fetchone()[0] or "public"   # none of search_path exists: CREATE goes nowhere
+                plan = {"schema": self._written_before(cursor, spec) or now}
                 decide = self.ctx.decide_once if self.ctx is not None else (lambda _name, plan: plan)
-                pinned = str(decide(decision_name(PINNED_SCHEMA, _connection(spec)), {"schema": now})["schema"])
+                pinned = str(decide(decision_name(PINNED_SCHEMA, _connection(spec)), plan)["schema"])
                 if pinned != now:
                     _check_pinned(cursor, spec, pinned, now)
-                    log.info("Jdbc sink: %s is written in schema %s, as the job's first attempt resolved it; "
-                             "the search_path of user %s resolves it to %s now", _named_table(spec), pinned,
-                             spec.user, now)
+                    log.info("Jdbc sink: %s in schema %s, as the job's run resolved it first; the search_path "
+                             "of user %s resolves it to %s now", _pinned_what(spec), pinned, spec.user, now)
                 conn.rollback()
                 self._schemas[at] = pinned
         return self._schemas[at]
+
+    def _written_before(self, cursor, spec: JdbcSinkSpec) -> str | None:
+        """The schema the run wrote in before it pinned one (a SeaTide before the pin resolved the name
+        at each attempt): the one its checkpoint's target keys name for the table, else the one holding
+        the commit records of this sink's lineage. None: the run wrote nothing here (yet). Pinned where
+        the name resolves now, a committed batch the checkpoint had not heard of was applied again
+        there, into a second table (outside review of the pin, #1)."""
+        if self.ctx is None:
+            return None
+        url = spec.url
+        here = jdbc_target(url.dialect, url.host, url.port, spec.database or "postgres", "", "")[:-1]
+        for name in _unqualified(spec):
+            for key in (self.ctx.checkpointed() or {}).get("targets", {}):
+                if key.startswith(here) and key.endswith(f"/{name}") and len(key) > len(here) + len(name) + 1:
+                    return key[len(here):-len(name) - 1]
+        sink_id = f"{self.ctx.job_id}/{self.ctx.pipeline_id}/{self.ctx.plugin_id}"
+        cursor.execute("SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                       "WHERE c.relname = %s AND c.relkind IN ('r', 'p') AND has_table_privilege(c.oid, 'SELECT') "
+                       "ORDER BY n.nspname", (COMMITS_TABLE,))
+        for (schema,) in cursor.fetchall():
+            if CommitRecords(Dialect(POSTGRESQL), schema).any_for(cursor, sink_id, self.ctx.transaction_prefix):
+                return schema
+        return None
 
     @staticmethod
     def earlier(route: TableRoute, multi: bool) -> str:
@@ -132,8 +160,19 @@ def _connection(spec: JdbcSinkSpec) -> str:
     return f"{url.dialect}://{server_host(url.host)}:{url.port}/{spec.database or 'postgres'}?user={spec.user}"
 
 
-def _named_table(spec: JdbcSinkSpec) -> str:
-    return f"table '{spec.table[-1]}'" if spec.table else "the table of option 'query'"
+def _unqualified(spec: JdbcSinkSpec) -> tuple[str, ...]:
+    """The table ``spec`` writes when it names no schema (its option 'table', or its query's)."""
+    table = spec.table if spec.table is not None else (query_table(spec.query.head) if spec.query else None)
+    return tuple(table) if table is not None and len(table) == 1 else ()
+
+
+def _pinned_what(spec: JdbcSinkSpec) -> str:
+    """What the pinned schema holds for ``spec``: its unqualified table, or (a table that names its
+    schema, of a sink with several) only the sink's commit records, kept in the connection's schema."""
+    named = _unqualified(spec)
+    if named:
+        return f"table '{named[0]}' names no schema and is written"
+    return "the sink's commit records (its tables name their schemas) are kept"
 
 
 def _check_pinned(cursor, spec: JdbcSinkSpec, pinned: str, now: str) -> None:
@@ -142,13 +181,15 @@ def _check_pinned(cursor, spec: JdbcSinkSpec, pinned: str, now: str) -> None:
     create a second table and apply those batches again."""
     cursor.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (pinned,))
     if cursor.fetchone() is None:
+        table = _unqualified(spec)
+        kept = f"with table \"{table[0]}\"" if table else f"with table {COMMITS_TABLE}"
+        anew = "with the schema named in 'table'" if table else "(its commit records start afresh)"
         raise JdbcSinkError(
-            f"Jdbc sink: {_named_table(spec)} names no schema, and this job's first attempt wrote it in "
-            f"schema '{pinned}' (where the name resolved for user '{spec.user}' in database "
-            f"'{spec.database or 'postgres'}'); schema '{pinned}' no longer exists, so the job stops rather than "
-            f"write the table in '{now}', where the name resolves now. Create the schema again (CREATE SCHEMA "
-            f"\"{pinned}\", with the table if its rows are to be kept) and resume the job, or submit the job anew "
-            "with the schema named in 'table'")
+            f"Jdbc sink: {_pinned_what(spec)} in schema '{pinned}', where this job's run first resolved it for user "
+            f"'{spec.user}' in database '{spec.database or 'postgres'}'; schema '{pinned}' no longer exists, so the "
+            f"job stops rather than go on in '{now}', where the name resolves now, and apply its committed batches "
+            f"again. Create the schema again (CREATE SCHEMA \"{pinned}\", {kept} if its rows are to be kept) and "
+            f"resume the job, or submit the job anew {anew}")
 
 
 __all__ = ["PINNED_SCHEMA", "TargetNames"]
