@@ -52,7 +52,7 @@ from seatide import failpoints
 from seatide.plugin.base import Batch, Sink, SinkContext, StagedBatch
 from seatide.plugin.save_mode_door import SaveModeDoor
 from seatide.plugin.sink_records import SinkDecisions, SinkLog
-from seatide.plugin.tables import TableRoute, table_frames_of, with_empty_frame
+from seatide.plugin.tables import TableRoute, routes_of, table_frames_of, with_empty_frame
 from seatide.plugin.target_rows import RoutePart, TargetRows
 
 
@@ -186,6 +186,10 @@ class SinkTargets:
 
     def let_go(self) -> None:
         """A batch ended, published or failed anywhere: what its targets held for it is let go (Paimon's locks)."""
+
+    def check_ahead(self, frames, written: dict) -> None:
+        """Before the first target is prepared: every target's checks its save modes need not precede, so
+        none is destroyed for a batch another then refuses (``written``: targets written). By default none."""
 
     def apply(self, work: dict[str, TargetRows], batch: Batch, before: dict[str, dict]) -> dict[str, dict]:
         """(``decided_in_store`` False) apply each target's rows; each target's state after it. By
@@ -362,6 +366,8 @@ class SinkRun:
         """Every target not yet prepared in this process, whether the batch has its rows or not;
         ``schema``: its first route's fields (``TableFrames.schema_of`` gives a table's without rows)."""
         frames = table_frames_of(frames)
+        if any(key not in self._prepared for key in self.targets.keys()):
+            self.targets.check_ahead(frames, written)
         for key in self.targets.keys():
             if key in self._prepared:
                 continue
@@ -382,14 +388,6 @@ class SinkRun:
 
 
 # -- opening a sink ----------------------------------------------------------------------------
-def routes_of(sink: Sink, routes: list[TableRoute] | None) -> list[TableRoute]:
-    """A multi-table input's routes, or the single table's route of length one."""
-    if routes:
-        return routes
-    name = sink.catalog.table if sink.catalog is not None and sink.catalog.table else ""
-    return [TableRoute(0, name, sink.catalog, sink)]
-
-
 def open_sink(sink: Sink, ctx: SinkContext | None, routes: list[TableRoute] | None = None) -> SinkTargets:
     """The sink's targets for one pipeline (``Sink.open_targets``), as the runtime (or a test) opens
     them; ``routes``: a multi-table input's (None: one table, a route list of length one)."""

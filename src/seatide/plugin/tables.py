@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
+    from seatide.plugin.base import Sink
+
 TABLE_COLUMN = "__seatide_table"
 _STRUCT = "__seatide_t"
 
@@ -244,5 +246,13 @@ def with_empty_frame(frames: TableFrames, index: int) -> TableFrames:
     return replace(frames, frames={**frames.frames, index: empty})
 
 
-__all__ = ["TABLE_COLUMN", "TableFrames", "TableLayout", "TableRoute", "TableRows", "struct_column", "table_frames_of",
-           "with_empty_frame"]
+def routes_of(sink: "Sink", routes: list[TableRoute] | None) -> list[TableRoute]:
+    """A multi-table input's routes, or the single table's route of length one."""
+    if routes:
+        return routes
+    name = sink.catalog.table if sink.catalog is not None and sink.catalog.table else ""
+    return [TableRoute(0, name, sink.catalog, sink)]
+
+
+__all__ = ["TABLE_COLUMN", "TableFrames", "TableLayout", "TableRoute", "TableRows", "routes_of", "struct_column",
+           "table_frames_of", "with_empty_frame"]

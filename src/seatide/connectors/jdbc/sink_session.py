@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import math
 
-from seatide.connectors.jdbc.spec import JdbcSinkSpec
+from seatide.connectors.jdbc.spec import JdbcSinkError, JdbcSinkSpec
 from seatide.connectors.jdbc.url import POSTGRESQL
 
 # A sink session idle this long inside a transaction is ended by the server. Far above any pause
@@ -95,5 +95,22 @@ class SinkSession:
         return False
 
 
-__all__ = ["IDLE_IN_TRANSACTION_S", "SinkSession", "keep_alive", "keepalive_every_s", "lock_wait_s",
+def loadable_driver(spec: JdbcSinkSpec, spark) -> str:
+    """The ``driver`` class (MySQL's Connector/J names stand for the bundled MariaDB driver)."""
+    driver = spec.driver       # already resolved by the sink (url.driver_class)
+    if spark is None or _jvm_has_class(spark, driver):
+        return driver
+    raise JdbcSinkError(f"Jdbc sink: option 'driver': class {driver} is not on the class path; use "
+                        f"{spec.url.default_driver} or add the driver's jar to SeaTide's JDBC jars")
+
+
+def _jvm_has_class(spark, name: str) -> bool:
+    try:
+        spark.sparkContext._jvm.java.lang.Class.forName(name)
+        return True
+    except Exception:
+        return False
+
+
+__all__ = ["IDLE_IN_TRANSACTION_S", "SinkSession", "keep_alive", "keepalive_every_s", "loadable_driver", "lock_wait_s",
            "open_session"]

@@ -123,6 +123,25 @@ class JdbcTarget:
                                 f"({keys}), which upserts by primary_keys need; add one (ALTER TABLE ... ADD "
                                 f"PRIMARY KEY ({keys})) or set enable_upsert = false")
 
+    def check_ahead(self, cursor, schema, written: bool) -> None:
+        """Before any target of the sink is prepared: each check ``check`` and ``save_modes.ensure`` would
+        make only after the save modes, made now where the save modes leave the table as it is, so that
+        no table is emptied for a batch a table of the sink then refuses (outside review, #4: a missing
+        table under ERROR_WHEN_SCHEMA_NOT_EXIST, a missing column, an upsert key with no unique index).
+        ``written``: the sink has written the table (its save modes are made). Not for a table its save
+        modes make anew (RECREATE_SCHEMA, or made when missing), nor for one a DDL ``custom_sql`` may alter."""
+        spec = self.spec
+        if self.table is None or (spec.schema_save_mode == "RECREATE_SCHEMA" and not written):
+            return
+        if not self.dialect.table_exists(cursor, self.table):
+            if spec.schema_save_mode == "ERROR_WHEN_SCHEMA_NOT_EXIST":
+                self.check(cursor, schema)          # refuses: it does not exist
+            return
+        altered = spec.data_save_mode == "CUSTOM_PROCESSING" and spec.custom_sql_is_ddl and not written \
+            and not (spec.custom_sql or "").lstrip().upper().startswith("TRUNCATE")
+        if schema is not None and not altered:
+            self.check(cursor, schema)
+
     def for_input(self) -> str:
         return f" (input table {self.source})" if self.source else ""
 

@@ -52,7 +52,7 @@ from seatide.connectors.jdbc.batch_transaction import TargetStaging
 from seatide.connectors.jdbc.commit_record import CommitRecords
 from seatide.connectors.jdbc.dialect import Dialect
 from seatide.connectors.jdbc.named_lock import named_lock
-from seatide.connectors.jdbc.sink_session import lock_wait_s, open_session
+from seatide.connectors.jdbc.sink_session import loadable_driver, lock_wait_s, open_session
 from seatide.connectors.jdbc.spec import JdbcSinkError, JdbcSinkSpec
 from seatide.connectors.jdbc.staging import StageNames, drop_leftovers, preferred_engine, stage_engine
 from seatide.connectors.jdbc.target import JdbcTarget
@@ -203,6 +203,17 @@ class JdbcTargets(SinkTargets):
                     lines += privileges.lacking_grants(conn, mine, group.home)     # homed in ``begin``
         if lines:
             raise privileges.refusal(lines)
+
+    def check_ahead(self, frames, written: dict) -> None:
+        """Each route's checks that need no save mode made first (``JdbcTarget.check_ahead``), of every
+        target, before the first target's save modes empty or drop anything (outside review, #4)."""
+        for group in self.groups.values():
+            with open_session(self.spec, group.database) as conn:
+                for key, table in group.tables.items():
+                    for index, route in table.routes.items():
+                        schema = frames.schema_of(index) if frames.schema_of is not None else None
+                        route.check_ahead(conn.cursor(), schema, key in written)
+                conn.rollback()
 
     def apply(self, work: dict[str, TargetRows], batch: Batch, before: dict[str, dict]) -> dict[str, dict]:
         self.names.use_attempt(batch.staging_tag)
@@ -366,27 +377,10 @@ class JdbcTargets(SinkTargets):
         conn.commit()
 
 
-def loadable_driver(spec: JdbcSinkSpec, spark) -> str:
-    """The ``driver`` class (MySQL's Connector/J names stand for the bundled MariaDB driver)."""
-    driver = spec.driver       # already resolved by the sink (url.driver_class)
-    if spark is None or _jvm_has_class(spark, driver):
-        return driver
-    raise JdbcSinkError(f"Jdbc sink: option 'driver': class {driver} is not on the class path; use "
-                        f"{spec.url.default_driver} or add the driver's jar to SeaTide's JDBC jars")
-
-
 def _replayed(work: dict[str, TargetRows], rows: int) -> dict[str, dict]:
     """The states of targets whose batch an earlier attempt committed: its rows, counted once."""
     keys = list(work)
     return {key: {"rows": rows if i == 0 else 0, "replayed": True} for i, key in enumerate(keys)}
-
-
-def _jvm_has_class(spark, name: str) -> bool:
-    try:
-        spark.sparkContext._jvm.java.lang.Class.forName(name)
-        return True
-    except Exception:
-        return False
 
 
 def _lineage(batch: Batch) -> str:
@@ -395,4 +389,4 @@ def _lineage(batch: Batch) -> str:
     return batch.transaction_id[:-len(suffix)] if batch.transaction_id.endswith(suffix) else batch.transaction_id
 
 
-__all__ = ["JdbcTableTarget", "JdbcTargets", "loadable_driver"]
+__all__ = ["JdbcTableTarget", "JdbcTargets"]
