@@ -34,6 +34,9 @@ class JdbcTarget:
         # name, for input without column ids (``renames_in`` finds the others in the rows' shape).
         self.behaviour: str | None = None
         self.renames: dict[str, str] = {}
+        # PostgreSQL query mode: the schema the run pinned for the table its statement names unqualified
+        # (``TargetNames.schema_of``), first on the search_path while the statement runs
+        self.search_first: str | None = None
 
     @property
     def label(self) -> str:
@@ -180,10 +183,11 @@ class JdbcTarget:
         spec, d = self.spec, self.dialect
         if spec.query is not None:
             try:
-                return [spec.query.over([d.quote(c) for c in column_sets[0]], stage,
-                                        one_try(d.quote, stage) if tried else "1 = 1")]
+                statement = spec.query.over([d.quote(c) for c in column_sets[0]], stage,
+                                            one_try(d.quote, stage) if tried else "1 = 1")
             except QueryError as exc:
                 raise JdbcSinkError(f"Jdbc sink: option 'query': {exc}") from None
+            return [*self._search_pinned_first(), statement]
         keys, target = self.keys, self.quoted
         groups = [(None, column_sets[0])] if len(column_sets) == 1 else list(enumerate(column_sets))
         if not keys:
@@ -200,6 +204,17 @@ class JdbcTarget:
                 changes += [d.update_last(target, stage, columns, keys, group),
                             d.insert_missing(target, stage, columns, keys, group)]
         return changes
+
+
+    def _search_pinned_first(self) -> list[str]:
+        """For the batch's transaction (``set_config(..., true)``: SET LOCAL), the pinned schema first on the
+        search_path: the query's key and commit records are pinned there, and its statement, resolved by
+        the session's search_path, wrote a schema made first on it since (outside review of the pin, #6).
+        The session's path follows, where its staging table (made unqualified, before the transaction) is."""
+        if self.search_first is None:
+            return []
+        first = self.dialect.quote(self.search_first).replace("'", "''")
+        return [f"SELECT set_config('search_path', '{first}, ' || current_setting('search_path'), true)"]
 
 
 def first_line(exc: Exception) -> str:

@@ -160,8 +160,10 @@ class JdbcTargets(SinkTargets):
         for route in routes:
             spec = route.sink.spec()
             database, table = spec.placed() if self.multi else (spec.database, spec.table)
-            ways[route.index] = JdbcTarget(spec, self.dialect, self._written(spec, table), self.driver,
-                                           route.name if self.multi else "", route.key, table)
+            way = ways[route.index] = JdbcTarget(spec, self.dialect, self._written(spec, table), self.driver,
+                                                 route.name if self.multi else "", route.key, table)
+            if table is None and self.dialect.name == POSTGRESQL:      # its statement's names: where its key is
+                way.search_first = self.naming.schema_of(spec)
         group = self.groups.setdefault(database, _Group(database))
         table = group.tables[key] = TargetTable(ways)
         return JdbcTableTarget(key, routes, self, group, table)
