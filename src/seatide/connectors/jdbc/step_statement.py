@@ -150,7 +150,8 @@ def _unquoted(word: str) -> str:
 # statement gives that is missing or taken
 _MYSQL_LASTING = {1044: "grant", 1045: "grant", 1142: "grant", 1143: "grant", 1227: "grant",
                   1064: "syntax", 1149: "syntax", 1100: "lock", 1192: "lock",
-                  1146: "names", 1054: "names", 1091: "names", 1060: "names", 1061: "names", 1050: "names"}
+                  1146: "names", 1054: "names", 1091: "names", 1060: "names", 1061: "names", 1050: "names",
+                  1451: "references", 1217: "references", 1701: "references", 3730: "references"}
 _FIXES = {
     "grant": "grant the sink's user the privilege the server names (docs/connectors/jdbc-sink.md, \"Privileges\")",
     "syntax": "fix the statement: the server cannot parse it (custom_sql is sent as one statement)",
@@ -158,9 +159,17 @@ _FIXES = {
             "TABLE, DROP TABLE, CREATE or DROP INDEX ... ON it), a DML custom_sql (DELETE FROM ...), or run "
             "this one before the job",
     "names": "fix the statement: a table, column or index it names is missing or already there",
+    # another table's foreign key (or, PostgreSQL, a view) depends on the table's rows or on the table:
+    # every attempt is refused alike until the job's options change (outside review, #9)
+    "references": "another table's foreign key references the table's rows (or another object depends on the "
+                  "table), so the server refuses to empty or drop it: use data_save_mode CUSTOM_PROCESSING with a "
+                  "custom_sql that respects the keys (a DELETE of the referencing rows first, or keys declared ON "
+                  "DELETE CASCADE), or data_save_mode APPEND_DATA and empty the tables before the job (instead of "
+                  "RECREATE_SCHEMA, which drops the table: schema_save_mode CREATE_SCHEMA_WHEN_NOT_EXIST)",
 }
 # PostgreSQL: syntax or a name or a privilege (42: 42601, 42P01, 42703, 42501, ...), a feature not supported
 _PG_LASTING = ("42", "0A")
+_PG_REFERENCES = ("23503", "2BP01")      # foreign_key_violation, dependent_objects_still_exist
 
 
 def refused_for_good(exc: BaseException) -> str | None:
@@ -168,6 +177,8 @@ def refused_for_good(exc: BaseException) -> str | None:
     when trying again may pass (a lost connection, a lock wait, a deadlock)."""
     sqlstate = getattr(exc, "sqlstate", None)
     if (type(exc).__module__ or "").startswith("psycopg"):
+        if sqlstate in _PG_REFERENCES:
+            return _FIXES["references"]
         if not isinstance(sqlstate, str) or not sqlstate.startswith(_PG_LASTING):
             return None
         return _FIXES["grant"] if sqlstate == "42501" else \
