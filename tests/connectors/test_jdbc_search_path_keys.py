@@ -201,3 +201,26 @@ def test_a_run_recorded_before_the_pin_whose_checkpoint_heard_of_no_batch_pins_w
     assert run.write(rows(spark, [1]), 0).replayed
     run.write(rows(spark, [2]), 1)
     assert {schema: _ids_in(url, schema) for schema in ("public", "own")} == {"public": [1, 2], "own": None}
+
+
+def test_a_multi_table_sink_of_qualified_tables_whose_records_schema_was_dropped_says_it_is_the_records(
+        spark, pg, store, tmp_path):
+    """Its tables name their schemas: the pinned schema holds only the sink's commit records, and the
+    refusal says so rather than that a table names no schema (outside review of the pin, #10)."""
+    url, role = pg
+    execute((url, "postgres"), "CREATE SCHEMA own")
+
+    def sinks():
+        return routes(SimpleNamespace(sink=lambda table: make_sink((url, role), table=table)),
+                      ["public.orders", "public.items"])
+
+    pipeline = Pipeline(store, str(tmp_path / "checkpoints"))
+    pipeline.open(pipeline.attempt(), sinks(), spark).write(tables(spark, {0: [1], 1: [2]}), 0)
+    execute((url, "postgres"), "DROP SCHEMA own CASCADE")
+    run = pipeline.open(pipeline.attempt(), sinks(), spark)
+    with pytest.raises(PermanentError) as refused:       # asked where its records are, at its first batch
+        run.write(tables(spark, {0: [3], 1: [4]}), 1)
+    said = str(refused.value)
+    assert "names no schema" not in said, said
+    assert all(part in said for part in ("commit records", "schema 'own'", "no longer exists",
+                                         'CREATE SCHEMA "own", with table seatide_sink_commits')), said
