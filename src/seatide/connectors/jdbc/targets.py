@@ -208,7 +208,11 @@ class JdbcTargets(SinkTargets):
 
     def check_ahead(self, frames, written: dict) -> None:
         """Each route's checks that need no save mode made first (``JdbcTarget.check_ahead``), of every
-        target, before the first target's save modes empty or drop anything (outside review, #4)."""
+        target, before the first target's save modes empty or drop anything (outside review, #4). Where
+        none will (no table not yet written with a destructive save mode), each route's own check comes
+        before its first rows, as ever."""
+        if not any(self.target(key).destroys_when_planned for key in self.keys() if key not in written):
+            return
         for group in self.groups.values():
             with open_session(self.spec, group.database) as conn:
                 for key, table in group.tables.items():
