@@ -35,8 +35,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-    from seatide.plugin.base import Sink
-
 TABLE_COLUMN = "__seatide_table"
 _STRUCT = "__seatide_t"
 
@@ -246,8 +244,8 @@ def with_empty_frame(frames: TableFrames, index: int) -> TableFrames:
     return replace(frames, frames={**frames.frames, index: empty})
 
 
-def routes_of(sink: "Sink", routes: list[TableRoute] | None) -> list[TableRoute]:
-    """A multi-table input's routes, or the single table's route of length one."""
+def routes_of(sink, routes: list[TableRoute] | None) -> list[TableRoute]:
+    """A multi-table input's routes, or the single table's route of length one (``sink``: a ``plugin.base.Sink``)."""
     if routes:
         return routes
     name = sink.catalog.table if sink.catalog is not None and sink.catalog.table else ""
