@@ -159,17 +159,21 @@ def test_a_multi_table_sinks_replay_finds_its_commit_records_where_the_first_att
     assert _tables_in(url, "own") == [] and replayed
 
 
+def query_sink_over_public_orders(pg):
+    """``public.orders`` made and granted to the test's role; a maker of ``query`` sinks inserting into it unqualified."""
+    url, role = pg
+    execute((url, "postgres"), "CREATE TABLE public.orders (id BIGINT, name TEXT)",
+            f"GRANT ALL ON public.orders TO {role}")
+    return lambda: make_sink((url, role), query="INSERT INTO orders (id, name) VALUES (?, ?)")
+
+
 def test_a_query_sinks_replay_finds_its_commit_records_where_the_first_attempt_kept_them(spark, pg, store, tmp_path,
                                                                                         monkeypatch):
     """A ``query`` sink's commit records live in the connection's schema too, the pinned one: attempt
     1 commits batch 0 into ``public.orders`` and dies before its log hears of it; ``own`` is made;
     attempt 2's replay finds the record and inserts nothing again."""
     url, role = pg
-    execute((url, "postgres"), "CREATE TABLE public.orders (id BIGINT, name TEXT)",
-            f"GRANT ALL ON public.orders TO {role}")
-
-    def sink():
-        return make_sink((url, role), query="INSERT INTO orders (id, name) VALUES (?, ?)")
+    sink = query_sink_over_public_orders(pg)
 
     pipeline = Pipeline(store, str(tmp_path / "checkpoints"))
     monkeypatch.setitem(failpoints._POINTS, "sink.after_decision", "raise")

@@ -1,5 +1,5 @@
-"""Outside review of 1736096, 960fd7e, b8cf721, be5895f: failing tests that show what still breaks the
-promises (nothing destroyed unless the sink can run; no false refusal). Real MariaDB and PostgreSQL."""
+"""The Jdbc sink refuses before it destroys, and refuses no job it can run (outside review of 1736096, 960fd7e,
+b8cf721, be5895f; these tests failed before its fixes): privileges, checks ahead, the pinned schema. Real MariaDB and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def test_drop_data_empties_a_table_the_first_batch_then_refuses_for_a_missing_co
         _pg_admin("test", f"DROP TABLE IF EXISTS {job}_a", "DROP TABLE IF EXISTS seatide_sink_commits_x")
 
 
-from tests.connectors.test_jdbc_search_path_keys import _ids_in, pg, store  # noqa: E402,F401 - fixtures
+from tests.connectors.test_jdbc_search_path_keys import _ids_in, pg, query_sink_over_public_orders, store  # noqa: E402,F401
 from tests.connectors.jdbc_sink_helpers import execute, make_sink  # noqa: E402
 from tests.contract.harness import Pipeline, rows  # noqa: E402
 
@@ -131,11 +131,7 @@ def test_a_query_sinks_later_attempt_inserts_where_its_pinned_key_and_records_ar
     exists (own first on the role's search_path), attempt 2 writes batch 1 there, beside a key, records
     and overlap checks that name public.orders."""
     url, role = pg
-    execute((url, "postgres"), "CREATE TABLE public.orders (id BIGINT, name TEXT)",
-            f"GRANT ALL ON public.orders TO {role}")
-
-    def sink():
-        return make_sink((url, role), query="INSERT INTO orders (id, name) VALUES (?, ?)")
+    sink = query_sink_over_public_orders(pg)
 
     pipeline = Pipeline(store, str(tmp_path / "checkpoints"))
     pipeline.open(pipeline.attempt(), sink(), spark).write(rows(spark, [1]), 0)
