@@ -44,3 +44,39 @@ def test_a_late_recreate_keeps_a_batch_another_job_decided_and_has_not_published
     assert 10 in system.read(table), (
         f"job 2's decided batch 10 lost: T holds {system.read(table)}; job 1's late RECREATE: "
         f"{late or 'carried out'}; job 2's resume: {resumed}")
+
+
+class CommitFailed(RuntimeError):
+    """A transient failure of the Paimon commit (a full disk, an I/O error): the driver lives and retries."""
+
+
+def test_a_live_writers_decided_batch_whose_commit_failed_once_is_kept(spark, store, tmp_path, monkeypatch):
+    """No death at all: job 2's commit fails once (``paimon.before_commit``), SinkRun.write's ``finally``
+    lets its hold go (5ad2a7f) while the batch is decided; job 1's late RECREATE runs in that window."""
+    job, dirs, system, table = decided_never_dropped(spark, store, tmp_path, monkeypatch, "job1", pipelines=1)
+    other, other_dirs = _job(store, str(tmp_path / "job2"), pipelines=1)
+    hit = failpoints.hit
+
+    def commit_fails(name, *args, **kwargs):
+        if name == "paimon.before_commit":
+            raise CommitFailed(name)
+        return hit(name, *args, **kwargs)
+
+    reporter = other.attempt()
+    monkeypatch.setattr(failpoints, "hit", commit_fails)
+    with pytest.raises(CommitFailed):
+        _write(other, reporter, system.sink(table, data_save_mode="APPEND_DATA"), spark, 1, other_dirs[1], "L1", [10])
+    monkeypatch.setattr(failpoints, "hit", hit)
+    late = None
+    try:
+        _write(job, _attempt(store, job), system.sink(table, **RECREATE), spark, 1, dirs[1], "L1", [5])
+    except Exception as exc:
+        late = exc
+    retried = None
+    try:                                # job 2's same attempt retries the batch
+        _write(other, reporter, system.sink(table, data_save_mode="APPEND_DATA"), spark, 1, other_dirs[1], "L1", [10])
+    except Exception as exc:
+        retried = exc
+    assert 10 in system.read(table), (
+        f"job 2's decided batch 10 lost: T holds {system.read(table)}; job 1's late RECREATE: "
+        f"{late or 'carried out'}; job 2's retry: {retried}")
