@@ -23,8 +23,9 @@ exclude each other too, as two processes do. Three rules around it (outside revi
   until ``WAIT_S``, asking ``cancelled`` (its attempt's fence) between polls, logs who it waits
   for, then fails with the holders it saw (``TableLockWait``: retried, as the Jdbc sink's lock waits).
 * **holders on record**: each hold writes a record into ``.<table>.seatide-holders/`` (process,
-  host, what, since) and removes it when let go; a waiter names those, and removes one whose
-  process on this host is gone (its kernel lock went with it; its record stayed).
+  host, what, since), flocks it while it holds, and removes it when let go; a waiter names those
+  whose flock is held, and removes one whose flock is free: its holder died, on any host (its
+  kernel locks went with it; its record stayed).
 
 A filesystem that refuses flock (NFS mounted ``nolock`` or ``local_lock``, where it is local to one
 host, or without a lock manager; FUSE object stores) cannot exclude writers of other hosts: it is
@@ -40,6 +41,7 @@ import json
 import logging
 import os
 import socket
+import stat
 import time
 from typing import Callable
 
@@ -53,6 +55,7 @@ log = logging.getLogger(__name__)
 WAIT_S = 90.0
 _POLL_S = (0.01, 0.5)        # the first and the longest pause between two tries
 _REFUSED = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL, errno.EACCES, errno.EPERM, errno.EROFS}
+_DENIED = {errno.EACCES, errno.EPERM}
 _holds = itertools.count()
 
 
@@ -74,7 +77,7 @@ class TableLock:
     taken when made (``paimon.lock_wait`` is hit before waiting), for at most ``WAIT_S``."""
 
     def __init__(self, table_path: str, exclusive: bool, what: str, cancelled: Callable[[], None] = lambda: None):
-        self.path, self.what, self.record = lock_file(table_path), what, None
+        self.path, self.what, self.record, self.record_handle = lock_file(table_path), what, None, None
         self.holders = _beside(table_path, "seatide-holders")
         self.handle = None
         deadline = time.monotonic() + WAIT_S
@@ -91,39 +94,46 @@ class TableLock:
             turnstile.close()       # passed: writers behind it go on to the lock (they wait there if held alone)
 
     def _record(self, mode: str) -> None:
-        os.makedirs(self.holders, exist_ok=True)
-        self.record = os.path.join(self.holders, f"{socket.gethostname()}-{os.getpid()}-{next(_holds)}")
-        with open(self.record, "w") as f:
+        """This hold on record, the record flocked by this hold for as long as it holds: a record
+        whose flock is free is a dead holder's, of any host (outside review 2, L1). Written under a
+        name of its own and renamed once flocked, so no waiter sees it unflocked."""
+        try:
+            shared_dir(self.holders)
+            record = os.path.join(self.holders, f"{socket.gethostname()}-{os.getpid()}-{next(_holds)}")
+            handle = open(record + ".new", "w")
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
             json.dump({"pid": os.getpid(), "host": socket.gethostname(), "what": self.what, "mode": mode,
-                       "since": time.time()}, f)
+                       "since": time.time()}, handle)
+            handle.flush()
+            os.rename(record + ".new", record)
+        except OSError as exc:
+            raise refused_dir(self.holders, self.what, exc) from None
+        self.record, self.record_handle = record, handle
 
     def held_by(self) -> str:
-        """The holders on record, for a waiter's message."""
+        """The holders on record whose record's flock proves them alive, for a waiter's message; the
+        records of dead holders removed."""
         try:
-            names = sorted(os.listdir(self.holders))
+            names = sorted(n for n in os.listdir(self.holders) if not n.endswith(".new"))
         except OSError:
             names = []
         found = []
         for name in names:
-            try:
-                with open(os.path.join(self.holders, name)) as f:
-                    held = json.load(f)
-            except (OSError, ValueError):
-                continue        # let go meanwhile
-            gone = held.get("host") == socket.gethostname() and not _alive(held.get("pid"))
-            if gone:            # its kernel lock went with its process: only the record stayed
-                _unlink(os.path.join(self.holders, name))
-                continue
-            found.append(f"{held.get('what')} ({held.get('mode')}, process {held.get('pid')} on {held.get('host')}, "
-                         f"for {time.time() - held.get('since', time.time()):.0f}s)")
+            held = _live_record(os.path.join(self.holders, name))
+            if held is not None:
+                found.append(f"{held.get('what')} ({held.get('mode')}, process {held.get('pid')} on "
+                             f"{held.get('host')}, for {time.time() - held.get('since', time.time()):.0f}s)")
         return "; ".join(found) or "no holder on record (a SeaTide before records, or one passing the turnstile)"
 
     def release(self) -> None:
         """Let the lock go (closing its file does); twice is once."""
         handle, self.handle = self.handle, None
         record, self.record = self.record, None
+        record_handle, self.record_handle = self.record_handle, None
         if record is not None:
             _unlink(record)
+        if record_handle is not None:
+            record_handle.close()
         if handle is not None:
             handle.close()
 
@@ -135,11 +145,16 @@ class TableLock:
 
 
 def _open(path: str, what: str):
+    """The lock file ``path``, made when missing. flock needs only a read descriptor: one made by
+    another OS user (0644 under its umask) is opened read-only (outside review 2, M2)."""
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        return open(path, "a+")
+        try:
+            return open(path, "r")
+        except FileNotFoundError:
+            return open(path, "a+")
     except OSError as exc:
-        raise _refused(path, what, exc) from None
+        raise refused_dir(path, what, exc) if exc.errno in _DENIED else _refused(path, what, exc) from None
 
 
 def _take(handle, mode: int, deadline: float, cancelled: Callable[[], None], hold: TableLock) -> None:
@@ -154,6 +169,8 @@ def _take(handle, mode: int, deadline: float, cancelled: Callable[[], None], hol
         except OSError as exc:
             if exc.errno not in _REFUSED:
                 raise
+            if exc.errno in _DENIED and not os.access(handle.name, os.R_OK):
+                raise refused_dir(handle.name, hold.what, exc) from None
             raise _refused(handle.name, hold.what, exc) from None
         if not said:
             said = True
@@ -184,14 +201,46 @@ def _unlink(path: str) -> None:
         pass            # removed already
 
 
-def _alive(pid) -> bool:
+def shared_dir(path: str) -> None:
+    """The directory ``path`` made, as writable as the directory it is in: every OS user that may write
+    the table may record in it (two service accounts sharing a warehouse: outside review 2, M2)."""
+    if os.path.isdir(path):
+        return
+    os.makedirs(path, exist_ok=True)
     try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except (OSError, TypeError, ValueError):
-        return True
-    return True
+        os.chmod(path, stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) & 0o777)
+    except OSError:
+        pass            # another user's, made meanwhile: its own mode stands
 
 
-__all__ = ["TableLock", "TableLockWait", "WAIT_S", "lock_file"]
+def refused_dir(path: str, what: str, exc: OSError) -> PaimonError:
+    """``path`` (a lock file, SeaTide's records beside a table) refused by the filesystem: permission
+    said as permission, the rest as a filesystem SeaTide cannot use."""
+    if exc.errno in _DENIED:
+        return PaimonError(
+            f"Paimon sink: {what}: permission denied on {path} ({exc.strerror}): SeaTide's lock and records "
+            "of a table live beside it, and every OS user that writes the warehouse must be able to read the "
+            "lock files and write the records there. Give those users one group with write access to the "
+            "database directory (chmod g+ws), or run the jobs as one user")
+    return PaimonError(f"Paimon sink: {what}: cannot write {path} in the warehouse ({exc.strerror or exc}); "
+                       "free space, or make the warehouse writable, then submit the job again")
+
+
+def _live_record(path: str) -> dict | None:
+    """The holder record ``path``, or None when its holder is gone (its flock free: the record is
+    removed) or it was let go meanwhile."""
+    try:
+        with open(path) as f:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return json.load(f)         # flocked: its holder lives
+            except OSError:
+                return json.load(f)         # no flock to ask here: named, as before
+    except (OSError, ValueError):
+        return None                         # let go meanwhile
+    _unlink(path)                           # its flock went with its holder's process: only the record stayed
+    return None
+
+
+__all__ = ["TableLock", "TableLockWait", "WAIT_S", "lock_file", "refused_dir", "shared_dir"]
