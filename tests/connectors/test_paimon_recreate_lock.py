@@ -36,7 +36,7 @@ from seatide.connectors.paimon.warehouse import get_table, open_catalog
 from tests.connectors.paimon_helpers import put, rows_of
 
 DEADLINE = 30.0
-USER = "T_job_1_0_L_"
+USER = "T_job_1_0_0_L_"       # job job_1, pipeline 0, sink 0, lineage L (commits.of_job)
 
 
 def _table(tmp_path) -> tuple[str, dict]:

@@ -15,6 +15,7 @@ decision as Paimon's own serialized commit messages (Java's v14 form), base64.
 from __future__ import annotations
 
 import base64
+import re
 
 from seatide.connectors.paimon.warehouse import PaimonError
 
@@ -23,6 +24,18 @@ def commit_user(transaction_id: str, batch_id: int) -> str:
     """The sink's commit user: its transaction id without the batch's number."""
     suffix = str(batch_id)
     return transaction_id[:-len(suffix)] if transaction_id.endswith(suffix) else transaction_id
+
+
+def of_job(user, own: str | None) -> bool:
+    """Whether commit user ``user`` is one of the job whose users begin ``own`` (``T_<job>_``): exactly
+    ``T_<job>_<pipeline>_<sink>_<lineage>_`` (``runtime.sink_runs``; a lineage has no '_'). Job ids
+    may hold '_': job ``orders_2``'s users begin with job ``orders``'s ``T_orders_`` too, and a prefix
+    alone took them for its own (outside review 2, H2)."""
+    user = str(user)
+    return bool(own) and user.startswith(own) and _OWN_REST.fullmatch(user[len(own):]) is not None
+
+
+_OWN_REST = re.compile(r"\d+_\d+_[^_]+_")       # <pipeline>_<sink>_<lineage>_ after T_<job>_
 
 
 def latest_id(table) -> int:
@@ -82,4 +95,4 @@ def commit_once(table, user: str, identifier: int, after: int, messages: list) -
     return True
 
 
-__all__ = ["commit_once", "commit_user", "committed", "decode", "encode", "latest_id"]
+__all__ = ["commit_once", "commit_user", "committed", "decode", "encode", "latest_id", "of_job"]

@@ -17,7 +17,7 @@ from typing import Callable
 from urllib.parse import urlparse
 
 from seatide import failpoints
-from seatide.connectors.paimon import commits
+from seatide.connectors.paimon import commits, pending_batches
 from seatide.connectors.paimon.table_lock import TableLock
 from seatide.connectors.paimon.table_setup import drop_user, identity
 from seatide.connectors.paimon.warehouse import PaimonError, get_table
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 def drop_if_same(catalog, database: str, name: str, plan: dict, fence: Callable[[], None],
-                 owed: Callable[[Callable[[dict], bool]], bool] | None = None) -> None:
+                 owed: Callable[[Callable[[dict], bool]], bool] | None = None, on_time: bool = False) -> None:
     """Drop the table when it is still the decided one (``plan["recreate"]``); idempotent, and at
     most once per decided table. pypaimon drops whatever table has the name, so a check followed by
     a drop let a zombie that checked, then paused, drop the table its replacement had recreated
@@ -41,7 +41,9 @@ def drop_if_same(catalog, database: str, name: str, plan: dict, fence: Callable[
     ``carried_out`` says) or refuses it over kept rows (raises), and again once the table is renamed
     away: a batch decided in between is seen, the table is put back and nothing is destroyed. The
     door knows the job's own rows only: a snapshot committed since the decision (``plan["held"]``)
-    by anyone else (another job, a writer outside SeaTide) refuses it too (``_nobody_since``).
+    by anyone else (another job, a writer outside SeaTide) refuses it too, as does a batch another
+    job staged and has not committed yet (``pending_batches``: decided in its store, its driver maybe
+    gone) (``_nobody_since``). ``on_time``: this writer made the plan just now (a refusal's wording).
 
     The check, the rename, the second look and the put-back or drop happen holding the table's
     lock alone (``table_lock``), fenced: no writer stages or commits while the table is away
@@ -72,22 +74,26 @@ def drop_if_same(catalog, database: str, name: str, plan: dict, fence: Callable[
         table = get_table(catalog, database, name)
         if table is None or identity(table) != decided:
             return          # carried out by another carrier since the first look
-        _nobody_since(table, plan, label)
+        _nobody_since(table, plan, label, path, on_time)
         carried_out.frozen = True
         dropped = _rename_and_drop(path, _tombstone(path, decided["created"]), decided, label, carried_out, owed)
+        _set_aside_of(path, held=True)      # the mark of the rename removed: dropped, or put back
     if dropped:
         _remove_dropped(path)
         log.info("Paimon sink: dropped table %s (RECREATE_SCHEMA)", label)
 
 
-def _nobody_since(table, plan: dict, label: str) -> None:
+def _nobody_since(table, plan: dict, label: str, path: str, on_time: bool) -> None:
     """Refuse when a snapshot of ``table`` after the one it held when the decision was made
-    (``plan["held"]``) was committed by anyone but the job's own writers (``plan["own"]``, their
-    commit users' prefix): the job's records say nothing of another writer's rows (outside review, H1)."""
+    (``plan["held"]``) was committed by anyone but the job's own writers (``plan["own"]``: their
+    commit users' start, ``commits.of_job``), or another job has a batch staged and not committed
+    (``pending_batches``): the job's records say nothing of another writer's rows (outside review,
+    H1; review 2, H1, H2)."""
     held, own = plan.get("held"), plan.get("own")
     manager = table.snapshot_manager()
     latest = commits.latest_id(table)
-    why = None
+    why, way = None, ("submit the job again as a new job (it decides its save modes anew), or drop the table "
+                      "yourself if the rows written since are not wanted")
     if not isinstance(held, int):
         why = "the decision was recorded by an earlier SeaTide, which did not record the table's snapshot then"
     else:
@@ -96,24 +102,33 @@ def _nobody_since(table, plan: dict, label: str) -> None:
             if snapshot is None:
                 why = f"snapshot {snapshot_id} has expired, so who committed since cannot be told"
                 break
-            if not own or not str(snapshot.commit_user).startswith(own):
+            if not commits.of_job(snapshot.commit_user, own):
                 why = (f"snapshot {snapshot_id} was committed since by {snapshot.commit_user!r}, which is not this "
                        "job (another job, or a writer outside SeaTide)")
                 break
     if why is None:
+        pending = pending_batches.blocking(path, table, own, plan["recreate"].get("created"))
+        if pending:
+            why = (f"another job has staged a batch and not committed it yet ({'; '.join(pending)}): it may be "
+                   "decided in that job's records, and the drop would take its files")
+            way = ("resume that job (or let its retry run) so it commits its batch, then submit this job again; "
+                   "if that job is gone for good and its batch is not wanted, remove its record and submit again")
+    if why is None:
         return
+    when = ("decided just now, when the table's newest snapshot was {held}" if on_time else
+            "decided when the table's newest snapshot was {held} and never carried out (the driver that decided "
+            "it ended first, or another pipeline of the job decided it)").format(held=held)
     raise PaimonError(
-        f"Paimon sink: table {label}: this job's RECREATE_SCHEMA, decided when the table's newest snapshot was "
-        f"{held} and never carried out (the driver that decided it ended first), is refused: {why}, and "
-        "carrying it out now would drop their rows. Nothing was destroyed. The decision stands whatever the "
-        "config says now. Way on: submit the job again as a new job (it decides its save modes anew), or drop "
-        f"the table yourself if the rows written since are not wanted")
+        f"Paimon sink: table {label}: this job's RECREATE_SCHEMA, {when}, is refused: {why}, and carrying it out "
+        f"now would drop their rows. Nothing was destroyed. The decision stands whatever the config says now. "
+        f"Way on: {way}")
 
 
 def _rename_and_drop(path: str, tombstone: str, decided: dict, label: str, carried_out, owed) -> bool:
     """The decided table renamed onto its tombstone, asked again, then dropped (True) or put back;
     holding the lock. Dropped is the tombstone renamed out of the tombstones' names (``_DROPPED_AS``):
     never seen as a table renamed away again, its files removed once the lock is let go."""
+    _mark_renaming(path)
     try:
         os.rename(path, tombstone)
     except OSError as exc:
@@ -136,6 +151,18 @@ def _rename_and_drop(path: str, tombstone: str, decided: dict, label: str, carri
     return True
 
 
+def _mark_renaming(path: str) -> None:
+    """The table's mark that a carrier renames it away, durable before the rename: whoever holds the
+    lock next looks for the tombstone (``_set_aside_of``)."""
+    with open(_beside(path, _RENAMING), "w") as f:
+        os.fsync(f.fileno())
+    fd = os.open(os.path.dirname(path), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _remove_dropped(path: str) -> None:
     """Remove the dropped tables of ``path`` (this drop's, and any a carrier killed before removing left),
     not holding the lock: nobody reads them."""
@@ -153,7 +180,7 @@ def hold_for_writing(table_path: str, label: str, what: str, cancelled: Callable
     and the writer puts it back, holding the lock alone, before it writes (outside review, R-A)."""
     while True:
         hold = TableLock(table_path, False, what, cancelled)
-        if not _set_aside_of(table_path):
+        if not _set_aside_of(table_path, held=True):
             return hold
         hold.release()
         with TableLock(table_path, True, what, cancelled):
@@ -168,15 +195,17 @@ def renamed_away(path: str) -> bool:
 def put_back_interrupted(path: str, label: str) -> None:
     """Put back the table a RECREATE_SCHEMA renamed away from ``path`` and whose carrier died before
     it dropped it or put it back; holding the table's lock alone."""
-    for tombstone in _set_aside_of(path):
+    for tombstone in _set_aside_of(path, held=True):
         log.warning("Paimon sink: %s: a RECREATE_SCHEMA renamed the table to %s and its driver died before it "
                     "asked again; the table is put back (the decision, never carried out, is asked again by the "
                     "next attempt of its job)", label, tombstone)
         _put_back(tombstone, path, label)
+    _set_aside_of(path, held=True)      # none left: the mark removed
 
 
 _DROPPED = "dropped-by-seatide"    # an earlier SeaTide's marker: its tombstone holds a dropped table
 _DROPPED_AS = "dropped-"           # a dropped table's name until it is removed: .<table>.dropped-<created>-...
+_RENAMING = "seatide-renamed-away"  # .<table>.seatide-renamed-away: a carrier renames the table away (durably first)
 
 
 def _beside(path: str, what: str) -> str:
@@ -188,13 +217,30 @@ def _tombstone(path: str, created) -> str:
     return _beside(path, f"recreated-{created}")
 
 
-def _set_aside_of(path: str) -> list[str]:
-    """The tombstones of ``path`` holding a table not dropped yet: renamed away, their second look not done."""
+def _set_aside_of(path: str, held: bool = False) -> list[str]:
+    """The tombstones of ``path`` holding a table not dropped yet: renamed away, their second look not
+    done. Looked for only when the table's mark (``_RENAMING``) says a carrier renamed or is renaming
+    it: every batch's hold asks, and listing the database directory each time was quadratic in its
+    tables (outside review 2, M1). ``held``: the caller holds the lock, so no carrier is between its
+    mark and its rename, and a mark with no tombstone (a carrier killed in between) is removed."""
+    mark = _beside(path, _RENAMING)
+    if not os.path.exists(mark):
+        return []
     prefix = f".{os.path.basename(path)}.recreated-"
     parent = os.path.dirname(path)
     entries = sorted(os.listdir(parent)) if os.path.isdir(parent) else []
-    return [os.path.join(parent, e) for e in entries if e.startswith(prefix)
-            and os.path.isdir(os.path.join(parent, e)) and not os.path.exists(os.path.join(parent, e, _DROPPED))]
+    found = [os.path.join(parent, e) for e in entries if e.startswith(prefix)
+             and os.path.isdir(os.path.join(parent, e)) and not os.path.exists(os.path.join(parent, e, _DROPPED))]
+    if held and not found:
+        _unlink(mark)
+    return found
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass            # removed already
 
 
 def _put_back(tombstone: str, path: str, label: str) -> None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from seatide import failpoints
-from seatide.connectors.paimon import changes, commits, recreate, row_kinds, table_setup
+from seatide.connectors.paimon import changes, commits, pending_batches, recreate, row_kinds, table_setup
 from seatide.connectors.paimon.arrow_types import conform, table_arrow_schema
 from seatide.connectors.paimon.warehouse import PaimonError, get_table, open_catalog
 from seatide.plugin.base import Batch, StagedBatch
@@ -73,6 +73,8 @@ class PaimonTarget(Target):
         self.drops_extra = False                 # the input's fields the table lacks are dropped (ignore)
         self.path = recreate.table_dir(self.catalog, spec.database, spec.table)
         self._writing = None                     # the table's lock, held shared from stage to publish
+        self.job_id = job_id
+        self._planned = None                     # the save-mode plan this writer made (an on-time RECREATE's)
 
     def _table(self):
         return get_table(self.catalog, self.spec.database, self.spec.table)
@@ -116,14 +118,17 @@ class PaimonTarget(Target):
             raise PaimonError(f"Paimon sink: table {self.spec.name} holds rows and data_save_mode is "
                               "ERROR_WHEN_DATA_EXISTS; empty it, or choose APPEND_DATA or DROP_DATA")
         if self.spec.schema_save_mode == "RECREATE_SCHEMA":
-            return {"recreate": table_setup.identity(table), "held": commits.latest_id(table), "own": self.own_commits}
+            self._planned = {"recreate": table_setup.identity(table), "held": commits.latest_id(table),
+                             "own": self.own_commits}
+            return self._planned
         if self.spec.data_save_mode == "DROP_DATA" and table_setup.has_rows(table):
             return {"drop_data": commits.latest_id(table)}
         return None
 
     def destroy(self, plan: dict, fence: Callable[[], None]) -> None:
         if "recreate" in plan:
-            recreate.drop_if_same(self.catalog, self.spec.database, self.spec.table, plan, fence, self.destroy_owed)
+            recreate.drop_if_same(self.catalog, self.spec.database, self.spec.table, plan, fence, self.destroy_owed,
+                                  on_time=plan == self._planned)
         elif "drop_data" in plan:
             with self._writing_briefly():
                 table = self._table()
@@ -175,9 +180,12 @@ class PaimonTarget(Target):
             table = self._table()
             base = commits.latest_id(table)
             messages = self._write(table, data, user, identifier)
-            failpoints.hit("paimon.staged")
-            return {"user": user, "identifier": identifier, "base": base, "messages": commits.encode(table, messages),
+            part = {"user": user, "identifier": identifier, "base": base, "messages": commits.encode(table, messages),
                     "created": table_setup.identity(table)["created"]}
+            if part["messages"]:    # on record before it is decided: a RECREATE of another job keeps it
+                pending_batches.record(self.path, part, self.job_id)
+            failpoints.hit("paimon.staged")
+            return part
         except BaseException:
             self.let_go()
             raise
@@ -246,6 +254,7 @@ class PaimonTarget(Target):
             if commits.commit_once(table, part["user"], part["identifier"], part["base"],
                                    commits.decode(table, part["messages"])):
                 failpoints.hit("paimon.after_commit")
+            pending_batches.committed(self.path, part["user"], part["identifier"])
         finally:
             self.let_go()
 
