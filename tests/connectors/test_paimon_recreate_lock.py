@@ -10,7 +10,9 @@ the writers of a filesystem warehouse shared no lock.
   emptied tombstone onto the table's path; a zombie carrier (its fence refuses) did the same, since
   it looked for a rename to put back before its fence;
 * R-A: a carrier killed right after its rename left the table renamed away, and a fresh start
-  (a scope of its own) was refused (TableSetAside) on every attempt.
+  (a scope of its own) was refused (TableSetAside) on every attempt;
+* review 2, M1: every writer's hold listed the whole database directory for a renamed-away table,
+  quadratic in the database's tables (5000 tables: 118 s of holds per batch).
 
 A real pypaimon filesystem warehouse in a temp dir; carriers and writers are threads held at
 failpoints the test controls, and a carrier killed is a real process SIGKILLed at ``paimon.renamed``.
@@ -31,6 +33,7 @@ import pytest
 
 from seatide import failpoints
 from seatide.connectors.paimon import table_setup
+from seatide.connectors.paimon.recreate import hold_for_writing
 from seatide.connectors.paimon.target import PaimonSpec, PaimonTarget
 from seatide.connectors.paimon.warehouse import get_table, open_catalog
 from tests.connectors.paimon_helpers import put, rows_of
@@ -270,3 +273,31 @@ def test_a_late_recreate_refuses_over_a_commit_made_outside_seatide(tmp_path):
         recreate(warehouse, decided, True)
     assert "db.t" in str(refused.value) and "as a new job" in str(refused.value), refused.value
     assert _ids(warehouse) == [1, 2, 3], "a late RECREATE_SCHEMA dropped a commit made outside SeaTide"
+
+
+def _entries_read_by_one_batch(tmp_path, tables: int, monkeypatch) -> int:
+    """The directory entries the holds of one batch writing ``tables`` tables of one database read."""
+    db = tmp_path / f"w{tables}" / "db.db"
+    paths = [str(db / f"t{i}") for i in range(tables)]
+    for p in paths:
+        os.makedirs(os.path.join(p, "schema"))
+        hold_for_writing(p, "db.t", "a writer").release()     # the first batch made its lock files
+    read = []
+    real = os.listdir
+
+    def counted(path="."):
+        found = real(path)
+        read.append(len(found))
+        return found
+
+    monkeypatch.setattr(os, "listdir", counted)
+    for p in paths:
+        hold_for_writing(p, "db.t", "a writer").release()
+    monkeypatch.setattr(os, "listdir", real)
+    return sum(read)
+
+
+def test_a_batch_over_many_tables_reads_entries_linear_in_tables(tmp_path, monkeypatch):
+    small, large = (_entries_read_by_one_batch(tmp_path, n, monkeypatch) for n in (50, 500))
+    assert large <= 10 * small * 2, (f"one batch's holds read {small} directory entries over 50 tables, {large} over "
+                                     "500: quadratic in the tables of the database")

@@ -8,17 +8,32 @@
 * a filesystem where flock is refused (ENOLCK: NFS without a lock manager; EOPNOTSUPP: FUSE):
   every batch fails with a raw OSError, retried as transient, no word of what to do.
 
+Outside review 2 of 5ad2a7f (these failed before its fixes):
+
+* two OS users sharing a warehouse: the second could not open the first's 0644 lock file ``a+`` and
+  was told its filesystem refuses flock (move to a local disk): wrong cause, wrong way on (M2);
+* a holder of another host SIGKILLed: its record stayed and every later waiter named it as a holder
+  for ever, "end its job" of a process that does not exist (L1). Its other host is a real process in
+  a UTS namespace of its own (``unshare --uts``, hostname ``other-host``).
+
 A real pypaimon warehouse in a temp dir; writers and carriers are threads held at failpoints."""
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
 
 import pytest
 
 from seatide import failpoints
 from seatide.connectors.paimon import table_lock
+from seatide.connectors.paimon.table_lock import TableLock, TableLockWait
 from seatide.connectors.paimon.warehouse import PaimonError
 from tests.connectors.test_paimon_recreate_lock import (USER, Points, Run, _first, _ids, _rows, _table, _target,
                                                         recreate, writer_held_at)
@@ -110,3 +125,73 @@ def test_a_batch_failing_between_stage_and_publish_lets_the_lock_go(spark, tmp_p
     monkeypatch.setattr(table_lock, "WAIT_S", 0.2)
     with table_lock.TableLock(str(warehouse / "db.db" / "t"), True, "a RECREATE_SCHEMA of db.t"):
         pass                        # had at once: TableLockWait otherwise
+
+
+SECOND_USER = """
+import sys
+from seatide.connectors.paimon.table_lock import TableLock
+try:
+    TableLock(sys.argv[1], False, "a writer of db.t").release()
+    print("TOOK")
+except Exception as exc:
+    print(type(exc).__name__ + ": " + str(exc))
+"""
+
+
+def _as_nobody(table: str) -> str:
+    """What a writer of ``table`` run as the OS user nobody (a real second process) says."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
+                          SECOND_USER, table], capture_output=True, text=True, env=env, timeout=60)
+    return out.stdout.strip() or out.stderr.strip()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to start a second user's process")
+def test_a_second_os_user_takes_the_lock_files_the_first_made_or_is_told_permission():
+    with tempfile.TemporaryDirectory() as root:         # not under pytest's 0700 directory: nobody reaches it
+        database = os.path.join(root, "warehouse", "db.db")
+        table = os.path.join(database, "t")
+        os.makedirs(table)
+        for d in (root, os.path.dirname(database), database, table):
+            os.chmod(d, 0o777)                          # a warehouse both users write
+        old = os.umask(0o022)
+        try:
+            TableLock(table, False, "the first user's writer").release()
+        finally:
+            os.umask(old)
+        assert _as_nobody(table) == "TOOK"              # 0644 lock files: a read descriptor flocks
+        os.chmod(table_lock.lock_file(table), 0o600)    # now one the second user cannot read
+        said = _as_nobody(table)
+        assert "permission denied on" in said and "local disk" not in said, said
+
+
+KILLED_HOLDER = """
+import sys
+from seatide.connectors.paimon.table_lock import TableLock
+hold = TableLock(sys.argv[1], False, "a writer of db.t on other-host")
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare")
+def test_a_killed_holder_of_another_host_is_not_named_for_ever(tmp_path, monkeypatch):
+    table = tmp_path / "warehouse" / "db.db" / "t"
+    table.mkdir(parents=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.Popen(["unshare", "--uts", "sh", "-c", 'hostname other-host && exec "$0" -c "$1" "$2"',
+                              sys.executable, KILLED_HOLDER, str(table)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=env)
+    assert child.stdout.readline().strip() == "held"
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    live = TableLock(str(table), False, "a writer of db.t (live, stuck)")      # a real holder, this process
+    monkeypatch.setattr(table_lock, "WAIT_S", 0.3)
+    try:
+        with pytest.raises(TableLockWait) as waited:
+            TableLock(str(table), True, "RECREATE_SCHEMA of db.t")
+    finally:
+        live.release()
+    assert "other-host" not in str(waited.value), waited.value
+    assert "a writer of db.t (live, stuck)" in str(waited.value), waited.value     # a live holder still named
+    assert os.listdir(table.parent / ".t.seatide-holders") == [], "the dead holder's record stayed"
