@@ -24,7 +24,7 @@ import socket
 import time
 
 from seatide.connectors.paimon import commits
-from seatide.connectors.paimon.table_lock import refused_dir, shared_dir
+from seatide.connectors.paimon.table_lock import refused_dir, remove, shared_dir, sync_dir
 
 
 def pending_dir(table_path: str) -> str:
@@ -44,7 +44,7 @@ def record(table_path: str, part: dict, job: str | None) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(f"{name}.{os.getpid()}.tmp", name)
-        _sync_dir(where)
+        sync_dir(where)
     except OSError as exc:
         raise refused_dir(where, f"a writer of batch {part['identifier']}", exc) from None
 
@@ -53,7 +53,7 @@ def committed(table_path: str, user: str, identifier: int) -> None:
     """Batch ``identifier`` of ``user`` is in the table: its record, and the user's older ones, removed."""
     for name, held in _records(table_path):
         if held.get("user") == user and isinstance(held.get("identifier"), int) and held["identifier"] <= identifier:
-            _unlink(name)
+            remove(name)
 
 
 def blocking(table_path: str, table, own: str | None, created) -> list[str]:
@@ -66,7 +66,7 @@ def blocking(table_path: str, table, own: str | None, created) -> list[str]:
         stale = held.get("created") != created or commits.committed(
             table, held.get("user"), held.get("identifier"), held.get("base", 0)) is not None
         if stale:
-            _unlink(name)
+            remove(name)
             continue
         found.append(f"batch {held.get('identifier')} of job {held.get('job')} (commit user {held.get('user')}, "
                      f"staged by process {held.get('pid')} on {held.get('host')}, record {name})")
@@ -87,21 +87,6 @@ def _records(table_path: str) -> list[tuple[str, dict]]:
         except (OSError, ValueError):
             continue        # removed meanwhile
     return found
-
-
-def _sync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
 
 
 __all__ = ["blocking", "committed", "pending_dir", "record"]

@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 from seatide import failpoints
 from seatide.connectors.paimon import commits, pending_batches
-from seatide.connectors.paimon.table_lock import TableLock
+from seatide.connectors.paimon.table_lock import TableLock, remove, sync_dir
 from seatide.connectors.paimon.table_setup import drop_user, identity
 from seatide.connectors.paimon.warehouse import PaimonError, get_table
 
@@ -156,11 +156,7 @@ def _mark_renaming(path: str) -> None:
     lock next looks for the tombstone (``_set_aside_of``)."""
     with open(_beside(path, _RENAMING), "w") as f:
         os.fsync(f.fileno())
-    fd = os.open(os.path.dirname(path), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    sync_dir(os.path.dirname(path))
 
 
 def _remove_dropped(path: str) -> None:
@@ -232,15 +228,8 @@ def _set_aside_of(path: str, held: bool = False) -> list[str]:
     found = [os.path.join(parent, e) for e in entries if e.startswith(prefix)
              and os.path.isdir(os.path.join(parent, e)) and not os.path.exists(os.path.join(parent, e, _DROPPED))]
     if held and not found:
-        _unlink(mark)
+        remove(mark)
     return found
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass            # removed already
 
 
 def _put_back(tombstone: str, path: str, label: str) -> None:

@@ -131,7 +131,7 @@ class TableLock:
         record, self.record = self.record, None
         record_handle, self.record_handle = self.record_handle, None
         if record is not None:
-            _unlink(record)
+            remove(record)
         if record_handle is not None:
             record_handle.close()
         if handle is not None:
@@ -194,11 +194,21 @@ def _refused(path: str, what: str, exc: OSError) -> PaimonError:
         "mounted with a lock manager (not 'nolock' nor 'local_lock'); FUSE object stores are not supported")
 
 
-def _unlink(path: str) -> None:
+def remove(path: str) -> None:
+    """Remove the file ``path``; removed already is removed."""
     try:
         os.unlink(path)
     except OSError:
-        pass            # removed already
+        pass
+
+
+def sync_dir(path: str) -> None:
+    """The directory ``path``'s entries made durable (a record written, renamed in, before what relies on it)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def shared_dir(path: str) -> None:
@@ -239,8 +249,8 @@ def _live_record(path: str) -> dict | None:
                 return json.load(f)         # no flock to ask here: named, as before
     except (OSError, ValueError):
         return None                         # let go meanwhile
-    _unlink(path)                           # its flock went with its holder's process: only the record stayed
+    remove(path)                           # its flock went with its holder's process: only the record stayed
     return None
 
 
-__all__ = ["TableLock", "TableLockWait", "WAIT_S", "lock_file", "refused_dir", "shared_dir"]
+__all__ = ["TableLock", "TableLockWait", "WAIT_S", "lock_file", "refused_dir", "remove", "shared_dir", "sync_dir"]
