@@ -85,6 +85,8 @@ def test_drivers_killed_at_each_sinks_commit_edges_resume_and_write_each_batch_o
         assert [r[0] for r in paimon_rows(paimon_wh, columns=("id",))] == list(range(500))
         commits = [(user, identifier) for user, identifier, _ in snapshots(paimon_wh)]
         assert len(commits) == 2 and len(set(commits)) == 2, commits
+        pending = paimon_wh / "db.db" / ".t.seatide-pending"     # each batch's record went with its commit
+        assert not pending.exists() or not os.listdir(pending), os.listdir(pending)
 
         # Redis: the replay of the batch applied before the kill pushed nothing
         client = server.client()
