@@ -301,3 +301,29 @@ def test_a_batch_over_many_tables_reads_entries_linear_in_tables(tmp_path, monke
     small, large = (_entries_read_by_one_batch(tmp_path, n, monkeypatch) for n in (50, 500))
     assert large <= 10 * small * 2, (f"one batch's holds read {small} directory entries over 50 tables, {large} over "
                                      "500: quadratic in the tables of the database")
+
+
+def test_a_recreate_removes_the_record_of_a_batch_committed_before_its_decision(tmp_path, monkeypatch):
+    """Job 2's driver killed right after Paimon's commit left its batch's record (``pending_batches``);
+    job 1 decided RECREATE_SCHEMA after that commit: the record is stale, removed, and the drop goes on."""
+    warehouse, decided = _table(tmp_path)
+    real = failpoints.hit
+
+    def killed_after_commit(name, *args, **kwargs):
+        if name == "paimon.after_commit":
+            raise SystemExit(name)
+        return real(name, *args, **kwargs)
+
+    writer = _target(warehouse)
+    part = writer.stage_arrow(_rows(10), "T_job_2_0_0_L_", 1)
+    monkeypatch.setattr(failpoints, "hit", killed_after_commit)
+    with pytest.raises(SystemExit):
+        writer.publish(part)
+    monkeypatch.setattr(failpoints, "hit", real)
+    pending = os.path.join(warehouse, "db.db", ".t.seatide-pending")
+    assert os.listdir(pending) == ["T_job_2_0_0_L_1"]
+    carrier = _target(warehouse)
+    carrier.destroy_owed = lambda carried_out: True
+    carrier.destroy({"recreate": decided, "held": 2, "own": "T_job_1_"}, lambda: None)     # decided after it
+    assert _ids(warehouse) is None, "the decided table was not dropped"
+    assert os.listdir(pending) == [], "the committed batch's record stayed"
