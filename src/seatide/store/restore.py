@@ -41,6 +41,7 @@ from seatide.store.left_out import left_out_note, left_out_refusal
 from seatide.store.named_savepoint import named_savepoint, refuse_dropped_since, savepoint_dir, savepoints_of_run
 from seatide.store.savepoint_scope import finished_then, held, held_then, never_held, not_held, not_held_problem
 from seatide.store.started_over import started_over
+from seatide.store.sessions import REQUEST_KEEPS_TRYING_S, again_on_new_session
 from seatide.store.states import ATTEMPT_LIVE, AttemptState, JobStatus, PipelineStatus
 from seatide.store.unusable_checkpoints import PositionsAsked, refusal, resume_command
 from seatide.timeouts import Timeouts
@@ -120,34 +121,44 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
     ``fresh`` starts it over (a new snapshot from its sources' startup.mode) while the others resume.
     ``command``: the resume as asked (``unusable_checkpoints.resume_command``), which a refusal's way on repeats."""
     fallback = fallback or plan.job.env.restore_fallback
-    with store.read() as conn:
-        job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
-        if job is None:
-            raise JobNotFound(f"no job with id {job_id}")
-        check_resumable(conn, job, timeouts)
-        old = {p.pipeline_id: p for p in conn.execute(select(s.pipelines).where(and_(
-            s.pipelines.c.job_id == job_id, s.pipelines.c.incarnation == job.incarnation)))}
-        first = run_first_incarnation(conn, job)
-        savepoint = named_savepoint(conn, job, savepoint_id, first, old, plan) if savepoint_id is not None else None
-        if savepoint is not None:
-            refuse_dropped_since(conn, job, savepoint, first, old, plan)
-        released = last_release(conn, job, first)
-        completed, made_empty = checkpointed(conn, job, old, first, savepoint is None and job.release is None)
-        decided = decided_in_place(conn, job, old, first, plan.job.env.micro_batch)   # store/decided_batches.py
-        # A savepoint named now and a release both say what each directory becomes, owed move or
-        # not: the marks owed_moves reads are not read then (an unreadable one blocks nothing).
-        owed = owed_moves(conn, job, old) if savepoint is None and job.release is None else {}
-        owed = {pid: never_held(conn, job, pid, o) for pid, o in owed.items()}
-        # A re-planned fresh start restores the directory in place: its batch is on no fresh start's row.
-        in_place = {pid: batch_in_place(conn, job_id, pid, o, first) for pid, o in owed.items() if o.source is None}
-        unheld = not_held(conn, job, savepoint) if savepoint is not None else {}
-        then = finished_then(conn, savepoint, old) if savepoint is not None else {}   # left out since: FINISHED
-        # left out since, held: restored from its copy; only those this config has (one it leaves out is not run,
-        # as the latest incarnation did not run it)
-        then.update({pid: row for pid, row in (held_then(conn, savepoint, old) if savepoint is not None else {}).items()
-                     if pid in {p.pipeline_id for p in plan.pipelines}})
-        in_run = _run_until(conn, job, first)
-        retried = release_retried(conn, job) if job.release is not None else None
+
+    def read_state():
+        # Reads only, some of them of checkpoint directories between statements: a loaded machine can keep the
+        # session idle past the store's limit, and nothing is written yet, so it is taken again whole
+        # (store/sessions.py; a CPU-hogged test run met it).
+        with store.read() as conn:
+            job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == job_id)).first()
+            if job is None:
+                raise JobNotFound(f"no job with id {job_id}")
+            check_resumable(conn, job, timeouts)
+            old = {p.pipeline_id: p for p in conn.execute(select(s.pipelines).where(and_(
+                s.pipelines.c.job_id == job_id, s.pipelines.c.incarnation == job.incarnation)))}
+            first = run_first_incarnation(conn, job)
+            savepoint = named_savepoint(conn, job, savepoint_id, first, old, plan) if savepoint_id is not None else None
+            if savepoint is not None:
+                refuse_dropped_since(conn, job, savepoint, first, old, plan)
+            released = last_release(conn, job, first)
+            completed, made_empty = checkpointed(conn, job, old, first, savepoint is None and job.release is None)
+            decided = decided_in_place(conn, job, old, first, plan.job.env.micro_batch)   # store/decided_batches.py
+            # A savepoint named now and a release both say what each directory becomes, owed move or
+            # not: the marks owed_moves reads are not read then (an unreadable one blocks nothing).
+            owed = owed_moves(conn, job, old) if savepoint is None and job.release is None else {}
+            owed = {pid: never_held(conn, job, pid, o) for pid, o in owed.items()}
+            # A re-planned fresh start restores the directory in place: its batch is on no fresh start's row.
+            in_place = {pid: batch_in_place(conn, job_id, pid, o, first) for pid, o in owed.items() if o.source is None}
+            unheld = not_held(conn, job, savepoint) if savepoint is not None else {}
+            then = finished_then(conn, savepoint, old) if savepoint is not None else {}   # left out since: FINISHED
+            # left out since, held: restored from its copy; only those this config has (one it leaves out is not run,
+            # as the latest incarnation did not run it)
+            then.update({pid: row for pid, row in (held_then(conn, savepoint, old) if savepoint is not None else {}).items()
+                         if pid in {p.pipeline_id for p in plan.pipelines}})
+            in_run = _run_until(conn, job, first)
+            retried = release_retried(conn, job) if job.release is not None else None
+            return (job, old, first, savepoint, released, completed, made_empty, decided, owed, in_place, unheld,
+                    then, in_run, retried)
+
+    (job, old, first, savepoint, released, completed, made_empty, decided, owed, in_place, unheld, then, in_run,
+     retried) = again_on_new_session(read_state, what=f"the resume of {job_id}", within=REQUEST_KEEPS_TRYING_S)
     if job.release is not None:
         refuse_released(job, fallback, retried)
     if savepoint is not None:
