@@ -36,3 +36,35 @@ def test_a_current_config_that_no_longer_loads_loses_the_left_out_slot(store, tm
     finally:
         with private_postgres.connect() as conn:
             slot.drop(conn, name)
+
+
+def test_an_earlier_config_that_no_longer_loads_hides_the_left_out_slot_and_blocks_the_release_for_good(
+        store, tmp_path, private_postgres):
+    """The config that names the left-out source is a stored result's, which the operator cannot edit: it stops
+    loading (a plugin it used gone after an upgrade). The current config loads. The slot is not shown at all, and
+    the release refuses 'its config no longer loads' even after the operator drops the slot by hand: for good."""
+    from sqlalchemy import select
+    name = _left_out_slot(store, private_postgres, tmp_path)
+    try:
+        with store.write() as conn:
+            old = conn.execute(select(s.job_results.c.config).where(s.job_results.c.incarnation == 1)).scalar()
+            conn.execute(update(s.job_results).where(s.job_results.c.incarnation == 1).values(
+                config=old.replace("Console", "RetiredSink")))
+        lease = _leader(store, "c1")
+        SourceWatch(store, lambda: lease.epoch, "coordinator:c1").run(lease.epoch)
+        watched = [(h.pipeline_id, h.holds, h.error) for h in _holds(store)]
+        _end(store)
+        with private_postgres.connect() as conn:       # the operator follows the message's second way
+            slot.drop(conn, name)
+        with store.write() as conn:
+            conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(release=RELEASING))
+        [due] = due_releases(store)
+        Releaser(store, "coordinator:c1").step(lease.epoch, due, 0.0)
+        with store.read() as conn:
+            said = conn.execute(select(s.events.c.detail).where(s.events.c.kind == "RELEASE_RETRY")).scalars().all()
+        assert watched != [] and _job(store).release == "RELEASED", (
+            f"watched: {watched}; release: {_job(store).release}; slot gone: {_slots(private_postgres, name) == []}; "
+            f"retry said: {said}")
+    finally:
+        with private_postgres.connect() as conn:
+            slot.drop(conn, name)
