@@ -68,3 +68,40 @@ def test_an_earlier_config_that_no_longer_loads_hides_the_left_out_slot_and_bloc
     finally:
         with private_postgres.connect() as conn:
             slot.drop(conn, name)
+
+
+def test_a_release_of_a_run_with_left_out_sources_on_a_silent_server_outlasts_the_lease(store, tmp_path):
+    """Three pipelines left out whose Postgres-CDC server accepts connections and never answers. Before 642a2cc the
+    run's release (current config: files only) asked no server; now it asks each left-out source in turn, each up to
+    OUTSIDE_WAIT_S (more: libpq tries twice), inside the door, on the thread that renews the 2 s lease."""
+    import socket
+    import time as clock
+
+    from seatide.config.loader import load_job_text
+    from seatide.plan.dag import build_plan
+    from seatide.store.restore import resume_job
+    from tests.coordinator.test_left_out_slots import LOCAL
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    url = f"jdbc:postgresql://127.0.0.1:{listener.getsockname()[1]}/test"
+    cdc = "\n".join(f'  Postgres-CDC {{ plugin_output = "b{i}", base-url = "{url}", username = "postgres", '
+                    f'password = "", table-names = ["test.public.t{i}"] }}' for i in range(3))
+    sinks = "\n".join(f'  Console {{ plugin_input = "b{i}" }}' for i in range(3))
+    text = f'env {{ checkpoint.interval = 1000 }}\nsource {{\n  {LOCAL}\n{cdc}\n}}\nsink {{\n  Console {{ plugin_input = "a" }}\n{sinks}\n}}\n'
+    try:
+        submit(store, tmp_path, text=text)
+        _end(store)
+        resume_job(store, "j1", plan=build_plan(load_job_text(ONE)), text=ONE, variables={}, fallback="fresh")
+        _end(store)
+        with store.write() as conn:
+            conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(release=RELEASING))
+        lease = _leader(store, "c1")
+        [due] = due_releases(store)
+        began = clock.monotonic()
+        Releaser(store, "coordinator:c1").step(lease.epoch, due, 0.0)
+        took = clock.monotonic() - began
+        assert took < 2.0, f"one release step held the leader's thread {took:.1f} s (lease ttl 2 s)"
+    finally:
+        listener.close()
