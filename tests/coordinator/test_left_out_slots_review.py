@@ -105,3 +105,51 @@ def test_a_release_of_a_run_with_left_out_sources_on_a_silent_server_outlasts_th
         assert took < 2.0, f"one release step held the leader's thread {took:.1f} s (lease ttl 2 s)"
     finally:
         listener.close()
+
+
+def test_an_old_leader_in_a_rolling_upgrade_forgets_what_the_new_one_needs_to_release_the_slot(
+        store, tmp_path, private_postgres):
+    """Rolling upgrade: the previous release's coordinator (its cleanup module as of 506684a, loaded beside the new
+    code) leads while the left-out pipeline's incarnation expires: it removes the checkpoint directory and forgets the
+    result whose config names the slot. The new leader then neither watches nor releases the slot."""
+    import importlib.util
+    import os
+    import subprocess
+    import time as clock
+
+    from sqlalchemy import select
+    from seatide.coordinator.cleanup import due_results
+
+    old_text = subprocess.run(["git", "show", "506684a:src/seatide/coordinator/cleanup.py"], capture_output=True,
+                              text=True, check=True, cwd=os.path.dirname(__file__)).stdout
+    path = tmp_path / "old_cleanup.py"
+    path.write_text(old_text)
+    spec = importlib.util.spec_from_file_location("old_cleanup", path)
+    old = importlib.util.module_from_spec(spec)
+    import sys
+    sys.modules["old_cleanup"] = old         # its dataclasses look their module up
+    spec.loader.exec_module(old)
+    name = _left_out_slot(store, private_postgres, tmp_path)
+    try:
+        with store.read() as conn:
+            kept = conn.execute(select(s.pipelines.c.checkpoint_dir).where(
+                s.pipelines.c.incarnation == 1, s.pipelines.c.pipeline_id == 2)).scalar()
+        os.makedirs(kept, exist_ok=True)
+        with store.write() as conn:
+            conn.execute(update(s.job_results).where(s.job_results.c.incarnation == 1).values(expires_at=0.0))
+        lease = _leader(store, "c1")
+        [expiring] = [r for r in due_results(store, clock.time()) if r.incarnation == 1]
+        old.reconcile_cleanup(store, lease.epoch, "coordinator:old", expiring, [].append)   # the old leader's step
+        SourceWatch(store, lambda: lease.epoch, "coordinator:c1").run(lease.epoch)          # the new leader's
+        watched = [(h.pipeline_id, h.holds) for h in _holds(store)]
+        _end(store)
+        with store.write() as conn:
+            conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(release=RELEASING))
+        [due] = due_releases(store)
+        Releaser(store, "coordinator:c1").step(lease.epoch, due, 0.0)
+        assert (os.path.isdir(kept), watched, _slots(private_postgres, name)) == (True, [(2, name)], []), (
+            f"checkpoint kept: {os.path.isdir(kept)}; watched: {watched}; release {_job(store).release}, "
+            f"slot still there: {_slots(private_postgres, name)}")
+    finally:
+        with private_postgres.connect() as conn:
+            slot.drop(conn, name)
