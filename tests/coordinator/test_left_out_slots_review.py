@@ -153,3 +153,37 @@ def test_an_old_leader_in_a_rolling_upgrade_forgets_what_the_new_one_needs_to_re
     finally:
         with private_postgres.connect() as conn:
             slot.drop(conn, name)
+
+
+def test_each_keep_for_a_left_out_pipeline_doubles_the_period(store, tmp_path, private_postgres):
+    """KeepForLeftOut keeps the result 'another history period': expires_at - created_at, created_at never moved, so
+    each keep is the sum of all before. Time passing is played by moving the result's times back together."""
+    import time as clock
+
+    from sqlalchemy import select
+    from seatide.coordinator.cleanup import reconcile_cleanup
+
+    day = 86400.0
+    name = _left_out_slot(store, private_postgres, tmp_path)
+    try:
+        r = s.job_results.c
+        with store.write() as conn:
+            conn.execute(update(s.job_results).where(r.incarnation == 1).values(
+                created_at=clock.time() - 7 * day - 1, expires_at=clock.time() - 1))
+        lease = _leader(store, "c1")
+        periods = []
+        for _ in range(3):
+            with store.read() as conn:
+                result = conn.execute(select(s.job_results).where(r.incarnation == 1)).one()
+            reconcile_cleanup(store, lease.epoch, "coordinator:c1", result, [].append)
+            with store.read() as conn:
+                kept = conn.execute(select(s.job_results).where(r.incarnation == 1)).one()
+            periods.append(round((kept.expires_at - clock.time()) / day))
+            shift = kept.expires_at - clock.time() + 1          # that long passes
+            with store.write() as conn:
+                conn.execute(update(s.job_results).where(r.incarnation == 1).values(
+                    created_at=r.created_at - shift, expires_at=r.expires_at - shift))
+        assert periods == [7, 7, 7], f"kept for {periods} days in turn (history period 7 days)"
+    finally:
+        with private_postgres.connect() as conn:
+            slot.drop(conn, name)
