@@ -19,7 +19,7 @@ from seatide import failpoints
 from seatide.config.job import ConfigError
 from seatide.config.loader import load_job_text
 from seatide.config.local_paths import placed_text
-from seatide.coordinator.source_watch import positions_gone
+from seatide.coordinator.position_check import positions_gone
 from seatide.plan.dag import build_plan
 from seatide.plan.outline import outline_json
 from seatide.secrets import mask_message, secret_values

@@ -1,4 +1,4 @@
-"""The resume's early position check (coordinator/source_watch.positions_gone) against source
+"""The resume's early position check (coordinator/position_check.positions_gone) against source
 servers that take TCP connections and never answer (a stuck server, a load balancer with no
 backend: here a listener the test holds). Every source is asked at once under one deadline, so the
 resume is answered well within the 30 s the CLI's HTTP client waits (cli/client.py), and a source
@@ -29,7 +29,7 @@ from tests.stores import sqlite_only
 # as the load is not the subject (5 s of it made this test 50 s long).
 PIPELINES = 3
 LOAD_TIMEOUT_S = 1
-CHECK_DEADLINE_S = 5            # source_watch.positions_gone: the whole check
+CHECK_DEADLINE_S = 5            # position_check.positions_gone: the whole check
 
 
 def _job(port: int) -> str:

@@ -1,6 +1,6 @@
 """A resume whose CDC source's server cannot be reached (outside review 9, F4).
 
-Unreachable is not gone: the resume's early position check (coordinator/source_watch.positions_gone)
+Unreachable is not gone: the resume's early position check (coordinator/position_check.positions_gone)
 cannot tell, so the resume is recorded and its driver's read checks where it runs (the coordinator may
 not be on the database's network). But the answer must say so: which pipeline, which source, which
 address could not be reached, that nothing is known to be gone, and that the job fails if its driver

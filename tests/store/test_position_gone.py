@@ -1,6 +1,6 @@
 """A resume whose source position is gone from its server (a dropped replication slot, a purged
 binlog file): a pipeline the resume would restore in place whose position is gone is a checkpoint
-that cannot be used (store/restore.py ``check_positions``, coordinator/source_watch.positions_gone):
+that cannot be used (store/restore.py ``check_positions``, coordinator/position_check.positions_gone):
 refused before anything is recorded, or with ``--fallback fresh`` started over while the others
 resume from their checkpoints.
 

@@ -12,6 +12,11 @@ A pipeline is matched by its id, as the resume matches them (store/restore.py): 
 run has had with a checkpoint directory (``pipelines`` rows since the run's first incarnation),
 less those of the current config. One brought back by a later resume is in the current config
 again, and watched from it alone.
+
+An earlier config that no longer loads (a plugin it used gone after an upgrade) is a result's, which the
+operator cannot edit: it must not hide the slot nor hold the run's release for good (outside review of
+642a2cc/2e93916, F2). The watch shows such a pipeline as an error row, and the release goes on past it with
+a warning event (``unloadable_note``: what is known of the slot, and how to drop it by hand).
 """
 
 from __future__ import annotations
@@ -33,14 +38,19 @@ class LeftOutConfig:
 
 
 def left_out_configs(conn, job_id: str, run_id: str | None, incarnation: int,
-                     kept: set[int] | frozenset[int]) -> list[LeftOutConfig]:
+                     kept: set[int] | frozenset[int] | None) -> list[LeftOutConfig]:
     """For the pipelines the run had up to ``incarnation`` and ``kept`` (its config's pipeline ids)
     lacks: the config of the newest incarnation of the run, no later than where each last ran,
     whose result is still stored (one resumed before it ended has none: an earlier one names it).
-    Whether that config has the pipeline is for its loader to say (``only`` when loading)."""
+    Whether that config has the pipeline is for its loader to say (``only`` when loading).
+    ``kept`` None: that config no longer loads; its pipelines are those the resume recorded for
+    ``incarnation`` (review F1: the left-out ones are still told, and read from their own configs)."""
     if run_id is None:          # a run from before revision 0011: its results do not say their run
         return []
     r, p = s.job_results.c, s.pipelines.c
+    if kept is None:
+        kept = set(conn.execute(select(p.pipeline_id).where(and_(
+            p.job_id == job_id, p.incarnation == incarnation))).scalars())
     first = (conn.execute(select(func.max(r.incarnation)).where(and_(
         r.job_id == job_id, r.incarnation < incarnation, or_(r.run_id.is_(None), r.run_id != run_id)))).scalar()
         or 0) + 1
@@ -64,4 +74,21 @@ def left_out_configs(conn, job_id: str, run_id: str | None, incarnation: int,
     return [found[incarnation] for incarnation in sorted(found, reverse=True)]
 
 
-__all__ = ["LeftOutConfig", "left_out_configs"]
+def unloadable_note(key: str, then: LeftOutConfig, reason: str, holds: list[str]) -> str:
+    """What the watch's error row and the release's warning say of left-out pipelines whose config no longer loads:
+    SeaTide cannot tell their sources, so it neither measures nor drops what they hold; the operator can."""
+    from seatide.connectors.postgres_cdc.slot import job_prefix
+
+    pattern = job_prefix(key).replace("_", "\\_")      # LIKE's _ is any character
+    them = ", ".join(map(str, sorted(then.pipeline_ids)))
+    one = f"{next(iter(then.pipeline_ids))}\\_" if len(then.pipeline_ids) == 1 else ""
+    known = f"last seen holding {', '.join(sorted(holds))}" if holds else "what it holds was never measured"
+    return (f"pipeline {them}, left out by the current config, last ran in incarnation {then.incarnation}, whose "
+            f"config no longer loads ({reason}): its sources are neither measured nor released by SeaTide ({known}). "
+            f"A Postgres-CDC source's replication slot keeps retaining WAL: drop it on the source database, e.g. "
+            f"SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name LIKE "
+            f"'{pattern}{one}%' "
+            "(or its slot.name)")
+
+
+__all__ = ["LeftOutConfig", "left_out_configs", "unloadable_note"]

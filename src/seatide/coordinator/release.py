@@ -83,7 +83,7 @@ class Releaser:
             decided = DecidedFor(job.job_id, job.run_id, job.incarnation)
             try:
                 with destructive_step(self.store, epoch, decided, job_at(release=RELEASING)) as opened:
-                    release_sources(opened.conn, job)
+                    release_sources(opened.conn, job, self.actor, epoch)
                     _done(opened.conn, epoch, self.actor, job)
             except StepOverruled as exc:
                 raise ReleaseOverruled(str(exc)) from None

@@ -13,21 +13,24 @@ job's. That is read on the door's connection, in the door's transaction: a resub
 resume writes the job row the door holds (on SQLite, any write waits for it).
 
 The door's transaction holds the job row (and on SQLite the whole store's write lock), and the
-leader's tick, its lease renewal among it, waits for the step: so a source answers within
-``OUTSIDE_WAIT_S`` (a slot still held by a walsender past it: the step fails and is retried
-later, the slot untouched) rather than wait for a slot to come free inside the lock.
+leader's tick, its lease renewal among it, waits for the step: so the sources are asked at once
+and the whole step waits ``OUTSIDE_WAIT_S`` at most (a slot still held by a walsender past it, or a
+server that does not answer: the step fails and is retried later, the slot untouched) rather than
+wait for a slot to come free inside the lock.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 
 from sqlalchemy import and_, or_, select
 from sqlalchemy.engine import Connection
 
-from seatide.coordinator.left_out_sources import left_out_configs
+from seatide.coordinator.left_out_sources import left_out_configs, unloadable_note
 from seatide.store import schema as s
+from seatide.store.events import record_event
 from seatide.store.runs import run_key
 
 log = logging.getLogger(__name__)
@@ -37,47 +40,115 @@ log = logging.getLogger(__name__)
 OUTSIDE_WAIT_S = 1.0
 
 
-def release_sources(conn: Connection, result) -> None:
+def release_sources(conn: Connection, result, actor: str = "", epoch: int | None = None) -> None:
     """Let each source drop what it created outside Spark for the run (idempotent). ``result``:
-    a job result, or a jobs row (a release), with its run's config; ``conn``: the door's."""
+    a job result, or a jobs row (a release), with its run's config; ``conn``: the door's; ``actor``
+    and ``epoch`` sign the warning events it writes there."""
     job = result       # the run's own config, kept with its result (a later run may have replaced the job row)
     if result.config is None:      # a result from before revision 0011
         job = conn.execute(select(s.jobs.c.config, s.jobs.c.variables).where(
             s.jobs.c.job_id == result.job_id)).first()
     if job is None:
         return
-    pipelines = _loaded(result, job.config, job.variables)
+    unreleased = None
+    try:
+        pipelines = _loaded(result, job.config, job.variables)
+    except SourcesNotReleased as exc:      # its own sources stay; the left-out ones are released all the same
+        pipelines, unreleased = None, exc
     sources = [spec for specs in (pipelines or {}).values() for spec in specs]
-    if pipelines is not None:
-        # The pipelines this config leaves out (a resume's --fallback fresh) kept their slots: their sources
-        # are read from the config of the incarnation where they last ran (coordinator/left_out_sources.py).
-        for then in left_out_configs(conn, result.job_id, result.run_id, result.incarnation, set(pipelines)):
-            earlier = _loaded(result, then.config, then.variables) or {}
-            sources += [spec for pid in sorted(then.pipeline_ids & set(earlier)) for spec in earlier[pid]]
-    for spec in sources:
+    # The pipelines this config leaves out (a resume's --fallback fresh) kept their slots: their sources are read
+    # from the config of the incarnation where they last ran (coordinator/left_out_sources.py), and are told even
+    # when this config no longer loads (review F1: from the pipelines the resume recorded).
+    for then in left_out_configs(conn, result.job_id, result.run_id, result.incarnation,
+                                 set(pipelines) if pipelines is not None else None):
+        try:
+            earlier = _pipeline_sources(result.job_id, then.config, then.variables)
+        except _ConfigUnloadable as exc:
+            # Review F2: a result's config cannot be edited, so refusing would hold the release for good.
+            if may_hold(then.config, json.loads(then.variables or "{}")):
+                _left_behind(conn, result, then, str(exc), actor, epoch)
+            continue
+        sources += [spec for pid in sorted(then.pipeline_ids & set(earlier)) for spec in earlier[pid]]
+    _release_at_once(conn, result, sources)
+    if unreleased is not None:
+        raise unreleased
+
+
+def _release_at_once(conn: Connection, result, sources: list) -> None:
+    """Ask every source at once, the whole step bounded by ``OUTSIDE_WAIT_S`` (review F3: one after another,
+    three silent servers held the leader's thread 17 s, past its 2 s lease, and a PostgreSQL store killed the
+    door's idle transaction). A source that did not answer by then fails the step, retried later: its ask goes on
+    in a daemon thread, bounded by its own timeout, and a drop it makes meanwhile is found done by the retry."""
+    asks = []
+    for spec in sources:       # read on the door's connection, here: never from the asking threads
         kept = _claimed_elsewhere(conn, result, spec.plugin.shared_names())
         if kept:
             log.info("job %s run %s: %s kept, another run still names it", result.job_id, result.run_id,
                      ", ".join(sorted(kept)))
-        spec.plugin.release(run_key(result.job_id, result.run_id), keep=kept, within_s=OUTSIDE_WAIT_S)
+        asks.append((spec, kept))
+    if not asks:
+        return
+    key = run_key(result.job_id, result.run_id)
+    answers: dict[int, BaseException | None] = {}
+    lock, done = threading.Lock(), threading.Event()
+
+    def ask(number: int, spec, kept: frozenset[str]) -> None:
+        error = None
+        try:
+            spec.plugin.release(key, keep=kept, within_s=OUTSIDE_WAIT_S)
+        except BaseException as exc:  # noqa: BLE001 - handed to the step, which fails and is retried
+            error = exc
+        with lock:
+            answers[number] = error
+            if len(answers) == len(asks):
+                done.set()
+
+    for number, (spec, kept) in enumerate(asks):
+        threading.Thread(target=ask, args=(number, spec, kept), daemon=True,
+                         name=f"release-{result.job_id}-{spec.plugin_id}").start()
+    done.wait(OUTSIDE_WAIT_S)
+    with lock:
+        errors = [answers[number] for number in sorted(answers) if answers[number] is not None]
+        late = [f"{spec.name} ({spec.plugin_id})" for number, (spec, _) in enumerate(asks) if number not in answers]
+    if errors:
+        raise errors[0]
+    if late:
+        raise SourcesNotReleased(f"its sources were not all released: {', '.join(late)} did not answer within "
+                                 f"{OUTSIDE_WAIT_S:g} s; retried later, what they hold left as it was")
+
+
+def _left_behind(conn: Connection, result, then, reason: str, actor: str, epoch: int | None) -> None:
+    """A warning event and log line for left-out pipelines whose config no longer loads: the release goes on."""
+    h = s.source_holds.c
+    holds = [held for held in conn.execute(select(h.holds).where(and_(
+        h.job_id == result.job_id, h.pipeline_id.in_(sorted(then.pipeline_ids)), h.holds.is_not(None)))).scalars()]
+    note = unloadable_note(run_key(result.job_id, result.run_id), then, reason, holds)
+    log.warning("job %s run %s: %s", result.job_id, result.run_id, note)
+    record_event(conn, "LEFT_OUT_NOT_RELEASED", actor, result.job_id, result.incarnation, epoch, level="WARNING",
+                 run_id=result.run_id, pipelines=sorted(then.pipeline_ids), holds=holds, error=note)
 
 
 def _loaded(result, config_text: str, variables_json: str | None) -> dict[int, list] | None:
     """The config's sources by pipeline id; None when it no longer loads and none of its sources may
     hold anything, or SourcesNotReleased when one may."""
-    from seatide.config.loader import ConfigError
-    from seatide.plan.dag import build_plan
-
     try:
-        config = _config(result.job_id, config_text, variables_json)
+        return _pipeline_sources(result.job_id, config_text, variables_json)
     except _ConfigUnloadable as exc:
         # Review 30, F5: this used to release nothing and let the step record RELEASED (or forget
         # the run) while the slot stayed, retaining WAL, and unwatched once source_holds went.
-        if _may_hold(config_text, json.loads(variables_json or "{}")):
+        if may_hold(config_text, json.loads(variables_json or "{}")):
             raise SourcesNotReleased(not_released(run_key(result.job_id, result.run_id), str(exc))) from None
         log.warning("job %s: its config no longer loads (%s); none of its sources holds anything to release",
                     result.job_id, exc)
         return None
+
+
+def _pipeline_sources(job_id: str, config_text: str, variables_json: str | None) -> dict[int, list]:
+    """The config's sources by pipeline id, or _ConfigUnloadable."""
+    from seatide.config.loader import ConfigError
+    from seatide.plan.dag import build_plan
+
+    config = _config(job_id, config_text, variables_json)
     try:
         return {p.pipeline_id: list(p.sources) for p in build_plan(config).pipelines}
     except ConfigError:     # loads, but its pipelines cannot be told: each source (0: no pipeline it has),
@@ -99,16 +170,18 @@ def _sources(job_id: str, config_text: str, variables_json: str | None) -> list:
 
 def _config(job_id: str, config_text: str, variables_json: str | None):
     from seatide.config.loader import ConfigError, load_job_text
+    from seatide.plugin.unasked import servers_unasked
 
     variables = json.loads(variables_json or "{}")
     try:
-        return load_job_text(config_text, variables, source_name=f"job {job_id}")
+        with servers_unasked():      # inside the door: a release needs no table (plugin/unasked.py)
+            return load_job_text(config_text, variables, source_name=f"job {job_id}")
     except ConfigError as exc:   # e.g. a plugin this version no longer has, a secret that cannot be decrypted
         from seatide.secrets import mask_message, secret_values
         raise _ConfigUnloadable(mask_message(str(exc), secret_values(config_text, variables))) from None
 
 
-def _may_hold(text: str, variables: dict) -> bool:
+def may_hold(text: str, variables: dict) -> bool:
     """Whether a source of a config that no longer loads may hold something outside Spark: one
     whose plugin is gone, or one that releases (its block may name its own slot), or a config
     whose sources cannot even be told."""

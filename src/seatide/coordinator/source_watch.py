@@ -35,14 +35,13 @@ from typing import Callable
 
 from sqlalchemy import and_, delete, insert, select
 
-from seatide.coordinator.left_out_sources import left_out_configs
-from seatide.plugin.server_errors import lasting_fix, passing
+from seatide.coordinator.left_out_sources import left_out_configs, unloadable_note
+from seatide.coordinator.source_release import may_hold
 from seatide.store import schema as s
 from seatide.store.clock import store_now
 from seatide.store.db import NotLeader, Store, record_event
-from seatide.store.runs import run_key, spark_checkpoint_dir
+from seatide.store.runs import run_key
 from seatide.store.states import JobStatus
-from seatide.store.unusable_checkpoints import PositionsAsked
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +110,8 @@ class JobSources:
     secrets: frozenset = frozenset()
     pipelines: frozenset | None = None              # the config's pipeline ids; None: it does not load
     left_out: frozenset = frozenset()               # those of ``holding`` the current config leaves out
+    error: str | None = None                        # why the config does not load (masked)
+    unloadable: tuple = ()                          # (LeftOutConfig, error) of left-out pipelines not told
 
 
 def load_sources(config_text: str, variables: dict, job_id: str) -> JobSources:
@@ -124,8 +125,9 @@ def load_sources(config_text: str, variables: dict, job_id: str) -> JobSources:
     secrets = secret_values(config_text, variables)
     try:
         plan = build_plan(load_job_text(config_text, variables, source_name=f"job {job_id}"))
-    except ConfigError:
-        return JobSources([], secrets)
+    except ConfigError as exc:
+        from seatide.secrets import mask_message
+        return JobSources([], secrets, error=mask_message(str(exc), secrets)[:300])
     holding = [(p.pipeline_id, index, spec) for p in plan.pipelines for index, spec in enumerate(p.sources)
                if type(spec.plugin).held is not Source.held]
     return JobSources(holding, secrets, frozenset(p.pipeline_id for p in plan.pipelines))
@@ -134,17 +136,19 @@ def load_sources(config_text: str, variables: dict, job_id: str) -> JobSources:
 def with_left_out(store: Store, job, sources: JobSources) -> JobSources:
     """``sources`` and those of the pipelines the current config leaves out, read from the config of
     the incarnation where they last ran (coordinator/left_out_sources.py): their slots retain WAL too."""
-    if sources.pipelines is None:       # the current config does not load: which are left out is not known
-        return sources
-    with store.read() as conn:
+    with store.read() as conn:      # the current config not loading: its pipelines as the resume recorded them (F1)
         earlier = left_out_configs(conn, job.job_id, job.run_id, job.incarnation, sources.pipelines)
-    holding, secrets, left = list(sources.holding), set(sources.secrets), set()
+    holding, secrets, left, unloadable = list(sources.holding), set(sources.secrets), set(), []
     for then in earlier:
-        loaded = load_sources(then.config, json.loads(then.variables or "{}"), job.job_id)
+        variables = json.loads(then.variables or "{}")
+        loaded = load_sources(then.config, variables, job.job_id)
+        if loaded.pipelines is None and then.pipeline_ids - left and may_hold(then.config, variables):
+            # shown as an error row, never hidden (review F2)
+            unloadable.append((then, loaded.error or "it does not load"))
         holding += [entry for entry in loaded.holding if entry[0] in then.pipeline_ids - left]
         secrets |= loaded.secrets
         left |= then.pipeline_ids & (loaded.pipelines or frozenset())
-    return JobSources(holding, frozenset(secrets), sources.pipelines, frozenset(left))
+    return JobSources(holding, frozenset(secrets), sources.pipelines, frozenset(left), sources.error, tuple(unloadable))
 
 
 def newest_offset(conn, job_id: str, pipeline_id: int, index: int) -> dict | None:
@@ -160,102 +164,6 @@ def newest_offset(conn, job_id: str, pipeline_id: int, index: int) -> dict | Non
     if index < len(sources) and isinstance(sources[index], dict):
         return sources[index]
     return None
-
-
-def positions_gone(job, plan, restored: list[tuple[int, str, int | None]], deadline_s: float = 5.0) -> PositionsAsked:
-    """The pipelines a resume restores in place (id, directory, the batch the store recorded) whose
-    sources' servers no longer have the position their checkpoint resumes from, each with the error
-    its read would fail with (``Source.position_gone``). Asked by the process recording the resume,
-    which reads the checkpoint directories already (store/restore.py): such a pipeline's checkpoint
-    cannot be used, so the resume is refused (REST 409, CLI exit 1, nothing recorded) unless its
-    fallback is ``fresh``, which starts that pipeline over.
-
-    Every source is asked at once, and the whole check waits ``deadline_s`` at most: the resume is
-    answered while a client waits for it (the CLI's HTTP client gives up after 30 s), and a server
-    that takes connections without answering holds its own ask longer than its timeout (libpq
-    tries twice with sslmode=prefer). A source not answered by then, like one that cannot be reached
-    (down, or out of this process's network), is not checked here: the driver's read checks the same
-    and fails alike. Its ask goes on in a daemon thread, bounded by its own timeout, answered to no one.
-    Each such source is in the answer's ``unreached``, with its server's address and the error (masked):
-    the resume's answer says it was not checked, and why (outside review 9, F4). A server that answered with
-    an error (a role it refuses, a privilege missing) or a bug is no unreachable server: ``failed`` names the
-    error and its fix, and the resume goes on likewise (outside review of 7d56489..26756a7, F6)."""
-    from seatide.secrets import mask_message, secret_values
-
-    asks = _position_asks(job, plan, restored)
-    secrets = secret_values(job.config, json.loads(job.variables or "{}"))
-    unreached: dict[tuple[int, int], str] = {}
-    failed: dict[tuple[int, int], str] = {}
-    answers: dict[tuple[int, int], str | None] = {}
-    done = threading.Event()
-    lock = threading.Lock()
-
-    def ask(pipeline_id: int, index: int, spec, offset: dict) -> None:
-        try:
-            why = spec.plugin.position_gone(run_key(job.job_id, job.run_id), pipeline_id, spec.plugin_id, offset,
-                                            deadline_s)
-        except Exception as exc:  # noqa: BLE001 - not known here: the read decides
-            log.info("job %s pipeline %s: %s's position not checked before the resume (%s); its read will",
-                     job.job_id, pipeline_id, spec.plugin_id, type(exc).__name__)
-            why = None
-            with lock:
-                said = " ".join(f"{type(exc).__name__}: {exc}".split())       # libpq's hint is on a line of its own
-                said = mask_message(said, secrets)[:300]
-                if passing(exc):    # unreachable, or a condition that passes (busy, starting up)
-                    unreached[(pipeline_id, index)] = said
-                else:       # the server answered (a role it refuses, a privilege) or a bug: named as what it is
-                    failed[(pipeline_id, index)] = f"{said}; {lasting_fix(exc)}"
-        with lock:
-            answers[(pipeline_id, index)] = why
-            if len(answers) == len(asks):
-                done.set()
-
-    for pipeline_id, index, spec, offset in asks:
-        threading.Thread(target=ask, args=(pipeline_id, index, spec, offset), daemon=True,
-                         name=f"position-check-{job.job_id}-{pipeline_id}-{index}").start()
-    if asks and not done.wait(deadline_s):
-        with lock:
-            late = [f"{pid}/{spec.plugin_id}" for pid, index, spec, _ in asks if (pid, index) not in answers]
-        log.info("job %s: sources %s did not answer the position check within %.0f s; their reads will check",
-                 job.job_id, ", ".join(late), deadline_s)
-    asked = PositionsAsked()
-    with lock:
-        for (pipeline_id, _), why in sorted(answers.items()):
-            if why is not None:
-                asked.gone.setdefault(pipeline_id, why)
-        for pipeline_id, index, spec, _ in asks:
-            error = unreached.get((pipeline_id, index))
-            where = f" at {spec.plugin.server_address()}" if spec.plugin.server_address() else ""
-            if (pipeline_id, index) in failed:
-                asked.failed.setdefault(pipeline_id, []).append(
-                    f"{spec.name} ({spec.plugin_id}){where}: the server answered the position check with an error "
-                    f"({failed[(pipeline_id, index)]})")
-                continue
-            if error is None and (pipeline_id, index) in answers:
-                continue
-            error = error or f"no answer within {deadline_s:g} s"
-            asked.unreached.setdefault(pipeline_id, []).append(
-                f"{spec.name} ({spec.plugin_id}){where} could not be reached to check its checkpoint's position "
-                f"({error})")
-    return asked
-
-
-def _position_asks(job, plan, restored) -> list[tuple[int, int, object, dict]]:
-    """(pipeline, source index, its spec, its checkpointed offset) of each source that can tell."""
-    from seatide.plugin.base import Source
-    from seatide.runtime.offset_log import logged_offsets
-    from seatide.runtime.spark_checkpoint import restore_point
-
-    asks = []
-    for pipeline_id, directory, recorded in restored:
-        spark_dir = spark_checkpoint_dir(directory)
-        batch = restore_point(spark_dir, recorded)
-        offsets = logged_offsets(spark_dir, batch) if batch is not None else None
-        for index, spec in enumerate(plan.pipeline(pipeline_id).sources):
-            offset = offsets[index] if offsets and index < len(offsets) else None
-            if offset is not None and type(spec.plugin).position_gone is not Source.position_gone:
-                asks.append((pipeline_id, index, spec, offset))
-    return asks
 
 
 def measure_job(store: Store, job, sources: JobSources, timeout_s: float) -> list[Measured]:
@@ -276,6 +184,15 @@ def measure_job(store: Store, job, sources: JobSources, timeout_s: float) -> lis
         if held is not None:
             found.append(Measured(pipeline_id, spec.plugin_id, spec.name, held.holds, held.retained_bytes,
                                   held.lost, held.state, left_out=left_out))
+    h = s.source_holds.c
+    for then, error in sources.unloadable:      # the rows last measured keep their figures, with the error
+        with store.read() as conn:
+            last = conn.execute(select(h.pipeline_id, h.plugin_id, h.connector, h.holds).where(and_(
+                h.job_id == job.job_id, h.pipeline_id.in_(sorted(then.pipeline_ids))))).all()
+        note = unloadable_note(key, then, error, [row.holds for row in last if row.holds])[:1000]
+        found += [Measured(row.pipeline_id, row.plugin_id, row.connector, error=note, left_out=True) for row in last]
+        found += [Measured(pid, "?", "unknown", error=note, left_out=True)
+                  for pid in sorted(then.pipeline_ids - {row.pipeline_id for row in last})]
     return found
 
 
@@ -375,7 +292,7 @@ class SourceWatch:
             if sources is None:
                 sources = self._sources[key] = with_left_out(self.store, job, load_sources(
                     job.config, json.loads(job.variables or "{}"), job.job_id))
-            if not sources.holding:
+            if not sources.holding and not sources.unloadable:
                 continue
             record_measurements(self.store, epoch, self.actor, job,
                                 measure_job(self.store, job, sources, self.rules.timeout_s), self.rules.warn_bytes)

@@ -116,7 +116,7 @@ def resume_job(store: Store, job_id: str, *, plan, text: str, variables: dict, s
 
     ``check_positions(job, plan, [(pipeline id, directory, recorded batch)])`` answers (``PositionsAsked``)
     which pipelines restored in place have their sources' position gone from their servers, each with why
-    (``coordinator/source_watch.positions_gone``), and which sources it could not ask: such a checkpoint cannot be used, as a missing one cannot; resumed from
+    (``coordinator/position_check.positions_gone``), and which sources it could not ask: such a checkpoint cannot be used, as a missing one cannot; resumed from
     it, the pipeline could not keep exactly-once. So it is refused, nothing recorded, or the fallback
     ``fresh`` starts it over (a new snapshot from its sources' startup.mode) while the others resume.
     ``command``: the resume as asked (``unusable_checkpoints.resume_command``), which a refusal's way on repeats."""

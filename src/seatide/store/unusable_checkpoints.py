@@ -4,7 +4,7 @@
 cannot is refused unless the fallback is ``fresh``, which starts it over. Two kinds of reason reach
 the user here, and each names its own way on: a checkpoint that is missing, unreadable or written
 for another pipeline (fix the cause, or start over), and a source position gone from its server (a
-dropped replication slot, a purged binlog file: ``coordinator/source_watch.positions_gone``), which
+dropped replication slot, a purged binlog file: ``coordinator/position_check.positions_gone``), which
 nothing but a new start can fix. A source whose server could not be asked (down, or out of the
 asking process's network) is neither: its position is not known to be gone, so its pipeline resumes
 and its driver's read checks again; the answer, or the refusal for the others, says which server was
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class PositionsAsked:
-    """What a resume's early position check found (``coordinator/source_watch.positions_gone``)."""
+    """What a resume's early position check found (``coordinator/position_check.positions_gone``)."""
     gone: dict[int, str] = field(default_factory=dict)                 # pipeline: why its position is gone
     unreached: dict[int, list[str]] = field(default_factory=dict)      # pipeline: each source not asked, and why
     failed: dict[int, list[str]] = field(default_factory=dict)         # pipeline: each source whose ask failed otherwise

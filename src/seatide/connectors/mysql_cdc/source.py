@@ -32,6 +32,7 @@ from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ALL_KINDS, RowKind, hidden_fields
 from seatide.plugin.schema import Column, PrimaryKey, Schema
 from seatide.plugin.tables import TableLayout
+from seatide.plugin.unasked import servers_asked
 from seatide.plugin.types import SOURCE_DEFAULT, SOURCE_NOT_NULL, source_metadata
 
 _MYSQL = "seatide.mysql_column"     # field metadata: the column's description (name, types, charset)
@@ -249,7 +250,7 @@ class MySqlCdcSource(Source):
             config = replace(self.server_config(), connect_timeout_s=min(5.0, self.opts["connect.timeout.ms"] / 1000),
                              max_retries=0)
             try:
-                described = self.discover(config, check=False)[0]
+                described = self.discover(config, check=False)[0] if servers_asked() else None
             except Exception:  # noqa: BLE001 - unreachable or refused: the read says why, where it runs
                 described = None
             if described is None:

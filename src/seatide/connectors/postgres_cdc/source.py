@@ -28,6 +28,7 @@ from seatide.plugin.registry import register
 from seatide.plugin.rowkind import ALL_KINDS, RowKind, hidden_fields
 from seatide.plugin.schema import Column, OldRowColumns, PrimaryKey, Schema
 from seatide.plugin.tables import TableLayout, TableRows
+from seatide.plugin.unasked import servers_asked
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -158,7 +159,7 @@ class PostgresCdcSource(Source):
         the server cannot be reached now: the job is checked again where it runs)."""
         if self._catalog is None:
             try:
-                described = self._describe(check_wal=False, timeout_s=_LOAD_TIMEOUT_S)
+                described = self._describe(check_wal=False, timeout_s=_LOAD_TIMEOUT_S) if servers_asked() else None
             except Exception:  # noqa: BLE001 - unreachable or refused: the read says why, where it runs
                 described = None
             if described is None:
