@@ -50,6 +50,9 @@ from seatide.store.states import CleanupState, JobStatus
 
 log = logging.getLogger(__name__)
 
+# The history period when the caller does not say: the coordinator's default (--history-job-expire-minutes).
+HISTORY_PERIOD_S = 1440 * 60.0
+
 MAX_BACKOFF_S = 60.0
 
 
@@ -160,8 +163,8 @@ def decide_cleanup(view: CleanupView) -> list[CleanupEffect]:
 # -- one step --------------------------------------------------------------------------
 
 def reconcile_cleanup(store: Store, epoch: int, actor: str, result,
-                      kill_attempt: Callable[[Any], None]) -> None:
-    """One idempotent cleanup or expiry step for one job result.
+                      kill_attempt: Callable[[Any], None], history_s: float = HISTORY_PERIOD_S) -> None:
+    """One idempotent cleanup or expiry step for one job result; ``history_s``: the history period.
 
     ``result`` is the row ``due_results`` read, maybe long ago by a leader that stalled since:
     the step re-reads it in the leader's transaction and goes on only while it is the same
@@ -171,7 +174,7 @@ def reconcile_cleanup(store: Store, epoch: int, actor: str, result,
             failpoints.hit("coordinator.before_cleanup")
         with fenced_read(store, epoch, decided_for(result), _fence(result)) as opened:
             view = _read_view(opened.conn, opened.row, opened.job)
-        apply_cleanup(store, epoch, actor, view.result, decide_cleanup(view), kill_attempt)
+        apply_cleanup(store, epoch, actor, view.result, decide_cleanup(view), kill_attempt, history_s)
     except (ExpiryOverruled, StepOverruled) as exc:
         log.info("%s of job %s skipped: %s", _step_name(result), result.job_id, exc)
     except NotLeader:
@@ -242,7 +245,7 @@ def _checkpoint_dirs(conn, job_id: str, incarnation: int) -> dict[int, str]:
 
 
 def apply_cleanup(store: Store, epoch: int, actor: str, result, effects: list[CleanupEffect],
-                  kill_attempt: Callable[[Any], None]) -> None:
+                  kill_attempt: Callable[[Any], None], history_s: float = HISTORY_PERIOD_S) -> None:
     """Carry the effects out. An expiry's decision commits first (from then a resume is refused);
     the rest of the step runs in one transaction that has checked, through the door, that the
     result is still there and of the same run, and ends with the store write that records it."""
@@ -257,7 +260,7 @@ def apply_cleanup(store: Store, epoch: int, actor: str, result, effects: list[Cl
                 case KillAttempt(attempt):
                     kill_attempt(attempt)
                 case ReleaseSources():
-                    release_sources(conn, result)
+                    release_sources(conn, result, actor, epoch)
                 case RemoveCheckpoints(paths, with_job_root):
                     _remove_checkpoints(result, owned_paths(decided, paths), with_job_root)
                 case MarkClean(removed, newer):
@@ -275,7 +278,9 @@ def apply_cleanup(store: Store, epoch: int, actor: str, result, effects: list[Cl
                     record_event(conn, "HISTORY_EXPIRED", actor, result.job_id, result.incarnation, epoch,
                                  run_id=result.run_id)
                 case KeepForLeftOut():
-                    period = max(60.0, result.expires_at - result.created_at)
+                    # One history period from now, each time (outside review of 642a2cc/2e93916, F5: the
+                    # result's own expires_at - created_at grew by each keep, doubling the period).
+                    period = max(60.0, history_s)
                     conn.execute(update(s.job_results).where(_key(result)).values(
                         expires_at=store_now(conn) + period))
                     log.info("job %s incarnation %s: its result kept %.0f s more, its config names a pipeline "

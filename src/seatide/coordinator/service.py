@@ -254,7 +254,7 @@ class Coordinator:
                 return
             self.lease.step("a cleanup step")
             reconcile_cleanup(self.store, epoch, self.applier.actor, result,
-                              lambda attempt: kill_if_reachable(attempt, self.store.url))
+                              lambda attempt: kill_if_reachable(attempt, self.store.url), self.applier.history_expire_s)
         if not self.lease.renew_if_due():
             return
         self.lease.step("reading due releases")
