@@ -112,14 +112,34 @@ def test_the_slot_of_a_pipeline_left_out_is_watched_and_marked(store, tmp_path, 
             slot.drop(conn, name)
 
 
+def _release(store, epoch: int) -> None:
+    """The job is cancelled with --release, and the leader takes one release step."""
+    with store.write() as conn:
+        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(release=RELEASING))
+    [due] = due_releases(store)
+    Releaser(store, "coordinator:c1").step(epoch, due, 0.0)
+
+
+def _first_expiring(store):
+    """Incarnation 1's history is due to expire, its left-out pipeline's checkpoint directory on disk:
+    (that directory, the leader's lease, the due result)."""
+    import os
+
+    with store.read() as conn:
+        kept = conn.execute(select(s.pipelines.c.checkpoint_dir).where(
+            s.pipelines.c.incarnation == 1, s.pipelines.c.pipeline_id == 2)).scalar()
+    os.makedirs(kept, exist_ok=True)
+    with store.write() as conn:
+        conn.execute(update(s.job_results).where(s.job_results.c.incarnation == 1).values(expires_at=0.0))
+    lease = _leader(store, "c1")
+    [expiring] = [r for r in due_results(store, time.time()) if r.incarnation == 1]
+    return kept, lease, expiring
+
+
 def test_a_release_drops_the_slot_of_a_pipeline_left_out(store, tmp_path, private_postgres):
     name = _left_out_slot(store, private_postgres, tmp_path)
     _end(store)
-    with store.write() as conn:
-        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(release=RELEASING))
-    lease = _leader(store, "c1")
-    [due] = due_releases(store)
-    Releaser(store, "coordinator:c1").step(lease.epoch, due, 0.0)
+    _release(store, _leader(store, "c1").epoch)
     assert _job(store).release == "RELEASED"
     assert _slots(private_postgres, name) == [], "the release left the left-out pipeline's slot retaining WAL"
 
@@ -146,14 +166,7 @@ def test_the_expiry_of_the_incarnation_where_it_last_ran_keeps_what_a_pipeline_l
 
     name = _left_out_slot(store, private_postgres, tmp_path)
     try:
-        with store.read() as conn:
-            kept = conn.execute(select(s.pipelines.c.checkpoint_dir).where(
-                s.pipelines.c.incarnation == 1, s.pipelines.c.pipeline_id == 2)).scalar()
-        os.makedirs(kept, exist_ok=True)
-        with store.write() as conn:
-            conn.execute(update(s.job_results).where(s.job_results.c.incarnation == 1).values(expires_at=0.0))
-        lease = _leader(store, "c1")
-        [expiring] = [r for r in due_results(store, time.time()) if r.incarnation == 1]
+        kept, lease, expiring = _first_expiring(store)
         reconcile_cleanup(store, lease.epoch, "coordinator:c1", expiring, [].append)
         assert os.path.isdir(kept), "the expiry removed the left-out pipeline's checkpoint"
         assert [r.incarnation for r in due_results(store, time.time())] == [], "kept, and not due again at once"
