@@ -14,7 +14,7 @@ from tests.coordinator.test_stale_leader import _leader, _slots
 from tests.store.test_store import store, submit  # noqa: F401  (store is a fixture)
 
 # The current config (the one that left pipeline 2 out) stops loading, e.g. its sink's plugin is gone after an
-# upgrade; nothing in it holds anything, so _may_hold says False.
+# upgrade; nothing in it holds anything, so may_hold says False.
 UNLOADABLE = ONE.replace("Console", "RetiredSink")
 
 
