@@ -113,8 +113,8 @@ def _release_at_once(conn: Connection, result, sources: list) -> None:
     if errors:
         raise errors[0]
     if late:
-        raise SourcesNotReleased(f"its sources were not all released: {', '.join(late)} did not answer within "
-                                 f"{OUTSIDE_WAIT_S:g} s; retried later, what they hold left as it was")
+        raise SourcesUnanswered(f"its sources were not all released: {', '.join(late)} did not answer within "
+                                f"{OUTSIDE_WAIT_S:g} s; retried later, what they hold left as it was")
 
 
 def _left_behind(conn: Connection, result, then, reason: str, actor: str, epoch: int | None) -> None:
@@ -158,6 +158,10 @@ def _pipeline_sources(job_id: str, config_text: str, variables_json: str | None)
 class SourcesNotReleased(Exception):
     """What a run's sources hold outside Spark could not be released, and may still be there: the
     step fails (retried, an event with this message) rather than record a release not done."""
+
+
+class SourcesUnanswered(TimeoutError):
+    """A source did not answer the release within the step's bound: an outage, retried (server_errors.passing)."""
 
 
 class _ConfigUnloadable(Exception):
