@@ -53,17 +53,11 @@ def _wanted(source: str) -> list[str]:
 
 
 def _contents(source: str) -> list[str]:
-    """Every file the home would hold, with its size: what its name is a key over."""
-    found = []
-    for entry in _wanted(source):
-        top = os.path.join(source, entry)
-        walked = os.walk(top) if os.path.isdir(top) else [(source, [], [entry])]
-        for folder, dirs, files in walked:
-            dirs[:] = sorted(d for d in dirs if d != _BYTECODE)
-            for name in sorted(files):
-                path = os.path.join(folder, name)
-                found.append(f"{os.path.relpath(path, source)}:{os.lstat(path).st_size}")
-    return found
+    """What the home's name is a key over: its entries, and Spark's jars by name and size (what the JVM
+    runs; jars are named by version). A listing, not a walk: every session's start asks (0.2 s walked)."""
+    jars = os.path.join(source, "jars")
+    held = sorted(f"jars/{e.name}:{e.stat().st_size}" for e in os.scandir(jars)) if os.path.isdir(jars) else []
+    return _wanted(source) + held
 
 
 def _link_or_copy(src: str, dst: str) -> None:
