@@ -138,3 +138,28 @@ def test_an_on_time_recreate_refused_over_a_concurrent_commit_does_not_say_its_d
         _write(job, job.attempt(), system.sink(table, **RECREATE), spark, 1, dirs[1], "L1", [5])
     assert "ended first" not in str(refused.value), refused.value
     assert system.read(table) == [1, 2, 10]
+
+
+def test_a_late_recreate_goes_on_over_a_batch_another_job_never_decided_and_its_resume_writes_it_once(
+        spark, store, tmp_path, monkeypatch):
+    """Job 2's driver dies right before deciding batch 0 (staged, on record, never decided: its next attempt
+    stages it afresh). Job 1's late RECREATE clears the record and goes on (before: refused until job 2
+    committed or the record was removed by hand). Job 2's resume writes its rows once, into the table
+    recreated, as a Flink job's uncommitted rows are written again on recovery into the table there now."""
+    job, dirs, system, table = decided_never_dropped(spark, store, tmp_path, monkeypatch, "job1", pipelines=1)
+    other, other_dirs = _job(store, str(tmp_path / "job2"), pipelines=1)
+    hit = failpoints.hit
+    monkeypatch.setattr(failpoints, "hit", dies_at("sink.before_decision", hit))
+    with pytest.raises(DriverDied):
+        _write(other, other.attempt(), system.sink(table, data_save_mode="APPEND_DATA"), spark, 1, other_dirs[1],
+               "L1", [10])
+    monkeypatch.setattr(failpoints, "hit", hit)
+    database, name = table.split(".")
+    pending = os.path.join(system.warehouse, f"{database}.db", f".{name}.seatide-pending")
+    assert len(os.listdir(pending)) == 1, os.listdir(pending)
+    _write(job, _attempt(store, job), system.sink(table, **RECREATE), spark, 1, dirs[1], "L1", [5])
+    assert system.read(table) == [5], system.read(table)
+    assert not os.listdir(pending), f"the undecided batch's record stayed: {os.listdir(pending)}"
+    _write(other, _attempt(store, other), system.sink(table, data_save_mode="APPEND_DATA"), spark, 1,
+           other_dirs[1], "L1", [10])
+    assert system.read(table) == [5, 10]

@@ -181,8 +181,7 @@ class SinkTargets:
         return list(dict.fromkeys(self.key_of[r.index] for r in self.routes))
 
     def begin(self, batch: Batch) -> None:
-        """A batch is about to run, before its targets are prepared; by default nothing. (Jdbc
-        decides here where a multi-table sink's records live, which its save modes read.)"""
+        """Before a batch's targets are prepared; by default nothing (Jdbc picks where a multi-table sink's records live)."""
 
     def let_go(self) -> None:
         """A batch ended, published or failed anywhere: what its targets held for it is let go (Paimon's locks)."""
@@ -192,9 +191,8 @@ class SinkTargets:
         none is destroyed for a batch another then refuses (``written``: targets written). By default none."""
 
     def apply(self, work: dict[str, TargetRows], batch: Batch, before: dict[str, dict]) -> dict[str, dict]:
-        """(``decided_in_store`` False) apply each target's rows; each target's state after it. By
-        default each target in turn; a system that commits several targets in one transaction (the
-        tables behind one database connection) applies them together here."""
+        """(``decided_in_store`` False) apply each target's rows; each target's state after it. By default each
+        target in turn; a system that commits several targets in one transaction (one connection's) applies them here."""
         states = {}
         for key, rows in work.items():
             states[key] = self.target(key).apply(rows, replace(batch, previous_state=before.get(key, {})))
@@ -203,6 +201,9 @@ class SinkTargets:
 
     def check_batch(self, state: dict) -> None:
         """The state after a batch, before it is decided or committed: raise to fail it (Assert)."""
+
+    def deciding(self, parts: dict[str, dict]) -> None:
+        """The staged ``parts`` (by target key) are decided next, still held as staged (Paimon marks its records)."""
 
     def evolve(self, changes: list, behaviour: str) -> None:
         for key in self.keys():
@@ -332,6 +333,7 @@ class SinkRun:
         state = self.targets.batch_state(previous, states)
         self.targets.check_batch(state)
         failpoints.hit("sink.before_decision")
+        self.targets.deciding(parts)
         record = {"publish": self.targets.publish_record(parts), "state": state}
         decided = self.decisions.decide(batch.batch_id, batch.transaction_id, record)
         failpoints.hit("sink.after_decision")

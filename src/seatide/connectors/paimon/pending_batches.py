@@ -8,18 +8,37 @@ batch it stages in ``.<table>.seatide-pending/`` (durably, before the batch's de
 and removes the record once the batch's commit is in the table; a RECREATE_SCHEMA refuses while a
 record of another job stands (``blocking``), holding the table's lock alone.
 
+Decided or not, told without the other job's store (another deployment's, maybe): each staging has a
+record of its own, written unmarked; its stager marks it ``deciding`` (``record``), durably,
+right BEFORE it writes the batch's decision to its store (``SinkTargets.deciding``), and holds the
+table's lock shared from staging through the decision to the publish, or until the batch fails and it
+lets go (``PaimonTargets.let_go``). A RECREATE_SCHEMA looks at the records holding the lock alone, so
+no stager is between staging and letting go then: an unmarked record's stager let go, or died (its
+kernel let go for it), before marking, so before any decision. Such a batch is never decided later:
+the protocol decides only parts staged under the hold it still has (a replay of a decided batch only
+publishes; the next attempt stages afresh, into a record of its own), so the record protects nothing
+and is removed. A marked record may be decided, and blocks. The races, closed by the lock:
+
+* a writer marking while the RECREATE looks: it marks under its shared hold, the look is under the
+  lock alone; the mark is either on disk before the look (blocks) or after the drop (its hold came
+  after it, so did its staging: into the recreated table);
+* a death between the store's decision and the mark cannot be: the mark comes first. A death between
+  the mark and the decision leaves a marked record of a batch never decided: it blocks (as every
+  record did before), until the job's next attempt commits that batch (``committed`` removes the
+  user's records up to it) or the user removes it, as the refusal says;
+* a zombie staging the batch its replacement marked (one commit user and identifier): its record is
+  its own and leaves the mark alone, where one record per batch was overwritten unmarked.
+
 Crashes: a record whose batch is committed (its writer died before removing it) or was staged into a
-table dropped since is stale, and removed by the RECREATE that finds it. A record whose batch was
-never decided (its driver died between the record and the decision) cannot be told from a decided
-one without the other job's store: it blocks until that job's next attempt stages the batch again
-(same commit user and identifier: the same record) and commits it, or until the user removes it, as
-the refusal says. A writer's commit removes its older records too (batches run in order).
+table dropped since is stale, and removed by the RECREATE that finds it. A record of an earlier
+SeaTide (no mark) counts as marked. A writer's commit removes its older records too (batches run in order).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import time
 
@@ -31,12 +50,14 @@ def pending_dir(table_path: str) -> str:
     return os.path.join(os.path.dirname(table_path), f".{os.path.basename(table_path)}.seatide-pending")
 
 
-def record(table_path: str, part: dict, job: str | None) -> None:
-    """``part`` (a staged batch: its commit user, identifier, base snapshot, table) on record, durably."""
+def record(table_path: str, part: dict, job: str | None, deciding: bool = False, name: str | None = None) -> str:
+    """``part`` (a staged batch: its commit user, identifier, base snapshot, table) on record, durably;
+    the record's path. ``deciding``: the part is about to be decided, its record (``name``, the one
+    written at staging) marked so. The caller holds the table's lock shared (the module's doc)."""
     where = pending_dir(table_path)
-    name = os.path.join(where, f"{part['user']}{part['identifier']}")
+    name = name or os.path.join(where, f"{part['user']}{part['identifier']}.{secrets.token_hex(4)}")
     body = {"user": part["user"], "identifier": part["identifier"], "base": part["base"], "created": part["created"],
-            "job": job, "host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}
+            "job": job, "host": socket.gethostname(), "pid": os.getpid(), "since": time.time(), "deciding": deciding}
     try:
         shared_dir(where)
         with open(f"{name}.{os.getpid()}.tmp", "w") as f:
@@ -47,6 +68,7 @@ def record(table_path: str, part: dict, job: str | None) -> None:
         sync_dir(where)
     except OSError as exc:
         raise refused_dir(where, f"a writer of batch {part['identifier']}", exc) from None
+    return name
 
 
 def committed(table_path: str, user: str, identifier: int) -> None:
@@ -57,15 +79,17 @@ def committed(table_path: str, user: str, identifier: int) -> None:
 
 
 def blocking(table_path: str, table, own: str | None, created) -> list[str]:
-    """The records of other jobs' batches not in ``table`` (first written at ``created``), described;
-    stale records (committed, or staged into a table dropped since) removed. Holding the lock alone."""
+    """The records of other jobs' batches not in ``table`` (first written at ``created``) that may be
+    decided, described; stale records (committed, or staged into a table dropped since) and records
+    never marked deciding removed. Only holding the table's lock alone: an unmarked record is never
+    decided only while no stager holds it (the module's doc)."""
     found = []
     for name, held in _records(table_path):
         if commits.of_job(held.get("user", ""), own):
             continue        # the job's own: its store's records say what it owes
-        stale = held.get("created") != created or commits.committed(
-            table, held.get("user"), held.get("identifier"), held.get("base", 0)) is not None
-        if stale:
+        never_decided = held.get("deciding") is False       # its stager let go before marking it
+        if never_decided or held.get("created") != created or commits.committed(
+                table, held.get("user"), held.get("identifier"), held.get("base", 0)) is not None:
             remove(name)
             continue
         found.append(f"batch {held.get('identifier')} of job {held.get('job')} (commit user {held.get('user')}, "

@@ -42,8 +42,8 @@ def drop_if_same(catalog, database: str, name: str, plan: dict, fence: Callable[
     away: a batch decided in between is seen, the table is put back and nothing is destroyed. The
     door knows the job's own rows only: a snapshot committed since the decision (``plan["held"]``)
     by anyone else (another job, a writer outside SeaTide) refuses it too, as does a batch another
-    job staged and has not committed yet (``pending_batches``: decided in its store, its driver maybe
-    gone) (``_nobody_since``). ``on_time``: this writer made the plan just now (a refusal's wording).
+    job staged, marked deciding and has not committed yet (``pending_batches``: maybe decided in its
+    store, its driver maybe gone; one never marked is removed) (``_nobody_since``). ``on_time``: this writer made the plan just now (a refusal's wording).
 
     The check, the rename, the second look and the put-back or drop happen holding the table's
     lock alone (``table_lock``), fenced: no writer stages or commits while the table is away
@@ -86,9 +86,9 @@ def drop_if_same(catalog, database: str, name: str, plan: dict, fence: Callable[
 def _nobody_since(table, plan: dict, label: str, path: str, on_time: bool) -> None:
     """Refuse when a snapshot of ``table`` after the one it held when the decision was made
     (``plan["held"]``) was committed by anyone but the job's own writers (``plan["own"]``: their
-    commit users' start, ``commits.of_job``), or another job has a batch staged and not committed
-    (``pending_batches``): the job's records say nothing of another writer's rows (outside review,
-    H1; review 2, H1, H2)."""
+    commit users' start, ``commits.of_job``), or another job has a batch staged, marked deciding and
+    not committed (``pending_batches``; called holding the table's lock alone): the job's records say
+    nothing of another writer's rows (outside review, H1; review 2, H1, H2)."""
     held, own = plan.get("held"), plan.get("own")
     manager = table.snapshot_manager()
     latest = commits.latest_id(table)
@@ -109,8 +109,8 @@ def _nobody_since(table, plan: dict, label: str, path: str, on_time: bool) -> No
     if why is None:
         pending = pending_batches.blocking(path, table, own, plan["recreate"].get("created"))
         if pending:
-            why = (f"another job has staged a batch and not committed it yet ({'; '.join(pending)}): it may be "
-                   "decided in that job's records, and the drop would take its files")
+            why = (f"another job has staged a batch and not committed it yet ({'; '.join(pending)}): its writer "
+                   "was deciding it, so it may be decided in that job's records, and the drop would take its files")
             way = ("resume that job (or let its retry run) so it commits its batch, then submit this job again; "
                    "if that job is gone for good and its batch is not wanted, remove its record and submit again")
     if why is None:

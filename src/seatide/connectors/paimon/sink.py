@@ -91,6 +91,11 @@ class PaimonTargets(SinkTargets):
         for target in self._open.values():
             target.let_go()
 
+    def deciding(self, parts: dict[str, dict]) -> None:
+        """Each table's part on record as deciding before the store's write (``pending_batches``)."""
+        for key, part in parts.items():
+            self.target(key).deciding(part)
+
     def open_target(self, key: str, routes: list[TableRoute]) -> Target:
         fence = self.ctx.fence if self.ctx is not None else (lambda: None)
         job_id = self.ctx.job_id if self.ctx is not None else None

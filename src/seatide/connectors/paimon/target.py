@@ -73,6 +73,7 @@ class PaimonTarget(Target):
         self.drops_extra = False                 # the input's fields the table lacks are dropped (ignore)
         self.path = recreate.table_dir(self.catalog, spec.database, spec.table)
         self._writing = None                     # the table's lock, held shared from stage to publish
+        self._staged: dict[tuple, str] = {}      # (commit user, identifier) staged under that hold: its record
         self.job_id = job_id
         self._planned = None                     # the save-mode plan this writer made (an on-time RECREATE's)
 
@@ -86,6 +87,7 @@ class PaimonTarget(Target):
 
     def let_go(self) -> None:
         """The table's lock let go: the batch staged is committed, or never will be by this writer."""
+        self._staged.clear()        # never decided now: a batch let go is staged afresh (``pending_batches``)
         if self._writing is not None:
             self._writing, hold = None, self._writing
             hold.release()
@@ -182,8 +184,8 @@ class PaimonTarget(Target):
             messages = self._write(table, data, user, identifier)
             part = {"user": user, "identifier": identifier, "base": base, "messages": commits.encode(table, messages),
                     "created": table_setup.identity(table)["created"]}
-            if part["messages"]:    # on record before it is decided: a RECREATE of another job keeps it
-                pending_batches.record(self.path, part, self.job_id)
+            if part["messages"]:    # on record before it is decided: a RECREATE of another job keeps it if marked
+                self._staged[(user, identifier)] = pending_batches.record(self.path, part, self.job_id)
             failpoints.hit("paimon.staged")
             return part
         except BaseException:
@@ -236,6 +238,14 @@ class PaimonTarget(Target):
         if pc.any(pc.is_in(kinds, pa.array([RowKind.UPDATE_BEFORE, RowKind.DELETE], kinds.type))).as_py():
             raise PaimonError(f"Paimon sink: table {self.spec.name} has no primary key, so updates and deletes "
                               "cannot be applied; write into a table with one (paimon.table.primary-keys)")
+
+    def deciding(self, part: dict) -> None:
+        """``part`` is about to be decided (the store's write next): its record marked deciding, durably,
+        under the hold it was staged under (``pending_batches``: a RECREATE of another job keeps it)."""
+        if part.get("messages"):
+            self._hold()    # held since staging; taken if not, so the mark is never written beside a RECREATE
+            pending_batches.record(self.path, part, self.job_id, deciding=True,
+                                   name=self._staged.pop((part["user"], part["identifier"]), None))
 
     def publish(self, part: dict) -> None:
         if not part.get("messages"):
