@@ -1,0 +1,130 @@
+"""A replication slot another connection holds (``pg_replication_slots.active_pid``) when the stream
+starts on it. A slot serves one connection at a time, and the server refuses a second with
+"replication slot ... is active for PID n" (55006). The holder may be this job's own earlier driver,
+whose walsender goes once the server notices the dead connection: the start waits for it, saying
+whom it waits for. Or it is someone else (``pg_recvlogical``, another job given the same slot.name),
+which never lets go by itself: past ``slot.active-timeout.ms`` the attempt fails naming the slot, the
+holder and the way out, instead of waiting and retrying without a word."""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+from seatide.connectors.postgres_cdc import replication, slot
+from seatide.plugin.base import PERMANENT_MARK
+from tests.connectors.test_postgres_cdc import (Replica, cdc_source, reader_for, shop, start,  # noqa: F401
+                                                wait_until)
+
+
+def _holder_pid(conn, name: str) -> int | None:
+    row = conn.execute("SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s", (name,)).fetchone()
+    return row[0] if row else None
+
+
+@pytest.fixture
+def recvlogical(private_postgres):
+    """Starts ``pg_recvlogical`` streaming a slot (a foreign holder); stopped at the end."""
+    started: list[subprocess.Popen] = []
+
+    def hold(db: str, name: str) -> subprocess.Popen:
+        binary = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_recvlogical"))[-1]
+        process = subprocess.Popen(
+            [binary, "-h", "127.0.0.1", "-p", str(private_postgres.port), "-U", "postgres", "-d", db,
+             "-S", name, "--start", "--no-loop", "-f", os.devnull,
+             "-o", "proto_version=1", "-o", f"publication_names={name}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        started.append(process)
+        return process
+
+    yield hold
+    for process in started:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_a_slot_held_by_a_foreign_process_fails_the_start_naming_the_holder(spark, shop, tmp_path, recvlogical):  # noqa: F811
+    conn, url, db = shop
+    name = slot.default_name("held", 0, "source[0]")
+    source = cdc_source(url, f"{db}.public.items", 'startup.mode = "latest"\nslot.active-timeout.ms = 3000')
+    replica, checkpoint = Replica(), str(tmp_path / "cp")
+    query = start(spark, source, "held", checkpoint, replica)
+    try:
+        wait_until(lambda: (slot.state(conn, name) or slot.SlotState(None, None)).confirmed_lsn, query,
+                   what="the slot")
+    finally:
+        query.stop()
+    wait_until(lambda: _holder_pid(conn, name) is None, what="the stopped query to let the slot go")
+    holder = recvlogical(db, name)
+    wait_until(lambda: _holder_pid(conn, name) is not None and holder.poll() is None, what="pg_recvlogical")
+    pid = _holder_pid(conn, name)
+    began = time.monotonic()
+    query = start(spark, source, "held", checkpoint, replica)
+    try:
+        wait_until(lambda: not query.isActive, timeout=120, what="the resumed query to end")
+        error = str(query.exception())
+    finally:
+        query.stop()
+    took = time.monotonic() - began
+    assert PERMANENT_MARK in error, error
+    assert f"replication slot '{name}'" in error and f"PID {pid}" in error, error
+    assert "application_name 'pg_recvlogical'" in error and "client 127.0.0.1:" in error, error
+    assert "connected since" in error and f"pg_terminate_backend({pid})" in error and "slot.name" in error, error
+    assert took < 40, f"the start waited {took:.0f} s (slot.active-timeout.ms = 3000)"
+    assert holder.poll() is None              # the holder was named, never ended by SeaTide
+
+
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def test_the_jobs_own_earlier_holder_is_waited_for_by_name_then_ends_the_attempt_retryably(shop):  # noqa: F811
+    conn, url, db = shop
+    reader = reader_for(cdc_source(url, f"{db}.public.items", 'startup.mode = "latest"'), "own")
+    begun = reader.latestOffset(reader.initialOffset())
+    config = {**reader.config, "job_id": "own"}
+    # an earlier driver of this job, whose walsender has not gone yet
+    earlier = replication._start(config, reader.slot, begun["lsn"])
+    pid = _holder_pid(conn, reader.slot)
+    try:
+        with pytest.raises(replication.ReplicationError) as caught:
+            next(replication.stream({**config, "active_timeout_ms": 1000}, reader.slot, begun["lsn"]))
+        error = str(caught.value)
+        assert PERMANENT_MARK not in error            # it goes by itself: a new attempt may find it gone
+        assert f"replication slot '{reader.slot}'" in error and f"PID {pid}" in error, error
+        assert "an earlier driver of this job" in error and "application_name 'seatide job own'" in error, error
+
+        records = _Records()
+        logging.getLogger("seatide.connectors.postgres_cdc").addHandler(records)
+        got: list = []
+
+        def first_message():
+            messages = replication.stream({**config, "active_timeout_ms": 60_000}, reader.slot, begun["lsn"])
+            got.append(next(messages))
+            messages.close()
+
+        streaming = threading.Thread(target=first_message, daemon=True)
+        try:
+            streaming.start()
+            wait_until(lambda: any(f"PID {pid}" in m and "an earlier driver of this job" in m
+                                   for m in records.messages), what="the wait naming the holder")
+            earlier.close()                           # the dead driver's connection is noticed
+            conn.execute("INSERT INTO items (id) VALUES (900)")
+            wait_until(lambda: got, what="the stream to start once the holder is gone")
+        finally:
+            logging.getLogger("seatide.connectors.postgres_cdc").removeHandler(records)
+            streaming.join(timeout=30)
+    finally:
+        earlier.close()
+        reader.stop()
