@@ -5,6 +5,7 @@ from __future__ import annotations
 from seatide.connectors.cdc_evolution import SCHEMA_CHANGE_OPTIONS
 from seatide.connectors.cdc_tables import PATTERN_OPTION
 from seatide.connectors.cdc_tuning import SNAPSHOT_TUNING
+from seatide.connectors.postgres_cdc.holder import DEFAULT_TIMEOUT_MS
 from seatide.connectors.postgres_cdc.values import INFINITY_HANDLING
 from seatide.plugin.options import ANY, BOOL, INT, LIST, OBJECT, REQUIRED, STRING, STRING_LIST, Option, enum
 
@@ -44,6 +45,11 @@ PG_CDC_OPTIONS: tuple[Option, ...] = (
     Option("slot.name", STRING, None,
            "replication slot (and publication) name; default seatide_<job>_<pipeline>_<source> "
            "(see the docs page); must be unique per source on the server"),
+    Option("slot.active-timeout.ms", INT, DEFAULT_TIMEOUT_MS,
+           "how long starting to stream waits while another connection holds the slot (pg_replication_slots."
+           "active_pid), naming the holder in the log; then a holder that is not this job's own earlier driver "
+           "fails the job naming it and the fix (pg_terminate_backend, or another slot.name), and this job's "
+           "own ends the attempt (retried)"),
     Option("decoding.plugin.name", STRING, "pgoutput",
            "logical decoding plugin; SeaTide always reads pgoutput (built into PostgreSQL 10+); any "
            "other value (decoderbufs, wal2json...) is accepted with a warning"),

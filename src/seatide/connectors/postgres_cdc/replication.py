@@ -11,7 +11,8 @@ psycopg 3 speaks the replication protocol through its low-level ``pgconn`` (simp
 protocol, CopyBoth). We never confirm a position on this connection: status updates carry
 zero positions, which the server takes as "alive" without moving the slot; the slot moves
 only by ``slot.advance`` after Spark's commit. A slot serves one connection at a time, so
-opening a stream waits (with a deadline) while the previous one is still being released.
+opening a stream waits while another connection holds it, naming the holder, up to
+``slot.active-timeout.ms`` (``holder``).
 """
 
 from __future__ import annotations
@@ -21,15 +22,17 @@ import struct
 import time
 from typing import Iterator
 
+from seatide.connectors.postgres_cdc import holder
 from seatide.connectors.postgres_cdc.pgoutput import format_lsn
+from seatide.plugin.base import permanent_in_worker
 
-# How long to wait for a slot that another (closing) connection still holds.
-SLOT_BUSY_WAIT_S = 60.0
 # Status updates keep a long read alive (the server drops a silent client after wal_sender_timeout).
 _STATUS_EVERY_S = 10.0
 _OBJECT_IN_USE = "55006"
 # Microseconds between the Unix epoch and PostgreSQL's (2000-01-01)
 _PG_EPOCH_US = 946_684_800_000_000
+# Tries on a held slot: soon at first (the last batch's stream lets go at once), then calmer
+_FIRST_TRY_AGAIN_S, _MOST_TRY_AGAIN_S = 0.02, 0.5
 
 
 class ReplicationError(RuntimeError):
@@ -54,6 +57,7 @@ def connect_replication(config: dict):
     return psycopg.connect(host=config["host"], port=config["port"], dbname=config["database"],
                            user=config["user"], password=config["password"] or None,
                            connect_timeout=max(1, config["connect_timeout_ms"] // 1000),
+                           application_name=holder.application_name(config),
                            autocommit=True, replication="database", options=options)
 
 
@@ -117,13 +121,13 @@ def stream(config: dict, slot_name: str, start_lsn: int) -> Iterator[tuple[str, 
 
 
 def _start(config: dict, slot_name: str, start_lsn: int):
-    """A replication connection streaming the slot; waits while the slot is still held."""
+    """A replication connection streaming the slot; waits while another connection holds it."""
     from psycopg import pq
 
     publication = slot_name.replace("'", "''")
     command = (f'START_REPLICATION SLOT "{slot_name}" LOGICAL {format_lsn(start_lsn)} '
                f"(proto_version '1', publication_names '\"{publication}\"')").encode()
-    deadline = time.monotonic() + SLOT_BUSY_WAIT_S
+    waiting, pause = holder.Wait(config, slot_name), _FIRST_TRY_AGAIN_S
     while True:
         conn = connect_replication(config)
         pgconn = conn.pgconn
@@ -140,10 +144,18 @@ def _start(config: dict, slot_name: str, start_lsn: int):
             return conn
         state = result.error_field(pq.DiagnosticField.SQLSTATE) if result is not None else None
         message = (result.error_message or b"").decode().strip() if result is not None else "no answer"
-        conn.close()
-        if state == _OBJECT_IN_USE.encode() and time.monotonic() < deadline:
-            time.sleep(0.02)     # the connection of the last read is still letting go of the slot
-            continue
+        try:
+            held = holder.find(pgconn, slot_name) if state == _OBJECT_IN_USE.encode() else None
+        finally:
+            conn.close()
+        if state == _OBJECT_IN_USE.encode():
+            ended = waiting.held(held)
+            if ended is None:
+                time.sleep(pause)
+                pause = min(_MOST_TRY_AGAIN_S, pause * 2)
+                continue
+            text, lasting = ended
+            raise permanent_in_worker(text) if lasting else ReplicationError(text)
         raise ReplicationError(f"START_REPLICATION of slot '{slot_name}' at {format_lsn(start_lsn)}: {message}")
 
 

@@ -84,7 +84,7 @@ class PostgresCdcSource(Source):
         for key in ("startup.specific-offset.file", "startup.specific-offset.pos", "startup.timestamp"):
             if self.opts[key] is not None:
                 raise self.invalid(key, f"option '{key}' is not supported: startup.mode is initial or latest")
-        for key in ("snapshot.split.size", "snapshot.fetch.size", "connect.timeout.ms"):
+        for key in ("snapshot.split.size", "snapshot.fetch.size", "connect.timeout.ms", "slot.active-timeout.ms"):
             if self.opts[key] < 1:
                 raise self.invalid(key, f"option '{key}' must be at least 1, got {self.opts[key]}")
         name = self.opts["slot.name"]
@@ -258,7 +258,8 @@ class PostgresCdcSource(Source):
             "user": self.opts["username"], "password": self.opts["password"],
             "connect_timeout_ms": self.opts["connect.timeout.ms"], "time_zone": self.opts["server-time-zone"],
             "tables": [t.to_json() for t in tables],
-            "slot": self.slot_name(ctx), "startup_mode": self.opts["startup.mode"],
+            "slot": self.slot_name(ctx), "startup_mode": self.opts["startup.mode"], "job_id": ctx.job_id,
+            "active_timeout_ms": self.opts["slot.active-timeout.ms"],
             "split_size": self.opts["snapshot.split.size"], "fetch_size": self.opts["snapshot.fetch.size"],
             "max_rows": ctx.max_rows_per_batch,
             "layout": self._layout.to_json() if self.multi_table() else None,

@@ -45,7 +45,7 @@ from psycopg import errors
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from seatide.connectors.cdc_way_out import START_OVER
-from seatide.connectors.postgres_cdc import replication, slot
+from seatide.connectors.postgres_cdc import holder, replication, slot
 from seatide.connectors.postgres_cdc.changes import EVERY_TABLE, Admitted, plan_batch, read_changes
 from seatide.connectors.postgres_cdc.membership import TableGone, check_published, table_dropped
 from seatide.connectors.postgres_cdc.row_batches import RowBatches
@@ -67,7 +67,7 @@ def connect(config: dict, autocommit: bool = True):
     conn = psycopg.connect(host=config["host"], port=config["port"], dbname=config["database"],
                            user=config["user"], password=config["password"] or None,
                            connect_timeout=max(1, config["connect_timeout_ms"] // 1000),
-                           autocommit=autocommit)
+                           application_name=holder.application_name(config), autocommit=autocommit)
     settings = replication.session_settings(config)     # the replication connection's too
     conn.execute("SELECT " + ", ".join("set_config(%s, %s, false)" for _ in settings),
                  [v for item in settings.items() for v in item])
