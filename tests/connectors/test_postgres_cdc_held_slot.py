@@ -128,3 +128,29 @@ def test_the_jobs_own_earlier_holder_is_waited_for_by_name_then_ends_the_attempt
     finally:
         earlier.close()
         reader.stop()
+
+
+def test_a_fresh_start_on_a_slot_name_another_process_streams_fails_naming_it(spark, shop, tmp_path, recvlogical):  # noqa: F811
+    """A fresh start replaces whatever has its slot's name; a slot.name another process streams
+    cannot be replaced, and that process is named (not an endless wait on a drop)."""
+    conn, url, db = shop
+    name = "shared_by_name"
+    conn.execute(f"CREATE PUBLICATION {name} FOR TABLE items")
+    conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
+    holder = recvlogical(db, name)
+    wait_until(lambda: _holder_pid(conn, name) is not None and holder.poll() is None, what="pg_recvlogical")
+    pid = _holder_pid(conn, name)
+    source = cdc_source(url, f"{db}.public.items", f'slot.name = "{name}"\nslot.active-timeout.ms = 3000')
+    began = time.monotonic()
+    query = start(spark, source, "fresh", str(tmp_path / "cp"), Replica())
+    try:
+        wait_until(lambda: not query.isActive, timeout=120, what="the fresh query to end")
+        error = str(query.exception())
+    finally:
+        query.stop()
+    took = time.monotonic() - began
+    assert PERMANENT_MARK in error, error
+    assert f"replication slot '{name}'" in error and f"PID {pid}" in error, error
+    assert "application_name 'pg_recvlogical'" in error and f"pg_terminate_backend({pid})" in error, error
+    assert took < 40, f"the start waited {took:.0f} s (slot.active-timeout.ms = 3000)"
+    assert _holder_pid(conn, name) == pid          # its slot left as it was

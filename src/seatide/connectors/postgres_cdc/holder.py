@@ -1,7 +1,8 @@
-"""Who holds a replication slot a stream cannot start on, and how long a start waits for it.
+"""Who holds a replication slot SeaTide cannot use now, and how long a driver waits for it.
 
 A slot serves one connection at a time: ``START_REPLICATION`` on a slot another connection
-streams fails with 55006 ("replication slot ... is active for PID n"). The holder is either
+streams fails with 55006 ("replication slot ... is active for PID n"), and so do dropping,
+peeking and advancing it (``slot``). The holder is either
 
 * this job's own (its ``application_name`` is the job's, see ``application_name``): the stream
   of the last batch letting go, or the walsender of an earlier driver that died, which the
@@ -74,24 +75,39 @@ def find(pgconn, slot_name: str) -> Holder | None:
 
     literal = "'" + slot_name.replace("'", "''") + "'"
     result = pgconn.exec_(_QUERY.format(name=literal).encode())
-    if result.status != pq.ExecStatus.TUPLES_OK or result.ntuples == 0 or result.get_value(0, 0) is None:
+    if result.status != pq.ExecStatus.TUPLES_OK or result.ntuples == 0:
         return None
-    value = [None if result.get_value(0, i) is None else result.get_value(0, i).decode() for i in range(5)]
-    return Holder(int(value[0]), value[1], value[2], value[3], value[4] == "t")
+    return _holder([None if result.get_value(0, i) is None else result.get_value(0, i).decode() for i in range(5)])
+
+
+def find_sql(conn, slot_name: str) -> Holder | None:
+    """The slot's holder, asked on an ordinary (autocommit) connection; None: free now."""
+    row = conn.execute(_QUERY.format(name="%s"), (slot_name,)).fetchone()
+    return _holder(row) if row is not None else None
+
+
+def _holder(row) -> Holder | None:
+    if row[0] is None:
+        return None
+    return Holder(int(row[0]), row[1], row[2], row[3], row[4] in (True, "t"))
 
 
 class Wait:
-    """One start's wait for a held slot: logs it, and ends it past the bound."""
+    """One wait for a held slot: logs it, and ends it past the bound (``held``)."""
 
-    def __init__(self, config: dict, slot_name: str):
-        self.slot_name, self.own_name = slot_name, application_name(config)
-        self.bound_s = timeout_s(config)
+    def __init__(self, slot_name: str, own_name: str | None, bound_s: float, bound: str = "slot.active-timeout.ms"):
+        self.slot_name, self.own_name, self.bound_s, self.bound = slot_name, own_name, bound_s, bound
         self.began = time.monotonic()
         self.logged_at: float | None = None
         self.logged: Holder | None = None
 
+    @classmethod
+    def of(cls, config: dict, slot_name: str) -> "Wait":
+        """A driver's wait, bounded by the source's slot.active-timeout.ms."""
+        return cls(slot_name, application_name(config), timeout_s(config))
+
     def own(self, holder: Holder) -> bool:
-        return holder.application_name == self.own_name
+        return self.own_name is not None and holder.application_name == self.own_name
 
     def held(self, holder: Holder | None) -> tuple[str, bool] | None:
         """The start was refused while ``holder`` held the slot (None: it let go meanwhile): None
@@ -102,9 +118,8 @@ class Wait:
         if holder is None or waited < _QUIET_S:
             return None
         if holder != self.logged or time.monotonic() - (self.logged_at or 0) >= _LOG_EVERY_S:
-            log.warning("replication slot '%s' is held by %s, %s; waited %.0f s of %.0f s "
-                        "(slot.active-timeout.ms)", self.slot_name, holder.describe(), self._who(holder),
-                        waited, self.bound_s)
+            log.warning("replication slot '%s' is held by %s, %s; waited %.0f s of %.0f s (%s)", self.slot_name,
+                        holder.describe(), self._who(holder), waited, self.bound_s, self.bound)
             self.logged, self.logged_at = holder, time.monotonic()
         return None
 
@@ -116,8 +131,8 @@ class Wait:
         return "a connection that is not this job's"
 
     def _error(self, holder: Holder, waited: float) -> str:
-        held = (f"Postgres-CDC cannot start streaming: replication slot '{self.slot_name}' is still held after "
-                f"{waited:.0f} s (slot.active-timeout.ms) by {holder.describe()}: {self._who(holder)}.")
+        held = (f"Postgres-CDC: replication slot '{self.slot_name}' is still held after "
+                f"{waited:.0f} s ({self.bound}) by {holder.describe()}: {self._who(holder)}.")
         if self.own(holder):
             # It goes by itself: a new attempt (job.retry.times) most likely finds it gone.
             return f"{held} If it stays, end it: SELECT pg_terminate_backend({holder.pid})"
@@ -126,4 +141,4 @@ class Wait:
                 "source another slot.name; then resume the job")
 
 
-__all__ = ["DEFAULT_TIMEOUT_MS", "Holder", "Wait", "application_name", "find", "timeout_s"]
+__all__ = ["DEFAULT_TIMEOUT_MS", "Holder", "Wait", "application_name", "find", "find_sql", "timeout_s"]

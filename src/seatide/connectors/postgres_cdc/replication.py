@@ -127,7 +127,7 @@ def _start(config: dict, slot_name: str, start_lsn: int):
     publication = slot_name.replace("'", "''")
     command = (f'START_REPLICATION SLOT "{slot_name}" LOGICAL {format_lsn(start_lsn)} '
                f"(proto_version '1', publication_names '\"{publication}\"')").encode()
-    waiting, pause = holder.Wait(config, slot_name), _FIRST_TRY_AGAIN_S
+    waiting, pause = holder.Wait.of(config, slot_name), _FIRST_TRY_AGAIN_S
     while True:
         conn = connect_replication(config)
         pgconn = conn.pgconn

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from psycopg import errors, sql
 
 from seatide.connectors.cdc_way_out import START_OVER
+from seatide.connectors.postgres_cdc import holder
 from seatide.connectors.postgres_cdc.pgoutput import format_lsn, parse_lsn
+from seatide.plugin.base import permanent_in_worker
 
 PREFIX = "seatide_"
 _MAX_NAME = 63
@@ -55,10 +57,10 @@ class LostPosition(Exception):
     """The slot cannot return the changes after a checkpoint's position any more."""
 
 
-def create_publication(conn, name: str, tables: list) -> None:
+def create_publication(conn, name: str, tables: list, waiting: holder.Wait | None = None) -> None:
     """Drop whatever this name had, then create the publication (the slot comes next, see
-    ``replication.create_slot``)."""
-    drop(conn, name)
+    ``replication.create_slot``). ``waiting``: the driver's wait for a slot of that name someone holds."""
+    drop(conn, name, waiting=waiting)
     conn.execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(
         sql.Identifier(name), sql.SQL(", ").join(t.ident() for t in tables)))
 
@@ -76,26 +78,38 @@ def temporary_name(name: str) -> str:
     return f"{PREFIX}tmp_{hashlib.sha1(name.encode()).hexdigest()[:12]}_{secrets.token_hex(4)}"
 
 
-def drop(conn, name: str, wait_s: float = 10.0) -> None:
+def drop(conn, name: str, wait_s: float = 10.0, job_id: str | None = None, waiting: holder.Wait | None = None) -> None:
     """Drop the slot and the publication called ``name`` if they exist (idempotent).
 
-    A slot is busy while a stream or peek reads it; wait for that to end rather than fail.
+    A slot is busy while a stream or peek reads it; wait for that to end rather than fail: up to
+    ``wait_s`` (``ObjectInUse`` naming the holder then; ``job_id``'s sessions are its own), or
+    as the driver's ``waiting`` says.
     """
+    bounded = holder.Wait(name, holder.application_name({"job_id": job_id}) if job_id else None, wait_s,
+                          "the release's bound")
     _when_free(lambda: conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                                    "WHERE slot_name = %s", (name,)), wait_s)
+                                    "WHERE slot_name = %s", (name,)), conn, waiting or bounded,
+               fails_job=waiting is not None)
     conn.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(name)))
 
 
-def _when_free(step, wait_s: float = 60.0):
-    """Run ``step``, again while the slot is held by a connection that is letting it go."""
-    deadline = time.monotonic() + wait_s
+def _when_free(step, conn, waiting: holder.Wait, fails_job: bool = False):
+    """Run ``step``, again while another connection holds the slot (``waiting`` logs it). Past the
+    bound: ``ObjectInUse`` naming the holder, which a release retries; for a driver's step
+    (``fails_job``), a holder that is not the job's own fails the job instead (holder.py)."""
+    pause = 0.05
     while True:
         try:
             return step()
-        except errors.ObjectInUse:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+        except errors.ObjectInUse as exc:
+            ended = waiting.held(holder.find_sql(conn, waiting.slot_name))
+            if ended is not None:
+                text, lasting = ended
+                if lasting and fails_job:
+                    raise permanent_in_worker(text) from None
+                raise errors.ObjectInUse(text) from exc
+            time.sleep(pause)
+            pause = min(0.5, pause * 2)
 
 
 def names_of_job(conn, job_id: str) -> list[str]:
@@ -160,11 +174,12 @@ def check_position(conn, name: str, lsn: int) -> None:
 def peek(conn, name: str, *, upto_lsn: int | None = None, upto_changes: int | None = None) -> list[bytes]:
     """pgoutput messages from the slot's confirmed position on, without moving the slot (for
     looking at a slot; the stream reads with ``replication``)."""
+    waiting = holder.Wait(name, None, 60.0, "a peek's bound")
     rows = _when_free(lambda: conn.execute(
         "SELECT data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, %s, "
         "'proto_version', '1', 'publication_names', %s)",
         (name, format_lsn(upto_lsn) if upto_lsn is not None else None, upto_changes,
-         sql.Identifier(name).as_string(conn))).fetchall())
+         sql.Identifier(name).as_string(conn))).fetchall(), conn, waiting)
     return [row[0] for row in rows]
 
 
@@ -172,9 +187,11 @@ def flushed_lsn(conn) -> int:
     return parse_lsn(conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()[0])
 
 
-def advance(conn, name: str, lsn: int) -> None:
-    """Confirm everything up to ``lsn``: the server may now recycle the WAL before it."""
+def advance(conn, name: str, lsn: int, waiting: holder.Wait | None = None) -> None:
+    """Confirm everything up to ``lsn``: the server may now recycle the WAL before it.
+    ``waiting``: the driver's wait while another connection holds the slot."""
     found = state(conn, name)
     if found is not None and (found.confirmed_lsn is None or found.confirmed_lsn < lsn):
         _when_free(lambda: conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)",
-                                        (name, format_lsn(lsn))))
+                                        (name, format_lsn(lsn))), conn,
+                   waiting or holder.Wait(name, None, 60.0), fails_job=waiting is not None)

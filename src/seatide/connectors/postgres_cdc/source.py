@@ -359,7 +359,7 @@ class PostgresCdcSource(Source):
             names = [self.opts["slot.name"]] if self.opts["slot.name"] else slot.names_of_job(conn, job_id)
             for name in names:
                 if name not in keep:
-                    slot.drop(conn, name, wait_s=within_s)
+                    slot.drop(conn, name, wait_s=within_s, job_id=job_id)
 
 
 def _shape(known: dict | None, name: str):

@@ -153,7 +153,7 @@ class PostgresCdcReader(DataSourceStreamReader):
         the splits read the tables as of exactly that point: every change after it comes from
         the stream, none before it (see the docs page). The export lives while the connection
         that created the slot stays open and idle: until the snapshot's last batch is read."""
-        slot.create_publication(self._db(), self.slot, self.tables)
+        slot.create_publication(self._db(), self.slot, self.tables, holder.Wait.of(self.config, self.slot))
         exporting = start["snapshot"] is not None
         conn = replication.connect_replication(self.config)
         lsn, export = replication.create_slot(conn, self.slot, exporting)
@@ -346,7 +346,7 @@ class PostgresCdcReader(DataSourceStreamReader):
         still to be streamed once the snapshot ends.
         """
         if end["snapshot"] is None:
-            slot.advance(self._db(), self.slot, end["lsn"])
+            slot.advance(self._db(), self.slot, end["lsn"], holder.Wait.of(self.config, self.slot))
 
     def stop(self) -> None:
         self._end_export()
