@@ -154,3 +154,27 @@ def test_a_fresh_start_on_a_slot_name_another_process_streams_fails_naming_it(sp
     assert "application_name 'pg_recvlogical'" in error and f"pg_terminate_backend({pid})" in error, error
     assert took < 40, f"the start waited {took:.0f} s (slot.active-timeout.ms = 3000)"
     assert _holder_pid(conn, name) == pid          # its slot left as it was
+
+
+def test_a_release_on_a_held_slot_names_the_holder_and_is_tried_again(shop, recvlogical):  # noqa: F811
+    """The leader's release leaves a slot another process streams (ObjectInUse, an outage it tries
+    again: plugin/server_errors.py), and says who holds it."""
+    from psycopg import errors
+
+    from seatide.plugin.server_errors import passing
+
+    conn, url, db = shop
+    name = "released_while_held"
+    conn.execute(f"CREATE PUBLICATION {name} FOR TABLE items")
+    conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
+    holder = recvlogical(db, name)
+    wait_until(lambda: _holder_pid(conn, name) is not None and holder.poll() is None, what="pg_recvlogical")
+    pid = _holder_pid(conn, name)
+    source = cdc_source(url, f"{db}.public.items", f'slot.name = "{name}"')
+    with pytest.raises(errors.ObjectInUse) as caught:
+        source.release("rel", within_s=1.5)
+    error = str(caught.value)
+    assert passing(caught.value)
+    assert f"replication slot '{name}'" in error and f"PID {pid}" in error, error
+    assert "application_name 'pg_recvlogical'" in error and f"pg_terminate_backend({pid})" in error, error
+    assert _holder_pid(conn, name) == pid
