@@ -30,10 +30,14 @@ def _holder_pid(conn, name: str) -> int | None:
 
 @pytest.fixture
 def recvlogical(private_postgres):
-    """Starts ``pg_recvlogical`` streaming a slot (a foreign holder); stopped at the end."""
+    """Starts ``pg_recvlogical`` streaming a slot (a foreign holder): ``hold(conn, db, name)`` ->
+    (process, its walsender's PID); ``made``: the slot and publication are made by hand first."""
     started: list[subprocess.Popen] = []
 
-    def hold(db: str, name: str) -> subprocess.Popen:
+    def hold(conn, db: str, name: str, made: bool = False) -> tuple[subprocess.Popen, int]:
+        if made:
+            conn.execute(f"CREATE PUBLICATION {name} FOR TABLE items")
+            conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
         binary = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_recvlogical"))[-1]
         process = subprocess.Popen(
             [binary, "-h", "127.0.0.1", "-p", str(private_postgres.port), "-U", "postgres", "-d", db,
@@ -41,7 +45,8 @@ def recvlogical(private_postgres):
              "-o", "proto_version=1", "-o", f"publication_names={name}"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         started.append(process)
-        return process
+        wait_until(lambda: _holder_pid(conn, name) is not None and process.poll() is None, what="pg_recvlogical")
+        return process, _holder_pid(conn, name)
 
     yield hold
     for process in started:
@@ -49,33 +54,40 @@ def recvlogical(private_postgres):
         process.wait(timeout=10)
 
 
+def _ended_query(spark, source, job: str, checkpoint: str) -> tuple[str, float]:
+    """Start the query and wait for it to end: (its error, seconds it ran)."""
+    began = time.monotonic()
+    query = start(spark, source, job, checkpoint, Replica())
+    try:
+        wait_until(lambda: not query.isActive, timeout=120, what="the query to end")
+        return str(query.exception()), time.monotonic() - began
+    finally:
+        query.stop()
+
+
+def _names_the_foreign_holder(error: str, name: str, pid: int) -> None:
+    assert f"replication slot '{name}'" in error and f"PID {pid}" in error, error
+    assert "application_name 'pg_recvlogical'" in error and "client 127.0.0.1:" in error, error
+    assert "connected since" in error and f"pg_terminate_backend({pid})" in error, error
+
+
 def test_a_slot_held_by_a_foreign_process_fails_the_start_naming_the_holder(spark, shop, tmp_path, recvlogical):  # noqa: F811
     conn, url, db = shop
     name = slot.default_name("held", 0, "source[0]")
     source = cdc_source(url, f"{db}.public.items", 'startup.mode = "latest"\nslot.active-timeout.ms = 3000')
-    replica, checkpoint = Replica(), str(tmp_path / "cp")
-    query = start(spark, source, "held", checkpoint, replica)
+    checkpoint = str(tmp_path / "cp")
+    query = start(spark, source, "held", checkpoint, Replica())
     try:
         wait_until(lambda: (slot.state(conn, name) or slot.SlotState(None, None)).confirmed_lsn, query,
                    what="the slot")
     finally:
         query.stop()
     wait_until(lambda: _holder_pid(conn, name) is None, what="the stopped query to let the slot go")
-    holder = recvlogical(db, name)
-    wait_until(lambda: _holder_pid(conn, name) is not None and holder.poll() is None, what="pg_recvlogical")
-    pid = _holder_pid(conn, name)
-    began = time.monotonic()
-    query = start(spark, source, "held", checkpoint, replica)
-    try:
-        wait_until(lambda: not query.isActive, timeout=120, what="the resumed query to end")
-        error = str(query.exception())
-    finally:
-        query.stop()
-    took = time.monotonic() - began
+    holder, pid = recvlogical(conn, db, name)
+    error, took = _ended_query(spark, source, "held", checkpoint)
     assert PERMANENT_MARK in error, error
-    assert f"replication slot '{name}'" in error and f"PID {pid}" in error, error
-    assert "application_name 'pg_recvlogical'" in error and "client 127.0.0.1:" in error, error
-    assert "connected since" in error and f"pg_terminate_backend({pid})" in error and "slot.name" in error, error
+    _names_the_foreign_holder(error, name, pid)
+    assert "slot.name" in error, error
     assert took < 40, f"the start waited {took:.0f} s (slot.active-timeout.ms = 3000)"
     assert holder.poll() is None              # the holder was named, never ended by SeaTide
 
@@ -135,23 +147,11 @@ def test_a_fresh_start_on_a_slot_name_another_process_streams_fails_naming_it(sp
     cannot be replaced, and that process is named (not an endless wait on a drop)."""
     conn, url, db = shop
     name = "shared_by_name"
-    conn.execute(f"CREATE PUBLICATION {name} FOR TABLE items")
-    conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
-    holder = recvlogical(db, name)
-    wait_until(lambda: _holder_pid(conn, name) is not None and holder.poll() is None, what="pg_recvlogical")
-    pid = _holder_pid(conn, name)
+    _, pid = recvlogical(conn, db, name, made=True)
     source = cdc_source(url, f"{db}.public.items", f'slot.name = "{name}"\nslot.active-timeout.ms = 3000')
-    began = time.monotonic()
-    query = start(spark, source, "fresh", str(tmp_path / "cp"), Replica())
-    try:
-        wait_until(lambda: not query.isActive, timeout=120, what="the fresh query to end")
-        error = str(query.exception())
-    finally:
-        query.stop()
-    took = time.monotonic() - began
+    error, took = _ended_query(spark, source, "fresh", str(tmp_path / "cp"))
     assert PERMANENT_MARK in error, error
-    assert f"replication slot '{name}'" in error and f"PID {pid}" in error, error
-    assert "application_name 'pg_recvlogical'" in error and f"pg_terminate_backend({pid})" in error, error
+    _names_the_foreign_holder(error, name, pid)
     assert took < 40, f"the start waited {took:.0f} s (slot.active-timeout.ms = 3000)"
     assert _holder_pid(conn, name) == pid          # its slot left as it was
 
@@ -165,16 +165,10 @@ def test_a_release_on_a_held_slot_names_the_holder_and_is_tried_again(shop, recv
 
     conn, url, db = shop
     name = "released_while_held"
-    conn.execute(f"CREATE PUBLICATION {name} FOR TABLE items")
-    conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
-    holder = recvlogical(db, name)
-    wait_until(lambda: _holder_pid(conn, name) is not None and holder.poll() is None, what="pg_recvlogical")
-    pid = _holder_pid(conn, name)
+    _, pid = recvlogical(conn, db, name, made=True)
     source = cdc_source(url, f"{db}.public.items", f'slot.name = "{name}"')
     with pytest.raises(errors.ObjectInUse) as caught:
         source.release("rel", within_s=1.5)
-    error = str(caught.value)
     assert passing(caught.value)
-    assert f"replication slot '{name}'" in error and f"PID {pid}" in error, error
-    assert "application_name 'pg_recvlogical'" in error and f"pg_terminate_backend({pid})" in error, error
+    _names_the_foreign_holder(str(caught.value), name, pid)
     assert _holder_pid(conn, name) == pid
