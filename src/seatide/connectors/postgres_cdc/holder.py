@@ -115,6 +115,10 @@ class Wait:
         waited = time.monotonic() - self.began
         if holder is not None and waited >= self.bound_s:
             return self._error(holder, waited), not self.own(holder)
+        if waited >= 2 * self.bound_s:      # busy at each try, free at each look: no endless loop either
+            return (f"Postgres-CDC: replication slot '{self.slot_name}' was busy at every try for {waited:.0f} s "
+                    f"({self.bound}), held each time only briefly: see pg_stat_activity for clients that use "
+                    "it"), False
         if holder is None or waited < _QUIET_S:
             return None
         if holder != self.logged or time.monotonic() - (self.logged_at or 0) >= _LOG_EVERY_S:
@@ -128,7 +132,7 @@ class Wait:
             return "an earlier driver of this job, whose walsender the server ends once it notices the driver gone"
         if (holder.application_name or "").startswith(_SEATIDE):
             return "another SeaTide job, given the same slot.name"
-        return "a connection that is not this job's"
+        return "a connection that is not this job's" if self.own_name is not None else "another connection"
 
     def _error(self, holder: Holder, waited: float) -> str:
         held = (f"Postgres-CDC: replication slot '{self.slot_name}' is still held after "
