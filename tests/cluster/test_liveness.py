@@ -80,7 +80,10 @@ def test_a_follower_takes_over_at_once_when_the_leaders_lock_is_lost_and_the_old
 
 def test_a_leader_that_took_over_by_expiry_gets_the_lock_once_the_paused_one_lets_go(store_url):
     store = open_store(store_url)
-    short = Timeouts(lease_ttl=0.6, lease_renew=0.2)
+    # A lease of 2 s: b's must outlive the few store round trips between its take-over and a's
+    # wake-up even on a loaded host (at 0.6 s and load 25 it expired there, and a took the lease
+    # back by expiry, rightly, under a newer epoch)
+    short = Timeouts(lease_ttl=2.0, lease_renew=0.5)
     la, lb = liveness_for(store, short), liveness_for(store, short)
     a = LeaderLease(store, "a", None, short, la)
     b = LeaderLease(store, "b", None, short, lb)
@@ -89,8 +92,8 @@ def test_a_leader_that_took_over_by_expiry_gets_the_lock_once_the_paused_one_let
         old = a.epoch
         # a is "paused" (no more ticks) and keeps its lock: b waits for the expiry.
         began = time.monotonic()
-        wait_for(lambda: b.tick(), 5, interval=0.05, message="b to take the expired lease")
-        assert time.monotonic() - began >= 0.4, "b did not wait for the lease to expire"
+        wait_for(lambda: b.tick(), 10, interval=0.05, message="b to take the expired lease")
+        assert time.monotonic() - began >= 1.5, "b did not wait for the lease to expire"
         assert b.epoch == old + 1
         with store.read() as conn:
             assert conn.execute(select(s.leader_lease.c.liveness)).scalar() is False   # a still holds the lock
