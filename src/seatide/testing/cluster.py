@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -60,9 +61,28 @@ def open_gate(path: str) -> None:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port no one listens on now, for a server the test starts next. Drawn from below the
+    kernel's ephemeral range: a port ``bind(0)`` hands out is free only until the next outgoing
+    connection takes it, and the server binds seconds later (a coordinator lost its port so at
+    load 25: "address already in use"); outgoing connections never take one from below."""
+    low = _ephemeral_low()
+    for _ in range(500):
+        port = random.randrange(max(1024, low - 12000), low)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port below the ephemeral range ({low}) in 500 tries")
+
+
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as handle:
+            return int(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def http(method: str, url: str, body: dict | None = None, timeout: float = 30.0):
