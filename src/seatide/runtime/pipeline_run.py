@@ -26,24 +26,18 @@ from typing import TextIO
 from seatide import failpoints
 from seatide.config.env import JobEnv
 from seatide.plan.dag import Pipeline
-from seatide.plugin.base import PermanentError
 from seatide.plugin.evolution import schema_change_in
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
 from seatide.runtime import schema_evolution
 from seatide.runtime.batch_clock import BatchClock
-from seatide.runtime.commit_log import read_json, write_json_atomic
 from seatide.runtime.failures import describe_error
 from seatide.runtime.offset_log import batch_offsets, logged_offsets
-from seatide.runtime.lost_directory import refuse_lost_lineage
+from seatide.runtime.pipeline_dir import claim_pipeline_dir
 from seatide.runtime.pipeline_frames import PipelineFrames
 from seatide.runtime.session import activate_session
 from seatide.runtime.reporter import AttemptReporter
-from seatide.runtime import spark_checkpoint
-from seatide.runtime.spark_checkpoint import restore_point
 from seatide.runtime.sink_runs import PipelineSinks, each_sinks_rows, one_stream
 from seatide.runtime.table_routing import RoutedPipeline
-from seatide.store.batch_mode import MODE_KEY
-from seatide.store.runs import began_anew, new_lineage
 from seatide.store.states import Desired, PipelineStatus
 
 log = logging.getLogger(__name__)
@@ -86,6 +80,7 @@ class PipelineRun(PipelineFrames):
         self.stop_requested: str | None = None      # CANCEL | SAVEPOINT
         self._counted_batch = -1
         self.sinks: PipelineSinks | None = None     # every sink on the one protocol (runtime.sink_runs)
+        self.sink_frames: list = []                 # (sink spec, DataFrame it writes), built at ``open``
         self.lineage = ""
         self.origin = ""
         self._observations: list = []
@@ -99,49 +94,39 @@ class PipelineRun(PipelineFrames):
         self._seen: dict | None = None      # a changed table's shape as the stream showed it
         self._last_change: str | None = None
 
-    # -- building ------------------------------------------------------------------------
-    def _prepare_dir(self) -> None:
-        """Create the checkpoint directory, or check that the one there belongs to this pipeline."""
-        meta_path = os.path.join(self.dir, "seatide.json")
-        # before anything is written: a directory older than the sinks' decisions is refused
-        refuse_lost_lineage(self.reporter, self.pipeline.pipeline_id, self.dir, self.env.micro_batch)
-        meta = read_json(meta_path)
-        if meta is None:
-            os.makedirs(self.dir, exist_ok=True)
-            meta = {"lineage": new_lineage(), "fingerprint": self.pipeline.fingerprint(), "job_id": self.job_id,
-                    "pipeline_id": self.pipeline.pipeline_id, MODE_KEY: self.env.micro_batch,
-                    **began_anew(self.dir)}         # kept by a savepoint's copy, as its origin
-            write_json_atomic(meta_path, meta)
-        elif not self.pipeline.fits(meta.get("fingerprint")):
-            # Never restore offsets of other sources, and never start over silently.
-            raise PermanentError(
-                f"pipeline {self.pipeline.pipeline_id}: the checkpoint in {self.dir} was written for different "
-                "sources; resume with the original config, or start over with --fallback fresh")
-        elif meta.get("fingerprint") != self.pipeline.fingerprint() or meta.get(MODE_KEY) != self.env.micro_batch:
-            # written before table lists were left out of it, or with no mode (store/batch_mode.py: the
-            # check passed, so the batches from here on are this mode's): kept in today's form
-            meta = {**meta, "fingerprint": self.pipeline.fingerprint(), MODE_KEY: self.env.micro_batch}
-            write_json_atomic(meta_path, meta)
-        self.lineage = meta["lineage"]
-        # The branch this one was restored from keeps its origin: a restore from a savepoint is
-        # not a fresh start, so the sinks' save modes (DROP_DATA...) are not made again.
-        self.origin = meta.get("origin", meta["lineage"])
-        self.spark_dir = spark_checkpoint.claim(self.dir, self.reporter.attempt_id)
-        restored = restore_point(self.spark_dir, self.reporter.recorded_batch(self.pipeline.pipeline_id))
-        if restored is not None:
-            self.reporter.pipeline_restored(self.pipeline.pipeline_id, restored)
-
     # -- running -------------------------------------------------------------------------
-    def start(self) -> None:
+    def open(self) -> bool:
+        """All of the start that comes before the job's checks ahead (``sink_runs.check_sinks_ahead``):
+        the checkpoint directory claimed, the frames built, the sinks opened (decided batches rolled
+        forward). False: it failed, as its outcome says."""
         self.reporter.pipeline_status(self.pipeline.pipeline_id, PipelineStatus.RUNNING)
         activate_session(self.spark)     # a driver builds its session on another thread
         try:
-            self._prepare_dir()
+            claimed = claim_pipeline_dir(self.reporter, self.pipeline, self.env, self.job_id, self.dir)
+            self.lineage, self.origin, self.spark_dir = claimed.lineage, claimed.origin, claimed.spark_dir
             self._known = schema_evolution.known_shapes(self.dir)
-            sinks = self._frames()
+            self.sink_frames = self._frames()
             self.sinks = PipelineSinks(self.spark, self.pipeline, self.env, self.job_id, self.dir, self.reporter,
                                        self.stdout, self.lineage, self.origin, routed=self.routed is not None,
                                        job_sinks=self.job_sinks)
+            return True
+        except Exception as exc:  # building the plan failed: bad SQL, missing field, ...
+            log.exception("pipeline %s failed to start", self.pipeline.pipeline_id)
+            self.fail(exc)
+            return False
+
+    def checked_frames(self) -> list:
+        """(sink spec, what its checks ahead see): its DataFrame, or a routed sink's tables without rows."""
+        if self.routed is None:
+            return self.sink_frames
+        return [(sink, self.routed.fields_of(sink)) for sink, _ in self.sink_frames]
+
+    def start(self) -> None:
+        """Open (unless ``open`` did), apply the sources' schema changes to the sinks, start the query."""
+        if self.outcome.status != PipelineStatus.RUNNING or (self.sinks is None and not self.open()):
+            return      # failed at ``open``, or refused by the job's checks ahead
+        sinks = self.sink_frames
+        try:
             changes = schema_evolution.evolve(self.dir, [s.plugin for s in self.pipeline.sources],
                                               list(self.sinks.runs.values()))
             if changes:
@@ -156,7 +141,7 @@ class PipelineRun(PipelineFrames):
                 self.thread.start()
         except Exception as exc:  # building the plan failed: bad SQL, missing field, ...
             log.exception("pipeline %s failed to start", self.pipeline.pipeline_id)
-            self._fail(exc)
+            self.fail(exc)
 
     def _write_sinks(self, sinks: list, batch_id: int) -> int:
         rows = 0
@@ -202,7 +187,7 @@ class PipelineRun(PipelineFrames):
             if self.stop_requested:
                 self.outcome = Outcome(PipelineStatus.CANCELED)
             else:
-                self._fail(exc)
+                self.fail(exc)
 
     def _write_routed(self, batch_df, batch_id: int) -> int:
         """One batch of a multi-table pipeline: every sink gets each table's rows (one decision each)."""
@@ -291,7 +276,7 @@ class PipelineRun(PipelineFrames):
         if exc is not None and not isinstance(self.failure, StopAtBatchBoundary):
             change = None if self.stop_requested else schema_change_in(str(self.failure or exc))
             if change is None or not self._restart_for(change):
-                self._fail(self.failure or exc)
+                self.fail(self.failure or exc)
         elif self.stop_requested:
             self.outcome = Outcome(PipelineStatus.SAVEPOINT_DONE if self.stop_requested == Desired.SAVEPOINT
                                    else PipelineStatus.CANCELED)
@@ -360,7 +345,7 @@ class PipelineRun(PipelineFrames):
         try:
             self.sinks.end_of_data()
         except Exception as exc:
-            self._fail(exc)
+            self.fail(exc)
             return
         for source in self.pipeline.sources:
             self.reporter.source_ended(self.pipeline.pipeline_id, source.plugin_id)
@@ -368,7 +353,7 @@ class PipelineRun(PipelineFrames):
         self.reporter.pipeline_status(self.pipeline.pipeline_id, PipelineStatus.FINISHED)
         self.outcome = Outcome(PipelineStatus.FINISHED)
 
-    def _fail(self, exc: BaseException) -> None:
+    def fail(self, exc: BaseException) -> None:
         error, permanent = describe_error(exc)
         if not permanent:
             log.error("pipeline %s failed: %s", self.pipeline.pipeline_id,
