@@ -113,6 +113,10 @@ class SinkContext:
     # needs existed (Jdbc: the schema a run recorded before the pin wrote an unqualified table in).
     checkpointed: Callable[[], dict] = lambda: {}
     transaction_prefix: str = ""
+    # The schema.change.behavior of the pipeline's source that follows its tables' changes (None:
+    # none follows): known before the first batch, where a sink asks what the changes will need
+    # (Jdbc: ALTER on its tables), before ``SinkTargets.evolve`` hands it the first changes.
+    schema_changes: str | None = None
 
 
 @dataclass(frozen=True)

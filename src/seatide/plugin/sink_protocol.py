@@ -53,7 +53,7 @@ from seatide.plugin.base import Batch, Sink, SinkContext
 from seatide.plugin.save_mode_door import SaveModeDoor
 from seatide.plugin.sink_records import SinkDecisions, SinkLog
 from seatide.plugin.sink_targets import SinkTargets, Target
-from seatide.plugin.tables import TableRoute, routes_of, table_frames_of, with_empty_frame
+from seatide.plugin.tables import TableFrames, TableRoute, routes_of, table_frames_of, with_empty_frame
 from seatide.plugin.target_rows import RoutePart, TargetRows
 
 
@@ -127,6 +127,30 @@ class SinkRun:
         self.log.commit(batch_id, state)
         replayed = bool(states) and all(s.get("replayed") for s in states.values())    # each target's record had it
         return BatchResult(batch_id, state, replayed=replayed)
+
+    def destroys_ahead(self) -> bool:
+        """A target not yet prepared (nor written) has save modes that destroy when carried out
+        (``Target.destroys_when_planned``): the job's other sinks check everything ahead of it."""
+        written = self.targets.previous_targets(self.log.latest_state())
+        return any(self.targets.target(key).destroys_when_planned for key in self.targets.keys()
+                   if key not in self._prepared and key not in written)
+
+    def check_ahead(self, frames=None, others_destroy: bool = False) -> None:
+        """Before any sink of the job prepares a target (``runtime.sink_runs.check_sinks_ahead`` asks every
+        sink of the pipelines that start together, then lets the first batch run): this sink's checks of its
+        targets not yet prepared (``SinkTargets.begin``, ``SinkTargets.check_ahead``), so that no sink's save
+        modes destroy anything for a job another sink then refuses. ``frames``: the sink's input (a
+        DataFrame, or ``TableFrames`` whose ``schema_of`` may be None: the fields are known at the first
+        batch, whose own checks ahead come before its targets are prepared, as ever); ``others_destroy``:
+        another sink of the job ``destroys_ahead``. Raises to refuse."""
+        if all(key in self._prepared for key in self.targets.keys()):
+            return
+        previous = self.log.latest_state()
+        self.targets.begin(Batch(batch_id=-1, transaction_id="", previous_state=previous, fence=self.decisions.fence,
+                                 staging_tag=self.staging_tag, decide_once=self.decisions.decide_once,
+                                 save_modes_key=self.save_modes_key))
+        frames = table_frames_of(frames) if frames is not None else TableFrames({})
+        self.targets.check_ahead(frames, self.targets.previous_targets(previous), others_destroy)
 
     def _stage_decide_publish(self, work: dict[str, TargetRows], batch: Batch, before: dict, previous: dict):
         parts, states = {}, {}

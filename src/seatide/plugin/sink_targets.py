@@ -140,14 +140,20 @@ class SinkTargets:
         return list(dict.fromkeys(self.key_of[r.index] for r in self.routes))
 
     def begin(self, batch: Batch) -> None:
-        """Before a batch's targets are prepared; by default nothing (Jdbc picks where a multi-table sink's records live)."""
+        """Before a batch's targets are prepared; by default nothing (Jdbc picks where a multi-table sink's records live).
+        Also before the job's first batch, with ``batch_id`` -1, when the job's sinks are checked ahead together
+        (``SinkRun.check_ahead``): a refusal raised here fails the job before any sink of it prepared a target."""
 
     def let_go(self) -> None:
         """A batch ended, published or failed anywhere: what its targets held for it is let go (Paimon's locks)."""
 
-    def check_ahead(self, frames, written: dict) -> None:
+    def check_ahead(self, frames, written: dict, others_destroy: bool = False) -> None:
         """Before the first target is prepared: every target's checks its save modes need not precede, so
-        none is destroyed for a batch another then refuses (``written``: targets written). By default none."""
+        none is destroyed for a batch another then refuses (``written``: targets written). Asked of every
+        sink of the job before any of them prepares a target (``SinkRun.check_ahead``: ``frames.schema_of``
+        may be None there; ``others_destroy``: another sink of the job destroys when it prepares its
+        targets, so checks made only ahead of one's own destruction are made too), and again at the
+        sink's first batch. By default none."""
 
     def apply(self, work: dict[str, TargetRows], batch: Batch, before: dict[str, dict]) -> dict[str, dict]:
         """(``decided_in_store`` False) apply each target's rows; each target's state after it. By default each

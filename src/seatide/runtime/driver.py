@@ -61,6 +61,10 @@ def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: T
         run = PipelineRun(spark, plan.pipeline(row.pipeline_id), config.env, run_key(job_id, job.run_id),
                           row.checkpoint_dir, reporter, stdout, job_sinks)
         runs.append(run)
+    for run in runs:
+        if heartbeat.desired != "CANCEL":
+            run.open()
+    check_sinks_ahead(runs)
     for run in list(runs):
         if heartbeat.desired == "CANCEL":
             # Canceled while starting: a query not started has nothing to stop; the leader
@@ -77,6 +81,21 @@ def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: T
                                                         if (group := run.job_group()) is not None})
     progress.begin()
     return _supervise(runs, reporter, heartbeat, poll_interval, progress)
+
+
+def check_sinks_ahead(runs) -> None:
+    """Every sink of the pipelines about to start, checked ahead together (``SinkRun.check_ahead``) before
+    any of them prepares a target: checked per sink, one sink's DROP_DATA emptied its table and then
+    another sink of the job was refused (a privilege, a missing column). A refusal ends every one of
+    these pipelines as it ends the sink's own: none has begun a batch."""
+    opened = [run for run in runs if run.sinks is not None]
+    try:
+        destroys = any(run.sinks.destroys_ahead() for run in opened)
+        for run in opened:
+            run.sinks.check_ahead(run.checked_frames(), destroys)
+    except Exception as exc:  # noqa: BLE001 - a refusal, or the server's error while asking: judged by fail
+        for run in opened:
+            run.fail(exc)
 
 
 def prepare_checkpoints(reporter, view) -> None:

@@ -92,11 +92,12 @@ class PipelineSinks:
         self.reporter, self.pipeline_id = reporter, pipeline_id
         self._started: int | None = None     # the batch whose start is recorded (store/batch_starts.py)
         began = (read_json(os.path.join(checkpoint_dir, "seatide.json")) or {}).get("began")
+        changes = next((b for s in pipeline.sources if (b := s.plugin.schema_change_behavior()) is not None), None)
         for sink in pipeline.sinks:
             ctx = SinkContext(spark=spark, job_id=job_id, pipeline_id=pipeline_id, plugin_id=sink.plugin_id,
                               micro_batch=env.micro_batch, unbounded=env.streaming, stdout=stdout,
                               checkpoints_retained=env.checkpoints_retained, fence=reporter.fence,
-                              job_sinks=job_sinks)
+                              job_sinks=job_sinks, schema_changes=changes)
             run = attempt_run(sink.plugin, ctx, self.log(sink.plugin_id), reporter,
                               routes=sink.plugin.routes if routed else None, job_id=job_id, pipeline_id=pipeline_id,
                               sink_index=sink.index, lineage=lineage, origin=origin, began=began)
@@ -116,6 +117,15 @@ class PipelineSinks:
             self.reporter.batch_started(self.pipeline_id, batch_id, self.lineage)
             self._started = batch_id
         return self.runs[plugin_id].write(frames, batch_id)
+
+    def destroys_ahead(self) -> bool:
+        return any(run.destroys_ahead() for run in self.runs.values())
+
+    def check_ahead(self, sink_frames: list, others_destroy: bool) -> None:
+        """Each sink's checks ahead (``SinkRun.check_ahead``); ``sink_frames``: (sink spec, its input:
+        a DataFrame, or a routed sink's tables without rows, ``RoutedPipeline.fields_of``)."""
+        for sink, frames in sink_frames:
+            self.runs[sink.plugin_id].check_ahead(frames, others_destroy)
 
     def log(self, plugin_id: str) -> SinkCommitLog:
         return commit_log_of(self.dir, plugin_id, self.lineage)

@@ -188,6 +188,13 @@ class RoutedPipeline:
                      time.perf_counter() - started)
         return TableFrames(frames, {i: n for i, n in rows.counts.items() if i in frames}, schema_of, local)
 
+    def fields_of(self, sink) -> TableFrames:
+        """``sink``'s tables with no rows, whose ``schema_of`` gives each table's fields through the
+        transforms before the sink: what the job's checks ahead see before the first batch (not kept
+        for the batches, whose rows may carry ``__row_seq`` too)."""
+        empty = TableRows(None, per_table={})
+        return TableFrames({}, {}, lambda index: self._through(empty, index, sink).schema)
+
     def _table_values(self, tagged: list, index: int, schema) -> list[tuple]:
         """Table ``index``'s collected rows as its frame would give them (``schema``: its fields,
         ``__row_kind``, and ``__row_seq`` when the sink takes it): tuples in the batch's order.

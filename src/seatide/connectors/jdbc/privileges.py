@@ -67,8 +67,9 @@ def needs(spec: JdbcSinkSpec, schema_changes: str | None, connected_to: str | No
                               "(without the lock the job is refused before anything is checked or destroyed)"))
     elif spec.data_save_mode == "CUSTOM_PROCESSING" and spec.table:
         found += custom_sql_needs(spec, connected_to)
-    if schema_changes in ("evolve", "try_evolve", "lenient"):
-        found.append(Need("ALTER", f"schema.change.behavior {schema_changes} alters the target's columns"))
+    if schema_changes in ("evolve", "try_evolve", "lenient"):     # try_evolve logs a change it may not make
+        found.append(Need("ALTER", f"schema.change.behavior {schema_changes} alters the target's columns",
+                          required=schema_changes != "try_evolve"))
     found.append(Need("CREATE TEMPORARY TABLES", _TEMPORARY, required=False, on=STAGING))
     return found
 
@@ -116,27 +117,30 @@ def lacking(conn, spec: JdbcSinkSpec, table: tuple[str, ...] | None, schema_chan
     return [one for one, _grant in user.lacking(spec, table, schema_changes, home, connected_to)]
 
 
-def lacking_grants(conn, targets: list[tuple[JdbcSinkSpec, tuple[str, ...], str]], records: str | None) -> list[str]:
+def lacking_grants(conn, targets: list[tuple[JdbcSinkSpec, tuple[str, ...], str, str | None]],
+                   records: str | None) -> list[str]:
     """Every privilege a target lacks that its job cannot run without (``targets``: (spec, table as
-    named through ``conn``, label); ``records``: the database or schema its commit records live in,
-    None: the connection's), each a line naming the table, the privilege, what needs it and the
-    GRANT that gives it: the one check ``seatide check --connect`` asks, asked of every target of a
-    sink before the first is prepared (``refusal``). ``schema.change.behavior`` is not known there:
-    ALTER for schema changes is not asked."""
+    named through ``conn``, label, the schema.change.behavior its source follows or None);
+    ``records``: the database or schema its commit records live in, None: the connection's), each a
+    line naming the table, the privilege, what needs it and the GRANT that gives it: the one check
+    ``seatide check --connect`` asks, asked of every target of the job before the first is prepared
+    (``refusal``). ALTER for schema changes is asked before the first change needs it: refused at
+    that change, the job failed mid-stream after its save modes had emptied its tables."""
     if not targets:
         return []
     user = _User(conn, targets[0][0].url.dialect)
     found: dict[tuple[str, str], tuple[Lacking, str]] = {}
-    for spec, table, label in targets:
-        for one, grant in user.lacking(spec, table, None, records, user.database):
+    for spec, table, label, schema_changes in targets:
+        for one, grant in user.lacking(spec, table, schema_changes, records, user.database):
             if one.required:
                 found.setdefault((label, one.privilege), (one, grant))
     return [f"  {label}: {privilege} ({one.why}): {grant}" for (label, privilege), (one, grant) in found.items()]
 
 
 def refusal(lines: list[str]) -> JdbcSinkError:
-    """The sink refused before any target is prepared: found at a later target's own step, a missing
-    privilege left an earlier target already emptied or recreated (outside review, R-F)."""
+    """The sink refused before any target of the job is prepared: found at a later target's own step (or
+    another sink's), a missing privilege left an earlier target already emptied or recreated (outside
+    review, R-F)."""
     return JdbcSinkError("Jdbc sink: its user lacks privileges the job needs, asked of the server before any table is "
                          "prepared. Nothing was checked or destroyed. Grant them (or change the save modes that need "
                          "them) and run the job again:\n" + "\n".join(lines))

@@ -198,7 +198,8 @@ class JdbcTargets(SinkTargets):
         written = self.previous_targets(batch.previous_state or {})
         lines = []
         for group in self.groups.values():
-            mine = [(route.spec, route.table, route.label) for key, table in group.tables.items() if key not in written
+            mine = [(route.spec, route.table, route.label, route.behaviour or self.ctx.schema_changes)
+                    for key, table in group.tables.items() if key not in written
                     for route in table.routes.values() if route.table is not None]
             if mine:
                 with open_session(self.spec, group.database) as conn:
@@ -206,12 +207,12 @@ class JdbcTargets(SinkTargets):
         if lines:
             raise privileges.refusal(lines)
 
-    def check_ahead(self, frames, written: dict) -> None:
+    def check_ahead(self, frames, written: dict, others_destroy: bool = False) -> None:
         """Each route's checks that need no save mode made first (``JdbcTarget.check_ahead``), of every
-        target, before the first target's save modes empty or drop anything (outside review, #4). Where
-        none will (no table not yet written with a destructive save mode), each route's own check comes
-        before its first rows, as ever."""
-        if not any(self.target(key).destroys_when_planned for key in self.keys() if key not in written):
+        target, before the first target's save modes (or another sink's) empty or drop anything (outside
+        review, #4). Where none will, each route's own check comes before its first rows, as ever."""
+        if not others_destroy and not any(self.target(key).destroys_when_planned
+                                          for key in self.keys() if key not in written):
             return
         for group in self.groups.values():
             with open_session(self.spec, group.database) as conn:
