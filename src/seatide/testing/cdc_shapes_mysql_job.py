@@ -39,7 +39,7 @@ def table_rows(endpoint: Endpoint, table: str, added: list) -> dict:
 def resume_capturing(runner: _Runner, running: list, new_conf: str, outcome: ShapesOutcome) -> None:
     """The job stopped and resumed from its checkpoint with ``new_conf`` (a table more in
     ``table-names``): the resume check's answer (``Pipeline.fits``, as a driver's
-    ``_prepare_dir`` asks it) first: a refusal fails the check."""
+    ``pipeline_dir.claim_pipeline_dir`` asks it) first: a refusal fails the check."""
     from seatide.config.loader import load_job_text
     from seatide.plan.dag import build_plan
 
