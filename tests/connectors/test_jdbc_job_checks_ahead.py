@@ -149,3 +149,42 @@ def test_a_sink_that_follows_schema_changes_without_alter_is_refused_before_its_
         assert f"{table}: ALTER" in message and "schema.change.behavior evolve" in message, message
         assert "ALTER TABLE" in message and "OWNER TO" in message, message
         assert _rows(db, "pw", f"SELECT id, name FROM {table}") == [(-1, "kept")]
+
+
+def test_a_multi_table_sinks_missing_column_fails_the_job_before_another_pipelines_table_is_emptied(
+        spark, db, tmp_path):  # noqa: F811 - db
+    """Pipeline 2's sink writes a multi-table source's tables, whose fields it learns per batch; its
+    ``orders`` table lacks ``price``. Its tables are checked ahead through their fields without rows
+    (``RoutedPipeline.fields_of``) before pipeline 1's DROP_DATA empties its table."""
+    from tests.e2e.harness import InProcessCluster
+
+    job = f"t_{secrets.token_hex(3)}"
+    first = f"{job}_a"
+    execute(db, f"CREATE TABLE {first} (id BIGINT, name TEXT)", f"INSERT INTO {first} VALUES (-1, 'kept')",
+            f"CREATE TABLE {job}_orders (id BIGINT, item TEXT)")
+    url, user = db
+    tables = f"""FakeSource {{ plugin_output = "shop", tables_configs = [
+      {{ row.num = 3, sequence.field = id, schema {{ table = "shop.orders", fields {{ id = bigint, item = string,
+         price = double }} }} }},
+      {{ row.num = 3, sequence.field = id, schema {{ table = "shop.customers", fields {{ id = bigint, age = int }} }} }}
+    ] }}"""
+    sinks = [_sink(url, user, "s1", first, ', data_save_mode = "DROP_DATA"', None)]
+    # MariaDB: the tables' own database (shop) unless one is named
+    placed = f', database = "{url.rsplit("/", 1)[1]}"' if "mariadb" in url else ""
+    sinks.append(_sink(url, user, "shop", job + "_${table_name}", placed, None))
+    text = f"""
+env {{ job.mode = BATCH, parallelism = 1, job.retry.times = 0, job.retry.interval.seconds = 0 }}
+source {{
+  FakeSource {{ plugin_output = "s1", row.num = 3, sequence.field = "id", {FIELDS} }}
+  {tables}
+}}
+sink {{
+  {sinks[0]}
+  {sinks[1]}
+}}
+"""
+    run = InProcessCluster(spark, str(tmp_path / "data")).run(text, max_attempts=1)
+    assert run.status == "FAILED", run.error
+    assert f"{job}_orders has no column price" in run.error and "Traceback" not in run.error, run.error
+    assert query(db, f"SELECT id, name FROM {first}") == [(-1, "kept")]
+    execute(db, f"DROP TABLE IF EXISTS {job}_customers")
