@@ -15,6 +15,7 @@ threads were.
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -26,6 +27,8 @@ from sqlalchemy import select
 
 from seatide.store import schema as s
 from seatide.store.states import AttemptState
+
+log = logging.getLogger(__name__)
 
 # A LOST attempt's driver hears it at its next heartbeat (0.5 s in process) and ends its work:
 # past this, a worker would have killed it.
@@ -43,7 +46,10 @@ class AttemptWatch:
 
     def lost(self) -> str | None:
         """The leader's reason, once it has given the attempt up (after a tick of its own)."""
-        self.tick()
+        try:
+            self.tick()
+        except Exception:   # noqa: BLE001 - a slow or busy store: the leader's loop ticks again
+            log.warning("in-process leader: a tick failed; the next one follows", exc_info=True)
         with self.store.read() as conn:
             row = conn.execute(select(s.attempts.c.state, s.attempts.c.error)
                                .where(s.attempts.c.attempt_id == self.attempt_id)).first()
