@@ -81,3 +81,18 @@ def test_a_marked_record_of_a_committed_batch_is_stale(tmp_path):
     _killed_writer(warehouse, "paimon.after_commit", decide=True)
     _carry_out(warehouse, decided, held=2)
     assert _ids(warehouse) is None and _pending(warehouse) == []
+
+
+def test_deciding_after_the_hold_was_let_go_refuses_instead_of_marking_a_dropped_batch(tmp_path):
+    """Latent (no current SinkRun path lets go between stage and ``deciding``): ``deciding`` re-takes a
+    hold it lost instead of refusing. Between the let-go and the re-take another job's RECREATE removed the
+    unmarked record and dropped the table with the staged files; ``deciding`` then writes a fresh marked
+    record and returns, so the batch would be decided and its publish fail for good ("dropped since")."""
+    warehouse, decided = _table(tmp_path)
+    writer = _target(warehouse)
+    part = writer.stage_arrow(_rows(10), OTHER, 1)
+    writer.let_go()
+    _carry_out(warehouse, decided, held=1)
+    assert _ids(warehouse) is None                 # dropped, with the staged files
+    with pytest.raises(PaimonError):
+        writer.deciding(part)
