@@ -86,3 +86,36 @@ def test_a_zombie_staging_a_batch_again_leaves_its_replacements_mark(tmp_path):
         recreate(warehouse, decided, True)
     assert _ids(warehouse) == [1, 2]
     assert len(_pending(warehouse)) == 1, "the zombie's record stayed, or the mark went"
+
+
+def test_a_marked_batch_above_its_users_newest_commit_still_blocks(tmp_path):
+    """Job 2 committed batch 1, then staged batch 2 and marked it deciding; its driver is gone before the
+    commit. The rule that removes a record at or below its user's newest commit (a zombie's, staged after
+    its replacement committed the batch) must keep this one: batch 2 may be decided. Refused."""
+    warehouse, decided = _table(tmp_path)
+    writer = _target(warehouse)
+    first = writer.stage_arrow(_rows(10), OTHER, 1)
+    writer.deciding(first)
+    writer.publish(first)                                   # snapshot 2: job 2's batch 1
+    writer.deciding(writer.stage_arrow(_rows(11), OTHER, 2))
+    writer.let_go()                                         # its hold gone with its driver, after its decision
+    carrier = _target(warehouse)
+    carrier.destroy_owed = lambda carried_out: True
+    with pytest.raises(PaimonError, match="another job has staged a batch and not committed it yet") as refused:
+        carrier.destroy({"recreate": decided, "held": 2, "own": "T_job_1_"}, lambda: None)   # decided after batch 1
+    assert "batch 2 of job" in str(refused.value), refused.value
+    assert _ids(warehouse) is not None and len(_pending(warehouse)) == 1, _pending(warehouse)
+
+
+def test_a_recreate_removes_a_record_half_written_by_a_killed_writer(tmp_path):
+    """A writer killed mid-write of its record leaves ``<record>.<pid>.tmp``: never read as a record, it
+    stayed for ever. A RECREATE (holding the lock alone: nobody writes one) removes it."""
+    warehouse, decided = _table(tmp_path)
+    writer = _target(warehouse)
+    writer.stage_arrow(_rows(10), OTHER, 1)
+    writer.let_go()
+    half = os.path.join(warehouse, "db.db", ".t.seatide-pending", f"{OTHER}1.abcd1234.4242.tmp")
+    with open(half, "w") as f:
+        f.write('{"user": "T_jo')
+    recreate(warehouse, decided, True)
+    assert _ids(warehouse) is None and _pending(warehouse) == [], _pending(warehouse)

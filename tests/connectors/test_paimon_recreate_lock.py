@@ -304,8 +304,8 @@ def test_a_batch_over_many_tables_reads_entries_linear_in_tables(tmp_path, monke
 
 
 def test_a_recreate_removes_the_record_of_a_batch_committed_before_its_decision(tmp_path, monkeypatch):
-    """Job 2's driver killed right after Paimon's commit left its batch's record (``pending_batches``);
-    job 1 decided RECREATE_SCHEMA after that commit: the record is stale, removed, and the drop goes on."""
+    """Job 2's driver killed right after Paimon's commit left its batch's record, marked deciding
+    (``pending_batches``); job 1 decided RECREATE_SCHEMA after that commit: the record is stale, removed, and the drop goes on."""
     warehouse, decided = _table(tmp_path)
     real = failpoints.hit
 
@@ -316,6 +316,7 @@ def test_a_recreate_removes_the_record_of_a_batch_committed_before_its_decision(
 
     writer = _target(warehouse)
     part = writer.stage_arrow(_rows(10), "T_job_2_0_0_L_", 1)
+    writer.deciding(part)           # marked: removed as committed, not as never decided (outside review, F5)
     monkeypatch.setattr(failpoints, "hit", killed_after_commit)
     with pytest.raises(SystemExit):
         writer.publish(part)

@@ -80,6 +80,21 @@ def committed(table, user: str, identifier: int, after: int) -> int | None:
     return None
 
 
+def newest_of(table, user: str) -> tuple[int | None, int]:
+    """The commit identifier of ``user``'s newest snapshot still kept (None: none kept), and the oldest
+    snapshot looked at: every snapshot from it to the newest was kept (an expired one ends the look)."""
+    manager = table.snapshot_manager()
+    oldest = latest_id(table) + 1
+    for snapshot_id in range(oldest - 1, 0, -1):
+        snapshot = manager.get_snapshot_by_id(snapshot_id)
+        if snapshot is None:
+            break           # expired, and every older one with it
+        oldest = snapshot_id
+        if snapshot.commit_user == user:
+            return snapshot.commit_identifier, oldest
+    return None, oldest
+
+
 def commit_once(table, user: str, identifier: int, after: int, messages: list) -> bool:
     """Commit ``messages`` as ``user``'s commit ``identifier`` unless a snapshot after ``after``
     holds it; True when this call committed."""
@@ -95,4 +110,4 @@ def commit_once(table, user: str, identifier: int, after: int, messages: list) -
     return True
 
 
-__all__ = ["commit_once", "commit_user", "committed", "decode", "encode", "latest_id", "of_job"]
+__all__ = ["commit_once", "commit_user", "committed", "decode", "encode", "latest_id", "newest_of", "of_job"]

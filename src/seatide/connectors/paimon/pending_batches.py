@@ -29,8 +29,11 @@ and is removed. A marked record may be decided, and blocks. The races, closed by
 * a zombie staging the batch its replacement marked (one commit user and identifier): its record is
   its own and leaves the mark alone, where one record per batch was overwritten unmarked.
 
-Crashes: a record whose batch is committed (its writer died before removing it) or was staged into a
-table dropped since is stale, and removed by the RECREATE that finds it. A record of an earlier
+Crashes: a record whose batch is committed (its writer died before removing it; or a zombie's, staged
+after its replacement committed the batch), or whose user committed a later batch, or staged into a
+table dropped since, is stale, and removed by the RECREATE that finds it, as is a record half-written
+(``.tmp``) by a writer killed mid-write. A marked record whose batch's snapshots expired before it was
+found committed or not blocks, its description saying so and how to go on. A record of an earlier
 SeaTide (no mark) counts as marked. A writer's commit removes its older records too (batches run in order).
 """
 
@@ -80,21 +83,50 @@ def committed(table_path: str, user: str, identifier: int) -> None:
 
 def blocking(table_path: str, table, own: str | None, created) -> list[str]:
     """The records of other jobs' batches not in ``table`` (first written at ``created``) that may be
-    decided, described; stale records (committed, or staged into a table dropped since) and records
-    never marked deciding removed. Only holding the table's lock alone: an unmarked record is never
-    decided only while no stager holds it (the module's doc)."""
-    found = []
+    decided, described; stale records (committed, or staged into a table dropped since), records never
+    marked deciding and half-written ones (a writer killed mid-write) removed. Only holding the table's
+    lock alone: an unmarked record is never decided only while no stager holds it (the module's doc)."""
+    _remove_unfinished(table_path)
+    found, newest = [], {}
     for name, held in _records(table_path):
-        if commits.of_job(held.get("user", ""), own):
+        user, identifier, base = held.get("user"), held.get("identifier"), held.get("base", 0)
+        if commits.of_job(user or "", own):
             continue        # the job's own: its store's records say what it owes
         never_decided = held.get("deciding") is False       # its stager let go before marking it
-        if never_decided or held.get("created") != created or commits.committed(
-                table, held.get("user"), held.get("identifier"), held.get("base", 0)) is not None:
+        if user not in newest:
+            newest[user] = commits.newest_of(table, user)
+        last, oldest = newest[user]
+        if never_decided or held.get("created") != created or _committed(identifier, last):
             remove(name)
             continue
-        found.append(f"batch {held.get('identifier')} of job {held.get('job')} (commit user {held.get('user')}, "
-                     f"staged by process {held.get('pid')} on {held.get('host')}, record {name})")
+        said = (f"batch {identifier} of job {held.get('job')} (commit user {user}, staged by process "
+                f"{held.get('pid')} on {held.get('host')}, record {name}")
+        if last is None and isinstance(base, int) and oldest > base + 1:   # a later commit of the user would tell
+            said += (f"; whether it was committed cannot be told, snapshots {base + 1} to {oldest - 1} having "
+                     f"expired: if that job has ended, or its batch {identifier}'s rows are in the table, it was")
+        found.append(said + ")")
     return found
+
+
+def _committed(identifier, last) -> bool:
+    """Batch ``identifier`` of a commit user whose newest snapshot kept has identifier ``last`` is in the
+    table, or was: batches of a user are committed in order, one decision per identifier, so a batch at or
+    below the user's newest commit was committed (at any snapshot: a zombie's record, staged after its
+    replacement's commit of the batch, is based after it) or never will be decided. A decided batch not
+    committed yet is above every commit of its user, so its record stays."""
+    return isinstance(identifier, int) and isinstance(last, int) and identifier <= last
+
+
+def _remove_unfinished(table_path: str) -> None:
+    """Records half-written by a writer killed mid-write removed; holding the table's lock alone, so no
+    writer is writing one."""
+    where = pending_dir(table_path)
+    try:
+        names = [n for n in os.listdir(where) if n.endswith(".tmp")]
+    except OSError:
+        return
+    for n in names:
+        remove(os.path.join(where, n))
 
 
 def _records(table_path: str) -> list[tuple[str, dict]]:

@@ -241,11 +241,18 @@ class PaimonTarget(Target):
 
     def deciding(self, part: dict) -> None:
         """``part`` is about to be decided (the store's write next): its record marked deciding, durably,
-        under the hold it was staged under (``pending_batches``: a RECREATE of another job keeps it)."""
+        under the hold it was staged under (``pending_batches``: a RECREATE of another job keeps it). A hold
+        let go since staging is refused, not taken again: a RECREATE may have removed the unmarked record and
+        dropped the staged files meanwhile, and the batch decided then could never be committed."""
         if part.get("messages"):
-            self._hold()    # held since staging; taken if not, so the mark is never written beside a RECREATE
-            pending_batches.record(self.path, part, self.job_id, deciding=True,
-                                   name=self._staged.pop((part["user"], part["identifier"]), None))
+            name = self._staged.pop((part["user"], part["identifier"]), None)
+            if self._writing is None or name is None:
+                raise PaimonError(
+                    f"Paimon sink: table {self.spec.name}: batch {part['identifier']} is about to be decided, but "
+                    "this writer let go of the table's lock since staging it, so a RECREATE_SCHEMA may have "
+                    "dropped its staged files; it is not decided (a SeaTide defect: report it). Resume the job: "
+                    "its next attempt stages the batch afresh")
+            pending_batches.record(self.path, part, self.job_id, deciding=True, name=name)
 
     def publish(self, part: dict) -> None:
         if not part.get("messages"):
