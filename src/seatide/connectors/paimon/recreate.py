@@ -110,7 +110,8 @@ def _nobody_since(table, plan: dict, label: str, path: str, on_time: bool) -> No
         pending = pending_batches.blocking(path, table, own, plan["recreate"].get("created"))
         if pending:
             why = ("another job has staged a batch and not committed it yet, as far as the table's snapshots "
-                   f"tell ({'; '.join(pending)}): its writer was deciding it, so it may be decided in that job's records, and the drop would take its files")
+                   f"tell ({'; '.join(pending)}): its writer was deciding it, so it may be decided in that job's "
+                   "records, and the drop would take its files")
             way = ("resume that job (or let its retry run) so it commits its batch, then submit this job again; "
                    "if its batch is in the table already, or that job is gone for good and its batch is not "
                    "wanted, remove the record named (a file in the table's .seatide-pending directory) and "

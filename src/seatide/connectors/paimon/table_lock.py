@@ -24,12 +24,14 @@ exclude each other too, as two processes do. Three rules around it (outside revi
   for, then fails with the holders it saw (``TableLockWait``: retried, as the Jdbc sink's lock waits).
 * **holders on record**: each hold writes a record into ``.<table>.seatide-holders/`` (process,
   host, what, since), flocks it while it holds, and removes it when let go; a waiter names those
-  whose flock is held, and removes one whose flock is free: its holder died, on any host (its
-  kernel locks went with it; its record stayed).
+  whose flock is held, and removes one whose flock is free: its holder died (its kernel locks
+  went with it; its record stayed).
 
-A filesystem that refuses flock (NFS mounted ``nolock`` or ``local_lock``, where it is local to one
-host, or without a lock manager; FUSE object stores) cannot exclude writers of other hosts: it is
-refused for good (``PaimonError``), naming the warehouse and what to do.
+Supported: a filesystem that honours flock per open file (a local disk), served by one host's
+kernel, every writer of the warehouse on that host. Not NFS: Linux emulates flock there with POSIX
+locks, per process (two holders in one driver would not exclude each other; closing one lock file
+drops the process's other holds). A filesystem that refuses flock (NFS mounted ``nolock``, FUSE
+object stores) is refused for good (``PaimonError``), naming the warehouse and what to do.
 """
 
 from __future__ import annotations
@@ -95,7 +97,7 @@ class TableLock:
 
     def _record(self, mode: str) -> None:
         """This hold on record, the record flocked by this hold for as long as it holds: a record
-        whose flock is free is a dead holder's, of any host (outside review 2, L1). Written under a
+        whose flock is free is a dead holder's (outside review 2, L1). Written under a
         name of its own and renamed once flocked, so no waiter sees it unflocked."""
         try:
             shared_dir(self.holders)
@@ -145,14 +147,17 @@ class TableLock:
 
 
 def _open(path: str, what: str):
-    """The lock file ``path``, made when missing. flock needs only a read descriptor: one made by
+    """The lock file ``path``, made when missing, opened read-write: where flock is emulated by POSIX
+    locks, holding it alone needs a write descriptor. flock itself needs only a read one: one made by
     another OS user (0644 under its umask) is opened read-only (outside review 2, M2)."""
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         try:
-            return open(path, "r")
+            return open(path, "r+")
         except FileNotFoundError:
             return open(path, "a+")
+        except PermissionError:
+            return open(path, "r")
     except OSError as exc:
         raise refused_dir(path, what, exc) if exc.errno in _DENIED else _refused(path, what, exc) from None
 
@@ -190,8 +195,8 @@ def _refused(path: str, what: str, exc: OSError) -> PaimonError:
     return PaimonError(
         f"Paimon sink: {what}: the filesystem of warehouse {warehouse} refused the table's lock file {path} "
         f"({exc.strerror or exc}). SeaTide's writers of one Paimon table exclude each other with flock(2), which "
-        "must work across every host that writes the warehouse: put the warehouse on a local disk, or on NFS "
-        "mounted with a lock manager (not 'nolock' nor 'local_lock'); FUSE object stores are not supported")
+        "must be honoured per open file: put the warehouse on a local disk of the host that runs its writers; "
+        "NFS and FUSE object stores are not supported")
 
 
 def remove(path: str) -> None:
