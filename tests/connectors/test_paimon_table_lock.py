@@ -195,3 +195,13 @@ def test_a_killed_holder_of_another_host_is_not_named_for_ever(tmp_path, monkeyp
     assert "other-host" not in str(waited.value), waited.value
     assert "a writer of db.t (live, stuck)" in str(waited.value), waited.value     # a live holder still named
     assert os.listdir(table.parent / ".t.seatide-holders") == [], "the dead holder's record stayed"
+
+
+def test_a_lock_file_its_taker_may_write_is_opened_read_write(tmp_path):
+    """Where flock is emulated by POSIX locks (Linux NFS), holding a file alone needs a write descriptor:
+    a lock file opened read-only could never be held alone there (outside review of 0dfb7e2, F3)."""
+    table = str(tmp_path / "db.db" / "t")
+    with TableLock(table, True, "a test") as hold:
+        assert hold.handle.writable(), hold.handle.mode
+    with TableLock(table, True, "a test") as hold:      # the file exists now
+        assert hold.handle.writable(), hold.handle.mode
