@@ -1,6 +1,7 @@
 """Outside review of 0dfb7e2 (Paimon pending-batch records marked deciding): demonstrations.
 
-Each test asserts what SeaTide promises and FAILS on 0dfb7e2 (a demonstration, not a fix).
+Each test asserts what SeaTide promises; each but the control failed on 0dfb7e2 and passes since
+the review's fixes (a record is stale once its user's newest commit reaches its batch id).
 A real pypaimon filesystem warehouse in a temp dir; a writer killed is a real process SIGKILLed
 at a failpoint (``_killed_writer``)."""
 
@@ -22,13 +23,14 @@ def _carry_out(warehouse: str, decided: dict, held: int) -> None:
     carrier.destroy({"recreate": decided, "held": held, "own": "T_job_1_"}, lambda: None)
 
 
-def test_a_zombie_staging_after_its_replacement_committed_blocks_other_jobs_recreate_for_good(tmp_path):
+def test_a_zombie_staging_after_its_replacement_committed_does_not_block_other_jobs_recreate(tmp_path):
     """Job 2's zombie looked for batch 1's decision (none yet), then ran its Spark work while its
     replacement staged, decided and committed batch 1 (job 2's last batch: the job ends). The zombie
     then stages batch 1, marks its record deciding and is refused by its fence at the store's decision.
     Its record's base is after the replacement's commit, so ``blocking`` never sees it committed and
-    nothing of job 2 ever removes it: every later RECREATE_SCHEMA of another job on the table is refused
-    ("resume that job") though nothing of job 2 is undecided: the zombie added a lasting refusal."""
+    nothing of job 2 ever removed it: every later RECREATE_SCHEMA of another job on the table was refused
+    ("resume that job") though nothing of job 2 is undecided. Now the record is stale: its user's newest
+    commit in the table reaches its batch id."""
     warehouse, _ = _table(tmp_path)
     replacement = _target(warehouse)
     part = replacement.stage_arrow(_rows(10), OTHER, 1)
@@ -45,14 +47,15 @@ def test_a_zombie_staging_after_its_replacement_committed_blocks_other_jobs_recr
     assert _ids(warehouse) is None, "refused over a zombie's record of a batch committed by its replacement"
 
 
-def test_a_committed_batchs_record_with_an_expired_snapshot_refuses_every_recreate_without_a_way_on(tmp_path):
+def test_a_committed_batchs_record_with_an_expired_snapshot_refuses_naming_the_record_and_a_way_on(tmp_path):
     """Job 2's writer is SIGKILLed right after Paimon's commit of its batch 1 (snapshot 2), before it
     removes its record. Job 1 commits snapshots 3, 4; snapshots 1 and 2 expire (Paimon's retention;
     deleted here as its expiration deletes them). Job 1 decides RECREATE_SCHEMA at snapshot 4, so no
     snapshot since is another job's; ``blocking`` asks whether job 2's batch was committed after its base
     (snapshot 1), hits the expired snapshot 2 and raises ``commits.committed``'s error: "keep more
     snapshots" (too late: they are gone), naming neither the record, nor that the RECREATE is refused and
-    nothing destroyed, nor a way on. Every later RECREATE of the table fails the same way."""
+    nothing destroyed, nor a way on. Whether it was committed cannot be known now, so it still refuses,
+    but naming the record, saying nothing was destroyed and how to go on."""
     warehouse, _ = _table(tmp_path)
     _killed_writer(warehouse, "paimon.after_commit", decide=True)
     assert len(_pending(warehouse)) == 1
