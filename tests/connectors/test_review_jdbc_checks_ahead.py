@@ -1,0 +1,90 @@
+"""Outside review of the job's checks ahead (d8fee31..3e07f3c): demonstrations that fail today.
+
+1. ``lenient`` is the CDC sources' default ``schema.change.behavior`` (cdc_evolution.DEFAULT_BEHAVIOUR),
+   and the change made ALTER (on PostgreSQL: owning the table) a required grant for it at the first
+   batch, for every table not yet written, whether or not its save modes destroy anything and whether
+   or not a change ever comes. A CDC job appending into a table its role may write but does not own
+   ran before; now it is refused before its first row (a false refusal).
+2. A pipeline that fails at ``PipelineRun.open`` (its source cannot be read) is left out of
+   ``check_sinks_ahead``, and the job's other pipeline goes on: its DROP_DATA empties its table for a
+   job that is then FAILED."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import replace
+
+import pytest
+
+from seatide.plugin.rowkind import RowKind
+from seatide.plugin.sink_protocol import open_sink
+from seatide.runtime.commit_log import SinkCommitLog, write_exactly_once
+from tests.connectors.jdbc_sink_helpers import context, db, execute, frame, make_sink, query, txn  # noqa: F401
+from tests.connectors.test_jdbc_sink_privileges import _pg_admin, _pg_role, _rows
+
+pytestmark = pytest.mark.spark
+
+FIELDS = "schema = { fields { id = bigint, name = string } }"
+
+
+def test_a_cdc_jobs_default_lenient_behaviour_does_not_refuse_an_appending_role_that_does_not_own_the_table(
+        spark, tmp_path):
+    """APPEND_DATA (nothing destroyed), the default ``lenient`` a Postgres-CDC/MySQL-CDC source hands its
+    sinks, a role with SELECT/INSERT/UPDATE/DELETE on a table postgres owns: the rows are written (a later
+    change the role cannot make fails at that change, as before), not a refusal asking for OWNER TO."""
+    job = f"t_{secrets.token_hex(3)}"
+    table = f"{job}_a"
+    with _pg_role() as (database, role):
+        _pg_admin(database, f"GRANT USAGE, CREATE ON SCHEMA public TO {role}",
+                  f"CREATE TABLE {table} (id BIGINT, name TEXT)", f"INSERT INTO {table} VALUES (-1, 'kept')",
+                  f"GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO {role}")
+        db = (f"jdbc:postgresql://127.0.0.1:5432/{database}", role)
+        sink = make_sink(db, table=table, password="pw")           # APPEND_DATA: destroys nothing
+        writer = open_sink(sink, replace(context(spark, job), schema_changes="lenient"))
+        rows = frame(spark, [(1, "new", RowKind.INSERT)], "id bigint, name string")
+        write_exactly_once(writer, SinkCommitLog(str(tmp_path)), rows, 0, txn(job, 0))
+        assert _rows(db, "pw", f"SELECT id, name FROM {table} ORDER BY id") == [(-1, "kept"), (1, "new")]
+
+
+def test_a_pipeline_that_fails_to_open_fails_the_job_before_another_pipelines_drop_data(spark, db, tmp_path):
+    """Pipeline 1 empties its table (DROP_DATA); pipeline 2 is refused at ``open`` (its checkpoint
+    directory holds another pipeline's ``seatide.json``: "written for different sources", a PermanentError
+    of ``claim_pipeline_dir``), before the checks ahead, which leave it out. The job fails; pipeline 1's
+    table must keep its rows: the refusal was known before the first destructive step."""
+    import json
+    import os
+
+    from sqlalchemy import select
+
+    from seatide.store import schema as s
+    from tests.e2e.harness import InProcessCluster
+
+    job = f"t_{secrets.token_hex(3)}"
+    first, second = f"{job}_a", f"{job}_b"
+    execute(db, f"CREATE TABLE {first} (id BIGINT, name TEXT)", f"INSERT INTO {first} VALUES (-1, 'kept')",
+            f"CREATE TABLE {second} (id BIGINT, name TEXT)")
+    url, user = db
+    text = f"""
+env {{ job.mode = BATCH, parallelism = 1, job.retry.times = 0, job.retry.interval.seconds = 0 }}
+source {{
+  FakeSource {{ plugin_output = "s1", row.num = 3, sequence.field = "id", {FIELDS} }}
+  FakeSource {{ plugin_output = "s2", row.num = 3, sequence.field = "id", {FIELDS} }}
+}}
+sink {{
+  Jdbc {{ plugin_input = "s1", url = "{url}", user = "{user}", table = "{first}", data_save_mode = "DROP_DATA" }}
+  Jdbc {{ plugin_input = "s2", url = "{url}", user = "{user}", table = "{second}" }}
+}}
+"""
+    cluster = InProcessCluster(spark, str(tmp_path / "data"))
+    job_id = cluster.submit(text)
+    with cluster.store.read() as conn:
+        rows = list(conn.execute(select(s.pipelines).where(s.pipelines.c.job_id == job_id)))
+    refused = next(r for r in rows if r.pipeline_id == 2)
+    os.makedirs(refused.checkpoint_dir, exist_ok=True)
+    with open(os.path.join(refused.checkpoint_dir, "seatide.json"), "w") as out:
+        json.dump({"lineage": "other", "fingerprint": "written-for-other-sources", "job_id": job_id,
+                   "pipeline_id": 2}, out)
+    run = cluster.drive(job_id, max_attempts=1)
+    assert run.status == "FAILED", run.error
+    assert "pipeline 2" in run.error, run.error
+    assert query(db, f"SELECT id, name FROM {first}") == [(-1, "kept")]
