@@ -121,3 +121,26 @@ sink {{
     assert run.status == "FAILED", run.error
     assert f"{job}_b has no column name" in run.error, run.error
     assert (out / "kept.json").exists(), sorted(p.name for p in out.iterdir())
+
+
+@pytest.mark.parametrize("checked_ahead", [False, True], ids=["first-batch-only", "driver-order"])
+def test_a_lenient_sinks_checks_ahead_come_after_the_behaviour_is_handed_to_it(spark, db, tmp_path, checked_ahead):
+    """The driver now runs ``check_sinks_ahead`` at ``open``, before ``start`` hands each sink the sources'
+    behaviour (``schema_evolution.evolve``): ``JdbcTarget.check`` still has ``behaviour`` None and refuses
+    a column the table lacks, which under ``lenient``/``evolve`` the same check tolerates once handed
+    the behaviour (the first batch's own check, as before the change). DROP_DATA (the sink destroys,
+    so its checks ahead run) into a table without the CDC source's column ``name``: the order the
+    driver uses must not refuse what the first batch accepts."""
+    job = f"t_{secrets.token_hex(3)}"
+    table = f"{job}_a"
+    execute(db, f"CREATE TABLE {table} (id BIGINT)", f"INSERT INTO {table} VALUES (-1)")
+    sink = make_sink(db, table=table, data_save_mode="DROP_DATA")
+    writer = open_sink(sink, replace(context(spark, job), schema_changes="lenient"))
+    rows = frame(spark, [(1, "new", RowKind.INSERT)], "id bigint, name string")
+    if checked_ahead:
+        from seatide.plugin.tables import table_frames_of
+        # driver.check_sinks_ahead -> SinkRun.check_ahead -> SinkTargets.check_ahead, at PipelineRun.open
+        writer.check_ahead(table_frames_of(rows), {})
+    writer.evolve([], "lenient")            # PipelineRun.start: schema_evolution.evolve, no change pending
+    write_exactly_once(writer, SinkCommitLog(str(tmp_path)), rows, 0, txn(job, 0))
+    assert (1,) in [r[:1] for r in query(db, f"SELECT id FROM {table}")]
