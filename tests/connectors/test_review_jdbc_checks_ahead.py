@@ -7,7 +7,11 @@
    ran before; now it is refused before its first row (a false refusal).
 2. A pipeline that fails at ``PipelineRun.open`` (its source cannot be read) is left out of
    ``check_sinks_ahead``, and the job's other pipeline goes on: its DROP_DATA empties its table for a
-   job that is then FAILED."""
+   job that is then FAILED.
+3. Only Jdbc targets say they destroy: a LocalFile (Paimon, Iceberg, Hive) DROP_DATA empties its
+   directory before the job's Jdbc sink is checked.
+4. The checks ahead run before ``evolve`` hands the sink its behaviour: a lenient sink is refused a
+   column its first batch accepts."""
 
 from __future__ import annotations
 
