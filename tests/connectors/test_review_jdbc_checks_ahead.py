@@ -50,6 +50,7 @@ def test_a_cdc_jobs_default_lenient_behaviour_does_not_refuse_an_appending_role_
         assert _rows(db, "pw", f"SELECT id, name FROM {table} ORDER BY id") == [(-1, "kept"), (1, "new")]
 
 
+@pytest.mark.xfail(strict=True, reason="open (review F3, older than the job-wide checks): pipelines fail on their own; a pipeline refused at open does not stop another's save modes")
 def test_a_pipeline_that_fails_to_open_fails_the_job_before_another_pipelines_drop_data(spark, db, tmp_path):
     """Pipeline 1 empties its table (DROP_DATA); pipeline 2 is refused at ``open`` (its checkpoint
     directory holds another pipeline's ``seatide.json``: "written for different sources", a PermanentError
@@ -94,6 +95,7 @@ sink {{
     assert query(db, f"SELECT id, name FROM {first}") == [(-1, "kept")]
 
 
+@pytest.mark.xfail(strict=True, reason="open (review F2, older than the job-wide checks): only Jdbc targets say they destroy ahead, so a file sink's DROP_DATA does not make the Jdbc sinks' column checks run first")
 @pytest.mark.parametrize("pipelines", [1, 2], ids=["one-pipeline", "two-pipelines"])
 def test_a_file_sinks_drop_data_waits_for_the_jdbc_sinks_checks_ahead(spark, db, tmp_path, pipelines):
     """LocalFile (also Paimon, Iceberg, Hive) carries out DROP_DATA, but only Jdbc targets say they

@@ -218,6 +218,7 @@ class JdbcTargets(SinkTargets):
             with open_session(self.spec, group.database) as conn:
                 for key, table in group.tables.items():
                     for index, route in table.routes.items():
+                        route.behaviour = route.behaviour or self.ctx.schema_changes  # as its 1st batch sees it
                         schema = frames.schema_of(index) if frames.schema_of is not None else None
                         route.check_ahead(conn.cursor(), schema, key in written)
                 conn.rollback()
