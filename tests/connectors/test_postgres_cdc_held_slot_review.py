@@ -1,0 +1,111 @@
+"""Review of the held-slot change (0dfb7e2..d24f05d): scenarios where its promises break.
+
+Each test asserts what the promise says; they FAIL on d24f05d, demonstrating the finding."""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+
+import pytest
+
+from seatide.connectors.postgres_cdc import holder, replication, slot
+from seatide.plugin.base import PERMANENT_MARK
+from tests.connectors.test_postgres_cdc import Replica, cdc_source, reader_for, shop, wait_until  # noqa: F401
+from tests.connectors.test_postgres_cdc_held_slot import _holder_pid
+
+
+def _foreign_slot(conn, name: str) -> str:
+    """A slot and publication another consumer made and reads (e.g. Debezium, pg_recvlogical), with
+    one change it has not consumed yet; returns the slot's confirmed position."""
+    conn.execute(f"CREATE PUBLICATION {name} FOR TABLE items")
+    conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
+    conn.execute("INSERT INTO items (id) VALUES (7001)")          # pending for the foreign consumer
+    return conn.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
+                        (name,)).fetchone()[0]
+
+
+def _pending(conn, name: str) -> int:
+    return len(slot.peek(conn, name))
+
+
+def test_review_a_fresh_start_drops_a_foreign_slot_that_is_idle_at_that_moment(shop):  # noqa: F811
+    """slot.name names another consumer's slot, idle right now (its consumer between reconnects:
+    pg_recvlogical without --no-loop reconnects every 5 s). The change refuses only an *active*
+    holder; an idle foreign slot is dropped and recreated, and its consumer's unread change is gone."""
+    conn, url, db = shop
+    name = "foreign_idle"
+    before = _foreign_slot(conn, name)
+    assert _pending(conn, name) > 0
+    reader = reader_for(cdc_source(url, f"{db}.public.items", f'slot.name = "{name}"\nstartup.mode = "latest"'),
+                        "fresh")
+    reader.slot = reader.config["slot"] = name
+    try:
+        reader.latestOffset(reader.initialOffset())
+    except Exception as exc:         # a refusal naming the slot would keep the promise
+        assert "slot" in str(exc)
+    finally:
+        reader.stop()
+    after = conn.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
+                         (name,)).fetchone()
+    assert after is not None and after[0] == before, f"foreign slot replaced: {before} -> {after}"
+    assert _pending(conn, name) > 0, "the foreign consumer's unread change is gone"
+
+
+def test_review_release_drops_a_foreign_slot_given_as_slot_name_when_idle(shop):  # noqa: F811
+    """The leader's release names an active foreign holder (the change), but an idle foreign slot
+    given as slot.name is dropped, with its publication."""
+    conn, url, db = shop
+    name = "foreign_released"
+    _foreign_slot(conn, name)
+    cdc_source(url, f"{db}.public.items", f'slot.name = "{name}"').release("rel", within_s=1.5)
+    assert slot.state(conn, name) is not None, "another consumer's slot was dropped by SeaTide's release"
+
+
+@pytest.fixture
+def named_recvlogical(private_postgres):
+    started: list[subprocess.Popen] = []
+
+    def hold(conn, db: str, name: str, app_name: str) -> int:
+        conn.execute(f"CREATE PUBLICATION {name} FOR TABLE items")
+        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
+        binary = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_recvlogical"))[-1]
+        process = subprocess.Popen(
+            [binary, "-h", "127.0.0.1", "-p", str(private_postgres.port), "-U", "postgres", "-d", db,
+             "-S", name, "--start", "--no-loop", "-f", os.devnull,
+             "-o", "proto_version=1", "-o", f"publication_names={name}"],
+            env={**os.environ, "PGAPPNAME": app_name}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        started.append(process)
+        wait_until(lambda: _holder_pid(conn, name) is not None, what="pg_recvlogical")
+        return _holder_pid(conn, name)
+
+    yield hold
+    for process in started:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_review_another_job_whose_id_shares_51_characters_is_taken_for_this_jobs_own_driver(shop, named_recvlogical):  # noqa: F811
+    """Job ids may be 64 characters (store/job_ids.py); 'seatide job ' + id is cut at 63, so two jobs
+    sharing their first 51 characters carry one application_name. The other job's live stream (or any
+    client that sets that application_name) is then 'an earlier driver of this job': a lasting
+    foreign holder ends each attempt as retryable, every attempt waiting the full bound, and the
+    error tells the operator it will go by itself."""
+    conn, url, db = shop
+    stem = "nightly-orders-replication-eu-west-1-production-ab"      # 50 characters
+    mine, other = stem + "X-1", stem + "X-2"
+    assert holder.application_name({"job_id": mine}) == holder.application_name({"job_id": other})
+    name = "shared_stem"
+    pid = named_recvlogical(conn, db, name, holder.application_name({"job_id": other}))
+    reader = reader_for(cdc_source(url, f"{db}.public.items", 'startup.mode = "latest"'), "stem")
+    config = {**reader.config, "job_id": mine, "active_timeout_ms": 1000}
+    try:
+        with pytest.raises(Exception) as caught:
+            next(replication.stream(config, name, 0))
+    finally:
+        reader.stop()
+    error = str(caught.value)
+    assert f"PID {pid}" in error, error
+    assert "earlier driver of this job" not in error, error
+    assert PERMANENT_MARK in error, error
