@@ -12,7 +12,7 @@ import pytest
 
 from seatide.connectors.postgres_cdc import holder, replication, slot
 from seatide.plugin.base import PERMANENT_MARK
-from tests.connectors.test_postgres_cdc import Replica, cdc_source, reader_for, shop, wait_until  # noqa: F401
+from tests.connectors.test_postgres_cdc import Replica, cdc_source, read_rows, reader_for, shop, wait_until  # noqa: F401
 from tests.connectors.test_postgres_cdc_held_slot import _holder_pid
 
 
@@ -109,3 +109,51 @@ def test_review_another_job_whose_id_shares_51_characters_is_taken_for_this_jobs
     assert f"PID {pid}" in error, error
     assert "earlier driver of this job" not in error, error
     assert PERMANENT_MARK in error, error
+
+
+def _reader(url: str, db: str, job: str, name: str):
+    reader = reader_for(cdc_source(url, f"{db}.public.items", f'slot.name = "{name}"\nstartup.mode = "latest"'), job)
+    reader.slot = reader.config["slot"] = name
+    reader.config["job_id"] = job
+    return reader
+
+
+def test_review_another_job_with_the_same_slot_name_starting_between_batches_makes_a_running_job_skip_changes(shop):  # noqa: F811
+    """Docs (this change): 'another job given the same slot.name ... fails the job'. That holds only
+    while the running job is mid-read: between its batches its slot is idle, the second job's fresh
+    start drops and recreates it, and the running job's next batch starts at the new slot's later
+    position: the change made in between is skipped, without an error."""
+    conn, url, db = shop
+    name = "shared_between_batches"
+    a = _reader(url, db, "job-a", name)
+    b = _reader(url, db, "job-b", name)
+    try:
+        start = a.latestOffset(a.initialOffset())
+        conn.execute("INSERT INTO items (id) VALUES (8000)")
+        end = a.latestOffset(start)
+        assert [r for r in read_rows(a, start, end)], "job a's first batch"
+        a.commit(end)
+        conn.execute("INSERT INTO items (id) VALUES (8001)")          # job a has not read this yet
+        try:
+            b.latestOffset(b.initialOffset())                          # job b's fresh start, a between batches
+        except Exception as exc:
+            assert "slot" in str(exc)                                  # refusing b would keep the promise
+        conn.execute("INSERT INTO items (id) VALUES (8002)")
+        nxt = a.latestOffset(end)
+        seen = {str(r) for r in read_rows(a, end, nxt)}
+        assert any("8001" in s for s in seen), f"job a skipped the change 8001 without an error: {seen}"
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_review_a_jobs_release_drops_the_idle_slot_of_a_job_whose_id_extends_its_own(shop):  # noqa: F811
+    """release(job) drops every slot named 'seatide_<job>_%'. Job 'orders' releases job 'orders-1's
+    slot (seatide_orders_1_0_source0): while held the change names it 'another SeaTide job' and keeps
+    it, but idle between that job's batches it is dropped."""
+    conn, url, db = shop
+    theirs = slot.default_name("orders-1", 0, "source[0]")
+    conn.execute(f"CREATE PUBLICATION {theirs} FOR TABLE items")
+    conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (theirs,))
+    cdc_source(url, f"{db}.public.items").release("orders", within_s=1.5)
+    assert slot.state(conn, theirs) is not None, f"job 'orders' released job 'orders-1's slot {theirs}"
