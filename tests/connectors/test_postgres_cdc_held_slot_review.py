@@ -157,3 +157,45 @@ def test_review_a_jobs_release_drops_the_idle_slot_of_a_job_whose_id_extends_its
     conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (theirs,))
     cdc_source(url, f"{db}.public.items").release("orders", within_s=1.5)
     assert slot.state(conn, theirs) is not None, f"job 'orders' released job 'orders-1's slot {theirs}"
+
+
+def test_review_a_foreign_holder_that_lets_go_within_the_bound_has_moved_the_slot_and_the_job_skips_silently(  # noqa: F811
+        shop, private_postgres):
+    """The change waits for a foreign holder and, once it lets go within slot.active-timeout.ms,
+    streams on as if nothing happened. But pg_recvlogical (any logical client) confirms what it read:
+    the slot's position moved past the job's checkpoint, and the job's next batch starts there. The
+    change it consumed is skipped without an error (the position is checked once per reader)."""
+    conn, url, db = shop
+    name = "borrowed_briefly"
+    a = _reader(url, db, "job-a", name)
+    holder_process = None
+    try:
+        start = a.latestOffset(a.initialOffset())
+        conn.execute("INSERT INTO items (id) VALUES (9000)")
+        end = a.latestOffset(start)
+        read_rows(a, start, end)
+        a.commit(end)
+        conn.execute("INSERT INTO items (id) VALUES (9001)")          # the job has not read this yet
+        confirmed = conn.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
+                                 (name,)).fetchone()[0]
+        binary = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_recvlogical"))[-1]
+        holder_process = subprocess.Popen(
+            [binary, "-h", "127.0.0.1", "-p", str(private_postgres.port), "-U", "postgres", "-d", db,
+             "-S", name, "--start", "--no-loop", "-s", "1", "-F", "1", "-f", os.devnull,
+             "-o", "proto_version=1", "-o", f"publication_names={name}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_until(lambda: conn.execute("SELECT confirmed_flush_lsn > %s::pg_lsn FROM pg_replication_slots "
+                                         "WHERE slot_name = %s", (confirmed, name)).fetchone()[0],
+                   what="the foreign holder to confirm what it read")
+        holder_process.terminate()                                     # it lets go, well within the bound
+        holder_process.wait(timeout=10)
+        wait_until(lambda: _holder_pid(conn, name) is None, what="the slot free")
+        conn.execute("INSERT INTO items (id) VALUES (9002)")
+        nxt = a.latestOffset(end)
+        seen = {str(r) for r in read_rows(a, end, nxt)}
+        assert any("9001" in s for s in seen), f"job a skipped the change 9001 without an error: {seen}"
+    finally:
+        if holder_process is not None and holder_process.poll() is None:
+            holder_process.terminate()
+            holder_process.wait(timeout=10)
+        a.stop()
