@@ -22,8 +22,8 @@ import struct
 import time
 from typing import Iterator
 
-from seatide.connectors.postgres_cdc import holder
-from seatide.connectors.postgres_cdc.pgoutput import format_lsn
+from seatide.connectors.postgres_cdc import holder, slot
+from seatide.connectors.postgres_cdc.pgoutput import format_lsn, parse_lsn
 from seatide.plugin.base import permanent_in_worker
 
 # Status updates keep a long read alive (the server drops a silent client after wal_sender_timeout).
@@ -68,8 +68,6 @@ def create_slot(conn, name: str, export_snapshot: bool, temporary: bool = False)
     transaction whose commit record starts before it, none after) and lives while ``conn`` stays
     open and runs nothing else. A ``temporary`` slot is dropped by the server when ``conn`` closes
     (a newly added table's snapshot point: ``stream.PostgresCdcReader._begin_backfill``)."""
-    from seatide.connectors.postgres_cdc.pgoutput import parse_lsn
-
     option = "(SNAPSHOT 'export')" if export_snapshot else "(SNAPSHOT 'nothing')"
     kind = "TEMPORARY LOGICAL" if temporary else "LOGICAL"
     result = _exec(conn, f'CREATE_REPLICATION_SLOT "{name}" {kind} pgoutput {option}')
@@ -131,6 +129,11 @@ def _start(config: dict, slot_name: str, start_lsn: int):
     while True:
         conn = connect_replication(config)
         pgconn = conn.pgconn
+        try:
+            _check_not_past(conn, slot_name, start_lsn)
+        except Exception:
+            conn.close()
+            raise
         pgconn.send_query(command)
         result = None
         while True:     # the first result is COPY_BOTH, or the error
@@ -157,6 +160,18 @@ def _start(config: dict, slot_name: str, start_lsn: int):
             text, lasting = ended
             raise permanent_in_worker(text) if lasting else ReplicationError(text)
         raise ReplicationError(f"START_REPLICATION of slot '{slot_name}' at {format_lsn(start_lsn)}: {message}")
+
+
+def _check_not_past(conn, slot_name: str, start_lsn: int) -> None:
+    """Fail for good when the slot confirmed past ``start_lsn``: the server would start there and
+    skip the changes in between without a word (right at the start, as the driver's check of the
+    batch may be a while ago: the slot is idle between streams)."""
+    confirmed = _exec(conn, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '"
+                      + slot_name.replace("'", "''") + "'")
+    value = confirmed.get_value(0, 0) if confirmed.ntuples else None
+    if value is not None and parse_lsn(value.decode()) > start_lsn:
+        raise permanent_in_worker(slot.lost_position_message(
+            slot_name, start_lsn, slot.moved_on(slot_name, parse_lsn(value.decode()))))
 
 
 def _send_status(pgconn) -> None:

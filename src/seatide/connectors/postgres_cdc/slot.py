@@ -167,8 +167,17 @@ def check_position(conn, name: str, lsn: int) -> None:
     if why is not None:
         raise LostPosition(why)
     if found.confirmed_lsn is not None and found.confirmed_lsn > lsn:
-        raise LostPosition(f"replication slot '{name}' has already moved on to LSN "
-                           f"{format_lsn(found.confirmed_lsn)} (the checkpoint is older than the slot)")
+        raise LostPosition(moved_on(name, found.confirmed_lsn))
+
+
+def moved_on(name: str, confirmed_lsn: int) -> str:
+    """Why a slot confirmed past the job's position: the job advances it only to a position it
+    committed, so someone else read it (confirming), advanced it, or dropped and created it again."""
+    return (f"replication slot '{name}' has already moved on to LSN {format_lsn(confirmed_lsn)}, past it: something "
+            "other than this job moved the slot, most likely another consumer reading it (pg_recvlogical, "
+            "Debezium) or another job given the same slot.name (which may have dropped and created it again), "
+            "so the changes in between are no longer in the slot. Stop that consumer, or give this source a "
+            "slot.name of its own")
 
 
 def peek(conn, name: str, *, upto_lsn: int | None = None, upto_changes: int | None = None) -> list[bytes]:

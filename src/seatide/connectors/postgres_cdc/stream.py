@@ -116,7 +116,6 @@ class PostgresCdcReader(DataSourceStreamReader):
         self.slot = config["slot"]
         self.max_rows = max(1, int(config["max_rows"]))
         self._conn = None
-        self._checked = False
         self._exporter = None     # the replication connection keeping the slot's snapshot alive
         self._planned: dict[tuple[int, int], list] = {}   # (start, end) -> messages of a small batch
 
@@ -161,7 +160,6 @@ class PostgresCdcReader(DataSourceStreamReader):
             self._exporter = conn
         else:
             conn.close()
-        self._checked = True
         return {**start, "lsn": lsn, "export": export}
 
     def _end_export(self) -> None:
@@ -170,14 +168,14 @@ class PostgresCdcReader(DataSourceStreamReader):
             self._exporter = None
 
     def _check_position(self, offset: dict) -> None:
-        """A query resumed from a checkpoint fails, never skips, when the slot lost its place."""
-        if self._checked or offset["lsn"] is None:
+        """A batch fails, never skips, when the slot lost its place: checked before every batch, not
+        once, as between batches the slot is idle and anyone may read, advance or recreate it."""
+        if offset["lsn"] is None:
             return
         try:
             slot.check_position(self._db(), self.slot, offset["lsn"])
         except slot.LostPosition as exc:
             raise permanent_in_worker(slot.lost_position_message(self.slot, offset["lsn"], str(exc))) from None
-        self._checked = True
 
     def _check_published(self, start: dict) -> None:
         """Fail, never skip, when a table the position covers was dropped, created again or renamed
