@@ -169,6 +169,17 @@ def test_review_a_jobs_release_drops_the_idle_slot_of_a_job_whose_id_extends_its
     assert slot.state(conn, theirs) is not None, f"job 'orders' released job 'orders-1's slot {theirs}"
 
 
+def test_a_jobs_names_are_matched_exactly_also_when_cut_to_fit():
+    """Its own names, short and cut (hashed), are the job's; those of a job whose id extends it are not."""
+    long_id = "a-job-id-long-enough-that-its-slot-names-are-cut-to-fit-63-chars"
+    assert slot.is_of_job(slot.default_name("orders", 2, "source[1]"), "orders")
+    assert not slot.is_of_job(slot.default_name("orders-1", 0, "source[0]"), "orders")
+    assert not slot.is_of_job(slot.default_name("orders", 0, "source[0]"), "orders-1")
+    cut = slot.default_name(long_id, 3, "source[2]")
+    assert len(cut) == 63 and slot.is_of_job(cut, long_id)
+    assert not slot.is_of_job(slot.default_name(long_id + "x", 3, "source[2]"), long_id)
+
+
 def test_review_a_foreign_holder_that_lets_go_within_the_bound_has_moved_the_slot_and_the_job_skips_silently(  # noqa: F811
         shop, private_postgres):
     """The change waits for a foreign holder and, once it lets go within slot.active-timeout.ms,

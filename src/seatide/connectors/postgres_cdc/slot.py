@@ -29,6 +29,8 @@ from seatide.plugin.base import permanent_in_worker
 
 PREFIX = "seatide_"
 _MAX_NAME = 63
+_CUT = 54                   # a longer name keeps this much, then _ and a hash of the whole
+_HASHED_RANGE = 64
 
 
 def _clean(text: str) -> str:
@@ -43,7 +45,7 @@ def default_name(job_id: str, pipeline_id: int, plugin_id: str) -> str:
     name = f"{job_prefix(job_id)}{pipeline_id}_{_clean(plugin_id).replace('_', '').strip('_')}"
     name = re.sub(r"_+$", "", name)
     if len(name) > _MAX_NAME:
-        name = name[:54] + "_" + hashlib.sha1(name.encode()).hexdigest()[:8]
+        name = name[:_CUT] + "_" + hashlib.sha1(name.encode()).hexdigest()[:8]
     return name
 
 
@@ -113,12 +115,25 @@ def _when_free(step, conn, waiting: holder.Wait, fails_job: bool = False):
 
 
 def names_of_job(conn, job_id: str) -> list[str]:
-    """Slots and publications named by the default rule for ``job_id``."""
-    pattern = job_prefix(job_id).replace("_", r"\_") + "%"
+    """Slots and publications named by the default rule for ``job_id``: exactly, as a prefix
+    would also take those of a job whose id extends this one's (``orders`` and ``orders-1``)."""
+    pattern = job_prefix(job_id)[:_CUT].replace("_", r"\_") + "%"
     rows = conn.execute("SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE %s "
                         "UNION SELECT pubname FROM pg_publication WHERE pubname LIKE %s",
                         (pattern, pattern)).fetchall()
-    return sorted(row[0] for row in rows)
+    return sorted(row[0] for row in rows if is_of_job(row[0], job_id))
+
+
+def is_of_job(name: str, job_id: str) -> bool:
+    """Whether ``default_name`` gives ``name`` for some pipeline and source of ``job_id``. Plugin ids
+    are ``source[n]``; a name cut to fit (ending in a hash of the whole) is matched against the
+    names of the first ``_HASHED_RANGE`` pipelines and sources: one beyond is left, never another's taken."""
+    if re.fullmatch(re.escape(job_prefix(job_id)) + r"[0-9]+_source[0-9]+", name):
+        return True
+    if len(name) != _MAX_NAME or not name.startswith(job_prefix(job_id)[:_CUT]):
+        return False
+    return any(default_name(job_id, p, f"source[{n}]") == name
+               for p in range(_HASHED_RANGE) for n in range(_HASHED_RANGE))
 
 
 def state(conn, name: str) -> SlotState | None:
