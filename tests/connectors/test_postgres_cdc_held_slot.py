@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from seatide.connectors.postgres_cdc import replication, slot
+from seatide.connectors.postgres_cdc import holder, replication, slot
 from seatide.plugin.base import PERMANENT_MARK
 from tests.connectors.test_postgres_cdc import (Replica, cdc_source, reader_for, shop, start,  # noqa: F401
                                                 wait_until)
@@ -115,7 +115,7 @@ def test_the_jobs_own_earlier_holder_is_waited_for_by_name_then_ends_the_attempt
         error = str(caught.value)
         assert PERMANENT_MARK not in error            # it goes by itself: a new attempt may find it gone
         assert f"replication slot '{reader.slot}'" in error and f"PID {pid}" in error, error
-        assert "an earlier driver of this job" in error and "application_name 'seatide job own'" in error, error
+        assert "an earlier driver of this job" in error and f"application_name '{holder.application_name({'job_id': 'own'})}'" in error, error
 
         records = _Records()
         logging.getLogger("seatide.connectors.postgres_cdc").addHandler(records)

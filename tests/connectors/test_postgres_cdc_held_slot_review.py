@@ -96,14 +96,15 @@ def test_review_another_job_whose_id_shares_51_characters_is_taken_for_this_jobs
     conn, url, db = shop
     stem = "nightly-orders-replication-eu-west-1-production-ab"      # 50 characters
     mine, other = stem + "X-1", stem + "X-2"
-    assert holder.application_name({"job_id": mine}) == holder.application_name({"job_id": other})
+    assert holder.application_name({"job_id": mine}) != holder.application_name({"job_id": other})
+    assert all(len(holder.application_name({"job_id": j})) <= 63 for j in (mine, other, "x" * 64))
     name = "shared_stem"
     pid = named_recvlogical(conn, db, name, holder.application_name({"job_id": other}))
     reader = reader_for(cdc_source(url, f"{db}.public.items", 'startup.mode = "latest"'), "stem")
     config = {**reader.config, "job_id": mine, "active_timeout_ms": 1000}
     try:
         with pytest.raises(Exception) as caught:
-            next(replication.stream(config, name, 0))
+            next(replication.stream(config, name, slot.state(conn, name).confirmed_lsn))
     finally:
         reader.stop()
     error = str(caught.value)

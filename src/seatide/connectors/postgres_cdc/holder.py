@@ -19,6 +19,7 @@ and every ``_LOG_EVERY_S``, so no start waits without a word.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ _QUIET_S = 1.0          # the last batch's stream letting go takes less: not wor
 _LOG_EVERY_S = 10.0
 _SEATIDE = "seatide job "
 _MAX_NAME = 63          # PostgreSQL keeps this much of an application_name
+_HASH_CHARS = 12
 
 # pg_stat_activity shows another role's application_name and client only to superusers and
 # pg_read_all_stats members: the PID (pg_replication_slots) is always there.
@@ -44,8 +46,12 @@ _QUERY = ("SELECT s.active_pid, a.application_name, "
 
 
 def application_name(config: dict) -> str:
-    """What the source's sessions call themselves: a holder so named is this job's own."""
-    return (_SEATIDE + str(config.get("job_id") or "local"))[:_MAX_NAME]
+    """What the source's sessions call themselves: a holder so named is this job's own. The name
+    ends in a hash of the whole run key, as the server keeps 63 characters and two run keys may
+    share more than that: ``seatide job <its first 38 characters> <12 hex digits>``."""
+    key = str(config.get("job_id") or "local")
+    digest = hashlib.sha1(key.encode()).hexdigest()[:_HASH_CHARS]
+    return f"{_SEATIDE}{key[:_MAX_NAME - len(_SEATIDE) - 1 - _HASH_CHARS]} {digest}"
 
 
 def timeout_s(config: dict) -> float:
