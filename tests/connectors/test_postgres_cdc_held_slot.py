@@ -78,18 +78,20 @@ def test_a_slot_held_by_a_foreign_process_fails_the_start_naming_the_holder(spar
     checkpoint = str(tmp_path / "cp")
     query = start(spark, source, "held", checkpoint, Replica())
     try:
-        wait_until(lambda: (slot.state(conn, name) or slot.SlotState(None, None)).confirmed_lsn, query,
-                   what="the slot")
+        # the first batch committed, not just the slot made: a query stopped before that leaves a
+        # checkpoint Spark refuses to start from (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY)
+        wait_until(lambda: os.path.exists(os.path.join(checkpoint, "commits", "0")), query,
+                   what="the first committed batch")
     finally:
         query.stop()
     wait_until(lambda: _holder_pid(conn, name) is None, what="the stopped query to let the slot go")
-    holder, pid = recvlogical(conn, db, name)
+    foreign, pid = recvlogical(conn, db, name)
     error, took = _ended_query(spark, source, "held", checkpoint)
     assert PERMANENT_MARK in error, error
     _names_the_foreign_holder(error, name, pid)
     assert "slot.name" in error, error
     assert took < 40, f"the start waited {took:.0f} s (slot.active-timeout.ms = 3000)"
-    assert holder.poll() is None              # the holder was named, never ended by SeaTide
+    assert foreign.poll() is None             # the holder was named, never ended by SeaTide
 
 
 class _Records(logging.Handler):
