@@ -319,7 +319,8 @@ def reader_for(source, job_id: str):
         "host": source.url.host, "port": source.url.port, "database": source.database, "user": "postgres",
         "password": "", "connect_timeout_ms": 5000, "time_zone": "UTC", "spark_time_zone": "UTC",
         "tables": [t.to_json() for t in tables], "columns": [c.name for c in tables[0].columns],
-        "slot": slot.default_name(job_id, 0, "source[0]"), "startup_mode": source.opts["startup.mode"],
+        "slot": source.opts["slot.name"] or slot.default_name(job_id, 0, "source[0]"),
+        "slot_given": bool(source.opts["slot.name"]), "startup_mode": source.opts["startup.mode"],
         "split_size": 10, "fetch_size": 10, "max_rows": 1000, "infinity": source.opts["infinity.handling"],
         "layout": layout.to_json() if layout else None})
 

@@ -16,6 +16,7 @@ import threading
 import time
 
 import pytest
+from psycopg import sql
 
 from seatide.connectors.postgres_cdc import holder, replication, slot
 from seatide.plugin.base import PERMANENT_MARK
@@ -31,12 +32,14 @@ def _holder_pid(conn, name: str) -> int | None:
 @pytest.fixture
 def recvlogical(private_postgres):
     """Starts ``pg_recvlogical`` streaming a slot (a foreign holder): ``hold(conn, db, name)`` ->
-    (process, its walsender's PID); ``made``: the slot and publication are made by hand first."""
+    (process, its walsender's PID); ``made``: the slot and publication are made first, as SeaTide
+    makes them (a slot that is not SeaTide's is never dropped: test_postgres_cdc_held_slot_review)."""
     started: list[subprocess.Popen] = []
 
     def hold(conn, db: str, name: str, made: bool = False) -> tuple[subprocess.Popen, int]:
         if made:
             conn.execute(f"CREATE PUBLICATION {name} FOR TABLE items")
+            conn.execute(sql.SQL("COMMENT ON PUBLICATION {} IS {}").format(sql.Identifier(name), slot.MARK))
             conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
         binary = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_recvlogical"))[-1]
         process = subprocess.Popen(

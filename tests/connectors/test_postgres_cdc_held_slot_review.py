@@ -1,6 +1,6 @@
-"""Review of the held-slot change (0dfb7e2..d24f05d): scenarios where its promises break.
-
-Each test asserts what the promise says; they FAIL on d24f05d, demonstrating the finding."""
+"""A slot that is not this job's is never dropped, moved or read past: from the review of the held-slot
+change (0dfb7e2..d24f05d), whose scenarios failed on d24f05d (a foreign slot dropped, a change
+skipped without a word, another job taken for this one's driver, another job's slot released)."""
 
 from __future__ import annotations
 
@@ -31,10 +31,10 @@ def _pending(conn, name: str) -> int:
     return len(slot.peek(conn, name))
 
 
-def test_review_a_fresh_start_drops_a_foreign_slot_that_is_idle_at_that_moment(shop):  # noqa: F811
+def test_a_fresh_start_refuses_an_idle_foreign_slot_given_as_slot_name_and_leaves_it(shop):  # noqa: F811
     """slot.name names another consumer's slot, idle right now (its consumer between reconnects:
-    pg_recvlogical without --no-loop reconnects every 5 s). The change refuses only an *active*
-    holder; an idle foreign slot is dropped and recreated, and its consumer's unread change is gone."""
+    pg_recvlogical without --no-loop reconnects every 5 s). A fresh start refuses for good, naming
+    it, and leaves it and its consumer's unread change (was: dropped and recreated)."""
     conn, url, db = shop
     name = "foreign_idle"
     before = _foreign_slot(conn, name)
@@ -43,20 +43,22 @@ def test_review_a_fresh_start_drops_a_foreign_slot_that_is_idle_at_that_moment(s
                         "fresh")
     reader.slot = reader.config["slot"] = name
     try:
-        reader.latestOffset(reader.initialOffset())
-    except Exception as exc:         # a refusal naming the slot would keep the promise
-        assert "slot" in str(exc)
+        with pytest.raises(Exception) as caught:
+            reader.latestOffset(reader.initialOffset())
     finally:
         reader.stop()
+    error = str(caught.value)
+    assert PERMANENT_MARK in error and f"replication slot '{name}' (slot.name) was not made by SeaTide" in error, error
+    assert "give this source a slot.name of its own" in error.lower(), error
     after = conn.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
                          (name,)).fetchone()
     assert after is not None and after[0] == before, f"foreign slot replaced: {before} -> {after}"
     assert _pending(conn, name) > 0, "the foreign consumer's unread change is gone"
 
 
-def test_review_release_drops_a_foreign_slot_given_as_slot_name_when_idle(shop):  # noqa: F811
-    """The leader's release names an active foreign holder (the change), but an idle foreign slot
-    given as slot.name is dropped, with its publication."""
+def test_a_release_leaves_an_idle_foreign_slot_given_as_slot_name(shop):  # noqa: F811
+    """An idle foreign slot given as slot.name is left by the release (was: dropped, with its
+    publication): only a slot whose publication carries SeaTide's mark is dropped."""
     conn, url, db = shop
     name = "foreign_released"
     _foreign_slot(conn, name)
@@ -87,12 +89,10 @@ def named_recvlogical(private_postgres):
         process.wait(timeout=10)
 
 
-def test_review_another_job_whose_id_shares_51_characters_is_taken_for_this_jobs_own_driver(shop, named_recvlogical):  # noqa: F811
-    """Job ids may be 64 characters (store/job_ids.py); 'seatide job ' + id is cut at 63, so two jobs
-    sharing their first 51 characters carry one application_name. The other job's live stream (or any
-    client that sets that application_name) is then 'an earlier driver of this job': a lasting
-    foreign holder ends each attempt as retryable, every attempt waiting the full bound, and the
-    error tells the operator it will go by itself."""
+def test_another_job_whose_id_shares_51_characters_is_not_taken_for_this_jobs_own_driver(shop, named_recvlogical):  # noqa: F811
+    """Job ids may be 64 characters (store/job_ids.py); the application_name ends in a hash of the
+    whole run key, so two jobs sharing their first 51 characters are told apart: the other job's stream
+    is a foreign holder, failing the start for good (was: taken for this job's own earlier driver)."""
     conn, url, db = shop
     stem = "nightly-orders-replication-eu-west-1-production-ab"      # 50 characters
     mine, other = stem + "X-1", stem + "X-2"
@@ -131,11 +131,10 @@ def _fails_for_good_naming_the_move(reader, end: dict, name: str) -> None:
     assert "another job given the same slot.name" in error and "slot.name of its own" in error, error
 
 
-def test_review_another_job_with_the_same_slot_name_starting_between_batches_makes_a_running_job_skip_changes(shop):  # noqa: F811
-    """Docs (this change): 'another job given the same slot.name ... fails the job'. That holds only
-    while the running job is mid-read: between its batches its slot is idle, the second job's fresh
-    start drops and recreates it, and the running job's next batch starts at the new slot's later
-    position: the change made in between is skipped, without an error."""
+def test_a_slot_another_job_recreates_between_batches_fails_the_running_job_naming_it(shop):  # noqa: F811
+    """Between a running job's batches its slot is idle; another job given the same slot.name may
+    recreate it (a slot SeaTide made), moving it past the running job's position: the running job's
+    next batch fails for good naming the slot and both positions (was: the change in between skipped)."""
     conn, url, db = shop
     name = "shared_between_batches"
     a = _reader(url, db, "job-a", name)
@@ -158,10 +157,9 @@ def test_review_another_job_with_the_same_slot_name_starting_between_batches_mak
         b.stop()
 
 
-def test_review_a_jobs_release_drops_the_idle_slot_of_a_job_whose_id_extends_its_own(shop):  # noqa: F811
-    """release(job) drops every slot named 'seatide_<job>_%'. Job 'orders' releases job 'orders-1's
-    slot (seatide_orders_1_0_source0): while held the change names it 'another SeaTide job' and keeps
-    it, but idle between that job's batches it is dropped."""
+def test_a_jobs_release_leaves_the_slot_of_a_job_whose_id_extends_its_own(shop):  # noqa: F811
+    """Job 'orders' releases only the names its rule gives it, not every 'seatide_orders_%': job
+    'orders-1's idle slot (seatide_orders_1_0_source0) is left."""
     conn, url, db = shop
     theirs = slot.default_name("orders-1", 0, "source[0]")
     conn.execute(f"CREATE PUBLICATION {theirs} FOR TABLE items")
@@ -181,12 +179,11 @@ def test_a_jobs_names_are_matched_exactly_also_when_cut_to_fit():
     assert not slot.is_of_job(slot.default_name(long_id + "x", 3, "source[2]"), long_id)
 
 
-def test_review_a_foreign_holder_that_lets_go_within_the_bound_has_moved_the_slot_and_the_job_skips_silently(  # noqa: F811
+def test_a_foreign_holder_that_confirmed_past_the_position_fails_the_job_naming_it(  # noqa: F811
         shop, private_postgres):
-    """The change waits for a foreign holder and, once it lets go within slot.active-timeout.ms,
-    streams on as if nothing happened. But pg_recvlogical (any logical client) confirms what it read:
-    the slot's position moved past the job's checkpoint, and the job's next batch starts there. The
-    change it consumed is skipped without an error (the position is checked once per reader)."""
+    """pg_recvlogical held the slot briefly and confirmed what it read, past the job's checkpoint:
+    the job's next batch fails for good naming the move (was: the change it consumed skipped without
+    an error, the position being checked once per reader), and so does a stream started there."""
     conn, url, db = shop
     name = "borrowed_briefly"
     a = _reader(url, db, "job-a", name)

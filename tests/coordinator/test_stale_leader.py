@@ -131,7 +131,13 @@ sink {{ Console {{}} }}
 
 
 def _make_slot(server, name: str) -> None:
+    """A slot and publication as a job's driver makes them (marked SeaTide's)."""
+    from seatide.connectors.postgres_cdc import slot
+
     with server.connect() as conn:
+        conn.execute(f'DROP PUBLICATION IF EXISTS "{name}"')
+        conn.execute(f'CREATE PUBLICATION "{name}"')
+        slot.mark(conn, name)
         conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
 
 

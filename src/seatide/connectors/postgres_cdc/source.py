@@ -10,6 +10,7 @@ UPDATE_AFTER and DELETE.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -29,6 +30,8 @@ from seatide.plugin.rowkind import ALL_KINDS, RowKind, hidden_fields
 from seatide.plugin.schema import Column, OldRowColumns, PrimaryKey, Schema
 from seatide.plugin.tables import TableLayout, TableRows
 from seatide.plugin.unasked import servers_asked
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -258,7 +261,7 @@ class PostgresCdcSource(Source):
             "user": self.opts["username"], "password": self.opts["password"],
             "connect_timeout_ms": self.opts["connect.timeout.ms"], "time_zone": self.opts["server-time-zone"],
             "tables": [t.to_json() for t in tables],
-            "slot": self.slot_name(ctx), "startup_mode": self.opts["startup.mode"], "job_id": ctx.job_id,
+            "slot": self.slot_name(ctx), "slot_given": bool(self.opts["slot.name"]), "startup_mode": self.opts["startup.mode"], "job_id": ctx.job_id,
             "active_timeout_ms": self.opts["slot.active-timeout.ms"],
             "split_size": self.opts["snapshot.split.size"], "fetch_size": self.opts["snapshot.fetch.size"],
             "max_rows": ctx.max_rows_per_batch,
@@ -358,7 +361,10 @@ class PostgresCdcSource(Source):
             conn.execute(f"SET statement_timeout = {max(1, int(within_s * 1000))}")
             names = [self.opts["slot.name"]] if self.opts["slot.name"] else slot.names_of_job(conn, job_id)
             for name in names:
-                if name not in keep:
+                why = slot.not_seatides(conn, name) if self.opts["slot.name"] else None
+                if why is not None:
+                    log.warning("job %s: its release leaves %s", job_id, why)
+                elif name not in keep:
                     slot.drop(conn, name, wait_s=within_s, job_id=job_id)
 
 
