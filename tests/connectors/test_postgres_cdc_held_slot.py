@@ -120,7 +120,8 @@ def test_the_jobs_own_earlier_holder_is_waited_for_by_name_then_ends_the_attempt
         error = str(caught.value)
         assert PERMANENT_MARK not in error            # it goes by itself: a new attempt may find it gone
         assert f"replication slot '{reader.slot}'" in error and f"PID {pid}" in error, error
-        assert "an earlier driver of this job" in error and f"application_name '{holder.application_name({'job_id': 'own'})}'" in error, error
+        own = holder.application_name({"job_id": "own"})
+        assert "an earlier driver of this job" in error and f"application_name '{own}'" in error, error
 
         records = _Records()
         logging.getLogger("seatide.connectors.postgres_cdc").addHandler(records)
