@@ -32,11 +32,12 @@ def _holder_pid(conn, name: str) -> int | None:
 @pytest.fixture
 def recvlogical(private_postgres):
     """Starts ``pg_recvlogical`` streaming a slot (a foreign holder): ``hold(conn, db, name)`` ->
-    (process, its walsender's PID); ``made``: the slot and publication are made first, as SeaTide
+    (process, its walsender's PID), the walsender called ``app_name``; ``made``: the slot and publication are made first, as SeaTide
     makes them (a slot that is not SeaTide's is never dropped: test_postgres_cdc_held_slot_review)."""
     started: list[subprocess.Popen] = []
 
-    def hold(conn, db: str, name: str, made: bool = False) -> tuple[subprocess.Popen, int]:
+    def hold(conn, db: str, name: str, made: bool = False,
+             app_name: str = "pg_recvlogical") -> tuple[subprocess.Popen, int]:
         if made:
             conn.execute(f"CREATE PUBLICATION {name} FOR TABLE items")
             conn.execute(sql.SQL("COMMENT ON PUBLICATION {} IS {}").format(sql.Identifier(name), slot.MARK))
@@ -46,7 +47,7 @@ def recvlogical(private_postgres):
             [binary, "-h", "127.0.0.1", "-p", str(private_postgres.port), "-U", "postgres", "-d", db,
              "-S", name, "--start", "--no-loop", "-f", os.devnull,
              "-o", "proto_version=1", "-o", f"publication_names={name}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            env={**os.environ, "PGAPPNAME": app_name}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         started.append(process)
         wait_until(lambda: _holder_pid(conn, name) is not None and process.poll() is None, what="pg_recvlogical")
         return process, _holder_pid(conn, name)

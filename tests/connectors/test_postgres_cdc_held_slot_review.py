@@ -14,7 +14,7 @@ from seatide.connectors.postgres_cdc import holder, replication, slot
 from seatide.connectors.postgres_cdc.pgoutput import format_lsn
 from seatide.plugin.base import PERMANENT_MARK
 from tests.connectors.test_postgres_cdc import Replica, cdc_source, read_rows, reader_for, shop, wait_until  # noqa: F401
-from tests.connectors.test_postgres_cdc_held_slot import _holder_pid
+from tests.connectors.test_postgres_cdc_held_slot import _holder_pid, recvlogical  # noqa: F401
 
 
 def _foreign_slot(conn, name: str) -> str:
@@ -66,30 +66,7 @@ def test_a_release_leaves_an_idle_foreign_slot_given_as_slot_name(shop):  # noqa
     assert slot.state(conn, name) is not None, "another consumer's slot was dropped by SeaTide's release"
 
 
-@pytest.fixture
-def named_recvlogical(private_postgres):
-    started: list[subprocess.Popen] = []
-
-    def hold(conn, db: str, name: str, app_name: str) -> int:
-        conn.execute(f"CREATE PUBLICATION {name} FOR TABLE items")
-        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
-        binary = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_recvlogical"))[-1]
-        process = subprocess.Popen(
-            [binary, "-h", "127.0.0.1", "-p", str(private_postgres.port), "-U", "postgres", "-d", db,
-             "-S", name, "--start", "--no-loop", "-f", os.devnull,
-             "-o", "proto_version=1", "-o", f"publication_names={name}"],
-            env={**os.environ, "PGAPPNAME": app_name}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        started.append(process)
-        wait_until(lambda: _holder_pid(conn, name) is not None, what="pg_recvlogical")
-        return _holder_pid(conn, name)
-
-    yield hold
-    for process in started:
-        process.terminate()
-        process.wait(timeout=10)
-
-
-def test_another_job_whose_id_shares_51_characters_is_not_taken_for_this_jobs_own_driver(shop, named_recvlogical):  # noqa: F811
+def test_another_job_whose_id_shares_51_characters_is_not_taken_for_this_jobs_own_driver(shop, recvlogical):  # noqa: F811
     """Job ids may be 64 characters (store/job_ids.py); the application_name ends in a hash of the
     whole run key, so two jobs sharing their first 51 characters are told apart: the other job's stream
     is a foreign holder, failing the start for good (was: taken for this job's own earlier driver)."""
@@ -99,7 +76,7 @@ def test_another_job_whose_id_shares_51_characters_is_not_taken_for_this_jobs_ow
     assert holder.application_name({"job_id": mine}) != holder.application_name({"job_id": other})
     assert all(len(holder.application_name({"job_id": j})) <= 63 for j in (mine, other, "x" * 64))
     name = "shared_stem"
-    pid = named_recvlogical(conn, db, name, holder.application_name({"job_id": other}))
+    _, pid = recvlogical(conn, db, name, made=True, app_name=holder.application_name({"job_id": other}))
     reader = reader_for(cdc_source(url, f"{db}.public.items", 'startup.mode = "latest"'), "stem")
     config = {**reader.config, "job_id": mine, "active_timeout_ms": 1000}
     try:
