@@ -21,10 +21,13 @@ from seatide.coordinator.service import Coordinator, register_node
 from seatide.runtime.driver import run_attempt
 from seatide.runtime.heartbeat import Heartbeat
 from seatide.runtime.reporter import AttemptReporter
+from seatide.runtime.session import activate_session
 from seatide.store import schema as s
 from seatide.store.address import default_store_url
 from seatide.store.db import AttemptFenced, open_store
 from seatide.store.states import JOB_TERMINAL
+from seatide.testing.attempt_watch import AttemptWatch
+from seatide.timeouts import Timeouts
 from seatide.worker.agent import Worker
 
 WORKER = "in-process-worker"
@@ -72,12 +75,12 @@ class InProcessCluster:
     Spark plans a query under the session's SQL settings only on a thread where the session is
     active; elsewhere it falls back to the defaults (TIME off, the JVM's time zone)."""
 
-    def __init__(self, spark, data_dir: str, driver_thread: bool = False):
+    def __init__(self, spark, data_dir: str, driver_thread: bool = False, timeouts: Timeouts | None = None):
         self.spark = spark
         self.data_dir = data_dir
         self.driver_thread = driver_thread
         self.store = open_store(default_store_url(data_dir))
-        self.coordinator = Coordinator(self.store, node_id="in-process-coordinator")
+        self.coordinator = Coordinator(self.store, node_id="in-process-coordinator", timeouts=timeouts or Timeouts())
         # The real worker's claim and reaping; only the launch differs (the driver runs here).
         self.worker = Worker(self.store, default_store_url(data_dir), data_dir, node_id=WORKER, slots=4)
         register_node(self.store, WORKER, "worker", slots=4)
@@ -88,6 +91,15 @@ class InProcessCluster:
         node_heartbeat(self.store, WORKER)
         assert self.coordinator.lease.tick()
         self.coordinator.reconcile_all()
+
+    def _watch_tick(self) -> None:
+        """The leader's tick while an attempt runs: a tick that lost the lease (a slow store step
+        on a loaded host) takes it again at the next one, as a coordinator's loop does."""
+        from seatide.coordinator.service import node_heartbeat
+
+        node_heartbeat(self.store, WORKER)
+        if self.coordinator.lease.tick():
+            self.coordinator.reconcile_all()
 
     def submit(self, text: str, variables: dict | None = None, job_id: str | None = None) -> str:
         return intents.submit(self.store, self.data_dir, text=text, variables=variables, job_id=job_id,
@@ -143,7 +155,8 @@ class InProcessCluster:
             stopper.start()
         try:
             code = self._on_driver_thread(lambda: run_attempt(self.spark, self.store, job.job_id, attempt.attempt_id,
-                                                              heartbeat, stdout=out, poll_interval=0.2))
+                                                              heartbeat, stdout=out, poll_interval=0.2),
+                                          job.job_id, attempt.attempt_id)
         except (Fenced, AttemptFenced):
             code = 75
         finally:
@@ -153,23 +166,20 @@ class InProcessCluster:
         self.worker.record_exit(attempt.attempt_id, code)   # the worker's own reaping
         return code
 
-    def _on_driver_thread(self, call):
+    def _on_driver_thread(self, call, job_id: str, attempt_id: int):
+        """The attempt on a thread of its own, judged meanwhile as the leader judges a driver
+        (``seatide.testing.attempt_watch``): a hang fails the run instead of holding the test."""
         if not self.driver_thread:
-            return call()
-        outcome: dict = {}
+            call = _with_session(self.spark, call)    # as on the caller's thread, where it is active
+        watch = AttemptWatch(self._watch_tick, self.store, job_id, attempt_id, self.data_dir)
+        return watch.run(call, name="in-process-driver")
 
-        def attempt() -> None:
-            try:
-                outcome["code"] = call()
-            except BaseException as exc:   # noqa: BLE001 - raised again on the caller's thread
-                outcome["error"] = exc
 
-        thread = threading.Thread(target=attempt, name="in-process-driver")   # a new JVM thread too
-        thread.start()
-        thread.join()
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome["code"]
+def _with_session(spark, call):
+    def on_the_session():
+        activate_session(spark)
+        return call()
+    return on_the_session
 
 
 def wait_for(condition, what: str, deadline_s: float = 120.0) -> None:
