@@ -116,6 +116,7 @@ class PostgresCdcReader(DataSourceStreamReader):
         self.slot = config["slot"]
         self.max_rows = max(1, int(config["max_rows"]))
         self._conn = None
+        self._checked_lsn = None    # the start whose slot position was last found in place
         self._exporter = None     # the replication connection keeping the slot's snapshot alive
         self._planned: dict[tuple[int, int], list] = {}   # (start, end) -> messages of a small batch
 
@@ -169,14 +170,17 @@ class PostgresCdcReader(DataSourceStreamReader):
             self._exporter = None
 
     def _check_position(self, offset: dict) -> None:
-        """A batch fails, never skips, when the slot lost its place: checked before every batch, not
-        once, as between batches the slot is idle and anyone may read, advance or recreate it."""
-        if offset["lsn"] is None:
+        """A batch fails, never skips, when the slot lost its place: checked for every new start, as
+        between batches the slot is idle and anyone may read, advance or recreate it. Once per start:
+        the plan and the partitions of a batch, and an idle stream's polls, share one; each stream
+        start checks again right before it reads (``replication._check_not_past``)."""
+        if offset["lsn"] is None or offset["lsn"] == self._checked_lsn:
             return
         try:
             slot.check_position(self._db(), self.slot, offset["lsn"])
         except slot.LostPosition as exc:
             raise permanent_in_worker(slot.lost_position_message(self.slot, offset["lsn"], str(exc))) from None
+        self._checked_lsn = offset["lsn"]
 
     def _check_published(self, start: dict) -> None:
         """Fail, never skip, when a table the position covers was dropped, created again or renamed
