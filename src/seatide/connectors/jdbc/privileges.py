@@ -120,21 +120,19 @@ def lacking(conn, spec: JdbcSinkSpec, table: tuple[str, ...] | None, schema_chan
     return [one for one, _grant in user.lacking(spec, table, schema_changes, home, connected_to)]
 
 
-def lacking_grants(conn, targets: list[tuple[JdbcSinkSpec, tuple[str, ...], str, str | None]],
-                   records: str | None) -> list[str]:
+def lacking_grants(conn, targets: list[tuple[JdbcSinkSpec, tuple[str, ...], str]], records: str | None) -> list[str]:
     """Every privilege a target lacks that its job cannot run without (``targets``: (spec, table as
-    named through ``conn``, label, the schema.change.behavior its source follows or None);
-    ``records``: the database or schema its commit records live in, None: the connection's), each a
-    line naming the table, the privilege, what needs it and the GRANT that gives it: the one check
-    ``seatide check --connect`` asks, asked of every target of the job before the first is prepared
-    (``refusal``). ALTER for schema changes is asked before the first change needs it: refused at
-    that change, the job failed mid-stream after its save modes had emptied its tables."""
+    named through ``conn``, label); ``records``: the database or schema its commit records live in,
+    None: the connection's), each a line naming the table, the privilege, what needs it and the
+    GRANT that gives it: the one check ``seatide check --connect`` asks, asked of every target of the
+    job before the first is prepared (``refusal``). ALTER for schema changes is not asked: a change
+    may never come (``needs``), and one the role cannot make fails at that change."""
     if not targets:
         return []
     user = _User(conn, targets[0][0].url.dialect)
     found: dict[tuple[str, str], tuple[Lacking, str]] = {}
-    for spec, table, label, schema_changes in targets:
-        for one, grant in user.lacking(spec, table, schema_changes, records, user.database):
+    for spec, table, label in targets:
+        for one, grant in user.lacking(spec, table, None, records, user.database):
             if one.required:
                 found.setdefault((label, one.privilege), (one, grant))
     return [f"  {label}: {privilege} ({one.why}): {grant}" for (label, privilege), (one, grant) in found.items()]

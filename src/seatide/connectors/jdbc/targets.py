@@ -198,8 +198,7 @@ class JdbcTargets(SinkTargets):
         written = self.previous_targets(batch.previous_state or {})
         lines = []
         for group in self.groups.values():
-            mine = [(route.spec, route.table, route.label, route.behaviour or self.ctx.schema_changes)
-                    for key, table in group.tables.items() if key not in written
+            mine = [(route.spec, route.table, route.label) for key, table in group.tables.items() if key not in written
                     for route in table.routes.values() if route.table is not None]
             if mine:
                 with open_session(self.spec, group.database) as conn:
