@@ -35,12 +35,12 @@ import os
 import re
 
 from seatide.config.job import ConfigError, JobConfig, PluginSpec
+from seatide.plugin.sink_targets import modes_destroy
 from seatide.store.target_identity import file_target, overlaps, server_host
 
 # The options that say how a sink writes, not where: every other option may pick the target (a Jdbc
 # `schema` or `tableSuffix`, an Iceberg catalog's config), and a connector's options are many.
 _NOT_WHERE = {"plugin_input", "source_table_name", "data_save_mode", "schema_save_mode", "custom_sql"}
-_DESTROYS = {"data_save_mode": ("DROP_DATA", "CUSTOM_PROCESSING"), "schema_save_mode": ("RECREATE_SCHEMA",)}
 _SPELLED = ("path", "url", "catalog_name", "database", "namespace", "schema", "table")
 _SERVER = re.compile(r"^(jdbc:[A-Za-z0-9]+://)([^/:?,]+)")
 _DEFAULTS = {"data_save_mode": "APPEND_DATA", "schema_save_mode": "CREATE_SCHEMA_WHEN_NOT_EXIST"}
@@ -126,7 +126,7 @@ def _step(spec: PluginSpec, modes: dict[str, str]) -> tuple:
 
 
 def _destroys(modes: dict[str, str]) -> bool:
-    return any(modes[key] in values for key, values in _DESTROYS.items())
+    return modes_destroy(modes["schema_save_mode"], modes["data_save_mode"])
 
 
 def _said(spec: PluginSpec, modes: dict[str, str]) -> str:

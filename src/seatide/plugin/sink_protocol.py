@@ -130,9 +130,9 @@ class SinkRun:
 
     def destroys_ahead(self) -> bool:
         """A target not yet prepared (nor written) has save modes that destroy when carried out
-        (``Target.destroys_when_planned``): the job's other sinks check everything ahead of it."""
+        (``Target.destroys``, any sink's): the job's other sinks check everything ahead of it."""
         written = self.targets.previous_targets(self.log.latest_state())
-        return any(self.targets.target(key).destroys_when_planned for key in self.targets.keys()
+        return any(self.targets.target(key).destroys for key in self.targets.keys()
                    if key not in self._prepared and key not in written)
 
     def check_ahead(self, frames=None, others_destroy: bool = False) -> None:

@@ -16,6 +16,12 @@ from seatide.plugin.target_rows import TargetRows
 if TYPE_CHECKING:
     from seatide.plugin.save_mode_door import SaveModeDoor
 
+def modes_destroy(schema_save_mode: str, data_save_mode: str) -> bool:
+    """The save modes remove what a target holds when it is prepared (RECREATE_SCHEMA, DROP_DATA,
+    CUSTOM_PROCESSING's statement), in every sink that offers them."""
+    return schema_save_mode == "RECREATE_SCHEMA" or data_save_mode in ("DROP_DATA", "CUSTOM_PROCESSING")
+
+
 class Target:
     """One place a sink writes, with the steps only its system knows (``SinkTargets.open_target``
     makes one for all the routes whose ``target_key`` is ``key``)."""
@@ -26,6 +32,9 @@ class Target:
     # True: ``save_mode_plan`` carries a destructive step out itself (Jdbc: a table's rows have no
     # identity a plan could name), so the door asks the records whether it may destroy first.
     destroys_when_planned: bool = False
+    # True: its save modes destroy when the target is prepared (``modes_destroy``), whoever carries
+    # the step out: the job's other sinks are checked ahead of it (``SinkRun.destroys_ahead``).
+    destroys: bool = False
     # Keys an earlier SeaTide gave this target (before its key was normalised): a decision named
     # by one counts as the target's.
     earlier_keys: tuple[str, ...] | list[str] = ()

@@ -33,6 +33,7 @@ from seatide.connectors.file.staging import column, final_names, stage_rows
 from seatide.plugin.base import Batch, StagedBatch
 from seatide.plugin.evolution import RENAME, RETIRED
 from seatide.plugin.sink_protocol import Target, TargetRows
+from seatide.plugin.sink_targets import modes_destroy
 from seatide.plugin.tables import TableRoute
 
 
@@ -48,6 +49,7 @@ class LocalFileTarget(Target):
         # Only modes that remove or refuse go through the door (APPEND_DATA has nothing to decide).
         self.save_modes = self.spec.data_save_mode != "APPEND_DATA" or \
             self.spec.schema_save_mode in ("RECREATE_SCHEMA", "ERROR_WHEN_SCHEMA_NOT_EXIST")
+        self.destroys = modes_destroy(self.spec.schema_save_mode, self.spec.data_save_mode)
         self.sink_id = sink_id  # two sinks of one pipeline share transaction ids, not staging
         self.behaviour: str | None = None      # the source's schema-change behaviour (plugin/evolution.py)
         self.renames: dict[str, str] = {}      # new name -> old, for rows from before a rename

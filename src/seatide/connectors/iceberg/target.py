@@ -43,6 +43,7 @@ from seatide.connectors.iceberg.table_setup import evolve
 from seatide.plugin.base import Batch, SinkContext, StagedBatch
 from seatide.plugin.rowkind import HIDDEN_COLUMNS
 from seatide.plugin.sink_protocol import Target, TargetRows
+from seatide.plugin.sink_targets import modes_destroy
 from seatide.plugin.tables import TableRoute
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ class IcebergTarget(Target):
         self.name = spec.name             # namespace.table: how messages (and states before targets) name it
         self.identifier = (spec.namespace, spec.table)
         self.save_modes = spec.schema_save_mode == "RECREATE_SCHEMA" or spec.data_save_mode != "APPEND_DATA"
+        self.destroys = modes_destroy(spec.schema_save_mode, spec.data_save_mode)
         # the options the job's routes writing the table spell it with (``IcebergTargets._spellings``)
         self.spellings = spellings or [r.sink.spec() for r in routes]
         # the door's decisions of the versions that kept a hadoop or REST catalog's label in the key,

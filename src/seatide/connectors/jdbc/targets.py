@@ -62,6 +62,7 @@ from seatide.connectors.jdbc.temporary_tables import may_create_temporary_tables
 from seatide.connectors.jdbc.url import MYSQL, POSTGRESQL
 from seatide.plugin.base import Batch, SinkContext
 from seatide.plugin.sink_protocol import SinkTargets, Target, TargetRows
+from seatide.plugin.sink_targets import modes_destroy
 from seatide.plugin.tables import TableRoute
 
 log = logging.getLogger(__name__)
@@ -91,8 +92,8 @@ class JdbcTableTarget(Target):
         self.table = table
         self.save_modes = table.lead.table is not None       # query mode writes no table of its own
         spec = table.lead.spec      # save_modes.plan carries these steps out (kept rows are asked first)
-        self.destroys_when_planned = self.save_modes and (spec.schema_save_mode == "RECREATE_SCHEMA" or
-                                                          spec.data_save_mode in ("DROP_DATA", "CUSTOM_PROCESSING"))
+        self.destroys = self.destroys_when_planned = self.save_modes and \
+            modes_destroy(spec.schema_save_mode, spec.data_save_mode)
         spellings = [*(owner.naming.spelled(r) for r in routes),
                      *(owner.naming.earlier(r, owner.multi) for r in routes),
                      *(owner.naming.key_first_read(r) for r in routes),
@@ -210,7 +211,7 @@ class JdbcTargets(SinkTargets):
         """Each route's checks that need no save mode made first (``JdbcTarget.check_ahead``), of every
         target, before the first target's save modes (or another sink's) empty or drop anything (outside
         review, #4). Where none will, each route's own check comes before its first rows, as ever."""
-        if not others_destroy and not any(self.target(key).destroys_when_planned
+        if not others_destroy and not any(self.target(key).destroys
                                           for key in self.keys() if key not in written):
             return
         for group in self.groups.values():

@@ -35,6 +35,7 @@ from seatide.connectors.paimon.warehouse import PaimonError, get_table, open_cat
 from seatide.plugin.base import Batch, StagedBatch
 from seatide.plugin.rowkind import HIDDEN_COLUMNS, ROW_KIND_COLUMN, RowKind
 from seatide.plugin.sink_protocol import Target, TargetRows
+from seatide.plugin.sink_targets import modes_destroy
 from seatide.plugin.tables import TableRoute
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,7 @@ class PaimonTarget(Target):
         # decision another pipeline of the run recorded first and carries it out before its own rows,
         # which a drop carried out later (the decided table is gone then) never takes (review 7)
         self.save_modes = True
+        self.destroys = modes_destroy(spec.schema_save_mode, spec.data_save_mode)
         self.catalog = open_catalog(spec.warehouse)
         self.drops_extra = False                 # the input's fields the table lacks are dropped (ignore)
         self.path = recreate.table_dir(self.catalog, spec.database, spec.table)
