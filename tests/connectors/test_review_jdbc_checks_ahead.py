@@ -1,4 +1,4 @@
-"""Outside review of the job's checks ahead (d8fee31..3e07f3c): what it showed, each now held (F3 still open).
+"""Outside review of the job's checks ahead (d8fee31..3e07f3c): what it showed, each now held.
 
 1. ``lenient`` is the CDC sources' default ``schema.change.behavior`` (cdc_evolution.DEFAULT_BEHAVIOUR),
    and the change made ALTER (on PostgreSQL: owning the table) a required grant for it at the first
@@ -50,7 +50,6 @@ def test_a_cdc_jobs_default_lenient_behaviour_does_not_refuse_an_appending_role_
         assert _rows(db, "pw", f"SELECT id, name FROM {table} ORDER BY id") == [(-1, "kept"), (1, "new")]
 
 
-@pytest.mark.xfail(strict=True, reason="open (review F3, older than the job-wide checks): pipelines fail on their own; a pipeline refused at open does not stop another's save modes")
 def test_a_pipeline_that_fails_to_open_fails_the_job_before_another_pipelines_drop_data(spark, db, tmp_path):
     """Pipeline 1 empties its table (DROP_DATA); pipeline 2 is refused at ``open`` (its checkpoint
     directory holds another pipeline's ``seatide.json``: "written for different sources", a PermanentError

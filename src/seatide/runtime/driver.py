@@ -87,15 +87,31 @@ def check_sinks_ahead(runs) -> None:
     """Every sink of the pipelines about to start, checked ahead together (``SinkRun.check_ahead``) before
     any of them prepares a target: checked per sink, one sink's DROP_DATA emptied its table and then
     another sink of the job was refused (a privilege, a missing column). A refusal ends every one of
-    these pipelines as it ends the sink's own: none has begun a batch."""
+    these pipelines as it ends the sink's own: none has begun a batch. So does a pipeline refused at its
+    ``open`` (a claimed checkpoint directory, a plan that does not build) when another destroys ahead:
+    the job fails, and nothing was removed for it (outside review, F3)."""
     opened = [run for run in runs if run.sinks is not None]
+    refused = [run for run in runs if run.sinks is None and run.outcome.status == PipelineStatus.FAILED]
     try:
         destroys = any(run.sinks.destroys_ahead() for run in opened)
+        if refused and destroys:
+            raise _refused_at_open(refused[0])
         for run in opened:
             run.sinks.check_ahead(run.checked_frames(), destroys)
     except Exception as exc:  # noqa: BLE001 - a refusal, or the server's error while asking: judged by fail
         for run in opened:
             run.fail(exc)
+
+
+def _refused_at_open(run) -> Exception:
+    """What the other pipelines fail with when ``run`` was refused at ``open``: as permanent as its own."""
+    from seatide.plugin.base import PermanentError
+
+    pipeline = run.pipeline.pipeline_id
+    message = (f"not started: pipeline {pipeline} of the job was refused at its start ({run.outcome.error}), and a "
+               f"sink of this pipeline would remove data when it prepares its target; nothing was removed. "
+               f"Fix pipeline {pipeline}, then run the job again")
+    return PermanentError(message) if run.outcome.permanent else RuntimeError(message)
 
 
 def prepare_checkpoints(reporter, view) -> None:
