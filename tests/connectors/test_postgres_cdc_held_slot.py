@@ -18,7 +18,7 @@ import time
 import pytest
 from psycopg import sql
 
-from seatide.connectors.postgres_cdc import holder, replication, slot
+from seatide.connectors.postgres_cdc import holder, ownership, replication, slot
 from seatide.plugin.base import PERMANENT_MARK
 from tests.connectors.test_postgres_cdc import (Replica, cdc_source, reader_for, shop, start,  # noqa: F401
                                                 wait_until)
@@ -40,7 +40,7 @@ def recvlogical(private_postgres):
              app_name: str = "pg_recvlogical") -> tuple[subprocess.Popen, int]:
         if made:
             conn.execute(f"CREATE PUBLICATION {name} FOR TABLE items")
-            conn.execute(sql.SQL("COMMENT ON PUBLICATION {} IS {}").format(sql.Identifier(name), slot.MARK))
+            conn.execute(sql.SQL("COMMENT ON PUBLICATION {} IS {}").format(sql.Identifier(name), ownership.OLD_MARK))
             conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
         binary = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_recvlogical"))[-1]
         process = subprocess.Popen(

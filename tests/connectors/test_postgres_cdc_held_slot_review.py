@@ -108,27 +108,34 @@ def _fails_for_good_naming_the_move(reader, end: dict, name: str) -> None:
     assert "another job given the same slot.name" in error and "slot.name of its own" in error, error
 
 
-def test_a_slot_another_job_recreates_between_batches_fails_the_running_job_naming_it(shop):  # noqa: F811
-    """Between a running job's batches its slot is idle; another job given the same slot.name may
-    recreate it (a slot SeaTide made), moving it past the running job's position: the running job's
-    next batch fails for good naming the slot and both positions (was: the change in between skipped)."""
+def test_another_jobs_fresh_start_on_the_same_slot_name_is_refused_and_the_running_job_reads_on(shop):  # noqa: F811
+    """Between a running job's batches its slot is idle; another job given the same slot.name (a copy-paste)
+    starts afresh. Its start is refused for good, naming the job that holds the slot and both ways out, and
+    the running job's slot and position are untouched: its next batch reads every change (was: the slot
+    dropped and recreated, the running job's unread changes lost, and it failed naming the move)."""
     conn, url, db = shop
     name = "shared_between_batches"
-    a = _reader(url, db, "job-a", name)
-    b = _reader(url, db, "job-b", name)
+    a = _reader(url, db, "job-a.0123456789ab", name)
+    b = _reader(url, db, "job-b.ba9876543210", name)
     try:
         start = a.latestOffset(a.initialOffset())
         conn.execute("INSERT INTO items (id) VALUES (8000)")
         end = a.latestOffset(start)
-        assert [r for r in read_rows(a, start, end)], "job a's first batch"
+        assert [r["id"] for r in read_rows(a, start, end)] == [8000], "job a's first batch"
         a.commit(end)
         conn.execute("INSERT INTO items (id) VALUES (8001)")          # job a has not read this yet
-        try:
+        before = slot.state(conn, name)
+        with pytest.raises(Exception) as caught:
             b.latestOffset(b.initialOffset())                          # job b's fresh start, a between batches
-        except Exception as exc:
-            assert "slot" in str(exc)                                  # refusing b would keep the promise
+        error = str(caught.value)
+        assert PERMANENT_MARK in error and "cannot start this job afresh" in error, error
+        assert f"replication slot '{name}' (slot.name) belongs to SeaTide job 'job-a' (run 0123456789ab)" in error, error
+        assert "Give this source a slot.name of its own" in error and "if job 'job-a' no longer runs" in error, error
+        assert f"SELECT pg_drop_replication_slot('{name}'); DROP PUBLICATION IF EXISTS \"{name}\"" in error, error
+        assert slot.state(conn, name) == before, "job b's refused start moved job a's slot"
         conn.execute("INSERT INTO items (id) VALUES (8002)")
-        _fails_for_good_naming_the_move(a, end, name)
+        later = a.latestOffset(end)
+        assert [r["id"] for r in read_rows(a, end, later)] == [8001, 8002], "job a lost a change"
     finally:
         a.stop()
         b.stop()

@@ -130,14 +130,21 @@ sink {{ Console {{}} }}
 """
 
 
-def _make_slot(server, name: str) -> None:
-    """A slot and publication as a job's driver makes them (marked SeaTide's)."""
-    from seatide.connectors.postgres_cdc import slot
+def _make_slot(server, name: str, run: str | None = None) -> None:
+    """A slot and publication as run ``run``'s driver makes them (marked SeaTide's, with the run;
+    None: with the mark of a SeaTide before marks named a run)."""
+    from psycopg import sql
+
+    from seatide.connectors.postgres_cdc import ownership
 
     with server.connect() as conn:
         conn.execute(f'DROP PUBLICATION IF EXISTS "{name}"')
         conn.execute(f'CREATE PUBLICATION "{name}"')
-        slot.mark(conn, name)
+        if run is not None:
+            ownership.mark(conn, name, run)
+        else:
+            conn.execute(sql.SQL("COMMENT ON PUBLICATION {} IS {}").format(sql.Identifier(name),
+                                                                          ownership.OLD_MARK))
         conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
 
 

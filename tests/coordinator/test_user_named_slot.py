@@ -20,6 +20,7 @@ from seatide.plan.dag import build_plan
 from seatide.plan.outline import outline_json
 from seatide.store import schema as s
 from seatide.store.jobs import submit_job
+from seatide.store.runs import run_key
 from tests.coordinator.test_stale_leader import _cdc_job as stale_leader_job, _leader, _make_slot, _slots
 from tests.store.test_store import store  # noqa: F401  (a fixture)
 
@@ -48,11 +49,17 @@ def _end(store, job_id: str, status: str = "CANCELED") -> None:
             cleanup_tries=0, next_cleanup_at=now, expires_at=now + 3600, created_at=now))
 
 
-def _fresh_slot(server) -> None:
+def _fresh_slot(server, run: str | None = None) -> None:
+    """The slot as run ``run``'s driver makes it (None: as a SeaTide before marks named a run)."""
     if _slots(server, SLOT):                     # a parametrized twin's, on the shared server
         with server.connect() as conn:
             conn.execute("SELECT pg_drop_replication_slot(%s)", (SLOT,))
-    _make_slot(server, SLOT)
+    _make_slot(server, SLOT, run)
+
+
+def _run(store, job_id: str) -> str:
+    with store.read() as conn:
+        return run_key(job_id, conn.execute(select(s.jobs.c.run_id).where(s.jobs.c.job_id == job_id)).scalar())
 
 
 def test_the_expiry_of_a_dead_run_keeps_the_user_named_slot_of_the_job_ids_new_run(store, tmp_path,
@@ -61,7 +68,7 @@ def test_the_expiry_of_a_dead_run_keeps_the_user_named_slot_of_the_job_ids_new_r
     _submit(store, tmp_path, text, "j1")
     _end(store, "j1")
     _submit(store, tmp_path, text, "j1")                     # the same id again: a new run, the same slot name
-    _fresh_slot(private_postgres)                            # the new run's driver makes its slot
+    _fresh_slot(private_postgres, _run(store, "j1"))         # the new run's driver makes its slot
     with store.write() as conn:                              # the first run's history expires
         conn.execute(update(s.job_results).where(s.job_results.c.incarnation == 1).values(expires_at=0.0))
     lease = _leader(store, "c1")
@@ -77,8 +84,8 @@ def test_the_expiry_of_a_dead_run_keeps_the_user_named_slot_of_the_job_ids_new_r
 def test_a_release_keeps_a_user_named_slot_another_live_job_names(store, tmp_path, private_postgres):
     text = _cdc_job(private_postgres)
     _submit(store, tmp_path, text, "j1")
-    _submit(store, tmp_path, text, "j2")                     # another job reading through the same slot
-    _fresh_slot(private_postgres)
+    _submit(store, tmp_path, text, "j2")                     # another job reading through the same slot:
+    _fresh_slot(private_postgres)                            # both from before marks named a run
     _end(store, "j1")
     with store.write() as conn:
         conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(release=RELEASING))

@@ -22,7 +22,7 @@ from tests.databases.jobs import PG_URL
 from tests.leader import elected
 from tests.store.test_position_check_deadline import _checkpointed_at_lsn
 from tests.store.test_position_check_unreachable import _closed_port
-from seatide.connectors.postgres_cdc import slot as pg_slot
+from seatide.connectors.postgres_cdc import ownership
 from tests.store.test_store import _end, store, submit  # noqa: F401  (store is a fixture)
 from tests.stores import sqlite_only
 
@@ -41,7 +41,7 @@ def slot_held():
             conn.execute("SELECT pg_create_physical_replication_slot(%s)", (SLOT,))
         if conn.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (SLOT,)).fetchone() is None:
             conn.execute(f"CREATE PUBLICATION {SLOT}")         # as SeaTide makes it: its release may drop it
-            pg_slot.mark(conn, SLOT)
+            ownership.mark(conn, SLOT, "j1")
         yield
         conn.execute(f"DROP PUBLICATION IF EXISTS {SLOT}")
         conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s",

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 
 from seatide.store.paths import under
@@ -38,6 +39,14 @@ def new_run_id() -> str:
 def run_key(job_id: str, run_id: str | None) -> str:
     """What a run's names are made of: its job id, and its run id when it has one."""
     return f"{job_id}.{run_id}" if run_id else job_id
+
+
+def job_of(key: str) -> str:
+    """The job id of a run key (``run_key``'s inverse): what ends in a run id (12 hex digits) after a
+    dot is cut off. A key from before revision 0011 is a job id; one of those that itself ends so
+    (``orders.0123456789ab``) is read as that job's run, which the job ids' form allows but nobody writes."""
+    found = re.fullmatch(rf"(.+)\.[0-9a-f]{{{2 * RUN_ID_BYTES}}}", key)
+    return found.group(1) if found else key
 
 
 def run_root(job_root: str, run_id: str) -> str:

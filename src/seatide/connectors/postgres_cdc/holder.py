@@ -112,6 +112,10 @@ class Wait:
         """A driver's wait, bounded by the source's slot.active-timeout.ms."""
         return cls(slot_name, application_name(config), timeout_s(config))
 
+    def left(self) -> float:
+        """Seconds to the bound (a little at least: the try that finds it past is still to come)."""
+        return max(0.01, self.bound_s - (time.monotonic() - self.began))
+
     def own(self, holder: Holder) -> bool:
         return self.own_name is not None and holder.application_name == self.own_name
 

@@ -3,7 +3,9 @@
 Naming rule: ``seatide_<job id>_<pipeline id>_<plugin id>`` (lower case, every character
 outside a-z, 0-9 and _ becomes _, e.g. ``seatide_1764130000123_1_source0``), unless
 ``slot.name`` names the slot. The publication has the slot's name. Names longer than
-PostgreSQL's 63 characters keep their first 54 and end with a hash of the whole.
+PostgreSQL's 63 characters keep their first 54 and end with a hash of the whole. The publication
+is marked with the run it was made for: a slot.name another job or consumer holds is never
+dropped or recreated (ownership.py).
 
 Changes are streamed over a replication connection from each batch's own start
 (``replication``), which never confirms anything; the slot moves (``pg_replication_slot_advance``)
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from psycopg import errors, sql
 
 from seatide.connectors.cdc_way_out import START_OVER
-from seatide.connectors.postgres_cdc import holder
+from seatide.connectors.postgres_cdc import holder, ownership
 from seatide.connectors.postgres_cdc.pgoutput import format_lsn, parse_lsn
 from seatide.plugin.base import permanent_in_worker
 
@@ -31,7 +33,6 @@ PREFIX = "seatide_"
 _MAX_NAME = 63
 _CUT = 54                   # a longer name keeps this much, then _ and a hash of the whole
 _HASHED_RANGE = 64
-MARK = "seatide: made by SeaTide for a Postgres-CDC source, with the replication slot of its name"
 
 
 def _clean(text: str) -> str:
@@ -60,39 +61,19 @@ class LostPosition(Exception):
     """The slot cannot return the changes after a checkpoint's position any more."""
 
 
-def create_publication(conn, name: str, tables: list, waiting: holder.Wait | None = None, given: bool = False) -> None:
+def create_publication(conn, name: str, tables: list, run: str, waiting: holder.Wait | None = None,
+                       given: bool = False) -> None:
     """Drop whatever this name had, then create the publication (the slot comes next, see
-    ``replication.create_slot``), marked as SeaTide's. ``waiting``: the driver's wait for a slot of
-    that name someone holds; ``given``: the name is slot.name's, and what it has may be another's."""
-    why = not_seatides(conn, name) if given else None
+    ``replication.create_slot``), marked as run ``run``'s (ownership.py). ``waiting``: the driver's wait
+    for a slot of that name someone holds; ``given``: the name is slot.name's, and what it has may be
+    another consumer's or another job's: refused for good then, never dropped."""
+    why = ownership.fresh_start_refusal(conn, name, run) if given else None
     if why is not None:
         raise permanent_in_worker(f"Postgres-CDC cannot start this job afresh: {why}")
     drop(conn, name, waiting=waiting)
     conn.execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(
         sql.Identifier(name), sql.SQL(", ").join(t.ident() for t in tables)))
-    mark(conn, name)
-
-
-def mark(conn, name: str) -> None:
-    """Mark publication ``name`` as SeaTide's: its slot and it may be dropped by SeaTide (``not_seatides``)."""
-    conn.execute(sql.SQL("COMMENT ON PUBLICATION {} IS {}").format(sql.Identifier(name), sql.Literal(MARK)))
-
-
-def not_seatides(conn, name: str) -> str | None:
-    """Why a slot or publication named ``name`` (slot.name) must not be dropped: SeaTide makes both
-    and marks the publication, so one without the mark is another consumer's; None: nothing there,
-    or SeaTide's."""
-    there, comment = conn.execute(
-        "SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = %s), "
-        "(SELECT coalesce(obj_description(oid, 'pg_publication'), '') FROM pg_publication WHERE pubname = %s)",
-        (name, name)).fetchone()
-    if comment == MARK or (not there and comment is None):
-        return None
-    return (f"replication slot '{name}' (slot.name) was not made by SeaTide (its publication '{name}' is missing or "
-            "carries no SeaTide mark): it belongs to another consumer (pg_recvlogical, Debezium, a slot made by "
-            "hand), whose unread changes dropping it would lose, so SeaTide neither drops nor recreates it. Give this "
-            f"source a slot.name of its own or, if nothing reads the slot any more, drop it yourself: SELECT "
-            f"pg_drop_replication_slot('{name}'); DROP PUBLICATION IF EXISTS \"{name}\"")
+    ownership.mark(conn, name, run)
 
 
 def set_publication_tables(conn, name: str, tables: list) -> None:
@@ -138,7 +119,7 @@ def _when_free(step, conn, waiting: holder.Wait, fails_job: bool = False):
                 if lasting and fails_job:
                     raise permanent_in_worker(text) from None
                 raise errors.ObjectInUse(text) from exc
-            time.sleep(pause)
+            time.sleep(min(pause, waiting.left()))     # past the bound by a pause at most
             pause = min(0.5, pause * 2)
 
 

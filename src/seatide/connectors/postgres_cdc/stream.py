@@ -153,8 +153,8 @@ class PostgresCdcReader(DataSourceStreamReader):
         the splits read the tables as of exactly that point: every change after it comes from
         the stream, none before it (see the docs page). The export lives while the connection
         that created the slot stays open and idle: until the snapshot's last batch is read."""
-        slot.create_publication(self._db(), self.slot, self.tables, holder.Wait.of(self.config, self.slot),
-                                given=bool(self.config.get("slot_given")))
+        slot.create_publication(self._db(), self.slot, self.tables, self.config.get("job_id") or "local",
+                                holder.Wait.of(self.config, self.slot), given=bool(self.config.get("slot_given")))
         exporting = start["snapshot"] is not None
         conn = replication.connect_replication(self.config)
         lsn, export = replication.create_slot(conn, self.slot, exporting)
