@@ -77,17 +77,23 @@ def _hold(server, name: str) -> subprocess.Popen:
     return holder
 
 
-def test_a_release_on_sqlite_waiting_for_a_held_slot_never_fences_a_healthy_driver(sqlite_store, tmp_path,
-                                                                                    private_postgres):
-    store = sqlite_store
-    _submit(store, tmp_path, _cdc_job(private_postgres), "j1")
+def cancelled_with_a_slot(store, tmp_path, server) -> str:
+    """Job j1 of a Postgres-CDC source, cancelled, its release decided; its slot made: its name."""
+    _submit(store, tmp_path, _cdc_job(server), "j1")
     with store.read() as conn:
         run = conn.execute(select(s.jobs.c.run_id)).scalar()
     name = slot.default_name(run_key("j1", run), 1, "source0")
-    with private_postgres.connect() as conn:
+    with server.connect() as conn:
         conn.execute("SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (name,))
-    with store.write() as conn:              # j1 cancelled, its release decided
+    with store.write() as conn:
         conn.execute(update(s.jobs).values(status="CANCELED", finished_at=time.time(), release=RELEASING))
+    return name
+
+
+def test_a_release_on_sqlite_waiting_for_a_held_slot_never_fences_a_healthy_driver(sqlite_store, tmp_path,
+                                                                                    private_postgres):
+    store = sqlite_store
+    name = cancelled_with_a_slot(store, tmp_path, private_postgres)
     _submit(store, tmp_path, JOB, "j2")      # a healthy job whose driver heartbeats on the same store
     fenced = threading.Event()
     heartbeat = Heartbeat(AttemptReporter(store, "j2", 1, _attempt(store, "j2")), 0.5, SELF_FENCE_S,

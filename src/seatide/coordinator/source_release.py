@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 # How long one source may take to release, inside the door. Well under the self-fence (6 s,
 # runtime/heartbeat.py) and the lease (2 s ttl, renewed every 0.5 s, by the same thread).
 OUTSIDE_WAIT_S = 1.0
+# What each source is given of it: its own bound ends first, so the reason it gives up (a slot a
+# walsender holds, named) reaches the step's RELEASE_RETRY event, not only "did not answer".
+SOURCE_WAIT_S = 0.7 * OUTSIDE_WAIT_S
 
 
 def release_sources(conn: Connection, result, actor: str = "", epoch: int | None = None) -> None:
@@ -90,24 +93,28 @@ def _release_at_once(conn: Connection, result, sources: list) -> None:
         return
     key = run_key(result.job_id, result.run_id)
     answers: dict[int, BaseException | None] = {}
-    lock, done = threading.Lock(), threading.Event()
+    lock, done, given_up = threading.Lock(), threading.Event(), threading.Event()
 
     def ask(number: int, spec, kept: frozenset[str]) -> None:
         error = None
         try:
-            spec.plugin.release(key, keep=kept, within_s=OUTSIDE_WAIT_S)
+            spec.plugin.release(key, keep=kept, within_s=SOURCE_WAIT_S)
         except BaseException as exc:  # noqa: BLE001 - handed to the step, which fails and is retried
             error = exc
         with lock:
             answers[number] = error
             if len(answers) == len(asks):
                 done.set()
+            if given_up.is_set():        # the step has failed without it: its word goes to the log at least
+                log.warning("job %s run %s: the release of %s (%s) answered after the step gave up: %s",
+                            result.job_id, result.run_id, spec.name, spec.plugin_id, error or "done")
 
     for number, (spec, kept) in enumerate(asks):
         threading.Thread(target=ask, args=(number, spec, kept), daemon=True,
                          name=f"release-{result.job_id}-{spec.plugin_id}").start()
     done.wait(OUTSIDE_WAIT_S)
     with lock:
+        given_up.set()
         errors = [answers[number] for number in sorted(answers) if answers[number] is not None]
         late = [f"{spec.name} ({spec.plugin_id})" for number, (spec, _) in enumerate(asks) if number not in answers]
     if errors:
