@@ -10,7 +10,9 @@ is the same in every run that names it, a newer run of the job id as much as ano
 such a name is kept (not dropped) while any other run whose row is in the store names it and has
 not been released: the job id's current run when the step is for an earlier one, or any other
 job's. That is read on the door's connection, in the door's transaction: a resubmission or a
-resume writes the job row the door holds (on SQLite, any write waits for it).
+resume writes the job row the door holds (on SQLite, any write waits for it). The source has the
+last word: a slot whose mark names another job is never dropped, and one this very run made is
+dropped all the same (connectors/postgres_cdc/ownership.py).
 
 The door's transaction holds the job row (and on SQLite the whole store's write lock), and the
 leader's tick, its lease renewal among it, waits for the step: so the sources are asked at once
@@ -105,8 +107,8 @@ def _release_at_once(conn: Connection, result, sources: list) -> None:
             answers[number] = error
             if len(answers) == len(asks):
                 done.set()
-            if given_up.is_set():        # the step has failed without it: its word goes to the log at least
-                log.warning("job %s run %s: the release of %s (%s) answered after the step gave up: %s",
+            if given_up.is_set():        # the step ended without it: its word goes to the log at least
+                log.warning("job %s run %s: the release of %s (%s) answered after the step ended: %s",
                             result.job_id, result.run_id, spec.name, spec.plugin_id, error or "done")
 
     for number, (spec, kept) in enumerate(asks):
