@@ -21,6 +21,11 @@ class HiveError(ValueError):
     pass
 
 
+class MetastoreUnreachable(ConnectionError):
+    """No metastore of the URIs answered: the world in the way (a restart, a network), not the job, so
+    no HiveError, which the connectors make permanent; a retry may find one up."""
+
+
 @dataclass(frozen=True)
 class HiveTable:
     database: str
@@ -90,7 +95,7 @@ def connect(uris: list[str]):
         finally:
             transport.close()
         return
-    raise HiveError("no Hive metastore answers at " + "; ".join(errors))
+    raise MetastoreUnreachable("no Hive metastore answers at " + "; ".join(errors))
 
 
 def _format(table) -> str:
@@ -160,5 +165,5 @@ def escape(value: str) -> str:
     return "".join(f"%{ord(ch):02X}" if ch in _ESCAPED else ch for ch in value)
 
 
-__all__ = ["DEFAULT_PARTITION", "HiveError", "HiveTable", "add_partitions", "connect", "escape", "get_table",
-           "hive_site_properties", "local_location", "metastore_uris", "partitions"]
+__all__ = ["DEFAULT_PARTITION", "HiveError", "HiveTable", "MetastoreUnreachable", "add_partitions", "connect", "escape",
+           "get_table", "hive_site_properties", "local_location", "metastore_uris", "partitions"]
