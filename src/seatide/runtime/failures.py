@@ -52,8 +52,24 @@ REFUSED_LOGIN = "28"
 REFUSED_PRIVILEGE = "42501"
 
 
+# Spark's UnsupportedOperationChecker refuses a streaming plan (a sort of a stream, a join without a
+# watermark, ...) under this legacy error condition, with no SQLSTATE; its message is the refusal's
+# sentence, then ";" and the whole plan.
+UNSUPPORTED_STREAMING = "_LEGACY_ERROR_TEMP_3102"
+
+
+def _condition_of(exc: BaseException) -> str | None:
+    getter = getattr(exc, "getCondition", None)
+    try:
+        return getter() if callable(getter) else None
+    except Exception:   # a Py4J error whose Java side is gone
+        return None
+
+
 def permanent_cause(exc: BaseException) -> str | None:
     """Why no retry can fix ``exc`` (for the error message), or None when a retry may."""
+    if _condition_of(exc) == UNSUPPORTED_STREAMING:
+        return "Spark does not support the query on a stream"
     client_state = getattr(exc, "sqlstate", None)
     if isinstance(client_state, str) and client_state.startswith(REFUSED_LOGIN):
         return "the database refused the login (user or password)"
@@ -74,6 +90,9 @@ def describe_error(exc: BaseException) -> tuple[str, bool]:
         # raised in a Python worker: keep the message, drop Spark's wrapping and traceback
         text = text.split(PERMANENT_MARK, 1)[1].split("\n")[0].strip()
         return text[:4000], True
-    if not isinstance(exc, PermanentError):
+    if _condition_of(exc) == UNSUPPORTED_STREAMING:
+        # the refusal's sentence, not the plan dumped after it
+        text = "Spark refused the query: " + text.split("\n")[0].rstrip(";").strip()
+    elif not isinstance(exc, PermanentError):
         text = f"{type(exc).__name__}: {text}"
     return text[:4000], permanent
