@@ -40,6 +40,7 @@ def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: T
     from seatide.config.loader import load_job_text
     from seatide.plan.dag import build_plan
     from seatide.runtime.pipeline_run import PipelineRun
+    from seatide.runtime.pipeline_start import start_pipelines
     from seatide.runtime.progress import GroupProgress, ProgressSampler, TaskProgress
     from seatide.store.jobs import job_view
     from seatide.store.runs import run_key
@@ -61,57 +62,13 @@ def run_attempt(spark, store, job_id: str, attempt_id: int, heartbeat, stdout: T
         run = PipelineRun(spark, plan.pipeline(row.pipeline_id), config.env, run_key(job_id, job.run_id),
                           row.checkpoint_dir, reporter, stdout, job_sinks)
         runs.append(run)
-    for run in runs:
-        if heartbeat.desired != "CANCEL":
-            run.open()
-    check_sinks_ahead(runs)
-    for run in list(runs):
-        if heartbeat.desired == "CANCEL":
-            # Canceled while starting: a query not started has nothing to stop; the leader
-            # ends its pipeline with the job (reconcile.py) once this attempt has ended.
-            runs.remove(run)
-            continue
-        # One query's sources start their Python workers at a time: Spark gives a starting
-        # Python worker 10 s to connect back, which several at once on a busy host can miss.
-        run.start()
-        run.wait_started()
+    runs = start_pipelines(runs, heartbeat)
     # Each pipeline's own tasks too: the leader judges each pipeline (issue 30, finding 10).
     progress = ProgressSampler(TaskProgress(spark), reporter.task_progress, groups=GroupProgress(spark),
                                pipeline_groups=lambda: {run.pipeline.pipeline_id: group for run in runs
                                                         if (group := run.job_group()) is not None})
     progress.begin()
     return _supervise(runs, reporter, heartbeat, poll_interval, progress)
-
-
-def check_sinks_ahead(runs) -> None:
-    """Every sink of the pipelines about to start, checked ahead together (``SinkRun.check_ahead``) before
-    any of them prepares a target: checked per sink, one sink's DROP_DATA emptied its table and then
-    another sink of the job was refused (a privilege, a missing column). A refusal ends every one of
-    these pipelines as it ends the sink's own: none has begun a batch. So does a pipeline refused at its
-    ``open`` (a claimed checkpoint directory, a plan that does not build) when another destroys ahead:
-    the job fails, and nothing was removed for it (outside review, F3)."""
-    opened = [run for run in runs if run.sinks is not None]
-    refused = [run for run in runs if run.sinks is None and run.outcome.status == PipelineStatus.FAILED]
-    try:
-        destroys = any(run.sinks.destroys_ahead() for run in opened)
-        if refused and destroys:
-            raise _refused_at_open(refused[0])
-        for run in opened:
-            run.sinks.check_ahead(run.checked_frames(), destroys)
-    except Exception as exc:  # noqa: BLE001 - a refusal, or the server's error while asking: judged by fail
-        for run in opened:
-            run.fail(exc)
-
-
-def _refused_at_open(run) -> Exception:
-    """What the other pipelines fail with when ``run`` was refused at ``open``: as permanent as its own."""
-    from seatide.plugin.base import PermanentError
-
-    pipeline = run.pipeline.pipeline_id
-    message = (f"not started: pipeline {pipeline} of the job was refused at its start ({run.outcome.error}), and a "
-               f"sink of this pipeline would remove data when it prepares its target; nothing was removed. "
-               f"Fix pipeline {pipeline}, then run the job again")
-    return PermanentError(message) if run.outcome.permanent else RuntimeError(message)
 
 
 def prepare_checkpoints(reporter, view) -> None:

@@ -37,6 +37,7 @@ from seatide.runtime.pipeline_frames import PipelineFrames
 from seatide.runtime.session import activate_session
 from seatide.runtime.reporter import AttemptReporter
 from seatide.runtime.sink_runs import PipelineSinks, each_sinks_rows, one_stream
+from seatide.runtime.stream_check import check_stream, start_query
 from seatide.runtime.table_routing import RoutedPipeline
 from seatide.store.states import Desired, PipelineStatus
 
@@ -93,10 +94,11 @@ class PipelineRun(PipelineFrames):
         self._known: dict | None = None     # the tables' shapes kept with the checkpoint (schema_evolution)
         self._seen: dict | None = None      # a changed table's shape as the stream showed it
         self._last_change: str | None = None
+        self._prepared = False              # ``prepare`` done for the query about to start
 
     # -- running -------------------------------------------------------------------------
     def open(self) -> bool:
-        """All of the start that comes before the job's checks ahead (``sink_runs.check_sinks_ahead``):
+        """All of the start that comes before the job's checks ahead (``pipeline_start.check_sinks_ahead``):
         the checkpoint directory claimed, the frames built, the sinks opened (decided batches rolled
         forward). False: it failed, as its outcome says."""
         self.reporter.pipeline_status(self.pipeline.pipeline_id, PipelineStatus.RUNNING)
@@ -121,18 +123,38 @@ class PipelineRun(PipelineFrames):
             return self.sink_frames
         return [(sink, self.routed.fields_of(sink)) for sink, _ in self.sink_frames]
 
-    def start(self) -> None:
-        """Open (unless ``open`` did), apply the sources' schema changes to the sinks, start the query."""
+    def prepare(self) -> bool:
+        """The rest of the start that may refuse the pipeline, none of it a batch: Spark's checks of its
+        streaming query (``stream_check``), then the sources' schema changes handed to the sinks
+        (``schema_evolution.evolve``, which refuses under ``exception``, as a sink may refuse a change).
+        The driver prepares every pipeline of the attempt before any query starts (``pipeline_start``).
+        Opens first unless ``open`` did. False: it failed, as its outcome says."""
         if self.outcome.status != PipelineStatus.RUNNING or (self.sinks is None and not self.open()):
-            return      # failed at ``open``, or refused by the job's checks ahead
-        sinks = self.sink_frames
+            return False      # failed at ``open``, or refused by the job's checks ahead
+        if self._prepared:
+            return True
         try:
+            if self.env.micro_batch:
+                check_stream(self._query_frame(self.sink_frames))
             changes = schema_evolution.evolve(self.dir, [s.plugin for s in self.pipeline.sources],
                                               list(self.sinks.runs.values()))
             if changes:
                 log.info("pipeline %s: the sinks took the tables' changes: %s", self.pipeline.pipeline_id,
                          "; ".join(c.describe() for c in changes))
             self._seen = None
+            self._prepared = True
+            return True
+        except Exception as exc:  # noqa: BLE001 - a refusal, or the server's error while asking: judged by fail
+            log.exception("pipeline %s failed to start", self.pipeline.pipeline_id)
+            self.fail(exc)
+            return False
+
+    def start(self) -> None:
+        """Start the query (a plain batch: its thread), after ``prepare`` (done here unless the driver did)."""
+        if not self.prepare():
+            return
+        sinks = self.sink_frames
+        try:
             if self.env.micro_batch:
                 self._start_query(sinks)
             else:
@@ -202,9 +224,13 @@ class PipelineRun(PipelineFrames):
         self._rows_read = sum(rows.counts.values()) if rows.counts else written
         return written
 
+    def _query_frame(self, sinks: list):
+        """The one streaming DataFrame the query runs (a multi-table pipeline's: its source's)."""
+        return sinks[0][1] if self.routed is not None else one_stream(sinks)
+
     def _start_query(self, sinks: list) -> None:
         env = self.env
-        query_df = sinks[0][1] if self.routed is not None else one_stream(sinks)
+        query_df = self._query_frame(sinks)
 
         def on_batch(batch_df, batch_id: int) -> None:
             try:
@@ -220,13 +246,7 @@ class PipelineRun(PipelineFrames):
             writer = writer.trigger(processingTime=f"{env.trigger_interval_ms} milliseconds")
         else:
             writer = writer.trigger(availableNow=True)
-        try:
-            self.query = writer.outputMode("append").start()
-        except Exception as exc:
-            if "append output mode not supported" not in str(exc).lower() and "OUTPUT_MODE" not in str(exc):
-                raise
-            # A stateful SQL transform (aggregation without watermark): emit updated rows.
-            self.query = writer.outputMode("update").start()
+        self.query = start_query(writer)
 
     def _on_batch(self, sinks: list, batch_df, batch_id: int) -> None:
         failpoints.hit("driver.batch_start", released=lambda: self.stop_requested is not None,
@@ -296,7 +316,7 @@ class PipelineRun(PipelineFrames):
         log.info("pipeline %s: table %s changed; the query starts again with its new columns",
                  self.pipeline.pipeline_id, change.get("table"))
         self._seen = {change["table"]: change.get("seen")}
-        self.query, self.failure, self.sinks, self.routed = None, None, None, None
+        self.query, self.failure, self.sinks, self.routed, self._prepared = None, None, None, None, False
         self.start()
         return self.outcome.status == PipelineStatus.RUNNING
 
@@ -325,21 +345,6 @@ class PipelineRun(PipelineFrames):
                 self.reporter.rows_read(self.pipeline.pipeline_id, batch_id, rows)
                 self._counted_batch = batch_id
 
-    def wait_started(self, timeout_s: float = 60.0) -> None:
-        """Until the query's sources are up (their Python workers answered), then note the start.
-
-        The checkpoint-staleness window opens here: warming up Spark and a Python data
-        source is start-up, not a stalled checkpoint.
-        """
-        deadline = time.time() + timeout_s
-        while self.query is not None and self.query.isActive and time.time() < deadline:
-            message = self.query.status.get("message", "")
-            if self.query.recentProgress or not message.startswith(("Initializing", "Getting offsets")):
-                break
-            time.sleep(0.1)
-        if self.query is not None and self.outcome.status == PipelineStatus.RUNNING:
-            self.reporter.pipeline_status(self.pipeline.pipeline_id, PipelineStatus.RUNNING)
-
     def _finish(self) -> None:
         """End of data: last sink checks (e.g. Assert's MIN_ROW), then durable completion."""
         try:
@@ -352,6 +357,10 @@ class PipelineRun(PipelineFrames):
         failpoints.hit("driver.before_pipeline_end", scope=self.pipeline.pipeline_id)
         self.reporter.pipeline_status(self.pipeline.pipeline_id, PipelineStatus.FINISHED)
         self.outcome = Outcome(PipelineStatus.FINISHED)
+
+    def refuse(self, error: str, permanent: bool) -> None:
+        """Failed for another pipeline's refusal, before it began (``pipeline_start``)."""
+        self.outcome = Outcome(PipelineStatus.FAILED, error=error, permanent=permanent)
 
     def fail(self, exc: BaseException) -> None:
         error, permanent = describe_error(exc)

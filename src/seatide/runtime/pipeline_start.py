@@ -1,0 +1,121 @@
+"""The attempt's pipelines started together: every step that may refuse a pipeline runs for all of
+them before any query starts, so that no save mode destroys anything for a job that is then refused.
+
+In this order, each step for every pipeline before the next step:
+
+1. ``open``: its checkpoint directory claimed, its frames built, its sinks opened;
+2. the checks ahead (``check_sinks_ahead``): every sink's checks; a refusal fails every pipeline;
+3. ``prepare``: Spark's checks of its streaming query, the sources' schema changes handed to its sinks;
+4. its query started (one at a time: ``start_pipelines``).
+
+A pipeline refused at 1 or 3 fails every other one too when a sink of them would remove data when it
+prepares its target (``destroys_ahead``), as the refusal's kind: none of them has begun a batch, so
+nothing was removed. Where nothing destroys, the others start; the refused one fails the job (or its
+attempt) as ever.
+
+What comes later is not covered: a source that fails at its first read (its offsets) fails in its
+query, after the queries started before it ran their first batch.
+"""
+
+from __future__ import annotations
+
+import time
+
+from seatide.store.states import PipelineStatus
+
+
+def start_pipelines(runs: list, heartbeat) -> list:
+    """Open, check, prepare and start ``runs`` (``PipelineRun``s) in that order; the runs started or
+    failed (the job canceled while starting: those not started are left out)."""
+    for run in runs:
+        if heartbeat.desired != "CANCEL":
+            run.open()
+    check_sinks_ahead(runs)
+    for run in runs:
+        if heartbeat.desired != "CANCEL" and run.sinks is not None and run.outcome.status == PipelineStatus.RUNNING:
+            run.prepare()
+    _refuse_with_the_refused(runs)
+    started = []
+    for run in runs:
+        if heartbeat.desired == "CANCEL":
+            # Canceled while starting: a query not started has nothing to stop; the leader
+            # ends its pipeline with the job (reconcile.py) once this attempt has ended.
+            continue
+        # One query's sources start their Python workers at a time: Spark gives a starting
+        # Python worker 10 s to connect back, which several at once on a busy host can miss.
+        run.start()
+        wait_started(run)
+        started.append(run)
+    return started
+
+
+def check_sinks_ahead(runs) -> None:
+    """Every sink of the pipelines about to start, checked ahead together (``SinkRun.check_ahead``) before
+    any of them prepares a target: checked per sink, one sink's DROP_DATA emptied its table and then
+    another sink of the job was refused (a privilege, a missing column). A refusal ends every one of
+    these pipelines as it ends the sink's own: none has begun a batch. So does a pipeline refused at its
+    ``open`` (a claimed checkpoint directory, a plan that does not build) when another destroys ahead:
+    the job fails, and nothing was removed for it (outside review, F3)."""
+    if _refuse_with_the_refused(runs):
+        return
+    opened = [run for run in runs if run.sinks is not None and run.outcome.status == PipelineStatus.RUNNING]
+    try:
+        destroys = any(run.sinks.destroys_ahead() for run in opened)
+        for run in opened:
+            run.sinks.check_ahead(run.checked_frames(), destroys)
+    except Exception as exc:  # noqa: BLE001 - a refusal, or the server's error while asking: judged by fail
+        for run in opened:
+            run.fail(exc)
+
+
+def _refuse_with_the_refused(runs) -> bool:
+    """When a pipeline was refused at its start and a sink of the others would remove data, fail
+    the others as the refusal was (permanent or not), each told why. True: they were."""
+    refused = next((run for run in runs if run.outcome.status == PipelineStatus.FAILED), None)
+    waiting = [run for run in runs if run.sinks is not None and run.outcome.status == PipelineStatus.RUNNING]
+    if refused is None or not waiting:
+        return False
+    try:
+        destroying = [run for run in waiting if run.sinks.destroys_ahead()]
+    except Exception as exc:  # noqa: BLE001 - asking opened a target, and its server answered with an error
+        for run in waiting:
+            run.fail(exc)
+        return True
+    if not destroying:
+        return False
+    for run in waiting:
+        run.refuse(refused_with(refused, run, destroying[0]), refused.outcome.permanent)
+    return True
+
+
+def refused_with(refused, run, destroying) -> str:
+    """Why ``run`` did not start: ``refused`` was refused at its start, and ``destroying`` would have
+    removed data (``run`` itself, or another pipeline), for a job that fails (or an attempt retried)."""
+    pipeline = refused.pipeline.pipeline_id
+    remover = ("a sink of this pipeline" if destroying is run
+               else f"a sink of pipeline {destroying.pipeline.pipeline_id}")
+    then = (f"Fix pipeline {pipeline}, then run the job again" if refused.outcome.permanent
+            else "The job retries the attempt on its own, as job.retry.times allows")
+    return (f"not started: pipeline {pipeline} of the job was refused at its start ({refused.outcome.error}), and "
+            f"{remover} would remove data when it prepares its target: no pipeline of the job starts, and "
+            f"nothing was removed. {then}")
+
+
+def wait_started(run, timeout_s: float = 60.0) -> None:
+    """Until ``run``'s query's sources are up (their Python workers answered), then note the start.
+
+    The checkpoint-staleness window opens here: warming up Spark and a Python data
+    source is start-up, not a stalled checkpoint.
+    """
+    query = run.query
+    deadline = time.time() + timeout_s
+    while query is not None and query.isActive and time.time() < deadline:
+        message = query.status.get("message", "")
+        if query.recentProgress or not message.startswith(("Initializing", "Getting offsets")):
+            break
+        time.sleep(0.1)
+    if query is not None and run.outcome.status == PipelineStatus.RUNNING:
+        run.reporter.pipeline_status(run.pipeline.pipeline_id, PipelineStatus.RUNNING)
+
+
+__all__ = ["check_sinks_ahead", "refused_with", "start_pipelines", "wait_started"]
