@@ -131,7 +131,9 @@ class SinkRun:
     def destroys_ahead(self) -> bool:
         """A target not yet prepared (nor written) has save modes that destroy when carried out
         (``Target.destroys``, any sink's): the job's other sinks check everything ahead of it."""
-        written = self.targets.previous_targets(self.log.latest_state())
+        return self._destroys(self.targets.previous_targets(self.log.latest_state()))
+
+    def _destroys(self, written: dict) -> bool:
         return any(self.targets.target(key).destroys for key in self.targets.keys()
                    if key not in self._prepared and key not in written)
 
@@ -150,7 +152,25 @@ class SinkRun:
                                  staging_tag=self.staging_tag, decide_once=self.decisions.decide_once,
                                  save_modes_key=self.save_modes_key))
         frames = table_frames_of(frames) if frames is not None else TableFrames({})
-        self.targets.check_ahead(frames, self.targets.previous_targets(previous), others_destroy)
+        written = self.targets.previous_targets(previous)
+        self.targets.check_ahead(frames, written, others_destroy)
+        if others_destroy:
+            self._check_refusals(frames, written)
+
+    def _check_refusals(self, frames: TableFrames, written: dict) -> None:
+        """What the save modes of each target not yet prepared nor written would refuse, asked through the
+        door (``SaveModeDoor.check_ahead``: a look, none where a decision stands), before any target of the
+        job is destroyed: a refusal decided at the target's own first batch came after another sink's
+        DROP_DATA (outside review of e20cc14..8348a57, A)."""
+        for key in self.targets.keys():
+            if key not in self._prepared and key not in written:
+                target = self.targets.target(key)
+                self.door.check_ahead(target, self._schema(frames, target))
+
+    @staticmethod
+    def _schema(frames: TableFrames, target: Target):
+        """The target's first route's fields, None where not known (``TableFrames.schema_of``)."""
+        return frames.schema_of(target.routes[0].index) if frames.schema_of is not None else None
 
     def _stage_decide_publish(self, work: dict[str, TargetRows], batch: Batch, before: dict, previous: dict):
         parts, states = {}, {}
@@ -197,12 +217,13 @@ class SinkRun:
         frames = table_frames_of(frames)
         if any(key not in self._prepared for key in self.targets.keys()):
             self.targets.check_ahead(frames, written)
+            if self._destroys(written):       # one target's refusal before another's destruction, within the sink
+                self._check_refusals(frames, written)
         for key in self.targets.keys():
             if key in self._prepared:
                 continue
             target = self.targets.target(key)
-            schema = frames.schema_of(target.routes[0].index) if frames.schema_of is not None else None
-            self.door.prepare(target, schema, key in written, self.decisions.fence)
+            self.door.prepare(target, self._schema(frames, target), key in written, self.decisions.fence)
             self._prepared.add(key)
 
     def _publish(self, batch_id: int, transaction_id: str, manifest: dict) -> dict:

@@ -69,6 +69,17 @@ class Target:
         recorded since stands instead, whatever it wrote after. Asked only while no decision of the
         target's save modes stands; ``schema``: the first route's fields."""
 
+    def check_save_modes(self, schema) -> None:
+        """A look at what the save modes would refuse now, deciding and changing nothing: raises as
+        ``save_mode_plan`` would (ERROR_WHEN_DATA_EXISTS over rows, ERROR_WHEN_SCHEMA_NOT_EXIST on a
+        missing target). Asked before any target of the job is prepared, when one of them destroys, while
+        no decision of this target's save modes stands (``SaveModeDoor.check_ahead``), so that a refusal
+        comes before another target is emptied. By default ``save_mode_plan`` where the save modes only
+        check and refuse (its plan destroys nothing, so it is a look); a system whose plan carries a step
+        out itself overrides it (Jdbc)."""
+        if not self.destroys and not self.destroys_when_planned:
+            self.save_mode_plan(schema)
+
     def destroy(self, plan: dict, fence: Callable[[], None]) -> None:
         """Destroy what a decided plan names and nothing else; idempotent (a crash, a zombie and
         its replacement may each carry it out). A system with transactions calls ``fence`` in the

@@ -79,6 +79,9 @@ class LocalFileTarget(Target):
                                  f"holds data ({shown}); empty it or choose APPEND_DATA or DROP_DATA")
         return None
 
+    def check_save_modes(self, schema) -> None:
+        self.save_mode_plan(schema)     # a look in every mode (it lists files): DROP_DATA with a missing path refuses too
+
     def destroy(self, plan: dict, fence: Callable[[], None]) -> None:
         for path in plan["remove"]:
             try:

@@ -1,0 +1,62 @@
+"""Save modes that refuse (ERROR_WHEN_DATA_EXISTS, ERROR_WHEN_SCHEMA_NOT_EXIST) refuse the job before another sink's
+save modes destroy anything (outside review of e20cc14..8348a57, A): they were decided only at the sink's own first
+batch, after another sink's DROP_DATA had emptied its target (``SinkRun.check_ahead`` asks them ahead now)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.harness import InProcessCluster
+
+pytestmark = pytest.mark.spark
+
+FIELDS = "schema = { fields { id = bigint, name = string } }"
+
+
+def _dirs(tmp_path):
+    dropped, guarded = tmp_path / "dropped", tmp_path / "guarded"
+    dropped.mkdir()
+    guarded.mkdir()
+    (dropped / "kept.json").write_text('{"id": -1, "name": "kept"}\n')
+    (guarded / "there.json").write_text('{"id": -2, "name": "there"}\n')
+    return dropped, guarded
+
+
+@pytest.mark.parametrize("pipelines", [1, 2], ids=["one-pipeline", "two-pipelines"])
+def test_a_sinks_error_when_data_exists_refuses_before_another_sinks_drop_data(spark, tmp_path, pipelines):
+    dropped, guarded = _dirs(tmp_path)
+    second = "s1" if pipelines == 1 else "s2"
+    extra = f'\n  FakeSource {{ plugin_output = "s2", row.num = 3, sequence.field = "id", {FIELDS} }}' \
+        if pipelines == 2 else ""
+    text = f"""
+env {{ job.mode = BATCH, parallelism = 1, job.retry.times = 0, job.retry.interval.seconds = 0 }}
+source {{
+  FakeSource {{ plugin_output = "s1", row.num = 3, sequence.field = "id", {FIELDS} }}{extra}
+}}
+sink {{
+  LocalFile {{ plugin_input = "s1", path = "{dropped}", file_format_type = "json", data_save_mode = "DROP_DATA" }}
+  LocalFile {{ plugin_input = "{second}", path = "{guarded}", file_format_type = "json",
+               data_save_mode = "ERROR_WHEN_DATA_EXISTS" }}
+}}
+"""
+    run = InProcessCluster(spark, str(tmp_path / "data")).run(text, max_attempts=1)
+    assert run.status == "FAILED", run.error
+    assert "ERROR_WHEN_DATA_EXISTS" in run.error, run.error
+    assert (dropped / "kept.json").exists(), sorted(p.name for p in dropped.iterdir())
+
+
+def test_a_sinks_error_when_schema_not_exist_refuses_before_another_sinks_drop_data(spark, tmp_path):
+    dropped, _ = _dirs(tmp_path)
+    text = f"""
+env {{ job.mode = BATCH, parallelism = 1, job.retry.times = 0, job.retry.interval.seconds = 0 }}
+source {{ FakeSource {{ plugin_output = "s1", row.num = 3, sequence.field = "id", {FIELDS} }} }}
+sink {{
+  LocalFile {{ plugin_input = "s1", path = "{dropped}", file_format_type = "json", data_save_mode = "DROP_DATA" }}
+  LocalFile {{ plugin_input = "s1", path = "{tmp_path / 'missing'}", file_format_type = "json",
+               schema_save_mode = "ERROR_WHEN_SCHEMA_NOT_EXIST" }}
+}}
+"""
+    run = InProcessCluster(spark, str(tmp_path / "data")).run(text, max_attempts=1)
+    assert run.status == "FAILED", run.error
+    assert "ERROR_WHEN_SCHEMA_NOT_EXIST" in run.error, run.error
+    assert (dropped / "kept.json").exists(), sorted(p.name for p in dropped.iterdir())
