@@ -25,15 +25,12 @@ from typing import Callable
 
 from seatide import failpoints
 from seatide.connectors.jdbc.commit_record import CommitRecords
-from seatide.connectors.jdbc.dialect import UnsupportedType
 from seatide.connectors.jdbc.named_lock import named_lock
 from seatide.connectors.jdbc.sink_session import lock_wait_s
 from seatide.connectors.jdbc.spec import JdbcSinkError
 from seatide.connectors.jdbc.step_statement import refused_for_good
 from seatide.connectors.jdbc.target import JdbcTarget
 from seatide.connectors.jdbc.url import POSTGRESQL
-from seatide.plugin.evolution import live_fields
-from seatide.plugin.rowkind import HIDDEN_COLUMNS
 
 def plan(conn, route: JdbcTarget, names: tuple[str, ...], connected_to: str | None, records_home: str | None,
          sink_id: str, fence: Callable[[], None], decide: Callable[[dict], dict] | None = None) -> dict | None:
@@ -75,11 +72,8 @@ def plan(conn, route: JdbcTarget, names: tuple[str, ...], connected_to: str | No
             conn.rollback()
             return None
         exists = dialect.table_exists(cursor, route.table)
-        if exists and step == "ERROR_WHEN_DATA_EXISTS":
-            cursor.execute(f"SELECT 1 FROM {route.quoted} LIMIT 1")
-            if cursor.fetchone() is not None:
-                raise JdbcSinkError(f"Jdbc sink: data_save_mode is ERROR_WHEN_DATA_EXISTS and table "
-                                    f"{route.label} has rows; empty it or choose APPEND_DATA or DROP_DATA")
+        if exists and step == "ERROR_WHEN_DATA_EXISTS" and _has_rows(cursor, route):
+            raise _data_exists(route)
         destroys = exists and step != "ERROR_WHEN_DATA_EXISTS"
         # asked after the step, in its transaction (``_carry_out``): False when another writer's
         # decision stands (the door follows it); raises when rows are kept
@@ -87,6 +81,51 @@ def plan(conn, route: JdbcTarget, names: tuple[str, ...], connected_to: str | No
         if not _carry_out(conn, route, decided, sink_id, fence, destroys, check=check):
             return None
     return decided if destroys else None
+
+
+def check_ahead(route: JdbcTarget, schema, names: tuple[str, ...], connected_to: str | None,
+                records_home: str | None, session: Callable[[], contextlib.AbstractContextManager]) -> None:
+    """What ``plan`` and ``ensure`` would refuse, a look that locks, records and changes nothing, asked
+    before any target of the job is destroyed (``JdbcTableTarget.check_save_modes``): a table RECREATE_SCHEMA
+    makes anew, or CREATE_SCHEMA_WHEN_NOT_EXIST makes where it is missing, whose CREATE TABLE cannot be built
+    for ``schema`` (a field with no column type: RECREATE_SCHEMA dropped the table first, outside review of
+    e20cc14..8348a57, finding 2); ERROR_WHEN_DATA_EXISTS over a table with rows, unless a record of ``names``
+    here says its save modes were made (an earlier SeaTide's, another writer's of the job). ``session``
+    opens a connection, only where the server must be asked. A missing table under
+    ERROR_WHEN_SCHEMA_NOT_EXIST, and how a table fits, are the routes' own (``JdbcTarget.check_ahead``)."""
+    spec, mode = route.spec, route.spec.schema_save_mode
+    uncreatable = None
+    if schema is not None and mode in ("RECREATE_SCHEMA", "CREATE_SCHEMA_WHEN_NOT_EXIST"):
+        try:
+            route.create_statement(schema)
+        except JdbcSinkError as exc:
+            uncreatable = exc
+    if uncreatable is not None and mode == "RECREATE_SCHEMA":
+        raise uncreatable
+    rows_refused = spec.data_save_mode == "ERROR_WHEN_DATA_EXISTS" and mode != "RECREATE_SCHEMA"
+    if uncreatable is None and not rows_refused:
+        return
+    with session() as conn:
+        cursor = conn.cursor()
+        try:
+            exists = route.dialect.table_exists(cursor, route.table)
+            if not exists and uncreatable is not None:
+                raise uncreatable
+            if exists and rows_refused and _has_rows(cursor, route) \
+                    and not made(cursor, route, names, connected_to, records_home):
+                raise _data_exists(route)
+        finally:
+            conn.rollback()
+
+
+def _has_rows(cursor, route: JdbcTarget) -> bool:
+    cursor.execute(f"SELECT 1 FROM {route.quoted} LIMIT 1")
+    return cursor.fetchone() is not None
+
+
+def _data_exists(route: JdbcTarget) -> JdbcSinkError:
+    return JdbcSinkError(f"Jdbc sink: data_save_mode is ERROR_WHEN_DATA_EXISTS and table {route.label} has rows; "
+                         "empty it or choose APPEND_DATA or DROP_DATA")
 
 
 def destroy(conn, route: JdbcTarget, decided: dict, sink_id: str, fence: Callable[[], None],
@@ -254,20 +293,12 @@ def ensure(conn, route: JdbcTarget, schema, target: str) -> None:
     if mode not in ("RECREATE_SCHEMA", "CREATE_SCHEMA_WHEN_NOT_EXIST") or dialect.table_exists(cursor, table):
         conn.rollback()
         return
-    from pyspark.sql import types as T
-
     with named_lock(cursor, dialect.name, f"create {target}", lock_wait_s()):
         conn.rollback()
         if dialect.table_exists(cursor, table):       # another writer made it while this one waited
             return
         failpoints.hit("jdbc.create_table")          # inside the lock, about to create the table
-        fields = [f for f in live_fields(schema) if f.name not in HIDDEN_COLUMNS]
-        renamed = T.StructType([T.StructField(route.column(f.name), f.dataType, f.nullable, f.metadata)
-                                for f in fields])
-        try:
-            ddl = dialect.create_table(table, renamed, route.keys, with_key=spec.create_index)
-        except UnsupportedType as exc:
-            raise JdbcSinkError(f"Jdbc sink: cannot create table {label}{route.for_input()}: {exc}") from None
+        ddl = route.create_statement(schema)
         if len(table) > 1:     # as SeaTunnel's save mode, the schema (database) too
             dialect.create_schema(cursor, table[0])
         cursor.execute(ddl)
@@ -297,4 +328,4 @@ def _home(route: JdbcTarget) -> str | None:
     return route.table[0] if route.table and len(route.table) > 1 else None
 
 
-__all__ = ["destroy", "ensure", "made", "plan"]
+__all__ = ["check_ahead", "destroy", "ensure", "made", "plan"]

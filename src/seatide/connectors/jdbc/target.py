@@ -10,11 +10,11 @@ applied as one.
 
 from __future__ import annotations
 
-from seatide.connectors.jdbc.dialect import STAGE_GROUP, STAGE_KIND, STAGE_SEQ, Dialect
+from seatide.connectors.jdbc.dialect import STAGE_GROUP, STAGE_KIND, STAGE_SEQ, Dialect, UnsupportedType
 from seatide.connectors.jdbc.task_tries import one_transaction, one_try, task_try
 from seatide.connectors.jdbc.query import QueryError
 from seatide.connectors.jdbc.spec import JdbcSinkError, JdbcSinkSpec
-from seatide.plugin.evolution import COLUMN_ID, RETIRED
+from seatide.plugin.evolution import COLUMN_ID, RETIRED, live_fields
 from seatide.plugin.rowkind import HIDDEN_COLUMNS, ROW_KIND_COLUMN, ROW_SEQ_COLUMN, RowKind
 
 
@@ -132,7 +132,8 @@ class JdbcTarget:
         no table is emptied for a batch a table of the sink then refuses (outside review, #4: a missing
         table under ERROR_WHEN_SCHEMA_NOT_EXIST, a missing column, an upsert key with no unique index).
         ``written``: the sink has written the table (its save modes are made). Not for a table its save
-        modes make anew (RECREATE_SCHEMA, or made when missing), nor for one a DDL ``custom_sql`` may alter."""
+        modes make anew (RECREATE_SCHEMA, or made when missing: whether its CREATE TABLE can be built is asked
+        through the door, ``save_modes.check_ahead``), nor for one a DDL ``custom_sql`` may alter."""
         spec = self.spec
         if self.table is None or (spec.schema_save_mode == "RECREATE_SCHEMA" and not written):
             return
@@ -144,6 +145,19 @@ class JdbcTarget:
             and not (spec.custom_sql or "").lstrip().upper().startswith("TRUNCATE")
         if schema is not None and not altered:
             self.check(cursor, schema)
+
+    def create_statement(self, schema) -> str:
+        """The CREATE TABLE of the table for ``schema`` (the input's fields, named as its columns are); refuses
+        a field the dialect has no column type for (a map: written as JSON text), which needs no server."""
+        from pyspark.sql import types as T
+
+        fields = [f for f in live_fields(schema) if f.name not in HIDDEN_COLUMNS]
+        renamed = T.StructType([T.StructField(self.column(f.name), f.dataType, f.nullable, f.metadata)
+                                for f in fields])
+        try:
+            return self.dialect.create_table(self.table, renamed, self.keys, with_key=self.spec.create_index)
+        except UnsupportedType as exc:
+            raise JdbcSinkError(f"Jdbc sink: cannot create table {self.label}{self.for_input()}: {exc}") from None
 
     def for_input(self) -> str:
         return f" (input table {self.source})" if self.source else ""

@@ -43,11 +43,9 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import Callable
 
 from seatide import failpoints
-from seatide.connectors.jdbc import batch_transaction, local_rows, privileges, save_modes, target_evolution
+from seatide.connectors.jdbc import batch_transaction, local_rows, privileges, target_evolution
 from seatide.connectors.jdbc.batch_transaction import TargetStaging
 from seatide.connectors.jdbc.commit_record import CommitRecords
 from seatide.connectors.jdbc.dialect import Dialect
@@ -55,6 +53,7 @@ from seatide.connectors.jdbc.named_lock import named_lock
 from seatide.connectors.jdbc.sink_session import loadable_driver, lock_wait_s, open_session
 from seatide.connectors.jdbc.spec import JdbcSinkError, JdbcSinkSpec
 from seatide.connectors.jdbc.staging import StageNames, drop_leftovers, preferred_engine, stage_engine
+from seatide.connectors.jdbc.table_target import ConnectionGroup, JdbcTableTarget
 from seatide.connectors.jdbc.target import JdbcTarget
 from seatide.connectors.jdbc.target_names import TargetNames
 from seatide.connectors.jdbc.target_table import StageColumns, TargetTable
@@ -62,62 +61,9 @@ from seatide.connectors.jdbc.temporary_tables import may_create_temporary_tables
 from seatide.connectors.jdbc.url import MYSQL, POSTGRESQL
 from seatide.plugin.base import Batch, SinkContext
 from seatide.plugin.sink_protocol import SinkTargets, Target, TargetRows
-from seatide.plugin.sink_targets import modes_destroy
 from seatide.plugin.tables import TableRoute
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Group:
-    """The targets written through one connection, in one transaction per batch."""
-
-    database: str | None                          # the database connected to (None: the URL's)
-    tables: dict[str, TargetTable] = field(default_factory=dict)     # target key -> its table
-    ready: bool = False                           # leftover staging tables dropped
-    home: str | None = None                       # where its commit records live (``JdbcTargets.begin``)
-    homed: bool = False                           # ... decided
-    records: CommitRecords | None = None
-    temporary: bool | None = None                 # whether the user may create temporary tables
-    checked: set = field(default_factory=set)     # route indexes checked against their table
-
-
-class JdbcTableTarget(Target):
-    """One target table: its save modes (save_modes.py), through the connection of its group."""
-
-    def __init__(self, key: str, routes: list[TableRoute], owner: "JdbcTargets", group: _Group, table: TargetTable):
-        super().__init__(key, routes)
-        self.owner = owner
-        self.group = group
-        self.table = table
-        self.save_modes = table.lead.table is not None       # query mode writes no table of its own
-        spec = table.lead.spec      # save_modes.plan carries these steps out (kept rows are asked first)
-        self.destroys = self.destroys_when_planned = self.save_modes and \
-            modes_destroy(spec.schema_save_mode, spec.data_save_mode)
-        spellings = [*(owner.naming.spelled(r) for r in routes),
-                     *(owner.naming.earlier(r, owner.multi) for r in routes),
-                     *(owner.naming.key_first_read(r) for r in routes),
-                     *owner.naming.job_spellings().get(key, ())]
-        self.earlier_keys = [k for k in dict.fromkeys(spellings) if k != key]
-
-    def save_mode_plan(self, schema) -> dict | None:
-        names = self.save_mode_decisions
-        if self.owner.multi:      # a SeaTide before the job's records (49a0dac) named them per sink
-            key = self.owner.save_modes_key
-            names += tuple(f"{key}_{k}" for k in (self.table.key, *(r.key for r in self.table.routes.values())))
-        with open_session(self.owner.spec, self.group.database) as conn:
-            return save_modes.plan(conn, self.table.lead, names, self.group.database,
-                                   self.group.home, self.owner.sink_id, self.owner.attempt_fence,
-                                   self.decide_save_modes)
-
-    def destroy(self, plan: dict, fence: Callable[[], None]) -> None:
-        with open_session(self.owner.spec, self.group.database) as conn:
-            save_modes.destroy(conn, self.table.lead, plan, self.owner.sink_id, fence, self.destroy_owed)
-
-    def ensure(self, schema) -> None:
-        if self.table.lead.table is not None and schema is not None:
-            with open_session(self.owner.spec, self.group.database) as conn:
-                save_modes.ensure(conn, self.table.lead, schema, self.key)
 
 
 class JdbcTargets(SinkTargets):
@@ -135,7 +81,7 @@ class JdbcTargets(SinkTargets):
         self.names = StageNames(self.sink_id)
         # MySQL: the staging tables' engine where the writer's Spark runs each task once (staging.py)
         self.stage_engine = preferred_engine(self.dialect.name, ctx.spark)
-        self.groups: dict[str | None, _Group] = {}
+        self.groups: dict[str | None, ConnectionGroup] = {}
         self.naming = TargetNames(ctx, routes[0].sink)     # target keys, now and as earlier SeaTides spelled them
         self.save_modes_key = ""        # the sink's own (``Batch.save_modes_key``), known at ``begin``
         self.asked = False              # the privileges of every target (``_refuse_lacking``)
@@ -165,7 +111,7 @@ class JdbcTargets(SinkTargets):
                                                  route.name if self.multi else "", route.key, table)
             if table is None and self.dialect.name == POSTGRESQL:      # its statement's names: where its key is
                 way.search_first = self.naming.schema_of(spec)
-        group = self.groups.setdefault(database, _Group(database))
+        group = self.groups.setdefault(database, ConnectionGroup(database))
         table = group.tables[key] = TargetTable(ways)
         return JdbcTableTarget(key, routes, self, group, table)
 
@@ -233,7 +179,7 @@ class JdbcTargets(SinkTargets):
                 failpoints.hit("sink.table_published")     # this connection's targets committed
         return states
 
-    def _apply_group(self, group: _Group, work: dict[str, TargetRows], batch: Batch) -> dict[str, dict]:
+    def _apply_group(self, group: ConnectionGroup, work: dict[str, TargetRows], batch: Batch) -> dict[str, dict]:
         """Each target's state after the batch, applied through the group's connection."""
         with open_session(self.spec, group.database) as conn:
             self._open_records(conn, group, batch)
@@ -265,7 +211,7 @@ class JdbcTargets(SinkTargets):
                 for s in by_spark + by_driver}
         return {key: {"rows": rows.get(key, 0)} for key in work}
 
-    def _open_records(self, conn, group: _Group, batch: Batch) -> None:
+    def _open_records(self, conn, group: ConnectionGroup, batch: Batch) -> None:
         cursor = conn.cursor()
         if group.records is None:
             self.begin(batch)
@@ -279,7 +225,7 @@ class JdbcTargets(SinkTargets):
             # connection needs one even though every table is named with its own
             cursor.execute(f"USE {self.dialect.quote(group.records.schema)}")
 
-    def _check_routes(self, conn, group: _Group, work: dict[str, TargetRows]) -> None:
+    def _check_routes(self, conn, group: ConnectionGroup, work: dict[str, TargetRows]) -> None:
         """Each route's check that its table fits its fields, before its first rows."""
         for key, rows in work.items():
             for part in rows.parts:
@@ -311,7 +257,7 @@ class JdbcTargets(SinkTargets):
 
     # --- steps -------------------------------------------------------------------------
 
-    def _home(self, group: _Group, batch: Batch) -> str | None:
+    def _home(self, group: ConnectionGroup, batch: Batch) -> str | None:
         """Where the group's commit records live: next to the one target of a single-table sink;
         for several tables (or a query), the connection's own database or schema, or (a MySQL URL
         without a database) the first target's database as decided once, so that no later table
@@ -329,7 +275,7 @@ class JdbcTargets(SinkTargets):
         decided = batch.decide_once(f"{batch.save_modes_key}_commits", {"database": first[0]})
         return decided["database"]
 
-    def _stage_plan(self, conn, group: _Group, work: dict[str, TargetRows], batch: Batch) -> tuple[list, list]:
+    def _stage_plan(self, conn, group: ConnectionGroup, work: dict[str, TargetRows], batch: Batch) -> tuple[list, list]:
         """Each target with rows in the batch, staged by Spark or from rows collected on the
         driver: ([TargetStaging] with its staging table made and each route's frame to write, [TargetStaging])."""
         by_spark, by_driver = [], []
@@ -358,7 +304,7 @@ class JdbcTargets(SinkTargets):
             self._stage_collected_before(conn, group, by_driver, batch)
         return by_spark, by_driver
 
-    def _stage_collected_before(self, conn, group: _Group, by_driver: list, batch: Batch) -> None:
+    def _stage_collected_before(self, conn, group: ConnectionGroup, by_driver: list, batch: Batch) -> None:
         """Where the user may not create temporary tables, rows collected on the driver are
         staged into ordinary tables now, before the transaction (see target_table.stage_rows)."""
         if group.temporary is None:
@@ -376,11 +322,11 @@ class JdbcTargets(SinkTargets):
             if self.stage_engine and not made:
                 self.stage_engine = None
 
-    def _drop_leftovers(self, conn, group: _Group) -> None:
+    def _drop_leftovers(self, conn, group: ConnectionGroup) -> None:
         """Drop the staging tables this attempt and older ones left (never a newer attempt's)."""
         drop_leftovers(conn, self.dialect, {t.stage_schema for t in group.tables.values()}, self.names)
 
-    def _prune(self, conn, group: _Group, batch: Batch) -> None:
+    def _prune(self, conn, group: ConnectionGroup, batch: Batch) -> None:
         group.records.prune(conn.cursor(), self.sink_id, _lineage(batch), batch.batch_id - self.retained)
         conn.commit()
 
