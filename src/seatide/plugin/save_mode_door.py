@@ -81,18 +81,17 @@ class SaveModeDoor:
         """Before any target of the job is prepared, when one of them destroys (``SinkRun.check_ahead``):
         what ``target``'s save modes would refuse (``Target.check_save_modes``, a look that decides
         nothing), so that the job is refused before another target is emptied (outside review of
-        e20cc14..8348a57, A). Not while a decision of its save modes stands (another writer of the job,
-        or an earlier attempt of its run, decided them: nothing is refused then, as ``prepare`` refuses
-        nothing), nor when one stands once the look refused (decided meanwhile, as in ``prepare``)."""
+        e20cc14..8348a57, A). A refusal stands unless a decision of its save modes does (another writer
+        of the job, or an earlier attempt of its run, decided them, perhaps while it looked: ``prepare``
+        follows that decision and refuses nothing); asked only then, so a target that passes costs no
+        read of the store."""
         if not target.save_modes:
             return
         names = self._names(target)
-        if self._standing(target, names) is not None:
-            return
         try:
             target.check_save_modes(schema)
         except Exception:
-            if self._recorded(names) is None:
+            if self._standing(target, names) is None:
                 raise
 
     def _names(self, target) -> tuple[str, ...]:
