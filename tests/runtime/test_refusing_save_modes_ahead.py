@@ -45,7 +45,9 @@ sink {{
     assert (dropped / "kept.json").exists(), sorted(p.name for p in dropped.iterdir())
 
 
-def test_a_sinks_error_when_schema_not_exist_refuses_before_another_sinks_drop_data(spark, tmp_path):
+@pytest.mark.parametrize("data_save_mode", ["APPEND_DATA", "DROP_DATA"])
+def test_a_sinks_error_when_schema_not_exist_refuses_before_another_sinks_drop_data(spark, tmp_path, data_save_mode):
+    """With DROP_DATA too: the sink's own save modes destroy (nothing, its path missing), and still refuse ahead."""
     dropped, _ = _dirs(tmp_path)
     text = f"""
 env {{ job.mode = BATCH, parallelism = 1, job.retry.times = 0, job.retry.interval.seconds = 0 }}
@@ -53,7 +55,7 @@ source {{ FakeSource {{ plugin_output = "s1", row.num = 3, sequence.field = "id"
 sink {{
   LocalFile {{ plugin_input = "s1", path = "{dropped}", file_format_type = "json", data_save_mode = "DROP_DATA" }}
   LocalFile {{ plugin_input = "s1", path = "{tmp_path / 'missing'}", file_format_type = "json",
-               schema_save_mode = "ERROR_WHEN_SCHEMA_NOT_EXIST" }}
+               schema_save_mode = "ERROR_WHEN_SCHEMA_NOT_EXIST", data_save_mode = "{data_save_mode}" }}
 }}
 """
     run = InProcessCluster(spark, str(tmp_path / "data")).run(text, max_attempts=1)

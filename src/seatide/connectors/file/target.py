@@ -66,9 +66,7 @@ class LocalFileTarget(Target):
 
     def save_mode_plan(self, schema) -> dict | None:
         root, spec = self.root, self.spec
-        if spec.schema_save_mode == "ERROR_WHEN_SCHEMA_NOT_EXIST" and not os.path.isdir(root):
-            raise LocalFileError(f"LocalFile sink: schema_save_mode is ERROR_WHEN_SCHEMA_NOT_EXIST and path {root} "
-                                 "does not exist; create it or choose CREATE_SCHEMA_WHEN_NOT_EXIST")
+        self._refuse_missing()
         data = self.data_files()
         if spec.schema_save_mode == "RECREATE_SCHEMA" or spec.data_save_mode == "DROP_DATA":
             # None: nothing destroyed (a put-back's check counts a plan as output destroyed, store/dropped_output.py)
@@ -80,7 +78,17 @@ class LocalFileTarget(Target):
         return None
 
     def check_save_modes(self, schema) -> None:
-        self.save_mode_plan(schema)     # a look in every mode (it lists files): DROP_DATA with a missing path refuses too
+        """A look in every mode: DROP_DATA under ERROR_WHEN_SCHEMA_NOT_EXIST refuses a missing path too
+        (without listing the files it holds, which only its own plan needs)."""
+        if self.destroys:
+            self._refuse_missing()
+        else:
+            self.save_mode_plan(schema)
+
+    def _refuse_missing(self) -> None:
+        if self.spec.schema_save_mode == "ERROR_WHEN_SCHEMA_NOT_EXIST" and not os.path.isdir(self.root):
+            raise LocalFileError(f"LocalFile sink: schema_save_mode is ERROR_WHEN_SCHEMA_NOT_EXIST and path "
+                                 f"{self.root} does not exist; create it or choose CREATE_SCHEMA_WHEN_NOT_EXIST")
 
     def destroy(self, plan: dict, fence: Callable[[], None]) -> None:
         for path in plan["remove"]:
