@@ -13,7 +13,10 @@ import secrets
 
 import pytest
 
-from tests.connectors.jdbc_sink_helpers import db, execute, query  # noqa: F401
+from seatide.connectors.jdbc.spec import JdbcSinkError
+from seatide.plugin.tables import TableFrames
+from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, write_exactly_once
+from tests.connectors.jdbc_sink_helpers import db, execute, query, routes_writer, txn  # noqa: F401
 
 pytestmark = pytest.mark.spark
 
@@ -66,3 +69,41 @@ sink {{
     assert run.status == "FAILED", run.error
     assert "column type" in run.error, run.error
     assert query(db, f"SELECT id, name FROM {table}") == [(-1, "kept")]
+
+
+def _routed(spark, job: str, names: list[str]):
+    from tests.connectors.jdbc_sink_helpers import inserts
+
+    tables = {i: inserts(spark, [10 + i]) for i in range(len(names))}
+    return TableFrames(tables, {}, {i: df.schema for i, df in tables.items()}.__getitem__)
+
+
+def test_a_tables_error_when_data_exists_refuses_before_another_table_of_the_sink_is_emptied(spark, db, tmp_path):
+    """One multi-table sink driven alone (no runtime check ahead): its first batch looks at b's save modes
+    before a's DROP_DATA."""
+    job = f"t_{secrets.token_hex(3)}"
+    execute(db, f"CREATE TABLE {job}_a (id BIGINT, name TEXT)", f"INSERT INTO {job}_a VALUES (-1, 'kept')",
+            f"CREATE TABLE {job}_b (id BIGINT, name TEXT)", f"INSERT INTO {job}_b VALUES (-2, 'there')")
+    writer = routes_writer(spark, db, [f"{job}_a", f"{job}_b"], job, data_save_mode="ERROR_WHEN_DATA_EXISTS",
+                           per_table={f"{job}_a": {"data_save_mode": "DROP_DATA"}})
+    with pytest.raises(JdbcSinkError, match="ERROR_WHEN_DATA_EXISTS"):
+        write_exactly_once(writer, SinkCommitLog(str(tmp_path)), _routed(spark, job, ["a", "b"]), 0, txn(job, 0))
+    assert query(db, f"SELECT id, name FROM {job}_a") == [(-1, "kept")]
+
+
+def test_a_table_whose_error_when_data_exists_another_writer_decided_is_not_refused_ahead(spark, db, tmp_path):
+    """Another writer of the job run decided b's save modes while b was empty, then wrote rows into it: a sink
+    whose other table is emptied looks at b ahead, finds that decision standing, and writes."""
+    job = f"t_{secrets.token_hex(3)}"
+    execute(db, f"CREATE TABLE {job}_a (id BIGINT, name TEXT)", f"INSERT INTO {job}_a VALUES (-1, 'kept')",
+            f"CREATE TABLE {job}_b (id BIGINT, name TEXT)")
+    decisions, run = FileDecisions(SinkCommitLog(str(tmp_path / "store"))), f"S_{job}"
+    first = routes_writer(spark, db, [f"{job}_b"], job, data_save_mode="ERROR_WHEN_DATA_EXISTS")
+    write_exactly_once(first, SinkCommitLog(str(tmp_path / "first")), _routed(spark, job, ["b"]), 0,
+                       txn(job, 0, "L1"), decisions=decisions, save_modes_key=run)
+    both = routes_writer(spark, db, [f"{job}_a", f"{job}_b"], job, data_save_mode="ERROR_WHEN_DATA_EXISTS",
+                         per_table={f"{job}_a": {"data_save_mode": "DROP_DATA"}})
+    write_exactly_once(both, SinkCommitLog(str(tmp_path / "both")), _routed(spark, job, ["a", "b"]), 0,
+                       txn(job, 0, "L2"), decisions=decisions, save_modes_key=run)
+    assert query(db, f"SELECT id FROM {job}_a") == [(10,)]
+    assert sorted(query(db, f"SELECT id FROM {job}_b")) == [(10,), (11,)]
