@@ -144,7 +144,8 @@ class SinkRun:
         modes destroy anything for a job another sink then refuses. ``frames``: the sink's input (a
         DataFrame, or ``TableFrames`` whose ``schema_of`` may be None: the fields are known at the first
         batch, whose own checks ahead come before its targets are prepared, as ever); ``others_destroy``:
-        another sink of the job ``destroys_ahead``. Raises to refuse."""
+        another sink of the job ``destroys_ahead``: then what the save modes of each target would refuse is
+        asked too (``_check_refusals``), so that ERROR_WHEN_DATA_EXISTS refuses before a DROP_DATA. Raises to refuse."""
         if all(key in self._prepared for key in self.targets.keys()):
             return
         previous = self.log.latest_state()
