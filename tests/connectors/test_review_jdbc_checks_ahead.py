@@ -100,7 +100,7 @@ def test_a_file_sinks_drop_data_waits_for_the_jdbc_sinks_checks_ahead(spark, db,
     destroy (``Target.destroys_when_planned``): ``check_sinks_ahead`` sees nothing destroy, and the Jdbc
     sink's table (without the input's column ``name``) is checked only before its own first rows, after
     the file sink emptied its directory. The job must fail with the directory's file kept."""
-    from tests.e2e.harness import InProcessCluster
+    from tests.e2e.harness import InProcessCluster, fake_sources_job
 
     job = f"t_{secrets.token_hex(3)}"
     execute(db, f"CREATE TABLE {job}_b (id BIGINT)")
@@ -109,18 +109,9 @@ def test_a_file_sinks_drop_data_waits_for_the_jdbc_sinks_checks_ahead(spark, db,
     (out / "kept.json").write_text('{"id": -1, "name": "kept"}\n')
     url, user = db
     second = "s1" if pipelines == 1 else "s2"
-    extra = f'\n  FakeSource {{ plugin_output = "s2", row.num = 3, sequence.field = "id", {FIELDS} }}' \
-        if pipelines == 2 else ""
-    text = f"""
-env {{ job.mode = BATCH, parallelism = 1, job.retry.times = 0, job.retry.interval.seconds = 0 }}
-source {{
-  FakeSource {{ plugin_output = "s1", row.num = 3, sequence.field = "id", {FIELDS} }}{extra}
-}}
-sink {{
+    text = fake_sources_job(f"""
   LocalFile {{ plugin_input = "s1", path = "{out}", file_format_type = "json", data_save_mode = "DROP_DATA" }}
-  Jdbc {{ plugin_input = "{second}", url = "{url}", user = "{user}", table = "{job}_b" }}
-}}
-"""
+  Jdbc {{ plugin_input = "{second}", url = "{url}", user = "{user}", table = "{job}_b" }}""", pipelines)
     run = InProcessCluster(spark, str(tmp_path / "data")).run(text, max_attempts=1)
     assert run.status == "FAILED", run.error
     assert f"{job}_b has no column name" in run.error, run.error

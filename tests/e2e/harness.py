@@ -196,3 +196,22 @@ def wait_for(condition, what: str, deadline_s: float = 120.0) -> None:
             return
         time.sleep(0.3)
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+FAKE_FIELDS = "schema = { fields { id = bigint, name = string } }"
+
+
+def fake_sources_job(sinks: str, pipelines: int = 1) -> str:
+    """A batch job, never retried, of ``pipelines`` FakeSources (3 rows each, ``s1``, ``s2``) into ``sinks``
+    (the sink block's body): a sink reading ``s2`` makes a pipeline of its own."""
+    sources = "\n".join(f'  FakeSource {{ plugin_output = "s{i}", row.num = 3, sequence.field = "id", {FAKE_FIELDS} }}'
+                        for i in range(1, pipelines + 1))
+    return f"""
+env {{ job.mode = BATCH, parallelism = 1, job.retry.times = 0, job.retry.interval.seconds = 0 }}
+source {{
+{sources}
+}}
+sink {{
+{sinks}
+}}
+"""

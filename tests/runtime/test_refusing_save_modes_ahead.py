@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.harness import InProcessCluster
+from tests.e2e.harness import InProcessCluster, fake_sources_job
 
 pytestmark = pytest.mark.spark
-
-FIELDS = "schema = { fields { id = bigint, name = string } }"
 
 
 def _dirs(tmp_path):
@@ -26,19 +24,10 @@ def _dirs(tmp_path):
 def test_a_sinks_error_when_data_exists_refuses_before_another_sinks_drop_data(spark, tmp_path, pipelines):
     dropped, guarded = _dirs(tmp_path)
     second = "s1" if pipelines == 1 else "s2"
-    extra = f'\n  FakeSource {{ plugin_output = "s2", row.num = 3, sequence.field = "id", {FIELDS} }}' \
-        if pipelines == 2 else ""
-    text = f"""
-env {{ job.mode = BATCH, parallelism = 1, job.retry.times = 0, job.retry.interval.seconds = 0 }}
-source {{
-  FakeSource {{ plugin_output = "s1", row.num = 3, sequence.field = "id", {FIELDS} }}{extra}
-}}
-sink {{
+    text = fake_sources_job(f"""
   LocalFile {{ plugin_input = "s1", path = "{dropped}", file_format_type = "json", data_save_mode = "DROP_DATA" }}
   LocalFile {{ plugin_input = "{second}", path = "{guarded}", file_format_type = "json",
-               data_save_mode = "ERROR_WHEN_DATA_EXISTS" }}
-}}
-"""
+               data_save_mode = "ERROR_WHEN_DATA_EXISTS" }}""", pipelines)
     run = InProcessCluster(spark, str(tmp_path / "data")).run(text, max_attempts=1)
     assert run.status == "FAILED", run.error
     assert "ERROR_WHEN_DATA_EXISTS" in run.error, run.error
@@ -49,15 +38,10 @@ sink {{
 def test_a_sinks_error_when_schema_not_exist_refuses_before_another_sinks_drop_data(spark, tmp_path, data_save_mode):
     """With DROP_DATA too: the sink's own save modes destroy (nothing, its path missing), and still refuse ahead."""
     dropped, _ = _dirs(tmp_path)
-    text = f"""
-env {{ job.mode = BATCH, parallelism = 1, job.retry.times = 0, job.retry.interval.seconds = 0 }}
-source {{ FakeSource {{ plugin_output = "s1", row.num = 3, sequence.field = "id", {FIELDS} }} }}
-sink {{
+    text = fake_sources_job(f"""
   LocalFile {{ plugin_input = "s1", path = "{dropped}", file_format_type = "json", data_save_mode = "DROP_DATA" }}
   LocalFile {{ plugin_input = "s1", path = "{tmp_path / 'missing'}", file_format_type = "json",
-               schema_save_mode = "ERROR_WHEN_SCHEMA_NOT_EXIST", data_save_mode = "{data_save_mode}" }}
-}}
-"""
+               schema_save_mode = "ERROR_WHEN_SCHEMA_NOT_EXIST", data_save_mode = "{data_save_mode}" }}""")
     run = InProcessCluster(spark, str(tmp_path / "data")).run(text, max_attempts=1)
     assert run.status == "FAILED", run.error
     assert "ERROR_WHEN_SCHEMA_NOT_EXIST" in run.error, run.error
