@@ -138,7 +138,7 @@ class SinkRun:
                    if key not in self._prepared and key not in written)
 
     def check_ahead(self, frames=None, others_destroy: bool = False) -> None:
-        """Before any sink of the job prepares a target (``runtime.sink_runs.check_sinks_ahead`` asks every
+        """Before any sink of the job prepares a target (``runtime.pipeline_start.check_sinks_ahead`` asks every
         sink of the pipelines that start together, then lets the first batch run): this sink's checks of its
         targets not yet prepared (``SinkTargets.begin``, ``SinkTargets.check_ahead``), so that no sink's save
         modes destroy anything for a job another sink then refuses. ``frames``: the sink's input (a

@@ -52,7 +52,8 @@ def start_pipelines(runs: list, heartbeat) -> list:
 def check_sinks_ahead(runs) -> None:
     """Every sink of the pipelines about to start, checked ahead together (``SinkRun.check_ahead``) before
     any of them prepares a target: checked per sink, one sink's DROP_DATA emptied its table and then
-    another sink of the job was refused (a privilege, a missing column). A refusal ends every one of
+    another sink of the job was refused (a privilege, a missing column, a save mode that refuses: an
+    ERROR_WHEN_DATA_EXISTS target holding rows, a table RECREATE_SCHEMA could not create). A refusal ends every one of
     these pipelines as it ends the sink's own: none has begun a batch. So does a pipeline refused at its
     ``open`` (a claimed checkpoint directory, a plan that does not build) when another destroys ahead:
     the job fails, and nothing was removed for it (outside review, F3)."""
