@@ -32,15 +32,20 @@ def _holder_pid(conn, name: str) -> int | None:
 @pytest.fixture
 def recvlogical(private_postgres):
     """Starts ``pg_recvlogical`` streaming a slot (a foreign holder): ``hold(conn, db, name)`` ->
-    (process, its walsender's PID), the walsender called ``app_name``; ``made``: the slot and publication are made first, as SeaTide
-    makes them (a slot that is not SeaTide's is never dropped: test_postgres_cdc_held_slot_review)."""
+    (process, its walsender's PID), the walsender called ``app_name``; ``made``: the slot and
+    publication are made first, as SeaTide makes them, marked as run ``made``'s (True: with the mark
+    of a SeaTide before marks named a run); a slot that is not SeaTide's is never dropped
+    (test_postgres_cdc_held_slot_review)."""
     started: list[subprocess.Popen] = []
 
-    def hold(conn, db: str, name: str, made: bool = False,
+    def hold(conn, db: str, name: str, made: bool | str = False,
              app_name: str = "pg_recvlogical") -> tuple[subprocess.Popen, int]:
         if made:
             conn.execute(f"CREATE PUBLICATION {name} FOR TABLE items")
-            conn.execute(sql.SQL("COMMENT ON PUBLICATION {} IS {}").format(sql.Identifier(name), ownership.OLD_MARK))
+            if made is True:
+                conn.execute(sql.SQL("COMMENT ON PUBLICATION {} IS {}").format(sql.Identifier(name), ownership.OLD_MARK))
+            else:
+                ownership.mark(conn, name, made)
             conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
         binary = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_recvlogical"))[-1]
         process = subprocess.Popen(
@@ -154,7 +159,7 @@ def test_a_fresh_start_on_a_slot_name_another_process_streams_fails_naming_it(sp
     cannot be replaced, and that process is named (not an endless wait on a drop)."""
     conn, url, db = shop
     name = "shared_by_name"
-    _, pid = recvlogical(conn, db, name, made=True)
+    _, pid = recvlogical(conn, db, name, made="fresh")       # the job's own slot (another job's is refused at once)
     source = cdc_source(url, f"{db}.public.items", f'slot.name = "{name}"\nslot.active-timeout.ms = 3000')
     error, took = _ended_query(spark, source, "fresh", str(tmp_path / "cp"))
     assert PERMANENT_MARK in error, error

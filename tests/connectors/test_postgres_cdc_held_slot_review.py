@@ -58,11 +58,22 @@ def test_a_fresh_start_refuses_an_idle_foreign_slot_given_as_slot_name_and_leave
 
 def test_a_release_leaves_an_idle_foreign_slot_given_as_slot_name(shop):  # noqa: F811
     """An idle foreign slot given as slot.name is left by the release (was: dropped, with its
-    publication): only a slot whose publication carries SeaTide's mark is dropped."""
+    publication): only a slot whose publication carries SeaTide's mark is dropped. Its publication has
+    no comment, as a SeaTide before marks left its own: the release is not passed as done (review rev2,
+    F3), saying how to settle it; once the publication says it is another's, the release leaves it."""
+    from seatide.connectors.postgres_cdc.ownership import NotReleased
+
     conn, url, db = shop
     name = "foreign_released"
     _foreign_slot(conn, name)
-    cdc_source(url, f"{db}.public.items", f'slot.name = "{name}"').release("rel", within_s=1.5)
+    source = cdc_source(url, f"{db}.public.items", f'slot.name = "{name}"')
+    with pytest.raises(NotReleased) as caught:
+        source.release("rel", within_s=1.5)
+    assert f"COMMENT ON PUBLICATION \"{name}\" IS 'not SeaTide''s'" in str(caught.value), caught.value
+    assert f"pg_drop_replication_slot('{name}')" in str(caught.value), caught.value
+    assert slot.state(conn, name) is not None, "another consumer's slot was dropped by SeaTide's release"
+    conn.execute(f"COMMENT ON PUBLICATION \"{name}\" IS 'not SeaTide''s'")
+    source.release("rel", within_s=1.5)
     assert slot.state(conn, name) is not None, "another consumer's slot was dropped by SeaTide's release"
 
 

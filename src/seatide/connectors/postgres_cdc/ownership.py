@@ -3,41 +3,56 @@
 A slot the user names (``slot.name``) may be another consumer's (pg_recvlogical, Debezium), or
 another SeaTide job's, given the same slot.name by a copy-paste. Dropping it, to start afresh or
 at a release, loses the changes that consumer has not read yet and its position. SeaTide makes
-the publication with the slot and comments it with the run it made them for (``mark``); read
-back (``owner``), the publication says:
+the publication with the slot and comments it with the run it made them for (``mark``, in the
+transaction that creates the publication); read back (``owner``), the publication says:
 
 * nothing (neither the slot nor the publication is there): free;
-* no SeaTide mark (the publication missing, or commented otherwise): another consumer's, never dropped;
-* ``OLD_MARK`` (written before marks named a run): SeaTide's, whose is not known: the job that
-  resumes it takes it as its own, as before, and a release keeps it while another run names it
-  (the coordinator's ``keep``, coordinator/source_release.py);
-* a run key (store/runs.py): that run's. A job id lives in one run at a time, so another run of
-  the same job id is a dead one, or the job id's current run, which the release's ``keep`` stands
-  for; a run of another job id may be running now.
+* a comment that is no SeaTide mark, or no publication beside the slot: another consumer's, never dropped;
+* no comment at all (``UNMARKED``): a SeaTide before marks (08e5997) made it so, and so may another
+  consumer: whose is not known;
+* ``OLD_MARK`` (written before marks named a run): SeaTide's, whose is not known;
+* a run key (store/runs.py): that run's.
 
-So a fresh start is refused on another job's slot (``fresh_start_refusal``), a job's own resume
-never is, and a release leaves another job's (``release_leaves``).
+Not known is never taken for free: a fresh start is refused on it, and a release neither drops it nor
+passes as done (``NotReleased``), each saying how to settle it. The job that made such a slot settles
+it by resuming from its checkpoint: a checkpoint that has read through the slot (the slot confirmed no
+further than the checkpoint's position) makes the resume mark it as its run's (``claim``).
+
+A fresh start is refused on another job's slot (``fresh_start_refusal``), a job's own resume never
+is, and a release drops only what its own run marked (``release_leaves``): a later run of the job id
+re-marks the slot at its fresh start and reads through it, and its own release drops it. The steps
+that read a mark and act on it hold an advisory lock on the name (``name_lock``), so two starts (or a
+start and a release) cannot both find the name free.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
 
+import psycopg
 from psycopg import sql
 
+from seatide.connectors.postgres_cdc.pgoutput import format_lsn
 from seatide.store.runs import job_of
+
+log = logging.getLogger(__name__)
 
 OLD_MARK = "seatide: made by SeaTide for a Postgres-CDC source, with the replication slot of its name"
 _MARK = "seatide: made by SeaTide for the Postgres-CDC source of job run {run}, with the replication slot of its name"
 _MARKED_RUN = re.compile(re.escape(_MARK).replace(re.escape("{run}"), r"([A-Za-z0-9._-]+)"))
+_LOCK_CLASS = 0x5EA7        # the advisory locks' first key: SeaTide's slot names (the second: the name's hash)
 
 
 class Held(Enum):
     FREE = "free"
     FOREIGN = "another consumer's"
+    UNMARKED = "SeaTide's before marks, or another consumer's"
     OLD = "SeaTide's, by a version whose mark names no run"
+    ELSEWHERE = "made in another database, whose publication could not be read"
     RUN = "a SeaTide run's"
 
 
@@ -45,6 +60,25 @@ class Held(Enum):
 class Owner:
     held: Held
     run: str | None = None      # the run key the mark names (Held.RUN)
+    database: str | None = None     # the slot's database (Held.ELSEWHERE) and why it could not be read
+    why: str | None = None
+
+
+class NotReleased(Exception):
+    """A release that found a slot it cannot tell is the run's: left, and the release not passed as done."""
+
+
+@contextmanager
+def name_lock(conn, name: str):
+    """Hold the advisory lock of ``name`` on ``conn`` (autocommit) for the block: a session lock, not a
+    transaction's, as the slot is made on a replication connection meanwhile, and creating a logical slot
+    waits for every transaction that has written to end (a transaction held open here would never end)."""
+    conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (_LOCK_CLASS, name))
+    try:
+        yield
+    finally:
+        if not conn.closed and not conn.broken:
+            conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (_LOCK_CLASS, name))
 
 
 def mark(conn, name: str, run: str) -> None:
@@ -54,16 +88,37 @@ def mark(conn, name: str, run: str) -> None:
 
 
 def owner(conn, name: str) -> Owner:
-    there, comment = conn.execute(
-        "SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = %s), "
-        "(SELECT coalesce(obj_description(oid, 'pg_publication'), '') FROM pg_publication WHERE pubname = %s)",
-        (name, name)).fetchone()
+    """Whose slot ``name`` is. Slots are the server's, publications a database's: a slot made in another
+    database is told by the publication there (review rev2, F7), read on a connection of its own."""
+    there, database, comment = conn.execute(
+        "SELECT s.slot_name IS NOT NULL, nullif(s.database, current_database()), "
+        "(SELECT coalesce(obj_description(oid, 'pg_publication'), '') FROM pg_publication WHERE pubname = %s) "
+        "FROM (SELECT 1) AS one LEFT JOIN pg_replication_slots AS s ON s.slot_name = %s", (name, name)).fetchone()
+    if database is not None:
+        try:
+            comment = _publication_comment(conn, database, name)
+        except psycopg.Error as exc:
+            return Owner(Held.ELSEWHERE, database=database, why=str(exc).strip())
     if not there and comment is None:
         return Owner(Held.FREE)
+    if comment == "":
+        return Owner(Held.UNMARKED)
     if comment == OLD_MARK:
         return Owner(Held.OLD)
     found = _MARKED_RUN.fullmatch(comment or "")
     return Owner(Held.RUN, found.group(1)) if found else Owner(Held.FOREIGN)
+
+
+def _publication_comment(conn, database: str, name: str) -> str | None:
+    """The comment of publication ``name`` in ``database`` ('' none; None: no such publication), asked as
+    ``conn``'s user."""
+    params = {**conn.info.get_parameters(), "dbname": database}
+    if conn.pgconn.password:
+        params["password"] = conn.pgconn.password.decode()
+    with psycopg.connect(**params, connect_timeout=5, autocommit=True) as there:
+        row = there.execute("SELECT coalesce(obj_description(oid, 'pg_publication'), '') FROM pg_publication "
+                            "WHERE pubname = %s", (name,)).fetchone()
+    return row[0] if row else None
 
 
 def fresh_start_refusal(conn, name: str, run: str) -> str | None:
@@ -71,21 +126,55 @@ def fresh_start_refusal(conn, name: str, run: str) -> str | None:
     found = owner(conn, name)
     if found.held is Held.FOREIGN:
         return _foreign(name)
+    if found.held is Held.ELSEWHERE:
+        return _elsewhere(name, found)
+    if found.held in (Held.UNMARKED, Held.OLD):
+        return _not_known(name, found.held, "does not start afresh on it")
     if found.held is Held.RUN and job_of(found.run) != job_of(run):
         return _another_job(name, found.run)
     return None
 
 
+def claim(conn, name: str, run: str, lsn: int) -> bool:
+    """At run ``run``'s resume from a checkpoint at ``lsn``: mark slot.name ``name`` as the run's when its
+    mark names nobody (``UNMARKED``, ``OLD``) and the checkpoint has read through it (the slot, in this
+    database, confirmed no further than ``lsn``: a slot another consumer made or read since would have).
+    Whether it did (True) or not (the mark left, the position checked as ever)."""
+    with name_lock(conn, name):
+        if owner(conn, name).held not in (Held.UNMARKED, Held.OLD):
+            return False
+        read = conn.execute("SELECT confirmed_flush_lsn <= %s::pg_lsn FROM pg_replication_slots WHERE slot_name = %s "
+                            "AND database = current_database()", (format_lsn(lsn), name)).fetchone()
+        if not (read and read[0]):
+            return False
+        mark(conn, name, run)
+    log.info("run %s: replication slot '%s' (slot.name), whose mark named no run, is marked as this run's: its "
+             "checkpoint has read through it", run, name)
+    return True
+
+
 def release_leaves(conn, name: str, run: str, keep: frozenset[str]) -> str | None:
-    """Why the release of run ``run`` leaves slot.name ``name``; None: drop it. One this run marked
-    is dropped even when another run names it (``keep``): another job's start is refused on it,
-    and a later run of this job id drops and makes it again at its own fresh start."""
+    """Why the release of run ``run`` leaves slot.name ``name``; None: drop it. Only what this run marked is
+    dropped, even while another run names it (``keep``: another job is refused on it, and a later run of
+    the job id makes it again at its fresh start); a mark naming another run of the same job id (a later
+    one's fresh start re-marked it: it may be reading through it now) is left to that run's own release.
+    ``NotReleased`` for one whose mark names nobody (``UNMARKED``): left, and said how to settle it."""
     found = owner(conn, name)
     if found.held is Held.FOREIGN:
         return _foreign(name)
+    if found.held is Held.ELSEWHERE:
+        return _elsewhere(name, found)
+    if found.held is Held.UNMARKED:
+        if conn.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (name,)).fetchone() is None:
+            return f"publication '{name}' (slot.name) carries no mark and has no slot: it retains nothing"
+        raise NotReleased(_not_known(name, found.held, "neither drops it nor passes this release as done "
+                                     "(it is tried again)", releasing=True))
     if found.held is Held.RUN and job_of(found.run) != job_of(run):
         return _another_job(name, found.run)
-    if name in keep and found.run != run:
+    if found.held is Held.RUN and found.run != run:
+        return (f"replication slot '{name}' (slot.name) was made again by {_shown(found.run)} of the same job id, "
+                "which may read through it now: its own release drops it")
+    if found.held is Held.OLD and name in keep:
         return f"replication slot '{name}' (slot.name): another run still names it"
     return None
 
@@ -115,4 +204,32 @@ def _foreign(name: str) -> str:
             f"{_drop_sql(name)}")
 
 
-__all__ = ["Held", "OLD_MARK", "Owner", "fresh_start_refusal", "mark", "owner", "release_leaves"]
+def _elsewhere(name: str, found: Owner) -> str:
+    return (f"replication slot '{name}' (slot.name) was made in database '{found.database}', not this source's, "
+            f"and its publication there could not be read ({found.why}): whose it is (a SeaTide job's or another "
+            "consumer's) is not known, so SeaTide neither drops nor recreates it. Give this source a slot.name of "
+            f"its own or, if nothing reads the slot any more, drop it yourself in database '{found.database}': "
+            f"{_drop_sql(name)}")
+
+
+def _not_known(name: str, held: Held, so: str, releasing: bool = False) -> str:
+    """Why a slot whose mark names nobody is neither SeaTide's to drop nor free, and the ways to settle it
+    (at a release, the job may not resume any more: its own is dropped by hand)."""
+    whose = ("was not made by SeaTide as far as it can tell: its publication carries no mark, as a SeaTide before "
+             "marks (08e5997) left its own, and as another consumer's (pg_recvlogical, a publication made by hand) is"
+             if held is Held.UNMARKED else
+             "was made by an earlier SeaTide, whose mark on its publication names no job: it may be another job's "
+             "(a copy of this config) that still reads through it")
+    resume = ("" if releasing else "If it is this job's own, resume the job from its checkpoint once: a checkpoint "
+              "that has read through the slot marks it as the job's (then a fresh start may replace it, and its "
+              "release drops it); if ")
+    drop = f"{'If' if releasing else 'if'} no job or consumer reads it any more (this job's own included), drop it "
+    other = (f"; if another consumer reads it, say so on its publication and SeaTide leaves it for good: COMMENT ON "
+             f"PUBLICATION \"{name}\" IS 'not SeaTide''s'" if held is Held.UNMARKED else "")
+    return (f"replication slot '{name}' (slot.name) {whose}. Dropping it would lose its reader's unread changes and "
+            f"position, so SeaTide {so}. {resume}{drop}yourself: {_drop_sql(name)}{other}"
+            f"{'' if releasing else '; or give this source a slot.name of its own'}")
+
+
+__all__ = ["Held", "NotReleased", "OLD_MARK", "Owner", "claim", "fresh_start_refusal", "mark", "name_lock", "owner",
+           "release_leaves"]

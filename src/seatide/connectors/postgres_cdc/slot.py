@@ -17,6 +17,7 @@ stream that just ended still holds it.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import secrets
 import time
@@ -28,6 +29,8 @@ from seatide.connectors.cdc_way_out import START_OVER
 from seatide.connectors.postgres_cdc import holder, ownership
 from seatide.connectors.postgres_cdc.pgoutput import format_lsn, parse_lsn
 from seatide.plugin.base import permanent_in_worker
+
+log = logging.getLogger(__name__)
 
 PREFIX = "seatide_"
 _MAX_NAME = 63
@@ -61,19 +64,53 @@ class LostPosition(Exception):
     """The slot cannot return the changes after a checkpoint's position any more."""
 
 
-def create_publication(conn, name: str, tables: list, run: str, waiting: holder.Wait | None = None,
-                       given: bool = False) -> None:
-    """Drop whatever this name had, then create the publication (the slot comes next, see
-    ``replication.create_slot``), marked as run ``run``'s (ownership.py). ``waiting``: the driver's wait
-    for a slot of that name someone holds; ``given``: the name is slot.name's, and what it has may be
-    another consumer's or another job's: refused for good then, never dropped."""
+def start_afresh(conn, name: str, tables: list, run: str, make_slot, waiting: holder.Wait | None = None,
+                 given: bool = False):
+    """Drop whatever this name had, create the publication marked as run ``run``'s (ownership.py) in one
+    transaction, and make the slot (``make_slot()``, on a replication connection: its answer is returned),
+    all under the name's lock: another start or a release in between would find the name free, or drop
+    what this one just made. ``waiting``: the driver's wait for a slot of that name someone holds;
+    ``given``: the name is slot.name's, and what it has may be another consumer's or another job's:
+    refused for good then, never dropped (asked once before the lock too, not to queue behind it)."""
+    _refuse(conn, name, run, given)
+    with ownership.name_lock(conn, name):
+        _refuse(conn, name, run, given)         # again: another start may have made it since
+        drop(conn, name, waiting=waiting)
+        with conn.transaction():        # a publication is never left without its mark (review rev2, F4)
+            conn.execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(
+                sql.Identifier(name), sql.SQL(", ").join(t.ident() for t in tables)))
+            ownership.mark(conn, name, run)
+        return make_slot()
+
+
+def _refuse(conn, name: str, run: str, given: bool) -> None:
     why = ownership.fresh_start_refusal(conn, name, run) if given else None
     if why is not None:
         raise permanent_in_worker(f"Postgres-CDC cannot start this job afresh: {why}")
-    drop(conn, name, waiting=waiting)
-    conn.execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(
-        sql.Identifier(name), sql.SQL(", ").join(t.ident() for t in tables)))
-    ownership.mark(conn, name, run)
+
+
+def release_run(conn, run: str, given: str | None, keep: frozenset[str], deadline: float) -> None:
+    """Drop run ``run``'s slots and publications by ``deadline`` (monotonic): those of the default names
+    (of its pipelines and sources: only SeaTide makes them, for this run alone), also when the source
+    names a slot.name now (a resume that gave it one left the slot it read through before: review rev2,
+    F6), and ``given``, the slot.name, unless ownership says to leave it (``release_given``)."""
+    for name in ([given] if given else []) + [n for n in names_of_job(conn, run) if n != given]:
+        wait_s = max(0.05, deadline - time.monotonic())
+        if name == given:
+            release_given(conn, name, run, keep, wait_s)
+        else:
+            drop(conn, name, wait_s=wait_s, job_id=run)
+
+
+def release_given(conn, name: str, run: str, keep: frozenset[str], wait_s: float) -> None:
+    """Drop slot.name ``name`` at run ``run``'s release unless ownership says to leave it (said in the log),
+    the mark read and the drop made under the name's lock."""
+    with ownership.name_lock(conn, name):
+        why = ownership.release_leaves(conn, name, run, keep)
+        if why is None:
+            drop(conn, name, wait_s=wait_s, job_id=run)
+            return
+    log.warning("job %s: its release leaves %s", run, why)
 
 
 def set_publication_tables(conn, name: str, tables: list) -> None:

@@ -10,14 +10,13 @@ UPDATE_AFTER and DELETE.
 from __future__ import annotations
 
 import json
-import logging
 import re
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from seatide.connectors.jdbc.url import POSTGRESQL, JdbcUrl, JdbcUrlError
-from seatide.connectors.postgres_cdc import ownership, slot
+from seatide.connectors.postgres_cdc import slot
 from seatide.connectors.postgres_cdc.options import PG_CDC_OPTIONS, UNSUPPORTED
 from seatide.connectors.cdc_tables import pattern_refusal, split_names
 from seatide.connectors.cdc_evolution import change_behaviour
@@ -31,8 +30,6 @@ from seatide.plugin.rowkind import ALL_KINDS, RowKind, hidden_fields
 from seatide.plugin.schema import Column, OldRowColumns, PrimaryKey, Schema
 from seatide.plugin.tables import TableLayout, TableRows
 from seatide.plugin.unasked import servers_asked
-
-log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -357,20 +354,14 @@ class PostgresCdcSource(Source):
         return (self.opts["slot.name"],) if self.opts["slot.name"] else ()
 
     def release(self, job_id: str, keep: frozenset[str] = frozenset(), within_s: float = 10.0) -> None:
-        """Drop the run's slot and publication; nothing to do when they are already gone. A slot.name
-        another job or consumer holds is left, said in the log (ownership.py). The whole release
+        """Drop the run's slots and publications (``slot.release_run``); nothing to do when they are
+        already gone. The whole release
         answers within about ``within_s``: a slot a walsender still holds then is left, with
         ``ObjectInUse`` naming the holder (the leader records it and tries again later)."""
         deadline = time.monotonic() + within_s
         with self.connect(max(1, int(within_s))) as conn:
             conn.execute(f"SET statement_timeout = {max(1, int(within_s * 1000))}")
-            names = [self.opts["slot.name"]] if self.opts["slot.name"] else slot.names_of_job(conn, job_id)
-            for name in names:
-                why = ownership.release_leaves(conn, name, job_id, keep) if self.opts["slot.name"] else None
-                if why is not None:
-                    log.warning("job %s: its release leaves %s", job_id, why)
-                else:
-                    slot.drop(conn, name, wait_s=max(0.05, deadline - time.monotonic()), job_id=job_id)
+            slot.release_run(conn, job_id, self.opts["slot.name"], keep, deadline)
 
 
 def _shape(known: dict | None, name: str):

@@ -45,7 +45,7 @@ from psycopg import errors
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from seatide.connectors.cdc_way_out import START_OVER
-from seatide.connectors.postgres_cdc import holder, replication, slot
+from seatide.connectors.postgres_cdc import holder, ownership, replication, slot
 from seatide.connectors.postgres_cdc.changes import EVERY_TABLE, Admitted, plan_batch, read_changes
 from seatide.connectors.postgres_cdc.membership import TableGone, check_published, table_dropped
 from seatide.connectors.postgres_cdc.row_batches import RowBatches
@@ -153,16 +153,23 @@ class PostgresCdcReader(DataSourceStreamReader):
         the splits read the tables as of exactly that point: every change after it comes from
         the stream, none before it (see the docs page). The export lives while the connection
         that created the slot stays open and idle: until the snapshot's last batch is read."""
-        slot.create_publication(self._db(), self.slot, self.tables, self.config.get("job_id") or "local",
-                                holder.Wait.of(self.config, self.slot), given=bool(self.config.get("slot_given")))
         exporting = start["snapshot"] is not None
         conn = replication.connect_replication(self.config)
-        lsn, export = replication.create_slot(conn, self.slot, exporting)
+        try:
+            lsn, export = slot.start_afresh(self._db(), self.slot, self.tables, self._run(),
+                                            lambda: replication.create_slot(conn, self.slot, exporting),
+                                            holder.Wait.of(self.config, self.slot), bool(self.config.get("slot_given")))
+        except BaseException:
+            conn.close()
+            raise
         if exporting:
             self._exporter = conn
         else:
             conn.close()
         return {**start, "lsn": lsn, "export": export}
+
+    def _run(self) -> str:
+        return self.config.get("job_id") or "local"
 
     def _end_export(self) -> None:
         if self._exporter is not None:
@@ -176,6 +183,8 @@ class PostgresCdcReader(DataSourceStreamReader):
         start checks again right before it reads (``replication._check_not_past``)."""
         if offset["lsn"] is None or offset["lsn"] == self._checked_lsn:
             return
+        if self.config.get("slot_given") and self._checked_lsn is None:   # a mark naming nobody: this run's
+            ownership.claim(self._db(), self.slot, self._run(), offset["lsn"])
         try:
             slot.check_position(self._db(), self.slot, offset["lsn"])
         except slot.LostPosition as exc:
