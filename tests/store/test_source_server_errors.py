@@ -58,6 +58,7 @@ sink {{ Console {{ plugin_input = "s0" }} }}
 
 def _released_twice(store, tmp_path, text: str, leaders: int = 1) -> None:
     _stopped_as(store, tmp_path, text)
+    _marked_as_the_runs(store)
     request_stop(store, "j1", release=True)
     epoch = elected(store, "c1").epoch
     releaser = Releaser(store, "coordinator:c1")
@@ -108,6 +109,18 @@ def test_a_position_check_refused_by_the_server_names_that_error_not_an_unreacha
     assert 'role "seatide_no_such_role" does not exist' in said, said
     assert "could not be reached" not in said and "once the server can be reached" not in said, said
     assert "the server answered the position check with an error" in said, said
+
+
+def _marked_as_the_runs(store) -> None:
+    """The slot_held publication marked as the submitted run's, as its driver marks it (a release drops only
+    what its own run marked)."""
+    from seatide.store.runs import run_key
+
+    with store.read() as conn:
+        run_id = conn.execute(select(s.jobs.c.run_id).where(s.jobs.c.job_id == "j1")).scalar()
+    with psycopg.connect(host="127.0.0.1", port=5432, dbname="test", user="postgres", autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (SLOT,)).fetchone() is not None:
+            ownership.mark(conn, SLOT, run_key("j1", run_id))
 
 
 def _stopped_as(store, tmp_path, text: str) -> None:
