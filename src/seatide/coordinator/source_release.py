@@ -11,8 +11,9 @@ such a name is kept (not dropped) while any other run whose row is in the store 
 not been released: the job id's current run when the step is for an earlier one, or any other
 job's. That is read on the door's connection, in the door's transaction: a resubmission or a
 resume writes the job row the door holds (on SQLite, any write waits for it). The source has the
-last word: a slot whose mark names another job is never dropped, and one this very run made is
-dropped all the same (connectors/postgres_cdc/ownership.py).
+last word: a slot whose mark names another run (of another job, or a later run of this job id that
+made it again) is never dropped, and one this very run made is dropped all the same
+(connectors/postgres_cdc/ownership.py).
 
 The door's transaction holds the job row (and on SQLite the whole store's write lock), and the
 leader's tick, its lease renewal among it, waits for the step: so the sources are asked at once
