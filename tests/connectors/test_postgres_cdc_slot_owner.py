@@ -83,3 +83,23 @@ def test_a_slot_with_the_mark_of_an_earlier_seatide_is_resumed_and_released_by_i
     assert "belongs to SeaTide job 'job-a'" in ownership.fresh_start_refusal(conn, name, B)
     cdc_source(url, f"{db}.public.items", f'slot.name = "{name}"').release(A, within_s=1.5)
     assert slot.state(conn, name) is None, "the old-marked slot was left by its job's release"
+
+
+def test_a_resumes_position_check_marks_a_slot_without_a_mark_its_checkpoint_read_through(shop):  # noqa: F811
+    """A slot made before marks existed (no comment): the check a resume makes of the checkpoint's position
+    (position_gone, asked also for a resume --fallback fresh) marks it as the run's when the checkpoint has
+    read through it, so that resume's fresh start may replace it; a checkpoint the slot has moved past (the
+    slot read by something else since) marks nothing."""
+    conn, url, db = shop
+    name = "owner_checked"
+    a, end = _started(conn, url, db, A, name)
+    a.stop()
+    conn.execute(sql.SQL("COMMENT ON PUBLICATION {} IS NULL").format(sql.Identifier(name)))
+    source = cdc_source(url, f"{db}.public.items", f'slot.name = "{name}"')
+    behind = {"lsn": end["lsn"] - 1}
+    assert source.position_gone(A, 0, "source[0]", behind, 5.0) is None
+    assert ownership.owner(conn, name).held is ownership.Held.UNMARKED, "a checkpoint behind the slot marked it"
+    assert ownership.fresh_start_refusal(conn, name, A) is not None
+    assert source.position_gone(A, 0, "source[0]", end, 5.0) is None
+    assert ownership.owner(conn, name) == ownership.Owner(ownership.Held.RUN, A)
+    assert ownership.fresh_start_refusal(conn, name, A) is None

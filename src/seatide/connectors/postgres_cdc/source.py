@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from seatide.connectors.jdbc.url import POSTGRESQL, JdbcUrl, JdbcUrlError
-from seatide.connectors.postgres_cdc import slot
+from seatide.connectors.postgres_cdc import ownership, slot
 from seatide.connectors.postgres_cdc.options import PG_CDC_OPTIONS, UNSUPPORTED
 from seatide.connectors.cdc_tables import pattern_refusal, split_names
 from seatide.connectors.cdc_evolution import change_behaviour
@@ -338,12 +338,16 @@ class PostgresCdcSource(Source):
     def position_gone(self, job_id: str, pipeline_id: int, plugin_id: str, offset: dict,
                       timeout_s: float) -> str | None:
         """A checkpoint's LSN whose slot was dropped, or lost its WAL (a slot that only moved on
-        past it is left to the read, which has Spark's own offsets to compare)."""
+        past it is left to the read, which has Spark's own offsets to compare). A slot.name whose mark
+        names nobody is marked as the run's here when the checkpoint has read through it (ownership.claim):
+        a resume --fallback fresh may then replace it."""
         if offset.get("lsn") is None:      # no slot made yet: a start creates it
             return None
         name = self.opts["slot.name"] or slot.default_name(job_id, pipeline_id, plugin_id)
         with self.connect(max(1, int(timeout_s))) as conn:
             conn.execute(f"SET statement_timeout = {max(1, int(timeout_s * 1000))}")
+            if self.opts["slot.name"]:      # a mark naming nobody is the run's when this checkpoint read through it
+                ownership.claim(conn, name, job_id, offset["lsn"])
             why = slot.gone(conn, name)
         return slot.lost_position_message(name, offset["lsn"], why) if why is not None else None
 
