@@ -13,6 +13,9 @@ transaction that creates the publication); read back (``owner``), the publicatio
 * ``OLD_MARK`` (written before marks named a run): SeaTide's, whose is not known;
 * a run key (store/runs.py): that run's.
 
+Slots are the server's and publications a database's: a slot made in another database is told by the
+publication there (``ELSEWHERE`` when that cannot be read: not known either).
+
 Not known is never taken for free: a fresh start is refused on it, and a release neither drops it nor
 passes as done (``NotReleased``), each saying how to settle it. The job that made such a slot settles
 it by resuming from its checkpoint: a checkpoint that has read through the slot (the slot confirmed no
@@ -22,7 +25,9 @@ A fresh start is refused on another job's slot (``fresh_start_refusal``), a job'
 is, and a release drops only what its own run marked (``release_leaves``): a later run of the job id
 re-marks the slot at its fresh start and reads through it, and its own release drops it. The steps
 that read a mark and act on it hold an advisory lock on the name (``name_lock``), so two starts (or a
-start and a release) cannot both find the name free.
+start and a release) cannot both find the name free. An advisory lock is a database's: two sources of
+one slot.name in two databases of a server are not kept apart by it (the second's check finds the first's
+slot, ``ELSEWHERE`` or its mark, unless both check before either makes it).
 """
 
 from __future__ import annotations
