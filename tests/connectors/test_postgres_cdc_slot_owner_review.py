@@ -203,3 +203,19 @@ def test_f7_another_jobs_slot_in_another_database_is_called_not_seatides(shop, p
         why = ownership.fresh_start_refusal(conn_b, name, B)
     assert why is not None
     assert "job 'job-a'" in why, why
+
+
+def test_f6_a_resume_that_renames_slot_name_leaves_no_slot_of_the_run_behind(shop):  # noqa: F811
+    """The same with an earlier slot.name: the run read through slot.name S1, a resume renamed it S2; the run's
+    release drops S1 too (its publication is marked as this run's), and never another run's slot."""
+    conn, url, db = shop
+    first, _ = _started(conn, url, db, A, "rev2_renamed_from")
+    first.stop()
+    other = _reader(url, db, B, "rev2_renamed_other")         # another job's slot.name, made and marked as its
+    try:
+        other.latestOffset(other.initialOffset())
+    finally:
+        other.stop()
+    cdc_source(url, f"{db}.public.items", 'slot.name = "rev2_renamed_to"').release(A, within_s=1.5)
+    assert slot.state(conn, "rev2_renamed_from") is None, "the run's earlier slot.name was left by its release"
+    assert slot.state(conn, "rev2_renamed_other") is not None, "another job's slot was dropped"

@@ -92,6 +92,13 @@ def mark(conn, name: str, run: str) -> None:
         sql.Identifier(name), sql.Literal(_MARK.format(run=run))))
 
 
+def marked_by(conn, run: str) -> list[str]:
+    """The publications of this database marked as run ``run``'s: each slot.name the run made, the ones a
+    resume has since renamed among them (review rev2, F6)."""
+    return [row[0] for row in conn.execute("SELECT pubname FROM pg_publication WHERE obj_description(oid, "
+                                           "'pg_publication') = %s ORDER BY pubname", (_MARK.format(run=run),))]
+
+
 def owner(conn, name: str) -> Owner:
     """Whose slot ``name`` is. Slots are the server's, publications a database's: a slot made in another
     database is told by the publication there (review rev2, F7), read on a connection of its own."""
@@ -236,5 +243,5 @@ def _not_known(name: str, held: Held, so: str, releasing: bool = False) -> str:
             f"{'' if releasing else '; or give this source a slot.name of its own'}")
 
 
-__all__ = ["Held", "NotReleased", "OLD_MARK", "Owner", "claim", "fresh_start_refusal", "mark", "name_lock", "owner",
-           "release_leaves"]
+__all__ = ["Held", "NotReleased", "OLD_MARK", "Owner", "claim", "fresh_start_refusal", "mark", "marked_by", "name_lock",
+           "owner", "release_leaves"]

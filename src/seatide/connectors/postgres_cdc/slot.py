@@ -92,11 +92,14 @@ def _refuse(conn, name: str, run: str, given: bool) -> None:
 def release_run(conn, run: str, given: str | None, keep: frozenset[str], deadline: float) -> None:
     """Drop run ``run``'s slots and publications by ``deadline`` (monotonic): those of the default names
     (of its pipelines and sources: only SeaTide makes them, for this run alone), also when the source
-    names a slot.name now (a resume that gave it one left the slot it read through before: review rev2,
-    F6), and ``given``, the slot.name, unless ownership says to leave it (``release_given``)."""
-    for name in ([given] if given else []) + [n for n in names_of_job(conn, run) if n != given]:
+    names a slot.name now, and every slot.name marked as this run's (a resume that gave the source a
+    slot.name, or another one, left the slot it read through before: review rev2, F6); ``given``, the
+    slot.name, unless ownership says to leave it (``release_given``)."""
+    named = [given] if given else []
+    marked = [n for n in ownership.marked_by(conn, run) if n not in named]
+    for name in named + marked + [n for n in names_of_job(conn, run) if n not in named + marked]:
         wait_s = max(0.05, deadline - time.monotonic())
-        if name == given:
+        if name in named + marked:
             release_given(conn, name, run, keep, wait_s)
         else:
             drop(conn, name, wait_s=wait_s, job_id=run)
