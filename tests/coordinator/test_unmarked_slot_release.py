@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 
-from seatide.coordinator.release import RELEASING, Releaser, due_releases
+from seatide.coordinator.release import RELEASING
 from seatide.store import schema as s
 from tests.coordinator.test_stale_leader import _leader, _slots
-from tests.coordinator.test_user_named_slot import _cdc_job, _end, _submit
+from tests.coordinator.test_user_named_slot import _cdc_job, _end, _release_step, _submit
 from tests.store.test_store import store  # noqa: F401  (a fixture)
 
 SLOT = "rev2_unmarked"
@@ -28,11 +28,8 @@ def test_a_release_on_a_slot_without_a_mark_is_not_recorded_done_and_says_how_to
         conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (SLOT,))
     try:
         _end(store, "j1")
-        with store.write() as conn:
-            conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(release=RELEASING))
         lease = _leader(store, "c1")
-        [due] = due_releases(store)
-        Releaser(store, "coordinator:c1").step(lease.epoch, due, 0.0)
+        _release_step(store, "j1", lease.epoch)
         with store.read() as conn:
             assert conn.execute(select(s.jobs.c.release).where(s.jobs.c.job_id == "j1")).scalar() == RELEASING
             [retry] = [json.loads(e.detail) for e in conn.execute(select(s.events).where(
@@ -42,8 +39,7 @@ def test_a_release_on_a_slot_without_a_mark_is_not_recorded_done_and_says_how_to
         assert _slots(private_postgres, SLOT) == [SLOT], "the release dropped a slot it cannot tell is the job's"
         with private_postgres.connect() as conn:                          # another consumer's, says its owner
             conn.execute(f"COMMENT ON PUBLICATION \"{SLOT}\" IS 'not SeaTide''s'")
-        [due] = due_releases(store)
-        Releaser(store, "coordinator:c1").step(lease.epoch, due, 100.0)    # past the first try's backoff
+        _release_step(store, "j1", lease.epoch, 100.0)                     # past the first try's backoff
         with store.read() as conn:
             assert conn.execute(select(s.jobs.c.release).where(s.jobs.c.job_id == "j1")).scalar() == "RELEASED"
         assert _slots(private_postgres, SLOT) == [SLOT], "another consumer's slot was dropped"

@@ -81,23 +81,25 @@ def test_the_expiry_of_a_dead_run_keeps_the_user_named_slot_of_the_job_ids_new_r
         conn.execute("SELECT pg_drop_replication_slot(%s)", (SLOT,))
 
 
+def _release_step(store, job_id: str, epoch: int, now: float = 0.0) -> None:
+    """The leader's release step for ``job_id``, its release decided (RELEASING)."""
+    with store.write() as conn:
+        conn.execute(update(s.jobs).where(s.jobs.c.job_id == job_id).values(release=RELEASING))
+    [due] = due_releases(store)
+    Releaser(store, "coordinator:c1").step(epoch, due, now)
+
+
 def test_a_release_keeps_a_user_named_slot_another_live_job_names(store, tmp_path, private_postgres):
     text = _cdc_job(private_postgres)
     _submit(store, tmp_path, text, "j1")
     _submit(store, tmp_path, text, "j2")                     # another job reading through the same slot:
     _fresh_slot(private_postgres)                            # both from before marks named a run
     _end(store, "j1")
-    with store.write() as conn:
-        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(release=RELEASING))
     lease = _leader(store, "c1")
-    [due] = due_releases(store)
-    Releaser(store, "coordinator:c1").step(lease.epoch, due, 0.0)
+    _release_step(store, "j1", lease.epoch)
     with store.read() as conn:
         assert conn.execute(select(s.jobs.c.release).where(s.jobs.c.job_id == "j1")).scalar() == "RELEASED"
     assert _slots(private_postgres, SLOT) == [SLOT], "j1's release dropped the slot j2 still reads through"
     _end(store, "j2")                                        # once no live job names it, a release drops it
-    with store.write() as conn:
-        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j2").values(release=RELEASING))
-    [due] = due_releases(store)
-    Releaser(store, "coordinator:c1").step(lease.epoch, due, 0.0)
+    _release_step(store, "j2", lease.epoch)
     assert _slots(private_postgres, SLOT) == []
