@@ -201,6 +201,16 @@ def wait_for(condition, what: str, deadline_s: float = 120.0) -> None:
 FAKE_FIELDS = "schema = { fields { id = bigint, name = string } }"
 
 
+def dropped_and_guarded(tmp_path):
+    """Two file targets holding a row each: one a DROP_DATA sink empties, one a refusing save mode guards."""
+    dropped, guarded = tmp_path / "dropped", tmp_path / "guarded"
+    dropped.mkdir()
+    guarded.mkdir()
+    (dropped / "kept.json").write_text('{"id": -1, "name": "kept"}\n')
+    (guarded / "there.json").write_text('{"id": -2, "name": "there"}\n')
+    return dropped, guarded
+
+
 def fake_sources_job(sinks: str, pipelines: int = 1) -> str:
     """A batch job, never retried, of ``pipelines`` FakeSources (3 rows each, ``s1``, ``s2``) into ``sinks``
     (the sink block's body): a sink reading ``s2`` makes a pipeline of its own."""

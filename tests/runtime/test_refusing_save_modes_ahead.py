@@ -6,23 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.harness import InProcessCluster, fake_sources_job
+from tests.e2e.harness import InProcessCluster, dropped_and_guarded, fake_sources_job
 
 pytestmark = pytest.mark.spark
 
 
-def _dirs(tmp_path):
-    dropped, guarded = tmp_path / "dropped", tmp_path / "guarded"
-    dropped.mkdir()
-    guarded.mkdir()
-    (dropped / "kept.json").write_text('{"id": -1, "name": "kept"}\n')
-    (guarded / "there.json").write_text('{"id": -2, "name": "there"}\n')
-    return dropped, guarded
-
-
 @pytest.mark.parametrize("pipelines", [1, 2], ids=["one-pipeline", "two-pipelines"])
 def test_a_sinks_error_when_data_exists_refuses_before_another_sinks_drop_data(spark, tmp_path, pipelines):
-    dropped, guarded = _dirs(tmp_path)
+    dropped, guarded = dropped_and_guarded(tmp_path)
     second = "s1" if pipelines == 1 else "s2"
     text = fake_sources_job(f"""
   LocalFile {{ plugin_input = "s1", path = "{dropped}", file_format_type = "json", data_save_mode = "DROP_DATA" }}
@@ -37,7 +28,7 @@ def test_a_sinks_error_when_data_exists_refuses_before_another_sinks_drop_data(s
 @pytest.mark.parametrize("data_save_mode", ["APPEND_DATA", "DROP_DATA"])
 def test_a_sinks_error_when_schema_not_exist_refuses_before_another_sinks_drop_data(spark, tmp_path, data_save_mode):
     """With DROP_DATA too: the sink's own save modes destroy (nothing, its path missing), and still refuse ahead."""
-    dropped, _ = _dirs(tmp_path)
+    dropped, _ = dropped_and_guarded(tmp_path)
     text = fake_sources_job(f"""
   LocalFile {{ plugin_input = "s1", path = "{dropped}", file_format_type = "json", data_save_mode = "DROP_DATA" }}
   LocalFile {{ plugin_input = "s1", path = "{tmp_path / 'missing'}", file_format_type = "json",

@@ -10,20 +10,11 @@ import time
 
 import pytest
 
-from tests.e2e.harness import InProcessCluster
+from tests.e2e.harness import InProcessCluster, dropped_and_guarded
 
 pytestmark = pytest.mark.spark
 
 FIELDS = "schema = { fields { id = bigint, name = string } }"
-
-
-def _dirs(tmp_path):
-    dropped, guarded = tmp_path / "dropped", tmp_path / "guarded"
-    dropped.mkdir()
-    guarded.mkdir()
-    (dropped / "kept.json").write_text('{"id": -1, "name": "kept"}\n')
-    (guarded / "there.json").write_text('{"id": -2, "name": "there"}\n')
-    return dropped, guarded
 
 
 @pytest.mark.parametrize("env", ["job.mode = BATCH", "job.mode = BATCH, checkpoint.interval = 1000"],
@@ -50,7 +41,7 @@ def test_a_pipeline_refused_at_start_fails_the_job_before_another_pipelines_drop
         return real(checkpoint_dir, sources, writers)
 
     monkeypatch.setattr(schema_evolution, "evolve", evolve)
-    dropped, _ = _dirs(tmp_path)
+    dropped, _ = dropped_and_guarded(tmp_path)
     text = f"""
 env {{ {env}, parallelism = 1, job.retry.times = 0, job.retry.interval.seconds = 0 }}
 source {{
@@ -73,7 +64,7 @@ def test_a_pipeline_whose_query_spark_refuses_at_start_fails_the_job_before_anot
     """No simulation: pipeline 2's SQL sorts a stream, which Spark's UnsupportedOperationChecker refuses
     at ``writeStream.start()`` (PipelineRun._start_query, in ``start``: after ``check_sinks_ahead``), a
     refusal known before any batch. Pipeline 1 was started (and waited for) first."""
-    dropped, _ = _dirs(tmp_path)
+    dropped, _ = dropped_and_guarded(tmp_path)
     text = f"""
 env {{ job.mode = BATCH, checkpoint.interval = 1000, parallelism = 1, job.retry.times = 0,
        job.retry.interval.seconds = 0 }}
