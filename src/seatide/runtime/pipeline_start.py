@@ -13,8 +13,11 @@ prepares its target (``destroys_ahead``), as the refusal's kind: none of them ha
 nothing was removed. Where nothing destroys, the others start; the refused one fails the job (or its
 attempt) as ever.
 
-What comes later is not covered: a source that fails at its first read (its offsets) fails in its
-query, after the queries started before it ran their first batch.
+Queries start one at a time, each once the one before has its first offsets (``wait_started``): a
+source refused there (Postgres-CDC on another consumer's slot.name) fails its query before the next
+query starts, and the pipelines not started yet are refused with it when one of them would remove
+data, as at 1 and 3. What no step before a batch sees is not covered: a source that fails reading
+its first batch's rows does so beside the pipelines started before it.
 """
 
 from __future__ import annotations
@@ -36,11 +39,12 @@ def start_pipelines(runs: list, heartbeat) -> list:
             run.prepare()
     _refuse_with_the_refused(runs)
     started = []
-    for run in runs:
+    for index, run in enumerate(runs):
         if heartbeat.desired == "CANCEL":
             # Canceled while starting: a query not started has nothing to stop; the leader
             # ends its pipeline with the job (reconcile.py) once this attempt has ended.
             continue
+        _refuse_after_a_failed_start(started, runs[index:])
         # One query's sources start their Python workers at a time: Spark gives a starting
         # Python worker 10 s to connect back, which several at once on a busy host can miss.
         run.start()
@@ -87,6 +91,24 @@ def _refuse_with_the_refused(runs) -> bool:
     for run in waiting:
         run.refuse(refused_with(refused, run, destroying[0]), refused.outcome.permanent)
     return True
+
+
+def _refuse_after_a_failed_start(started: list, rest: list) -> None:
+    """When a pipeline already started has failed (its source refused at its first offsets), refuse
+    the ones not started yet if a sink of them would remove data (``_refuse_with_the_refused``)."""
+    failed = next((run for run in started if run.poll().status == PipelineStatus.FAILED), None)
+    waiting = [run for run in rest if run.sinks is not None and run.outcome.status == PipelineStatus.RUNNING]
+    if failed is None or not waiting:
+        return
+    try:
+        destroying = next((run for run in waiting if run.sinks.destroys_ahead()), None)
+    except Exception as exc:  # noqa: BLE001 - asking opened a target, and its server answered with an error
+        for run in waiting:
+            run.fail(exc)
+        return
+    if destroying is not None:
+        for run in waiting:
+            run.refuse(refused_with(failed, run, destroying), failed.outcome.permanent)
 
 
 def refused_with(refused, run, destroying) -> str:
