@@ -85,7 +85,7 @@ class SaveModeDoor:
         of the job, or an earlier attempt of its run, decided them, perhaps while it looked: ``prepare``
         follows that decision and refuses nothing); asked only then, so a target that passes costs no
         read of the store."""
-        if not target.save_modes:
+        if not target.save_modes and not target.refuses_ahead:
             return
         names = self._names(target)
         try:

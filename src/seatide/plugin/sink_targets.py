@@ -35,6 +35,10 @@ class Target:
     # True: its save modes destroy when the target is prepared (``modes_destroy``), whoever carries
     # the step out: the job's other sinks are checked ahead of it (``SinkRun.destroys_ahead``).
     destroys: bool = False
+    # True: ``check_save_modes`` refuses what ``ensure`` or ``stage`` would (a missing table under IGNORE,
+    # columns the input lacks) even where no decision passes the door (``save_modes`` False): it is
+    # asked ahead all the same (``SaveModeDoor.check_ahead``).
+    refuses_ahead: bool = False
     # Keys an earlier SeaTide gave this target (before its key was normalised): a decision named
     # by one counts as the target's.
     earlier_keys: tuple[str, ...] | list[str] = ()
@@ -74,10 +78,10 @@ class Target:
         ``save_mode_plan`` would (ERROR_WHEN_DATA_EXISTS over rows, ERROR_WHEN_SCHEMA_NOT_EXIST on a
         missing target). Asked before any target of the job is prepared, when one of them destroys, while
         no decision of this target's save modes stands (``SaveModeDoor.check_ahead``), so that a refusal
-        comes before another target is emptied. By default ``save_mode_plan`` where the save modes only
-        check and refuse (its plan destroys nothing, so it is a look); a system whose plan carries a step
-        out itself overrides it (Jdbc)."""
-        if not self.destroys and not self.destroys_when_planned:
+        comes before another target is emptied. By default ``save_mode_plan``, whose plan names what the
+        save modes destroy without destroying it (a look, the target's refusal under DROP_DATA too), except
+        where it carries a step out itself (``destroys_when_planned``: Jdbc overrides this)."""
+        if not self.destroys_when_planned:
             self.save_mode_plan(schema)
 
     def destroy(self, plan: dict, fence: Callable[[], None]) -> None:

@@ -66,10 +66,19 @@ class HiveTarget(LocalFileTarget):
             raise HiveSinkError(f"Hive sink: {exc}") from None
         spec = table_spec(self.table, codec, data_save_mode)
         super().__init__(key, routes, {r.index: spec for r in routes}, sink_id)
+        self.refuses_ahead = True       # the table's columns the input lacks (``check_save_modes``)
 
     @property
     def place(self) -> str:
         return f"table {self.key} (at {self.root})"
+
+    def check_save_modes(self, schema) -> None:
+        """The file sink's look, then how the input's fields fit the table's columns, as staging would
+        refuse them (the columns were read from the metastore when the target was opened)."""
+        if self.save_modes:
+            super().check_save_modes(schema)
+        if schema is not None:
+            self._fit(schema.names)
 
     def _staged_frame(self, df):
         try:
@@ -105,26 +114,35 @@ class HiveTarget(LocalFileTarget):
     def _as_table(self, df):
         """The input's columns as the table's: its names (matched in any case), types and order."""
         from pyspark.sql import functions as F
+
+        by_name, kinds = self._fit(df.columns)
+        out = [F.col(f"`{by_name[name.lower()]}`").cast(kind).alias(name)
+               for (name, _), kind in zip(self.table.columns, kinds)]
+        for name, _ in self.table.partition_keys:
+            value = F.col(f"`{by_name[name.lower()]}`").cast("string")
+            out.append(F.coalesce(value, F.lit(metastore.DEFAULT_PARTITION)).alias(name))
+        return df.select(*out)
+
+    def _fit(self, fields: list[str]):
+        """The input's ``fields`` by lower-cased name, and the Spark type of each table column; raises
+        where the input lacks a column, or a text table has a column SeaTide cannot write."""
         from pyspark.sql import types as T
 
-        by_name = {c.lower(): c for c in df.columns if c != ROW_KIND_COLUMN}
+        by_name = {c.lower(): c for c in fields if c != ROW_KIND_COLUMN}
         wanted = [*self.table.columns, *self.table.partition_keys]
         missing = [name for name, _ in wanted if name.lower() not in by_name]
         if missing:
             raise HiveSinkError(f"Hive sink: table {self.table.database}.{self.table.name} has columns "
                                 f"{', '.join(missing)}, which the input does not have (fields: "
                                 f"{', '.join(by_name.values())})")
-        out = []
+        kinds = []
         for name, hive_type in self.table.columns:
             kind = spark_type(hive_type, name)
             if self.table.file_format == "text" and isinstance(kind, (T.ArrayType, T.MapType, T.StructType)):
                 raise HiveSinkError(f"Hive sink: column {name} is {hive_type}; SeaTide writes text tables with "
                                     "primitive columns only (store the table as parquet or orc)")
-            out.append(F.col(f"`{by_name[name.lower()]}`").cast(kind).alias(name))
-        for name, _ in self.table.partition_keys:
-            value = F.col(f"`{by_name[name.lower()]}`").cast("string")
-            out.append(F.coalesce(value, F.lit(metastore.DEFAULT_PARTITION)).alias(name))
-        return df.select(*out)
+            kinds.append(kind)
+        return by_name, kinds
 
 
 __all__ = ["HiveSinkError", "HiveTarget", "table_spec"]

@@ -66,16 +66,42 @@ def save_mode_plan(catalog, spec: IcebergSinkSpec, struct, run: str) -> dict | N
         # the replacement has no branch nor rows: the data save mode has nothing left to do
         return {"recreate": str(table.metadata.table_uuid), "by": uuid.uuid4().hex,
                 "fields": struct.json() if struct is not None else None}
+    head = _head_unless_refused(table, spec)
+    if spec.data_save_mode != "DROP_DATA" or head is None:
+        return None
+    found = deletes.plan(table, head.snapshot_id)
+    return {"remove": [f.file.file_path for f in (*found.data, *found.deletes)]}
+
+
+def check_save_modes(catalog, spec: IcebergSinkSpec, run: str) -> None:
+    """What ``save_mode_plan`` and ``ensure`` would refuse now, a look that lists no file and changes
+    nothing (``Target.check_save_modes``): a missing table under IGNORE or ERROR_WHEN_SCHEMA_NOT_EXIST,
+    rows under ERROR_WHEN_DATA_EXISTS unless the job run ``run`` committed them."""
+    identifier = (spec.namespace, spec.table)
+    if not catalog.table_exists(identifier):
+        refuse_missing(spec)
+        return
+    table = catalog.load_table(identifier)
+    if spec.schema_save_mode != "RECREATE_SCHEMA" and not written_by_run(table.metadata, run):
+        _head_unless_refused(table, spec)
+
+
+def _head_unless_refused(table, spec: IcebergSinkSpec):
+    """The branch's head, after refusing rows under ERROR_WHEN_DATA_EXISTS."""
     head = branch_head(table.metadata, spec.branch)
     if spec.data_save_mode == "ERROR_WHEN_DATA_EXISTS" and head is not None:
         rows = int(head.summary.additional_properties.get("total-records", 0)) if head.summary else 0
         if rows:
             raise IcebergSinkError(f"Iceberg sink: data_save_mode is ERROR_WHEN_DATA_EXISTS and table {spec.name} "
                                    f"holds {rows} rows; empty it or choose APPEND_DATA or DROP_DATA")
-    if spec.data_save_mode != "DROP_DATA" or head is None:
-        return None
-    found = deletes.plan(table, head.snapshot_id)
-    return {"remove": [f.file.file_path for f in (*found.data, *found.deletes)]}
+    return head
+
+
+def refuse_missing(spec: IcebergSinkSpec) -> None:
+    """``spec``'s table is missing: refused where its schema save mode makes none."""
+    if spec.schema_save_mode in ("IGNORE", "ERROR_WHEN_SCHEMA_NOT_EXIST"):
+        raise IcebergSinkError(f"Iceberg sink: table {spec.name} does not exist (schema_save_mode = "
+                               f"{spec.schema_save_mode}); create it or choose CREATE_SCHEMA_WHEN_NOT_EXIST")
 
 
 def earlier_plan(recreate: dict | None, drop_data: dict | None, token: str) -> dict | None:
@@ -125,9 +151,7 @@ def ensure(catalog, spec: IcebergSinkSpec, struct) -> bool:
     if catalog.table_exists(identifier):
         _name_files(catalog.load_table(identifier))
         return True
-    if spec.schema_save_mode in ("IGNORE", "ERROR_WHEN_SCHEMA_NOT_EXIST"):
-        raise IcebergSinkError(f"Iceberg sink: table {spec.name} does not exist (schema_save_mode = "
-                               f"{spec.schema_save_mode}); create it or choose CREATE_SCHEMA_WHEN_NOT_EXIST")
+    refuse_missing(spec)
     if struct is None:
         return False
     try:

@@ -61,6 +61,7 @@ class IcebergTarget(Target):
         self.identifier = (spec.namespace, spec.table)
         self.save_modes = spec.schema_save_mode == "RECREATE_SCHEMA" or spec.data_save_mode != "APPEND_DATA"
         self.destroys = modes_destroy(spec.schema_save_mode, spec.data_save_mode)
+        self.refuses_ahead = spec.schema_save_mode in ("IGNORE", "ERROR_WHEN_SCHEMA_NOT_EXIST")   # a missing table
         # the options the job's routes writing the table spell it with (``IcebergTargets._spellings``)
         self.spellings = spellings or [r.sink.spec() for r in routes]
         # the door's decisions of the versions that kept a hadoop or REST catalog's label in the key,
@@ -94,6 +95,9 @@ class IcebergTarget(Target):
 
     def save_mode_plan(self, schema) -> dict | None:
         return table_setup.save_mode_plan(self.catalog, self.spec, _fields(schema), self.run)
+
+    def check_save_modes(self, schema) -> None:
+        table_setup.check_save_modes(self.catalog, self.spec, self.run)
 
     def destroy(self, plan: dict, fence: Callable[[], None]) -> None:
         # no fence: each step is one commit conditional on what the plan names, idempotent

@@ -118,9 +118,7 @@ class PaimonTarget(Target):
                 table = self._table()
         if table is None:
             return None
-        if self.spec.data_save_mode == "ERROR_WHEN_DATA_EXISTS" and table_setup.has_rows(table):
-            raise PaimonError(f"Paimon sink: table {self.spec.name} holds rows and data_save_mode is "
-                              "ERROR_WHEN_DATA_EXISTS; empty it, or choose APPEND_DATA or DROP_DATA")
+        self._refuse_rows(table)
         if self.spec.schema_save_mode == "RECREATE_SCHEMA":
             self._planned = {"recreate": table_setup.identity(table), "held": commits.latest_id(table),
                              "own": self.own_commits}
@@ -128,6 +126,26 @@ class PaimonTarget(Target):
         if self.spec.data_save_mode == "DROP_DATA" and table_setup.has_rows(table):
             return {"drop_data": commits.latest_id(table)}
         return None
+
+    def check_save_modes(self, schema) -> None:
+        """A look, no lock taken nor plan kept (``save_mode_plan`` keeps an on-time RECREATE's): what
+        ``save_mode_plan`` and ``ensure`` would refuse. A table renamed away is a RECREATE_SCHEMA's, in
+        its step or put back by the next writer: there, not refused."""
+        table = self._table()
+        if table is None and not recreate.renamed_away(self.path):
+            self._refuse_missing()
+        elif table is not None:
+            self._refuse_rows(table)
+
+    def _refuse_rows(self, table) -> None:
+        if self.spec.data_save_mode == "ERROR_WHEN_DATA_EXISTS" and table_setup.has_rows(table):
+            raise PaimonError(f"Paimon sink: table {self.spec.name} holds rows and data_save_mode is "
+                              "ERROR_WHEN_DATA_EXISTS; empty it, or choose APPEND_DATA or DROP_DATA")
+
+    def _refuse_missing(self) -> None:
+        if self.spec.schema_save_mode in ("ERROR_WHEN_SCHEMA_NOT_EXIST", "IGNORE"):
+            raise PaimonError(f"Paimon sink: table {self.spec.name} does not exist and schema_save_mode is "
+                              f"{self.spec.schema_save_mode}; create it, or choose CREATE_SCHEMA_WHEN_NOT_EXIST")
 
     def destroy(self, plan: dict, fence: Callable[[], None]) -> None:
         if "recreate" in plan:
@@ -146,9 +164,7 @@ class PaimonTarget(Target):
             with self._writing_briefly():   # put back if its RECREATE's carrier died, else its step ends first
                 if self._table() is not None:
                     return
-        if self.spec.schema_save_mode in ("ERROR_WHEN_SCHEMA_NOT_EXIST", "IGNORE"):
-            raise PaimonError(f"Paimon sink: table {self.spec.name} does not exist and schema_save_mode is "
-                              f"{self.spec.schema_save_mode}; create it, or choose CREATE_SCHEMA_WHEN_NOT_EXIST")
+        self._refuse_missing()
         if schema is None:
             return          # no fields known (a batch without a schema_of): created with its first rows
         from pyspark.sql.types import StructType
