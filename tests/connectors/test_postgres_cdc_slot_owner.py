@@ -85,20 +85,26 @@ def test_a_slot_with_the_mark_of_an_earlier_seatide_is_resumed_and_released_by_i
     assert slot.state(conn, name) is None, "the old-marked slot was left by its job's release"
 
 
-def test_a_resumes_position_check_marks_a_slot_without_a_mark_its_checkpoint_read_through(shop):  # noqa: F811
-    """A slot made before marks existed (no comment): the check a resume makes of the checkpoint's position
-    (position_gone, asked also for a resume --fallback fresh) marks it as the run's when the checkpoint has
-    read through it, so that resume's fresh start may replace it; a checkpoint the slot has moved past (the
-    slot read by something else since) marks nothing."""
+def test_a_resumes_position_check_marks_an_old_marked_slot_it_read_through_never_an_unmarked_one(shop):  # noqa: F811
+    """The check a resume makes of the checkpoint's position (position_gone, asked also for a resume --fallback
+    fresh) marks a slot an earlier SeaTide marked (OLD_MARK) as the run's when the checkpoint has read through
+    it, so that resume's fresh start may replace it; a checkpoint the slot has moved past (the slot read by
+    something else since) marks nothing. A slot without any mark is never marked (review rev3: a lagging
+    consumer's passes the test too): the fresh start stays refused, saying how to mark it as SeaTide's."""
     conn, url, db = shop
     name = "owner_checked"
     a, end = _started(conn, url, db, A, name)
     a.stop()
     conn.execute(sql.SQL("COMMENT ON PUBLICATION {} IS NULL").format(sql.Identifier(name)))
     source = cdc_source(url, f"{db}.public.items", f'slot.name = "{name}"')
+    assert source.position_gone(A, 0, "source[0]", end, 5.0) is None
+    assert ownership.owner(conn, name).held is ownership.Held.UNMARKED, "a slot without any mark was claimed"
+    refusal = ownership.fresh_start_refusal(conn, name, A)
+    assert f"COMMENT ON PUBLICATION \"{name}\" IS '{ownership.OLD_MARK}'" in refusal, refusal
+    conn.execute(sql.SQL("COMMENT ON PUBLICATION {} IS {}").format(sql.Identifier(name), ownership.OLD_MARK))
     behind = {"lsn": end["lsn"] - 1}
     assert source.position_gone(A, 0, "source[0]", behind, 5.0) is None
-    assert ownership.owner(conn, name).held is ownership.Held.UNMARKED, "a checkpoint behind the slot marked it"
+    assert ownership.owner(conn, name).held is ownership.Held.OLD, "a checkpoint behind the slot marked it"
     assert ownership.fresh_start_refusal(conn, name, A) is not None
     assert source.position_gone(A, 0, "source[0]", end, 5.0) is None
     assert ownership.owner(conn, name) == ownership.Owner(ownership.Held.RUN, A)

@@ -44,20 +44,27 @@ def test_f2_another_jobs_fresh_start_drops_a_running_pre_upgrade_jobs_slot(shop)
     afresh. The promise: never drop a slot another SeaTide job still reads. On aa6b0a4 b's start is not refused
     (OLD is 'free for anyone'), drops a's slot and recreates it as b's; a's unread change is gone."""
     conn, url, db = shop
-    name = "rev2_old_mark"
-    a, end = _started(conn, url, db, A, name)
+    before, refused = refused_on_an_old_mark(shop, "rev2_old_mark", 5001)
+    assert "rev2_old_mark" in refused
+    assert slot.state(conn, "rev2_old_mark") == before, "job b's fresh start dropped and recreated job a's slot"
+
+
+def refused_on_an_old_mark(shop, name: str, unread: int) -> tuple:
+    """Job a's slot ``name`` with the mark of a SeaTide before marks named a run, row ``unread`` not read by a
+    yet; job b's fresh start on it, refused: (the slot's state before b, b's refusal)."""
+    conn, url, db = shop
+    a, _ = _started(conn, url, db, A, name)
     a.stop()
     conn.execute(sql.SQL("COMMENT ON PUBLICATION {} IS {}").format(sql.Identifier(name), ownership.OLD_MARK))
-    conn.execute("INSERT INTO items (id) VALUES (5001)")      # job a has not read this yet
+    conn.execute("INSERT INTO items (id) VALUES (%s)", (unread,))
     before = slot.state(conn, name)
     b = _reader(url, db, B, name)
     try:
         with pytest.raises(Exception) as refused:
             b.latestOffset(b.initialOffset())
-        assert "rev2_old_mark" in str(refused.value)
     finally:
         b.stop()
-        assert slot.state(conn, name) == before, "job b's fresh start dropped and recreated job a's slot"
+    return before, str(refused.value)
 
 
 def test_f3a_a_slot_made_before_marks_existed_is_left_by_its_own_release_which_reports_success(shop):  # noqa: F811
@@ -87,14 +94,18 @@ def test_f3b_a_slot_made_before_marks_existed_is_its_jobs_once_its_checkpoint_re
     Adjusted from the review's test (which asked the fresh start's refusal right away): a publication without a
     comment is what a SeaTide before 08e5997 made and what another consumer makes alike, and a fresh start sees no
     checkpoint, so the slot is told the job's by its checkpoint: the job's resume, whose checkpoint has read
-    through the slot, marks it as the run's; until then a fresh start is refused, saying so."""
+    through the slot, marks it as the run's; until then a fresh start is refused, saying so. Since review rev3 a
+    resume never marks a publication without any mark (a lagging consumer's passes the checkpoint test too): the
+    refusal says how the user tells it is SeaTide's (COMMENT ... IS the old mark), and the resume then marks it."""
     conn, url, db = shop
     name = "rev2_pre_mark_fresh"
     a, end = _started(conn, url, db, A, name)
     a.stop()
     conn.execute(sql.SQL("COMMENT ON PUBLICATION {} IS NULL").format(sql.Identifier(name)))
     why = ownership.fresh_start_refusal(conn, name, A)
-    assert why is not None and "resume the job from its checkpoint once" in why, why
+    told = f"COMMENT ON PUBLICATION \"{name}\" IS '{ownership.OLD_MARK}'"
+    assert why is not None and told in why and "resume the job from its checkpoint once" in why, why
+    conn.execute(told)                                        # the user, as the refusal says
     resumed = _reader(url, db, A, name)                       # the job's resume after the upgrade
     try:
         conn.execute("INSERT INTO items (id) VALUES (5003)")

@@ -14,6 +14,7 @@ import time
 from sqlalchemy import select, update
 
 from seatide.config.loader import load_job_text
+from seatide.connectors.postgres_cdc import ownership
 from seatide.coordinator.cleanup import due_results, reconcile_cleanup
 from seatide.coordinator.release import RELEASING, Releaser, due_releases
 from seatide.plan.dag import build_plan
@@ -89,17 +90,38 @@ def _release_step(store, job_id: str, epoch: int, now: float = 0.0) -> None:
     Releaser(store, "coordinator:c1").step(epoch, due, now)
 
 
+def _released_for_good(store, job_id: str):
+    """End job ``job_id``, take the lead and run its release step, which passes (RELEASED): the leader's lease."""
+    _end(store, job_id)
+    lease = _leader(store, "c1")
+    _release_step(store, job_id, lease.epoch)
+    with store.read() as conn:
+        assert conn.execute(select(s.jobs.c.release).where(s.jobs.c.job_id == job_id)).scalar() == "RELEASED"
+    return lease
+
+
 def test_a_release_keeps_a_user_named_slot_another_live_job_names(store, tmp_path, private_postgres):
     text = _cdc_job(private_postgres)
     _submit(store, tmp_path, text, "j1")
     _submit(store, tmp_path, text, "j2")                     # another job reading through the same slot:
     _fresh_slot(private_postgres)                            # both from before marks named a run
-    _end(store, "j1")
-    lease = _leader(store, "c1")
-    _release_step(store, "j1", lease.epoch)
-    with store.read() as conn:
-        assert conn.execute(select(s.jobs.c.release).where(s.jobs.c.job_id == "j1")).scalar() == "RELEASED"
+    lease = _released_for_good(store, "j1")
     assert _slots(private_postgres, SLOT) == [SLOT], "j1's release dropped the slot j2 still reads through"
-    _end(store, "j2")                                        # once no live job names it, a release drops it
+    with private_postgres.connect() as conn:                 # j2's resume, its checkpoint read through the slot,
+        ownership.mark(conn, SLOT, _run(store, "j2"))        # marks it as its run's (ownership.claim)
+    _end(store, "j2")                                        # and so its release drops it
     _release_step(store, "j2", lease.epoch)
     assert _slots(private_postgres, SLOT) == []
+
+
+def test_a_release_leaves_an_old_marked_slot_its_run_did_not_mark(store, tmp_path, private_postgres):
+    """Review rev3: an old-marked slot (whose, not known) that no live job names in this store (a job of another
+    deployment reads it, or a name built from pieces) is left by a release whose run did not mark it, which
+    passes: the run may never have used it (refused on it at its fresh start)."""
+    _submit(store, tmp_path, _cdc_job(private_postgres), "j1")
+    _fresh_slot(private_postgres)
+    _released_for_good(store, "j1")
+    assert _slots(private_postgres, SLOT) == [SLOT], "a release dropped an old-marked slot its run did not mark"
+    with private_postgres.connect() as conn:                 # the shared server: left as the other tests find it
+        conn.execute("SELECT pg_drop_replication_slot(%s)", (SLOT,))
+        conn.execute(f'DROP PUBLICATION IF EXISTS "{SLOT}"')

@@ -16,10 +16,14 @@ transaction that creates the publication); read back (``owner``), the publicatio
 Slots are the server's and publications a database's: a slot made in another database is told by the
 publication there (``ELSEWHERE`` when that cannot be read: not known either).
 
-Not known is never taken for free: a fresh start is refused on it, and a release neither drops it nor
-passes as done (``NotReleased``), each saying how to settle it. The job that made such a slot settles
-it by resuming from its checkpoint: a checkpoint that has read through the slot (the slot confirmed no
-further than the checkpoint's position) makes the resume mark it as its run's (``claim``).
+Not known is never taken for free: a fresh start is refused on it, and a release never drops it, each
+saying how to settle it. The job that made an ``OLD`` slot settles it by resuming from its checkpoint: a
+checkpoint that has read through the slot (the slot confirmed no further than the checkpoint's position)
+makes the resume mark it as its run's (``claim``). An ``UNMARKED`` one is never claimed: any consumer that
+lags behind the checkpoint passes that test (review rev3), so only the user can say it is SeaTide's (by
+commenting it with ``OLD_MARK``, then resuming). A release of an ``UNMARKED`` slot fails (``NotReleased``,
+tried again); one of an ``OLD`` slot this run did not claim leaves it with a warning, as the release cannot
+tell the run that read it from one refused on it (never its to release).
 
 A fresh start is refused on another job's slot (``fresh_start_refusal``), a job's own resume never
 is, and a release drops only what its own run marked (``release_leaves``): a later run of the job id
@@ -148,12 +152,16 @@ def fresh_start_refusal(conn, name: str, run: str) -> str | None:
 
 
 def claim(conn, name: str, run: str, lsn: int) -> bool:
-    """At run ``run``'s resume from a checkpoint at ``lsn``: mark slot.name ``name`` as the run's when its
-    mark names nobody (``UNMARKED``, ``OLD``) and the checkpoint has read through it (the slot, in this
-    database, confirmed no further than ``lsn``: a slot another consumer made or read since would have).
-    Whether it did (True) or not (the mark left, the position checked as ever)."""
+    """At run ``run``'s resume from a checkpoint at ``lsn``: mark slot.name ``name`` as the run's when an
+    earlier SeaTide marked it (``OLD``) and the checkpoint has read through it (the slot, in this database,
+    confirmed no further than ``lsn``: a slot another job read since would have). Never one without any
+    mark (``UNMARKED``): a hand-made publication of another consumer that lags passes that test too (review
+    rev3), so it is left, with a warning saying how to settle it. Whether it did (True) or not."""
     with name_lock(conn, name):
-        if owner(conn, name).held not in (Held.UNMARKED, Held.OLD):
+        held = owner(conn, name).held
+        if held is Held.UNMARKED and _slot_here(conn, name):
+            log.warning("run %s: %s", run, _not_known(name, held, "reads it but never marks, drops or recreates it"))
+        if held is not Held.OLD:
             return False
         read = conn.execute("SELECT confirmed_flush_lsn <= %s::pg_lsn FROM pg_replication_slots WHERE slot_name = %s "
                             "AND database = current_database()", (format_lsn(lsn), name)).fetchone()
@@ -165,19 +173,26 @@ def claim(conn, name: str, run: str, lsn: int) -> bool:
     return True
 
 
+def _slot_here(conn, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (name,)).fetchone() is not None
+
+
 def release_leaves(conn, name: str, run: str, keep: frozenset[str]) -> str | None:
     """Why the release of run ``run`` leaves slot.name ``name``; None: drop it. Only what this run marked is
-    dropped, even while another run names it (``keep``: another job is refused on it, and a later run of
-    the job id makes it again at its fresh start); a mark naming another run of the same job id (a later
+    dropped, even while another run names it (``keep``, the names other runs hold, changes nothing here since
+    review rev3: another job is refused on it, and a later run of the job id makes it again at its fresh start); a mark naming another run of the same job id (a later
     one's fresh start re-marked it: it may be reading through it now) is left to that run's own release.
-    ``NotReleased`` for one whose mark names nobody (``UNMARKED``): left, and said how to settle it."""
+    ``NotReleased`` for one without any mark (``UNMARKED``): left, and said how to settle it. One an earlier
+    SeaTide marked (``OLD``) is left too: had this run read through it since, its resume would have marked it
+    as the run's (``claim``); else it may be another job's, and this run may never have used it (refused on it
+    at its fresh start), so it is left with the reason and the fix in the log, the release passing."""
     found = owner(conn, name)
     if found.held is Held.FOREIGN:
         return _foreign(name)
     if found.held is Held.ELSEWHERE:
         return _elsewhere(name, found)
     if found.held is Held.UNMARKED:
-        if conn.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (name,)).fetchone() is None:
+        if not _slot_here(conn, name):
             return f"publication '{name}' (slot.name) carries no mark and has no slot: it retains nothing"
         raise NotReleased(_not_known(name, found.held, "neither drops it nor passes this release as done "
                                      "(it is tried again)", releasing=True))
@@ -186,8 +201,9 @@ def release_leaves(conn, name: str, run: str, keep: frozenset[str]) -> str | Non
     if found.held is Held.RUN and found.run != run:
         return (f"replication slot '{name}' (slot.name) was made again by {_shown(found.run)} of the same job id, "
                 "which may read through it now: its own release drops it")
-    if found.held is Held.OLD and name in keep:
-        return f"replication slot '{name}' (slot.name): another run still names it"
+    if found.held is Held.OLD:
+        return _not_known(name, found.held, "does not drop it at this release, which this run did not mark as "
+                          "its own (its resume does, once its checkpoint has read through it)", releasing=True)
     return None
 
 
@@ -232,9 +248,14 @@ def _not_known(name: str, held: Held, so: str, releasing: bool = False) -> str:
              if held is Held.UNMARKED else
              "was made by an earlier SeaTide, whose mark on its publication names no job: it may be another job's "
              "(a copy of this config) that still reads through it")
-    resume = ("" if releasing else "If it is this job's own, resume the job from its checkpoint once: a checkpoint "
-              "that has read through the slot marks it as the job's (then a fresh start may replace it, and its "
-              "release drops it); if ")
+    if held is Held.UNMARKED:     # never claimed by a resume (review rev3): the user says it is SeaTide's
+        resume = ("" if releasing else f"If it is this job's own from a SeaTide before marks, say so and resume the "
+                  f"job from its checkpoint once (which marks it as the job's): COMMENT ON PUBLICATION \"{name}\" "
+                  f"IS '{OLD_MARK}'; ")
+    else:
+        resume = ("" if releasing else "If it is this job's own, resume the job from its checkpoint once: a "
+                  "checkpoint that has read through the slot marks it as the job's (then a fresh start may replace "
+                  "it, and its release drops it); ")
     drop = f"{'If' if releasing else 'if'} no job or consumer reads it any more (this job's own included), drop it "
     other = (f"; if another consumer reads it, say so on its publication and SeaTide leaves it for good: COMMENT ON "
              f"PUBLICATION \"{name}\" IS 'not SeaTide''s'" if held is Held.UNMARKED else "")
