@@ -211,16 +211,18 @@ def dropped_and_guarded(tmp_path):
     return dropped, guarded
 
 
-def fake_sources_job(sinks: str, pipelines: int = 1) -> str:
+def fake_sources_job(sinks: str, pipelines: int = 1, env: str = "", transform: str = "") -> str:
     """A batch job, never retried, of ``pipelines`` FakeSources (3 rows each, ``s1``, ``s2``) into ``sinks``
-    (the sink block's body): a sink reading ``s2`` makes a pipeline of its own."""
+    (the sink block's body): a sink reading ``s2`` makes a pipeline of its own. ``env``: more env options
+    (``checkpoint.interval = 1000``: micro-batches); ``transform``: the transform block's body."""
     sources = "\n".join(f'  FakeSource {{ plugin_output = "s{i}", row.num = 3, sequence.field = "id", {FAKE_FIELDS} }}'
                         for i in range(1, pipelines + 1))
     return f"""
-env {{ job.mode = BATCH, parallelism = 1, job.retry.times = 0, job.retry.interval.seconds = 0 }}
+env {{ job.mode = BATCH, parallelism = 1, job.retry.times = 0, job.retry.interval.seconds = 0{", " + env if env else ""} }}
 source {{
 {sources}
 }}
+transform {{ {transform} }}
 sink {{
 {sinks}
 }}

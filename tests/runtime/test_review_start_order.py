@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.e2e.harness import InProcessCluster, dropped_and_guarded
+from tests.e2e.harness import InProcessCluster, dropped_and_guarded, fake_sources_job
 
 pytestmark = pytest.mark.spark
 
@@ -65,19 +65,10 @@ def test_a_pipeline_whose_query_spark_refuses_at_start_fails_the_job_before_anot
     at ``writeStream.start()`` (PipelineRun._start_query, in ``start``: after ``check_sinks_ahead``), a
     refusal known before any batch. Pipeline 1 was started (and waited for) first."""
     dropped, _ = dropped_and_guarded(tmp_path)
-    text = f"""
-env {{ job.mode = BATCH, checkpoint.interval = 1000, parallelism = 1, job.retry.times = 0,
-       job.retry.interval.seconds = 0 }}
-source {{
-  FakeSource {{ plugin_output = "s1", row.num = 3, sequence.field = "id", {FIELDS} }}
-  FakeSource {{ plugin_output = "s2", row.num = 3, sequence.field = "id", {FIELDS} }}
-}}
-transform {{ Sql {{ plugin_input = "s2", plugin_output = "s3", query = "select * from s2 order by id" }} }}
-sink {{
+    text = fake_sources_job(f"""
   LocalFile {{ plugin_input = "s1", path = "{dropped}", file_format_type = "json", data_save_mode = "DROP_DATA" }}
-  Console {{ plugin_input = "s3" }}
-}}
-"""
+  Console {{ plugin_input = "s3" }}""", pipelines=2, env="checkpoint.interval = 1000",
+                            transform='Sql { plugin_input = "s2", plugin_output = "s3", query = "select * from s2 order by id" }')
     run = InProcessCluster(spark, str(tmp_path / "data")).run(text, max_attempts=1)
     assert run.status == "FAILED", run.error
     assert "ort" in run.error, run.error

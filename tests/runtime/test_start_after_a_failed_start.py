@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.harness import FAKE_FIELDS, InProcessCluster, dropped_and_guarded
+from tests.e2e.harness import InProcessCluster, dropped_and_guarded, fake_sources_job
 
 pytestmark = pytest.mark.spark
 
@@ -51,18 +51,10 @@ def test_a_pipeline_refused_at_its_first_read_keeps_the_pipelines_after_it_from_
 
     monkeypatch.setattr(PipelineRun, "_start_query", start_query)
     dropped, _ = dropped_and_guarded(tmp_path)
-    text = f"""
-env {{ job.mode = BATCH, checkpoint.interval = 1000, parallelism = 1, job.retry.times = 0,
-       job.retry.interval.seconds = 0 }}
-source {{
-  FakeSource {{ plugin_output = "s1", row.num = 3, sequence.field = "id", {FAKE_FIELDS} }}
-  FakeSource {{ plugin_output = "s2", row.num = 3, sequence.field = "id", {FAKE_FIELDS} }}
-}}
-sink {{
+    text = fake_sources_job(f"""
   Console {{ plugin_input = "s1" }}
-  LocalFile {{ plugin_input = "s2", path = "{dropped}", file_format_type = "json", data_save_mode = "DROP_DATA" }}
-}}
-"""
+  LocalFile {{ plugin_input = "s2", path = "{dropped}", file_format_type = "json", data_save_mode = "DROP_DATA" }}""",
+                            pipelines=2, env="checkpoint.interval = 1000")
     run = InProcessCluster(spark, str(tmp_path / "data")).run(text, max_attempts=1)
     assert run.status == "FAILED" and "simulated" in run.error, run.error
     assert started and "Console" in started[0], started       # the refused pipeline started first
