@@ -32,8 +32,9 @@ class _RefusedAtFirstRead:
         pass
 
 
+@pytest.mark.parametrize("refused_first", [True, False], ids=["refused-listed-first", "refused-listed-second"])
 def test_a_pipeline_refused_at_its_first_read_keeps_the_pipelines_after_it_from_dropping_data(spark, tmp_path,
-                                                                                            monkeypatch):
+                                                                                            monkeypatch, refused_first):
     """pipeline_start.start_pipelines starts every pipeline in turn and never looks whether one started before
     has already failed: the DROP_DATA pipeline after it starts and runs its first batch, for a job that fails
     for good. (The docstring only owns up to the other order.)"""
@@ -51,9 +52,11 @@ def test_a_pipeline_refused_at_its_first_read_keeps_the_pipelines_after_it_from_
 
     monkeypatch.setattr(PipelineRun, "_start_query", start_query)
     dropped, _ = dropped_and_guarded(tmp_path)
+    # Listed second, the refused pipeline still starts first: the one that would remove data starts last.
+    refused, dropping = ("s1", "s2") if refused_first else ("s2", "s1")
     text = fake_sources_job(f"""
-  Console {{ plugin_input = "s1" }}
-  LocalFile {{ plugin_input = "s2", path = "{dropped}", file_format_type = "json", data_save_mode = "DROP_DATA" }}""",
+  Console {{ plugin_input = "{refused}" }}
+  LocalFile {{ plugin_input = "{dropping}", path = "{dropped}", file_format_type = "json", data_save_mode = "DROP_DATA" }}""",
                             pipelines=2, env="checkpoint.interval = 1000")
     run = InProcessCluster(spark, str(tmp_path / "data")).run(text, max_attempts=1)
     assert run.status == "FAILED" and "simulated" in run.error, run.error

@@ -13,10 +13,10 @@ prepares its target (``destroys_ahead``), as the refusal's kind: none of them ha
 nothing was removed. Where nothing destroys, the others start; the refused one fails the job (or its
 attempt) as ever.
 
-Queries start one at a time, each once the one before has its first offsets (``wait_started``): a
-source refused there (Postgres-CDC on another consumer's slot.name) fails its query before the next
-query starts, and the pipelines not started yet are refused with it when one of them would remove
-data, as at 1 and 3. What no step before a batch sees is not covered: a source that fails reading
+Queries start one at a time, the pipelines whose sinks would remove data last, each once the one
+before has its first offsets (``wait_started``): a source refused there (Postgres-CDC on another
+consumer's slot.name) fails its query before the next query starts, and the pipelines not started
+yet are refused with it when one of them would remove data, as at 1 and 3. What no step before a batch sees is not covered: a source that fails reading
 its first batch's rows does so beside the pipelines started before it.
 """
 
@@ -39,6 +39,7 @@ def start_pipelines(runs: list, heartbeat) -> list:
             run.prepare()
     _refuse_with_the_refused(runs)
     started = []
+    runs = _destroying_last(runs)
     for index, run in enumerate(runs):
         if heartbeat.desired == "CANCEL":
             # Canceled while starting: a query not started has nothing to stop; the leader
@@ -93,6 +94,18 @@ def _refuse_with_the_refused(runs) -> bool:
     return True
 
 
+def _destroying_last(runs: list) -> list:
+    """``runs`` with the pipelines whose sinks would remove data when they prepare their targets
+    started last: a refusal that comes only at a query's first offsets (a Postgres-CDC slot.name
+    another consumer holds) then fails before any of them starts, whichever its place in the job."""
+    def destroys(run) -> bool:
+        try:
+            return run.sinks is not None and run.outcome.status == PipelineStatus.RUNNING and run.sinks.destroys_ahead()
+        except Exception:  # noqa: BLE001 - its target's server answered with an error: its own start judges it
+            return True
+    return sorted(runs, key=destroys)       # stable: the job's order within each group
+
+
 def _refuse_after_a_failed_start(started: list, rest: list) -> None:
     """When a pipeline already started has failed (its source refused at its first offsets), refuse
     the ones not started yet if a sink of them would remove data (``_refuse_with_the_refused``)."""
@@ -134,11 +147,23 @@ def wait_started(run, timeout_s: float = 60.0) -> None:
     deadline = time.time() + timeout_s
     while query is not None and query.isActive and time.time() < deadline:
         message = query.status.get("message", "")
+        if message.startswith("Terminated"):
+            # Failing: Spark says so before it stops the sources and ends the query, and a query
+            # still active looks healthy to ``poll``: wait (bounded) until it has ended.
+            _await_end(query, deadline)
+            break
         if query.recentProgress or not message.startswith(("Initializing", "Getting offsets")):
             break
         time.sleep(0.1)
     if query is not None and run.outcome.status == PipelineStatus.RUNNING:
         run.reporter.pipeline_status(run.pipeline.pipeline_id, PipelineStatus.RUNNING)
+
+
+def _await_end(query, deadline: float) -> None:
+    try:
+        query.awaitTermination(max(0.1, min(10.0, deadline - time.time())))
+    except Exception:  # noqa: BLE001 - the query's own failure: ``poll`` reads it from the query
+        pass
 
 
 __all__ = ["check_sinks_ahead", "refused_with", "start_pipelines", "wait_started"]

@@ -78,7 +78,10 @@ class HiveTarget(LocalFileTarget):
         if self.save_modes:
             super().check_save_modes(schema)
         if schema is not None:
-            self._fit(schema.names)
+            try:
+                self._fit(schema.names)
+            except metastore.HiveError as exc:    # as staging judges it: the table's type, not a passing fault
+                raise HiveSinkError(f"Hive sink: {exc}") from None
 
     def _staged_frame(self, df):
         try:
