@@ -191,6 +191,12 @@ def renamed_away(path: str) -> bool:
     return bool(_set_aside_of(path))
 
 
+def moved_aside(path: str) -> list[str]:
+    """Where a RECREATE_SCHEMA renamed the table of ``path`` away to and has not dropped it nor put it
+    back (its carrier asking whether it may drop it, or dead); a look that changes nothing."""
+    return _set_aside_of(path)
+
+
 def put_back_interrupted(path: str, label: str) -> None:
     """Put back the table a RECREATE_SCHEMA renamed away from ``path`` and whose carrier died before
     it dropped it or put it back; holding the table's lock alone."""
@@ -291,4 +297,4 @@ class _CarriedOut:
         return self.answers.get(key, False)
 
 
-__all__ = ["drop_if_same", "hold_for_writing", "put_back_interrupted", "renamed_away", "table_dir"]
+__all__ = ["drop_if_same", "hold_for_writing", "moved_aside", "put_back_interrupted", "renamed_away", "table_dir"]

@@ -31,7 +31,18 @@ def identity(table) -> dict:
 
 
 def has_rows(table) -> bool:
-    snapshot = table.snapshot_manager().get_latest_snapshot()
+    return _rows_in(table.snapshot_manager().get_latest_snapshot())
+
+
+def has_rows_at(file_io, path: str) -> bool:
+    """The table whose directory is ``path`` (one renamed away: no catalog names it) holds rows; a
+    read of its snapshots (``file_io``: its catalog's). No table there: False."""
+    from pypaimon.snapshot.snapshot_manager import SnapshotManager
+
+    return _rows_in(SnapshotManager(file_io, path).get_latest_snapshot())
+
+
+def _rows_in(snapshot) -> bool:
     return snapshot is not None and (snapshot.total_record_count or 0) > 0
 
 
@@ -137,4 +148,4 @@ def _paimon_type(field):
     return PyarrowFieldParser.to_paimon_type(arrow_schema(StructType([field])).field(0).type, True)
 
 
-__all__ = ["create", "drop_data", "drop_user", "evolve", "has_rows", "identity"]
+__all__ = ["create", "drop_data", "drop_user", "evolve", "has_rows", "has_rows_at", "identity"]

@@ -128,19 +128,35 @@ class PaimonTarget(Target):
         return None
 
     def check_save_modes(self, schema) -> None:
-        """A look, no lock taken nor plan kept (``save_mode_plan`` keeps an on-time RECREATE's): what
-        ``save_mode_plan`` and ``ensure`` would refuse. A table renamed away is a RECREATE_SCHEMA's, in
-        its step or put back by the next writer: there, not refused."""
+        """A look, no lock taken, nothing put back nor plan kept (``save_mode_plan`` keeps an on-time
+        RECREATE's): what ``save_mode_plan`` and ``ensure`` would refuse. A table renamed away by a
+        RECREATE_SCHEMA (in its step, or its carrier died and the next writer puts it back) is the table,
+        where it lies: not missing, and its rows refused as the prepare that puts it back refuses them
+        (outside review, finding 7). Looked for before and after the table, so that a rename or a
+        put-back between the two looks is seen."""
+        aside = recreate.moved_aside(self.path)
         table = self._table()
-        if table is None and not recreate.renamed_away(self.path):
-            self._refuse_missing()
-        elif table is not None:
+        if table is None:
+            aside += [p for p in recreate.moved_aside(self.path) if p not in aside]
+            if not aside:
+                self._refuse_missing()
+        else:
             self._refuse_rows(table)
+        for copy in aside:
+            self._refuse_rows(moved_to=copy)
 
-    def _refuse_rows(self, table) -> None:
-        if self.spec.data_save_mode == "ERROR_WHEN_DATA_EXISTS" and table_setup.has_rows(table):
-            raise PaimonError(f"Paimon sink: table {self.spec.name} holds rows and data_save_mode is "
-                              "ERROR_WHEN_DATA_EXISTS; empty it, or choose APPEND_DATA or DROP_DATA")
+    def _refuse_rows(self, table=None, moved_to: str | None = None) -> None:
+        """Refused under ERROR_WHEN_DATA_EXISTS when ``table`` holds rows, or the table a RECREATE_SCHEMA
+        renamed away to ``moved_to`` does (``check_save_modes``)."""
+        if self.spec.data_save_mode != "ERROR_WHEN_DATA_EXISTS":
+            return
+        if not (table_setup.has_rows(table) if moved_to is None else table_setup.has_rows_at(self.catalog.file_io,
+                                                                                             moved_to)):
+            return
+        where = (f" (renamed away to {moved_to} by a RECREATE_SCHEMA not carried out to its end; its next writer puts it back)"
+                 if moved_to else "")
+        raise PaimonError(f"Paimon sink: table {self.spec.name}{where} holds rows and data_save_mode is "
+                          "ERROR_WHEN_DATA_EXISTS; empty it, or choose APPEND_DATA or DROP_DATA")
 
     def _refuse_missing(self) -> None:
         if self.spec.schema_save_mode in ("ERROR_WHEN_SCHEMA_NOT_EXIST", "IGNORE"):
