@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+from contextlib import contextmanager
 from urllib.parse import quote, urlsplit
 
 from seatide.connectors.iceberg.warehouse import local_warehouse
@@ -193,5 +194,51 @@ def load_catalog(catalog_name: str, config: dict):
     return RestCatalog(catalog_name, **props)
 
 
-__all__ = ["CatalogConfigError", "SUPPORTED", "catalog_location", "catalog_type", "check_config", "flat_properties", "load_catalog", "local_warehouse",
+@contextmanager
+def looking_at(catalog_name: str, config: dict):
+    """The catalog of ``config`` for a look that changes nothing (a check ahead), or None: a SQL catalog
+    whose database holds no catalog tables yet, so no Iceberg table. pyiceberg's SQL catalog creates its
+    tables when it is made, and SQLite the database's file when it is connected to (outside review,
+    finding 8): its database is read first (a SQLite file opened read-only, never made), and the catalog
+    made without creating or migrating its tables (``init_catalog_tables``, ``schema_version``)."""
+    if catalog_type(config) not in ("jdbc", "sql"):
+        yield load_catalog(catalog_name, config)
+        return
+    from sqlalchemy import create_engine, inspect
+
+    url = _read_only(sqlalchemy_url(config))
+    if url is None:
+        yield None
+        return
+    engine = create_engine(url)
+    try:
+        found = inspect(engine).has_table("iceberg_tables")
+    finally:
+        engine.dispose()
+    if not found:
+        yield None
+        return
+    looked = {k: v for k, v in config.items() if k != "schema_version"}
+    catalog = load_catalog(catalog_name, {**looked, "uri": url, "init_catalog_tables": "false"})
+    try:
+        yield catalog
+    finally:
+        catalog.engine.dispose()
+
+
+def _read_only(url: str) -> str | None:
+    """A SQL catalog's SQLAlchemy ``url`` for reading: a SQLite file opened read-only (None: there is
+    no file, so no catalog), any other database as it is (its reads change nothing)."""
+    scheme, _, rest = url.partition("://")
+    if scheme.split("+")[0].lower() != "sqlite":
+        return url
+    path, _, query = rest[1:].partition("?")
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return url
+    if not os.path.exists(path):
+        return None
+    return f"{scheme}:///file:{quote(path)}?{query + '&' if query else ''}mode=ro&uri=true"
+
+
+__all__ = ["CatalogConfigError", "SUPPORTED", "catalog_location", "catalog_type", "check_config", "flat_properties", "load_catalog", "local_warehouse", "looking_at",
            "sqlalchemy_url"]

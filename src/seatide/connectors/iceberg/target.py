@@ -30,7 +30,7 @@ import time
 from typing import Callable
 
 from seatide import failpoints
-from seatide.connectors.iceberg.catalogs import load_catalog
+from seatide.connectors.iceberg.catalogs import load_catalog, looking_at
 from seatide.connectors.iceberg.commits import (COMMIT_ATTEMPTS, STAGING_KEY, TRANSACTION_KEY, MarkLost, backoff,
                                                 commit_snapshot, committed_snapshot)
 from seatide.connectors.iceberg.datafiles import IcebergWriteError, data_root, local_path, staging_dir
@@ -97,7 +97,16 @@ class IcebergTarget(Target):
         return table_setup.save_mode_plan(self.catalog, self.spec, _fields(schema), self.run)
 
     def check_save_modes(self, schema) -> None:
-        table_setup.check_save_modes(self.catalog, self.spec, self.run)
+        """A look that changes nothing in the catalog either (``catalogs.looking_at``: a SQL catalog
+        not made yet holds no table, and is not made by looking)."""
+        if self._catalog is not None:
+            table_setup.check_save_modes(self._catalog, self.spec, self.run)
+            return
+        with looking_at(self.spec.catalog_name, self.spec.catalog_config) as catalog:
+            if catalog is None:
+                table_setup.refuse_missing(self.spec)
+            else:
+                table_setup.check_save_modes(catalog, self.spec, self.run)
 
     def destroy(self, plan: dict, fence: Callable[[], None]) -> None:
         # no fence: each step is one commit conditional on what the plan names, idempotent
