@@ -26,6 +26,10 @@ import time
 
 from seatide.store.states import PipelineStatus
 
+# How long a started query's sources are waited for to give their first offsets before the next
+# pipeline starts (``wait_started``).
+SOURCES_UP_WITHIN_S = 60.0
+
 
 def start_pipelines(runs: list, heartbeat) -> list:
     """Open, check, prepare and start ``runs`` (``PipelineRun``s) in that order; the runs started or
@@ -137,14 +141,14 @@ def refused_with(refused, run, destroying) -> str:
             f"nothing was removed. {then}")
 
 
-def wait_started(run, timeout_s: float = 60.0) -> None:
+def wait_started(run, timeout_s: float | None = None) -> None:
     """Until ``run``'s query's sources are up (their Python workers answered), then note the start.
 
     The checkpoint-staleness window opens here: warming up Spark and a Python data
     source is start-up, not a stalled checkpoint.
     """
     query = run.query
-    deadline = time.time() + timeout_s
+    deadline = time.time() + (SOURCES_UP_WITHIN_S if timeout_s is None else timeout_s)
     while query is not None and query.isActive and time.time() < deadline:
         message = query.status.get("message", "")
         if message.startswith("Terminated"):
