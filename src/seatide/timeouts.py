@@ -30,7 +30,8 @@ LIVENESS_CHECK_S = 0.25
 
 # A driver's start-up is judged stuck no sooner than this, whatever job.progress-timeout says:
 # Spark's start on a loaded host, then each pipeline's query started in turn with up to 60 s
-# for its sources (pipeline_start.wait_started). Measured at load 10 on 2 cores: over 60 s for one
+# for its sources (pipeline_start.wait_started; a pipeline that would remove data waits on for
+# the queries before it without a bound of its own: this is that bound). Measured at load 10 on 2 cores: over 60 s for one
 # pipeline, so a shorter bound restarted healthy drivers, which only started over.
 STARTUP_JUDGED_AFTER_S = 600.0
 

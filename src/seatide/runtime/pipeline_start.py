@@ -18,17 +18,32 @@ before has its first offsets (``wait_started``): a source refused there (Postgre
 consumer's slot.name) fails its query before the next query starts, and the pipelines not started
 yet are refused with it when one of them would remove data, as at 1 and 3. What no step before a batch sees is not covered: a source that fails reading
 its first batch's rows does so beside the pipelines started before it.
+
+The wait for first offsets is bounded (``SOURCES_UP_WITHIN_S``) only where nothing that starts next
+removes data: a pipeline that would (``_destroys``) starts once every query started before it has its
+first offsets or has ended, however long that takes (``_await_first_offsets``). A source's first
+offsets may wait on what no bound here can know: a Postgres-CDC slot.name's advisory lock, held by
+another job while its slot is made behind open write transactions, then refused as that job's (outside
+review, finding 3); a held slot, up to slot.active-timeout.ms (3 minutes). Bounding the source's own wait
+below ours instead would rest on a margin no loaded host keeps (a query's start alone took over 60 s at
+load 10: timeouts.py). A start that never ends is the leader's to judge: a driver that has not started
+its pipelines past job.progress-timeout (at least ``STARTUP_JUDGED_AFTER_S``) is hung (reconcile.py).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 
 from seatide.store.states import PipelineStatus
 
+log = logging.getLogger(__name__)
+
 # How long a started query's sources are waited for to give their first offsets before the next
-# pipeline starts (``wait_started``).
+# pipeline starts (``wait_started``), where that pipeline would not remove data.
 SOURCES_UP_WITHIN_S = 60.0
+_SAY_EVERY_S = 30.0     # a start held for a query still opening says so this often
+_OPENING = ("Initializing", "Getting offsets")      # Spark's status while a query has no first offsets
 
 
 def start_pipelines(runs: list, heartbeat) -> list:
@@ -42,9 +57,11 @@ def start_pipelines(runs: list, heartbeat) -> list:
         if heartbeat.desired != "CANCEL" and run.sinks is not None and run.outcome.status == PipelineStatus.RUNNING:
             run.prepare()
     _refuse_with_the_refused(runs)
-    started = []
+    started, opening = [], []      # opening: started, without first offsets when wait_started gave up
     runs = _destroying_last(runs)
     for index, run in enumerate(runs):
+        if _destroys(run):
+            _await_first_offsets(opening, run, heartbeat)
         if heartbeat.desired == "CANCEL":
             # Canceled while starting: a query not started has nothing to stop; the leader
             # ends its pipeline with the job (reconcile.py) once this attempt has ended.
@@ -53,7 +70,8 @@ def start_pipelines(runs: list, heartbeat) -> list:
         # One query's sources start their Python workers at a time: Spark gives a starting
         # Python worker 10 s to connect back, which several at once on a busy host can miss.
         run.start()
-        wait_started(run)
+        if not wait_started(run):
+            opening.append(run)
         started.append(run)
     return started
 
@@ -102,12 +120,35 @@ def _destroying_last(runs: list) -> list:
     """``runs`` with the pipelines whose sinks would remove data when they prepare their targets
     started last: a refusal that comes only at a query's first offsets (a Postgres-CDC slot.name
     another consumer holds) then fails before any of them starts, whichever its place in the job."""
-    def destroys(run) -> bool:
-        try:
-            return run.sinks is not None and run.outcome.status == PipelineStatus.RUNNING and run.sinks.destroys_ahead()
-        except Exception:  # noqa: BLE001 - its target's server answered with an error: its own start judges it
-            return True
-    return sorted(runs, key=destroys)       # stable: the job's order within each group
+    return sorted(runs, key=_destroys)       # stable: the job's order within each group
+
+
+def _destroys(run) -> bool:
+    """Whether a sink of ``run``, about to start, would remove data when it prepares its target."""
+    try:
+        return run.sinks is not None and run.outcome.status == PipelineStatus.RUNNING and run.sinks.destroys_ahead()
+    except Exception:  # noqa: BLE001 - its target's server answered with an error: its own start judges it
+        return True
+
+
+def _await_first_offsets(opening: list, run, heartbeat) -> None:
+    """Before ``run``, whose sinks would remove data, starts: until each query in ``opening`` (started, and
+    still without first offsets when ``wait_started`` gave up) has its first offsets or has ended, as a
+    refusal there must fail the job before any data is removed. Those found past are taken out of
+    ``opening`` (for good: a later trigger's "Getting offsets" is no first start). Ends early when the
+    job is canceled."""
+    began = said = time.monotonic()
+    while heartbeat.desired != "CANCEL":
+        opening[:] = [waited for waited in opening if _opening(waited.query)]
+        if not opening:
+            return
+        if time.monotonic() - said >= _SAY_EVERY_S:
+            said = time.monotonic()
+            log.warning("pipeline %s, whose sinks would remove data, waits to start until pipeline %s has its first "
+                        "offsets (a refusal there must come before anything is removed): waited %.0f s",
+                        run.pipeline.pipeline_id, ", ".join(str(w.pipeline.pipeline_id) for w in opening),
+                        time.monotonic() - began)
+        time.sleep(0.2)
 
 
 def _refuse_after_a_failed_start(started: list, rest: list) -> None:
@@ -141,26 +182,42 @@ def refused_with(refused, run, destroying) -> str:
             f"nothing was removed. {then}")
 
 
-def wait_started(run, timeout_s: float | None = None) -> None:
-    """Until ``run``'s query's sources are up (their Python workers answered), then note the start.
+def wait_started(run, timeout_s: float | None = None) -> bool:
+    """Until ``run``'s query's sources are up (their Python workers answered, the first offsets
+    given), or the query has ended, then note the start; at most ``SOURCES_UP_WITHIN_S``. Whether
+    they were (False: the query is still opening, ``_await_first_offsets`` waits on).
 
     The checkpoint-staleness window opens here: warming up Spark and a Python data
     source is start-up, not a stalled checkpoint.
     """
     query = run.query
     deadline = time.time() + (SOURCES_UP_WITHIN_S if timeout_s is None else timeout_s)
-    while query is not None and query.isActive and time.time() < deadline:
+    up = True
+    while query is not None and query.isActive:
+        if time.time() >= deadline:
+            up = False
+            break
         message = query.status.get("message", "")
         if message.startswith("Terminated"):
             # Failing: Spark says so before it stops the sources and ends the query, and a query
             # still active looks healthy to ``poll``: wait (bounded) until it has ended.
             _await_end(query, deadline)
+            up = not query.isActive
             break
-        if query.recentProgress or not message.startswith(("Initializing", "Getting offsets")):
+        if query.recentProgress or not message.startswith(_OPENING):
             break
         time.sleep(0.1)
     if query is not None and run.outcome.status == PipelineStatus.RUNNING:
         run.reporter.pipeline_status(run.pipeline.pipeline_id, PipelineStatus.RUNNING)
+    return up
+
+
+def _opening(query) -> bool:
+    """Whether ``query`` has no first offsets yet, or is failing and has not ended (``wait_started``)."""
+    if query is None or not query.isActive:
+        return False
+    message = query.status.get("message", "")
+    return message.startswith("Terminated") or (not query.recentProgress and message.startswith(_OPENING))
 
 
 def _await_end(query, deadline: float) -> None:

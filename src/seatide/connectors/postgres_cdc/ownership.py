@@ -81,13 +81,32 @@ class NotReleased(Exception):
 def name_lock(conn, name: str):
     """Hold the advisory lock of ``name`` on ``conn`` (autocommit) for the block: a session lock, not a
     transaction's, as the slot is made on a replication connection meanwhile, and creating a logical slot
-    waits for every transaction that has written to end (a transaction held open here would never end)."""
-    conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (_LOCK_CLASS, name))
+    waits for every transaction that has written to end (a transaction held open here would never end).
+    Not free at once: the holder is named in the log, and the wait has no bound of its own (another job
+    making the slot behind open write transactions goes on until they end): a start that waits here holds
+    back the pipelines that would remove data (runtime/pipeline_start.py), a release's connection has a
+    statement_timeout."""
+    if not conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (_LOCK_CLASS, name)).fetchone()[0]:
+        _say_lock_holder(conn, name)
+        conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (_LOCK_CLASS, name))
     try:
         yield
     finally:
         if not conn.closed and not conn.broken:
             conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (_LOCK_CLASS, name))
+
+
+def _say_lock_holder(conn, name: str) -> None:
+    row = conn.execute("SELECT l.pid, a.application_name, a.state, to_char(a.state_change AT TIME ZONE 'UTC', "
+                       "'YYYY-MM-DD HH24:MI:SS') FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
+                       "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = "
+                       "hashtext(%s)::oid AND l.objsubid = 2 AND l.database = (SELECT oid FROM pg_database WHERE "
+                       "datname = current_database())", (_LOCK_CLASS, name)).fetchone()
+    who = (f"PID {row[0]} (application_name '{row[1]}', {row[2]} since {row[3]} UTC)" if row else "a session that "
+           "has just let go")
+    log.warning("replication slot '%s' (slot.name): waiting for its name's advisory lock, held by %s: another start "
+                "or release of this name (a slot is made once the transactions open on the server have ended)",
+                name, who)
 
 
 def mark(conn, name: str, run: str) -> None:
