@@ -114,14 +114,30 @@ def test_a_release_keeps_a_user_named_slot_another_live_job_names(store, tmp_pat
     assert _slots(private_postgres, SLOT) == []
 
 
-def test_a_release_leaves_an_old_marked_slot_its_run_did_not_mark(store, tmp_path, private_postgres):
+def test_a_release_leaves_an_old_marked_slot_its_run_did_not_mark_and_tells_the_operator(store, tmp_path,
+                                                                                         private_postgres):
     """Review rev3: an old-marked slot (whose, not known) that no live job names in this store (a job of another
     deployment reads it, or a name built from pieces) is left by a release whose run did not mark it, which
-    passes: the run may never have used it (refused on it at its fresh start)."""
+    passes: the run may never have used it (refused on it at its fresh start). Review finding 4: it keeps
+    retaining WAL, so the release says so where the operator looks (a RELEASE_LEFT_HELD warning event, the job's
+    status), with the slot, why, the WAL it keeps and the SQL that settles it, not only in the leader's log."""
+    from seatide.cli.client import retained_lines
+    from seatide.store.views import job_events, job_info
+
     _submit(store, tmp_path, _cdc_job(private_postgres), "j1")
     _fresh_slot(private_postgres)
     _released_for_good(store, "j1")
     assert _slots(private_postgres, SLOT) == [SLOT], "a release dropped an old-marked slot its run did not mark"
+    with store.read() as conn:
+        left = [e for e in job_events(conn, "j1") if e["kind"] == "RELEASE_LEFT_HELD"]
+        info = job_info(conn, "j1")
+    assert len(left) == 1, f"the release left slot {SLOT} retaining WAL and said so in no event: {left}"
+    told = left[0]["detail"]
+    assert told["holds"] == SLOT and told["level"] == "WARNING" and told["connector"] == "Postgres-CDC", told
+    assert "earlier SeaTide" in told["why"] and isinstance(told["retainedBytes"], int), told
+    assert f"pg_drop_replication_slot('{SLOT}')" in told["settle"] and "resume that job" in told["settle"], told
+    [shown] = [line for line in retained_lines(info) if line.startswith("LEFT")]
+    assert SLOT in shown and told["settle"] in shown, shown
     with private_postgres.connect() as conn:                 # the shared server: left as the other tests find it
         conn.execute("SELECT pg_drop_replication_slot(%s)", (SLOT,))
         conn.execute(f'DROP PUBLICATION IF EXISTS "{SLOT}"')

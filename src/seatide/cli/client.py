@@ -238,6 +238,10 @@ def retained_lines(info: dict) -> list[str]:
         if r["error"]:
             line += f"  (last measurement failed: {r['error']})"
         lines.append(line)
+    for left in info.get("leftBehind") or []:
+        lines.append(f"LEFT on the {left['connector']} server by the release ({left['time']}): {left['holds']} "
+                     f"retaining {human_bytes(left['retainedBytes'])} ({left['state'] or '-'}): {left['why']} "
+                     f"To settle it: {left['settle']}")
     release = info.get("release")
     if release:
         done = release["state"] == "RELEASED"

@@ -75,16 +75,18 @@ def release_sources(conn: Connection, result, actor: str = "", epoch: int | None
                 _left_behind(conn, result, then, str(exc), actor, epoch)
             continue
         sources += [spec for pid in sorted(then.pipeline_ids & set(earlier)) for spec in earlier[pid]]
-    _release_at_once(conn, result, sources)
+    for spec, left in _release_at_once(conn, result, sources):
+        _told_left(conn, result, spec, left, actor, epoch)
     if unreleased is not None:
         raise unreleased
 
 
-def _release_at_once(conn: Connection, result, sources: list) -> None:
+def _release_at_once(conn: Connection, result, sources: list) -> list[tuple]:
     """Ask every source at once, the whole step bounded by ``OUTSIDE_WAIT_S`` (review F3: one after another,
     three silent servers held the leader's thread 17 s, past its 2 s lease, and a PostgreSQL store killed the
     door's idle transaction). A source that did not answer by then fails the step, retried later: its ask goes on
-    in a daemon thread, bounded by its own timeout, and a drop it makes meanwhile is found done by the retry."""
+    in a daemon thread, bounded by its own timeout, and a drop it makes meanwhile is found done by the retry.
+    What the sources left on their servers, no run's to drop: (spec, ``LeftBehind``) each."""
     asks = []
     for spec in sources:       # read on the door's connection, here: never from the asking threads
         kept = _claimed_elsewhere(conn, result, spec.plugin.shared_names())
@@ -93,19 +95,21 @@ def _release_at_once(conn: Connection, result, sources: list) -> None:
                      ", ".join(sorted(kept)))
         asks.append((spec, kept))
     if not asks:
-        return
+        return []
     key = run_key(result.job_id, result.run_id)
     answers: dict[int, BaseException | None] = {}
+    left: list[tuple] = []
     lock, done, given_up = threading.Lock(), threading.Event(), threading.Event()
 
     def ask(number: int, spec, kept: frozenset[str]) -> None:
-        error = None
+        error, leaves = None, ()
         try:
-            spec.plugin.release(key, keep=kept, within_s=SOURCE_WAIT_S)
+            leaves = spec.plugin.release(key, keep=kept, within_s=SOURCE_WAIT_S) or ()
         except BaseException as exc:  # noqa: BLE001 - handed to the step, which fails and is retried
             error = exc
         with lock:
             answers[number] = error
+            left.extend((spec, leave) for leave in leaves)
             if len(answers) == len(asks):
                 done.set()
             if given_up.is_set():        # the step ended without it: its word goes to the log at least
@@ -120,11 +124,29 @@ def _release_at_once(conn: Connection, result, sources: list) -> None:
         given_up.set()
         errors = [answers[number] for number in sorted(answers) if answers[number] is not None]
         late = [f"{spec.name} ({spec.plugin_id})" for number, (spec, _) in enumerate(asks) if number not in answers]
+        left = list(left)
     if errors:
         raise errors[0]
     if late:
         raise SourcesUnanswered(f"its sources were not all released: {', '.join(late)} did not answer within "
                                 f"{OUTSIDE_WAIT_S:g} s; retried later, what they hold left as it was")
+    return left
+
+
+def _told_left(conn: Connection, result, spec, left, actor: str, epoch: int | None) -> None:
+    """A warning event and log line for what a source's release left on its server and no run will drop
+    (review finding 4: a slot an earlier SeaTide marked, which this run never claimed, kept retaining WAL
+    with only a log line): which, why, the WAL it keeps as measured at the release, and how to settle it.
+    In the step's transaction: written with the release, gone with it if the step fails (and retried)."""
+    held = left.held
+    log.warning("job %s run %s: the release of %s (%s) leaves %s on its server, retaining %s bytes of WAL (%s): %s. "
+                "To settle it: %s", result.job_id, result.run_id, spec.name, spec.plugin_id, held.holds,
+                held.retained_bytes if held.retained_bytes is not None else "an unknown number of",
+                held.state or "-", left.why, left.settle)
+    record_event(conn, "RELEASE_LEFT_HELD", actor, result.job_id, result.incarnation, epoch, level="WARNING",
+                 run_id=result.run_id, source=spec.plugin_id, connector=spec.name, holds=held.holds,
+                 retainedBytes=held.retained_bytes, state=held.state, lost=held.lost, why=left.why,
+                 settle=left.settle)
 
 
 def _left_behind(conn: Connection, result, then, reason: str, actor: str, epoch: int | None) -> None:

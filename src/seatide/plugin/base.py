@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 # What the runtime hands a plugin and what a plugin reports: its own module (contexts.py), and
 # importable from here too, since these are the types of the contracts' signatures below.
-from seatide.plugin.contexts import (Batch, BatchOffsets, HeldPosition, Lacking, ReadContext, SinkContext,  # noqa: F401
-                                     StagedBatch, TransformContext)
+from seatide.plugin.contexts import (Batch, BatchOffsets, HeldPosition, Lacking, LeftBehind,  # noqa: F401
+                                     ReadContext, SinkContext, StagedBatch, TransformContext)
 from seatide.plugin.options import KeyCheck, Option, OptionError, OptionNotice, Options
 from seatide.plugin.rowkind import INSERT_ONLY, RowKind
 
@@ -188,15 +188,19 @@ class Source(Plugin):
         them. The default: none."""
         return ()
 
-    def release(self, job_id: str, keep: frozenset[str] = frozenset(), within_s: float = 10.0) -> None:
+    def release(self, job_id: str, keep: frozenset[str] = frozenset(),
+                within_s: float = 10.0) -> "tuple[LeftBehind, ...]":
         """Drop what the source created outside Spark for ``job_id`` (a replication slot).
 
         Called by the leader's cleanup once the job's checkpoints are removed for good, so
         nothing can resume from them any more, or by its release; must be idempotent. ``keep``:
         shared names another run still names (``coordinator/source_release.py``), not dropped.
         ``within_s``: answer (or raise) within about this long: the leader holds its store's
-        door meanwhile, and tries again later.
+        door meanwhile, and tries again later. Returns what it left on its server that no run
+        will drop (a slot.name whose owner it cannot tell): the leader records each as a warning
+        event, so the operator can settle it.
         """
+        return ()
 
 
 _PYTHON_SOURCES: "weakref.WeakKeyDictionary[SparkSession, set[str]]" = weakref.WeakKeyDictionary()
@@ -284,5 +288,5 @@ class Sink(Plugin):
         return []
 
 
-__all__ = ["use_python_data_source", "Batch", "BatchOffsets", "HeldPosition", "Lacking", "StagedBatch", "PERMANENT_MARK", "PermanentError", "permanent_in_worker", "Plugin", "ReadContext", "Sink", "SinkContext", "Source",
+__all__ = ["use_python_data_source", "Batch", "BatchOffsets", "HeldPosition", "Lacking", "LeftBehind", "StagedBatch", "PERMANENT_MARK", "PermanentError", "permanent_in_worker", "Plugin", "ReadContext", "Sink", "SinkContext", "Source",
            "Transform", "TransformContext"]

@@ -130,6 +130,16 @@ class HeldPosition:
 
 
 @dataclass(frozen=True)
+class LeftBehind:
+    """What a source's release leaves on its server, as not its to drop, while no run of SeaTide will drop
+    it either (``Source.release``): the operator is told, in a warning event, and settles it."""
+
+    held: HeldPosition      # the slot's name, the WAL the server keeps for it now (None: not known)
+    why: str                # whose it is, as far as SeaTide can tell, and why the release leaves it
+    settle: str             # exactly what ends it: the SQL, and when to run it
+
+
+@dataclass(frozen=True)
 class Lacking:
     """A privilege the job's user lacks on a sink's system (``Sink.lacking``)."""
 

@@ -86,7 +86,18 @@ def source_holds(conn: Connection, job, masked=lambda message: message) -> dict:
         "leftOut": bool(r.left_out),    # its pipeline's current config leaves it out: held all the same
     } for r in rows]
     return {"retained": retained, "retainedWarning": any(r["warning"] for r in retained),
-            "release": None if job.release is None else {"state": job.release, "time": iso(job.released_at)}}
+            "release": None if job.release is None else {"state": job.release, "time": iso(job.released_at)},
+            "leftBehind": left_behind(conn, job)}
+
+
+def left_behind(conn: Connection, job) -> list[dict]:
+    """What the releases of the job's run left on the source servers, no run's to drop (the leader's
+    RELEASE_LEFT_HELD events, coordinator/source_release.py): which, why, and how to settle it."""
+    c = s.events.c
+    rows = conn.execute(select(c.at, c.detail).where(and_(
+        c.job_id == job.job_id, c.kind == "RELEASE_LEFT_HELD",
+        c.run_id == job.run_id if job.run_id is not None else c.run_id.is_(None))).order_by(c.seq)).all()
+    return [{**json.loads(r.detail), "time": iso(r.at)} for r in rows]
 
 
 def progress(job, rows_read: int, rows_written: int, now: float) -> dict:

@@ -22,8 +22,9 @@ checkpoint that has read through the slot (the slot confirmed no further than th
 makes the resume mark it as its run's (``claim``). An ``UNMARKED`` one is never claimed: any consumer that
 lags behind the checkpoint passes that test (review rev3), so only the user can say it is SeaTide's (by
 commenting it with ``OLD_MARK``, then resuming). A release of an ``UNMARKED`` slot fails (``NotReleased``,
-tried again); one of an ``OLD`` slot this run did not claim leaves it with a warning, as the release cannot
-tell the run that read it from one refused on it (never its to release).
+tried again); one of an ``OLD`` slot this run did not claim leaves it, as the release cannot tell the run
+that read it from one refused on it (never its to release), and says so with the way to settle it
+(``Leaving.settle``: the leader's RELEASE_LEFT_HELD event, review finding 4).
 
 A fresh start is refused on another job's slot (``fresh_start_refusal``), a job's own resume never
 is, and a release drops only what its own run marked (``release_leaves``): a later run of the job id
@@ -71,6 +72,14 @@ class Owner:
     run: str | None = None      # the run key the mark names (Held.RUN)
     database: str | None = None     # the slot's database (Held.ELSEWHERE) and why it could not be read
     why: str | None = None
+
+
+@dataclass(frozen=True)
+class Leaving:
+    """Why a release leaves a slot.name; ``settle``: what ends it, when no SeaTide run's own release will
+    (None: another run's does, or nothing is held), which the operator is told."""
+    why: str
+    settle: str | None = None
 
 
 class NotReleased(Exception):
@@ -196,7 +205,7 @@ def _slot_here(conn, name: str) -> bool:
     return conn.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (name,)).fetchone() is not None
 
 
-def release_leaves(conn, name: str, run: str, keep: frozenset[str]) -> str | None:
+def release_leaves(conn, name: str, run: str, keep: frozenset[str]) -> Leaving | None:
     """Why the release of run ``run`` leaves slot.name ``name``; None: drop it. Only what this run marked is
     dropped, even while another run names it (``keep``, the names other runs hold, changes nothing here since
     review rev3: another job is refused on it, and a later run of the job id makes it again at its fresh start); a mark naming another run of the same job id (a later
@@ -204,25 +213,31 @@ def release_leaves(conn, name: str, run: str, keep: frozenset[str]) -> str | Non
     ``NotReleased`` for one without any mark (``UNMARKED``): left, and said how to settle it. One an earlier
     SeaTide marked (``OLD``) is left too: had this run read through it since, its resume would have marked it
     as the run's (``claim``); else it may be another job's, and this run may never have used it (refused on it
-    at its fresh start), so it is left with the reason and the fix in the log, the release passing."""
+    at its fresh start), so it is left with the reason and the way to settle it (told to the operator: no
+    run's release will drop it; review finding 4), the release passing. So are another consumer's."""
     found = owner(conn, name)
     if found.held is Held.FOREIGN:
-        return _foreign(name)
+        return Leaving(_foreign(name), f"if nothing reads it any more: {_drop_sql(name)}")
     if found.held is Held.ELSEWHERE:
-        return _elsewhere(name, found)
+        return Leaving(_elsewhere(name, found), f"if nothing reads it any more, in database '{found.database}': "
+                                                f"{_drop_sql(name)}")
     if found.held is Held.UNMARKED:
         if not _slot_here(conn, name):
-            return f"publication '{name}' (slot.name) carries no mark and has no slot: it retains nothing"
+            return Leaving(f"publication '{name}' (slot.name) carries no mark and has no slot: it retains nothing")
         raise NotReleased(_not_known(name, found.held, "neither drops it nor passes this release as done "
                                      "(it is tried again)", releasing=True))
     if found.held is Held.RUN and job_of(found.run) != job_of(run):
-        return _another_job(name, found.run)
+        return Leaving(_another_job(name, found.run))
     if found.held is Held.RUN and found.run != run:
-        return (f"replication slot '{name}' (slot.name) was made again by {_shown(found.run)} of the same job id, "
-                "which may read through it now: its own release drops it")
+        return Leaving(f"replication slot '{name}' (slot.name) was made again by {_shown(found.run)} of the same "
+                       "job id, which may read through it now: its own release drops it")
     if found.held is Held.OLD:
-        return _not_known(name, found.held, "does not drop it at this release, which this run did not mark as "
-                          "its own (its resume does, once its checkpoint has read through it)", releasing=True)
+        return Leaving(_not_known(name, found.held, "does not drop it at this release, which this run did not mark "
+                                  "as its own (its resume does, once its checkpoint has read through it)",
+                                  releasing=True),
+                       f"if no job or consumer reads it any more (this job's own included): {_drop_sql(name)}; if "
+                       "another SeaTide job given the same slot.name reads it, resume that job from its checkpoint "
+                       "once: its resume marks the slot as its own, and its release drops it")
     return None
 
 
@@ -283,5 +298,5 @@ def _not_known(name: str, held: Held, so: str, releasing: bool = False) -> str:
             f"{'' if releasing else '; or give this source a slot.name of its own'}")
 
 
-__all__ = ["Held", "NotReleased", "OLD_MARK", "Owner", "claim", "fresh_start_refusal", "mark", "marked_by", "name_lock",
-           "owner", "release_leaves"]
+__all__ = ["Held", "Leaving", "NotReleased", "OLD_MARK", "Owner", "claim", "fresh_start_refusal", "mark", "marked_by",
+           "name_lock", "owner", "release_leaves"]

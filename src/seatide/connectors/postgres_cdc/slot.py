@@ -28,7 +28,7 @@ from psycopg import errors, sql
 from seatide.connectors.cdc_way_out import START_OVER
 from seatide.connectors.postgres_cdc import holder, ownership
 from seatide.connectors.postgres_cdc.pgoutput import format_lsn, parse_lsn
-from seatide.plugin.base import permanent_in_worker
+from seatide.plugin.base import HeldPosition, LeftBehind, permanent_in_worker
 
 log = logging.getLogger(__name__)
 
@@ -89,31 +89,40 @@ def _refuse(conn, name: str, run: str, given: bool) -> None:
         raise permanent_in_worker(f"Postgres-CDC cannot start this job afresh: {why}")
 
 
-def release_run(conn, run: str, given: str | None, keep: frozenset[str], deadline: float) -> None:
+def release_run(conn, run: str, given: str | None, keep: frozenset[str], deadline: float) -> list[LeftBehind]:
     """Drop run ``run``'s slots and publications by ``deadline`` (monotonic): those of the default names
     (of its pipelines and sources: only SeaTide makes them, for this run alone), also when the source
     names a slot.name now, and every slot.name marked as this run's (a resume that gave the source a
     slot.name, or another one, left the slot it read through before: review rev2, F6); ``given``, the
-    slot.name, unless ownership says to leave it (``release_given``)."""
+    slot.name, unless ownership says to leave it (``release_given``). What it left that no run will drop."""
     named = [given] if given else []
     marked = [n for n in ownership.marked_by(conn, run) if n not in named]
+    left = []
     for name in named + marked + [n for n in names_of_job(conn, run) if n not in named + marked]:
         wait_s = max(0.05, deadline - time.monotonic())
         if name in named + marked:
-            release_given(conn, name, run, keep, wait_s)
+            left += filter(None, [release_given(conn, name, run, keep, wait_s)])
         else:
             drop(conn, name, wait_s=wait_s, job_id=run)
+    return left
 
 
-def release_given(conn, name: str, run: str, keep: frozenset[str], wait_s: float) -> None:
+def release_given(conn, name: str, run: str, keep: frozenset[str], wait_s: float) -> LeftBehind | None:
     """Drop slot.name ``name`` at run ``run``'s release unless ownership says to leave it (said in the log),
-    the mark read and the drop made under the name's lock."""
+    the mark read and the drop made under the name's lock. Left while no run will drop it, with a slot that
+    holds WAL: what it holds, why, and how to settle it (the leader's warning event)."""
     with ownership.name_lock(conn, name):
-        why = ownership.release_leaves(conn, name, run, keep)
-        if why is None:
+        leaving = ownership.release_leaves(conn, name, run, keep)
+        if leaving is None:
             drop(conn, name, wait_s=wait_s, job_id=run)
-            return
-    log.warning("job %s: its release leaves %s", run, why)
+            return None
+        found = retained(conn, name) if leaving.settle is not None else None
+    log.warning("job %s: its release leaves %s", run, leaving.why)
+    if found is None:
+        return None
+    size, wal_status = found
+    return LeftBehind(HeldPosition(name, size, lost=wal_status == "lost", state=wal_status), leaving.why,
+                      leaving.settle)
 
 
 def set_publication_tables(conn, name: str, tables: list) -> None:

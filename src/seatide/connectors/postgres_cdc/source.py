@@ -357,15 +357,16 @@ class PostgresCdcSource(Source):
     def shared_names(self) -> tuple[str, ...]:
         return (self.opts["slot.name"],) if self.opts["slot.name"] else ()
 
-    def release(self, job_id: str, keep: frozenset[str] = frozenset(), within_s: float = 10.0) -> None:
+    def release(self, job_id: str, keep: frozenset[str] = frozenset(), within_s: float = 10.0) -> tuple:
         """Drop the run's slots and publications (``slot.release_run``); nothing to do when they are
         already gone. The whole release
         answers within about ``within_s``: a slot a walsender still holds then is left, with
-        ``ObjectInUse`` naming the holder (the leader records it and tries again later)."""
+        ``ObjectInUse`` naming the holder (the leader records it and tries again later). A slot.name
+        whose owner it cannot tell is left, and returned (``LeftBehind``), for the operator to settle."""
         deadline = time.monotonic() + within_s
         with self.connect(max(1, int(within_s))) as conn:
             conn.execute(f"SET statement_timeout = {max(1, int(within_s * 1000))}")
-            slot.release_run(conn, job_id, self.opts["slot.name"], keep, deadline)
+            return tuple(slot.release_run(conn, job_id, self.opts["slot.name"], keep, deadline))
 
 
 def _shape(known: dict | None, name: str):
