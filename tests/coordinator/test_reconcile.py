@@ -284,7 +284,7 @@ def test_a_driver_stuck_in_its_start_up_while_heartbeating_is_hung_too(policy, e
     assert [type(a) for a in actions] == expected
     assert actions[0] == r.FlagHung(limit + 1, policy)
     if policy != "warn":
-        assert actions[1].reason.startswith(f"job hung: attempt 7 started no pipeline in {limit + 1:.0f} s since")
+        assert actions[1].reason.startswith(f"job hung: attempt 7 had not started its pipelines {limit + 1:.0f} s after")
     # Never sooner than the start-up bound, however short the progress timeout: a loaded
     # host takes minutes to start Spark and a few queries...
     assert decide(stuck(), driver(progress_at=None, launched_at=NOW - limit + 1), [started(ago=900)]) == []

@@ -195,8 +195,8 @@ def _while_attempt_lives(snap: Snapshot, timeouts: Timeouts) -> list:
                                            f"({attempt.tasks_done or 0} tasks done by the attempt)", tuple(stuck))
         starting = stuck_starting_for(snap)
         if starting is not None:
-            return _on_hung(snap, starting, f"attempt {attempt.attempt_id} started no pipeline in {starting:.0f} s "
-                                            f"since its launch")
+            return _on_hung(snap, starting, f"attempt {attempt.attempt_id} had not started its pipelines {starting:.0f} s "
+                                            f"after its launch (the driver's log names the pipeline it waits for)")
     return []
 
 

@@ -36,10 +36,16 @@ class SaveModeDoor:
     records its decision through ``Target.decide_save_modes`` right before its step, under its
     system's lock: asked again then, a writer that decided and committed meanwhile is found (its
     decision stands, nothing is destroyed), and one that comes later finds this decision and
-    carries it out before its rows (review 7)."""
+    carries it out before its rows (review 7).
+
+    ``start_gate`` (an attempt's, ``runtime/start_gate.py``; None for a tool or a test): called with the
+    target's key before the save modes of a target that would remove data are decided or carried out;
+    it returns once the attempt's start has settled, and raises when a pipeline of the attempt was
+    refused at its start: nothing is destroyed for a job that is then refused."""
 
     records: SinkDecisions
     scope: str
+    start_gate: Callable[[str], None] | None = None
 
     def key_of(self, identity: str) -> str:
         """The name of the save-mode decision of the target ``identity`` (a ``target_key``)."""
@@ -49,6 +55,8 @@ class SaveModeDoor:
         """Prepare ``target``, a ``plugin.sink_protocol.Target`` (not imported: the protocol imports
         this door); ``written``: the sink has written it already (its state is in the commit log)."""
         if target.save_modes and not written:
+            if target.destroys and self.start_gate is not None:
+                self.start_gate(target.key)
             names = self._names(target)
             target.decide_save_modes = lambda plan: self._decide(target, names, plan)
             failpoints.hit("sink.save_modes")

@@ -37,19 +37,12 @@ from seatide.runtime.pipeline_frames import PipelineFrames
 from seatide.runtime.session import activate_session
 from seatide.runtime.reporter import AttemptReporter
 from seatide.runtime.sink_runs import PipelineSinks, each_sinks_rows, one_stream
+from seatide.runtime.start_gate import StopAtBatchBoundary
 from seatide.runtime.stream_check import check_stream, start_query
 from seatide.runtime.table_routing import RoutedPipeline
 from seatide.store.states import Desired, PipelineStatus
 
 log = logging.getLogger(__name__)
-
-class StopAtBatchBoundary(Exception):
-    """Raised instead of starting a micro-batch once a stop was requested.
-
-    Spark does not commit a batch whose foreachBatch raised, so a resumed job replays it:
-    nothing is lost, and the stopped job's output ends on the last committed batch.
-    """
-
 
 @dataclass
 class Outcome:
@@ -95,6 +88,8 @@ class PipelineRun(PipelineFrames):
         self._seen: dict | None = None      # a changed table's shape as the stream showed it
         self._last_change: str | None = None
         self._prepared = False              # ``prepare`` done for the query about to start
+        # (target key) -> None: the attempt's start gate, passed before a save mode removes data (runtime/start_gate.py)
+        self.start_gate = None
 
     # -- running -------------------------------------------------------------------------
     def open(self) -> bool:
@@ -110,7 +105,7 @@ class PipelineRun(PipelineFrames):
             self.sink_frames = self._frames()
             self.sinks = PipelineSinks(self.spark, self.pipeline, self.env, self.job_id, self.dir, self.reporter,
                                        self.stdout, self.lineage, self.origin, routed=self.routed is not None,
-                                       job_sinks=self.job_sinks)
+                                       job_sinks=self.job_sinks, start_gate=self.start_gate)
             return True
         except Exception as exc:  # building the plan failed: bad SQL, missing field, ...
             log.exception("pipeline %s failed to start", self.pipeline.pipeline_id)

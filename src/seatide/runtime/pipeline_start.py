@@ -6,50 +6,58 @@ In this order, each step for every pipeline before the next step:
 1. ``open``: its checkpoint directory claimed, its frames built, its sinks opened;
 2. the checks ahead (``check_sinks_ahead``): every sink's checks; a refusal fails every pipeline;
 3. ``prepare``: Spark's checks of its streaming query, the sources' schema changes handed to its sinks;
-4. its query started (one at a time: ``start_pipelines``).
+4. its query started (one at a time: ``start_pipelines``), then the start settled (``_settle``).
 
 A pipeline refused at 1 or 3 fails every other one too when a sink of them would remove data when it
 prepares its target (``destroys_ahead``), as the refusal's kind: none of them has begun a batch, so
 nothing was removed. Where nothing destroys, the others start; the refused one fails the job (or its
 attempt) as ever.
 
-Queries start one at a time, the pipelines whose sinks would remove data last, each once the one
-before has its first offsets (``wait_started``): a source refused there (Postgres-CDC on another
-consumer's slot.name) fails its query before the next query starts, and the pipelines not started
-yet are refused with it when one of them would remove data, as at 1 and 3. What no step before a batch sees is not covered: a source that fails reading
-its first batch's rows does so beside the pipelines started before it.
+A source may be refused only at its query's first offsets (Postgres-CDC on another consumer's
+slot.name, or on one another job made while this one waited for the name's advisory lock), after
+other queries started. A sink's save modes that remove data are carried out at its pipeline's first
+batch, and that waits at the attempt's start gate (``runtime/start_gate.py``) until every query
+started has its first offsets or has ended: a pipeline refused by then makes it refuse instead,
+naming the refusal, so nothing is removed for a job that is then refused, whichever the order of
+its pipelines (outside review, F1). Queries still start one at a time, the pipelines that would remove
+data last (``_destroying_last``): one refused quickly keeps those from starting at all.
 
-The wait for first offsets is bounded (``SOURCES_UP_WITHIN_S``) only where nothing that starts next
-removes data: a pipeline that would (``_destroys``) starts once every query started before it has its
-first offsets or has ended, however long that takes (``_await_first_offsets``). A source's first
-offsets may wait on what no bound here can know: a Postgres-CDC slot.name's advisory lock, held by
-another job while its slot is made behind open write transactions, then refused as that job's (outside
-review, finding 3); a held slot, up to slot.active-timeout.ms (3 minutes). Bounding the source's own wait
-below ours instead would rest on a margin no loaded host keeps (a query's start alone took over 60 s at
-load 10: timeouts.py). A start that never ends is the leader's to judge: a driver that has not started
-its pipelines past job.progress-timeout (at least ``STARTUP_JUDGED_AFTER_S``) is hung (reconcile.py).
+Every wait here ends once the job is wanted other than running (a cancel, a savepoint) and is
+bounded: ``wait_started`` gives a query's sources ``SOURCES_UP_WITHIN_S`` before the next query
+starts; where something would remove data, the start settles within ``START_SETTLES_WITHIN_S``
+(seatide/timeouts.py), past which the pipelines still without first offsets are refused, named with
+what Spark says they wait for: their attempt fails (retried as job.retry.times allows), nothing
+removed. What no step before a batch sees is not covered: a source that fails reading its first
+batch's rows does so once the start has settled.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 
+from seatide.runtime.start_gate import StartGate, refused_with
 from seatide.store.states import PipelineStatus
+from seatide.timeouts import START_SETTLES_WITHIN_S
 
 log = logging.getLogger(__name__)
 
 # How long a started query's sources are waited for to give their first offsets before the next
-# pipeline starts (``wait_started``), where that pipeline would not remove data.
+# pipeline starts (``wait_started``).
 SOURCES_UP_WITHIN_S = 60.0
 _SAY_EVERY_S = 30.0     # a start held for a query still opening says so this often
 _OPENING = ("Initializing", "Getting offsets")      # Spark's status while a query has no first offsets
+_RUNNING = "RUN"        # the job's desired state while it is to run (Heartbeat.desired)
 
 
 def start_pipelines(runs: list, heartbeat) -> list:
-    """Open, check, prepare and start ``runs`` (``PipelineRun``s) in that order; the runs started or
-    failed (the job canceled while starting: those not started are left out)."""
+    """Open, check, prepare and start ``runs`` (``PipelineRun``s) in that order, then settle the start
+    (``_settle``); the runs started or failed (the job canceled while starting: those not started are
+    left out)."""
+    gate = StartGate()
     for run in runs:
+        run.start_gate = partial(gate.pass_through, run)
         if heartbeat.desired != "CANCEL":
             run.open()
     check_sinks_ahead(runs)
@@ -57,11 +65,10 @@ def start_pipelines(runs: list, heartbeat) -> list:
         if heartbeat.desired != "CANCEL" and run.sinks is not None and run.outcome.status == PipelineStatus.RUNNING:
             run.prepare()
     _refuse_with_the_refused(runs)
-    started, opening = [], []      # opening: started, without first offsets when wait_started gave up
+    started = []
     runs = _destroying_last(runs)
+    destroying = any(_destroys(run) for run in runs)
     for index, run in enumerate(runs):
-        if _destroys(run):
-            _await_first_offsets(opening, run, heartbeat)
         if heartbeat.desired == "CANCEL":
             # Canceled while starting: a query not started has nothing to stop; the leader
             # ends its pipeline with the job (reconcile.py) once this attempt has ended.
@@ -70,9 +77,13 @@ def start_pipelines(runs: list, heartbeat) -> list:
         # One query's sources start their Python workers at a time: Spark gives a starting
         # Python worker 10 s to connect back, which several at once on a busy host can miss.
         run.start()
-        if not wait_started(run):
-            opening.append(run)
+        wait_started(run, heartbeat=heartbeat)
         started.append(run)
+    if not destroying:
+        gate.settle()      # nothing waits there
+    elif heartbeat.desired == _RUNNING:
+        # Stopped meanwhile: never settled; a pipeline held there ends at its stop (``StartGate``).
+        _settle(gate, started, heartbeat)
     return started
 
 
@@ -112,7 +123,7 @@ def _refuse_with_the_refused(runs) -> bool:
     if not destroying:
         return False
     for run in waiting:
-        run.refuse(refused_with(refused, run, destroying[0]), refused.outcome.permanent)
+        run.refuse(f"not started: {refused_with(refused, run, destroying[0])}", refused.outcome.permanent)
     return True
 
 
@@ -131,24 +142,44 @@ def _destroys(run) -> bool:
         return True
 
 
-def _await_first_offsets(opening: list, run, heartbeat) -> None:
-    """Before ``run``, whose sinks would remove data, starts: until each query in ``opening`` (started, and
-    still without first offsets when ``wait_started`` gave up) has its first offsets or has ended, as a
-    refusal there must fail the job before any data is removed. Those found past are taken out of
-    ``opening`` (for good: a later trigger's "Getting offsets" is no first start). Ends early when the
-    job is canceled."""
+def _settle(gate: StartGate, started: list, heartbeat) -> None:
+    """Until each query in ``started`` has its first offsets or has ended, then open ``gate``, or make it
+    refuse when one of them has failed (``StartGate.settle``); ends, leaving it unsettled, once the job is
+    wanted other than running. Past ``START_SETTLES_WITHIN_S`` the pipelines still opening are refused
+    (``_refuse_opening``) and the gate refuses with them: a start that cannot settle fails its attempt
+    where the operator looks, instead of holding its job without end."""
     began = said = time.monotonic()
-    while heartbeat.desired != "CANCEL":
-        opening[:] = [waited for waited in opening if _opening(waited.query)]
-        if not opening:
+    while heartbeat.desired == _RUNNING:
+        failed = next((run for run in started if run.poll().status == PipelineStatus.FAILED), None)
+        opening = [run for run in started if _opening(run.query)]
+        if failed is not None or not opening:
+            gate.settle(failed)
+            return
+        waited = time.monotonic() - began
+        if waited >= START_SETTLES_WITHIN_S:
+            _refuse_opening(opening, waited)
+            gate.settle(opening[0])
             return
         if time.monotonic() - said >= _SAY_EVERY_S:
             said = time.monotonic()
-            log.warning("pipeline %s, whose sinks would remove data, waits to start until pipeline %s has its first "
-                        "offsets (a refusal there must come before anything is removed): waited %.0f s",
-                        run.pipeline.pipeline_id, ", ".join(str(w.pipeline.pipeline_id) for w in opening),
-                        time.monotonic() - began)
+            log.warning("the job's sinks that would remove data prepare their targets once pipeline %s has its first "
+                        "offsets (a refusal there must come before anything is removed): waited %.0f s of %.0f s",
+                        ", ".join(str(run.pipeline.pipeline_id) for run in opening), waited, START_SETTLES_WITHIN_S)
         time.sleep(0.2)
+
+
+def _refuse_opening(opening: list, waited: float) -> None:
+    """Fail the pipelines whose queries have no first offsets ``waited`` s into the start's settling, each
+    told what Spark says its sources do (retried as job.retry.times allows: what held them may let go)."""
+    for run in opening:
+        sources = ", ".join(source.name for source in run.pipeline.sources)
+        run.refuse(f"refused at its start: the sources of pipeline {run.pipeline.pipeline_id} ({sources}) gave no "
+                   f"first offsets within {waited:.0f} s (Spark: '{run.query.status.get('message', '')}'), and a sink "
+                   f"of the job removes data only once every pipeline has them: nothing was removed. The driver's log "
+                   f"names what the sources wait for (a Postgres-CDC source: the PID and application_name holding its "
+                   f"slot.name's advisory lock or its slot, another job's start given the same slot.name); end that "
+                   f"holder or give the source a slot.name of its own. The job retries the attempt on its own, as "
+                   f"job.retry.times allows", permanent=False)
 
 
 def _refuse_after_a_failed_start(started: list, rest: list) -> None:
@@ -166,26 +197,14 @@ def _refuse_after_a_failed_start(started: list, rest: list) -> None:
         return
     if destroying is not None:
         for run in waiting:
-            run.refuse(refused_with(failed, run, destroying), failed.outcome.permanent)
+            run.refuse(f"not started: {refused_with(failed, run, destroying)}", failed.outcome.permanent)
 
 
-def refused_with(refused, run, destroying) -> str:
-    """Why ``run`` did not start: ``refused`` was refused at its start, and ``destroying`` would have
-    removed data (``run`` itself, or another pipeline), for a job that fails (or an attempt retried)."""
-    pipeline = refused.pipeline.pipeline_id
-    remover = ("a sink of this pipeline" if destroying is run
-               else f"a sink of pipeline {destroying.pipeline.pipeline_id}")
-    then = (f"Fix pipeline {pipeline}, then run the job again" if refused.outcome.permanent
-            else "The job retries the attempt on its own, as job.retry.times allows")
-    return (f"not started: pipeline {pipeline} of the job was refused at its start ({refused.outcome.error}), and "
-            f"{remover} would remove data when it prepares its target: no pipeline of the job starts, and "
-            f"nothing was removed. {then}")
-
-
-def wait_started(run, timeout_s: float | None = None) -> bool:
+def wait_started(run, timeout_s: float | None = None, heartbeat=None) -> bool:
     """Until ``run``'s query's sources are up (their Python workers answered, the first offsets
-    given), or the query has ended, then note the start; at most ``SOURCES_UP_WITHIN_S``. Whether
-    they were (False: the query is still opening, ``_await_first_offsets`` waits on).
+    given), or the query has ended, then note the start; at most ``SOURCES_UP_WITHIN_S``, and no
+    longer once ``heartbeat``'s job is wanted other than running. Whether they were (False: the
+    query is still opening; ``_settle`` waits on where a sink would remove data).
 
     The checkpoint-staleness window opens here: warming up Spark and a Python data
     source is start-up, not a stalled checkpoint.
@@ -194,7 +213,7 @@ def wait_started(run, timeout_s: float | None = None) -> bool:
     deadline = time.time() + (SOURCES_UP_WITHIN_S if timeout_s is None else timeout_s)
     up = True
     while query is not None and query.isActive:
-        if time.time() >= deadline:
+        if time.time() >= deadline or (heartbeat is not None and heartbeat.desired != _RUNNING):
             up = False
             break
         message = query.status.get("message", "")

@@ -66,15 +66,17 @@ def sink_run(sink: Sink, ctx: SinkContext | None, log: SinkCommitLog, *, routes=
 
 
 def attempt_run(sink: Sink, ctx: SinkContext, log: SinkCommitLog, reporter, *, routes, job_id: str,
-                pipeline_id: int, sink_index: int, lineage: str, origin: str, began: int | None = None) -> SinkRun:
+                pipeline_id: int, sink_index: int, lineage: str, origin: str, began: int | None = None,
+                start_gate=None) -> SinkRun:
     """One sink of a pipeline opened as an attempt opens it: its decisions in the store, fenced by
     ``reporter``'s attempt; its targets' save modes under the job's shared records, those of the
-    fresh start of incarnation ``began`` when one began the pipeline's lineage."""
+    fresh start of incarnation ``began`` when one began the pipeline's lineage; ``start_gate``: the
+    attempt's (``SaveModeDoor.start_gate``)."""
     prefix = f"T_{job_id}_{pipeline_id}_{sink_index}_{lineage}_"
     writer = {"pipeline": pipeline_id, "lineage": lineage}
     scope = f"P_{job_id}" if began is None else f"P_{job_id}~{began}"
     door = SaveModeDoor(StoreDecisions(reporter, JOB_RECORDS, TARGET_RECORDS, "P_", writer, run_scope=f"P_{job_id}",
-                                       began=began), scope)
+                                       began=began), scope, start_gate)
     return sink_run(sink, ctx, log, routes=routes, decisions=StoreDecisions(reporter, pipeline_id, ctx.plugin_id, prefix),
                     door=door, transaction_prefix=prefix, staging_tag=str(reporter.attempt_id),
                     save_modes_key=f"S_{job_id}_{pipeline_id}_{sink_index}_{origin}")
@@ -84,7 +86,7 @@ class PipelineSinks:
     """Every sink of one pipeline of one attempt, opened and rolled forward at the pipeline's start."""
 
     def __init__(self, spark, pipeline, env, job_id: str, checkpoint_dir: str, reporter, stdout,
-                 lineage: str, origin: str, routed: bool, job_sinks: tuple = ()):
+                 lineage: str, origin: str, routed: bool, job_sinks: tuple = (), start_gate=None):
         self.dir = checkpoint_dir
         self.lineage = lineage
         pipeline_id = pipeline.pipeline_id
@@ -100,7 +102,8 @@ class PipelineSinks:
                               job_sinks=job_sinks, schema_changes=changes)
             run = attempt_run(sink.plugin, ctx, self.log(sink.plugin_id), reporter,
                               routes=sink.plugin.routes if routed else None, job_id=job_id, pipeline_id=pipeline_id,
-                              sink_index=sink.index, lineage=lineage, origin=origin, began=began)
+                              sink_index=sink.index, lineage=lineage, origin=origin, began=began,
+                              start_gate=start_gate)
             self.runs[sink.plugin_id] = run
             # Batches an earlier attempt decided but did not finish publishing (it crashed, or was
             # replaced just after its decision) are published before anything else runs.

@@ -93,7 +93,7 @@ def name_lock(conn, name: str):
     waits for every transaction that has written to end (a transaction held open here would never end).
     Not free at once: the holder is named in the log, and the wait has no bound of its own (another job
     making the slot behind open write transactions goes on until they end): a start that waits here holds
-    back the pipelines that would remove data (runtime/pipeline_start.py), a release's connection has a
+    back the save modes that would remove data (runtime/start_gate.py), a release's connection has a
     statement_timeout."""
     if not conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (_LOCK_CLASS, name)).fetchone()[0]:
         _say_lock_holder(conn, name)
