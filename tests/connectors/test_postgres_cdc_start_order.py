@@ -28,7 +28,8 @@ OTHER_JOB = "other-job.0123456789ab"       # the run key of the job making the s
 HELD_FOR_S = 2.0          # a DROP_DATA pipeline's first batch held this long: it waits for the start to settle
 # the CDC pipeline's sink: one that keeps the target, or one that removes data too (F1)
 CDC_SINKS = {"console": "Console {{ plugin_input = \"cdc\" }}",
-             "drop-data": "Iceberg {{ plugin_input = \"cdc\", namespace = ns, table = t, data_save_mode = \"DROP_DATA\", "
+             "drop-data": "Iceberg {{ plugin_input = \"cdc\", namespace = ns, table = t, "
+                          "data_save_mode = \"DROP_DATA\", "
                           "iceberg.catalog.config = {{ type = \"hadoop\", warehouse = \"file://{other}\" }}, "
                           "iceberg.table.primary-keys = \"id\", iceberg.table.upsert-mode-enabled = true }}"}
 
@@ -103,14 +104,6 @@ class _AnotherJob:
         return self.notes
 
 
-def _lock_wait_s(conn) -> float | None:
-    """Seconds the source's session has waited for a slot name's advisory lock in this database (None: none waits)."""
-    row = conn.execute("SELECT max(extract(epoch FROM now() - a.query_start)) FROM pg_locks l JOIN pg_stat_activity a "
-                       "USING (pid) WHERE l.locktype = 'advisory' AND NOT l.granted AND l.database = "
-                       "(SELECT oid FROM pg_database WHERE datname = current_database())").fetchone()
-    return None if row[0] is None else float(row[0])
-
-
 def _starts(monkeypatch) -> list:
     """The sinks of each pipeline whose query starts, in order."""
     from seatide.runtime.pipeline_run import PipelineRun
@@ -133,7 +126,7 @@ def test_a_source_refused_at_its_first_offsets_after_waiting_on_the_slot_name_lo
     (the job's order), its first batch ran while the CDC query waited (F1: before, it emptied its target)."""
     from seatide.runtime import pipeline_start
 
-    conn, url, db = shop
+    _, url, db = shop
     monkeypatch.setattr(pipeline_start, "SOURCES_UP_WITHIN_S", 1.0)    # 60 s in production: shortened, not removed
     started = _starts(monkeypatch)
     dropped, _ = dropped_and_guarded(tmp_path)
@@ -155,7 +148,7 @@ def test_a_savepoint_ends_a_start_held_for_a_source_waiting_on_the_slot_name_loc
     from seatide.runtime import pipeline_start
     from seatide.runtime.pipeline_run import PipelineRun
 
-    conn, url, db = shop
+    _, url, db = shop
     monkeypatch.setattr(pipeline_start, "SOURCES_UP_WITHIN_S", 1.0)
     real, stops = PipelineRun.request_stop, []
 
@@ -177,8 +170,8 @@ def test_a_savepoint_ends_a_start_held_for_a_source_waiting_on_the_slot_name_loc
         intents.stop(store, job_id, savepoint=True, actor="test")
         asked.append(time.monotonic())
 
-    run = InProcessCluster(spark, str(tmp_path / "data")).run(_job(url, db, dropped, env=", checkpoint.timeout = 10000"),
-                                                              max_attempts=1, stop_after=savepoint_once_held)
+    text = _job(url, db, dropped, env=", checkpoint.timeout = 10000")
+    run = InProcessCluster(spark, str(tmp_path / "data")).run(text, max_attempts=1, stop_after=savepoint_once_held)
     assert not other.join(), other.notes
     assert asked and stops, (asked, stops)
     assert max(at for *_, at in stops) < other.released_at, f"the stop waited for the lock's holder: {stops}"
@@ -194,7 +187,7 @@ def test_a_start_that_never_settles_is_refused_naming_the_pipeline_and_what_it_w
     offsets, naming it, its source and what to do; nothing removed."""
     from seatide.runtime import pipeline_start
 
-    conn, url, db = shop
+    _, url, db = shop
     monkeypatch.setattr(pipeline_start, "SOURCES_UP_WITHIN_S", 1.0)
     monkeypatch.setattr(pipeline_start, "START_SETTLES_WITHIN_S", 3.0, raising=False)     # 300 s in production
     dropped, _ = dropped_and_guarded(tmp_path)

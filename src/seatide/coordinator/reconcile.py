@@ -195,8 +195,9 @@ def _while_attempt_lives(snap: Snapshot, timeouts: Timeouts) -> list:
                                            f"({attempt.tasks_done or 0} tasks done by the attempt)", tuple(stuck))
         starting = stuck_starting_for(snap)
         if starting is not None:
-            return _on_hung(snap, starting, f"attempt {attempt.attempt_id} had not started its pipelines {starting:.0f} s "
-                                            f"after its launch (the driver's log names the pipeline it waits for)")
+            return _on_hung(snap, starting, f"attempt {attempt.attempt_id} had not started its pipelines "
+                                            f"{starting:.0f} s after its launch (the driver's log names the "
+                                            f"pipeline it waits for)")
     return []
 
 
