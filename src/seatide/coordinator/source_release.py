@@ -34,6 +34,7 @@ from sqlalchemy.engine import Connection
 from seatide.coordinator.left_out_sources import left_out_configs, unloadable_note
 from seatide.store import schema as s
 from seatide.store.events import record_event
+from seatide.store.left_held import record_left_held
 from seatide.store.runs import run_key
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,7 @@ def release_sources(conn: Connection, result, actor: str = "", epoch: int | None
             continue
         sources += [spec for pid in sorted(then.pipeline_ids & set(earlier)) for spec in earlier[pid]]
     for spec, left in _release_at_once(conn, result, sources):
-        _told_left(conn, result, spec, left, actor, epoch)
+        _told_left(conn, result, job, spec, left, actor, epoch)
     if unreleased is not None:
         raise unreleased
 
@@ -133,20 +134,26 @@ def _release_at_once(conn: Connection, result, sources: list) -> list[tuple]:
     return left
 
 
-def _told_left(conn: Connection, result, spec, left, actor: str, epoch: int | None) -> None:
+def _told_left(conn: Connection, result, job, spec, left, actor: str, epoch: int | None) -> None:
     """A warning event and log line for what a source's release left on its server and no run will drop
     (review finding 4: a slot an earlier SeaTide marked, which this run never claimed, kept retaining WAL
-    with only a log line): which, why, the WAL it keeps as measured at the release, and how to settle it.
+    with only a log line): which, why, the WAL it keeps as measured at the release, and how to settle it;
+    and its ``left_held`` row, shown whatever becomes of the run and the job row until the slot is gone
+    (store/left_held.py; review finding F2: a dead run's or a forgotten job's event was shown nowhere).
     In the step's transaction: written with the release, gone with it if the step fails (and retried)."""
-    held = left.held
+    from seatide.secrets import mask_message, secret_values
+
+    secrets = secret_values(job.config or "", json.loads(job.variables or "{}"))
+    held, why, settle = left.held, mask_message(left.why, secrets), mask_message(left.settle, secrets)
     log.warning("job %s run %s: the release of %s (%s) leaves %s on its server, retaining %s bytes of WAL (%s): %s. "
                 "To settle it: %s", result.job_id, result.run_id, spec.name, spec.plugin_id, held.holds,
                 held.retained_bytes if held.retained_bytes is not None else "an unknown number of",
-                held.state or "-", left.why, left.settle)
+                held.state or "-", why, settle)
     record_event(conn, "RELEASE_LEFT_HELD", actor, result.job_id, result.incarnation, epoch, level="WARNING",
                  run_id=result.run_id, source=spec.plugin_id, connector=spec.name, holds=held.holds,
-                 retainedBytes=held.retained_bytes, state=held.state, lost=held.lost, why=left.why,
-                 settle=left.settle)
+                 retainedBytes=held.retained_bytes, state=held.state, lost=held.lost, why=why,
+                 settle=settle)
+    record_left_held(conn, result, job, spec.plugin_id, spec.name, held, why, settle)
 
 
 def _left_behind(conn: Connection, result, then, reason: str, actor: str, epoch: int | None) -> None:
@@ -200,7 +207,8 @@ class _ConfigUnloadable(Exception):
     """A stored config that no longer loads (its message masked)."""
 
 
-def _sources(job_id: str, config_text: str, variables_json: str | None) -> list:
+def sources_of(job_id: str, config_text: str, variables_json: str | None) -> list:
+    """The config's sources (each a PluginSpec), loaded asking no server; or _ConfigUnloadable (masked)."""
     return _config(job_id, config_text, variables_json).sources
 
 
@@ -268,7 +276,7 @@ def _claimed_elsewhere(conn: Connection, result, names: tuple[str, ...]) -> froz
     claimed: set[str] = set()
     for other in others:
         try:
-            specs = _sources(other.job_id, other.config, other.variables)
+            specs = sources_of(other.job_id, other.config, other.variables)
         except _ConfigUnloadable:
             # its config spells the names and cannot be read: it may name them (the safe side is to keep)
             claimed.update(name for name in names if name in (other.config or "") + (other.variables or ""))

@@ -22,6 +22,8 @@ A pipeline a resume left out on purpose (``--fallback fresh``) is not in the job
 but its slot stays: its sources are read from the config of the incarnation where it last ran
 (coordinator/left_out_sources.py), measured and warned of like the others, their rows marked
 ``left_out``.
+
+Each pass also looks at what releases left on the servers, no run's to drop (coordinator/left_held_watch.py).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Callable
 
 from sqlalchemy import and_, delete, insert, select
 
+from seatide.coordinator.left_held_watch import look_at_left_held
 from seatide.coordinator.left_out_sources import left_out_configs, unloadable_note
 from seatide.coordinator.source_release import may_hold
 from seatide.store import schema as s
@@ -299,4 +302,6 @@ class SourceWatch:
             measured += 1
         for gone in set(self._sources) - keys:      # finished, released or forgotten: loaded no more
             del self._sources[gone]
+        if not self._stop.is_set() and self.leading() == epoch:     # what releases left, whatever run's
+            look_at_left_held(self.store, epoch, self.actor, self.rules.timeout_s)
         return measured

@@ -202,6 +202,16 @@ class Source(Plugin):
         """
         return ()
 
+    def still_left(self, name: str, within_s: float = 5.0) -> "HeldPosition | None":
+        """What ``name``, which this source's release left (``LeftBehind.held.holds``), holds on the server
+        now; None once it is gone, or a run of SeaTide owns it (that run's release drops it).
+
+        Asked by the leader (``coordinator/left_held_watch.py``) only of a source whose release left
+        something: until it answers None, the operator is shown the name, what it holds and how to settle
+        it. Answer (or raise) within about ``within_s``.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot tell whether what its release left is still held")
+
 
 _PYTHON_SOURCES: "weakref.WeakKeyDictionary[SparkSession, set[str]]" = weakref.WeakKeyDictionary()
 

@@ -253,6 +253,33 @@ source_holds = Table(
     Column("left_out", Boolean, nullable=False, default=False, server_default=false()),
 )
 
+# What a release left on a source's server that no run of SeaTide will drop (revision 0017: a slot.name whose
+# owner it cannot tell; coordinator/source_release.py), kept whatever became of the run and its job row
+# until the leader finds it gone or owned by a run (coordinator/left_held_watch.py): job-info, the
+# overview and the UI show it, so a slot retaining WAL is never left unsaid (review finding F2).
+left_held = Table(
+    "left_held", metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("job_id", String(64), nullable=False),
+    Column("run_id", String(32)),                          # the run whose release left it
+    Column("incarnation", Integer),
+    Column("plugin_id", String(64), nullable=False),
+    Column("connector", String(64), nullable=False),
+    Column("holds", String(255), nullable=False),          # the slot's name
+    Column("retained_bytes", BigInteger),                  # as last measured; None: not known
+    Column("lost", Boolean, nullable=False, default=False),
+    Column("state", String(64)),
+    Column("why", Text, nullable=False),                   # masked, as every text shown
+    Column("settle", Text, nullable=False),                # what ends it: the SQL, and when to run it
+    # The run's job text (masked on output, never shown): the leader asks its source whether it is still held.
+    Column("config", Text),
+    Column("variables", Text),
+    Column("left_at", Float, nullable=False),
+    Column("measured_at", Float, nullable=False),
+    Column("error", Text),                                 # why the last measurement failed (masked)
+)
+Index("ix_left_held_job", left_held.c.job_id)
+
 # In the manner of Flink's JobResultStore: written with the terminal status.
 job_results = Table(
     "job_results", metadata,

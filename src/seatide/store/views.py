@@ -11,7 +11,7 @@ import functools
 import json
 from collections import namedtuple
 
-from sqlalchemy import and_, func, select, true
+from sqlalchemy import and_, func, or_, select, true
 from sqlalchemy.engine import Connection
 
 from seatide.secrets import mask_config_text, mask_message, secret_values
@@ -20,6 +20,7 @@ from seatide.store.checkpoint_views import (checkpoint_stats, checkpoint_summary
                                             stats_of)
 from seatide.store.clock import read_store_now
 from seatide.store.jobs import job_view, load_job
+from seatide.store.left_held import left_behind
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
 from seatide.timeouts import Timeouts
 
@@ -87,17 +88,8 @@ def source_holds(conn: Connection, job, masked=lambda message: message) -> dict:
     } for r in rows]
     return {"retained": retained, "retainedWarning": any(r["warning"] for r in retained),
             "release": None if job.release is None else {"state": job.release, "time": iso(job.released_at)},
-            "leftBehind": left_behind(conn, job)}
-
-
-def left_behind(conn: Connection, job) -> list[dict]:
-    """What the releases of the job's run left on the source servers, no run's to drop (the leader's
-    RELEASE_LEFT_HELD events, coordinator/source_release.py): which, why, and how to settle it."""
-    c = s.events.c
-    rows = conn.execute(select(c.at, c.detail).where(and_(
-        c.job_id == job.job_id, c.kind == "RELEASE_LEFT_HELD",
-        c.run_id == job.run_id if job.run_id is not None else c.run_id.is_(None))).order_by(c.seq)).all()
-    return [{**json.loads(r.detail), "time": iso(r.at)} for r in rows]
+            # every run's of the job id, its current one's or not (review finding F2; store/left_held.py)
+            "leftBehind": left_behind(conn, job.job_id)}
 
 
 def progress(job, rows_read: int, rows_written: int, now: float) -> dict:
@@ -135,9 +127,14 @@ def log_attempt(conn: Connection, job_id: str, attempt_id: int | None = None):
     return conn.execute(query.order_by(s.attempts.c.attempt_id.desc()).limit(1)).first()
 
 
+# Events about a slot a release left, no run's to drop: shown with the job id whatever run it came from.
+LEFT_HELD_EVENTS = ("RELEASE_LEFT_HELD", "RELEASE_LEFT_SETTLED")
+
+
 def job_events(conn: Connection, job_id: str, after: int = 0, limit: int = 100) -> list[dict] | None:
     """A job's event log, oldest first, from the event after ``after``: its current run's (every
-    incarnation of it), since a job id used again is a new run (``store/runs.py``).
+    incarnation of it), since a job id used again is a new run (``store/runs.py``), and what earlier runs'
+    releases left held on the sources' servers, and its settling (``LEFT_HELD_EVENTS``).
 
     None when neither the job nor any event of it exists. Events outlive the job's other
     rows (history expiry keeps them as the audit trail), so a forgotten job still has them:
@@ -147,7 +144,9 @@ def job_events(conn: Connection, job_id: str, after: int = 0, limit: int = 100) 
     c = s.events.c
     query = select(s.events).where(and_(c.job_id == job_id, c.seq > after))
     if job is not None:
-        query = query.where(c.run_id == job.run_id if job.run_id is not None else c.run_id.is_(None))
+        # What an earlier run's release left on a server is the job id's concern still (review finding F2).
+        query = query.where(or_(c.run_id == job.run_id if job.run_id is not None else c.run_id.is_(None),
+                                c.kind.in_(LEFT_HELD_EVENTS)))
     rows = conn.execute(query.order_by(c.seq).limit(limit)).all()
     if not rows and job is None and conn.execute(
             select(s.events.c.seq).where(s.events.c.job_id == job_id).limit(1)).first() is None:
@@ -249,6 +248,8 @@ def overview(conn: Connection) -> dict:
                  "running": sum(v for k, v in counts.items() if k not in JOB_TERMINAL)},
         "workers": [{"nodeId": n.node_id, "host": n.host, "slots": n.slots} for n in alive if n.role == "worker"],
         "coordinators": [{"nodeId": n.node_id, "url": n.url} for n in alive if n.role == "coordinator"],
+        # what releases left on the sources' servers, of every job id, forgotten ones included (store/left_held.py)
+        "leftBehind": left_behind(conn),
     }
 
 

@@ -214,6 +214,18 @@ def retained(conn, name: str) -> tuple[int | None, str | None] | None:
     return (max(0, int(row[0])) if row[0] is not None else None), row[1]
 
 
+def still_left(conn, name: str) -> HeldPosition | None:
+    """The WAL slot.name ``name``, which a release left, keeps now; None once it is dropped, or marked as a
+    run's (a resume of the job that reads it claimed it: that run's release drops it)."""
+    if ownership.owner(conn, name).held is ownership.Held.RUN:
+        return None
+    found = retained(conn, name)
+    if found is None:
+        return None
+    size, wal_status = found
+    return HeldPosition(name, size, lost=wal_status == "lost", state=wal_status)
+
+
 def gone(conn, name: str, found: SlotState | None = None) -> str | None:
     """Why slot ``name`` can return no change at all any more (it was dropped, the server removed
     its WAL), whatever position it is read from; None while it exists and has its WAL."""

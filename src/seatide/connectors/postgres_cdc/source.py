@@ -335,6 +335,12 @@ class PostgresCdcSource(Source):
         size, wal_status = found
         return HeldPosition(name, size, lost=wal_status == "lost", state=wal_status)
 
+    def still_left(self, name: str, within_s: float = 5.0) -> HeldPosition | None:
+        """What slot.name ``name``, left by a release, keeps now (``slot.still_left``)."""
+        with self.connect(max(1, int(within_s))) as conn:
+            conn.execute(f"SET statement_timeout = {max(1, int(within_s * 1000))}")
+            return slot.still_left(conn, name)
+
     def position_gone(self, job_id: str, pipeline_id: int, plugin_id: str, offset: dict,
                       timeout_s: float) -> str | None:
         """A checkpoint's LSN whose slot was dropped, or lost its WAL (a slot that only moved on

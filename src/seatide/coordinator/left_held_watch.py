@@ -1,0 +1,65 @@
+"""The leader's look at what releases left on the sources' servers (``left_held``, store/left_held.py).
+
+A slot.name a release could not tell is SeaTide's is left, retaining WAL, and shown to the operator
+with how to settle it, whatever became of the run and its job row. It is settled on the server (the
+operator drops it, or a resume of the job that reads it claims it: its own release drops it), never
+in SeaTide: so the leader asks the source that left it, from the config stored with the row, what it
+holds now (``Source.still_left``) each time it measures the jobs' sources (coordinator/source_watch.py),
+updates the figures, and drops the row, with a RELEASE_LEFT_SETTLED event, once it is gone. A source
+that cannot be asked keeps the row, with why (masked): never a row dropped on a guess.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from sqlalchemy import select
+
+from seatide.coordinator.source_release import sources_of
+from seatide.secrets import mask_message, secret_values
+from seatide.store import schema as s
+from seatide.store.db import Store, record_event
+from seatide.store.left_held import left_held_rows, remeasured, settled
+
+log = logging.getLogger(__name__)
+
+
+def look_at_left_held(store: Store, epoch: int, actor: str, timeout_s: float) -> int:
+    """One look at every row, each written fenced by ``epoch``; the number found settled."""
+    with store.read() as conn:
+        rows = left_held_rows(conn)
+    gone = 0
+    for row in rows:
+        held, error = _ask(row, timeout_s)
+        with store.leader_tx(epoch) as conn:
+            if conn.execute(select(s.left_held.c.id).where(s.left_held.c.id == row.id)).first() is None:
+                continue        # settled meanwhile (a former leader's look)
+            if error is not None:
+                remeasured(conn, row.id, error=error)
+            elif held is None:
+                settled(conn, row.id)
+                record_event(conn, "RELEASE_LEFT_SETTLED", actor, row.job_id, row.incarnation, epoch,
+                             run_id=row.run_id, source=row.plugin_id, connector=row.connector, holds=row.holds)
+                log.info("job %s run %s: %s, which its release left, is gone or a run's now", row.job_id,
+                         row.run_id, row.holds)
+                gone += 1
+            else:
+                remeasured(conn, row.id, held)
+    return gone
+
+
+def _ask(row, timeout_s: float):
+    """(what the slot holds now, None) or (None, why it could not be told, masked)."""
+    secrets = secret_values(row.config or "", json.loads(row.variables or "{}"))
+    try:
+        specs = [spec for spec in sources_of(row.job_id, row.config or "", row.variables)
+                 if spec.plugin_id == row.plugin_id]
+        if not specs:
+            return None, f"the config that left it names no source {row.plugin_id} any more: settle it by hand"
+        return specs[0].plugin.still_left(row.holds, timeout_s), None
+    except Exception as exc:  # noqa: BLE001 - a server down, a config this version cannot load: shown, kept
+        return None, mask_message(f"{type(exc).__name__}: {exc}".strip(), secrets)[:1000]
+
+
+__all__ = ["look_at_left_held"]

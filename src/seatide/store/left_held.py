@@ -1,0 +1,80 @@
+"""What releases left on the sources' servers that no run of SeaTide will drop: one record each.
+
+A release that leaves a slot.name whose owner it cannot tell (connectors/postgres_cdc/ownership.py)
+writes a RELEASE_LEFT_HELD event and, in the same transaction, a ``left_held`` row. The event is of
+the releasing run, and events are shown by the job id's current run and pruned by age: a dead run's
+release (the id submitted again) or an expiry that forgets the job row left a slot retaining WAL that
+nothing showed (review finding F2). The row is not tied to any run or job row: job-info shows every
+row of the job id, the overview every row of the cluster, until the leader finds the slot gone or
+owned by a run that will drop it (coordinator/left_held_watch.py) and removes the row.
+
+Every text shown is masked with the secrets of the config that left it (stored with it: the
+leader asks that config's source whether it is still held).
+"""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import and_, delete, insert, select, update
+from sqlalchemy.engine import Connection
+
+from seatide.secrets import mask_message, secret_values
+from seatide.store import schema as s
+from seatide.store.checkpoint_views import iso
+from seatide.store.clock import store_now
+
+L = s.left_held.c
+
+
+def record_left_held(conn: Connection, result, job, plugin_id: str, connector: str, held, why: str,
+                     settle: str) -> None:
+    """Keep what run ``result`` (a job result, or a jobs row) left, in the caller's transaction, with the
+    run's config and variables (``job``); a release told again replaces the run's row for the source and slot."""
+    now = store_now(conn)
+    mine = and_(L.job_id == result.job_id, L.run_id.is_not_distinct_from(result.run_id), L.plugin_id == plugin_id,
+                L.holds == held.holds)
+    conn.execute(delete(s.left_held).where(mine))
+    conn.execute(insert(s.left_held).values(
+        job_id=result.job_id, run_id=result.run_id, incarnation=result.incarnation, plugin_id=plugin_id,
+        connector=connector, holds=held.holds, retained_bytes=held.retained_bytes, lost=bool(held.lost),
+        state=held.state, why=why, settle=settle, config=job.config, variables=job.variables,
+        left_at=now, measured_at=now))
+
+
+def left_held_rows(conn: Connection, job_id: str | None = None) -> list:
+    """The rows still held, of the job id (any run) or of the whole cluster, oldest first."""
+    query = select(s.left_held)
+    if job_id is not None:
+        query = query.where(L.job_id == job_id)
+    return conn.execute(query.order_by(L.id)).all()
+
+
+def left_behind(conn: Connection, job_id: str | None = None) -> list[dict]:
+    """What job-info (``leftBehind``), the overview and the UI show, masked: which slot, on whose run's
+    release, the WAL it keeps as last measured, why it was left, and how to settle it."""
+    shown = []
+    for row in left_held_rows(conn, job_id):
+        secrets = secret_values(row.config or "", json.loads(row.variables or "{}"))
+        shown.append({
+            "jobId": row.job_id, "run": row.run_id, "source": row.plugin_id, "connector": row.connector,
+            "holds": mask_message(row.holds, secrets), "retainedBytes": row.retained_bytes, "lost": bool(row.lost),
+            "state": row.state, "why": mask_message(row.why, secrets), "settle": mask_message(row.settle, secrets),
+            "time": iso(row.left_at), "measuredTime": iso(row.measured_at),
+            "error": mask_message(row.error, secrets)})
+    return shown
+
+
+def remeasured(conn: Connection, row_id: int, held=None, error: str | None = None) -> None:
+    """A new measurement of a row (``held``: the HeldPosition found), or why it failed (the figures kept)."""
+    values = {"error": error} if held is None else {
+        "retained_bytes": held.retained_bytes, "lost": bool(held.lost), "state": held.state,
+        "measured_at": store_now(conn), "error": None}
+    conn.execute(update(s.left_held).where(L.id == row_id).values(**values))
+
+
+def settled(conn: Connection, row_id: int) -> None:
+    conn.execute(delete(s.left_held).where(L.id == row_id))
+
+
+__all__ = ["left_behind", "left_held_rows", "record_left_held", "remeasured", "settled"]
