@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 from sqlalchemy import select, update
 
-from seatide.cli.client import retained_lines
+from seatide.cli.client import client_command, left_line, retained_lines
 from seatide.coordinator.cleanup import due_results, reconcile_cleanup
 from seatide.coordinator.left_held_watch import look_at_left_held
 from seatide.plugin.contexts import HeldPosition
@@ -36,6 +36,15 @@ def _expire(store, incarnation: int) -> None:
     [expiring] = [r for r in due_results(store, time.time()) if r.incarnation == incarnation]
     reconcile_cleanup(store, lease.epoch, "coordinator:c1", expiring, [].append)
     return lease
+
+
+def _listed(url: str, tmp_path, capsys) -> list[str]:
+    """The LEFT lines of ``seatide list`` on the store."""
+    capsys.readouterr()
+    args = SimpleNamespace(cluster=None, store=url, data_dir=str(tmp_path), api_token_file=None, command="list",
+                           json=False)
+    assert client_command(args) == 0
+    return [line for line in capsys.readouterr().out.splitlines() if line.startswith("LEFT")]
 
 
 def _drop_slot(server) -> None:
@@ -72,8 +81,8 @@ def test_a_slot_left_by_a_dead_runs_expiry_is_shown_with_the_job_ids_new_run(sto
         _drop_slot(private_postgres)
 
 
-def test_a_slot_left_by_the_expiry_that_forgets_the_job_is_shown_until_it_is_dropped(store, tmp_path,
-                                                                                  private_postgres):
+def test_a_slot_left_by_the_expiry_that_forgets_the_job_is_shown_until_it_is_dropped(store, store_url, tmp_path,
+                                                                                  private_postgres, capsys):
     """Never submitted again: the expiry releases, leaves the slot and forgets the job row. The cluster's
     overview shows it still, and the leader's look drops the row, with an event, once the slot is gone."""
     _submit(store, tmp_path, _cdc_job(private_postgres), "j1")
@@ -85,6 +94,7 @@ def test_a_slot_left_by_the_expiry_that_forgets_the_job_is_shown_until_it_is_dro
             assert job_info(conn, "j1") is None                      # forgotten
             [left] = overview(conn)["leftBehind"]
         assert left["jobId"] == "j1" and left["holds"] == SLOT and left["retainedBytes"] is not None, left
+        assert _listed(store_url, tmp_path, capsys) == [left_line(left, job=True)]     # seatide list says it
         assert look_at_left_held(store, lease.epoch, "coordinator:c1", 5.0) == 0     # still there: kept
         with store.read() as conn:
             assert [r["holds"] for r in overview(conn)["leftBehind"]] == [SLOT]
@@ -94,6 +104,7 @@ def test_a_slot_left_by_the_expiry_that_forgets_the_job_is_shown_until_it_is_dro
             assert overview(conn)["leftBehind"] == []
             kinds = [e["kind"] for e in job_events(conn, "j1")]
         assert "RELEASE_LEFT_SETTLED" in kinds, kinds
+        assert _listed(store_url, tmp_path, capsys) == []
     finally:
         _drop_slot(private_postgres)
 

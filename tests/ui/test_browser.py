@@ -9,12 +9,16 @@ line. Every page is saved as a screenshot in test-output/ui/.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from selenium.common.exceptions import NoAlertPresentException, NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
+from seatide.plugin.contexts import HeldPosition
+from seatide.store.left_held import record_left_held
 from seatide.testing.cluster import Cluster, batch_gate
 from seatide.testing.jobs import batch_job
 
@@ -30,6 +34,7 @@ source {
 sink { Console {} }
 """
 TOKEN = "ui-operator-token"
+LEFT_SLOT = "ui_left_slot"
 
 
 def wait(browser, condition, timeout: float, message: str):
@@ -77,9 +82,19 @@ def test_operator_submits_watches_and_cancels_a_job_in_the_browser(cluster: Clus
     job_file = tmp_path / "orders.conf"
     job_file.write_text(batch_job(str(tmp_path / "out"), rows=3000, pipelines=2, rows_per_batch=100, name="orders-ui"))
 
-    # Overview: the leader with its epoch, the nodes and their heartbeats.
+    # A slot an earlier release of the job id left (review F2): its row, as the release writes it.
+    with cluster.store.write() as conn:
+        record_left_held(conn, SimpleNamespace(job_id="ui-orders", run_id="r0ld", incarnation=1),
+                         SimpleNamespace(config="", variables="{}"), "src1", "Postgres-CDC", HeldPosition(LEFT_SLOT, 4096),
+                         "an earlier SeaTide marked it", f"SELECT pg_drop_replication_slot('{LEFT_SLOT}')")
+    left_row = f'tr[data-holds="{LEFT_SLOT}"]'
+
+    # Overview: the leader with its epoch, the nodes and their heartbeats, and what releases left held.
     browser.get(c1.url + "/")
     wait(browser, lambda d: text_of(d, "#leader-node") == "c1", 30, "c1 shown as leader")
+    wait(browser, lambda d: "pg_drop_replication_slot" in text_of(d, f"#left-behind-all {left_row}"), 10,
+         "the slot left held, on the overview")
+    assert "ui-orders" in text_of(browser, f"#left-behind-all {left_row}")
     assert text_of(browser, "#leader-epoch") == str(cluster.leader().epoch)
     wait(browser, lambda d: "ALIVE" in text_of(d, '#nodes-table tr[data-node-id="w1"]'), 30, "worker w1 alive")
     assert "coordinator (leader)" in text_of(browser, '#nodes-table tr[data-node-id="c1"]')
@@ -131,6 +146,7 @@ def test_operator_submits_watches_and_cancels_a_job_in_the_browser(cluster: Clus
          "four checkpoints in each chart")
     wait(browser, lambda d: d.find_element(By.ID, "log").get_attribute("textContent").strip(), 30, "the driver log")
     assert 'job.name = "orders-ui"' in browser.find_element(By.ID, "config").get_attribute("textContent")
+    assert "an earlier SeaTide marked it" in text_of(browser, f"#left-behind {left_row}")
     screenshot("job")
 
     # Cancel through the confirmation dialog; the page follows the job to CANCELED.

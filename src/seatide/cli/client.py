@@ -187,6 +187,8 @@ def _list(client, args) -> int:
     print(f"{'JOB ID':<22}{'STATUS':<16}{'CREATED':<21}NAME")
     for row in rows:
         print(f"{row['jobId']:<22}{row['jobStatus']:<16}{row['createTime'] or '':<21}{row['jobName']}")
+    for left in client.call("GET", "/overview").get("leftBehind") or []:    # a forgotten job's too (review F2)
+        print(left_line(left, job=True))
     return EXIT_OK
 
 
@@ -221,6 +223,15 @@ def human_bytes(n: int | None) -> str:
     return f"{n:.1f} TiB"
 
 
+def left_line(left: dict, job: bool = False) -> str:
+    """A slot a release left, no run's to drop (``leftBehind``), with how to settle it: ``status`` and ``list``."""
+    whose = f"job {left['jobId']}'s release" if job else "the release"
+    measured = f" (last measurement failed: {left['error']})" if left.get("error") else ""
+    return (f"LEFT on the {left['connector']} server by {whose} ({left['time']}, run {left.get('run') or '-'}): "
+            f"{left['holds']} retaining {human_bytes(left['retainedBytes'])} ({left['state'] or '-'}){measured}: "
+            f"{left['why']} To settle it: {left['settle']}")
+
+
 def retained_lines(info: dict) -> list[str]:
     """What the job's CDC sources hold on their servers, and its release, for ``status``."""
     lines = []
@@ -238,10 +249,7 @@ def retained_lines(info: dict) -> list[str]:
         if r["error"]:
             line += f"  (last measurement failed: {r['error']})"
         lines.append(line)
-    for left in info.get("leftBehind") or []:
-        lines.append(f"LEFT on the {left['connector']} server by the release ({left['time']}): {left['holds']} "
-                     f"retaining {human_bytes(left['retainedBytes'])} ({left['state'] or '-'}): {left['why']} "
-                     f"To settle it: {left['settle']}")
+    lines += [left_line(left) for left in info.get("leftBehind") or []]
     release = info.get("release")
     if release:
         done = release["state"] == "RELEASED"

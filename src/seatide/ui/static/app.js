@@ -86,13 +86,33 @@ async function confirmed(question, box, action) {
   }
 }
 
+// What releases left on the sources' servers, no run's to drop (job-info and overview ``leftBehind``):
+// shown until the leader finds it gone, whatever run or job row it came from, with how to settle it.
+function leftBehindSection(id, withJob) {
+  const rows = el("tbody", {id: `${id}-rows`});
+  const names = [...(withJob ? ["Job"] : []), "Source", "Slot", "Retained", "State", "Left (UTC)", "Why", "To settle it"];
+  const section = el("div", {id, hidden: true}, el("h2", {text: "Left on source servers (no run of SeaTide will drop it)"}),
+    el("table", {}, el("thead", {}, el("tr", {}, names.map((n) => el("th", {text: n})))), rows));
+  function render(list) {
+    section.hidden = !(list && list.length);
+    rows.replaceChildren(...(list || []).map((l) => el("tr", {class: "warning", "data-holds": l.holds},
+      ...(withJob ? [el("td", {}, el("a", {href: `#/jobs/${encodeURIComponent(l.jobId)}`, text: l.jobId}))] : []),
+      el("td", {text: `${l.source} ${l.connector}`}), el("td", {text: l.holds}),
+      el("td", {class: "num", text: fmtBytes(l.retainedBytes)}), el("td", {text: l.lost ? "LOST" : (l.state ?? "–")}),
+      el("td", {text: `${l.time ?? "–"}${l.run ? ` (run ${l.run})` : ""}`}),
+      el("td", {text: l.why + (l.error ? ` (last measurement failed: ${l.error})` : "")}), el("td", {text: l.settle}))));
+  }
+  return {section, render};
+}
+
 // -- overview ------------------------------------------------------------------------------
 function overviewView() {
   const leader = el("section", {class: "card", id: "leader"});
   const counts = el("div", {class: "chips", id: "job-counts"});
   const nodes = el("tbody");
+  const left = leftBehindSection("left-behind-all", true);
   const root = el("div", {},
-    el("h1", {text: "Overview"}), leader,
+    el("h1", {text: "Overview"}), leader, left.section,
     el("h2", {text: "Jobs by status"}), el("section", {class: "card"}, counts),
     el("h2", {text: "Nodes"}),
     el("table", {id: "nodes-table"}, el("thead", {}, el("tr", {},
@@ -108,6 +128,7 @@ function overviewView() {
       : el("div", {}, el("b", {text: "No leader right now "}),
           el("span", {class: "muted", text: `(last epoch ${cluster.epoch}); a coordinator takes the lease within its TTL`})),
       el("div", {class: "muted", text: `This page is served by ${info.servedBy}.`}));
+    left.render(info.leftBehind);
     const jobs = info.jobs;
     counts.replaceChildren(
       el("a", {class: "chip", href: "#/jobs"}, "total", el("b", {text: jobs.total})),
@@ -276,6 +297,7 @@ function jobView(jobId) {
   const heldSection = el("div", {id: "retained", hidden: true}, el("h2", {text: "Held on source servers"}),
     el("table", {id: "retained-table"}, el("thead", {}, el("tr", {}, ["Pipeline", "Source", "Holds", "Retained / behind",
       "State", "Measured (UTC)", ""].map((n) => el("th", {text: n})))), held));
+  const left = leftBehindSection("left-behind", false);
   const savepoint = el("button", {id: "btn-savepoint", text: "Stop with savepoint"});
   const resume = el("button", {id: "btn-resume", class: "primary", text: "Resume"});
   const dag = el("div", {id: "dag"}), pipes = el("tbody"), attempts = el("tbody");
@@ -287,7 +309,7 @@ function jobView(jobId) {
   const head = (...names) => el("thead", {}, el("tr", {}, names.map((n) => el("th", {text: n}))));
   const root = el("div", {}, title, notice,
     el("div", {class: "actions"}, cancel, release, savepoint, el("span", {class: "muted", text: "│"}), savepoints, fallback, resume), outcome,
-    el("section", {class: "card"}, summary), heldSection,
+    el("section", {class: "card"}, summary), heldSection, left.section,
     el("h2", {text: "DAG"}), el("section", {class: "card"}, dag),
     el("div", {class: "two"},
       el("div", {}, el("h2", {text: "Pipelines"}), el("table", {id: "pipelines-table"},
@@ -360,6 +382,7 @@ function jobView(jobId) {
   }
 
   function renderHeld(info) {
+    left.render(info.leftBehind);
     heldSection.hidden = !info.retained.length;
     held.replaceChildren(...info.retained.map((r) => el("tr", {class: r.warning ? "warning" : ""},
       el("td", {text: r.leftOut ? `${r.pipelineId} (left out)` : r.pipelineId}), el("td", {text: `${r.source} ${r.connector}`}), el("td", {text: r.holds ?? "–"}),
