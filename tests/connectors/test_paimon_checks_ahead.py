@@ -90,3 +90,39 @@ def test_a_table_moved_aside_by_a_dead_recreate_is_no_missing_table_ahead(moved_
     before = _tree(warehouse)
     _check_ahead(_target(warehouse, "ERROR_WHEN_SCHEMA_NOT_EXIST", "APPEND_DATA"), tmp_path)
     assert _tree(warehouse) == before, "a check ahead changed the warehouse"
+
+
+def _refusal_ahead(warehouse: str, tmp_path) -> str:
+    with pytest.raises(PaimonError, match="holds rows") as refused:
+        _check_ahead(_target(warehouse, "CREATE_SCHEMA_WHEN_NOT_EXIST", "ERROR_WHEN_DATA_EXISTS"), tmp_path)
+    return str(refused.value)
+
+
+def test_the_refusal_ahead_says_the_next_writer_puts_back_only_a_copy_it_can(moved_aside, tmp_path):
+    """Outside review F5: the refusal always said "its next writer puts it back". A dead carrier's copy with
+    nothing at the table's path: it does. Once a table was made at the path since, no writer can (the put-back
+    is refused): said so, with where the rows are. The look changes nothing either way."""
+    from pypaimon import CatalogFactory, Schema
+    import pyarrow as pa
+
+    warehouse, path, tombstone = moved_aside
+    assert "the table's next writer puts it back" in _refusal_ahead(warehouse, tmp_path)
+    catalog = CatalogFactory.create({"warehouse": warehouse})       # made outside SeaTide, empty
+    catalog.create_table("db.t", Schema.from_pyarrow_schema(pa.schema([("id", pa.int64())])), False)
+    before = _tree(warehouse)
+    refusal = _refusal_ahead(warehouse, tmp_path)
+    assert "puts it back" not in refusal and "no writer can put it back" in refusal, refusal
+    assert tombstone in refusal and path in refusal, refusal
+    assert _tree(warehouse) == before, "a check ahead changed the warehouse"
+
+
+def test_the_refusal_ahead_names_a_live_carrier_that_may_drop_the_copy(moved_aside, tmp_path):
+    """A carrier that holds the table's lock alone (asking whether it may drop the copy) drops it or puts it
+    back: said so, not that the next writer puts it back."""
+    from seatide.connectors.paimon.table_lock import TableLock
+
+    warehouse, path, tombstone = moved_aside
+    with TableLock(path, True, "RECREATE_SCHEMA of db.t"):
+        refusal = _refusal_ahead(warehouse, tmp_path)
+    assert "RECREATE_SCHEMA of db.t (process" in refusal and "drops it or puts it back" in refusal, refusal
+    assert "next writer" not in refusal, refusal

@@ -241,9 +241,24 @@ def refused_dir(path: str, what: str, exc: OSError) -> PaimonError:
                        "free space, or make the warehouse writable, then submit the job again")
 
 
-def _live_record(path: str) -> dict | None:
+def held_alone_by(table_path: str) -> str | None:
+    """What holds the table's lock alone now, as its live record says (a RECREATE_SCHEMA's carrier); None:
+    nobody on record. A look that changes nothing (a dead holder's record is left for a waiter to remove)."""
+    holders = _beside(table_path, "seatide-holders")
+    try:
+        names = sorted(n for n in os.listdir(holders) if not n.endswith(".new"))
+    except OSError:
+        return None
+    for name in names:
+        held = _live_record(os.path.join(holders, name), tidy=False)
+        if held is not None and held.get("mode") == "alone":
+            return f"{held.get('what')} (process {held.get('pid')} on {held.get('host')})"
+    return None
+
+
+def _live_record(path: str, tidy: bool = True) -> dict | None:
     """The holder record ``path``, or None when its holder is gone (its flock free: the record is
-    removed) or it was let go meanwhile."""
+    removed, when ``tidy``) or it was let go meanwhile."""
     try:
         with open(path) as f:
             try:
@@ -254,8 +269,9 @@ def _live_record(path: str) -> dict | None:
                 return json.load(f)         # no flock to ask here: named, as before
     except (OSError, ValueError):
         return None                         # let go meanwhile
-    remove(path)                           # its flock went with its holder's process: only the record stayed
+    if tidy:
+        remove(path)                       # its flock went with its holder's process: only the record stayed
     return None
 
 
-__all__ = ["TableLock", "TableLockWait", "WAIT_S", "lock_file", "refused_dir", "remove", "shared_dir", "sync_dir"]
+__all__ = ["TableLock", "TableLockWait", "WAIT_S", "held_alone_by", "lock_file", "refused_dir", "remove", "shared_dir", "sync_dir"]

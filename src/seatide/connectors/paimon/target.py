@@ -31,6 +31,7 @@ from typing import Callable
 from seatide import failpoints
 from seatide.connectors.paimon import changes, commits, pending_batches, recreate, row_kinds, table_setup
 from seatide.connectors.paimon.arrow_types import conform, table_arrow_schema
+from seatide.connectors.paimon.table_lock import held_alone_by
 from seatide.connectors.paimon.warehouse import PaimonError, get_table, open_catalog
 from seatide.plugin.base import Batch, StagedBatch
 from seatide.plugin.rowkind import HIDDEN_COLUMNS, ROW_KIND_COLUMN, RowKind
@@ -143,20 +144,31 @@ class PaimonTarget(Target):
         else:
             self._refuse_rows(table)
         for copy in aside:
-            self._refuse_rows(moved_to=copy)
+            self._refuse_rows(moved_to=copy, table_there=table is not None)
 
-    def _refuse_rows(self, table=None, moved_to: str | None = None) -> None:
+    def _refuse_rows(self, table=None, moved_to: str | None = None, table_there: bool = False) -> None:
         """Refused under ERROR_WHEN_DATA_EXISTS when ``table`` holds rows, or the table a RECREATE_SCHEMA
-        renamed away to ``moved_to`` does (``check_save_modes``)."""
+        renamed away to ``moved_to`` does (``check_save_modes``; ``table_there``: a table is at its path now)."""
         if self.spec.data_save_mode != "ERROR_WHEN_DATA_EXISTS":
             return
         if not (table_setup.has_rows(table) if moved_to is None else table_setup.has_rows_at(self.catalog.file_io,
                                                                                              moved_to)):
             return
-        where = (f" (renamed away to {moved_to} by a RECREATE_SCHEMA not carried out to its end; its next writer puts it back)"
-                 if moved_to else "")
+        where = f" ({self._moved_aside(moved_to, table_there)})" if moved_to else ""
         raise PaimonError(f"Paimon sink: table {self.spec.name}{where} holds rows and data_save_mode is "
                           "ERROR_WHEN_DATA_EXISTS; empty it, or choose APPEND_DATA or DROP_DATA")
+
+    def _moved_aside(self, moved_to: str, table_there: bool) -> str:
+        """What is known, at this look, of a copy a RECREATE_SCHEMA renamed away (outside review F5: "its next
+        writer puts it back" was said whoever held it, and also when no writer can put it back)."""
+        said = f"renamed away to {moved_to} by a RECREATE_SCHEMA not carried out to its end"
+        carrier = held_alone_by(self.path)
+        if carrier is not None:
+            return f"{said}; its carrier, {carrier}, holds the table now, and drops it or puts it back"
+        if table_there:
+            return (f"{said}, whose carrier died; a table was made at {self.path} since, so no writer can put it "
+                    f"back: its rows are in {moved_to} until you restore it or remove it")
+        return f"{said}, whose carrier died; the table's next writer puts it back"
 
     def _refuse_missing(self) -> None:
         if self.spec.schema_save_mode in ("ERROR_WHEN_SCHEMA_NOT_EXIST", "IGNORE"):
