@@ -102,3 +102,24 @@ def test_a_check_ahead_reads_a_sql_catalogs_table_and_changes_nothing(tmp_path):
     with pytest.raises(IcebergSinkError, match="ns.u does not exist"):
         _check_ahead(config, tmp_path, table="u", schema_save_mode="ERROR_WHEN_SCHEMA_NOT_EXIST")
     assert _digest(path) == before
+
+
+@pytest.mark.parametrize("query", ["uri=true", "mode=rwc&uri=true"])
+def test_a_check_ahead_opens_a_sqlite_uri_read_only_too(tmp_path, query):
+    """Outside review F6: a catalog URL already in SQLite's ``file:`` form was passed on as it was (its own mode,
+    or none: read-write-create), so the look made the database's file. Now it is opened read-only like a path:
+    no file, no catalog (and none made); a catalog there is read, its file byte for byte as it was."""
+    path = tmp_path / "catalog.db"
+    config = {"type": "sql", "uri": f"sqlite:///file:{path}?{query}", "warehouse": f"file://{tmp_path}/warehouse"}
+    with pytest.raises(IcebergSinkError, match="ns.t does not exist"):
+        _check_ahead(config, tmp_path, schema_save_mode="ERROR_WHEN_SCHEMA_NOT_EXIST")
+    assert not os.path.exists(path), "a check ahead made the catalog's SQLite file"
+    catalog = load_catalog("default", {**config, "uri": f"sqlite:///{path}"})
+    catalog.create_namespace("ns")
+    rows = pa.table({"id": pa.array([1, 2], pa.int64())})
+    catalog.create_table(("ns", "t"), rows.schema).append(rows)
+    catalog.engine.dispose()
+    before = _digest(path)
+    with pytest.raises(IcebergSinkError, match="holds 2 rows"):
+        _check_ahead(config, tmp_path, data_save_mode="ERROR_WHEN_DATA_EXISTS")
+    assert _digest(path) == before

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import posixpath
 from contextlib import contextmanager
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from seatide.connectors.iceberg.warehouse import local_warehouse
 
@@ -233,11 +233,19 @@ def _read_only(url: str) -> str | None:
     if scheme.split("+")[0].lower() != "sqlite":
         return url
     path, _, query = rest[1:].partition("?")
-    if not path or path == ":memory:" or path.startswith("file:"):
+    params = [p for p in query.split("&") if p]
+    if path.startswith("file:") and "uri=true" in (p.lower() for p in params):
+        # Already a SQLite URI (outside review F6: passed on as it was, its own mode or none, so connecting made
+        # the file): its file looked for, and opened read-only whatever mode it named.
+        if "mode=memory" in (p.lower() for p in params):
+            return url
+        path = unquote(urlsplit(path).path)
+        params = [p for p in params if not p.lower().startswith(("mode=", "uri="))]
+    if not path or path == ":memory:":
         return url
     if not os.path.exists(path):
         return None
-    return f"{scheme}:///file:{quote(path)}?{query + '&' if query else ''}mode=ro&uri=true"
+    return f"{scheme}:///file:{quote(path)}?{''.join(p + '&' for p in params)}mode=ro&uri=true"
 
 
 __all__ = ["CatalogConfigError", "SUPPORTED", "catalog_location", "catalog_type", "check_config", "flat_properties", "load_catalog", "local_warehouse", "looking_at",
