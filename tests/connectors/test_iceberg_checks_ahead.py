@@ -86,16 +86,21 @@ def _digest(path) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def test_a_check_ahead_reads_a_sql_catalogs_table_and_changes_nothing(tmp_path):
-    """A catalog with its tables: ns.t's rows refuse ERROR_WHEN_DATA_EXISTS, a missing ns.u refuses
-    ERROR_WHEN_SCHEMA_NOT_EXIST, and the catalog's file is byte for byte as it was."""
-    path = tmp_path / "catalog.db"
-    config = {"type": "jdbc", "uri": f"jdbc:sqlite:{path}", "warehouse": f"file://{tmp_path}/warehouse"}
+def _catalog_with_two_rows(config: dict) -> None:
+    """The catalog of ``config`` with its tables and ns.t holding two rows."""
     catalog = load_catalog("default", config)     # the sink's catalog_name by default
     catalog.create_namespace("ns")
     rows = pa.table({"id": pa.array([1, 2], pa.int64())})
     catalog.create_table(("ns", "t"), rows.schema).append(rows)
     catalog.engine.dispose()
+
+
+def test_a_check_ahead_reads_a_sql_catalogs_table_and_changes_nothing(tmp_path):
+    """A catalog with its tables: ns.t's rows refuse ERROR_WHEN_DATA_EXISTS, a missing ns.u refuses
+    ERROR_WHEN_SCHEMA_NOT_EXIST, and the catalog's file is byte for byte as it was."""
+    path = tmp_path / "catalog.db"
+    config = {"type": "jdbc", "uri": f"jdbc:sqlite:{path}", "warehouse": f"file://{tmp_path}/warehouse"}
+    _catalog_with_two_rows(config)
     before = _digest(path)
     with pytest.raises(IcebergSinkError, match="holds 2 rows"):
         _check_ahead(config, tmp_path, data_save_mode="ERROR_WHEN_DATA_EXISTS")
@@ -114,11 +119,7 @@ def test_a_check_ahead_opens_a_sqlite_uri_read_only_too(tmp_path, query):
     with pytest.raises(IcebergSinkError, match="ns.t does not exist"):
         _check_ahead(config, tmp_path, schema_save_mode="ERROR_WHEN_SCHEMA_NOT_EXIST")
     assert not os.path.exists(path), "a check ahead made the catalog's SQLite file"
-    catalog = load_catalog("default", {**config, "uri": f"sqlite:///{path}"})
-    catalog.create_namespace("ns")
-    rows = pa.table({"id": pa.array([1, 2], pa.int64())})
-    catalog.create_table(("ns", "t"), rows.schema).append(rows)
-    catalog.engine.dispose()
+    _catalog_with_two_rows({**config, "uri": f"sqlite:///{path}"})
     before = _digest(path)
     with pytest.raises(IcebergSinkError, match="holds 2 rows"):
         _check_ahead(config, tmp_path, data_save_mode="ERROR_WHEN_DATA_EXISTS")
