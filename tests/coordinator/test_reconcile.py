@@ -33,9 +33,9 @@ def worker(node_id="w1", beat=NOW - 1, slots=2, stopped=False):
 
 
 def pipe(pid=1, status="RUNNING", error=None, idle=False, started_at=NOW - 60, last_checkpoint_at=None,
-         progress_at=None):
+         progress_at=None, waiting=None):
     return SimpleNamespace(pipeline_id=pid, status=status, error=error, idle=idle, started_at=started_at,
-                           last_checkpoint_at=last_checkpoint_at, progress_at=progress_at)
+                           last_checkpoint_at=last_checkpoint_at, progress_at=progress_at, waiting=waiting)
 
 
 def decide(j, a, pipes, workers=None, load=None, last_checkpoint_at=None, dead=(), observed_since=0.0):
@@ -390,3 +390,30 @@ def test_an_attempt_the_stores_absence_ended_is_retried_without_charge():
     assert decide(job(retries_used=3), outage, [pipe()]) == [r.ScheduleRetry(NOW + 3.0, "killed by its worker", False)]
     own = attempt(state="FAILED", ended_at=NOW - 1, error="boom", charged=True)
     assert isinstance(decide(job(retries_used=3), own, [pipe()])[-1], r.Finish)
+
+
+WAITS = "starting: pipeline 2 waits for its first offsets (sources Postgres-CDC; Spark: 'Getting offsets from X')"
+
+
+@pytest.mark.parametrize("on_stale, restarted", [("restart", True), ("warn", False)])
+def test_a_start_that_never_settles_is_judged_by_the_jobs_stale_policy_saying_what_it_waits_for(on_stale, restarted):
+    """Outside review F3/F4: a start held for a source's first offsets is the user's policy's to judge (a fixed
+    bound of the driver's no longer fails it), and the verdict says what the start waits for, as the driver
+    wrote it: not only "pipeline 1, 2 completed no checkpoint"."""
+    streaming = job(stale_after_s=180.0, on_stale=on_stale)
+    held = "starting: a sink of pipeline 1 would remove data, and prepares its target once pipeline 2 has its first offsets"
+    actions = decide(streaming, attempt(launched_at=NOW - 330),
+                     [pipe(1, started_at=NOW - 260, waiting=held), pipe(2, started_at=NOW - 200, waiting=WAITS)])
+    assert isinstance(actions[0], r.FlagStale)
+    assert [type(a) for a in actions[1:]] == ([r.MarkAttemptLost] if restarted else []), actions
+    if restarted:
+        assert actions[1].reason.startswith("checkpoint stale: pipeline 1, 2 completed no checkpoint"), actions[1].reason
+        assert actions[1].reason.endswith(f"; {held}; {WAITS}"), actions[1].reason
+
+
+def test_a_start_up_judged_stuck_says_what_the_start_waits_for():
+    """The start-up verdict (job.progress-timeout) says it too, not only "the driver's log names it"."""
+    hung = job(progress_timeout_s=600.0, on_hung="restart", stale_after_s=None)
+    actions = decide(hung, attempt(launched_at=NOW - 700), [pipe(2, started_at=None, waiting=WAITS)])
+    assert [type(a) for a in actions] == [r.FlagHung, r.MarkAttemptLost], actions
+    assert actions[1].reason.endswith(f"; {WAITS}"), actions[1].reason

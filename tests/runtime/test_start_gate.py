@@ -5,6 +5,7 @@ a real server are in tests/connectors/test_postgres_cdc_start_order.py)."""
 from __future__ import annotations
 
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -22,11 +23,13 @@ class _Opening:
     status = {"message": "Getting offsets from PythonMicroBatchStream"}
 
 
-def _run(pipeline_id: int, status=PipelineStatus.RUNNING, error=None, permanent=False):
+def _run(pipeline_id: int, status=PipelineStatus.RUNNING, error=None, permanent=False, began_batch=False):
     outcome = SimpleNamespace(status=status, error=error, permanent=permanent)
+    marks: list = []        # what the driver wrote of its start's wait (reporter.mark_pipeline)
     return SimpleNamespace(pipeline=SimpleNamespace(pipeline_id=pipeline_id, sources=[SimpleNamespace(name="Src")]),
                            query=_Opening(), outcome=outcome, stop_requested=None, poll=lambda: outcome,
-                           refuse=lambda error, permanent: None)
+                           refuse=lambda error, permanent: None, sinks=None, began_batch=began_batch, marks=marks,
+                           reporter=SimpleNamespace(mark_pipeline=lambda pid, waiting: marks.append(waiting)))
 
 
 def _in_thread(call) -> threading.Thread:
@@ -65,12 +68,103 @@ def test_a_refusal_at_the_start_refuses_the_held_preparation_naming_it(permanent
         gate.pass_through(_run(1), "t")
 
 
-def test_a_start_that_does_not_settle_in_its_bound_refuses_the_pipeline_still_opening(monkeypatch):
-    monkeypatch.setattr(pipeline_start, "START_SETTLES_WITHIN_S", 0.3)
+def test_a_start_that_does_not_settle_waits_as_long_as_the_job_runs_saying_what_for(monkeypatch):
+    """F3/F4: past a fixed bound of its own (300 s), the start refused the pipeline still opening, and failed a
+    job whose settings let it run (job.on-hung = warn, checkpoint.on-stale = warn: a Postgres-CDC source making
+    its slot behind a long transaction). Now it waits, with the pipeline's row saying what for, then settles."""
+    monkeypatch.setattr(pipeline_start, "START_SETTLES_WITHIN_S", 0.3, raising=False)   # the old bound, shortened
     opening, refusals = _run(2), []
-    opening.refuse = lambda error, permanent: refusals.append((error, permanent))
+    opening.refuse = lambda error, permanent: refusals.append(error)
     gate = StartGate()
-    pipeline_start._settle(gate, [opening], SimpleNamespace(desired="RUN"))
-    assert gate._settled.is_set() and gate._refused is opening
-    [(error, permanent)] = refusals
-    assert not permanent and "pipeline 2 (Src) gave no first offsets" in error and "Getting offsets" in error
+    settling = _in_thread(lambda: pipeline_start._settle(gate, [opening], SimpleNamespace(desired="RUN")))
+    settling.join(1.5)
+    assert settling.is_alive() and not refusals and not gate._settled.is_set(), refusals
+    assert opening.marks == ["starting: pipeline 2 waits for its first offsets (sources Src; "
+                             "Spark: 'Getting offsets from PythonMicroBatchStream')"], opening.marks
+    opening.query = SimpleNamespace(isActive=True, recentProgress=[{}], status={"message": "Waiting for data"})
+    settling.join(10)
+    assert not settling.is_alive() and gate._settled.is_set() and gate._refused is None
+    assert opening.marks[-1] is None, "the wait was not cleared once the start settled"
+
+
+def test_a_pipeline_that_failed_in_a_batch_is_not_said_to_be_refused_at_its_start():
+    """F6: a pipeline that failed on a transient sink write in its first batch was told to the held ones as
+    "refused at its start"; now as what it was."""
+    failed = _run(2, PipelineStatus.FAILED, "connection reset by peer", began_batch=True)
+    gate = StartGate()
+    pipeline_start._settle(gate, [failed], SimpleNamespace(desired="RUN"))
+    with pytest.raises(StartRefused) as refused:
+        gate.pass_through(_run(1), "t")
+    assert "pipeline 2 of the job failed while the job's start was settling (connection reset by peer)" in str(
+        refused.value) and "refused at its start" not in str(refused.value), refused.value
+
+
+class _Initializing:
+    """A query whose sources are being made (a Python source's worker connecting back)."""
+    isActive = True
+    recentProgress: list = []
+    status = {"message": "Initializing sources"}
+
+
+def test_a_savepoint_during_the_start_still_lets_each_query_make_its_sources_before_the_next():
+    """F5: with a savepoint asked, ``wait_started`` returned at once, so every query not started yet started
+    together (their Python workers then missing Spark's 10 s connect-back on a loaded host). Now it waits while
+    the query's sources are made, and no longer: not for first offsets, which a savepoint does not need."""
+    run = SimpleNamespace(query=_Initializing(), outcome=SimpleNamespace(status=PipelineStatus.FAILED))
+    savepoint = SimpleNamespace(desired="SAVEPOINT")
+    waiting = _in_thread(lambda: pipeline_start.wait_started(run, timeout_s=30, heartbeat=savepoint))
+    waiting.join(1.0)
+    assert waiting.is_alive(), "the next query would start beside one still making its sources"
+    run.query.status = {"message": "Getting offsets from PythonMicroBatchStream"}
+    waiting.join(10)
+    assert not waiting.is_alive(), "a savepoint waited for first offsets"
+    cancel = SimpleNamespace(desired="CANCEL")
+    run.query.status = {"message": "Initializing sources"}
+    assert pipeline_start.wait_started(run, timeout_s=30, heartbeat=cancel) is False
+
+
+class _Query:
+    """A started query in its first batch (held at the gate), that records its stop."""
+    isActive, recentProgress, stopped = True, [], False
+    status = {"message": "Processing new data", "isTriggerActive": True, "isDataAvailable": True}
+
+    def stop(self):
+        self.stopped = True
+
+
+def _pipeline_run(tmp_path, failed: list):
+    from seatide.runtime.pipeline_run import PipelineRun
+
+    reporter = SimpleNamespace(checkpoint_failed=lambda *args: failed.append(args), mark_pipeline=lambda *a, **k: None)
+    pipeline = SimpleNamespace(pipeline_id=1, sources=[], fingerprint=lambda: "f")
+    run = PipelineRun(None, pipeline, SimpleNamespace(checkpoint_timeout_ms=100), "j", str(tmp_path), reporter, None)
+    run.query = _Query()
+    return run
+
+
+def test_a_batch_held_at_the_gate_past_checkpoint_timeout_is_no_timed_out_checkpoint(tmp_path):
+    """F7: ``poll`` during the start's settling counted the held first batch as a checkpoint past checkpoint.timeout
+    (a CHECKPOINT_TIMED_OUT event, a failed-checkpoint count); its clock starts once it is let through."""
+    failed, gate = [], StartGate()
+    run = _pipeline_run(tmp_path, failed)
+    held = _in_thread(lambda: gate.pass_through(run, "t"))
+    deadline = time.monotonic() + 10
+    while not run.held_at_start and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for _ in range(4):              # 0.6 s held, checkpoint.timeout 0.1 s
+        run.poll()
+        time.sleep(0.15)
+    assert not failed, failed
+    gate.settle()
+    held.join(10)
+    run.poll()
+    time.sleep(0.15)
+    run.poll()
+    assert len(failed) == 1, "a batch running late once let through is still told"
+
+
+def test_a_refused_pipeline_whose_query_started_has_it_stopped(tmp_path):
+    """F7: ``refuse`` set the outcome only; a started query ran on until the driver's exit."""
+    run = _pipeline_run(tmp_path, [])
+    run.refuse("not started: ...", permanent=False)
+    assert run.query.stopped and run.outcome.status == PipelineStatus.FAILED

@@ -63,7 +63,7 @@ def test_a_batch_begun_counts_as_decided_for_its_directory(store, tmp_path):
 def test_a_store_at_revision_0014_gains_the_columns_and_keeps_its_jobs(store, store_url, tmp_path):
     submit(store, tmp_path)
     with store.write() as conn:
-        for column in ("started_batch", "started_lineage"):
+        for column in ("started_batch", "started_lineage", "waiting"):     # "waiting": revision 0018's
             conn.execute(text(f"ALTER TABLE pipelines DROP COLUMN {column}"))
         conn.execute(text("ALTER TABLE source_holds DROP COLUMN left_out"))     # revision 0016's
         conn.execute(text("DROP TABLE left_held"))                              # revision 0017's
@@ -71,7 +71,7 @@ def test_a_store_at_revision_0014_gains_the_columns_and_keeps_its_jobs(store, st
     store.dispose()
     upgraded = open_store(store_url)
     with upgraded.read() as conn:
-        assert current_revision(conn) == head() == "0017"
-        assert {"started_batch", "started_lineage"} <= {c["name"] for c in inspect(conn).get_columns("pipelines")}
+        assert current_revision(conn) == head() == "0018"
+        assert {"started_batch", "started_lineage", "waiting"} <= {c["name"] for c in inspect(conn).get_columns("pipelines")}
         assert conn.execute(select(s.pipelines.c.job_id, s.pipelines.c.started_batch)).all() == [("j1", None)]
     upgraded.dispose()

@@ -205,7 +205,8 @@ def _status(client, args) -> int:
           f"{ckpt['secondsSinceLastCheckpoint'] if ckpt['secondsSinceLastCheckpoint'] is not None else '-'} s ago)"
           f"  health {ckpt['health'] or '-'}")
     for p in info["pipelines"]:
-        print(f"  pipeline {p['pipelineId']}: {p['status']}  read {p['rowsRead']:,}  written {p['rowsWritten']:,}")
+        waiting = f"  ({p['waiting']})" if p.get("waiting") else ""
+        print(f"  pipeline {p['pipelineId']}: {p['status']}  read {p['rowsRead']:,}  written {p['rowsWritten']:,}{waiting}")
     for line in retained_lines(info):
         print(f"  {line}")
     if info["errorMsg"]:

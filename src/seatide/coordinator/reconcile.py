@@ -185,7 +185,7 @@ def _while_attempt_lives(snap: Snapshot, timeouts: Timeouts) -> list:
     if job.status == JobStatus.RUNNING and job.stale_since is None:
         stale = checkpoint_stale_for(snap)
         if stale is not None:
-            return _on_stale(job, *stale)
+            return _on_stale(snap, *stale)
     if job.status == JobStatus.RUNNING and job.hung_since is None:
         hung = hung_for(snap)
         if hung is not None:
@@ -268,10 +268,11 @@ def stuck_starting_for(snap: Snapshot) -> float | None:
     return starting if starting > max(timeout, STARTUP_JUDGED_AFTER_S) else None
 
 
-def _on_stale(job, stale_for: float, pipelines: list[int]) -> list:
+def _on_stale(snap: Snapshot, stale_for: float, pipelines: list[int]) -> list:
+    job = snap.job
     reason = (f"checkpoint stale: pipeline {', '.join(map(str, pipelines))} completed no checkpoint for "
               f"{stale_for:.0f} s while data is pending "
-              f"(checkpoint.stale-after {job.stale_after_s:.0f} s, on-stale {job.on_stale})")
+              f"(checkpoint.stale-after {job.stale_after_s:.0f} s, on-stale {job.on_stale}){start_waits(snap)}")
     return [FlagStale(stale_for, job.on_stale, tuple(pipelines)), *_policy(job.on_stale, reason)]
 
 
@@ -279,8 +280,15 @@ def _on_hung(snap: Snapshot, hung: float, what: str, pipelines: tuple = ()) -> l
     """The verdict on a driver that heartbeats while ``what`` (stuck work, or a start-up)."""
     job = snap.job
     reason = (f"job hung: {what} while its driver kept heartbeating "
-              f"(job.progress-timeout {job.progress_timeout_s:g} s, on-hung {job.on_hung})")
+              f"(job.progress-timeout {job.progress_timeout_s:g} s, on-hung {job.on_hung}){start_waits(snap)}")
     return [FlagHung(hung, job.on_hung, pipelines), *_policy(job.on_hung, reason)]
+
+
+def start_waits(snap: Snapshot) -> str:
+    """What the start of the running pipelines waits for, as their driver says (``pipelines.waiting``,
+    runtime/pipeline_start.py): a verdict on a start that does not settle says why it did not."""
+    waits = [p.waiting for p in snap.pipelines if p.status == PipelineStatus.RUNNING and getattr(p, "waiting", None)]
+    return f"; {'; '.join(waits)}" if waits else ""
 
 
 def _policy(policy: str, reason: str) -> list:

@@ -83,6 +83,8 @@ class PipelineRun(PipelineFrames):
         self._idle = False
         self._batch_clock = BatchClock()
         self._timed_out_batch = -1
+        self.began_batch = False            # its query ran a batch: a failure since is not a refusal at its start
+        self.held_at_start = False          # a batch waits at the start gate: no checkpoint running late
         self.routed: RoutedPipeline | None = None    # a multi-table pipeline (runtime.table_routing)
         self._known: dict | None = None     # the tables' shapes kept with the checkpoint (schema_evolution)
         self._seen: dict | None = None      # a changed table's shape as the stream showed it
@@ -251,6 +253,7 @@ class PipelineRun(PipelineFrames):
             # cancelled bounded job would go on committing until its data ran out.
             raise StopAtBatchBoundary(f"pipeline {self.pipeline.pipeline_id} stopped before batch {batch_id}")
         started = time.time()
+        self.began_batch = True
         if self.routed is not None:
             rows = self._write_routed(batch_df, batch_id)
             self.reporter.rows_read(self.pipeline.pipeline_id, batch_id, self._rows_read)
@@ -320,10 +323,13 @@ class PipelineRun(PipelineFrames):
         status = self.query.status
         idle = not status.get("isDataAvailable", True) and not status.get("isTriggerActive", False)
         if idle != self._idle:
-            self.reporter.pipeline_idle(self.pipeline.pipeline_id, idle)
+            self.reporter.mark_pipeline(self.pipeline.pipeline_id, idle=idle)
             self._idle = idle
         batch_id = self._counted_batch + 1
-        running_for = self._batch_clock.running_for(status.get("isTriggerActive", False), batch_id, time.time())
+        # A batch held at the start gate waits for the other pipelines' first offsets, not on its checkpoint:
+        # its clock starts once it is let through (outside review F7).
+        in_flight = status.get("isTriggerActive", False) and not self.held_at_start
+        running_for = self._batch_clock.running_for(in_flight, batch_id, time.time())
         if running_for is None:
             return
         if running_for * 1000 > self.env.checkpoint_timeout_ms and self._timed_out_batch != batch_id:
@@ -354,8 +360,15 @@ class PipelineRun(PipelineFrames):
         self.outcome = Outcome(PipelineStatus.FINISHED)
 
     def refuse(self, error: str, permanent: bool) -> None:
-        """Failed for another pipeline's refusal, before it began (``pipeline_start``)."""
+        """Failed for another pipeline's refusal, before it began (``pipeline_start``); a query already
+        started is stopped, as a failure's would be (not left running until the driver exits)."""
         self.outcome = Outcome(PipelineStatus.FAILED, error=error, permanent=permanent)
+        if self.query is not None:
+            self.stop_requested = self.stop_requested or Desired.CANCEL
+            try:
+                self.query.stop()
+            except Exception:  # noqa: BLE001 - ended by its own failure meanwhile: the refusal stands
+                log.warning("pipeline %s: its query did not stop cleanly", self.pipeline.pipeline_id, exc_info=True)
 
     def fail(self, exc: BaseException) -> None:
         error, permanent = describe_error(exc)

@@ -22,13 +22,17 @@ naming the refusal, so nothing is removed for a job that is then refused, whiche
 its pipelines (outside review, F1). Queries still start one at a time, the pipelines that would remove
 data last (``_destroying_last``): one refused quickly keeps those from starting at all.
 
-Every wait here ends once the job is wanted other than running (a cancel, a savepoint) and is
-bounded: ``wait_started`` gives a query's sources ``SOURCES_UP_WITHIN_S`` before the next query
-starts; where something would remove data, the start settles within ``START_SETTLES_WITHIN_S``
-(seatide/timeouts.py), past which the pipelines still without first offsets are refused, named with
-what Spark says they wait for: their attempt fails (retried as job.retry.times allows), nothing
-removed. What no step before a batch sees is not covered: a source that fails reading its first
-batch's rows does so once the start has settled.
+Every wait here ends once the job is wanted other than running (a cancel, a savepoint: the queries
+not started yet still start one at a time, each given until its sources leave Spark's "Initializing",
+so that the savepoint covers every pipeline), and ``wait_started`` gives a query's sources
+``SOURCES_UP_WITHIN_S`` before the next query starts. Where something would remove data, the start
+settles for as long as the job runs: no bound of the driver's own fails a job that the user's settings
+let run (a Postgres-CDC source may make its slot behind a long transaction, and refuses by its own
+``slot.active-timeout.ms``). What ends a start that never settles is the user's policy, applied by the
+leader to any pipeline without checkpoints or progress (checkpoint.on-stale, job.on-hung); meanwhile
+the driver writes what each pipeline waits for to its row (``pipelines.waiting``), which job-info and
+those verdicts show (outside review, F3/F4). What no step before a batch sees is not covered: a source
+that fails reading its first batch's rows does so once the start has settled.
 """
 
 from __future__ import annotations
@@ -39,7 +43,6 @@ from functools import partial
 
 from seatide.runtime.start_gate import StartGate, refused_with
 from seatide.store.states import PipelineStatus
-from seatide.timeouts import START_SETTLES_WITHIN_S
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +51,7 @@ log = logging.getLogger(__name__)
 SOURCES_UP_WITHIN_S = 60.0
 _SAY_EVERY_S = 30.0     # a start held for a query still opening says so this often
 _OPENING = ("Initializing", "Getting offsets")      # Spark's status while a query has no first offsets
+_INITIALIZING = "Initializing"      # ... while its sources are made (a Python source's worker connecting back)
 _RUNNING = "RUN"        # the job's desired state while it is to run (Heartbeat.desired)
 
 
@@ -73,7 +77,7 @@ def start_pipelines(runs: list, heartbeat) -> list:
             # Canceled while starting: a query not started has nothing to stop; the leader
             # ends its pipeline with the job (reconcile.py) once this attempt has ended.
             continue
-        _refuse_after_a_failed_start(started, runs[index:])
+        _refuse_with_the_refused(started, runs[index:])
         # One query's sources start their Python workers at a time: Spark gives a starting
         # Python worker 10 s to connect back, which several at once on a busy host can miss.
         run.start()
@@ -107,11 +111,13 @@ def check_sinks_ahead(runs) -> None:
             run.fail(exc)
 
 
-def _refuse_with_the_refused(runs) -> bool:
-    """When a pipeline was refused at its start and a sink of the others would remove data, fail
-    the others as the refusal was (permanent or not), each told why. True: they were."""
-    refused = next((run for run in runs if run.outcome.status == PipelineStatus.FAILED), None)
-    waiting = [run for run in runs if run.sinks is not None and run.outcome.status == PipelineStatus.RUNNING]
+def _refuse_with_the_refused(runs, waiting_in=None) -> bool:
+    """When one of ``runs`` has failed (refused at its start, or since it started) and a sink of the
+    pipelines waiting to start (those of ``waiting_in``, by default of ``runs``, not ended) would remove
+    data, fail the waiting ones as it failed (permanent or not), each told why. True: they were."""
+    refused = next((run for run in runs if run.poll().status == PipelineStatus.FAILED), None)
+    waiting = [run for run in (runs if waiting_in is None else waiting_in)
+               if run.sinks is not None and run.outcome.status == PipelineStatus.RUNNING]
     if refused is None or not waiting:
         return False
     try:
@@ -145,66 +151,59 @@ def _destroys(run) -> bool:
 def _settle(gate: StartGate, started: list, heartbeat) -> None:
     """Until each query in ``started`` has its first offsets or has ended, then open ``gate``, or make it
     refuse when one of them has failed (``StartGate.settle``); ends, leaving it unsettled, once the job is
-    wanted other than running. Past ``START_SETTLES_WITHIN_S`` the pipelines still opening are refused
-    (``_refuse_opening``) and the gate refuses with them: a start that cannot settle fails its attempt
-    where the operator looks, instead of holding its job without end."""
-    began = said = time.monotonic()
-    while heartbeat.desired == _RUNNING:
-        failed = next((run for run in started if run.poll().status == PipelineStatus.FAILED), None)
-        opening = [run for run in started if _opening(run.query)]
-        if failed is not None or not opening:
-            gate.settle(failed)
-            return
-        waited = time.monotonic() - began
-        if waited >= START_SETTLES_WITHIN_S:
-            _refuse_opening(opening, waited)
-            gate.settle(opening[0])
-            return
-        if time.monotonic() - said >= _SAY_EVERY_S:
-            said = time.monotonic()
-            log.warning("the job's sinks that would remove data prepare their targets once pipeline %s has its first "
-                        "offsets (a refusal there must come before anything is removed): waited %.0f s of %.0f s",
-                        ", ".join(str(run.pipeline.pipeline_id) for run in opening), waited, START_SETTLES_WITHIN_S)
-        time.sleep(0.2)
-
-
-def _refuse_opening(opening: list, waited: float) -> None:
-    """Fail the pipelines whose queries have no first offsets ``waited`` s into the start's settling, each
-    told what Spark says its sources do (retried as job.retry.times allows: what held them may let go)."""
-    for run in opening:
-        sources = ", ".join(source.name for source in run.pipeline.sources)
-        run.refuse(f"refused at its start: the sources of pipeline {run.pipeline.pipeline_id} ({sources}) gave no "
-                   f"first offsets within {waited:.0f} s (Spark: '{run.query.status.get('message', '')}'), and a sink "
-                   f"of the job removes data only once every pipeline has them: nothing was removed. The driver's log "
-                   f"names what the sources wait for (a Postgres-CDC source: the PID and application_name holding its "
-                   f"slot.name's advisory lock or its slot, another job's start given the same slot.name); end that "
-                   f"holder or give the source a slot.name of its own. The job retries the attempt on its own, as "
-                   f"job.retry.times allows", permanent=False)
-
-
-def _refuse_after_a_failed_start(started: list, rest: list) -> None:
-    """When a pipeline already started has failed (its source refused at its first offsets), refuse
-    the ones not started yet if a sink of them would remove data (``_refuse_with_the_refused``)."""
-    failed = next((run for run in started if run.poll().status == PipelineStatus.FAILED), None)
-    waiting = [run for run in rest if run.sinks is not None and run.outcome.status == PipelineStatus.RUNNING]
-    if failed is None or not waiting:
-        return
+    wanted other than running. No bound of its own: the user's settings judge a start that does not settle
+    (the module's doc); meanwhile each pipeline's row says what it waits for (``_waits``)."""
+    began, said, told = time.monotonic(), 0.0, {}
+    removers = [run for run in started if _destroys(run)]
     try:
-        destroying = next((run for run in waiting if run.sinks.destroys_ahead()), None)
-    except Exception as exc:  # noqa: BLE001 - asking opened a target, and its server answered with an error
-        for run in waiting:
-            run.fail(exc)
-        return
-    if destroying is not None:
-        for run in waiting:
-            run.refuse(f"not started: {refused_with(failed, run, destroying)}", failed.outcome.permanent)
+        while heartbeat.desired == _RUNNING:
+            failed = next((run for run in started if run.poll().status == PipelineStatus.FAILED), None)
+            opening = [run for run in started if _opening(run.query)]
+            if failed is not None or not opening:
+                gate.settle(failed)
+                return
+            _tell(started, _waits(removers, opening), told)
+            if time.monotonic() - said >= _SAY_EVERY_S:
+                said = time.monotonic()
+                log.warning("the job's sinks that would remove data prepare their targets once every pipeline has "
+                            "its first offsets (a refusal there must come before anything is removed), %.0f s on: %s",
+                            said - began, "; ".join(told[run.pipeline.pipeline_id] for run in opening))
+            time.sleep(0.2)
+    finally:
+        _tell(started, {}, told)
+
+
+def _waits(removers: list, opening: list) -> dict:
+    """pipeline id -> what its start waits for: the ones ``opening`` for their first offsets, the others of
+    ``removers`` (a sink of them would remove data) for them."""
+    waits = {run.pipeline.pipeline_id: f"starting: pipeline {run.pipeline.pipeline_id} waits for its first offsets "
+                                       f"(sources {', '.join(source.name for source in run.pipeline.sources)}; "
+                                       f"Spark: '{run.query.status.get('message', '')}')" for run in opening}
+    ids = ", ".join(str(run.pipeline.pipeline_id) for run in opening)
+    for run in removers:
+        if run.pipeline.pipeline_id not in waits:
+            waits[run.pipeline.pipeline_id] = (f"starting: a sink of pipeline {run.pipeline.pipeline_id} would remove "
+                                               f"data, and prepares its target once pipeline {ids} has its first "
+                                               f"offsets")
+    return waits
+
+
+def _tell(started: list, waits: dict, told: dict) -> None:
+    """Write each pipeline's wait (``waits``; none: cleared) where it changed from ``told``, which it updates."""
+    for run in started:
+        what = waits.get(run.pipeline.pipeline_id)
+        if told.get(run.pipeline.pipeline_id) != what:
+            run.reporter.mark_pipeline(run.pipeline.pipeline_id, waiting=what)
+            told[run.pipeline.pipeline_id] = what
 
 
 def wait_started(run, timeout_s: float | None = None, heartbeat=None) -> bool:
     """Until ``run``'s query's sources are up (their Python workers answered, the first offsets
-    given), or the query has ended, then note the start; at most ``SOURCES_UP_WITHIN_S``, and no
-    longer once ``heartbeat``'s job is wanted other than running. Whether they were (False: the
-    query is still opening; ``_settle`` waits on where a sink would remove data).
+    given), or the query has ended, then note the start; at most ``SOURCES_UP_WITHIN_S``; once
+    ``heartbeat``'s job is to stop, only while its sources are made (a savepoint: the next query's
+    Python workers must not start beside these, outside review F5), or not at all (a cancel).
+    Whether they were (False: the query is still opening; ``_settle`` waits on where a sink would
+    remove data).
 
     The checkpoint-staleness window opens here: warming up Spark and a Python data
     source is start-up, not a stalled checkpoint.
@@ -213,10 +212,14 @@ def wait_started(run, timeout_s: float | None = None, heartbeat=None) -> bool:
     deadline = time.time() + (SOURCES_UP_WITHIN_S if timeout_s is None else timeout_s)
     up = True
     while query is not None and query.isActive:
-        if time.time() >= deadline or (heartbeat is not None and heartbeat.desired != _RUNNING):
+        message = query.status.get("message", "")
+        desired = _RUNNING if heartbeat is None else heartbeat.desired
+        # A savepoint still lets the query's sources be made before the next query starts (a Python worker
+        # connecting back), but waits for no first offsets; a cancel starts nothing more.
+        stopping = desired == "CANCEL" or (desired != _RUNNING and not message.startswith(_INITIALIZING))
+        if time.time() >= deadline or stopping:
             up = False
             break
-        message = query.status.get("message", "")
         if message.startswith("Terminated"):
             # Failing: Spark says so before it stops the sources and ends the query, and a query
             # still active looks healthy to ``poll``: wait (bounded) until it has ended.

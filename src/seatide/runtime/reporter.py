@@ -73,9 +73,9 @@ class AttemptReporter:
     def _tx(self):
         return self.store.attempt_tx(self.job_id, self.attempt_id)
 
-    def _pipeline_where(self, pipeline_id: int):
+    def _pipeline_where(self, *pipeline_ids: int):
         return and_(s.pipelines.c.job_id == self.job_id, s.pipelines.c.incarnation == self.incarnation,
-                    s.pipelines.c.pipeline_id == pipeline_id)
+                    s.pipelines.c.pipeline_id.in_(pipeline_ids))
 
     # -- attempt -------------------------------------------------------------------------
     @_step
@@ -107,11 +107,8 @@ class AttemptReporter:
         with self.store.attempt_tx(self.job_id, self.attempt_id, job_may_be_terminal=True) as conn:
             conn.execute(update(s.attempts).where(s.attempts.c.attempt_id == self.attempt_id)
                          .values(progress_at=store_now(conn), tasks_done=tasks_done))
-            moved = sorted(pipelines)
-            if moved:
-                conn.execute(update(s.pipelines).where(and_(
-                    s.pipelines.c.job_id == self.job_id, s.pipelines.c.incarnation == self.incarnation,
-                    s.pipelines.c.pipeline_id.in_(moved))).values(progress_at=store_now(conn)))
+            if moved := sorted(pipelines):
+                conn.execute(update(s.pipelines).where(self._pipeline_where(*moved)).values(progress_at=store_now(conn)))
             self._clear_hung(conn)
 
     def _clear_hung(self, conn) -> None:
@@ -182,14 +179,14 @@ class AttemptReporter:
             old = conn.execute(select(s.pipelines.c.status).where(self._pipeline_where(pipeline_id))).scalar()
             if old == new == PipelineStatus.RUNNING:     # started again by a new attempt
                 conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id))
-                             .values(started_at=store_now(conn), idle=False))
+                             .values(started_at=store_now(conn), idle=False, waiting=None))
                 return True
             if old == new:
                 return True
             check_pipeline(old, new)
             error = mask_message(error, self.secrets)
             now = store_now(conn)
-            values: dict = {"status": new, "error": error}
+            values: dict = {"status": new, "error": error, "waiting": None}
             values["started_at" if new == PipelineStatus.RUNNING else "finished_at"] = now
             conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(**values))
             record_event(conn, f"PIPELINE_{new}", self.actor, self.job_id, self.incarnation,
@@ -266,9 +263,12 @@ class AttemptReporter:
                              savepoint=savepoint_id, pipelines=pipelines)
 
     @_step
-    def pipeline_idle(self, pipeline_id: int, idle: bool) -> None:
+    def mark_pipeline(self, pipeline_id: int, **marks) -> None:
+        """``idle`` (caught up with its sources), ``waiting`` (what its start waits for; None: nothing now)."""
+        if "waiting" in marks:
+            marks["waiting"] = mask_message(marks["waiting"], self.secrets)
         with self._tx() as conn:
-            conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(idle=idle))
+            conn.execute(update(s.pipelines).where(self._pipeline_where(pipeline_id)).values(**marks))
 
     @_step
     def rows_read(self, pipeline_id: int, batch_id: int, rows: int) -> None:

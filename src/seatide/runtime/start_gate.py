@@ -61,9 +61,13 @@ class StartGate:
         if not self._settled.is_set():
             log.info("pipeline %s: target %s is prepared (its save modes remove data) once every query of the "
                      "attempt has its first offsets", run.pipeline.pipeline_id, target)
-        while not self._settled.wait(_LOOK_EVERY_S):
-            if run.stop_requested:
-                raise StopAtBatchBoundary(f"pipeline {run.pipeline.pipeline_id} stopped while its start was held")
+        run.held_at_start = True
+        try:
+            while not self._settled.wait(_LOOK_EVERY_S):
+                if run.stop_requested:
+                    raise StopAtBatchBoundary(f"pipeline {run.pipeline.pipeline_id} stopped while its start was held")
+        finally:
+            run.held_at_start = False
         refused = self._refused
         if refused is not None:
             why = f"held at its first batch: {refused_with(refused, run, run)}"
@@ -71,15 +75,19 @@ class StartGate:
 
 
 def refused_with(refused, run, destroying) -> str:
-    """Why ``run`` did not start, or did not prepare its targets: ``refused`` was refused at its start, and
+    """Why ``run`` did not start, or did not prepare its targets: ``refused`` was refused at its start (or
+    failed since), and
     ``destroying`` would have removed data (``run`` itself, or another pipeline), for a job that fails
     (or an attempt retried)."""
     pipeline = refused.pipeline.pipeline_id
+    # One that ran a batch failed since its start (a sink's write), where a start's refusal comes before one.
+    what = ("failed while the job's start was settling" if getattr(refused, "began_batch", False)
+            else "was refused at its start")
     remover = ("a sink of this pipeline" if destroying is run
                else f"a sink of pipeline {destroying.pipeline.pipeline_id}")
     then = (f"Fix pipeline {pipeline}, then run the job again" if refused.outcome.permanent
             else "The job retries the attempt on its own, as job.retry.times allows")
-    return (f"pipeline {pipeline} of the job was refused at its start ({refused.outcome.error}), and "
+    return (f"pipeline {pipeline} of the job {what} ({refused.outcome.error}), and "
             f"{remover} would remove data when it prepares its target: no pipeline of the job removes "
             f"anything, and nothing was removed. {then}")
 

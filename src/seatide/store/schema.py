@@ -134,6 +134,9 @@ pipelines = Table(
     # (revision 0015, store/batch_starts.py): what a sink that commits in its own system did since.
     Column("started_batch", BigInteger),
     Column("started_lineage", String(64)),
+    # What the pipeline's start waits for, as its driver says (revision 0018, runtime/pipeline_start._settle):
+    # job-info and the leader's stale and hung verdicts show it. None once started, and at each new start.
+    Column("waiting", Text),
 )
 
 # A source's end of data, written the moment it happens.

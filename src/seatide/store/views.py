@@ -55,7 +55,7 @@ def job_info(conn: Connection, job_id: str) -> dict | None:
         "pipelines": [{
             "pipelineId": p.pipeline_id, "status": p.status, "rowsRead": p.rows_read,
             "rowsWritten": p.rows_written, "lastBatchId": p.last_batch_id, "idle": bool(p.idle),
-            "error": masked(p.error)} for p in view.pipelines],
+            "error": masked(p.error), "waiting": masked(p.waiting)} for p in view.pipelines],
         "currentAttempt": None if attempt is None else {
             "attemptId": attempt.attempt_id, "number": attempt.number, "worker": attempt.worker_id,
             "state": attempt.state, "pid": attempt.pid, "heartbeatTime": iso(attempt.heartbeat_at),
