@@ -32,6 +32,7 @@ def _run(pipeline_id: int, sinks, outcome=None):
     run.sinks = sinks
     run.routed = None
     run.sink_frames = []
+    run.query = None            # not started
     run.outcome = outcome or Outcome(PipelineStatus.RUNNING)
     return run
 

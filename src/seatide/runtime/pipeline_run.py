@@ -282,9 +282,7 @@ class PipelineRun(PipelineFrames):
     # -- observing -----------------------------------------------------------------------
     def poll(self) -> Outcome:
         """Advance what can be observed from the outside; returns the current outcome."""
-        if self.outcome.status != PipelineStatus.RUNNING:
-            return self.outcome
-        if self.query is None:
+        if self.outcome.status != PipelineStatus.RUNNING or self.query is None:
             return self.outcome
         self._report_progress()
         if self.query.isActive:
@@ -368,7 +366,7 @@ class PipelineRun(PipelineFrames):
             try:
                 self.query.stop()
             except Exception:  # noqa: BLE001 - ended by its own failure meanwhile: the refusal stands
-                log.warning("pipeline %s: its query did not stop cleanly", self.pipeline.pipeline_id, exc_info=True)
+                pass
 
     def fail(self, exc: BaseException) -> None:
         error, permanent = describe_error(exc)

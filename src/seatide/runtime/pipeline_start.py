@@ -77,6 +77,8 @@ def start_pipelines(runs: list, heartbeat) -> list:
             # Canceled while starting: a query not started has nothing to stop; the leader
             # ends its pipeline with the job (reconcile.py) once this attempt has ended.
             continue
+        for earlier in started:
+            earlier.poll()      # a source refused at its first offsets has failed its query
         _refuse_with_the_refused(started, runs[index:])
         # One query's sources start their Python workers at a time: Spark gives a starting
         # Python worker 10 s to connect back, which several at once on a busy host can miss.
@@ -115,7 +117,7 @@ def _refuse_with_the_refused(runs, waiting_in=None) -> bool:
     """When one of ``runs`` has failed (refused at its start, or since it started) and a sink of the
     pipelines waiting to start (those of ``waiting_in``, by default of ``runs``, not ended) would remove
     data, fail the waiting ones as it failed (permanent or not), each told why. True: they were."""
-    refused = next((run for run in runs if run.poll().status == PipelineStatus.FAILED), None)
+    refused = next((run for run in runs if run.outcome.status == PipelineStatus.FAILED), None)
     waiting = [run for run in (runs if waiting_in is None else waiting_in)
                if run.sinks is not None and run.outcome.status == PipelineStatus.RUNNING]
     if refused is None or not waiting:
