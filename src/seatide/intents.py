@@ -91,6 +91,18 @@ def stop(store: Store, job_id: str, *, savepoint: bool = False, release: bool = 
     return Accepted(job_id, status=status)
 
 
+def dismiss_left(store: Store, job_id: str, holds: str, *, actor: str) -> int:
+    """The operator's word that slot ``holds``, which a release of ``job_id`` left, is settled by hand (or can
+    never be: its server is gone): it is shown no more (store/left_held.py ``dismiss``); how many records went."""
+    from seatide.store.left_held import dismiss
+
+    with store.write() as conn:
+        gone = dismiss(conn, job_id, holds, actor)
+    if not gone:
+        raise Refusal(RefusalKind.NOT_FOUND, f"no release of job {job_id} left a slot {holds} that is still shown")
+    return gone
+
+
 def resume(store: Store, job_id: str, *, text: str | None = None, variables: dict[str, str] | None = None,
            source: str | None = None, strict: bool = False, savepoint_id: int | None = None,
            fallback: str | None = None, actor: str, pinned_worker: str | None = None,

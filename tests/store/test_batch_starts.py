@@ -67,11 +67,12 @@ def test_a_store_at_revision_0014_gains_the_columns_and_keeps_its_jobs(store, st
             conn.execute(text(f"ALTER TABLE pipelines DROP COLUMN {column}"))
         conn.execute(text("ALTER TABLE source_holds DROP COLUMN left_out"))     # revision 0016's
         conn.execute(text("DROP TABLE left_held"))                              # revision 0017's
+        conn.execute(text("DROP INDEX ix_events_kind"))                         # revision 0019's
         conn.execute(text("UPDATE alembic_version SET version_num = '0014'"))
     store.dispose()
     upgraded = open_store(store_url)
     with upgraded.read() as conn:
-        assert current_revision(conn) == head() == "0018"
+        assert current_revision(conn) == head() == "0019"
         assert {"started_batch", "started_lineage", "waiting"} <= {c["name"] for c in inspect(conn).get_columns("pipelines")}
         assert conn.execute(select(s.pipelines.c.job_id, s.pipelines.c.started_batch)).all() == [("j1", None)]
     upgraded.dispose()

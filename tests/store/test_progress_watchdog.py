@@ -17,17 +17,18 @@ from tests.store.test_store import _attempt, store, submit  # noqa: F401  (store
 WATCHDOG_COLUMNS = {"jobs": ["progress_timeout_s", "on_hung", "hung_since"], "attempts": ["progress_at", "tasks_done"]}
 # Added by later revisions (0006 liveness locks, 0008 checkpoint totals, 0009 job outline, 0010 newest
 # checkpoint's facts, 0011 runs, 0012 source holds, 0013 events' runs, 0014 each pipeline's
-# progress): gone too in a store at 0003.
+# progress, 0018 a start's waiting note): gone too in a store at 0003.
 LATER_COLUMNS = {"leader_lease": ["liveness"], "nodes": ["liveness"], "jobs": ["outline", "run_id", "release", "released_at"],
                  "job_results": ["run_id", "config", "variables"], "attempts": ["charged"],
                  "pipelines": ["checkpoints_completed", "checkpoints_failed", "last_checkpoint_id", "last_checkpoint_at",
                                "last_checkpoint_duration_ms", "last_checkpoint_rows", "progress_at",
-                               "started_batch", "started_lineage"],
+                               "started_batch", "started_lineage", "waiting"],
                  "events": ["run_id"]}
 LATER_INDEXES = ["ix_checkpoints_status", "ix_checkpoints_completed_at",      # 0005 scale indexes
                  "ix_checkpoints_savepoints",                               # 0008 checkpoint totals
-                 "ix_jobs_release"]                                         # 0012 source holds
-LATER_TABLES = ["sink_manifests", "source_holds"]                           # 0007 sink decisions, 0012
+                 "ix_jobs_release",                                         # 0012 source holds
+                 "ix_events_kind"]                                          # 0019 events by kind
+LATER_TABLES = ["sink_manifests", "source_holds", "left_held"]              # 0007 sink decisions, 0012, 0017
 
 
 def test_task_progress_is_recorded_and_ends_the_hung_flag(store, tmp_path):

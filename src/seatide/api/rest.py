@@ -60,6 +60,11 @@ class StopJob(BaseModel):
         "slot); the job can then only be resumed fresh. Also for a job already CANCELED or FAILED"))
 
 
+class DismissLeft(BaseModel):
+    holds: str = Field(description="the slot a release of the job left, dropped by hand (or its server gone for good): "
+                                   "shown no more, with a RELEASE_LEFT_DISMISSED event")
+
+
 class WakeOnWrite:
     """ASGI middleware: after a request that changed something (a submit, stop, resume, ...),
     call ``wake`` so this process's coordinator reconciles now, not at its next tick. Only
@@ -165,6 +170,11 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
                                   strict=body.strict, savepoint_id=body.fromSavepoint, fallback=body.fallback,
                                   actor=f"api:{node_id}")
         return {"jobId": accepted.job_id, "warnings": accepted.warnings}
+
+    @app.post("/api/v1/jobs/{job_id}/left-behind/dismiss")
+    def post_dismiss_left(job_id: str, body: DismissLeft) -> dict[str, Any]:
+        return {"jobId": job_id, "holds": body.holds,
+                "dismissed": intents.dismiss_left(store, job_id, body.holds, actor=f"api:{node_id}")}
 
     @app.post("/api/v1/jobs/{job_id}/savepoint")
     def post_savepoint(job_id: str) -> dict[str, Any]:

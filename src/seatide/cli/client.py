@@ -90,6 +90,8 @@ class StoreClient:
                                           strict=bool(body.get("strict")), savepoint_id=body.get("fromSavepoint"),
                                           fallback=body.get("fallback"), actor="cli")
                 return {"jobId": accepted.job_id, "warnings": accepted.warnings}
+            if path.endswith("/left-behind/dismiss"):
+                return {"dismissed": intents.dismiss_left(self.store, path.split("/")[2], body["holds"], actor="cli")}
             if path == "/stop-job":
                 intents.stop(self.store, body["jobId"], savepoint=body.get("isStopWithSavePoint", False),
                              release=bool(body.get("release")), actor="cli")
@@ -181,14 +183,21 @@ def _submit(client, args) -> int:
 
 def _list(client, args) -> int:
     rows = all_jobs(client)
-    if args.json:
-        print(json.dumps(rows, indent=2))
+    left_behind = client.call("GET", "/overview").get("leftBehind") or []    # a forgotten job's too (review F2)
+    if args.json:       # what releases left, there too (review 2 F8)
+        print(json.dumps({"jobs": rows, "leftBehind": left_behind}, indent=2))
         return EXIT_OK
     print(f"{'JOB ID':<22}{'STATUS':<16}{'CREATED':<21}NAME")
     for row in rows:
         print(f"{row['jobId']:<22}{row['jobStatus']:<16}{row['createTime'] or '':<21}{row['jobName']}")
-    for left in client.call("GET", "/overview").get("leftBehind") or []:    # a forgotten job's too (review F2)
+    for left in left_behind:
         print(left_line(left, job=True))
+    return EXIT_OK
+
+
+def _dismiss_left(client, args) -> int:
+    client.call("POST", f"/jobs/{args.job_id}/left-behind/dismiss", {"holds": args.slot})
+    print(f"{args.slot}, left by job {args.job_id}'s release, is no longer shown")
     return EXIT_OK
 
 
@@ -311,5 +320,5 @@ def _checkpoints(client, args) -> int:
 _COMMANDS = {
     "submit": _submit, "list": _list, "status": _status, "job-info": _status,
     "cancel": lambda c, a: _stop(c, a, False), "savepoint": lambda c, a: _stop(c, a, True),
-    "resume": _resume, "checkpoints": _checkpoints,
+    "resume": _resume, "checkpoints": _checkpoints, "dismiss-left": _dismiss_left,
 }

@@ -135,6 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_strict_arg(resume)
     _add_store_args(resume)
 
+    dismiss = sub.add_parser("dismiss-left", help="stop showing a slot a job's release left, once it is dropped "
+                                                  "by hand (or its server is gone for good)")
+    dismiss.add_argument("job_id")
+    dismiss.add_argument("slot", help="the slot's name, as its LEFT line says")
+    _add_store_args(dismiss)
+
     checkpoints = sub.add_parser("checkpoints", help="a job's checkpoint health and history")
     checkpoints.add_argument("job_id")
     checkpoints.add_argument("--json", action="store_true")

@@ -62,7 +62,8 @@ def release_sources(conn: Connection, result, actor: str = "", epoch: int | None
         pipelines = _loaded(result, job.config, job.variables)
     except SourcesNotReleased as exc:      # its own sources stay; the left-out ones are released all the same
         pipelines, unreleased = None, exc
-    sources = [spec for specs in (pipelines or {}).values() for spec in specs]
+    # each source with the config it was loaded from: what it leaves is asked of that config's source later
+    sources = [(spec, job) for specs in (pipelines or {}).values() for spec in specs]
     # The pipelines this config leaves out (a resume's --fallback fresh) kept their slots: their sources are read
     # from the config of the incarnation where they last ran (coordinator/left_out_sources.py), and are told even
     # when this config no longer loads (review F1: from the pipelines the resume recorded).
@@ -75,9 +76,9 @@ def release_sources(conn: Connection, result, actor: str = "", epoch: int | None
             if may_hold(then.config, json.loads(then.variables or "{}")):
                 _left_behind(conn, result, then, str(exc), actor, epoch)
             continue
-        sources += [spec for pid in sorted(then.pipeline_ids & set(earlier)) for spec in earlier[pid]]
-    for spec, left in _release_at_once(conn, result, sources):
-        _told_left(conn, result, job, spec, left, actor, epoch)
+        sources += [(spec, then) for pid in sorted(then.pipeline_ids & set(earlier)) for spec in earlier[pid]]
+    for spec, origin, left in _release_at_once(conn, result, sources):
+        _told_left(conn, result, origin, spec, left, actor, epoch)
     if unreleased is not None:
         raise unreleased
 
@@ -87,14 +88,15 @@ def _release_at_once(conn: Connection, result, sources: list) -> list[tuple]:
     three silent servers held the leader's thread 17 s, past its 2 s lease, and a PostgreSQL store killed the
     door's idle transaction). A source that did not answer by then fails the step, retried later: its ask goes on
     in a daemon thread, bounded by its own timeout, and a drop it makes meanwhile is found done by the retry.
-    What the sources left on their servers, no run's to drop: (spec, ``LeftBehind``) each."""
+    ``sources``: (spec, the config it was loaded from) each. What the sources left on their servers, no run's
+    to drop: (spec, its config, ``LeftBehind``) each."""
     asks = []
-    for spec in sources:       # read on the door's connection, here: never from the asking threads
+    for spec, origin in sources:       # read on the door's connection, here: never from the asking threads
         kept = _claimed_elsewhere(conn, result, spec.plugin.shared_names())
         if kept:
             log.info("job %s run %s: %s kept, another run still names it", result.job_id, result.run_id,
                      ", ".join(sorted(kept)))
-        asks.append((spec, kept))
+        asks.append((spec, origin, kept))
     if not asks:
         return []
     key = run_key(result.job_id, result.run_id)
@@ -102,7 +104,7 @@ def _release_at_once(conn: Connection, result, sources: list) -> list[tuple]:
     left: list[tuple] = []
     lock, done, given_up = threading.Lock(), threading.Event(), threading.Event()
 
-    def ask(number: int, spec, kept: frozenset[str]) -> None:
+    def ask(number: int, spec, origin, kept: frozenset[str]) -> None:
         error, leaves = None, ()
         try:
             leaves = spec.plugin.release(key, keep=kept, within_s=SOURCE_WAIT_S) or ()
@@ -110,21 +112,21 @@ def _release_at_once(conn: Connection, result, sources: list) -> list[tuple]:
             error = exc
         with lock:
             answers[number] = error
-            left.extend((spec, leave) for leave in leaves)
+            left.extend((spec, origin, leave) for leave in leaves)
             if len(answers) == len(asks):
                 done.set()
             if given_up.is_set():        # the step ended without it: its word goes to the log at least
                 log.warning("job %s run %s: the release of %s (%s) answered after the step ended: %s",
                             result.job_id, result.run_id, spec.name, spec.plugin_id, error or "done")
 
-    for number, (spec, kept) in enumerate(asks):
-        threading.Thread(target=ask, args=(number, spec, kept), daemon=True,
+    for number, (spec, origin, kept) in enumerate(asks):
+        threading.Thread(target=ask, args=(number, spec, origin, kept), daemon=True,
                          name=f"release-{result.job_id}-{spec.plugin_id}").start()
     done.wait(OUTSIDE_WAIT_S)
     with lock:
         given_up.set()
         errors = [answers[number] for number in sorted(answers) if answers[number] is not None]
-        late = [f"{spec.name} ({spec.plugin_id})" for number, (spec, _) in enumerate(asks) if number not in answers]
+        late = [f"{spec.name} ({spec.plugin_id})" for number, (spec, _, _) in enumerate(asks) if number not in answers]
         left = list(left)
     if errors:
         raise errors[0]
@@ -134,16 +136,18 @@ def _release_at_once(conn: Connection, result, sources: list) -> list[tuple]:
     return left
 
 
-def _told_left(conn: Connection, result, job, spec, left, actor: str, epoch: int | None) -> None:
+def _told_left(conn: Connection, result, origin, spec, left, actor: str, epoch: int | None) -> None:
     """A warning event and log line for what a source's release left on its server and no run will drop
     (review finding 4: a slot an earlier SeaTide marked, which this run never claimed, kept retaining WAL
     with only a log line): which, why, the WAL it keeps as measured at the release, and how to settle it;
     and its ``left_held`` row, shown whatever becomes of the run and the job row until the slot is gone
     (store/left_held.py; review finding F2: a dead run's or a forgotten job's event was shown nowhere).
-    In the step's transaction: written with the release, gone with it if the step fails (and retried)."""
+    In the step's transaction: written with the release, gone with it if the step fails (and retried).
+    ``origin``: the config and variables ``spec`` was loaded from (review 2 F2: a left-out pipeline's is an
+    earlier incarnation's, maybe naming another server, not the run's current one)."""
     from seatide.secrets import mask_message, secret_values
 
-    secrets = secret_values(job.config or "", json.loads(job.variables or "{}"))
+    secrets = secret_values(origin.config or "", json.loads(origin.variables or "{}"))
     held, why, settle = left.held, mask_message(left.why, secrets), mask_message(left.settle, secrets)
     log.warning("job %s run %s: the release of %s (%s) leaves %s on its server, retaining %s bytes of WAL (%s): %s. "
                 "To settle it: %s", result.job_id, result.run_id, spec.name, spec.plugin_id, held.holds,
@@ -153,7 +157,7 @@ def _told_left(conn: Connection, result, job, spec, left, actor: str, epoch: int
                  run_id=result.run_id, source=spec.plugin_id, connector=spec.name, holds=held.holds,
                  retainedBytes=held.retained_bytes, state=held.state, lost=held.lost, why=why,
                  settle=settle)
-    record_left_held(conn, result, job, spec.plugin_id, spec.name, held, why, settle)
+    record_left_held(conn, result, origin, spec.plugin_id, spec.name, held, why, settle)
 
 
 def _left_behind(conn: Connection, result, then, reason: str, actor: str, epoch: int | None) -> None:

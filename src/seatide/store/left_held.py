@@ -10,6 +10,12 @@ owned by a run that will drop it (coordinator/left_held_watch.py) and removes th
 
 Every text shown is masked with the secrets of the config that left it (stored with it: the
 leader asks that config's source whether it is still held).
+
+A RELEASE_LEFT_HELD event with no row (review 2 F1: written before revision 0017, or by a leader of
+the version before it during a rolling upgrade) is shown all the same, until a RELEASE_LEFT_SETTLED
+or RELEASE_LEFT_DISMISSED event of its slot follows it, and the leader makes it a row (``adopt``). Such
+an event does not say which config its source was loaded from: its row has none, and is never settled
+by the leader's look, only dismissed by the operator once the slot is dropped (``dismiss``).
 """
 
 from __future__ import annotations
@@ -17,14 +23,21 @@ from __future__ import annotations
 import json
 
 from sqlalchemy import and_, delete, insert, select, update
+from sqlalchemy.engine import Row
 from sqlalchemy.engine import Connection
 
 from seatide.secrets import mask_message, secret_values
 from seatide.store import schema as s
 from seatide.store.checkpoint_views import iso
 from seatide.store.clock import store_now
+from seatide.store.events import record_event
 
 L = s.left_held.c
+E = s.events.c
+HELD, SETTLED, DISMISSED = "RELEASE_LEFT_HELD", "RELEASE_LEFT_SETTLED", "RELEASE_LEFT_DISMISSED"
+# Why an adopted row cannot be asked: shown as its last measurement's failure.
+UNASKABLE = ("told by an event of a SeaTide before revision 0017, which kept no config to ask its source with: "
+             "once it is dropped as said, dismiss it (seatide dismiss-left JOB_ID SLOT)")
 
 
 def record_left_held(conn: Connection, result, job, plugin_id: str, connector: str, held, why: str,
@@ -50,10 +63,54 @@ def left_held_rows(conn: Connection, job_id: str | None = None) -> list:
     return conn.execute(query.order_by(L.id)).all()
 
 
+def told_only(conn: Connection, job_id: str | None = None) -> list[Row]:
+    """The RELEASE_LEFT_HELD events no row stands for and no later settling or dismissal follows, oldest first."""
+    query = select(s.events).where(E.kind.in_((HELD, SETTLED, DISMISSED)))
+    if job_id is not None:
+        query = query.where(E.job_id == job_id)
+    open_: dict[tuple, Row] = {}
+    for event in conn.execute(query.order_by(E.seq)).all():
+        detail = json.loads(event.detail or "{}")
+        key = (event.job_id, event.run_id, detail.get("source"), detail.get("holds"))
+        if event.kind == HELD:
+            open_[key] = event
+        else:
+            open_.pop(key, None)
+    rows = {(r.job_id, r.run_id, r.plugin_id, r.holds) for r in left_held_rows(conn, job_id)}
+    return [event for key, event in open_.items() if key not in rows]
+
+
+def adopt(conn: Connection) -> int:
+    """Make a row (with no config: ``UNASKABLE``) of each event ``told_only`` finds; how many. The leader's."""
+    events = told_only(conn)
+    for event in events:
+        detail = json.loads(event.detail or "{}")
+        conn.execute(insert(s.left_held).values(
+            job_id=event.job_id, run_id=event.run_id, incarnation=event.incarnation, plugin_id=detail.get("source"),
+            connector=detail.get("connector") or "-", holds=detail.get("holds"),
+            retained_bytes=detail.get("retainedBytes"), lost=bool(detail.get("lost")), state=detail.get("state"),
+            why=detail.get("why") or "", settle=detail.get("settle") or "", left_at=event.at, measured_at=event.at,
+            error=UNASKABLE))
+    return len(events)
+
+
+def dismiss(conn: Connection, job_id: str, holds: str, actor: str) -> int:
+    """The operator's word that slot ``holds``, which job id ``job_id``'s releases left, is settled (dropped by
+    hand, or its server gone for good): its rows go, each with a RELEASE_LEFT_DISMISSED event; how many went."""
+    mine = and_(L.job_id == job_id, L.holds == holds)
+    keys = {(row.run_id, row.plugin_id, row.incarnation) for row in conn.execute(select(s.left_held).where(mine))}
+    keys |= {(e.run_id, json.loads(e.detail).get("source"), e.incarnation) for e in told_only(conn, job_id)
+             if json.loads(e.detail).get("holds") == holds}
+    conn.execute(delete(s.left_held).where(mine))
+    for run_id, plugin_id, incarnation in sorted(keys, key=str):
+        record_event(conn, DISMISSED, actor, job_id, incarnation, None, run_id=run_id, source=plugin_id, holds=holds)
+    return len(keys)
+
+
 def left_behind(conn: Connection, job_id: str | None = None) -> list[dict]:
     """What job-info (``leftBehind``), the overview and the UI show, masked: which slot, on whose run's
     release, the WAL it keeps as last measured, why it was left, and how to settle it."""
-    shown = []
+    shown = [_told(event) for event in told_only(conn, job_id)]
     for row in left_held_rows(conn, job_id):
         secrets = secret_values(row.config or "", json.loads(row.variables or "{}"))
         shown.append({
@@ -63,6 +120,16 @@ def left_behind(conn: Connection, job_id: str | None = None) -> list[dict]:
             "time": iso(row.left_at), "measuredTime": iso(row.measured_at),
             "error": mask_message(row.error, secrets)})
     return shown
+
+
+def _told(event: Row) -> dict:
+    """An event ``told_only`` finds, shown as a row is (masked by whoever wrote it)."""
+    detail = json.loads(event.detail or "{}")
+    return {"jobId": event.job_id, "run": event.run_id, "source": detail.get("source"),
+            "connector": detail.get("connector") or "-", "holds": detail.get("holds"),
+            "retainedBytes": detail.get("retainedBytes"), "lost": bool(detail.get("lost")),
+            "state": detail.get("state"), "why": detail.get("why") or "", "settle": detail.get("settle") or "",
+            "time": iso(event.at), "measuredTime": iso(event.at), "error": UNASKABLE}
 
 
 def remeasured(conn: Connection, row_id: int, held=None, error: str | None = None) -> None:
@@ -77,4 +144,5 @@ def settled(conn: Connection, row_id: int) -> None:
     conn.execute(delete(s.left_held).where(L.id == row_id))
 
 
-__all__ = ["left_behind", "left_held_rows", "record_left_held", "remeasured", "settled"]
+__all__ = ["adopt", "dismiss", "left_behind", "left_held_rows", "record_left_held", "remeasured", "settled",
+           "told_only"]

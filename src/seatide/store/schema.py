@@ -317,6 +317,8 @@ events = Table(
 )
 Index("ix_events_job", events.c.job_id, events.c.seq)
 Index("ix_events_at", events.c.at)      # retention prunes by age
+# what releases left, told by events alone, is looked for by every overview (store/left_held.py told_only)
+Index("ix_events_kind", events.c.kind, events.c.seq)
 
 
 def of_current_incarnation(table):

@@ -128,7 +128,7 @@ def log_attempt(conn: Connection, job_id: str, attempt_id: int | None = None):
 
 
 # Events about a slot a release left, no run's to drop: shown with the job id whatever run it came from.
-LEFT_HELD_EVENTS = ("RELEASE_LEFT_HELD", "RELEASE_LEFT_SETTLED")
+LEFT_HELD_EVENTS = ("RELEASE_LEFT_HELD", "RELEASE_LEFT_SETTLED", "RELEASE_LEFT_DISMISSED")
 
 
 def job_events(conn: Connection, job_id: str, after: int = 0, limit: int = 100) -> list[dict] | None:
