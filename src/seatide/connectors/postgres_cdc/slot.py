@@ -219,6 +219,11 @@ def still_left(conn, name: str) -> HeldPosition | None:
     run's (a resume of the job that reads it claimed it: that run's release drops it)."""
     if ownership.owner(conn, name).held is ownership.Held.RUN:
         return None
+    return measured(conn, name)
+
+
+def measured(conn, name: str) -> HeldPosition | None:
+    """What slot ``name`` keeps now (``retained``) as a HeldPosition; None: no such slot."""
     found = retained(conn, name)
     if found is None:
         return None

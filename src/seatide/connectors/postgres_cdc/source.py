@@ -140,10 +140,12 @@ class PostgresCdcSource(Source):
     def row_kinds(self) -> frozenset[RowKind]:
         return ALL_KINDS
 
-    def connect(self, timeout_s: int | None = None):
+    def connect(self, timeout_s: float | None = None, bounded: bool = False):
+        """``bounded``: each statement too ends within ``timeout_s`` (the leader's asks, inside its tick)."""
         timeout = max(1, self.opts["connect.timeout.ms"] // 1000)
-        return self.url.connect(self.opts["username"], self.opts["password"], autocommit=True,
-                                database=self.database, connect_timeout=min(timeout, timeout_s or timeout))
+        extra = {"options": f"-c statement_timeout={max(1, int(timeout_s * 1000))}"} if bounded else {}
+        return self.url.connect(self.opts["username"], self.opts["password"], autocommit=True, database=self.database,
+                                connect_timeout=min(timeout, max(1, int(timeout_s or timeout))), **extra)
 
     def slot_name(self, ctx: ReadContext) -> str:
         return self.opts["slot.name"] or slot.default_name(ctx.job_id, ctx.pipeline_id, ctx.plugin_id)
@@ -327,18 +329,12 @@ class PostgresCdcSource(Source):
              timeout_s: float) -> HeldPosition:
         """The WAL the source's replication slot keeps on the server (``pg_replication_slots``)."""
         name = self.opts["slot.name"] or slot.default_name(job_id, pipeline_id, plugin_id)
-        with self.connect(max(1, int(timeout_s))) as conn:
-            conn.execute(f"SET statement_timeout = {max(1, int(timeout_s * 1000))}")
-            found = slot.retained(conn, name)
-        if found is None:
-            return HeldPosition(name, None, state="no slot")
-        size, wal_status = found
-        return HeldPosition(name, size, lost=wal_status == "lost", state=wal_status)
+        with self.connect(timeout_s, bounded=True) as conn:
+            return slot.measured(conn, name) or HeldPosition(name, None, state="no slot")
 
     def still_left(self, name: str, within_s: float = 5.0) -> HeldPosition | None:
         """What slot.name ``name``, left by a release, keeps now (``slot.still_left``)."""
-        with self.connect(max(1, int(within_s))) as conn:
-            conn.execute(f"SET statement_timeout = {max(1, int(within_s * 1000))}")
+        with self.connect(within_s, bounded=True) as conn:
             return slot.still_left(conn, name)
 
     def position_gone(self, job_id: str, pipeline_id: int, plugin_id: str, offset: dict,
@@ -350,8 +346,7 @@ class PostgresCdcSource(Source):
         if offset.get("lsn") is None:      # no slot made yet: a start creates it
             return None
         name = self.opts["slot.name"] or slot.default_name(job_id, pipeline_id, plugin_id)
-        with self.connect(max(1, int(timeout_s))) as conn:
-            conn.execute(f"SET statement_timeout = {max(1, int(timeout_s * 1000))}")
+        with self.connect(timeout_s, bounded=True) as conn:
             if self.opts["slot.name"]:      # a mark naming nobody is the run's when this checkpoint read through it
                 ownership.claim(conn, name, job_id, offset["lsn"])
             why = slot.gone(conn, name)
@@ -370,8 +365,7 @@ class PostgresCdcSource(Source):
         ``ObjectInUse`` naming the holder (the leader records it and tries again later). A slot.name
         whose owner it cannot tell is left, and returned (``LeftBehind``), for the operator to settle."""
         deadline = time.monotonic() + within_s
-        with self.connect(max(1, int(within_s))) as conn:
-            conn.execute(f"SET statement_timeout = {max(1, int(within_s * 1000))}")
+        with self.connect(within_s, bounded=True) as conn:
             return tuple(slot.release_run(conn, job_id, self.opts["slot.name"], keep, deadline))
 
 
