@@ -73,7 +73,8 @@ def told_only(conn: Connection, job_id: str | None = None) -> list[Row]:
         detail = json.loads(event.detail or "{}")
         key = (event.job_id, event.run_id, detail.get("source"), detail.get("holds"))
         if event.kind == HELD:
-            open_[key] = event
+            if detail.get("holds") and detail.get("source"):     # every writer's names both: a row needs them
+                open_[key] = event
         else:
             open_.pop(key, None)
     rows = {(r.job_id, r.run_id, r.plugin_id, r.holds) for r in left_held_rows(conn, job_id)}
