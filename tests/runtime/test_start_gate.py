@@ -168,3 +168,36 @@ def test_a_refused_pipeline_whose_query_started_has_it_stopped(tmp_path):
     run = _pipeline_run(tmp_path, [])
     run.refuse("not started: ...", permanent=False)
     assert run.query.stopped and run.outcome.status == PipelineStatus.FAILED
+
+
+class _EndsOnItsSecondLook:
+    """A query refused at its first offsets: active at the first look at it, ended (failed) from the second on."""
+    recentProgress: list = []
+    status = {"message": "Getting offsets from PythonMicroBatchStream"}
+
+    def __init__(self):
+        self.looks = 0
+
+    @property
+    def isActive(self) -> bool:
+        self.looks += 1
+        return self.looks == 1
+
+
+def test_a_query_refused_while_the_start_settles_is_never_taken_for_one_past_its_opening():
+    """Whichever look at the query comes first, the one that sees it ended sees its refusal: the gate refuses
+    (outside review 3, F1: the outcome was polled first and the opening after, so a query ending in between
+    was neither failed nor opening, and the gate opened for a sink that removes data)."""
+    run = _run(2)
+    query = run.query = _EndsOnItsSecondLook()
+
+    def poll():     # PipelineRun.poll: RUNNING while the query is active, FAILED once it ended with an exception
+        if not query.isActive:
+            run.outcome.status, run.outcome.error = PipelineStatus.FAILED, "slot.name belongs to job other"
+        return run.outcome
+    run.poll = poll
+    gate = StartGate()
+    pipeline_start._settle(gate, [run], SimpleNamespace(desired="RUN"))
+    held = SimpleNamespace(pipeline=SimpleNamespace(pipeline_id=1), stop_requested=None, held_at_start=False)
+    with pytest.raises(StartRefused):
+        gate.pass_through(held, "target")

@@ -159,8 +159,10 @@ def _settle(gate: StartGate, started: list, heartbeat) -> None:
     removers = [run for run in started if _destroys(run)]
     try:
         while heartbeat.desired == _RUNNING:
-            failed = next((run for run in started if run.poll().status == PipelineStatus.FAILED), None)
+            # Opening first, then the outcomes: a query seen past its opening was so before the poll, so
+            # one refused in between is seen failed; the other way round, it was neither (review 3, F1).
             opening = [run for run in started if _opening(run.query)]
+            failed = next((run for run in started if run.poll().status == PipelineStatus.FAILED), None)
             if failed is not None or not opening:
                 gate.settle(failed)
                 return
