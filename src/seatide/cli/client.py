@@ -183,10 +183,10 @@ def _submit(client, args) -> int:
 
 def _list(client, args) -> int:
     rows = all_jobs(client)
-    left_behind = client.call("GET", "/overview").get("leftBehind") or []    # a forgotten job's too (review F2)
-    if args.json:       # what releases left, there too (review 2 F8)
-        print(json.dumps({"jobs": rows, "leftBehind": left_behind}, indent=2))
+    if args.json:       # the jobs, as ever (scripts read this array); what releases left: the overview's leftBehind
+        print(json.dumps(rows, indent=2))
         return EXIT_OK
+    left_behind = client.call("GET", "/overview").get("leftBehind") or []    # a forgotten job's too (review F2)
     print(f"{'JOB ID':<22}{'STATUS':<16}{'CREATED':<21}NAME")
     for row in rows:
         print(f"{row['jobId']:<22}{row['jobStatus']:<16}{row['createTime'] or '':<21}{row['jobName']}")
