@@ -111,7 +111,7 @@ def dismiss(conn: Connection, job_id: str, holds: str, actor: str) -> int:
 def left_behind(conn: Connection, job_id: str | None = None) -> list[dict]:
     """What job-info (``leftBehind``), the overview and the UI show, masked: which slot, on whose run's
     release, the WAL it keeps as last measured, why it was left, and how to settle it."""
-    shown = [_told(event) for event in told_only(conn, job_id)]
+    shown = [_told(event, _job_secrets(conn, event.job_id)) for event in told_only(conn, job_id)]
     for row in left_held_rows(conn, job_id):
         secrets = secret_values(row.config or "", json.loads(row.variables or "{}"))
         shown.append({
@@ -123,9 +123,17 @@ def left_behind(conn: Connection, job_id: str | None = None) -> list[dict]:
     return shown
 
 
-def _told(event: Row) -> dict:
-    """An event ``told_only`` finds, shown as a row is (masked by whoever wrote it)."""
-    detail = json.loads(event.detail or "{}")
+def _job_secrets(conn: Connection, job_id: str) -> frozenset:
+    """The secrets of the job row ``job_id`` still has (none once it is forgotten): an event ``told_only`` finds
+    may have been written unmasked (review 3, F5), and is masked as ``job_events`` masks."""
+    job = conn.execute(select(s.jobs.c.config, s.jobs.c.variables).where(s.jobs.c.job_id == job_id)).first()
+    return secret_values(job.config, json.loads(job.variables or "{}")) if job is not None else frozenset()
+
+
+def _told(event: Row, secrets: frozenset) -> dict:
+    """An event ``told_only`` finds, shown as a row is."""
+    detail = {key: mask_message(value, secrets) if isinstance(value, str) else value
+              for key, value in json.loads(event.detail or "{}").items()}
     return {"jobId": event.job_id, "run": event.run_id, "source": detail.get("source"),
             "connector": detail.get("connector") or "-", "holds": detail.get("holds"),
             "retainedBytes": detail.get("retainedBytes"), "lost": bool(detail.get("lost")),
