@@ -148,7 +148,8 @@ def test_the_operator_dismisses_a_slot_and_list_shows_what_is_left(store, store_
 
 def test_an_event_told_slot_is_shown_masked_with_its_jobs_secrets(store, tmp_path):
     """Review 3, F5: a RELEASE_LEFT_HELD event written unmasked (releases between two versions did) is shown by
-    job-info and the overview with the job's secrets masked, as its events are."""
+    job-info and the overview with the job's secrets masked, as its events are; and so is the row the leader's
+    look makes of it (review 4, F1: it copied the texts unmasked, with no config to mask them by later)."""
     password = "s3cret-Pw-1234"
     job = CURRENT.replace('password = ""', f'password = "{password}"')
     submit(store, tmp_path, "j1", text=job)
@@ -158,7 +159,12 @@ def test_an_event_told_slot_is_shown_masked_with_its_jobs_secrets(store, tmp_pat
                      run_id=run.run_id, source="source[0]", connector="Postgres-CDC", holds=OLD_SLOT,
                      retainedBytes=1, state="extended", lost=False, why=f"asked with password {password}: refused",
                      settle=f"psql 'password={password}' -c \"SELECT pg_drop_replication_slot('{OLD_SLOT}')\"")
-    mine, cluster = _shown(store)
-    shown = json.dumps([mine, cluster])
-    assert password not in shown and len(mine) == len(cluster) == 1, shown
-    assert OLD_SLOT in mine[0]["settle"] and "asked with password" in mine[0]["why"], mine
+    for look in (False, True):      # as the event tells it, then as the row the leader's look makes of it
+        if look:
+            assert look_at_left_held(store, elected(store, "c1").epoch, "coordinator:c1", 2.0) == 0
+            with store.read() as conn:
+                assert len(conn.execute(select(s.left_held)).all()) == 1
+        mine, cluster = _shown(store)
+        shown = json.dumps([mine, cluster])
+        assert password not in shown and len(mine) == len(cluster) == 1, shown
+        assert OLD_SLOT in mine[0]["settle"] and "asked with password" in mine[0]["why"], mine
