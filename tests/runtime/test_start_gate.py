@@ -201,3 +201,34 @@ def test_a_query_refused_while_the_start_settles_is_never_taken_for_one_past_its
     held = SimpleNamespace(pipeline=SimpleNamespace(pipeline_id=1), stop_requested=None, held_at_start=False)
     with pytest.raises(StartRefused):
         gate.pass_through(held, "target")
+
+
+class _PastItsOpening:
+    """A query in its first batch: no longer opening."""
+    isActive = True
+    recentProgress = [{"batchId": 0}]
+    status = {"message": "Processing new data"}
+
+
+def test_a_query_started_again_by_a_poll_while_the_start_settles_is_waited_for_and_its_refusal_seen():
+    """Review 4, F3: a poll that starts a pipeline's query again (a schema change's stop) put an opening query in
+    place of one past its opening after the settling had looked; the gate opened for a sink that removes data,
+    and the new query was then refused at its first offsets. Now the settling looks at the new query."""
+    run, restarted = _run(2), _Opening()
+    run.query = _PastItsOpening()
+
+    def poll():     # the first poll restarts the query (PipelineRun._restart_for); its source is refused later
+        run.query = restarted
+        if not restarted.isActive:
+            run.outcome.status, run.outcome.error = PipelineStatus.FAILED, "slot.name belongs to job other"
+        return run.outcome
+    run.poll = poll
+    gate = StartGate()
+    settling = _in_thread(lambda: pipeline_start._settle(gate, [run], SimpleNamespace(desired="RUN")))
+    settling.join(1.0)
+    assert settling.is_alive() and not gate._settled.is_set(), "settled before the restarted query had its offsets"
+    restarted.isActive = False
+    settling.join(10)
+    assert not settling.is_alive()
+    with pytest.raises(StartRefused):
+        gate.pass_through(_run(1), "target")

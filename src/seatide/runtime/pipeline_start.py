@@ -161,8 +161,11 @@ def _settle(gate: StartGate, started: list, heartbeat) -> None:
         while heartbeat.desired == _RUNNING:
             # Opening first, then the outcomes: a query seen past its opening was so before the poll, so
             # one refused in between is seen failed; the other way round, it was neither (review 3, F1).
+            queries = [run.query for run in started]
             opening = [run for run in started if _opening(run.query)]
             failed = next((run for run in started if run.poll().status == PipelineStatus.FAILED), None)
+            if failed is None and any(run.query is not query for run, query in zip(started, queries)):
+                continue        # a poll started a query again (a schema change): look at the new one (review 4, F3)
             if failed is not None or not opening:
                 gate.settle(failed)
                 return
