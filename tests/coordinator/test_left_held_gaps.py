@@ -168,3 +168,20 @@ def test_an_event_told_slot_is_shown_masked_with_its_jobs_secrets(store, tmp_pat
         shown = json.dumps([mine, cluster])
         assert password not in shown and len(mine) == len(cluster) == 1, shown
         assert OLD_SLOT in mine[0]["settle"] and "asked with password" in mine[0]["why"], mine
+
+
+def test_list_shows_the_jobs_when_the_overview_does_not_answer(capsys):
+    """Review 4, F6: ``seatide list`` asked the overview (what releases left) before it printed anything, so a
+    coordinator without it (an older version, during an upgrade) left the user with no job list at all."""
+    from seatide.cli.args import CommandRefused
+    from seatide.cli.client import _list
+
+    class _Older:       # a coordinator of the version before the overview's leftBehind: the jobs, then a 404
+        def call(self, method, path, body=None):
+            if path == "/overview":
+                raise CommandRefused("GET /api/v1/overview: 404 Not Found")
+            return [{"jobId": "j1", "jobStatus": "RUNNING", "createTime": None, "jobName": "copy"}] \
+                if path == "/running-jobs" else []
+    assert _list(_Older(), SimpleNamespace(json=False)) == 0
+    out = capsys.readouterr()
+    assert "j1" in out.out and "RUNNING" in out.out and "not shown" in out.err and "Traceback" not in out.err, out
