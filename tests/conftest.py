@@ -22,19 +22,11 @@ pytest_plugins = ["tests.connectors.cdc_servers", "tests.connectors.cdc_mysql_se
                   "seatide.testing.tiers"]
 
 
-# The shared session plans without whole-stage code generation and adaptive execution: on a test's
-# few rows, compiling generated Java (Janino) and re-planning stages cost the JVM more than they save
-# (the in-process e2e and transform tests: 140 -> 118 CPU-s, docs/testing.md). Both only choose how
-# Spark computes the same answer. Drivers that SeaTide launches (the cluster tests) run its defaults.
-TEST_SESSION_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-                     "spark.sql.adaptive.enabled": "false"}
-
-
 @pytest.fixture(scope="session")
 def spark():
     from seatide.runtime.session import build_session
 
-    session = build_session("seatide-tests", {"spark.master": "local[2]", **TEST_SESSION_CONF})
+    session = build_session("seatide-tests", {"spark.master": "local[2]"})
     yield session
     stop_session(session)
 
