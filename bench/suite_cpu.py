@@ -1,6 +1,6 @@
 """Where the test suite's CPU goes, by kind of process.
 
-    .venv/bin/python bench/suite_cpu.py [--out bench/results/suite_cpu] [-- PYTEST ARGS...]
+    .venv/bin/python bench/suite_cpu.py [--out bench/results/suite_cpu] [--by-test] [-- PYTEST ARGS...]
 
 Runs pytest as ``scripts/test`` does (two processes, worksteal; the arguments after ``--``
 go to pytest, e.g. a directory) and samples the process table every 0.3 s meanwhile: each
@@ -10,7 +10,12 @@ sample. A process that lives less than a sample is missed, and one's last 0.3 s 
 totals are a floor. The machine's busy and idle time over the run come from ``/proc/stat``.
 
 The question it answers: how much of the suite is the real driver processes its fault
-stories need (a JVM and Python each), and how much is the rest. Writes ``<out>.json`` and,
+stories need (a JVM and Python each), and how much is the rest. ``--by-test`` also charges each
+sample's CPU to the test the process's pytest ancestor runs (``bench/suite_cpu_tests.py``, a plugin
+each pytest process loads): a process reaped by its parent adds what it used since its last sample
+there (Linux counts a waited-for child's CPU to its parent), so short-lived processes count too;
+an orphan's last sample is lost, and servers started apart (``pg_ctl``) count to no test. Under a
+CPU-bound run a test's wall time is a poor measure of what it costs: this is the one to cut by. Writes ``<out>.json`` and,
 with matplotlib, ``<out>.png``.
 """
 
@@ -18,8 +23,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -70,8 +77,11 @@ class ProcessSampler(threading.Thread):
     """Every process's CPU at its first and last sample; ``baseline``: the samples taken before
     the run, whose processes count from there (those started later count from zero)."""
 
-    def __init__(self):
+    def __init__(self, tests_dir: str | None = None):
         super().__init__(daemon=True)
+        self.tests_dir = tests_dir          # --by-test: where each pytest process names its running test
+        self.seen: dict[str, tuple[str, float]] = {}     # pid -> (ppid, CPU with reaped children) at the last sample
+        self.by_test: dict[str, float] = {}
         self.first: dict[tuple[str, str], float] = {}    # (pid, start time) -> CPU at the first sample
         self.last: dict[tuple[str, str], tuple[str, float]] = {}
         self.baseline = True
@@ -84,6 +94,7 @@ class ProcessSampler(threading.Thread):
         self.sample()
 
     def sample(self) -> None:
+        now: dict[str, tuple[str, float]] = {}
         for pid in os.listdir("/proc"):
             if not pid.isdigit():
                 continue
@@ -101,6 +112,36 @@ class ProcessSampler(threading.Thread):
             # An exiting process has no command line left: it keeps the kind it was given.
             kind = self.last[key][0] if key in self.last and not args else kind_of(args, comm)
             self.last[key] = (kind, cpu)
+            now[pid] = (fields[1], cpu + (int(fields[13]) + int(fields[14])) / TICK)
+        if self.tests_dir is not None:
+            self._charge(now)
+
+    def _charge(self, now: dict[str, tuple[str, float]]) -> None:
+        """Charge each process's CPU since the last sample (its own and its reaped children's, less what
+        those children were charged while alive) to the test its pytest ancestor runs."""
+        gone: dict[str, float] = {}
+        for pid, (ppid, total) in self.seen.items():
+            if pid not in now:
+                gone[ppid] = gone.get(ppid, 0.0) + total
+        for pid, (ppid, total) in now.items():
+            before = self.seen.get(pid)
+            # a process new since the last sample used all it has in the interval (none on the first sample)
+            used = total - before[1] - gone.get(pid, 0.0) if before else (total if self.seen else 0.0)
+            if used > 0:
+                test = self._test_of(pid, now)
+                self.by_test[test] = self.by_test.get(test, 0.0) + used
+        self.seen = now
+
+    def _test_of(self, pid: str, now: dict) -> str:
+        for _ in range(40):
+            try:
+                with open(os.path.join(self.tests_dir, pid)) as handle:
+                    return handle.read() or "(between tests)"     # caught mid-write
+            except OSError:
+                pid = now.get(pid, ("1", 0.0))[0]
+                if pid in ("0", "1"):
+                    break
+        return "(no test)"
 
     def by_kind(self) -> dict[str, dict]:
         kinds: dict[str, dict] = {}
@@ -115,9 +156,11 @@ class ProcessSampler(threading.Thread):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(RESULTS, "suite_cpu"))
+    parser.add_argument("--by-test", action="store_true", help="also charge the CPU to the test running")
     parser.add_argument("pytest_args", nargs="*", help="after --: what pytest runs (default: everything)")
     args = parser.parse_args()
-    sampler = ProcessSampler()
+    tests_dir = tempfile.mkdtemp(prefix="suite-cpu-") if args.by_test else None
+    sampler = ProcessSampler(tests_dir)
     sampler.sample()            # what runs already counts from here
     sampler.baseline = False
     busy0, idle0 = machine_times()
@@ -125,7 +168,12 @@ def main() -> int:
     sampler.start()
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n",
                os.environ.get("SEATIDE_TEST_PROCESSES", "2"), "--dist", "worksteal", *args.pytest_args]
-    code = subprocess.call(command, cwd=ROOT)
+    env = dict(os.environ)
+    if tests_dir is not None:       # every pytest process loads the plugin that names its running test
+        command[3:3] = ["-p", "suite_cpu_tests"]
+        env["SEATIDE_CPU_TESTS_DIR"] = tests_dir
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(ROOT, "bench"), env.get("PYTHONPATH")]))
+    code = subprocess.call(command, cwd=ROOT, env=env)
     wall = time.monotonic() - began
     sampler.stop.set()
     sampler.join()
@@ -140,9 +188,14 @@ def main() -> int:
               "real_drivers_cpu_s": round(drivers, 1),
               "real_driver_processes": kinds.get("driver (Python)", {}).get("processes", 0),
               "kinds": {k: {"cpu_s": round(v["cpu_s"], 1), "processes": v["processes"]} for k, v in kinds.items()}}
+    if tests_dir is not None:
+        result["by_test"] = {t: round(v, 1) for t, v in sorted(sampler.by_test.items(), key=lambda i: -i[1])}
+        shutil.rmtree(tests_dir, ignore_errors=True)
     write_json(args.out + ".json", result)
     for kind, entry in result["kinds"].items():
         print(f"{entry['cpu_s']:8.1f} s {entry['processes']:5d}  {kind}")
+    for test, cpu in list(result.get("by_test", {}).items())[:30]:
+        print(f"{cpu:8.1f} s  {test}")
     print(f"wall {wall:.0f} s; machine busy {result['machine_busy_cpu_s']:.0f} s, idle "
           f"{result['machine_idle_cpu_s']:.0f} s of CPU; real drivers {drivers:.0f} s "
           f"({result['real_driver_processes']} driver processes) of {counted:.0f} s counted")
