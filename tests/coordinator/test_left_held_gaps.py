@@ -185,3 +185,23 @@ def test_list_shows_the_jobs_when_the_overview_does_not_answer(capsys):
     assert _list(_Older(), SimpleNamespace(json=False)) == 0
     out = capsys.readouterr()
     assert "j1" in out.out and "RUNNING" in out.out and "not shown" in out.err and "Traceback" not in out.err, out
+
+
+def test_an_event_told_slot_of_an_earlier_run_is_masked_with_that_runs_secrets(store, tmp_path):
+    """Review 4, F2: masked with the job row's secrets alone, an event of an earlier run of a resubmitted job id
+    showed that run's password (the new config has another)."""
+    old_password, new_password = "old-Secret-9876", "new-Secret-5432"
+    submit(store, tmp_path, "j1", text=CURRENT.replace('password = ""', f'password = "{new_password}"'))
+    old_config = CURRENT.replace('password = ""', f'password = "{old_password}"')
+    with store.write() as conn:
+        conn.execute(s.job_results.insert().values(
+            job_id="j1", incarnation=7, run_id="run-before", config=old_config, variables="{}", status="FAILED",
+            cleanup="CLEAN", cleanup_due_at=0.0, cleanup_tries=0, next_cleanup_at=0.0, expires_at=0.0,
+            created_at=0.0))
+        record_event(conn, "RELEASE_LEFT_HELD", "coordinator:c0", "j1", 7, None, level="WARNING",
+                     run_id="run-before", source="source[0]", connector="Postgres-CDC", holds=OLD_SLOT,
+                     retainedBytes=1, state="extended", lost=False, why=f"asked with password {old_password}",
+                     settle=f"SELECT pg_drop_replication_slot('{OLD_SLOT}')")
+    mine, cluster = _shown(store)
+    shown = json.dumps([mine, cluster])
+    assert len(mine) == 1 and old_password not in shown and "asked with password" in shown, shown

@@ -87,7 +87,7 @@ def adopt(conn: Connection) -> int:
     for event in events:
         # masked as it was shown (review 4, F1): the row keeps no config to mask it with later; the slot's
         # name as the event gave it, which the operator's dismissal names
-        told = _told(event, _job_secrets(conn, event.job_id))
+        told = _told(event, _event_secrets(conn, event))
         conn.execute(insert(s.left_held).values(
             job_id=event.job_id, run_id=event.run_id, incarnation=event.incarnation, plugin_id=told["source"],
             connector=told["connector"], holds=json.loads(event.detail or "{}").get("holds"),
@@ -112,7 +112,7 @@ def dismiss(conn: Connection, job_id: str, holds: str, actor: str) -> int:
 def left_behind(conn: Connection, job_id: str | None = None) -> list[dict]:
     """What job-info (``leftBehind``), the overview and the UI show, masked: which slot, on whose run's
     release, the WAL it keeps as last measured, why it was left, and how to settle it."""
-    shown = [_told(event, _job_secrets(conn, event.job_id)) for event in told_only(conn, job_id)]
+    shown = [_told(event, _event_secrets(conn, event)) for event in told_only(conn, job_id)]
     for row in left_held_rows(conn, job_id):
         secrets = secret_values(row.config or "", json.loads(row.variables or "{}"))
         shown.append({
@@ -124,11 +124,19 @@ def left_behind(conn: Connection, job_id: str | None = None) -> list[dict]:
     return shown
 
 
-def _job_secrets(conn: Connection, job_id: str) -> frozenset:
-    """The secrets of the job row ``job_id`` still has (none once it is forgotten): an event ``told_only`` finds
-    may have been written unmasked (review 3, F5), and is masked as ``job_events`` masks."""
-    job = conn.execute(select(s.jobs.c.config, s.jobs.c.variables).where(s.jobs.c.job_id == job_id)).first()
-    return secret_values(job.config, json.loads(job.variables or "{}")) if job is not None else frozenset()
+def _event_secrets(conn: Connection, event: Row) -> frozenset:
+    """The secrets of the config the event's run was given (its job result's, kept after a new run of the id took
+    the job row), and of the job row the id has now: an event ``told_only`` finds may have been written unmasked
+    (review 3, F5), and is masked by both (review 4, F2: by the job row's alone, a resubmitted id's new config
+    left the old run's password shown)."""
+    found = frozenset()
+    J, R = s.jobs.c, s.job_results.c
+    for table, key in ((s.job_results, and_(R.job_id == event.job_id, R.incarnation == event.incarnation)),
+                       (s.jobs, J.job_id == event.job_id)):
+        row = conn.execute(select(table.c.config, table.c.variables).where(key)).first()
+        if row is not None and row.config:
+            found |= secret_values(row.config, json.loads(row.variables or "{}"))
+    return found
 
 
 def _told(event: Row, secrets: frozenset) -> dict:
