@@ -205,3 +205,22 @@ def test_an_event_told_slot_of_an_earlier_run_is_masked_with_that_runs_secrets(s
     mine, cluster = _shown(store)
     shown = json.dumps([mine, cluster])
     assert len(mine) == 1 and old_password not in shown and "asked with password" in shown, shown
+
+
+def test_a_row_of_a_run_without_an_id_stands_for_its_event(store, tmp_path):
+    """Review 3, F2: a release of a result from before revision 0011 (no run id) wrote its row with none, and its
+    event with the job's current run (record_event's default): the slot was shown twice and adopted twice."""
+    submit(store, tmp_path, "j1")
+    result = SimpleNamespace(job_id="j1", run_id=None, incarnation=1)
+    with store.write() as conn:
+        record_event(conn, "RELEASE_LEFT_HELD", "coordinator:c0", "j1", 1, None, level="WARNING",
+                     run_id=result.run_id, source="source[0]", connector="Postgres-CDC", holds=OLD_SLOT,
+                     retainedBytes=1, state="extended", lost=False, why="w", settle="x")
+        record_left_held(conn, result, SimpleNamespace(config=CURRENT, variables="{}"), "source[0]", "Postgres-CDC",
+                         HeldPosition(OLD_SLOT, 1, state="extended"), "w", "x")
+    mine, cluster = _shown(store)
+    assert len(mine) == len(cluster) == 1, cluster
+    look_at_left_held(store, elected(store, "c1").epoch, "coordinator:c1", 2.0)
+    with store.read() as conn:
+        rows = conn.execute(select(s.left_held)).all()
+    assert [(row.run_id, row.config is not None) for row in rows] == [(None, True)], rows     # none adopted
