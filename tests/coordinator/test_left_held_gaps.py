@@ -207,9 +207,9 @@ def test_an_event_told_slot_of_an_earlier_run_is_masked_with_that_runs_secrets(s
     assert len(mine) == 1 and old_password not in shown and "asked with password" in shown, shown
 
 
-def test_a_row_of_a_run_without_an_id_stands_for_its_event(store, tmp_path):
-    """Review 3, F2: a release of a result from before revision 0011 (no run id) wrote its row with none, and its
-    event with the job's current run (record_event's default): the slot was shown twice and adopted twice."""
+def _left_by_a_run_without_an_id(store, tmp_path) -> None:
+    """What a release of a result from before revision 0011 (no run id) writes: its row with no run, its event
+    with the job's current run (record_event's default)."""
     submit(store, tmp_path, "j1")
     result = SimpleNamespace(job_id="j1", run_id=None, incarnation=1)
     with store.write() as conn:
@@ -218,9 +218,30 @@ def test_a_row_of_a_run_without_an_id_stands_for_its_event(store, tmp_path):
                      retainedBytes=1, state="extended", lost=False, why="w", settle="x")
         record_left_held(conn, result, SimpleNamespace(config=CURRENT, variables="{}"), "source[0]", "Postgres-CDC",
                          HeldPosition(OLD_SLOT, 1, state="extended"), "w", "x")
+
+
+def test_a_row_of_a_run_without_an_id_stands_for_its_event(store, tmp_path):
+    """Review 3, F2: a release of a result from before revision 0011 (no run id) wrote its row with none, and its
+    event with the job's current run (record_event's default): the slot was shown twice and adopted twice."""
+    _left_by_a_run_without_an_id(store, tmp_path)
     mine, cluster = _shown(store)
     assert len(mine) == len(cluster) == 1, cluster
     look_at_left_held(store, elected(store, "c1").epoch, "coordinator:c1", 2.0)
     with store.read() as conn:
         rows = conn.execute(select(s.left_held)).all()
     assert [(row.run_id, row.config is not None) for row in rows] == [(None, True)], rows     # none adopted
+
+
+def test_a_dismissed_slot_of_a_run_without_an_id_stays_dismissed_after_the_job_id_runs_again(store, tmp_path):
+    """Review 4, R2-1: with events matched to rows by run, a dismissal of a run without an id was written under
+    the job's then current run; once the id ran again, the release's event was open again, shown and adopted."""
+    from seatide.store.left_held import dismiss
+
+    _left_by_a_run_without_an_id(store, tmp_path)
+    with store.write() as conn:
+        conn.execute(s.jobs.update().values(run_id="run-after-a-resubmission"))
+        assert dismiss(conn, "j1", OLD_SLOT, "cli") >= 1
+    look_at_left_held(store, elected(store, "c1").epoch, "coordinator:c1", 2.0)
+    mine, cluster = _shown(store)
+    with store.read() as conn:
+        assert mine == cluster == [] and conn.execute(select(s.left_held)).all() == []

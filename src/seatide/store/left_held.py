@@ -64,36 +64,36 @@ def left_held_rows(conn: Connection, job_id: str | None = None) -> list:
 
 
 def told_only(conn: Connection, job_id: str | None = None) -> list[Row]:
-    """The RELEASE_LEFT_HELD events no row stands for and no later settling or dismissal follows, oldest first."""
+    """The RELEASE_LEFT_HELD events no row stands for and no later settling or dismissal follows, oldest first.
+    Keyed by job, source and slot, not run: a slot is one on its server whichever run left it, and the run an
+    event names is not always the one it is about (record_event gives a run without an id, a result from before
+    revision 0011, the job's current one: review 3 F2 showed such a slot twice; review 4 R2-1, a settling or
+    dismissal written under a later run left the event open, shown again and adopted again)."""
     query = select(s.events).where(E.kind.in_((HELD, SETTLED, DISMISSED)))
     if job_id is not None:
         query = query.where(E.job_id == job_id)
     open_: dict[tuple, Row] = {}
     for event in conn.execute(query.order_by(E.seq)).all():
         detail = json.loads(event.detail or "{}")
-        key = (event.job_id, event.run_id, detail.get("source"), detail.get("holds"))
+        key = (event.job_id, detail.get("source"), detail.get("holds"))
         if event.kind == HELD:
             if detail.get("holds") and detail.get("source"):     # every writer's names both: a row needs them
                 open_[key] = event
         else:
             open_.pop(key, None)
-    rows = {(r.job_id, r.run_id, r.plugin_id, r.holds) for r in left_held_rows(conn, job_id)}
-    # A row of a run without an id (a result from before revision 0011) stands for its event, which
-    # record_event gave the job's current run instead (review 3, F2: shown twice, then adopted twice).
-    return [event for (job, run, source, holds), event in open_.items()
-            if (job, run, source, holds) not in rows and (job, None, source, holds) not in rows]
+    rows = {(r.job_id, r.plugin_id, r.holds) for r in left_held_rows(conn, job_id)}
+    return [event for key, event in open_.items() if key not in rows]
 
 
 def adopt(conn: Connection) -> int:
     """Make a row (with no config: ``UNASKABLE``) of each event ``told_only`` finds; how many. The leader's."""
     events = told_only(conn)
     for event in events:
-        # masked as it was shown (review 4, F1): the row keeps no config to mask it with later; the slot's
-        # name as the event gave it, which the operator's dismissal names
+        # its texts masked as they were shown (review 4, F1): the row keeps no config to mask them with later
         told = _told(event, _event_secrets(conn, event))
         conn.execute(insert(s.left_held).values(
             job_id=event.job_id, run_id=event.run_id, incarnation=event.incarnation, plugin_id=told["source"],
-            connector=told["connector"], holds=json.loads(event.detail or "{}").get("holds"),
+            connector=told["connector"], holds=told["holds"],
             retained_bytes=told["retainedBytes"], lost=told["lost"], state=told["state"], why=told["why"],
             settle=told["settle"], left_at=event.at, measured_at=event.at, error=UNASKABLE))
     return len(events)
@@ -143,9 +143,10 @@ def _event_secrets(conn: Connection, event: Row) -> frozenset:
 
 
 def _told(event: Row, secrets: frozenset) -> dict:
-    """An event ``told_only`` finds, shown as a row is."""
-    detail = {key: mask_message(value, secrets) if isinstance(value, str) else value
-              for key, value in json.loads(event.detail or "{}").items()}
+    """An event ``told_only`` finds, shown as a row is: its texts masked; the source and the slot as named,
+    which match it to its row and which the operator's dismissal names (review 4, R2-3/R2-4)."""
+    detail = json.loads(event.detail or "{}")
+    detail.update({key: mask_message(detail.get(key) or "", secrets) for key in ("why", "settle")})
     return {"jobId": event.job_id, "run": event.run_id, "source": detail.get("source"),
             "connector": detail.get("connector") or "-", "holds": detail.get("holds"),
             "retainedBytes": detail.get("retainedBytes"), "lost": bool(detail.get("lost")),
