@@ -165,7 +165,8 @@ def _settle(gate: StartGate, started: list, heartbeat) -> None:
             opening = [run for run in started if _opening(run.query)]
             failed = next((run for run in started if run.poll().status == PipelineStatus.FAILED), None)
             if failed is None and any(run.query is not query for run, query in zip(started, queries)):
-                continue        # a poll started a query again (a schema change): look at the new one (review 4, F3)
+                time.sleep(0.2)     # a poll started a query again (a schema change): look at the new one (review 4, F3)
+                continue
             if failed is not None or not opening:
                 gate.settle(failed)
                 return
