@@ -70,8 +70,9 @@ def start_pipelines(runs: list, heartbeat) -> list:
             run.prepare()
     _refuse_with_the_refused(runs)
     started = []
-    runs = _destroying_last(runs)
-    destroying = any(_destroys(run) for run in runs)
+    # Asked once per run (each asks its sinks' logs): the order, the settling and its notes agree.
+    removers = [run for run in runs if _destroys(run)]
+    runs = _destroying_last(runs, removers)
     for index, run in enumerate(runs):
         if heartbeat.desired == "CANCEL":
             # Canceled while starting: a query not started has nothing to stop; the leader
@@ -85,11 +86,11 @@ def start_pipelines(runs: list, heartbeat) -> list:
         run.start()
         wait_started(run, heartbeat=heartbeat)
         started.append(run)
-    if not destroying:
+    if not removers:
         gate.settle()      # nothing waits there
     elif heartbeat.desired == _RUNNING:
         # Stopped meanwhile: never settled; a pipeline held there ends at its stop (``StartGate``).
-        _settle(gate, started, heartbeat)
+        _settle(gate, started, heartbeat, removers)
     return started
 
 
@@ -135,11 +136,11 @@ def _refuse_with_the_refused(runs, waiting_in=None) -> bool:
     return True
 
 
-def _destroying_last(runs: list) -> list:
+def _destroying_last(runs: list, removers: list) -> list:
     """``runs`` with the pipelines whose sinks would remove data when they prepare their targets
     started last: a refusal that comes only at a query's first offsets (a Postgres-CDC slot.name
     another consumer holds) then fails before any of them starts, whichever its place in the job."""
-    return sorted(runs, key=_destroys)       # stable: the job's order within each group
+    return sorted(runs, key=lambda run: run in removers)       # stable: the job's order within each group
 
 
 def _destroys(run) -> bool:
@@ -150,13 +151,14 @@ def _destroys(run) -> bool:
         return True
 
 
-def _settle(gate: StartGate, started: list, heartbeat) -> None:
+def _settle(gate: StartGate, started: list, heartbeat, removers: list | None = None) -> None:
     """Until each query in ``started`` has its first offsets or has ended, then open ``gate``, or make it
     refuse when one of them has failed (``StartGate.settle``); ends, leaving it unsettled, once the job is
     wanted other than running. No bound of its own: the user's settings judge a start that does not settle
     (the module's doc); meanwhile each pipeline's row says what it waits for (``_waits``)."""
     began, said, told = time.monotonic(), 0.0, {}
-    removers = [run for run in started if _destroys(run)]
+    removers = ([run for run in started if _destroys(run)] if removers is None else
+                [run for run in removers if run in started and run.outcome.status == PipelineStatus.RUNNING])
     try:
         while heartbeat.desired == _RUNNING:
             # Opening first, then the outcomes: a query seen past its opening was so before the poll, so
