@@ -22,7 +22,7 @@ from seatide.coordinator.source_release import sources_of
 from seatide.secrets import mask_message, secret_values
 from seatide.store import schema as s
 from seatide.store.db import Store, record_event
-from seatide.store.left_held import UNASKABLE, adopt, left_held_rows, remeasured, settled, told_only
+from seatide.store.left_held import DISMISS, UNASKABLE, adopt, left_held_rows, remeasured, settled, told_only
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +67,10 @@ def _ask(row, timeout_s: float):
                  and row.holds in spec.plugin.shared_names()]
         if not specs:
             return None, (f"the config that left it names no {row.connector} source {row.plugin_id} with slot "
-                          f"{row.holds} any more: once it is dropped, dismiss it (seatide dismiss-left JOB_ID SLOT)")
+                          f"{row.holds} any more: {DISMISS}")
         return specs[0].plugin.still_left(row.holds, timeout_s), None
     except NotImplementedError:
-        return None, (f"{row.connector} cannot tell whether it is still held: once it is dropped, dismiss it "
-                      "(seatide dismiss-left JOB_ID SLOT)")
+        return None, f"{row.connector} cannot tell whether it is still held: {DISMISS}"
     except Exception as exc:  # noqa: BLE001 - a server down, a config this version cannot load: shown, kept
         return None, mask_message(f"{type(exc).__name__}: {exc}".strip(), secrets)[:1000]
 

@@ -35,9 +35,11 @@ from seatide.store.events import record_event
 L = s.left_held.c
 E = s.events.c
 HELD, SETTLED, DISMISSED = "RELEASE_LEFT_HELD", "RELEASE_LEFT_SETTLED", "RELEASE_LEFT_DISMISSED"
+# How the operator ends a record SeaTide cannot settle itself (store: ``dismiss``; CLI and REST).
+DISMISS = "once it is dropped, dismiss it (seatide dismiss-left JOB_ID SLOT)"
 # Why an adopted row cannot be asked: shown as its last measurement's failure.
 UNASKABLE = ("told by an event of a SeaTide before revision 0017, which kept no config to ask its source with: "
-             "once it is dropped as said, dismiss it (seatide dismiss-left JOB_ID SLOT)")
+             f"{DISMISS}")
 
 
 def record_left_held(conn: Connection, result, job, plugin_id: str, connector: str, held, why: str,
