@@ -14,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
-from seatide import intents
+from seatide import failpoints, intents
 from seatide.api.auth import TokenAuth
 from seatide.api.encoding import ListResponse
 from seatide.api.inspection import inspection_router
@@ -145,6 +145,7 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
     # The lists skip FastAPI's validation and encoding of a return value (api/encoding.py).
     @app.get("/api/v1/running-jobs", response_model=list[dict[str, Any]])
     def get_running() -> ListResponse:
+        failpoints.hit("api.job_list", scope="running")    # tests: one list fails while the other answers
         with store.read() as conn:
             return ListResponse(job_rows(conn, exclude=set(JOB_TERMINAL)))
 
@@ -153,6 +154,7 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
         wanted = set(JOB_TERMINAL) if state.upper() == "ALL" else {state.upper()}
         if not wanted <= JOB_TERMINAL:
             raise HTTPException(status_code=400, detail=f"state must be one of {', '.join(sorted(JOB_TERMINAL))} or all")
+        failpoints.hit("api.job_list", scope="finished")
         with store.read() as conn:
             return ListResponse(job_rows(conn, statuses=wanted))
 

@@ -217,8 +217,10 @@ def _manage(args, flag: str) -> int:
 
     client = _cluster_client(args)
     if flag == "-l":
-        from seatide.cli.client import all_jobs
-        return _print_json(all_jobs(client))
+        from seatide.cli.client import all_jobs, not_shown
+        rows, missing = all_jobs(client)
+        _print_json(rows)       # the jobs read: a list that failed is named on stderr, and in the exit
+        return not_shown(missing)
     if flag == "-j":
         return _print_json(client.call("GET", f"/job-info/{args.status}"))
     if flag == "--metrics":
