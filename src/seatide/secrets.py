@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ MASK = "******"
 # A name holding one of these words holds a credential ...
 _SECRET_WORDS = frozenset({"password", "passwd", "pwd", "passphrase", "secret", "token", "credential",
                            "credentials", "jaas"})
+_SECRET_ENDINGS = ("password", "passwd", "passphrase", "secret", "token", "credential", "credentials")
 # ... unless its last word says it is *about* a secret: where it is, what kind, its name.
 _DESCRIPTIVE = frozenset({"provider", "class", "type", "mode", "path", "file", "location", "name", "names",
                           "id", "url", "uri", "enabled", "variables", "column", "columns", "field", "fields",
@@ -44,15 +46,23 @@ MIN_SEARCHED = 4
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _URL_USERINFO = re.compile(r"(?P<pre>://[^/\s:@]+:)(?P<value>[^/\s@]+)(?P<post>@)")
 _URL_PARAM = re.compile(r"(?P<pre>[?&;](?P<key>[A-Za-z][\w.\-]*)=)(?P<value>[^&;\s\"'#]+)(?P<post>)")
-# key=value, key: value, "key": "value", key -> value (Scala's Map in Spark's lines), key => value
-_INLINE_PAIR = re.compile(r"""(?P<key>[A-Za-z][\w.\-]*)(?P<sep>["']?\s*(?:->|=>|[=:])\s*)(?P<q>["']?)"""
-                          r"""(?P<value>[^\s&;,'"}\])]+)""")
+# key=value, key: value, "key": "value", key -> value (Scala's Map in Spark's lines), key => value; the
+# quotes may be escaped (\"key\": \"value\": JSON inside a JSON text). The value is found by _value_end.
+_PAIR_HEAD = re.compile(r"""(?P<key>[A-Za-z][\w.\-]*)(?P<sep>\\?["']?\s*(?:->|=>|[=:])\s*)(?P<q>\\?["']?)""")
+_BARE_VALUE = re.compile(r"""[^\s&;,'"}\])]+""")
+_CLOSING = {"{": "}", "[": "]"}
+# Nothing can be a credential's name without one of these: most texts (log lines) skip the pair scan.
+_MAY_NAME_SECRET = re.compile(r"pass|pwd|secret|token|credential|jaas|key|auth", re.IGNORECASE)
+# A private key's PEM block, whatever names it (key material in a message, a config's value).
+_PEM_PRIVATE = re.compile(r"-----BEGIN (?P<kind>[A-Z0-9 ]*PRIVATE KEY)-----.*?(?:-----END (?P=kind)-----|\Z)",
+                          re.DOTALL)
 
 
 def _words(name: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(name)]
 
 
+@lru_cache(maxsize=4096)      # every key of every pair in a message is asked: the same few names, over and over
 def is_secret_key(name: str) -> bool:
     """Whether an option (or variable) named ``name`` holds a credential.
 
@@ -61,6 +71,8 @@ def is_secret_key(name: str) -> bool:
     if not words or words[-1] in _DESCRIPTIVE:
         return False
     if any(w in _SECRET_WORDS for w in words):
+        return True
+    if any(w.endswith(_SECRET_ENDINGS) for w in words):     # written as one word: PGPASSWORD, accesstoken
         return True
     if words[-1] == "key":
         return len(words) > 1 and words[-2] in _KEY_QUALIFIERS
@@ -101,16 +113,29 @@ def secrets_of(job: "JobText | None", variables: Mapping[str, str] | None = None
 def mask_message(message: str | None, values: Iterable[str]) -> str | None:
     """``message`` with its secrets masked where they stand as values.
 
-    Always: a URL's password, a credential-named query parameter and a ``password=...`` (or
-    ``"token": "..."``) pair, whatever the value. Then each known secret value of at least
+    Always: a URL's password, a credential-named query parameter, a private key's PEM block and
+    the value of every credential-named key (``password=...``, ``"token": "two words"``,
+    ``PGPASSWORD=...``, ``credentials: {...}``), whatever the value, so a text whose run's
+    secrets are not known (a forgotten job's event) shows none. Then each known secret value of at least
     ``MIN_SEARCHED`` characters: an ordinary word (letters and ``_`` only, ``postgres``)
     where it stands alone, never inside a name or a path (``postgres_cdc_table_1``,
     ``/var/lib/postgres``); any other value (``S3cret-9``, a tenant ``ACME-7731``) wherever it
     shows, since it cannot turn up inside a name by chance."""
     if not message:
         return message
-    message = _INLINE_PAIR.sub(_mask_pair, _mask_embedded(message))
-    return _mask_values(message, values, ordinary_alone=True)
+    return _mask_values(_mask_pairs(_mask_embedded(message)), values, ordinary_alone=True)
+
+
+def mask_tree(value: Any, values: Iterable[str]) -> Any:
+    """A JSON value (an event's detail) masked as a job config is: the value under a credential-named
+    key, whatever it is; every string as a message (``mask_message``). Masking its JSON text instead
+    broke the text (a masked escaped quote) and missed pairs inside a string (``"why": "password=x"``)."""
+    if isinstance(value, Mapping):
+        return {key: MASK if is_secret_key(str(key)) and item not in (None, "") else mask_tree(item, values)
+                for key, item in value.items()}
+    if isinstance(value, list):
+        return [mask_tree(item, values) for item in value]
+    return mask_message(value, values) if isinstance(value, str) else value
 
 
 def mask_config_text(text: str, variables: Mapping[str, str] | None = None) -> str:
@@ -195,16 +220,54 @@ def _embedded(text: str) -> Iterable[re.Match]:
 
 def _mask_embedded(text: str) -> str:
     masked = lambda m: m.group("pre") + MASK + m.group("post")      # noqa: E731
-    text = _URL_USERINFO.sub(masked, text)
+    text = _URL_USERINFO.sub(masked, _PEM_PRIVATE.sub(MASK, text))
     return _URL_PARAM.sub(lambda m: masked(m) if is_secret_key(m.group("key")) else m.group(0), text)
 
 
-def _mask_pair(match: re.Match) -> str:
-    # A lone "key" in prose ("duplicate key: 5") is rarely a credential; in an option it is.
-    key = match.group("key")
-    if not is_secret_key(key) or _words(key) == ["key"] or match.group("value") == MASK:
-        return match.group(0)
-    return key + match.group("sep") + match.group("q") + MASK
+def _mask_pairs(text: str) -> str:
+    """Each credential-named key's value in ``text``. A key of another name does not take its value
+    with it: a pair inside that value is looked at too (``why: password=x``). A lone ``key`` in prose
+    ("duplicate key: 5") is not a credential's name (``is_secret_key``)."""
+    if not _MAY_NAME_SECRET.search(text):
+        return text
+    shown, at = [], 0
+    while (head := _PAIR_HEAD.search(text, at)) is not None:
+        start = head.end()
+        end = _value_end(text, start, head.group("q")) if is_secret_key(head.group("key")) else start
+        shown.append(text[at:start] + (MASK if start < end and text[start:end] != MASK else text[start:end]))
+        at = end
+    return "".join(shown) + text[at:]
+
+
+def _value_end(text: str, start: int, quote: str) -> int:
+    """Where the value starting at ``start`` ends: a quoted one at its closing quote (spaces, commas,
+    escaped quotes in it), a ``{...}`` or ``[...]`` at its closing bracket, a bare one at the next
+    separator. One never closed ends with its line (a text cut short keeps no part of it)."""
+    line_end = text.find("\n", start)
+    line_end = len(text) if line_end < 0 else line_end
+    if quote:
+        at = start
+        while (at := text.find(quote, at)) >= 0 and len(quote) == 1 and _escaped(text, at):
+            at += 1
+        return at if at >= 0 else line_end
+    opening = text[start:start + 1]
+    if opening in _CLOSING:
+        depth = 0
+        for at in range(start, len(text)):
+            depth += (text[at] == opening) - (text[at] == _CLOSING[opening])
+            if depth == 0:
+                return at + 1
+        return line_end
+    bare = _BARE_VALUE.match(text, start)
+    return bare.end() if bare else start
+
+
+def _escaped(text: str, at: int) -> bool:
+    """Whether the character at ``at`` follows an odd number of backslashes."""
+    slashes = 0
+    while at - slashes > 0 and text[at - slashes - 1] == "\\":
+        slashes += 1
+    return slashes % 2 == 1
 
 
 def _mask_values(text: str, values: Iterable[str], ordinary_alone: bool) -> str:

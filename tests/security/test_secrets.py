@@ -50,7 +50,8 @@ def test_every_credential_named_option_in_seatunnels_docs_is_secret_and_no_other
 
 @pytest.mark.parametrize("name", ["password", "passwd", "db_password", "api_token", "client_secret",
                                   "access_key", "secret_key", "private_key", "api_key", "accessKeySecret",
-                                  "credential", "ssl.key.password", "auth", "sasl.jaas.config"])
+                                  "credential", "ssl.key.password", "auth", "sasl.jaas.config", "PGPASSWORD",
+                                  "accesstoken"])
 def test_credential_names_are_secret(name):
     assert is_secret_key(name)
 
@@ -161,3 +162,26 @@ def test_a_distinctive_secret_is_masked_wherever_it_shows_even_inside_a_name():
     built from a secret variable (db_${tenant}) is masked."""
     masked = mask_message(f'database "db_{TENANT}" does not exist; file /data/{TENANT}.csv', {TENANT})
     assert TENANT not in masked and 'database "db_******"' in masked
+
+
+@pytest.mark.parametrize("text, secret", [
+    ('password = "two Words-1"', "Words-1"),                           # the whole quoted value, not its first word
+    ('"password": "a, Comma-2"', "Comma-2"),
+    ('password: "Esc\\"aped-3" next', "aped-3"),                      # an escaped quote inside it
+    ('sent {\\"token\\": \\"Json-In-Json-4\\"}', "Json-In-Json-4"),   # JSON inside a JSON text
+    ('{"why": "password=Inner-5"}', "Inner-5"),             # a pair inside another key's value
+    ('credentials: {"user": "u", "password": "x, Nested-6"}', "Nested-6"),
+    ("PGPASSWORD=Env-7 psql -c 'SELECT 1'", "Env-7"),
+    ("key file -----BEGIN RSA PRIVATE KEY-----\nPem-8\n-----END RSA PRIVATE KEY----- read", "Pem-8"),
+    ('password = "cut short, Cut-9', "Cut-9"),                          # never closed: to the end of its line
+])
+def test_a_credential_named_keys_whole_value_is_masked_with_no_secret_known(text, secret):
+    """Review 6, F2: what a forgotten job's events show, with no config to take its secrets from."""
+    masked = mask_message(text, frozenset())
+    assert secret not in masked and MASK in masked, masked
+
+
+def test_what_names_no_credential_stays_readable():
+    text = ('duplicate key: 5; user = "postgres"; password: ""; token_url=http://h/t; '
+            "Map(user -> u, x -> 2); slot 'left_slot' retains 10 GiB")
+    assert mask_message(text, frozenset()) == text

@@ -9,7 +9,9 @@ row of the job id, the overview every row of the cluster, until the leader finds
 owned by a run that will drop it (coordinator/left_held_watch.py) and removes the row.
 
 Every text shown is masked with the secrets of the config that left it (stored with it: the
-leader asks that config's source whether it is still held).
+leader asks that config's source whether it is still held), and, those known or not, every
+credential-named key's value (``secrets.mask_message``): an event of a job whose row and result
+expiry removed has no config left to know its run's secrets by (review 6, F2).
 
 A RELEASE_LEFT_HELD event with no row (review 2 F1: written before revision 0017, or by a leader of
 the version before it during a rolling upgrade) is shown all the same, until a RELEASE_LEFT_SETTLED

@@ -14,7 +14,7 @@ from collections import namedtuple
 from sqlalchemy import and_, func, or_, select, true
 from sqlalchemy.engine import Connection
 
-from seatide.secrets import mask_config_text, mask_message, secret_values
+from seatide.secrets import mask_config_text, mask_message, mask_tree, secret_values
 from seatide.store import schema as s
 from seatide.store.checkpoint_views import (checkpoint_stats, checkpoint_summary, current_attempts, iso, savepoints_of,
                                             stats_of)
@@ -151,17 +151,20 @@ def job_events(conn: Connection, job_id: str, after: int = 0, limit: int = 100) 
     if not rows and job is None and conn.execute(
             select(s.events.c.seq).where(s.events.c.job_id == job_id).limit(1)).first() is None:
         return None
-    # Masked by whoever wrote them; masked again here for events written before that.
+    # Masked by whoever wrote them; masked again here for events written before that, by key when no secret
+    # is known (a forgotten job's: review 6, F2).
     secrets = secret_values(job.config, json.loads(job.variables or "{}")) if job is not None else frozenset()
     return [{"seq": e.seq, "time": iso(e.at), "at": e.at, "kind": e.kind, "run": e.run_id, "incarnation": e.incarnation,
-             "epoch": e.epoch, "actor": e.actor, "detail": _detail(mask_message(e.detail, secrets))} for e in rows]
+             "epoch": e.epoch, "actor": e.actor, "detail": _detail(e.detail, secrets)} for e in rows]
 
 
-def _detail(text: str):
+def _detail(text: str | None, secrets: frozenset):
+    """An event's detail, read and then masked (``mask_tree``): its JSON text masked as a message lost pairs
+    inside its strings, and a masked escaped quote left text that no longer read as JSON."""
     try:
-        return json.loads(text)
+        return mask_tree(json.loads(text), secrets)
     except (TypeError, ValueError):
-        return text     # written by hand or by an older version: shown as it is
+        return mask_message(text, secrets)     # written by hand or by an older version: shown as it is, masked
 
 
 # What a list row reads of a job: everything but its config text, variables and outline.
