@@ -14,6 +14,7 @@ from sqlalchemy import insert, update
 
 from seatide.coordinator.service import node_heartbeat, register_node
 from seatide.store import schema as s
+from seatide.store.events import record_event
 from seatide.store.paths import driver_log_path
 from tests.leader import elected
 from tests.security.test_rest_guards import JOB as SIMPLE, app_on  # noqa: F401  (app_on: the fixture)
@@ -90,6 +91,29 @@ def test_events_are_the_jobs_log_oldest_first_paged_by_seq(api):
     assert [e["kind"] for e in rest["events"]] == ["STOP_REQUESTED"]
     done = http.get("/api/v1/jobs/ev-1/events", params={"after": rest["nextAfter"]}).json()
     assert done["events"] == [] and done["nextAfter"] == rest["nextAfter"]
+
+
+def test_an_earlier_runs_left_held_event_is_masked_with_that_runs_secrets(api):
+    """The events API shows what an earlier run of a resubmitted job id left held (RELEASE_LEFT_HELD); written
+    unmasked by an older writer, it was masked with the current config's secrets alone, and the earlier run's
+    password, a plain value by no credential-named key, was shown. The left-behind view masked it."""
+    http, store, _ = api
+    old_password, new_password = "old-Secret-9876", "new-Secret-5432"
+    _submit(http, "j1", TWO_PIPELINES.replace("hunter2", new_password))
+    with store.write() as conn:      # the earlier run's result (its config kept) and its release's event
+        conn.execute(s.job_results.insert().values(
+            job_id="j1", incarnation=7, run_id="run-before", config=TWO_PIPELINES.replace("hunter2", old_password),
+            variables="{}", status="FAILED", cleanup="CLEAN", cleanup_due_at=0.0, cleanup_tries=0,
+            next_cleanup_at=0.0, expires_at=0.0, created_at=0.0))
+        record_event(conn, "RELEASE_LEFT_HELD", "coordinator:c0", "j1", 7, None, run_id="run-before",
+                     source="source[0]", connector="Postgres-CDC", holds="old_slot",
+                     why=f"asked with password {old_password} and {new_password}", settle="drop it")
+    response = http.get("/api/v1/jobs/j1/events")
+    assert response.status_code == 200, response.text
+    [left] = [e for e in response.json()["events"] if e["kind"] == "RELEASE_LEFT_HELD"]
+    assert old_password not in response.text and new_password not in response.text, response.text
+    assert left["run"] == "run-before" and left["detail"]["why"].startswith("asked with password "), left
+    assert left["detail"]["holds"] == "old_slot", left
 
 
 def test_events_of_an_unknown_job_are_404_and_a_bad_id_or_paging_is_4xx(api):

@@ -20,7 +20,7 @@ from seatide.store.checkpoint_views import (checkpoint_stats, checkpoint_summary
                                             stats_of)
 from seatide.store.clock import read_store_now
 from seatide.store.jobs import job_view, load_job
-from seatide.store.left_held import left_behind
+from seatide.store.left_held import left_behind, run_secrets
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
 from seatide.timeouts import Timeouts
 
@@ -151,11 +151,13 @@ def job_events(conn: Connection, job_id: str, after: int = 0, limit: int = 100) 
     if not rows and job is None and conn.execute(
             select(s.events.c.seq).where(s.events.c.job_id == job_id).limit(1)).first() is None:
         return None
-    # Masked by whoever wrote them; masked again here for events written before that, by key when no secret
-    # is known (a forgotten job's: review 6, F2).
-    secrets = secret_values(job.config, json.loads(job.variables or "{}")) if job is not None else frozenset()
+    # Masked by whoever wrote them; masked again here for events written before that: each with the secrets
+    # of the run that wrote it and the job row's, as the left-behind view masks it (an earlier run's release
+    # shown here with the current config's alone showed that run's password), and by key when no secret is
+    # known (a forgotten job's: review 6, F2).
+    secrets = run_secrets(conn, job_id, {e.incarnation for e in rows})
     return [{"seq": e.seq, "time": iso(e.at), "at": e.at, "kind": e.kind, "run": e.run_id, "incarnation": e.incarnation,
-             "epoch": e.epoch, "actor": e.actor, "detail": _detail(e.detail, secrets)} for e in rows]
+             "epoch": e.epoch, "actor": e.actor, "detail": _detail(e.detail, secrets[e.incarnation])} for e in rows]
 
 
 def _detail(text: str | None, secrets: frozenset):
