@@ -207,16 +207,19 @@ def all_jobs(client) -> tuple[list[dict], list[str]]:
     failure is raised (an unreachable cluster, a refused token: one clear message, as before)."""
     if isinstance(client, StoreClient):
         return client.call("GET", "/jobs"), []
-    rows, missing, failures = [], [], []
+    lists, missing, failures = [], [], []
     for which, path in (("running", "/running-jobs"), ("finished", "/finished-jobs/all")):
         try:
-            rows += client.call("GET", path)
+            lists.append(client.call("GET", path))
         except Exception as exc:  # noqa: BLE001 - any failure (a dropped connection too): the other list is shown
             failures.append(exc)
             missing.append(f"the {which} jobs are not shown (GET {path} failed): {exc}")
     if len(failures) == 2:
         raise failures[0] if isinstance(failures[0], Refused) else Refused(missing[0])
-    return rows, missing
+    # A job that ended between the two reads is in both: shown once, as the later read (the finished list) has it.
+    rows = [row for listed in lists for row in listed]
+    last = {row["jobId"]: at for at, row in enumerate(rows)}
+    return [row for at, row in enumerate(rows) if last[row["jobId"]] == at], missing
 
 
 def not_shown(missing: list[str]) -> int:
