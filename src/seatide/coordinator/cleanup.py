@@ -35,7 +35,7 @@ import shutil
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sqlalchemy import and_, delete, select, update
+from sqlalchemy import and_, select, update
 
 from seatide import failpoints
 from seatide.store import schema as s
@@ -45,7 +45,7 @@ from seatide.coordinator.source_release import release_sources
 from seatide.coordinator.door import (DecidedFor, StepOverruled, current_run, destructive_step, fenced_read,
                                       owned_paths, result_of_run)
 from seatide.store.db import NotLeader, Store, record_event
-from seatide.store.jobs import forget_job
+from seatide.store.jobs import forget_job, forget_result
 from seatide.store.states import CleanupState, JobStatus
 
 log = logging.getLogger(__name__)
@@ -274,7 +274,7 @@ def apply_cleanup(store: Store, epoch: int, actor: str, result, effects: list[Cl
                     if whole_run:
                         forget_job(conn, result.job_id, result.incarnation)
                     else:
-                        conn.execute(delete(s.job_results).where(_key(result)))
+                        forget_result(conn, result.job_id, result.incarnation)
                     record_event(conn, "HISTORY_EXPIRED", actor, result.job_id, result.incarnation, epoch,
                                  run_id=result.run_id)
                 case KeepForLeftOut():

@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now, store_now
+from seatide.store.event_masking import keep_masked
 from seatide.store.events import record_event
 from seatide.store.db import Store
 from seatide.store.job_ids import BadJobId, JobRefused, check_job_id  # noqa: F401  JobRefused: restore.py imports it here
@@ -201,11 +202,22 @@ def job_view(conn: Connection, job_id: str) -> JobView | None:
 
 
 def forget_job(conn: Connection, job_id: str, incarnation: int) -> None:
-    """Drop a job's history rows (after history expiry); events stay as the audit trail.
+    """Drop a job's history rows (after history expiry); events stay as the audit trail, masked
+    first with the configs that go (``event_masking.keep_masked``).
 
     Older incarnations go with it: one resumed before it had ended (killed, or never
     started) has no job result of its own whose expiry would drop its rows."""
+    row_goes = conn.execute(select(s.jobs.c.incarnation).where(s.jobs.c.job_id == job_id)).scalar() == incarnation
+    keep_masked(conn, job_id, None if row_goes else range(incarnation + 1))
     for table in (s.pipelines, s.source_ends, s.attempts, s.checkpoints, s.sink_manifests, s.job_results,
                   s.source_holds):
         conn.execute(delete(table).where(and_(table.c.job_id == job_id, table.c.incarnation <= incarnation)))
     conn.execute(delete(s.jobs).where(and_(s.jobs.c.job_id == job_id, s.jobs.c.incarnation == incarnation)))
+
+
+def forget_result(conn: Connection, job_id: str, incarnation: int) -> None:
+    """Drop an earlier incarnation's job result (its expiry while the run goes on), its events masked first
+    with its config (``event_masking.keep_masked``): they were shown masked with it until now."""
+    keep_masked(conn, job_id, [incarnation])
+    conn.execute(delete(s.job_results).where(and_(s.job_results.c.job_id == job_id,
+                                                  s.job_results.c.incarnation == incarnation)))

@@ -23,7 +23,6 @@ by the leader's look, only dismissed by the operator once the slot is dropped (`
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 
 from sqlalchemy import and_, delete, insert, select, update
 from sqlalchemy.engine import Row
@@ -33,6 +32,7 @@ from seatide.secrets import mask_message, secret_values
 from seatide.store import schema as s
 from seatide.store.checkpoint_views import iso
 from seatide.store.clock import store_now
+from seatide.store.event_masking import run_secrets
 from seatide.store.events import record_event
 
 L = s.left_held.c
@@ -132,29 +132,6 @@ def left_behind(conn: Connection, job_id: str | None = None) -> list[dict]:
     return shown
 
 
-def run_secrets(conn: Connection, job_id: str | None, incarnations) -> dict:
-    """Per incarnation of job ``job_id`` in ``incarnations``: the secrets its events are masked with, those of the
-    config that incarnation was given (its job result's, kept after a new run of the id took the job row) and of
-    the job row the id has now. An event may have been written unmasked (review 3, F5), and is masked by both
-    (review 4, F2: by the job row's alone, a resubmitted id's new config left the old run's password shown).
-    The left-behind view and the events API (``views.job_events``: a page of many incarnations, two queries)."""
-    J, R = s.jobs.c, s.job_results.c
-    job = conn.execute(select(J.config, J.variables).where(J.job_id == job_id)).first()
-    current = _config_secrets(job.config, job.variables) if job is not None and job.config else frozenset()
-    found = dict.fromkeys(incarnations, current)
-    asked = [i for i in found if i is not None]
-    for row in conn.execute(select(R.incarnation, R.config, R.variables).where(
-            and_(R.job_id == job_id, R.incarnation.in_(asked)))).all() if asked else ():
-        if row.config:
-            found[row.incarnation] = current | _config_secrets(row.config, row.variables)
-    return found
-
-
-@lru_cache(maxsize=64)     # a parse each: the UI polls a job's events, and a page's incarnations share configs
-def _config_secrets(config: str, variables: str | None) -> frozenset:
-    return secret_values(config, json.loads(variables or "{}"))
-
-
 def _event_secrets(conn: Connection, event: Row) -> frozenset:
     return run_secrets(conn, event.job_id, [event.incarnation])[event.incarnation]
 
@@ -183,5 +160,5 @@ def settled(conn: Connection, row_id: int) -> None:
     conn.execute(delete(s.left_held).where(L.id == row_id))
 
 
-__all__ = ["adopt", "dismiss", "left_behind", "left_held_rows", "record_left_held", "remeasured", "run_secrets",
-           "settled", "told_only"]
+__all__ = ["adopt", "dismiss", "left_behind", "left_held_rows", "record_left_held", "remeasured", "settled",
+           "told_only"]

@@ -14,13 +14,14 @@ from collections import namedtuple
 from sqlalchemy import and_, func, or_, select, true
 from sqlalchemy.engine import Connection
 
-from seatide.secrets import mask_config_text, mask_message, mask_tree, secret_values
+from seatide.secrets import mask_config_text, mask_message, secret_values
 from seatide.store import schema as s
 from seatide.store.checkpoint_views import (checkpoint_stats, checkpoint_summary, current_attempts, iso, savepoints_of,
                                             stats_of)
 from seatide.store.clock import read_store_now
 from seatide.store.jobs import job_view, load_job
-from seatide.store.left_held import left_behind, run_secrets
+from seatide.store.event_masking import event_detail, run_secrets
+from seatide.store.left_held import left_behind
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
 from seatide.timeouts import Timeouts
 
@@ -157,16 +158,7 @@ def job_events(conn: Connection, job_id: str, after: int = 0, limit: int = 100) 
     # known (a forgotten job's: review 6, F2).
     secrets = run_secrets(conn, job_id, {e.incarnation for e in rows})
     return [{"seq": e.seq, "time": iso(e.at), "at": e.at, "kind": e.kind, "run": e.run_id, "incarnation": e.incarnation,
-             "epoch": e.epoch, "actor": e.actor, "detail": _detail(e.detail, secrets[e.incarnation])} for e in rows]
-
-
-def _detail(text: str | None, secrets: frozenset):
-    """An event's detail, read and then masked (``mask_tree``): its JSON text masked as a message lost pairs
-    inside its strings, and a masked escaped quote left text that no longer read as JSON."""
-    try:
-        return mask_tree(json.loads(text), secrets)
-    except (TypeError, ValueError):
-        return mask_message(text, secrets)     # written by hand or by an older version: shown as it is, masked
+             "epoch": e.epoch, "actor": e.actor, "detail": event_detail(e.detail, secrets[e.incarnation])} for e in rows]
 
 
 # What a list row reads of a job: everything but its config text, variables and outline.
