@@ -1,7 +1,7 @@
 """The resume's early position check (coordinator/position_check.positions_gone) against source
 servers that take TCP connections and never answer (a stuck server, a load balancer with no
 backend: here a listener the test holds). Every source is asked at once under one deadline, so the
-resume is answered well within the 30 s the CLI's HTTP client waits (cli/client.py), and a source
+resume is answered well within the 30 s the CLI's HTTP client waits (cli/http_client.py), and a source
 not answered by then is left to its driver's read, as an unreachable one is: the resume is recorded.
 The CLI's own answer to a coordinator that does not answer in time is a clear error, not a traceback."""
 
