@@ -70,7 +70,7 @@ def _one_line(result: subprocess.CompletedProcess) -> str:
     (("status", "j1"), ["GET /api/v1/job-info/j1"] * 2),
     (("cancel", "j1"), ["POST /api/v1/stop-job"]),
     (("submit", EXAMPLE), ["POST /api/v1/submit-job"]),
-    (("list",), ["GET /api/v1/running-jobs"] * 2 + ["GET /api/v1/finished-jobs/all"] * 2),
+    (("list",), ["GET /api/v1/jobs"] * 2),
 ])
 def test_a_dropped_connection_is_one_line_and_a_post_is_never_sent_twice(closing, words, asked):
     server = closing()

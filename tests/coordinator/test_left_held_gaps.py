@@ -176,9 +176,12 @@ def test_list_shows_the_jobs_when_the_overview_does_not_answer(capsys):
     jobs are printed, and the exit says that part is missing (review 5, R3-1), whatever the failure (R3-2)."""
     from seatide.cli.args import CommandRefused
     from seatide.cli.client import _list
+    from seatide.cli.http_client import Answered
 
     class _Older:       # a coordinator of the version before the overview's leftBehind: the jobs, then a 404
         def call(self, method, path, body=None):
+            if path == "/jobs":     # older still than the one read of every job (review 7, F2): the two lists
+                raise Answered("Not Found", 1, 404)
             if path == "/overview":
                 raise CommandRefused("GET /api/v1/overview: 404 Not Found")
             return [{"jobId": "j1", "jobStatus": "RUNNING", "createTime": None, "jobName": "copy"}] \

@@ -8,7 +8,7 @@ import sys
 
 from seatide.cli.args import (EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, CommandRefused as Refused, default_data_dir,
                               parse_variables, print_config_warnings, read_job_file)
-from seatide.cli.http_client import HttpClient
+from seatide.cli.http_client import Answered, HttpClient
 
 
 class StoreClient:
@@ -120,25 +120,44 @@ def resume_job(client, job_id: str, *, path: str | None = None, variables: dict[
 def all_jobs(client) -> tuple[list[dict], list[str]]:
     """Every job the cluster or store knows, running and finished, and what of them could not be read.
 
-    A cluster answers the running and the finished jobs in two requests: one failing after the other
-    answered left the user with no job at all (review 6, F1). The jobs read are returned, with a line
-    naming each list not read (``not_shown`` prints them and says the exit); neither read, the first
-    failure is raised (an unreachable cluster, a refused token: one clear message, as before)."""
-    if isinstance(client, StoreClient):
+    One read (``GET /jobs``): the running and the finished lists, read one after the other, missed a job resumed
+    between the two (review 7, F2). A coordinator without it (404: an older version, during a rolling upgrade)
+    is asked the lists (``_jobs_of_two_lists``). A failure of the one read is raised: nothing was read."""
+    try:
         return client.call("GET", "/jobs"), []
-    lists, missing, failures = [], [], []
-    for which, path in (("running", "/running-jobs"), ("finished", "/finished-jobs/all")):
+    except Answered as exc:
+        if exc.status != 404:
+            raise
+    return _jobs_of_two_lists(client)
+
+
+# An older coordinator's lists: the running list is read again at the end, so a job that moved from one list to
+# the other between the reads is in one of them (ended between the first two: in the finished list; resumed
+# between the last two: in the second running list). What a failed read may have left out, when one failed.
+_TWO_LISTS = (("/running-jobs", "a job that ended while the lists were read may not be shown"),
+              ("/finished-jobs/all", "the finished jobs are not shown"),
+              ("/running-jobs", "a job resumed while the lists were read may not be shown"))
+
+
+def _jobs_of_two_lists(client) -> tuple[list[dict], list[str]]:
+    """``all_jobs`` of a coordinator without ``GET /jobs``: the jobs read, each once as the last read that has it
+    shows it, oldest first; a line for each read that failed (review 6, F1: the jobs read are shown). Every read
+    failed: the first failure is raised (an unreachable cluster, a refused token: one clear message)."""
+    rows, failed = [], {}
+    for at, (path, left_out) in enumerate(_TWO_LISTS):
         try:
-            lists.append(client.call("GET", path))
-        except Exception as exc:  # noqa: BLE001 - any failure (a dropped connection too): the other list is shown
-            failures.append(exc)
-            missing.append(f"the {which} jobs are not shown (GET {path} failed): {exc}")
-    if len(failures) == 2:
-        raise failures[0] if isinstance(failures[0], Refused) else Refused(missing[0])
-    # A job that ended between the two reads is in both: shown once, as the later read (the finished list) has it.
-    rows = [row for listed in lists for row in listed]
-    last = {row["jobId"]: at for at, row in enumerate(rows)}
-    return [row for at, row in enumerate(rows) if last[row["jobId"]] == at], missing
+            rows += client.call("GET", path)
+        except Exception as exc:  # noqa: BLE001 - any failure (a dropped connection too): the other lists are shown
+            failed[at] = exc
+    if len(failed) == len(_TWO_LISTS):
+        first = failed[0]
+        raise first if isinstance(first, Refused) else Refused(f"GET {_TWO_LISTS[0][0]} failed: {first}")
+    if 0 in failed and 2 in failed:      # the running list read neither time (the finished list was)
+        missing = [f"the running jobs are not shown (GET /running-jobs failed): {failed[0]}"]
+    else:
+        missing = [f"{_TWO_LISTS[at][1]} (GET {_TWO_LISTS[at][0]} failed): {exc}" for at, exc in failed.items()]
+    last = {row["jobId"]: row for row in rows}
+    return sorted(last.values(), key=lambda row: row.get("createTime") or ""), missing
 
 
 def not_shown(missing: list[str]) -> int:

@@ -19,6 +19,15 @@ GET_TRIES = 2           # a read asked again once, after a pause: a coordinator 
 AGAIN_AFTER_S = 0.5
 
 
+class Answered(Refused):
+    """A request the coordinator answered with an error status (``status``): a 404 for a path it does not serve
+    is an older version's (a rolling upgrade), which a caller may ask the way that version understands."""
+
+    def __init__(self, message: str, code: int, status: int):
+        super().__init__(message, code)
+        self.status = status
+
+
 class HttpClient:
     def __init__(self, base: str, token: str | None = None, timeout_s: float = 30.0):
         self.base = base.rstrip("/")
@@ -54,7 +63,7 @@ class HttpClient:
             except (ValueError, *DROPPED):      # not JSON, or cut off: the status line says enough
                 payload = {}
             message = (payload.get("detail") or payload.get("error") if isinstance(payload, dict) else None) or str(exc)
-            raise Refused(message, EXIT_BAD_CONFIG if exc.code in (400, 413, 422) else EXIT_FAILED) from None
+            raise Answered(message, EXIT_BAD_CONFIG if exc.code in (400, 413, 422) else EXIT_FAILED, exc.code) from None
         except TimeoutError:
             raise Refused(self._unanswered(method, path)) from None
         except urllib.error.URLError as exc:
