@@ -97,3 +97,31 @@ def test_an_answer_that_is_not_a_coordinators_json_is_one_line(closing):
     server = closing(b"HTTP/1.0 200 OK\r\nContent-Type: text/html\r\nContent-Length: 13\r\n\r\n<html></html>")
     err = _one_line(cli("status", "j1", "--cluster", server.url))
     assert "not a SeaTide coordinator's JSON" in err and "b'<html></html>'" in err and server.url in err, err
+
+
+@pytest.mark.parametrize("words", [("submit", EXAMPLE), ("status", "j1"), ("list",)])
+@pytest.mark.parametrize("url, why", [("http://coordinator:8O80", "'8O80'"), ("http://[::1", "Invalid IPv6 URL"),
+                                      ("coordinator:8080", "http:// or https://"), ("http://", "names no host")])
+def test_a_malformed_cluster_url_is_one_line_saying_so(words, url, why, capsys):
+    """Review 7, F3: a port that is no number raised http.client's InvalidURL (an HTTPException) before anything
+    was sent, and was told as a connection closed unanswered ("it may still have been done"); ``http://[::1`` was
+    urllib's ValueError, a traceback. The URL is checked first: nothing is sent, nothing asked again, exit 2."""
+    from seatide.cli.main import main
+
+    assert main([*words, "--cluster", url]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"the cluster URL {url!r} is malformed" in err, err
+    assert why in err and "nothing was sent" in err and "such as http://host:8080" in err, err
+    assert "closed the connection" not in err and "may still have been done" not in err, err
+
+
+def test_a_request_urllib_refuses_to_send_is_malformed_not_dropped(closing):
+    """What the URL check cannot see: a path http.client refuses (a space in a job id) raised InvalidURL, told as
+    a dropped connection and, for a GET, sent again; it is refused before sending, once."""
+    from seatide.cli.args import CommandRefused
+    from seatide.cli.http_client import HttpClient
+
+    server = closing()
+    with pytest.raises(CommandRefused, match="is malformed .*nothing was sent") as refused:
+        HttpClient(server.url).call("GET", "/job-info/a b")
+    assert refused.value.code == 2 and server.requests == [], server.requests

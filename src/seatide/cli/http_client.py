@@ -7,6 +7,7 @@ import http.client
 import json
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 from seatide.cli.args import EXIT_BAD_CONFIG, EXIT_FAILED, CommandRefused as Refused
@@ -28,9 +29,32 @@ class Answered(Refused):
         self.status = status
 
 
+def malformed(base: str, why: str) -> Refused:
+    return Refused(f"the cluster URL {base!r} is malformed ({why}); nothing was sent. Give a coordinator's URL, "
+                   "such as http://host:8080 (--cluster, -cn or SEATIDE_CLUSTER)", EXIT_BAD_CONFIG)
+
+
+def checked_url(base: str) -> str:
+    """``base`` if it is a URL a request can be sent to, else ``malformed``: http.client's InvalidURL (a port
+    that is no number) is an HTTPException, raised before anything is sent, and was told as a connection closed
+    unanswered ("it may still have been done"); urllib's ValueError (``http://[::1``) was a traceback."""
+    try:
+        parts = urllib.parse.urlsplit(base)
+        parts.port          # a port that is no number, or out of range: ValueError
+    except ValueError as exc:
+        raise malformed(base, str(exc)) from None
+    if parts.scheme not in ("http", "https"):
+        raise malformed(base, "it does not start with http:// or https://")
+    if not parts.hostname:
+        raise malformed(base, "it names no host")
+    if any(ch.isspace() or not ch.isprintable() for ch in base):
+        raise malformed(base, "it holds a space or a control character")
+    return base
+
+
 class HttpClient:
     def __init__(self, base: str, token: str | None = None, timeout_s: float = 30.0):
-        self.base = base.rstrip("/")
+        self.base = checked_url(base).rstrip("/")
         self.token = token
         self.timeout_s = timeout_s
 
@@ -41,6 +65,8 @@ class HttpClient:
         for tries in range(1, GET_TRIES + 1):
             try:
                 return self._call(method, path, body)
+            except http.client.InvalidURL as exc:    # raised before anything is sent (a path with a space)
+                raise malformed(self.base + "/api/v1" + path, str(exc)) from None
             except DROPPED as exc:
                 if method != "GET" or tries == GET_TRIES:
                     raise Refused(self._unanswered(method, path, exc)) from None
@@ -51,7 +77,10 @@ class HttpClient:
         headers = {"Content-Type": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        request = urllib.request.Request(self.base + "/api/v1" + path, data=data, method=method, headers=headers)
+        try:
+            request = urllib.request.Request(self.base + "/api/v1" + path, data=data, method=method, headers=headers)
+        except ValueError as exc:
+            raise malformed(self.base + "/api/v1" + path, str(exc)) from None
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 answer = response.read()
