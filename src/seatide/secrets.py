@@ -128,11 +128,18 @@ def mask_message(message: str | None, values: Iterable[str]) -> str | None:
 
 def mask_tree(value: Any, values: Iterable[str]) -> Any:
     """A JSON value (an event's detail) masked as a job config is: the value under a credential-named
-    key, whatever it is; every string as a message (``mask_message``). Masking its JSON text instead
-    broke the text (a masked escaped quote) and missed pairs inside a string (``"why": "password=x"``)."""
+    key, whatever it is; every string, keys too (a table named after a secret tenant, a URL with its
+    password: review 7, F4), as a message (``mask_message``). Masking its JSON text instead broke the
+    text (a masked escaped quote) and missed pairs inside a string (``"why": "password=x"``)."""
     if isinstance(value, Mapping):
-        return {key: MASK if is_secret_key(str(key)) and item not in (None, "") else mask_tree(item, values)
-                for key, item in value.items()}
+        masked: dict = {}
+        for key, item in value.items():
+            shown = mask_message(key, values) if isinstance(key, str) else key
+            at = 2
+            while shown in masked:      # two keys masked alike: both kept
+                shown, at = f"{mask_message(key, values)} ({at})", at + 1
+            masked[shown] = MASK if is_secret_key(str(key)) and item not in (None, "") else mask_tree(item, values)
+        return masked
     if isinstance(value, list):
         return [mask_tree(item, values) for item in value]
     return mask_message(value, values) if isinstance(value, str) else value

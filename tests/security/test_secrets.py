@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -185,3 +186,20 @@ def test_what_names_no_credential_stays_readable():
     text = ('duplicate key: 5; user = "postgres"; password: ""; token_url=http://h/t; '
             "Map(user -> u, x -> 2); slot 'left_slot' retains 10 GiB")
     assert mask_message(text, frozenset()) == text
+
+
+def test_an_event_details_keys_are_masked_as_its_values_are():
+    """Review 7, F4: the detail's JSON is read and masked value by value (mask_tree); its keys were left as
+    written, where a key names a table after a secret tenant or a URL with its password. Two keys masked alike
+    are both kept."""
+    from seatide.secrets import mask_tree
+    from seatide.store.event_masking import event_detail
+
+    detail = {"tables": {"db_ACME-7731.orders": 3, "db_ACME-7731.items": 4, "db_BETA-0042.orders": 5},
+              "by_url": {"jdbc:postgresql://app:Pw-Old-1@db/x": "failed"}, "options": {"password=Pw-2": 1}}
+    secrets = frozenset({"ACME-7731", "BETA-0042"})
+    masked = event_detail(json.dumps(detail), secrets)
+    assert masked == mask_tree(detail, secrets)
+    assert masked["tables"] == {"db_******.orders": 3, "db_******.items": 4, "db_******.orders (2)": 5}, masked
+    assert masked["by_url"] == {"jdbc:postgresql://app:******@db/x": "failed"}, masked
+    assert "Pw-2" not in json.dumps(masked), masked
