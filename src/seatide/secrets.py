@@ -53,9 +53,13 @@ _BARE_VALUE = re.compile(r"""[^\s&;,'"}\])]+""")
 _CLOSING = {"{": "}", "[": "]"}
 # Nothing can be a credential's name without one of these: most texts (log lines) skip the pair scan.
 _MAY_NAME_SECRET = re.compile(r"pass|pwd|secret|token|credential|jaas|key|auth", re.IGNORECASE)
-# A private key's PEM block, whatever names it (key material in a message, a config's value).
-_PEM_PRIVATE = re.compile(r"-----BEGIN (?P<kind>[A-Z0-9 ]*PRIVATE KEY)-----.*?(?:-----END (?P=kind)-----|\Z)",
-                          re.DOTALL)
+# A private key's PEM block, whatever names it (key material in a message, a config's value); PGP's armor
+# ("-----BEGIN PGP PRIVATE KEY BLOCK-----") too.
+_KEY_KIND = r"[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?"
+_PEM_PRIVATE = re.compile(rf"-----BEGIN (?P<kind>{_KEY_KIND})-----.*?(?:-----END (?P=kind)-----|\Z)", re.DOTALL)
+_PEM_BEGIN = re.compile(rf"-----BEGIN (?P<kind>{_KEY_KIND})-----")
+# What a line inside a key block can be: base64 (PGP's "=sum" too), blank, an armor header ("Proc-Type: 4,...").
+_KEY_LINE = re.compile(r"\s*(?:[A-Za-z0-9+/=]*|[A-Za-z][A-Za-z0-9-]*: .*)\s*")
 
 
 def _words(name: str) -> list[str]:
@@ -166,6 +170,37 @@ def mask_config(job: "JobText") -> str:
     for span in masked:           # from the end, so earlier offsets stay true
         text = text[:span.start] + span.quote + MASK + span.quote + text[span.end:]
     return _mask_values(_mask_embedded(text), secrets_of(job), ordinary_alone=False)
+
+
+class LineMasker:
+    """Masks a text that comes line by line (a driver's output: ``worker/driver_log.py``), each line as a message,
+    and what one line does not show whole (review 7, F5): a private key block, every line from its BEGIN line to
+    its END line; and each line of a multi-line secret value (a key in the config) wherever it shows. A line no
+    key block holds (neither base64 nor an armor header) ends a block never closed, itself masked as a message:
+    a key cut short leaves the rest of the log readable."""
+
+    def __init__(self, values: Iterable[str]):
+        values = frozenset(values)
+        self.values = values | {line.strip() for value in values if "\n" in value for line in value.splitlines()
+                                if len(line.strip()) >= MIN_SEARCHED}
+        self._end: str | None = None        # inside a key block: the END line awaited
+
+    def line(self, text: str) -> str:
+        body = text.rstrip("\r\n")
+        newline, shown = text[len(body):], ""
+        if self._end is not None:
+            close = body.find(self._end)
+            if close < 0 and _KEY_LINE.fullmatch(body):
+                return MASK + newline
+            if close >= 0:
+                shown, body = MASK, body[close + len(self._end):]
+            self._end = None
+        opened = list(_PEM_BEGIN.finditer(body))
+        if opened and f"-----END {opened[-1]['kind']}-----" not in body[opened[-1].end():]:
+            self._end = f"-----END {opened[-1]['kind']}-----"     # mask_message masks this line from BEGIN on
+        if self.values or opened or shown:
+            body = mask_message(body, self.values) if body else body
+        return shown + body + newline
 
 
 class MaskingFilter(logging.Filter):

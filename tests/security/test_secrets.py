@@ -175,6 +175,7 @@ def test_a_distinctive_secret_is_masked_wherever_it_shows_even_inside_a_name():
     ("PGPASSWORD=Env-7 psql -c 'SELECT 1'", "Env-7"),
     ("key file -----BEGIN RSA PRIVATE KEY-----\nPem-8\n-----END RSA PRIVATE KEY----- read", "Pem-8"),
     ('password = "cut short, Cut-9', "Cut-9"),                          # never closed: to the end of its line
+    ("-----BEGIN PGP PRIVATE KEY BLOCK-----\nPgp-10\n-----END PGP PRIVATE KEY BLOCK-----", "Pgp-10"),    # review 7
 ])
 def test_a_credential_named_keys_whole_value_is_masked_with_no_secret_known(text, secret):
     """Review 6, F2: what a forgotten job's events show, with no config to take its secrets from."""

@@ -5,7 +5,8 @@ secrets itself (``secrets.MaskingFilter``): the JVM's log4j lines (Spark quoting
 database's error, a URL), ``print`` and whatever a UDF writes. None of those pass a Python
 filter, so the worker does not let the driver write its log file: the driver's output (and
 its JVM's, which inherits the same pipe) comes through a pipe, and the worker writes each
-line to the file masked by the job's secrets (``secrets.mask_message``).
+line to the file masked by the job's secrets (``secrets.LineMasker``: a private key's block and a
+multi-line secret value, which no one line shows whole, are masked line by line too).
 
 The relay thread reads until every holder of the pipe has closed it (the driver and its
 JVM), then closes the file. A line is written as soon as it is complete, so the log is as
@@ -18,7 +19,7 @@ import logging
 import threading
 from typing import IO, Iterable
 
-from seatide.secrets import mask_message
+from seatide.secrets import LineMasker
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,7 @@ class DriverLog:
     def __init__(self, path: str, secrets: Iterable[str]):
         self.path = path
         self.secrets = frozenset(secrets)
+        self._masker = LineMasker(self.secrets)       # its state runs across lines: one writer, one stream
         self._file: IO[bytes] | None = None
         self._lock = threading.Lock()
         self.relay: threading.Thread | None = None
@@ -36,8 +38,8 @@ class DriverLog:
     def write(self, line: bytes) -> None:
         """One line of output (bytes as the driver wrote them), masked."""
         text = line.decode("utf-8", errors="surrogateescape")
-        masked = mask_message(text, self.secrets) if self.secrets else text
         with self._lock:
+            masked = self._masker.line(text)
             if self._file is None:
                 self._file = open(self.path, "ab", buffering=0)
             self._file.write(masked.encode("utf-8", errors="surrogateescape"))
