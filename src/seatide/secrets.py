@@ -25,7 +25,7 @@ MASK = "******"
 
 # A name holding one of these words holds a credential ...
 _SECRET_WORDS = frozenset({"password", "passwd", "pwd", "passphrase", "secret", "token", "credential",
-                           "credentials", "jaas"})
+                           "credentials", "jaas", "authorization", "cookie", "cookies"})   # HTTP's headers too
 _SECRET_ENDINGS = ("password", "passwd", "passphrase", "secret", "token", "credential", "credentials")
 # ... unless its last word says it is *about* a secret: where it is, what kind, its name.
 _DESCRIPTIVE = frozenset({"provider", "class", "type", "mode", "path", "file", "location", "name", "names",
@@ -52,7 +52,14 @@ _PAIR_HEAD = re.compile(r"""(?P<key>[A-Za-z][\w.\-]*)(?P<sep>\\?["']?\s*(?:->|=>
 _BARE_VALUE = re.compile(r"""[^\s&;,'"}\])]+""")
 _CLOSING = {"{": "}", "[": "]"}
 # Nothing can be a credential's name without one of these: most texts (log lines) skip the pair scan.
-_MAY_NAME_SECRET = re.compile(r"pass|pwd|secret|token|credential|jaas|key|auth", re.IGNORECASE)
+_MAY_NAME_SECRET = re.compile(r"pass|pwd|secret|token|credential|jaas|key|auth|cookie", re.IGNORECASE)
+# An Authorization header's value is a scheme and a credential (``Bearer eyJ...``): the credential goes with it.
+_AUTH_SCHEMES = frozenset({"basic", "bearer", "digest", "token", "negotiate", "ntlm", "apikey", "oauth", "hoba",
+                           "mutual", "aws4-hmac-sha256"})
+_SCHEMED = re.compile(r"(?P<scheme>[A-Za-z][\w-]*)[ \t]+(?P<credential>[^\s&;,'\"}\])]+)")
+# A cookie header's value is a list of name=value pairs, any of them a session's: to the end of its line (or a
+# comma: the next entry of a map, a Set-Cookie's date, which holds none).
+_COOKIE_VALUE = re.compile(r"""[^\r\n,'"}\])]*[^\s,'"}\])]""")
 # A private key's PEM block, whatever names it (key material in a message, a config's value); PGP's armor
 # ("-----BEGIN PGP PRIVATE KEY BLOCK-----") too.
 _KEY_KIND = r"[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?"
@@ -80,6 +87,8 @@ def is_secret_key(name: str) -> bool:
         return True
     if words[-1] == "key":
         return len(words) > 1 and words[-2] in _KEY_QUALIFIERS
+    if words[-1].endswith("key") and words[-1][:-3] in _KEY_QUALIFIERS:     # as one word: apikey, X-APIKEY
+        return True
     return words[-1] == "auth"      # Redis' ``auth`` is its password
 
 
@@ -250,8 +259,20 @@ def _collect(node: Any, path: list[str], found: set[str]) -> None:
         # The last few keys together: HOCON nests ``fs.s3a.secret.key`` as four objects.
         if is_secret_key(".".join(path[-4:])):
             found.add(str(node))
-        elif isinstance(node, str):
+            found.update(_credential_parts(path[-1], str(node)))
+        elif isinstance(node, str):     # a URL's password; a credential-named pair in a text (an Http body)
             found.update(m.group("value") for m in _embedded(node))
+            found.update(node[start:end] for start, end in _pair_spans(node))
+
+
+def _credential_parts(key: str, value: str) -> Iterable[str]:
+    """What of a credential option's value may show alone: an Authorization header's credential after its
+    scheme (``Bearer eyJ...``), a cookie header's values."""
+    schemed = _SCHEMED.fullmatch(value.strip())
+    if schemed and schemed["scheme"].lower() in _AUTH_SCHEMES:
+        yield schemed["credential"]
+    if _words(key)[-1:] in (["cookie"], ["cookies"]):
+        yield from (pair.partition("=")[2].strip() for pair in value.split(";"))
 
 
 def _embedded(text: str) -> Iterable[re.Match]:
@@ -267,24 +288,34 @@ def _mask_embedded(text: str) -> str:
 
 
 def _mask_pairs(text: str) -> str:
-    """Each credential-named key's value in ``text``. A key of another name does not take its value
-    with it: a pair inside that value is looked at too (``why: password=x``). A lone ``key`` in prose
-    ("duplicate key: 5") is not a credential's name (``is_secret_key``)."""
-    if not _MAY_NAME_SECRET.search(text):
-        return text
+    """Each credential-named key's value in ``text`` (``_pair_spans``) masked."""
     shown, at = [], 0
-    while (head := _PAIR_HEAD.search(text, at)) is not None:
-        start = head.end()
-        end = _value_end(text, start, head.group("q")) if is_secret_key(head.group("key")) else start
-        shown.append(text[at:start] + (MASK if start < end and text[start:end] != MASK else text[start:end]))
+    for start, end in _pair_spans(text):
+        shown.append(text[at:start] + MASK)
         at = end
     return "".join(shown) + text[at:]
 
 
-def _value_end(text: str, start: int, quote: str) -> int:
+def _pair_spans(text: str) -> Iterable[tuple[int, int]]:
+    """Where each credential-named key's value in ``text`` is. A key of another name does not take its value
+    with it: a pair inside that value is looked at too (``why: password=x``). A lone ``key`` in prose
+    ("duplicate key: 5") is not a credential's name (``is_secret_key``)."""
+    if not _MAY_NAME_SECRET.search(text):
+        return
+    at = 0
+    while (head := _PAIR_HEAD.search(text, at)) is not None:
+        start = at = head.end()
+        if is_secret_key(head.group("key")):
+            at = _value_end(text, start, head.group("q"), head.group("key"))
+            if start < at and text[start:at] != MASK:
+                yield start, at
+
+
+def _value_end(text: str, start: int, quote: str, key: str) -> int:
     """Where the value starting at ``start`` ends: a quoted one at its closing quote (spaces, commas,
     escaped quotes in it), a ``{...}`` or ``[...]`` at its closing bracket, a bare one at the next
-    separator. One never closed ends with its line (a text cut short keeps no part of it)."""
+    separator, with the credential after an auth scheme (``Authorization: Bearer x``), a cookie's to its
+    line's end. One never closed ends with its line (a text cut short keeps no part of it)."""
     line_end = text.find("\n", start)
     line_end = len(text) if line_end < 0 else line_end
     if quote:
@@ -300,6 +331,12 @@ def _value_end(text: str, start: int, quote: str) -> int:
             if depth == 0:
                 return at + 1
         return line_end
+    if _words(key)[-1] in ("cookie", "cookies"):
+        cookie = _COOKIE_VALUE.match(text, start)
+        return cookie.end() if cookie else start
+    schemed = _SCHEMED.match(text, start)
+    if schemed and schemed["scheme"].lower() in _AUTH_SCHEMES:
+        return schemed.end()
     bare = _BARE_VALUE.match(text, start)
     return bare.end() if bare else start
 

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from seatide.secrets import MASK, MaskingFilter, is_secret_key, mask_config_text, mask_message, secret_values
-from tests.security.doc_options import documented_option_names
+from tests.security.doc_options import DOCS, documented_option_names
 
 PASSWORD = "S3cret-Jdbc-Pass-9"
 TENANT = "ACME-tenant-7731"
@@ -52,14 +52,16 @@ def test_every_credential_named_option_in_seatunnels_docs_is_secret_and_no_other
 @pytest.mark.parametrize("name", ["password", "passwd", "db_password", "api_token", "client_secret",
                                   "access_key", "secret_key", "private_key", "api_key", "accessKeySecret",
                                   "credential", "ssl.key.password", "auth", "sasl.jaas.config", "PGPASSWORD",
-                                  "accesstoken"])
+                                  "accesstoken", "Authorization", "headers.Authorization", "Proxy-Authorization",
+                                  "cookie", "Set-Cookie", "X-Api-Key", "X-APIKEY", "apikey", "x-auth-token"])
 def test_credential_names_are_secret(name):
     assert is_secret_key(name)
 
 
 @pytest.mark.parametrize("name", ["key", "partition_key", "sort_key", "key_column", "primary_key", "primary_keys",
                                   "rowkey_column", "hash_key_parse_mode", "password_file", "secret_name",
-                                  "auth_type", "secret.variables", "token_url", "ssl.key.location", "keytab"])
+                                  "auth_type", "secret.variables", "token_url", "ssl.key.location", "keytab",
+                                  "primarykey", "rowkey", "cookie_name", "X-Trace"])
 def test_names_that_merely_mention_a_secret_are_not(name):
     assert not is_secret_key(name)
 
@@ -204,3 +206,59 @@ def test_an_event_details_keys_are_masked_as_its_values_are():
     assert masked["tables"] == {"db_******.orders": 3, "db_******.items": 4, "db_******.orders (2)": 5}, masked
     assert masked["by_url"] == {"jdbc:postgresql://app:******@db/x": "failed"}, masked
     assert "Pw-2" not in json.dumps(masked), masked
+
+
+HTTP_JOB = """env { job.mode = BATCH }
+source { Http {
+  url = "https://api.example.com/v1/orders", method = "POST", format = "json"
+  headers = { Authorization = "Bearer eyJ-Bearer-1", "Proxy-Authorization" = "Basic UHJveHktMg==",
+              Cookie = "theme=dark; sid=Sid-Cookie-3", "X-Api-Key" = "Api-Key-4", "X-Trace" = "trace-5" }
+  params = { access_token = "Access-Token-6", apikey = "Apikey-7", page = "1" }
+  body = "{\\"api_key\\": \\"Body-Key-8\\", \\"order\\": \\"o-9\\"}"
+  schema = { fields { id = bigint } } } }
+sink { Console {} }
+"""
+HTTP_SECRETS = ["eyJ-Bearer-1", "UHJveHktMg==", "Sid-Cookie-3", "Api-Key-4", "Access-Token-6", "Apikey-7", "Body-Key-8"]
+
+
+def test_an_http_sources_credential_headers_params_and_body_are_secret():
+    """Review 7, F6: ``Authorization`` was no credential's name, so an Http source's ``headers = { Authorization =
+    "Bearer ..." }`` was shown in clear in the job's config text, and its value was no secret of the job (not
+    masked in messages, events, driver logs). The HTTP headers that carry credentials are, whatever their case;
+    a credential-named pair inside another option's text (the request body) is a secret value too."""
+    values = secret_values(HTTP_JOB)
+    assert set(HTTP_SECRETS) <= values and "eyJ-Bearer-1" in values        # the token alone too: it shows alone
+    assert not {"trace-5", "o-9", "1"} & values, values       # a cookie's every value is one: "dark" too
+    shown = mask_config_text(HTTP_JOB)
+    assert [secret for secret in HTTP_SECRETS if secret in shown] == [], shown
+    assert '"X-Trace" = "trace-5"' in shown and 'page = "1"' in shown and "o-9" in shown, shown
+    line = "POST /v1/orders sent with bearer eyJ-Bearer-1 and key Api-Key-4 refused"
+    assert mask_message(line, values) == "POST /v1/orders sent with bearer ****** and key ****** refused"
+
+
+@pytest.mark.parametrize("text, secret", [
+    ("GET /v1 Authorization: Bearer Tok-1 Accept: */*", "Tok-1"),
+    ("Proxy-Authorization=Basic dXNlcjpQdy0y", "dXNlcjpQdy0y"),
+    ("authorization: token Tok-3", "Tok-3"),
+    ("headers Map(Cookie -> theme=dark; sid=Sid-4, X-Trace -> 1)", "Sid-4"),
+    ("Set-Cookie: sid=Sid-5; Path=/; HttpOnly", "Sid-5"),
+    ('{"x-api-key": "Key-6", "X-Auth-Token": "Tok-7"}', "Key-6"),
+    ("X-APIKEY: Key-8", "Key-8"),
+])
+def test_credential_headers_in_a_message_are_masked_with_no_secret_known(text, secret):
+    masked = mask_message(text, frozenset())
+    assert secret not in masked and MASK in masked, masked
+    assert "X-Trace -> 1" in masked or "X-Trace" not in text, masked
+
+
+def test_the_http_connectors_documented_example_keeps_its_token_masked():
+    """SeaTunnel's Http sink documents ``headers`` as a map of any header, with a ``token`` in its example."""
+    with open(f"{DOCS}/connector-v2/sink/Http.md", encoding="utf-8") as handle:
+        doc = handle.read()
+    start = doc.index("Http {", doc.index("## Example"))
+    example = doc[start:doc.index("```", start)]
+    job = f"env {{ job.mode = BATCH }}\nsource {{ FakeSource {{ schema = {{ fields {{ id = bigint }} }} }} }}\n" \
+          f"sink {{ {example} }}"
+    assert "9e32e859ef044462a257e1fc76730066" in example
+    assert "9e32e859ef044462a257e1fc76730066" not in mask_config_text(job)
+    assert "9e32e859ef044462a257e1fc76730066" in secret_values(job)
