@@ -194,9 +194,10 @@ function jobsView(query) {
   name.addEventListener("input", render);
 
   async function refresh() {
-    const [running, finished] = await Promise.all([api("GET", "/running-jobs"), api("GET", "/finished-jobs/all")]);
+    // Every job from one read: two lists read one after the other miss a job resumed between them.
+    const all = await api("GET", "/jobs");
     const newest = (a, b) => (b.createTime || "").localeCompare(a.createTime || "");
-    jobs = [...running.sort(newest), ...finished.sort(newest)];
+    jobs = [...all.filter((j) => !j.finishedTime).sort(newest), ...all.filter((j) => j.finishedTime).sort(newest)];
     render();
   }
   return {root, refresh};
