@@ -25,7 +25,6 @@ from seatide.testing.driver_processes import DriverWatch
 from seatide.testing.cluster import Cluster, wait_for
 from seatide.testing.jobs import assert_exactly, streaming_job, written_ids
 from seatide.testing.servers import PrivatePostgres
-from tests.cluster.warm import ready_warm_pid
 
 RESTARTS = 2
 
@@ -41,7 +40,7 @@ def restartable_store(tmp_path):
 
 def _checkpoints(cluster: Cluster, job_id: str) -> int:
     try:
-        return cluster.job_info(job_id)["checkpoint"]["lastCheckpointId"] or 0
+        return cluster.last_checkpoint(job_id)
     except Exception:          # the store is restarting: no answer yet
         return -1
 
@@ -54,22 +53,27 @@ def test_restarting_the_stores_server_never_gives_a_job_two_drivers(restartable_
     try:
         # Side by side, then waited for: each spends seconds importing, one after the other.
         c1 = cluster.coordinator("c1", wait=False)
-        w1 = cluster.worker("w1", extra=["--warm-drivers", "0"], wait=False)
-        spare = cluster.worker("w2", extra=["--warm-drivers", "1"], wait=False)   # ready to take a replacement at once
+        # w2: where a wrong replacement (w1 taken for dead from its free lock) would be placed.
+        # Cold, as w1: a cold driver names the job on its command line from its exec on, so
+        # the watch sees it as soon as a warm driver's hand-over would show (no warm driver
+        # was ever given an attempt here: every replacement went to w1), without the JVM an
+        # idle warm driver holds for the whole test.
+        w1 = cluster.worker("w1", wait=False)
+        w2 = cluster.worker("w2", wait=False)
         cluster.wait_serving(c1)
-        cluster.wait_registered(w1, spare)
+        cluster.wait_registered(w1, w2)
         cluster.submit(streaming_job(out, read_interval_ms=200), "restarts")
-        # The restarts begin once the job checkpoints and w2 holds a ready warm driver (a wrong
-        # replacement would start at once and be seen), not after a count of checkpoints.
-        wait_for(lambda: _checkpoints(cluster, "restarts") >= 1, 240, message="a checkpoint")
-        ready_warm_pid(spare, timeout=240)
+        # The restarts begin once the job checkpoints, not after a count of checkpoints.
+        wait_for(lambda: _checkpoints(cluster, "restarts") >= 1, 240, interval=0.5, message="a checkpoint")
         back_after = []
         with DriverWatch("restarts", interval=0.2) as watch:
             for _ in range(RESTARTS):
                 before = _checkpoints(cluster, "restarts")
                 restartable_store.restart_server("fast")
                 restarted = time.monotonic()
-                wait_for(lambda: _checkpoints(cluster, "restarts") > before, 180, interval=0.1,
+                # Read from the store every 0.5 s: the API at 0.1 s cost the coordinator more CPU
+                # than its own work; the time back is a measurement, to half a second.
+                wait_for(lambda: _checkpoints(cluster, "restarts") > before, 180, interval=0.5,
                          message="a checkpoint after the restart")
                 back_after.append(time.monotonic() - restarted)
         cluster.cancel("restarts")
