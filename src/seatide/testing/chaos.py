@@ -107,7 +107,8 @@ class Chaos(Faults, Invariants):
         self.cluster.wait_serving(*coordinators)
         self.cluster.wait_registered(*workers)
         for i in range(self.n_jobs):
-            mode = "STREAMING" if i % 3 == 2 else "BATCH"
+            # Every third a stream; of two jobs, the second: one of each kind, each checked its way.
+            mode = "STREAMING" if i % 3 == 2 or (self.n_jobs == 2 and i == 1) else "BATCH"
             job = ChaosJob(f"chaos-{self.report.seed}-{i}", mode,
                            os.path.join(self.cluster.data_dir, "out", f"job{i}"))
             if mode == "BATCH":
@@ -212,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", default=None, help="default: a new temporary directory")
     parser.add_argument("--coordinators", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--jobs", type=int, default=3, help="every third is STREAMING, the rest BATCH")
+    parser.add_argument("--jobs", type=int, default=3,
+                        help="every third is STREAMING (of two, the second), the rest BATCH")
     parser.add_argument("--first-faults", default="",
                         help="comma-separated faults to inject first, in order (e.g. partition_worker,"
                              "restart_store_server), before the seeded draw: CI makes sure they are exercised")
