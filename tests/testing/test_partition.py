@@ -29,6 +29,9 @@ pytestmark = [pytest.mark.skipif(unavailable() is not None, reason=f"no partitio
                                  reason="no PostgreSQL server binaries")]
 
 
+ROWS = 200
+
+
 def _connects(partition: Partition, port: int) -> bool:
     probe = ("import socket, sys\n"
              "try:\n    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1)\n"
@@ -88,13 +91,14 @@ def test_a_cut_off_driver_is_replaced_and_publishes_nothing_after_the_heal(parti
                                wrap=partition.wrap([]), store_url=cut.store_url, wait=False)
         cluster.wait_serving(c1)
         cluster.wait_registered(w_cut)
-        # Three batches: the zombie decides the first, holds the second staged; the replacement
-        # decides that one and the last.
-        job_id = cluster.submit(batch_job(out, rows=300, rows_per_batch=100, retries=5, name="cut"), "cut")
+        # Two batches: the zombie decides the first, holds the second (the last) staged; the
+        # replacement decides that one. A third, decided by the replacement alone, checked nothing
+        # more and cost its driver a micro-batch.
+        job_id = cluster.submit(batch_job(out, rows=ROWS, rows_per_batch=ROWS // 2, retries=5, name="cut"), "cut")
         # Held at its SECOND decision: its first decided (a staged batch alone may still be the
         # first one, right before the gate lets it through: stopped there, the zombie decided nothing).
         first = wait_for(lambda: next((a for a in cluster.attempts(job_id) if a.pid and _decided(cluster, a.attempt_id)
-                                       and _staged(out, a.attempt_id)), None), 240,
+                                       and _staged(out, a.attempt_id)), None), 240, interval=0.5,
                          message="the cut worker's driver held at its second decision")
         assert first.worker_id == CUT_WORKER
         # The replacement's host registers while the leader waits out the cut worker's timeout.
@@ -125,7 +129,7 @@ def test_a_cut_off_driver_is_replaced_and_publishes_nothing_after_the_heal(parti
         # ... and would name a decision the zombie made after its replacement, had the store let it.
         cut.decisions[("cut", 1, 0, "sink", "forged")] = (first.attempt_id, lost_at + 2.0)
         assert any("decided batch forged" in v for v in cut.violations(cluster)), cut.violations(cluster)
-        assert_exactly(written_ids(out), range(300))
+        assert_exactly(written_ids(out), range(ROWS))
         assert_never_resurrected(cluster, job_id)
     finally:
         cluster.stop_all()
