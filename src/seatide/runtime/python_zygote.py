@@ -8,24 +8,28 @@ Spark starts fresh interpreters on the driver (with a local master, the executor
   a worker per task: one for planning a Python data source (``create_data_source``,
   ``plan_data_source_read``, ``lookup_data_sources``), one for reading it and running UDFs
   (``pyspark.worker``), and so on. Each daemon imports PySpark first, and each worker it forks
-  imports its module, pyarrow and pandas after the fork.
+  imports its module after the fork, then what its task needs: a SeaTide data source's modules
+  and database client, pandas.
 
-Those imports cost 0.2-0.5 s of CPU per process on this 2-core machine, several times per
+Those imports cost 0.2-0.9 s of CPU per process on this 2-core machine, several times per
 attempt, on the path from a query's start to its first batch. With a zygote, Spark runs
 ``zygote_client.py`` instead of Python (``PYSPARK_PYTHON``). The client hands its standard
 streams, arguments, environment and working directory to this process, which forks: the child
 takes them over and runs the module with its imports already done, and a daemon's workers
-inherit them too. For anything else, or when the zygote cannot be reached, the client execs
-the real interpreter: the zygote only ever saves time.
+inherit them too: PySpark's, made as the zygote starts, and SeaTide's data sources with their
+database clients, and pandas, made before the first fork that needs them (zygote_imports.py).
+For anything else, or when the zygote cannot be reached, the client execs the real
+interpreter: the zygote only ever saves time.
 
 Rules that keep a forked process what a fresh one would be:
 
 * the zygote imports modules only (what the children would import), starts no thread of its
   own and opens nothing a child could inherit but its listening socket, which the child closes;
 * the child takes the environment, path entries (``PYTHONPATH``) and directory the JVM gave
-  the client, and resets the signal dispositions the zygote changed. PySpark reads a few
-  variables when a module is imported (``IMPORT_TIME_ENV``): a request whose values differ
-  from the zygote's is refused, and its client starts the real interpreter;
+  the client, and resets the signal dispositions the zygote changed. PySpark, SeaTide's
+  failpoints, psycopg and pandas read a few variables when a module is imported
+  (``IMPORT_TIME_ENV``): a request whose values differ from the zygote's is refused, and its
+  client starts the real interpreter;
 * lifetimes: nothing the zygote started outlives the process that started the zygote (its
   starter, a driver). The zygote exits when its starter has exited, which a pidfd of the
   starter tells it (``PR_SET_PDEATHSIG`` would follow the starter's *thread*, and a driver
@@ -60,19 +64,15 @@ import tempfile
 import traceback
 from typing import NamedTuple
 
+from seatide.runtime import zygote_imports
+
 log = logging.getLogger(__name__)
 
 # What Spark starts as fresh processes: a streaming query's runner, and the daemons. Kept
 # the same as zygote_client.py's list (tests/runtime/test_python_zygote.py checks it).
 FORKED_MODULES = ("pyspark.sql.streaming.python_streaming_source_runner", "pyspark.daemon")
-# What a daemon's workers import after their fork, imported here once instead. Optional:
-# a PySpark without one of them still gets its zygote.
-WORKER_MODULES = ("pyspark.worker", "pyspark.sql.worker.create_data_source",
-                  "pyspark.sql.worker.plan_data_source_read", "pyspark.sql.worker.lookup_data_sources",
-                  "pyspark.sql.worker.commit_data_source_write", "pyspark.sql.worker.write_into_data_source",
-                  "pyspark.sql.worker.data_source_pushdown_filters")
-# Read by PySpark's modules when they are imported: a forked child sees the zygote's values.
-IMPORT_TIME_ENV = ("PYSPARK_ENABLE_NAMEDTUPLE_PATCH", "SPARK_TESTING")
+# Read by the modules the zygote imports (zygote_imports.py): a forked child sees the zygote's values.
+IMPORT_TIME_ENV = zygote_imports.IMPORT_TIME_ENV
 
 _PR_SET_PDEATHSIG = 1
 _HEADER = struct.Struct("!I")
@@ -176,11 +176,7 @@ def serve(path: str, starter: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # a ^C for `seatide run` is the driver's to handle
     for module in FORKED_MODULES:
         __import__(module)          # what each child would import: the point of the zygote
-    for module in WORKER_MODULES:
-        try:
-            __import__(module)
-        except ImportError:
-            log.debug("python zygote: no module %s to preload", module)
+    zygote_imports.import_all(zygote_imports.AT_START)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -211,6 +207,7 @@ def serve(path: str, starter: int) -> None:
                         os.close(fd)
                     conn.close()
                     continue
+                zygote_imports.before_fork(request["module"], request["args"])
                 sys.stdout.flush()
                 sys.stderr.flush()
                 zygote = os.getpid()

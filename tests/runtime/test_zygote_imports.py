@@ -1,0 +1,131 @@
+"""What the Python zygote imports for its children, and when (runtime/zygote_imports.py).
+
+A forked child should find done what it would import after its fork (a SeaTide data source's
+modules and database clients; pandas in a ``pyspark.worker``)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from seatide import failpoints
+from seatide.runtime import python_zygote, zygote_imports
+from seatide.testing.cluster import wait_for
+from tests.runtime.test_python_zygote import FakeJvm, zygote  # noqa: F401  (zygote is a fixture)
+
+SRC = Path(zygote_imports.__file__).resolve().parents[2]
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__")
+
+
+def test_every_python_data_source_of_seatide_is_imported_before_the_first_fork():
+    defining = set()
+    for path in (SRC / "seatide").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(getattr(b, "id", None) == "DataSource" for b in node.bases):
+                defining.add(_module_name(path))
+    assert "seatide.connectors.fake.split_stream" in defining
+    assert defining - set(zygote_imports.BEFORE_ANY_FORK) == set()
+
+
+def _reads_environment_at_import(path: Path) -> bool:
+    """Whether the module's own top-level code (not its functions' bodies) touches os.environ."""
+    def walk(node) -> bool:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                pending = [*getattr(child, "decorator_list", []), *child.args.defaults, *child.args.kw_defaults]
+                if any(d is not None and walk_one(d) for d in pending):
+                    return True
+            elif walk_one(child):
+                return True
+        return False
+
+    def walk_one(node) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv", "environb")) or walk(node)
+
+    return walk(ast.parse(path.read_text()))
+
+
+def test_seatides_modules_the_zygote_imports_read_at_import_only_the_environment_it_checks():
+    """A forked child sees what the zygote's imports read from the zygote's environment: each such
+    variable is one a request must match (else its client starts the interpreter afresh)."""
+    listed = subprocess.run(
+        [sys.executable, "-c", "import sys, json\nfrom seatide.runtime import zygote_imports as z\n"
+         "z.import_all(z.BEFORE_ANY_FORK)\nprint(json.dumps([m.__file__ for n, m in sys.modules.items()"
+         " if n.startswith('seatide') and getattr(m, '__file__', None)]))"],
+        capture_output=True, text=True, timeout=120, check=True)
+    files = [Path(f) for f in json.loads(listed.stdout)]
+    assert any(f.name == "split_stream.py" for f in files)
+    reading = {_module_name(f) for f in files if _reads_environment_at_import(f)}
+    assert reading == {"seatide.failpoints"}, "add what they read to zygote_imports.IMPORT_TIME_ENV"
+    assert failpoints.POINTS_ENV in python_zygote.IMPORT_TIME_ENV
+
+
+def test_a_client_whose_failpoints_differ_from_the_zygotes_gets_the_interpreter_itself(zygote, tmp_path):  # noqa: F811
+    """The zygote imports seatide.failpoints, which reads its points when imported: a runner armed
+    otherwise must start afresh, or it would never meet its points."""
+    jvm = FakeJvm(tmp_path)
+    client = jvm.start_runner(zygote.client, str(tmp_path), SEATIDE_FAILPOINTS="source.fake.read_partition=raise")
+    conn, runner_pid = jvm.accept_runner()
+    assert runner_pid == client.pid          # refused by the zygote: exec'd the interpreter
+    assert psutil.Process(zygote.process.pid).children() == []
+    conn.close()
+    client.communicate(timeout=60)
+
+
+def _has_pandas(pid: int) -> bool:
+    with open(f"/proc/{pid}/maps") as maps:
+        return "/pandas/_libs/" in maps.read()
+
+
+def test_the_zygote_imports_pandas_only_before_forking_a_daemon_of_pyspark_worker(zygote, tmp_path):  # noqa: F811
+    """pandas costs each zygote 0.25 s: only a daemon of ``pyspark.worker`` has workers that
+    import it (a runner, or a planning daemon's workers, never does)."""
+    jvm = FakeJvm(tmp_path)
+    client = jvm.start_runner(zygote.client, str(tmp_path))
+    conn, runner_pid = jvm.accept_runner()
+    assert psutil.Process(runner_pid).ppid() == zygote.process.pid
+    assert not _has_pandas(zygote.process.pid)
+    conn.close()
+    client.communicate(timeout=60)
+    daemon = subprocess.Popen([zygote.client, "-m", "pyspark.daemon", "pyspark.worker"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, cwd=str(tmp_path))
+    try:
+        assert len(daemon.stdout.read(4)) == 4      # the daemon's port: it was forked and listens
+        assert _has_pandas(zygote.process.pid)
+        assert any(_has_pandas(c.pid) for c in psutil.Process(zygote.process.pid).children())
+    finally:
+        daemon.stdin.close()                        # the JVM's way to end a daemon
+        daemon.wait(timeout=60)
+
+
+@pytest.mark.spark
+def test_the_sessions_python_workers_start_with_the_zygotes_imports_done(spark):
+    """A UDF runs in a worker forked by the daemon the zygote forked: it finds a SeaTide source's
+    modules, the database clients and pandas imported."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    zygote = python_zygote.started()
+    wait_for(lambda: os.path.exists(os.path.join(os.path.dirname(zygote.client), "zygote.sock")), 60,
+             message="the zygote accepting")
+
+    def state(_):
+        import gc
+        import sys
+
+        wanted = ("seatide.connectors.jdbc.split_reader", "psycopg", "pymysql", "pandas")
+        return json.dumps({"frozen": gc.get_freeze_count(), "missing": [m for m in wanted if m not in sys.modules]})
+
+    (row,) = spark.range(1).select(F.udf(state, StringType())("id")).collect()
+    seen = json.loads(row[0])
+    assert seen["missing"] == [], seen
