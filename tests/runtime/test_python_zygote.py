@@ -7,7 +7,6 @@ that names a socket to connect back to, then read the pid the runner sends first
 from __future__ import annotations
 
 import ast
-import json
 import os
 import signal
 import socket
@@ -102,8 +101,8 @@ def test_a_client_gone_before_its_status_leaves_the_zygote_serving(zygote, tmp_p
     """The JVM may end a client between its request and the zygote's answer (a query stopped
     as it starts): the zygote's answer then meets a closed socket, and it must go on serving.
     Held here by hanging up right after the request, so the answer always meets the close."""
-    request = json.dumps({"module": RUNNER, "args": [], "env": {**os.environ, "PYTHON_WORKER_FACTORY_SOCK_PATH":
-                          str(tmp_path / "nobody.sock")}, "cwd": str(tmp_path)}).encode()
+    env = {**os.environ, "PYTHON_WORKER_FACTORY_SOCK_PATH": str(tmp_path / "nobody.sock")}
+    request = "\0".join([RUNNER, str(tmp_path), "0", *(f"{k}={v}" for k, v in env.items())]).encode()
     with open(os.devnull, "rb") as null_in, open(os.devnull, "wb") as null_out:
         for _ in range(3):
             conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -167,6 +166,18 @@ def test_a_client_whose_import_time_settings_differ_gets_the_interpreter_itself(
     assert psutil.Process(zygote.process.pid).children() == []
     conn.close()
     client.communicate(timeout=60)
+
+
+def test_a_request_carries_arguments_and_environment_byte_for_byte_and_a_malformed_one_is_refused():
+    """The client sends NUL-separated bytes (no argument or variable can hold a NUL)."""
+    data = b"\0".join([b"pyspark.daemon", b"/w\xff", b"2", b"", b"a=b", b"X=1=2", b"B=\xfe", b"E="])
+    request = python_zygote.decode_request(data)
+    assert request == {"module": "pyspark.daemon", "cwd": os.fsdecode(b"/w\xff"), "args": ["", "a=b"],
+                       "env": {"X": "1=2", "B": os.fsdecode(b"\xfe"), "E": ""}}
+    assert os.fsencode(request["env"]["B"]) == b"\xfe"
+    for malformed in (b"", b"m\0/", b"m\0/\0x", b"m\0/\x003\0a", b"m\0/\x000\0NOEQUALS"):
+        with pytest.raises(ValueError):
+            python_zygote.decode_request(malformed)
 
 
 def test_the_client_forks_the_modules_the_zygote_forks():

@@ -52,7 +52,6 @@ from __future__ import annotations
 import atexit
 import ctypes
 import gc
-import json
 import logging
 import os
 import runpy
@@ -121,7 +120,18 @@ def _read_request(conn: socket.socket) -> tuple[dict, list[int]]:
         for fd in fds:
             os.close(fd)
         raise ConnectionError("a malformed request")
-    return json.loads(_recv_exactly(conn, _HEADER.unpack(header)[0])), fds
+    return decode_request(_recv_exactly(conn, _HEADER.unpack(header)[0])), fds
+
+
+def decode_request(data: bytes) -> dict:
+    """zygote_client.py's request: NUL-separated, the module, the directory, how many
+    arguments, the arguments, then the environment as NAME=VALUE. ValueError if malformed."""
+    fields = [os.fsdecode(field) for field in data.split(b"\0")]
+    count = int(fields[2]) if len(fields) >= 3 else -1
+    if not 0 <= count <= len(fields) - 3:
+        raise ValueError("a malformed request")
+    env = dict(entry.split("=", 1) for entry in fields[3 + count:])
+    return {"module": fields[0], "cwd": fields[1], "args": fields[3:3 + count], "env": env}
 
 
 def _run_child(request: dict, fds: list[int], zygote: int, closing: list) -> None:
