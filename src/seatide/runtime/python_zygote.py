@@ -187,8 +187,7 @@ def serve(path: str, starter: int) -> None:
     ``starter`` has exited."""
     starter_fd = _watch(starter)
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # a ^C for `seatide run` is the driver's to handle
-    for module in FORKED_MODULES:
-        __import__(module)          # what each child would import: the point of the zygote
+    zygote_imports.import_all(FORKED_MODULES, required=True)   # what each child would import: the point of the zygote
     zygote_imports.import_all(zygote_imports.AT_START)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
