@@ -155,12 +155,15 @@ def test_without_a_zygote_the_client_is_the_interpreter_itself(zygote, tmp_path)
     assert done.stdout.strip() == sys.executable
 
 
-def test_a_client_whose_import_time_settings_differ_gets_the_interpreter_itself(zygote, tmp_path):
-    """PySpark reads PYSPARK_ENABLE_NAMEDTUPLE_PATCH when it is imported: the zygote's imports
-    were made without it, so a process that sets it must start afresh."""
-    assert "PYSPARK_ENABLE_NAMEDTUPLE_PATCH" in python_zygote.IMPORT_TIME_ENV
+# PySpark reads PYSPARK_ENABLE_NAMEDTUPLE_PATCH when it is imported, SeaTide's failpoints their
+# points (a runner armed otherwise would never meet its points)
+@pytest.mark.parametrize("name, value", [("PYSPARK_ENABLE_NAMEDTUPLE_PATCH", "1"),
+                                         ("SEATIDE_FAILPOINTS", "source.fake.read_partition=raise")])
+def test_a_client_whose_import_time_settings_differ_gets_the_interpreter_itself(zygote, tmp_path, name, value):
+    """The zygote's imports were made without the setting, so a process that sets it must start afresh."""
+    assert name in python_zygote.IMPORT_TIME_ENV
     jvm = FakeJvm(tmp_path)
-    client = jvm.start_runner(zygote.client, str(tmp_path), PYSPARK_ENABLE_NAMEDTUPLE_PATCH="1")
+    client = jvm.start_runner(zygote.client, str(tmp_path), **{name: value})
     conn, runner_pid = jvm.accept_runner()
     assert runner_pid == client.pid          # refused by the zygote: exec'd the interpreter
     assert psutil.Process(zygote.process.pid).children() == []

@@ -72,18 +72,6 @@ def test_seatides_modules_the_zygote_imports_read_at_import_only_the_environment
     assert failpoints.POINTS_ENV in python_zygote.IMPORT_TIME_ENV
 
 
-def test_a_client_whose_failpoints_differ_from_the_zygotes_gets_the_interpreter_itself(zygote, tmp_path):  # noqa: F811
-    """The zygote imports seatide.failpoints, which reads its points when imported: a runner armed
-    otherwise must start afresh, or it would never meet its points."""
-    jvm = FakeJvm(tmp_path)
-    client = jvm.start_runner(zygote.client, str(tmp_path), SEATIDE_FAILPOINTS="source.fake.read_partition=raise")
-    conn, runner_pid = jvm.accept_runner()
-    assert runner_pid == client.pid          # refused by the zygote: exec'd the interpreter
-    assert psutil.Process(zygote.process.pid).children() == []
-    conn.close()
-    client.communicate(timeout=60)
-
-
 def test_the_zygotes_imports_set_off_no_collection_and_leave_the_collector_on_with_them_frozen():
     """Collections during the imports freed under 1% of what they walked, for 8% of the imports' CPU."""
     code = ("import gc, json\nfrom seatide.runtime import zygote_imports as z\n"
