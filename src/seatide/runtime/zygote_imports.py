@@ -18,6 +18,8 @@ Spark never needs Python, or never reads through ``pyspark.worker``, pays nothin
 from __future__ import annotations
 
 import gc
+import os
+import sys
 import logging
 
 log = logging.getLogger(__name__)
@@ -48,11 +50,13 @@ WORKER_DAEMON = ("pyspark.daemon", "pyspark.worker")
 
 # Read when the modules above are imported: a forked child sees the zygote's values, so a
 # request whose values differ is refused (python_zygote._imports_fit). PySpark's, SeaTide's
-# failpoints, psycopg's implementation and wait function, pandas' modes
+# failpoints, psycopg's implementation and wait function, pandas' modes, pymysql's default user
 # (tests/runtime/test_zygote_imports.py checks SeaTide's modules read no other).
 IMPORT_TIME_ENV = ("PYSPARK_ENABLE_NAMEDTUPLE_PATCH", "SPARK_TESTING", "SEATIDE_FAILPOINTS",
                    "PSYCOPG_IMPL", "PSYCOPG_WAIT_FUNC",
-                   "PANDAS_DATA_MANAGER", "PANDAS_COPY_ON_WRITE", "PANDAS_FUTURE_INFER_STRING")
+                   "PANDAS_DATA_MANAGER", "PANDAS_COPY_ON_WRITE", "PANDAS_FUTURE_INFER_STRING",
+                   # pymysql's default user (getpass.getuser(), at its import)
+                   "LOGNAME", "USER", "LNAME", "USERNAME")
 
 _imported: set[str] = set()
 
@@ -80,9 +84,27 @@ def import_all(modules: tuple[str, ...], required: bool = False) -> None:
                     raise
                 log.debug("python zygote: not preloading %s: %s", module, exc)
     finally:
+        # One collection, then freeze: what the imports left unreachable (dead classes, cycles) is
+        # freed as a fresh process would free it, not frozen into every child for good.
+        gc.collect()
         gc.freeze()
         if collecting:
             gc.enable()
+        _reseed_numpy_in_children()
+
+
+_reseeding = False
+
+
+def _reseed_numpy_in_children() -> None:
+    """numpy seeds its global generator once, when ``numpy.random`` is imported, and never again at
+    a fork (Python's ``random`` does): imported here, every child and every worker its daemon forks
+    would draw the same numbers, where fresh processes would each seed their own. Registered once;
+    a fork copies the registration, so a daemon's forks reseed too."""
+    global _reseeding
+    if not _reseeding and "numpy.random" in sys.modules:
+        _reseeding = True
+        os.register_at_fork(after_in_child=lambda: sys.modules["numpy.random"].seed())
 
 
 def before_fork(module: str, args: list[str]) -> None:
