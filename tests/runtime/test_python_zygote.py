@@ -262,6 +262,17 @@ def test_the_sessions_python_worker_daemon_is_forked_by_the_zygote(spark):
     assert psutil.Process(zygote.process.pid).children(), "the zygote forked no daemon"
 
 
+@pytest.mark.spark
+def test_the_sessions_jvm_runs_its_driver_side_python_through_the_zygote_too(spark):
+    """Spark starts the lookup of Python data sources (a daemon, once per session) with
+    PYSPARK_DRIVER_PYTHON, not PYSPARK_PYTHON: it was the interpreter itself, 0.3 s of CPU a
+    session instead of a fork."""
+    zygote = python_zygote.started()
+    jvm = psutil.Process(spark.sparkContext._gateway.proc.pid)
+    env = jvm.environ()
+    assert env["PYSPARK_DRIVER_PYTHON"] == env["PYSPARK_PYTHON"] == zygote.client
+
+
 # A process that starts a zygote as a driver does (a real session, its zygote started from a
 # thread that then ends), runs a Python UDF that blocks, as a source blocked on its database
 # does, and reports the worker's pid in MARKER.

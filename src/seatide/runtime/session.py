@@ -55,14 +55,18 @@ def prepare_python_env(master: str = "local[*]") -> None:
     """Python workers must run this interpreter, or Python data sources crash on executors;
     and they start 4x faster from SeaTide's Spark home (see ``spark_home``). With a local
     master, through this process's zygote, which forks streaming source runners already
-    started (python_zygote.py); executors elsewhere get the interpreter itself."""
+    started (python_zygote.py); executors elsewhere get the interpreter itself.
+
+    The JVM's own Python work on the driver, the lookup of Python data sources each session
+    makes once (a daemon and its worker, 0.3 s of CPU afresh), runs PYSPARK_DRIVER_PYTHON: the
+    zygote's client too, which is the interpreter itself for anything the zygote does not fork."""
     python = sys.executable
     if not runs_executors_elsewhere(master) and os.environ.get(ZYGOTE_ENV, "1") != "0":
         from seatide.runtime import python_zygote
 
         python = python_zygote.start()
     os.environ["PYSPARK_PYTHON"] = python
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = python
     spark_home.use()
 
 
