@@ -88,7 +88,7 @@ def test_a_stall_is_seen_on_time_and_a_healthy_job_never_whatever_the_stores_clo
         first = wait_for(lambda: next(iter(cluster.attempts("skew")), None), 60, message="an attempt")
         # Healthy: checkpoints every second, never flagged, until this attempt's sink hangs.
         wait_for(lambda: cluster.last_checkpoint("skew") >= HEALTHY_BATCHES - 2,
-                 240, interval=0.5, message="the healthy checkpoints")
+                 240, interval=0.1, message="the healthy checkpoints")
         assert _stale_flags(cluster, "skew") == 0, "a healthy job was flagged stale"
         seen_after = _stall_seen_after(cluster, "skew")
         assert WINDOW_S - 1.5 <= seen_after <= WINDOW_S + 3.0, f"flagged {seen_after:.1f} s after the sink hung"
