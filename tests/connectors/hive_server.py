@@ -94,13 +94,23 @@ def hive_metastore(tmp_path_factory):
         admin.dispose()
 
 
+# Plain Spark with Hive support, in a JVM started as SeaTide's drivers start theirs: their class
+# archive, C1-only JIT and serial GC (runtime/session.py), which change how fast it starts, not what
+# it reads. With Spark's default JVM this one session was half the Hive story's CPU (26-28 CPU-s
+# against 9, measured alternately at load 15, 2026-12-02).
 _SPARK_SQL = """
 import json, sys
 from pyspark.sql import SparkSession
+from seatide.runtime import spark_home
+from seatide.runtime.session import session_conf
 uri, warehouse, statements = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+spark_home.use()            # the Spark home the class archive was built over
+jvm = session_conf()
 spark = (SparkSession.builder.master("local[1]").appName("hive-check").config("spark.ui.enabled", "false")
          .config("spark.sql.catalogImplementation", "hive").config("spark.hadoop.hive.metastore.uris", uri)
          .config("spark.sql.warehouse.dir", warehouse).config("spark.sql.session.timeZone", "UTC")
+         .config("spark.driver.extraJavaOptions", jvm["spark.driver.extraJavaOptions"])
+         .config("spark.driver.extraClassPath", jvm["spark.driver.extraClassPath"])
          .enableHiveSupport().getOrCreate())
 out = []
 for statement in statements:

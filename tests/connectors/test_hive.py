@@ -109,22 +109,23 @@ sink {{
 """)
     assert run.status == "FINISHED", run.error
 
+    # both reads in one job (a pipeline each): one job's start fewer, the same checks
     out = str(tmp_path / "read")
     run = local.run(f"""
 env {{ job.mode = BATCH }}
-source {{ Hive {{ table_name = "shop.sales", metastore_uri = "{uri}", read_partitions = ["region=r1"],
-                 read_columns = ["id", "region", "bucket"] }} }}
-sink {{ Assert {{ rules {{
-  row_rules = [{{ rule_type = MIN_ROW, rule_value = 67 }}, {{ rule_type = MAX_ROW, rule_value = 67 }}]
-  field_rules = [{{ field_name = region, field_type = string, field_value = [{{ equals_to = "r1" }}] }},
-                 {{ field_name = bucket, field_type = int, field_value = [{{ rule_type = NOT_NULL }}] }}]
-}} }} }}
-""")
-    assert run.status == "FINISHED", run.error
-    run = local.run(f"""
-env {{ job.mode = BATCH }}
-source {{ Hive {{ table_name = "shop.sales_text", metastore_uri = "{uri}" }} }}
-sink {{ LocalFile {{ path = "{out}", file_format_type = json }} }}
+source {{
+  Hive {{ plugin_output = "r1", table_name = "shop.sales", metastore_uri = "{uri}", read_partitions = ["region=r1"],
+         read_columns = ["id", "region", "bucket"] }}
+  Hive {{ plugin_output = "text", table_name = "shop.sales_text", metastore_uri = "{uri}" }}
+}}
+sink {{
+  Assert {{ plugin_input = "r1", rules {{
+    row_rules = [{{ rule_type = MIN_ROW, rule_value = 67 }}, {{ rule_type = MAX_ROW, rule_value = 67 }}]
+    field_rules = [{{ field_name = region, field_type = string, field_value = [{{ equals_to = "r1" }}] }},
+                   {{ field_name = bucket, field_type = int, field_value = [{{ rule_type = NOT_NULL }}] }}]
+  }} }}
+  LocalFile {{ plugin_input = "text", path = "{out}", file_format_type = json }}
+}}
 """)
     assert run.status == "FINISHED", run.error
     import json
