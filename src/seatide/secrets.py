@@ -85,6 +85,8 @@ def is_secret_key(name: str) -> bool:
         return True
     if any(w.endswith(_SECRET_ENDINGS) for w in words):     # written as one word: PGPASSWORD, accesstoken
         return True
+    if "".join(words).endswith(_SECRET_ENDINGS):            # one word cut in two by its case: passWord
+        return True
     if words[-1] == "key":
         return len(words) > 1 and words[-2] in _KEY_QUALIFIERS
     if words[-1].endswith("key") and words[-1][:-3] in _KEY_QUALIFIERS:     # as one word: apikey, X-APIKEY

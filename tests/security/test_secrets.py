@@ -53,7 +53,8 @@ def test_every_credential_named_option_in_seatunnels_docs_is_secret_and_no_other
                                   "access_key", "secret_key", "private_key", "api_key", "accessKeySecret",
                                   "credential", "ssl.key.password", "auth", "sasl.jaas.config", "PGPASSWORD",
                                   "accesstoken", "Authorization", "headers.Authorization", "Proxy-Authorization",
-                                  "cookie", "Set-Cookie", "X-Api-Key", "X-APIKEY", "apikey", "x-auth-token"])
+                                  "cookie", "Set-Cookie", "X-Api-Key", "X-APIKEY", "apikey", "x-auth-token",
+                                  "passWord", "userPassWord", "PassPhrase"])
 def test_credential_names_are_secret(name):
     assert is_secret_key(name)
 
