@@ -15,35 +15,21 @@ from __future__ import annotations
 
 import logging
 import re
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from seatide.secrets.names import is_secret_key, words
 
 if TYPE_CHECKING:
     from seatide.config.job_text import JobText
 
 MASK = "******"
 
-# A name holding one of these words holds a credential ...
-_SECRET_WORDS = frozenset({"password", "passwd", "pwd", "passphrase", "secret", "token", "credential",
-                           "credentials", "jaas", "authorization", "cookie", "cookies"})   # HTTP's headers too
-_SECRET_ENDINGS = ("password", "passwd", "passphrase", "secret", "token", "credential", "credentials")
-# ... unless its last word says it is *about* a secret: where it is, what kind, its name.
-_DESCRIPTIVE = frozenset({"provider", "class", "type", "mode", "path", "file", "location", "name", "names",
-                          "id", "url", "uri", "enabled", "variables", "column", "columns", "field", "fields",
-                          "length", "size", "format", "timeout", "expire", "ttl"})
-# ``key`` is a credential only after one of these words; ``partition_key``, ``sort_key``,
-# ``primary_keys``, ``key_column``, ``rowkey_column`` name columns, and a bare ``key`` is Redis'
-# name of the key it writes (SeaTunnel's only option called just ``key``): none is a secret.
-_KEY_QUALIFIERS = frozenset({"access", "secret", "private", "api", "auth", "client", "encryption", "encrypt",
-                             "decrypt", "signing", "sign", "master", "account", "app", "shared", "session",
-                             "ssh", "aes", "des", "hmac", "license"})
 # Blocks that declare columns and their types: a column may be called ``password``.
 _NOT_OPTIONS = frozenset({"schema"})
 # Shorter values are masked where they are an option's value, but not searched for inside
 # free text: masking every "abc" in a message would make the message unreadable.
 MIN_SEARCHED = 4
 
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _URL_USERINFO = re.compile(r"(?P<pre>://[^/\s:@]+:)(?P<value>[^/\s@]+)(?P<post>@)")
 _URL_PARAM = re.compile(r"(?P<pre>[?&;](?P<key>[A-Za-z][\w.\-]*)=)(?P<value>[^&;\s\"'#]+)(?P<post>)")
 # key=value, key: value, "key": "value", key -> value (Scala's Map in Spark's lines), key => value; the
@@ -67,31 +53,6 @@ _PEM_PRIVATE = re.compile(rf"-----BEGIN (?P<kind>{_KEY_KIND})-----.*?(?:-----END
 _PEM_BEGIN = re.compile(rf"-----BEGIN (?P<kind>{_KEY_KIND})-----")
 # What a line inside a key block can be: base64 (PGP's "=sum" too), blank, an armor header ("Proc-Type: 4,...").
 _KEY_LINE = re.compile(r"\s*(?:[A-Za-z0-9+/=]*|[A-Za-z][A-Za-z0-9-]*: .*)\s*")
-
-
-def _words(name: str) -> list[str]:
-    return [w.lower() for w in _WORD.findall(name)]
-
-
-@lru_cache(maxsize=4096)      # every key of every pair in a message is asked: the same few names, over and over
-def is_secret_key(name: str) -> bool:
-    """Whether an option (or variable) named ``name`` holds a credential.
-
-    ``name`` may be dotted (``fs.s3a.secret.key``) or camelCase (``accessKeySecret``)."""
-    words = _words(name)
-    if not words or words[-1] in _DESCRIPTIVE:
-        return False
-    if any(w in _SECRET_WORDS for w in words):
-        return True
-    if any(w.endswith(_SECRET_ENDINGS) for w in words):     # written as one word: PGPASSWORD, accesstoken
-        return True
-    if "".join(words).endswith(_SECRET_ENDINGS):            # one word cut in two by its case: passWord
-        return True
-    if words[-1] == "key":
-        return len(words) > 1 and words[-2] in _KEY_QUALIFIERS
-    if words[-1].endswith("key") and words[-1][:-3] in _KEY_QUALIFIERS:     # as one word: apikey, X-APIKEY
-        return True
-    return words[-1] == "auth"      # Redis' ``auth`` is its password
 
 
 def secret_variable_names(env: Mapping[str, Any] | None, variables: Mapping[str, str]) -> set[str]:
@@ -273,7 +234,7 @@ def _credential_parts(key: str, value: str) -> Iterable[str]:
     schemed = _SCHEMED.fullmatch(value.strip())
     if schemed and schemed["scheme"].lower() in _AUTH_SCHEMES:
         yield schemed["credential"]
-    if _words(key)[-1:] in (["cookie"], ["cookies"]):
+    if words(key)[-1:] in (["cookie"], ["cookies"]):
         yield from (pair.partition("=")[2].strip() for pair in value.split(";"))
 
 
@@ -333,7 +294,7 @@ def _value_end(text: str, start: int, quote: str, key: str) -> int:
             if depth == 0:
                 return at + 1
         return line_end
-    if _words(key)[-1] in ("cookie", "cookies"):
+    if words(key)[-1] in ("cookie", "cookies"):
         cookie = _COOKIE_VALUE.match(text, start)
         return cookie.end() if cookie else start
     schemed = _SCHEMED.match(text, start)
