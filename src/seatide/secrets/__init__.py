@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import logging
 import re
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from seatide.secrets.names import is_secret_key, words
+from seatide.secrets.shapes import carried_forms, password_spans
 
 if TYPE_CHECKING:
     from seatide.config.job_text import JobText
@@ -33,8 +35,8 @@ MIN_SEARCHED = 4
 _URL_USERINFO = re.compile(r"(?P<pre>://[^/\s:@]+:)(?P<value>[^/\s@]+)(?P<post>@)")
 _URL_PARAM = re.compile(r"(?P<pre>[?&;](?P<key>[A-Za-z][\w.\-]*)=)(?P<value>[^&;\s\"'#]+)(?P<post>)")
 # key=value, key: value, "key": "value", key -> value (Scala's Map in Spark's lines), key => value; the
-# quotes may be escaped (\"key\": \"value\": JSON inside a JSON text). The value is found by _value_end.
-_PAIR_HEAD = re.compile(r"""(?P<key>[A-Za-z][\w.\-]*)(?P<sep>\\?["']?\s*(?:->|=>|[=:])\s*)(?P<q>\\?["']?)""")
+# quotes may be escaped, once or more (\"key\": \"value\": JSON inside a JSON text). The value is found by _value_end.
+_PAIR_HEAD = re.compile(r"""(?P<key>[A-Za-z][\w.\-]*)(?P<sep>(?:\\*["'])?\s*(?:->|=>|[=:])\s*)(?P<q>(?:\\*["'])?)""")
 _BARE_VALUE = re.compile(r"""[^\s&;,'"}\])]+""")
 _CLOSING = {"{": "}", "[": "]"}
 # Nothing can be a credential's name without one of these: most texts (log lines) skip the pair scan.
@@ -223,9 +225,9 @@ def _collect(node: Any, path: list[str], found: set[str]) -> None:
         if is_secret_key(".".join(path[-4:])):
             found.add(str(node))
             found.update(_credential_parts(path[-1], str(node)))
-        elif isinstance(node, str):     # a URL's password; a credential-named pair in a text (an Http body)
-            found.update(m.group("value") for m in _embedded(node))
-            found.update(node[start:end] for start, end in _pair_spans(node))
+        elif isinstance(node, str):     # a URL's password; a credential-named pair in a text (an Http body);
+            found.update(m.group("value") for m in _embedded(node))      # an Oracle url's user/password@
+            found.update(node[start:end] for start, end in (*_pair_spans(node), *password_spans(node, is_secret_key)))
 
 
 def _credential_parts(key: str, value: str) -> Iterable[str]:
@@ -247,15 +249,22 @@ def _embedded(text: str) -> Iterable[re.Match]:
 def _mask_embedded(text: str) -> str:
     masked = lambda m: m.group("pre") + MASK + m.group("post")      # noqa: E731
     text = _URL_USERINFO.sub(masked, _PEM_PRIVATE.sub(MASK, text))
-    return _URL_PARAM.sub(lambda m: masked(m) if is_secret_key(m.group("key")) else m.group(0), text)
+    text = _URL_PARAM.sub(lambda m: masked(m) if is_secret_key(m.group("key")) else m.group(0), text)
+    return _mask_spans(text, password_spans(text, is_secret_key))
 
 
 def _mask_pairs(text: str) -> str:
     """Each credential-named key's value in ``text`` (``_pair_spans``) masked."""
+    return _mask_spans(text, _pair_spans(text))
+
+
+def _mask_spans(text: str, spans: Iterable[tuple[int, int]]) -> str:
+    """``text`` with each span masked; one that starts inside an earlier one is in it already."""
     shown, at = [], 0
-    for start, end in _pair_spans(text):
-        shown.append(text[at:start] + MASK)
-        at = end
+    for start, end in sorted(spans):
+        if start >= at and start < end and text[start:end] != MASK:
+            shown.append(text[at:start] + MASK)
+            at = end
     return "".join(shown) + text[at:]
 
 
@@ -315,14 +324,21 @@ def _escaped(text: str, at: int) -> bool:
 def _mask_values(text: str, values: Iterable[str], ordinary_alone: bool) -> str:
     """Each secret value of at least ``MIN_SEARCHED`` characters: a distinctive one wherever
     it shows; an ordinary word only where it stands alone (``ordinary_alone``), else not."""
-    for value in sorted(values, key=len, reverse=True):
-        if len(value) < MIN_SEARCHED:
-            continue
-        if not _ORDINARY.fullmatch(value):
-            text = text.replace(value, MASK)
+    for form, ordinary in _searched(values if isinstance(values, frozenset) else frozenset(values)):
+        if not ordinary:
+            text = text.replace(form, MASK)
         elif ordinary_alone:
-            text = re.sub(_ALONE_BEFORE + re.escape(value) + _ALONE_AFTER, MASK, text)
+            text = re.sub(_ALONE_BEFORE + re.escape(form) + _ALONE_AFTER, MASK, text)
     return text
+
+
+@lru_cache(maxsize=256)     # a job's secrets mask every line of its driver's log
+def _searched(values: frozenset[str]) -> tuple[tuple[str, bool], ...]:
+    """Every form of each value that is searched for (``shapes.carried_forms``: URL-encoded, in a bytes repr,
+    JSON-escaped, ...), longest first, so a shorter one never cuts a longer one in two; each with whether it
+    is an ordinary word."""
+    forms = {form for value in values for form in carried_forms(value) if len(form) >= MIN_SEARCHED}
+    return tuple((form, bool(_ORDINARY.fullmatch(form))) for form in sorted(forms, key=len, reverse=True))
 
 
 # An ordinary word: the kind of value that is also the name of a user, a database, a table.
