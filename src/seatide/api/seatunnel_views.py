@@ -19,6 +19,7 @@ from seatide.plan.outline import stored_outline
 from seatide.store import schema as s
 from seatide.store.checkpoint_views import iso
 from seatide.store.clock import read_store_now
+from seatide.store.event_masking import job_error
 from seatide.store.jobs import job_view
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, JobStatus
 from seatide.store.views import overview as seatide_overview
@@ -75,7 +76,7 @@ def job_info(conn: Connection, job_id: str, running_job_metrics: bool = False) -
             "metrics": (_running_job_metrics(job, view.pipelines, read_store_now(conn)) if running_job_metrics
                         else _metrics(view.pipelines))}
     if job.status in JOB_TERMINAL:
-        info.update(finishedTime=iso(job.finished_at), errorMsg=job.error_msg)
+        info.update(finishedTime=iso(job.finished_at), errorMsg=job_error(job))
     else:
         info.update(envOptions=env, pluginJarsUrls=_jars(env), isStartWithSavePoint=job.restored_from is not None)
     return info
@@ -94,7 +95,7 @@ def running_jobs(conn: Connection) -> list[dict]:
 def finished_jobs(conn: Connection, statuses: set[str]) -> list[dict]:
     rows = []
     for job, (read, written) in _jobs_with_totals(conn, s.jobs.c.status.in_(sorted(statuses))):
-        rows.append({"jobId": job.job_id, "jobName": job.name, "jobStatus": job.status, "errorMsg": job.error_msg,
+        rows.append({"jobId": job.job_id, "jobName": job.name, "jobStatus": job.status, "errorMsg": job_error(job),
                      "createTime": iso(job.created_at), "finishTime": iso(job.finished_at),
                      "jobDag": _env_and_dag(job)[1],
                      # The page shows this one metrics field as a string: the object, as JSON text.

@@ -53,6 +53,15 @@ def config_secrets(config: str, variables: str | None) -> frozenset:
     return secret_values(config, json.loads(variables or "{}"))
 
 
+def job_error(job) -> str | None:
+    """A job row's stored error as a view shows it (job-info, the job lists, SeaTunnel's views, ``seatide run``):
+    masked again with its config's secrets, for a row written before drivers masked, or unmasked by a writer that
+    did not know them. ``job``: a row with ``error_msg``, ``config`` and ``variables``."""
+    if not job.error_msg:
+        return job.error_msg
+    return mask_message(job.error_msg, config_secrets(job.config, job.variables) if job.config else frozenset())
+
+
 def event_detail(text: str | None, secrets: frozenset) -> Any:
     """An event's detail, read and then masked (``mask_tree``): its JSON text masked as a message lost pairs
     inside its strings, and a masked escaped quote left text that no longer read as JSON."""
@@ -94,4 +103,4 @@ def _masked_text(text: str | None, secrets: frozenset) -> str | None:
     return None if masked == detail else json.dumps(masked, default=str)
 
 
-__all__ = ["config_secrets", "event_detail", "keep_masked", "run_secrets"]
+__all__ = ["config_secrets", "event_detail", "job_error", "keep_masked", "run_secrets"]

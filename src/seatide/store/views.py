@@ -11,7 +11,7 @@ import functools
 import json
 from collections import namedtuple
 
-from sqlalchemy import and_, func, or_, select, true
+from sqlalchemy import and_, case, func, or_, select, true
 from sqlalchemy.engine import Connection
 
 from seatide.secrets import mask_config_text, mask_message, secret_values
@@ -20,7 +20,7 @@ from seatide.store.checkpoint_views import (checkpoint_stats, checkpoint_summary
                                             stats_of)
 from seatide.store.clock import read_store_now
 from seatide.store.jobs import job_view, load_job
-from seatide.store.event_masking import event_detail, run_secrets
+from seatide.store.event_masking import event_detail, job_error, run_secrets
 from seatide.store.left_held import left_behind
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
 from seatide.timeouts import Timeouts
@@ -161,8 +161,10 @@ def job_events(conn: Connection, job_id: str, after: int = 0, limit: int = 100) 
              "epoch": e.epoch, "actor": e.actor, "detail": event_detail(e.detail, secrets[e.incarnation])} for e in rows]
 
 
-# What a list row reads of a job: everything but its config text, variables and outline.
-LIST_JOB_COLUMNS = [c for c in s.jobs.c if c.name not in ("config", "variables", "outline")]
+# What a list row reads of a job: everything but its outline, and its config text and variables only with an
+# error to mask by them (``job_error``): a list of a thousand running jobs reads no config.
+LIST_JOB_COLUMNS = [c for c in s.jobs.c if c.name not in ("config", "variables", "outline")] + [
+    case((s.jobs.c.error_msg.is_not(None), s.jobs.c[name])).label(name) for name in ("config", "variables")]
 
 
 def plain_rows(result) -> list:
@@ -213,7 +215,7 @@ def job_rows(conn: Connection, statuses: set[str] | None = None, exclude: set[st
     for job in jobs:
         mine = pipelines.get((job.job_id, job.incarnation), [])
         row = {"jobId": job.job_id, "jobName": job.name, "jobStatus": job.status,
-               "createTime": iso(job.created_at), "finishedTime": iso(job.finished_at), "errorMsg": job.error_msg,
+               "createTime": iso(job.created_at), "finishedTime": iso(job.finished_at), "errorMsg": job_error(job),
                **progress(job, sum(p.rows_read for p in mine), sum(p.rows_written for p in mine), now)}
         if job.status not in JOB_TERMINAL:
             stats = stats_of(mine, savepoints.get((job.job_id, job.incarnation), []))
