@@ -97,7 +97,8 @@ def test_a_credential_named_value_in_escaped_json_is_masked_with_no_secret_known
 @pytest.mark.parametrize("text", [
     '{"password": null, "token": "' + SECRET + '"}', '{"password":null,"token":"' + SECRET + '"}',
     '{"password": "", "token": "' + SECRET + '"}', "{'password': None, 'token': '" + SECRET + "'}",
-    '{\\"password\\":null,\\"token\\":\\"' + SECRET + '\\"}', '{"password": null, "x": "a", "api_key": "' + SECRET + '"}'])
+    '{\\"password\\":null,\\"token\\":\\"' + SECRET + '\\"}',
+    '{"password": null, "x": "a", "api_key": "' + SECRET + '"}'])
 def test_an_empty_credential_value_does_not_hide_the_next_one(text):
     shown = mask_message(text, ())
     assert SECRET not in shown and shown.count(MASK) >= 1, shown

@@ -48,8 +48,9 @@ def look_at_left_held(store: Store, epoch: int, actor: str, timeout_s: float) ->
                 settled(conn, row.id)
                 record_event(conn, "RELEASE_LEFT_SETTLED", actor, row.job_id, row.incarnation, epoch,
                              run_id=row.run_id, source=row.plugin_id, connector=row.connector, holds=row.holds)
+                shown = mask_message(row.holds, secret_values(row.config, json.loads(row.variables or "{}")))
                 log.info("job %s run %s: %s, which its release left, is gone or a run's now", row.job_id,
-                         row.run_id, row.holds)
+                         row.run_id, shown)
                 gone += 1
             else:
                 remeasured(conn, row.id, held)

@@ -150,7 +150,8 @@ def _told_left(conn: Connection, result, origin, spec, left, actor: str, epoch: 
     secrets = secret_values(origin.config or "", json.loads(origin.variables or "{}"))
     held, why, settle = left.held, mask_message(left.why, secrets), mask_message(left.settle, secrets)
     log.warning("job %s run %s: the release of %s (%s) leaves %s on its server, retaining %s bytes of WAL (%s): %s. "
-                "To settle it: %s", result.job_id, result.run_id, spec.name, spec.plugin_id, held.holds,
+                "To settle it: %s", result.job_id, result.run_id, spec.name, spec.plugin_id,
+                mask_message(held.holds, secrets),
                 held.retained_bytes if held.retained_bytes is not None else "an unknown number of",
                 held.state or "-", why, settle)
     record_event(conn, "RELEASE_LEFT_HELD", actor, result.job_id, result.incarnation, epoch, level="WARNING",

@@ -10,7 +10,9 @@ the events it masked are rewritten masked with it (``keep_masked``), in the forg
 from then on the event itself holds no secret, whatever config is left to mask it with.
 
 What releases left (``left_held`` rows) needs no rewriting: a row keeps the config that left it, and
-one adopted from an event (``left_held.adopt``) was masked then with the same ``run_secrets``.
+one adopted from an event (``left_held.adopt``) was masked then with the same ``run_secrets``, all but the
+slot's name, kept as named (its identity: the operator dismisses it by it) and masked where it is shown. So a
+slot named after a secret variable shows it once its configs are forgotten, as the event's ``holds`` does.
 """
 
 from __future__ import annotations

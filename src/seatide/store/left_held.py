@@ -8,8 +8,9 @@ nothing showed (review finding F2). The row is not tied to any run or job row: j
 row of the job id, the overview every row of the cluster, until the leader finds the slot gone or
 owned by a run that will drop it (coordinator/left_held_watch.py) and removes the row.
 
-Every text shown is masked with the secrets of the config that left it (stored with it: the
-leader asks that config's source whether it is still held), and, those known or not, every
+Every text shown, the slot's name too, is masked with the secrets of the config that left it (stored with it:
+the leader asks that config's source whether it is still held; a row adopted from an event has none, and is
+masked with its run's, as the event is, while they are kept), and, those known or not, every
 credential-named key's value (``secrets.mask_message``): an event of a job whose row and result
 expiry removed has no config left to know its run's secrets by (review 6, F2).
 
@@ -98,7 +99,7 @@ def adopt(conn: Connection) -> int:
         told = _told(event, _event_secrets(conn, event))
         conn.execute(insert(s.left_held).values(
             job_id=event.job_id, run_id=event.run_id, incarnation=event.incarnation, plugin_id=told["source"],
-            connector=told["connector"], holds=told["holds"],
+            connector=told["connector"], holds=json.loads(event.detail)["holds"],     # as named: dismissed by it
             retained_bytes=told["retainedBytes"], lost=told["lost"], state=told["state"], why=told["why"],
             settle=told["settle"], left_at=event.at, measured_at=event.at, error=UNASKABLE))
     return len(events)
@@ -122,7 +123,9 @@ def left_behind(conn: Connection, job_id: str | None = None) -> list[dict]:
     release, the WAL it keeps as last measured, why it was left, and how to settle it."""
     shown = [_told(event, _event_secrets(conn, event)) for event in told_only(conn, job_id)]
     for row in left_held_rows(conn, job_id):
-        secrets = secret_values(row.config or "", json.loads(row.variables or "{}"))
+        # one adopted from an event keeps no config: masked as its event is, with its run's secrets while known
+        secrets = (secret_values(row.config, json.loads(row.variables or "{}")) if row.config is not None
+                   else run_secrets(conn, row.job_id, [row.incarnation])[row.incarnation])
         shown.append({
             "jobId": row.job_id, "run": row.run_id, "source": row.plugin_id, "connector": row.connector,
             "holds": mask_message(row.holds, secrets), "retainedBytes": row.retained_bytes, "lost": bool(row.lost),
@@ -137,12 +140,13 @@ def _event_secrets(conn: Connection, event: Row) -> frozenset:
 
 
 def _told(event: Row, secrets: frozenset) -> dict:
-    """An event ``told_only`` finds, shown as a row is: its texts masked; the source and the slot as named,
-    which match it to its row and which the operator's dismissal names (review 4, R2-3/R2-4)."""
+    """An event ``told_only`` finds, shown as a row is: its texts and its slot's name masked (a slot named after
+    a secret variable: review after eed0614); the source as named, which with the slot as stored matches it to
+    its row and which the operator's dismissal names (review 4, R2-3/R2-4)."""
     detail = json.loads(event.detail or "{}")
     detail.update({key: mask_message(detail.get(key) or "", secrets) for key in ("why", "settle")})
     return {"jobId": event.job_id, "run": event.run_id, "source": detail.get("source"),
-            "connector": detail.get("connector") or "-", "holds": detail.get("holds"),
+            "connector": detail.get("connector") or "-", "holds": mask_message(detail.get("holds"), secrets),
             "retainedBytes": detail.get("retainedBytes"), "lost": bool(detail.get("lost")),
             "state": detail.get("state"), "why": detail.get("why") or "", "settle": detail.get("settle") or "",
             "time": iso(event.at), "measuredTime": iso(event.at), "error": UNASKABLE}
