@@ -21,6 +21,9 @@ from seatide.runtime import python_zygote
 from seatide.testing.cluster import wait_for
 
 RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
+# What Spark adds to the environment of each Python process it starts (the JVM's PythonWorkerFactory,
+# and PySpark's SparkContext: PYTHONHASHSEED is the driver's, else "0"), as measured.
+SPARK_WORKER_ENV = {"PYTHONHASHSEED": "0", "PYTHONUNBUFFERED": "YES"}
 
 
 def _zygote_state(zygote) -> str:
@@ -50,7 +53,7 @@ class FakeJvm:
         self.server.settimeout(60)
 
     def start_runner(self, client: str, cwd: str, **extra_env: str) -> subprocess.Popen:
-        env = {**os.environ, "PYTHON_WORKER_FACTORY_SOCK_PATH": self.path, **extra_env}
+        env = {**os.environ, **SPARK_WORKER_ENV, "PYTHON_WORKER_FACTORY_SOCK_PATH": self.path, **extra_env}
         env.pop("PYTHON_WORKER_FACTORY_SECRET", None)
         return subprocess.Popen([client, "-m", RUNNER], env=env, cwd=cwd, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)

@@ -20,7 +20,7 @@ import pytest
 from seatide import failpoints
 from seatide.runtime import python_zygote, zygote_imports
 from seatide.testing.cluster import wait_for
-from tests.runtime.test_python_zygote import FakeJvm, zygote  # noqa: F401  (zygote is a fixture)
+from tests.runtime.test_python_zygote import SPARK_WORKER_ENV, FakeJvm, zygote  # noqa: F401  (zygote is a fixture)
 
 SRC = Path(zygote_imports.__file__).resolve().parents[2]
 
@@ -126,7 +126,7 @@ def test_the_zygote_imports_pandas_only_before_forking_a_daemon_of_pyspark_worke
     conn.close()
     client.communicate(timeout=60)
     daemon = subprocess.Popen([zygote.client, "-m", "pyspark.daemon", "pyspark.worker"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, cwd=str(tmp_path))
+                              stdout=subprocess.PIPE, cwd=str(tmp_path), env={**os.environ, **SPARK_WORKER_ENV})
     try:
         assert len(daemon.stdout.read(4)) == 4      # the daemon's port: it was forked and listens
         assert _has_pandas(zygote.process.pid)

@@ -27,11 +27,15 @@ Rules that keep a forked process what a fresh one would be:
   own and opens nothing a child could inherit but its listening socket, which the child closes.
   It freezes its objects before each fork (``gc.freeze``), so the garbage collections of a
   child (Spark's daemon has a reused worker collect after every task) leave them out;
-* the child takes the environment, path entries (``PYTHONPATH``) and directory the JVM gave
-  the client, and resets the signal dispositions the zygote changed. PySpark, SeaTide's
-  failpoints, psycopg and pandas read a few variables when a module is imported
-  (``IMPORT_TIME_ENV``): a request whose values differ from the zygote's is refused, and its
-  client starts the real interpreter;
+* the child takes the environment, directory and path (``sys.path``) a fresh ``python -m``
+  started by the JVM would have, re-reads the time zone, and resets the signal dispositions the
+  zygote changed. What it cannot take is refused, and its client starts the real interpreter
+  (zygote_fit.py): settings the interpreter reads as it starts (the hash seed, unbuffered
+  streams) or modules read as they are imported (``IMPORT_TIME_ENV``), when they differ from
+  the zygote's; and a path on which a job brings its own copy of a module the zygote imported;
+* it ends as the interpreter ends: its threads are waited for, its exit functions run, a
+  ``sys.exit`` message is printed, an interrupt ends it by SIGINT; the client exits with its
+  status, or is killed by the signal that killed it;
 * lifetimes: nothing the zygote started outlives the process that started the zygote (its
   starter, a driver). The zygote exits when its starter has exited, which a pidfd of the
   starter tells it (``PR_SET_PDEATHSIG`` would follow the starter's *thread*, and a driver
@@ -50,11 +54,9 @@ would send the client's path to executors on other hosts as their Python.
 from __future__ import annotations
 
 import atexit
-import ctypes
 import gc
 import logging
 import os
-import runpy
 import selectors
 import shutil
 import signal
@@ -63,10 +65,9 @@ import struct
 import subprocess
 import sys
 import tempfile
-import traceback
 from typing import NamedTuple
 
-from seatide.runtime import zygote_imports
+from seatide.runtime import zygote_child, zygote_fit, zygote_imports
 
 log = logging.getLogger(__name__)
 
@@ -76,31 +77,8 @@ FORKED_MODULES = ("pyspark.sql.streaming.python_streaming_source_runner", "pyspa
 # Read by the modules the zygote imports (zygote_imports.py): a forked child sees the zygote's values.
 IMPORT_TIME_ENV = zygote_imports.IMPORT_TIME_ENV
 
-_PR_SET_PDEATHSIG = 1
 _HEADER = struct.Struct("!I")
 _STATUS = struct.Struct("!i")
-
-
-_libc = ctypes.CDLL("libc.so.6", use_errno=True)
-_forking_pid = 0       # set just before each fork in a child: its children's parent
-
-
-def _die_with_parent(parent: int) -> None:
-    """SIGKILL this process when ``parent``, which forked it from its one thread, exits;
-    at once if it already has (we were re-parented before asking)."""
-    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:
-        os._exit(1)
-
-
-def _before_fork() -> None:
-    global _forking_pid
-    _forking_pid = os.getpid()
-
-
-def _forks_die_with_their_parent() -> None:
-    """From now on, every process this one forks (a daemon's workers) dies with it."""
-    os.register_at_fork(before=_before_fork, after_in_child=lambda: _die_with_parent(_forking_pid))
 
 
 def _recv_exactly(conn: socket.socket, size: int) -> bytes:
@@ -134,43 +112,6 @@ def decode_request(data: bytes) -> dict:
     return {"module": fields[0], "cwd": fields[1], "args": fields[3:3 + count], "env": env}
 
 
-def _run_child(request: dict, fds: list[int], zygote: int, closing: list) -> None:
-    """In the forked child: become the process the client would have started. Never returns."""
-    code = 1
-    try:
-        for fd in closing:
-            os.close(fd)
-        _die_with_parent(zygote)
-        _forks_die_with_their_parent()
-        for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
-            signal.signal(signum, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.set_wakeup_fd(-1)
-        for target, fd in enumerate(fds):
-            os.dup2(fd, target)
-            os.close(fd)
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        entries = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
-        sys.path[:0] = [p for p in entries if p not in sys.path]
-        sys.argv = [request["module"], *request["args"]]
-        sys.modules.pop(request["module"], None)     # imported by the zygote; runs afresh as __main__
-        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
-        os._exit(code)
-
-
 def _watch(starter: int) -> int:
     """A pidfd of ``starter``, our parent, readable once it has exited; exit now if it has."""
     try:
@@ -187,6 +128,7 @@ def serve(path: str, starter: int) -> None:
     ``starter`` has exited."""
     starter_fd = _watch(starter)
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # a ^C for `seatide run` is the driver's to handle
+    interpreter = zygote_fit.interpreter_path()
     zygote_imports.import_all(FORKED_MODULES, required=True)   # what each child would import: the point of the zygote
     zygote_imports.import_all(zygote_imports.AT_START)
     wake_r, wake_w = os.pipe()
@@ -214,12 +156,16 @@ def serve(path: str, starter: int) -> None:
                 except (ConnectionError, ValueError, OSError):
                     conn.close()
                     continue
-                if not _imports_fit(request["env"]):
+                refused = "its start settings" if not zygote_fit.settings_fit(request["env"]) else None
+                if not refused:
+                    zygote_imports.before_fork(request["module"], request["args"])
+                    refused = zygote_fit.shadowed(request["cwd"], request["env"], interpreter)
+                if refused:
+                    log.debug("python zygote: refused %s: %s", request["module"], refused)
                     for fd in fds:          # no status: the client starts the interpreter itself
                         os.close(fd)
                     conn.close()
                     continue
-                zygote_imports.before_fork(request["module"], request["args"])
                 # Spark's daemon has a reused worker collect its garbage after each task: a full
                 # collection walked every object imported here (20 ms of CPU with PySpark alone,
                 # 60 with pandas and the clients). Frozen, they are left out of the children's
@@ -230,8 +176,9 @@ def serve(path: str, starter: int) -> None:
                 zygote = os.getpid()
                 pid = os.fork()
                 if pid == 0:
-                    _run_child(request, fds, zygote, [listener.fileno(), wake_r, wake_w, starter_fd,
-                                                      *(c.fileno() for c in clients), conn.fileno()])
+                    zygote_child.run(request, fds, zygote, [listener.fileno(), wake_r, wake_w, starter_fd,
+                                                      selector.fileno(), *(c.fileno() for c in clients),
+                                                      conn.fileno()], interpreter)
                 for fd in fds:
                     os.close(fd)
                 try:
@@ -290,11 +237,6 @@ def _client_gone(conn, children: dict, clients: dict, selector) -> None:
         _signal(pid, signal.SIGTERM)
 
 
-def _imports_fit(env: dict) -> bool:
-    """Whether what we imported is what a process started with ``env`` would have imported."""
-    return all(env.get(name) == os.environ.get(name) for name in IMPORT_TIME_ENV)
-
-
 def _signal(pid: int, signum: int) -> None:
     try:
         os.kill(pid, signum)
@@ -342,7 +284,8 @@ def spawn(directory: str) -> Zygote:
     """A zygote listening in ``directory``, and its client there."""
     path, client = os.path.join(directory, "zygote.sock"), os.path.join(directory, "python")
     write_client(client, path)
-    process = subprocess.Popen([sys.executable, "-m", __name__, path, str(os.getpid())], stdin=subprocess.DEVNULL)
+    process = subprocess.Popen([sys.executable, "-m", __name__, path, str(os.getpid())], stdin=subprocess.DEVNULL,
+                               env=zygote_fit.zygote_env(dict(os.environ)))
     return Zygote(client, process)
 
 

@@ -27,7 +27,8 @@ def _become_python():
 
 def _exit_as(code):
     if code < 0:                  # killed by a signal: be killed by it too
-        _signal.signal(-code, _signal.SIG_DFL)
+        if code != -_signal.SIGKILL:      # whose disposition cannot be set (signal() raised)
+            _signal.signal(-code, _signal.SIG_DFL)
         posix.kill(posix.getpid(), -code)
     posix._exit(code & 0xFF)
 

@@ -49,7 +49,7 @@ BEFORE_WORKER_DAEMON = ("pandas", "pyarrow.compute", "pyarrow.pandas_compat", "p
 WORKER_DAEMON = ("pyspark.daemon", "pyspark.worker")
 
 # Read when the modules above are imported: a forked child sees the zygote's values, so a
-# request whose values differ is refused (python_zygote._imports_fit). PySpark's, SeaTide's
+# request whose values differ is refused (zygote_fit.settings_fit). PySpark's, SeaTide's
 # failpoints, psycopg's implementation and wait function, pandas' modes, pymysql's default user
 # (tests/runtime/test_zygote_imports.py checks SeaTide's modules read no other).
 IMPORT_TIME_ENV = ("PYSPARK_ENABLE_NAMEDTUPLE_PATCH", "SPARK_TESTING", "SEATIDE_FAILPOINTS",

@@ -1,0 +1,116 @@
+"""The Python zygote's forked child (runtime/python_zygote.py): it becomes the process its client
+would have started, runs its module as ``python -m`` would, and ends as the interpreter ends.
+
+A fresh process's end is what Spark sees of it, through the client's status: so the child waits
+for its threads and runs its exit functions (Py_RunMain's finalization), prints a ``sys.exit``
+message, and dies by SIGINT after an unhandled interrupt. It then exits at once (``os._exit``):
+tearing down the modules the zygote imported would only free memory the kernel frees anyway.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import runpy
+import signal
+import sys
+import threading
+import time
+import traceback
+
+from seatide.runtime import zygote_fit
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL("libc.so.6", use_errno=True)
+_forking_pid = 0       # set just before each fork in a child: its children's parent
+
+
+def _die_with_parent(parent: int) -> None:
+    """SIGKILL this process when ``parent``, which forked it from its one thread, exits;
+    at once if it already has (we were re-parented before asking)."""
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _before_fork() -> None:
+    global _forking_pid
+    _forking_pid = os.getpid()
+
+
+def _forks_die_with_their_parent() -> None:
+    """From now on, every process this one forks (a daemon's workers) dies with it."""
+    os.register_at_fork(before=_before_fork, after_in_child=lambda: _die_with_parent(_forking_pid))
+
+
+def run(request: dict, fds: list[int], zygote: int, closing: list, interpreter: list[str]) -> None:
+    """In the forked child: become the process the client would have started. Never returns."""
+    try:
+        for fd in closing:
+            os.close(fd)
+        _die_with_parent(zygote)
+        _forks_die_with_their_parent()
+        for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.set_wakeup_fd(-1)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        time.tzset()        # time read TZ as the zygote imported it; a fresh process reads the request's
+        sys.path[:] = zygote_fit.fresh_path(request["cwd"], request["env"], interpreter)
+        sys.argv = [request["module"], *request["args"]]
+        sys.modules.pop(request["module"], None)     # imported by the zygote; runs afresh as __main__
+    except BaseException:
+        traceback.print_exc()
+        _end(1)
+    _end(_run_as_main(request["module"]))
+
+
+def _run_as_main(module: str) -> int:
+    """Run ``module`` as ``python -m`` does and end as the interpreter ends (Py_RunMain): the
+    exit status, or minus the signal to die by."""
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as exc:
+        code = _system_exit_status(exc.code)
+    except BaseException as exc:
+        sys.excepthook(type(exc), exc, exc.__traceback__)
+        code = -signal.SIGINT if isinstance(exc, KeyboardInterrupt) else 1
+    try:
+        threading._shutdown()        # what the interpreter's finalization waits for first
+    except BaseException as exc:     # noqa: BLE001 (as the interpreter, report and go on)
+        sys.excepthook(type(exc), exc, exc.__traceback__)
+    atexit._run_exitfuncs()
+    return code
+
+
+def _system_exit_status(code) -> int:
+    """SystemExit's code as the interpreter takes it: None is 0, an int itself, anything else is
+    printed to stderr and is 1."""
+    if code is None or isinstance(code, int):
+        return code or 0
+    try:
+        print(code, file=sys.stderr)
+    except Exception:     # noqa: BLE001 (no stderr to print to)
+        pass
+    return 1
+
+
+def _end(code: int) -> None:
+    """Flush the streams (a failure is status 120, as the interpreter's), then exit with ``code``,
+    or die by the signal ``-code``."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:     # noqa: BLE001
+            code = code or 120
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code & 0xFF)
