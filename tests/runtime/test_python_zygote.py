@@ -17,7 +17,7 @@ import sys
 import psutil
 import pytest
 
-from seatide.runtime import python_zygote
+from seatide.runtime import python_zygote, zygote_request
 from seatide.testing.cluster import wait_for
 
 RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
@@ -105,7 +105,7 @@ def test_a_client_gone_before_its_status_leaves_the_zygote_serving(zygote, tmp_p
     as it starts): the zygote's answer then meets a closed socket, and it must go on serving.
     Held here by hanging up right after the request, so the answer always meets the close."""
     env = {**os.environ, "PYTHON_WORKER_FACTORY_SOCK_PATH": str(tmp_path / "nobody.sock")}
-    request = "\0".join([RUNNER, str(tmp_path), "0", *(f"{k}={v}" for k, v in env.items())]).encode()
+    request = "\0".join([RUNNER, str(tmp_path), "18", "13", "", "", "0", *(f"{k}={v}" for k, v in env.items())]).encode()
     with open(os.devnull, "rb") as null_in, open(os.devnull, "wb") as null_out:
         for _ in range(3):
             conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -176,14 +176,18 @@ def test_a_client_whose_import_time_settings_differ_gets_the_interpreter_itself(
 
 def test_a_request_carries_arguments_and_environment_byte_for_byte_and_a_malformed_one_is_refused():
     """The client sends NUL-separated bytes (no argument or variable can hold a NUL)."""
-    data = b"\0".join([b"pyspark.daemon", b"/w\xff", b"2", b"", b"a=b", b"X=1=2", b"B=\xfe", b"E="])
-    request = python_zygote.decode_request(data)
-    assert request == {"module": "pyspark.daemon", "cwd": os.fsdecode(b"/w\xff"), "args": ["", "a=b"],
-                       "env": {"X": "1=2", "B": os.fsdecode(b"\xfe"), "E": ""}}
-    assert os.fsencode(request["env"]["B"]) == b"\xfe"
-    for malformed in (b"", b"m\0/", b"m\0/\0x", b"m\0/\x003\0a", b"m\0/\x000\0NOEQUALS"):
+    data = b"\0".join([b"pyspark.daemon", b"/w\xff", b"18", b"2,13", b"", b"7:1024:4096,4:-1:-1", b"2", b"",
+                       b"a=b", b"X=1=2", b"B=\xfe", b"E="])
+    request = zygote_request.decode_request(data)
+    assert request == zygote_request.Request(
+        module="pyspark.daemon", cwd=os.fsdecode(b"/w\xff"), args=["", "a=b"],
+        env={"X": "1=2", "B": os.fsdecode(b"\xfe"), "E": ""}, umask=0o22, ignored=frozenset({2, 13}),
+        blocked=frozenset(), limits={7: (1024, 4096), 4: (-1, -1)})
+    assert os.fsencode(request.env["B"]) == b"\xfe"
+    for malformed in (b"", b"m\0/", b"m\0/\0" b"18\0\0\0\0x", b"m\0/\x0018\0\0\0\0\x003\0a",
+                      b"m\0/\x0018\0\0\0\0\x000\0NOEQUALS", b"m\0/\x0018\0\0\0" b"7:1\x000"):
         with pytest.raises(ValueError):
-            python_zygote.decode_request(malformed)
+            zygote_request.decode_request(malformed)
 
 
 def test_the_client_forks_the_modules_the_zygote_forks():

@@ -20,14 +20,40 @@ from seatide.runtime import python_zygote
 from tests.runtime.test_python_zygote import SPARK_WORKER_ENV, zygote  # noqa: F401  (zygote: a fixture)
 
 PROBE = '''
-import atexit, json, os, signal, sys, threading, time
+import atexit, json, os, resource, signal, socket, sys, threading, time
 
 def facts():
-    import pymysql, psycopg
+    import pymysql, psycopg, zoneinfo
     return {"parent": os.getppid(), "hash": hash("seatide"), "timezone": time.timezone,
             "tzname": list(time.tzname), "path": sys.path, "pymysql": pymysql.__file__,
             "psycopg": psycopg.__file__, "flags": list(sys.flags), "write_through": sys.stdout.write_through,
-            "fds": sorted(os.listdir("/proc/self/fd"), key=int)}
+            "fds": sorted(os.listdir("/proc/self/fd"), key=int), "tzpath": list(zoneinfo.TZPATH),
+            "umask": os.umask(0o22), "limits": [resource.getrlimit(getattr(resource, name))
+                                                for name in sorted(dir(resource)) if name.startswith("RLIMIT_")],
+            "signals": [str(signal.getsignal(n)) for n in range(1, signal.NSIG) if n not in (32, 33)],
+            "blocked": sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])), "site": os.environ.get("SITE_RAN")}
+
+def broken_pipe():
+    ours, theirs = socket.socketpair()
+    theirs.close()
+    try:
+        ours.sendall(b"x")
+    except BrokenPipeError:
+        sys.exit(3)
+
+def fork_from_a_thread():
+    """A job's own fork from a thread that ends before its child does."""
+    pids = []
+    def task():
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(0.5)
+            os._exit(0)
+        pids.append(pid)
+    thread = threading.Thread(target=task)
+    thread.start()
+    thread.join()
+    print("child", os.waitstatus_to_exitcode(os.waitpid(pids[0], 0)[1]), flush=True)
 
 how = sys.argv[1]
 if how == "facts":
@@ -44,6 +70,16 @@ elif how == "killed":
     os.kill(os.getpid(), signal.SIGKILL)
 elif how == "atexit":
     atexit.register(print, "an exit function ran", flush=True)
+elif how == "broken_pipe":
+    broken_pipe()
+elif how == "thread_fork":
+    fork_from_a_thread()
+elif how.startswith("exit_"):
+    sys.exit(int(how[5:]))
+elif how == "sleep_until":
+    while not os.path.exists(sys.argv[2]):
+        time.sleep(0.05)
+    print("done", flush=True)
 elif how == "thread":
     threading.Thread(target=lambda: (time.sleep(0.3), print("a thread finished", flush=True))).start()
 '''
@@ -59,22 +95,27 @@ def probe(zygote, tmp_path):  # noqa: F811
     os.chmod(client, 0o755)
     job = tmp_path / "job"
     job.mkdir()
-    (job / "zygote_probe.py").write_text(PROBE)
     return client, job
 
 
-def _run(python: str, how: str, cwd, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([python, "-m", "zygote_probe", how], cwd=str(cwd), env=env, capture_output=True,
-                          text=True, timeout=120)
+def _run(python: str, how: str, cwd, env: dict, preexec_fn=None) -> subprocess.CompletedProcess:
+    return subprocess.run([python, "-m", "zygote_probe", *how.split()], cwd=str(cwd), env=env, capture_output=True,
+                          text=True, timeout=120, preexec_fn=preexec_fn)
 
 
-def _both(probe, how: str, cwd=None, path: list | None = None, **extra_env: str):
-    """The probe run afresh, then through the zygote, with one request."""
+def _both(probe, how: str, cwd=None, path: list | None = None, preexec_fn=None, **extra_env: str):
+    """The probe run afresh, then through the zygote, with one request: from its directory, which
+    a fresh ``python -m`` puts first on its path (a job's own directory on PYTHONPATH is served
+    by a fresh interpreter), as the JVM starts it (``preexec_fn``: the state a child inherits)."""
     client, job = probe
-    env = {**os.environ, **SPARK_WORKER_ENV, **extra_env,
-           "PYTHONPATH": os.pathsep.join([*(path or []), str(job)])}
-    cwd = cwd or job.parent
-    return _run(sys.executable, how, cwd, env), _run(client, how, cwd, env)
+    env = {**os.environ, **SPARK_WORKER_ENV, **extra_env}
+    if path:
+        env["PYTHONPATH"] = os.pathsep.join(path)
+    else:
+        env.pop("PYTHONPATH", None)
+    cwd = cwd or job
+    (cwd / "zygote_probe.py").write_text(PROBE)
+    return _run(sys.executable, how, cwd, env, preexec_fn), _run(client, how, cwd, env, preexec_fn)
 
 
 def _facts(probe, zygote, **kwargs) -> tuple[dict, dict]:  # noqa: F811
@@ -91,9 +132,19 @@ def test_a_forked_process_is_forked_and_hashes_strings_with_the_seed_its_request
     assert forked["hash"] == fresh["hash"]
 
 
-def test_a_forked_process_starts_with_the_path_a_fresh_one_would(probe, zygote, tmp_path):  # noqa: F811
+def _sparks_zips_and_seatides_source() -> list[str]:
+    import pyspark
+    import seatide
+
+    lib = os.path.join(os.path.dirname(pyspark.__file__), "python", "lib")
+    zips = sorted(os.path.join(lib, name) for name in os.listdir(lib) if name.endswith(".zip"))
+    assert len(zips) == 2, zips
+    return [*zips, os.path.dirname(os.path.dirname(seatide.__file__))]
+
+
+def test_a_forked_process_starts_with_the_path_a_fresh_one_would(probe, zygote):  # noqa: F811
     """Its directory first, then the request's PYTHONPATH, then the interpreter's own."""
-    fresh, forked = _facts(probe, zygote, path=["relative", str(tmp_path / "absent")])
+    fresh, forked = _facts(probe, zygote, path=_sparks_zips_and_seatides_source())
     assert forked["parent"] == zygote.process.pid
     assert forked["path"] == fresh["path"]
 
@@ -113,10 +164,12 @@ def test_a_forked_process_keeps_time_in_the_zone_its_request_names(probe, zygote
     assert (forked["timezone"], forked["tzname"]) == (fresh["timezone"], fresh["tzname"])
 
 
-@pytest.mark.parametrize("how", ["os_exit", "sys_exit", "raise", "interrupt", "killed", "atexit", "thread"])
+@pytest.mark.parametrize("how", ["os_exit", "sys_exit", "raise", "interrupt", "killed", "atexit", "thread",
+                                 "exit_-1", "exit_-9", "exit_256"])
 def test_a_forked_process_ends_as_a_fresh_one_would_and_its_client_exits_alike(probe, how):
     """The JVM sees the client's status: a fresh process's, whether it returned, called
-    ``os._exit``, ``sys.exit`` with a message, raised, was interrupted or killed; and what a
+    ``os._exit``, ``sys.exit`` with a message or a number (PySpark's runner ends failures with
+    ``sys.exit(-1)``: status 255, not SIGHUP), raised, was interrupted or killed; and what a
     fresh one does as it ends (exit functions, waiting for its threads) is done."""
     fresh, forked = _both(probe, how)
     assert forked.returncode == fresh.returncode, (fresh.stderr, forked.stderr)
@@ -163,12 +216,5 @@ def test_a_job_that_brings_its_own_version_of_a_preloaded_module_imports_its_own
 def test_pysparks_own_zips_and_seatides_source_on_the_path_leave_the_request_to_the_zygote(probe, zygote):  # noqa: F811
     """Spark puts its Home's pyspark.zip and py4j's zip first on every worker's path (a user's
     SPARK_HOME has them): the same PySpark the zygote imported, not a job's own."""
-    import pyspark
-    import seatide
-
-    lib = os.path.join(os.path.dirname(pyspark.__file__), "python", "lib")
-    zips = sorted(os.path.join(lib, name) for name in os.listdir(lib) if name.endswith(".zip"))
-    assert len(zips) == 2, zips
-    source = os.path.dirname(os.path.dirname(seatide.__file__))
-    _fresh, forked = _facts(probe, zygote, path=[*zips, source])
+    _fresh, forked = _facts(probe, zygote, path=_sparks_zips_and_seatides_source())
     assert forked["parent"] == zygote.process.pid, "refused an ordinary SeaTide request"

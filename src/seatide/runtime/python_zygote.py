@@ -28,11 +28,15 @@ Rules that keep a forked process what a fresh one would be:
   It freezes its objects before each fork (``gc.freeze``), so the garbage collections of a
   child (Spark's daemon has a reused worker collect after every task) leave them out;
 * the child takes the environment, directory and path (``sys.path``) a fresh ``python -m``
-  started by the JVM would have, re-reads the time zone, and resets the signal dispositions the
-  zygote changed. What it cannot take is refused, and its client starts the real interpreter
+  started by the JVM would have, re-reads the time zone, and takes what the client inherited
+  from the JVM and sent in its request (zygote_request.py): ignored and blocked signals, umask,
+  resource limits. What it cannot take is refused, and its client starts the real interpreter
   (zygote_fit.py): settings the interpreter reads as it starts (the hash seed, unbuffered
   streams) or modules read as they are imported (``IMPORT_TIME_ENV``), when they differ from
-  the zygote's; and a path on which a job brings its own copy of a module the zygote imported;
+  the zygote's; a hard resource limit above the zygote's; and a path on which a job brings its
+  own Python code (anything but Spark's archives and SeaTide's source). Refusal is decided
+  before the zygote imports anything for a request, and a failed accept or fork refuses that
+  request alone;
 * it ends as the interpreter ends: its threads are waited for, its exit functions run, a
   ``sys.exit`` message is printed, an interrupt ends it by SIGINT; the client exits with its
   status, or is killed by the signal that killed it;
@@ -40,12 +44,17 @@ Rules that keep a forked process what a fresh one would be:
   starter, a driver). The zygote exits when its starter has exited, which a pidfd of the
   starter tells it (``PR_SET_PDEATHSIG`` would follow the starter's *thread*, and a driver
   starts Spark from a thread that may end; a pipe would stay open while anything the starter
-  forked holds its end). A child dies with the zygote, and whatever a child forks (a daemon's
-  workers) dies with that child (``PR_SET_PDEATHSIG`` at every fork, from the one thread that
-  forks): a worker busy in a UDF or blocked on a database never reads the end of its JVM, so
+  forked holds its end). A child dies with the zygote, and whatever a child forks from its main
+  thread (a daemon's workers) dies with that child (``PR_SET_PDEATHSIG``, which follows the forking
+  thread: a job's fork from another thread is left alone, as a fresh process's would be): a worker busy in a UDF or blocked on a database never reads the end of its JVM, so
   nothing else would end it. A child whose client disconnects (the JVM ended the process it
   started) gets SIGTERM, on which a daemon ends its workers, as it would have; the client
   exits with the child's status.
+
+Known differences (review of 94805da): the BLAS thread pool is sized as numpy loaded in the
+zygote (Spark gives OMP_NUM_THREADS to its workers alone, not to runners and planners; F4), and
+the child ends by ``os._exit`` after its exit functions, without the interpreter's teardown of
+modules (``__del__`` of module globals, unclosed files' flush; F9).
 
 Used only when every executor is in the driver's JVM (a local master): elsewhere, Spark
 would send the client's path to executors on other hosts as their Python.
@@ -54,6 +63,7 @@ would send the client's path to executors on other hosts as their Python.
 from __future__ import annotations
 
 import atexit
+import errno
 import gc
 import logging
 import os
@@ -61,13 +71,12 @@ import selectors
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
 from typing import NamedTuple
 
-from seatide.runtime import zygote_child, zygote_fit, zygote_imports
+from seatide.runtime import zygote_child, zygote_fit, zygote_imports, zygote_request
 
 log = logging.getLogger(__name__)
 
@@ -76,41 +85,6 @@ log = logging.getLogger(__name__)
 FORKED_MODULES = ("pyspark.sql.streaming.python_streaming_source_runner", "pyspark.daemon")
 # Read by the modules the zygote imports (zygote_imports.py): a forked child sees the zygote's values.
 IMPORT_TIME_ENV = zygote_imports.IMPORT_TIME_ENV
-
-_HEADER = struct.Struct("!I")
-_STATUS = struct.Struct("!i")
-
-
-def _recv_exactly(conn: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = conn.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("the client went away")
-        data += chunk
-    return data
-
-
-def _read_request(conn: socket.socket) -> tuple[dict, list[int]]:
-    """The length of the request, with the client's three standard streams; then the request."""
-    header, fds, _flags, _addr = socket.recv_fds(conn, _HEADER.size, 3)
-    if len(header) < _HEADER.size or len(fds) != 3:
-        for fd in fds:
-            os.close(fd)
-        raise ConnectionError("a malformed request")
-    return decode_request(_recv_exactly(conn, _HEADER.unpack(header)[0])), fds
-
-
-def decode_request(data: bytes) -> dict:
-    """zygote_client.py's request: NUL-separated, the module, the directory, how many
-    arguments, the arguments, then the environment as NAME=VALUE. ValueError if malformed."""
-    fields = [os.fsdecode(field) for field in data.split(b"\0")]
-    count = int(fields[2]) if len(fields) >= 3 else -1
-    if not 0 <= count <= len(fields) - 3:
-        raise ValueError("a malformed request")
-    env = dict(entry.split("=", 1) for entry in fields[3 + count:])
-    return {"module": fields[0], "cwd": fields[1], "args": fields[3:3 + count], "env": env}
-
 
 def _watch(starter: int) -> int:
     """A pidfd of ``starter``, our parent, readable once it has exited; exit now if it has."""
@@ -145,55 +119,89 @@ def serve(path: str, starter: int) -> None:
     selector.register(listener, selectors.EVENT_READ, "accept")
     selector.register(wake_r, selectors.EVENT_READ, "reap")
     selector.register(starter_fd, selectors.EVENT_READ, "starter")
+    spare = os.open(os.devnull, os.O_RDONLY)     # closed to accept a client when out of descriptors
     while True:
         for key, _ in selector.select():
             if key.data == "starter":       # the starter is gone; our children follow us
                 os._exit(0)
             if key.data == "accept":
-                conn, _addr = listener.accept()
-                try:
-                    request, fds = _read_request(conn)
-                except (ConnectionError, ValueError, OSError):
-                    conn.close()
-                    continue
-                refused = "its start settings" if not zygote_fit.settings_fit(request["env"]) else None
-                if not refused:
-                    zygote_imports.before_fork(request["module"], request["args"])
-                    refused = zygote_fit.shadowed(request["cwd"], request["env"], interpreter)
-                if refused:
-                    log.debug("python zygote: refused %s: %s", request["module"], refused)
-                    for fd in fds:          # no status: the client starts the interpreter itself
-                        os.close(fd)
-                    conn.close()
-                    continue
-                # Spark's daemon has a reused worker collect its garbage after each task: a full
-                # collection walked every object imported here (20 ms of CPU with PySpark alone,
-                # 60 with pandas and the clients). Frozen, they are left out of the children's
-                # collections (gc.freeze, as Python's documentation advises before a fork).
-                gc.freeze()
-                sys.stdout.flush()
-                sys.stderr.flush()
-                zygote = os.getpid()
-                pid = os.fork()
-                if pid == 0:
-                    zygote_child.run(request, fds, zygote, [listener.fileno(), wake_r, wake_w, starter_fd,
-                                                      selector.fileno(), *(c.fileno() for c in clients),
-                                                      conn.fileno()], interpreter)
-                for fd in fds:
-                    os.close(fd)
-                try:
-                    conn.sendall(_STATUS.pack(pid))
-                except OSError:     # the JVM ended the client already: its runner goes too
-                    conn.close()
-                    _signal(pid, signal.SIGTERM)
-                    continue
-                children[pid], clients[conn] = conn, pid
-                selector.register(conn, selectors.EVENT_READ, "client")
+                spare = _accept(listener, spare, interpreter, children, clients, selector,
+                                [listener.fileno(), wake_r, wake_w, starter_fd, selector.fileno()])
             elif key.data == "reap":
                 os.read(wake_r, 512)
                 _reap(children, clients, selector)
             else:
                 _client_gone(key.fileobj, children, clients, selector)
+
+
+def _accept(listener, spare: int, interpreter: list[str], children: dict, clients: dict, selector,
+            closing: list[int]) -> int:
+    """Serve one client: fork its process, or answer nothing, so that it starts the interpreter
+    itself. A failure here is that request's alone (a fork refused at the pid limit, a client
+    gone, no descriptor left): the zygote and its children go on. Returns the spare descriptor."""
+    try:
+        conn, _addr = listener.accept()
+    except OSError as exc:
+        if exc.errno not in (errno.EMFILE, errno.ENFILE):
+            return spare
+        # The client waits in the backlog, and the listener stays readable: take it with the
+        # spare descriptor and hang up, so that it starts the interpreter.
+        os.close(spare)
+        try:
+            listener.accept()[0].close()
+        except OSError:
+            pass
+        return os.open(os.devnull, os.O_RDONLY)
+    try:
+        request, fds = zygote_request.read_request(conn)
+    except (ConnectionError, ValueError, OSError):
+        conn.close()
+        return spare
+    try:
+        pid = _fork_for(request, fds, interpreter, [*closing, spare, *(c.fileno() for c in clients), conn.fileno()])
+    finally:
+        for fd in fds:
+            os.close(fd)
+    if pid is None:                 # no status: the client starts the interpreter itself
+        conn.close()
+        return spare
+    try:
+        conn.sendall(zygote_request.STATUS.pack(pid))
+    except OSError:     # the JVM ended the client already: its runner goes too
+        conn.close()
+        _signal(pid, signal.SIGTERM)
+        return spare
+    children[pid], clients[conn] = conn, pid
+    selector.register(conn, selectors.EVENT_READ, "client")
+    return spare
+
+
+def _fork_for(request: zygote_request.Request, fds: list[int], interpreter: list[str], closing: list[int]) -> int | None:
+    """The pid of the child forked to be ``request``'s process, or None if it was refused or the
+    fork failed. Refused before importing anything for it: a refused request pays no imports."""
+    refused = zygote_fit.refusal(request, interpreter)
+    if not refused:
+        zygote_imports.before_fork(request.module, request.args)
+        refused = zygote_fit.shadowed(request.cwd, request.env, interpreter)    # by what was just imported
+    if refused:
+        log.debug("python zygote: refused %s: %s", request.module, refused)
+        return None
+    # Spark's daemon has a reused worker collect its garbage after each task: a full
+    # collection walked every object imported here (20 ms of CPU with PySpark alone,
+    # 60 with pandas and the clients). Frozen, they are left out of the children's
+    # collections (gc.freeze, as Python's documentation advises before a fork).
+    gc.freeze()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    zygote = os.getpid()
+    try:
+        pid = os.fork()
+    except OSError as exc:          # EAGAIN at the pid limit, ENOMEM: Spark's daemon would fail only this one
+        log.debug("python zygote: no fork for %s: %s", request.module, exc)
+        return None
+    if pid == 0:
+        zygote_child.run(request, fds, zygote, closing, interpreter)
+    return pid
 
 
 def _reap(children: dict, clients: dict, selector) -> None:
@@ -215,7 +223,7 @@ def _child_exited(pid: int, code: int, children: dict, clients: dict, selector) 
     clients.pop(conn, None)
     selector.unregister(conn)
     try:
-        conn.sendall(_STATUS.pack(code))
+        conn.sendall(zygote_request.STATUS.pack(code))
     except OSError:
         pass
     conn.close()
@@ -250,20 +258,24 @@ class Zygote(NamedTuple):
 
 
 _this_process: Zygote | None = None
+_unusable = False          # the client could not run here: Spark gets the interpreter itself
 
 
-def start() -> str:
-    """Start this process's zygote (once) and return its client, to use as ``PYSPARK_PYTHON``.
+def start() -> str | None:
+    """Start this process's zygote (once) and return its client, to use as ``PYSPARK_PYTHON``;
+    None if the client cannot run here (then no zygote is used).
 
     The client exists at once and starts the real interpreter until the zygote accepts
     (after its imports, 0.4 s), so a session may be built right away."""
-    global _this_process
-    if _this_process is None:
+    global _this_process, _unusable
+    if _this_process is None and not _unusable:
         directory = tempfile.mkdtemp(prefix="seatide-zygote-")
         atexit.register(shutil.rmtree, directory, True)
         _this_process = spawn(directory)
-        log.debug("python zygote pid %s, client %s", _this_process.process.pid, _this_process.client)
-    return _this_process.client
+        _unusable = _this_process is None
+        if _this_process is not None:
+            log.debug("python zygote pid %s, client %s", _this_process.process.pid, _this_process.client)
+    return _this_process.client if _this_process is not None else None
 
 
 def started() -> Zygote | None:
@@ -280,13 +292,31 @@ def stop() -> None:
         _this_process = None
 
 
-def spawn(directory: str) -> Zygote:
-    """A zygote listening in ``directory``, and its client there."""
+def spawn(directory: str) -> Zygote | None:
+    """A zygote listening in ``directory``, and its client there; None if the client cannot run."""
     path, client = os.path.join(directory, "zygote.sock"), os.path.join(directory, "python")
     write_client(client, path)
+    if not client_runs(client):
+        return None
     process = subprocess.Popen([sys.executable, "-m", __name__, path, str(os.getpid())], stdin=subprocess.DEVNULL,
                                env=zygote_fit.zygote_env(dict(os.environ)))
     return Zygote(client, process)
+
+
+def client_runs(client: str) -> bool:
+    """Whether ``client`` runs, and the interpreter it names: its ``#!`` line fails for an
+    interpreter whose path holds a space or is too long, and a directory mounted noexec refuses
+    it. Then every Python process Spark starts would fail: the zygote is not used (10 ms, once)."""
+    try:
+        done = subprocess.run([client, "-S", "-c", "pass"], stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("python zygote not used: its client %s cannot run: %s", client, exc)
+        return False
+    if done.returncode != 0:
+        log.warning("python zygote not used: its client %s exited with %s: %s", client, done.returncode,
+                    done.stderr[-500:])
+    return done.returncode == 0
 
 
 def write_client(client: str, path: str) -> None:

@@ -64,7 +64,7 @@ def prepare_python_env(master: str = "local[*]") -> None:
     if not runs_executors_elsewhere(master) and os.environ.get(ZYGOTE_ENV, "1") != "0":
         from seatide.runtime import python_zygote
 
-        python = python_zygote.start()
+        python = python_zygote.start() or sys.executable
     os.environ["PYSPARK_PYTHON"] = python
     os.environ["PYSPARK_DRIVER_PYTHON"] = python
     spark_home.use()

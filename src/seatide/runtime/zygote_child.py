@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import resource
 import runpy
 import signal
 import sys
@@ -20,10 +21,12 @@ import time
 import traceback
 
 from seatide.runtime import zygote_fit
+from seatide.runtime.zygote_request import Request
 
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL("libc.so.6", use_errno=True)
 _forking_pid = 0       # set just before each fork in a child: its children's parent
+_forking_from_main = True
 
 
 def _die_with_parent(parent: int) -> None:
@@ -35,40 +38,67 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _before_fork() -> None:
-    global _forking_pid
+    global _forking_pid, _forking_from_main
     _forking_pid = os.getpid()
+    _forking_from_main = threading.get_ident() == threading.main_thread().ident
+
+
+def _after_fork_in_child() -> None:
+    # PR_SET_PDEATHSIG fires when the forking *thread* ends: a job's own fork from a worker
+    # thread would lose its child with that thread, where a fresh process's child lives on.
+    if _forking_from_main:
+        _die_with_parent(_forking_pid)
 
 
 def _forks_die_with_their_parent() -> None:
-    """From now on, every process this one forks (a daemon's workers) dies with it."""
-    os.register_at_fork(before=_before_fork, after_in_child=lambda: _die_with_parent(_forking_pid))
+    """From now on, every process this one forks from its main thread (a daemon's workers) dies with it."""
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
 
 
-def run(request: dict, fds: list[int], zygote: int, closing: list, interpreter: list[str]) -> None:
+def _inherit(request: Request) -> None:
+    """Take what a fresh process takes from the client's parent across exec: ignored signals stay
+    ignored (SIGINT too: PySpark starts the JVM with it ignored, so a ^C for the driver leaves
+    its Python processes be) and the rest are the default, SIGINT raising KeyboardInterrupt
+    unless ignored; SIGPIPE and SIGXFSZ are ignored by any interpreter, the client's as well.
+    Then the signal mask, the umask and the resource limits."""
+    for signum in range(1, signal.NSIG):
+        if signum in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        try:
+            signal.signal(signum, signal.SIG_IGN if signum in request.ignored else signal.SIG_DFL)
+        except (OSError, ValueError):     # the C library's own (32, 33)
+            pass
+    if signal.SIGINT not in request.ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_SETMASK, request.blocked)
+    os.umask(request.umask)
+    for number, limit in request.limits.items():
+        resource.setrlimit(number, limit)
+
+
+def run(request: Request, fds: list[int], zygote: int, closing: list, interpreter: list[str]) -> None:
     """In the forked child: become the process the client would have started. Never returns."""
     try:
         for fd in closing:
             os.close(fd)
         _die_with_parent(zygote)
         _forks_die_with_their_parent()
-        for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
-            signal.signal(signum, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.set_wakeup_fd(-1)
+        _inherit(request)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
-        os.chdir(request["cwd"])
+        os.chdir(request.cwd)
         os.environ.clear()
-        os.environ.update(request["env"])
+        os.environ.update(request.env)
         time.tzset()        # time read TZ as the zygote imported it; a fresh process reads the request's
-        sys.path[:] = zygote_fit.fresh_path(request["cwd"], request["env"], interpreter)
-        sys.argv = [request["module"], *request["args"]]
-        sys.modules.pop(request["module"], None)     # imported by the zygote; runs afresh as __main__
+        sys.path[:] = zygote_fit.fresh_path(request.cwd, request.env, interpreter)
+        sys.argv = [request.module, *request.args]
+        sys.modules.pop(request.module, None)     # imported by the zygote; runs afresh as __main__
     except BaseException:
         traceback.print_exc()
         _end(1)
-    _end(_run_as_main(request["module"]))
+    _end(_run_as_main(request.module))
 
 
 def _run_as_main(module: str) -> int:
@@ -94,7 +124,7 @@ def _system_exit_status(code) -> int:
     """SystemExit's code as the interpreter takes it: None is 0, an int itself, anything else is
     printed to stderr and is 1."""
     if code is None or isinstance(code, int):
-        return code or 0
+        return (code or 0) & 0xFF       # exit(-1) is 255: never a signal to die by
     try:
         print(code, file=sys.stderr)
     except Exception:     # noqa: BLE001 (no stderr to print to)
@@ -111,6 +141,7 @@ def _end(code: int) -> None:
         except Exception:     # noqa: BLE001
             code = code or 120
     if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
+        if code != -signal.SIGKILL:     # whose disposition cannot be set
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     os._exit(code & 0xFF)

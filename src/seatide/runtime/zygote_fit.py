@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import os
+import resource
 import subprocess
 import sys
 import zipfile
@@ -38,7 +39,12 @@ START_FLAGS = ("PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONSAFEPATH", 
 START_VALUES = ("PYTHONHASHSEED", "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONWARNINGS", "PYTHONOPTIMIZE",
                 "PYTHONDEBUG", "PYTHONVERBOSE", "PYTHONTRACEMALLOC", "PYTHONMALLOC", "PYTHONUSERBASE",
                 "PYTHONPYCACHEPREFIX", "PYTHONINTMAXSTRDIGITS", "PYTHONPLATLIBDIR", "PYTHONHOME",
-                "PYTHONPROFILEIMPORTTIME", "LC_ALL", "LC_CTYPE", "LANG")
+                "PYTHONPROFILEIMPORTTIME", "PYTHONCOERCECLOCALE", "LC_ALL", "LC_CTYPE", "LANG",
+                # ... and by modules the zygote imports: zoneinfo's search path, py4j's
+                "PYTHONTZPATH", "PY4J_SKIP_COLLECTIONS")
+# Families read when numpy and its BLAS load (numpy's switches, the BLAS thread pools). OMP_* is not
+# among them yet: Spark sets OMP_NUM_THREADS for its workers alone (review F4, left open).
+START_PREFIXES = ("NPY_", "OPENBLAS_", "GOTO_", "MKL_")
 
 # Spark's own archives, which hold the packages the zygote imported from the installation: the
 # same code when their version files are the same.
@@ -57,7 +63,61 @@ def zygote_env(environ: dict[str, str]) -> dict[str, str]:
 def settings_fit(env: dict[str, str], own: dict[str, str] = os.environ) -> bool:
     """Whether a process started with ``env`` would start, and import, with the zygote's settings."""
     return (all(bool(env.get(name)) == bool(own.get(name)) for name in START_FLAGS)
-            and all(env.get(name) == own.get(name) for name in (*START_VALUES, *IMPORT_TIME_ENV)))
+            and all(env.get(name) == own.get(name) for name in (*START_VALUES, *IMPORT_TIME_ENV))
+            and _family(env) == _family(own))
+
+
+def _family(env: dict[str, str]) -> dict[str, str]:
+    return {name: value for name, value in env.items() if name.startswith(START_PREFIXES)}
+
+
+def refusal(request, interpreter: list[str], own: dict[str, str] = os.environ) -> str | None:
+    """Why the zygote's child could not be the fresh process ``request`` describes, or None.
+    Decided from the request and what the zygote has already imported, before any import for it."""
+    if not settings_fit(request.env, own):
+        return "its start settings"
+    if not limits_fit(request.limits):
+        return "its resource limits"
+    foreign = foreign_entry(request.cwd, request.env)
+    if foreign:
+        return f"its own Python code on its path: {foreign}"
+    return shadowed(request.cwd, request.env, interpreter)
+
+
+def limits_fit(limits: dict[int, tuple[int, int]]) -> bool:
+    """Whether the child can take ``limits``: a process may lower its hard limits, never raise them."""
+    return all(_at_most(hard, resource.getrlimit(number)[1]) for number, (_soft, hard) in limits.items())
+
+
+def _at_most(limit: int, other: int) -> bool:
+    return other == resource.RLIM_INFINITY or (limit != resource.RLIM_INFINITY and limit <= other)
+
+
+def foreign_entry(cwd: str, env: dict[str, str]) -> str | None:
+    """An entry of the request's PYTHONPATH that is neither Spark's (an archive in its home: its
+    pyspark and py4j zips, its core jar) nor SeaTide's own source, or None. A job that brings its
+    own Python code (--py-files, a PYTHONPATH directory, a sitecustomize) may bring what a fresh
+    interpreter runs as it starts or what a module imported in the zygote would have picked up
+    (an optional dependency): such a request is served by a fresh interpreter."""
+    homes = [os.path.normpath(home) + os.sep for home in (env.get("SPARK_HOME"), _pysparks_home()) if home]
+    own = _seatide_source()
+    for entry in leading_path(cwd, env)[0 if env.get("PYTHONSAFEPATH") else 1:]:
+        sparks = entry.endswith((".zip", ".jar")) and entry.startswith(tuple(homes)) and os.path.isfile(entry)
+        if not (sparks or entry == own):
+            return entry
+    return None
+
+
+def _pysparks_home() -> str:
+    import pyspark
+
+    return os.path.dirname(os.path.abspath(pyspark.__file__))
+
+
+def _seatide_source() -> str:
+    import seatide
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(seatide.__file__)))
 
 
 def interpreter_path() -> list[str]:
