@@ -102,7 +102,9 @@ def foreign_entry(cwd: str, env: dict[str, str]) -> str | None:
     homes = [os.path.normpath(home) + os.sep for home in (env.get("SPARK_HOME"), _pysparks_home()) if home]
     own = _seatide_source()
     for entry in leading_path(cwd, env)[0 if env.get("PYTHONSAFEPATH") else 1:]:
-        sparks = entry.endswith((".zip", ".jar")) and entry.startswith(tuple(homes)) and os.path.isfile(entry)
+        # Spark names its pyspark and py4j zips whether its home has them or not (SeaTide's has
+        # neither); those it has, shadowed() checks are the PySpark the zygote imported.
+        sparks = entry.endswith((".zip", ".jar")) and entry.startswith(tuple(homes))
         if not (sparks or entry == own):
             return entry
     return None
