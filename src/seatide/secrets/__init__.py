@@ -18,7 +18,7 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from seatide.secrets.names import is_secret_key, words
+from seatide.secrets.names import is_secret_key, is_secret_param, words
 from seatide.secrets.shapes import carried_forms, password_spans
 
 if TYPE_CHECKING:
@@ -98,10 +98,14 @@ def mask_message(message: str | None, values: Iterable[str]) -> str | None:
     ``MIN_SEARCHED`` characters: an ordinary word (letters and ``_`` only, ``postgres``)
     where it stands alone, never inside a name or a path (``postgres_cdc_table_1``,
     ``/var/lib/postgres``); any other value (``S3cret-9``, a tenant ``ACME-7731``) wherever it
-    shows, since it cannot turn up inside a name by chance."""
+    shows, since it cannot turn up inside a name by chance.
+
+    Known values go first, longest first: a shape rule ends a value at a separator (``;``, ``,``, ``&``, ``)``,
+    ``@``, a space), so run first it masked ``password -> x;Kq8v`` to ``******;Kq8v`` and left no whole value for
+    the search to find (review 8, finding 2)."""
     if not message:
         return message
-    return _mask_values(_mask_pairs(_mask_embedded(message)), values, ordinary_alone=True)
+    return _mask_pairs(_mask_embedded(_mask_values(message, values, ordinary_alone=True)))
 
 
 def mask_tree(value: Any, values: Iterable[str]) -> Any:
@@ -143,7 +147,7 @@ def mask_config(job: "JobText") -> str:
                     key=lambda span: span.start, reverse=True)
     for span in masked:           # from the end, so earlier offsets stay true
         text = text[:span.start] + span.quote + MASK + span.quote + text[span.end:]
-    return _mask_values(_mask_embedded(text), secrets_of(job), ordinary_alone=False)
+    return _mask_embedded(_mask_values(text, secrets_of(job), ordinary_alone=False))     # whole values first
 
 
 class LineMasker:
@@ -243,13 +247,13 @@ def _credential_parts(key: str, value: str) -> Iterable[str]:
 def _embedded(text: str) -> Iterable[re.Match]:
     """Credentials inside a value: a URL's password, a ``password=...`` query parameter."""
     yield from _URL_USERINFO.finditer(text)
-    yield from (m for m in _URL_PARAM.finditer(text) if is_secret_key(m.group("key")))
+    yield from (m for m in _URL_PARAM.finditer(text) if is_secret_param(m.group("key")))
 
 
 def _mask_embedded(text: str) -> str:
     masked = lambda m: m.group("pre") + MASK + m.group("post")      # noqa: E731
     text = _URL_USERINFO.sub(masked, _PEM_PRIVATE.sub(MASK, text))
-    text = _URL_PARAM.sub(lambda m: masked(m) if is_secret_key(m.group("key")) else m.group(0), text)
+    text = _URL_PARAM.sub(lambda m: masked(m) if is_secret_param(m.group("key")) else m.group(0), text)
     return _mask_spans(text, password_spans(text, is_secret_key))
 
 

@@ -13,12 +13,28 @@ _SECRET_ENDINGS = ("password", "passwd", "passphrase", "secret", "token", "crede
 _DESCRIPTIVE = frozenset({"provider", "class", "type", "mode", "path", "file", "location", "name", "names",
                           "id", "url", "uri", "enabled", "variables", "column", "columns", "field", "fields",
                           "length", "size", "format", "timeout", "expire", "ttl"})
-# ``key`` is a credential only after one of these words; ``partition_key``, ``sort_key``,
-# ``primary_keys``, ``key_column``, ``rowkey_column`` name columns, and a bare ``key`` is Redis'
-# name of the key it writes (SeaTunnel's only option called just ``key``): none is a secret.
-_KEY_QUALIFIERS = frozenset({"access", "secret", "private", "api", "auth", "client", "encryption", "encrypt",
-                             "decrypt", "signing", "sign", "master", "account", "app", "shared", "session",
-                             "ssh", "aes", "des", "hmac", "license"})
+# ``key`` as a name's last word is a credential (``api_key``, ``Ocp-Apim-Subscription-Key``, ``DD-APPLICATION-KEY``,
+# ``x-functions-key``: the Http connector's headers), unless the word before it makes it a data key: a column, a
+# partition, a row, a cache entry (``partition_key``, ``sort_key``, ``hash_key``, ``UNIQUE_KEY``); a bare ``key`` is
+# Redis' name of the key it writes (SeaTunnel's only option called just ``key``), and the plugin's or section's
+# name before it (``sink.Redis.key``) is no qualifier either. ``keys`` and ``key_column`` never hold a credential.
+_DATA_KEYS = frozenset({"primary", "partition", "partitions", "sort", "sorting", "row", "rowkey", "foreign", "unique",
+                        "index", "hash", "range", "distribution", "distributed", "shard", "sharding", "routing",
+                        "message", "record", "records", "join", "merge", "group", "lookup", "cache", "table",
+                        "column", "columns", "field", "chunk", "split", "bucket", "cluster", "clustering", "dedup",
+                        "dedupe", "natural", "surrogate", "composite", "business", "order", "constraint", "identity",
+                        "idempotency", "dimension", "schema", "object", "document", "doc", "event", "map", "upsert",
+                        "conflict", "redis", "source", "sink", "transform", "named", "hashed", "block", "landed",
+                        "located", "the", "a", "for", "by", "of"})
+# ``key`` written glued to the word before it: ``apikey``, ``accesskey`` (``rowkey``, ``primarykey`` are data keys).
+_ONE_WORD_KEYS = frozenset({"access", "secret", "private", "api", "auth", "client", "encryption", "signing", "master",
+                            "account", "app", "shared", "session", "ssh", "subscription", "license"})
+# A name ending in one of these holds a credential: a request's signature (``X-Amz-Signature``, ``sig``), a session
+# (``X-Session``); what the Http connector never shows (connectors/http/client.py).
+_SECRET_LAST = frozenset({"signature", "sig", "session"})
+# A bare ``key`` is a credential where an HTTP API puts it, as a query parameter or a header (``?key=AIza...``);
+# as an option it is Redis' (above), in prose a data key ("duplicate key: 5").
+_PARAM_ONLY = frozenset({"key", "sig", "signature", "session"})
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
@@ -42,10 +58,18 @@ def is_secret_key(name: str) -> bool:
     if "".join(parts).endswith(_SECRET_ENDINGS):            # one word cut in two by its case: passWord
         return True
     if parts[-1] == "key":
-        return len(parts) > 1 and parts[-2] in _KEY_QUALIFIERS
-    if parts[-1].endswith("key") and parts[-1][:-3] in _KEY_QUALIFIERS:     # as one word: apikey, X-APIKEY
+        return len(parts) > 1 and parts[-2] not in _DATA_KEYS
+    if parts[-1].endswith("key") and parts[-1][:-3] in _ONE_WORD_KEYS:     # as one word: apikey, X-APIKEY
         return True
+    if parts[-1] in _SECRET_LAST:
+        return len(parts) > 1 and parts[-2] != "spark"      # SparkSession: Spark's, in every driver line
     return parts[-1] == "auth"      # Redis' ``auth`` is its password
 
 
-__all__ = ["is_secret_key", "words"]
+def is_secret_param(name: str) -> bool:
+    """Whether a URL's query parameter or an HTTP header named ``name`` holds a credential: ``is_secret_key``, or a
+    bare ``key``, ``sig``, ``signature`` or ``session`` (the Http connector and the masker use this one rule)."""
+    return is_secret_key(name) or words(name) in [[bare] for bare in _PARAM_ONLY]
+
+
+__all__ = ["is_secret_key", "is_secret_param", "words"]

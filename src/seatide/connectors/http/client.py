@@ -15,11 +15,8 @@ import time
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from seatide.plugin.base import PermanentError
-from seatide.secrets import MASK, is_secret_key, mask_message
-
-# Words that make a parameter's value a credential, besides those secrets.is_secret_key knows:
-# APIs put them in query strings bare (?key=..., ?auth=..., ?apikey=...).
-_CREDENTIAL_PARTS = ("key", "auth", "token", "secret", "password", "signature", "sig", "session")
+from seatide.secrets import MASK, mask_message
+from seatide.secrets.names import is_secret_param
 _QUERY_PAIR = re.compile(r"(?P<pre>[?&;](?P<name>[\w.\-]+)=)(?P<value>[^&;\s'\"#)]+)")
 
 
@@ -32,8 +29,9 @@ class HttpAnswerError(HttpError, PermanentError):
 
 
 def is_credential(name: str) -> bool:
-    lowered = name.lower()
-    return is_secret_key(name) or any(part in lowered for part in _CREDENTIAL_PARTS)
+    """A query parameter or header whose value is never shown: the masker's rule for them (``is_secret_param``), so
+    what this connector hides and what every view masks are one set."""
+    return is_secret_param(name)
 
 
 def shown_url(url: str, params: dict | None = None) -> str:

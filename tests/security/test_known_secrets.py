@@ -1,0 +1,94 @@
+"""A job's known secrets masked whole, whatever they hold; and which names hold one (review 8).
+
+The review found a known password holding a separator (``;`` ``,`` ``&`` ``)`` ``@`` a space) masked only up to
+it: the ``key=value`` and URL rules ran before the search for known values and cut the value in two. And a
+name the Http connector hides (``Ocp-Apim-Subscription-Key``, ``?key=``, ``X-Amz-Signature``) that the masker
+did not know, so a job's config text showed what the connector never did.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from seatide.connectors.http.client import is_credential
+from seatide.secrets import MASK, LineMasker, MaskingFilter, is_secret_key, mask_config_text, mask_message, \
+    secret_values
+
+JDBC = '''
+source { Jdbc { url = "jdbc:mysql://db:3306/app", user = "app", password = "%s", query = "select 1" } }
+sink { Console {} }
+'''
+
+
+@pytest.mark.parametrize("password", ["x;Kq8vLm2PzR", "Tr0ub4dor&3xyz", "a,Zk9-Long-Secret", "p@ssW0rd-91",
+                                      "Ab)cd-4567", "Ab]cd}-4567", "hunter 2 and more"])
+@pytest.mark.parametrize("shape", ["password={} rejected", "Map(url -> jdbc:mysql://db/app, password -> {}, user -> a)",
+                                   "jdbc:mysql://app:{}@db:3306/app", "--password {}", "password: {}"])
+def test_a_known_secret_holding_a_separator_is_masked_whole(password, shape):
+    secrets = secret_values(JDBC % password)
+    shown = mask_message(shape.format(password), secrets)
+    tail = password[len(password) // 2:]
+    assert tail not in shown and MASK in shown, shown
+
+
+def test_a_driver_log_line_and_a_logging_record_mask_a_separated_secret_whole():
+    secrets = secret_values(JDBC % "x;Kq8vLm2PzR")
+    line = LineMasker(secrets).line("options Map(user -> app, password -> x;Kq8vLm2PzR)\n")
+    assert line == f"options Map(user -> app, password -> {MASK})\n"
+    import logging
+    record = logging.LogRecord("t", logging.ERROR, __file__, 1, "failed: %s", ("password=x;Kq8vLm2PzR",), None)
+    MaskingFilter(secrets).filter(record)
+    assert record.getMessage() == f"failed: password={MASK}"
+
+
+def test_config_text_masks_a_known_secret_in_a_url_whole():
+    text = JDBC.replace('"jdbc:mysql://db:3306/app"', '"jdbc:mysql://app:p@ss;W0rd-91@db:3306/app"') % "p@ss;W0rd-91"
+    shown = mask_config_text(text, {})
+    assert "W0rd-91" not in shown and "ss;" not in shown, shown
+
+
+@pytest.mark.parametrize("name", ["Ocp-Apim-Subscription-Key", "DD-APPLICATION-KEY", "x-functions-key",
+                                  "X-Amz-Signature", "ssl.keystore.key", "headers.X-Goog-Api-Key", "params.key"])
+def test_what_the_http_connector_hides_the_masker_masks(name):
+    assert is_secret_key(name) and is_credential(name)
+
+
+@pytest.mark.parametrize("name", ["key", "sig", "signature", "session"])
+def test_a_bare_key_or_signature_is_a_credential_as_a_request_parameter_only(name):
+    from seatide.secrets.names import is_secret_param
+    assert is_secret_param(name) and is_credential(name)
+    assert not is_secret_key(name)      # Redis' ``key`` option; "duplicate key: 5" in a message
+
+
+@pytest.mark.parametrize("name", ["primary_key", "key_column", "partition.key", "partition.keys", "keys",
+                                  "sink.Redis.key", "sort_key", "hash_key", "UNIQUE_KEY", "rowkey", "SparkSession",
+                                  "session.timeout.ms", "idempotency_key", "monkey", "keyboard"])
+def test_a_data_key_stays_readable_for_both(name):
+    assert not is_secret_key(name) and not is_credential(name)
+
+
+def test_every_option_a_seatide_connector_declares_keeps_its_reading():
+    """No ordinary option becomes a secret: of every option SeaTide declares, only its credentials are."""
+    from seatide.plugin import registry
+    registry.load_builtin_plugins()
+    plugins = [registry.lookup(kind, name) for kind in ("source", "transform", "sink") for name in registry.names(kind)]
+    names = {key for plugin in plugins if plugin is not None for opt in plugin.options for key in (opt.key, *opt.aliases)}
+    assert len(names) > 200
+    assert {n for n in names if is_secret_key(n)} == {"password", "auth"}
+
+def test_an_http_sources_key_headers_and_query_key_are_masked_in_its_config_text():
+    job = '''
+source { Http {
+  url = "https://maps.example.com/api/geocode/json?key=AIzaSyD-EXAMPLEKEY123&sig=Qm9ndXNTaWduYXR1cmU"
+  method = "GET"
+  format = "json"
+  headers { Ocp-Apim-Subscription-Key = "3f2a9c7d5e1b4a8f9c0d", DD-APPLICATION-KEY = "ddapp-0123456789" }
+  params { api_version = "2", key = "Param-Key-77" }
+} }
+sink { Redis { host = "r", key = "user_id", data_type = "key" } }
+'''
+    shown = mask_config_text(job, {})
+    for secret in ("AIzaSyD-EXAMPLEKEY123", "Qm9ndXNTaWduYXR1cmU", "3f2a9c7d5e1b4a8f9c0d", "ddapp-0123456789",
+                   "Param-Key-77"):
+        assert secret not in shown, secret
+    assert 'api_version = "2"' in shown and 'key = "user_id"' in shown
