@@ -92,3 +92,59 @@ sink { Redis { host = "r", key = "user_id", data_type = "key" } }
                    "Param-Key-77"):
         assert secret not in shown, secret
     assert 'api_version = "2"' in shown and 'key = "user_id"' in shown
+
+
+SHADED_PASSWORD = "Kq8v;Lm2-PzR77"
+
+
+def _shaded_job(identifier: str, key_file: str | None = None) -> str:
+    from seatide.config.shade import encrypt_config
+    env = {"shade.identifier": identifier, **({"shade.key-file": key_file} if key_file else {})}
+    tree = encrypt_config({"env": env, "source": {"Jdbc": {"password": SHADED_PASSWORD}}})
+    encoded = tree["source"]["Jdbc"]["password"]
+    assert encoded != SHADED_PASSWORD
+    written = "\n".join(f'{key} = "{value}"' for key, value in env.items())
+    return (f'env {{ {written} }}\n'
+            f'source {{ Jdbc {{ url = "jdbc:mysql://db:3306/app", user = "app", password = "{encoded}", '
+            f'query = "select 1" }} }}\nsink {{ Console {{}} }}\n')
+
+
+@pytest.mark.parametrize("identifier", ["base64", "aes256"])
+def test_a_shaded_password_is_known_in_clear_as_the_driver_connects_with_it(identifier, tmp_path):
+    key_file = tmp_path / "shade.key"
+    key_file.write_text("ab" * 32)
+    job = _shaded_job(identifier, str(key_file) if identifier == "aes256" else None)
+    secrets = secret_values(job)
+    for text in (f"asked with password {SHADED_PASSWORD}", f"Map(password -> {SHADED_PASSWORD})",
+                 f"b'{SHADED_PASSWORD}'"):
+        shown = mask_message(text, secrets)
+        assert "PzR77" not in shown and "Kq8v" not in shown, shown
+        assert LineMasker(secrets).line(text) == shown
+
+
+def test_an_aes_shade_without_its_key_is_masked_as_written(tmp_path, monkeypatch):
+    key_file = tmp_path / "shade.key"
+    key_file.write_text("ab" * 32)
+    monkeypatch.setenv("SEATIDE_SHADE_KEY_FILE", str(key_file))
+    encoded_with_key = _shaded_job("aes256")
+    assert SHADED_PASSWORD in secret_values(encoded_with_key)     # the driver's environment names the key
+    monkeypatch.delenv("SEATIDE_SHADE_KEY_FILE")
+    assert SHADED_PASSWORD not in secret_values(encoded_with_key)  # a coordinator's has none: nothing fails
+    assert "password = " in mask_config_text(encoded_with_key, {})
+
+
+def test_secret_variables_written_as_one_string_are_read_as_the_option_parser_reads_them():
+    job = '''
+env { secret.variables = "tenant, region_key" }
+source { LocalFile { path = "/data/${tenant}/${region_key}", file_format_type = "parquet" } }
+sink { Console {} }
+'''
+    variables = {"tenant": "ACME-7731", "region_key": "rk-99-secret", "region": "eu-west-1"}
+    from seatide.config.env import ENV_OPTIONS
+    from seatide.plugin.options import read_options
+    assert read_options({"secret.variables": "tenant, region_key"}, ENV_OPTIONS)["secret.variables"] == [
+        "tenant", "region_key"]      # the env option parser's reading: two names
+    assert {"ACME-7731", "rk-99-secret"} <= secret_values(job, variables)
+    assert "eu-west-1" not in secret_values(job, variables)
+    shown = mask_config_text(job, variables)
+    assert "ACME-7731" not in shown and "rk-99-secret" not in shown

@@ -166,3 +166,14 @@ def flatten(block: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         if isinstance(value, Mapping):
             flat.update(flatten(value, path + "."))
     return flat
+
+
+def names_listed(value: Any) -> list[str] | None:
+    """A list of names as an option gives it: a list, or one string of names between commas
+    (``secret.variables = "tenant, region_key"``); None for anything else. plugin/options.py's
+    list of strings reads it so, and the masker reads ``secret.variables`` with it too."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    if isinstance(value, list):
+        return [str(item) for item in value]
+    return None

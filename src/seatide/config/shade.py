@@ -167,9 +167,10 @@ def encrypt_config(tree: Mapping[str, Any]) -> dict:
     return _each_block(tree, lambda block, where: shade.hide(block, where))
 
 
-def decrypt_config(tree: Mapping[str, Any]) -> dict:
-    """The job tree with the options its shade covers in clear."""
-    shade = read_shade(_env_of(tree))
+def decrypt_config(tree: Mapping[str, Any], runs_here: bool = True) -> dict:
+    """The job tree with the options its shade covers in clear (aes256's only where its key is at hand, when
+    not ``runs_here``: ``read_shade``)."""
+    shade = read_shade(_env_of(tree), runs_here=runs_here)
     return _each_block(tree, lambda block, where: shade.reveal(block, where))
 
 

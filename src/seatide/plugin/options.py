@@ -12,7 +12,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from seatide.config.job_text import flatten  # noqa: F401  config's: a job tree's dotted keys
+from seatide.config.job_text import flatten, names_listed  # noqa: F401  config's: a job tree's dotted keys
 
 
 class OptionError(ValueError):
@@ -98,11 +98,12 @@ def _str(value: Any) -> str:
 
 
 def _str_list(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
     if isinstance(value, list):
         return [_str(item) for item in value]
-    raise ValueError
+    listed = names_listed(value)       # "a, b": one string, its names between commas
+    if listed is None:
+        raise ValueError
+    return listed
 
 
 def _mapping(value: Any) -> dict:

@@ -59,10 +59,10 @@ _KEY_LINE = re.compile(r"\s*(?:[A-Za-z0-9+/=]*|[A-Za-z][A-Za-z0-9-]*: .*)\s*")
 
 def secret_variable_names(env: Mapping[str, Any] | None, variables: Mapping[str, str]) -> set[str]:
     """Variables whose values are secret: listed in ``secret.variables``, or named like a credential."""
-    from seatide.config.job_text import flatten
+    from seatide.config.job_text import flatten, names_listed
 
-    listed = flatten(env or {}).get("secret.variables") or []
-    names = {str(n) for n in listed} if isinstance(listed, list) else {str(listed)}
+    # Read as the env option is (``"tenant, region_key"`` is two names): read whole, one string named no variable.
+    names = set(names_listed(flatten(env or {}).get("secret.variables") or []) or [])
     return names | {name for name in variables if is_secret_key(name)}
 
 
@@ -82,6 +82,7 @@ def secrets_of(job: "JobText | None", variables: Mapping[str, str] | None = None
     tree = job.tree if job is not None else None
     if tree is not None:
         _collect(tree, [], found)
+        found |= _revealed(tree)
     env = tree.get("env") if tree else None
     names = secret_variable_names(env if isinstance(env, Mapping) else None, variables)
     found |= {str(variables[n]) for n in names if n in variables}
@@ -232,6 +233,29 @@ def _collect(node: Any, path: list[str], found: set[str]) -> None:
         elif isinstance(node, str):     # a URL's password; a credential-named pair in a text (an Http body);
             found.update(m.group("value") for m in _embedded(node))      # an Oracle url's user/password@
             found.update(node[start:end] for start, end in (*_pair_spans(node), *password_spans(node, is_secret_key)))
+
+
+def _revealed(tree: Mapping) -> set[str]:
+    """The values a shade hides (``shade.identifier``: base64, or aes256 where its key is at hand), in clear: the
+    driver connects with them, and a connector's message shows them so (review 8, F3). Only their encoded form
+    is in the config text."""
+    from seatide.config.shade import ShadeError, decrypt_config, read_shade
+
+    try:
+        if not read_shade(tree.get("env") or {}, runs_here=False).active:
+            return set()
+        clear = decrypt_config(tree, runs_here=False)
+    except (ShadeError, AttributeError, TypeError):     # an odd config: its loader says what is wrong
+        return set()
+    return _strings(clear) - _strings(tree)
+
+
+def _strings(node: Any) -> set[str]:
+    if isinstance(node, Mapping):
+        return {text for value in node.values() for text in _strings(value)}
+    if isinstance(node, list):
+        return {text for item in node for text in _strings(item)}
+    return {node} if isinstance(node, str) else set()
 
 
 def _credential_parts(key: str, value: str) -> Iterable[str]:
