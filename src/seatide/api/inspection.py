@@ -19,8 +19,9 @@ from seatide.api.driver_log import MAX_READ_BYTES, read_page, read_tail
 from seatide.config.job import ConfigError
 from seatide.intents import Refusal, RefusalKind
 from seatide.plan.dag import build_plan
-from seatide.secrets import mask_message, secret_values
+from seatide.secrets import mask_message, mask_tree, secret_values
 from seatide.store.db import Store
+from seatide.store.event_masking import job_name
 from seatide.store.job_ids import BadJobId, check_job_id
 from seatide.store.jobs import load_job
 from seatide.api.limits import MAX_ID
@@ -87,7 +88,7 @@ def inspection_router(store: Store, data_dir: str) -> APIRouter:
         if job is None:
             raise Refusal(RefusalKind.NOT_FOUND, f"no job with id {job_id}")
         pipelines, error = _plan_shape(job.job_id, job.config, job.variables)
-        return {"jobId": job.job_id, "jobName": job.name, "incarnation": job.incarnation, "mode": job.mode,
+        return {"jobId": job.job_id, "jobName": job_name(job), "incarnation": job.incarnation, "mode": job.mode,
                 "pipelines": pipelines, "error": error}
 
     @router.get("/nodes")
@@ -110,13 +111,15 @@ def _checked(job_id: str) -> str:
 def _plan_shape(job_id: str, text: str, variables: str) -> tuple[list[dict], str | None]:
     """Plugins by pipeline, each with its inputs; cached because a config never changes
     within an incarnation and loading one may reach a database (a Jdbc catalog)."""
+    secrets = secret_values(text, json.loads(variables))
     try:
         plan = build_plan(intents.check(text, json.loads(variables), source=f"job {job_id}"))
     except Exception as exc:  # noqa: BLE001 - a plan that cannot be drawn (a plugin changed since submission?) is reported, never a 500
         why = str(exc) if isinstance(exc, (Refusal, ConfigError)) else f"job {job_id}: the plan cannot be drawn: {exc}"
-        return [], mask_message(why, secret_values(text, json.loads(variables)))
-    return [{"pipelineId": p.pipeline_id,
-             "plugins": [{"id": spec.plugin_id, "kind": spec.kind, "name": spec.name, "line": spec.line,
-                          "output": spec.output, "inputs": p.inputs.get(spec.plugin_id, [])}
-                         for spec in p.plugins]}
-            for p in plan.pipelines], None
+        return [], mask_message(why, secrets)
+    # An output named after a secret variable (``plugin_output = "rows_${tenant}"``) is masked as the DAG's is.
+    return mask_tree([{"pipelineId": p.pipeline_id,
+                       "plugins": [{"id": spec.plugin_id, "kind": spec.kind, "name": spec.name, "line": spec.line,
+                                    "output": spec.output, "inputs": p.inputs.get(spec.plugin_id, [])}
+                                   for spec in p.plugins]}
+                      for p in plan.pipelines], secrets), None

@@ -19,7 +19,8 @@ from seatide.plan.outline import stored_outline
 from seatide.store import schema as s
 from seatide.store.checkpoint_views import iso
 from seatide.store.clock import read_store_now
-from seatide.store.event_masking import job_error
+from seatide.secrets import mask_tree
+from seatide.store.event_masking import job_error, job_name, job_secrets
 from seatide.store.jobs import job_view
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, JobStatus
 from seatide.store.views import overview as seatide_overview
@@ -71,7 +72,7 @@ def job_info(conn: Connection, job_id: str, running_job_metrics: bool = False) -
         return None
     job = view.job
     env, dag = _env_and_dag(job)
-    info = {"jobId": job.job_id, "jobName": job.name, "jobStatus": job.status, "createTime": iso(job.created_at),
+    info = {"jobId": job.job_id, "jobName": job_name(job), "jobStatus": job.status, "createTime": iso(job.created_at),
             "jobDag": dag,
             "metrics": (_running_job_metrics(job, view.pipelines, read_store_now(conn)) if running_job_metrics
                         else _metrics(view.pipelines))}
@@ -86,7 +87,7 @@ def running_jobs(conn: Connection) -> list[dict]:
     rows = []
     for job, (read, written) in _jobs_with_totals(conn, s.jobs.c.status.notin_(sorted(JOB_TERMINAL))):
         env, dag = _env_and_dag(job)
-        rows.append({"jobId": job.job_id, "jobName": job.name, "jobStatus": job.status, "envOptions": env,
+        rows.append({"jobId": job.job_id, "jobName": job_name(job), "jobStatus": job.status, "envOptions": env,
                      "createTime": iso(job.created_at), "jobDag": dag, "pluginJarsUrls": _jars(env),
                      "isStartWithSavePoint": job.restored_from is not None, "metrics": _counts(read, written)})
     return rows
@@ -95,7 +96,7 @@ def running_jobs(conn: Connection) -> list[dict]:
 def finished_jobs(conn: Connection, statuses: set[str]) -> list[dict]:
     rows = []
     for job, (read, written) in _jobs_with_totals(conn, s.jobs.c.status.in_(sorted(statuses))):
-        rows.append({"jobId": job.job_id, "jobName": job.name, "jobStatus": job.status, "errorMsg": job_error(job),
+        rows.append({"jobId": job.job_id, "jobName": job_name(job), "jobStatus": job.status, "errorMsg": job_error(job),
                      "createTime": iso(job.created_at), "finishTime": iso(job.finished_at),
                      "jobDag": _env_and_dag(job)[1],
                      # The page shows this one metrics field as a string: the object, as JSON text.
@@ -134,9 +135,13 @@ def _running_job_metrics(job, pipelines, now: float) -> dict:
 
 
 def _env_and_dag(job) -> tuple[dict, dict]:
-    """The env options (dotted keys) and the DAG, from the job's stored outline (plan/outline.py)."""
+    """The env options (dotted keys) and the DAG, from the job's stored outline (plan/outline.py), masked as
+    job-info masks the config: a credential-named option's value (``spark.hadoop.fs.s3a.secret.key``), and the
+    job's secrets wherever they show (a table path, a job name made of a secret variable). On the way out, so an
+    outline stored before this is masked too (review 8, F1)."""
     env, dag = stored_outline(job.config, job.variables, job.outline)
-    return env, {"jobId": job.job_id, **dag}
+    secrets = job_secrets(job)
+    return mask_tree(env, secrets), {"jobId": job.job_id, **mask_tree(dag, secrets)}
 
 
 def _jars(env: dict) -> list[str]:

@@ -154,7 +154,7 @@ def job_summary(store, job_id: str) -> dict:
     from sqlalchemy import and_, func, select
 
     from seatide.store import schema as s
-    from seatide.store.event_masking import job_error
+    from seatide.store.event_masking import job_error, job_name
     from seatide.store.jobs import job_view
 
     with store.read() as conn:
@@ -163,7 +163,7 @@ def job_summary(store, job_id: str) -> dict:
         checkpoints = conn.execute(select(func.count(), func.max(s.checkpoints.c.checkpoint_id)).where(and_(
             s.checkpoints.c.job_id == job_id, s.checkpoints.c.incarnation == job.incarnation))).first()
     return {
-        "job_id": job_id, "name": job.name, "status": job.status, "error": job_error(job),
+        "job_id": job_id, "name": job_name(job), "status": job.status, "error": job_error(job),
         "created_at": job.created_at, "finished_at": job.finished_at,
         "rows_read": sum(p.rows_read for p in view.pipelines),
         "rows_written": sum(p.rows_written for p in view.pipelines),

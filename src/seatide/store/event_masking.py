@@ -55,13 +55,24 @@ def config_secrets(config: str, variables: str | None) -> frozenset:
     return secret_values(config, json.loads(variables or "{}"))
 
 
+def job_secrets(job) -> frozenset:
+    """The secrets of a job row (one with ``config`` and ``variables``; a list row has them only with an error)."""
+    return config_secrets(job.config, job.variables) if job.config else frozenset()
+
+
 def job_error(job) -> str | None:
     """A job row's stored error as a view shows it (job-info, the job lists, SeaTunnel's views, ``seatide run``):
     masked again with its config's secrets, for a row written before drivers masked, or unmasked by a writer that
     did not know them. ``job``: a row with ``error_msg``, ``config`` and ``variables``."""
     if not job.error_msg:
         return job.error_msg
-    return mask_message(job.error_msg, config_secrets(job.config, job.variables) if job.config else frozenset())
+    return mask_message(job.error_msg, job_secrets(job))
+
+
+def job_name(job) -> str:
+    """A job row's name as a view shows it: a name made of a secret variable (``job.name = "nightly-${tenant}"``)
+    is recorded masked (``intents.submit``); one recorded before that is masked here (review 8, F5)."""
+    return mask_message(job.name, job_secrets(job)) if job.name else job.name
 
 
 def event_detail(text: str | None, secrets: frozenset) -> Any:
@@ -105,4 +116,4 @@ def _masked_text(text: str | None, secrets: frozenset) -> str | None:
     return None if masked == detail else json.dumps(masked, default=str)
 
 
-__all__ = ["config_secrets", "event_detail", "job_error", "keep_masked", "run_secrets"]
+__all__ = ["config_secrets", "event_detail", "job_error", "job_name", "job_secrets", "keep_masked", "run_secrets"]

@@ -20,7 +20,7 @@ from seatide.store.checkpoint_views import (checkpoint_stats, checkpoint_summary
                                             stats_of)
 from seatide.store.clock import read_store_now
 from seatide.store.jobs import job_view, load_job
-from seatide.store.event_masking import event_detail, job_error, run_secrets
+from seatide.store.event_masking import event_detail, job_error, job_name, run_secrets
 from seatide.store.left_held import left_behind
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
 from seatide.timeouts import Timeouts
@@ -43,7 +43,7 @@ def job_info(conn: Connection, job_id: str) -> dict | None:
 
     return {
         "jobId": job.job_id,
-        "jobName": job.name,
+        "jobName": mask_message(job.name, secrets),
         "jobStatus": job.status,
         "jobMode": job.mode,
         "incarnation": job.incarnation,
@@ -214,7 +214,7 @@ def job_rows(conn: Connection, statuses: set[str] | None = None, exclude: set[st
     rows = []
     for job in jobs:
         mine = pipelines.get((job.job_id, job.incarnation), [])
-        row = {"jobId": job.job_id, "jobName": job.name, "jobStatus": job.status,
+        row = {"jobId": job.job_id, "jobName": job_name(job), "jobStatus": job.status,
                "createTime": iso(job.created_at), "finishedTime": iso(job.finished_at), "errorMsg": job_error(job),
                **progress(job, sum(p.rows_read for p in mine), sum(p.rows_written for p in mine), now)}
         if job.status not in JOB_TERMINAL:
