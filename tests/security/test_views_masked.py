@@ -83,3 +83,17 @@ def test_an_ended_jobs_seatunnel_views_mask_its_dag(client):
     assert _shown(client, views) == {path: [] for path in views}
     assert client.get("/finished-jobs/FAILED").json()[0]["jobDag"]["vertexInfoMap"][1]["tablePaths"] == [
         "/out/******"]
+
+
+def test_a_slot_named_after_a_secret_variable_is_masked_in_job_infos_retained_holds(client):
+    """review 8, F8: ``retained[].holds``, the slot as the leader measured it, showed the name in clear while the
+    same name in ``leftBehind`` and the events was masked."""
+    import time
+
+    from sqlalchemy import insert
+    with client.store.write() as conn:      # what coordinator/source_watch.py stores for a measured slot
+        conn.execute(insert(s.source_holds).values(
+            job_id="j1", pipeline_id=1, plugin_id="source[0]", incarnation=1, connector="Postgres-CDC",
+            holds=f"st_{TENANT}", retained_bytes=1 << 30, lost=False, state="reserved", measured_at=time.time()))
+    retained = client.get("/api/v1/job-info/j1").json()["retained"]
+    assert [r["holds"] for r in retained] == ["st_******"]

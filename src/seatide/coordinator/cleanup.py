@@ -44,7 +44,9 @@ from seatide.coordinator.left_out_sources import left_out_configs
 from seatide.coordinator.source_release import release_sources
 from seatide.coordinator.door import (DecidedFor, StepOverruled, current_run, destructive_step, fenced_read,
                                       owned_paths, result_of_run)
+from seatide.secrets import mask_message
 from seatide.store.db import NotLeader, Store, record_event
+from seatide.store.event_masking import config_secrets
 from seatide.store.jobs import forget_job, forget_result
 from seatide.store.states import CleanupState, JobStatus
 
@@ -184,15 +186,17 @@ def reconcile_cleanup(store: Store, epoch: int, actor: str, result,
         # this job only: cleanup by its due time, expiry by its expiry time.
         tries = result.cleanup_tries + 1
         delay = min(MAX_BACKOFF_S, 2.0 ** tries)
+        # A connector's own exception may quote what it connected with (review 8, F9): masked with the run's secrets.
+        error = mask_message(str(exc), config_secrets(result.config, result.variables) if result.config else ())
         log.warning("%s of job %s failed (try %s), again in %.0f s: %s", _step_name(result), result.job_id, tries,
-                    delay, exc)
+                    delay, error)
         with store.leader_tx(epoch) as conn:
             retry_at = read_store_now(conn) + delay       # compared with the store's time by due_results
             again = {"next_cleanup_at": retry_at} if result.cleanup == CleanupState.DIRTY else {"expires_at": retry_at}
             conn.execute(update(s.job_results).where(and_(_key(result), s.job_results.c.run_id == result.run_id))
                          .values(cleanup_tries=tries, **again))
             record_event(conn, "CLEANUP_RETRY", actor, result.job_id, result.incarnation, epoch, run_id=result.run_id,
-                         tries=tries, error=str(exc))
+                         tries=tries, error=error)
 
 
 def _step_name(result) -> str:

@@ -24,6 +24,7 @@ from seatide.coordinator.lease import LeaderLease
 from seatide.coordinator.release import Releaser, due_releases
 from seatide.coordinator.source_watch import SourceWatch, WatchRules
 from seatide.coordinator.retention import Pruner, RetentionRules
+from seatide.coordinator.reconcile_errors import tell_reconcile_error
 from seatide.coordinator.reconcile import CreateAttempt, Snapshot, Timeouts, reconcile_job, seen_silent
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now, store_now
@@ -298,15 +299,7 @@ class Coordinator:
         failures, _ = self._backoff.get(job.job_id, (0, 0.0))
         delay = min(RECONCILE_BACKOFF_MAX_S, RECONCILE_BACKOFF_S * 2 ** failures)
         self._backoff[job.job_id] = (failures + 1, now + delay)
-        log.exception("job %s: reconcile failed (retrying in %.1f s)", job.job_id, delay)
-        try:
-            with self.store.leader_tx(epoch) as conn:
-                record_event(conn, "RECONCILE_ERROR", self.applier.actor, job.job_id, job.incarnation, epoch,
-                             level="ERROR", error=f"{type(exc).__name__}: {exc}"[:2000], retry_in=round(delay, 1))
-        except NotLeader:
-            raise
-        except Exception:
-            log.exception("job %s: the reconcile error could not be recorded", job.job_id)
+        tell_reconcile_error(self.store, epoch, self.applier.actor, job, exc, delay)     # masked
 
     def _kill_unless_worker_can(self, attempt, snap: Snapshot) -> None:
         # A live worker kills its own drivers; a lost one cannot, so kill if it is on this host.

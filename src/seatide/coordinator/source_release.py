@@ -90,13 +90,18 @@ def _release_at_once(conn: Connection, result, sources: list) -> list[tuple]:
     in a daemon thread, bounded by its own timeout, and a drop it makes meanwhile is found done by the retry.
     ``sources``: (spec, the config it was loaded from) each. What the sources left on their servers, no run's
     to drop: (spec, its config, ``LeftBehind``) each."""
+    from seatide.secrets import mask_message
+    from seatide.store.event_masking import config_secrets
+
     asks = []
     for spec, origin in sources:       # read on the door's connection, here: never from the asking threads
         kept = _claimed_elsewhere(conn, result, spec.plugin.shared_names())
+        # A slot named after a secret variable, a connector's exception quoting its URL: masked in the log lines.
+        secrets = config_secrets(origin.config or "", origin.variables)
         if kept:
             log.info("job %s run %s: %s kept, another run still names it", result.job_id, result.run_id,
-                     ", ".join(sorted(kept)))
-        asks.append((spec, origin, kept))
+                     mask_message(", ".join(sorted(kept)), secrets))
+        asks.append((spec, origin, kept, secrets))
     if not asks:
         return []
     key = run_key(result.job_id, result.run_id)
@@ -104,7 +109,7 @@ def _release_at_once(conn: Connection, result, sources: list) -> list[tuple]:
     left: list[tuple] = []
     lock, done, given_up = threading.Lock(), threading.Event(), threading.Event()
 
-    def ask(number: int, spec, origin, kept: frozenset[str]) -> None:
+    def ask(number: int, spec, origin, kept: frozenset[str], secrets: frozenset) -> None:
         error, leaves = None, ()
         try:
             leaves = spec.plugin.release(key, keep=kept, within_s=SOURCE_WAIT_S) or ()
@@ -117,16 +122,17 @@ def _release_at_once(conn: Connection, result, sources: list) -> list[tuple]:
                 done.set()
             if given_up.is_set():        # the step ended without it: its word goes to the log at least
                 log.warning("job %s run %s: the release of %s (%s) answered after the step ended: %s",
-                            result.job_id, result.run_id, spec.name, spec.plugin_id, error or "done")
+                            result.job_id, result.run_id, spec.name, spec.plugin_id,
+                            mask_message(str(error), secrets) if error else "done")
 
-    for number, (spec, origin, kept) in enumerate(asks):
-        threading.Thread(target=ask, args=(number, spec, origin, kept), daemon=True,
+    for number, (spec, origin, kept, secrets) in enumerate(asks):
+        threading.Thread(target=ask, args=(number, spec, origin, kept, secrets), daemon=True,
                          name=f"release-{result.job_id}-{spec.plugin_id}").start()
     done.wait(OUTSIDE_WAIT_S)
     with lock:
         given_up.set()
         errors = [answers[number] for number in sorted(answers) if answers[number] is not None]
-        late = [f"{spec.name} ({spec.plugin_id})" for number, (spec, _, _) in enumerate(asks) if number not in answers]
+        late = [f"{spec.name} ({spec.plugin_id})" for number, (spec, *_) in enumerate(asks) if number not in answers]
         left = list(left)
     if errors:
         raise errors[0]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
+import traceback
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -180,6 +181,12 @@ class LineMasker:
         if self.values or opened or shown:
             body = mask_message(body, self.values) if body else body
         return shown + body + newline
+
+
+def mask_failure(exc: BaseException, values: Iterable[str]) -> str:
+    """An exception's traceback as a log line shows it (``log.exception``'s text), masked: a connector's exception
+    quotes what it connected with."""
+    return mask_message("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), values).rstrip()
 
 
 class MaskingFilter(logging.Filter):

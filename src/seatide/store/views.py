@@ -82,7 +82,7 @@ def source_holds(conn: Connection, job, masked=lambda message: message) -> dict:
     rows = conn.execute(select(s.source_holds).where(h.job_id == job.job_id)
                         .order_by(h.pipeline_id, h.plugin_id)).all()
     retained = [{
-        "pipelineId": r.pipeline_id, "source": r.plugin_id, "connector": r.connector, "holds": r.holds,
+        "pipelineId": r.pipeline_id, "source": r.plugin_id, "connector": r.connector, "holds": masked(r.holds),
         "retainedBytes": r.retained_bytes, "lost": bool(r.lost), "state": r.state, "error": masked(r.error),
         "measuredTime": iso(r.measured_at), "warning": r.warned_at is not None, "warningSince": iso(r.warned_at),
         "leftOut": bool(r.left_out),    # its pipeline's current config leaves it out: held all the same
