@@ -148,3 +148,26 @@ sink { Console {} }
     assert "eu-west-1" not in secret_values(job, variables)
     shown = mask_config_text(job, variables)
     assert "ACME-7731" not in shown and "rk-99-secret" not in shown
+
+
+@pytest.mark.parametrize("job, secret, kept", [
+    ('source { Jdbc { url = "u", user = "app", password = "${db_pw:changeme}", query = "q" } }', "changeme",
+     "${db_pw:"),
+    ('creds { pg = "letmein" }\nsource { Jdbc { url = "u", user = "app", password = ${creds.pg}, query = "q" } }',
+     "letmein", "password = ${creds.pg}"),
+    ('source { Jdbc {\n  url = "u"\n  # password = "Old-Pa55word!"   (rotated)\n  password = "New-Pa55word!"\n'
+     '  query = "q"\n} }', "Old-Pa55word!", "(rotated)"),
+    ('source { Jdbc {\n  url = "u"\n  // token: ghp_16C7e42F292c6912E7710c8\n  password = "x"\n  query = "q"\n} }',
+     "ghp_16C7e42F292c6912E7710c8", "// token:"),
+])
+def test_config_text_masks_a_default_a_reference_and_a_commented_out_credential(job, secret, kept):
+    shown = mask_config_text(job + "\nsink { Console {} }\n", {})
+    assert secret not in shown and kept in shown, shown
+    assert 'user = "app"' in shown or 'url = "u"' in shown      # ordinary text readable
+
+
+def test_a_referenced_ordinary_word_is_masked_only_where_the_credential_takes_it():
+    job = 'creds { pg = "letmein" }\nsource { Jdbc { url = "u", user = letmein_ro, password = ${creds.pg}, ' \
+          'query = "q" } }\nsink { Console {} }\n'
+    shown = mask_config_text(job, {})
+    assert 'pg = "******"' in shown and "user = letmein_ro" in shown

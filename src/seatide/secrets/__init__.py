@@ -19,6 +19,7 @@ import traceback
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from seatide.secrets.config_text import mask_comments, mask_defaults, referred_spans
 from seatide.secrets.names import is_secret_key, is_secret_param, words
 from seatide.secrets.shapes import carried_forms, password_spans
 
@@ -144,12 +145,14 @@ def mask_config_text(text: str, variables: Mapping[str, str] | None = None) -> s
 
 def mask_config(job: "JobText") -> str:
     """``mask_config_text`` of a job already parsed."""
-    text = job.text
-    masked = sorted((span for path, spans in (job.spans or {}).items() if _names_secret(path) for span in spans),
-                    key=lambda span: span.start, reverse=True)
+    text, secrets = job.text, secrets_of(job)
+    spans = job.spans or {}
+    masked = {span for path, found in spans.items() if _names_secret(path) for span in found}
+    masked = sorted(masked | set(referred_spans(text, spans)), key=lambda span: span.start, reverse=True)
     for span in masked:           # from the end, so earlier offsets stay true
         text = text[:span.start] + span.quote + MASK + span.quote + text[span.end:]
-    return _mask_embedded(_mask_values(text, secrets_of(job), ordinary_alone=False))     # whole values first
+    text = mask_comments(mask_defaults(text, secrets, MASK), lambda line: mask_message(line, secrets))
+    return _mask_embedded(_mask_values(text, secrets, ordinary_alone=False))     # whole values first
 
 
 class LineMasker:
