@@ -51,7 +51,7 @@ DEFAULT_CONF = {
 ZYGOTE_ENV = "SEATIDE_PYTHON_ZYGOTE"
 
 
-def prepare_python_env(master: str = "local[*]") -> None:
+def prepare_python_env(master: str = "local[*]", settings: dict[str, str] | None = None) -> None:
     """Python workers must run this interpreter, or Python data sources crash on executors;
     and they start 4x faster from SeaTide's Spark home (see ``spark_home``). With a local
     master, through this process's zygote, which forks streaming source runners already
@@ -59,12 +59,19 @@ def prepare_python_env(master: str = "local[*]") -> None:
 
     The JVM's own Python work on the driver, the lookup of Python data sources each session
     makes once (a daemon and its worker, 0.3 s of CPU afresh), runs PYSPARK_DRIVER_PYTHON: the
-    zygote's client too, which is the interpreter itself for anything the zygote does not fork."""
+    zygote's client too, which is the interpreter itself for anything the zygote does not fork.
+
+    A job that can bring its own Python (``settings``: its files, its Python processes'
+    environment) gets no zygote: zygote_choice.py."""
     python = sys.executable
     if not runs_executors_elsewhere(master) and os.environ.get(ZYGOTE_ENV, "1") != "0":
-        from seatide.runtime import python_zygote
+        from seatide.runtime import python_zygote, zygote_choice
 
-        python = python_zygote.start() or sys.executable
+        why = zygote_choice.own_python(settings or {})
+        if why:
+            log.info("python zygote not used: %s", why)
+        else:
+            python = python_zygote.start() or sys.executable
     os.environ["PYSPARK_PYTHON"] = python
     os.environ["PYSPARK_DRIVER_PYTHON"] = python
     spark_home.use()
@@ -114,7 +121,7 @@ def session_conf(conf: dict[str, str] | None = None) -> dict[str, str]:
 
 def build_session(app_name: str, conf: dict[str, str] | None = None):
     settings = session_conf(conf)
-    prepare_python_env(settings["spark.master"])
+    prepare_python_env(settings["spark.master"], settings)
     from pyspark.sql import SparkSession
 
     start_jvm({**settings, "spark.app.name": app_name})
