@@ -82,6 +82,29 @@ elif how == "sleep_until":
     print("done", flush=True)
 elif how == "thread":
     threading.Thread(target=lambda: (time.sleep(0.3), print("a thread finished", flush=True))).start()
+elif how == "helper":         # a job's detached helper, which writes its mark once we have exited
+    import subprocess
+    wait = f"while kill -0 {os.getpid()} 2>/dev/null; do sleep 0.05; done"
+    subprocess.Popen(["sh", "-c", f"{wait}; echo lived > {sys.argv[2]}"],
+                     preexec_fn=os.setsid, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
+    print(os.getppid(), flush=True)
+elif how == "double_fork":    # a daemon made the classic way, from the main thread
+    if os.fork() == 0:
+        parent = os.getpid()
+        if os.fork() == 0:
+            while os.getppid() == parent:       # until its parent has exited
+                time.sleep(0.05)
+            open(sys.argv[2], "w").write("lived")
+            os._exit(0)
+        os._exit(0)
+    os.wait()
+    print(os.getppid(), flush=True)
+elif how == "started_as":
+    print(json.dumps([sys.orig_argv, sys.argv]), flush=True)
+elif how == "arrow":
+    import pyarrow
+    print(pyarrow.default_memory_pool().backend_name, flush=True)
 '''
 
 @pytest.fixture

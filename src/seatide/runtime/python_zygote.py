@@ -23,8 +23,10 @@ interpreter: the zygote only ever saves time.
 
 Rules that keep a forked process what a fresh one would be:
 
-* the zygote imports modules only (what the children would import), starts no thread of its
-  own and opens nothing a child could inherit but its listening socket, which the child closes.
+* the zygote imports modules only (what the children would import), starts no Python thread
+  and opens nothing a child could inherit but its listening socket, which the child closes (the
+  libraries it imports start native threads of their own, jemalloc's background thread among
+  them, as they do in a fresh process: a fork copies none of them).
   It freezes its objects before each fork (``gc.freeze``), so the garbage collections of a
   child (Spark's daemon has a reused worker collect after every task) leave them out;
 * the child takes the environment, directory and path (``sys.path``) a fresh ``python -m``
@@ -33,28 +35,34 @@ Rules that keep a forked process what a fresh one would be:
   resource limits. What it cannot take is refused, and its client starts the real interpreter
   (zygote_fit.py): settings the interpreter reads as it starts (the hash seed, unbuffered
   streams) or modules read as they are imported (``IMPORT_TIME_ENV``), when they differ from
-  the zygote's; a hard resource limit above the zygote's; and a path on which a job brings its
-  own Python code (anything but Spark's archives and SeaTide's source). Refusal is decided
-  before the zygote imports anything for a request, and a failed accept or fork refuses that
-  request alone;
+  the zygote's, and a hash seed left random; a hard resource limit above the zygote's; and a
+  path on which a job brings its own Python code (anything but Spark's archives and SeaTide's
+  source). Refusal is decided before the zygote imports anything for a request, and a failed
+  accept or fork, or a client that sends no request, refuses that request alone. A job that can
+  bring its own Python where no request shows it (Spark adds its --py-files to the path after
+  the fork) gets no zygote at all (zygote_choice.py);
 * it ends as the interpreter ends: its threads are waited for, its exit functions run, a
   ``sys.exit`` message is printed, an interrupt ends it by SIGINT; the client exits with its
   status, or is killed by the signal that killed it;
-* lifetimes: nothing the zygote started outlives the process that started the zygote (its
-  starter, a driver). The zygote exits when its starter has exited, which a pidfd of the
+* lifetimes: nothing the zygote's own purposes start outlives the process that started the
+  zygote (its starter, a driver). The zygote exits when its starter has exited, which a pidfd of the
   starter tells it (``PR_SET_PDEATHSIG`` would follow the starter's *thread*, and a driver
   starts Spark from a thread that may end; a pipe would stay open while anything the starter
-  forked holds its end). A child dies with the zygote, and whatever a child forks from its main
-  thread (a daemon's workers) dies with that child (``PR_SET_PDEATHSIG``, which follows the forking
-  thread: a job's fork from another thread is left alone, as a fresh process's would be): a worker busy in a UDF or blocked on a database never reads the end of its JVM, so
-  nothing else would end it. A child whose client disconnects (the JVM ended the process it
+  forked holds its end). A child dies with the zygote, and a daemon's workers, which it forks
+  from its main thread, die with the daemon (``PR_SET_PDEATHSIG``): a worker busy in a UDF or
+  blocked on a database never reads the end of its JVM, so nothing else would end it. Nothing
+  else gets a death signal: what a job's code forks (a worker's, a runner's helper, a double-fork
+  daemon, a fork from another thread) lives on as a fresh process's would, the signal
+  surviving exec. A child whose client disconnects (the JVM ended the process it
   started) gets SIGTERM, on which a daemon ends its workers, as it would have; the client
   exits with the child's status.
 
 Known differences (review of 94805da): the BLAS thread pool is sized as numpy loaded in the
 zygote (Spark gives OMP_NUM_THREADS to its workers alone, not to runners and planners; F4), and
 the child ends by ``os._exit`` after its exit functions, without the interpreter's teardown of
-modules (``__del__`` of module globals, unclosed files' flush; F9).
+modules (``__del__`` of module globals, unclosed files' flush; F9). The child's ``sys.stdin``
+and the rest are the zygote's objects over the client's descriptors: what they learnt of the
+zygote's /dev/null as they were made (``seekable()``) they keep (second review, 10).
 
 Used only when every executor is in the driver's JVM (a local master): elsewhere, Spark
 would send the client's path to executors on other hosts as their Python.
@@ -85,6 +93,8 @@ log = logging.getLogger(__name__)
 FORKED_MODULES = ("pyspark.sql.streaming.python_streaming_source_runner", "pyspark.daemon")
 # Read by the modules the zygote imports (zygote_imports.py): a forked child sees the zygote's values.
 IMPORT_TIME_ENV = zygote_imports.IMPORT_TIME_ENV
+# Seconds a connected client has to send its request, which it writes at once (microseconds).
+REQUEST_TIMEOUT = 2.0
 
 def _watch(starter: int) -> int:
     """A pidfd of ``starter``, our parent, readable once it has exited; exit now if it has."""
@@ -152,11 +162,15 @@ def _accept(listener, spare: int, interpreter: list[str], children: dict, client
         except OSError:
             pass
         return os.open(os.devnull, os.O_RDONLY)
+    # A client sends its request as it connects. One that says nothing (stopped, stuck) must not
+    # hold the zygote's only thread: hung up on before anything is forked, it starts the interpreter.
+    conn.settimeout(REQUEST_TIMEOUT)
     try:
         request, fds = zygote_request.read_request(conn)
     except (ConnectionError, ValueError, OSError):
         conn.close()
         return spare
+    conn.settimeout(None)
     try:
         pid = _fork_for(request, fds, interpreter, [*closing, spare, *(c.fileno() for c in clients), conn.fileno()])
     finally:
@@ -191,8 +205,9 @@ def _fork_for(request: zygote_request.Request, fds: list[int], interpreter: list
     # 60 with pandas and the clients). Frozen, they are left out of the children's
     # collections (gc.freeze, as Python's documentation advises before a fork).
     gc.freeze()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:      # None: the driver started us with that stream closed
+            stream.flush()
     zygote = os.getpid()
     try:
         pid = os.fork()
@@ -298,9 +313,20 @@ def spawn(directory: str) -> Zygote | None:
     write_client(client, path)
     if not client_runs(client):
         return None
+    # A standard stream the driver has closed is /dev/null in the zygote: closed, the zygote's
+    # interpreter has no sys.stdout, and nor would any child, which writes to the client's.
     process = subprocess.Popen([sys.executable, "-m", __name__, path, str(os.getpid())], stdin=subprocess.DEVNULL,
+                               stdout=_devnull_if_closed(1), stderr=_devnull_if_closed(2),
                                env=zygote_fit.zygote_env(dict(os.environ)))
     return Zygote(client, process)
+
+
+def _devnull_if_closed(fd: int) -> int | None:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return subprocess.DEVNULL
+    return None
 
 
 def client_runs(client: str) -> bool:

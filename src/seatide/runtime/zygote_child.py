@@ -25,8 +25,10 @@ from seatide.runtime.zygote_request import Request
 
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL("libc.so.6", use_errno=True)
+_DAEMON = "pyspark.daemon"
 _forking_pid = 0       # set just before each fork in a child: its children's parent
 _forking_from_main = True
+_served = 0            # the daemon the zygote forked: only its own forks (its workers) die with it
 
 
 def _die_with_parent(parent: int) -> None:
@@ -45,13 +47,18 @@ def _before_fork() -> None:
 
 def _after_fork_in_child() -> None:
     # PR_SET_PDEATHSIG fires when the forking *thread* ends: a job's own fork from a worker
-    # thread would lose its child with that thread, where a fresh process's child lives on.
-    if _forking_from_main:
+    # thread would lose its child with that thread, where a fresh process's child lives on. And
+    # it survives exec: a job's helper (a double fork, Popen with setsid) forked by a worker, or
+    # a worker's children, would die with their parent, which a fresh process's never do.
+    if _forking_from_main and _forking_pid == _served:
         _die_with_parent(_forking_pid)
 
 
-def _forks_die_with_their_parent() -> None:
-    """From now on, every process this one forks from its main thread (a daemon's workers) dies with it."""
+def _workers_die_with_their_daemon() -> None:
+    """From now on, every process this daemon forks from its main thread (its workers) dies with
+    it; not what they fork in turn (job code), nor what any other runner forks."""
+    global _served
+    _served = os.getpid()
     os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
 
 
@@ -82,7 +89,8 @@ def run(request: Request, fds: list[int], zygote: int, closing: list, interprete
         for fd in closing:
             os.close(fd)
         _die_with_parent(zygote)
-        _forks_die_with_their_parent()
+        if request.module == _DAEMON:
+            _workers_die_with_their_daemon()
         signal.set_wakeup_fd(-1)
         _inherit(request)
         for target, fd in enumerate(fds):
@@ -94,6 +102,7 @@ def run(request: Request, fds: list[int], zygote: int, closing: list, interprete
         time.tzset()        # time read TZ as the zygote imported it; a fresh process reads the request's
         sys.path[:] = zygote_fit.fresh_path(request.cwd, request.env, interpreter)
         sys.argv = [request.module, *request.args]
+        sys.orig_argv = [sys.executable, "-m", request.module, *request.args]    # as the client would exec
         sys.modules.pop(request.module, None)     # imported by the zygote; runs afresh as __main__
     except BaseException:
         traceback.print_exc()

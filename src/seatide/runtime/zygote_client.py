@@ -81,7 +81,10 @@ def main():
         conn.connect(SOCKET)  # noqa: F821  (set by the header)
     except OSError:
         _become_python()
-    request = _request(args)
+    try:
+        request = _request(args)
+    except OSError:               # no directory to name (it was deleted): the interpreter copes as it does
+        _become_python()
     streams = b"".join(fd.to_bytes(4, sys.byteorder) for fd in (0, 1, 2))     # C ints, as SCM_RIGHTS takes
     try:
         conn.sendmsg([len(request).to_bytes(4, "big")], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, streams)])

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -42,13 +43,17 @@ START_VALUES = ("PYTHONHASHSEED", "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONWARNI
                 "PYTHONPROFILEIMPORTTIME", "PYTHONCOERCECLOCALE", "LC_ALL", "LC_CTYPE", "LANG",
                 # ... and by modules the zygote imports: zoneinfo's search path, py4j's
                 "PYTHONTZPATH", "PY4J_SKIP_COLLECTIONS")
-# Families read when numpy and its BLAS load (numpy's switches, the BLAS thread pools). OMP_* is not
+# Families read when numpy, its BLAS and pyarrow load (numpy's switches, the BLAS thread pools, Arrow's
+# memory pool and thread pools: ARROW_DEFAULT_MEMORY_POOL, NUMPY_MADVISE_HUGEPAGE). OMP_* is not
 # among them yet: Spark sets OMP_NUM_THREADS for its workers alone (review F4, left open).
-START_PREFIXES = ("NPY_", "OPENBLAS_", "GOTO_", "MKL_")
+START_PREFIXES = ("NPY_", "NUMPY_", "OPENBLAS_", "GOTO_", "MKL_", "ARROW_")
 
 # Spark's own archives, which hold the packages the zygote imported from the installation: the
 # same code when their version files are the same.
 _SPARKS_OWN = ("pyspark", "py4j")
+# The archives Spark itself puts on a Python process's path, under its home (PythonUtils.sparkPythonPath):
+# its pyspark and py4j zips, and the jar of its core. Any other archive there is a job's or a user's.
+_SPARKS_ARCHIVES = re.compile(r"python/lib/(pyspark\.zip|py4j-[^/]+-src\.zip)|jars/spark-core_[^/]+\.jar")
 _SUFFIXES = tuple(importlib.machinery.all_suffixes())
 
 
@@ -61,10 +66,19 @@ def zygote_env(environ: dict[str, str]) -> dict[str, str]:
 
 
 def settings_fit(env: dict[str, str], own: dict[str, str] = os.environ) -> bool:
-    """Whether a process started with ``env`` would start, and import, with the zygote's settings."""
-    return (all(bool(env.get(name)) == bool(own.get(name)) for name in START_FLAGS)
+    """Whether a process started with ``env`` would start, and import, with the zygote's settings.
+    A hash seed that is not a number ("random", empty, unset) gives each fresh process a secret of
+    its own, which children sharing the zygote's could not have."""
+    return (fixed_hash_seed(env)
+            and all(bool(env.get(name)) == bool(own.get(name)) for name in START_FLAGS)
             and all(env.get(name) == own.get(name) for name in (*START_VALUES, *IMPORT_TIME_ENV))
             and _family(env) == _family(own))
+
+
+def fixed_hash_seed(env: dict[str, str]) -> bool:
+    """Whether ``env`` fixes the interpreter's hash secret (PYTHONHASHSEED, a number up to 2**32-1)."""
+    seed = env.get("PYTHONHASHSEED", "")
+    return seed.isdecimal() and seed.isascii() and int(seed) <= 4294967295
 
 
 def _family(env: dict[str, str]) -> dict[str, str]:
@@ -104,7 +118,7 @@ def foreign_entry(cwd: str, env: dict[str, str]) -> str | None:
     for entry in leading_path(cwd, env)[0 if env.get("PYTHONSAFEPATH") else 1:]:
         # Spark names its pyspark and py4j zips whether its home has them or not (SeaTide's has
         # neither); those it has, shadowed() checks are the PySpark the zygote imported.
-        sparks = entry.endswith((".zip", ".jar")) and entry.startswith(tuple(homes))
+        sparks = any(entry.startswith(home) and _SPARKS_ARCHIVES.fullmatch(entry[len(home):]) for home in homes)
         if not (sparks or entry == own):
             return entry
     return None
