@@ -100,6 +100,11 @@ elif how == "double_fork":    # a daemon made the classic way, from the main thr
         os._exit(0)
     os.wait()
     print(os.getppid(), flush=True)
+elif how == "streams":
+    print(json.dumps([[stream.name, stream.mode, stream.encoding, stream.errors, stream.line_buffering,
+                       stream.write_through, type(stream.buffer).__name__, stream.seekable(), stream.isatty()]
+                      for stream in (sys.stdin, sys.stdout, sys.stderr)]), flush=True)
+    print(os.getppid(), flush=True)
 elif how == "started_as":
     print(json.dumps([sys.orig_argv, sys.argv]), flush=True)
 elif how == "arrow":

@@ -19,7 +19,7 @@ import pytest
 from seatide.runtime import python_zygote
 from seatide.testing.cluster import wait_for
 from tests.runtime.test_python_zygote import SPARK_WORKER_ENV
-from tests.runtime.test_zygote_fidelity import PROBE, _both, _facts, _run, probe  # noqa: F401  (probe: a fixture)
+from tests.runtime.test_zygote_fidelity import PROBE, _both, _facts, probe  # noqa: F401  (probe: a fixture)
 
 
 @pytest.fixture
@@ -34,13 +34,15 @@ def zygote(tmp_path, monkeypatch, request):
     zygote.process.wait(timeout=30)
 
 
-def _alone(probe, python: str, how: str) -> subprocess.CompletedProcess:
-    """The probe run once, as in _both, with ``python``: the fresh interpreter or the client."""
+def _alone(probe, python: str, how: str, **extra_env: str) -> subprocess.CompletedProcess:
+    """The probe run once, as in _both, with ``python`` (the fresh interpreter or the client), its
+    standard input a pipe, as the JVM gives it."""
     _client, job = probe
     (job / "zygote_probe.py").write_text(PROBE)
-    env = {**os.environ, **SPARK_WORKER_ENV}
+    env = {**os.environ, **SPARK_WORKER_ENV, **extra_env}
     env.pop("PYTHONPATH", None)
-    return _run(python, how, job, env)
+    return subprocess.run([python, "-m", "zygote_probe", *how.split()], cwd=job, env=env, input="",
+                          capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.parametrize("how", ["helper", "double_fork"])
@@ -169,3 +171,15 @@ def test_a_forked_process_was_started_with_the_arguments_a_fresh_one_has(probe, 
     fresh, forked = _both(probe, "started_as")
     assert fresh.returncode == 0, fresh.stderr
     assert forked.stdout == fresh.stdout
+
+
+def test_a_forked_process_has_standard_streams_made_for_its_own_descriptors(probe, zygote):
+    """The interpreter makes its streams for the descriptors it starts with: a pipe for standard
+    input is not seekable, where the zygote's /dev/null was (the JVM hands a worker pipes); a
+    terminal would be line-buffered, a pipe is not."""
+    client, _job = probe
+    fresh = _alone(probe, sys.executable, "streams").stdout.splitlines()
+    forked = _alone(probe, client, "streams").stdout.splitlines()
+    assert forked[1] == str(zygote.process.pid), "the zygote did not fork the probe"
+    assert json.loads(fresh[0])[0][-2] is False, "a pipe is not seekable"
+    assert forked[0] == fresh[0]

@@ -30,9 +30,10 @@ Rules that keep a forked process what a fresh one would be:
   It freezes its objects before each fork (``gc.freeze``), so the garbage collections of a
   child (Spark's daemon has a reused worker collect after every task) leave them out;
 * the child takes the environment, directory and path (``sys.path``) a fresh ``python -m``
-  started by the JVM would have, re-reads the time zone, and takes what the client inherited
-  from the JVM and sent in its request (zygote_request.py): ignored and blocked signals, umask,
-  resource limits. What it cannot take is refused, and its client starts the real interpreter
+  started by the JVM would have, re-reads the time zone, makes its standard streams for the
+  client's descriptors (a pipe is not seekable, a terminal is line-buffered), and takes what
+  the client inherited from the JVM and sent in its request (zygote_request.py): ignored and
+  blocked signals, umask, resource limits. What it cannot take is refused, and its client starts the real interpreter
   (zygote_fit.py): settings the interpreter reads as it starts (the hash seed, unbuffered
   streams) or modules read as they are imported (``IMPORT_TIME_ENV``), when they differ from
   the zygote's, and a hash seed left random; a hard resource limit above the zygote's; and a
@@ -60,9 +61,7 @@ Rules that keep a forked process what a fresh one would be:
 Known differences (review of 94805da): the BLAS thread pool is sized as numpy loaded in the
 zygote (Spark gives OMP_NUM_THREADS to its workers alone, not to runners and planners; F4), and
 the child ends by ``os._exit`` after its exit functions, without the interpreter's teardown of
-modules (``__del__`` of module globals, unclosed files' flush; F9). The child's ``sys.stdin``
-and the rest are the zygote's objects over the client's descriptors: what they learnt of the
-zygote's /dev/null as they were made (``seekable()``) they keep (second review, 10).
+modules (``__del__`` of module globals, unclosed files' flush; F9).
 
 Used only when every executor is in the driver's JVM (a local master): elsewhere, Spark
 would send the client's path to executors on other hosts as their Python.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import io
 import os
 import resource
 import runpy
@@ -83,6 +84,26 @@ def _inherit(request: Request) -> None:
         resource.setrlimit(number, limit)
 
 
+def _streams_of_the_client() -> None:
+    """``sys.stdin``, ``sys.stdout`` and ``sys.stderr`` made anew over the client's descriptors, as
+    the interpreter makes them as it starts (create_stdio): the zygote's learnt what they could
+    of its own descriptors when made (its /dev/null seekable, a driver's terminal line-buffered).
+    The encoding, error handler and buffering are the zygote's: the request's settings fit them."""
+    for fd, name in enumerate(("stdin", "stdout", "stderr")):
+        old = getattr(sys, name)
+        if old is None:
+            continue
+        unbuffered = old.write_through          # PYTHONUNBUFFERED, -u: standard input stays buffered
+        binary = io.open(fd, "rb" if fd == 0 else "wb", 0 if unbuffered and fd != 0 else -1, closefd=False)
+        raw = getattr(binary, "raw", binary)
+        raw.name = f"<{name}>"
+        line_buffered = not unbuffered and (raw.isatty() or fd == 2)
+        text = io.TextIOWrapper(binary, old.encoding, old.errors, "\n", line_buffered, unbuffered)
+        text.mode = "r" if fd == 0 else "w"
+        setattr(sys, name, text)
+        setattr(sys, f"__{name}__", text)
+
+
 def run(request: Request, fds: list[int], zygote: int, closing: list, interpreter: list[str]) -> None:
     """In the forked child: become the process the client would have started. Never returns."""
     try:
@@ -96,6 +117,7 @@ def run(request: Request, fds: list[int], zygote: int, closing: list, interprete
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
+        _streams_of_the_client()
         os.chdir(request.cwd)
         os.environ.clear()
         os.environ.update(request.env)
