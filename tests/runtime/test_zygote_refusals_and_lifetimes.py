@@ -183,3 +183,36 @@ def test_a_forked_process_has_standard_streams_made_for_its_own_descriptors(prob
     assert forked[1] == str(zygote.process.pid), "the zygote did not fork the probe"
     assert json.loads(fresh[0])[0][-2] is False, "a pipe is not seekable"
     assert forked[0] == fresh[0]
+
+
+DAEMON = """
+import ctypes, json, os
+from seatide.runtime import zygote_child
+
+def death_signal():
+    value = ctypes.c_int()
+    ctypes.CDLL(None).prctl(2, ctypes.byref(value))     # PR_GET_PDEATHSIG
+    return value.value
+
+zygote_child._workers_die_with_their_daemon()     # as in a forked pyspark.daemon
+out_r, out_w = os.pipe()
+worker = os.fork()
+if worker == 0:
+    mine = death_signal()
+    job = os.fork()                                 # what the job's code in the worker forks
+    if job == 0:
+        os.write(out_w, json.dumps([mine, death_signal()]).encode())
+        os._exit(0)
+    os.waitpid(job, 0)
+    os._exit(0)
+os.waitpid(worker, 0)
+print(os.read(out_r, 100).decode())
+"""
+
+
+def test_a_daemons_workers_die_with_it_and_what_they_fork_has_no_death_signal():
+    """A worker busy in a UDF must die with its daemon (SIGKILL as its parent exits); a process
+    the worker's job code forks has no death signal, as under a fresh daemon."""
+    done = subprocess.run([sys.executable, "-c", DAEMON], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [9, 0]
