@@ -31,32 +31,32 @@ Rules that keep a forked process what a fresh one would be:
   child (Spark's daemon has a reused worker collect after every task) leave them out;
 * the child takes the environment, directory and path (``sys.path``) a fresh ``python -m``
   started by the JVM would have, re-reads the time zone, makes its standard streams for the
-  client's descriptors (a pipe is not seekable, a terminal is line-buffered), and takes what
-  the client inherited from the JVM and sent in its request (zygote_request.py): ignored and
-  blocked signals, umask, resource limits. What it cannot take is refused, and its client starts the real interpreter
-  (zygote_fit.py): settings the interpreter reads as it starts (the hash seed, unbuffered
-  streams) or modules read as they are imported (``IMPORT_TIME_ENV``), when they differ from
-  the zygote's, and a hash seed left random; a hard resource limit above the zygote's; and a
-  path on which a job brings its own Python code (anything but Spark's archives and SeaTide's
-  source). Refusal is decided before the zygote imports anything for a request, and a failed
-  accept or fork, or a client that sends no request, refuses that request alone. A job that can
-  bring its own Python where no request shows it (Spark adds its --py-files to the path after
-  the fork) gets no zygote at all (zygote_choice.py);
+  client's descriptors (a pipe is not seekable, a terminal is line-buffered), and takes what the
+  client inherited from the JVM and sent in its request (zygote_request.py): ignored and blocked
+  signals, umask, resource limits. What it cannot take is refused, and its client starts the
+  real interpreter (zygote_fit.py): settings the interpreter reads as it starts (the hash seed,
+  unbuffered streams) or modules read as they are imported (``IMPORT_TIME_ENV``), when they
+  differ from the zygote's, and a hash seed left random; a hard resource limit above the
+  zygote's; and a path on which a job brings its own Python code (anything but Spark's archives
+  and SeaTide's source). Refusal is decided before the zygote imports anything for a request,
+  and a failed accept or fork, or a client that sends no request, refuses that request alone. A
+  job that can bring its own Python where no request shows it (Spark adds its --py-files to the
+  path after the fork) gets no zygote at all (zygote_choice.py);
 * it ends as the interpreter ends: its threads are waited for, its exit functions run, a
   ``sys.exit`` message is printed, an interrupt ends it by SIGINT; the client exits with its
   status, or is killed by the signal that killed it;
 * lifetimes: nothing the zygote's own purposes start outlives the process that started the
-  zygote (its starter, a driver). The zygote exits when its starter has exited, which a pidfd of the
-  starter tells it (``PR_SET_PDEATHSIG`` would follow the starter's *thread*, and a driver
+  zygote (its starter, a driver). The zygote exits when its starter has exited, which a pidfd of
+  the starter tells it (``PR_SET_PDEATHSIG`` would follow the starter's *thread*, and a driver
   starts Spark from a thread that may end; a pipe would stay open while anything the starter
   forked holds its end). A child dies with the zygote, and a daemon's workers, which it forks
   from its main thread, die with the daemon (``PR_SET_PDEATHSIG``): a worker busy in a UDF or
   blocked on a database never reads the end of its JVM, so nothing else would end it. Nothing
-  else gets a death signal: what a job's code forks (a worker's, a runner's helper, a double-fork
-  daemon, a fork from another thread) lives on as a fresh process's would, the signal
-  surviving exec. A child whose client disconnects (the JVM ended the process it
-  started) gets SIGTERM, on which a daemon ends its workers, as it would have; the client
-  exits with the child's status.
+  else gets a death signal, which would survive exec: what a job's code forks (in a worker or a
+  runner: a helper in its own session, a double-fork daemon, a fork from another thread) lives
+  on as a fresh process's would. A child whose client disconnects (the JVM ended the process it
+  started) gets SIGTERM, on which a daemon ends its workers, as it would have; the client exits
+  with the child's status.
 
 Known differences (review of 94805da): the BLAS thread pool is sized as numpy loaded in the
 zygote (Spark gives OMP_NUM_THREADS to its workers alone, not to runners and planners; F4), and
