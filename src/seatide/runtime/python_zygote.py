@@ -81,6 +81,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from typing import NamedTuple
 
 from seatide.runtime import zygote_child, zygote_fit, zygote_imports, zygote_request
@@ -92,7 +93,7 @@ log = logging.getLogger(__name__)
 FORKED_MODULES = ("pyspark.sql.streaming.python_streaming_source_runner", "pyspark.daemon")
 # Read by the modules the zygote imports (zygote_imports.py): a forked child sees the zygote's values.
 IMPORT_TIME_ENV = zygote_imports.IMPORT_TIME_ENV
-# Seconds a connected client has to send its request, which it writes at once (microseconds).
+# Seconds a connected client has to send its request, which it writes as it connects (microseconds).
 REQUEST_TIMEOUT = 2.0
 
 def _watch(starter: int) -> int:
@@ -129,25 +130,37 @@ def serve(path: str, starter: int) -> None:
     selector.register(wake_r, selectors.EVENT_READ, "reap")
     selector.register(starter_fd, selectors.EVENT_READ, "starter")
     spare = os.open(os.devnull, os.O_RDONLY)     # closed to accept a client when out of descriptors
+    # Accepted clients whose request is yet to come, with the time by which it must have. One that
+    # says nothing (stopped, stuck) holds no one up, and is hung up on before anything is forked:
+    # it starts the interpreter itself.
+    pending: dict[socket.socket, float] = {}
     while True:
-        for key, _ in selector.select():
+        soonest = min(pending.values(), default=None)
+        for key, _ in selector.select(None if soonest is None else max(0.0, soonest - time.monotonic())):
             if key.data == "starter":       # the starter is gone; our children follow us
                 os._exit(0)
             if key.data == "accept":
-                spare = _accept(listener, spare, interpreter, children, clients, selector,
-                                [listener.fileno(), wake_r, wake_w, starter_fd, selector.fileno()])
+                spare = _accept(listener, spare, pending, selector)
+            elif key.data == "request":
+                selector.unregister(key.fileobj)
+                del pending[key.fileobj]
+                spare = _answer(key.fileobj, spare, interpreter, children, clients, selector,
+                                [listener.fileno(), wake_r, wake_w, starter_fd, selector.fileno(),
+                                 *(conn.fileno() for conn in pending)])
             elif key.data == "reap":
                 os.read(wake_r, 512)
                 _reap(children, clients, selector)
             else:
                 _client_gone(key.fileobj, children, clients, selector)
+        for conn in [conn for conn, deadline in pending.items() if deadline <= time.monotonic()]:
+            selector.unregister(conn)
+            del pending[conn]
+            conn.close()
 
 
-def _accept(listener, spare: int, interpreter: list[str], children: dict, clients: dict, selector,
-            closing: list[int]) -> int:
-    """Serve one client: fork its process, or answer nothing, so that it starts the interpreter
-    itself. A failure here is that request's alone (a fork refused at the pid limit, a client
-    gone, no descriptor left): the zygote and its children go on. Returns the spare descriptor."""
+def _accept(listener, spare: int, pending: dict, selector) -> int:
+    """Take a client, whose request is read once it has come (``_answer``); or hang up on it when
+    no descriptor is left, so that it starts the interpreter. Returns the spare descriptor."""
     try:
         conn, _addr = listener.accept()
     except OSError as exc:
@@ -161,9 +174,17 @@ def _accept(listener, spare: int, interpreter: list[str], children: dict, client
         except OSError:
             pass
         return os.open(os.devnull, os.O_RDONLY)
-    # A client sends its request as it connects. One that says nothing (stopped, stuck) must not
-    # hold the zygote's only thread: hung up on before anything is forked, it starts the interpreter.
-    conn.settimeout(REQUEST_TIMEOUT)
+    pending[conn] = time.monotonic() + REQUEST_TIMEOUT
+    selector.register(conn, selectors.EVENT_READ, "request")
+    return spare
+
+
+def _answer(conn, spare: int, interpreter: list[str], children: dict, clients: dict, selector,
+            closing: list[int]) -> int:
+    """Serve one client whose request has come: fork its process, or answer nothing, so that it
+    starts the interpreter itself. A failure here is that request's alone (a fork refused at the
+    pid limit, a client gone): the zygote and its children go on. Returns the spare descriptor."""
+    conn.settimeout(REQUEST_TIMEOUT)        # the rest of a request that came in pieces
     try:
         request, fds = zygote_request.read_request(conn)
     except (ConnectionError, ValueError, OSError):
