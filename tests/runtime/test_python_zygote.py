@@ -84,8 +84,7 @@ def test_a_runner_is_forked_by_the_zygote_with_the_clients_environment_and_exits
     out, err = client.communicate(timeout=60)
     assert client.returncode != 0
     assert b"Traceback" in err or b"EOF" in err or client.returncode < 0, err
-    wait_for(lambda: not psutil.pid_exists(runner_pid) or runner.status() == psutil.STATUS_ZOMBIE, 30,
-             message="the runner gone")
+    wait_for(lambda: _gone(runner), 30, message="the runner gone")
 
 
 def test_killing_the_client_kills_its_runner(zygote, tmp_path):
@@ -93,10 +92,10 @@ def test_killing_the_client_kills_its_runner(zygote, tmp_path):
     jvm = FakeJvm(tmp_path)
     client = jvm.start_runner(zygote.client, str(tmp_path))
     conn, runner_pid = jvm.accept_runner()
+    runner = psutil.Process(runner_pid)
     client.send_signal(signal.SIGKILL)
     client.wait(timeout=30)
-    wait_for(lambda: not psutil.pid_exists(runner_pid) or psutil.Process(runner_pid).status() == psutil.STATUS_ZOMBIE,
-             30, message="the runner killed with its client")
+    wait_for(lambda: _gone(runner), 30, message="the runner killed with its client")
     conn.close()
 
 
@@ -315,6 +314,7 @@ spark.range(1).select(F.udf(blocked, LongType())("id")).collect()
 
 
 def _gone(process: psutil.Process) -> bool:
+    """Whether ``process`` has exited: reaped, or a zombie (it may be reaped between two looks)."""
     try:
         return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
