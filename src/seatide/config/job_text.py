@@ -127,6 +127,17 @@ def substitute(text: str, variables: dict[str, str]) -> str:
     return _substitute(text, variables)[0]
 
 
+def variable_defaults(text: str, variables: Mapping[str, str]) -> dict[str, set[str]]:
+    """The defaults the variables not given took (``${tenant:ACME-9931}``), as written and unquoted: the
+    value the job runs with, as a given one's is (the masker's ``secrets_of``)."""
+    found: dict[str, set[str]] = {}
+    for match in _VARIABLE.finditer(text):
+        name, default = match.group(1), match.group(2)
+        if default and name not in variables and name not in SINK_PLACEHOLDERS:
+            found.setdefault(name, set()).update({default, default.strip().strip("\"'")} - {""})
+    return found
+
+
 def _substitute(text: str, variables: dict[str, str]) -> tuple[str, list[tuple[int, int, int]]]:
     """``substitute``, and where it filled in: (start, end, length change) in the new text."""
     parts: list[str] = []

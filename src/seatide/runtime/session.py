@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from seatide.runtime import class_archive, spark_home
 from seatide.runtime.class_path import JDBC_JARS
 from seatide.runtime.parent_death import dying_with, in_lifelong_thread
+from seatide.secrets import MASK, is_secret_key
 
 # Measured on a 2-core machine: C1-only JIT and the serial GC start Spark ~30% faster
 # and cost nothing noticeable for SeaTide's short-lived drivers.
@@ -234,6 +235,8 @@ def warm_session_fit(conf: dict[str, str] | None, warm_conf: dict[str, str]) -> 
             runtime[key] = value
             continue
         warm = session.get(key)
+        if is_secret_key(key):      # a credential (spark.hadoop.fs.s3a.secret.key): its name says enough
+            value, warm = MASK, None if warm is None else MASK
         return WarmFit(cold_because=f"{key} is {value!r}, the warm session's is "
                                     f"{'unset' if warm is None else repr(warm)}")
     return WarmFit(runtime_conf=runtime)

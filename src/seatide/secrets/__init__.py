@@ -16,23 +16,18 @@ from __future__ import annotations
 import logging
 import re
 import traceback
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from seatide.secrets.config_text import mask_comments, mask_defaults, referred_spans
+from seatide.secrets.known import MASK, MIN_SEARCHED, is_plain, mask_values
 from seatide.secrets.names import is_secret_key, is_secret_param, words
 from seatide.secrets.shapes import carried_forms, password_spans
 
 if TYPE_CHECKING:
     from seatide.config.job_text import JobText
 
-MASK = "******"
-
 # Blocks that declare columns and their types: a column may be called ``password``.
 _NOT_OPTIONS = frozenset({"schema"})
-# Shorter values are masked where they are an option's value, but not searched for inside
-# free text: masking every "abc" in a message would make the message unreadable.
-MIN_SEARCHED = 4
 
 _URL_USERINFO = re.compile(r"(?P<pre>://[^/\s:@]+:)(?P<value>[^/\s@]+)(?P<post>@)")
 _URL_PARAM = re.compile(r"(?P<pre>[?&;](?P<key>[A-Za-z][\w.\-]*)=)(?P<value>[^&;\s\"'#]+)(?P<post>)")
@@ -73,21 +68,27 @@ def secret_values(text: str, variables: Mapping[str, str] | None = None) -> froz
     filled in) and the values of its secret variables. A config that does not parse still
     has its credential-named variables found."""
     variables = dict(variables or {})
-    return secrets_of(_job(text, variables), variables)
+    return secrets_of(_job(text, variables), variables, text)
 
 
-def secrets_of(job: "JobText | None", variables: Mapping[str, str] | None = None) -> frozenset[str]:
+def secrets_of(job: "JobText | None", variables: Mapping[str, str] | None = None,
+               text: str | None = None) -> frozenset[str]:
     """``secret_values`` of a job already parsed (``config.job_text``): the same parse the
-    loader validated and the outline was drawn from."""
+    loader validated and the outline was drawn from. A variable's value is the one it resolved to: its
+    default where none was given (``${tenant:ACME-9931}``, review 9 F2)."""
+    from seatide.config.job_text import variable_defaults
+
     variables = dict(job.variables) if job is not None else dict(variables or {})
+    defaults = variable_defaults(job.text if job is not None else text or "", variables)
     found: set[str] = set()
     tree = job.tree if job is not None else None
     if tree is not None:
         _collect(tree, [], found)
         found |= _revealed(tree)
     env = tree.get("env") if tree else None
-    names = secret_variable_names(env if isinstance(env, Mapping) else None, variables)
+    names = secret_variable_names(env if isinstance(env, Mapping) else None, {**defaults, **variables})
     found |= {str(variables[n]) for n in names if n in variables}
+    found |= {value for n in names if n not in variables for value in defaults.get(n, ())}
     return frozenset(v for v in found if v)
 
 
@@ -108,7 +109,7 @@ def mask_message(message: str | None, values: Iterable[str]) -> str | None:
     the search to find (review 8, finding 2)."""
     if not message:
         return message
-    return _mask_pairs(_mask_embedded(_mask_values(message, values, ordinary_alone=True)))
+    return _mask_pairs(_mask_embedded(mask_values(message, values, ordinary_alone=True)))
 
 
 def mask_tree(value: Any, values: Iterable[str]) -> Any:
@@ -152,7 +153,7 @@ def mask_config(job: "JobText") -> str:
     for span in masked:           # from the end, so earlier offsets stay true
         text = text[:span.start] + span.quote + MASK + span.quote + text[span.end:]
     text = mask_comments(mask_defaults(text, secrets, MASK), lambda line: mask_message(line, secrets))
-    return _mask_embedded(_mask_values(text, secrets, ordinary_alone=False))     # whole values first
+    return _mask_embedded(mask_values(text, secrets, ordinary_alone=False))     # whole values first
 
 
 class LineMasker:
@@ -193,11 +194,21 @@ def mask_failure(exc: BaseException, values: Iterable[str]) -> str:
 
 
 class MaskingFilter(logging.Filter):
-    """A log handler filter that masks a job's secrets in every line, tracebacks included."""
+    """A log handler filter that masks a job's secrets in every line, tracebacks included. A worker's log
+    serves many jobs: it ``hold``s the secrets of each attempt it runs and ``drop``s them when it ends."""
 
-    def __init__(self, values: Iterable[str]):
+    def __init__(self, values: Iterable[str] = ()):
         super().__init__()
-        self.values = frozenset(values)
+        self.values = self._own = frozenset(values)
+        self._held: dict[Any, frozenset[str]] = {}
+
+    def hold(self, key: Any, values: Iterable[str]) -> None:
+        self._held[key] = frozenset(values)
+        self.values = self._own.union(*self._held.values())
+
+    def drop(self, key: Any) -> None:
+        self._held.pop(key, None)
+        self.values = self._own.union(*self._held.values())
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.msg, record.args = mask_message(record.getMessage(), self.values), None
@@ -242,7 +253,10 @@ def _collect(node: Any, path: list[str], found: set[str]) -> None:
             found.update(_credential_parts(path[-1], str(node)))
         elif isinstance(node, str):     # a URL's password; a credential-named pair in a text (an Http body);
             found.update(m.group("value") for m in _embedded(node))      # an Oracle url's user/password@
-            found.update(node[start:end] for start, end in (*_pair_spans(node), *password_spans(node, is_secret_key)))
+            found.update(node[start:end] for start, end in password_spans(node, is_secret_key))
+            # but no flag or column a query compares (``password_expired = false``): review 9, F4
+            sql = bool(path) and bool({"query", "sql"} & set(words(path[-1])))
+            found.update(v for v in (node[start:end] for start, end in _pair_spans(node)) if not is_plain(v, sql))
 
 
 def _revealed(tree: Mapping) -> set[str]:
@@ -270,12 +284,14 @@ def _strings(node: Any) -> set[str]:
 
 def _credential_parts(key: str, value: str) -> Iterable[str]:
     """What of a credential option's value may show alone: an Authorization header's credential after its
-    scheme (``Bearer eyJ...``), a cookie header's values."""
+    scheme (``Bearer eyJ...``), a cookie header's values that could be a session's (``sid=Zq81-abcd``: not
+    ``consent=true``, ``lang=english``, which would be masked in every text: review 9, F4)."""
     schemed = _SCHEMED.fullmatch(value.strip())
     if schemed and schemed["scheme"].lower() in _AUTH_SCHEMES:
         yield schemed["credential"]
-    if words(key)[-1:] in (["cookie"], ["cookies"]):
-        yield from (pair.partition("=")[2].strip() for pair in value.split(";"))
+    if words(key)[-1:] in (["cookie"], ["cookies"]):      # a session's, never a flag's or a language's
+        parts = (pair.partition("=")[2].strip() for pair in value.split(";"))
+        yield from (part for part in parts if not is_plain(part, words_too=True))
 
 
 def _embedded(text: str) -> Iterable[re.Match]:
@@ -357,31 +373,3 @@ def _escaped(text: str, at: int) -> bool:
     while at - slashes > 0 and text[at - slashes - 1] == "\\":
         slashes += 1
     return slashes % 2 == 1
-
-
-def _mask_values(text: str, values: Iterable[str], ordinary_alone: bool) -> str:
-    """Each secret value of at least ``MIN_SEARCHED`` characters: a distinctive one wherever
-    it shows; an ordinary word only where it stands alone (``ordinary_alone``), else not."""
-    for form, ordinary in _searched(values if isinstance(values, frozenset) else frozenset(values)):
-        if not ordinary:
-            text = text.replace(form, MASK)
-        elif ordinary_alone:
-            text = re.sub(_ALONE_BEFORE + re.escape(form) + _ALONE_AFTER, MASK, text)
-    return text
-
-
-@lru_cache(maxsize=256)     # a job's secrets mask every line of its driver's log
-def _searched(values: frozenset[str]) -> tuple[tuple[str, bool], ...]:
-    """Every form of each value that is searched for (``shapes.carried_forms``: URL-encoded, in a bytes repr,
-    JSON-escaped, ...), longest first, so a shorter one never cuts a longer one in two; each with whether it
-    is an ordinary word."""
-    forms = {form for value in values for form in carried_forms(value) if len(form) >= MIN_SEARCHED}
-    return tuple((form, bool(_ORDINARY.fullmatch(form))) for form in sorted(forms, key=len, reverse=True))
-
-
-# An ordinary word: the kind of value that is also the name of a user, a database, a table.
-_ORDINARY = re.compile(r"[A-Za-z_]+")
-# Standing alone: not touching a name's characters, nor a . / \ - that joins it to more of a
-# name or a path (postgres.public, /var/lib/postgres/data, postgres-cdc), on either side.
-_ALONE_BEFORE = r"(?<![\w$./\\])(?<!\w-)"
-_ALONE_AFTER = r"(?![\w$])(?![./\\-]\w)"

@@ -46,12 +46,15 @@ from seatide.store.states import ATTEMPT_LIVE, AttemptState
 from seatide.store.wakeups import AssignmentListener
 from seatide.timeouts import Timeouts
 from seatide.runtime.warm_driver import warm_session_conf
+from seatide.secrets import MaskingFilter
 from seatide.worker.driver_log import DriverLog
 from seatide.worker.launcher import ProcessLauncher
 from seatide.worker.presence import Presence
 from seatide.worker.warm_pool import WarmPool, warm_command
 
 log = logging.getLogger(__name__)
+LOG_MASKING = MaskingFilter()       # the running attempts' secrets (and every credential-named pair), masked
+log.addFilter(LOG_MASKING)
 
 OUTAGE_KILL = ("killed by its worker, whose liveness lock's store session ended (a restart or failover of the "
                "store): not the job's failure, retried without counting against job.retry.times")
@@ -239,6 +242,7 @@ class Worker(Presence):
             # spent on it, no JVM forked beside its decision.
             conf = None
         log_file = self._driver_log(attempt.job_id, log_path)
+        LOG_MASKING.hold((self.node_id, attempt.attempt_id), log_file.secrets)     # a misfit names a value
         armed = failpoints.armed_for_job(attempt.job_id)
         # a warm driver read its failpoints when it started: a job that arms some goes cold
         proc = None if armed else self._hand_to_warm_driver(attempt, conf, log_file)
@@ -382,6 +386,7 @@ class Worker(Presence):
                          attempt_id, code)
         # Forgotten only once recorded: a write that failed (the store away) is made again.
         self.children.pop(attempt_id, None)
+        LOG_MASKING.drop((self.node_id, attempt_id))
         self._reported_end.pop(attempt_id, None)
         self._killed_for_outage.discard(attempt_id)
 

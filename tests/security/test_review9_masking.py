@@ -1,0 +1,104 @@
+"""Review 9: a secret the masker missed (a warm-driver misfit in the worker's log, a secret variable filled from its
+default) and ordinary text it masked (a digits-only password inside other numbers; ``false``, ``english`` taken
+for secrets from a query's text and a cookie's parts)."""
+
+from __future__ import annotations
+
+import logging
+import types
+
+import pytest
+
+from seatide.config.loader import load_job_env, spark_conf_for
+from seatide.secrets import MASK, mask_config_text, mask_message, secret_values
+from seatide.worker.agent import LOG_MASKING, Worker
+
+S3_SECRET, S3_ACCESS = "wJalrXUtnFEMI-K7MDENG-bPxRfiCY", "AKIAEXAMPLE7777"
+S3_JOB = '''
+env { job.mode = BATCH, "spark.hadoop.fs.s3a.access.key" = "%s", "spark.hadoop.fs.s3a.secret.key" = "%s"
+      "spark.hadoop.fs.s3a.endpoint" = "http://minio-%s:9000" }
+source { FakeSource { plugin_output = t, row.num = 1, schema { fields { a = int } } } }
+sink { Console { plugin_input = t } }
+'''
+
+
+class _Pool:
+    size = 1
+
+    def take(self, *args):
+        raise AssertionError("a misfit never takes a warm driver")
+
+
+@pytest.mark.parametrize("held", [False, True])
+def test_a_warm_driver_misfit_never_shows_a_setting_s_secret_in_the_worker_log(caplog, held):
+    """The reason a job goes cold names its first differing Spark setting; a credential's value is masked by its
+    name, and the running attempt's secrets (held by the worker's log filter) wherever a line shows them."""
+    config = S3_JOB % (S3_ACCESS, S3_SECRET, "Tn9q-7731")
+    worker = types.SimpleNamespace(warm_pool=_Pool(), spark_conf={}, node_id="w-review9")
+    attempt = types.SimpleNamespace(job_id="j1", attempt_id=1)
+    if held:
+        LOG_MASKING.hold(("w-review9", 1), secret_values(config, {}) | {"Tn9q-7731"})
+    try:
+        with caplog.at_level(logging.INFO, logger="seatide.worker.agent"):
+            assert Worker._hand_to_warm_driver(worker, attempt, spark_conf_for(load_job_env(config, {})), None) is None
+            logging.getLogger("seatide.worker.agent").info("endpoint http://minio-Tn9q-7731:9000 token=abc-99")
+    finally:
+        LOG_MASKING.drop(("w-review9", 1))
+    shown = caplog.text
+    assert "cold driver: spark.hadoop.fs.s3a.access.key is" in shown
+    assert S3_ACCESS not in shown and S3_SECRET not in shown
+    assert "abc-99" not in shown                       # a credential-named pair: masked with no job held
+    assert ("Tn9q-7731" in shown) is not held          # a job's own secret: while its attempt runs
+
+
+DEFAULTED = '''
+env { job.mode = BATCH, job.name = "nightly-${tenant:ACME-9931}", secret.variables = [tenant] }
+source { FakeSource { plugin_output = "rows_${tenant:ACME-9931}", row.num = 1, schema { fields { a = int } } } }
+sink { LocalFile { path = "/out/${tenant:ACME-9931}/${db_password:Zr7-default}", file_format_type = "json" } }
+'''
+
+
+def test_a_secret_variable_filled_from_its_default_is_secret():
+    secrets = secret_values(DEFAULTED, {})
+    assert {"ACME-9931", "Zr7-default"} <= secrets
+    assert mask_message("FileNotFoundError: /out/ACME-9931/part-0.json", secrets) == \
+        f"FileNotFoundError: /out/{MASK}/part-0.json"
+    given = secret_values(DEFAULTED, {"tenant": "GIVEN-4411"})      # a given value is the one the job runs with
+    assert "GIVEN-4411" in given and "ACME-9931" not in given
+
+
+DIGITS = '''
+source { Jdbc { url = "jdbc:mysql://db:3306/shop", user = root, password = "123456", plugin_output = t
+  query = "select * from orders where id > 1234567 and ts > 1712345678" } }
+sink { LocalFile { plugin_input = t, path = "/data/2024/123456789", file_format_type = json } }
+'''
+
+
+def test_a_digits_only_password_is_masked_as_a_whole_token_only():
+    secrets = secret_values(DIGITS, {})
+    for line in ["Job 0 finished: 1234567 rows", "91234567 bytes", '{"logOffset": 1234560, "ts": 1712345678123}',
+                 "order 123456a7", "v1234566"]:
+        assert mask_message(line, secrets) == line
+    for leak in ["key=123456 next", "jdbc:mysql://root:123456@db/shop", '{"password":"123456"}', "pw 123456.",
+                 "login root/123456 failed", "secret 123456"]:
+        assert "123456" not in mask_message(leak, secrets), leak
+    text = mask_config_text(DIGITS, {})
+    assert "1234567 and ts > 1712345678" in text and "/data/2024/123456789" in text and '"123456"' not in text
+
+
+PLAIN = '''
+source { Jdbc { url = "jdbc:postgresql://db:5432/app", user = app, password = "Xk9-long-pass", plugin_output = users
+  query = "select id from users where password_expired = false and token_revoked = 'false' and password_hint = hint" } }
+sink { Http { plugin_input = users, url = "https://api.example.com/in"
+  headers { Cookie = "sid=Zq81-abcd; consent=true; lang=english" }
+  body = "token=Tq7-body-token&mode=true" } }
+'''
+
+
+def test_flags_and_words_inside_a_query_or_a_cookie_are_not_secrets():
+    secrets = secret_values(PLAIN, {})
+    assert not {"false", "true", "english", "hint"} & secrets
+    assert {"Xk9-long-pass", "Zq81-abcd", "Tq7-body-token"} <= secrets
+    for line in ["root\n |-- id: long (nullable = false)", "spark.ui.enabled=false, adaptive=true",
+                 "pipeline 1 idle: false; waiting for english locale"]:
+        assert mask_message(line, secrets) == line
