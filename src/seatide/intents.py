@@ -22,7 +22,7 @@ from seatide.config.local_paths import placed_text
 from seatide.coordinator.position_check import positions_gone
 from seatide.plan.dag import build_plan
 from seatide.plan.outline import outline_json
-from seatide.secrets import mask_message, secret_values
+from seatide.secrets import mask_message, mask_refusal, secret_values
 from seatide.store.db import Store
 from seatide.store.job_ids import BadJobId, JobRefused, check_job_id
 from seatide.store.jobs import MAX_JOB_NAME, JobNotFound, load_job, request_stop, submit_job
@@ -145,7 +145,7 @@ def _placed(text: str, variables: dict[str, str], source: str, strict: bool, pat
     try:
         placed = placed_text(config, paths_from)
     except ConfigError as exc:
-        raise Refusal(RefusalKind.BAD_REQUEST, mask_message(str(exc), secret_values(text, variables))) from None
+        raise Refusal(RefusalKind.BAD_REQUEST, mask_refusal(str(exc), secret_values(text, variables))) from None
     return (text, config) if placed == text else (placed, _load(placed, variables, source, strict))
 
 
@@ -157,7 +157,7 @@ def _load(text: str, variables: dict[str, str], source: str, strict: bool):
         return load_job_text(text, variables, source_name=source, strict=strict, runs_here=False)
     except ConfigError as exc:
         # A message may quote a value ("must be an int, got ..."): never a secret of the job.
-        raise Refusal(RefusalKind.BAD_REQUEST, mask_message(str(exc), secret_values(text, variables))) from None
+        raise Refusal(RefusalKind.BAD_REQUEST, mask_refusal(str(exc), secret_values(text, variables))) from None
 
 
 @contextmanager

@@ -5,12 +5,14 @@ for secrets from a query's text and a cookie's parts)."""
 from __future__ import annotations
 
 import logging
+import sys
 import types
 
 import pytest
 
 from seatide.config.loader import load_job_env, spark_conf_for
-from seatide.secrets import MASK, mask_config_text, mask_message, secret_values
+from seatide import intents
+from seatide.secrets import MASK, is_secret_key, mask_config_text, mask_message, secret_values
 from seatide.worker.agent import LOG_MASKING, Worker
 
 S3_SECRET, S3_ACCESS = "wJalrXUtnFEMI-K7MDENG-bPxRfiCY", "AKIAEXAMPLE7777"
@@ -102,3 +104,65 @@ def test_flags_and_words_inside_a_query_or_a_cookie_are_not_secrets():
     for line in ["root\n |-- id: long (nullable = false)", "spark.ui.enabled=false, adaptive=true",
                  "pipeline 1 idle: false; waiting for english locale"]:
         assert mask_message(line, secrets) == line
+
+
+@pytest.mark.parametrize("name", ["fs.azure.account.key.acme.dfs.core.windows.net",
+                                  "spark.hadoop.fs.azure.account.key.acme.blob.core.windows.net",
+                                  "fs.azure.sas.landing.acme.blob.core.windows.net", "passwords", "smtp_pass",
+                                  "db_pw", "mail_pwd"])
+def test_a_credential_named_before_its_host_or_in_short_is_secret(name):
+    assert is_secret_key(name)
+
+
+@pytest.mark.parametrize("name", ["fs.azure.account.auth.type.acme.dfs.core.windows.net",
+                                  "fs.azure.account.oauth2.client.id.acme.dfs.core.windows.net", "pass", "bypass"])
+def test_a_setting_about_a_host_s_credential_is_not(name):
+    assert not is_secret_key(name)
+
+
+def test_no_declared_connector_option_becomes_secret_by_a_short_name():
+    """Every option a plugin declares: only those that hold a credential are secret (the short forms and the host
+    rule added none)."""
+    names = {name for option in _declared_options() for name in option.names()}
+    assert len(names) > 150
+    assert {n for n in names if is_secret_key(n)} == {"password", "auth"}
+
+
+def _declared_options():
+    """Every ``Option`` a loaded SeaTide module holds, alone or in a tuple (a plugin's options)."""
+    from seatide.plugin.options import Option
+    from seatide.plugin.registry import load_builtin_plugins
+
+    load_builtin_plugins()
+    for name, module in list(sys.modules.items()):
+        if name.startswith("seatide."):
+            for value in vars(module).values():
+                held = value if isinstance(value, (tuple, list)) else (value,)
+                yield from (o for o in held if isinstance(o, Option))
+
+
+AZURE = '''
+source { Jdbc { url = "jdbc:postgresql://db:5432/app"   # was: password=Old-Pa55word!
+  user = app, password = "New-Pa55word!", query = "select 1" // token: Old-Tok3n-77
+  plugin_output = t } }
+sink { Hive { plugin_input = t, table_name = "db.t", metastore_uri = "thrift://hms:9083"
+  hive.hadoop.conf = { "fs.azure.account.key.acme.dfs.core.windows.net" = "QXp1cmVLZXktQUNNRQ==" }
+  hive.hadoop.conf2 { fs.azure.account.key.beta.dfs.core.windows.net = "QmV0YUtleS1CRVRB" } } }
+'''
+
+
+def test_an_azure_account_key_and_an_end_of_line_comment_are_masked_in_the_config_text():
+    text = mask_config_text(AZURE, {})
+    for secret in ("Old-Pa55word!", "New-Pa55word!", "Old-Tok3n-77", "QXp1cmVLZXktQUNNRQ==", "QmV0YUtleS1CRVRB"):
+        assert secret not in text, secret
+    assert '"jdbc:postgresql://db:5432/app"   # was: password=' in text and 'query = "select 1" // token:' in text
+
+
+@pytest.mark.parametrize("written, quoted", [("  password Hunter2-Xq9\n", "the key 'password ******'"),
+                                             ("  password = {Hunter2-Xq9 = 1}\n", "must be string, got ******")])
+def test_a_refusal_never_quotes_a_credential_s_value(written, quoted):
+    head = 'env { job.mode = BATCH }\nsink { Console {} }\nsource { Jdbc { url = "jdbc:postgresql://h/db", ' \
+           'driver = "org.postgresql.Driver", query = "select 1"\n'
+    with pytest.raises(intents.Refusal) as refused:
+        intents.check(head + written + "} }", {}, source="job.conf")
+    assert "Hunter2-Xq9" not in str(refused.value) and quoted in str(refused.value)

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from seatide.secrets.config_text import mask_comments, mask_defaults, referred_spans
 from seatide.secrets.known import MASK, MIN_SEARCHED, is_plain, mask_values
-from seatide.secrets.names import is_secret_key, is_secret_param, words
-from seatide.secrets.shapes import carried_forms, password_spans
+from seatide.secrets.names import is_secret_key, is_secret_param, option_name, words
+from seatide.secrets.shapes import password_spans, refusal_spans
 
 if TYPE_CHECKING:
     from seatide.config.job_text import JobText
@@ -110,6 +110,13 @@ def mask_message(message: str | None, values: Iterable[str]) -> str | None:
     if not message:
         return message
     return _mask_pairs(_mask_embedded(mask_values(message, values, ordinary_alone=True)))
+
+
+def mask_refusal(message: str, values: Iterable[str]) -> str:
+    """A config's refusal (the loader's message) masked as a message is, and where it quotes a credential-named key
+    that ran on into its value or a credential option's value of the wrong type (``shapes.refusal_spans``)."""
+    message = mask_message(message, values) or ""
+    return _mask_spans(message, refusal_spans(message, is_secret_key))
 
 
 def mask_tree(value: Any, values: Iterable[str]) -> Any:
@@ -235,7 +242,7 @@ def _names_secret(path: tuple[str, ...]) -> bool:
     from seatide.config.hocon import BLOCK_MARK
 
     keys = [k for k in path if not k.startswith("[") and not k.startswith(BLOCK_MARK)]
-    return not _NOT_OPTIONS.intersection(keys) and bool(keys) and is_secret_key(".".join(keys[-4:]))
+    return not _NOT_OPTIONS.intersection(keys) and bool(keys) and is_secret_key(option_name(keys))
 
 
 def _collect(node: Any, path: list[str], found: set[str]) -> None:
@@ -248,7 +255,7 @@ def _collect(node: Any, path: list[str], found: set[str]) -> None:
             _collect(item, path, found)
     elif node is not None and not isinstance(node, bool):
         # The last few keys together: HOCON nests ``fs.s3a.secret.key`` as four objects.
-        if is_secret_key(".".join(path[-4:])):
+        if is_secret_key(option_name(path)):
             found.add(str(node))
             found.update(_credential_parts(path[-1], str(node)))
         elif isinstance(node, str):     # a URL's password; a credential-named pair in a text (an Http body);

@@ -14,8 +14,8 @@ from typing import Callable, Iterable, Mapping
 
 from seatide.secrets.names import is_secret_key
 
-# A whole-line comment, HOCON's two kinds.
-_COMMENT = re.compile(r"(?m)^(?P<lead>[ \t]*(?:#|//))(?P<body>.*)$")
+# Where a comment may start, HOCON's two kinds, and a quoted string (a ``#`` or ``//`` in it is the string's).
+_COMMENT_OR_QUOTED = re.compile(r'"(?:[^"\\\n]|\\.)*"|#|//')
 # A credential-named option set to a reference: ``password = ${creds.pg}`` (``${?creds.pg}`` too).
 _REFERENCE = re.compile(r"""(?P<key>[A-Za-z][\w.\-]*)["']?[ \t]*[=:][ \t]*\$\{\??(?P<ref>[\w.\-]+)\}""")
 # A variable with its default: ``${db_pw:changeme}``, ``${db_pw:"S3cret"}`` (config/job_text.py's _VARIABLE).
@@ -39,8 +39,14 @@ def mask_defaults(text: str, secrets: frozenset[str], mask: str) -> str:
 
 
 def mask_comments(text: str, mask_line: Callable[[str], str]) -> str:
-    """Each whole-line comment masked as a message is: a credential commented out is a credential still."""
-    return _COMMENT.sub(lambda m: m["lead"] + mask_line(m["body"]), text)
+    """Each comment masked as a message is, a whole line's or one after a value (``url = "..."  # was:
+    password=Old-Pa55word!``, review 9 F6): a credential commented out is a credential still."""
+    lines = text.split("\n")
+    for at, line in enumerate(lines):
+        lead = next((m for m in _COMMENT_OR_QUOTED.finditer(line) if m[0] in ("#", "//")), None)
+        if lead is not None:
+            lines[at] = line[:lead.end()] + mask_line(line[lead.end():])
+    return "\n".join(lines)
 
 
 __all__ = ["mask_comments", "mask_defaults", "referred_spans"]

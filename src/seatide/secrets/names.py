@@ -6,7 +6,7 @@ import re
 from functools import lru_cache
 
 # A name holding one of these words holds a credential ...
-_SECRET_WORDS = frozenset({"password", "passwd", "pwd", "passphrase", "secret", "token", "credential",
+_SECRET_WORDS = frozenset({"password", "passwords", "passwd", "pwd", "passphrase", "secret", "token", "credential",
                            "credentials", "jaas", "authorization", "cookie", "cookies"})   # HTTP's headers too
 _SECRET_ENDINGS = ("password", "passwd", "passphrase", "secret", "token", "credential", "credentials")
 # ... unless its last word says it is *about* a secret: where it is, what kind, its name.
@@ -31,10 +31,16 @@ _ONE_WORD_KEYS = frozenset({"access", "secret", "private", "api", "auth", "clien
                             "account", "app", "shared", "session", "ssh", "subscription", "license"})
 # A name ending in one of these holds a credential: a request's signature (``X-Amz-Signature``, ``sig``), a session
 # (``X-Session``); what the Http connector never shows (connectors/http/client.py).
-_SECRET_LAST = frozenset({"signature", "sig", "session"})
+# Short forms too, as a last word after another (``db_pw``, ``smtp_pass``, ``mail.pwd``; ``pass`` alone may be a step):
+# review 9, F9. Azure's shared access signature (``fs.azure.sas.<container>.<account>.blob.core.windows.net``).
+_SECRET_LAST = frozenset({"signature", "sig", "session", "pass", "pw", "pwd", "sas"})
 # A bare ``key`` is a credential where an HTTP API puts it, as a query parameter or a header (``?key=AIza...``);
 # as an option it is Redis' (above), in prose a data key ("duplicate key: 5").
 _PARAM_ONLY = frozenset({"key", "sig", "signature", "session"})
+# A Hadoop setting named for the host it holds a credential of: the credential's word comes before the host
+# (``fs.azure.account.key.<account>.dfs.core.windows.net``; review 9, F5). The name is judged up to that word.
+_HOST_END = re.compile(r"\.(?:[\w-]+\.)*(?:net|com|cn|de|io|org)$")
+_BEFORE_HOST = frozenset({"key", "sas", "secret", "token", "password"})
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
@@ -48,6 +54,11 @@ def is_secret_key(name: str) -> bool:
     """Whether an option (or variable) named ``name`` holds a credential.
 
     ``name`` may be dotted (``fs.s3a.secret.key``) or camelCase (``accessKeySecret``)."""
+    if _HOST_END.search(name):
+        labels = name.split(".")
+        named = [at for at, label in enumerate(labels[1:], 1) if label.lower() in _BEFORE_HOST]
+        if named:
+            return is_secret_key(".".join(labels[:named[-1] + 1]))
     parts = words(name)
     if not parts or parts[-1] in _DESCRIPTIVE:
         return False
@@ -66,10 +77,16 @@ def is_secret_key(name: str) -> bool:
     return parts[-1] == "auth"      # Redis' ``auth`` is its password
 
 
+def option_name(keys: list[str]) -> str:
+    """The name an option's path is judged by: its last few keys together, as HOCON nests ``fs.s3a.secret.key``
+    as four objects; more where they end in a host name, which is itself several keys unquoted."""
+    return ".".join(keys[-12:] if _HOST_END.search(".".join(keys[-4:])) else keys[-4:])
+
+
 def is_secret_param(name: str) -> bool:
     """Whether a URL's query parameter or an HTTP header named ``name`` holds a credential: ``is_secret_key``, or a
     bare ``key``, ``sig``, ``signature`` or ``session`` (the Http connector and the masker use this one rule)."""
     return is_secret_key(name) or words(name) in [[bare] for bare in _PARAM_ONLY]
 
 
-__all__ = ["is_secret_key", "is_secret_param", "words"]
+__all__ = ["is_secret_key", "is_secret_param", "option_name", "words"]

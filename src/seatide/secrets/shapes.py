@@ -42,6 +42,18 @@ def password_spans(text: str, is_secret_key: Callable[[str], bool]) -> Iterator[
     yield from (_inside_quotes(m) for m in _ORACLE.finditer(text))
 
 
+# A refusal quotes what it could not read: a key path that ran on into its value (``the key 'password Hunter2'``,
+# an ``=`` forgotten) and the value of an option of the wrong type (``option 'password' must be string, got {...}``).
+_QUOTED_KEY = re.compile(r"'(?P<key>[A-Za-z][\w.\-]*)[ \t]+(?P<value>[^'\n]+)'")
+_WRONG_TYPE = re.compile(r"option '(?P<key>[^'\n]+)' must be [^,\n]+, got (?P<value>[^\n]+)")
+
+
+def refusal_spans(text: str, is_secret_key: Callable[[str], bool]) -> Iterator[tuple[int, int]]:
+    """Where a refusal (a config the loader could not read) quotes a credential-named key's value (review 9, F7)."""
+    for pattern in (_QUOTED_KEY, _WRONG_TYPE):
+        yield from (m.span("value") for m in pattern.finditer(text) if is_secret_key(m["key"].split(".")[-1]))
+
+
 def _inside_quotes(match: re.Match) -> tuple[int, int]:
     start, end = match.span("value")
     return (start + 1, end - 1) if match["value"][:1] in "'\"" else (start, end)
@@ -59,4 +71,4 @@ def carried_forms(value: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(forms))
 
 
-__all__ = ["carried_forms", "password_spans"]
+__all__ = ["carried_forms", "password_spans", "refusal_spans"]
