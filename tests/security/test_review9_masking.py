@@ -166,3 +166,23 @@ def test_a_refusal_never_quotes_a_credential_s_value(written, quoted):
     with pytest.raises(intents.Refusal) as refused:
         intents.check(head + written + "} }", {}, source="job.conf")
     assert "Hunter2-Xq9" not in str(refused.value) and quoted in str(refused.value)
+
+
+REFERRED = '''
+env { job.mode = BATCH }
+%s
+source { Jdbc { url = "jdbc:postgresql://h/db", driver = "org.postgresql.Driver", user = app, query = "select 1"
+  %s } }
+sink { Console {} }
+'''
+
+
+@pytest.mark.parametrize("defined, option", [
+    ('creds { pg = ${vault.pg} }\nvault { pg = "letmein" }', "password = ${creds.pg}"),           # a chain
+    ('"creds" { "pg" = "letmein" }', 'password = ${"creds"."pg"}'),                                # a quoted path
+    ('vault { pg = "letmein" }', 'password = "v2-"${vault.pg}'),                                     # a prefix
+    ('vault { pg = "letmein" }', 'password = ${vault.pg}"#2"')])                                     # a suffix
+def test_what_a_credential_refers_to_is_masked_in_the_config_text(defined, option):
+    text = mask_config_text(REFERRED % (defined, option), {})
+    assert "letmein" not in text and "v2-" not in text and '"#2"' not in text
+    assert "${" in text and "user = app" in text     # the references themselves stay readable

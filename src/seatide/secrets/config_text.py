@@ -12,21 +12,50 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterable, Mapping
 
+from seatide.config.hocon import Span
 from seatide.secrets.names import is_secret_key
 
 # Where a comment may start, HOCON's two kinds, and a quoted string (a ``#`` or ``//`` in it is the string's).
 _COMMENT_OR_QUOTED = re.compile(r'"(?:[^"\\\n]|\\.)*"|#|//')
-# A credential-named option set to a reference: ``password = ${creds.pg}`` (``${?creds.pg}`` too).
-_REFERENCE = re.compile(r"""(?P<key>[A-Za-z][\w.\-]*)["']?[ \t]*[=:][ \t]*\$\{\??(?P<ref>[\w.\-]+)\}""")
+# An option's value that holds a reference, to its line's end or a comma outside quotes: ``password = ${creds.pg}``,
+# ``"x-"${creds.pg}`` (a prefix joined before it), ``${a}${b}``; the key may be quoted.
+_ASSIGNED = re.compile(r"""(?P<key>"[^"\n]*"|[A-Za-z][\w.\-]*)[ \t]*[=:][ \t]*"""
+                       r"""(?P<value>(?:"(?:[^"\\\n]|\\.)*"|\$\{[^}\n]*\}|[^\n,}"$#])*\$\{[^}\n]*\}"""
+                       r"""(?:"(?:[^"\\\n]|\\.)*"|\$\{[^}\n]*\}|[^\n,}"$#])*)""")
+_REFERENCE = re.compile(r"\$\{\??(?P<ref>[^}\n]+)\}")
+_LITERAL = re.compile(r'\$\{[^}\n]*\}|"(?:[^"\\\n]|\\.)*"')     # a reference's own quotes are its path's
+_PATH_PART = re.compile(r'"(?P<quoted>[^"]*)"|(?P<bare>[^."\s]+)')
+_CHAIN = 8      # references followed from a credential option, at most: a loop in the file ends here
 # A variable with its default: ``${db_pw:changeme}``, ``${db_pw:"S3cret"}`` (config/job_text.py's _VARIABLE).
 _DEFAULT = re.compile(r"""\$\{(?!\?)[A-Za-z_][A-Za-z0-9_.\-]*:(?P<q>["']?)(?P<default>[^}"']*)(?P=q)\}""")
 
 
 def referred_spans(text: str, spans: Mapping[tuple[str, ...], Iterable]) -> list:
-    """Where the values that credential options refer to are written: ``creds.pg``'s span, for
-    ``password = ${creds.pg}``."""
-    referred = {tuple(m["ref"].split(".")) for m in _REFERENCE.finditer(text) if is_secret_key(m["key"])}
-    return [span for path in referred for span in spans.get(path, ())]
+    """Where what credential options refer to is written: ``creds.pg``'s span, for ``password = ${creds.pg}``; along
+    a chain (``creds { pg = ${vault.pg} }``: ``vault.pg``'s too), a quoted path's (``${"creds"."pg"}``); and the
+    literals joined to a reference in a credential's value (``"v2-"${vault.pg}``: review 9, F8)."""
+    assigned = [(_path(m["key"]), m) for m in _ASSIGNED.finditer(text)]
+    found, referred = [], set()
+    for key, m in assigned:
+        if is_secret_key(".".join(key)):
+            referred |= _refs(m)
+            found += [Span(m.start("value") + lit.start(), m.start("value") + lit.end(), '"')
+                      for lit in _LITERAL.finditer(m["value"]) if lit[0].startswith('"')]
+    for _ in range(_CHAIN):     # a referred path that is itself set to a reference, as written (its last keys)
+        more = {ref for key, m in assigned for path in referred if path[-len(key):] == key for ref in _refs(m)}
+        if more <= referred:
+            break
+        referred |= more
+    return found + [span for path in referred for span in spans.get(path, ())]
+
+
+def _refs(assignment: re.Match) -> set[tuple[str, ...]]:
+    return {_path(ref["ref"]) for ref in _REFERENCE.finditer(assignment["value"])}
+
+
+def _path(written: str) -> tuple[str, ...]:
+    """A HOCON path as written, its parts unquoted: ``"creds"."pg"`` -> ("creds", "pg")."""
+    return tuple(m["quoted"] if m["quoted"] is not None else m["bare"] for m in _PATH_PART.finditer(written))
 
 
 def mask_defaults(text: str, secrets: frozenset[str], mask: str) -> str:
