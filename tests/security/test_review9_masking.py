@@ -12,6 +12,7 @@ import pytest
 
 from seatide.config.loader import load_job_env, spark_conf_for
 from seatide import intents
+from tests.store.test_store import store  # noqa: F401  (a fixture)
 from seatide.secrets import MASK, is_secret_key, mask_config_text, mask_message, secret_values
 from seatide.worker.agent import LOG_MASKING, Worker
 
@@ -186,3 +187,43 @@ def test_what_a_credential_refers_to_is_masked_in_the_config_text(defined, optio
     text = mask_config_text(REFERRED % (defined, option), {})
     assert "letmein" not in text and "v2-" not in text and '"#2"' not in text
     assert "${" in text and "user = app" in text     # the references themselves stay readable
+
+
+TENANT_JOB = '''
+env { job.mode = BATCH, job.name = "nightly-${tenant}", secret.variables = [tenant] }
+source { FakeSource { plugin_output = "rows_${tenant}", row.num = 1, schema { fields { a = int } } } }
+sink { Console { plugin_input = "rows_${tenant}" } }
+'''
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_seatide_check_shows_a_job_made_of_a_secret_variable_masked(tmp_path, capsys, as_json):
+    from seatide.cli.check import check_job
+
+    path = tmp_path / "job.conf"
+    path.write_text(TENANT_JOB)
+    assert check_job(str(path), {"tenant": "ACME-7731"}, as_json=as_json) == 0
+    shown = capsys.readouterr().out
+    assert "ACME-7731" not in shown and f"nightly-{MASK}" in shown
+
+
+def test_a_retained_slot_s_warning_is_logged_masked(store, tmp_path, caplog):
+    """The leader's log line for a source holding more than the warning: the slot's name may be made of a secret
+    variable (here its default's)."""
+    from sqlalchemy import select
+
+    from seatide.coordinator.source_watch import Measured, record_measurements
+    from seatide.store import schema as s
+    from tests.leader import elected
+    from tests.store.test_store import submit
+
+    text = 'env { secret.variables = [tenant] }\nsource { LocalFile { path = "/tmp/${tenant:ACME-7731}", ' \
+           'file_format_type = "parquet" } }\nsink { Console {} }\n'
+    submit(store, tmp_path, text=text)
+    with store.read() as conn:
+        job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == "j1")).one()
+    with caplog.at_level(logging.WARNING, logger="seatide.coordinator.source_watch"):
+        raised = record_measurements(store, elected(store).epoch, "coordinator:c1", job, [Measured(
+            1, "source[0]", "Postgres-CDC", "seatide_ACME-7731_source0", 5000, state="reserved")], warn_bytes=1000)
+    assert len(raised) == 1
+    assert f"seatide_{MASK}_source0 (5000 bytes, warning at 1000)" in caplog.text and "ACME-7731" not in caplog.text

@@ -30,8 +30,11 @@ def check_job(path: str, variables: dict[str, str], *, strict: bool = False, as_
     from seatide import intents
     from seatide.plan.dag import build_plan
 
+    from seatide.secrets import mask_tree, secret_values
+
+    text = read_job_file(path)
     try:
-        config = intents.check(read_job_file(path), variables, source=path, strict=strict)
+        config = intents.check(text, variables, source=path, strict=strict)
     except intents.Refusal as exc:
         print(f"seatide: invalid job: {exc}", file=sys.stderr)
         if as_json:
@@ -41,6 +44,9 @@ def check_job(path: str, variables: dict[str, str], *, strict: bool = False, as_
     report = plan_report(plan)
     if connect:
         report["privileges"] = privileges_report(plan)
+    # Shown as every view shows a job: a name or an output made of a secret variable, a server's error quoting
+    # what its sink connected with (review 9, F10).
+    report = mask_tree(report, secret_values(text, variables))
     print(json.dumps(report, indent=2) if as_json else render(report))
     refused = any(p.get("required", True) for p in report.get("privileges", []))
     return EXIT_FAILED if refused else EXIT_OK

@@ -169,11 +169,16 @@ def _told_left(conn: Connection, result, origin, spec, left, actor: str, epoch: 
 
 def _left_behind(conn: Connection, result, then, reason: str, actor: str, epoch: int | None) -> None:
     """A warning event and log line for left-out pipelines whose config no longer loads: the release goes on."""
+    from seatide.secrets import mask_message
+    from seatide.store.event_masking import config_secrets
+
     h = s.source_holds.c
     holds = [held for held in conn.execute(select(h.holds).where(and_(
         h.job_id == result.job_id, h.pipeline_id.in_(sorted(then.pipeline_ids)), h.holds.is_not(None)))).scalars()]
     note = unloadable_note(run_key(result.job_id, result.run_id), then, reason, holds)
-    log.warning("job %s run %s: %s", result.job_id, result.run_id, note)
+    # the holds are named by that config (a slot after a secret variable): masked by its secrets (review 9, F10)
+    log.warning("job %s run %s: %s", result.job_id, result.run_id,
+                mask_message(note, config_secrets(then.config or "", then.variables)))
     record_event(conn, "LEFT_OUT_NOT_RELEASED", actor, result.job_id, result.incarnation, epoch, level="WARNING",
                  run_id=result.run_id, pipelines=sorted(then.pipeline_ids), holds=holds, error=note)
 

@@ -42,7 +42,9 @@ from seatide.coordinator.left_out_sources import left_out_configs, unloadable_no
 from seatide.coordinator.source_release import may_hold
 from seatide.store import schema as s
 from seatide.store.clock import store_now
+from seatide.secrets import mask_message
 from seatide.store.db import NotLeader, Store, record_event
+from seatide.store.event_masking import job_secrets
 from seatide.store.runs import run_key
 from seatide.store.states import JobStatus
 
@@ -129,7 +131,6 @@ def load_sources(config_text: str, variables: dict, job_id: str) -> JobSources:
     try:
         plan = build_plan(load_job_text(config_text, variables, source_name=f"job {job_id}"))
     except ConfigError as exc:
-        from seatide.secrets import mask_message
         return JobSources([], secrets, error=mask_message(str(exc), secrets)[:300])
     holding = [(p.pipeline_id, index, spec) for p in plan.pipelines for index, spec in enumerate(p.sources)
                if type(spec.plugin).held is not Source.held]
@@ -200,9 +201,10 @@ def measure_job(store: Store, job, sources: JobSources, timeout_s: float) -> lis
 
 
 def record_measurements(store: Store, epoch: int, actor: str, job, measured: list[Measured],
-                        warn_bytes: int) -> list[dict]:
+                        warn_bytes: int, secrets: frozenset | None = None) -> list[dict]:
     """Replace the job's rows, fenced by ``epoch``, unless it moved on meanwhile (released, resumed
-    or forgotten). A failed measurement keeps the last figures. Returns the warnings raised now."""
+    or forgotten). A failed measurement keeps the last figures. Returns the warnings raised now. ``secrets``: the
+    job's (its configs', ``JobSources.secrets``; else its own config's), masked in the warning's log line."""
     h = s.source_holds
     raised = []
     with store.leader_tx(epoch) as conn:
@@ -234,10 +236,12 @@ def record_measurements(store: Store, epoch: int, actor: str, job, measured: lis
                 record_event(conn, "SOURCE_RETAINED_WARNING", actor, job.job_id, current.incarnation, epoch,
                              level="WARNING", **detail)
                 raised.append(detail)
-    for detail in raised:
-        log.warning("job %s: %s %s %s (%s bytes, warning at %s%s): resume it or release it "
-                    "(seatide cancel %s --release)", job.job_id, detail["source"], detail["connector"], detail["holds"],
-                    detail["retainedBytes"], warn_bytes, ", its position is lost" if detail["lost"] else "", job.job_id)
+    secrets = job_secrets(job) if secrets is None else secrets
+    for detail in raised:       # a slot named after a secret variable (review 9, F10)
+        log.warning("%s", mask_message(
+            f"job {job.job_id}: {detail['source']} {detail['connector']} {detail['holds']} ({detail['retainedBytes']} "
+            f"bytes, warning at {warn_bytes}{', its position is lost' if detail['lost'] else ''}): resume it or "
+            f"release it (seatide cancel {job.job_id} --release)", secrets))
     return raised
 
 
@@ -297,8 +301,8 @@ class SourceWatch:
                     job.config, json.loads(job.variables or "{}"), job.job_id))
             if not sources.holding and not sources.unloadable:
                 continue
-            record_measurements(self.store, epoch, self.actor, job,
-                                measure_job(self.store, job, sources, self.rules.timeout_s), self.rules.warn_bytes)
+            record_measurements(self.store, epoch, self.actor, job, measure_job(
+                self.store, job, sources, self.rules.timeout_s), self.rules.warn_bytes, sources.secrets)
             measured += 1
         for gone in set(self._sources) - keys:      # finished, released or forgotten: loaded no more
             del self._sources[gone]
