@@ -14,7 +14,8 @@ from seatide.config.loader import load_job_env, spark_conf_for
 from seatide import intents
 from tests.store.test_store import store  # noqa: F401  (a fixture)
 from seatide.secrets import MASK, is_secret_key, mask_config_text, mask_message, secret_values
-from seatide.worker.agent import LOG_MASKING, Worker
+from seatide.worker.agent import Worker
+from seatide.worker.driver_log import LOG_MASKING
 
 S3_SECRET, S3_ACCESS = "wJalrXUtnFEMI-K7MDENG-bPxRfiCY", "AKIAEXAMPLE7777"
 S3_JOB = '''

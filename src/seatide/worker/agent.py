@@ -46,15 +46,12 @@ from seatide.store.states import ATTEMPT_LIVE, AttemptState
 from seatide.store.wakeups import AssignmentListener
 from seatide.timeouts import Timeouts
 from seatide.runtime.warm_driver import warm_session_conf
-from seatide.secrets import MaskingFilter
-from seatide.worker.driver_log import DriverLog
+from seatide.worker.driver_log import LOG_MASKING, DriverLog
 from seatide.worker.launcher import ProcessLauncher
 from seatide.worker.presence import Presence
 from seatide.worker.warm_pool import WarmPool, warm_command
 
 log = logging.getLogger(__name__)
-LOG_MASKING = MaskingFilter()       # the running attempts' secrets (and every credential-named pair), masked
-log.addFilter(LOG_MASKING)
 
 OUTAGE_KILL = ("killed by its worker, whose liveness lock's store session ended (a restart or failover of the "
                "store): not the job's failure, retried without counting against job.retry.times")

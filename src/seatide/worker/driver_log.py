@@ -19,9 +19,15 @@ import logging
 import threading
 from typing import IO, Iterable
 
-from seatide.secrets import LineMasker
+from seatide.secrets import LineMasker, MaskingFilter
 
 log = logging.getLogger(__name__)
+# The worker's own lines, many jobs' at once: masked by the secrets of the attempts it runs (each held from launch
+# to reaping) and every credential-named pair (review 9, F1: a warm-driver misfit named a setting's value). A
+# logger's filter sees only its own records: each worker module that logs a job's text is listed.
+LOG_MASKING = MaskingFilter()
+for _name in ("seatide.worker.agent", "seatide.worker.warm_pool", __name__):
+    logging.getLogger(_name).addFilter(LOG_MASKING)
 
 
 class DriverLog:
