@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import traceback
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -208,14 +209,17 @@ class MaskingFilter(logging.Filter):
         super().__init__()
         self.values = self._own = frozenset(values)
         self._held: dict[Any, frozenset[str]] = {}
+        self._holding = threading.Lock()        # a launch and a reap may come from two threads
 
     def hold(self, key: Any, values: Iterable[str]) -> None:
-        self._held[key] = frozenset(values)
-        self.values = self._own.union(*self._held.values())
+        with self._holding:
+            self._held[key] = frozenset(values)
+            self.values = self._own.union(*self._held.values())
 
     def drop(self, key: Any) -> None:
-        self._held.pop(key, None)
-        self.values = self._own.union(*self._held.values())
+        with self._holding:
+            self._held.pop(key, None)
+            self.values = self._own.union(*self._held.values())
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.msg, record.args = mask_message(record.getMessage(), self.values), None
