@@ -19,7 +19,7 @@ from seatide.secrets.names import is_secret_key
 _COMMENT_OR_QUOTED = re.compile(r'"(?:[^"\\\n]|\\.)*"|#|//')
 # An option's value that holds a reference, to its line's end or a comma outside quotes: ``password = ${creds.pg}``,
 # ``"x-"${creds.pg}`` (a prefix joined before it), ``${a}${b}``; the key may be quoted.
-_ASSIGNED = re.compile(r"""(?P<key>"[^"\n]*"|[A-Za-z][\w.\-]*)[ \t]*[=:][ \t]*"""
+_ASSIGNED = re.compile(r"""(?<![\w.\-"])(?P<key>"[^"\n]*"|[A-Za-z][\w.\-]*)[ \t]*[=:][ \t]*"""
                        r"""(?P<value>(?:"(?:[^"\\\n]|\\.)*"|\$\{[^}\n]*\}|[^\n,}"$#])*\$\{[^}\n]*\}"""
                        r"""(?:"(?:[^"\\\n]|\\.)*"|\$\{[^}\n]*\}|[^\n,}"$#])*)""")
 _REFERENCE = re.compile(r"\$\{\??(?P<ref>[^}\n]+)\}")
@@ -34,15 +34,19 @@ def referred_spans(text: str, spans: Mapping[tuple[str, ...], Iterable]) -> list
     """Where what credential options refer to is written: ``creds.pg``'s span, for ``password = ${creds.pg}``; along
     a chain (``creds { pg = ${vault.pg} }``: ``vault.pg``'s too), a quoted path's (``${"creds"."pg"}``); and the
     literals joined to a reference in a credential's value (``"v2-"${vault.pg}``: review 9, F8)."""
-    assigned = [(_path(m["key"]), m) for m in _ASSIGNED.finditer(text)]
+    at, lines = 0, []
+    for line in text.split("\n"):      # only a line with a reference is read (a long line without is read once)
+        lines += [(at, line)] if "${" in line else []
+        at += len(line) + 1
+    assigned = [(_path(m["key"]), m, start) for start, line in lines for m in _ASSIGNED.finditer(line)]
     found, referred = [], set()
-    for key, m in assigned:
+    for key, m, start in assigned:
         if is_secret_key(".".join(key)):
             referred |= _refs(m)
-            found += [Span(m.start("value") + lit.start(), m.start("value") + lit.end(), '"')
+            found += [Span(start + m.start("value") + lit.start(), start + m.start("value") + lit.end(), '"')
                       for lit in _LITERAL.finditer(m["value"]) if lit[0].startswith('"')]
     for _ in range(_CHAIN):     # a referred path that is itself set to a reference, as written (its last keys)
-        more = {ref for key, m in assigned for path in referred if path[-len(key):] == key for ref in _refs(m)}
+        more = {ref for key, m, _ in assigned for path in referred if path[-len(key):] == key for ref in _refs(m)}
         if more <= referred:
             break
         referred |= more

@@ -39,7 +39,7 @@ _SECRET_LAST = frozenset({"signature", "sig", "session", "pass", "pw", "pwd", "s
 _PARAM_ONLY = frozenset({"key", "sig", "signature", "session"})
 # A Hadoop setting named for the host it holds a credential of: the credential's word comes before the host
 # (``fs.azure.account.key.<account>.dfs.core.windows.net``; review 9, F5). The name is judged up to that word.
-_HOST_END = re.compile(r"\.(?:[\w-]+\.)*(?:net|com|cn|de|io|org)$")
+_HOST_END = re.compile(r"\.(?:net|com|cn|de|io|org)$", re.IGNORECASE)
 _BEFORE_HOST = frozenset({"key", "sas", "secret", "token", "password"})
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
