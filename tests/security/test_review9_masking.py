@@ -228,3 +228,27 @@ def test_a_retained_slot_s_warning_is_logged_masked(store, tmp_path, caplog):
             1, "source[0]", "Postgres-CDC", "seatide_ACME-7731_source0", 5000, state="reserved")], warn_bytes=1000)
     assert len(raised) == 1
     assert f"seatide_{MASK}_source0 (5000 bytes, warning at 1000)" in caplog.text and "ACME-7731" not in caplog.text
+
+
+def test_a_left_out_slot_s_note_is_logged_masked(store, tmp_path, caplog):
+    """A left-out pipeline whose config no longer loads: the release's warning names what it last held, a slot
+    named after a secret variable of that config."""
+    from sqlalchemy import insert
+
+    from seatide.coordinator.source_release import _left_behind
+    from seatide.store import schema as s
+    from tests.store.test_store import submit
+
+    text = 'env { secret.variables = [tenant] }\nsource { LocalFile { path = "/tmp/${tenant}", ' \
+           'file_format_type = "parquet" } }\nsink { Console {} }\n'
+    submit(store, tmp_path, text=text.replace("${tenant}", "in"))
+    then = types.SimpleNamespace(config=text, variables='{"tenant": "ACME-7731"}', pipeline_ids=frozenset({1}),
+                                 incarnation=1)
+    with store.write() as conn:
+        conn.execute(insert(s.source_holds).values(job_id="j1", pipeline_id=1, plugin_id="source[0]", incarnation=1,
+                                                   connector="Postgres-CDC", holds="seatide_ACME-7731_source0",
+                                                   measured_at=0.0))
+    with caplog.at_level(logging.WARNING, logger="seatide.coordinator.source_release"), store.write() as conn:
+        _left_behind(conn, types.SimpleNamespace(job_id="j1", run_id=None, incarnation=1), then, "no longer loads",
+                     "coordinator:c1", None)
+    assert f"last seen holding seatide_{MASK}_source0" in caplog.text and "ACME-7731" not in caplog.text
