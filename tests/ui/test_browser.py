@@ -46,7 +46,11 @@ def wait(browser, condition, timeout: float, message: str):
 
 
 def text_of(browser, css: str) -> str:
-    return browser.find_element(By.CSS_SELECTOR, css).text
+    """The text of the element ``css`` names, found again if a re-render replaced it between the
+    find and the read (a CI run failed so, on the job page's left-behind row)."""
+    read = []
+    wait(browser, lambda d: read.append(d.find_element(By.CSS_SELECTOR, css).text) or True, 10, f"the text of {css}")
+    return read[-1]
 
 
 def click(browser, css: str, message: str) -> None:
