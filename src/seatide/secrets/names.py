@@ -86,7 +86,8 @@ def option_name(keys: list[str]) -> str:
 def is_secret_param(name: str) -> bool:
     """Whether a URL's query parameter or an HTTP header named ``name`` holds a credential: ``is_secret_key``, or a
     bare ``key``, ``sig``, ``signature`` or ``session`` (the Http connector and the masker use this one rule)."""
-    return is_secret_key(name) or words(name) in [[bare] for bare in _PARAM_ONLY]
+    parts = words(name)
+    return is_secret_key(name) or (len(parts) == 1 and parts[0] in _PARAM_ONLY)
 
 
 __all__ = ["is_secret_key", "is_secret_param", "option_name", "words"]
