@@ -153,6 +153,22 @@ class ProcessSampler(threading.Thread):
         return dict(sorted(kinds.items(), key=lambda item: -item[1]["cpu_s"]))
 
 
+def pytest_command(pytest_args: list[str], tests_dir: str | None, environ=os.environ) -> tuple[list[str], dict]:
+    """pytest's command line and environment, as scripts/test runs it; with ``tests_dir``, every
+    pytest process also loads the plugin that names its running test. The plugin is named as a
+    module of the ``bench`` directory, which ``python -m pytest`` finds from its working directory
+    (ROOT): a ``bench`` entry on PYTHONPATH would reach every driver the tests start, and a driver
+    with a PYTHONPATH entry of neither SeaTide nor Spark runs without its Python zygote
+    (seatide/runtime/zygote_choice.py), so the run measured would not be the suite's."""
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n",
+               environ.get("SEATIDE_TEST_PROCESSES", "2"), "--dist", "worksteal", *pytest_args]
+    env = dict(environ)
+    if tests_dir is not None:
+        command[3:3] = ["-p", "bench.suite_cpu_tests"]
+        env["SEATIDE_CPU_TESTS_DIR"] = tests_dir
+    return command, env
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(RESULTS, "suite_cpu"))
@@ -166,13 +182,7 @@ def main() -> int:
     busy0, idle0 = machine_times()
     began = time.monotonic()
     sampler.start()
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n",
-               os.environ.get("SEATIDE_TEST_PROCESSES", "2"), "--dist", "worksteal", *args.pytest_args]
-    env = dict(os.environ)
-    if tests_dir is not None:       # every pytest process loads the plugin that names its running test
-        command[3:3] = ["-p", "suite_cpu_tests"]
-        env["SEATIDE_CPU_TESTS_DIR"] = tests_dir
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(ROOT, "bench"), env.get("PYTHONPATH")]))
+    command, env = pytest_command(args.pytest_args, tests_dir)
     code = subprocess.call(command, cwd=ROOT, env=env)
     wall = time.monotonic() - began
     sampler.stop.set()
