@@ -80,8 +80,8 @@ class ProcessSampler(threading.Thread):
     def __init__(self, tests_dir: str | None = None):
         super().__init__(daemon=True)
         self.tests_dir = tests_dir          # --by-test: where each pytest process names its running test
-        self.seen: dict[str, tuple[str, float]] = {}     # pid -> (ppid, CPU with reaped children) at the last sample
-        self.by_test: dict[str, float] = {}
+        self.seen: dict[str, tuple[str, float, str]] = {}   # pid -> (ppid, CPU with reaped children, kind) at the last sample
+        self.by_test: dict[str, dict[str, float]] = {}      # test -> kind -> CPU
         self.first: dict[tuple[str, str], float] = {}    # (pid, start time) -> CPU at the first sample
         self.last: dict[tuple[str, str], tuple[str, float]] = {}
         self.baseline = True
@@ -94,7 +94,7 @@ class ProcessSampler(threading.Thread):
         self.sample()
 
     def sample(self) -> None:
-        now: dict[str, tuple[str, float]] = {}
+        now: dict[str, tuple[str, float, str]] = {}
         for pid in os.listdir("/proc"):
             if not pid.isdigit():
                 continue
@@ -112,24 +112,25 @@ class ProcessSampler(threading.Thread):
             # An exiting process has no command line left: it keeps the kind it was given.
             kind = self.last[key][0] if key in self.last and not args else kind_of(args, comm)
             self.last[key] = (kind, cpu)
-            now[pid] = (fields[1], cpu + (int(fields[13]) + int(fields[14])) / TICK)
+            now[pid] = (fields[1], cpu + (int(fields[13]) + int(fields[14])) / TICK, kind)
         if self.tests_dir is not None:
             self._charge(now)
 
-    def _charge(self, now: dict[str, tuple[str, float]]) -> None:
+    def _charge(self, now: dict[str, tuple[str, float, str]]) -> None:
         """Charge each process's CPU since the last sample (its own and its reaped children's, less what
-        those children were charged while alive) to the test its pytest ancestor runs."""
+        those children were charged while alive) to the test its pytest ancestor runs, under the
+        process's kind (a reaped child's last moments count to its parent's)."""
         gone: dict[str, float] = {}
-        for pid, (ppid, total) in self.seen.items():
+        for pid, (ppid, total, _) in self.seen.items():
             if pid not in now:
                 gone[ppid] = gone.get(ppid, 0.0) + total
-        for pid, (ppid, total) in now.items():
+        for pid, (ppid, total, kind) in now.items():
             before = self.seen.get(pid)
             # a process new since the last sample used all it has in the interval (none on the first sample)
             used = total - before[1] - gone.get(pid, 0.0) if before else (total if self.seen else 0.0)
             if used > 0:
-                test = self._test_of(pid, now)
-                self.by_test[test] = self.by_test.get(test, 0.0) + used
+                kinds = self.by_test.setdefault(self._test_of(pid, now), {})
+                kinds[kind] = kinds.get(kind, 0.0) + used
         self.seen = now
 
     def _test_of(self, pid: str, now: dict) -> str:
@@ -138,7 +139,7 @@ class ProcessSampler(threading.Thread):
                 with open(os.path.join(self.tests_dir, pid)) as handle:
                     return handle.read() or "(between tests)"     # caught mid-write
             except OSError:
-                pid = now.get(pid, ("1", 0.0))[0]
+                pid = now.get(pid, ("1", 0.0, ""))[0]
                 if pid in ("0", "1"):
                     break
         return "(no test)"
@@ -199,13 +200,18 @@ def main() -> int:
               "real_driver_processes": kinds.get("driver (Python)", {}).get("processes", 0),
               "kinds": {k: {"cpu_s": round(v["cpu_s"], 1), "processes": v["processes"]} for k, v in kinds.items()}}
     if tests_dir is not None:
-        result["by_test"] = {t: round(v, 1) for t, v in sorted(sampler.by_test.items(), key=lambda i: -i[1])}
+        totals = {t: sum(kinds.values()) for t, kinds in sampler.by_test.items()}
+        result["by_test"] = {t: round(v, 1) for t, v in sorted(totals.items(), key=lambda i: -i[1])}
+        result["by_test_kinds"] = {t: {k: round(v, 1) for k, v in sorted(sampler.by_test[t].items(), key=lambda i: -i[1])
+                                       if v >= 0.05} for t in result["by_test"]}
         shutil.rmtree(tests_dir, ignore_errors=True)
     write_json(args.out + ".json", result)
     for kind, entry in result["kinds"].items():
         print(f"{entry['cpu_s']:8.1f} s {entry['processes']:5d}  {kind}")
     for test, cpu in list(result.get("by_test", {}).items())[:30]:
         print(f"{cpu:8.1f} s  {test}")
+        if test.startswith("tests/"):       # where a test's CPU went, its five costliest kinds
+            print("            " + "; ".join(f"{kind} {v:.1f}" for kind, v in list(result["by_test_kinds"][test].items())[:5]))
     print(f"wall {wall:.0f} s; machine busy {result['machine_busy_cpu_s']:.0f} s, idle "
           f"{result['machine_idle_cpu_s']:.0f} s of CPU; real drivers {drivers:.0f} s "
           f"({result['real_driver_processes']} driver processes) of {counted:.0f} s counted")
