@@ -14,9 +14,10 @@ stories need (a JVM and Python each), and how much is the rest. ``--by-test`` al
 sample's CPU to the test the process's pytest ancestor runs (``bench/suite_cpu_tests.py``, a plugin
 each pytest process loads): a process reaped by its parent adds what it used since its last sample
 there (Linux counts a waited-for child's CPU to its parent), so short-lived processes count too;
-an orphan's last sample is lost, and servers started apart (``pg_ctl``) count to no test. Under a
-CPU-bound run a test's wall time is a poor measure of what it costs: this is the one to cut by. Writes ``<out>.json`` and,
-with matplotlib, ``<out>.png``.
+an orphan's last sample is lost, and servers started apart (``pg_ctl``) count to no test. Each
+test's CPU is also split by kind of process (``by_test_kinds``). Under a CPU-bound run a test's
+wall time is a poor measure of what it costs: this is the one to cut by. Writes ``<out>.json``
+and, with matplotlib, ``<out>.png``.
 """
 
 from __future__ import annotations
