@@ -263,7 +263,8 @@ def test_resume_moves_no_directory_itself_and_a_driver_killed_mid_way_finishes_t
     cluster.arm("prep", f"driver.savepoint_copy=gate:0:{copy_gate}")
     original = streaming_job(out)
     cluster.submit(original, "prep")
-    wait_for(lambda: _last_id(cluster, "prep") >= 2, 180, message="two checkpoints")
+    # one checkpoint: the savepoint needs a running query, not a history (a batch is up to 8 s at load 10)
+    wait_for(lambda: _last_id(cluster, "prep") >= 1, 180, message="a checkpoint")
     _stop_with_savepoint_copy_held(cluster, "prep", copy_gate)
     stopped = written_ids(out)
     # armed now, read when the next driver is launched: the savepoint's run met neither point
