@@ -47,6 +47,15 @@ def parse_variables(pairs: list[str] | None) -> dict[str, str]:
     return variables
 
 
+def job_variables(text: str, given: dict[str, str]) -> dict[str, str]:
+    """The variables a job file is sent with: the ``-i`` ones, and the values the file takes from this
+    command's environment (``${AWS_REGION}`` that no ``-i`` gives), as SeaTunnel's client fills them in. Whoever
+    reads the job after this (a coordinator, a worker, a driver) never reads its own environment for it."""
+    from seatide.config.job_environment import with_environment
+
+    return with_environment(text, given, os.environ)
+
+
 def read_job_file(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as handle:

@@ -7,7 +7,7 @@ import os
 import sys
 
 from seatide.cli.args import (EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, CommandRefused as Refused, default_data_dir,
-                              parse_variables, print_config_warnings, read_job_file)
+                              job_variables, parse_variables, print_config_warnings, read_job_file)
 from seatide.cli.http_client import Answered, HttpClient
 
 
@@ -99,8 +99,10 @@ def client_command(args) -> int:
 def submit_job(client, path: str, variables: dict[str, str], *, job_id: str | None = None,
                name: str | None = None, strict: bool = False) -> str:
     """Submit the job file at ``path``; print its config warnings; return the job id."""
-    result = client.call("POST", "/submit-job", {"config": read_job_file(path), "jobId": job_id, "jobName": name,
-                                                 "variables": variables, "source": path, "strict": strict})
+    text = read_job_file(path)
+    result = client.call("POST", "/submit-job", {"config": text, "jobId": job_id, "jobName": name,
+                                                 "variables": job_variables(text, variables), "source": path,
+                                                 "strict": strict})
     print_config_warnings(result.get("warnings") or [])
     return result["jobId"]
 
@@ -112,6 +114,8 @@ def resume_job(client, job_id: str, *, path: str | None = None, variables: dict[
     if path:
         body["source"] = path
         body["config"] = read_job_file(path)
+        if variables is not None:     # none given: the job's own, those its submit took from the environment too
+            body["variables"] = job_variables(body["config"], variables)
     result = client.call("POST", f"/jobs/{job_id}/resume", body)
     print_config_warnings(result.get("warnings") or [])
     return result["jobId"]

@@ -15,7 +15,7 @@ import time
 from datetime import datetime
 
 from seatide.cli.args import (EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, default_data_dir,
-                              parse_variables, print_config_warnings, read_job_file)
+                              job_variables, parse_variables, print_config_warnings, read_job_file)
 from seatide.cli.progress import ProgressDisplay
 from seatide.store.states import JobStatus
 
@@ -23,7 +23,8 @@ from seatide.store.states import JobStatus
 def run_command(args) -> int:
     from seatide import intents
 
-    text, variables = read_job_file(args.config), parse_variables(args.variables)
+    text = read_job_file(args.config)
+    variables = job_variables(text, parse_variables(args.variables))
     try:   # before the data directory and its store are made: a bad job leaves nothing behind
         intents.check(text, variables, source=args.config, strict=args.strict)
     except intents.Refusal as exc:
@@ -36,9 +37,12 @@ def run_command(args) -> int:
 
 def resume_command(args) -> int:
     data_dir = os.path.abspath(args.data_dir or default_data_dir())
+    text = read_job_file(args.config) if args.config else None
+    variables = parse_variables(args.variables) if args.variables else None
+    if text is not None and variables is not None:      # none given: the job's own (client.resume_job)
+        variables = job_variables(text, variables)
     return LocalRun(data_dir).resume(
-        args.job_id, text=read_job_file(args.config) if args.config else None,
-        variables=parse_variables(args.variables) if args.variables else None, source=args.config,
+        args.job_id, text=text, variables=variables, source=args.config,
         strict=args.strict, savepoint_id=args.savepoint, fallback=args.fallback)
 
 

@@ -9,6 +9,7 @@ tree is read-only: code that needs to change a block copies it first.
 from __future__ import annotations
 
 import functools
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -17,7 +18,9 @@ from seatide.config.hocon import BLOCK_MARK, HoconError, Span, parse
 
 SECTIONS = ("env", "source", "transform", "sink")
 PLUGIN_SECTIONS = ("source", "transform", "sink")
-_VARIABLE = re.compile(r"\$\{(?!\?)([A-Za-z_][A-Za-z0-9_.\-]*)(?::([^}]*))?\}")
+# ``${name}``, ``${name:default}``, and ``${?name}``: an optional one is filled in too when the variable is given
+# (it is how a value the submitting command took from its environment reaches a ``${?name}``: job_environment.py).
+_VARIABLE = re.compile(r"\$\{(\??)([A-Za-z_][A-Za-z0-9_.\-]*)(?::([^}]*))?\}")
 SINK_PLACEHOLDERS = frozenset({"database_name", "schema_name", "table_name", "schema_full_name", "table_full_name",
                                "primary_key", "unique_key", "field_names"})
 
@@ -74,7 +77,11 @@ def read_job_text(text: str, variables: Mapping[str, str] | None = None) -> JobT
 def _read(text: str, variables: tuple[tuple[str, str], ...]) -> JobText:
     filled, replaced = _substitute(text, dict(variables))
     try:
-        doc = parse(filled, apart=PLUGIN_SECTIONS)
+        # Never from this process's environment: a job is resolved where its text and variables are, by a
+        # coordinator, a worker or a driver, and a submitter must not read their environment through a job's
+        # name or error (a coordinator's AWS_SECRET_ACCESS_KEY in /api/v1/jobs). The command that submits a
+        # job adds what its own environment fills in to the variables it sends (job_environment.py).
+        doc = parse(filled, apart=PLUGIN_SECTIONS, environ={})
     except HoconError as exc:
         raise JobTextError(exc.reason, exc.line, exc.undefined) from None
     if not isinstance(doc.value, dict):
@@ -122,7 +129,8 @@ def substitute(text: str, variables: dict[str, str]) -> str:
     """Replace ``${name}`` / ``${name:default}`` for names given with ``-i name=value``.
 
     Names not given and without a default are left for HOCON to resolve (a path in the
-    file or an environment variable); if it cannot, the loader reports the variable.
+    file); if it cannot, the loader reports the variable. A job is never resolved from the
+    environment of the process reading it (``_read``).
     """
     return _substitute(text, variables)[0]
 
@@ -132,10 +140,24 @@ def variable_defaults(text: str, variables: Mapping[str, str]) -> dict[str, set[
     value the job runs with, as a given one's is (the masker's ``secrets_of``)."""
     found: dict[str, set[str]] = {}
     for match in _VARIABLE.finditer(text):
-        name, default = match.group(1), match.group(2)
-        if default and name not in variables and name not in SINK_PLACEHOLDERS:
+        optional, name, default = match.groups()
+        if default and not optional and name not in variables and name not in SINK_PLACEHOLDERS:
             found.setdefault(name, set()).update({default, default.strip().strip("\"'")} - {""})
     return found
+
+
+def as_read(value: str) -> set[str]:
+    """A variable's value as written and as HOCON reads it where it is filled in: a quoted one (``"p#ss"``, as
+    job_environment.py sends a value with HOCON's syntax in it, or ``-i pw='"two words"'``) is a string
+    without its quotes."""
+    forms = {value}
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        try:
+            read = json.loads(value)
+        except ValueError:
+            read = value[1:-1]
+        forms.add(read if isinstance(read, str) else value[1:-1])
+    return forms
 
 
 def _substitute(text: str, variables: dict[str, str]) -> tuple[str, list[tuple[int, int, int]]]:
@@ -144,7 +166,9 @@ def _substitute(text: str, variables: dict[str, str]) -> tuple[str, list[tuple[i
     replaced: list[tuple[int, int, int]] = []
     at, length = 0, 0
     for match in _VARIABLE.finditer(text):
-        name, default = match.group(1), match.group(2)
+        optional, name, default = match.groups()
+        if optional:        # HOCON's ${?name} has no default: filled in only when given
+            default = None
         # A sink placeholder's default (${table_name:orders}) is the sink's to use, per table
         # (plan.catalog), unless the name is given as a variable.
         value = variables[name] if name in variables else None if name in SINK_PLACEHOLDERS else default

@@ -14,12 +14,13 @@ driver's log lines, and the config text wherever it is shown.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 import traceback
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from seatide.secrets.config_text import mask_comments, mask_defaults, referred_spans
+from seatide.secrets.config_text import mask_comments, mask_defaults, referred_names, referred_spans
 from seatide.secrets.known import MASK, MIN_SEARCHED, is_plain, mask_values
 from seatide.secrets.names import is_secret_key, is_secret_param, option_name, words
 from seatide.secrets.shapes import password_spans, refusal_spans
@@ -79,7 +80,7 @@ def secrets_of(job: "JobText | None", variables: Mapping[str, str] | None = None
     """``secret_values`` of a job already parsed (``config.job_text``): the same parse the
     loader validated and the outline was drawn from. A variable's value is the one it resolved to: its
     default where none was given (``${tenant:ACME-9931}``, review 9 F2)."""
-    from seatide.config.job_text import variable_defaults
+    from seatide.config.job_text import as_read, variable_defaults
 
     variables = dict(job.variables) if job is not None else dict(variables or {})
     defaults = variable_defaults(job.text if job is not None else text or "", variables)
@@ -90,9 +91,19 @@ def secrets_of(job: "JobText | None", variables: Mapping[str, str] | None = None
         found |= _revealed(tree)
     env = tree.get("env") if tree else None
     names = secret_variable_names(env if isinstance(env, Mapping) else None, {**defaults, **variables})
-    found |= {str(variables[n]) for n in names if n in variables}
+    found |= {form for n in names if n in variables for form in as_read(str(variables[n]))}
     found |= {value for n in names if n not in variables for value in defaults.get(n, ())}
+    found |= _from_environment(job.text if job is not None else text or "", variables)
     return frozenset(v for v in found if v)
+
+
+def _from_environment(text: str, variables: Mapping[str, str]) -> set[str]:
+    """The values of this process's credential-named environment variables that ``text`` refers to and
+    ``variables`` do not give. A job is no longer filled in from the environment of the process reading it
+    (config/job_environment.py), but one recorded before was, by its coordinator: its name, error and outline
+    may hold that value, and are masked with it (docs/security.md)."""
+    return {os.environ[name] for name in referred_names(text)
+            if name not in variables and is_secret_key(name) and os.environ.get(name)}
 
 
 def mask_message(message: str | None, values: Iterable[str]) -> str | None:

@@ -62,6 +62,13 @@ def _path(written: str) -> tuple[str, ...]:
     return tuple(m["quoted"] if m["quoted"] is not None else m["bare"] for m in _PATH_PART.finditer(written))
 
 
+def referred_names(text: str) -> set[str]:
+    """Every name ``text`` refers to (``${name}``, ``${?name}``, ``${name:default}``), as one dotted string."""
+    if "${" not in text:
+        return set()
+    return {".".join(_path(m["ref"].split(":", 1)[0])) for m in _REFERENCE.finditer(text)}
+
+
 def mask_defaults(text: str, secrets: frozenset[str], mask: str) -> str:
     """Each variable's default that is one of the job's secrets (a credential option took it), masked."""
     def masked(m: re.Match) -> str:
@@ -82,4 +89,4 @@ def mask_comments(text: str, mask_line: Callable[[str], str]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["mask_comments", "mask_defaults", "referred_spans"]
+__all__ = ["mask_comments", "mask_defaults", "referred_names", "referred_spans"]
