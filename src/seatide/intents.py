@@ -24,6 +24,7 @@ from seatide.plan.dag import build_plan
 from seatide.plan.outline import outline_json
 from seatide.secrets import mask_message, mask_refusal, secret_values
 from seatide.store.db import Store
+from seatide.store.event_masking import job_name
 from seatide.store.job_ids import BadJobId, JobRefused, check_job_id
 from seatide.store.jobs import MAX_JOB_NAME, JobNotFound, load_job, request_stop, submit_job
 from seatide.store.paths import PathOutsideRoot
@@ -136,7 +137,7 @@ def resume(store: Store, job_id: str, *, text: str | None = None, variables: dic
                              savepoint_id=savepoint_id, fallback=fallback, pinned_worker=pinned_worker, actor=actor,
                              check_positions=positions_gone, command=resume_command(job_id, savepoint_id, source))
     failpoints.hit("intents.resume_recorded")      # tests: another resume may follow here at once
-    return Accepted(job_id, job.name, [str(w) for w in config.warnings] + carried)
+    return Accepted(job_id, job_name(job), [str(w) for w in config.warnings] + carried)
 
 
 def _placed(text: str, variables: dict[str, str], source: str, strict: bool, paths_from: str | None):

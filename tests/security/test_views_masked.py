@@ -75,6 +75,35 @@ def test_a_job_recorded_before_the_fix_is_masked_on_the_way_out(client):
     assert _shown(client, views) == {path: [] for path in views}
 
 
+LISTS = ["/api/v1/jobs", "/api/v1/running-jobs", "/metrics", "/running-jobs", "/api/v1/overview"]
+
+
+def test_a_job_recorded_before_the_fix_is_masked_in_the_lists_and_metrics_too(client):
+    """The lists and /metrics read no config of a job without an error, so a name stored in clear by a SeaTide
+    before review 8's fix showed there still."""
+    with client.store.write() as conn:
+        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(name=f"nightly-{TENANT}"))
+    assert _shown(client, LISTS) == {path: [] for path in LISTS}
+    assert client.get("/api/v1/jobs").json()[0]["jobName"] == "nightly-******"
+    assert 'job_name="nightly-******"' in client.get("/metrics").text
+    with client.store.write() as conn:      # and once it ended, in the lists of ended jobs
+        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(status="FINISHED", finished_at=1.0))
+    ended = ["/api/v1/jobs", "/api/v1/finished-jobs/FINISHED", "/finished-jobs/FINISHED", "/metrics"]
+    assert _shown(client, ended) == {path: [] for path in ended}
+
+
+def test_a_name_a_coordinator_took_from_its_environment_before_is_masked_on_the_way_out(client, monkeypatch):
+    """A SeaTide before this one filled a submitted job in from the coordinator's environment: the name stored is
+    that value. The job's text names the variable, the coordinator still has it: masked with it."""
+    monkeypatch.setenv("ST_API_TOKEN", "Tk-coordinator-env-8812")
+    with client.store.write() as conn:
+        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(
+            name="Tk-coordinator-env-8812", config=JOB.replace('"nightly-${tenant}"', "${ST_API_TOKEN}")))
+    views = [*LISTS, "/api/v1/job-info/j1", "/job-info/j1", "/running-job/j1"]
+    answers = {path: client.get(path).text for path in views}
+    assert {path: "Tk-coordinator-env-8812" in text for path, text in answers.items()} == {p: False for p in views}
+
+
 def test_an_ended_jobs_seatunnel_views_mask_its_dag(client):
     with client.store.write() as conn:
         conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(status="FAILED", finished_at=1.0,
