@@ -20,7 +20,7 @@ import threading
 import traceback
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from seatide.secrets.config_text import mask_comments, mask_defaults, referred_names, referred_spans
+from seatide.secrets.config_text import mask_comments, environment_secrets, mask_defaults, referred_spans
 from seatide.secrets.known import MASK, MIN_SEARCHED, is_plain, mask_values
 from seatide.secrets.names import is_secret_key, is_secret_param, option_name, words
 from seatide.secrets.shapes import password_spans, refusal_spans
@@ -93,17 +93,8 @@ def secrets_of(job: "JobText | None", variables: Mapping[str, str] | None = None
     names = secret_variable_names(env if isinstance(env, Mapping) else None, {**defaults, **variables})
     found |= {form for n in names if n in variables for form in as_read(str(variables[n]))}
     found |= {value for n in names if n not in variables for value in defaults.get(n, ())}
-    found |= _from_environment(job.text if job is not None else text or "", variables)
+    found |= environment_secrets(job.text if job is not None else text or "", variables, os.environ)
     return frozenset(v for v in found if v)
-
-
-def _from_environment(text: str, variables: Mapping[str, str]) -> set[str]:
-    """The values of this process's credential-named environment variables that ``text`` refers to and
-    ``variables`` do not give. A job is no longer filled in from the environment of the process reading it
-    (config/job_environment.py), but one recorded before was, by its coordinator: its name, error and outline
-    may hold that value, and are masked with it (docs/security.md)."""
-    return {os.environ[name] for name in referred_names(text)
-            if name not in variables and is_secret_key(name) and os.environ.get(name)}
 
 
 def mask_message(message: str | None, values: Iterable[str]) -> str | None:

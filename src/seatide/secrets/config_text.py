@@ -62,11 +62,15 @@ def _path(written: str) -> tuple[str, ...]:
     return tuple(m["quoted"] if m["quoted"] is not None else m["bare"] for m in _PATH_PART.finditer(written))
 
 
-def referred_names(text: str) -> set[str]:
-    """Every name ``text`` refers to (``${name}``, ``${?name}``, ``${name:default}``), as one dotted string."""
+def environment_secrets(text: str, variables: Mapping[str, str], environ: Mapping[str, str]) -> set[str]:
+    """The values of the credential-named variables of ``environ`` (this process's) that ``text`` refers to
+    (``${name}``, ``${?name}``) and ``variables`` do not give. A job is no longer filled in from the environment
+    of the process reading it (config/job_environment.py), but one recorded before was, by its coordinator: its
+    name, error and outline may hold that value, and are masked with it (docs/security.md)."""
     if "${" not in text:
         return set()
-    return {".".join(_path(m["ref"].split(":", 1)[0])) for m in _REFERENCE.finditer(text)}
+    names = {".".join(_path(m["ref"].split(":", 1)[0])) for m in _REFERENCE.finditer(text)}
+    return {environ[name] for name in names if name not in variables and is_secret_key(name) and environ.get(name)}
 
 
 def mask_defaults(text: str, secrets: frozenset[str], mask: str) -> str:
@@ -89,4 +93,4 @@ def mask_comments(text: str, mask_line: Callable[[str], str]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["mask_comments", "mask_defaults", "referred_names", "referred_spans"]
+__all__ = ["environment_secrets", "mask_comments", "mask_defaults", "referred_spans"]
