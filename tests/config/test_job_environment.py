@@ -78,3 +78,14 @@ def test_a_job_recorded_before_is_masked_with_the_credential_named_values_of_thi
     secrets = secret_values(JOB, {})
     assert "Tk-coordinator-8812" in secrets and "not-a-credential" not in secrets
     assert "Tk-coordinator-8812" not in secret_values(JOB, {"API_TOKEN": "given-one"})
+
+
+def test_a_row_type_written_as_text_is_not_filled_in_from_the_readers_environment(monkeypatch):
+    """A schema's row type written as a string is HOCON parsed again (plugin/types.py): its ``${HOST_NAME}`` was
+    read from the coordinator's environment, and the refusal quoted the value ("unknown type 'leaky-...'")."""
+    monkeypatch.setenv("HOST_NAME", "leaky-host-7731")
+    text = ('env { job.mode = BATCH }\nsource { FakeSource { schema = { fields { r = "{a = ${HOST_NAME}}" } } } }\n'
+            'sink { Console {} }')
+    with pytest.raises(ConfigError) as refused:
+        load_job_text(text, {})
+    assert "leaky-host-7731" not in str(refused.value) and "field 'r'" in str(refused.value)
