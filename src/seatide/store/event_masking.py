@@ -18,6 +18,7 @@ slot named after a secret variable shows it once its configs are forgotten, as t
 from __future__ import annotations
 
 import json
+import threading
 from functools import lru_cache
 from typing import Any, Iterable
 
@@ -76,10 +77,27 @@ def job_name(job) -> str:
     return shown_name(job.name, job.config, job.variables)
 
 
-@lru_cache(maxsize=1024)    # /metrics and the lists mask every job's name on every read: once per name and config
 def shown_name(name: str | None, config: str | None, variables: str | None) -> str | None:
-    """``job_name`` of a job's name, config text and variables (None: nothing in its text fills a name in)."""
-    return mask_message(name, config_secrets(config, variables)) if name and config else name
+    """``job_name`` of a job's name, config text and variables (None: nothing in its text fills a name in).
+
+    /metrics and the lists mask every job's name on every read: each name is masked once per config, remembered
+    by the config's hash (a cache keyed by the text would keep a thousand job files alive)."""
+    if not name or not config:
+        return name
+    key = (name, len(config), hash(config), variables)
+    shown = _SHOWN.get(key)
+    if shown is None:
+        shown = mask_message(name, config_secrets(config, variables))
+        with _SHOWING:
+            if len(_SHOWN) >= _SHOWN_MOST:
+                _SHOWN.clear()
+            _SHOWN[key] = shown
+    return shown
+
+
+_SHOWN: dict = {}
+_SHOWN_MOST = 4096
+_SHOWING = threading.Lock()     # a scrape and a list may come from two threads
 
 
 def name_config(condition=None) -> list:
