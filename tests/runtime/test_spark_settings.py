@@ -29,6 +29,12 @@ def test_the_job_env_wins_over_the_worker_which_wins_over_the_defaults(monkeypat
     assert session_conf({"spark.master": "local[2]"})["spark.master"] == "local[2]"
 
 
+def test_sessions_leave_out_pysparks_python_call_sites(spark):
+    """Each Column call would cost four more JVM round trips (runtime/session.py, DEFAULT_CONF)."""
+    assert session_conf({})["spark.python.sql.dataFrameDebugging.enabled"] == "false"
+    assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
+
+
 def test_executors_elsewhere_get_the_drivers_seatide_first_on_their_path(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["/opt/udfs", SEATIDE_HOME]))
     paths = executor_conf({"spark.master": CLUSTER})["spark.executorEnv.PYTHONPATH"].split(os.pathsep)
