@@ -59,6 +59,17 @@ def stop_session(session) -> None:
 
 
 @pytest.fixture
+def quick_catalog_load(monkeypatch):
+    """Loading a job asks each Postgres-CDC source's server for its tables, up to
+    ``_LOAD_TIMEOUT_S`` (5 s) each: against a server that takes connections and never answers,
+    every submit, check and resume of a three-source job waited 15 s of it. 1 s where that load
+    is not the test's subject (the same path runs, the same error is met, sooner)."""
+    from seatide.connectors.postgres_cdc import source
+
+    monkeypatch.setattr(source, "_LOAD_TIMEOUT_S", 1)
+
+
+@pytest.fixture
 def data_dir(tmp_path):
     path = tmp_path / "seatide"
     path.mkdir()

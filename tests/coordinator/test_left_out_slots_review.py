@@ -72,7 +72,8 @@ def test_an_earlier_config_that_no_longer_loads_hides_the_left_out_slot_and_bloc
             slot.drop(conn, name)
 
 
-def test_a_release_of_a_run_with_left_out_sources_on_a_silent_server_outlasts_the_lease(store, tmp_path):
+def test_a_release_of_a_run_with_left_out_sources_on_a_silent_server_outlasts_the_lease(store, tmp_path,
+                                                                                         quick_catalog_load):
     """Three pipelines left out whose Postgres-CDC server accepts connections and never answers. Before 642a2cc the
     run's release (current config: files only) asked no server; now it asks each left-out source in turn, each up to
     OUTSIDE_WAIT_S (more: libpq tries twice), inside the door, on the thread that renews the 2 s lease."""

@@ -215,12 +215,18 @@ def test_a_store_whose_server_refuses_connections_is_refused_at_once(caplog):
     assert not [r for r in caplog.records if "taken again" in r.getMessage()], caplog.text
 
 
-def test_a_server_that_accepts_and_never_answers_fails_the_opening():
+def test_a_server_that_accepts_and_never_answers_fails_the_opening(monkeypatch):
     """A frozen server, or an address where something listens and never speaks: the connection is
     given up after the store's connect timeout, as a refused one (outside review: the CLI, the
-    coordinator and the worker waited with no end and no message, so no supervisor restarted them)."""
+    coordinator and the worker waited with no end and no message, so no supervisor restarted them).
+    The timeout is 2 s here, libpq's least: its length is not the subject, that it ends is (10 s of
+    the fast tier at the shipped one)."""
     import socket
     import threading
+
+    from seatide.store import db
+
+    monkeypatch.setattr(db, "CONNECT_TIMEOUT_S", 2)
 
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))

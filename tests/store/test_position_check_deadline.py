@@ -18,17 +18,15 @@ from sqlalchemy import select, update
 from seatide import intents
 from seatide.cli.args import EXIT_FAILED
 from seatide.cli.client import HttpClient, Refused, resume_job
-from seatide.connectors.postgres_cdc import source as postgres_cdc_source
 from seatide.store import schema as s
 from seatide.store.runs import spark_checkpoint_dir
 from tests.store.test_store import _end, store, submit  # noqa: F401  (store is a fixture)
 from tests.stores import sqlite_only
 
 # Three silent sources tell one deadline (≈5 s) from one after another (≈3 x 10 s). Each also costs
-# every config load (submit, the measured load, the resume's) its describe timeout: cut to 1 s here,
-# as the load is not the subject (5 s of it made this test 50 s long).
+# every config load (submit, the measured load, the resume's) its describe timeout: cut to 1 s here
+# (quick_catalog_load), as the load is not the subject (5 s of it made this test 50 s long).
 PIPELINES = 3
-LOAD_TIMEOUT_S = 1
 CHECK_DEADLINE_S = 5            # position_check.positions_gone: the whole check
 
 
@@ -73,8 +71,8 @@ def _checkpointed_at_lsn(directory: str) -> None:
 
 
 @sqlite_only      # the store is not the subject: the sources' silence is
-def test_the_resumes_position_check_waits_one_deadline_for_all_sources_that_do_not_answer(store, tmp_path, monkeypatch):
-    monkeypatch.setattr(postgres_cdc_source, "_LOAD_TIMEOUT_S", LOAD_TIMEOUT_S)
+def test_the_resumes_position_check_waits_one_deadline_for_all_sources_that_do_not_answer(store, tmp_path,
+                                                                                           quick_catalog_load):
     listener, _held = _silent_server()
     try:
         text = _job(listener.getsockname()[1])

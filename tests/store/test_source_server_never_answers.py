@@ -15,7 +15,9 @@ from tests.store.test_source_server_errors import _job_text, _released_twice, _r
 from tests.store.test_store import store, submit  # noqa: F401  (store is a fixture)
 from tests.stores import sqlite_only
 
-pytestmark = sqlite_only
+# The store is not the subject, nor is the job's load (each submit and resume asks the silent
+# server for its tables): quick_catalog_load.
+pytestmark = [sqlite_only, pytest.mark.usefixtures("quick_catalog_load")]
 
 
 @pytest.fixture
