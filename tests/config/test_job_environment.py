@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from seatide.config.job_environment import as_variable, environment_variables, with_environment
-from seatide.config.job_text import read_job_text
+from seatide.config.job_environment import environment_variables, with_environment
+from seatide.config.job_text import JobTextError, read_job_text
 from seatide.config.loader import ConfigError, load_job_text
 from seatide.secrets import mask_message, secret_values
 
@@ -40,9 +40,10 @@ def test_a_recorded_job_is_never_filled_in_from_the_readers_environment(monkeypa
 def test_the_submitter_sends_what_the_file_takes_from_its_environment():
     environ = {"API_TOKEN": "Tk-8812", "TABLE": "orders", "ROWS": "7", "QUOTED": "q", "defined": "no", "OTHER": "o"}
     taken = environment_variables(JOB, {}, environ)
-    # Not a name the file defines (defined), nor one only inside a quoted string (QUOTED), nor one it never names
-    assert taken == {"API_TOKEN": "Tk-8812", "TABLE": "orders", "ROWS": "7"}
-    assert environment_variables(JOB, {"API_TOKEN": "given"}, environ).keys() == {"TABLE", "ROWS"}
+    # Not a name the file defines (defined), nor one it never names (OTHER); one only inside a quoted string
+    # (QUOTED) is, since the pre-pass fills an -i one in there too
+    assert taken == {"API_TOKEN": "Tk-8812", "TABLE": "orders", "ROWS": "7", "QUOTED": "q"}
+    assert environment_variables(JOB, {"API_TOKEN": "given"}, environ).keys() == {"TABLE", "ROWS", "QUOTED"}
     variables = with_environment(JOB, {"API_TOKEN": "given"}, environ)
     assert variables["API_TOKEN"] == "given"            # -i wins
     block = read_job_text(JOB, variables).tree["source"]
@@ -51,22 +52,66 @@ def test_the_submitter_sends_what_the_file_takes_from_its_environment():
     assert [b.get("row", {}).get("num") for b in without.values()] == [None]   # and left unset where the environment has none
 
 
-@pytest.mark.parametrize("value", ["p#ss//word \"q\" {x}", "true", "null", "", "007", "two words", "line\nbreak",
-                                   "ünï-cødé", "${NOT_A_REFERENCE}", "a,b"])
-def test_a_value_from_the_environment_reads_back_as_the_same_string(value):
-    text = 'env { job.mode = BATCH, job.name = ${NAME} }\nsource { FakeSource { schema = { fields { id = bigint } } } }\n' \
-           'sink { Console {} }'
-    variables = with_environment(text, {}, {"NAME": value})
-    assert variables == {"NAME": as_variable(value)}
-    assert str(read_job_text(text, variables).tree["env"]["job"]["name"]) == value
+ONE_VALUE = """env { job.mode = BATCH, job.name = "run-${NAME}" }
+source { FakeSource { schema = { fields { id = bigint } }, plugin_output = t } }
+transform { Sql { plugin_input = t, plugin_output = u, query = \"\"\"select id, '${NAME}' as tag from t\"\"\" } }
+sink { LocalFile { plugin_input = u, path = "/tmp/out/${NAME}/part", file_format_type = json } }
+"""
+
+
+def _filled(variables):
+    try:
+        tree = read_job_text(ONE_VALUE, variables).tree
+    except JobTextError as exc:
+        return f"refused: {exc.reason}"
+    return (tree["env"]["job"]["name"], [b["query"] for b in tree["transform"].values()],
+            [b["path"] for b in tree["sink"].values()])
+
+
+@pytest.mark.parametrize("value", ["nightly#7", "v 1", "a//b", 'say "hi"', "true", "", "007", "line\nbreak",
+                                   "ünï-cødé", "a,b", "p#ss//word {x}"])
+def test_a_value_from_the_environment_is_filled_in_as_the_same_i_value(value):
+    """``RUN_ID='nightly#7'`` from the environment was sent quoted and pasted with its quotes: the path was
+    ``/tmp/out/"nightly#7"/part`` and the SQL held the quotes, where ``-i RUN_ID=nightly#7`` gives
+    ``/tmp/out/nightly#7/part``: one job, whichever way its value came."""
+    variables = with_environment(ONE_VALUE, {}, {"NAME": value})
+    assert variables == {"NAME": value}
+    assert _filled(variables) == _filled({"NAME": value})
+    if value == "nightly#7":
+        assert _filled(variables)[2] == ["/tmp/out/nightly#7/part"]
+        assert _filled(variables)[1] == ["select id, 'nightly#7' as tag from t"]
+
+
+def test_a_name_only_inside_quotes_is_taken_from_the_environment():
+    """examples/paimon_to_console.conf's ``warehouse = "file://${warehouse}"``: the pre-pass fills a given one in
+    there, so the environment's is taken as ``-i`` would give it (one in a comment is not)."""
+    with open("examples/paimon_to_console.conf", encoding="utf-8") as handle:
+        text = handle.read()
+    variables = with_environment(text, {}, {"warehouse": "/data/wh"})
+    assert variables == {"warehouse": "/data/wh"}
+    assert [b["warehouse"] for b in read_job_text(text, variables).tree["source"].values()] == ["file:///data/wh"]
+    commented = "# ${HOME_ONLY}\n" + text
+    assert "HOME_ONLY" not in with_environment(commented, {}, {"warehouse": "w", "HOME_ONLY": "h"})
+
+
+def test_an_i_value_naming_a_variable_the_environment_gives_is_filled_in():
+    """``-i 'JOBNAME=${USER_TAG}'`` with USER_TAG in the environment worked when HOCON read the environment."""
+    text = "env { job.mode = BATCH, job.name = ${JOBNAME}, tag = \"t-${JOBNAME}\" }\n" \
+           "source { FakeSource { schema = { fields { id = bigint } } } }\nsink { Console {} }"
+    variables = with_environment(text, {"JOBNAME": "${USER_TAG}"}, {"USER_TAG": "u-7"})
+    assert variables == {"JOBNAME": "${USER_TAG}", "USER_TAG": "u-7"}
+    env = read_job_text(text, variables).tree["env"]
+    assert (env["job"]["name"], env["tag"]) == ("u-7", "t-u-7")
+    looped = read_job_text(text.replace("${JOBNAME}, tag", "x, tag"), {"JOBNAME": "a${JOBNAME}"}).tree["env"]
+    assert looped["tag"] == "t-a${JOBNAME}"      # a value naming itself is left as written
 
 
 def test_a_credential_named_or_declared_secret_value_from_the_environment_is_a_secret_variable():
     text = JOB.replace("job.mode = BATCH", "job.mode = BATCH, secret.variables = [TABLE]")
-    environ = {"API_TOKEN": "Tk-8812 #x", "TABLE": "orders-7731", "ROWS": "7"}
+    environ = {"API_TOKEN": "Tk 8812-x", "TABLE": "orders-7731", "ROWS": "7"}
     variables = with_environment(text, {}, environ)
     secrets = secret_values(text, variables)
-    assert {"Tk-8812 #x", "orders-7731"} <= secrets and "7" not in secrets
+    assert {"Tk 8812-x", "orders-7731"} <= secrets and "7" not in secrets
     name = read_job_text(text, variables).tree["env"]["job"]["name"]
     assert mask_message(f"job {name} wrote orders-7731", secrets) == "job nightly-****** wrote ******"
 

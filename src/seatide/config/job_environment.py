@@ -12,19 +12,17 @@ environment (``job_text._read``): a job submitted over REST cannot show a coordi
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Iterator, Mapping
 
 from seatide.config.hocon import HoconError, parse
-from seatide.config.job_text import PLUGIN_SECTIONS, substitute
+from seatide.config.hocon.lexer import tokenize
+from seatide.config.job_text import PLUGIN_SECTIONS, referred_names, substitute
 
 # A name ``-i`` can give (job_text's _VARIABLE): one the file takes under another spelling cannot be sent.
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
-# A value written as it is reads back as the same string: no HOCON syntax in it, no ``//`` (a comment), not a
-# word HOCON reads as a boolean or null. Any other is sent quoted, as JSON quotes it (HOCON reads JSON's escapes).
-_AS_IS = re.compile(r"[A-Za-z0-9_.\-]+")
-_NOT_STRINGS = frozenset({"true", "false", "null", "yes", "no", "on", "off"})
+# Rounds of looking: a value taken may itself name another (``JOBNAME=${USER_TAG}``), as a ``-i`` one may.
+_ROUNDS = 8
 
 
 class _Taken(Mapping[str, str]):
@@ -50,23 +48,35 @@ class _Taken(Mapping[str, str]):
 
 def environment_variables(text: str, variables: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
     """The variables ``text`` takes from ``environ``: each ``${name}`` or ``${?name}`` that neither ``variables``
-    nor the file defines and ``environ`` does, with its value written so that filling it in as a variable gives
-    the string the environment gave. A text that does not parse takes none (its loader says what is wrong)."""
+    nor the file defines and ``environ`` does, each value as the environment gave it: filled in exactly as the
+    same ``-i name=value`` is, so a job is the same job whichever way its value came. A name inside a quoted
+    string counts (the pre-pass fills ``-i`` values in there too: ``"file://${warehouse}"``); one in a comment
+    does not. A text that does not parse takes what was found before it failed (its loader says what is wrong)."""
     given = dict(variables)
-    taken = _Taken(environ)
-    try:
-        parse(substitute(text, given), apart=PLUGIN_SECTIONS, environ=taken)
+    taken: dict[str, str] = {}
+    for _ in range(_ROUNDS):
+        found = _referred({**taken, **given}, text, environ)
+        new = {name: value for name, value in found.items() if name not in given and name not in taken}
+        if not new:
+            break
+        taken.update(new)
+    return taken
+
+
+def _referred(variables: dict[str, str], text: str, environ: Mapping[str, str]) -> dict[str, str]:
+    filled = substitute(text, variables)
+    looked_up = _Taken(environ)
+    try:    # outside quotes: what HOCON resolves from the environment (not a path the file defines)
+        parse(filled, apart=PLUGIN_SECTIONS, environ=looked_up)
     except HoconError:
         pass
-    return {name: as_variable(value) for name, value in taken.found.items()
-            if name not in given and _NAME.fullmatch(name)}
-
-
-def as_variable(value: str) -> str:
-    """``value`` as a variable's text that HOCON reads back as the string ``value``."""
-    if _AS_IS.fullmatch(value) and value.lower() not in _NOT_STRINGS:
-        return value
-    return json.dumps(value, ensure_ascii=False)
+    found = dict(looked_up.found)
+    try:    # inside quoted strings: what the pre-pass would fill in, were it given
+        quoted = [token.value for token in tokenize(filled) if token.kind == "str" and token.quoted]
+    except HoconError:
+        quoted = []
+    found.update({name: environ[name] for value in quoted for name in referred_names(value) if name in environ})
+    return {name: value for name, value in found.items() if _NAME.fullmatch(name)}
 
 
 def with_environment(text: str, variables: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:

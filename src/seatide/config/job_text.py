@@ -147,9 +147,8 @@ def variable_defaults(text: str, variables: Mapping[str, str]) -> dict[str, set[
 
 
 def as_read(value: str) -> set[str]:
-    """A variable's value as written and as HOCON reads it where it is filled in: a quoted one (``"p#ss"``, as
-    job_environment.py sends a value with HOCON's syntax in it, or ``-i pw='"two words"'``) is a string
-    without its quotes."""
+    """A variable's value as written and as HOCON reads it where it is filled in: a quoted one
+    (``-i pw='"two words"'``) is a string without its quotes."""
     forms = {value}
     if len(value) >= 2 and value[0] == value[-1] == '"':
         try:
@@ -160,8 +159,16 @@ def as_read(value: str) -> set[str]:
     return forms
 
 
-def _substitute(text: str, variables: dict[str, str]) -> tuple[str, list[tuple[int, int, int]]]:
-    """``substitute``, and where it filled in: (start, end, length change) in the new text."""
+def referred_names(text: str) -> list[str]:
+    """The names of the ``${name}``, ``${?name}`` the pre-pass fills in where given, in ``text`` (a string's)."""
+    return [match.group(2) for match in _VARIABLE.finditer(text) if match.group(2) not in SINK_PLACEHOLDERS]
+
+
+def _substitute(text: str, variables: dict[str, str],
+                within: frozenset[str] = frozenset()) -> tuple[str, list[tuple[int, int, int]]]:
+    """``substitute``, and where it filled in: (start, end, length change) in the new text. A value that names
+    another variable (``-i 'JOBNAME=${USER_TAG}'``) has it filled in too, as HOCON filled it from the
+    environment once; ``within``: the names being filled in, so a value naming itself is left as written."""
     parts: list[str] = []
     replaced: list[tuple[int, int, int]] = []
     at, length = 0, 0
@@ -172,8 +179,10 @@ def _substitute(text: str, variables: dict[str, str]) -> tuple[str, list[tuple[i
         # A sink placeholder's default (${table_name:orders}) is the sink's to use, per table
         # (plan.catalog), unless the name is given as a variable.
         value = variables[name] if name in variables else None if name in SINK_PLACEHOLDERS else default
-        if value is None:
+        if value is None or name in within:
             continue
+        if "${" in value:
+            value = _substitute(value, variables, within | {name})[0]
         parts.append(text[at:match.start()])
         start = length + match.start() - at
         parts.append(value)
