@@ -126,3 +126,39 @@ def test_a_slot_named_after_a_secret_variable_is_masked_in_job_infos_retained_ho
             holds=f"st_{TENANT}", retained_bytes=1 << 30, lost=False, state="reserved", measured_at=time.time()))
     retained = client.get("/api/v1/job-info/j1").json()["retained"]
     assert [r["holds"] for r in retained] == ["st_******"]
+
+
+PASSWORD = "Lit3ral-Pw-99"
+OLD_JDBC = """env { job.mode = BATCH }
+source { Jdbc { url = "jdbc:postgresql://"${DB_HOST}"/db", driver = "org.postgresql.Driver", user = "app",
+                password = "%s", query = "select 1" } }
+sink { Console {} }
+""" % PASSWORD
+
+
+def test_an_old_job_that_needs_a_variable_never_sent_keeps_its_literal_credential_masked(client):
+    """A job recorded before variables were sent (its coordinator filled ``${DB_HOST}`` in) no longer parses
+    without it: its literal password was no known secret, and its stored error showed it in clear. Its secrets
+    are found whatever it lacks, from nothing of this process's environment."""
+    with client.store.write() as conn:
+        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(
+            config=OLD_JDBC, variables="{}", status="FAILED", finished_at=1.0,
+            error_msg=f"driver failed: FATAL authentication failed ({PASSWORD}) for user app"))
+    views = ["/api/v1/job-info/j1", "/api/v1/jobs", "/job-info/j1", "/finished-jobs/FAILED",
+             "/api/v1/finished-jobs/FAILED"]
+    answers = {path: client.get(path) for path in views}
+    assert {path: a.status_code for path, a in answers.items()} == dict.fromkeys(views, 200)
+    assert {path: PASSWORD in a.text for path, a in answers.items()} == dict.fromkeys(views, False)
+    assert "authentication failed (******)" in answers["/api/v1/job-info/j1"].text
+
+
+def test_an_old_jobs_declared_secret_variable_from_the_coordinators_environment_is_masked(client, monkeypatch):
+    """``secret.variables = [tenant]`` and ``job.name = "nightly-"${tenant}``, recorded before variables were sent:
+    the coordinator's ``tenant`` is in the stored name, masked as a credential-named one is."""
+    monkeypatch.setenv("tenant", TENANT)
+    with client.store.write() as conn:
+        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(
+            config=JOB.replace('"nightly-${tenant}"', '"nightly-"${tenant}'), variables="{}",
+            name=f"nightly-{TENANT}", status="FAILED", finished_at=1.0, error_msg=f"boom in {TENANT}"))
+    views = [*LISTS, "/api/v1/job-info/j1", "/job-info/j1", "/api/v1/finished-jobs/FAILED", "/finished-jobs/FAILED"]
+    assert _shown(client, views) == {path: [] for path in views}

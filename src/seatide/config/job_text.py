@@ -61,6 +61,7 @@ class JobText:
     sites: Mapping[tuple[str, int], BlockSite]
     keys: KeyLines
     spans: Mapping[tuple[str, ...], tuple[Span, ...]] = None
+    unresolved: tuple[str, ...] = ()    # variables nothing defined, read as empty (read_job_text_for_masking)
 
     @property
     def variable_map(self) -> dict[str, str]:
@@ -73,21 +74,40 @@ def read_job_text(text: str, variables: Mapping[str, str] | None = None) -> JobT
     return _read(text, tuple(sorted((str(k), str(v)) for k, v in (variables or {}).items())))
 
 
+def read_job_text_for_masking(text: str, variables: Mapping[str, str] | None = None) -> JobText:
+    """``read_job_text``, where a variable nothing defines is read as an empty text: only to find a job's secrets,
+    never to run it. A job recorded before variables were sent (its coordinator filled it in from its own
+    environment: ``${DB_HOST}``) no longer parses, yet its credential options' literal values are secrets still,
+    in its stored error and name. Nothing is read from this process's environment: what a job's secrets are must
+    not depend on who shows it (a guess masked or not would tell its value). ``JobTextError`` for any other fault."""
+    key = tuple(sorted((str(k), str(v)) for k, v in (variables or {}).items()))
+    unresolved: tuple[str, ...] = ()
+    for _ in range(text.count("${") + 1):     # each round names one more undefined variable, or ends
+        try:     # the one parse read_job_text shares (lru_cache keys by the arguments as passed)
+            return _read(text, key, unresolved) if unresolved else _read(text, key)
+        except JobTextError as exc:
+            if not exc.undefined or exc.undefined in unresolved:
+                raise
+            unresolved = (*unresolved, exc.undefined)
+    return _read(text, key, unresolved)
+
+
 @functools.lru_cache(maxsize=256)
-def _read(text: str, variables: tuple[tuple[str, str], ...]) -> JobText:
+def _read(text: str, variables: tuple[tuple[str, str], ...], unresolved: tuple[str, ...] = ()) -> JobText:
     filled, replaced = _substitute(text, dict(variables))
     try:
         # Never from this process's environment: a job is resolved where its text and variables are, by a
         # coordinator, a worker or a driver, and a submitter must not read their environment through a job's
         # name or error (a coordinator's AWS_SECRET_ACCESS_KEY in /api/v1/jobs). The command that submits a
         # job adds what its own environment fills in to the variables it sends (job_environment.py).
-        doc = parse(filled, apart=PLUGIN_SECTIONS, environ={})
+        doc = parse(filled, apart=PLUGIN_SECTIONS, environ=dict.fromkeys(unresolved, ""))
     except HoconError as exc:
         raise JobTextError(exc.reason, exc.line, exc.undefined) from None
     if not isinstance(doc.value, dict):
         raise JobTextError("a job file must be an object with env, source, transform, sink")
     sites = {(b.parent, b.index): BlockSite(b.parent, b.index, b.name, b.line) for b in doc.blocks}
-    return JobText(text, variables, doc.value, sites, _key_lines(doc.lines), _as_written(doc.spans, replaced))
+    return JobText(text, variables, doc.value, sites, _key_lines(doc.lines), _as_written(doc.spans, replaced),
+                   unresolved)
 
 
 def _as_written(spans: Mapping[tuple[str, ...], list[Span]], replaced: list[tuple[int, int, int]]):

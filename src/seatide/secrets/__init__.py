@@ -93,7 +93,10 @@ def secrets_of(job: "JobText | None", variables: Mapping[str, str] | None = None
     names = secret_variable_names(env if isinstance(env, Mapping) else None, {**defaults, **variables})
     found |= {form for n in names if n in variables for form in as_read(str(variables[n]))}
     found |= {value for n in names if n not in variables for value in defaults.get(n, ())}
-    found |= environment_secrets(job.text if job is not None else text or "", variables, os.environ)
+    # A job recorded before variables were sent took what it lacks from its coordinator's environment: a declared
+    # secret variable's value there too (only one the text needs and nothing defines: no job stored now has one).
+    unresolved = names.intersection(job.unresolved if job is not None else ())
+    found |= environment_secrets(job.text if job is not None else text or "", variables, os.environ, unresolved)
     return frozenset(v for v in found if v)
 
 
@@ -236,11 +239,12 @@ class MaskingFilter(logging.Filter):
 
 def _job(text: str, variables: dict[str, str]) -> "JobText | None":
     """The job's one parse (``config.job_text.read_job_text``, cached per process), or None
-    when it does not parse."""
-    from seatide.config.job_text import JobTextError, read_job_text
+    when it does not parse. One that does not only for a variable nothing defines is read all the same
+    (``read_job_text_for_masking``): its credential options' literal values are secrets whatever it lacks."""
+    from seatide.config.job_text import JobTextError, read_job_text_for_masking
 
     try:
-        return read_job_text(text, variables)
+        return read_job_text_for_masking(text, variables)
     except JobTextError:
         return None
 

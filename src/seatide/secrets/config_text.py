@@ -62,15 +62,18 @@ def _path(written: str) -> tuple[str, ...]:
     return tuple(m["quoted"] if m["quoted"] is not None else m["bare"] for m in _PATH_PART.finditer(written))
 
 
-def environment_secrets(text: str, variables: Mapping[str, str], environ: Mapping[str, str]) -> set[str]:
+def environment_secrets(text: str, variables: Mapping[str, str], environ: Mapping[str, str],
+                        declared: Iterable[str] = ()) -> set[str]:
     """The values of the credential-named variables of ``environ`` (this process's) that ``text`` refers to
-    (``${name}``, ``${?name}``) and ``variables`` do not give. A job is no longer filled in from the environment
-    of the process reading it (config/job_environment.py), but one recorded before was, by its coordinator: its
-    name, error and outline may hold that value, and are masked with it (docs/security.md)."""
+    (``${name}``, ``${?name}``) and ``variables`` do not give, and of the ``declared`` secret ones. A job is no
+    longer filled in from the environment of the process reading it (config/job_environment.py), but one recorded
+    before was, by its coordinator: its name, error and outline may hold that value, and are masked with it
+    (docs/security.md)."""
     if "${" not in text:
         return set()
     names = {".".join(_path(m["ref"].split(":", 1)[0])) for m in _REFERENCE.finditer(text)}
-    return {environ[name] for name in names if name not in variables and is_secret_key(name) and environ.get(name)}
+    names = {name for name in names if is_secret_key(name)} | set(declared)
+    return {environ[name] for name in names if name not in variables and environ.get(name)}
 
 
 def mask_defaults(text: str, secrets: frozenset[str], mask: str) -> str:
