@@ -108,13 +108,14 @@ def dismiss_left(store: Store, job_id: str, holds: str, *, actor: str) -> int:
 
 
 def resume(store: Store, job_id: str, *, text: str | None = None, variables: dict[str, str] | None = None,
-           source: str | None = None, strict: bool = False, savepoint_id: int | None = None,
-           fallback: str | None = None, actor: str, pinned_worker: str | None = None,
+           environment: dict[str, str] | None = None, source: str | None = None, strict: bool = False,
+           savepoint_id: int | None = None, fallback: str | None = None, actor: str, pinned_worker: str | None = None,
            paths_from: str | None = None) -> Accepted:
     """Start a stopped, failed or killed job's next incarnation from its checkpoints.
 
     ``text`` and ``variables`` default to the job's own; a changed config must still fit
-    the checkpoints (``seatide.store.restore`` checks, and ``fallback`` says what then). A new
+    the checkpoints (``seatide.store.restore`` checks, and ``fallback`` says what then). ``environment``: what a
+    changed ``text`` takes from the resuming command's environment, under the job's own variables. A new
     ``text``'s relative sink paths are placed as ``submit`` places them (``paths_from``)."""
     if fallback not in (None, *FALLBACKS):
         raise Refusal(RefusalKind.BAD_REQUEST, f"fallback must be one of {', '.join(FALLBACKS)}, not {fallback!r}")
@@ -124,7 +125,7 @@ def resume(store: Store, job_id: str, *, text: str | None = None, variables: dic
         job = load_job(conn, job_id)
     if job is None:
         raise Refusal(RefusalKind.NOT_FOUND, f"no job with id {job_id}")
-    variables = variables if variables is not None else json.loads(job.variables)
+    variables = variables if variables is not None else {**(environment or {}), **json.loads(job.variables)}
     if text:
         text, config = _placed(text, variables, source or f"job {job_id}", strict, paths_from)
     else:    # as recorded (a job recorded before its paths were placed keeps where it wrote)

@@ -7,7 +7,8 @@ import os
 import sys
 
 from seatide.cli.args import (EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, CommandRefused as Refused, default_data_dir,
-                              job_variables, parse_variables, print_config_warnings, read_job_file)
+                              job_variables, parse_variables, print_config_warnings, read_job_file,
+                              resume_variables)
 from seatide.cli.http_client import Answered, HttpClient
 
 
@@ -35,7 +36,8 @@ class StoreClient:
                 return {"jobId": accepted.job_id, "warnings": accepted.warnings}
             if path.endswith("/resume"):
                 accepted = intents.resume(self.store, path.split("/")[2], text=body.get("config"),
-                                          variables=body.get("variables"), source=body.get("source"),
+                                          variables=body.get("variables"), environment=body.get("environment"),
+                                          source=body.get("source"),
                                           strict=bool(body.get("strict")), savepoint_id=body.get("fromSavepoint"),
                                           fallback=body.get("fallback"), actor="cli")
                 return {"jobId": accepted.job_id, "warnings": accepted.warnings}
@@ -114,8 +116,7 @@ def resume_job(client, job_id: str, *, path: str | None = None, variables: dict[
     if path:
         body["source"] = path
         body["config"] = read_job_file(path)
-        if variables is not None:     # none given: the job's own, those its submit took from the environment too
-            body["variables"] = job_variables(body["config"], variables)
+        body["variables"], body["environment"] = resume_variables(body["config"], variables)
     result = client.call("POST", f"/jobs/{job_id}/resume", body)
     print_config_warnings(result.get("warnings") or [])
     return result["jobId"]

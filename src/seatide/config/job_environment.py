@@ -26,7 +26,8 @@ _ROUNDS = 8
 
 
 class _Taken(Mapping[str, str]):
-    """An environment that remembers what HOCON looked up in it and found."""
+    """An environment that remembers what HOCON looked up in it and found. A name it lacks reads as empty, so the
+    search goes on past it (a resume's file names one that the job's own variables give: ``${NAME}``)."""
 
     def __init__(self, environ: Mapping[str, str]):
         self.environ, self.found = environ, {}
@@ -37,7 +38,7 @@ class _Taken(Mapping[str, str]):
         return value
 
     def get(self, name: str, default: Any = None) -> Any:
-        return self[name] if name in self.environ else default
+        return self[name] if name in self.environ else ""
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.environ)
