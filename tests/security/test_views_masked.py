@@ -162,3 +162,15 @@ def test_an_old_jobs_declared_secret_variable_from_the_coordinators_environment_
             name=f"nightly-{TENANT}", status="FAILED", finished_at=1.0, error_msg=f"boom in {TENANT}"))
     views = [*LISTS, "/api/v1/job-info/j1", "/job-info/j1", "/api/v1/finished-jobs/FAILED", "/finished-jobs/FAILED"]
     assert _shown(client, views) == {path: [] for path in views}
+
+
+def test_an_old_jobs_credential_option_filled_from_the_coordinators_environment_is_masked(client, monkeypatch):
+    """``password = ${pg_login}`` (a name no credential's), recorded before variables were sent: the coordinator's
+    value was the password the driver used, and its stored error quotes it."""
+    monkeypatch.setenv("pg_login", "Env-Pw-4471")
+    with client.store.write() as conn:
+        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(
+            config=OLD_JDBC.replace(f'"{PASSWORD}"', "${pg_login}").replace('"${DB_HOST}"', '"db"'),
+            variables="{}", status="FAILED", finished_at=1.0, error_msg="login Env-Pw-4471 refused"))
+    views = ["/api/v1/job-info/j1", "/api/v1/jobs", "/job-info/j1", "/api/v1/finished-jobs/FAILED"]
+    assert {path: "Env-Pw-4471" in client.get(path).text for path in views} == dict.fromkeys(views, False)

@@ -20,7 +20,8 @@ import threading
 import traceback
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from seatide.secrets.config_text import mask_comments, environment_secrets, mask_defaults, referred_spans
+from seatide.secrets.config_text import (credential_references, environment_secrets, mask_comments, mask_defaults,
+                                        referred_spans)
 from seatide.secrets.known import MASK, MIN_SEARCHED, is_plain, mask_values
 from seatide.secrets.names import is_secret_key, is_secret_param, option_name, words
 from seatide.secrets.shapes import password_spans, refusal_spans
@@ -94,8 +95,9 @@ def secrets_of(job: "JobText | None", variables: Mapping[str, str] | None = None
     found |= {form for n in names if n in variables for form in as_read(str(variables[n]))}
     found |= {value for n in names if n not in variables for value in defaults.get(n, ())}
     # A job recorded before variables were sent took what it lacks from its coordinator's environment: a declared
-    # secret variable's value there too (only one the text needs and nothing defines: no job stored now has one).
-    unresolved = names.intersection(job.unresolved if job is not None else ())
+    # secret variable's value there too, or one a credential option takes (only one the text needs and nothing
+    # defines: no job stored now has one).
+    unresolved = (names | credential_references(job.text)).intersection(job.unresolved) if job is not None else ()
     found |= environment_secrets(job.text if job is not None else text or "", variables, os.environ, unresolved)
     return frozenset(v for v in found if v)
 
