@@ -24,7 +24,6 @@ from seatide.plan.dag import build_plan
 from seatide.plan.outline import outline_json
 from seatide.secrets import mask_message, mask_refusal, secret_values
 from seatide.store.db import Store
-from seatide.store.event_masking import job_name
 from seatide.store.job_ids import BadJobId, JobRefused, check_job_id
 from seatide.store.jobs import MAX_JOB_NAME, JobNotFound, load_job, request_stop, submit_job
 from seatide.store.paths import PathOutsideRoot
@@ -108,14 +107,13 @@ def dismiss_left(store: Store, job_id: str, holds: str, *, actor: str) -> int:
 
 
 def resume(store: Store, job_id: str, *, text: str | None = None, variables: dict[str, str] | None = None,
-           environment: dict[str, str] | None = None, source: str | None = None, strict: bool = False,
-           savepoint_id: int | None = None, fallback: str | None = None, actor: str, pinned_worker: str | None = None,
+           source: str | None = None, strict: bool = False, savepoint_id: int | None = None,
+           fallback: str | None = None, actor: str, pinned_worker: str | None = None,
            paths_from: str | None = None) -> Accepted:
     """Start a stopped, failed or killed job's next incarnation from its checkpoints.
 
     ``text`` and ``variables`` default to the job's own; a changed config must still fit
-    the checkpoints (``seatide.store.restore`` checks, and ``fallback`` says what then). ``environment``: what a
-    changed ``text`` takes from the resuming command's environment, under the job's own variables. A new
+    the checkpoints (``seatide.store.restore`` checks, and ``fallback`` says what then). A new
     ``text``'s relative sink paths are placed as ``submit`` places them (``paths_from``)."""
     if fallback not in (None, *FALLBACKS):
         raise Refusal(RefusalKind.BAD_REQUEST, f"fallback must be one of {', '.join(FALLBACKS)}, not {fallback!r}")
@@ -125,7 +123,7 @@ def resume(store: Store, job_id: str, *, text: str | None = None, variables: dic
         job = load_job(conn, job_id)
     if job is None:
         raise Refusal(RefusalKind.NOT_FOUND, f"no job with id {job_id}")
-    variables = variables if variables is not None else {**(environment or {}), **json.loads(job.variables)}
+    variables = variables if variables is not None else json.loads(job.variables)
     if text:
         text, config = _placed(text, variables, source or f"job {job_id}", strict, paths_from)
     else:    # as recorded (a job recorded before its paths were placed keeps where it wrote)
@@ -138,7 +136,7 @@ def resume(store: Store, job_id: str, *, text: str | None = None, variables: dic
                              savepoint_id=savepoint_id, fallback=fallback, pinned_worker=pinned_worker, actor=actor,
                              check_positions=positions_gone, command=resume_command(job_id, savepoint_id, source))
     failpoints.hit("intents.resume_recorded")      # tests: another resume may follow here at once
-    return Accepted(job_id, job_name(job), [str(w) for w in config.warnings] + carried)
+    return Accepted(job_id, job.name, [str(w) for w in config.warnings] + carried)
 
 
 def _placed(text: str, variables: dict[str, str], source: str, strict: bool, paths_from: str | None):

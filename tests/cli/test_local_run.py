@@ -40,42 +40,6 @@ def test_example_job_runs_and_prints_statistics(tmp_path):
     assert re.search(r"Total Write Count\s+: " + str(len(rows)) + r"\b", result.stdout)
 
 
-ENV_TOKEN = "Tk-8812-local-secret"
-FROM_ENVIRONMENT = """
-env { job.mode = BATCH, job.name = "nightly-"${API_TOKEN} }
-source {
-  FakeSource {
-    schema = { fields { name = string } }
-    rows = [{ kind = INSERT, fields = [${GREETING}] }]
-  }
-}
-sink { Console {} }
-"""
-
-
-def test_a_local_run_fills_in_its_own_environment_and_masks_a_credential_named_variable(tmp_path):
-    """``seatide run`` takes what no -i gives from its own environment, as SeaTunnel's client does; a value taken
-    under a credential's name is a secret variable: the name, the statistics, the logs, the store's views show it
-    masked. (The rows a Console sink prints are the job's data, on the user's own terminal: not masked.)"""
-    conf = tmp_path / "job.conf"
-    conf.write_text(FROM_ENVIRONMENT)
-    data_dir = str(tmp_path / "d")
-    result = subprocess.run([*SEATIDE, "run", str(conf), "--job-id", "env-job", "--data-dir", data_dir],
-                            capture_output=True, text=True, timeout=300, cwd=ROOT,
-                            env={**os.environ, "API_TOKEN": ENV_TOKEN, "GREETING": "hello-from-env"})
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "hello-from-env" in result.stdout and "nightly-******" in result.stdout     # it ran with them
-    store = open_store(default_store_url(data_dir))
-    with store.read() as conn:
-        info = job_info(conn, "env-job")
-    logs = "".join(open(os.path.join(folder, f), errors="replace").read()
-                   for folder, _, files in os.walk(os.path.join(data_dir, "logs")) for f in files)
-    store.dispose()
-    assert info["jobName"] == "nightly-******"
-    for where, text in {"stdout": result.stdout, "stderr": result.stderr, "job-info": repr(info), "logs": logs}.items():
-        assert ENV_TOKEN not in text, f"the token in {where}: {text[-3000:]}"
-
-
 def _gated(tmp_path) -> dict:
     # two batches commit, then the run is held until the test stops it
     return dict(os.environ, **batch_gate(str(tmp_path / "gate"), passes=2))

@@ -171,17 +171,3 @@ def test_a_referenced_ordinary_word_is_masked_only_where_the_credential_takes_it
           'query = "q" } }\nsink { Console {} }\n'
     shown = mask_config_text(job, {})
     assert 'pg = "******"' in shown and "user = letmein_ro" in shown
-
-
-def test_a_quoted_i_value_of_a_secret_variable_is_known_as_hocon_reads_it():
-    """``-i tenant='"AC ME-7731"'`` is filled in with its quotes and read without them (``job_text.as_read``):
-    the name shows the value unquoted, and it is masked so."""
-    from seatide.config.job_text import read_job_text
-    from seatide.secrets import mask_message, secret_values
-
-    text = ('env { job.mode = BATCH, secret.variables = [tenant], job.name = "n-"${tenant} }\n'
-            'source { FakeSource { schema = { fields { id = bigint } } } }\nsink { Console {} }')
-    variables = {"tenant": '"AC ME-7731"'}
-    name = read_job_text(text, variables).tree["env"]["job"]["name"]
-    assert name == "n-AC ME-7731"
-    assert mask_message(name, secret_values(text, variables)) == "n-******"

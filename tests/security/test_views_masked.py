@@ -75,35 +75,6 @@ def test_a_job_recorded_before_the_fix_is_masked_on_the_way_out(client):
     assert _shown(client, views) == {path: [] for path in views}
 
 
-LISTS = ["/api/v1/jobs", "/api/v1/running-jobs", "/metrics", "/running-jobs", "/api/v1/overview"]
-
-
-def test_a_job_recorded_before_the_fix_is_masked_in_the_lists_and_metrics_too(client):
-    """The lists and /metrics read no config of a job without an error, so a name stored in clear by a SeaTide
-    before review 8's fix showed there still."""
-    with client.store.write() as conn:
-        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(name=f"nightly-{TENANT}"))
-    assert _shown(client, LISTS) == {path: [] for path in LISTS}
-    assert client.get("/api/v1/jobs").json()[0]["jobName"] == "nightly-******"
-    assert 'job_name="nightly-******"' in client.get("/metrics").text
-    with client.store.write() as conn:      # and once it ended, in the lists of ended jobs
-        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(status="FINISHED", finished_at=1.0))
-    ended = ["/api/v1/jobs", "/api/v1/finished-jobs/FINISHED", "/finished-jobs/FINISHED", "/metrics"]
-    assert _shown(client, ended) == {path: [] for path in ended}
-
-
-def test_a_name_a_coordinator_took_from_its_environment_before_is_masked_on_the_way_out(client, monkeypatch):
-    """A SeaTide before this one filled a submitted job in from the coordinator's environment: the name stored is
-    that value. The job's text names the variable, the coordinator still has it: masked with it."""
-    monkeypatch.setenv("ST_API_TOKEN", "Tk-coordinator-env-8812")
-    with client.store.write() as conn:
-        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(
-            name="Tk-coordinator-env-8812", config=JOB.replace('"nightly-${tenant}"', "${ST_API_TOKEN}")))
-    views = [*LISTS, "/api/v1/job-info/j1", "/job-info/j1", "/running-job/j1"]
-    answers = {path: client.get(path).text for path in views}
-    assert {path: "Tk-coordinator-env-8812" in text for path, text in answers.items()} == {p: False for p in views}
-
-
 def test_an_ended_jobs_seatunnel_views_mask_its_dag(client):
     with client.store.write() as conn:
         conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(status="FAILED", finished_at=1.0,
@@ -126,51 +97,3 @@ def test_a_slot_named_after_a_secret_variable_is_masked_in_job_infos_retained_ho
             holds=f"st_{TENANT}", retained_bytes=1 << 30, lost=False, state="reserved", measured_at=time.time()))
     retained = client.get("/api/v1/job-info/j1").json()["retained"]
     assert [r["holds"] for r in retained] == ["st_******"]
-
-
-PASSWORD = "Lit3ral-Pw-99"
-OLD_JDBC = """env { job.mode = BATCH }
-source { Jdbc { url = "jdbc:postgresql://"${DB_HOST}"/db", driver = "org.postgresql.Driver", user = "app",
-                password = "%s", query = "select 1" } }
-sink { Console {} }
-""" % PASSWORD
-
-
-def test_an_old_job_that_needs_a_variable_never_sent_keeps_its_literal_credential_masked(client):
-    """A job recorded before variables were sent (its coordinator filled ``${DB_HOST}`` in) no longer parses
-    without it: its literal password was no known secret, and its stored error showed it in clear. Its secrets
-    are found whatever it lacks, from nothing of this process's environment."""
-    with client.store.write() as conn:
-        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(
-            config=OLD_JDBC, variables="{}", status="FAILED", finished_at=1.0,
-            error_msg=f"driver failed: FATAL authentication failed ({PASSWORD}) for user app"))
-    views = ["/api/v1/job-info/j1", "/api/v1/jobs", "/job-info/j1", "/finished-jobs/FAILED",
-             "/api/v1/finished-jobs/FAILED"]
-    answers = {path: client.get(path) for path in views}
-    assert {path: a.status_code for path, a in answers.items()} == dict.fromkeys(views, 200)
-    assert {path: PASSWORD in a.text for path, a in answers.items()} == dict.fromkeys(views, False)
-    assert "authentication failed (******)" in answers["/api/v1/job-info/j1"].text
-
-
-def test_an_old_jobs_declared_secret_variable_from_the_coordinators_environment_is_masked(client, monkeypatch):
-    """``secret.variables = [tenant]`` and ``job.name = "nightly-"${tenant}``, recorded before variables were sent:
-    the coordinator's ``tenant`` is in the stored name, masked as a credential-named one is."""
-    monkeypatch.setenv("tenant", TENANT)
-    with client.store.write() as conn:
-        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(
-            config=JOB.replace('"nightly-${tenant}"', '"nightly-"${tenant}'), variables="{}",
-            name=f"nightly-{TENANT}", status="FAILED", finished_at=1.0, error_msg=f"boom in {TENANT}"))
-    views = [*LISTS, "/api/v1/job-info/j1", "/job-info/j1", "/api/v1/finished-jobs/FAILED", "/finished-jobs/FAILED"]
-    assert _shown(client, views) == {path: [] for path in views}
-
-
-def test_an_old_jobs_credential_option_filled_from_the_coordinators_environment_is_masked(client, monkeypatch):
-    """``password = ${pg_login}`` (a name no credential's), recorded before variables were sent: the coordinator's
-    value was the password the driver used, and its stored error quotes it."""
-    monkeypatch.setenv("pg_login", "Env-Pw-4471")
-    with client.store.write() as conn:
-        conn.execute(update(s.jobs).where(s.jobs.c.job_id == "j1").values(
-            config=OLD_JDBC.replace(f'"{PASSWORD}"', "${pg_login}").replace('"${DB_HOST}"', '"db"'),
-            variables="{}", status="FAILED", finished_at=1.0, error_msg="login Env-Pw-4471 refused"))
-    views = ["/api/v1/job-info/j1", "/api/v1/jobs", "/job-info/j1", "/api/v1/finished-jobs/FAILED"]
-    assert {path: "Env-Pw-4471" in client.get(path).text for path in views} == dict.fromkeys(views, False)

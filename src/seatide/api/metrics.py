@@ -25,7 +25,6 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from seatide.store.clock import read_store_now
 from seatide.store.db import Store
-from seatide.store.event_masking import job_name, shown_name
 from seatide.store.states import JOB_TERMINAL, JOB_TRANSITIONS, PIPELINE_TERMINAL
 from seatide.store.stats import JobStats, StoreStats, store_stats
 from seatide.store.checkpoint_views import checkpoint_health
@@ -145,7 +144,7 @@ def _fill(families: dict, stats: StoreStats, node_id: str, now: float) -> None:
     for status, count in counts.items():
         add("seatide_jobs", [status], count)
     for h in stats.holds:
-        labels = (h.job_id, shown_name(h.job_name, h.config, h.variables), h.pipeline_id, h.plugin_id, h.connector)
+        labels = (h.job_id, h.job_name, h.pipeline_id, h.plugin_id, h.connector)
         if h.retained_bytes is not None:
             add("seatide_source_retained_bytes", labels, h.retained_bytes)
         add("seatide_source_retained_warning", labels, 1 if h.warned_at is not None else 0)
@@ -160,13 +159,12 @@ def _fill(families: dict, stats: StoreStats, node_id: str, now: float) -> None:
 
 def _fill_job(add, job_stats: JobStats, now: float) -> None:
     job = job_stats.job
-    name = job_name(job)        # a name stored in clear before it was masked at submit (review 8, F5)
     live = job.status not in JOB_TERMINAL
     for p in job_stats.pipelines:
         row = p.row
         at = (job.job_id, row.pipeline_id)
-        add("seatide_pipeline_rows_read_total", (job.job_id, name, row.pipeline_id), row.rows_read)
-        add("seatide_pipeline_rows_written_total", (job.job_id, name, row.pipeline_id), row.rows_written)
+        add("seatide_pipeline_rows_read_total", (job.job_id, job.name, row.pipeline_id), row.rows_read)
+        add("seatide_pipeline_rows_written_total", (job.job_id, job.name, row.pipeline_id), row.rows_written)
         add("seatide_checkpoints_completed_total", at, p.completed)
         add("seatide_checkpoints_failed_total", at, p.failed)
         add("seatide_checkpoints_restored_total", at, row.restores)
@@ -174,7 +172,7 @@ def _fill_job(add, job_stats: JobStats, now: float) -> None:
             add("seatide_checkpoint_last_duration_seconds", at, p.latest.duration_ms / 1000)
             if live and row.status not in PIPELINE_TERMINAL:    # a finished pipeline's age means nothing
                 add("seatide_checkpoint_age_seconds", at, max(0.0, now - p.latest.created_at))
-    names = (job.job_id, name)
+    names = (job.job_id, job.name)
     add("seatide_job_rows_read_total", names, sum(p.row.rows_read for p in job_stats.pipelines))
     add("seatide_job_rows_written_total", names, sum(p.row.rows_written for p in job_stats.pipelines))
     add("seatide_job_checkpoints_completed_total", names, sum(p.completed for p in job_stats.pipelines))

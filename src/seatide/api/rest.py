@@ -48,9 +48,6 @@ class ResumeJob(BaseModel):
     fallback: str | None = Field(default=None, description="fail (default) or fresh")
     config: str | None = Field(default=None, description="a changed job file (default: the job's own)")
     variables: dict[str, str] | None = None
-    environment: dict[str, str] | None = Field(
-        default=None, description="without variables: what the changed config takes from the resuming command's "
-                                  "environment; the job's own variables win over it")
     source: str | None = Field(default=None, description="the changed job file's name, for messages")
     strict: bool = Field(default=False, description="refuse unknown keys instead of warning about them")
 
@@ -179,8 +176,7 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
 
     @app.post("/api/v1/jobs/{job_id}/resume")
     def post_resume(job_id: str, body: ResumeJob) -> dict[str, Any]:
-        accepted = intents.resume(store, job_id, text=body.config, variables=body.variables,
-                                  environment=body.environment, source=body.source,
+        accepted = intents.resume(store, job_id, text=body.config, variables=body.variables, source=body.source,
                                   strict=body.strict, savepoint_id=body.fromSavepoint, fallback=body.fallback,
                                   actor=f"api:{node_id}")
         return {"jobId": accepted.job_id, "warnings": accepted.warnings}

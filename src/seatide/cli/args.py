@@ -47,28 +47,6 @@ def parse_variables(pairs: list[str] | None) -> dict[str, str]:
     return variables
 
 
-def job_variables(text: str, given: dict[str, str]) -> dict[str, str]:
-    """The variables a job file is sent with: the ``-i`` ones, and the values the file takes from this
-    command's environment (``${AWS_REGION}`` that no ``-i`` gives), as SeaTunnel's client fills them in. Whoever
-    reads the job after this (a coordinator, a worker, a driver) never reads its own environment for it."""
-    from seatide.config.job_environment import with_environment
-
-    return with_environment(text, given, os.environ)
-
-
-def resume_variables(text: str | None, given: dict[str, str] | None) -> tuple[dict | None, dict | None]:
-    """(variables, environment) a resume sends: with ``-i``, the file's variables as ``job_variables`` has them;
-    without, none (the job's own) and what a changed file takes from this command's environment, which the job's
-    own variables win over (as ``-i`` ones win at submit): ``${ROWS}`` new in the file is filled in as at submit."""
-    if text is None:
-        return given or None, None
-    if given:
-        return job_variables(text, given), None
-    from seatide.config.job_environment import environment_variables
-
-    return None, environment_variables(text, {}, os.environ)
-
-
 def read_job_file(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as handle:

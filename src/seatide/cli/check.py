@@ -17,7 +17,7 @@ import os
 import sys
 
 from seatide.config.local_paths import path_notes
-from seatide.cli.args import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, job_variables, parse_variables, read_job_file
+from seatide.cli.args import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, parse_variables, read_job_file
 
 
 def check_command(args) -> int:
@@ -33,7 +33,6 @@ def check_job(path: str, variables: dict[str, str], *, strict: bool = False, as_
     from seatide.secrets import mask_tree, secret_values
 
     text = read_job_file(path)
-    variables = job_variables(text, variables)
     try:
         config = intents.check(text, variables, source=path, strict=strict)
     except intents.Refusal as exc:

@@ -7,8 +7,7 @@ import os
 import sys
 
 from seatide.cli.args import (EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, CommandRefused as Refused, default_data_dir,
-                              job_variables, parse_variables, print_config_warnings, read_job_file,
-                              resume_variables)
+                              parse_variables, print_config_warnings, read_job_file)
 from seatide.cli.http_client import Answered, HttpClient
 
 
@@ -36,8 +35,7 @@ class StoreClient:
                 return {"jobId": accepted.job_id, "warnings": accepted.warnings}
             if path.endswith("/resume"):
                 accepted = intents.resume(self.store, path.split("/")[2], text=body.get("config"),
-                                          variables=body.get("variables"), environment=body.get("environment"),
-                                          source=body.get("source"),
+                                          variables=body.get("variables"), source=body.get("source"),
                                           strict=bool(body.get("strict")), savepoint_id=body.get("fromSavepoint"),
                                           fallback=body.get("fallback"), actor="cli")
                 return {"jobId": accepted.job_id, "warnings": accepted.warnings}
@@ -101,10 +99,8 @@ def client_command(args) -> int:
 def submit_job(client, path: str, variables: dict[str, str], *, job_id: str | None = None,
                name: str | None = None, strict: bool = False) -> str:
     """Submit the job file at ``path``; print its config warnings; return the job id."""
-    text = read_job_file(path)
-    result = client.call("POST", "/submit-job", {"config": text, "jobId": job_id, "jobName": name,
-                                                 "variables": job_variables(text, variables), "source": path,
-                                                 "strict": strict})
+    result = client.call("POST", "/submit-job", {"config": read_job_file(path), "jobId": job_id, "jobName": name,
+                                                 "variables": variables, "source": path, "strict": strict})
     print_config_warnings(result.get("warnings") or [])
     return result["jobId"]
 
@@ -116,7 +112,6 @@ def resume_job(client, job_id: str, *, path: str | None = None, variables: dict[
     if path:
         body["source"] = path
         body["config"] = read_job_file(path)
-        body["variables"], body["environment"] = resume_variables(body["config"], variables)
     result = client.call("POST", f"/jobs/{job_id}/resume", body)
     print_config_warnings(result.get("warnings") or [])
     return result["jobId"]

@@ -15,8 +15,7 @@ import time
 from datetime import datetime
 
 from seatide.cli.args import (EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, default_data_dir,
-                              job_variables, parse_variables, print_config_warnings, read_job_file,
-                              resume_variables)
+                              parse_variables, print_config_warnings, read_job_file)
 from seatide.cli.progress import ProgressDisplay
 from seatide.store.states import JobStatus
 
@@ -24,8 +23,7 @@ from seatide.store.states import JobStatus
 def run_command(args) -> int:
     from seatide import intents
 
-    text = read_job_file(args.config)
-    variables = job_variables(text, parse_variables(args.variables))
+    text, variables = read_job_file(args.config), parse_variables(args.variables)
     try:   # before the data directory and its store are made: a bad job leaves nothing behind
         intents.check(text, variables, source=args.config, strict=args.strict)
     except intents.Refusal as exc:
@@ -38,10 +36,9 @@ def run_command(args) -> int:
 
 def resume_command(args) -> int:
     data_dir = os.path.abspath(args.data_dir or default_data_dir())
-    text = read_job_file(args.config) if args.config else None
-    variables, environment = resume_variables(text, parse_variables(args.variables) if args.variables else None)
     return LocalRun(data_dir).resume(
-        args.job_id, text=text, variables=variables, environment=environment, source=args.config,
+        args.job_id, text=read_job_file(args.config) if args.config else None,
+        variables=parse_variables(args.variables) if args.variables else None, source=args.config,
         strict=args.strict, savepoint_id=args.savepoint, fallback=args.fallback)
 
 
@@ -77,12 +74,11 @@ class LocalRun:
             paths_from=os.getcwd()), source)     # the driver runs here: relative paths are recorded from here
 
     def resume(self, job_id: str, *, text: str | None, variables: dict | None, source: str | None,
-               strict: bool = False, savepoint_id: int | None = None, fallback: str | None = None,
-               environment: dict | None = None) -> int:
+               strict: bool = False, savepoint_id: int | None = None, fallback: str | None = None) -> int:
         from seatide import intents
 
         return self._start(lambda: intents.resume(
-            self.store, job_id, text=text, variables=variables, environment=environment, source=source, strict=strict,
+            self.store, job_id, text=text, variables=variables, source=source, strict=strict,
             savepoint_id=savepoint_id, fallback=fallback, pinned_worker=self.worker.node_id,
             actor="seatide-resume", paths_from=os.getcwd()), source or f"resume of {job_id}")
 

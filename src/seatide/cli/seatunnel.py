@@ -244,7 +244,7 @@ def _shade(args) -> int:
     When both flags are given, --encrypt wins, as in SeaTunnel."""
     if not args.config:
         raise UsageError(f"{'--encrypt' if args.encrypt else '--decrypt'} needs the job file: -c JOB.conf")
-    from seatide.cli.args import job_variables, read_job_file
+    from seatide.cli.args import read_job_file
     from seatide.config.job import ConfigError, where
     from seatide.config.loader import job_as_json
 
@@ -254,8 +254,7 @@ def _shade(args) -> int:
         raise CommandRefused("config encryption (seatide.config.shade) is not in this build of SeaTide",
                              EXIT_FAILED) from None
     try:
-        text = read_job_file(args.config)     # filled in from this command's environment as check and submit are
-        tree = job_as_json(text, job_variables(text, parse_variables(args.variables)), args.config)
+        tree = job_as_json(read_job_file(args.config), parse_variables(args.variables), args.config)
         shaded = (encrypt_config if args.encrypt else decrypt_config)(tree)
     except ConfigError as exc:
         raise CommandRefused(str(exc), EXIT_BAD_CONFIG) from None

@@ -9,7 +9,6 @@ tree is read-only: code that needs to change a block copies it first.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -18,9 +17,7 @@ from seatide.config.hocon import BLOCK_MARK, HoconError, Span, parse
 
 SECTIONS = ("env", "source", "transform", "sink")
 PLUGIN_SECTIONS = ("source", "transform", "sink")
-# ``${name}``, ``${name:default}``, and ``${?name}``: an optional one is filled in too when the variable is given
-# (it is how a value the submitting command took from its environment reaches a ``${?name}``: job_environment.py).
-_VARIABLE = re.compile(r"\$\{(\??)([A-Za-z_][A-Za-z0-9_.\-]*)(?::([^}]*))?\}")
+_VARIABLE = re.compile(r"\$\{(?!\?)([A-Za-z_][A-Za-z0-9_.\-]*)(?::([^}]*))?\}")
 SINK_PLACEHOLDERS = frozenset({"database_name", "schema_name", "table_name", "schema_full_name", "table_full_name",
                                "primary_key", "unique_key", "field_names"})
 
@@ -61,7 +58,6 @@ class JobText:
     sites: Mapping[tuple[str, int], BlockSite]
     keys: KeyLines
     spans: Mapping[tuple[str, ...], tuple[Span, ...]] = None
-    unresolved: tuple[str, ...] = ()    # variables nothing defined, read as empty (read_job_text_for_masking)
 
     @property
     def variable_map(self) -> dict[str, str]:
@@ -74,40 +70,17 @@ def read_job_text(text: str, variables: Mapping[str, str] | None = None) -> JobT
     return _read(text, tuple(sorted((str(k), str(v)) for k, v in (variables or {}).items())))
 
 
-def read_job_text_for_masking(text: str, variables: Mapping[str, str] | None = None) -> JobText:
-    """``read_job_text``, where a variable nothing defines is read as an empty text: only to find a job's secrets,
-    never to run it. A job recorded before variables were sent (its coordinator filled it in from its own
-    environment: ``${DB_HOST}``) no longer parses, yet its credential options' literal values are secrets still,
-    in its stored error and name. Nothing is read from this process's environment: what a job's secrets are must
-    not depend on who shows it (a guess masked or not would tell its value). ``JobTextError`` for any other fault."""
-    key = tuple(sorted((str(k), str(v)) for k, v in (variables or {}).items()))
-    unresolved: tuple[str, ...] = ()
-    for _ in range(text.count("${") + 1):     # each round names one more undefined variable, or ends
-        try:     # the one parse read_job_text shares (lru_cache keys by the arguments as passed)
-            return _read(text, key, unresolved) if unresolved else _read(text, key)
-        except JobTextError as exc:
-            if not exc.undefined or exc.undefined in unresolved:
-                raise
-            unresolved = (*unresolved, exc.undefined)
-    return _read(text, key, unresolved)
-
-
 @functools.lru_cache(maxsize=256)
-def _read(text: str, variables: tuple[tuple[str, str], ...], unresolved: tuple[str, ...] = ()) -> JobText:
+def _read(text: str, variables: tuple[tuple[str, str], ...]) -> JobText:
     filled, replaced = _substitute(text, dict(variables))
     try:
-        # Never from this process's environment: a job is resolved where its text and variables are, by a
-        # coordinator, a worker or a driver, and a submitter must not read their environment through a job's
-        # name or error (a coordinator's AWS_SECRET_ACCESS_KEY in /api/v1/jobs). The command that submits a
-        # job adds what its own environment fills in to the variables it sends (job_environment.py).
-        doc = parse(filled, apart=PLUGIN_SECTIONS, environ=dict.fromkeys(unresolved, ""))
+        doc = parse(filled, apart=PLUGIN_SECTIONS)
     except HoconError as exc:
         raise JobTextError(exc.reason, exc.line, exc.undefined) from None
     if not isinstance(doc.value, dict):
         raise JobTextError("a job file must be an object with env, source, transform, sink")
     sites = {(b.parent, b.index): BlockSite(b.parent, b.index, b.name, b.line) for b in doc.blocks}
-    return JobText(text, variables, doc.value, sites, _key_lines(doc.lines), _as_written(doc.spans, replaced),
-                   unresolved)
+    return JobText(text, variables, doc.value, sites, _key_lines(doc.lines), _as_written(doc.spans, replaced))
 
 
 def _as_written(spans: Mapping[tuple[str, ...], list[Span]], replaced: list[tuple[int, int, int]]):
@@ -149,8 +122,7 @@ def substitute(text: str, variables: dict[str, str]) -> str:
     """Replace ``${name}`` / ``${name:default}`` for names given with ``-i name=value``.
 
     Names not given and without a default are left for HOCON to resolve (a path in the
-    file); if it cannot, the loader reports the variable. A job is never resolved from the
-    environment of the process reading it (``_read``).
+    file or an environment variable); if it cannot, the loader reports the variable.
     """
     return _substitute(text, variables)[0]
 
@@ -160,49 +132,24 @@ def variable_defaults(text: str, variables: Mapping[str, str]) -> dict[str, set[
     value the job runs with, as a given one's is (the masker's ``secrets_of``)."""
     found: dict[str, set[str]] = {}
     for match in _VARIABLE.finditer(text):
-        optional, name, default = match.groups()
-        if default and not optional and name not in variables and name not in SINK_PLACEHOLDERS:
+        name, default = match.group(1), match.group(2)
+        if default and name not in variables and name not in SINK_PLACEHOLDERS:
             found.setdefault(name, set()).update({default, default.strip().strip("\"'")} - {""})
     return found
 
 
-def as_read(value: str) -> set[str]:
-    """A variable's value as written and as HOCON reads it where it is filled in: a quoted one
-    (``-i pw='"two words"'``) is a string without its quotes."""
-    forms = {value}
-    if len(value) >= 2 and value[0] == value[-1] == '"':
-        try:
-            read = json.loads(value)
-        except ValueError:
-            read = value[1:-1]
-        forms.add(read if isinstance(read, str) else value[1:-1])
-    return forms
-
-
-def referred_names(text: str) -> list[str]:
-    """The names of the ``${name}``, ``${?name}`` the pre-pass fills in where given, in ``text`` (a string's)."""
-    return [match.group(2) for match in _VARIABLE.finditer(text) if match.group(2) not in SINK_PLACEHOLDERS]
-
-
-def _substitute(text: str, variables: dict[str, str],
-                within: frozenset[str] = frozenset()) -> tuple[str, list[tuple[int, int, int]]]:
-    """``substitute``, and where it filled in: (start, end, length change) in the new text. A value that names
-    another variable (``-i 'JOBNAME=${USER_TAG}'``) has it filled in too, as HOCON filled it from the
-    environment once; ``within``: the names being filled in, so a value naming itself is left as written."""
+def _substitute(text: str, variables: dict[str, str]) -> tuple[str, list[tuple[int, int, int]]]:
+    """``substitute``, and where it filled in: (start, end, length change) in the new text."""
     parts: list[str] = []
     replaced: list[tuple[int, int, int]] = []
     at, length = 0, 0
     for match in _VARIABLE.finditer(text):
-        optional, name, default = match.groups()
-        if optional:        # HOCON's ${?name} has no default: filled in only when given
-            default = None
+        name, default = match.group(1), match.group(2)
         # A sink placeholder's default (${table_name:orders}) is the sink's to use, per table
         # (plan.catalog), unless the name is given as a variable.
         value = variables[name] if name in variables else None if name in SINK_PLACEHOLDERS else default
-        if value is None or name in within:
+        if value is None:
             continue
-        if "${" in value:
-            value = _substitute(value, variables, within | {name})[0]
         parts.append(text[at:match.start()])
         start = length + match.start() - at
         parts.append(value)

@@ -139,11 +139,8 @@ def _parse(text: str, variables: dict[str, str], source_name: str) -> JobText:
         return read_job_text(text, variables)
     except JobTextError as exc:
         if exc.undefined:
-            # A coordinator's or worker's own environment is no source (job_text._read): the submitter's is.
             raise ConfigError(source_name, f"variable ${{{exc.undefined}}} is not defined: pass "
-                              f"-i {exc.undefined}=VALUE (\"variables\" in a REST submit), set it in the "
-                              f"environment of the seatide command that submits the job, or define it in the file",
-                              line=exc.line) from None
+                              f"-i {exc.undefined}=VALUE or define it in the file", line=exc.line) from None
         raise ConfigError(source_name, f"cannot parse the file: {exc.reason}", line=exc.line) from None
 
 

@@ -14,14 +14,12 @@ driver's log lines, and the config text wherever it is shown.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 import traceback
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from seatide.secrets.config_text import (credential_references, environment_secrets, mask_comments, mask_defaults,
-                                        referred_spans)
+from seatide.secrets.config_text import mask_comments, mask_defaults, referred_spans
 from seatide.secrets.known import MASK, MIN_SEARCHED, is_plain, mask_values
 from seatide.secrets.names import is_secret_key, is_secret_param, option_name, words
 from seatide.secrets.shapes import password_spans, refusal_spans
@@ -81,7 +79,7 @@ def secrets_of(job: "JobText | None", variables: Mapping[str, str] | None = None
     """``secret_values`` of a job already parsed (``config.job_text``): the same parse the
     loader validated and the outline was drawn from. A variable's value is the one it resolved to: its
     default where none was given (``${tenant:ACME-9931}``, review 9 F2)."""
-    from seatide.config.job_text import as_read, variable_defaults
+    from seatide.config.job_text import variable_defaults
 
     variables = dict(job.variables) if job is not None else dict(variables or {})
     defaults = variable_defaults(job.text if job is not None else text or "", variables)
@@ -92,13 +90,8 @@ def secrets_of(job: "JobText | None", variables: Mapping[str, str] | None = None
         found |= _revealed(tree)
     env = tree.get("env") if tree else None
     names = secret_variable_names(env if isinstance(env, Mapping) else None, {**defaults, **variables})
-    found |= {form for n in names if n in variables for form in as_read(str(variables[n]))}
+    found |= {str(variables[n]) for n in names if n in variables}
     found |= {value for n in names if n not in variables for value in defaults.get(n, ())}
-    # A job recorded before variables were sent took what it lacks from its coordinator's environment: a declared
-    # secret variable's value there too, or one a credential option takes (only one the text needs and nothing
-    # defines: no job stored now has one).
-    unresolved = (names | credential_references(job.text)).intersection(job.unresolved) if job is not None else ()
-    found |= environment_secrets(job.text if job is not None else text or "", variables, os.environ, unresolved)
     return frozenset(v for v in found if v)
 
 
@@ -241,12 +234,11 @@ class MaskingFilter(logging.Filter):
 
 def _job(text: str, variables: dict[str, str]) -> "JobText | None":
     """The job's one parse (``config.job_text.read_job_text``, cached per process), or None
-    when it does not parse. One that does not only for a variable nothing defines is read all the same
-    (``read_job_text_for_masking``): its credential options' literal values are secrets whatever it lacks."""
-    from seatide.config.job_text import JobTextError, read_job_text_for_masking
+    when it does not parse."""
+    from seatide.config.job_text import JobTextError, read_job_text
 
     try:
-        return read_job_text_for_masking(text, variables)
+        return read_job_text(text, variables)
     except JobTextError:
         return None
 

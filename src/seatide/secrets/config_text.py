@@ -34,17 +34,6 @@ def referred_spans(text: str, spans: Mapping[tuple[str, ...], Iterable]) -> list
     """Where what credential options refer to is written: ``creds.pg``'s span, for ``password = ${creds.pg}``; along
     a chain (``creds { pg = ${vault.pg} }``: ``vault.pg``'s too), a quoted path's (``${"creds"."pg"}``); and the
     literals joined to a reference in a credential's value (``"v2-"${vault.pg}``: review 9, F8)."""
-    found, referred = _credential_references(text)
-    return found + [span for path in referred for span in spans.get(path, ())]
-
-
-def credential_references(text: str) -> set[str]:
-    """The paths credential options refer to, along a chain, dotted: ``password = ${PW}`` -> {"PW"}."""
-    return {".".join(path) for path in _credential_references(text)[1]}
-
-
-def _credential_references(text: str) -> tuple[list, set[tuple[str, ...]]]:
-    """(the spans of the literals joined to a reference in a credential's value, the paths referred to)."""
     at, lines = 0, []
     for line in text.split("\n"):      # only a line with a reference is read (a long line without is read once)
         lines += [(at, line)] if "${" in line else []
@@ -61,7 +50,7 @@ def _credential_references(text: str) -> tuple[list, set[tuple[str, ...]]]:
         if more <= referred:
             break
         referred |= more
-    return found, referred
+    return found + [span for path in referred for span in spans.get(path, ())]
 
 
 def _refs(assignment: re.Match) -> set[tuple[str, ...]]:
@@ -71,21 +60,6 @@ def _refs(assignment: re.Match) -> set[tuple[str, ...]]:
 def _path(written: str) -> tuple[str, ...]:
     """A HOCON path as written, its parts unquoted: ``"creds"."pg"`` -> ("creds", "pg")."""
     return tuple(m["quoted"] if m["quoted"] is not None else m["bare"] for m in _PATH_PART.finditer(written))
-
-
-def environment_secrets(text: str, variables: Mapping[str, str], environ: Mapping[str, str],
-                        needed: Iterable[str] = ()) -> set[str]:
-    """The values of the credential-named variables of ``environ`` (this process's) that ``text`` refers to
-    (``${name}``, ``${?name}``) and ``variables`` do not give, and of the secret ones it ``needed`` (declared in
-    ``secret.variables``, or a credential option's, that an old job left undefined: ``secrets_of``). A job is no
-    longer filled in from the environment of the process reading it (config/job_environment.py), but one recorded
-    before was, by its coordinator: its name, error and outline may hold that value, and are masked with it
-    (docs/security.md)."""
-    if "${" not in text:
-        return set()
-    names = {".".join(_path(m["ref"].split(":", 1)[0])) for m in _REFERENCE.finditer(text)}
-    names = {name for name in names if is_secret_key(name)} | set(needed)
-    return {environ[name] for name in names if name not in variables and environ.get(name)}
 
 
 def mask_defaults(text: str, secrets: frozenset[str], mask: str) -> str:
@@ -108,4 +82,4 @@ def mask_comments(text: str, mask_line: Callable[[str], str]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["credential_references", "environment_secrets", "mask_comments", "mask_defaults", "referred_spans"]
+__all__ = ["mask_comments", "mask_defaults", "referred_spans"]

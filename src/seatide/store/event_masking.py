@@ -18,11 +18,10 @@ slot named after a secret variable shows it once its configs are forgotten, as t
 from __future__ import annotations
 
 import json
-import threading
 from functools import lru_cache
 from typing import Any, Iterable
 
-from sqlalchemy import and_, case, or_, select, update
+from sqlalchemy import and_, select, update
 from sqlalchemy.engine import Connection
 
 from seatide.secrets import mask_message, mask_tree, secret_values
@@ -72,41 +71,8 @@ def job_error(job) -> str | None:
 
 def job_name(job) -> str:
     """A job row's name as a view shows it: a name made of a secret variable (``job.name = "nightly-${tenant}"``)
-    is recorded masked (``intents.submit``); one recorded before that is masked here (review 8, F5). ``job``: a row
-    with ``name``, and ``config`` and ``variables`` where ``name_config`` reads them."""
-    return shown_name(job.name, job.config, job.variables)
-
-
-def shown_name(name: str | None, config: str | None, variables: str | None) -> str | None:
-    """``job_name`` of a job's name, config text and variables (None: nothing in its text fills a name in).
-
-    /metrics and the lists mask every job's name on every read: each name is masked once per config, remembered
-    by the config's hash (a cache keyed by the text would keep a thousand job files alive)."""
-    if not name or not config:
-        return name
-    key = (name, len(config), hash(config), variables)
-    shown = _SHOWN.get(key)
-    if shown is None:
-        shown = mask_message(name, config_secrets(config, variables))
-        with _SHOWING:
-            if len(_SHOWN) >= _SHOWN_MOST:
-                _SHOWN.clear()
-            _SHOWN[key] = shown
-    return shown
-
-
-_SHOWN: dict = {}
-_SHOWN_MOST = 4096
-_SHOWING = threading.Lock()     # a scrape and a list may come from two threads
-
-
-def name_config(condition=None) -> list:
-    """The columns to select beside a job row's others for ``job_name``: its config text and variables where the
-    text fills a value in (``${...}``: only then can a name made of a variable hold a secret) or ``condition``
-    holds; None elsewhere, so a list or a scrape of a thousand plain jobs reads no config."""
-    fills = s.jobs.c.config.contains("${", autoescape=True)
-    when = fills if condition is None else or_(fills, condition)
-    return [case((when, s.jobs.c[name])).label(name) for name in ("config", "variables")]
+    is recorded masked (``intents.submit``); one recorded before that is masked here (review 8, F5)."""
+    return mask_message(job.name, job_secrets(job)) if job.name else job.name
 
 
 def event_detail(text: str | None, secrets: frozenset) -> Any:

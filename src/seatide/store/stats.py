@@ -16,7 +16,6 @@ from sqlalchemy.engine import Connection
 
 from seatide.store import schema as s
 from seatide.store.checkpoint_views import Checkpoint, current_attempts, pipeline_checkpoint
-from seatide.store.event_masking import name_config
 
 
 @dataclass
@@ -40,7 +39,7 @@ class PipelineStats:
 
 @dataclass
 class JobStats:
-    job: Any                                  # the jobs row (its config text only where its name may need it)
+    job: Any                                  # the jobs row (without its config text)
     attempts: int = 0                         # of the current incarnation
     attempt: Any | None = None                # the current one (its state and start: the health's window)
     pipelines: list[PipelineStats] = field(default_factory=list)
@@ -60,9 +59,8 @@ class StoreStats:
     holds: list = field(default_factory=list)    # source_holds rows with their job's name
 
 
-# The config text and variables of a job whose name they may mask (event_masking.job_name: metrics' job_name label).
 JOB_COLUMNS = (s.jobs.c.job_id, s.jobs.c.incarnation, s.jobs.c.name, s.jobs.c.status, s.jobs.c.retries_used,
-               s.jobs.c.stale_since, s.jobs.c.stale_after_s, s.jobs.c.hung_since, s.jobs.c.updated_at, *name_config())
+               s.jobs.c.stale_since, s.jobs.c.stale_after_s, s.jobs.c.hung_since, s.jobs.c.updated_at)
 
 
 def store_stats(conn: Connection) -> StoreStats:
@@ -88,7 +86,6 @@ def store_stats(conn: Connection) -> StoreStats:
     changes = conn.execute(select(func.count()).select_from(s.events).where(and_(
         s.events.c.job_id.is_(None), s.events.c.kind == "LEADER_ELECTED"))).scalar()
     h = s.source_holds
-    holds = conn.execute(select(h, s.jobs.c.name.label("job_name"), *name_config())
-                         .join(s.jobs, s.jobs.c.job_id == h.c.job_id)
+    holds = conn.execute(select(h, s.jobs.c.name.label("job_name")).join(s.jobs, s.jobs.c.job_id == h.c.job_id)
                          .order_by(h.c.job_id, h.c.pipeline_id, h.c.plugin_id)).all()
     return StoreStats(list(jobs.values()), lease, changes or 0, holds)

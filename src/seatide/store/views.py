@@ -20,7 +20,7 @@ from seatide.store.checkpoint_views import (checkpoint_stats, checkpoint_summary
                                             stats_of)
 from seatide.store.clock import read_store_now
 from seatide.store.jobs import job_view, load_job
-from seatide.store.event_masking import event_detail, job_error, job_name, name_config, run_secrets
+from seatide.store.event_masking import event_detail, job_error, job_name, run_secrets
 from seatide.store.left_held import left_behind
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
 from seatide.timeouts import Timeouts
@@ -162,9 +162,9 @@ def job_events(conn: Connection, job_id: str, after: int = 0, limit: int = 100) 
 
 
 # What a list row reads of a job: everything but its outline, and its config text and variables only with an
-# error or a name to mask by them (``job_error``, ``job_name``): a list of a thousand plain jobs reads no config.
-LIST_JOB_COLUMNS = [c for c in s.jobs.c if c.name not in ("config", "variables", "outline")] + name_config(
-    s.jobs.c.error_msg.is_not(None))
+# error to mask by them (``job_error``): a list of a thousand running jobs reads no config.
+LIST_JOB_COLUMNS = [c for c in s.jobs.c if c.name not in ("config", "variables", "outline")] + [
+    case((s.jobs.c.error_msg.is_not(None), s.jobs.c[name])).label(name) for name in ("config", "variables")]
 
 
 def plain_rows(result) -> list:

@@ -40,9 +40,7 @@ def parse(text: str, apart: Collection[str] = (), environ: Mapping[str, str] | N
 
     Fields directly inside the top-level keys named in ``apart`` are kept apart from their
     namesakes (``resolve.Builder``). Substitutions not defined in the text are read from
-    ``environ``, as Typesafe Config reads the process environment; by default from nothing: a text
-    parsed by a coordinator, worker or driver came from a submitter, who must not read their
-    environment through it (a schema's row type, a job: config/job_environment.py)."""
+    ``environ`` (default: the process environment), as Typesafe Config does."""
     if text.startswith("\ufeff"):
         text = text[1:]
     node = parse_document(text)

@@ -5,7 +5,7 @@ Rules (HOCON spec, checked against Typesafe Config 1.4):
 * A later field replaces an earlier one, except that two objects merge, key by key.
 * ``a.b.c = 1`` is ``a { b { c = 1 } }``.
 * ``${path}`` is looked up in the whole document (a later definition counts), then in the
-  environment the caller gives (none by default: ``hocon.parse``); ``${?path}`` may be undefined: the field is then not set (an earlier value
+  environment; ``${?path}`` may be undefined: the field is then not set (an earlier value
   stays), a list element is dropped, and in a string it reads as nothing.
 * ``${path}`` inside the value of ``path`` itself means its previous value, so
   ``a = ${a} [2]`` and ``a += 2`` append.
@@ -15,6 +15,7 @@ Rules (HOCON spec, checked against Typesafe Config 1.4):
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Collection, Mapping
 
@@ -189,7 +190,7 @@ class Resolver:
     def __init__(self, root: RawObj, environ: Mapping[str, str] | None = None, lines: dict | None = None):
         self.root = root
         self.nested = Builder(lines=lines)       # objects inside values; their keys' lines go to ``lines``
-        self.environ = {} if environ is None else environ      # never the process's unless given (hocon.parse)
+        self.environ = os.environ if environ is None else environ
         self.memo: dict[int, tuple[Any, Any]] = {}
         self.active: list[Pending] = []
 
