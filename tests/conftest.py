@@ -92,9 +92,13 @@ def _pg_databases():
         with admin.connect() as conn:
             conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 
+    dropping = []
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="drop-test-database") as drops:
-        yield admin, lambda name: drops.submit(drop, name)
+        yield admin, lambda name: dropping.append(drops.submit(drop, name))
     admin.dispose()
+    # A drop that failed is said, as it was when the test dropped its own database.
+    failed = [str(done.exception()) for done in dropping if done.exception() is not None]
+    assert not failed, f"test databases not dropped: {failed}"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
