@@ -235,3 +235,20 @@ def test_translation_never_touches_literals_or_comments():
     assert text == "SELECT 'CONCAT(a)' AS s /* LCASE(DATEADD(x)) */, (t + MAKE_INTERVAL(0, 0, 0, 1)) FROM fake"
     tree = parse_query("select EXTRACT(YEAR FROM created), trim(BOTH 'x' FROM s) from `fake` f")
     assert [(r.name, r.node.alias) for r in input_tables(tree)] == [("fake", "f")]
+
+
+def test_spark_does_not_fill_env_or_system_references_into_a_query(people, ctx, spark):
+    # HOCON's \u0024 gets "${" past SeaTide's own variable filling: with Spark's SQL
+    # substitution on, the driver put its own $HOME and user name into the row, which a job
+    # submitted over REST could read back (a worker's PGPASSWORD just the same).
+    plugin = transform_from(r'Sql { plugin_input = "fake", query = "select id, '
+                            r"'\u0024{env:HOME}' as home, 'x\u0024{system:user.name}y' as who, "
+                            r"'lit \u0024{HOME} end' as lit from fake where id = 1" + '" }')
+    assert rows_of(plugin.apply(people, ctx)) == [(1, "${env:HOME}", "x${system:user.name}y", "lit ${HOME} end", I)]
+    assert spark.conf.get("spark.sql.variable.substitute") == "false"
+
+
+def test_a_job_may_not_turn_sparks_sql_substitution_on():
+    with pytest.raises(ConfigError, match="'spark.sql.variable.substitute' cannot be turned on"):
+        load_job_text(job_text('Sql { plugin_input = "fake", query = "select * from fake" }')
+                      .replace('job.mode = "BATCH"', 'job.mode = "BATCH", spark.sql.variable.substitute = true'))

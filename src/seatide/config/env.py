@@ -127,6 +127,10 @@ class JobEnv:
         return self.progress_timeout_ms / 1000 if self.progress_timeout_ms > 0 else None
 
 
+# Spark's ${env:NAME} / ${system:name} filling of SQL text: kept off (runtime/session.py).
+SQL_SUBSTITUTION = "spark.sql.variable.substitute"
+
+
 def read_env(block: Mapping[str, Any], strict: bool = False) -> JobEnv:
     """Validate the env block; ``spark.*`` keys pass through to Spark as strings.
 
@@ -136,6 +140,10 @@ def read_env(block: Mapping[str, Any], strict: bool = False) -> JobEnv:
     flat = flatten(block)
     spark = {k: _spark_value(v) for k, v in flat.items()
              if k.startswith("spark.") and not isinstance(v, Mapping)}
+    if spark.get(SQL_SUBSTITUTION, "false").lower() != "false":
+        raise OptionError(SQL_SUBSTITUTION, f"env option '{SQL_SUBSTITUTION}' cannot be turned on: SeaTide keeps "
+                          "Spark's ${...} filling of SQL text off, as it would read the driver's environment and "
+                          "system properties into the job; write the value into the query, or give it with -i")
     rest = {k: v for k, v in block.items() if k != "spark"}
     declared = [o for o in ENV_OPTIONS if o.key != "spark.master"]
     opts = read_options(rest, declared, strict=False)

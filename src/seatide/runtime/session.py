@@ -8,6 +8,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from seatide.config.env import SQL_SUBSTITUTION
 from seatide.runtime import class_archive, spark_home
 from seatide.runtime.class_path import JDBC_JARS
 from seatide.runtime.parent_death import dying_with, in_lifelong_thread
@@ -46,6 +47,11 @@ DEFAULT_CONF = {
     # error: SeaTide's own line, never the job's (HOCON and SQL; SQL's error context stays).
     # Building 20 Assert rules' aggregate: 2.5x the Python CPU and 1.9x the wall time with it on.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+    # Off, always (session_conf; a job may not turn it on, config/env.py): on, Spark fills
+    # ${env:NAME} and ${system:name} into every SQL text from the driver's own process, so a
+    # job submitted over REST could read a worker's environment (PGPASSWORD) through a Sql
+    # query or a FakeSource row, and a value holding the text ${HOME} lost it.
+    SQL_SUBSTITUTION: "false",
     "spark.driver.extraJavaOptions": f"{_JAVA_OPTIONS} -Dlog4j2.configurationFile=file:{_LOG_CONFIG}",
     "spark.executor.extraJavaOptions": _JAVA_OPTIONS,
     "spark.driver.extraClassPath": _jdbc_class_path(),
@@ -122,6 +128,7 @@ def session_conf(conf: dict[str, str] | None = None) -> dict[str, str]:
     # (-Xshare:off) or point it elsewhere.
     merged[key] = " ".join(filter(None, [DEFAULT_CONF[key], class_archive.java_options()]
                                   + [layer[key] for layer in (worker, conf) if key in layer]))
+    merged[SQL_SUBSTITUTION] = "false"      # whatever a worker's --spark-conf says: see DEFAULT_CONF
     return {**executor_conf(merged), **merged}
 
 
