@@ -18,7 +18,7 @@ from typing import Any, Collection, Mapping
 from seatide.config.hocon.resolve import (BLOCK_MARK, UNDEFINED, Block, Builder, Pending, RawObj, Resolver, Span,
                                           block_key)
 from seatide.config.hocon.syntax import Arr, Concat, parse_document
-from seatide.config.hocon.values import HoconError, HoconFloat, HoconInt
+from seatide.config.hocon.values import MAX_NESTING, HoconError, HoconFloat, HoconInt
 
 
 @dataclass(frozen=True)
@@ -53,5 +53,5 @@ def parse(text: str, apart: Collection[str] = (), environ: Mapping[str, str] | N
     return Document(value, builder.lines, tuple(builder.blocks), builder.spans)
 
 
-__all__ = ["BLOCK_MARK", "UNDEFINED", "Block", "Document", "HoconError", "HoconFloat", "HoconInt", "Span",
-           "block_key", "parse"]
+__all__ = ["BLOCK_MARK", "MAX_NESTING", "UNDEFINED", "Block", "Document", "HoconError", "HoconFloat", "HoconInt",
+           "Span", "block_key", "parse"]

@@ -60,9 +60,12 @@ class _Lexer:
         self.text, self.i, self.line, self.line_start = text, 0, 1, 0
         self.out: list[Token] = []
 
-    def error(self, message: str, at: int | None = None) -> HoconError:
+    def error(self, message: str, at: int | None = None, extent: tuple[int, int] | None = None) -> HoconError:
+        """The error at offset ``at`` (the column it names); ``extent``, the text at fault, is
+        that one character unless said: exactly the fault, so a reader that filled variables in
+        blames a filled value only when the fault is in it."""
         at = self.i if at is None else at
-        return HoconError(message, self.line, at - self.line_start + 1)
+        return HoconError(message, self.line, at - self.line_start + 1, extent=extent or (at, at + 1))
 
     def emit(self, kind: str, value: Any, text: str, start: int, quoted: bool | str = False,
              end: int | None = None) -> None:
@@ -108,17 +111,19 @@ class _Lexer:
 
     def quoted(self) -> str:
         text, n = self.text, len(self.text)
+        opening = self.i
         self.i += 1
         parts: list[str] = []
         while True:
             if self.i >= n:
-                raise self.error("a quoted string is not closed: add the closing \"")
+                raise self.error("a quoted string is not closed: add the closing \"", extent=(opening, n))
             ch = text[self.i]
             if ch == '"':
                 self.i += 1
                 return "".join(parts)
-            if ch == "\n":
-                raise self.error("a quoted string may not span lines: write \\n, or use \"\"\"triple quotes\"\"\"")
+            if ch == "\n":      # the string up to the line's end is at fault, not what follows
+                raise self.error("a quoted string may not span lines: write \\n, or use \"\"\"triple quotes\"\"\"",
+                                 extent=(opening, self.i))
             if ch == "\\":
                 code = text[self.i + 1:self.i + 2]
                 if code == "u":
@@ -126,7 +131,8 @@ class _Lexer:
                     continue
                 if code not in _ESCAPES:
                     raise self.error(f"\\{code} is not an escape in a quoted string (JSON escapes: "
-                                     "\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX); write \\\\ for a backslash")
+                                     "\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX); write \\\\ for a backslash",
+                                     extent=(self.i, self.i + 2))
                 parts.append(_ESCAPES[code])
                 self.i += 2
                 continue
@@ -143,13 +149,14 @@ class _Lexer:
             if 0xDC00 <= low <= 0xDFFF:
                 return chr(0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00))
         if 0xD800 <= unit <= 0xDFFF:
-            raise self.error(f"\\u{unit:04x} is half of a UTF-16 pair, without its other half", start)
+            raise self.error(f"\\u{unit:04x} is half of a UTF-16 pair, without its other half", start,
+                             (start, self.i))
         return chr(unit)
 
     def _hex_unit(self, at: int) -> int:
         digits = self.text[at + 2:at + 6]
         if len(digits) < 4 or any(c not in "0123456789abcdefABCDEF" for c in digits):
-            raise self.error("\\u must be followed by four hex digits, e.g. \\u00e9", at)
+            raise self.error("\\u must be followed by four hex digits, e.g. \\u00e9", at, (at, at + 6))
         self.i = at + 6
         return int(digits, 16)
 
@@ -157,7 +164,7 @@ class _Lexer:
         start, text = self.i, self.text
         end = text.find('"""', self.i + 3)
         if end < 0:
-            raise self.error('a """triple-quoted""" string is not closed')
+            raise self.error('a """triple-quoted""" string is not closed', extent=(start, len(text)))
         while text.startswith('"', end + 3):     # quotes just before the closing ones belong to the string
             end += 1
         value = text[self.i + 3:end]
@@ -180,7 +187,7 @@ class _Lexer:
         lexer.i, lexer.line, lexer.line_start, lexer.out = self.i, self.line, self.line_start, inner
         while True:
             if lexer.i >= len(text) or text[lexer.i] == "\n":
-                raise self.error("a substitution ${...} is not closed on its line", start)
+                raise self.error("a substitution ${...} is not closed on its line", start, (start, lexer.i))
             ch = text[lexer.i]
             if ch == "}":
                 break
@@ -213,7 +220,8 @@ class _Lexer:
         if value is not None:
             self.emit("num", value, raw, start)
         elif "+" in raw:
-            raise self.error("'+' is not allowed outside quotes; put the value in double quotes", start)
+            raise self.error("'+' is not allowed outside quotes; put the value in double quotes", start,
+                             (start, self.i))
         else:                  # "1.2.3", "1e", "-": text, as in Typesafe Config
             self.emit("str", raw, raw, start)
 

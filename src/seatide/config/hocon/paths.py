@@ -19,12 +19,14 @@ def path_of(tokens: Sequence, what: str = "key") -> tuple[str, ...]:
         tokens.pop()
     if not tokens:
         raise HoconError(f"a {what} is empty")
+    whole = (tokens[0].start, tokens[-1].end)      # the errors below quote the whole path
     keys: list[str] = []
     current: list[str] = []
     started = False              # the current key has a piece, even an empty quoted one
     for token in tokens:
         if token.kind not in _PATH_KINDS:
-            raise HoconError(f"'{token.text}' cannot be part of a {what}", token.line, token.col)
+            raise HoconError(f"'{token.text}' cannot be part of a {what}", token.line, token.col,
+                             extent=(token.start, token.end))
         if token.quoted:
             current.append(token.value)
             started = True
@@ -34,14 +36,14 @@ def path_of(tokens: Sequence, what: str = "key") -> tuple[str, ...]:
             if i:                # a dot ends the key so far
                 if not started and not current:
                     raise HoconError(f"'{_text(tokens)}' has an empty key between dots; quote a key that "
-                                     "holds a dot", token.line, token.col)
+                                     "holds a dot", token.line, token.col, extent=whole)
                 keys.append("".join(current))
                 current, started = [], False
             if piece:
                 current.append(piece)
                 started = True
     if not started and not current:
-        raise HoconError(f"'{_text(tokens)}' ends with a dot", tokens[-1].line, tokens[-1].col)
+        raise HoconError(f"'{_text(tokens)}' ends with a dot", tokens[-1].line, tokens[-1].col, extent=whole)
     keys.append("".join(current))
     return tuple(keys)
 

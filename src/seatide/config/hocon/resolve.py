@@ -21,7 +21,7 @@ from typing import Any, Collection, Mapping
 
 from seatide.config.hocon.lexer import Subst, Token
 from seatide.config.hocon.syntax import Arr, Concat, Field, Obj
-from seatide.config.hocon.values import HoconError, text_of
+from seatide.config.hocon.values import MAX_NESTING, HoconError, text_of
 
 BLOCK_MARK = "__seatide_block_"
 
@@ -33,6 +33,9 @@ class _Undefined:
 
 UNDEFINED: Any = _Undefined()
 _MISSING: Any = object()
+# Levels of ``Resolver._value`` one attempt may nest (a few Python frames each): far inside
+# Python's 1000 wherever the reader is called from (``Resolver.value``).
+_LEVELS = 50
 
 
 def block_key(parent: str, index: int) -> str:
@@ -184,6 +187,15 @@ def _has_substitution(concat: Concat) -> bool:
     return any(isinstance(p, Token) and p.kind == "subst" for p in concat.parts)
 
 
+class _TooDeep(Exception):
+    """An attempt nested ``_LEVELS`` deep: ``node`` is to be resolved first. ``chain`` is the
+    substitutions in progress above it: they stay in progress, so a cycle through them is seen."""
+
+    def __init__(self, node: Any, chain: list):
+        super().__init__()
+        self.node, self.chain = node, chain
+
+
 class Resolver:
     """Resolves a built tree; every value is resolved once, and a cycle is an error."""
 
@@ -192,37 +204,75 @@ class Resolver:
         self.nested = Builder(lines=lines)       # objects inside values; their keys' lines go to ``lines``
         self.environ = os.environ if environ is None else environ
         self.memo: dict[int, tuple[Any, Any]] = {}
-        self.active: list[Pending] = []
+        self.active: list[Pending] = []          # substitutions being resolved, outermost first
+        self.in_progress: set[int] = set()       # their ids, for the cycle check at each of 5,000 links
+        self.levels = 0
+        self.built: dict[int, Any] = {}          # id of an Obj/Arr part -> what it was built into, once
 
     def value(self, raw: Any) -> Any:
-        if isinstance(raw, RawObj):
-            if id(raw) not in self.memo:
-                resolved = {k: self.value(v) for k, v in raw.items.items()}
-                self._remember(raw, {k: v for k, v in resolved.items() if v is not UNDEFINED})
+        """``raw`` resolved, recursing at most ``_LEVELS`` deep: an attempt that would go deeper stops,
+        the node it reached is resolved first, then the attempt starts again and finds it remembered.
+        A chain of 5,000 substitutions (``k1 = ${k2}``, ``k2 = ${k3}`` ...) reads in 100 attempts,
+        not 5,000 levels of Python's stack."""
+        attempts = [(raw, len(self.active))]     # (node, substitutions in progress when it started)
+        while True:
+            node, base = attempts[-1]
+            self.in_progress.difference_update(id(p) for p in self.active[base:])
+            del self.active[base:]
+            try:
+                result = self._value(node)
+            except _TooDeep as deeper:      # the stopped attempt's substitutions stay in progress
+                self.in_progress.update(id(p) for p in deeper.chain[len(self.active):])
+                self.active = deeper.chain
+                attempts.append((deeper.node, len(self.active)))
+                continue
+            attempts.pop()
+            if not attempts:
+                return result
+
+    def _value(self, raw: Any) -> Any:
+        if not isinstance(raw, (RawObj, Merge, Pending)):
+            return raw
+        if id(raw) in self.memo:
             return self.memo[id(raw)][1]
+        if self.levels >= _LEVELS:
+            raise _TooDeep(raw, list(self.active))
+        self.levels += 1
+        try:
+            self._remember(raw, self._resolve(raw))
+        finally:
+            self.levels -= 1
+        return self.memo[id(raw)][1]
+
+    def _resolve(self, raw: Any) -> Any:
+        if isinstance(raw, RawObj):
+            resolved = {k: self._value(v) for k, v in raw.items.items()}
+            return {k: v for k, v in resolved.items() if v is not UNDEFINED}
         if isinstance(raw, Merge):
-            newer = self.value(raw.newer)
+            newer = self._value(raw.newer)
             if newer is UNDEFINED:
-                return self.value(raw.older) if raw.older is not None else UNDEFINED
+                return self._value(raw.older) if raw.older is not None else UNDEFINED
             if isinstance(newer, dict):
-                older = self.value(raw.older) if raw.older is not None else None
+                older = self._value(raw.older) if raw.older is not None else None
                 if isinstance(older, dict):
                     return merge(older, newer)
             return newer
-        if isinstance(raw, Pending):
-            if id(raw) in self.memo:
-                return self.memo[id(raw)][1]
-            if any(p is raw for p in self.active):
-                cycle = self.active[next(i for i, p in enumerate(self.active) if p is raw):]
-                names = ", ".join("${" + ".".join(p.path) + "}" for p in cycle if p.path)
-                raise HoconError(f"substitutions refer to each other in a cycle ({names})", raw.concat.line)
-            self.active.append(raw)
-            try:
-                self._remember(raw, self.concat(raw))
-            finally:
-                self.active.pop()
-            return self.memo[id(raw)][1]
-        return raw
+        if id(raw) in self.in_progress:
+            cycle = self.active[next(i for i, p in enumerate(self.active) if p is raw):]
+            names = ["${" + ".".join(p.path) + "}" for p in cycle if p.path]
+            names = ", ".join(names if len(names) <= 10 else [*names[:10], f"... {len(names) - 10} more"])
+            raise HoconError(f"substitutions refer to each other in a cycle ({names})", raw.concat.line)
+        self.active.append(raw)
+        self.in_progress.add(id(raw))
+        try:
+            value = self.concat(raw)
+        finally:
+            self.in_progress.discard(id(self.active.pop()))
+        if _has_substitution(raw.concat) and _nests_deeper(value, MAX_NESTING):
+            raise HoconError(f"substitutions build a value here whose objects and lists nest more than "
+                             f"{MAX_NESTING} levels deep; a job needs a few levels: write it flatter",
+                             raw.concat.line)
+        return value
 
     def _remember(self, raw: Any, value: Any) -> None:
         # Keyed by id, so the node is kept alive with its value: a freed node's id is reused.
@@ -234,16 +284,16 @@ class Resolver:
             if isinstance(node, RawObj):
                 node = node.items.get(key, _MISSING)
             else:
-                value = self.value(node)
+                value = self._value(node)
                 node = value.get(key, _MISSING) if isinstance(value, dict) else _MISSING
             if node is _MISSING:
                 return _MISSING
-        return self.value(node)
+        return self._value(node)
 
     def substitution(self, token: Token, owner: Pending) -> Any:
         subst: Subst = token.value
         if owner.path is not None and subst.path == owner.path:      # ${a} inside a's own value
-            found = self.value(owner.prior) if owner.prior is not None else UNDEFINED
+            found = self._value(owner.prior) if owner.prior is not None else UNDEFINED
         else:
             found = self.lookup(subst.path)
             if found is _MISSING:
@@ -251,19 +301,15 @@ class Resolver:
                 found = self.environ.get(name, UNDEFINED)
         if found is UNDEFINED and not subst.optional:
             name = ".".join(subst.path)
-            raise HoconError(f"substitution ${{{name}}} is not defined", token.line, token.col, undefined=name)
+            raise HoconError(f"substitution ${{{name}}} is not defined", token.line, token.col, undefined=name,
+                             extent=(token.start, token.end) if token.start >= 0 else None)
         return found
 
     def concat(self, pending: Pending) -> Any:
         parts: list[tuple[bool, Any]] = []          # (is whitespace, value)
-        site = pending.site
         for part in pending.concat.parts:
-            if isinstance(part, Obj):
-                parts.append((False, self.value(self.nested.object(part, site))))
-            elif isinstance(part, Arr):
-                items = [self.value(Pending(item, None, site=None if site is None else (*site, f"[{i}]")))
-                         for i, item in enumerate(part.items)]
-                parts.append((False, [v for v in items if v is not UNDEFINED]))
+            if isinstance(part, (Obj, Arr)):
+                parts.append((False, self._part(part, pending.site)))
             elif part.kind == "subst":
                 found = self.substitution(part, pending)
                 if found is not UNDEFINED:
@@ -271,6 +317,29 @@ class Resolver:
             else:
                 parts.append((part.kind == "ws", part.value))
         return _join(parts, pending.concat.line)
+
+    def _part(self, part: Obj | Arr, site: tuple[str, ...] | None) -> Any:
+        # Built once: an attempt started again (``value``) finds the nodes it left remembered.
+        if id(part) not in self.built:
+            self.built[id(part)] = self.nested.object(part, site) if isinstance(part, Obj) else [
+                Pending(item, None, site=None if site is None else (*site, f"[{i}]"))
+                for i, item in enumerate(part.items)]
+        built = self.built[id(part)]
+        if isinstance(part, Obj):
+            return self._value(built)
+        return [v for v in (self._value(item) for item in built) if v is not UNDEFINED]
+
+
+def _nests_deeper(value: Any, limit: int) -> bool:
+    """Whether objects and lists nest more than ``limit`` deep in ``value`` (a walk, not a recursion)."""
+    todo = [(value, 0)]
+    while todo:
+        value, depth = todo.pop()
+        if isinstance(value, (dict, list)):
+            if depth >= limit:
+                return True
+            todo.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return False
 
 
 def _join(parts: list[tuple[bool, Any]], line: int) -> Any:

@@ -12,7 +12,7 @@ from typing import Union
 
 from seatide.config.hocon.lexer import Token, tokenize
 from seatide.config.hocon.paths import path_of
-from seatide.config.hocon.values import HoconError
+from seatide.config.hocon.values import MAX_NESTING, HoconError
 
 _SIMPLE = frozenset({"str", "num", "bool", "null"})
 
@@ -55,6 +55,7 @@ def parse_document(text: str) -> Union[Obj, Arr]:
 class _Parser:
     def __init__(self, tokens: list[Token]):
         self.tokens, self.i = tokens, 0
+        self.depth = -1          # objects and lists open around the current token, the document's own not counted
 
     @property
     def tok(self) -> Token:
@@ -62,7 +63,16 @@ class _Parser:
 
     def error(self, message: str, token: Token | None = None) -> HoconError:
         token = token or self.tok
-        return HoconError(message, token.line, token.col)
+        return HoconError(message, token.line, token.col, extent=(token.start, token.end))
+
+    def nest(self, levels: int, token: Token) -> None:
+        """``levels`` more objects or lists open at ``token``: refused past ``MAX_NESTING``, before
+        the parser's recursion (a level per level) can run out of stack."""
+        self.depth += levels
+        if self.depth > MAX_NESTING:
+            raise self.error(f"objects and lists nest more than {MAX_NESTING} levels deep here (a key "
+                             f"a.b.c counts a level per dot); a job needs a few levels: write the value "
+                             f"flatter, or look for brackets opened and never closed", token)
 
     def skip(self, *kinds: str) -> None:
         while self.tok.kind in kinds:
@@ -87,9 +97,11 @@ class _Parser:
     def object_body(self, closing: str, start: Token) -> Obj:
         """Fields up to ``closing`` (left unconsumed); a comma or a newline ends each field."""
         fields: list[Field] = []
+        self.nest(1, start)
         while True:
             self.skip("ws", "nl")
             if self.tok.kind == closing:
+                self.depth -= 1
                 return Obj(fields, start.line)
             if self.tok.kind == "eof":
                 raise self.error("an object is not closed: add the missing '}'", start)
@@ -133,7 +145,8 @@ class _Parser:
         try:
             path = path_of(key)
         except HoconError as exc:
-            raise HoconError(exc.reason, exc.line or start.line, exc.col or start.col) from None
+            raise HoconError(exc.reason, exc.line or start.line, exc.col or start.col,
+                             extent=exc.extent or (key[0].start, key[-1].end)) from None
         after_key = self.i
         self.skip("nl", "ws")      # the separator or the object may start on the next line
         if self.tok.kind not in (":", "=", "+=", "{"):
@@ -145,7 +158,10 @@ class _Parser:
             found = "a new line" if kind == "nl" else "the end of the file" if kind == "eof" else f"'{self.tok.text}'"
             raise self.error(f"expected '=', ':' or '{{' after the key '{'.'.join(path)}', found {found}")
         self.skip("ws", "nl")
-        return Field(path, kind == "+=", self.concat(), start.line, start.col)
+        self.nest(len(path) - 1, start)        # a.b.c = x is a { b { c = x } }
+        value = self.concat()
+        self.depth -= len(path) - 1
+        return Field(path, kind == "+=", value, start.line, start.col)
 
     def concat(self) -> Concat:
         start = self.tok
@@ -175,10 +191,12 @@ class _Parser:
         start = self.tok
         self.i += 1
         items: list[Concat] = []
+        self.nest(1, start)
         while True:
             self.skip("ws", "nl")
             if self.tok.kind == "]":
                 self.i += 1
+                self.depth -= 1
                 return Arr(items, start.line)
             if self.tok.kind == "eof":
                 raise self.error("a list is not closed: add the missing ']'", start)

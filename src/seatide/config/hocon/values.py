@@ -4,19 +4,26 @@ written, and the error every stage of the reader raises."""
 from __future__ import annotations
 
 _LONG = 1 << 63
+# How deep objects and lists may nest, in the text or in a value substitutions build: a job
+# needs a few levels; far more is a mistake or an attack, and the reader (recursive, as is
+# whatever walks the tree after it) must refuse it with a message, never a RecursionError.
+MAX_NESTING = 100
 
 
 class HoconError(ValueError):
     """Text that is not HOCON, or a substitution that cannot be resolved.
 
     ``reason`` says what is wrong and how to fix it; ``line``/``col`` say where (None when
-    the whole document is at fault). ``undefined`` names a substitution nothing defines."""
+    the whole document is at fault). ``undefined`` names a substitution nothing defines.
+    ``extent`` is the text at fault, ``(start, end)`` offsets, when known: a reader that filled
+    values into the text (``job_text``) tells from it whether the fault is in a filled value."""
 
     def __init__(self, reason: str, line: int | None = None, col: int | None = None,
-                 undefined: str | None = None):
+                 undefined: str | None = None, extent: tuple[int, int] | None = None):
         where = f" at line {line}, column {col}" if line and col else f" at line {line}" if line else ""
         super().__init__(reason + where)
         self.reason, self.line, self.col, self.undefined = reason, line, col, undefined
+        self.extent = extent
 
 
 class _AsWritten:
