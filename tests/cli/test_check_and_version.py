@@ -126,6 +126,21 @@ def test_check_refuses_an_invalid_job_leading_with_the_reason_then_where_and_exi
     assert as_json["valid"] is False and "Sqll" in as_json["error"]
 
 
+def test_a_job_nested_past_the_limit_is_refused_with_its_line_and_exit_2_not_a_traceback(tmp_path):
+    """5,000 nested lists once ended ``check``, ``run`` and the SeaTunnel script in a RecursionError's
+    traceback (exit 1); they name the line, the limit and the fix, with exit 2."""
+    deep = TWO_PIPELINES.replace("row.num = 5", "x = " + "[" * 5000 + "]" * 5000 + "\n    row.num = 5")
+    path = _job(tmp_path, deep)
+    line = deep.splitlines().index(next(row for row in deep.splitlines() if row.lstrip().startswith("x = "))) + 1
+    for command in (["seatide.cli.main", "check", path], ["seatide.cli.main", "run", path],
+                    ["seatide.cli.seatunnel", "--check", "-c", path]):
+        result = subprocess.run([sys.executable, "-m", *command, "-i", "rows=1"], capture_output=True, text=True,
+                                timeout=120, cwd=ROOT, env=dict(os.environ, SEATIDE_DATA_DIR=str(tmp_path / "data")))
+        assert result.returncode == 2, (command, result.stderr[-500:])
+        assert "Traceback" not in result.stderr and "more than 100 levels deep" in result.stderr
+        assert f"line {line} of {path}" in result.stderr
+
+
 def test_check_needs_the_variables_and_strict_makes_warnings_errors(tmp_path):
     path = _job(tmp_path)
     missing = seatide("check", path)

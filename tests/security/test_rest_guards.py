@@ -164,3 +164,28 @@ def test_a_refusal_that_quotes_a_secret_variable_masks_it(app_on):
     response = app_on().post("/api/v1/submit-job", json={"config": config, "variables": {"tenant": "Tenant-Secret-2"}})
     assert response.status_code == 400
     assert "row.num" in response.json()["error"] and "Tenant-Secret-2" not in response.text
+
+
+# 5,000 nested lists in a job's text; 300 in a JSON body (JSON far deeper does not get past the
+# body's parser). Each route answers 400 naming the limit and the fix: before, a RecursionError
+# made the text routes a 500 (or took a worker down), and /encrypt-config copied the tree recursively.
+DEEP_TEXT = JOB.replace("row.num = 3", "x = " + "[" * 5000 + "]" * 5000 + ", row.num = 3")
+DEEP_TREE = {"env": {"shade.identifier": "base64"}, "sink": [{"plugin_name": "Console"}],
+             "source": [{"plugin_name": "FakeSource", "password": "pw", "x": [[]]}]}
+for _ in range(300):
+    DEEP_TREE["source"][0]["x"] = [DEEP_TREE["source"][0]["x"]]
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/api/v1/submit-job", {"config": DEEP_TEXT}),
+    ("/api/v1/submit-jobs", [{"config": DEEP_TEXT}]),
+    ("/submit-job", DEEP_TREE),
+    ("/submit-jobs", [DEEP_TREE]),
+    ("/api/v1/encrypt-config", DEEP_TREE),
+    ("/encrypt-config", DEEP_TREE),
+])
+def test_a_job_nested_past_the_limit_is_400_naming_the_limit(app_on, path, body):
+    response = app_on().post(path, json=body)
+    assert response.status_code == 400, response.text
+    message = response.json().get("error") or response.json().get("message") or response.json()["detail"]
+    assert "more than 100 levels deep" in message and "flatter" in message, message

@@ -37,7 +37,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from seatide.config.job_text import flatten
+from seatide.config.hocon.values import MAX_NESTING, nested_past
+from seatide.config.job_text import dotted, flatten
 
 SENSITIVE_OPTIONS = ("username", "password", "auth", "token", "access_key", "secret_key")
 SHADES = ("default", "base64", "aes256")
@@ -163,6 +164,7 @@ def read_shade(env: Mapping[str, Any], *, runs_here: bool = True) -> Shade:
 
 def encrypt_config(tree: Mapping[str, Any]) -> dict:
     """The job tree with the options its shade covers encrypted (env kept as written)."""
+    _refuse_deep(tree)
     shade = read_shade(_env_of(tree))
     return _each_block(tree, lambda block, where: shade.hide(block, where))
 
@@ -170,8 +172,19 @@ def encrypt_config(tree: Mapping[str, Any]) -> dict:
 def decrypt_config(tree: Mapping[str, Any], runs_here: bool = True) -> dict:
     """The job tree with the options its shade covers in clear (aes256's only where its key is at hand, when
     not ``runs_here``: ``read_shade``)."""
+    _refuse_deep(tree)
     shade = read_shade(_env_of(tree), runs_here=runs_here)
     return _each_block(tree, lambda block, where: shade.reveal(block, where))
+
+
+def _refuse_deep(tree: Any) -> None:
+    """A tree from a request body (``/encrypt-config``) is checked as a job text is: nesting past
+    ``MAX_NESTING`` is refused before anything recurses through it (copy, flatten, JSON)."""
+    path = nested_past(tree)
+    if path is not None:
+        under = dotted(tuple(f"[{key}]" if isinstance(key, int) else str(key) for key in path[:4]))
+        raise ShadeError(f"objects and lists nest more than {MAX_NESTING} levels deep in the config (under "
+                         f"{under}...); a job needs a few levels: write the value flatter")
 
 
 def _env_of(tree: Mapping[str, Any]) -> Mapping[str, Any]:

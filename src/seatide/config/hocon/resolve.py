@@ -21,7 +21,7 @@ from typing import Any, Collection, Mapping
 
 from seatide.config.hocon.lexer import Subst, Token
 from seatide.config.hocon.syntax import Arr, Concat, Field, Obj
-from seatide.config.hocon.values import MAX_NESTING, HoconError, text_of
+from seatide.config.hocon.values import MAX_NESTING, HoconError, nested_past, text_of
 
 BLOCK_MARK = "__seatide_block_"
 
@@ -268,7 +268,7 @@ class Resolver:
             value = self.concat(raw)
         finally:
             self.in_progress.discard(id(self.active.pop()))
-        if _has_substitution(raw.concat) and _nests_deeper(value, MAX_NESTING):
+        if _has_substitution(raw.concat) and nested_past(value) is not None:
             raise HoconError(f"substitutions build a value here whose objects and lists nest more than "
                              f"{MAX_NESTING} levels deep; a job needs a few levels: write it flatter",
                              raw.concat.line)
@@ -328,18 +328,6 @@ class Resolver:
         if isinstance(part, Obj):
             return self._value(built)
         return [v for v in (self._value(item) for item in built) if v is not UNDEFINED]
-
-
-def _nests_deeper(value: Any, limit: int) -> bool:
-    """Whether objects and lists nest more than ``limit`` deep in ``value`` (a walk, not a recursion)."""
-    todo = [(value, 0)]
-    while todo:
-        value, depth = todo.pop()
-        if isinstance(value, (dict, list)):
-            if depth >= limit:
-                return True
-            todo.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
-    return False
 
 
 def _join(parts: list[tuple[bool, Any]], line: int) -> Any:

@@ -88,3 +88,17 @@ def text_of(value) -> str:
     if value is True or value is False:
         return "true" if value else "false"
     return str(value)
+
+
+def nested_past(value, limit: int = MAX_NESTING) -> tuple | None:
+    """The path (keys, list indexes) at which objects and lists in ``value`` nest more than
+    ``limit`` deep, or None. A walk, not a recursion: the value may be too deep to recurse."""
+    todo = [(value, ())]
+    while todo:
+        value, path = todo.pop()
+        if isinstance(value, (dict, list)):
+            if len(path) >= limit:
+                return path
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            todo.extend((item, (*path, key)) for key, item in items if isinstance(item, (dict, list)))
+    return None
