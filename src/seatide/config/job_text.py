@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from seatide.config.hocon import BLOCK_MARK, HoconError, Span, parse
 
@@ -45,6 +45,21 @@ class JobTextError(ValueError):
         self.reason, self.line, self.undefined = reason, line, undefined
 
 
+class Filled(NamedTuple):
+    """Where a variable's value was filled in: ``filled[start:end]`` in the filled text, for the
+    ``${...}`` written at ``written`` (an offset in the text as written), ``delta`` longer than it."""
+
+    start: int
+    end: int
+    name: str
+    written: int
+    delta: int
+
+    def placeholder(self, text: str) -> str:
+        """The ``${...}`` it replaced, in the text as written."""
+        return text[self.written:self.written + self.end - self.start - self.delta]
+
+
 @dataclass(frozen=True)
 class JobText:
     """One parse of a job: the tree (plugin blocks under unique keys, see ``unmark``), the
@@ -76,24 +91,96 @@ def _read(text: str, variables: tuple[tuple[str, str], ...]) -> JobText:
     try:
         doc = parse(filled, apart=PLUGIN_SECTIONS)
     except HoconError as exc:
-        raise JobTextError(exc.reason, exc.line, exc.undefined) from None
+        raise _as_written_error(exc, text, dict(variables), filled, replaced) from None
     if not isinstance(doc.value, dict):
         raise JobTextError("a job file must be an object with env, source, transform, sink")
-    sites = {(b.parent, b.index): BlockSite(b.parent, b.index, b.name, b.line) for b in doc.blocks}
-    return JobText(text, variables, doc.value, sites, _key_lines(doc.lines), _as_written(doc.spans, replaced))
+    written = _LinesAsWritten(text, filled, replaced)
+    sites = {(b.parent, b.index): BlockSite(b.parent, b.index, b.name, written.line(b.line)) for b in doc.blocks}
+    lines = {path: written.line(line) for path, line in doc.lines.items()}
+    return JobText(text, variables, doc.value, sites, _key_lines(lines), _as_written(doc.spans, replaced))
 
 
-def _as_written(spans: Mapping[tuple[str, ...], list[Span]], replaced: list[tuple[int, int, int]]):
+class _LinesAsWritten:
+    """Line N of the filled text -> its line in the text as written: a value of three lines filled
+    in on line 2 leaves what the user wrote on line 7 on line 7."""
+
+    def __init__(self, text: str, filled: str, replaced: list[Filled]):
+        self.text, self.filled, self.replaced = text, filled, replaced
+        # No value (nor a ``${name:default}`` it replaced) spans lines: every line stays where it was.
+        self.same = not any("\n" in filled[f.start:f.end] or "\n" in f.placeholder(text) for f in replaced)
+        self.starts: list[int] | None = None
+
+    def line(self, line: int) -> int:
+        if self.same:
+            return line
+        if self.starts is None:
+            self.starts = [0] + [i + 1 for i, ch in enumerate(self.filled) if ch == "\n"]
+        return self.text.count("\n", 0, _written_offset(self.starts[line - 1], self.replaced)) + 1
+
+
+def _as_written_error(exc: HoconError, text: str, variables: dict[str, str], filled: str,
+                      replaced: list[Filled]) -> JobTextError:
+    """``exc`` as the text as written shows it: its line counted there (a value of three lines filled
+    in above it does not move it), and a fault a filled value causes blamed on the variable, quoting
+    nothing of the value: values given with -i are often passwords."""
+    extent = exc.extent
+    if extent is None and exc.line is not None:     # no extent: the whole line the error names is suspect
+        start = 0
+        for _ in range(exc.line - 1):
+            start = filled.find("\n", start) + 1
+        extent = (start, filled.find("\n", start) + 1 or len(filled))
+    line = None if extent is None else text.count("\n", 0, _written_offset(extent[0], replaced)) + 1
+    blamed = None if extent is None else next(
+        (fill for fill in replaced if fill.start < max(extent[1], extent[0] + 1) and extent[0] < fill.end), None)
+    blamed = blamed or _culprit(text, variables, replaced)
+    if blamed is None:
+        return JobTextError(exc.reason, line, exc.undefined)
+    line = text.count("\n", 0, blamed.written) + 1
+    return JobTextError(f"the value of variable {blamed.name} does not parse here (line {line}): it is read as "
+                        f"HOCON where ${{{blamed.name}}} stands; give a value holding quotes, braces, commas, '#' "
+                        f"or new lines as a quoted HOCON string (its \\ and \" escaped). The value is not "
+                        f"shown: it may be a secret", line)
+
+
+def _culprit(text: str, variables: dict[str, str], replaced: list[Filled]) -> Filled | None:
+    """The variable whose value breaks the text though the error is found elsewhere (``-i pw='x}'``
+    closes an object early: the text after it is blamed): the text parses with it a plain word."""
+    firsts = list({fill.name: fill for fill in reversed(replaced)}.values())[::-1]
+    if not firsts or not _parses(text, {**variables, **{fill.name: "x" for fill in firsts}}):
+        return None
+    return next((fill for fill in firsts[:16] if _parses(text, {**variables, fill.name: "x"})), None)
+
+
+def _parses(text: str, variables: dict[str, str]) -> bool:
+    try:
+        parse(_substitute(text, variables)[0], apart=PLUGIN_SECTIONS)
+    except HoconError:
+        return False
+    return True
+
+
+def _written_offset(at: int, replaced: list[Filled]) -> int:
+    """An offset in the filled text -> in the text as written (inside a filled value: its ``${``)."""
+    shift = 0
+    for fill in replaced:
+        if fill.start <= at < fill.end:
+            return fill.written
+        if fill.end <= at:
+            shift += fill.delta
+    return at - shift
+
+
+def _as_written(spans: Mapping[tuple[str, ...], list[Span]], replaced: list[Filled]):
     """Spans in the filled text -> spans in the text as written; one that touches a filled-in
     variable is dropped (the text as written holds ``${name}`` there, not the value)."""
     out: dict[tuple[str, ...], tuple[Span, ...]] = {}
     for path, found in spans.items():
         kept = []
         for span in found:
-            if any(span.start < end and start < span.end for start, end, _ in replaced):
+            if any(span.start < fill.end and fill.start < span.end for fill in replaced):
                 continue
-            shift = sum(delta for _, end, delta in replaced if end <= span.start)
-            kept.append(Span(span.start - shift, span.end - shift, span.quote))
+            at = _written_offset(span.start, replaced)
+            kept.append(Span(at, at + span.end - span.start, span.quote))
         if kept:
             out[path] = tuple(kept)
     return out
@@ -138,10 +225,10 @@ def variable_defaults(text: str, variables: Mapping[str, str]) -> dict[str, set[
     return found
 
 
-def _substitute(text: str, variables: dict[str, str]) -> tuple[str, list[tuple[int, int, int]]]:
-    """``substitute``, and where it filled in: (start, end, length change) in the new text."""
+def _substitute(text: str, variables: dict[str, str]) -> tuple[str, list[Filled]]:
+    """``substitute``, and where it filled in."""
     parts: list[str] = []
-    replaced: list[tuple[int, int, int]] = []
+    replaced: list[Filled] = []
     at, length = 0, 0
     for match in _VARIABLE.finditer(text):
         name, default = match.group(1), match.group(2)
@@ -154,7 +241,7 @@ def _substitute(text: str, variables: dict[str, str]) -> tuple[str, list[tuple[i
         start = length + match.start() - at
         parts.append(value)
         length = start + len(value)
-        replaced.append((start, length, len(value) - (match.end() - match.start())))
+        replaced.append(Filled(start, length, name, match.start(), len(value) - (match.end() - match.start())))
         at = match.end()
     parts.append(text[at:])
     return "".join(parts), replaced

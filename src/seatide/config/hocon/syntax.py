@@ -156,7 +156,8 @@ class _Parser:
             self.i += 1
         elif kind != "{":
             found = "a new line" if kind == "nl" else "the end of the file" if kind == "eof" else f"'{self.tok.text}'"
-            raise self.error(f"expected '=', ':' or '{{' after the key '{'.'.join(path)}', found {found}")
+            raise HoconError(f"expected '=', ':' or '{{' after the key '{'.'.join(path)}', found {found}",
+                             self.tok.line, self.tok.col, extent=(key[0].start, self.tok.end))   # it quotes both
         self.skip("ws", "nl")
         self.nest(len(path) - 1, start)        # a.b.c = x is a { b { c = x } }
         value = self.concat()
