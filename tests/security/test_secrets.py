@@ -86,6 +86,23 @@ def test_config_text_keeps_its_layout_and_masks_every_secret():
     assert "partition_key = id" in shown and "secret.variables = [tenant]" in shown
 
 
+def test_a_file_that_starts_with_a_bom_is_masked_exactly_with_its_lines_right():
+    """A BOM (Windows editors write one) is skipped by the reader, not cut off the text: offsets
+    are the text's own, so the masked value is exactly the password (once: ``password =******s``)."""
+    from seatide.config.job_text import JobTextError, read_job_text
+
+    text = "\ufeff" + ('env {\n  job.mode = BATCH\n}\nsource {\n  Jdbc {\n    password = Bom-Pass-9x\n'
+                       '    url = "jdbc:postgresql://db/x"\n  }\n}\nsink { Console {} }\n')
+    assert mask_config_text(text, {}) == text.replace("Bom-Pass-9x", MASK)
+    quoted = text.replace("Bom-Pass-9x", '"Bom-Pass-9x"')
+    assert mask_config_text(quoted, {}) == quoted.replace("Bom-Pass-9x", MASK)
+    parsed = read_job_text(text)
+    assert parsed.keys[("source[0]", "password")] == 6 and parsed.sites[("source", 0)].line == 5
+    with pytest.raises(JobTextError) as caught:
+        read_job_text(text.replace('db/x"', 'db/x'))       # its quote never closed
+    assert caught.value.line == 7
+
+
 def test_config_text_that_does_not_parse_is_masked_line_by_line():
     shown = mask_config_text('source { Jdbc { password = "Broken-Pass-5", url = "x" ', {})
     assert "Broken-Pass-5" not in shown and f'password = "{MASK}"' in shown

@@ -41,8 +41,6 @@ def parse(text: str, apart: Collection[str] = (), environ: Mapping[str, str] | N
     Fields directly inside the top-level keys named in ``apart`` are kept apart from their
     namesakes (``resolve.Builder``). Substitutions not defined in the text are read from
     ``environ`` (default: the process environment), as Typesafe Config does."""
-    if text.startswith("\ufeff"):
-        text = text[1:]
     node = parse_document(text)
     builder = Builder(apart)
     if isinstance(node, Arr):      # a document may be a list; a job file never is

@@ -58,6 +58,10 @@ def tokenize(text: str) -> list[Token]:
 class _Lexer:
     def __init__(self, text: str):
         self.text, self.i, self.line, self.line_start = text, 0, 1, 0
+        if text.startswith("\ufeff"):
+            # A BOM is skipped, not cut off: offsets (a Span, an error's extent) stay those of
+            # the text as given, so a reader that rewrites a value in place hits the value.
+            self.i = self.line_start = 1
         self.out: list[Token] = []
 
     def error(self, message: str, at: int | None = None, extent: tuple[int, int] | None = None) -> HoconError:
