@@ -141,6 +141,13 @@ def test_a_job_nested_past_the_limit_is_refused_with_its_line_and_exit_2_not_a_t
         assert f"line {line} of {path}" in result.stderr
 
 
+def test_a_variable_whose_value_breaks_the_parse_is_named_and_its_value_not_shown(tmp_path):
+    path = _job(tmp_path)
+    result = seatide("check", path, "-i", 'rows=Cli"Pw,7')
+    assert result.returncode == 2 and "variable rows does not parse here (line 10)" in result.stderr, result.stderr
+    assert not any(piece in result.stderr for piece in ("Cli", 'li"', '"Pw', "Pw,", "w,7"))
+
+
 def test_check_needs_the_variables_and_strict_makes_warnings_errors(tmp_path):
     path = _job(tmp_path)
     missing = seatide("check", path)
