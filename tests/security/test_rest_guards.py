@@ -197,3 +197,15 @@ def test_a_variable_whose_value_breaks_the_parse_is_named_and_its_value_not_show
     assert response.status_code == 400, response.text
     assert "variable pw does not parse here" in response.json()["error"]
     assert not any(piece in response.text for piece in ("Rest", 'st"P', "Pw,9"))
+
+
+@pytest.mark.parametrize("path", ["/submit-job", "/submit-jobs", "/api/v1/encrypt-config", "/encrypt-config",
+                                  "/api/v1/submit-job"])
+def test_a_json_body_too_deep_for_the_json_reader_is_400_saying_so(app_on, path):
+    """5,000 nested lists stop Python's JSON reader itself (RecursionError): FastAPI's answer was a
+    bare "There was an error parsing the body"."""
+    body = '{"config": ' + "[" * 5000 + "]" * 5000 + "}"
+    response = app_on().post(path, content=body if path != "/submit-jobs" else f"[{body}]",
+                             headers={"content-type": "application/json"})
+    assert response.status_code == 400, response.text
+    assert "nests objects and lists too deep to read" in response.text and "flatter" in response.text

@@ -1,11 +1,17 @@
 """What a request may carry: a body of bounded size (a huge one is refused, 413, before it
-is read whole), ids within the store's integer range, and one HTTP status per refusal kind."""
+is read whole), JSON nested no deeper than Python's reader goes, ids within the store's integer
+range, and one HTTP status per refusal kind."""
 
 from __future__ import annotations
 
 import json
+from typing import Callable
 
-from seatide.intents import RefusalKind
+from fastapi import Request
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException     # what FastAPI raises for a body it cannot read
+
+from seatide.intents import Refusal, RefusalKind
 
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 # Ids and offsets a request may name: above this they cannot exist (BIGINT columns).
@@ -55,3 +61,22 @@ class BodySizeLimit:
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
+
+
+class BodyRoute(APIRoute):
+    """A JSON body nested past what Python's JSON reader recurses through (about 1,000 levels) is
+    refused saying so, not with FastAPI's "There was an error parsing the body"."""
+
+    def get_route_handler(self) -> Callable:
+        handler = super().get_route_handler()
+
+        async def answer(request: Request):
+            try:
+                return await handler(request)
+            except HTTPException as exc:
+                if isinstance(exc.__cause__, RecursionError):
+                    raise Refusal(RefusalKind.BAD_REQUEST, "the request body's JSON nests objects and lists too "
+                                                           "deep to read (a job needs a few levels; 100 at the "
+                                                           "most): write it flatter") from None
+                raise
+        return answer

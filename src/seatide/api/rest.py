@@ -18,7 +18,7 @@ from seatide import failpoints, intents
 from seatide.api.auth import TokenAuth
 from seatide.api.encoding import ListResponse
 from seatide.api.inspection import inspection_router
-from seatide.api.limits import DEFAULT_MAX_REQUEST_BYTES, HTTP_STATUS, MAX_ID, BodySizeLimit
+from seatide.api.limits import DEFAULT_MAX_REQUEST_BYTES, HTTP_STATUS, MAX_ID, BodyRoute, BodySizeLimit
 from seatide.api.metrics import CoordinatorMetrics, RequestTimer, ResponseStatus
 from seatide.api.seatunnel_v2 import seatunnel_router
 from seatide.api.sessions import ReadAgainOnNewSession
@@ -89,6 +89,7 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
                auth_reads: bool = False, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                on_write: Callable[[], None] | None = None) -> FastAPI:
     app = FastAPI(title="SeaTide", version="1", docs_url="/api/v1/docs", openapi_url="/api/v1/openapi.json")
+    app.router.route_class = BodyRoute
     app.state.metrics = metrics = metrics or CoordinatorMetrics(store, node_id)
     app.add_middleware(ReadAgainOnNewSession)      # innermost: a read taken again is timed as one
     if on_write is not None:

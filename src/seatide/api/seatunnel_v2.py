@@ -29,7 +29,7 @@ from sqlalchemy import select
 from seatide import intents
 from seatide.api import seatunnel_views as views
 from seatide.api.encoding import ListResponse
-from seatide.api.limits import HTTP_STATUS
+from seatide.api.limits import HTTP_STATUS, BodyRoute
 from seatide.api.seatunnel_monitoring import system_monitoring
 from seatide.config.shade import ShadeError, encrypt_config
 from seatide.intents import Refusal, RefusalKind
@@ -47,7 +47,7 @@ def fail(status: int, message: str) -> JSONResponse:
     return JSONResponse(status_code=status, content={"status": "fail", "message": message})
 
 
-class SeaTunnelRoute(APIRoute):
+class SeaTunnelRoute(BodyRoute):
     """Every refusal of these routes in SeaTunnel's error shape, never a traceback."""
 
     def get_route_handler(self) -> Callable:
