@@ -8,6 +8,7 @@ tree is read-only: code that needs to change a block copies it first.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from dataclasses import dataclass
@@ -108,14 +109,16 @@ class _LinesAsWritten:
         self.text, self.filled, self.replaced = text, filled, replaced
         # No value (nor a ``${name:default}`` it replaced) spans lines: every line stays where it was.
         self.same = not any("\n" in filled[f.start:f.end] or "\n" in f.placeholder(text) for f in replaced)
-        self.starts: list[int] | None = None
+        self.starts: list[int] = []         # where each line starts, in the filled text
+        self.newlines: list[int] = []       # where each line ends, in the text as written
 
     def line(self, line: int) -> int:
         if self.same:
             return line
-        if self.starts is None:
-            self.starts = [0] + [i + 1 for i, ch in enumerate(self.filled) if ch == "\n"]
-        return self.text.count("\n", 0, _written_offset(self.starts[line - 1], self.replaced)) + 1
+        if not self.starts:
+            self.starts = [0] + [m.end() for m in re.finditer("\n", self.filled)]
+            self.newlines = [m.start() for m in re.finditer("\n", self.text)]
+        return bisect.bisect_left(self.newlines, _written_offset(self.starts[line - 1], self.replaced)) + 1
 
 
 def _as_written_error(exc: HoconError, text: str, variables: dict[str, str], filled: str,
