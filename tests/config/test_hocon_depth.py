@@ -92,3 +92,33 @@ def test_a_long_cycle_is_still_a_cycle_and_its_message_stays_short():
     with pytest.raises(HoconError, match="cycle") as caught:
         value(text)
     assert len(caught.value.reason) < 300
+
+
+# A value holding another twice, over and over, doubles each time: 26 lines make 2^26 elements.
+# Walking each value to check its depth once took 33 s at 22 lines; the size is now capped.
+
+@pytest.mark.parametrize("shape", ["[${a%d}, ${a%d}]", "{x = ${a%d}, y = ${a%d}}", "${a%d} ${a%d}"])
+def test_a_value_doubled_over_and_over_is_refused_naming_its_line(shape):
+    text = "a0 = {v = 1}\n" if shape.startswith("{") else "a0 = [1]\n"
+    text += "".join(f"a{i} = {shape % (i - 1, i - 1)}\n" for i in range(1, 26))
+    with pytest.raises(HoconError, match="substitutions build a value of more than 1,000,000 elements") as caught:
+        value(text)
+    assert caught.value.line is not None and 18 <= caught.value.line <= 22
+
+
+def test_many_keys_each_a_large_value_are_refused_as_one_value():
+    text = "a0 = [1]\n" + "".join(f"a{i} = [${{a{i - 1}}}, ${{a{i - 1}}}]\n" for i in range(1, 18))
+    text += "".join(f"k{i} = ${{a17}}\n" for i in range(20))
+    with pytest.raises(HoconError, match="more than 1,000,000 elements") as caught:
+        value(text)
+    assert caught.value.line >= 18     # a17, or one of the keys holding it
+
+
+def test_twenty_thousand_appends_read():
+    # each value's depth was found by a walk of the whole value: quadratic, 98 s
+    assert value("a = []\n" + "".join(f"a += {i}\n" for i in range(20000)))["a"] == list(range(20000))
+
+
+def test_an_object_grown_by_five_thousand_self_references_reads():
+    got = value("a = {}\n" + "".join(f"a = ${{a}} {{k{i} = {i}}}\n" for i in range(5000)))["a"]
+    assert got == {f"k{i}": i for i in range(5000)}

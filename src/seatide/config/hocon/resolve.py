@@ -21,7 +21,8 @@ from typing import Any, Collection, Mapping
 
 from seatide.config.hocon.lexer import Subst, Token
 from seatide.config.hocon.syntax import Arr, Concat, Field, Obj
-from seatide.config.hocon.values import MAX_NESTING, HoconError, nested_past, text_of
+from seatide.config.hocon.shape import MAX_ELEMENTS, Shapes
+from seatide.config.hocon.values import MAX_NESTING, HoconError
 
 BLOCK_MARK = "__seatide_block_"
 
@@ -208,6 +209,7 @@ class Resolver:
         self.in_progress: set[int] = set()       # their ids, for the cycle check at each of 5,000 links
         self.levels = 0
         self.built: dict[int, Any] = {}          # id of an Obj/Arr part -> what it was built into, once
+        self.shapes = Shapes()                   # depth and size of each value, found once
 
     def value(self, raw: Any) -> Any:
         """``raw`` resolved, recursing at most ``_LEVELS`` deep: an attempt that would go deeper stops,
@@ -247,15 +249,21 @@ class Resolver:
     def _resolve(self, raw: Any) -> Any:
         if isinstance(raw, RawObj):
             resolved = {k: self._value(v) for k, v in raw.items.items()}
-            return {k: v for k, v in resolved.items() if v is not UNDEFINED}
+            value = {k: v for k, v in resolved.items() if v is not UNDEFINED}
+            if self.shapes.of(value)[1] > MAX_ELEMENTS:      # many keys, each a large substituted value
+                largest = max(value, key=lambda k: self.shapes.of(value[k])[1])
+                raise _too_large(_line_of(raw.items[largest]))
+            return value
         if isinstance(raw, Merge):
             newer = self._value(raw.newer)
             if newer is UNDEFINED:
                 return self._value(raw.older) if raw.older is not None else UNDEFINED
+            if isinstance(newer, dict) and _holds_its_prior(raw):
+                return newer        # ``a = ${a} {k = 1}``: merged onto the older value already
             if isinstance(newer, dict):
                 older = self._value(raw.older) if raw.older is not None else None
                 if isinstance(older, dict):
-                    return merge(older, newer)
+                    return self.shapes.merge(older, newer)
             return newer
         if id(raw) in self.in_progress:
             cycle = self.active[next(i for i, p in enumerate(self.active) if p is raw):]
@@ -268,10 +276,14 @@ class Resolver:
             value = self.concat(raw)
         finally:
             self.in_progress.discard(id(self.active.pop()))
-        if _has_substitution(raw.concat) and nested_past(value) is not None:
-            raise HoconError(f"substitutions build a value here whose objects and lists nest more than "
-                             f"{MAX_NESTING} levels deep; a job needs a few levels: write it flatter",
-                             raw.concat.line)
+        if _has_substitution(raw.concat):
+            depth, size = self.shapes.of(value)
+            if depth > MAX_NESTING:
+                raise HoconError(f"substitutions build a value here whose objects and lists nest more than "
+                                 f"{MAX_NESTING} levels deep; a job needs a few levels: write it flatter",
+                                 raw.concat.line)
+            if size > MAX_ELEMENTS:
+                raise _too_large(raw.concat.line)
         return value
 
     def _remember(self, raw: Any, value: Any) -> None:
@@ -316,7 +328,7 @@ class Resolver:
                     parts.append((False, found))
             else:
                 parts.append((part.kind == "ws", part.value))
-        return _join(parts, pending.concat.line)
+        return self.shapes.join(parts, pending.concat.line, UNDEFINED)
 
     def _part(self, part: Obj | Arr, site: tuple[str, ...] | None) -> Any:
         # Built once: an attempt started again (``value``) finds the nodes it left remembered.
@@ -330,32 +342,26 @@ class Resolver:
         return [v for v in (self._value(item) for item in built) if v is not UNDEFINED]
 
 
-def _join(parts: list[tuple[bool, Any]], line: int) -> Any:
-    values = [v for ws, v in parts if not ws]
-    if not values:
-        return UNDEFINED
-    if len(parts) == 1:
-        return parts[0][1]
-    structured = [v for v in values if isinstance(v, (dict, list))]
-    if structured:
-        if all(isinstance(v, dict) for v in values):
-            out: dict = {}
-            for v in values:
-                out = merge(out, v)
-            return out
-        if all(isinstance(v, list) for v in values):
-            return [item for v in values for item in v]
-        raise HoconError("a value joins an object or a list with text or with the other kind; put text "
-                         "in double quotes, or separate the values with a comma or a new line", line)
-    return "".join(v if ws else text_of(v) for ws, v in parts)
+def _holds_its_prior(merge: Merge) -> bool:
+    """Whether ``merge.newer`` refers to the field's own earlier value (``merge.older``): an object
+    built so holds it merged in, and merging it under again would change nothing, at the cost of
+    a walk through all its keys (20,000 ``a = ${a} {kN = N}`` lines: 200 million steps)."""
+    newer = merge.newer
+    return (isinstance(newer, Pending) and newer.prior is merge.older and newer.path is not None
+            and any(isinstance(p, Token) and p.kind == "subst" and p.value.path == newer.path
+                    for p in newer.concat.parts))
 
 
-def merge(older: dict, newer: dict) -> dict:
-    """``newer`` over ``older``: objects under the same key merge, anything else is replaced."""
-    out = dict(older)
-    for key, value in newer.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = value
-    return out
+def _too_large(line: int | None) -> HoconError:
+    return HoconError(f"substitutions build a value of more than {MAX_ELEMENTS:,} elements here (a value "
+                      f"holding another twice, over and over, doubles each time); a job needs far fewer: "
+                      f"refer to a value once, or write it out", line)
+
+
+def _line_of(raw: Any) -> int | None:
+    """The line a raw value was written on, for an error about it (None for an object: its own keys say)."""
+    if isinstance(raw, Pending):
+        return raw.concat.line
+    if isinstance(raw, Merge):
+        return _line_of(raw.newer) or _line_of(raw.older)
+    return None
