@@ -177,6 +177,34 @@ def decrypt_config(tree: Mapping[str, Any], runs_here: bool = True) -> dict:
     return _each_block(tree, lambda block, where: shade.reveal(block, where))
 
 
+def revealed_values(tree: Mapping[str, Any]) -> set[str]:
+    """The clear text of every shaded option that decodes (aes256's where its key is at hand), for
+    masking: an option that does not decode has no clear text anywhere, so it is passed over, not
+    every other one with it. A shade that cannot be read raises ``ShadeError``: nothing decodes it,
+    and the job is refused for it."""
+    env = tree.get("env") if isinstance(tree, Mapping) else None
+    if not isinstance(env, Mapping):        # no env object, no shade: nothing is hidden
+        return set()
+    _refuse_deep(tree)
+    shade = read_shade(env, runs_here=False)
+    found: set[str] = set()
+
+    def each(block: dict, where: str) -> dict:
+        for option in shade.options if shade.active else ():
+            spot = _locate(block, option)
+            value = spot[0][spot[1]] if spot else None
+            for text in value if isinstance(value, list) else [value]:
+                try:
+                    if isinstance(text, str):
+                        found.add(shade._decrypt(text, where, option))
+                except ShadeError:
+                    pass
+        return block
+
+    _each_block(tree, each)
+    return found
+
+
 def _refuse_deep(tree: Any) -> None:
     """A tree from a request body (``/encrypt-config``) is checked as a job text is: nesting past
     ``MAX_NESTING`` is refused before anything recurses through it (copy, flatten, JSON)."""

@@ -275,16 +275,11 @@ def _collect(node: Any, path: list[str], found: set[str]) -> None:
 def _revealed(tree: Mapping) -> set[str]:
     """The values a shade hides (``shade.identifier``: base64, or aes256 where its key is at hand), in clear: the
     driver connects with them, and a connector's message shows them so (review 8, F3). Only their encoded form
-    is in the config text."""
-    from seatide.config.shade import ShadeError, decrypt_config, read_shade
+    is in the config text. Never "nothing" for an error: a tree the reader accepted is one the shade reads, and
+    a shade that cannot be read raises (``ShadeError``), as the job's loader does."""
+    from seatide.config.shade import revealed_values
 
-    try:
-        if not read_shade(tree.get("env") or {}, runs_here=False).active:
-            return set()
-        clear = decrypt_config(tree, runs_here=False)
-    except (ShadeError, AttributeError, TypeError):     # an odd config: its loader says what is wrong
-        return set()
-    return _strings(clear) - _strings(tree)
+    return revealed_values(tree) - _strings(tree)
 
 
 def _strings(node: Any) -> set[str]:

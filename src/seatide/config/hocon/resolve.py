@@ -22,7 +22,7 @@ from typing import Any, Collection, Mapping
 from seatide.config.hocon.lexer import Subst, Token
 from seatide.config.hocon.syntax import Arr, Concat, Field, Obj
 from seatide.config.hocon.shape import MAX_ELEMENTS, Shapes
-from seatide.config.hocon.values import MAX_NESTING, HoconError
+from seatide.config.hocon.values import MAX_NESTING, HoconError, too_deep
 
 BLOCK_MARK = "__seatide_block_"
 
@@ -278,7 +278,8 @@ class Resolver:
             self.in_progress.discard(id(self.active.pop()))
         if _has_substitution(raw.concat):
             depth, size = self.shapes.of(value)
-            if depth > MAX_NESTING:
+            # the value's own object or list sits at the level of its key: the rule the parser applies
+            if depth and too_deep(len(raw.site or ()) + depth - 1):
                 raise HoconError(f"substitutions build a value here whose objects and lists nest more than "
                                  f"{MAX_NESTING} levels deep; a job needs a few levels: write it flatter",
                                  raw.concat.line)

@@ -12,7 +12,7 @@ from typing import Union
 
 from seatide.config.hocon.lexer import Token, tokenize
 from seatide.config.hocon.paths import path_of
-from seatide.config.hocon.values import MAX_NESTING, HoconError
+from seatide.config.hocon.values import MAX_NESTING, HoconError, too_deep
 
 _SIMPLE = frozenset({"str", "num", "bool", "null"})
 
@@ -69,7 +69,7 @@ class _Parser:
         """``levels`` more objects or lists open at ``token``: refused past ``MAX_NESTING``, before
         the parser's recursion (a level per level) can run out of stack."""
         self.depth += levels
-        if self.depth > MAX_NESTING:
+        if too_deep(self.depth):
             raise self.error(f"objects and lists nest more than {MAX_NESTING} levels deep here (a key "
                              f"a.b.c counts a level per dot); a job needs a few levels: write the value "
                              f"flatter, or look for brackets opened and never closed", token)

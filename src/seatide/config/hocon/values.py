@@ -90,14 +90,21 @@ def text_of(value) -> str:
     return str(value)
 
 
-def nested_past(value, limit: int = MAX_NESTING) -> tuple | None:
-    """The path (keys, list indexes) at which objects and lists in ``value`` nest more than
-    ``limit`` deep, or None. A walk, not a recursion: the value may be too deep to recurse."""
+def too_deep(level: int) -> bool:
+    """The one nesting rule, for the parser, the resolver and the shade alike: an object or list
+    whose key path from the document's root has more than ``MAX_NESTING`` steps (``a { b {} }``: b's
+    object is at level 2; the document's own object, at level 0, does not count)."""
+    return level > MAX_NESTING
+
+
+def nested_past(value) -> tuple | None:
+    """The path (keys, list indexes) at which an object or list in the document ``value`` is
+    ``too_deep``, or None. A walk, not a recursion: the value may be too deep to recurse."""
     todo = [(value, ())]
     while todo:
         value, path = todo.pop()
         if isinstance(value, (dict, list)):
-            if len(path) >= limit:
+            if too_deep(len(path)):
                 return path
             items = value.items() if isinstance(value, dict) else enumerate(value)
             todo.extend((item, (*path, key)) for key, item in items if isinstance(item, (dict, list)))
