@@ -80,3 +80,36 @@ def test_a_multi_line_value_that_parses_leaves_later_lines_right():
     text = 'env {\n  note = """${note}"""\n}\nsource {\n  FakeSource {\n    bogus-key = 1\n  }\n}\n'
     parsed = read_job_text(text, {"note": "one\ntwo\nthree"})
     assert parsed.keys[("source[0]", "bogus-key")] == 6
+
+
+# An error the resolver finds in one value (a list joined with text, a cycle) is blamed on a variable
+# only when that variable is filled in inside the value: once, any variable on the same line was.
+
+FAKE = "source {{ FakeSource {{\n    {fields}\n    schema = {{ fields {{ id = bigint }} }} }} }}\nsink {{ Console {{}} }}\n"
+
+
+def test_a_list_joined_with_text_beside_a_variable_keeps_its_own_message():
+    with pytest.raises(JobTextError) as caught:
+        read_job_text(FAKE.format(fields="host = ${host}, tags = [a] b"), {"host": "db1"})
+    assert caught.value.reason.startswith("a value joins an object or a list with text")
+    assert "variable host" not in str(caught.value) and caught.value.line == 2
+
+
+def test_a_list_joined_with_a_variable_blames_that_variable():
+    with pytest.raises(JobTextError) as caught:
+        read_job_text(FAKE.format(fields="host = ${host}, tags = [a] ${tag}"), {"host": "db1", "tag": "Sec-Val-9"})
+    assert "variable tag does not parse" in str(caught.value) and "variable host" not in str(caught.value)
+    assert "Sec-Val-9" not in str(caught.value) and caught.value.line == 2
+
+
+def test_a_cycle_beside_a_variable_is_a_cycle():
+    text = "env { host = ${host}, a = ${b} }\nb = ${c}\nc = ${env.a}\n" + FAKE.format(fields="x = 1")
+    with pytest.raises(JobTextError) as caught:
+        read_job_text(text, {"host": "db1"})
+    assert "cycle" in str(caught.value) and "variable host" not in str(caught.value) and "db1" not in str(caught.value)
+
+
+def test_the_advice_does_not_list_hash_as_a_character_that_breaks_the_parse():
+    with pytest.raises(JobTextError) as caught:
+        read_job_text(FAKE.format(fields="password = ${pw}"), {"pw": "a}b"})
+    assert "variable pw" in str(caught.value) and "'#'" not in str(caught.value)

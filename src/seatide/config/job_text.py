@@ -127,21 +127,22 @@ def _as_written_error(exc: HoconError, text: str, variables: dict[str, str], fil
     in above it does not move it), and a fault a filled value causes blamed on the variable, quoting
     nothing of the value: values given with -i are often passwords."""
     extent = exc.extent
-    if extent is None and exc.line is not None:     # no extent: the whole line the error names is suspect
+    if extent is None:      # no place within its line: no variable is blamed, the line is counted as written
         start = 0
-        for _ in range(exc.line - 1):
+        for _ in range((exc.line or 1) - 1):
             start = filled.find("\n", start) + 1
-        extent = (start, filled.find("\n", start) + 1 or len(filled))
-    line = None if extent is None else text.count("\n", 0, _written_offset(extent[0], replaced)) + 1
-    blamed = None if extent is None else next(
-        (fill for fill in replaced if fill.start < max(extent[1], extent[0] + 1) and extent[0] < fill.end), None)
+        line = None if exc.line is None else text.count("\n", 0, _written_offset(start, replaced)) + 1
+        return JobTextError(exc.reason, line, exc.undefined)
+    line = text.count("\n", 0, _written_offset(extent[0], replaced)) + 1
+    blamed = next((fill for fill in replaced if fill.start < max(extent[1], extent[0] + 1) and extent[0] < fill.end),
+                  None)
     blamed = blamed or _culprit(text, variables, replaced)
     if blamed is None:
         return JobTextError(exc.reason, line, exc.undefined)
     line = text.count("\n", 0, blamed.written) + 1
     return JobTextError(f"the value of variable {blamed.name} does not parse here (line {line}): it is read as "
-                        f"HOCON where ${{{blamed.name}}} stands; give a value holding quotes, braces, commas, '#' "
-                        f"or new lines as a quoted HOCON string (its \\ and \" escaped). The value is not "
+                        f"HOCON where ${{{blamed.name}}} stands; give a value holding quotes, brackets, braces, "
+                        f"commas or new lines as a quoted HOCON string (its \\ and \" escaped). The value is not "
                         f"shown: it may be a secret", line)
 
 

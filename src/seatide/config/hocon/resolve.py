@@ -269,7 +269,8 @@ class Resolver:
             cycle = self.active[next(i for i, p in enumerate(self.active) if p is raw):]
             names = ["${" + ".".join(p.path) + "}" for p in cycle if p.path]
             names = ", ".join(names if len(names) <= 10 else [*names[:10], f"... {len(names) - 10} more"])
-            raise HoconError(f"substitutions refer to each other in a cycle ({names})", raw.concat.line)
+            raise HoconError(f"substitutions refer to each other in a cycle ({names})", raw.concat.line,
+                             extent=_extent(raw.concat))
         self.active.append(raw)
         self.in_progress.add(id(raw))
         try:
@@ -282,9 +283,9 @@ class Resolver:
             if depth and too_deep(len(raw.site or ()) + depth - 1):
                 raise HoconError(f"substitutions build a value here whose objects and lists nest more than "
                                  f"{MAX_NESTING} levels deep; a job needs a few levels: write it flatter",
-                                 raw.concat.line)
+                                 raw.concat.line, extent=_extent(raw.concat))
             if size > MAX_ELEMENTS:
-                raise _too_large(raw.concat.line)
+                raise _too_large(raw.concat.line, _extent(raw.concat))
         return value
 
     def _remember(self, raw: Any, value: Any) -> None:
@@ -329,7 +330,7 @@ class Resolver:
                     parts.append((False, found))
             else:
                 parts.append((part.kind == "ws", part.value))
-        return self.shapes.join(parts, pending.concat.line, UNDEFINED)
+        return self.shapes.join(parts, pending.concat.line, UNDEFINED, _extent(pending.concat))
 
     def _part(self, part: Obj | Arr, site: tuple[str, ...] | None) -> Any:
         # Built once: an attempt started again (``value``) finds the nodes it left remembered.
@@ -353,10 +354,19 @@ def _holds_its_prior(merge: Merge) -> bool:
                     for p in newer.concat.parts))
 
 
-def _too_large(line: int | None) -> HoconError:
+def _extent(concat: Concat) -> tuple[int, int] | None:
+    """Where a value is written, ``(start, end)`` in the text: an error about it is blamed on a
+    variable filled in there (``job_text``), not on one elsewhere on its line."""
+    solid = [p for p in concat.parts if not (isinstance(p, Token) and p.kind == "ws")] or concat.parts
+    if not solid or solid[0].start < 0 or solid[-1].end < 0:
+        return None
+    return solid[0].start, solid[-1].end
+
+
+def _too_large(line: int | None, extent: tuple[int, int] | None = None) -> HoconError:
     return HoconError(f"substitutions build a value of more than {MAX_ELEMENTS:,} elements here (a value "
                       f"holding another twice, over and over, doubles each time); a job needs far fewer: "
-                      f"refer to a value once, or write it out", line)
+                      f"refer to a value once, or write it out", line, extent=extent)
 
 
 def _line_of(raw: Any) -> int | None:

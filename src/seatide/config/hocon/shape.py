@@ -80,7 +80,8 @@ class Shapes:
             depth = 1 + max((self.of(v)[0] for v in out.values()), default=0)
         return self._note(out, max(depth, deepest), size)
 
-    def join(self, parts: list[tuple[bool, Any]], line: int, undefined: Any) -> Any:
+    def join(self, parts: list[tuple[bool, Any]], line: int, undefined: Any,
+             extent: tuple[int, int] | None = None) -> Any:
         """Parts of one value, ``(is whitespace, value)``, concatenated: text as text, lists into one
         list, objects merged; an object or list with text is an error."""
         values = [v for ws, v in parts if not ws]
@@ -97,5 +98,5 @@ class Shapes:
             if all(isinstance(v, list) for v in values):
                 return self.joined(values) if len(values) > 1 else values[0]
             raise HoconError("a value joins an object or a list with text or with the other kind; put text "
-                             "in double quotes, or separate the values with a comma or a new line", line)
+                             "in double quotes, or separate the values with a comma or a new line", line, extent=extent)
         return "".join(v if ws else text_of(v) for ws, v in parts)

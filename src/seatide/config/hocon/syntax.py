@@ -30,12 +30,16 @@ class Field:
 class Obj:
     fields: list[Field]
     line: int
+    start: int = -1         # offsets of its braces in the text, for errors about a value holding it
+    end: int = -1
 
 
 @dataclass
 class Arr:
     items: list["Concat"]
     line: int
+    start: int = -1
+    end: int = -1
 
 
 # A simple value or whitespace is its Token; a substitution is a Token of kind "subst".
@@ -102,7 +106,7 @@ class _Parser:
             self.skip("ws", "nl")
             if self.tok.kind == closing:
                 self.depth -= 1
-                return Obj(fields, start.line)
+                return Obj(fields, start.line, start.start, self.tok.end)
             if self.tok.kind == "eof":
                 raise self.error("an object is not closed: add the missing '}'", start)
             if self.tok.kind == ",":
@@ -198,7 +202,7 @@ class _Parser:
             if self.tok.kind == "]":
                 self.i += 1
                 self.depth -= 1
-                return Arr(items, start.line)
+                return Arr(items, start.line, start.start, self.tokens[self.i - 1].end)
             if self.tok.kind == "eof":
                 raise self.error("a list is not closed: add the missing ']'", start)
             if self.tok.kind == ",":
