@@ -113,3 +113,18 @@ def test_the_advice_does_not_list_hash_as_a_character_that_breaks_the_parse():
     with pytest.raises(JobTextError) as caught:
         read_job_text(FAKE.format(fields="password = ${pw}"), {"pw": "a}b"})
     assert "variable pw" in str(caught.value) and "'#'" not in str(caught.value)
+
+
+def test_the_variable_that_breaks_the_parse_is_named_however_many_come_before_it():
+    # only the first 16 variables were tried, a reparse each: the 21st breaking the parse named none
+    fields = "\n    ".join(f"o{i} = ${{v{i}}}" for i in range(40))
+    values = {f"v{i}": "ok" for i in range(40)} | {"v20": "x}"}
+    with pytest.raises(JobTextError) as caught:
+        read_job_text(FAKE.format(fields=fields), values)
+    assert "variable v20 does not parse" in str(caught.value) and caught.value.line == 22
+
+
+def test_lines_after_many_variables_and_a_multi_line_value_are_the_lines_as_written():
+    text = "env { job.mode = BATCH }\nv0 = ${v}\n" + "".join(f"k{i} = ${{v}}\n" for i in range(300))
+    job = read_job_text(text + FAKE.format(fields="x = 1"), {"v": '"""a\nb\nc"""'})
+    assert job.sites[("source", 0)].line == 303
