@@ -69,3 +69,10 @@ def test_seatunnel_decrypt_reads_what_check_reads(tmp_path):
     assert checked.returncode == 0, checked.stderr
     assert decrypted.returncode == 0, decrypted.stderr
     assert PASSWORD in decrypted.stdout
+
+
+def test_a_shade_that_cannot_be_read_still_lets_the_refusal_be_masked():
+    from seatide.secrets import secret_values
+
+    text = _job("").replace("shade.identifier = base64", "shade.identifier = foo")
+    assert "Pw-Sec-77" in secret_values(text, {"db_password": "Pw-Sec-77"})

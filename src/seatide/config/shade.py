@@ -180,13 +180,18 @@ def decrypt_config(tree: Mapping[str, Any], runs_here: bool = True) -> dict:
 def revealed_values(tree: Mapping[str, Any]) -> set[str]:
     """The clear text of every shaded option that decodes (aes256's where its key is at hand), for
     masking: an option that does not decode has no clear text anywhere, so it is passed over, not
-    every other one with it. A shade that cannot be read raises ``ShadeError``: nothing decodes it,
-    and the job is refused for it."""
+    every other one with it. A tree nested past the reader's limit raises ``ShadeError``."""
     env = tree.get("env") if isinstance(tree, Mapping) else None
     if not isinstance(env, Mapping):        # no env object, no shade: nothing is hidden
         return set()
     _refuse_deep(tree)
-    shade = read_shade(env, runs_here=False)
+    try:
+        shade = read_shade(env, runs_here=False)
+    except ShadeError:
+        # Not "nothing to mask" for a failure to decode: a shade that cannot be read (an unknown
+        # identifier, an unreadable key file) decodes nothing in any process, and the job's loader
+        # refuses it; masking that refusal's message must not fail with it.
+        return set()
     found: set[str] = set()
 
     def each(block: dict, where: str) -> dict:
