@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 from seatide import failpoints
 from seatide.config.job import ConfigError
+from seatide.config.job_environment import marked, name_refusal, split
+from seatide.config.job_text import JobTextError, read_job_text, substitution_names
 from seatide.config.loader import load_job_text
 from seatide.config.local_paths import placed_text
 from seatide.coordinator.position_check import positions_gone
@@ -64,11 +66,16 @@ def check(text: str, variables: dict[str, str] | None = None, *, source: str | N
 def submit(store: Store, data_dir: str, *, text: str, variables: dict[str, str] | None = None,
            source: str | None = None, job_id: str | None = None, name: str | None = None,
            strict: bool = False, actor: str, pinned_worker: str | None = None,
-           cleanup_delay_s: float | None = None, paths_from: str | None = None) -> Accepted:
+           cleanup_delay_s: float | None = None, paths_from: str | None = None,
+           environment: dict[str, str] | None = None) -> Accepted:
     """Validate a job file's text and record the job as CREATED. ``paths_from``: the directory the
     job's driver runs in, where a client runs it locally (``seatide run``): its relative sink paths
-    are recorded made absolute against it; None (a cluster) refuses them (``config/local_paths.py``)."""
-    variables = variables or {}
+    are recorded made absolute against it; None (a cluster) refuses them (``config/local_paths.py``).
+
+    ``environment``: what the job's ``${NAME}`` falls back to, as the submitting command captured it from
+    its own (``config.job_text.captured_environment``); none given is an empty one, never this process's
+    (``config/job_environment.py``)."""
+    variables = _recorded(variables or {}, environment or {})
     text, config = _placed(text, variables, source or "submitted job", strict, paths_from)
     # Recorded as every view shows it: a name made of a secret variable (``nightly-${tenant}``) is masked in the job
     # lists, /metrics' job_name labels and the answer here alike, none of which reads the config (review 8, F5).
@@ -109,12 +116,14 @@ def dismiss_left(store: Store, job_id: str, holds: str, *, actor: str) -> int:
 def resume(store: Store, job_id: str, *, text: str | None = None, variables: dict[str, str] | None = None,
            source: str | None = None, strict: bool = False, savepoint_id: int | None = None,
            fallback: str | None = None, actor: str, pinned_worker: str | None = None,
-           paths_from: str | None = None) -> Accepted:
+           paths_from: str | None = None, environment: dict[str, str] | None = None) -> Accepted:
     """Start a stopped, failed or killed job's next incarnation from its checkpoints.
 
     ``text`` and ``variables`` default to the job's own; a changed config must still fit
     the checkpoints (``seatide.store.restore`` checks, and ``fallback`` says what then). A new
-    ``text``'s relative sink paths are placed as ``submit`` places them (``paths_from``)."""
+    ``text``'s relative sink paths are placed as ``submit`` places them (``paths_from``).
+    ``environment``: as ``submit``'s, captured for the new ``text``; none given keeps the job's recorded one
+    (``resumed_variables``)."""
     if fallback not in (None, *FALLBACKS):
         raise Refusal(RefusalKind.BAD_REQUEST, f"fallback must be one of {', '.join(FALLBACKS)}, not {fallback!r}")
     with _refusals():
@@ -123,7 +132,9 @@ def resume(store: Store, job_id: str, *, text: str | None = None, variables: dic
         job = load_job(conn, job_id)
     if job is None:
         raise Refusal(RefusalKind.NOT_FOUND, f"no job with id {job_id}")
-    variables = variables if variables is not None else json.loads(job.variables)
+    variables, unrecorded = resumed_variables(json.loads(job.variables), bool(text), variables, environment)
+    if unrecorded:
+        _explain_unrecorded(job, text or job.config, variables)
     if text:
         text, config = _placed(text, variables, source or f"job {job_id}", strict, paths_from)
     else:    # as recorded (a job recorded before its paths were placed keeps where it wrote)
@@ -137,6 +148,46 @@ def resume(store: Store, job_id: str, *, text: str | None = None, variables: dic
                              check_positions=positions_gone, command=resume_command(job_id, savepoint_id, source))
     failpoints.hit("intents.resume_recorded")      # tests: another resume may follow here at once
     return Accepted(job_id, job.name, [str(w) for w in config.warnings] + carried)
+
+
+def resumed_variables(stored: dict[str, str], new_text: bool, variables: dict[str, str] | None,
+                      environment: dict[str, str] | None) -> tuple[dict[str, str], bool]:
+    """(the variables a resume records, whether they drop an old row's process environment).
+
+    Nothing new: the job's own, as stored (a row from before environments were recorded keeps reading its
+    process's, as it always did). A new text or new variables: marked (``config/job_environment.py``) with the
+    environment given (a CLI's capture), else the job's recorded one, else, for an old row, an empty one: a REST
+    resume must not read the coordinator's (``_explain_unrecorded`` then says why a name went undefined)."""
+    if not new_text and variables is None and environment is None:
+        return stored, False
+    user, recorded = split(stored)
+    chosen = environment if environment is not None else recorded
+    return _recorded(variables if variables is not None else user, chosen or {}), chosen is None
+
+
+def _recorded(variables: dict[str, str], environment: dict[str, str]) -> dict[str, str]:
+    """The variables to store, with the environment given; a user name SeaTide keeps for itself is refused."""
+    why = name_refusal(variables) or name_refusal(environment, "environment variable")
+    if why:
+        raise Refusal(RefusalKind.BAD_REQUEST, why)
+    return marked(variables, environment)
+
+
+def _explain_unrecorded(job, text: str, variables: dict[str, str]) -> None:
+    """An old row (stored before environments were recorded) resumed with a new text or new variables and no
+    environment: a name its config read from the process's environment is now undefined. Refused with why and how
+    (outside review F1): a bare "not defined" told the user nothing of what changed."""
+    try:
+        read_job_text(text, variables)
+    except JobTextError as exc:
+        if exc.undefined and exc.undefined in substitution_names(job.config, split(json.loads(job.variables))[0]):
+            name = exc.undefined
+            raise Refusal(RefusalKind.BAD_REQUEST, (
+                f"variable ${{{name}}} is not defined: job {job.job_id} was submitted before SeaTide recorded the "
+                f"submitter's environment, and its config read ${{{name}}} from the environment of whichever SeaTide "
+                f"process parsed it; a resume with a new config or new variables reads no process's environment. "
+                f"Resume it with `seatide resume {job.job_id} --config FILE` from a shell that has {name} set, or "
+                f"give {name} with -i {name}=VALUE (a REST request: in its variables)")) from None
 
 
 def _placed(text: str, variables: dict[str, str], source: str, strict: bool, paths_from: str | None):

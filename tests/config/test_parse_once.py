@@ -3,6 +3,8 @@ its Spark settings and the masked config an API answer shows all come from one t
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import seatide.config.job_text as job_text
@@ -39,12 +41,13 @@ def test_submit_read_and_drive_a_job_on_one_parse(parses, tmp_path):
         info = views.job_info(conn, "once")
         job = conn.execute(views.s.jobs.select().where(views.s.jobs.c.job_id == "once")).first()
     env, dag = stored_outline(job.config, job.variables, None)       # as for a job recorded without one
-    # what a worker and a driver read of the job
-    secrets = secret_values(JOB, VARIABLES)
-    load_job_env(JOB, VARIABLES)
-    config = load_job_text(JOB, VARIABLES, source_name="job once")
+    # what a worker and a driver read of the job: its stored variables (with the environment recorded with them)
+    stored = json.loads(job.variables)
+    secrets = secret_values(JOB, stored)
+    load_job_env(JOB, stored)
+    config = load_job_text(JOB, stored, source_name="job once")
     assert len(parses) == 1
-    assert config.parsed.tree is load_job_text(JOB, VARIABLES).parsed.tree
+    assert config.parsed.tree is load_job_text(JOB, stored).parsed.tree
     assert "pw-for-ACME-7731" in secrets and f'password = "{MASK}"' not in info["config"]   # a ${...} shows no value
     assert env["job.mode"] == "BATCH" and len(dag["vertexInfoMap"]) == 2
 

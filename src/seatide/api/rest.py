@@ -33,11 +33,19 @@ from seatide.ui import mount_ui
 # Ids and counts the store holds in 64-bit integers: larger ones are refused (422), not overflowed.
 
 
+# The coordinator never lends its own environment to a job (config/job_environment.py): a client gives the values
+# a ${NAME} falls back to, as the seatide CLI does with what it captured from its shell. A client sets only values
+# it knows; none given is an empty environment.
+ENVIRONMENT_DOC = ("values for the ${NAME}s the config falls back to the environment for, from the submitter's "
+                   "environment (the seatide CLI sends what it captured); none: an empty environment")
+
+
 class SubmitJob(BaseModel):
     config: str = Field(description="the job file's text (HOCON or JSON)")
     jobId: str | None = None
     jobName: str | None = None
     variables: dict[str, str] = Field(default_factory=dict, description="values for ${name} in the config")
+    environment: dict[str, str] | None = Field(default=None, description=ENVIRONMENT_DOC)
     source: str | None = Field(default=None, description="the job file's name, for messages")
     strict: bool = Field(default=False, description="refuse unknown keys instead of warning about them")
 
@@ -48,6 +56,8 @@ class ResumeJob(BaseModel):
     fallback: str | None = Field(default=None, description="fail (default) or fresh")
     config: str | None = Field(default=None, description="a changed job file (default: the job's own)")
     variables: dict[str, str] | None = None
+    environment: dict[str, str] | None = Field(default=None, description=ENVIRONMENT_DOC + " (with a changed config; "
+                                                                          "default: the job's recorded one)")
     source: str | None = Field(default=None, description="the changed job file's name, for messages")
     strict: bool = Field(default=False, description="refuse unknown keys instead of warning about them")
 
@@ -111,7 +121,8 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
     def submitted(body: SubmitJob) -> dict[str, Any]:
         accepted = intents.submit(store, data_dir, text=body.config, variables=body.variables, source=body.source,
                                   job_id=body.jobId, name=body.jobName, strict=body.strict,
-                                  actor=f"api:{node_id}", cleanup_delay_s=cleanup_delay_s)
+                                  actor=f"api:{node_id}", cleanup_delay_s=cleanup_delay_s,
+                                  environment=body.environment)
         return {"jobId": accepted.job_id, "jobName": accepted.job_name, "warnings": accepted.warnings}
 
     def stopped(body: StopJob) -> dict[str, Any]:
@@ -179,7 +190,7 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
     def post_resume(job_id: str, body: ResumeJob) -> dict[str, Any]:
         accepted = intents.resume(store, job_id, text=body.config, variables=body.variables, source=body.source,
                                   strict=body.strict, savepoint_id=body.fromSavepoint, fallback=body.fallback,
-                                  actor=f"api:{node_id}")
+                                  actor=f"api:{node_id}", environment=body.environment)
         return {"jobId": accepted.job_id, "warnings": accepted.warnings}
 
     @app.post("/api/v1/jobs/{job_id}/left-behind/dismiss")

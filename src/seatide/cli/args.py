@@ -38,11 +38,16 @@ def default_data_dir() -> str:
 
 
 def parse_variables(pairs: list[str] | None) -> dict[str, str]:
+    from seatide.config.job_environment import name_refusal
+
     variables = {}
     for pair in pairs or []:
         name, sep, value = pair.partition("=")
         if not sep or not name.strip():
             raise CommandRefused(f"-i expects name=value, got '{pair}'", EXIT_BAD_CONFIG)
+        why = name_refusal([name.strip()])      # $-names are the environment's recorded with a job
+        if why:
+            raise CommandRefused(f"-i: {why}", EXIT_BAD_CONFIG)
         variables[name.strip()] = value
     return variables
 

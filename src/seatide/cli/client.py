@@ -9,6 +9,7 @@ import sys
 from seatide.cli.args import (EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, CommandRefused as Refused, default_data_dir,
                               parse_variables, print_config_warnings, read_job_file)
 from seatide.cli.http_client import Answered, HttpClient
+from seatide.config.job_text import captured_environment
 
 
 class StoreClient:
@@ -31,13 +32,15 @@ class StoreClient:
                 accepted = intents.submit(self.store, self.data_dir, text=body["config"],
                                           variables=body.get("variables"), source=body.get("source") or "job",
                                           job_id=body.get("jobId"), name=body.get("jobName"),
-                                          strict=bool(body.get("strict")), actor="cli")
+                                          strict=bool(body.get("strict")), actor="cli",
+                                          environment=body.get("environment"))
                 return {"jobId": accepted.job_id, "warnings": accepted.warnings}
             if path.endswith("/resume"):
                 accepted = intents.resume(self.store, path.split("/")[2], text=body.get("config"),
                                           variables=body.get("variables"), source=body.get("source"),
                                           strict=bool(body.get("strict")), savepoint_id=body.get("fromSavepoint"),
-                                          fallback=body.get("fallback"), actor="cli")
+                                          fallback=body.get("fallback"), actor="cli",
+                                          environment=body.get("environment"))
                 return {"jobId": accepted.job_id, "warnings": accepted.warnings}
             if path.endswith("/left-behind/dismiss"):
                 return {"dismissed": intents.dismiss_left(self.store, path.split("/")[2], body["holds"], actor="cli")}
@@ -98,20 +101,26 @@ def client_command(args) -> int:
 
 def submit_job(client, path: str, variables: dict[str, str], *, job_id: str | None = None,
                name: str | None = None, strict: bool = False) -> str:
-    """Submit the job file at ``path``; print its config warnings; return the job id."""
-    result = client.call("POST", "/submit-job", {"config": read_job_file(path), "jobId": job_id, "jobName": name,
-                                                 "variables": variables, "source": path, "strict": strict})
+    """Submit the job file at ``path`` with what its ``${NAME}``s fall back to in this shell's environment
+    (``config/job_environment.py``); print its config warnings; return the job id."""
+    text = read_job_file(path)
+    result = client.call("POST", "/submit-job", {"config": text, "jobId": job_id, "jobName": name,
+                                                 "variables": variables, "source": path, "strict": strict,
+                                                 "environment": captured_environment(text, variables)})
     print_config_warnings(result.get("warnings") or [])
     return result["jobId"]
 
 
 def resume_job(client, job_id: str, *, path: str | None = None, variables: dict[str, str] | None = None,
                savepoint_id: int | None = None, fallback: str | None = None, strict: bool = False) -> str:
-    """Resume a job, with a changed job file at ``path`` if given; print config warnings."""
+    """Resume a job, with a changed job file at ``path`` if given, and then with what its ``${NAME}``s fall back
+    to in this shell's environment (without one, the job keeps the environment recorded with it); print config
+    warnings."""
     body = {"fromSavepoint": savepoint_id, "fallback": fallback, "variables": variables, "strict": strict}
     if path:
         body["source"] = path
         body["config"] = read_job_file(path)
+        body["environment"] = captured_environment(body["config"], variables)
     result = client.call("POST", f"/jobs/{job_id}/resume", body)
     print_config_warnings(result.get("warnings") or [])
     return result["jobId"]

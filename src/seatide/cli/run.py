@@ -17,6 +17,7 @@ from datetime import datetime
 from seatide.cli.args import (EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, default_data_dir,
                               parse_variables, print_config_warnings, read_job_file)
 from seatide.cli.progress import ProgressDisplay
+from seatide.config.job_text import captured_environment
 from seatide.store.states import JobStatus
 
 
@@ -31,15 +32,17 @@ def run_command(args) -> int:
         return EXIT_BAD_CONFIG
     data_dir = os.path.abspath(args.data_dir or default_data_dir())
     return LocalRun(data_dir).run(text, variables, source=args.config, job_id=args.job_id, name=args.job_name,
-                                  strict=args.strict)
+                                  strict=args.strict, environment=captured_environment(text, variables))
 
 
 def resume_command(args) -> int:
     data_dir = os.path.abspath(args.data_dir or default_data_dir())
+    text = read_job_file(args.config) if args.config else None
+    variables = parse_variables(args.variables) if args.variables else None
     return LocalRun(data_dir).resume(
-        args.job_id, text=read_job_file(args.config) if args.config else None,
-        variables=parse_variables(args.variables) if args.variables else None, source=args.config,
-        strict=args.strict, savepoint_id=args.savepoint, fallback=args.fallback)
+        args.job_id, text=text, variables=variables, source=args.config, strict=args.strict,
+        savepoint_id=args.savepoint, fallback=args.fallback,
+        environment=captured_environment(text, variables) if text else None)   # as client.resume_job
 
 
 class LocalRun:
@@ -65,22 +68,23 @@ class LocalRun:
         self._worker_thread = threading.Thread(target=self.worker.run, name="worker", daemon=True)
 
     def run(self, text: str, variables: dict, *, source: str, job_id: str | None = None,
-            name: str | None = None, strict: bool = False) -> int:
+            name: str | None = None, strict: bool = False, environment: dict | None = None) -> int:
         from seatide import intents
 
         return self._start(lambda: intents.submit(
             self.store, self.data_dir, text=text, variables=variables, source=source, job_id=job_id,
             name=name, strict=strict, pinned_worker=self.worker.node_id, actor="seatide-run",
-            paths_from=os.getcwd()), source)     # the driver runs here: relative paths are recorded from here
+            paths_from=os.getcwd(), environment=environment), source)     # relative paths are recorded from here
 
     def resume(self, job_id: str, *, text: str | None, variables: dict | None, source: str | None,
-               strict: bool = False, savepoint_id: int | None = None, fallback: str | None = None) -> int:
+               strict: bool = False, savepoint_id: int | None = None, fallback: str | None = None,
+               environment: dict | None = None) -> int:
         from seatide import intents
 
         return self._start(lambda: intents.resume(
             self.store, job_id, text=text, variables=variables, source=source, strict=strict,
             savepoint_id=savepoint_id, fallback=fallback, pinned_worker=self.worker.node_id,
-            actor="seatide-resume", paths_from=os.getcwd()), source or f"resume of {job_id}")
+            actor="seatide-resume", paths_from=os.getcwd(), environment=environment), source or f"resume of {job_id}")
 
     def _start(self, record_job, source: str) -> int:
         from seatide.intents import Refusal, RefusalKind

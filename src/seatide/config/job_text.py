@@ -11,11 +11,14 @@ from __future__ import annotations
 import bisect
 import itertools
 import functools
+import os
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping, NamedTuple
 
 from seatide.config.hocon import BLOCK_MARK, HoconError, Span, parse
+from seatide.config.hocon.lexer import tokenize
+from seatide.config.job_environment import Recording, split
 
 SECTIONS = ("env", "source", "transform", "sink")
 PLUGIN_SECTIONS = ("source", "transform", "sink")
@@ -67,7 +70,8 @@ class JobText:
     """One parse of a job: the tree (plugin blocks under unique keys, see ``unmark``), the
     site of each plugin block, the line of each key in ``env`` and plugin blocks, and where
     each value written as text sits in ``text`` (``spans``, by the value's path; a value that
-    came from a ``-i`` variable has none)."""
+    came from a ``-i`` variable has none). ``variables`` are the user's; ``environment`` the one
+    recorded with the job (``config.job_environment``), None for a row read with the process's."""
 
     text: str
     variables: tuple[tuple[str, str], ...]
@@ -75,6 +79,7 @@ class JobText:
     sites: Mapping[tuple[str, int], BlockSite]
     keys: KeyLines
     spans: Mapping[tuple[str, ...], tuple[Span, ...]] = None
+    environment: tuple[tuple[str, str], ...] | None = None
 
     @property
     def variable_map(self) -> dict[str, str]:
@@ -83,23 +88,60 @@ class JobText:
 
 def read_job_text(text: str, variables: Mapping[str, str] | None = None) -> JobText:
     """The parsed job; ``JobTextError`` if it does not parse. Cached per process by text and
-    variables: submit, secrets, outline and the driver's settings share one parse."""
+    variables: submit, secrets, outline and the driver's settings share one parse.
+
+    ``variables`` as a job stores them: with a recorded environment (``config.job_environment``)
+    a ``${NAME}`` the file does not define reads that map and nothing else; without one (a row
+    stored before environments were recorded, the CLI's own ``check``) it reads this process's."""
     return _read(text, tuple(sorted((str(k), str(v)) for k, v in (variables or {}).items())))
 
 
 @functools.lru_cache(maxsize=256)
 def _read(text: str, variables: tuple[tuple[str, str], ...]) -> JobText:
-    filled, replaced = _substitute(text, dict(variables))
+    user, environment = split(dict(variables))
+    filled, replaced = _substitute(text, user)
+    environ = os.environ if environment is None else environment
     try:
-        doc = parse(filled, apart=PLUGIN_SECTIONS)
+        doc = parse(filled, apart=PLUGIN_SECTIONS, environ=environ)
     except HoconError as exc:
-        raise _as_written_error(exc, text, dict(variables), filled, replaced) from None
+        raise _as_written_error(exc, text, user, filled, replaced, environ) from None
     if not isinstance(doc.value, dict):
         raise JobTextError("a job file must be an object with env, source, transform, sink")
     written = _LinesAsWritten(text, filled, replaced)
     sites = {(b.parent, b.index): BlockSite(b.parent, b.index, b.name, written.line(b.line)) for b in doc.blocks}
     lines = {path: written.line(line) for path, line in doc.lines.items()}
-    return JobText(text, variables, doc.value, sites, _key_lines(lines), _as_written(doc.spans, replaced))
+    return JobText(text, tuple(sorted(user.items())), doc.value, sites, _key_lines(lines),
+                   _as_written(doc.spans, replaced), None if environment is None else tuple(sorted(environment.items())))
+
+
+def captured_environment(text: str, variables: Mapping[str, str] | None = None,
+                         environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """What a submitter records (``config.job_environment``): each name the file's substitutions fall
+    back to, with its value in ``environ`` (the submitting command's environment), if it has one.
+
+    The names are those a parse with ``environ`` asks for (``Recording``), optional ones too: the parse
+    the job gets with the map recorded asks the same names and gets the same answers, so it resolves as
+    it does here. A parse that fails here stops asking; every substitution the text holds is then taken
+    too (``substitution_names``), so the job's processes see what this one saw, its error included."""
+    user = split(dict(variables or {}))[0]
+    recording = Recording(environ)
+    try:
+        read = _substitute(text, user)[0]
+        parse(read, apart=PLUGIN_SECTIONS, environ=recording)
+    except HoconError:
+        recording.asked |= substitution_names(text, user)
+    return {name: environ[name] for name in sorted(recording.asked) if name in environ}
+
+
+def substitution_names(text: str, variables: Mapping[str, str]) -> set[str]:
+    """Every ``${name}`` / ``${?name}`` HOCON reads once ``variables`` are filled in: the names the text may
+    fall back to the environment for (a path the file defines is one too). A text that does not tokenize
+    falls back to none: its parse fails before anything is looked up."""
+    try:
+        tokens = tokenize(_substitute(text, dict(variables))[0])
+    except HoconError:
+        return set()
+    return {".".join(token.value.path) for token in tokens if token.kind == "subst"}
 
 
 class _LinesAsWritten:
@@ -124,7 +166,7 @@ class _LinesAsWritten:
 
 
 def _as_written_error(exc: HoconError, text: str, variables: dict[str, str], filled: str,
-                      replaced: list[Filled]) -> JobTextError:
+                      replaced: list[Filled], environ: Mapping[str, str]) -> JobTextError:
     """``exc`` as the text as written shows it: its line counted there (a value of three lines filled
     in above it does not move it), and a fault a filled value causes blamed on the variable, quoting
     nothing of the value: values given with -i are often passwords."""
@@ -138,7 +180,7 @@ def _as_written_error(exc: HoconError, text: str, variables: dict[str, str], fil
     line = text.count("\n", 0, _written_offset(extent[0], replaced)) + 1
     blamed = next((fill for fill in replaced if fill.start < max(extent[1], extent[0] + 1) and extent[0] < fill.end),
                   None)
-    blamed = blamed or _culprit(text, variables, replaced)
+    blamed = blamed or _culprit(text, variables, replaced, environ)
     if blamed is None:
         return JobTextError(exc.reason, line, exc.undefined)
     line = text.count("\n", 0, blamed.written) + 1
@@ -148,13 +190,14 @@ def _as_written_error(exc: HoconError, text: str, variables: dict[str, str], fil
                         f"shown: it may be a secret", line)
 
 
-def _culprit(text: str, variables: dict[str, str], replaced: list[Filled]) -> Filled | None:
+def _culprit(text: str, variables: dict[str, str], replaced: list[Filled],
+             environ: Mapping[str, str]) -> Filled | None:
     """The variable whose value breaks the text though the error is found elsewhere (``-i pw='x}'``
     closes an object early: the text after it is blamed): the text parses with it a plain word."""
     firsts = list({fill.name: fill for fill in reversed(replaced)}.values())[::-1]
 
     def parses_with_plain(count: int) -> bool:      # the first ``count`` variables made plain words
-        return _parses(text, {**variables, **{fill.name: "x" for fill in firsts[:count]}})
+        return _parses(text, {**variables, **{fill.name: "x" for fill in firsts[:count]}}, environ)
 
     if not firsts or not parses_with_plain(len(firsts)):
         return None
@@ -167,9 +210,9 @@ def _culprit(text: str, variables: dict[str, str], replaced: list[Filled]) -> Fi
     return firsts[passes - 1]
 
 
-def _parses(text: str, variables: dict[str, str]) -> bool:
-    try:
-        parse(_substitute(text, variables)[0], apart=PLUGIN_SECTIONS)
+def _parses(text: str, variables: dict[str, str], environ: Mapping[str, str]) -> bool:
+    try:     # with the job's environment: a name it falls back to is no fault of a variable
+        parse(_substitute(text, variables)[0], apart=PLUGIN_SECTIONS, environ=environ)
     except HoconError:
         return False
     return True

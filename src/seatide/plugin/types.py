@@ -118,7 +118,9 @@ def _object(text: str) -> Mapping[str, Any]:
     from seatide.config.hocon import HoconError, parse
 
     try:
-        tree = parse(text).value
+        # No environment: a row type is read by the coordinator and by drivers alike, and a ${NAME} in it
+        # must not read either's (config/job_environment.py).
+        tree = parse(text, environ={}).value
     except HoconError as exc:
         raise SchemaError(f"'{text}' is not an object of fields such as {{a = int, b = string}} ({exc})") from None
     if not isinstance(tree, Mapping):

@@ -2,7 +2,7 @@
 
 A value is secret when the option holding it is named like a credential (``is_secret_key``)
 or when it is the value of a variable the job marks secret (``secret.variables`` in ``env``,
-or a variable whose own name is credential-like). The rule, and why each part is there,
+or a variable whose own name is credential-like), or of the environment recorded with the job. The rule, and why each part is there,
 is in docs/security.md.
 
 The store keeps a job's config and variables in clear: drivers need them to connect. What
@@ -79,11 +79,17 @@ def secrets_of(job: "JobText | None", variables: Mapping[str, str] | None = None
     """``secret_values`` of a job already parsed (``config.job_text``): the same parse the
     loader validated and the outline was drawn from. A variable's value is the one it resolved to: its
     default where none was given (``${tenant:ACME-9931}``, review 9 F2)."""
+    from seatide.config.job_environment import split
     from seatide.config.job_text import variable_defaults
 
-    variables = dict(job.variables) if job is not None else dict(variables or {})
+    if job is not None:
+        variables, environment = dict(job.variables), dict(job.environment or ())
+    else:
+        variables, environment = split(dict(variables or {}))
     defaults = variable_defaults(job.text if job is not None else text or "", variables)
-    found: set[str] = set()
+    # The submitter's environment recorded with the job: secret by where it came from, whatever the
+    # (possibly new) text's secret.variables says (config/job_environment.py).
+    found: set[str] = set((environment or {}).values())
     tree = job.tree if job is not None else None
     if tree is not None:
         _collect(tree, [], found)

@@ -40,7 +40,9 @@ def parse(text: str, apart: Collection[str] = (), environ: Mapping[str, str] | N
 
     Fields directly inside the top-level keys named in ``apart`` are kept apart from their
     namesakes (``resolve.Builder``). Substitutions not defined in the text are read from
-    ``environ`` (default: the process environment), as Typesafe Config does."""
+    ``environ``, as Typesafe Config reads the process environment; by default there is none, so
+    a text is never read with a process's environment unless its caller means it (a job's:
+    ``config.job_environment``)."""
     node = parse_document(text)
     builder = Builder(apart)
     if isinstance(node, Arr):      # a document may be a list; a job file never is

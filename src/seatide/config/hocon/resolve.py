@@ -5,7 +5,8 @@ Rules (HOCON spec, checked against Typesafe Config 1.4):
 * A later field replaces an earlier one, except that two objects merge, key by key.
 * ``a.b.c = 1`` is ``a { b { c = 1 } }``.
 * ``${path}`` is looked up in the whole document (a later definition counts), then in the
-  environment; ``${?path}`` may be undefined: the field is then not set (an earlier value
+  environment the caller gives (none by default: which one a job reads is
+  ``config.job_environment``'s to say); ``${?path}`` may be undefined: the field is then not set (an earlier value
   stays), a list element is dropped, and in a string it reads as nothing.
 * ``${path}`` inside the value of ``path`` itself means its previous value, so
   ``a = ${a} [2]`` and ``a += 2`` append.
@@ -16,7 +17,6 @@ Rules (HOCON spec, checked against Typesafe Config 1.4):
 from __future__ import annotations
 
 import itertools
-import os
 from dataclasses import dataclass
 from typing import Any, Collection, Mapping
 
@@ -204,7 +204,7 @@ class Resolver:
     def __init__(self, root: RawObj, environ: Mapping[str, str] | None = None, lines: dict | None = None):
         self.root = root
         self.nested = Builder(lines=lines)       # objects inside values; their keys' lines go to ``lines``
-        self.environ = os.environ if environ is None else environ
+        self.environ = {} if environ is None else environ
         self.memo: dict[int, tuple[Any, Any]] = {}
         self.active: list[Pending] = []          # substitutions being resolved, outermost first
         self.in_progress: set[int] = set()       # their ids, for the cycle check at each of 5,000 links

@@ -1,0 +1,64 @@
+"""The environment a job's ``${NAME}`` falls back to: the submitter's, recorded with the job.
+
+HOCON reads a substitution the file does not define from the environment, as Typesafe Config
+does. A job is parsed by several processes: the coordinator that records it (a REST submit), the
+leader, workers and drivers. Had each read its own environment, a REST client could read a
+coordinator's (``${PGPASSWORD}`` in a job name, in an option's error message, in the job's output),
+and a job's values would depend on which process read it. So the environment is the submitter's:
+the ``seatide`` command that submits a job (submit, run, resume, ``seatunnel.sh``) captures, from
+its own environment, the names the file falls back to (``config.job_text.captured_environment``),
+and they are stored with the job's variables, beside the user's:
+
+    {"tenant": "acme", "$env": "1", "$env.HOME": "/home/op"}
+
+``$env`` marks a row whose environment was recorded, an empty one too (a REST request carries
+none): such a row is parsed with exactly that map, by every process. A row without it was stored
+before SeaTide recorded environments and is parsed with the process's environment, as it always was,
+so old jobs keep running unchanged. A user variable's name may not start with ``$``
+(``name_refusal``): no user name can be read as one of these entries.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+MARK = "$env"
+PREFIX = MARK + "."
+
+
+def split(variables: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str] | None]:
+    """A job's stored variables -> (the user's variables, the recorded environment); the environment
+    is None for a row stored before environments were recorded (no ``$env`` mark)."""
+    user = {name: value for name, value in variables.items() if not name.startswith(MARK)}
+    if MARK not in variables:
+        return user, None
+    return user, {name[len(PREFIX):]: value for name, value in variables.items() if name.startswith(PREFIX)}
+
+
+def marked(user: Mapping[str, str], environment: Mapping[str, str]) -> dict[str, str]:
+    """The variables to store: the user's, the mark, and each recorded environment variable."""
+    return {**user, MARK: "1", **{PREFIX + name: value for name, value in environment.items()}}
+
+
+def name_refusal(names: Iterable[str], what: str = "variable") -> str | None:
+    """Why these names may not be given as variables (or as an environment's names), or None."""
+    for name in names:
+        if not isinstance(name, str) or not name.strip():
+            return f"a {what} needs a name: got an empty one (-i NAME=VALUE)"
+        if what == "variable" and name.startswith("$"):
+            return (f"variable name {name!r} starts with '$', which SeaTide keeps for the environment it "
+                    "records with a job; give the variable another name")
+    return None
+
+
+class Recording:
+    """An environment that notes every name a parse asks of it (``Resolver`` only calls ``get``):
+    the names the file fell back to, found or not, optional ones (``${?X}``) too."""
+
+    def __init__(self, environ: Mapping[str, str]):
+        self.environ = environ
+        self.asked: set[str] = set()
+
+    def get(self, name: str, default=None):
+        self.asked.add(name)
+        return self.environ.get(name, default)
