@@ -14,6 +14,7 @@ from seatide.config.hocon.values import HoconError, number
 
 # Characters an unquoted string may not hold (HOCON spec, "Unquoted strings").
 FORBIDDEN = frozenset('$"{}[]:=,+#`^?!@*&\\')
+_DIGITS = frozenset("0123456789")
 _NUMBER_CHARS = frozenset("0123456789eE+-.")
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 PUNCTUATION = {"{", "}", "[", "]", ",", ":", "="}
@@ -104,8 +105,8 @@ class _Lexer:
                 self.emit(ch, ch, ch, start)
             elif ch == "$":
                 self.substitution()
-            elif ch == "-" or ch.isdigit():
-                self.number_or_text()
+            elif ch == "-" or ch in _DIGITS:      # ASCII only: str.isdigit() takes "²" too, which no number
+                self.number_or_text()               # char consumes, so the lexer never moved on (a REST DoS)
             elif ch in FORBIDDEN:
                 raise self.error(f"'{ch}' is not allowed outside quotes; put the value in double quotes")
             else:
