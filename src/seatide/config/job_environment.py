@@ -62,3 +62,39 @@ class Recording:
     def get(self, name: str, default=None):
         self.asked.add(name)
         return self.environ.get(name, default)
+
+
+class Fed(str):
+    """A value an environment variable fed into: a recorded value itself, or a resolved value of the job it is
+    part of (``"nightly_"${T}``). Secret by where it came from, so the masker masks it whole wherever a text is
+    exactly it, however short or ordinary it is (``secrets.known.mask_values``), never only by searching text."""
+
+    __slots__ = ()
+
+
+# Stands for each recorded value in a second parse (``fed_values``); no text or environment holds it.
+_MARK = "\x00seatide-environment\x00"
+
+
+def fed_values(resolved: object, environment: Mapping[str, str], reparse) -> frozenset[Fed]:
+    """The values of the resolved tree ``resolved`` that an environment substitution fed into, and the recorded
+    values: the text is parsed again (``reparse(environ)``) with every recorded value replaced by a mark, and a
+    value whose twin holds the mark came from the environment, through any chain of substitutions. A value
+    keeps its shape whatever an environment variable holds (HOCON reads it as a string, never parses it), so
+    the two trees match path by path."""
+    found = {Fed(value) for value in environment.values() if value}
+    if environment:
+        _twins(resolved, reparse({name: _MARK for name in environment}), found)
+    return frozenset(found)
+
+
+def _twins(value: object, twin: object, found: set) -> None:
+    if isinstance(value, Mapping) and isinstance(twin, Mapping):
+        for key, item in value.items():
+            if key in twin:
+                _twins(item, twin[key], found)
+    elif isinstance(value, list) and isinstance(twin, list):
+        for item, other in zip(value, twin):
+            _twins(item, other, found)
+    elif isinstance(twin, str) and _MARK in twin and value not in (None, ""):
+        found.add(Fed(value if isinstance(value, str) else str(value)))

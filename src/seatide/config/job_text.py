@@ -18,7 +18,7 @@ from typing import Any, Mapping, NamedTuple
 
 from seatide.config.hocon import BLOCK_MARK, HoconError, Span, parse
 from seatide.config.hocon.lexer import tokenize
-from seatide.config.job_environment import Recording, split
+from seatide.config.job_environment import Fed, Recording, fed_values, marked, split
 
 SECTIONS = ("env", "source", "transform", "sink")
 PLUGIN_SECTIONS = ("source", "transform", "sink")
@@ -112,6 +112,22 @@ def _read(text: str, variables: tuple[tuple[str, str], ...]) -> JobText:
     lines = {path: written.line(line) for path, line in doc.lines.items()}
     return JobText(text, tuple(sorted(user.items())), doc.value, sites, _key_lines(lines),
                    _as_written(doc.spans, replaced), None if environment is None else tuple(sorted(environment.items())))
+
+
+def environment_fed(job: JobText) -> frozenset[Fed]:
+    """The recorded environment's values and every value of ``job`` one fed into (``job_environment.fed_values``):
+    what the masker masks whole, by origin. None for a row read with the process's environment."""
+    return _fed(job.text, job.variables, job.environment or ())
+
+
+@functools.lru_cache(maxsize=256)
+def _fed(text: str, user: tuple[tuple[str, str], ...], environment: tuple[tuple[str, str], ...]) -> frozenset[Fed]:
+    if not environment:
+        return frozenset()
+    filled = _substitute(text, dict(user))[0]
+    resolved = read_job_text(text, {**dict(user), **marked({}, dict(environment))}).tree
+    return fed_values(resolved, dict(environment),
+                      lambda environ: parse(filled, apart=PLUGIN_SECTIONS, environ=environ).value)
 
 
 def captured_environment(text: str, variables: Mapping[str, str] | None = None,

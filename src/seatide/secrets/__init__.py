@@ -79,17 +79,15 @@ def secrets_of(job: "JobText | None", variables: Mapping[str, str] | None = None
     """``secret_values`` of a job already parsed (``config.job_text``): the same parse the
     loader validated and the outline was drawn from. A variable's value is the one it resolved to: its
     default where none was given (``${tenant:ACME-9931}``, review 9 F2)."""
-    from seatide.config.job_environment import split
-    from seatide.config.job_text import variable_defaults
+    from seatide.config.job_environment import Fed, split
+    from seatide.config.job_text import environment_fed, variable_defaults
 
     if job is not None:
         variables, environment = dict(job.variables), dict(job.environment or ())
     else:
         variables, environment = split(dict(variables or {}))
     defaults = variable_defaults(job.text if job is not None else text or "", variables)
-    # The submitter's environment recorded with the job: secret by where it came from, whatever the
-    # (possibly new) text's secret.variables says (config/job_environment.py).
-    found: set[str] = set((environment or {}).values())
+    found: set[str] = set()
     tree = job.tree if job is not None else None
     if tree is not None:
         _collect(tree, [], found)
@@ -98,7 +96,11 @@ def secrets_of(job: "JobText | None", variables: Mapping[str, str] | None = None
     names = secret_variable_names(env if isinstance(env, Mapping) else None, {**defaults, **variables})
     found |= {str(variables[n]) for n in names if n in variables}
     found |= {value for n in names if n not in variables for value in defaults.get(n, ())}
-    return frozenset(v for v in found if v)
+    # The submitter's environment recorded with the job, and every value it fed into (``"nightly_"${T}``): secret
+    # by where it came from, whatever the text's secret.variables says; ``Fed`` values are masked whole, however
+    # short or ordinary (config/job_environment.py). Kept as ``Fed`` where another rule found the same value.
+    fed = environment_fed(job) if job is not None else frozenset(Fed(v) for v in (environment or {}).values())
+    return frozenset({v for v in found if v and v not in fed} | {v for v in fed if v})
 
 
 def mask_message(message: str | None, values: Iterable[str]) -> str | None:

@@ -19,6 +19,8 @@ MASK = "******"
 # Shorter values are masked where they are an option's value, but not searched for inside
 # free text: masking every "abc" in a message would make the message unreadable.
 MIN_SEARCHED = 4
+# A value from the submitter's environment is known secret: searched for from this length (``mask_values``).
+MIN_FED_SEARCHED = 3
 
 # An ordinary word: the kind of value that is also the name of a user, a database, a table.
 _ORDINARY = re.compile(r"[A-Za-z_]+")
@@ -46,8 +48,18 @@ def is_plain(value: str, words_too: bool) -> bool:
 
 def mask_values(text: str, values: Iterable[str], ordinary_alone: bool) -> str:
     """Each secret value of at least ``MIN_SEARCHED`` characters: a distinctive one wherever it shows (a digit
-    at its edge bounded, above); an ordinary word only where it stands alone (``ordinary_alone``), else not."""
-    for form, pattern in _searched(values if isinstance(values, frozenset) else frozenset(values)):
+    at its edge bounded, above); an ordinary word only where it stands alone (``ordinary_alone``), else not.
+
+    A value that came from the submitter's environment (``config.job_environment.Fed``: a recorded value or
+    one it fed into) is secret by origin, not by its look: a text that is exactly it (a job's name, an option's
+    value in envOptions, a plan's output) is masked whole, however short; inside a longer text it is masked
+    wherever it shows once it has ``MIN_FED_SEARCHED`` characters, a word or not (over-masking a message beats
+    showing ``acme``); a 1-2 character one is not searched for in free text, which would mask every ``a``."""
+    values = values if isinstance(values, frozenset) else frozenset(values)
+    fed = frozenset(str(value) for value in values if type(value) is not str)
+    if fed and text in fed:
+        return MASK
+    for form, pattern in _searched(values, fed):
         if pattern is None:
             text = text.replace(form, MASK)
         elif ordinary_alone or not _ORDINARY.fullmatch(form):
@@ -56,12 +68,15 @@ def mask_values(text: str, values: Iterable[str], ordinary_alone: bool) -> str:
 
 
 @lru_cache(maxsize=256)     # a job's secrets mask every line of its driver's log
-def _searched(values: frozenset[str]) -> tuple[tuple[str, re.Pattern | None], ...]:
+def _searched(values: frozenset[str], fed: frozenset[str]) -> tuple[tuple[str, re.Pattern | None], ...]:
     """Every form of each value that is searched for (``shapes.carried_forms``: URL-encoded, in a bytes repr,
     JSON-escaped, ...), longest first, so a shorter one never cuts a longer one in two; each with the pattern
-    that bounds it (None: found wherever it shows)."""
-    forms = {form for value in values for form in carried_forms(value) if len(form) >= MIN_SEARCHED}
-    return tuple((form, _bounded(form)) for form in sorted(forms, key=len, reverse=True))
+    that bounds it (None: found wherever it shows). ``fed`` (plain ``str``s, so the cache never takes a set of
+    them for the equal set of ordinary values) are found wherever they show."""
+    forms = {form: _bounded(form) for value in values - fed for form in carried_forms(value)
+             if len(form) >= MIN_SEARCHED}
+    forms.update({form: None for value in fed for form in carried_forms(value) if len(form) >= MIN_FED_SEARCHED})
+    return tuple((form, forms[form]) for form in sorted(forms, key=len, reverse=True))
 
 
 def _bounded(form: str) -> re.Pattern | None:
@@ -73,4 +88,4 @@ def _bounded(form: str) -> re.Pattern | None:
                       + (_DIGIT_EDGE_AFTER if form[-1].isdigit() else ""))
 
 
-__all__ = ["MASK", "MIN_SEARCHED", "is_plain", "mask_values"]
+__all__ = ["MASK", "MIN_FED_SEARCHED", "MIN_SEARCHED", "is_plain", "mask_values"]
