@@ -135,3 +135,25 @@ sink { LocalFile { path = ${SEATIDE_TEST_OUT}, file_format_type = json } }
             "$env": "1", "$env.SEATIDE_TEST_ODD": odd, "$env.SEATIDE_TEST_OUT": str(out)}
     finally:
         store.dispose()
+
+
+DEEP = "env { job.name = ${SEATIDE_TEST_ODD} }\nx = " + "[" * 3000 + "\n"
+
+
+def test_capture_of_a_text_nested_too_deep_to_parse_still_takes_its_names():
+    from seatide.config.job_text import captured_environment
+
+    assert captured_environment(DEEP, {}, {"SEATIDE_TEST_ODD": "v", "HOME": "/h"}) == {"SEATIDE_TEST_ODD": "v"}
+
+
+@pytest.mark.parametrize("where", ["rest", "store"])
+def test_a_submit_of_a_text_nested_too_deep_exits_2_saying_so(serving, tmp_path, where):
+    """``x = [[[...`` 3000 deep: the submitting command's capture (and the store's load) was a RecursionError's
+    traceback (outside review L4)."""
+    url, _, _ = serving
+    deep = tmp_path / "deep.conf"
+    deep.write_text(DEEP)
+    to = ["--cluster", url] if where == "rest" else ["--store", f"sqlite:///{tmp_path}/state.db"]
+    result = cli("submit", str(deep), *to, env=shell(SEATIDE_TEST_ODD="v"))
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and "nests objects or lists too deep" in result.stderr

@@ -138,13 +138,14 @@ def captured_environment(text: str, variables: Mapping[str, str] | None = None,
     The names are those a parse with ``environ`` asks for (``Recording``), optional ones too: the parse
     the job gets with the map recorded asks the same names and gets the same answers, so it resolves as
     it does here. A parse that fails here stops asking; every substitution the text holds is then taken
-    too (``substitution_names``), so the job's processes see what this one saw, its error included."""
+    too (``substitution_names``), so the job's processes see what this one saw, its error included; so is one
+    nested too deep to parse here (``x = [[[...``: a ``RecursionError`` was the submitting command's traceback)."""
     user = split(dict(variables or {}))[0]
     recording = Recording(environ)
     try:
         read = _substitute(text, user)[0]
         parse(read, apart=PLUGIN_SECTIONS, environ=recording)
-    except HoconError:
+    except (HoconError, RecursionError):       # nesting past Python's stack: the tokens are read without recursion
         recording.asked |= substitution_names(text, user)
     return {name: environ[name] for name in sorted(recording.asked) if name in environ}
 
