@@ -187,7 +187,8 @@ def _explain_unrecorded(job, text: str, variables: dict[str, str]) -> None:
                 f"submitter's environment, and its config read ${{{name}}} from the environment of whichever SeaTide "
                 f"process parsed it; a resume with a new config or new variables reads no process's environment. "
                 f"Resume it with `seatide resume {job.job_id} --config FILE` from a shell that has {name} set, or "
-                f"give {name} with -i {name}=VALUE (a REST request: in its variables)")) from None
+                f"give {name} in the REST request's \"environment\" field (-i: for a plain value only, with no "
+                f"quotes, #, commas or ${{)")) from None
 
 
 def _placed(text: str, variables: dict[str, str], source: str, strict: bool, paths_from: str | None):

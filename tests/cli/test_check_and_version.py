@@ -151,7 +151,7 @@ def test_a_variable_whose_value_breaks_the_parse_is_named_and_its_value_not_show
 def test_check_needs_the_variables_and_strict_makes_warnings_errors(tmp_path):
     path = _job(tmp_path)
     missing = seatide("check", path)
-    assert missing.returncode == 2 and "${rows} is not defined: pass -i rows=VALUE" in missing.stderr
+    assert missing.returncode == 2 and "${rows} is not defined: define it in the file, or set rows in the environment" in missing.stderr
     strict = seatide("check", path, "-i", "rows=10", "--strict")
     assert strict.returncode == 2 and "colour" in strict.stderr and "sink[1] Console" in strict.stderr
     unreadable = seatide("check", str(tmp_path / "nope.conf"))

@@ -95,7 +95,7 @@ def test_json_job_files():
     (job(env="job.progress-timeout = -1"), ["env", "'job.progress-timeout' must be 0 or more, got -1"]),
     (job(env="job.on-hung = reboot"), ["env", "'job.on-hung' must be one of warn, restart, fail"]),
     (job(source='LocalFile { path = ${missing}, file_format_type = parquet }'),
-     ["variable ${missing} is not defined", "-i missing=VALUE"]),
+     ["variable ${missing} is not defined", "set missing in the environment of the seatide command"]),
     ("env {}\nsink { Console {} }", ["no source"]),
 ])
 def test_each_mistake_gets_one_clear_message(text, expected):

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from seatide.config.env import JobEnv, read_env
 from seatide.config.job import ConfigError, ConfigWarning, JobConfig, PluginSpec  # the job model, its own module (config/job.py)
-from seatide.config.job_environment import split
+from seatide.config.job_environment import how_to_define, split
 from seatide.config.job_text import SECTIONS, BlockSite, JobText, JobTextError, KeyLines, read_job_text, unmark
 from seatide.config.shade import Shade, ShadeError, read_shade
 from seatide.plugin.base import Plugin
@@ -142,12 +142,11 @@ def _parse(text: str, variables: dict[str, str], source_name: str) -> JobText:
         if exc.undefined:
             # A job recorded with its submitter's environment reads no other (config/job_environment.py).
             recorded = split(variables)[1] is not None
-            raise ConfigError(source_name, f"variable ${{{exc.undefined}}} is not defined: pass "
-                              f"-i {exc.undefined}=VALUE or define it in the file"
-                              + (f"; an environment variable is read from the environment of the seatide command "
-                                 f"that submits the job (seatide submit, run or resume, seatunnel.sh), never from a "
-                                 f"coordinator's or a driver's: a REST request gives {exc.undefined} in its "
-                                 f"variables" if recorded else ""), line=exc.line) from None
+            raise ConfigError(source_name, f"variable ${{{exc.undefined}}} is not defined: "
+                              + how_to_define(exc.undefined)
+                              + ("; an environment variable is read from the submitting command's environment, "
+                                 "never from a coordinator's or a driver's" if recorded else ""),
+                              line=exc.line) from None
         raise ConfigError(source_name, f"cannot parse the file: {exc.reason}", line=exc.line) from None
 
 
