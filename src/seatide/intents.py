@@ -162,7 +162,9 @@ def resumed_variables(stored: dict[str, str], new_text: bool, variables: dict[st
         return stored, False
     user, recorded = split(stored)
     chosen = environment if environment is not None else recorded
-    return _recorded(variables if variables is not None else user, chosen or {}), chosen is None
+    # An old row now marked, with an environment given too (``"environment": {}``): a name its config read from
+    # the process's may be missing from it, as from none (outside review L2).
+    return _recorded(variables if variables is not None else user, chosen or {}), recorded is None
 
 
 def _recorded(variables: dict[str, str], environment: dict[str, str]) -> dict[str, str]:
@@ -185,7 +187,7 @@ def _explain_unrecorded(job, text: str, variables: dict[str, str]) -> None:
             raise Refusal(RefusalKind.BAD_REQUEST, (
                 f"variable ${{{name}}} is not defined: job {job.job_id} was submitted before SeaTide recorded the "
                 f"submitter's environment, and its config read ${{{name}}} from the environment of whichever SeaTide "
-                f"process parsed it; a resume with a new config or new variables reads no process's environment. "
+                f"process parsed it; a resume with a new config, new variables or an environment reads no process's environment, only the one given. "
                 f"Resume it with `seatide resume {job.job_id} --config FILE` from a shell that has {name} set, or "
                 f"give {name} in the REST request's \"environment\" field (-i: for a plain value only, with no "
                 f"quotes, #, commas or ${{)")) from None

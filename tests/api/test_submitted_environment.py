@@ -186,3 +186,16 @@ def test_a_refusal_quoting_a_captured_value_masks_it(api):
     response = http.post("/api/v1/submit-job", json={"config": config, "environment": {"ROWS": "ACME-7731x"}})
     assert response.status_code == 400, response.text
     assert "ACME-7731x" not in response.text and "row.num" in response.text
+
+
+def test_a_rest_resume_of_an_old_row_with_an_empty_environment_says_why_a_name_went_undefined(api):
+    """``{"environment": {}}`` marks an old row as a change does: it got a bare "not defined" (outside review L2)."""
+    http, store = api
+    old_row(http, store, "old", {"tenant": "acme"})
+    response = http.post("/api/v1/jobs/old/resume", json={"fallback": "fresh", "environment": {}})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert "${SEATIDE_TEST_DIR} is not defined" in error, error
+    assert "submitted before SeaTide recorded the submitter's environment" in error, error
+    assert COORDINATOR_ONLY not in response.text
+    assert json.loads(stored(store, "old").variables) == {"tenant": "acme"}        # nothing recorded
