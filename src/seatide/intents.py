@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from seatide import failpoints
 from seatide.config.job import ConfigError
-from seatide.config.job_environment import marked, name_refusal, split
+from seatide.config.job_environment import environment_refusal, marked, name_refusal, split
 from seatide.config.job_text import JobTextError, read_job_text, substitution_names
 from seatide.config.loader import load_job_text
 from seatide.config.local_paths import placed_text
@@ -169,7 +169,8 @@ def resumed_variables(stored: dict[str, str], new_text: bool, variables: dict[st
 
 def _recorded(variables: dict[str, str], environment: dict[str, str]) -> dict[str, str]:
     """The variables to store, with the environment given; a user name SeaTide keeps for itself is refused."""
-    why = name_refusal(variables) or name_refusal(environment, "environment variable")
+    why = (name_refusal(variables) or name_refusal(environment, "environment variable")
+           or environment_refusal(environment))
     if why:
         raise Refusal(RefusalKind.BAD_REQUEST, why)
     return marked(variables, environment)

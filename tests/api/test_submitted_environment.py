@@ -199,3 +199,27 @@ def test_a_rest_resume_of_an_old_row_with_an_empty_environment_says_why_a_name_w
     assert "submitted before SeaTide recorded the submitter's environment" in error, error
     assert COORDINATOR_ONLY not in response.text
     assert json.loads(stored(store, "old").variables) == {"tenant": "acme"}        # nothing recorded
+
+
+@pytest.mark.parametrize("environment, said", [
+    ({"$env": "x"}, "environment variable name '$env' is not one a config can refer to"),
+    ({"x\ny": "x"}, "environment variable name 'x\\ny' is not one a config can refer to"),
+    ({".": "x"}, "environment variable name '.' is not one a config can refer to"),
+    ({"a..b": "x"}, "is not one a config can refer to"),
+    ({f"N{i}": "v" for i in range(1001)}, "environment has 1001 names; at most 1000 may be given"),
+    ({"BIG": "x" * (64 * 1024 + 1)}, "environment variable BIG: its value is 65537 bytes; at most 65536 (64 KiB)"),
+], ids=["mark", "newline", "dot", "empty-part", "too-many", "too-long"])
+def test_an_environment_no_config_could_use_or_too_big_is_refused_saying_which_rule(api, environment, said):
+    """Names no text can look up were recorded with a 200, and the map had no bound (outside review L3)."""
+    http, store = api
+    response = http.post("/api/v1/submit-job", json={"config": job(), "jobId": "e", "environment": environment})
+    assert response.status_code == 400, response.text[:500]
+    assert said in response.json()["error"], response.json()["error"][:500]
+    assert stored(store, "e") is None
+
+
+def test_an_environment_name_a_config_can_refer_to_is_recorded(api):
+    http, store = api
+    environment = {"a.b-c": "1", "_X9": "2", "BIG": "x" * 64 * 1024}
+    response = http.post("/api/v1/submit-job", json={"config": job(), "jobId": "e", "environment": environment})
+    assert response.status_code == 200, response.text[:500]

@@ -20,6 +20,7 @@ so old jobs keep running unchanged. A user variable's name may not start with ``
 
 from __future__ import annotations
 
+import re
 from typing import Iterable, Mapping
 
 MARK = "$env"
@@ -38,6 +39,33 @@ def split(variables: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str] 
 def marked(user: Mapping[str, str], environment: Mapping[str, str]) -> dict[str, str]:
     """The variables to store: the user's, the mark, and each recorded environment variable."""
     return {**user, MARK: "1", **{PREFIX + name: value for name, value in environment.items()}}
+
+
+# An environment variable's name a job's text can refer to (``${NAME}``, ``${a.b}``: HOCON asks the environment for the
+# path's elements joined by dots): a letter or ``_``, then letters, digits, ``_`` and ``-``, in dot-separated parts.
+# Another name (``$env``, ``x\ny``, ``.``) no text can look up: it could only be a mistake (outside review L3).
+_ENVIRONMENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*")
+# What one request may record: the CLI sends only the names the text uses, far fewer.
+MAX_NAMES = 1000
+MAX_VALUE_BYTES = 64 * 1024
+
+
+def environment_refusal(environment: Mapping[str, str]) -> str | None:
+    """Why an environment given with a job (a REST request's ``environment``) may not be recorded, or None."""
+    if len(environment) > MAX_NAMES:
+        return (f"environment has {len(environment)} names; at most {MAX_NAMES} may be given: send only the names "
+                "the config's ${NAME}s fall back to (the seatide CLI sends just those)")
+    for name, value in environment.items():
+        if not isinstance(name, str) or not _ENVIRONMENT_NAME.fullmatch(name):
+            return (f"environment variable name {name!r} is not one a config can refer to: a name is a letter or '_', "
+                    "then letters, digits, '_' or '-', in parts separated by '.' (pattern "
+                    f"{_ENVIRONMENT_NAME.pattern})")
+        if not isinstance(value, str):
+            return f"environment variable {name}: its value must be a string, got {type(value).__name__}"
+        if len(value.encode("utf-8", "surrogatepass")) > MAX_VALUE_BYTES:
+            return (f"environment variable {name}: its value is {len(value.encode('utf-8', 'surrogatepass'))} "
+                    f"bytes; at most {MAX_VALUE_BYTES} (64 KiB) may be given")
+    return None
 
 
 def name_refusal(names: Iterable[str], what: str = "variable") -> str | None:
