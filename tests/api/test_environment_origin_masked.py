@@ -6,29 +6,15 @@ from, not by how it looks (outside review H2). ``job.name = "nightly_"${T}`` wit
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from fastapi.testclient import TestClient
 
-from seatide.api.rest import create_app
 from seatide.secrets import MASK, mask_message, secret_values
-from seatide.store.address import default_store_url
-from seatide.store.db import open_store
+from tests.api.test_seatunnel_v2 import http  # noqa: F401  (a fixture: the real app on a fresh store)
 
 JOB = """env {{ job.mode = BATCH, job.name = "{prefix}"${{T}} }}
 source {{ FakeSource {{ row.num = 3, plugin_output = "rows_"${{T}}, schema = {{ fields {{ id = bigint }} }} }} }}
 sink {{ LocalFile {{ plugin_input = "rows_"${{T}}, path = "/data/out", file_format_type = json }} }}
 """
-
-
-@pytest.fixture
-def http(tmp_path):
-    data_dir = str(tmp_path / "data")
-    os.makedirs(data_dir)
-    store = open_store(default_store_url(data_dir))
-    yield TestClient(create_app(store, data_dir, "test-node"))
-    store.dispose()
 
 
 @pytest.mark.parametrize("prefix, value", [("nightly_", "acme"), ("n-", "x7q"), ("n-", "ab")])
