@@ -131,7 +131,7 @@ def _fed(text: str, user: tuple[tuple[str, str], ...], environment: tuple[tuple[
 
 
 def captured_environment(text: str, variables: Mapping[str, str] | None = None,
-                         environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+                         environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """What a submitter records (``config.job_environment``): each name the file's substitutions fall
     back to, with its value in ``environ`` (the submitting command's environment), if it has one.
 
@@ -140,6 +140,7 @@ def captured_environment(text: str, variables: Mapping[str, str] | None = None,
     it does here. A parse that fails here stops asking; every substitution the text holds is then taken
     too (``substitution_names``), so the job's processes see what this one saw, its error included; so is one
     nested too deep to parse here (``x = [[[...``: a ``RecursionError`` was the submitting command's traceback)."""
+    environ = os.environ if environ is None else environ     # read when called: the zygote imports this module
     user = split(dict(variables or {}))[0]
     recording = Recording(environ)
     try:
