@@ -68,7 +68,7 @@ class Shade:
 
     def reveal(self, block: Mapping[str, Any], where: str) -> dict:
         """The block with its shaded options decrypted (or, without the key, only checked)."""
-        return self._apply(block, where, self._decrypt)
+        return self._apply(block, where, self.decrypt)
 
     def hide(self, block: Mapping[str, Any], where: str) -> dict:
         """The block with its shaded options encrypted."""
@@ -105,7 +105,7 @@ class Shade:
         ciphertext, tag = AES.new(self.key, AES.MODE_GCM, nonce=nonce).encrypt_and_digest(data)
         return base64.b64encode(nonce + ciphertext + tag).decode("ascii")
 
-    def _decrypt(self, value: str, where: str, option: str) -> str:
+    def decrypt(self, value: str, where: str, option: str) -> str:
         how = {"base64": "Base64 text",
                "aes256": "an aes256 value (Base64 of nonce, ciphertext and tag)"}[self.identifier]
         failed = ShadeError(f"{where}: option '{option}' does not decrypt with shade.identifier = "
@@ -201,7 +201,7 @@ def revealed_values(tree: Mapping[str, Any]) -> set[str]:
             for text in value if isinstance(value, list) else [value]:
                 try:
                     if isinstance(text, str):
-                        found.add(shade._decrypt(text, where, option))
+                        found.add(shade.decrypt(text, where, option))
                 except ShadeError:
                     pass
         return block

@@ -283,8 +283,8 @@ def _collect(node: Any, path: list[str], found: set[str]) -> None:
 def _revealed(tree: Mapping) -> set[str]:
     """The values a shade hides (``shade.identifier``: base64, or aes256 where its key is at hand), in clear: the
     driver connects with them, and a connector's message shows them so (review 8, F3). Only their encoded form
-    is in the config text. Never "nothing" for an error: a tree the reader accepted is one the shade reads, and
-    a shade that cannot be read raises (``ShadeError``), as the job's loader does."""
+    is in the config text. An option that does not decode is passed over, never every other one with it; a
+    shade that cannot be read at all decodes nothing in any process (``shade.revealed_values``)."""
     from seatide.config.shade import revealed_values
 
     return revealed_values(tree) - _strings(tree)
