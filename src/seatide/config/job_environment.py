@@ -16,6 +16,10 @@ none): such a row is parsed with exactly that map, by every process. A row witho
 before SeaTide recorded environments and is parsed with the process's environment, as it always was,
 so old jobs keep running unchanged. A user variable's name may not start with ``$``
 (``name_refusal``): no user name can be read as one of these entries.
+
+A SeaTide from before the mark would read such a row with its own process's environment: store revision 0021
+keeps it off a store that may hold one (it refuses a revision it does not know), and a submit's answer says how
+many names were recorded (``environmentRecorded``), so the CLI tells an older coordinator that dropped them.
 """
 
 from __future__ import annotations

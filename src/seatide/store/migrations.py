@@ -53,7 +53,7 @@ LEGACY_REVISIONS = {1: "0001", 2: "0002"}
 # instead of running against a schema it does not know.
 ALEMBIC_MANAGED = 3
 # The newest revision in versions/ (a test checks it against Alembic's own reading).
-HEAD = "0020"
+HEAD = "0021"
 VERSION_TABLE = "alembic_version"
 
 if TYPE_CHECKING:
