@@ -36,13 +36,14 @@ from seatide.testing.jobs import CONSOLE_JOB
 HELD = "api.job_list@finished"
 
 
-def _serve(tmp_path, older: bool):
+def _serve(tmp_path, older=None):
+    """The app served; ``older(app, store, data_dir)``: what makes it answer as an older version does."""
     data_dir = str(tmp_path / "data")
     os.makedirs(data_dir)
     store = open_store(f"sqlite:///{tmp_path}/state.db")
     app = create_app(store, data_dir, "c1")
-    if older:       # the version before GET /api/v1/jobs: a 404 for it
-        app.router.routes[:] = [route for route in app.router.routes if getattr(route, "path", "") != "/api/v1/jobs"]
+    if older is not None:
+        older(app, store, data_dir)
     sock = socket.create_server(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -58,13 +59,18 @@ def _serve(tmp_path, older: bool):
 @pytest.fixture
 def serving(tmp_path):
     """(URL, store, data dir): the REST app served on 127.0.0.1, on a SQLite store."""
-    yield from _serve(tmp_path, older=False)
+    yield from _serve(tmp_path)
 
 
 @pytest.fixture
 def serving_older(tmp_path):
     """``serving``, of the version before ``GET /api/v1/jobs``."""
-    yield from _serve(tmp_path, older=True)
+    yield from _serve(tmp_path, older=lambda app, *_: without_routes(app, "/api/v1/jobs"))
+
+
+def without_routes(app, *paths: str) -> None:
+    """The app of a version without these paths: a 404 for them."""
+    app.router.routes[:] = [route for route in app.router.routes if getattr(route, "path", "") not in paths]
 
 
 def _list(url: str, data_dir: str, json_out: bool = True) -> int:
