@@ -69,8 +69,8 @@ def confirm_recorded(client, environment: Mapping[str, str] | None, answer: dict
         done = (f"Canceling job {job_id} failed ({exc}): cancel it now, seatide cancel {job_id} --cluster {base}, "
                 "before it runs with the coordinator's values")
     said = answer.get("environmentRecorded")
-    heard = ("did not say it recorded them: it is older than this seatide command (in a cluster in the middle of an "
-             "upgrade, another coordinator than the one asked first may have answered)" if said is None else
+    heard = ("did not say it recorded them: it is older than this seatide command (another coordinator of a cluster "
+             "in the middle of an upgrade may have answered than the one asked first)" if said is None else
              f"recorded {said} of {len(environment)}")
     raise Refused(f"the coordinator at {base} was sent the environment of job {job_id}'s ${{NAME}}s "
                   f"({_names(environment)}) and {heard}; the job would read them from that coordinator's environment "
