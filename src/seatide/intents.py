@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from seatide import failpoints
 from seatide.config.job import ConfigError
-from seatide.config.job_environment import environment_refusal, marked, name_refusal, recorded_names, split
+from seatide.config.job_environment import environment_refusal, marked, name_refusal, split
 from seatide.config.job_text import JobTextError, read_job_text, substitution_names
 from seatide.config.loader import load_job_text
 from seatide.config.local_paths import placed_text
@@ -55,9 +55,6 @@ class Accepted:
     job_name: str | None = None
     warnings: list[str] = field(default_factory=list)
     status: str | None = None       # the job's status when a stop was asked
-    # How many environment variables the job's row records (config/job_environment.py ``recorded_names``); None: a
-    # row from before environments were recorded, resumed with nothing new. The answer's ``environmentRecorded``.
-    environment_recorded: int | None = None
 
 
 def check(text: str, variables: dict[str, str] | None = None, *, source: str | None = None,
@@ -90,7 +87,7 @@ def submit(store: Store, data_dir: str, *, text: str, variables: dict[str, str] 
         job_id = submit_job(store, text=text, variables=variables, config=config, plan=build_plan(config),
                             outline=outline_json(config), data_dir=data_dir, job_id=job_id, name=name,
                             pinned_worker=pinned_worker, cleanup_delay_s=cleanup_delay_s, actor=actor)
-    return Accepted(job_id, name, [str(w) for w in config.warnings], environment_recorded=recorded_names(variables))
+    return Accepted(job_id, name, [str(w) for w in config.warnings])
 
 
 def stop(store: Store, job_id: str, *, savepoint: bool = False, release: bool = False, actor: str) -> Accepted:
@@ -150,8 +147,7 @@ def resume(store: Store, job_id: str, *, text: str | None = None, variables: dic
                              savepoint_id=savepoint_id, fallback=fallback, pinned_worker=pinned_worker, actor=actor,
                              check_positions=positions_gone, command=resume_command(job_id, savepoint_id, source))
     failpoints.hit("intents.resume_recorded")      # tests: another resume may follow here at once
-    return Accepted(job_id, job.name, [str(w) for w in config.warnings] + carried,
-                    environment_recorded=recorded_names(variables))
+    return Accepted(job_id, job.name, [str(w) for w in config.warnings] + carried)
 
 
 def resumed_variables(stored: dict[str, str], new_text: bool, variables: dict[str, str] | None,

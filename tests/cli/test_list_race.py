@@ -36,14 +36,13 @@ from seatide.testing.jobs import CONSOLE_JOB
 HELD = "api.job_list@finished"
 
 
-def _serve(tmp_path, older=None):
-    """The app served; ``older(app, store, data_dir)``: what makes it answer as an older version does."""
+def _serve(tmp_path, older: bool):
     data_dir = str(tmp_path / "data")
     os.makedirs(data_dir)
     store = open_store(f"sqlite:///{tmp_path}/state.db")
     app = create_app(store, data_dir, "c1")
-    if older is not None:
-        older(app, store, data_dir)
+    if older:       # the version before GET /api/v1/jobs: a 404 for it
+        app.router.routes[:] = [route for route in app.router.routes if getattr(route, "path", "") != "/api/v1/jobs"]
     sock = socket.create_server(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -59,18 +58,13 @@ def _serve(tmp_path, older=None):
 @pytest.fixture
 def serving(tmp_path):
     """(URL, store, data dir): the REST app served on 127.0.0.1, on a SQLite store."""
-    yield from _serve(tmp_path)
+    yield from _serve(tmp_path, older=False)
 
 
 @pytest.fixture
 def serving_older(tmp_path):
     """``serving``, of the version before ``GET /api/v1/jobs``."""
-    yield from _serve(tmp_path, older=lambda app, *_: without_routes(app, "/api/v1/jobs"))
-
-
-def without_routes(app, *paths: str) -> None:
-    """The app of a version without these paths: a 404 for them."""
-    app.router.routes[:] = [route for route in app.router.routes if getattr(route, "path", "") not in paths]
+    yield from _serve(tmp_path, older=True)
 
 
 def _list(url: str, data_dir: str, json_out: bool = True) -> int:

@@ -21,12 +21,10 @@ from seatide.api.inspection import inspection_router
 from seatide.api.limits import DEFAULT_MAX_REQUEST_BYTES, HTTP_STATUS, MAX_ID, BodyRoute, BodySizeLimit
 from seatide.api.metrics import CoordinatorMetrics, RequestTimer, ResponseStatus
 from seatide.api.seatunnel_v2 import seatunnel_router
-from seatide.api.seatunnel_views import version
 from seatide.api.sessions import ReadAgainOnNewSession
 from seatide.config.shade import ShadeError, encrypt_config
 from seatide.intents import Refusal, RefusalKind
 from seatide.store.db import Store
-from seatide.store.migrations import head
 from seatide.store.states import JOB_TERMINAL
 from seatide.store.checkpoint_views import checkpoint_report
 from seatide.store.views import job_info, job_rows, overview
@@ -125,21 +123,12 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
                                   job_id=body.jobId, name=body.jobName, strict=body.strict,
                                   actor=f"api:{node_id}", cleanup_delay_s=cleanup_delay_s,
                                   environment=body.environment)
-        # environmentRecorded: how many of the environment's names the job records (0: an empty one). A coordinator
-        # from before recorded environments ignores the field and does not say so: the CLI then cancels the job.
-        return {"jobId": accepted.job_id, "jobName": accepted.job_name, "warnings": accepted.warnings,
-                "environmentRecorded": accepted.environment_recorded}
+        return {"jobId": accepted.job_id, "jobName": accepted.job_name, "warnings": accepted.warnings}
 
     def stopped(body: StopJob) -> dict[str, Any]:
         accepted = intents.stop(store, body.jobId, savepoint=body.isStopWithSavePoint, release=body.release,
                                 actor=f"api:{node_id}")
         return {"jobId": body.jobId, **({"release": "REQUESTED", "jobStatus": accepted.status} if body.release else {})}
-
-    @app.get("/api/v1/version")
-    def get_version() -> dict[str, Any]:
-        # What a client asks before it relies on this version: a coordinator from before this route answers 404,
-        # and records no environment sent with a job (the CLI then submits nothing: cli/sent_environment.py).
-        return {"version": version(), "storeRevision": head(), "recordsEnvironment": True}
 
     @app.get("/api/v1/overview")
     def get_overview() -> dict[str, Any]:
@@ -202,8 +191,7 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
         accepted = intents.resume(store, job_id, text=body.config, variables=body.variables, source=body.source,
                                   strict=body.strict, savepoint_id=body.fromSavepoint, fallback=body.fallback,
                                   actor=f"api:{node_id}", environment=body.environment)
-        return {"jobId": accepted.job_id, "warnings": accepted.warnings,
-                **({} if accepted.environment_recorded is None else {"environmentRecorded": accepted.environment_recorded})}
+        return {"jobId": accepted.job_id, "warnings": accepted.warnings}
 
     @app.post("/api/v1/jobs/{job_id}/left-behind/dismiss")
     def post_dismiss_left(job_id: str, body: DismissLeft) -> dict[str, Any]:

@@ -9,7 +9,6 @@ import sys
 from seatide.cli.args import (EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, CommandRefused as Refused, default_data_dir,
                               parse_variables, print_config_warnings, read_job_file)
 from seatide.cli.http_client import Answered, HttpClient
-from seatide.cli.sent_environment import check_coordinator, confirm_recorded
 from seatide.config.job_text import captured_environment
 
 
@@ -35,16 +34,14 @@ class StoreClient:
                                           job_id=body.get("jobId"), name=body.get("jobName"),
                                           strict=bool(body.get("strict")), actor="cli",
                                           environment=body.get("environment"))
-                return {"jobId": accepted.job_id, "warnings": accepted.warnings,
-                        "environmentRecorded": accepted.environment_recorded}
+                return {"jobId": accepted.job_id, "warnings": accepted.warnings}
             if path.endswith("/resume"):
                 accepted = intents.resume(self.store, path.split("/")[2], text=body.get("config"),
                                           variables=body.get("variables"), source=body.get("source"),
                                           strict=bool(body.get("strict")), savepoint_id=body.get("fromSavepoint"),
                                           fallback=body.get("fallback"), actor="cli",
                                           environment=body.get("environment"))
-                return {"jobId": accepted.job_id, "warnings": accepted.warnings,
-                        "environmentRecorded": accepted.environment_recorded}
+                return {"jobId": accepted.job_id, "warnings": accepted.warnings}
             if path.endswith("/left-behind/dismiss"):
                 return {"dismissed": intents.dismiss_left(self.store, path.split("/")[2], body["holds"], actor="cli")}
             if path == "/stop-job":
@@ -105,15 +102,11 @@ def client_command(args) -> int:
 def submit_job(client, path: str, variables: dict[str, str], *, job_id: str | None = None,
                name: str | None = None, strict: bool = False) -> str:
     """Submit the job file at ``path`` with what its ``${NAME}``s fall back to in this shell's environment
-    (``config/job_environment.py``); print its config warnings; return the job id. A coordinator that does not
-    record the environment is refused before, or its job canceled after (``cli/sent_environment.py``)."""
+    (``config/job_environment.py``); print its config warnings; return the job id."""
     text = read_job_file(path)
-    environment = captured_environment(text, variables)
-    check_coordinator(client, environment, "submitted")
     result = client.call("POST", "/submit-job", {"config": text, "jobId": job_id, "jobName": name,
                                                  "variables": variables, "source": path, "strict": strict,
-                                                 "environment": environment})
-    confirm_recorded(client, environment, result)
+                                                 "environment": captured_environment(text, variables)})
     print_config_warnings(result.get("warnings") or [])
     return result["jobId"]
 
@@ -128,9 +121,7 @@ def resume_job(client, job_id: str, *, path: str | None = None, variables: dict[
         body["source"] = path
         body["config"] = read_job_file(path)
         body["environment"] = captured_environment(body["config"], variables)
-        check_coordinator(client, body["environment"], "resumed")
     result = client.call("POST", f"/jobs/{job_id}/resume", body)
-    confirm_recorded(client, body.get("environment"), result)
     print_config_warnings(result.get("warnings") or [])
     return result["jobId"]
 

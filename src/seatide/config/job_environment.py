@@ -40,12 +40,6 @@ def split(variables: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str] 
     return user, {name[len(PREFIX):]: value for name, value in variables.items() if name.startswith(PREFIX)}
 
 
-def recorded_names(variables: Mapping[str, str]) -> int | None:
-    """How many environment variables a job's stored variables record; None: an unmarked row (it records none and
-    reads its process's). What a submit's answer says (``environmentRecorded``): the CLI checks it."""
-    return sum(1 for name in variables if name.startswith(PREFIX)) if MARK in variables else None
-
-
 def marked(user: Mapping[str, str], environment: Mapping[str, str]) -> dict[str, str]:
     """The variables to store: the user's, the mark, and each recorded environment variable."""
     return {**user, MARK: "1", **{PREFIX + name: value for name, value in environment.items()}}
