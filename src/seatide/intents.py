@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from seatide import failpoints
 from seatide.config.job import ConfigError
-from seatide.config.job_environment import environment_refusal, marked, name_refusal, split
+from seatide.config.job_environment import MARK, environment_refusal, marked, name_refusal, split
 from seatide.config.job_text import JobTextError, read_job_text, substitution_names
 from seatide.config.loader import load_job_text
 from seatide.config.local_paths import placed_text
@@ -28,6 +28,7 @@ from seatide.secrets import mask_message, mask_refusal, secret_values
 from seatide.store.db import Store
 from seatide.store.job_ids import BadJobId, JobRefused, check_job_id
 from seatide.store.jobs import MAX_JOB_NAME, JobNotFound, load_job, request_stop, submit_job
+from seatide.store.node_features import older_coordinators
 from seatide.store.paths import PathOutsideRoot
 from seatide.store.restore import resume_job
 from seatide.store.unusable_checkpoints import resume_command
@@ -83,6 +84,7 @@ def submit(store: Store, data_dir: str, *, text: str, variables: dict[str, str] 
     if len(name) > MAX_JOB_NAME:
         raise Refusal(RefusalKind.BAD_REQUEST, f"the job name is {len(name)} characters long; "
                       f"use at most {MAX_JOB_NAME} (jobName, or job.name in env)")
+    _no_older_coordinator(store, variables, "submitted")
     with _refusals():
         job_id = submit_job(store, text=text, variables=variables, config=config, plan=build_plan(config),
                             outline=outline_json(config), data_dir=data_dir, job_id=job_id, name=name,
@@ -139,6 +141,7 @@ def resume(store: Store, job_id: str, *, text: str | None = None, variables: dic
         text, config = _placed(text, variables, source or f"job {job_id}", strict, paths_from)
     else:    # as recorded (a job recorded before its paths were placed keeps where it wrote)
         text, config = job.config, _load(job.config, variables, source or f"job {job_id}", strict)
+    _no_older_coordinator(store, variables, "resumed")
     with _refusals():
         # A decision the incarnation before owed and this one carries on (a fresh start, a savepoint's
         # copy: store/owed_moves.py) was not asked for this time: the answer says so, beside the event.
@@ -165,6 +168,22 @@ def resumed_variables(stored: dict[str, str], new_text: bool, variables: dict[st
     # An old row now marked, with an environment given too (``"environment": {}``): a name its config read from
     # the process's may be missing from it, as from none (outside review L2).
     return _recorded(variables if variables is not None else user, chosen or {}), recorded is None
+
+
+def _no_older_coordinator(store: Store, variables: dict[str, str], what: str) -> None:
+    """Refused (CONFLICT), nothing recorded, when ``variables`` carry the mark and a coordinator of a SeaTide from
+    before recorded environments may be alive: leading, it would read the job's ${NAME}s from its own environment
+    (outside review F3; store/node_features.py). Older ones cannot start once this version opened the store."""
+    if MARK not in variables:
+        return
+    with store.read() as conn:
+        older = older_coordinators(conn)
+    if older:
+        named = ", ".join(f"{row.node_id} (pid {row.pid} on {row.host})" for row in older)
+        raise Refusal(RefusalKind.CONFLICT, (
+            f"coordinator {named} of an older SeaTide is running on this store: it does not know recorded "
+            f"environments, and leading it would fill this job's ${{NAME}}s from its own environment. Nothing was "
+            f"{what}. Stop every coordinator of the older version (docs/operations.md, Upgrading), then ask again"))
 
 
 def _recorded(variables: dict[str, str], environment: dict[str, str]) -> dict[str, str]:

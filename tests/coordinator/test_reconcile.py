@@ -8,6 +8,7 @@ import pytest
 
 from seatide.coordinator import reconcile as r
 from seatide.store.states import IllegalTransition, check_job, final_job_status
+from seatide.store.node_features import FEATURES
 
 NOW = 1_000_000.0
 T = r.Timeouts(driver_hung_after=10, worker_lost_after=10, launch=60, cancel_grace=30)
@@ -29,7 +30,8 @@ def attempt(**kw):
 
 
 def worker(node_id="w1", beat=NOW - 1, slots=2, stopped=False):
-    return SimpleNamespace(node_id=node_id, heartbeat_at=beat, slots=slots, stopped=stopped, host="h")
+    return SimpleNamespace(node_id=node_id, heartbeat_at=beat, slots=slots, stopped=stopped, host="h",
+                           features=FEATURES)
 
 
 def pipe(pid=1, status="RUNNING", error=None, idle=False, started_at=NOW - 60, last_checkpoint_at=None,
@@ -153,6 +155,15 @@ def test_scheduling_respects_slots_and_pins():
     assert decide(new, None, [pipe(status="CREATED")], workers, load={"w1": 2}) == [r.CreateAttempt("w2")]
     new.pinned_worker = "w1"
     assert decide(new, None, [pipe(status="CREATED")], workers, load={"w1": 2}) == []
+
+
+def test_a_worker_of_an_older_seatide_is_given_no_job():
+    # An older worker (its row, written by it, says no features: store/node_features.py) would fill a job's
+    # ${NAME}s from its own environment, it and its warm drivers (outside review F3): it gets nothing, even idle.
+    new = job(status="PENDING", current_attempt=None)
+    older = SimpleNamespace(**{**vars(worker("w0", slots=8)), "features": None})
+    assert decide(new, None, [pipe(status="CREATED")], [older, worker("w1")], load={"w1": 2}) == []
+    assert decide(new, None, [pipe(status="CREATED")], [older, worker("w1")]) == [r.CreateAttempt("w1")]
 
 
 def test_cancel_goes_through_canceling_and_ends_canceled_without_a_driver():

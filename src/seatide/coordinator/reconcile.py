@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from seatide.store.checkpoint_views import stale_window_opened
+from seatide.store.node_features import has_feature
 from seatide.store.states import (ATTEMPT_LIVE, JOB_TERMINAL, PIPELINE_TERMINAL, AttemptState, Desired, JobStatus,
                                   PipelineStatus, final_job_status)
 from seatide.timeouts import STARTUP_JUDGED_AFTER_S, Timeouts   # every timeout and its margins: seatide/timeouts.py
@@ -363,8 +364,10 @@ def retry_delay(snap: Snapshot, timeouts: Timeouts) -> float:
 
 
 def choose_worker(snap: Snapshot, timeouts: Timeouts) -> str | None:
-    candidates = [n for n in snap.workers.values()
-                  if worker_alive(n, snap, timeouts) and snap.load.get(n.node_id, 0) < n.slots]
+    # A worker of an older SeaTide (no feature on its row) would read a job's ${NAME}s from its own environment:
+    # it is given none, whatever the job (store/node_features.py); it finishes what it runs.
+    candidates = [n for n in snap.workers.values() if worker_alive(n, snap, timeouts)
+                  and snap.load.get(n.node_id, 0) < n.slots and has_feature(n)]
     if snap.job.pinned_worker:
         candidates = [n for n in candidates if n.node_id == snap.job.pinned_worker]
     if not candidates:

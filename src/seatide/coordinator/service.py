@@ -30,6 +30,7 @@ from seatide.store import schema as s
 from seatide.store.clock import read_store_now, store_now
 from seatide.store.db import NotLeader, Store, normalize_url, record_event
 from seatide.store.liveness import Liveness, worker_lock
+from seatide.store.node_features import FEATURES
 from seatide.store.sessions import again_on_new_session, session_ended
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, AttemptState
 
@@ -44,11 +45,12 @@ SNAPSHOT_JOB_COLUMNS = [c for c in s.jobs.c if c.name not in ("config", "variabl
 
 def register_node(store: Store, node_id: str, role: str, url: str | None = None, slots: int = 0,
                   liveness: bool = False) -> None:
-    """liveness: the node holds its liveness lock (taken before this call) for its life."""
+    """liveness: the node holds its liveness lock (taken before this call) for its life. The row says what this
+    version can do (``store/node_features.py``): what an older process's row does not say."""
     with store.write() as conn:
         now = read_store_now(conn)      # heartbeats are judged by the store's clock
         values = dict(role=role, host=socket.gethostname(), pid=os.getpid(), url=url, slots=slots,
-                      started_at=now, heartbeat_at=now, stopped=False, liveness=liveness)
+                      started_at=now, heartbeat_at=now, stopped=False, liveness=liveness, features=FEATURES)
         if conn.execute(update(s.nodes).where(s.nodes.c.node_id == node_id).values(**values)).rowcount == 0:
             conn.execute(insert(s.nodes).values(node_id=node_id, **values))
 

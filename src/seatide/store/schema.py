@@ -48,6 +48,8 @@ nodes = Table(
     # Holds its liveness lock for its life: once that lock is free, the node is dead
     # (store/liveness.py). False: judged by its heartbeat alone.
     Column("liveness", Boolean, nullable=False, default=False, server_default=false()),
+    # What the node's SeaTide can do, comma-separated (store/node_features.py); NULL: a SeaTide from before.
+    Column("features", String(256)),
 )
 
 # One row per job id: its current incarnation. A resume starts a new incarnation.

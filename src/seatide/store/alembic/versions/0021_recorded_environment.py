@@ -1,19 +1,24 @@
-"""Recorded environments: a job's row may carry the environment its submitter recorded (outside review M1).
+"""Recorded environments: a job's row may carry the environment its submitter recorded (outside review M1, F3).
 
-No table or column changes: ``jobs.variables`` already holds the user's variables, and a row may now also hold
-the ``$env`` mark and ``$env.NAME`` entries (config/job_environment.py), which every process of this version
-reads as the job's environment, never its own. A SeaTide from before this revision knows no mark: it would fill
-a marked job's ``${NAME}`` from its own process's environment (a coordinator's ``${PGPASSWORD}`` in the job,
-and values other than the ones submitted) and could take ``$env.NAME`` for a user's variable. This revision is
-the gate that keeps it off such a store: a SeaTide that does not know a store's revision refuses to open it
-("newer than this SeaTide; upgrade SeaTide", store/migrations.py), so every driver, worker and coordinator of
-the older version started after the first new process opened the store stops at its opening. The upgrade
-itself changes nothing: rows stored before it carry no mark and are read with the process's environment, as
-they always were.
+A row may now hold the ``$env`` mark and ``$env.NAME`` entries (config/job_environment.py), which every process of
+this version reads as the job's environment, never its own. A SeaTide from before knows no mark: it would fill a
+marked job's ``${NAME}`` from its own process's environment. Two things keep it from reading one:
+
+* the revision: a SeaTide that does not know a store's revision refuses to open it (store/migrations.py), so no
+  older process *starts* on the store once a process of this version has opened it;
+* ``nodes.features``: each process of this version says on its presence row what it can do
+  (store/node_features.py). Older processes *already running* have no such word: the leader assigns no job to
+  a worker without it, and no job is recorded with the mark while a coordinator without it is alive
+  (docs/operations.md, *Upgrading*).
+
+Rows stored before carry no mark and are read with the process's environment, as they always were.
 
 Revision ID: 0021
 Revises: 0020
 """
+
+import sqlalchemy as sa
+from alembic import op
 
 revision = "0021"
 down_revision = "0020"
@@ -22,8 +27,10 @@ depends_on = None
 
 
 def upgrade() -> None:
-    pass     # a meaning, not a schema: rows from now on may be marked (see above)
+    op.add_column("nodes", sa.Column("features", sa.String(256), nullable=True))
 
 
 def downgrade() -> None:
-    pass     # an older SeaTide must not read the marked rows this one wrote: go back only with them gone
+    # An older SeaTide must not read the marked rows this one wrote: go back only with them gone.
+    with op.batch_alter_table("nodes") as batch:
+        batch.drop_column("features")
