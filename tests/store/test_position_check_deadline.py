@@ -112,7 +112,7 @@ def test_the_cli_says_which_cluster_did_not_answer_a_resume_in_time_and_how_on()
             resume_job(HttpClient(base, timeout_s=1), "j1")
         assert refused.value.code == EXIT_FAILED         # client_command prints it and exits 1: no traceback
         message = str(refused.value)
-        assert f"the cluster at {base} did not answer POST /jobs/j1/resume within 1 s" in message
+        assert f"the cluster at {base} did not answer POST /jobs/j1/incarnations within 1 s" in message
         assert "it may still have been done" in message and f"seatide status JOB_ID --cluster {base}" in message
     finally:
         listener.close()

@@ -137,7 +137,11 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
         info["servedBy"] = node_id
         return info
 
+    # POST /jobs and POST /jobs/{id}/incarnations do what /submit-job and /jobs/{id}/resume do. The CLI uses only
+    # these: a coordinator from before recorded environments lacks them (405, 404), so it is never sent a job whose
+    # ${NAME}s it would fill from its own environment (cli/client.py, docs/rest-api.md).
     @app.post("/api/v1/submit-job")
+    @app.post("/api/v1/jobs")
     def post_submit(body: SubmitJob) -> dict[str, Any]:
         return submitted(body)
 
@@ -187,6 +191,7 @@ def create_app(store: Store, data_dir: str, node_id: str, cleanup_delay_s: float
         return report
 
     @app.post("/api/v1/jobs/{job_id}/resume")
+    @app.post("/api/v1/jobs/{job_id}/incarnations")
     def post_resume(job_id: str, body: ResumeJob) -> dict[str, Any]:
         accepted = intents.resume(store, job_id, text=body.config, variables=body.variables, source=body.source,
                                   strict=body.strict, savepoint_id=body.fromSavepoint, fallback=body.fallback,

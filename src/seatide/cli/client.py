@@ -11,6 +11,11 @@ from seatide.cli.args import (EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, CommandRefu
 from seatide.cli.http_client import Answered, HttpClient
 from seatide.config.job_text import captured_environment
 
+# The routes a submit and a resume are sent to: a coordinator from before recorded environments has neither (it
+# answers 405, 404), so it is never sent a job it would read ${NAME}s into from its own environment (``_sent``).
+SUBMIT = "/jobs"
+RESUME = "/incarnations"
+
 
 class StoreClient:
     """The same calls, answered from the store directly (no coordinator needed to read or ask)."""
@@ -28,14 +33,14 @@ class StoreClient:
         from seatide.store.views import job_info, job_rows, overview
 
         try:
-            if path == "/submit-job":
+            if method == "POST" and path == SUBMIT:
                 accepted = intents.submit(self.store, self.data_dir, text=body["config"],
                                           variables=body.get("variables"), source=body.get("source") or "job",
                                           job_id=body.get("jobId"), name=body.get("jobName"),
                                           strict=bool(body.get("strict")), actor="cli",
                                           environment=body.get("environment"))
                 return {"jobId": accepted.job_id, "warnings": accepted.warnings}
-            if path.endswith("/resume"):
+            if path.endswith(RESUME):
                 accepted = intents.resume(self.store, path.split("/")[2], text=body.get("config"),
                                           variables=body.get("variables"), source=body.get("source"),
                                           strict=bool(body.get("strict")), savepoint_id=body.get("fromSavepoint"),
@@ -104,9 +109,9 @@ def submit_job(client, path: str, variables: dict[str, str], *, job_id: str | No
     """Submit the job file at ``path`` with what its ``${NAME}``s fall back to in this shell's environment
     (``config/job_environment.py``); print its config warnings; return the job id."""
     text = read_job_file(path)
-    result = client.call("POST", "/submit-job", {"config": text, "jobId": job_id, "jobName": name,
-                                                 "variables": variables, "source": path, "strict": strict,
-                                                 "environment": captured_environment(text, variables)})
+    result = _sent(client, SUBMIT, {"config": text, "jobId": job_id, "jobName": name, "variables": variables,
+                                    "source": path, "strict": strict,
+                                    "environment": captured_environment(text, variables)}, "submitted")
     print_config_warnings(result.get("warnings") or [])
     return result["jobId"]
 
@@ -121,9 +126,27 @@ def resume_job(client, job_id: str, *, path: str | None = None, variables: dict[
         body["source"] = path
         body["config"] = read_job_file(path)
         body["environment"] = captured_environment(body["config"], variables)
-    result = client.call("POST", f"/jobs/{job_id}/resume", body)
+    result = _sent(client, f"/jobs/{job_id}{RESUME}", body, "resumed")
     print_config_warnings(result.get("warnings") or [])
     return result["jobId"]
+
+
+def _sent(client, path: str, body: dict, what: str) -> dict:
+    """POST ``body`` to ``path``, a route only coordinators that record environments serve. One without it is
+    older than this command: it ignores ``environment`` and would fill the job's ${NAME}s from its own (or, on a
+    resume with new variables, store them without the mark: every process then reads its own). Refused, with
+    nothing done: the route's absence is the answer, no check before and no undo after."""
+    try:
+        return client.call("POST", path, body)
+    except Answered as exc:
+        if not exc.unserved:
+            raise
+        raise Refused(f"the coordinator at {client.base} is older than this seatide command: it answered "
+                      f"POST /api/v1{path} with {exc.status} ({exc}), a route of the versions that record the "
+                      f"environment a job's ${{NAME}}s fall back to; an older one would fill them from its own "
+                      f"environment. Nothing was {what}. Upgrade every coordinator of the cluster to this version "
+                      "of SeaTide (docs/operations.md, Upgrading), or use the seatide command of the coordinator's "
+                      "version", EXIT_FAILED) from None
 
 
 def all_jobs(client) -> tuple[list[dict], list[str]]:

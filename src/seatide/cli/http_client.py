@@ -22,11 +22,19 @@ AGAIN_AFTER_S = 0.5
 
 class Answered(Refused):
     """A request the coordinator answered with an error status (``status``): a 404 for a path it does not serve
-    is an older version's (a rolling upgrade), which a caller may ask the way that version understands."""
+    is an older version's (a rolling upgrade), which a caller may ask the way that version understands.
+    ``refusal``: the answer is a SeaTide route's own refusal (``{"error": ...}``), not a path the server lacks
+    (``{"detail": "Not Found"}``, a proxy's page): a 404 "no job with id" is not an older version's."""
 
-    def __init__(self, message: str, code: int, status: int):
+    def __init__(self, message: str, code: int, status: int, refusal: bool = False):
         super().__init__(message, code)
         self.status = status
+        self.refusal = refusal
+
+    @property
+    def unserved(self) -> bool:
+        """The server has no such route (an older version): 404, or 405 for a path it serves another method of."""
+        return self.status in (404, 405) and not self.refusal
 
 
 def malformed(base: str, why: str) -> Refused:
@@ -92,7 +100,8 @@ class HttpClient:
             except (ValueError, *DROPPED):      # not JSON, or cut off: the status line says enough
                 payload = {}
             message = (payload.get("detail") or payload.get("error") if isinstance(payload, dict) else None) or str(exc)
-            raise Answered(message, EXIT_BAD_CONFIG if exc.code in (400, 413, 422) else EXIT_FAILED, exc.code) from None
+            raise Answered(message, EXIT_BAD_CONFIG if exc.code in (400, 413, 422) else EXIT_FAILED, exc.code,
+                           refusal=isinstance(payload, dict) and "error" in payload) from None
         except TimeoutError:
             raise Refused(self._unanswered(method, path)) from None
         except urllib.error.URLError as exc:
