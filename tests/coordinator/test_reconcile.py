@@ -157,15 +157,6 @@ def test_scheduling_respects_slots_and_pins():
     assert decide(new, None, [pipe(status="CREATED")], workers, load={"w1": 2}) == []
 
 
-def test_a_worker_of_an_older_seatide_is_given_no_job():
-    # An older worker (its row, written by it, says no features: store/node_features.py) would fill a job's
-    # ${NAME}s from its own environment, it and its warm drivers (outside review F3): it gets nothing, even idle.
-    new = job(status="PENDING", current_attempt=None)
-    older = SimpleNamespace(**{**vars(worker("w0", slots=8)), "features": None})
-    assert decide(new, None, [pipe(status="CREATED")], [older, worker("w1")], load={"w1": 2}) == []
-    assert decide(new, None, [pipe(status="CREATED")], [older, worker("w1")]) == [r.CreateAttempt("w1")]
-
-
 def test_cancel_goes_through_canceling_and_ends_canceled_without_a_driver():
     assert decide(job(desired="CANCEL"), attempt(), [pipe()]) == [r.SetStatus("CANCELING")]
     done = decide(job(status="CANCELING", desired="CANCEL"), attempt(state="SUCCEEDED", ended_at=NOW), [pipe()])
