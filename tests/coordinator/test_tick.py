@@ -14,6 +14,7 @@ from seatide.coordinator.service import Coordinator, register_node
 from seatide.store import schema as s
 from seatide.store.db import open_store
 from seatide.testing.jobs import CONSOLE_JOB as JOB
+from tests.leader import lead_once
 
 
 @pytest.fixture
@@ -36,8 +37,7 @@ def _job(store, job_id):
 
 def _ticks(coordinator, n):
     for _ in range(n):
-        coordinator.lease.tick()
-        coordinator.reconcile_all()
+        lead_once(coordinator)
 
 
 def test_one_jobs_failure_does_not_stop_the_tick_for_the_others(leader, monkeypatch):
