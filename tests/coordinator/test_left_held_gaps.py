@@ -68,6 +68,7 @@ def test_a_slot_told_before_the_upgrade_is_shown_kept_by_the_leader_and_dismisse
         conn.execute(text("DROP INDEX ix_events_kind"))
         conn.execute(text("DROP TABLE left_held"))
         conn.execute(text("ALTER TABLE pipelines DROP COLUMN waiting"))        # revision 0018's
+        conn.execute(text("ALTER TABLE nodes DROP COLUMN features"))           # revision 0021's
         conn.execute(text("UPDATE alembic_version SET version_num = '0016'"))
         _told_by_event(conn)
     store.dispose()

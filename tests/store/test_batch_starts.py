@@ -68,6 +68,7 @@ def test_a_store_at_revision_0014_gains_the_columns_and_keeps_its_jobs(store, st
         conn.execute(text("ALTER TABLE source_holds DROP COLUMN left_out"))     # revision 0016's
         conn.execute(text("DROP TABLE left_held"))                              # revision 0017's
         conn.execute(text("DROP INDEX ix_events_kind"))                         # revision 0019's
+        conn.execute(text("ALTER TABLE nodes DROP COLUMN features"))            # revision 0021's
         conn.execute(text("UPDATE alembic_version SET version_num = '0014'"))
     store.dispose()
     upgraded = open_store(store_url)

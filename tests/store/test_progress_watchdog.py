@@ -18,7 +18,7 @@ WATCHDOG_COLUMNS = {"jobs": ["progress_timeout_s", "on_hung", "hung_since"], "at
 # Added by later revisions (0006 liveness locks, 0008 checkpoint totals, 0009 job outline, 0010 newest
 # checkpoint's facts, 0011 runs, 0012 source holds, 0013 events' runs, 0014 each pipeline's
 # progress, 0018 a start's waiting note): gone too in a store at 0003.
-LATER_COLUMNS = {"leader_lease": ["liveness"], "nodes": ["liveness"], "jobs": ["outline", "run_id", "release", "released_at"],
+LATER_COLUMNS = {"leader_lease": ["liveness"], "nodes": ["liveness", "features"], "jobs": ["outline", "run_id", "release", "released_at"],
                  "job_results": ["run_id", "config", "variables"], "attempts": ["charged"],
                  "pipelines": ["checkpoints_completed", "checkpoints_failed", "last_checkpoint_id", "last_checkpoint_at",
                                "last_checkpoint_duration_ms", "last_checkpoint_rows", "progress_at",
