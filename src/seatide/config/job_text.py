@@ -19,6 +19,7 @@ from typing import Any, Mapping, NamedTuple
 from seatide.config.hocon import BLOCK_MARK, HoconError, Span, parse
 from seatide.config.hocon.lexer import tokenize
 from seatide.config.job_environment import Fed, Recording, fed_values, marked, split
+from seatide.config.pasted_values import pasted, places
 
 SECTIONS = ("env", "source", "transform", "sink")
 PLUGIN_SECTIONS = ("source", "transform", "sink")
@@ -146,7 +147,7 @@ def captured_environment(text: str, variables: Mapping[str, str] | None = None,
     try:
         read = _substitute(text, user)[0]
         parse(read, apart=PLUGIN_SECTIONS, environ=recording)
-    except (HoconError, RecursionError):       # nesting past Python's stack: the tokens are read without recursion
+    except (HoconError, JobTextError, RecursionError):   # nesting past Python's stack: tokens are read without recursion
         recording.asked |= substitution_names(text, user)
     return {name: environ[name] for name in sorted(recording.asked) if name in environ}
 
@@ -157,7 +158,7 @@ def substitution_names(text: str, variables: Mapping[str, str]) -> set[str]:
     falls back to none: its parse fails before anything is looked up."""
     try:
         tokens = tokenize(_substitute(text, dict(variables))[0])
-    except HoconError:
+    except (HoconError, JobTextError):
         return set()
     return {".".join(token.value.path) for token in tokens if token.kind == "subst"}
 
@@ -202,16 +203,17 @@ def _as_written_error(exc: HoconError, text: str, variables: dict[str, str], fil
     if blamed is None:
         return JobTextError(exc.reason, line, exc.undefined)
     line = text.count("\n", 0, blamed.written) + 1
-    return JobTextError(f"the value of variable {blamed.name} does not parse here (line {line}): it is read as "
-                        f"HOCON where ${{{blamed.name}}} stands; give a value holding quotes, brackets, braces, "
-                        f"commas or new lines as a quoted HOCON string (its \\ and \" escaped). The value is not "
-                        f"shown: it may be a secret", line)
+    return JobTextError(f"the value of variable {blamed.name} does not parse here (line {line}): where "
+                        f"${{{blamed.name}}} stands, text and a list or object are joined, or a list or object is a "
+                        f"key. A value written as a list [...] or an object {{...}} is read as one; give text as a "
+                        f"quoted HOCON string (\"...\", its \\ and \" escaped). The value is not shown: it may be a "
+                        f"secret", line)
 
 
 def _culprit(text: str, variables: dict[str, str], replaced: list[Filled],
              environ: Mapping[str, str]) -> Filled | None:
-    """The variable whose value breaks the text though the error is found elsewhere (``-i pw='x}'``
-    closes an object early: the text after it is blamed): the text parses with it a plain word."""
+    """The variable whose value breaks the text though the error is found elsewhere (a value read as HOCON, a
+    list or an object, can make a later line fail): the text parses with it a plain word."""
     firsts = list({fill.name: fill for fill in reversed(replaced)}.values())[::-1]
 
     def parses_with_plain(count: int) -> bool:      # the first ``count`` variables made plain words
@@ -231,7 +233,7 @@ def _culprit(text: str, variables: dict[str, str], replaced: list[Filled],
 def _parses(text: str, variables: dict[str, str], environ: Mapping[str, str]) -> bool:
     try:     # with the job's environment: a name it falls back to is no fault of a variable
         parse(_substitute(text, variables)[0], apart=PLUGIN_SECTIONS, environ=environ)
-    except HoconError:
+    except (HoconError, JobTextError):
         return False
     return True
 
@@ -319,25 +321,41 @@ def variable_defaults(text: str, variables: Mapping[str, str]) -> dict[str, set[
 
 
 def _substitute(text: str, variables: dict[str, str]) -> tuple[str, list[Filled]]:
-    """``substitute``, and where it filled in."""
+    """``substitute``, and where it filled in. Each value is written as it must be where its ``${...}`` stands
+    to arrive as given (``config.pasted_values``); ``JobTextError`` for one a \"\"\" string cannot hold."""
     parts: list[str] = []
     replaced: list[Filled] = []
+    strings: dict[tuple[int, int], list[Filled]] = {}       # the fills of each \"\"\" string
     at, length = 0, 0
-    for match in _VARIABLE.finditer(text):
+    for place in places(text, _VARIABLE):
+        match = place.match
         name, default = match.group(1), match.group(2)
         # A sink placeholder's default (${table_name:orders}) is the sink's to use, per table
         # (plan.catalog), unless the name is given as a variable.
         value = variables[name] if name in variables else None if name in SINK_PLACEHOLDERS else default
         if value is None:
             continue
+        value = pasted(value, place.where)
         parts.append(text[at:match.start()])
         start = length + match.start() - at
         parts.append(value)
         length = start + len(value)
         replaced.append(Filled(start, length, name, match.start(), len(value) - (match.end() - match.start())))
+        strings.setdefault(place.string, []).append(replaced[-1]) if place.string else None
         at = match.end()
     parts.append(text[at:])
-    return "".join(parts), replaced
+    filled = "".join(parts)
+    for (start, end), fills in strings.items():     # a value that closes its \"\"\" string early changes the text
+        first, last = fills[0], fills[-1]       # each fill shifts what follows it by its delta
+        if '"""' in filled[start + first.start - first.written:end + last.start - last.written + last.delta]:
+            blamed = next((fill for fill in fills if '"' in filled[fill.start:fill.end]), fills[0])
+            line = text.count("\n", 0, blamed.written) + 1
+            raise JobTextError(f"the value of variable {blamed.name} cannot stand inside the \"\"\"triple-quoted\"\"\" "
+                               f"string on line {line}: with the quotes around it, it would close the string (a "
+                               f"triple-quoted string has no escapes). Write ${{{blamed.name}}} in a \"...\" string or "
+                               f"outside quotes, where any value is escaped. The value is not shown: it may be a "
+                               f"secret", line)
+    return filled, replaced
 
 
 def unmark(key: str) -> tuple[str, int] | None:

@@ -81,6 +81,7 @@ def secrets_of(job: "JobText | None", variables: Mapping[str, str] | None = None
     default where none was given (``${tenant:ACME-9931}``, review 9 F2)."""
     from seatide.config.job_environment import Fed, split
     from seatide.config.job_text import environment_fed, variable_defaults
+    from seatide.config.pasted_values import arrives_as
 
     if job is not None:
         variables, environment = dict(job.variables), dict(job.environment or ())
@@ -94,7 +95,8 @@ def secrets_of(job: "JobText | None", variables: Mapping[str, str] | None = None
         found |= _revealed(tree)
     env = tree.get("env") if tree else None
     names = secret_variable_names(env if isinstance(env, Mapping) else None, {**defaults, **variables})
-    found |= {str(variables[n]) for n in names if n in variables}
+    # As given, and as it arrives: a whole quoted string (``-i pw='"a b"'``) is its content (config.pasted_values).
+    found |= {form for n in names if n in variables for form in (str(variables[n]), arrives_as(str(variables[n])))}
     found |= {value for n in names if n not in variables for value in defaults.get(n, ())}
     # The submitter's environment recorded with the job, and every value it fed into (``"nightly_"${T}``): secret
     # by where it came from, whatever the text's secret.variables says; ``Fed`` values are masked whole, however
