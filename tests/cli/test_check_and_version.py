@@ -142,8 +142,10 @@ def test_a_job_nested_past_the_limit_is_refused_with_its_line_and_exit_2_not_a_t
 
 
 def test_a_variable_whose_value_breaks_the_parse_is_named_and_its_value_not_shown(tmp_path):
-    path = _job(tmp_path)
-    result = seatide("check", path, "-i", 'rows=Cli"Pw,7')
+    # A value is written so that it arrives as given (config/pasted_values.py); a list is read as one, and
+    # joined to text it does not parse.
+    path = _job(tmp_path, TWO_PIPELINES.replace("row.num = ${rows}", "row.num = 1${rows}"))
+    result = seatide("check", path, "-i", 'rows=["Cli\\"Pw,7"]')
     assert result.returncode == 2 and "variable rows does not parse here (line 10)" in result.stderr, result.stderr
     assert not any(piece in result.stderr for piece in ("Cli", 'li"', '"Pw', "Pw,", "w,7"))
 
