@@ -209,8 +209,8 @@ def _explain_unrecorded(job, text: str, variables: dict[str, str]) -> None:
                 f"submitter's environment, and its config read ${{{name}}} from the environment of whichever SeaTide "
                 f"process parsed it; a resume with a new config, new variables or an environment reads no process's environment, only the one given. "
                 f"Resume it with `seatide resume {job.job_id} --config FILE` from a shell that has {name} set, or "
-                f"give {name} in the REST request's \"environment\" field (-i: for a plain value only, with no "
-                f"quotes, #, commas or ${{)")) from None
+                f"give {name} in the REST request's \"environment\" field (or in its \"variables\", as -i gives "
+                f"it)")) from None
 
 
 def _placed(text: str, variables: dict[str, str], source: str, strict: bool, paths_from: str | None):

@@ -126,7 +126,7 @@ def test_a_rest_resume_of_an_old_row_with_a_change_says_why_a_name_went_undefine
     assert "${SEATIDE_TEST_DIR} is not defined" in error, error
     assert "submitted before SeaTide recorded the submitter's environment" in error, error
     assert "seatide resume old --config FILE" in error and "in the REST request's \"environment\" field" in error
-    assert "-i: for a plain value only" in error and "=VALUE" not in error, error
+    assert "in its \"variables\", as -i gives it" in error and "=VALUE" not in error, error
     assert COORDINATOR_ONLY not in response.text
     assert json.loads(stored(store, "old").variables) == {"tenant": "acme"}        # nothing recorded
 

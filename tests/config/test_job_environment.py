@@ -97,7 +97,7 @@ def test_an_undefined_name_of_a_marked_row_says_where_environment_variables_come
     message = str(refused.value)
     assert "${ROWS} is not defined" in message and "set ROWS in the environment of the seatide command" in message
     assert "give it in a REST request's \"environment\" field" in message and "=VALUE" not in message, message
-    assert "-i fills in a plain value too (no quotes, #, commas or ${" in message, message
+    assert "or with -i (a REST request's \"variables\")" in message and "plain value" not in message, message
     assert "environment of the seatide command that submits the job" in message, message
 
 

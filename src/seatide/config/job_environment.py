@@ -84,13 +84,12 @@ def name_refusal(names: Iterable[str], what: str = "variable") -> str | None:
 
 
 def how_to_define(name: str) -> str:
-    """How to give ``${name}`` a value, for a "not defined" message. The shell's environment (the CLI captures it)
-    or a REST request's ``environment`` carry any value as given; ``-i`` pastes its value into the text before the
-    text is parsed, so a quote, ``#``, comma or ``${`` in it changes or breaks the file (outside review M2). No
+    """How to give ``${name}`` a value, for a "not defined" message. The shell's environment (the CLI captures it),
+    a REST request's ``environment`` and ``-i`` (``config.pasted_values``) carry any value as given. No
     ``NAME=...`` here: the masker takes a credential-like name's ``=`` for a pair and masked the placeholder."""
     return (f"define it in the file, or set {name} in the environment of the seatide command that submits the job "
-            f"(seatide submit, run or resume, seatunnel.sh), or give it in a REST request's \"environment\" field; "
-            f"-i fills in a plain value too (no quotes, #, commas or ${{: -i pastes it into the text before parsing)")
+            f"(seatide submit, run or resume, seatunnel.sh), or give it in a REST request's \"environment\" field, "
+            f"or with -i (a REST request's \"variables\")")
 
 
 class Recording:

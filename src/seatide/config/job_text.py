@@ -147,7 +147,7 @@ def captured_environment(text: str, variables: Mapping[str, str] | None = None,
     try:
         read = _substitute(text, user)[0]
         parse(read, apart=PLUGIN_SECTIONS, environ=recording)
-    except (HoconError, JobTextError, RecursionError):   # nesting past Python's stack: tokens are read without recursion
+    except (HoconError, JobTextError, RecursionError):   # past Python's stack: the tokens are read without recursion
         recording.asked |= substitution_names(text, user)
     return {name: environ[name] for name in sorted(recording.asked) if name in environ}
 
