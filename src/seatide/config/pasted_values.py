@@ -20,6 +20,7 @@ A whole quoted string (``"a,b"``) is its content wherever it stands: the way to 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -97,8 +98,9 @@ def _in_triple(text: str, start: int, triple: re.Pattern) -> Iterator[Place]:
     return min(len(text), end + 3)
 
 
+@functools.lru_cache(maxsize=1024)
 def pasted(value: str, where: str) -> str:
-    """``value`` as written where a placeholder stands (``where``)."""
+    """``value`` as written where a placeholder stands (``where``); one value fills many placeholders."""
     content = string_content(value)
     if where == QUOTED:
         return quoted(value if content is None else content)[1:-1]
