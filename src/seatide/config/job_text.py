@@ -203,11 +203,15 @@ def _as_written_error(exc: HoconError, text: str, variables: dict[str, str], fil
     if blamed is None:
         return JobTextError(exc.reason, line, exc.undefined)
     line = text.count("\n", 0, blamed.written) + 1
-    return JobTextError(f"the value of variable {blamed.name} does not parse here (line {line}): where "
-                        f"${{{blamed.name}}} stands, text and a list or object are joined, or a list or object is a "
-                        f"key. A value written as a list [...] or an object {{...}} is read as one; give text as a "
-                        f"quoted HOCON string (\"...\", its \\ and \" escaped). The value is not shown: it may be a "
-                        f"secret", line)
+    return _value_error(blamed.name, line, f"does not parse here (line {line}): where ${{{blamed.name}}} stands, "
+                        f"text and a list or object are joined, or a list or object is a key. A value written as a "
+                        f"list [...] or an object {{...}} is read as one; give text as a quoted HOCON string (\"...\", "
+                        f"its \\ and \" escaped)")
+
+
+def _value_error(name: str, line: int, why: str) -> JobTextError:
+    """A variable's value is at fault: the error names the variable, never the value (often a password)."""
+    return JobTextError(f"the value of variable {name} {why}. The value is not shown: it may be a secret", line)
 
 
 def _culprit(text: str, variables: dict[str, str], replaced: list[Filled],
@@ -341,20 +345,20 @@ def _substitute(text: str, variables: dict[str, str]) -> tuple[str, list[Filled]
         parts.append(value)
         length = start + len(value)
         replaced.append(Filled(start, length, name, match.start(), len(value) - (match.end() - match.start())))
-        strings.setdefault(place.string, []).append(replaced[-1]) if place.string else None
+        if place.string:
+            strings.setdefault(place.string, []).append(replaced[-1])
         at = match.end()
     parts.append(text[at:])
     filled = "".join(parts)
     for (start, end), fills in strings.items():     # a value that closes its \"\"\" string early changes the text
         first, last = fills[0], fills[-1]       # each fill shifts what follows it by its delta
         if '"""' in filled[start + first.start - first.written:end + last.start - last.written + last.delta]:
-            blamed = next((fill for fill in fills if '"' in filled[fill.start:fill.end]), fills[0])
+            blamed = next((fill for fill in fills if '"' in filled[fill.start:fill.end]), first)
             line = text.count("\n", 0, blamed.written) + 1
-            raise JobTextError(f"the value of variable {blamed.name} cannot stand inside the \"\"\"triple-quoted\"\"\" "
-                               f"string on line {line}: with the quotes around it, it would close the string (a "
-                               f"triple-quoted string has no escapes). Write ${{{blamed.name}}} in a \"...\" string or "
-                               f"outside quotes, where any value is escaped. The value is not shown: it may be a "
-                               f"secret", line)
+            raise _value_error(blamed.name, line, f"cannot stand inside the \"\"\"triple-quoted\"\"\" string on line "
+                               f"{line}: with the quotes around it, it would close the string (a triple-quoted "
+                               f"string has no escapes). Write ${{{blamed.name}}} in a \"...\" string or outside "
+                               f"quotes, where any value is escaped")
     return filled, replaced
 
 
