@@ -12,7 +12,7 @@ placeholder stands decides how the value is written (``Place``):
   SeaTunnel reads them. Anything else is written as a quoted string, escaped: it arrives as text, exactly;
 * inside a ``"..."`` string: escaped, so it is that string's text, exactly;
 * inside a ``\"\"\"...\"\"\"`` string: as it is (such a string has no escapes); a value that would close it
-  there (``\"\"\"``, or quotes meeting the text's) cannot stand in one, and is refused (``Unpasteable``);
+  there (``\"\"\"``, or quotes meeting the text's) cannot stand in one: ``job_text`` refuses it;
 * in a comment: not filled in (the comment is dropped; a new line in the value would have ended it).
 
 A whole quoted string (``"a,b"``) is its content wherever it stands: the way to give any text, quotes and all.
@@ -42,14 +42,6 @@ class Place:
     match: re.Match
     where: str
     string: tuple[int, int] | None = None
-
-
-class Unpasteable(ValueError):
-    """A value that cannot stand where its placeholder is: ``name``'s ``${...}`` at ``written``."""
-
-    def __init__(self, name: str, written: int):
-        super().__init__(name)
-        self.name, self.written = name, written
 
 
 def places(text: str, variable: re.Pattern) -> Iterator[Place]:
