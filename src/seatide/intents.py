@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from seatide import failpoints
 from seatide.config.job import ConfigError
-from seatide.config.job_environment import MARK, environment_refusal, marked, name_refusal, split
+from seatide.config.job_environment import MARK, as_given, environment_refusal, given, marked, name_refusal, split
 from seatide.config.job_text import JobTextError, read_job_text, substitution_names
 from seatide.config.loader import load_job_text
 from seatide.config.local_paths import placed_text
@@ -61,7 +61,7 @@ class Accepted:
 def check(text: str, variables: dict[str, str] | None = None, *, source: str | None = None,
           strict: bool = False):
     """Validate a job without recording anything: its ``JobConfig``, or a BAD_REQUEST refusal."""
-    return _load(text, variables or {}, source or "submitted job", strict)
+    return _load(text, given(variables or {}), source or "submitted job", strict)
 
 
 def submit(store: Store, data_dir: str, *, text: str, variables: dict[str, str] | None = None,
@@ -160,14 +160,17 @@ def resumed_variables(stored: dict[str, str], new_text: bool, variables: dict[st
     Nothing new: the job's own, as stored (a row from before environments were recorded keeps reading its
     process's, as it always did). A new text or new variables: marked (``config/job_environment.py``) with the
     environment given (a CLI's capture), else the job's recorded one, else, for an old row, an empty one: a REST
-    resume must not read the coordinator's (``_explain_unrecorded`` then says why a name went undefined)."""
+    resume must not read the coordinator's (``_explain_unrecorded`` then says why a name went undefined). The stored
+    variables keep the rule they were stored under (``config.filling``); new ones are written as given."""
     if not new_text and variables is None and environment is None:
         return stored, False
     user, recorded = split(stored)
     chosen = environment if environment is not None else recorded
     # An old row now marked, with an environment given too (``"environment": {}``): a name its config read from
     # the process's may be missing from it, as from none (outside review L2).
-    return _recorded(variables if variables is not None else user, chosen or {}), recorded is None
+    if variables is None:
+        return _recorded(user, chosen or {}, as_given(stored)), recorded is None
+    return _recorded(variables, chosen or {}), recorded is None
 
 
 def _no_older_coordinator(store: Store, variables: dict[str, str], what: str) -> None:
@@ -186,13 +189,13 @@ def _no_older_coordinator(store: Store, variables: dict[str, str], what: str) ->
             f"{what}. Stop every coordinator of the older version (docs/operations.md, Upgrading), then ask again"))
 
 
-def _recorded(variables: dict[str, str], environment: dict[str, str]) -> dict[str, str]:
+def _recorded(variables: dict[str, str], environment: dict[str, str], written_as_given: bool = True) -> dict[str, str]:
     """The variables to store, with the environment given; a user name SeaTide keeps for itself is refused."""
     why = (name_refusal(variables) or name_refusal(environment, "environment variable")
            or environment_refusal(environment))
     if why:
         raise Refusal(RefusalKind.BAD_REQUEST, why)
-    return marked(variables, environment)
+    return marked(variables, environment, written_as_given)
 
 
 def _explain_unrecorded(job, text: str, variables: dict[str, str]) -> None:
@@ -202,7 +205,8 @@ def _explain_unrecorded(job, text: str, variables: dict[str, str]) -> None:
     try:
         read_job_text(text, variables)
     except JobTextError as exc:
-        if exc.undefined and exc.undefined in substitution_names(job.config, split(json.loads(job.variables))[0]):
+        stored = json.loads(job.variables)
+        if exc.undefined and exc.undefined in substitution_names(job.config, split(stored)[0], as_given(stored)):
             name = exc.undefined
             raise Refusal(RefusalKind.BAD_REQUEST, (
                 f"variable ${{{name}}} is not defined: job {job.job_id} was submitted before SeaTide recorded the "

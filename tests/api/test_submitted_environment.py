@@ -85,7 +85,7 @@ def test_a_cli_submit_runs_with_the_environment_it_captured(api):
         "environment": {"SEATIDE_TEST_DIR": "/from/the/submitter"}})
     assert response.status_code == 200, response.text
     assert json.loads(stored(store, "cli").variables) == {
-        "tenant": "acme", "$env": "1", "$env.SEATIDE_TEST_DIR": "/from/the/submitter"}
+        "tenant": "acme", "$env": "1", "$env.SEATIDE_TEST_DIR": "/from/the/submitter", "$as-given": "1"}
     assert sink_path(store, "cli") == "/from/the/submitter/out"       # not the coordinator's, set here too
 
 

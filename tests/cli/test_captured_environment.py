@@ -70,7 +70,7 @@ def test_a_submit_sends_its_shells_environment_and_the_job_gets_it_as_given(serv
     assert result.returncode == 0, result.stderr
     job_id = "odd" if how != "seatunnel-rest" else result.stdout.strip().splitlines()[-1]
     # only the name the file falls back to: not HOME, though the value's text names it
-    assert json.loads(recorded(store, job_id).variables) == {"$env": "1", "$env.SEATIDE_TEST_ODD": ODD}
+    assert json.loads(recorded(store, job_id).variables) == {"$env": "1", "$env.SEATIDE_TEST_ODD": ODD, "$as-given": "1"}
     assert job_name_as_run(store, job_id) == ODD
 
 
@@ -131,7 +131,7 @@ sink { LocalFile { path = ${SEATIDE_TEST_OUT}, file_format_type = json } }
     store = open_store(default_store_url(str(data_dir)))
     try:
         assert json.loads(recorded(store, "odd").variables) == {
-            "$env": "1", "$env.SEATIDE_TEST_ODD": odd, "$env.SEATIDE_TEST_OUT": str(out)}
+            "$env": "1", "$env.SEATIDE_TEST_ODD": odd, "$env.SEATIDE_TEST_OUT": str(out), "$as-given": "1"}
     finally:
         store.dispose()
 

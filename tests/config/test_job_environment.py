@@ -63,7 +63,7 @@ def test_every_one_of_many_names_is_captured():
 
 def test_a_text_that_does_not_tokenize_captures_nothing():
     assert captured_environment('a = "never closed\nb = ${TENANT}', {}, SHELL) == {}
-    assert substitution_names('a = ${x}\nb = ${?y.z}', {"x": "1"}) == {"y.z"}
+    assert substitution_names('a = ${x}\nb = ${?y.z}', {"x": "1"}, True) == {"y.z"}
 
 
 def test_a_marked_row_reads_only_its_recorded_environment(monkeypatch):

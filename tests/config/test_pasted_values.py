@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from seatide.config.job_environment import given
 from seatide.config.job_text import JobTextError, read_job_text
 from seatide.secrets import secret_values
 
@@ -36,7 +37,7 @@ PLACES = {
 
 
 def _env(line: str, value: str):
-    return read_job_text("env {\n  " + line + "\n  after = kept\n}\n", {"x": value}).tree["env"]
+    return read_job_text("env {\n  " + line + "\n  after = kept\n}\n", given({"x": value})).tree["env"]
 
 
 @pytest.mark.parametrize("place", list(PLACES))
@@ -79,13 +80,13 @@ def test_a_whole_list_object_or_quoted_string_is_read_as_hocon_as_seatunnel_read
 
 def test_a_default_gets_the_same_treatment_and_a_comment_is_not_filled_in():
     text = 'env {\n  # ${x}\n  v = ${y:"a,b"}\n  w = "${z:}"\n  u = ${z:}\n}\n'
-    env = read_job_text(text, {"x": "one\n} broken = {"}).tree["env"]
+    env = read_job_text(text, given({"x": "one\n} broken = {"})).tree["env"]
     assert env == {"v": "a,b", "w": "", "u": ""}
 
 
 def test_a_json_job_file_gets_the_value_as_given():
     text = '{"env": {"job.mode": "BATCH", "job.name": "${x}", "parallelism": ${p}}}'
-    env = read_job_text(text, {"x": 'a"b\\c#d', "p": "2"}).tree["env"]
+    env = read_job_text(text, given({"x": 'a"b\\c#d', "p": "2"})).tree["env"]
     assert env["job.mode"] == "BATCH" and env["job.name"] == 'a"b\\c#d' and env["parallelism"] == 2
 
 
@@ -99,7 +100,7 @@ def test_a_value_that_would_close_its_triple_quoted_string_is_refused_naming_the
 
 def test_lines_and_spans_after_escaped_values_are_those_of_the_text_as_written():
     text = 'env {\n  a = ${x}\n  b = "${x}"\n}\nsource {\n  FakeSource {\n    bogus = 1\n  }\n}\n'
-    job = read_job_text(text, {"x": 'l1\nl2 "q" \\ #'})
+    job = read_job_text(text, given({"x": 'l1\nl2 "q" \\ #'}))
     assert job.keys[("source[0]", "bogus")] == 7 and job.sites[("source", 0)].line == 6
     (span,) = job.spans[("source", "__seatide_block_source_0", "bogus")]
     assert text[span.start:span.end] == "1"
@@ -108,6 +109,6 @@ def test_lines_and_spans_after_escaped_values_are_those_of_the_text_as_written()
 def test_a_secret_value_is_masked_as_it_arrives():
     """A secret given as a quoted string (``-i pw='"p,w x"'``) arrives as its content: that is what is masked."""
     text = 'env { secret.variables = [tenant] }\nsource { FakeSource { table = "t_${tenant}" } }\nsink { Console {} }\n'
-    variables = {"tenant": '"ACME 7731"'}
+    variables = given({"tenant": '"ACME 7731"'})
     assert "ACME 7731" in secret_values(text, variables)
     assert read_job_text(text, variables).tree["source"]["__seatide_block_source_0"]["table"] == "t_ACME 7731"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from seatide.config.job import ConfigError
+from seatide.config.job_environment import given
 from seatide.config.job_text import JobTextError, read_job_text
 from seatide.config.loader import load_job_text
 
@@ -41,7 +42,7 @@ VALUES = [
 
 @pytest.mark.parametrize("value", VALUES)
 def test_a_value_that_once_broke_the_parse_arrives_as_given(value):
-    assert read_job_text(JOB, {"pw": value}).tree["source"]["__seatide_block_source_0"]["password"] == value
+    assert read_job_text(JOB, given({"pw": value})).tree["source"]["__seatide_block_source_0"]["password"] == value
 
 
 # Still read as HOCON where ${...} stands: a list or object joined to text, or standing as a key.

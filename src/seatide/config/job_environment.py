@@ -29,20 +29,35 @@ from typing import Iterable, Mapping
 
 MARK = "$env"
 PREFIX = MARK + "."
+# Marks a row whose user variables' values are written into the text as given (``config.filling``); a row without it
+# was stored before, when they were pasted raw, and is read so still: a restart or resume reads what it always read.
+AS_GIVEN = "$as-given"
 
 
 def split(variables: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str] | None]:
     """A job's stored variables -> (the user's variables, the recorded environment); the environment
     is None for a row stored before environments were recorded (no ``$env`` mark)."""
-    user = {name: value for name, value in variables.items() if not name.startswith(MARK)}
+    user = {name: value for name, value in variables.items() if not name.startswith(MARK) and name != AS_GIVEN}
     if MARK not in variables:
         return user, None
     return user, {name[len(PREFIX):]: value for name, value in variables.items() if name.startswith(PREFIX)}
 
 
-def marked(user: Mapping[str, str], environment: Mapping[str, str]) -> dict[str, str]:
-    """The variables to store: the user's, the mark, and each recorded environment variable."""
-    return {**user, MARK: "1", **{PREFIX + name: value for name, value in environment.items()}}
+def marked(user: Mapping[str, str], environment: Mapping[str, str], given: bool = True) -> dict[str, str]:
+    """The variables to store: the user's, the mark, each recorded environment variable and, for values written
+    as given (every new submit: ``given``), ``AS_GIVEN``."""
+    rule = {AS_GIVEN: "1"} if given else {}
+    return {**user, MARK: "1", **{PREFIX + name: value for name, value in environment.items()}, **rule}
+
+
+def as_given(variables: Mapping[str, str]) -> bool:
+    """Whether stored variables' values are written as given (``AS_GIVEN``), else pasted raw (``config.filling``)."""
+    return AS_GIVEN in variables
+
+
+def given(variables: Mapping[str, str]) -> dict[str, str]:
+    """A command's own variables (``seatide check``), read as a submit of them would be: as given."""
+    return {**variables, AS_GIVEN: "1"}
 
 
 # An environment variable's name a job's text can refer to (``${NAME}``, ``${a.b}``: HOCON asks the environment for the

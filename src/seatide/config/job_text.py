@@ -14,18 +14,15 @@ import functools
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping
 
 from seatide.config.hocon import BLOCK_MARK, HoconError, Span, parse
 from seatide.config.hocon.lexer import tokenize
-from seatide.config.job_environment import Fed, Recording, fed_values, marked, split
-from seatide.config.pasted_values import pasted, places
+from seatide.config.job_environment import Fed, Recording, as_given, fed_values, marked, split
+from seatide.config.filling import SINK_PLACEHOLDERS, VARIABLE, Filled, Unfillable, fill
 
 SECTIONS = ("env", "source", "transform", "sink")
 PLUGIN_SECTIONS = ("source", "transform", "sink")
-_VARIABLE = re.compile(r"\$\{(?!\?)([A-Za-z_][A-Za-z0-9_.\-]*)(?::([^}]*))?\}")
-SINK_PLACEHOLDERS = frozenset({"database_name", "schema_name", "table_name", "schema_full_name", "table_full_name",
-                               "primary_key", "unique_key", "field_names"})
 
 
 @dataclass(frozen=True)
@@ -51,21 +48,6 @@ class JobTextError(ValueError):
         self.reason, self.line, self.undefined = reason, line, undefined
 
 
-class Filled(NamedTuple):
-    """Where a variable's value was filled in: ``filled[start:end]`` in the filled text, for the
-    ``${...}`` written at ``written`` (an offset in the text as written), ``delta`` longer than it."""
-
-    start: int
-    end: int
-    name: str
-    written: int
-    delta: int
-
-    def placeholder(self, text: str) -> str:
-        """The ``${...}`` it replaced, in the text as written."""
-        return text[self.written:self.written + self.end - self.start - self.delta]
-
-
 @dataclass(frozen=True)
 class JobText:
     """One parse of a job: the tree (plugin blocks under unique keys, see ``unmark``), the
@@ -81,6 +63,7 @@ class JobText:
     keys: KeyLines
     spans: Mapping[tuple[str, ...], tuple[Span, ...]] = None
     environment: tuple[tuple[str, str], ...] | None = None
+    given: bool = False     # the user's values written as given (config.filling), else pasted raw: an old row
 
     @property
     def variable_map(self) -> dict[str, str]:
@@ -93,40 +76,45 @@ def read_job_text(text: str, variables: Mapping[str, str] | None = None) -> JobT
 
     ``variables`` as a job stores them: with a recorded environment (``config.job_environment``)
     a ``${NAME}`` the file does not define reads that map and nothing else; without one (a row
-    stored before environments were recorded, the CLI's own ``check``) it reads this process's."""
+    stored before environments were recorded, the CLI's own ``check``) it reads this process's. Marked
+    ``job_environment.AS_GIVEN``, the user's values are written as given; unmarked (a row stored before), pasted
+    raw, as that row always read (``config.filling``)."""
     return _read(text, tuple(sorted((str(k), str(v)) for k, v in (variables or {}).items())))
 
 
 @functools.lru_cache(maxsize=256)
 def _read(text: str, variables: tuple[tuple[str, str], ...]) -> JobText:
     user, environment = split(dict(variables))
-    filled, replaced = _substitute(text, user)
+    given = as_given(dict(variables))
+    filled, replaced = _substitute(text, user, given)
     environ = os.environ if environment is None else environment
     try:
         doc = parse(filled, apart=PLUGIN_SECTIONS, environ=environ)
     except HoconError as exc:
-        raise _as_written_error(exc, text, user, filled, replaced, environ) from None
+        raise _as_written_error(exc, text, user, given, filled, replaced, environ) from None
     if not isinstance(doc.value, dict):
         raise JobTextError("a job file must be an object with env, source, transform, sink")
     written = _LinesAsWritten(text, filled, replaced)
     sites = {(b.parent, b.index): BlockSite(b.parent, b.index, b.name, written.line(b.line)) for b in doc.blocks}
     lines = {path: written.line(line) for path, line in doc.lines.items()}
     return JobText(text, tuple(sorted(user.items())), doc.value, sites, _key_lines(lines),
-                   _as_written(doc.spans, replaced), None if environment is None else tuple(sorted(environment.items())))
+                   _as_written(doc.spans, replaced), None if environment is None else tuple(sorted(environment.items())),
+                   given)
 
 
 def environment_fed(job: JobText) -> frozenset[Fed]:
     """The recorded environment's values and every value of ``job`` one fed into (``job_environment.fed_values``):
     what the masker masks whole, by origin. None for a row read with the process's environment."""
-    return _fed(job.text, job.variables, job.environment or ())
+    return _fed(job.text, job.variables, job.environment or (), job.given)
 
 
 @functools.lru_cache(maxsize=256)
-def _fed(text: str, user: tuple[tuple[str, str], ...], environment: tuple[tuple[str, str], ...]) -> frozenset[Fed]:
+def _fed(text: str, user: tuple[tuple[str, str], ...], environment: tuple[tuple[str, str], ...],
+         given: bool) -> frozenset[Fed]:
     if not environment:
         return frozenset()
-    filled = _substitute(text, dict(user))[0]
-    resolved = read_job_text(text, {**dict(user), **marked({}, dict(environment))}).tree
+    filled = _substitute(text, dict(user), given)[0]
+    resolved = read_job_text(text, {**dict(user), **marked({}, dict(environment), given)}).tree
     return fed_values(resolved, dict(environment),
                       lambda environ: parse(filled, apart=PLUGIN_SECTIONS, environ=environ).value)
 
@@ -140,24 +128,25 @@ def captured_environment(text: str, variables: Mapping[str, str] | None = None,
     the job gets with the map recorded asks the same names and gets the same answers, so it resolves as
     it does here. A parse that fails here stops asking; every substitution the text holds is then taken
     too (``substitution_names``), so the job's processes see what this one saw, its error included; so is one
-    nested too deep to parse here (``x = [[[...``: a ``RecursionError`` was the submitting command's traceback)."""
+    nested too deep to parse here (``x = [[[...``: a ``RecursionError`` was the submitting command's traceback).
+    ``variables``: the ones about to be submitted, whose values are written as given (``config.filling``)."""
     environ = os.environ if environ is None else environ     # read when called: the zygote imports this module
     user = split(dict(variables or {}))[0]
     recording = Recording(environ)
     try:
-        read = _substitute(text, user)[0]
+        read = _substitute(text, user, True)[0]
         parse(read, apart=PLUGIN_SECTIONS, environ=recording)
     except (HoconError, JobTextError, RecursionError):   # past Python's stack: the tokens are read without recursion
-        recording.asked |= substitution_names(text, user)
+        recording.asked |= substitution_names(text, user, True)
     return {name: environ[name] for name in sorted(recording.asked) if name in environ}
 
 
-def substitution_names(text: str, variables: Mapping[str, str]) -> set[str]:
+def substitution_names(text: str, variables: Mapping[str, str], given: bool) -> set[str]:
     """Every ``${name}`` / ``${?name}`` HOCON reads once ``variables`` are filled in: the names the text may
     fall back to the environment for (a path the file defines is one too). A text that does not tokenize
-    falls back to none: its parse fails before anything is looked up."""
+    falls back to none: its parse fails before anything is looked up. ``given``: the row's rule (``config.filling``)."""
     try:
-        tokens = tokenize(_substitute(text, dict(variables))[0])
+        tokens = tokenize(_substitute(text, dict(variables), given)[0])
     except (HoconError, JobTextError):
         return set()
     return {".".join(token.value.path) for token in tokens if token.kind == "subst"}
@@ -184,7 +173,7 @@ class _LinesAsWritten:
         return bisect.bisect_left(self.newlines, _written_offset(self.starts[line - 1], self.shifts)) + 1
 
 
-def _as_written_error(exc: HoconError, text: str, variables: dict[str, str], filled: str,
+def _as_written_error(exc: HoconError, text: str, variables: dict[str, str], given: bool, filled: str,
                       replaced: list[Filled], environ: Mapping[str, str]) -> JobTextError:
     """``exc`` as the text as written shows it: its line counted there (a value of three lines filled
     in above it does not move it), and a fault a filled value causes blamed on the variable, quoting
@@ -199,7 +188,7 @@ def _as_written_error(exc: HoconError, text: str, variables: dict[str, str], fil
     line = text.count("\n", 0, _written_offset(extent[0], replaced)) + 1
     blamed = next((fill for fill in replaced if fill.start < max(extent[1], extent[0] + 1) and extent[0] < fill.end),
                   None)
-    blamed = blamed or _culprit(text, variables, replaced, environ)
+    blamed = blamed or _culprit(text, variables, given, replaced, environ)
     if blamed is None:
         return JobTextError(exc.reason, line, exc.undefined)
     line = text.count("\n", 0, blamed.written) + 1
@@ -214,14 +203,14 @@ def _value_error(name: str, line: int, why: str) -> JobTextError:
     return JobTextError(f"the value of variable {name} {why}. The value is not shown: it may be a secret", line)
 
 
-def _culprit(text: str, variables: dict[str, str], replaced: list[Filled],
+def _culprit(text: str, variables: dict[str, str], given: bool, replaced: list[Filled],
              environ: Mapping[str, str]) -> Filled | None:
     """The variable whose value breaks the text though the error is found elsewhere (a value read as HOCON, a
     list or an object, can make a later line fail): the text parses with it a plain word."""
     firsts = list({fill.name: fill for fill in reversed(replaced)}.values())[::-1]
 
     def parses_with_plain(count: int) -> bool:      # the first ``count`` variables made plain words
-        return _parses(text, {**variables, **{fill.name: "x" for fill in firsts[:count]}}, environ)
+        return _parses(text, {**variables, **{fill.name: "x" for fill in firsts[:count]}}, given, environ)
 
     if not firsts or not parses_with_plain(len(firsts)):
         return None
@@ -234,9 +223,9 @@ def _culprit(text: str, variables: dict[str, str], replaced: list[Filled],
     return firsts[passes - 1]
 
 
-def _parses(text: str, variables: dict[str, str], environ: Mapping[str, str]) -> bool:
+def _parses(text: str, variables: dict[str, str], given: bool, environ: Mapping[str, str]) -> bool:
     try:     # with the job's environment: a name it falls back to is no fault of a variable
-        parse(_substitute(text, variables)[0], apart=PLUGIN_SECTIONS, environ=environ)
+        parse(_substitute(text, variables, given)[0], apart=PLUGIN_SECTIONS, environ=environ)
     except (HoconError, JobTextError):
         return False
     return True
@@ -304,62 +293,29 @@ def dotted(path: tuple[str, ...]) -> str:
     return out
 
 
-def substitute(text: str, variables: dict[str, str]) -> str:
-    """Replace ``${name}`` / ``${name:default}`` for names given with ``-i name=value``.
-
-    Names not given and without a default are left for HOCON to resolve (a path in the
-    file or an environment variable); if it cannot, the loader reports the variable.
-    """
-    return _substitute(text, variables)[0]
-
-
 def variable_defaults(text: str, variables: Mapping[str, str]) -> dict[str, set[str]]:
     """The defaults the variables not given took (``${tenant:ACME-9931}``), as written and unquoted: the
     value the job runs with, as a given one's is (the masker's ``secrets_of``)."""
     found: dict[str, set[str]] = {}
-    for match in _VARIABLE.finditer(text):
+    for match in VARIABLE.finditer(text):
         name, default = match.group(1), match.group(2)
         if default and name not in variables and name not in SINK_PLACEHOLDERS:
             found.setdefault(name, set()).update({default, default.strip().strip("\"'")} - {""})
     return found
 
 
-def _substitute(text: str, variables: dict[str, str]) -> tuple[str, list[Filled]]:
-    """``substitute``, and where it filled in. Each value is written as it must be where its ``${...}`` stands
-    to arrive as given (``config.pasted_values``); ``JobTextError`` for one a \"\"\" string cannot hold."""
-    parts: list[str] = []
-    replaced: list[Filled] = []
-    strings: dict[tuple[int, int], list[Filled]] = {}       # the fills of each \"\"\" string
-    at, length = 0, 0
-    for place in places(text, _VARIABLE):
-        match = place.match
-        name, default = match.group(1), match.group(2)
-        # A sink placeholder's default (${table_name:orders}) is the sink's to use, per table
-        # (plan.catalog), unless the name is given as a variable.
-        value = variables[name] if name in variables else None if name in SINK_PLACEHOLDERS else default
-        if value is None:
-            continue
-        value = pasted(value, place.where)
-        parts.append(text[at:match.start()])
-        start = length + match.start() - at
-        parts.append(value)
-        length = start + len(value)
-        replaced.append(Filled(start, length, name, match.start(), len(value) - (match.end() - match.start())))
-        if place.string:
-            strings.setdefault(place.string, []).append(replaced[-1])
-        at = match.end()
-    parts.append(text[at:])
-    filled = "".join(parts)
-    for (start, end), fills in strings.items():     # a value that closes its \"\"\" string early changes the text
-        first, last = fills[0], fills[-1]       # each fill shifts what follows it by its delta
-        if '"""' in filled[start + first.start - first.written:end + last.start - last.written + last.delta]:
-            blamed = next((fill for fill in fills if '"' in filled[fill.start:fill.end]), first)
-            line = text.count("\n", 0, blamed.written) + 1
-            raise _value_error(blamed.name, line, f"cannot stand inside the \"\"\"triple-quoted\"\"\" string on line "
-                               f"{line}: with the quotes around it, it would close the string (a triple-quoted "
-                               f"string has no escapes). Write ${{{blamed.name}}} in a \"...\" string or outside "
-                               f"quotes, where any value is escaped")
-    return filled, replaced
+def _substitute(text: str, variables: dict[str, str], given: bool) -> tuple[str, list[Filled]]:
+    """``substitute``, and where it filled in, by the row's rule (``config.filling``: ``given``, the values
+    written as given; else pasted raw, as a row stored before the rule was); ``JobTextError`` for a value a
+    \"\"\" string cannot hold."""
+    try:
+        return fill(text, variables, given)
+    except Unfillable as exc:
+        name, line = exc.fill.name, text.count("\n", 0, exc.fill.written) + 1
+        raise _value_error(name, line, f"cannot stand inside the \"\"\"triple-quoted\"\"\" string on line {line}: "
+                           f"with the quotes around it, it would close the string (a triple-quoted string has no "
+                           f"escapes). Write ${{{name}}} in a \"...\" string or outside quotes, where any value is "
+                           f"escaped") from None
 
 
 def unmark(key: str) -> tuple[str, int] | None:
