@@ -78,10 +78,11 @@ def test_a_whole_list_object_or_quoted_string_is_read_as_hocon_as_seatunnel_read
         assert _env("v = ${x}", value)["v"] == value
 
 
-def test_a_default_gets_the_same_treatment_and_a_comment_is_not_filled_in():
-    text = 'env {\n  # ${x}\n  v = ${y:"a,b"}\n  w = "${z:}"\n  u = ${z:}\n}\n'
+def test_a_comment_is_not_filled_in_and_a_default_is_pasted_as_written():
+    # A default is the text's own, pasted as it always was (tests/config/test_defaults_raw.py).
+    text = 'env {\n  # ${x}\n  v = ${y:"a,b"}\n  w = "${z:}"\n  u = [${z:a,b}]\n}\n'
     env = read_job_text(text, given({"x": "one\n} broken = {"})).tree["env"]
-    assert env == {"v": "a,b", "w": "", "u": ""}
+    assert env == {"v": "a,b", "w": "", "u": ["a", "b"]}
 
 
 def test_a_json_job_file_gets_the_value_as_given():

@@ -8,6 +8,9 @@ Two rules, told apart by a mark in the stored variables (``config.job_environmen
 * as given (a row marked: a submit, a resume with new variables): the user's values (``-i``, a REST request's
   ``variables``) are written where their ``${name}`` stands so that each arrives as given
   (``config.pasted_values``).
+
+A default (``${name:default}``) is pasted raw under both rules: it is part of the text, which means what it meant
+(outside review H3).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ class Unfillable(ValueError):
 def fill(text: str, variables: dict[str, str], as_given: bool) -> tuple[str, list[Filled]]:
     """The text with ``variables`` (the user's) and the defaults filled in, and where; ``Unfillable`` for a value
     a \"\"\" string cannot hold. A name neither given nor defaulted is left for HOCON (a path, the environment)."""
-    where = {place.match.start(): place for place in places(text, VARIABLE)} if as_given else {}
+    where = {place.match.start(): place for place in places(text, VARIABLE)} if as_given and variables else {}
     parts: list[str] = []
     replaced: list[Filled] = []
     strings: dict[tuple[int, int], list[Filled]] = {}       # the fills of each \"\"\" string
@@ -63,11 +66,8 @@ def fill(text: str, variables: dict[str, str], as_given: bool) -> tuple[str, lis
         elif name in SINK_PLACEHOLDERS or default is None:
             # A sink placeholder's default (${table_name:orders}) is the sink's to use, per table (plan.catalog).
             continue
-        else:
-            place = where.get(match.start())
-            if as_given and place is None:
-                continue
-            value = pasted(default, place.where) if as_given else default
+        else:       # a default: part of the text, pasted as written under either rule
+            place, value = None, default
         parts.append(text[at:match.start()])
         start = length + match.start() - at
         parts.append(value)
