@@ -18,11 +18,15 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from seatide.config.pasted_values import pasted, places
+from seatide.config.pasted_values import UNQUOTED, Place, arrives_as, pasted, places
 
 VARIABLE = re.compile(r"\$\{(?!\?)([A-Za-z_][A-Za-z0-9_.\-]*)(?::([^}]*))?\}")
 SINK_PLACEHOLDERS = frozenset({"database_name", "schema_name", "table_name", "schema_full_name", "table_full_name",
                                "primary_key", "unique_key", "field_names"})
+
+
+# What a value ends beside: an empty one there is written "", elsewhere it is nothing (joined to its neighbour).
+_APART = frozenset(("", " ", "\t", "\n", "\r", "=", ":", "{", "}", "[", "]", ",", "#", "+", "."))
 
 
 class Filled(NamedTuple):
@@ -55,32 +59,76 @@ def fill(text: str, variables: dict[str, str], as_given: bool) -> tuple[str, lis
     parts: list[str] = []
     replaced: list[Filled] = []
     strings: dict[tuple[int, int], list[Filled]] = {}       # the fills of each \"\"\" string
-    at, length = 0, 0
+    at, length, triple_at, last = 0, 0, -1, ""      # triple_at: where a fill joined to a \"\"\" string closed it again
     for match in VARIABLE.finditer(text):
         name, default = match.group(1), match.group(2)
+        place, back, ahead = None, 0, 0
         if name in variables:
             place = where.get(match.start())
             if as_given and place is None:      # in a comment: not filled in (a new line in it would end it)
                 continue
-            value = pasted(variables[name], place.where) if as_given else variables[name]
+            value = variables[name]
+            if as_given:
+                before = text[at:match.start()][-1:] or last       # the filled text's last character
+                after_triple = place.after_triple or (length == triple_at and at == match.start())
+                value, back, ahead = _joined(value, place, before, text[match.end():match.end() + 3], after_triple)
         elif name in SINK_PLACEHOLDERS or default is None:
             # A sink placeholder's default (${table_name:orders}) is the sink's to use, per table (plan.catalog).
             continue
         else:       # a default: part of the text, pasted as written under either rule
-            place, value = None, default
-        parts.append(text[at:match.start()])
-        start = length + match.start() - at
+            value = default
+        between = text[at:match.start()]
+        if back and not between:        # the quote taken back is the previous fill's closing one
+            parts[-1] = parts[-1][:-back]
+            replaced[-1] = replaced[-1]._replace(end=replaced[-1].end - back, delta=replaced[-1].delta - back)
+            length -= back
+        written = match.start() - (back if between else 0)
+        parts.append(text[at:written])
+        start = length + written - at
         parts.append(value)
-        length = start + len(value)
-        replaced.append(Filled(start, length, name, match.start(), len(value) - (match.end() - match.start())))
+        length, last = start + len(value), (value or parts[-2] or last)[-1:]
+        replaced.append(Filled(start, length, name, written, len(value) - (match.end() + ahead - written)))
         if place is not None and place.string:
             strings.setdefault(place.string, []).append(replaced[-1])
-        at = match.end()
+        # Joined to a \"\"\" string, a value must not close it early (its quotes at the end are content), nor
+        # may a quote follow: it would join the closing quotes.
+        tail = "".join(parts[-3:-1])[-3:]       # the \"\"\" string's content before the value
+        if back == 3 and ('"""' in (tail + value[:-3]).rstrip('"') or text[match.end():match.end() + 1] == '"'):
+            raise Unfillable(replaced[-1], "triple")
+        triple_at = length if back == 3 else triple_at
+        at = match.end() + ahead
     parts.append(text[at:])
     filled = "".join(parts)
     for (start, end), fills in strings.items():     # a value that closes its \"\"\" string early changes the text
         first, last = fills[0], fills[-1]       # each fill shifts what follows it by its delta
-        if '"""' in filled[start + first.start - first.written:end + last.start - last.written + last.delta]:
+        # quotes at the string's end are its content, the last three closing it (``\"\"\"a\"\"\"\"`` is ``a"``)
+        content = filled[start + first.start - first.written:end + last.start - last.written + last.delta]
+        if '"""' in content.rstrip('"'):
             blamed = next((fill for fill in fills if '"' in filled[fill.start:fill.end]), first)
             raise Unfillable(blamed, "triple")
     return filled, replaced
+
+
+def _joined(value: str, place: Place, before: str, after: str, after_triple: bool) -> tuple[str, int, int]:
+    """(``value`` as written where ``place`` stands, how many characters before it and after it that writing takes
+    the place of). ``before``: the character before it, ``after``: the text's next three.
+
+    A value written as a quoted string right after a closing quote would make \"\"\" of the two (``""${x}``, the
+    FAQ's ``'"${city}"'`` with an empty city): it joins the string before it instead (that string's closing quote
+    taken back, the escaped content and a closing quote written), which means the same, adjacent quoted strings
+    concatenating with nothing between. After a \"\"\" string it joins that string's content, raw, if it can stand
+    there (else ``Unfillable``). An empty value next to a quote is nothing, as it was before; between two quoted
+    strings (``""${x}""``) it joins them."""
+    written = pasted(value, place.where)
+    if place.where != UNQUOTED or not written.startswith('"'):
+        return written, 0, 0
+    content = arrives_as(value)
+    if after_triple:
+        return content + '\"\"\"', 3, 0
+    if not content and before == '"' and after[:1] == '"' and after != '\"\"\"':
+        return "", 1, 1
+    if before == '"':
+        return written[1:], 1, 0
+    if not content and (before not in _APART or after[:1] not in _APART) and "//" not in before + after[:2]:
+        return "", 0, 0     # joined to what stands beside it: nothing, as before (that makes no comment's //)
+    return written, 0, 0

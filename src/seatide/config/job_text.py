@@ -98,8 +98,8 @@ def _read(text: str, variables: tuple[tuple[str, str], ...]) -> JobText:
     sites = {(b.parent, b.index): BlockSite(b.parent, b.index, b.name, written.line(b.line)) for b in doc.blocks}
     lines = {path: written.line(line) for path, line in doc.lines.items()}
     return JobText(text, tuple(sorted(user.items())), doc.value, sites, _key_lines(lines),
-                   _as_written(doc.spans, replaced), None if environment is None else tuple(sorted(environment.items())),
-                   given)
+                   _as_written(doc.spans, replaced),
+                   None if environment is None else tuple(sorted(environment.items())), given)
 
 
 def environment_fed(job: JobText) -> frozenset[Fed]:

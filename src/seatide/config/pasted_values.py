@@ -42,6 +42,7 @@ class Place:
     match: re.Match
     where: str
     string: tuple[int, int] | None = None
+    after_triple: bool = False      # right after a """ string's closing quotes (``config.filling`` joins it)
 
 
 def places(text: str, variable: re.Pattern) -> Iterator[Place]:
@@ -50,20 +51,20 @@ def places(text: str, variable: re.Pattern) -> Iterator[Place]:
     normal = re.compile(r'"""|"|#|//|' + variable.pattern)
     quoted = re.compile(r'\\.|"|\n|' + variable.pattern, re.DOTALL)
     triple = re.compile(r'"""|' + variable.pattern)
-    at, n = 0, len(text)
+    at, n, closed = 0, len(text), -1
     while at < n:
         found = normal.search(text, at)
         if found is None:
             return
         token = found.group(0)
         if token.startswith("${"):
-            yield Place(found, UNQUOTED)
+            yield Place(found, UNQUOTED, after_triple=found.start() == closed)
             at = found.end()
         elif token in ("#", "//"):
             end = text.find("\n", found.end())
             at = n if end < 0 else end
         elif token == '"""':
-            at = yield from _in_triple(text, found.end(), triple)
+            at = closed = yield from _in_triple(text, found.end(), triple)
         else:
             at = found.end()
             while (inside := quoted.search(text, at)) is not None:
