@@ -60,7 +60,7 @@ def fill(text: str, variables: dict[str, str], as_given: bool) -> tuple[str, lis
     replaced: list[Filled] = []
     strings: dict[tuple[int, int], list[Filled]] = {}       # the fills of each \"\"\" string
     at, length, triple_at, last = 0, 0, -1, ""      # triple_at: where a fill joined to a \"\"\" string closed it again
-    for match in VARIABLE.finditer(text):
+    for match in VARIABLE.finditer(text, 0, text.rfind("}") + 1):     # none ends after the last } (review L1)
         name, default = match.group(1), match.group(2)
         place, back, ahead = None, 0, 0
         if name in variables:

@@ -297,7 +297,7 @@ def variable_defaults(text: str, variables: Mapping[str, str]) -> dict[str, set[
     """The defaults the variables not given took (``${tenant:ACME-9931}``), as written and unquoted: the
     value the job runs with, as a given one's is (the masker's ``secrets_of``)."""
     found: dict[str, set[str]] = {}
-    for match in VARIABLE.finditer(text):
+    for match in VARIABLE.finditer(text, 0, text.rfind("}") + 1):
         name, default = match.group(1), match.group(2)
         if default and name not in variables and name not in SINK_PLACEHOLDERS:
             found.setdefault(name, set()).update({default, default.strip().strip("\"'")} - {""})

@@ -48,12 +48,12 @@ class Place:
 def places(text: str, variable: re.Pattern) -> Iterator[Place]:
     """Every ``variable`` match in ``text``, in order, with where it stands. The text is read as the lexer reads
     it, quotes and comments only: a placeholder (its default too, ``${x:"a b"}``) is passed over whole."""
-    normal = re.compile(r'"""|"|#|//|' + variable.pattern)
-    quoted = re.compile(r'\\.|"|\n|' + variable.pattern, re.DOTALL)
-    triple = re.compile(r'"""|' + variable.pattern)
+    normal = _Bounded(r'"""|"|#|//', variable, text)
+    quoted = _Bounded(r'\\.|"|\n', variable, text)
+    triple = _Bounded(r'"""', variable, text)
     at, n, closed = 0, len(text), -1
     while at < n:
-        found = normal.search(text, at)
+        found = normal.search(at)
         if found is None:
             return
         token = found.group(0)
@@ -67,7 +67,7 @@ def places(text: str, variable: re.Pattern) -> Iterator[Place]:
             at = closed = yield from _in_triple(text, found.end(), triple)
         else:
             at = found.end()
-            while (inside := quoted.search(text, at)) is not None:
+            while (inside := quoted.search(at)) is not None:
                 at = inside.end()
                 if inside.group(0).startswith("${"):
                     yield Place(inside, QUOTED)
@@ -77,10 +77,28 @@ def places(text: str, variable: re.Pattern) -> Iterator[Place]:
                 return
 
 
-def _in_triple(text: str, start: int, triple: re.Pattern) -> Iterator[Place]:
+class _Bounded:
+    """``tokens`` or a placeholder (``variable``), whichever comes first from an offset of ``text``. A placeholder is
+    matched only up to the text's last ``}``, where any must end: a ``${a:`` with no ``}`` after it fails at once,
+    where a search of one pattern holding both scanned to the end for each (8,000 lines: 15 s, outside review L1)."""
+
+    def __init__(self, tokens: str, variable: re.Pattern, text: str):
+        self.pattern = re.compile(tokens + r"|\$\{", re.DOTALL)
+        self.variable, self.text, self.bound = variable, text, text.rfind("}") + 1
+
+    def search(self, at: int) -> re.Match | None:
+        while (found := self.pattern.search(self.text, at)) is not None and found.group(0) == "${":
+            placeholder = self.variable.match(self.text, found.start(), self.bound)
+            if placeholder is not None:
+                return placeholder
+            at = found.start() + 1
+        return found
+
+
+def _in_triple(text: str, start: int, triple: _Bounded) -> Iterator[Place]:
     """The placeholders of the ``\"\"\"`` string whose content starts at ``start``; returns where it ends."""
     at, inside = start, []
-    while (found := triple.search(text, at)) is not None and found.group(0) != '"""':
+    while (found := triple.search(at)) is not None and found.group(0) != '"""':
         inside.append(found)
         at = found.end()
     end = len(text) if found is None else found.start()
