@@ -145,3 +145,22 @@ def test_lines_after_many_variables_and_a_multi_line_value_are_the_lines_as_writ
     text = "env { job.mode = BATCH }\nv0 = ${v}\n" + "".join(f"k{i} = ${{v}}\n" for i in range(300))
     job = read_job_text(text + FAKE.format(fields="x = 1"), {"v": '"""a\nb\nc"""'})
     assert job.sites[("source", 0)].line == 303
+
+
+# Outside review M1: every fault beside a filled value got one message ("text and a list or object are joined")
+# whatever failed, and an empty value written just before the one at fault was blamed.
+@pytest.mark.parametrize("text, values, stored_given, said", [
+    ("env {\n  k = a${prefix}${name}\n}", {"prefix": "", "name": "[1]"}, True,
+     "the value of variable name does not parse here (line 2): a value joins an object or a list with text"),
+    ("env {\n  ${pw} = 1\n}", {"pw": "{Se-cr3t = Pa55}"}, True,
+     "the value of variable pw does not parse here (line 2): expected a key, found (text from the value)"),
+    ("env {\n  k = ${pw}\n}", {"pw": "Abc,Def"}, False,
+     "variable pw does not parse here (line 2): expected '=', ':' or '{' after the key (text from the value), "
+     "found a new line. This job was stored before values were written as given"),
+])
+def test_a_faults_message_says_what_failed_and_blames_the_value_at_it(text, values, stored_given, said):
+    with pytest.raises(JobTextError) as caught:
+        read_job_text(text, given(values) if stored_given else values)
+    assert said in caught.value.reason and caught.value.line == 2, caught.value.reason
+    assert not any(piece in caught.value.reason for value in values.values() for piece in _pieces(value))
+    assert "text and a list or object are joined" not in caught.value.reason

@@ -132,3 +132,33 @@ def _joined(value: str, place: Place, before: str, after: str, after_triple: boo
     if not content and (before not in _APART or after[:1] not in _APART) and "//" not in before + after[:2]:
         return "", 0, 0     # joined to what stands beside it: nothing, as before (that makes no comment's //)
     return written, 0, 0
+
+
+def at_fault(replaced: list[Filled], extent: tuple[int, int]) -> Filled | None:
+    """The fill standing at a parse fault (``extent`` in the filled text): the one the fault starts in, else one it
+    overlaps, a fill that wrote something before one that wrote nothing (an empty prefix is no culprit)."""
+    start, end = extent[0], max(extent[1], extent[0] + 1)
+    overlapping = [fill for fill in replaced if fill.start < end and start < fill.end or fill.start == start]
+    return next((fill for fill in overlapping if fill.start <= start < fill.end),
+                next((fill for fill in overlapping if fill.end > fill.start), overlapping[0] if overlapping else None))
+
+
+_QUOTED_PIECE = re.compile(r"'[^'\n]*'")
+
+
+def unquoted(reason: str, values: list[str]) -> str:
+    """A parse error's ``reason`` with every quoted piece of it that holds a value's text left out (values are often
+    passwords); if a value's text is still in it after that, only that the text does not parse there."""
+    def piece(found: re.Match) -> str:
+        inner = found.group(0)[1:-1]
+        held = any(inner and (inner in value or value in inner or _shares(inner, value)) for value in values if value)
+        return "(text from the value)" if held else found.group(0)
+
+    told = _QUOTED_PIECE.sub(piece, reason)
+    return "the text does not parse there" if any(_shares(told, value) for value in values) else told
+
+
+def _shares(text: str, value: str) -> bool:
+    """Whether ``text`` holds three characters of ``value`` in a row (a shorter value: only a quoted piece is left
+    out, its letters are in any message)."""
+    return any(value[i:i + 3] in text for i in range(len(value) - 2)) if value.strip() else False

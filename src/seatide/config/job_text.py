@@ -19,7 +19,7 @@ from typing import Any, Mapping
 from seatide.config.hocon import BLOCK_MARK, HoconError, Span, parse
 from seatide.config.hocon.lexer import tokenize
 from seatide.config.job_environment import Fed, Recording, as_given, fed_values, marked, split
-from seatide.config.filling import SINK_PLACEHOLDERS, VARIABLE, Filled, Unfillable, fill
+from seatide.config.filling import SINK_PLACEHOLDERS, VARIABLE, Filled, Unfillable, at_fault, fill, unquoted
 
 SECTIONS = ("env", "source", "transform", "sink")
 PLUGIN_SECTIONS = ("source", "transform", "sink")
@@ -186,16 +186,22 @@ def _as_written_error(exc: HoconError, text: str, variables: dict[str, str], giv
         line = None if exc.line is None else text.count("\n", 0, _written_offset(start, replaced)) + 1
         return JobTextError(exc.reason, line, exc.undefined)
     line = text.count("\n", 0, _written_offset(extent[0], replaced)) + 1
-    blamed = next((fill for fill in replaced if fill.start < max(extent[1], extent[0] + 1) and extent[0] < fill.end),
-                  None)
-    blamed = blamed or _culprit(text, variables, given, replaced, environ)
+    blamed = at_fault(replaced, extent) or _culprit(text, variables, given, replaced, environ)
     if blamed is None:
         return JobTextError(exc.reason, line, exc.undefined)
     line = text.count("\n", 0, blamed.written) + 1
-    return _value_error(blamed.name, line, f"does not parse here (line {line}): where ${{{blamed.name}}} stands, "
-                        f"text and a list or object are joined, or a list or object is a key. A value written as a "
-                        f"list [...] or an object {{...}} is read as one; give text as a quoted HOCON string (\"...\", "
-                        f"its \\ and \" escaped)")
+    value = variables.get(blamed.name, "")
+    if not given:
+        advice = ("this job was stored before values were written as given, so its values are read as HOCON where "
+                  "they stand; submit it again, or give a value holding quotes, brackets, braces, commas or new "
+                  "lines as a quoted HOCON string (its \\ and \" escaped)")
+    elif value.strip()[:1] in ("[", "{"):
+        advice = ("a value written as a list [...] or an object {...} is read as one; give text as a quoted HOCON "
+                  "string (\"...\", its \\ and \" escaped)")
+    else:
+        advice = f"see what stands around ${{{blamed.name}}} on line {line}"
+    return _value_error(blamed.name, line, f"does not parse here (line {line}): "
+                        f"{unquoted(exc.reason, list(variables.values()))}. {advice[0].upper()}{advice[1:]}")
 
 
 def _value_error(name: str, line: int, why: str) -> JobTextError:
