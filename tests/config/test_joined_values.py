@@ -29,6 +29,8 @@ CASES = [
     ('env { k = """t"""${name} }', {"name": 'a "b'}, 'ta "b'),
     ('env { k = """t"""${name} }', {"name": '"""'}, 't"""'),
     ('env { k = """${name}"""" }', {"name": 'a""'}, 'a"""'),      # outside review L3: refused before
+    ('env { k = """select 1"""${name}"""z""" }', {"name": "a b"}, "select 1a bz"),     # the review's c4
+    ('env { k = """s"""${name}"""z""" }', {"name": 'a""'}, 'sa""z'),
 ]
 
 

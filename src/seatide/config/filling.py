@@ -93,9 +93,9 @@ def fill(text: str, variables: dict[str, str], as_given: bool) -> tuple[str, lis
         # Joined to a \"\"\" string, a value must not close it early (its quotes at the end are content), nor
         # may a quote follow: it would join the closing quotes.
         tail = "".join(parts[-3:-1])[-3:]       # the \"\"\" string's content before the value
-        if back == 3 and ('"""' in (tail + value[:-3]).rstrip('"') or text[match.end():match.end() + 1] == '"'):
+        if back == 3 and _closes(tail, value, text[match.end():match.end() + 5], ahead):
             raise Unfillable(replaced[-1], "triple")
-        triple_at = length if back == 3 else triple_at
+        triple_at = length if back == 3 and not ahead else triple_at
         at = match.end() + ahead
     parts.append(text[at:])
     filled = "".join(parts)
@@ -123,8 +123,8 @@ def _joined(value: str, place: Place, before: str, after: str, after_triple: boo
     if place.where != UNQUOTED or not written.startswith('"'):
         return written, 0, 0
     content = arrives_as(value)
-    if after_triple:
-        return content + '\"\"\"', 3, 0
+    if after_triple:        # between two \"\"\" strings it joins both: ``\"\"\"a\"\"\"${x}\"\"\"b\"\"\"``
+        return (content, 3, 3) if after == '\"\"\"' else (content + '\"\"\"', 3, 0)
     if not content and before == '"' and after[:1] == '"' and after != '\"\"\"':
         return "", 1, 1
     if before == '"':
@@ -162,3 +162,12 @@ def _shares(text: str, value: str) -> bool:
     """Whether ``text`` holds three characters of ``value`` in a row (a shorter value: only a quoted piece is left
     out, its letters are in any message)."""
     return any(value[i:i + 3] in text for i in range(len(value) - 2)) if value.strip() else False
+
+
+def _closes(tail: str, value: str, after: str, ahead: int) -> bool:
+    """Whether a value joined to a \"\"\" string (``tail``: its text before the value) would close it early: its
+    quotes at the string's end are text, but a quote after the string would join its closing ones. Joined to a
+    second \"\"\" string too (``ahead``), the value's text runs into that one's (``after[3:]``)."""
+    if ahead:
+        return '\"\"\"' in tail + value + after[3:5]
+    return '\"\"\"' in (tail + value[:-3]).rstrip('"') or after[:1] == '"'
