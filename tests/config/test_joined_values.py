@@ -57,3 +57,9 @@ def test_many_defaults_never_closed_are_read_in_linear_time():
         with pytest.raises(JobTextError):
             read_job_text(text, variables)
     assert time.perf_counter() - started < 3.0
+
+
+@pytest.mark.parametrize("value", [" [a, b] ", "\n[a, b]", "[a, b]  "])
+def test_a_whole_list_with_spaces_around_it_is_a_list(value):
+    """Outside review L4: spaces around a list made it a string, silently (main and SeaTunnel read a list)."""
+    assert read_job_text("env { k = ${v} }", given({"v": value})).tree == {"env": {"k": ["a", "b"]}}

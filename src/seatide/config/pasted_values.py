@@ -119,7 +119,9 @@ def pasted(value: str, where: str) -> str:
         return value if content is None else content
     if content is not None:
         return quoted(content)
-    return value if _reads_as_itself(value) or _structure(value) else quoted(value)
+    if _structure(value.strip()):       # a list or object, spaces around it too (outside review L4)
+        return value.strip()
+    return value if _reads_as_itself(value) else quoted(value)
 
 
 def arrives_as(value: str) -> str:
