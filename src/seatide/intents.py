@@ -64,6 +64,12 @@ def check(text: str, variables: dict[str, str] | None = None, *, source: str | N
     return _load(text, given(variables or {}), source or "submitted job", strict)
 
 
+def stored(text: str, variables: dict[str, str], *, source: str):
+    """A recorded job's ``JobConfig``, its variables read by the row's own rule (a row from before values were
+    written as given, as it was then): what a view of a stored job draws, as its driver reads it."""
+    return _load(text, variables, source, False)
+
+
 def submit(store: Store, data_dir: str, *, text: str, variables: dict[str, str] | None = None,
            source: str | None = None, job_id: str | None = None, name: str | None = None,
            strict: bool = False, actor: str, pinned_worker: str | None = None,

@@ -165,3 +165,16 @@ def test_encrypt_then_decrypt_round_trips_every_block_in_seatunnel_json_form(tmp
     not_shaded = seatunnel("--decrypt", "-c", str(conf), "-i", "pw=x")     # clear text is not Base64
     assert not_shaded.returncode == 2 and "option 'password' does not decrypt" in not_shaded.stderr
     assert "Traceback" not in not_shaded.stderr
+
+
+def test_encrypt_takes_a_value_as_given_as_submit_does(tmp_path):
+    """--encrypt's -i values are read as a submit reads them: ``ab#cd`` is encrypted whole, never cut to ``ab``
+    at what the raw paste made a comment (second outside review of the as-given rule, M2)."""
+    pytest.importorskip("seatide.config.shade", reason="config encryption lands with the seatunnel-rest branch")
+    import base64
+
+    conf = tmp_path / "job.conf"
+    conf.write_text(SHADED)
+    encrypted = seatunnel("--encrypt", "-c", str(conf), "-i", "pw=ab#cd")
+    assert encrypted.returncode == 0, encrypted.stderr
+    assert json.loads(encrypted.stdout)["sink"][1]["password"] == base64.b64encode(b"ab#cd").decode()

@@ -9,6 +9,8 @@ streaming job resumed after an upgrade read other tables, paths and passwords.""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from seatide.config.job_environment import AS_GIVEN, marked, split
@@ -56,3 +58,21 @@ def test_a_submit_marks_its_row_and_a_resume_keeps_an_old_rows_rule_unless_given
     new = marked({"x": "a, b"}, {})
     assert resumed_variables(new, True, None, None)[0][AS_GIVEN] == "1"                 # a marked row stays marked
 
+
+
+def test_the_plan_view_reads_an_old_row_as_its_driver_does():
+    """The REST plan of a row stored before values were written as given reads it by its own rule, as the driver
+    does: ``t  # the output`` was pasted raw then, so the source's output is ``t`` and the sink reads it (second
+    outside review, M1: the view read it as given and drew a plan the driver does not run)."""
+    from seatide.api.inspection import _plan_shape
+
+    text = ('source { FakeSource { plugin_output = ${out}\n row.num = 1, schema = { fields { id = int } } } }\n'
+            'sink { Console { plugin_input = "t" } }\n')
+    old_row = {"out": "t  # the output", "$env": "1"}
+    assert read_job_text(text, old_row).tree["source"]    # the driver's read parses
+    pipelines, error = _plan_shape("old-row", text, json.dumps(old_row))
+    assert error is None, error
+    plugins = [p for pipeline in pipelines for p in pipeline["plugins"]]
+    assert [(p["kind"], p["output"]) for p in plugins][0] == ("source", "t")
+    sink = [p for p in plugins if p["kind"] == "sink"]
+    assert len(sink) == 1 and sink[0]["inputs"], plugins     # the sink reads the source's t

@@ -113,7 +113,7 @@ def _plan_shape(job_id: str, text: str, variables: str) -> tuple[list[dict], str
     within an incarnation and loading one may reach a database (a Jdbc catalog)."""
     secrets = secret_values(text, json.loads(variables))
     try:
-        plan = build_plan(intents.check(text, json.loads(variables), source=f"job {job_id}"))
+        plan = build_plan(intents.stored(text, json.loads(variables), source=f"job {job_id}"))
     except Exception as exc:  # noqa: BLE001 - a plan that cannot be drawn (a plugin changed since submission?) is reported, never a 500
         why = str(exc) if isinstance(exc, (Refusal, ConfigError)) else f"job {job_id}: the plan cannot be drawn: {exc}"
         return [], mask_message(why, secrets)

@@ -23,6 +23,7 @@ import os
 import sys
 from types import SimpleNamespace
 
+from seatide.config.job_environment import given
 from seatide.cli.args import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, CommandRefused, parse_variables, run_command_line
 
 # Flags of other seatunnel.sh versions (the Spark and Flink starters) and what to use here.
@@ -254,7 +255,7 @@ def _shade(args) -> int:
         raise CommandRefused("config encryption (seatide.config.shade) is not in this build of SeaTide",
                              EXIT_FAILED) from None
     try:
-        tree = job_as_json(read_job_file(args.config), parse_variables(args.variables), args.config)
+        tree = job_as_json(read_job_file(args.config), given(parse_variables(args.variables)), args.config)
         shaded = (encrypt_config if args.encrypt else decrypt_config)(tree)
     except ConfigError as exc:
         raise CommandRefused(str(exc), EXIT_BAD_CONFIG) from None
