@@ -148,7 +148,7 @@ def test_a_current_coordinator_records_the_shells_environment(current, tmp_path)
     submitted = seatide("submit", str(tmp_path / "job.conf"), "--job-id", "j", "--cluster", url,
                         SEATIDE_GATE_NAME="as-submitted")
     assert submitted.returncode == 0, submitted.stderr
-    assert _rows(store)["j"][2] == {"$env": "1", "$env.SEATIDE_GATE_NAME": "as-submitted"}
+    assert _rows(store)["j"][2] == {"$env": "1", "$env.SEATIDE_GATE_NAME": "as-submitted", "$as-given": "1"}
     # A job it does not know is its own refusal (404 "no job"), not the older version's missing route.
     unknown = seatide("resume", "nosuch", "-i", "other=1", "--cluster", url)
     assert unknown.returncode == 1 and "no job with id nosuch" in unknown.stderr, unknown.stderr

@@ -77,7 +77,7 @@ def test_a_seatide_from_before_recorded_environments_refuses_a_store_with_a_mark
                        environment={"SEATIDE_GATE_NAME": "as-submitted"})
         with store.read() as conn:
             variables = json.loads(conn.execute(select(s.jobs.c.variables)).scalar())
-        assert variables == {"$env": "1", "$env.SEATIDE_GATE_NAME": "as-submitted"}
+        assert variables == {"$env": "1", "$env.SEATIDE_GATE_NAME": "as-submitted", "$as-given": "1"}
     finally:
         store.dispose()
 
@@ -139,7 +139,7 @@ def test_a_stopped_older_coordinator_holds_nothing_back(store_url, tmp_path):
             conn.execute(update(s.nodes).where(s.nodes.c.node_id == "older-c").values(stopped=True))
         intents.submit(store, str(tmp_path), text=JOB, job_id="marked", actor="test",
                        environment={"SEATIDE_GATE_NAME": "as-submitted"})
-        assert _variables(store, "marked") == (1, {"$env": "1", "$env.SEATIDE_GATE_NAME": "as-submitted"})
+        assert _variables(store, "marked") == (1, {"$env": "1", "$env.SEATIDE_GATE_NAME": "as-submitted", "$as-given": "1"})
     finally:
         store.dispose()
 
