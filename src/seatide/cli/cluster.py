@@ -70,7 +70,6 @@ def _coordinator(args, store, data_dir: str, timeouts) -> int:
     from seatide.api.metrics import CoordinatorMetrics
     from seatide.api.rest import create_app
     from seatide.coordinator.service import Coordinator
-    from seatide.plan.warm_up import plan_sample_job_soon
     from seatide.store.db import Store
 
     try:
@@ -107,6 +106,28 @@ def _coordinator(args, store, data_dir: str, timeouts) -> int:
                      metrics=metrics, on_write=coordinator.wake,
                      api_token=token, auth_reads=args.auth_reads, max_request_bytes=args.max_request_bytes)
     coordinator.start()
+    try:
+        _serve(args, app, uvicorn)
+    finally:
+        coordinator.stop()       # resign the lease, mark this node's row stopped
+        readers.dispose()
+    return EXIT_OK
+
+
+def _stop_on_sigterm(signum, frame):
+    raise SystemExit(EXIT_OK)
+
+
+def _serve(args, app, uvicorn) -> None:
+    """Serve until SIGTERM or Ctrl-C; either ends in an exception through the caller's ``finally``.
+
+    uvicorn (0.29 and later) catches both while it serves, shuts the server down, then raises the signal again
+    with the handler from before: SIGTERM's default would kill the process before the clean stop, so SIGTERM
+    raises SystemExit(0) (a stop asked for), and Ctrl-C is Python's KeyboardInterrupt (130, as every command).
+    """
+    from seatide.plan.warm_up import plan_sample_job_soon
+
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     # Everything imported and built at start lives as long as the process: out of the
     # collector's sight, a full collection walks only what requests made (it took 25-85 ms, a
     # slow request's tail at a thousand jobs, with the start-up heap in it).
@@ -114,13 +135,7 @@ def _coordinator(args, store, data_dir: str, timeouts) -> int:
         plan_sample_job_soon(then=gc.freeze)     # the config reader and plugins it imports too
     else:
         gc.freeze()
-    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning"))
-    try:
-        server.run()
-    finally:
-        coordinator.stop()
-        readers.dispose()
-    return EXIT_OK
+    uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")).run()
 
 
 def _worker(args, store, url: str, data_dir: str, timeouts, spark_conf: dict[str, str]) -> int:
