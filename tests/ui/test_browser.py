@@ -95,6 +95,10 @@ def test_operator_submits_watches_and_cancels_a_job_in_the_browser(cluster: Clus
 
     # Overview: the leader with its epoch, the nodes and their heartbeats, and what releases left held.
     browser.get(c1.url + "/")
+    # Every change the page asks for, as method and path: the page is one document throughout (sameDocument).
+    browser.execute_script("window.changes = []; const sent = window.fetch; window.fetch = (url, init) => {"
+                           " if (init && init.method && init.method !== 'GET') window.changes.push(init.method + ' ' + url);"
+                           " return sent(url, init); };")
     wait(browser, lambda d: text_of(d, "#leader-node") == "c1", 30, "c1 shown as leader")
     wait(browser, lambda d: "pg_drop_replication_slot" in text_of(d, f"#left-behind-all {left_row}"), 10,
          "the slot left held, on the overview")
@@ -172,6 +176,11 @@ def test_operator_submits_watches_and_cancels_a_job_in_the_browser(cluster: Clus
     wait(browser, lambda d: text_of(d, "#incarnation") == "2", 10, "incarnation 2 on the page")
     wait(browser, lambda d: "JOB_RESUMED" in {
         li.get_attribute("data-kind") for li in d.find_elements(By.CSS_SELECTOR, "#events li")}, 10, "the resume event")
+    # Submit and resume through the routes only coordinators that record environments serve: an older one
+    # answers them 404/405 rather than record a job it would fill from its own environment (review 2 of envgate).
+    changes = browser.execute_script("return window.changes")
+    assert "POST /api/v1/jobs" in changes and "POST /api/v1/jobs/ui-orders/incarnations" in changes, changes
+    assert not [c for c in changes if c.endswith(("/submit-job", "/resume"))], changes
 
     # A bad config: the API's message and the offending line, inline; nothing recorded.
     go(browser, "#/submit")

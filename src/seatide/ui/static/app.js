@@ -340,7 +340,8 @@ function jobView(jobId) {
     const what = from ? `from savepoint ${from}` : "from its latest checkpoints";
     confirmed(`Resume job ${jobId} ${what}${fallback.value ? ", starting fresh where a checkpoint does not fit" : ""}?`,
       outcome, async () => {
-        const accepted = await api("POST", `${path}/resume`, {fromSavepoint: from, fallback: fallback.value || null});
+        const accepted = await api("POST", `${path}/incarnations`,     // not /resume: an older coordinator serves that
+          {fromSavepoint: from, fallback: fallback.value || null});
         // A resume may carry on an earlier incarnation's decision or re-plan one (store/owed_moves.py): said here.
         return "Resumed: a new incarnation starts." + warningLines(accepted.warnings);
       });
@@ -510,7 +511,7 @@ function submitView() {
     result.replaceChildren();
     try {
       const body = {config: text, source, strict: strict.checked, jobId: jobId.value.trim() || null, jobName: jobName.value.trim() || null};
-      const accepted = await api("POST", "/submit-job", body);
+      const accepted = await api("POST", "/jobs", body);   // not /submit-job: an older coordinator serves that
       result.replaceChildren(el("div", {class: "message ok", text: `Submitted job ${accepted.jobId}.` +
         warningLines(accepted.warnings)}));
       setTimeout(() => { location.hash = `#/jobs/${encodeURIComponent(accepted.jobId)}`; }, accepted.warnings.length ? 2500 : 400);
