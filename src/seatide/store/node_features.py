@@ -24,8 +24,10 @@ from seatide.store.clock import read_store_now
 RECORDED_ENVIRONMENT = "recorded-environment"
 FEATURES = RECORDED_ENVIRONMENT          # comma-separated, what this version's nodes can do
 # A coordinator row without the feature that heartbeated within this long is taken for alive (a clean stop
-# marks its row ``stopped`` at once). Longer than any heartbeat interval: a crashed older coordinator holds
-# marked submits back this long at most; one paused longer and woken after is not caught (docs/operations.md).
+# marks its row ``stopped`` at once). A crashed older coordinator holds marked submits back this long at most.
+# A fixed window, so not sound: one alive with --worker-heartbeat-interval over 60 s (its heartbeat), cut off
+# from the store or paused longer is not caught; the upgrade order stops every older coordinator before any
+# process of this version starts (docs/operations.md, revision 0021).
 OLDER_ALIVE_WITHIN_S = 60.0
 
 
