@@ -207,3 +207,22 @@ def test_a_non_ascii_digit_is_text_and_the_reader_moves_on():
                                 __import__("resource").RLIMIT_AS, (2 << 30, 2 << 30)))
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "{'a': '²', 'b': '٣x', 'c': '1²'}"
+
+
+def test_a_comment_start_inside_a_substitution_is_refused_not_looped_on():
+    """``${//`` made the substitution's reader stop on ``//`` without reading it, again and again: ``parse("a =
+    ${//")`` never returned, and one REST submit could hold a coordinator's thread (found by an outside review's
+    fuzzer, stop 56). In a child process with a deadline, so the old code fails this test instead of hanging."""
+    import subprocess
+    import sys
+
+    code = ("from seatide.config.hocon import parse, HoconError\n"
+            "for text in ['a = ${//\\n', 'a = ${x//y}', 'a = ${x.//}']:\n"
+            "    try:\n        parse(text)\n    except HoconError as exc:\n        print(exc)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                            preexec_fn=lambda: __import__("resource").setrlimit(
+                                __import__("resource").RLIMIT_AS, (2 << 30, 2 << 30)))
+    assert result.returncode == 0, result.stderr[-2000:]
+    refusals = result.stdout.strip().splitlines()
+    assert len(refusals) == 3 and all("'//' is not allowed in a substitution's path" in r for r in refusals), refusals
+    assert all("line 1" in r for r in refusals), refusals

@@ -207,6 +207,9 @@ class _Lexer:
                 lexer.emit("ws", text[at:lexer.i], text[at:lexer.i], at)
             elif ch in FORBIDDEN:
                 raise self.error(f"'{ch}' is not allowed in a substitution's path", lexer.i)
+            elif text.startswith("//", lexer.i):     # unquoted() reads nothing there: it looped forever
+                raise self.error("'//' is not allowed in a substitution's path; quote that part: ${a.\"//b\"}",
+                                 lexer.i)
             else:
                 lexer.unquoted(number_chars=False)
         self.i = lexer.i + 1
