@@ -114,7 +114,7 @@ def _coordinator(args, store, data_dir: str, timeouts) -> int:
     return EXIT_OK
 
 
-def _stop_on_sigterm(signum, frame):
+def _stop_asked(signum, frame):
     raise SystemExit(EXIT_OK)
 
 
@@ -122,12 +122,14 @@ def _serve(args, app, uvicorn) -> None:
     """Serve until SIGTERM or Ctrl-C; either ends in an exception through the caller's ``finally``.
 
     uvicorn (0.29 and later) catches both while it serves, shuts the server down, then raises the signal again
-    with the handler from before: SIGTERM's default would kill the process before the clean stop, so SIGTERM
-    raises SystemExit(0) (a stop asked for), and Ctrl-C is Python's KeyboardInterrupt (130, as every command).
+    with the handler from before: SIGTERM's default would kill the process before the clean stop, so both raise
+    SystemExit(0), a stop asked for, as the worker's do. Ctrl-C left to Python's handler ended 130 or 0 by a race
+    (asyncio's runner takes SIGINT over while that handler is the default one: a fresh-clone run, stop 56).
     """
     from seatide.plan.warm_up import plan_sample_job_soon
 
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    signal.signal(signal.SIGTERM, _stop_asked)
+    signal.signal(signal.SIGINT, _stop_asked)
     # Everything imported and built at start lives as long as the process: out of the
     # collector's sight, a full collection walks only what requests made (it took 25-85 ms, a
     # slow request's tail at a thousand jobs, with the start-up heap in it).
