@@ -23,8 +23,8 @@ import os
 import sys
 from types import SimpleNamespace
 
-from seatide.config.job_environment import given
 from seatide.cli.args import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, CommandRefused, parse_variables, run_command_line
+from seatide.config.job_environment import given
 
 # Flags of other seatunnel.sh versions (the Spark and Flink starters) and what to use here.
 OTHER_FLAGS = {

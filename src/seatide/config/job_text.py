@@ -16,10 +16,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from seatide.config.filling import SINK_PLACEHOLDERS, VARIABLE, Filled, Unfillable, at_fault, fill, unquoted
 from seatide.config.hocon import BLOCK_MARK, HoconError, Span, parse
 from seatide.config.hocon.lexer import tokenize
 from seatide.config.job_environment import Fed, Recording, as_given, fed_values, marked, split
-from seatide.config.filling import SINK_PLACEHOLDERS, VARIABLE, Filled, Unfillable, at_fault, fill, unquoted
 
 SECTIONS = ("env", "source", "transform", "sink")
 PLUGIN_SECTIONS = ("source", "transform", "sink")
