@@ -58,7 +58,7 @@ def test_a_follower_takes_over_at_once_when_the_leaders_lock_is_lost_and_the_old
         wait_for(lambda: b.tick(), 5, interval=0.02, message="b to take over with the freed lock")
         assert b.epoch == old + 1
         with store.read() as conn:
-            lease = conn.execute(select(s.leader_lease)).one()
+            lease = conn.execute(select(s.leadership)).one()
         assert (lease.node_id, lease.liveness) == ("b", True)
         events = [e for e in _events(store) if e.kind == "LEADER_ELECTED"]
         assert "liveness lock" in events[-1].detail
@@ -96,12 +96,12 @@ def test_a_leader_that_took_over_by_expiry_gets_the_lock_once_the_paused_one_let
         assert time.monotonic() - began >= 1.5, "b did not wait for the lease to expire"
         assert b.epoch == old + 1
         with store.read() as conn:
-            assert conn.execute(select(s.leader_lease.c.liveness)).scalar() is False   # a still holds the lock
+            assert conn.execute(select(s.leadership.c.liveness)).scalar() is False   # a still holds the lock
         # a wakes: fenced, it steps down, lets go of the lock and does not take the lease back.
         assert not a.tick() and not a.is_leader
         assert b.tick() and b.epoch == old + 1
         with store.read() as conn:
-            assert conn.execute(select(s.leader_lease.c.liveness)).scalar() is True    # b holds it now
+            assert conn.execute(select(s.leadership.c.liveness)).scalar() is True    # b holds it now
         assert not a.tick() and b.tick() and b.epoch == old + 1
     finally:
         la.close()

@@ -43,7 +43,7 @@ def _leader(store, name: str) -> LeaderLease:
 def _lose_lease(store) -> None:
     """The leader stalls past its lease: the next one is elected."""
     with store.write() as conn:
-        conn.execute(update(s.leader_lease).values(expires_at=0.0))
+        conn.execute(update(s.leadership).values(expires_at=0.0))
 
 
 def _job(store):

@@ -157,7 +157,7 @@ def test_two_processes_opening_a_fresh_store_at_once_migrate_it_once(store_url, 
     with store.read() as conn:
         assert current_revision(conn) == head()
         assert len(conn.execute(select(s.events).where(s.events.c.kind == "SCHEMA_UPGRADED")).all()) == 1
-        assert len(conn.execute(select(s.leader_lease)).all()) == 1
+        assert len(conn.execute(select(s.leadership)).all()) == 1
     store.dispose()
 
 

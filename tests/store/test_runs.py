@@ -72,7 +72,7 @@ def test_a_slow_leaders_stale_expiry_never_removes_a_new_runs_checkpoints(store,
         result = conn.execute(select(s.job_results)).one()
     stale = read_cleanup_view(store, result)
     with store.write() as conn:       # slow lost its lease (paused); the next leader expires the run
-        conn.execute(update(s.leader_lease).values(expires_at=0.0))
+        conn.execute(update(s.leadership).values(expires_at=0.0))
     fast = _leader(store, "fast")
     _expire(store, fast, read_cleanup_view(store, result))
     submit(store, tmp_path)

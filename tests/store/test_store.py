@@ -44,7 +44,7 @@ def test_migrations_apply_once_and_record_their_version(store, store_url):
     with again.read() as conn:
         assert current_revision(conn) == head()
         assert conn.execute(select(s.schema_version)).all()[-1].version == ALEMBIC_MANAGED
-        assert len(conn.execute(select(s.leader_lease)).all()) == 1
+        assert len(conn.execute(select(s.leadership)).all()) == 1
     again.dispose()
 
 

@@ -173,9 +173,9 @@ class LeaderLease:
         self._renewed_at = began
         with self.store.write() as conn:
             now = store_now(conn)
-            done = conn.execute(update(s.leader_lease).where(and_(
-                s.leader_lease.c.id == 1, s.leader_lease.c.node_id == self.node_id,
-                s.leader_lease.c.epoch == self.epoch, s.leader_lease.c.expires_at >= now))
+            done = conn.execute(update(s.leadership).where(and_(
+                s.leadership.c.id == 1, s.leadership.c.node_id == self.node_id,
+                s.leadership.c.epoch == self.epoch, s.leadership.c.expires_at >= now))
                 .values(expires_at=now + self.timeouts.lease_ttl, liveness=self._locked)).rowcount == 1
         if done:
             self._landed(began)
@@ -185,7 +185,7 @@ class LeaderLease:
         locked = self._take_lock()
         began = clock.monotonic()
         with self.store.write() as conn:
-            query = select(s.leader_lease, store_now(conn).label("now")).where(s.leader_lease.c.id == 1)
+            query = select(s.leadership, store_now(conn).label("now")).where(s.leadership.c.id == 1)
             row = conn.execute(query).first()
             # The holder held the leader lock and now we do: it has died (or lost its lock
             # session, and steps down on its next tick; its writes are fenced by epoch).
@@ -196,8 +196,8 @@ class LeaderLease:
                 self._release_lock()
                 return False
             epoch = row.epoch + 1
-            taken = conn.execute(update(s.leader_lease).where(and_(
-                s.leader_lease.c.id == 1, s.leader_lease.c.epoch == row.epoch)).values(
+            taken = conn.execute(update(s.leadership).where(and_(
+                s.leadership.c.id == 1, s.leadership.c.epoch == row.epoch)).values(
                 node_id=self.node_id, epoch=epoch, expires_at=row.now + self.timeouts.lease_ttl,
                 url=self.url, acquired_at=row.now, liveness=locked)).rowcount == 1
             if taken:
@@ -246,8 +246,8 @@ class LeaderLease:
             return
         try:
             with self.store.write() as conn:
-                conn.execute(update(s.leader_lease).where(and_(
-                    s.leader_lease.c.id == 1, s.leader_lease.c.epoch == self.epoch))
+                conn.execute(update(s.leadership).where(and_(
+                    s.leadership.c.id == 1, s.leadership.c.epoch == self.epoch))
                     .values(expires_at=0.0))
         finally:
             self._drop(why)

@@ -114,7 +114,7 @@ class Store:
     @contextlib.contextmanager
     def leader_tx(self, epoch: int) -> Iterator[Connection]:
         with self.write() as conn:
-            query = select(s.leader_lease.c.epoch, s.leader_lease.c.expires_at).where(s.leader_lease.c.id == 1)
+            query = select(s.leadership.c.epoch, s.leadership.c.expires_at).where(s.leadership.c.id == 1)
             if not self.is_sqlite:
                 query = query.with_for_update()
             row = conn.execute(query).first()

@@ -53,7 +53,7 @@ LEGACY_REVISIONS = {1: "0001", 2: "0002"}
 # instead of running against a schema it does not know.
 ALEMBIC_MANAGED = 3
 # The newest revision in versions/ (a test checks it against Alembic's own reading).
-HEAD = "0021"
+HEAD = "0022"
 VERSION_TABLE = "alembic_version"
 
 if TYPE_CHECKING:
@@ -176,4 +176,4 @@ def _stamp(conn: Connection, revision: str) -> None:
 
 def _create_fresh(conn: Connection) -> None:
     s.metadata.create_all(conn)
-    conn.execute(insert(s.leader_lease).values(id=1, node_id=None, epoch=0, expires_at=0.0))
+    conn.execute(insert(s.leadership).values(id=1, node_id=None, epoch=0, expires_at=0.0, moved_at_epoch=0))

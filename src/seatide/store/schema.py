@@ -20,9 +20,11 @@ schema_version = Table(
     Column("applied_at", Float, nullable=False),
 )
 
-# One row (id = 1). The epoch only ever grows; every leader write checks it.
-leader_lease = Table(
-    "leader_lease", metadata,
+# The leader lease: one row (id = 1). The epoch only ever grows; every leader write checks it.
+# Called ``leader_lease`` before revision 0022: a SeaTide from before it finds no such table, so it can
+# neither elect, renew nor write as leader on a store upgraded past it (store/node_features.py).
+leadership = Table(
+    "leadership", metadata,
     Column("id", Integer, primary_key=True),
     Column("node_id", String(128)),
     Column("epoch", BigInteger, nullable=False),
@@ -32,6 +34,9 @@ leader_lease = Table(
     # The holder also holds the leader liveness lock: once that lock is free, the holder is
     # dead and a follower holding the lock may take over before the expiry (lease.py).
     Column("liveness", Boolean, nullable=False, default=False, server_default=false()),
+    # The epoch the lease had when revision 0022 moved it here (0: none had been taken, or a store made at
+    # 0022). Its holder may be an older SeaTide until a later epoch is elected (intents.py).
+    Column("moved_at_epoch", BigInteger, nullable=False, default=0, server_default="0"),
 )
 
 nodes = Table(

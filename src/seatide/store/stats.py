@@ -81,7 +81,7 @@ def store_stats(conn: Connection) -> StoreStats:
         if job_id in jobs:
             jobs[job_id].attempt = attempt
 
-    lease = conn.execute(select(s.leader_lease).where(s.leader_lease.c.id == 1)).first()
+    lease = conn.execute(select(s.leadership).where(s.leadership.c.id == 1)).first()
     # Leader events carry no job id: the (job_id, seq) index finds them without a scan of the log.
     changes = conn.execute(select(func.count()).select_from(s.events).where(and_(
         s.events.c.job_id.is_(None), s.events.c.kind == "LEADER_ELECTED"))).scalar()

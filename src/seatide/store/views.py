@@ -235,7 +235,7 @@ def row_totals(conn: Connection, where) -> dict[tuple[str, int], tuple[int, int]
 
 
 def overview(conn: Connection) -> dict:
-    lease = conn.execute(select(s.leader_lease).where(s.leader_lease.c.id == 1)).first()
+    lease = conn.execute(select(s.leadership).where(s.leadership.c.id == 1)).first()
     now = read_store_now(conn)     # the lease and heartbeats are stamped by the store's clock
     counts = dict(conn.execute(select(s.jobs.c.status, func.count()).group_by(s.jobs.c.status)).all())
     nodes = conn.execute(select(s.nodes).where(s.nodes.c.stopped.is_(False))).all()
@@ -267,7 +267,7 @@ def nodes_report(conn: Connection) -> dict:
     ``NODE_SILENT_AFTER_S`` (paused, partitioned or killed), STOPPED after a clean shutdown.
     """
     now = read_store_now(conn)     # the lease and heartbeats are stamped by the store's clock
-    lease = conn.execute(select(s.leader_lease).where(s.leader_lease.c.id == 1)).first()
+    lease = conn.execute(select(s.leadership).where(s.leadership.c.id == 1)).first()
     leader = _leader(lease, now)
     a = s.attempts.c
     load = dict(conn.execute(select(a.worker_id, func.count()).where(and_(

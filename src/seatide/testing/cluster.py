@@ -220,7 +220,7 @@ class Cluster:
 
     def leader(self):
         with self.store.read() as conn:
-            return conn.execute(select(s.leader_lease).where(s.leader_lease.c.id == 1)).first()
+            return conn.execute(select(s.leadership).where(s.leadership.c.id == 1)).first()
 
     def _store_now(self) -> float:
         with self.store.read() as conn:

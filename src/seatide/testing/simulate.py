@@ -112,7 +112,7 @@ def injected(bug: str | None):
                 with store.write() as conn:
                     job = conn.execute(select(s.jobs).where(s.jobs.c.job_id == decided.job_id)).first()
                     yield door.Opened(conn, job, fence(conn, job, decided))
-                    if check and conn.execute(select(s.leader_lease.c.epoch)).scalar() != epoch:
+                    if check and conn.execute(select(s.leadership.c.epoch)).scalar() != epoch:
                         raise db.NotLeader(f"epoch {epoch} is no longer the leader")
 
             _patch(undo, cleanup, "fenced_read", functools.partial(checked_after, check=False))
