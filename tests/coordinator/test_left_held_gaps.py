@@ -24,6 +24,7 @@ from seatide.store.views import job_events, job_info, overview
 from tests.conftest import store_url  # noqa: F401  (a fixture)
 from tests.leader import elected
 from tests.store.test_store import store, submit  # noqa: F401  (a fixture)
+from tests.store.older_lease import lease_as_before
 
 OLD_SLOT = "old_marked_slot"
 CURRENT = """
@@ -69,6 +70,7 @@ def test_a_slot_told_before_the_upgrade_is_shown_kept_by_the_leader_and_dismisse
         conn.execute(text("DROP TABLE left_held"))
         conn.execute(text("ALTER TABLE pipelines DROP COLUMN waiting"))        # revision 0018's
         conn.execute(text("ALTER TABLE nodes DROP COLUMN features"))           # revision 0021's
+        lease_as_before(conn)                                                  # revision 0022's
         conn.execute(text("UPDATE alembic_version SET version_num = '0016'"))
         _told_by_event(conn)
     store.dispose()

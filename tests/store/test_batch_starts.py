@@ -20,6 +20,7 @@ from seatide.store.db import open_store
 from seatide.store.decided_batches import lost_lineage, newest_decided
 from seatide.store.migrations import current_revision, head
 from tests.store.test_store import JOB, _attempt, store, submit  # noqa: F401  (store is a fixture)
+from tests.store.older_lease import lease_as_before
 
 
 def _started(store):
@@ -69,6 +70,7 @@ def test_a_store_at_revision_0014_gains_the_columns_and_keeps_its_jobs(store, st
         conn.execute(text("DROP TABLE left_held"))                              # revision 0017's
         conn.execute(text("DROP INDEX ix_events_kind"))                         # revision 0019's
         conn.execute(text("ALTER TABLE nodes DROP COLUMN features"))            # revision 0021's
+        lease_as_before(conn)                                                   # revision 0022's
         conn.execute(text("UPDATE alembic_version SET version_num = '0014'"))
     store.dispose()
     upgraded = open_store(store_url)

@@ -9,6 +9,7 @@ from seatide import intents
 from seatide.store import schema as s
 from seatide.store.db import open_store
 from seatide.store.migrations import head
+from tests.store.older_lease import lease_as_before
 
 JOB = """
 env { job.mode = BATCH, job.name = "nightly-${tenant}", secret.variables = [tenant] }
@@ -31,6 +32,7 @@ def test_an_upgrade_masks_a_name_recorded_in_clear_and_keeps_a_plain_one(store_u
     with store.write() as conn:
         conn.execute(update(s.jobs).where(s.jobs.c.job_id == "secret").values(name="nightly-ACME-7731"))
         conn.execute(text("ALTER TABLE nodes DROP COLUMN features"))     # revision 0021's
+        lease_as_before(conn)                                            # revision 0022's
         conn.execute(text("UPDATE alembic_version SET version_num = '0019'"))
     store.dispose()
 

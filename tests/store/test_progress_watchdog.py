@@ -12,12 +12,13 @@ from seatide.store import schema as s
 from seatide.store.db import AttemptFenced, open_store
 from seatide.store.migrations import current_revision, head
 from seatide.store.views import job_info
+from tests.store.older_lease import lease_as_before
 from tests.store.test_store import _attempt, store, submit  # noqa: F401  (store is a fixture)
 
 WATCHDOG_COLUMNS = {"jobs": ["progress_timeout_s", "on_hung", "hung_since"], "attempts": ["progress_at", "tasks_done"]}
 # Added by later revisions (0006 liveness locks, 0008 checkpoint totals, 0009 job outline, 0010 newest
 # checkpoint's facts, 0011 runs, 0012 source holds, 0013 events' runs, 0014 each pipeline's
-# progress, 0018 a start's waiting note): gone too in a store at 0003.
+# progress, 0018 a start's waiting note, 0021 node features): gone too in a store at 0003.
 LATER_COLUMNS = {"leader_lease": ["liveness"], "nodes": ["liveness", "features"], "jobs": ["outline", "run_id", "release", "released_at"],
                  "job_results": ["run_id", "config", "variables"], "attempts": ["charged"],
                  "pipelines": ["checkpoints_completed", "checkpoints_failed", "last_checkpoint_id", "last_checkpoint_at",
@@ -89,6 +90,7 @@ def test_a_replaced_attempt_cannot_report_progress(store, tmp_path):
 def test_a_store_before_the_watchdog_gains_its_columns_and_keeps_its_jobs(store, store_url, tmp_path):
     submit(store, tmp_path)
     with store.write() as conn:    # back to what revision 0003 made
+        lease_as_before(conn)      # 0022 moved the lease (its liveness, from 0006, goes below)
         for index in LATER_INDEXES:    # first: SQLite drops no column an index names
             conn.execute(text(f"DROP INDEX {index}"))
         for table, columns in [*WATCHDOG_COLUMNS.items(), *LATER_COLUMNS.items()]:

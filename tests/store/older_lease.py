@@ -1,0 +1,51 @@
+"""The leader lease as a SeaTide from before revision 0022 kept it: the table ``leader_lease``.
+
+For tests that put a store back to an older revision (``lease_as_before``) and for the older version's lease code
+(``before_0022``): this package's ``LeaderLease``, ``Store.leader_tx`` and views, which differ from that version's in
+the table they name and nothing else (revision 0022 renamed it), made to name the old one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from sqlalchemy import BigInteger, Boolean, Column, Float, Integer, MetaData, String, Table, false, inspect, text
+
+from seatide.store import schema
+
+# As revisions 0001 and 0006 (``liveness``) made it, up to 0021.
+LEADER_LEASE = Table(
+    "leader_lease", MetaData(),
+    Column("id", Integer, primary_key=True),
+    Column("node_id", String(128)),
+    Column("epoch", BigInteger, nullable=False),
+    Column("expires_at", Float, nullable=False),
+    Column("url", String(256)),
+    Column("acquired_at", Float),
+    Column("liveness", Boolean, nullable=False, default=False, server_default=false()),
+)
+COLUMNS = "id, node_id, epoch, expires_at, url, acquired_at, liveness"
+
+
+def lease_as_before(conn) -> None:
+    """Revision 0022's move undone: the lease row back in ``leader_lease``, ``leadership`` gone. A store that has no
+    ``leadership`` (made by a SeaTide before 0022) already is so."""
+    if not inspect(conn).has_table("leadership"):
+        return
+    LEADER_LEASE.create(conn)
+    conn.execute(text(f"INSERT INTO leader_lease ({COLUMNS}) SELECT {COLUMNS} FROM leadership"))
+    conn.execute(text("DROP TABLE leadership"))
+
+
+@contextlib.contextmanager
+def before_0022():
+    """Within it, this process's lease code is the older version's: it names ``leader_lease``."""
+    newer = getattr(schema, "leadership", None)
+    schema.leadership = LEADER_LEASE
+    try:
+        yield
+    finally:
+        if newer is None:
+            del schema.leadership
+        else:
+            schema.leadership = newer
