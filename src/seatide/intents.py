@@ -28,7 +28,7 @@ from seatide.secrets import mask_message, mask_refusal, secret_values
 from seatide.store.db import Store
 from seatide.store.job_ids import BadJobId, JobRefused, check_job_id
 from seatide.store.jobs import MAX_JOB_NAME, JobNotFound, load_job, request_stop, submit_job
-from seatide.store.node_features import older_coordinators
+from seatide.store.node_features import older_leader_may_act
 from seatide.store.paths import PathOutsideRoot
 from seatide.store.restore import resume_job
 from seatide.store.unusable_checkpoints import resume_command
@@ -90,7 +90,7 @@ def submit(store: Store, data_dir: str, *, text: str, variables: dict[str, str] 
     if len(name) > MAX_JOB_NAME:
         raise Refusal(RefusalKind.BAD_REQUEST, f"the job name is {len(name)} characters long; "
                       f"use at most {MAX_JOB_NAME} (jobName, or job.name in env)")
-    _no_older_coordinator(store, variables, "submitted")
+    _no_older_leader(store, variables, "submitted")
     with _refusals():
         job_id = submit_job(store, text=text, variables=variables, config=config, plan=build_plan(config),
                             outline=outline_json(config), data_dir=data_dir, job_id=job_id, name=name,
@@ -147,7 +147,7 @@ def resume(store: Store, job_id: str, *, text: str | None = None, variables: dic
         text, config = _placed(text, variables, source or f"job {job_id}", strict, paths_from)
     else:    # as recorded (a job recorded before its paths were placed keeps where it wrote)
         text, config = job.config, _load(job.config, variables, source or f"job {job_id}", strict)
-    _no_older_coordinator(store, variables, "resumed")
+    _no_older_leader(store, variables, "resumed")
     with _refusals():
         # A decision the incarnation before owed and this one carries on (a fresh start, a savepoint's
         # copy: store/owed_moves.py) was not asked for this time: the answer says so, beside the event.
@@ -179,20 +179,22 @@ def resumed_variables(stored: dict[str, str], new_text: bool, variables: dict[st
     return _recorded(variables, chosen or {}), recorded is None
 
 
-def _no_older_coordinator(store: Store, variables: dict[str, str], what: str) -> None:
-    """Refused (CONFLICT), nothing recorded, when ``variables`` carry the mark and a coordinator of a SeaTide from
-    before recorded environments may be alive: leading, it would read the job's ${NAME}s from its own environment
-    (outside review F3; store/node_features.py). Older ones cannot start once this version opened the store."""
+def _no_older_leader(store: Store, variables: dict[str, str], what: str) -> None:
+    """Refused (CONFLICT), nothing recorded, when ``variables`` carry the mark and the lease may still be held by a
+    coordinator of a SeaTide from before revision 0022: leading, one from before recorded environments would read
+    the job's ${NAME}s from its own environment (outside review F3). None can lead after it (store/node_features.py);
+    one holding the lease copied at the upgrade acts until its expiry, so the mark waits for a new election."""
     if MARK not in variables:
         return
     with store.read() as conn:
-        older = older_coordinators(conn)
-    if older:
-        named = ", ".join(f"{row.node_id} (pid {row.pid} on {row.host})" for row in older)
+        lease = older_leader_may_act(conn)
+    if lease is not None:
         raise Refusal(RefusalKind.CONFLICT, (
-            f"coordinator {named} of an older SeaTide is running on this store: it does not know recorded "
-            f"environments, and leading it would fill this job's ${{NAME}}s from its own environment. Nothing was "
-            f"{what}. Stop every coordinator of the older version (docs/operations.md, Upgrading), then ask again"))
+            f"no coordinator of this SeaTide has led since the store was upgraded to revision 0022: the lease "
+            f"copied then (epoch {lease.moved_at_epoch}, coordinator {lease.node_id}) may be held by a coordinator of "
+            f"an older SeaTide, which would fill this job's ${{NAME}}s from its own environment. Nothing was {what}. "
+            f"Start a coordinator of this version (an older one can no longer lead) and ask again once it leads "
+            f"(docs/operations.md, Upgrading)"))
 
 
 def _recorded(variables: dict[str, str], environment: dict[str, str], written_as_given: bool = True) -> dict[str, str]:

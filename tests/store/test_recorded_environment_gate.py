@@ -1,32 +1,40 @@
-"""Revision 0021 keeps a SeaTide from before recorded environments from reading a marked job (outside review M1,
-F3): that version knows no ``$env`` mark and would fill a marked job's ``${NAME}`` from its own process's
-environment.
+"""Revisions 0021 and 0022 keep a SeaTide from before recorded environments from reading a marked job (outside
+review M1, F3): that version knows no ``$env`` mark and would fill a marked job's ``${NAME}`` from its own
+process's environment.
 
 * One that starts refuses the store. Simulated as it is: this package's code, with its revisions cut back to
   the last one it shipped (0020) and that head, opening the store in a process of its own as every driver,
   worker and coordinator does when it starts.
-* One already running has a presence row without ``features`` (it registered as that version does: no such
-  column): no marked job is recorded while such a coordinator may lead, and the leader gives such a worker no
-  job (store/node_features.py). Its row is written as the older ``register_node`` wrote it.
+* One already running cannot lead once the store is at 0022: the lease moved to a table it does not know. Its
+  lease code is this package's naming the old table (tests/store/older_lease.py), on an engine of its own opened
+  before the upgrade; no marked job is recorded until a coordinator of this version was elected through the new
+  table, however long ago the older one last heartbeated.
+* A worker already running has a presence row without ``features`` (it registered as that version does: no such
+  column): the leader gives it no job (store/node_features.py). Its row is written as the older
+  ``register_node`` wrote it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
 
 import pytest
-from sqlalchemy import insert, select, text, update
+from sqlalchemy import insert, select, text
 
 from seatide import intents
+from seatide.coordinator.lease import LeaderLease
 from seatide.coordinator.service import Coordinator, register_node
 from seatide.intents import Refusal, RefusalKind
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now
-from seatide.store.db import open_store
-from seatide.store.node_features import OLDER_ALIVE_WITHIN_S
+from seatide.store.db import Store, open_store
+from seatide.store.events import record_event
+from seatide.testing.cluster import wait_for
+from tests.store.older_lease import before_0022, lease_as_before
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BEFORE = "0020"      # the last revision of a SeaTide that did not record environments
@@ -66,6 +74,7 @@ def test_a_seatide_from_before_recorded_environments_refuses_a_store_with_a_mark
         with store.write() as conn:
             conn.execute(text(f"UPDATE alembic_version SET version_num = '{BEFORE}'"))
             conn.execute(text("ALTER TABLE nodes DROP COLUMN features"))
+            lease_as_before(conn)
         older = open_as_older(store_url, tmp_path)
         assert (older.returncode, older.stdout.strip()) == (0, "OPENED"), older.stderr[-2000:]
     finally:
@@ -90,10 +99,14 @@ def test_a_seatide_from_before_recorded_environments_refuses_a_store_with_a_mark
 def register_as_older(store, node_id: str, role: str, slots: int = 0) -> None:
     """The presence row an older SeaTide's process writes: the columns it knows, no ``features``."""
     with store.write() as conn:
-        now = read_store_now(conn)
-        conn.execute(insert(s.nodes).values(node_id=node_id, role=role, host="older-host", pid=4242, url=None,
-                                            slots=slots, started_at=now, heartbeat_at=now, stopped=False,
-                                            liveness=False))
+        register_as_older_conn(conn, node_id, role, slots)
+
+
+def register_as_older_conn(conn, node_id: str, role: str, slots: int = 0, heartbeat_ago: float = 0.0) -> None:
+    now = read_store_now(conn)
+    conn.execute(insert(s.nodes).values(node_id=node_id, role=role, host="older-host", pid=4242, url=None,
+                                        slots=slots, started_at=now - heartbeat_ago, heartbeat_at=now - heartbeat_ago,
+                                        stopped=False, liveness=False))
 
 
 def _variables(store, job_id: str):
@@ -102,44 +115,100 @@ def _variables(store, job_id: str):
     return None if row is None else (row.incarnation, json.loads(row.variables))
 
 
-def test_no_marked_job_is_recorded_while_an_older_coordinator_may_lead(store_url, tmp_path):
+def at_revision_0021(store) -> None:
+    """The store as revision 0021 left it: the lease in ``leader_lease``."""
+    with store.write() as conn:
+        lease_as_before(conn)
+        conn.execute(text("UPDATE alembic_version SET version_num = '0021'"))
+
+
+def older_leader(store_url: str, node_id: str = "older-c") -> LeaderLease:
+    """A coordinator of the SeaTide from before 0022 (and before recorded environments) on the store at 0021, its
+    own engine opened then (``Store``: no migration), that leads: elected, and a fenced leader write landed."""
+    lease = LeaderLease(Store(store_url), node_id, url=None)
+    with before_0022():
+        assert lease.tick()
+        with lease.store.leader_tx(lease.epoch) as conn:
+            record_event(conn, "OLDER_LEADER_WROTE", f"coordinator:{node_id}", epoch=lease.epoch)
+    return lease
+
+
+def submit_marked(store, tmp_path, job_id: str = "marked"):
+    return intents.submit(store, str(tmp_path), text=JOB, job_id=job_id, actor="test",
+                          environment={"SEATIDE_GATE_NAME": "as-submitted"})
+
+
+def test_an_older_leader_can_no_longer_lead_once_the_store_moved_the_lease(store_url, tmp_path, caplog):
     store = open_store(store_url)
+    submit_marked(store, tmp_path, "before")           # by a process of 0021, before the upgrade
+    at_revision_0021(store)
+    store.dispose()
+    older = older_leader(store_url)
+    epoch = older.epoch
+    with older.store.write() as conn:    # paused (SIGSTOP, a frozen VM) an hour: far out of any heartbeat window
+        register_as_older_conn(conn, "older-c", "coordinator", heartbeat_ago=3600.0)
+
+    store = open_store(store_url)        # the upgrade (0022) by a process of this version
     try:
-        intents.submit(store, str(tmp_path), text=JOB, job_id="before", actor="test",
-                       environment={"SEATIDE_GATE_NAME": "first"})
-        intents.stop(store, "before", actor="test")
-        register_as_older(store, "older-c", "coordinator")       # running since before the upgrade
         with pytest.raises(Refusal) as refused:
-            intents.submit(store, str(tmp_path), text=JOB, job_id="marked", actor="test",
-                           environment={"SEATIDE_GATE_NAME": "as-submitted"})
+            submit_marked(store, tmp_path)
         assert refused.value.kind == RefusalKind.CONFLICT
         message = str(refused.value)
-        assert "coordinator older-c (pid 4242 on older-host) of an older SeaTide" in message, message
-        assert "Nothing was submitted. Stop every coordinator of the older version" in message, message
+        assert (f"no coordinator of this SeaTide has led since the store was upgraded to revision 0022: the lease "
+                f"copied then (epoch {epoch}, coordinator older-c) may be held by a coordinator of an older SeaTide"
+                ) in message, message
+        assert "Nothing was submitted. Start a coordinator of this version" in message, message
         assert _variables(store, "marked") is None
         with pytest.raises(Refusal, match="Nothing was resumed"):     # a new incarnation of a marked row too
             intents.resume(store, "before", variables={"other": "1"}, fallback="fresh", actor="test")
         assert _variables(store, "before")[0] == 1
+        with store.read() as conn:       # the lease as it was, and the epoch it had at the move
+            row = conn.execute(select(s.leadership)).one()
+        assert (row.node_id, row.epoch, row.moved_at_epoch) == ("older-c", epoch, epoch)
 
-        with store.write() as conn:      # silent past the window (crashed): no longer taken for alive
-            conn.execute(update(s.nodes).where(s.nodes.c.node_id == "older-c")
-                         .values(heartbeat_at=read_store_now(conn) - OLDER_ALIVE_WITHIN_S - 1))
-        intents.submit(store, str(tmp_path), text=JOB, job_id="marked", actor="test",
-                       environment={"SEATIDE_GATE_NAME": "as-submitted"})
-        assert _variables(store, "marked")[1]["$env.SEATIDE_GATE_NAME"] == "as-submitted"
+        with caplog.at_level(logging.WARNING, logger="seatide.coordinator.lease"), before_0022():
+            # Its renewals fail on the missing table: it stops leading by its own rule once its lease would expire.
+            wait_for(lambda: not older.tick(), timeout=30, message="the older leader to lose its lease")
+            assert older.losses[-1].why == "could not renew in time"
+            with pytest.raises(Exception, match="leader_lease"):         # its fenced writes fail at once
+                with older.store.leader_tx(epoch) as conn:
+                    record_event(conn, "OLDER_LEADER_WROTE", "coordinator:older-c", epoch=epoch)
+            caplog.clear()
+            assert not older.tick() and older.epoch is None              # nor can it be elected again
+        assert "leader_lease" in caplog.text, caplog.text
+        with pytest.raises(Refusal, match="Nothing was submitted"):      # lost, it is not known to have stopped acting
+            submit_marked(store, tmp_path)
+
+        leader = Coordinator(store, node_id="new-c")          # elected through the new table
+        wait_for(leader.lease.tick, timeout=30, message="a coordinator of this version elected")
+        assert leader.lease.epoch == epoch + 1
+        submit_marked(store, tmp_path)
+        assert _variables(store, "marked") == (1, {"$env": "1", "$env.SEATIDE_GATE_NAME": "as-submitted",
+                                                   "$as-given": "1"})
+        with before_0022():
+            assert not older.tick()                          # and still cannot lead
+        leader.lease.resign()
     finally:
+        older.store.dispose()
         store.dispose()
 
 
-def test_a_stopped_older_coordinator_holds_nothing_back(store_url, tmp_path):
+def test_a_store_no_older_seatide_led_holds_nothing_back(store_url, tmp_path):
+    store = open_store(store_url)        # made at 0022: nothing moved
+    try:
+        register_as_older(store, "older-c", "coordinator")          # alive, heartbeating: it cannot lead here
+        submit_marked(store, tmp_path)
+        assert _variables(store, "marked") == (1, {"$env": "1", "$env.SEATIDE_GATE_NAME": "as-submitted",
+                                                   "$as-given": "1"})
+        at_revision_0021(store)          # upgraded from 0021 before any coordinator was elected: epoch 0 moved
+    finally:
+        store.dispose()
     store = open_store(store_url)
     try:
-        register_as_older(store, "older-c", "coordinator")
-        with store.write() as conn:      # a clean stop marks its row
-            conn.execute(update(s.nodes).where(s.nodes.c.node_id == "older-c").values(stopped=True))
-        intents.submit(store, str(tmp_path), text=JOB, job_id="marked", actor="test",
-                       environment={"SEATIDE_GATE_NAME": "as-submitted"})
-        assert _variables(store, "marked") == (1, {"$env": "1", "$env.SEATIDE_GATE_NAME": "as-submitted", "$as-given": "1"})
+        with store.read() as conn:
+            assert conn.execute(select(s.leadership.c.epoch, s.leadership.c.moved_at_epoch)).one() == (0, 0)
+        submit_marked(store, tmp_path, "after")
+        assert _variables(store, "after")[1]["$env.SEATIDE_GATE_NAME"] == "as-submitted"
     finally:
         store.dispose()
 
