@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from seatide.store import schema as s
 from seatide.store.address import default_store_url
@@ -20,6 +20,8 @@ from seatide.testing.driver_processes import driver_pids
 from seatide.testing.cluster import batch_gate, wait_for
 from seatide.testing.jobs import assert_exactly, batch_job, committed_rows, written_ids
 from seatide.timeouts import Timeouts
+from tests.store.older_lease import LEADER_LEASE
+from tests.store.test_recorded_environment_gate import at_revision_0021
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEATIDE = [sys.executable, "-m", "seatide.cli.main"]
@@ -103,3 +105,23 @@ def _last_heartbeat_of_a_running_worker(store) -> float:
 def _store_now(store) -> float:
     with store.read() as conn:
         return read_store_now(conn)
+
+
+def test_a_run_where_an_older_seatide_ran_elects_its_coordinator_then_records_the_job(tmp_path):
+    """A data directory an older `seatide run` led in (lease epoch 3, expired): opened, it moves to revision 0022,
+    whose gate holds a marked job (every run's is) back until a leader is elected through the new lease table.
+    The embedded coordinator is elected first, so the run is not refused."""
+    data_dir = str(tmp_path / "d")
+    store = open_store(default_store_url(data_dir))
+    at_revision_0021(store)
+    with store.write() as conn:
+        conn.execute(update(LEADER_LEASE).values(node_id="coordinator-older", epoch=3,
+                                                 expires_at=read_store_now(conn) - 10.0))
+    store.dispose()
+    result = seatide("run", "examples/batch_fake_to_console.conf", "--data-dir", data_dir)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "FINISHED" in result.stdout
+    store = open_store(default_store_url(data_dir))
+    with store.read() as conn:
+        assert conn.execute(select(s.leadership.c.epoch, s.leadership.c.moved_at_epoch)).one() == (4, 3)
+    store.dispose()

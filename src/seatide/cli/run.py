@@ -90,8 +90,10 @@ class LocalRun:
         from seatide.intents import Refusal, RefusalKind
 
         try:
+            self._elect_after_an_upgrade()
             accepted = record_job()
         except Refusal as exc:
+            self.coordinator.lease.resign()      # taken above: another's `seatide run` need not wait for it
             bad_config = exc.kind is RefusalKind.BAD_REQUEST
             print(f"seatide: {'invalid job: ' if bad_config else ''}{exc}", file=sys.stderr)
             return EXIT_BAD_CONFIG if bad_config else EXIT_FAILED
@@ -104,6 +106,23 @@ class LocalRun:
             self.worker.stop()
             self._worker_thread.join(timeout=30)
             self.coordinator.stop()
+
+    def _elect_after_an_upgrade(self) -> None:
+        """A data directory an older SeaTide ran in, upgraded past revision 0022 by this process: a marked job waits
+        for a leader elected through the new lease table (intents.py), and the embedded coordinator is the one to be
+        it. Taken once the copied lease expires (the older process that held it cannot renew it); not within
+        twice the lease's ttl, the job is refused saying why, nothing recorded."""
+        from seatide import clock
+        from seatide.store.node_features import older_leader_may_act
+
+        deadline = clock.monotonic() + 2 * self.coordinator.timeouts.lease_ttl
+        while True:
+            with self.store.read() as conn:
+                if older_leader_may_act(conn) is None:
+                    return
+            if self.coordinator.lease.tick() or clock.monotonic() >= deadline:
+                return
+            time.sleep(0.1)
 
     def _follow(self, job_id: str, source: str) -> int:
         from seatide import intents
