@@ -18,8 +18,9 @@ so old jobs keep running unchanged. A user variable's name may not start with ``
 (``name_refusal``): no user name can be read as one of these entries.
 
 A SeaTide from before the mark would read such a row with its own process's environment: store revision 0021
-keeps its new processes off the store (they refuse a revision they do not know), the ``nodes.features`` gate
-(``store.node_features``) keeps marked jobs from older processes already running, and the CLI sends a submit or
+keeps its new processes off the store (they refuse a revision they do not know), ``nodes.features`` keeps jobs
+from older workers already running, revision 0022 keeps older coordinators from leading, and a marked job waits
+for a leader of this version (``store.node_features``); the CLI sends a submit or
 resume that records an environment only to routes an older coordinator does not serve (``POST /api/v1/jobs``,
 ``POST /api/v1/jobs/{id}/incarnations``): it answers 404 or 405 and records nothing.
 """
