@@ -27,14 +27,16 @@ from sqlalchemy import insert, select, text
 
 from seatide import intents
 from seatide.coordinator.lease import LeaderLease
-from seatide.coordinator.service import Coordinator, register_node
+from seatide.coordinator.service import Coordinator, node_heartbeat, register_node
 from seatide.intents import Refusal, RefusalKind
+from seatide.runtime.reporter import AttemptReporter
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now
 from seatide.store.db import Store, open_store
 from seatide.store.events import record_event
 from seatide.testing.cluster import wait_for
 from tests.store.older_lease import before_0022, lease_as_before
+from tests.store.test_store import _attempt, submit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BEFORE = "0020"      # the last revision of a SeaTide that did not record environments
@@ -191,6 +193,34 @@ def test_an_older_leader_can_no_longer_lead_once_the_store_moved_the_lease(store
     finally:
         older.store.dispose()
         store.dispose()
+
+
+def test_an_older_driver_and_worker_run_their_attempt_to_the_end_after_the_move(store_url, tmp_path):
+    """Their writes are fenced by the attempt, never by the lease: the move takes nothing from them."""
+    store = open_store(store_url)
+    submit(store, tmp_path)
+    attempt = _attempt(store, "j1")
+    register_as_older(store, "w", "worker", slots=1)
+    at_revision_0021(store)
+    store.dispose()
+    older = Store(store_url)             # opened at 0021, before the upgrade, as the older driver and worker did
+    try:
+        with before_0022():
+            driver = AttemptReporter(older, "j1", 1, attempt)
+            assert driver.batch_committed(1, 0, 10, 5, None, "f") == 1
+            open_store(store_url).dispose()          # the upgrade, by a process of this version
+            driver.heartbeat()
+            node_heartbeat(older, "w")
+            assert driver.batch_committed(1, 1, 10, 5, None, "f") == 2
+            driver.pipeline_status(1, "FINISHED")
+            driver.end_attempt(True)
+        with older.read() as conn:
+            assert conn.execute(select(s.attempts.c.state).where(s.attempts.c.attempt_id == attempt)).scalar() \
+                == "SUCCEEDED"
+            beat = conn.execute(select(s.nodes.c.heartbeat_at - s.nodes.c.started_at)).scalar()
+        assert beat > 0
+    finally:
+        older.dispose()
 
 
 def test_a_store_no_older_seatide_led_holds_nothing_back(store_url, tmp_path):
