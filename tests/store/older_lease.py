@@ -9,19 +9,14 @@ from __future__ import annotations
 
 import contextlib
 
-from sqlalchemy import BigInteger, Boolean, Column, Float, Integer, MetaData, String, Table, false, inspect, text
+from sqlalchemy import Boolean, Column, MetaData, Table, false, inspect, text
 
 from seatide.store import schema
+from tests.store import legacy_v2
 
-# As revisions 0001 and 0006 (``liveness``) made it, up to 0021.
+# As schema version 2 made it (before Alembic), with revision 0006's ``liveness``; so up to 0021.
 LEADER_LEASE = Table(
-    "leader_lease", MetaData(),
-    Column("id", Integer, primary_key=True),
-    Column("node_id", String(128)),
-    Column("epoch", BigInteger, nullable=False),
-    Column("expires_at", Float, nullable=False),
-    Column("url", String(256)),
-    Column("acquired_at", Float),
+    "leader_lease", MetaData(), *(column._copy() for column in legacy_v2.leader_lease.columns),
     Column("liveness", Boolean, nullable=False, default=False, server_default=false()),
 )
 COLUMNS = "id, node_id, epoch, expires_at, url, acquired_at, liveness"
