@@ -23,7 +23,7 @@ import subprocess
 import sys
 
 import pytest
-from sqlalchemy import insert, select, text
+from sqlalchemy import insert, inspect, select, text
 
 from seatide import intents
 from seatide.coordinator.lease import LeaderLease
@@ -166,6 +166,7 @@ def test_an_older_leader_can_no_longer_lead_once_the_store_moved_the_lease(store
         assert _variables(store, "before")[0] == 1
         with store.read() as conn:       # the lease as it was, and the epoch it had at the move
             row = conn.execute(select(s.leadership)).one()
+            assert not inspect(conn).has_table("leader_lease")
         assert (row.node_id, row.epoch, row.moved_at_epoch) == ("older-c", epoch, epoch)
 
         with caplog.at_level(logging.WARNING, logger="seatide.coordinator.lease"), before_0022():
