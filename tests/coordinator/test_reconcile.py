@@ -8,6 +8,7 @@ import pytest
 
 from seatide.coordinator import reconcile as r
 from seatide.store.states import IllegalTransition, check_job, final_job_status
+from seatide.store.migrations import HEAD
 from seatide.store.node_features import FEATURES
 
 NOW = 1_000_000.0
@@ -29,9 +30,9 @@ def attempt(**kw):
     return SimpleNamespace(**{**base, **kw})
 
 
-def worker(node_id="w1", beat=NOW - 1, slots=2, stopped=False):
+def worker(node_id="w1", beat=NOW - 1, slots=2, stopped=False, features=FEATURES):
     return SimpleNamespace(node_id=node_id, heartbeat_at=beat, slots=slots, stopped=stopped, host="h",
-                           features=FEATURES)
+                           features=features)
 
 
 def pipe(pid=1, status="RUNNING", error=None, idle=False, started_at=NOW - 60, last_checkpoint_at=None,
@@ -40,7 +41,8 @@ def pipe(pid=1, status="RUNNING", error=None, idle=False, started_at=NOW - 60, l
                            last_checkpoint_at=last_checkpoint_at, progress_at=progress_at, waiting=waiting)
 
 
-def decide(j, a, pipes, workers=None, load=None, last_checkpoint_at=None, dead=(), observed_since=0.0):
+def decide(j, a, pipes, workers=None, load=None, last_checkpoint_at=None, dead=(), observed_since=0.0,
+           store_revision=HEAD):
     """``dead``: workers dead by their lock, its lock first seen free at NOW (or {worker: when}).
     ``last_checkpoint_at``: every pipeline's newest checkpoint (a pipeline that says none)."""
     workers = {w.node_id: w for w in (workers if workers is not None else [worker()])}
@@ -49,7 +51,7 @@ def decide(j, a, pipes, workers=None, load=None, last_checkpoint_at=None, dead=(
         if p.last_checkpoint_at is None:
             p.last_checkpoint_at = last_checkpoint_at
     return r.reconcile_job(r.Snapshot(j, a, pipes, workers, load or {}, NOW, last_checkpoint_at,
-                                      dead, observed_since=observed_since), T)
+                                      dead, observed_since=observed_since, store_revision=store_revision), T)
 
 
 def test_terminal_job_is_left_alone():
@@ -147,6 +149,20 @@ def test_pending_job_waits_for_its_retry_time_then_gets_a_worker():
     assert decide(pending, attempt(state="FAILED", ended_at=NOW - 1), [pipe()]) == []
     pending.next_attempt_at = NOW - 1
     assert decide(pending, attempt(state="FAILED", ended_at=NOW - 1), [pipe()]) == [r.CreateAttempt("w1")]
+
+
+def test_a_job_goes_only_to_a_worker_whose_code_heads_the_stores_revision():
+    """A worker whose SeaTide heads another revision starts drivers that refuse the store (a later one) or that the
+    store has moved past (an earlier one: "newer than this SeaTide"): the job would burn its retries (outside
+    review of leasemove, H1). Its row says which revision its code heads; the leader reads the store's."""
+    new = job(status="PENDING", current_attempt=None)
+    earlier, later = f"recorded-environment,store-{int(HEAD) - 1:04d}", f"recorded-environment,store-{int(HEAD) + 1:04d}"
+    workers = [worker("w0", features="recorded-environment"), worker("w1", features=earlier),
+               worker("w2", features=later)]
+    assert decide(new, None, [pipe(status="CREATED")], workers) == []
+    assert decide(new, None, [pipe(status="CREATED")], workers, store_revision=f"{int(HEAD) + 1:04d}") == [
+        r.CreateAttempt("w2")]
+    assert decide(new, None, [pipe(status="CREATED")], [*workers, worker("w3")]) == [r.CreateAttempt("w3")]
 
 
 def test_scheduling_respects_slots_and_pins():

@@ -98,17 +98,20 @@ def test_a_seatide_from_before_recorded_environments_refuses_a_store_with_a_mark
     assert "Traceback" not in older.stdout + older.stderr
 
 
-def register_as_older(store, node_id: str, role: str, slots: int = 0) -> None:
-    """The presence row an older SeaTide's process writes: the columns it knows, no ``features``."""
+def register_as_older(store, node_id: str, role: str, slots: int = 0, features: str | None = None) -> None:
+    """The presence row an older SeaTide's process writes: the columns it knows, no ``features`` (before 0021), or
+    the ``features`` of its release (0021's: ``recorded-environment``, no store revision)."""
     with store.write() as conn:
-        register_as_older_conn(conn, node_id, role, slots)
+        register_as_older_conn(conn, node_id, role, slots, features=features)
 
 
-def register_as_older_conn(conn, node_id: str, role: str, slots: int = 0, heartbeat_ago: float = 0.0) -> None:
+def register_as_older_conn(conn, node_id: str, role: str, slots: int = 0, heartbeat_ago: float = 0.0,
+                           features: str | None = None) -> None:
     now = read_store_now(conn)
+    row = {} if features is None else {"features": features}
     conn.execute(insert(s.nodes).values(node_id=node_id, role=role, host="older-host", pid=4242, url=None,
                                         slots=slots, started_at=now - heartbeat_ago, heartbeat_at=now - heartbeat_ago,
-                                        stopped=False, liveness=False))
+                                        stopped=False, liveness=False, **row))
 
 
 def _variables(store, job_id: str):
@@ -244,11 +247,16 @@ def test_a_store_no_older_seatide_led_holds_nothing_back(store_url, tmp_path):
         store.dispose()
 
 
-def test_the_leader_gives_no_job_to_a_worker_of_an_older_seatide(store_url, tmp_path):
+@pytest.mark.parametrize("features", [None, "recorded-environment"], ids=["before-0021", "0021"])
+def test_the_leader_gives_no_job_to_a_worker_of_an_older_seatide(store_url, tmp_path, features):
+    """Before 0021 a worker's row says nothing; 0021's says ``recorded-environment`` and no store revision (outside
+    review of leasemove, H1): its drivers would open the store, refuse revision 0022 as newer than their SeaTide,
+    and the job would burn its retries and end FAILED. A worker is given a job only when its code heads the
+    store's revision (store/node_features.py)."""
     store = open_store(store_url)
     leader = Coordinator(store, node_id="c1")
     try:
-        register_as_older(store, "older-w", "worker", slots=4)        # idle, alive, heartbeating
+        register_as_older(store, "older-w", "worker", slots=4, features=features)   # idle, alive, heartbeating
         intents.submit(store, str(tmp_path), text=JOB, job_id="marked", actor="test",
                        environment={"SEATIDE_GATE_NAME": "as-submitted"})
 

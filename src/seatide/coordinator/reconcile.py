@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from seatide.store.checkpoint_views import stale_window_opened
-from seatide.store.node_features import has_feature
+from seatide.store.node_features import HEAD, heads_store
 from seatide.store.states import (ATTEMPT_LIVE, JOB_TERMINAL, PIPELINE_TERMINAL, AttemptState, Desired, JobStatus,
                                   PipelineStatus, final_job_status)
 from seatide.timeouts import STARTUP_JUDGED_AFTER_S, Timeouts   # every timeout and its margins: seatide/timeouts.py
@@ -43,6 +43,8 @@ class Snapshot:
     # before it (the store was down, or this coordinator cut off) is not counted against a
     # heartbeat, a checkpoint or a launch. 0: no gap to allow for.
     observed_since: float = 0.0
+    # The store's revision, as read with the workers: a job goes only to a worker whose code heads it.
+    store_revision: str = HEAD
 
 
 def age(snap: Snapshot, stamp: float | None) -> float:
@@ -364,10 +366,11 @@ def retry_delay(snap: Snapshot, timeouts: Timeouts) -> float:
 
 
 def choose_worker(snap: Snapshot, timeouts: Timeouts) -> str | None:
-    # A worker of an older SeaTide (no feature on its row) would read a job's ${NAME}s from its own environment:
-    # it is given none, whatever the job (store/node_features.py); it finishes what it runs.
+    # A worker whose code heads another store revision than the store's starts drivers that refuse the store, or
+    # (before 0021) read a job's ${NAME}s from their own environment: it is given none, whatever the job
+    # (store/node_features.py); it finishes what it runs.
     candidates = [n for n in snap.workers.values() if worker_alive(n, snap, timeouts)
-                  and snap.load.get(n.node_id, 0) < n.slots and has_feature(n)]
+                  and snap.load.get(n.node_id, 0) < n.slots and heads_store(n, snap.store_revision)]
     if snap.job.pinned_worker:
         candidates = [n for n in candidates if n.node_id == snap.job.pinned_worker]
     if not candidates:

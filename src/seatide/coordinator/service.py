@@ -30,7 +30,7 @@ from seatide.store import schema as s
 from seatide.store.clock import read_store_now, store_now
 from seatide.store.db import NotLeader, Store, normalize_url, record_event
 from seatide.store.liveness import Liveness, worker_lock
-from seatide.store.node_features import FEATURES
+from seatide.store.node_features import FEATURES, store_revision
 from seatide.store.sessions import again_on_new_session, session_ended
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, AttemptState
 
@@ -321,6 +321,7 @@ class Coordinator:
         active = j.status.notin_(sorted(JOB_TERMINAL)) | j.job_id.in_(select(a.job_id).where(live_attempt))
         with self.store.snapshot() as conn:
             workers = {n.node_id: n for n in conn.execute(select(s.nodes).where(s.nodes.c.role == "worker"))}
+            revision = store_revision(conn)
             load: dict[str, int] = {}
             for row in conn.execute(select(a.worker_id, func.count()).where(live_attempt).group_by(a.worker_id)):
                 load[row.worker_id] = row[1]
@@ -349,7 +350,7 @@ class Coordinator:
             # checkpoint row is read, a seek per job once cost a quarter of the pass.
             last = max((r.last_checkpoint_at for r in rows if r.last_checkpoint_at is not None), default=None)
             snaps.append(Snapshot(job, attempts.get(job.current_attempt), rows, workers, load, now, last, dead,
-                                  tuple(earlier.get(job.job_id, ())), self._observing_since))
+                                  tuple(earlier.get(job.job_id, ())), self._observing_since, revision))
         return snaps, load
 
     def _dead_workers(self, workers: dict, now: float) -> dict[str, float]:

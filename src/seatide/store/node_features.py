@@ -6,9 +6,12 @@ stops only a process that *opens* the store (store/migrations.py). Such a proces
 rules: one from before recorded environments fills a marked job's ``${NAME}``s from its own process's
 environment (config/job_environment.py; outside review F3). So:
 
-* the leader assigns no job to a worker without ``RECORDED_ENVIRONMENT`` (coordinator/reconcile.py
-  ``choose_worker``): an older worker, its warm drivers and its drivers never get one. Its presence row, written
-  by it, has no ``features``; a process of this version registers with ``FEATURES`` (coordinator/service.py
+* the leader assigns a job only to a worker whose code heads the store's current revision: its row's ``features``
+  name it (``store-<HEAD>``, ``heads_store``; coordinator/reconcile.py ``choose_worker``). A worker from before
+  0021 says nothing; one of 0021's release says ``recorded-environment`` and no revision; either of them, or one
+  of any release before the store's revision, starts drivers that refuse the store ("newer than this SeaTide"),
+  and an attempt given to it would fail and burn the job's retries. Such a worker, its warm drivers and its
+  drivers never get a job; a process of this version registers with ``FEATURES`` (coordinator/service.py
   ``register_node``);
 * an older coordinator never leads once the store is at 0022: the lease moved to ``leadership``, a table it does
   not know, so its election, its renewal and its fenced writes all fail. One that held the lease at the move
@@ -19,18 +22,31 @@ environment (config/job_environment.py; outside review F3). So:
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.engine import Connection
 
 from seatide.store import schema as s
+from seatide.store.migrations import HEAD, VERSION_TABLE
 
 RECORDED_ENVIRONMENT = "recorded-environment"
-FEATURES = RECORDED_ENVIRONMENT          # comma-separated, what this version's nodes can do
+STORE_REVISION = "store-"                # + the revision the node's code heads (migrations.HEAD)
+# Comma-separated, what this version's nodes can do. A later revision changes the store token by itself.
+FEATURES = ",".join((RECORDED_ENVIRONMENT, STORE_REVISION + HEAD))
 
 
 def has_feature(node, feature: str = RECORDED_ENVIRONMENT) -> bool:
     """Whether the node's presence row says its SeaTide has ``feature``; a row from before says nothing."""
     return feature in (node.features or "").split(",")
+
+
+def heads_store(node, revision: str) -> bool:
+    """Whether the node's code heads exactly the store revision ``revision``: its drivers open the store as it is."""
+    return has_feature(node, STORE_REVISION + revision)
+
+
+def store_revision(conn: Connection) -> str:
+    """The store's current revision (store/migrations.py keeps one row)."""
+    return conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
 
 
 def older_leader_may_act(conn: Connection):
