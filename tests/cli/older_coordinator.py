@@ -69,14 +69,14 @@ def older_app(store, data_dir: str):
 
 def as_before_0022(data_dir: str) -> None:
     """This process as a SeaTide from before revision 0022: its revisions and the table of its lease."""
-    from seatide.store import migrations, schema
-    from tests.store.older_lease import LEADER_LEASE
+    from seatide.store import migrations
+    from tests.store.older_lease import before_0022
 
     scripts = os.path.join(data_dir, "older-scripts")
     shutil.copytree(migrations.SCRIPTS, scripts, ignore=lambda _dir, names: [
         n for n in names if n == "__pycache__" or (n[:4].isdigit() and n[:4] > "0021")])
     migrations.SCRIPTS, migrations.HEAD = scripts, "0021"
-    schema.leadership = LEADER_LEASE      # what tests/store/older_lease.py's before_0022 does, for the process's life
+    before_0022().__enter__()             # the older version's lease, for the process's life
 
 
 def with_lease(app, store, node_id: str = "older-c"):

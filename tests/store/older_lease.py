@@ -2,7 +2,8 @@
 
 For tests that put a store back to an older revision (``lease_as_before``) and for the older version's lease code
 (``before_0022``): this package's ``LeaderLease``, ``Store.leader_tx`` and views, which differ from that version's in
-the table they name and nothing else (revision 0022 renamed it), made to name the old one.
+the table they name (revision 0022 renamed it) and in the rule for the lease copied at the move (a table it has not),
+made to name the old one and to know no such rule.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import contextlib
 
 from sqlalchemy import Boolean, Column, MetaData, Table, false, inspect, text
 
+from seatide.coordinator import lease
 from seatide.store import schema
 from tests.store import legacy_v2
 
@@ -36,10 +38,12 @@ def lease_as_before(conn) -> None:
 def before_0022():
     """Within it, this process's lease code is the older version's: it names ``leader_lease``."""
     newer = getattr(schema, "leadership", None)
-    schema.leadership = LEADER_LEASE
+    rule = lease.copied_at_the_move
+    schema.leadership, lease.copied_at_the_move = LEADER_LEASE, lambda row: False
     try:
         yield
     finally:
+        lease.copied_at_the_move = rule
         if newer is None:
             del schema.leadership
         else:

@@ -23,7 +23,7 @@ import subprocess
 import sys
 
 import pytest
-from sqlalchemy import insert, inspect, select, text
+from sqlalchemy import and_, insert, inspect, select, text, update
 
 from seatide import intents
 from seatide.coordinator.lease import LeaderLease
@@ -34,7 +34,10 @@ from seatide.store import schema as s
 from seatide.store.clock import read_store_now
 from seatide.store.db import Store, open_store
 from seatide.store.events import record_event
+from seatide.store.liveness import liveness_for
+from seatide.store.node_features import older_leader_may_act
 from seatide.testing.cluster import wait_for
+from seatide.timeouts import Timeouts
 from tests.store.older_lease import before_0022, lease_as_before
 from tests.store.test_store import _attempt, submit
 
@@ -127,10 +130,14 @@ def at_revision_0021(store) -> None:
         conn.execute(text("UPDATE alembic_version SET version_num = '0021'"))
 
 
-def older_leader(store_url: str, node_id: str = "older-c") -> LeaderLease:
+def older_leader(store_url: str, node_id: str = "older-c", locked: bool = False,
+                 timeouts: Timeouts = Timeouts()) -> LeaderLease:
     """A coordinator of the SeaTide from before 0022 (and before recorded environments) on the store at 0021, its
-    own engine opened then (``Store``: no migration), that leads: elected, and a fenced leader write landed."""
-    lease = LeaderLease(Store(store_url), node_id, url=None)
+    own engine opened then (``Store``: no migration), that leads: elected, and a fenced leader write landed.
+    ``locked``: holding the leader liveness lock, as that version does (revision 0006 on), and saying so."""
+    store = Store(store_url)
+    lease = LeaderLease(store, node_id, url=None, timeouts=timeouts,
+                        liveness=liveness_for(store, timeouts) if locked else None)
     with before_0022():
         assert lease.tick()
         with lease.store.leader_tx(lease.epoch) as conn:
@@ -194,6 +201,100 @@ def test_an_older_leader_can_no_longer_lead_once_the_store_moved_the_lease(store
         with before_0022():
             assert not older.tick()                          # and still cannot lead
         leader.lease.resign()
+    finally:
+        older.store.dispose()
+        store.dispose()
+
+
+# The older leader's lease outlasts the test's steps (its expiry is then reached by moving the row's, as the store's
+# clock passing it would): a takeover before it is the lease's shortcut, never the expiry.
+LONG = Timeouts(lease_ttl=600.0, lease_renew=1.0)
+
+
+def _copied_lease_expires(store) -> None:
+    with store.write() as conn:
+        conn.execute(update(s.leadership).values(expires_at=read_store_now(conn) - 1.0))
+
+
+def _elected_why(store, epoch: int) -> str:
+    with store.read() as conn:
+        return json.loads(conn.execute(select(s.events.c.detail).where(and_(
+            s.events.c.kind == "LEADER_ELECTED", s.events.c.epoch == epoch))).scalar())["why"]
+
+
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+def test_a_copied_lease_is_not_taken_early_when_the_older_leaders_lock_session_ends(store_url, tmp_path):
+    """Outside review of leasemove, M1 (a): the older leader's liveness-lock session ends (a server restart,
+    ``pg_terminate_backend``, keepalives) while its process lives, paused or between ticks. A follower then holds
+    the lock and the row says the holder held it: the shortcut for a dead holder. On the copied lease it would
+    open the gate while the older one still acts by its own clock; so the copied lease is taken at its expiry only.
+    A leader of this version is still taken over at once when its lock is freed."""
+    store = open_store(store_url)
+    at_revision_0021(store)
+    store.dispose()
+    older = older_leader(store_url, locked=True, timeouts=LONG)
+    store = open_store(store_url)                             # the upgrade to 0022
+    try:
+        with store.read() as conn:
+            assert conn.execute(select(s.leadership.c.liveness, s.leadership.c.moved_at_epoch)).one() == (
+                True, older.epoch)
+        _lock_session_ends(store, older)
+        new = LeaderLease(store, "new-c", None, LONG, liveness_for(store, LONG))
+        wait_for(new._take_lock, timeout=30, message="the older leader's lock free")
+        for _ in range(3):
+            assert not new.tick()                             # holding the lock: still not before the expiry
+        assert older.is_leader
+        with store.read() as conn:
+            assert older_leader_may_act(conn) is not None
+        with pytest.raises(Refusal, match="Nothing was submitted"):
+            submit_marked(store, tmp_path)
+
+        _copied_lease_expires(store)
+        wait_for(new.tick, timeout=30, message="the copied lease taken at its expiry")
+        assert (new.epoch, _elected_why(store, new.epoch)) == (older.epoch + 1, "lease expired")
+        submit_marked(store, tmp_path)
+
+        # This version's leader, its lock freed while its lease runs (it died): taken over at once, as ever.
+        follower = LeaderLease(store, "follower-c", None, LONG, liveness_for(store, LONG))
+        _lock_session_ends(store, new)
+        wait_for(follower.tick, timeout=30, message="this version's dead leader taken over by its lock")
+        assert (follower.epoch, _elected_why(store, follower.epoch)) == (
+            new.epoch + 1, "holder's liveness lock released")
+        follower.resign()
+    finally:
+        older.store.dispose()
+        store.dispose()
+
+
+def _lock_session_ends(store, lease) -> None:
+    with store.write() as conn:
+        conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": lease.liveness._conn.info.backend_pid})
+
+
+def test_a_coordinator_with_the_older_leaders_node_id_waits_for_the_copied_leases_expiry(store_url, tmp_path):
+    """Outside review of leasemove, M1 (b): a coordinator of this version started with the older leader's
+    ``--node-id`` (restarted in place while the older one is paused or cut off, or beside it) took the lease at
+    once, as a coordinator retaking its own lease does, and opened the gate while the older one still acted."""
+    store = open_store(store_url)
+    at_revision_0021(store)
+    store.dispose()
+    older = older_leader(store_url, "coord-1", locked=True, timeouts=LONG)
+    store = open_store(store_url)
+    try:
+        new = LeaderLease(store, "coord-1", None, LONG, liveness_for(store, LONG))
+        for _ in range(3):
+            assert not new.tick()
+        with store.read() as conn:
+            assert older_leader_may_act(conn) is not None
+        with pytest.raises(Refusal, match="Nothing was submitted"):
+            submit_marked(store, tmp_path)
+        _copied_lease_expires(store)
+        assert new.tick() and new.epoch == older.epoch + 1
+        submit_marked(store, tmp_path)
+        # Its own lease of this version it retakes at once after a restart, as before the move.
+        again = LeaderLease(store, "coord-1", None, LONG)
+        assert again.tick() and again.epoch == new.epoch + 1
+        again.resign()
     finally:
         older.store.dispose()
         store.dispose()

@@ -16,7 +16,10 @@ lock every tick; it may take the lease before it expires only when it now holds 
 *and* the row says the holder held it: then the holder is dead. The takeover is the same
 fenced transaction with a new epoch; only "expired" became "expired, or its holder's lock
 is mine". A paused or partitioned leader still holds its lock, so the expiry stays the
-backstop for it. A leader whose own lock is gone (its PostgreSQL lock session ended)
+backstop for it. Not on the lease revision 0022 copied from ``leader_lease`` (epoch ==
+``moved_at_epoch``): its holder may be a SeaTide from before, which acts until that expiry
+by its own clock, whatever became of its lock session; it is taken at its expiry only, by
+any node id (store/node_features.py). A leader whose own lock is gone (its PostgreSQL lock session ended)
 steps down at once: a follower may already be taking over. Every leader write stays
 fenced by epoch (``leader_tx``), which orders it before or after such a takeover.
 
@@ -37,6 +40,7 @@ from seatide.store import schema as s
 from seatide.store.clock import store_now
 from seatide.store.db import Store, record_event
 from seatide.store.liveness import LEADER, Liveness
+from seatide.store.node_features import copied_at_the_move
 from seatide.store.sessions import again_on_new_session
 from seatide.timeouts import Timeouts
 
@@ -189,8 +193,14 @@ class LeaderLease:
             row = conn.execute(query).first()
             # The holder held the leader lock and now we do: it has died (or lost its lock
             # session, and steps down on its next tick; its writes are fenced by epoch).
-            holder_dead = locked and row.liveness
-            if row.expires_at >= row.now and row.node_id != self.node_id and not holder_dead:
+            # Our own node id: our own lease, retaken after a restart. Neither on the lease copied
+            # at revision 0022: its holder may be an older SeaTide, which steps down by its clock
+            # only (at the expiry), and the election past it is what lets marked jobs in
+            # (store/node_features.py): a lock session ended, or its --node-id reused, is no proof.
+            copied = copied_at_the_move(row)
+            holder_dead = locked and row.liveness and not copied
+            ours = row.node_id == self.node_id and not copied
+            if row.expires_at >= row.now and not ours and not holder_dead:
                 # A live holder without the lock (it took over by expiry from a paused leader
                 # that still held it): leave the lock to it rather than sit on it.
                 self._release_lock()
@@ -201,7 +211,7 @@ class LeaderLease:
                 node_id=self.node_id, epoch=epoch, expires_at=row.now + self.timeouts.lease_ttl,
                 url=self.url, acquired_at=row.now, liveness=locked)).rowcount == 1
             if taken:
-                early = row.expires_at >= row.now and row.node_id != self.node_id
+                early = row.expires_at >= row.now and not ours
                 record_event(conn, "LEADER_ELECTED", f"coordinator:{self.node_id}", epoch=epoch,
                              previous=row.node_id, url=self.url,
                              why="holder's liveness lock released" if early else "lease expired")

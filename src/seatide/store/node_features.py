@@ -53,10 +53,15 @@ def older_leader_may_act(conn: Connection):
     """The lease row while its holder may be a SeaTide from before revision 0022, else None.
 
     That is while its epoch is the one copied at the move: an election through ``leadership`` (by this version:
-    no other knows it) raises the epoch, and takes place only once the copied lease expired or its holder died
-    (lease.py), by when an older holder has stopped acting by its own rule. Epoch 0 at the move: nobody had led.
+    no other knows it) raises the epoch, and takes the copied lease only once it expired by the store's clock
+    (lease.py: not when its holder's liveness lock comes free, nor for the holder's own node id), by when an older
+    holder has stopped acting by its own rule. Epoch 0 at the move: nobody had led.
     """
     lease = conn.execute(select(s.leadership).where(s.leadership.c.id == 1)).first()
-    if lease is not None and 0 < lease.moved_at_epoch and lease.epoch <= lease.moved_at_epoch:
-        return lease
-    return None
+    return lease if lease is not None and copied_at_the_move(lease) else None
+
+
+def copied_at_the_move(lease) -> bool:
+    """Whether the lease row is still the one revision 0022 copied from ``leader_lease`` (a lease had been taken):
+    its holder may be a SeaTide from before. It is taken at its expiry only (coordinator/lease.py)."""
+    return 0 < lease.moved_at_epoch and lease.epoch <= lease.moved_at_epoch
