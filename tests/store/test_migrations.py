@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -25,6 +26,7 @@ from seatide.store.checkpoint_views import checkpoint_report
 from seatide.testing.cluster import wait_for
 from tests.conftest import PG_ADMIN
 from tests.store import legacy_v2 as v2
+from tests.store.older_lease import lease_as_before
 
 JOB_ID = "se-upgrade"
 CONFIG = """
@@ -351,3 +353,49 @@ def test_opening_a_new_or_current_store_does_not_import_alembic(store_url):
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-2000:]
         assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+def test_an_upgrade_from_before_0021_waits_for_an_older_coordinators_read_of_the_lease(store_url):
+    """Outside review of leasemove, L1: a store at 0020 opened by this version while a coordinator of that version
+    serves ``/overview`` (one read transaction: the lease, then the nodes). 0021 locked ``nodes`` to add its column,
+    then 0022 waited for ``leader_lease``, which the reader held, and the reader then waited for ``nodes``: a cycle,
+    "deadlock detected". The upgrade now locks ``leader_lease`` before any revision's step, and only waits."""
+    store = open_store(store_url)
+    with store.write() as conn:          # the store as 0020 left it
+        conn.execute(text("UPDATE alembic_version SET version_num = '0020'"))
+        conn.execute(text("ALTER TABLE nodes DROP COLUMN features"))
+        lease_as_before(conn)
+    store.dispose()
+    older = create_engine(normalize_url(store_url))
+    upgraded: dict[str, object] = {}
+
+    def upgrade():
+        try:
+            opened = open_store(store_url)
+            with opened.read() as conn:
+                upgraded["revision"] = current_revision(conn)
+            opened.dispose()
+        except Exception as exc:
+            upgraded["error"] = exc
+
+    try:
+        with older.connect() as reader, reader.begin():
+            reader.execute(text("SELECT * FROM leader_lease WHERE id = 1")).all()     # the older /overview ...
+            opening = threading.Thread(target=upgrade)
+            opening.start()
+            wait_for(lambda: _waits_for(older, "leader_lease"), 60, message="the upgrade waiting for leader_lease")
+            assert reader.execute(text("SELECT count(*) FROM nodes")).scalar() == 0     # ... then the nodes
+        opening.join(120)
+    finally:
+        older.dispose()
+    assert upgraded == {"revision": head()}
+
+
+def _waits_for(engine, table: str) -> bool:
+    """Some session of this database waits for a lock on ``table``."""
+    with engine.connect() as conn:
+        return conn.execute(text(
+            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = :table "
+            "AND NOT l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"),
+            {"table": table}).scalar() > 0

@@ -117,6 +117,8 @@ def migrate(store) -> str:
         before = current_revision(conn)
         if before == head():
             return before                # another process did it while we waited for the lock
+        if not store.is_sqlite:
+            _lock_the_older_lease(conn)
         _upgrade(conn, before)
     return head()
 
@@ -131,6 +133,19 @@ def _take_migration_lock(conn: Connection, url: str) -> None:
                 redact(url), OPEN_WAIT_S)
     conn.execute(text(f"SET LOCAL lock_timeout = {int(OPEN_WAIT_S * 1000)}"))
     conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": ADVISORY_KEY})
+
+
+def _lock_the_older_lease(conn: Connection) -> None:
+    """A PostgreSQL store from before revision 0022: its ``leader_lease`` is locked before any revision's step.
+
+    0022 locks it to move it, after the steps before it locked theirs (0021: ``nodes``). A coordinator of the older
+    version still running reads the lease, then other tables, in one transaction (its ``/overview``: then
+    ``nodes``); between the two lock orders a cycle closed ("deadlock detected", the opening failed). Taken first,
+    the upgrade waits for such a reader to end. Not closed: an older transaction that reads a table an earlier
+    revision alters *before* the lease (the store statistics of an older ``/metrics`` read ``pipelines`` first,
+    which 0014, 0015 and 0018 alter) can still meet the upgrade in a cycle when the store is that far behind."""
+    if inspect(conn).has_table("leader_lease"):
+        conn.execute(text("LOCK TABLE leader_lease IN ACCESS EXCLUSIVE MODE"))
 
 
 def _upgrade(conn: Connection, before: str | None) -> None:
