@@ -189,12 +189,23 @@ def _no_older_leader(store: Store, variables: dict[str, str], what: str) -> None
     with store.read() as conn:
         lease = older_leader_may_act(conn)
     if lease is not None:
-        raise Refusal(RefusalKind.CONFLICT, (
-            f"no coordinator of this SeaTide has led since the store was upgraded to revision 0022: the lease "
-            f"copied then (epoch {lease.moved_at_epoch}, coordinator {lease.node_id}) may be held by a coordinator of "
-            f"an older SeaTide, which would fill this job's ${{NAME}}s from its own environment. Nothing was {what}. "
-            f"Start a coordinator of this version (an older one can no longer lead) and ask again once it leads "
-            f"(docs/operations.md, Upgrading)"))
+        raise LeaderAwaited(lease, what)
+
+
+class LeaderAwaited(Refusal):
+    """A marked submit or resume refused until a coordinator of this version is elected on the store. ``why`` says
+    what and why; the message adds what to do through a coordinator's API, and each other surface its own (local
+    mode elects its own coordinator, the CLI on a store has none)."""
+
+    def __init__(self, lease, what: str):
+        self.lease, self.what = lease, what
+        self.why = (f"no coordinator of this SeaTide has led since the store was upgraded to revision 0022: the lease "
+                    f"copied then (epoch {lease.moved_at_epoch}, coordinator {lease.node_id}) may be held by a "
+                    f"coordinator of an older SeaTide, which would fill this job's ${{NAME}}s from its own "
+                    f"environment. Nothing was {what}.")
+        super().__init__(RefusalKind.CONFLICT, (
+            f"{self.why} Start a coordinator of this version (an older one can no longer lead) and ask again once it "
+            f"leads (docs/operations.md, Upgrading)"))
 
 
 def _recorded(variables: dict[str, str], environment: dict[str, str], written_as_given: bool = True) -> dict[str, str]:

@@ -107,21 +107,55 @@ def _store_now(store) -> float:
         return read_store_now(conn)
 
 
+def _run_by_an_older_seatide(data_dir: str, expires_in: float) -> None:
+    """A data directory an older `seatide run` led in: the store at 0021, its lease at epoch 3 expiring then."""
+    store = open_store(default_store_url(data_dir))
+    at_revision_0021(store)
+    with store.write() as conn:
+        conn.execute(update(LEADER_LEASE).values(node_id="coordinator-older", epoch=3,
+                                                 expires_at=read_store_now(conn) + expires_in))
+    store.dispose()
+
+
 def test_a_run_where_an_older_seatide_ran_elects_its_coordinator_then_records_the_job(tmp_path):
     """A data directory an older `seatide run` led in (lease epoch 3, expired): opened, it moves to revision 0022,
     whose gate holds a marked job (every run's is) back until a leader is elected through the new lease table.
     The embedded coordinator is elected first, so the run is not refused."""
     data_dir = str(tmp_path / "d")
-    store = open_store(default_store_url(data_dir))
-    at_revision_0021(store)
-    with store.write() as conn:
-        conn.execute(update(LEADER_LEASE).values(node_id="coordinator-older", epoch=3,
-                                                 expires_at=read_store_now(conn) - 10.0))
-    store.dispose()
+    _run_by_an_older_seatide(data_dir, -10.0)
     result = seatide("run", "examples/batch_fake_to_console.conf", "--data-dir", data_dir)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "FINISHED" in result.stdout
+    assert "waiting" not in result.stderr, result.stderr
     store = open_store(default_store_url(data_dir))
     with store.read() as conn:
         assert conn.execute(select(s.leadership.c.epoch, s.leadership.c.moved_at_epoch)).one() == (4, 3)
+    store.dispose()
+
+
+def test_a_run_and_a_submit_where_an_older_seatides_lease_still_holds_say_what_to_do_there(tmp_path):
+    """Outside review of leasemove, L2: the older lease runs an hour yet. `seatide run` said nothing while it
+    waited, then gave a cluster's advice ("start a coordinator of this version"); `seatide submit` on the data
+    directory (no --cluster) had no coordinator to start. Each says what, why and what to do in its own mode."""
+    data_dir = str(tmp_path / "d")
+    _run_by_an_older_seatide(data_dir, 3600.0)
+    run = seatide("run", "examples/batch_fake_to_console.conf", "--data-dir", data_dir)
+    assert run.returncode == 1, (run.stdout, run.stderr)
+    assert re.search(r"seatide: waiting up to \d+ s for the leader lease that a SeaTide older than this one held on "
+                     rf"{re.escape(data_dir)} \(coordinator coordinator-older\) to expire", run.stderr), run.stderr
+    assert (f"seatide: the data directory {data_dir} was run by a SeaTide older than this one: its leader lease "
+            "(coordinator coordinator-older, epoch 3), moved when this run upgraded the store to revision 0022, runs "
+            "until ") in run.stderr, run.stderr
+    assert re.search(r"Nothing was submitted \(waited \d+ s for the lease to expire\)\. Stop every process of the "
+                     r"older SeaTide using this data directory", run.stderr), run.stderr
+    submit = seatide("submit", "examples/batch_fake_to_console.conf", "--data-dir", data_dir)
+    assert submit.returncode == 1, (submit.stdout, submit.stderr)
+    assert "Nothing was submitted. This command wrote to the store sqlite:///" in submit.stderr, submit.stderr
+    assert "directly (no --cluster), and no coordinator of this version has been elected on it yet. Start one on " \
+           "this store (`seatide cluster coordinator` with the same --store or --data-dir" in submit.stderr, submit.stderr
+    for answer in (run, submit):
+        assert "Start a coordinator of this version" not in answer.stderr and "Traceback" not in answer.stderr
+    store = open_store(default_store_url(data_dir))
+    with store.read() as conn:
+        assert conn.execute(select(func.count()).select_from(s.jobs)).scalar() == 0
     store.dispose()

@@ -70,10 +70,22 @@ class StoreClient:
                     return report
                 if path == "/running-jobs":
                     return job_rows(conn, exclude=set(JOB_TERMINAL))
+        except intents.LeaderAwaited as exc:
+            raise Refused(self._leader_awaited(exc), EXIT_FAILED) from None
         except intents.Refusal as exc:
             raise Refused(str(exc), EXIT_BAD_CONFIG if exc.kind is intents.RefusalKind.BAD_REQUEST
                           else EXIT_FAILED) from None
         raise Refused(f"unsupported call {method} {path}")
+
+    def _leader_awaited(self, exc) -> str:
+        """Written straight to the store, no coordinator of this version is at hand to be elected: say where."""
+        from seatide.store.address import redact
+
+        return (f"{exc.why} This command wrote to the store {redact(self.store.url)} directly (no --cluster), and no "
+                f"coordinator of this version has been elected on it yet. Start one on this store (`seatide cluster "
+                f"coordinator` with the same --store or --data-dir; it is elected once that lease expires), then "
+                f"ask again, here or through it with --cluster URL; or, for a data directory used by `seatide run` "
+                f"alone, use `seatide run` (docs/operations.md, Upgrading)")
 
 
 def open_client(cluster: str | None, store: str | None, data_dir: str | None, token_file: str | None = None):

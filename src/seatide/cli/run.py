@@ -20,6 +20,9 @@ from seatide.cli.progress import ProgressDisplay
 from seatide.config.job_text import captured_environment
 from seatide.store.states import JobStatus
 
+# A wait for an older SeaTide's lease to expire (``LocalRun._elect_after_an_upgrade``) is said once it is this long.
+WAIT_TOLD_AFTER_S = 1.0
+
 
 def run_command(args) -> int:
     from seatide import intents
@@ -87,11 +90,14 @@ class LocalRun:
             actor="seatide-resume", paths_from=os.getcwd(), environment=environment), source or f"resume of {job_id}")
 
     def _start(self, record_job, source: str) -> int:
-        from seatide.intents import Refusal, RefusalKind
+        from seatide.intents import LeaderAwaited, Refusal, RefusalKind
 
         try:
-            self._elect_after_an_upgrade()
+            waited = self._elect_after_an_upgrade()
             accepted = record_job()
+        except LeaderAwaited as exc:
+            print(older_lease_held(exc, self.data_dir, waited), file=sys.stderr)
+            return EXIT_FAILED
         except Refusal as exc:
             self.coordinator.lease.resign()      # taken above: another's `seatide run` need not wait for it
             bad_config = exc.kind is RefusalKind.BAD_REQUEST
@@ -107,21 +113,29 @@ class LocalRun:
             self._worker_thread.join(timeout=30)
             self.coordinator.stop()
 
-    def _elect_after_an_upgrade(self) -> None:
+    def _elect_after_an_upgrade(self) -> float:
         """A data directory an older SeaTide ran in, upgraded past revision 0022 by this process: a marked job waits
         for a leader elected through the new lease table (intents.py), and the embedded coordinator is the one to be
         it. Taken once the copied lease expires (the older process that held it cannot renew it); not within
-        twice the lease's ttl, the job is refused saying why, nothing recorded."""
+        twice the lease's ttl, the job is refused saying why (``older_lease_held``), nothing recorded. Says on
+        stderr that it waits once that lasts a moment. Returns how long it waited."""
         from seatide import clock
         from seatide.store.node_features import older_leader_may_act
 
-        deadline = clock.monotonic() + 2 * self.coordinator.timeouts.lease_ttl
+        began = clock.monotonic()
+        most = 2 * self.coordinator.timeouts.lease_ttl
+        told = False
         while True:
             with self.store.read() as conn:
-                if older_leader_may_act(conn) is None:
-                    return
-            if self.coordinator.lease.tick() or clock.monotonic() >= deadline:
-                return
+                lease = older_leader_may_act(conn)
+            waited = clock.monotonic() - began
+            if lease is None or self.coordinator.lease.tick() or waited >= most:
+                return waited
+            if waited >= WAIT_TOLD_AFTER_S and not told:
+                told = True
+                print(f"seatide: waiting up to {most - waited:.0f} s for the leader lease that a SeaTide older than "
+                      f"this one held on {self.data_dir} (coordinator {lease.node_id}) to expire: the job is "
+                      f"recorded once this run's coordinator leads", file=sys.stderr)
             time.sleep(0.1)
 
     def _follow(self, job_id: str, source: str) -> int:
@@ -166,6 +180,17 @@ class LocalRun:
             print(resume_hint(job_id, self.data_dir), file=sys.stderr)
             return EXIT_INTERRUPTED
         return EXIT_OK if summary["status"] in (JobStatus.FINISHED, JobStatus.SAVEPOINT_DONE) else EXIT_FAILED
+
+
+def older_lease_held(exc, data_dir: str, waited: float) -> str:
+    """Local mode's refusal while the lease copied from an older SeaTide holds (``intents.LeaderAwaited``)."""
+    until = _ts(exc.lease.expires_at)
+    return (f"seatide: the data directory {data_dir} was run by a SeaTide older than this one: its leader lease "
+            f"(coordinator {exc.lease.node_id}, epoch {exc.lease.epoch}), moved when this run upgraded the store to "
+            f"revision 0022, runs until {until}, and until then that older process, if it still runs, may act on "
+            f"the store and would fill this job's ${{NAME}}s from its own environment. Nothing was {exc.what} "
+            f"(waited {waited:.0f} s for the lease to expire). Stop every process of the older SeaTide using this "
+            f"data directory (its `seatide run`, `seatide cluster coordinator`), then run this again after {until}")
 
 
 def resume_hint(job_id: str, data_dir: str) -> str:
