@@ -46,6 +46,9 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     # An older SeaTide must not read the marked rows this one wrote (revision 0021): go back only with them gone.
+    # Nor may any coordinator run: the lease comes back in ``leader_lease``, where an older one still running finds
+    # it and may elect and lead again, and it goes from under every coordinator of this version or later. Stop
+    # them all, older and newer, first (docs/operations.md, Upgrading, Going back); nothing here can check it.
     op.create_table("leader_lease", *_lease_columns())
     op.execute(f"INSERT INTO leader_lease ({COLUMNS}) SELECT {COLUMNS} FROM leadership")
     op.drop_table("leadership")
