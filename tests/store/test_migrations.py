@@ -369,20 +369,10 @@ def test_an_upgrade_from_before_0021_waits_for_an_older_coordinators_read_of_the
     store.dispose()
     older = create_engine(normalize_url(store_url))
     upgraded: dict[str, object] = {}
-
-    def upgrade():
-        try:
-            opened = open_store(store_url)
-            with opened.read() as conn:
-                upgraded["revision"] = current_revision(conn)
-            opened.dispose()
-        except Exception as exc:
-            upgraded["error"] = exc
-
     try:
         with older.connect() as reader, reader.begin():
             reader.execute(text("SELECT * FROM leader_lease WHERE id = 1")).all()     # the older /overview ...
-            opening = threading.Thread(target=upgrade)
+            opening = threading.Thread(target=_upgrade_into, args=(store_url, upgraded))
             opening.start()
             wait_for(lambda: _waits_for(older, "leader_lease"), 60, message="the upgrade waiting for leader_lease")
             assert reader.execute(text("SELECT count(*) FROM nodes")).scalar() == 0     # ... then the nodes
@@ -392,6 +382,17 @@ def test_an_upgrade_from_before_0021_waits_for_an_older_coordinators_read_of_the
     assert upgraded == {"revision": head()}
 
 
+def _upgrade_into(url: str, upgraded: dict) -> None:
+    """This version opens the store (in a thread): the revision it reached, or the error."""
+    try:
+        opened = open_store(url)
+        with opened.read() as conn:
+            upgraded["revision"] = current_revision(conn)
+        opened.dispose()
+    except Exception as exc:
+        upgraded["error"] = exc
+
+
 def _waits_for(engine, table: str) -> bool:
     """Some session of this database waits for a lock on ``table``."""
     with engine.connect() as conn:
@@ -399,3 +400,34 @@ def _waits_for(engine, table: str) -> bool:
             "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = :table "
             "AND NOT l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"),
             {"table": table}).scalar() > 0
+
+
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+def test_an_upgrade_that_meets_an_older_transaction_in_a_deadlock_is_taken_again(store_url):
+    """The cycle that locking the lease first leaves: a store at 0017 and an older coordinator's ``/metrics`` (its
+    store statistics: ``pipelines``, then the lease, in one transaction). The upgrade holds the lease and waits
+    for ``pipelines`` (0018 alters it); the reader then waits for the lease. The server ends one of the two; the
+    migration, all undone, is taken again and the store opens."""
+    from alembic import command
+    from seatide.store.migrations import _config
+
+    store = open_store(store_url)
+    with store.write() as conn:
+        command.downgrade(_config(conn), "0017")
+    store.dispose()
+    older = create_engine(normalize_url(store_url))
+    upgraded: dict[str, object] = {}
+    try:
+        with older.connect() as reader, reader.begin():
+            reader.execute(text("SELECT count(*) FROM pipelines")).scalar()             # the older /metrics ...
+            opening = threading.Thread(target=_upgrade_into, args=(store_url, upgraded))
+            opening.start()
+            wait_for(lambda: _waits_for(older, "pipelines"), 60, message="the upgrade waiting for pipelines")
+            try:
+                reader.execute(text("SELECT * FROM leader_lease WHERE id = 1")).all()    # ... then the lease
+            except Exception as exc:     # the server may end the reader instead: its /metrics fails once
+                assert "deadlock detected" in str(exc), exc
+        opening.join(120)
+    finally:
+        older.dispose()
+    assert upgraded == {"revision": head()}

@@ -28,7 +28,7 @@ from seatide.store import schema as s
 from seatide.store.address import CONNECT_TIMEOUT_S, OPEN_WAIT_S, default_store_url, normalize_url, redact  # noqa: F401  default_store_url: coordinator/ imports it here
 from seatide.store.clock import read_store_now
 from seatide.store.events import record_event  # noqa: F401  coordinator/ and restore.py import it here
-from seatide.store.migrations import migrate
+from seatide.store.migrations import DEADLOCK_TRIES, deadlocked, migrate
 from seatide.store.sessions import again_on_new_session
 from seatide.store.states import ATTEMPT_LIVE
 
@@ -204,6 +204,10 @@ def open_store(url: str, wait_for_server: bool = False) -> Store:
             reason = (f"another process held it for over {OPEN_WAIT_S:.0f} s while creating or migrating it, "
                       f"or in a write that does not end ({reason}); start this one again once that process "
                       "is done, or stop it")
+        elif deadlocked(exc):
+            reason = (f"its migration met other transactions in a deadlock {DEADLOCK_TRIES} times ({reason}): a "
+                      "process of an older SeaTide still running on it reads the tables the migration changes; stop "
+                      "every process of the older version (docs/operations.md, Upgrading), then start this one again")
         elif "connection failed" in reason or "Connection refused" in reason:
             reason += "; is its server running, and is the address (--store) right?"
         raise StoreUnavailable(f"cannot open the state store {redact(url)}: {reason}") from None

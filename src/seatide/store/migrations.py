@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import insert, inspect, select, text
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import OperationalError
 
 from seatide import failpoints
 from seatide.store import schema as s
@@ -45,6 +46,9 @@ from seatide.store.events import record_event
 log = logging.getLogger(__name__)
 
 ADVISORY_KEY = 0x5EA71DE
+# A migration the server ended to break a lock cycle (an older process's transaction on the tables it changes) is
+# taken again this many times in all.
+DEADLOCK_TRIES = 5
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "alembic")
 # schema_version (before Alembic) -> the revision that is exactly that schema.
 LEGACY_REVISIONS = {1: "0001", 2: "0002"}
@@ -110,6 +114,24 @@ def migrate(store) -> str:
         if current_revision(conn) == head():
             return head()
     failpoints.hit("store.before_migration_lock")
+    for tries in range(1, DEADLOCK_TRIES + 1):
+        try:
+            return _migrate_locked(store)
+        except OperationalError as exc:
+            if not deadlocked(exc) or tries == DEADLOCK_TRIES:
+                raise
+            log.warning("migrating the state store %s met another transaction in a deadlock (a process of an older "
+                        "SeaTide still running on it?); the server undid the migration, taken again (try %d)",
+                        redact(store.url), tries + 1)
+    raise AssertionError("unreachable")
+
+
+def deadlocked(exc: BaseException) -> bool:
+    """PostgreSQL ended the transaction to break a lock cycle (SQLSTATE 40P01)."""
+    return getattr(getattr(exc, "orig", exc), "sqlstate", None) == "40P01"
+
+
+def _migrate_locked(store) -> str:
     with store.write() as conn:
         if not store.is_sqlite:
             _take_migration_lock(conn, store.url)
@@ -141,9 +163,10 @@ def _lock_the_older_lease(conn: Connection) -> None:
     0022 locks it to move it, after the steps before it locked theirs (0021: ``nodes``). A coordinator of the older
     version still running reads the lease, then other tables, in one transaction (its ``/overview``: then
     ``nodes``); between the two lock orders a cycle closed ("deadlock detected", the opening failed). Taken first,
-    the upgrade waits for such a reader to end. Not closed: an older transaction that reads a table an earlier
-    revision alters *before* the lease (the store statistics of an older ``/metrics`` read ``pipelines`` first,
-    which 0014, 0015 and 0018 alter) can still meet the upgrade in a cycle when the store is that far behind."""
+    the upgrade waits for such a reader to end. An older transaction that reads a table an earlier revision alters
+    *before* the lease (the store statistics of an older ``/metrics`` read ``pipelines`` first, which 0014, 0015
+    and 0018 alter) can still meet the upgrade in a cycle when the store is that far behind: the server ends one
+    of the two, and the migration, all undone, is taken again (``migrate``)."""
     if inspect(conn).has_table("leader_lease"):
         conn.execute(text("LOCK TABLE leader_lease IN ACCESS EXCLUSIVE MODE"))
 
