@@ -367,30 +367,42 @@ def test_an_upgrade_from_before_0021_waits_for_an_older_coordinators_read_of_the
         conn.execute(text("ALTER TABLE nodes DROP COLUMN features"))
         lease_as_before(conn)
     store.dispose()
-    older = create_engine(normalize_url(store_url))
+    upgraded, ended = _upgrade_beside_an_older_read(      # the older /overview: the lease, then the nodes
+        store_url, "SELECT * FROM leader_lease WHERE id = 1", "leader_lease", "SELECT count(*) FROM nodes")
+    assert (upgraded, ended) == ({"revision": head()}, None)
+
+
+def _upgrade_beside_an_older_read(url: str, first: str, waited_for: str, then: str) -> tuple[dict, Exception | None]:
+    """One read transaction of an older coordinator: ``first``; then this version opens the store in a thread, and
+    once its upgrade waits for a lock on ``waited_for``, ``then``. Returns what the opening reached (the revision
+    or the error) and the reader's error (None: it read both)."""
+    older = create_engine(normalize_url(url))
     upgraded: dict[str, object] = {}
+
+    def upgrade():
+        try:
+            opened = open_store(url)
+            with opened.read() as conn:
+                upgraded["revision"] = current_revision(conn)
+            opened.dispose()
+        except Exception as exc:
+            upgraded["error"] = exc
+
+    ended = None
     try:
         with older.connect() as reader, reader.begin():
-            reader.execute(text("SELECT * FROM leader_lease WHERE id = 1")).all()     # the older /overview ...
-            opening = threading.Thread(target=_upgrade_into, args=(store_url, upgraded))
+            reader.execute(text(first)).all()
+            opening = threading.Thread(target=upgrade)
             opening.start()
-            wait_for(lambda: _waits_for(older, "leader_lease"), 60, message="the upgrade waiting for leader_lease")
-            assert reader.execute(text("SELECT count(*) FROM nodes")).scalar() == 0     # ... then the nodes
+            wait_for(lambda: _waits_for(older, waited_for), 60, message=f"the upgrade waiting for {waited_for}")
+            try:
+                reader.execute(text(then)).all()
+            except Exception as exc:
+                ended = exc
         opening.join(120)
     finally:
         older.dispose()
-    assert upgraded == {"revision": head()}
-
-
-def _upgrade_into(url: str, upgraded: dict) -> None:
-    """This version opens the store (in a thread): the revision it reached, or the error."""
-    try:
-        opened = open_store(url)
-        with opened.read() as conn:
-            upgraded["revision"] = current_revision(conn)
-        opened.dispose()
-    except Exception as exc:
-        upgraded["error"] = exc
+    return upgraded, ended
 
 
 def _waits_for(engine, table: str) -> bool:
@@ -415,19 +427,7 @@ def test_an_upgrade_that_meets_an_older_transaction_in_a_deadlock_is_taken_again
     with store.write() as conn:
         command.downgrade(_config(conn), "0017")
     store.dispose()
-    older = create_engine(normalize_url(store_url))
-    upgraded: dict[str, object] = {}
-    try:
-        with older.connect() as reader, reader.begin():
-            reader.execute(text("SELECT count(*) FROM pipelines")).scalar()             # the older /metrics ...
-            opening = threading.Thread(target=_upgrade_into, args=(store_url, upgraded))
-            opening.start()
-            wait_for(lambda: _waits_for(older, "pipelines"), 60, message="the upgrade waiting for pipelines")
-            try:
-                reader.execute(text("SELECT * FROM leader_lease WHERE id = 1")).all()    # ... then the lease
-            except Exception as exc:     # the server may end the reader instead: its /metrics fails once
-                assert "deadlock detected" in str(exc), exc
-        opening.join(120)
-    finally:
-        older.dispose()
+    upgraded, ended = _upgrade_beside_an_older_read(      # the older /metrics: pipelines, then the lease
+        store_url, "SELECT count(*) FROM pipelines", "pipelines", "SELECT * FROM leader_lease WHERE id = 1")
+    assert ended is None or "deadlock detected" in str(ended), ended     # or the server ended the reader
     assert upgraded == {"revision": head()}
