@@ -71,15 +71,15 @@ def as_before_0022(data_dir: str) -> None:
     """This process as a SeaTide from before revision 0022: its revisions and the table of its lease."""
     from seatide.coordinator import lease
     from seatide.store import migrations, schema
-    from tests.store.older_lease import LEADER_LEASE
+    from tests.store.older_lease import LEADER_LEASE, OLDER_LEADER_LOCK
 
     scripts = os.path.join(data_dir, "older-scripts")
     shutil.copytree(migrations.SCRIPTS, scripts, ignore=lambda _dir, names: [
         n for n in names if n == "__pycache__" or (n[:4].isdigit() and n[:4] > "0021")])
     migrations.SCRIPTS, migrations.HEAD = scripts, "0021"
-    # What tests/store/older_lease.py's before_0022 does, for the process's life: the older table, no rule for a
-    # lease copied at the move.
-    schema.leadership, lease.copied_at_the_move = LEADER_LEASE, lambda row: False
+    # What tests/store/older_lease.py's before_0022 does, for the process's life: the older table and lock name, no
+    # rule for a lease copied at the move.
+    schema.leadership, lease.copied_at_the_move, lease.LEADER = LEADER_LEASE, lambda row: False, OLDER_LEADER_LOCK
 
 
 def with_lease(app, store, node_id: str = "older-c"):

@@ -2,8 +2,8 @@
 
 For tests that put a store back to an older revision (``lease_as_before``) and for the older version's lease code
 (``before_0022``): this package's ``LeaderLease``, ``Store.leader_tx`` and views, which differ from that version's in
-the table they name (revision 0022 renamed it) and in the rule for the lease copied at the move (a table it has not),
-made to name the old one and to know no such rule.
+the table they name (revision 0022 renamed it), in their leader liveness lock's name (moved with it) and in the rule
+for the lease copied at the move (a table it has not), made to name the old ones and to know no such rule.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ LEADER_LEASE = Table(
     Column("liveness", Boolean, nullable=False, default=False, server_default=false()),
 )
 COLUMNS = "id, node_id, epoch, expires_at, url, acquired_at, liveness"
+# The leader liveness lock's name before 0022 (store/liveness.py ``LEADER`` now).
+OLDER_LEADER_LOCK = "leader"
 
 
 def lease_as_before(conn) -> None:
@@ -36,14 +38,15 @@ def lease_as_before(conn) -> None:
 
 @contextlib.contextmanager
 def before_0022():
-    """Within it, this process's lease code is the older version's: it names ``leader_lease``."""
+    """Within it, this process's lease code is the older version's: it names ``leader_lease`` and the older leader
+    liveness lock."""
     newer = getattr(schema, "leadership", None)
-    rule = lease.copied_at_the_move
-    schema.leadership, lease.copied_at_the_move = LEADER_LEASE, lambda row: False
+    rule, lock = lease.copied_at_the_move, lease.LEADER
+    schema.leadership, lease.copied_at_the_move, lease.LEADER = LEADER_LEASE, lambda row: False, OLDER_LEADER_LOCK
     try:
         yield
     finally:
-        lease.copied_at_the_move = rule
+        lease.copied_at_the_move, lease.LEADER = rule, lock
         if newer is None:
             del schema.leadership
         else:

@@ -1,6 +1,6 @@
 """Liveness locks: a lock a process holds for its whole life, so that its death is seen at once.
 
-The leader holds ``leader``; each worker holds ``worker-<node id>``. When a process dies,
+The leader holds ``leadership``; each worker holds ``worker-<node id>``. When a process dies,
 its operating system closes its files and sockets, and with them its locks:
 
 * SQLite: ``flock`` on a file in ``<db>.locks/`` beside the database, on an fd open for
@@ -41,7 +41,12 @@ from seatide.timeouts import Timeouts
 log = logging.getLogger(__name__)
 
 LIVENESS_ENV = "SEATIDE_LIVENESS_LOCKS"
-LEADER = "leader"
+# Named after the lease's table (store revision 0022), not ``leader`` as before: a coordinator of an older SeaTide
+# still running tries the old name, and one whose election fails on the table it no longer finds keeps that lock
+# for good (its tick does not release it). Under the old name it stands in no leader's way; under this one it would
+# leave every leader of this version unlocked (``liveness`` false), taken over at its lease's expiry only. On
+# PostgreSQL the advisory key is a hash of the name, on SQLite the name is the file's.
+LEADER = "leadership"
 # The first half of every SeaTide advisory lock key: other users of advisory locks in the
 # same database pick their own (the second half is a hash of the lock's name).
 ADVISORY_CLASS = 0x5EA7
