@@ -26,7 +26,6 @@ from seatide.store.checkpoint_views import checkpoint_report
 from seatide.testing.cluster import wait_for
 from tests.conftest import PG_ADMIN
 from tests.store import legacy_v2 as v2
-from tests.store.older_lease import lease_as_before
 
 JOB_ID = "se-upgrade"
 CONFIG = """
@@ -353,81 +352,3 @@ def test_opening_a_new_or_current_store_does_not_import_alembic(store_url):
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-2000:]
         assert done.stdout.strip().splitlines()[-1] == "[]"
-
-
-@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
-def test_an_upgrade_from_before_0021_waits_for_an_older_coordinators_read_of_the_lease(store_url):
-    """Outside review of leasemove, L1: a store at 0020 opened by this version while a coordinator of that version
-    serves ``/overview`` (one read transaction: the lease, then the nodes). 0021 locked ``nodes`` to add its column,
-    then 0022 waited for ``leader_lease``, which the reader held, and the reader then waited for ``nodes``: a cycle,
-    "deadlock detected". The upgrade now locks ``leader_lease`` before any revision's step, and only waits."""
-    store = open_store(store_url)
-    with store.write() as conn:          # the store as 0020 left it
-        conn.execute(text("UPDATE alembic_version SET version_num = '0020'"))
-        conn.execute(text("ALTER TABLE nodes DROP COLUMN features"))
-        lease_as_before(conn)
-    store.dispose()
-    upgraded, ended = _upgrade_beside_an_older_read(      # the older /overview: the lease, then the nodes
-        store_url, "SELECT * FROM leader_lease WHERE id = 1", "leader_lease", "SELECT count(*) FROM nodes")
-    assert (upgraded, ended) == ({"revision": head()}, None)
-
-
-def _upgrade_beside_an_older_read(url: str, first: str, waited_for: str, then: str) -> tuple[dict, Exception | None]:
-    """One read transaction of an older coordinator: ``first``; then this version opens the store in a thread, and
-    once its upgrade waits for a lock on ``waited_for``, ``then``. Returns what the opening reached (the revision
-    or the error) and the reader's error (None: it read both)."""
-    older = create_engine(normalize_url(url))
-    upgraded: dict[str, object] = {}
-
-    def upgrade():
-        try:
-            opened = open_store(url)
-            with opened.read() as conn:
-                upgraded["revision"] = current_revision(conn)
-            opened.dispose()
-        except Exception as exc:
-            upgraded["error"] = exc
-
-    ended = None
-    try:
-        with older.connect() as reader, reader.begin():
-            reader.execute(text(first)).all()
-            opening = threading.Thread(target=upgrade)
-            opening.start()
-            wait_for(lambda: _waits_for(older, waited_for), 60, message=f"the upgrade waiting for {waited_for}")
-            try:
-                reader.execute(text(then)).all()
-            except Exception as exc:
-                ended = exc
-        opening.join(120)
-    finally:
-        older.dispose()
-    return upgraded, ended
-
-
-def _waits_for(engine, table: str) -> bool:
-    """Some session of this database waits for a lock on ``table``."""
-    with engine.connect() as conn:
-        return conn.execute(text(
-            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = :table "
-            "AND NOT l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"),
-            {"table": table}).scalar() > 0
-
-
-@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
-def test_an_upgrade_that_meets_an_older_transaction_in_a_deadlock_is_taken_again(store_url):
-    """The cycle that locking the lease first leaves: a store at 0017 and an older coordinator's ``/metrics`` (its
-    store statistics: ``pipelines``, then the lease, in one transaction). The upgrade holds the lease and waits
-    for ``pipelines`` (0018 alters it); the reader then waits for the lease. The server ends one of the two; the
-    migration, all undone, is taken again and the store opens."""
-    from alembic import command
-    from seatide.store.migrations import _config
-
-    store = open_store(store_url)
-    with store.write() as conn:
-        command.downgrade(_config(conn), "0017")
-    store.dispose()
-    upgraded, ended = _upgrade_beside_an_older_read(      # the older /metrics: pipelines, then the lease
-        store_url, "SELECT count(*) FROM pipelines", "pipelines", "SELECT * FROM leader_lease WHERE id = 1")
-    assert ended is None or "deadlock detected" in str(ended), ended     # or the server ended the reader
-    assert upgraded == {"revision": head()}
