@@ -13,8 +13,9 @@ import threading
 import pytest
 from sqlalchemy import create_engine, text
 
+from seatide.store import db
 from seatide.store.address import normalize_url
-from seatide.store.db import open_store
+from seatide.store.db import StoreUnavailable, open_store
 from seatide.store.migrations import current_revision, head
 from seatide.testing.cluster import wait_for
 from tests.store.older_lease import lease_as_before
@@ -50,6 +51,32 @@ def test_an_upgrade_that_meets_an_older_transaction_in_a_deadlock_is_taken_again
             store_url, "SELECT count(*) FROM pipelines", "pipelines", "SELECT * FROM leader_lease WHERE id = 1")
     assert (upgraded, ended) == ({"revision": head()}, None)
     assert "met another transaction in a deadlock" in caplog.text and "taken again (try 2)" in caplog.text, caplog.text
+
+
+def test_an_upgrade_that_an_older_transaction_on_the_lease_outwaits_says_to_stop_the_older_process(
+        store_url, monkeypatch):
+    """Second outside review of leasemove, L1: the upgrade's lock on ``leader_lease`` waits the session's
+    ``lock_timeout`` (made short here), and its refusal said another process held the store "over 60 s while
+    creating or migrating it". It says what holds it, why it matters and what to do."""
+    _at_0020(store_url)
+    monkeypatch.setattr(db, "LOCK_TIMEOUT_S", 1.0)
+    older = create_engine(normalize_url(store_url))
+    try:
+        with older.connect() as reader, reader.begin():
+            reader.execute(text("SELECT * FROM leader_lease WHERE id = 1")).all()
+            with pytest.raises(StoreUnavailable) as refused:
+                open_store(store_url)
+    finally:
+        older.dispose()
+    message = str(refused.value)
+    assert "over 60 s" not in message and "while creating or migrating it" not in message, message
+    assert ("a process of a SeaTide older than this one (before store revision 0022) is using the store's lease "
+            "table leader_lease: a transaction of it held the table for over 1 s") in message, message
+    assert "Stop every process of the older SeaTide on this store" in message, message
+    opened = open_store(store_url)            # once it ended, the upgrade goes through
+    with opened.read() as conn:
+        assert current_revision(conn) == head()
+    opened.dispose()
 
 
 def _at_0020(url: str) -> None:

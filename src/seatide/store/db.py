@@ -28,7 +28,7 @@ from seatide.store import schema as s
 from seatide.store.address import CONNECT_TIMEOUT_S, OPEN_WAIT_S, default_store_url, normalize_url, redact  # noqa: F401  default_store_url: coordinator/ imports it here
 from seatide.store.clock import read_store_now
 from seatide.store.events import record_event  # noqa: F401  coordinator/ and restore.py import it here
-from seatide.store.migrations import DEADLOCK_TRIES, deadlocked, migrate
+from seatide.store.migrations import DEADLOCK_TRIES, OlderLeaseInUse, deadlocked, migrate
 from seatide.store.sessions import again_on_new_session
 from seatide.store.states import ATTEMPT_LIVE
 
@@ -46,6 +46,9 @@ class StoreUnavailable(Exception):
 
 
 log = logging.getLogger(__name__)
+# How long a statement waits for a lock before it fails (PostgreSQL ``lock_timeout``).
+LOCK_TIMEOUT_S = 10.0
+
 
 class Store:
     def __init__(self, url: str):
@@ -77,7 +80,7 @@ class Store:
             return engine
         # A process paused inside a transaction (SIGSTOP, a long GC) must not hold the lease
         # row's lock forever: the server ends such a session and releases its locks.
-        options = "-c idle_in_transaction_session_timeout=5000 -c lock_timeout=10000"
+        options = f"-c idle_in_transaction_session_timeout=5000 -c lock_timeout={int(LOCK_TIMEOUT_S * 1000)}"
         # A server that accepts and never answers (frozen, a black-holed address) must not hold
         # a process with no end and no message: a connection not made in CONNECT_TIMEOUT_S is an
         # error like a refused one, taken again wherever a step is taken again (store/sessions.py).
@@ -197,6 +200,8 @@ def open_store(url: str, wait_for_server: bool = False) -> Store:
                              within=OPEN_WAIT_S)
     except StoreUnavailable:
         raise
+    except OlderLeaseInUse as exc:
+        raise StoreUnavailable(f"cannot open the state store {redact(url)}: {exc}") from None
     except Exception as exc:  # sqlalchemy/psycopg errors: say which store and why
         cause = getattr(exc, "orig", None) or exc
         reason = str(cause).strip().splitlines()[0]

@@ -157,6 +157,10 @@ def _take_migration_lock(conn: Connection, url: str) -> None:
     conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": ADVISORY_KEY})
 
 
+class OlderLeaseInUse(Exception):
+    """The upgrade's lock on ``leader_lease`` ran out: an older SeaTide's transaction held the table."""
+
+
 def _lock_the_older_lease(conn: Connection) -> None:
     """A PostgreSQL store from before revision 0022: its ``leader_lease`` is locked before any revision's step.
 
@@ -166,9 +170,33 @@ def _lock_the_older_lease(conn: Connection) -> None:
     the upgrade waits for such a reader to end. An older transaction that reads a table an earlier revision alters
     *before* the lease (the store statistics of an older ``/metrics`` read ``pipelines`` first, which 0014, 0015
     and 0018 alter) can still meet the upgrade in a cycle when the store is that far behind: the server ends one
-    of the two, and the migration, all undone, is taken again (``migrate``)."""
-    if inspect(conn).has_table("leader_lease"):
+    of the two, and the migration, all undone, is taken again (``migrate``).
+
+    The lock is waited for as long as the session's ``lock_timeout``: only an older SeaTide's process uses the table,
+    and its transactions are short; one that outwaits it refuses the opening, saying so (``OlderLeaseInUse``)."""
+    if not inspect(conn).has_table("leader_lease"):
+        return
+    waits = conn.execute(text("SHOW lock_timeout")).scalar()
+    try:
         conn.execute(text("LOCK TABLE leader_lease IN ACCESS EXCLUSIVE MODE"))
+    except OperationalError as exc:
+        if getattr(exc.orig, "sqlstate", None) != "55P03":     # lock_timeout ran out
+            raise
+        raise OlderLeaseInUse(
+            f"a process of a SeaTide older than this one (before store revision 0022) is using the store's lease "
+            f"table leader_lease: a transaction of it held the table for over {_seconds(waits)} while this process "
+            f"waited to move the lease to its new table (revision 0022), which an older coordinator cannot use, so "
+            f"that it never leads again. Nothing was changed. Stop every process of the older SeaTide on this store "
+            f"(its `seatide cluster coordinator`s, workers and `seatide run`s; docs/operations.md, Upgrading), then "
+            f"start this one again") from None
+
+
+def _seconds(setting: str) -> str:
+    """PostgreSQL's spelling of a duration setting (``10s``, ``1500ms``, ``1min``) as a reader's ``10 s``."""
+    for unit, factor in (("ms", 0.001), ("s", 1.0), ("min", 60.0)):
+        if setting.endswith(unit) and setting[:-len(unit)].isdigit():
+            return f"{int(setting[:-len(unit)]) * factor:g} s"
+    return setting
 
 
 def _upgrade(conn: Connection, before: str | None) -> None:
