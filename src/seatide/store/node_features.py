@@ -18,6 +18,12 @@ environment (config/job_environment.py; outside review F3). So:
   may go on acting until that lease's expiry, by its own clock, and stops then (coordinator/lease.py): so no job
   is recorded with the mark until a leader was elected through the new table (``older_leader_may_act``,
   intents.py). Whether an older coordinator is alive is never guessed (no heartbeat window).
+
+What cannot be closed: an older leader's ``SourceWatch`` checks that it leads, then reads left-held jobs' rows
+unfenced and contacts their sources. Frozen between the two (a VM freeze, SIGSTOP) for longer than the ttl, a new
+election and a marked submit, on waking it reads that marked row and contacts its source with ``${NAME}``s from its
+own environment. The older code cannot be changed: older coordinators must be *stopped* before the upgrade, not
+paused or cut off (docs/operations.md, Upgrading).
 """
 
 from __future__ import annotations
