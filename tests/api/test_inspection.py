@@ -15,6 +15,8 @@ from sqlalchemy import insert, update
 from seatide.coordinator.service import node_heartbeat, register_node
 from seatide.store import schema as s
 from seatide.store.events import record_event
+from seatide.store.migrations import HEAD
+from seatide.store.node_features import FEATURES
 from seatide.store.paths import driver_log_path
 from tests.leader import elected
 from tests.security.test_rest_guards import JOB as SIMPLE, app_on  # noqa: F401  (app_on: the fixture)
@@ -238,6 +240,10 @@ def test_nodes_show_heartbeats_the_leader_and_its_epoch(api):
     assert (coordinators["c2"]["state"], coordinators["c2"]["leader"]) == ("STOPPED", False)
     assert workers["w1"]["state"] == "ALIVE" and workers["w1"]["runningAttempts"] == 1 and workers["w1"]["slots"] == 2
     assert workers["w2"]["state"] == "SILENT" and workers["w2"]["secondsSinceHeartbeat"] >= 60
+    # What each node's SeaTide heads, and whether a worker can take jobs (ALIVE and heading the store's revision).
+    assert body["storeRevision"] == HEAD and coordinators["c1"]["features"] == FEATURES.split(",")
+    assert (workers["w1"]["headsStoreRevision"], workers["w1"]["takesJobs"]) == (True, True)
+    assert (workers["w2"]["headsStoreRevision"], workers["w2"]["takesJobs"]) == (True, False)
 
     lease.resign()
     body = http.get("/api/v1/nodes").json()

@@ -26,6 +26,7 @@ from seatide.coordinator.source_watch import SourceWatch, WatchRules
 from seatide.coordinator.retention import Pruner, RetentionRules
 from seatide.coordinator.reconcile_errors import tell_reconcile_error
 from seatide.coordinator.reconcile import CreateAttempt, Snapshot, Timeouts, reconcile_job, seen_silent
+from seatide.coordinator.worker_wait import WorkerWait
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now, store_now
 from seatide.store.db import NotLeader, Store, normalize_url, record_event
@@ -125,6 +126,7 @@ class Coordinator:
         # data_dir: where set-aside checkpoint directories and attempt logs are pruned (None: rows only)
         self.pruner = Pruner(store, data_dir, retention)
         self.releaser = Releaser(store, self.applier.actor)
+        self.worker_wait = WorkerWait(store, self.applier.actor, self.timeouts)   # says why jobs wait for a worker
         # What CDC sources hold on their servers, measured while this coordinator leads (a thread
         # of its own: a database that does not answer never holds a tick).
         self.source_watch = SourceWatch(store, lambda: self.lease.epoch if self.lease.is_leader else None,
@@ -283,6 +285,7 @@ class Coordinator:
     def _reconcile_one(self, epoch: int, snap: Snapshot, load: dict[str, int]) -> None:
         actions = reconcile_job(snap, self.timeouts)
         if not actions:
+            self.worker_wait.see(epoch, snap)
             return
         log.info("job %s: %s", snap.job.job_id, actions)
         for attempt in self.applier.apply(epoch, snap, actions):

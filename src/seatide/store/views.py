@@ -22,6 +22,7 @@ from seatide.store.clock import read_store_now
 from seatide.store.jobs import job_view, load_job
 from seatide.store.event_masking import event_detail, job_error, job_name, run_secrets
 from seatide.store.left_held import left_behind
+from seatide.store.node_features import heads_store, store_revision
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
 from seatide.timeouts import Timeouts
 
@@ -265,6 +266,8 @@ def nodes_report(conn: Connection) -> dict:
 
     A node is ALIVE while it heartbeats, SILENT once its heartbeat is older than
     ``NODE_SILENT_AFTER_S`` (paused, partitioned or killed), STOPPED after a clean shutdown.
+    Each says what its SeaTide can do (``features``, store/node_features.py); a worker whose code does not head the
+    store's revision (``storeRevision``) is given no job (``takesJobs``: ALIVE and heading it).
     """
     now = read_store_now(conn)     # the lease and heartbeats are stamped by the store's clock
     lease = conn.execute(select(s.leadership).where(s.leadership.c.id == 1)).first()
@@ -272,16 +275,19 @@ def nodes_report(conn: Connection) -> dict:
     a = s.attempts.c
     load = dict(conn.execute(select(a.worker_id, func.count()).where(and_(
         a.ended_at.is_(None), a.state.in_(ATTEMPT_LIVE))).group_by(a.worker_id)).all())
-    report: dict = {"leader": leader, "epoch": lease.epoch if lease is not None else 0,
+    revision = store_revision(conn)
+    report: dict = {"leader": leader, "epoch": lease.epoch if lease is not None else 0, "storeRevision": revision,
                     "coordinators": [], "workers": []}
     for n in conn.execute(select(s.nodes).order_by(s.nodes.c.node_id)):
         silent_for = now - n.heartbeat_at
         state = "STOPPED" if n.stopped else "SILENT" if silent_for >= NODE_SILENT_AFTER_S else "ALIVE"
         node = {"nodeId": n.node_id, "host": n.host, "pid": n.pid, "url": n.url, "state": state,
                 "startTime": iso(n.started_at), "heartbeatTime": iso(n.heartbeat_at),
-                "secondsSinceHeartbeat": round(silent_for, 1)}
+                "secondsSinceHeartbeat": round(silent_for, 1), "features": [f for f in (n.features or "").split(",") if f],
+                "headsStoreRevision": heads_store(n, revision)}
         if n.role == "worker":
-            report["workers"].append({**node, "slots": n.slots, "runningAttempts": load.get(n.node_id, 0)})
+            report["workers"].append({**node, "slots": n.slots, "runningAttempts": load.get(n.node_id, 0),
+                                      "takesJobs": state == "ALIVE" and node["headsStoreRevision"]})
         else:
             report["coordinators"].append({**node, "leader": leader is not None and leader["nodeId"] == n.node_id})
     return report
