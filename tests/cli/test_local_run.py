@@ -133,6 +133,23 @@ def test_a_run_where_an_older_seatide_ran_elects_its_coordinator_then_records_th
     store.dispose()
 
 
+def test_a_run_waits_until_the_older_seatides_lease_expires_by_the_stores_clock_saying_until_when(tmp_path):
+    """Second outside review of leasemove, L2: `seatide run` waited up to twice its own lease's ttl, whatever the
+    copied lease's expiry. It waits until that expiry (the row's ``expires_at``), saying so and until when."""
+    data_dir = str(tmp_path / "d")
+    _run_by_an_older_seatide(data_dir, 4.0)
+    result = seatide("run", "examples/batch_fake_to_console.conf", "--data-dir", data_dir)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.search(r"seatide: waiting [1-4] s, until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(the store's clock\), for the "
+                     rf"leader lease that a SeaTide older than this one held on {re.escape(data_dir)} \(coordinator "
+                     r"coordinator-older\) to expire", result.stderr), result.stderr
+    assert "FINISHED" in result.stdout
+    store = open_store(default_store_url(data_dir))
+    with store.read() as conn:
+        assert conn.execute(select(s.leadership.c.epoch, s.leadership.c.moved_at_epoch)).one() == (4, 3)
+    store.dispose()
+
+
 def test_a_run_and_a_submit_where_an_older_seatides_lease_still_holds_say_what_to_do_there(tmp_path):
     """Outside review of leasemove, L2: the older lease runs an hour yet. `seatide run` said nothing while it
     waited, then gave a cluster's advice ("start a coordinator of this version"); `seatide submit` on the data
@@ -141,13 +158,13 @@ def test_a_run_and_a_submit_where_an_older_seatides_lease_still_holds_say_what_t
     _run_by_an_older_seatide(data_dir, 3600.0)
     run = seatide("run", "examples/batch_fake_to_console.conf", "--data-dir", data_dir)
     assert run.returncode == 1, (run.stdout, run.stderr)
-    assert re.search(r"seatide: waiting up to \d+ s for the leader lease that a SeaTide older than this one held on "
-                     rf"{re.escape(data_dir)} \(coordinator coordinator-older\) to expire", run.stderr), run.stderr
+    # Its expiry is past what a run waits for (second review L2: it waited twice its own ttl): refused at once.
+    assert "seatide: waiting" not in run.stderr, run.stderr
     assert (f"seatide: the data directory {data_dir} was run by a SeaTide older than this one: its leader lease "
             "(coordinator coordinator-older, epoch 3), moved when this run upgraded the store to revision 0022, runs "
             "until ") in run.stderr, run.stderr
-    assert re.search(r"Nothing was submitted \(waited \d+ s for the lease to expire\)\. Stop every process of the "
-                     r"older SeaTide using this data directory", run.stderr), run.stderr
+    assert ("Nothing was submitted (this run waits for such a lease only when it expires within 60 s). Stop every "
+            "process of the older SeaTide using this data directory") in run.stderr, run.stderr
     submit = seatide("submit", "examples/batch_fake_to_console.conf", "--data-dir", data_dir)
     assert submit.returncode == 1, (submit.stdout, submit.stderr)
     assert "Nothing was submitted. This command wrote to the store sqlite:///" in submit.stderr, submit.stderr

@@ -20,8 +20,11 @@ from seatide.cli.progress import ProgressDisplay
 from seatide.config.job_text import captured_environment
 from seatide.store.states import JobStatus
 
-# A wait for an older SeaTide's lease to expire (``LocalRun._elect_after_an_upgrade``) is said once it is this long.
+# A wait for an older SeaTide's lease to expire (``LocalRun._elect_after_an_upgrade``) is said when it is this long;
+# it is waited for only when it expires within LEASE_WAIT_MAX_S, and taken within LEASE_TAKEN_GRACE_S after.
 WAIT_TOLD_AFTER_S = 1.0
+LEASE_WAIT_MAX_S = 60.0
+LEASE_TAKEN_GRACE_S = 5.0
 
 
 def run_command(args) -> int:
@@ -116,27 +119,32 @@ class LocalRun:
     def _elect_after_an_upgrade(self) -> float:
         """A data directory an older SeaTide ran in, upgraded past revision 0022 by this process: a marked job waits
         for a leader elected through the new lease table (intents.py), and the embedded coordinator is the one to be
-        it. Taken once the copied lease expires (the older process that held it cannot renew it); not within
-        twice the lease's ttl, the job is refused saying why (``older_lease_held``), nothing recorded. Says on
-        stderr that it waits once that lasts a moment. Returns how long it waited."""
+        it. Taken once the copied lease expires (the older process that held it cannot renew it): waited for until
+        that row's ``expires_at`` (the store's clock), saying so on stderr, if that is within ``LEASE_WAIT_MAX_S``;
+        a lease that runs longer, or not taken by then, has the job refused saying why (``older_lease_held``),
+        nothing recorded. Returns how long it waited."""
         from seatide import clock
+        from seatide.store.clock import read_store_now
         from seatide.store.node_features import older_leader_may_act
 
         began = clock.monotonic()
-        most = 2 * self.coordinator.timeouts.lease_ttl
-        told = False
-        while True:
-            with self.store.read() as conn:
-                lease = older_leader_may_act(conn)
-            waited = clock.monotonic() - began
-            if lease is None or self.coordinator.lease.tick() or waited >= most:
-                return waited
-            if waited >= WAIT_TOLD_AFTER_S and not told:
-                told = True
-                print(f"seatide: waiting up to {most - waited:.0f} s for the leader lease that a SeaTide older than "
-                      f"this one held on {self.data_dir} (coordinator {lease.node_id}) to expire: the job is "
-                      f"recorded once this run's coordinator leads", file=sys.stderr)
+        with self.store.read() as conn:
+            lease, now = older_leader_may_act(conn), read_store_now(conn)
+        if lease is None or self.coordinator.lease.tick():
+            return 0.0
+        left = lease.expires_at - now
+        if left > LEASE_WAIT_MAX_S:
+            return 0.0           # refused at once: intents say the lease holds, older_lease_held until when
+        if left >= WAIT_TOLD_AFTER_S:
+            print(f"seatide: waiting {left:.0f} s, until {_ts(lease.expires_at)} (the store's clock), for the leader "
+                  f"lease that a SeaTide older than this one held on {self.data_dir} (coordinator {lease.node_id}) "
+                  f"to expire: the job is recorded once this run's coordinator leads", file=sys.stderr)
+        # The lease is taken by the store's clock once it passed expires_at: a moment's grace for the tick after it.
+        while clock.monotonic() - began < max(left, 0.0) + LEASE_TAKEN_GRACE_S:
             time.sleep(0.1)
+            if self.coordinator.lease.tick():
+                break
+        return clock.monotonic() - began
 
     def _follow(self, job_id: str, source: str) -> int:
         from seatide import intents
@@ -185,12 +193,14 @@ class LocalRun:
 def older_lease_held(exc, data_dir: str, waited: float) -> str:
     """Local mode's refusal while the lease copied from an older SeaTide holds (``intents.LeaderAwaited``)."""
     until = _ts(exc.lease.expires_at)
+    waiting = (f"waited {waited:.0f} s for the lease to expire" if waited >= WAIT_TOLD_AFTER_S else
+               f"this run waits for such a lease only when it expires within {LEASE_WAIT_MAX_S:.0f} s")
     return (f"seatide: the data directory {data_dir} was run by a SeaTide older than this one: its leader lease "
             f"(coordinator {exc.lease.node_id}, epoch {exc.lease.epoch}), moved when this run upgraded the store to "
             f"revision 0022, runs until {until}, and until then that older process, if it still runs, may act on "
             f"the store and would fill this job's ${{NAME}}s from its own environment. Nothing was {exc.what} "
-            f"(waited {waited:.0f} s for the lease to expire). Stop every process of the older SeaTide using this "
-            f"data directory (its `seatide run`, `seatide cluster coordinator`), then run this again after {until}")
+            f"({waiting}). Stop every process of the older SeaTide using this data directory (its `seatide run`, "
+            f"`seatide cluster coordinator`), then run this again after {until}")
 
 
 def resume_hint(job_id: str, data_dir: str) -> str:
