@@ -20,9 +20,10 @@ from seatide.store.migrations import current_revision, head
 from seatide.testing.cluster import wait_for
 from tests.store.older_lease import lease_as_before
 
-pytestmark = pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+POSTGRESQL = pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
 
 
+@POSTGRESQL
 def test_an_upgrade_from_before_0021_waits_for_an_older_coordinators_read_of_the_lease(store_url):
     """Outside review of leasemove, L1: a store at 0020 opened by this version while a coordinator of that version
     serves ``/overview`` (one read transaction: the lease, then the nodes). 0021 locked ``nodes`` to add its column,
@@ -34,6 +35,7 @@ def test_an_upgrade_from_before_0021_waits_for_an_older_coordinators_read_of_the
     assert (upgraded, ended) == ({"revision": head()}, None)
 
 
+@POSTGRESQL
 def test_an_upgrade_that_meets_an_older_transaction_in_a_deadlock_is_taken_again(store_url, caplog):
     """The cycle that locking the lease first leaves: a store at 0017 and an older coordinator's ``/metrics`` (its
     store statistics: ``pipelines``, then the lease, in one transaction). The upgrade holds the lease and waits
@@ -53,6 +55,7 @@ def test_an_upgrade_that_meets_an_older_transaction_in_a_deadlock_is_taken_again
     assert "met another transaction in a deadlock" in caplog.text and "taken again (try 2)" in caplog.text, caplog.text
 
 
+@POSTGRESQL
 def test_an_upgrade_that_an_older_transaction_on_the_lease_outwaits_says_to_stop_the_older_process(
         store_url, monkeypatch):
     """Second outside review of leasemove, L1: the upgrade's lock on ``leader_lease`` waits the session's
@@ -130,3 +133,17 @@ def _waits_for(engine, table: str) -> bool:
             "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = :table "
             "AND NOT l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"),
             {"table": table}).scalar() > 0
+
+
+def test_the_upgrade_names_the_lease_holder_it_moved(store_url, caplog):
+    """Second outside review of leasemove, L4: the operator learns at the upgrade whose lease was moved and what
+    waits for its expiry."""
+    store = open_store(store_url)
+    with store.write() as conn:
+        lease_as_before(conn)
+        conn.execute(text("UPDATE leader_lease SET node_id = 'older-c', epoch = 7"))
+        conn.execute(text("UPDATE alembic_version SET version_num = '0021'"))
+    store.dispose()
+    with caplog.at_level(logging.WARNING, logger="seatide.store.migrations"):
+        open_store(store_url).dispose()
+    assert "revision 0022 moved the leader lease (coordinator older-c, epoch 7, expiring at" in caplog.text, caplog.text

@@ -15,8 +15,12 @@ Revision ID: 0022
 Revises: 0021
 """
 
+import logging
+
 import sqlalchemy as sa
 from alembic import op
+
+log = logging.getLogger("seatide.store.migrations")
 
 revision = "0022"
 down_revision = "0021"
@@ -42,6 +46,13 @@ def upgrade() -> None:
                     sa.Column("moved_at_epoch", sa.BigInteger(), nullable=False, server_default="0"))
     op.execute(f"INSERT INTO leadership ({COLUMNS}, moved_at_epoch) SELECT {COLUMNS}, epoch FROM leader_lease")
     op.drop_table("leader_lease")
+    held = op.get_bind().execute(sa.text("SELECT node_id, epoch, expires_at FROM leadership WHERE epoch > 0")).first()
+    if held is not None:
+        log.warning("revision 0022 moved the leader lease (coordinator %s, epoch %s, expiring at %.0f, epoch seconds "
+                    "by the store's clock) to the table leadership: if that coordinator is of an older SeaTide and "
+                    "still runs, it can no longer lead, and submits and resumes that record an environment are "
+                    "refused until a coordinator of this version is elected, after that expiry (docs/operations.md, "
+                    "Upgrading); stop every older coordinator", held.node_id, held.epoch, held.expires_at)
 
 
 def downgrade() -> None:
