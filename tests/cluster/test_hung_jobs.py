@@ -163,7 +163,9 @@ def test_a_pipeline_whose_sink_hangs_is_flagged_stale_and_hung_while_the_other_c
     cluster, out, gate = shared_cluster, str(tmp_path / "out"), str(tmp_path / "gate")
     # a batch of pipeline 2 before its sink is held (one is the story; two cost CI a batch)
     cluster.arm("two", f"driver.before_sink_write@2=gate:1:{gate}")
-    job = streaming_job(out, pipelines=2).replace("job.retry.times = 3", "\n  ".join([
+    # a micro-batch every 3 s, not every second: the story waits a 30 s window while pipeline 1
+    # commits, and each of its batches is driver CPU (pipeline 1 still commits ten times a window)
+    job = streaming_job(out, pipelines=2, interval_ms=3000).replace("job.retry.times = 3", "\n  ".join([
         "job.retry.times = 3", f"checkpoint.stale-after = {WINDOW_MS}", "checkpoint.on-stale = warn",
         f"job.progress-timeout = {WINDOW_MS}", "job.on-hung = warn"]))
     cluster.submit(job, "two")
