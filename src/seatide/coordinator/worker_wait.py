@@ -17,7 +17,7 @@ import logging
 
 from sqlalchemy import and_, select
 
-from seatide.coordinator.reconcile import Snapshot, choose_worker, worker_alive
+from seatide.coordinator.reconcile import Snapshot, worker_alive
 from seatide.store import schema as s
 from seatide.store.db import Store, record_event
 from seatide.store.node_features import heads_store
@@ -38,7 +38,8 @@ def no_worker_heads_store(snap: Snapshot, timeouts: Timeouts) -> str | None:
         return None
     live = [n for n in snap.workers.values() if worker_alive(n, snap, timeouts)
             and (not job.pinned_worker or n.node_id == job.pinned_worker)]
-    if not live or any(heads_store(n, snap.store_revision) for n in live) or choose_worker(snap, timeouts):
+    # choose_worker takes only workers that head the store: with none among the live ones, it has none to give.
+    if not live or any(heads_store(n, snap.store_revision) for n in live):
         return None
     has = ", ".join(f"{n.node_id} has: {n.features or 'no features'}" for n in sorted(live, key=lambda n: n.node_id))
     pinned = f"; the job is pinned to worker {job.pinned_worker}" if job.pinned_worker else ""
