@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from seatide.testing.leftovers import RUN_VAR
+from tests.inner_pytest import inner_pytest
 
 # A test that starts a process and forgets it, and another whose session fixture starts one,
 # shares it across the run and stops it at the session's end.
@@ -44,11 +45,10 @@ def _run(tmp_path, processes: int) -> tuple[subprocess.CompletedProcess, int | N
     project.mkdir()
     (project / "pytest.ini").write_text("[pytest]\n")
     (project / "test_inner.py").write_text(TESTS.format(leak=LEAK))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    command, env = inner_pytest("seatide.testing.leftovers")
     env["SEATIDE_TEST_LEFTOVER_GRACE"] = "2"
     env["LEAKED_PID_FILE"] = str(tmp_path / "leaked.pid")
-    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "seatide.testing.leftovers", "-p", "no:cacheprovider",
-                          "-n", str(processes), "--basetemp", str(tmp_path / "basetemp"), "test_inner.py"],
+    run = subprocess.run([*command, "-n", str(processes), "--basetemp", str(tmp_path / "basetemp"), "test_inner.py"],
                          cwd=project, env=env, capture_output=True, text=True, timeout=300)
     pid_file = tmp_path / "leaked.pid"
     return run, int(pid_file.read_text()) if pid_file.exists() else None

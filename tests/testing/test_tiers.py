@@ -12,6 +12,7 @@ import pytest
 from seatide.testing.cluster import SEATIDE
 from seatide.testing.tiers import cluster_command
 from seatide.worker.warm_pool import warm_command
+from tests.inner_pytest import inner_pytest
 
 TESTS = """
 import subprocess, sys
@@ -44,9 +45,8 @@ def test_a_long_run():
 def _run(tmp_path, *args: str) -> subprocess.CompletedProcess:
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    cluster: real processes\n    soak: long\n")
     (tmp_path / "test_inner.py").write_text(TESTS)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "seatide.testing.tiers", "-p", "no:cacheprovider",
-                           "-n", "0", "-rA", *args, "test_inner.py"], cwd=tmp_path, env=env,
+    command, env = inner_pytest("seatide.testing.tiers")
+    return subprocess.run([*command, "-n", "0", "-rA", *args, "test_inner.py"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
