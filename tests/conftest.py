@@ -19,9 +19,12 @@ mark_owner()
 # test asks for them (change data capture). At the end, a check that nothing the run started
 # outlives it (seatide/testing/leftovers.py); throughout, that only tests marked `cluster`
 # start SeaTide's own processes (seatide/testing/tiers.py: the fast tier, -m "not cluster").
+# Before xdist's workers collect, the test modules' assertion rewriting, once for all of them
+# (seatide/testing/rewrite_cache.py).
 pytest_plugins = ["tests.connectors.cdc_servers", "tests.connectors.cdc_mysql_server", "tests.shared_cluster",
                   "seatide.testing.leftovers",
-                  "seatide.testing.tiers"]
+                  "seatide.testing.tiers",
+                  "seatide.testing.rewrite_cache"]
 
 
 def pytest_collection_finish(session):
