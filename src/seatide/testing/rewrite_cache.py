@@ -29,6 +29,7 @@ import fnmatch
 import importlib
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -79,7 +80,7 @@ def collected_files(config: pytest.Config, parts: SimpleNamespace) -> set[Path]:
     patterns, skip = config.getini("python_files"), config.getini("norecursedirs")
     found: set[Path] = set()
     for arg in config.args:
-        path = Path(arg.split("::")[0]).absolute()
+        path = config.invocation_params.dir / arg.split("::")[0]     # as given, or absolute
         for parent in [path, *path.parents]:
             if (parent / "conftest.py").is_file():
                 found.add(parent / "conftest.py")
@@ -147,6 +148,10 @@ def precompile(config: pytest.Config, files: list[Path], processes: int, parts: 
     """Write the rewritten pycs of ``files`` in ``processes`` processes: this one and forked
     children (a fork shares the config, whose ini settings the rewriting reads, and needs no
     pickling). The number this process wrote; a child that fails leaves its share to the workers."""
+    # A fork copies only the thread that forks: with another one running (none here at session
+    # start; a plugin may start one), a lock it holds could never be released in the child.
+    if threading.active_count() > 1:
+        processes = 1
     mine, *theirs = shares(files, max(1, processes))
     children = []
     for share in theirs:
