@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from seatide.testing.driver_processes import mark_owner
+from seatide.testing.pg_tablespace import in_memory
 
 # The suite runs in several pytest processes (pytest-xdist) that reuse job ids: each counts
 # only the driver processes it started itself.
@@ -112,7 +113,7 @@ def store_url(request, tmp_path):
     admin, drop_later = request.getfixturevalue("_pg_databases")
     name = f"seatide_{secrets.token_hex(4)}"
     with admin.connect() as conn:
-        conn.execute(text(f"CREATE DATABASE {name}"))
+        conn.execute(text(f"CREATE DATABASE {name}{in_memory()}"))
         # A commit here waits for no WAL flush (1.6 ms each on this disk, more beside other
         # fsyncs): the same transactions, locks and isolation; only a crash of this shared
         # server, which no test makes, could lose the last moment's commits.

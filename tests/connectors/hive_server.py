@@ -23,6 +23,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from seatide.testing.cluster import free_port
+from seatide.testing.pg_tablespace import in_memory
 
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 POSTGRES_JAR = "/usr/share/java/postgresql.jar"
@@ -63,7 +64,7 @@ def hive_metastore(tmp_path_factory):
     database = f"hms_{secrets.token_hex(4)}"
     admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        conn.execute(text(f"CREATE DATABASE {database}"))
+        conn.execute(text(f"CREATE DATABASE {database}{in_memory()}"))
     with open(os.path.join(workdir, "hive-site.xml"), "w") as handle:
         handle.write(SITE.format(db=database, warehouse=warehouse))
     jars = os.path.join(os.path.dirname(pyspark.__file__), "jars", "*")

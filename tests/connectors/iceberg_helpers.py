@@ -24,6 +24,7 @@ from seatide.plugin.rowkind import ROW_KIND_COLUMN
 from seatide.plugin.sink_protocol import open_sink
 from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, write_exactly_once
 from seatide.testing.cluster import free_port
+from seatide.testing.pg_tablespace import in_memory
 from tests.held import Held  # noqa: F401 - the Iceberg tests' import
 
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -88,7 +89,7 @@ def catalog_config(request, tmp_path):
     name = f"iceberg_{secrets.token_hex(4)}"
     admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        conn.execute(text(f"CREATE DATABASE {name}"))
+        conn.execute(text(f"CREATE DATABASE {name}{in_memory()}"))
     yield {"type": "jdbc", "uri": f"jdbc:postgresql://127.0.0.1:5432/{name}", "jdbc.user": "postgres",
            "warehouse": warehouse}
     with admin.connect() as conn:

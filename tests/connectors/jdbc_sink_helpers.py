@@ -15,6 +15,7 @@ from seatide.plugin.options import read_options
 from seatide.plugin.rowkind import ROW_KIND_COLUMN, RowKind
 from seatide.plugin.tables import TableFrames
 from seatide.runtime.commit_log import FileDecisions, SinkCommitLog, write_exactly_once
+from seatide.testing.pg_tablespace import in_memory
 
 SERVERS = {
     "postgresql": ("jdbc:postgresql://127.0.0.1:5432/{db}", "postgres"),
@@ -28,7 +29,7 @@ def db(request):
     template, user = SERVERS[request.param]
     name = f"jdbc_sink_{secrets.token_hex(4)}"
     admin = JdbcUrl.parse(template.format(db="test")).connect(user, autocommit=True)
-    admin.cursor().execute(f"CREATE DATABASE {name}")
+    admin.cursor().execute(f"CREATE DATABASE {name}" + (in_memory() if request.param == "postgresql" else ""))
     yield template.format(db=name), user
     admin.cursor().execute(f"DROP DATABASE IF EXISTS {name}" + (" WITH (FORCE)" if "postgresql" in template else ""))
     admin.close()

@@ -13,12 +13,14 @@ def scratch_store(kind: str, tmp: str, prefix: str = "seatide_bench") -> tuple[s
     """(store URL, drop) for ``kind`` 'sqlite' (a file under ``tmp``) or 'postgresql'."""
     from sqlalchemy import create_engine, text
 
+    from seatide.testing.pg_tablespace import in_memory
+
     if kind == "sqlite":
         return f"sqlite:///{tmp}/{prefix}.db", lambda: None
     name = f"{prefix}_{secrets.token_hex(3)}"
     admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        conn.execute(text(f"CREATE DATABASE {name}"))
+        conn.execute(text(f"CREATE DATABASE {name}{in_memory()}"))
 
     def drop() -> None:
         with admin.connect() as conn:
