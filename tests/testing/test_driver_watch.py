@@ -17,7 +17,7 @@ EXEC_LATER = ("import os, sys\n"
               "job = sys.argv[1]\n"
               "sys.stdin.read(1)\n"
               "os.execv(sys.executable, [sys.executable, '-c', 'import sys; sys.stdin.read()',"
-              " 'seatide.runtime.driver', '--job-id', job])\n")
+              " 'seatide.runtime.' + 'driver', '--job-id', job])\n")     # the name only after the exec
 
 
 def _until(condition, timeout: float = 20.0):
@@ -56,12 +56,52 @@ def test_a_pid_that_left_the_table_is_forgotten():
     proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     try:
         assert _until(lambda: proc.pid in _read_pids(settled))
-        assert settled.settled(str(proc.pid), time.monotonic() + 1)
+        assert settled.settled(str(proc.pid))
     finally:
         proc.kill()
         proc.wait()
     driver_pids(settled=settled)
     assert proc.pid not in _read_pids(settled)
+
+
+def test_a_process_first_seen_long_ago_but_not_read_since_is_read_before_it_is_skipped():
+    """Seen once before its exec, then not looked at for longer than the grace (the watch
+    starved): what it became is read, not assumed from its age."""
+    job = f"watch-{uuid.uuid4().hex[:8]}"
+    settled = SettledProcesses()
+    proc = subprocess.Popen([sys.executable, "-c", EXEC_LATER, job], stdin=subprocess.PIPE)
+    try:
+        assert _until(lambda: proc.pid in _read_pids(settled))
+        settled._first_seen[str(proc.pid)] -= 10 * settled.GRACE_S      # first seen long ago
+        proc.stdin.write(b"x")
+        proc.stdin.flush()
+        assert _until(lambda: _exec_done(proc.pid)), "the process never exec'd"      # read here, not by the watch
+        assert driver_pids(job, settled=settled) == [proc.pid], "the exec'd driver was skipped"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_gap_between_looks_forgets_what_was_settled():
+    settled = SettledProcesses()
+    settled.GRACE_S = 0.0
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        def settled_now() -> bool:
+            _read_pids(settled)
+            return settled.settled(str(proc.pid))
+        assert _until(settled_now)
+        settled._last_look -= 2 * settled.GAP_S          # the watch did not look for a while
+        settled.look([str(proc.pid)], time.monotonic())
+        assert not settled.settled(str(proc.pid))
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _exec_done(pid: int) -> bool:
+    with open(f"/proc/{pid}/cmdline", "rb") as handle:
+        return b"seatide.runtime.driver" in handle.read()
 
 
 def _read_pids(settled: SettledProcesses) -> set:

@@ -93,34 +93,45 @@ class SettledProcesses:
     A watch looks 20 times a second; reading every process's command line each time cost 1.9 ms
     of CPU a look over 170 processes (4 % of a core per watch, tens of CPU-s over a CI run). A
     process turns into a driver only by exec, and SeaTide's launchers (``subprocess``) exec
-    within moments of their fork: so a process is read on every look for ``GRACE_S`` after it is
-    first seen, then skipped until its pid leaves /proc (a pid used again later is a new process,
-    read anew: pids are reused only after the kernel has cycled through all the others, never
-    between two looks). Drivers themselves are read on every look (their job id may change: a
+    within moments of their fork: so a process is read on every look until it has been read as
+    no driver ``GRACE_S`` after it was first seen, then skipped until its pid leaves /proc (a pid
+    used again later is a new process, read anew). A gap between looks longer than ``GAP_S`` (the
+    watch starved of CPU, stopped) forgets everything: a process may have exec'd, or its pid
+    been reused, unseen. Drivers themselves are read on every look (their job id may change: a
     warm driver names its attempt's job once it has one)."""
 
     GRACE_S = 5.0
+    GAP_S = 1.0
 
     def __init__(self) -> None:
         self._first_seen: dict[str, float] = {}
+        self._settled: set[str] = set()
+        self._last_look = float("-inf")
 
-    def look(self, entries: list[str]) -> None:
-        """Forget the processes gone since the last look."""
+    def look(self, entries: list[str], now: float) -> None:
+        """Forget the processes gone since the last look, or all of them after a gap."""
+        if now - self._last_look > self.GAP_S:
+            self._first_seen.clear()
+            self._settled.clear()
+        self._last_look = now
         present = set(entries)
         for pid in [pid for pid in self._first_seen if pid not in present]:
             del self._first_seen[pid]
+            self._settled.discard(pid)
 
-    def settled(self, pid: str, now: float) -> bool:
-        first = self._first_seen.get(pid)
-        return first is not None and now - first > self.GRACE_S     # inf (a driver): never
+    def settled(self, pid: str) -> bool:
+        return pid in self._settled
 
     def read(self, pid: str, now: float, driver: bool) -> None:
         """What a look read: a driver is read on every look from then on, even once it ends
-        as something else (a driver's fork execs its JVM)."""
+        as something else (a driver's fork execs its JVM); a process read as no driver
+        ``GRACE_S`` after it was first seen is settled."""
         if driver:
             self._first_seen[pid] = float("inf")
-        else:
-            self._first_seen.setdefault(pid, now)
+            return
+        first = self._first_seen.setdefault(pid, now)
+        if now - first >= self.GRACE_S:
+            self._settled.add(pid)
 
 
 def driver_pids(job_id: str | None = None, store_url: str | tuple[str, ...] | None = None,
@@ -139,10 +150,10 @@ def driver_pids(job_id: str | None = None, store_url: str | tuple[str, ...] | No
     entries = [entry for entry in os.listdir("/proc") if entry.isdigit()]
     now = time.monotonic()
     if settled is not None:
-        settled.look(entries)
+        settled.look(entries, now)
     pids = []
     for entry in entries:
-        if settled is not None and settled.settled(entry, now):
+        if settled is not None and settled.settled(entry):
             continue
         raw = _cmdline(entry)
         # Most processes are not drivers (a JVM's command line alone is kilobytes): a byte

@@ -19,6 +19,19 @@ import os
 
 TABLESPACE = "seatide_tests"
 SHARED_SERVER = "postgresql://postgres@127.0.0.1:5432/test"
+MEMORY = "/dev/shm"
+# A private server after initdb is ~40 MB, a test database 7-8 MB, and a CDC server's slots keep
+# its log: with less free (a container's 64 MB /dev/shm), they stay on disk, as before.
+MEMORY_FREE_AT_LEAST = 1 << 30
+
+
+def memory_room() -> str | None:
+    """``/dev/shm`` when it can be written and has room for the tests' servers, else None."""
+    try:
+        stat = os.statvfs(MEMORY)
+    except OSError:
+        return None
+    return MEMORY if os.access(MEMORY, os.W_OK) and stat.f_bavail * stat.f_frsize >= MEMORY_FREE_AT_LEAST else None
 
 
 @functools.cache
@@ -32,4 +45,5 @@ def in_memory() -> str:
                                (TABLESPACE,)).fetchone()
     except Exception:     # noqa: BLE001 - no server, no psycopg: the test's own opening says so
         return ""
-    return f" TABLESPACE {TABLESPACE}" if row and row[0] and os.path.isdir(row[0]) else ""
+    usable = row and row[0] and os.path.isdir(row[0]) and memory_room() is not None
+    return f" TABLESPACE {TABLESPACE}" if usable else ""

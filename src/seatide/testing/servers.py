@@ -17,9 +17,8 @@ import time
 from dataclasses import dataclass
 
 from seatide.testing.cluster import free_port
+from seatide.testing.pg_tablespace import memory_room
 
-
-_MEMORY = "/dev/shm"
 
 
 def _postgres_bin() -> str:
@@ -64,9 +63,9 @@ class PrivatePostgres:
         self.clock_offset = clock_offset
         self._clock_set = False
         self.bin = _postgres_bin()
-        # In memory where there is tmpfs: initdb writes ~1,000 files and each database made on the
+        # In memory where there is room: initdb writes ~1,000 files and each database made on the
         # server ~300 more, which on ext4 cost the kernel several times the CPU (testing/pg_tablespace.py).
-        self.root = tempfile.mkdtemp(prefix="seatide-pgcdc-", dir=_MEMORY if os.access(_MEMORY, os.W_OK) else None)
+        self.root = tempfile.mkdtemp(prefix="seatide-pgcdc-", dir=memory_room())
         self.data = os.path.join(self.root, "data")
         self.port = free_port()
         self.url = f"jdbc:postgresql://127.0.0.1:{self.port}/postgres"
