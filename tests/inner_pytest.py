@@ -8,9 +8,10 @@ import os
 import sys
 
 
-def inner_pytest(plugin: str) -> tuple[list[str], dict[str, str]]:
-    """The command (xdist's options and ``plugin`` loaded, no cache) and environment (ours, less
+def inner_pytest(*plugins: str) -> tuple[list[str], dict[str, str]]:
+    """The command (xdist's options and ``plugins`` loaded, no cache) and environment (ours, less
     the outer run's PYTEST_ variables) for pytest run in a subprocess."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    return [sys.executable, "-m", "pytest", "-p", "xdist.plugin", "-p", plugin, "-p", "no:cacheprovider"], env
+    named = [arg for plugin in ("xdist.plugin", *plugins) for arg in ("-p", plugin)]
+    return [sys.executable, "-m", "pytest", *named, "-p", "no:cacheprovider"], env

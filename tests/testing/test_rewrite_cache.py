@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from _pytest.assertion.rewrite import PYC_TAIL, _read_pyc, _rewrite_test
+
+from tests.inner_pytest import inner_pytest
 
 # The project's conftest records each of its modules pytest rewrites, and in which process: the
 # controller ("controller") or a worker (gw0, gw1). It wraps pytest's own function, which the
@@ -58,10 +59,9 @@ def _run(project: Path, *plugin: str) -> tuple[subprocess.CompletedProcess, list
     """A two-worker run of the project, bytecode writing off; the run and its rewrites' log."""
     log = project.parent / "rewrites.log"
     log.unlink(missing_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    command, env = inner_pytest(*plugin)
     env.update(PYTHONDONTWRITEBYTECODE="1", REWRITES_LOG=str(log))
-    run = subprocess.run([sys.executable, "-m", "pytest", *plugin, "-p", "no:cacheprovider", "-n", "2",
-                          "-q", "--basetemp", str(project.parent / "basetemp")],
+    run = subprocess.run([*command, "-n", "2", "-q", "--basetemp", str(project.parent / "basetemp")],
                          cwd=project, env=env, capture_output=True, text=True, timeout=300)
     return run, sorted(log.read_text().splitlines()) if log.exists() else []
 
@@ -78,7 +78,7 @@ def test_the_workers_load_the_pycs_the_controller_wrote_and_rewrite_nothing(tmp_
     assert rewrites == ["gw0 test_a.py", "gw0 test_b.py", "gw1 test_a.py", "gw1 test_b.py"]
     assert not (project / "__pycache__").exists()
 
-    run, rewrites = _run(project, "-p", "seatide.testing.rewrite_cache")
+    run, rewrites = _run(project, "seatide.testing.rewrite_cache")
     assert run.returncode == 0, run.stdout + run.stderr
     assert "2 passed" in run.stdout
     assert rewrites == ["controller conftest.py", "controller test_a.py", "controller test_b.py"]
@@ -89,14 +89,14 @@ def test_the_workers_load_the_pycs_the_controller_wrote_and_rewrite_nothing(tmp_
         assert code == _rewrite_test(source, None)[1], name     # what the worker would compile
 
     # The next run finds them up to date: nobody rewrites anything.
-    run, rewrites = _run(project, "-p", "seatide.testing.rewrite_cache")
+    run, rewrites = _run(project, "seatide.testing.rewrite_cache")
     assert run.returncode == 0, run.stdout + run.stderr
     assert rewrites == []
 
 
 def test_an_edited_module_is_never_served_its_old_pyc(tmp_path):
     project = _project(tmp_path)
-    run, _ = _run(project, "-p", "seatide.testing.rewrite_cache")
+    run, _ = _run(project, "seatide.testing.rewrite_cache")
     assert run.returncode == 0, run.stdout + run.stderr
     source = project / "test_a.py"
     old = _pyc(source).read_bytes()
@@ -114,7 +114,7 @@ def test_an_edited_module_is_never_served_its_old_pyc(tmp_path):
     assert rewrites == ["gw0 test_a.py", "gw1 test_a.py"]
 
     # With it: the controller rewrites it again, and the workers run the new code from its pyc.
-    run, rewrites = _run(project, "-p", "seatide.testing.rewrite_cache")
+    run, rewrites = _run(project, "seatide.testing.rewrite_cache")
     assert run.returncode == 1, run.stdout + run.stderr
     assert "assert 2 == 3" in run.stdout
     assert rewrites == ["controller test_a.py"]
@@ -124,7 +124,7 @@ def test_an_edited_module_is_never_served_its_old_pyc(tmp_path):
 
 def test_a_pytest_without_the_functions_it_uses_runs_as_before_with_a_note(tmp_path):
     project = _project(tmp_path, conftest_extra="del rewrite._write_pyc")
-    run, rewrites = _run(project, "-p", "seatide.testing.rewrite_cache")
+    run, rewrites = _run(project, "seatide.testing.rewrite_cache")
     assert run.returncode == 0, run.stdout + run.stderr
     assert "2 passed" in run.stdout
     assert [line for line in run.stdout.splitlines() if "rewrite cache" in line] == [

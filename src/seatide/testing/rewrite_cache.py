@@ -37,6 +37,9 @@ from types import SimpleNamespace
 import pytest
 
 _NOTE = "seatide rewrite cache: {}; test modules are rewritten in each worker"
+# Forks of the controller at most: the cores the scheduler offers may be a large host's, not a
+# container's CPU quota.
+_MOST_PROCESSES = 4
 
 
 # What the cache takes from pytest, all private to it: the functions and names its import hook
@@ -189,12 +192,24 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     parts, missing = pytests_functions()
     if parts is None:
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        note = _NOTE.format(f"pytest {pytest.__version__} lacks {missing}")
-        if reporter:
-            reporter.write_line(note)
-        else:
-            sys.stderr.write(note + "\n")
+        _say(config, f"pytest {pytest.__version__} lacks {missing}")
         return
-    files = collected_files(config, parts) | plugin_files(config, parts)
-    precompile(config, sorted(files), _cores(), parts)
+    # Before 9.2, pytest's pyc names its source by mtime and size alone: a test edited within the
+    # same second to the same size would run as it was, which a run that writes nothing never did.
+    if tuple(int(p) for p in pytest.__version__.split(".")[:2] if p.isdigit()) < (9, 2):
+        _say(config, f"pytest {pytest.__version__} does not check a pyc against its source's hash")
+        return
+    try:
+        files = collected_files(config, parts) | plugin_files(config, parts)
+        precompile(config, sorted(files), min(_cores(), _MOST_PROCESSES), parts)
+    except Exception as exc:    # noqa: BLE001 - a file gone mid-walk, a changed private function
+        _say(config, f"{type(exc).__name__}: {exc}")
+
+
+def _say(config: pytest.Config, why: str) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    note = _NOTE.format(why)
+    if reporter:
+        reporter.write_line(note)
+    else:
+        sys.stderr.write(note + "\n")
