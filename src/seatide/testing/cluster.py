@@ -234,8 +234,17 @@ class Cluster:
     def leader_has_reconciled(self, seconds: float = 1.0) -> None:
         """Wait until the current leader has held the lease (and so reconciled) for ``seconds``."""
         start = self.leader()
-        wait_for(lambda: (lambda l: l.epoch == start.epoch and l.expires_at >= start.expires_at + seconds)(
-            self.leader()), seconds + 10, message="the leader to keep its lease")
+        seen: list = []         # the lease rows read, so a failure says whether it moved or stopped
+
+        def kept() -> bool:
+            lease = self.leader()
+            if not seen or seen[-1] != (lease.node_id, lease.epoch):
+                seen.append((lease.node_id, lease.epoch))
+            return lease.epoch == start.epoch and lease.expires_at >= start.expires_at + seconds
+        try:
+            wait_for(kept, seconds + 10, message=f"the leader {start.node_id} (epoch {start.epoch}) to keep its lease")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; holders seen since: {seen}") from None
 
     def cancel(self, job_id: str) -> None:
         status, body = http("POST", self.any_coordinator().url + "/api/v1/stop-job", {"jobId": job_id})
