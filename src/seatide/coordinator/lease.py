@@ -37,7 +37,7 @@ from sqlalchemy import and_, select, update
 
 from seatide import clock, failpoints
 from seatide.store import schema as s
-from seatide.store.clock import store_now
+from seatide.store.clock import read_store_now, store_now
 from seatide.store.db import Store, record_event
 from seatide.store.liveness import LEADER, Liveness
 from seatide.store.node_features import copied_at_the_move
@@ -189,18 +189,20 @@ class LeaderLease:
         locked = self._take_lock()
         began = clock.monotonic()
         with self.store.write() as conn:
-            query = select(s.leadership, store_now(conn).label("now")).where(s.leadership.c.id == 1)
-            row = conn.execute(query).first()
-            # The holder held the leader lock and now we do: it has died (or lost its lock
-            # session, and steps down on its next tick; its writes are fenced by epoch).
-            # Our own node id: our own lease, retaken after a restart. Neither on the lease copied
-            # at revision 0022: its holder may be an older SeaTide, which steps down by its clock
-            # only (at the expiry), and the election past it is what lets marked jobs in
-            # (store/node_features.py): a lock session ended, or its --node-id reused, is no proof.
-            copied = copied_at_the_move(row)
-            holder_dead = locked and row.liveness and not copied
-            ours = row.node_id == self.node_id and not copied
-            if row.expires_at >= row.now and not ours and not holder_dead:
+            query = select(s.leadership).where(s.leadership.c.id == 1)
+            row, now = conn.execute(query).first(), read_store_now(conn)
+            if self._takeable(row, now, locked) and conn.dialect.name != "sqlite":
+                # Only a follower about to take the lease waits for its row (a follower that
+                # finds it held never locks it, so a paused follower cannot hold up a healthy
+                # leader's renewal). A holder paused inside a transaction on the row keeps us
+                # waiting up to the store's idle limit: the lease we write must run a ttl from
+                # when the row is ours, not from before the wait, or it would be born expired
+                # and lost at our first renewal (stop 58's paused-leader failure). Our own
+                # clock's start is read after the wait too, and before the store's.
+                row = conn.execute(query.with_for_update()).first()
+                began = clock.monotonic()
+                now = read_store_now(conn)
+            if not self._takeable(row, now, locked):
                 # A live holder without the lock (it took over by expiry from a paused leader
                 # that still held it): leave the lock to it rather than sit on it.
                 self._release_lock()
@@ -208,10 +210,10 @@ class LeaderLease:
             epoch = row.epoch + 1
             taken = conn.execute(update(s.leadership).where(and_(
                 s.leadership.c.id == 1, s.leadership.c.epoch == row.epoch)).values(
-                node_id=self.node_id, epoch=epoch, expires_at=row.now + self.timeouts.lease_ttl,
-                url=self.url, acquired_at=row.now, liveness=locked)).rowcount == 1
+                node_id=self.node_id, epoch=epoch, expires_at=now + self.timeouts.lease_ttl,
+                url=self.url, acquired_at=now, liveness=locked)).rowcount == 1
             if taken:
-                early = row.expires_at >= row.now and not ours
+                early = row.expires_at >= now and row.node_id != self.node_id
                 record_event(conn, "LEADER_ELECTED", f"coordinator:{self.node_id}", epoch=epoch,
                              previous=row.node_id, url=self.url,
                              why="holder's liveness lock released" if early else "lease expired")
@@ -223,6 +225,19 @@ class LeaderLease:
             self.gained.set()
             log.info("became leader with epoch %s", epoch)
         return taken
+
+    def _takeable(self, row, now: float, locked: bool) -> bool:
+        """Whether this coordinator may take the lease ``row`` at store time ``now``: it has
+        expired, or it is our own (retaken after a restart), or its holder held the leader lock
+        and now we do (it has died, or lost its lock session and steps down on its next tick;
+        its writes are fenced by epoch). Neither of the last two on the lease copied at revision
+        0022: its holder may be an older SeaTide, which steps down by its clock only (at the
+        expiry), and the election past it is what lets marked jobs in (store/node_features.py):
+        a lock session ended, or its --node-id reused, is no proof."""
+        copied = copied_at_the_move(row)
+        holder_dead = locked and row.liveness and not copied
+        ours = row.node_id == self.node_id and not copied
+        return row.expires_at < now or ours or holder_dead
 
     def _drop(self, why: str) -> None:
         if why == "resigned":
