@@ -37,7 +37,7 @@ from sqlalchemy import and_, select, update
 
 from seatide import clock, failpoints
 from seatide.store import schema as s
-from seatide.store.clock import read_store_now, store_now
+from seatide.store.clock import store_now
 from seatide.store.db import Store, record_event
 from seatide.store.liveness import LEADER, Liveness
 from seatide.store.node_features import copied_at_the_move
@@ -187,31 +187,40 @@ class LeaderLease:
 
     def _try_elect(self) -> bool:
         locked = self._take_lock()
-        began = clock.monotonic()
         with self.store.write() as conn:
-            query = select(s.leadership).where(s.leadership.c.id == 1)
-            row, now = conn.execute(query).first(), read_store_now(conn)
+            # Our own clock's start is read once the transaction is ours (SQLite's write lock is
+            # taken at its start) and before the store's clock is.
+            began = clock.monotonic()
+            # The row and the store's time in one statement: a follower slowed between two reads
+            # would judge a lease renewed since by a stale expiry, and lock a healthy leader's row.
+            query = select(s.leadership, store_now(conn).label("now")).where(s.leadership.c.id == 1)
+            row = conn.execute(query).first()
+            now = row.now
             if self._takeable(row, now, locked) and conn.dialect.name != "sqlite":
-                # Only a follower about to take the lease waits for its row (a follower that
-                # finds it held never locks it, so a paused follower cannot hold up a healthy
-                # leader's renewal). A holder paused inside a transaction on the row keeps us
-                # waiting up to the store's idle limit: the lease we write must run a ttl from
-                # when the row is ours, not from before the wait, or it would be born expired
-                # and lost at our first renewal (stop 58's paused-leader failure). Our own
-                # clock's start is read after the wait too, and before the store's.
-                row = conn.execute(query.with_for_update()).first()
+                # Only a follower about to take the lease waits for its row (one that finds it
+                # held never locks it, so a paused follower cannot hold up a healthy leader's
+                # renewal). A holder paused inside a transaction on the row keeps us waiting up to
+                # the store's idle limit, and PostgreSQL evaluates the statement's clock before
+                # that wait: the lease must run a ttl from when the row is ours, or it is born
+                # expired and lost at our first renewal (stop 58's paused-leader failure). So the
+                # row is locked first, then both clocks are read.
+                conn.execute(query.with_for_update())
                 began = clock.monotonic()
-                now = read_store_now(conn)
+                row = conn.execute(query).first()
+                now = row.now
             if not self._takeable(row, now, locked):
                 # A live holder without the lock (it took over by expiry from a paused leader
                 # that still held it): leave the lock to it rather than sit on it.
                 self._release_lock()
                 return False
             epoch = row.epoch + 1
+            # The store's time once more, as the row is written: a pause since the judgment
+            # shortens nothing (our own clock's start stays the earlier one).
+            at = store_now(conn)
             taken = conn.execute(update(s.leadership).where(and_(
                 s.leadership.c.id == 1, s.leadership.c.epoch == row.epoch)).values(
-                node_id=self.node_id, epoch=epoch, expires_at=now + self.timeouts.lease_ttl,
-                url=self.url, acquired_at=now, liveness=locked)).rowcount == 1
+                node_id=self.node_id, epoch=epoch, expires_at=at + self.timeouts.lease_ttl,
+                url=self.url, acquired_at=at, liveness=locked)).rowcount == 1
             if taken:
                 early = row.expires_at >= now and row.node_id != self.node_id
                 record_event(conn, "LEADER_ELECTED", f"coordinator:{self.node_id}", epoch=epoch,
