@@ -65,7 +65,9 @@ def _int(value: Any) -> int:
     if isinstance(value, bool):
         raise ValueError
     if isinstance(value, int):
-        return value
+        # A plain int, not the parser's number-as-written (HoconInt): C code that takes only an
+        # exact int refuses a subclass (getaddrinfo's port: redis-py 8 hands it the port as given).
+        return int(value)
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, str):
