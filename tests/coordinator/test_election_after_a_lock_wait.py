@@ -1,15 +1,13 @@
-"""A follower's election on PostgreSQL, against a holder paused inside a transaction on the lease row
-and against its own slowness.
+"""A follower's election on PostgreSQL: it never waits for the lease row, never locks a row that is not
+the expired one it judged, and the lease it takes runs a full ttl from the take.
 
-A leader paused (SIGSTOP) inside a transaction on the lease row keeps a follower's election waiting
-up to the store's idle limit. Stop 58's failure of
+A leader paused (SIGSTOP) inside a transaction on the lease row held a follower's election waiting up
+to the store's idle limit. Stop 58's failure of
 ``tests/cluster/test_leader.py::test_paused_leader_changes_nothing_after_it_wakes[postgresql]``: the
-follower's lease was stamped with the store time read before that wait, so it was born expired,
-refused at the first renewal, and taken again under a new epoch. The lease a follower takes after
-such a wait must run a full ttl, by the store's clock and by its own, from when the row became its own.
-
-And a follower slowed in its election must never lock a healthy leader's row (the outside review of
-the fix: one read of the row and another of the store's clock let a stale expiry look past).
+follower's lease was stamped with the store time PostgreSQL read before that wait, so it was born
+expired, refused at the first renewal, and taken again under a new epoch. And a follower slowed in
+its election must never lock a healthy leader's row (two outside reviews of the fix: a stale expiry
+read, or another follower's election between the read and the lock, let it hold up the renewal).
 
 PostgreSQL only: SQLite takes its write lock when the transaction begins, before anything is read.
 """
@@ -58,7 +56,29 @@ def _waiting_on_a_lock(store) -> bool:
                                  "and datname = current_database()")).scalar() > 0
 
 
-def test_a_lease_taken_after_a_lock_wait_runs_a_ttl_from_the_take(store):
+def _follower_ticks(slow: Store, leader: LeaderLease) -> tuple[bool, list[bool]]:
+    """Follower b ticks once on its own (slowed) store while the leader's holder loop renews in a
+    thread, as the coordinator's does: whether b took the lease, and each renewal's answer."""
+    b = LeaderLease(slow, "b", None, TIMEOUTS)
+    done, renewals = threading.Event(), []
+
+    def lead():
+        while not done.is_set():
+            if leader.epoch is not None:
+                renewals.append(leader.renew_if_due())
+            time.sleep(0.05)
+
+    leading = threading.Thread(target=lead, daemon=True)
+    leading.start()
+    try:
+        return b.tick(), renewals
+    finally:
+        done.set()
+        leading.join(10)
+        slow.dispose()
+
+
+def test_a_follower_never_waits_for_a_held_row_and_its_lease_runs_a_ttl_from_the_take(store):
     holder = store.engine.connect()
     try:
         a = LeaderLease(store, "a", None, TIMEOUTS)
@@ -75,22 +95,24 @@ def test_a_lease_taken_after_a_lock_wait_runs_a_ttl_from_the_take(store):
         elected: list[bool] = []
         ticking = threading.Thread(target=lambda: elected.append(b.tick()), daemon=True)
         ticking.start()
-        wait_for(lambda: _waiting_on_a_lock(store), 30, message="b's election never waited for the row")
-        held_from = _store_time(store)              # held past a ttl and more, by the store's clock
-        wait_for(lambda: _store_time(store) > held_from + TIMEOUTS.lease_ttl + 1, 30,
-                 message="the store's clock did not move on")
+        waited = []
+        wait_for(lambda: not ticking.is_alive() or waited.append(_waiting_on_a_lock(store)) or waited[-1], 30,
+                 message="b's tick neither ended nor waited")
+        assert not any(waited), "b's election waited for a row another transaction holds"
+        ticking.join(30)
+        assert elected == [False] and (_lease(store).epoch, b.epoch) == (first, None)
+
+        held_from = _store_time(store)              # the row held a while longer, by the store's clock
+        wait_for(lambda: _store_time(store) > held_from + 1, 30, message="the store's clock did not move on")
         released_at = _store_time(store)
         tx.rollback()
-        ticking.join(30)
-        assert elected == [True], "b did not take the expired lease once the row was free"
-        assert b.is_leader, "b's own clock counted its lease from before the wait"
-
+        assert b.tick(), "b did not take the expired lease once the row was free"
+        assert b.is_leader, "b's own clock counted its lease from before it took it"
         row = _lease(store)
         assert (row.node_id, row.epoch) == ("b", first + 1)
-        assert row.acquired_at >= released_at, "the lease was counted from before the lock wait"
+        assert row.acquired_at >= released_at, "the lease was counted from before the take"
         assert row.expires_at > _store_time(store), "b's lease was born expired"
         assert b.tick() and b.epoch == first + 1, "b lost the lease it had just taken"
-        assert _lease(store).epoch == first + 1
     finally:
         holder.close()
 
@@ -108,23 +130,33 @@ def test_a_slow_follower_never_locks_a_healthy_leaders_row(store, store_url):
         if "leadership" in statement:               # longer than the ttl after each read of the lease
             time.sleep(TIMEOUTS.lease_ttl + 0.5)
 
-    b = LeaderLease(slow, "b", None, TIMEOUTS)
-    done = threading.Event()
-    renewals = []
-
-    def lead():                                     # a's loop, renewing as the coordinator does
-        while not done.is_set():
-            renewals.append(a.renew_if_due())
-            time.sleep(0.05)
-
-    leading = threading.Thread(target=lead, daemon=True)
-    leading.start()
-    try:
-        assert not b.tick(), "b took a healthy leader's lease"
-    finally:
-        done.set()
-        leading.join(10)
-        slow.dispose()
+    took, renewals = _follower_ticks(slow, leader=a)
+    assert not took, "b took a healthy leader's lease"
     assert not [q for q in statements if "FOR UPDATE" in q], "b locked the lease row of a healthy leader"
     assert all(renewals) and a.is_leader and a.epoch == epoch, f"a lost its lease: {list(a.losses)}"
     assert (_lease(store).node_id, _lease(store).epoch) == ("a", epoch)
+
+
+def test_a_follower_never_locks_the_lease_another_took_since_it_read_it(store, store_url):
+    """b reads the expired lease; before b locks it, c is elected; b then stalls past c's ttl."""
+    a = LeaderLease(store, "a", None, TIMEOUTS)
+    assert a.tick()
+    with store.write() as conn:                     # a's lease is over by the store's clock
+        conn.execute(update(s.leadership).where(s.leadership.c.id == 1).values(expires_at=0.0))
+    c = LeaderLease(store, "c", None, TIMEOUTS)
+    slow = Store(store_url)
+
+    @event.listens_for(slow.engine, "after_cursor_execute")
+    def _between(conn, cursor, statement, *args):
+        if "leadership" not in statement:
+            return
+        if c.epoch is None:                         # right after b's first read: c is elected
+            assert c.tick()
+        elif "FOR UPDATE" in statement:             # b stalls while holding whatever it locked
+            time.sleep(TIMEOUTS.lease_ttl + 0.5)
+
+    took, renewals = _follower_ticks(slow, leader=c)
+    assert not took, "b took the lease c had just been elected to"
+    epoch = c.epoch
+    assert c.is_leader and all(renewals), f"c lost its lease: {list(c.losses)}"
+    assert (_lease(store).node_id, _lease(store).epoch) == ("c", epoch)

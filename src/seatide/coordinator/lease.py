@@ -197,14 +197,19 @@ class LeaderLease:
             row = conn.execute(query).first()
             now = row.now
             if self._takeable(row, now, locked) and conn.dialect.name != "sqlite":
-                # Only a follower about to take the lease waits for its row (one that finds it
-                # held never locks it, so a paused follower cannot hold up a healthy leader's
-                # renewal). A holder paused inside a transaction on the row keeps us waiting up to
-                # the store's idle limit, and PostgreSQL evaluates the statement's clock before
-                # that wait: the lease must run a ttl from when the row is ours, or it is born
-                # expired and lost at our first renewal (stop 58's paused-leader failure). So the
-                # row is locked first, then both clocks are read.
-                conn.execute(query.with_for_update())
+                # Lock the very row version judged takeable, and never wait for it. A row that
+                # changed since (another follower elected, the holder renewed) is not locked: a
+                # follower slowed after locking a healthy leader's row would hold up its renewal
+                # and cost it the lease. A row another transaction holds is skipped, to try again
+                # next tick: waiting would stamp our lease with the store time PostgreSQL read
+                # before the wait (stop 58's paused-leader failure: a lease born expired, lost at
+                # the first renewal). Once the row is ours, both clocks are read again.
+                mine = conn.execute(select(s.leadership.c.id).where(and_(
+                    s.leadership.c.id == 1, s.leadership.c.epoch == row.epoch,
+                    s.leadership.c.expires_at == row.expires_at))
+                    .with_for_update(skip_locked=True)).first()
+                if mine is None:
+                    return False
                 began = clock.monotonic()
                 row = conn.execute(query).first()
                 now = row.now
