@@ -209,6 +209,7 @@ class LeaderLease:
                     s.leadership.c.expires_at == row.expires_at))
                     .with_for_update(skip_locked=True)).first()
                 if mine is None:
+                    self._release_lock()        # only the leader keeps it (see _drop)
                     return False
                 began = clock.monotonic()
                 row = conn.execute(query).first()

@@ -117,7 +117,11 @@ class Store:
     @contextlib.contextmanager
     def leader_tx(self, epoch: int) -> Iterator[Connection]:
         with self.write() as conn:
-            query = select(s.leadership.c.epoch, s.leadership.c.expires_at).where(s.leadership.c.id == 1)
+            # Only our own epoch's row is locked: a leader that wakes after another took over must
+            # not lock the new leader's row (paused again before its rollback, it would hold up
+            # the new leader's renewals and cost it the lease).
+            query = select(s.leadership.c.epoch, s.leadership.c.expires_at).where(
+                s.leadership.c.id == 1, s.leadership.c.epoch == epoch)
             if not self.is_sqlite:
                 query = query.with_for_update()
             row = conn.execute(query).first()

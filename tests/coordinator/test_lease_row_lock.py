@@ -1,5 +1,6 @@
-"""A follower's election on PostgreSQL: it never waits for the lease row, never locks a row that is not
-the expired one it judged, and the lease it takes runs a full ttl from the take.
+"""The lease row's lock on PostgreSQL. A follower's election never waits for the row, never locks a row
+that is not the expired one it judged, and the lease it takes runs a full ttl from the take; a leader
+that wakes after another took over locks nothing.
 
 A leader paused (SIGSTOP) inside a transaction on the lease row held a follower's election waiting up
 to the store's idle limit. Stop 58's failure of
@@ -7,7 +8,8 @@ to the store's idle limit. Stop 58's failure of
 follower's lease was stamped with the store time PostgreSQL read before that wait, so it was born
 expired, refused at the first renewal, and taken again under a new epoch. And a follower slowed in
 its election must never lock a healthy leader's row (two outside reviews of the fix: a stale expiry
-read, or another follower's election between the read and the lock, let it hold up the renewal).
+read, or another follower's election between the read and the lock, let it hold up the renewal). The same holds for a woken leader's write (a third review): its
+``leader_tx`` locked the new leader's row before it found its epoch gone.
 
 PostgreSQL only: SQLite takes its write lock when the transaction begins, before anything is read.
 """
@@ -23,7 +25,7 @@ from sqlalchemy import event, select, text, update
 from seatide.coordinator.lease import LeaderLease
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now
-from seatide.store.db import Store, open_store
+from seatide.store.db import NotLeader, Store, open_store
 from seatide.testing.cluster import wait_for
 from seatide.timeouts import Timeouts
 
@@ -56,6 +58,15 @@ def _waiting_on_a_lock(store) -> bool:
                                  "and datname = current_database()")).scalar() > 0
 
 
+def _expired_leader(store) -> LeaderLease:
+    """Leader "a", elected, whose lease is then over by the store's clock (as if it had been paused)."""
+    a = LeaderLease(store, "a", None, TIMEOUTS)
+    assert a.tick() and a.is_leader
+    with store.write() as conn:
+        conn.execute(update(s.leadership).where(s.leadership.c.id == 1).values(expires_at=0.0))
+    return a
+
+
 def _follower_ticks(slow: Store, leader: LeaderLease) -> tuple[bool, list[bool]]:
     """Follower b ticks once on its own (slowed) store while the leader's holder loop renews in a
     thread, as the coordinator's does: whether b took the lease, and each renewal's answer."""
@@ -81,10 +92,7 @@ def _follower_ticks(slow: Store, leader: LeaderLease) -> tuple[bool, list[bool]]
 def test_a_follower_never_waits_for_a_held_row_and_its_lease_runs_a_ttl_from_the_take(store):
     holder = store.engine.connect()
     try:
-        a = LeaderLease(store, "a", None, TIMEOUTS)
-        assert a.tick() and a.is_leader
-        with store.write() as conn:                 # a's lease is over by the store's clock
-            conn.execute(update(s.leadership).where(s.leadership.c.id == 1).values(expires_at=0.0))
+        _expired_leader(store)
         first = _lease(store).epoch
 
         # a paused holder's open transaction on the row, which the server does not end on its own here
@@ -102,8 +110,6 @@ def test_a_follower_never_waits_for_a_held_row_and_its_lease_runs_a_ttl_from_the
         ticking.join(30)
         assert elected == [False] and (_lease(store).epoch, b.epoch) == (first, None)
 
-        held_from = _store_time(store)              # the row held a while longer, by the store's clock
-        wait_for(lambda: _store_time(store) > held_from + 1, 30, message="the store's clock did not move on")
         released_at = _store_time(store)
         tx.rollback()
         assert b.tick(), "b did not take the expired lease once the row was free"
@@ -139,10 +145,7 @@ def test_a_slow_follower_never_locks_a_healthy_leaders_row(store, store_url):
 
 def test_a_follower_never_locks_the_lease_another_took_since_it_read_it(store, store_url):
     """b reads the expired lease; before b locks it, c is elected; b then stalls past c's ttl."""
-    a = LeaderLease(store, "a", None, TIMEOUTS)
-    assert a.tick()
-    with store.write() as conn:                     # a's lease is over by the store's clock
-        conn.execute(update(s.leadership).where(s.leadership.c.id == 1).values(expires_at=0.0))
+    a = _expired_leader(store)
     c = LeaderLease(store, "c", None, TIMEOUTS)
     slow = Store(store_url)
 
@@ -160,3 +163,32 @@ def test_a_follower_never_locks_the_lease_another_took_since_it_read_it(store, s
     epoch = c.epoch
     assert c.is_leader and all(renewals), f"c lost its lease: {list(c.losses)}"
     assert (_lease(store).node_id, _lease(store).epoch) == ("c", epoch)
+
+
+def test_a_leader_that_woke_after_a_takeover_locks_nothing(store, store_url):
+    """a was paused; b took over; a wakes and begins a leader write under its old epoch."""
+    a = _expired_leader(store)
+    b = LeaderLease(store, "b", None, TIMEOUTS)
+    assert b.tick()
+    woken = Store(store_url)
+    probes: list[bool] = []
+
+    @event.listens_for(woken.engine, "after_cursor_execute")
+    def _probe(conn, cursor, statement, *args):      # is b's row locked while a's transaction is open?
+        if "FOR UPDATE" in statement:
+            probes.append(_row_free(store))
+
+    try:
+        with pytest.raises(NotLeader):
+            with woken.leader_tx(a.epoch):
+                pass
+    finally:
+        woken.dispose()
+    assert probes == [True], "a's write locked the row of the leader that took over"
+    assert b.tick() and _lease(store).node_id == "b"
+
+
+def _row_free(store) -> bool:
+    with store.write() as conn:
+        return conn.execute(select(s.leadership.c.id).where(s.leadership.c.id == 1)
+                            .with_for_update(skip_locked=True)).first() is not None
