@@ -8,8 +8,9 @@ to the store's idle limit. Stop 58's failure of
 follower's lease was stamped with the store time PostgreSQL read before that wait, so it was born
 expired, refused at the first renewal, and taken again under a new epoch. And a follower slowed in
 its election must never lock a healthy leader's row (two outside reviews of the fix: a stale expiry
-read, or another follower's election between the read and the lock, let it hold up the renewal). The same holds for a woken leader's write (a third review): its
-``leader_tx`` locked the new leader's row before it found its epoch gone.
+read, or another follower's election between the read and the lock, let it hold up the renewal).
+The same holds for a woken leader's write (a third review): its ``leader_tx`` locked the new
+leader's row before it found its epoch gone.
 
 PostgreSQL only: SQLite takes its write lock when the transaction begins, before anything is read.
 """

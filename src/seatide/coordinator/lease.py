@@ -203,16 +203,13 @@ class LeaderLease:
                 # and cost it the lease. A row another transaction holds is skipped, to try again
                 # next tick: waiting would stamp our lease with the store time PostgreSQL read
                 # before the wait (stop 58's paused-leader failure: a lease born expired, lost at
-                # the first renewal). Once the row is ours, both clocks are read again.
-                mine = conn.execute(select(s.leadership.c.id).where(and_(
-                    s.leadership.c.id == 1, s.leadership.c.epoch == row.epoch,
-                    s.leadership.c.expires_at == row.expires_at))
-                    .with_for_update(skip_locked=True)).first()
-                if mine is None:
+                # the first renewal). Without a wait, the statement's clock is the take's.
+                row = conn.execute(query.where(s.leadership.c.epoch == row.epoch,
+                                               s.leadership.c.expires_at == row.expires_at)
+                                   .with_for_update(skip_locked=True)).first()
+                if row is None:
                     self._release_lock()        # only the leader keeps it (see _drop)
                     return False
-                began = clock.monotonic()
-                row = conn.execute(query).first()
                 now = row.now
             if not self._takeable(row, now, locked):
                 # A live holder without the lock (it took over by expiry from a paused leader
