@@ -116,6 +116,23 @@ class Timeouts:
         return max(self.driver_heartbeat_interval, 2 * LIVENESS_CHECK_S) + FENCE_MARGIN_S
 
     @property
+    def lock_restart_grace(self) -> float:
+        """A restart of the store's server frees every liveness lock while its holders live: the
+        leader believes no free lock until the server has been up this long, and judges deaths
+        meanwhile by heartbeat alone, as it would without locks (a worker dead by then is lost
+        after ``worker_lost_after`` of silence anyway). It is the time a live worker has to take
+        its lock back and keep its drivers (``worker_keeps_drivers_within``)."""
+        return self.worker_lost_after
+
+    @property
+    def worker_keeps_drivers_within(self) -> float:
+        """A worker whose lock a server restart ended keeps its drivers only if it held the lock
+        again and heartbeated within this long of the server's start: the leader may take the
+        lock as a death no sooner than ``lock_restart_grace`` + ``lock_death_confirm_after``
+        after that start, and this leaves the margin (worker/lock_regain.py)."""
+        return self.lock_restart_grace + self.lock_death_confirm_after - FENCE_MARGIN_S
+
+    @property
     def driver_stops_within(self) -> float:
         """How long after its last successful heartbeat a driver cut off from the store has
         surely stopped acting: it notices at its next beat once the self-fence has passed."""

@@ -48,6 +48,7 @@ from seatide.timeouts import Timeouts
 from seatide.runtime.warm_driver import warm_session_conf
 from seatide.worker.driver_log import LOG_MASKING, DriverLog
 from seatide.worker.launcher import ProcessLauncher
+from seatide.worker.lock_regain import LockRegain
 from seatide.worker.presence import Presence
 from seatide.worker.warm_pool import WarmPool, warm_command
 
@@ -88,6 +89,7 @@ class Worker(Presence):
         # Set from the moment our liveness lock is found gone until we hold it again: no driver
         # is launched meanwhile. ``_launching`` makes a launch and the kill sweep exclusive.
         self._lock_lost = False
+        self._regain = LockRegain(self.timeouts)      # when it was last seen held; whether it may come back
         self._launching = threading.Lock()
         self._killed_for_outage: set[int] = set()     # attempts whose drivers that kill ended
         self._beating: threading.Thread | None = None

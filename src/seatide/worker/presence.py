@@ -1,6 +1,7 @@
 """How a worker shows the leader it is alive: its liveness lock (PostgreSQL), held for its life
-and taken again after a store outage with its drivers killed first, and its heartbeat, from a
-thread of its own, which stops when the loop is stuck.
+and taken again after a store outage (its drivers kept through a restart of the server when that
+is safe, ``lock_regain.py``, else killed first), and its heartbeat, from a thread of its own,
+which stops when the loop is stuck.
 
 A mixin of ``Worker``, apart from the loop that launches and supervises drivers (``agent.py``):
 the two meet only in ``_launching`` (a launch and the outage's kill sweep are exclusive),
@@ -15,6 +16,7 @@ import threading
 from seatide import clock
 from seatide.coordinator.service import node_heartbeat, register_node
 from seatide.store.liveness import worker_lock
+from seatide.store.node_features import LOCK_RESTART_GRACE, every_coordinator_has
 from seatide.timeouts import LIVENESS_CHECK_S, LIVENESS_TAKE_WITHIN_S
 
 log = logging.getLogger(__name__)
@@ -29,7 +31,11 @@ class Presence:
         if self.liveness is None:
             return
         deadline = clock.monotonic() + LIVENESS_TAKE_WITHIN_S
-        while not self.liveness.hold(worker_lock(self.node_id)):
+        while True:
+            sent = clock.monotonic()
+            if self.liveness.hold(worker_lock(self.node_id)):
+                self._regain.seen_held(sent)
+                return
             if clock.monotonic() >= deadline:
                 raise WorkerRefused(f"another worker with node id {self.node_id!r} is running on this store (it "
                                     f"holds the worker's liveness lock); stop it, or give this one another "
@@ -37,6 +43,7 @@ class Presence:
             self._stop.wait(0.05)
 
     def _watch_liveness_lock(self) -> None:
+        threading.Thread(target=self._fence_lost_lock, name="liveness-fence", daemon=True).start()
         while not self._stop.wait(LIVENESS_CHECK_S):
             try:
                 self.check_liveness_lock()
@@ -47,21 +54,29 @@ class Presence:
         """Our lock is gone while we live (its PostgreSQL session ended: a server restart, a
         failover, ``pg_terminate_backend``). The leader takes a lock that stays free, without a
         heartbeat from us, for ``Timeouts.lock_death_confirm_after`` as our death and replaces
-        our drivers: they die now, well within that (fail-stop), and no driver is launched
-        until we hold the lock again and have registered afresh."""
+        our drivers. They live on only if the lock is back in time after a restart of the
+        server (``worker/lock_regain.py``); otherwise they die, well within the window
+        (fail-stop), and no driver is launched until we hold the lock again and have
+        registered afresh."""
         if self.liveness is None:
             return
+        regain = self._regain
         if not self._lock_lost:
+            asked = clock.monotonic()
             if self.liveness.holds(worker_lock(self.node_id)):
+                regain.seen_held(asked)
                 return
             with self._launching:
                 self._lock_lost = True
-                log.error("worker %s lost its liveness lock: killing its %d driver(s) and registering again",
-                          self.node_id, len(self.children))
-                for attempt_id, proc in list(self.children.items()):
-                    if proc.poll() is None:
-                        self._killed_for_outage.add(attempt_id)
-                        proc.kill()
+                regain.seen_lost()
+            log.warning("worker %s lost its liveness lock: taking it back (%d driver(s) running)", self.node_id,
+                        len(self.children))
+        if regain.lost:
+            kept = self._drivers_kept()
+            if kept is None and clock.monotonic() < regain.kill_by():
+                return             # the store did not answer: try again at the next check
+            if self._stop_keeping(kill=not kept):
+                return             # the lock is back in time: the drivers live on
         for attempt_id, proc in list(self.children.items()):
             proc.wait()
             # Needs the store: retried until it is back. Not the job's failure: not charged.
@@ -70,6 +85,59 @@ class Presence:
         register_node(self.store, self.node_id, "worker", slots=self.slots, liveness=True)
         self._lock_lost = False
         log.info("worker %s holds its liveness lock again", self.node_id)
+
+    def _drivers_kept(self) -> bool | None:
+        """One try to take the lock back with the drivers alive: True if it is back in time and
+        they may live on (we are launching again), False if they must die now, None if the
+        store did not answer (try again, until ``LockRegain.kill_by``)."""
+        regain = self._regain
+        sent = clock.monotonic()
+        try:
+            if not self.children or not self.liveness.hold(worker_lock(self.node_id)):
+                return False       # nothing to keep, or another worker with our node id took it
+            node_heartbeat(self.store, self.node_id)
+            with self.store.read() as conn:
+                grace_everywhere = every_coordinator_has(conn, LOCK_RESTART_GRACE)
+            asked = clock.monotonic()
+            up_for = self.liveness.server_up_for()
+        except Exception as exc:
+            regain.tried(exc, sent)
+            log.warning("worker %s: its liveness lock is not back yet: %s", self.node_id, exc)
+            return None
+        if not (grace_everywhere and regain.keeps_drivers(asked, up_for)):
+            return False
+        regain.up_for = up_for
+        return True
+
+    def _stop_keeping(self, kill: bool) -> bool:
+        """The drivers were kept while the lock was away: now they die (``kill``), or the lock is
+        back in time and we launch again. True if they live on; False if they were killed, here
+        or first by ``_fence_lost_lock`` (a lock shown back then comes too late for them)."""
+        with self._launching:
+            if not self._regain.lost:
+                return False
+            self._regain.lost = False
+            if not kill:
+                self._lock_lost = False
+                log.warning("worker %s holds its liveness lock again and keeps its %d driver(s): the store's "
+                            "server restarted %.1f s ago", self.node_id, len(self.children), self._regain.up_for)
+                return True
+            log.error("worker %s lost its liveness lock: killing its %d driver(s) and registering again",
+                      self.node_id, len(self.children))
+            for attempt_id, proc in list(self.children.items()):
+                if proc.poll() is None:
+                    self._killed_for_outage.add(attempt_id)
+                    proc.kill()
+            return False
+
+    def _fence_lost_lock(self) -> None:
+        """Its own thread: the drivers die once ``LockRegain.kill_by`` passes with the lock not
+        back, however long a try to take it back blocks (a connect may wait seconds)."""
+        while not self._stop.is_set():
+            lost = self._regain.lost
+            if lost and clock.monotonic() >= self._regain.kill_by():
+                self._stop_keeping(kill=True)
+            self._stop.wait(0.05 if lost else LIVENESS_CHECK_S)
 
     def start_heartbeat(self) -> None:
         """Heartbeat from a thread of its own, every ``worker_heartbeat_interval`` until stopped.
