@@ -3,7 +3,8 @@
     .venv/bin/python bench/store_restart.py [--restarts 6] [--hog 0] [--out bench/results/store_restart]
 
 A private PostgreSQL holds the store; one coordinator, one worker and one STREAMING job
-(checkpoint every 1 s, the fault tests' timeouts: heartbeats every 0.5 s). Each round has
+(checkpoint every 1 s, the product's default timeouts: heartbeats every 1 s; ``--harness``
+for the fault tests' shorter ones, heartbeats every 0.5 s). Each round has
 two sides, alternating in the same run so that both see the same load:
 
 - *restart*: ``pg_ctl restart -m fast -w`` (every session ends, as in an operator's restart
@@ -44,7 +45,7 @@ from seatide.testing.jobs import streaming_job  # noqa: E402
 from seatide.testing.servers import PrivatePostgres  # noqa: E402
 
 JOB = "bench-store-restart"
-TAKEN_AGAIN = re.compile(r"(\S[^:]*): the store ended its session")
+TAKEN_AGAIN = re.compile(r"([\w .-]+): the store ended its session")
 
 
 def _checkpoint(cluster: Cluster) -> int:
@@ -67,14 +68,19 @@ def _steps_taken_again(log_path: str, offset: int) -> tuple[dict, int]:
         text = handle.read()
     counts: dict[str, int] = {}
     for match in TAKEN_AGAIN.finditer(text):
-        counts[match.group(1)] = counts.get(match.group(1), 0) + 1
+        step = match.group(1).strip()
+        counts[step] = counts.get(step, 0) + 1
     return counts, offset + len(text.encode())
 
 
-def run(restarts: int, tmp: str) -> dict:
+# seatide.timeouts.Timeouts' defaults, in the harness's terms
+DEFAULTS = {"driver": 10.0, "worker": 10.0, "self_fence": 6.0, "interval": 1.0}
+
+
+def run(restarts: int, tmp: str, harness: bool) -> dict:
     server = PrivatePostgres().start()
     url = f"postgresql://postgres@127.0.0.1:{server.port}/postgres"
-    cluster = Cluster(url, f"{tmp}/data")
+    cluster = Cluster(url, f"{tmp}/data") if harness else Cluster(url, f"{tmp}/data", timeouts=DEFAULTS)
     samples = []
     try:
         cluster.coordinator("c1")
@@ -118,6 +124,7 @@ def run(restarts: int, tmp: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--restarts", type=int, default=6)
+    parser.add_argument("--harness", action="store_true", help="the fault tests' timeouts, not the defaults")
     parser.add_argument("--hog", type=int, default=0, help="stress-ng --cpu N beside the run (0: none)")
     parser.add_argument("--out", default=os.path.join(os.environ.get("SEATIDE_BENCH_RESULTS")
                                                       or os.path.join(os.path.dirname(__file__), "results"),
@@ -131,7 +138,7 @@ def main() -> None:
                                stderr=subprocess.DEVNULL)
     tmp = tempfile.mkdtemp(prefix="seatide-bench-restart-")
     try:
-        result = run(args.restarts, tmp)
+        result = run(args.restarts, tmp, args.harness)
     finally:
         if hog:
             hog.terminate()
@@ -144,7 +151,8 @@ def main() -> None:
         "back_median_s": round(statistics.median(backs), 3), "back_max_s": max(backs),
         "steady_median_s": round(statistics.median(steadies), 3),
         "ratio_back_to_steady": round(statistics.median(backs) / statistics.median(steadies), 2),
-        "load_1m": [min(loads), max(loads)], "hog_cpus": args.hog}
+        "load_1m": [min(loads), max(loads)], "hog_cpus": args.hog,
+        "timeouts": "harness" if args.harness else "defaults"}
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out + ".json", "w") as handle:
         json.dump(result, handle, indent=2)

@@ -24,8 +24,8 @@ FENCE_MARGIN_S = 1.0
 # holds the lock (a second worker with the same node id), and the start is refused.
 LIVENESS_TAKE_WITHIN_S = 2.0
 
-# A worker checks that it still holds its liveness lock this often, in a thread of its own,
-# and kills its drivers the moment it finds the lock gone (worker/agent.py).
+# A worker checks that it still holds its liveness lock this often, in a thread of its own;
+# once it finds the lock gone, its drivers live only if it is back in time (worker/lock_regain.py).
 LIVENESS_CHECK_S = 0.25
 
 # A driver's start-up is judged stuck no sooner than this, whatever job.progress-timeout says:
@@ -110,27 +110,11 @@ class Timeouts:
     def lock_death_confirm_after(self) -> float:
         """How long a worker's liveness lock must stay free, with no heartbeat from the worker,
         before the leader takes it as dead. A live worker whose lock session ended (a server
-        restart) finds out within ``LIVENESS_CHECK_S`` and kills its drivers: this leaves it
-        that and the margin, and gives each of its drivers a heartbeat interval to show it
+        restart) finds out within ``LIVENESS_CHECK_S``, and has its lock back with a heartbeat
+        or its drivers killed by this less the margin after it last saw the lock held
+        (``worker/lock_regain.py``); and each of its drivers has a heartbeat interval to show it
         outlived the lock (``reconcile.died_with_worker``)."""
         return max(self.driver_heartbeat_interval, 2 * LIVENESS_CHECK_S) + FENCE_MARGIN_S
-
-    @property
-    def lock_restart_grace(self) -> float:
-        """A restart of the store's server frees every liveness lock while its holders live: the
-        leader believes no free lock until the server has been up this long, and judges deaths
-        meanwhile by heartbeat alone, as it would without locks (a worker dead by then is lost
-        after ``worker_lost_after`` of silence anyway). It is the time a live worker has to take
-        its lock back and keep its drivers (``worker_keeps_drivers_within``)."""
-        return self.worker_lost_after
-
-    @property
-    def worker_keeps_drivers_within(self) -> float:
-        """A worker whose lock a server restart ended keeps its drivers only if it held the lock
-        again and heartbeated within this long of the server's start: the leader may take the
-        lock as a death no sooner than ``lock_restart_grace`` + ``lock_death_confirm_after``
-        after that start, and this leaves the margin (worker/lock_regain.py)."""
-        return self.lock_restart_grace + self.lock_death_confirm_after - FENCE_MARGIN_S
 
     @property
     def driver_stops_within(self) -> float:

@@ -18,9 +18,8 @@ All sessions: a PostgreSQL restart (or a managed failover, or ``pg_terminate_bac
 every session, and with them the liveness locks of processes that are alive. A free lock alone
 must never be taken as a worker's death while its drivers may still run: the job would get a
 second driver on another worker. The server is restarted (fast shutdown) twice while the
-process table is sampled: one driver throughout (the worker takes its lock back within the
-leader's grace after a restart and keeps it: worker/lock_regain.py), checkpoints go on after
-each restart, every id is written once, and no session the restarts ended counts as the job's
+process table is sampled: never two drivers for the job, checkpoints go on after each
+restart, every id is written once, and no session the restarts ended counts as the job's
 reconcile error.
 
 Two restarts, not three: the first ends the sessions every process opened at its start, the
@@ -29,8 +28,9 @@ first ones). A third ends re-taken sessions again, as the second did: it repeats
 case (one more sample of the same race), at about 12 s of CI each.
 
 The timeouts are the frozen processes' (below) for the restarts too: a restart's way through
-(each worker kills its drivers within 0.25 s of its lock's end, the leader believes a free lock
-only once it stayed free with no heartbeat) does not read them; the chaos run restarts the
+(each worker has its lock back with a heartbeat, or its drivers killed, within the confirmation
+window less the margin; the leader believes a free lock only once it stayed free with no
+heartbeat) reads only the heartbeat interval; the chaos run restarts the
 server under the short ones (tests/testing/test_chaos.py).
 """
 
@@ -158,7 +158,6 @@ def test_sessions_the_stores_server_ends_never_fail_the_job_nor_give_it_two_driv
 
         # The restarts begin once the job checkpoints (above), not after a count of checkpoints.
         back_after = []
-        running = [(a.attempt_id, a.pid) for a in cluster.attempts(JOB) if a.state == "RUNNING"]
         with DriverWatch(JOB, interval=0.2) as watch:
             for _ in range(RESTARTS):
                 before = _checkpoints(cluster, JOB)
@@ -169,10 +168,6 @@ def test_sessions_the_stores_server_ends_never_fail_the_job_nor_give_it_two_driv
                 wait_for(lambda: _checkpoints(cluster, JOB) > before, 180, interval=0.5,
                          message="a checkpoint after the restart")
                 back_after.append(time.monotonic() - restarted)
-        # One driver throughout: its worker took its lock back in the grace after each restart
-        # (worker/lock_regain.py), so the attempt was neither killed nor replaced.
-        assert [(a.attempt_id, a.pid) for a in cluster.attempts(JOB) if a.state == "RUNNING"] == running
-        assert watch.pids_seen == {pid for _, pid in running}, watch.pids_seen
         cluster.cancel(JOB)
         cluster.wait_status(JOB, "CANCELED", timeout=120)
         ids = written_ids(out)

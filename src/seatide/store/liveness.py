@@ -16,12 +16,8 @@ stay the backstop for those (``coordinator/lease.py``, ``coordinator/reconcile.p
 On PostgreSQL a lock is also freed when the server ends the session of a live process
 (a server restart, ``pg_terminate_backend``, TCP keepalives failing). The holder checks
 its own lock every tick and acts as if it had died (the leader steps down, a worker kills
-its drivers), unless it can show the lock was lost to a restart and is back in time (a
-worker then keeps its drivers: ``worker/lock_regain.py``); and the lock session's
-keepalives are set so the server never gives up on a silent peer before its heartbeat
-would have timed out anyway (``timeouts.py``). After a restart every lock is free while
-its holders live, so a free lock means nothing until the server has been up for
-``Timeouts.lock_restart_grace``: ``free_among`` names none before then.
+its drivers); and the lock session's keepalives are set so the server never gives up on
+a silent peer before its heartbeat would have timed out anyway (``timeouts.py``).
 
 Nothing here decides anything: the lease and the reconcile loop read these locks.
 ``liveness_for`` builds the one a process uses; ``SEATIDE_LIVENESS_LOCKS=0`` turns them off
@@ -54,9 +50,6 @@ LEADER = "leadership"
 # The first half of every SeaTide advisory lock key: other users of advisory locks in the
 # same database pick their own (the second half is a hash of the lock's name).
 ADVISORY_CLASS = 0x5EA7
-# Seconds since the server started, by the server's own clock (pg_catalog's: a clock moved for
-# tests, store/clock.py, moves the instant, not the time elapsed).
-UP_FOR_SQL = "extract(epoch FROM pg_catalog.clock_timestamp() - pg_postmaster_start_time())::float8"
 
 
 def worker_lock(node_id: str) -> str:
@@ -75,9 +68,6 @@ class Liveness(Protocol):
 
     def free_among(self, names: Iterable[str]) -> set[str]:
         """Which of these locks nobody holds now: their holders have died."""
-
-    def server_up_for(self) -> float | None:
-        """Seconds since the store's server started (None: no server, file locks)."""
 
     def close(self) -> None:
         ...
@@ -150,9 +140,6 @@ class FileLocks:
                 os.close(fd)
         return free
 
-    def server_up_for(self) -> None:
-        return None              # a file has no server to restart
-
     def close(self) -> None:
         for name in list(self._fds):
             self.release(name)
@@ -183,7 +170,6 @@ class AdvisoryLocks:
         self._conn = None
         self._held: set[str] = set()
         self._mutex = threading.Lock()
-        self.restart_grace = timeouts.lock_restart_grace
 
     @staticmethod
     def key(name: str) -> tuple[int, int]:
@@ -253,19 +239,12 @@ class AdvisoryLocks:
         keys = {self.key(n)[1]: n for n in names}
         with self._mutex:
             # Read pg_locks rather than try the locks: a probe never stands in a holder's way.
-            # The server's uptime in the same statement: the locks read are that server's.
-            [(held, up_for)] = self._query(
-                "SELECT array(SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-                "AND classid::bigint = %s AND objsubid = 2 AND objid::bigint = ANY(%s)), " + UP_FOR_SQL,
-                (ADVISORY_CLASS, list(keys)))
-        if up_for < self.restart_grace:      # every lock was freed by the restart: none says a death yet
-            return set()
-        return {name for objid, name in keys.items() if objid not in set(held)}
-
-    def server_up_for(self) -> float:
-        with self._mutex:
-            return self._query("SELECT " + UP_FOR_SQL)[0][0]
+            rows = self._query("SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                               "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                               "AND classid::bigint = %s AND objsubid = 2 AND objid::bigint = ANY(%s)",
+                               (ADVISORY_CLASS, list(keys)))
+        held = {int(row[0]) for row in rows}
+        return {name for objid, name in keys.items() if objid not in held}
 
     def close(self) -> None:
         with self._mutex:

@@ -36,11 +36,8 @@ from seatide.store.migrations import HEAD, VERSION_TABLE
 
 RECORDED_ENVIRONMENT = "recorded-environment"
 STORE_REVISION = "store-"                # + the revision the node's code heads (migrations.HEAD)
-# A leader of this version believes no free liveness lock until the store's server has been up for
-# Timeouts.lock_restart_grace (store/liveness.py): only then may a worker keep its drivers over a restart.
-LOCK_RESTART_GRACE = "lock-restart-grace"
 # Comma-separated, what this version's nodes can do. A later revision changes the store token by itself.
-FEATURES = ",".join((RECORDED_ENVIRONMENT, STORE_REVISION + HEAD, LOCK_RESTART_GRACE))
+FEATURES = ",".join((RECORDED_ENVIRONMENT, STORE_REVISION + HEAD))
 
 
 def has_feature(node, feature: str = RECORDED_ENVIRONMENT) -> bool:
@@ -51,13 +48,6 @@ def has_feature(node, feature: str = RECORDED_ENVIRONMENT) -> bool:
 def heads_store(node, revision: str) -> bool:
     """Whether the node's code heads exactly the store revision ``revision``: its drivers open the store as it is."""
     return has_feature(node, STORE_REVISION + revision)
-
-
-def every_coordinator_has(conn: Connection, feature: str) -> bool:
-    """Whether every coordinator that may lead (registered, not stopped) says its SeaTide has ``feature``: in a
-    rolling upgrade an older one may be elected at any moment."""
-    rows = conn.execute(select(s.nodes.c.features).where(s.nodes.c.role == "coordinator", s.nodes.c.stopped.is_(False)))
-    return all(has_feature(row, feature) for row in rows)
 
 
 def store_revision(conn: Connection) -> str:

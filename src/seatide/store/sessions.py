@@ -66,21 +66,6 @@ def session_ended(exc: BaseException) -> bool:
     return isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
 
 
-def server_not_serving(exc: BaseException) -> bool:
-    """Whether ``exc`` says the store's server at this address takes no session now: the
-    connection refused (nothing listens) or the server starting up or shutting down. Then no
-    other process can reach that server either. Not a timeout, a reset, an ended session:
-    those may be this process's road alone."""
-    exc = getattr(exc, "orig", None) or exc
-    if not type(exc).__module__.startswith("psycopg"):
-        return False
-    if getattr(exc, "sqlstate", None) == "57P03":      # cannot_connect_now
-        return True
-    text = str(exc)
-    return ("Connection refused" in text or "the database system is starting up" in text
-            or "the database system is shutting down" in text)
-
-
 def again_on_new_session(step: Callable[[], T], *, what: str, within: float,
                          holds: Callable[[], bool] = lambda: True) -> T:
     """``step()``, taken again while the store ends its session, ``holds()`` is true and

@@ -52,12 +52,8 @@ class SimLocks:
     left to the lease and heartbeat timeouts. A restart of the store's server frees every
     lock while every holder lives (PostgreSQL's sessions all end): ``restart_store``."""
 
-    def __init__(self, store_now, restart_grace: float):
-        """``store_now``: the store's (true) time; ``restart_grace``: as the leader's
-        ``Timeouts.lock_restart_grace``, no lock is reported free that soon after a restart."""
+    def __init__(self):
         self.owners: dict[str, str] = {}
-        self.store_now, self.restart_grace = store_now, restart_grace
-        self.started_at = -1e18        # the server's start: long before the world began
 
     def view(self, process: str) -> "SimLiveness":
         return SimLiveness(self, process)
@@ -68,7 +64,6 @@ class SimLocks:
 
     def restart_store(self) -> None:
         self.owners.clear()
-        self.started_at = self.store_now()
 
 
 class SimLiveness:
@@ -88,12 +83,7 @@ class SimLiveness:
             del self.locks.owners[name]
 
     def free_among(self, names) -> set[str]:
-        if self.server_up_for() < self.locks.restart_grace:
-            return set()
         return {name for name in names if name not in self.locks.owners}
-
-    def server_up_for(self) -> float:
-        return self.locks.store_now() - self.locks.started_at
 
     def close(self) -> None:
         self.locks.crash(self.process)

@@ -26,7 +26,6 @@ from seatide.testing.invariants import Invariants
 from seatide.store.liveness import worker_lock
 from seatide.testing.sim_machine import FIRST_PID, ProcessStore, SimLocks, SimProcess, StorePartitioned
 from seatide.testing.processes import Ledger, SimDriver, SimLauncher
-from seatide.timeouts import Timeouts
 from seatide.worker.agent import Worker
 
 COORDINATORS = ("c0", "c1", "c2")
@@ -79,7 +78,7 @@ class World:
         self.data_dir = data_dir
         self.split_commit = split_commit
         # Liveness locks, as a cluster runs by default; off: lease and heartbeats alone.
-        self.locks = SimLocks(lambda: self.t, Timeouts().lock_restart_grace) if liveness_locks else None
+        self.locks = SimLocks() if liveness_locks else None
         self.t = START
         self.current: Proc | None = None
         self._previous_clock = clock.use(self.now)
@@ -245,8 +244,8 @@ class World:
 
     def restart_store(self) -> str:
         """The store's server restarts: every session ends, and with it every liveness lock,
-        while every process lives. Leaders step down, workers kill their drivers (fail-stop),
-        and nobody may take a free lock alone as a death."""
+        while every process lives. Leaders step down, workers take their locks back in time or
+        kill their drivers (fail-stop), and nobody may take a free lock alone as a death."""
         if self.locks is None:
             return "no liveness locks"
         self.locks.restart_store()

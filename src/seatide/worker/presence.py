@@ -1,7 +1,6 @@
 """How a worker shows the leader it is alive: its liveness lock (PostgreSQL), held for its life
-and taken again after a store outage (its drivers kept through a restart of the server when that
-is safe, ``lock_regain.py``, else killed first), and its heartbeat, from a thread of its own,
-which stops when the loop is stuck.
+and taken again after a store outage (its drivers kept when it is back in time, ``lock_regain.py``,
+else killed first), and its heartbeat, from a thread of its own, which stops when the loop is stuck.
 
 A mixin of ``Worker``, apart from the loop that launches and supervises drivers (``agent.py``):
 the two meet only in ``_launching`` (a launch and the outage's kill sweep are exclusive),
@@ -16,10 +15,12 @@ import threading
 from seatide import clock
 from seatide.coordinator.service import node_heartbeat, register_node
 from seatide.store.liveness import worker_lock
-from seatide.store.node_features import LOCK_RESTART_GRACE, every_coordinator_has
 from seatide.timeouts import LIVENESS_CHECK_S, LIVENESS_TAKE_WITHIN_S
 
 log = logging.getLogger(__name__)
+
+# How often a worker tries to take back a lost lock, and checks its drivers' deadline meanwhile.
+LOST_LOCK_RETRY_S = 0.05
 
 
 class WorkerRefused(Exception):
@@ -44,7 +45,8 @@ class Presence:
 
     def _watch_liveness_lock(self) -> None:
         threading.Thread(target=self._fence_lost_lock, name="liveness-fence", daemon=True).start()
-        while not self._stop.wait(LIVENESS_CHECK_S):
+        # Every check while it is away: the drivers live only if it is back within the window.
+        while not self._stop.wait(LOST_LOCK_RETRY_S if self._regain.lost else LIVENESS_CHECK_S):
             try:
                 self.check_liveness_lock()
             except Exception as exc:     # the store is still away: try again at the next check
@@ -54,8 +56,8 @@ class Presence:
         """Our lock is gone while we live (its PostgreSQL session ended: a server restart, a
         failover, ``pg_terminate_backend``). The leader takes a lock that stays free, without a
         heartbeat from us, for ``Timeouts.lock_death_confirm_after`` as our death and replaces
-        our drivers. They live on only if the lock is back in time after a restart of the
-        server (``worker/lock_regain.py``); otherwise they die, well within the window
+        our drivers. They live on if the lock is back, with a heartbeat, before that window
+        could close (``worker/lock_regain.py``); otherwise they die, a margin before it
         (fail-stop), and no driver is launched until we hold the lock again and have
         registered afresh."""
         if self.liveness is None:
@@ -67,8 +69,7 @@ class Presence:
                 regain.seen_held(asked)
                 return
             with self._launching:
-                self._lock_lost = True
-                regain.seen_lost()
+                self._lock_lost = regain.lost = True
             log.warning("worker %s lost its liveness lock: taking it back (%d driver(s) running)", self.node_id,
                         len(self.children))
         if regain.lost:
@@ -87,27 +88,17 @@ class Presence:
         log.info("worker %s holds its liveness lock again", self.node_id)
 
     def _drivers_kept(self) -> bool | None:
-        """One try to take the lock back with the drivers alive: True if it is back in time and
-        they may live on (we are launching again), False if they must die now, None if the
+        """One try to take the lock back with the drivers alive: True if it is back and our
+        heartbeat landed in time (they may live on), False if they must die now, None if the
         store did not answer (try again, until ``LockRegain.kill_by``)."""
-        regain = self._regain
-        sent = clock.monotonic()
         try:
             if not self.children or not self.liveness.hold(worker_lock(self.node_id)):
                 return False       # nothing to keep, or another worker with our node id took it
             node_heartbeat(self.store, self.node_id)
-            with self.store.read() as conn:
-                grace_everywhere = every_coordinator_has(conn, LOCK_RESTART_GRACE)
-            asked = clock.monotonic()
-            up_for = self.liveness.server_up_for()
         except Exception as exc:
-            regain.tried(exc, sent)
             log.warning("worker %s: its liveness lock is not back yet: %s", self.node_id, exc)
             return None
-        if not (grace_everywhere and regain.keeps_drivers(asked, up_for)):
-            return False
-        regain.up_for = up_for
-        return True
+        return clock.monotonic() <= self._regain.kill_by()
 
     def _stop_keeping(self, kill: bool) -> bool:
         """The drivers were kept while the lock was away: now they die (``kill``), or the lock is
@@ -119,8 +110,8 @@ class Presence:
             self._regain.lost = False
             if not kill:
                 self._lock_lost = False
-                log.warning("worker %s holds its liveness lock again and keeps its %d driver(s): the store's "
-                            "server restarted %.1f s ago", self.node_id, len(self.children), self._regain.up_for)
+                log.warning("worker %s holds its liveness lock again and heartbeated in time: its %d driver(s) "
+                            "live on", self.node_id, len(self.children))
                 return True
             log.error("worker %s lost its liveness lock: killing its %d driver(s) and registering again",
                       self.node_id, len(self.children))
@@ -137,7 +128,7 @@ class Presence:
             lost = self._regain.lost
             if lost and clock.monotonic() >= self._regain.kill_by():
                 self._stop_keeping(kill=True)
-            self._stop.wait(0.05 if lost else LIVENESS_CHECK_S)
+            self._stop.wait(LOST_LOCK_RETRY_S if lost else LIVENESS_CHECK_S)
 
     def start_heartbeat(self) -> None:
         """Heartbeat from a thread of its own, every ``worker_heartbeat_interval`` until stopped.
