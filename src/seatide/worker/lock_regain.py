@@ -5,8 +5,9 @@ failover), in ``pg_terminate_backend``, or when the connection breaks. The leade
 that stayed free for ``Timeouts.lock_death_confirm_after``, with no heartbeat from the worker
 since it first saw it free, as the worker's death, and starts its jobs elsewhere
 (``coordinator/service.py``). So a worker that lost its lock has until that window less the
-margin, counted from the last time it saw the lock held (the lock was still its own then, so
-the leader's first sighting comes later), to do one of two things:
+margin, counted from the last time it saw the lock
+held (the lock was still its own then, so the leader's first sighting comes later), to do one
+of two things:
 
 - take the lock back and heartbeat: the heartbeat lands after any sighting of the free lock
   (the lock was free only before it was taken back), so it cancels any verdict, and the lock
@@ -14,8 +15,9 @@ the leader's first sighting comes later), to do one of two things:
   new sessions (``store/sessions.py``), so a job checkpoints again as soon as the store is
   back, with the same driver. This is the usual end of a quick restart of the server;
 - else kill its drivers (fail-stop), as before, at that moment at the latest: a thread of its
-  own does it, however long a try to take the lock back blocks. The margin
-  (``FENCE_MARGIN_S``) is what separates their death from the leader's earliest verdict.
+  own does it, however long a try to take the lock back blocks (as before, the kill waits
+  for a launch in progress, and a loss is seen only once the check of the lock returns). The
+  margin (``FENCE_MARGIN_S``) is what separates their death from the leader's earliest verdict.
 
 Nothing here needs to know why the lock was lost, nor whether the leader is of this version:
 the rule a heartbeat cancels a verdict by is the leader's since liveness locks exist.
@@ -41,5 +43,7 @@ class LockRegain:
         self.held_at = asked
 
     def kill_by(self) -> float:
-        """The moment the drivers must be dead by unless the lock is back and a heartbeat landed."""
+        """The moment the drivers must be dead by unless the lock is back and a heartbeat landed.
+        From this worker's timeouts: every process of a cluster must be given the same ones
+        (``timeouts.py``); a leader with a shorter heartbeat interval has a shorter window."""
         return self.held_at + self.timeouts.lock_death_confirm_after - FENCE_MARGIN_S
