@@ -19,8 +19,9 @@ of two things:
   for a launch in progress, and a loss is seen only once the check of the lock returns). The
   margin (``FENCE_MARGIN_S``) is what separates their death from the leader's earliest verdict.
 
-Nothing here needs to know why the lock was lost, nor whether the leader is of this version:
-the rule a heartbeat cancels a verdict by is the leader's since liveness locks exist.
+Nothing here needs to know why the lock was lost: the rule a heartbeat cancels a verdict by is
+the leader's own (the earliest coordinators with liveness locks took a free lock as a death at
+first sight; older coordinators must be stopped before an upgrade: docs/operations.md, Upgrading).
 """
 
 from __future__ import annotations
