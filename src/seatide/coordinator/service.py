@@ -361,11 +361,11 @@ class Coordinator:
 
         A free lock alone is no death certificate: a restart of PostgreSQL (or a failover, or
         ``pg_terminate_backend``) frees the lock of a live worker. Such a worker sees its lock
-        gone within ``LIVENESS_CHECK_S`` and takes it back with a heartbeat, or kills its drivers,
-        within the window below less a margin (worker/lock_regain.py). So a worker is dead when its lock has stayed free for
-        ``Timeouts.lock_death_confirm_after`` since it was first seen free and the worker has not
-        heartbeated since; and an attempt's driver died with it only if it has not heartbeated
-        since either (``reconcile.died_with_worker``). docs/operations.md says why this is safe.
+        gone within ``LIVENESS_CHECK_S``; it takes it back with a heartbeat, or kills its drivers,
+        within the window below less a margin (worker/lock_regain.py). So a worker is dead when its
+        lock has stayed free for ``Timeouts.lock_death_confirm_after`` since first seen free and the
+        worker has not heartbeated since; and an attempt's driver died with it only if it has not
+        heartbeated since either (``reconcile.died_with_worker``). docs/operations.md says why.
 
         Read after the node rows, so a worker registered in them had taken its lock before
         (it takes the lock, then registers). Only workers not yet lost by heartbeat are asked,

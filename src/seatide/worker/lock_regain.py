@@ -5,9 +5,8 @@ failover), in ``pg_terminate_backend``, or when the connection breaks. The leade
 that stayed free for ``Timeouts.lock_death_confirm_after``, with no heartbeat from the worker
 since it first saw it free, as the worker's death, and starts its jobs elsewhere
 (``coordinator/service.py``). So a worker that lost its lock has until that window less the
-margin, counted from the last time it saw the lock
-held (the lock was still its own then, so the leader's first sighting comes later), to do one
-of two things:
+margin, counted from the last time it saw the lock held (the lock was still its own then, so
+the leader's first sighting comes later), to do one of two things:
 
 - take the lock back and heartbeat: the heartbeat lands after any sighting of the free lock
   (the lock was free only before it was taken back), so it cancels any verdict, and the lock
