@@ -17,6 +17,7 @@ from sqlalchemy import insert, select, text, update
 from seatide.coordinator.lease import LeaderLease
 from seatide.coordinator.service import Coordinator, register_node
 from seatide.store import schema as s
+from seatide.store.clock import read_store_now
 from seatide.store.db import NotLeader, open_store
 from seatide.store.liveness import AdvisoryLocks, liveness_for, worker_lock
 from seatide.timeouts import Timeouts
@@ -218,10 +219,17 @@ def test_a_free_worker_lock_is_seen_and_a_held_one_is_not(store_url, tmp_path):
     try:
         name = worker_lock("w/odd id")
         assert holder.hold(name)
-        assert watcher.free_among([name, worker_lock("never-started")]) == {worker_lock("never-started")}
+        assert watcher.free_among([name, worker_lock("never-started")])[0] == {worker_lock("never-started")}
         assert holder.holds(name) and not watcher.hold(name)
         holder.release(name)
-        assert watcher.free_among([name]) == {name}
+        with store.read() as conn:
+            before = read_store_now(conn)
+        free, seen_at = watcher.free_among([name])
+        with store.read() as conn:
+            after = read_store_now(conn)
+        assert free == {name}
+        # the store's time of the probe itself: a free streak never counts from before it
+        assert before <= seen_at <= after
     finally:
         holder.close()
         watcher.close()
@@ -258,8 +266,13 @@ def test_a_free_worker_lock_is_a_death_only_once_it_stayed_free_and_the_worker_s
         beat = _heartbeat_at(store, "w-dead")
         assert dead_at(beat + 0.1) == {}
         worker_locks.release(worker_lock("w-dead"))      # the session ended: the lock is free
-        first_seen = beat + 0.2
-        assert dead_at(first_seen) == {}
+        with store.read() as conn:
+            released = read_store_now(conn)
+        assert dead_at(beat + 0.2) == {}
+        # First seen free when the probe read it, by the store's clock: not at the pass's ``now``,
+        # read before the probe (a streak counted from then could end before the worker's window).
+        first_seen = coordinator._lock_free_since[worker_lock("w-dead")]
+        assert released <= first_seen
         assert dead_at(first_seen + confirm - 0.05) == {}
         assert dead_at(first_seen + confirm) == {"w-dead": first_seen}
         with store.write() as conn:       # it came back: a heartbeat after its lock went free

@@ -381,11 +381,11 @@ class Coordinator:
             self._lock_free_since.clear()
             return {}
         try:
-            free = self.liveness.free_among(watched)
+            free, seen_at = self.liveness.free_among(watched)     # read after the pass's now: the later
         except Exception as exc:    # an accelerator only: the heartbeats still judge them
             log.warning("cannot read the workers' liveness locks: %s", exc)
             return {}
-        since = {name: self._lock_free_since.get(name, now) for name in free}
+        since = {name: self._lock_free_since.get(name, max(now, seen_at)) for name in free}
         self._lock_free_since = since
         dead = {}
         for name, first_free in since.items():

@@ -36,6 +36,7 @@ import threading
 import zlib
 from typing import Iterable, Protocol
 
+from seatide import clock
 from seatide.timeouts import Timeouts
 
 log = logging.getLogger(__name__)
@@ -66,8 +67,10 @@ class Liveness(Protocol):
     def release(self, name: str) -> None:
         ...
 
-    def free_among(self, names: Iterable[str]) -> set[str]:
-        """Which of these locks nobody holds now: their holders have died."""
+    def free_among(self, names: Iterable[str]) -> tuple[set[str], float]:
+        """Which of these locks nobody holds now (their holders have died), and the store's time
+        read after they were: a free streak is counted from no earlier than a moment the lock was
+        seen free, so never from before its holder last saw it held (worker/lock_regain.py)."""
 
     def close(self) -> None:
         ...
@@ -121,7 +124,7 @@ class FileLocks:
             if fd is not None:
                 os.close(fd)          # closing the only fd of the open file releases the flock
 
-    def free_among(self, names: Iterable[str]) -> set[str]:
+    def free_among(self, names: Iterable[str]) -> tuple[set[str], float]:
         free = set()
         for name in names:
             if name in self._fds:
@@ -138,7 +141,7 @@ class FileLocks:
                     free.add(name)
             finally:
                 os.close(fd)
-        return free
+        return free, clock.store_now()
 
     def close(self) -> None:
         for name in list(self._fds):
@@ -232,19 +235,22 @@ class AdvisoryLocks:
             except Exception as exc:    # the session is closed then, which releases it too
                 log.warning("liveness lock %s: release failed (%s); its session was closed", name, exc)
 
-    def free_among(self, names: Iterable[str]) -> set[str]:
+    def free_among(self, names: Iterable[str]) -> tuple[set[str], float]:
         names = [n for n in names if n not in self._held]
         if not names:
-            return set()
+            return set(), 0.0       # nothing free: no time to count from
         keys = {self.key(n)[1]: n for n in names}
         with self._mutex:
-            # Read pg_locks rather than try the locks: a probe never stands in a holder's way.
-            rows = self._query("SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                               "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-                               "AND classid::bigint = %s AND objsubid = 2 AND objid::bigint = ANY(%s)",
-                               (ADVISORY_CLASS, list(keys)))
-        held = {int(row[0]) for row in rows}
-        return {name for objid, name in keys.items() if objid not in held}
+            # Read pg_locks rather than try the locks: a probe never stands in a holder's way. The
+            # time is read on the aggregate's output, so after pg_locks was.
+            [(seen_at, held)] = self._query(
+                "SELECT extract(epoch FROM clock_timestamp())::float8, objids FROM (SELECT "
+                "coalesce(array_agg(objid::bigint), '{}') AS objids FROM pg_locks WHERE locktype = 'advisory' "
+                "AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND classid::bigint = %s AND objsubid = 2 AND objid::bigint = ANY(%s)) AS probe",
+                (ADVISORY_CLASS, list(keys)))
+        held = {int(objid) for objid in held}
+        return {name for objid, name in keys.items() if objid not in held}, seen_at
 
     def close(self) -> None:
         with self._mutex:

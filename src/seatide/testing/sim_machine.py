@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
+from seatide import clock
 from seatide.store.db import Store
 
 # Simulated pids lie above Linux's pid_max: no real process can ever be mistaken for one.
@@ -82,8 +83,8 @@ class SimLiveness:
         if self.holds(name):
             del self.locks.owners[name]
 
-    def free_among(self, names) -> set[str]:
-        return {name for name in names if name not in self.locks.owners}
+    def free_among(self, names) -> tuple[set[str], float]:
+        return {name for name in names if name not in self.locks.owners}, clock.store_now()
 
     def close(self) -> None:
         self.locks.crash(self.process)
