@@ -5,11 +5,14 @@ window's end less the margin when it is not, however the worker's own tries fare
 A real private PostgreSQL (restarted with ``pg_ctl restart -m fast``, as an operator or a
 managed failover would, or stopped for as long as a test wants), a real ``Worker`` holding its
 lock on its own session, and a real child process standing for its driver (``sleep``: killed or
-not is what is asserted). The worker's watch is driven by the test, as its thread would run it.
+not is what is asserted). The worker's watch is driven by the test, as its thread would run it,
+or runs in its own thread where a check must block. A worker's launch gate is shown on SQLite.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import threading
 import time
@@ -17,14 +20,20 @@ import time
 import pytest
 from sqlalchemy import select
 
-from seatide.coordinator.service import register_node
+from seatide import clock, intents
+from seatide.coordinator.service import Coordinator
 from seatide.store import schema as s
+from seatide.store.address import default_store_url
 from seatide.store.clock import read_store_now
 from seatide.store.db import open_store
 from seatide.store.liveness import AdvisoryLocks, worker_lock
+from seatide.store.states import AttemptState
+from seatide.testing.cluster import wait_for
+from seatide.testing.jobs import CONSOLE_JOB
 from seatide.testing.servers import PrivatePostgres
 from seatide.timeouts import Timeouts
-from seatide.worker.agent import Worker
+from seatide.worker.agent import UNLAUNCHED, Worker
+from seatide.worker.lock_regain import LockState
 
 # A window of 6 s (heartbeat interval 5 s + the 1 s margin): a restart is back well inside it,
 # on a loaded machine too, so the drivers live on whatever the machine's speed.
@@ -51,7 +60,7 @@ def _worker(server, tmp_path, timeouts: Timeouts):
     store = open_store(url)
     worker = Worker(store, url, str(tmp_path), node_id="w-regain", slots=1, timeouts=timeouts,
                     liveness=AdvisoryLocks(url, timeouts))
-    worker._take_liveness_lock()
+    worker._regain.seen_held(worker._take_liveness_lock())
     worker.register()
     worker.children[ATTEMPT] = subprocess.Popen(["sleep", "600"])
     return worker
@@ -74,7 +83,7 @@ def _watch_until_settled(worker: Worker, timeout: float = 60) -> None:
             worker.check_liveness_lock()
         except Exception:           # the store is still away: the thread tries again
             pass
-        if not worker._lock_lost and worker.liveness.holds(worker_lock(worker.node_id)):
+        if worker._regain.state is LockState.HELD and worker.liveness.holds(worker_lock(worker.node_id)):
             return
         assert time.monotonic() < deadline, "the worker never held its lock again"
         time.sleep(0.05)
@@ -119,16 +128,92 @@ def test_a_lock_not_back_in_time_kills_the_drivers_even_while_the_worker_is_stuc
         server.stop_server()
         down = True
         worker.check_liveness_lock()                  # finds it gone; its try is refused
-        assert worker._regain.lost and driver.poll() is None
+        assert worker._regain.state is LockState.AWAY and driver.poll() is None
+        kill_by = worker._regain.kill_by()
         fence.start()
         assert driver.wait(timeout=30) == -9
+        assert clock.monotonic() >= kill_by, "killed before its window ended: a lock back in time could not save it"
+        assert worker._regain.state is LockState.FENCED
         assert ATTEMPT in worker._killed_for_outage   # its exit is the outage's, not charged to the job
         server.start_server()
         down = False
         _watch_until_settled(worker)                  # it records the exit and registers afresh
-        assert ATTEMPT not in worker.children and not worker._lock_lost
+        assert ATTEMPT not in worker.children and worker._regain.may_launch
     finally:
         if down:
             server.start_server()
         _close(worker)
         fence.join(timeout=5)
+
+
+def test_a_check_of_the_lock_that_never_answers_kills_the_drivers_by_the_windows_end(server, tmp_path):
+    """The lock session's server process is stopped (SIGSTOP): the check asked on it answers
+    nothing, as on a connection a failover black-holed, while the lock may be free to a new
+    server for all the worker knows. The worker's own watch and fence threads run; the fence
+    must kill the driver by the window's end without the loss ever being seen. Woken, the
+    session answers that it still holds the lock: the worker registers afresh and launches again."""
+    worker = _worker(server, tmp_path, SHORT)
+    backend = worker.liveness._conn.info.backend_pid
+    watch = threading.Thread(target=worker._watch_liveness_lock, daemon=True)
+    stopped = False
+    try:
+        [driver] = worker.children.values()
+        watch.start()
+        first = worker._regain.held_at
+        wait_for(lambda: worker._regain.held_at > first, 30, interval=0.05, message="the watch to see its lock held")
+        os.kill(backend, signal.SIGSTOP)
+        stopped = True
+        wait_for(lambda: worker._regain.asked_at is not None, 30, interval=0.01,
+                 message="a check asked of the stopped session")
+        assert driver.wait(timeout=30) == -9, "the driver outlived a window in which its lock was never shown held"
+        assert time.monotonic() >= worker._regain.kill_by() and worker._regain.state is LockState.FENCED
+        assert ATTEMPT in worker._killed_for_outage
+        os.kill(backend, signal.SIGCONT)
+        stopped = False
+        wait_for(lambda: worker._regain.state is LockState.HELD and ATTEMPT not in worker.children, 30,
+                 interval=0.05, message="the worker to record the killed driver and hold its lock again")
+    finally:
+        if stopped:
+            os.kill(backend, signal.SIGCONT)
+        _close(worker)
+        watch.join(timeout=5)
+
+
+def test_a_claimed_attempt_is_not_started_once_the_lock_is_found_gone_and_ends_uncharged(tmp_path):
+    """The claim and the reads before a fork need the store; the fence does not wait for them.
+    A launch that finds the lock gone at the fork starts nothing, and its claimed attempt ends
+    as the outage's (SQLite: the gate is the worker's, whatever the store)."""
+    data_dir = str(tmp_path)
+    url = default_store_url(data_dir)
+    store = open_store(url)
+    started = []
+
+    class Launcher:
+        def start(self, *args):
+            started.append(args)
+            raise AssertionError("a driver was started with the worker's liveness lock found gone")
+
+    worker = Worker(store, url, data_dir, node_id="w", timeouts=SHORT, launcher=Launcher())
+    coordinator = Coordinator(store, node_id="c", data_dir=data_dir, timeouts=SHORT)
+    try:
+        worker.register()
+        intents.submit(store, data_dir, text=CONSOLE_JOB, job_id="gated", actor="test")
+
+        def assigned():
+            if coordinator.lease.tick():
+                coordinator.reconcile_all()
+            with store.read() as conn:
+                return conn.execute(select(s.attempts).where(s.attempts.c.job_id == "gated")).all()
+
+        wait_for(lambda: [a for a in assigned() if a.state == AttemptState.ASSIGNED], 30, interval=0.05,
+                 message="the leader to assign the job's attempt to the worker")
+        [attempt] = assigned()
+        worker._regain.seen_gone()          # found gone between its claim's check and its fork
+        worker._launch_claimed(attempt)
+        worker.step()
+        [attempt] = assigned()
+        assert not started and attempt.attempt_id not in worker.children
+        assert attempt.state == AttemptState.FAILED and attempt.ended_at is not None
+        assert attempt.error == UNLAUNCHED and not attempt.charged
+    finally:
+        store.dispose()

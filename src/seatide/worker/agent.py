@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 
 OUTAGE_KILL = ("killed by its worker, whose liveness lock's store session ended (a restart or failover of the "
                "store): not the job's failure, retried without counting against job.retry.times")
+UNLAUNCHED = ("not launched: its worker's liveness lock was found lost, or not shown held in time, as it was about "
+              "to start the driver: not the job's failure, retried without counting against job.retry.times")
 
 
 class Worker(Presence, DriverLaunch):
@@ -80,12 +82,12 @@ class Worker(Presence, DriverLaunch):
         self._reported_end: dict[int, float] = {}             # attempt_id -> when we saw its end
         self._stop = threading.Event()
         self._wake = threading.Event()
-        # Set from the moment our liveness lock is found gone until we hold it again: no driver
-        # is launched meanwhile. ``_launching`` makes a launch and the kill sweep exclusive.
-        self._lock_lost = False
-        self._regain = LockRegain(self.timeouts)      # when it was last seen held; whether it may come back
+        # Our liveness lock as last seen (``lock_regain.py``): drivers are launched only while it
+        # is held. ``_launching`` makes a fork and the fence's kill exclusive.
+        self._regain = LockRegain(self.timeouts)
         self._launching = threading.Lock()
         self._killed_for_outage: set[int] = set()     # attempts whose drivers that kill ended
+        self._unlaunched: set[int] = set()            # claimed, then not started: the lock may be lost
         self._beating: threading.Thread | None = None
         self._stepped_at = clock.monotonic()     # the loop's last step: the heartbeat's proof of progress
         self._spark_confs: dict[tuple[str, str], dict | None] = {}   # (config, variables) -> conf
@@ -97,7 +99,7 @@ class Worker(Presence, DriverLaunch):
     # -- lifecycle ---------------------------------------------------------------------------
     def run(self) -> None:
         """The worker loop; drivers die with the thread that runs it, so keep it long-lived."""
-        self._take_liveness_lock()
+        self._regain.seen_held(self._take_liveness_lock())
         self._step_on_new_session(self.register, "registering")
         self.start_heartbeat()
         if self.liveness is not None:    # its own thread: a busy or blocked loop must not delay it
@@ -187,6 +189,8 @@ class Worker(Presence, DriverLaunch):
     # -- one pass ----------------------------------------------------------------------------
     def step(self) -> None:
         self._stepped_at = clock.monotonic()
+        for attempt_id in list(self._unlaunched):
+            self.record_exit(attempt_id, None, error=UNLAUNCHED, store_outage=True)
         with self.store.read() as conn:
             mine = conn.execute(select(s.attempts).where(and_(
                 s.attempts.c.worker_id == self.node_id, s.attempts.c.ended_at.is_(None)))).all()
@@ -273,6 +277,7 @@ class Worker(Presence, DriverLaunch):
         LOG_MASKING.drop((self.node_id, attempt_id))
         self._reported_end.pop(attempt_id, None)
         self._killed_for_outage.discard(attempt_id)
+        self._unlaunched.discard(attempt_id)
 
 
 def _exit_message(code: int | None) -> str:

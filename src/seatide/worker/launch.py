@@ -45,9 +45,8 @@ class DriverLaunch:
         return claimed == 1
 
     def _launch(self, attempt) -> None:
-        with self._launching:      # never beside the kill sweep of a lost liveness lock
-            if not self._lock_lost:
-                self._launch_claimed(attempt)
+        if self._regain.may_launch:      # asked again at the fork, under the fence's mutex
+            self._launch_claimed(attempt)
 
     def _launch_claimed(self, attempt) -> None:
         if attempt.attempt_id in self.children or not self.claim(attempt):
@@ -66,17 +65,37 @@ class DriverLaunch:
             conf = None
         log_file = self._driver_log(attempt.job_id, log_path)
         LOG_MASKING.hold((self.node_id, attempt.attempt_id), log_file.secrets)     # a misfit names a value
-        armed = failpoints.armed_for_job(attempt.job_id)
-        # a warm driver read its failpoints when it started: a job that arms some goes cold
-        proc = None if armed else self._hand_to_warm_driver(attempt, conf, log_file)
+        proc = self._start_driver(attempt, command, conf, log_file)
         if proc is None:
-            proc = self.launcher.start(command, log_file, self._driver_env(conf, armed=armed), self.inherit_stdout)
-        self.children[attempt.attempt_id] = proc
+            return
         failpoints.hit("worker.after_launch")
         # Its own step: a retried loop step finds the driver among our children and would not
         # write its pid again.
         self._step_on_new_session(lambda: self._record_pid(attempt.attempt_id, proc.pid), "recording a pid")
         log.info("launched driver pid %s for job %s attempt %s", proc.pid, attempt.job_id, attempt.attempt_id)
+
+    def _start_driver(self, attempt, command: list[str], conf: dict | None, log_file: DriverLog):
+        """The fork (or the hand-off to a warm driver), under the mutex the liveness fence kills
+        under: a driver started is a child the fence sees, and none starts once the lock may be
+        lost. Only this is under it: the store I/O around a launch may block for as long as the
+        store is away, and the fence must not wait for it. None: not started (the loop records
+        the claimed attempt as ended by the outage, uncharged)."""
+        armed = failpoints.armed_for_job(attempt.job_id)
+        with self._launching:
+            if not self._regain.may_launch:
+                log.warning("job %s attempt %s not launched: this worker's liveness lock may be lost",
+                            attempt.job_id, attempt.attempt_id)
+                LOG_MASKING.drop((self.node_id, attempt.attempt_id))
+                log_file.close()
+                self._unlaunched.add(attempt.attempt_id)
+                return None
+            # a warm driver read its failpoints when it started: a job that arms some goes cold
+            proc = None if armed else self._hand_to_warm_driver(attempt, conf, log_file)
+            if proc is None:
+                proc = self.launcher.start(command, log_file, self._driver_env(conf, armed=armed),
+                                           self.inherit_stdout)
+            self.children[attempt.attempt_id] = proc
+            return proc
 
     def _record_pid(self, attempt_id: int, pid: int) -> None:
         with self.store.write() as conn:

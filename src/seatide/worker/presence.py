@@ -3,7 +3,8 @@ and taken again after a store outage (its drivers kept when it is back in time, 
 else killed first), and its heartbeat, from a thread of its own, which stops when the loop is stuck.
 
 A mixin of ``Worker``, apart from the loop that launches and supervises drivers (``agent.py``):
-the two meet only in ``_launching`` (a launch and the outage's kill sweep are exclusive),
+the two meet only in ``_launching`` (a fork and the fence's kill are exclusive, and every move
+of ``LockRegain`` is made under it),
 ``_stepped_at`` (the loop's proof of progress) and ``record_exit``.
 """
 
@@ -16,6 +17,7 @@ from seatide import clock
 from seatide.coordinator.service import node_heartbeat, register_node
 from seatide.store.liveness import worker_lock
 from seatide.timeouts import LIVENESS_CHECK_S, LIVENESS_TAKE_WITHIN_S
+from seatide.worker.lock_regain import LockState
 
 log = logging.getLogger(__name__)
 
@@ -28,15 +30,16 @@ class WorkerRefused(Exception):
 
 
 class Presence:
-    def _take_liveness_lock(self) -> None:
+    def _take_liveness_lock(self) -> float:
+        """Take our lock, retrying for ``LIVENESS_TAKE_WITHIN_S``; the moment the try that took
+        it was asked."""
         if self.liveness is None:
-            return
+            return clock.monotonic()
         deadline = clock.monotonic() + LIVENESS_TAKE_WITHIN_S
         while True:
-            sent = clock.monotonic()
+            asked = clock.monotonic()
             if self.liveness.hold(worker_lock(self.node_id)):
-                self._regain.seen_held(sent)
-                return
+                return asked
             if clock.monotonic() >= deadline:
                 raise WorkerRefused(f"another worker with node id {self.node_id!r} is running on this store (it "
                                     f"holds the worker's liveness lock); stop it, or give this one another "
@@ -46,7 +49,7 @@ class Presence:
     def _watch_liveness_lock(self) -> None:
         threading.Thread(target=self._fence_lost_lock, name="liveness-fence", daemon=True).start()
         # Every check while it is away: the drivers live only if it is back within the window.
-        while not self._stop.wait(LOST_LOCK_RETRY_S if self._regain.lost else LIVENESS_CHECK_S):
+        while not self._stop.wait(LIVENESS_CHECK_S if self._regain.may_launch else LOST_LOCK_RETRY_S):
             try:
                 self.check_liveness_lock()
             except Exception as exc:     # the store is still away: try again at the next check
@@ -57,78 +60,90 @@ class Presence:
         failover, ``pg_terminate_backend``). The leader takes a lock that stays free, without a
         heartbeat from us, for ``Timeouts.lock_death_confirm_after`` as our death and replaces
         our drivers. They live on if the lock is back, with a heartbeat, before that window
-        could close (``worker/lock_regain.py``); otherwise they die, a margin before it
-        (fail-stop), and no driver is launched until we hold the lock again and have
-        registered afresh."""
+        could close; otherwise they die, a margin before it (fail-stop), and no driver is
+        launched until we hold the lock again and have registered afresh (``lock_regain.py``)."""
         if self.liveness is None:
             return
         regain = self._regain
-        if not self._lock_lost:
+        if regain.state is LockState.HELD:
             asked = clock.monotonic()
-            if self.liveness.holds(worker_lock(self.node_id)):
-                regain.seen_held(asked)
-                return
+            regain.asking(asked)          # unanswered by the window's end, the fence kills the drivers
+            held = self.liveness.holds(worker_lock(self.node_id))
             with self._launching:
-                self._lock_lost = regain.lost = True
-            log.warning("worker %s lost its liveness lock: taking it back (%d driver(s) running)", self.node_id,
-                        len(self.children))
-        if regain.lost:
+                if held and regain.seen_held(asked):
+                    return
+                if not held:
+                    regain.seen_gone()
+            if regain.state is LockState.AWAY:
+                log.warning("worker %s lost its liveness lock: taking it back (%d driver(s) running)",
+                            self.node_id, len(self.children))
+        if regain.state is LockState.AWAY:
             kept = self._drivers_kept()
-            if kept is None and clock.monotonic() < regain.kill_by():
+            if kept is None and not regain.must_fence(clock.monotonic()):
                 return             # the store did not answer: try again at the next check
-            if self._stop_keeping(kill=not kept):
+            if kept:
                 return             # the lock is back in time: the drivers live on
+            self._fence("its liveness lock is not back in time")
         for attempt_id, proc in list(self.children.items()):
             proc.wait()
             # Needs the store: retried until it is back. Not the job's failure: not charged.
             self.record_exit(attempt_id, proc.returncode, store_outage=True)
-        self._take_liveness_lock()
+        asked = self._take_liveness_lock()
         register_node(self.store, self.node_id, "worker", slots=self.slots, liveness=True)
-        self._lock_lost = False
+        with self._launching:
+            regain.taken_again(asked)
         log.info("worker %s holds its liveness lock again", self.node_id)
 
     def _drivers_kept(self) -> bool | None:
         """One try to take the lock back with the drivers alive: True if it is back and our
-        heartbeat landed in time (they may live on), False if they must die now, None if the
-        store did not answer (try again, until ``LockRegain.kill_by``)."""
+        heartbeat landed in time (they live on), False if they must die now, None if the store
+        did not answer (try again, until ``LockRegain.kill_by``)."""
         try:
+            asked = clock.monotonic()
             if not self.children or not self.liveness.hold(worker_lock(self.node_id)):
                 return False       # nothing to keep, or another worker with our node id took it
             node_heartbeat(self.store, self.node_id)
         except Exception as exc:
             log.warning("worker %s: its liveness lock is not back yet: %s", self.node_id, exc)
             return None
-        return clock.monotonic() <= self._regain.kill_by()
+        return clock.monotonic() <= self._regain.kill_by() and self._keep_drivers(asked)
 
-    def _stop_keeping(self, kill: bool) -> bool:
-        """The drivers were kept while the lock was away: now they die (``kill``), or the lock is
-        back in time and we launch again. True if they live on; False if they were killed, here
-        or first by ``_fence_lost_lock`` (a lock shown back then comes too late for them)."""
+    def _keep_drivers(self, asked: float) -> bool:
+        """The lock is back and our heartbeat landed in time: the drivers live on, and we launch
+        again. False if the fence killed them first (a lock shown back then comes too late)."""
         with self._launching:
-            if not self._regain.lost:
+            if not self._regain.seen_held(asked):
                 return False
-            self._regain.lost = False
-            if not kill:
-                self._lock_lost = False
-                log.warning("worker %s holds its liveness lock again and heartbeated in time: its %d driver(s) "
-                            "live on", self.node_id, len(self.children))
-                return True
-            log.error("worker %s lost its liveness lock: killing its %d driver(s) and registering again",
-                      self.node_id, len(self.children))
+            log.warning("worker %s holds its liveness lock again and heartbeated in time: its %d driver(s) "
+                        "live on", self.node_id, len(self.children))
+            return True
+
+    def _fence(self, why: str, only_if_due: bool = False) -> None:
+        """Kill our drivers (once): ``only_if_due``, only if their window has ended unanswered
+        (a check may have answered while we waited for the mutex)."""
+        with self._launching:
+            regain = self._regain
+            if regain.state is LockState.FENCED or (only_if_due and not regain.must_fence(clock.monotonic())):
+                return
+            regain.fenced()
+            log.error("worker %s: %s: killing its %d driver(s) and registering again", self.node_id, why,
+                      len(self.children))
             for attempt_id, proc in list(self.children.items()):
                 if proc.poll() is None:
                     self._killed_for_outage.add(attempt_id)
                     proc.kill()
-            return False
 
     def _fence_lost_lock(self) -> None:
         """Its own thread: the drivers die once ``LockRegain.kill_by`` passes with the lock not
-        back, however long a try to take it back blocks (a connect may wait seconds)."""
+        shown held, however long a check or a try to take it back blocks (a connection
+        black-holed by a failover answers nothing for minutes)."""
+        regain = self._regain
         while not self._stop.is_set():
-            lost = self._regain.lost
-            if lost and clock.monotonic() >= self._regain.kill_by():
-                self._stop_keeping(kill=True)
-            self._stop.wait(LOST_LOCK_RETRY_S if lost else LIVENESS_CHECK_S)
+            now = clock.monotonic()
+            if regain.must_fence(now):
+                self._fence("its liveness lock was not shown held in time", only_if_due=True)
+            left = regain.kill_by() - now
+            self._stop.wait(min(LIVENESS_CHECK_S, left) if left > 0 else LOST_LOCK_RETRY_S)
 
     def start_heartbeat(self) -> None:
         """Heartbeat from a thread of its own, every ``worker_heartbeat_interval`` until stopped.
