@@ -56,8 +56,8 @@ class SimLocks:
     def __init__(self):
         self.owners: dict[str, str] = {}
 
-    def view(self, process: str) -> "SimLiveness":
-        return SimLiveness(self, process)
+    def view(self, process: str, store: ProcessStore | None = None) -> "SimLiveness":
+        return SimLiveness(self, process, store)
 
     def crash(self, process: str) -> None:
         for name in [n for n, owner in self.owners.items() if owner == process]:
@@ -70,20 +70,28 @@ class SimLocks:
 class SimLiveness:
     """One process's handle on ``SimLocks``, answering as ``store.liveness.Liveness`` does."""
 
-    def __init__(self, locks: SimLocks, process: str):
-        self.locks, self.process = locks, process
+    def __init__(self, locks: SimLocks, process: str, store: ProcessStore | None = None):
+        self.locks, self.process, self.store = locks, process, store
+
+    def _cut(self) -> bool:
+        return self.store is not None and self.store.partitioned
 
     def hold(self, name: str) -> bool:
+        if self._cut():        # the lock's session cannot be reached: nothing taken (the server keeps what it had)
+            raise StorePartitioned("store unreachable (simulated partition)")
         return self.locks.owners.setdefault(name, self.process) == self.process
 
     def holds(self, name: str) -> bool:
-        return self.locks.owners.get(name) == self.process
+        # cut off, the check fails, and AdvisoryLocks answers "gone" on an error
+        return not self._cut() and self.locks.owners.get(name) == self.process
 
     def release(self, name: str) -> None:
         if self.holds(name):
             del self.locks.owners[name]
 
     def free_among(self, names) -> tuple[set[str], float]:
+        if self._cut():
+            raise StorePartitioned("store unreachable (simulated partition)")
         return {name for name in names if name not in self.locks.owners}, clock.store_now()
 
     def close(self) -> None:

@@ -124,7 +124,7 @@ class World:
         self.current = proc
         try:
             proc.crashed, proc.reconciling, proc.last_beat = False, None, -1e9
-            liveness = self.locks.view(proc.name) if self.locks is not None else None
+            liveness = self.locks.view(proc.name, proc.store) if self.locks is not None else None
             if proc.kind == "coordinator":
                 proc.obj = Coordinator(proc.store, node_id=proc.name, history_expire_s=HISTORY_EXPIRE_S,
                                        liveness=liveness)
@@ -308,7 +308,8 @@ class World:
 
     def _worker_step(self, proc: Proc) -> str:
         try:
-            proc.obj.check_liveness_lock()     # its own thread in a real worker
+            proc.obj.fence_if_due()            # these two are threads of their own in a real worker
+            proc.obj.check_liveness_lock()
             if self.now() - proc.last_beat >= 1.0:
                 node_heartbeat(proc.store, proc.name)
                 proc.last_beat = self.now()

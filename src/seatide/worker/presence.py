@@ -137,13 +137,17 @@ class Presence:
         """Its own thread: the drivers die once ``LockRegain.kill_by`` passes with the lock not
         shown held, however long a check or a try to take it back blocks (a connection
         black-holed by a failover answers nothing for minutes)."""
-        regain = self._regain
         while not self._stop.is_set():
-            now = clock.monotonic()
-            if regain.must_fence(now):
-                self._fence("its liveness lock was not shown held in time", only_if_due=True)
-            left = regain.kill_by() - now
+            left = self.fence_if_due()
             self._stop.wait(min(LIVENESS_CHECK_S, left) if left > 0 else LOST_LOCK_RETRY_S)
+
+    def fence_if_due(self) -> float:
+        """One look of the fence thread (the simulation takes it as a step): kill the drivers if
+        their window ended with the lock not shown held; the seconds left of the window."""
+        now = clock.monotonic()
+        if self._regain.must_fence(now):
+            self._fence("its liveness lock was not shown held in time", only_if_due=True)
+        return self._regain.kill_by() - now
 
     def start_heartbeat(self) -> None:
         """Heartbeat from a thread of its own, every ``worker_heartbeat_interval`` until stopped.
