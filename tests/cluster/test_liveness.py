@@ -268,9 +268,9 @@ def test_a_free_worker_lock_is_a_death_only_once_it_stayed_free_and_the_worker_s
         worker_locks.release(worker_lock("w-dead"))      # the session ended: the lock is free
         with store.read() as conn:
             released = read_store_now(conn)
-        assert dead_at(beat + 0.2) == {}
-        # First seen free when the probe read it, by the store's clock: not at the pass's ``now``,
-        # read before the probe (a streak counted from then could end before the worker's window).
+        assert dead_at(released - 0.5) == {}       # a pass whose now was read well before its probe
+        # First seen free when the probe read it, by the store's clock: not at the pass's ``now``
+        # (a streak counted from then could end before the worker's window).
         first_seen = coordinator._lock_free_since[worker_lock("w-dead")]
         assert released <= first_seen
         assert dead_at(first_seen + confirm - 0.05) == {}

@@ -43,7 +43,7 @@ def test_a_warm_driver_misfit_never_shows_a_setting_s_secret_in_the_worker_log(c
     if held:
         LOG_MASKING.hold(("w-review9", 1), secret_values(config, {}) | {"Tn9q-7731"})
     try:
-        with caplog.at_level(logging.INFO, logger="seatide.worker.agent"):
+        with caplog.at_level(logging.INFO, logger="seatide.worker"):
             assert Worker._hand_to_warm_driver(worker, attempt, spark_conf_for(load_job_env(config, {})), None) is None
             logging.getLogger("seatide.worker.agent").info("endpoint http://minio-Tn9q-7731:9000 token=abc-99")
     finally:

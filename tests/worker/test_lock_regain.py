@@ -163,8 +163,6 @@ def test_a_check_of_the_lock_that_never_answers_kills_the_drivers_by_the_windows
         wait_for(lambda: worker._regain.held_at > first, 30, interval=0.05, message="the watch to see its lock held")
         os.kill(backend, signal.SIGSTOP)
         stopped = True
-        wait_for(lambda: worker._regain.asked_at is not None, 30, interval=0.01,
-                 message="a check asked of the stopped session")
         assert driver.wait(timeout=30) == -9, "the driver outlived a window in which its lock was never shown held"
         assert time.monotonic() >= worker._regain.kill_by() and worker._regain.state is LockState.FENCED
         assert ATTEMPT in worker._killed_for_outage
@@ -179,41 +177,51 @@ def test_a_check_of_the_lock_that_never_answers_kills_the_drivers_by_the_windows
         watch.join(timeout=5)
 
 
-def test_a_claimed_attempt_is_not_started_once_the_lock_is_found_gone_and_ends_uncharged(tmp_path):
-    """The claim and the reads before a fork need the store; the fence does not wait for them.
-    A launch that finds the lock gone at the fork starts nothing, and its claimed attempt ends
-    as the outage's (SQLite: the gate is the worker's, whatever the store)."""
+def test_a_claimed_attempt_that_starts_no_driver_ends_uncharged_at_the_next_step(tmp_path):
+    """The claim and the reads before a fork need the store; the fence waits for none of them.
+    A launch whose lock is not shown held at the fork starts nothing, and one whose fork fails
+    after the claim starts nothing either: each claimed attempt ends at the loop's next step as
+    the outage's, not stuck in LAUNCHING until the leader's launch timeout charges the job
+    (SQLite: the gate is the worker's, whatever the store)."""
     data_dir = str(tmp_path)
     url = default_store_url(data_dir)
     store = open_store(url)
     started = []
 
-    class Launcher:
+    class ForkFails:
         def start(self, *args):
             started.append(args)
-            raise AssertionError("a driver was started with the worker's liveness lock found gone")
+            raise OSError(11, "Resource temporarily unavailable")      # fork: EAGAIN
 
-    worker = Worker(store, url, data_dir, node_id="w", timeouts=SHORT, launcher=Launcher())
+    worker = Worker(store, url, data_dir, node_id="w", timeouts=SHORT, launcher=ForkFails())
     coordinator = Coordinator(store, node_id="c", data_dir=data_dir, timeouts=SHORT)
+
+    def attempt_of(job_id: str):
+        if coordinator.lease.tick():
+            coordinator.reconcile_all()
+        with store.read() as conn:
+            return conn.execute(select(s.attempts).where(s.attempts.c.job_id == job_id)).first()
+
     try:
         worker.register()
-        intents.submit(store, data_dir, text=CONSOLE_JOB, job_id="gated", actor="test")
-
-        def assigned():
-            if coordinator.lease.tick():
-                coordinator.reconcile_all()
-            with store.read() as conn:
-                return conn.execute(select(s.attempts).where(s.attempts.c.job_id == "gated")).all()
-
-        wait_for(lambda: [a for a in assigned() if a.state == AttemptState.ASSIGNED], 30, interval=0.05,
-                 message="the leader to assign the job's attempt to the worker")
-        [attempt] = assigned()
-        worker._regain.seen_gone()          # found gone between its claim's check and its fork
-        worker._launch_claimed(attempt)
+        for job_id in ("gated", "unforked"):
+            intents.submit(store, data_dir, text=CONSOLE_JOB, job_id=job_id, actor="test")
+            wait_for(lambda: getattr(attempt_of(job_id), "state", None) == AttemptState.ASSIGNED, 30, interval=0.05,
+                     message=f"the leader to assign {job_id}'s attempt to the worker")
+        with worker._regain.mutex:
+            worker._regain.seen_gone()          # found gone between the loop's look and the fork
+        worker._launch_claimed(attempt_of("gated"))
+        assert not started and attempt_of("gated").state == AttemptState.LAUNCHING
+        with worker._regain.mutex:
+            worker._regain.seen_held(clock.monotonic())
+        with pytest.raises(OSError):
+            worker._launch_claimed(attempt_of("unforked"))
+        assert len(started) == 1 and attempt_of("unforked").state == AttemptState.LAUNCHING
         worker.step()
-        [attempt] = assigned()
-        assert not started and attempt.attempt_id not in worker.children
-        assert attempt.state == AttemptState.FAILED and attempt.ended_at is not None
-        assert attempt.error == UNLAUNCHED and not attempt.charged
+        for job_id in ("gated", "unforked"):
+            attempt = attempt_of(job_id)
+            assert attempt.attempt_id not in worker.children
+            assert attempt.state == AttemptState.FAILED and attempt.ended_at is not None, job_id
+            assert attempt.error == UNLAUNCHED and not attempt.charged, job_id
     finally:
         store.dispose()

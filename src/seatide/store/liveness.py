@@ -58,6 +58,8 @@ def worker_lock(node_id: str) -> str:
 
 
 class Liveness(Protocol):
+    can_lose_held: bool     # whether a live holder can lose a lock it holds (and must watch it)
+
     def hold(self, name: str) -> bool:
         """Take the lock without waiting and keep it; True if this process holds it now."""
 
@@ -91,6 +93,8 @@ def liveness_for(store, timeouts: Timeouts) -> Liveness | None:
 
 class FileLocks:
     """``flock`` on one file per lock in ``directory``."""
+
+    can_lose_held = False       # only our own release, or our death, drops a flock
 
     def __init__(self, directory: str):
         self.directory = directory
@@ -160,6 +164,8 @@ def _flock(fd: int, kind: int) -> bool:
 
 class AdvisoryLocks:
     """Session-level advisory locks on one dedicated PostgreSQL connection."""
+
+    can_lose_held = True        # the server may end the session: a restart, a failover, a terminate
 
     def __init__(self, url: str, timeouts: Timeouts):
         self.url = "postgresql://" + url.split("://", 1)[1]

@@ -70,6 +70,8 @@ class SimLocks:
 class SimLiveness:
     """One process's handle on ``SimLocks``, answering as ``store.liveness.Liveness`` does."""
 
+    can_lose_held = True        # as PostgreSQL's: a restart of the store frees every lock
+
     def __init__(self, locks: SimLocks, process: str, store: ProcessStore | None = None):
         self.locks, self.process, self.store = locks, process, store
 
@@ -114,3 +116,22 @@ class SimProcess:
 
     def wait(self, timeout: float | None = None) -> int | None:
         return self.returncode
+
+
+class Proc:
+    def __init__(self, name: str, kind: str, store: ProcessStore):
+        self.name, self.kind, self.store = name, kind, store
+        self.obj = None
+        self.skew = 0.0
+        self.paused = False
+        self.crashed = False
+        self.reconciling = None       # a coordinator's reconcile pass in progress
+        self.last_beat = -1e9
+        self.watched_at = -1e9        # a worker's last liveness check (its watch thread's)
+        self.stalled = None           # a leader stalled just before a cleanup step (testing/stalls.py)
+
+    @property
+    def runnable(self) -> bool:
+        if self.kind == "driver":
+            return self.obj.alive and not self.paused
+        return not self.crashed and not self.paused

@@ -16,16 +16,17 @@ import random
 from sqlalchemy import select
 
 from seatide import clock, intents
-from seatide.coordinator.service import Coordinator, node_heartbeat, register_node
+from seatide.coordinator.service import Coordinator, register_node
 from seatide.store import schema as s
-from seatide.store.db import AttemptFenced, NotLeader, open_store
+from seatide.store.db import AttemptFenced, open_store
 from seatide.store.restore import savepoint_ids
 from seatide.store.states import IllegalTransition
 from seatide.testing import stalls
 from seatide.testing.invariants import Invariants
 from seatide.store.liveness import worker_lock
-from seatide.testing.sim_machine import FIRST_PID, ProcessStore, SimLocks, SimProcess, StorePartitioned
+from seatide.testing.sim_machine import FIRST_PID, Proc, ProcessStore, SimLocks, SimProcess, StorePartitioned
 from seatide.testing.processes import Ledger, SimDriver, SimLauncher
+from seatide.testing.world_steps import Steps
 from seatide.worker.agent import Worker
 
 COORDINATORS = ("c0", "c1", "c2")
@@ -55,25 +56,7 @@ def job_text(job_id: str) -> str:
     return JOB_TEXT.format(env=_ENV.format(mode=mode))
 
 
-class Proc:
-    def __init__(self, name: str, kind: str, store: ProcessStore):
-        self.name, self.kind, self.store = name, kind, store
-        self.obj = None
-        self.skew = 0.0
-        self.paused = False
-        self.crashed = False
-        self.reconciling = None       # a coordinator's reconcile pass in progress
-        self.last_beat = -1e9
-        self.stalled = None           # a leader stalled just before a cleanup step (testing/stalls.py)
-
-    @property
-    def runnable(self) -> bool:
-        if self.kind == "driver":
-            return self.obj.alive and not self.paused
-        return not self.crashed and not self.paused
-
-
-class World:
+class World(Steps):
     def __init__(self, data_dir: str, split_commit: bool = False, liveness_locks: bool = True):
         self.data_dir = data_dir
         self.split_commit = split_commit
@@ -181,6 +164,7 @@ class World:
     def apply(self, action: tuple) -> str:
         kind, target, value, dt = action
         self.t += dt
+        self._watch_locks()
         if kind in ("submit", "cancel", "savepoint", "resume"):
             return self.user(kind, target, from_savepoint=value)
         if kind == "restart-store":
@@ -264,71 +248,6 @@ class World:
                     other.obj.proc.kill()
         return "crashed"
 
-    def advance(self, proc: Proc, roll: float) -> str:
-        self.current = proc
-        try:
-            if proc.stalled is not None:
-                return stalls.stalled_step(self, proc)
-            if proc.kind == "coordinator":
-                return self._coordinator_step(proc)
-            if proc.kind == "worker":
-                return self._worker_step(proc)
-            return self._driver_step(proc, roll)
-        finally:
-            self.current = None
-
-    def _coordinator_step(self, proc: Proc) -> str:
-        coordinator: Coordinator = proc.obj
-        try:
-            if proc.reconciling is None:
-                if self.now() - proc.last_beat >= 1.0:
-                    node_heartbeat(proc.store, proc.name)
-                    proc.last_beat = self.now()
-                leading = coordinator.lease.tick()
-                if coordinator.lease.blind:        # as Coordinator._loop: a blind spot is not silence
-                    coordinator.lease.blind = False
-                    coordinator.store_gap()
-                if not leading:
-                    return "follower"
-                proc.reconciling = coordinator.reconcile_steps()
-            next(proc.reconciling)
-            return f"leader (epoch {coordinator.lease.epoch}): reconcile step"
-        except StopIteration:
-            proc.reconciling = None
-            return f"leader (epoch {coordinator.lease.epoch}): pass done"
-        except (StorePartitioned, NotLeader) as exc:
-            proc.reconciling = None
-            if isinstance(exc, StorePartitioned):
-                coordinator.store_gap()
-            return f"{type(exc).__name__}: {exc}"
-        except Exception as exc:
-            proc.reconciling = None
-            self.check.fail(f"coordinator {proc.name} raised {type(exc).__name__}: {exc}")
-            return f"raised {exc!r}"
-
-    def _worker_step(self, proc: Proc) -> str:
-        try:
-            proc.obj.fence_if_due()            # these two are threads of their own in a real worker
-            proc.obj.check_liveness_lock()
-            if self.now() - proc.last_beat >= 1.0:
-                node_heartbeat(proc.store, proc.name)
-                proc.last_beat = self.now()
-            proc.obj.step()
-            return "step"
-        except StorePartitioned as exc:
-            return str(exc)
-        except Exception as exc:
-            self.check.fail(f"worker {proc.name} raised {type(exc).__name__}: {exc}")
-            return f"raised {exc!r}"
-
-    def _driver_step(self, proc: Proc, roll: float) -> str:
-        try:
-            return proc.obj.step(roll, self.now())
-        except Exception as exc:
-            self.check.fail(f"driver {proc.name} raised {type(exc).__name__}: {exc}")
-            proc.obj.exit(1)
-            return f"raised {exc!r}"
-
     def _deliver(self, index: float) -> str:
         if not self.delayed:
             return "nothing delayed"
@@ -383,6 +302,7 @@ class World:
     def round(self, rng: random.Random, dt: float) -> None:
         """Every process takes one step, in a fixed order."""
         self.t += dt
+        self._watch_locks()
         for proc in list(self.procs.values()):
             if proc.runnable:
                 self.advance(proc, rng.random())

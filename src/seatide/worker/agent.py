@@ -51,8 +51,9 @@ log = logging.getLogger(__name__)
 
 OUTAGE_KILL = ("killed by its worker, whose liveness lock's store session ended (a restart or failover of the "
                "store): not the job's failure, retried without counting against job.retry.times")
-UNLAUNCHED = ("not launched: its worker's liveness lock was found lost, or not shown held in time, as it was about "
-              "to start the driver: not the job's failure, retried without counting against job.retry.times")
+UNLAUNCHED = ("not launched: its worker claimed it, then could not start its driver (its liveness lock not shown "
+              "held in time, or the store or the fork failing on the way): not the job's failure, retried without "
+              "counting against job.retry.times")
 
 
 class Worker(Presence, DriverLaunch):
@@ -83,11 +84,9 @@ class Worker(Presence, DriverLaunch):
         self._stop = threading.Event()
         self._wake = threading.Event()
         # Our liveness lock as last seen (``lock_regain.py``): drivers are launched only while it
-        # is held. ``_launching`` makes a fork and the fence's kill exclusive.
-        self._regain = LockRegain(self.timeouts)
-        self._launching = threading.Lock()
+        # is shown held; one that can be lost (PostgreSQL's) is watched, and fenced.
+        self._regain = LockRegain(self.timeouts, watched=liveness is not None and liveness.can_lose_held)
         self._killed_for_outage: set[int] = set()     # attempts whose drivers that kill ended
-        self._unlaunched: set[int] = set()            # claimed, then not started: the lock may be lost
         self._beating: threading.Thread | None = None
         self._stepped_at = clock.monotonic()     # the loop's last step: the heartbeat's proof of progress
         self._spark_confs: dict[tuple[str, str], dict | None] = {}   # (config, variables) -> conf
@@ -102,7 +101,7 @@ class Worker(Presence, DriverLaunch):
         self._regain.seen_held(self._take_liveness_lock())
         self._step_on_new_session(self.register, "registering")
         self.start_heartbeat()
-        if self.liveness is not None:    # its own thread: a busy or blocked loop must not delay it
+        if self._regain.watched:    # its own thread: a busy or blocked loop must not delay it
             threading.Thread(target=self._watch_liveness_lock, name="liveness-watch", daemon=True).start()
         # PostgreSQL: woken the moment the leader assigns us an attempt (store/wakeups.py).
         listener = None if self.store.is_sqlite else AssignmentListener(
@@ -189,13 +188,16 @@ class Worker(Presence, DriverLaunch):
     # -- one pass ----------------------------------------------------------------------------
     def step(self) -> None:
         self._stepped_at = clock.monotonic()
-        for attempt_id in list(self._unlaunched):
-            self.record_exit(attempt_id, None, error=UNLAUNCHED, store_outage=True)
         with self.store.read() as conn:
             mine = conn.execute(select(s.attempts).where(and_(
                 s.attempts.c.worker_id == self.node_id, s.attempts.c.ended_at.is_(None)))).all()
         for attempt in mine:
-            if attempt.state == AttemptState.ASSIGNED:
+            if attempt.state == AttemptState.LAUNCHING and attempt.attempt_id not in self.children:
+                # Claimed by an earlier step of ours that started no driver: its lock not shown
+                # held at the fork, or the store or the fork failed after the claim. Only this
+                # loop launches, so none is mid-launch now.
+                self.record_exit(attempt.attempt_id, None, error=UNLAUNCHED, store_outage=True)
+            elif attempt.state == AttemptState.ASSIGNED:
                 self._launch(attempt)
                 self._stepped_at = clock.monotonic()     # hundreds of launches make one step
             elif attempt.kill_requested:
@@ -277,7 +279,6 @@ class Worker(Presence, DriverLaunch):
         LOG_MASKING.drop((self.node_id, attempt_id))
         self._reported_end.pop(attempt_id, None)
         self._killed_for_outage.discard(attempt_id)
-        self._unlaunched.discard(attempt_id)
 
 
 def _exit_message(code: int | None) -> str:

@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 # to reaping) and every credential-named pair (review 9, F1: a warm-driver misfit named a setting's value). A
 # logger's filter sees only its own records: each worker module that logs a job's text is listed.
 LOG_MASKING = MaskingFilter()
-for _name in ("seatide.worker.agent", "seatide.worker.warm_pool", __name__):
+for _name in ("seatide.worker.agent", "seatide.worker.launch", "seatide.worker.presence", "seatide.worker.warm_pool",
+              __name__):
     logging.getLogger(_name).addFilter(LOG_MASKING)
 
 

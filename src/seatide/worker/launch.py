@@ -2,8 +2,8 @@
 (ASSIGNED to LAUNCHING), so however often or concurrently it is seen, one process starts; then
 forked cold, or handed to a warm driver (``warm_pool.py``).
 
-A mixin of ``Worker`` (``agent.py``), which calls ``_launch`` from its loop; the fork meets the
-liveness fence only under ``_launching`` (``presence.py``).
+A mixin of ``Worker`` (``agent.py``), which calls ``_launch`` from its loop; a launch meets the
+liveness fence only under ``LockRegain.mutex``, never held across the fork (``presence.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 
 from sqlalchemy import and_, select, update
 
-from seatide import failpoints
+from seatide import clock, failpoints
 from seatide.runtime.data_ends import ends_without_spark
 from seatide.runtime.session import SPARK_CONF_ENV, WORKER_SPARK_CONF_ENV, warm_session_fit
 from seatide.runtime.warm_driver import warm_session_conf
@@ -45,7 +45,7 @@ class DriverLaunch:
         return claimed == 1
 
     def _launch(self, attempt) -> None:
-        if self._regain.may_launch:      # asked again at the fork, under the fence's mutex
+        if self._regain.may_launch(clock.monotonic()):      # asked again at the fork
             self._launch_claimed(attempt)
 
     def _launch_claimed(self, attempt) -> None:
@@ -75,27 +75,32 @@ class DriverLaunch:
         log.info("launched driver pid %s for job %s attempt %s", proc.pid, attempt.job_id, attempt.attempt_id)
 
     def _start_driver(self, attempt, command: list[str], conf: dict | None, log_file: DriverLog):
-        """The fork (or the hand-off to a warm driver), under the mutex the liveness fence kills
-        under: a driver started is a child the fence sees, and none starts once the lock may be
-        lost. Only this is under it: the store I/O around a launch may block for as long as the
-        store is away, and the fence must not wait for it. None: not started (the loop records
-        the claimed attempt as ended by the outage, uncharged)."""
+        """The fork (or the hand-off to a warm driver, which waits for its answer), outside the
+        liveness mutex: the fence must never wait for it. A fence during it did not see this
+        driver, so it dies here, as the fence's. None: not started (the lock not shown held in
+        time); the loop's next step ends the claimed attempt as the outage's, uncharged."""
         armed = failpoints.armed_for_job(attempt.job_id)
-        with self._launching:
-            if not self._regain.may_launch:
-                log.warning("job %s attempt %s not launched: this worker's liveness lock may be lost",
+        regain = self._regain
+        with regain.mutex:
+            fences = regain.fences
+            if not regain.may_launch(clock.monotonic()):
+                log.warning("job %s attempt %s not launched: this worker's liveness lock is not shown held",
                             attempt.job_id, attempt.attempt_id)
                 LOG_MASKING.drop((self.node_id, attempt.attempt_id))
                 log_file.close()
-                self._unlaunched.add(attempt.attempt_id)
                 return None
-            # a warm driver read its failpoints when it started: a job that arms some goes cold
-            proc = None if armed else self._hand_to_warm_driver(attempt, conf, log_file)
-            if proc is None:
-                proc = self.launcher.start(command, log_file, self._driver_env(conf, armed=armed),
-                                           self.inherit_stdout)
+        # a warm driver read its failpoints when it started: a job that arms some goes cold
+        proc = None if armed else self._hand_to_warm_driver(attempt, conf, log_file)
+        if proc is None:
+            proc = self.launcher.start(command, log_file, self._driver_env(conf, armed=armed), self.inherit_stdout)
+        with regain.mutex:
             self.children[attempt.attempt_id] = proc
-            return proc
+            if regain.fences != fences:
+                self._killed_for_outage.add(attempt.attempt_id)
+                proc.kill()
+                log.error("driver pid %s of job %s attempt %s killed: its worker's drivers were fenced as it "
+                          "started", proc.pid, attempt.job_id, attempt.attempt_id)
+        return proc
 
     def _record_pid(self, attempt_id: int, pid: int) -> None:
         with self.store.write() as conn:

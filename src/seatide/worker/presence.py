@@ -3,8 +3,8 @@ and taken again after a store outage (its drivers kept when it is back in time, 
 else killed first), and its heartbeat, from a thread of its own, which stops when the loop is stuck.
 
 A mixin of ``Worker``, apart from the loop that launches and supervises drivers (``agent.py``):
-the two meet only in ``_launching`` (a fork and the fence's kill are exclusive, and every move
-of ``LockRegain`` is made under it),
+the two meet only in ``LockRegain.mutex`` (a driver started is a child the fence sees, and every
+move of the lock's state is made under it; never held across I/O),
 ``_stepped_at`` (the loop's proof of progress) and ``record_exit``.
 """
 
@@ -47,13 +47,20 @@ class Presence:
             self._stop.wait(0.05)
 
     def _watch_liveness_lock(self) -> None:
-        threading.Thread(target=self._fence_lost_lock, name="liveness-fence", daemon=True).start()
-        # Every check while it is away: the drivers live only if it is back within the window.
-        while not self._stop.wait(LIVENESS_CHECK_S if self._regain.may_launch else LOST_LOCK_RETRY_S):
+        """Its own thread, while the lock can be lost (``LockRegain.watched``): a check at once
+        (registering may have taken a while since the lock was taken), then the fence's thread,
+        then a check every ``check_every``, and every ``LOST_LOCK_RETRY_S`` while it is away."""
+        regain = self._regain
+        first = True
+        while first or not self._stop.wait(regain.check_every() if regain.state is LockState.HELD
+                                           else LOST_LOCK_RETRY_S):
             try:
                 self.check_liveness_lock()
             except Exception as exc:     # the store is still away: try again at the next check
                 log.warning("worker %s: its liveness lock is not back yet: %s", self.node_id, exc)
+            if first:
+                threading.Thread(target=self._fence_lost_lock, name="liveness-fence", daemon=True).start()
+                first = False
 
     def check_liveness_lock(self) -> None:
         """Our lock is gone while we live (its PostgreSQL session ended: a server restart, a
@@ -67,9 +74,8 @@ class Presence:
         regain = self._regain
         if regain.state is LockState.HELD:
             asked = clock.monotonic()
-            regain.asking(asked)          # unanswered by the window's end, the fence kills the drivers
             held = self.liveness.holds(worker_lock(self.node_id))
-            with self._launching:
+            with regain.mutex:
                 if held and regain.seen_held(asked):
                     return
                 if not held:
@@ -88,9 +94,12 @@ class Presence:
             proc.wait()
             # Needs the store: retried until it is back. Not the job's failure: not charged.
             self.record_exit(attempt_id, proc.returncode, store_outage=True)
-        asked = self._take_liveness_lock()
+        self._take_liveness_lock()
         register_node(self.store, self.node_id, "worker", slots=self.slots, liveness=True)
-        with self._launching:
+        asked = clock.monotonic()          # shown held after registering, which may have been slow
+        if not self.liveness.holds(worker_lock(self.node_id)):
+            raise ConnectionError("its liveness lock was lost again while it registered")
+        with regain.mutex:
             regain.taken_again(asked)
         log.info("worker %s holds its liveness lock again", self.node_id)
 
@@ -106,39 +115,39 @@ class Presence:
         except Exception as exc:
             log.warning("worker %s: its liveness lock is not back yet: %s", self.node_id, exc)
             return None
-        return clock.monotonic() <= self._regain.kill_by() and self._keep_drivers(asked)
-
-    def _keep_drivers(self, asked: float) -> bool:
-        """The lock is back and our heartbeat landed in time: the drivers live on, and we launch
-        again. False if the fence killed them first (a lock shown back then comes too late)."""
-        with self._launching:
-            if not self._regain.seen_held(asked):
+        with self._regain.mutex:
+            # Landed in time, and not fenced meanwhile (a lock shown back then comes too late).
+            if clock.monotonic() > self._regain.kill_by() or not self._regain.seen_held(asked):
                 return False
-            log.warning("worker %s holds its liveness lock again and heartbeated in time: its %d driver(s) "
-                        "live on", self.node_id, len(self.children))
-            return True
+        log.warning("worker %s holds its liveness lock again and heartbeated in time: its %d driver(s) live on",
+                    self.node_id, len(self.children))
+        return True
 
     def _fence(self, why: str, only_if_due: bool = False) -> None:
-        """Kill our drivers (once): ``only_if_due``, only if their window has ended unanswered
-        (a check may have answered while we waited for the mutex)."""
-        with self._launching:
-            regain = self._regain
+        """Kill our drivers (once): ``only_if_due``, only if their window has ended with the lock
+        not shown held (a check may have shown it while we waited for the mutex)."""
+        regain = self._regain
+        with regain.mutex:
             if regain.state is LockState.FENCED or (only_if_due and not regain.must_fence(clock.monotonic())):
                 return
             regain.fenced()
-            log.error("worker %s: %s: killing its %d driver(s) and registering again", self.node_id, why,
-                      len(self.children))
             for attempt_id, proc in list(self.children.items()):
                 if proc.poll() is None:
                     self._killed_for_outage.add(attempt_id)
                     proc.kill()
+        log.error("worker %s: %s: killed its %d driver(s); registering again", self.node_id, why,
+                  len(self.children))
 
     def _fence_lost_lock(self) -> None:
         """Its own thread: the drivers die once ``LockRegain.kill_by`` passes with the lock not
         shown held, however long a check or a try to take it back blocks (a connection
         black-holed by a failover answers nothing for minutes)."""
         while not self._stop.is_set():
-            left = self.fence_if_due()
+            try:
+                left = self.fence_if_due()
+            except Exception:           # never silently gone: the drivers' deadline is this thread
+                log.exception("worker %s: the liveness fence failed; looking again", self.node_id)
+                left = 0.0
             self._stop.wait(min(LIVENESS_CHECK_S, left) if left > 0 else LOST_LOCK_RETRY_S)
 
     def fence_if_due(self) -> float:
