@@ -11,6 +11,7 @@ import logging
 import signal
 import time
 
+import psycopg
 import pytest
 from sqlalchemy import insert, select, text, update
 
@@ -352,3 +353,29 @@ def _dead_workers_at(coordinator: Coordinator, now: float) -> dict:
     with coordinator.store.read() as conn:
         workers = {n.node_id: n for n in conn.execute(select(s.nodes).where(s.nodes.c.role == "worker"))}
     return coordinator._dead_workers(workers, now)
+
+
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+def test_a_lock_session_lost_on_our_side_alone_is_ended_so_the_lock_can_be_taken_again(store_url):
+    """A connection that broke on the holder's side only (a failover's black hole; a check given
+    up by the client's tcp_user_timeout) leaves its session alive at the server, holding the
+    lock for minutes. The holder's next session ends it, and takes the lock back at once."""
+    url = store_url
+    locks, watcher = AdvisoryLocks(url, Timeouts()), AdvisoryLocks(url, Timeouts())
+    name = worker_lock("w-black-holed")
+    old = None
+    try:
+        assert locks.hold(name)
+        old, locks._conn = locks._conn, None          # given up on our side; the server keeps the session
+        locks._held.clear()                          # as _drop_connection, without a goodbye to the server
+        pid = old.info.backend_pid
+        assert not watcher.free_among([name])[0], "the old session should still hold the lock"
+        assert locks.hold(name), "the lock was not taken back from our own old session"
+        assert locks.holds(name) and locks._conn.info.backend_pid != pid
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()[0] == 0
+    finally:
+        if old is not None:
+            old.close()
+        locks.close()
+        watcher.close()

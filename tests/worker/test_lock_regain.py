@@ -166,10 +166,17 @@ def test_a_check_of_the_lock_that_never_answers_kills_the_drivers_by_the_windows
         assert driver.wait(timeout=30) == -9, "the driver outlived a window in which its lock was never shown held"
         assert time.monotonic() >= worker._regain.kill_by() and worker._regain.state is LockState.FENCED
         assert ATTEMPT in worker._killed_for_outage
+        # Fenced, it launches nothing, so it stops saying it would: no heartbeat lands meanwhile.
+        worker.start_heartbeat()
+        fenced_beat = _heartbeat_at(worker)
+        time.sleep(2.5 * SHORT.worker_heartbeat_interval)    # a bounded look for a beat that must not come
+        assert _heartbeat_at(worker) == fenced_beat, "a fenced worker went on heartbeating"
         os.kill(backend, signal.SIGCONT)
         stopped = False
         wait_for(lambda: worker._regain.state is LockState.HELD and ATTEMPT not in worker.children, 30,
                  interval=0.05, message="the worker to record the killed driver and hold its lock again")
+        wait_for(lambda: _heartbeat_at(worker) > fenced_beat, 30, interval=0.05,
+                 message="the worker to heartbeat again once it holds its lock")
     finally:
         if stopped:
             os.kill(backend, signal.SIGCONT)

@@ -162,6 +162,14 @@ def _flock(fd: int, kind: int) -> bool:
         raise
 
 
+# The lock session's client side: a check sent into a black hole (a failover that moved the server's address)
+# fails after tcp_user_timeout, and an answer that never comes after the keepalives give up, instead of the
+# kernel's retransmissions (about 15 minutes). The drivers' deadline does not wait for either
+# (worker/lock_regain.py): these only let the worker take its lock back and launch again sooner.
+CLIENT_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 1, "keepalives_count": 3,
+                     "tcp_user_timeout": 5000}
+
+
 class AdvisoryLocks:
     """Session-level advisory locks on one dedicated PostgreSQL connection."""
 
@@ -177,6 +185,7 @@ class AdvisoryLocks:
                         f"-c statement_timeout=5000 -c tcp_keepalives_idle={idle} "
                         f"-c tcp_keepalives_interval={interval} -c tcp_keepalives_count={count}")
         self._conn = None
+        self._session: tuple | None = None     # (pid, backend_start) of our last session
         self._held: set[str] = set()
         self._mutex = threading.Lock()
 
@@ -188,10 +197,28 @@ class AdvisoryLocks:
         import psycopg
 
         if self._conn is None or self._conn.closed:
-            # A new session holds nothing: whatever the old one held is gone.
+            # A new session holds nothing: whatever the old one held is gone, or must go.
             self._held.clear()
-            self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5, options=self.options)
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5, options=self.options,
+                                   **CLIENT_KEEPALIVES)
+            if self._session is not None:
+                self._end_old_session(conn)
+            self._session = conn.execute("SELECT pid, backend_start FROM pg_stat_activity "
+                                         "WHERE pid = pg_backend_pid()").fetchone()
+            self._conn = conn
         return self._conn
+
+    def _end_old_session(self, conn) -> None:
+        """Our last session may live on at the server after its connection broke on our side
+        alone (a failover's black hole, a check given up by ``tcp_user_timeout``), holding our
+        locks until the server's keepalives give up on it, minutes later: end it, so that the
+        lock can be taken again at once (waiting up to a second for it to exit, PostgreSQL 14 and
+        later). Its pid and start time name it alone."""
+        try:
+            conn.execute("SELECT pg_terminate_backend(pid, 1000) FROM pg_stat_activity WHERE pid = %s AND "
+                         "backend_start = %s", self._session)
+        except Exception as exc:      # not allowed (another role's): the server's keepalives end it
+            log.warning("liveness locks: cannot end our earlier session (pid %s): %s", self._session[0], exc)
 
     def _query(self, sql: str, params=()):
         try:

@@ -165,10 +165,10 @@ class Presence:
         parsed, a slow fork, a step starting hundreds of drivers), and a worker silent that long
         is declared lost and its attempts replaced while it is alive and launching them.
 
-        But a heartbeat says the worker will act on what it is assigned, so it stops when the
-        loop has made no step for ``--launch-timeout``: the leader has given up on any launch
-        that slow anyway, and a worker stuck for good is then declared lost and its drivers
-        replaced, as one that died."""
+        But a heartbeat says the worker will act on what it is assigned, so it pauses while its
+        drivers are fenced (``lock_regain.py``), and stops when the loop has made no step for
+        ``--launch-timeout``: the leader has given up on any launch that slow anyway, and a
+        worker stuck for good is then declared lost and its drivers replaced, as one that died."""
         self._beating = threading.Thread(target=self._beat_until_stopped, name="heartbeat", daemon=True)
         self._beating.start()
 
@@ -191,6 +191,12 @@ class Presence:
                 self._stop.wait(interval)
                 continue
             silent = False
+            if self._regain.state is LockState.FENCED:
+                # Its drivers were killed and it launches none until it holds its lock again and
+                # has registered (which beats): a worker kept fenced (a lock session the server
+                # keeps for minutes) falls silent, so the leader places new work elsewhere.
+                self._stop.wait(min(interval, self.poll))
+                continue
             try:
                 node_heartbeat(self.store, self.node_id)
                 self._stop.wait(interval)
