@@ -366,8 +366,8 @@ def test_a_lock_session_lost_on_our_side_alone_is_ended_so_the_lock_can_be_taken
     old = None
     try:
         assert locks.hold(name)
-        old, locks._conn = locks._conn, None          # given up on our side; the server keeps the session
-        locks._held.clear()                          # as _drop_connection, without a goodbye to the server
+        old = locks._conn
+        locks._forget_session()          # given up on our side, no goodbye reaching the server: it keeps the session
         pid = old.info.backend_pid
         assert not watcher.free_among([name])[0], "the old session should still hold the lock"
         assert locks.hold(name), "the lock was not taken back from our own old session"

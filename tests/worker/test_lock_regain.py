@@ -16,6 +16,7 @@ import signal
 import subprocess
 import threading
 import time
+import types
 
 import pytest
 from sqlalchemy import select
@@ -31,9 +32,13 @@ from seatide.store.states import AttemptState
 from seatide.testing.cluster import wait_for
 from seatide.testing.jobs import CONSOLE_JOB
 from seatide.testing.servers import PrivatePostgres
-from seatide.timeouts import Timeouts
-from seatide.worker.agent import UNLAUNCHED, Worker
+from seatide.timeouts import FENCE_MARGIN_S, Timeouts
+from seatide.worker.agent import Worker
+from seatide.worker.driver_log import DriverLog
+from seatide.worker.launch import UNLAUNCHED
 from seatide.worker.lock_regain import LockState
+from seatide.worker import warm_pool
+from seatide.worker.warm_pool import WarmDriver, WarmPool
 
 # A window of 6 s (heartbeat interval 5 s + the 1 s margin): a restart is back well inside it,
 # on a loaded machine too, so the drivers live on whatever the machine's speed.
@@ -89,6 +94,14 @@ def _watch_until_settled(worker: Worker, timeout: float = 60) -> None:
         time.sleep(0.05)
 
 
+def _assert_fenced_in_the_window(worker: Worker, kill_by: float) -> None:
+    """Killed no sooner than the window's end (a lock back in time would have saved them), and
+    before the margin that separates it from the leader's earliest verdict had run out."""
+    fenced_at = worker._regain.fenced_at
+    assert fenced_at is not None and kill_by <= fenced_at < kill_by + FENCE_MARGIN_S, \
+        f"fenced at {fenced_at - kill_by:+.3f} s from the window's end"
+
+
 def _heartbeat_at(worker: Worker) -> float:
     with worker.store.read() as conn:
         return conn.execute(select(s.nodes.c.heartbeat_at).where(s.nodes.c.node_id == worker.node_id)).scalar_one()
@@ -132,13 +145,13 @@ def test_a_lock_not_back_in_time_kills_the_drivers_even_while_the_worker_is_stuc
         kill_by = worker._regain.kill_by()
         fence.start()
         assert driver.wait(timeout=30) == -9
-        assert clock.monotonic() >= kill_by, "killed before its window ended: a lock back in time could not save it"
         assert worker._regain.state is LockState.FENCED
+        _assert_fenced_in_the_window(worker, kill_by)
         assert ATTEMPT in worker._killed_for_outage   # its exit is the outage's, not charged to the job
         server.start_server()
         down = False
         _watch_until_settled(worker)                  # it records the exit and registers afresh
-        assert ATTEMPT not in worker.children and worker._regain.may_launch
+        assert ATTEMPT not in worker.children and worker._regain.may_launch(clock.monotonic())
     finally:
         if down:
             server.start_server()
@@ -154,17 +167,15 @@ def test_a_check_of_the_lock_that_never_answers_kills_the_drivers_by_the_windows
     session answers that it still holds the lock: the worker registers afresh and launches again."""
     worker = _worker(server, tmp_path, SHORT)
     backend = worker.liveness._conn.info.backend_pid
-    watch = threading.Thread(target=worker._watch_liveness_lock, daemon=True)
     stopped = False
     try:
         [driver] = worker.children.values()
-        watch.start()
-        first = worker._regain.held_at
-        wait_for(lambda: worker._regain.held_at > first, 30, interval=0.05, message="the watch to see its lock held")
+        worker.start_liveness_watch()               # as Worker.run, before its loop: shown held, then the threads
         os.kill(backend, signal.SIGSTOP)
         stopped = True
         assert driver.wait(timeout=30) == -9, "the driver outlived a window in which its lock was never shown held"
-        assert time.monotonic() >= worker._regain.kill_by() and worker._regain.state is LockState.FENCED
+        assert worker._regain.state is LockState.FENCED
+        _assert_fenced_in_the_window(worker, worker._regain.kill_by())
         assert ATTEMPT in worker._killed_for_outage
         # Fenced, it launches nothing, so it stops saying it would: no heartbeat lands meanwhile.
         worker.start_heartbeat()
@@ -181,26 +192,28 @@ def test_a_check_of_the_lock_that_never_answers_kills_the_drivers_by_the_windows
         if stopped:
             os.kill(backend, signal.SIGCONT)
         _close(worker)
-        watch.join(timeout=5)
 
 
-def test_a_claimed_attempt_that_starts_no_driver_ends_uncharged_at_the_next_step(tmp_path):
+def test_a_claimed_attempt_that_starts_no_driver_never_stays_launching(tmp_path):
     """The claim and the reads before a fork need the store; the fence waits for none of them.
-    A launch whose lock is not shown held at the fork starts nothing, and one whose fork fails
-    after the claim starts nothing either: each claimed attempt ends at the loop's next step as
-    the outage's, not stuck in LAUNCHING until the leader's launch timeout charges the job
-    (SQLite: the gate is the worker's, whatever the store)."""
+    A launch whose lock is not shown held starts nothing and ends its attempt as the outage's,
+    uncharged; a fork the host refuses ends it at once as a failed start, charged (one that
+    fails every time must run out of retries); a launch the store's absence cut short leaves
+    it to the loop's next step, which ends it as the outage's. Never stuck in LAUNCHING until
+    the leader's launch timeout charges the job (SQLite: the gate is the worker's)."""
     data_dir = str(tmp_path)
     url = default_store_url(data_dir)
     store = open_store(url)
     started = []
 
-    class ForkFails:
-        def start(self, *args):
-            started.append(args)
-            raise OSError(11, "Resource temporarily unavailable")      # fork: EAGAIN
+    class Launcher:
+        def start(self, command, *args):
+            started.append(command)
+            if "unforked" in command:
+                raise OSError(11, "Resource temporarily unavailable")      # fork: EAGAIN
+            raise ConnectionError("store unreachable")                      # as a launch cut off from the store
 
-    worker = Worker(store, url, data_dir, node_id="w", timeouts=SHORT, launcher=ForkFails())
+    worker = Worker(store, url, data_dir, node_id="w", slots=3, timeouts=SHORT, launcher=Launcher())
     coordinator = Coordinator(store, node_id="c", data_dir=data_dir, timeouts=SHORT)
 
     def attempt_of(job_id: str):
@@ -211,24 +224,69 @@ def test_a_claimed_attempt_that_starts_no_driver_ends_uncharged_at_the_next_step
 
     try:
         worker.register()
-        for job_id in ("gated", "unforked"):
+        for job_id in ("gated", "unforked", "cut"):
             intents.submit(store, data_dir, text=CONSOLE_JOB, job_id=job_id, actor="test")
             wait_for(lambda: getattr(attempt_of(job_id), "state", None) == AttemptState.ASSIGNED, 30, interval=0.05,
                      message=f"the leader to assign {job_id}'s attempt to the worker")
         with worker._regain.mutex:
             worker._regain.seen_gone()          # found gone between the loop's look and the fork
         worker._launch_claimed(attempt_of("gated"))
-        assert not started and attempt_of("gated").state == AttemptState.LAUNCHING
+        gated = attempt_of("gated")
+        assert not started and gated.state == AttemptState.FAILED and gated.error == UNLAUNCHED and not gated.charged
         with worker._regain.mutex:
             worker._regain.seen_held(clock.monotonic())
         with pytest.raises(OSError):
             worker._launch_claimed(attempt_of("unforked"))
-        assert len(started) == 1 and attempt_of("unforked").state == AttemptState.LAUNCHING
+        unforked = attempt_of("unforked")
+        assert unforked.state == AttemptState.FAILED and unforked.charged
+        assert unforked.error.startswith("its driver could not be started: [Errno 11]")
+        with pytest.raises(ConnectionError):
+            worker._launch_claimed(attempt_of("cut"))
+        assert attempt_of("cut").state == AttemptState.LAUNCHING
         worker.step()
-        for job_id in ("gated", "unforked"):
-            attempt = attempt_of(job_id)
-            assert attempt.attempt_id not in worker.children
-            assert attempt.state == AttemptState.FAILED and attempt.ended_at is not None, job_id
-            assert attempt.error == UNLAUNCHED and not attempt.charged, job_id
+        cut = attempt_of("cut")
+        assert cut.state == AttemptState.FAILED and cut.error == UNLAUNCHED and not cut.charged
+        assert len(started) == 2 and not worker.children
     finally:
+        store.dispose()
+
+
+def test_a_fence_kills_the_warm_driver_being_handed_an_attempt(tmp_path, monkeypatch):
+    """A hand-off to a warm driver waits up to 2 s for its answer, outside the liveness mutex, and
+    the worker counts the driver among its children only after it: a fence meanwhile must kill
+    it all the same (the pool's ``handing``), and the launch that resumes records it as the
+    outage's. A real process stands for the warm driver; it never answers, so the hand-off is
+    held until the test closes its signal pipe, whatever the machine's speed."""
+    monkeypatch.setattr(warm_pool, "HAND_OVER_ACK_TIMEOUT", 120.0)
+    data_dir = str(tmp_path)
+    url = default_store_url(data_dir)
+    store = open_store(url)
+    worker = Worker(store, url, data_dir, node_id="w", timeouts=SHORT)
+    signals_read, signals_write = os.pipe()
+    proc = subprocess.Popen(["sleep", "600"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    warm = WarmDriver(proc, signals_read)
+    worker.warm_pool = WarmPool(1, ["unused"], {})
+    worker.warm_pool.idle.append(warm)
+    worker._hand_to_warm_driver = lambda attempt, conf, log_file, go_on: worker.warm_pool.take(
+        attempt.job_id, attempt.attempt_id, {}, log_file, go_on)
+    attempt = types.SimpleNamespace(job_id="handed", attempt_id=ATTEMPT)
+    launched = []
+    launch = threading.Thread(target=lambda: launched.append(worker._start_driver(
+        attempt, ["unused"], {}, DriverLog(str(tmp_path / "driver.log"), frozenset()))), daemon=True)
+    try:
+        launch.start()
+        wait_for(lambda: worker.warm_pool.handing is warm, 10, interval=0.01, message="the hand-off to begin")
+        worker._fence("the test's fence")
+        assert proc.wait(timeout=30) == -9, "the driver being handed the attempt outlived the fence"
+        assert worker.warm_pool.handing is warm, "killed only once the hand-off had ended"
+        os.close(signals_write)                     # the hand-off sees the pipe closed and ends
+        signals_write = None
+        launch.join(timeout=30)
+        assert launched == [None]
+        assert worker.children.get(ATTEMPT) is proc and ATTEMPT in worker._killed_for_outage
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if signals_write is not None:
+            os.close(signals_write)
         store.dispose()

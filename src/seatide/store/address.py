@@ -14,6 +14,13 @@ import os
 OPEN_WAIT_S = 60.0
 # How long a PostgreSQL connection may take to be made (store/db.py): longer is a server that will not answer.
 CONNECT_TIMEOUT_S = 10
+# Every PostgreSQL connection's client side: a statement sent into a black hole (a failover that moved the server's
+# address) fails after tcp_user_timeout, and an answer that never comes once the keepalives give up, instead of
+# after the kernel's retransmissions (about 15 minutes); either is then a broken session, taken again on a new one
+# (store/sessions.py). The fences do not wait for either (worker/lock_regain.py, the drivers' self-fence): these let
+# a process recover sooner.
+CLIENT_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 1, "keepalives_count": 3,
+                     "tcp_user_timeout": 5000}
 
 
 def normalize_url(url: str) -> str:

@@ -37,6 +37,7 @@ import zlib
 from typing import Iterable, Protocol
 
 from seatide import clock
+from seatide.store.address import CLIENT_KEEPALIVES
 from seatide.timeouts import Timeouts
 
 log = logging.getLogger(__name__)
@@ -162,14 +163,6 @@ def _flock(fd: int, kind: int) -> bool:
         raise
 
 
-# The lock session's client side: a check sent into a black hole (a failover that moved the server's address)
-# fails after tcp_user_timeout, and an answer that never comes after the keepalives give up, instead of the
-# kernel's retransmissions (about 15 minutes). The drivers' deadline does not wait for either
-# (worker/lock_regain.py): these only let the worker take its lock back and launch again sooner.
-CLIENT_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 1, "keepalives_count": 3,
-                     "tcp_user_timeout": 5000}
-
-
 class AdvisoryLocks:
     """Session-level advisory locks on one dedicated PostgreSQL connection."""
 
@@ -186,6 +179,7 @@ class AdvisoryLocks:
                         f"-c tcp_keepalives_interval={interval} -c tcp_keepalives_count={count}")
         self._conn = None
         self._session: tuple | None = None     # (pid, backend_start) of our last session
+        self._lost: set[int] = set()           # keys it held when we gave it up (its end is ours to make)
         self._held: set[str] = set()
         self._mutex = threading.Lock()
 
@@ -197,11 +191,10 @@ class AdvisoryLocks:
         import psycopg
 
         if self._conn is None or self._conn.closed:
-            # A new session holds nothing: whatever the old one held is gone, or must go.
-            self._held.clear()
+            self._forget_session()
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5, options=self.options,
                                    **CLIENT_KEEPALIVES)
-            if self._session is not None:
+            if self._session is not None and self._lost:
                 self._end_old_session(conn)
             self._session = conn.execute("SELECT pid, backend_start FROM pg_stat_activity "
                                          "WHERE pid = pg_backend_pid()").fetchone()
@@ -213,10 +206,15 @@ class AdvisoryLocks:
         alone (a failover's black hole, a check given up by ``tcp_user_timeout``), holding our
         locks until the server's keepalives give up on it, minutes later: end it, so that the
         lock can be taken again at once (waiting up to a second for it to exit, PostgreSQL 14 and
-        later). Its pid and start time name it alone."""
+        later). Its pid and start time name it, and it must still hold one of the locks we held
+        there: a backend a pooling proxy has since given another client is never touched."""
+        wait = ", 1000" if conn.info.server_version >= 140000 else ""
+        keys, self._lost = sorted(self._lost), set()
         try:
-            conn.execute("SELECT pg_terminate_backend(pid, 1000) FROM pg_stat_activity WHERE pid = %s AND "
-                         "backend_start = %s", self._session)
+            conn.execute(f"SELECT pg_terminate_backend(a.pid{wait}) FROM pg_stat_activity a WHERE a.pid = %s AND "
+                         "a.backend_start = %s AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND "
+                         "l.locktype = 'advisory' AND l.granted AND l.classid::bigint = %s AND l.objsubid = 2 "
+                         "AND l.objid::bigint = ANY(%s))", (*self._session, ADVISORY_CLASS, keys))
         except Exception as exc:      # not allowed (another role's): the server's keepalives end it
             log.warning("liveness locks: cannot end our earlier session (pid %s): %s", self._session[0], exc)
 
@@ -227,12 +225,18 @@ class AdvisoryLocks:
             self._drop_connection()
             raise
 
-    def _drop_connection(self) -> None:
+    def _forget_session(self) -> None:
+        """A new session holds nothing: what this one held is gone, or is ended by the next one."""
+        self._lost |= {self.key(name)[1] for name in self._held}
         self._held.clear()
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()
         self._conn = None
+
+    def _drop_connection(self) -> None:
+        conn = self._conn
+        self._forget_session()
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
 
     def hold(self, name: str) -> bool:
         with self._mutex:
@@ -243,19 +247,17 @@ class AdvisoryLocks:
             return name in self._held
 
     def holds(self, name: str) -> bool:
+        """Whether our session, which took the lock, still lives: a session-level lock goes only
+        with its session or our own release, so a round trip on it is the proof (not a read of
+        ``pg_locks``, which takes every lock-manager partition's lock, four times a second per worker)."""
         with self._mutex:
             if name not in self._held:
                 return False
-            classid, objid = self.key(name)
             try:
-                rows = self._query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                                   "AND pid = pg_backend_pid() AND classid::bigint = %s AND objid::bigint = %s AND objsubid = 2",
-                                   (classid, objid))
+                self._query("SELECT 1")
             except Exception as exc:
                 log.warning("liveness lock %s: its session is gone (%s)", name, exc)
                 return False
-            if rows[0][0] == 0:
-                self._held.discard(name)
             return name in self._held
 
     def release(self, name: str) -> None:

@@ -9,6 +9,7 @@ from seatide.coordinator.service import Coordinator, node_heartbeat
 from seatide.store.db import NotLeader
 from seatide.testing import stalls
 from seatide.testing.sim_machine import Proc, StorePartitioned
+from seatide.worker.lock_regain import LockState
 from seatide.worker.presence import WorkerRefused
 
 class Steps:
@@ -56,7 +57,8 @@ class Steps:
 
     def _worker_step(self, proc: Proc) -> str:
         try:
-            if self.now() - proc.last_beat >= 1.0:
+            # its heartbeat thread: paused while its drivers are fenced, as a real worker's
+            if self.now() - proc.last_beat >= 1.0 and proc.obj._regain.state is not LockState.FENCED:
                 node_heartbeat(proc.store, proc.name)
                 proc.last_beat = self.now()
             proc.obj.step()

@@ -43,7 +43,7 @@ from seatide.timeouts import Timeouts
 from seatide.worker.driver_log import LOG_MASKING
 from seatide.worker.launcher import ProcessLauncher
 from seatide.worker.lock_regain import LockRegain
-from seatide.worker.launch import DriverLaunch
+from seatide.worker.launch import UNLAUNCHED, DriverLaunch
 from seatide.worker.presence import Presence
 from seatide.worker.warm_pool import WarmPool, warm_command
 
@@ -51,10 +51,6 @@ log = logging.getLogger(__name__)
 
 OUTAGE_KILL = ("killed by its worker, whose liveness lock's store session ended (a restart or failover of the "
                "store): not the job's failure, retried without counting against job.retry.times")
-UNLAUNCHED = ("not launched: its worker claimed it, then could not start its driver (its liveness lock not shown "
-              "held in time, or the store or the fork failing on the way): not the job's failure, retried without "
-              "counting against job.retry.times")
-
 
 class Worker(Presence, DriverLaunch):
     """One worker's loop: claim the attempts assigned to it, launch or hand them to warm drivers,
@@ -101,8 +97,7 @@ class Worker(Presence, DriverLaunch):
         self._regain.seen_held(self._take_liveness_lock())
         self._step_on_new_session(self.register, "registering")
         self.start_heartbeat()
-        if self._regain.watched:    # its own thread: a busy or blocked loop must not delay it
-            threading.Thread(target=self._watch_liveness_lock, name="liveness-watch", daemon=True).start()
+        self.start_liveness_watch()      # threads of their own: a busy or blocked loop must not delay them
         # PostgreSQL: woken the moment the leader assigns us an attempt (store/wakeups.py).
         listener = None if self.store.is_sqlite else AssignmentListener(
             self.store_url, self.node_id, self._wake.set).start()
@@ -193,9 +188,9 @@ class Worker(Presence, DriverLaunch):
                 s.attempts.c.worker_id == self.node_id, s.attempts.c.ended_at.is_(None)))).all()
         for attempt in mine:
             if attempt.state == AttemptState.LAUNCHING and attempt.attempt_id not in self.children:
-                # Claimed by an earlier step of ours that started no driver: its lock not shown
-                # held at the fork, or the store or the fork failed after the claim. Only this
-                # loop launches, so none is mid-launch now.
+                # Claimed by an earlier step of ours that started no driver, and not ended then:
+                # the store went away on the way (launch.py). Only this loop launches, so none is
+                # mid-launch now.
                 self.record_exit(attempt.attempt_id, None, error=UNLAUNCHED, store_outage=True)
             elif attempt.state == AttemptState.ASSIGNED:
                 self._launch(attempt)

@@ -23,12 +23,16 @@ from seatide.store import schema as s
 from seatide.store.clock import store_now
 from seatide.store.events import record_event, run_of_incarnation
 from seatide.store.paths import driver_log_path
+from seatide.store.sessions import session_ended
 from seatide.store.states import AttemptState
 from seatide.worker.driver_log import LOG_MASKING, DriverLog
 
 log = logging.getLogger(__name__)
 
 SPARK_CONF_CACHE = 256      # distinct job texts whose Spark settings a worker remembers
+UNLAUNCHED = ("not launched: its worker claimed it, then could not start its driver (its liveness lock not shown "
+              "held in time, or the store away on the way): not the job's failure, retried without counting "
+              "against job.retry.times")
 
 
 class DriverLaunch:
@@ -51,6 +55,19 @@ class DriverLaunch:
     def _launch_claimed(self, attempt) -> None:
         if attempt.attempt_id in self.children or not self.claim(attempt):
             return
+        try:
+            self._start_claimed(attempt)
+        except Exception as exc:
+            if attempt.attempt_id not in self.children and not (session_ended(exc) or isinstance(exc, ConnectionError)):
+                # Not the store's absence (that one the loop's next step ends, uncharged): a fork
+                # refused, a log it cannot write. Charged, as a failed start, so that one that
+                # fails every time runs out of job.retry.times.
+                error = f"its driver could not be started: {exc}"
+                self._step_on_new_session(lambda: self.record_exit(attempt.attempt_id, None, error=error),
+                                          "ending an attempt not launched")
+            raise
+
+    def _start_claimed(self, attempt) -> None:
         failpoints.hit("worker.after_claim")
         log_path = driver_log_path(self.data_dir, attempt.job_id, attempt.attempt_id)
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
@@ -76,31 +93,40 @@ class DriverLaunch:
 
     def _start_driver(self, attempt, command: list[str], conf: dict | None, log_file: DriverLog):
         """The fork (or the hand-off to a warm driver, which waits for its answer), outside the
-        liveness mutex: the fence must never wait for it. A fence during it did not see this
-        driver, so it dies here, as the fence's. None: not started (the lock not shown held in
-        time); the loop's next step ends the claimed attempt as the outage's, uncharged."""
+        liveness mutex: the fence must never wait for it. A fence during a hand-off kills the
+        driver being handed the attempt (``WarmPool.kill_handing``); a fence during a fork did
+        not see the new driver, so it dies here, as the fence's. None: not started, the lock
+        not shown held in time (the attempt is ended now, or at the loop's next step, as the
+        outage's: uncharged)."""
         armed = failpoints.armed_for_job(attempt.job_id)
         regain = self._regain
         with regain.mutex:
             fences = regain.fences
-            if not regain.may_launch(clock.monotonic()):
-                log.warning("job %s attempt %s not launched: this worker's liveness lock is not shown held",
-                            attempt.job_id, attempt.attempt_id)
-                LOG_MASKING.drop((self.node_id, attempt.attempt_id))
-                log_file.close()
-                return None
-        # a warm driver read its failpoints when it started: a job that arms some goes cold
-        proc = None if armed else self._hand_to_warm_driver(attempt, conf, log_file)
-        if proc is None:
-            proc = self.launcher.start(command, log_file, self._driver_env(conf, armed=armed), self.inherit_stdout)
-        with regain.mutex:
-            self.children[attempt.attempt_id] = proc
-            if regain.fences != fences:
-                self._killed_for_outage.add(attempt.attempt_id)
-                proc.kill()
+            open_ = regain.may_launch(clock.monotonic())
+        if open_:
+            # a warm driver read its failpoints when it started: a job that arms some goes cold
+            proc = None if armed else self._hand_to_warm_driver(attempt, conf, log_file,
+                                                                go_on=lambda: regain.fences == fences)
+            if proc is None and regain.fences == fences:
+                proc = self.launcher.start(command, log_file, self._driver_env(conf, armed=armed),
+                                           self.inherit_stdout)
+            if proc is not None:
+                with regain.mutex:
+                    self.children[attempt.attempt_id] = proc
+                    if regain.fences == fences:
+                        return proc
+                    self._killed_for_outage.add(attempt.attempt_id)
+                    proc.kill()
                 log.error("driver pid %s of job %s attempt %s killed: its worker's drivers were fenced as it "
                           "started", proc.pid, attempt.job_id, attempt.attempt_id)
-        return proc
+                return None
+        log.warning("job %s attempt %s not launched: this worker's liveness lock is not shown held",
+                    attempt.job_id, attempt.attempt_id)
+        LOG_MASKING.drop((self.node_id, attempt.attempt_id))
+        log_file.close()
+        self._step_on_new_session(lambda: self.record_exit(attempt.attempt_id, None, error=UNLAUNCHED,
+                                                           store_outage=True), "ending an attempt not launched")
+        return None
 
     def _record_pid(self, attempt_id: int, pid: int) -> None:
         with self.store.write() as conn:
@@ -117,7 +143,7 @@ class DriverLaunch:
         secrets = secret_values(job.config, json.loads(job.variables)) if job is not None else frozenset()
         return DriverLog(log_path, secrets)
 
-    def _hand_to_warm_driver(self, attempt, conf: dict | None, log_file: DriverLog):
+    def _hand_to_warm_driver(self, attempt, conf: dict | None, log_file: DriverLog, go_on=lambda: True):
         """A warm driver's process, now running the claimed attempt; None: start a cold one."""
         if not self.warm_pool.size or conf is None:      # None: a config error the driver reports
             return None
@@ -126,7 +152,7 @@ class DriverLaunch:
             log.info("job %s attempt %s gets a cold driver: %s", attempt.job_id, attempt.attempt_id,
                      fit.cold_because)
             return None
-        return self.warm_pool.take(attempt.job_id, attempt.attempt_id, fit.runtime_conf, log_file)
+        return self.warm_pool.take(attempt.job_id, attempt.attempt_id, fit.runtime_conf, log_file, go_on)
 
     def _driver_env(self, conf: dict | None, worker_conf: bool = True, armed: str = "") -> dict[str, str]:
         """A driver's environment; ``worker_conf``: with this worker's ``--spark-conf`` (a warm

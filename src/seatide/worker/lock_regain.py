@@ -59,6 +59,7 @@ class LockRegain:
     held_at: float = field(default_factory=clock.monotonic)   # just before the last check that found it held
     state: LockState = LockState.HELD
     fences: int = 0                # how many times the drivers were killed: a launch begun before one is too
+    fenced_at: float | None = None  # when they last were
     mutex: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def kill_by(self) -> float:
@@ -92,8 +93,8 @@ class LockRegain:
         held may be free to the leader, answered or not."""
         return self.watched and self.state is not LockState.FENCED and now >= self.kill_by()
 
-    def fenced(self) -> None:
-        self.state, self.fences = LockState.FENCED, self.fences + 1
+    def fenced(self, at: float) -> None:
+        self.state, self.fences, self.fenced_at = LockState.FENCED, self.fences + 1, at
 
     def taken_again(self, asked: float) -> None:
         """Held again after a fence, registered afresh, and shown held by a check asked at

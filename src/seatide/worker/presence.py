@@ -46,21 +46,28 @@ class Presence:
                                     f"--node-id")
             self._stop.wait(0.05)
 
+    def start_liveness_watch(self) -> None:
+        """Before the loop launches anything, while the lock can be lost (``LockRegain.watched``):
+        the lock shown held once more (registering may have been slow), then the fence's thread,
+        then the watch's, each its own: a check that blocks never holds up the fence."""
+        if not self._regain.watched:
+            return
+        asked = clock.monotonic()
+        if self.liveness.holds(worker_lock(self.node_id)):
+            with self._regain.mutex:
+                self._regain.seen_held(asked)
+        threading.Thread(target=self._fence_lost_lock, name="liveness-fence", daemon=True).start()
+        threading.Thread(target=self._watch_liveness_lock, name="liveness-watch", daemon=True).start()
+
     def _watch_liveness_lock(self) -> None:
-        """Its own thread, while the lock can be lost (``LockRegain.watched``): a check at once
-        (registering may have taken a while since the lock was taken), then the fence's thread,
-        then a check every ``check_every``, and every ``LOST_LOCK_RETRY_S`` while it is away."""
+        """A check every ``check_every`` while the lock is held, every ``LOST_LOCK_RETRY_S``
+        while it is away or the drivers are fenced."""
         regain = self._regain
-        first = True
-        while first or not self._stop.wait(regain.check_every() if regain.state is LockState.HELD
-                                           else LOST_LOCK_RETRY_S):
+        while not self._stop.wait(regain.check_every() if regain.state is LockState.HELD else LOST_LOCK_RETRY_S):
             try:
                 self.check_liveness_lock()
             except Exception as exc:     # the store is still away: try again at the next check
                 log.warning("worker %s: its liveness lock is not back yet: %s", self.node_id, exc)
-            if first:
-                threading.Thread(target=self._fence_lost_lock, name="liveness-fence", daemon=True).start()
-                first = False
 
     def check_liveness_lock(self) -> None:
         """Our lock is gone while we live (its PostgreSQL session ended: a server restart, a
@@ -109,8 +116,10 @@ class Presence:
         did not answer (try again, until ``LockRegain.kill_by``)."""
         try:
             asked = clock.monotonic()
-            if not self.children or not self.liveness.hold(worker_lock(self.node_id)):
-                return False       # nothing to keep, or another worker with our node id took it
+            if not self.children:
+                return False       # nothing to keep
+            if not self.liveness.hold(worker_lock(self.node_id)):
+                return None        # our old session not gone yet (or a worker with our node id): until the window ends
             node_heartbeat(self.store, self.node_id)
         except Exception as exc:
             log.warning("worker %s: its liveness lock is not back yet: %s", self.node_id, exc)
@@ -130,11 +139,12 @@ class Presence:
         with regain.mutex:
             if regain.state is LockState.FENCED or (only_if_due and not regain.must_fence(clock.monotonic())):
                 return
-            regain.fenced()
+            regain.fenced(clock.monotonic())
             for attempt_id, proc in list(self.children.items()):
                 if proc.poll() is None:
                     self._killed_for_outage.add(attempt_id)
                     proc.kill()
+            self.warm_pool.kill_handing()     # being handed an attempt: not yet among the children
         log.error("worker %s: %s: killed its %d driver(s); registering again", self.node_id, why,
                   len(self.children))
 

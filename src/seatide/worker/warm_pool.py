@@ -28,6 +28,7 @@ import select
 import subprocess
 import sys
 import threading
+from typing import Callable
 
 from seatide import clock
 from seatide.runtime.parent_death import dying_with
@@ -104,9 +105,9 @@ class WarmDriver:
                 self._sink = None
             sink.close()
             return False
-        deadline = clock.now() + HAND_OVER_ACK_TIMEOUT
-        while TAKEN not in self.read_signals(max(0.0, deadline - clock.now())):
-            if self._signals_fd < 0 or clock.now() >= deadline:
+        deadline = clock.monotonic() + HAND_OVER_ACK_TIMEOUT
+        while TAKEN not in self.read_signals(max(0.0, deadline - clock.monotonic())):
+            if self._signals_fd < 0 or clock.monotonic() >= deadline:
                 log.warning("warm driver pid %s did not acknowledge attempt %s; it is the attempt's driver "
                             "all the same", self.pid, attempt_id)
                 break
@@ -149,6 +150,7 @@ class WarmPool:
         self.env = env
         self.refill_held_at_most = refill_held_at_most      # --warm-refill-hold (WarmDriver.holds_refill)
         self.idle: list[WarmDriver] = []
+        self.handing: WarmDriver | None = None     # being handed an attempt (not yet the worker's child)
         self.starting: list[WarmDriver] = []     # taken, holding the refill (WarmDriver.holds_refill)
         self._deaths_in_a_row = 0
         self._next_start = 0.0
@@ -178,14 +180,24 @@ class WarmPool:
         while len(self.idle) < self.size and not self.starting and clock.now() >= self._next_start:
             self.idle.append(self._start())
 
-    def take(self, job_id: str, attempt_id: int, runtime_conf: dict[str, str], attempt_log: DriverLog):
+    def take(self, job_id: str, attempt_id: int, runtime_conf: dict[str, str], attempt_log: DriverLog,
+             go_on: Callable[[], bool] = lambda: True):
         """Hand a claimed attempt to an idle warm driver (a ready one first, else the oldest):
-        its ``subprocess.Popen``, or None when no warm driver could take it."""
+        its ``subprocess.Popen``, or None when no warm driver could take it. ``go_on`` is asked
+        before each hand-over, with the driver already ``handing``: false (the worker's drivers
+        were fenced), none is handed the attempt; and a fence from then on kills the one being
+        handed it (``kill_handing``), which the worker does not yet count among its children."""
         if not fits_command_line(job_id, attempt_id):
             return None
         for driver in sorted(self.idle, key=lambda d: (not d.ready, d.started_at)):
             self.idle.remove(driver)
-            if driver.proc.poll() is None and driver.hand_over(job_id, attempt_id, runtime_conf, attempt_log):
+            self.handing = driver
+            try:
+                handed = go_on() and driver.proc.poll() is None and driver.hand_over(
+                    job_id, attempt_id, runtime_conf, attempt_log)
+            finally:
+                self.handing = None
+            if handed:
                 # From here on the worker supervises it as any driver; the pool only listens
                 # for STARTED, to refill.
                 driver.taken_at = clock.now()
@@ -195,7 +207,15 @@ class WarmPool:
                          job_id, attempt_id)
                 return driver.proc
             driver.kill()
+            if not go_on():
+                return None
         return None
+
+    def kill_handing(self) -> None:
+        """The worker's liveness fence: the driver being handed an attempt dies with the rest."""
+        driver = self.handing
+        if driver is not None and driver.proc.poll() is None:
+            driver.proc.kill()
 
     def close(self) -> None:
         """The worker stops: idle warm drivers have nothing to finish."""
