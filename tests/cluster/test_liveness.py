@@ -379,3 +379,21 @@ def test_a_lock_session_lost_on_our_side_alone_is_ended_so_the_lock_can_be_taken
             old.close()
         locks.close()
         watcher.close()
+
+
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+def test_every_store_connection_gives_up_on_a_black_hole_unless_its_url_says_otherwise(store_url):
+    """The client keepalives and tcp_user_timeout are on the store's pool and the lock's session
+    alike, as defaults: a setting the URL makes itself (a slow link) wins."""
+    for url, user_timeout in ((store_url, "5000"), (store_url + "?tcp_user_timeout=20000", "20000")):
+        store = open_store(url)
+        locks = AdvisoryLocks(url, Timeouts())
+        try:
+            with store.engine.connect() as conn:
+                pool_dsn = conn.connection.dbapi_connection.info.dsn
+            assert locks.hold(worker_lock("w-dsn"))
+            for dsn in (pool_dsn, locks._conn.info.dsn):
+                assert f"tcp_user_timeout={user_timeout}" in dsn and "keepalives_idle=5" in dsn, dsn
+        finally:
+            locks.close()
+            store.dispose()

@@ -106,7 +106,10 @@ def test_a_cut_off_driver_is_replaced_and_publishes_nothing_after_the_heal(parti
         assert first.worker_id == CUT_WORKER
         # The replacement's host registers while the leader waits out the cut worker's timeout.
         w1 = cluster.worker("w1", wait=False)
-        # Stopped as well as cut off, it cannot fence itself: a zombie that wakes after the heal.
+        # Stopped as well as cut off, it cannot fence itself, and neither can its worker, stopped
+        # too (a running one kills its drivers once it cannot show its liveness lock held:
+        # worker/lock_regain.py): a zombie that wakes after the heal.
+        w_cut.kill(signal.SIGSTOP)
         os.kill(first.pid, signal.SIGSTOP)
         partition.cut()
         cluster.wait_registered(w1)
@@ -118,6 +121,7 @@ def test_a_cut_off_driver_is_replaced_and_publishes_nothing_after_the_heal(parti
         open_gate(gate)
         os.kill(first.pid, signal.SIGCONT)
         wait_for(lambda: exited(first.pid), 60, message="the woken zombie driver to exit")
+        w_cut.kill(signal.SIGCONT)
         with cluster.store.read() as conn:
             by_zombie = conn.execute(select(s.sink_manifests).where(
                 s.sink_manifests.c.attempt_id == first.attempt_id)).all()

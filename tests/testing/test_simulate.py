@@ -3,6 +3,7 @@ fence (and replays that seed exactly), and the CLI's last line."""
 
 from __future__ import annotations
 
+import logging
 import random
 import re
 import tempfile
@@ -29,7 +30,12 @@ BUG_SEED = 7           # a seed whose run a skipped attempt fence breaks (found 
 
 @pytest.fixture(autouse=True)
 def _quiet():
+    """Quiet for these tests alone: a later test in the same process logs through "seatide.*"."""
+    logger = logging.getLogger("seatide")
+    level = logger.level
     simulate.quiet_logs()
+    yield
+    logger.setLevel(level)
 
 
 def test_a_resume_from_a_savepoint_that_a_finished_pipeline_is_not_in_keeps_it_finished():

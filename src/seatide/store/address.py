@@ -23,6 +23,15 @@ CLIENT_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval
                      "tcp_user_timeout": 5000}
 
 
+def client_keepalives(url: str) -> dict:
+    """``CLIENT_KEEPALIVES`` for the settings the store's URL does not make itself (a link
+    slower than these suit sets its own there: ``?tcp_user_timeout=20000``)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    given = parse_qs(urlsplit(url).query)
+    return {key: value for key, value in CLIENT_KEEPALIVES.items() if key not in given}
+
+
 def normalize_url(url: str) -> str:
     if url.startswith("postgresql://") or url.startswith("postgres://"):
         return "postgresql+psycopg://" + url.split("://", 1)[1]

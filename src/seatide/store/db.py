@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from seatide import clock
 from seatide.store import schema as s
-from seatide.store.address import CLIENT_KEEPALIVES, CONNECT_TIMEOUT_S, OPEN_WAIT_S, default_store_url, normalize_url, redact  # noqa: F401  default_store_url: coordinator/ imports it here
+from seatide.store.address import CONNECT_TIMEOUT_S, client_keepalives, OPEN_WAIT_S, default_store_url, normalize_url, redact  # noqa: F401  default_store_url: coordinator/ imports it here
 from seatide.store.clock import read_store_now
 from seatide.store.events import record_event  # noqa: F401  coordinator/ and restore.py import it here
 from seatide.store.migrations import DEADLOCK_TRIES, OlderLeaseInUse, deadlocked, migrate
@@ -86,7 +86,7 @@ class Store:
         # error like a refused one, taken again wherever a step is taken again (store/sessions.py).
         return create_engine(url, pool_pre_ping=True, pool_size=4, max_overflow=8,
                              connect_args={"options": options, "connect_timeout": CONNECT_TIMEOUT_S,
-                                           **CLIENT_KEEPALIVES})
+                                           **client_keepalives(url)})
 
     # -- transactions ------------------------------------------------------------------
     @contextlib.contextmanager

@@ -37,7 +37,7 @@ import zlib
 from typing import Iterable, Protocol
 
 from seatide import clock
-from seatide.store.address import CLIENT_KEEPALIVES
+from seatide.store.address import client_keepalives
 from seatide.timeouts import Timeouts
 
 log = logging.getLogger(__name__)
@@ -193,7 +193,7 @@ class AdvisoryLocks:
         if self._conn is None or self._conn.closed:
             self._forget_session()
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5, options=self.options,
-                                   **CLIENT_KEEPALIVES)
+                                   **client_keepalives(self.url))
             if self._session is not None and self._lost:
                 self._end_old_session(conn)
             self._session = conn.execute("SELECT pid, backend_start FROM pg_stat_activity "
@@ -212,7 +212,7 @@ class AdvisoryLocks:
         keys, self._lost = sorted(self._lost), set()
         try:
             conn.execute(f"SELECT pg_terminate_backend(a.pid{wait}) FROM pg_stat_activity a WHERE a.pid = %s AND "
-                         "a.backend_start = %s AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND "
+                         "a.pid <> pg_backend_pid() AND a.backend_start = %s AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND "
                          "l.locktype = 'advisory' AND l.granted AND l.classid::bigint = %s AND l.objsubid = 2 "
                          "AND l.objid::bigint = ANY(%s))", (*self._session, ADVISORY_CLASS, keys))
         except Exception as exc:      # not allowed (another role's): the server's keepalives end it
@@ -254,10 +254,13 @@ class AdvisoryLocks:
             if name not in self._held:
                 return False
             try:
-                self._query("SELECT 1")
+                [(pid,)] = self._query("SELECT pg_backend_pid()")
             except Exception as exc:
                 log.warning("liveness lock %s: its session is gone (%s)", name, exc)
                 return False
+            if pid != self._session[0]:      # not the backend that took it (a proxy that re-bound us)
+                log.warning("liveness lock %s: our session was moved to another backend", name)
+                self._drop_connection()
             return name in self._held
 
     def release(self, name: str) -> None:

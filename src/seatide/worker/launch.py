@@ -124,8 +124,11 @@ class DriverLaunch:
                     attempt.job_id, attempt.attempt_id)
         LOG_MASKING.drop((self.node_id, attempt.attempt_id))
         log_file.close()
-        self._step_on_new_session(lambda: self.record_exit(attempt.attempt_id, None, error=UNLAUNCHED,
-                                                           store_outage=True), "ending an attempt not launched")
+        try:
+            self._step_on_new_session(lambda: self.record_exit(attempt.attempt_id, None, error=UNLAUNCHED,
+                                                               store_outage=True), "ending an attempt not launched")
+        except Exception as exc:     # the loop's next step ends it, the same way
+            log.warning("job %s attempt %s: not ended yet (%s)", attempt.job_id, attempt.attempt_id, exc)
         return None
 
     def _record_pid(self, attempt_id: int, pid: int) -> None:

@@ -53,21 +53,33 @@ class Presence:
         if not self._regain.watched:
             return
         asked = clock.monotonic()
-        if self.liveness.holds(worker_lock(self.node_id)):
-            with self._regain.mutex:
+        held = self.liveness.holds(worker_lock(self.node_id))
+        with self._regain.mutex:
+            if held:
                 self._regain.seen_held(asked)
+            else:
+                self._regain.seen_gone()     # the watch takes it back, or the fence kills what it must
         threading.Thread(target=self._fence_lost_lock, name="liveness-fence", daemon=True).start()
         threading.Thread(target=self._watch_liveness_lock, name="liveness-watch", daemon=True).start()
 
     def _watch_liveness_lock(self) -> None:
-        """A check every ``check_every`` while the lock is held, every ``LOST_LOCK_RETRY_S``
-        while it is away or the drivers are fenced."""
-        regain = self._regain
-        while not self._stop.wait(regain.check_every() if regain.state is LockState.HELD else LOST_LOCK_RETRY_S):
+        """A check asked every ``check_every`` while the lock is held (counted from the last one
+        asked, as the window is: a slow answer does not push the next one back), every
+        ``LOST_LOCK_RETRY_S`` while it is away, every ``LIVENESS_CHECK_S`` once the drivers are
+        fenced (nothing left to save: a recovering server is not flooded with connections)."""
+        asked = clock.monotonic()
+        while not self._stop.wait(max(0.0, asked + self._next_check_in() - clock.monotonic())):
+            asked = clock.monotonic()
             try:
                 self.check_liveness_lock()
             except Exception as exc:     # the store is still away: try again at the next check
                 log.warning("worker %s: its liveness lock is not back yet: %s", self.node_id, exc)
+
+    def _next_check_in(self) -> float:
+        state = self._regain.state
+        if state is LockState.HELD:
+            return self._regain.check_every()
+        return LOST_LOCK_RETRY_S if state is LockState.AWAY else LIVENESS_CHECK_S
 
     def check_liveness_lock(self) -> None:
         """Our lock is gone while we live (its PostgreSQL session ended: a server restart, a
@@ -99,8 +111,9 @@ class Presence:
             self._fence("its liveness lock is not back in time")
         for attempt_id, proc in list(self.children.items()):
             proc.wait()
-            # Needs the store: retried until it is back. Not the job's failure: not charged.
-            self.record_exit(attempt_id, proc.returncode, store_outage=True)
+            # Needs the store: retried until it is back. Those the fence killed are the outage's
+            # (not charged); one that had exited by itself before (a crash) is its own.
+            self.record_exit(attempt_id, proc.returncode)
         self._take_liveness_lock()
         register_node(self.store, self.node_id, "worker", slots=self.slots, liveness=True)
         asked = clock.monotonic()          # shown held after registering, which may have been slow
