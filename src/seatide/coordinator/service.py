@@ -381,16 +381,17 @@ class Coordinator:
             self._lock_free_since.clear()
             return {}
         try:
-            free, seen_at = self.liveness.free_among(watched)     # read after the pass's now: the later
+            free, seen_at = self.liveness.free_among(watched)     # read after the pass's now
         except Exception as exc:    # an accelerator only: the heartbeats still judge them
             log.warning("cannot read the workers' liveness locks: %s", exc)
             return {}
-        since = {name: self._lock_free_since.get(name, max(now, seen_at)) for name in free}
+        seen = max(now, seen_at)        # the streak's start and its length, both by the probes' own times
+        since = {name: self._lock_free_since.get(name, seen) for name in free}
         self._lock_free_since = since
         dead = {}
         for name, first_free in since.items():
             node = watched[name]
-            if now - first_free >= self.timeouts.lock_death_confirm_after and node.heartbeat_at < first_free:
+            if seen - first_free >= self.timeouts.lock_death_confirm_after and node.heartbeat_at < first_free:
                 dead[node.node_id] = first_free
         for node_id in set(dead) - self._dead_logged:
             log.warning("worker %s died: its liveness lock has been free for %.1f s and it has not heartbeated "
