@@ -395,6 +395,6 @@ class Coordinator:
                 dead[node.node_id] = first_free
         for node_id in set(dead) - self._dead_logged:
             log.warning("worker %s died: its liveness lock has been free for %.1f s and it has not heartbeated "
-                        "since", node_id, now - dead[node_id])
+                        "since", node_id, seen - dead[node_id])
         self._dead_logged = set(dead)
         return dead
