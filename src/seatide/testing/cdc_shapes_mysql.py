@@ -37,7 +37,6 @@ the sink protocol, the crash points and the query's restart with a table's new s
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import re

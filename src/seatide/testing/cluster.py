@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +26,7 @@ from seatide.store.clock import read_store_now
 from seatide.store.db import open_store
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL
 from seatide.testing.driver_processes import driver_pids
+from seatide.testing.ports import free_port  # noqa: F401  (the tests' import point)
 
 SEATIDE = [sys.executable, "-m", "seatide.cli.main"]
 
@@ -58,31 +57,6 @@ def batch_gate(path: str, passes: int, pipeline: int | None = None) -> dict:
 def open_gate(path: str) -> None:
     with open(path, "w"):
         pass
-
-
-def free_port() -> int:
-    """A port no one listens on now, for a server the test starts next. Drawn from below the
-    kernel's ephemeral range: a port ``bind(0)`` hands out is free only until the next outgoing
-    connection takes it, and the server binds seconds later (a coordinator lost its port so at
-    load 25: "address already in use"); outgoing connections never take one from below."""
-    low = _ephemeral_low()
-    for _ in range(500):
-        port = random.randrange(max(1024, low - 12000), low)
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port below the ephemeral range ({low}) in 500 tries")
-
-
-def _ephemeral_low() -> int:
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as handle:
-            return int(handle.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
 
 
 def http(method: str, url: str, body: dict | None = None, timeout: float = 30.0):
