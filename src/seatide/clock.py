@@ -10,8 +10,19 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+
+
+def _since_boot() -> float:
+    """CLOCK_BOOTTIME: CLOCK_MONOTONIC plus the time the host spent suspended. A lease or a
+    fence window timed on CLOCK_MONOTONIC stands still through a suspend, so a host resumed
+    after a minute would believe its 1 s window still open while the leader, whose clock ran
+    on, has given its work to another: the window must count the suspend too."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+real_monotonic: Callable[[], float] = _since_boot if hasattr(time, "CLOCK_BOOTTIME") else time.monotonic
 _source: Callable[[], float] = time.time
-_monotonic: Callable[[], float] = time.monotonic
+_monotonic: Callable[[], float] = real_monotonic
 # The clock of an SQLite store: its host's, which is every process's on that host (None). The
 # simulation runs its store on a clock of its own, so that a process whose clock is skewed
 # still stamps (and is judged by) the store's time, as on PostgreSQL.
@@ -35,7 +46,8 @@ def use_store_clock(source: Callable[[], float] | None) -> None:
 
 def monotonic() -> float:
     """For durations a process measures itself (how long its lease or its heartbeat is
-    still good): never stepped by NTP. Under a simulated clock, that clock."""
+    still good): never stepped by NTP, and counting a suspend (CLOCK_BOOTTIME where the
+    kernel has it). Under a simulated clock, that clock."""
     return _monotonic()
 
 
@@ -44,5 +56,5 @@ def use(source: Callable[[], float], monotonic: Callable[[], float] | None = Non
     Durations follow ``monotonic``, or ``source`` itself unless it is the real clock."""
     global _source, _monotonic
     previous, _source = _source, source
-    _monotonic = monotonic or (time.monotonic if source is time.time else source)
+    _monotonic = monotonic or (real_monotonic if source is time.time else source)
     return previous

@@ -52,5 +52,5 @@ def skew_wall_clock_for_tests() -> None:
     if not skew:
         return
     offset = float(skew)
-    clock.use(lambda: time.time() + offset, monotonic=time.monotonic)
+    clock.use(lambda: time.time() + offset, monotonic=clock.real_monotonic)
     logging.getLogger(__name__).warning("this process's wall clock is off by %+g s (%s)", offset, CLOCK_SKEW_ENV)
