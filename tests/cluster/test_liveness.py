@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from sqlalchemy import insert, select, text, update
 
+from seatide import clock
 from seatide.coordinator.lease import LeaderLease
 from seatide.coordinator.service import Coordinator, register_node
 from seatide.store import schema as s
@@ -272,7 +273,7 @@ def test_a_free_worker_lock_is_a_death_only_once_it_stayed_free_and_the_worker_s
         assert dead_at(released - 0.5) == {}       # a pass whose now was read well before its probe
         # First seen free when the probe read it, by the store's clock: not at the pass's ``now``
         # (a streak counted from then could end before the worker's window).
-        first_seen = coordinator._lock_free_since[worker_lock("w-dead")]
+        first_seen = coordinator.lock_deaths.first_free[worker_lock("w-dead")].store_at
         assert released <= first_seen
         assert dead_at(first_seen + confirm - 0.05) == {}
         assert dead_at(first_seen + confirm) == {"w-dead": first_seen}
@@ -348,11 +349,44 @@ def _heartbeat_at(store, node_id: str) -> float:
         return conn.execute(select(s.nodes.c.heartbeat_at).where(s.nodes.c.node_id == node_id)).scalar()
 
 
-def _dead_workers_at(coordinator: Coordinator, now: float) -> dict:
-    """The leader's verdict on the workers' locks at store time ``now``, from the nodes as stored."""
+def _dead_workers_at(coordinator: Coordinator, now: float, local: float | None = None) -> dict:
+    """The leader's verdict on the workers' locks at store time ``now``, from the nodes as stored,
+    its own monotonic clock reading ``local`` (by default as far on as the store's time)."""
     with coordinator.store.read() as conn:
         workers = {n.node_id: n for n in conn.execute(select(s.nodes).where(s.nodes.c.role == "worker"))}
-    return coordinator._dead_workers(workers, now)
+    previous = clock.use(time.time, monotonic=lambda: now if local is None else local)
+    try:
+        return coordinator._dead_workers(workers, now)
+    finally:
+        clock.use(previous)
+
+
+def test_a_store_clock_stepped_forward_does_not_end_a_free_streak_early(store_url):
+    """Stop 62 review round 4, L3: the worker times its window on its own monotonic clock, so a
+    step forward of the store host's wall clock must not make the leader's streak look longer
+    than it lasted. The verdict needs the window on the leader's monotonic clock too."""
+    store = open_store(store_url)
+    worker_locks, leader_locks = liveness_for(store, Timeouts()), liveness_for(store, Timeouts())
+    coordinator = Coordinator(store, node_id="c-step", liveness=leader_locks)
+    confirm = Timeouts().lock_death_confirm_after
+    try:
+        assert worker_locks.hold(worker_lock("w-live"))
+        register_node(store, "w-live", "worker", slots=1, liveness=True)
+        worker_locks.release(worker_lock("w-live"))         # a server restart ended its session
+        first = _heartbeat_at(store, "w-live") + 0.1
+        assert _dead_workers_at(coordinator, first, local=100.0) == {}
+        first = coordinator.lock_deaths.first_free[worker_lock("w-live")].store_at    # the probe's own time
+        # The store's clock jumped 5 s: less than the heartbeat rule's window (else both rules
+        # would judge every worker by that clock), more than the lock's.
+        stepped = first + confirm + 5.0
+        assert stepped + 0.1 - first < Timeouts().worker_lost_after
+        assert _dead_workers_at(coordinator, stepped, local=100.0 + confirm / 2) == {}, \
+            "a verdict before the window had passed in real time"
+        assert _dead_workers_at(coordinator, stepped + 0.1, local=100.0 + confirm) == {"w-live": first}
+    finally:
+        worker_locks.close()
+        leader_locks.close()
+        store.dispose()
 
 
 @pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)

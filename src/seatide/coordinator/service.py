@@ -21,6 +21,7 @@ from seatide import clock
 from seatide.coordinator.cleanup import due_results, reconcile_cleanup
 from seatide.coordinator.effects import Applier
 from seatide.coordinator.lease import LeaderLease
+from seatide.coordinator.lock_death import LockDeathWatch
 from seatide.coordinator.release import Releaser, due_releases
 from seatide.coordinator.source_watch import SourceWatch, WatchRules
 from seatide.coordinator.retention import Pruner, RetentionRules
@@ -29,7 +30,7 @@ from seatide.coordinator.reconcile import CreateAttempt, Snapshot, Timeouts, rec
 from seatide.coordinator.worker_wait import WorkerWait
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now, store_now
-from seatide.store.db import NotLeader, Store, normalize_url, record_event
+from seatide.store.db import NotLeader, Store, normalize_url
 from seatide.store.liveness import Liveness, worker_lock
 from seatide.store.node_features import FEATURES, store_revision
 from seatide.store.sessions import again_on_new_session, session_ended
@@ -139,10 +140,9 @@ class Coordinator:
         self._host = socket.gethostname()
         self._backoff: dict[str, tuple[int, float]] = {}   # job id -> (failures in a row, retry at)
         self._last_beat = 0.0                               # when this node last heartbeated (its clock)
-        self._dead_logged: set[str] = set()                 # dead workers already logged (log once)
         # Observations, not facts: a new leader (or this one after a gap) starts them afresh,
         # which only makes it wait longer before it replaces anything.
-        self._lock_free_since: dict[str, float] = {}        # worker -> store time its lock was first seen free
+        self.lock_deaths = LockDeathWatch(self.timeouts.lock_death_confirm_after)
         self._observing_since: float | None = None          # store time since which it reached the store without a gap
 
     def start(self) -> "Coordinator":
@@ -203,7 +203,7 @@ class Coordinator:
         checkpoints missed meanwhile are not counted against anyone (``reconcile.age``), nor a
         lock seen free before the gap (its 2 s of confirmation start again after it)."""
         self._observing_since = None
-        self._lock_free_since = {}
+        self.lock_deaths.forget()
 
     def _reconcile_timed(self) -> None:
         began = time.perf_counter()
@@ -357,15 +357,8 @@ class Coordinator:
         return snaps, load
 
     def _dead_workers(self, workers: dict, now: float) -> dict[str, float]:
-        """Workers dead by their liveness lock, each with the store time its lock was first seen free.
-
-        A free lock alone is no death certificate: a restart of PostgreSQL (or a failover, or
-        ``pg_terminate_backend``) frees the lock of a live worker. Such a worker sees its lock
-        gone within ``LIVENESS_CHECK_S``; it takes it back with a heartbeat, or kills its drivers,
-        within the window below less a margin (worker/lock_regain.py). So a worker is dead when its
-        lock has stayed free for ``Timeouts.lock_death_confirm_after`` since first seen free and the
-        worker has not heartbeated since; and an attempt's driver died with it only if it has not
-        heartbeated since either (``reconcile.died_with_worker``). docs/operations.md says why.
+        """Workers dead by their liveness lock, each with the store time its lock was first seen
+        free (``lock_death.py``: free for the confirmation window, no heartbeat since).
 
         Read after the node rows, so a worker registered in them had taken its lock before
         (it takes the lock, then registers). Only workers not yet lost by heartbeat are asked,
@@ -378,23 +371,11 @@ class Coordinator:
         watched = {worker_lock(n.node_id): n for n in workers.values() if n.liveness and not n.stopped
                    and seen_silent(now, n.heartbeat_at, observed) <= self.timeouts.worker_lost_after}
         if not watched:
-            self._lock_free_since.clear()
+            self.lock_deaths.forget()
             return {}
         try:
             free, seen_at = self.liveness.free_among(watched)     # read after the pass's now
         except Exception as exc:    # an accelerator only: the heartbeats still judge them
             log.warning("cannot read the workers' liveness locks: %s", exc)
             return {}
-        seen = max(now, seen_at)        # the streak's start and its length, both by the probes' own times
-        since = {name: self._lock_free_since.get(name, seen) for name in free}
-        self._lock_free_since = since
-        dead = {}
-        for name, first_free in since.items():
-            node = watched[name]
-            if seen - first_free >= self.timeouts.lock_death_confirm_after and node.heartbeat_at < first_free:
-                dead[node.node_id] = first_free
-        for node_id in set(dead) - self._dead_logged:
-            log.warning("worker %s died: its liveness lock has been free for %.1f s and it has not heartbeated "
-                        "since", node_id, seen - dead[node_id])
-        self._dead_logged = set(dead)
-        return dead
+        return self.lock_deaths.judge(watched, free, seen_at, now)
