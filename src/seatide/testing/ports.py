@@ -1,12 +1,12 @@
 """Ports for the servers tests start: free now, below the kernel's ephemeral range, and claimed
-against this machine's other test processes until the server has surely bound its port."""
+against this machine's other test processes for the life of the process that drew them."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import socket
-import time
 
 
 def free_port() -> int:
@@ -14,9 +14,10 @@ def free_port() -> int:
     kernel's ephemeral range: a port ``bind(0)`` hands out is free only until the next outgoing
     connection takes it, and the server binds seconds later (a coordinator lost its port so at
     load 25: "address already in use"); outgoing connections never take one from below.
-    Each port handed out is claimed for this machine's other test processes too (a file per
-    port): three pytest processes drew ports from the same range, and a coordinator lost one
-    so when another process drew it between this check and its server's bind (stop 62's run)."""
+    Each port handed out is claimed against this machine's other test processes for this
+    process's life (``_claim``): three pytest processes drew ports from the same range, and a
+    coordinator lost one so when another process drew it between this check and its server's
+    bind (stop 62's run)."""
     low = _ephemeral_low()
     for _ in range(500):
         port = random.randrange(max(1024, low - 12000), low)
@@ -31,34 +32,27 @@ def free_port() -> int:
     raise RuntimeError(f"no free port below the ephemeral range ({low}) in 500 tries")
 
 
-# A claim keeps other test processes off a port for this long: far more than a server takes to
-# bind it, far less than a suite run, so a long run can use a port again (12,000 to draw from).
-PORT_CLAIM_S = 600.0
 PORT_CLAIMS_DIR = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"seatide-port-claims-{os.getuid()}")
+# port -> the open file whose lock claims it: kept for this process's life, since a test's
+# server may stop and start again on its port (a store restart) long after it was handed out.
+_claims: dict[int, int] = {}
 
 
 def _claim(port: int) -> bool:
-    """True if this process may hand ``port`` out: no other process claimed it in the last
-    ``PORT_CLAIM_S`` seconds. The claim is a file created with O_EXCL, so of two processes
-    drawing the same port at once exactly one wins."""
+    """True if this process may hand ``port`` out: it now holds the port's claim, an exclusive
+    ``flock`` on a file of its own name that no other live process holds. The kernel drops the
+    lock when this process ends (never before: no age limit, no race over an old claim), and
+    children do not inherit it (the file is opened close-on-exec)."""
+    if port in _claims:
+        return False             # handed out by this process before: its server may still run
     os.makedirs(PORT_CLAIMS_DIR, exist_ok=True)
-    path = os.path.join(PORT_CLAIMS_DIR, str(port))
+    fd = os.open(os.path.join(PORT_CLAIMS_DIR, str(port)), os.O_CREAT | os.O_RDWR, 0o600)
     try:
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        return True
-    except FileExistsError:
-        pass
-    try:
-        stale = time.time() - os.stat(path).st_mtime > PORT_CLAIM_S
-    except FileNotFoundError:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
         return False
-    if not stale:
-        return False
-    # An old claim: take it over by renaming our own fresh file onto it. Two processes racing
-    # here may both win, but only for a port no one has touched for ten minutes.
-    mine = f"{path}.{os.getpid()}"
-    os.close(os.open(mine, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600))
-    os.replace(mine, path)
+    _claims[port] = fd
     return True
 
 
