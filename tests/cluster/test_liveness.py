@@ -361,6 +361,27 @@ def _dead_workers_at(coordinator: Coordinator, now: float, local: float | None =
         clock.use(previous)
 
 
+def test_a_coordinator_that_stops_leading_forgets_the_free_locks_it_saw(store_url, monkeypatch):
+    """Outside review L1: a lock seen free in an earlier term may have been taken again and lost
+    again while another coordinator led; a streak from then would be long at once."""
+    store = open_store(store_url)
+    worker_locks, leader_locks = liveness_for(store, Timeouts()), liveness_for(store, Timeouts())
+    coordinator = Coordinator(store, node_id="c-term", liveness=leader_locks)
+    try:
+        assert worker_locks.hold(worker_lock("w-term"))
+        register_node(store, "w-term", "worker", slots=1, liveness=True)
+        worker_locks.release(worker_lock("w-term"))
+        assert _dead_workers_at(coordinator, _heartbeat_at(store, "w-term") + 0.1) == {}
+        assert worker_lock("w-term") in coordinator.lock_deaths.first_free
+        monkeypatch.setattr(coordinator.lease, "tick", lambda: False)     # another coordinator leads
+        coordinator._tick(clock.now())
+        assert coordinator.lock_deaths.first_free == {}
+    finally:
+        worker_locks.close()
+        leader_locks.close()
+        store.dispose()
+
+
 def test_a_store_clock_stepped_forward_does_not_end_a_free_streak_early(store_url):
     """Stop 62 review round 4, L3: the worker times its window on its own monotonic clock, so a
     step forward of the store host's wall clock must not make the leader's streak look longer

@@ -43,7 +43,8 @@ class LockDeathWatch:
         self._logged: set[str] = set()                # dead workers already logged (log once)
 
     def forget(self) -> None:
-        """The store was out of reach: a lock seen free before the gap counts from after it."""
+        """The store was out of reach, or this coordinator did not lead (nor probe) for a while: a
+        lock seen free before counts from after."""
         self.first_free = {}
 
     def judge(self, watched: dict, free: set[str], seen_at: float, now: float) -> dict[str, float]:

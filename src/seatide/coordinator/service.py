@@ -197,6 +197,8 @@ class Coordinator:
             self.store_gap()
         if leading:
             self._reconcile_timed()
+        else:       # unwatched meanwhile: a lock may be taken again and lost while another leads
+            self.lock_deaths.forget()
 
     def store_gap(self) -> None:
         """The store could not be reached (or this coordinator was cut off): heartbeats and
