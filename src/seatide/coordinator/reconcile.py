@@ -45,19 +45,23 @@ class Snapshot:
     observed_since: float = 0.0
     # The store's revision, as read with the workers: a job goes only to a worker whose code heads it.
     store_revision: str = HEAD
+    # Heartbeat stamp -> the store time from which this leader has seen it stand, by its own
+    # monotonic clock (coordinator/stamp_watch.py): a silence is never counted longer than
+    # that, so a step of the store host's clock does not make it long at once.
+    seen_from: dict = field(default_factory=dict)
 
 
 def age(snap: Snapshot, stamp: float | None) -> float:
     """Seconds since ``stamp`` (store time) that the leader could see: a blind spot (its own,
     or the store's restart) is no evidence that anything stopped."""
-    return seen_silent(snap.now, stamp, snap.observed_since)
+    return seen_silent(snap.now, stamp, snap.observed_since, snap.seen_from)
 
 
-def seen_silent(now: float, stamp: float | None, observed_since: float) -> float:
+def seen_silent(now: float, stamp: float | None, observed_since: float, seen_from: dict | None = None) -> float:
     """``age`` from its parts, for the leader before it has a snapshot: it picks the workers whose
     liveness locks it reads by this, so a worker leaves that watch just when ``worker_alive``
     counts it lost by heartbeat, however long before this leader's first look it died."""
-    return now - max(stamp or 0.0, observed_since)
+    return now - max(stamp or 0.0, observed_since, (seen_from or {}).get(stamp, 0.0))
 
 
 def died_with_worker(attempt: Any, snap: Snapshot) -> bool:

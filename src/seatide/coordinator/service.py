@@ -13,6 +13,7 @@ import signal
 import socket
 import threading
 import time
+from itertools import chain
 from typing import Iterator
 
 from sqlalchemy import and_, func, insert, select, update
@@ -22,6 +23,7 @@ from seatide.coordinator.cleanup import due_results, reconcile_cleanup
 from seatide.coordinator.effects import Applier
 from seatide.coordinator.lease import LeaderLease
 from seatide.coordinator.lock_death import LockDeathWatch
+from seatide.coordinator.stamp_watch import StampWatch
 from seatide.coordinator.release import Releaser, due_releases
 from seatide.coordinator.source_watch import SourceWatch, WatchRules
 from seatide.coordinator.retention import Pruner, RetentionRules
@@ -143,6 +145,7 @@ class Coordinator:
         # Observations, not facts: a new leader (or this one after a gap) starts them afresh,
         # which only makes it wait longer before it replaces anything.
         self.lock_deaths = LockDeathWatch(self.timeouts.lock_death_confirm_after)
+        self.stamps = StampWatch()
         self._observing_since: float | None = None          # store time since which it reached the store without a gap
 
     def start(self) -> "Coordinator":
@@ -199,6 +202,7 @@ class Coordinator:
             self._reconcile_timed()
         else:       # unwatched meanwhile: a lock may be taken again and lost while another leads
             self.lock_deaths.forget()
+            self.stamps.forget()
 
     def store_gap(self) -> None:
         """The store could not be reached (or this coordinator was cut off): heartbeats and
@@ -206,6 +210,7 @@ class Coordinator:
         lock seen free before the gap (its 2 s of confirmation start again after it)."""
         self._observing_since = None
         self.lock_deaths.forget()
+        self.stamps.forget()
 
     def _reconcile_timed(self) -> None:
         began = time.perf_counter()
@@ -228,10 +233,11 @@ class Coordinator:
         with self.store.read() as conn:
             # The leader compares heartbeats (stamped by the store) with the store's time,
             # not its own: a leader whose clock is off does not declare live workers lost.
+            local_now = clock.monotonic()      # just before the store's: both times of the same moment
             now = read_store_now(conn)
         if self._observing_since is None:
             self._observing_since = now
-        snaps, load = self._snapshots(now)
+        snaps, load = self._snapshots(now, local_now)
         for snap in snaps:
             yield
             if not self.lease.renew_if_due():     # a long pass keeps its lease (same epoch) or stops
@@ -314,12 +320,14 @@ class Coordinator:
         if node is not None and node.host == self._host:
             kill_if_reachable(attempt, self.store.url)
 
-    def _snapshots(self, now: float) -> tuple[list[Snapshot], dict[str, int]]:
+    def _snapshots(self, now: float, local_now: float | None = None) -> tuple[list[Snapshot], dict[str, int]]:
         """Every job the leader must look at, read in a fixed number of indexed queries
         (never one per job, never the jobs' config text).
 
         Each query names the jobs by the same condition (joined), not by a list of their ids:
-        a thousand bound ids cost more to render and parse than the rows cost to read."""
+        a thousand bound ids cost more to render and parse than the rows cost to read.
+        ``local_now``: this process's monotonic clock when ``now`` was read (default: at the call)."""
+        local_now = clock.monotonic() if local_now is None else local_now
         j, a, p = s.jobs.c, s.attempts.c, s.pipelines.c
         live_attempt = a.state.in_(sorted(ATTEMPT_LIVE))
         # Not ended, or ended with a driver that may still run (to put it down).
@@ -332,6 +340,7 @@ class Coordinator:
                 load[row.worker_id] = row[1]
             jobs = conn.execute(select(*SNAPSHOT_JOB_COLUMNS).where(active).order_by(j.created_at)).all()
             if not jobs:
+                self.stamps.seen_from((n.heartbeat_at for n in workers.values()), now, local_now)
                 return [], load
             # .all(): one fetch of every row; iterating fetches them one call each (psycopg)
             attempts = {row.attempt_id: row for row in conn.execute(
@@ -347,7 +356,11 @@ class Coordinator:
                     active, a.ended_at.is_(None), a.attempt_id != func.coalesce(j.current_attempt, -1),
                     a.state != AttemptState.ASSIGNED))).all():
                 earlier.setdefault(row.job_id, []).append(row)
-        dead = self._dead_workers(workers, now)
+        seen_from = self.stamps.seen_from(
+            [n.heartbeat_at for n in workers.values()] + [stamp for row in [*attempts.values(), *chain(*earlier.values())]
+                                                          for stamp in (row.heartbeat_at, row.created_at, row.launched_at)],
+            now, local_now)
+        dead = self._dead_workers(workers, now, seen_from)
         snaps = []
         for job in jobs:
             rows = pipelines.get((job.job_id, job.incarnation), [])
@@ -355,10 +368,10 @@ class Coordinator:
             # checkpoint row is read, a seek per job once cost a quarter of the pass.
             last = max((r.last_checkpoint_at for r in rows if r.last_checkpoint_at is not None), default=None)
             snaps.append(Snapshot(job, attempts.get(job.current_attempt), rows, workers, load, now, last, dead,
-                                  tuple(earlier.get(job.job_id, ())), self._observing_since, revision))
+                                  tuple(earlier.get(job.job_id, ())), self._observing_since, revision, seen_from))
         return snaps, load
 
-    def _dead_workers(self, workers: dict, now: float) -> dict[str, float]:
+    def _dead_workers(self, workers: dict, now: float, seen_from: dict | None = None) -> dict[str, float]:
         """Workers dead by their liveness lock, each with the store time its lock was first seen
         free (``lock_death.py``: free for the confirmation window, no heartbeat since).
 
@@ -371,7 +384,7 @@ class Coordinator:
             return {}
         observed = self._observing_since or 0.0
         watched = {worker_lock(n.node_id): n for n in workers.values() if n.liveness and not n.stopped
-                   and seen_silent(now, n.heartbeat_at, observed) <= self.timeouts.worker_lost_after}
+                   and seen_silent(now, n.heartbeat_at, observed, seen_from) <= self.timeouts.worker_lost_after}
         if not watched:
             self.lock_deaths.forget()
             return {}
