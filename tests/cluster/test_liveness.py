@@ -361,20 +361,25 @@ def _dead_workers_at(coordinator: Coordinator, now: float, local: float | None =
         clock.use(previous)
 
 
-def test_a_coordinator_that_stops_leading_forgets_the_free_locks_it_saw(store_url, monkeypatch):
+def test_a_new_term_forgets_the_free_locks_seen_in_an_earlier_one(store_url, monkeypatch):
     """Outside review L1: a lock seen free in an earlier term may have been taken again and lost
-    again while another coordinator led; a streak from then would be long at once."""
+    again while another coordinator led; a streak from then would be long at once. The watches
+    are kept per term (the lease's epoch), whichever loop runs the pass."""
     store = open_store(store_url)
     worker_locks, leader_locks = liveness_for(store, Timeouts()), liveness_for(store, Timeouts())
     coordinator = Coordinator(store, node_id="c-term", liveness=leader_locks)
     try:
+        assert coordinator.lease.tick(), "elected"
         assert worker_locks.hold(worker_lock("w-term"))
         register_node(store, "w-term", "worker", slots=1, liveness=True)
         worker_locks.release(worker_lock("w-term"))
+        coordinator._watching_epoch = coordinator.lease.epoch
         assert _dead_workers_at(coordinator, _heartbeat_at(store, "w-term") + 0.1) == {}
-        assert worker_lock("w-term") in coordinator.lock_deaths.first_free
-        monkeypatch.setattr(coordinator.lease, "tick", lambda: False)     # another coordinator leads
-        coordinator._tick(clock.now())
+        monkeypatch.setattr(coordinator, "_snapshots", lambda now, local_now: ([], {}))   # the pass alone
+        coordinator.reconcile_all()
+        assert worker_lock("w-term") in coordinator.lock_deaths.first_free, "forgotten within one term"
+        coordinator._watching_epoch = coordinator.lease.epoch - 1       # kept in an earlier term
+        coordinator.reconcile_all()
         assert coordinator.lock_deaths.first_free == {}
     finally:
         worker_locks.close()

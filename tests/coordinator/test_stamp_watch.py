@@ -58,3 +58,31 @@ def test_a_stamp_first_seen_now_counts_from_now_and_a_moved_one_is_dropped():
         assert watch.seen_from([NOW + 1], NOW + 7, local[0]) == {NOW + 1: NOW + 7}
     finally:
         clock.use(previous)
+
+
+def test_a_store_clock_step_does_not_flag_a_healthy_stream_stale():
+    """Outside review round 2, M1: with ``on-stale fail`` one step of the store's clock failed a
+    healthy job; the checkpoint's stamp is judged on the leader's own clock too."""
+    local = [700.0]
+    previous = clock.use(time.time, monotonic=lambda: local[0])
+    try:
+        watch = StampWatch()
+        strict = job(stale_after_s=15, on_stale="fail")
+        checkpoint, started = NOW - 2, NOW - 30
+        live = attempt(heartbeat_at=NOW - 0.5, launched_at=NOW - 40, created_at=NOW - 40)
+
+        def decide(now: float) -> list:
+            pipes = [pipe(started_at=started, last_checkpoint_at=checkpoint)]
+            seen = watch.seen_from([checkpoint, started, live.heartbeat_at, live.launched_at], now, local[0])
+            return r.reconcile_job(r.Snapshot(strict, live, pipes, {"w1": worker(beat=now - 0.5)}, {}, now,
+                                              checkpoint, {}, seen_from=seen), T)
+
+        assert decide(NOW) == []
+        local[0] += 1.0
+        live.heartbeat_at = NOW + 1.0 + STEP_S - 0.5        # the driver beats on, stamped by the stepped clock
+        assert decide(NOW + 1.0 + STEP_S) == [], "a healthy stream failed by a step of the store's clock"
+        local[0] += 16.0                                     # no checkpoint for 16 s on every clock
+        live.heartbeat_at = NOW + 17.0 + STEP_S - 0.5
+        assert any(isinstance(a, r.Finish) for a in decide(NOW + 17.0 + STEP_S))
+    finally:
+        clock.use(previous)

@@ -9,6 +9,7 @@ import time
 import pytest
 from sqlalchemy import event, select, update
 
+from seatide import clock
 from seatide import intents
 from seatide.coordinator.service import Coordinator, register_node
 from seatide.store import schema as s
@@ -89,10 +90,27 @@ def test_reading_the_jobs_takes_the_same_queries_for_one_job_or_twenty(leader):
 
         event.listen(store.engine, "before_cursor_execute", count)
         try:
-            snaps, _ = coordinator._snapshots(time.time())
+            snaps, _ = coordinator._snapshots(time.time(), clock.monotonic())
         finally:
             event.remove(store.engine, "before_cursor_execute", count)
         assert len(snaps) == total
         assert all(not hasattr(snap.job, "config") for snap in snaps), "the tick read the jobs' config text"
         counts.append(len([q for q in statements if q.lstrip().upper().startswith("SELECT")]))
     assert counts[0] == counts[1], counts
+
+
+def test_every_stamp_a_silence_is_judged_by_is_watched_on_the_leaders_own_clock(leader):
+    """A step of the store's clock must not lengthen any silence the leader acts on (outside
+    review of stop 63): the worker's heartbeat, the attempt's launch and heartbeat, the job's
+    last change (a cancel's grace) are in the snapshot's ``seen_from``."""
+    coordinator, store, data_dir = leader
+    register_node(store, "w1", "worker", slots=1)
+    _submit(store, data_dir, "watched")
+    _ticks(coordinator, 2)
+    snaps, _ = coordinator._snapshots(time.time(), clock.monotonic())
+    snap = snaps[0]
+    assert snap.attempt is not None
+    stamps = [snap.workers["w1"].heartbeat_at, snap.job.updated_at, snap.attempt.created_at]
+    assert all(stamp in snap.seen_from for stamp in stamps), (stamps, snap.seen_from)
+    # Unchanged since the ticks before: seen to stand since before this pass's now.
+    assert snap.seen_from[snap.workers["w1"].heartbeat_at] <= snap.now

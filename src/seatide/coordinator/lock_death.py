@@ -60,9 +60,11 @@ class LockDeathWatch:
             lasted = min(seen - first.store_at, local - first.local_at)
             if lasted >= self.confirm_after and node.heartbeat_at < first.store_at:
                 dead[node.node_id] = first.store_at
-        for node_id in set(dead) - self._logged:
-            log.warning("worker %s died: its liveness lock has been free for %.1f s and it has not heartbeated "
-                        "since", node_id, seen - dead[node_id])
+        for name, first in self.first_free.items():
+            node_id = watched[name].node_id
+            if node_id in dead and node_id not in self._logged:
+                log.warning("worker %s died: its liveness lock has been free for %.1f s and it has not heartbeated "
+                            "since", node_id, min(seen - first.store_at, local - first.local_at))
         self._logged = set(dead)
         return dead
 

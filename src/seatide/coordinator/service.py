@@ -146,6 +146,7 @@ class Coordinator:
         # which only makes it wait longer before it replaces anything.
         self.lock_deaths = LockDeathWatch(self.timeouts.lock_death_confirm_after)
         self.stamps = StampWatch()
+        self._watching_epoch: int | None = None             # the term the two watches above were kept in
         self._observing_since: float | None = None          # store time since which it reached the store without a gap
 
     def start(self) -> "Coordinator":
@@ -200,9 +201,6 @@ class Coordinator:
             self.store_gap()
         if leading:
             self._reconcile_timed()
-        else:       # unwatched meanwhile: a lock may be taken again and lost while another leads
-            self.lock_deaths.forget()
-            self.stamps.forget()
 
     def store_gap(self) -> None:
         """The store could not be reached (or this coordinator was cut off): heartbeats and
@@ -229,6 +227,12 @@ class Coordinator:
         epoch = self.lease.epoch
         if epoch is None:
             return
+        if epoch != self._watching_epoch:
+            # A new term: what it saw before was not watched meanwhile (another coordinator
+            # led), so its free locks and heartbeat stamps count from now, as a new leader's do.
+            self.lock_deaths.forget()
+            self.stamps.forget()
+            self._watching_epoch = epoch
         self.lease.step("reading the snapshot")
         with self.store.read() as conn:
             # The leader compares heartbeats (stamped by the store) with the store's time,
@@ -320,14 +324,13 @@ class Coordinator:
         if node is not None and node.host == self._host:
             kill_if_reachable(attempt, self.store.url)
 
-    def _snapshots(self, now: float, local_now: float | None = None) -> tuple[list[Snapshot], dict[str, int]]:
+    def _snapshots(self, now: float, local_now: float) -> tuple[list[Snapshot], dict[str, int]]:
         """Every job the leader must look at, read in a fixed number of indexed queries
         (never one per job, never the jobs' config text).
 
         Each query names the jobs by the same condition (joined), not by a list of their ids:
         a thousand bound ids cost more to render and parse than the rows cost to read.
-        ``local_now``: this process's monotonic clock when ``now`` was read (default: at the call)."""
-        local_now = clock.monotonic() if local_now is None else local_now
+        ``local_now``: this process's monotonic clock read just before ``now`` was."""
         j, a, p = s.jobs.c, s.attempts.c, s.pipelines.c
         live_attempt = a.state.in_(sorted(ATTEMPT_LIVE))
         # Not ended, or ended with a driver that may still run (to put it down).
@@ -339,8 +342,9 @@ class Coordinator:
             for row in conn.execute(select(a.worker_id, func.count()).where(live_attempt).group_by(a.worker_id)):
                 load[row.worker_id] = row[1]
             jobs = conn.execute(select(*SNAPSHOT_JOB_COLUMNS).where(active).order_by(j.created_at)).all()
-            if not jobs:
-                self.stamps.seen_from((n.heartbeat_at for n in workers.values()), now, local_now)
+            if not jobs:       # nothing to judge: neither watch is kept, so both start again
+                self.stamps.forget()
+                self.lock_deaths.forget()
                 return [], load
             # .all(): one fetch of every row; iterating fetches them one call each (psycopg)
             attempts = {row.attempt_id: row for row in conn.execute(
@@ -356,10 +360,12 @@ class Coordinator:
                     active, a.ended_at.is_(None), a.attempt_id != func.coalesce(j.current_attempt, -1),
                     a.state != AttemptState.ASSIGNED))).all():
                 earlier.setdefault(row.job_id, []).append(row)
-        seen_from = self.stamps.seen_from(
-            [n.heartbeat_at for n in workers.values()] + [stamp for row in [*attempts.values(), *chain(*earlier.values())]
-                                                          for stamp in (row.heartbeat_at, row.created_at, row.launched_at)],
-            now, local_now)
+        seen_from = self.stamps.seen_from(chain(
+            (n.heartbeat_at for n in workers.values()), (j.updated_at for j in jobs),
+            (stamp for row in chain(attempts.values(), *earlier.values())
+             for stamp in (row.heartbeat_at, row.created_at, row.launched_at, row.progress_at)),
+            (stamp for rows in pipelines.values() for p in rows
+             for stamp in (p.started_at, p.last_checkpoint_at, p.progress_at))), now, local_now)
         dead = self._dead_workers(workers, now, seen_from)
         snaps = []
         for job in jobs:
@@ -392,5 +398,6 @@ class Coordinator:
             free, seen_at = self.liveness.free_among(watched)     # read after the pass's now
         except Exception as exc:    # an accelerator only: the heartbeats still judge them
             log.warning("cannot read the workers' liveness locks: %s", exc)
+            self.lock_deaths.forget()      # unwatched meanwhile
             return {}
         return self.lock_deaths.judge(watched, free, seen_at, now)

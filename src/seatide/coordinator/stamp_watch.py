@@ -4,10 +4,13 @@ Every instant the leader compares is the store's (DESIGN §5), so a step forward
 host's wall clock would make every silence look longer at once: a worker or driver still
 inside its window would be judged lost or gone, and its work started again beside it (outside
 review of stop 63, H1). A silence must therefore have lasted on this process's monotonic clock
-too: the leader notes when it first saw each heartbeat value (a worker's, a driver's) and
-counts a silence as no longer than it has seen that value stand.
+too: the leader notes when it first saw each stamp it judges a silence by (heartbeats, launches,
+checkpoints, progress, a cancel's request) and counts a silence as no longer than it has seen
+that value stand.
 
-It can only make the leader wait longer: a value is first seen after it was written, and a
+Stamps are keyed by value, not by row: two rows that carry the same value share its first
+sighting, which is safe because a value is first seen only after the store's clock had
+passed it, whichever row was read. It can only make the leader wait longer: a value is first seen after it was written, and a
 new leader (or this one after a store gap, or a term another coordinator led) starts afresh,
 as ``Snapshot.observed_since`` does for the store's clock.
 """

@@ -27,6 +27,7 @@ def free_port() -> int:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
+                os.close(_claims.pop(port))     # someone else's server: let go of it
                 continue
             return port
     raise RuntimeError(f"no free port below the ephemeral range ({low}) in 500 tries")
