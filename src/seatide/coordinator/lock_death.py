@@ -26,6 +26,8 @@ import logging
 from dataclasses import dataclass
 
 from seatide import clock
+from seatide.coordinator.reconcile import seen_silent
+from seatide.store.liveness import worker_lock
 
 log = logging.getLogger("seatide.coordinator.service")
 
@@ -46,6 +48,27 @@ class LockDeathWatch:
         """The store was out of reach, or this coordinator did not lead (nor probe) for a while: a
         lock seen free before counts from after."""
         self.first_free = {}
+
+    def dead_among(self, liveness, workers: dict, now: float, observed: float, seen_from: dict | None,
+                   lost_after: float) -> dict[str, float]:
+        """Workers dead by their liveness lock, each with the store time it was first seen free.
+
+        Read after the node rows, so a worker registered in them had taken its lock before
+        (it takes the lock, then registers). Only workers not yet lost by heartbeat are asked,
+        by the silence this leader has seen (``reconcile.age``): one that died before it began
+        watching (a resume of a run killed long ago) is read too, not left for a whole window."""
+        watched = {worker_lock(n.node_id): n for n in workers.values() if n.liveness and not n.stopped
+                   and seen_silent(now, n.heartbeat_at, observed, seen_from) <= lost_after}
+        if not watched:
+            self.forget()
+            return {}
+        try:
+            free, seen_at = liveness.free_among(watched)     # read after the pass's now
+        except Exception as exc:    # an accelerator only: the heartbeats still judge them
+            log.warning("cannot read the workers' liveness locks: %s", exc)
+            self.forget()      # unwatched meanwhile
+            return {}
+        return self.judge(watched, free, seen_at, now)
 
     def judge(self, watched: dict, free: set[str], seen_at: float, now: float) -> dict[str, float]:
         """``watched``: lock name -> node row; ``free``: the names a probe found free, its store

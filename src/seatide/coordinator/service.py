@@ -28,12 +28,12 @@ from seatide.coordinator.release import Releaser, due_releases
 from seatide.coordinator.source_watch import SourceWatch, WatchRules
 from seatide.coordinator.retention import Pruner, RetentionRules
 from seatide.coordinator.reconcile_errors import tell_reconcile_error
-from seatide.coordinator.reconcile import CreateAttempt, Snapshot, Timeouts, reconcile_job, seen_silent
+from seatide.coordinator.reconcile import CreateAttempt, Snapshot, Timeouts, reconcile_job
 from seatide.coordinator.worker_wait import WorkerWait
 from seatide.store import schema as s
 from seatide.store.clock import read_store_now, store_now
 from seatide.store.db import NotLeader, Store, normalize_url
-from seatide.store.liveness import Liveness, worker_lock
+from seatide.store.liveness import Liveness
 from seatide.store.node_features import FEATURES, store_revision
 from seatide.store.sessions import again_on_new_session, session_ended
 from seatide.store.states import ATTEMPT_LIVE, JOB_TERMINAL, AttemptState
@@ -378,26 +378,8 @@ class Coordinator:
         return snaps, load
 
     def _dead_workers(self, workers: dict, now: float, seen_from: dict | None = None) -> dict[str, float]:
-        """Workers dead by their liveness lock, each with the store time its lock was first seen
-        free (``lock_death.py``: free for the confirmation window, no heartbeat since).
-
-        Read after the node rows, so a worker registered in them had taken its lock before
-        (it takes the lock, then registers). Only workers not yet lost by heartbeat are asked,
-        by the silence this leader has seen (``reconcile.age``): one that died before it began
-        watching (a resume of a run killed long ago) is read too, not left for a whole window.
-        """
+        """Workers dead by their liveness lock (``LockDeathWatch.dead_among``)."""
         if self.liveness is None:
             return {}
-        observed = self._observing_since or 0.0
-        watched = {worker_lock(n.node_id): n for n in workers.values() if n.liveness and not n.stopped
-                   and seen_silent(now, n.heartbeat_at, observed, seen_from) <= self.timeouts.worker_lost_after}
-        if not watched:
-            self.lock_deaths.forget()
-            return {}
-        try:
-            free, seen_at = self.liveness.free_among(watched)     # read after the pass's now
-        except Exception as exc:    # an accelerator only: the heartbeats still judge them
-            log.warning("cannot read the workers' liveness locks: %s", exc)
-            self.lock_deaths.forget()      # unwatched meanwhile
-            return {}
-        return self.lock_deaths.judge(watched, free, seen_at, now)
+        return self.lock_deaths.dead_among(self.liveness, workers, now, self._observing_since or 0.0, seen_from,
+                                           self.timeouts.worker_lost_after)
