@@ -7,6 +7,7 @@ coordinator and worker processes killed by SIGKILL or paused by SIGSTOP.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import time
@@ -254,11 +255,8 @@ def test_a_free_worker_lock_is_a_death_only_once_it_stayed_free_and_the_worker_s
     as a death only after it stayed free for ``lock_death_confirm_after`` with no heartbeat from
     the worker since it was first seen free (a live worker kills its drivers and comes back
     well within that)."""
-    store = open_store(store_url)
-    worker_locks, leader_locks = liveness_for(store, Timeouts()), liveness_for(store, Timeouts())
-    coordinator = Coordinator(store, node_id="c-dead", liveness=leader_locks)
-    confirm = Timeouts().lock_death_confirm_after
-    try:
+    with _leader_beside_a_worker(store_url, "c-dead") as (store, coordinator, worker_locks):
+        confirm = Timeouts().lock_death_confirm_after
         assert worker_locks.hold(worker_lock("w-dead"))
         register_node(store, "w-dead", "worker", slots=1, liveness=True)
 
@@ -280,10 +278,6 @@ def test_a_free_worker_lock_is_a_death_only_once_it_stayed_free_and_the_worker_s
         with store.write() as conn:       # it came back: a heartbeat after its lock went free
             conn.execute(update(s.nodes).where(s.nodes.c.node_id == "w-dead").values(heartbeat_at=first_seen + 0.5))
         assert dead_at(first_seen + confirm + 0.1) == {}
-    finally:
-        worker_locks.close()
-        leader_locks.close()
-        store.dispose()
 
 
 def test_a_worker_dead_longer_than_its_heartbeat_timeout_is_seen_dead_by_its_lock_by_a_new_leader(store_url, caplog):
@@ -294,12 +288,9 @@ def test_a_worker_dead_longer_than_its_heartbeat_timeout_is_seen_dead_by_its_loc
     moment ago: a run killed long ago is resumed at least as fast as one killed just now.
     (Found under load: the resume's coordinator first looked more than worker_lost_after after
     the killed run's last heartbeat and sat in CREATED for that window.)"""
-    store = open_store(store_url)
-    worker_locks, leader_locks = liveness_for(store, Timeouts()), liveness_for(store, Timeouts())
-    coordinator = Coordinator(store, node_id="c-new", liveness=leader_locks)
-    timeouts = Timeouts()
-    caplog.set_level(logging.WARNING, logger="seatide.coordinator.service")
-    try:
+    with _leader_beside_a_worker(store_url, "c-new") as (store, coordinator, worker_locks):
+        timeouts = Timeouts()
+        caplog.set_level(logging.WARNING, logger="seatide.coordinator.service")
         assert worker_locks.hold(worker_lock("w-old"))
         register_node(store, "w-old", "worker", slots=1, liveness=True)
         worker_locks.release(worker_lock("w-old"))       # it died: its lock is free
@@ -310,10 +301,6 @@ def test_a_worker_dead_longer_than_its_heartbeat_timeout_is_seen_dead_by_its_loc
         assert confirmed < first_look + timeouts.worker_lost_after     # sooner than the heartbeat rule
         assert _dead_workers_at(coordinator, confirmed) == {"w-old": first_look}
         assert "worker w-old died: its liveness lock has been free" in caplog.text
-    finally:
-        worker_locks.close()
-        leader_locks.close()
-        store.dispose()
 
 
 def test_a_lock_seen_free_before_a_store_gap_is_confirmed_only_after_it(store_url):
@@ -321,11 +308,8 @@ def test_a_lock_seen_free_before_a_store_gap_is_confirmed_only_after_it(store_ur
     unreachable) starts them again, as it starts the heartbeat rule's silence again. Else a
     lock seen free just before a 2 s store restart would be a death at the first look after
     it, before the worker's drivers had a beat's time to show they outlived it."""
-    store = open_store(store_url)
-    worker_locks, leader_locks = liveness_for(store, Timeouts()), liveness_for(store, Timeouts())
-    coordinator = Coordinator(store, node_id="c-gap", liveness=leader_locks)
-    timeouts = Timeouts()
-    try:
+    with _leader_beside_a_worker(store_url, "c-gap") as (store, coordinator, worker_locks):
+        timeouts = Timeouts()
         assert worker_locks.hold(worker_lock("w-paused"))
         register_node(store, "w-paused", "worker", slots=1, liveness=True)
         worker_locks.release(worker_lock("w-paused"))
@@ -338,6 +322,16 @@ def test_a_lock_seen_free_before_a_store_gap_is_confirmed_only_after_it(store_ur
         assert _dead_workers_at(coordinator, after_gap) == {}, "the free time before the gap was counted"
         confirmed = after_gap + timeouts.lock_death_confirm_after
         assert _dead_workers_at(coordinator, confirmed) == {"w-paused": after_gap}
+
+
+@contextlib.contextmanager
+def _leader_beside_a_worker(store_url, node_id: str):
+    """A coordinator (not started: its verdicts are called one by one) and a worker's liveness
+    locks, on the store at ``store_url``."""
+    store = open_store(store_url)
+    worker_locks, leader_locks = liveness_for(store, Timeouts()), liveness_for(store, Timeouts())
+    try:
+        yield store, Coordinator(store, node_id=node_id, liveness=leader_locks), worker_locks
     finally:
         worker_locks.close()
         leader_locks.close()
@@ -365,10 +359,7 @@ def test_a_new_term_forgets_the_free_locks_seen_in_an_earlier_one(store_url, mon
     """Outside review L1: a lock seen free in an earlier term may have been taken again and lost
     again while another coordinator led; a streak from then would be long at once. The watches
     are kept per term (the lease's epoch), whichever loop runs the pass."""
-    store = open_store(store_url)
-    worker_locks, leader_locks = liveness_for(store, Timeouts()), liveness_for(store, Timeouts())
-    coordinator = Coordinator(store, node_id="c-term", liveness=leader_locks)
-    try:
+    with _leader_beside_a_worker(store_url, "c-term") as (store, coordinator, worker_locks):
         assert coordinator.lease.tick(), "elected"
         assert worker_locks.hold(worker_lock("w-term"))
         register_node(store, "w-term", "worker", slots=1, liveness=True)
@@ -381,21 +372,14 @@ def test_a_new_term_forgets_the_free_locks_seen_in_an_earlier_one(store_url, mon
         coordinator._watching_epoch = coordinator.lease.epoch - 1       # kept in an earlier term
         coordinator.reconcile_all()
         assert coordinator.lock_deaths.first_free == {}
-    finally:
-        worker_locks.close()
-        leader_locks.close()
-        store.dispose()
 
 
 def test_a_store_clock_stepped_forward_does_not_end_a_free_streak_early(store_url):
     """Stop 62 review round 4, L3: the worker times its window on its own monotonic clock, so a
     step forward of the store host's wall clock must not make the leader's streak look longer
     than it lasted. The verdict needs the window on the leader's monotonic clock too."""
-    store = open_store(store_url)
-    worker_locks, leader_locks = liveness_for(store, Timeouts()), liveness_for(store, Timeouts())
-    coordinator = Coordinator(store, node_id="c-step", liveness=leader_locks)
-    confirm = Timeouts().lock_death_confirm_after
-    try:
+    with _leader_beside_a_worker(store_url, "c-step") as (store, coordinator, worker_locks):
+        confirm = Timeouts().lock_death_confirm_after
         assert worker_locks.hold(worker_lock("w-live"))
         register_node(store, "w-live", "worker", slots=1, liveness=True)
         worker_locks.release(worker_lock("w-live"))         # a server restart ended its session
@@ -409,10 +393,6 @@ def test_a_store_clock_stepped_forward_does_not_end_a_free_streak_early(store_ur
         assert _dead_workers_at(coordinator, stepped, local=100.0 + confirm / 2) == {}, \
             "a verdict before the window had passed in real time"
         assert _dead_workers_at(coordinator, stepped + 0.1, local=100.0 + confirm) == {"w-live": first}
-    finally:
-        worker_locks.close()
-        leader_locks.close()
-        store.dispose()
 
 
 @pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
