@@ -34,12 +34,18 @@ class PipelineFrames:
             stream = self.routed.read()
             return [(sink, stream) for sink in self.pipeline.sinks]
         micro = self.env.micro_batch
+        # Every source counted by Spark itself: its progress's numInputRows is the pipeline's rows
+        # read (``_report_progress``). One that is not: each source counts its own (a mix would
+        # need Spark's per-source counts matched to sources by description).
+        self._spark_counts_rows = micro and all(spec.plugin.counted_by_spark() for spec in self.pipeline.sources)
         frames: dict[str, object] = {}
         outputs: dict[str, str] = {}
         for spec in self.pipeline.sources:
             ctx = self._read_ctx(spec)
             planned = spec.plugin.planned_rows(ctx) if not micro else None
-            if planned is None:
+            if self._spark_counts_rows:
+                frames[spec.plugin_id] = spec.plugin.read(ctx)
+            elif planned is None:
                 frames[spec.plugin_id] = self._observed(spec.plugin.read(ctx))
             else:
                 frames[spec.plugin_id] = spec.plugin.read(ctx)

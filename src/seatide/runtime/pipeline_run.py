@@ -34,6 +34,7 @@ from seatide.runtime.failures import describe_error
 from seatide.runtime.offset_log import batch_offsets, logged_offsets
 from seatide.runtime.pipeline_dir import claim_pipeline_dir
 from seatide.runtime.pipeline_frames import PipelineFrames
+from seatide.runtime.pipeline_progress import PipelineProgress
 from seatide.runtime.session import activate_session
 from seatide.runtime.reporter import AttemptReporter
 from seatide.runtime.sink_runs import PipelineSinks, each_sinks_rows, one_stream
@@ -51,10 +52,11 @@ class Outcome:
     permanent: bool = False     # no retry can fix it (bad data, bad SQL)
 
 
-class PipelineRun(PipelineFrames):
+class PipelineRun(PipelineFrames, PipelineProgress):
     """One pipeline of one attempt: its checkpoint directory claimed, its query started and
     watched, each batch written and recorded. How its DataFrames are built is the mixin's
-    (``pipeline_frames.py``)."""
+    (``pipeline_frames.py``), what its query's progress and status tell the store the other's
+    (``pipeline_progress.py``)."""
 
     def __init__(self, spark, pipeline: Pipeline, env: JobEnv, job_id: str, checkpoint_dir: str,
                  reporter: AttemptReporter, stdout: TextIO, job_sinks: tuple = ()):
@@ -78,6 +80,7 @@ class PipelineRun(PipelineFrames):
         self.lineage = ""
         self.origin = ""
         self._observations: list = []
+        self._spark_counts_rows = False     # rows read: the progress's numInputRows (PipelineFrames._frames)
         self._planned_rows = 0              # rows of sources that know their count up front
         self._rows_read: int | None = None
         self._idle = False
@@ -315,34 +318,6 @@ class PipelineRun(PipelineFrames):
         self.query, self.failure, self.sinks, self.routed, self._prepared = None, None, None, None, False
         self.start()
         return self.outcome.status == PipelineStatus.RUNNING
-
-    def _watch_trigger(self) -> None:
-        """Report idleness (caught up with the sources) and micro-batches past checkpoint.timeout."""
-        status = self.query.status
-        idle = not status.get("isDataAvailable", True) and not status.get("isTriggerActive", False)
-        if idle != self._idle:
-            self.reporter.mark_pipeline(self.pipeline.pipeline_id, idle=idle)
-            self._idle = idle
-        batch_id = self._counted_batch + 1
-        # A batch held at the start gate waits for the other pipelines' first offsets, not on its checkpoint:
-        # its clock starts once it is let through (outside review F7).
-        in_flight = status.get("isTriggerActive", False) and not self.held_at_start
-        running_for = self._batch_clock.running_for(in_flight, batch_id, time.time())
-        if running_for is None:
-            return
-        if running_for * 1000 > self.env.checkpoint_timeout_ms and self._timed_out_batch != batch_id:
-            self._timed_out_batch = batch_id
-            self.reporter.checkpoint_failed(self.pipeline.pipeline_id, batch_id, running_for,
-                                            self.pipeline.fingerprint())
-
-    def _report_progress(self) -> None:
-        for progress in self.query.recentProgress:
-            batch_id = progress.batchId
-            if batch_id > self._counted_batch:
-                metrics = progress.observedMetrics or {}
-                rows = sum(int(metrics[name]["rows"]) for name in self._observations if name in metrics)
-                self.reporter.rows_read(self.pipeline.pipeline_id, batch_id, rows)
-                self._counted_batch = batch_id
 
     def _finish(self) -> None:
         """End of data: last sink checks (e.g. Assert's MIN_ROW), then durable completion."""

@@ -179,6 +179,11 @@ class LocalFileSource(Source):
             df = df.select(*[F.col("`" + c.replace("`", "``") + "`") for c in wanted])
         return df.withColumn(ROW_KIND_COLUMN, F.lit(int(RowKind.INSERT)).cast("tinyint"))
 
+    def counted_by_spark(self) -> bool:
+        # Spark's file source counts what its scan returns: every row, unless whole files are
+        # split into lines here (line_route) or a file-name filter drops rows after the scan.
+        return not self.plan.line_route and not self.filter.active
+
     def _reader(self, spark_reader):
         if os.path.isdir(self.root):
             return spark_reader.option("basePath", spark_uri(self.root))
