@@ -239,5 +239,25 @@ def _mysql_declared_types(cursor, sql: str) -> dict[str, str]:
         cursor.execute(f"DROP TEMPORARY TABLE {table}")
 
 
-__all__ = ["ReadColumn", "UnsupportedColumnType", "describe", "mysql_column", "postgres_column",
-           "quote", "select_list", "spark_column", "PG_TEXT_OIDS"]
+# -- errors while describing ---------------------------------------------------------------
+def is_sql_error(exc: Exception) -> bool:
+    """True for an error in the SQL itself (the database answered), not for an unreachable one."""
+    name = type(exc).__name__
+    module = type(exc).__module__
+    if module.startswith("psycopg"):
+        return name not in ("OperationalError", "InterfaceError")
+    if module.startswith("pymysql"):
+        # PyMySQL raises OperationalError for SQL errors too; client codes (2000+) mean no connection.
+        # Access denied (1044, 1045) is a login, as with psycopg: checked again where the job runs,
+        # which alone may decrypt an aes256-shaded password (seatide.config.shade).
+        code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
+        return name != "InterfaceError" and code < 2000 and code not in (1044, 1045)
+    return False
+
+
+def first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+__all__ = ["ReadColumn", "UnsupportedColumnType", "describe", "first_line", "is_sql_error", "mysql_column",
+           "postgres_column", "quote", "select_list", "spark_column", "PG_TEXT_OIDS"]

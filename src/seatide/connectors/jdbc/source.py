@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 from pyspark.sql import types as T
 
 from seatide.connectors.jdbc.partitioning import SPLITTABLE, Partitioning, split_kind
-from seatide.connectors.jdbc.read_types import (ReadColumn, UnsupportedColumnType, describe, quote,
-                                                select_list)
+from seatide.connectors.jdbc.read_types import (ReadColumn, UnsupportedColumnType, describe, first_line,
+                                                is_sql_error, quote, select_list)
 from seatide.connectors.jdbc.source_options import JDBC_SOURCE_OPTIONS
 from seatide.connectors.jdbc.spark_reads import SparkJdbcReads, task_slots
-from seatide.connectors.jdbc.split_measure import STRING_SPLIT_MODES, measure
-from seatide.connectors.jdbc.splits import SplitPlan
+from seatide.connectors.jdbc.split_measure import STRING_SPLIT_MODES, estimate_spec, measure
+from seatide.connectors.jdbc.splits import STRING, SplitPlan
 from seatide.connectors.jdbc.url import POSTGRESQL, JdbcUrl, JdbcUrlError
 from seatide.plugin.base import BatchOffsets, ReadContext, Source, use_python_data_source
 from seatide.plugin.options import OptionError, read_options
@@ -79,9 +79,9 @@ class JdbcSource(SparkJdbcReads, Source):
         except UnsupportedColumnType as exc:
             raise self.invalid("query", str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - an unreachable database is checked again at read time
-            if _is_sql_error(exc):
+            if is_sql_error(exc):
                 raise self.invalid("query" if self.opts["query"] else "table_path",
-                                   f"the database rejected the Jdbc source's query: {_first_line(exc)}") from None
+                                   f"the database rejected the Jdbc source's query: {first_line(exc)}") from None
         if self._columns is not None:
             self._resolve_partition_column()
 
@@ -194,6 +194,12 @@ class JdbcSource(SparkJdbcReads, Source):
             rows = cursor.fetchall()
         self._key = (rows[0][0] if rows else "", [row[1] for row in rows])
         return self._key
+
+    def _key_first(self) -> str | None:
+        try:
+            return next(iter(self._primary_key()[1]), None)
+        except Exception:  # noqa: BLE001 - a catalog it cannot read: no index known to probe, so count
+            return None
 
     def _catalog_table(self) -> str:
         """table_path as SeaTunnel's catalog names it: database.schema.table on PostgreSQL, database.table on MySQL."""
@@ -331,8 +337,21 @@ class JdbcSource(SparkJdbcReads, Source):
         return self.partitioning.spec(self._bounded_sql())
 
     def _split_spec(self, count: bool = True) -> dict:
-        return {"plan_sql": self._plan_sql(count=count), "split_size": self.opts["split.size"],
-                "partition_num": self.opts["partition_num"], **self._split_options()}
+        estimate = self._estimate() if count else None
+        return {"plan_sql": self._plan_sql(count=count and estimate is None), "split_size": self.opts["split.size"],
+                "partition_num": self.opts["partition_num"], **self._split_options(), "estimate": estimate}
+
+    def _estimate(self) -> dict | None:
+        """How the statistics size a whole table split by its key's index (``split_measure``);
+        None: the rows are counted (a query, a filter, bounds, or a column with no index to probe)."""
+        opts, column = self.opts, self.partition
+        if column is None or opts["query"] or opts["where_condition"] or self.partitioning.kind == STRING or \
+                opts["partition_lower_bound"] is not None or opts["partition_upper_bound"] is not None or \
+                self._key_first() != column.name:
+            return None
+        parts = [p.strip().strip('"`') for p in opts["table_path"].split(".")]
+        return estimate_spec(self.url.dialect, self._table(), parts[-2] if len(parts) >= 2 else None, parts[-1],
+                             self.partitioning.quoted, self._bounded_sql())
 
     def plan(self, *, count: bool = True, tiles: int | None = None) -> SplitPlan:
         """Measure the query now and cut it into splits (by partition_num alone without ``count``;
@@ -371,25 +390,6 @@ def _each_table(make, items: list) -> list:
 
     with ThreadPoolExecutor(max_workers=min(TABLE_PLANNERS, len(items)), thread_name_prefix="jdbc-plan") as pool:
         return list(pool.map(make, items))
-
-
-def _is_sql_error(exc: Exception) -> bool:
-    """True for an error in the SQL itself (the database answered), not for an unreachable one."""
-    name = type(exc).__name__
-    module = type(exc).__module__
-    if module.startswith("psycopg"):
-        return name not in ("OperationalError", "InterfaceError")
-    if module.startswith("pymysql"):
-        # PyMySQL raises OperationalError for SQL errors too; client codes (2000+) mean no connection.
-        # Access denied (1044, 1045) is a login, as with psycopg: checked again where the job runs,
-        # which alone may decrypt an aes256-shaded password (seatide.config.shade).
-        code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
-        return name != "InterfaceError" and code < 2000 and code not in (1044, 1045)
-    return False
-
-
-def _first_line(exc: Exception) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 __all__ = ["JdbcSource"]
