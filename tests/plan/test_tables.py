@@ -49,3 +49,18 @@ def test_a_readers_arrow_batch_is_tagged_with_nulls_for_the_other_tables(spark):
     assert tagged.column(3).null_count == 2
     restored = TableLayout.from_json(tables.to_json())
     assert restored.names == tables.names and restored.structs == tables.structs
+
+
+def test_a_table_a_batch_read_apart_does_not_hold_is_an_empty_frame_of_its_exact_fields(spark):
+    """The empty frame is made in the JVM (not by createDataFrame): its fields, their nullability and
+    metadata (the column type a sink creates a table with) are the table's, then ``__row_kind``."""
+    from seatide.plugin.tables import TableRows
+
+    tables = layout()
+    held = spark.range(0, 2).selectExpr("id", "cast(id as string) as item", "cast(0 as tinyint) as __row_kind")
+    empty = tables.rows_of(TableRows(None, per_table={0: held}), 1, spark)
+    assert empty.schema == T.StructType([*CUSTOMERS.fields, T.StructField(ROW_KIND_COLUMN, T.ByteType(), True)])
+    assert empty.count() == 0
+    orders = tables.rows_of(TableRows(None, per_table={}), 0, spark)
+    assert orders.schema["item"].metadata == {"seatide.source_type": "varchar(40)"}
+    assert orders.schema.fieldNames() == ["id", "item", ROW_KIND_COLUMN]
