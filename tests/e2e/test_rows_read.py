@@ -4,6 +4,7 @@ every source is Spark's scan of its rows, from an observation of each source's r
 from __future__ import annotations
 
 import os
+import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -11,6 +12,7 @@ import pytest
 
 from seatide.connectors.file.source import LocalFileSource
 from seatide.plugin.options import read_options
+from tests.e2e.test_time_in_streams import stop_when_rows_written
 
 pytestmark = pytest.mark.spark
 
@@ -19,16 +21,22 @@ def land_files(directory: str, rows_per_file: list[int], prefix: str = "part") -
     os.makedirs(directory, exist_ok=True)
     start = 0
     for n, rows in enumerate(rows_per_file):
-        pq.write_table(pa.table({"id": pa.array(range(start, start + rows), pa.int64())}),
-                       os.path.join(directory, f"{prefix}-{n}.parquet"))
+        aside = os.path.join(directory, f".{prefix}-{n}.parquet")   # whole when a stream lists it
+        pq.write_table(pa.table({"id": pa.array(range(start, start + rows), pa.int64())}), aside)
+        os.rename(aside, os.path.join(directory, f"{prefix}-{n}.parquet"))
         start += rows
 
 
-def files_job(source: str, out: str, extra_source: str = "") -> str:
+def files_job(source: str, out: str, extra_source: str = "", transform: str = "", sinks: int = 1,
+              env: str = "job.mode = BATCH, checkpoint.interval = 1000, micro-batch.max-rows = 1") -> str:
+    into = "o" if transform else "t"
+    sink_blocks = "\n".join(f'LocalFile {{ plugin_input = "{into}", path = "{out}/{n}", file_format_type = "parquet" }}'
+                             for n in range(sinks))
     return f"""
-env {{ job.mode = BATCH, parallelism = 1, checkpoint.interval = 1000, micro-batch.max-rows = 1 }}
-source {{ LocalFile {{ path = "{source}", file_format_type = "parquet" {extra_source} }} }}
-sink {{ LocalFile {{ path = "{out}", file_format_type = "parquet" }} }}
+env {{ {env}, parallelism = 1 }}
+source {{ LocalFile {{ plugin_output = "t", path = "{source}", file_format_type = "parquet" {extra_source} }} }}
+{f'transform {{ Sql {{ plugin_input = "t", plugin_output = "o", query = "{transform}" }} }}' if transform else ""}
+sink {{ {sink_blocks} }}
 """
 
 
@@ -51,6 +59,51 @@ def test_rows_a_file_filter_drops_after_the_scan_are_not_counted_as_read(local, 
     assert run.status == "FINISHED", run.error
     (pipeline,) = run.pipelines()
     assert (pipeline.rows_read, pipeline.rows_written) == (10, 10)
+
+
+@pytest.mark.parametrize("transform, sinks, written", [
+    ("select * from t where id >= 10", 1, 5),      # pushed into the scan: Spark would count 5
+    ("select id from t union all select id + 100 as id from t", 1, 30),  # two scans: Spark would count 30
+    ("", 2, 30),                                    # one branch a sink, each its own scan
+])
+def test_a_pipeline_spark_would_count_wrong_counts_its_rows_itself(local, tmp_path, transform, sinks, written):
+    source, out = str(tmp_path / "in"), str(tmp_path / "out")
+    land_files(source, [3, 5, 7])
+    run = local.run(files_job(source, out, transform=transform, sinks=sinks))
+    assert run.status == "FINISHED", run.error
+    (pipeline,) = run.pipelines()
+    assert (pipeline.rows_read, pipeline.rows_written) == (15, written)
+
+
+def idle_progress_seen(spark, deadline_s: float = 60.0) -> None:
+    """Waits for a running query's progress of an idle trigger (no batch run: no addBatch)."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        for query in spark.streams.active:
+            if any(p.batchId > 0 and "addBatch" not in p.durationMs for p in query.recentProgress):
+                return
+        time.sleep(0.1)
+    raise AssertionError("no idle progress within the deadline")
+
+
+def test_a_batch_after_an_idle_spell_is_counted(spark, local, tmp_path):
+    # An idle stream reports progress now and then under the id of the batch it has not run.
+    source, out = str(tmp_path / "in"), str(tmp_path / "out")
+    land_files(source, [3])
+
+    def land_after_idle(store, job_id):
+        idle_progress_seen(spark)                   # batch 0 ran; an idle trigger since
+        land_files(source, [4], prefix="late")
+        stop_when_rows_written(7)(store, job_id)
+
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "200ms")
+    try:
+        run = local.run(files_job(source, out, env="job.mode = STREAMING, checkpoint.interval = 500"),
+                        stop_after=land_after_idle)
+    finally:
+        spark.conf.unset("spark.sql.streaming.noDataProgressEventInterval")
+    (pipeline,) = run.pipelines()
+    assert (pipeline.rows_read, pipeline.rows_written) == (7, 7)
 
 
 @pytest.mark.parametrize("options, counted", [

@@ -114,10 +114,12 @@ class Source(Plugin):
 
     def counted_by_spark(self) -> bool:
         """True when the stream ``read`` returns in micro-batch mode is Spark's own scan of the
-        rows it emits, nothing dropped after it: its progress's ``numInputRows`` is then the
-        count, and the driver adds no count of its own to every batch (an ``observe`` costs a
-        fifth more CPU a row on a file stream). False (the safe default) for a stream of split
-        descriptors, rows made in Python, or rows filtered after the scan."""
+        rows it emits, nothing dropped after it. Its progress's ``numInputRows`` is then the
+        count where nothing downstream filters (a filter pushed into the scan shrinks it) or
+        scans twice (PipelineFrames._frames decides), and the driver adds no count of its own to
+        every batch (an ``observe`` costs a fifth more CPU a row on a file stream). False (the
+        safe default) for a stream of split descriptors, rows made in Python, or rows filtered
+        after the scan."""
         return False
 
     # -- several tables (plugin.tables, docs/design/multi-table.md) ----------------------------
@@ -261,6 +263,9 @@ class Sink(Plugin):
     # How to get rid of kinds this sink cannot apply; shown in the validation message.
     row_kind_hint: ClassVar[str] = (
         "put FilterRowKind { exclude_kinds = [...] } or RowKindExtractor {} before it")
+    # Whether writing a batch runs its frame exactly once (one Spark action, no count, no cache):
+    # Spark's count of a source's scan then counts each row once (PipelineFrames._frames).
+    writes_in_one_pass: ClassVar[bool] = False
 
     @property
     def keeps_last_change_per_key(self) -> bool:

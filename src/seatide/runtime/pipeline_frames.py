@@ -34,10 +34,14 @@ class PipelineFrames:
             stream = self.routed.read()
             return [(sink, stream) for sink in self.pipeline.sinks]
         micro = self.env.micro_batch
-        # Every source counted by Spark itself: its progress's numInputRows is the pipeline's rows
-        # read (``_report_progress``). One that is not: each source counts its own (a mix would
-        # need Spark's per-source counts matched to sources by description).
-        self._spark_counts_rows = micro and all(spec.plugin.counted_by_spark() for spec in self.pipeline.sources)
+        # Rows read from Spark's own count of the source's scan (``_report_progress``) only where
+        # that count is the source's rows: one source, nothing between it and one sink that
+        # runs the batch once. A transform's filter is pushed into the scan and shrinks the
+        # count; a second sink or a self-union scans it twice. Elsewhere each source is observed.
+        pipeline = self.pipeline
+        self._spark_counts_rows = (micro and len(pipeline.sources) == 1 and not pipeline.transforms
+                                   and len(pipeline.sinks) == 1 and pipeline.sources[0].plugin.counted_by_spark()
+                                   and pipeline.sinks[0].plugin.writes_in_one_pass)
         frames: dict[str, object] = {}
         outputs: dict[str, str] = {}
         for spec in self.pipeline.sources:

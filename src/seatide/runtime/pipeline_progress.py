@@ -38,12 +38,14 @@ class PipelineProgress:
         if last is None or last.batchId <= self._counted_batch:
             return
         for progress in [last] if last.batchId == self._counted_batch + 1 else self.query.recentProgress:
-            batch_id = progress.batchId
-            if batch_id > self._counted_batch:
-                if self._spark_counts_rows:
-                    rows = int(progress.numInputRows)
-                else:
-                    metrics = progress.observedMetrics or {}
-                    rows = sum(int(metrics[name]["rows"]) for name in self._observations if name in metrics)
-                self.reporter.rows_read(self.pipeline.pipeline_id, batch_id, rows)
-                self._counted_batch = batch_id
+            # An idle stream's progress (every 10 s) carries the id of the batch not yet run and
+            # no addBatch: counted, it would stand for that batch and its rows never be.
+            if progress.batchId <= self._counted_batch or "addBatch" not in (progress.durationMs or {}):
+                continue
+            if self._spark_counts_rows:
+                rows = int(progress.numInputRows)
+            else:
+                metrics = progress.observedMetrics or {}
+                rows = sum(int(metrics[name]["rows"]) for name in self._observations if name in metrics)
+            self.reporter.rows_read(self.pipeline.pipeline_id, progress.batchId, rows)
+            self._counted_batch = progress.batchId

@@ -19,6 +19,7 @@ from seatide.store.target_identity import file_target, file_target_spelled
 
 @register
 class LocalFileSink(Sink):
+    writes_in_one_pass = True       # one write; parquet's and orc's rows counted from their footers
     """Writes rows to files under ``path`` in text, csv, json, parquet or orc.
 
     Each micro-batch is written by Spark under ``<path>/.seatide-staging/``, its files named after
