@@ -75,6 +75,23 @@ def test_a_pipeline_spark_would_count_wrong_counts_its_rows_itself(local, tmp_pa
     assert (pipeline.rows_read, pipeline.rows_written) == (15, written)
 
 
+@pytest.mark.parametrize("point", ["driver.after_sink_commit", "driver.after_checkpoint"])
+@pytest.mark.parametrize("transform", ["", "select * from t where id >= 3"])
+def test_a_batch_replayed_after_a_crash_is_counted_once(local, tmp_path, monkeypatch, point, transform):
+    # The attempt dies once the sink decided the batch, before its progress counted the rows;
+    # the next one finds the decision standing and writes nothing.
+    from seatide import failpoints
+
+    monkeypatch.setitem(failpoints._POINTS, point, f"once:raise:{tmp_path / 'crashed'}")
+    source, out = str(tmp_path / "in"), str(tmp_path / "out")
+    land_files(source, [3, 5, 7])
+    run = local.run(files_job(source, out, transform=transform))
+    assert run.status == "FINISHED", run.error
+    assert os.path.exists(tmp_path / "crashed") and len(run.attempts()) == 2
+    (pipeline,) = run.pipelines()
+    assert (pipeline.rows_read, pipeline.rows_written) == (15, 12 if transform else 15)
+
+
 def idle_progress_seen(spark, deadline_s: float = 60.0) -> None:
     """Waits for a running query's progress of an idle trigger (no batch run: no addBatch)."""
     deadline = time.monotonic() + deadline_s

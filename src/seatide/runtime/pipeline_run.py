@@ -166,18 +166,24 @@ class PipelineRun(PipelineFrames, PipelineProgress):
             self.fail(exc)
 
     def _write_sinks(self, sinks: list, batch_id: int) -> int:
-        rows = 0
+        rows, replayed = 0, True
         for sink, df in sinks:
             failpoints.hit("driver.before_sink_write", scope=self.pipeline.pipeline_id)
             result = self.sinks.write(sink.plugin_id, df, batch_id)
             # A replay's rows too: its attempt may have died after the sink's decision, before the
             # checkpoint took them; a checkpoint takes a batch's rows once (reporter.batch_committed).
             rows += int(result.state.get("rows", 0))
+            replayed = replayed and result.replayed
             if not result.replayed:
                 if self._rows_read is None and not self.env.micro_batch:
                     # the first action fills the source observations; later sinks run the sources again
                     self._rows_read = self._planned_rows + sum(int(o.get.get("rows", 0)) for o in self._observations)
                 failpoints.hit("driver.after_sink_commit")
+        if replayed and sinks and self.env.micro_batch and self.routed is None:
+            # Every sink's decision stood, so nothing ran the batch's frame: neither Spark's count
+            # nor an observation saw its rows, and the attempt that decided it died before its
+            # progress could count them. One count runs them (a replay's cost, after a crash only).
+            sinks[0][1].count()
         return rows
 
     def job_group(self) -> str | None:
