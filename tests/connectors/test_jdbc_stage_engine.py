@@ -50,3 +50,29 @@ def test_a_subquery_in_a_filter_is_never_taken_for_a_plain_filter():
             "+- Relation [id#0L] JDBCRelation(t)")
     assert not _without_shuffle(tree)
     assert _without_shuffle("Project [list#3L]\n+- Relation [list#3L] JDBCRelation(t)")
+
+
+def _each_batch_frame_answer(spark, tmp_path, shape) -> list[bool]:
+    """``_reads_a_shuffle`` of each batch's frame as foreachBatch hands it over, the stream
+    shaped by ``shape`` upstream of it (where the batch frame's plan cannot see)."""
+    import os
+
+    source = tmp_path / "in"
+    os.makedirs(source)
+    spark.range(20).write.parquet(str(source / "a"))
+    answers: list[bool] = []
+    query = (shape(spark.readStream.schema("id long").parquet(str(source / "a"))).writeStream
+             .trigger(availableNow=True).option("checkpointLocation", str(tmp_path / "ck"))
+             .foreachBatch(lambda batch_df, _: answers.append(_reads_a_shuffle(batch_df.select("id"))))
+             .start())
+    query.awaitTermination()
+    assert answers, "no batch ran"
+    return answers
+
+
+def test_a_shuffle_upstream_of_a_micro_batch_is_seen_through_its_rdd(spark, tmp_path):
+    assert all(_each_batch_frame_answer(spark, tmp_path, lambda df: df.repartition(3)))
+
+
+def test_a_micro_batch_read_without_a_shuffle_may_still_take_myisam(spark, tmp_path):
+    assert not any(_each_batch_frame_answer(spark, tmp_path, lambda df: df.filter("id > 3")))

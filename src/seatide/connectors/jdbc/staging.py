@@ -110,10 +110,17 @@ def _reads_a_shuffle(df) -> bool:
     # tables. A frame whose analysed plan (already made: 1-2 ms to print) holds only operators that
     # never need a distribution has no shuffle, and is answered from it; any other operator, or a
     # subquery (whose join may shuffle), is planned as before.
-    analysed = df._jdf.queryExecution().analyzed().toString()
-    if _without_shuffle(analysed):
+    execution = df._jdf.queryExecution()
+    if _without_shuffle(execution.analyzed().toString()):
         return False
-    return "Exchange" in df._jdf.queryExecution().executedPlan().toString()
+    physical = execution.executedPlan().toString()
+    if "Exchange" in physical:
+        return True
+    # A micro-batch's frame (foreachBatch) scans the batch's RDD: its plan cannot show the shuffle
+    # a transform or the query made upstream (a repartition, a join, a stateful step), and a
+    # fetch failure would run the writing stage again (outside review). The RDD's lineage shows
+    # it; making the RDD runs no job here (no Exchange, so no adaptive plan to materialise).
+    return "ExistingRDD" in physical and "Shuffled" in execution.toRdd().toDebugString()
 
 
 # Logical operators Spark plans with no Exchange of their own (none requires a distribution or
