@@ -125,7 +125,7 @@ def test_a_savepoint_during_the_start_still_lets_each_query_make_its_sources_bef
 
 class _Query:
     """A started query in its first batch (held at the gate), that records its stop."""
-    isActive, recentProgress, stopped = True, [], False
+    isActive, recentProgress, lastProgress, stopped = True, [], None, False
     status = {"message": "Processing new data", "isTriggerActive": True, "isDataAvailable": True}
 
     def stop(self):
