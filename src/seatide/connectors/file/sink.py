@@ -19,7 +19,6 @@ from seatide.store.target_identity import file_target, file_target_spelled
 
 @register
 class LocalFileSink(Sink):
-    writes_in_one_pass = True       # one write; parquet's and orc's rows counted from their footers
     """Writes rows to files under ``path`` in text, csv, json, parquet or orc.
 
     Each micro-batch is written by Spark under ``<path>/.seatide-staging/``, its files named after
@@ -29,6 +28,8 @@ class LocalFileSink(Sink):
     undecided one. Tables of a multi-table input whose ``path`` is the same share one target:
     its save modes are made once, at the first batch (rows in it or not).
     """
+
+    writes_in_one_pass = True       # one write; parquet's and orc's rows counted from their footers
 
     local_path_options = ("path",)
 
