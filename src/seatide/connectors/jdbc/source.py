@@ -143,8 +143,12 @@ class JdbcSource(SparkJdbcReads, Source):
             return f"SELECT * FROM ({sql}) seatide_w {where}" if where else sql
         return f"SELECT * FROM {self._table()} {where}".strip()
 
+    def _path_parts(self) -> list[str]:
+        """table_path's dotted parts, unquoted."""
+        return [p.strip().strip('"`') for p in self.opts["table_path"].split(".")]
+
     def _table(self) -> str:
-        parts = [p.strip().strip('"`') for p in self.opts["table_path"].split(".")]
+        parts = self._path_parts()
         if self.url.dialect == POSTGRESQL and len(parts) == 3:
             parts = parts[1:]            # db.schema.table: the database is the URL's
         if not 1 <= len(parts) <= 2 or not all(parts):
@@ -178,7 +182,7 @@ class JdbcSource(SparkJdbcReads, Source):
         """(constraint name, columns in key order) of table_path's primary key; ("", []) if none."""
         if getattr(self, "_key", None) is not None:
             return self._key
-        parts = [p.strip().strip('"`') for p in self.opts["table_path"].split(".")]
+        parts = self._path_parts()
         with self.url.connect(self.opts["user"], self.opts["password"], autocommit=True) as conn:
             cursor = conn.cursor()
             if self.url.dialect == POSTGRESQL:
@@ -203,7 +207,7 @@ class JdbcSource(SparkJdbcReads, Source):
 
     def _catalog_table(self) -> str:
         """table_path as SeaTunnel's catalog names it: database.schema.table on PostgreSQL, database.table on MySQL."""
-        parts = [p.strip().strip('"`') for p in self.opts["table_path"].split(".")]
+        parts = self._path_parts()
         if self.url.dialect == POSTGRESQL:
             parts = [self.url.database or "", "public", *parts][-3:] if len(parts) == 1 else \
                 ([self.url.database or "", *parts] if len(parts) == 2 else parts)
@@ -349,7 +353,7 @@ class JdbcSource(SparkJdbcReads, Source):
                 opts["partition_lower_bound"] is not None or opts["partition_upper_bound"] is not None or \
                 self._key_first() != column.name:
             return None
-        parts = [p.strip().strip('"`') for p in opts["table_path"].split(".")]
+        parts = self._path_parts()
         return estimate_spec(self.url.dialect, self._table(), parts[-2] if len(parts) >= 2 else None, parts[-1],
                              self.partitioning.quoted, self._bounded_sql())
 
