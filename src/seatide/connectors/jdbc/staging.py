@@ -17,6 +17,14 @@ mode, and a task that failed half way has written rows MyISAM cannot roll back (
 keyed sink applies each key's last change, which the same change staged twice does not alter; rows
 inserted as they are would land twice. So a keyless frame with a shuffle stages into the server's
 transactional engine (``stage_engine``).
+
+Whether a frame is deterministic (``rand()``, a Python UDF) is not asked, and need not be (stop
+64's review, finding B): a keyless frame in MyISAM has no shuffle, so its writing tasks run once
+and one run's rows are all there is; a keyed frame's rows staged by a failed try and again by its
+rerun are two draws of the same changes, and applying each key's last change of either draw
+leaves the key as some single run would have (the same change, or another value the frame could
+have given it). Only on a cluster could a task run twice with neither, and there nothing stages
+into MyISAM (``preferred_engine``).
 """
 
 from __future__ import annotations
