@@ -311,6 +311,7 @@ def cdc(args) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("seatide.connectors.jdbc.targets").setLevel(logging.INFO)
     logging.getLogger("seatide.runtime.table_routing").setLevel(logging.INFO)
+    logging.getLogger("seatide.runtime.local_batch").setLevel(logging.INFO)
     server = PrivatePostgres().start()
     names = [f"t{i:03d}" for i in range(args.tables)]
     target = f"bench_cdc_{secrets.token_hex(2)}"

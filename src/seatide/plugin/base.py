@@ -161,6 +161,13 @@ class Source(Plugin):
 
         return TableRows(batch)
 
+    def batch_bound(self, end: dict) -> tuple[int, int] | None:
+        """At most how many rows, and about how many bytes of values, the micro-batch of a
+        single-table stream that ends at offset ``end`` holds, known from the offset alone (a
+        change stream counts them when it plans the batch); None when not known. Under the bounds
+        of ``runtime.local_batch`` a sink that stages rows itself gets them collected on the driver."""
+        return None
+
     def held(self, job_id: str, pipeline_id: int, plugin_id: str, offset: dict | None,
              timeout_s: float) -> HeldPosition | None:
         """What the source holds on its server for ``job_id`` (a run key, as ``ReadContext.job_id``):

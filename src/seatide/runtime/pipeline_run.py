@@ -28,7 +28,8 @@ from seatide.config.env import JobEnv
 from seatide.plan.dag import Pipeline
 from seatide.plugin.evolution import schema_change_in
 from seatide.plugin.rowkind import ROW_KIND_COLUMN
-from seatide.runtime import schema_evolution
+from seatide.plugin.tables import TableFrames
+from seatide.runtime import local_batch, schema_evolution
 from seatide.runtime.batch_clock import BatchClock
 from seatide.runtime.failures import describe_error
 from seatide.runtime.offset_log import batch_offsets, logged_offsets
@@ -183,7 +184,8 @@ class PipelineRun(PipelineFrames, PipelineProgress):
             # Every sink's decision stood, so nothing ran the batch's frame: neither Spark's count
             # nor an observation saw its rows, and the attempt that decided it died before its
             # progress could count them. One count runs them (a replay's cost, after a crash only).
-            sinks[0][1].count()
+            frames = sinks[0][1]
+            (frames.frames[0] if isinstance(frames, TableFrames) else frames).count()
         return rows
 
     def job_group(self) -> str | None:
@@ -271,11 +273,22 @@ class PipelineRun(PipelineFrames, PipelineProgress):
         if len(sinks) > 1:
             batch_df = batch_df.persist()     # each sink's rows are read out of it
         try:
-            rows = self._write_sinks(each_sinks_rows(sinks, batch_df), batch_id)
+            rows = self._write_sinks(self._small_batch(sinks, batch_df, batch_id) or
+                                     each_sinks_rows(sinks, batch_df), batch_id)
         finally:
             if len(sinks) > 1:
                 batch_df.unpersist()
         self._record_batch(batch_id, rows, started)
+
+    def _small_batch(self, sinks: list, batch_df, batch_id: int) -> list | None:
+        """[(the one sink, its rows offered collected on the driver)] when its source bounds the batch
+        as small (runtime.local_batch); None: the batch's frame as it is."""
+        pipeline = self.pipeline
+        if len(sinks) != 1 or len(pipeline.sources) != 1 or pipeline.transforms:
+            return None
+        ends = logged_offsets(self.spark_dir, batch_id)
+        frames = local_batch.offered(batch_df, pipeline.sources[0].plugin, ends[0] if ends else None)
+        return None if frames is None else [(sinks[0][0], frames)]
 
     def _record_batch(self, batch_id: int, rows: int, started: float) -> None:
         self.reporter.batch_committed(self.pipeline.pipeline_id, batch_id, rows,

@@ -14,8 +14,9 @@ one connection:
    (staging.py: never a newer attempt's).
 3. **Stage**: one staging table per target and batch, next to it with its column types, which
    each route's rows fill: by Spark's executors (batched JDBC writes, four tables at once), or,
-   for a small micro-batch of a multi-table stream already collected on the driver
-   (``TableFrames.local``, runtime.table_routing), by the driver into a temporary table made
+   for a small micro-batch collected on the driver (``TableFrames.local``: a multi-table stream's,
+   runtime.table_routing, or a single table's, collected when first asked for, runtime.local_batch,
+   so the rows' types are checked first), by the driver into a temporary table made
    inside the transaction of step 4 (an ordinary one before it where the user may not create
    temporary tables). A Spark write costs ≈0.3 s whatever its rows, so 100 tables' writes were
    ≈30 s a batch; 100 temporary tables ≈0.5 s (docs/benchmarks.md). Keyed sinks stage each row's
@@ -285,9 +286,10 @@ class JdbcTargets(SinkTargets):
             if not parts:
                 continue
             present = {i: table.routes[i] for i in parts}
-            collected = {i: (p.local, p.schema) for i, p in parts.items()} if rows.frames.local is not None else {}
-            if collected and all(local is not None and local_rows.columns(present[i], schema) is not None
-                                 for i, (local, schema) in collected.items()):
+            # the rows' types first: a single table's rows are collected when first asked for (runtime.local_batch)
+            collected = {i: (p.local, p.schema) for i, p in parts.items()} if rows.frames.local is not None and \
+                all(local_rows.columns(present[i], p.schema) is not None for i, p in parts.items()) else {}
+            if collected and all(local is not None for local, _schema in collected.values()):
                 by_driver.append(TargetStaging(table, None, (), collected=collected))
                 continue
             dfs = {i: r.rename(parts[i].frame) for i, r in present.items()}

@@ -196,6 +196,12 @@ class PostgresCdcSource(Source):
         return TableRows(batch, bytes=None if end.get("lookups") else size, least_bytes=size or 0,
                          row_bytes=size // changes if size and changes else None)
 
+    def batch_bound(self, end: dict) -> tuple[int, int] | None:
+        """A change batch's rows at most and bytes, as planned; None for a snapshot, a backfill, or lookups."""
+        unknown = any(end.get(k) for k in ("lookups", "splits", "snapshot", "backfill"))
+        changes, size = end.get("changes"), end.get("bytes")
+        return None if unknown or changes is None or size is None else (int(changes), int(size))
+
     # -- schema changes (plugin/evolution.py) ---------------------------------------------------
     def schema_change_behavior(self) -> str:
         return self.behaviour
