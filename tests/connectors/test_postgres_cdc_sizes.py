@@ -25,43 +25,6 @@ def test_arrow_batches_are_cut_by_bytes_as_by_rows(monkeypatch):
     assert [seq for b in batches for seq in b.column("__row_seq").to_pylist()] == [0, 1, 2, 3, 4]
 
 
-def test_a_change_batch_over_many_tables_reaches_spark_as_one_record_batch():
-    """Spark takes each record batch of a Python source apart column by column: a batch of 800
-    changes over 100 tables was 100 tagged record batches of 100 structs each, ≈0.1 s more to collect
-    than one (docs/benchmarks.md, "CDC end to end over many tables")."""
-    from pyspark.sql import types as T
-
-    from seatide.plugin.tables import TableLayout
-
-    tables = [CapturedTable("public", f"t{i}", (TableColumn("id", "int4", "integer", "int"),), ("id",))
-              for i in range(3)]
-    layout = TableLayout.of((t.name, T.StructType([T.StructField("id", T.IntegerType())])) for t in tables)
-    builder = RowBatches(tables, "UTC", layout.prepare_arrow())
-    batches = [b for n, table in enumerate([0, 2, 1, 0, 2]) for b in builder.add(0, table, {"id": str(n)})]
-    batches += list(builder.flush())
-    assert len(batches) == 1 and batches[0].num_rows == 5
-    one = batches[0].to_pylist()
-    assert sorted((r["__seatide_table"], r["__row_seq"]) for r in one) == [(0, 0), (0, 3), (1, 2), (2, 1), (2, 4)]
-    assert all(r[f"__seatide_t{r['__seatide_table']}"] == {"id": r["__row_seq"]} for r in one)
-
-
-def test_the_record_batches_joined_across_tables_keep_the_bounds_of_one(monkeypatch):
-    """Joined, a change batch's tables still come in record batches of at most the rows (and bytes)
-    one table's may hold."""
-    from pyspark.sql import types as T
-
-    from seatide.plugin.tables import TableLayout
-
-    monkeypatch.setattr(row_batches, "_ARROW_BATCH_ROWS", 4)
-    tables = [CapturedTable("public", f"t{i}", (TableColumn("id", "int4", "integer", "int"),), ("id",))
-              for i in range(3)]
-    layout = TableLayout.of((t.name, T.StructType([T.StructField("id", T.IntegerType())])) for t in tables)
-    builder = RowBatches(tables, "UTC", layout.prepare_arrow())
-    batches = [b for n, table in enumerate([0, 1, 2, 0, 1, 2, 0]) for b in builder.add(0, table, {"id": str(n)})]
-    batches += list(builder.flush())
-    assert [b.num_rows for b in batches] == [3, 4]          # table 0's three, then tables 1 and 2 joined
-
-
 def test_a_batch_ends_after_its_bytes_and_says_how_many_when_it_knows(shop, monkeypatch):  # noqa: F811
     monkeypatch.setattr(changes, "BATCH_BYTES", 100_000)
     conn, url, db = shop

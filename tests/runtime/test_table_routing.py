@@ -99,35 +99,3 @@ def test_a_batch_of_large_rows_is_cached_in_small_buffers_and_not_collected(spar
         assert spark.conf.get("spark.sql.inMemoryColumnarStorage.batchSize", None) is None
     finally:
         routed.release(rows)
-
-
-def test_a_batch_whose_source_knows_its_bytes_is_collected_unpersisted_and_persisted_once_for_frames(
-        spark, monkeypatch):
-    """A CDC batch's bytes are known from its plan: collecting it is the one job that reads the
-    source, with no persist first (filling Spark's cache of 100 tables' structs cost ≈0.1 s a batch
-    of 800 changes). A sink that then asks for a table's frame gets the batch persisted and read
-    once more, once, not the source read again for each table."""
-    from seatide.plugin.tables import TableRows
-
-    routed, schema = _routed(spark)
-    reads = spark.sparkContext.accumulator(0)
-    tagged = _batch(spark, schema, [(0, 10), (1, 10), (0, 10)])
-
-    def counted(row):
-        reads.add(1)
-        return row
-
-    frame = spark.createDataFrame(tagged.rdd.map(counted).coalesce(1), schema)
-    monkeypatch.setattr(routed.source.plugin, "batch_rows",
-                        lambda df, ctx, offsets: TableRows(df, bytes=60, least_bytes=60, row_bytes=20))
-    rows = routed.rows(frame)
-    try:
-        assert rows.local is not None and rows.counts == {0: 2, 1: 1}
-        assert not rows.frame.is_cached and reads.value == 3          # one read, nothing cached
-        frames = routed.frames(rows, routed.pipeline.sinks[0])
-        assert frames.local is not None and not rows.frame.is_cached and reads.value == 3   # fields: no read
-        assert frames.frames[0].count() == 2 and frames.frames[1].count() == 1
-        assert rows.frame.is_cached and reads.value == 6              # persisted and read once for both
-    finally:
-        routed.release(rows)
-    assert not rows.frame.is_cached

@@ -27,15 +27,12 @@ batch first (each row's values as JSON). The persisted batch is cached in buffer
 ``CACHE_BUFFER_BYTES`` when the source says its rows are large (``row_bytes``): Spark's default
 of 10,000 rows a buffer would put gigabytes of such rows in one. It is persisted whatever its
 size: each table read out of the source again would stream a CDC source's slot once per table,
-at the same time (a slot serves one stream at a time). But a batch whose bytes its source knows is
-collected in the job that reads it, unpersisted (filling the cache of 100 tables' structs was a
-fifth of that job), and persisted, read once more, only if a sink then asks for a table's frame.
+at the same time (a slot serves one stream at a time).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Mapping
 from contextlib import contextmanager
@@ -69,8 +66,6 @@ class RoutedPipeline:
         self.ctx = read_ctx
         self.layout: TableLayout | None = None
         self._schemas: dict[tuple[str, int], object] = {}     # (sink, table) -> its rows' fields
-        self._unpersisted: TableRows | None = None      # the batch collected without persisting it (``rows``)
-        self._persisting = threading.Lock()
 
     def read(self):
         """The source's one query (a stream when checkpointed, else the plain batch's rows)."""
@@ -89,35 +84,12 @@ class RoutedPipeline:
         if rows.separable:
             self._count(rows)
             return rows
-        tried = False
-        if self.ctx.micro_batch and rows.tables is None and rows.bytes is not None:
-            # bytes known ahead: collected in the one job that reads the source, not persisted first;
-            # a sink that asks for a table's frame has the batch persisted then (``_persisted``)
-            self._collect(rows)
-            if rows.local is not None:
-                self._unpersisted = rows
-                return rows
-            tried = True
         with self._cache_batches(rows.row_bytes):
             rows.frame = rows.frame.persist()
-            if self.ctx.micro_batch and rows.tables is None and not tried:
+            if self.ctx.micro_batch and rows.tables is None:
                 self._collect(rows)
             self._count(rows)           # fills the cache, under the batch size chosen for its rows
         return rows
-
-    def _persisted(self, rows: TableRows) -> None:
-        """A batch collected without persisting it, persisted and read once before a sink reads a
-        table's frame out of it: each table's frame would read the source again, a CDC slot's range
-        once per table and, from a sink's writers, at the same time (a slot serves one stream)."""
-        with self._persisting:
-            if rows is not self._unpersisted:
-                return
-            started = time.perf_counter()
-            with self._cache_batches(rows.row_bytes):
-                rows.frame = rows.frame.persist()
-                rows.frame.count()
-            self._unpersisted = None
-            log.info("batch persisted for a sink's frames in %.2f s", time.perf_counter() - started)
 
     @staticmethod
     def _count(rows: TableRows) -> None:
@@ -193,9 +165,7 @@ class RoutedPipeline:
         return {int(r[0]): (int(r[1]), int(r[2] or 0)) for r in measured.collect()}
 
     def release(self, rows: TableRows) -> None:
-        if rows is self._unpersisted:
-            self._unpersisted = None
-        elif not rows.separable:
+        if not rows.separable:
             rows.frame.unpersist()          # nothing to do for a batch left unpersisted
 
     def frames(self, rows: TableRows, sink) -> TableFrames:
@@ -207,7 +177,7 @@ class RoutedPipeline:
 
         def schema_of(index: int):
             if (sink.plugin_id, index) not in self._schemas:      # analysed once, not per batch
-                self._schemas[(sink.plugin_id, index)] = self._through(rows, index, sink, reading=False).schema
+                self._schemas[(sink.plugin_id, index)] = self._through(rows, index, sink).schema
             return self._schemas[(sink.plugin_id, index)]
 
         local = None
@@ -244,11 +214,8 @@ class RoutedPipeline:
                 picks.append(lambda row, _place, at=at: row[struct][at])
         return [tuple(pick(row, place) for pick in picks) for place, row in enumerate(tagged)]
 
-    def _through(self, rows: TableRows, index: int, sink, reading: bool = True):
-        """Table ``index``'s rows of the batch after the transforms between the source and ``sink``;
-        ``reading``: False when only its fields are asked for (no batch is persisted for them)."""
-        if reading and rows is self._unpersisted:
-            self._persisted(rows)
+    def _through(self, rows: TableRows, index: int, sink):
+        """Table ``index``'s rows of the batch after the transforms between the source and ``sink``."""
         # numbered where the table's rows are still in the batch's order, before any transform
         df = change_order.number_changes(self.layout.rows_of(rows, index, self.spark), self.source.plugin)
         upstream = self.source.output or self.source.name

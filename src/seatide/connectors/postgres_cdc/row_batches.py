@@ -45,26 +45,8 @@ class RowBatches:
             yield from self._flush(table)
 
     def flush(self) -> Iterator:
-        """Every table's rows left; tagged (several tables), joined into record batches of up to
-        ``_ARROW_BATCH_ROWS`` rows or ``_ARROW_BATCH_BYTES``: Spark takes each record batch of a
-        Python source apart column by column, and a change batch of 800 rows over 100 tables was
-        100 batches of 100 columns each, ≈0.1 s more to collect than one (docs/benchmarks.md)."""
-        if self.layout is None:
-            for table in list(self.pending):
-                yield from self._flush(table)
-            return
-        import pyarrow as pa
-
-        joined, rows, size = [], 0, 0
         for table in list(self.pending):
-            for batch in self._flush(table):
-                if joined and (rows + batch.num_rows > _ARROW_BATCH_ROWS or size + batch.nbytes > _ARROW_BATCH_BYTES):
-                    yield pa.concat_batches(joined)
-                    joined, rows, size = [], 0, 0
-                joined.append(batch)
-                rows, size = rows + batch.num_rows, size + batch.nbytes
-        if joined:
-            yield pa.concat_batches(joined)
+            yield from self._flush(table)
 
     def _flush(self, table: int) -> Iterator:
         batch = self.pending[table].flush()
