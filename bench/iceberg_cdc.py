@@ -21,7 +21,10 @@ data files, metadata files); writes bench/results/iceberg_cdc.json and .png.
 alternating: copy-on-write (the default) and merge-on-read (``write.upsert.mode =
 merge-on-read``: new rows and equality deletes). Beside the latency and snapshots it reports the
 data and delete files on disk and live, the read cost of the resulting table (SeaTide's Iceberg
-source reading it back whole, best of three) and whether it equals the source table; writes
+source reading it back whole, best of three) and whether it equals the source table, and for
+merge-on-read the same read after SeaTide's compaction (``read_ratio``: the goal is <= 1.5);
+``--rewrite-every N`` sets ``iceberg.maintenance.rewrite-every-commits`` on every case. Each case
+also records the median of Spark's progress durations over the batches that moved rows; writes
 bench/results/iceberg_cdc_modes.json and .png.
 """
 
@@ -165,14 +168,23 @@ def file_counts(config: dict, data_dir: str) -> dict:
     head = table.metadata.current_snapshot()
     live = plan(table, head.snapshot_id if head else None)
     on_disk = [f for _, _, files in os.walk(data_dir) for f in files if f.endswith(".parquet")]
+    # merge-on-read stages a batch's changed keys under keys/ (they become its equality deletes)
     deletes_dir = sum(1 for d, _, files in os.walk(data_dir) for f in files
-                      if f.endswith(".parquet") and "deletes" in d.split(os.sep))
+                      if f.endswith(".parquet") and "keys" in d.split(os.sep))
     return {"data_files_on_disk": len(on_disk) - deletes_dir, "delete_files_on_disk": deletes_dir,
             "live_data_files": len(live.data), "live_delete_files": len(live.deletes)}
 
 
+def compacted_read(spark, config: dict) -> float:
+    """The table compacted by SeaTide's rewrite (deletes folded in), then read back as ``read_cost`` does."""
+    from seatide.connectors.iceberg.maintenance import rewrite_small_files
+
+    rewrite_small_files(spark, load_catalog("default", config), ("bench", "items"), None, 128 * 1024 * 1024)
+    return read_cost(spark, config)[0]
+
+
 def run_case(spark, server, tmp: str, name: str, rows: int, rate: int, seconds: float, maintenance: bool,
-             mode: str = "cow") -> dict:
+             mode: str = "cow", rewrite_every: int = 0) -> dict:
     database = f"bench_{name}"      # a database per case: each run starts from a source of its own
     with server.connect() as admin:
         admin.execute(f"CREATE DATABASE {database}")
@@ -189,6 +201,7 @@ def run_case(spark, server, tmp: str, name: str, rows: int, rate: int, seconds: 
     options = {"namespace": "bench", "table": "items", "iceberg.catalog.config": config,
                "iceberg.table.primary-keys": "id", "iceberg.table.upsert-mode-enabled": True,
                **(MAINTENANCE if maintenance else {}),
+               **({"iceberg.maintenance.rewrite-every-commits": rewrite_every} if rewrite_every else {}),
                **({"iceberg.table.write-props": {"write.upsert.mode": "merge-on-read"}} if mode == "mor" else {})}
     sink = IcebergSink(read_options(options, IcebergSink.options))
     ctx = SinkContext(spark=spark, job_id=f"bench-{name}", pipeline_id=1, plugin_id="sink[0]", micro_batch=True,
@@ -230,26 +243,36 @@ def run_case(spark, server, tmp: str, name: str, rows: int, rate: int, seconds: 
     committed_snapshots = len(batches) - first_batch
     iceberg = load_catalog("default", config).load_table("bench.items")
     meta_dir = f"{tmp}/{name}/warehouse/bench/items/metadata"
+    durations = [p["durationMs"] for p in query.recentProgress if p["numInputRows"]]
     pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] if latencies else None  # noqa: E731
     result = {
-        "mode": mode, "maintenance": maintenance, "rate": rate, "seconds": round(elapsed, 1), "table_rows": rows,
+        "mode": mode, "maintenance": maintenance, "rewrite_every_commits": rewrite_every, "rate": rate, "seconds": round(elapsed, 1), "table_rows": rows,
         "changes": len(changes.committed), "measured": len(latencies), "missed_snapshots": monitor.missed,
         "p50_s": pick(0.5), "p99_s": pick(0.99), "max_s": latencies[-1] if latencies else None,
         "batches": committed_snapshots, "snapshots_per_hour": round(committed_snapshots / elapsed * 3600),
         "batch_write_s_median": sorted(s for _, s in batches[first_batch:])[committed_snapshots // 2]
         if committed_snapshots else None,
         "snapshots_kept": len(iceberg.metadata.snapshots),
+        # Spark's own account of the micro-batches that moved rows (medians; recentProgress keeps the last 100)
+        "spark_batch_ms_median": {k: sorted(d.get(k, 0) for d in durations)[len(durations) // 2]
+                                  for k in ("triggerExecution", "latestOffset", "getBatch", "addBatch")}
+        if durations else {},
         **file_counts(config, f"{tmp}/{name}/warehouse/bench/items/data"), "metadata_files": len(os.listdir(meta_dir)),
         "load_average": os.getloadavg()[0],
     }
     if mode == "mor" or not maintenance:
         result["read_s"], read_rows = read_cost(spark, config)
         result["equals_source"] = read_rows == sorted(conn.execute(f"SELECT id, v FROM {table}").fetchall())
+    if mode == "mor":
+        result["read_compacted_s"] = compacted_read(spark, config)
+        result["read_ratio"] = round(result["read_s"] / result["read_compacted_s"], 2)
     print(f"{mode}, {'with' if maintenance else 'without'} maintenance: {result['changes']} changes in {elapsed:.0f} s, "
           f"p50 {result['p50_s']:.2f} s, p99 {result['p99_s']:.2f} s, {committed_snapshots} batches "
           f"({result['snapshots_per_hour']}/h), kept {result['snapshots_kept']} snapshots, "
           f"{result['data_files_on_disk']} data and {result['delete_files_on_disk']} delete files on disk, "
-          f"{result['metadata_files']} metadata files, read back in {result.get('read_s', 0):.2f} s, equals the "
+          f"{result['metadata_files']} metadata files, read back in {result.get('read_s', 0):.2f} s "
+          f"({result.get('read_ratio')}x compacted; {result['live_delete_files']} delete files live), "
+          f"batch {result['batch_write_s_median']:.2f} s, Spark {result['spark_batch_ms_median']}, equals the "
           f"source: {result.get('equals_source')} (load {result['load_average']:.1f})", flush=True)
     return result
 
@@ -307,6 +330,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=50_000)
     parser.add_argument("--modes", default=None, help="cow,mor: compare the ways changes are applied instead")
     parser.add_argument("--rounds", type=int, default=1, help="with --modes: rounds, the modes alternating")
+    parser.add_argument("--rewrite-every", type=int, default=0,
+                        help="with --modes: iceberg.maintenance.rewrite-every-commits of every case (0: none)")
     args = parser.parse_args()
     modes = [m.strip() for m in args.modes.split(",")] if args.modes else []
     if any(m not in ("cow", "mor") for m in modes):
@@ -316,7 +341,8 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             if modes:
-                cases = [run_case(spark, server, tmp, f"{mode}{r}", args.rows, args.rate, args.seconds, False, mode)
+                cases = [run_case(spark, server, tmp, f"{mode}{r}", args.rows, args.rate, args.seconds, False, mode,
+                                  args.rewrite_every)
                          for r in range(args.rounds) for mode in modes]
             else:
                 cases = [run_case(spark, server, tmp, name, args.rows, args.rate, args.seconds, maintenance)
