@@ -262,6 +262,36 @@ def test_hadoop_catalog_commit_is_an_atomic_swap(tmp_path):
     assert catalog.load_table("ns.t").metadata_location.endswith("v2.metadata.json")
 
 
+def test_hadoop_catalog_commit_fails_when_another_writer_commits_after_the_check(tmp_path, monkeypatch):
+    """A writer commits between this commit's requirements check and its publish: the publish
+    must fail (the version after the one checked exists), never land one version later on top of
+    the other's, which would drop the other writer's snapshot though it was told it committed."""
+    import pyarrow as pa
+    from pyiceberg.exceptions import CommitFailedException
+    from seatide.connectors.iceberg.hadoop_catalog import HadoopCatalog
+
+    catalog = load_catalog("c", {"type": "hadoop", "warehouse": str(tmp_path)})
+    other = load_catalog("c2", {"type": "hadoop", "warehouse": str(tmp_path)})
+    catalog.create_namespace("ns")
+    catalog.create_table("ns.t", pa.schema([("id", pa.int64())]))
+    checked = HadoopCatalog._update_and_stage_table
+
+    def other_commits_after_the_check(self, *args):
+        staged = checked(self, *args)
+        if self is catalog:
+            monkeypatch.setattr(HadoopCatalog, "_update_and_stage_table", checked)
+            other.load_table("ns.t").append(pa.table({"id": [100]}))
+        return staged
+
+    monkeypatch.setattr(HadoopCatalog, "_update_and_stage_table", other_commits_after_the_check)
+    mine = catalog.load_table("ns.t")
+    mine.metadata = mine.metadata.model_copy(
+        update={"properties": {**mine.metadata.properties, "commit.retry.num-retries": "0"}})
+    with pytest.raises(CommitFailedException):
+        mine.append(pa.table({"id": [1]}))
+    assert catalog.load_table("ns.t").scan().to_arrow().column("id").to_pylist() == [100]
+
+
 def test_bad_options_name_the_option(tmp_path):
     def job(block: str) -> str:
         return f"""

@@ -118,17 +118,22 @@ class HadoopCatalog(MetastoreCatalog):
 
     # -- tables ---------------------------------------------------------------------------
     def load_table(self, identifier: str | Identifier) -> Table:
+        return self._load_versioned(identifier)[1]
+
+    def _load_versioned(self, identifier: str | Identifier) -> tuple[int, Table]:
+        """The table as of its newest version, and that version's number (a commit publishes
+        at exactly the next one, so that another writer's commit in between makes it fail)."""
         table_dir = self._table_dir(identifier)
         current = self.current_version(table_dir)
         if current is None:
             raise NoSuchTableError(f"Table does not exist: {'.'.join(Catalog.identifier_to_tuple(identifier))} "
                                    f"(no metadata under {table_dir})")
-        _, path = current
+        version, path = current
         location = "file://" + path
         io = load_file_io(properties=self.properties, location=location)
         metadata = FromInputFile.table_metadata(io.new_input(location))
-        return Table(identifier=Catalog.identifier_to_tuple(identifier), metadata=metadata,
-                     metadata_location=location, io=io, catalog=self)
+        return version, Table(identifier=Catalog.identifier_to_tuple(identifier), metadata=metadata,
+                              metadata_location=location, io=io, catalog=self)
 
     def create_table(self, identifier: str | Identifier, schema: Any, location: str | None = None,
                      partition_spec: PartitionSpec = UNPARTITIONED_PARTITION_SPEC,
@@ -148,14 +153,17 @@ class HadoopCatalog(MetastoreCatalog):
         identifier = table.name()
         table_dir = self._table_dir(identifier)
         try:
-            current_table: Table | None = self.load_table(identifier)
+            loaded, current_table = self._load_versioned(identifier)
         except NoSuchTableError:
-            current_table = None
+            loaded, current_table = 0, None
         staged = self._update_and_stage_table(current_table, identifier, requirements, updates)
         if current_table is not None and staged.metadata == current_table.metadata:
             return CommitTableResponse(metadata=current_table.metadata,
                                        metadata_location=current_table.metadata_location)
-        version = self.current_version(table_dir)[0] + 1 if current_table is not None else 1
+        # The version the requirements were checked against, plus one: reading the newest
+        # number again here would publish over a writer that committed in between, its
+        # snapshot lost from the table's history though it was told it had committed.
+        version = loaded + 1
         if not self._publish(self._metadata_dir(table_dir), version, staged.metadata):
             raise CommitFailedException(f"Table {'.'.join(identifier)} was updated by another writer "
                                         f"(version {version} exists)")
