@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import math
 
+from seatide.connectors.jdbc.dialect import MYSQL_STRICT_MODE
 from seatide.connectors.jdbc.spec import JdbcSinkError, JdbcSinkSpec
 from seatide.connectors.jdbc.url import POSTGRESQL
 
@@ -56,7 +57,8 @@ def open_session(spec: JdbcSinkSpec, database: str | None) -> "SinkSession":
     conn = url.connect(spec.user, spec.password, database=database, connect_timeout=spec.connect_timeout)
     cursor = conn.cursor()
     try:
-        cursor.execute("SET SESSION innodb_lock_wait_timeout = %s, lock_wait_timeout = %s", (wait, wait))
+        cursor.execute(f"SET SESSION innodb_lock_wait_timeout = %s, lock_wait_timeout = %s, {MYSQL_STRICT_MODE}",
+                       (wait, wait))
         try:
             cursor.execute("SET SESSION idle_transaction_timeout = %s", (idle,))
         except Exception as exc:  # noqa: BLE001 - MySQL: the variable is MariaDB's

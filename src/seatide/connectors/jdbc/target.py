@@ -181,7 +181,7 @@ class JdbcTarget:
             columns.append(F.lit(group).cast("smallint").alias(STAGE_GROUP))
         observation = Observation(f"seatide_jdbc_rows_{stage[-1]}")
         staged = df.select(*columns).observe(observation, F.count(F.lit(1)).alias("rows"))
-        options = {**self.dialect.staging_properties(), **self.spec.properties,
+        options = {**self.dialect.staging_properties(self.spec.properties),
                    "url": url, "driver": self.driver, "dbtable": self.dialect.qualified(stage),
                    "batchsize": str(self.spec.batch_size)}
         if self.spec.user is not None:
