@@ -84,3 +84,20 @@ def test_a_jdbc_sink_that_stages_a_type_by_spark_never_collects_the_offered_rows
     write(writer, tmp_path, local_batch.offered(df, _cdc_source(), _change_end(2, 100)), 0)
     assert query(db, f"SELECT COUNT(*) FROM {table}") == [(2,)]
     assert reads.value == 2
+
+
+def test_a_batch_with_a_value_python_cannot_hold_is_staged_by_spark(spark, db, tmp_path):
+    """0001-01-01T00:00:00Z (a PostgreSQL -infinity clamped) has no ``datetime`` on the driver:
+    the collect fails, and the batch must go the way Spark's writer takes it, not fail for ever."""
+    from pyspark.sql import functions as F
+
+    if "postgresql" not in db[0]:
+        pytest.skip("MySQL's DATETIME starts at year 1000")
+    table = table_name()
+    writer = open_sink(make_sink(db, table=table, primary_keys=["id"]), context(spark, table))
+    df = frame(spark, [(1, RowKind.INSERT), (2, RowKind.INSERT)], "id bigint").withColumn(
+        "at", F.when(F.col("id") == 1, F.timestamp_seconds(F.lit(-62135596800))).otherwise(
+            F.timestamp_seconds(F.lit(0))))
+    write(writer, tmp_path, local_batch.offered(df, _cdc_source(), _change_end(2, 100)), 0)
+    assert query(db, f"SELECT id, EXTRACT(EPOCH FROM at)::bigint FROM {table} ORDER BY id") == \
+        [(1, -62135596800), (2, 0)]

@@ -20,10 +20,10 @@ import time
 from collections.abc import Mapping
 
 from seatide.plugin.tables import TableFrames
-from seatide.runtime.table_routing import LOCAL_BATCH_BYTES, LOCAL_BATCH_ROWS
+from seatide.runtime.table_routing import LOCAL_BATCH_BYTES, LOCAL_BATCH_ROWS, collect_small
 
 log = logging.getLogger(__name__)
-_OVER = ()      # collected more rows than the source's bound: left to the sink's frame
+_OVER = ()      # more rows than the source's bound, or a value Python cannot hold: left to the sink's frame
 
 
 def offered(frame, source, end: dict | None) -> "TableFrames | None":
@@ -49,8 +49,10 @@ class _Collected(Mapping):
         if self._rows is None:
             started = time.perf_counter()
             # the bound is the source's: the limit keeps a wrong one from filling the driver
-            rows = self._frame.limit(max(self._at_most, 1) + 1).collect()
-            if len(rows) > self._at_most:
+            rows = collect_small(self._frame, max(self._at_most, 1))
+            if rows is None:
+                self._rows = _OVER
+            elif len(rows) > self._at_most:
                 log.warning("a micro-batch its source bounded at %d rows holds more: staged by Spark",
                             self._at_most)
                 self._rows = _OVER

@@ -58,6 +58,18 @@ _CACHE_ROWS_CONF, _CACHE_ROWS = "spark.sql.inMemoryColumnarStorage.batchSize", 1
 log = logging.getLogger(__name__)
 
 
+def collect_small(frame, at_most: int) -> list | None:
+    """Up to ``at_most + 1`` of ``frame``'s rows on the driver (one more tells a batch over the
+    bound); None when a value has no Python form: a timestamp before year 1 once in UTC, or past
+    9999 in the driver's zone, is out of ``datetime``'s range (a clamped PostgreSQL -infinity is
+    0001-01-01 UTC). Such a batch is left to Spark, whose writer takes every value it holds."""
+    try:
+        return frame.limit(at_most + 1).collect()
+    except (ValueError, OverflowError) as exc:
+        log.info("batch left to Spark: a value has no Python form on the driver (%s)", exc)
+        return None
+
+
 class RoutedPipeline:
     def __init__(self, spark, pipeline: Pipeline, read_ctx: ReadContext):
         self.spark = spark
@@ -139,8 +151,8 @@ class RoutedPipeline:
             log.info("batch of about %d bytes left to Spark: over the %d bytes collected on the driver", size,
                      LOCAL_BATCH_BYTES)
             return
-        collected = rows.frame.limit(LOCAL_BATCH_ROWS + 1).collect()
-        if len(collected) > LOCAL_BATCH_ROWS:
+        collected = collect_small(rows.frame, LOCAL_BATCH_ROWS)
+        if collected is None or len(collected) > LOCAL_BATCH_ROWS:
             return
         rows.local = {}
         for row in collected:
