@@ -9,6 +9,7 @@ inside the batch's transaction, or an ordinary one before it) is the target's (t
 from __future__ import annotations
 
 from seatide.connectors.jdbc.target import JdbcTarget
+from seatide.connectors.jdbc.url import POSTGRESQL
 from seatide.plugin.rowkind import HIDDEN_COLUMNS, ROW_KIND_COLUMN, ROW_SEQ_COLUMN, RowKind
 
 
@@ -39,12 +40,18 @@ def values(route: JdbcTarget, rows: list[tuple], schema) -> tuple[list[str], lis
     # Spark hands a TIMESTAMP (an instant) to Python as the local wall-clock time: with its
     # zone, PostgreSQL stores the instant its JDBC writer would (MySQL's client drops the zone).
     zoned = {i for i, f in enumerate(schema.fields) if isinstance(f.dataType, T.TimestampType)}
+    floats = {i for i, f in enumerate(schema.fields) if isinstance(f.dataType, T.FloatType)}
+    as_float = _float_as_spark_binds(route.dialect.name)
     kind_at = names.index(ROW_KIND_COLUMN) if ROW_KIND_COLUMN in names else None
     seq_at = names.index(ROW_SEQ_COLUMN) if ROW_SEQ_COLUMN in names else None
 
     def value(row: tuple, at: list[int]):
         found = next((row[i] for i in at if row[i] is not None), None)
-        return found.astimezone() if found is not None and at[0] in zoned else found
+        if found is None:
+            return None
+        if at[0] in zoned:
+            return found.astimezone()
+        return as_float(found) if at[0] in floats else found
 
     out = []
     for place, row in enumerate(rows):
@@ -54,6 +61,21 @@ def values(route: JdbcTarget, rows: list[tuple], schema) -> tuple[list[str], lis
                     place if seq_at is None else int(row[seq_at])]
         out.append(tuple(one))
     return [c for c, _ in staged], out
+
+
+def _float_as_spark_binds(dialect: str):
+    """A FLOAT value as Spark's writer binds it. Python holds it widened to a double (0.1 is
+    0.10000000149011612 there), which a DOUBLE or NUMERIC column would keep as such. pgjdbc sends
+    4 bytes, which PostgreSQL casts to the column (float4 0.1 is 0.1 as NUMERIC, its widened
+    double as DOUBLE PRECISION); Connector/J sends the float's shortest decimal as text (0.1)."""
+    if dialect == POSTGRESQL:
+        from psycopg.types.numeric import Float4
+
+        return Float4
+
+    import numpy
+
+    return lambda value: float(str(numpy.float32(value)))
 
 
 def _plain(data_type) -> bool:
