@@ -258,6 +258,42 @@ def test_a_float_lands_in_a_wider_column_as_its_shortest_decimal_on_both_paths(s
         (2, 123456.7890625 if pg else 123456.79, decimal.Decimal("123457" if pg else "123456.79"))]
 
 
+@pytest.mark.parametrize("path", ["spark", "driver"])
+def test_a_column_named_with_a_percent_sign_is_written_on_both_paths(spark, db, tmp_path, path):
+    """psycopg reads a % anywhere in a statement with parameters as a placeholder's (outside
+    review, stop 66): the driver's staging INSERT named such a column and failed every batch."""
+    table = table_name()
+    writer = open_sink(make_sink(db, table=table, primary_keys=["id"]), context(spark, table))
+    df = frame(spark, [(1, "a", RowKind.INSERT), (2, "b", RowKind.INSERT)], "id bigint, `share%` string")
+    write(writer, tmp_path, on_driver(df) if path == "driver" else df, 0)
+    assert query(db, f"SELECT COUNT(*) FROM {table}") == [(2,)]
+
+
+def test_commit_records_in_a_schema_named_with_a_percent_sign(db):
+    """Every statement of the commit records that takes parameters names their table, which a %
+    in its schema's (MySQL: database's) name made a placeholder to the client."""
+    from seatide.connectors.jdbc.commit_record import CommitRecords
+    from seatide.connectors.jdbc.dialect import Dialect
+
+    url, user = db
+    parsed = JdbcUrl.parse(url)
+    schema = f"c%{table_name()}"
+    records = CommitRecords(Dialect(parsed.dialect), schema)
+    execute(db, f"CREATE SCHEMA {records.dialect.quote(schema)}")
+    try:
+        conn = parsed.connect(user, autocommit=True)
+        cursor = conn.cursor()
+        records.create(cursor)
+        records.insert(cursor, "T_j_1_0_L_3", "j/sink[0]", 3, 0)
+        records.set_rows(cursor, "T_j_1_0_L_3", 7)
+        assert records.rows_of(cursor, "T_j_1_0_L_3") == 7 and records.any_for(cursor, "j/sink[0]", "T_j_1_0_L_")
+        records.prune(cursor, "j/sink[0]", "T_j_1_0_L_", 4)
+        assert records.rows_of(cursor, "T_j_1_0_L_3") is None
+        conn.close()
+    finally:
+        execute(db, f"DROP SCHEMA {records.dialect.quote(schema)}" + (" CASCADE" if "postgresql" in url else ""))
+
+
 def test_save_modes_before_the_first_batch(spark, db, tmp_path):
     table = table_name()
     ddl = "id bigint, name string"

@@ -30,6 +30,12 @@ class CommitRecords:
     def table(self) -> str:
         return self.dialect.qualified((self.schema, TABLE) if self.schema else (TABLE,))
 
+    @property
+    def _named(self) -> str:
+        """``table`` in a statement with parameters, which both clients format: a % in the
+        schema's name doubled, or they read it as a placeholder's."""
+        return self.table.replace("%", "%%")
+
     def create(self, cursor) -> None:
         if self.dialect.name == POSTGRESQL:     # IF NOT EXISTS still asks CREATE on the schema, which a
             cursor.execute("SELECT to_regclass(%s)", (self.table,))     # user of the table may lack
@@ -41,28 +47,28 @@ class CommitRecords:
 
     def rows_of(self, cursor, transaction_id: str) -> int | None:
         """Rows the batch wrote when it is committed; None when it is not."""
-        cursor.execute(f"SELECT row_count FROM {self.table} WHERE transaction_id = %s", (transaction_id,))
+        cursor.execute(f"SELECT row_count FROM {self._named} WHERE transaction_id = %s", (transaction_id,))
         row = cursor.fetchone()
         return None if row is None else int(row[0])
 
     def any_for(self, cursor, sink_id: str, lineage: str) -> bool:
         """Whether this lineage of the sink has committed a batch (a job id may be used again)."""
-        cursor.execute(f"SELECT 1 FROM {self.table} WHERE sink_id = %s AND LEFT(transaction_id, %s) = %s LIMIT 1",
+        cursor.execute(f"SELECT 1 FROM {self._named} WHERE sink_id = %s AND LEFT(transaction_id, %s) = %s LIMIT 1",
                        (sink_id, len(lineage), lineage))
         return cursor.fetchone() is not None
 
     def insert(self, cursor, transaction_id: str, sink_id: str, batch_id: int, rows: int) -> None:
-        cursor.execute(f"INSERT INTO {self.table} (transaction_id, sink_id, batch_id, row_count) "
+        cursor.execute(f"INSERT INTO {self._named} (transaction_id, sink_id, batch_id, row_count) "
                        "VALUES (%s, %s, %s, %s)", (transaction_id, sink_id, batch_id, rows))
 
     def set_rows(self, cursor, transaction_id: str, rows: int) -> None:
         """The batch's row count, known once it is staged (its record is inserted first)."""
-        cursor.execute(f"UPDATE {self.table} SET row_count = %s WHERE transaction_id = %s", (rows, transaction_id))
+        cursor.execute(f"UPDATE {self._named} SET row_count = %s WHERE transaction_id = %s", (rows, transaction_id))
 
     def prune(self, cursor, sink_id: str, lineage: str, keep_from: int) -> None:
         """Forget batches older than ``keep_from`` and those of other lineages (``lineage``: id prefix).
         A record that is no batch's (batch -1: the sink's save modes, made once per run) stays."""
-        cursor.execute(f"DELETE FROM {self.table} WHERE sink_id = %s AND batch_id >= 0 AND (batch_id < %s OR "
+        cursor.execute(f"DELETE FROM {self._named} WHERE sink_id = %s AND batch_id >= 0 AND (batch_id < %s OR "
                        "LEFT(transaction_id, %s) <> %s)", (sink_id, keep_from, len(lineage), lineage))
 
 

@@ -143,8 +143,11 @@ class TargetTable:
             group = columns.of_route[index]
             if group is not None:
                 names, rows = names + [STAGE_GROUP], [(*row, group) for row in rows]
-            cursor.executemany(f"INSERT INTO {dialect.qualified(stage)} ({', '.join(dialect.quote(c) for c in names)}) "
-                               f"VALUES ({', '.join(['%s'] * len(names))})", rows)
+            into = f"INSERT INTO {dialect.qualified(stage)} ({', '.join(dialect.quote(c) for c in names)})"
+            # both clients format the whole statement (PyMySQL's part before VALUES with no
+            # arguments): a % in a column's name is a placeholder's to them unless doubled
+            into = into.replace("%", "%%")
+            cursor.executemany(f"{into} VALUES ({', '.join(['%s'] * len(names))})", rows)
         if not temporary:
             conn.commit()
         return columns, engine
