@@ -275,7 +275,10 @@ def test_a_fence_kills_the_warm_driver_being_handed_an_attempt(tmp_path, monkeyp
         attempt, ["unused"], {}, DriverLog(str(tmp_path / "driver.log"), frozenset()))), daemon=True)
     try:
         launch.start()
-        wait_for(lambda: worker.warm_pool.handing is warm, 10, interval=0.01, message="the hand-off to begin")
+        # past go_on (a fence before it ends the hand-off at once, without a driver being handed):
+        # the order is written and the hand-off waits for the driver's answer
+        wait_for(lambda: worker.warm_pool.handing is warm and proc.stdin.closed, 10, interval=0.01,
+                 message="the hand-off to wait for the driver's answer")
         worker._fence("the test's fence")
         assert proc.wait(timeout=30) == -9, "the driver being handed the attempt outlived the fence"
         assert worker.warm_pool.handing is warm, "killed only once the hand-off had ended"
