@@ -36,13 +36,6 @@ STAGE_GROUP = "__seatide_group"
 # batch and ~30% less reading it back in the apply (20 tables x 20,000 rows, MariaDB 10.11).
 # Not where Spark may run a task twice: a retried task's rows would stay beside its first try's.
 STAGE_ENGINE = "MyISAM"
-# Every MySQL/MariaDB session the sink writes through refuses a value that does not fit its
-# column, whatever the server's own sql_mode: STRICT_ALL_TABLES, not only the STRICT_TRANS_TABLES
-# Connector/J adds, because in a MyISAM staging table that mode truncates every row after a
-# multi-row INSERT's first (rewriteBatchedStatements) with only a warning, and a server without
-# either (MySQL 5.6's default) truncates or clamps any value. Appended, so the server's other
-# modes still hold; an empty sql_mode gives a leading comma, which the server ignores.
-MYSQL_STRICT_MODE = "sql_mode = concat(@@sql_mode, ',STRICT_ALL_TABLES')"
 # A key's last change in a batch decides its row: these kinds leave one, those remove it.
 _KEEPS_ROW = f"({int(RowKind.INSERT)}, {int(RowKind.UPDATE_AFTER)})"
 _REMOVES_ROW = f"({int(RowKind.UPDATE_BEFORE)}, {int(RowKind.DELETE)})"
@@ -141,7 +134,7 @@ class Dialect:
         """What Spark's JDBC writer stages for a field (a Spark Column). MySQL has no array
         columns: an array goes as its JSON text (into the JSON column ``column_type`` gives).
         PostgreSQL's driver cannot send an array of byte strings: it goes as the array's text
-        (``{"\\x0102",NULL}``), which the untyped string parameter (``staging_properties``)
+        (``{"\\x0102",NULL}``), which the untyped string parameter (``sink_session.spark_write_properties``)
         lets the server read as bytea[]."""
         from pyspark.sql import functions as F
 
@@ -199,20 +192,6 @@ class Dialect:
             if tried else ""
         return (f"CREATE UNLOGGED TABLE {self.qualified(stage)} AS SELECT {', '.join(columns)} FROM {table} t WITH NO "
                 f"DATA{added}")
-
-    def staging_properties(self, given: dict) -> dict:
-        """JDBC properties for staging, over the user's ``given`` ones: the driver sends a batch of
-        INSERTs as multi-row statements (measured with PostgreSQL, 1M rows of three fields from two
-        partitions: 2-2.5x faster); a MySQL session is strict whatever else it is given.
-        """
-        if self.name == POSTGRESQL:
-            # stringtype=unspecified: strings go untyped, so PostgreSQL reads each with the input
-            # function of its column (json, xml, inet, geometry, bit, interval, an enum, ...)
-            # instead of refusing a varchar for them.
-            return {"reWriteBatchedInserts": "true", "stringtype": "unspecified", **given}
-        # Connector/J sets these after its own sql_mode, in the order given: ours comes last
-        variables = ",".join(v for v in (given.get("sessionVariables"), MYSQL_STRICT_MODE.replace(" ", "")) if v)
-        return {"rewriteBatchedStatements": "true", **given, "sessionVariables": variables}
 
     # -- applying a staged batch -----------------------------------------------------------
     # ``group``: apply only the rows of that ``STAGE_GROUP`` (None: every row), each key's last

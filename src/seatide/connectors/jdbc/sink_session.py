@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import math
 
-from seatide.connectors.jdbc.dialect import MYSQL_STRICT_MODE
 from seatide.connectors.jdbc.spec import JdbcSinkError, JdbcSinkSpec
 from seatide.connectors.jdbc.url import POSTGRESQL
 
@@ -33,6 +32,13 @@ from seatide.connectors.jdbc.url import POSTGRESQL
 # of a live writer (it speaks every keepalive_every_s() while it waits), and short enough that a
 # bounded job whose driver was cut off still finishes soon after its replacement starts.
 IDLE_IN_TRANSACTION_S = 60.0
+# Every MySQL/MariaDB session the sink writes through refuses a value that does not fit its
+# column, whatever the server's own sql_mode: STRICT_ALL_TABLES, not only the STRICT_TRANS_TABLES
+# Connector/J adds, because in a MyISAM staging table that mode truncates every row after a
+# multi-row INSERT's first (rewriteBatchedStatements) with only a warning, and a server without
+# either (MySQL 5.6's default) truncates or clamps any value. Appended, so the server's other
+# modes still hold; an empty sql_mode gives a leading comma, which the server ignores.
+MYSQL_STRICT_MODE = "sql_mode = concat(@@sql_mode, ',STRICT_ALL_TABLES')"
 # What a lock wait adds to the idle limit: an orphan's session has surely ended by then.
 LOCK_WAIT_MARGIN_S = 30.0
 _UNKNOWN_VARIABLE = 1193     # MySQL's ER_UNKNOWN_SYSTEM_VARIABLE (idle_transaction_timeout is MariaDB's)
@@ -69,6 +75,21 @@ def open_session(spec: JdbcSinkSpec, database: str | None) -> "SinkSession":
         conn.close()
         raise
     return SinkSession(conn)
+
+
+def spark_write_properties(dialect: str, given: dict) -> dict:
+    """JDBC properties for Spark's writes into staging tables, over the user's ``given`` ones: the
+    driver sends a batch of INSERTs as multi-row statements (measured with PostgreSQL, 1M rows of
+    three fields from two partitions: 2-2.5x faster); a MySQL session is strict whatever else it is
+    given."""
+    if dialect == POSTGRESQL:
+        # stringtype=unspecified: strings go untyped, so PostgreSQL reads each with the input
+        # function of its column (json, xml, inet, geometry, bit, interval, an enum, ...)
+        # instead of refusing a varchar for them.
+        return {"reWriteBatchedInserts": "true", "stringtype": "unspecified", **given}
+    # Connector/J sets these after its own sql_mode, in the order given: ours comes last
+    variables = ",".join(v for v in (given.get("sessionVariables"), MYSQL_STRICT_MODE.replace(" ", "")) if v)
+    return {"rewriteBatchedStatements": "true", **given, "sessionVariables": variables}
 
 
 def keep_alive(conn) -> None:
@@ -115,4 +136,4 @@ def _jvm_has_class(spark, name: str) -> bool:
 
 
 __all__ = ["IDLE_IN_TRANSACTION_S", "SinkSession", "keep_alive", "keepalive_every_s", "loadable_driver", "lock_wait_s",
-           "open_session"]
+           "open_session", "spark_write_properties"]

@@ -52,7 +52,7 @@ from seatide.connectors.jdbc.commit_record import CommitRecords
 from seatide.connectors.jdbc.dialect import Dialect
 from seatide.connectors.jdbc.named_lock import named_lock
 from seatide.connectors.jdbc.sink_session import loadable_driver, lock_wait_s, open_session
-from seatide.connectors.jdbc.spec import JdbcSinkError, JdbcSinkSpec
+from seatide.connectors.jdbc.spec import JdbcSinkSpec
 from seatide.connectors.jdbc.staging import StageNames, drop_leftovers, preferred_engine, stage_engine
 from seatide.connectors.jdbc.table_target import ConnectionGroup, JdbcTableTarget
 from seatide.connectors.jdbc.target import JdbcTarget
