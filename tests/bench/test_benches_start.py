@@ -38,6 +38,8 @@ SHORT_RUNS = {
     "iceberg_cdc": (["--rate", "30", "--seconds", "6", "--rows", "500"], ("p99", "load"), "iceberg_cdc.json"),
     "failover": (["--stores", "sqlite", "--leader-kills", "1", "--worker-kills", "1", "--worker-stores",
                   "postgresql", "--out", "{out}/failover"], ("leader", "worker"), "failover.json"),
+    "stage_and_copy": (["--tables", "2", "--rows", "2000", "--rounds", "1"], ("direct", "baseline", "load"),
+                       "stage_and_copy.json"),
     "store_restart": (["--restarts", "1", "--out", "{out}/store_restart"], ("steady", "load"),
                       "store_restart.json"),
 }
