@@ -239,23 +239,25 @@ def test_table_created_from_the_input_schema_round_trips_every_type(spark, db, t
 
 
 @pytest.mark.parametrize("path", ["spark", "driver"])
-def test_a_float_lands_in_a_wider_column_as_its_shortest_decimal_on_both_paths(spark, db, tmp_path, path):
-    """Spark binds a FLOAT as 4 bytes; the driver's rows hold it as a double (0.1 is
-    0.10000000149011612 there): a wider column must get what Spark's writer gives it, on either
-    path (outside review, stop 66): PostgreSQL casts the 4 bytes to the column (a NUMERIC gets
-    0.1, a DOUBLE the widened value), Connector/J sends the float's shortest decimal."""
+def test_a_float_lands_in_a_wider_column_as_spark_binds_it_on_both_paths(spark, db, tmp_path, path):
+    """Spark binds a FLOAT as 4 bytes (pgjdbc) or as Java's Float.toString (Connector/J); the
+    driver's rows hold it as a double (0.1 is 0.10000000149011612 there): a wider column must get
+    what Spark's writer gives it, on either path (outside reviews, stop 66). PostgreSQL casts the 4
+    bytes to the column (a NUMERIC gets 6 digits, a DOUBLE the widened value); Java 17 writes
+    351914784f as 3.51914784E8, not its shortest decimal 351914780."""
     import decimal
 
     table = table_name()
     execute(db, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, v DOUBLE PRECISION, n NUMERIC(25, 15))")
     writer = open_sink(make_sink(db, table=table, primary_keys=["id"]), context(spark, table))
-    df = frame(spark, [(1, 0.1, 0.1, RowKind.INSERT), (2, 123456.79, 123456.79, RowKind.INSERT)],
-               "id bigint, v float, n float")
+    df = frame(spark, [(1, 0.1, 0.1, RowKind.INSERT), (2, 123456.79, 123456.79, RowKind.INSERT),
+                       (3, 351914784.0, 351914784.0, RowKind.INSERT)], "id bigint, v float, n float")
     write(writer, tmp_path, on_driver(df) if path == "driver" else df, 0)
-    pg = "postgresql" in db[0]     # float4 to numeric keeps 6 digits there
+    pg = "postgresql" in db[0]
     assert query(db, f"SELECT id, v, n FROM {table} ORDER BY id") == [
-        (1, 0.10000000149011612 if pg else 0.1, decimal.Decimal("0.100000000000000")),
-        (2, 123456.7890625 if pg else 123456.79, decimal.Decimal("123457" if pg else "123456.79"))]
+        (1, 0.10000000149011612 if pg else 0.1, decimal.Decimal("0.1")),
+        (2, 123456.7890625 if pg else 123456.79, decimal.Decimal("123457" if pg else "123456.79")),
+        (3, 351914784.0, decimal.Decimal("351915000" if pg else "351914784"))]
 
 
 @pytest.mark.parametrize("path", ["spark", "driver"])

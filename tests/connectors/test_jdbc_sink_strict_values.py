@@ -17,17 +17,23 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.mark.parametrize("keys", [[], ["id"]], ids=["keyless", "keyed"])
-@pytest.mark.parametrize("staged_by", ["spark", "driver"])
-def test_a_value_too_long_for_its_column_fails_the_batch_and_lands_nothing(spark, db, tmp_path, keys, staged_by):
+@pytest.mark.parametrize("staged_by, given_in", [("spark", "properties"), ("spark", "url"),
+                                                 ("driver", "properties")])
+def test_a_value_too_long_for_its_column_fails_the_batch_and_lands_nothing(spark, db, tmp_path, keys, staged_by,
+                                                                           given_in):
     if "mariadb" not in db[0]:
         pytest.skip("PostgreSQL has no sql_mode: it always refuses")
     table = table_name()
     execute(db, f"CREATE TABLE {table} (id BIGINT{' PRIMARY KEY' if keys else ''}, name VARCHAR(3))")
-    # Spark's sessions as on a server without strict modes, as many are (the sink's own sessions
-    # are shown strict whatever they start with below)
-    writer = open_sink(make_sink(db, table=table, primary_keys=keys,
-                                 properties={"sessionVariables": "sql_mode='NO_ENGINE_SUBSTITUTION'"}),
-                       context(spark, table))
+    # The sessions as on a server without strict modes, as many are, through the user's own
+    # session variables: in the properties, or in the URL, where Connector/J takes them over the
+    # properties' (the strict mode went with them: outside review, stop 66)
+    variables = "sql_mode='NO_ENGINE_SUBSTITUTION'"
+    url, user = db
+    sink = make_sink((f"{url}?sessionVariables={variables}", user), table=table, primary_keys=keys) \
+        if given_in == "url" else make_sink(db, table=table, primary_keys=keys,
+                                            properties={"sessionVariables": variables})
+    writer = open_sink(sink, context(spark, table))
     df = frame(spark, [(1, "ab", RowKind.INSERT), (2, "abcdef", RowKind.INSERT), (3, "c", RowKind.INSERT)],
                "id bigint, name string")
     with pytest.raises(Exception, match=r"(?i)too long|value too long"):
@@ -35,14 +41,19 @@ def test_a_value_too_long_for_its_column_fails_the_batch_and_lands_nothing(spark
     assert query(db, f"SELECT COUNT(*) FROM {table}") == [(0,)]
 
 
-def test_the_sinks_own_sessions_refuse_what_does_not_fit_in_any_table(db):
-    """The sessions that stage a driver's rows and apply every batch (not Spark's) are strict for
-    MyISAM too, whatever mode the server gives them."""
+def test_the_sinks_own_sessions_take_the_users_variables_and_stay_strict(db):
+    """The sessions that stage a driver's rows and apply every batch (not Spark's) get the user's
+    session variables as Spark's do (a time_zone changes what a TIMESTAMP stores: outside review,
+    stop 66), from the URL and the properties, and are strict for MyISAM too whatever those say."""
     from seatide.connectors.jdbc.sink_session import open_session
 
     if "mariadb" not in db[0]:
         pytest.skip("PostgreSQL has no sql_mode: it always refuses")
-    with open_session(make_sink(db, table="unused").spec(), None) as conn:
+    url, user = db
+    sink = make_sink((f"{url}?sessionVariables=time_zone='+05:00'", user), table="unused",
+                     properties={"sessionVariables": "sql_mode='NO_ENGINE_SUBSTITUTION',div_precision_increment=7"})
+    with open_session(sink.spec(), None) as conn:
         cursor = conn.cursor()
-        cursor.execute("SELECT @@SESSION.sql_mode")
-        assert "STRICT_ALL_TABLES" in cursor.fetchone()[0].split(",")
+        cursor.execute("SELECT @@SESSION.sql_mode, @@SESSION.time_zone, @@SESSION.div_precision_increment")
+        mode, zone, precision = cursor.fetchone()
+        assert "STRICT_ALL_TABLES" in mode.split(",") and (zone, precision) == ("+05:00", 7)

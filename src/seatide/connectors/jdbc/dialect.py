@@ -134,7 +134,7 @@ class Dialect:
         """What Spark's JDBC writer stages for a field (a Spark Column). MySQL has no array
         columns: an array goes as its JSON text (into the JSON column ``column_type`` gives).
         PostgreSQL's driver cannot send an array of byte strings: it goes as the array's text
-        (``{"\\x0102",NULL}``), which the untyped string parameter (``sink_session.spark_write_properties``)
+        (``{"\\x0102",NULL}``), which the untyped string parameter (``sink_session.spark_write``)
         lets the server read as bytea[]."""
         from pyspark.sql import functions as F
 

@@ -18,7 +18,8 @@ def columns(route: JdbcTarget, schema) -> "list[tuple[str, list[int]]] | None":
     first that is not null (a column the source renamed holds its old name's values in older
     rows). None when a value needs Spark's own staging (``Dialect.staged_value``: arrays; nested
     types) or rows go through the user's query."""
-    if route.table is None or not all(_plain(f.dataType) for f in schema.fields if f.name not in HIDDEN_COLUMNS):
+    if route.table is None or not all(_plain(f.dataType, route.dialect.name) for f in schema.fields
+                                      if f.name not in HIDDEN_COLUMNS):
         return None
     positions = {route.column(f.name): [i] for i, f in enumerate(schema.fields) if f.name not in HIDDEN_COLUMNS}
     if route.behaviour is not None and route.target_columns:
@@ -32,6 +33,7 @@ def columns(route: JdbcTarget, schema) -> "list[tuple[str, list[int]]] | None":
 
 def values(route: JdbcTarget, rows: list[tuple], schema) -> tuple[list[str], list[tuple]]:
     """(the staged columns, kind and sequence included for a keyed sink; the rows to insert)."""
+    from psycopg.types.numeric import Float4
     from pyspark.sql import types as T
 
     staged = columns(route, schema)
@@ -40,8 +42,11 @@ def values(route: JdbcTarget, rows: list[tuple], schema) -> tuple[list[str], lis
     # Spark hands a TIMESTAMP (an instant) to Python as the local wall-clock time: with its
     # zone, PostgreSQL stores the instant its JDBC writer would (MySQL's client drops the zone).
     zoned = {i for i, f in enumerate(schema.fields) if isinstance(f.dataType, T.TimestampType)}
+    # Spark binds a FLOAT as 4 bytes, which PostgreSQL casts to the column (float4 0.1 is 0.1 as
+    # NUMERIC, its widened double as DOUBLE PRECISION); Python holds it widened to a double
+    # (0.10000000149011612), which a NUMERIC column would keep as such. (MySQL's are left to
+    # Spark: _plain.)
     floats = {i for i, f in enumerate(schema.fields) if isinstance(f.dataType, T.FloatType)}
-    as_float = _float_as_spark_binds(route.dialect.name)
     kind_at = names.index(ROW_KIND_COLUMN) if ROW_KIND_COLUMN in names else None
     seq_at = names.index(ROW_SEQ_COLUMN) if ROW_SEQ_COLUMN in names else None
 
@@ -51,7 +56,8 @@ def values(route: JdbcTarget, rows: list[tuple], schema) -> tuple[list[str], lis
             return None
         if at[0] in zoned:
             return found.astimezone()
-        return as_float(found) if at[0] in floats else found
+        # a renamed column's old and new fields meet in Spark's coalesce, FLOAT only if both are
+        return Float4(found) if floats.issuperset(at) else found
 
     out = []
     for place, row in enumerate(rows):
@@ -63,24 +69,15 @@ def values(route: JdbcTarget, rows: list[tuple], schema) -> tuple[list[str], lis
     return [c for c, _ in staged], out
 
 
-def _float_as_spark_binds(dialect: str):
-    """A FLOAT value as Spark's writer binds it. Python holds it widened to a double (0.1 is
-    0.10000000149011612 there), which a DOUBLE or NUMERIC column would keep as such. pgjdbc sends
-    4 bytes, which PostgreSQL casts to the column (float4 0.1 is 0.1 as NUMERIC, its widened
-    double as DOUBLE PRECISION); Connector/J sends the float's shortest decimal as text (0.1)."""
-    if dialect == POSTGRESQL:
-        from psycopg.types.numeric import Float4
-
-        return Float4
-
-    import numpy
-
-    return lambda value: float(str(numpy.float32(value)))
-
-
-def _plain(data_type) -> bool:
-    """A type whose Python value Spark collects is what the database client binds as it is."""
+def _plain(data_type, dialect: str) -> bool:
+    """A type whose Python value Spark collects is what the database client binds as it is. Not
+    a FLOAT on MySQL: Connector/J sends Java's ``Float.toString``, which before Java 19 often
+    has more digits than the shortest decimal (351914784f is sent as 3.51914784E8, its shortest
+    decimal 351914780): only Spark's own writer stores what Spark's writer stores."""
     from pyspark.sql import types as T
+
+    if dialect != POSTGRESQL and isinstance(data_type, T.FloatType):
+        return False
 
     plain = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
              T.DecimalType, T.StringType, T.BinaryType, T.DateType, T.TimestampType, T.TimestampNTZType)

@@ -63,6 +63,10 @@ def open_session(spec: JdbcSinkSpec, database: str | None) -> "SinkSession":
     conn = url.connect(spec.user, spec.password, database=database, connect_timeout=spec.connect_timeout)
     cursor = conn.cursor()
     try:
+        # the user's own session variables first, as Spark's sessions get them (a time_zone
+        # changes what a TIMESTAMP stores); the limits and the strict mode after, so they hold
+        for variables in user_session_variables(spec):
+            cursor.execute(f"SET SESSION {variables}")
         cursor.execute(f"SET SESSION innodb_lock_wait_timeout = %s, lock_wait_timeout = %s, {MYSQL_STRICT_MODE}",
                        (wait, wait))
         try:
@@ -77,19 +81,28 @@ def open_session(spec: JdbcSinkSpec, database: str | None) -> "SinkSession":
     return SinkSession(conn)
 
 
-def spark_write_properties(dialect: str, given: dict) -> dict:
-    """JDBC properties for Spark's writes into staging tables, over the user's ``given`` ones: the
-    driver sends a batch of INSERTs as multi-row statements (measured with PostgreSQL, 1M rows of
-    three fields from two partitions: 2-2.5x faster); a MySQL session is strict whatever else it is
-    given."""
-    if dialect == POSTGRESQL:
+def user_session_variables(spec: JdbcSinkSpec) -> list[str]:
+    """MySQL session variables the user gave (Connector/J's ``sessionVariables``): the URL's,
+    then ``properties``' (as written, ``name=value`` pairs separated by commas)."""
+    return [v for v in (spec.url.raw_param("sessionVariables"), spec.properties.get("sessionVariables")) if v]
+
+
+def spark_write(spec: JdbcSinkSpec, url: str) -> tuple[str, dict]:
+    """The URL (``url``: the spec's, as ``for_spark`` gave it) and JDBC properties for Spark's
+    writes into staging tables, over the user's ``properties``: the driver sends a batch of INSERTs
+    as multi-row statements (measured with PostgreSQL, 1M rows of three fields from two partitions:
+    2-2.5x faster); a MySQL session is strict whatever else it is given."""
+    given = spec.properties
+    if spec.url.dialect == POSTGRESQL:
         # stringtype=unspecified: strings go untyped, so PostgreSQL reads each with the input
         # function of its column (json, xml, inet, geometry, bit, interval, an enum, ...)
         # instead of refusing a varchar for them.
-        return {"reWriteBatchedInserts": "true", "stringtype": "unspecified", **given}
-    # Connector/J sets these after its own sql_mode, in the order given: ours comes last
-    variables = ",".join(v for v in (given.get("sessionVariables"), MYSQL_STRICT_MODE.replace(" ", "")) if v)
-    return {"rewriteBatchedStatements": "true", **given, "sessionVariables": variables}
+        return url, {"reWriteBatchedInserts": "true", "stringtype": "unspecified", **given}
+    # Connector/J sets these after its own sql_mode, in the order given: ours comes last. A
+    # URL's sessionVariables would replace the property's, ours with it: it moves to the property.
+    variables = ",".join([*user_session_variables(spec), MYSQL_STRICT_MODE.replace(" ", "")])
+    return spec.url.without_param(url, "sessionVariables"), \
+        {"rewriteBatchedStatements": "true", **given, "sessionVariables": variables}
 
 
 def keep_alive(conn) -> None:
@@ -136,4 +149,4 @@ def _jvm_has_class(spark, name: str) -> bool:
 
 
 __all__ = ["IDLE_IN_TRANSACTION_S", "SinkSession", "keep_alive", "keepalive_every_s", "loadable_driver", "lock_wait_s",
-           "open_session", "spark_write_properties"]
+           "open_session", "spark_write", "user_session_variables"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from seatide.connectors.jdbc.dialect import STAGE_GROUP, STAGE_KIND, STAGE_SEQ, Dialect, UnsupportedType
 from seatide.connectors.jdbc.task_tries import one_transaction, one_try, task_try
 from seatide.connectors.jdbc.query import QueryError
-from seatide.connectors.jdbc.sink_session import spark_write_properties
+from seatide.connectors.jdbc.sink_session import spark_write
 from seatide.connectors.jdbc.spec import JdbcSinkError, JdbcSinkSpec
 from seatide.plugin.evolution import COLUMN_ID, RETIRED, live_fields
 from seatide.plugin.rowkind import HIDDEN_COLUMNS, ROW_KIND_COLUMN, ROW_SEQ_COLUMN, RowKind
@@ -182,8 +182,8 @@ class JdbcTarget:
             columns.append(F.lit(group).cast("smallint").alias(STAGE_GROUP))
         observation = Observation(f"seatide_jdbc_rows_{stage[-1]}")
         staged = df.select(*columns).observe(observation, F.count(F.lit(1)).alias("rows"))
-        options = {**spark_write_properties(self.dialect.name, self.spec.properties),
-                   "url": url, "driver": self.driver, "dbtable": self.dialect.qualified(stage),
+        url, properties = spark_write(self.spec, url)
+        options = {**properties, "url": url, "driver": self.driver, "dbtable": self.dialect.qualified(stage),
                    "batchsize": str(self.spec.batch_size)}
         if self.spec.user is not None:
             options["user"] = self.spec.user

@@ -82,6 +82,19 @@ class JdbcUrl:
             text = re.sub(r"^(jdbc:[a-zA-Z0-9]+://[^/?]*)(/[^?]*)?", lambda m: f"{m.group(1)}/{database}", text)
         return text
 
+    def raw_param(self, name: str) -> str | None:
+        """A query parameter's value as written: Connector/J takes ``sessionVariables`` so, not
+        URL-decoded (a ``+`` in ``time_zone='+05:00'`` stays a plus)."""
+        query = self.text.partition("?")[2]
+        found = [value for key, _, value in (item.partition("=") for item in query.split("&")) if key == name]
+        return found[-1] if found else None
+
+    def without_param(self, text: str, name: str) -> str:
+        """``text`` (this URL, as ``for_spark`` gave it) without the query parameter ``name``."""
+        base, _, query = text.partition("?")
+        kept = [item for item in query.split("&") if item and item.partition("=")[0] != name]
+        return base + ("?" + "&".join(kept) if kept else "")
+
     def connect(self, user: str | None = None, password: str | None = None, *, autocommit: bool = False,
                 database: str | None = None, **extra):
         """A DB-API connection with the dialect's native Python client."""
