@@ -61,3 +61,14 @@ def test_the_sinks_own_sessions_take_the_users_variables_and_stay_strict(db):
         cursor.execute("SELECT @@SESSION.sql_mode, @@SESSION.time_zone, @@SESSION.div_precision_increment")
         mode, zone, precision = cursor.fetchone()
         assert "STRICT_ALL_TABLES" in mode.split(",") and (zone, precision) == ("+05:00", 7)
+
+
+def test_session_variables_the_server_refuses_are_named_with_their_option(db):
+    from seatide.connectors.jdbc.sink_session import open_session
+    from seatide.connectors.jdbc.spec import JdbcSinkError
+
+    if "mariadb" not in db[0]:
+        pytest.skip("sessionVariables are Connector/J's")
+    sink = make_sink(db, table="unused", properties={"sessionVariables": "no_such_variable=1"})
+    with pytest.raises(JdbcSinkError, match=r"sessionVariables 'no_such_variable=1' .*refused"):
+        open_session(sink.spec(), None)

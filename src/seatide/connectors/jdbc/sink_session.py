@@ -37,8 +37,9 @@ IDLE_IN_TRANSACTION_S = 60.0
 # Connector/J adds, because in a MyISAM staging table that mode truncates every row after a
 # multi-row INSERT's first (rewriteBatchedStatements) with only a warning, and a server without
 # either (MySQL 5.6's default) truncates or clamps any value. Appended, so the server's other
-# modes still hold; an empty sql_mode gives a leading comma, which the server ignores.
-MYSQL_STRICT_MODE = "sql_mode = concat(@@sql_mode, ',STRICT_ALL_TABLES')"
+# modes still hold; an empty sql_mode gives a leading comma, which the server ignores. Without
+# spaces: Connector/J's sessionVariables takes it as written too.
+MYSQL_STRICT_MODE = "sql_mode=concat(@@sql_mode,',STRICT_ALL_TABLES')"
 # What a lock wait adds to the idle limit: an orphan's session has surely ended by then.
 LOCK_WAIT_MARGIN_S = 30.0
 _UNKNOWN_VARIABLE = 1193     # MySQL's ER_UNKNOWN_SYSTEM_VARIABLE (idle_transaction_timeout is MariaDB's)
@@ -66,7 +67,12 @@ def open_session(spec: JdbcSinkSpec, database: str | None) -> "SinkSession":
         # the user's own session variables first, as Spark's sessions get them (a time_zone
         # changes what a TIMESTAMP stores); the limits and the strict mode after, so they hold
         for variables in user_session_variables(spec):
-            cursor.execute(f"SET SESSION {variables}")
+            try:
+                cursor.execute(f"SET SESSION {variables}")
+            except Exception as exc:  # noqa: BLE001 - the server's refusal, named with the option
+                raise JdbcSinkError(f"Jdbc sink: sessionVariables '{variables}' (option 'url' or 'properties'): "
+                                    f"the server refused them: {exc}; give name=value pairs separated by "
+                                    "commas, as MySQL's SET takes them") from None
         cursor.execute(f"SET SESSION innodb_lock_wait_timeout = %s, lock_wait_timeout = %s, {MYSQL_STRICT_MODE}",
                        (wait, wait))
         try:
@@ -100,7 +106,7 @@ def spark_write(spec: JdbcSinkSpec, url: str) -> tuple[str, dict]:
         return url, {"reWriteBatchedInserts": "true", "stringtype": "unspecified", **given}
     # Connector/J sets these after its own sql_mode, in the order given: ours comes last. A
     # URL's sessionVariables would replace the property's, ours with it: it moves to the property.
-    variables = ",".join([*user_session_variables(spec), MYSQL_STRICT_MODE.replace(" ", "")])
+    variables = ",".join([*user_session_variables(spec), MYSQL_STRICT_MODE])
     return spec.url.without_param(url, "sessionVariables"), \
         {"rewriteBatchedStatements": "true", **given, "sessionVariables": variables}
 
